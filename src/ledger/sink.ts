@@ -1,0 +1,38 @@
+import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
+
+/** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
+export interface AuditSink {
+  begin(b: AuditBegin): AuditHandle;
+  /** Resolves once everything queued so far is committed. */
+  whenCommitted(): Promise<void>;
+  record(b: AuditBegin, e: AuditEnd): Promise<void>;
+  readonly idempotency: {
+    claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim;
+    complete(principal: string, key: string, answer: StoredAnswer): void;
+    abandon(principal: string, key: string): void;
+  };
+  close(): Promise<void>;
+}
+
+/** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */
+export class NullLedger implements AuditSink {
+  private id = 0;
+  begin(): AuditHandle {
+    const rowId = ++this.id;
+    return { rowId, finish: () => Promise.resolve() };
+  }
+  whenCommitted(): Promise<void> {
+    return Promise.resolve();
+  }
+  record(): Promise<void> {
+    return Promise.resolve();
+  }
+  readonly idempotency = {
+    claim: (): IdempotencyClaim => ({ kind: 'new' }),
+    complete: () => {},
+    abandon: () => {},
+  };
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

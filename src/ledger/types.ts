@@ -1,0 +1,66 @@
+/** The ledger's boundary types. The router records every call; the CLI reads. */
+export type Outcome =
+  | 'in_flight'
+  | 'ok'
+  | 'tool_error'
+  | 'rpc_error'
+  | 'timeout'
+  | 'cancelled'
+  | 'denied'
+  | 'unavailable'
+  | 'replayed'
+  | 'unknown';
+
+/** Which layer a failure came from; kept apart as the issue asks. */
+export type ErrorKind = 'transport' | 'jsonrpc' | 'tool' | 'policy' | null;
+
+export interface AuditBegin {
+  ts: number; // epoch ms
+  requestId: string; // downstream JSON-RPC id, as a string
+  principal: string; // 'anonymous' when unauthenticated
+  clientAddress?: string;
+  clientEra: string;
+  clientInfo?: { name?: string; version?: string } | undefined;
+  method: string;
+  hubName?: string; // the tool/prompt name as the client saw it, or the resource uri
+  server?: string;
+  upstreamName?: string;
+  upstreamEra?: string;
+  idempotencyKey?: string;
+  argsHash?: string; // sha256 hex of canonical arguments
+  requestBytes?: number;
+  /** Only stored when ledger.storeBodies is on (redacted by the ledger). */
+  args?: unknown;
+}
+
+export interface AuditEnd {
+  outcome: Exclude<Outcome, 'in_flight'>;
+  errorKind?: ErrorKind;
+  errorCode?: number | null;
+  errorMessage?: string;
+  latencyMs: number;
+  responseBytes?: number;
+  /** Only stored when ledger.storeBodies is on (redacted by the ledger). */
+  result?: unknown;
+  /** Late facts, e.g. the upstream chosen after routing. */
+  server?: string;
+  upstreamName?: string;
+  upstreamEra?: string;
+}
+
+export interface AuditHandle {
+  readonly rowId: number;
+  /** Resolves when the completed row is committed (group commit). */
+  finish(end: AuditEnd): Promise<void>;
+}
+
+/** Result of claiming an idempotency key for a tools/call. */
+export type IdempotencyClaim =
+  | { kind: 'new' } // caller must run the call, then complete() or abandon()
+  | { kind: 'wait'; result: Promise<StoredAnswer> } // same call in flight: wait for its answer
+  | { kind: 'replay'; answer: StoredAnswer } // completed earlier: replay, do not call upstream
+  | { kind: 'conflict'; tool: string } // same key, other tool or arguments
+  | { kind: 'unknown' }; // an earlier attempt died mid-call: outcome unknown
+
+/** What is replayed: either a result object or a JSON-RPC error. */
+export type StoredAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };

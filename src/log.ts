@@ -1,0 +1,33 @@
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+/**
+ * All logs go to stderr: stdout is the protocol channel in stdio mode. Credentials never
+ * reach a log line: auth headers and secret-looking keys are redacted at the source.
+ */
+export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ?? 'info'): Logger {
+  return pino(
+    {
+      level,
+      base: { name: 'switchyard' },
+      redact: {
+        paths: [
+          'headers.authorization',
+          'headers["mcp-session-id"]',
+          '*.headers.authorization',
+          '*.authorization',
+          '*.token',
+          '*.apiKey',
+          '*.password',
+          '*.secret',
+        ],
+        censor: '[redacted]',
+      },
+    },
+    pino.destination({ fd: 2, sync: false }),
+  );
+}
+
+/** A logger that drops everything, for library use and tests. */
+export const silentLogger: Logger = pino({ level: 'silent' });

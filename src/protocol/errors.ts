@@ -1,0 +1,99 @@
+/**
+ * Error codes and error classes. JSON-RPC errors that travel on the wire are RpcError;
+ * failures the hub observes locally (timeouts, transport faults) have their own classes so
+ * they are never mistaken for something a peer said (digest §1.3).
+ */
+export const PARSE_ERROR = -32700;
+export const INVALID_REQUEST = -32600;
+export const METHOD_NOT_FOUND = -32601;
+export const INVALID_PARAMS = -32602;
+export const INTERNAL_ERROR = -32603;
+/** Legacy resource-not-found (modern uses INVALID_PARAMS). */
+export const LEGACY_RESOURCE_NOT_FOUND = -32002;
+export const URL_ELICITATION_REQUIRED = -32042;
+export const HEADER_MISMATCH = -32020;
+export const MISSING_CLIENT_CAPABILITY = -32021;
+export const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+/** Implementation-defined, used by SDK 1.x for "session not found"; only ever read, never emitted. */
+export const SDK_SESSION_NOT_FOUND = -32001;
+
+export interface RpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** A JSON-RPC error, either received from a peer or to be sent to one. */
+export class RpcError extends Error {
+  override readonly name = 'RpcError';
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+  toJSON(): RpcErrorObject {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+  static from(obj: unknown): RpcError {
+    const o = (obj ?? {}) as Partial<RpcErrorObject>;
+    return new RpcError(
+      typeof o.code === 'number' ? o.code : INTERNAL_ERROR,
+      typeof o.message === 'string' ? o.message : 'error',
+      o.data,
+    );
+  }
+}
+
+/** Base of every failure the hub itself observes (as opposed to an error a peer answered). */
+export class HubError extends Error {
+  override readonly name: string = 'HubError';
+  readonly kind: string = 'hub';
+}
+/** The upstream cannot take requests now (starting, failed, stopped, circuit open). */
+export class UpstreamUnavailableError extends HubError {
+  override readonly name = 'UpstreamUnavailableError';
+  override readonly kind = 'unavailable';
+  constructor(
+    readonly server: string,
+    readonly state: string,
+    detail?: string,
+  ) {
+    super(`server "${server}" is ${state}${detail ? `: ${detail}` : ''}`);
+  }
+}
+/** No answer within the time allowed. */
+export class TimeoutError extends HubError {
+  override readonly name = 'TimeoutError';
+  override readonly kind = 'timeout';
+  constructor(
+    readonly server: string,
+    readonly ms: number,
+  ) {
+    super(`server "${server}" did not answer within ${ms} ms`);
+  }
+}
+/** The caller went away or cancelled. */
+export class CancelledError extends HubError {
+  override readonly name = 'CancelledError';
+  override readonly kind = 'cancelled';
+  constructor(reason = 'request cancelled') {
+    super(reason);
+  }
+}
+/** The connection to the upstream broke: process exit, socket error, bad HTTP status. */
+export class TransportError extends HubError {
+  override readonly name = 'TransportError';
+  override readonly kind = 'transport';
+  constructor(
+    message: string,
+    readonly status?: number,
+    /** true when the hub knows the upstream never saw the request (safe to retry). */
+    readonly notDelivered = false,
+  ) {
+    super(message);
+  }
+}

@@ -1,0 +1,83 @@
+import { INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
+
+export type Id = string | number;
+export type Params = Record<string, unknown>;
+
+export interface Request {
+  jsonrpc: '2.0';
+  id: Id;
+  method: string;
+  params?: Params;
+}
+export interface Notification {
+  jsonrpc: '2.0';
+  method: string;
+  params?: Params;
+}
+export interface SuccessResponse {
+  jsonrpc: '2.0';
+  id: Id;
+  result: Record<string, unknown>;
+}
+export interface ErrorResponse {
+  jsonrpc: '2.0';
+  id?: Id | null;
+  error: RpcErrorObject;
+}
+export type Response = SuccessResponse | ErrorResponse;
+export type Message = Request | Notification | Response;
+
+export type Classified =
+  | { kind: 'request'; msg: Request }
+  | { kind: 'notification'; msg: Notification }
+  | { kind: 'response'; msg: Response }
+  | { kind: 'invalid'; error: RpcError; id?: Id };
+
+const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Validate a parsed value as one JSON-RPC message of either era. Batches are not part of
+ * either era (digest §1.1); ids are never null.
+ */
+export function classify(v: unknown): Classified {
+  if (Array.isArray(v)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'batch requests are not supported') };
+  if (!isObj(v)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'a JSON-RPC message must be an object') };
+  const id = isId(v.id) ? v.id : undefined;
+  if (v.jsonrpc !== '2.0') return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"'), id };
+  if (typeof v.method === 'string') {
+    if (v.params !== undefined && !isObj(v.params))
+      return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
+    if (!('id' in v)) return { kind: 'notification', msg: v as unknown as Notification };
+    if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or a number, never null') };
+    return { kind: 'request', msg: v as unknown as Request };
+  }
+  if ('result' in v || 'error' in v) {
+    if ('result' in v && !isObj(v.result)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'result must be an object'), id };
+    if ('error' in v && !isObj(v.error)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'error must be an object'), id };
+    return { kind: 'response', msg: v as unknown as Response };
+  }
+  return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'not a request, notification or response'), id };
+}
+
+/** Parse one frame (a stdio line or an HTTP body). */
+export function parseFrame(text: string): Classified {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return { kind: 'invalid', error: new RpcError(PARSE_ERROR, 'parse error: invalid JSON') };
+  }
+  return classify(v);
+}
+
+export function errorResponse(id: Id | undefined | null, err: RpcError | RpcErrorObject): ErrorResponse {
+  const error = err instanceof RpcError ? err.toJSON() : err;
+  return id === undefined || id === null ? { jsonrpc: '2.0', error } : { jsonrpc: '2.0', id, error };
+}
+export function resultResponse(id: Id, result: Record<string, unknown>): SuccessResponse {
+  return { jsonrpc: '2.0', id, result };
+}
+export function isErrorResponse(r: Response): r is ErrorResponse {
+  return 'error' in r;
+}

@@ -1,0 +1,84 @@
+import type { EventEmitter } from 'node:events';
+import type { Era } from '../protocol/era.js';
+import type {
+  ClientCapabilities,
+  Implementation,
+  InputRequest,
+  LoggingLevel,
+  ProgressInfo,
+  ServerCapabilities,
+} from '../protocol/types.js';
+
+export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
+
+/** How to reach one upstream; produced from hub.config.json by src/config. */
+export interface UpstreamSpec {
+  id: string;
+  /** stdio */
+  command?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Streamable HTTP */
+  url?: string;
+  headers?: Record<string, string>;
+  /** 'auto' probes; a fixed era skips the probe. */
+  era: 'auto' | Era;
+  timeoutMs: number;
+  /** Bound on the stdio era probe (silence past it means legacy). */
+  probeTimeoutMs: number;
+  /** Largest frame accepted from the upstream (bytes). */
+  maxFrameBytes: number;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  /** Progress from the upstream for this call; the connection owns the upstream progressToken. */
+  onProgress?: (p: ProgressInfo) => void;
+  /** `notifications/message` the upstream sent about this call (HTTP POST stream) or while it ran. */
+  onLog?: (params: Record<string, unknown>) => void;
+  /**
+   * A legacy upstream's server-to-client request (elicitation/create, sampling/createMessage,
+   * roots/list) that belongs to this call. Resolve with the client's result; reject with an
+   * RpcError to send an error back. Absent: the connection answers -32601 itself.
+   */
+  onServerRequest?: (req: InputRequest) => Promise<Record<string, unknown>>;
+  /** What the downstream client of this call declared (modern upstreams get it in `_meta`). */
+  clientCapabilities?: ClientCapabilities;
+  /** Non-envelope `_meta` keys to pass through unchanged (trace context, third-party). */
+  meta?: Record<string, unknown>;
+  /** Modern: stamped as io.modelcontextprotocol/logLevel. */
+  logLevel?: LoggingLevel;
+}
+
+/**
+ * One upstream MCP server, whatever its transport and era. `request` takes era-neutral params
+ * (no envelope `_meta`) and resolves with the result object as the upstream sent it
+ * (`resultType` may be present for modern upstreams). It rejects with RpcError when the upstream
+ * answered an error, and with a HubError subclass (TimeoutError, CancelledError, TransportError,
+ * UpstreamUnavailableError) for failures the hub observed itself.
+ *
+ * Events:
+ *  - 'state' (state: UpstreamState, detail?: string)
+ *  - 'notification' ({method, params}): notifications not tied to a call, e.g.
+ *    notifications/tools/list_changed, notifications/resources/updated, notifications/message.
+ */
+export interface Upstream extends EventEmitter {
+  readonly id: string;
+  readonly state: UpstreamState;
+  readonly era: Era | undefined;
+  /** Negotiated protocol version (legacy may be older than 2025-11-25). */
+  readonly protocolVersion: string | undefined;
+  readonly capabilities: ServerCapabilities | undefined;
+  readonly serverInfo: Implementation | undefined;
+  readonly instructions: string | undefined;
+  readonly lastError: string | undefined;
+  readonly since: number;
+  readonly restarts: number;
+  /** Connect, detect the era and handshake. Resolves when ready; rejects if it could not start. */
+  start(): Promise<void>;
+  request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;
+  notify(method: string, params?: Record<string, unknown>): void;
+  close(): Promise<void>;
+}
