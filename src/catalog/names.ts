@@ -1,0 +1,202 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Hub names for upstream tools and prompts: `<prefix>__<name>`, kept within what model
+ * providers accept, collision-free across servers, and stable: a name that fits passes
+ * unchanged, and a name never changes because another server came or went (given a store).
+ */
+
+/** 'strict' fits Anthropic/OpenAI tool names; 'spec' is what MCP itself allows. */
+export type NameMode = 'strict' | 'spec';
+export type NameKind = 'tool' | 'prompt';
+export type RenameReason = 'sanitized' | 'too-long' | 'collision';
+
+export const NAME_RULES: Record<NameMode, { max: number; valid: RegExp; char: RegExp }> = {
+  strict: { max: 64, valid: /^[A-Za-z0-9_-]{1,64}$/, char: /^[A-Za-z0-9_-]$/ },
+  spec: { max: 128, valid: /^[A-Za-z0-9_.-]{1,128}$/, char: /^[A-Za-z0-9_.-]$/ },
+};
+
+/** Separator between prefix and upstream name. */
+export const PREFIX_SEPARATOR = '__';
+
+export function fitsName(name: string, mode: NameMode): boolean {
+  return NAME_RULES[mode].valid.test(name);
+}
+
+/** The name before any fixing: `<prefix>__<name>`, or the name itself for prefix "". */
+export function baseName(prefix: string, upstreamName: string): string {
+  return prefix === '' ? upstreamName : `${prefix}${PREFIX_SEPARATOR}${upstreamName}`;
+}
+
+/** Every character (code point, so one emoji is one `_`) outside the mode's set becomes `_`. */
+export function sanitizeName(s: string, mode: NameMode): string {
+  const ok = NAME_RULES[mode].char;
+  let out = '';
+  for (const ch of s) out += ok.test(ch) ? ch : '_';
+  return out;
+}
+
+/**
+ * Deterministic suffix from the server id and the upstream name (never the prefix or other
+ * servers, so it cannot shift when the config around it changes). Attempt 0 is the short
+ * form used for sanitized or truncated names; later attempts settle collisions.
+ */
+export function nameHash(serverId: string, upstreamName: string, attempt = 0): string {
+  const input = attempt === 0 ? `${serverId}\0${upstreamName}` : `${serverId}\0${upstreamName}\0${attempt}`;
+  return createHash('sha256')
+    .update(input)
+    .digest('hex')
+    .slice(0, attempt === 0 ? 6 : 8);
+}
+
+export interface Candidate {
+  name: string;
+  /** Why it differs from `baseName`; absent when it is the base name unchanged. */
+  reason?: RenameReason;
+}
+
+/**
+ * The hub name to try for one upstream name. Attempt 0: the base name if it fits, else the
+ * sanitized base cut to fit plus `_` and a 6-hex hash. Attempt n > 0 (after a collision):
+ * sanitized base cut to fit plus `_` and an 8-hex hash of attempt n.
+ */
+export function candidateName(
+  serverId: string,
+  prefix: string,
+  upstreamName: string,
+  mode: NameMode,
+  attempt = 0,
+): Candidate {
+  const base = baseName(prefix, upstreamName);
+  if (attempt === 0 && fitsName(base, mode)) return { name: base };
+  const clean = sanitizeName(base, mode);
+  const hash = nameHash(serverId, upstreamName, attempt);
+  const name = `${clean.slice(0, NAME_RULES[mode].max - hash.length - 1)}_${hash}`;
+  if (attempt > 0) return { name, reason: 'collision' };
+  return { name, reason: clean !== base || base === '' ? 'sanitized' : 'too-long' };
+}
+
+/** Remembers assignments across restarts and config changes; the hub backs it with SQLite. */
+export interface NameStore {
+  get(server: string, kind: NameKind, upstreamName: string): string | undefined;
+  put(server: string, kind: NameKind, upstreamName: string, hubName: string): void;
+}
+
+export class MemoryNameStore implements NameStore {
+  private readonly map = new Map<string, string>();
+  get(server: string, kind: NameKind, upstreamName: string): string | undefined {
+    return this.map.get(`${server}\0${kind}\0${upstreamName}`);
+  }
+  put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
+    this.map.set(`${server}\0${kind}\0${upstreamName}`, hubName);
+  }
+}
+
+export interface ServerNames {
+  id: string;
+  prefix: string;
+  /** Upstream names in the upstream's order (duplicates after the first are ignored). */
+  names: readonly string[];
+}
+
+export interface Renaming {
+  server: string;
+  kind: NameKind;
+  upstreamName: string;
+  hubName: string;
+  reason: RenameReason;
+}
+
+export interface Assignment {
+  /** server id → upstream name → hub name, for every name given. */
+  names: Map<string, Map<string, string>>;
+  /** Every name that differs from its base name, with why (for logs and `switchyard tools`). */
+  renamed: Renaming[];
+}
+
+export interface Resolved {
+  server: string;
+  upstreamName: string;
+}
+
+// A stored name is honoured only if it is still one this server/prefix/mode could have been
+// given; otherwise (prefix or mode changed) the name is assigned afresh.
+const MAX_STORED_ATTEMPT = 16;
+
+export class NameAssigner {
+  readonly mode: NameMode;
+  private readonly store: NameStore;
+  private readonly reverse = new Map<NameKind, Map<string, Resolved>>();
+
+  constructor(options: { mode?: NameMode; store?: NameStore } = {}) {
+    this.mode = options.mode ?? 'strict';
+    this.store = options.store ?? new MemoryNameStore();
+  }
+
+  /**
+   * Names every upstream name of `servers` (given in config order). Stored assignments win
+   * first; new names take their candidate, and on a collision the later one (config order,
+   * then upstream order) takes further attempts until unique. New assignments are stored.
+   */
+  assign(kind: NameKind, servers: readonly ServerNames[]): Assignment {
+    const taken = new Map<string, Resolved>();
+    const names = new Map<string, Map<string, string>>();
+    const reasons = new Map<string, RenameReason>(); // by hub name
+    const pending: { s: ServerNames; upstreamName: string }[] = [];
+
+    for (const s of servers) {
+      const mine = new Map<string, string>();
+      names.set(s.id, mine);
+      const seen = new Set<string>();
+      for (const upstreamName of s.names) {
+        if (seen.has(upstreamName)) continue;
+        seen.add(upstreamName);
+        const stored = this.store.get(s.id, kind, upstreamName);
+        const reason = stored === undefined || taken.has(stored) ? null : this.storedReason(s, upstreamName, stored);
+        if (reason === null) {
+          pending.push({ s, upstreamName });
+          continue;
+        }
+        mine.set(upstreamName, stored!);
+        taken.set(stored!, { server: s.id, upstreamName });
+        if (reason) reasons.set(stored!, reason);
+      }
+    }
+
+    for (const { s, upstreamName } of pending) {
+      let c = candidateName(s.id, s.prefix, upstreamName, this.mode);
+      for (let attempt = 1; taken.has(c.name); attempt++) {
+        c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);
+      }
+      names.get(s.id)!.set(upstreamName, c.name);
+      taken.set(c.name, { server: s.id, upstreamName });
+      if (c.reason) reasons.set(c.name, c.reason);
+      this.store.put(s.id, kind, upstreamName, c.name);
+    }
+
+    this.reverse.set(kind, taken);
+    const renamed: Renaming[] = [];
+    for (const s of servers) {
+      for (const [upstreamName, hubName] of names.get(s.id)!) {
+        const reason = reasons.get(hubName);
+        if (reason) renamed.push({ server: s.id, kind, upstreamName, hubName, reason });
+      }
+    }
+    return { names, renamed };
+  }
+
+  /** The upstream behind a hub name, per the latest `assign` of that kind. */
+  resolve(kind: NameKind, hubName: string): Resolved | undefined {
+    return this.reverse.get(kind)?.get(hubName);
+  }
+
+  /** undefined: stored name is the base name; a reason: a valid renamed form; null: stale. */
+  private storedReason(s: ServerNames, upstreamName: string, stored: string): RenameReason | undefined | null {
+    if (!fitsName(stored, this.mode)) return null;
+    for (let attempt = 0; attempt <= MAX_STORED_ATTEMPT; attempt++) {
+      const c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);
+      if (c.name === stored) return c.reason;
+    }
+    return null;
+  }
+}

@@ -1,0 +1,35 @@
+import type { Argv, CommandModule } from 'yargs';
+import { ConfigError, loadConfig } from '../config/load.js';
+
+interface ValidateArgs {
+  config: string;
+}
+
+const validateCommand: CommandModule<object, ValidateArgs> = {
+  command: 'validate',
+  describe: 'Check hub.config.json: prints "ok: N servers" or one line per problem',
+  builder: (y: Argv) =>
+    y.option('config', {
+      alias: 'c',
+      type: 'string',
+      default: 'hub.config.json',
+      describe: 'Config file',
+    }) as Argv<ValidateArgs>,
+  handler: (args) => {
+    try {
+      const config = loadConfig(args.config);
+      process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      process.stderr.write(`${args.config}: invalid config\n${e.problems.map((p) => `  ${p}\n`).join('')}`);
+      process.exitCode = 1;
+    }
+  },
+};
+
+export const configCommand: CommandModule = {
+  command: 'config',
+  describe: 'Work with the hub configuration',
+  builder: (y: Argv) => y.command(validateCommand).demandCommand(1, 'Give a config subcommand; see --help.'),
+  handler: () => {},
+};

@@ -1,0 +1,59 @@
+import { keyPath, type KeySegments } from './keypath.js';
+
+export type Env = Record<string, string | undefined>;
+
+export interface Interpolated {
+  value: unknown;
+  /** One message per missing variable, naming the key path. */
+  problems: string[];
+  /** Key paths whose value could not be completed (so schema errors there are noise). */
+  failedPaths: Set<string>;
+}
+
+// `$${env:X}` is the escape for a literal `${env:X}`; `${env:X}` reads the variable.
+const REFERENCE = /\$?\$\{env:([^}]*)\}/g;
+const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Replaces `${env:NAME}` in every string value of a JSON document (keys are left alone).
+ * Returns a new tree; the input is not modified. Messages name the variable, never its value.
+ */
+export function interpolateEnv(doc: unknown, env: Env): Interpolated {
+  const problems: string[] = [];
+  const failedPaths = new Set<string>();
+
+  const visitString = (s: string, at: KeySegments): string => {
+    if (!s.includes('${')) return s;
+    let failed = false;
+    const out = s.replace(REFERENCE, (match: string, name: string) => {
+      if (match.startsWith('$$')) return match.slice(1);
+      const path = keyPath(at);
+      if (!VAR_NAME.test(name)) {
+        problems.push(`${path}: "\${env:${name}}" is not a valid environment variable reference`);
+        failed = true;
+        return match;
+      }
+      const v = env[name];
+      if (v === undefined) {
+        problems.push(`${path}: environment variable ${name} is not set`);
+        failed = true;
+        return match;
+      }
+      return v;
+    });
+    if (failed) failedPaths.add(keyPath(at));
+    return out;
+  };
+
+  const visit = (node: unknown, at: (string | number)[]): unknown => {
+    if (typeof node === 'string') return visitString(node, at);
+    if (Array.isArray(node)) return node.map((v, i) => visit(v, [...at, i]));
+    if (node !== null && typeof node === 'object') {
+      // fromEntries defines own properties, so a "__proto__" key stays a plain key.
+      return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, visit(v, [...at, k])]));
+    }
+    return node;
+  };
+
+  return { value: visit(doc, []), problems, failedPaths };
+}

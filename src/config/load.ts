@@ -1,0 +1,170 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Era } from '../protocol/era.js';
+import { durationMs } from './duration.js';
+import { interpolateEnv, type Env } from './interpolate.js';
+import { validateAgainstSchema } from './schema.js';
+import type { HubConfig, ServerConfig, ServerToolsConfig, ToolSettings } from './types.js';
+
+/** An unusable config: one line per problem, each naming its key path. */
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[], file?: string) {
+    super(`invalid config${file ? ` ${file}` : ''}:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** The document after interpolation and schema defaults, as the schema guarantees it. */
+interface RawServer {
+  command?: string;
+  args: string[];
+  env: Record<string, string>;
+  cwd?: string;
+  url?: string;
+  headers: Record<string, string>;
+  prefix?: string;
+  trust: 'trusted' | 'untrusted';
+  enabled?: boolean;
+  disabled?: boolean;
+  timeoutMs: number;
+  era: 'auto' | Era;
+  probeTimeoutMs: number;
+  maxFrameBytes: number;
+  cacheTtlMs?: number;
+  tools?: Record<string, unknown>;
+}
+
+interface RawConfig {
+  listen: HubConfig['listen'];
+  ledger: Omit<HubConfig['ledger'], 'idempotencyTtlMs'> & { idempotencyTtl: number | string };
+  names: HubConfig['names'];
+  pageSize: number;
+  servers?: Record<string, RawServer>;
+  mcpServers?: Record<string, RawServer>;
+  auth?: Record<string, unknown>;
+  policy?: Record<string, unknown>;
+  plugins?: Record<string, unknown>;
+  groups?: Record<string, unknown>;
+}
+
+/** Interpolates, validates and fills defaults; `value` is meaningful only without problems. */
+function check(json: unknown, env: Env): { problems: string[]; value: unknown } {
+  const interpolated = interpolateEnv(json, env);
+  const value = interpolated.value;
+  const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
+  const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
+  if (typeof redact === 'string') {
+    try {
+      new RegExp(redact, 'i');
+    } catch (e) {
+      problems.push(`ledger.redactKeys: not a valid regular expression (${(e as Error).message})`);
+    }
+  }
+  return { problems, value };
+}
+
+/** Every problem of a config document, one line each (empty when it is valid). */
+export function configProblems(json: unknown, env: Env = process.env): string[] {
+  return check(json, env).problems;
+}
+
+/**
+ * Turns a parsed hub.config.json into a HubConfig, or throws ConfigError.
+ * `file` anchors relative paths (ledger.path, servers.*.cwd); without it they resolve
+ * against the current directory.
+ */
+export function parseConfig(json: unknown, file?: string, env: Env = process.env): HubConfig {
+  const { problems, value } = check(json, env);
+  if (problems.length > 0) throw new ConfigError(problems, file);
+  const raw = value as RawConfig;
+  const base = file ? dirname(resolve(file)) : process.cwd();
+
+  const servers: Record<string, ServerConfig> = {};
+  for (const [id, s] of Object.entries(raw.servers ?? raw.mcpServers ?? {})) servers[id] = buildServer(id, s, base);
+
+  const config: HubConfig = {
+    listen: raw.listen,
+    ledger: {
+      path: raw.ledger.path === ':memory:' ? raw.ledger.path : resolve(base, raw.ledger.path),
+      enabled: raw.ledger.enabled,
+      storeBodies: raw.ledger.storeBodies,
+      redactKeys: raw.ledger.redactKeys,
+      idempotencyTtlMs: durationMs(raw.ledger.idempotencyTtl) as number, // the schema admits only valid ones
+    },
+    names: raw.names,
+    pageSize: raw.pageSize,
+    servers,
+  };
+  if (file) config.file = resolve(file);
+  for (const k of ['auth', 'policy', 'plugins', 'groups'] as const) if (raw[k]) config[k] = raw[k];
+  return config;
+}
+
+function buildServer(id: string, s: RawServer, base: string): ServerConfig {
+  const server: ServerConfig = {
+    id,
+    args: s.args,
+    env: s.env,
+    headers: s.headers,
+    prefix: s.prefix ?? id,
+    trust: s.trust,
+    enabled: s.enabled ?? !(s.disabled ?? false),
+    timeoutMs: s.timeoutMs,
+    era: s.era,
+    probeTimeoutMs: s.probeTimeoutMs,
+    maxFrameBytes: s.maxFrameBytes,
+    tools: buildTools(s.tools),
+  };
+  if (s.command !== undefined) server.command = s.command;
+  if (s.cwd !== undefined) server.cwd = resolve(base, s.cwd);
+  if (s.url !== undefined) server.url = s.url;
+  if (s.cacheTtlMs !== undefined) server.cacheTtlMs = s.cacheTtlMs;
+  return server;
+}
+
+function buildTools(tools: Record<string, unknown> = {}): ServerToolsConfig {
+  const out: ServerToolsConfig = { byName: {} };
+  for (const [k, v] of Object.entries(tools)) {
+    if (k === 'allow' || k === 'deny') out[k] = v as string[];
+    else if (v !== null && typeof v === 'object' && !Array.isArray(v)) out.byName[k] = v as ToolSettings;
+  }
+  return out;
+}
+
+/** Reads, parses and validates a hub.config.json file; throws ConfigError. */
+export function loadConfig(file: string, env: Env = process.env): HubConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError([`config: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`], file);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (e) {
+    throw new ConfigError([`config: not valid JSON (${jsonErrorWhere(text, (e as Error).message)})`], file);
+  }
+  return parseConfig(json, file, env);
+}
+
+/**
+ * Where JSON.parse gave up, without quoting the text: V8's messages can include a slice of
+ * the document, and a config may hold a literal secret.
+ */
+function jsonErrorWhere(text: string, message: string): string {
+  const pos = /at position (\d+)/.exec(message);
+  const stripped = message.replace(/ in JSON at position \d+.*$/s, '');
+  const what = stripped.includes('"') ? 'syntax error' : stripped;
+  if (pos) {
+    const before = text.slice(0, Number(pos[1]));
+    const line = before.split('\n').length;
+    const column = before.length - before.lastIndexOf('\n');
+    return `line ${line} column ${column}: ${what}`;
+  }
+  const token = /^Unexpected token '(.)'/.exec(message);
+  if (token) return `unexpected character '${token[1]}'`;
+  return /end of JSON input/.test(message) ? 'unexpected end of input' : 'syntax error';
+}
