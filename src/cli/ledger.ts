@@ -1,0 +1,254 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Argv, CommandModule } from 'yargs';
+import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
+import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { LedgerReader } from '../ledger/reader.js';
+import type { AuditFilter, AuditRow } from '../ledger/rows.js';
+import { parseWhen } from '../ledger/when.js';
+
+/** Where the command writes; tests pass their own. */
+export interface LedgerCliIo {
+  out(text: string): void;
+  err(text: string): void;
+  setExitCode(code: number): void;
+  /** Ends `tail -f` (the real binary just gets SIGINT). */
+  signal?: AbortSignal;
+  now?: () => number;
+  pollMs?: number;
+}
+
+const processIo: LedgerCliIo = {
+  out: (t) => void process.stdout.write(t),
+  err: (t) => void process.stderr.write(t),
+  setExitCode: (c) => {
+    process.exitCode = c;
+  },
+};
+
+interface CommonArgs {
+  db?: string;
+  config?: string;
+}
+interface FilterArgs extends CommonArgs {
+  server?: string;
+  tool?: string;
+  principal?: string;
+  outcome?: string;
+  since?: string;
+  until?: string;
+}
+
+/** Usage errors (exit 2) as opposed to a failed check (exit 1). */
+class UsageError extends Error {}
+
+/** The ledger file: --db, else `ledger.path` of the config file (relative to its folder). */
+export function resolveLedgerPath(args: CommonArgs): string {
+  if (args.db) return resolve(args.db);
+  const file = resolve(args.config ?? 'hub.config.json');
+  if (!existsSync(file)) {
+    if (args.config) throw new UsageError(`config file not found: ${file}`);
+    return resolve(DEFAULT_LEDGER_PATH);
+  }
+  let cfg: unknown;
+  try {
+    cfg = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const p = (cfg as { ledger?: { path?: unknown } } | null)?.ledger?.path;
+  return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
+}
+
+function filterOf(a: FilterArgs, now: number): AuditFilter {
+  const when = (s: string | undefined): number | undefined => {
+    if (s === undefined) return undefined;
+    try {
+      return parseWhen(s, now);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  };
+  return { server: a.server, tool: a.tool, principal: a.principal, outcome: a.outcome, since: when(a.since), until: when(a.until) };
+}
+
+function filterOptions<T>(y: Argv<T>): Argv<T> {
+  return y
+    .option('server', { type: 'string', describe: 'Only this server id' })
+    .option('tool', { type: 'string', describe: 'Only this hub-side tool/prompt name or resource uri' })
+    .option('principal', { type: 'string', describe: 'Only this principal' })
+    .option('outcome', { type: 'string', describe: 'Only this outcome (ok, tool_error, rpc_error, timeout, denied, …)' })
+    .option('since', { type: 'string', describe: 'From this time: 30m, 1h, 2d back, or an ISO date' })
+    .option('until', { type: 'string', describe: 'Before this time: duration back or ISO date' });
+}
+
+/** Builds `ledger <sub>`; `ledgerCommand` is the one main.ts mounts. */
+export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
+  const now = (): number => (io.now ?? Date.now)();
+
+  /** Runs a subcommand: errors become one line on stderr and an exit code, never a stack. */
+  const run =
+    <A extends CommonArgs>(writable: boolean, body: (reader: LedgerReader, args: A) => Promise<void> | void) =>
+    async (args: A): Promise<void> => {
+      let reader: LedgerReader | null = null;
+      try {
+        reader = LedgerReader.open({ path: resolveLedgerPath(args), writable });
+        await body(reader, args);
+      } catch (err) {
+        io.err(`switchyard ledger: ${(err as Error).message}\n`);
+        io.setExitCode(err instanceof UsageError ? 2 : 1);
+      } finally {
+        reader?.close();
+      }
+    };
+
+  const printRows = (rows: AuditRow[], json: boolean, header: boolean): void => {
+    if (json) io.out(rows.map((r) => JSON.stringify(rowJson(r)) + '\n').join(''));
+    else if (header) io.out(table(ROW_HEADER, rows.map(rowCells)));
+    else if (rows.length) io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
+  };
+
+  const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
+    command: 'query',
+    describe: 'List audit rows (newest N, printed oldest first)',
+    builder: (y) =>
+      filterOptions(y)
+        .option('limit', { type: 'number', default: 50, describe: 'At most this many rows' })
+        .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { limit: number; json: boolean }>,
+    handler: run(false, (reader, a) => {
+      if (!Number.isFinite(a.limit) || a.limit < 1) throw new UsageError('--limit must be a positive number');
+      const rows = reader.query({ ...filterOf(a, now()), limit: a.limit }).reverse();
+      printRows(rows, a.json, true);
+    }),
+  };
+
+  const tail: CommandModule<CommonArgs, FilterArgs & { n: number; follow: boolean; json: boolean }> = {
+    command: 'tail',
+    describe: 'The last finished calls; with -f keep printing calls as they finish',
+    builder: (y) =>
+      filterOptions(y)
+        .option('n', { type: 'number', default: 10, describe: 'How many rows to show first' })
+        .option('follow', { alias: 'f', type: 'boolean', default: false, describe: 'Keep polling for new rows' })
+        .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { n: number; follow: boolean; json: boolean }>,
+    handler: run(false, async (reader, a) => {
+      const { since: _s, until: _u, ...filter } = filterOf(a, now());
+      const first = reader.lastFinished(filter, a.n);
+      printRows(first, a.json, true);
+      if (!a.follow) return;
+      // Follows the chain position, i.e. rows in the order they finish, so every call is
+      // printed once, with its outcome (a row appears by id while still in flight).
+      let last = Math.max(first.at(-1)?.seq ?? 0, reader.headSeq());
+      const pollMs = io.pollMs ?? 500;
+      while (!io.signal?.aborted) {
+        await sleep(pollMs, io.signal);
+        for (;;) {
+          const rows = reader.query({ ...filter, afterSeq: last, limit: 1000 });
+          if (rows.length === 0) break;
+          printRows(rows, a.json, false);
+          last = rows.at(-1)?.seq ?? last;
+        }
+        // A filtered poll may skip rows: jump to the head so they are not rescanned.
+        last = Math.max(last, reader.headSeq());
+      }
+    }),
+  };
+
+  const stats: CommandModule<CommonArgs, FilterArgs & { json: boolean }> = {
+    command: 'stats',
+    describe: 'Calls, error rate and p50/p95 latency per server and tool',
+    builder: (y) =>
+      filterOptions(y).option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<
+        FilterArgs & { json: boolean }
+      >,
+    handler: run(false, (reader, a) => {
+      const rows = reader.stats(filterOf(a, now()));
+      if (a.json) io.out(rows.map((r) => JSON.stringify(r) + '\n').join(''));
+      else io.out(table(STATS_HEADER, rows.map(statsCells)));
+    }),
+  };
+
+  const verify: CommandModule<CommonArgs, CommonArgs> = {
+    command: 'verify',
+    describe: 'Check the hash chain; exit 1 naming the first row that does not match',
+    handler: run(false, (reader) => {
+      const r = reader.verify();
+      if (r.ok) {
+        io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})\n`);
+      } else {
+        io.out(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}\n`);
+        io.setExitCode(1);
+      }
+    }),
+  };
+
+  const exportCmd: CommandModule<CommonArgs, FilterArgs & { format: string }> = {
+    command: 'export',
+    describe: 'Write all matching rows, oldest first, as JSON lines or CSV',
+    builder: (y) =>
+      filterOptions(y).option('format', { choices: ['jsonl', 'csv'], default: 'jsonl', describe: 'Output format' }) as unknown as Argv<
+        FilterArgs & { format: string }
+      >,
+    handler: run(false, (reader, a) => {
+      const csv = a.format === 'csv';
+      let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
+      for (const r of reader.iterate(filterOf(a, now()))) {
+        buf += (csv ? csvRow(r) : JSON.stringify(rowJson(r))) + '\n';
+        if (buf.length > 1 << 16) {
+          io.out(buf);
+          buf = '';
+        }
+      }
+      if (buf) io.out(buf);
+    }),
+  };
+
+  const prune: CommandModule<CommonArgs, CommonArgs & { before: string }> = {
+    command: 'prune',
+    describe: 'Delete finished rows older than --before, keeping the chain verifiable',
+    builder: (y) =>
+      y.option('before', { type: 'string', demandOption: true, describe: 'Duration back (30d) or ISO date' }) as unknown as Argv<
+        CommonArgs & { before: string }
+      >,
+    handler: run(true, (reader, a) => {
+      let before: number;
+      try {
+        before = parseWhen(a.before, now());
+      } catch (err) {
+        throw new UsageError((err as Error).message);
+      }
+      const n = reader.prune(before);
+      io.out(`pruned ${n} rows older than ${new Date(before).toISOString()}\n`);
+    }),
+  };
+
+  return {
+    command: 'ledger',
+    describe: 'Read the audit ledger: query, tail, stats, verify, export, prune',
+    builder: (y) =>
+      y
+        .option('db', { type: 'string', describe: 'Ledger file (default: ledger.path from the config)' })
+        .option('config', { type: 'string', describe: 'Config file to read ledger.path from (default hub.config.json)' })
+        .command(query as unknown as CommandModule)
+        .command(tail as unknown as CommandModule)
+        .command(stats as unknown as CommandModule)
+        .command(verify as unknown as CommandModule)
+        .command(exportCmd as unknown as CommandModule)
+        .command(prune as unknown as CommandModule)
+        .demandCommand(1, 'Give a ledger subcommand; see --help.'),
+    handler: () => undefined,
+  };
+}
+
+export const ledgerCommand: CommandModule = makeLedgerCommand();
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((res) => {
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      res();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

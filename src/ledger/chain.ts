@@ -1,0 +1,135 @@
+import type { Database, Statement } from 'better-sqlite3';
+import { canonicalJson, sha256Hex } from './canonical.js';
+import type { AuditDbRow } from './rows.js';
+
+/**
+ * Tamper evidence for finalized audit rows. In-flight rows are not chained (they still
+ * change); when a row is finalized it takes the next `seq` and
+ * hash = sha256(prevHash + "\n" + canonical JSON of its columns), in commit order.
+ * Null columns are left out of the canonical form so a later migration that adds a
+ * column (null in old rows) does not invalidate old hashes.
+ * `chain_state` keeps the anchor (last pruned row) and the head (last appended row), so a
+ * deleted middle row shows as a seq gap and a deleted last row as a head mismatch.
+ */
+export const GENESIS_HASH = '0'.repeat(64);
+
+export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unknown>): string {
+  const fields: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(row)) {
+    if (k !== 'hash' && v !== null && v !== undefined) fields[k] = v;
+  }
+  return sha256Hex(prevHash + '\n' + canonicalJson(fields));
+}
+
+export interface ChainState {
+  anchor_seq: number;
+  anchor_hash: string;
+  head_seq: number;
+  head_hash: string;
+}
+
+export function readChainState(db: Database): ChainState {
+  return db.prepare('SELECT anchor_seq, anchor_hash, head_seq, head_hash FROM chain_state WHERE id = 1').get() as ChainState;
+}
+
+/** Appends rows to the chain inside the writer's transaction (one batch at a time). */
+export class ChainWriter {
+  private readonly getState: Statement;
+  private readonly setRow: Statement;
+  private readonly setHead: Statement;
+  private seq = 0;
+  private hash = GENESIS_HASH;
+  private dirty = false;
+
+  constructor(db: Database) {
+    this.getState = db.prepare('SELECT head_seq, head_hash FROM chain_state WHERE id = 1');
+    this.setRow = db.prepare('UPDATE audit SET seq = ?, hash = ? WHERE id = ?');
+    this.setHead = db.prepare('UPDATE chain_state SET head_seq = ?, head_hash = ? WHERE id = 1');
+  }
+
+  /** Re-reads the head inside the transaction: the database, not memory, is the truth. */
+  startBatch(): void {
+    const s = this.getState.get() as { head_seq: number; head_hash: string };
+    this.seq = s.head_seq;
+    this.hash = s.head_hash;
+    this.dirty = false;
+  }
+
+  /** `row` is the finalized row as stored (from RETURNING *), seq still null. */
+  append(row: AuditDbRow): void {
+    const seq = this.seq + 1;
+    const hash = rowDigest(this.hash, { ...row, seq });
+    this.setRow.run(seq, hash, row.id);
+    // Only advance once the row holds its seq: a failed op must not leave a hole.
+    this.seq = seq;
+    this.hash = hash;
+    this.dirty = true;
+  }
+
+  endBatch(): void {
+    if (this.dirty) this.setHead.run(this.seq, this.hash);
+    this.dirty = false;
+  }
+}
+
+export type VerifyResult =
+  | { ok: true; rows: number; anchorSeq: number; headSeq: number }
+  | { ok: false; rowId: number | null; seq: number | null; reason: string };
+
+/**
+ * Recomputes the chain from the anchor, in seq order, stopping at the first row that does
+ * not match. `uptoSeq` limits the walk (prune checks only what it is about to drop).
+ * Must run inside a (read) transaction so the rows and the head are one snapshot.
+ */
+export function verifyChain(db: Database, uptoSeq?: number): VerifyResult {
+  const state = readChainState(db);
+  let expected = state.anchor_seq + 1;
+  let prev = state.anchor_hash;
+  let last: AuditDbRow | null = null;
+  let count = 0;
+  const end = uptoSeq ?? Number.MAX_SAFE_INTEGER;
+  const rows = db
+    .prepare('SELECT * FROM audit WHERE seq IS NOT NULL AND seq <= ? ORDER BY seq')
+    .iterate(end) as IterableIterator<AuditDbRow>;
+  for (const row of rows) {
+    const seq = row.seq as number;
+    if (seq <= state.anchor_seq) {
+      return fail(row, `row has seq ${seq} at or before the chain anchor ${state.anchor_seq}`, rows);
+    }
+    if (seq !== expected) {
+      return fail(row, `chain broken before this row: expected seq ${expected}, found ${seq} (rows deleted?)`, rows);
+    }
+    if (rowDigest(prev, row) !== row.hash) {
+      return fail(row, 'hash mismatch: the row was changed after it was written', rows);
+    }
+    prev = row.hash as string;
+    last = row;
+    expected++;
+    count++;
+  }
+  if (uptoSeq === undefined) {
+    const lastSeq = expected - 1;
+    if (lastSeq !== state.head_seq || prev !== state.head_hash) {
+      return {
+        ok: false,
+        rowId: last?.id ?? null,
+        seq: lastSeq,
+        reason: `chain ends at seq ${lastSeq} but its head is seq ${state.head_seq} (rows deleted from the end, or the head altered)`,
+      };
+    }
+    const unchained = db
+      .prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`)
+      .get() as { id: number } | undefined;
+    if (unchained) {
+      return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
+    }
+  } else if (expected - 1 !== uptoSeq) {
+    return { ok: false, rowId: last?.id ?? null, seq: expected - 1, reason: `chain ends at seq ${expected - 1}, expected to reach ${uptoSeq}` };
+  }
+  return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1 };
+}
+
+function fail(row: AuditDbRow, reason: string, it: IterableIterator<AuditDbRow>): VerifyResult {
+  it.return?.(); // release the statement before the caller runs another
+  return { ok: false, rowId: row.id, seq: row.seq, reason };
+}

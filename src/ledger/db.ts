@@ -1,0 +1,57 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
+
+export const DEFAULT_LEDGER_PATH = './data/ledger.db';
+
+export interface OpenDbOptions {
+  path: string;
+  /** Read-only: no migration, no recovery; safe next to a running hub (WAL readers never block it). */
+  readonly?: boolean;
+  migrationsDir?: string;
+  now?: () => number;
+}
+
+/**
+ * Opens (and for writers, creates and migrates) the ledger file.
+ * WAL + synchronous=NORMAL: a commit is in the WAL file (the OS page cache) before
+ * COMMIT returns, so it survives the process being SIGKILLed; only a power loss or kernel
+ * crash can drop the last commits. That is the durability the hub promises.
+ */
+export function openLedgerDb(opts: OpenDbOptions): Database.Database {
+  const path = resolve(opts.path);
+  const migrations = loadMigrations(opts.migrationsDir);
+  if (opts.readonly) {
+    if (!existsSync(path)) throw new Error(`no ledger database at ${path}`);
+    const db = new Database(path, { readonly: true, fileMustExist: true });
+    try {
+      db.pragma('busy_timeout = 5000');
+      const v = schemaVersion(db);
+      if (v > migrations.length) throw new LedgerVersionError(v, migrations.length);
+      if (v === 0) throw new Error(`${path} is not a Switchyard ledger (no schema version)`);
+      if (v < migrations.length) {
+        throw new Error(
+          `ledger database is at schema version ${v}, older than this Switchyard (${migrations.length}); start the hub once (or run a writing ledger command such as prune) to upgrade it`,
+        );
+      }
+      return db;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+  mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    // Another process (the CLI pruning) may hold the write lock briefly.
+    db.pragma('busy_timeout = 5000');
+    migrate(db, migrations, opts.now);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}

@@ -1,0 +1,96 @@
+import type { AuditRow } from './rows.js';
+import type { StatsRow } from './reader.js';
+
+/** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
+export function rowJson(r: AuditRow): Record<string, unknown> {
+  return {
+    id: r.id,
+    seq: r.seq,
+    ts: new Date(r.ts).toISOString(),
+    requestId: r.requestId,
+    principal: r.principal,
+    clientAddress: r.clientAddress,
+    clientEra: r.clientEra,
+    clientName: r.clientName,
+    clientVersion: r.clientVersion,
+    method: r.method,
+    server: r.server,
+    tool: r.hubName,
+    upstreamName: r.upstreamName,
+    upstreamEra: r.upstreamEra,
+    outcome: r.outcome,
+    errorKind: r.errorKind,
+    errorCode: r.errorCode,
+    errorMessage: r.errorMessage,
+    latencyMs: r.latencyMs,
+    requestBytes: r.requestBytes,
+    responseBytes: r.responseBytes,
+    idempotencyKey: r.idempotencyKey,
+    argsHash: r.argsHash,
+    args: parseOrText(r.argsJson),
+    result: parseOrText(r.resultJson),
+  };
+}
+
+function parseOrText(json: string | null): unknown {
+  if (json === null) return null;
+  try {
+    return JSON.parse(json) as unknown;
+  } catch {
+    return json;
+  }
+}
+
+export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0 } as AuditRow));
+
+export function csvLine(values: unknown[]): string {
+  return values
+    .map((v) => {
+      if (v === null || v === undefined) return '';
+      const s = typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
+      return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+    })
+    .join(',');
+}
+
+export function csvRow(r: AuditRow): string {
+  const o = rowJson(r);
+  return csvLine(CSV_COLUMNS.map((c) => o[c]));
+}
+
+/** Left-aligned text table; the last column is not padded. */
+export function table(header: string[], rawRows: string[][]): string {
+  // Names come from clients: never let them put terminal control sequences on screen.
+  const rows = rawRows.map((r) => r.map((c) => c.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')));
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+export const ROW_HEADER = ['time', 'principal', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key'];
+
+export function rowCells(r: AuditRow): string[] {
+  return [
+    new Date(r.ts).toISOString(),
+    r.principal,
+    r.method,
+    r.server ?? '-',
+    r.hubName ?? '-',
+    `${r.clientEra}→${r.upstreamEra ?? '?'}`,
+    r.outcome,
+    r.errorCode === null ? '' : String(r.errorCode),
+    r.latencyMs === null ? '' : String(Math.round(r.latencyMs)),
+    r.idempotencyKey ?? '',
+  ];
+}
+
+export const STATS_HEADER = ['server', 'method', 'name', 'calls', 'errors', 'error%', 'p50ms', 'p95ms'];
+
+export function statsCells(s: StatsRow): string[] {
+  const ms = (v: number | null): string => (v === null ? '' : String(Math.round(v)));
+  return [s.server ?? '-', s.method, s.name ?? '-', String(s.calls), String(s.errors), (s.errorRate * 100).toFixed(1), ms(s.p50Ms), ms(s.p95Ms)];
+}

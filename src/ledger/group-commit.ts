@@ -1,0 +1,136 @@
+import type { Database, Transaction } from 'better-sqlite3';
+import type { Logger } from '../log.js';
+
+interface Op {
+  run: () => void;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+interface Deferred {
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined); // observed by whoever awaits it; never an unhandled rejection
+  return { promise, resolve, reject };
+}
+
+export interface BatchHooks {
+  /** Runs first inside each batch transaction. */
+  before(): void;
+  /** Runs last inside each batch transaction. */
+  after(): void;
+}
+
+/**
+ * Group commit: every write is queued and all writes queued in one turn of the event loop
+ * are committed by a single transaction on setImmediate. Each write's promise settles only
+ * after COMMIT returned, so "resolved" means "durable" (see db.ts for what durable means).
+ * Each op runs in its own savepoint: one failing op is rolled back and rejected alone.
+ */
+export class GroupCommit {
+  private queue: Op[] = [];
+  private batch: Deferred | null = null;
+  private readonly tx: Transaction<(ops: Op[]) => Map<Op, Error>>;
+  private readonly sub: Transaction<(run: () => void) => void>;
+  private batches = 0;
+  private closed = false;
+
+  constructor(
+    db: Database,
+    hooks: BatchHooks,
+    private readonly log: Logger,
+  ) {
+    this.sub = db.transaction((run: () => void) => run());
+    this.tx = db.transaction((ops: Op[]) => {
+      const failed = new Map<Op, Error>();
+      hooks.before();
+      for (const op of ops) {
+        try {
+          this.sub(op.run);
+        } catch (err) {
+          failed.set(op, err instanceof Error ? err : new Error(String(err)));
+        }
+      }
+      hooks.after();
+      return failed;
+    });
+  }
+
+  /** Queues a write; resolves after the transaction holding it commits. */
+  enqueue(run: () => void): Promise<void> {
+    const d = deferred();
+    if (this.closed) {
+      d.reject(new Error('ledger is closed'));
+      return d.promise;
+    }
+    this.queue.push({ run, resolve: d.resolve, reject: d.reject });
+    this.schedule();
+    return d.promise;
+  }
+
+  /** Resolves after the batch being gathered now has committed (at once if none). */
+  whenCommitted(): Promise<void> {
+    return this.batch ? this.batch.promise : Promise.resolve();
+  }
+
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  get committedBatches(): number {
+    return this.batches;
+  }
+
+  /** Commits what is queued; later writes are refused. */
+  close(): void {
+    this.flush();
+    this.closed = true;
+  }
+
+  private schedule(): void {
+    if (this.batch) return;
+    this.batch = deferred();
+    setImmediate(() => this.flush());
+  }
+
+  /** Commits whatever is queued now, synchronously (also used by close()). */
+  flush(): void {
+    const ops = this.queue;
+    const batch = this.batch;
+    this.queue = [];
+    this.batch = null;
+    if (ops.length === 0) {
+      batch?.resolve();
+      return;
+    }
+    let failed: Map<Op, Error>;
+    try {
+      failed = this.tx.immediate(ops);
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err));
+      this.log.error({ err: e, writes: ops.length }, 'ledger: batch commit failed');
+      for (const op of ops) op.reject(e);
+      batch?.reject(e);
+      return;
+    }
+    this.batches++;
+    for (const op of ops) {
+      const e = failed.get(op);
+      if (e) {
+        this.log.error({ err: e }, 'ledger: write failed');
+        op.reject(e);
+      } else op.resolve();
+    }
+    batch?.resolve();
+  }
+}

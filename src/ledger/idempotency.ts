@@ -1,0 +1,202 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { Logger } from '../log.js';
+import type { GroupCommit } from './group-commit.js';
+import type { IdempotencyClaim, StoredAnswer } from './types.js';
+
+/** Rejects the waiters of a claim whose first caller gave up before forwarding: claim again. */
+export class IdempotencyAbandonedError extends Error {
+  override readonly name = 'IdempotencyAbandonedError';
+  constructor() {
+    super('the earlier request with this idempotency key was abandoned before it ran; claim the key again');
+  }
+}
+
+interface Waiter {
+  promise: Promise<StoredAnswer>;
+  resolve: (a: StoredAnswer) => void;
+  reject: (e: Error) => void;
+}
+
+/** This process's view of a key whose latest state may not be committed yet. */
+interface Live {
+  tool: string;
+  argsHash: string;
+  state: 'in_flight' | 'done' | 'abandoned';
+  answer?: StoredAnswer;
+  created: number;
+  waiter: Waiter;
+  pendingWrites: number;
+}
+
+interface DbEntry {
+  tool: string;
+  args_hash: string;
+  state: 'in_flight' | 'done' | 'unknown';
+  answer_json: string | null;
+  created_ms: number;
+}
+
+function waiter(): Waiter {
+  let resolve!: (a: StoredAnswer) => void;
+  let reject!: (e: Error) => void;
+  const promise = new Promise<StoredAnswer>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined); // nobody may be waiting; never an unhandled rejection
+  return { promise, resolve, reject };
+}
+
+/**
+ * Idempotency keys for tools/call, scoped to (principal, key). Decisions are synchronous:
+ * in-flight claims live in memory (one writer process per ledger file), everything else
+ * is read from the table; writes ride the ledger's group commit, so a claim is durable by
+ * the time the caller's `beginCommitted()` resolves.
+ *
+ * Lifecycle: claim → 'new' → the caller runs the call → complete(answer) (or abandon()).
+ * Waiters get the answer once it is committed. abandon() deletes the claim and rejects
+ * waiters with IdempotencyAbandonedError: they should claim again (one of them becomes
+ * 'new'). Entries older than the TTL (counted from the claim) count as absent, except a
+ * claim still running in this process.
+ */
+export class IdempotencyStore {
+  private readonly live = new Map<string, Live>();
+  private readonly get: Statement;
+  private readonly put: Statement;
+  private readonly del: Statement;
+  private readonly purge: Statement;
+  private closed = false;
+
+  constructor(
+    db: Database,
+    private readonly gc: GroupCommit,
+    private readonly ttlMs: number,
+    private readonly now: () => number,
+    private readonly log: Logger,
+  ) {
+    this.get = db.prepare('SELECT tool, args_hash, state, answer_json, created_ms FROM idempotency WHERE principal = ? AND key = ?');
+    this.put = db.prepare(`INSERT OR REPLACE INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms)
+      VALUES (@principal, @key, @tool, @argsHash, @state, @answer, @created, @completed)`);
+    this.del = db.prepare(`DELETE FROM idempotency WHERE principal = ? AND key = ? AND state = 'in_flight'`);
+    this.purge = db.prepare(`DELETE FROM idempotency WHERE created_ms <= ? AND state <> 'in_flight'`);
+  }
+
+  claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim {
+    if (this.closed) throw new Error('ledger is closed');
+    const id = mapKey(principal, key);
+    const live = this.live.get(id);
+    if (live && live.state !== 'abandoned') {
+      if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
+      if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise };
+      return { kind: 'replay', answer: live.answer as StoredAnswer };
+    }
+    if (!live) {
+      const row = this.get.get(principal, key) as DbEntry | undefined;
+      if (row && row.created_ms > this.now() - this.ttlMs) {
+        if (row.tool !== tool || row.args_hash !== argsHash) return { kind: 'conflict', tool: row.tool };
+        if (row.state === 'done') {
+          const answer = parseAnswer(row.answer_json);
+          if (answer) return { kind: 'replay', answer };
+        }
+        // 'unknown', an unreadable answer, or an in-flight row no live process owns.
+        return { kind: 'unknown' };
+      }
+    }
+    const entry: Live = { tool, argsHash, state: 'in_flight', created: this.now(), waiter: waiter(), pendingWrites: 0 };
+    this.live.set(id, entry);
+    // OR REPLACE: an expired entry under the same key is purged by the new claim.
+    this.write(id, entry, () =>
+      this.put.run({ principal, key, tool, argsHash, state: 'in_flight', answer: null, created: entry.created, completed: null }),
+    );
+    return { kind: 'new' };
+  }
+
+  /** Records the answer of a 'new' claim; waiters receive it once it is committed. */
+  complete(principal: string, key: string, answer: StoredAnswer): void {
+    const id = mapKey(principal, key);
+    const entry = this.live.get(id);
+    if (!entry || entry.state !== 'in_flight') {
+      this.log.warn('ledger: idempotency complete() without an in-flight claim; ignored');
+      return;
+    }
+    entry.state = 'done';
+    entry.answer = answer;
+    const answerJson = safeJson(answer);
+    // Full row, not an UPDATE: right even if the claim's own insert failed to commit.
+    const written = this.write(id, entry, () =>
+      this.put.run({
+        principal,
+        key,
+        tool: entry.tool,
+        argsHash: entry.argsHash,
+        state: 'done',
+        answer: answerJson,
+        created: entry.created,
+        completed: this.now(),
+      }),
+    );
+    // The answer is valid whether or not it became durable; waiters get it either way.
+    void written.finally(() => entry.waiter.resolve(answer));
+  }
+
+  /** Drops a 'new' claim that will not run (refused before forwarding) so it can be retried. */
+  abandon(principal: string, key: string): void {
+    const id = mapKey(principal, key);
+    const entry = this.live.get(id);
+    if (!entry || entry.state !== 'in_flight') return;
+    entry.state = 'abandoned';
+    entry.waiter.reject(new IdempotencyAbandonedError());
+    this.write(id, entry, () => this.del.run(principal, key));
+  }
+
+  /** Deletes expired finished entries (queued in the group commit). */
+  purgeExpired(): Promise<void> {
+    const cutoff = this.now() - this.ttlMs;
+    return this.gc.enqueue(() => {
+      this.purge.run(cutoff);
+    });
+  }
+
+  /** At close: nobody will complete the running claims; their waiters must not hang. */
+  close(): void {
+    this.closed = true;
+    for (const entry of this.live.values()) {
+      if (entry.state === 'in_flight') entry.waiter.reject(new Error('ledger closed before the call completed'));
+    }
+  }
+
+  private write(id: string, entry: Live, run: () => void): Promise<void> {
+    entry.pendingWrites++;
+    const p = this.gc.enqueue(run);
+    return p
+      .catch((err: unknown) => this.log.error({ err }, 'ledger: idempotency write failed'))
+      .finally(() => {
+        entry.pendingWrites--;
+        // Once committed, the table is the truth again (in-flight entries stay: waiters).
+        if (entry.state !== 'in_flight' && entry.pendingWrites === 0 && this.live.get(id) === entry) this.live.delete(id);
+      });
+  }
+}
+
+function mapKey(principal: string, key: string): string {
+  return JSON.stringify([principal, key]);
+}
+
+function parseAnswer(json: string | null): StoredAnswer | null {
+  if (json === null) return null;
+  try {
+    const v = JSON.parse(json) as unknown;
+    if (v && typeof v === 'object' && ('result' in v || 'error' in v)) return v as StoredAnswer;
+  } catch {
+    /* fall through: treated as unknown */
+  }
+  return null;
+}
+
+function safeJson(answer: StoredAnswer): string | null {
+  try {
+    return JSON.stringify(answer);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,10 @@
+export { Ledger, type LedgerOptions } from './ledger.js';
+export { LedgerReader, LedgerChainError, type StatsRow } from './reader.js';
+export { LedgerVersionError, loadMigrations, migrate, schemaVersion, defaultMigrationsDir, type Migration } from './migrate.js';
+export { IdempotencyAbandonedError } from './idempotency.js';
+export { argsHash, canonicalJson, sha256Hex } from './canonical.js';
+export { redact, redactString, DEFAULT_REDACT_KEYS, REDACTED } from './redact.js';
+export { DEFAULT_LEDGER_PATH } from './db.js';
+export type { VerifyResult } from './chain.js';
+export type { AuditFilter, AuditRow } from './rows.js';
+export type * from './types.js';

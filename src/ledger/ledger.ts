@@ -1,0 +1,285 @@
+import type { Database, Statement } from 'better-sqlite3';
+import { silentLogger, type Logger } from '../log.js';
+import { ChainWriter, type VerifyResult } from './chain.js';
+import { openLedgerDb } from './db.js';
+import { GroupCommit } from './group-commit.js';
+import { IdempotencyStore } from './idempotency.js';
+import { LedgerReader, type StatsRow } from './reader.js';
+import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
+import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
+import type { AuditBegin, AuditEnd, AuditHandle } from './types.js';
+
+export interface LedgerOptions {
+  path: string;
+  /** Store redacted arguments and results (off by default). */
+  storeBodies?: boolean;
+  /** Keys whose values are redacted in stored bodies; a string is a case-insensitive regex source. */
+  redactKeys?: RegExp | string;
+  idempotencyTtlMs?: number;
+  /** Defaults to the package's migrations/ folder. */
+  migrationsDir?: string;
+  log?: Logger;
+  /** Clock for idempotency TTL and bookkeeping (tests inject one). */
+  now?: () => number;
+  /** A stored body larger than this is replaced by a size marker. Default 1 MiB. */
+  maxBodyBytes?: number;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const PURGE_EVERY_MS = 60 * 60 * 1000;
+const MAX_ERROR_MESSAGE = 4096;
+
+/**
+ * The hub's ledger: one writer per file. Every write goes through the group commit, so a
+ * call is cheap (no synchronous disk write on the hot path) and a promise from begin/
+ * finish/record resolves only once its row is committed.
+ *
+ * Usage on the hot path: claim the idempotency key (if any), `await beginCommitted()`,
+ * forward, `idempotency.complete()`, `await handle.finish()`, then answer the client.
+ */
+export class Ledger {
+  readonly idempotency: IdempotencyStore;
+  private readonly reader: LedgerReader;
+  private readonly gc: GroupCommit;
+  private readonly chain: ChainWriter;
+  private readonly insertBegin: Statement;
+  private readonly insertFinal: Statement;
+  private readonly finalize: Statement;
+  private readonly storeBodies: boolean;
+  private readonly redactKeys: RegExp;
+  private readonly maxBodyBytes: number;
+  private readonly log: Logger;
+  private readonly purgeTimer: NodeJS.Timeout;
+  private nextId: number;
+  private closed = false;
+
+  private constructor(
+    private readonly db: Database,
+    opts: LedgerOptions,
+  ) {
+    this.log = opts.log ?? silentLogger;
+    this.storeBodies = opts.storeBodies ?? false;
+    this.redactKeys = redactPattern(opts.redactKeys);
+    this.maxBodyBytes = opts.maxBodyBytes ?? 1024 * 1024;
+    const now = opts.now ?? Date.now;
+    this.reader = new LedgerReader(db);
+    this.chain = new ChainWriter(db);
+    this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, this.log);
+    this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
+
+    const cols = `id, ts, request_id, principal, client_address, client_era, client_name, client_version, method,
+      hub_name, server, upstream_name, upstream_era, idempotency_key, args_hash, request_bytes, args_json, outcome`;
+    const vals = `@id, @ts, @requestId, @principal, @clientAddress, @clientEra, @clientName, @clientVersion, @method,
+      @hubName, @server, @upstreamName, @upstreamEra, @idempotencyKey, @argsHash, @requestBytes, @argsJson`;
+    this.insertBegin = db.prepare(`INSERT INTO audit (${cols}) VALUES (${vals}, 'in_flight')`);
+    this.insertFinal = db.prepare(`INSERT INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json)
+      VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson) RETURNING *`);
+    this.finalize = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
+      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
+      server = COALESCE(@server, server), upstream_name = COALESCE(@upstreamName, upstream_name),
+      upstream_era = COALESCE(@upstreamEra, upstream_era)
+      WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
+
+    this.recover();
+    // Ids are handed out here so begin() can return one synchronously; AUTOINCREMENT's
+    // sequence remembers pruned ids, so they are never reused.
+    const seq = db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'audit'`).get() as { seq: number } | undefined;
+    const max = this.reader.maxId();
+    this.nextId = Math.max(seq?.seq ?? 0, max) + 1;
+
+    void this.idempotency.purgeExpired().catch(() => undefined);
+    this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
+    this.purgeTimer.unref();
+  }
+
+  static open(opts: LedgerOptions): Ledger {
+    const db = openLedgerDb({ path: opts.path, migrationsDir: opts.migrationsDir, now: opts.now });
+    try {
+      return new Ledger(db, opts);
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  /** Queues the 'in_flight' row; it is inserted by the next group commit. */
+  begin(b: AuditBegin): AuditHandle {
+    this.assertOpen();
+    const id = this.nextId++;
+    const inserted = this.gc.enqueue(() => {
+      this.insertBegin.run(this.beginParams(id, b));
+    });
+    inserted.catch(() => undefined); // logged by the group commit; finish() reports it
+    return new Handle(this, id, inserted);
+  }
+
+  /** begin() and wait until the row is committed: call before forwarding. */
+  async beginCommitted(b: AuditBegin): Promise<AuditHandle> {
+    const h = this.begin(b) as Handle;
+    await h.committed;
+    return h;
+  }
+
+  /** Resolves once everything queued so far is committed. */
+  whenCommitted(): Promise<void> {
+    return this.gc.whenCommitted();
+  }
+
+  /** A finished row in one step (denials, protocol errors, replays). */
+  record(b: AuditBegin, e: AuditEnd): Promise<void> {
+    this.assertOpen();
+    const id = this.nextId++;
+    return this.gc.enqueue(() => {
+      const row = this.insertFinal.get({ ...this.beginParams(id, b), ...this.endParams(e) }) as AuditDbRow;
+      this.chain.append(row);
+    });
+  }
+
+  /** @internal used by the handle */
+  finishRow(id: number, e: AuditEnd): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('ledger is closed'));
+    return this.gc.enqueue(() => {
+      const row = this.finalize.get({ id, ...this.endParams(e) }) as AuditDbRow | undefined;
+      if (!row) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
+      this.chain.append(row);
+    });
+  }
+
+  query(filter: AuditFilter = {}): AuditRow[] {
+    return this.reader.query(filter);
+  }
+
+  stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
+    return this.reader.stats(filter);
+  }
+
+  verify(): VerifyResult {
+    return this.reader.verify();
+  }
+
+  /** Flushes queued writes first so the chain is complete, then prunes (see LedgerReader.prune). */
+  prune(beforeTs: number): number {
+    this.gc.flush();
+    return this.reader.prune(beforeTs);
+  }
+
+  /** Commits what is queued, rejects idempotency waiters nobody will answer, closes the file. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.purgeTimer);
+    this.idempotency.close();
+    this.gc.close();
+    this.db.close();
+  }
+
+  /** Rows left 'in_flight' by a process that died become 'unknown' (and are chained). */
+  private recover(): void {
+    const rows = this.db.prepare(`SELECT id FROM audit WHERE outcome = 'in_flight' ORDER BY id`).all() as { id: number }[];
+    const keys = this.db.transaction(() => {
+      this.chain.startBatch();
+      for (const { id } of rows) {
+        const row = this.finalize.get({
+          id,
+          outcome: 'unknown',
+          errorKind: null,
+          errorCode: null,
+          errorMessage: 'the hub stopped before this call finished',
+          latencyMs: null,
+          responseBytes: null,
+          resultJson: null,
+          server: null,
+          upstreamName: null,
+          upstreamEra: null,
+        }) as AuditDbRow;
+        this.chain.append(row);
+      }
+      this.chain.endBatch();
+      return this.db.prepare(`UPDATE idempotency SET state = 'unknown' WHERE state = 'in_flight'`).run().changes;
+    }).immediate();
+    if (rows.length || keys) this.log.warn({ rows: rows.length, idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
+  }
+
+  private beginParams(id: number, b: AuditBegin): Record<string, unknown> {
+    return {
+      id,
+      ts: Math.trunc(Number(b.ts)) || 0,
+      requestId: String(b.requestId),
+      principal: String(b.principal),
+      clientAddress: b.clientAddress ?? null,
+      clientEra: String(b.clientEra),
+      clientName: b.clientInfo?.name ?? null,
+      clientVersion: b.clientInfo?.version ?? null,
+      method: String(b.method),
+      hubName: b.hubName ?? null,
+      server: b.server ?? null,
+      upstreamName: b.upstreamName ?? null,
+      upstreamEra: b.upstreamEra ?? null,
+      idempotencyKey: b.idempotencyKey ?? null,
+      argsHash: b.argsHash ?? null,
+      requestBytes: finiteOrNull(b.requestBytes),
+      argsJson: this.body(b.args),
+    };
+  }
+
+  private endParams(e: AuditEnd): Record<string, unknown> {
+    return {
+      outcome: e.outcome,
+      errorKind: e.errorKind ?? null,
+      errorCode: finiteOrNull(e.errorCode),
+      errorMessage: e.errorMessage === undefined ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
+      latencyMs: finiteOrNull(e.latencyMs),
+      responseBytes: finiteOrNull(e.responseBytes),
+      resultJson: this.body(e.result),
+      server: e.server ?? null,
+      upstreamName: e.upstreamName ?? null,
+      upstreamEra: e.upstreamEra ?? null,
+    };
+  }
+
+  private body(v: unknown): string | null {
+    if (!this.storeBodies || v === undefined) return null;
+    let json: string;
+    try {
+      json = JSON.stringify(redact(v, this.redactKeys)) ?? 'null';
+    } catch {
+      return JSON.stringify('[unserializable]');
+    }
+    if (Buffer.byteLength(json) > this.maxBodyBytes) return JSON.stringify({ truncated: true, bytes: Buffer.byteLength(json) });
+    return json;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('ledger is closed');
+  }
+}
+
+class Handle implements AuditHandle {
+  private finished: Promise<void> | null = null;
+  constructor(
+    private readonly ledger: Ledger,
+    readonly rowId: number,
+    /** Settles when the in-flight row is committed. */
+    readonly committed: Promise<void>,
+  ) {}
+
+  /** The first call wins; later calls return the same promise. */
+  finish(end: AuditEnd): Promise<void> {
+    this.finished ??= this.ledger.finishRow(this.rowId, end);
+    return this.finished;
+  }
+}
+
+function redactPattern(p: RegExp | string | undefined): RegExp {
+  if (p === undefined) return DEFAULT_REDACT_KEYS;
+  if (typeof p !== 'string') return p;
+  try {
+    return new RegExp(p, 'i');
+  } catch {
+    throw new Error('ledger.redactKeys is not a valid regular expression');
+  }
+}
+
+function finiteOrNull(n: unknown): number | null {
+  return typeof n === 'number' && Number.isFinite(n) ? n : null;
+}

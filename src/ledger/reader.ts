@@ -1,0 +1,159 @@
+import type { Database } from 'better-sqlite3';
+import { openLedgerDb } from './db.js';
+import { readChainState, verifyChain, type VerifyResult } from './chain.js';
+import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
+
+export interface StatsRow {
+  server: string | null;
+  method: string;
+  /** Tool/prompt name or resource uri; null for methods without one (e.g. tools/list). */
+  name: string | null;
+  calls: number;
+  /** Finished calls whose outcome is neither ok nor replayed. */
+  errors: number;
+  errorRate: number;
+  p50Ms: number | null;
+  p95Ms: number | null;
+  outcomes: Record<string, number>;
+}
+
+export class LedgerChainError extends Error {
+  override readonly name = 'LedgerChainError';
+}
+
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 100_000;
+/** Rows deleted per prune transaction, so a running hub never waits long for the lock. */
+const PRUNE_CHUNK = 5_000;
+
+/**
+ * Everything that reads the ledger, plus prune. Used by the hub's Ledger and, on a
+ * read-only (or, for prune, writable) connection, by the CLI next to a running hub.
+ */
+export class LedgerReader {
+  constructor(readonly db: Database) {}
+
+  static open(opts: { path: string; writable?: boolean; migrationsDir?: string }): LedgerReader {
+    return new LedgerReader(openLedgerDb({ path: opts.path, readonly: !opts.writable, migrationsDir: opts.migrationsDir }));
+  }
+
+  /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */
+  query(filter: AuditFilter = {}): AuditRow[] {
+    const { sql, params } = whereClause(filter);
+    const order = filter.afterSeq !== undefined ? 'seq ASC' : filter.afterId !== undefined ? 'id ASC' : 'ts DESC, id DESC';
+    const limit = Math.max(1, Math.min(MAX_LIMIT, Math.floor(filter.limit ?? DEFAULT_LIMIT)));
+    const rows = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY ${order} LIMIT ${limit}`).all(params) as AuditDbRow[];
+    return rows.map(toAuditRow);
+  }
+
+  /** The last `n` finished rows matching, in chain (finalization) order. */
+  lastFinished(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): AuditRow[] {
+    const { sql, params } = whereClause(filter);
+    const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
+    const limit = Math.max(0, Math.min(MAX_LIMIT, Math.floor(n)));
+    const rows = this.db.prepare(`SELECT * FROM audit ${cond} ORDER BY seq DESC LIMIT ${limit}`).all(params) as AuditDbRow[];
+    return rows.reverse().map(toAuditRow);
+  }
+
+  /** Every matching row, oldest first by id, streamed (export). `limit` is ignored. */
+  *iterate(filter: Omit<AuditFilter, 'limit'> = {}): Generator<AuditRow> {
+    const { sql, params } = whereClause(filter);
+    const it = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY id ASC`).iterate(params) as IterableIterator<AuditDbRow>;
+    for (const r of it) yield toAuditRow(r);
+  }
+
+  /** Calls, error rate and latency percentiles per (server, method, name), finished rows only. */
+  stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
+    const { sql, params } = whereClause(filter);
+    const cond = sql ? `${sql} AND outcome <> 'in_flight'` : `WHERE outcome <> 'in_flight'`;
+    const it = this.db
+      .prepare(`SELECT server, method, hub_name, outcome, latency_ms FROM audit ${cond}`)
+      .iterate(params) as IterableIterator<Pick<AuditDbRow, 'server' | 'method' | 'hub_name' | 'outcome' | 'latency_ms'>>;
+    const groups = new Map<string, { row: StatsRow; latencies: number[] }>();
+    for (const r of it) {
+      const k = JSON.stringify([r.server, r.method, r.hub_name]);
+      let g = groups.get(k);
+      if (!g) {
+        g = {
+          row: { server: r.server, method: r.method, name: r.hub_name, calls: 0, errors: 0, errorRate: 0, p50Ms: null, p95Ms: null, outcomes: {} },
+          latencies: [],
+        };
+        groups.set(k, g);
+      }
+      g.row.calls++;
+      if (r.outcome !== 'ok' && r.outcome !== 'replayed') g.row.errors++;
+      g.row.outcomes[r.outcome] = (g.row.outcomes[r.outcome] ?? 0) + 1;
+      if (r.latency_ms !== null) g.latencies.push(r.latency_ms);
+    }
+    const out: StatsRow[] = [];
+    for (const { row, latencies } of groups.values()) {
+      latencies.sort((a, b) => a - b);
+      row.errorRate = row.calls ? row.errors / row.calls : 0;
+      row.p50Ms = percentile(latencies, 0.5);
+      row.p95Ms = percentile(latencies, 0.95);
+      out.push(row);
+    }
+    return out.sort((a, b) => cmp(a.server, b.server) || cmp(a.method, b.method) || cmp(a.name, b.name));
+  }
+
+  verify(): VerifyResult {
+    // One read transaction: rows and chain head from the same snapshot while the hub writes.
+    return this.db.transaction(() => verifyChain(this.db))();
+  }
+
+  /**
+   * Deletes finished rows older than `beforeTs`, oldest chain positions first, and moves
+   * the chain anchor so verify() still passes. Only a prefix of the chain can go: an old
+   * row finalized after a newer one waits for a later prune. The part to be dropped is
+   * verified first, so pruning never erases evidence of tampering (LedgerChainError).
+   */
+  prune(beforeTs: number): number {
+    let total = 0;
+    for (;;) {
+      const n = this.db.transaction(() => this.pruneChunk(beforeTs)).immediate();
+      total += n;
+      if (n < PRUNE_CHUNK) return total;
+    }
+  }
+
+  private pruneChunk(beforeTs: number): number {
+    const state = readChainState(this.db);
+    const firstKept = this.db
+      .prepare('SELECT MIN(seq) AS s FROM audit WHERE seq IS NOT NULL AND ts >= ?')
+      .get(beforeTs) as { s: number | null };
+    const limit = firstKept.s === null ? state.head_seq : firstKept.s - 1;
+    const cut = Math.min(limit, state.anchor_seq + PRUNE_CHUNK);
+    if (cut <= state.anchor_seq) return 0;
+    const check = verifyChain(this.db, cut);
+    if (!check.ok) {
+      throw new LedgerChainError(`refusing to prune: the chain does not verify at row ${check.rowId} (seq ${check.seq}): ${check.reason}`);
+    }
+    const anchor = this.db.prepare('SELECT hash FROM audit WHERE seq = ?').get(cut) as { hash: string };
+    const res = this.db.prepare('DELETE FROM audit WHERE seq IS NOT NULL AND seq <= ?').run(cut);
+    this.db.prepare('UPDATE chain_state SET anchor_seq = ?, anchor_hash = ? WHERE id = 1').run(cut, anchor.hash);
+    return res.changes;
+  }
+
+  maxId(): number {
+    return (this.db.prepare('SELECT MAX(id) AS m FROM audit').get() as { m: number | null }).m ?? 0;
+  }
+
+  headSeq(): number {
+    return readChainState(this.db).head_seq;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.max(1, Math.ceil(p * sorted.length));
+  return sorted[rank - 1];
+}
+
+function cmp(a: string | null, b: string | null): number {
+  return (a ?? '').localeCompare(b ?? '');
+}

@@ -1,0 +1,133 @@
+import type { ErrorKind, Outcome } from './types.js';
+
+/** An audit row as the database holds it (snake_case columns). */
+export interface AuditDbRow {
+  id: number;
+  ts: number;
+  request_id: string;
+  principal: string;
+  client_address: string | null;
+  client_era: string;
+  client_name: string | null;
+  client_version: string | null;
+  method: string;
+  hub_name: string | null;
+  server: string | null;
+  upstream_name: string | null;
+  upstream_era: string | null;
+  outcome: string;
+  error_kind: string | null;
+  error_code: number | null;
+  error_message: string | null;
+  latency_ms: number | null;
+  request_bytes: number | null;
+  response_bytes: number | null;
+  idempotency_key: string | null;
+  args_hash: string | null;
+  args_json: string | null;
+  result_json: string | null;
+  seq: number | null;
+  hash: string | null;
+}
+
+/** An audit row as the library hands it out. Bodies stay JSON text (already redacted). */
+export interface AuditRow {
+  id: number;
+  /** Chain position; null while the call is in flight. */
+  seq: number | null;
+  ts: number;
+  requestId: string;
+  principal: string;
+  clientAddress: string | null;
+  clientEra: string;
+  clientName: string | null;
+  clientVersion: string | null;
+  method: string;
+  hubName: string | null;
+  server: string | null;
+  upstreamName: string | null;
+  upstreamEra: string | null;
+  outcome: Outcome;
+  errorKind: ErrorKind;
+  errorCode: number | null;
+  errorMessage: string | null;
+  latencyMs: number | null;
+  requestBytes: number | null;
+  responseBytes: number | null;
+  idempotencyKey: string | null;
+  argsHash: string | null;
+  argsJson: string | null;
+  resultJson: string | null;
+  hash: string | null;
+}
+
+export function toAuditRow(r: AuditDbRow): AuditRow {
+  return {
+    id: r.id,
+    seq: r.seq,
+    ts: r.ts,
+    requestId: r.request_id,
+    principal: r.principal,
+    clientAddress: r.client_address,
+    clientEra: r.client_era,
+    clientName: r.client_name,
+    clientVersion: r.client_version,
+    method: r.method,
+    hubName: r.hub_name,
+    server: r.server,
+    upstreamName: r.upstream_name,
+    upstreamEra: r.upstream_era,
+    outcome: r.outcome as Outcome,
+    errorKind: r.error_kind as ErrorKind,
+    errorCode: r.error_code,
+    errorMessage: r.error_message,
+    latencyMs: r.latency_ms,
+    requestBytes: r.request_bytes,
+    responseBytes: r.response_bytes,
+    idempotencyKey: r.idempotency_key,
+    argsHash: r.args_hash,
+    argsJson: r.args_json,
+    resultJson: r.result_json,
+    hash: r.hash,
+  };
+}
+
+export interface AuditFilter {
+  server?: string;
+  /** The hub-side name (tool/prompt name or resource uri). */
+  tool?: string;
+  principal?: string;
+  outcome?: string;
+  method?: string;
+  /** Epoch ms, inclusive. */
+  since?: number;
+  /** Epoch ms, exclusive. */
+  until?: number;
+  /** Default 100; at most 100,000 per call. */
+  limit?: number;
+  /** Rows with a larger id, oldest first (paging and `tail` of inserts). */
+  afterId?: number;
+  /** Finalized rows with a larger chain position, in finalization order (`tail -f`). */
+  afterSeq?: number;
+}
+
+/** WHERE clause and parameters for a filter; column names match the indexes. */
+export function whereClause(f: AuditFilter): { sql: string; params: Record<string, unknown> } {
+  const parts: string[] = [];
+  const params: Record<string, unknown> = {};
+  const add = (cond: string, name: string, value: unknown): void => {
+    if (value === undefined || value === null) return;
+    parts.push(cond);
+    params[name] = value;
+  };
+  add('server = @server', 'server', f.server);
+  add('hub_name = @tool', 'tool', f.tool);
+  add('principal = @principal', 'principal', f.principal);
+  add('outcome = @outcome', 'outcome', f.outcome);
+  add('method = @method', 'method', f.method);
+  add('ts >= @since', 'since', f.since);
+  add('ts < @until', 'until', f.until);
+  add('id > @afterId', 'afterId', f.afterId);
+  add('seq > @afterSeq', 'afterSeq', f.afterSeq);
+  return { sql: parts.length ? 'WHERE ' + parts.join(' AND ') : '', params };
+}

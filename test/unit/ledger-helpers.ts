@@ -1,0 +1,34 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AuditBegin, AuditEnd } from '../../src/ledger/types.js';
+
+/** A fresh temp folder per test; removed by the returned cleanup. */
+export function tempDir(): { dir: string; db: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-'));
+  return { dir, db: join(dir, 'ledger.db'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+let n = 0;
+export function begin(over: Partial<AuditBegin> = {}): AuditBegin {
+  n++;
+  return {
+    ts: 1_700_000_000_000 + n,
+    requestId: String(n),
+    principal: 'alice',
+    clientAddress: '127.0.0.1',
+    clientEra: '2026-07-28',
+    clientInfo: { name: 'test-client', version: '1.0' },
+    method: 'tools/call',
+    hubName: 'fs__read',
+    server: 'fs',
+    upstreamName: 'read',
+    upstreamEra: '2025-11-25',
+    requestBytes: 120,
+    ...over,
+  };
+}
+
+export function end(over: Partial<AuditEnd> = {}): AuditEnd {
+  return { outcome: 'ok', errorKind: null, latencyMs: 12.5, responseBytes: 300, ...over };
+}
