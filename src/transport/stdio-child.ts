@@ -1,0 +1,247 @@
+/**
+ * A child process speaking newline-delimited JSON-RPC on its stdin/stdout (digest §6.1).
+ * Framing faults on stdout are logged and skipped, never fatal; stderr goes to the log. The
+ * child runs in its own process group so that shutdown also reaches grandchildren (`npx`
+ * wrappers), and every live group is killed when the hub process exits.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../log.js';
+import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
+
+export interface StdioChildOptions {
+  command: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Longest stdout line accepted, in bytes; longer lines are dropped. */
+  maxFrameBytes: number;
+  log: Logger;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when the process could not be started at all (e.g. ENOENT). */
+  error?: string;
+}
+
+const LOG_SNIPPET = 200;
+const MAX_STDERR_LINE = 4096;
+
+/** Splits a byte stream on `\n` (a `\r` before it is dropped), bounding each line. */
+export class LineDecoder {
+  private parts: Buffer[] = [];
+  private size = 0;
+  private discarding = false;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly onLine: (line: string) => void,
+    private readonly onOversize: (bytes: number) => void,
+  ) {}
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(10, start);
+      if (nl === -1) {
+        this.keep(chunk.subarray(start));
+        return;
+      }
+      const piece = chunk.subarray(start, nl);
+      start = nl + 1;
+      if (this.discarding) {
+        this.onOversize(this.size + piece.length);
+        this.discarding = false;
+        this.size = 0;
+        continue;
+      }
+      if (this.size + piece.length > this.maxBytes) {
+        this.onOversize(this.size + piece.length);
+        this.parts = [];
+        this.size = 0;
+        continue;
+      }
+      let line: Buffer;
+      if (this.parts.length === 0) line = piece;
+      else {
+        this.parts.push(piece);
+        line = Buffer.concat(this.parts, this.size + piece.length);
+        this.parts = [];
+        this.size = 0;
+      }
+      let end = line.length;
+      if (end > 0 && line[end - 1] === 13) end--;
+      if (end > 0) this.onLine(line.toString('utf8', 0, end));
+    }
+  }
+
+  private keep(rest: Buffer): void {
+    if (rest.length === 0) return;
+    if (this.discarding) {
+      this.size += rest.length;
+      return;
+    }
+    if (this.size + rest.length > this.maxBytes) {
+      // Past the bound: stop buffering, keep counting until the line ends.
+      this.discarding = true;
+      this.size += rest.length;
+      this.parts = [];
+      return;
+    }
+    // A chunk may be a view into a larger pooled buffer that is reused; copy what we keep.
+    this.parts.push(Buffer.from(rest));
+    this.size += rest.length;
+  }
+}
+
+/** Process groups alive right now; killed synchronously if the hub exits. */
+const liveGroups = new Set<number>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const pid of liveGroups) killGroup(pid, 'SIGKILL');
+  });
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pid, signal);
+    return true;
+  } catch {
+    try {
+      process.kill(pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/**
+ * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once.
+ */
+export class StdioChild extends EventEmitter {
+  readonly pid: number | undefined;
+  private readonly proc: ChildProcess;
+  private exitInfo: ExitInfo | undefined;
+  private readonly exited: Promise<ExitInfo>;
+  private readonly log: Logger;
+
+  constructor(opts: StdioChildOptions) {
+    super();
+    this.log = opts.log;
+    installExitHook();
+    let onExit!: (e: ExitInfo) => void;
+    this.exited = new Promise((r) => (onExit = r));
+    const finish = (e: ExitInfo): void => {
+      if (this.exitInfo) return;
+      this.exitInfo = e;
+      if (this.pid !== undefined) {
+        liveGroups.delete(this.pid);
+        // The leader is gone; anything it left behind in its group goes too.
+        killGroup(this.pid, 'SIGTERM');
+      }
+      onExit(e);
+      this.emit('exit', e);
+    };
+
+    this.proc = spawn(opts.command, opts.args ?? [], {
+      cwd: opts.cwd,
+      env: opts.env ? { ...process.env, ...opts.env } : process.env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+      windowsHide: true,
+    });
+    this.pid = this.proc.pid;
+    if (this.pid !== undefined) liveGroups.add(this.pid);
+
+    this.proc.on('error', (err) => {
+      // Spawn failures (ENOENT, EACCES) may come without an 'exit'.
+      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: err.message });
+      else this.log.warn({ err: err.message }, 'child process error');
+    });
+    this.proc.on('exit', (code, signal) => {
+      // Let stdout drain first so a final response written just before exiting is not lost;
+      // a grandchild holding the pipe open must not delay the verdict for long.
+      const stdout = this.proc.stdout!;
+      if (stdout.readableEnded || stdout.destroyed) return finish({ code, signal });
+      const t = setTimeout(() => finish({ code, signal }), 200);
+      stdout.once('close', () => {
+        clearTimeout(t);
+        finish({ code, signal });
+      });
+    });
+    // EPIPE after the child died is reported through 'exit'; never let it throw.
+    this.proc.stdin!.on('error', (err) => this.log.debug({ err: err.message }, 'child stdin error'));
+
+    const out = new LineDecoder(
+      opts.maxFrameBytes,
+      (line) => this.onLine(line),
+      (bytes) => this.log.warn({ bytes, limit: opts.maxFrameBytes }, 'dropped an oversized stdout frame'),
+    );
+    this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
+    const err = new LineDecoder(
+      MAX_STDERR_LINE,
+      (line) => this.log.info({ stderr: line }, 'child stderr'),
+      (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),
+    );
+    this.proc.stderr!.on('data', (c: Buffer) => err.push(c));
+  }
+
+  get alive(): boolean {
+    return this.exitInfo === undefined && this.pid !== undefined;
+  }
+
+  /** Resolves once the process has exited. */
+  get exit(): Promise<ExitInfo> {
+    return this.exited;
+  }
+
+  /** Writes one frame (a serialised JSON-RPC message). False when the child is not running. */
+  send(frame: string): boolean {
+    if (!this.alive || !this.proc.stdin!.writable) return false;
+    this.proc.stdin!.write(frame + '\n');
+    return true;
+  }
+
+  private onLine(line: string): void {
+    const c: Classified = parseFrame(line);
+    if (c.kind === 'invalid') {
+      this.log.warn({ line: line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line, reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
+      return;
+    }
+    this.emit('message', c);
+  }
+
+  /** Immediate SIGKILL of the whole group. */
+  kill(): void {
+    if (this.pid !== undefined && this.exitInfo === undefined) killGroup(this.pid, 'SIGKILL');
+  }
+
+  /** Polite shutdown: end stdin, then SIGTERM the group, then SIGKILL it. */
+  async close(graceMs = 2000): Promise<ExitInfo> {
+    if (this.exitInfo) return this.exitInfo;
+    if (this.pid === undefined) return this.exited;
+    this.proc.stdin!.end();
+    if (await this.within(graceMs)) return this.exitInfo!;
+    killGroup(this.pid, 'SIGTERM');
+    if (await this.within(graceMs)) return this.exitInfo!;
+    killGroup(this.pid, 'SIGKILL');
+    return this.exited;
+  }
+
+  private within(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const t = setTimeout(() => resolve(false), ms);
+      void this.exited.then(() => {
+        clearTimeout(t);
+        resolve(true);
+      });
+    });
+  }
+}

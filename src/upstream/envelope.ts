@@ -1,0 +1,141 @@
+/**
+ * What the upstream edge adds to a call on its way out: the `_meta` envelope of the era and,
+ * for modern Streamable HTTP, the routing headers that must mirror the body (digest §2.2, §6.3).
+ */
+import { readFileSync } from 'node:fs';
+import { MODERN } from '../protocol/era.js';
+import {
+  META_CLIENT_CAPABILITIES,
+  META_CLIENT_INFO,
+  META_IDEMPOTENCY_KEY,
+  META_LOG_LEVEL,
+  META_PROTOCOL_VERSION,
+} from '../protocol/meta.js';
+import type { ClientCapabilities, Implementation, LoggingLevel } from '../protocol/types.js';
+
+function hubVersion(): string {
+  // src/upstream/ when run from source, dist/src/upstream/ when built.
+  for (const rel of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'switchyard' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // try the next candidate
+    }
+  }
+  return '0.0.0';
+}
+
+/** The hub's identity as a client of its upstreams. */
+export const HUB_CLIENT_INFO: Implementation = Object.freeze({ name: 'switchyard', version: hubVersion() });
+
+/**
+ * What the hub declares at a legacy `initialize`: everything it can relay from some downstream
+ * client. Whether *this* call's client can do it is decided when a request arrives
+ * (CallOptions.onServerRequest); without a handler the upstream gets -32601.
+ */
+export const LEGACY_CLIENT_CAPABILITIES: ClientCapabilities = Object.freeze({
+  elicitation: { form: {}, url: {} },
+  sampling: {},
+  roots: { listChanged: false },
+});
+
+/** Keys the edge owns; never taken from the caller's pass-through `_meta`. */
+const OWNED = new Set<string>([
+  META_PROTOCOL_VERSION,
+  META_CLIENT_CAPABILITIES,
+  META_CLIENT_INFO,
+  META_LOG_LEVEL,
+  META_IDEMPOTENCY_KEY,
+  'progressToken',
+]);
+
+function copyPassThrough(into: Record<string, unknown>, from: unknown): void {
+  if (typeof from !== 'object' || from === null || Array.isArray(from)) return;
+  const src = from as Record<string, unknown>;
+  for (const k in src) if (!OWNED.has(k)) into[k] = src[k];
+}
+
+export interface EnvelopeInput {
+  /** `_meta` that came inside the caller's params, if any (only pass-through keys survive). */
+  paramsMeta?: unknown;
+  /** CallOptions.meta */
+  meta?: Record<string, unknown>;
+  progressToken?: string;
+  clientCapabilities?: ClientCapabilities;
+  logLevel?: LoggingLevel;
+  clientInfo: Implementation;
+}
+
+/** The `_meta` of a modern request: the required envelope plus pass-through keys. */
+export function modernMeta(e: EnvelopeInput): Record<string, unknown> {
+  const m: Record<string, unknown> = {};
+  copyPassThrough(m, e.paramsMeta);
+  copyPassThrough(m, e.meta);
+  m[META_PROTOCOL_VERSION] = MODERN;
+  m[META_CLIENT_CAPABILITIES] = e.clientCapabilities ?? {};
+  m[META_CLIENT_INFO] = e.clientInfo;
+  if (e.logLevel !== undefined) m[META_LOG_LEVEL] = e.logLevel;
+  if (e.progressToken !== undefined) m.progressToken = e.progressToken;
+  return m;
+}
+
+/** The `_meta` of a legacy request: pass-through keys and the progress token, or nothing. */
+export function legacyMeta(e: EnvelopeInput): Record<string, unknown> | undefined {
+  const m: Record<string, unknown> = {};
+  copyPassThrough(m, e.paramsMeta);
+  copyPassThrough(m, e.meta);
+  if (e.progressToken !== undefined) m.progressToken = e.progressToken;
+  for (const _ in m) return m;
+  return undefined;
+}
+
+/**
+ * Params as sent: the caller's params with `_meta` replaced. A shallow copy, so the caller's
+ * object is never mutated and large argument trees are not cloned.
+ */
+export function withMeta(params: Record<string, unknown>, meta: Record<string, unknown> | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k in params) if (k !== '_meta') out[k] = params[k];
+  if (meta !== undefined) out._meta = meta;
+  return out;
+}
+
+const SENTINEL_PREFIX = '=?base64?';
+const SENTINEL_SUFFIX = '?=';
+
+/**
+ * An HTTP header value per digest §3.4: plain visible ASCII (space and tab allowed inside)
+ * passes unchanged; anything else — non-ASCII, control characters, edge whitespace, empty, or
+ * something that already looks like the sentinel — is sent as `=?base64?<b64 of UTF-8>?=`.
+ */
+export function encodeHeaderValue(v: string): string {
+  let plain = v.length > 0 && v === v.trim() && !(v.startsWith(SENTINEL_PREFIX) && v.endsWith(SENTINEL_SUFFIX));
+  for (let i = 0; plain && i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if (!(c === 9 || (c >= 0x20 && c <= 0x7e))) plain = false;
+  }
+  return plain ? v : SENTINEL_PREFIX + Buffer.from(v, 'utf8').toString('base64') + SENTINEL_SUFFIX;
+}
+
+/** The value of `Mcp-Name` for a method that needs one, else undefined. */
+export function mcpNameFor(method: string, params: Record<string, unknown>): string | undefined {
+  let v: unknown;
+  switch (method) {
+    case 'tools/call':
+    case 'prompts/get':
+      v = params.name;
+      break;
+    case 'resources/read':
+      v = params.uri;
+      break;
+    case 'tasks/get':
+    case 'tasks/update':
+    case 'tasks/cancel':
+      v = params.taskId;
+      break;
+    default:
+      return undefined;
+  }
+  return typeof v === 'string' ? encodeHeaderValue(v) : undefined;
+}

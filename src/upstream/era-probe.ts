@@ -1,0 +1,100 @@
+/**
+ * Reading the answer to a `server/discover` probe (digest §2.3). Pure functions, so every
+ * verdict rule is testable without a peer.
+ */
+import { MODERN } from '../protocol/era.js';
+import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
+import type { Message } from '../protocol/jsonrpc.js';
+
+export type ProbeVerdict =
+  /** A DiscoverResult naming our version: ready to use. */
+  | { kind: 'modern'; discover: Record<string, unknown> }
+  /** Proven modern, but without a usable DiscoverResult yet: ask again (never fall back). */
+  | { kind: 'modern-retry'; reason: string }
+  /** Proven modern, but it speaks no version the hub speaks. */
+  | { kind: 'unsupported'; supported: string[] }
+  | { kind: 'legacy'; reason: string; respawn?: boolean }
+  /** HTTP only: auth, server or network trouble says nothing about the era. */
+  | { kind: 'no-evidence'; reason: string };
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function stringList(v: unknown): string[] | undefined {
+  return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string') ? (v as string[]) : undefined;
+}
+
+/** A DiscoverResult needs a non-empty `supportedVersions` and a `capabilities` object. */
+export function isDiscoverResult(r: unknown): r is Record<string, unknown> {
+  return isObj(r) && stringList(r.supportedVersions) !== undefined && isObj(r.capabilities);
+}
+
+function fromResult(result: Record<string, unknown>): ProbeVerdict {
+  if (!isDiscoverResult(result)) return { kind: 'legacy', reason: 'server/discover answered with something that is not a DiscoverResult' };
+  const versions = result.supportedVersions as string[];
+  return versions.includes(MODERN) ? { kind: 'modern', discover: result } : { kind: 'unsupported', supported: versions };
+}
+
+/** -32022 with a non-empty `supported` list is the one error that proves a modern server. */
+function fromUnsupportedVersion(err: RpcErrorObject): ProbeVerdict | undefined {
+  if (err.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(err.data)) return undefined;
+  const supported = stringList(err.data.supported);
+  if (supported === undefined) return undefined;
+  return supported.includes(MODERN)
+    ? { kind: 'modern-retry', reason: `-32022 although ${MODERN} is listed as supported` }
+    : { kind: 'unsupported', supported };
+}
+
+export type StdioProbeOutcome =
+  | { kind: 'result'; result: Record<string, unknown> }
+  | { kind: 'error'; error: RpcErrorObject }
+  | { kind: 'timeout' }
+  | { kind: 'exit' };
+
+/** stdio: anything but a DiscoverResult or a -32022 with `supported` means legacy. */
+export function stdioVerdict(o: StdioProbeOutcome): ProbeVerdict {
+  switch (o.kind) {
+    case 'result':
+      return fromResult(o.result);
+    case 'error':
+      return fromUnsupportedVersion(o.error) ?? { kind: 'legacy', reason: `server/discover answered ${o.error.code} ${o.error.message}` };
+    case 'timeout':
+      return { kind: 'legacy', reason: 'no answer to server/discover' };
+    case 'exit':
+      return { kind: 'legacy', reason: 'process exited on server/discover', respawn: true };
+  }
+}
+
+function firstError(messages: Message[]): RpcErrorObject | undefined {
+  for (const m of messages) if ('error' in m && isObj(m.error)) return m.error;
+  return undefined;
+}
+
+/**
+ * HTTP: `status` and the JSON-RPC messages read from the answer (one JSON body, or the
+ * messages of an SSE stream; for a non-2xx, the body if it parsed as JSON-RPC).
+ */
+export function httpVerdict(status: number, messages: Message[]): ProbeVerdict {
+  if (status === 401 || status === 403) return { kind: 'no-evidence', reason: `HTTP ${status}: authorization required` };
+  if (status === 408 || status === 429 || status >= 500) return { kind: 'no-evidence', reason: `HTTP ${status}` };
+  if (status >= 200 && status < 300) {
+    for (const m of messages) if ('result' in m && isObj(m.result)) return fromResult(m.result);
+    const err = firstError(messages);
+    if (err === undefined) return { kind: 'legacy', reason: `HTTP ${status} without a JSON-RPC answer` };
+    return modernError(err) ?? { kind: 'legacy', reason: `server/discover answered ${err.code} ${err.message}` };
+  }
+  if (status >= 400 && status < 500) {
+    const err = firstError(messages);
+    return (err && modernError(err)) ?? { kind: 'legacy', reason: `HTTP ${status}${err ? ` ${err.code} ${err.message}` : ''}` };
+  }
+  return { kind: 'no-evidence', reason: `HTTP ${status}` };
+}
+
+/** Over HTTP the spec also names header mismatch and missing capability as modern signals. */
+function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
+  const v = fromUnsupportedVersion(err);
+  if (v !== undefined) return v;
+  if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: `${err.code} ${err.message}` };
+  return undefined;
+}

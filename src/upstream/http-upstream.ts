@@ -1,0 +1,327 @@
+/**
+ * An upstream MCP server behind Streamable HTTP. The era is probed with a modern
+ * `server/discover` POST (digest §2.3); auth trouble, 5xx, network errors and timeouts say
+ * nothing about the era and only delay the start. Legacy servers get `initialize`, a session,
+ * `MCP-Protocol-Version` on every later request, the GET stream and a DELETE at the end.
+ * Modern servers get the full envelope and the mirrored routing headers on every POST.
+ */
+import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
+import { RpcError, TransportError } from '../protocol/errors.js';
+import { parseFrame, type Message } from '../protocol/jsonrpc.js';
+import type { Logger } from '../log.js';
+import { HttpClient, type HttpAnswer } from '../transport/http-client.js';
+import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
+import { httpVerdict, type ProbeVerdict } from './era-probe.js';
+import { ParamHeaderIndex } from './param-headers.js';
+import { errMessage, UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { discoverFacts, serverFacts } from './stdio-upstream.js';
+import type { CallOptions, UpstreamSpec } from './types.js';
+
+const GET_RETRY_MAX_MS = 30_000;
+const DELETE_TIMEOUT_MS = 2_000;
+
+/** A JSON-RPC error carried in a non-2xx body, if there is one. */
+function bodyError(body: string | undefined): RpcError | undefined {
+  if (!body) return undefined;
+  const c = parseFrame(body);
+  return c.kind === 'response' && 'error' in c.msg ? RpcError.from(c.msg.error) : undefined;
+}
+
+function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
+  const ctl = new AbortController();
+  const t = setTimeout(() => ctl.abort(), ms);
+  return { signal: ctl.signal, clear: () => clearTimeout(t), timedOut: () => ctl.signal.aborted };
+}
+
+export class HttpUpstream extends UpstreamBase {
+  private readonly http: HttpClient;
+  private verdict: Era | undefined;
+  private session: string | undefined;
+  /** Headers of every legacy request after initialize; rebuilt when the session changes. */
+  private legacyHeaders: Record<string, string> = {};
+  private renewing: Promise<void> | undefined;
+  private getStream: AbortController | undefined;
+  private getFailures = 0;
+  private readonly paramHeaders = new ParamHeaderIndex();
+  private internalIds = 0;
+
+  constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
+    super(spec, log, opts);
+    if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
+    this.http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
+    if (spec.era !== 'auto') this.verdict = spec.era;
+  }
+
+  /** The legacy session id, if any (for status and tests; never log it). */
+  get sessionId(): string | undefined {
+    return this.session;
+  }
+
+  override request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+    const r = super.request(method, params, opts);
+    if (method !== 'tools/list') return r;
+    return r.then((res) => {
+      if (this._era === MODERN) this.paramHeaders.learn(res);
+      return res;
+    });
+  }
+
+  protected async connect(): Promise<void> {
+    if (this.verdict === LEGACY) {
+      try {
+        await this.initialize();
+        return;
+      } catch (err) {
+        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
+        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
+        this.verdict = undefined;
+      }
+    }
+    let v = await this.probe();
+    if (v.kind === 'modern-retry') v = await this.probe();
+    switch (v.kind) {
+      case 'modern': {
+        const f = discoverFacts(v.discover);
+        this._era = MODERN;
+        this._protocolVersion = MODERN;
+        this._capabilities = f.capabilities;
+        this._serverInfo = f.serverInfo;
+        this._instructions = f.instructions;
+        this.verdict = MODERN;
+        return;
+      }
+      case 'unsupported':
+        throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
+      case 'modern-retry':
+      case 'no-evidence':
+        throw new Error(`server/discover failed: ${v.reason}`);
+      case 'legacy':
+        if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
+        await this.initialize();
+        this.verdict = LEGACY;
+    }
+  }
+
+  private async probe(): Promise<ProbeVerdict> {
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: `sy-${++this.internalIds}`,
+      method: 'server/discover',
+      params: { _meta: modernMeta({ clientInfo: this.clientInfo }) },
+    });
+    const t = timeoutSignal(this.spec.probeTimeoutMs);
+    const msgs: Message[] = [];
+    let v: ProbeVerdict;
+    try {
+      const a = await this.http.post(body, {
+        headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
+        signal: t.signal,
+        onMessage: (c) => {
+          if (c.kind === 'response') msgs.push(c.msg);
+        },
+      });
+      if (a.body !== undefined) {
+        const c = parseFrame(a.body);
+        if (c.kind === 'response') msgs.push(c.msg);
+      }
+      v = httpVerdict(a.status, msgs);
+    } catch (err) {
+      v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${this.spec.probeTimeoutMs} ms` : errMessage(err) };
+    } finally {
+      t.clear();
+    }
+    this.log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
+    return v;
+  }
+
+  /** The legacy handshake. The new session replaces the old one only once it works. */
+  private async initialize(): Promise<void> {
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: `sy-${++this.internalIds}`,
+      method: 'initialize',
+      params: { protocolVersion: LEGACY, capabilities: LEGACY_CLIENT_CAPABILITIES, clientInfo: this.clientInfo },
+    });
+    const t = timeoutSignal(this.spec.timeoutMs);
+    let result: Record<string, unknown> | undefined;
+    let error: RpcError | undefined;
+    let a: HttpAnswer;
+    try {
+      a = await this.http.post(body, {
+        signal: t.signal,
+        onMessage: (c) => {
+          if (c.kind !== 'response') return;
+          if ('error' in c.msg) error = RpcError.from(c.msg.error);
+          else result = c.msg.result;
+        },
+      });
+    } catch (err) {
+      throw t.timedOut() ? new TransportError(`initialize: no answer within ${this.spec.timeoutMs} ms`) : err;
+    } finally {
+      t.clear();
+    }
+    if (a.status < 200 || a.status >= 300) {
+      throw bodyError(a.body) ?? new TransportError(`initialize: HTTP ${a.status}`, a.status);
+    }
+    if (error) throw error;
+    if (!result) throw new TransportError('initialize: no result in the answer', a.status);
+    const version = result.protocolVersion;
+    if (typeof version !== 'string' || !(LEGACY_VERSIONS as readonly string[]).includes(version)) {
+      throw new Error(`initialize answered with protocol version ${JSON.stringify(version)}, which the hub does not speak`);
+    }
+    const f = serverFacts(result, result.serverInfo);
+    const sid = a.headers['mcp-session-id'];
+    this.session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
+    this.legacyHeaders = this.session ? { 'mcp-protocol-version': version, 'mcp-session-id': this.session } : { 'mcp-protocol-version': version };
+    this._era = LEGACY;
+    this._protocolVersion = version;
+    this._capabilities = f.capabilities;
+    this._serverInfo = f.serverInfo;
+    this._instructions = f.instructions;
+    const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers: this.legacyHeaders });
+    if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
+    this.getFailures = 0;
+    this.openGetStream();
+  }
+
+  protected transmit(p: Pending, frame: string, params: Record<string, unknown>): void {
+    let headers: Record<string, string>;
+    if (this._era === MODERN) {
+      headers = { 'mcp-protocol-version': MODERN, 'mcp-method': p.method };
+      const name = mcpNameFor(p.method, params);
+      if (name !== undefined) headers['mcp-name'] = name;
+      if (p.method === 'tools/call') this.paramHeaders.apply(params, headers);
+    } else {
+      headers = this.legacyHeaders;
+      p.session = this.session;
+      p.frame = frame;
+    }
+    this.post(p, frame, headers);
+  }
+
+  private post(p: Pending, frame: string, headers: Record<string, string>): void {
+    const ctl = new AbortController();
+    p.ctl = ctl;
+    this.http.post(frame, { headers, signal: ctl.signal, onMessage: (c) => this.handleMessage(c, p) }).then(
+      (a) => this.afterPost(p, a),
+      (err: unknown) => {
+        if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
+      },
+    );
+  }
+
+  private afterPost(p: Pending, a: HttpAnswer): void {
+    if (!this.isPending(p)) return;
+    const s = a.status;
+    if (s >= 200 && s < 300) {
+      return this.failCall(p, new TransportError(s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response', s));
+    }
+    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried) return this.renewSession(p);
+    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
+    this.failCall(p, bodyError(a.body) ?? new TransportError(`HTTP ${s}`, s));
+  }
+
+  /**
+   * A 404 to a request that carried a session id means the session is gone. The server looks
+   * the session up before dispatching anything, so the request was not executed: renew the
+   * session (once, shared by every call that hit the same 404) and send the same frame again,
+   * once. A second 404 fails the call.
+   */
+  private renewSession(p: Pending): void {
+    p.retried = true;
+    const stale = p.session;
+    if (this.session === stale) {
+      this.log.info('legacy session expired; initializing again');
+      this.renewing ??= this.initialize()
+        .then(() => this.setState('ready', 'session renewed'))
+        .finally(() => (this.renewing = undefined));
+    }
+    (this.renewing ?? Promise.resolve()).then(
+      () => {
+        if (!this.isPending(p)) return;
+        p.session = this.session;
+        this.post(p, p.frame!, this.legacyHeaders);
+      },
+      (err: unknown) => this.failCall(p, new TransportError(`session expired and could not be renewed: ${errMessage(err)}`)),
+    );
+  }
+
+  /** The legacy standalone stream for unsolicited notifications; 405 means the server has none. */
+  private openGetStream(): void {
+    this.getStream?.abort();
+    const ctl = new AbortController();
+    this.getStream = ctl;
+    const session = this.session;
+    const again = (why: string): void => {
+      const delay = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
+      this.log.debug({ why, delay }, 'GET stream ended');
+      setTimeout(() => {
+        if (this.getStream === ctl && !this.closed && this.session === session && this._era === LEGACY) this.openGetStream();
+      }, delay).unref();
+    };
+    this.http.get({ headers: this.legacyHeaders, signal: ctl.signal, onMessage: (c) => this.handleMessage(c) }).then(
+      (a) => {
+        if (this.getStream !== ctl) return;
+        if (a.status >= 200 && a.status < 300) {
+          if (a.messages > 0) this.getFailures = 0;
+          return again('closed by the server');
+        }
+        if (a.status >= 500) return again(`HTTP ${a.status}`);
+        this.log.debug({ status: a.status }, 'no GET stream');
+        this.getStream = undefined;
+      },
+      (err: unknown) => {
+        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err));
+      },
+    );
+  }
+
+  protected cancelUpstream(p: Pending, reason: string): void {
+    if (this._era === LEGACY) {
+      // A disconnect is not a cancellation in legacy; say it, then stop reading.
+      const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
+      this.http.post(frame, { headers: this.legacyHeaders }).catch(() => undefined);
+    }
+    p.ctl?.abort();
+  }
+
+  protected reply(frame: string): void {
+    this.http.post(frame, { headers: this.era === LEGACY ? this.legacyHeaders : { 'mcp-protocol-version': MODERN } }).then(
+      (a) => {
+        if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its request');
+      },
+      (err: unknown) => this.log.warn({ err: errMessage(err) }, 'could not answer the upstream request'),
+    );
+  }
+
+  notify(method: string, params?: Record<string, unknown>): void {
+    if (this._state !== 'ready' || this._era !== LEGACY) {
+      // Modern HTTP defines no client notifications; cancellation is closing the stream.
+      this.log.debug({ method }, 'notification dropped');
+      return;
+    }
+    const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+    this.http.post(frame, { headers: this.legacyHeaders }).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
+  }
+
+  override close(): Promise<void> {
+    // Stop reading every answer stream; the base class then fails the calls.
+    for (const p of this.pending.values()) p.ctl?.abort();
+    return super.close();
+  }
+
+  protected async disconnect(): Promise<void> {
+    this.getStream?.abort();
+    this.getStream = undefined;
+    const session = this.session;
+    this.session = undefined;
+    if (session !== undefined) {
+      const t = timeoutSignal(DELETE_TIMEOUT_MS);
+      await this.http
+        .delete({ headers: this.legacyHeaders, signal: t.signal })
+        .catch(() => undefined)
+        .finally(t.clear);
+    }
+    if (this.closed) this.http.close();
+  }
+}

@@ -1,0 +1,433 @@
+/**
+ * What every upstream connection shares whatever its transport: fresh upstream ids,
+ * progress-token remapping, timeouts that reset on progress, cancellation, routing of
+ * server-to-client traffic, and the supervision loop (start, retry with backoff, crash-loop
+ * limit). Subclasses supply the bytes: connect/disconnect, transmit, cancel, reply.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../log.js';
+import { MODERN, type Era } from '../protocol/era.js';
+import {
+  CancelledError,
+  INTERNAL_ERROR,
+  METHOD_NOT_FOUND,
+  RpcError,
+  TimeoutError,
+  TransportError,
+  UpstreamUnavailableError,
+} from '../protocol/errors.js';
+import { errorResponse, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
+import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import { RestartPolicy, type BackoffOptions } from './backoff.js';
+import { HUB_CLIENT_INFO, legacyMeta, modernMeta, withMeta } from './envelope.js';
+import type { CallOptions, Upstream, UpstreamSpec, UpstreamState } from './types.js';
+
+export interface UpstreamOptions {
+  /** The hub's identity toward upstreams (default: switchyard and its package version). */
+  clientInfo?: Implementation;
+  backoff?: Partial<BackoffOptions>;
+}
+
+/** One request in flight toward the upstream. */
+export interface Pending {
+  readonly id: number;
+  readonly method: string;
+  readonly opts: CallOptions | undefined;
+  readonly timeoutMs: number;
+  /** Handshake requests: never cancelled upstream, allowed before ready. */
+  readonly internal: boolean;
+  resolve: (r: Record<string, unknown>) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout | undefined;
+  token: string | undefined;
+  /** Server-to-client requests of this call still waiting for the client: the timeout pauses. */
+  waits: number;
+  onAbort: (() => void) | undefined;
+  /** Transport scratch (HTTP: the POST's abort controller, session, retry state). */
+  ctl?: AbortController;
+  frame?: string;
+  session?: string;
+  retried?: boolean;
+}
+
+let tokenCounter = 0;
+/** Progress tokens unique across the hub process, so no two calls ever share one. */
+function nextToken(): string {
+  return `sy-${(++tokenCounter).toString(36)}`;
+}
+
+function reasonOf(signal: AbortSignal): string {
+  const r: unknown = signal.reason;
+  if (typeof r === 'string') return r;
+  if (r instanceof Error && r.name !== 'AbortError') return r.message;
+  return 'request cancelled';
+}
+
+export function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export abstract class UpstreamBase extends EventEmitter implements Upstream {
+  readonly id: string;
+  protected readonly spec: UpstreamSpec;
+  protected readonly log: Logger;
+  protected readonly clientInfo: Implementation;
+
+  protected _state: UpstreamState = 'starting';
+  protected _era: Era | undefined;
+  protected _protocolVersion: string | undefined;
+  protected _capabilities: ServerCapabilities | undefined;
+  protected _serverInfo: Implementation | undefined;
+  protected _instructions: string | undefined;
+  protected _lastError: string | undefined;
+  private _since = Date.now();
+  private _restarts = 0;
+
+  protected closed = false;
+  private closing: Promise<void> | undefined;
+  private nextId = 0;
+  protected readonly pending = new Map<number, Pending>();
+  private readonly byToken = new Map<string, Pending>();
+  private readonly policy: RestartPolicy;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private first: Promise<void> | undefined;
+  private everReady = false;
+
+  constructor(spec: UpstreamSpec, log: Logger, opts: UpstreamOptions = {}) {
+    super();
+    this.id = spec.id;
+    this.spec = spec;
+    this.log = log.child({ server: spec.id });
+    this.clientInfo = opts.clientInfo ?? HUB_CLIENT_INFO;
+    this.policy = new RestartPolicy(opts.backoff);
+  }
+
+  get state(): UpstreamState {
+    return this._state;
+  }
+  get era(): Era | undefined {
+    return this._era;
+  }
+  get protocolVersion(): string | undefined {
+    return this._protocolVersion;
+  }
+  get capabilities(): ServerCapabilities | undefined {
+    return this._capabilities;
+  }
+  get serverInfo(): Implementation | undefined {
+    return this._serverInfo;
+  }
+  get instructions(): string | undefined {
+    return this._instructions;
+  }
+  get lastError(): string | undefined {
+    return this._lastError;
+  }
+  get since(): number {
+    return this._since;
+  }
+  get restarts(): number {
+    return this._restarts;
+  }
+
+  /** Connect and handshake; sets era, version, capabilities. Throws when it cannot. */
+  protected abstract connect(): Promise<void>;
+  /** Tear the connection down (no restart follows). */
+  protected abstract disconnect(): Promise<void>;
+  /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
+  protected abstract transmit(p: Pending, frame: string, params: Record<string, unknown>): void;
+  /** Tell the upstream to stop working on `p` (already settled locally). */
+  protected abstract cancelUpstream(p: Pending, reason: string): void;
+  /** Send an answer to a server-to-client request that arrived on `via` (or unattached). */
+  protected abstract reply(frame: string, via: Pending | undefined): void;
+  abstract notify(method: string, params?: Record<string, unknown>): void;
+
+  protected setState(s: UpstreamState, detail?: string): void {
+    if (s === this._state && detail === undefined) return;
+    this._state = s;
+    this._since = Date.now();
+    this.log.info({ state: s, detail }, 'upstream state');
+    this.emit('state', s, detail);
+  }
+
+  start(): Promise<void> {
+    if (this.closed) return Promise.reject(new UpstreamUnavailableError(this.id, 'stopped'));
+    if (this._state === 'ready') return Promise.resolve();
+    if (this.first === undefined) {
+      this.first = this.attempt();
+      return this.first;
+    }
+    // A retry is scheduled or running: report its outcome.
+    return new Promise((resolve, reject) => {
+      const on = (s: UpstreamState): void => {
+        if (s === 'ready') resolve();
+        else if (s === 'stopped') reject(new UpstreamUnavailableError(this.id, s));
+        else if (this.retryTimer !== undefined) reject(new UpstreamUnavailableError(this.id, s, this._lastError));
+        else return;
+        this.off('state', on);
+      };
+      this.on('state', on);
+    });
+  }
+
+  private async attempt(): Promise<void> {
+    this.retryTimer = undefined;
+    try {
+      await this.connect();
+    } catch (err) {
+      const msg = errMessage(err);
+      this._lastError = msg;
+      this.log.warn({ err: msg }, 'upstream could not start');
+      void this.disconnect().catch(() => undefined);
+      if (!this.closed) this.scheduleRetry(msg);
+      throw err;
+    }
+    if (this.closed) {
+      void this.disconnect().catch(() => undefined);
+      throw new UpstreamUnavailableError(this.id, 'stopped');
+    }
+    this.everReady = true;
+    this.policy.onReady();
+    this.setState('ready');
+  }
+
+  private scheduleRetry(reason: string): void {
+    const { delayMs, failed } = this.policy.onFailure(Date.now());
+    this.retryTimer = setTimeout(() => {
+      this._restarts++;
+      this.attempt().catch(() => undefined);
+    }, delayMs);
+    this.retryTimer.unref();
+    this.setState(failed ? 'failed' : this.everReady ? 'restarting' : 'starting', reason);
+  }
+
+  /** The subclass lost a ready connection: fail what was in flight and restart. */
+  protected lost(reason: string): void {
+    if (this.closed || this._state !== 'ready') return;
+    this._lastError = reason;
+    this.log.warn({ reason }, 'upstream connection lost');
+    this.failAll(() => new TransportError(`server "${this.id}" connection lost: ${reason}`));
+    this.scheduleRetry(reason);
+  }
+
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.setState('stopped');
+    this.failAll(() => new TransportError(`server "${this.id}" was closed`));
+    this.closing = this.disconnect().catch((err) => this.log.warn({ err: errMessage(err) }, 'error while closing'));
+    return this.closing;
+  }
+
+  request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+    if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
+    if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
+    return this.call(method, params, opts, false);
+  }
+
+  /**
+   * Send a request. Public calls get the era envelope; internal (handshake) calls pass their
+   * params exactly as they must appear on the wire.
+   */
+  protected call(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, internal: boolean): Promise<Record<string, unknown>> {
+    const id = ++this.nextId;
+    const timeoutMs = opts?.timeoutMs ?? this.spec.timeoutMs;
+    return new Promise((resolve, reject) => {
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined };
+      let wire = params;
+      if (!internal) {
+        if (opts?.onProgress) p.token = nextToken();
+        const e = {
+          paramsMeta: params._meta,
+          meta: opts?.meta,
+          progressToken: p.token,
+          clientCapabilities: opts?.clientCapabilities,
+          logLevel: opts?.logLevel,
+          clientInfo: this.clientInfo,
+        };
+        wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
+      }
+      const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
+      p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
+      if (opts?.signal) {
+        p.onAbort = () => this.onAbort(p);
+        opts.signal.addEventListener('abort', p.onAbort, { once: true });
+      }
+      this.pending.set(id, p);
+      if (p.token !== undefined) this.byToken.set(p.token, p);
+      this.transmit(p, frame, wire);
+    });
+  }
+
+  private settle(p: Pending): boolean {
+    if (this.pending.get(p.id) !== p) return false;
+    this.pending.delete(p.id);
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = undefined;
+    if (p.token !== undefined) this.byToken.delete(p.token);
+    if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
+    return true;
+  }
+
+  protected isPending(p: Pending): boolean {
+    return this.pending.get(p.id) === p;
+  }
+
+  protected resolveCall(p: Pending, result: Record<string, unknown>): void {
+    if (this.settle(p)) p.resolve(result);
+  }
+
+  protected failCall(p: Pending, err: Error): void {
+    if (this.settle(p)) p.reject(err);
+  }
+
+  protected failAll(make: (p: Pending) => Error): void {
+    for (const p of [...this.pending.values()]) this.failCall(p, make(p));
+  }
+
+  private onTimeout(p: Pending): void {
+    if (!this.settle(p)) return;
+    p.reject(new TimeoutError(this.id, p.timeoutMs));
+    if (!p.internal) this.cancelUpstream(p, `timed out after ${p.timeoutMs} ms`);
+  }
+
+  private onAbort(p: Pending): void {
+    if (!this.settle(p)) return;
+    const reason = reasonOf(p.opts!.signal!);
+    p.reject(new CancelledError(reason));
+    if (!p.internal) this.cancelUpstream(p, reason);
+  }
+
+  /** Every message from the upstream; `via` is the call whose HTTP answer stream carried it. */
+  protected handleMessage(c: Classified, via?: Pending): void {
+    switch (c.kind) {
+      case 'response': {
+        const rid = c.msg.id;
+        const p = rid === undefined || rid === null ? via : this.pending.get(typeof rid === 'number' ? rid : Number(rid));
+        if (p === undefined || !this.isPending(p)) {
+          this.log.debug({ id: rid }, 'dropped a response to no call in flight');
+          return;
+        }
+        if ('error' in c.msg) this.failCall(p, RpcError.from(c.msg.error));
+        else this.resolveCall(p, c.msg.result);
+        return;
+      }
+      case 'request':
+        return this.onServerRequest(c.msg, via);
+      case 'notification':
+        return this.onNotification(c.msg, via);
+      case 'invalid':
+        this.log.warn({ reason: c.error.message }, 'skipped an invalid message from the upstream');
+    }
+  }
+
+  private onServerRequest(msg: Request, via: Pending | undefined): void {
+    if (msg.method === 'ping') return this.reply(JSON.stringify(resultResponse(msg.id, {})), via);
+    let target: Pending | undefined;
+    if (via !== undefined) {
+      target = this.isPending(via) && via.opts?.onServerRequest ? via : undefined;
+    } else {
+      let n = 0;
+      for (const p of this.pending.values()) {
+        if (p.opts?.onServerRequest) {
+          target = p;
+          n++;
+        }
+      }
+      if (n > 1) {
+        this.log.warn({ method: msg.method, inFlight: n }, 'server request with several calls in flight; refused');
+        return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, 'ambiguous: several calls in flight'))), via);
+      }
+    }
+    if (target === undefined) {
+      return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
+    }
+    const p = target;
+    this.pauseTimer(p);
+    let answer: Promise<Record<string, unknown>>;
+    try {
+      answer = p.opts!.onServerRequest!({ method: msg.method, params: msg.params });
+    } catch (err) {
+      answer = Promise.reject(err);
+    }
+    answer
+      .then(
+        (result) => JSON.stringify(resultResponse(msg.id, result)),
+        (err: unknown) => {
+          if (!(err instanceof RpcError)) this.log.warn({ method: msg.method, err: errMessage(err) }, 'server request handler failed');
+          // Only errors a peer could have said travel on; local failures stay generic.
+          return JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer')));
+        },
+      )
+      .then((frame) => {
+        this.resumeTimer(p);
+        this.reply(frame, via);
+      });
+  }
+
+  private pauseTimer(p: Pending): void {
+    p.waits++;
+    if (p.timer) clearTimeout(p.timer);
+    p.timer = undefined;
+  }
+
+  private resumeTimer(p: Pending): void {
+    if (--p.waits > 0 || !this.isPending(p)) return;
+    p.timer = setTimeout(() => this.onTimeout(p), p.timeoutMs);
+  }
+
+  private onNotification(msg: Notification, via: Pending | undefined): void {
+    const params = msg.params ?? {};
+    if (msg.method === 'notifications/progress') {
+      const t = params.progressToken;
+      const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
+      if (p === undefined || !p.opts?.onProgress) return;
+      if (p.timer) p.timer.refresh();
+      if (typeof params.progress !== 'number') return;
+      const info: { progress: number; total?: number; message?: string } = { progress: params.progress };
+      if (typeof params.total === 'number') info.total = params.total;
+      if (typeof params.message === 'string') info.message = params.message;
+      try {
+        p.opts.onProgress(info);
+      } catch (err) {
+        this.log.warn({ err: errMessage(err) }, 'progress handler threw');
+      }
+      return;
+    }
+    if (msg.method === 'notifications/message') {
+      const p = this.logTarget(via);
+      if (p !== undefined) {
+        try {
+          p.opts!.onLog!(params);
+        } catch (err) {
+          this.log.warn({ err: errMessage(err) }, 'log handler threw');
+        }
+        return;
+      }
+    }
+    this.emit('notification', { method: msg.method, params });
+  }
+
+  /**
+   * Which call a `notifications/message` belongs to: the one whose answer stream carried it;
+   * on a modern connection the only call that asked for logs; on a legacy one (logging is
+   * session-wide) only a call that is alone in flight. Anything else is not attributed.
+   */
+  private logTarget(via: Pending | undefined): Pending | undefined {
+    if (via !== undefined) return this.isPending(via) && via.opts?.onLog ? via : undefined;
+    let found: Pending | undefined;
+    if (this._era === MODERN) {
+      for (const p of this.pending.values()) {
+        if (p.opts?.logLevel === undefined) continue;
+        if (found) return undefined;
+        found = p;
+      }
+    } else {
+      if (this.pending.size !== 1) return undefined;
+      found = this.pending.values().next().value;
+    }
+    return found?.opts?.onLog ? found : undefined;
+  }
+}

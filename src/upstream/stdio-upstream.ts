@@ -1,0 +1,189 @@
+/**
+ * An upstream MCP server run as a child process. The era is probed with `server/discover` as
+ * the very first line (digest §2.3): anything but a DiscoverResult or a -32022 naming versions
+ * means legacy, and a process that dies of the probe is respawned before `initialize`. The
+ * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
+ */
+import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
+import { RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+import { META_SERVER_INFO } from '../protocol/meta.js';
+import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import type { Logger } from '../log.js';
+import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
+import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
+import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
+import { UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
+import type { UpstreamSpec } from './types.js';
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The parts of a DiscoverResult or InitializeResult the hub keeps. */
+export function serverFacts(r: Record<string, unknown>, serverInfo: unknown): {
+  capabilities: ServerCapabilities;
+  serverInfo: Implementation | undefined;
+  instructions: string | undefined;
+} {
+  return {
+    capabilities: isObj(r.capabilities) ? (r.capabilities as ServerCapabilities) : {},
+    serverInfo: isObj(serverInfo) && typeof serverInfo.name === 'string' ? (serverInfo as Implementation) : undefined,
+    instructions: typeof r.instructions === 'string' ? r.instructions : undefined,
+  };
+}
+
+export function discoverFacts(d: Record<string, unknown>): ReturnType<typeof serverFacts> {
+  return serverFacts(d, isObj(d._meta) ? d._meta[META_SERVER_INFO] : undefined);
+}
+
+export class StdioUpstream extends UpstreamBase {
+  private child: StdioChild | undefined;
+  /** The era verdict, kept across respawns. */
+  private verdict: Era | undefined;
+
+  constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
+    super(spec, log, opts);
+    if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
+    if (spec.era !== 'auto') this.verdict = spec.era;
+  }
+
+  /** The pid of the running child, if any (for status and tests). */
+  get pid(): number | undefined {
+    return this.child?.alive ? this.child.pid : undefined;
+  }
+
+  protected async connect(): Promise<void> {
+    this.spawn();
+    if (this.verdict === LEGACY) {
+      try {
+        await this.initialize();
+        return;
+      } catch (err) {
+        // A kept verdict that fails with a protocol answer is re-checked; a configured one is not.
+        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
+        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
+        this.verdict = undefined;
+      }
+    }
+    let v = await this.probe();
+    if (v.kind === 'modern-retry') v = await this.probe();
+    switch (v.kind) {
+      case 'modern':
+        this.useDiscover(v.discover);
+        this.verdict = MODERN;
+        return;
+      case 'unsupported':
+        throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
+      case 'modern-retry':
+      case 'no-evidence':
+        throw new Error(`server/discover failed: ${v.reason}`);
+      case 'legacy':
+        if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
+        if (v.respawn) await this.respawn();
+        await this.initialize();
+        this.verdict = LEGACY;
+    }
+  }
+
+  private async probe(): Promise<ProbeVerdict> {
+    const params = { _meta: modernMeta({ clientInfo: this.clientInfo }) };
+    let o: StdioProbeOutcome;
+    try {
+      o = { kind: 'result', result: await this.call('server/discover', params, { timeoutMs: this.spec.probeTimeoutMs }, true) };
+    } catch (err) {
+      if (err instanceof RpcError) o = { kind: 'error', error: err.toJSON() };
+      else if (err instanceof TimeoutError) o = { kind: 'timeout' };
+      else if (err instanceof TransportError) o = { kind: 'exit' };
+      else throw err;
+    }
+    const v = stdioVerdict(o);
+    this.log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
+    return v;
+  }
+
+  private useDiscover(d: Record<string, unknown>): void {
+    const f = discoverFacts(d);
+    this._era = MODERN;
+    this._protocolVersion = MODERN;
+    this._capabilities = f.capabilities;
+    this._serverInfo = f.serverInfo;
+    this._instructions = f.instructions;
+  }
+
+  private async initialize(): Promise<void> {
+    const r = await this.call(
+      'initialize',
+      { protocolVersion: LEGACY, capabilities: LEGACY_CLIENT_CAPABILITIES, clientInfo: this.clientInfo },
+      { timeoutMs: this.spec.timeoutMs },
+      true,
+    );
+    const version = r.protocolVersion;
+    if (typeof version !== 'string' || !(LEGACY_VERSIONS as readonly string[]).includes(version)) {
+      throw new Error(`initialize answered with protocol version ${JSON.stringify(version)}, which the hub does not speak`);
+    }
+    const f = serverFacts(r, r.serverInfo);
+    this._era = LEGACY;
+    this._protocolVersion = version;
+    this._capabilities = f.capabilities;
+    this._serverInfo = f.serverInfo;
+    this._instructions = f.instructions;
+    this.child?.send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+  }
+
+  private spawn(): void {
+    const s = this.spec;
+    const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
+    this.child = child;
+    this.log.debug({ pid: child.pid }, 'spawned');
+    child.on('message', (c) => {
+      if (this.child === child) this.handleMessage(c);
+    });
+    child.on('exit', (e: ExitInfo) => this.onExit(child, e));
+  }
+
+  private async respawn(): Promise<void> {
+    const old = this.child;
+    this.child = undefined;
+    if (old) {
+      old.kill();
+      await old.exit;
+    }
+    this.spawn();
+  }
+
+  private onExit(child: StdioChild, e: ExitInfo): void {
+    if (this.child !== child) return;
+    this.child = undefined;
+    const why = e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+    if (this._state === 'ready') return this.lost(`process ${why}`);
+    // Mid-handshake: the handshake call fails and the start attempt reports it.
+    this.failAll(() => new TransportError(`process ${why}`));
+  }
+
+  protected async disconnect(): Promise<void> {
+    const c = this.child;
+    this.child = undefined;
+    if (c) await c.close();
+  }
+
+  protected transmit(p: Pending, frame: string): void {
+    if (this.child?.send(frame)) return;
+    this.failCall(p, new TransportError(`server "${this.id}" process is not running`, undefined, true));
+  }
+
+  protected cancelUpstream(p: Pending, reason: string): void {
+    this.child?.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } }));
+  }
+
+  protected reply(frame: string): void {
+    this.child?.send(frame);
+  }
+
+  notify(method: string, params?: Record<string, unknown>): void {
+    if (this._state !== 'ready' || !this.child) {
+      this.log.debug({ method }, 'notification dropped: not ready');
+      return;
+    }
+    this.child.send(JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }));
+  }
+}
