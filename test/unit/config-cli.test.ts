@@ -1,0 +1,75 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { packageRoot } from '../../src/paths.js';
+
+// The built command module, mounted in yargs exactly as src/cli/main.ts does, run from a
+// foreign working directory: proves the schema is found from dist/. (A driver of our own
+// keeps this test independent of the other commands main.js pulls in.)
+const dir = mkdtempSync(join(tmpdir(), 'switchyard-cli-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const CLI = join(dir, 'cli.mjs');
+const url = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, p)).href);
+writeFileSync(
+  CLI,
+  `import yargs from ${url('node_modules/yargs/index.mjs')};
+import { configCommand } from ${url('dist/src/cli/config.js')};
+await yargs(process.argv.slice(2)).scriptName('switchyard').command(configCommand).demandCommand(1).strict().parseAsync();
+`,
+);
+
+function validate(config: unknown, args: string[] = [], env: Record<string, string> = {}) {
+  const file = join(dir, 'hub.config.json');
+  writeFileSync(file, typeof config === 'string' ? config : JSON.stringify(config));
+  const r = spawnSync(process.execPath, [CLI, 'config', 'validate', ...args], {
+    cwd: dir,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('switchyard config validate', () => {
+  it('prints "ok: N servers" for a valid config (hub.config.json in the current folder by default)', () => {
+    const r = validate({
+      $schema: './src/config/hub.config.schema.json',
+      servers: { a: { command: 'node' }, b: { url: 'https://${env:HOST}/mcp' } },
+    }, [], { HOST: 'example.test' });
+    expect(r).toEqual({ status: 0, stdout: 'ok: 2 servers\n', stderr: '' });
+  });
+
+  it('reads --config and accepts mcpServers', () => {
+    const other = join(dir, 'ide.json');
+    writeFileSync(other, JSON.stringify({ mcpServers: { fs: { type: 'stdio', command: 'npx' } } }));
+    const r = validate({}, ['--config', other]);
+    expect(r.stdout).toBe('ok: 1 servers\n');
+    expect(r.status).toBe(0);
+  });
+
+  it('prints one line per problem and exits 1', () => {
+    const r = validate({
+      listen: { port: 'x' },
+      servers: { notes: { command: 'a', url: 'http://x' }, gh: { url: 'https://x', headers: { Authorization: '${env:GITHUB_TOKEN}' } } },
+    });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr.trimEnd().split('\n')).toEqual([
+      'hub.config.json: invalid config',
+      '  servers.gh.headers.Authorization: environment variable GITHUB_TOKEN is not set',
+      '  listen.port: must be integer',
+      '  servers.notes: must have exactly one of "command" or "url"',
+    ]);
+  });
+
+  it('reports a missing file and broken JSON without a stack trace', () => {
+    const missing = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, 'absent.json')], { encoding: 'utf8' });
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/config: cannot read .*absent\.json \(ENOENT\)\n$/);
+    const broken = validate('{"servers": ');
+    expect(broken.status).toBe(1);
+    expect(broken.stderr).toBe('hub.config.json: invalid config\n  config: not valid JSON (unexpected end of input)\n');
+  });
+});

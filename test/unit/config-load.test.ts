@@ -1,0 +1,341 @@
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, configProblems, loadConfig, parseConfig } from '../../src/config/load.js';
+
+const NO_ENV = {};
+
+function problemsOf(json: unknown, env: Record<string, string | undefined> = NO_ENV): string[] {
+  try {
+    parseConfig(json, undefined, env);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig defaults', () => {
+  it('fills every default and derives prefix, enabled and the ledger path', () => {
+    const c = parseConfig({ servers: { notes: { command: 'node', args: ['n.js'] } } }, '/etc/hub/hub.config.json', NO_ENV);
+    expect(c.file).toBe('/etc/hub/hub.config.json');
+    expect(c.listen).toEqual({ host: '127.0.0.1', port: 7410, allowedOrigins: [], maxBodyBytes: 4 * 1024 * 1024 });
+    expect(c.ledger).toEqual({
+      path: '/etc/hub/data/ledger.db',
+      enabled: true,
+      storeBodies: false,
+      redactKeys: '(pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential)',
+      idempotencyTtlMs: 24 * 3600 * 1000,
+    });
+    expect(c.names).toEqual({ mode: 'strict' });
+    expect(c.pageSize).toBe(1000);
+    expect(c.servers.notes).toEqual({
+      id: 'notes',
+      command: 'node',
+      args: ['n.js'],
+      env: {},
+      headers: {},
+      prefix: 'notes',
+      trust: 'untrusted',
+      enabled: true,
+      timeoutMs: 60000,
+      era: 'auto',
+      probeTimeoutMs: 5000,
+      maxFrameBytes: 4 * 1024 * 1024,
+      tools: { byName: {} },
+    });
+  });
+
+  it('accepts an empty document as a hub without servers', () => {
+    expect(parseConfig({}, undefined, NO_ENV).servers).toEqual({});
+  });
+
+  it('keeps explicit values, an empty prefix, and config order of servers', () => {
+    const c = parseConfig(
+      {
+        $schema: './src/config/hub.config.schema.json',
+        listen: { host: '0.0.0.0', port: 0, allowedOrigins: ['http://localhost:3000'], maxBodyBytes: 1024 },
+        ledger: { path: ':memory:', enabled: false, storeBodies: true, redactKeys: 'x', idempotencyTtl: 1500 },
+        names: { mode: 'spec' },
+        pageSize: 5,
+        servers: {
+          zeta: { url: 'https://example.test/mcp', prefix: '', trust: 'trusted', era: '2026-07-28', cacheTtlMs: 0 },
+          alpha: { command: 'x', enabled: false, timeoutMs: 10, probeTimeoutMs: 20, maxFrameBytes: 30, cwd: 'work' },
+        },
+        auth: { apiKeys: [] },
+        groups: {},
+      },
+      '/srv/hub.json',
+      NO_ENV,
+    );
+    expect(Object.keys(c.servers)).toEqual(['zeta', 'alpha']);
+    expect(c.listen.port).toBe(0);
+    expect(c.ledger.path).toBe(':memory:');
+    expect(c.ledger.idempotencyTtlMs).toBe(1500);
+    expect(c.names.mode).toBe('spec');
+    expect(c.servers.zeta).toMatchObject({ url: 'https://example.test/mcp', prefix: '', trust: 'trusted', era: '2026-07-28', cacheTtlMs: 0 });
+    expect(c.servers.zeta.command).toBeUndefined();
+    expect(c.servers.alpha).toMatchObject({ enabled: false, timeoutMs: 10, probeTimeoutMs: 20, maxFrameBytes: 30, cwd: '/srv/work' });
+    expect(c.auth).toEqual({ apiKeys: [] });
+    expect(c.groups).toEqual({});
+    expect(c.policy).toBeUndefined();
+  });
+
+  it.each([
+    ['500ms', 500],
+    ['90s', 90_000],
+    ['30m', 1_800_000],
+    ['24h', 86_400_000],
+    ['7d', 604_800_000],
+    [0, 0],
+  ])('reads idempotencyTtl %j as %i ms', (ttl, ms) => {
+    expect(parseConfig({ ledger: { idempotencyTtl: ttl } }, undefined, NO_ENV).ledger.idempotencyTtlMs).toBe(ms);
+  });
+
+  it('splits tools into allow/deny and per-tool settings', () => {
+    const c = parseConfig(
+      {
+        servers: {
+          gh: {
+            command: 'x',
+            tools: {
+              allow: ['a', 'b'],
+              deny: ['c'],
+              delete_repo: { annotations: { destructiveHint: true, title: 'Delete' }, confirm: true },
+              futureFlag: 3,
+            },
+          },
+        },
+      },
+      undefined,
+      NO_ENV,
+    );
+    expect(c.servers.gh.tools).toEqual({
+      allow: ['a', 'b'],
+      deny: ['c'],
+      byName: { delete_repo: { annotations: { destructiveHint: true, title: 'Delete' }, confirm: true } },
+    });
+  });
+});
+
+describe('mcpServers alias', () => {
+  it('reads IDE-style entries, accepting "type" and "disabled"', () => {
+    const c = parseConfig(
+      {
+        mcpServers: {
+          fs: { type: 'stdio', command: 'npx', args: ['-y', 'server-filesystem'], env: { A: 'b' } },
+          remote: { type: 'http', url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': 'k' }, disabled: true },
+          old: { type: 'sse', url: 'http://127.0.0.1:9/sse' },
+        },
+      },
+      undefined,
+      NO_ENV,
+    );
+    expect(Object.keys(c.servers)).toEqual(['fs', 'remote', 'old']);
+    expect(c.servers.fs).toMatchObject({ command: 'npx', args: ['-y', 'server-filesystem'], env: { A: 'b' }, enabled: true });
+    expect(c.servers.remote).toMatchObject({ url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': 'k' }, enabled: false });
+    expect('type' in c.servers.fs).toBe(false);
+  });
+
+  it('rejects both sections, and a type that contradicts command/url', () => {
+    expect(problemsOf({ servers: {}, mcpServers: {} })).toEqual(['config: use either "servers" or "mcpServers", not both']);
+    expect(problemsOf({ mcpServers: { a: { type: 'stdio', url: 'http://x' }, b: { type: 'http', command: 'x' } } })).toEqual([
+      'mcpServers.a: "type": "stdio" needs "command"',
+      'mcpServers.b: "type" other than "stdio" needs "url"',
+    ]);
+    expect(problemsOf({ mcpServers: { a: { type: 'websocket', command: 'x' } } })).toEqual([
+      'mcpServers.a.type: must be one of "stdio", "http", "sse", "streamable-http", "streamableHttp"',
+    ]);
+    expect(problemsOf({ servers: { a: { command: 'x', enabled: true, disabled: true } } })).toEqual([
+      'servers.a: use either "enabled" or "disabled", not both',
+    ]);
+  });
+});
+
+describe('problems name their key path, one line each', () => {
+  it('reports the examples from the documentation', () => {
+    expect(
+      problemsOf({
+        listen: { port: '7410' },
+        servers: { notes: { command: 'a', url: 'http://x' }, 'bad id': { command: 'x' } },
+      }),
+    ).toEqual([
+      'listen.port: must be integer',
+      'servers.bad id: server id must match ^[A-Za-z0-9-]+$',
+      'servers.notes: must have exactly one of "command" or "url"',
+    ]);
+  });
+
+  it('reports a server with neither command nor url', () => {
+    expect(problemsOf({ servers: { empty: {} } })).toEqual(['servers.empty: must have exactly one of "command" or "url"']);
+  });
+
+  it('rejects unknown keys at every level (typos), naming the known ones at the top', () => {
+    const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [] } } });
+    expect(p).toHaveLength(3);
+    expect(p[0]).toMatch(/^mcpservers: unknown key \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
+    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes)');
+    expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
+  });
+
+  it('says only "must be object" for a server that is not an object', () => {
+    expect(problemsOf({ servers: { s: 'node server.js' } })).toEqual(['servers.s: must be object']);
+    expect(problemsOf([])).toEqual(['config: must be object']);
+    expect(problemsOf(null)).toEqual(['config: must be object']);
+  });
+
+  it('checks values: enums, ranges, array items, durations, prefixes, regexes, reserved sections', () => {
+    expect(
+      problemsOf({
+        listen: { port: 70000, maxBodyBytes: 0 },
+        ledger: { idempotencyTtl: '1 day', redactKeys: '(' },
+        names: { mode: 'loose' },
+        pageSize: 0,
+        servers: {
+          a: { command: 'x', args: ['ok', 3], trust: 'maybe', era: '2024-11-05', prefix: 'my.prefix', url: undefined },
+          b: { url: 'ftp://x' },
+          c: { command: 'x', tools: { allow: 'all', t: { annotations: { readOnlyHint: 'yes' } } } },
+        },
+        plugins: [],
+      }),
+    ).toEqual([
+      'listen.port: must be <= 65535',
+      'listen.maxBodyBytes: must be >= 1',
+      'ledger.idempotencyTtl: must be a whole number of milliseconds or a duration such as "24h", "30m", "90s"',
+      'names.mode: must be one of "strict", "spec"',
+      'pageSize: must be >= 1',
+      'servers.a.args[1]: must be string',
+      'servers.a.prefix: must match pattern "^[A-Za-z0-9_-]*$"',
+      'servers.a.trust: must be one of "trusted", "untrusted"',
+      'servers.a.era: must be one of "auto", "2025-11-25", "2026-07-28"',
+      'servers.b.url: must match pattern "^(https?://|\\$\\{env:)"',
+      'servers.c.tools.t.annotations.readOnlyHint: must be boolean',
+      'servers.c.tools.allow: must be array',
+      'plugins: must be object',
+      'ledger.redactKeys: not a valid regular expression (Invalid regular expression: /(/i: Unterminated group)',
+    ]);
+  });
+
+  it('configProblems returns the same lines, and nothing for a valid document', () => {
+    expect(configProblems({ pageSize: 'x' }, NO_ENV)).toEqual(['pageSize: must be integer']);
+    expect(configProblems({ servers: { a: { command: 'x' } } }, NO_ENV)).toEqual([]);
+  });
+
+  it('puts every problem on its own line of the error message', () => {
+    try {
+      parseConfig({ pageSize: 'x', listen: { port: -1 } }, '/x/hub.json', NO_ENV);
+      throw new Error('expected a ConfigError');
+    } catch (e) {
+      expect((e as Error).message).toBe('invalid config /x/hub.json:\n  listen.port: must be >= 0\n  pageSize: must be integer');
+    }
+  });
+});
+
+describe('${env:NAME} interpolation', () => {
+  it('replaces references in every string value', () => {
+    const env = { TOKEN: 's3cr3t', HOST: 'api.example.test', DIR: 'tmp', HOME_DIR: '/home/u' };
+    const c = parseConfig(
+      {
+        ledger: { path: '${env:HOME_DIR}/ledger.db' },
+        servers: {
+          github: { url: 'https://${env:HOST}/mcp', headers: { Authorization: 'Bearer ${env:TOKEN}' } },
+          local: { command: 'node', args: ['--dir=${env:DIR}', '${env:DIR}${env:DIR}'], env: { API_KEY: '${env:TOKEN}' } },
+        },
+      },
+      undefined,
+      env,
+    );
+    expect(c.ledger.path).toBe('/home/u/ledger.db');
+    expect(c.servers.github.url).toBe('https://api.example.test/mcp');
+    expect(c.servers.github.headers.Authorization).toBe('Bearer s3cr3t');
+    expect(c.servers.local.args).toEqual(['--dir=tmp', 'tmptmp']);
+    expect(c.servers.local.env).toEqual({ API_KEY: 's3cr3t' });
+  });
+
+  it('names the key path and the variable when one is missing, and nothing else about it', () => {
+    expect(
+      problemsOf({ servers: { github: { url: '${env:GH_URL}', headers: { Authorization: 'Bearer ${env:GITHUB_TOKEN}' } } } }, {}),
+    ).toEqual([
+      'servers.github.url: environment variable GH_URL is not set',
+      'servers.github.headers.Authorization: environment variable GITHUB_TOKEN is not set',
+    ]);
+    expect(problemsOf({ servers: { a: { command: 'x', args: ['${env:lower-case}', '${env:}'] } } }, {})).toEqual([
+      'servers.a.args[0]: "${env:lower-case}" is not a valid environment variable reference',
+      'servers.a.args[1]: "${env:}" is not a valid environment variable reference',
+    ]);
+  });
+
+  it('treats $${env:X} as a literal ${env:X}, and leaves other ${...} alone', () => {
+    const c = parseConfig(
+      { servers: { a: { command: 'x', args: ['$${env:X}', '${input:token}', '$$', 'a$b'] } } },
+      undefined,
+      { X: 'no' },
+    );
+    expect(c.servers.a.args).toEqual(['${env:X}', '${input:token}', '$$', 'a$b']);
+  });
+
+  it('reads process.env by default', () => {
+    process.env.SWITCHYARD_TEST_CMD = 'from-process-env';
+    try {
+      expect(parseConfig({ servers: { a: { command: '${env:SWITCHYARD_TEST_CMD}' } } }).servers.a.command).toBe('from-process-env');
+    } finally {
+      delete process.env.SWITCHYARD_TEST_CMD;
+    }
+  });
+
+  it('never puts an interpolated secret into a problem', () => {
+    const p = problemsOf({ servers: { a: { url: '${env:SECRET}', headers: { Authorization: 3 } } } }, { SECRET: 'hunter2-secret' });
+    expect(p).toEqual(['servers.a.url: must match pattern "^(https?://|\\$\\{env:)"', 'servers.a.headers.Authorization: must be string']);
+    expect(p.join('\n')).not.toContain('hunter2');
+  });
+
+  it('keeps "__proto__" a plain key of a string map', () => {
+    const json = JSON.parse('{"servers":{"a":{"command":"x","env":{"__proto__":"v"}}}}');
+    const c = parseConfig(json, undefined, NO_ENV);
+    expect(Object.getOwnPropertyNames(c.servers.a.env)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(c.servers.a.env)).toBe(Object.prototype);
+  });
+});
+
+describe('loadConfig', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-config-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads a file (with a byte-order mark) and resolves paths against its folder', () => {
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, '\uFEFF' + JSON.stringify({ ledger: { path: 'l.db' }, servers: { a: { command: 'x', cwd: '.' } } }));
+    const c = loadConfig(file, NO_ENV);
+    expect(c.file).toBe(file);
+    expect(c.ledger.path).toBe(join(dir, 'l.db'));
+    expect(c.servers.a.cwd).toBe(dir);
+  });
+
+  it('reports a missing file', () => {
+    expect(() => loadConfig(join(dir, 'nope.json'))).toThrow(/config: cannot read .*nope\.json \(ENOENT\)/);
+  });
+
+  it('reports where the JSON is broken without quoting the file', () => {
+    // The wording after the position is V8's and varies between Node versions.
+    const cases: [string, RegExp][] = [
+      ['{\n  "servers": {,\n}', /^config: not valid JSON \(line 2 column 15: [^"]+\)$/],
+      ['{"headers": {"Authorization": Bearer-hunter2}}', /^config: not valid JSON \(unexpected character 'B'\)$/],
+      ['{"token": "hunter2', /^config: not valid JSON \(line 1 column 19: [^"]+\)$/],
+      ['', /^config: not valid JSON \(unexpected end of input\)$/],
+    ];
+    for (const [text, problem] of cases) {
+      const file = join(dir, 'broken.json');
+      writeFileSync(file, text);
+      let err: ConfigError | undefined;
+      try {
+        loadConfig(file, NO_ENV);
+      } catch (e) {
+        err = e as ConfigError;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect(err!.problems).toHaveLength(1);
+      expect(err!.problems[0]).toMatch(problem);
+      expect(err!.message).not.toContain('hunter2');
+    }
+  });
+});

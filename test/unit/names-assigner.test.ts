@@ -1,0 +1,168 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  MemoryNameStore,
+  NAME_RULES,
+  NameAssigner,
+  nameHash,
+  type Assignment,
+  type NameMode,
+  type ServerNames,
+} from '../../src/catalog/names.js';
+
+function flat(a: Assignment): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [server, names] of a.names) for (const [up, hub] of names) out.set(`${server}\0${up}`, hub);
+  return out;
+}
+
+function expectWellFormed(a: Assignment, servers: ServerNames[], mode: NameMode, assigner: NameAssigner): void {
+  const all = [...flat(a).values()];
+  expect(new Set(all).size).toBe(all.length); // collision-free
+  for (const hub of all) expect(hub).toMatch(NAME_RULES[mode].valid);
+  for (const s of servers) {
+    for (const up of s.names) {
+      const hub = a.names.get(s.id)!.get(up)!;
+      expect(assigner.resolve('tool', hub)).toEqual({ server: s.id, upstreamName: up });
+    }
+  }
+}
+
+// A small pool of names and prefixes so that generated servers collide often.
+const pool = ['search', 'read', 'x__search', 'a.b', 'a/b', 'write_file', 'ü', '', 'n'.repeat(70)];
+const server = (id: string) =>
+  fc.record({
+    id: fc.constant(id),
+    prefix: fc.constantFrom('', '', 'x', 'a', id),
+    names: fc.uniqueArray(fc.constantFrom(...pool), { maxLength: pool.length }),
+  });
+const mode = fc.constantFrom<NameMode>('strict', 'spec');
+
+describe('NameAssigner', () => {
+  it('settles a collision among three servers by config order', () => {
+    const assigner = new NameAssigner();
+    const servers = [
+      { id: 'one', prefix: '', names: ['search', 'x__search'] },
+      { id: 'two', prefix: '', names: ['search'] },
+      { id: 'three', prefix: 'x', names: ['search', 'fetch'] },
+    ];
+    const a = assigner.assign('tool', servers);
+    expect(a.names.get('one')).toEqual(new Map([['search', 'search'], ['x__search', 'x__search']]));
+    expect(a.names.get('two')).toEqual(new Map([['search', `search_${nameHash('two', 'search', 1)}`]]));
+    expect(a.names.get('three')).toEqual(
+      new Map([
+        ['search', `x__search_${nameHash('three', 'search', 1)}`],
+        ['fetch', 'x__fetch'],
+      ]),
+    );
+    expect(a.renamed).toEqual([
+      { server: 'two', kind: 'tool', upstreamName: 'search', hubName: `search_${nameHash('two', 'search', 1)}`, reason: 'collision' },
+      { server: 'three', kind: 'tool', upstreamName: 'search', hubName: `x__search_${nameHash('three', 'search', 1)}`, reason: 'collision' },
+    ]);
+    expectWellFormed(a, servers, 'strict', assigner);
+    expect(assigner.resolve('tool', 'search')).toEqual({ server: 'one', upstreamName: 'search' });
+    expect(assigner.resolve('tool', 'nope')).toBeUndefined();
+  });
+
+  it('reports sanitized and over-long names with their reason', () => {
+    const assigner = new NameAssigner({ mode: 'strict' });
+    const long = 'n'.repeat(100);
+    const a = assigner.assign('tool', [{ id: 'fs', prefix: 'fs', names: ['files.read', long, 'ok'] }]);
+    expect(a.renamed.map((r) => [r.upstreamName, r.reason])).toEqual([
+      ['files.read', 'sanitized'],
+      [long, 'too-long'],
+    ]);
+    expect(a.names.get('fs')!.get('ok')).toBe('fs__ok');
+  });
+
+  it('keeps tools and prompts in separate namespaces', () => {
+    const assigner = new NameAssigner();
+    const servers = [{ id: 'a', prefix: '', names: ['same'] }];
+    assigner.assign('tool', servers);
+    assigner.assign('prompt', [{ id: 'b', prefix: '', names: ['same'] }]);
+    expect(assigner.resolve('tool', 'same')).toEqual({ server: 'a', upstreamName: 'same' });
+    expect(assigner.resolve('prompt', 'same')).toEqual({ server: 'b', upstreamName: 'same' });
+  });
+
+  it('ignores a repeated upstream name', () => {
+    const a = new NameAssigner().assign('tool', [{ id: 'a', prefix: 'a', names: ['t', 't'] }]);
+    expect(a.names.get('a')).toEqual(new Map([['t', 'a__t']]));
+    expect(a.renamed).toEqual([]);
+  });
+
+  it('reassigns a stored name once the prefix or mode makes it stale', () => {
+    const store = new MemoryNameStore();
+    new NameAssigner({ store }).assign('tool', [{ id: 'gh', prefix: 'gh', names: ['search', 'a.b'] }]);
+    const renamed = new NameAssigner({ store }).assign('tool', [{ id: 'gh', prefix: 'github', names: ['search'] }]);
+    expect(renamed.names.get('gh')!.get('search')).toBe('github__search');
+    expect(store.get('gh', 'tool', 'search')).toBe('github__search');
+    const spec = new NameAssigner({ store, mode: 'spec' }).assign('tool', [{ id: 'gh', prefix: 'gh', names: ['a.b'] }]);
+    expect(spec.names.get('gh')!.get('a.b')).toBe('gh__a.b');
+  });
+
+  it('ignores a stored name that is not one the server could have been given', () => {
+    const store = new MemoryNameStore();
+    store.put('a', 'tool', 'search', 'evil__takeover');
+    store.put('b', 'tool', 'x', 'bad name!');
+    const a = new NameAssigner({ store }).assign('tool', [
+      { id: 'a', prefix: 'a', names: ['search'] },
+      { id: 'b', prefix: 'b', names: ['x'] },
+    ]);
+    expect(a.names.get('a')!.get('search')).toBe('a__search');
+    expect(a.names.get('b')!.get('x')).toBe('b__x');
+  });
+
+  it('is deterministic: two assigners given the same servers agree', () => {
+    fc.assert(
+      fc.property(fc.tuple(server('a'), server('b'), server('c')), mode, (servers, m) => {
+        const x = new NameAssigner({ mode: m });
+        const y = new NameAssigner({ mode: m });
+        const ax = x.assign('tool', servers);
+        expect(y.assign('tool', servers)).toEqual(ax);
+        expectWellFormed(ax, servers, m, x);
+      }),
+    );
+  });
+
+  it('never changes a name because a server was added (anywhere) or removed, given the store', () => {
+    fc.assert(
+      fc.property(
+        fc.tuple(server('a'), server('b'), server('c'), server('d')),
+        fc.nat(3),
+        mode,
+        ([A, B, C, D], where, m) => {
+          const store = new MemoryNameStore();
+          const first = new NameAssigner({ store, mode: m });
+          const abc = first.assign('tool', [A, B, C]);
+          expectWellFormed(abc, [A, B, C], m, first);
+
+          // Restart (new assigner, same store) with D inserted at any position.
+          const withD = [A, B, C];
+          withD.splice(where, 0, D);
+          const second = new NameAssigner({ store, mode: m });
+          const abcd = second.assign('tool', withD);
+          expectWellFormed(abcd, withD, m, second);
+          for (const [key, hub] of flat(abc)) expect(flat(abcd).get(key)).toBe(hub);
+
+          // Remove B: A, C (and D) keep their names.
+          const withoutB = withD.filter((s) => s !== B);
+          const third = new NameAssigner({ store, mode: m });
+          const acd = third.assign('tool', withoutB);
+          expectWellFormed(acd, withoutB, m, third);
+          for (const [key, hub] of flat(acd)) expect(hub).toBe(flat(abcd).get(key));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('keeps earlier names when a server is appended, even without a store', () => {
+    fc.assert(
+      fc.property(fc.tuple(server('a'), server('b'), server('c'), server('d')), mode, ([A, B, C, D], m) => {
+        const abc = flat(new NameAssigner({ mode: m }).assign('tool', [A, B, C]));
+        const abcd = flat(new NameAssigner({ mode: m }).assign('tool', [A, B, C, D]));
+        for (const [key, hub] of abc) expect(abcd.get(key)).toBe(hub);
+      }),
+    );
+  });
+});
