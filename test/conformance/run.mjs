@@ -1,0 +1,254 @@
+#!/usr/bin/env node
+// Runs one line of the official MCP conformance server suite against a URL, summarises
+// the result per scenario, and optionally compares it with (or writes) a baseline.
+//
+//   node test/conformance/run.mjs --line 0.1 --url http://127.0.0.1:PORT/mcp --expect test/conformance/baseline-direct-0.1.json
+//   node test/conformance/run.mjs --line 0.2 --fixture --write-baseline test/conformance/baseline-direct-0.2.json
+//
+// Options:
+//   --line 0.1|0.2          0.1 = @modelcontextprotocol/conformance@0.1.16 (runs --suite all),
+//                           0.2 = conformance-next (0.2.0-alpha.12, runs --requirements 2026-07-28)
+//   --url URL               endpoint under test (POST /mcp)
+//   --fixture               start test/fixtures/conformance/server.mjs --http 0 and test it instead of --url
+//   --scenario NAME         run one scenario (repeatable); default: the whole line
+//   --expect FILE           exit 1 unless every scenario listed as passing in FILE still passes
+//                           with at least the same SUCCESS checks (a check that turned into a
+//                           WARNING/SKIPPED is a regression too; --lenient only counts FAILUREs)
+//   --write-baseline FILE   record the scenarios that pass now
+//   --keep DIR              keep the per-scenario checks.json files (and the CLI log) in DIR
+//   --timeout MS            whole-run timeout (default 600000)
+// Without --expect/--write-baseline the exit code is 1 when any scenario fails.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const SHIM = path.join(ROOT, 'test/conformance/shim/register.mjs');
+
+const LINES = {
+  '0.1': { pkgDir: 'node_modules/@modelcontextprotocol/conformance', extraArgs: ['--suite', 'all'] },
+  '0.2': { pkgDir: 'node_modules/conformance-next', extraArgs: ['--requirements', '2026-07-28'] },
+};
+
+// Scenarios that also pass when the tool is missing (its "not found" isError reply satisfies
+// the checks). Guard them by looking at what the tool actually returned.
+const FALSE_PASS_GUARDS = {
+  'tools-call-simple-text': (checks) =>
+    firstText(checks, 'tools-call-simple-text') === 'This is a simple text response for testing.' ? null : 'result text is not the test_simple_text text (tool missing or renamed?)',
+  'tools-call-error': (checks) =>
+    firstText(checks, 'tools-call-error') === 'This tool intentionally returns an error for testing' ? null : 'error text is not the test_error_handling text (tool missing or renamed?)',
+};
+
+function firstText(checks, id) {
+  const content = checks.find((c) => c.id === id)?.details?.result?.content;
+  return Array.isArray(content) ? content.find((b) => b?.type === 'text')?.text : undefined;
+}
+
+function usage(message) {
+  process.stderr.write(`${message}\nsee the header of test/conformance/run.mjs for usage\n`);
+  process.exit(2);
+}
+
+function readArgs() {
+  const { values } = parseArgs({
+    options: {
+      line: { type: 'string' },
+      url: { type: 'string' },
+      fixture: { type: 'boolean', default: false },
+      scenario: { type: 'string', multiple: true },
+      expect: { type: 'string' },
+      'write-baseline': { type: 'string' },
+      keep: { type: 'string' },
+      lenient: { type: 'boolean', default: false },
+      timeout: { type: 'string', default: '600000' },
+    },
+  });
+  if (!LINES[values.line]) usage('--line must be 0.1 or 0.2');
+  if (!values.url && !values.fixture) usage('give --url URL or --fixture');
+  return values;
+}
+
+async function startFixture(logFile) {
+  const child = spawn(process.execPath, [path.join(ROOT, 'test/fixtures/conformance/server.mjs'), '--http', '0'], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', fs.openSync(logFile, 'a')],
+  });
+  const port = await new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error('fixture did not print LISTENING within 15 s')), 15_000);
+    child.stdout.on('data', (chunk) => {
+      buf += chunk;
+      const m = /LISTENING (\d+)/.exec(buf);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`fixture exited early (${code})`)));
+  });
+  return { url: `http://127.0.0.1:${port}/mcp`, stop: () => child.kill('SIGTERM') };
+}
+
+function runCli(line, url, outDir, scenarios, timeoutMs) {
+  const cli = path.join(ROOT, LINES[line].pkgDir, 'dist/index.js');
+  const runs = scenarios?.length ? scenarios.map((s) => ['--scenario', s]) : [LINES[line].extraArgs];
+  return runs.reduce(async (prev, selector) => {
+    const acc = await prev;
+    // A single scenario of the 0.2 line runs at its own default revision unless told otherwise.
+    const pin = line === '0.2' && selector[0] === '--scenario' ? ['--spec-version', '2026-07-28'] : [];
+    const args = ['--import', SHIM, cli, 'server', '--url', url, '-o', outDir, ...selector, ...pin];
+    const out = await new Promise((resolve) => {
+      const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      child.stdout.on('data', (c) => (text += c));
+      child.stderr.on('data', (c) => (text += c));
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, text });
+      });
+    });
+    return acc + out.text;
+  }, Promise.resolve(''));
+}
+
+const DIR_RE = /^server-(.+)-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)$/;
+
+/** scenario -> { checks, failures, successIds, scored } from checks.json files plus the CLI summary. */
+function collect(outDir, log) {
+  const results = new Map();
+  for (const dir of fs.readdirSync(outDir)) {
+    const m = DIR_RE.exec(dir);
+    const file = path.join(outDir, dir, 'checks.json');
+    if (!m || !fs.existsSync(file)) continue;
+    const checks = JSON.parse(fs.readFileSync(file, 'utf8'));
+    results.set(m[1], summarise(checks));
+  }
+  // Scenarios that crashed before writing checks.json still show up in the summary.
+  for (const m of log.matchAll(/^([✓✗]) ([^\s:]+): (\d+) passed, (\d+) failed$/gmu)) {
+    if (!results.has(m[2]) && m[1] === '✗') {
+      results.set(m[2], { checks: [], failures: [{ id: m[2], message: 'scenario crashed (see CLI log)' }], successIds: [] });
+    }
+  }
+  const unscored = new Set([...log.matchAll(/^ {2}[✓✗] (\S+) \(([^)]*)\)$/gmu)].map((m) => m[1]));
+  for (const [name, r] of results) r.scored = !unscored.has(name);
+  return results;
+}
+
+function summarise(checks) {
+  const failures = checks.filter((c) => c.status === 'FAILURE').map((c) => ({ id: c.id, message: c.errorMessage ?? c.description }));
+  const successIds = checks.filter((c) => c.status === 'SUCCESS').map((c) => c.id);
+  return { checks, failures, successIds };
+}
+
+function applyGuards(results) {
+  for (const [name, guard] of Object.entries(FALSE_PASS_GUARDS)) {
+    const r = results.get(name);
+    if (!r || r.failures.length > 0) continue;
+    const problem = guard(r.checks);
+    if (problem) r.failures.push({ id: `${name}:false-pass-guard`, message: problem });
+  }
+}
+
+function countIds(ids) {
+  const counts = new Map();
+  for (const id of ids) counts.set(id, (counts.get(id) ?? 0) + 1);
+  return counts;
+}
+
+function compare(results, baseline, lenient, only) {
+  const regressions = [];
+  for (const [name, expected] of Object.entries(baseline.passing)) {
+    if (only && !only.includes(name)) continue;
+    const r = results.get(name);
+    if (!r) {
+      regressions.push(`${name}: did not run`);
+      continue;
+    }
+    for (const f of r.failures) regressions.push(`${name}: ${f.id}: ${f.message}`);
+    if (lenient || r.failures.length > 0) continue;
+    const now = countIds(r.successIds);
+    for (const [id, n] of countIds(expected.successChecks ?? [])) {
+      if ((now.get(id) ?? 0) < n) regressions.push(`${name}: check ${id} no longer SUCCESS (${now.get(id) ?? 0}/${n})`);
+    }
+  }
+  return regressions;
+}
+
+function packageVersion(line) {
+  return JSON.parse(fs.readFileSync(path.join(ROOT, LINES[line].pkgDir, 'package.json'), 'utf8')).version;
+}
+
+function writeBaseline(file, line, results) {
+  const passing = {};
+  const failing = {};
+  for (const [name, r] of [...results].sort(([a], [b]) => a.localeCompare(b))) {
+    if (r.failures.length === 0) passing[name] = { scored: r.scored, successChecks: r.successIds };
+    else failing[name] = { scored: r.scored, failures: r.failures.map((f) => `${f.id}: ${f.message}`) };
+  }
+  const baseline = {
+    line,
+    package: `@modelcontextprotocol/conformance@${packageVersion(line)}`,
+    selection: LINES[line].extraArgs.join(' '),
+    measuredAgainst: 'test/fixtures/conformance/server.mjs --http (direct, no hub)',
+    passing,
+    failing,
+  };
+  fs.writeFileSync(file, `${JSON.stringify(baseline, null, 2)}\n`);
+}
+
+async function main() {
+  const args = readArgs();
+  const outDir = args.keep ? path.resolve(args.keep) : fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-conformance-'));
+  fs.mkdirSync(outDir, { recursive: true });
+  const fixture = args.fixture ? await startFixture(path.join(outDir, 'fixture.log')) : undefined;
+  const url = fixture?.url ?? args.url;
+  let exitCode = 0;
+  try {
+    const log = await runCli(args.line, url, outDir, args.scenario, Number(args.timeout));
+    fs.writeFileSync(path.join(outDir, 'cli.log'), log);
+    const results = collect(outDir, log);
+    applyGuards(results);
+
+    const failed = [...results].filter(([, r]) => r.failures.length > 0);
+    process.stdout.write(`conformance ${args.line} (${packageVersion(args.line)}) against ${url}\n`);
+    for (const [name, r] of [...results].sort(([a], [b]) => a.localeCompare(b))) {
+      const tag = r.scored ? '' : ' [not scored]';
+      process.stdout.write(`${r.failures.length === 0 ? 'PASS' : 'FAIL'} ${name} (${r.successIds.length} ok)${tag}\n`);
+      for (const f of r.failures) process.stdout.write(`     - ${f.id}: ${String(f.message).split('\n')[0].slice(0, 200)}\n`);
+    }
+    process.stdout.write(`${results.size - failed.length}/${results.size} scenarios pass\n`);
+    if (results.size === 0) {
+      process.stdout.write('no results were produced; CLI output:\n' + log.slice(-2000) + '\n');
+      exitCode = 1;
+    }
+
+    if (args['write-baseline']) {
+      writeBaseline(path.resolve(args['write-baseline']), args.line, results);
+      process.stdout.write(`baseline written to ${args['write-baseline']}\n`);
+    } else if (args.expect) {
+      const baseline = JSON.parse(fs.readFileSync(path.resolve(args.expect), 'utf8'));
+      const regressions = compare(results, baseline, args.lenient, args.scenario);
+      if (regressions.length > 0) {
+        process.stdout.write(`REGRESSIONS against ${args.expect}:\n${regressions.map((r) => `  ${r}`).join('\n')}\n`);
+        exitCode = 1;
+      } else {
+        process.stdout.write(`all ${Object.keys(baseline.passing).length} expected scenarios pass\n`);
+      }
+    } else if (failed.length > 0 || results.size === 0) {
+      exitCode = 1;
+    }
+  } finally {
+    fixture?.stop();
+    if (!args.keep) fs.rmSync(outDir, { recursive: true, force: true });
+  }
+  process.exit(exitCode);
+}
+
+main().catch((error) => {
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(2);
+});
