@@ -18,8 +18,9 @@ export type CursorKey = BinaryLike | KeyObject;
 const PROCESS_KEY = randomBytes(32);
 const MAC_BYTES = 16;
 const MAX_SNAPSHOT_BYTES = 256;
+const MAX_PAYLOAD_BYTES = String(Number.MAX_SAFE_INTEGER).length + 1 + MAX_SNAPSHOT_BYTES;
 // Longest encoding of the largest payload; anything longer is rejected before decoding.
-const MAX_CURSOR_CHARS = Math.ceil(((17 + 1 + MAX_SNAPSHOT_BYTES + MAC_BYTES) * 4) / 3);
+const MAX_CURSOR_CHARS = Math.ceil(((MAX_PAYLOAD_BYTES + MAC_BYTES) * 4) / 3);
 const PAYLOAD = /^(0|[1-9][0-9]{0,15}):(.*)$/s;
 
 function mac(payload: Buffer, key: CursorKey): Buffer {
@@ -32,7 +33,7 @@ export function encodeCursor(cursor: Cursor, key: CursorKey = PROCESS_KEY): stri
     throw new RangeError(`cursor offset must be a non-negative integer, got ${cursor.offset}`);
   }
   const payload = Buffer.from(`${cursor.offset}:${cursor.snapshot}`, 'utf8');
-  if (payload.length > 17 + 1 + MAX_SNAPSHOT_BYTES) throw new RangeError('cursor snapshot too long');
+  if (payload.length > MAX_PAYLOAD_BYTES) throw new RangeError('cursor snapshot too long');
   return Buffer.concat([payload, mac(payload, key)]).toString('base64url');
 }
 

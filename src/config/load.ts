@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { Era } from '../protocol/era.js';
 import { durationMs } from './duration.js';
 import { interpolateEnv, type Env } from './interpolate.js';
 import { validateAgainstSchema } from './schema.js';
@@ -17,36 +16,17 @@ export class ConfigError extends Error {
 }
 
 /** The document after interpolation and schema defaults, as the schema guarantees it. */
-interface RawServer {
-  command?: string;
-  args: string[];
-  env: Record<string, string>;
-  cwd?: string;
-  url?: string;
-  headers: Record<string, string>;
+type RawServer = Omit<ServerConfig, 'id' | 'prefix' | 'enabled' | 'tools'> & {
   prefix?: string;
-  trust: 'trusted' | 'untrusted';
   enabled?: boolean;
   disabled?: boolean;
-  timeoutMs: number;
-  era: 'auto' | Era;
-  probeTimeoutMs: number;
-  maxFrameBytes: number;
-  cacheTtlMs?: number;
   tools?: Record<string, unknown>;
-}
+};
 
-interface RawConfig {
-  listen: HubConfig['listen'];
+interface RawConfig extends Pick<HubConfig, 'listen' | 'names' | 'pageSize' | 'auth' | 'policy' | 'plugins' | 'groups'> {
   ledger: Omit<HubConfig['ledger'], 'idempotencyTtlMs'> & { idempotencyTtl: number | string };
-  names: HubConfig['names'];
-  pageSize: number;
   servers?: Record<string, RawServer>;
   mcpServers?: Record<string, RawServer>;
-  auth?: Record<string, unknown>;
-  policy?: Record<string, unknown>;
-  plugins?: Record<string, unknown>;
-  groups?: Record<string, unknown>;
 }
 
 /** Interpolates, validates and fills defaults; `value` is meaningful only without problems. */
