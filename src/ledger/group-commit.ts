@@ -43,6 +43,7 @@ export class GroupCommit {
   private readonly tx: Transaction<(ops: Op[]) => Map<Op, Error>>;
   private readonly sub: Transaction<(run: () => void) => void>;
   private batches = 0;
+  private writes = 0;
   private closed = false;
 
   constructor(
@@ -87,8 +88,9 @@ export class GroupCommit {
     return this.queue.length;
   }
 
-  get committedBatches(): number {
-    return this.batches;
+  /** Committed transactions and the writes they carried (for metrics). */
+  get counters(): { batches: number; writes: number } {
+    return { batches: this.batches, writes: this.writes };
   }
 
   /** Commits what is queued; later writes are refused. */
@@ -124,6 +126,7 @@ export class GroupCommit {
       return;
     }
     this.batches++;
+    this.writes += ops.length;
     for (const op of ops) {
       const e = failed.get(op);
       if (e) {

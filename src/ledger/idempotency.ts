@@ -11,6 +11,14 @@ export class IdempotencyAbandonedError extends Error {
   }
 }
 
+/** Rejects the waiters of a claim whose call ended without a known outcome (see markUnknown). */
+export class IdempotencyUnknownError extends Error {
+  override readonly name = 'IdempotencyUnknownError';
+  constructor() {
+    super('the earlier request with this idempotency key ended without a known outcome; check its effect, then use a new key');
+  }
+}
+
 interface Waiter {
   promise: Promise<StoredAnswer>;
   resolve: (a: StoredAnswer) => void;
@@ -21,7 +29,7 @@ interface Waiter {
 interface Live {
   tool: string;
   argsHash: string;
-  state: 'in_flight' | 'done' | 'abandoned';
+  state: 'in_flight' | 'done' | 'abandoned' | 'unknown';
   answer?: StoredAnswer;
   created: number;
   waiter: Waiter;
@@ -53,7 +61,8 @@ function waiter(): Waiter {
  * is read from the table; writes ride the ledger's group commit, so a claim is durable by
  * the time the caller's `beginCommitted()` resolves.
  *
- * Lifecycle: claim → 'new' → the caller runs the call → complete(answer) (or abandon()).
+ * Lifecycle: claim → 'new' → the caller runs the call → complete(answer), or abandon()
+ * (it never ran), or markUnknown() (it may have run).
  * Waiters get the answer once it is committed. abandon() deletes the claim and rejects
  * waiters with IdempotencyAbandonedError: they should claim again (one of them becomes
  * 'new'). Entries older than the TTL (counted from the claim) count as absent, except a
@@ -88,6 +97,7 @@ export class IdempotencyStore {
     if (live && live.state !== 'abandoned') {
       if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
       if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise };
+      if (live.state === 'unknown') return { kind: 'unknown' };
       return { kind: 'replay', answer: live.answer as StoredAnswer };
     }
     if (!live) {
@@ -147,6 +157,22 @@ export class IdempotencyStore {
     entry.state = 'abandoned';
     entry.waiter.reject(new IdempotencyAbandonedError());
     this.write(id, entry, () => this.del.run(principal, key));
+  }
+
+  /**
+   * The call may or may not have taken effect (timeout, transport failure): keep the key,
+   * as 'unknown', so a retry with it is refused instead of running the call twice.
+   * Waiters are rejected with IdempotencyUnknownError.
+   */
+  markUnknown(principal: string, key: string): void {
+    const id = mapKey(principal, key);
+    const entry = this.live.get(id);
+    if (!entry || entry.state !== 'in_flight') return;
+    entry.state = 'unknown';
+    entry.waiter.reject(new IdempotencyUnknownError());
+    this.write(id, entry, () =>
+      this.put.run({ principal, key, tool: entry.tool, argsHash: entry.argsHash, state: 'unknown', answer: null, created: entry.created, completed: this.now() }),
+    );
   }
 
   /** Deletes expired finished entries (queued in the group commit). */

@@ -1,7 +1,7 @@
 export { Ledger, type LedgerOptions } from './ledger.js';
 export { LedgerReader, LedgerChainError, type StatsRow } from './reader.js';
 export { LedgerVersionError, loadMigrations, migrate, schemaVersion, defaultMigrationsDir, type Migration } from './migrate.js';
-export { IdempotencyAbandonedError } from './idempotency.js';
+export { IdempotencyAbandonedError, IdempotencyUnknownError, IdempotencyStore } from './idempotency.js';
 export { argsHash, canonicalJson, sha256Hex } from './canonical.js';
 export { redact, redactString, DEFAULT_REDACT_KEYS, REDACTED } from './redact.js';
 export { DEFAULT_LEDGER_PATH } from './db.js';

@@ -130,7 +130,11 @@ export class Ledger {
     this.assertOpen();
     const id = this.nextId++;
     return this.gc.enqueue(() => {
-      const row = this.insertFinal.get({ ...this.beginParams(id, b), ...this.endParams(e) }) as AuditDbRow;
+      const start = this.beginParams(id, b);
+      const fin = this.endParams(e);
+      // Late facts in the end win; otherwise keep what the begin knew.
+      for (const k of ['server', 'upstreamName', 'upstreamEra'] as const) fin[k] ??= start[k];
+      const row = this.insertFinal.get({ ...start, ...fin }) as AuditDbRow;
       this.chain.append(row);
     });
   }
@@ -143,6 +147,11 @@ export class Ledger {
       if (!row) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
       this.chain.append(row);
     });
+  }
+
+  /** Group-commit counters: committed transactions and the writes they carried. */
+  commitCounters(): { batches: number; writes: number } {
+    return this.gc.counters;
   }
 
   query(filter: AuditFilter = {}): AuditRow[] {

@@ -37,7 +37,10 @@ function walk(value: unknown, keys: RegExp, seen: Set<object>, depth: number): u
     if (json !== undefined && json !== src) return walk(json, keys, seen, depth + 1);
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(src)) {
-      out[k] = keys.test(k) ? REDACTED : walk(src[k], keys, seen, depth + 1);
+      const v = keys.test(k) ? REDACTED : walk(src[k], keys, seen, depth + 1);
+      // A parsed "__proto__" key is data; plain assignment would set the copy's prototype.
+      if (k === '__proto__') Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+      else out[k] = v;
     }
     return out;
   } finally {

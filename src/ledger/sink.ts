@@ -1,3 +1,4 @@
+import type { NameStore } from '../catalog/names.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
@@ -12,6 +13,8 @@ export interface AuditSink {
     abandon(principal: string, key: string): void;
   };
   close(): Promise<void>;
+  /** Persistent hub-name assignments, so names survive restarts. */
+  nameStore?(): NameStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

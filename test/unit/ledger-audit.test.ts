@@ -1,0 +1,214 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+let t: ReturnType<typeof tempDir>;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+});
+
+function second(path: string): Database.Database {
+  return new Database(path, { readonly: true });
+}
+function rowOf(db: Database.Database, id: number): Record<string, unknown> | undefined {
+  return db.prepare('SELECT * FROM audit WHERE id = ?').get(id) as Record<string, unknown> | undefined;
+}
+
+describe('ledger audit rows and group commit', () => {
+  it('begin is queued, and each promise resolves only once its row is visible to another connection', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const other = second(t.db);
+    const h = ledger.begin(begin({ requestId: 'r-1' }));
+    expect(rowOf(other, h.rowId)).toBeUndefined(); // not yet committed: still in the queue
+    let seenAtResolve: unknown;
+    await ledger.whenCommitted().then(() => {
+      seenAtResolve = rowOf(other, h.rowId)?.outcome;
+    });
+    expect(seenAtResolve).toBe('in_flight');
+
+    const done = h.finish(end({ outcome: 'tool_error', errorKind: 'tool', latencyMs: 42 }));
+    expect(rowOf(other, h.rowId)?.outcome).toBe('in_flight');
+    await done.then(() => {
+      seenAtResolve = rowOf(other, h.rowId);
+    });
+    expect(seenAtResolve).toMatchObject({ outcome: 'tool_error', error_kind: 'tool', latency_ms: 42, request_id: 'r-1', seq: 1 });
+    expect((seenAtResolve as { hash: string }).hash).toMatch(/^[0-9a-f]{64}$/);
+    other.close();
+  });
+
+  it('beginCommitted waits for the row; record writes a finished row in one step', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const other = second(t.db);
+    const h = await ledger.beginCommitted(begin());
+    expect(rowOf(other, h.rowId)?.outcome).toBe('in_flight');
+    const p = ledger.record(begin({ method: 'tools/list', hubName: undefined }), end({ outcome: 'denied', errorKind: 'policy', errorMessage: 'no' }));
+    await p;
+    const rows = other.prepare(`SELECT * FROM audit WHERE outcome = 'denied'`).all() as Record<string, unknown>[];
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ method: 'tools/list', error_message: 'no', seq: 1 });
+    other.close();
+  });
+
+  it('concurrent writes share one commit', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.whenCommitted(); // the startup purge of expired idempotency keys
+    const before = ledger.commitCounters();
+    const handles = Array.from({ length: 50 }, () => ledger!.begin(begin()));
+    await ledger.whenCommitted();
+    await Promise.all(handles.map((h) => h.finish(end())));
+    const after = ledger.commitCounters();
+    expect(after.writes - before.writes).toBe(100);
+    expect(after.batches - before.batches).toBe(2);
+    expect(new Set(handles.map((h) => h.rowId)).size).toBe(50);
+  });
+
+  it('finish keeps late facts, is idempotent, and fails for a closed ledger', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const h = ledger.begin(begin({ server: undefined, upstreamName: undefined, upstreamEra: undefined }));
+    const p1 = h.finish(end({ server: 'mem', upstreamName: 'store', upstreamEra: '2026-07-28' }));
+    const p2 = h.finish(end({ outcome: 'timeout' }));
+    expect(p2).toBe(p1);
+    await p1;
+    const [row] = ledger.query({});
+    expect(row).toMatchObject({ server: 'mem', upstreamName: 'store', upstreamEra: '2026-07-28', outcome: 'ok', clientName: 'test-client', clientVersion: '1.0' });
+    const h2 = ledger.begin(begin());
+    await ledger.close();
+    await expect(h2.finish(end())).rejects.toThrow(/closed/);
+    expect(() => ledger!.begin(begin())).toThrow(/closed/);
+    ledger = undefined;
+  });
+
+  it('a write that fails rejects alone; the rest of its batch commits', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const good = ledger.begin(begin());
+    await ledger.whenCommitted();
+    // Finishing a row that is no longer in flight (another writer changed it) fails that op only.
+    const raw = new Database(t.db);
+    raw.prepare(`UPDATE audit SET outcome = 'cancelled' WHERE id = ?`).run(good.rowId);
+    raw.close();
+    const other = ledger.begin(begin({ requestId: 'other' }));
+    const bad = good.finish(end());
+    const fine = other.finish(end());
+    await expect(bad).rejects.toThrow(/not in flight/);
+    await ledger.whenCommitted();
+    await expect(fine).resolves.toBeUndefined();
+    expect(ledger.query({}).find((r) => r.requestId === 'other')?.outcome).toBe('ok');
+  });
+
+  it('on reopen, rows left in flight become unknown and join the chain', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const a = await ledger.beginCommitted(begin({ requestId: 'dies' }));
+    const b = await ledger.beginCommitted(begin({ requestId: 'done' }));
+    await b.finish(end());
+    await ledger.close();
+    ledger = Ledger.open({ path: t.db });
+    const rows = ledger.query({});
+    expect(rows.find((r) => r.id === a.rowId)).toMatchObject({ outcome: 'unknown', seq: 2 });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+    // New ids continue after the old ones.
+    expect(ledger.begin(begin()).rowId).toBeGreaterThan(b.rowId);
+  });
+
+  it('a SIGKILLed writer loses no row whose finish() had resolved', async () => {
+    const dist = resolve('dist/src/ledger/ledger.js');
+    expect(existsSync(dist), 'dist is built by the global setup (npx tsc -p .)').toBe(true);
+    t = tempDir();
+    // A real child process: answered calls print their id after finish() resolves.
+    const script = `
+      const { Ledger } = await import(${JSON.stringify(pathToFileURL(dist).href)});
+      const l = Ledger.open({ path: ${JSON.stringify(t.db)} });
+      const b = (i) => ({ ts: Date.now(), requestId: String(i), principal: 'p', clientEra: 'e', method: 'tools/call', server: 's' });
+      for (let i = 0; ; i++) {
+        const h = await l.beginCommitted(b(i));
+        const hanging = await l.beginCommitted(b('hang-' + i));
+        await h.finish({ outcome: 'ok', latencyMs: 1 });
+        process.stdout.write('answered ' + h.rowId + ' hanging ' + hanging.rowId + '\\n');
+      }`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const answered: number[] = [];
+    const hanging: number[] = [];
+    await new Promise<void>((res, rej) => {
+      child.on('error', rej);
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+        for (const m of chunk.matchAll(/answered (\d+) hanging (\d+)/g)) {
+          answered.push(Number(m[1]));
+          hanging.push(Number(m[2]));
+        }
+        if (answered.length >= 200 && !child.killed) {
+          child.kill('SIGKILL');
+          res();
+        }
+      });
+    });
+    await new Promise((r) => child.once('exit', r));
+    ledger = Ledger.open({ path: t.db });
+    const byId = new Map(ledger.query({ limit: 100_000 }).map((r) => [r.id, r]));
+    for (const id of answered) expect(byId.get(id)?.outcome).toBe('ok');
+    for (const id of hanging) expect(byId.get(id)?.outcome).toBe('unknown');
+    expect(ledger.verify().ok).toBe(true);
+  });
+
+  it('query filters, orders and pages', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const base = 1_800_000_000_000;
+    for (let i = 0; i < 30; i++) {
+      await ledger.record(
+        begin({ ts: base + i * 1000, server: i % 2 ? 'a' : 'b', hubName: i % 3 ? 'x' : 'y', principal: i < 10 ? 'p1' : 'p2' }),
+        end({ outcome: i % 5 ? 'ok' : 'rpc_error', errorCode: i % 5 ? null : -32602 }),
+      );
+    }
+    const newest = ledger.query({ limit: 3 });
+    expect(newest.map((r) => r.ts)).toEqual([base + 29000, base + 28000, base + 27000]);
+    expect(ledger.query({ server: 'a', limit: 100 }).every((r) => r.server === 'a')).toBe(true);
+    expect(ledger.query({ server: 'a', limit: 100 })).toHaveLength(15);
+    expect(ledger.query({ tool: 'y', limit: 100 })).toHaveLength(10);
+    expect(ledger.query({ principal: 'p1', limit: 100 })).toHaveLength(10);
+    expect(ledger.query({ outcome: 'rpc_error', limit: 100 }).map((r) => r.errorCode)).toEqual(Array(6).fill(-32602));
+    const window = ledger.query({ since: base + 5000, until: base + 10_000, limit: 100 });
+    expect(window.map((r) => r.ts).sort()).toEqual([5, 6, 7, 8, 9].map((i) => base + i * 1000));
+    const page1 = ledger.query({ afterId: 0, limit: 10 });
+    const page2 = ledger.query({ afterId: page1.at(-1)!.id, limit: 10 });
+    expect(page2[0].id).toBe(page1.at(-1)!.id + 1);
+    expect(ledger.query({ afterSeq: 28, limit: 10 }).map((r) => r.seq)).toEqual([29, 30]);
+  });
+
+  it('stats: calls, errors and nearest-rank p50/p95 per server and tool', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    for (let i = 1; i <= 20; i++) {
+      await ledger.record(begin({ server: 's', hubName: 't' }), end({ latencyMs: i, outcome: i <= 4 ? 'timeout' : i === 5 ? 'replayed' : 'ok' }));
+    }
+    await ledger.record(begin({ server: 'other', hubName: undefined, method: 'tools/list' }), end({ latencyMs: 3 }));
+    ledger.begin(begin({ server: 's', hubName: 't' })); // in flight: not counted
+    await ledger.whenCommitted();
+    const stats = ledger.stats({});
+    expect(stats).toEqual([
+      { server: 'other', method: 'tools/list', name: null, calls: 1, errors: 0, errorRate: 0, p50Ms: 3, p95Ms: 3, outcomes: { ok: 1 } },
+      { server: 's', method: 'tools/call', name: 't', calls: 20, errors: 4, errorRate: 0.2, p50Ms: 10, p95Ms: 19, outcomes: { timeout: 4, replayed: 1, ok: 15 } },
+    ]);
+  });
+
+  it('stores no bodies unless asked; bad numbers and odd values do not break a row', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.record(begin({ args: { a: 1 }, requestBytes: Number.NaN }), end({ result: { ok: true }, latencyMs: Number.POSITIVE_INFINITY }));
+    const [row] = ledger.query({});
+    expect(row).toMatchObject({ argsJson: null, resultJson: null, requestBytes: null, latencyMs: null, argsHash: null });
+    expect(ledger.verify().ok).toBe(true);
+  });
+});

@@ -1,0 +1,137 @@
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { LedgerChainError, LedgerReader } from '../../src/ledger/reader.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+let t: ReturnType<typeof tempDir>;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+});
+
+const BASE = 1_800_000_000_000;
+
+/** n finished rows, ts BASE + i*1000, finalized in order (seq i+1). */
+async function filled(n: number): Promise<Ledger> {
+  t = tempDir();
+  ledger = Ledger.open({ path: t.db });
+  for (let i = 0; i < n; i++) {
+    const h = ledger.begin(begin({ ts: BASE + i * 1000, requestId: `r${i}` }));
+    await h.finish(end({ latencyMs: i + 0.25 }));
+  }
+  return ledger;
+}
+
+function sql(path: string, text: string, ...params: unknown[]): void {
+  const db = new Database(path);
+  db.prepare(text).run(...params);
+  db.close();
+}
+
+function idOfSeq(l: Ledger, seq: number): number {
+  return l.query({ limit: 1000 }).find((r) => r.seq === seq)!.id;
+}
+
+describe('ledger hash chain', () => {
+  it('verifies an untouched ledger, including in-flight rows left out of the chain', async () => {
+    const l = await filled(20);
+    l.begin(begin());
+    await l.whenCommitted();
+    expect(l.verify()).toEqual({ ok: true, rows: 20, anchorSeq: 0, headSeq: 20 });
+  });
+
+  it('names the row whose outcome was changed by raw SQL', async () => {
+    const l = await filled(10);
+    const id = idOfSeq(l, 4);
+    sql(t.db, `UPDATE audit SET outcome = 'ok' WHERE id = ?`, id); // was ok already: a no-op must pass
+    expect(l.verify().ok).toBe(true);
+    sql(t.db, `UPDATE audit SET outcome = 'tool_error' WHERE id = ?`, id);
+    expect(l.verify()).toEqual({ ok: false, rowId: id, seq: 4, reason: expect.stringMatching(/hash mismatch/) });
+  });
+
+  it('detects an error turned into success, with the spec example UPDATE', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.record(begin(), end());
+    await ledger.record(begin(), end({ outcome: 'rpc_error', errorCode: -32603 }));
+    await ledger.record(begin(), end());
+    const id = ledger.query({ outcome: 'rpc_error' })[0].id;
+    sql(t.db, `UPDATE audit SET outcome='ok' WHERE id=?`, id);
+    expect(ledger.verify()).toMatchObject({ ok: false, rowId: id, seq: 2 });
+  });
+
+  it('detects a deleted middle row, a deleted last row and a row taken out of the chain', async () => {
+    let l = await filled(10);
+    sql(t.db, 'DELETE FROM audit WHERE seq = 5');
+    expect(l.verify()).toEqual({ ok: false, rowId: idOfSeq(l, 6), seq: 6, reason: expect.stringMatching(/expected seq 5, found 6/) });
+    await l.close();
+    t.cleanup();
+
+    l = await filled(10);
+    sql(t.db, 'DELETE FROM audit WHERE seq = 10');
+    expect(l.verify()).toMatchObject({ ok: false, seq: 9, reason: expect.stringMatching(/head is seq 10/) });
+    await l.close();
+    t.cleanup();
+
+    l = await filled(3);
+    const id = idOfSeq(l, 3);
+    sql(t.db, `UPDATE chain_state SET head_seq = 2, head_hash = (SELECT hash FROM audit WHERE seq = 2)`);
+    sql(t.db, `UPDATE audit SET seq = NULL, hash = NULL WHERE id = ?`, id);
+    expect(l.verify()).toMatchObject({ ok: false, rowId: id, seq: null, reason: expect.stringMatching(/not in the chain/) });
+  });
+
+  it('prune drops a prefix, moves the anchor, and verify still passes', async () => {
+    const l = await filled(12);
+    expect(l.prune(BASE + 5000)).toBe(5);
+    expect(l.verify()).toEqual({ ok: true, rows: 7, anchorSeq: 5, headSeq: 12 });
+    expect(l.query({ limit: 100 }).map((r) => r.seq).sort((a, b) => a! - b!)).toEqual([6, 7, 8, 9, 10, 11, 12]);
+    // New rows chain on; a second prune continues from the anchor.
+    await l.record(begin({ ts: BASE + 100_000 }), end());
+    expect(l.prune(BASE + 8000)).toBe(3);
+    expect(l.verify()).toMatchObject({ ok: true, rows: 5, anchorSeq: 8 });
+    // Deleting the first row after the anchor is still caught.
+    sql(t.db, 'DELETE FROM audit WHERE seq = 9');
+    expect(l.verify()).toMatchObject({ ok: false, seq: 10 });
+  });
+
+  it('prune keeps old rows finalized after a newer one, and keeps in-flight rows', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const slow = ledger.begin(begin({ ts: BASE })); // starts first, finishes last
+    await ledger.record(begin({ ts: BASE + 1000 }), end());
+    await ledger.record(begin({ ts: BASE + 50_000 }), end());
+    await slow.finish(end());
+    const flying = ledger.begin(begin({ ts: BASE + 10 }));
+    await ledger.whenCommitted();
+    // Only seq 1 (ts+1000) is a prefix of rows older than the cutoff; seq 3 (ts+0) waits.
+    expect(ledger.prune(BASE + 40_000)).toBe(1);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2, anchorSeq: 1 });
+    expect(ledger.query({ limit: 10 }).map((r) => r.id)).toContain(flying.rowId);
+    expect(ledger.prune(BASE + 100_000)).toBe(2);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 0, anchorSeq: 3, headSeq: 3 });
+  });
+
+  it('refuses to prune rows whose chain does not verify', async () => {
+    const l = await filled(6);
+    sql(t.db, `UPDATE audit SET principal = 'mallory' WHERE seq = 2`);
+    expect(() => l.prune(BASE + 100_000)).toThrowError(LedgerChainError);
+    expect(l.query({ limit: 100 })).toHaveLength(6);
+  });
+
+  it('prunes in chunks while another connection reads', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    for (let i = 0; i < 12_000; i++) ledger.record(begin({ ts: BASE + i }), end());
+    await ledger.whenCommitted();
+    await ledger.close();
+    const writer = LedgerReader.open({ path: t.db, writable: true });
+    expect(writer.prune(BASE + 11_000)).toBe(11_000);
+    writer.close();
+    const reader = LedgerReader.open({ path: t.db });
+    expect(reader.verify()).toMatchObject({ ok: true, rows: 1000, anchorSeq: 11_000 });
+    reader.close();
+  });
+});

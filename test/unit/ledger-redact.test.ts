@@ -1,0 +1,127 @@
+import fc from 'fast-check';
+import { afterEach, describe, expect, it } from 'vitest';
+import { argsHash, canonicalJson } from '../../src/ledger/canonical.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { redact, redactString } from '../../src/ledger/redact.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+let t: ReturnType<typeof tempDir>;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+});
+
+describe('canonical JSON and argsHash', () => {
+  it('sorts keys recursively and otherwise follows JSON.stringify', () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: 'x' } })).toBe('{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}');
+    expect(canonicalJson({ u: undefined, f: () => 1, n: Number.NaN, arr: [undefined], d: new Date(0) })).toBe(
+      '{"arr":[null],"d":"1970-01-01T00:00:00.000Z","n":null}',
+    );
+    expect(canonicalJson(undefined)).toBe('null');
+    expect(canonicalJson(10n)).toBe('10');
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(() => canonicalJson(cyclic)).toThrow(/cyclic/);
+    // Shared (non-cyclic) references are fine.
+    const shared = { x: 1 };
+    expect(canonicalJson([shared, shared])).toBe('[{"x":1},{"x":1}]');
+  });
+
+  it('argsHash ignores key order and sees every value', () => {
+    expect(argsHash({ a: 1, b: [1, 2] })).toBe(argsHash({ b: [1, 2], a: 1 }));
+    expect(argsHash({ a: 1, b: [1, 2] })).not.toBe(argsHash({ a: 1, b: [2, 1] }));
+    expect(argsHash(undefined)).toBe(argsHash({}));
+    expect(argsHash({})).toMatch(/^[0-9a-f]{64}$/);
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        const reordered = JSON.parse(JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).reverse()) : x)));
+        expect(argsHash(reordered)).toBe(argsHash(v));
+        // Canonical JSON is still JSON, with the same value.
+        expect(JSON.parse(canonicalJson(v))).toEqual(JSON.parse(JSON.stringify(v) ?? 'null'));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('redaction', () => {
+  it('blanks bearer tokens in any string and values of secret-looking keys', () => {
+    expect(redactString('Authorization: Bearer eyJhbGciOi.x-y_z~+/= and more')).toBe('Authorization: Bearer [redacted] and more');
+    expect(redactString('bearer abc')).toBe('Bearer [redacted]');
+    const input = {
+      query: 'select',
+      password: 'hunter2',
+      nested: { apiKey: 'k', 'api-key': 'k2', API_KEY: 'k3', Cookie: 'c', list: [{ clientSecret: 's' }, 'Bearer tok123'] },
+      accessToken: { deep: 'object' },
+      credentials: ['a'],
+      pass: 1,
+      passage: 'ok?',
+    };
+    expect(redact(input)).toEqual({
+      query: 'select',
+      password: '[redacted]',
+      nested: { apiKey: '[redacted]', 'api-key': '[redacted]', API_KEY: '[redacted]', Cookie: '[redacted]', list: [{ clientSecret: '[redacted]' }, 'Bearer [redacted]'] },
+      accessToken: '[redacted]',
+      credentials: '[redacted]',
+      pass: '[redacted]',
+      passage: '[redacted]', // the default pattern is deliberately greedy
+    });
+    expect(input.password).toBe('hunter2'); // a copy, the original is untouched
+  });
+
+  it('takes a custom key pattern, and survives cycles and deep nesting', () => {
+    expect(redact({ ssn: '1', password: 'p' }, /^ssn$/gi)).toEqual({ ssn: '[redacted]', password: 'p' });
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.me = cyclic;
+    expect(redact(cyclic)).toEqual({ a: 1, me: '[cycle]' });
+    let deep: unknown = 'Bearer x';
+    for (let i = 0; i < 200; i++) deep = [deep];
+    expect(JSON.stringify(redact(deep))).toContain('[too deep]');
+    const proto = JSON.parse('{"__proto__": {"password": "p", "x": 1}}') as unknown;
+    expect(JSON.stringify(redact(proto))).toBe('{"__proto__":{"password":"[redacted]","x":1}}');
+  });
+
+  it('keeps every JSON value intact apart from redacted keys', () => {
+    const none = /(?!)/; // matches no key at all
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        const plain = JSON.parse(JSON.stringify(v).replace(/[Bb]earer/g, 'b')) as unknown;
+        expect(JSON.stringify(redact(plain, none))).toBe(JSON.stringify(plain));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('the ledger stores redacted bodies only when storeBodies is on', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, storeBodies: true });
+    await ledger.record(
+      begin({ args: { path: '/x', token: 'secret-token', header: 'Bearer abc.def' } }),
+      end({
+        outcome: 'rpc_error',
+        errorMessage: 'upstream said: invalid Bearer abc.def',
+        result: { content: [{ type: 'text', text: 'your api_key is', api_key: 'zzz' }] },
+      }),
+    );
+    const [row] = ledger.query({});
+    expect(JSON.parse(row.argsJson!)).toEqual({ path: '/x', token: '[redacted]', header: 'Bearer [redacted]' });
+    expect(JSON.parse(row.resultJson!)).toEqual({ content: [{ type: 'text', text: 'your api_key is', api_key: '[redacted]' }] });
+    expect(row.errorMessage).toBe('upstream said: invalid Bearer [redacted]');
+    const raw = JSON.stringify(row);
+    expect(raw).not.toContain('secret-token');
+    expect(raw).not.toContain('abc.def');
+    expect(raw).not.toContain('zzz');
+  });
+
+  it('uses the configured pattern (a regex source string) and caps huge bodies', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, storeBodies: true, redactKeys: '^ssn$', maxBodyBytes: 100 });
+    await ledger.record(begin({ args: { SSN: '123', password: 'visible-by-config' } }), end({ result: { big: 'x'.repeat(500) } }));
+    const [row] = ledger.query({});
+    expect(JSON.parse(row.argsJson!)).toEqual({ SSN: '[redacted]', password: 'visible-by-config' });
+    expect(JSON.parse(row.resultJson!)).toEqual({ truncated: true, bytes: 510 });
+    expect(() => Ledger.open({ path: t.db, redactKeys: '(' })).toThrow(/not a valid regular expression/);
+  });
+});
