@@ -1,0 +1,83 @@
+/**
+ * Per-upstream list cache: one entry per (server, list kind), fresh for the upstream's own
+ * `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy, which gives no hints).
+ * Concurrent misses share one upstream fetch; a failed refresh serves the stale entry.
+ */
+export interface ListEntry {
+  items: Record<string, unknown>[];
+  receivedAt: number;
+  /** Milliseconds of freshness from receivedAt; Infinity = until invalidated. */
+  ttlMs: number;
+  scope: 'public' | 'private';
+  /** Bumped on every change of content, so aggregates can be versioned. */
+  version: number;
+}
+
+export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
+
+export class ListCache {
+  private readonly entries = new Map<string, ListEntry>();
+  private readonly inflight = new Map<string, Promise<ListEntry>>();
+  private versionCounter = 0;
+  /** Observed counts, for metrics and tests. */
+  readonly stats = { hits: 0, misses: 0, staleServed: 0 };
+
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly onStale?: (key: string, err: unknown) => void,
+  ) {}
+
+  peek(key: string): ListEntry | undefined {
+    return this.entries.get(key);
+  }
+
+  isFresh(e: ListEntry): boolean {
+    return this.now() < e.receivedAt + e.ttlMs;
+  }
+
+  remainingMs(e: ListEntry): number {
+    return Math.max(0, e.receivedAt + e.ttlMs - this.now());
+  }
+
+  async get(key: string, fetch: Fetcher): Promise<ListEntry> {
+    const e = this.entries.get(key);
+    if (e && this.isFresh(e)) {
+      this.stats.hits++;
+      return e;
+    }
+    this.stats.misses++;
+    let p = this.inflight.get(key);
+    if (!p) {
+      p = this.refresh(key, fetch, e);
+      this.inflight.set(key, p);
+      p.finally(() => this.inflight.delete(key)).catch(() => {});
+    }
+    return p;
+  }
+
+  private async refresh(key: string, fetch: Fetcher, stale: ListEntry | undefined): Promise<ListEntry> {
+    try {
+      const got = await fetch();
+      const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
+      const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
+      this.entries.set(key, entry);
+      return entry;
+    } catch (err) {
+      if (stale) {
+        this.stats.staleServed++;
+        this.onStale?.(key, err);
+        return stale;
+      }
+      throw err;
+    }
+  }
+
+  /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
+  invalidate(prefix: string): void {
+    for (const [k, e] of this.entries) if (k.startsWith(prefix)) e.ttlMs = 0;
+  }
+
+  drop(prefix: string): void {
+    for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
+  }
+}

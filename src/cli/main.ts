@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { startCommand } from './start.js';
+import { configCommand } from './config.js';
+
+/** The `switchyard` CLI: one module per command, each thin over the library. */
+await yargs(hideBin(process.argv))
+  .scriptName('switchyard')
+  .command(startCommand)
+  .command(configCommand)
+  .demandCommand(1, 'Give a command; see --help.')
+  .strict()
+  .help()
+  .parseAsync();

@@ -1,0 +1,48 @@
+import type { Argv, CommandModule } from 'yargs';
+import { loadConfig, ConfigError } from '../config/load.js';
+import { Hub } from '../hub.js';
+import { createLogger } from '../log.js';
+
+interface StartArgs {
+  config: string;
+  host?: string;
+  port?: number;
+}
+
+export const startCommand: CommandModule<object, StartArgs> = {
+  command: 'start',
+  describe: 'Run the hub: Streamable HTTP at POST /mcp (both protocol eras)',
+  builder: (y: Argv) =>
+    y
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+      .option('host', { type: 'string', describe: 'Listen address (default from config, 127.0.0.1)' })
+      .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' }) as Argv<StartArgs>,
+  handler: async (argv) => {
+    const log = createLogger();
+    let config;
+    try {
+      config = loadConfig(argv.config);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        for (const p of err.problems) process.stderr.write(`${argv.config}: ${p}\n`);
+        process.exit(2);
+      }
+      throw err;
+    }
+    const hub = Hub.create(config, log);
+    hub.startUpstreams();
+    const addr = await hub.listen(argv.host ?? config.listen.host, argv.port ?? config.listen.port);
+    log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ signal }, 'shutting down');
+      await hub.stop();
+      log.flush();
+      process.exit(0);
+    };
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+    process.on('SIGINT', () => void stop('SIGINT'));
+  },
+};

@@ -1,0 +1,35 @@
+import { LEGACY_VERSIONS, MODERN_VERSIONS } from '../protocol/era.js';
+import { HEADER_MISMATCH, INVALID_PARAMS, RpcError } from '../protocol/errors.js';
+import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+
+export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' } | { era: 'invalid'; error: RpcError; status: number };
+
+const legacy = new Set<string>(LEGACY_VERSIONS);
+const modern = new Set<string>(MODERN_VERSIONS);
+
+/** A version string that is not one of the legacy ones reads as a modern claim (digest §2.4). */
+export function looksModern(v: string | undefined): boolean {
+  return v !== undefined && !legacy.has(v) && (modern.has(v) || v > '2025-11-25');
+}
+
+/**
+ * Which era one incoming message belongs to, from its body claim and the version header.
+ * Mirrors the dual-era classification of digest §2.4.
+ */
+export function classifyEra(method: string | undefined, params: Record<string, unknown> | undefined, headerVersion: string | undefined): EraVerdict {
+  const meta = params?._meta as Record<string, unknown> | undefined;
+  const claim = meta?.[META_PROTOCOL_VERSION];
+  if (method === 'initialize') {
+    if (looksModern(headerVersion))
+      return { era: 'invalid', status: 400, error: new RpcError(HEADER_MISMATCH, `initialize is a legacy request but MCP-Protocol-Version says ${headerVersion}`) };
+    return { era: 'legacy' };
+  }
+  if (claim !== undefined) return { era: 'modern', version: claim };
+  if (looksModern(headerVersion))
+    return {
+      era: 'invalid',
+      status: 400,
+      error: new RpcError(INVALID_PARAMS, `missing required _meta keys: ${META_PROTOCOL_VERSION}, io.modelcontextprotocol/clientCapabilities`),
+    };
+  return { era: 'legacy' };
+}

@@ -1,0 +1,30 @@
+import type { EventEmitter } from 'node:events';
+import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import type { CallContext } from '../router/context.js';
+import type { AuditEnd } from '../ledger/types.js';
+
+/** What the downstream edges need from the rest of the hub; nothing era-specific crosses it. */
+export interface HubCore {
+  readonly serverInfo: Implementation;
+  /** The union over upstreams, waiting (bounded) for ones still starting. */
+  capabilities(): Promise<ServerCapabilities>;
+  /** The same, without waiting. */
+  currentCapabilities(): ServerCapabilities;
+  instructions(): string | undefined;
+  handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void>;
+  /**
+   * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates');
+   * 'resourceUpdated' ({uri, subscribers: ReadonlySet<string>}).
+   */
+  readonly events: EventEmitter;
+  /** Subscriber keys of a session that went away, so upstream subscriptions can be released. */
+  sessionClosed(sessionKey: string): void;
+  health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
+}
+
+/** A place to send server → client messages (a GET SSE stream, a POST's SSE stream, stdout). */
+export interface MessageSink {
+  send(msg: object): void;
+  readonly closed: boolean;
+}

@@ -1,0 +1,394 @@
+import type { Logger } from '../log.js';
+import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/era.js';
+import {
+  CancelledError,
+  HEADER_MISMATCH,
+  INVALID_PARAMS,
+  INVALID_REQUEST,
+  METHOD_NOT_FOUND,
+  RpcError,
+  UNSUPPORTED_PROTOCOL_VERSION,
+} from '../protocol/errors.js';
+import { errorResponse, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import {
+  META_CLIENT_CAPABILITIES,
+  META_CLIENT_INFO,
+  META_IDEMPOTENCY_KEY,
+  META_LOG_LEVEL,
+  META_PROTOCOL_VERSION,
+  passThroughMeta,
+} from '../protocol/meta.js';
+import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
+import type { CallContext } from '../router/context.js';
+import { classifyEra } from './classify.js';
+import type { HubCore, MessageSink } from './core.js';
+import type { Exchange } from './exchange.js';
+import { LegacySession } from './legacy-session.js';
+import { decodeHeaderValue } from '../protocol/header-value.js';
+import { ListenHub } from './listen.js';
+import { toLegacyResult, toModernError, toModernResult } from './results.js';
+
+type Params = Record<string, unknown>;
+
+/** Methods the hub routes, and the capability family each needs. */
+const FAMILY: Record<string, keyof ServerCapabilities> = {
+  'tools/list': 'tools',
+  'tools/call': 'tools',
+  'prompts/list': 'prompts',
+  'prompts/get': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resources',
+  'resources/read': 'resources',
+  'resources/subscribe': 'resources',
+  'resources/unsubscribe': 'resources',
+  'completion/complete': 'completions',
+};
+const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
+const NAMED: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
+
+function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
+  if (!min) return true;
+  const i = LOG_LEVELS.indexOf(level as LoggingLevel);
+  return i < 0 || i >= LOG_LEVELS.indexOf(min);
+}
+
+/**
+ * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,
+ * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
+ * and converts results and errors back into the caller's era.
+ */
+export class Endpoint {
+  readonly sessions = new Map<string, LegacySession>();
+  readonly listen: ListenHub;
+
+  constructor(
+    private readonly core: HubCore,
+    private readonly log: Logger,
+  ) {
+    this.listen = new ListenHub(core);
+    core.events.on('listChanged', (kind: string) => this.broadcastLegacy(kind));
+    core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
+      for (const key of u.subscribers) {
+        const s = this.sessions.get(key);
+        s?.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
+      }
+    });
+  }
+
+  private broadcastLegacy(kind: string): void {
+    const method =
+      kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
+    const msg = { jsonrpc: '2.0', method };
+    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed) s.stream.send(msg);
+  }
+
+  /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
+  async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
+    if (c.kind === 'invalid') {
+      ex.reply(errorResponse(c.id, c.error), 400);
+      return;
+    }
+    const msg = c.msg as Request | Notification;
+    const method = 'method' in msg ? msg.method : undefined;
+    const params = 'method' in msg ? msg.params : undefined;
+    const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
+    if (verdict.era === 'invalid') {
+      ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
+      return;
+    }
+    if (verdict.era === 'modern' && c.kind === 'request') return this.modern(c.msg, ex);
+    if (verdict.era === 'modern') {
+      // Modern clients send no notifications over HTTP; on stdio only notifications/cancelled.
+      if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled' && stdioSession) this.cancelModernStdio(c.msg);
+      ex.reply(undefined, 202);
+      return;
+    }
+    return this.legacy(c, ex, stdioSession);
+  }
+
+  // ---------------------------------------------------------------- modern (2026-07-28)
+
+  private readonly modernInflight = new Map<string, AbortController>();
+
+  private cancelModernStdio(n: Notification): void {
+    const id = n.params?.requestId;
+    this.modernInflight.get(String(id))?.abort();
+  }
+
+  /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
+  private checkModern(req: Request, ex: Exchange): { error: RpcError; status: number } | null {
+    const meta = (req.params?._meta ?? {}) as Params;
+    const version = meta[META_PROTOCOL_VERSION];
+    if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
+      return {
+        status: 400,
+        error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
+          supported: [...MODERN_VERSIONS, ...LEGACY_VERSIONS.slice(0, 1)],
+          requested: version,
+        }),
+      };
+    if (ex.transport === 'http') {
+      const hv = ex.header('mcp-protocol-version');
+      if (hv !== version)
+        return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${version}`) };
+      const hm = ex.header('mcp-method');
+      if (hm !== req.method)
+        return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
+      const field = NAMED[req.method];
+      if (field) {
+        const raw = ex.header('mcp-name');
+        const expected = req.params?.[field];
+        const got = raw === undefined ? undefined : decodeHeaderValue(raw);
+        if (got === null) return { status: 400, error: new RpcError(HEADER_MISMATCH, 'Mcp-Name header has an invalid encoding') };
+        if (got !== expected)
+          return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
+      }
+    }
+    const caps = meta[META_CLIENT_CAPABILITIES];
+    if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
+      return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
+    return null;
+  }
+
+  private modernContext(req: Request, ex: Exchange, signal: AbortSignal): CallContext {
+    const meta = (req.params?._meta ?? {}) as Params;
+    const token = meta.progressToken;
+    const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
+    const sink = ex.sink;
+    const ctx: CallContext = {
+      requestId: req.id,
+      principal: ex.principal,
+      clientAddress: ex.clientAddress,
+      clientEra: MODERN,
+      clientInfo: meta[META_CLIENT_INFO] as Implementation | undefined,
+      clientCapabilities: meta[META_CLIENT_CAPABILITIES] as ClientCapabilities,
+      signal,
+      meta: passThroughMeta(meta),
+      logLevel: level,
+      requestBytes: ex.requestBytes,
+      idempotencyKey: idempotencyKeyOf(req, ex),
+    };
+    if (token !== undefined)
+      ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
+    // Log messages reach modern callers only when this request asked for them (digest §4).
+    if (level) ctx.onLog = (p) => levelAtLeast(p.level, level) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p });
+    return ctx;
+  }
+
+  private async modern(req: Request, ex: Exchange): Promise<void> {
+    const bad = this.checkModern(req, ex);
+    const ac = new AbortController();
+    const ctx = this.modernContext(req, ex, ac.signal);
+    if (bad) {
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message });
+      ex.reply(errorResponse(req.id, bad.error), bad.status);
+      return;
+    }
+    if (req.method === 'server/discover') {
+      const capabilities = await this.core.capabilities();
+      const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
+      const instructions = this.core.instructions();
+      if (instructions) result.instructions = instructions;
+      await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
+      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)));
+      return;
+    }
+    if (req.method === 'subscriptions/listen') {
+      await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
+      this.listen.open(req, ex);
+      return;
+    }
+    const family = FAMILY[req.method];
+    if (!family || LEGACY_ONLY.has(req.method) || !this.core.currentCapabilities()[family]) {
+      const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
+      return;
+    }
+    const onClose = () => ac.abort();
+    ex.closed.addEventListener('abort', onClose);
+    if (ex.transport === 'stdio') this.modernInflight.set(String(req.id), ac);
+    try {
+      const result = await this.core.handle(req.method, req.params ?? {}, ctx);
+      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)));
+    } catch (err) {
+      if (err instanceof CancelledError || ac.signal.aborted) {
+        ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent
+        return;
+      }
+      ex.reply(errorResponse(req.id, toModernError(asRpc(err, this.log))));
+    } finally {
+      ex.closed.removeEventListener('abort', onClose);
+      this.modernInflight.delete(String(req.id));
+    }
+  }
+
+  private modernCaps(c: ServerCapabilities): ServerCapabilities {
+    // Subscriptions are per listen stream in the modern era; `subscribe` stays meaningful.
+    return c;
+  }
+
+  // ---------------------------------------------------------------- legacy (2025-11-25)
+
+  private async legacy(c: Classified, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
+    if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
+    const session = stdio ? stdio.current : this.sessionOf(ex);
+    if (!session) {
+      if (c.kind !== 'request') return ex.reply(undefined, 202);
+      const sid = ex.header('mcp-session-id');
+      const err =
+        sid === undefined
+          ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
+          : new RpcError(-32001, 'Session not found');
+      return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
+    }
+    if (session.principal !== ex.principal) {
+      // A session id is not a credential: another principal cannot ride on it.
+      return ex.reply(c.kind === 'request' ? errorResponse(c.msg.id, new RpcError(-32001, 'Session not found')) : undefined, 404);
+    }
+    session.lastSeen = Date.now();
+    if (c.kind === 'response') {
+      if (!session.answer(c.msg)) this.log.debug({ id: c.msg.id }, 'late or unknown client response dropped');
+      return ex.reply(undefined, 202);
+    }
+    if (c.kind === 'notification') {
+      this.legacyNotification(session, c.msg);
+      return ex.reply(undefined, 202);
+    }
+    if (c.kind === 'request') return this.legacyRequest(session, c.msg, ex);
+  }
+
+  private sessionOf(ex: Exchange): LegacySession | undefined {
+    const sid = ex.header('mcp-session-id');
+    return sid === undefined ? undefined : this.sessions.get(sid);
+  }
+
+  private legacyNotification(session: LegacySession, n: Notification): void {
+    switch (n.method) {
+      case 'notifications/initialized':
+        session.initialized = true;
+        break;
+      case 'notifications/cancelled':
+        session.inflight.get(String(n.params?.requestId))?.abort();
+        break;
+      default:
+        break; // roots/list_changed and unknown notifications: nothing to do yet
+    }
+  }
+
+  private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
+    if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)) {
+      return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
+    }
+    const p = req.params ?? {};
+    const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
+    // Echo a legacy version we know; anything else (a modern one included) gets our newest legacy version.
+    const version = (LEGACY_VERSIONS as readonly string[]).includes(requested) ? requested : LEGACY;
+    const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
+    const session = new LegacySession(version, p.clientInfo as Implementation | undefined, caps, ex.principal);
+    if (stdio) {
+      stdio.current?.close();
+      stdio.current = session;
+      session.stream = ex.sink;
+    } else this.sessions.set(session.id, session);
+    const capabilities = await this.core.capabilities();
+    const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
+    const instructions = this.core.instructions();
+    if (instructions) result.instructions = instructions;
+    const ctx = this.legacyContext(session, req, ex, new AbortController().signal);
+    await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
+    ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id });
+  }
+
+  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: AbortSignal): CallContext {
+    const meta = req.params?._meta as Params | undefined;
+    const token = meta?.progressToken;
+    const sink: MessageSink = ex.sink;
+    const ctx: CallContext = {
+      requestId: req.id,
+      principal: ex.principal,
+      clientAddress: ex.clientAddress,
+      clientEra: LEGACY,
+      clientInfo: session.clientInfo,
+      clientCapabilities: session.capabilities,
+      signal,
+      meta: passThroughMeta(meta),
+      logLevel: session.logLevel,
+      requestBytes: ex.requestBytes,
+      sessionKey: session.id,
+      idempotencyKey: idempotencyKeyOf(req, ex),
+      onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
+      askClient: (r) => session.ask(sink, r, signal),
+    };
+    if (token !== undefined)
+      ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
+    return ctx;
+  }
+
+  private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
+    const ac = new AbortController();
+    const ctx = this.legacyContext(session, req, ex, ac.signal);
+    if (req.method === 'ping') {
+      await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
+      return ex.reply(resultResponse(req.id, {}));
+    }
+    if (req.method === 'logging/setLevel') {
+      const level = req.params?.level;
+      if (!LOG_LEVELS.includes(level as LoggingLevel)) {
+        const err = new RpcError(INVALID_PARAMS, `invalid log level: ${String(level)}`);
+        await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+        return ex.reply(errorResponse(req.id, err));
+      }
+      session.logLevel = level as LoggingLevel;
+      await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
+      return ex.reply(resultResponse(req.id, {}));
+    }
+    const family = FAMILY[req.method];
+    if (!family || !this.core.currentCapabilities()[family]) {
+      const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      return ex.reply(errorResponse(req.id, err));
+    }
+    const key = String(req.id);
+    session.inflight.set(key, ac);
+    try {
+      const result = await this.core.handle(req.method, req.params ?? {}, ctx);
+      if (result.resultType === 'input_required') {
+        // Translating MRTR for legacy clients is the era-translation layer's job; never leak it.
+        throw new RpcError(-32603, 'the upstream needs input from the user, which the hub cannot relay to this client yet');
+      }
+      ex.reply(resultResponse(req.id, toLegacyResult(req.method, result)));
+    } catch (err) {
+      if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
+      ex.reply(errorResponse(req.id, asRpc(err, this.log)));
+    } finally {
+      session.inflight.delete(key);
+    }
+  }
+
+  /** DELETE (HTTP) or stdin EOF: the session ends and its subscriptions are released. */
+  endSession(id: string): boolean {
+    const s = this.sessions.get(id);
+    if (!s) return false;
+    this.sessions.delete(id);
+    s.close();
+    this.core.sessionClosed(id);
+    return true;
+  }
+}
+
+function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
+  if (req.method !== 'tools/call') return undefined;
+  const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
+  if (typeof m === 'string' && m) return m;
+  const h = ex.header('idempotency-key');
+  return h ? h : undefined;
+}
+
+function asRpc(err: unknown, log: Logger): RpcError {
+  if (err instanceof RpcError) return err;
+  log.error({ err }, 'unexpected error while handling a request');
+  return new RpcError(-32603, 'internal error');
+}
+
+export type { Id };

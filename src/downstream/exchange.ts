@@ -1,0 +1,22 @@
+import type { MessageSink } from './core.js';
+
+/**
+ * One incoming message and the way back to its sender, independent of the transport
+ * (an HTTP POST or a stdio line).
+ */
+export interface Exchange {
+  readonly transport: 'http' | 'stdio';
+  /** Lower-case header lookup (HTTP); stdio has none. */
+  header(name: string): string | undefined;
+  readonly clientAddress?: string;
+  readonly principal: string;
+  readonly requestBytes: number;
+  /** Messages before the final answer. */
+  readonly sink: MessageSink;
+  /** The final answer (or none, for notifications/responses: 202 on HTTP). */
+  reply(msg: object | undefined, status?: number, headers?: Record<string, string>): void;
+  /** Fires when the sender goes away before the answer (modern: that is cancellation). */
+  readonly closed: AbortSignal;
+  /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */
+  stream?(): MessageSink & { end(): void };
+}

@@ -1,0 +1,180 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../log.js';
+import { INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
+import { looksModern } from './classify.js';
+import type { HubCore } from './core.js';
+import type { Endpoint } from './endpoint.js';
+import type { Exchange } from './exchange.js';
+import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
+import { PostChannel, SseStream } from './sse.js';
+
+export interface HttpOptions extends OriginPolicy {
+  port: number;
+  maxBodyBytes: number;
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const s = JSON.stringify(body);
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
+  res.end(s);
+}
+
+/** Read a body up to `max` bytes; null when it is larger (the caller answers 413). */
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > max) {
+      req.resume();
+      return resolve(null);
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    req.on('data', (c: Buffer) => {
+      if (over) return;
+      size += c.length;
+      if (size > max) {
+        over = true;
+        chunks.length = 0;
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(over ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+/**
+ * The Streamable HTTP listener: POST/GET/DELETE on /mcp, /healthz, and the checks every
+ * request passes first (Host, Origin, size, content type).
+ */
+export class HttpServer {
+  readonly server: Server;
+
+  constructor(
+    private readonly endpoint: Endpoint,
+    private readonly core: HubCore,
+    private readonly opts: HttpOptions,
+    private readonly log: Logger,
+  ) {
+    this.server = createServer((req, res) => {
+      this.route(req, res).catch((err) => {
+        this.log.error({ err }, 'request handler failed');
+        if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
+        else res.end();
+      });
+    });
+    this.server.keepAliveTimeout = 65_000;
+    this.server.headersTimeout = 66_000;
+  }
+
+  listen(host: string, port: number): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve(this.server.address() as AddressInfo);
+      });
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
+      return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Forbidden: Host or Origin not allowed')));
+    }
+    const path = (req.url ?? '/').split('?', 1)[0];
+    if (path === '/healthz' && req.method === 'GET') return sendJson(res, 200, this.core.health());
+    if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
+    switch (req.method) {
+      case 'POST':
+        return this.post(req, res);
+      case 'GET':
+        return this.getStream(req, res);
+      case 'DELETE':
+        return this.deleteSession(req, res);
+      default:
+        res.writeHead(405, { allow: 'GET, POST, DELETE' }).end();
+    }
+  }
+
+  private async post(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const ct = header(req, 'content-type') ?? '';
+    if (!ct.toLowerCase().startsWith('application/json'))
+      return sendJson(res, 415, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json')));
+    const body = await readBody(req, this.opts.maxBodyBytes);
+    if (body === null)
+      return sendJson(res, 413, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`)));
+    const c = parseFrame(body.toString('utf8'));
+    if (c.kind === 'invalid' && c.error.code === PARSE_ERROR) return sendJson(res, 400, errorResponse(undefined, c.error));
+    const accept = header(req, 'accept') ?? '';
+    const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
+    const closed = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) closed.abort();
+    });
+    const ex: Exchange = {
+      transport: 'http',
+      header: (n) => header(req, n),
+      clientAddress: req.socket.remoteAddress,
+      principal: 'anonymous',
+      requestBytes: body.length,
+      sink: channel,
+      reply: (msg, status, headers) => channel.end(msg, status, headers),
+      closed: closed.signal,
+      stream: () => new SseStream(res),
+    };
+    await this.endpoint.message(c, ex);
+  }
+
+  private getStream(req: IncomingMessage, res: ServerResponse): void {
+    // Modern clients have no GET stream (digest §6.3); legacy ones get their session's stream.
+    if (looksModern(header(req, 'mcp-protocol-version'))) {
+      res.writeHead(405, { allow: 'POST' }).end();
+      return;
+    }
+    if (!(header(req, 'accept') ?? '').includes('text/event-stream')) {
+      sendJson(res, 406, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Not Acceptable: GET needs Accept: text/event-stream')));
+      return;
+    }
+    const sid = header(req, 'mcp-session-id');
+    const session = sid === undefined ? undefined : this.endpoint.sessions.get(sid);
+    if (!session) {
+      sendJson(res, sid === undefined ? 400 : 404, errorResponse(undefined, new RpcError(sid === undefined ? INVALID_REQUEST : -32001, sid === undefined ? 'Mcp-Session-Id header is required' : 'Session not found')));
+      return;
+    }
+    if (session.stream && !session.stream.closed) {
+      sendJson(res, 409, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Conflict: only one GET stream per session')));
+      return;
+    }
+    session.stream = new SseStream(res, { 'mcp-session-id': session.id });
+  }
+
+  private deleteSession(req: IncomingMessage, res: ServerResponse): void {
+    const sid = header(req, 'mcp-session-id');
+    if (sid === undefined) {
+      if (looksModern(header(req, 'mcp-protocol-version'))) res.writeHead(405, { allow: 'POST' }).end();
+      else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
+      return;
+    }
+    if (!this.endpoint.endSession(sid)) {
+      sendJson(res, 404, errorResponse(undefined, new RpcError(-32001, 'Session not found')));
+      return;
+    }
+    res.writeHead(200).end();
+  }
+}

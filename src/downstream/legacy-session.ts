@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import type { Response } from '../protocol/jsonrpc.js';
+import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
+import type { MessageSink } from './core.js';
+
+/** Which declared client capability a server → client request needs. */
+function capabilityFor(method: string, caps: ClientCapabilities, params?: Record<string, unknown>): boolean {
+  switch (method) {
+    case 'elicitation/create': {
+      if (!caps.elicitation) return false;
+      // `elicitation: {}` means form only (digest §2.1).
+      if (params?.mode === 'url') return !!caps.elicitation.url;
+      return true;
+    }
+    case 'sampling/createMessage':
+      return !!caps.sampling;
+    case 'roots/list':
+      return !!caps.roots;
+    default:
+      return false;
+  }
+}
+
+/** One legacy (2025-11-25) client session: its handshake facts and its open server → client requests. */
+export class LegacySession {
+  readonly id = randomBytes(18).toString('base64url');
+  initialized = false;
+  logLevel: LoggingLevel | undefined;
+  /** The standalone GET stream (HTTP) or stdout (stdio), for notifications not tied to a request. */
+  stream: MessageSink | undefined;
+  lastSeen = Date.now();
+  readonly inflight = new Map<string, AbortController>();
+  private nextId = 0;
+  private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
+
+  constructor(
+    readonly protocolVersion: string,
+    readonly clientInfo: Implementation | undefined,
+    readonly capabilities: ClientCapabilities,
+    readonly principal: string,
+  ) {}
+
+  /**
+   * Send a server → client request on `sink` (the channel of the call that caused it) and wait
+   * for the client's answer. Refused at once when the client did not declare the capability.
+   */
+  ask(sink: MessageSink, req: InputRequest, signal?: AbortSignal): Promise<Record<string, unknown>> {
+    if (!capabilityFor(req.method, this.capabilities, req.params))
+      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
+    if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
+    const id = `sy-${++this.nextId}`;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      signal?.addEventListener('abort', () => {
+        if (this.pending.delete(id)) reject(new RpcError(-32800, 'request cancelled'));
+      });
+      const msg: Record<string, unknown> = { jsonrpc: '2.0', id, method: req.method };
+      if (req.params) msg.params = req.params;
+      sink.send(msg);
+    });
+  }
+
+  /** A client's answer to one of our requests; false when nothing was waiting for it. */
+  answer(msg: Response): boolean {
+    const p = this.pending.get(String(msg.id));
+    if (!p) return false;
+    this.pending.delete(String(msg.id));
+    if ('error' in msg) p.reject(RpcError.from(msg.error));
+    else p.resolve(msg.result);
+    return true;
+  }
+
+  close(): void {
+    for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
+    this.pending.clear();
+    for (const c of this.inflight.values()) c.abort();
+    this.inflight.clear();
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * DNS-rebinding defence: the Host must name this listener and a present Origin must be allowed.
+ * On loopback, loopback names and origins are always allowed.
+ */
+const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK.has(host) || host.startsWith('127.');
+}
+
+function hostname(hostHeader: string): string {
+  if (hostHeader.startsWith('[')) return hostHeader.slice(0, hostHeader.indexOf(']') + 1);
+  const i = hostHeader.lastIndexOf(':');
+  return (i < 0 ? hostHeader : hostHeader.slice(0, i)).toLowerCase();
+}
+
+export interface OriginPolicy {
+  listenHost: string;
+  allowedOrigins: readonly string[];
+}
+
+export function hostAllowed(hostHeader: string | undefined, p: OriginPolicy): boolean {
+  if (!hostHeader) return false;
+  const h = hostname(hostHeader);
+  if (isLoopbackHost(h)) return true;
+  if (h === p.listenHost.toLowerCase()) return true;
+  return p.allowedOrigins.some((o) => {
+    try {
+      return new URL(o).hostname.toLowerCase() === h;
+    } catch {
+      return false;
+    }
+  });
+}
+
+export function originAllowed(origin: string | undefined, p: OriginPolicy): boolean {
+  if (origin === undefined) return true; // non-browser clients send none
+  if (p.allowedOrigins.includes(origin)) return true;
+  try {
+    const u = new URL(origin);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && isLoopbackHost(u.hostname) && isLoopbackHost(p.listenHost);
+  } catch {
+    return false;
+  }
+}

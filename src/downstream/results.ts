@@ -1,0 +1,53 @@
+import { INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import { META_SERVER_INFO } from '../protocol/meta.js';
+import type { Implementation } from '../protocol/types.js';
+
+type Result = Record<string, unknown>;
+
+const CACHEABLE = new Set(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']);
+
+/**
+ * A core result as a 2026-07-28 client must see it: `resultType` on every result, caching hints
+ * on cacheable ones, the hub's serverInfo in `_meta`. Results are shallow-copied only when a
+ * field has to change.
+ */
+export function toModernResult(method: string, r: Result, serverInfo: Implementation): Result {
+  const out: Result = { ...r };
+  if (out.resultType === undefined) out.resultType = 'complete';
+  if (CACHEABLE.has(method) && out.resultType === 'complete') {
+    if (typeof out.ttlMs !== 'number' || out.ttlMs < 0) out.ttlMs = 0;
+    if (out.cacheScope !== 'public' && out.cacheScope !== 'private') out.cacheScope = 'private';
+  }
+  const meta = (r._meta as Result | undefined) ?? undefined;
+  out._meta = meta ? { ...meta, [META_SERVER_INFO]: serverInfo } : { [META_SERVER_INFO]: serverInfo };
+  return out;
+}
+
+/**
+ * A core result as a 2025-11-25 client expects it: no modern-only fields, and modern shapes the
+ * 2025 types cannot carry (non-object outputSchema / structuredContent) dropped (digest §8.11).
+ */
+export function toLegacyResult(method: string, r: Result): Result {
+  const { resultType: _rt, ttlMs: _t, cacheScope: _c, ...out } = r;
+  if (method === 'tools/list' && Array.isArray(out.tools)) {
+    let changed = false;
+    const tools = (out.tools as Result[]).map((t) => {
+      const os = t.outputSchema as Result | undefined;
+      if (os === undefined || os.type === 'object') return t;
+      changed = true;
+      const { outputSchema: _o, ...rest } = t;
+      return rest;
+    });
+    if (changed) out.tools = tools;
+  } else if (method === 'tools/call' && 'structuredContent' in out) {
+    const sc = out.structuredContent;
+    if (sc === null || typeof sc !== 'object' || Array.isArray(sc)) delete out.structuredContent;
+  }
+  return out;
+}
+
+/** Era-specific error codes: resource-not-found is -32002 for legacy clients and -32602 for modern ones. */
+export function toModernError(err: RpcError): RpcError {
+  if (err.code === LEGACY_RESOURCE_NOT_FOUND) return new RpcError(INVALID_PARAMS, err.message, err.data);
+  return err;
+}

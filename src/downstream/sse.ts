@@ -1,0 +1,98 @@
+import type { ServerResponse } from 'node:http';
+import type { MessageSink } from './core.js';
+
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache, no-transform',
+  'x-accel-buffering': 'no',
+};
+
+/** Write one SSE event carrying a JSON-RPC message. */
+export function writeEvent(res: ServerResponse, msg: unknown, id?: string): void {
+  res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${JSON.stringify(msg)}\n\n`);
+}
+
+/** A long-lived SSE stream (legacy GET stream, modern listen stream) with keep-alive comments. */
+export class SseStream implements MessageSink {
+  private readonly timer: NodeJS.Timeout;
+  private ended = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    extraHeaders: Record<string, string> = {},
+    keepAliveMs = 15_000,
+  ) {
+    res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
+    res.flushHeaders();
+    this.timer = setInterval(() => !this.closed && res.write(': keep-alive\n\n'), keepAliveMs).unref();
+    res.on('close', () => {
+      this.ended = true;
+      clearInterval(this.timer);
+    });
+  }
+
+  get closed(): boolean {
+    return this.ended || this.res.destroyed || this.res.writableEnded;
+  }
+
+  send(msg: object): void {
+    if (!this.closed) writeEvent(this.res, msg);
+  }
+
+  end(): void {
+    clearInterval(this.timer);
+    if (!this.res.writableEnded) this.res.end();
+    this.ended = true;
+  }
+}
+
+/**
+ * The answer channel of one POST. It stays a plain JSON response unless something has to be
+ * sent before the final answer (progress, logs, a server → client request); then it becomes an
+ * SSE stream. Most calls therefore cost one small JSON write.
+ */
+export class PostChannel implements MessageSink {
+  private sse = false;
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly canStream: boolean,
+    private readonly headers: Record<string, string> = {},
+  ) {}
+
+  get closed(): boolean {
+    return this.res.destroyed || this.res.writableEnded;
+  }
+
+  get streaming(): boolean {
+    return this.sse;
+  }
+
+  /** A message before the final answer. Dropped when the client cannot take a stream. */
+  send(msg: object): void {
+    if (this.closed || !this.canStream) return;
+    if (!this.sse) {
+      this.sse = true;
+      this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
+    }
+    writeEvent(this.res, msg);
+  }
+
+  /** The final answer; `status` only matters while nothing has been streamed. */
+  end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
+    if (this.closed) return;
+    const headers = extra ? { ...this.headers, ...extra } : this.headers;
+    if (this.sse) {
+      if (msg) writeEvent(this.res, msg);
+      this.res.end();
+      return;
+    }
+    if (!msg) {
+      this.res.writeHead(status === 200 ? 202 : status, headers).end();
+      return;
+    }
+    const body = JSON.stringify(msg);
+    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    this.res.end(body);
+  }
+}

@@ -1,0 +1,192 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { dirname, resolve } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from './log.js';
+import type { HubConfig, ServerConfig } from './config/types.js';
+import { Catalog, type ServerHandle } from './catalog/catalog.js';
+import { NameAssigner } from './catalog/names.js';
+import type { HubCore } from './downstream/core.js';
+import { Endpoint } from './downstream/endpoint.js';
+import { HttpServer } from './downstream/http-server.js';
+import { openLedger } from './ledger/open.js';
+import type { AuditSink } from './ledger/sink.js';
+import type { AuditEnd } from './ledger/types.js';
+import type { Implementation, ServerCapabilities } from './protocol/types.js';
+import type { CallContext } from './router/context.js';
+import { Router } from './router/router.js';
+import { Subscriptions } from './router/subscriptions.js';
+import { createUpstream } from './upstream/index.js';
+import type { UpstreamSpec } from './upstream/types.js';
+import { VERSION } from './version.js';
+
+/** How long a first list or handshake waits for upstreams that are still starting. */
+const STARTUP_GRACE_MS = 3_000;
+
+/** Relative paths in the config (a server's cwd) resolve against the config file's folder. */
+function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
+  return {
+    id: s.id,
+    command: s.command,
+    args: s.args,
+    env: s.env,
+    cwd: s.command ? resolve(baseDir, s.cwd ?? '.') : undefined,
+    url: s.url,
+    headers: s.headers,
+    era: s.era,
+    timeoutMs: s.timeoutMs,
+    probeTimeoutMs: s.probeTimeoutMs,
+    maxFrameBytes: s.maxFrameBytes,
+  };
+}
+
+/**
+ * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired
+ * so data flows one way (downstream → router → upstream → ledger).
+ */
+export class Hub implements HubCore {
+  readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
+  readonly events = new EventEmitter();
+  readonly handles = new Map<string, ServerHandle>();
+  readonly catalog: Catalog;
+  readonly router: Router;
+  readonly endpoint: Endpoint;
+  readonly subs = new Subscriptions();
+  private http: HttpServer | undefined;
+  private readonly startedAt = Date.now();
+  private graceOver = false;
+
+  private constructor(
+    readonly config: HubConfig,
+    readonly ledger: AuditSink,
+    readonly log: Logger,
+  ) {
+    this.events.setMaxListeners(0);
+    this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log);
+    this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
+    this.router = new Router(this.catalog, ledger, this.subs, log, {
+      pageSize: config.pageSize,
+      cursorKey: randomBytes(32),
+      startupGrace: () => this.startupGrace(),
+    });
+    this.endpoint = new Endpoint(this, log);
+  }
+
+  static create(config: HubConfig, log: Logger): Hub {
+    const ledger = openLedger(config, log);
+    const hub = new Hub(config, ledger, log);
+    for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(s);
+    return hub;
+  }
+
+  private addServer(s: ServerConfig): ServerHandle {
+    const upstream = createUpstream(specOf(s, this.config.file ? dirname(this.config.file) : process.cwd()), this.log);
+    const h: ServerHandle = { id: s.id, config: s, upstream };
+    this.handles.set(s.id, h);
+    this.catalog.watch(h);
+    upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
+      if (n.method === 'notifications/resources/updated' && typeof n.params?.uri === 'string')
+        this.events.emit('resourceUpdated', { uri: n.params.uri, subscribers: this.subs.subscribers(s.id, n.params.uri) });
+    });
+    return h;
+  }
+
+  /** Start every upstream in the background; the endpoint serves at once. */
+  startUpstreams(): void {
+    for (const h of this.handles.values())
+      h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+  }
+
+  async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
+    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port }, this.log);
+    return this.http.listen(host, port);
+  }
+
+  async stop(): Promise<void> {
+    this.endpoint.listen.closeAll();
+    await this.http?.close();
+    await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
+    await this.ledger.close();
+  }
+
+  startupGrace(): Promise<void> {
+    if (this.graceOver) return Promise.resolve();
+    const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
+    const left = this.startedAt + STARTUP_GRACE_MS - Date.now();
+    if (pending.length === 0 || left <= 0) {
+      if (left <= 0) this.graceOver = true;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, left);
+      let waiting = pending.length;
+      const onState = () => {
+        if (--waiting <= 0) done();
+      };
+      function done() {
+        clearTimeout(timer);
+        for (const h of pending) h.upstream.off('state', onState);
+        resolve();
+      }
+      for (const h of pending) h.upstream.once('state', onState);
+    });
+  }
+
+  currentCapabilities(): ServerCapabilities {
+    const caps: ServerCapabilities = {};
+    let subscribe = false;
+    for (const h of this.handles.values()) {
+      const c = h.upstream.capabilities;
+      if (!c) continue;
+      if (c.tools) caps.tools = { listChanged: true };
+      if (c.prompts) caps.prompts = { listChanged: true };
+      if (c.resources) {
+        caps.resources = { listChanged: true };
+        if (c.resources.subscribe) subscribe = true;
+      }
+      if (c.logging) caps.logging = {};
+      if (c.completions) caps.completions = {};
+    }
+    if (caps.resources && subscribe) caps.resources.subscribe = true;
+    return caps;
+  }
+
+  async capabilities(): Promise<ServerCapabilities> {
+    await this.startupGrace();
+    return this.currentCapabilities();
+  }
+
+  instructions(): string | undefined {
+    const parts: string[] = [];
+    for (const h of this.handles.values()) if (h.upstream.instructions) parts.push(`[${h.id}] ${h.upstream.instructions}`);
+    return parts.length ? parts.join('\n\n') : undefined;
+  }
+
+  handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    return this.router.handle(method, params, ctx);
+  }
+
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {
+    return this.router.recordLocal(method, ctx, end);
+  }
+
+  sessionClosed(sessionKey: string): void {
+    for (const { server, uri } of this.subs.removeSubscriber(sessionKey)) {
+      const h = this.handles.get(server);
+      if (h?.upstream.state === 'ready' && h.upstream.capabilities?.resources?.subscribe)
+        h.upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+    }
+  }
+
+  health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] } {
+    return {
+      status: 'ok',
+      servers: [...this.handles.values()].map((h) => ({
+        id: h.id,
+        state: h.upstream.state,
+        era: h.upstream.era ?? null,
+        tools: this.catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
+      })),
+    };
+  }
+}

@@ -1,0 +1,34 @@
+import type { Era } from '../protocol/era.js';
+import type { Id } from '../protocol/jsonrpc.js';
+import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, ProgressInfo } from '../protocol/types.js';
+
+/**
+ * One downstream request in era-neutral form. The downstream edge builds it; the core never
+ * looks at initialize, version headers, session ids or resultType.
+ */
+export interface CallContext {
+  requestId: Id;
+  principal: string;
+  clientAddress?: string;
+  clientEra: Era;
+  clientInfo?: Implementation;
+  clientCapabilities: ClientCapabilities;
+  /** Aborted when the client cancels or goes away. */
+  signal: AbortSignal;
+  /** Present when the client asked for progress; the edge maps it back to the client's token. */
+  onProgress?: (p: ProgressInfo) => void;
+  /** Log messages (notifications/message params) for this call, filtered by the edge. */
+  onLog?: (params: Record<string, unknown>) => void;
+  logLevel?: LoggingLevel;
+  /**
+   * Ask the client something on this call's channel (legacy sessions only; the edge refuses
+   * methods the client did not declare). Modern clients get input_required instead.
+   */
+  askClient?: (req: InputRequest) => Promise<Record<string, unknown>>;
+  /** `_meta` keys that travel through unchanged. */
+  meta?: Record<string, unknown>;
+  idempotencyKey?: string;
+  requestBytes?: number;
+  /** A legacy session id or undefined; used to scope per-session state (subscriptions, log level). */
+  sessionKey?: string;
+}

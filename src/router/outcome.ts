@@ -1,0 +1,24 @@
+import { CancelledError, HubError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import type { AuditEnd } from '../ledger/types.js';
+
+/** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
+export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd, 'outcome' | 'errorKind'> {
+  return result.isError === true ? { outcome: 'tool_error', errorKind: 'tool' } : { outcome: 'ok', errorKind: null };
+}
+
+export function outcomeOfError(err: unknown): Pick<AuditEnd, 'outcome' | 'errorKind' | 'errorCode' | 'errorMessage'> {
+  if (err instanceof RpcError) return { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message };
+  if (err instanceof TimeoutError) return { outcome: 'timeout', errorKind: 'transport', errorMessage: err.message };
+  if (err instanceof CancelledError) return { outcome: 'cancelled', errorKind: null, errorMessage: err.message };
+  if (err instanceof UpstreamUnavailableError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };
+  if (err instanceof TransportError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };
+  if (err instanceof HubError) return { outcome: 'unknown', errorKind: 'transport', errorMessage: err.message };
+  return { outcome: 'unknown', errorKind: null, errorMessage: 'internal error' };
+}
+
+/** A tool-call failure the model can read and act on, instead of a protocol error. */
+export function toolErrorResult(text: string, structured?: Record<string, unknown>): Record<string, unknown> {
+  const r: Record<string, unknown> = { content: [{ type: 'text', text }], isError: true };
+  if (structured) r.structuredContent = structured;
+  return r;
+}

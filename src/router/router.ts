@@ -1,0 +1,305 @@
+import type { Logger } from '../log.js';
+import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import { KIND_OF_METHOD, type ListKind } from '../catalog/lists.js';
+import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
+import { argsHash } from '../ledger/canonical.js';
+import type { AuditSink } from '../ledger/sink.js';
+import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
+import { CancelledError, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import type { CallOptions } from '../upstream/types.js';
+import type { CallContext } from './context.js';
+import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
+import type { Subscriptions } from './subscriptions.js';
+
+export interface RouterOptions {
+  pageSize: number;
+  cursorKey: Buffer;
+  /** Waits (bounded) for upstreams still starting, so a first list is complete. */
+  startupGrace: () => Promise<void>;
+}
+
+type Result = Record<string, unknown>;
+
+/** Which error a hub-level failure becomes for a method that is not a tool call. */
+function asRpcError(err: unknown): RpcError {
+  if (err instanceof RpcError) return err;
+  if (err instanceof CancelledError) return new RpcError(-32800, 'request cancelled');
+  return new RpcError(-32603, err instanceof Error ? err.message : 'internal error');
+}
+
+/**
+ * Routes era-neutral requests to upstreams and records every one in the ledger. The row is
+ * committed before a call is forwarded and again before its answer is returned.
+ */
+export class Router {
+  constructor(
+    private readonly catalog: Catalog,
+    private readonly ledger: AuditSink,
+    private readonly subs: Subscriptions,
+    private readonly log: Logger,
+    private readonly opts: RouterOptions,
+  ) {}
+
+  /** A request the edge answered itself (initialize, ping, discover, setLevel) or rejected. */
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {
+    return this.ledger.record(this.beginOf(method, ctx), { latencyMs: 0, ...end });
+  }
+
+  async handle(method: string, params: Result, ctx: CallContext): Promise<Result> {
+    const kind = KIND_OF_METHOD[method];
+    if (kind) return this.list(method, kind, params, ctx);
+    switch (method) {
+      case 'tools/call':
+        return this.callTool(params, ctx);
+      case 'prompts/get':
+        return this.forwardNamed(method, params, ctx, 'prompt');
+      case 'resources/read':
+        return this.readResource(params, ctx);
+      case 'completion/complete':
+        return this.complete(params, ctx);
+      case 'resources/subscribe':
+      case 'resources/unsubscribe':
+        return this.subscribe(method, params, ctx);
+      default: {
+        const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
+        await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+        throw err;
+      }
+    }
+  }
+
+  private beginOf(method: string, ctx: CallContext, extra?: Partial<AuditBegin>): AuditBegin {
+    return {
+      ts: Date.now(),
+      requestId: String(ctx.requestId),
+      principal: ctx.principal,
+      clientAddress: ctx.clientAddress,
+      clientEra: ctx.clientEra,
+      clientInfo: ctx.clientInfo,
+      method,
+      idempotencyKey: ctx.idempotencyKey,
+      requestBytes: ctx.requestBytes,
+      ...extra,
+    };
+  }
+
+  private async list(method: string, kind: ListKind, params: Result, ctx: CallContext): Promise<Result> {
+    const t0 = performance.now();
+    const begin = this.beginOf(method, ctx);
+    try {
+      await this.opts.startupGrace();
+      const agg = await this.catalog.aggregate(kind);
+      let offset = 0;
+      if (params.cursor !== undefined) {
+        const c = typeof params.cursor === 'string' ? decodeCursor(params.cursor, this.opts.cursorKey) : null;
+        if (!c || c.snapshot !== agg.snapshot || c.offset > agg.items.length)
+          throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
+        offset = c.offset;
+      }
+      const end = offset + this.opts.pageSize;
+      const result: Result = { [kind]: offset === 0 && end >= agg.items.length ? agg.items : agg.items.slice(offset, end) };
+      if (end < agg.items.length) result.nextCursor = encodeCursor({ offset: end, snapshot: agg.snapshot }, this.opts.cursorKey);
+      result.ttlMs = agg.ttlMs;
+      result.cacheScope = agg.scope;
+      await this.ledger.record(begin, { outcome: 'ok', latencyMs: performance.now() - t0 });
+      return result;
+    } catch (err) {
+      await this.ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      throw asRpcError(err);
+    }
+  }
+
+  private callOptions(ctx: CallContext, server: ServerHandle): CallOptions {
+    return {
+      signal: ctx.signal,
+      timeoutMs: server.config.timeoutMs,
+      onProgress: ctx.onProgress,
+      onLog: ctx.onLog,
+      onServerRequest: ctx.askClient,
+      clientCapabilities: ctx.clientCapabilities,
+      meta: ctx.meta,
+      logLevel: ctx.logLevel,
+    };
+  }
+
+  private async callTool(params: Result, ctx: CallContext): Promise<Result> {
+    const t0 = performance.now();
+    const hubName = typeof params.name === 'string' ? params.name : '';
+    const args = params.arguments ?? {};
+    const hash = argsHash(args);
+    await this.opts.startupGrace();
+    const routed = hubName ? await this.catalog.resolveTool(hubName) : undefined;
+    const begin = this.beginOf('tools/call', ctx, {
+      hubName,
+      argsHash: hash,
+      args,
+      server: routed?.server.id,
+      upstreamName: routed?.upstreamName,
+      upstreamEra: routed?.server.upstream.era,
+    });
+    if (!routed) {
+      const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
+      throw err;
+    }
+    const { server, upstreamName } = routed;
+    const principal = ctx.principal;
+    const key = ctx.idempotencyKey;
+    if (key) {
+      const claim = this.ledger.idempotency.claim(principal, key, hubName, hash);
+      if (claim.kind !== 'new') {
+        const answer =
+          claim.kind === 'replay' ? claim.answer : claim.kind === 'wait' ? await claim.result : undefined;
+        if (answer) {
+          await this.ledger.record(begin, { outcome: 'replayed', latencyMs: performance.now() - t0 });
+          if ('error' in answer) throw RpcError.from(answer.error);
+          return answer.result;
+        }
+        const text =
+          claim.kind === 'conflict'
+            ? `idempotency key "${key}" was already used for ${claim.tool === hubName ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`
+            : `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: text, latencyMs: 0 });
+        return toolErrorResult(text);
+      }
+    }
+    const audit = this.ledger.begin(begin);
+    await this.ledger.whenCommitted();
+    const finish = async (end: Omit<AuditEnd, 'latencyMs'>, answer?: StoredAnswer) => {
+      if (key) {
+        if (answer) this.ledger.idempotency.complete(principal, key, answer);
+        else this.ledger.idempotency.abandon(principal, key);
+      }
+      await audit.finish({ ...end, latencyMs: performance.now() - t0 });
+    };
+    if (server.upstream.state !== 'ready') {
+      const err = new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+      await finish(outcomeOfError(err));
+      return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
+    }
+    const forwarded: Result = { ...params, name: upstreamName };
+    delete forwarded._meta;
+    try {
+      const result = await server.upstream.request('tools/call', forwarded, this.callOptions(ctx, server));
+      const isFinal = result.resultType === undefined || result.resultType === 'complete';
+      await finish(outcomeOfResult(result), isFinal ? { result } : undefined);
+      return result;
+    } catch (err) {
+      const o = outcomeOfError(err);
+      // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
+      await finish(o, err instanceof RpcError ? { error: err.toJSON() } : undefined);
+      if (err instanceof RpcError || err instanceof CancelledError) throw err;
+      if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
+        return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
+      this.log.error({ err, server: server.id }, 'tools/call failed');
+      return toolErrorResult(`Tool ${hubName} failed inside the hub`);
+    }
+  }
+
+  /** Forward a request to the upstream that owns a prompt name, with the name mapped back. */
+  private async forwardNamed(method: string, params: Result, ctx: CallContext, what: 'prompt'): Promise<Result> {
+    const t0 = performance.now();
+    const hubName = typeof params.name === 'string' ? params.name : '';
+    await this.opts.startupGrace();
+    const routed = hubName ? await this.catalog.resolvePrompt(hubName) : undefined;
+    if (!routed) {
+      const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      throw err;
+    }
+    const forwarded: Result = { ...params, name: routed.upstreamName };
+    delete forwarded._meta;
+    return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0);
+  }
+
+  private async forward(
+    method: string,
+    forwarded: Result,
+    ctx: CallContext,
+    server: ServerHandle,
+    names: { hubName?: string; upstreamName?: string },
+    t0: number,
+  ): Promise<Result> {
+    const audit = this.ledger.begin(this.beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era }));
+    await this.ledger.whenCommitted();
+    try {
+      if (server.upstream.state !== 'ready')
+        throw new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+      const result = await server.upstream.request(method, forwarded, this.callOptions(ctx, server));
+      await audit.finish({ outcome: 'ok', latencyMs: performance.now() - t0 });
+      return result;
+    } catch (err) {
+      await audit.finish({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      throw asRpcError(this.normaliseNotFound(method, forwarded, err));
+    }
+  }
+
+  /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */
+  private normaliseNotFound(method: string, params: Result, err: unknown): unknown {
+    if (method !== 'resources/read' || !(err instanceof RpcError)) return err;
+    const data = err.data as { uri?: unknown } | undefined;
+    if (err.code === LEGACY_RESOURCE_NOT_FOUND || (err.code === INVALID_PARAMS && data && typeof data.uri === 'string'))
+      return new RpcError(LEGACY_RESOURCE_NOT_FOUND, err.message || 'Resource not found', { uri: params.uri });
+    return err;
+  }
+
+  private async readResource(params: Result, ctx: CallContext): Promise<Result> {
+    const t0 = performance.now();
+    const uri = typeof params.uri === 'string' ? params.uri : '';
+    await this.opts.startupGrace();
+    const server = uri ? await this.catalog.routeUri(uri) : undefined;
+    if (!server) {
+      const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+      await this.recordLocal('resources/read', ctx, { hubName: uri, outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message } as never);
+      throw err;
+    }
+    const forwarded: Result = { ...params };
+    delete forwarded._meta;
+    return this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0);
+  }
+
+  private async complete(params: Result, ctx: CallContext): Promise<Result> {
+    const t0 = performance.now();
+    const ref = (params.ref ?? {}) as { type?: string; name?: string; uri?: string };
+    await this.opts.startupGrace();
+    let server: ServerHandle | undefined;
+    let forwardedRef: Result = ref as Result;
+    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const routed = await this.catalog.resolvePrompt(ref.name);
+      if (routed) {
+        server = routed.server;
+        forwardedRef = { ...ref, name: routed.upstreamName };
+      }
+    } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      server = (await this.catalog.templateOwner(ref.uri)) ?? (await this.catalog.routeUri(ref.uri));
+    }
+    if (!server) {
+      const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
+      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      throw err;
+    }
+    if (!server.upstream.capabilities?.completions) return { completion: { values: [] } };
+    const forwarded: Result = { ...params, ref: forwardedRef };
+    delete forwarded._meta;
+    return this.forward('completion/complete', forwarded, ctx, server, { hubName: ref.name ?? ref.uri }, t0);
+  }
+
+  private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
+    const uri = typeof params.uri === 'string' ? params.uri : '';
+    const server = uri ? await this.catalog.routeUri(uri) : undefined;
+    if (!server) {
+      const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      throw err;
+    }
+    const t0 = performance.now();
+    const subscriber = ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
+    const needUpstream =
+      method === 'resources/subscribe' ? this.subs.add(server.id, uri, subscriber) : this.subs.remove(server.id, uri, subscriber);
+    if (!needUpstream || !server.upstream.capabilities?.resources?.subscribe) {
+      await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri } as never);
+      return {};
+    }
+    return this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
+  }
+}
