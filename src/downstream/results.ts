@@ -29,6 +29,13 @@ export function toModernResult(method: string, r: Result, serverInfo: Implementa
  */
 export function toLegacyResult(method: string, r: Result): Result {
   const { resultType: _rt, ttlMs: _t, cacheScope: _c, ...out } = r;
+  // An upstream's self-description is not the hub's; legacy clients got ours at initialize.
+  const meta = out._meta as Result | undefined;
+  if (meta && META_SERVER_INFO in meta) {
+    const { [META_SERVER_INFO]: _s, ...rest } = meta;
+    if (Object.keys(rest).length) out._meta = rest;
+    else delete out._meta;
+  }
   if (method === 'tools/list' && Array.isArray(out.tools)) {
     let changed = false;
     const tools = (out.tools as Result[]).map((t) => {

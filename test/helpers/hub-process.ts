@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BIN = join(ROOT, 'dist/src/cli/main.js');
+
+export interface HubProcess {
+  url: string;
+  port: number;
+  dir: string;
+  configFile: string;
+  proc: ChildProcess;
+  /** Every stderr line so far (JSON log lines and anything else). */
+  logs: string[];
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Start the real built `switchyard start` with a config written to a fresh temp folder
+ * (ledger inside it unless the config says otherwise), on a free port; resolves once it
+ * logs that it is listening.
+ */
+export async function startHub(config: Record<string, unknown>, opts: { dir?: string; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<HubProcess> {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'switchyard-'));
+  const configFile = join(dir, 'hub.config.json');
+  const full = { ledger: { path: join(dir, 'ledger.db') }, ...config };
+  writeFileSync(configFile, JSON.stringify(full, null, 2));
+  const proc = spawn(process.execPath, [BIN, 'start', '--config', configFile, '--port', '0', ...(opts.args ?? [])], {
+    cwd: ROOT,
+    env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'debug', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  let stdout = '';
+  proc.stdout!.on('data', (d) => (stdout += d));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`hub did not start:\n${logs.join('\n')}`)), 15_000);
+    proc.stderr!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        logs.push(line);
+        if (line.includes('switchyard listening')) {
+          clearTimeout(timer);
+          resolveUrl(JSON.parse(line).url);
+        }
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`hub exited with ${code}:\n${logs.join('\n')}`));
+    });
+  });
+  return {
+    url,
+    port: Number(new URL(url).port),
+    dir,
+    configFile,
+    proc,
+    logs,
+    stop: (signal = 'SIGTERM') =>
+      new Promise((res) => {
+        if (proc.exitCode !== null) return res(proc.exitCode);
+        proc.once('exit', (code) => {
+          if (stdout) logs.push(`STDOUT WAS WRITTEN: ${stdout}`);
+          res(code);
+        });
+        proc.kill(signal);
+      }),
+  };
+}
+
+/** Node for fixture servers: `node <file> ...args`. */
+export function nodeServer(file: string, args: string[] = [], env: Record<string, string> = {}): Record<string, unknown> {
+  return { command: process.execPath, args: [join(ROOT, file), ...args], env };
+}
