@@ -19,4 +19,4 @@ CREATE INDEX idempotency_created ON idempotency (created_ms);
 -- by outcome (also how in-flight rows are found at startup).
 CREATE INDEX audit_server_ts ON audit (server, ts);
 CREATE INDEX audit_principal_ts ON audit (principal, ts);
-CREATE INDEX audit_outcome ON audit (outcome);
+CREATE INDEX audit_outcome_ts ON audit (outcome, ts);

@@ -1,0 +1,251 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import yargs from 'yargs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+const NOW = 1_800_000_000_000;
+let t: ReturnType<typeof tempDir>;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+});
+
+interface Run {
+  out: string;
+  err: string;
+  code: number;
+}
+
+/** Runs `ledger …` through yargs in this process, capturing what it prints. */
+async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: string) => void } = {}): Promise<Run> {
+  const r: Run = { out: '', err: '', code: 0 };
+  const cmd = makeLedgerCommand({
+    out: (s) => {
+      r.out += s;
+      opts.onOut?.(r.out);
+    },
+    err: (s) => (r.err += s),
+    setExitCode: (c) => (r.code = c),
+    now: () => NOW,
+    signal: opts.signal,
+    pollMs: 20,
+  });
+  await yargs(args)
+    .command(cmd)
+    .strict()
+    .exitProcess(false)
+    .fail((msg, err) => {
+      throw err ?? new Error(msg);
+    })
+    .parseAsync();
+  return r;
+}
+
+/** 2 servers × 3 rows over the last 3 hours, plus one in flight. */
+async function seeded(): Promise<Ledger> {
+  t = tempDir();
+  ledger = Ledger.open({ path: t.db, storeBodies: true });
+  const rows: [number, string, string, 'ok' | 'rpc_error' | 'timeout', number][] = [
+    [3, 'fs', 'fs__read', 'ok', 10],
+    [2.5, 'mem', 'mem__store', 'ok', 20],
+    [2, 'fs', 'fs__write', 'rpc_error', 30],
+    [1.5, 'mem', 'mem__store', 'timeout', 40],
+    [0.5, 'fs', 'fs__read', 'ok', 50],
+    [0.25, 'mem', 'mem__load', 'ok', 60],
+  ];
+  for (const [hoursAgo, server, hubName, outcome, latencyMs] of rows) {
+    await ledger.record(
+      begin({ ts: NOW - hoursAgo * 3_600_000, server, hubName, idempotencyKey: `key-${latencyMs}`, argsHash: 'ab'.repeat(32), args: { q: 'say "hi", ok' } }),
+      end({ outcome, latencyMs, errorCode: outcome === 'rpc_error' ? -32602 : null }),
+    );
+  }
+  ledger.begin(begin({ ts: NOW - 60_000, server: 'fs', hubName: 'fs__slow' }));
+  await ledger.whenCommitted();
+  return ledger;
+}
+
+describe('switchyard ledger CLI', () => {
+  it('query prints a table, oldest first, and filters', async () => {
+    await seeded();
+    const all = await cli(['ledger', 'query', '--db', t.db]);
+    expect(all.code).toBe(0);
+    const lines = all.out.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^time\s+principal\s+method\s+server\s+tool\s+eras\s+outcome\s+code\s+ms\s+idem-key$/);
+    expect(lines).toHaveLength(8);
+    expect(lines[1]).toContain('fs__read');
+    expect(lines[7]).toContain('in_flight');
+    expect(lines[3]).toMatch(/fs__write .*rpc_error\s+-32602\s+30\s+key-30/);
+    const recentFs = await cli(['ledger', 'query', '--db', t.db, '--server', 'fs', '--since', '1h']);
+    expect(recentFs.out.trimEnd().split('\n')).toHaveLength(3);
+    const mem = await cli(['ledger', 'query', '--db', t.db, '--tool', 'mem__store', '--outcome', 'timeout', '--until', new Date(NOW).toISOString()]);
+    expect(mem.out.trimEnd().split('\n')).toHaveLength(2);
+    const limited = await cli(['ledger', 'query', '--db', t.db, '--limit', '2']);
+    expect(limited.out.trimEnd().split('\n')).toHaveLength(3);
+  });
+
+  it('query --json prints one object per line with the documented fields', async () => {
+    await seeded();
+    const r = await cli(['ledger', 'query', '--db', t.db, '--json', '--server', 'fs', '--outcome', 'rpc_error']);
+    const objs = r.out.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(objs).toHaveLength(1);
+    expect(objs[0]).toMatchObject({
+      ts: new Date(NOW - 2 * 3_600_000).toISOString(),
+      principal: 'alice',
+      method: 'tools/call',
+      server: 'fs',
+      tool: 'fs__write',
+      upstreamName: 'read',
+      clientEra: '2026-07-28',
+      upstreamEra: '2025-11-25',
+      outcome: 'rpc_error',
+      errorCode: -32602,
+      latencyMs: 30,
+      idempotencyKey: 'key-30',
+      argsHash: 'ab'.repeat(32),
+      args: { q: 'say "hi", ok' },
+    });
+  });
+
+  it('stats per server and tool, as a table and as JSON', async () => {
+    await seeded();
+    const r = await cli(['ledger', 'stats', '--db', t.db]);
+    expect(r.out).toMatch(/^server\s+method\s+name\s+calls\s+errors\s+error%\s+p50ms\s+p95ms\n/);
+    expect(r.out).toMatch(/mem\s+tools\/call\s+mem__store\s+2\s+1\s+50\.0\s+20\s+40/);
+    const j = await cli(['ledger', 'stats', '--db', t.db, '--json', '--since', '2h']);
+    const objs = j.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { name: string; calls: number });
+    expect(objs.map((o) => [o.name, o.calls])).toEqual([
+      ['fs__read', 1],
+      ['fs__write', 1],
+      ['mem__load', 1],
+      ['mem__store', 1],
+    ]);
+  });
+
+  it('verify exits 0 on an intact chain and 1 naming the altered row', async () => {
+    const l = await seeded();
+    const ok = await cli(['ledger', 'verify', '--db', t.db]);
+    expect(ok).toEqual({ out: 'ok: 6 rows verified (chain seq 1..6)\n', err: '', code: 0 });
+    const id = l.query({ outcome: 'rpc_error' })[0].id;
+    const raw = new Database(t.db);
+    raw.prepare(`UPDATE audit SET outcome='ok' WHERE id=?`).run(id);
+    raw.close();
+    const bad = await cli(['ledger', 'verify', '--db', t.db]);
+    expect(bad.code).toBe(1);
+    expect(bad.out).toBe(`FAILED at row ${id} (seq 3): hash mismatch: the row was changed after it was written\n`);
+  });
+
+  it('export writes JSON lines or CSV of every matching row', async () => {
+    await seeded();
+    const jsonl = await cli(['ledger', 'export', '--db', t.db]);
+    const objs = jsonl.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { id: number; outcome: string });
+    expect(objs).toHaveLength(7);
+    expect(objs.map((o) => o.id)).toEqual([...objs.map((o) => o.id)].sort((a, b) => a - b));
+    const csv = await cli(['ledger', 'export', '--db', t.db, '--format', 'csv', '--server', 'mem']);
+    const lines = csv.out.trimEnd().split('\n');
+    expect(lines[0].split(',').slice(0, 4)).toEqual(['id', 'seq', 'ts', 'requestId']);
+    expect(lines).toHaveLength(4);
+    expect(lines[1]).toContain('"{""q"":""say \\""hi\\"", ok""}"');
+    const bad = await cli(['ledger', 'export', '--db', t.db, '--format', 'xml']).catch((e: Error) => e);
+    expect(bad).toBeInstanceOf(Error);
+  });
+
+  it('prune deletes old finished rows and the chain still verifies', async () => {
+    await seeded();
+    const r = await cli(['ledger', 'prune', '--db', t.db, '--before', '110m']);
+    expect(r).toMatchObject({ code: 0, out: `pruned 3 rows older than ${new Date(NOW - 110 * 60_000).toISOString()}\n` });
+    const v = await cli(['ledger', 'verify', '--db', t.db]);
+    expect(v.out).toBe('ok: 3 rows verified (chain seq 4..6)\n');
+    // The running writer's in-flight row is untouched and it keeps chaining after the prune.
+    expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
+    await ledger!.record(begin({ ts: NOW }), end());
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toBe('ok: 4 rows verified (chain seq 4..7)\n');
+  });
+
+  it('reading commands leave a running hub alone (read-only; in-flight rows stay in flight)', async () => {
+    await seeded();
+    await cli(['ledger', 'query', '--db', t.db]);
+    await cli(['ledger', 'verify', '--db', t.db]);
+    expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
+  });
+
+  it('tail shows the last finished calls and follows new ones as they finish', async () => {
+    const l = await seeded();
+    const ac = new AbortController();
+    let resolveSeen!: () => void;
+    const seen = new Promise<void>((r) => (resolveSeen = r));
+    const running = cli(['ledger', 'tail', '--db', t.db, '-n', '2', '-f', '--json'], {
+      signal: ac.signal,
+      onOut: (out) => {
+        if (out.includes('"tool":"late__one"')) resolveSeen();
+      },
+    });
+    await new Promise((r) => setTimeout(r, 60));
+    const h = l.begin(begin({ hubName: 'late__one' }));
+    await new Promise((r) => setTimeout(r, 60));
+    await h.finish(end({ outcome: 'cancelled' }));
+    await seen;
+    ac.abort();
+    const r = await running;
+    const objs = r.out.trimEnd().split('\n').map((x) => JSON.parse(x) as { tool: string; outcome: string });
+    expect(objs.map((o) => o.tool)).toEqual(['fs__read', 'mem__load', 'late__one']);
+    expect(objs[2].outcome).toBe('cancelled'); // printed once, finished
+  });
+
+  it('finds the database from --config (relative to the config file) and reports problems', async () => {
+    t = tempDir();
+    mkdirSync(join(t.dir, 'etc'));
+    writeFileSync(join(t.dir, 'etc', 'hub.config.json'), JSON.stringify({ ledger: { path: '../var/audit.db' } }));
+    expect(resolveLedgerPath({ config: join(t.dir, 'etc', 'hub.config.json') })).toBe(join(t.dir, 'var', 'audit.db'));
+    expect(resolveLedgerPath({ db: 'x.db', config: 'nope.json' })).toBe(resolve('x.db'));
+    ledger = Ledger.open({ path: join(t.dir, 'var', 'audit.db') });
+    await ledger.record(begin(), end());
+    const r = await cli(['ledger', 'query', '--config', join(t.dir, 'etc', 'hub.config.json'), '--json']);
+    expect(r.out.trimEnd().split('\n')).toHaveLength(1);
+
+    writeFileSync(join(t.dir, 'broken.json'), '{ nope');
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger: cannot read/) });
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/config file not found/) });
+    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: expect.stringMatching(/no ledger database at/) });
+    expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
+    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'var', 'audit.db'), '--since', 'yesterday'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/not a time: "yesterday"/),
+    });
+  });
+
+  it('runs as a real process from the compiled module (exit codes, stdout)', async () => {
+    const dist = resolve('dist/src/cli/ledger.js');
+    expect(existsSync(dist), 'dist is built by the global setup (npx tsc -p .)').toBe(true);
+    const l = await seeded();
+    const entry = `
+      import yargs from 'yargs';
+      const { ledgerCommand } = await import(${JSON.stringify(pathToFileURL(dist).href)});
+      // With -e the arguments start at argv[1].
+      await yargs(process.argv.slice(1)).scriptName('switchyard').command(ledgerCommand).demandCommand(1).strict().help().parseAsync();`;
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ['--input-type=module', '-e', entry, '--', ...args], { cwd: resolve('.'), encoding: 'utf8' });
+    const q = run('ledger', 'query', '--db', t.db, '--json', '--outcome', 'timeout');
+    expect(q.status).toBe(0);
+    expect(JSON.parse(q.stdout)).toMatchObject({ tool: 'mem__store', outcome: 'timeout' });
+    expect(run('ledger', 'verify', '--db', t.db)).toMatchObject({ status: 0, stdout: 'ok: 6 rows verified (chain seq 1..6)\n' });
+    const id = l.query({ outcome: 'timeout' })[0].id;
+    const raw = new Database(t.db);
+    raw.prepare('DELETE FROM audit WHERE id = ?').run(id);
+    raw.close();
+    const v = run('ledger', 'verify', '--db', t.db);
+    expect(v.status).toBe(1);
+    expect(v.stdout).toMatch(/^FAILED at row \d+ \(seq 5\): chain broken before this row: expected seq 4, found 5/);
+    const missing = run('ledger', 'query', '--db', join(t.dir, 'nope.db'));
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
+    expect(run('ledger').status).not.toBe(0); // a subcommand is required
+  });
+});
