@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
@@ -42,8 +42,12 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     }
   }
   mkdirSync(dirname(path), { recursive: true });
+  const created = !existsSync(path);
   const db = new Database(path);
   try {
+    // Audit rows name principals and may hold (redacted) bodies: owner-only. SQLite gives
+    // the -wal/-shm files the same mode.
+    if (created) chmodSync(path, 0o600);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     // Another process (the CLI pruning) may hold the write lock briefly.

@@ -213,19 +213,19 @@ export class Ledger {
     return {
       id,
       ts: Math.trunc(Number(b.ts)) || 0,
-      requestId: String(b.requestId),
-      principal: String(b.principal),
-      clientAddress: b.clientAddress ?? null,
-      clientEra: String(b.clientEra),
-      clientName: b.clientInfo?.name ?? null,
-      clientVersion: b.clientInfo?.version ?? null,
-      method: String(b.method),
-      hubName: b.hubName ?? null,
-      server: b.server ?? null,
-      upstreamName: b.upstreamName ?? null,
-      upstreamEra: b.upstreamEra ?? null,
-      idempotencyKey: b.idempotencyKey ?? null,
-      argsHash: b.argsHash ?? null,
+      requestId: text(b.requestId) ?? '',
+      principal: text(b.principal) ?? '',
+      clientAddress: text(b.clientAddress),
+      clientEra: text(b.clientEra) ?? '',
+      clientName: text(b.clientInfo?.name),
+      clientVersion: text(b.clientInfo?.version),
+      method: text(b.method) ?? '',
+      hubName: text(b.hubName),
+      server: text(b.server),
+      upstreamName: text(b.upstreamName),
+      upstreamEra: text(b.upstreamEra),
+      idempotencyKey: text(b.idempotencyKey),
+      argsHash: text(b.argsHash),
       requestBytes: finiteOrNull(b.requestBytes),
       argsJson: this.body(b.args),
     };
@@ -234,15 +234,15 @@ export class Ledger {
   private endParams(e: AuditEnd): Record<string, unknown> {
     return {
       outcome: e.outcome,
-      errorKind: e.errorKind ?? null,
+      errorKind: text(e.errorKind),
       errorCode: finiteOrNull(e.errorCode),
-      errorMessage: e.errorMessage === undefined ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
+      errorMessage: e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
       latencyMs: finiteOrNull(e.latencyMs),
       responseBytes: finiteOrNull(e.responseBytes),
       resultJson: this.body(e.result),
-      server: e.server ?? null,
-      upstreamName: e.upstreamName ?? null,
-      upstreamEra: e.upstreamEra ?? null,
+      server: text(e.server),
+      upstreamName: text(e.upstreamName),
+      upstreamEra: text(e.upstreamEra),
     };
   }
 
@@ -286,6 +286,23 @@ function redactPattern(p: RegExp | string | undefined): RegExp {
     return new RegExp(p, 'i');
   } catch {
     throw new Error('ledger.redactKeys is not a valid regular expression');
+  }
+}
+
+const MAX_TEXT = 4096;
+
+/** Text columns take whatever arrives (ids may be numbers) but never fail the insert. */
+function text(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  const s = typeof v === 'string' ? v : typeof v === 'object' ? safeStringify(v) : String(v);
+  return s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s;
+}
+
+function safeStringify(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return '[unserializable]';
   }
 }
 

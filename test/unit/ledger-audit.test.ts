@@ -5,6 +5,7 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
+import type { AuditBegin } from '../../src/ledger/types.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -209,6 +210,12 @@ describe('ledger audit rows and group commit', () => {
     await ledger.record(begin({ args: { a: 1 }, requestBytes: Number.NaN }), end({ result: { ok: true }, latencyMs: Number.POSITIVE_INFINITY }));
     const [row] = ledger.query({});
     expect(row).toMatchObject({ argsJson: null, resultJson: null, requestBytes: null, latencyMs: null, argsHash: null });
+    // Values of the wrong type (the types say string) are stored as text, not a failed insert.
+    const odd = { requestId: 7, principal: undefined, hubName: { x: 1 }, clientInfo: { name: 'n'.repeat(10_000) } } as unknown as Partial<AuditBegin>;
+    await ledger.record(begin(odd), end({ errorMessage: 42 as unknown as string }));
+    const [o] = ledger.query({ limit: 1 });
+    expect(o).toMatchObject({ requestId: '7', principal: '', hubName: '{"x":1}', errorMessage: '42' });
+    expect(o.clientName).toHaveLength(4096);
     expect(ledger.verify().ok).toBe(true);
   });
 });

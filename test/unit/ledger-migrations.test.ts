@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,6 +37,7 @@ describe('ledger migrations', () => {
     );
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
+    expect(statSync(join(t.dir, 'sub', 'dir', 'ledger.db')).mode & 0o777).toBe(0o600);
   });
 
   // Every earlier version k (0 = empty file, created by applying only the first k files).
