@@ -6,8 +6,10 @@
 //   node test/conformance/run.mjs --line 0.2 --fixture --write-baseline test/conformance/baseline-direct-0.2.json
 //
 // Options:
-//   --line 0.1|0.2          0.1 = @modelcontextprotocol/conformance@0.1.16 (runs --suite all),
-//                           0.2 = conformance-next (0.2.0-alpha.12, runs --requirements 2026-07-28)
+//   --line 0.1|0.2|0.2-active
+//                           0.1 = @modelcontextprotocol/conformance@0.1.16 (runs --suite all),
+//                           0.2 = conformance-next (0.2.0-alpha.12, runs --requirements 2026-07-28),
+//                           0.2-active = conformance-next --suite active (legacy scenarios at 2025-11-25)
 //   --url URL               endpoint under test (POST /mcp)
 //   --fixture               start test/fixtures/conformance/server.mjs --http 0 and test it instead of --url
 //   --scenario NAME         run one scenario (repeatable); default: the whole line
@@ -28,9 +30,16 @@ import { parseArgs } from 'node:util';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SHIM = path.join(ROOT, 'test/conformance/shim/register.mjs');
 
+// extraArgs select the whole line; scenarioArgs are added when single scenarios are run.
 const LINES = {
-  '0.1': { pkgDir: 'node_modules/@modelcontextprotocol/conformance', extraArgs: ['--suite', 'all'] },
-  '0.2': { pkgDir: 'node_modules/conformance-next', extraArgs: ['--requirements', '2026-07-28'] },
+  '0.1': { pkgDir: 'node_modules/@modelcontextprotocol/conformance', extraArgs: ['--suite', 'all'], scenarioArgs: [] },
+  '0.2': {
+    pkgDir: 'node_modules/conformance-next',
+    extraArgs: ['--requirements', '2026-07-28'],
+    scenarioArgs: ['--spec-version', '2026-07-28'],
+  },
+  // The 0.2 line's active suite, each scenario at its own revision (2025-11-25 for the legacy ones).
+  '0.2-active': { pkgDir: 'node_modules/conformance-next', extraArgs: ['--suite', 'active'], scenarioArgs: [] },
 };
 
 // Scenarios that also pass when the tool is missing (its "not found" isError reply satisfies
@@ -66,7 +75,7 @@ function readArgs() {
       timeout: { type: 'string', default: '600000' },
     },
   });
-  if (!LINES[values.line]) usage('--line must be 0.1 or 0.2');
+  if (!LINES[values.line]) usage(`--line must be one of ${Object.keys(LINES).join(', ')}`);
   if (!values.url && !values.fixture) usage('give --url URL or --fixture');
   return values;
 }
@@ -97,8 +106,7 @@ function runCli(line, url, outDir, scenarios, timeoutMs) {
   const runs = scenarios?.length ? scenarios.map((s) => ['--scenario', s]) : [LINES[line].extraArgs];
   return runs.reduce(async (prev, selector) => {
     const acc = await prev;
-    // A single scenario of the 0.2 line runs at its own default revision unless told otherwise.
-    const pin = line === '0.2' && selector[0] === '--scenario' ? ['--spec-version', '2026-07-28'] : [];
+    const pin = selector[0] === '--scenario' ? LINES[line].scenarioArgs : [];
     const args = ['--import', SHIM, cli, 'server', '--url', url, '-o', outDir, ...selector, ...pin];
     const out = await new Promise((resolve) => {
       const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -236,7 +244,8 @@ async function main() {
         process.stdout.write(`REGRESSIONS against ${args.expect}:\n${regressions.map((r) => `  ${r}`).join('\n')}\n`);
         exitCode = 1;
       } else {
-        process.stdout.write(`all ${Object.keys(baseline.passing).length} expected scenarios pass\n`);
+        const checked = Object.keys(baseline.passing).filter((n) => !args.scenario || args.scenario.includes(n));
+        process.stdout.write(`all ${checked.length} expected scenarios pass\n`);
       }
     } else if (failed.length > 0 || results.size === 0) {
       exitCode = 1;
