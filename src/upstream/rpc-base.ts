@@ -157,6 +157,7 @@ export abstract class UpstreamBase extends EventEmitter implements Upstream {
       this.first = this.attempt();
       return this.first;
     }
+    if (this._state === 'failed') return Promise.reject(new UpstreamUnavailableError(this.id, 'failed', this._lastError));
     // A retry is scheduled or running: report its outcome.
     return new Promise((resolve, reject) => {
       const on = (s: UpstreamState): void => {

@@ -53,7 +53,7 @@ export class StdioUpstream extends UpstreamBase {
   }
 
   protected async connect(): Promise<void> {
-    this.spawn();
+    await this.spawn();
     if (this.verdict === LEGACY) {
       try {
         await this.initialize();
@@ -130,7 +130,8 @@ export class StdioUpstream extends UpstreamBase {
     this.child?.send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
   }
 
-  private spawn(): void {
+  /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
+  private async spawn(): Promise<void> {
     const s = this.spec;
     const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
     this.child = child;
@@ -139,6 +140,10 @@ export class StdioUpstream extends UpstreamBase {
       if (this.child === child) this.handleMessage(c);
     });
     child.on('exit', (e: ExitInfo) => this.onExit(child, e));
+    if (child.pid === undefined) {
+      const e = await child.exit;
+      throw new TransportError(`process could not start: ${e.error ?? 'unknown error'}`, undefined, true);
+    }
   }
 
   private async respawn(): Promise<void> {
@@ -148,7 +153,7 @@ export class StdioUpstream extends UpstreamBase {
       old.kill();
       await old.exit;
     }
-    this.spawn();
+    await this.spawn();
   }
 
   private onExit(child: StdioChild, e: ExitInfo): void {

@@ -1,0 +1,334 @@
+/**
+ * Calls through stdio upstreams of both eras, against real child processes: envelopes, ids,
+ * progress, timeouts, cancellation, server-to-client requests, logs, notifications, framing
+ * faults, crashes and restarts.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger, type Logger } from '../../src/log.js';
+import { RpcError } from '../../src/protocol/errors.js';
+import type { ProgressInfo } from '../../src/protocol/types.js';
+import { createUpstream, type UpstreamOptions } from '../../src/upstream/index.js';
+import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
+import { alive, captureLogger, perProcess, quirkLog, quirkSpec, ROOT, tmpDir, waitFor } from './upstream-helpers.js';
+
+const open: Upstream[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((u) => u.close()));
+});
+
+async function started(spec: UpstreamSpec, log: Logger = silentLogger, opts: UpstreamOptions = {}): Promise<Upstream> {
+  const u = createUpstream(spec, log, { backoff: { baseMs: 50 }, ...opts });
+  open.push(u);
+  await u.start();
+  return u;
+}
+
+const text = (r: Record<string, unknown>): string => (r.content as { text: string }[])[0].text;
+
+describe.each([
+  ['legacy', 'legacy-32601'],
+  ['modern', 'modern'],
+])('%s stdio calls', (era, fixture) => {
+  it('maps fresh monotonic upstream ids back to each caller', async () => {
+    const spec = quirkSpec(fixture);
+    const u = await started(spec);
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => u.request('tools/call', { name: 'echo', arguments: { i } })));
+    results.forEach((r, i) => expect(r.structuredContent).toMatchObject({ args: { i } }));
+    const ids = perProcess(spec.logFile)[0]
+      .filter((m) => m.method === 'tools/call')
+      .map((m) => m.id as number);
+    expect(new Set(ids).size).toBe(20);
+    expect(ids.every((id) => typeof id === 'number' && id > 0)).toBe(true);
+  });
+
+  it('rejects with the RpcError the upstream answered', async () => {
+    const u = await started(quirkSpec(fixture));
+    const err = await u.request('tools/call', { name: 'nope' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RpcError);
+    expect(err).toMatchObject({ code: -32602, message: 'unknown tool nope' });
+  });
+
+  it('routes progress to the call that asked for it and resets the timeout on each update', async () => {
+    const u = await started(quirkSpec(fixture));
+    const a: ProgressInfo[] = [];
+    const b: ProgressInfo[] = [];
+    // 6 steps 100 ms apart outlast the 250 ms timeout only because progress resets it.
+    const [ra, rb] = await Promise.all([
+      u.request('tools/call', { name: 'slow', arguments: { steps: 6, interval: 100 } }, { timeoutMs: 250, onProgress: (p) => a.push(p) }),
+      u.request('tools/call', { name: 'slow', arguments: { steps: 2, interval: 20 } }, { onProgress: (p) => b.push(p) }),
+    ]);
+    expect(text(ra)).toBe('slow done');
+    expect(text(rb)).toBe('slow done');
+    expect(a.map((p) => p.progress)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(a[0]).toEqual({ progress: 1, total: 6, message: 'step 1' });
+    expect(b.map((p) => p.progress)).toEqual([1, 2]);
+  });
+
+  it('times out, cancels upstream with the upstream id, and keeps working', async () => {
+    const spec = quirkSpec(fixture);
+    const u = await started(spec);
+    const t0 = Date.now();
+    const err = await u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 5000 } }, { timeoutMs: 200 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'TimeoutError', kind: 'timeout', ms: 200 });
+    expect(Date.now() - t0).toBeLessThan(1000);
+    await waitFor(() => quirkLog(spec.logFile).some((e) => e.in?.method === 'notifications/cancelled'), 2000, 'cancel');
+    const msgs = perProcess(spec.logFile)[0];
+    const call = msgs.find((m) => m.method === 'tools/call' && (m.params as { name: string }).name === 'slow')!;
+    const cancel = msgs.find((m) => m.method === 'notifications/cancelled')!;
+    expect(cancel.params).toEqual({ requestId: call.id, reason: 'timed out after 200 ms' });
+    expect(await u.request('tools/call', { name: 'echo', arguments: {} })).toMatchObject({ structuredContent: { args: {} } });
+  });
+
+  it('cancels on abort with notifications/cancelled and rejects with CancelledError', async () => {
+    const spec = quirkSpec(fixture);
+    const u = await started(spec);
+    const ctl = new AbortController();
+    const p = u.request('tools/call', { name: 'slow', arguments: { steps: 100, interval: 50 } }, { signal: ctl.signal, onProgress: () => ctl.abort('user gave up') });
+    await expect(p).rejects.toMatchObject({ name: 'CancelledError', message: 'user gave up' });
+    await waitFor(() => quirkLog(spec.logFile).some((e) => e.in?.method === 'notifications/cancelled'), 2000, 'cancel');
+    const cancel = perProcess(spec.logFile)[0].find((m) => m.method === 'notifications/cancelled')!;
+    expect(cancel.params).toMatchObject({ reason: 'user gave up' });
+    // An already-aborted signal never reaches the upstream.
+    await expect(u.request('tools/call', { name: 'echo' }, { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'CancelledError' });
+  });
+
+  it('emits notifications that belong to no call', async () => {
+    const u = await started(quirkSpec(fixture));
+    const seen: { method: string }[] = [];
+    u.on('notification', (n: { method: string }) => seen.push(n));
+    await u.request('tools/call', { name: 'changed' });
+    expect(seen).toEqual([{ method: 'notifications/tools/list_changed', params: {} }]);
+  });
+
+  it('is unavailable before start and after close', async () => {
+    const u = createUpstream(quirkSpec(fixture), silentLogger);
+    await expect(u.request('tools/list', {})).rejects.toMatchObject({ name: 'UpstreamUnavailableError', state: 'starting' });
+    await u.start();
+    await u.close();
+    expect(u.state).toBe('stopped');
+    await expect(u.request('tools/list', {})).rejects.toMatchObject({ name: 'UpstreamUnavailableError', state: 'stopped' });
+  });
+});
+
+describe('envelopes', () => {
+  const meta = { traceparent: '00-abc-def-01', 'com.example/x': 1 };
+
+  it('modern: the required envelope, the caller capabilities, log level and pass-through keys', async () => {
+    const u = await started(quirkSpec('modern'));
+    const r = await u.request(
+      'tools/call',
+      { name: 'echo', arguments: { a: 1 }, _meta: { baggage: 'k=v', 'io.modelcontextprotocol/protocolVersion': 'forged' } },
+      {
+        clientCapabilities: { elicitation: { form: {} } },
+        logLevel: 'warning',
+        meta: { ...meta, progressToken: 'forged', 'dev.switchyard/idempotency-key': 'k1' },
+        onProgress: () => undefined,
+      },
+    );
+    const seen = (r.structuredContent as { meta: Record<string, unknown> }).meta;
+    expect(seen).toEqual({
+      baggage: 'k=v',
+      ...meta,
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
+      'io.modelcontextprotocol/clientInfo': { name: 'switchyard', version: expect.any(String) },
+      'io.modelcontextprotocol/logLevel': 'warning',
+      progressToken: expect.stringMatching(/^sy-/),
+    });
+    expect(seen.progressToken).not.toBe('forged');
+  });
+
+  it('modern: clientCapabilities default to {}', async () => {
+    const u = await started(quirkSpec('modern'));
+    const r = await u.request('tools/call', { name: 'echo' });
+    expect((r.structuredContent as { meta: Record<string, unknown> }).meta['io.modelcontextprotocol/clientCapabilities']).toEqual({});
+  });
+
+  it('legacy: only pass-through keys, and no _meta at all when there are none', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const r = await u.request('tools/call', { name: 'echo' }, { meta, logLevel: 'debug', clientCapabilities: { sampling: {} } });
+    expect((r.structuredContent as { meta: unknown }).meta).toEqual(meta);
+    const bare = await u.request('tools/call', { name: 'echo' });
+    expect((bare.structuredContent as { meta: unknown }).meta).toBeNull();
+  });
+});
+
+describe('server-to-client requests from a legacy stdio upstream', () => {
+  it('routes elicitation to the only call that can answer it, pausing its timeout meanwhile', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const asked: unknown[] = [];
+    const r = await u.request('tools/call', { name: 'elicit' }, {
+      timeoutMs: 200,
+      onServerRequest: async (req) => {
+        asked.push(req);
+        await new Promise((res) => setTimeout(res, 400));
+        return { action: 'accept', content: { name: 'Ada' } };
+      },
+    });
+    expect(asked).toEqual([{ method: 'elicitation/create', params: expect.objectContaining({ mode: 'form', message: 'name?' }) }]);
+    expect(JSON.parse(text(r))).toEqual({ action: 'accept', content: { name: 'Ada' } });
+  });
+
+  it('answers -32601 when no call can answer, and an RpcError from the handler travels back', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const none = await u.request('tools/call', { name: 'elicit' });
+    expect(JSON.parse(text(none))).toEqual({ code: -32601, message: 'client does not support elicitation/create' });
+    const refused = await u.request('tools/call', { name: 'elicit' }, { onServerRequest: () => Promise.reject(new RpcError(-1, 'user rejected')) });
+    expect(JSON.parse(text(refused))).toEqual({ code: -1, message: 'user rejected' });
+    const broken = await u.request('tools/call', { name: 'elicit' }, { onServerRequest: () => Promise.reject(new Error('secret detail')) });
+    expect(JSON.parse(text(broken))).toEqual({ code: -32603, message: 'the client could not answer' });
+  });
+
+  it('refuses a request it cannot attribute when several calls could answer', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const handler = async (): Promise<Record<string, unknown>> => ({ action: 'decline' });
+    const slow = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } }, { onServerRequest: handler });
+    const r = await u.request('tools/call', { name: 'elicit' }, { onServerRequest: handler });
+    expect(JSON.parse(text(r))).toEqual({ code: -32603, message: 'ambiguous: several calls in flight' });
+    await slow;
+  });
+
+  it('answers ping itself', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const r = await u.request('tools/call', { name: 'ping' });
+    expect(JSON.parse(text(r))).toMatchObject({ jsonrpc: '2.0', result: {} });
+  });
+});
+
+describe('notifications/message', () => {
+  it('legacy: goes to the call alone in flight, else becomes an event', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const logs: unknown[] = [];
+    await u.request('tools/call', { name: 'log', arguments: { text: 'mine' } }, { onLog: (p) => logs.push(p) });
+    expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'mine' }]);
+    const events: { method: string }[] = [];
+    u.on('notification', (n: { method: string }) => events.push(n));
+    const other = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 200 } });
+    await u.request('tools/call', { name: 'log', arguments: { text: 'shared' } }, { onLog: (p) => logs.push(p) });
+    await other;
+    expect(logs).toHaveLength(1);
+    expect(events).toEqual([{ method: 'notifications/message', params: { level: 'info', logger: 'quirk', data: 'shared' } }]);
+  });
+
+  it('modern: goes to the only call that set a log level', async () => {
+    const u = await started(quirkSpec('modern'));
+    const logs: unknown[] = [];
+    const other = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 200 } });
+    await u.request('tools/call', { name: 'log', arguments: { text: 'mine' } }, { logLevel: 'info', onLog: (p) => logs.push(p) });
+    await other;
+    expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'mine' }]);
+  });
+});
+
+describe('framing faults', () => {
+  it('skips junk lines and oversized frames and keeps every call working', async () => {
+    const { log, records } = captureLogger();
+    const u = await started(quirkSpec('garbage', { maxFrameBytes: 65536 }), log);
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => u.request('tools/call', { name: 'echo', arguments: { i, pad: 'é'.repeat(200) } })));
+    results.forEach((r, i) => expect(r.structuredContent).toMatchObject({ args: { i } }));
+    const msgs = records.map((r) => r.msg);
+    expect(msgs).toContain('skipped a stdout line that is not JSON-RPC');
+    expect(msgs).toContain('dropped an oversized stdout frame');
+    const junk = records.find((r) => r.msg === 'skipped a stdout line that is not JSON-RPC' && r.line === '[1,2,3]');
+    expect(junk).toMatchObject({ level: 40, server: 'garbage' });
+  });
+
+  it('drops a response larger than maxFrameBytes; the call then times out', async () => {
+    const u = await started(quirkSpec('modern', { maxFrameBytes: 4096 }));
+    await expect(u.request('tools/call', { name: 'echo', arguments: { big: 'x'.repeat(8000) } }, { timeoutMs: 300 })).rejects.toMatchObject({ name: 'TimeoutError' });
+    expect(await u.request('tools/call', { name: 'echo', arguments: { small: 1 } })).toMatchObject({ structuredContent: { args: { small: 1 } } });
+  });
+
+  it('logs the child stderr with the server id', async () => {
+    const { log, records } = captureLogger();
+    await started(quirkSpec('legacy-exit-on-discover'), log);
+    expect(records).toContainEqual(expect.objectContaining({ server: 'legacy_exit_on_discover', stderr: 'refusing server/discover before initialize' }));
+  });
+});
+
+describe('supervision', () => {
+  it('fails the calls in flight when the process crashes, then restarts it', async () => {
+    const once = join(tmpDir(), 'crashed');
+    const spec = quirkSpec('crash-mid-call', { env: { QUIRK_CRASH_ONCE: once } });
+    const u = await started(spec);
+    const states: UpstreamState[] = [];
+    u.on('state', (s: UpstreamState) => states.push(s));
+    const progress: ProgressInfo[] = [];
+    const err = await u.request('tools/call', { name: 'x' }, { onProgress: (p) => progress.push(p) }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'TransportError', notDelivered: false });
+    expect((err as Error).message).toMatch(/exited with code 1/);
+    expect(progress).toEqual([{ progress: 1 }]);
+    expect(u.state).toBe('restarting');
+    expect(u.lastError).toMatch(/exited with code 1/);
+    await expect(u.request('tools/list', {})).rejects.toMatchObject({ name: 'UpstreamUnavailableError', state: 'restarting' });
+    await waitFor(() => u.state === 'ready', 5000, 'restart');
+    expect(states).toEqual(['restarting', 'ready']);
+    expect(u.restarts).toBe(1);
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('survived');
+    expect(perProcess(spec.logFile)).toHaveLength(2);
+  });
+
+  it('marks a crash loop failed and keeps retrying slowly; start() rejects with the cause', async () => {
+    const dir = tmpDir();
+    const script = join(dir, 'dies.mjs');
+    writeFileSync(script, 'process.exit(3)\n');
+    const u = createUpstream(
+      { id: 'dies', command: process.execPath, args: [script], era: 'auto', timeoutMs: 2000, probeTimeoutMs: 500, maxFrameBytes: 65536 },
+      silentLogger,
+      { backoff: { baseMs: 10, crashLimit: 3, windowMs: 60_000, failedRetryMs: 600_000 } },
+    );
+    open.push(u);
+    const states: [UpstreamState, string | undefined][] = [];
+    u.on('state', (s: UpstreamState, d?: string) => states.push([s, d]));
+    await expect(u.start()).rejects.toMatchObject({ name: 'TransportError', message: 'process exited with code 3' });
+    await waitFor(() => u.state === 'failed', 5000, 'failed');
+    expect(u.restarts).toBe(2);
+    // Three failures (the first start and two retries) reach the limit.
+    expect(states.map(([s]) => s)).toEqual(['starting', 'starting', 'failed']);
+    expect(states[2][1]).toBe('process exited with code 3');
+    await expect(u.start()).rejects.toMatchObject({ name: 'UpstreamUnavailableError' });
+  });
+
+  it('reports a command that cannot be spawned', async () => {
+    const u = createUpstream(
+      { id: 'missing', command: join(tmpDir(), 'no-such-binary'), era: 'auto', timeoutMs: 1000, probeTimeoutMs: 300, maxFrameBytes: 65536 },
+      silentLogger,
+    );
+    open.push(u);
+    await expect(u.start()).rejects.toThrow(/process could not start: spawn .*ENOENT/);
+    expect(u.state).toBe('starting');
+  });
+
+  it('close() ends stdin, then SIGTERMs, then SIGKILLs the whole process group', async () => {
+    const spec = quirkSpec('spawns-grandchild', { env: { QUIRK_STUBBORN: '1' } });
+    const u = await started(spec);
+    const log = quirkLog(spec.logFile);
+    const leader = log.find((e) => e.spawn)!.spawn!;
+    const grandchild = log.find((e) => e.grandchild)!.grandchild!;
+    expect(alive(leader) && alive(grandchild)).toBe(true);
+    const t0 = Date.now();
+    await u.close();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(3900);
+    expect(quirkLog(spec.logFile).some((e) => e.sigterm === leader)).toBe(true);
+    await waitFor(() => !alive(leader) && !alive(grandchild), 2000, 'group gone');
+  }, 15_000);
+
+  it('kills every child group when the hub process exits', () => {
+    const spec = quirkSpec('spawns-grandchild', { env: { QUIRK_STUBBORN: '1' } });
+    const hub = `
+      import { createUpstream } from ${JSON.stringify(join(ROOT, 'dist/src/upstream/index.js'))};
+      import { silentLogger } from ${JSON.stringify(join(ROOT, 'dist/src/log.js'))};
+      const u = createUpstream(${JSON.stringify(spec)}, silentLogger);
+      await u.start();
+      process.exit(0);
+    `;
+    execFileSync(process.execPath, ['--input-type=module', '-e', hub], { timeout: 10_000 });
+    const log = quirkLog(spec.logFile);
+    const leader = log.find((e) => e.spawn)!.spawn!;
+    const grandchild = log.find((e) => e.grandchild)!.grandchild!;
+    return waitFor(() => !alive(leader) && !alive(grandchild), 2000, 'children gone');
+  });
+});

@@ -1,0 +1,183 @@
+/**
+ * Era detection over stdio against real processes: raw quirk fixtures reproducing what deployed
+ * servers do with a `server/discover` probe, the npm memory server (SDK 1.x, legacy) and an
+ * SDK v2 server that refuses the legacy era.
+ */
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { LEGACY, MODERN } from '../../src/protocol/era.js';
+import { createUpstream } from '../../src/upstream/index.js';
+import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
+import { perProcess, QUIRKS, quirkSpec, ROOT, tmpDir } from './upstream-helpers.js';
+
+const open: Upstream[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((u) => u.close()));
+});
+
+function make(spec: UpstreamSpec): Upstream {
+  const u = createUpstream(spec, silentLogger, { backoff: { baseMs: 50 } });
+  open.push(u);
+  return u;
+}
+
+describe('stdio era detection', () => {
+  for (const [fixture, answer] of [
+    ['legacy-32601', 'a -32601 error'],
+    ['legacy-32602', 'a -32602 error'],
+  ] as const) {
+    it(`takes ${answer} to server/discover as legacy and initializes the same process`, async () => {
+      const spec = quirkSpec(fixture);
+      const u = make(spec);
+      await u.start();
+      expect(u.state).toBe('ready');
+      expect(u.era).toBe(LEGACY);
+      expect(u.protocolVersion).toBe('2025-11-25');
+      expect(u.serverInfo?.name).toMatch(/^discover-3260/);
+      expect(u.capabilities).toEqual({ tools: { listChanged: true }, logging: {} });
+      expect(u.instructions).toMatch(/legacy quirk/);
+      // A round trip, so the fixture has logged everything sent before it.
+      await u.request('tools/list', {});
+      const procs = perProcess(spec.logFile);
+      expect(procs).toHaveLength(1);
+      expect(procs[0].map((m) => m.method)).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/list']);
+      const init = procs[0][1].params!;
+      expect(init.protocolVersion).toBe('2025-11-25');
+      expect(init.clientInfo).toMatchObject({ name: 'switchyard' });
+      expect(init.capabilities).toEqual({ elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: false } });
+      // The probe carried the full modern envelope.
+      expect(procs[0][0].params!._meta).toMatchObject({
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'switchyard' },
+      });
+    });
+  }
+
+  it('takes silence past probeTimeoutMs as legacy', async () => {
+    const spec = quirkSpec('legacy-silent-discover', { probeTimeoutMs: 400 });
+    const u = make(spec);
+    const t0 = Date.now();
+    await u.start();
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(390);
+    expect(u.era).toBe(LEGACY);
+    await u.request('tools/list', {});
+    expect(perProcess(spec.logFile)[0].map((m) => m.method)).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/list']);
+    // The probe is never cancelled (nothing but initialize may precede initialize).
+    expect(perProcess(spec.logFile)[0].some((m) => m.method === 'notifications/cancelled')).toBe(false);
+  });
+
+  it('respawns a server that exits on the probe and initializes the new process', async () => {
+    const spec = quirkSpec('legacy-exit-on-discover');
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(u.restarts).toBe(0);
+    const r = await u.request('tools/call', { name: 'echo', arguments: { a: 1 } });
+    expect(r.structuredContent).toMatchObject({ args: { a: 1 } });
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(2);
+    expect(procs[0].map((m) => m.method)).toEqual(['server/discover']);
+    expect(procs[1].map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/call']);
+  });
+
+  it('recognises a modern server from its DiscoverResult and never sends initialize', async () => {
+    const spec = quirkSpec('modern');
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    expect(u.protocolVersion).toBe(MODERN);
+    expect(u.serverInfo).toEqual({ name: 'modern-quirk', version: '2.0.0' });
+    expect(u.capabilities).toEqual({ tools: {}, logging: {} });
+    expect(u.instructions).toBe('modern quirk modern-quirk');
+    expect(perProcess(spec.logFile)[0].map((m) => m.method)).toEqual(['server/discover']);
+  });
+
+  it('treats -32022 with a supported list as modern and asks again instead of falling back', async () => {
+    const spec = quirkSpec('modern', { env: { QUIRK_REJECT_FIRST: '1' } });
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    expect(perProcess(spec.logFile)[0].map((m) => m.method)).toEqual(['server/discover', 'server/discover']);
+  });
+
+  it('fails clearly when a modern server speaks no version the hub speaks', async () => {
+    const spec = quirkSpec('modern', { env: { QUIRK_SUPPORTED: '2027-01-01' } });
+    const u = make(spec);
+    await expect(u.start()).rejects.toThrow(/2027-01-01.*2026-07-28/);
+    expect(u.state).toBe('starting');
+    expect(u.lastError).toMatch(/2027-01-01/);
+    expect(perProcess(spec.logFile).flat().some((m) => m.method === 'initialize')).toBe(false);
+  });
+
+  it('skips the probe when the era is configured as legacy', async () => {
+    const spec = quirkSpec('legacy-exit-on-discover', { era: LEGACY });
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(1);
+    expect(procs[0][0].method).toBe('initialize');
+  });
+
+  it('refuses a legacy server configured as modern', async () => {
+    const u = make(quirkSpec('legacy-32601', { era: MODERN }));
+    await expect(u.start()).rejects.toThrow(/configured as 2026-07-28/);
+    expect(u.era).toBeUndefined();
+  });
+
+  it('keeps the verdict for a respawn: the new process gets initialize, not a probe', async () => {
+    const spec = quirkSpec('legacy-32601');
+    const u = make(spec);
+    await u.start();
+    await expect(u.request('tools/call', { name: 'crash' })).rejects.toMatchObject({ name: 'TransportError' });
+    await new Promise<void>((r) => u.on('state', (s) => s === 'ready' && r()));
+    await u.request('tools/list', {});
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(2);
+    expect(procs[1].map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/list']);
+    expect(u.restarts).toBe(1);
+  });
+
+  it('detects @modelcontextprotocol/server-memory (SDK 1.x) as legacy', async () => {
+    const u = make({
+      id: 'memory',
+      command: join(ROOT, 'node_modules/.bin/mcp-server-memory'),
+      env: { MEMORY_FILE_PATH: join(tmpDir(), 'memory.jsonl') },
+      era: 'auto',
+      timeoutMs: 10_000,
+      probeTimeoutMs: 5000,
+      maxFrameBytes: 1 << 20,
+    });
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(u.serverInfo?.name).toBe('memory-server');
+    const created = await u.request('tools/call', {
+      name: 'create_entities',
+      arguments: { entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote the first program'] }] },
+    });
+    expect(created.isError).toBeFalsy();
+    const graph = await u.request('tools/call', { name: 'read_graph', arguments: {} });
+    expect(JSON.stringify(graph)).toContain('wrote the first program');
+  });
+
+  it('detects an SDK v2 server that rejects the legacy era as modern', async () => {
+    const u = make({
+      id: 'sdk2',
+      command: process.execPath,
+      args: [join(QUIRKS, 'sdk2-modern-stdio.mjs')],
+      era: 'auto',
+      timeoutMs: 10_000,
+      probeTimeoutMs: 5000,
+      maxFrameBytes: 1 << 20,
+    });
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    expect(u.serverInfo).toEqual({ name: 'sdk2-modern', version: '2.4.0' });
+    const list = await u.request('tools/list', {});
+    expect((list.tools as { name: string }[]).map((t) => t.name)).toEqual(['echo']);
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'héllo' } });
+    expect(r).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'héllo' }] });
+  });
+});
