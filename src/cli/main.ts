@@ -3,12 +3,14 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { startCommand } from './start.js';
 import { configCommand } from './config.js';
+import { ledgerCommand } from './ledger.js';
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))
   .scriptName('switchyard')
   .command(startCommand)
   .command(configCommand)
+  .command(ledgerCommand)
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
   .help()

@@ -11,6 +11,8 @@ export interface AuditSink {
     claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim;
     complete(principal: string, key: string, answer: StoredAnswer): void;
     abandon(principal: string, key: string): void;
+    /** The call may have run but its outcome is not known: the key stays refused. */
+    markUnknown(principal: string, key: string): void;
   };
   close(): Promise<void>;
   /** Persistent hub-name assignments, so names survive restarts. */
@@ -34,6 +36,7 @@ export class NullLedger implements AuditSink {
     claim: (): IdempotencyClaim => ({ kind: 'new' }),
     complete: () => {},
     abandon: () => {},
+    markUnknown: () => {},
   };
   close(): Promise<void> {
     return Promise.resolve();

@@ -20,6 +20,10 @@ export interface RouterOptions {
 
 type Result = Record<string, unknown>;
 
+function unknownRefusal(key: string): string {
+  return `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
+}
+
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
 function asRpcError(err: unknown): RpcError {
   if (err instanceof RpcError) return err;
@@ -146,35 +150,35 @@ export class Router {
     const principal = ctx.principal;
     const key = ctx.idempotencyKey;
     if (key) {
-      const claim = this.ledger.idempotency.claim(principal, key, hubName, hash);
-      if (claim.kind !== 'new') {
-        const answer =
-          claim.kind === 'replay' ? claim.answer : claim.kind === 'wait' ? await claim.result : undefined;
-        if (answer) {
+      const settled = await this.settleIdempotency(principal, key, hubName, hash);
+      if (settled) {
+        if ('answer' in settled) {
           await this.ledger.record(begin, { outcome: 'replayed', latencyMs: performance.now() - t0 });
-          if ('error' in answer) throw RpcError.from(answer.error);
-          return answer.result;
+          if ('error' in settled.answer) throw RpcError.from(settled.answer.error);
+          return settled.answer.result;
         }
-        const text =
-          claim.kind === 'conflict'
-            ? `idempotency key "${key}" was already used for ${claim.tool === hubName ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`
-            : `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
-        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: text, latencyMs: 0 });
-        return toolErrorResult(text);
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
+        return toolErrorResult(settled.refusal);
       }
     }
     const audit = this.ledger.begin(begin);
     await this.ledger.whenCommitted();
-    const finish = async (end: Omit<AuditEnd, 'latencyMs'>, answer?: StoredAnswer) => {
+    /**
+     * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
+     * saw the call (the key is freed), true when it may have run (the key becomes unknown).
+     */
+    const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
       if (key) {
+        // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(principal, key, answer);
+        else if (ran) this.ledger.idempotency.markUnknown(principal, key);
         else this.ledger.idempotency.abandon(principal, key);
       }
-      await audit.finish({ ...end, latencyMs: performance.now() - t0 });
+      return audit.finish({ ...end, latencyMs: performance.now() - t0 });
     };
     if (server.upstream.state !== 'ready') {
       const err = new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
-      await finish(outcomeOfError(err));
+      await finish(outcomeOfError(err), undefined, false);
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
     const forwarded: Result = { ...params, name: upstreamName };
@@ -182,18 +186,54 @@ export class Router {
     try {
       const result = await server.upstream.request('tools/call', forwarded, this.callOptions(ctx, server));
       const isFinal = result.resultType === undefined || result.resultType === 'complete';
-      await finish(outcomeOfResult(result), isFinal ? { result } : undefined);
+      await finish(outcomeOfResult(result), isFinal ? { result } : undefined, !isFinal);
       return result;
     } catch (err) {
-      const o = outcomeOfError(err);
+      const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
       // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
-      await finish(o, err instanceof RpcError ? { error: err.toJSON() } : undefined);
+      await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
       if (err instanceof RpcError || err instanceof CancelledError) throw err;
       if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
         return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
       this.log.error({ err, server: server.id }, 'tools/call failed');
       return toolErrorResult(`Tool ${hubName} failed inside the hub`);
     }
+  }
+
+  /**
+   * Resolve an idempotency key before forwarding: undefined means "run it" (this caller owns
+   * the key now); otherwise a stored answer to replay or a refusal to return as a tool error.
+   */
+  private async settleIdempotency(
+    principal: string,
+    key: string,
+    tool: string,
+    hash: string,
+  ): Promise<{ answer: StoredAnswer } | { refusal: string } | undefined> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const claim = this.ledger.idempotency.claim(principal, key, tool, hash);
+      switch (claim.kind) {
+        case 'new':
+          return undefined;
+        case 'replay':
+          return { answer: claim.answer };
+        case 'conflict':
+          return {
+            refusal: `idempotency key "${key}" was already used for ${claim.tool === tool ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`,
+          };
+        case 'unknown':
+          return { refusal: unknownRefusal(key) };
+        case 'wait':
+          try {
+            return { answer: await claim.result };
+          } catch (err) {
+            // The first caller gave up before forwarding: claim again (one waiter wins).
+            if ((err as Error)?.name === 'IdempotencyAbandonedError') continue;
+            return { refusal: unknownRefusal(key) };
+          }
+      }
+    }
+    return { refusal: `idempotency key "${key}" is busy; retry later` };
   }
 
   /** Forward a request to the upstream that owns a prompt name, with the name mapped back. */
