@@ -14,6 +14,8 @@ export interface HubProcess {
   proc: ChildProcess;
   /** Every stderr line so far (JSON log lines and anything else). */
   logs: string[];
+  /** Everything the hub wrote to stdout so far (the daemon should write nothing there). */
+  stdout(): string;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
@@ -63,6 +65,7 @@ export async function startHub(config: Record<string, unknown>, opts: { dir?: st
     configFile,
     proc,
     logs,
+    stdout: () => stdout,
     stop: (signal = 'SIGTERM') =>
       new Promise((res) => {
         if (proc.exitCode !== null) return res(proc.exitCode);

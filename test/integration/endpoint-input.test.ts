@@ -1,0 +1,189 @@
+/**
+ * Acceptance: bad input at the hub's HTTP endpoint gets the right status and JSON-RPC error,
+ * and never hurts the daemon: after every case a valid request still succeeds and nothing was
+ * written to stdout. Raw fetch / node:http only, against the real built binary.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import {
+  LEGACY_VERSION,
+  META_CAPS,
+  META_INFO,
+  META_VERSION,
+  MODERN_VERSION,
+  modernBody,
+  modernHeaders,
+  modernMeta,
+  modernPost,
+  post,
+  rawHttp,
+  waitForReady,
+  type RawReply,
+} from '../helpers/wire.js';
+
+const MAX_BODY = 1024;
+const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
+describe('bad input at the HTTP endpoint', () => {
+  let hub: HubProcess;
+  let url: string;
+  let nextId = 1000;
+
+  beforeAll(async () => {
+    hub = await startHub({
+      listen: { maxBodyBytes: MAX_BODY },
+      servers: {
+        legacy: nodeServer('test/fixtures/servers/sdk1-server.mjs'),
+        modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs'),
+      },
+    });
+    url = hub.url;
+    await waitForReady(url, ['legacy', 'modern']);
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  // After every case: the daemon is alive, still serves a real call, and kept stdout clean.
+  afterEach(async () => {
+    expect(hub.proc.exitCode, 'hub exited').toBeNull();
+    const id = nextId++;
+    const r = await modernPost(url, id, 'tools/call', { name: 'legacy__echo', arguments: { text: `still here ${id}` } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: `echo:still here ${id}` }] } });
+    expect(hub.stdout()).toBe('');
+  });
+
+  function expectError(r: RawReply, status: number, code: number): NonNullable<RawReply['body']> {
+    expect(r.status, r.text).toBe(status);
+    expect(r.body, r.text).toMatchObject({ jsonrpc: '2.0', error: { code, message: expect.any(String) } });
+    return r.body!;
+  }
+
+  it('invalid JSON → 400 with -32700', async () => {
+    const r = await post(url, '{"jsonrpc":"2.0","id":1,"method":', JSON_HEADERS);
+    const body = expectError(r, 400, -32700);
+    expect(body).not.toHaveProperty('id');
+  });
+
+  it('a batch array → 400 with -32600', async () => {
+    const r = await post(url, [modernBody(1, 'tools/list'), modernBody(2, 'prompts/list')], JSON_HEADERS);
+    expectError(r, 400, -32600);
+  });
+
+  it('a message without "jsonrpc" → 400 with -32600 echoing the id', async () => {
+    const r = await post(url, { id: 7, method: 'tools/list', params: { _meta: modernMeta() } }, modernHeaders('tools/list'));
+    const body = expectError(r, 400, -32600);
+    expect(body.id).toBe(7);
+  });
+
+  it('id: null → 400 with -32600', async () => {
+    const r = await post(url, { jsonrpc: '2.0', id: null, method: 'tools/list', params: { _meta: modernMeta() } }, modernHeaders('tools/list'));
+    const body = expectError(r, 400, -32600);
+    expect(body.id ?? undefined).toBeUndefined();
+  });
+
+  it('a body over listen.maxBodyBytes → 413 (declared length and chunked)', async () => {
+    const big = modernBody(3, 'tools/call', { name: 'legacy__echo', arguments: { text: 'x'.repeat(MAX_BODY * 2) } });
+    const r = await post(url, big, modernHeaders('tools/call', 'legacy__echo'));
+    expect(r.status).toBe(413);
+    // No Content-Length: the limit is enforced while reading.
+    const chunked = await rawHttp(url, { headers: { ...modernHeaders('tools/call', 'legacy__echo'), 'transfer-encoding': 'chunked' }, chunks: [JSON.stringify(big).slice(0, 700), JSON.stringify(big).slice(700)] });
+    expect(chunked.status).toBe(413);
+    // Just under the limit is served.
+    const fits = modernBody(4, 'tools/call', { name: 'legacy__echo', arguments: { text: '' } });
+    const pad = MAX_BODY - Buffer.byteLength(JSON.stringify(fits));
+    (fits.params as { arguments: { text: string } }).arguments.text = 'y'.repeat(pad);
+    expect(Buffer.byteLength(JSON.stringify(fits))).toBe(MAX_BODY);
+    const ok = await post(url, fits, modernHeaders('tools/call', 'legacy__echo'));
+    expect(ok.status, ok.text).toBe(200);
+    expect(ok.body?.result).toMatchObject({ content: [{ type: 'text', text: `echo:${'y'.repeat(pad)}` }] });
+  });
+
+  it('a wrong Content-Type → 415', async () => {
+    const r = await post(url, JSON.stringify(modernBody(5, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'text/plain' });
+    expect(r.status).toBe(415);
+  });
+
+  it('a foreign Origin → 403', async () => {
+    const r = await post(url, modernBody(6, 'tools/list'), { ...modernHeaders('tools/list'), origin: 'http://evil.example.com' });
+    expect(r.status).toBe(403);
+    // A loopback origin is fine.
+    const local = await post(url, modernBody(7, 'tools/list'), { ...modernHeaders('tools/list'), origin: `http://127.0.0.1:${hub.port}` });
+    expect(local.status).toBe(200);
+  });
+
+  it('a foreign Host → 403 (DNS rebinding)', async () => {
+    const r = await rawHttp(url, { headers: { ...modernHeaders('tools/list'), host: 'evil.example.com' }, chunks: [JSON.stringify(modernBody(8, 'tools/list'))] });
+    expect(r.status).toBe(403);
+    const health = await rawHttp(new URL('/healthz', url).href, { method: 'GET', headers: { host: `evil.example.com:${hub.port}` } });
+    expect(health.status).toBe(403);
+  });
+
+  it('modern header ≠ body version → 400 with -32020', async () => {
+    const r = await post(url, modernBody(9, 'tools/list'), modernHeaders('tools/list', undefined, LEGACY_VERSION));
+    expectError(r, 400, -32020);
+    // Mcp-Method and Mcp-Name must mirror the body too.
+    expectError(await post(url, modernBody(10, 'tools/list'), modernHeaders('prompts/list')), 400, -32020);
+    expectError(
+      await post(url, modernBody(11, 'tools/call', { name: 'legacy__echo', arguments: { text: 'a' } }), modernHeaders('tools/call', 'legacy__add')),
+      400,
+      -32020,
+    );
+  });
+
+  it('an unsupported modern version → 400 with -32022 and data.supported', async () => {
+    const v = '2099-01-01';
+    const r = await post(url, modernBody(12, 'tools/list', {}, modernMeta({ [META_VERSION]: v })), modernHeaders('tools/list', undefined, v));
+    const body = expectError(r, 400, -32022);
+    const data = body.error!.data as { supported: string[]; requested: string };
+    expect(data.supported).toContain(MODERN_VERSION);
+    expect(data.requested).toBe(v);
+  });
+
+  it('missing _meta clientCapabilities → 400 with -32602', async () => {
+    const meta = { [META_VERSION]: MODERN_VERSION, [META_INFO]: { name: 'raw', version: '1' } };
+    const r = await post(url, modernBody(13, 'tools/list', {}, meta), modernHeaders('tools/list'));
+    const body = expectError(r, 400, -32602);
+    expect(body.id).toBe(13);
+    expect(body.error!.message).toContain(META_CAPS);
+  });
+
+  it('a modern version header without a body claim → 400 with -32602', async () => {
+    const r = await post(url, { jsonrpc: '2.0', id: 14, method: 'tools/list', params: {} }, modernHeaders('tools/list'));
+    expectError(r, 400, -32602);
+  });
+
+  it('an unknown modern method → 404 with -32601', async () => {
+    const r = await post(url, modernBody(15, 'tools/frobnicate'), modernHeaders('tools/frobnicate'));
+    const body = expectError(r, 404, -32601);
+    expect(body.id).toBe(15);
+  });
+
+  it('a legacy request without a session → 400; with an unknown session → 404', async () => {
+    const req = { jsonrpc: '2.0', id: 16, method: 'tools/list', params: {} };
+    const none = await post(url, req, JSON_HEADERS);
+    expect(none.status).toBe(400);
+    expect(none.body).toMatchObject({ jsonrpc: '2.0', id: 16, error: { code: expect.any(Number) } });
+    const unknown = await post(url, req, { ...JSON_HEADERS, 'mcp-session-id': 'no-such-session', 'mcp-protocol-version': LEGACY_VERSION });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toMatchObject({ jsonrpc: '2.0', id: 16, error: { code: expect.any(Number) } });
+  });
+
+  it('GET /healthz reports every upstream with its state, era and tool count', async () => {
+    // The tool counts come from the catalog, so list once first.
+    const listed = await modernPost(url, 17, 'tools/list');
+    expect(listed.status).toBe(200);
+    const res = await fetch(new URL('/healthz', url));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('application/json');
+    expect(await res.json()).toEqual({
+      status: 'ok',
+      servers: [
+        { id: 'legacy', state: 'ready', era: LEGACY_VERSION, tools: 5 },
+        { id: 'modern', state: 'ready', era: MODERN_VERSION, tools: 5 },
+      ],
+    });
+  });
+});

@@ -1,0 +1,91 @@
+/**
+ * Acceptance: `npm start` from the repo root, with the shipped hub.config.json (legacy-notes
+ * on SDK v1 and modern-clock on SDK v2 over stdio), answers a legacy client listing the tools
+ * of both example servers within 5 s of the spawn. The shipped config keeps its ledger at
+ * ./data/ledger.db (git-ignored); the port is the only override.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ROOT } from '../helpers/hub-process.js';
+
+const BUDGET_MS = 5_000;
+const NOTES_TOOLS = ['notes__add_note', 'notes__list_notes', 'notes__search_notes'];
+const CLOCK_TOOLS = ['clock__now', 'clock__add_days'];
+
+/** Resolves with the hub's URL from its "switchyard listening" log line. */
+function listeningUrl(proc: ChildProcess, stderr: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`no listening line:\n${stderr.join('')}`)), BUDGET_MS);
+    proc.stderr!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      stderr.push(d.toString());
+      for (const line of buf.split('\n')) {
+        if (!line.includes('switchyard listening')) continue;
+        clearTimeout(timer);
+        try {
+          resolve((JSON.parse(line) as { url: string }).url);
+        } catch {
+          reject(new Error(`unreadable listening line: ${line}`));
+        }
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`npm start exited with ${code}:\n${stderr.join('')}`));
+    });
+  });
+}
+
+describe('npm start', () => {
+  let proc: ChildProcess | undefined;
+  let client: Client | undefined;
+
+  afterAll(async () => {
+    await client?.close().catch(() => {});
+    if (proc?.pid !== undefined && proc.exitCode === null) {
+      const exited = new Promise((r) => proc!.once('exit', r));
+      // npm runs the hub through a shell: signal the whole group we created.
+      process.kill(-proc.pid, 'SIGTERM');
+      await exited;
+    }
+  });
+
+  it(`serves the shipped config's two example servers to a legacy client within ${BUDGET_MS / 1000} s`, async () => {
+    const started = Date.now();
+    proc = spawn('npm', ['start', '--', '--port', '0'], {
+      cwd: ROOT,
+      env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    proc.stdout!.resume();
+    const stderr: string[] = [];
+    const url = await listeningUrl(proc, stderr);
+    expect(new URL(url).hostname).toBe('127.0.0.1');
+
+    client = new Client({ name: 'npm-start-check', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    let names: string[] = [];
+    // Upstreams may still be starting: list again until both show up or the budget is spent.
+    while (Date.now() - started < BUDGET_MS) {
+      names = (await client.listTools()).tools.map((t) => t.name);
+      if (names.some((n) => n.startsWith('notes__')) && names.some((n) => n.startsWith('clock__'))) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const elapsed = Date.now() - started;
+    expect(names).toEqual(expect.arrayContaining([...NOTES_TOOLS, ...CLOCK_TOOLS]));
+    expect(names.filter((n) => !n.startsWith('notes__') && !n.startsWith('clock__'))).toEqual([]);
+    expect(elapsed, `tools of both servers listed after ${elapsed} ms`).toBeLessThan(BUDGET_MS);
+
+    // Both upstreams answer calls through the hub (legacy upstream and modern upstream).
+    expect(await client.callTool({ name: 'clock__add_days', arguments: { date: '2026-02-27', days: 2 } })).toEqual({
+      content: [{ type: 'text', text: '2026-03-01' }],
+      structuredContent: { date: '2026-03-01' },
+    });
+    const saved = await client.callTool({ name: 'notes__add_note', arguments: { title: 'npm start', body: 'works' } });
+    expect(saved).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^Saved note #\d+: npm start$/) }], structuredContent: { title: 'npm start' } });
+  }, 30_000);
+});
