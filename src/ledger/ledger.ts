@@ -4,6 +4,7 @@ import { ChainWriter, type VerifyResult } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
+import { LedgerNameStore } from './names.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
@@ -38,7 +39,10 @@ const MAX_ERROR_MESSAGE = 4096;
  * forward, `idempotency.complete()`, `await handle.finish()`, then answer the client.
  */
 export class Ledger {
+  /** A real ledger: the router measures response sizes only for one (see AuditSink.enabled). */
+  readonly enabled = true;
   readonly idempotency: IdempotencyStore;
+  private readonly names: LedgerNameStore;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
   private readonly chain: ChainWriter;
@@ -66,6 +70,7 @@ export class Ledger {
     this.chain = new ChainWriter(db);
     this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, this.log);
     this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
+    this.names = new LedgerNameStore(db, this.gc, now, this.log);
 
     const cols = `id, ts, request_id, principal, client_address, client_era, client_name, client_version, method,
       hub_name, server, upstream_name, upstream_era, idempotency_key, args_hash, request_bytes, args_json, outcome`;
@@ -147,6 +152,11 @@ export class Ledger {
       if (!row) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
       this.chain.append(row);
     });
+  }
+
+  /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
+  nameStore(): LedgerNameStore {
+    return this.names;
   }
 
   /** Group-commit counters: committed transactions and the writes they carried. */

@@ -3,6 +3,8 @@ import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer 
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
 export interface AuditSink {
+  /** false: nothing is recorded, so the router skips work done only for the ledger (sizes). */
+  readonly enabled?: boolean;
   begin(b: AuditBegin): AuditHandle;
   /** Resolves once everything queued so far is committed. */
   whenCommitted(): Promise<void>;
@@ -21,6 +23,7 @@ export interface AuditSink {
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */
 export class NullLedger implements AuditSink {
+  readonly enabled = false;
   private id = 0;
   begin(): AuditHandle {
     const rowId = ++this.id;

@@ -1,0 +1,59 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { NameKind, NameStore } from '../catalog/names.js';
+import type { Logger } from '../log.js';
+import type { GroupCommit } from './group-commit.js';
+
+/**
+ * Hub-name assignments kept in the ledger file, so a tool keeps its hub name across restarts
+ * and config changes. The NameAssigner reads synchronously while it builds a list, so every
+ * row is loaded into memory at open; a put updates the map at once and is written by the
+ * group commit (no disk write on the list path).
+ */
+export class LedgerNameStore implements NameStore {
+  private readonly map = new Map<string, string>();
+  private readonly upsert: Statement;
+
+  constructor(
+    db: Database,
+    private readonly gc: GroupCommit,
+    private readonly now: () => number,
+    private readonly log: Logger,
+  ) {
+    this.upsert = db.prepare(`INSERT INTO names (server, kind, upstream_name, hub_name, assigned_ms)
+      VALUES (@server, @kind, @upstreamName, @hubName, @assigned)
+      ON CONFLICT (server, kind, upstream_name) DO UPDATE SET hub_name = excluded.hub_name, assigned_ms = excluded.assigned_ms`);
+    const rows = db.prepare('SELECT server, kind, upstream_name, hub_name FROM names').all() as {
+      server: string;
+      kind: NameKind;
+      upstream_name: string;
+      hub_name: string;
+    }[];
+    for (const r of rows) this.map.set(keyOf(r.server, r.kind, r.upstream_name), r.hub_name);
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  get(server: string, kind: NameKind, upstreamName: string): string | undefined {
+    return this.map.get(keyOf(server, kind, upstreamName));
+  }
+
+  put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
+    const k = keyOf(server, kind, upstreamName);
+    if (this.map.get(k) === hubName) return;
+    this.map.set(k, hubName);
+    const assigned = this.now();
+    // A lost write only means the name may be assigned afresh after a restart; the
+    // assignment in memory stays right for this process either way.
+    this.gc
+      .enqueue(() => {
+        this.upsert.run({ server, kind, upstreamName, hubName, assigned });
+      })
+      .catch((err: unknown) => this.log.error({ err, server, kind }, 'ledger: could not store a hub name'));
+  }
+}
+
+function keyOf(server: string, kind: string, upstreamName: string): string {
+  return `${server}\0${kind}\0${upstreamName}`;
+}
