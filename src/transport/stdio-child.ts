@@ -108,22 +108,28 @@ function installExitHook(): void {
   });
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): boolean {
+/**
+ * Signals the child's process group. `orLeader` falls back to the pid alone (for a child that
+ * somehow is not a group leader); never used once the leader has exited, as its pid may be
+ * reused by then.
+ */
+function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
   try {
     process.kill(-pid, signal);
-    return true;
   } catch {
+    if (!orLeader) return;
     try {
       process.kill(pid, signal);
-      return true;
     } catch {
-      return false;
+      // already gone
     }
   }
 }
 
 /**
  * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once.
+ * A stdout line longer than maxFrameBytes is dropped and logged. Its id cannot be read without
+ * buffering it, so if it was a response the pending call is left to its timeout.
  */
 export class StdioChild extends EventEmitter {
   readonly pid: number | undefined;
@@ -144,7 +150,7 @@ export class StdioChild extends EventEmitter {
       if (this.pid !== undefined) {
         liveGroups.delete(this.pid);
         // The leader is gone; anything it left behind in its group goes too.
-        killGroup(this.pid, 'SIGTERM');
+        killGroup(this.pid, 'SIGTERM', false);
       }
       onExit(e);
       this.emit('exit', e);

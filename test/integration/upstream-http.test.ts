@@ -1,0 +1,498 @@
+/**
+ * Streamable HTTP upstreams over loopback: a sessionful SDK v1 server (legacy), an SDK v2
+ * `createMcpHandler` that refuses the legacy era (modern), and tiny raw servers for the probe
+ * outcomes that say nothing about the era. All servers run in this process on port 0.
+ */
+import { randomUUID } from 'node:crypto';
+import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer as McpServerV1 } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { ElicitResultSchema, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { silentLogger } from '../../src/log.js';
+import { LEGACY, MODERN } from '../../src/protocol/era.js';
+import { RpcError } from '../../src/protocol/errors.js';
+import type { ProgressInfo } from '../../src/protocol/types.js';
+import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
+import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
+import { waitFor } from './upstream-helpers.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => unknown;
+
+interface Seen {
+  method: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+const servers: http.Server[] = [];
+const open: Upstream[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((u) => u.close()));
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+/** A loopback server on port 0 that records every request. */
+async function listen(handler: Handler): Promise<{ url: string; seen: Seen[]; server: http.Server }> {
+  const seen: Seen[] = [];
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks).toString('utf8');
+    seen.push({ method: req.method!, headers: req.headers, body });
+    await handler(req, res, body);
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, seen, server };
+}
+
+function spec(url: string, extra: Partial<UpstreamSpec> = {}): UpstreamSpec {
+  return { id: 'web', url, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20, ...extra };
+}
+
+function make(s: UpstreamSpec): HttpUpstream {
+  const u = createUpstream(s, silentLogger, { backoff: { baseMs: 50 } }) as HttpUpstream;
+  open.push(u);
+  return u;
+}
+
+const text = (r: Record<string, unknown>): string => (r.content as { text: string }[])[0].text;
+const rpcBodies = (seen: Seen[]): { id?: unknown; method?: string; params?: Record<string, unknown> }[] =>
+  seen.filter((s) => s.method === 'POST').map((s) => JSON.parse(s.body) as { method?: string });
+
+describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
+  let sessions: Map<string, { transport: StreamableHTTPServerTransport; server: McpServerV1 }>;
+  let aborted: string[];
+  let url: string;
+  let seen: Seen[];
+
+  function v1Server(): McpServerV1 {
+    const s = new McpServerV1({ name: 'v1-http', version: '1.32.2' }, { capabilities: { logging: {} } });
+    s.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }, extra) => ({
+      content: [{ type: 'text', text }],
+      structuredContent: { meta: extra._meta ?? null },
+    }));
+    s.registerTool('slow', { inputSchema: { steps: z.number() } }, async ({ steps }, extra) => {
+      const token = extra._meta?.progressToken;
+      for (let i = 1; i <= steps; i++) {
+        if (token !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: i, total: steps } });
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      await new Promise<void>((resolve) => {
+        if (extra.signal.aborted) return resolve();
+        extra.signal.addEventListener('abort', () => {
+          aborted.push(String(extra.requestId));
+          resolve();
+        });
+        setTimeout(resolve, steps === 0 ? 5000 : 0);
+      });
+      return { content: [{ type: 'text', text: 'slow done' }] };
+    });
+    s.registerTool('elicit', { inputSchema: {} }, async (_args, extra) => {
+      const answer = await extra.sendRequest(
+        { method: 'elicitation/create', params: { mode: 'form', message: 'name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } } },
+        ElicitResultSchema,
+      );
+      return { content: [{ type: 'text', text: JSON.stringify(answer) }] };
+    });
+    s.registerTool('log', { inputSchema: {} }, async (_args, extra) => {
+      await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: 'from v1' } });
+      return { content: [{ type: 'text', text: 'logged' }] };
+    });
+    return s;
+  }
+
+  beforeEach(async () => {
+    sessions = new Map();
+    aborted = [];
+    ({ url, seen } = await listen(async (req, res, body) => {
+      const sid = req.headers['mcp-session-id'] as string | undefined;
+      const parsed = body ? JSON.parse(body) : undefined;
+      const known = sid ? sessions.get(sid) : undefined;
+      if (known) return known.transport.handleRequest(req, res, parsed);
+      if (sid) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+      }
+      if (req.method === 'POST' && isInitializeRequest(parsed)) {
+        const server = v1Server();
+        const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+        });
+        await server.connect(transport);
+        return transport.handleRequest(req, res, parsed);
+      }
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, id: null }));
+    }));
+  });
+
+  it('is detected as legacy from 400 -32000, then initialized with a session', async () => {
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(u.protocolVersion).toBe('2025-11-25');
+    expect(u.serverInfo).toMatchObject({ name: 'v1-http', version: '1.32.2' });
+    expect(u.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    const probe = seen[0];
+    expect(probe.headers['mcp-protocol-version']).toBe(MODERN);
+    expect(probe.headers['mcp-method']).toBe('server/discover');
+    expect(probe.headers.accept).toBe('application/json, text/event-stream');
+    expect(probe.headers['content-type']).toBe('application/json');
+    expect(JSON.parse(seen[1].body).method).toBe('initialize');
+    expect(seen[1].headers['mcp-session-id']).toBeUndefined();
+  });
+
+  it('sends the session id and protocol version on every later request', async () => {
+    const u = make(spec(url, { headers: { 'X-Api-Key': 'k-123' } }));
+    await u.start();
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'hi' } }, { meta: { traceparent: 't' } });
+    expect(text(r)).toBe('hi');
+    expect(r.structuredContent).toEqual({ meta: { traceparent: 't' } });
+    const call = seen.find((s) => s.body.includes('"tools/call"'))!;
+    expect(call.headers['mcp-session-id']).toBe(u.sessionId);
+    expect(call.headers['mcp-protocol-version']).toBe('2025-11-25');
+    expect(call.headers['x-api-key']).toBe('k-123');
+    expect(call.headers['mcp-method']).toBeUndefined();
+  });
+
+  it('routes progress and a server request that arrive on the POST stream to their call', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const progress: ProgressInfo[] = [];
+    const other = u.request('tools/call', { name: 'slow', arguments: { steps: 2 } }, { onServerRequest: async () => ({ action: 'decline' }) });
+    const [r, r2] = await Promise.all([
+      u.request('tools/call', { name: 'slow', arguments: { steps: 3 } }, { onProgress: (p) => progress.push(p) }),
+      u.request('tools/call', { name: 'elicit', arguments: {} }, { onServerRequest: async (req) => ({ action: 'accept', content: { name: `Ada (${req.method})` } }) }),
+    ]);
+    await other;
+    expect(text(r)).toBe('slow done');
+    expect(progress).toEqual([
+      { progress: 1, total: 3 },
+      { progress: 2, total: 3 },
+      { progress: 3, total: 3 },
+    ]);
+    // Two calls with handlers were in flight: the POST stream still says which one it is for.
+    expect(JSON.parse(text(r2))).toEqual({ action: 'accept', content: { name: 'Ada (elicitation/create)' } });
+    const answer = seen.find((s) => s.body.includes('"Ada (elicitation/create)"'))!;
+    expect(answer.headers['mcp-session-id']).toBe(u.sessionId);
+  });
+
+  it('routes a log that arrives on the POST stream to its call', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const logs: unknown[] = [];
+    const busy = u.request('tools/call', { name: 'slow', arguments: { steps: 2 } });
+    await u.request('tools/call', { name: 'log', arguments: {} }, { onLog: (p) => logs.push(p) });
+    await busy;
+    expect(logs).toEqual([{ level: 'info', data: 'from v1' }]);
+  });
+
+  it('cancels with notifications/cancelled, which aborts the handler upstream', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const ctl = new AbortController();
+    const p = u.request('tools/call', { name: 'slow', arguments: { steps: 0 } }, { signal: ctl.signal });
+    await waitFor(() => seen.some((s) => s.body.includes('"slow"')), 2000, 'call sent');
+    ctl.abort();
+    await expect(p).rejects.toMatchObject({ name: 'CancelledError' });
+    await waitFor(() => aborted.length === 1, 2000, 'handler aborted');
+    const call = rpcBodies(seen).find((b) => b.method === 'tools/call')!;
+    const cancel = rpcBodies(seen).find((b) => b.method === 'notifications/cancelled')!;
+    expect(cancel.params).toEqual({ requestId: call.id, reason: 'request cancelled' });
+  });
+
+  it('receives notifications on the GET stream', async () => {
+    const u = make(spec(url));
+    await u.start();
+    await waitFor(() => seen.some((s) => s.method === 'GET'), 2000, 'GET stream');
+    const events: unknown[] = [];
+    u.on('notification', (n) => events.push(n));
+    await new Promise((r) => setTimeout(r, 100));
+    sessions.get(u.sessionId!)!.server.sendToolListChanged();
+    await waitFor(() => events.length === 1, 2000, 'list_changed');
+    expect(events).toEqual([{ method: 'notifications/tools/list_changed', params: {} }]);
+    expect(seen.find((s) => s.method === 'GET')!.headers.accept).toBe('text/event-stream');
+  });
+
+  it('renews an expired session once and retries the request that met the 404', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    const states: [UpstreamState, string | undefined][] = [];
+    u.on('state', (s: UpstreamState, d?: string) => states.push([s, d]));
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close();
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'again' } });
+    expect(text(r)).toBe('again');
+    expect(u.sessionId).not.toBe(first);
+    expect(states).toEqual([['ready', 'session renewed']]);
+    const calls = seen.filter((s) => s.body.includes('"tools/call"'));
+    expect(calls.map((c) => c.headers['mcp-session-id'])).toEqual([first, u.sessionId]);
+    expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+
+  it('ends the session with DELETE on close', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const sid = u.sessionId;
+    await u.close();
+    const del = seen.find((s) => s.method === 'DELETE')!;
+    expect(del.headers['mcp-session-id']).toBe(sid);
+    expect(u.state).toBe('stopped');
+  });
+});
+
+/** Serves a web-standard fetch handler on node:http (what @modelcontextprotocol/node would do). */
+async function serveFetch(fetchHandler: (r: Request) => Promise<Response>): Promise<{ url: string; seen: Seen[] }> {
+  return listen(async (req, res, body) => {
+    const ctl = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) ctl.abort();
+    });
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i], req.rawHeaders[i + 1]);
+    const response = await fetchHandler(
+      new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, body: req.method === 'POST' ? body : undefined, signal: ctl.signal }),
+    );
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) return void res.end();
+    const reader = response.body.getReader();
+    ctl.signal.addEventListener('abort', () => void reader.cancel().catch(() => undefined));
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        res.write(value);
+      }
+    } catch {
+      // the client went away
+    }
+    res.end();
+  });
+}
+
+describe('modern: SDK v2 createMcpHandler with legacy rejected', () => {
+  let url: string;
+  let seen: Seen[];
+  let aborted: number;
+
+  beforeEach(async () => {
+    aborted = 0;
+    const handler = createMcpHandler(
+      () => {
+        const s = new McpServer({ name: 'v2-http', version: '2.4.0' }, { capabilities: { tools: {}, resources: {}, prompts: {}, logging: {} } });
+        s.registerTool('echo', { inputSchema: z.object({ text: z.string() }) }, async ({ text }, ctx) => ({
+          content: [{ type: 'text', text }],
+          structuredContent: { envelope: ctx.mcpReq.envelope ?? null, meta: ctx.mcpReq._meta ?? null },
+        }));
+        s.registerTool('regional', { inputSchema: z.object({ region: z.string().meta({ 'x-mcp-header': 'Region' }), n: z.number() }) }, async (a) => ({
+          content: [{ type: 'text', text: `${a.region}/${a.n}` }],
+        }));
+        s.registerTool('slow', { inputSchema: z.object({ steps: z.number() }) }, async ({ steps }, ctx) => {
+          const token = ctx.mcpReq._meta?.progressToken;
+          for (let i = 1; i <= steps; i++) {
+            if (token !== undefined) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: i, total: steps } });
+            await new Promise((r) => setTimeout(r, 30));
+          }
+          await new Promise<void>((resolve) => {
+            ctx.mcpReq.signal.addEventListener('abort', () => {
+              aborted++;
+              resolve();
+            });
+            setTimeout(resolve, steps === 0 ? 5000 : 0);
+          });
+          return { content: [{ type: 'text', text: 'slow done' }] };
+        });
+        s.registerTool('log', { inputSchema: z.object({}) }, async (_a, ctx) => {
+          await ctx.mcpReq.log('info', 'from v2');
+          return { content: [{ type: 'text', text: 'logged' }] };
+        });
+        s.registerResource('menu', 'test://cafe/menu', { mimeType: 'text/plain' }, async (uri) => ({
+          contents: [{ uri: uri.href, text: 'espresso' }],
+        }));
+        s.registerPrompt('café', { description: 'a name that is not ASCII' }, () => ({
+          messages: [{ role: 'user', content: { type: 'text', text: 'un café' } }],
+        }));
+        return s;
+      },
+      { legacy: 'reject' },
+    );
+    ({ url, seen } = await serveFetch(handler.fetch));
+  });
+
+  it('is detected as modern from its DiscoverResult', async () => {
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    expect(u.protocolVersion).toBe(MODERN);
+    expect(u.serverInfo).toEqual({ name: 'v2-http', version: '2.4.0' });
+    expect(u.capabilities).toMatchObject({ tools: {}, resources: {} });
+    expect(u.sessionId).toBeUndefined();
+    expect(seen).toHaveLength(1);
+    expect(seen.some((s) => s.method === 'GET')).toBe(false);
+  });
+
+  it('sends the envelope and the mirrored headers the server validates', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'hi' } }, { clientCapabilities: { elicitation: { form: {} } }, meta: { traceparent: 't' } });
+    expect(r).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'hi' }] });
+    expect((r.structuredContent as { envelope: Record<string, unknown> }).envelope).toMatchObject({
+      'io.modelcontextprotocol/protocolVersion': MODERN,
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
+      'io.modelcontextprotocol/clientInfo': { name: 'switchyard' },
+    });
+    const call = seen.find((s) => s.body.includes('"tools/call"'))!;
+    expect(call.headers).toMatchObject({ 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'echo' });
+    expect(call.headers['mcp-session-id']).toBeUndefined();
+  });
+
+  it('sends the URI as Mcp-Name for resources/read, and a non-ASCII name with the Base64 sentinel', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const r = await u.request('resources/read', { uri: 'test://cafe/menu' });
+    expect(r).toMatchObject({ contents: [{ text: 'espresso' }] });
+    expect(seen.find((s) => s.body.includes('"resources/read"'))!.headers['mcp-name']).toBe('test://cafe/menu');
+    const p = await u.request('prompts/get', { name: 'café' });
+    expect(p).toMatchObject({ messages: [{ content: { text: 'un café' } }] });
+    const get = seen.find((s) => s.body.includes('"prompts/get"'))!;
+    expect(get.headers['mcp-name']).toBe(`=?base64?${Buffer.from('café').toString('base64')}?=`);
+  });
+
+  it('mirrors x-mcp-header arguments as Mcp-Param-* once it has seen tools/list', async () => {
+    const u = make(spec(url));
+    await u.start();
+    // Without the declaration the server refuses the call: the header is required.
+    await expect(u.request('tools/call', { name: 'regional', arguments: { region: 'eu-west', n: 1 } })).rejects.toMatchObject({ code: -32020 });
+    await u.request('tools/list', {});
+    const r = await u.request('tools/call', { name: 'regional', arguments: { region: 'eu-west', n: 1 } });
+    expect(text(r)).toBe('eu-west/1');
+    const r2 = await u.request('tools/call', { name: 'regional', arguments: { region: ' Zürich ', n: 2 } });
+    expect(text(r2)).toBe(' Zürich /2');
+    const sent = seen.filter((s) => s.body.includes('"regional"')).map((s) => s.headers['mcp-param-region']);
+    expect(sent).toEqual([undefined, 'eu-west', `=?base64?${Buffer.from(' Zürich ').toString('base64')}?=`]);
+  });
+
+  it('routes progress from the answer stream and rejects unknown methods with the RpcError from the 404 body', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const progress: ProgressInfo[] = [];
+    const r = await u.request('tools/call', { name: 'slow', arguments: { steps: 3 } }, { onProgress: (p) => progress.push(p) });
+    expect(text(r)).toBe('slow done');
+    expect(progress.map((p) => p.progress)).toEqual([1, 2, 3]);
+    const err = await u.request('completion/complete', { ref: { type: 'ref/prompt', name: 'café' }, argument: { name: 'a', value: '' } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RpcError);
+    expect(err).toMatchObject({ code: -32601 });
+  });
+
+  it('routes a requested log to its call', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const logs: unknown[] = [];
+    await u.request('tools/call', { name: 'log', arguments: {} }, { logLevel: 'info', onLog: (p) => logs.push(p) });
+    expect(logs).toEqual([expect.objectContaining({ level: 'info', data: 'from v2' })]);
+  });
+
+  it('cancels by closing the answer stream, never with a notification', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const ctl = new AbortController();
+    const p = u.request('tools/call', { name: 'slow', arguments: { steps: 0 } }, { signal: ctl.signal });
+    await waitFor(() => seen.some((s) => s.body.includes('"slow"')), 2000, 'call sent');
+    await new Promise((r) => setTimeout(r, 50));
+    ctl.abort('stop');
+    await expect(p).rejects.toMatchObject({ name: 'CancelledError', message: 'stop' });
+    await waitFor(() => aborted === 1, 2000, 'handler aborted');
+    expect(seen.some((s) => s.body.includes('notifications/cancelled'))).toBe(false);
+    const t = await u.request('tools/call', { name: 'slow', arguments: { steps: 0 } }, { timeoutMs: 200 }).catch((e: unknown) => e);
+    expect(t).toMatchObject({ name: 'TimeoutError' });
+    await waitFor(() => aborted === 2, 2000, 'handler aborted on timeout');
+  });
+});
+
+/** A minimal sessionless legacy server: lenient about headers, answers discover in-band. */
+function rawLegacy(req: IncomingMessage, res: ServerResponse, body: string): void {
+  if (req.method !== 'POST') {
+    res.writeHead(405).end();
+    return;
+  }
+  const msg = JSON.parse(body) as { id?: number; method?: string; params?: Record<string, unknown> };
+  if (msg.id === undefined) {
+    res.writeHead(202).end();
+    return;
+  }
+  const reply = (x: Record<string, unknown>): void => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, ...x }));
+  };
+  if (msg.method === 'initialize') {
+    return reply({ result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '0' } } });
+  }
+  if (msg.method === 'tools/call') return reply({ result: { content: [{ type: 'text', text: 'raw ok' }] } });
+  reply({ error: { code: -32601, message: 'Method not found' } });
+}
+
+describe('probe outcomes that are not modern', () => {
+  it('takes a 2xx with an in-band -32601 as legacy; works without a session and without a GET stream', async () => {
+    const { url, seen } = await listen(rawLegacy);
+    const u = make(spec(url));
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    expect(u.protocolVersion).toBe('2025-06-18');
+    expect(u.sessionId).toBeUndefined();
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
+    const call = seen.find((s) => s.body.includes('"tools/call"'))!;
+    expect(call.headers['mcp-protocol-version']).toBe('2025-06-18');
+    await waitFor(() => seen.some((s) => s.method === 'GET'), 2000, 'GET attempt');
+    await u.close();
+    expect(seen.some((s) => s.method === 'DELETE')).toBe(false);
+  });
+
+  for (const status of [401, 403, 500, 503]) {
+    it(`takes HTTP ${status} as no evidence: not started, retried later`, async () => {
+      let answer = status;
+      const { url } = await listen((req, res, body) => {
+        if (answer !== 200) return void res.writeHead(answer, { 'content-type': 'application/json' }).end('{"error":"nope"}');
+        rawLegacy(req, res, body);
+      });
+      const u = make(spec(url));
+      await expect(u.start()).rejects.toThrow(new RegExp(`HTTP ${status}`));
+      expect(u.state).toBe('starting');
+      expect(u.era).toBeUndefined();
+      expect(u.lastError).toMatch(new RegExp(`${status}`));
+      answer = 200;
+      await waitFor(() => u.state === 'ready', 5000, 'retry');
+      expect(u.era).toBe(LEGACY);
+      expect(u.restarts).toBeGreaterThanOrEqual(1);
+    });
+  }
+
+  it('takes a probe timeout as an outage, not as legacy', async () => {
+    const { url } = await listen(() => undefined);
+    const u = make(spec(url, { probeTimeoutMs: 200 }));
+    await expect(u.start()).rejects.toThrow(/no answer within 200 ms/);
+    expect(u.era).toBeUndefined();
+  });
+
+  it('reports connection refused, and marks a request that could not be delivered', async () => {
+    const { url, server } = await listen(rawLegacy);
+    const u = make(spec(url));
+    await u.start();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    const err = await u.request('tools/call', { name: 'x' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'TransportError', notDelivered: true });
+    expect((err as Error).message).toMatch(/ECONNREFUSED/);
+    const v = make(spec(url));
+    await expect(v.start()).rejects.toThrow(/ECONNREFUSED/);
+  });
+});

@@ -1,0 +1,144 @@
+/** The Streamable HTTP client transport against a real loopback server. */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import type { Classified } from '../../src/protocol/jsonrpc.js';
+import { HttpClient } from '../../src/transport/http-client.js';
+
+const servers: http.Server[] = [];
+const clients: HttpClient[] = [];
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+async function serve(h: (req: IncomingMessage, res: ServerResponse, body: string) => void): Promise<string> {
+  const s = http.createServer(async (req, res) => {
+    let body = '';
+    for await (const c of req) body += c;
+    h(req, res, body);
+  });
+  servers.push(s);
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(s.address() as AddressInfo).port}/mcp`;
+}
+
+function client(url: string, maxFrameBytes = 1 << 20): HttpClient {
+  const c = new HttpClient({ url, headers: { Authorization: 'Bearer t0k' }, maxFrameBytes, log: silentLogger });
+  clients.push(c);
+  return c;
+}
+
+describe('HttpClient', () => {
+  it('POSTs JSON with the required headers and reads a JSON answer', async () => {
+    let seen: IncomingMessage | undefined;
+    const url = await serve((req, res, body) => {
+      seen = req;
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(body.replace('"ping"', '"pong"').replace('"method"', '"x"').replace('"params":{}', '"result":{}'));
+    });
+    const got: Classified[] = [];
+    const a = await client(url).post('{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}', { headers: { 'mcp-method': 'ping' }, onMessage: (c) => got.push(c) });
+    expect(a).toMatchObject({ status: 200, messages: 1 });
+    expect(got[0]).toEqual({ kind: 'response', msg: { jsonrpc: '2.0', id: 1, x: 'pong', result: {} } });
+    expect(seen!.headers).toMatchObject({
+      accept: 'application/json, text/event-stream',
+      'content-type': 'application/json',
+      authorization: 'Bearer t0k',
+      'mcp-method': 'ping',
+    });
+  });
+
+  it('reads an SSE answer carrying notifications and a request before the response', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('id: p\ndata:\n\n');
+      res.write('data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}\n\n');
+      res.write('data: {"jsonrpc":"2.0","id":"s1","method":"roots/list"}\n\n');
+      res.write('data: not json\n\n');
+      res.end('id: 7\ndata: {"jsonrpc":"2.0","id":1,"result":{"ok":true}}\n\n');
+    });
+    const kinds: string[] = [];
+    const a = await client(url).post('{}', { onMessage: (c) => kinds.push(c.kind) });
+    expect(kinds).toEqual(['notification', 'request', 'response']);
+    expect(a).toMatchObject({ status: 200, messages: 3, lastEventId: '7' });
+  });
+
+  it('reports 202 and a non-2xx body for the caller to read', async () => {
+    const url = await serve((req, res, body) => {
+      if (body.includes('note')) return void res.writeHead(202).end();
+      res.writeHead(400, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request"}}');
+    });
+    const c = client(url);
+    expect(await c.post('{"note":1}')).toMatchObject({ status: 202, messages: 0 });
+    const bad = await c.post('{}');
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body!)).toMatchObject({ error: { code: -32000 } });
+  });
+
+  it('truncates a huge error body and fails a 2xx answer over maxFrameBytes', async () => {
+    const url = await serve((_req, res, body) => {
+      if (body === 'err') return void res.writeHead(500).end('e'.repeat(200_000));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(`{"jsonrpc":"2.0","id":1,"result":{"x":"${'x'.repeat(5000)}"}}`);
+    });
+    const c = client(url, 4096);
+    expect((await c.post('err')).body).toHaveLength(64 * 1024);
+    await expect(c.post('ok')).rejects.toMatchObject({ name: 'TransportError', message: 'HTTP answer larger than 4096 bytes' });
+  });
+
+  it('reuses one keep-alive connection for sequential requests', async () => {
+    const ports = new Set<number>();
+    const url = await serve((req, res) => {
+      ports.add(req.socket.remotePort!);
+      res.writeHead(202).end();
+    });
+    const c = client(url);
+    for (let i = 0; i < 5; i++) await c.post('{}');
+    expect(ports.size).toBe(1);
+  });
+
+  it('rejects with CancelledError on abort, mid-stream', async () => {
+    let closed = false;
+    const url = await serve((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"jsonrpc":"2.0","method":"m"}\n\n');
+      req.socket.on('close', () => (closed = true));
+    });
+    const ctl = new AbortController();
+    const p = client(url).post('{}', { signal: ctl.signal, onMessage: () => ctl.abort() });
+    await expect(p).rejects.toMatchObject({ name: 'CancelledError' });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(closed).toBe(true);
+  });
+
+  it('marks connection refused as not delivered, and a broken answer as delivered', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"jsonrpc"');
+      res.destroy();
+    });
+    await expect(client(url).post('{}')).rejects.toMatchObject({ name: 'TransportError', notDelivered: false });
+    const s = servers.pop()!;
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+    await expect(client(url).post('{}')).rejects.toMatchObject({ name: 'TransportError', notDelivered: true, message: 'HTTP POST failed: ECONNREFUSED' });
+  });
+
+  it('GET asks for an event stream; DELETE carries the caller headers', async () => {
+    const seen: [string, string | undefined, string | undefined][] = [];
+    const url = await serve((req, res) => {
+      seen.push([req.method!, req.headers.accept, req.headers['mcp-session-id'] as string | undefined]);
+      res.writeHead(405).end();
+    });
+    const c = client(url);
+    expect((await c.get({ headers: { 'mcp-session-id': 's' } })).status).toBe(405);
+    expect((await c.delete({ headers: { 'mcp-session-id': 's' } })).status).toBe(405);
+    expect(seen).toEqual([
+      ['GET', 'text/event-stream', 's'],
+      ['DELETE', 'application/json, text/event-stream', 's'],
+    ]);
+  });
+});

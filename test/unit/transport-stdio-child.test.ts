@@ -1,0 +1,132 @@
+/** Line framing of child stdout, and the child process wrapper against real processes. */
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { silentLogger } from '../../src/log.js';
+import { LineDecoder, StdioChild } from '../../src/transport/stdio-child.js';
+
+function decode(chunks: (string | Buffer)[], max = 1024): { lines: string[]; dropped: number[] } {
+  const lines: string[] = [];
+  const dropped: number[] = [];
+  const d = new LineDecoder(max, (l) => lines.push(l), (n) => dropped.push(n));
+  for (const c of chunks) d.push(typeof c === 'string' ? Buffer.from(c) : c);
+  return { lines, dropped };
+}
+
+describe('LineDecoder', () => {
+  it('joins partial chunks, strips \\r before \\n, skips empty lines, keeps a trailing partial', () => {
+    expect(decode(['{"a":', '1}\r\n\n{"b"', ':2}\n{"c"'])).toEqual({ lines: ['{"a":1}', '{"b":2}'], dropped: [] });
+  });
+
+  it('never splits a multi-byte character, whatever the chunking', () => {
+    const text = 'é€😀 ok\nzweite Zeile ü\n';
+    const bytes = Buffer.from(text);
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 1, max: bytes.length - 1 }), { maxLength: 6 }), (cuts) => {
+        const at = [...new Set(cuts)].sort((a, b) => a - b);
+        const parts: Buffer[] = [];
+        let prev = 0;
+        for (const c of at) {
+          parts.push(bytes.subarray(prev, c));
+          prev = c;
+        }
+        parts.push(bytes.subarray(prev));
+        expect(decode(parts).lines).toEqual(['é€😀 ok', 'zweite Zeile ü']);
+      }),
+    );
+  });
+
+  it('drops a line over the bound, in one chunk or many, and resumes at the next line', () => {
+    const big = 'x'.repeat(50);
+    expect(decode([`${big}\nok\n`], 20)).toEqual({ lines: ['ok'], dropped: [50] });
+    expect(decode(['x'.repeat(15), 'x'.repeat(15), 'x'.repeat(15), '\nok\n'], 20)).toEqual({ lines: ['ok'], dropped: [45] });
+    expect(decode(['x'.repeat(15), 'x'.repeat(10) + '\nok\n'], 20)).toEqual({ lines: ['ok'], dropped: [25] });
+    expect(decode(['x'.repeat(20) + '\n'], 20)).toEqual({ lines: ['x'.repeat(20)], dropped: [] });
+  });
+
+  it('does not keep a reference to a caller buffer that may be reused', () => {
+    const lines: string[] = [];
+    const d = new LineDecoder(100, (l) => lines.push(l), () => undefined);
+    const buf = Buffer.from('abc');
+    d.push(buf);
+    buf.write('zzz');
+    d.push(Buffer.from('def\n'));
+    expect(lines).toEqual(['abcdef']);
+  });
+});
+
+describe('StdioChild', () => {
+  const script = (src: string): string[] => ['-e', src];
+
+  it('emits JSON-RPC lines as messages, skips the rest, and reports the exit', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`
+        process.stdout.write('noise\\n{"jsonrpc":"2.0","method":"a"}\\r\\n[1]\\n{"jsonrpc":"2.0","id":1,"result":{}}\\n');
+        setTimeout(() => process.exit(7), 50);`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    const exit = await c.exit;
+    expect(exit).toEqual({ code: 7, signal: null });
+    expect(got).toEqual([
+      { kind: 'notification', msg: { jsonrpc: '2.0', method: 'a' } },
+      { kind: 'response', msg: { jsonrpc: '2.0', id: 1, result: {} } },
+    ]);
+    expect(c.alive).toBe(false);
+    expect(c.send('{}')).toBe(false);
+  });
+
+  it('delivers a last frame written just before exiting', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdout.write('{"jsonrpc":"2.0","id":9,"result":{"bye":true}}\\n', () => process.exit(1));`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    await new Promise((r) => c.once('exit', r));
+    expect(got).toHaveLength(1);
+  });
+
+  it('writes one frame per line and closes politely when stdin ends', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdin.on('data', (d) => process.stdout.write(d)); process.stdin.on('end', () => process.exit(0));`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    expect(c.send('{"jsonrpc":"2.0","method":"x"}')).toBe(true);
+    await new Promise((r) => setTimeout(r, 100));
+    const t0 = Date.now();
+    expect(await c.close()).toEqual({ code: 0, signal: null });
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(got).toEqual([{ kind: 'notification', msg: { jsonrpc: '2.0', method: 'x' } }]);
+  });
+
+  it('reports a command that does not exist without throwing', async () => {
+    const c = new StdioChild({ command: '/nonexistent/binary', maxFrameBytes: 1024, log: silentLogger });
+    expect(c.pid).toBeUndefined();
+    const e = await c.exit;
+    expect(e.error).toMatch(/ENOENT/);
+    expect(await c.close()).toBe(e);
+  });
+
+  it('merges env over the hub environment and honours cwd', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdout.write(JSON.stringify({jsonrpc:'2.0',method:'env',params:{x:process.env.SY_X,path:!!process.env.PATH,cwd:process.cwd()}})+'\\n')`),
+      env: { SY_X: 'y' },
+      cwd: '/tmp',
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got = await new Promise((r) => c.once('message', r));
+    expect(got).toMatchObject({ msg: { params: { x: 'y', path: true, cwd: '/tmp' } } });
+    await c.close();
+  });
+});

@@ -1,0 +1,216 @@
+/** The pure rules of the upstream edge: era verdicts, envelopes, header encoding, backoff. */
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { MODERN } from '../../src/protocol/era.js';
+import type { Message } from '../../src/protocol/jsonrpc.js';
+import { RestartPolicy } from '../../src/upstream/backoff.js';
+import { encodeHeaderValue, legacyMeta, mcpNameFor, modernMeta, withMeta } from '../../src/upstream/envelope.js';
+import { httpVerdict, stdioVerdict } from '../../src/upstream/era-probe.js';
+import { ParamHeaderIndex } from '../../src/upstream/param-headers.js';
+
+const discover = { supportedVersions: [MODERN], capabilities: { tools: {} }, resultType: 'complete', ttlMs: 0, cacheScope: 'public' };
+const err = (code: number, data?: unknown): Message => ({ jsonrpc: '2.0', id: 1, error: { code, message: 'x', data } });
+const ok = (result: Record<string, unknown>): Message => ({ jsonrpc: '2.0', id: 1, result });
+
+describe('stdio era verdict', () => {
+  it.each([
+    [{ kind: 'result', result: discover }, 'modern'],
+    [{ kind: 'result', result: { ...discover, supportedVersions: ['2027-01-01'] } }, 'unsupported'],
+    [{ kind: 'result', result: {} }, 'legacy'],
+    [{ kind: 'error', error: { code: -32022, message: 'v', data: { supported: ['2027-01-01'], requested: MODERN } } }, 'unsupported'],
+    [{ kind: 'error', error: { code: -32022, message: 'v', data: { supported: [MODERN] } } }, 'modern-retry'],
+    [{ kind: 'error', error: { code: -32022, message: 'v', data: { supported: [] } } }, 'legacy'],
+    [{ kind: 'error', error: { code: -32022, message: 'v' } }, 'legacy'],
+    [{ kind: 'error', error: { code: -32601, message: 'm' } }, 'legacy'],
+    [{ kind: 'error', error: { code: -32602, message: 'm' } }, 'legacy'],
+    [{ kind: 'error', error: { code: -32004, message: 'pre-release number' } }, 'legacy'],
+    [{ kind: 'timeout' }, 'legacy'],
+    [{ kind: 'exit' }, 'legacy'],
+  ] as const)('%j → %s', (o, kind) => {
+    expect(stdioVerdict(o as Parameters<typeof stdioVerdict>[0]).kind).toBe(kind);
+  });
+
+  it('asks for a respawn only when the process died', () => {
+    expect(stdioVerdict({ kind: 'exit' })).toMatchObject({ respawn: true });
+    expect(stdioVerdict({ kind: 'timeout' })).not.toHaveProperty('respawn');
+  });
+});
+
+describe('HTTP era verdict', () => {
+  it.each([
+    [200, [ok(discover)], 'modern'],
+    [200, [err(-32601)], 'legacy'],
+    [200, [], 'legacy'],
+    [200, [err(-32022, { supported: [MODERN] })], 'modern-retry'],
+    [400, [err(-32022, { supported: ['2027-01-01'] })], 'unsupported'],
+    [400, [err(-32020)], 'modern-retry'],
+    [400, [err(-32021, { requiredCapabilities: {} })], 'modern-retry'],
+    [400, [err(-32000)], 'legacy'],
+    [400, [], 'legacy'],
+    [404, [err(-32001)], 'legacy'],
+    [405, [], 'legacy'],
+    [406, [], 'legacy'],
+    [401, [err(-32022, { supported: [MODERN] })], 'no-evidence'],
+    [403, [], 'no-evidence'],
+    [408, [], 'no-evidence'],
+    [429, [], 'no-evidence'],
+    [500, [], 'no-evidence'],
+    [503, [], 'no-evidence'],
+    [302, [], 'no-evidence'],
+  ] as const)('%i %j → %s', (status, msgs, kind) => {
+    expect(httpVerdict(status, msgs as unknown as Message[]).kind).toBe(kind);
+  });
+});
+
+describe('envelopes', () => {
+  const clientInfo = { name: 'switchyard', version: '1' };
+
+  it('modern: owned keys always come from the hub, pass-through keys survive', () => {
+    const m = modernMeta({
+      clientInfo,
+      paramsMeta: { traceparent: 'a', 'io.modelcontextprotocol/clientInfo': { name: 'forged' } },
+      meta: { 'x.y/z': 1, progressToken: 'forged', 'dev.switchyard/idempotency-key': 'k' },
+      progressToken: 'sy-1',
+    });
+    expect(m).toEqual({
+      traceparent: 'a',
+      'x.y/z': 1,
+      'io.modelcontextprotocol/protocolVersion': MODERN,
+      'io.modelcontextprotocol/clientCapabilities': {},
+      'io.modelcontextprotocol/clientInfo': clientInfo,
+      progressToken: 'sy-1',
+    });
+  });
+
+  it('legacy: no envelope; undefined when nothing remains', () => {
+    expect(legacyMeta({ clientInfo, logLevel: 'info', clientCapabilities: { sampling: {} } })).toBeUndefined();
+    expect(legacyMeta({ clientInfo, paramsMeta: { progressToken: 1 }, progressToken: 'sy-2' })).toEqual({ progressToken: 'sy-2' });
+  });
+
+  it('withMeta copies shallowly and never mutates the caller params', () => {
+    const args = { big: [1, 2, 3] };
+    const params = { name: 't', arguments: args, _meta: { a: 1 } };
+    const out = withMeta(params, undefined);
+    expect(out).toEqual({ name: 't', arguments: args });
+    expect(out.arguments).toBe(args);
+    expect(params._meta).toEqual({ a: 1 });
+  });
+
+  it('Mcp-Name per method', () => {
+    expect(mcpNameFor('tools/call', { name: 'a.b' })).toBe('a.b');
+    expect(mcpNameFor('resources/read', { uri: 'file:///x y' })).toBe('file:///x y');
+    expect(mcpNameFor('prompts/get', { name: 'p' })).toBe('p');
+    expect(mcpNameFor('tasks/get', { taskId: 't1' })).toBe('t1');
+    expect(mcpNameFor('tools/list', {})).toBeUndefined();
+    expect(mcpNameFor('tools/call', { name: 3 })).toBeUndefined();
+  });
+});
+
+describe('header value encoding', () => {
+  it.each([
+    ['plain', 'plain'],
+    ['with space', 'with space'],
+    ['café', '=?base64?Y2Fmw6k=?='],
+    [' lead', `=?base64?${Buffer.from(' lead').toString('base64')}?=`],
+    ['trail\t', `=?base64?${Buffer.from('trail\t').toString('base64')}?=`],
+    ['a\nb', `=?base64?${Buffer.from('a\nb').toString('base64')}?=`],
+    ['', '=?base64??='],
+    ['=?base64?abc?=', `=?base64?${Buffer.from('=?base64?abc?=').toString('base64')}?=`],
+  ])('%j → %j', (v, enc) => {
+    expect(encodeHeaderValue(v)).toBe(enc);
+  });
+
+  it('always yields a legal header value that decodes back', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (s) => {
+        const e = encodeHeaderValue(s);
+        expect(/^[\t\x20-\x7e]*$/.test(e)).toBe(true);
+        const m = /^=\?base64\?(.*)\?=$/.exec(e);
+        expect(m ? Buffer.from(m[1], 'base64').toString('utf8') : e).toBe(s.isWellFormed() ? s : Buffer.from(s).toString('utf8'));
+      }),
+    );
+  });
+});
+
+describe('x-mcp-header mirroring', () => {
+  const idx = new ParamHeaderIndex();
+  idx.learn({
+    tools: [
+      {
+        name: 't',
+        inputSchema: {
+          type: 'object',
+          properties: {
+            region: { type: 'string', 'x-mcp-header': 'Region' },
+            n: { type: 'integer', 'x-mcp-header': 'N' },
+            flag: { type: 'boolean', 'x-mcp-header': 'Flag' },
+            ratio: { type: 'number', 'x-mcp-header': 'Ratio' },
+            bad: { type: 'string', 'x-mcp-header': 'Bad Name' },
+            nested: { type: 'object', properties: { deep: { type: 'string', 'x-mcp-header': 'Deep' } } },
+            list: { type: 'array', items: { type: 'string', 'x-mcp-header': 'Item' } },
+          },
+        },
+      },
+      { name: 'plain', inputSchema: { type: 'object' } },
+    ],
+  });
+
+  it('adds a header per declared primitive argument that has a value', () => {
+    const h: Record<string, string> = {};
+    idx.apply({ name: 't', arguments: { region: 'Zürich', n: 3, flag: false, ratio: 0.5, bad: 'x', nested: { deep: 'd' }, list: ['i'] } }, h);
+    expect(h).toEqual({
+      'mcp-param-region': `=?base64?${Buffer.from('Zürich').toString('base64')}?=`,
+      'mcp-param-n': '3',
+      'mcp-param-flag': 'false',
+      'mcp-param-deep': 'd',
+    });
+  });
+
+  it('omits absent and null values, and tools without declarations', () => {
+    const h: Record<string, string> = {};
+    idx.apply({ name: 't', arguments: { region: null } }, h);
+    idx.apply({ name: 'plain', arguments: { region: 'x' } }, h);
+    idx.apply({ name: 'unknown' }, h);
+    expect(h).toEqual({});
+  });
+
+  it('forgets declarations a later list no longer has', () => {
+    const i2 = new ParamHeaderIndex();
+    i2.learn({ tools: [{ name: 'a', inputSchema: { properties: { r: { type: 'string', 'x-mcp-header': 'R' } } } }] });
+    i2.learn({ tools: [{ name: 'a', inputSchema: { properties: { r: { type: 'string' } } } }] });
+    const h: Record<string, string> = {};
+    i2.apply({ name: 'a', arguments: { r: 'x' } }, h);
+    expect(h).toEqual({});
+  });
+});
+
+describe('restart policy', () => {
+  it('backs off exponentially with bounded jitter, then fails a crash loop and retries slowly', () => {
+    const p = new RestartPolicy({ baseMs: 100, maxMs: 1000, crashLimit: 5, windowMs: 60_000, failedRetryMs: 60_000, jitter: 0 });
+    expect([0, 1, 2, 3].map((t) => p.onFailure(t * 1000))).toEqual([
+      { delayMs: 100, failed: false },
+      { delayMs: 200, failed: false },
+      { delayMs: 400, failed: false },
+      { delayMs: 800, failed: false },
+    ]);
+    expect(p.onFailure(4000)).toEqual({ delayMs: 60_000, failed: true });
+    expect(p.onFailure(200_000)).toEqual({ delayMs: 60_000, failed: true });
+    p.onReady();
+    // Old failures fell out of the window: back to the start.
+    expect(p.onFailure(400_000)).toEqual({ delayMs: 100, failed: false });
+  });
+
+  it('caps the delay and keeps jitter within its band', () => {
+    const lo = new RestartPolicy({ baseMs: 1000, maxMs: 2000, crashLimit: 100, jitter: 0.2 }, () => 0);
+    const hi = new RestartPolicy({ baseMs: 1000, maxMs: 2000, crashLimit: 100, jitter: 0.2 }, () => 1);
+    expect([1, 2, 3].map((t) => lo.onFailure(t).delayMs)).toEqual([800, 1600, 1600]);
+    expect([1, 2, 3].map((t) => hi.onFailure(t).delayMs)).toEqual([1200, 2400, 2400]);
+  });
+
+  it('forgets failures older than the window', () => {
+    const p = new RestartPolicy({ baseMs: 100, crashLimit: 3, windowMs: 1000, jitter: 0 });
+    p.onFailure(0);
+    p.onFailure(100);
+    expect(p.onFailure(2000)).toEqual({ delayMs: 100, failed: false });
+  });
+});
