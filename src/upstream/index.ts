@@ -3,12 +3,12 @@
  */
 import type { Logger } from '../log.js';
 import { HttpUpstream } from './http-upstream.js';
-import type { UpstreamOptions } from './rpc-base.js';
+import type { UpstreamOptions } from './lifecycle.js';
 import { StdioUpstream } from './stdio-upstream.js';
 import type { Upstream, UpstreamSpec } from './types.js';
 
 export type { CallOptions, Upstream, UpstreamSpec, UpstreamState } from './types.js';
-export type { UpstreamOptions } from './rpc-base.js';
+export type { UpstreamOptions } from './lifecycle.js';
 export type { BackoffOptions } from './backoff.js';
 export { HUB_CLIENT_INFO, LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 export { StdioUpstream } from './stdio-upstream.js';

@@ -1,12 +1,10 @@
 /**
- * What every upstream connection shares whatever its transport: fresh upstream ids,
- * progress-token remapping, timeouts that reset on progress, cancellation, routing of
- * server-to-client traffic, and the supervision loop (start, retry with backoff, crash-loop
- * limit). Subclasses supply the bytes: connect/disconnect, transmit, cancel, reply.
+ * The calls every upstream connection carries, whatever its transport: fresh upstream ids,
+ * the era envelope, progress-token remapping, timeouts that reset on progress, cancellation,
+ * and routing of server-to-client traffic. Subclasses supply the bytes: transmit, cancel, reply
+ * (and, through Lifecycle, connect/disconnect).
  */
-import { EventEmitter } from 'node:events';
-import type { Logger } from '../log.js';
-import { MODERN, type Era } from '../protocol/era.js';
+import { MODERN } from '../protocol/era.js';
 import {
   CancelledError,
   INTERNAL_ERROR,
@@ -17,16 +15,11 @@ import {
   UpstreamUnavailableError,
 } from '../protocol/errors.js';
 import { errorResponse, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
-import type { Implementation, ServerCapabilities } from '../protocol/types.js';
-import { RestartPolicy, type BackoffOptions } from './backoff.js';
-import { HUB_CLIENT_INFO, legacyMeta, modernMeta, withMeta } from './envelope.js';
-import type { CallOptions, Upstream, UpstreamSpec, UpstreamState } from './types.js';
+import { legacyMeta, modernMeta, withMeta } from './envelope.js';
+import { errMessage, Lifecycle } from './lifecycle.js';
+import type { CallOptions, Upstream } from './types.js';
 
-export interface UpstreamOptions {
-  /** The hub's identity toward upstreams (default: switchyard and its package version). */
-  clientInfo?: Implementation;
-  backoff?: Partial<BackoffOptions>;
-}
+export { errMessage, type UpstreamOptions } from './lifecycle.js';
 
 /** One request in flight toward the upstream. */
 export interface Pending {
@@ -63,77 +56,11 @@ function reasonOf(signal: AbortSignal): string {
   return 'request cancelled';
 }
 
-export function errMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-export abstract class UpstreamBase extends EventEmitter implements Upstream {
-  readonly id: string;
-  protected readonly spec: UpstreamSpec;
-  protected readonly log: Logger;
-  protected readonly clientInfo: Implementation;
-
-  protected _state: UpstreamState = 'starting';
-  protected _era: Era | undefined;
-  protected _protocolVersion: string | undefined;
-  protected _capabilities: ServerCapabilities | undefined;
-  protected _serverInfo: Implementation | undefined;
-  protected _instructions: string | undefined;
-  protected _lastError: string | undefined;
-  private _since = Date.now();
-  private _restarts = 0;
-
-  protected closed = false;
-  private closing: Promise<void> | undefined;
+export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
   protected readonly pending = new Map<number, Pending>();
   private readonly byToken = new Map<string, Pending>();
-  private readonly policy: RestartPolicy;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private first: Promise<void> | undefined;
-  private everReady = false;
 
-  constructor(spec: UpstreamSpec, log: Logger, opts: UpstreamOptions = {}) {
-    super();
-    this.id = spec.id;
-    this.spec = spec;
-    this.log = log.child({ server: spec.id });
-    this.clientInfo = opts.clientInfo ?? HUB_CLIENT_INFO;
-    this.policy = new RestartPolicy(opts.backoff);
-  }
-
-  get state(): UpstreamState {
-    return this._state;
-  }
-  get era(): Era | undefined {
-    return this._era;
-  }
-  get protocolVersion(): string | undefined {
-    return this._protocolVersion;
-  }
-  get capabilities(): ServerCapabilities | undefined {
-    return this._capabilities;
-  }
-  get serverInfo(): Implementation | undefined {
-    return this._serverInfo;
-  }
-  get instructions(): string | undefined {
-    return this._instructions;
-  }
-  get lastError(): string | undefined {
-    return this._lastError;
-  }
-  get since(): number {
-    return this._since;
-  }
-  get restarts(): number {
-    return this._restarts;
-  }
-
-  /** Connect and handshake; sets era, version, capabilities. Throws when it cannot. */
-  protected abstract connect(): Promise<void>;
-  /** Tear the connection down (no restart follows). */
-  protected abstract disconnect(): Promise<void>;
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
   protected abstract transmit(p: Pending, frame: string, params: Record<string, unknown>): void;
   /** Tell the upstream to stop working on `p` (already settled locally). */
@@ -142,84 +69,8 @@ export abstract class UpstreamBase extends EventEmitter implements Upstream {
   protected abstract reply(frame: string, via: Pending | undefined): void;
   abstract notify(method: string, params?: Record<string, unknown>): void;
 
-  protected setState(s: UpstreamState, detail?: string): void {
-    if (s === this._state && detail === undefined) return;
-    this._state = s;
-    this._since = Date.now();
-    this.log.info({ state: s, detail }, 'upstream state');
-    this.emit('state', s, detail);
-  }
-
-  start(): Promise<void> {
-    if (this.closed) return Promise.reject(new UpstreamUnavailableError(this.id, 'stopped'));
-    if (this._state === 'ready') return Promise.resolve();
-    if (this.first === undefined) {
-      this.first = this.attempt();
-      return this.first;
-    }
-    if (this._state === 'failed') return Promise.reject(new UpstreamUnavailableError(this.id, 'failed', this._lastError));
-    // A retry is scheduled or running: report its outcome.
-    return new Promise((resolve, reject) => {
-      const on = (s: UpstreamState): void => {
-        if (s === 'ready') resolve();
-        else if (s === 'stopped') reject(new UpstreamUnavailableError(this.id, s));
-        else if (this.retryTimer !== undefined) reject(new UpstreamUnavailableError(this.id, s, this._lastError));
-        else return;
-        this.off('state', on);
-      };
-      this.on('state', on);
-    });
-  }
-
-  private async attempt(): Promise<void> {
-    this.retryTimer = undefined;
-    try {
-      await this.connect();
-    } catch (err) {
-      const msg = errMessage(err);
-      this._lastError = msg;
-      this.log.warn({ err: msg }, 'upstream could not start');
-      void this.disconnect().catch(() => undefined);
-      if (!this.closed) this.scheduleRetry(msg);
-      throw err;
-    }
-    if (this.closed) {
-      void this.disconnect().catch(() => undefined);
-      throw new UpstreamUnavailableError(this.id, 'stopped');
-    }
-    this.everReady = true;
-    this.policy.onReady();
-    this.setState('ready');
-  }
-
-  private scheduleRetry(reason: string): void {
-    const { delayMs, failed } = this.policy.onFailure(Date.now());
-    this.retryTimer = setTimeout(() => {
-      this._restarts++;
-      this.attempt().catch(() => undefined);
-    }, delayMs);
-    this.retryTimer.unref();
-    this.setState(failed ? 'failed' : this.everReady ? 'restarting' : 'starting', reason);
-  }
-
-  /** The subclass lost a ready connection: fail what was in flight and restart. */
-  protected lost(reason: string): void {
-    if (this.closed || this._state !== 'ready') return;
-    this._lastError = reason;
-    this.log.warn({ reason }, 'upstream connection lost');
-    this.failAll(() => new TransportError(`server "${this.id}" connection lost: ${reason}`));
-    this.scheduleRetry(reason);
-  }
-
-  close(): Promise<void> {
-    if (this.closing) return this.closing;
-    this.closed = true;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
-    this.setState('stopped');
-    this.failAll(() => new TransportError(`server "${this.id}" was closed`));
-    this.closing = this.disconnect().catch((err) => this.log.warn({ err: errMessage(err) }, 'error while closing'));
-    return this.closing;
+  protected failInFlight(message: string): void {
+    this.failAll(() => new TransportError(message));
   }
 
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {

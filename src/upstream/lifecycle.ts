@@ -1,0 +1,171 @@
+/**
+ * The life of one upstream connection, whatever it carries: its state and what the handshake
+ * learned, start, retry with backoff after a failure or a lost connection, the crash-loop limit,
+ * and close. Subclasses supply connect/disconnect and fail their calls in flight.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../log.js';
+import type { Era } from '../protocol/era.js';
+import { UpstreamUnavailableError } from '../protocol/errors.js';
+import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import { RestartPolicy, type BackoffOptions } from './backoff.js';
+import { HUB_CLIENT_INFO } from './envelope.js';
+import type { UpstreamSpec, UpstreamState } from './types.js';
+
+export interface UpstreamOptions {
+  /** The hub's identity toward upstreams (default: switchyard and its package version). */
+  clientInfo?: Implementation;
+  backoff?: Partial<BackoffOptions>;
+}
+
+export function errMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export abstract class Lifecycle extends EventEmitter {
+  readonly id: string;
+  protected readonly spec: UpstreamSpec;
+  protected readonly log: Logger;
+  protected readonly clientInfo: Implementation;
+
+  protected _state: UpstreamState = 'starting';
+  protected _era: Era | undefined;
+  protected _protocolVersion: string | undefined;
+  protected _capabilities: ServerCapabilities | undefined;
+  protected _serverInfo: Implementation | undefined;
+  protected _instructions: string | undefined;
+  protected _lastError: string | undefined;
+  private _since = Date.now();
+  private _restarts = 0;
+
+  protected closed = false;
+  private closing: Promise<void> | undefined;
+  private readonly policy: RestartPolicy;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private first: Promise<void> | undefined;
+  private everReady = false;
+
+  constructor(spec: UpstreamSpec, log: Logger, opts: UpstreamOptions = {}) {
+    super();
+    this.id = spec.id;
+    this.spec = spec;
+    this.log = log.child({ server: spec.id });
+    this.clientInfo = opts.clientInfo ?? HUB_CLIENT_INFO;
+    this.policy = new RestartPolicy(opts.backoff);
+  }
+
+  get state(): UpstreamState {
+    return this._state;
+  }
+  get era(): Era | undefined {
+    return this._era;
+  }
+  get protocolVersion(): string | undefined {
+    return this._protocolVersion;
+  }
+  get capabilities(): ServerCapabilities | undefined {
+    return this._capabilities;
+  }
+  get serverInfo(): Implementation | undefined {
+    return this._serverInfo;
+  }
+  get instructions(): string | undefined {
+    return this._instructions;
+  }
+  get lastError(): string | undefined {
+    return this._lastError;
+  }
+  get since(): number {
+    return this._since;
+  }
+  get restarts(): number {
+    return this._restarts;
+  }
+
+  /** Connect and handshake; sets era, version, capabilities. Throws when it cannot. */
+  protected abstract connect(): Promise<void>;
+  /** Tear the connection down (no restart follows). */
+  protected abstract disconnect(): Promise<void>;
+  /** Fail every call in flight (the connection is gone or closing). */
+  protected abstract failInFlight(message: string): void;
+
+  protected setState(s: UpstreamState, detail?: string): void {
+    if (s === this._state && detail === undefined) return;
+    this._state = s;
+    this._since = Date.now();
+    this.log.info({ state: s, detail }, 'upstream state');
+    this.emit('state', s, detail);
+  }
+
+  start(): Promise<void> {
+    if (this.closed) return Promise.reject(new UpstreamUnavailableError(this.id, 'stopped'));
+    if (this._state === 'ready') return Promise.resolve();
+    if (this.first === undefined) {
+      this.first = this.attempt();
+      return this.first;
+    }
+    if (this._state === 'failed') return Promise.reject(new UpstreamUnavailableError(this.id, 'failed', this._lastError));
+    // A retry is scheduled or running: report its outcome.
+    return new Promise((resolve, reject) => {
+      const on = (s: UpstreamState): void => {
+        if (s === 'ready') resolve();
+        else if (s === 'stopped') reject(new UpstreamUnavailableError(this.id, s));
+        else if (this.retryTimer !== undefined) reject(new UpstreamUnavailableError(this.id, s, this._lastError));
+        else return;
+        this.off('state', on);
+      };
+      this.on('state', on);
+    });
+  }
+
+  private async attempt(): Promise<void> {
+    this.retryTimer = undefined;
+    try {
+      await this.connect();
+    } catch (err) {
+      const msg = errMessage(err);
+      this._lastError = msg;
+      this.log.warn({ err: msg }, 'upstream could not start');
+      void this.disconnect().catch(() => undefined);
+      if (!this.closed) this.scheduleRetry(msg);
+      throw err;
+    }
+    if (this.closed) {
+      void this.disconnect().catch(() => undefined);
+      throw new UpstreamUnavailableError(this.id, 'stopped');
+    }
+    this.everReady = true;
+    this.policy.onReady();
+    this.setState('ready');
+  }
+
+  private scheduleRetry(reason: string): void {
+    const { delayMs, failed } = this.policy.onFailure(Date.now());
+    this.retryTimer = setTimeout(() => {
+      this._restarts++;
+      this.attempt().catch(() => undefined);
+    }, delayMs);
+    this.retryTimer.unref();
+    this.setState(failed ? 'failed' : this.everReady ? 'restarting' : 'starting', reason);
+  }
+
+  /** The subclass lost a ready connection: fail what was in flight and restart. */
+  protected lost(reason: string): void {
+    if (this.closed || this._state !== 'ready') return;
+    this._lastError = reason;
+    this.log.warn({ reason }, 'upstream connection lost');
+    this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
+    this.scheduleRetry(reason);
+  }
+
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.setState('stopped');
+    this.failInFlight(`server "${this.id}" was closed`);
+    this.closing = this.disconnect().catch((err) => this.log.warn({ err: errMessage(err) }, 'error while closing'));
+    return this.closing;
+  }
+}
