@@ -4,6 +4,7 @@ import { hideBin } from 'yargs/helpers';
 import { startCommand } from './start.js';
 import { configCommand } from './config.js';
 import { ledgerCommand } from './ledger.js';
+import { stdioCommand } from './stdio.js';
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))
@@ -11,6 +12,7 @@ await yargs(hideBin(process.argv))
   .command(startCommand)
   .command(configCommand)
   .command(ledgerCommand)
+  .command(stdioCommand)
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
   .help()

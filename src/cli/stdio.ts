@@ -1,0 +1,52 @@
+import type { Argv, CommandModule } from 'yargs';
+import { ConfigError, loadConfig } from '../config/load.js';
+import { StdioServer } from '../downstream/stdio-server.js';
+import { Hub } from '../hub.js';
+import { createLogger } from '../log.js';
+
+interface StdioArgs {
+  config: string;
+}
+
+export const stdioCommand: CommandModule<object, StdioArgs> = {
+  command: 'stdio',
+  describe: 'Serve the hub over stdin/stdout (both protocol eras), for clients that spawn a command',
+  builder: (y: Argv) =>
+    y.option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' }) as Argv<StdioArgs>,
+  handler: async (argv) => {
+    // stdout is the protocol channel: logs go to stderr only (src/log.ts).
+    const log = createLogger();
+    let config;
+    try {
+      config = loadConfig(argv.config);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        for (const p of err.problems) process.stderr.write(`${argv.config}: ${p}\n`);
+        process.exit(2);
+      }
+      throw err;
+    }
+    const hub = Hub.create(config, log);
+    hub.startUpstreams();
+    const server = new StdioServer(hub.endpoint, process.stdin, process.stdout, log, {
+      maxLineBytes: config.listen.maxBodyBytes,
+      onSessionClosed: (key) => hub.sessionClosed(key),
+    });
+    let stopping = false;
+    const stop = async (reason: string) => {
+      if (stopping) return;
+      stopping = true;
+      log.info({ reason }, 'stdio hub stopping');
+      await server.stop();
+      await hub.stop();
+      log.flush();
+      // Answers written just before stdin closed must reach the client before we exit.
+      await new Promise<void>((r) => process.stdout.write('', () => r()));
+      process.exit(0);
+    };
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+    process.on('SIGINT', () => void stop('SIGINT'));
+    await server.run();
+    await stop('stdin closed');
+  },
+};

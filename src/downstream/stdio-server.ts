@@ -1,0 +1,233 @@
+import type { Readable, Writable } from 'node:stream';
+import type { Logger } from '../log.js';
+import { INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { errorResponse, parseFrame, type Id } from '../protocol/jsonrpc.js';
+import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import type { MessageSink } from './core.js';
+import type { Endpoint } from './endpoint.js';
+import type { Exchange } from './exchange.js';
+import type { LegacySession } from './legacy-session.js';
+
+export interface StdioServerOptions {
+  /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
+  maxLineBytes: number;
+  /** At stdin EOF, how long answers still being computed may take before the server stops anyway. */
+  drainMs?: number;
+  /** The principal of everything arriving on this pipe (whoever spawned the process). */
+  principal?: string;
+  /** A legacy session ended (EOF, re-initialize): release what it held in the core. */
+  onSessionClosed?: (sessionKey: string) => void;
+}
+
+/** One open exchange: an answer still owed, or a modern listen stream still open. */
+interface Open {
+  closed: AbortController;
+  streaming: boolean;
+}
+
+/**
+ * The hub's endpoint over its own stdin/stdout (digest §6.1): one JSON-RPC message per line
+ * each way, both eras. A line that is not JSON gets a -32700 error without an id; an over-long
+ * line is skipped (never buffered) and answered with an error; nothing here throws on input.
+ * stdout carries protocol only; logs go to stderr.
+ */
+export class StdioServer {
+  /** The legacy session of this pipe, if the client sent initialize. */
+  readonly session: { current?: LegacySession } = {};
+  private readonly open = new Map<string, Open>();
+  private readonly pending = new Set<Promise<void>>();
+  private parts: Buffer[] = [];
+  private size = 0;
+  private skipping = false;
+  private outClosed = false;
+  private stopped = false;
+  private finish: (() => void) | undefined;
+  private readonly done: Promise<void>;
+  private readonly out: MessageSink;
+
+  constructor(
+    private readonly endpoint: Endpoint,
+    private readonly input: Readable,
+    private readonly output: Writable,
+    private readonly log: Logger,
+    private readonly opts: StdioServerOptions,
+  ) {
+    this.done = new Promise((resolve) => (this.finish = resolve));
+    const self = this;
+    this.out = {
+      send: (msg) => this.write(msg),
+      get closed() {
+        return self.outClosed;
+      },
+    };
+  }
+
+  /** Serve until stdin ends (then drain, bounded) or stdout breaks. */
+  run(): Promise<void> {
+    this.output.on('error', (err) => {
+      // The reader went away (EPIPE): nobody can hear us any more.
+      this.log.debug({ err: String(err) }, 'stdout closed');
+      this.outClosed = true;
+      void this.stop();
+    });
+    this.input.on('data', (chunk: Buffer | string) => this.onData(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    this.input.on('end', () => void this.onEnd());
+    this.input.on('error', (err) => {
+      this.log.warn({ err: String(err) }, 'stdin failed');
+      void this.onEnd();
+    });
+    return this.done;
+  }
+
+  /** Stop at once: in-flight calls are cancelled, listen streams end, the session closes. */
+  async stop(): Promise<void> {
+    if (this.stopped) return this.done;
+    this.stopped = true;
+    this.input.pause();
+    for (const o of this.open.values()) o.closed.abort();
+    this.open.clear();
+    const s = this.session.current;
+    this.session.current = undefined;
+    if (s) {
+      s.close();
+      this.opts.onSessionClosed?.(s.id);
+    }
+    this.finish?.();
+    return this.done;
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.stopped) return;
+    let start = 0;
+    while (start <= chunk.length) {
+      const nl = chunk.indexOf(0x0a, start);
+      const end = nl < 0 ? chunk.length : nl;
+      if (!this.skipping && end > start) {
+        if (this.size + (end - start) > this.opts.maxLineBytes) {
+          // Drop what we have and everything up to the next newline.
+          this.skipping = true;
+          this.parts = [];
+          this.size = 0;
+        } else {
+          this.parts.push(chunk.subarray(start, end));
+          this.size += end - start;
+        }
+      }
+      if (nl < 0) return;
+      this.endLine();
+      start = nl + 1;
+    }
+  }
+
+  private endLine(): void {
+    if (this.skipping) {
+      this.skipping = false;
+      this.write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${this.opts.maxLineBytes} bytes per line`)));
+      return;
+    }
+    const line = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.size);
+    this.parts = [];
+    this.size = 0;
+    this.line(line);
+  }
+
+  private line(buf: Buffer): void {
+    let text = buf.toString('utf8');
+    if (text.endsWith('\r')) text = text.slice(0, -1);
+    if (text.trim() === '') return;
+    const c = parseFrame(text);
+    if (c.kind === 'invalid' && c.error.code === PARSE_ERROR) {
+      this.write(errorResponse(undefined, c.error));
+      return;
+    }
+    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
+    const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
+    const ex = this.exchange(id, buf.length);
+    const p = this.endpoint
+      .message(c, ex, this.session)
+      .catch((err) => {
+        this.log.error({ err }, 'stdio message handler failed');
+        ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));
+      })
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
+  }
+
+  /** A client cancellation: a listen stream (or a modern call) with that id ends; nothing more is sent for it. */
+  private cancel(requestId: unknown): void {
+    if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+    const o = this.open.get(String(requestId));
+    if (!o) return;
+    this.open.delete(String(requestId));
+    o.closed.abort();
+  }
+
+  private exchange(id: Id | undefined, bytes: number): Exchange {
+    const closed = new AbortController();
+    const key = id === undefined ? undefined : String(id);
+    const entry: Open = { closed, streaming: false };
+    // A reused id replaces the older entry; the older call still answers on stdout.
+    if (key !== undefined) this.open.set(key, entry);
+    let answered = false;
+    const settle = () => {
+      if (key !== undefined && this.open.get(key) === entry) this.open.delete(key);
+    };
+    const out = this.out;
+    return {
+      transport: 'stdio',
+      header: () => undefined,
+      principal: this.opts.principal ?? 'local',
+      requestBytes: bytes,
+      sink: out,
+      closed: closed.signal,
+      reply: (msg) => {
+        if (answered) return;
+        answered = true;
+        if (!entry.streaming) settle();
+        if (msg && !closed.signal.aborted) this.write(msg);
+      },
+      stream: () => {
+        entry.streaming = true;
+        answered = true;
+        return {
+          get closed() {
+            return closed.signal.aborted || out.closed;
+          },
+          send: (msg: object) => {
+            if (!closed.signal.aborted) out.send(msg);
+          },
+          end: () => {
+            // A graceful end of a listen stream is its response (digest §4.1); a cancelled one gets nothing.
+            if (closed.signal.aborted || id === undefined) return;
+            settle();
+            out.send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: { [META_SUBSCRIPTION_ID]: id } } });
+            closed.abort();
+          },
+        };
+      },
+    };
+  }
+
+  private write(msg: object): void {
+    if (this.outClosed) return;
+    let line: string;
+    try {
+      line = JSON.stringify(msg);
+    } catch (err) {
+      this.log.error({ err }, 'unserialisable message dropped');
+      return;
+    }
+    this.output.write(line + '\n');
+  }
+
+  /** stdin ended: let answers in progress finish (bounded), then stop. */
+  private async onEnd(): Promise<void> {
+    if (this.stopped) return;
+    if (this.parts.length && !this.skipping) this.endLine(); // a last line without its newline
+    const drain = Promise.allSettled([...this.pending]);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([drain, new Promise<void>((r) => (timer = setTimeout(r, this.opts.drainMs ?? 5_000)))]);
+    clearTimeout(timer);
+    await this.stop();
+  }
+}
