@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
 import type { HubConfig, ServerConfig } from './config/types.js';
@@ -15,6 +15,8 @@ import type { AuditEnd } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
+import { Mrtr } from './router/mrtr.js';
+import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
@@ -50,6 +52,7 @@ export class Hub implements HubCore {
   readonly handles = new Map<string, ServerHandle>();
   readonly catalog: Catalog;
   readonly router: Router;
+  readonly mrtr: Mrtr;
   readonly endpoint: Endpoint;
   readonly subs = new Subscriptions();
   private http: HttpServer | undefined;
@@ -64,7 +67,11 @@ export class Hub implements HubCore {
     this.events.setMaxListeners(0);
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log);
     this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
-    this.router = new Router(this.catalog, ledger, this.subs, log, {
+    const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number };
+    const base = config.file ? dirname(config.file) : process.cwd();
+    const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
+    this.mrtr = new Mrtr(new RequestStateSealer(loadStateKey(policy.requestStateKey, keyFile)), policy.inputTimeoutMs ?? 60_000);
+    this.router = new Router(this.catalog, ledger, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: randomBytes(32),
       startupGrace: () => this.startupGrace(),
@@ -104,6 +111,7 @@ export class Hub implements HubCore {
 
   async stop(): Promise<void> {
     this.endpoint.listen.closeAll();
+    this.mrtr.bridge.close();
     await this.http?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
     await this.ledger.close();

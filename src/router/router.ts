@@ -10,6 +10,9 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import type { Subscriptions } from './subscriptions.js';
+import type { Mrtr } from './mrtr.js';
+import type { Binding } from './request-state.js';
+import { MODERN } from '../protocol/era.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -40,6 +43,7 @@ export class Router {
     private readonly catalog: Catalog,
     private readonly ledger: AuditSink,
     private readonly subs: Subscriptions,
+    private readonly mrtr: Mrtr,
     private readonly log: Logger,
     private readonly opts: RouterOptions,
   ) {}
@@ -161,6 +165,9 @@ export class Router {
     }
     const { server, upstreamName } = routed;
     const principal = ctx.principal;
+    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
+    const retry = await this.retryOf('tools/call', params, ctx, bind, server, begin, t0);
+    if (retry && 'result' in retry) return retry.result;
     const key = ctx.idempotencyKey;
     if (key) {
       const settled = await this.settleIdempotency(principal, key, hubName, hash);
@@ -195,22 +202,56 @@ export class Router {
       await finish(outcomeOfError(err), undefined, false);
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
-    const forwarded: Result = { ...params, name: upstreamName };
+    const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName };
     delete forwarded._meta;
+    const body = async (opts: CallOptions): Promise<Result> => {
+      try {
+        const result = await this.mrtr.roundTrips('tools/call', server, forwarded, ctx, opts, bind);
+        const isFinal = result.resultType === undefined || result.resultType === 'complete';
+        // An input_required turn is no outcome yet: the key is freed for the client's retry.
+        await finish({ ...outcomeOfResult(result), responseBytes: this.bytesOf(result) }, isFinal ? { result } : undefined, false);
+        return result;
+      } catch (err) {
+        const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
+        // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
+        await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
+        if (err instanceof RpcError || err instanceof CancelledError) throw err;
+        if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
+          return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
+        this.log.error({ err, server: server.id }, 'tools/call failed');
+        return toolErrorResult(`Tool ${hubName} failed inside the hub`);
+      }
+    };
+    return this.mrtr.run(ctx, server, this.callOptions(ctx, server), bind, body);
+  }
+
+  /**
+   * A modern client's MRTR retry (it carries our sealed requestState): either the answer of a
+   * parked call, or the params to forward with the upstream's own state restored. Undefined for
+   * a first request. A bad state is -32602 and has its ledger row.
+   */
+  private async retryOf(
+    method: string,
+    params: Result,
+    ctx: CallContext,
+    bind: Binding,
+    server: ServerHandle,
+    begin: AuditBegin,
+    t0: number,
+  ): Promise<{ result: Result } | { params: Result } | undefined> {
+    if (ctx.clientEra !== MODERN || params.requestState === undefined) return undefined;
     try {
-      const result = await server.upstream.request('tools/call', forwarded, this.callOptions(ctx, server));
-      const isFinal = result.resultType === undefined || result.resultType === 'complete';
-      await finish({ ...outcomeOfResult(result), responseBytes: this.bytesOf(result) }, isFinal ? { result } : undefined, !isFinal);
-      return result;
+      const retry = this.mrtr.openRetry(params, bind, ctx.signal);
+      if (retry.kind === 'forward') {
+        if (retry.server !== server.id) throw new RpcError(INVALID_PARAMS, 'requestState was issued for another server');
+        return { params: retry.params };
+      }
+      const result = await retry.result;
+      await this.ledger.record(begin, { ...outcomeOfResult(result), latencyMs: performance.now() - t0 });
+      return { result };
     } catch (err) {
-      const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
-      // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
-      await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
-      if (err instanceof RpcError || err instanceof CancelledError) throw err;
-      if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
-        return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
-      this.log.error({ err, server: server.id }, 'tools/call failed');
-      return toolErrorResult(`Tool ${hubName} failed inside the hub`);
+      await this.ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      throw err;
     }
   }
 
@@ -263,7 +304,8 @@ export class Router {
     }
     const forwarded: Result = { ...params, name: routed.upstreamName };
     delete forwarded._meta;
-    return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0);
+    const bind: Binding = { principal: ctx.principal, method, target: hubName, argsDigest: argsHash(params.arguments ?? {}) };
+    return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }
 
   private async forward(
@@ -273,19 +315,30 @@ export class Router {
     server: ServerHandle,
     names: { hubName?: string; upstreamName?: string },
     t0: number,
+    bind?: Binding,
   ): Promise<Result> {
-    const audit = this.ledger.begin(this.beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era }));
+    const begin = this.beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era });
+    const retry = bind ? await this.retryOf(method, forwarded, ctx, bind, server, begin, t0) : undefined;
+    if (retry && 'result' in retry) return retry.result;
+    const params = retry ? retry.params : forwarded;
+    const audit = this.ledger.begin(begin);
     await this.ledger.whenCommitted();
-    try {
-      if (server.upstream.state !== 'ready')
-        throw new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
-      const result = await server.upstream.request(method, forwarded, this.callOptions(ctx, server));
-      await audit.finish({ outcome: 'ok', responseBytes: this.bytesOf(result), latencyMs: performance.now() - t0 });
-      return result;
-    } catch (err) {
-      await audit.finish({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
-      throw asRpcError(this.normaliseNotFound(method, forwarded, err));
-    }
+    const body = async (opts: CallOptions): Promise<Result> => {
+      try {
+        if (server.upstream.state !== 'ready')
+          throw new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+        const result = bind
+          ? await this.mrtr.roundTrips(method, server, params, ctx, opts, bind)
+          : await server.upstream.request(method, params, opts);
+        await audit.finish({ outcome: 'ok', responseBytes: this.bytesOf(result), latencyMs: performance.now() - t0 });
+        return result;
+      } catch (err) {
+        await audit.finish({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+        throw asRpcError(this.normaliseNotFound(method, params, err));
+      }
+    };
+    const opts = this.callOptions(ctx, server);
+    return bind ? this.mrtr.run(ctx, server, opts, bind, body) : body(opts);
   }
 
   /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */
@@ -309,7 +362,8 @@ export class Router {
     }
     const forwarded: Result = { ...params };
     delete forwarded._meta;
-    return this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0);
+    const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
+    return this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0, bind);
   }
 
   private async complete(params: Result, ctx: CallContext): Promise<Result> {

@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
+import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
+import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
+
+type Result = Record<string, unknown>;
+
+/** The client capability an input request needs, or null when the client declared it. */
+export function missingCapability(req: InputRequest, caps: ClientCapabilities): Record<string, unknown> | null {
+  switch (req.method) {
+    case 'elicitation/create':
+      if (!caps.elicitation) return { elicitation: {} };
+      if (req.params?.mode === 'url' && !caps.elicitation.url) return { elicitation: { url: {} } };
+      return null;
+    case 'sampling/createMessage':
+      return caps.sampling ? null : { sampling: {} };
+    case 'roots/list':
+      return caps.roots ? null : { roots: {} };
+    default:
+      return { [req.method]: {} };
+  }
+}
+
+/** What a legacy upstream hears when the client never answers (digest §5.3 A.5). */
+function refusal(req: InputRequest): { result?: Result; error?: RpcError } {
+  if (req.method === 'elicitation/create') return { result: { action: 'cancel' } };
+  if (req.method === 'sampling/createMessage') return { error: new RpcError(-1, 'the user did not answer the sampling request') };
+  return { error: new RpcError(METHOD_NOT_FOUND, `the client did not answer ${req.method}`) };
+}
+
+/** Legacy URL-mode params carry an elicitationId; modern ones do not (digest §5.1). */
+function toModernInput(req: InputRequest): InputRequest {
+  if (req.method !== 'elicitation/create' || req.params?.mode !== 'url' || !('elicitationId' in (req.params ?? {}))) return req;
+  const { elicitationId: _id, ...params } = req.params!;
+  return { method: req.method, params };
+}
+
+interface Waiting {
+  req: InputRequest;
+  resolve: (r: Result) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * Collects the server → client requests a legacy upstream makes during one call whose client
+ * is modern: each becomes an entry of an `input_required` answer, and the client's retry
+ * (its `inputResponses`) answers them.
+ */
+export class InputCollector {
+  private readonly waiting = new Map<string, Waiting>();
+  private wake: (() => void) | undefined;
+  private next = 0;
+  /** Set when the upstream asked for something the client did not declare. */
+  missing: Record<string, unknown> | undefined;
+
+  constructor(private readonly caps: ClientCapabilities) {}
+
+  readonly ask = (req: InputRequest): Promise<Result> => {
+    const need = missingCapability(req, this.caps);
+    if (need) {
+      this.missing = need;
+      this.wake?.();
+      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting.set(`input-${++this.next}`, { req: toModernInput(req), resolve, reject });
+      this.wake?.();
+    });
+  };
+
+  /** Resolves as soon as something is waiting for the client (or a capability is missing). */
+  whenNeeded(): Promise<void> {
+    if (this.waiting.size > 0 || this.missing) return Promise.resolve();
+    return new Promise((r) => (this.wake = r));
+  }
+
+  requests(): Record<string, InputRequest> {
+    const out: Record<string, InputRequest> = {};
+    for (const [k, w] of this.waiting) out[k] = w.req;
+    return out;
+  }
+
+  /** Answer what the client answered; unknown keys are ignored, missing ones stay open. */
+  answer(responses: unknown): void {
+    if (!responses || typeof responses !== 'object') return;
+    for (const [k, v] of Object.entries(responses as Record<string, unknown>)) {
+      const w = this.waiting.get(k);
+      if (!w || !v || typeof v !== 'object') continue;
+      this.waiting.delete(k);
+      w.resolve(v as Result);
+    }
+  }
+
+  /** The client went away: answer the upstream as a user who did not respond would. */
+  giveUp(): void {
+    for (const w of this.waiting.values()) {
+      const r = refusal(w.req);
+      if (r.result) w.resolve(r.result);
+      else w.reject(r.error);
+    }
+    this.waiting.clear();
+  }
+}
+
+interface Parked {
+  run: Promise<Result>;
+  collector: InputCollector;
+  abort: AbortController;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Modern client ↔ legacy upstream (recipe A): a call whose upstream asks the user something
+ * is parked here while the client answers `input_required`; the client's retry resumes it.
+ * A client that never retries gets its call cancelled after `timeoutMs`.
+ */
+export class InputBridge {
+  private readonly parked = new Map<string, Parked>();
+
+  constructor(
+    private readonly sealer: RequestStateSealer,
+    private readonly timeoutMs: number,
+  ) {}
+
+  get size(): number {
+    return this.parked.size;
+  }
+
+  /** The final result, or an `input_required` that parks the still-running call. */
+  async settle(run: Promise<Result>, collector: InputCollector, abort: AbortController, bind: Binding): Promise<Result> {
+    const first = await Promise.race([
+      run.then(
+        (result) => ({ result }),
+        (error: unknown) => ({ error }),
+      ),
+      collector.whenNeeded().then(() => null),
+    ]);
+    if (first && 'result' in first) return first.result;
+    if (first && 'error' in first) throw first.error;
+    if (collector.missing) {
+      abort.abort();
+      run.catch(() => {});
+      throw new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', {
+        requiredCapabilities: collector.missing,
+      });
+    }
+    // Requests that arrive together travel together.
+    await new Promise((r) => setImmediate(r));
+    const id = randomBytes(12).toString('base64url');
+    const timer = setTimeout(() => this.expire(id), this.timeoutMs);
+    timer.unref();
+    this.parked.set(id, { run, collector, abort, timer });
+    run.catch(() => {});
+    return { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
+  }
+
+  /** The client's retry: answer the parked requests and wait for the next turn. */
+  resume(id: string, inputResponses: unknown, bind: Binding, signal: AbortSignal): Promise<Result> {
+    const p = this.parked.get(id);
+    if (!p) throw new StateError('the call this requestState points to is no longer waiting (it finished or timed out)');
+    this.parked.delete(id);
+    clearTimeout(p.timer);
+    const onAbort = () => {
+      p.collector.giveUp();
+      p.abort.abort();
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.collector.answer(inputResponses);
+    return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
+  }
+
+  private expire(id: string): void {
+    const p = this.parked.get(id);
+    if (!p) return;
+    this.parked.delete(id);
+    p.collector.giveUp();
+    p.abort.abort();
+  }
+
+  close(): void {
+    for (const id of [...this.parked.keys()]) this.expire(id);
+  }
+}

@@ -1,0 +1,109 @@
+import { randomUUID } from 'node:crypto';
+import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../protocol/errors.js';
+import { LEGACY, MODERN } from '../protocol/era.js';
+import type { InputRequest } from '../protocol/types.js';
+import type { ServerHandle } from '../catalog/catalog.js';
+import type { CallOptions } from '../upstream/types.js';
+import type { CallContext } from './context.js';
+import { InputBridge, InputCollector } from './input-bridge.js';
+import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
+
+type Result = Record<string, unknown>;
+
+/** Rounds of legacy-client ↔ modern-upstream translation before the hub gives up. */
+const MAX_ROUNDS = 10;
+
+/** A modern client's retry, after its requestState opened. */
+export type Retry =
+  | { kind: 'resume'; result: Promise<Result> }
+  | { kind: 'forward'; server: string; params: Result };
+
+/**
+ * Era translation of "the server needs input from the user" (digest §5.3): legacy
+ * server → client requests and modern `input_required` results, in all four directions.
+ */
+export class Mrtr {
+  readonly bridge: InputBridge;
+
+  constructor(
+    readonly sealer: RequestStateSealer,
+    inputTimeoutMs: number,
+  ) {
+    this.bridge = new InputBridge(sealer, inputTimeoutMs);
+  }
+
+  /**
+   * Run `body` (the forwarded call, ledger included). A modern client of a legacy upstream
+   * cannot be asked mid-call, so the call is parked and the client answers `input_required`
+   * (recipe A); everyone else runs straight through.
+   */
+  run(ctx: CallContext, server: ServerHandle, opts: CallOptions, bind: Binding, body: (opts: CallOptions) => Promise<Result>): Promise<Result> {
+    if (ctx.clientEra !== MODERN || server.upstream.era !== LEGACY) return body(opts);
+    const collector = new InputCollector(ctx.clientCapabilities);
+    const abort = new AbortController();
+    if (ctx.signal.aborted) abort.abort();
+    else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    const run = body({ ...opts, signal: abort.signal, onServerRequest: collector.ask });
+    return this.bridge.settle(run, collector, abort, bind);
+  }
+
+  /**
+   * One upstream request plus the rounds its `input_required` answers need: passed on to a
+   * modern client under the hub's seal (recipe C), or turned into real requests to a legacy
+   * client and retried upstream (recipe B).
+   */
+  async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding): Promise<Result> {
+    let p = params;
+    for (let round = 0; ; round++) {
+      const r = await server.upstream.request(method, p, opts);
+      if (r.resultType !== 'input_required') return r;
+      if (ctx.clientEra === MODERN) {
+        const up = typeof r.requestState === 'string' ? r.requestState : undefined;
+        return { ...r, requestState: this.sealer.seal(bind, { k: 'fwd', server: server.id, up }) };
+      }
+      if (!ctx.askClient) throw new RpcError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
+      if (round >= MAX_ROUNDS) throw new RpcError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
+      const inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
+      p = { ...params, inputResponses };
+      // Echoed byte-exact; absent stays absent (digest §5.1).
+      if (r.requestState !== undefined) p.requestState = r.requestState;
+    }
+  }
+
+  private async askAll(requests: unknown, ask: (r: InputRequest) => Promise<Result>): Promise<Result> {
+    const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, InputRequest>) : [];
+    const answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req))));
+    const out: Result = {};
+    entries.forEach(([k], i) => (out[k] = answers[i]));
+    return out;
+  }
+
+  /** Open a modern client's retry; throws -32602 for anything that does not check out. */
+  openRetry(params: Result, bind: Binding, signal: AbortSignal): Retry {
+    let body: StateBody;
+    try {
+      body = this.sealer.open(params.requestState, bind);
+    } catch (err) {
+      if (err instanceof StateError) throw new RpcError(INVALID_PARAMS, err.message);
+      throw err;
+    }
+    if (body.k === 'park') {
+      try {
+        return { kind: 'resume', result: this.bridge.resume(body.id, params.inputResponses, bind, signal) };
+      } catch (err) {
+        if (err instanceof StateError) throw new RpcError(INVALID_PARAMS, err.message);
+        throw err;
+      }
+    }
+    const forwarded: Result = { ...params };
+    if (body.up === undefined) delete forwarded.requestState;
+    else forwarded.requestState = body.up;
+    return { kind: 'forward', server: body.server, params: forwarded };
+  }
+}
+
+/** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */
+function toLegacyInput(req: InputRequest): InputRequest {
+  if (req?.method !== 'elicitation/create' || req.params?.mode !== 'url' || req.params.elicitationId) return req;
+  return { method: req.method, params: { ...req.params, elicitationId: randomUUID() } };
+}

@@ -1,0 +1,109 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/**
+ * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
+ * the target (tool name or URI) and a digest of the arguments, with an expiry, used once.
+ * Anything the client sends back is attacker-controlled until it opens here.
+ */
+export type StateBody =
+  /** Modern ↔ modern: the upstream's own state, nested, and which upstream minted it. */
+  | { k: 'fwd'; server: string; up?: string }
+  /** A call parked at this hub instance, waiting for the client's input (legacy upstream). */
+  | { k: 'park'; id: string };
+
+interface Envelope {
+  p: string; // principal
+  m: string; // method
+  t: string; // target: tool/prompt name or uri
+  a: string; // args digest
+  e: number; // expiry, epoch ms
+  n: string; // nonce, for single use
+  b: StateBody;
+}
+
+export interface Binding {
+  principal: string;
+  method: string;
+  target: string;
+  argsDigest: string;
+}
+
+export class StateError extends Error {
+  override readonly name = 'StateError';
+}
+
+const VERSION = 'sy1.';
+
+export class RequestStateSealer {
+  /** Nonces already opened, until their expiry (single use per hub instance). */
+  private readonly used = new Map<string, number>();
+
+  constructor(
+    private readonly key: Buffer,
+    private readonly ttlMs = 10 * 60_000,
+    private readonly now: () => number = Date.now,
+  ) {
+    if (key.length !== 32) throw new Error('requestState key must be 32 bytes');
+  }
+
+  seal(bind: Binding, body: StateBody): string {
+    const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: bind.argsDigest, e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
+    const iv = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', this.key, iv);
+    const ct = Buffer.concat([c.update(JSON.stringify(env), 'utf8'), c.final()]);
+    return VERSION + Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
+  }
+
+  /** Opens and consumes a state; throws StateError with a message fit for the client. */
+  open(state: unknown, bind: Binding): StateBody {
+    if (typeof state !== 'string' || !state.startsWith(VERSION)) throw new StateError('requestState was not issued by this hub');
+    let env: Envelope;
+    try {
+      const raw = Buffer.from(state.slice(VERSION.length), 'base64url');
+      const d = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
+      d.setAuthTag(raw.subarray(12, 28));
+      env = JSON.parse(Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8')) as Envelope;
+    } catch {
+      throw new StateError('requestState is invalid or was tampered with');
+    }
+    const now = this.now();
+    if (env.e <= now) throw new StateError('requestState has expired; send the original request again');
+    if (env.p !== bind.principal) throw new StateError('requestState belongs to another principal');
+    if (env.m !== bind.method || env.t !== bind.target) throw new StateError('requestState was issued for another request');
+    if (env.a !== bind.argsDigest) throw new StateError('requestState was issued for other arguments');
+    this.sweep(now);
+    if (this.used.has(env.n)) throw new StateError('requestState was already used');
+    this.used.set(env.n, env.e);
+    return env.b;
+  }
+
+  private sweep(now: number): void {
+    if (this.used.size < 1024) return;
+    for (const [n, e] of this.used) if (e <= now) this.used.delete(n);
+  }
+}
+
+/**
+ * The sealing key: from config or SWITCHYARD_STATE_KEY (64 hex chars or base64 of 32 bytes);
+ * otherwise generated on first start and kept beside the ledger with mode 0600, so restarts
+ * and other hubs sharing the file accept each other's states.
+ */
+export function loadStateKey(configured: string | undefined, keyFile: string): Buffer {
+  const given = configured ?? process.env.SWITCHYARD_STATE_KEY;
+  if (given) {
+    const k = /^[0-9a-f]{64}$/i.test(given) ? Buffer.from(given, 'hex') : Buffer.from(given, 'base64');
+    if (k.length !== 32) throw new Error('the requestState key must be 32 bytes (64 hex characters or base64)');
+    return k;
+  }
+  if (existsSync(keyFile)) {
+    const k = Buffer.from(readFileSync(keyFile, 'utf8').trim(), 'hex');
+    if (k.length === 32) return k;
+  }
+  const k = randomBytes(32);
+  mkdirSync(dirname(keyFile), { recursive: true });
+  writeFileSync(keyFile, k.toString('hex') + '\n', { mode: 0o600 });
+  chmodSync(keyFile, 0o600);
+  return k;
+}
