@@ -23,6 +23,11 @@ export interface RouterOptions {
 
 type Result = Record<string, unknown>;
 
+/** Whether the client declared anything an upstream could ask it for. */
+function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
+  return !!(caps.elicitation || caps.sampling || caps.roots);
+}
+
 function unknownRefusal(key: string): string {
   return `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
 }
@@ -137,6 +142,7 @@ export class Router {
       onProgress: ctx.onProgress,
       onLog: ctx.onLog,
       onServerRequest: ctx.askClient,
+      exclusive: canBeAsked(ctx.clientCapabilities),
       clientCapabilities: ctx.clientCapabilities,
       meta: ctx.meta,
       logLevel: ctx.logLevel,

@@ -181,14 +181,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (via !== undefined) {
       target = this.isPending(via) && via.opts?.onServerRequest ? via : undefined;
     } else {
+      // Unattributable: it can only be a call's if that call is the one in flight. With more
+      // than one, answering for any of them could hand one user's request to another.
       let n = 0;
       for (const p of this.pending.values()) {
-        if (p.opts?.onServerRequest) {
-          target = p;
-          n++;
-        }
+        if (p.internal) continue;
+        n++;
+        target = p.opts?.onServerRequest ? p : undefined;
       }
       if (n > 1) {
+        target = undefined;
         this.log.warn({ method: msg.method, inFlight: n }, 'server request with several calls in flight; refused');
         return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, 'ambiguous: several calls in flight'))), via);
       }

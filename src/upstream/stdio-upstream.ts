@@ -4,6 +4,7 @@
  * means legacy, and a process that dies of the probe is respawned before `initialize`. The
  * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
  */
+import { CallGate } from './call-gate.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
 import { RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
@@ -13,7 +14,7 @@ import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
-import type { UpstreamSpec } from './types.js';
+import type { CallOptions, UpstreamSpec } from './types.js';
 
 function isObj(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -41,10 +42,18 @@ export class StdioUpstream extends UpstreamBase {
   /** The era verdict, kept across respawns. */
   private verdict: Era | undefined;
 
+  private readonly gate = new CallGate();
+
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
     if (spec.era !== 'auto') this.verdict = spec.era;
+  }
+
+  /** Legacy stdio cannot say which call a server → client request belongs to: see CallGate. */
+  override request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+    if (this.verdict !== LEGACY) return super.request(method, params, opts);
+    return this.gate.run(opts?.exclusive === true, () => super.request(method, params, opts));
   }
 
   /** The pid of the running child, if any (for status and tests). */

@@ -44,6 +44,11 @@ export interface CallOptions {
    * RpcError to send an error back. Absent: the connection answers -32601 itself.
    */
   onServerRequest?: (req: InputRequest) => Promise<Record<string, unknown>>;
+  /**
+   * The caller can answer server → client requests: on a legacy stdio upstream such a call runs
+   * alone, so a request the server makes during it can only be this call's (see CallGate).
+   */
+  exclusive?: boolean;
   /** What the downstream client of this call declared (modern upstreams get it in `_meta`). */
   clientCapabilities?: ClientCapabilities;
   /** Non-envelope `_meta` keys to pass through unchanged (trace context, third-party). */
