@@ -1,5 +1,6 @@
 export { Ledger, type LedgerOptions } from './ledger.js';
 export { LedgerNameStore } from './names.js';
+export { LedgerPinStore } from './pins.js';
 export { LedgerReader, LedgerChainError, type StatsRow } from './reader.js';
 export { LedgerVersionError, loadMigrations, migrate, schemaVersion, defaultMigrationsDir, type Migration } from './migrate.js';
 export { IdempotencyAbandonedError, IdempotencyUnknownError, IdempotencyStore } from './idempotency.js';

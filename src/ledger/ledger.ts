@@ -5,6 +5,7 @@ import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
 import { LedgerNameStore } from './names.js';
+import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
@@ -43,6 +44,7 @@ export class Ledger {
   readonly enabled = true;
   readonly idempotency: IdempotencyStore;
   private readonly names: LedgerNameStore;
+  private readonly pins: LedgerPinStore;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
   private readonly chain: ChainWriter;
@@ -71,6 +73,7 @@ export class Ledger {
     this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, this.log);
     this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
+    this.pins = new LedgerPinStore(db, this.gc, this.log);
 
     const cols = `id, ts, request_id, principal, client_address, client_era, client_name, client_version, method,
       hub_name, server, upstream_name, upstream_era, idempotency_key, args_hash, request_bytes, args_json, outcome`;
@@ -159,6 +162,11 @@ export class Ledger {
     return this.names;
   }
 
+  /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */
+  pinStore(): LedgerPinStore {
+    return this.pins;
+  }
+
   /** Group-commit counters: committed transactions and the writes they carried. */
   commitCounters(): { batches: number; writes: number } {
     return this.gc.counters;
@@ -188,6 +196,7 @@ export class Ledger {
     this.closed = true;
     clearInterval(this.purgeTimer);
     this.idempotency.close();
+    this.pins.close();
     this.gc.close();
     this.db.close();
   }

@@ -1,4 +1,5 @@
 import type { NameStore } from '../catalog/names.js';
+import type { PinStore } from '../catalog/pins.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
@@ -19,6 +20,8 @@ export interface AuditSink {
   close(): Promise<void>;
   /** Persistent hub-name assignments, so names survive restarts. */
   nameStore?(): NameStore | undefined;
+  /** Pinned tool definitions; absent (NullLedger): the catalog keeps them in memory. */
+  pinStore?(): PinStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

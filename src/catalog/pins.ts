@@ -1,0 +1,218 @@
+import { canonicalJson, sha256Hex } from '../ledger/canonical.js';
+
+/**
+ * Pinned tool definitions (rug-pull defence). The first definition of a tool a server lists
+ * is trusted on first use and pinned by a canonical hash; a later list that changes it, or
+ * that shows an approved definition under a new name, quarantines the tool until an operator
+ * approves the change (`switchyard tools approve`).
+ */
+
+/** The parts of a tool that are pinned: what a model reads and what the hub acts on. */
+export interface PinnedDefinition {
+  name: string;
+  description?: unknown;
+  inputSchema?: unknown;
+  outputSchema?: unknown;
+  annotations?: unknown;
+}
+
+export type PendingReason = 'changed' | 'renamed';
+
+/** One row of the pin table (src/ledger/pins.ts keeps them in the ledger database). */
+export interface PinRecord {
+  server: string;
+  /** The upstream tool name. */
+  tool: string;
+  /** Approved definition; null when nothing was ever approved under this name (a rename). */
+  hash: string | null;
+  bodyHash: string | null;
+  definition: string | null;
+  /** A definition seen later and not approved yet. */
+  pendingHash: string | null;
+  pendingBodyHash: string | null;
+  pendingDefinition: string | null;
+  pendingReason: PendingReason | null;
+  renamedFrom: string | null;
+  firstSeenMs: number;
+  approvedMs: number | null;
+  /** 'first-seen' | 'cli' | 'auto-trusted' */
+  approvedBy: string | null;
+  pendingSinceMs: number | null;
+}
+
+/** Where pins live. Reads are synchronous (the list path must not wait on disk). */
+export interface PinStore {
+  get(server: string, tool: string): PinRecord | undefined;
+  list(server?: string): PinRecord[];
+  put(rec: PinRecord): void;
+  /** Called when records changed outside this process (an approval by the CLI). */
+  onExternalChange?(cb: () => void): void;
+}
+
+export class MemoryPinStore implements PinStore {
+  private readonly map = new Map<string, PinRecord>();
+  get(server: string, tool: string): PinRecord | undefined {
+    return this.map.get(`${server}\0${tool}`);
+  }
+  list(server?: string): PinRecord[] {
+    return [...this.map.values()].filter((r) => server === undefined || r.server === server);
+  }
+  put(rec: PinRecord): void {
+    this.map.set(`${rec.server}\0${rec.tool}`, { ...rec });
+  }
+}
+
+export function pinnedDefinition(tool: Record<string, unknown>): PinnedDefinition {
+  const d: PinnedDefinition = { name: String(tool.name) };
+  for (const k of ['description', 'inputSchema', 'outputSchema', 'annotations'] as const) if (tool[k] !== undefined) d[k] = tool[k];
+  return d;
+}
+
+export interface Hashed {
+  hash: string;
+  /** The same definition without its name, to recognise a renamed tool. */
+  bodyHash: string;
+  /** Canonical JSON, stored so `tools diff` can show what changed. */
+  json: string;
+}
+
+export function hashDefinition(def: PinnedDefinition): Hashed {
+  const json = canonicalJson(def);
+  const { name: _n, ...body } = def;
+  return { hash: sha256Hex(json), bodyHash: sha256Hex(canonicalJson(body)), json };
+}
+
+export type PinState = 'approved' | 'changed' | 'renamed';
+
+export interface PinVerdict {
+  state: PinState;
+  hash: string;
+  renamedFrom?: string;
+}
+
+/** Something worth an audit row and a log line. */
+export interface PinEvent {
+  kind: 'first-seen' | 'quarantined' | 'auto-approved' | 'reverted';
+  server: string;
+  tool: string;
+  reason?: PendingReason;
+  renamedFrom?: string;
+  hash: string;
+  previousHash?: string | null;
+}
+
+export interface PinServer {
+  id: string;
+  /** Trusted server whose config lets it approve its own changes. */
+  autoApprove: boolean;
+}
+
+/**
+ * Checks one server's current tools against the store. Writes what changed (first sightings,
+ * new pending definitions, auto-approvals, reverts) and returns a verdict per tool plus the
+ * events to report. Reporting happens once per distinct pending definition, not per list.
+ */
+export function checkPins(
+  store: PinStore,
+  server: PinServer,
+  tools: readonly { name: string; def: Hashed }[],
+  now: number,
+): { verdicts: Map<string, PinVerdict>; events: PinEvent[] } {
+  const verdicts = new Map<string, PinVerdict>();
+  const events: PinEvent[] = [];
+  const listed = new Set(tools.map((t) => t.name));
+  const records = store.list(server.id);
+  for (const { name, def } of tools) {
+    const rec = store.get(server.id, name);
+    if (rec && rec.hash === def.hash) {
+      if (rec.pendingHash !== null) {
+        // The upstream went back to the approved definition: nothing is pending any more.
+        store.put({ ...rec, pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null });
+        events.push({ kind: 'reverted', server: server.id, tool: name, hash: def.hash });
+      }
+      verdicts.set(name, { state: 'approved', hash: def.hash });
+      continue;
+    }
+    let reason: PendingReason | null = null;
+    let renamedFrom: string | null = null;
+    if (rec) reason = 'changed';
+    else {
+      const old = records.find((r) => r.tool !== name && r.hash !== null && r.bodyHash === def.bodyHash && !listed.has(r.tool));
+      if (old) {
+        reason = 'renamed';
+        renamedFrom = old.tool;
+      }
+    }
+    if (reason === null) {
+      store.put(fresh(server.id, name, def, now));
+      events.push({ kind: 'first-seen', server: server.id, tool: name, hash: def.hash });
+      verdicts.set(name, { state: 'approved', hash: def.hash });
+      continue;
+    }
+    if (server.autoApprove) {
+      const base = rec ?? fresh(server.id, name, def, now);
+      store.put({ ...approved(base, def, now, 'auto-trusted'), firstSeenMs: base.firstSeenMs });
+      events.push({ kind: 'auto-approved', server: server.id, tool: name, reason, renamedFrom: renamedFrom ?? undefined, hash: def.hash, previousHash: rec?.hash ?? null });
+      verdicts.set(name, { state: 'approved', hash: def.hash });
+      continue;
+    }
+    if (!rec || rec.pendingHash !== def.hash) {
+      const base: PinRecord = rec ?? { ...fresh(server.id, name, def, now), hash: null, bodyHash: null, definition: null, approvedMs: null, approvedBy: null };
+      store.put({
+        ...base,
+        pendingHash: def.hash,
+        pendingBodyHash: def.bodyHash,
+        pendingDefinition: def.json,
+        pendingReason: reason,
+        renamedFrom,
+        pendingSinceMs: now,
+      });
+      events.push({ kind: 'quarantined', server: server.id, tool: name, reason, renamedFrom: renamedFrom ?? undefined, hash: def.hash, previousHash: rec?.hash ?? null });
+    }
+    const r = store.get(server.id, name)!;
+    verdicts.set(name, { state: reason, hash: def.hash, renamedFrom: r.renamedFrom ?? undefined });
+  }
+  return { verdicts, events };
+}
+
+function fresh(server: string, tool: string, def: Hashed, now: number): PinRecord {
+  return {
+    server,
+    tool,
+    hash: def.hash,
+    bodyHash: def.bodyHash,
+    definition: def.json,
+    pendingHash: null,
+    pendingBodyHash: null,
+    pendingDefinition: null,
+    pendingReason: null,
+    renamedFrom: null,
+    firstSeenMs: now,
+    approvedMs: now,
+    approvedBy: 'first-seen',
+    pendingSinceMs: null,
+  };
+}
+
+function approved(rec: PinRecord, def: Hashed, now: number, by: string): PinRecord {
+  return {
+    ...rec,
+    hash: def.hash,
+    bodyHash: def.bodyHash,
+    definition: def.json,
+    pendingHash: null,
+    pendingBodyHash: null,
+    pendingDefinition: null,
+    pendingReason: null,
+    renamedFrom: null,
+    approvedMs: now,
+    approvedBy: by,
+    pendingSinceMs: null,
+  };
+}
+
+/** Accept what is pending (the CLI does the same in SQL). Returns the updated record. */
+export function approvePending(rec: PinRecord, now: number, by = 'cli'): PinRecord | undefined {
+  if (rec.pendingHash === null || rec.pendingDefinition === null) return undefined;
+  return approved(rec, { hash: rec.pendingHash, bodyHash: rec.pendingBodyHash ?? '', json: rec.pendingDefinition }, now, by);
+}

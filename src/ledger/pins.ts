@@ -1,0 +1,163 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { PinRecord, PinStore } from '../catalog/pins.js';
+import type { Logger } from '../log.js';
+import type { GroupCommit } from './group-commit.js';
+
+/** How often the hub looks for pins changed by another process (an approval by the CLI). */
+export const PIN_POLL_MS = 500;
+
+interface PinRow {
+  server: string;
+  tool: string;
+  hash: string | null;
+  body_hash: string | null;
+  definition: string | null;
+  pending_hash: string | null;
+  pending_body_hash: string | null;
+  pending_definition: string | null;
+  pending_reason: 'changed' | 'renamed' | null;
+  renamed_from: string | null;
+  first_seen_ms: number;
+  approved_ms: number | null;
+  approved_by: string | null;
+  pending_since_ms: number | null;
+}
+
+export function recordOf(r: PinRow): PinRecord {
+  return {
+    server: r.server,
+    tool: r.tool,
+    hash: r.hash,
+    bodyHash: r.body_hash,
+    definition: r.definition,
+    pendingHash: r.pending_hash,
+    pendingBodyHash: r.pending_body_hash,
+    pendingDefinition: r.pending_definition,
+    pendingReason: r.pending_reason,
+    renamedFrom: r.renamed_from,
+    firstSeenMs: r.first_seen_ms,
+    approvedMs: r.approved_ms,
+    approvedBy: r.approved_by,
+    pendingSinceMs: r.pending_since_ms,
+  };
+}
+
+export const PIN_UPSERT = `INSERT INTO tool_pins (server, tool, hash, body_hash, definition, pending_hash, pending_body_hash,
+    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms)
+  VALUES (@server, @tool, @hash, @bodyHash, @definition, @pendingHash, @pendingBodyHash, @pendingDefinition,
+    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs)
+  ON CONFLICT (server, tool) DO UPDATE SET hash = excluded.hash, body_hash = excluded.body_hash,
+    definition = excluded.definition, pending_hash = excluded.pending_hash, pending_body_hash = excluded.pending_body_hash,
+    pending_definition = excluded.pending_definition, pending_reason = excluded.pending_reason,
+    renamed_from = excluded.renamed_from, approved_ms = excluded.approved_ms, approved_by = excluded.approved_by,
+    pending_since_ms = excluded.pending_since_ms`;
+
+/** Every pin row (the CLI reads them too). */
+export function readPins(db: Database): PinRecord[] {
+  return (db.prepare('SELECT * FROM tool_pins ORDER BY server, tool').all() as PinRow[]).map(recordOf);
+}
+
+function same(a: PinRecord, b: PinRecord): boolean {
+  return a.hash === b.hash && a.pendingHash === b.pendingHash && a.approvedMs === b.approvedMs && a.pendingReason === b.pendingReason;
+}
+
+/**
+ * Pins kept in the ledger file. The catalog reads them while it builds a list, so every row
+ * is in memory; a put updates the map at once and is written by the group commit. Another
+ * process (the CLI approving a change) writes the table directly: `PRAGMA data_version`
+ * moves when it does, and the rows are read again.
+ */
+export class LedgerPinStore implements PinStore {
+  private map = new Map<string, PinRecord>();
+  private readonly upsert: Statement;
+  private readonly listeners: (() => void)[] = [];
+  /** Puts not committed yet: a re-read of the table must not lose them. */
+  private readonly unflushed = new Map<string, PinRecord>();
+  private dataVersion: number;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Database,
+    private readonly gc: GroupCommit,
+    private readonly log: Logger,
+  ) {
+    this.upsert = db.prepare(PIN_UPSERT);
+    for (const r of readPins(db)) this.map.set(keyOf(r.server, r.tool), r);
+    this.dataVersion = this.version();
+  }
+
+  get(server: string, tool: string): PinRecord | undefined {
+    return this.map.get(keyOf(server, tool));
+  }
+
+  list(server?: string): PinRecord[] {
+    const out: PinRecord[] = [];
+    for (const r of this.map.values()) if (server === undefined || r.server === server) out.push(r);
+    return out;
+  }
+
+  put(rec: PinRecord): void {
+    const copy = { ...rec };
+    const k = keyOf(rec.server, rec.tool);
+    this.map.set(k, copy);
+    this.unflushed.set(k, copy);
+    this.gc
+      .enqueue(() => {
+        this.upsert.run(copy);
+      })
+      .catch((err: unknown) => this.log.error({ err, server: rec.server, tool: rec.tool }, 'ledger: could not store a tool pin'))
+      .finally(() => {
+        if (this.unflushed.get(k) === copy) this.unflushed.delete(k);
+      });
+  }
+
+  onExternalChange(cb: () => void): void {
+    this.listeners.push(cb);
+    if (this.timer) return;
+    this.timer = setInterval(() => this.poll(), PIN_POLL_MS);
+    this.timer.unref();
+  }
+
+  /** Reads the table again when another connection committed; true when a pin changed. */
+  poll(): boolean {
+    let v: number;
+    try {
+      v = this.version();
+    } catch {
+      return false; // closed
+    }
+    if (v === this.dataVersion) return false;
+    this.dataVersion = v;
+    const next = new Map<string, PinRecord>();
+    for (const r of readPins(this.db)) next.set(keyOf(r.server, r.tool), r);
+    for (const [k, r] of this.unflushed) next.set(k, r);
+    let changed = next.size !== this.map.size;
+    for (const [k, r] of next) {
+      const old = this.map.get(k);
+      if (!old || !same(old, r)) changed = true;
+    }
+    if (!changed) return false;
+    this.map = next;
+    for (const cb of this.listeners) {
+      try {
+        cb();
+      } catch (err) {
+        this.log.error({ err }, 'pin change listener failed');
+      }
+    }
+    return true;
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private version(): number {
+    return this.db.pragma('data_version', { simple: true }) as number;
+  }
+}
+
+function keyOf(server: string, tool: string): string {
+  return `${server}\0${tool}`;
+}
