@@ -7,6 +7,7 @@ import type { HubConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { NameAssigner } from './catalog/names.js';
 import type { HubCore } from './downstream/core.js';
+import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
 import { openLedger } from './ledger/open.js';
@@ -16,11 +17,14 @@ import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
 import { Mrtr } from './router/mrtr.js';
+import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
+import { Metrics } from './metrics.js';
+import { auditEvent, tapAudit } from './observe.js';
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
 const STARTUP_GRACE_MS = 3_000;
@@ -56,6 +60,9 @@ export class Hub implements HubCore {
   readonly endpoint: Endpoint;
   readonly subs = new Subscriptions();
   private http: HttpServer | undefined;
+  /** Prometheus metrics; /metrics on the listener. */
+  readonly metrics: Metrics;
+  private admin: AdminRoutes | undefined;
   private readonly startedAt = Date.now();
   private graceOver = false;
 
@@ -71,10 +78,27 @@ export class Hub implements HubCore {
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
     this.mrtr = new Mrtr(new RequestStateSealer(loadStateKey(policy.requestStateKey, keyFile)), policy.inputTimeoutMs ?? 60_000);
-    this.router = new Router(this.catalog, ledger, this.subs, this.mrtr, log, {
+    this.metrics = new Metrics({
+      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
+      cacheStats: () => this.catalog.cache.stats,
+      ledgerCounters: () => (ledger as { commitCounters?: () => { batches: number; writes: number } }).commitCounters?.(),
+      openSessions: () => this.endpoint.sessions.size,
+    });
+    // Every finished request feeds the metrics and, when someone watches, the live feed ('audit').
+    const observed = tapAudit(ledger, {
+      began: () => this.metrics.callStarted(),
+      ended: (b, e, began) => {
+        if (began) this.metrics.callEnded();
+        this.metrics.observeCall(b, e);
+        if (this.events.listenerCount('audit')) this.events.emit('audit', auditEvent(b, e));
+      },
+      committed: (s) => this.metrics.observeCommit(s),
+    });
+    this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: randomBytes(32),
       startupGrace: () => this.startupGrace(),
+      confirmer: new Confirmer(policy as ConfirmPolicy),
     });
     this.endpoint = new Endpoint(this, log);
   }
@@ -91,6 +115,9 @@ export class Hub implements HubCore {
     const h: ServerHandle = { id: s.id, config: s, upstream };
     this.handles.set(s.id, h);
     this.catalog.watch(h);
+    upstream.on('state', (state: string, detail?: string) =>
+      this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail }),
+    );
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       if (n.method === 'notifications/resources/updated' && typeof n.params?.uri === 'string')
         this.events.emit('resourceUpdated', { uri: n.params.uri, subscribers: this.subs.subscribers(s.id, n.params.uri) });
@@ -105,13 +132,17 @@ export class Hub implements HubCore {
   }
 
   async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
-    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port }, this.log);
+    const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
+    const admin = (this.admin = new AdminRoutes(this, policy, this.log));
+    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path) }, this.log);
+    admin.attach(this.http.server);
     return this.http.listen(host, port);
   }
 
   async stop(): Promise<void> {
     this.endpoint.listen.closeAll();
     this.mrtr.bridge.close();
+    this.admin?.close();
     await this.http?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
     await this.ledger.close();

@@ -13,6 +13,8 @@ import { PostChannel, SseStream } from './sse.js';
 export interface HttpOptions extends OriginPolicy {
   port: number;
   maxBodyBytes: number;
+  /** Other routes on this listener (admin, metrics), tried before /mcp; true when handled. */
+  routes?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean | Promise<boolean>;
 }
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -99,6 +101,7 @@ export class HttpServer {
     }
     const path = (req.url ?? '/').split('?', 1)[0];
     if (path === '/healthz' && req.method === 'GET') return sendJson(res, 200, this.core.health());
+    if (this.opts.routes && (await this.opts.routes(req, res, path))) return;
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
     switch (req.method) {
       case 'POST':

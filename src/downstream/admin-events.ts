@@ -1,0 +1,112 @@
+/**
+ * /admin/events: a WebSocket that streams finished requests (audit events) and upstream state
+ * changes as JSON text frames. Events are batched per event-loop turn and a slow viewer drops
+ * events rather than making the hub buffer without bound.
+ */
+import type { EventEmitter } from 'node:events';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Logger } from '../log.js';
+import type { AuditEvent } from '../observe.js';
+
+export interface ServerStateEvent {
+  type: 'serverState';
+  ts: number;
+  id: string;
+  state: string;
+  era: string | null;
+  detail?: string;
+}
+
+/** A viewer further behind than this loses events (they are counted in `dropped`). */
+const MAX_BUFFERED_BYTES = 1 << 20;
+const MAX_VIEWERS = 64;
+
+export class AdminEvents {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  private queue: string[] = [];
+  private scheduled = false;
+  dropped = 0;
+  private readonly onAudit = (e: AuditEvent) => this.push(e);
+  private readonly onState = (e: ServerStateEvent) => this.push(e);
+
+  constructor(
+    private readonly events: EventEmitter,
+    /** The first frame each viewer gets: the current picture. */
+    private readonly hello: () => object,
+    private readonly log: Logger,
+  ) {
+    events.on('audit', this.onAudit);
+    events.on('serverState', this.onState);
+    this.wss.on('connection', (ws) => {
+      ws.on('error', () => ws.terminate());
+      ws.on('message', () => undefined); // viewers only listen
+      this.sendTo(ws, JSON.stringify({ type: 'hello', ...this.hello() }));
+    });
+  }
+
+  get viewers(): number {
+    return this.wss.clients.size;
+  }
+
+  /** Take over an HTTP upgrade already checked by the caller (path, Host/Origin, admin). */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.wss.clients.size >= MAX_VIEWERS) {
+      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.wss.emit('connection', ws, req));
+  }
+
+  /** Reject an upgrade with a plain HTTP status. */
+  static refuse(socket: Duplex, status: number, text: string): void {
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  }
+
+  close(): void {
+    this.events.off('audit', this.onAudit);
+    this.events.off('serverState', this.onState);
+    for (const ws of this.wss.clients) ws.close(1001, 'hub stopping');
+    this.wss.close();
+  }
+
+  /** Attach to a listener for /admin/events only; other upgrades are left to other listeners or refused. */
+  attach(server: Server, accept: (req: IncomingMessage) => number): void {
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const path = (req.url ?? '/').split('?', 1)[0];
+      if (path !== '/admin/events') {
+        if (server.listenerCount('upgrade') === 1) AdminEvents.refuse(socket, 404, 'Not Found');
+        return;
+      }
+      socket.on('error', () => socket.destroy());
+      const status = accept(req);
+      if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : 'Bad Request');
+      this.upgrade(req, socket, head);
+    });
+  }
+
+  private push(e: object): void {
+    if (this.wss.clients.size === 0) return;
+    this.queue.push(JSON.stringify(e));
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    for (const ws of this.wss.clients) for (const m of batch) this.sendTo(ws, m);
+  }
+
+  private sendTo(ws: WebSocket, text: string): void {
+    if (ws.readyState !== ws.OPEN) return;
+    if (ws.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.dropped++;
+      return;
+    }
+    ws.send(text, (err) => err && this.log.debug({ err: String(err) }, 'admin event not delivered'));
+  }
+}

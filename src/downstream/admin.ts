@@ -1,0 +1,197 @@
+/**
+ * Operator routes on the hub's own listener: /metrics (Prometheus), /admin/servers,
+ * /admin/tools, /admin/ledger, the /admin/events WebSocket and the status page at /admin/.
+ * Who may use them is decided in one place, isAdmin(), so authentication can replace the
+ * loopback rule without touching the routes.
+ */
+import type { EventEmitter } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { join } from 'node:path';
+import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import type { HubConfig } from '../config/types.js';
+import type { AuditFilter, AuditRow } from '../ledger/rows.js';
+import type { AuditSink } from '../ledger/sink.js';
+import { parseWhen } from '../ledger/when.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { packageRoot } from '../paths.js';
+import { VERSION } from '../version.js';
+import { AdminEvents } from './admin-events.js';
+import { serverViews, toolViews } from './admin-views.js';
+import { hostAllowed, isLoopbackHost, originAllowed, type OriginPolicy } from './origin.js';
+
+/** What the admin routes read from the hub. */
+export interface AdminHub {
+  readonly handles: ReadonlyMap<string, ServerHandle>;
+  readonly catalog: Catalog;
+  readonly ledger: AuditSink;
+  readonly metrics: Metrics;
+  readonly events: EventEmitter;
+  readonly config: HubConfig;
+}
+
+/** A ledger the routes can read (the SQLite one; a disabled ledger cannot). */
+interface Queryable {
+  query(filter: AuditFilter): AuditRow[];
+}
+
+/** The status page's files (served from the package, since tsc does not copy them). */
+export const ADMIN_PAGE_DIR = join(packageRoot, 'static', 'admin');
+const PAGE_FILES: Record<string, string> = {
+  '/admin/': 'index.html',
+  '/admin/index.html': 'index.html',
+  '/admin/app.js': 'app.js',
+  '/admin/style.css': 'style.css',
+};
+const TYPES: Record<string, string> = {
+  html: 'text/html; charset=utf-8',
+  js: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+};
+const PAGE_HEADERS = {
+  'content-security-policy': "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-cache',
+};
+const MAX_LEDGER_ROWS = 1000;
+
+/**
+ * The authorisation seam: today the operator is whoever connects over loopback. When the hub
+ * gets authentication, this is where an admin principal is required instead.
+ */
+export function isAdmin(req: IncomingMessage): boolean {
+  const a = req.socket.remoteAddress ?? '';
+  return isLoopbackHost(a) || a.startsWith('::ffff:127.');
+}
+
+class BadQuery extends Error {}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const s = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), 'cache-control': 'no-store' });
+  res.end(s);
+}
+
+function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
+  const f: AuditFilter = {};
+  for (const k of ['server', 'tool', 'principal', 'outcome', 'method'] as const) {
+    const v = q.get(k);
+    if (v) f[k] = v;
+  }
+  for (const k of ['since', 'until'] as const) {
+    const v = q.get(k);
+    if (!v) continue;
+    try {
+      f[k] = parseWhen(v, now);
+    } catch (err) {
+      throw new BadQuery((err as Error).message);
+    }
+  }
+  const int = (k: string): number | undefined => {
+    const v = q.get(k);
+    if (v === null || v === '') return undefined;
+    if (!/^\d+$/.test(v)) throw new BadQuery(`${k} must be a non-negative integer`);
+    return Number(v);
+  };
+  f.limit = Math.min(int('limit') ?? 100, MAX_LEDGER_ROWS);
+  const afterId = int('afterId');
+  if (afterId !== undefined) f.afterId = afterId;
+  return f;
+}
+
+export class AdminRoutes {
+  readonly events: AdminEvents;
+
+  constructor(
+    private readonly hub: AdminHub,
+    private readonly policy: OriginPolicy,
+    private readonly log: Logger,
+  ) {
+    this.events = new AdminEvents(hub.events, () => ({ version: VERSION, servers: this.servers() }), log);
+  }
+
+  /** Hook for the WebSocket upgrade of /admin/events on the hub's listener. */
+  attach(server: Server): void {
+    this.events.attach(server, (req) => {
+      if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return 403;
+      return isAdmin(req) ? 200 : 403;
+    });
+  }
+
+  close(): void {
+    this.events.close();
+  }
+
+  servers() {
+    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length);
+  }
+
+  /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */
+  async route(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
+    if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
+    if (!isAdmin(req)) {
+      json(res, 403, { error: 'admin routes need an admin principal' });
+      return true;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD' }).end();
+      return true;
+    }
+    const q = new URL(req.url ?? '/', 'http://x').searchParams;
+    try {
+      switch (path) {
+        case '/metrics': {
+          const text = await this.hub.metrics.text();
+          res.writeHead(200, { 'content-type': this.hub.metrics.contentType, 'cache-control': 'no-store' });
+          res.end(text);
+          return true;
+        }
+        case '/admin':
+          res.writeHead(308, { location: '/admin/' }).end();
+          return true;
+        case '/admin/servers':
+          json(res, 200, { version: VERSION, pid: process.pid, servers: this.servers() });
+          return true;
+        case '/admin/tools': {
+          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server: q.get('server') ?? undefined });
+          json(res, 200, { tools });
+          return true;
+        }
+        case '/admin/ledger':
+          return this.ledger(res, q);
+        case '/admin/events':
+          json(res, 426, { error: 'connect with a WebSocket' });
+          return true;
+      }
+      const file = PAGE_FILES[path];
+      if (!file) {
+        json(res, 404, { error: 'not found' });
+        return true;
+      }
+      const body = await readFile(join(ADMIN_PAGE_DIR, file));
+      res.writeHead(200, { ...PAGE_HEADERS, 'content-type': TYPES[file.split('.').pop()!], 'content-length': body.length });
+      res.end(req.method === 'HEAD' ? undefined : body);
+      return true;
+    } catch (err) {
+      if (err instanceof BadQuery) json(res, 400, { error: err.message });
+      else {
+        this.log.error({ err, path }, 'admin route failed');
+        json(res, 500, { error: 'internal error' });
+      }
+      return true;
+    }
+  }
+
+  private ledger(res: ServerResponse, q: URLSearchParams): boolean {
+    const l = this.hub.ledger as AuditSink & Partial<Queryable>;
+    if (typeof l.query !== 'function') {
+      json(res, 404, { error: 'the ledger is disabled (ledger.enabled: false)' });
+      return true;
+    }
+    const rows = l.query(ledgerFilter(q, Date.now()));
+    json(res, 200, { rows });
+    return true;
+  }
+}

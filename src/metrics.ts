@@ -1,0 +1,187 @@
+/**
+ * Prometheus metrics (prom-client, one registry per hub so tests can run several hubs).
+ * The hot path pays one counter increment and one histogram observation per finished call,
+ * on cached label children; everything else (upstream state, cache and ledger counters,
+ * sessions) is read from its owner only when /metrics is scraped.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { AuditBegin, AuditEnd } from './ledger/types.js';
+
+export interface MetricsSources {
+  servers(): Iterable<{ id: string; state: string; restarts: number }>;
+  cacheStats(): { hits: number; misses: number; staleServed: number };
+  /** Group-commit counters of a SQLite ledger; undefined when the ledger is off. */
+  ledgerCounters(): { batches: number; writes: number } | undefined;
+  /** Open legacy sessions (HTTP and stdio). */
+  openSessions(): number;
+}
+
+const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
+const OK_OUTCOMES = new Set(['ok', 'replayed']);
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+/** Only names a client chose from a bounded catalog become a label; URIs and unknown names do not. */
+function toolLabel(b: AuditBegin, e: AuditEnd): string {
+  if (b.method !== 'tools/call' && b.method !== 'prompts/get') return '';
+  if (!(e.server ?? b.server)) return ''; // unknown name: unbounded, keep it out of the label set
+  return b.hubName ?? '';
+}
+
+/** Methods a client can name freely would make the label set unbounded: others count as "other". */
+const METHODS = new Set([
+  'initialize',
+  'ping',
+  'server/discover',
+  'subscriptions/listen',
+  'logging/setLevel',
+  'tools/list',
+  'tools/call',
+  'prompts/list',
+  'prompts/get',
+  'resources/list',
+  'resources/templates/list',
+  'resources/read',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'completion/complete',
+]);
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly calls: Counter<'method' | 'server' | 'tool' | 'outcome'>;
+  private readonly errors: Counter<'method' | 'server' | 'tool' | 'outcome'>;
+  private readonly latency: Histogram<'method' | 'server' | 'tool'>;
+  private readonly commit: Histogram<string>;
+  private readonly inflight: Gauge<string>;
+  private readonly callChild = new Map<string, { inc(): void }>();
+  private readonly latencyChild = new Map<string, { observe(v: number): void }>();
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
+    this.calls = new Counter({
+      name: 'switchyard_calls_total',
+      help: 'Requests finished by the hub, by method, upstream server, tool or prompt name and outcome',
+      labelNames: ['method', 'server', 'tool', 'outcome'],
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'switchyard_call_errors_total',
+      help: 'Requests that did not end ok (tool errors, JSON-RPC errors, timeouts, cancellations, denials, unavailable upstreams)',
+      labelNames: ['method', 'server', 'tool', 'outcome'],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: 'switchyard_call_duration_seconds',
+      help: 'Time from a request reaching the router to its answer, by method, server and tool',
+      labelNames: ['method', 'server', 'tool'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.commit = new Histogram({
+      name: 'switchyard_ledger_commit_seconds',
+      help: 'Time from queueing a finished audit row to its group commit',
+      buckets: COMMIT_BUCKETS,
+      registers,
+    });
+    this.inflight = new Gauge({ name: 'switchyard_calls_in_flight', help: 'Forwarded calls not finished yet', registers });
+    new Gauge({
+      name: 'switchyard_upstream_state',
+      help: 'Upstream state: 1 for the state each upstream is in, 0 for the others',
+      labelNames: ['server', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of sources.servers()) for (const st of STATES) this.set({ server: s.id, state: st }, s.state === st ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'switchyard_upstream_restarts_total',
+      help: 'Restarts of each upstream since the hub started',
+      labelNames: ['server'],
+      registers,
+      collect() {
+        this.reset();
+        // prom-client counters have no set(): reset per scrape and add the owner's total.
+        for (const s of sources.servers()) this.inc({ server: s.id }, s.restarts);
+      },
+    });
+    const cache = (name: string, help: string, pick: (s: ReturnType<MetricsSources['cacheStats']>) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(pick(sources.cacheStats()));
+        },
+      });
+    cache('switchyard_cache_hits_total', 'Upstream list lookups answered from a fresh cache entry', (s) => s.hits);
+    cache('switchyard_cache_misses_total', 'Upstream list lookups that needed a fetch', (s) => s.misses);
+    cache('switchyard_cache_stale_served_total', 'Failed refreshes answered with the stale entry', (s) => s.staleServed);
+    const ledger = (name: string, help: string, pick: (c: { batches: number; writes: number }) => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          const c = sources.ledgerCounters();
+          if (c) this.inc(pick(c));
+        },
+      });
+    ledger('switchyard_ledger_batches_total', 'Ledger group-commit transactions', (c) => c.batches);
+    ledger('switchyard_ledger_writes_total', 'Ledger writes carried by those transactions', (c) => c.writes);
+    new Gauge({
+      name: 'switchyard_open_sessions',
+      help: 'Open legacy (2025-11-25) client sessions',
+      registers,
+      collect() {
+        this.set(sources.openSessions());
+      },
+    });
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  callStarted(): void {
+    this.inflight.inc();
+  }
+
+  callEnded(): void {
+    this.inflight.dec();
+  }
+
+  /** One finished request (hot path: two cached children, plus one more on errors). */
+  observeCall(b: AuditBegin, e: AuditEnd): void {
+    const method = METHODS.has(b.method) ? b.method : 'other';
+    const server = e.server ?? b.server ?? '';
+    const tool = toolLabel(b, e);
+    const base = `${method}\0${server}\0${tool}`;
+    const key = `${base}\0${e.outcome}`;
+    let c = this.callChild.get(key);
+    if (!c) {
+      c = this.calls.labels({ method, server, tool, outcome: e.outcome });
+      this.callChild.set(key, c);
+    }
+    c.inc();
+    let h = this.latencyChild.get(base);
+    if (!h) {
+      h = this.latency.labels({ method, server, tool });
+      this.latencyChild.set(base, h);
+    }
+    if (Number.isFinite(e.latencyMs)) h.observe(e.latencyMs / 1000);
+    if (!OK_OUTCOMES.has(e.outcome)) this.errors.inc({ method, server, tool, outcome: e.outcome });
+  }
+
+  observeCommit(seconds: number): void {
+    this.commit.observe(seconds);
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Observation of finished requests without touching the router: the router's AuditSink is
+ * wrapped, so every row it finishes (one-step records included) is also seen by metrics and
+ * by the live feed. Works the same with the SQLite ledger and with the ledger turned off.
+ */
+import { redactString } from './ledger/redact.js';
+import type { AuditSink } from './ledger/sink.js';
+import type { AuditBegin, AuditEnd, AuditHandle } from './ledger/types.js';
+
+/** What /admin/events streams for each finished request: no arguments, no results. */
+export interface AuditEvent {
+  type: 'audit';
+  ts: number;
+  requestId: string;
+  principal: string;
+  clientEra: string;
+  clientName?: string;
+  method: string;
+  name?: string;
+  server?: string;
+  upstreamName?: string;
+  outcome: string;
+  errorMessage?: string;
+  latencyMs: number;
+}
+
+export interface AuditObserver {
+  /** A forwarded call began (before its row is committed). */
+  began?(b: AuditBegin): void;
+  /** A request finished (`began`: it was announced by began()); synchronous, so it must be cheap. */
+  ended(b: AuditBegin, e: AuditEnd, began: boolean): void;
+  /** The finished row was committed this many seconds after it was queued. */
+  committed?(seconds: number): void;
+}
+
+export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
+  const ev: AuditEvent = {
+    type: 'audit',
+    ts: b.ts,
+    requestId: b.requestId,
+    principal: b.principal,
+    clientEra: b.clientEra,
+    method: b.method,
+    outcome: e.outcome,
+    latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
+  };
+  if (b.clientInfo?.name) ev.clientName = String(b.clientInfo.name);
+  if (b.hubName) ev.name = b.hubName;
+  const server = e.server ?? b.server;
+  if (server) ev.server = server;
+  const upstreamName = e.upstreamName ?? b.upstreamName;
+  if (upstreamName) ev.upstreamName = upstreamName;
+  if (e.errorMessage) ev.errorMessage = redactString(String(e.errorMessage)).slice(0, 500);
+  return ev;
+}
+
+/** An observer's fault must never fail the call it watches. */
+function safely(f: () => void): void {
+  try {
+    f();
+  } catch {
+    // metrics and the live feed are best effort
+  }
+}
+
+function timed(p: Promise<void>, o: AuditObserver): Promise<void> {
+  if (!o.committed) return p;
+  const t0 = performance.now();
+  p.then(() => safely(() => o.committed!((performance.now() - t0) / 1000)), () => undefined);
+  return p;
+}
+
+/** `inner` with every begin/finish/record also reported to `o`. */
+export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
+  return {
+    enabled: inner.enabled,
+    idempotency: inner.idempotency,
+    whenCommitted: () => inner.whenCommitted(),
+    close: () => inner.close(),
+    nameStore: inner.nameStore ? () => inner.nameStore!() : undefined,
+    begin(b: AuditBegin): AuditHandle {
+      const h = inner.begin(b);
+      if (o.began) safely(() => o.began!(b));
+      let done: Promise<void> | undefined;
+      return {
+        rowId: h.rowId,
+        finish(e: AuditEnd): Promise<void> {
+          if (done) return done;
+          safely(() => o.ended(b, e, true));
+          done = timed(h.finish(e), o);
+          return done;
+        },
+      };
+    },
+    record(b: AuditBegin, e: AuditEnd): Promise<void> {
+      safely(() => o.ended(b, e, false));
+      return timed(inner.record(b, e), o);
+    },
+  };
+}

@@ -1,0 +1,137 @@
+// Switchyard status page: plain DOM, no framework. Everything from upstreams (names,
+// descriptions, errors) is untrusted text, so it is only ever set with textContent.
+'use strict';
+
+const MAX_FEED_ROWS = 200;
+const servers = new Map();
+
+function cell(text, cls) {
+  const td = document.createElement('td');
+  td.textContent = text === null || text === undefined ? '' : String(text);
+  if (cls) td.className = cls;
+  return td;
+}
+
+async function getJson(path) {
+  const r = await fetch(path, { headers: { accept: 'application/json' } });
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+function renderServers() {
+  const body = document.querySelector('#servers tbody');
+  body.replaceChildren();
+  for (const s of servers.values()) {
+    const tr = document.createElement('tr');
+    tr.dataset.server = s.id;
+    tr.append(
+      cell(s.id),
+      cell(s.transport),
+      cell(s.era ?? '—'),
+      cell(s.state, `state-${s.state}`),
+      cell(s.tools ?? '—'),
+      cell(s.restarts),
+      cell(s.lastError ?? ''),
+    );
+    body.append(tr);
+  }
+}
+
+function renderTools(tools) {
+  const body = document.querySelector('#tools tbody');
+  body.replaceChildren();
+  for (const t of tools) {
+    const tr = document.createElement('tr');
+    const flags = document.createElement('td');
+    for (const f of t.flags) {
+      const span = document.createElement('span');
+      span.className = `flag ${f.split(':')[0]}`;
+      span.textContent = f;
+      flags.append(span);
+    }
+    tr.append(cell(t.name), cell(t.server), cell(t.upstreamName), cell(t.trust), flags, cell(t.description ?? '', 'desc'));
+    body.append(tr);
+  }
+  document.getElementById('tool-count').textContent = `(${tools.length} tools)`;
+}
+
+function addCall(e) {
+  const body = document.querySelector('#feed tbody');
+  const tr = document.createElement('tr');
+  tr.className = 'fresh';
+  tr.dataset.method = e.method;
+  tr.append(
+    cell(new Date(e.ts).toLocaleTimeString()),
+    cell(e.method),
+    cell(e.name ?? ''),
+    cell(e.server ?? ''),
+    cell(e.outcome, `outcome-${e.outcome}`),
+    cell(Math.round(e.latencyMs * 10) / 10),
+    cell(e.clientName ? `${e.clientName} (${e.clientEra})` : e.clientEra),
+  );
+  if (e.errorMessage) tr.title = e.errorMessage;
+  body.prepend(tr);
+  while (body.rows.length > MAX_FEED_ROWS) body.deleteRow(-1);
+  document.getElementById('feed-empty').hidden = true;
+}
+
+let toolTimer;
+function refreshToolsSoon() {
+  clearTimeout(toolTimer);
+  toolTimer = setTimeout(() => getJson('/admin/tools').then((r) => renderTools(r.tools)).catch(() => {}), 300);
+}
+
+function connect() {
+  const conn = document.getElementById('conn');
+  const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/admin/events`);
+  ws.onopen = () => {
+    conn.textContent = 'live';
+    conn.className = 'badge on';
+  };
+  ws.onclose = () => {
+    conn.textContent = 'disconnected — retrying';
+    conn.className = 'badge off';
+    setTimeout(connect, 2000);
+  };
+  ws.onmessage = (m) => {
+    let e;
+    try {
+      e = JSON.parse(m.data);
+    } catch {
+      return;
+    }
+    if (e.type === 'hello') {
+      document.getElementById('version').textContent = `v${e.version}`;
+      servers.clear();
+      for (const s of e.servers) servers.set(s.id, s);
+      renderServers();
+    } else if (e.type === 'serverState') {
+      const s = servers.get(e.id) ?? { id: e.id, transport: '', restarts: 0 };
+      servers.set(e.id, { ...s, state: e.state, era: e.era, lastError: e.detail ?? s.lastError });
+      renderServers();
+      // A state change can change the catalog and the counts: re-read both.
+      getJson('/admin/servers').then((r) => {
+        for (const v of r.servers) servers.set(v.id, v);
+        renderServers();
+      }).catch(() => {});
+      refreshToolsSoon();
+    } else if (e.type === 'audit') {
+      addCall(e);
+    }
+  };
+}
+
+async function start() {
+  try {
+    const r = await getJson('/admin/servers');
+    document.getElementById('version').textContent = `v${r.version}`;
+    for (const s of r.servers) servers.set(s.id, s);
+    renderServers();
+  } catch (err) {
+    document.getElementById('version').textContent = String(err.message);
+  }
+  refreshToolsSoon();
+  connect();
+}
+
+start();
