@@ -1,0 +1,204 @@
+/**
+ * Shared by the ledger acceptance tests: the real `switchyard ledger` CLI, raw requests of
+ * both eras with full control over ids, headers and `_meta`, and fixture configs.
+ * Protocol constants are spelled out on purpose rather than imported from src/.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
+
+export const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+export const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+export const LEGACY = '2025-11-25';
+export const MODERN = '2026-07-28';
+export const META_KEY = 'dev.switchyard/idempotency-key';
+
+export type Json = Record<string, unknown>;
+
+/** A row as `switchyard ledger query|export --json` prints it. */
+export interface Row {
+  id: number;
+  seq: number | null;
+  requestId: string;
+  principal: string;
+  clientAddress: string | null;
+  clientEra: string;
+  clientName: string | null;
+  clientVersion: string | null;
+  method: string;
+  server: string | null;
+  tool: string | null;
+  upstreamName: string | null;
+  upstreamEra: string | null;
+  outcome: string;
+  errorKind: string | null;
+  errorCode: number | null;
+  errorMessage: string | null;
+  latencyMs: number | null;
+  requestBytes: number | null;
+  responseBytes: number | null;
+  idempotencyKey: string | null;
+  argsHash: string | null;
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `switchyard ledger <args…> --db <db>`. */
+export function ledgerCli(db: string, args: string[]): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, 'ledger', ...args, '--db', db], { cwd: ROOT, timeout: 15_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** `ledger query --json` with filters (e.g. `{tool: 'f__echo', outcome: 'ok'}`), oldest first. */
+export async function queryRows(db: string, filter: Record<string, string> = {}, limit = 1000): Promise<Row[]> {
+  const args = ['query', '--json', '--limit', String(limit)];
+  for (const [k, v] of Object.entries(filter)) args.push(`--${k}`, v);
+  const r = await ledgerCli(db, args);
+  if (r.code !== 0) throw new Error(`ledger query failed (${r.code}): ${r.stderr}`);
+  return r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Row);
+}
+
+/** Polls `ledger query` until `pick` finds something (rows land once their call finishes). */
+export async function waitForRows(db: string, filter: Record<string, string>, pick: (rows: Row[]) => boolean = (r) => r.length > 0, timeoutMs = 10_000): Promise<Row[]> {
+  const deadline = Date.now() + timeoutMs;
+  let rows: Row[] = [];
+  while (Date.now() < deadline) {
+    rows = await queryRows(db, filter);
+    if (pick(rows)) return rows;
+    await sleep(100);
+  }
+  throw new Error(`no matching ledger rows for ${JSON.stringify(filter)} within ${timeoutMs} ms; last: ${JSON.stringify(rows)}`);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The JSON-RPC response in a reply body, JSON or SSE. */
+function lastMessage(contentType: string | null, text: string): Json | undefined {
+  if (!text) return undefined;
+  if ((contentType ?? '').includes('text/event-stream')) {
+    let last: Json | undefined;
+    for (const event of text.split(/\r?\n\r?\n/)) {
+      const data = event
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trimStart())
+        .join('\n');
+      if (data) {
+        const m = JSON.parse(data) as Json;
+        if ('id' in m && ('result' in m || 'error' in m)) last = m;
+      }
+    }
+    return last;
+  }
+  return JSON.parse(text) as Json;
+}
+
+export interface Answer {
+  status: number;
+  /** The JSON-RPC response, if one came. */
+  body?: { id?: unknown; result?: Json; error?: { code: number; message: string } };
+  /** Exact size of the request body sent. */
+  requestBytes: number;
+}
+
+async function send(url: string, body: Json, headers: Record<string, string>, signal?: AbortSignal): Promise<Answer> {
+  const text = JSON.stringify(body);
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: text,
+    signal,
+  });
+  const reply = await res.text();
+  return { status: res.status, body: lastMessage(res.headers.get('content-type'), reply) as Answer['body'], requestBytes: Buffer.byteLength(text) };
+}
+
+/** One modern (2026-07-28) request, envelope and headers included; `meta` adds `_meta` keys. */
+export function modernCall(
+  url: string,
+  id: string | number,
+  method: string,
+  params: Json = {},
+  opts: { meta?: Json; headers?: Record<string, string>; clientName?: string; signal?: AbortSignal } = {},
+): Promise<Answer> {
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': { name: opts.clientName ?? 'ledger-raw-modern', version: '3.1.4' },
+    ...opts.meta,
+  };
+  const headers: Record<string, string> = { 'mcp-protocol-version': MODERN, 'mcp-method': method, ...opts.headers };
+  const name = method === 'tools/call' || method === 'prompts/get' ? params.name : method === 'resources/read' ? params.uri : undefined;
+  if (typeof name === 'string') headers['mcp-name'] = name;
+  return send(url, { jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }, headers, opts.signal);
+}
+
+export interface LegacyRaw {
+  sessionId: string;
+  call(id: string | number, method: string, params?: Json, headers?: Record<string, string>): Promise<Answer>;
+}
+
+/** A raw legacy (2025-11-25) session: initialize, notifications/initialized, then requests. */
+export async function legacySession(url: string, clientName = 'ledger-raw-legacy'): Promise<LegacyRaw> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: { name: clientName, version: '2.7.1' } } }),
+  });
+  await res.text();
+  const sessionId = res.headers.get('mcp-session-id');
+  if (!sessionId) throw new Error(`initialize gave no session (HTTP ${res.status})`);
+  const base = { 'mcp-session-id': sessionId, 'mcp-protocol-version': LEGACY };
+  await send(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, base);
+  return { sessionId, call: (id, method, params = {}, headers = {}) => send(url, { jsonrpc: '2.0', id, method, params }, { ...base, ...headers }) };
+}
+
+/** A tool result's first text. */
+export function textOf(result: Json | undefined): string {
+  const c = (result?.content as { type: string; text?: string }[] | undefined)?.[0];
+  return c?.text ?? '';
+}
+
+export function readCounter(file: string): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
+/** A fixture upstream over stdio, with its own side-effect counter file. */
+export function fixture(file: string, dir: string, extra: Json = {}, counter = join(dir, 'counter.json')): Json {
+  return { ...nodeServer(file, [], { COUNTER_FILE: counter }), ...extra };
+}
+
+export async function health(url: string): Promise<{ servers: { id: string; state: string }[] }> {
+  const res = await fetch(new URL('/healthz', url));
+  return (await res.json()) as { servers: { id: string; state: string }[] };
+}
+
+export async function waitForReady(url: string, ids: string[], timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    const h = await health(url);
+    last = h;
+    if (ids.every((id) => h.servers.some((s) => s.id === id && s.state === 'ready'))) return;
+    await sleep(50);
+  }
+  throw new Error(`upstreams not ready: ${JSON.stringify(last)}`);
+}

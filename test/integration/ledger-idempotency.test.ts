@@ -1,0 +1,199 @@
+/**
+ * Acceptance: idempotency keys through the real hub. Header (`Idempotency-Key`) and `_meta`
+ * (`dev.switchyard/idempotency-key`) forms, sequential and 10 concurrent: the upstream runs the
+ * call once (its COUNTER_FILE proves it) and every caller gets the same answer. A key is
+ * replayed by a new daemon after the old one was killed; a key reused with other arguments or
+ * another tool is refused without calling the upstream. Keys are per principal: the hub has
+ * only `anonymous` until auth exists, so that part opens the hub-written ledger file directly.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { argsHash } from '../../src/ledger/canonical.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import {
+  fixture,
+  legacySession,
+  META_KEY,
+  modernCall,
+  queryRows,
+  readCounter,
+  SDK1,
+  SDK2,
+  textOf,
+  waitForReady,
+  type Answer,
+  type Json,
+  type LegacyRaw,
+} from './ledger-helpers.js';
+
+let dir: string;
+let hub: HubProcess;
+let db: string;
+let legacy: LegacyRaw;
+const counterF = () => readCounter(join(dir, 'counter-f.json'));
+const counterM = () => readCounter(join(dir, 'counter-m.json'));
+
+function config(): Json {
+  return {
+    servers: {
+      f: fixture(SDK1, dir, {}, join(dir, 'counter-f.json')),
+      m: fixture(SDK2, dir, {}, join(dir, 'counter-m.json')),
+    },
+  };
+}
+
+async function boot(): Promise<void> {
+  hub = await startHub(config(), { dir });
+  await waitForReady(hub.url, ['f', 'm']);
+  legacy = await legacySession(hub.url);
+  expect((await legacy.call('list', 'tools/list')).body?.result?.tools).toBeDefined();
+}
+
+/** Outcomes of the rows carrying this key, in id order. */
+async function outcomesOf(key: string): Promise<string[]> {
+  return (await queryRows(db, { tool: 'f__counter_bump' }))
+    .concat(await queryRows(db, { tool: 'm__counter_bump' }))
+    .filter((r) => r.idempotencyKey === key)
+    .sort((a, b) => a.id - b.id)
+    .map((r) => r.outcome);
+}
+
+function resultOf(a: Answer): Json {
+  expect(a.body?.error).toBeUndefined();
+  return a.body!.result!;
+}
+
+/** The result without the era envelope, to compare answers across eras. */
+function bare(r: Json): Json {
+  const { _meta: _m, resultType: _r, ...rest } = r;
+  return rest;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-idem-'));
+  db = join(dir, 'ledger.db');
+  await boot();
+}, 40_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('idempotency keys through the hub', () => {
+  it('header form, sequential: one upstream run, the same answer three times', async () => {
+    const h = { 'idempotency-key': 'hdr-seq' };
+    const answers: Json[] = [];
+    for (let i = 1; i <= 3; i++) answers.push(resultOf(await legacy.call(`hs-${i}`, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'hdr-seq' } }, h)));
+    expect(answers[0].structuredContent).toEqual({ label: 'hdr-seq', count: 1 });
+    expect(answers[1]).toEqual(answers[0]);
+    expect(answers[2]).toEqual(answers[0]);
+    expect(counterF()['hdr-seq']).toBe(1);
+    expect(await outcomesOf('hdr-seq')).toEqual(['ok', 'replayed', 'replayed']);
+  });
+
+  it('_meta form, sequential, from an SDK v2 client to a modern upstream', async () => {
+    const v2 = new ClientV2({ name: 'idem-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await v2.connect(new TransportV2(new URL(hub.url)));
+    try {
+      const call = () => v2.callTool({ name: 'm__counter_bump', arguments: { label: 'meta-seq' }, _meta: { [META_KEY]: 'meta-seq' } });
+      const a = await call();
+      const b = await call();
+      const c = await call();
+      expect(a.structuredContent).toEqual({ label: 'meta-seq', count: 1 });
+      expect(bare(b as Json)).toEqual(bare(a as Json));
+      expect(bare(c as Json)).toEqual(bare(a as Json));
+      expect(counterM()['meta-seq']).toBe(1);
+      expect(await outcomesOf('meta-seq')).toEqual(['ok', 'replayed', 'replayed']);
+    } finally {
+      await v2.close();
+    }
+  });
+
+  it('header form, 10 concurrent modern requests: one run, ten equal answers', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        modernCall(hub.url, `hc-${i}`, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'hdr-conc' } }, { headers: { 'idempotency-key': 'hdr-conc' } }),
+      ),
+    );
+    const results = answers.map(resultOf);
+    expect(results[0].structuredContent).toEqual({ label: 'hdr-conc', count: 1 });
+    for (const r of results) expect(r).toEqual(results[0]);
+    expect(counterF()['hdr-conc']).toBe(1);
+    const outcomes = await outcomesOf('hdr-conc');
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'replayed')).toHaveLength(9);
+  });
+
+  it('_meta form, 10 concurrent requests in one legacy session: one run, ten equal answers', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        legacy.call(`mc-${i}`, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'meta-conc' }, _meta: { [META_KEY]: 'meta-conc' } }),
+      ),
+    );
+    const results = answers.map(resultOf);
+    expect(results[0].structuredContent).toEqual({ label: 'meta-conc', count: 1 });
+    for (const r of results) expect(r).toEqual(results[0]);
+    expect(counterF()['meta-conc']).toBe(1);
+    const outcomes = await outcomesOf('meta-conc');
+    expect(outcomes.filter((o) => o === 'ok')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'replayed')).toHaveLength(9);
+  });
+
+  it('a key reused with other arguments or for another tool is refused, naming the conflict; the upstream is not called', async () => {
+    const h = { 'idempotency-key': 'conflict-k' };
+    const first = resultOf(await legacy.call('c1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'conflict-a' } }, h));
+    expect(first.isError).toBeFalsy();
+    const otherArgs = resultOf(await legacy.call('c2', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'conflict-b' } }, h));
+    expect(otherArgs.isError).toBe(true);
+    expect(textOf(otherArgs)).toContain('"conflict-k"');
+    expect(textOf(otherArgs)).toContain('other arguments');
+    const otherTool = resultOf(
+      await modernCall(hub.url, 'c3', 'tools/call', { name: 'm__counter_bump', arguments: { label: 'conflict-c' } }, { meta: { [META_KEY]: 'conflict-k' } }),
+    );
+    expect(otherTool.isError).toBe(true);
+    expect(textOf(otherTool)).toContain('tool "f__counter_bump"');
+    expect(counterF()).not.toHaveProperty('conflict-b');
+    expect(counterM()).not.toHaveProperty('conflict-c');
+    expect(counterF()['conflict-a']).toBe(1);
+    expect(await outcomesOf('conflict-k')).toEqual(['ok', 'denied', 'denied']);
+  });
+
+  it('a key is replayed by a new daemon after the old one was SIGKILLed', async () => {
+    const h = { 'idempotency-key': 'restart-k' };
+    const before = resultOf(await legacy.call('r1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'restart' } }, h));
+    expect(before.structuredContent).toEqual({ label: 'restart', count: 1 });
+    // The answer was sent only after its row and the key's answer were committed.
+    expect(await hub.stop('SIGKILL')).toBeNull();
+    await boot();
+    const after = resultOf(await legacy.call('r2', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'restart' } }, h));
+    expect(after).toEqual(before);
+    expect(counterF().restart).toBe(1);
+    expect(await outcomesOf('restart-k')).toEqual(['ok', 'replayed']);
+    // Keys from before the restart still hold too.
+    const old = resultOf(await legacy.call('r3', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'hdr-seq' } }, { 'idempotency-key': 'hdr-seq' }));
+    expect(old.structuredContent).toEqual({ label: 'hdr-seq', count: 1 });
+    expect(counterF()['hdr-seq']).toBe(1);
+  });
+
+  // Hub-level impossible for now: every caller is `anonymous` until auth exists. So the hub's
+  // own ledger file is opened directly and asked as a second principal.
+  it("one principal's key never replays another's result (ledger level, on the hub-written file)", async () => {
+    await hub.stop();
+    const ledger = Ledger.open({ path: db });
+    try {
+      const hash = argsHash({ label: 'hdr-seq' });
+      const mine = ledger.idempotency.claim('anonymous', 'hdr-seq', 'f__counter_bump', hash);
+      expect(mine.kind).toBe('replay');
+      if (mine.kind === 'replay') expect((mine.answer as { result: Json }).result.structuredContent).toEqual({ label: 'hdr-seq', count: 1 });
+      const theirs = ledger.idempotency.claim('mallory', 'hdr-seq', 'f__counter_bump', hash);
+      expect(theirs.kind).toBe('new');
+      ledger.idempotency.abandon('mallory', 'hdr-seq');
+    } finally {
+      await ledger.close();
+    }
+  });
+});

@@ -1,0 +1,66 @@
+/**
+ * Acceptance: hub names survive a restart of the real hub with a config change that would
+ * otherwise rename. Server `a` (prefix `x`) owns `x__echo`; after a restart with a new server
+ * `b` of the same prefix inserted before it, `x__echo` still routes to `a` (the ledger rows
+ * say which server ran each call) and the newcomer gets the suffixed name.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, type Json } from './ledger-helpers.js';
+
+let hub: HubProcess | undefined;
+afterAll(async () => {
+  await hub?.stop();
+});
+
+async function toolNames(url: string): Promise<string[]> {
+  const a = await modernCall(url, 'list', 'tools/list');
+  return ((a.body?.result?.tools ?? []) as Json[]).map((t) => String(t.name));
+}
+
+describe('persistent hub names', () => {
+  it('a server inserted before another with the same prefix does not take its names after a restart', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-'));
+    const db = join(dir, 'ledger.db');
+    const a = fixture(SDK1, dir, { prefix: 'x' });
+    const b = fixture(SDK2, dir, { prefix: 'x' }, join(dir, 'counter-b.json'));
+
+    hub = await startHub({ servers: { a } }, { dir });
+    await waitForReady(hub.url, ['a']);
+    expect(await toolNames(hub.url)).toEqual(expect.arrayContaining(['x__echo', 'x__add']));
+    expect(textOf((await modernCall(hub.url, 'first', 'tools/call', { name: 'x__echo', arguments: { text: '1' } })).body?.result)).toBe('echo:1');
+    expect(await hub.stop()).toBe(0);
+
+    // `b` comes first in config order: without stored names it would be given `x__echo`.
+    hub = await startHub({ servers: { b, a } }, { dir });
+    await waitForReady(hub.url, ['a', 'b']);
+    const names = await toolNames(hub.url);
+    expect(names).toContain('x__echo');
+    const suffixed = names.filter((n) => /^x__echo_[0-9a-f]{8}$/.test(n));
+    expect(suffixed).toHaveLength(1);
+
+    expect(textOf((await modernCall(hub.url, 'second', 'tools/call', { name: 'x__echo', arguments: { text: '2' } })).body?.result)).toBe('echo:2');
+    expect(textOf((await modernCall(hub.url, 'third', 'tools/call', { name: suffixed[0], arguments: { text: '3' } })).body?.result)).toBe('echo:3');
+    const rows = await queryRows(db, { outcome: 'ok' });
+    const served = Object.fromEntries(rows.filter((r) => r.method === 'tools/call').map((r) => [r.requestId, [r.tool, r.server, r.upstreamName]]));
+    expect(served).toEqual({
+      first: ['x__echo', 'a', 'echo'],
+      second: ['x__echo', 'a', 'echo'],
+      third: [suffixed[0], 'b', 'echo'],
+    });
+
+    // The assignments live in the ledger file.
+    await hub.stop();
+    const raw = new Database(db, { readonly: true });
+    const stored = raw.prepare(`SELECT server, hub_name FROM names WHERE kind = 'tool' AND upstream_name = 'echo' ORDER BY server`).all();
+    raw.close();
+    expect(stored).toEqual([
+      { server: 'a', hub_name: 'x__echo' },
+      { server: 'b', hub_name: suffixed[0] },
+    ]);
+  }, 40_000);
+});

@@ -1,0 +1,225 @@
+/**
+ * Acceptance: every outcome kind the ledger knows, produced by a real call through the real
+ * hub and found again with the real `switchyard ledger query --json`, with the facts a row
+ * must carry (client era and info, hub name, server, upstream name and era, sizes); then
+ * `ledger verify` passes, and fails naming the row once a row is altered behind its back.
+ * (`unknown`, the outcome of calls cut off by a crash, is in ledger-crash.test.ts.)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, LEGACY, ledgerCli, legacySession, MODERN, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
+
+let hub: HubProcess;
+let db: string;
+let v1: ClientV1;
+let v2: ClientV2;
+let httpUpstream: ChildProcess;
+
+/** sdk1 fixture on Streamable HTTP, spawned here so the test can take it down. */
+function startHttpUpstream(): Promise<{ proc: ChildProcess; url: string }> {
+  const proc = spawn(process.execPath, [join(ROOT, SDK1), '--http', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('HTTP upstream did not start')), 15_000);
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /LISTENING (\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, url: `http://127.0.0.1:${m[1]}/mcp` });
+      }
+    });
+  });
+}
+
+/** The one row with this tool and outcome (fails if there are several: each test uses its own). */
+async function onlyRow(filter: Record<string, string>): Promise<Row> {
+  const rows = await waitForRows(db, filter);
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+beforeAll(async () => {
+  const up = await startHttpUpstream();
+  httpUpstream = up.proc;
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-outcomes-'));
+  hub = await startHub(
+    {
+      servers: {
+        f: fixture(SDK1, dir),
+        m: fixture(SDK2, dir, {}, join(dir, 'counter-m.json')),
+        t: fixture(SDK1, dir, { timeoutMs: 500 }, join(dir, 'counter-t.json')),
+        h: { url: up.url },
+      },
+    },
+    { dir },
+  );
+  db = join(hub.dir, 'ledger.db');
+  await waitForReady(hub.url, ['f', 'm', 't', 'h']);
+  v1 = new ClientV1({ name: 'ledger-v1', version: '1.2.3' });
+  await v1.connect(new TransportV1(new URL(hub.url)));
+  v2 = new ClientV2({ name: 'ledger-v2', version: '4.5.6' }, { versionNegotiation: { mode: 'auto' } });
+  await v2.connect(new TransportV2(new URL(hub.url)));
+  // Both clients list first, as real clients do: every tool used below was listed.
+  expect((await v1.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['f__echo', 'h__echo', 't__slow', 'm__echo']));
+  await v2.listTools();
+}, 40_000);
+
+afterAll(async () => {
+  await v1?.close().catch(() => undefined);
+  await v2?.close().catch(() => undefined);
+  await hub?.stop();
+  if (httpUpstream && httpUpstream.exitCode === null) httpUpstream.kill();
+});
+
+describe('ledger rows of real calls through the hub', () => {
+  it('ok from a legacy SDK v1 client to a legacy upstream, with era, client info, names and sizes', async () => {
+    const res = await v1.callTool({ name: 'f__echo', arguments: { text: 'hello ledger' } });
+    expect(textOf(res as Json)).toBe('echo:hello ledger');
+    const row = await onlyRow({ tool: 'f__echo', outcome: 'ok' });
+    expect(row).toMatchObject({
+      method: 'tools/call',
+      principal: 'anonymous',
+      clientEra: LEGACY,
+      clientName: 'ledger-v1',
+      clientVersion: '1.2.3',
+      server: 'f',
+      tool: 'f__echo',
+      upstreamName: 'echo',
+      upstreamEra: LEGACY,
+      errorKind: null,
+      errorCode: null,
+    });
+    expect(row.clientAddress).toMatch(/127\.0\.0\.1/);
+    expect(row.seq).toBeGreaterThan(0);
+    expect(row.latencyMs).toBeGreaterThan(0);
+    expect(row.argsHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(row.requestBytes).toBeGreaterThan(JSON.stringify({ text: 'hello ledger' }).length);
+    // The upstream's result as JSON: at least the content the client got back.
+    expect(row.responseBytes).toBeGreaterThanOrEqual(Buffer.byteLength(JSON.stringify(res.content)));
+    expect(row.responseBytes).toBeLessThan(1000);
+    // The session's initialize is recorded too, by the edge, with the same client facts.
+    const init = (await queryRows(db)).filter((r) => r.method === 'initialize' && r.clientName === 'ledger-v1');
+    expect(init).toHaveLength(1);
+    expect(init[0]).toMatchObject({ outcome: 'ok', clientEra: LEGACY, clientVersion: '1.2.3' });
+  });
+
+  it('ok from a modern SDK v2 client to a modern upstream; a raw request records its exact size', async () => {
+    const res = await v2.callTool({ name: 'm__echo', arguments: { text: 'modern' } });
+    expect(textOf(res as Json)).toBe('echo:modern');
+    const row = await onlyRow({ tool: 'm__echo', outcome: 'ok' });
+    expect(row).toMatchObject({ clientEra: MODERN, clientName: 'ledger-v2', clientVersion: '4.5.6', server: 'm', upstreamName: 'echo', upstreamEra: MODERN });
+
+    const big = 'x'.repeat(5000);
+    const raw = await modernCall(hub.url, 'raw-size-1', 'tools/call', { name: 'f__add', arguments: { a: 2, b: 40 } }, { clientName: 'sizer' });
+    expect(raw.body?.result?.structuredContent).toEqual({ sum: 42 });
+    const echoed = await modernCall(hub.url, 'raw-size-2', 'tools/call', { name: 'f__echo', arguments: { text: big } }, { clientName: 'sizer' });
+    expect(textOf(echoed.body?.result)).toBe(`echo:${big}`);
+    const add = await onlyRow({ tool: 'f__add' });
+    expect(add).toMatchObject({ requestId: 'raw-size-1', clientEra: MODERN, clientName: 'sizer', clientVersion: '3.1.4', upstreamEra: LEGACY });
+    expect(add.requestBytes).toBe(raw.requestBytes);
+    const sized = (await queryRows(db, { tool: 'f__echo' })).find((r) => r.requestId === 'raw-size-2')!;
+    expect(sized.requestBytes).toBe(echoed.requestBytes);
+    expect(sized.responseBytes).toBeGreaterThan(5000);
+    expect(sized.responseBytes).toBeLessThan(5200);
+  });
+
+  it('tool_error: the upstream ran the tool and reported a failure', async () => {
+    const res = await v1.callTool({ name: 'f__fail', arguments: {} });
+    expect(res.isError).toBe(true);
+    const row = await onlyRow({ tool: 'f__fail' });
+    expect(row).toMatchObject({ outcome: 'tool_error', errorKind: 'tool', server: 'f', upstreamName: 'fail' });
+  });
+
+  it('rpc_error with its code: an unknown tool is -32602', async () => {
+    await expect(v1.callTool({ name: 'nope__missing', arguments: {} })).rejects.toMatchObject({ code: -32602 });
+    const row = await onlyRow({ tool: 'nope__missing' });
+    expect(row).toMatchObject({ outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: -32602, server: null, clientName: 'ledger-v1' });
+    expect(row.errorMessage).toContain('nope__missing');
+  });
+
+  it('timeout: the server timeoutMs (500 ms) cuts off a slow call', async () => {
+    const t0 = Date.now();
+    const res = await v1.callTool({ name: 't__slow', arguments: { ms: 4000 } });
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect(res.isError).toBe(true);
+    const row = await onlyRow({ tool: 't__slow' });
+    expect(row).toMatchObject({ outcome: 'timeout', errorKind: 'transport', server: 't', upstreamName: 'slow' });
+    expect(row.latencyMs).toBeGreaterThanOrEqual(450);
+    expect(row.latencyMs).toBeLessThan(3000);
+  });
+
+  it('cancelled: a legacy client aborts its call (notifications/cancelled)', async () => {
+    const ac = new AbortController();
+    const call = v1.callTool({ name: 'f__slow', arguments: { ms: 5000 } }, undefined, { signal: ac.signal });
+    // Abort once the call is in flight at the upstream (its row is committed before forwarding).
+    await waitForRows(db, { tool: 'f__slow' });
+    ac.abort('user gave up');
+    await expect(call).rejects.toBeDefined();
+    const row = (await waitForRows(db, { tool: 'f__slow', outcome: 'cancelled' }))[0];
+    expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: LEGACY });
+    expect(row.latencyMs).toBeLessThan(4000);
+  });
+
+  it('replayed and denied: a repeated idempotency key replays; other arguments are refused', async () => {
+    const s = await legacySession(hub.url);
+    const key = { 'idempotency-key': 'outcomes-k1' };
+    const first = await s.call(1, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'outcomes' } }, key);
+    const again = await s.call(2, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'outcomes' } }, key);
+    expect(again.body?.result).toEqual(first.body?.result);
+    const other = await s.call(3, 'tools/call', { name: 'f__counter_bump', arguments: { label: 'other' } }, key);
+    expect(other.body?.result?.isError).toBe(true);
+    expect(textOf(other.body?.result)).toContain('outcomes-k1');
+
+    const rows = await queryRows(db, { tool: 'f__counter_bump' });
+    expect(rows.map((r) => [r.requestId, r.outcome])).toEqual([
+      ['1', 'ok'],
+      ['2', 'replayed'],
+      ['3', 'denied'],
+    ]);
+    for (const r of rows) expect(r.idempotencyKey).toBe('outcomes-k1');
+    expect(rows[1].responseBytes).toBe(rows[0].responseBytes);
+    expect(rows[2]).toMatchObject({ errorKind: 'policy', clientName: 'ledger-raw-legacy' });
+    expect(rows[2].errorMessage).toContain('other arguments');
+  });
+
+  it('unavailable: the upstream went down after its tools were listed', async () => {
+    expect((await v1.callTool({ name: 'h__echo', arguments: { text: 'up' } })).isError).toBeFalsy();
+    await new Promise<void>((resolve) => {
+      httpUpstream.once('exit', () => resolve());
+      httpUpstream.kill('SIGKILL');
+    });
+    const res = await v1.callTool({ name: 'h__echo', arguments: { text: 'down' } });
+    expect(res.isError).toBe(true);
+    const row = await onlyRow({ tool: 'h__echo', outcome: 'unavailable' });
+    expect(row).toMatchObject({ errorKind: 'transport', server: 'h', upstreamName: 'echo', upstreamEra: LEGACY });
+    expect(row.errorMessage).toBeTruthy();
+  });
+});
+
+describe('ledger verify on the hub-written file', () => {
+  it('passes, then fails naming the row altered with SQL', async () => {
+    const ok = await ledgerCli(db, ['verify']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/^ok: \d+ rows verified/);
+    const rows = Number(/^ok: (\d+)/.exec(ok.stdout)![1]);
+    expect(rows).toBeGreaterThan(15);
+
+    await hub.stop();
+    const target = (await queryRows(db, { tool: 'f__fail' }))[0];
+    const raw = new Database(db);
+    raw.prepare(`UPDATE audit SET outcome = 'ok', error_kind = NULL WHERE id = ?`).run(target.id);
+    raw.close();
+    const bad = await ledgerCli(db, ['verify']);
+    expect(bad.code).toBe(1);
+    expect(bad.stdout).toContain(`FAILED at row ${target.id} `);
+  });
+});
