@@ -5,6 +5,7 @@ import { startCommand } from './start.js';
 import { configCommand } from './config.js';
 import { ledgerCommand } from './ledger.js';
 import { stdioCommand } from './stdio.js';
+import { connectCommand } from './connect.js';
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))
@@ -13,6 +14,7 @@ await yargs(hideBin(process.argv))
   .command(configCommand)
   .command(ledgerCommand)
   .command(stdioCommand)
+  .command(connectCommand)
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
   .help()

@@ -3,6 +3,7 @@ import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { errorResponse, parseFrame, type Id } from '../protocol/jsonrpc.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
@@ -36,9 +37,7 @@ export class StdioServer {
   readonly session: { current?: LegacySession } = {};
   private readonly open = new Map<string, Open>();
   private readonly pending = new Set<Promise<void>>();
-  private parts: Buffer[] = [];
-  private size = 0;
-  private skipping = false;
+  private readonly reader: LineReader;
   private outClosed = false;
   private stopped = false;
   private finish: (() => void) | undefined;
@@ -53,6 +52,11 @@ export class StdioServer {
     private readonly opts: StdioServerOptions,
   ) {
     this.done = new Promise((resolve) => (this.finish = resolve));
+    this.reader = new LineReader(
+      opts.maxLineBytes,
+      (line) => this.line(line),
+      () => this.write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${opts.maxLineBytes} bytes per line`))),
+    );
     const self = this;
     this.out = {
       send: (msg) => this.write(msg),
@@ -97,38 +101,7 @@ export class StdioServer {
   }
 
   private onData(chunk: Buffer): void {
-    if (this.stopped) return;
-    let start = 0;
-    while (start <= chunk.length) {
-      const nl = chunk.indexOf(0x0a, start);
-      const end = nl < 0 ? chunk.length : nl;
-      if (!this.skipping && end > start) {
-        if (this.size + (end - start) > this.opts.maxLineBytes) {
-          // Drop what we have and everything up to the next newline.
-          this.skipping = true;
-          this.parts = [];
-          this.size = 0;
-        } else {
-          this.parts.push(chunk.subarray(start, end));
-          this.size += end - start;
-        }
-      }
-      if (nl < 0) return;
-      this.endLine();
-      start = nl + 1;
-    }
-  }
-
-  private endLine(): void {
-    if (this.skipping) {
-      this.skipping = false;
-      this.write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${this.opts.maxLineBytes} bytes per line`)));
-      return;
-    }
-    const line = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.size);
-    this.parts = [];
-    this.size = 0;
-    this.line(line);
+    if (!this.stopped) this.reader.push(chunk);
   }
 
   private line(buf: Buffer): void {
@@ -223,7 +196,7 @@ export class StdioServer {
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
     if (this.stopped) return;
-    if (this.parts.length && !this.skipping) this.endLine(); // a last line without its newline
+    this.reader.end();
     const drain = Promise.allSettled([...this.pending]);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([drain, new Promise<void>((r) => (timer = setTimeout(r, this.opts.drainMs ?? 5_000)))]);

@@ -1,0 +1,65 @@
+import type { Argv, CommandModule } from 'yargs';
+import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { errorResponse } from '../protocol/jsonrpc.js';
+import { createLogger } from '../log.js';
+import { HttpBridge } from '../transport/http-bridge.js';
+import { LineReader } from '../transport/line-reader.js';
+
+interface ConnectArgs {
+  url: string;
+  key?: string;
+}
+
+const MAX_LINE_BYTES = 64 * 1024 * 1024;
+
+export const connectCommand: CommandModule<object, ConnectArgs> = {
+  command: 'connect',
+  describe: 'Bridge stdin/stdout to a running hub over HTTP, so IDEs that spawn commands share one daemon',
+  builder: (y: Argv) =>
+    y
+      .option('url', {
+        type: 'string',
+        default: process.env.SWITCHYARD_URL ?? 'http://127.0.0.1:7410/mcp',
+        describe: 'The hub endpoint (env SWITCHYARD_URL)',
+      })
+      .option('key', {
+        type: 'string',
+        describe: 'API key sent as a Bearer token (prefer env SWITCHYARD_API_KEY: arguments are visible to other local users)',
+      }) as Argv<ConnectArgs>,
+  handler: async (argv) => {
+    const log = createLogger();
+    const key = argv.key ?? process.env.SWITCHYARD_API_KEY;
+    let url: URL;
+    try {
+      url = new URL(argv.url);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
+    } catch {
+      process.stderr.write(`switchyard connect: --url must be an http(s) URL, got ${JSON.stringify(argv.url)}\n`);
+      process.exit(2);
+    }
+    const write = (msg: object) => void process.stdout.write(JSON.stringify(msg) + '\n');
+    const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, log }, write);
+    const reader = new LineReader(
+      MAX_LINE_BYTES,
+      (line) => bridge.line(line.toString('utf8').replace(/\r$/, '')),
+      () => write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${MAX_LINE_BYTES} bytes per line`))),
+    );
+    let ending = false;
+    const end = async (drainMs: number) => {
+      if (ending) return;
+      ending = true;
+      await bridge.close(drainMs);
+      log.flush();
+      await new Promise<void>((r) => process.stdout.write('', () => r()));
+      process.exit(0);
+    };
+    process.stdout.on('error', () => void end(0)); // the client went away
+    process.on('SIGTERM', () => void end(0));
+    process.on('SIGINT', () => void end(0));
+    process.stdin.on('data', (c: Buffer) => reader.push(c));
+    process.stdin.on('end', () => {
+      reader.end();
+      void end(5_000);
+    });
+  },
+};

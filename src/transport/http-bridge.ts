@@ -1,0 +1,201 @@
+/**
+ * A stdio ↔ Streamable HTTP bridge to a running hub: each message a local client writes (one
+ * JSON-RPC message per line) becomes one POST with the headers its era needs, and every
+ * message the hub answers (JSON or SSE) becomes one line back. Legacy: the Mcp-Session-Id of
+ * the initialize answer rides on every later request, a GET stream carries server
+ * notifications, DELETE ends the session. Modern: the headers mirror the body
+ * (MCP-Protocol-Version, Mcp-Method, Mcp-Name) and `notifications/cancelled` closes the
+ * request's stream, which is how HTTP cancels (digest §6.3).
+ */
+import type { Logger } from '../log.js';
+import { LEGACY } from '../protocol/era.js';
+import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { encodeHeaderValue } from '../protocol/header-value.js';
+import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
+import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { HttpClient, type HttpAnswer } from './http-client.js';
+
+export interface BridgeOptions {
+  url: string;
+  /** e.g. Authorization; sent on every request, never logged. */
+  headers?: Record<string, string>;
+  maxFrameBytes?: number;
+  log: Logger;
+}
+
+const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
+const GET_RETRY_MS = [250, 1000, 3000];
+
+interface Inflight {
+  ac: AbortController;
+  answered: boolean;
+  cancelled: boolean;
+}
+
+export class HttpBridge {
+  private readonly http: HttpClient;
+  private sessionId: string | undefined;
+  private legacyVersion: string | undefined;
+  private getStream: AbortController | undefined;
+  private readonly inflight = new Map<string, Inflight>();
+  private readonly pending = new Set<Promise<void>>();
+  /** Lines wait while an initialize is in flight, so they carry its session id. */
+  private gate: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly opts: BridgeOptions,
+    /** Writes one message to the local client (a line on stdout). */
+    private readonly emit: (msg: object) => void,
+  ) {
+    this.http = new HttpClient({ url: opts.url, headers: opts.headers, maxFrameBytes: opts.maxFrameBytes ?? 64 * 1024 * 1024, log: opts.log });
+  }
+
+  /** One line from the local client. Never throws. */
+  line(text: string): void {
+    if (this.closed || text.trim() === '') return;
+    const c = parseFrame(text);
+    if (c.kind === 'invalid') {
+      if (c.error.code === PARSE_ERROR || c.id === undefined) this.emit(errorResponse(undefined, c.error));
+      else this.emit(errorResponse(c.id, c.error));
+      return;
+    }
+    const p = this.gate.then(() => this.forward(c, text)).catch((err) => this.opts.log.error({ err: String(err) }, 'bridge: forwarding failed'));
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+    if (c.kind === 'request' && c.msg.method === 'initialize') this.gate = p;
+  }
+
+  /** The local client is gone: let answers in flight finish (bounded), then end the session. */
+  async close(drainMs = 5_000): Promise<void> {
+    if (this.closed) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, drainMs)))]);
+    clearTimeout(timer);
+    this.closed = true;
+    for (const f of this.inflight.values()) f.ac.abort();
+    this.getStream?.abort();
+    if (this.sessionId) {
+      await this.http
+        .delete({ headers: this.legacyHeaders() })
+        .catch((err) => this.opts.log.debug({ err: String(err) }, 'bridge: DELETE failed'));
+    }
+    this.http.close();
+  }
+
+  private legacyHeaders(): Record<string, string> {
+    const h: Record<string, string> = {};
+    if (this.sessionId) h['mcp-session-id'] = this.sessionId;
+    if (this.legacyVersion) h['mcp-protocol-version'] = this.legacyVersion;
+    return h;
+  }
+
+  private modernHeaders(c: Classified & { kind: 'request' | 'notification' }, version: string): Record<string, string> {
+    const h: Record<string, string> = { 'mcp-protocol-version': version, 'mcp-method': c.msg.method };
+    const field = NAME_FIELD[c.msg.method];
+    const v = field ? c.msg.params?.[field] : undefined;
+    if (typeof v === 'string') h['mcp-name'] = encodeHeaderValue(v);
+    return h;
+  }
+
+  private async forward(c: Exclude<Classified, { kind: 'invalid' }>, body: string): Promise<void> {
+    const claim = c.kind === 'response' ? undefined : (c.msg.params?._meta as Record<string, unknown> | undefined)?.[META_PROTOCOL_VERSION];
+    const modern = typeof claim === 'string';
+    if (modern && c.kind === 'notification') {
+      // Modern HTTP has no client notifications: cancelling is closing the request's stream.
+      if (c.msg.method === 'notifications/cancelled') {
+        const f = this.inflight.get(String(c.msg.params?.requestId));
+        if (f) {
+          f.cancelled = true;
+          f.ac.abort();
+        }
+      }
+      return;
+    }
+    const headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
+    if (c.kind !== 'request') {
+      const a = await this.http.post(body, { headers }).catch((err: Error) => {
+        this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
+        return undefined;
+      });
+      if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
+      return;
+    }
+    const id = c.msg.id;
+    const f: Inflight = { ac: new AbortController(), answered: false, cancelled: false };
+    const key = String(id);
+    this.inflight.set(key, f);
+    let a: HttpAnswer | undefined;
+    let negotiated: string | undefined;
+    try {
+      a = await this.http.post(body, {
+        headers,
+        signal: f.ac.signal,
+        onMessage: (m) => {
+          if (m.kind === 'response' && String(m.msg.id) === key) {
+            f.answered = true;
+            const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
+            if (typeof v === 'string') negotiated = v;
+          }
+          if (m.kind !== 'invalid') this.emit(m.msg);
+        },
+      });
+    } catch (err) {
+      if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.opts.url} is not reachable: ${(err as Error).message}`);
+      return;
+    } finally {
+      if (this.inflight.get(key) === f) this.inflight.delete(key);
+    }
+    if (a.status >= 200 && a.status < 300) {
+      if (c.msg.method === 'initialize' && !modern) this.initialized(a, negotiated);
+      if (!f.answered && !f.cancelled) this.fail(id, 'the hub ended the answer stream without a response');
+      return;
+    }
+    this.forwardHttpError(id, a);
+  }
+
+  /** A non-2xx answer: pass on its JSON-RPC error (with the request's id), or describe the status. */
+  private forwardHttpError(id: Id, a: HttpAnswer): void {
+    const c = a.body ? parseFrame(a.body) : undefined;
+    if (c?.kind === 'response' && 'error' in c.msg) {
+      this.emit(errorResponse(id, c.msg.error));
+      return;
+    }
+    const hint = a.status === 401 ? ' (pass --key, or set SWITCHYARD_API_KEY)' : '';
+    this.fail(id, `the hub answered HTTP ${a.status}${hint}`);
+  }
+
+  private fail(id: Id, message: string): void {
+    this.emit(errorResponse(id, new RpcError(INTERNAL_ERROR, message)));
+  }
+
+  private initialized(a: HttpAnswer, version: string | undefined): void {
+    // The negotiated version goes on every later request (digest §6.2).
+    this.legacyVersion = version ?? LEGACY;
+    const sid = a.headers['mcp-session-id'];
+    const sessionId = Array.isArray(sid) ? sid[0] : sid;
+    if (!sessionId) return;
+    if (this.sessionId && this.sessionId !== sessionId) this.getStream?.abort(); // re-initialize: a new session
+    this.sessionId = sessionId;
+    void this.openGetStream(sessionId);
+  }
+
+  /** The legacy standalone stream for notifications that belong to no request. */
+  private async openGetStream(sessionId: string): Promise<void> {
+    const ac = new AbortController();
+    this.getStream = ac;
+    for (let attempt = 0; !this.closed && !ac.signal.aborted && this.sessionId === sessionId; attempt++) {
+      const a = await this.http
+        .get({ headers: this.legacyHeaders(), signal: ac.signal, onMessage: (m) => m.kind !== 'invalid' && this.emit(m.msg) })
+        .catch((err: Error) => {
+          this.opts.log.debug({ err: err.message }, 'bridge: GET stream ended');
+          return undefined;
+        });
+      // 405: the hub offers no stream; 404: the session is gone. Neither gets better by retrying.
+      if (a && (a.status === 405 || a.status === 404 || a.status === 409)) return;
+      if (attempt >= GET_RETRY_MS.length) return;
+      await new Promise((r) => setTimeout(r, GET_RETRY_MS[attempt]).unref());
+      if (a && a.status < 300) attempt = -1; // a stream that worked and ended: start counting again
+    }
+  }
+}
