@@ -62,12 +62,14 @@ describe('SIGKILL under load', () => {
       }
     };
     const running = Array.from({ length: WORKERS }, (_, w) => worker(w));
+    // One keyed call that is surely in flight at the kill.
+    const keyed = modernCall(url, 'keyed', 'tools/call', { name: 'f__slow', arguments: { ms: 20_000 } }, { headers: { 'idempotency-key': 'crash-k' } }).catch(() => undefined);
     // Kill once plenty of calls have completed, at a moment when many are in flight.
     const deadline = Date.now() + 10_000;
     while (sent.filter((s) => s.answered).length < 150 && Date.now() < deadline) await sleep(20);
     expect(await hub.stop('SIGKILL')).toBeNull();
     stop = true;
-    await Promise.all(running);
+    await Promise.all([...running, keyed]);
 
     const answered = sent.filter((s) => s.answered);
     expect(answered.length).toBeGreaterThanOrEqual(150);
@@ -103,12 +105,18 @@ describe('SIGKILL under load', () => {
     }
     // Every row belongs to a call some worker sent, with the arguments it sent.
     const sentById = new Map(sent.map((s) => [s.id, s]));
-    for (const r of calls) expect(r.argsHash).toBe(argsHash(sentById.get(r.requestId)!.args));
+    for (const r of calls.filter((c) => c.requestId !== 'keyed')) expect(r.argsHash).toBe(argsHash(sentById.get(r.requestId)!.args));
+    expect(byRequest.get('keyed')).toMatchObject({ outcome: 'unknown', idempotencyKey: 'crash-k' });
     expect(hub.logs.some((l) => l.includes('marked unknown'))).toBe(true);
 
     const v = await ledgerCli(db, ['verify']);
     expect(v.code, v.stdout + v.stderr).toBe(0);
     expect(v.stdout).toMatch(/^ok: /);
+
+    // A retry with the key of a call cut off mid-flight is refused: it may have run.
+    const retry = await modernCall(hub.url, 'keyed-retry', 'tools/call', { name: 'f__slow', arguments: { ms: 20_000 } }, { headers: { 'idempotency-key': 'crash-k' } });
+    expect(retry.body?.result?.isError).toBe(true);
+    expect(textOf(retry.body?.result)).toContain('outcome is unknown');
 
     // The new daemon records on top of the recovered chain.
     const after = await modernCall(hub.url, 'after-restart', 'tools/call', { name: 'f__echo', arguments: { text: 'again' } });
