@@ -17,6 +17,7 @@ import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
 import { Mrtr } from './router/mrtr.js';
+import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { createUpstream } from './upstream/index.js';
@@ -97,6 +98,7 @@ export class Hub implements HubCore {
       pageSize: config.pageSize,
       cursorKey: randomBytes(32),
       startupGrace: () => this.startupGrace(),
+      confirmer: new Confirmer(policy as ConfirmPolicy),
     });
     this.endpoint = new Endpoint(this, log);
   }

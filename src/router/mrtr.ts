@@ -5,6 +5,7 @@ import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
+import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
 import { InputBridge, InputCollector } from './input-bridge.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 
@@ -16,7 +17,8 @@ const MAX_ROUNDS = 10;
 /** A modern client's retry, after its requestState opened. */
 export type Retry =
   | { kind: 'resume'; result: Promise<Result> }
-  | { kind: 'forward'; server: string; params: Result };
+  | { kind: 'forward'; server: string; params: Result }
+  | { kind: 'confirm'; accepted: boolean; params: Result };
 
 /**
  * Era translation of "the server needs input from the user" (digest §5.3): legacy
@@ -96,6 +98,12 @@ export class Mrtr {
       }
     }
     const forwarded: Result = { ...params };
+    if (body.k === 'confirm') {
+      const answers = (params.inputResponses ?? {}) as Record<string, unknown>;
+      delete forwarded.requestState;
+      delete forwarded.inputResponses;
+      return { kind: 'confirm', accepted: accepted(answers[CONFIRM_KEY]), params: forwarded };
+    }
     if (body.up === undefined) delete forwarded.requestState;
     else forwarded.requestState = body.up;
     return { kind: 'forward', server: body.server, params: forwarded };

@@ -11,7 +11,9 @@ export type StateBody =
   /** Modern ↔ modern: the upstream's own state, nested, and which upstream minted it. */
   | { k: 'fwd'; server: string; up?: string }
   /** A call parked at this hub instance, waiting for the client's input (legacy upstream). */
-  | { k: 'park'; id: string };
+  | { k: 'park'; id: string }
+  /** The hub asked the user to confirm this call; the retry carries the answer. */
+  | { k: 'confirm' };
 
 interface Envelope {
   p: string; // principal

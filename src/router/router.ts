@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import type { Catalog, Routed, ServerHandle } from '../catalog/catalog.js';
 import { KIND_OF_METHOD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import { argsHash } from '../ledger/canonical.js';
@@ -12,6 +12,7 @@ import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
+import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 
 export interface RouterOptions {
@@ -19,6 +20,8 @@ export interface RouterOptions {
   cursorKey: Buffer;
   /** Waits (bounded) for upstreams still starting, so a first list is complete. */
   startupGrace: () => Promise<void>;
+  /** Policy confirmation of risky calls (`policy.confirm`, `policy.confirmDestructive`). */
+  confirmer?: Confirmer;
 }
 
 type Result = Record<string, unknown>;
@@ -174,6 +177,17 @@ export class Router {
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
     const retry = await this.retryOf('tools/call', params, ctx, bind, server, begin, t0);
     if (retry && 'result' in retry) return retry.result;
+    const confirmation = await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed);
+    if (confirmation) {
+      const waiting = confirmation.resultType === 'input_required';
+      await this.ledger.record(begin, {
+        outcome: waiting ? 'ok' : 'denied',
+        errorKind: waiting ? null : 'policy',
+        errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
+        latencyMs: performance.now() - t0,
+      });
+      return confirmation;
+    }
     const key = ctx.idempotencyKey;
     if (key) {
       const settled = await this.settleIdempotency(principal, key, hubName, hash);
@@ -232,6 +246,29 @@ export class Router {
   }
 
   /**
+   * Policy confirmation of a risky call: undefined = go ahead; otherwise what to answer now
+   * (an `input_required` asking a modern client, or a refusal). Legacy clients are asked on
+   * their session while the call waits.
+   */
+  private async confirm(ctx: CallContext, routed: Routed, hubName: string, args: unknown, bind: Binding, answered?: boolean): Promise<Result | undefined> {
+    const c = this.opts.confirmer;
+    if (answered === true || !c?.active) return undefined;
+    if (answered === false) return toolErrorResult(`Tool ${hubName} was declined by the user.`);
+    if (!c.needed(hubName, routed.server.config, routed.upstreamName, routed.item.annotations)) return undefined;
+    if (!ctx.clientCapabilities.elicitation)
+      return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare elicitation). It was not run.`);
+    const req = c.request(hubName, args);
+    if (ctx.clientEra === MODERN)
+      return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };
+    try {
+      if (ctx.askClient && accepted(await ctx.askClient(req))) return undefined;
+    } catch (err) {
+      this.log.debug({ err: String((err as Error)?.message ?? err) }, 'confirmation request failed');
+    }
+    return toolErrorResult(`Tool ${hubName} was declined by the user.`);
+  }
+
+  /**
    * A modern client's MRTR retry (it carries our sealed requestState): either the answer of a
    * parked call, or the params to forward with the upstream's own state restored. Undefined for
    * a first request. A bad state is -32602 and has its ledger row.
@@ -244,7 +281,7 @@ export class Router {
     server: ServerHandle,
     begin: AuditBegin,
     t0: number,
-  ): Promise<{ result: Result } | { params: Result } | undefined> {
+  ): Promise<{ result: Result } | { params: Result; confirmed?: boolean } | undefined> {
     if (ctx.clientEra !== MODERN || params.requestState === undefined) return undefined;
     try {
       const retry = this.mrtr.openRetry(params, bind, ctx.signal);
@@ -252,6 +289,7 @@ export class Router {
         if (retry.server !== server.id) throw new RpcError(INVALID_PARAMS, 'requestState was issued for another server');
         return { params: retry.params };
       }
+      if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
       const result = await retry.result;
       await this.ledger.record(begin, { ...outcomeOfResult(result), latencyMs: performance.now() - t0 });
       return { result };

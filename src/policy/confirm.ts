@@ -1,0 +1,56 @@
+import type { ServerConfig } from '../config/types.js';
+import { effectiveAnnotations } from '../catalog/annotations.js';
+import { redact } from '../ledger/redact.js';
+import { globToRegExp } from './glob.js';
+
+export interface ConfirmPolicy {
+  /** Globs over hub tool names that always need the user's confirmation. */
+  confirm?: string[];
+  /**
+   * Confirm every tool whose annotations, as the hub believes them, say it may destroy: a
+   * trusted server's own hints, or the config's. Tools of untrusted servers without configured
+   * annotations carry the conservative hints (destructive), so they are confirmed too.
+   */
+  confirmDestructive?: boolean;
+}
+
+/** Key of the hub's own confirmation in an `input_required` answer. */
+export const CONFIRM_KEY = 'switchyard/confirm';
+
+export class Confirmer {
+  private readonly globs: RegExp[];
+
+  constructor(private readonly policy: ConfirmPolicy) {
+    this.globs = (policy.confirm ?? []).map(globToRegExp);
+  }
+
+  get active(): boolean {
+    return this.globs.length > 0 || this.policy.confirmDestructive === true;
+  }
+
+  needed(hubName: string, server: ServerConfig, upstreamName: string, claimed: unknown): boolean {
+    if (this.globs.some((g) => g.test(hubName))) return true;
+    if (!this.policy.confirmDestructive) return false;
+    const { annotations: a } = effectiveAnnotations(server.trust === 'trusted', claimed, server.tools?.byName?.[upstreamName]?.annotations);
+    return a.readOnlyHint !== true && a.destructiveHint !== false;
+  }
+
+  /** The elicitation the hub sends: the tool and a short, redacted summary of its arguments. */
+  request(hubName: string, args: unknown): { method: 'elicitation/create'; params: Record<string, unknown> } {
+    let summary = JSON.stringify(redact(args ?? {})) ?? '{}';
+    if (summary.length > 400) summary = summary.slice(0, 400) + '…';
+    return {
+      method: 'elicitation/create',
+      params: {
+        mode: 'form',
+        message: `Allow the tool "${hubName}" to run with these arguments?\n${summary}`,
+        requestedSchema: { type: 'object', properties: {} },
+      },
+    };
+  }
+}
+
+/** The user's verdict from an elicitation answer. */
+export function accepted(answer: unknown): boolean {
+  return !!answer && typeof answer === 'object' && (answer as { action?: unknown }).action === 'accept';
+}

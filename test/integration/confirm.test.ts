@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client';
+import { startHub, nodeServer, type HubProcess } from '../helpers/hub-process.js';
+
+type Action = 'accept' | 'decline' | 'cancel';
+
+/** Confirmation of risky calls (policy.confirm): the hub asks the user before forwarding. */
+describe('confirmation of risky calls', () => {
+  let hub: HubProcess;
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-confirm-'));
+  const counter = join(dir, 'counter.json');
+  const count = (label: string): number => (existsSync(counter) ? (JSON.parse(readFileSync(counter, 'utf8'))[label] ?? 0) : 0);
+
+  beforeAll(async () => {
+    hub = await startHub(
+      {
+        policy: { confirm: ['*__counter_bump'] },
+        servers: {
+          legacy: nodeServer('test/fixtures/servers/sdk1-server.mjs', [], { COUNTER_FILE: counter }),
+          modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs', [], { COUNTER_FILE: counter }),
+        },
+      },
+      { dir },
+    );
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  async function legacyClient(action: Action | null, asked: string[]): Promise<V1Client> {
+    const c = new V1Client({ name: 'legacy-confirm', version: '1' }, { capabilities: action ? { elicitation: {} } : {} });
+    if (action)
+      c.setRequestHandler(ElicitRequestSchema, async (req) => {
+        asked.push(String(req.params.message));
+        return action === 'accept' ? { action, content: {} } : { action };
+      });
+    await c.connect(new V1Transport(new URL(hub.url)));
+    return c;
+  }
+
+  async function modernClient(action: Action | null, asked: string[]): Promise<V2Client> {
+    const c = new V2Client(
+      { name: 'modern-confirm', version: '1' },
+      { versionNegotiation: { mode: 'auto' }, capabilities: action ? { elicitation: { form: {} } } : {} },
+    );
+    if (action)
+      c.setRequestHandler('elicitation/create', async (req) => {
+        asked.push(String((req.params as { message?: string }).message));
+        return action === 'accept' ? { action, content: {} } : { action };
+      });
+    await c.connect(new V2Transport(new URL(hub.url)));
+    return c;
+  }
+
+  const text = (r: unknown) => ((r as { content: { text: string }[] }).content[0]?.text ?? '');
+
+  for (const era of ['legacy', 'modern'] as const) {
+    for (const server of ['legacy', 'modern'] as const) {
+      const connect = era === 'legacy' ? legacyClient : modernClient;
+      const tool = `${server}__counter_bump`;
+
+      it(`${era} client, ${server} upstream: accept forwards the call, after asking with the tool's name and arguments`, async () => {
+        const asked: string[] = [];
+        const label = `${era}-${server}-accept`;
+        const c = await connect('accept', asked);
+        const r = await c.callTool({ name: tool, arguments: { label } });
+        expect(r.isError).toBeFalsy();
+        expect(text(r)).toContain('1');
+        expect(count(label)).toBe(1);
+        expect(asked).toHaveLength(1);
+        expect(asked[0]).toContain(tool);
+        expect(asked[0]).toContain(label);
+        await c.close();
+      });
+
+      for (const action of ['decline', 'cancel'] as const) {
+        it(`${era} client, ${server} upstream: ${action} → isError "declined by the user", upstream not called`, async () => {
+          const asked: string[] = [];
+          const label = `${era}-${server}-${action}`;
+          const c = await connect(action, asked);
+          const r = await c.callTool({ name: tool, arguments: { label } });
+          expect(r.isError).toBe(true);
+          expect(text(r)).toMatch(/declined by the user/);
+          expect(count(label)).toBe(0);
+          expect(asked).toHaveLength(1);
+          await c.close();
+        });
+      }
+
+      it(`${era} client without elicitation, ${server} upstream: isError explaining, never forwarded`, async () => {
+        const label = `${era}-${server}-noelicit`;
+        const c = await connect(null, []);
+        const r = await c.callTool({ name: tool, arguments: { label } });
+        expect(r.isError).toBe(true);
+        expect(text(r)).toMatch(/needs the user's confirmation/);
+        expect(count(label)).toBe(0);
+        await c.close();
+      });
+    }
+  }
+
+  it('tools outside policy.confirm run without asking', async () => {
+    const asked: string[] = [];
+    const c = await legacyClient('decline', asked);
+    const r = await c.callTool({ name: 'modern__echo', arguments: { text: 'hi' } });
+    expect(text(r)).toBe('echo:hi');
+    expect(asked).toHaveLength(0);
+    await c.close();
+  });
+
+  it('a declined call is audited as denied', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const out = execFileSync(process.execPath, ['dist/src/cli/main.js', 'ledger', 'query', '--db', join(dir, 'ledger.db'), '--outcome', 'denied', '--json', '--limit', '100'], { encoding: 'utf8' });
+    const rows = out.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    expect(rows.length).toBeGreaterThanOrEqual(12);
+    expect(rows.every((r) => r.tool?.endsWith('__counter_bump'))).toBe(true);
+  });
+});
