@@ -1,0 +1,96 @@
+import type { ServerToolsConfig } from '../config/types.js';
+
+/**
+ * Which tools a server exposes (`servers.<id>.tools.allow` / `deny`, globs on the upstream
+ * name) and what a named group shows (`groups.<name>`, selected by the endpoint path
+ * `/mcp/<name>`; globs on hub names).
+ */
+
+/** `*` matches any run of characters, `?` one character; everything else is literal. */
+export function globSource(glob: string): string {
+  let out = '';
+  for (const ch of glob) {
+    if (ch === '*') out += '.*';
+    else if (ch === '?') out += '.';
+    else out += ch.replace(/[.+^${}()|[\]\\/-]/g, '\\$&');
+  }
+  return out;
+}
+
+export type Matcher = (name: string) => boolean;
+
+/** One matcher for a glob list; undefined for an absent list. */
+export function globMatcher(globs: readonly string[] | undefined): Matcher | undefined {
+  if (!globs) return undefined;
+  if (globs.length === 0) return () => false;
+  const re = new RegExp(`^(?:${globs.map(globSource).join('|')})$`, 's');
+  return (name) => re.test(name);
+}
+
+/** allow (when given) must match and deny must not. */
+export function toolFilter(tools: Pick<ServerToolsConfig, 'allow' | 'deny'> | undefined): Matcher {
+  const allow = globMatcher(tools?.allow);
+  const deny = globMatcher(tools?.deny);
+  if (!allow && !deny) return () => true;
+  return (name) => (!allow || allow(name)) && !(deny && deny(name));
+}
+
+export interface GroupConfig {
+  /** Server ids whose items the group shows (default: all servers). */
+  servers?: string[];
+  /** Hub tool names (globs) the group shows (default: every tool of its servers). */
+  tools?: string[];
+  /** Hub prompt names (globs) the group shows (default: every prompt of its servers). */
+  prompts?: string[];
+  /** Hub tool or prompt names (globs) the group hides. */
+  deny?: string[];
+}
+
+export type ItemKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
+
+interface CompiledGroup {
+  servers?: Set<string>;
+  tools?: Matcher;
+  prompts?: Matcher;
+  deny?: Matcher;
+}
+
+/** Group names usable in a URL path segment. */
+export const GROUP_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+export class Groups {
+  private readonly groups = new Map<string, CompiledGroup>();
+
+  constructor(config: Record<string, unknown> | undefined) {
+    for (const [name, raw] of Object.entries(config ?? {})) {
+      if (!GROUP_NAME.test(name) || raw === null || typeof raw !== 'object') continue;
+      const g = raw as GroupConfig;
+      this.groups.set(name, {
+        servers: Array.isArray(g.servers) ? new Set(g.servers) : undefined,
+        tools: globMatcher(g.tools),
+        prompts: globMatcher(g.prompts),
+        deny: globMatcher(g.deny),
+      });
+    }
+  }
+
+  has(name: string): boolean {
+    return this.groups.has(name);
+  }
+
+  names(): string[] {
+    return [...this.groups.keys()];
+  }
+
+  /** Whether group `name` shows this item; undefined group = the whole hub. */
+  includes(name: string | undefined, kind: ItemKind, server: string, hubName: string): boolean {
+    if (name === undefined) return true;
+    const g = this.groups.get(name);
+    if (!g) return false;
+    if (g.servers && !g.servers.has(server)) return false;
+    if (kind === 'tools' && g.tools && !g.tools(hubName)) return false;
+    if (kind === 'prompts' && g.prompts && !g.prompts(hubName)) return false;
+    if ((kind === 'tools' || kind === 'prompts') && g.deny && g.deny(hubName)) return false;
+    return true;
+  }
+}
