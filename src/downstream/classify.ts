@@ -20,6 +20,8 @@ export function classifyEra(method: string | undefined, params: Record<string, u
   const meta = params?._meta as Record<string, unknown> | undefined;
   const claim = meta?.[META_PROTOCOL_VERSION];
   if (method === 'initialize') {
+    // A modern claim makes it a modern request for a method that era removed: 404 + -32601.
+    if (typeof claim === 'string' && looksModern(claim)) return { era: 'modern', version: claim };
     if (looksModern(headerVersion))
       return { era: 'invalid', status: 400, error: new RpcError(HEADER_MISMATCH, `initialize is a legacy request but MCP-Protocol-Version says ${headerVersion}`) };
     return { era: 'legacy' };
