@@ -26,7 +26,7 @@ import type { Exchange } from './exchange.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
-import { toLegacyResult, toModernError, toModernResult } from './results.js';
+import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
 
 type Params = Record<string, unknown>;
 
@@ -119,18 +119,22 @@ export class Endpoint {
   private checkModern(req: Request, ex: Exchange): { error: RpcError; status: number } | null {
     const meta = (req.params?._meta ?? {}) as Params;
     const version = meta[META_PROTOCOL_VERSION];
+    // Header ≠ body is a malformed request whatever the version, so it is checked first.
+    if (ex.transport === 'http') {
+      const hv = ex.header('mcp-protocol-version');
+      if (hv !== version)
+        return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${String(version)}`) };
+    }
     if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
       return {
         status: 400,
+        // Exactly what server/discover lists: legacy versions are reached through initialize.
         error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
-          supported: [...MODERN_VERSIONS, ...LEGACY_VERSIONS.slice(0, 1)],
+          supported: [...MODERN_VERSIONS],
           requested: version,
         }),
       };
     if (ex.transport === 'http') {
-      const hv = ex.header('mcp-protocol-version');
-      if (hv !== version)
-        return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${version}`) };
       const hm = ex.header('mcp-method');
       if (hm !== req.method)
         return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
@@ -216,7 +220,8 @@ export class Endpoint {
         ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent
         return;
       }
-      ex.reply(errorResponse(req.id, toModernError(asRpc(err, this.log))));
+      const rpc = toModernError(asRpc(err, this.log));
+      ex.reply(errorResponse(req.id, rpc), modernErrorStatus(rpc));
     } finally {
       ex.closed.removeEventListener('abort', onClose);
       this.modernInflight.delete(String(req.id));

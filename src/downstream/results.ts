@@ -1,4 +1,11 @@
-import { INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import {
+  HEADER_MISMATCH,
+  INVALID_PARAMS,
+  LEGACY_RESOURCE_NOT_FOUND,
+  MISSING_CLIENT_CAPABILITY,
+  RpcError,
+  UNSUPPORTED_PROTOCOL_VERSION,
+} from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation } from '../protocol/types.js';
 
@@ -57,4 +64,12 @@ export function toLegacyResult(method: string, r: Result): Result {
 export function toModernError(err: RpcError): RpcError {
   if (err.code === LEGACY_RESOURCE_NOT_FOUND) return new RpcError(INVALID_PARAMS, err.message, err.data);
   return err;
+}
+
+/**
+ * The HTTP status of a modern error answer (digest §6.3): the request-validation errors are 400
+ * wherever they arise, e.g. an upstream's -32021 for a capability the client did not declare.
+ */
+export function modernErrorStatus(err: RpcError): number {
+  return err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY || err.code === UNSUPPORTED_PROTOCOL_VERSION ? 400 : 200;
 }
