@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { INTERNAL_ERROR, INVALID_PARAMS, RpcError } from '../protocol/errors.js';
+import { INTERNAL_ERROR, INVALID_PARAMS, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -45,7 +45,8 @@ export class Mrtr {
     const abort = new AbortController();
     if (ctx.signal.aborted) abort.abort();
     else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
-    const run = body({ ...opts, signal: abort.signal, onServerRequest: collector.ask });
+    const callOpts: CallOptions = { ...opts, signal: abort.signal, onServerRequest: collector.ask };
+    const run = withUrlSteps(() => body(callOpts), collector, bind.method);
     return this.bridge.settle(run, collector, abort, bind);
   }
 
@@ -108,6 +109,42 @@ export class Mrtr {
     else forwarded.requestState = body.up;
     return { kind: 'forward', server: body.server, params: forwarded };
   }
+}
+
+/**
+ * A legacy upstream's -32042 (URLElicitationRequired) for a modern client: its URL steps are
+ * asked as URL-mode input requests (the collector drops elicitationId); once the user accepted
+ * them all, the original request is issued again (digest §5.3 A.7). Anything but accept ends
+ * the call: a tool error for tools/call, an error otherwise (-32042 is retired for modern clients).
+ */
+async function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+  for (let round = 0; ; round++) {
+    try {
+      return await call();
+    } catch (err) {
+      const steps = urlSteps(err);
+      if (!steps || round >= MAX_ROUNDS) throw err;
+      const answers = await Promise.all(steps.map((params) => collector.ask({ method: 'elicitation/create', params })));
+      const refused = answers.find((a) => a.action !== 'accept');
+      if (!refused) continue;
+      const why = `the upstream needs the user to complete a step at a URL, and the user answered "${String(refused.action)}"`;
+      if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+      throw new RpcError(INTERNAL_ERROR, why);
+    }
+  }
+}
+
+/** The URL-mode elicitations of a -32042 error, or null when it is not one we can relay. */
+function urlSteps(err: unknown): Result[] | null {
+  if (!(err instanceof RpcError) || err.code !== URL_ELICITATION_REQUIRED) return null;
+  const list = (err.data as { elicitations?: unknown } | undefined)?.elicitations;
+  if (!Array.isArray(list) || list.length === 0) return null;
+  const steps: Result[] = [];
+  for (const e of list as Result[]) {
+    if (!e || typeof e !== 'object' || typeof e.url !== 'string') return null;
+    steps.push({ ...e, mode: 'url', message: typeof e.message === 'string' ? e.message : 'Please open this URL', url: e.url });
+  }
+  return steps;
 }
 
 /** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */

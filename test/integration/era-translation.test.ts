@@ -97,6 +97,41 @@ for (const c of CLIENTS) {
         else expect(p).not.toHaveProperty('elicitationId');
       });
 
+      if (up.era === 'legacy') {
+        it('legacy -32042 URLElicitationRequired', async () => {
+          user.asks.length = 0;
+          user.script.elicit = (p) => (p.mode === 'url' ? { action: 'accept' } : { action: 'decline' });
+          const ticket = `${c.era}-${up.id}-ok`;
+          if (c.era === 'legacy') {
+            // Legacy ↔ legacy: the error reaches the client as it was; the client's retry succeeds.
+            const err = await user.callTool(tool('elicit_url_required'), { ticket }).then(
+              () => undefined,
+              (e: { code?: number; data?: unknown }) => e,
+            );
+            expect(err).toMatchObject({
+              code: -32042,
+              data: { elicitations: [{ mode: 'url', elicitationId: `el-${ticket}`, url: `https://auth.example.test/ticket/${ticket}` }] },
+            });
+            expect(user.asks).toEqual([]);
+            expect(textOf(await user.callTool(tool('elicit_url_required'), { ticket }))).toBe(`ticket ${ticket} authorized`);
+          } else {
+            // Modern client: a URL-mode input_required (no elicitationId); accept re-issues the call.
+            const r = await user.callTool(tool('elicit_url_required'), { ticket });
+            expect(textOf(r)).toBe(`ticket ${ticket} authorized`);
+            expect(user.asks).toHaveLength(1);
+            expect(user.asks[0]).toEqual({
+              method: 'elicitation/create',
+              params: { mode: 'url', message: `Authorize ticket ${ticket}`, url: `https://auth.example.test/ticket/${ticket}` },
+            });
+            // Declining the URL step ends the call with a tool error; nothing is re-issued.
+            user.script.elicit = () => ({ action: 'decline' });
+            const declined = await user.callTool(tool('elicit_url_required'), { ticket: `${c.era}-${up.id}-no` });
+            expect(declined.isError).toBe(true);
+            expect(textOf(declined)).toMatch(/URL.*"decline"/);
+          }
+        });
+      }
+
       it('a three-round exchange', async () => {
         user.asks.length = 0;
         let n = 0;
