@@ -5,10 +5,11 @@ import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import { argsHash } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
+import { paramHeaderProblem } from '../protocol/param-headers.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
@@ -69,9 +70,12 @@ export class Router {
     }
   }
 
-  /** A request the edge answered itself (initialize, ping, discover, setLevel) or rejected. */
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {
-    return this.ledger.record(this.beginOf(method, ctx), { latencyMs: 0, ...end });
+  /**
+   * A request the edge answered itself (initialize, ping, discover, setLevel) or rejected;
+   * `extra` carries what the row knows about its target (the name a client asked for).
+   */
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: Partial<AuditBegin>): Promise<void> {
+    return this.ledger.record(this.beginOf(method, ctx, extra), { latencyMs: 0, ...end });
   }
 
   async handle(method: string, params: Result, ctx: CallContext): Promise<Result> {
@@ -169,6 +173,13 @@ export class Router {
     });
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
+      throw err;
+    }
+    // The hub re-serves the tool's schema over HTTP, so it must check the Mcp-Param-* mirrors itself.
+    const headerProblem = ctx.requestHeader ? paramHeaderProblem(routed.item.inputSchema, args, ctx.requestHeader) : null;
+    if (headerProblem) {
+      const err = new RpcError(HEADER_MISMATCH, headerProblem);
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
       throw err;
     }
@@ -343,7 +354,7 @@ export class Router {
     const routed = hubName ? await this.catalog.resolvePrompt(hubName) : undefined;
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
     const forwarded: Result = { ...params, name: routed.upstreamName };
@@ -401,7 +412,7 @@ export class Router {
     const server = uri ? await this.catalog.routeUri(uri) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
-      await this.recordLocal('resources/read', ctx, { hubName: uri, outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message } as never);
+      await this.recordLocal('resources/read', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
       throw err;
     }
     const forwarded: Result = { ...params };
@@ -416,10 +427,13 @@ export class Router {
     await this.opts.startupGrace();
     let server: ServerHandle | undefined;
     let forwardedRef: Result = ref as Result;
+    const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
+    let upstreamName = hubName;
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
       const routed = await this.catalog.resolvePrompt(ref.name);
       if (routed) {
         server = routed.server;
+        upstreamName = routed.upstreamName;
         forwardedRef = { ...ref, name: routed.upstreamName };
       }
     } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
@@ -427,13 +441,16 @@ export class Router {
     }
     if (!server) {
       const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
-      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
-    if (!server.upstream.capabilities?.completions) return { completion: { values: [] } };
+    if (!server.upstream.capabilities?.completions) {
+      await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
+      return { completion: { values: [] } };
+    }
     const forwarded: Result = { ...params, ref: forwardedRef };
     delete forwarded._meta;
-    return this.forward('completion/complete', forwarded, ctx, server, { hubName: ref.name ?? ref.uri }, t0);
+    return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 
   private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
@@ -441,7 +458,7 @@ export class Router {
     const server = uri ? await this.catalog.routeUri(uri) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
       throw err;
     }
     const t0 = performance.now();
@@ -449,7 +466,7 @@ export class Router {
     const needUpstream =
       method === 'resources/subscribe' ? this.subs.add(server.id, uri, subscriber) : this.subs.remove(server.id, uri, subscriber);
     if (!needUpstream || !server.upstream.capabilities?.resources?.subscribe) {
-      await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri } as never);
+      await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
     }
     return this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
