@@ -191,6 +191,28 @@ describe('ledger rows of real calls through the hub', () => {
     expect(rows[2].errorMessage).toContain('other arguments');
   });
 
+  it('prompts, resources and completions: rows name what the client asked for, found or not', async () => {
+    const call = (id: string, method: string, params: Json) => modernCall(hub.url, id, method, params, { clientName: 'names' });
+    expect((await call('pg', 'prompts/get', { name: 'f__greet', arguments: { name: 'bob' } })).body?.result).toBeDefined();
+    expect((await call('rr', 'resources/read', { uri: 'sdk1://static/hello' })).body?.result).toBeDefined();
+    expect((await call('cc', 'completion/complete', { ref: { type: 'ref/prompt', name: 'f__greet' }, argument: { name: 'name', value: 'al' } })).body?.result).toBeDefined();
+    expect((await call('pg-x', 'prompts/get', { name: 'nope__prompt', arguments: {} })).body?.error?.code).toBe(-32602);
+    expect((await call('rr-x', 'resources/read', { uri: 'nope://nothing' })).body?.error).toBeDefined();
+    expect((await call('cc-x', 'completion/complete', { ref: { type: 'ref/prompt', name: 'nope__greet' }, argument: { name: 'n', value: '' } })).body?.error).toBeDefined();
+
+    const rows = (await queryRows(db)).filter((r) => r.clientName === 'names');
+    const seen = Object.fromEntries(rows.map((r) => [r.requestId, [r.method, r.tool, r.server, r.upstreamName, r.outcome]]));
+    expect(seen).toEqual({
+      pg: ['prompts/get', 'f__greet', 'f', 'greet', 'ok'],
+      rr: ['resources/read', 'sdk1://static/hello', 'f', 'sdk1://static/hello', 'ok'],
+      cc: ['completion/complete', 'f__greet', 'f', 'greet', 'ok'],
+      'pg-x': ['prompts/get', 'nope__prompt', null, null, 'rpc_error'],
+      'rr-x': ['resources/read', 'nope://nothing', null, null, 'rpc_error'],
+      'cc-x': ['completion/complete', 'nope__greet', null, null, 'rpc_error'],
+    });
+    for (const r of rows.filter((x) => x.outcome === 'ok')) expect(r.responseBytes).toBeGreaterThan(20);
+  });
+
   it('unavailable: the upstream went down after its tools were listed', async () => {
     expect((await v1.callTool({ name: 'h__echo', arguments: { text: 'up' } })).isError).toBeFalsy();
     await new Promise<void>((resolve) => {
