@@ -31,4 +31,9 @@ export interface CallContext {
   requestBytes?: number;
   /** A legacy session id or undefined; used to scope per-session state (subscriptions, log level). */
   sessionKey?: string;
+  /**
+   * Request headers by lower-case name, for modern HTTP requests only: `Mcp-Param-*` mirrors of
+   * arguments are checked once the tool's schema is known.
+   */
+  requestHeader?: (name: string) => string | undefined;
 }
