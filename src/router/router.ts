@@ -10,7 +10,6 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import { paramHeaderProblem } from '../protocol/param-headers.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
