@@ -4,7 +4,8 @@
  * message the hub answers (JSON or SSE) becomes one line back. Legacy: the Mcp-Session-Id of
  * the initialize answer rides on every later request, a GET stream carries server
  * notifications, DELETE ends the session. Modern: the headers mirror the body
- * (MCP-Protocol-Version, Mcp-Method, Mcp-Name) and `notifications/cancelled` closes the
+ * (MCP-Protocol-Version, Mcp-Method, Mcp-Name, and Mcp-Param-* for `x-mcp-header` arguments,
+ * learnt from the tools/list results passing through) and `notifications/cancelled` closes the
  * request's stream, which is how HTTP cancels (digest §6.3).
  */
 import type { Logger } from '../log.js';
@@ -12,7 +13,8 @@ import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
 
 export interface BridgeOptions {
@@ -42,6 +44,7 @@ export class HttpBridge {
   /** Lines wait while an initialize is in flight, so they carry its session id. */
   private gate: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly params = new ParamHeaderIndex();
 
   constructor(
     private readonly opts: BridgeOptions,
@@ -95,6 +98,7 @@ export class HttpBridge {
     const field = NAME_FIELD[c.msg.method];
     const v = field ? c.msg.params?.[field] : undefined;
     if (typeof v === 'string') h['mcp-name'] = encodeHeaderValue(v);
+    if (c.msg.method === 'tools/call' && c.msg.params) this.params.apply(c.msg.params, h);
     return h;
   }
 
@@ -112,7 +116,7 @@ export class HttpBridge {
       }
       return;
     }
-    const headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
+    let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
     if (c.kind !== 'request') {
       const a = await this.http.post(body, { headers }).catch((err: Error) => {
         this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
@@ -136,6 +140,7 @@ export class HttpBridge {
             f.answered = true;
             const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
             if (typeof v === 'string') negotiated = v;
+            if (c.msg.method === 'tools/list' && 'result' in m.msg) this.params.learn(m.msg.result);
           }
           if (m.kind !== 'invalid') this.emit(m.msg);
         },
@@ -146,12 +151,43 @@ export class HttpBridge {
     } finally {
       if (this.inflight.get(key) === f) this.inflight.delete(key);
     }
+    if (modern && a.status === 400 && c.msg.method === 'tools/call' && !f.cancelled && (await this.learnParamHeaders(claim, a))) {
+      // Refused before it ran (a missing Mcp-Param-* mirror of a tool we had not seen listed): once more.
+      headers = this.modernHeaders(c, claim);
+      a = await this.http.post(body, { headers, onMessage: (m) => m.kind !== 'invalid' && this.emit(m.msg) }).catch(() => a!);
+      if (a.status >= 200 && a.status < 300) return;
+    }
     if (a.status >= 200 && a.status < 300) {
       if (c.msg.method === 'initialize' && !modern) this.initialized(a, negotiated);
       if (!f.answered && !f.cancelled) this.fail(id, 'the hub ended the answer stream without a response');
       return;
     }
     this.forwardHttpError(id, a);
+  }
+
+  /** After a -32020 about Mcp-Param-*: list the tools to learn their x-mcp-header arguments. */
+  private async learnParamHeaders(version: string, refused: HttpAnswer): Promise<boolean> {
+    if (!refused.body?.includes('Mcp-Param-')) return false;
+    let cursor: string | undefined;
+    for (let page = 0; page < 100; page++) {
+      const params: Record<string, unknown> = { _meta: { [META_PROTOCOL_VERSION]: version, [META_CLIENT_CAPABILITIES]: {} } };
+      if (cursor) params.cursor = cursor;
+      let next: string | undefined;
+      const a = await this.http
+        .post(JSON.stringify({ jsonrpc: '2.0', id: `bridge-tools-${page}`, method: 'tools/list', params }), {
+          headers: { 'mcp-protocol-version': version, 'mcp-method': 'tools/list' },
+          onMessage: (m) => {
+            if (m.kind !== 'response' || !('result' in m.msg)) return;
+            this.params.learn(m.msg.result);
+            if (typeof m.msg.result.nextCursor === 'string') next = m.msg.result.nextCursor;
+          },
+        })
+        .catch(() => undefined);
+      if (!a || a.status >= 300) return page > 0;
+      if (!next) return true;
+      cursor = next;
+    }
+    return true;
   }
 
   /** A non-2xx answer: pass on its JSON-RPC error (with the request's id), or describe the status. */

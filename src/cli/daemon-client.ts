@@ -1,0 +1,64 @@
+/**
+ * How CLI commands reach a running daemon's admin routes: the address comes from --url or the
+ * config's `listen`, and "nobody is listening" is told apart from other failures.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+export class NoDaemonError extends Error {}
+export class DaemonError extends Error {}
+
+/** The daemon's base URL (no path) from --url (a base or the /mcp endpoint) or the config's listen. */
+export function daemonBase(url: string | undefined, configFile: string): string {
+  if (url) {
+    const u = new URL(url);
+    return u.origin;
+  }
+  let host = '127.0.0.1';
+  let port = 7410;
+  const file = resolve(configFile);
+  if (existsSync(file)) {
+    try {
+      const cfg = JSON.parse(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown } };
+      if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
+      if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
+    } catch {
+      // an unreadable config: the defaults are the best guess; `doctor` reports the config itself
+    }
+  }
+  // A wildcard bind is reached over loopback.
+  if (host === '0.0.0.0') host = '127.0.0.1';
+  if (host === '::') host = '::1';
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** GET a JSON admin route; NoDaemonError when nothing listens there. */
+export async function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+  let res: Response;
+  try {
+    res = await fetch(base + path, { headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
+  } catch (err) {
+    const code = (err as { cause?: { code?: string } }).cause?.code;
+    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
+      throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
+    if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
+    throw new DaemonError(`${base}${path}: ${(err as Error).message}`);
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    let msg = text.slice(0, 300);
+    try {
+      msg = (JSON.parse(text) as { error?: string }).error ?? msg;
+    } catch {
+      // not JSON: keep the text
+    }
+    throw new DaemonError(`${base}${path}: HTTP ${res.status}${msg ? `: ${msg}` : ''}`);
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new DaemonError(`${base}${path} did not answer JSON: is this a switchyard daemon?`);
+  }
+}

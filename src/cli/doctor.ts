@@ -1,0 +1,174 @@
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, resolve } from 'node:path';
+import type { Argv, CommandModule } from 'yargs';
+import { ConfigError, loadConfig } from '../config/load.js';
+import type { HubConfig } from '../config/types.js';
+import type { ServerView, ToolView } from '../downstream/admin-views.js';
+import { openLedgerDb } from '../ledger/db.js';
+import { LedgerReader } from '../ledger/reader.js';
+import { daemonBase, getJson, NoDaemonError } from './daemon-client.js';
+import { lookLocally } from './local-catalog.js';
+
+interface DoctorArgs {
+  config: string;
+  url?: string;
+  json: boolean;
+}
+
+export type Level = 'ok' | 'warn' | 'fail';
+export interface Finding {
+  level: Level;
+  check: string;
+  message: string;
+}
+
+/** Tool caps of common clients: more tools than this in one endpoint and they drop or refuse some. */
+export const CLIENT_TOOL_CAPS: { client: string; max: number }[] = [
+  { client: 'VS Code', max: 128 },
+  { client: 'Windsurf', max: 50 },
+];
+
+function globRegex(glob: string): RegExp {
+  return new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+}
+
+/** Tool count per endpoint: the whole catalog, and each configured group whose shape we can read. */
+export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | undefined): Finding[] {
+  const out: Finding[] = [];
+  const check = (label: string, n: number) => {
+    const over = CLIENT_TOOL_CAPS.filter((c) => n > c.max);
+    if (over.length)
+      out.push({
+        level: 'warn',
+        check: 'tool caps',
+        message: `${label} exposes ${n} tools, over the cap of ${over.map((c) => `${c.client} (${c.max})`).join(' and ')}: split it into groups`,
+      });
+    else out.push({ level: 'ok', check: 'tool caps', message: `${label} exposes ${n} tools (within ${CLIENT_TOOL_CAPS.map((c) => `${c.client} ${c.max}`).join(', ')})` });
+  };
+  check('the default endpoint', tools.length);
+  for (const [name, g] of Object.entries(groups ?? {})) {
+    const spec = (g ?? {}) as { servers?: unknown; tools?: unknown };
+    const servers = Array.isArray(spec.servers) ? new Set(spec.servers.map(String)) : undefined;
+    const globs = Array.isArray(spec.tools) ? spec.tools.map((t) => globRegex(String(t))) : undefined;
+    if (!servers && !globs) {
+      out.push({ level: 'warn', check: 'tool caps', message: `group "${name}": cannot count its tools (no "servers" or "tools" list)` });
+      continue;
+    }
+    const n = tools.filter((t) => (!servers || servers.has(t.server)) && (!globs || globs.some((r) => r.test(t.name) || r.test(t.upstreamName)))).length;
+    check(`group "${name}"`, n);
+  }
+  return out;
+}
+
+export function upstreamFindings(servers: ServerView[]): Finding[] {
+  if (servers.length === 0) return [{ level: 'warn', check: 'upstreams', message: 'no enabled servers in the config' }];
+  return servers.map((s): Finding => {
+    const what = `${s.id} (${s.transport}${s.era ? `, ${s.era}` : ''})`;
+    if (s.state === 'ready') return { level: 'ok', check: 'upstreams', message: `${what} ready${s.restarts ? `, ${s.restarts} restart(s)` : ''}` };
+    return { level: 'fail', check: 'upstreams', message: `${what} is ${s.state}${s.lastError ? `: ${s.lastError}` : ''}` };
+  });
+}
+
+export function toolFindings(tools: ToolView[]): Finding[] {
+  const out: Finding[] = [];
+  const renamed = tools.filter((t) => t.flags.some((f) => f.startsWith('renamed')));
+  const held = tools.filter((t) => t.flags.some((f) => f === 'quarantined' || f.startsWith('quarantined:') || f.startsWith('pin:')));
+  for (const t of renamed)
+    out.push({ level: 'warn', check: 'tool names', message: `${t.server}/${t.upstreamName} is "${t.name}" for clients (${t.flags.filter((f) => f.startsWith('renamed')).join(', ')})` });
+  for (const t of held) out.push({ level: 'warn', check: 'quarantine', message: `${t.name} (${t.server}) is held back: ${t.flags.join(', ')}` });
+  if (!renamed.length) out.push({ level: 'ok', check: 'tool names', message: 'no tool had to be renamed' });
+  if (!held.length) out.push({ level: 'ok', check: 'quarantine', message: 'no tool is quarantined' });
+  return out;
+}
+
+export function ledgerFinding(config: HubConfig): Finding {
+  if (!config.ledger.enabled) return { level: 'warn', check: 'ledger', message: 'the ledger is disabled: no audit trail, no idempotency' };
+  const path = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  if (!existsSync(path)) return { level: 'ok', check: 'ledger', message: `${path} does not exist yet (created at the first start)` };
+  try {
+    const db = openLedgerDb({ path, readonly: true });
+    try {
+      const v = new LedgerReader(db).verify();
+      return v.ok
+        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)` }
+        : { level: 'fail', check: 'ledger', message: `${path}: chain broken at row ${v.rowId ?? '?'}: ${v.reason}` };
+    } finally {
+      db.close();
+    }
+  } catch (err) {
+    return { level: 'fail', check: 'ledger', message: `${path}: ${(err as Error).message}` };
+  }
+}
+
+function portFree(host: string, port: number): Promise<NodeJS.ErrnoException | null> {
+  return new Promise((resolveFree) => {
+    const srv = createServer();
+    srv.once('error', (err: NodeJS.ErrnoException) => resolveFree(err));
+    srv.listen(port, host, () => srv.close(() => resolveFree(null)));
+  });
+}
+
+/** Runs every check; never throws for a problem it finds. */
+export async function diagnose(configFile: string, url: string | undefined): Promise<Finding[]> {
+  const findings: Finding[] = [];
+  let config: HubConfig | undefined;
+  try {
+    config = loadConfig(configFile);
+    findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    for (const p of err.problems) findings.push({ level: 'fail', check: 'config', message: p });
+  }
+  const base = daemonBase(url, configFile);
+  let daemon: { servers: ServerView[]; pid?: number; version?: string } | undefined;
+  try {
+    daemon = await getJson(base, '/admin/servers', { timeoutMs: 5_000 });
+    findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon!.version ?? ''} running at ${base} (pid ${daemon!.pid ?? '?'})` });
+  } catch (err) {
+    if (err instanceof NoDaemonError) {
+      findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
+      if (config && !url) {
+        const e = await portFree(config.listen.host, config.listen.port);
+        if (e?.code === 'EADDRINUSE')
+          findings.push({ level: 'fail', check: 'port', message: `${config.listen.host}:${config.listen.port} is in use by another program: \`switchyard start\` would fail` });
+        else if (e) findings.push({ level: 'fail', check: 'port', message: `cannot listen on ${config.listen.host}:${config.listen.port}: ${e.code ?? e.message}` });
+        else findings.push({ level: 'ok', check: 'port', message: `${config.listen.host}:${config.listen.port} is free` });
+      }
+    } else findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message} (is another program on that port?)` });
+  }
+  let servers: ServerView[] | undefined;
+  let tools: ToolView[] | undefined;
+  if (daemon) {
+    servers = daemon.servers;
+    tools = (await getJson<{ tools: ToolView[] }>(base, '/admin/tools').catch(() => undefined))?.tools;
+  } else if (config) {
+    ({ servers, tools } = await lookLocally(config));
+  }
+  if (servers) findings.push(...upstreamFindings(servers));
+  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools, config?.groups));
+  if (config) findings.push(ledgerFinding(config));
+  return findings;
+}
+
+export const doctorCommand: CommandModule<object, DoctorArgs> = {
+  command: 'doctor',
+  describe: 'Check the config, the daemon, its port, the upstreams, tool names, quarantine, client tool caps and the ledger',
+  builder: (y: Argv) =>
+    y
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+      .option('url', { type: 'string', describe: 'The daemon address (default: from the config)' })
+      .option('json', { type: 'boolean', default: false, describe: 'Print the findings as JSON' }) as Argv<DoctorArgs>,
+  handler: async (argv) => {
+    const findings = await diagnose(argv.config, argv.url);
+    if (argv.json) process.stdout.write(JSON.stringify(findings, null, 2) + '\n');
+    else {
+      const w = Math.max(...findings.map((f) => f.check.length));
+      for (const f of findings) process.stdout.write(`${f.level.padEnd(4)}  ${f.check.padEnd(w)}  ${f.message}\n`);
+      const fails = findings.filter((f) => f.level === 'fail').length;
+      const warns = findings.filter((f) => f.level === 'warn').length;
+      process.stdout.write(fails || warns ? `\n${fails} problem(s), ${warns} warning(s)\n` : '\nall good\n');
+    }
+    if (findings.some((f) => f.level === 'fail')) process.exitCode = 1;
+  },
+};

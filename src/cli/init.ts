@@ -1,0 +1,87 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import type { Argv, CommandModule } from 'yargs';
+import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
+import { ConfigError, loadConfig } from '../config/load.js';
+import { packageRoot } from '../paths.js';
+
+interface InitArgs {
+  config: string;
+  from?: string;
+  force: boolean;
+}
+
+const KIND_NAMES = { 'claude-desktop': 'Claude Desktop', cursor: 'Cursor', 'claude-code': 'Claude Code', vscode: 'VS Code' } as const;
+
+/** `$schema` as a path relative to the new file, so editors find the schema next to the package. */
+function schemaRef(file: string): string {
+  const schema = join(packageRoot, 'src', 'config', 'hub.config.schema.json');
+  const rel = relative(dirname(file), schema).replaceAll('\\', '/');
+  return rel.startsWith('.') ? rel : `./${rel}`;
+}
+
+export function starterConfig(file: string, servers: Record<string, ImportedServer>): Record<string, unknown> {
+  return {
+    $schema: schemaRef(file),
+    listen: { host: '127.0.0.1', port: 7410 },
+    ledger: { path: './data/ledger.db' },
+    servers,
+  };
+}
+
+export const initCommand: CommandModule<object, InitArgs> = {
+  command: 'init',
+  describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code or Cursor config',
+  builder: (y: Argv) =>
+    y
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'File to write' })
+      .option('from', {
+        type: 'string',
+        describe: 'A client config to import: claude_desktop_config.json, .vscode/mcp.json, ~/.cursor/mcp.json or .mcp.json',
+      })
+      .option('force', { type: 'boolean', default: false, describe: 'Overwrite an existing file' }) as Argv<InitArgs>,
+  handler: (argv) => {
+    const file = resolve(argv.config);
+    if (existsSync(file) && !argv.force) {
+      process.stderr.write(`${argv.config} already exists; pass --force to overwrite it\n`);
+      process.exitCode = 1;
+      return;
+    }
+    let servers: Record<string, ImportedServer> = {};
+    let notes: string[] = [];
+    let summary = 'no servers yet: add them under "servers" (a "command" for stdio, a "url" for HTTP)';
+    if (argv.from) {
+      let text: string;
+      try {
+        text = readFileSync(argv.from, 'utf8');
+      } catch (err) {
+        process.stderr.write(`cannot read ${argv.from}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      try {
+        const r = importClientConfig(text, argv.from);
+        servers = r.servers;
+        notes = r.notes;
+        summary = `${Object.keys(servers).length} server(s) imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;
+      } catch (err) {
+        if (!(err instanceof ImportError)) throw err;
+        process.stderr.write(`${err.message}\n`);
+        process.exitCode = 1;
+        return;
+      }
+    }
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify(starterConfig(file, servers), null, 2) + '\n', { mode: 0o600 });
+    const out: string[] = [`wrote ${argv.config}: ${summary}`];
+    for (const n of notes) out.push(`note: ${n}`);
+    try {
+      loadConfig(file);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      out.push('the file does not validate yet:', ...err.problems.map((p) => `  ${p}`));
+    }
+    out.push(`next: switchyard config validate --config ${argv.config} && switchyard start --config ${argv.config}`);
+    process.stdout.write(out.join('\n') + '\n');
+  },
+};

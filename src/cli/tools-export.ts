@@ -1,0 +1,90 @@
+import type { Argv, CommandModule } from 'yargs';
+import { toAnthropic, toOpenAi } from '../catalog/export.js';
+import { ConfigError, loadConfig } from '../config/load.js';
+import type { ToolView } from '../downstream/admin-views.js';
+import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
+import { lookLocally } from './local-catalog.js';
+
+export interface ToolsExportArgs {
+  format: 'openai' | 'anthropic';
+  config: string;
+  url?: string;
+  server?: string;
+  local: boolean;
+}
+
+/** Adds the export options to a yargs builder (shared by `tools --format` and `tools export`). */
+export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & ToolsExportArgs> {
+  return y
+    .option('format', {
+      choices: ['openai', 'anthropic'] as const,
+      demandOption: formatRequired,
+      describe: 'Print the catalog as function-calling definitions (OpenAI strict mode, or Anthropic tools)',
+    })
+    .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+    .option('url', { type: 'string', describe: 'The daemon address (default: from the config)' })
+    .option('server', { type: 'string', describe: 'Only this server' })
+    .option('local', {
+      type: 'boolean',
+      default: false,
+      describe: 'Connect to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)',
+    }) as unknown as Argv<T & ToolsExportArgs>;
+}
+
+/**
+ * The catalog from the running daemon (the names its clients see), or, with --local or when
+ * no daemon runs, from the upstreams of the config directly.
+ */
+async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
+  if (!a.local) {
+    try {
+      const q = a.server ? `?server=${encodeURIComponent(a.server)}` : '';
+      return (await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools${q}`)).tools;
+    } catch (err) {
+      if (!(err instanceof NoDaemonError) || a.url) throw err;
+      process.stderr.write(`${err.message}; connecting to the upstreams of ${a.config} directly\n`);
+    }
+  }
+  return (await lookLocally(loadConfig(a.config), { server: a.server })).tools;
+}
+
+export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
+  try {
+    const tools = await catalog(a);
+    const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
+    process.stdout.write(JSON.stringify(doc, null, 2) + '\n');
+    if (doc.format === 'openai' && doc.notStrict.length)
+      process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
+  } catch (err) {
+    if (err instanceof ConfigError) process.stderr.write(`${a.config}: invalid config\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
+    else if (err instanceof NoDaemonError || err instanceof DaemonError) process.stderr.write(`${err.message}\n`);
+    else throw err;
+    process.exitCode = 1;
+  }
+}
+
+export const toolsExportCommand: CommandModule<object, ToolsExportArgs> = {
+  command: 'export',
+  describe: 'The catalog as function-calling definitions: --format openai | anthropic',
+  builder: (y: Argv) => exportOptions(y, true),
+  handler: (a) => runToolsExport(a),
+};
+
+/**
+ * `switchyard tools --format …` and `switchyard tools export --format …`. Stands in until the
+ * catalog's `tools` command (listing, diff, approve) takes the --format option and mounts
+ * `toolsExportCommand` itself.
+ */
+export const toolsCommand: CommandModule<object, Partial<ToolsExportArgs>> = {
+  command: 'tools',
+  describe: 'The hub catalog (see `tools export`); --format openai | anthropic prints function-calling definitions',
+  builder: (y: Argv) => exportOptions(y, false).command(toolsExportCommand) as unknown as Argv<Partial<ToolsExportArgs>>,
+  handler: async (a) => {
+    if (!a.format) {
+      process.stderr.write('give --format openai | anthropic (listing, diff and approve come with the catalog commands)\n');
+      process.exitCode = 2;
+      return;
+    }
+    await runToolsExport(a as ToolsExportArgs);
+  },
+};

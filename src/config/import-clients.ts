@@ -1,0 +1,213 @@
+/**
+ * Reading the MCP server lists of client configs, for `switchyard init --from`:
+ * Claude Desktop (`claude_desktop_config.json`, `mcpServers`), Cursor (`.cursor/mcp.json`,
+ * `mcpServers`, stdio or `url`), Claude Code (`.mcp.json`, `mcpServers` with `type`) and
+ * VS Code (`.vscode/mcp.json`, JSON with comments, `servers` with `type` and `inputs`).
+ * Pure: the caller reads the file and writes the result.
+ */
+import { homedir } from 'node:os';
+import { basename, dirname, resolve } from 'node:path';
+
+export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
+
+/** One server in hub.config.json form (only the keys the import sets). */
+export interface ImportedServer {
+  command?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  url?: string;
+  headers?: Record<string, string>;
+  enabled?: boolean;
+}
+
+export interface ImportResult {
+  kind: ClientKind;
+  servers: Record<string, ImportedServer>;
+  /** Things the user should know or do (inputs to provide, skipped entries, renamed ids). */
+  notes: string[];
+}
+
+export class ImportError extends Error {}
+
+const SECRET_KEY = /(pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential)/i;
+
+/** JSON with comments and trailing commas (VS Code's settings dialect) → plain JSON text. */
+export function stripJsonc(text: string): string {
+  let out = '';
+  let i = 0;
+  const n = text.length;
+  while (i < n) {
+    const ch = text[i];
+    if (ch === '"') {
+      let j = i + 1;
+      while (j < n && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (ch === '/' && text[i + 1] === '/') {
+      while (i < n && text[i] !== '\n') i++;
+    } else if (ch === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      i = end < 0 ? n : end + 2;
+    } else if (ch === ',') {
+      // A comma followed only by whitespace/comments and a closing bracket is dropped.
+      let j = i + 1;
+      for (;;) {
+        while (j < n && /\s/.test(text[j])) j++;
+        if (text[j] === '/' && text[j + 1] === '/') while (j < n && text[j] !== '\n') j++;
+        else if (text[j] === '/' && text[j + 1] === '*') {
+          const end = text.indexOf('*/', j + 2);
+          j = end < 0 ? n : end + 2;
+        } else break;
+      }
+      if (text[j] !== '}' && text[j] !== ']') out += ch;
+      i++;
+    } else {
+      out += ch;
+      i++;
+    }
+  }
+  return out;
+}
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function stringMap(v: unknown): Record<string, string> | undefined {
+  if (!isObj(v)) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) if (typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean') out[k] = String(x);
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** Which client wrote this file: by its top-level key, then its path. */
+export function detectKind(doc: Record<string, unknown>, path: string): ClientKind {
+  if (isObj(doc.servers) && !isObj(doc.mcpServers)) return 'vscode';
+  const p = resolve(path).replaceAll('\\', '/');
+  if (p.includes('/.cursor/')) return 'cursor';
+  if (basename(p) === '.mcp.json') return 'claude-code';
+  return 'claude-desktop';
+}
+
+/** A hub server id from a client's server name (ids are ^[A-Za-z0-9-]+$). */
+function serverId(name: string, taken: Set<string>): string {
+  let id = name.replace(/[^A-Za-z0-9-]+/g, '-').replace(/^-+|-+$/g, '') || 'server';
+  const base = id;
+  for (let k = 2; taken.has(id.toLowerCase()); k++) id = `${base}-${k}`;
+  taken.add(id.toLowerCase());
+  return id;
+}
+
+interface Rewriter {
+  (s: string, where: string): string;
+}
+
+/**
+ * VS Code variables → what the hub understands: `${input:X}` becomes an environment variable
+ * the user sets (the hub has no prompt), `${workspaceFolder}` and `${userHome}` become paths,
+ * `${env:X}` is already the hub's syntax.
+ */
+function vscodeRewriter(path: string, inputs: Map<string, { description?: string; password?: boolean }>, notes: string[]): Rewriter {
+  const workspace = basename(dirname(resolve(path))) === '.vscode' ? dirname(dirname(resolve(path))) : dirname(resolve(path));
+  const needed = new Map<string, string>();
+  const rewrite: Rewriter = (s, where) =>
+    s.replace(/\$\{([^}]*)\}/g, (m, inner: string) => {
+      if (inner.startsWith('env:')) return m;
+      if (inner.startsWith('input:')) {
+        const id = inner.slice(6);
+        const env = `SWITCHYARD_INPUT_${id.toUpperCase().replace(/[^A-Z0-9]+/g, '_')}`;
+        if (!needed.has(env)) {
+          const info = inputs.get(id);
+          needed.set(env, env);
+          notes.push(
+            `${where} used the VS Code input "${id}"${info?.description ? ` (${info.description})` : ''}: set the environment variable ${env} before starting the hub${info?.password ? ' (it is a secret: keep it out of the config file)' : ''}.`,
+          );
+        }
+        return `\${env:${env}}`;
+      }
+      if (inner === 'workspaceFolder') {
+        notes.push(`${where}: \${workspaceFolder} was replaced by ${workspace}.`);
+        return workspace;
+      }
+      if (inner === 'userHome') return homedir();
+      notes.push(`${where}: the VS Code variable "${m}" has no hub equivalent and was kept as text; edit it.`);
+      return m;
+    });
+  return rewrite;
+}
+
+function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewriter, notes: string[]): ImportedServer | undefined {
+  const where = `server "${name}"`;
+  const str = (v: unknown) => (typeof v === 'string' ? rewrite(v, where) : undefined);
+  const map = (v: unknown) => {
+    const m = stringMap(v);
+    if (!m) return undefined;
+    for (const k of Object.keys(m)) m[k] = rewrite(m[k], where);
+    return m;
+  };
+  const type = typeof e.type === 'string' ? e.type : undefined;
+  const out: ImportedServer = {};
+  const url = str(e.url) ?? str(e.serverUrl);
+  if (typeof e.command === 'string' && type !== 'http' && type !== 'sse') {
+    out.command = str(e.command);
+    if (Array.isArray(e.args)) out.args = e.args.filter((a) => typeof a === 'string' || typeof a === 'number').map((a) => rewrite(String(a), where));
+    const env = map(e.env);
+    if (env) {
+      out.env = env;
+      const secrets = Object.entries(env).filter(([k, v]) => SECRET_KEY.test(k) && !v.includes('${env:'));
+      if (secrets.length)
+        notes.push(`${where} has secret-looking values in env (${secrets.map(([k]) => k).join(', ')}): consider "\${env:NAME}" so they stay out of the file.`);
+    }
+    if (typeof e.cwd === 'string') out.cwd = str(e.cwd);
+    if (typeof e.envFile === 'string') notes.push(`${where} reads an envFile (${e.envFile}); the hub does not: move those variables into env or the hub's environment.`);
+  } else if (url) {
+    out.url = url;
+    const headers = map(e.headers);
+    if (headers) out.headers = headers;
+    if (type === 'sse') notes.push(`${where} is an SSE (2024-11-05) server; the hub connects to it with Streamable HTTP, which most such servers also serve.`);
+  } else {
+    notes.push(`${where} was skipped: it has neither a command nor a url.`);
+    return undefined;
+  }
+  if (e.disabled === true || e.enabled === false) out.enabled = false;
+  return out;
+}
+
+/** Parses a client config file's text into hub servers, with notes for the user. */
+export function importClientConfig(text: string, path: string): ImportResult {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(stripJsonc(text.replace(/^\uFEFF/, '')));
+  } catch (err) {
+    throw new ImportError(`${path} is not JSON: ${(err as Error).message}`);
+  }
+  if (!isObj(doc)) throw new ImportError(`${path}: expected a JSON object`);
+  const kind = detectKind(doc, path);
+  const list = kind === 'vscode' ? doc.servers : doc.mcpServers;
+  if (!isObj(list)) throw new ImportError(`${path}: no "mcpServers" or "servers" object found`);
+  const notes: string[] = [];
+  const inputs = new Map<string, { description?: string; password?: boolean }>();
+  if (Array.isArray(doc.inputs))
+    for (const i of doc.inputs)
+      if (isObj(i) && typeof i.id === 'string') inputs.set(i.id, { description: typeof i.description === 'string' ? i.description : undefined, password: i.password === true });
+  const rewrite: Rewriter = kind === 'vscode' ? vscodeRewriter(path, inputs, notes) : (s) => s;
+  const taken = new Set<string>();
+  const servers: Record<string, ImportedServer> = {};
+  for (const [name, entry] of Object.entries(list)) {
+    if (!isObj(entry)) {
+      notes.push(`server "${name}" was skipped: not an object.`);
+      continue;
+    }
+    const argv = [entry.command, ...(Array.isArray(entry.args) ? entry.args : [])].map(String).join(' ');
+    if (name.toLowerCase() === 'switchyard' || /switchyard\S*\s+(stdio|connect)\b/.test(argv)) {
+      notes.push(`server "${name}" looks like Switchyard itself and was skipped (the hub would connect to itself).`);
+      continue;
+    }
+    const id = serverId(name, taken);
+    if (id !== name) notes.push(`server "${name}" is "${id}" in the hub (ids are letters, digits and "-").`);
+    const s = convertEntry(name, entry, rewrite, notes);
+    if (s) servers[id] = s;
+  }
+  return { kind, servers, notes };
+}
