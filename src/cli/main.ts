@@ -6,11 +6,11 @@ import { configCommand } from './config.js';
 import { ledgerCommand } from './ledger.js';
 import { stdioCommand } from './stdio.js';
 import { connectCommand } from './connect.js';
-
 import { initCommand } from './init.js';
 import { serversCommand } from './servers.js';
 import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools-export.js';
+
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))
   .scriptName('switchyard')
@@ -19,11 +19,11 @@ await yargs(hideBin(process.argv))
   .command(ledgerCommand)
   .command(stdioCommand)
   .command(connectCommand)
-  .demandCommand(1, 'Give a command; see --help.')
-  .strict()
   .command(initCommand)
   .command(serversCommand)
   .command(doctorCommand)
   .command(toolsCommand)
+  .demandCommand(1, 'Give a command; see --help.')
+  .strict()
   .help()
   .parseAsync();
