@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// A legacy-era (2025-11-25) MCP echo server on stdio, written raw (no SDK) so that the upstream
+// is never what a benchmark measures. It validates nothing: initialize, ping, tools/list and
+// tools/call are answered, server/discover and every other method get -32601 (which is how the
+// hub's era probe learns that it is legacy). All answers to one stdin chunk go out in one write.
+//
+//   node bench/echo-stdio.mjs [--tools N] [--name NAME]
+//
+// --tools N: expose N tools (echo, then t1..t{N-1}); every one of them echoes.
+
+const argv = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = argv.indexOf(name);
+  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : dflt;
+};
+const TOOL_COUNT = Math.max(1, Number(opt('--tools', '1')) || 1);
+const NAME = opt('--name', 'bench-echo-stdio');
+const LEGACY_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+
+const tools = [];
+for (let i = 0; i < TOOL_COUNT; i++) {
+  tools.push({
+    name: i === 0 ? 'echo' : `t${i}`,
+    description: 'Echoes its text argument back.',
+    inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
+  });
+}
+// Pre-serialised once: a list answer is a string concatenation.
+const TOOLS_RESULT = JSON.stringify({ tools });
+
+function answer(id, resultJson) {
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`;
+}
+
+function handle(msg) {
+  if (msg === null || typeof msg !== 'object' || msg.id === undefined || typeof msg.method !== 'string') return undefined;
+  const id = msg.id;
+  switch (msg.method) {
+    case 'initialize': {
+      const asked = msg.params?.protocolVersion;
+      const protocolVersion = LEGACY_VERSIONS.includes(asked) ? asked : LEGACY_VERSIONS[0];
+      return answer(id, JSON.stringify({ protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: { name: NAME, version: '1.0.0' } }));
+    }
+    case 'ping':
+      return answer(id, '{}');
+    case 'tools/list':
+      return answer(id, TOOLS_RESULT);
+    case 'tools/call': {
+      const text = msg.params?.arguments?.text;
+      return answer(id, JSON.stringify({ content: [{ type: 'text', text: typeof text === 'string' ? text : '' }] }));
+    }
+    default:
+      return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"error":{"code":-32601,"message":"Method not found"}}`;
+  }
+}
+
+let rest = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk) => {
+  const text = rest + chunk;
+  const lines = text.split('\n');
+  rest = lines.pop();
+  let out = '';
+  for (const line of lines) {
+    if (line.length === 0) continue;
+    let msg;
+    try {
+      msg = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const a = handle(msg);
+    if (a !== undefined) out += a + '\n';
+  }
+  if (out) process.stdout.write(out);
+});
+process.stdin.on('end', () => process.exit(0));
+process.stdout.on('error', () => process.exit(0));

@@ -1,0 +1,115 @@
+// What the benchmark measures: every target starts, answers on 127.0.0.1, and stops with
+// everything it spawned. A target says how it wants to be talked to (modern requests, or a
+// legacy session opened once) and the hub-visible name of the echo tool.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { freePort, startProcess } from './procs.mjs';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BENCH = join(ROOT, 'bench');
+export const PEERS = join(BENCH, '.peers');
+const HUB_BIN = join(ROOT, 'dist/src/cli/main.js');
+const ECHO_STDIO = join(BENCH, 'echo-stdio.mjs');
+const ECHO_HTTP = join(BENCH, 'echo-http.mjs');
+const LOOPBACK = join(BENCH, 'lib/loopback-only.mjs');
+
+export const echoStdioCommand = (extra = []) => ({ command: process.execPath, args: [ECHO_STDIO, ...extra] });
+
+export async function startEchoHttp(extra = []) {
+  const p = await startProcess('echo-http', process.execPath, [ECHO_HTTP, '--port', '0', ...extra], { ready: /LISTENING (\d+)/ });
+  const port = Number(p.match[1]);
+  return { port, url: `http://127.0.0.1:${port}/mcp`, pid: p.pid, stop: p.stop };
+}
+
+export async function startForwarder(upstream) {
+  const args = upstream.url ? ['--http', upstream.url] : ['--', upstream.command, ...upstream.args];
+  const p = await startProcess('forwarder', process.execPath, [join(BENCH, 'forwarder.mjs'), '--port', '0', ...args], { ready: /LISTENING (\d+)/ });
+  return { port: Number(p.match[1]), path: '/mcp', pid: p.pid, stop: p.stop };
+}
+
+/**
+ * The built hub (`switchyard start`) with a fresh temp config and ledger; resolves once
+ * /healthz shows every server ready. `nodeArgs` go before the script (e.g. --cpu-prof).
+ */
+export async function startHub({ servers, ledger = true, nodeArgs = [], env = {}, readyTimeoutMs = 60_000, extraConfig = {} }) {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
+  const configFile = join(dir, 'hub.config.json');
+  writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ledger: { path: join(dir, 'ledger.db'), enabled: ledger }, servers, ...extraConfig }, null, 2));
+  const t0 = performance.now();
+  const p = await startProcess('switchyard', process.execPath, [...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'], {
+    cwd: dir,
+    env,
+    ready: /"url":"http:\/\/127\.0\.0\.1:(\d+)\/mcp"/,
+    timeoutMs: readyTimeoutMs,
+  });
+  const port = Number(p.match[1]);
+  const listeningMs = performance.now() - t0;
+  const want = Object.keys(servers).length;
+  const deadline = Date.now() + readyTimeoutMs;
+  let health;
+  for (;;) {
+    health = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.json()).catch(() => undefined);
+    if (health && health.servers.filter((s) => s.state === 'ready').length === want) break;
+    if (Date.now() > deadline) {
+      await p.stop();
+      throw new Error(`hub upstreams not ready: ${JSON.stringify(health)}`);
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  const readyMs = performance.now() - t0;
+  return {
+    port,
+    path: '/mcp',
+    pid: p.pid,
+    listeningMs,
+    readyMs,
+    health,
+    stop: async () => {
+      await p.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `mcp-proxy` (stdio → Streamable HTTP) with its defaults, on the stream endpoint only. */
+export async function startMcpProxy(upstream) {
+  const port = await freePort();
+  const bin = join(PEERS, 'node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs');
+  const p = await startProcess('mcp-proxy', process.execPath, ['--import', LOOPBACK, bin, '--host', '127.0.0.1', '--port', String(port), '--server', 'stream', '--', upstream.command, ...upstream.args], {
+    ready: /starting server on port|listening/i,
+  });
+  await waitForPort(port);
+  return { port, path: '/mcp', pid: p.pid, stop: p.stop };
+}
+
+/**
+ * `supergateway` stdio → Streamable HTTP. Stateful (one child per session; its stateless mode
+ * spawns a child per request), logging off (its default logs every message).
+ */
+export async function startSupergateway(upstream) {
+  const port = await freePort();
+  const bin = join(PEERS, 'node_modules/supergateway/dist/index.js');
+  const cmd = [upstream.command, ...upstream.args].map((a) => (/\s/.test(a) ? JSON.stringify(a) : a)).join(' ');
+  const p = await startProcess(
+    'supergateway',
+    process.execPath,
+    ['--import', LOOPBACK, bin, '--stdio', cmd, '--outputTransport', 'streamableHttp', '--stateful', '--port', String(port), '--logLevel', 'none'],
+    {},
+  );
+  await waitForPort(port);
+  return { port, path: '/mcp', pid: p.pid, stop: p.stop };
+}
+
+async function waitForPort(port, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await fetch(`http://127.0.0.1:${port}/`, { method: 'GET' }).then(
+      () => true,
+      () => false,
+    );
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

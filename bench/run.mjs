@@ -1,0 +1,406 @@
+#!/usr/bin/env node
+// `npm run bench [-- --quick] [-- --only REGEX] [-- --no-peers] [-- --no-extras] [-- --write-docs]`
+//         `npm run bench -- --profile [--profile-target sy-stdio]`
+//
+// Measures, in one run on this machine, the same two upstreams (bench/echo-stdio.mjs, legacy,
+// and bench/echo-http.mjs, modern) reached directly, through the minimal forwarder
+// (bench/forwarder.mjs, the practical ceiling), through Switchyard (ledger on and off) and
+// through peer hubs from npm; then start-up, memory, aggregated lists, ledger cost and ledger
+// queries. Prints a markdown report; numbers are printed, never asserted. See docs/BENCHMARKS.md.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { summarise, printSummary } from './lib/cpuprofile.mjs';
+import { ledgerQueryBench } from './lib/ledger-query.mjs';
+import { runHttp, runStdio } from './lib/load.mjs';
+import { legacyRequest, modernRequest, openLegacySession, rpc, stdioLine } from './lib/mcp.mjs';
+import { ensurePeers } from './lib/peers.mjs';
+import { cpuNs, descendants, rssOf } from './lib/procs.mjs';
+import { BENCH, ROOT, echoStdioCommand, startEchoHttp, startForwarder, startHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
+
+const argv = process.argv.slice(2);
+const flag = (f) => argv.includes(f);
+const opt = (f, d) => {
+  const i = argv.indexOf(f);
+  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : d;
+};
+const QUICK = flag('--quick');
+const ONLY = opt('--only') ? new RegExp(opt('--only')) : undefined;
+const T = QUICK ? { warmupMs: 200, measureMs: 600 } : { warmupMs: 1000, measureMs: 4000 };
+const CONC = [1, 8, 64];
+const METHODS = ['tools/call', 'tools/list'];
+const log = (m) => process.stderr.write(`${m}\n`);
+const startedAt = performance.now();
+
+// ------------------------------------------------------------------------------ set-up
+
+function newestMtime(dir) {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+function ensureBuilt() {
+  const entry = join(ROOT, 'dist/src/cli/main.js');
+  if (existsSync(entry) && statSync(entry).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
+  log('bench: building (tsc -p .)');
+  try {
+    execFileSync('npx', ['tsc', '-p', '.'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  } catch (err) {
+    // tsc still emits on type errors; measure what was emitted, but say so.
+    if (!existsSync(entry)) throw err;
+    log('bench: tsc reported errors; measuring the JavaScript it emitted');
+  }
+}
+
+function machine() {
+  const cpus = os.cpus();
+  return {
+    cores: cpus.length,
+    cpu: cpus[0]?.model?.trim() ?? 'unknown',
+    memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
+    node: process.version,
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+  };
+}
+
+// ------------------------------------------------------------------------------ targets
+
+const stdioEcho = echoStdioCommand();
+const hubStdio = (ledger) => ({ servers: { echo: { command: stdioEcho.command, args: stdioEcho.args } }, ledger });
+const hubHttp = (url, ledger) => ({ servers: { echo: { url } }, ledger });
+
+/** Every target: `start()` resolves to { port, path, pid, stop } or, for stdio, { stdio: true }. */
+const TARGETS = [
+  { key: 'direct-http', label: 'direct: HTTP echo', group: 'direct', upstream: 'http', mode: 'modern', tool: 'echo', start: (u) => u },
+  { key: 'direct-stdio', label: 'direct: stdio echo (in-process client)', group: 'direct', upstream: 'stdio', stdio: true, tool: 'echo' },
+  { key: 'limit-stdio', label: 'forwarding limit: HTTP → stdio', group: 'limit', upstream: 'stdio', mode: 'modern', tool: 'echo', start: () => startForwarder(stdioEcho) },
+  { key: 'limit-http', label: 'forwarding limit: HTTP → HTTP', group: 'limit', upstream: 'http', mode: 'modern', tool: 'echo', start: (u) => startForwarder(u) },
+  { key: 'sy-stdio', label: 'Switchyard → stdio, ledger on', group: 'switchyard', upstream: 'stdio', mode: 'modern', tool: 'echo__echo', start: () => startHub(hubStdio(true)) },
+  { key: 'sy-stdio-noledger', label: 'Switchyard → stdio, ledger off', group: 'switchyard', upstream: 'stdio', mode: 'modern', tool: 'echo__echo', start: () => startHub(hubStdio(false)) },
+  { key: 'sy-stdio-legacy', label: 'Switchyard → stdio, legacy session, ledger on', group: 'switchyard', upstream: 'stdio', mode: 'legacy', tool: 'echo__echo', start: () => startHub(hubStdio(true)) },
+  { key: 'sy-http', label: 'Switchyard → HTTP, ledger on', group: 'switchyard', upstream: 'http', mode: 'modern', tool: 'echo__echo', start: (u) => startHub(hubHttp(u.url, true)) },
+  { key: 'sy-http-noledger', label: 'Switchyard → HTTP, ledger off', group: 'switchyard', upstream: 'http', mode: 'modern', tool: 'echo__echo', start: (u) => startHub(hubHttp(u.url, false)) },
+  { key: 'mcp-proxy', label: 'mcp-proxy 6.7.19 → stdio (modern requests)', group: 'peer', peer: 'mcp-proxy', upstream: 'stdio', mode: 'modern', tool: 'echo', start: () => startMcpProxy(stdioEcho) },
+  { key: 'mcp-proxy-legacy', label: 'mcp-proxy 6.7.19 → stdio (legacy session)', group: 'peer', peer: 'mcp-proxy', upstream: 'stdio', mode: 'legacy', tool: 'echo', start: () => startMcpProxy(stdioEcho) },
+  { key: 'supergateway', label: 'supergateway 4.0.0 → stdio (stateful, legacy session)', group: 'peer', peer: 'supergateway', upstream: 'stdio', mode: 'legacy', tool: 'echo', start: () => startSupergateway(stdioEcho) },
+];
+
+function treeRss(pid) {
+  return [pid, ...descendants(pid)].reduce((a, p) => a + rssOf(p), 0);
+}
+
+async function measureTarget(t, rows) {
+  log(`bench: ${t.label}`);
+  if (t.stdio) {
+    for (const method of METHODS)
+      for (const c of CONC) {
+        const r = await runStdio({ ...stdioEcho, line: stdioLine(method, t.tool), concurrency: c, ...T });
+        rows.push({ key: t.key, method, c, ...r });
+      }
+    return;
+  }
+  const echo = t.upstream === 'http' ? await startEchoHttp() : undefined;
+  let target;
+  try {
+    if (t.key === 'direct-http') target = { ...echo, path: '/mcp', pid: echo.pid, stop: async () => {} };
+    else {
+      try {
+        target = await t.start(echo);
+      } catch (err) {
+        log(`bench:   start failed, retrying once: ${String(err?.message ?? err).split('\n')[0]}`);
+        await new Promise((r) => setTimeout(r, 1000));
+        target = await t.start(echo);
+      }
+    }
+    const url = `http://127.0.0.1:${target.port}${target.path}`;
+    const session = t.mode === 'legacy' ? await openLegacySession(url) : undefined;
+    // One checked call each way first: a target that answers errors is reported, not timed.
+    if (t.mode === 'modern') await rpc(url, 'tools/call', { name: t.tool, arguments: { text: 'check' } });
+    const idleRss = treeRss(target.pid);
+    for (const method of METHODS)
+      for (const c of CONC) {
+        const request = t.mode === 'legacy' ? legacyRequest({ port: target.port, path: target.path, method, tool: t.tool, ...session }) : modernRequest({ port: target.port, path: target.path, method, tool: t.tool });
+        const r = await runHttp({ port: target.port, request, concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
+        rows.push({ key: t.key, method, c, ...r, rss: treeRss(target.pid), idleRss });
+      }
+  } catch (err) {
+    rows.push({ key: t.key, failed: String(err?.message ?? err).split('\n')[0] });
+    log(`bench:   failed: ${String(err?.message ?? err).split('\n')[0]}`);
+  } finally {
+    if (target && target !== echo) await target.stop();
+    if (echo) await echo.stop();
+  }
+}
+
+// ------------------------------------------------------------------------------ extras
+
+async function startup(n) {
+  const servers = {};
+  for (let i = 0; i < n; i++) servers[`s${i}`] = { command: stdioEcho.command, args: stdioEcho.args };
+  const hub = await startHub({ servers, ledger: true, readyTimeoutMs: 120_000 });
+  await new Promise((r) => setTimeout(r, 300));
+  const hubRss = rssOf(hub.pid);
+  const kids = descendants(hub.pid);
+  const childRss = kids.reduce((a, p) => a + rssOf(p), 0) / Math.max(1, kids.length);
+  await hub.stop();
+  return { n, listeningMs: hub.listeningMs, readyMs: hub.readyMs, hubRss, children: kids.length, childRss };
+}
+
+async function fullList(url) {
+  let cursor;
+  let tools = 0;
+  let pages = 0;
+  do {
+    const r = await rpc(url, 'tools/list', cursor === undefined ? {} : { cursor });
+    tools += r.tools.length;
+    pages++;
+    cursor = r.nextCursor;
+  } while (cursor !== undefined);
+  return { tools, pages };
+}
+
+async function aggregated(nServers, nTools) {
+  const servers = {};
+  const cmd = echoStdioCommand(['--tools', String(nTools)]);
+  for (let i = 0; i < nServers; i++) servers[`s${i}`] = { command: cmd.command, args: cmd.args };
+  const hub = await startHub({ servers, ledger: true, readyTimeoutMs: 180_000 });
+  const url = `http://127.0.0.1:${hub.port}/mcp`;
+  try {
+    const c0 = performance.now();
+    const first = await fullList(url);
+    const coldMs = performance.now() - c0;
+    const full = [];
+    for (let i = 0; i < (QUICK ? 5 : 20); i++) {
+      const t0 = performance.now();
+      await fullList(url);
+      full.push(performance.now() - t0);
+    }
+    full.sort((a, b) => a - b);
+    const page = await runHttp({ port: hub.port, request: modernRequest({ port: hub.port, method: 'tools/list' }), concurrency: 1, ...T });
+    return { servers: nServers, toolsPerServer: nTools, readyMs: hub.readyMs, tools: first.tools, pages: first.pages, coldMs, fullP50: full[Math.floor(full.length / 2)], pageP50: page.p50, pageP99: page.p99, pageRps: page.rps, hubRss: rssOf(hub.pid) };
+  } finally {
+    await hub.stop();
+  }
+}
+
+/** Ledger on vs off at concurrency 32, alternating runs on two live hubs so drift hits both. */
+async function ledgerCost() {
+  const on = await startHub(hubStdio(true));
+  const off = await startHub(hubStdio(false));
+  const runs = { on: [], off: [] };
+  try {
+    for (let i = 0; i < (QUICK ? 2 : 3); i++) {
+      for (const [k, h] of [
+        ['on', on],
+        ['off', off],
+      ]) {
+        const r = await runHttp({ port: h.port, request: modernRequest({ port: h.port, method: 'tools/call', tool: 'echo__echo' }), concurrency: 32, ...T });
+        runs[k].push(r.rps);
+      }
+    }
+  } finally {
+    await on.stop();
+    await off.stop();
+  }
+  const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  return { on: med(runs.on), off: med(runs.off), runs };
+}
+
+// ------------------------------------------------------------------------------ report
+
+const fmtInt = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
+const fmtMs = (n) => (Number.isFinite(n) ? (n < 10 ? n.toFixed(3) : n.toFixed(1)) : '–');
+const ratio = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${(a / b).toFixed(2)}×` : '–');
+const mb = (b) => `${(b / 2 ** 20).toFixed(1)} MB`;
+
+function table(rows, results) {
+  const byKey = (key, method, c) => results.find((r) => r.key === key && r.method === method && r.c === c && !r.failed);
+  const peers = TARGETS.filter((t) => t.group === 'peer').map((t) => t.key);
+  const out = [];
+  out.push('| target | method | conc. | req/s | × limit | × best peer | p50 ms | p50 × limit | p50 × best peer | p99 ms | CPU µs/req | errors |');
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const t of TARGETS) {
+    const failed = results.find((r) => r.key === t.key && r.failed);
+    if (failed) {
+      out.push(`| ${t.label} | – | – | failed: ${failed.failed.replace(/\|/g, '/')} | | | | | | | | |`);
+      continue;
+    }
+    for (const method of METHODS)
+      for (const c of CONC) {
+        const r = byKey(t.key, method, c);
+        if (!r) continue;
+        const limit = byKey(t.upstream === 'http' ? 'limit-http' : 'limit-stdio', method, c);
+        const peerRows = peers.map((k) => byKey(k, method, c)).filter(Boolean);
+        const bestRps = peerRows.length ? Math.max(...peerRows.map((p) => p.rps)) : NaN;
+        const bestP50 = peerRows.length ? Math.min(...peerRows.map((p) => p.p50)) : NaN;
+        out.push(
+          `| ${t.label} | ${method} | ${c} | ${fmtInt(r.rps)} | ${ratio(r.rps, limit?.rps)} | ${ratio(r.rps, bestRps)} | ${fmtMs(r.p50)} | ${ratio(r.p50, limit?.p50)} | ${ratio(r.p50, bestP50)} | ${fmtMs(r.p99)} | ${r.cpuUs === undefined ? '–' : fmtInt(r.cpuUs)} | ${r.errors}${r.sample ? ` (${r.sample.slice(0, 60).replace(/\|/g, '/')})` : ''} |`,
+        );
+      }
+  }
+  rows.push(...out);
+}
+
+function targetsCheck(results, extras) {
+  const get = (key, method, c) => results.find((r) => r.key === key && r.method === method && r.c === c && !r.failed);
+  const lines = ['| target (issue 9) | measured | verdict |', '|---|---|---|'];
+  const peerKeys = TARGETS.filter((t) => t.group === 'peer').map((t) => t.key);
+  for (const [sy, limitKey] of [
+    ['sy-stdio', 'limit-stdio'],
+    ['sy-http', 'limit-http'],
+  ]) {
+    const s = get(sy, 'tools/call', 64);
+    const l = get(limitKey, 'tools/call', 64);
+    if (!s) continue;
+    for (const pk of sy === 'sy-stdio' ? peerKeys : []) {
+      const p = get(pk, 'tools/call', 64);
+      if (p) lines.push(`| ${sy} tools/call @64 ≥ 1.5× ${pk} | ${ratio(s.rps, p.rps)} | ${s.rps >= 1.5 * p.rps ? 'met' : 'MISSED'} |`);
+    }
+    if (l) lines.push(`| ${sy} tools/call @64 ≥ 0.8× ${limitKey} | ${ratio(s.rps, l.rps)} | ${s.rps >= 0.8 * l.rps ? 'met' : 'MISSED'} |`);
+    const s1 = get(sy, 'tools/call', 1);
+    const l1 = get(limitKey, 'tools/call', 1);
+    if (s1 && l1) {
+      const added = s1.p50 - l1.p50;
+      lines.push(`| ${sy} tools/call @1: added p50 over ${limitKey} < 0.2 ms | ${added.toFixed(3)} ms | ${added < 0.2 ? 'met' : 'MISSED'} |`);
+    }
+  }
+  if (extras.ledger) {
+    const cost = 1 - extras.ledger.on / extras.ledger.off;
+    lines.push(`| ledger on vs off @32: cost ≤ 10% | ${(100 * cost).toFixed(1)}% | ${cost <= 0.1 ? 'met' : 'MISSED'} |`);
+  }
+  if (extras.ledgerQuery?.queries) {
+    const worst = Math.max(...extras.ledgerQuery.queries.map((q) => q.ms));
+    lines.push(`| ledger query over ${fmtInt(extras.ledgerQuery.rows)} rows < 100 ms | worst ${worst.toFixed(2)} ms | ${worst < 100 ? 'met' : 'MISSED'} |`);
+  }
+  return lines;
+}
+
+function report(m, results, extras, peerStatus) {
+  const L = [];
+  L.push(`Run: ${new Date().toISOString()} · ${QUICK ? 'quick' : 'full'} mode (warm-up ${T.warmupMs} ms, measured ${T.measureMs} ms per cell) · ${m.cores} cores (${m.cpu}), ${m.memGiB} GiB, Node ${m.node}, ${m.os}`);
+  L.push('');
+  L.push(`Peers: ${Object.entries(peerStatus.installed).map(([n, v]) => `${n}@${v}`).join(', ') || 'none'}${Object.keys(peerStatus.failed).length ? ` · not measured: ${Object.entries(peerStatus.failed).map(([n, why]) => `${n} (${why})`).join('; ')}` : ''}`);
+  L.push('');
+  L.push('### Throughput and latency');
+  L.push('');
+  L.push('"× limit" compares with the forwarding limit on the same upstream transport (HTTP → stdio for stdio rows, HTTP → HTTP for HTTP rows); "× best peer" with the best peer in the same cell. Throughput ratios: higher is better; p50 ratios: lower is better.');
+  L.push('');
+  table(L, results);
+  L.push('');
+  L.push('### Targets');
+  L.push('');
+  L.push(...targetsCheck(results, extras));
+  L.push('');
+  if (extras.startup || extras.aggregated || extras.ledger || extras.ledgerQuery) L.push('### Start-up, memory, aggregation, ledger', '');
+  if (extras.startup) {
+    const s = extras.startup;
+    const one = results.find((r) => r.key === 'sy-stdio' && r.idleRss);
+    L.push(`- Start-up with ${s.n} stdio upstreams: listening after ${fmtInt(s.listeningMs)} ms, all ${s.n} ready (per /healthz) after ${fmtInt(s.readyMs)} ms.`);
+    L.push(
+      `- Memory: hub process ${mb(s.hubRss)} RSS with ${s.n} upstreams${one ? ` (hub + 1 echo child: ${mb(one.idleRss)} before load)` : ''}; each echo child ${mb(s.childRss)} RSS; the hub itself adds ${one ? mb((s.hubRss - (one.idleRss - s.childRss)) / (s.n - 1)) : '?'} per extra upstream.`,
+    );
+  }
+  if (extras.aggregated) {
+    const a = extras.aggregated;
+    L.push(
+      `- Aggregated tools/list over ${a.servers} upstreams × ${a.toolsPerServer} tools (${fmtInt(a.tools)} tools, ${a.pages} pages of ≤1000): all ready after ${fmtInt(a.readyMs)} ms; cold first full list ${fmtMs(a.coldMs)} ms; cached full list p50 ${fmtMs(a.fullP50)} ms; cached first page p50 ${fmtMs(a.pageP50)} ms (p99 ${fmtMs(a.pageP99)} ms, ${fmtInt(a.pageRps)} pages/s at concurrency 1); hub RSS ${mb(a.hubRss)}.`,
+    );
+  }
+  if (extras.ledger) {
+    const l = extras.ledger;
+    L.push(`- Ledger at concurrency 32 (tools/call, stdio echo): on ${fmtInt(l.on)} req/s, off ${fmtInt(l.off)} req/s (median of ${l.runs.on.length} alternating runs each): on/off = ${ratio(l.on, l.off)}.`);
+  }
+  if (extras.ledgerQuery) {
+    const q = extras.ledgerQuery;
+    if (q.error) L.push(`- Ledger query: failed: ${q.error}`);
+    else {
+      L.push(`- Ledger query over ${fmtInt(q.rows)} rows (filled in ${fmtInt(q.fillMs)} ms; median of 5, warm): ${q.queries.map((x) => `${x.label} → ${x.rows} rows in ${x.ms.toFixed(2)} ms`).join('; ')}. The whole \`switchyard ledger query --server s7 --since 1h --json\` process: ${fmtInt(q.cliMs)} ms.`);
+    }
+  }
+  L.push('');
+  L.push(`Benchmark wall time: ${((performance.now() - startedAt) / 1000).toFixed(0)} s.`);
+  return L.join('\n');
+}
+
+// ------------------------------------------------------------------------------ profile
+
+async function profile() {
+  const key = opt('--profile-target', 'sy-stdio');
+  const t = TARGETS.find((x) => x.key === key);
+  if (!t || t.group !== 'switchyard') throw new Error(`--profile-target must be one of ${TARGETS.filter((x) => x.group === 'switchyard').map((x) => x.key).join(', ')}`);
+  const dir = mkdtempSync(join(os.tmpdir(), 'switchyard-prof-'));
+  const echo = t.upstream === 'http' ? await startEchoHttp() : undefined;
+  const cfg = t.upstream === 'http' ? hubHttp(echo.url, !key.includes('noledger')) : hubStdio(!key.includes('noledger'));
+  const t0 = performance.now();
+  const hub = await startHub({ ...cfg, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', dir] });
+  const fromMs = performance.now() - t0 + 500;
+  const c = Number(opt('--profile-concurrency', '64'));
+  const method = opt('--profile-method', 'tools/call');
+  const r = await runHttp({ port: hub.port, request: modernRequest({ port: hub.port, method, tool: t.tool }), concurrency: c, warmupMs: 500, measureMs: QUICK ? 2000 : 8000 });
+  const toMs = performance.now() - t0;
+  log(`bench: profiled ${t.label}, ${method} @${c}: ${fmtInt(r.rps)} req/s, p50 ${fmtMs(r.p50)} ms (profiling slows it down)`);
+  await hub.stop();
+  if (echo) await echo.stop();
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error('no .cpuprofile written');
+  const keep = join(BENCH, 'results', `${key}.cpuprofile`);
+  mkdirSync(join(BENCH, 'results'), { recursive: true });
+  writeFileSync(keep, readFileSync(join(dir, file)));
+  rmSync(dir, { recursive: true, force: true });
+  printSummary(summarise(keep, { top: Number(opt('--top', '30')), root: `${ROOT}/`, fromMs, toMs }));
+  log(`bench: profile kept in ${keep}`);
+}
+
+// ------------------------------------------------------------------------------ main
+
+async function main() {
+  ensureBuilt();
+  if (flag('--profile')) return profile();
+  const peerStatus = flag('--no-peers') ? { installed: {}, failed: {} } : ensurePeers(log);
+  const m = machine();
+  const results = [];
+  for (const t of TARGETS) {
+    if (ONLY && !ONLY.test(t.key)) continue;
+    if (t.group === 'peer' && !peerStatus.installed[t.peer]) continue;
+    await measureTarget(t, results);
+  }
+  const extras = {};
+  if (!flag('--no-extras')) {
+    log('bench: ledger on vs off at concurrency 32');
+    extras.ledger = await ledgerCost();
+    log('bench: start-up with 50 stdio upstreams');
+    extras.startup = await startup(50);
+    log('bench: aggregated tools/list over 100 upstreams × 50 tools');
+    extras.aggregated = await aggregated(100, 50);
+    log('bench: ledger query');
+    extras.ledgerQuery = await ledgerQueryBench(QUICK ? 200_000 : 1_000_000);
+  }
+  const md = report(m, results, extras, peerStatus);
+  process.stdout.write(md + '\n');
+  mkdirSync(join(BENCH, 'results'), { recursive: true });
+  writeFileSync(join(BENCH, 'results', QUICK ? 'quick.md' : 'latest.md'), md + '\n');
+  writeFileSync(join(BENCH, 'results', QUICK ? 'quick.json' : 'latest.json'), JSON.stringify({ machine: m, quick: QUICK, timing: T, peers: peerStatus, results, extras }, null, 2) + '\n');
+  if (flag('--write-docs')) {
+    const doc = join(ROOT, 'docs/BENCHMARKS.md');
+    const text = readFileSync(doc, 'utf8');
+    const a = '<!-- bench:results:start -->';
+    const b = '<!-- bench:results:end -->';
+    if (text.includes(a) && text.includes(b)) {
+      writeFileSync(doc, text.slice(0, text.indexOf(a) + a.length) + '\n' + md + '\n' + text.slice(text.indexOf(b)));
+      log('bench: docs/BENCHMARKS.md updated');
+    } else log('bench: docs/BENCHMARKS.md has no results markers; not updated');
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    log(`bench: ${err?.stack ?? err}`);
+    process.exit(1);
+  },
+);
