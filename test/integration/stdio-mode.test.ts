@@ -1,0 +1,204 @@
+/**
+ * `switchyard stdio`: the era matrix over the hub's own stdin/stdout, driven by the official
+ * clients spawning the real built binary (SDK v1 legacy, SDK v2 with auto negotiation → modern),
+ * against the legacy and modern fixture upstreams; then the raw line protocol (bad lines,
+ * oversized lines, cancellation, clean exit at EOF, nothing but protocol on stdout).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { Client as ClientV2 } from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
+import { LineClient } from '../helpers/line-client.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+const MODERN = '2026-07-28';
+const META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+
+type Json = Record<string, any>;
+
+interface Peer {
+  listTools(): Promise<Json>;
+  callTool(p: Json): Promise<Json>;
+  listPrompts(): Promise<Json>;
+  getPrompt(p: Json): Promise<Json>;
+  listResources(): Promise<Json>;
+  listResourceTemplates(): Promise<Json>;
+  readResource(p: Json): Promise<Json>;
+  complete(p: Json): Promise<Json>;
+  close(): Promise<void>;
+}
+
+let dir: string;
+let configFile: string;
+
+function writeConfig(d: string, extra: Json = {}): string {
+  const file = join(d, 'hub.config.json');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      ledger: { path: join(d, 'ledger.db') },
+      servers: { legacy: nodeServer(SDK1, [], { COUNTER_FILE: join(d, 'counter.json') }), modern: nodeServer(SDK2, [], { COUNTER_FILE: join(d, 'counter.json') }) },
+      ...extra,
+    }),
+  );
+  return file;
+}
+
+const serverParams = () => ({
+  command: process.execPath,
+  args: [BIN, 'stdio', '--config', configFile],
+  env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } as Record<string, string>,
+  cwd: ROOT,
+  stderr: 'pipe' as const,
+});
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-'));
+  configFile = writeConfig(dir);
+});
+
+const CLIENTS = [
+  {
+    label: 'SDK v1 client over stdio (legacy)',
+    era: 'legacy',
+    async connect(): Promise<{ peer: Peer; era: string }> {
+      const client = new ClientV1({ name: 'stdio-v1', version: '1.0.0' });
+      const transport = new StdioV1(serverParams());
+      await client.connect(transport);
+      return { peer: client as unknown as Peer, era: client.getServerVersion()?.name === 'switchyard' ? 'legacy' : '?' };
+    },
+  },
+  {
+    label: 'SDK v2 client over stdio (auto negotiation → modern)',
+    era: 'modern',
+    async connect(): Promise<{ peer: Peer; era: string }> {
+      const client = new ClientV2({ name: 'stdio-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+      await client.connect(new StdioV2(serverParams()));
+      return { peer: client as unknown as Peer, era: String(client.getProtocolEra()) };
+    },
+  },
+];
+
+for (const spec of CLIENTS) {
+  describe(spec.label, () => {
+    let peer: Peer;
+    let era: string;
+    beforeAll(async () => {
+      ({ peer, era } = await spec.connect());
+    }, 60_000);
+    afterAll(async () => {
+      await peer?.close();
+    });
+
+    it(`speaks the ${spec.era} era`, () => {
+      expect(era).toBe(spec.era);
+    });
+
+    it('lists and calls the tools of a legacy and a modern upstream', async () => {
+      const names = ((await peer.listTools()).tools as Json[]).map((t) => t.name).sort();
+      expect(names).toEqual(['add', 'counter_bump', 'echo', 'fail', 'slow'].flatMap((n) => [`legacy__${n}`, `modern__${n}`]).sort());
+      expect((await peer.callTool({ name: 'legacy__echo', arguments: { text: 'via stdio' } })).content).toEqual([{ type: 'text', text: 'echo:via stdio' }]);
+      const sum = await peer.callTool({ name: 'modern__add', arguments: { a: 2, b: 40 } });
+      expect(sum.structuredContent).toEqual({ sum: 42 });
+      const failed = await peer.callTool({ name: 'modern__fail', arguments: {} });
+      expect(failed.isError).toBe(true);
+    });
+
+    it('gets prompts and completes their arguments', async () => {
+      const prompts = ((await peer.listPrompts()).prompts as Json[]).map((p) => p.name).sort();
+      expect(prompts).toEqual(['legacy__greet', 'modern__greet']);
+      for (const p of prompts) {
+        const got = await peer.getPrompt({ name: p, arguments: { name: 'ada' } });
+        expect(got.messages).toEqual([{ role: 'user', content: { type: 'text', text: 'Hello, ada!' } }]);
+        const c = await peer.complete({ ref: { type: 'ref/prompt', name: p }, argument: { name: 'name', value: 'al' } });
+        expect(c.completion.values).toEqual(['alice', 'albert']);
+      }
+    });
+
+    it('lists and reads resources and templates', async () => {
+      const uris = ((await peer.listResources()).resources as Json[]).map((r) => r.uri).sort();
+      expect(uris).toEqual(['sdk1://static/hello', 'sdk2://static/hello']);
+      const templates = ((await peer.listResourceTemplates()).resourceTemplates as Json[]).map((r) => r.uriTemplate).sort();
+      expect(templates).toEqual(['sdk1://item/{id}', 'sdk2://item/{id}']);
+      expect((await peer.readResource({ uri: 'sdk2://static/hello' })).contents[0].text).toBe('hello from sdk2-modern');
+      expect((await peer.readResource({ uri: 'sdk1://item/7' })).contents[0].text).toBe('item 7');
+    });
+  });
+}
+
+describe('the raw line protocol of switchyard stdio', () => {
+  let c: LineClient;
+  beforeAll(async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-raw-'));
+    // A small line limit so the oversized case is cheap.
+    const file = writeConfig(d, { listen: { maxBodyBytes: 4096 } });
+    c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+    const discovered = await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } });
+    expect(discovered.result.supportedVersions).toEqual([MODERN]);
+  }, 30_000);
+  afterAll(() => c?.kill());
+
+  it('answers a line that is not JSON with -32700 and no id, and keeps serving', async () => {
+    c.send('this is { not json');
+    const err = await c.next((m) => m.error?.code === -32700);
+    expect(err).toEqual({ jsonrpc: '2.0', error: { code: -32700, message: expect.any(String) } });
+    const pong = await c.request({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: META } });
+    expect(pong.result.tools.length).toBe(10);
+  });
+
+  it('answers a JSON value that is not a message with -32600', async () => {
+    c.send('[1,2,3]');
+    const err = await c.next((m) => m.error?.code === -32600 && /batch/.test(m.error.message));
+    expect(err.id).toBeUndefined();
+  });
+
+  it('skips an oversized line with an error, never buffering it whole, and keeps serving', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'big', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'x'.repeat(20_000) }, _meta: META } }));
+    const err = await c.next((m) => /too large/.test(m.error?.message ?? ''));
+    expect(err.id).toBeUndefined();
+    const ok = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'small' }, _meta: META } });
+    expect(ok.result.content[0].text).toBe('echo:small');
+  });
+
+  it('cancels a modern call on notifications/cancelled and sends nothing for it', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-1', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 3000 }, _meta: META } }));
+    await new Promise((r) => setTimeout(r, 300));
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow-1', _meta: META } }));
+    const after = await c.request({ jsonrpc: '2.0', id: 'after-cancel', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'z' }, _meta: META } });
+    expect(after.result.content[0].text).toBe('echo:z');
+    await new Promise((r) => setTimeout(r, 3200));
+    expect(c.received.some((m) => m.id === 'slow-1')).toBe(false);
+  });
+
+  it('serves a modern listen stream on stdout, acknowledged first, ended by cancellation', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: META } }));
+    const ack = await c.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+    expect(ack.params).toEqual({ notifications: { toolsListChanged: true }, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } });
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'listen-1', _meta: META } }));
+  });
+
+  it('serves a legacy session on the same pipe after initialize', async () => {
+    const init = await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    expect(init.result.protocolVersion).toBe('2025-11-25');
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+    const r = await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'old' } } });
+    expect(r.result).toEqual({ content: [{ type: 'text', text: 'echo:old' }] });
+  });
+
+  it('answers what is in flight at EOF, then exits 0, with nothing but protocol on stdout', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'tools/call', params: { name: 'modern__slow', arguments: { ms: 300 }, _meta: META } }));
+    c.endInput();
+    const code = await c.exited;
+    expect(code).toBe(0);
+    expect(c.received.find((m) => m.id === 'last')?.result.content[0].text).toBe('slept 300');
+    expect(c.nonProtocolLines).toEqual([]);
+    expect(c.stderr).toMatch(/stdio hub stopping/);
+  });
+});
