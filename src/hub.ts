@@ -16,6 +16,12 @@ import type { AuditEnd } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
+import { Authenticator } from './auth/authenticator.js';
+import { exposureProblem } from './auth/exposure.js';
+import { PrincipalUpstreams } from './auth/upstream-pool.js';
+import { EdgeGate } from './policy/gate.js';
+import { RateLimiter } from './policy/rate-limit.js';
+import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
@@ -63,6 +69,12 @@ export class Hub implements HubCore {
   /** Prometheus metrics; /metrics on the listener. */
   readonly metrics: Metrics;
   private admin: AdminRoutes | undefined;
+  readonly auth: Authenticator;
+  /** Authentication, tool scopes and rate limits at the HTTP edge. */
+  readonly gate: EdgeGate;
+  /** Per-principal connections to HTTP upstreams (no upstream session is shared across users). */
+  readonly upstreams: PrincipalUpstreams;
+  readonly validator: SchemaValidator;
   private readonly startedAt = Date.now();
   private graceOver = false;
 
@@ -94,11 +106,17 @@ export class Hub implements HubCore {
       },
       committed: (s) => this.metrics.observeCommit(s),
     });
+    this.auth = new Authenticator(config.auth, base, log);
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e));
+    this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log);
+    this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: randomBytes(32),
       startupGrace: () => this.startupGrace(),
       confirmer: new Confirmer(policy as ConfirmPolicy),
+      upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
+      validator: this.validator,
     });
     this.endpoint = new Endpoint(this, log);
   }
@@ -132,11 +150,15 @@ export class Hub implements HubCore {
   }
 
   async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
+    const exposed = exposureProblem(host, this.auth.required);
+    if (exposed) throw new Error(exposed);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log));
-    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path) }, this.log);
+    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate }, this.log);
     admin.attach(this.http.server);
-    return this.http.listen(host, port);
+    const addr = await this.http.listen(host, port);
+    this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
+    return addr;
   }
 
   async stop(): Promise<void> {
@@ -145,6 +167,8 @@ export class Hub implements HubCore {
     this.admin?.close();
     await this.http?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
+    await this.upstreams.closeAll();
+    this.validator.close();
     await this.ledger.close();
   }
 

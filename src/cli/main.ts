@@ -4,6 +4,7 @@ import { hideBin } from 'yargs/helpers';
 import { startCommand } from './start.js';
 import { configCommand } from './config.js';
 import { ledgerCommand } from './ledger.js';
+import { keysCommand } from './keys.js';
 import { stdioCommand } from './stdio.js';
 import { connectCommand } from './connect.js';
 import { initCommand } from './init.js';
@@ -17,6 +18,7 @@ await yargs(hideBin(process.argv))
   .command(startCommand)
   .command(configCommand)
   .command(ledgerCommand)
+  .command(keysCommand)
   .command(stdioCommand)
   .command(connectCommand)
   .command(initCommand)

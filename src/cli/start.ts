@@ -1,5 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfig, ConfigError } from '../config/load.js';
+import { authRequired } from '../auth/authenticator.js';
+import { exposureProblem } from '../auth/exposure.js';
 import { Hub } from '../hub.js';
 import { createLogger } from '../log.js';
 
@@ -29,9 +31,22 @@ export const startCommand: CommandModule<object, StartArgs> = {
       }
       throw err;
     }
-    const hub = Hub.create(config, log);
+    const host = argv.host ?? config.listen.host;
+    const exposed = exposureProblem(host, authRequired(config.auth));
+    if (exposed) {
+      process.stderr.write(`${exposed}\n`);
+      process.exit(2);
+    }
+    let hub: Hub;
+    try {
+      hub = Hub.create(config, log);
+    } catch (err) {
+      // A config the schema accepts can still be unusable (an unreadable JWKS file): say why, no stack.
+      process.stderr.write(`${argv.config}: ${(err as Error).message}\n`);
+      process.exit(2);
+    }
     hub.startUpstreams();
-    const addr = await hub.listen(argv.host ?? config.listen.host, argv.port ?? config.listen.port);
+    const addr = await hub.listen(host, argv.port ?? config.listen.port);
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
     let stopping = false;
     const stop = async (signal: string) => {

@@ -78,7 +78,9 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
     servers,
   };
   if (file) config.file = resolve(file);
-  for (const k of ['auth', 'policy', 'plugins', 'groups'] as const) if (raw[k]) config[k] = raw[k];
+  if (raw.auth) config.auth = raw.auth;
+  if (raw.policy) config.policy = raw.policy;
+  for (const k of ['plugins', 'groups'] as const) if (raw[k]) config[k] = raw[k];
   return config;
 }
 
@@ -100,6 +102,7 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
   if (s.command !== undefined) server.command = s.command;
   if (s.cwd !== undefined) server.cwd = resolve(base, s.cwd);
   if (s.url !== undefined) server.url = s.url;
+  if (s.credentials !== undefined) server.credentials = s.credentials;
   if (s.cacheTtlMs !== undefined) server.cacheTtlMs = s.cacheTtlMs;
   return server;
 }

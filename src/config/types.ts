@@ -19,11 +19,71 @@ export interface HubConfig {
   /** Largest page of an aggregated list the hub returns. */
   pageSize: number;
   servers: Record<string, ServerConfig>; // insertion order = config order
+  /** Authentication of downstream clients; absent (or no keys and no oauth) = none, loopback only. */
+  auth?: AuthConfig;
+  policy?: PolicyConfig;
   /** Reserved sections, validated only as objects so later features can define them. */
-  auth?: Record<string, unknown>;
-  policy?: Record<string, unknown>;
   plugins?: Record<string, unknown>;
   groups?: Record<string, unknown>;
+}
+
+export interface AuthConfig {
+  /** API keys; only the sha256 (hex) of each key is stored. */
+  apiKeys: ApiKeyConfig[];
+  oauth?: OAuthConfig;
+}
+
+export interface ApiKeyConfig {
+  principal: string;
+  sha256: string;
+  /** Scopes the key grants (for `auth.oauth.toolScopes`); none by default. */
+  scopes?: string[];
+}
+
+/** The hub as an OAuth 2.1 resource server (digest §7). */
+export interface OAuthConfig {
+  issuer: string;
+  /** The hub's canonical URI, the audience tokens must name; default http://<listen host>:<port>/mcp. */
+  audience?: string;
+  jwksUri?: string;
+  /** A local JWKS file (relative to the config file's folder); re-read when a token names an unknown kid. */
+  jwksFile?: string;
+  /** Scopes every token needs. */
+  scopes: string[];
+  /** Hub tool name glob → the scope (or scopes) a call to it needs. */
+  toolScopes: Record<string, string | string[]>;
+  /** Accepted signature algorithms (asymmetric only). */
+  algorithms: string[];
+  /** The claim naming the principal. */
+  principalClaim: string;
+  clockToleranceSec: number;
+  /** Least time between JWKS fetches caused by an unknown kid. */
+  jwksCooldownMs: number;
+}
+
+export interface PolicyConfig {
+  rateLimit?: RateLimitConfig;
+  [key: string]: unknown;
+}
+
+export interface BucketConfig {
+  burst: number;
+  perSecond: number;
+}
+
+/** Token buckets; over the limit → HTTP 429 with Retry-After, audited as denied. */
+export interface RateLimitConfig {
+  /** Every request of one principal. */
+  perPrincipal?: BucketConfig;
+  /** tools/call of one principal to one tool. */
+  perTool?: BucketConfig;
+  /** Hub tool name glob → bucket, instead of perTool (first match wins). */
+  tools?: Record<string, BucketConfig>;
+}
+
+/** `servers.<id>.credentials.<principal>`: what that principal's connection sends instead of `headers`. */
+export interface PrincipalCredentials {
+  headers: Record<string, string>;
 }
 
 export interface ServerConfig {
@@ -34,6 +94,8 @@ export interface ServerConfig {
   cwd?: string;
   url?: string;
   headers: Record<string, string>;
+  /** Per-principal upstream credentials (HTTP servers); each such principal gets its own connection. */
+  credentials?: Record<string, PrincipalCredentials>;
   prefix: string; // defaults to the id; '' exposes names unchanged
   trust: 'trusted' | 'untrusted';
   enabled: boolean;

@@ -162,6 +162,7 @@ export class Endpoint {
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
+      authContext: ex.authContext,
       clientAddress: ex.clientAddress,
       clientEra: MODERN,
       clientInfo: meta[META_CLIENT_INFO] as Implementation | undefined,
@@ -313,6 +314,7 @@ export class Endpoint {
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
+      authContext: ex.authContext,
       clientAddress: ex.clientAddress,
       clientEra: LEGACY,
       clientInfo: session.clientInfo,

@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
+import type { EdgeGate } from '../policy/gate.js';
 import { INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
@@ -13,9 +15,16 @@ import { PostChannel, SseStream } from './sse.js';
 export interface HttpOptions extends OriginPolicy {
   port: number;
   maxBodyBytes: number;
-  /** Other routes on this listener (admin, metrics), tried before /mcp; true when handled. */
-  routes?: (req: IncomingMessage, res: ServerResponse, path: string) => boolean | Promise<boolean>;
+  /**
+   * Other routes on this listener (admin, metrics), tried before /mcp; true when handled. With
+   * authentication on, they are reached only with valid credentials, and get the caller.
+   */
+  routes?: (req: IncomingMessage, res: ServerResponse, path: string, who?: Identity) => boolean | Promise<boolean>;
+  /** Authentication, tool scopes and rate limits; absent: everyone is anonymous and unlimited. */
+  gate?: EdgeGate;
 }
+
+const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
@@ -100,22 +109,36 @@ export class HttpServer {
       return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Forbidden: Host or Origin not allowed')));
     }
     const path = (req.url ?? '/').split('?', 1)[0];
-    if (path === '/healthz' && req.method === 'GET') return sendJson(res, 200, this.core.health());
-    if (this.opts.routes && (await this.opts.routes(req, res, path))) return;
+    const gate = this.opts.gate;
+    if (path.startsWith('/.well-known/oauth-protected-resource') && req.method === 'GET') {
+      const doc = gate?.auth.metadataFor(path);
+      return doc ? sendJson(res, 200, doc, { 'cache-control': 'max-age=300' }) : sendJson(res, 404, { error: 'not found' });
+    }
+    const who = gate ? await gate.auth.authenticate((n) => header(req, n)) : ({ ok: true, ...ANONYMOUS } as const);
+    if (path === '/healthz' && req.method === 'GET') {
+      // Server ids and states are for clients that may use them; a load balancer needs only the status.
+      const h = this.core.health();
+      return sendJson(res, 200, who.ok ? h : { status: h.status });
+    }
+    if (!who.ok) {
+      this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
+      return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
+    }
+    if (this.opts.routes && (await this.opts.routes(req, res, path, who))) return;
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
     switch (req.method) {
       case 'POST':
-        return this.post(req, res);
+        return this.post(req, res, who);
       case 'GET':
-        return this.getStream(req, res);
+        return this.getStream(req, res, who);
       case 'DELETE':
-        return this.deleteSession(req, res);
+        return this.deleteSession(req, res, who);
       default:
         res.writeHead(405, { allow: 'GET, POST, DELETE' }).end();
     }
   }
 
-  private async post(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  private async post(req: IncomingMessage, res: ServerResponse, who: Identity): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!ct.toLowerCase().startsWith('application/json'))
       return sendJson(res, 415, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json')));
@@ -124,6 +147,10 @@ export class HttpServer {
       return sendJson(res, 413, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`)));
     const c = parseFrame(body.toString('utf8'));
     if (c.kind === 'invalid' && c.error.code === PARSE_ERROR) return sendJson(res, 400, errorResponse(undefined, c.error));
+    if (c.kind === 'request' && this.opts.gate) {
+      const refused = await this.opts.gate.admit(who, c.msg, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
+      if (refused) return sendJson(res, refused.status, errorResponse(c.msg.id, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
+    }
     const accept = header(req, 'accept') ?? '';
     const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
     const closed = new AbortController();
@@ -134,7 +161,9 @@ export class HttpServer {
       transport: 'http',
       header: (n) => header(req, n),
       clientAddress: req.socket.remoteAddress,
-      principal: 'anonymous',
+      // Only the credential names the principal; nothing in the body or its _meta can.
+      principal: who.principal,
+      authContext: who.authContext,
       requestBytes: body.length,
       sink: channel,
       reply: (msg, status, headers) => channel.end(msg, status, headers),
@@ -144,7 +173,7 @@ export class HttpServer {
     await this.endpoint.message(c, ex);
   }
 
-  private getStream(req: IncomingMessage, res: ServerResponse): void {
+  private getStream(req: IncomingMessage, res: ServerResponse, who: Identity): void {
     // Modern clients have no GET stream (digest §6.3); legacy ones get their session's stream.
     if (looksModern(header(req, 'mcp-protocol-version'))) {
       res.writeHead(405, { allow: 'POST' }).end();
@@ -155,7 +184,9 @@ export class HttpServer {
       return;
     }
     const sid = header(req, 'mcp-session-id');
-    const session = sid === undefined ? undefined : this.endpoint.sessions.get(sid);
+    const found = sid === undefined ? undefined : this.endpoint.sessions.get(sid);
+    // A session id is not a credential: another principal's session is "not found".
+    const session = found?.principal === who.principal ? found : undefined;
     if (!session) {
       sendJson(res, sid === undefined ? 400 : 404, errorResponse(undefined, new RpcError(sid === undefined ? INVALID_REQUEST : -32001, sid === undefined ? 'Mcp-Session-Id header is required' : 'Session not found')));
       return;
@@ -167,14 +198,14 @@ export class HttpServer {
     session.stream = new SseStream(res, { 'mcp-session-id': session.id });
   }
 
-  private deleteSession(req: IncomingMessage, res: ServerResponse): void {
+  private deleteSession(req: IncomingMessage, res: ServerResponse, who: Identity): void {
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) {
       if (looksModern(header(req, 'mcp-protocol-version'))) res.writeHead(405, { allow: 'POST' }).end();
       else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;
     }
-    if (!this.endpoint.endSession(sid)) {
+    if (this.endpoint.sessions.get(sid)?.principal !== who.principal || !this.endpoint.endSession(sid)) {
       sendJson(res, 404, errorResponse(undefined, new RpcError(-32001, 'Session not found')));
       return;
     }

@@ -9,6 +9,11 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, Pr
 export interface CallContext {
   requestId: Id;
   principal: string;
+  /**
+   * The caller's authorization context, from its credential (`principal:<name>`): the partition
+   * key of private caches and per-principal upstream connections.
+   */
+  authContext?: string;
   clientAddress?: string;
   clientEra: Era;
   clientInfo?: Implementation;

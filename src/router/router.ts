@@ -6,7 +6,9 @@ import { argsHash } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
-import type { CallOptions } from '../upstream/types.js';
+import type { CallOptions, Upstream } from '../upstream/types.js';
+import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
+import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
@@ -23,6 +25,10 @@ export interface RouterOptions {
   startupGrace: () => Promise<void>;
   /** Policy confirmation of risky calls (`policy.confirm`, `policy.confirmDestructive`). */
   confirmer?: Confirmer;
+  /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
+  upstreamFor?: (server: ServerHandle, ctx: CallContext) => Promise<Upstream>;
+  /** Checks tool arguments and structured results against the tool's schemas. */
+  validator?: SchemaValidator;
 }
 
 type Result = Record<string, unknown>;
@@ -68,6 +74,12 @@ export class Router {
     } catch {
       return undefined;
     }
+  }
+
+  /** `server` with the connection this caller must use (its own when principals are isolated). */
+  private async connectionFor(server: ServerHandle, ctx: CallContext): Promise<ServerHandle> {
+    const upstream = this.opts.upstreamFor ? await this.opts.upstreamFor(server, ctx) : server.upstream;
+    return upstream === server.upstream ? server : { ...server, upstream };
   }
 
   /**
@@ -183,6 +195,12 @@ export class Router {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
       throw err;
     }
+    // Arguments that break the tool's inputSchema never reach the upstream.
+    const refused = argsRefusal(this.opts.validator, hubName, routed.item, args);
+    if (refused) {
+      await this.ledger.record(begin, { outcome: 'tool_error', errorKind: 'policy', errorMessage: refused.message, latencyMs: performance.now() - t0 });
+      return refused.result;
+    }
     const { server, upstreamName } = routed;
     const principal = ctx.principal;
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
@@ -228,8 +246,9 @@ export class Router {
       }
       return audit.finish({ ...end, latencyMs: performance.now() - t0 });
     };
-    if (server.upstream.state !== 'ready') {
-      const err = new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+    const conn = await this.connectionFor(server, ctx);
+    if (conn.upstream.state !== 'ready') {
+      const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
       await finish(outcomeOfError(err), undefined, false);
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
@@ -237,8 +256,9 @@ export class Router {
     delete forwarded._meta;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
-        const result = await this.mrtr.roundTrips('tools/call', server, forwarded, ctx, opts, bind);
-        const isFinal = result.resultType === undefined || result.resultType === 'complete';
+        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind);
+        const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
+        const result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         // An input_required turn is no outcome yet: the key is freed for the client's retry.
         await finish({ ...outcomeOfResult(result), responseBytes: this.bytesOf(result) }, isFinal ? { result } : undefined, false);
         return result;
@@ -253,7 +273,7 @@ export class Router {
         return toolErrorResult(`Tool ${hubName} failed inside the hub`);
       }
     };
-    return this.mrtr.run(ctx, server, this.callOptions(ctx, server), bind, body);
+    return this.mrtr.run(ctx, conn, this.callOptions(ctx, conn), bind, body);
   }
 
   /**
@@ -378,13 +398,14 @@ export class Router {
     const params = retry ? retry.params : forwarded;
     const audit = this.ledger.begin(begin);
     await this.ledger.whenCommitted();
+    const conn = await this.connectionFor(server, ctx);
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
-        if (server.upstream.state !== 'ready')
-          throw new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+        if (conn.upstream.state !== 'ready')
+          throw new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
         const result = bind
-          ? await this.mrtr.roundTrips(method, server, params, ctx, opts, bind)
-          : await server.upstream.request(method, params, opts);
+          ? await this.mrtr.roundTrips(method, conn, params, ctx, opts, bind)
+          : await conn.upstream.request(method, params, opts);
         await audit.finish({ outcome: 'ok', responseBytes: this.bytesOf(result), latencyMs: performance.now() - t0 });
         return result;
       } catch (err) {
@@ -392,8 +413,8 @@ export class Router {
         throw asRpcError(this.normaliseNotFound(method, params, err));
       }
     };
-    const opts = this.callOptions(ctx, server);
-    return bind ? this.mrtr.run(ctx, server, opts, bind, body) : body(opts);
+    const opts = this.callOptions(ctx, conn);
+    return bind ? this.mrtr.run(ctx, conn, opts, bind, body) : body(opts);
   }
 
   /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */

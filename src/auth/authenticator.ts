@@ -1,0 +1,145 @@
+import type { AuthConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
+import { ToolScopes, missingScopes } from '../policy/scopes.js';
+import { ApiKeyStore } from './api-keys.js';
+import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
+import { OAuthVerifier } from './oauth.js';
+
+export const ANONYMOUS = 'anonymous';
+
+/** Who is calling, established from the credential alone (never from arguments or `_meta`). */
+export interface Identity {
+  principal: string;
+  scopes: readonly string[];
+  /** Partition of everything per-user: private caches, upstream connections. */
+  authContext: string;
+  via: 'none' | 'apiKey' | 'oauth';
+}
+
+/** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
+export interface Refusal {
+  status: 401 | 403;
+  headers: Record<string, string>;
+  message: string;
+}
+
+export type AuthOutcome = ({ ok: true } & Identity) | ({ ok: false } & Refusal);
+
+/** Lower-case request headers, as node:http gives them. */
+export type HeaderLookup = (name: string) => string | undefined;
+
+/** Whether `auth` asks for credentials (API keys or OAuth); otherwise the hub is loopback-only. */
+export function authRequired(auth: AuthConfig | undefined): boolean {
+  return (auth?.apiKeys?.length ?? 0) > 0 || auth?.oauth !== undefined;
+}
+
+export function authContextOf(principal: string): string {
+  return `principal:${principal}`;
+}
+
+function bearerToken(h: HeaderLookup): string | undefined {
+  const a = h('authorization');
+  if (a) {
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(a);
+    return m ? m[1] : '';
+  }
+  const k = h('x-api-key');
+  return k === undefined ? undefined : k.trim();
+}
+
+/**
+ * The authentication seam of the HTTP edge: `authenticate(headers)` gives an Identity or a
+ * Refusal to send. Modes: none (loopback only), API keys, OAuth bearer JWTs, or both.
+ */
+export class Authenticator {
+  readonly toolScopes: ToolScopes;
+  private readonly keys: ApiKeyStore;
+  private oauth: OAuthVerifier | undefined;
+  private readonly baseScopes: string[];
+
+  constructor(
+    private readonly cfg: AuthConfig | undefined,
+    private readonly baseDir: string,
+    private readonly log: Logger,
+  ) {
+    this.keys = new ApiKeyStore(cfg?.apiKeys ?? []);
+    this.toolScopes = new ToolScopes(cfg?.oauth?.toolScopes);
+    this.baseScopes = cfg?.oauth?.scopes ?? [];
+    if (cfg?.oauth?.audience) this.oauth = new OAuthVerifier(cfg.oauth, cfg.oauth.audience, baseDir, log);
+  }
+
+  /** Without keys and OAuth anyone who reaches the listener is served. */
+  get required(): boolean {
+    return authRequired(this.cfg);
+  }
+
+  get mode(): string {
+    const m = [this.keys.size > 0 ? 'apiKeys' : '', this.cfg?.oauth ? 'oauth' : ''].filter(Boolean);
+    return m.length ? m.join('+') : 'none';
+  }
+
+  /** The hub's canonical URI once the listener is bound, for an OAuth config without `audience`. */
+  bindAudience(listenUrl: string): void {
+    if (this.cfg?.oauth && !this.oauth) this.oauth = new OAuthVerifier(this.cfg.oauth, listenUrl, this.baseDir, this.log);
+  }
+
+  get resource(): string | undefined {
+    return this.oauth?.audience;
+  }
+
+  async authenticate(h: HeaderLookup): Promise<AuthOutcome> {
+    if (!this.required) return { ok: true, principal: ANONYMOUS, scopes: [], authContext: authContextOf(ANONYMOUS), via: 'none' };
+    const token = bearerToken(h);
+    if (token === undefined) return this.unauthorized(undefined, 'authentication required');
+    if (token === '') return this.unauthorized('invalid_request', 'malformed Authorization header');
+    if (this.keys.size > 0) {
+      const holder = this.keys.lookup(token);
+      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey' };
+    }
+    if (this.cfg?.oauth && token.split('.').length === 3) {
+      if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet');
+      const v = await this.oauth.verify(token);
+      if (!v.ok) return this.unauthorized('invalid_token', v.description);
+      const missing = missingScopes(v.scopes, this.baseScopes);
+      if (missing.length) return this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires');
+      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth' };
+    }
+    return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key');
+  }
+
+  /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed. */
+  checkToolScopes(identity: Identity, hubName: string): Refusal | null {
+    const needed = this.toolScopes.required(hubName);
+    if (needed.length === 0 || missingScopes(identity.scopes, needed).length === 0) return null;
+    return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`);
+  }
+
+  /** The PRM document for a well-known path, or undefined when the path is not one of ours. */
+  metadataFor(path: string): Record<string, unknown> | undefined {
+    const resource = this.resource;
+    if (!this.cfg?.oauth || !resource) return undefined;
+    const own = new URL(resourceMetadataUrl(resource)).pathname;
+    if (path !== PRM_PATH && path !== `${PRM_PATH}/mcp` && path !== own) return undefined;
+    return protectedResourceMetadata({
+      resource,
+      issuer: this.cfg.oauth.issuer,
+      scopes: [...new Set([...this.baseScopes, ...this.toolScopes.all()])],
+    });
+  }
+
+  private challengeParams(): Record<string, string | undefined> {
+    const resource = this.resource;
+    return resource ? { resource_metadata: resourceMetadataUrl(resource) } : { realm: 'switchyard' };
+  }
+
+  private unauthorized(error: string | undefined, description: string): { ok: false } & Refusal {
+    const scope = this.baseScopes.length ? this.baseScopes.join(' ') : undefined;
+    const header = bearerChallenge({ ...this.challengeParams(), scope, error, error_description: error ? description : undefined });
+    return { ok: false, status: 401, headers: { 'www-authenticate': header }, message: `Unauthorized: ${description}` };
+  }
+
+  private insufficientScope(scopes: string[], description: string): { ok: false } & Refusal {
+    const header = bearerChallenge({ error: 'insufficient_scope', scope: scopes.join(' '), ...this.challengeParams(), error_description: description });
+    return { ok: false, status: 403, headers: { 'www-authenticate': header }, message: `Forbidden: ${description}` };
+  }
+}

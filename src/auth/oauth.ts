@@ -1,0 +1,153 @@
+import { readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import type { OAuthConfig } from '../config/types.js';
+import { isLoopbackHost } from '../downstream/origin.js';
+import type { Logger } from '../log.js';
+
+/** Larger bearer tokens are refused unread. */
+const MAX_TOKEN_BYTES = 16 * 1024;
+const JWKS_TIMEOUT_MS = 5_000;
+const JWKS_MAX_AGE_MS = 10 * 60_000;
+/** Never accepted, whatever the config says: symmetric keys would turn a public key into a shared secret. */
+const FORBIDDEN_ALGS = /^(none|HS\d+)$/i;
+
+export type TokenVerdict =
+  | { ok: true; principal: string; scopes: string[] }
+  /** `description` is safe to send to the client (RFC 6750 error_description); it names no key or secret. */
+  | { ok: false; description: string };
+
+/** The scopes a token grants: `scope` (space-separated, RFC 9068) or `scp` (array or string). */
+export function scopesOf(claims: Record<string, unknown>): string[] {
+  const out = new Set<string>();
+  const add = (v: unknown) => {
+    const list = typeof v === 'string' ? v.split(' ') : Array.isArray(v) ? v : [];
+    for (const s of list) if (typeof s === 'string' && s) out.add(s);
+  };
+  add(claims.scope);
+  add(claims.scp);
+  return [...out];
+}
+
+/** A principal from a claim: a non-empty, printable string of bounded length. */
+function principalOf(v: unknown): string | undefined {
+  if (typeof v !== 'string' || v.length === 0 || v.length > 256) return undefined;
+  return /[\u0000-\u001f\u007f]/.test(v) ? undefined : v;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof errors.JWTExpired) return 'the token has expired';
+  if (err instanceof errors.JWTClaimValidationFailed) {
+    switch (err.claim) {
+      case 'iss':
+        return 'the token was issued by another authorization server';
+      case 'aud':
+        return 'the token is not meant for this resource';
+      case 'nbf':
+        return 'the token is not valid yet';
+      case 'exp':
+        return 'the token has no expiry';
+      default:
+        return `the token's ${err.claim} claim is invalid`;
+    }
+  }
+  if (err instanceof errors.JOSEAlgNotAllowed || err instanceof errors.JOSENotSupported) return 'the token is signed with an algorithm the hub does not accept';
+  if (err instanceof errors.JWKSNoMatchingKey) return 'the token is signed with an unknown key';
+  if (err instanceof errors.JWSSignatureVerificationFailed) return 'the token signature is invalid';
+  if (err instanceof errors.JWKSTimeout) return 'the signing keys could not be fetched';
+  return 'the token is malformed';
+}
+
+/**
+ * Verifies bearer JWTs as an OAuth 2.1 resource server (digest §7): signature against the
+ * issuer's JWKS, `iss`, `aud` (the hub's canonical URI), `exp`/`nbf`, and a fixed list of
+ * asymmetric algorithms, so neither `alg: none` nor an HMAC signature made with the public key
+ * (algorithm confusion) can pass. Unknown `kid`s refresh the key set (rate-limited).
+ */
+export class OAuthVerifier {
+  private readonly getKey: JWTVerifyGetKey;
+  readonly algorithms: string[];
+
+  constructor(
+    private readonly cfg: OAuthConfig,
+    readonly audience: string,
+    baseDir: string,
+    private readonly log: Logger,
+  ) {
+    this.algorithms = cfg.algorithms.filter((a) => !FORBIDDEN_ALGS.test(a));
+    if (this.algorithms.length === 0) throw new Error('auth.oauth.algorithms: no acceptable algorithm left (none and HS* are never accepted)');
+    if (cfg.jwksUri) {
+      const url = new URL(cfg.jwksUri);
+      if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname)))
+        throw new Error('auth.oauth.jwksUri: must be https (plain http only on loopback)');
+      this.getKey = createRemoteJWKSet(url, { cooldownDuration: cfg.jwksCooldownMs, timeoutDuration: JWKS_TIMEOUT_MS, cacheMaxAge: JWKS_MAX_AGE_MS });
+    } else if (cfg.jwksFile) {
+      this.getKey = fileKeySet(resolve(baseDir, cfg.jwksFile), cfg.jwksCooldownMs, log);
+    } else throw new Error('auth.oauth: needs jwksUri or jwksFile');
+  }
+
+  async verify(token: string): Promise<TokenVerdict> {
+    if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return { ok: false, description: 'the token is too large' };
+    try {
+      const { payload } = await jwtVerify(token, this.getKey, {
+        issuer: this.cfg.issuer,
+        audience: this.audience,
+        algorithms: this.algorithms,
+        clockTolerance: this.cfg.clockToleranceSec,
+        requiredClaims: ['exp'],
+      });
+      const principal = principalOf(payload[this.cfg.principalClaim]);
+      if (!principal) return { ok: false, description: `the token has no usable ${this.cfg.principalClaim} claim` };
+      return { ok: true, principal, scopes: scopesOf(payload) };
+    } catch (err) {
+      const description = describe(err);
+      this.log.debug({ reason: description, code: (err as { code?: string })?.code }, 'bearer token refused');
+      return { ok: false, description };
+    }
+  }
+}
+
+/**
+ * A JWKS read from a file, read again (at most once per cooldown) when a token names a key it
+ * does not hold, so keys can be rotated without a restart.
+ */
+function fileKeySet(file: string, cooldownMs: number, log: Logger): JWTVerifyGetKey {
+  let set = load();
+  let loadedAt = Date.now();
+  let mtime = mtimeOf();
+  function mtimeOf(): number {
+    try {
+      return statSync(file).mtimeMs;
+    } catch {
+      return 0;
+    }
+  }
+  function load(): JWTVerifyGetKey {
+    let json: unknown;
+    try {
+      json = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new Error(`auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${file} (${(e as NodeJS.ErrnoException).code ?? 'not JSON'})`);
+    }
+    return createLocalJWKSet(json as Parameters<typeof createLocalJWKSet>[0]);
+  }
+  return async (header, token) => {
+    try {
+      return await set(header, token);
+    } catch (err) {
+      if (!(err instanceof errors.JWKSNoMatchingKey) || Date.now() - loadedAt < cooldownMs) throw err;
+      loadedAt = Date.now();
+      const m = mtimeOf();
+      if (m === mtime) throw err;
+      try {
+        set = load();
+        mtime = m;
+        log.info('JWKS file re-read after an unknown key id');
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'JWKS file could not be re-read; keeping the old keys');
+        throw err;
+      }
+      return set(header, token);
+    }
+  };
+}

@@ -1,0 +1,114 @@
+import type { ServerHandle } from '../catalog/catalog.js';
+import type { Logger } from '../log.js';
+import { MODERN } from '../protocol/era.js';
+import type { Upstream, UpstreamSpec } from '../upstream/types.js';
+import { ANONYMOUS } from './authenticator.js';
+
+export interface PoolOptions {
+  /** A pooled connection unused this long is closed. */
+  idleMs?: number;
+  /** Most pooled connections at once; the least recently used one is closed past it. */
+  max?: number;
+}
+
+interface Pooled {
+  upstream: Upstream;
+  lastUsed: number;
+  started: Promise<void>;
+}
+
+/**
+ * Per-principal connections to HTTP upstreams, made on first use, so that no upstream session
+ * (nor upstream credential) is shared across users. A principal gets its own connection when
+ * the server has `credentials.<principal>`, or when the hub authenticates its clients and the
+ * upstream is not known to be stateless (modern): a legacy session is per user. Everyone else
+ * shares the server's main connection. The downstream token is never among the headers: they
+ * come from the config only.
+ */
+export class PrincipalUpstreams {
+  private readonly pool = new Map<string, Pooled>();
+  private readonly idleMs: number;
+  private readonly max: number;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly make: (spec: UpstreamSpec, log: Logger) => Upstream,
+    private readonly specOf: (h: ServerHandle) => UpstreamSpec,
+    private readonly authRequired: boolean,
+    private readonly log: Logger,
+    opts: PoolOptions = {},
+  ) {
+    this.idleMs = opts.idleMs ?? 10 * 60_000;
+    this.max = opts.max ?? 256;
+    this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
+    this.sweeper.unref();
+  }
+
+  /** Whether `principal`'s calls to `h` need a connection of their own. */
+  isolated(h: ServerHandle, principal: string): boolean {
+    if (!h.config.url) return false; // one stdio process serves every principal (documented)
+    if (h.config.credentials?.[principal]) return true;
+    return this.authRequired && principal !== ANONYMOUS && h.upstream.era !== MODERN;
+  }
+
+  /** The connection to use for `principal`'s call to `h` (started, or failed: the caller checks state). */
+  async for(h: ServerHandle, principal: string): Promise<Upstream> {
+    if (!this.isolated(h, principal)) return h.upstream;
+    const key = JSON.stringify([h.id, principal]);
+    let p = this.pool.get(key);
+    if (!p) {
+      if (this.pool.size >= this.max) this.evictOldest();
+      const base = this.specOf(h);
+      const headers = h.config.credentials?.[principal]?.headers ?? base.headers;
+      const upstream = this.make({ ...base, headers }, this.log.child({ principal }));
+      const started = upstream.start().catch((err: unknown) => {
+        this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
+      });
+      p = { upstream, lastUsed: Date.now(), started };
+      this.pool.set(key, p);
+    }
+    p.lastUsed = Date.now();
+    await p.started;
+    return p.upstream;
+  }
+
+  get size(): number {
+    return this.pool.size;
+  }
+
+  /** Close one server's pooled connections (server removed or reconfigured). */
+  async forget(serverId: string): Promise<void> {
+    const closing: Promise<void>[] = [];
+    for (const [k, p] of this.pool)
+      if ((JSON.parse(k) as string[])[0] === serverId) {
+        this.pool.delete(k);
+        closing.push(p.upstream.close());
+      }
+    await Promise.allSettled(closing);
+  }
+
+  async closeAll(): Promise<void> {
+    clearInterval(this.sweeper);
+    const all = [...this.pool.values()];
+    this.pool.clear();
+    await Promise.allSettled(all.map((p) => p.upstream.close()));
+  }
+
+  private sweep(): void {
+    const cutoff = Date.now() - this.idleMs;
+    for (const [k, p] of this.pool)
+      if (p.lastUsed < cutoff) {
+        this.pool.delete(k);
+        void p.upstream.close();
+      }
+  }
+
+  private evictOldest(): void {
+    let oldest: [string, Pooled] | undefined;
+    for (const e of this.pool) if (!oldest || e[1].lastUsed < oldest[1].lastUsed) oldest = e;
+    if (oldest) {
+      this.pool.delete(oldest[0]);
+      void oldest[1].upstream.close();
+    }
+  }
+}

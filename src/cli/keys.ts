@@ -1,0 +1,76 @@
+import type { Argv, CommandModule } from 'yargs';
+import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
+
+interface KeyArgs {
+  config: string;
+  principal?: string;
+  scope?: string[];
+}
+
+const configOption = { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' } as const;
+
+function fail(message: string, code = 2): void {
+  process.stderr.write(`${message}\n`);
+  process.exitCode = code;
+}
+
+function problem(e: unknown): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' ? 'config file not found' : code ? `cannot use the file (${code})` : (e as Error).message;
+}
+
+const addCommand: CommandModule<object, KeyArgs> = {
+  command: 'add <principal>',
+  describe: 'Make a new API key for PRINCIPAL: prints it once and stores only its SHA-256 in the config',
+  builder: (y: Argv) =>
+    y
+      .positional('principal', { type: 'string', describe: 'Who holds the key (as the ledger names them)' })
+      .option('config', configOption)
+      .option('scope', { type: 'string', array: true, describe: 'A scope the key grants (repeatable)' }) as Argv<KeyArgs>,
+  handler: (args) => {
+    let key: string;
+    try {
+      key = addApiKey(args.config, String(args.principal), args.scope);
+    } catch (e) {
+      return fail(`${args.config}: ${problem(e)}`);
+    }
+    process.stdout.write(`${key}\n`);
+    process.stderr.write(`API key for ${args.principal} added to ${args.config}. It is shown only this once; restart the hub to use it.\n`);
+  },
+};
+
+const removeCommand: CommandModule<object, KeyArgs> = {
+  command: 'remove <principal>',
+  describe: 'Remove every API key of PRINCIPAL from the config',
+  builder: (y: Argv) => y.positional('principal', { type: 'string' }).option('config', configOption) as Argv<KeyArgs>,
+  handler: (args) => {
+    try {
+      const n = removeApiKeys(args.config, String(args.principal));
+      if (n === 0) return fail(`no API key of ${args.principal} in ${args.config}`, 1);
+      process.stdout.write(`removed ${n} key${n === 1 ? '' : 's'} of ${args.principal}\n`);
+    } catch (e) {
+      fail(`${args.config}: ${problem(e)}`);
+    }
+  },
+};
+
+const listCommand: CommandModule<object, KeyArgs> = {
+  command: 'list',
+  describe: 'List the principals holding API keys (with the start of each hash, never a key)',
+  builder: (y: Argv) => y.option('config', configOption) as Argv<KeyArgs>,
+  handler: (args) => {
+    try {
+      for (const k of listApiKeys(args.config))
+        process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}\n`);
+    } catch (e) {
+      fail(`${args.config}: ${problem(e)}`);
+    }
+  },
+};
+
+export const keysCommand: CommandModule = {
+  command: 'keys',
+  describe: 'Manage API keys of downstream clients',
+  builder: (y: Argv) => y.command(addCommand).command(removeCommand).command(listCommand).demandCommand(1, 'Give a keys subcommand; see --help.'),
+  handler: () => {},
+};

@@ -1,0 +1,101 @@
+import { GlobTable } from './glob.js';
+
+/** One token bucket: `burst` tokens at most, refilled at `perSecond`. */
+export interface BucketSpec {
+  burst: number;
+  perSecond: number;
+}
+
+/** `policy.rateLimit`: per principal (every request) and per principal and tool (tools/call). */
+export interface RateLimitSpec {
+  perPrincipal?: BucketSpec;
+  perTool?: BucketSpec;
+  /** Overrides `perTool` for hub tool names matching the glob (first match wins). */
+  tools?: Record<string, BucketSpec>;
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+/** Past this many live buckets, full ones (equivalent to absent) are swept. */
+const SWEEP_AT = 50_000;
+
+/** Token buckets keyed by string; `take` answers how long to wait when a bucket is empty. */
+export class TokenBuckets {
+  private readonly buckets = new Map<string, Bucket>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Take one token: 0 when granted, otherwise the milliseconds until one is available. */
+  take(key: string, spec: BucketSpec): number {
+    const t = this.now();
+    let b = this.buckets.get(key);
+    if (!b) {
+      if (this.buckets.size >= SWEEP_AT) this.sweep(t, spec);
+      b = { tokens: spec.burst, at: t };
+      this.buckets.set(key, b);
+    } else {
+      b.tokens = Math.min(spec.burst, b.tokens + ((t - b.at) / 1000) * spec.perSecond);
+      b.at = t;
+    }
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return spec.perSecond > 0 ? Math.ceil(((1 - b.tokens) / spec.perSecond) * 1000) : Infinity;
+  }
+
+  get size(): number {
+    return this.buckets.size;
+  }
+
+  private sweep(t: number, spec: BucketSpec): void {
+    for (const [k, b] of this.buckets) if (b.tokens + ((t - b.at) / 1000) * spec.perSecond >= spec.burst) this.buckets.delete(k);
+    // Still too many (a flood of distinct keys): forget the oldest half rather than grow.
+    if (this.buckets.size >= SWEEP_AT) {
+      let n = this.buckets.size / 2;
+      for (const k of this.buckets.keys()) {
+        if (n-- <= 0) break;
+        this.buckets.delete(k);
+      }
+    }
+  }
+}
+
+export type RateVerdict = { ok: true } | { ok: false; retryAfterMs: number; limit: 'principal' | 'tool' };
+
+/** The hub's rate limits; `check` takes a token from every bucket that applies. */
+export class RateLimiter {
+  private readonly buckets: TokenBuckets;
+  private readonly toolTable: GlobTable<BucketSpec>;
+
+  constructor(
+    private readonly spec: RateLimitSpec = {},
+    now: () => number = Date.now,
+  ) {
+    this.buckets = new TokenBuckets(now);
+    this.toolTable = new GlobTable(spec.tools ?? {});
+  }
+
+  get enabled(): boolean {
+    return Boolean(this.spec.perPrincipal || this.spec.perTool || this.toolTable.size);
+  }
+
+  check(principal: string, tool?: string): RateVerdict {
+    const p = this.spec.perPrincipal;
+    if (p) {
+      const wait = this.buckets.take(`p\0${principal}`, p);
+      if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'principal' };
+    }
+    if (tool !== undefined) {
+      const t = this.toolTable.first(tool) ?? this.spec.perTool;
+      if (t) {
+        const wait = this.buckets.take(`t\0${principal}\0${tool}`, t);
+        if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'tool' };
+      }
+    }
+    return { ok: true };
+  }
+}

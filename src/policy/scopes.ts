@@ -1,0 +1,33 @@
+import { GlobTable } from './glob.js';
+
+/**
+ * Which OAuth scopes a tool needs (`auth.oauth.toolScopes`: glob → scope or scopes). Every
+ * matching glob adds its scopes, so one challenge can name all of them (digest §7).
+ */
+export class ToolScopes {
+  private readonly table: GlobTable<string[]>;
+  private readonly every: string[];
+
+  constructor(toolScopes: Record<string, string | string[]> = {}) {
+    const norm: Record<string, string[]> = {};
+    for (const [glob, s] of Object.entries(toolScopes)) norm[glob] = Array.isArray(s) ? s : [s];
+    this.table = new GlobTable(norm);
+    this.every = [...new Set(Object.values(norm).flat())];
+  }
+
+  /** Scopes required to call `hubName` (deduplicated, in config order). */
+  required(hubName: string): string[] {
+    return [...new Set(this.table.matches(hubName).flat())];
+  }
+
+  /** Every scope any tool may need, for `scopes_supported`. */
+  all(): string[] {
+    return [...this.every];
+  }
+}
+
+/** The required scopes the token lacks. */
+export function missingScopes(granted: ReadonlySet<string> | readonly string[], required: readonly string[]): string[] {
+  const have = granted instanceof Set ? granted : new Set(granted as readonly string[]);
+  return required.filter((s) => !have.has(s));
+}

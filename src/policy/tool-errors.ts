@@ -1,0 +1,43 @@
+import type { ArgsVerdict, OutputVerdict } from './validate.js';
+
+/** Where a hub-made tool error carries its machine-readable form (always present). */
+export const META_ERROR = 'dev.switchyard/error';
+
+export interface HubToolError {
+  /** EINVAL: arguments do not match the schema; ESCHEMA: the tool's schema cannot be used; EOUTPUT: the result does not match. */
+  code: 'EINVAL' | 'ESCHEMA' | 'EOUTPUT';
+  message: string;
+  retryable: boolean;
+  /** JSON pointer into the arguments (EINVAL) or the structured result (EOUTPUT). */
+  pointer?: string;
+}
+
+/**
+ * An `isError` tool result the model can read. The structured error is always in `_meta`,
+ * and also in `structuredContent` when the tool has no outputSchema (clients validate
+ * structuredContent against it even on errors).
+ */
+export function hubToolError(error: HubToolError, hasOutputSchema: boolean): Record<string, unknown> {
+  const r: Record<string, unknown> = { content: [{ type: 'text', text: error.message }], isError: true, _meta: { [META_ERROR]: error } };
+  if (!hasOutputSchema) r.structuredContent = { error };
+  return r;
+}
+
+export function argsErrorResult(hubName: string, v: Exclude<ArgsVerdict, { ok: true }>, hasOutputSchema: boolean): Record<string, unknown> {
+  if (v.kind === 'invalid')
+    return hubToolError(
+      { code: 'EINVAL', message: `Invalid arguments for tool ${hubName}: arguments${v.pointer} ${v.reason}`, retryable: true, pointer: v.pointer },
+      hasOutputSchema,
+    );
+  return hubToolError(
+    { code: 'ESCHEMA', message: `Tool ${hubName} is quarantined by the hub: ${v.reason}`, retryable: false },
+    hasOutputSchema,
+  );
+}
+
+export function outputErrorResult(hubName: string, v: Exclude<OutputVerdict, { ok: true }>): Record<string, unknown> {
+  return hubToolError(
+    { code: 'EOUTPUT', message: `Tool ${hubName} returned a result that does not match its outputSchema: structuredContent${v.pointer} ${v.reason}`, retryable: false, pointer: v.pointer },
+    true,
+  );
+}

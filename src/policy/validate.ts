@@ -1,0 +1,202 @@
+import { createHash } from 'node:crypto';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
+import type { Logger } from '../log.js';
+import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
+import { HostilePatternError, safeRegExpEngine } from './safe-regex.js';
+import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimits } from './schema-bounds.js';
+
+/**
+ * Argument and result validation at the hub (digest §3.4): tool `inputSchema` before a call is
+ * forwarded, `structuredContent` against `outputSchema` after. JSON Schema 2020-12 unless
+ * `$schema` names draft-07; other dialects are reported, never silently accepted. Network
+ * `$ref`s are never fetched (no loadSchema), so an external reference fails the compile and the
+ * schema is refused. Each distinct schema is compiled once (cached by its hash); a schema that
+ * is out of bounds or whose pattern is hostile makes its tool quarantined (`flagged`).
+ */
+export type Dialect = '2020-12' | 'draft-07';
+
+export type ArgsVerdict =
+  | { ok: true }
+  /** The arguments do not match: EINVAL, the upstream is not called. */
+  | { ok: false; kind: 'invalid'; pointer: string; reason: string }
+  /** The schema cannot be used (hostile, unsupported, broken): the tool is quarantined. */
+  | { ok: false; kind: 'unusable'; reason: string };
+
+export type OutputVerdict = { ok: true } | { ok: false; pointer: string; reason: string };
+
+/** Deepest argument value accepted (JSON nesting). */
+const MAX_ARGS_DEPTH = 64;
+/** Compiled schemas kept; past this the oldest are compiled again when next needed. */
+const CACHE_MAX = 4096;
+const COMPILE_WARN_MS = 500;
+
+type Entry = { validate: ValidateFunction } | { unusable: string };
+
+function dialectOf(schema: unknown): Dialect | { unsupported: string } {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return '2020-12';
+  const s = (schema as { $schema?: unknown }).$schema;
+  if (s === undefined) return '2020-12';
+  if (typeof s !== 'string') return { unsupported: String(s) };
+  const norm = s.replace(/^https?:\/\//, '').replace(/#$/, '');
+  if (norm === 'json-schema.org/draft/2020-12/schema') return '2020-12';
+  if (norm === 'json-schema.org/draft-07/schema') return 'draft-07';
+  return { unsupported: s };
+}
+
+function escapeToken(t: string): string {
+  return t.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** A JSON pointer into the arguments and a short reason, from ajv's first error. */
+function describe(e: ErrorObject): { pointer: string; reason: string } {
+  const p = e.params as Record<string, unknown>;
+  if (e.keyword === 'required') return { pointer: `${e.instancePath}/${escapeToken(String(p.missingProperty))}`, reason: 'is required' };
+  if (e.keyword === 'additionalProperties' || e.keyword === 'unevaluatedProperties')
+    return { pointer: `${e.instancePath}/${escapeToken(String(p.additionalProperty ?? p.unevaluatedProperty))}`, reason: 'is not an allowed property' };
+  return { pointer: e.instancePath, reason: (e.message ?? `fails ${e.keyword}`).slice(0, 200) };
+}
+
+export interface ValidatorOptions {
+  limits?: SchemaLimits;
+  /** Time budget of one pattern check that runs in the sandbox. */
+  patternBudgetMs?: number;
+}
+
+export class SchemaValidator {
+  /** Quarantined tools: hub name → why. */
+  readonly flagged = new Map<string, string>();
+  private readonly sandbox: RegexSandbox;
+  private readonly ajv: Record<Dialect, Ajv | Ajv2020>;
+  private readonly byHash = new Map<string, Entry>();
+  private readonly byObject = new WeakMap<object, Entry>();
+  private readonly limits: SchemaLimits;
+
+  constructor(
+    private readonly log: Logger,
+    opts: ValidatorOptions = {},
+  ) {
+    this.limits = opts.limits ?? DEFAULT_SCHEMA_LIMITS;
+    this.sandbox = new RegexSandbox(opts.patternBudgetMs ?? 100);
+    const options: Options = {
+      strict: false, // upstream schemas carry vendor keywords (x-mcp-header …) and unknown formats
+      allErrors: false, // one error is enough, and bounds the work on hostile input
+      validateFormats: false,
+      addUsedSchema: false, // `$id`s of one tool never leak into another's `$ref`s
+      logger: false,
+      code: { regExp: safeRegExpEngine(this.sandbox) },
+    };
+    this.ajv = { '2020-12': new Ajv2020(options), 'draft-07': new Ajv(options) };
+  }
+
+  checkArgs(hubName: string, tool: { inputSchema?: unknown }, args: unknown): ArgsVerdict {
+    if (tool.inputSchema === undefined) return { ok: true };
+    const entry = this.entry(hubName, tool.inputSchema);
+    if ('unusable' in entry) return { ok: false, kind: 'unusable', reason: entry.unusable };
+    if (depthExceeds(args, MAX_ARGS_DEPTH)) return { ok: false, kind: 'invalid', pointer: '', reason: `is nested deeper than ${MAX_ARGS_DEPTH} levels` };
+    const r = this.run(hubName, tool.inputSchema, entry.validate, args);
+    return r.ok ? r : 'unusable' in r ? { ok: false, kind: 'unusable', reason: r.unusable } : { ok: false, kind: 'invalid', ...r.error };
+  }
+
+  /** Checks a non-error result's `structuredContent` when the tool declares an `outputSchema`. */
+  checkOutput(hubName: string, tool: { outputSchema?: unknown }, result: Record<string, unknown>): OutputVerdict {
+    if (tool.outputSchema === undefined || result.isError === true) return { ok: true };
+    if (result.structuredContent === undefined) return { ok: false, pointer: '', reason: 'is missing although the tool declares an outputSchema' };
+    const entry = this.entry(hubName, tool.outputSchema);
+    if ('unusable' in entry) return { ok: false, pointer: '', reason: `cannot be checked: ${entry.unusable}` };
+    const r = this.run(hubName, tool.outputSchema, entry.validate, result.structuredContent);
+    if (r.ok) return r;
+    return 'unusable' in r ? { ok: false, pointer: '', reason: `cannot be checked: ${r.unusable}` } : { ok: false, ...r.error };
+  }
+
+  close(): void {
+    this.sandbox.close();
+  }
+
+  private run(
+    hubName: string,
+    schema: unknown,
+    validate: ValidateFunction,
+    data: unknown,
+  ): { ok: true } | { error: { pointer: string; reason: string }; ok?: undefined } | { unusable: string; ok?: undefined } {
+    try {
+      if (validate(data)) return { ok: true };
+      return { error: describe(validate.errors![0]) };
+    } catch (err) {
+      if (err instanceof PatternBudgetError) {
+        const reason = `a pattern check took longer than ${err.budgetMs} ms (catastrophic backtracking)`;
+        this.quarantine(hubName, schema, reason);
+        return { unusable: reason };
+      }
+      if (err instanceof RangeError) return { error: { pointer: '', reason: 'is nested too deeply to check' } };
+      this.log.warn({ tool: hubName, err: (err as Error)?.message }, 'schema validation failed unexpectedly');
+      return { unusable: 'the schema could not be evaluated' };
+    }
+  }
+
+  private entry(hubName: string, schema: unknown): Entry {
+    const isObj = schema !== null && typeof schema === 'object';
+    const cached = isObj ? this.byObject.get(schema) : undefined;
+    if (cached) return this.noteUnusable(hubName, cached);
+    let serialised: string;
+    try {
+      serialised = JSON.stringify(schema) ?? 'null';
+    } catch {
+      return this.noteUnusable(hubName, { unusable: 'the schema is not JSON' });
+    }
+    const dialect = dialectOf(schema);
+    const hash = createHash('sha256').update(typeof dialect === 'string' ? dialect : 'x').update('\0').update(serialised).digest('base64url');
+    let entry = this.byHash.get(hash);
+    if (!entry) {
+      entry = this.compile(schema, serialised, dialect);
+      if (this.byHash.size >= CACHE_MAX) this.byHash.delete(this.byHash.keys().next().value!);
+      this.byHash.set(hash, entry);
+    }
+    if (isObj) this.byObject.set(schema, entry);
+    return this.noteUnusable(hubName, entry);
+  }
+
+  private compile(schema: unknown, serialised: string, dialect: Dialect | { unsupported: string }): Entry {
+    if (typeof dialect !== 'string') return { unusable: `unsupported JSON Schema dialect ${JSON.stringify(dialect.unsupported.slice(0, 120))} (the hub checks 2020-12 and draft-07)` };
+    if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema)))
+      return { unusable: 'the schema is not an object' };
+    const out = schemaOutOfBounds(schema, serialised, this.limits);
+    if (out) return { unusable: `hostile schema: ${out}` };
+    const ajv = this.ajv[dialect];
+    const t0 = performance.now();
+    try {
+      // Compile a private copy: ajv caches by object, and the upstream's object may be mutated later.
+      const validate = ajv.compile(JSON.parse(serialised) as object);
+      const ms = performance.now() - t0;
+      if (ms > COMPILE_WARN_MS) this.log.warn({ ms: Math.round(ms) }, 'slow schema compile');
+      return { validate };
+    } catch (err) {
+      if (err instanceof HostilePatternError) return { unusable: `hostile schema: ${err.message}` };
+      const e = err as { missingRef?: string; message?: string };
+      if (e.missingRef !== undefined)
+        return { unusable: `the schema references ${JSON.stringify(String(e.missingRef).slice(0, 200))}, which the hub does not fetch` };
+      return { unusable: `the schema is invalid: ${String(e.message ?? err).slice(0, 200)}` };
+    }
+  }
+
+  private quarantine(hubName: string, schema: unknown, reason: string): void {
+    const entry: Entry = { unusable: reason };
+    if (schema !== null && typeof schema === 'object') this.byObject.set(schema, entry);
+    try {
+      const dialect = dialectOf(schema);
+      const hash = createHash('sha256').update(typeof dialect === 'string' ? dialect : 'x').update('\0').update(JSON.stringify(schema)).digest('base64url');
+      this.byHash.set(hash, entry);
+    } catch {
+      // already unusable through the object entry
+    }
+    this.noteUnusable(hubName, entry);
+  }
+
+  private noteUnusable(hubName: string, entry: Entry): Entry {
+    if ('unusable' in entry && this.flagged.get(hubName) !== entry.unusable) {
+      this.flagged.set(hubName, entry.unusable);
+      this.log.warn({ tool: hubName, reason: entry.unusable }, 'tool quarantined: its schema cannot be used safely');
+    }
+    return entry;
+  }
+}
