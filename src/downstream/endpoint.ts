@@ -205,7 +205,8 @@ export class Endpoint {
       return;
     }
     const family = FAMILY[req.method];
-    if (!family || LEGACY_ONLY.has(req.method) || !this.core.currentCapabilities()[family]) {
+    // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
+    if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities()[family] ?? (await this.core.capabilities())[family])) {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
       ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
