@@ -26,11 +26,32 @@ import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
+import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
+import { InFlight } from './router/inflight.js';
+import { describeDiff, diffServers, restartOnlyChanges } from './config/reload.js';
+import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { Metrics } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
+
+/** One server in /healthz. */
+export interface ServerHealth {
+  id: string;
+  state: string;
+  era: string | null;
+  tools: number;
+  /** ISO time of the last state change. */
+  since: string;
+  lastError: string | null;
+  restarts: number;
+  inFlight: number;
+  queued: number;
+  failMode: 'open' | 'closed';
+  /** HTTP upstreams: closed, open or half-open. */
+  circuit?: string;
+}
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
 const STARTUP_GRACE_MS = 3_000;
@@ -47,8 +68,12 @@ function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     headers: s.headers,
     era: s.era,
     timeoutMs: s.timeoutMs,
+    maxTotalTimeoutMs: s.maxTotalTimeoutMs,
     probeTimeoutMs: s.probeTimeoutMs,
     maxFrameBytes: s.maxFrameBytes,
+    maxConcurrent: s.maxConcurrent,
+    maxQueue: s.maxQueue,
+    circuitBreaker: s.circuitBreaker,
   };
 }
 
@@ -77,6 +102,9 @@ export class Hub implements HubCore {
   readonly validator: SchemaValidator;
   private readonly startedAt = Date.now();
   private graceOver = false;
+  /** Requests being handled, so that stop() can drain them. */
+  readonly inflight = new InFlight();
+  private draining = false;
 
   private constructor(
     readonly config: HubConfig,
@@ -86,10 +114,10 @@ export class Hub implements HubCore {
     this.events.setMaxListeners(0);
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log);
     this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
-    const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number };
+    const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
-    this.mrtr = new Mrtr(new RequestStateSealer(loadStateKey(policy.requestStateKey, keyFile)), policy.inputTimeoutMs ?? 60_000);
+    this.mrtr = new Mrtr(new RequestStateSealer(loadStateKey(policy.requestStateKey, keyFile), policy.requestStateTtlMs), policy.inputTimeoutMs ?? 60_000);
     this.metrics = new Metrics({
       servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
       cacheStats: () => this.catalog.cache.stats,
@@ -118,7 +146,7 @@ export class Hub implements HubCore {
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       validator: this.validator,
     });
-    this.endpoint = new Endpoint(this, log);
+    this.endpoint = new Endpoint(this, log, { maxPendingPerSession: config.listen.maxPendingPerSession });
   }
 
   static create(config: HubConfig, log: Logger): Hub {
@@ -161,15 +189,77 @@ export class Hub implements HubCore {
     return addr;
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stop: refuse new work, let calls in flight finish for up to `drainMs`, then close the
+   * upstreams (stdin EOF → SIGTERM → SIGKILL for processes), which fails what is still running
+   * with a recorded answer, then the listener, and flush the ledger last.
+   */
+  async stop(drainMs = this.config.listen.drainTimeoutMs): Promise<void> {
+    this.draining = true;
+    this.http?.server.close();
+    this.http?.server.closeIdleConnections();
+    if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
     this.mrtr.bridge.close();
     this.admin?.close();
-    await this.http?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
     await this.upstreams.closeAll();
+    // The calls failed by the closing upstreams still write their answers and audit rows.
+    await this.inflight.idle(1_000);
+    await this.http?.close();
     this.validator.close();
     await this.ledger.close();
+  }
+
+  /**
+   * Apply a new config to the running hub: servers added, removed or changed start and stop
+   * without touching the others (see config/reload.ts). A removed or restarted server leaves
+   * the routing at once; its calls in flight may finish (up to listen.drainTimeoutMs) before
+   * its connection closes.
+   */
+  async reload(next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
+    const ignored = restartOnlyChanges(this.config, next);
+    if (ignored.length) this.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
+    const d = diffServers(this.config.servers, next.servers);
+    const retiring: ServerHandle[] = [];
+    const takeOut = (id: string): void => {
+      const h = this.handles.get(id);
+      if (!h) return;
+      this.handles.delete(id);
+      this.catalog.forget(id);
+      void this.upstreams.forget(id);
+      retiring.push(h);
+    };
+    for (const id of d.removed) takeOut(id);
+    for (const s of d.restarted) takeOut(s.id);
+    const fresh: ServerHandle[] = [];
+    for (const s of [...d.added, ...d.restarted]) fresh.push(this.addServer(s));
+    for (const s of d.updated) {
+      const h = this.handles.get(s.id);
+      if (!h) continue;
+      this.handles.set(s.id, { ...h, config: s });
+      this.catalog.forget(s.id);
+    }
+    // Config order decides who keeps a contested name: keep the map in the new file's order.
+    const order = Object.keys(next.servers);
+    const sorted = [...this.handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+    this.handles.clear();
+    for (const [id, h] of sorted) this.handles.set(id, h);
+    this.config.servers = next.servers;
+    for (const h of fresh)
+      h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+    const summary = describeDiff(d);
+    this.log.info(summary, 'config reloaded');
+    for (const h of retiring) void this.retire(h);
+    return summary;
+  }
+
+  /** Close a server taken out of routing once its calls in flight are done (bounded). */
+  private async retire(h: ServerHandle): Promise<void> {
+    const deadline = Date.now() + this.config.listen.drainTimeoutMs;
+    while (Date.now() < deadline && (h.upstream.load.active > 0 || h.upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
+    await h.upstream.close();
+    h.upstream.removeAllListeners('notification');
   }
 
   startupGrace(): Promise<void> {
@@ -226,6 +316,19 @@ export class Hub implements HubCore {
   }
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    if (this.draining) {
+      const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
+      return this.recordLocal(method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message }).then(() => Promise.reject(err));
+    }
+    return this.inflight.track(this.route(method, params, ctx));
+  }
+
+  private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    if (GUARDED_METHODS.has(method)) {
+      await this.startupGrace();
+      const down = failClosedBlocker(this.handles.values());
+      if (down) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+    }
     return this.router.handle(method, params, ctx);
   }
 
@@ -241,15 +344,27 @@ export class Hub implements HubCore {
     }
   }
 
-  health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] } {
+  health(): { status: string; servers: ServerHealth[] } {
     return {
-      status: 'ok',
-      servers: [...this.handles.values()].map((h) => ({
-        id: h.id,
-        state: h.upstream.state,
-        era: h.upstream.era ?? null,
-        tools: this.catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
-      })),
+      status: this.draining ? 'stopping' : 'ok',
+      servers: [...this.handles.values()].map((h) => {
+        const u = h.upstream;
+        const out: ServerHealth = {
+          id: h.id,
+          state: u.state,
+          era: u.era ?? null,
+          tools: this.catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
+          since: new Date(u.since).toISOString(),
+          lastError: u.lastError ?? null,
+          restarts: u.restarts,
+          inFlight: u.load.active,
+          queued: u.load.queued,
+          failMode: h.config.failMode,
+        };
+        const circuit = (u as { circuit?: string }).circuit;
+        if (circuit !== undefined) out.circuit = circuit;
+        return out;
+      }),
     };
   }
 }
