@@ -1,11 +1,17 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { ServerConfig } from '../config/types.js';
+import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
+import { Groups } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, declaresListChanged, offers, type ListKind } from './lists.js';
 import { templateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
+import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
+import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
+import { ReadCache } from './read-cache.js';
+import { ListenManager } from './upstream-listen.js';
 import { MODERN } from '../protocol/era.js';
 
 /** One configured upstream as the catalog sees it. */
@@ -13,6 +19,13 @@ export interface ServerHandle {
   readonly id: string;
   readonly config: ServerConfig;
   readonly upstream: Upstream;
+}
+
+/** Who is asking: selects the upstream authorization context and the tool group. */
+export interface View {
+  principal?: string;
+  /** A configured group (endpoint path `/mcp/<group>`); undefined = everything. */
+  group?: string;
 }
 
 /** The hub's view of one list family across every upstream. */
@@ -28,46 +41,139 @@ export interface Aggregate {
 export interface Routed<T = Record<string, unknown>> {
   server: ServerHandle;
   upstreamName: string;
+  /** The item as the upstream listed it. */
   item: T;
+  /** Tools: the annotations the hub stands behind (trusted server or config, else conservative). */
+  annotations?: Record<string, unknown>;
+  hubName: string;
 }
 
-interface Built extends Aggregate {
-  key: string;
+/** The connection and authorization context a principal's requests to a server use. */
+export interface Connection {
+  /** '' = the server's own configured credentials (shared by every principal). */
+  credential: string;
+  upstream: Upstream;
+}
+
+interface Part {
+  h: ServerHandle;
+  conn: Connection;
+  e: ListEntry;
+  records: PartRecord[];
+}
+
+interface GroupView {
+  items: Record<string, unknown>[];
   byHubName: Map<string, Routed>;
+  snapshot: string;
+}
+
+interface Built extends GroupView {
+  key: string;
+  /** Every named record, hidden ones included (for `switchyard tools`). */
+  all: { hubName: string; h: ServerHandle; record: PartRecord }[];
+  templates: { matcher: RegExp; routed: Routed }[];
+  parts: Part[];
+  views: Map<string, GroupView>;
+}
+
+export interface CatalogOptions {
+  now?: () => number;
+  pins?: PinStore;
+  plugins?: PluginRunner;
+  policy?: Partial<PartPolicy>;
+  groups?: Groups;
+  /** Per-principal upstream connections (auth); default: every principal uses the server's own. */
+  connection?: (h: ServerHandle, principal: string | undefined) => Connection | Promise<Connection>;
+  /** Resource URIs of a server some client subscribed to (they go into its listen filter). */
+  subscribedUris?: (serverId: string) => string[];
+  /** Pin events and poisoned items, for the log and the ledger. */
+  report?: (e: PinEvent | PoisonEvent) => void;
 }
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
 const PAGE_LIMIT = 1000; // upstream pages per list; a server that never ends its cursor chain is cut off
+const BUILT_MEMO = 64;
 
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
  * hub names and resource URIs back to their upstream. Emits 'changed' (kind) when a list of a
- * family may have changed (list_changed, an upstream coming or going).
+ * family may have changed (list_changed, an upstream coming or going, a pin approved) and
+ * 'resourceUpdated' ({server, uri}).
  */
 export class Catalog extends EventEmitter {
   readonly cache: ListCache;
-  private readonly built = new Map<ListKind, Built>();
+  readonly reads: ReadCache;
+  readonly pins: PinStore;
+  readonly groups: Groups;
+  readonly listens: ListenManager;
+  private readonly built = new Map<string, Built>();
+  private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
+  private readonly notifyChain = new Map<string, Promise<void>>();
+  private readonly policy: PartPolicy;
+  private readonly now: () => number;
+  private pinGen = 0;
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
     private readonly names: NameAssigner,
     private readonly log: Logger,
-    private readonly now: () => number = Date.now,
+    private readonly opts: CatalogOptions = {},
   ) {
     super();
-    this.cache = new ListCache(now, (key, err) =>
-      log.warn({ key, err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
+    this.setMaxListeners(0);
+    this.now = opts.now ?? Date.now;
+    this.cache = new ListCache(this.now, (key, err) =>
+      log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
     );
+    this.reads = new ReadCache(this.now);
+    this.pins = opts.pins ?? new MemoryPinStore();
+    this.groups = opts.groups ?? new Groups(undefined);
+    this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
+    this.listens = new ListenManager(log, {
+      subscribedUris: (id) => opts.subscribedUris?.(id) ?? [],
+      onGap: (id) => this.invalidate(id),
+    });
+    this.pins.onExternalChange?.(() => {
+      this.pinGen++;
+      log.info('tool pins changed outside the hub (an approval); lists rebuilt');
+      this.emit('changed', 'tools');
+    });
   }
 
-  /** Wire an upstream's notifications into invalidation. */
+  /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
   watch(h: ServerHandle): void {
     h.upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
-      const kinds = CHANGED_NOTIFICATION[n.method];
-      if (kinds) this.invalidate(h.id, kinds);
+      // Plugins may drop a notification; keep each server's notifications in order.
+      const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
+      const next = prev.then(() => this.onNotification(h, n.method, n.params ?? {})).catch((err: unknown) =>
+        this.log.error({ err, server: h.id }, 'notification handling failed'),
+      );
+      this.notifyChain.set(h.id, next);
     });
-    h.upstream.on('state', () => this.invalidate(h.id, LIST_KINDS));
+    h.upstream.on('state', () => {
+      this.reads.invalidate(h.id);
+      this.invalidate(h.id, LIST_KINDS);
+    });
+    this.listens.track(h.id, h.upstream);
+  }
+
+  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>): Promise<void> {
+    const kinds = CHANGED_NOTIFICATION[method];
+    if (!kinds && method !== 'notifications/resources/updated') return;
+    const plugins = this.opts.plugins;
+    if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
+    if (kinds) this.invalidate(h.id, kinds);
+    else if (typeof params.uri === 'string') {
+      this.reads.invalidate(h.id, params.uri);
+      this.emit('resourceUpdated', { server: h.id, uri: params.uri });
+    }
+  }
+
+  /** The resource subscriptions of a server changed: its listen filter follows. */
+  subscriptionsChanged(serverId: string): void {
+    this.listens.refresh(serverId);
   }
 
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS): void {
@@ -77,145 +183,246 @@ export class Catalog extends EventEmitter {
 
   /** Forget a removed server entirely. */
   forget(serverId: string): void {
+    this.listens.untrack(serverId);
     this.cache.drop(`${serverId}\0`);
+    this.reads.invalidate(serverId);
     for (const k of LIST_KINDS) this.emit('changed', k);
   }
 
-  async aggregate(kind: ListKind): Promise<Aggregate> {
-    return this.build(kind);
+  close(): void {
+    this.listens.closeAll();
   }
 
-  async resolveTool(hubName: string): Promise<Routed | undefined> {
-    return (await this.build('tools')).byHubName.get(hubName);
+  async aggregate(kind: ListKind, view: View = {}): Promise<Aggregate> {
+    const b = await this.build(kind, view.principal);
+    const v = this.groupView(kind, b, view.group);
+    return { items: v.items, snapshot: v.snapshot, ...this.hints(b) };
   }
 
-  async resolvePrompt(hubName: string): Promise<Routed | undefined> {
-    return (await this.build('prompts')).byHubName.get(hubName);
+  async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
+    return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+  }
+
+  async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
+    return this.groupView('prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
   }
 
   /**
    * The upstream that serves a URI: an exact match in some resources list first, then the first
    * matching template; ties go to the server listed first in the config (documented).
    */
-  async routeUri(uri: string): Promise<ServerHandle | undefined> {
-    const resources = await this.build('resources');
-    const exact = resources.byHubName.get(uri);
-    if (exact) return exact.server;
-    const templates = await this.build('resourceTemplates');
-    for (const r of templates.byHubName.values()) {
-      const m = (r.item as { __matcher?: RegExp | null }).__matcher;
-      if (m && m.test(uri)) return r.server;
-    }
+  async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
+    const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
+    const exact = (await this.build('resources', view.principal)).byHubName.get(uri);
+    if (exact && ok(exact.server)) return exact.server;
+    for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     return undefined;
   }
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
-  async templateOwner(uriTemplate: string): Promise<ServerHandle | undefined> {
-    return (await this.build('resourceTemplates')).byHubName.get(uriTemplate)?.server;
+  async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
+    const s = (await this.build('resourceTemplates', view.principal)).byHubName.get(uriTemplate)?.server;
+    return s && this.groups.includes(view.group, 'resourceTemplates', s.id, uriTemplate) ? s : undefined;
+  }
+
+  /** The connection (and authorization context) a principal's requests to a server use. */
+  connection(h: ServerHandle, principal: string | undefined): Connection | Promise<Connection> {
+    return this.opts.connection?.(h, principal) ?? { credential: '', upstream: h.upstream };
+  }
+
+  /** Every tool the hub knows, hidden ones included, with why (the data of `switchyard tools`). */
+  async toolRecords(view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
+    const b = await this.build('tools', view.principal);
+    const v = this.groupView('tools', b, view.group);
+    return b.all.map(({ hubName, h, record }) => ({
+      hubName,
+      server: h,
+      record,
+      visible: b.byHubName.has(hubName),
+      inGroup: view.group === undefined || v.byHubName.has(hubName) || this.groups.includes(view.group, 'tools', h.id, hubName, record.upstreamName),
+    }));
   }
 
   private ready(kind: ListKind): ServerHandle[] {
     return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
   }
 
-  private entryFor(h: ServerHandle, kind: ListKind): Promise<ListEntry> {
-    return this.cache.get(`${h.id}\0${kind}`, async () => {
-      const items: Record<string, unknown>[] = [];
-      let cursor: string | undefined;
-      let ttl = Infinity;
-      let scope: 'public' | 'private' = 'public';
-      const modern = h.upstream.era === MODERN;
-      for (let page = 0; page < PAGE_LIMIT; page++) {
-        const res = await h.upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
-        const arr = res[kind];
-        if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object') items.push(it as Record<string, unknown>);
-        if (modern) {
-          const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
-          ttl = Math.min(ttl, t);
-          // No scope means an older server: the safe reading is private.
-          if (res.cacheScope !== 'public') scope = 'private';
-        }
-        if (typeof res.nextCursor !== 'string') break;
-        cursor = res.nextCursor;
-      }
-      if (!modern) {
-        // Legacy upstreams give no hints: trust list_changed when declared, else a configured TTL.
-        ttl = declaresListChanged(h.upstream.capabilities, kind)
-          ? Infinity
-          : (h.config.cacheTtlMs ?? DEFAULT_LEGACY_TTL_MS);
-        scope = 'private';
-      }
-      return { items, ttlMs: ttl, scope };
-    });
-  }
-
-  private async build(kind: ListKind): Promise<Built> {
-    const handles = this.ready(kind);
-    const settled = await Promise.allSettled(handles.map((h) => this.entryFor(h, kind)));
-    const parts: { h: ServerHandle; e: ListEntry }[] = [];
-    settled.forEach((s, i) => {
-      if (s.status === 'fulfilled') parts.push({ h: handles[i], e: s.value });
-      else this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
-    });
-    const key = parts.map((p) => `${p.h.id}:${p.e.version}`).join('|');
-    const prev = this.built.get(kind);
+  private hints(b: Built): { ttlMs: number; scope: 'public' | 'private' } {
     let ttlMs = Infinity;
     let scope: 'public' | 'private' = 'public';
-    for (const p of parts) {
+    for (const p of b.parts) {
       ttlMs = Math.min(ttlMs, this.cache.remainingMs(p.e));
-      if (p.e.scope === 'private') scope = 'private';
+      // A list fetched with a principal's own credentials is that principal's.
+      if (p.e.scope === 'private' || p.conn.credential !== '') scope = 'private';
     }
-    if (!Number.isFinite(ttlMs)) ttlMs = 0; // nothing revalidates the hub's own downstream caches but a notification
-    if (prev && prev.key === key) return { ...prev, ttlMs, scope };
+    // Nothing but a notification revalidates an entry kept until list_changed: clients should ask again.
+    if (!Number.isFinite(ttlMs)) ttlMs = 0;
+    return { ttlMs, scope };
+  }
+
+  /** The list entry for a server, kind and authorization context; public entries of the server's own context are shared. */
+  private entryFor(h: ServerHandle, kind: ListKind, conn: Connection): Promise<ListEntry> {
+    const shared = `${h.id}\0${kind}`;
+    if (conn.credential !== '') {
+      const e = this.cache.peek(shared);
+      if (e && e.scope === 'public' && this.cache.isFresh(e)) return Promise.resolve(e);
+    }
+    const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
+    return this.cache.get(key, () => this.fetchList(h, kind, conn.upstream));
+  }
+
+  private async fetchList(h: ServerHandle, kind: ListKind, upstream: Upstream): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
+    const items: Record<string, unknown>[] = [];
+    let cursor: string | undefined;
+    let ttl = Infinity;
+    let scope: 'public' | 'private' = 'public';
+    const modern = upstream.era === MODERN;
+    for (let page = 0; page < PAGE_LIMIT; page++) {
+      const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
+      const arr = res[kind];
+      if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+      if (modern) {
+        // Absent or negative means 0 (digest §3.3); each page counts from when it arrived.
+        const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
+        ttl = Math.min(ttl, t);
+        // No scope means an older server: the safe reading is private.
+        if (res.cacheScope !== 'public') scope = 'private';
+      }
+      if (typeof res.nextCursor !== 'string') break;
+      cursor = res.nextCursor;
+    }
+    if (!modern) {
+      // Legacy upstreams give no hints: trust list_changed when declared, else a TTL.
+      ttl = declaresListChanged(upstream.capabilities, kind) ? Infinity : DEFAULT_LEGACY_TTL_MS;
+      scope = 'private';
+    }
+    if (h.config.cacheTtlMs !== undefined) ttl = h.config.cacheTtlMs;
+    return { items, ttlMs: ttl, scope };
+  }
+
+  private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
+    const e = await this.entryFor(h, kind, conn);
+    const pk = `${h.id}\0${conn.credential}\0${kind}`;
+    let memo = this.parts.get(pk);
+    if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
+      const old = memo;
+      const records = (async () => {
+        // Renames are judged against what this list had before; a principal's first list of a
+        // server has no history of its own (its tools may differ from everyone else's).
+        const before = old ? await old.records.catch(() => undefined) : undefined;
+        const previous = before ? new Set(before.map((r) => r.upstreamName)) : conn.credential === '' ? undefined : new Set<string>();
+        return buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
+          previous,
+          pins: this.pins,
+          plugins: this.opts.plugins,
+          policy: this.policy,
+          now: this.now,
+          report: (ev) => this.opts.report?.(ev),
+        });
+      })();
+      const m = { version: e.version, pinGen: this.pinGen, records };
+      memo = m;
+      this.parts.set(pk, m);
+      records.catch(() => {
+        if (this.parts.get(pk) === m) this.parts.delete(pk);
+      });
+    }
+    return { h, conn, e, records: await memo.records };
+  }
+
+  private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
+    const handles = this.ready(kind);
+    const settled = await Promise.allSettled(
+      handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),
+    );
+    const parts: Part[] = [];
+    settled.forEach((s, i) => {
+      if (s.status === 'fulfilled') parts.push(s.value);
+      else this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+    });
+    let key = '';
+    let creds = '';
+    for (const p of parts) {
+      key += `${p.h.id}:${p.e.version}.${this.pinGen}|`;
+      if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
+    }
+    const memoKey = `${kind}\0${creds}`;
+    const prev = this.built.get(memoKey);
+    if (prev && prev.key === key) {
+      prev.parts = parts; // same versions; fresher entries for the TTL hints
+      return prev;
+    }
     const built = this.assemble(kind, parts, key);
-    built.ttlMs = ttlMs;
-    built.scope = scope;
-    this.built.set(kind, built);
+    this.built.delete(memoKey);
+    this.built.set(memoKey, built);
+    if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);
     return built;
   }
 
-  private assemble(kind: ListKind, parts: { h: ServerHandle; e: ListEntry }[], key: string): Built {
+  private assemble(kind: ListKind, parts: Part[], key: string): Built {
     const byHubName = new Map<string, Routed>();
     const items: Record<string, unknown>[] = [];
+    const all: Built['all'] = [];
+    const templates: Built['templates'] = [];
     if (kind === 'tools' || kind === 'prompts') {
       const nameKind = kind === 'tools' ? 'tool' : 'prompt';
       const assigned = this.names.assign(
         nameKind,
-        parts.map((p) => ({
-          id: p.h.id,
-          prefix: p.h.config.prefix,
-          names: p.e.items.map((i) => String(i.name)),
-        })),
+        parts.map((p) => ({ id: p.h.id, prefix: p.h.config.prefix, names: p.records.filter((r) => !r.denied).map((r) => r.upstreamName) })),
       );
-      for (const r of assigned.renamed) this.log.info(r, `${nameKind} renamed for clients`);
-      for (const { h, e } of parts) {
+      for (const r of assigned.renamed) this.log.debug(r, `${nameKind} renamed for clients`);
+      for (const { h, records } of parts) {
         const map = assigned.names.get(h.id);
-        for (const it of e.items) {
-          const upstreamName = String(it.name);
-          const hubName = map?.get(upstreamName) ?? upstreamName;
-          const out = hubName === upstreamName ? it : { ...it, name: hubName };
-          byHubName.set(hubName, { server: h, upstreamName, item: it });
-          items.push(out);
+        for (const r of records) {
+          if (r.denied) continue;
+          const hubName = map?.get(r.upstreamName) ?? r.upstreamName;
+          all.push({ hubName, h, record: r });
+          if (r.hidden) continue;
+          byHubName.set(hubName, { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName });
+          items.push(hubName === r.item.name ? r.item : { ...r.item, name: hubName });
         }
       }
     } else {
       // Resources keep their URIs; the first server in config order wins a collision.
-      const uriField = kind === 'resources' ? 'uri' : 'uriTemplate';
-      for (const { h, e } of parts) {
-        for (const it of e.items) {
-          const uri = String(it[uriField]);
+      for (const { h, records } of parts) {
+        for (const r of records) {
+          if (r.hidden) continue;
+          const uri = r.upstreamName;
           if (byHubName.has(uri)) {
             this.log.warn({ server: h.id, uri, owner: byHubName.get(uri)!.server.id }, 'duplicate resource URI hidden');
             continue;
           }
-          const routed: Routed = { server: h, upstreamName: uri, item: it };
-          if (kind === 'resourceTemplates') (routed.item as { __matcher?: RegExp | null }) = { ...it, __matcher: templateMatcher(uri) };
+          const routed: Routed = { server: h, upstreamName: uri, item: r.upstream, hubName: uri };
+          if (kind === 'resourceTemplates') {
+            const matcher = templateMatcher(uri);
+            if (matcher) templates.push({ matcher, routed });
+          }
           byHubName.set(uri, routed);
-          items.push(it);
+          items.push(r.item);
         }
       }
     }
-    return { key, items, byHubName, ttlMs: 0, scope: 'public', snapshot: shortHash(key) };
+    return { key, items, byHubName, all, templates, parts, snapshot: shortHash(key), views: new Map() };
+  }
+
+  /** What one group shows of an aggregate (memoised with it). */
+  private groupView(kind: ListKind, b: Built, group: string | undefined): GroupView {
+    if (group === undefined) return b;
+    let v = b.views.get(group);
+    if (v) return v;
+    const items: Record<string, unknown>[] = [];
+    const byHubName = new Map<string, Routed>();
+    const nameField = kind === 'tools' || kind === 'prompts' ? 'name' : kind === 'resources' ? 'uri' : 'uriTemplate';
+    for (const it of b.items) {
+      const hubName = String(it[nameField]);
+      const r = b.byHubName.get(hubName);
+      if (!r || !this.groups.includes(group, kind, r.server.id, hubName, r.upstreamName)) continue;
+      items.push(it);
+      byHubName.set(hubName, r);
+    }
+    v = { items, byHubName, snapshot: `${b.snapshot}.${shortHash(group)}` };
+    b.views.set(group, v);
+    return v;
   }
 }
 

@@ -38,11 +38,11 @@ export function toolFilter(tools: Pick<ServerToolsConfig, 'allow' | 'deny'> | un
 export interface GroupConfig {
   /** Server ids whose items the group shows (default: all servers). */
   servers?: string[];
-  /** Hub tool names (globs) the group shows (default: every tool of its servers). */
+  /** Tool names (globs on the hub or the upstream name) the group shows (default: every tool of its servers). */
   tools?: string[];
-  /** Hub prompt names (globs) the group shows (default: every prompt of its servers). */
+  /** Prompt names (globs on the hub or the upstream name) the group shows (default: every prompt of its servers). */
   prompts?: string[];
-  /** Hub tool or prompt names (globs) the group hides. */
+  /** Tool or prompt names (globs on the hub or the upstream name) the group hides. */
   deny?: string[];
 }
 
@@ -82,15 +82,19 @@ export class Groups {
     return [...this.groups.keys()];
   }
 
-  /** Whether group `name` shows this item; undefined group = the whole hub. */
-  includes(name: string | undefined, kind: ItemKind, server: string, hubName: string): boolean {
+  /**
+   * Whether group `name` shows this item; undefined group = the whole hub. Tool and prompt
+   * globs match the hub name or the upstream name.
+   */
+  includes(name: string | undefined, kind: ItemKind, server: string, hubName: string, upstreamName: string = hubName): boolean {
     if (name === undefined) return true;
     const g = this.groups.get(name);
     if (!g) return false;
     if (g.servers && !g.servers.has(server)) return false;
-    if (kind === 'tools' && g.tools && !g.tools(hubName)) return false;
-    if (kind === 'prompts' && g.prompts && !g.prompts(hubName)) return false;
-    if ((kind === 'tools' || kind === 'prompts') && g.deny && g.deny(hubName)) return false;
+    const either = (m: Matcher) => m(hubName) || m(upstreamName);
+    if (kind === 'tools' && g.tools && !either(g.tools)) return false;
+    if (kind === 'prompts' && g.prompts && !either(g.prompts)) return false;
+    if ((kind === 'tools' || kind === 'prompts') && g.deny && either(g.deny)) return false;
     return true;
   }
 }

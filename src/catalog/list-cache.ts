@@ -1,7 +1,10 @@
 /**
- * Per-upstream list cache: one entry per (server, list kind), fresh for the upstream's own
- * `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy, which gives no hints).
- * Concurrent misses share one upstream fetch; a failed refresh serves the stale entry.
+ * Per-upstream list cache: one entry per (server, list kind, authorization context), fresh for
+ * the upstream's own `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy,
+ * which gives no hints). Concurrent misses share one upstream fetch; a failed refresh serves
+ * the stale entry. Keys are `<server>\0<kind>` for the server's own credentials and
+ * `<server>\0<kind>\0<credential>` for a per-principal one, so a prefix `<server>\0` covers
+ * every entry of a server.
  */
 export interface ListEntry {
   items: Record<string, unknown>[];
@@ -37,6 +40,16 @@ export class ListCache {
 
   remainingMs(e: ListEntry): number {
     return Math.max(0, e.receivedAt + e.ttlMs - this.now());
+  }
+
+  /** The entry when it is fresh (counted as a hit), else undefined; no fetch. */
+  fresh(key: string): ListEntry | undefined {
+    const e = this.entries.get(key);
+    if (e && this.isFresh(e)) {
+      this.stats.hits++;
+      return e;
+    }
+    return undefined;
   }
 
   async get(key: string, fetch: Fetcher): Promise<ListEntry> {

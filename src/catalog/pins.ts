@@ -111,12 +111,16 @@ export interface PinServer {
  * Checks one server's current tools against the store. Writes what changed (first sightings,
  * new pending definitions, auto-approvals, reverts) and returns a verdict per tool plus the
  * events to report. Reporting happens once per distinct pending definition, not per list.
+ * A rename is an approved definition whose name is gone from the list, reappearing under a
+ * new name; `previous` (the names of the same list last time) narrows "gone" to names this
+ * list really had, undefined = judge by the store alone (the first list after a start).
  */
 export function checkPins(
   store: PinStore,
   server: PinServer,
   tools: readonly { name: string; def: Hashed }[],
   now: number,
+  previous?: ReadonlySet<string>,
 ): { verdicts: Map<string, PinVerdict>; events: PinEvent[] } {
   const verdicts = new Map<string, PinVerdict>();
   const events: PinEvent[] = [];
@@ -137,7 +141,9 @@ export function checkPins(
     let renamedFrom: string | null = null;
     if (rec) reason = 'changed';
     else {
-      const old = records.find((r) => r.tool !== name && r.hash !== null && r.bodyHash === def.bodyHash && !listed.has(r.tool));
+      const old = records.find(
+        (r) => r.tool !== name && r.hash !== null && r.bodyHash === def.bodyHash && !listed.has(r.tool) && (previous === undefined || previous.has(r.tool)),
+      );
       if (old) {
         reason = 'renamed';
         renamedFrom = old.tool;

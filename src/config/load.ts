@@ -80,7 +80,8 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
   if (file) config.file = resolve(file);
   if (raw.auth) config.auth = raw.auth;
   if (raw.policy) config.policy = raw.policy;
-  for (const k of ['plugins', 'groups'] as const) if (raw[k]) config[k] = raw[k];
+  if (raw.plugins) config.plugins = raw.plugins;
+  if (raw.groups) config.groups = raw.groups;
   return config;
 }
 
@@ -104,6 +105,7 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
   if (s.url !== undefined) server.url = s.url;
   if (s.credentials !== undefined) server.credentials = s.credentials;
   if (s.cacheTtlMs !== undefined) server.cacheTtlMs = s.cacheTtlMs;
+  if (s.autoApprove !== undefined) server.autoApprove = s.autoApprove;
   return server;
 }
 

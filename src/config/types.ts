@@ -22,9 +22,34 @@ export interface HubConfig {
   /** Authentication of downstream clients; absent (or no keys and no oauth) = none, loopback only. */
   auth?: AuthConfig;
   policy?: PolicyConfig;
-  /** Reserved sections, validated only as objects so later features can define them. */
-  plugins?: Record<string, unknown>;
-  groups?: Record<string, unknown>;
+  /** Plugins to load and their options (src/plugins). */
+  plugins?: PluginsConfig;
+  /** Named tool groups, selected by the endpoint path `/mcp/<group>`. */
+  groups?: Record<string, GroupConfig>;
+}
+
+/** `plugins`: bundled plugins run first, then the folder's files in name order, then `paths` in order. */
+export interface PluginsConfig {
+  /** Folder whose .js/.mjs files are loaded (default "plugins", next to the config file). */
+  dir?: string;
+  /** More plugin files, relative to the config file's folder, loaded in this order. */
+  paths?: (string | { path: string; options?: Record<string, unknown> })[];
+  /** Options per plugin name. */
+  options?: Record<string, Record<string, unknown>>;
+  /** Plugin names not to run ("description-checks" and "redact-secrets" are bundled). */
+  disable?: string[];
+}
+
+/** `groups.<name>`: what a client connected to `/mcp/<name>` sees. */
+export interface GroupConfig {
+  /** Server ids (default: all). */
+  servers?: string[];
+  /** Tool globs on the hub or upstream name (default: every tool of the servers). */
+  tools?: string[];
+  /** Prompt globs (default: every prompt of the servers). */
+  prompts?: string[];
+  /** Tool or prompt globs the group hides. */
+  deny?: string[];
 }
 
 export interface AuthConfig {
@@ -63,6 +88,10 @@ export interface OAuthConfig {
 
 export interface PolicyConfig {
   rateLimit?: RateLimitConfig;
+  /** A tool whose definition changed since it was approved: hidden ("block", default) or shown with a warning. */
+  pinning?: 'block' | 'warn';
+  /** A description with signs of poisoning: shown with a flag ("warn", default) or hidden ("block"). */
+  poisoning?: 'warn' | 'block';
   [key: string]: unknown;
 }
 
@@ -103,8 +132,13 @@ export interface ServerConfig {
   era: 'auto' | Era;
   probeTimeoutMs: number;
   maxFrameBytes: number;
-  /** Overrides the upstream's own list ttlMs when set. */
+  /**
+   * List (and resources/read) freshness in ms, overriding the upstream's own ttlMs when set.
+   * Unset: modern upstreams' ttlMs; legacy ones until list_changed if declared, else 30 s.
+   */
   cacheTtlMs?: number;
+  /** Trusted servers only: a changed tool definition is approved at once instead of quarantined. */
+  autoApprove?: boolean;
   tools: ServerToolsConfig;
 }
 

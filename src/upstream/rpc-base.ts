@@ -5,6 +5,7 @@
  * (and, through Lifecycle, connect/disconnect).
  */
 import { MODERN } from '../protocol/era.js';
+import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import {
   CancelledError,
   INTERNAL_ERROR,
@@ -17,7 +18,7 @@ import {
 import { errorResponse, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
-import type { CallOptions, Upstream } from './types.js';
+import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
 
@@ -41,7 +42,11 @@ export interface Pending {
   frame?: string;
   session?: string;
   retried?: boolean;
+  /** A `subscriptions/listen` stream: no timeout; its messages go here. */
+  listen?: (n: { method: string; params: Record<string, unknown> }) => void;
 }
+
+type ListenSink = NonNullable<Pending['listen']>;
 
 let tokenCounter = 0;
 /** Progress tokens unique across the hub process, so no two calls ever share one. */
@@ -83,11 +88,17 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * Send a request. Public calls get the era envelope; internal (handshake) calls pass their
    * params exactly as they must appear on the wire.
    */
-  protected call(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, internal: boolean): Promise<Record<string, unknown>> {
+  protected call(
+    method: string,
+    params: Record<string, unknown>,
+    opts: CallOptions | undefined,
+    internal: boolean,
+    listen?: ListenSink,
+  ): Promise<Record<string, unknown>> {
     const id = ++this.nextId;
     const timeoutMs = opts?.timeoutMs ?? this.spec.timeoutMs;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined };
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen };
       let wire = params;
       if (!internal) {
         if (opts?.onProgress) p.token = nextToken();
@@ -102,7 +113,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
       }
       const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
-      p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
+      // A listen stream lasts as long as the subscription; only its own end or close stops it.
+      if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
       if (opts?.signal) {
         p.onAbort = () => this.onAbort(p);
         opts.signal.addEventListener('abort', p.onAbort, { once: true });
@@ -185,7 +197,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // than one, answering for any of them could hand one user's request to another.
       let n = 0;
       for (const p of this.pending.values()) {
-        if (p.internal) continue;
+        if (p.internal || p.listen) continue;
         n++;
         target = p.opts?.onServerRequest ? p : undefined;
       }
@@ -228,7 +240,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   private resumeTimer(p: Pending): void {
-    if (--p.waits > 0 || !this.isPending(p)) return;
+    if (--p.waits > 0 || !this.isPending(p) || p.listen) return;
     p.timer = setTimeout(() => this.onTimeout(p), p.timeoutMs);
   }
 
@@ -250,6 +262,19 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
       return;
     }
+    const stream = this.listenOf(params, via);
+    if (stream) {
+      // A server ending a stdio subscription may say so with notifications/cancelled (digest §4.1).
+      if (msg.method === 'notifications/cancelled') return this.resolveCall(stream, {});
+      try {
+        stream.listen!({ method: msg.method, params });
+      } catch (err) {
+        this.log.warn({ err: errMessage(err) }, 'listen handler threw');
+      }
+      if (msg.method === 'notifications/subscriptions/acknowledged') return;
+    } else if (msg.method === 'notifications/cancelled' && this.isListenId(params.requestId)) {
+      return this.resolveCall(this.pending.get(Number(params.requestId))!, {});
+    }
     if (msg.method === 'notifications/message') {
       const p = this.logTarget(via);
       if (p !== undefined) {
@@ -262,6 +287,35 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
     }
     this.emit('notification', { method: msg.method, params });
+  }
+
+  /** The listen stream a message belongs to: the stream it came on, or its subscriptionId. */
+  private listenOf(params: Record<string, unknown>, via: Pending | undefined): Pending | undefined {
+    if (via?.listen && this.isPending(via)) return via;
+    const meta = params._meta as Record<string, unknown> | undefined;
+    const sid = meta?.[META_SUBSCRIPTION_ID];
+    return sid !== undefined && this.isListenId(sid) ? this.pending.get(Number(sid)) : undefined;
+  }
+
+  private isListenId(id: unknown): boolean {
+    if (typeof id !== 'number' && typeof id !== 'string') return false;
+    const p = this.pending.get(Number(id));
+    return p !== undefined && p.listen !== undefined;
+  }
+
+  listen(filter: ListenFilter, onMessage: ListenSink): ListenHandle {
+    let settle!: (e: ListenEnd) => void;
+    const ended = new Promise<ListenEnd>((resolve) => (settle = resolve));
+    if (this._state !== 'ready' || this._era !== MODERN) {
+      settle({ reason: this._state !== 'ready' ? `upstream is ${this._state}` : 'not a modern upstream' });
+      return { close: () => undefined, ended };
+    }
+    const ac = new AbortController();
+    this.call('subscriptions/listen', { notifications: filter }, { signal: ac.signal }, false, onMessage).then(
+      () => settle({ reason: 'ended by the server' }),
+      (err: unknown) => settle(ac.signal.aborted ? { reason: 'closed' } : { reason: errMessage(err), error: err instanceof Error ? err : new Error(String(err)) }),
+    );
+    return { close: () => ac.abort('listen closed'), ended };
   }
 
   /**

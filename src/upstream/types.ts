@@ -86,4 +86,33 @@ export interface Upstream extends EventEmitter {
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;
   notify(method: string, params?: Record<string, unknown>): void;
   close(): Promise<void>;
+  /**
+   * Modern upstreams: open a `subscriptions/listen` stream with this filter. Every message of
+   * the stream (the acknowledgement included) goes to `onMessage`; the change notifications are
+   * also emitted as 'notification' events. On a legacy or not-ready upstream the handle ends
+   * at once.
+   */
+  listen?(filter: ListenFilter, onMessage: (n: { method: string; params: Record<string, unknown> }) => void): ListenHandle;
+}
+
+/** What a `subscriptions/listen` asks for (digest §4.1); omitted = not subscribed. */
+export interface ListenFilter {
+  toolsListChanged?: boolean;
+  promptsListChanged?: boolean;
+  resourcesListChanged?: boolean;
+  resourceSubscriptions?: string[];
+}
+
+export interface ListenEnd {
+  /** 'closed' when the hub closed it; otherwise why the stream ended. */
+  reason: string;
+  /** The failure, when it ended with one (an RpcError when the upstream refused the listen). */
+  error?: Error;
+}
+
+export interface ListenHandle {
+  /** Stop listening: closes the stream (HTTP) or sends notifications/cancelled (stdio). */
+  close(): void;
+  /** Settles (never rejects) when the subscription is over, for whatever reason. */
+  readonly ended: Promise<ListenEnd>;
 }

@@ -1,0 +1,138 @@
+import type { ServerConfig } from '../config/types.js';
+import type { PluginRunner } from '../plugins/runner.js';
+import type { ItemFlag } from '../plugins/types.js';
+import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
+import { toolFilter } from './filters.js';
+import type { ListKind } from './lists.js';
+import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
+
+/**
+ * One upstream's list as the hub exposes it: allow/deny, annotations the hub can stand behind,
+ * pins, plugin flags, and the decision to show or hide each item. Built once per upstream list
+ * version (not per client request) and cached with it.
+ */
+
+export type PinningPolicy = 'block' | 'warn';
+export type PoisoningPolicy = 'warn' | 'block';
+
+export interface PartPolicy {
+  pinning: PinningPolicy;
+  poisoning: PoisoningPolicy;
+}
+
+export interface PartServer {
+  id: string;
+  config: ServerConfig;
+  era: string | undefined;
+}
+
+export interface PartRecord {
+  /** Tool or prompt name, or resource URI / template, as the upstream listed it. */
+  upstreamName: string;
+  /** As the upstream listed it. */
+  upstream: Record<string, unknown>;
+  /** As it goes downstream (before the hub name is applied): plugin rewrites, hub annotations. */
+  item: Record<string, unknown>;
+  /** Tools: the annotations the hub uses and sends, and where they came from. */
+  annotations?: Record<string, unknown>;
+  annotationSource?: AnnotationSource;
+  pin?: PinVerdict;
+  flags: (ItemFlag & { plugin?: string })[];
+  /** Why it is not exposed; undefined = exposed. */
+  hidden?: string;
+  /** Filtered out by `servers.<id>.tools.allow/deny`: not pinned, not named. */
+  denied?: boolean;
+}
+
+export interface PartDeps {
+  pins: PinStore;
+  plugins: PluginRunner | undefined;
+  policy: PartPolicy;
+  now: () => number;
+  /** Pin events and hidden poisoned items, for the log and the ledger. */
+  report(e: PinEvent | PoisonEvent): void;
+  /** The names of this list last time (see checkPins); undefined = unknown. */
+  previous?: ReadonlySet<string>;
+}
+
+export interface PoisonEvent {
+  kind: 'poisoning';
+  server: string;
+  tool: string;
+  itemKind: ListKind;
+  blocked: boolean;
+  flags: ItemFlag[];
+}
+
+const NAME_FIELD: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
+
+export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
+  const field = NAME_FIELD[kind];
+  const records: PartRecord[] = [];
+  const seen = new Set<string>();
+  const allowed = kind === 'tools' ? toolFilter(s.config.tools) : () => true;
+  const trusted = s.config.trust === 'trusted';
+  for (const it of items) {
+    const name = it[field];
+    if (typeof name !== 'string' || seen.has(name)) continue; // nameless or duplicate: cannot be routed
+    seen.add(name);
+    const r: PartRecord = { upstreamName: name, upstream: it, item: it, flags: [] };
+    if (!allowed(name)) {
+      r.denied = true;
+      r.hidden = 'not allowed by servers.' + s.id + '.tools allow/deny';
+    } else if (kind === 'tools') {
+      const eff = effectiveAnnotations(trusted, it.annotations, s.config.tools.byName[name]?.annotations);
+      r.annotations = eff.annotations;
+      r.annotationSource = eff.source;
+      r.item = { ...it, annotations: eff.annotations };
+    }
+    records.push(r);
+  }
+  const live = records.filter((r) => !r.denied);
+
+  if (kind === 'tools' && live.length) {
+    const { verdicts, events } = checkPins(
+      deps.pins,
+      { id: s.id, autoApprove: trusted && s.config.autoApprove === true },
+      live.map((r) => ({ name: r.upstreamName, def: hashDefinition(pinnedDefinition(r.upstream)) })),
+      deps.now(),
+      deps.previous,
+    );
+    for (const e of events) deps.report(e);
+    for (const r of live) {
+      r.pin = verdicts.get(r.upstreamName);
+      if (r.pin && r.pin.state !== 'approved') {
+        const why = r.pin.state === 'renamed' ? `same definition as the approved tool "${r.pin.renamedFrom}" under a new name` : 'definition changed since it was approved';
+        r.flags.push({ code: `pin-${r.pin.state}`, message: why, category: 'pinning' });
+        if (deps.policy.pinning === 'block') r.hidden = `quarantined: ${why}; see \`switchyard tools diff\``;
+      }
+    }
+  }
+
+  if (deps.plugins && live.length) {
+    const out = await deps.plugins.list(kind, { id: s.id, trust: s.config.trust, era: s.era }, live.map((r) => r.item));
+    live.forEach((r, i) => {
+      r.item = out.items[i];
+      const fl = out.flags.get(i);
+      if (fl) r.flags.push(...fl);
+      const h = out.hidden.get(i);
+      if (h && !r.hidden) r.hidden = h;
+    });
+  }
+
+  for (const r of live) {
+    const poison = r.flags.filter((f) => f.category === 'poisoning');
+    if (poison.length === 0) continue;
+    const blocked = deps.policy.poisoning === 'block' && !r.hidden;
+    if (blocked) r.hidden = `poisoning: ${poison.map((f) => f.code).join(', ')}`;
+    deps.report({ kind: 'poisoning', server: s.id, tool: r.upstreamName, itemKind: kind, blocked, flags: poison });
+  }
+
+  // Operators and clients can see why a shown item is suspicious.
+  for (const r of live) {
+    if (r.hidden || r.flags.length === 0) continue;
+    const meta = (r.item._meta as Record<string, unknown> | undefined) ?? {};
+    r.item = { ...r.item, _meta: { ...meta, 'dev.switchyard/flags': r.flags.map((f) => `${f.code}: ${f.message}`) } };
+  }
+  return records;
+}

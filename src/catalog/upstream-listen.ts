@@ -1,0 +1,140 @@
+import type { Logger } from '../log.js';
+import { MODERN } from '../protocol/era.js';
+import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import type { ListenFilter, ListenHandle, Upstream } from '../upstream/types.js';
+
+/**
+ * The hub's own `subscriptions/listen` to every modern upstream (digest §8.6): one stream per
+ * upstream with the union of what the hub needs (list changes of the families the upstream
+ * offers, plus the resource URIs some client subscribed to), opened when the upstream becomes
+ * ready, re-opened after a drop (with backoff; the lists are invalidated because changes may
+ * have been missed meanwhile) and when the filter changes.
+ */
+
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 30_000;
+
+interface Tracked {
+  id: string;
+  upstream: Upstream;
+  handle?: ListenHandle;
+  filterKey?: string;
+  retry?: NodeJS.Timeout;
+  failures: number;
+  onState: () => void;
+  /** The upstream refused listen (-32601): do not ask again until it restarts. */
+  refused: boolean;
+}
+
+export interface ListenManagerOptions {
+  /** The resource URIs of this upstream some downstream client subscribed to. */
+  subscribedUris(serverId: string): string[];
+  /** A stream ended unexpectedly: notifications may have been missed. */
+  onGap(serverId: string): void;
+}
+
+export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | undefined {
+  const caps = upstream.capabilities ?? {};
+  const f: ListenFilter = {};
+  if (caps.tools) f.toolsListChanged = true;
+  if (caps.prompts) f.promptsListChanged = true;
+  if (caps.resources) {
+    f.resourcesListChanged = true;
+    if (uris.length) f.resourceSubscriptions = [...uris].sort();
+  }
+  return Object.keys(f).length ? f : undefined;
+}
+
+export class ListenManager {
+  private readonly tracked = new Map<string, Tracked>();
+
+  constructor(
+    private readonly log: Logger,
+    private readonly opts: ListenManagerOptions,
+  ) {}
+
+  track(id: string, upstream: Upstream): void {
+    this.untrack(id);
+    const t: Tracked = { id, upstream, failures: 0, refused: false, onState: () => this.sync(t) };
+    this.tracked.set(id, t);
+    upstream.on('state', t.onState);
+    this.sync(t);
+  }
+
+  untrack(id: string): void {
+    const t = this.tracked.get(id);
+    if (!t) return;
+    this.tracked.delete(id);
+    t.upstream.off('state', t.onState);
+    this.stop(t);
+  }
+
+  /** The filter of a server may have changed (a resource subscription came or went). */
+  refresh(id: string): void {
+    const t = this.tracked.get(id);
+    if (t) this.sync(t);
+  }
+
+  /** Whether a listen stream to this server is open (for status and tests). */
+  listening(id: string): boolean {
+    return this.tracked.get(id)?.handle !== undefined;
+  }
+
+  closeAll(): void {
+    for (const id of [...this.tracked.keys()]) this.untrack(id);
+  }
+
+  private stop(t: Tracked): void {
+    if (t.retry) clearTimeout(t.retry);
+    t.retry = undefined;
+    const h = t.handle;
+    t.handle = undefined;
+    t.filterKey = undefined;
+    h?.close();
+  }
+
+  private sync(t: Tracked): void {
+    const u = t.upstream;
+    if (u.state !== 'ready' || u.era !== MODERN || typeof u.listen !== 'function') {
+      if (u.state !== 'ready') t.refused = false; // a restart may bring a server that listens
+      this.stop(t);
+      return;
+    }
+    if (t.refused) return;
+    const filter = filterFor(u, this.opts.subscribedUris(t.id));
+    const key = JSON.stringify(filter ?? null);
+    if (t.handle && t.filterKey === key) return;
+    if (t.retry && !t.handle) return; // a re-listen is scheduled; it will use the current filter
+    this.stop(t);
+    if (filter) this.open(t, filter, key);
+  }
+
+  private open(t: Tracked, filter: ListenFilter, key: string): void {
+    const handle = t.upstream.listen!(filter, (m) => {
+      if (m.method !== 'notifications/subscriptions/acknowledged') return;
+      t.failures = 0;
+      this.log.debug({ server: t.id, honoured: m.params.notifications }, 'upstream listen acknowledged');
+    });
+    t.handle = handle;
+    t.filterKey = key;
+    void handle.ended.then((end) => {
+      if (t.handle !== handle) return; // closed by us, or replaced
+      t.handle = undefined;
+      t.filterKey = undefined;
+      if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
+      if (end.error instanceof RpcError && end.error.code === METHOD_NOT_FOUND) {
+        t.refused = true;
+        this.log.info({ server: t.id }, 'upstream does not support subscriptions/listen; relying on list TTLs');
+        return;
+      }
+      const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
+      this.log.info({ server: t.id, reason: end.reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
+      this.opts.onGap(t.id);
+      t.retry = setTimeout(() => {
+        t.retry = undefined;
+        if (this.tracked.get(t.id) === t) this.sync(t);
+      }, delay);
+      t.retry.unref();
+    });
+  }
+}

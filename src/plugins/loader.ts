@@ -1,0 +1,87 @@
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { PluginsConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
+import descriptionChecks from '../../plugins/description-checks.js';
+import redactSecrets from '../../plugins/redact-secrets.js';
+import type { PluginFailure } from './runner.js';
+import type { Plugin, PluginModule } from './types.js';
+
+/** The bundled plugins, in the order they run (before any user plugin). */
+export const BUNDLED: Record<string, PluginModule> = {
+  'description-checks': descriptionChecks,
+  'redact-secrets': redactSecrets,
+};
+
+const LOADABLE = new Set(['.js', '.mjs', '.cjs']);
+
+async function instantiate(mod: PluginModule, options: Record<string, unknown>, log: Logger, fallbackName: string): Promise<Plugin> {
+  const p = typeof mod === 'function' ? await mod({ options, log: log.child({ plugin: fallbackName }) }) : mod;
+  if (p === null || typeof p !== 'object') throw new Error('the module does not export a plugin (an object with a name and hooks, or a factory)');
+  if (typeof p.name !== 'string' || p.name === '') throw new Error('the plugin has no name');
+  for (const h of ['onList', 'beforeCall', 'afterCall', 'onNotification', 'close'] as const)
+    if (p[h] !== undefined && typeof p[h] !== 'function') throw new Error(`${h} is not a function`);
+  return p;
+}
+
+async function importPlugin(file: string): Promise<PluginModule> {
+  const m = (await import(pathToFileURL(file).href)) as { default?: PluginModule; plugin?: PluginModule };
+  const mod = m.default ?? m.plugin;
+  if (mod === undefined) throw new Error('no default export (and no export named "plugin")');
+  return mod;
+}
+
+/**
+ * Loads the plugins in order: bundled, the plugins folder, then `plugins.paths`. A plugin that
+ * cannot be loaded is reported and skipped; the hub starts without it.
+ */
+export async function loadPlugins(
+  config: PluginsConfig | undefined,
+  configFile: string | undefined,
+  log: Logger,
+  onFailure: (f: PluginFailure) => void,
+): Promise<Plugin[]> {
+  const base = configFile ? dirname(configFile) : process.cwd();
+  const disabled = new Set(config?.disable ?? []);
+  const optionsOf = (name: string): Record<string, unknown> => config?.options?.[name] ?? {};
+  const out: Plugin[] = [];
+  const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>) => {
+    try {
+      const mod = await load();
+      // A factory learns its name only when called: its options are looked up by the file's
+      // name without extension and ordering prefix ("10-audit.mjs" → "audit").
+      const guess = where.replace(/^.*[\\/]/, '').replace(/\.[cm]?js$/, '').replace(/^\d+[-_]/, '').replace(/^bundled:/, '');
+      const p = await instantiate(mod, options ?? optionsOf(typeof mod === 'function' ? guess : (mod as Plugin).name), log, guess);
+      if (disabled.has(p.name)) {
+        log.info({ plugin: p.name }, 'plugin disabled by config');
+        return;
+      }
+      if (out.some((q) => q.name === p.name)) throw new Error(`a plugin named "${p.name}" is already loaded`);
+      out.push(p);
+      log.info({ plugin: p.name, from: where }, 'plugin loaded');
+    } catch (err) {
+      const f: PluginFailure = { plugin: where, hook: 'load', message: err instanceof Error ? err.message : String(err) };
+      log.error(f, 'plugin could not be loaded; the hub runs without it');
+      onFailure(f);
+    }
+  };
+  for (const [name, mod] of Object.entries(BUNDLED)) {
+    if (disabled.has(name)) continue;
+    await add(`bundled:${name}`, async () => mod, optionsOf(name));
+  }
+  const dir = resolve(base, config?.dir ?? 'plugins');
+  if (existsSync(dir) && statSync(dir).isDirectory()) {
+    for (const f of readdirSync(dir).sort()) {
+      if (!LOADABLE.has(extname(f))) continue;
+      const file = join(dir, f);
+      await add(file, () => importPlugin(file));
+    }
+  }
+  for (const entry of config?.paths ?? []) {
+    const rel = typeof entry === 'string' ? entry : entry.path;
+    const file = isAbsolute(rel) ? rel : resolve(base, rel);
+    await add(file, () => importPlugin(file), typeof entry === 'string' ? undefined : entry.options);
+  }
+  return out;
+}

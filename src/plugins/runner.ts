@@ -1,0 +1,225 @@
+import type { Logger } from '../log.js';
+import type {
+  CallHookContext,
+  CallTool,
+  ItemFlag,
+  ListKind,
+  Plugin,
+  PluginServer,
+} from './types.js';
+
+/** A plugin hook failed; the hub logs and audits it and goes on without the hook's effect. */
+export interface PluginFailure {
+  plugin: string;
+  hook: 'onList' | 'beforeCall' | 'afterCall' | 'onNotification' | 'load' | 'close';
+  message: string;
+  server?: string;
+  tool?: string;
+}
+
+export const DEFAULT_HOOK_TIMEOUT_MS = 5_000;
+
+/** What the onList hooks made of one upstream list, by item index. */
+export interface ListOutcome {
+  items: Record<string, unknown>[];
+  flags: Map<number, (ItemFlag & { plugin: string })[]>;
+  hidden: Map<number, string>;
+}
+
+export interface CallPlan {
+  /** Set when a plugin denied the call. */
+  deny?: { plugin: string; reason: string };
+  arguments: Record<string, unknown>;
+  /** Per-plugin scratch, handed to afterCall. */
+  states: Map<string, Map<string, unknown>>;
+}
+
+class HookTimeout extends Error {
+  constructor(ms: number) {
+    super(`did not finish within ${ms} ms`);
+  }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * Runs plugin hooks in load order with errors contained. Plugins load asynchronously (dynamic
+ * import); every hook entry waits for loading first, which costs nothing once it is done.
+ */
+export class PluginRunner {
+  private plugins: Plugin[] = [];
+  private loaded = false;
+  private readonly ready: Promise<void>;
+  private hasCallHooks = false;
+
+  constructor(
+    plugins: Promise<Plugin[]> | Plugin[],
+    private readonly log: Logger,
+    private readonly onFailure: (f: PluginFailure) => void,
+    private readonly timeoutMs = DEFAULT_HOOK_TIMEOUT_MS,
+  ) {
+    this.ready = Promise.resolve(plugins).then(
+      (ps) => {
+        this.plugins = ps;
+        this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
+        this.loaded = true;
+      },
+      (err: unknown) => {
+        this.loaded = true;
+        this.fail({ plugin: '(loader)', hook: 'load', message: messageOf(err) });
+      },
+    );
+  }
+
+  /** Resolves once plugins are loaded (never rejects). */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  names(): string[] {
+    return this.plugins.map((p) => p.name);
+  }
+
+  /** False when no loaded plugin has a call hook: the router can skip call-hook work entirely. */
+  get callHooks(): boolean {
+    return !this.loaded || this.hasCallHooks;
+  }
+
+  private fail(f: PluginFailure): void {
+    this.log.error(f, 'plugin failed; its effect is dropped');
+    try {
+      this.onFailure(f);
+    } catch (err) {
+      this.log.error({ err: messageOf(err) }, 'could not report a plugin failure');
+    }
+  }
+
+  /** Runs fn with the hook timeout; a throw, rejection or timeout is reported and yields undefined. */
+  private async guard<T>(p: Plugin, hook: PluginFailure['hook'], where: { server?: string; tool?: string }, fn: () => T | Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const value = await Promise.race([
+        Promise.resolve().then(fn),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new HookTimeout(this.timeoutMs)), this.timeoutMs);
+          timer.unref();
+        }),
+      ]);
+      return { ok: true, value };
+    } catch (err) {
+      this.fail({ plugin: p.name, hook, message: messageOf(err), ...where });
+      return { ok: false };
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+  }
+
+  async list(kind: ListKind, server: PluginServer, items: Record<string, unknown>[]): Promise<ListOutcome> {
+    await this.ready;
+    const out: ListOutcome = { items, flags: new Map(), hidden: new Map() };
+    const listing = this.plugins.filter((p) => p.onList);
+    if (listing.length === 0 || items.length === 0) return out;
+    let current = items.slice();
+    for (const p of listing) {
+      const index = new Map<object, number>();
+      current.forEach((it, i) => index.set(it, i));
+      const flags: [number, ItemFlag][] = [];
+      const hidden: [number, string][] = [];
+      const replaced: [number, Record<string, unknown>][] = [];
+      const at = (item: object): number => {
+        const i = index.get(item);
+        if (i === undefined) throw new Error('flag/hide/replace: not an item of this list');
+        return i;
+      };
+      const plog = this.log.child({ plugin: p.name });
+      const ctx = {
+        kind,
+        server,
+        items: current as readonly Readonly<Record<string, unknown>>[],
+        flag: (item: object, f: ItemFlag) => void flags.push([at(item), { code: String(f.code), message: String(f.message), category: f.category, field: f.field }]),
+        hide: (item: object, reason: string) => void hidden.push([at(item), String(reason)]),
+        replace: (item: object, next: Record<string, unknown>) => {
+          if (next === null || typeof next !== 'object') throw new Error('replace: the new item must be an object');
+          replaced.push([at(item), next]);
+        },
+        log: plog,
+      };
+      const r = await this.guard(p, 'onList', { server: server.id }, () => p.onList!(ctx));
+      if (!r.ok) continue; // a failing plugin changes nothing, not even what it flagged before failing
+      for (const [i, f] of flags) {
+        const list = out.flags.get(i) ?? [];
+        list.push({ ...f, plugin: p.name });
+        out.flags.set(i, list);
+      }
+      for (const [i, reason] of hidden) if (!out.hidden.has(i)) out.hidden.set(i, `plugin ${p.name}: ${reason}`);
+      if (replaced.length) {
+        current = current.slice();
+        for (const [i, next] of replaced) current[i] = next;
+      }
+    }
+    out.items = current;
+    return out;
+  }
+
+  async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
+    await this.ready;
+    const plan: CallPlan = { arguments: args, states: new Map() };
+    for (const p of this.plugins) {
+      if (!p.beforeCall && !p.afterCall) continue;
+      const state = new Map<string, unknown>();
+      plan.states.set(p.name, state);
+      if (!p.beforeCall) continue;
+      const ctx: CallHookContext = { tool, principal, group, arguments: plan.arguments, state, log: this.log.child({ plugin: p.name }) };
+      const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
+      if (!r.ok || !r.value) continue;
+      const v = r.value as Record<string, unknown>;
+      if (typeof v.deny === 'string') {
+        plan.deny = { plugin: p.name, reason: v.deny };
+        return plan;
+      }
+      if (v.arguments !== null && typeof v.arguments === 'object' && !Array.isArray(v.arguments)) plan.arguments = v.arguments as Record<string, unknown>;
+    }
+    return plan;
+  }
+
+  async afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Promise<Record<string, unknown>> {
+    await this.ready;
+    let current = result;
+    for (const p of this.plugins) {
+      if (!p.afterCall) continue;
+      const ctx: CallHookContext = {
+        tool,
+        principal,
+        group,
+        arguments: plan.arguments,
+        state: plan.states.get(p.name) ?? new Map(),
+        log: this.log.child({ plugin: p.name }),
+      };
+      const input = current;
+      const r = await this.guard(p, 'afterCall', { server: tool.server.id, tool: tool.hubName }, () => p.afterCall!(ctx, input));
+      if (r.ok && r.value && typeof r.value === 'object' && !Array.isArray(r.value)) current = r.value;
+    }
+    return current;
+  }
+
+  /** False when a plugin dropped the notification. */
+  async notification(server: PluginServer, method: string, params: Record<string, unknown>): Promise<boolean> {
+    if (this.loaded && !this.plugins.some((p) => p.onNotification)) return true;
+    await this.ready;
+    for (const p of this.plugins) {
+      if (!p.onNotification) continue;
+      const r = await this.guard(p, 'onNotification', { server: server.id }, () =>
+        p.onNotification!({ server, method, params, log: this.log.child({ plugin: p.name }) }),
+      );
+      if (r.ok && r.value && (r.value as { drop?: unknown }).drop === true) return false;
+    }
+    return true;
+  }
+
+  async close(): Promise<void> {
+    await this.ready;
+    for (const p of this.plugins) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
+  }
+}

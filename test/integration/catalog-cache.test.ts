@@ -1,0 +1,160 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Catalog, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
+import { NameAssigner } from '../../src/catalog/names.js';
+import { silentLogger } from '../../src/log.js';
+import { serverConfig, sleep, startMutable, type Fixture } from './catalog-helpers.js';
+import { waitFor } from './upstream-helpers.js';
+
+let fixtures: Fixture[] = [];
+let catalogs: Catalog[] = [];
+afterEach(async () => {
+  for (const c of catalogs) c.close();
+  await Promise.allSettled(fixtures.map((f) => f.upstream.close()));
+  fixtures = [];
+  catalogs = [];
+});
+
+async function fixture(id: string, env: Record<string, string> = {}): Promise<Fixture> {
+  const f = await startMutable(id, env);
+  fixtures.push(f);
+  return f;
+}
+
+function catalogOf(handles: ServerHandle[], opts: ConstructorParameters<typeof Catalog>[3] = {}): Catalog {
+  const c = new Catalog(() => handles, new NameAssigner(), silentLogger, opts);
+  for (const h of handles) c.watch(h);
+  catalogs.push(c);
+  return c;
+}
+
+const names = (items: Record<string, unknown>[]) => items.map((t) => String(t.name)).sort();
+
+describe('catalog cache (real stdio upstreams)', () => {
+  it('honours a modern upstream ttlMs: one fetch within the TTL, a refetch after it', async () => {
+    const f = await fixture('m', { LIST_TTL_MS: '400', CACHE_SCOPE: 'public' });
+    const c = catalogOf([{ id: 'm', config: serverConfig('m'), upstream: f.upstream }]);
+    const a = await c.aggregate('tools');
+    expect(names(a.items)).toContain('m__echo');
+    expect(a.scope).toBe('public');
+    expect(a.ttlMs).toBeGreaterThan(0);
+    expect(a.ttlMs).toBeLessThanOrEqual(400);
+    for (let i = 0; i < 5; i++) await c.aggregate('tools');
+    expect(f.stats()['tools/list']).toBe(1);
+    await sleep(450);
+    await c.aggregate('tools');
+    expect(f.stats()['tools/list']).toBe(2);
+  });
+
+  it('ttlMs 0 refetches every time; a private answer makes the aggregate private', async () => {
+    const f = await fixture('z', { LIST_TTL_MS: '0' });
+    const c = catalogOf([{ id: 'z', config: serverConfig('z'), upstream: f.upstream }]);
+    const a = await c.aggregate('tools');
+    await c.aggregate('tools');
+    expect(f.stats()['tools/list']).toBe(2);
+    expect(a.scope).toBe('private');
+    expect(a.ttlMs).toBe(0);
+  });
+
+  it('concurrent misses share one upstream fetch', async () => {
+    const f = await fixture('s', { LIST_TTL_MS: '0', LIST_DELAY_MS: '200' });
+    const c = catalogOf([{ id: 's', config: serverConfig('s'), upstream: f.upstream }]);
+    const all = await Promise.all(Array.from({ length: 100 }, () => c.aggregate('tools')));
+    expect(new Set(all.map((a) => a.snapshot)).size).toBe(1);
+    expect(f.stats()['tools/list']).toBe(1);
+  });
+
+  it('legacy with listChanged: cached until list_changed; without it: cacheTtlMs', async () => {
+    const lc = await fixture('lc', { ERA: 'legacy' });
+    const plain = await fixture('pl', { ERA: 'legacy', LIST_CHANGED: '0' });
+    const c = catalogOf([
+      { id: 'lc', config: serverConfig('lc'), upstream: lc.upstream },
+      { id: 'pl', config: serverConfig('pl', { cacheTtlMs: 300 }), upstream: plain.upstream },
+    ]);
+    const a = await c.aggregate('tools');
+    expect(a.scope).toBe('private'); // legacy upstreams give no scope: the safe reading
+    await c.aggregate('tools');
+    expect(lc.stats()['tools/list']).toBe(1);
+    expect(plain.stats()['tools/list']).toBe(1);
+    await sleep(350);
+    await c.aggregate('tools');
+    expect(lc.stats()['tools/list']).toBe(1); // no TTL: only list_changed refreshes it
+    expect(plain.stats()['tools/list']).toBe(2);
+    const changed = new Promise((r) => c.once('changed', r));
+    await lc.upstream.request('tools/call', { name: 'mutate', arguments: { op: 'describe', tool: 'add', description: 'Adds' } });
+    await changed;
+    await c.aggregate('tools');
+    expect(lc.stats()['tools/list']).toBe(2);
+  });
+
+  it('serves the stale entry when a refresh fails', async () => {
+    const f = await fixture('st', { LIST_TTL_MS: '50' });
+    const c = catalogOf([{ id: 'st', config: serverConfig('st'), upstream: f.upstream }]);
+    const a = await c.aggregate('tools');
+    await sleep(80);
+    // A failing refresh: the upstream answers an error for this one list.
+    const original = f.upstream.request.bind(f.upstream);
+    f.upstream.request = (m, p, o) => (m === 'tools/list' ? Promise.reject(new Error('boom')) : original(m, p, o));
+    const b = await c.aggregate('tools');
+    expect(b.items).toEqual(a.items);
+    expect(c.cache.stats.staleServed).toBe(1);
+  });
+
+  it('private entries are partitioned by the upstream authorization context; public ones are shared', async () => {
+    const shared = await fixture('p', { CACHE_SCOPE: 'public', LIST_TTL_MS: '60000' });
+    const alice = await fixture('p-alice', { CACHE_SCOPE: 'private', LIST_TTL_MS: '60000', TOOLS: JSON.stringify([{ name: 'alice_only', inputSchema: { type: 'object' } }]) });
+    const bob = await fixture('p-bob', { CACHE_SCOPE: 'private', LIST_TTL_MS: '60000', TOOLS: JSON.stringify([{ name: 'bob_only', inputSchema: { type: 'object' } }]) });
+    const h: ServerHandle = { id: 'p', config: serverConfig('p'), upstream: shared.upstream };
+    const own: Record<string, Fixture> = { alice, bob };
+    const connection = (_h: ServerHandle, principal: string | undefined): Connection =>
+      principal && own[principal] ? { credential: principal, upstream: own[principal].upstream } : { credential: '', upstream: shared.upstream };
+    const c = catalogOf([h], { connection });
+
+    // The shared (server's own credentials) list is public: a principal without its own
+    // credentials and one with them both reuse it while fresh.
+    const anon = await c.aggregate('tools', { principal: 'anonymous' });
+    expect(names(anon.items)).toContain('p__echo');
+    expect(anon.scope).toBe('public');
+    const aliceSeesShared = await c.aggregate('tools', { principal: 'alice' });
+    expect(names(aliceSeesShared.items)).toContain('p__echo');
+    expect(alice.stats()['tools/list']).toBeUndefined();
+
+    // Once the shared entry is gone, each principal's own private list is fetched and kept apart.
+    c.cache.drop('p\0');
+    shared.upstream.request = () => Promise.reject(new Error('shared connection down'));
+    const a = await c.aggregate('tools', { principal: 'alice' });
+    const b = await c.aggregate('tools', { principal: 'bob' });
+    expect(names(a.items)).toEqual(['p__alice_only']);
+    expect(names(b.items)).toEqual(['p__bob_only']);
+    expect(a.scope).toBe('private');
+    expect(b.scope).toBe('private');
+    for (let i = 0; i < 3; i++) {
+      expect(names((await c.aggregate('tools', { principal: 'alice' })).items)).toEqual(['p__alice_only']);
+      expect(names((await c.aggregate('tools', { principal: 'bob' })).items)).toEqual(['p__bob_only']);
+    }
+    expect(alice.stats()['tools/list']).toBe(1);
+    expect(bob.stats()['tools/list']).toBe(1);
+    expect(await c.resolveTool('p__bob_only', { principal: 'alice' })).toBeUndefined();
+    expect((await c.resolveTool('p__bob_only', { principal: 'bob' }))?.upstreamName).toBe('bob_only');
+  });
+
+  it('caches resources/read per URI for the upstream ttlMs; resources/updated drops it', async () => {
+    const f = await fixture('r', { CACHE_SCOPE: 'public', LIST_TTL_MS: '60000' });
+    const h: ServerHandle = { id: 'r', config: serverConfig('r'), upstream: f.upstream };
+    let uris: string[] = [];
+    const c = catalogOf([h], { subscribedUris: () => uris });
+    expect(c.reads.get('r', '', 'mut://doc')).toBeUndefined();
+    const r = await f.upstream.request('resources/read', { uri: 'mut://doc' });
+    c.reads.put('r', '', 'mut://doc', r, 60000, 'public');
+    expect(c.reads.get('r', 'someone', 'mut://doc')?.result).toBe(r); // public: every partition
+    // The catalog listens to the modern upstream: subscribe the URI, then announce a change.
+    const listening = () => c.listens.listening('r');
+    await waitFor(listening, 2000, 'listen stream');
+    const updated = new Promise((res) => c.once('resourceUpdated', res));
+    uris = ['mut://doc'];
+    c.subscriptionsChanged('r');
+    await sleep(100);
+    await f.upstream.request('tools/call', { name: 'touch', arguments: { uri: 'mut://doc' } });
+    expect(await updated).toEqual({ server: 'r', uri: 'mut://doc' });
+    expect(c.reads.get('r', '', 'mut://doc')).toBeUndefined();
+  });
+});
