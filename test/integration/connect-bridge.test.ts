@@ -1,0 +1,127 @@
+/**
+ * `switchyard connect`: the official clients spawn the real built binary as a stdio server,
+ * and it bridges them to a running daemon over HTTP. A legacy client (SDK v1) gets a session,
+ * server notifications on the GET stream, and the session is deleted at EOF; a modern client
+ * (SDK v2, auto negotiation) gets the mirrored headers right, so the daemon accepts its calls.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client as ClientV2 } from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+
+let hub: HubProcess;
+
+const bridgeParams = (extra: string[] = []) => ({
+  command: process.execPath,
+  args: [BIN, 'connect', '--url', hub.url, ...extra],
+  env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } as Record<string, string>,
+  cwd: ROOT,
+  stderr: 'pipe' as const,
+});
+
+async function waitFor(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+beforeAll(async () => {
+  hub = await startHub({
+    servers: {
+      legacy: nodeServer(SDK1),
+      modern: nodeServer(SDK2),
+      crashy: { ...nodeServer('test/fixtures/quirks/crash-mid-call.mjs'), era: '2025-11-25' },
+    },
+  });
+  await waitFor(async () => {
+    const h = (await (await fetch(hub.url.replace('/mcp', '/healthz'))).json()) as { servers: { state: string }[] };
+    return h.servers.every((s) => s.state === 'ready');
+  }, 20_000);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('connect bridges a legacy client (SDK v1)', () => {
+  it('lists and calls, receives notifications on the GET stream, and ends its session at EOF', async () => {
+    const client = new ClientV1({ name: 'bridge-v1', version: '1.0.0' });
+    const changed: string[] = [];
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));
+    await client.connect(new StdioV1(bridgeParams()));
+    expect(client.getServerVersion()?.name).toBe('switchyard');
+
+    const tools = (await client.listTools()).tools.map((t) => t.name);
+    expect(tools).toEqual(expect.arrayContaining(['legacy__echo', 'modern__echo', 'crashy__crash']));
+    expect((await client.callTool({ name: 'modern__echo', arguments: { text: 'bridged' } })).content).toEqual([{ type: 'text', text: 'echo:bridged' }]);
+    const progress: number[] = [];
+    const slow = await client.callTool({ name: 'legacy__slow', arguments: { ms: 350 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    expect(slow.content).toEqual([{ type: 'text', text: 'slept 350' }]);
+    expect(progress.length).toBeGreaterThan(0);
+
+    // The hub now holds one legacy session for this bridge.
+    expect(metricValue(await scrape(hub.url), 'switchyard_open_sessions')).toBe(1);
+
+    // An upstream crash is a list change: it reaches the client on its session's GET stream.
+    const crashed = await client.callTool({ name: 'crashy__crash', arguments: {} });
+    expect(crashed.isError).toBe(true);
+    await waitFor(async () => changed.length > 0);
+    expect(changed[0]).toBe('notifications/tools/list_changed');
+
+    await client.close();
+    // EOF on the bridge's stdin → DELETE: the daemon forgets the session.
+    await waitFor(async () => metricValue(await scrape(hub.url), 'switchyard_open_sessions') === 0);
+  });
+});
+
+describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
+  it('negotiates the modern era through the bridge and calls tools of both upstream eras', async () => {
+    const client = new ClientV2({ name: 'bridge-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(new StdioV2(bridgeParams()));
+    try {
+      expect(client.getProtocolEra()).toBe('modern');
+      const tools = (await client.listTools()).tools.map((t) => t.name);
+      expect(tools).toEqual(expect.arrayContaining(['legacy__add', 'modern__add']));
+      for (const name of ['legacy__add', 'modern__add']) {
+        const r = await client.callTool({ name, arguments: { a: 20, b: 22 } });
+        expect(r.structuredContent).toEqual({ sum: 42 });
+      }
+      const prompt = await client.getPrompt({ name: 'modern__greet', arguments: { name: 'zoe' } });
+      expect(prompt.messages[0].content).toEqual({ type: 'text', text: 'Hello, zoe!' });
+      const res = await client.readResource({ uri: 'sdk1://item/9' });
+      expect(res.contents[0]).toMatchObject({ text: 'item 9' });
+      // Modern requests are stateless: the bridge opened no session.
+      expect(metricValue(await scrape(hub.url), 'switchyard_open_sessions')).toBe(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('answers a request with an error when the daemon is not there', async () => {
+    const client = new ClientV1({ name: 'bridge-nowhere', version: '1.0.0' });
+    const params = bridgeParams();
+    params.args = [BIN, 'connect', '--url', 'http://127.0.0.1:1/mcp'];
+    await expect(client.connect(new StdioV1(params))).rejects.toThrow(/not reachable/);
+    await client.close();
+  });
+});
+
+describe('connect input handling', () => {
+  it('rejects a URL that is not http(s)', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const r = spawnSync(process.execPath, [BIN, 'connect', '--url', 'ftp://x/mcp'], { cwd: ROOT, input: '', encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/must be an http\(s\) URL/);
+    expect(r.stdout).toBe('');
+  });
+});
+
