@@ -4,7 +4,16 @@ import type { Era } from '../protocol/era.js';
 export interface HubConfig {
   /** Absolute path of the file it came from (relative paths in it resolve against its folder). */
   file?: string;
-  listen: { host: string; port: number; allowedOrigins: string[]; maxBodyBytes: number };
+  listen: {
+    host: string;
+    port: number;
+    allowedOrigins: string[];
+    maxBodyBytes: number;
+    /** Requests one legacy session may have in flight; more are refused at once. */
+    maxPendingPerSession: number;
+    /** On SIGTERM, how long calls in flight may take before the upstreams are closed under them. */
+    drainTimeoutMs: number;
+  };
   ledger: {
     path: string;
     enabled: boolean;
@@ -128,7 +137,19 @@ export interface ServerConfig {
   prefix: string; // defaults to the id; '' exposes names unchanged
   trust: 'trusted' | 'untrusted';
   enabled: boolean;
+  /** Idle timeout of one request: restarted by each progress notification. */
   timeoutMs: number;
+  /** Hard cap on one request, progress or not (time spent waiting for the client excluded). */
+  maxTotalTimeoutMs: number;
+  /** 'closed': while this server is not ready, the hub refuses every call (see docs). */
+  failMode: 'open' | 'closed';
+  /** Requests in flight to this server at once; more wait in a queue of maxQueue, then are refused as busy. */
+  maxConcurrent: number;
+  maxQueue: number;
+  /** Hub-side retries of calls the hub knows are safe to send again. */
+  retry: { maxAttempts: number; budgetMs: number };
+  /** HTTP only: consecutive failures that open the circuit, and the wait before the first probe. */
+  circuitBreaker: { failures: number; cooldownMs: number };
   era: 'auto' | Era;
   probeTimeoutMs: number;
   maxFrameBytes: number;

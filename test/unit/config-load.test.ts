@@ -20,7 +20,14 @@ describe('parseConfig defaults', () => {
   it('fills every default and derives prefix, enabled and the ledger path', () => {
     const c = parseConfig({ servers: { notes: { command: 'node', args: ['n.js'] } } }, '/etc/hub/hub.config.json', NO_ENV);
     expect(c.file).toBe('/etc/hub/hub.config.json');
-    expect(c.listen).toEqual({ host: '127.0.0.1', port: 7410, allowedOrigins: [], maxBodyBytes: 4 * 1024 * 1024 });
+    expect(c.listen).toEqual({
+      host: '127.0.0.1',
+      port: 7410,
+      allowedOrigins: [],
+      maxBodyBytes: 4 * 1024 * 1024,
+      maxPendingPerSession: 64,
+      drainTimeoutMs: 10000,
+    });
     expect(c.ledger).toEqual({
       path: '/etc/hub/data/ledger.db',
       enabled: true,
@@ -40,6 +47,12 @@ describe('parseConfig defaults', () => {
       trust: 'untrusted',
       enabled: true,
       timeoutMs: 60000,
+      maxTotalTimeoutMs: 600000,
+      failMode: 'open',
+      maxConcurrent: 32,
+      maxQueue: 256,
+      retry: { maxAttempts: 3, budgetMs: 10000 },
+      circuitBreaker: { failures: 5, cooldownMs: 5000 },
       era: 'auto',
       probeTimeoutMs: 5000,
       maxFrameBytes: 4 * 1024 * 1024,
@@ -175,7 +188,7 @@ describe('problems name their key path, one line each', () => {
     const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [] } } });
     expect(p).toHaveLength(3);
     expect(p[0]).toMatch(/^mcpservers: unknown key \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
-    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes)');
+    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, drainTimeoutMs)');
     expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
   });
 

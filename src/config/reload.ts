@@ -1,0 +1,93 @@
+/**
+ * What a new config changes in a running hub. Servers are compared one by one: a server whose
+ * connection settings changed is restarted; one whose other settings changed (names, filters,
+ * trust, timeouts, retries, failMode) keeps its connection and only its catalog entry is
+ * rebuilt. Settings of the hub itself (listen, ledger, names, auth, policy, plugins, groups)
+ * take effect only on a restart; a reload reports them and keeps the running ones.
+ */
+import type { HubConfig, ServerConfig } from './types.js';
+
+/** Server settings the hub reads per call or per list, so a change needs no reconnect. */
+const LIVE_KEYS: ReadonlySet<string> = new Set([
+  'prefix',
+  'trust',
+  'tools',
+  'cacheTtlMs',
+  'failMode',
+  'retry',
+  'timeoutMs',
+  'maxTotalTimeoutMs',
+  'autoApprove',
+]);
+
+/** Hub-level sections a reload cannot change. */
+const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'policy', 'plugins', 'groups'] as const;
+
+export interface ServerDiff {
+  added: ServerConfig[];
+  removed: string[];
+  /** Connection settings changed: stop the old connection, start a new one. */
+  restarted: ServerConfig[];
+  /** Only live settings changed: same connection, new handle. */
+  updated: ServerConfig[];
+  unchanged: string[];
+}
+
+/** A stable JSON form (object keys sorted), so key order in the file never counts as a change. */
+export function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .filter((k) => o[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+function enabled(servers: Record<string, ServerConfig>): Map<string, ServerConfig> {
+  return new Map(Object.values(servers).filter((s) => s.enabled).map((s) => [s.id, s]));
+}
+
+export function diffServers(prev: Record<string, ServerConfig>, next: Record<string, ServerConfig>): ServerDiff {
+  const a = enabled(prev);
+  const b = enabled(next);
+  const d: ServerDiff = { added: [], removed: [], restarted: [], updated: [], unchanged: [] };
+  for (const id of a.keys()) if (!b.has(id)) d.removed.push(id);
+  for (const [id, s] of b) {
+    const old = a.get(id);
+    if (!old) {
+      d.added.push(s);
+      continue;
+    }
+    const keys = new Set([...Object.keys(old), ...Object.keys(s)]);
+    let live = false;
+    let restart = false;
+    for (const k of keys) {
+      if (canonical((old as unknown as Record<string, unknown>)[k]) === canonical((s as unknown as Record<string, unknown>)[k])) continue;
+      if (LIVE_KEYS.has(k)) live = true;
+      else restart = true;
+    }
+    if (restart) d.restarted.push(s);
+    else if (live) d.updated.push(s);
+    else d.unchanged.push(id);
+  }
+  return d;
+}
+
+/** Hub-level sections that differ (they need a restart to take effect). */
+export function restartOnlyChanges(prev: HubConfig, next: HubConfig): string[] {
+  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]));
+}
+
+/** One line for the log: what a reload did. */
+export function describeDiff(d: ServerDiff): Record<string, string[]> {
+  return {
+    added: d.added.map((s) => s.id),
+    removed: d.removed,
+    restarted: d.restarted.map((s) => s.id),
+    updated: d.updated.map((s) => s.id),
+  };
+}

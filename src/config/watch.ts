@@ -1,0 +1,102 @@
+/**
+ * Reloading the config of a running hub: on SIGHUP (the caller wires it to `reloadNow`) and
+ * when the file changes. The folder is watched rather than the file, because editors save by
+ * writing a new file and renaming it over the old one; events are debounced, and a save that
+ * leaves the text unchanged does nothing. A config that does not load is rejected with one
+ * log line per problem and the running config is kept. Reloads never overlap.
+ */
+import { watch, readFileSync, type FSWatcher } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
+import type { Logger } from '../log.js';
+import { ConfigError, loadConfig } from './load.js';
+import type { HubConfig } from './types.js';
+
+export interface ConfigWatcher {
+  /** Read the file and apply it now (SIGHUP). Resolves when done; never rejects. */
+  reloadNow(reason: string): Promise<void>;
+  close(): void;
+}
+
+export interface WatchOptions {
+  debounceMs?: number;
+  /** Watch the file for changes (default true); SIGHUP works either way. */
+  watchFile?: boolean;
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+export function watchConfig(file: string, log: Logger, apply: (c: HubConfig) => Promise<void>, opts: WatchOptions = {}): ConfigWatcher {
+  const path = resolve(file);
+  const debounceMs = opts.debounceMs ?? 250;
+  let lastText = readText(path);
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let again: string | undefined;
+  let closed = false;
+
+  const once = async (reason: string): Promise<void> => {
+    const text = readText(path);
+    if (reason === 'file changed' && text === lastText) return;
+    let next: HubConfig;
+    try {
+      next = loadConfig(path);
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
+      log.error({ file: path, reason, problems }, `config reload rejected; the running config is kept: ${problems.join('; ')}`);
+      return;
+    }
+    lastText = text;
+    try {
+      await apply(next);
+    } catch (err) {
+      log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept where it was not yet changed');
+    }
+  };
+
+  const reloadNow = (reason: string): Promise<void> => {
+    if (closed) return Promise.resolve();
+    if (running) {
+      again = reason;
+      return running;
+    }
+    running = (async () => {
+      let r: string | undefined = reason;
+      while (r !== undefined && !closed) {
+        again = undefined;
+        await once(r);
+        r = again;
+      }
+    })().finally(() => (running = undefined));
+    return running;
+  };
+
+  let watcher: FSWatcher | undefined;
+  if (opts.watchFile !== false) {
+    try {
+      watcher = watch(dirname(path), { persistent: false }, (_event, name) => {
+        if (name !== null && name !== basename(path)) return;
+        if (timer) clearTimeout(timer);
+        timer = setTimeout(() => void reloadNow('file changed'), debounceMs);
+        timer.unref();
+      });
+      watcher.on('error', (err) => log.warn({ err: err.message, file: path }, 'config file watch stopped; SIGHUP still reloads'));
+    } catch (err) {
+      log.warn({ err: (err as Error).message, file: path }, 'cannot watch the config file; SIGHUP still reloads');
+    }
+  }
+
+  return {
+    reloadNow,
+    close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      watcher?.close();
+    },
+  };
+}
