@@ -2,12 +2,14 @@
  * A child process speaking newline-delimited JSON-RPC on its stdin/stdout (digest §6.1).
  * Framing faults on stdout are logged and skipped, never fatal; stderr goes to the log. The
  * child runs in its own process group so that shutdown also reaches grandchildren (`npx`
- * wrappers), and every live group is killed when the hub process exits.
+ * wrappers), and every live group is killed when the hub process exits — by the exit hook
+ * here, or by the watchdog of reaper.ts when the hub dies without running any code.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
+import { adoptGroup, releaseGroup } from './reaper.js';
 
 export interface StdioChildOptions {
   command: string;
@@ -29,17 +31,28 @@ export interface ExitInfo {
 const LOG_SNIPPET = 200;
 const MAX_STDERR_LINE = 4096;
 
-/** Splits a byte stream on `\n` (a `\r` before it is dropped), bounding each line. */
+/** How much of an over-long line is kept, to read the id of a response from its start. */
+const OVERSIZE_HEAD = 256;
+
+/**
+ * Splits a byte stream on `\n` (a `\r` before it is dropped), bounding each line. An over-long
+ * line is never buffered whole: only its first bytes are kept and handed to onOversize.
+ */
 export class LineDecoder {
   private parts: Buffer[] = [];
   private size = 0;
   private discarding = false;
+  private head: Buffer | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private readonly onLine: (line: string) => void,
-    private readonly onOversize: (bytes: number) => void,
+    private readonly onOversize: (bytes: number, head: Buffer) => void,
   ) {}
+
+  private headOf(piece: Buffer): Buffer {
+    return Buffer.from(Buffer.concat([...this.parts, piece.subarray(0, OVERSIZE_HEAD)]).subarray(0, OVERSIZE_HEAD));
+  }
 
   push(chunk: Buffer): void {
     let start = 0;
@@ -52,13 +65,14 @@ export class LineDecoder {
       const piece = chunk.subarray(start, nl);
       start = nl + 1;
       if (this.discarding) {
-        this.onOversize(this.size + piece.length);
+        this.onOversize(this.size + piece.length, this.head!);
         this.discarding = false;
+        this.head = undefined;
         this.size = 0;
         continue;
       }
       if (this.size + piece.length > this.maxBytes) {
-        this.onOversize(this.size + piece.length);
+        this.onOversize(this.size + piece.length, this.headOf(piece));
         this.parts = [];
         this.size = 0;
         continue;
@@ -85,6 +99,7 @@ export class LineDecoder {
     }
     if (this.size + rest.length > this.maxBytes) {
       // Past the bound: stop buffering, keep counting until the line ends.
+      this.head = this.headOf(rest);
       this.discarding = true;
       this.size += rest.length;
       this.parts = [];
@@ -94,6 +109,24 @@ export class LineDecoder {
     this.parts.push(Buffer.from(rest));
     this.size += rest.length;
   }
+}
+
+/**
+ * The id of a response from the first bytes of its frame, when the frame starts the usual way
+ * (`{"jsonrpc":"2.0","id":7,"result"…` or `…"error"`), so that the call it answers can fail at
+ * once instead of waiting for its timeout. Anything less certain gives undefined.
+ */
+export function responseIdOf(head: string): number | string | undefined {
+  const m = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")\s*,\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:/.exec(head);
+  if (!m) return undefined;
+  if (m[1].startsWith('"')) {
+    try {
+      return JSON.parse(m[1]) as string;
+    } catch {
+      return undefined;
+    }
+  }
+  return Number(m[1]);
 }
 
 /** Process groups alive right now; killed synchronously if the hub exits. */
@@ -127,9 +160,9 @@ function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
 }
 
 /**
- * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once.
- * A stdout line longer than maxFrameBytes is dropped and logged. Its id cannot be read without
- * buffering it, so if it was a response the pending call is left to its timeout.
+ * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once;
+ * 'oversize' ({bytes, id}) for a stdout line longer than maxFrameBytes, which is dropped and
+ * logged; `id` is the response id read from its first bytes, when it could be.
  */
 export class StdioChild extends EventEmitter {
   readonly pid: number | undefined;
@@ -151,6 +184,7 @@ export class StdioChild extends EventEmitter {
         liveGroups.delete(this.pid);
         // The leader is gone; anything it left behind in its group goes too.
         killGroup(this.pid, 'SIGTERM', false);
+        releaseGroup(this.pid);
       }
       onExit(e);
       this.emit('exit', e);
@@ -164,7 +198,10 @@ export class StdioChild extends EventEmitter {
       windowsHide: true,
     });
     this.pid = this.proc.pid;
-    if (this.pid !== undefined) liveGroups.add(this.pid);
+    if (this.pid !== undefined) {
+      liveGroups.add(this.pid);
+      adoptGroup(this.pid);
+    }
 
     this.proc.on('error', (err) => {
       // Spawn failures (ENOENT, EACCES) may come without an 'exit'.
@@ -188,7 +225,10 @@ export class StdioChild extends EventEmitter {
     const out = new LineDecoder(
       opts.maxFrameBytes,
       (line) => this.onLine(line),
-      (bytes) => this.log.warn({ bytes, limit: opts.maxFrameBytes }, 'dropped an oversized stdout frame'),
+      (bytes, head) => {
+        this.log.warn({ bytes, limit: opts.maxFrameBytes }, 'dropped an oversized stdout frame');
+        this.emit('oversize', { bytes, id: responseIdOf(head.toString('utf8')) });
+      },
     );
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
     const err = new LineDecoder(

@@ -12,6 +12,7 @@ import type { Logger } from '../log.js';
 import { HttpClient, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
+import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { discoverFacts, serverFacts } from './stdio-upstream.js';
@@ -44,12 +45,34 @@ export class HttpUpstream extends UpstreamBase {
   private getFailures = 0;
   private readonly paramHeaders = new ParamHeaderIndex();
   private internalIds = 0;
+  private readonly streak: FailureStreak;
+  private tripped = false;
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
     this.http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
     if (spec.era !== 'auto') this.verdict = spec.era;
+    this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
+    this.on('state', (s: string) => {
+      if (s !== 'ready') return;
+      this.tripped = false;
+      this.streak.reset();
+    });
+  }
+
+  /** Closed while calls flow; open after a streak of failures; half-open while the reconnect probe runs. */
+  get circuit(): CircuitState {
+    if (!this.tripped) return 'closed';
+    return this.attempting ? 'half-open' : 'open';
+  }
+
+  protected override onCallEnd(_p: Pending, err: Error | undefined): void {
+    if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
+    this.tripped = true;
+    const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
+    this.streak.reset();
+    this.trip(reason, this.spec.circuitBreaker?.cooldownMs ?? 0);
   }
 
   /** The legacy session id, if any (for status and tests; never log it). */

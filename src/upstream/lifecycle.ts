@@ -44,6 +44,8 @@ export abstract class Lifecycle extends EventEmitter {
   private retryTimer: NodeJS.Timeout | undefined;
   private first: Promise<void> | undefined;
   private everReady = false;
+  /** A connect attempt is running (for an open circuit: the half-open probe). */
+  protected attempting = false;
 
   constructor(spec: UpstreamSpec, log: Logger, opts: UpstreamOptions = {}) {
     super();
@@ -120,9 +122,11 @@ export abstract class Lifecycle extends EventEmitter {
 
   private async attempt(): Promise<void> {
     this.retryTimer = undefined;
+    this.attempting = true;
     try {
       await this.connect();
     } catch (err) {
+      this.attempting = false;
       const msg = errMessage(err);
       this._lastError = msg;
       this.log.warn({ err: msg }, 'upstream could not start');
@@ -130,6 +134,7 @@ export abstract class Lifecycle extends EventEmitter {
       if (!this.closed) this.scheduleRetry(msg);
       throw err;
     }
+    this.attempting = false;
     if (this.closed) {
       void this.disconnect().catch(() => undefined);
       throw new UpstreamUnavailableError(this.id, 'stopped');
@@ -139,8 +144,10 @@ export abstract class Lifecycle extends EventEmitter {
     this.setState('ready');
   }
 
-  private scheduleRetry(reason: string): void {
-    const { delayMs, failed } = this.policy.onFailure(Date.now());
+  private scheduleRetry(reason: string, minDelayMs = 0): void {
+    const p = this.policy.onFailure(Date.now());
+    const failed = p.failed;
+    const delayMs = Math.max(p.delayMs, minDelayMs);
     this.retryTimer = setTimeout(() => {
       this._restarts++;
       this.attempt().catch(() => undefined);
@@ -156,6 +163,17 @@ export abstract class Lifecycle extends EventEmitter {
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
     this.scheduleRetry(reason);
+  }
+
+  /**
+   * Stop taking calls without dropping the ones in flight (their own streams may still
+   * answer), and reconnect after at least `minDelayMs`: an open circuit breaker.
+   */
+  protected trip(reason: string, minDelayMs: number): void {
+    if (this.closed || this._state !== 'ready') return;
+    this._lastError = reason;
+    this.log.warn({ reason }, 'circuit opened');
+    this.scheduleRetry(reason, minDelayMs);
   }
 
   close(): Promise<void> {

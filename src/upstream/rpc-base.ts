@@ -18,6 +18,8 @@ import {
 import { errorResponse, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
+import { Limiter, LimitError } from './limiter.js';
+import { withRetries } from './retry.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -33,6 +35,10 @@ export interface Pending {
   resolve: (r: Record<string, unknown>) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout | undefined;
+  /** The hard cap (maxTotalTimeoutMs): its timer, and the time left of it while paused. */
+  hardTimer?: NodeJS.Timeout;
+  hardLeftMs?: number;
+  hardSince?: number;
   token: string | undefined;
   /** Server-to-client requests of this call still waiting for the client: the timeout pauses. */
   waits: number;
@@ -65,6 +71,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
   protected readonly pending = new Map<number, Pending>();
   private readonly byToken = new Map<string, Pending>();
+  private readonly limiter = new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
   protected abstract transmit(p: Pending, frame: string, params: Record<string, unknown>): void;
@@ -78,10 +85,69 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     this.failAll(() => new TransportError(message));
   }
 
+  get load(): { active: number; queued: number } {
+    return this.limiter.load;
+  }
+
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+    if (!opts?.retry || opts.retry.maxAttempts <= 1) return this.requestOnce(method, params, opts);
+    return withRetries(method, opts.retry, () => this.requestOnce(method, params, opts), {
+      signal: opts.signal,
+      whenReady: (ms) => this.whenReady(ms),
+      onRetry: (attempt, delayMs, err) => this.log.info({ method, attempt, delayMs, err: err.message }, 'sending the request again (it is safe to)'),
+    });
+  }
+
+  /** Resolves true when ready now or within `ms`; false once it cannot be (closed, failed, time up). */
+  whenReady(ms: number): Promise<boolean> {
+    if (this._state === 'ready') return Promise.resolve(true);
+    if (this.closed || this._state === 'failed' || ms <= 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(t);
+        this.off('state', on);
+        resolve(ok);
+      };
+      const on = (s: string): void => {
+        if (s === 'ready') done(true);
+        else if (s === 'failed' || s === 'stopped') done(false);
+      };
+      const t = setTimeout(() => done(false), ms);
+      this.on('state', on);
+    });
+  }
+
+  private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
     if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
+    const signal = opts?.signal;
+    return this.limiter
+      .run(
+        () => {
+          // The state may have changed while the call waited for a slot.
+          if (this._state !== 'ready') throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
+          return this.dispatch(method, params, opts);
+        },
+        { signal, waitMs: opts?.timeoutMs ?? this.spec.timeoutMs, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
+      )
+      .catch((err: unknown) => {
+        throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;
+      });
+  }
+
+  /** One public request once it holds a slot; stdio legacy upstreams add their call gate. */
+  protected dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined): Promise<Record<string, unknown>> {
     return this.call(method, params, opts, false);
+  }
+
+  /**
+   * A public call ended (handshake and listen streams excluded): `err` undefined for a result.
+   * The HTTP upstream feeds its circuit breaker from here.
+   */
+  protected onCallEnd(_p: Pending, _err: Error | undefined): void {}
+
+  private ended(p: Pending, err: Error | undefined): void {
+    if (!p.internal && !p.listen) this.onCallEnd(p, err);
   }
 
   /**
@@ -115,6 +181,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
       // A listen stream lasts as long as the subscription; only its own end or close stops it.
       if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
+      const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
+      if (hard !== undefined && hard < Infinity) {
+        p.hardLeftMs = hard;
+        p.hardSince = Date.now();
+        p.hardTimer = setTimeout(() => this.onTimeout(p, hard), hard);
+      }
       if (opts?.signal) {
         p.onAbort = () => this.onAbort(p);
         opts.signal.addEventListener('abort', p.onAbort, { once: true });
@@ -130,6 +202,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     this.pending.delete(p.id);
     if (p.timer) clearTimeout(p.timer);
     p.timer = undefined;
+    if (p.hardTimer) clearTimeout(p.hardTimer);
+    p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
     return true;
@@ -140,26 +214,36 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   protected resolveCall(p: Pending, result: Record<string, unknown>): void {
-    if (this.settle(p)) p.resolve(result);
+    if (!this.settle(p)) return;
+    this.ended(p, undefined);
+    p.resolve(result);
   }
 
   protected failCall(p: Pending, err: Error): void {
-    if (this.settle(p)) p.reject(err);
+    if (!this.settle(p)) return;
+    this.ended(p, err);
+    p.reject(err);
   }
 
   protected failAll(make: (p: Pending) => Error): void {
     for (const p of [...this.pending.values()]) this.failCall(p, make(p));
   }
 
-  private onTimeout(p: Pending): void {
+  /** `hardMs`: the hard cap fired rather than the idle timeout. */
+  private onTimeout(p: Pending, hardMs?: number): void {
     if (!this.settle(p)) return;
-    p.reject(new TimeoutError(this.id, p.timeoutMs));
-    if (!p.internal) this.cancelUpstream(p, `timed out after ${p.timeoutMs} ms`);
+    const err = new TimeoutError(this.id, hardMs ?? p.timeoutMs);
+    if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
+    else if (p.token !== undefined) err.message = `server "${this.id}" sent neither an answer nor progress for ${p.timeoutMs} ms`;
+    this.ended(p, err);
+    p.reject(err);
+    if (!p.internal) this.cancelUpstream(p, hardMs !== undefined ? `exceeded its limit of ${hardMs} ms` : `timed out after ${p.timeoutMs} ms`);
   }
 
   private onAbort(p: Pending): void {
     if (!this.settle(p)) return;
     const reason = reasonOf(p.opts!.signal!);
+    this.ended(p, new CancelledError(reason));
     p.reject(new CancelledError(reason));
     if (!p.internal) this.cancelUpstream(p, reason);
   }
@@ -233,15 +317,26 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       });
   }
 
+  /** Waiting for the user is not the upstream's time: both timers stop while the client is asked. */
   private pauseTimer(p: Pending): void {
-    p.waits++;
+    if (p.waits++ > 0) return;
     if (p.timer) clearTimeout(p.timer);
     p.timer = undefined;
+    if (p.hardTimer) {
+      clearTimeout(p.hardTimer);
+      p.hardTimer = undefined;
+      p.hardLeftMs = Math.max(0, p.hardLeftMs! - (Date.now() - p.hardSince!));
+    }
   }
 
   private resumeTimer(p: Pending): void {
     if (--p.waits > 0 || !this.isPending(p) || p.listen) return;
     p.timer = setTimeout(() => this.onTimeout(p), p.timeoutMs);
+    if (p.hardLeftMs !== undefined) {
+      const total = p.opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs!;
+      p.hardSince = Date.now();
+      p.hardTimer = setTimeout(() => this.onTimeout(p, total), p.hardLeftMs);
+    }
   }
 
   private onNotification(msg: Notification, via: Pending | undefined): void {

@@ -51,9 +51,9 @@ export class StdioUpstream extends UpstreamBase {
   }
 
   /** Legacy stdio cannot say which call a server → client request belongs to: see CallGate. */
-  override request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
-    if (this.verdict !== LEGACY) return super.request(method, params, opts);
-    return this.gate.run(opts?.exclusive === true, () => super.request(method, params, opts));
+  protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined): Promise<Record<string, unknown>> {
+    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts);
+    return this.gate.run(opts?.exclusive === true, () => super.dispatch(method, params, opts));
   }
 
   /** The pid of the running child, if any (for status and tests). */
@@ -149,6 +149,12 @@ export class StdioUpstream extends UpstreamBase {
       if (this.child === child) this.handleMessage(c);
     });
     child.on('exit', (e: ExitInfo) => this.onExit(child, e));
+    child.on('oversize', (o: { bytes: number; id: number | string | undefined }) => {
+      // The answer was read and dropped: its call fails now rather than at its timeout.
+      const p = typeof o.id === 'number' ? this.pending.get(o.id) : undefined;
+      if (this.child === child && p !== undefined)
+        this.failCall(p, new TransportError(`server "${this.id}" answered with a message of ${o.bytes} bytes, over the limit of ${s.maxFrameBytes} (maxFrameBytes)`));
+    });
     if (child.pid === undefined) {
       const e = await child.exit;
       throw new TransportError(`process could not start: ${e.error ?? 'unknown error'}`, undefined, true);

@@ -1,4 +1,5 @@
 import type { EventEmitter } from 'node:events';
+import type { RetryPolicy } from './retry.js';
 import type { Era } from '../protocol/era.js';
 import type {
   ClientCapabilities,
@@ -24,16 +25,28 @@ export interface UpstreamSpec {
   headers?: Record<string, string>;
   /** 'auto' probes; a fixed era skips the probe. */
   era: 'auto' | Era;
+  /** Idle timeout of a request; each progress notification restarts it. */
   timeoutMs: number;
+  /** Hard cap on a request however much progress it reports (default: none beyond timeoutMs resets). */
+  maxTotalTimeoutMs?: number;
   /** Bound on the stdio era probe (silence past it means legacy). */
   probeTimeoutMs: number;
   /** Largest frame accepted from the upstream (bytes). */
   maxFrameBytes: number;
+  /** Requests in flight at once (default unlimited) and how many may wait beyond that (default 0). */
+  maxConcurrent?: number;
+  maxQueue?: number;
+  /** HTTP: consecutive failures that open the circuit, and the wait before the first probe. */
+  circuitBreaker?: { failures: number; cooldownMs: number };
 }
 
 export interface CallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Overrides the spec's maxTotalTimeoutMs for this call. */
+  maxTotalTimeoutMs?: number;
+  /** Send again when that is safe (see retry.ts); absent: one attempt. */
+  retry?: RetryPolicy;
   /** Progress from the upstream for this call; the connection owns the upstream progressToken. */
   onProgress?: (p: ProgressInfo) => void;
   /** `notifications/message` the upstream sent about this call (HTTP POST stream) or while it ran. */
@@ -81,6 +94,8 @@ export interface Upstream extends EventEmitter {
   readonly lastError: string | undefined;
   readonly since: number;
   readonly restarts: number;
+  /** Requests in flight and waiting for a slot (see maxConcurrent / maxQueue). */
+  readonly load: { active: number; queued: number };
   /** Connect, detect the era and handshake. Resolves when ready; rejects if it could not start. */
   start(): Promise<void>;
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;

@@ -1,0 +1,92 @@
+/**
+ * The guarantee that no upstream child outlives the hub, even when the hub is SIGKILLed and
+ * none of its own code runs. Children live in their own process groups (so `npx` grandchildren
+ * can be killed with them), which also means nothing kills them when the hub dies. So the hub
+ * keeps one small watchdog process, in a process group of its own, whose stdin is a pipe that
+ * only the hub holds: the hub tells it which groups are alive, and when the pipe closes — the
+ * hub is gone, however it went — the watchdog terminates every group it was told about.
+ *
+ * The window between a spawn and its announcement is a few microseconds of synchronous code.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/** The watchdog program (run with `node -e`, so it needs no file of its own in any layout). */
+const WATCHDOG = `
+const groups = new Set();
+let buf = '';
+let reaping = false;
+function reap() {
+  if (reaping) return;
+  reaping = true;
+  const kill = (sig) => { for (const g of groups) { try { process.kill(-g, sig); } catch {} } };
+  kill('SIGTERM');
+  setTimeout(() => { kill('SIGKILL'); process.exit(0); }, Number(process.env.SY_REAPER_GRACE_MS) || 1000);
+}
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (d) => {
+  buf += d;
+  let i;
+  while ((i = buf.indexOf('\\n')) >= 0) {
+    const line = buf.slice(0, i);
+    buf = buf.slice(i + 1);
+    const g = Number(line.slice(1));
+    if (!Number.isInteger(g) || g <= 1) continue;
+    if (line[0] === '+') groups.add(g);
+    else if (line[0] === '-') groups.delete(g);
+  }
+});
+process.stdin.on('end', reap);
+process.stdin.on('close', reap);
+process.stdin.on('error', reap);
+process.on('SIGTERM', reap);
+process.on('SIGINT', () => {});
+process.on('SIGHUP', () => {});
+`;
+
+const groups = new Set<number>();
+let watchdog: ChildProcess | undefined;
+
+function write(line: string): void {
+  const w = watchdog ?? start();
+  if (w?.stdin?.writable) w.stdin.write(line + '\n');
+}
+
+function start(): ChildProcess | undefined {
+  if (process.platform === 'win32') return undefined;
+  let w: ChildProcess;
+  try {
+    w = spawn(process.execPath, ['--max-old-space-size=16', '-e', WATCHDOG], { stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+  } catch {
+    return undefined;
+  }
+  watchdog = w;
+  // The watchdog must never keep the hub alive, nor die with the hub's process group.
+  w.unref();
+  (w.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  w.stdin?.on('error', () => undefined);
+  w.on('error', () => undefined);
+  w.on('exit', () => {
+    // Killed by someone: the next announcement starts a new one that learns every live group.
+    if (watchdog === w) watchdog = undefined;
+  });
+  if (w.stdin) for (const g of groups) w.stdin.write(`+${g}\n`);
+  return w;
+}
+
+/** A child's process group exists: kill it if the hub dies. */
+export function adoptGroup(pgid: number): void {
+  groups.add(pgid);
+  if (watchdog) write(`+${pgid}`);
+  else start(); // announces every group, this one included
+}
+
+/** The group is gone (its leader exited and the group was signalled). */
+export function releaseGroup(pgid: number): void {
+  if (!groups.delete(pgid)) return;
+  if (watchdog) write(`-${pgid}`);
+}
+
+/** The watchdog's pid, for tests. */
+export function watchdogPid(): number | undefined {
+  return watchdog?.pid;
+}

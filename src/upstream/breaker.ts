@@ -1,0 +1,54 @@
+/**
+ * The circuit breaker of an HTTP upstream, reduced to what only it knows: which outcomes say the
+ * server is unwell, and when enough of them in a row open the circuit. Opening and probing use
+ * the connection lifecycle (Lifecycle.trip): an open circuit is a `restarting` (later `failed`)
+ * upstream whose reconnect handshake is the half-open probe.
+ */
+import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+
+export type CircuitState = 'closed' | 'open' | 'half-open';
+
+export type Evidence = 'healthy' | 'unwell' | 'none';
+
+/**
+ * What one finished call says about the server. An answer, even a JSON-RPC error, is health;
+ * a refused credential or a cancellation by our own caller says nothing about it.
+ */
+export function evidenceOf(err: Error | undefined): Evidence {
+  if (err === undefined || err instanceof RpcError) return 'healthy';
+  if (err instanceof CancelledError) return 'none';
+  if (err instanceof TransportError) return err.status === 401 || err.status === 403 ? 'none' : 'unwell';
+  if (err instanceof TimeoutError) return 'unwell';
+  return 'none';
+}
+
+/** Counts consecutive unwell outcomes; `record` is true the moment the threshold is reached. */
+export class FailureStreak {
+  private streak = 0;
+  private last: string | undefined;
+
+  constructor(readonly threshold: number) {}
+
+  get count(): number {
+    return this.streak;
+  }
+
+  /** The message of the last failure of the current streak. */
+  get lastFailure(): string | undefined {
+    return this.last;
+  }
+
+  record(e: Evidence, message?: string): boolean {
+    if (e === 'none') return false;
+    if (e === 'healthy') {
+      this.streak = 0;
+      return false;
+    }
+    this.last = message;
+    return ++this.streak === this.threshold;
+  }
+
+  reset(): void {
+    this.streak = 0;
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * Back-pressure for one upstream: at most `maxActive` requests in flight and at most `maxQueue`
+ * waiting, first come first served. Beyond that a request is refused at once, so a stuck server
+ * costs its callers a clear "busy" answer instead of unbounded memory and waiting. A waiter
+ * leaves the queue when its caller cancels or when it has waited `waitMs`.
+ */
+export class LimitError extends Error {
+  override readonly name = 'LimitError';
+  constructor(
+    readonly reason: 'full' | 'waited',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Waiter {
+  go: () => void;
+  fail: (e: Error) => void;
+}
+
+export class Limiter {
+  private active = 0;
+  private readonly waiting = new Set<Waiter>();
+
+  constructor(
+    private readonly maxActive: number = Infinity,
+    private readonly maxQueue: number = 0,
+  ) {}
+
+  get load(): { active: number; queued: number } {
+    return { active: this.active, queued: this.waiting.size };
+  }
+
+  /**
+   * Run `fn` in a slot. Rejects with LimitError when the queue is full or the wait exceeds
+   * `waitMs`, and with `signal.reason`-based `onAbort()` when the caller gives up while waiting.
+   */
+  async run<T>(fn: () => Promise<T>, o: { signal?: AbortSignal; waitMs?: number; onAbort?: () => Error } = {}): Promise<T> {
+    if (this.active >= this.maxActive) await this.wait(o);
+    else this.active++;
+    try {
+      return await fn();
+    } finally {
+      this.release();
+    }
+  }
+
+  private wait(o: { signal?: AbortSignal; waitMs?: number; onAbort?: () => Error }): Promise<void> {
+    if (this.waiting.size >= this.maxQueue) {
+      return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting.size} waiting`));
+    }
+    return new Promise<void>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const cleanup = (): void => {
+        this.waiting.delete(w);
+        if (timer) clearTimeout(timer);
+        o.signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = (): void => {
+        cleanup();
+        reject(o.onAbort ? o.onAbort() : new Error('aborted'));
+      };
+      const w: Waiter = {
+        // The slot is handed over by release(): `active` is not decremented and re-incremented.
+        go: () => {
+          cleanup();
+          resolve();
+        },
+        fail: (e) => {
+          cleanup();
+          reject(e);
+        },
+      };
+      this.waiting.add(w);
+      if (o.waitMs !== undefined && Number.isFinite(o.waitMs)) {
+        timer = setTimeout(() => w.fail(new LimitError('waited', `no free slot within ${o.waitMs} ms (${this.active} requests in flight)`)), o.waitMs);
+      }
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  private release(): void {
+    const next = this.waiting.values().next();
+    if (next.done) {
+      this.active--;
+      return;
+    }
+    next.value.go();
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Sending a request again, only when that cannot run a write twice. The rule (issue 6):
+ *  - the hub knows the upstream never saw the request (not ready, busy, connection refused,
+ *    process not running when it was written): always safe;
+ *  - the request may have reached the upstream (crash mid-call, 5xx, a dropped stream): only
+ *    when it is idempotent — a read by protocol (everything but tools/call) or a tool that
+ *    trusted configuration calls idempotent (decided by the router, passed as `idempotent`);
+ *  - an answer (JSON-RPC error), a refused credential (401/403), a cancellation or a timeout:
+ *    never.
+ * Attempts are spaced by exponential backoff with jitter, all inside one time budget; while
+ * the upstream restarts, the next attempt waits for it (within the budget).
+ */
+import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+
+export interface RetryPolicy {
+  /** Attempts in all, the first included. */
+  maxAttempts: number;
+  /** Time all attempts of one request may take, waits included (ms). */
+  budgetMs: number;
+  /** tools/call only: the router found the tool idempotent by trusted configuration. */
+  idempotent?: boolean;
+}
+
+const BASE_DELAY_MS = 100;
+const MAX_DELAY_MS = 2_000;
+
+/** The upstream surely did not see it. */
+export function notDelivered(err: unknown): boolean {
+  return err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
+}
+
+/** Whether `err` allows another attempt of `method` under `policy`. */
+export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boolean {
+  if (err instanceof RpcError || err instanceof CancelledError || err instanceof TimeoutError) return false;
+  if (err instanceof TransportError && (err.status === 401 || err.status === 403)) return false;
+  if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
+  if (!(err instanceof TransportError)) return false;
+  return method !== 'tools/call' || policy.idempotent === true;
+}
+
+/** The wait before attempt `n + 1` (n ≥ 1): 100 ms doubling, ±50 % jitter, at most 2 s. */
+export function backoffMs(n: number, random: () => number = Math.random): number {
+  const exp = Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 2 ** (n - 1));
+  return Math.round(exp * (0.5 + random()));
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(new CancelledError());
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(new CancelledError());
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export interface RetryHooks {
+  signal?: AbortSignal;
+  /** Resolves true once the upstream is ready again (false: it will not be within `ms`). */
+  whenReady: (ms: number) => Promise<boolean>;
+  onRetry?: (attempt: number, delayMs: number, err: Error) => void;
+  now?: () => number;
+  random?: () => number;
+}
+
+/**
+ * Runs `attempt` until it succeeds or may not be repeated. When it gives up after an attempt
+ * that may have run, the error it throws says so (never `notDelivered`), so the caller's
+ * bookkeeping (idempotency keys) treats the call as possibly executed.
+ */
+export async function withRetries<T>(method: string, policy: RetryPolicy, attempt: () => Promise<T>, h: RetryHooks): Promise<T> {
+  const now = h.now ?? Date.now;
+  const deadline = now() + policy.budgetMs;
+  let mayHaveRun = false;
+  for (let n = 1; ; n++) {
+    let err: Error;
+    try {
+      return await attempt();
+    } catch (e) {
+      err = e as Error;
+    }
+    if (!notDelivered(err) && !(err instanceof RpcError)) mayHaveRun = true;
+    const giveUp = (): Error =>
+      mayHaveRun && notDelivered(err) ? new TransportError(`${err.message} (an earlier attempt may have run)`) : err;
+    if (n >= policy.maxAttempts || !mayRetry(err, method, policy) || h.signal?.aborted) throw giveUp();
+    const delay = backoffMs(n, h.random);
+    if (now() + delay >= deadline) throw giveUp();
+    h.onRetry?.(n, delay, err);
+    await sleep(delay, h.signal);
+    if (!(await h.whenReady(deadline - now()))) throw giveUp();
+    if (h.signal?.aborted) throw new CancelledError();
+  }
+}
