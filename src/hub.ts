@@ -112,7 +112,9 @@ export class Hub implements HubCore {
     readonly log: Logger,
   ) {
     this.events.setMaxListeners(0);
-    this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log);
+    this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
+      subscribedUris: (id) => this.subs.uris(id),
+    });
     this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
@@ -339,7 +341,8 @@ export class Hub implements HubCore {
   sessionClosed(sessionKey: string): void {
     for (const { server, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);
-      if (h?.upstream.state === 'ready' && h.upstream.capabilities?.resources?.subscribe)
+      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server);
+      else if (h?.upstream.state === 'ready' && h.upstream.capabilities?.resources?.subscribe)
         h.upstream.request('resources/unsubscribe', { uri }).catch(() => {});
     }
   }

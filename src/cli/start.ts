@@ -2,6 +2,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { loadConfig, ConfigError } from '../config/load.js';
 import { authRequired } from '../auth/authenticator.js';
 import { exposureProblem } from '../auth/exposure.js';
+import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger } from '../log.js';
 
@@ -9,6 +10,7 @@ interface StartArgs {
   config: string;
   host?: string;
   port?: number;
+  watch: boolean;
 }
 
 export const startCommand: CommandModule<object, StartArgs> = {
@@ -18,7 +20,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
       .option('host', { type: 'string', describe: 'Listen address (default from config, 127.0.0.1)' })
-      .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' }) as Argv<StartArgs>,
+      .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' })
+      .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (SIGHUP always reloads)' }) as Argv<StartArgs>,
   handler: async (argv) => {
     const log = createLogger();
     let config;
@@ -48,12 +51,21 @@ export const startCommand: CommandModule<object, StartArgs> = {
     hub.startUpstreams();
     const addr = await hub.listen(host, argv.port ?? config.listen.port);
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
+    const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
+    process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;
     const stop = async (signal: string) => {
-      if (stopping) return;
+      if (stopping) {
+        // A second signal: stop waiting for calls in flight.
+        log.warn({ signal }, 'second stop signal; exiting now');
+        log.flush();
+        process.exit(1);
+      }
       stopping = true;
-      log.info({ signal }, 'shutting down');
+      watcher.close();
+      log.info({ signal, inFlight: hub.inflight.count }, 'shutting down: draining calls in flight');
       await hub.stop();
+      log.info('stopped');
       log.flush();
       process.exit(0);
     };

@@ -1,6 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { StdioServer } from '../downstream/stdio-server.js';
+import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger } from '../log.js';
 
@@ -32,10 +33,13 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       maxLineBytes: config.listen.maxBodyBytes,
       onSessionClosed: (key) => hub.sessionClosed(key),
     });
+    const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
+    process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;
     const stop = async (reason: string) => {
       if (stopping) return;
       stopping = true;
+      watcher.close();
       log.info({ reason }, 'stdio hub stopping');
       await server.stop();
       await hub.stop();

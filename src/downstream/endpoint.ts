@@ -64,6 +64,8 @@ export class Endpoint {
   constructor(
     private readonly core: HubCore,
     private readonly log: Logger,
+    /** maxPendingPerSession: requests one legacy session may have in flight (back-pressure). */
+    private readonly limits: { maxPendingPerSession?: number } = {},
   ) {
     this.listen = new ListenHub(core);
     core.events.on('listChanged', (kind: string) => this.broadcastLegacy(kind));
@@ -357,6 +359,12 @@ export class Endpoint {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
       return ex.reply(errorResponse(req.id, err));
+    }
+    const max = this.limits.maxPendingPerSession ?? Infinity;
+    if (session.inflight.size >= max) {
+      const err = new RpcError(-32000, `too many requests in flight on this session (the limit is ${max}); wait for answers before sending more`);
+      await this.core.recordLocal(req.method, ctx, { outcome: 'denied', errorKind: 'policy', errorCode: err.code, errorMessage: err.message });
+      return ex.reply(errorResponse(req.id, err), 429);
     }
     const key = String(req.id);
     session.inflight.set(key, ac);

@@ -10,6 +10,7 @@ import type { CallOptions, Upstream } from '../upstream/types.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
+import { callPolicy, toolRetry } from './call-policy.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import type { Subscriptions } from './subscriptions.js';
@@ -165,6 +166,8 @@ export class Router {
       clientCapabilities: ctx.clientCapabilities,
       meta: ctx.meta,
       logLevel: ctx.logLevel,
+      // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts.
+      ...callPolicy(server.config, ctx.meta),
     };
   }
 
@@ -273,7 +276,7 @@ export class Router {
         return toolErrorResult(`Tool ${hubName} failed inside the hub`);
       }
     };
-    return this.mrtr.run(ctx, conn, this.callOptions(ctx, conn), bind, body);
+    return this.mrtr.run(ctx, conn, { ...this.callOptions(ctx, conn), retry: toolRetry(server.config, upstreamName, routed.item) }, bind, body);
   }
 
   /**
@@ -484,12 +487,22 @@ export class Router {
     }
     const t0 = performance.now();
     const subscriber = ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
-    const needUpstream =
-      method === 'resources/subscribe' ? this.subs.add(server.id, uri, subscriber) : this.subs.remove(server.id, uri, subscriber);
-    if (!needUpstream || !server.upstream.capabilities?.resources?.subscribe) {
+    const subscribing = method === 'resources/subscribe';
+    const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber) : this.subs.remove(server.id, uri, subscriber);
+    const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
+    // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
+    const modern = server.upstream.era === MODERN;
+    if (needUpstream && upstreamSubscribes && modern) this.catalog.subscriptionsChanged(server.id);
+    if (!needUpstream || !upstreamSubscribes || modern) {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
     }
-    return this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
+    try {
+      return await this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
+    } catch (err) {
+      // Not subscribed upstream, so not here either: the next subscriber must ask the upstream again.
+      if (subscribing) this.subs.remove(server.id, uri, subscriber);
+      throw err;
+    }
   }
 }
