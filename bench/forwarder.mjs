@@ -90,18 +90,18 @@ function stdioForwarder(command, args) {
 
 /** HTTP → HTTP: the body and the MCP headers are piped through a keep-alive agent. */
 function httpForwarder(url) {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const agent = new Agent({ keepAlive: true, maxSockets: 256, noDelay: true });
   const target = new URL(url);
   const handler = (req, res) => {
     readBody(req, (body) => {
       const headers = { 'content-type': 'application/json', 'content-length': body.length };
       for (const h of ['accept', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id']) if (req.headers[h]) headers[h] = req.headers[h];
       const up = request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers }, (ur) => {
-        const h = {};
-        if (ur.headers['content-type']) h['content-type'] = ur.headers['content-type'];
-        if (ur.headers['content-length']) h['content-length'] = ur.headers['content-length'];
-        res.writeHead(ur.statusCode, h);
-        ur.pipe(res);
+        // Buffered, so the answer leaves in one write (head + body) like the other targets'.
+        readBody(ur, (answer) => {
+          res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] ?? 'application/json', 'content-length': answer.length });
+          res.end(answer);
+        });
       });
       up.on('error', () => reply(res, 502, '{"jsonrpc":"2.0","error":{"code":-32603,"message":"upstream failed"}}'));
       up.end(body);

@@ -24,6 +24,9 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
+/** No op failed (shared, never written). */
+const NONE: ReadonlyMap<Op, Error> = new Map<Op, Error>();
+
 export interface BatchHooks {
   /** Runs first inside each batch transaction. */
   before(): void;
@@ -35,12 +38,17 @@ export interface BatchHooks {
  * Group commit: every write is queued and all writes queued in one turn of the event loop
  * are committed by a single transaction on setImmediate. Each write's promise settles only
  * after COMMIT returned, so "resolved" means "durable" (see db.ts for what durable means).
- * Each op runs in its own savepoint: one failing op is rolled back and rejected alone.
+ * A batch first runs as one plain transaction; only if an op throws is it rolled back and run
+ * again with a savepoint per op, so one failing op is rolled back and rejected alone. (Ops are
+ * database writes only, so running them twice after a rollback is safe; the hooks re-read
+ * their state in before().) A savepoint per op costs about a sixth of the CPU of a
+ * batch at concurrency 32.
  */
 export class GroupCommit {
   private queue: Op[] = [];
   private batch: Deferred | null = null;
   private readonly tx: Transaction<(ops: Op[]) => Map<Op, Error>>;
+  private readonly fast: Transaction<(ops: Op[]) => void>;
   private readonly sub: Transaction<(run: () => void) => void>;
   private batches = 0;
   private writes = 0;
@@ -52,6 +60,11 @@ export class GroupCommit {
     private readonly log: Logger,
   ) {
     this.sub = db.transaction((run: () => void) => run());
+    this.fast = db.transaction((ops: Op[]) => {
+      hooks.before();
+      for (const op of ops) op.run();
+      hooks.after();
+    });
     this.tx = db.transaction((ops: Op[]) => {
       const failed = new Map<Op, Error>();
       hooks.before();
@@ -115,9 +128,15 @@ export class GroupCommit {
       batch?.resolve();
       return;
     }
-    let failed: Map<Op, Error>;
+    let failed: ReadonlyMap<Op, Error>;
     try {
-      failed = this.tx.immediate(ops);
+      try {
+        this.fast.immediate(ops);
+        failed = NONE;
+      } catch {
+        // Some op failed and the whole batch was rolled back: find it, keep the others.
+        failed = this.tx.immediate(ops);
+      }
     } catch (err) {
       const e = err instanceof Error ? err : new Error(String(err));
       this.log.error({ err: e, writes: ops.length }, 'ledger: batch commit failed');
