@@ -1,0 +1,206 @@
+/**
+ * Operator surface of a running daemon (the real built binary): /metrics parses as Prometheus
+ * text and its counters move with calls; /admin/servers, /admin/tools (with flags) and
+ * /admin/ledger answer JSON; /admin/events streams finished calls over a WebSocket; foreign
+ * origins and non-admin callers are refused.
+ */
+import type { IncomingMessage } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { isAdmin } from '../../src/downstream/admin.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, parseExposition, scrape } from '../helpers/prometheus.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+const MODERN = '2026-07-28';
+
+type Json = Record<string, any>;
+let hub: HubProcess;
+let base: string;
+
+/** One modern tools/call over HTTP, headers mirrored as the spec wants. */
+async function call(name: string, args: Json, id: string | number = Math.random().toString(36).slice(2)): Promise<Json> {
+  const res = await fetch(hub.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name, arguments: args, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'observer', version: '1' } } },
+    }),
+  });
+  return (await res.json()) as Json;
+}
+
+async function getJson(path: string, init?: RequestInit): Promise<{ status: number; body: Json }> {
+  const res = await fetch(base + path, init);
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+beforeAll(async () => {
+  hub = await startHub({
+    servers: {
+      legacy: nodeServer(SDK1),
+      // Same prefix as the other server: its tool names collide and get renamed.
+      modern: { ...nodeServer(SDK2), prefix: 'legacy' },
+    },
+  });
+  base = new URL(hub.url).origin;
+  const end = Date.now() + 20_000;
+  for (;;) {
+    const s = (await getJson('/admin/servers')).body.servers as Json[];
+    if (s.every((x) => x.state === 'ready')) break;
+    if (Date.now() > end) throw new Error('upstreams not ready');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('/metrics', () => {
+  it('parses as Prometheus text with the documented families', async () => {
+    const text = await scrape(hub.url);
+    const exp = parseExposition(text);
+    const want: Record<string, string> = {
+      switchyard_calls_total: 'counter',
+      switchyard_call_errors_total: 'counter',
+      switchyard_call_duration_seconds: 'histogram',
+      switchyard_upstream_state: 'gauge',
+      switchyard_upstream_restarts_total: 'counter',
+      switchyard_cache_hits_total: 'counter',
+      switchyard_cache_misses_total: 'counter',
+      switchyard_ledger_commit_seconds: 'histogram',
+      switchyard_ledger_batches_total: 'counter',
+      switchyard_open_sessions: 'gauge',
+    };
+    for (const [name, type] of Object.entries(want)) expect(exp.types.get(name), name).toBe(type);
+    expect(metricValue(text, 'switchyard_upstream_state', { server: 'legacy', state: 'ready' })).toBe(1);
+    expect(metricValue(text, 'switchyard_upstream_state', { server: 'modern', state: 'failed' })).toBe(0);
+  });
+
+  it('counts calls, errors, latency, cache lookups and ledger commits as they happen', async () => {
+    const before = await scrape(hub.url);
+    const labels = { method: 'tools/call', server: 'legacy', tool: 'legacy__echo', outcome: 'ok' };
+    for (let i = 0; i < 3; i++) expect((await call('legacy__echo', { text: `n${i}` })).result.content[0].text).toBe(`echo:n${i}`);
+    const failed = await call('legacy__fail', {});
+    expect(failed.result.isError).toBe(true);
+    const after = await scrape(hub.url);
+    expect(metricValue(after, 'switchyard_calls_total', labels) - metricValue(before, 'switchyard_calls_total', labels)).toBe(3);
+    const failLabels = { method: 'tools/call', server: 'legacy', tool: 'legacy__fail', outcome: 'tool_error' };
+    expect(metricValue(after, 'switchyard_call_errors_total', failLabels) - metricValue(before, 'switchyard_call_errors_total', failLabels)).toBe(1);
+    const h = { method: 'tools/call', server: 'legacy', tool: 'legacy__echo' };
+    expect(metricValue(after, 'switchyard_call_duration_seconds_count', h) - metricValue(before, 'switchyard_call_duration_seconds_count', h)).toBe(3);
+    expect(metricValue(after, 'switchyard_cache_hits_total')).toBeGreaterThan(metricValue(before, 'switchyard_cache_hits_total'));
+    expect(metricValue(after, 'switchyard_ledger_commit_seconds_count')).toBeGreaterThan(metricValue(before, 'switchyard_ledger_commit_seconds_count'));
+    expect(metricValue(after, 'switchyard_ledger_writes_total')).toBeGreaterThan(metricValue(before, 'switchyard_ledger_writes_total'));
+    // An unknown tool name is counted without becoming a label value.
+    await call(`no_such_tool_${Date.now()}`, {});
+    expect(parseExposition(await scrape(hub.url)).samples.some((s) => s.labels.tool?.startsWith('no_such_tool'))).toBe(false);
+  });
+});
+
+describe('/admin routes', () => {
+  it('/admin/servers shows each upstream with era, state, version and restarts', async () => {
+    const { status, body } = await getJson('/admin/servers');
+    expect(status).toBe(200);
+    expect(body.servers).toEqual([
+      expect.objectContaining({ id: 'legacy', transport: 'stdio', state: 'ready', era: '2025-11-25', serverInfo: { name: 'sdk1-legacy', version: '1.0.0' }, restarts: 0, lastError: null }),
+      expect.objectContaining({ id: 'modern', transport: 'stdio', state: 'ready', era: MODERN, serverInfo: { name: 'sdk2-modern', version: '1.0.0' }, restarts: 0 }),
+    ]);
+  });
+
+  it('/admin/tools lists the catalog with origins and flags (renamed on a collision)', async () => {
+    const { body } = await getJson('/admin/tools');
+    const echo = (body.tools as Json[]).filter((t) => t.upstreamName === 'echo');
+    expect(echo).toHaveLength(2);
+    const [first, second] = echo;
+    expect(first).toMatchObject({ name: 'legacy__echo', server: 'legacy', era: '2025-11-25', flags: [] });
+    expect(second.server).toBe('modern');
+    expect(second.name).not.toBe('legacy__echo');
+    expect(second.flags).toEqual(['renamed:collision']);
+    expect(second.inputSchema).toMatchObject({ type: 'object' });
+    const only = (await getJson('/admin/tools?server=modern')).body.tools as Json[];
+    expect(only.every((t) => t.server === 'modern')).toBe(true);
+  });
+
+  it('/admin/ledger answers filtered audit rows and refuses bad filters', async () => {
+    await call('legacy__echo', { text: 'for the ledger' }, 'ledger-probe');
+    await new Promise((r) => setTimeout(r, 50));
+    const { status, body } = await getJson('/admin/ledger?server=legacy&tool=legacy__echo&since=10m&limit=50');
+    expect(status).toBe(200);
+    expect(body.rows.length).toBeGreaterThan(0);
+    expect(body.rows.every((r: Json) => r.server === 'legacy' && r.hubName === 'legacy__echo')).toBe(true);
+    expect(body.rows.some((r: Json) => r.requestId === 'ledger-probe' && r.outcome === 'ok')).toBe(true);
+    expect((await getJson('/admin/ledger?since=yesterday-ish')).status).toBe(400);
+    expect((await getJson('/admin/ledger?limit=-1')).status).toBe(400);
+  });
+
+  it('serves the status page and refuses what it does not know', async () => {
+    const page = await fetch(base + '/admin/');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+    expect(await page.text()).toMatch(/<table id="servers">/);
+    expect((await fetch(base + '/admin/app.js')).headers.get('content-type')).toMatch(/javascript/);
+    expect((await fetch(base + '/admin/../package.json')).status).not.toBe(200);
+    expect((await getJson('/admin/nope')).status).toBe(404);
+    expect((await fetch(base + '/admin/servers', { method: 'POST' })).status).toBe(405);
+    const foreign = await fetch(base + '/admin/servers', { headers: { origin: 'https://evil.example' } });
+    expect(foreign.status).toBe(403);
+  });
+
+  it('lets only loopback callers in until authentication decides (isAdmin seam)', () => {
+    const req = (remoteAddress: string) => ({ socket: { remoteAddress } }) as unknown as IncomingMessage;
+    expect(isAdmin(req('127.0.0.1'))).toBe(true);
+    expect(isAdmin(req('::1'))).toBe(true);
+    expect(isAdmin(req('::ffff:127.0.0.1'))).toBe(true);
+    expect(isAdmin(req('10.0.0.7'))).toBe(false);
+    expect(isAdmin(req('::ffff:192.168.1.2'))).toBe(false);
+  });
+});
+
+describe('/admin/events', () => {
+  function open(headers: Record<string, string> = {}): { ws: WebSocket; messages: Json[]; next: (pred: (m: Json) => boolean) => Promise<Json> } {
+    const ws = new WebSocket(base.replace('http', 'ws') + '/admin/events', { headers });
+    const messages: Json[] = [];
+    const waiters: { pred: (m: Json) => boolean; resolve: (m: Json) => void }[] = [];
+    ws.on('message', (d) => {
+      const m = JSON.parse(String(d)) as Json;
+      messages.push(m);
+      for (const w of [...waiters]) if (w.pred(m)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(m));
+    });
+    const next = (pred: (m: Json) => boolean) =>
+      new Promise<Json>((resolve, reject) => {
+        const found = messages.find(pred);
+        if (found) return resolve(found);
+        const t = setTimeout(() => reject(new Error(`no such event; got ${JSON.stringify(messages).slice(-1500)}`)), 10_000);
+        waiters.push({ pred, resolve: (m) => (clearTimeout(t), resolve(m)) });
+      });
+    return { ws, messages, next };
+  }
+
+  it('greets with the servers, then streams each finished call', async () => {
+    const { ws, next } = open();
+    const hello = await next((m) => m.type === 'hello');
+    expect(hello.servers.map((s: Json) => s.id)).toEqual(['legacy', 'modern']);
+    await call('legacy__add', { a: 1, b: 2 }, 'live-1');
+    const ev = await next((m) => m.type === 'audit' && m.requestId === 'live-1');
+    expect(ev).toMatchObject({ method: 'tools/call', name: 'legacy__add', server: 'legacy', upstreamName: 'add', outcome: 'ok', clientEra: MODERN, clientName: 'observer' });
+    expect(ev.latencyMs).toBeGreaterThanOrEqual(0);
+    expect(JSON.stringify(ev)).not.toMatch(/"a":1/); // arguments never travel on the feed
+    ws.close();
+  });
+
+  it('refuses a foreign Origin', async () => {
+    const ws = new WebSocket(base.replace('http', 'ws') + '/admin/events', { headers: { origin: 'https://evil.example' } });
+    const status = await new Promise<number>((resolve) => {
+      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on('open', () => resolve(101));
+      ws.on('error', () => undefined);
+    });
+    expect(status).toBe(403);
+  });
+});
