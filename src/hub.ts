@@ -6,6 +6,7 @@ import type { Logger } from './log.js';
 import type { HubConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { NameAssigner } from './catalog/names.js';
+import { MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';

@@ -41,4 +41,10 @@ export class Subscriptions {
   subscribers(server: string, uri: string): ReadonlySet<string> {
     return this.byUri.get(`${server}\0${uri}`) ?? new Set();
   }
+
+  /** The URIs of one server that have at least one subscriber (a modern upstream's listen filter). */
+  uris(server: string): string[] {
+    const prefix = `${server}\0`;
+    return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
+  }
 }
