@@ -1,0 +1,234 @@
+/**
+ * Attack table, authentication rows: every credential attack against the real built hub over
+ * loopback HTTP, with keys and tokens made by jose. API keys and OAuth bearer JWTs (local JWKS
+ * file) at once; Protected Resource Metadata; step-up challenges for tool scopes; Origin and
+ * Host checks still on with valid credentials.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, rawHttp, type RawReply } from '../helpers/wire.js';
+import {
+  AUDIENCE,
+  ISSUER,
+  challengeParams,
+  confusedToken,
+  sha256Hex,
+  signingKey,
+  token,
+  unsignedToken,
+  waitForReadyWith,
+  writeJwks,
+  type SigningKey,
+} from '../helpers/auth.js';
+
+const ALICE_KEY = 'sy_alice-test-key-0123456789abcdefghijklmnopqrstuv';
+const BOB_KEY = 'sy_bob-test-key-0123456789abcdefghijklmnopqrstuvwxy';
+const PRM_URL = 'https://hub.test/.well-known/oauth-protected-resource/mcp';
+
+describe('authentication at the HTTP endpoint', () => {
+  let hub: HubProcess;
+  let key: SigningKey;
+  let stranger: SigningKey;
+  let id = 0;
+  const secrets: string[] = [ALICE_KEY, BOB_KEY];
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-auth-'));
+    key = await signingKey('k1');
+    stranger = await signingKey('k-unknown');
+    writeJwks(join(dir, 'jwks.json'), [key]);
+    hub = await startHub(
+      {
+        auth: {
+          apiKeys: [
+            { principal: 'alice', sha256: sha256Hex(ALICE_KEY), scopes: ['mcp', 'math'] },
+            { principal: 'bob', sha256: sha256Hex(BOB_KEY) },
+          ],
+          oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', scopes: ['mcp'], toolScopes: { 'modern__add': 'math', 'modern__counter_*': ['math', 'write'] } },
+        },
+        servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+      },
+      { dir },
+    );
+    await waitForReadyWith(hub.url, ['modern'], ALICE_KEY);
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+    // No credential ever reaches a log line.
+    const logs = hub.logs.join('\n');
+    for (const s of secrets) expect(logs).not.toContain(s);
+  });
+
+  function call(bearer: string | undefined, method = 'tools/list', params: Record<string, unknown> = {}, extra: Record<string, string> = {}): Promise<RawReply> {
+    const name = typeof params.name === 'string' ? params.name : undefined;
+    const headers: Record<string, string> = { ...modernHeaders(method, name), ...extra };
+    if (bearer !== undefined) headers.authorization = `Bearer ${bearer}`;
+    return post(hub.url, modernBody(++id, method, params), headers);
+  }
+
+  async function remember(t: string | Promise<string>): Promise<string> {
+    const s = await t;
+    secrets.push(s);
+    return s;
+  }
+
+  function expect401(r: RawReply, error?: string): Record<string, string> {
+    expect(r.status, r.text).toBe(401);
+    const c = challengeParams(r.headers.get('www-authenticate'));
+    expect(r.headers.get('www-authenticate')).toMatch(/^Bearer /);
+    expect(c.resource_metadata).toBe(PRM_URL);
+    expect(c.scope).toBe('mcp');
+    if (error) expect(c.error).toBe(error);
+    else expect(c.error).toBeUndefined();
+    expect(r.body?.error?.message).toMatch(/^Unauthorized/);
+    return c;
+  }
+
+  it('no token → 401 with resource_metadata and scope, no error code', async () => {
+    expect401(await call(undefined));
+  });
+
+  it('a bad API key → 401 invalid_token', async () => {
+    expect401(await call('sy_not-a-key-at-all'), 'invalid_token');
+    expect401(await call(undefined, 'tools/list', {}, { 'x-api-key': 'sy_nope' }), 'invalid_token');
+  });
+
+  it('a good API key, in Authorization or X-API-Key, is served', async () => {
+    const a = await call(ALICE_KEY);
+    expect(a.status, a.text).toBe(200);
+    expect((a.body?.result?.tools as unknown[]).length).toBeGreaterThan(0);
+    const b = await call(undefined, 'tools/list', {}, { 'x-api-key': BOB_KEY });
+    expect(b.status, b.text).toBe(200);
+  });
+
+  it('a valid token is served', async () => {
+    const r = await call(await remember(token(key, { scope: 'mcp' })));
+    expect(r.status, r.text).toBe(200);
+  });
+
+  it('an expired token → 401 invalid_token', async () => {
+    const c = expect401(await call(await remember(token(key, { scope: 'mcp', expiresIn: -120 }))), 'invalid_token');
+    expect(c.error_description).toMatch(/expired/);
+  });
+
+  it('a token not valid yet → 401', async () => {
+    expect401(await call(await remember(token(key, { scope: 'mcp', notBefore: 600 }))), 'invalid_token');
+  });
+
+  it('a wrong audience → 401', async () => {
+    const c = expect401(await call(await remember(token(key, { scope: 'mcp', aud: 'switchyard' }))), 'invalid_token');
+    expect(c.error_description).toMatch(/not meant for this resource/);
+  });
+
+  it('a token for another resource (another MCP server\'s URI) → 401', async () => {
+    expect401(await call(await remember(token(key, { scope: 'mcp', aud: 'https://other-server.test/mcp' }))), 'invalid_token');
+    expect401(await call(await remember(token(key, { scope: 'mcp', aud: ['https://a.test/mcp', 'https://b.test/mcp'] }))), 'invalid_token');
+  });
+
+  it('a wrong issuer → 401', async () => {
+    const c = expect401(await call(await remember(token(key, { scope: 'mcp', iss: 'https://evil-issuer.test' }))), 'invalid_token');
+    expect(c.error_description).toMatch(/another authorization server/);
+  });
+
+  it('an unknown kid → 401 (the JWKS file has no such key)', async () => {
+    const c = expect401(await call(await remember(token(stranger, { scope: 'mcp' }))), 'invalid_token');
+    expect(c.error_description).toMatch(/unknown key/);
+  });
+
+  it('a signature by another key under a known kid → 401', async () => {
+    const forged = { ...stranger, kid: 'k1' };
+    expect401(await call(await remember(token(forged, { scope: 'mcp' }))), 'invalid_token');
+  });
+
+  it('alg: none → 401', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const t = unsignedToken({ iss: ISSUER, aud: AUDIENCE, sub: 'alice', scope: 'mcp', exp: now + 300 });
+    expect401(await call(t), 'invalid_token');
+  });
+
+  it('algorithm confusion (HS256 keyed with the public key) → 401', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const t = await confusedToken(key, { iss: ISSUER, aud: AUDIENCE, sub: 'mallory', scope: 'mcp math', exp: now + 300 });
+    expect401(await call(t), 'invalid_token');
+  });
+
+  it('a malformed Authorization header → 401 invalid_request', async () => {
+    const r = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization: 'Basic YWxpY2U6c2VjcmV0' });
+    expect401(r, 'invalid_request');
+  });
+
+  it('a token without a scope the hub requires → 403 insufficient_scope', async () => {
+    const r = await call(await remember(token(key, { scope: 'profile' })));
+    expect(r.status, r.text).toBe(403);
+    const c = challengeParams(r.headers.get('www-authenticate'));
+    expect(c).toMatchObject({ error: 'insufficient_scope', scope: 'mcp', resource_metadata: PRM_URL });
+  });
+
+  it('a tool whose scope is missing → 403 step-up naming every needed scope; with it → served', async () => {
+    const plain = await remember(token(key, { scope: 'mcp' }));
+    const r = await call(plain, 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 2 } });
+    expect(r.status, r.text).toBe(403);
+    expect(r.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", scope="mcp math", resource_metadata="/);
+    expect(r.body?.error?.message).toMatch(/modern__add needs scope math/);
+    // Several scopes from one glob are named in one challenge.
+    const r2 = await call(plain, 'tools/call', { name: 'modern__counter_bump', arguments: { label: 'x' } });
+    expect(challengeParams(r2.headers.get('www-authenticate')).scope).toBe('mcp math write');
+    // Tools without a scope rule need only the hub's scopes.
+    const echo = await call(plain, 'tools/call', { name: 'modern__echo', arguments: { text: 'hi' } });
+    expect(echo.status, echo.text).toBe(200);
+    // Step-up: the union of scopes is served.
+    const stepped = await call(await remember(token(key, { scope: 'mcp math' })), 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 2 } });
+    expect(stepped.status, stepped.text).toBe(200);
+    expect(stepped.body?.result).toMatchObject({ structuredContent: { sum: 3 } });
+  });
+
+  it('API keys carry their own scopes for tool scopes', async () => {
+    const a = await call(ALICE_KEY, 'tools/call', { name: 'modern__add', arguments: { a: 2, b: 2 } });
+    expect(a.status, a.text).toBe(200);
+    const b = await call(BOB_KEY, 'tools/call', { name: 'modern__add', arguments: { a: 2, b: 2 } });
+    expect(b.status, b.text).toBe(403);
+    expect(challengeParams(b.headers.get('www-authenticate')).error).toBe('insufficient_scope');
+  });
+
+  it('serves Protected Resource Metadata at both RFC 9728 paths, without credentials', async () => {
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource']) {
+      const res = await fetch(new URL(path, hub.url));
+      expect(res.status).toBe(200);
+      const doc = (await res.json()) as Record<string, unknown>;
+      expect(doc).toMatchObject({ resource: AUDIENCE, authorization_servers: [ISSUER], bearer_methods_supported: ['header'] });
+      expect(doc.scopes_supported).toEqual(expect.arrayContaining(['mcp', 'math', 'write']));
+    }
+  });
+
+  it('a foreign Origin is refused even with a valid credential', async () => {
+    const r = await call(ALICE_KEY, 'tools/list', {}, { origin: 'https://evil.example' });
+    expect(r.status).toBe(403);
+    expect(r.body?.error?.message).toMatch(/Origin/);
+  });
+
+  it('a rebinding Host is refused even with a valid credential', async () => {
+    const r = await rawHttp(hub.url, {
+      headers: { ...modernHeaders('tools/list'), host: 'attacker.example:80', authorization: `Bearer ${ALICE_KEY}` },
+      chunks: [JSON.stringify(modernBody(++id, 'tools/list'))],
+    });
+    expect(r.status).toBe(403);
+  });
+
+  it('/healthz names servers only to authenticated callers', async () => {
+    const anon = await (await fetch(new URL('/healthz', hub.url))).json();
+    expect(anon).toEqual({ status: 'ok' });
+    const authed = (await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE_KEY}` } })).json()) as { servers: unknown[] };
+    expect(authed.servers).toHaveLength(1);
+  });
+
+  it('GET and DELETE /mcp need credentials too', async () => {
+    const g = await fetch(hub.url, { headers: { accept: 'text/event-stream', 'mcp-session-id': 'x' } });
+    expect(g.status).toBe(401);
+    const d = await fetch(hub.url, { method: 'DELETE', headers: { 'mcp-session-id': 'x' } });
+    expect(d.status).toBe(401);
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * `switchyard keys` and the loopback rule of `switchyard start`, through the real binary.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../helpers/auth.js';
+import { BIN, ROOT, nodeServer, startHub } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post } from '../helpers/wire.js';
+
+function run(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 20_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('switchyard keys', () => {
+  it('add prints a new key once and stores only its SHA-256; the hub accepts it; remove takes it away', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-keys-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') } }, null, 2));
+    const add = run(['keys', 'add', 'carol', '--config', file, '--scope', 'math']);
+    expect(add.status, add.stderr).toBe(0);
+    const key = add.stdout.trim();
+    expect(key).toMatch(/^sy_[A-Za-z0-9_-]{43}$/);
+    expect(add.stderr).toMatch(/shown only this once/);
+    const text = readFileSync(file, 'utf8');
+    expect(text).not.toContain(key);
+    expect(JSON.parse(text).auth.apiKeys).toEqual([{ principal: 'carol', sha256: sha256Hex(key), scopes: ['math'] }]);
+    const second = run(['keys', 'add', 'dave', '--config', file]);
+    expect(second.stdout.trim()).not.toBe(key);
+    expect(run(['keys', 'list', '--config', file]).stdout).toMatch(/^carol\t[0-9a-f]{12}…\tmath\ndave\t[0-9a-f]{12}…\n$/);
+    expect(run(['config', 'validate', '--config', file]).status).toBe(0);
+
+    const hub = await startHub(JSON.parse(readFileSync(file, 'utf8')), { dir });
+    try {
+      const ok = await post(hub.url, modernBody(1, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` });
+      expect(ok.status, ok.text).toBe(200);
+      const bad = await post(hub.url, modernBody(2, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}x` });
+      expect(bad.status).toBe(401);
+      expect(hub.logs.join('\n')).not.toContain(key);
+    } finally {
+      await hub.stop();
+    }
+
+    const rm = run(['keys', 'remove', 'carol', '--config', file]);
+    expect(rm.status, rm.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(file, 'utf8')).auth.apiKeys.map((k: { principal: string }) => k.principal)).toEqual(['dave']);
+    expect(run(['keys', 'remove', 'carol', '--config', file]).status).toBe(1);
+  });
+
+  it('refuses a bad principal and a missing config file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-keys-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, '{}');
+    const bad = run(['keys', 'add', 'not a principal', '--config', file]);
+    expect(bad.status).toBe(2);
+    expect(bad.stdout).toBe('');
+    expect(readFileSync(file, 'utf8')).toBe('{}');
+    const missing = run(['keys', 'add', 'erin', '--config', join(dir, 'nope.json')]);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/config file not found/);
+  });
+});
+
+describe('switchyard start without authentication', () => {
+  it('refuses a non-loopback host before binding anything', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
+    // 192.0.2.1 (TEST-NET-1) is never a local address: even a broken check could not listen there.
+    const r = run(['start', '--config', file, '--host', '192.0.2.1', '--port', '0']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/refusing to listen on 192\.0\.2\.1 without authentication/);
+    expect(r.stdout).toBe('');
+  });
+});

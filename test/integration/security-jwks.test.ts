@@ -1,0 +1,77 @@
+/**
+ * OAuth with a remote JWKS (a tiny loopback server): the key set is fetched lazily and cached,
+ * refetched when a token names an unknown kid (key rotation works without a restart), but at
+ * most once per cooldown, so random kids cannot make the hub hammer the issuer. The audience
+ * defaults to the hub's own URI, which the Protected Resource Metadata names.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ISSUER, challengeParams, jwksServer, signingKey, token, type JwksServer, type SigningKey } from '../helpers/auth.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
+
+const COOLDOWN_MS = 300;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('remote JWKS and key rotation', () => {
+  let jwks: JwksServer;
+  let hub: HubProcess;
+  let a: SigningKey;
+  let b: SigningKey;
+  let resource: string;
+  let n = 0;
+
+  beforeAll(async () => {
+    a = await signingKey('key-a');
+    b = await signingKey('key-b', 'RS256');
+    jwks = await jwksServer([a]);
+    hub = await startHub({
+      auth: { oauth: { issuer: ISSUER, jwksUri: jwks.url, jwksCooldownMs: COOLDOWN_MS } },
+      servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+    });
+    const prm = (await (await fetch(new URL('/.well-known/oauth-protected-resource/mcp', hub.url))).json()) as { resource: string };
+    resource = prm.resource;
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+    await jwks?.close();
+  });
+
+  function call(bearer: string): Promise<RawReply> {
+    return post(hub.url, modernBody(++n, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${bearer}` });
+  }
+
+  it('the default audience is the hub\'s own URI', () => {
+    expect(resource).toBe(hub.url);
+  });
+
+  it('fetches the JWKS on first use, refetches on an unknown kid, and accepts a rotated-in key', async () => {
+    expect(jwks.fetches).toBe(0);
+    expect((await call(await token(a, { aud: resource }))).status).toBe(200);
+    expect(jwks.fetches).toBe(1);
+    // Cached: no fetch for a known kid.
+    expect((await call(await token(a, { aud: resource }))).status).toBe(200);
+    expect(jwks.fetches).toBe(1);
+    await sleep(COOLDOWN_MS + 100);
+    const unknown = await call(await token(b, { aud: resource }));
+    expect(unknown.status).toBe(401);
+    expect(challengeParams(unknown.headers.get('www-authenticate')).error_description).toMatch(/unknown key/);
+    expect(jwks.fetches).toBe(2);
+    jwks.setKeys([a, b]);
+    await sleep(COOLDOWN_MS + 100);
+    expect((await call(await token(b, { aud: resource }))).status).toBe(200);
+    expect(jwks.fetches).toBe(3);
+  });
+
+  it('a flood of unknown kids costs at most one fetch per cooldown', async () => {
+    await sleep(COOLDOWN_MS + 100);
+    const strangers = await Promise.all(Array.from({ length: 8 }, (_, i) => signingKey(`random-${i}`)));
+    const tokens = await Promise.all(strangers.map((s) => token(s, { aud: resource })));
+    const before = jwks.fetches;
+    const t0 = Date.now();
+    for (const t of tokens) expect((await call(t)).status).toBe(401);
+    // One fetch, plus one per cooldown that passed (only on a very slow machine).
+    expect(jwks.fetches - before).toBeLessThanOrEqual(1 + Math.floor((Date.now() - t0) / COOLDOWN_MS));
+    expect(jwks.fetches - before).toBeLessThan(tokens.length);
+  });
+});

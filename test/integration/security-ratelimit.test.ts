@@ -1,0 +1,76 @@
+/**
+ * Attack table, abuse row: a burst over the rate limits gets HTTP 429 with Retry-After and is
+ * audited as denied; buckets are per principal and per principal and tool.
+ */
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
+
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000' };
+
+describe('rate limits', () => {
+  let hub: HubProcess;
+  let n = 0;
+
+  beforeAll(async () => {
+    hub = await startHub({
+      auth: { apiKeys: Object.entries(KEYS).map(([principal, key]) => ({ principal, sha256: sha256Hex(key) })) },
+      policy: { rateLimit: { perPrincipal: { burst: 5, perSecond: 0.2 }, tools: { 'modern__add': { burst: 2, perSecond: 0.1 } } } },
+      servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+    });
+    await waitForReadyWith(hub.url, ['modern'], KEYS.alice);
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`): Promise<RawReply> {
+    const name = typeof params.name === 'string' ? params.name : undefined;
+    return post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
+  }
+
+  function row(requestId: string): Record<string, unknown> {
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name FROM audit WHERE request_id = ?').get(requestId) as never;
+    } finally {
+      db.close();
+    }
+  }
+
+  it('a burst over the per-principal limit → 429 with Retry-After, audited as denied; others are unaffected', async () => {
+    for (let i = 0; i < 5; i++) expect((await call('alice')).status).toBe(200);
+    const over = await call('alice', 'tools/list', {}, 'alice-over');
+    expect(over.status).toBe(429);
+    const retryAfter = Number(over.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(5);
+    expect(over.body).toMatchObject({ id: 'alice-over', error: { message: expect.stringMatching(/^Too Many Requests/) } });
+    expect(row('alice-over')).toMatchObject({ principal: 'alice', outcome: 'denied', error_kind: 'policy', error_code: 429, method: 'tools/list' });
+    expect((await call('bob')).status).toBe(200);
+  });
+
+  it('concurrent requests: exactly the burst gets through', async () => {
+    const replies = await Promise.all(Array.from({ length: 12 }, () => call('carol')));
+    const statuses = replies.map((r) => r.status).sort();
+    expect(statuses.filter((s) => s === 200)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(7);
+  });
+
+  it('a per-tool limit refuses that tool only', async () => {
+    const add = (id?: string) => call('bob', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, id);
+    expect((await add()).status).toBe(200);
+    expect((await add()).status).toBe(200);
+    const over = await add('bob-add-over');
+    expect(over.status).toBe(429);
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(over.body?.error?.message).toMatch(/modern__add/);
+    expect(row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
+    // Bob's other requests still pass (his principal bucket has tokens left).
+    expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * Attack table, validation rows, against the real built hub and the spy upstream: arguments
+ * that break a tool's inputSchema never reach the upstream (an isError EINVAL result, audited
+ * as tool_error); hostile schemas (deep nesting, a huge enum, catastrophic patterns), an
+ * unsupported dialect and a network $ref get the tool quarantined without stalling the hub;
+ * structuredContent that breaks the outputSchema becomes an isError result.
+ */
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, waitForReady, type Json } from '../helpers/wire.js';
+
+const ERROR_META = 'dev.switchyard/error';
+
+interface Seen {
+  method: string | null;
+  tool: string | null;
+}
+
+describe('argument and result validation at the hub', () => {
+  let spy: HttpFixture;
+  let hub: HubProcess;
+  let n = 0;
+
+  beforeAll(async () => {
+    spy = await startHttpFixture('test/fixtures/servers/spy-http-server.mjs');
+    hub = await startHub({ servers: { spy: { url: spy.url } } });
+    await waitForReady(hub.url, ['spy']);
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+    await spy?.stop();
+  });
+
+  async function callTool(name: string, args: unknown, id = `v${++n}`): Promise<{ result: Json; ms: number }> {
+    const t0 = Date.now();
+    const r = await post(hub.url, modernBody(id, 'tools/call', { name, arguments: args }), modernHeaders('tools/call', name));
+    expect(r.status, r.text).toBe(200);
+    expect(r.body?.result, r.text).toBeDefined();
+    return { result: r.body!.result!, ms: Date.now() - t0 };
+  }
+
+  async function upstreamCalls(tool: string): Promise<number> {
+    const res = await fetch(new URL('/seen', spy.url));
+    const { seen } = (await res.json()) as { seen: Seen[] };
+    return seen.filter((s) => s.method === 'tools/call' && s.tool === tool).length;
+  }
+
+  function hubError(result: Json): { code: string; message: string; retryable: boolean; pointer?: string } {
+    expect(result.isError).toBe(true);
+    const e = (result._meta as Json)[ERROR_META] as never as { code: string; message: string; retryable: boolean };
+    expect((result.content as { text: string }[])[0].text).toBe(e.message);
+    return e;
+  }
+
+  function outcomeOf(requestId: string): string {
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      return (db.prepare('SELECT outcome FROM audit WHERE request_id = ?').get(requestId) as { outcome: string }).outcome;
+    } finally {
+      db.close();
+    }
+  }
+
+  it('arguments failing validation → EINVAL with a JSON pointer, retryable, audited tool_error; the upstream is not called', async () => {
+    const cases: [unknown, string, RegExp][] = [
+      [{ n: 'seven' }, '/n', /must be integer/],
+      [{}, '/n', /is required/],
+      [{ n: 1, extra: true }, '/extra', /not an allowed property/],
+      [{ n: -1 }, '/n', /must be >= 0/],
+      [[1, 2], '', /must be object/],
+    ];
+    for (const [args, pointer, reason] of cases) {
+      const id = `einval-${++n}`;
+      const { result } = await callTool('spy__strict_args', args, id);
+      const e = hubError(result);
+      expect(e).toMatchObject({ code: 'EINVAL', retryable: true, pointer });
+      expect(e.message).toContain(`arguments${pointer}`);
+      expect(e.message).toMatch(reason);
+      // No outputSchema: the error is also the structuredContent.
+      expect(result.structuredContent).toEqual({ error: e });
+      expect(outcomeOf(id)).toBe('tool_error');
+    }
+    expect(await upstreamCalls('strict_args')).toBe(0);
+    const ok = await callTool('spy__strict_args', { n: 7 });
+    expect(ok.result.isError).toBeUndefined();
+    expect(await upstreamCalls('strict_args')).toBe(1);
+  });
+
+  it('hostile schemas quarantine their tool at once, and the upstream is not called', async () => {
+    const hostile: [string, unknown, RegExp][] = [
+      ['spy__hostile_deep', {}, /nested deeper than/],
+      ['spy__hostile_enum', { e: 'value-1' }, /larger than|enum with more than/],
+      ['spy__hostile_regex', { s: `${'a'.repeat(40)}b` }, /nested repetition/],
+      ['spy__draft04', {}, /unsupported JSON Schema dialect/],
+      ['spy__net_ref', { a: 1 }, /does not fetch/],
+    ];
+    for (const [tool, args, why] of hostile) {
+      const { result, ms } = await callTool(tool, args);
+      const e = hubError(result);
+      expect(e).toMatchObject({ code: 'ESCHEMA', retryable: false });
+      expect(e.message).toMatch(/quarantined/);
+      expect(e.message).toMatch(why);
+      expect(ms).toBeLessThan(2_000);
+      expect(await upstreamCalls(tool.slice('spy__'.length))).toBe(0);
+    }
+    // A network $ref is never fetched.
+    const { schemaFetches } = (await (await fetch(new URL('/seen', spy.url))).json()) as { schemaFetches: number };
+    expect(schemaFetches).toBe(0);
+    // Each is flagged in the hub's log.
+    const flagged = hub.logs.filter((l) => l.includes('tool quarantined')).join('\n');
+    for (const t of ['hostile_deep', 'hostile_enum', 'hostile_regex', 'draft04', 'net_ref']) expect(flagged).toContain(`spy__${t}`);
+  });
+
+  it('a pattern that backtracks past its time budget quarantines the tool without stalling the hub', async () => {
+    const slow = callTool('spy__sneaky_regex', { s: `${'a'.repeat(60)}b` });
+    // Other calls keep being served meanwhile.
+    const other = await callTool('spy__strict_args', { n: 1 });
+    expect(other.result.isError).toBeUndefined();
+    const { result, ms } = await slow;
+    expect(hubError(result)).toMatchObject({ code: 'ESCHEMA' });
+    expect(hubError(result).message).toMatch(/time budget|longer than/);
+    expect(ms).toBeLessThan(2_000);
+    // Quarantined: even harmless input is refused from now on.
+    const again = await callTool('spy__sneaky_regex', { s: 'aaaa' });
+    expect(hubError(again.result).code).toBe('ESCHEMA');
+    expect(await upstreamCalls('sneaky_regex')).toBe(0);
+  });
+
+  it('structuredContent that breaks the outputSchema becomes an isError result', async () => {
+    const bad = await callTool('spy__bad_output', {});
+    const e = hubError(bad.result);
+    expect(e).toMatchObject({ code: 'EOUTPUT', retryable: false, pointer: '/sum' });
+    expect(e.message).toMatch(/structuredContent\/sum must be number/);
+    // The tool has an outputSchema, so the error stays out of structuredContent.
+    expect(bad.result.structuredContent).toBeUndefined();
+    const good = await callTool('spy__good_output', {});
+    expect(good.result).toMatchObject({ structuredContent: { sum: 3 } });
+    expect(good.result.isError).toBeUndefined();
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * The pure parts of the security policy: pattern classification, schema bounds, the
+ * validator's dialects and caching, token buckets (fake clock), globs and tool scopes.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { GlobTable, globToRegExp } from '../../src/policy/glob.js';
+import { RateLimiter, TokenBuckets } from '../../src/policy/rate-limit.js';
+import { classifyPattern } from '../../src/policy/safe-regex.js';
+import { depthExceeds, schemaOutOfBounds } from '../../src/policy/schema-bounds.js';
+import { ToolScopes, missingScopes } from '../../src/policy/scopes.js';
+import { SchemaValidator } from '../../src/policy/validate.js';
+
+describe('classifyPattern', () => {
+  it.each([
+    ['^(a+)+$', 'reject'],
+    ['(\\w+\\s?)*$', 'reject'],
+    ['^(a*)*b', 'reject'],
+    ['((ab)+c)+', 'reject'],
+    ['(a{1,100}){2,}', 'reject'],
+    ['(x)\\1', 'reject'],
+    ['(?<n>x)\\k<n>', 'reject'],
+    ['(a|aa)*', 'sandbox'],
+    ['(\\d|\\w)+x', 'sandbox'],
+    ['^\\d*\\d*x$', 'sandbox'],
+    ['^(?=.*\\d).+$', 'sandbox'],
+    ['^[a-z0-9_-]+$', 'native'],
+    ['^\\d{4}-\\d{2}-\\d{2}$', 'native'],
+    ['^(\\d{1,3}\\.){3}\\d{1,3}$', 'native'],
+    ['^(foo|bar)+$', 'native'],
+    ['[(]+\\)', 'native'],
+    ['^a{2,5}b?$', 'native'],
+  ])('%s → %s', (p, kind) => {
+    expect(classifyPattern(p).kind).toBe(kind);
+  });
+});
+
+describe('schema bounds', () => {
+  it('counts depth, size, nodes and enum length without recursion', () => {
+    let deep: unknown = { type: 'string' };
+    for (let i = 0; i < 100_000; i++) deep = { not: deep };
+    expect(schemaOutOfBounds(deep, '{}')).toMatch(/nested deeper/);
+    expect(schemaOutOfBounds({ enum: Array.from({ length: 6000 }, (_, i) => i) }, '[]')).toMatch(/enum/);
+    expect(schemaOutOfBounds({}, 'x'.repeat(300_000))).toMatch(/larger than/);
+    expect(schemaOutOfBounds({ type: 'object', properties: { a: { type: 'string' } } }, '{}')).toBeUndefined();
+    let data: unknown = 0;
+    for (let i = 0; i < 100_000; i++) data = [data];
+    expect(depthExceeds(data, 64)).toBe(true);
+    expect(depthExceeds({ a: [1, { b: 2 }] }, 64)).toBe(false);
+  });
+});
+
+describe('SchemaValidator', () => {
+  const v = new SchemaValidator(silentLogger);
+  afterAll(() => v.close());
+
+  it('2020-12 by default, draft-07 when $schema says so, other dialects reported', () => {
+    // prefixItems is a 2020-12 keyword; draft-07 ignores it.
+    const tuple = { type: 'object', properties: { t: { type: 'array', prefixItems: [{ type: 'string' }] } } };
+    expect(v.checkArgs('t1', { inputSchema: tuple }, { t: [1] })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/t/0' });
+    // draft-07 `items: [..]` is a tuple; in 2020-12 an array there is not a schema.
+    const d7 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { t: { type: 'array', items: [{ type: 'string' }] } } };
+    expect(v.checkArgs('t2', { inputSchema: d7 }, { t: [1] })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/t/0' });
+    expect(v.checkArgs('t2', { inputSchema: d7 }, { t: ['x'] })).toEqual({ ok: true });
+    const d2019 = { $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object' };
+    expect(v.checkArgs('t3', { inputSchema: d2019 }, {})).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/unsupported JSON Schema dialect/) });
+    expect(v.flagged.get('t3')).toMatch(/unsupported/);
+  });
+
+  it('keeps each tool\'s $id to itself and compiles a schema once', () => {
+    const one = { $id: 'https://x.test/s', type: 'object', properties: { a: { type: 'number' } } };
+    const two = { $id: 'https://x.test/s', type: 'object', properties: { a: { type: 'string' } } };
+    expect(v.checkArgs('one', { inputSchema: one }, { a: 'x' })).toMatchObject({ ok: false });
+    expect(v.checkArgs('two', { inputSchema: two }, { a: 'x' })).toEqual({ ok: true });
+    // Same content under another object: the cached compile serves it (a copy made later is equal).
+    const t0 = performance.now();
+    for (let i = 0; i < 1000; i++) v.checkArgs('two', { inputSchema: structuredClone(two) }, { a: 'y' });
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
+  it('refuses unresolved network $refs instead of treating them as permissive', () => {
+    const r = v.checkArgs('ref', { inputSchema: { type: 'object', properties: { a: { $ref: 'https://schemas.test/a.json' } } } }, { a: 1 });
+    expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/does not fetch/) });
+  });
+
+  it('checks structuredContent only for successful results with an outputSchema', () => {
+    const tool = { outputSchema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } };
+    expect(v.checkOutput('o', tool, { structuredContent: { n: 1 } })).toEqual({ ok: true });
+    expect(v.checkOutput('o', tool, { structuredContent: { n: 'x' } })).toMatchObject({ ok: false, pointer: '/n' });
+    expect(v.checkOutput('o', tool, { content: [] })).toMatchObject({ ok: false, reason: expect.stringMatching(/missing/) });
+    expect(v.checkOutput('o', tool, { isError: true, content: [] })).toEqual({ ok: true });
+    expect(v.checkOutput('o', {}, { structuredContent: 5 })).toEqual({ ok: true });
+  });
+});
+
+describe('token buckets', () => {
+  it('grant the burst, then refill at the rate, and say how long to wait', () => {
+    let now = 0;
+    const b = new TokenBuckets(() => now);
+    const spec = { burst: 3, perSecond: 2 };
+    expect([b.take('k', spec), b.take('k', spec), b.take('k', spec)]).toEqual([0, 0, 0]);
+    expect(b.take('k', spec)).toBe(500);
+    now += 499;
+    expect(b.take('k', spec)).toBeGreaterThan(0);
+    now += 2;
+    expect(b.take('k', spec)).toBe(0);
+    now += 60_000;
+    for (let i = 0; i < 3; i++) expect(b.take('k', spec)).toBe(0);
+    expect(b.take('k', spec)).toBeGreaterThan(0);
+    expect(b.take('other', spec)).toBe(0);
+  });
+
+  it('RateLimiter: per principal, then per principal and tool with glob overrides', () => {
+    let now = 0;
+    const l = new RateLimiter({ perPrincipal: { burst: 10, perSecond: 1 }, perTool: { burst: 3, perSecond: 1 }, tools: { 'fs__*': { burst: 1, perSecond: 0.5 } } }, () => now);
+    expect(l.check('alice', 'fs__write')).toEqual({ ok: true });
+    expect(l.check('alice', 'fs__write')).toEqual({ ok: false, retryAfterMs: 2000, limit: 'tool' });
+    expect(l.check('bob', 'fs__write')).toEqual({ ok: true });
+    for (let i = 0; i < 3; i++) expect(l.check('alice', 'db__query').ok).toBe(true);
+    expect(l.check('alice', 'db__query')).toMatchObject({ ok: false, limit: 'tool' });
+    for (let i = 0; i < 4; i++) l.check('alice');
+    expect(l.check('alice')).toMatchObject({ ok: false, limit: 'principal' });
+    expect(new RateLimiter({}).enabled).toBe(false);
+  });
+});
+
+describe('globs and tool scopes', () => {
+  it('globs match whole names, escaping everything but * and ?', () => {
+    expect(globToRegExp('fs__*').test('fs__write_file')).toBe(true);
+    expect(globToRegExp('fs__*').test('xfs__write')).toBe(false);
+    expect(globToRegExp('a.b?').test('a.bc')).toBe(true);
+    expect(globToRegExp('a.b?').test('axbc')).toBe(false);
+    expect(new GlobTable({ 'a*': 1, '*b': 2 }).matches('ab')).toEqual([1, 2]);
+  });
+
+  it('every matching glob adds its scopes', () => {
+    const s = new ToolScopes({ 'fs__*': 'files', 'fs__write*': ['files', 'write'], 'db__*': 'db' });
+    expect(s.required('fs__write_file')).toEqual(['files', 'write']);
+    expect(s.required('fs__read')).toEqual(['files']);
+    expect(s.required('echo')).toEqual([]);
+    expect(s.all()).toEqual(['files', 'write', 'db']);
+    expect(missingScopes(['files'], ['files', 'write'])).toEqual(['write']);
+  });
+});
