@@ -55,8 +55,7 @@ async function boot(): Promise<void> {
 
 /** Outcomes of the rows carrying this key, in id order. */
 async function outcomesOf(key: string): Promise<string[]> {
-  return (await queryRows(db, { tool: 'f__counter_bump' }))
-    .concat(await queryRows(db, { tool: 'm__counter_bump' }))
+  return (await queryRows(db))
     .filter((r) => r.idempotencyKey === key)
     .sort((a, b) => a.id - b.id)
     .map((r) => r.outcome);
