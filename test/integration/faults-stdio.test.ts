@@ -1,0 +1,195 @@
+/**
+ * Fault suite, stdio upstreams (issue 6, case 1): an upstream that crashes mid-call, hangs,
+ * prints garbage, sends a frame over the limit, starts slowly or exits during the era probe;
+ * plus the hard total timeout and the busy answer of a full queue. Each case: the hub stays up,
+ * the caller gets a defined answer within its timeout, and an audit row exists.
+ */
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernCall, queryRows } from './ledger-helpers.js';
+import { callTool, FAULTS, healthOf, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
+
+let hub: HubProcess;
+let db: string;
+let dir: string;
+const hangLog = () => join(dir, 'hang.log');
+
+function quirk(file: string, env: Record<string, string> = {}, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...nodeServer(`${QUIRKS}/${file}.mjs`, [], env), ...extra };
+}
+function fault(env: Record<string, string> = {}, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...nodeServer(`${FAULTS}/stdio-faults.mjs`, [], env), ...extra };
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-stdio-'));
+  hub = await startHub(
+    {
+      servers: {
+        crash: quirk('crash-mid-call'),
+        hang: fault({ QUIRK_LOG: join(dir, 'hang.log') }, { timeoutMs: 800 }),
+        garbage: quirk('garbage'),
+        big: fault({ FAULT_BIG_BYTES: String(300_000) }, { maxFrameBytes: 100_000, timeoutMs: 20_000 }),
+        slowstart: fault({ FAULT_START_DELAY_MS: '4500' }, { probeTimeoutMs: 1000 }),
+        exitprobe: quirk('legacy-exit-on-discover'),
+        capped: quirk('modern', {}, { timeoutMs: 400, maxTotalTimeoutMs: 1200 }),
+        narrow: quirk('modern', {}, { maxConcurrent: 1, maxQueue: 0 }),
+      },
+    },
+    { dir },
+  );
+  db = join(hub.dir, 'ledger.db');
+  await waitForState(hub.url, 'crash', ['ready']);
+  await waitForState(hub.url, 'hang', ['ready']);
+}, 60_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+});
+
+async function hubIsUp(): Promise<void> {
+  const h = await healthOf(hub.url);
+  expect(h.status).toBe('ok');
+}
+
+describe('stdio upstream faults', () => {
+  it('starts slowly: before it is ready its tools are simply not there; afterwards they work', async () => {
+    // The hub's first list waits its startup grace (3 s), not for a server that takes 4.5 s.
+    const t0 = Date.now();
+    const list = await modernCall(hub.url, 'l1', 'tools/list');
+    expect(Date.now() - t0).toBeLessThan(4_500);
+    const names = (list.body?.result?.tools as { name: string }[]).map((t) => t.name);
+    expect(names).toContain('crash__echo');
+    const early = await callTool(hub.url, 'slowstart__echo', { a: 1 });
+    expect(early.body?.error?.message ?? text(early)).toMatch(/Unknown tool|unavailable|starting/);
+    await waitForState(hub.url, 'slowstart', ['ready'], 20_000);
+    const late = await callTool(hub.url, 'slowstart__echo', { a: 1 });
+    expect(isToolError(late)).toBe(false);
+    expect(text(late)).toBe('{"a":1}');
+    await hubIsUp();
+  }, 30_000);
+
+  it('crashes mid-call: the call answers at once with an error naming the server, which restarts', async () => {
+    await waitForState(hub.url, 'crash', ['ready']);
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'crash__echo', { x: 1 });
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/crash.*(connection lost|exited)/);
+    const [row] = await rowsFor(db, 'crash__echo');
+    expect(row.outcome).toBe('unavailable');
+    expect(row.errorKind).toBe('transport');
+    const back = await waitUntil('crash restarted', async () => {
+      const s = await serverHealth(hub.url, 'crash');
+      return s.state === 'ready' && s.restarts >= 1 ? s : undefined;
+    });
+    expect(back.lastError).toMatch(/exited with code 1/);
+    await hubIsUp();
+  });
+
+  it('hangs: the call times out with a clear error, the upstream is told to cancel, the row says timeout', async () => {
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'hang__hang');
+    const took = Date.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(700);
+    expect(took).toBeLessThan(5_000);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/hang.*did not answer within 800 ms/);
+    const [row] = await rowsFor(db, 'hang__hang');
+    expect(row.outcome).toBe('timeout');
+    await waitUntil('notifications/cancelled upstream', async () =>
+      existsSync(hangLog()) && readFileSync(hangLog(), 'utf8').includes('notifications/cancelled'),
+    );
+    await hubIsUp();
+  });
+
+  it('prints garbage on stdout: valid frames between the junk still answer', async () => {
+    await waitForState(hub.url, 'garbage', ['ready']);
+    for (let i = 0; i < 3; i++) {
+      const a = await callTool(hub.url, 'garbage__echo', { i });
+      expect(isToolError(a)).toBe(false);
+      expect(JSON.parse(text(a))).toEqual({ i });
+    }
+    expect((await rowsFor(db, 'garbage__echo', 3)).every((r) => r.outcome === 'ok')).toBe(true);
+    await hubIsUp();
+  });
+
+  it('sends a frame over the limit: that call fails at once (not at its timeout), the next works', async () => {
+    await waitForState(hub.url, 'big', ['ready']);
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'big__big');
+    expect(Date.now() - t0).toBeLessThan(5_000); // its timeout is 20 s
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/over the limit of 100000/);
+    const [row] = await rowsFor(db, 'big__big');
+    expect(row.outcome).toBe('unavailable');
+    const b = await callTool(hub.url, 'big__echo', { ok: true });
+    expect(text(b)).toBe('{"ok":true}');
+    expect((await serverHealth(hub.url, 'big')).restarts).toBe(0);
+    await hubIsUp();
+  });
+
+  it('exits during the era probe: respawned as legacy, and its tools work', async () => {
+    const s = await waitForState(hub.url, 'exitprobe', ['ready']);
+    expect(s.era).toBe('2025-11-25');
+    const a = await callTool(hub.url, 'exitprobe__echo', { z: 2 });
+    expect(isToolError(a)).toBe(false);
+    expect(JSON.parse(text(a))).toEqual({ z: 2 });
+    const [row] = await rowsFor(db, 'exitprobe__echo');
+    expect(row.outcome).toBe('ok');
+  });
+
+  it('keeps reporting progress past its limit: maxTotalTimeoutMs stops it anyway', async () => {
+    await waitForState(hub.url, 'capped', ['ready']);
+    const t0 = Date.now();
+    // 40 steps of 100 ms with progress: each progress restarts the 400 ms idle timeout.
+    const a = await callTool(hub.url, 'capped__slow', { steps: 40, interval: 100 }, { progressToken: 'p-capped' });
+    const took = Date.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(1_100);
+    expect(took).toBeLessThan(3_500);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/did not finish within its limit of 1200 ms/);
+    const [row] = await rowsFor(db, 'capped__slow');
+    expect(row.outcome).toBe('timeout');
+  });
+
+  it('a caller may shorten the limit with _meta dev.switchyard/timeoutMs, never lengthen it', async () => {
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'capped__slow', { steps: 40, interval: 100 }, { progressToken: 'p2', 'dev.switchyard/timeoutMs': 600 });
+    expect(Date.now() - t0).toBeLessThan(1_100);
+    expect(text(a)).toMatch(/within its limit of 600 ms/);
+    const b = await callTool(hub.url, 'capped__slow', { steps: 40, interval: 100 }, { progressToken: 'p3', 'dev.switchyard/timeoutMs': 60_000 });
+    expect(text(b)).toMatch(/within its limit of 1200 ms/);
+    // The hub's own key is not passed to the upstream (echo returns the _meta it got).
+    const c = await callTool(hub.url, 'capped__echo', { k: 1 }, { 'dev.switchyard/timeoutMs': 5000, 'vendor.example/x': 1 });
+    const got = (c.body?.result?.structuredContent as { meta: Record<string, unknown> }).meta;
+    expect(got['vendor.example/x']).toBe(1);
+    expect(got).not.toHaveProperty('dev.switchyard/timeoutMs');
+  });
+
+  it('is busy (maxConcurrent 1, maxQueue 0): a second concurrent call is refused at once as busy', async () => {
+    await waitForState(hub.url, 'narrow', ['ready']);
+    const first = callTool(hub.url, 'narrow__slow', { steps: 10, interval: 100 });
+    await waitUntil('first call in flight', async () => (await serverHealth(hub.url, 'narrow')).inFlight === 1);
+    const t0 = Date.now();
+    const second = await callTool(hub.url, 'narrow__echo', { n: 2 });
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(isToolError(second)).toBe(true);
+    expect(text(second)).toMatch(/narrow" is busy: 1 requests in flight and 0 waiting/);
+    expect(isToolError(await first)).toBe(false);
+    const rows = await rowsFor(db, 'narrow__echo');
+    expect(rows[0].outcome).toBe('unavailable');
+    const third = await callTool(hub.url, 'narrow__echo', { n: 3 });
+    expect(isToolError(third)).toBe(false);
+  });
+
+  it('every call above has its audit row, and the hub never restarted', async () => {
+    const rows = (await queryRows(db, {}, 5000)).filter((r) => r.method === 'tools/call');
+    expect(rows.length).toBeGreaterThanOrEqual(12);
+    expect(rows.every((r) => r.outcome !== 'in_flight')).toBe(true);
+    expect(hub.proc.exitCode).toBeNull();
+  });
+});
