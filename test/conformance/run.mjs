@@ -4,6 +4,7 @@
 //
 //   node test/conformance/run.mjs --line 0.1 --url http://127.0.0.1:PORT/mcp --expect test/conformance/baseline-direct-0.1.json
 //   node test/conformance/run.mjs --line 0.2 --fixture --write-baseline test/conformance/baseline-direct-0.2.json
+//   node test/conformance/run.mjs --line 0.1 --hub --expect test/conformance/baseline-direct-0.1.json --hub-expect test/conformance/hub-expectations.json
 //
 // Options:
 //   --line 0.1|0.2|0.2-active
@@ -12,6 +13,12 @@
 //                           0.2-active = conformance-next --suite active (legacy scenarios at 2025-11-25)
 //   --url URL               endpoint under test (POST /mcp)
 //   --fixture               start test/fixtures/conformance/server.mjs --http 0 and test it instead of --url
+//   --hub                   start the built hub (dist/) with the fixture as its one stdio upstream
+//                           (prefix "") and test the hub instead of --url; see test/conformance/hub.mjs
+//   --hub-era ERA           the upstream's era in that hub config: auto (default), 2025-11-25, 2026-07-28
+//   --hub-expect FILE       documented differences through the hub (hub-expectations.json): scenarios
+//                           that may fail and checks that may end other than SUCCESS (never FAILURE),
+//                           each with its reason; applied to --expect for this --line
 //   --scenario NAME         run one scenario (repeatable); default: the whole line
 //   --expect FILE           exit 1 unless every scenario listed as passing in FILE still passes
 //                           with at least the same SUCCESS checks (a check that turned into a
@@ -26,6 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { startConformanceHub } from './hub.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const SHIM = path.join(ROOT, 'test/conformance/shim/register.mjs');
@@ -67,6 +75,9 @@ function readArgs() {
       line: { type: 'string' },
       url: { type: 'string' },
       fixture: { type: 'boolean', default: false },
+      hub: { type: 'boolean', default: false },
+      'hub-era': { type: 'string', default: 'auto' },
+      'hub-expect': { type: 'string' },
       scenario: { type: 'string', multiple: true },
       expect: { type: 'string' },
       'write-baseline': { type: 'string' },
@@ -76,7 +87,7 @@ function readArgs() {
     },
   });
   if (!LINES[values.line]) usage(`--line must be one of ${Object.keys(LINES).join(', ')}`);
-  if (!values.url && !values.fixture) usage('give --url URL or --fixture');
+  if ([values.url !== undefined, values.fixture, values.hub].filter(Boolean).length !== 1) usage('give one of --url URL, --fixture, --hub');
   return values;
 }
 
@@ -167,11 +178,22 @@ function countIds(ids) {
   return counts;
 }
 
-function compare(results, baseline, lenient, only) {
+/**
+ * Regressions against the baseline, and notes about hub expectations (`hub`: {scenarios: {name:
+ * reason}, checks: {scenario: {checkId: reason}}}) that were used or are no longer needed.
+ */
+function compare(results, baseline, lenient, only, hub = {}) {
   const regressions = [];
+  const notes = [];
   for (const [name, expected] of Object.entries(baseline.passing)) {
     if (only && !only.includes(name)) continue;
     const r = results.get(name);
+    const excused = hub.scenarios?.[name];
+    if (excused) {
+      if (r && r.failures.length === 0) notes.push(`${name}: passes now; its hub expectation can go`);
+      else notes.push(`${name}: expected to fail through the hub (${excused})`);
+      continue;
+    }
     if (!r) {
       regressions.push(`${name}: did not run`);
       continue;
@@ -180,10 +202,23 @@ function compare(results, baseline, lenient, only) {
     if (lenient || r.failures.length > 0) continue;
     const now = countIds(r.successIds);
     for (const [id, n] of countIds(expected.successChecks ?? [])) {
-      if ((now.get(id) ?? 0) < n) regressions.push(`${name}: check ${id} no longer SUCCESS (${now.get(id) ?? 0}/${n})`);
+      if ((now.get(id) ?? 0) >= n) continue;
+      const why = hub.checks?.[name]?.[id];
+      if (why) {
+        const status = r.checks.find((c) => c.id === id)?.status ?? 'absent';
+        notes.push(`${name}: check ${id} is ${status} through the hub (${why})`);
+      } else regressions.push(`${name}: check ${id} no longer SUCCESS (${now.get(id) ?? 0}/${n})`);
     }
   }
-  return regressions;
+  for (const [name, checks] of Object.entries(hub.checks ?? {})) {
+    const r = results.get(name);
+    if (!r || r.failures.length > 0 || (only && !only.includes(name))) continue;
+    for (const id of Object.keys(checks)) {
+      const want = countIds(baseline.passing[name]?.successChecks ?? []).get(id) ?? 0;
+      if ((countIds(r.successIds).get(id) ?? 0) >= want) notes.push(`${name}: check ${id} is SUCCESS now; its hub expectation can go`);
+    }
+  }
+  return { regressions, notes };
 }
 
 function packageVersion(line) {
@@ -212,7 +247,11 @@ async function main() {
   const args = readArgs();
   const outDir = args.keep ? path.resolve(args.keep) : fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-conformance-'));
   fs.mkdirSync(outDir, { recursive: true });
-  const fixture = args.fixture ? await startFixture(path.join(outDir, 'fixture.log')) : undefined;
+  const fixture = args.fixture
+    ? await startFixture(path.join(outDir, 'fixture.log'))
+    : args.hub
+      ? await startConformanceHub({ era: args['hub-era'], logFile: path.join(outDir, 'hub.log') })
+      : undefined;
   const url = fixture?.url ?? args.url;
   let exitCode = 0;
   try {
@@ -239,19 +278,22 @@ async function main() {
       process.stdout.write(`baseline written to ${args['write-baseline']}\n`);
     } else if (args.expect) {
       const baseline = JSON.parse(fs.readFileSync(path.resolve(args.expect), 'utf8'));
-      const regressions = compare(results, baseline, args.lenient, args.scenario);
+      const hub = args['hub-expect'] ? (JSON.parse(fs.readFileSync(path.resolve(args['hub-expect']), 'utf8')).lines?.[args.line] ?? {}) : {};
+      const { regressions, notes } = compare(results, baseline, args.lenient, args.scenario, hub);
+      if (notes.length > 0) process.stdout.write(`HUB EXPECTATIONS:\n${notes.map((n) => `  ${n}`).join('\n')}\n`);
       if (regressions.length > 0) {
         process.stdout.write(`REGRESSIONS against ${args.expect}:\n${regressions.map((r) => `  ${r}`).join('\n')}\n`);
         exitCode = 1;
       } else {
-        const checked = Object.keys(baseline.passing).filter((n) => !args.scenario || args.scenario.includes(n));
-        process.stdout.write(`all ${checked.length} expected scenarios pass\n`);
+        const checked = Object.keys(baseline.passing).filter((n) => (!args.scenario || args.scenario.includes(n)) && !hub.scenarios?.[n]);
+        const excused = Object.keys(hub.scenarios ?? {}).filter((n) => n in baseline.passing && (!args.scenario || args.scenario.includes(n)));
+        process.stdout.write(`all ${checked.length} expected scenarios pass${excused.length ? ` (${excused.length} excused through the hub)` : ''}\n`);
       }
     } else if (failed.length > 0 || results.size === 0) {
       exitCode = 1;
     }
   } finally {
-    fixture?.stop();
+    await fixture?.stop();
     if (!args.keep) fs.rmSync(outDir, { recursive: true, force: true });
   }
   process.exit(exitCode);
