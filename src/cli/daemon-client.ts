@@ -44,7 +44,8 @@ export async function getJson<T>(base: string, path: string, opts: { timeoutMs?:
     if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
       throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
     if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
-    throw new DaemonError(`${base}${path}: ${(err as Error).message}`);
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
   }
   const text = await res.text();
   if (!res.ok) {

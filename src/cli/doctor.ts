@@ -141,12 +141,13 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   let tools: ToolView[] | undefined;
   if (daemon) {
     servers = daemon.servers;
-    tools = (await getJson<{ tools: ToolView[] }>(base, '/admin/tools').catch(() => undefined))?.tools;
+    // ?all=1: held-back (quarantined, hidden) tools too; the caps count only what clients see.
+    tools = (await getJson<{ tools: ToolView[] }>(base, '/admin/tools?all=1').catch(() => undefined))?.tools;
   } else if (config) {
     ({ servers, tools } = await lookLocally(config));
   }
   if (servers) findings.push(...upstreamFindings(servers));
-  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools, config?.groups));
+  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups));
   if (config) findings.push(ledgerFinding(config));
   return findings;
 }

@@ -1,0 +1,244 @@
+/**
+ * The operator commands through the real built binary: init (starter and --from Claude Desktop,
+ * VS Code and Cursor files), servers, doctor and tools --format, with and without a daemon.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+
+type Json = Record<string, any>;
+
+function run(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
+
+describe('switchyard init', () => {
+  it('writes a starter config with $schema that validates, and will not overwrite it without --force', async () => {
+    const d = tmp('init');
+    const r = await run(['init'], { cwd: d });
+    expect(r.code).toBe(0);
+    const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
+    expect(cfg.servers).toEqual({});
+    expect(cfg.$schema).toMatch(/src\/config\/hub\.config\.schema\.json$/);
+    // The $schema path resolves from the config's folder.
+    expect(statSync(join(d, cfg.$schema)).isFile()).toBe(true);
+    expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
+    expect((await run(['config', 'validate'], { cwd: d })).stdout).toBe('ok: 0 servers\n');
+    const again = await run(['init'], { cwd: d });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/already exists; pass --force/);
+    expect((await run(['init', '--force'], { cwd: d })).code).toBe(0);
+  });
+
+  it('imports the servers of a Claude Desktop config', async () => {
+    const d = tmp('init-claude');
+    const src = join(d, 'claude_desktop_config.json');
+    writeFileSync(
+      src,
+      JSON.stringify({
+        globalShortcut: 'Ctrl+Space',
+        mcpServers: {
+          notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
+          'my_files.v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] },
+          switchyard: { command: 'npx', args: ['switchyard', 'connect'] },
+        },
+      }),
+    );
+    const r = await run(['init', '--from', src, '--config', join(d, 'hub.config.json')], { cwd: d });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/2 server\(s\) imported from .* \(Claude Desktop\): notes, my-files-v2/);
+    expect(r.stdout).toMatch(/note: server "my_files.v2" is "my-files-v2"/);
+    expect(r.stdout).toMatch(/note: server "switchyard" looks like Switchyard itself/);
+    expect(r.stdout).toMatch(/secret-looking values in env \(API_TOKEN\)/);
+    const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
+    expect(cfg.servers).toEqual({
+      notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
+      'my-files-v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] },
+    });
+    expect((await run(['config', 'validate', '--config', join(d, 'hub.config.json')])).stdout).toBe('ok: 2 servers\n');
+  });
+
+  it('imports a VS Code .vscode/mcp.json with comments, types, inputs and ${workspaceFolder}', async () => {
+    const d = tmp('init-vscode');
+    mkdirSync(join(d, '.vscode'));
+    writeFileSync(
+      join(d, '.vscode', 'mcp.json'),
+      `{
+  // Servers for this workspace
+  "inputs": [
+    { "type": "promptString", "id": "gh-token", "description": "GitHub token", "password": true },
+  ],
+  "servers": {
+    "local": { "type": "stdio", "command": "node", "args": ["\${workspaceFolder}/server.mjs"], "env": { "MODE": "dev" } },
+    "github": {
+      "type": "http",
+      "url": "https://api.githubcopilot.com/mcp/",
+      "headers": { "Authorization": "Bearer \${input:gh-token}" }, /* remote */
+    },
+    "old": { "type": "sse", "url": "http://127.0.0.1:9/sse" },
+  },
+}`,
+    );
+    const r = await run(['init', '--from', '.vscode/mcp.json'], { cwd: d });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/3 server\(s\) imported from \.vscode\/mcp\.json \(VS Code\): local, github, old/);
+    expect(r.stdout).toMatch(/set the environment variable SWITCHYARD_INPUT_GH_TOKEN/);
+    expect(r.stdout).toMatch(/the file does not validate yet:[\s\S]*SWITCHYARD_INPUT_GH_TOKEN is not set/);
+    const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
+    expect(cfg.servers).toEqual({
+      local: { command: 'node', args: [`${d}/server.mjs`], env: { MODE: 'dev' } },
+      github: { url: 'https://api.githubcopilot.com/mcp/', headers: { Authorization: 'Bearer ${env:SWITCHYARD_INPUT_GH_TOKEN}' } },
+      old: { url: 'http://127.0.0.1:9/sse' },
+    });
+    const ok = await run(['config', 'validate'], { cwd: d, env: { SWITCHYARD_INPUT_GH_TOKEN: 't' } });
+    expect(ok.stdout).toBe('ok: 3 servers\n');
+  });
+
+  it('imports a Cursor mcp.json and refuses a file that is not a client config', async () => {
+    const d = tmp('init-cursor');
+    mkdirSync(join(d, '.cursor'));
+    writeFileSync(join(d, '.cursor', 'mcp.json'), JSON.stringify({ mcpServers: { remote: { url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } } } }));
+    const r = await run(['init', '--from', join(d, '.cursor', 'mcp.json')], { cwd: d });
+    expect(r.stdout).toMatch(/\(Cursor\): remote/);
+    expect(JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8')).servers.remote).toEqual({ url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } });
+    writeFileSync(join(d, 'other.json'), '{"editor.fontSize": 12}');
+    const bad = await run(['init', '--from', 'other.json', '--force'], { cwd: d });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
+    const missing = await run(['init', '--from', 'nope.json', '--force'], { cwd: d });
+    expect(missing.stderr).toMatch(/cannot read nope\.json: ENOENT/);
+  });
+});
+
+describe('servers, doctor and tools without a daemon', () => {
+  let d: string;
+  let blocker: Server;
+  let port: number;
+  beforeAll(async () => {
+    d = tmp('nodaemon');
+    // Something else holds the configured port.
+    blocker = createServer((s) => s.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi'));
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    port = (blocker.address() as { port: number }).port;
+    writeFileSync(
+      join(d, 'hub.config.json'),
+      JSON.stringify({
+        listen: { port },
+        ledger: { path: './ledger.db' },
+        servers: { legacy: nodeServer(SDK1), modern: nodeServer(SDK2), broken: { command: process.execPath, args: ['-e', 'process.exit(3)'] } },
+      }),
+    );
+  });
+  afterAll(() => blocker?.close());
+
+  it('servers says clearly that no daemon runs', async () => {
+    const free = tmp('free');
+    // A port that was free a moment ago: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const unused = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    writeFileSync(join(free, 'hub.config.json'), JSON.stringify({ listen: { port: unused }, servers: {} }));
+    const r = await run(['servers'], { cwd: free });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+  });
+
+  it('doctor finds the port in use and the broken upstream, and checks the rest directly', async () => {
+    const r = await run(['doctor', '--json'], { cwd: d });
+    expect(r.code).toBe(1);
+    const f = JSON.parse(r.stdout) as Json[];
+    const by = (check: string) => f.filter((x) => x.check === check);
+    expect(by('config')).toEqual([{ level: 'ok', check: 'config', message: 'hub.config.json: 3 servers' }]);
+    // Something answers on the port, but it is not a switchyard daemon.
+    expect(by('daemon')[0].level).toBe('fail');
+    expect(by('upstreams').map((x) => [x.level, x.message.split(' ')[0]])).toEqual([
+      ['ok', 'legacy'],
+      ['ok', 'modern'],
+      ['fail', 'broken'],
+    ]);
+    expect(by('tool caps')[0]).toMatchObject({ level: 'ok', message: expect.stringMatching(/exposes 10 tools/) });
+    expect(by('ledger')[0]).toMatchObject({ level: 'ok', message: expect.stringMatching(/does not exist yet/) });
+  });
+
+  it('doctor reports config problems', async () => {
+    const bad = tmp('badcfg');
+    writeFileSync(join(bad, 'hub.config.json'), JSON.stringify({ listen: { port: 'x' }, servers: { 'bad id!': { command: 'x' } } }));
+    const r = await run(['doctor'], { cwd: bad });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^fail\s+config\s+.*listen\.port/m);
+    expect(r.stdout).toMatch(/problem\(s\)/);
+  });
+
+  it('tools --format openai --local exports straight from the upstreams', async () => {
+    const r = await run(['tools', '--format', 'openai', '--local'], { cwd: d });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.format).toBe('openai');
+    expect(doc.tools.map((t: Json) => t.function.name).sort()).toEqual(['add', 'counter_bump', 'echo', 'fail', 'slow'].flatMap((n) => [`legacy__${n}`, `modern__${n}`]).sort());
+    expect(doc.tools.every((t: Json) => t.type === 'function' && t.function.strict === true && t.function.parameters.additionalProperties === false)).toBe(true);
+  });
+});
+
+describe('servers, doctor and tools against a running daemon', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({ servers: { legacy: nodeServer(SDK1), modern: { ...nodeServer(SDK2), prefix: 'legacy' } } });
+    const end = Date.now() + 20_000;
+    while (Date.now() < end) {
+      const h = (await (await fetch(new URL('/healthz', hub.url))).json()) as { servers: { state: string }[] };
+      if (h.servers.every((s) => s.state === 'ready')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it('servers prints state, era, version, tools and restarts', async () => {
+    const r = await run(['servers', '--url', hub.url]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+RESTARTS\s+SINCE\s+LAST ERROR$/);
+    expect(lines[1]).toMatch(/^legacy\s+ready\s+2025-11-25\s+sdk1-legacy 1\.0\.0\s+5\s+0\s+/);
+    expect(lines[2]).toMatch(/^modern\s+ready\s+2026-07-28\s+sdk2-modern 1\.0\.0\s+5\s+0\s+/);
+    const json = JSON.parse((await run(['servers', '--json', '--url', hub.url])).stdout);
+    expect(json.map((s: Json) => s.id)).toEqual(['legacy', 'modern']);
+  });
+
+  it('doctor asks the daemon and warns about renamed tools', async () => {
+    const r = await run(['doctor', '--config', hub.configFile, '--url', hub.url, '--json']);
+    const f = JSON.parse(r.stdout) as Json[];
+    expect(f.find((x) => x.check === 'daemon')).toMatchObject({ level: 'ok', message: expect.stringMatching(/running at/) });
+    const renamed = f.filter((x) => x.check === 'tool names' && x.level === 'warn');
+    expect(renamed).toHaveLength(5);
+    expect(renamed[0].message).toMatch(/^modern\/\w+ is "legacy__\w+_[0-9a-z]+" for clients \(renamed:collision\)$/);
+    expect(f.find((x) => x.check === 'ledger')).toMatchObject({ level: 'ok', message: expect.stringMatching(/hash chain verified/) });
+    expect(r.code).toBe(0);
+  });
+
+  it('tools --format anthropic and tools export --format openai use the names clients see', async () => {
+    const a = JSON.parse((await run(['tools', '--format', 'anthropic', '--url', hub.url])).stdout);
+    expect(a.tools).toHaveLength(10);
+    expect(a.tools[0]).toEqual({ name: 'legacy__echo', description: 'Echo the text back', input_schema: expect.objectContaining({ type: 'object' }) });
+    const o = JSON.parse((await run(['tools', 'export', '--format', 'openai', '--url', hub.url, '--server', 'modern'])).stdout);
+    expect(o.tools).toHaveLength(5);
+    expect(o.tools.every((t: Json) => /^legacy__\w+_[0-9a-z]+$/.test(t.function.name))).toBe(true);
+  });
+});
