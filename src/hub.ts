@@ -6,6 +6,11 @@ import type { Logger } from './log.js';
 import type { HubConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { NameAssigner } from './catalog/names.js';
+import { Groups } from './catalog/filters.js';
+import type { PoisonEvent } from './catalog/part.js';
+import type { PinEvent } from './catalog/pins.js';
+import { loadPlugins } from './plugins/loader.js';
+import { PluginRunner, type PluginFailure } from './plugins/runner.js';
 import { MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
@@ -29,6 +34,7 @@ import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
+import { downToolServer, refuseDownTool } from './router/down-tools.js';
 import { describeDiff, diffServers, restartOnlyChanges } from './config/reload.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
@@ -101,6 +107,8 @@ export class Hub implements HubCore {
   /** Per-principal connections to HTTP upstreams (no upstream session is shared across users). */
   readonly upstreams: PrincipalUpstreams;
   readonly validator: SchemaValidator;
+  /** Plugin hooks (bundled description checks and secret redaction, then the operator's). */
+  readonly plugins: PluginRunner;
   private readonly startedAt = Date.now();
   private graceOver = false;
   /** Requests being handled, so that stop() can drain them. */
@@ -113,9 +121,24 @@ export class Hub implements HubCore {
     readonly log: Logger,
   ) {
     this.events.setMaxListeners(0);
+    const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
+    this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, pluginFailed), log, pluginFailed);
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
+      pins: ledger.pinStore?.(),
+      plugins: this.plugins,
+      policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
+      groups: new Groups(config.groups),
+      report: (e) => this.catalogEvent(e),
+      // A principal with its own upstream connection has its own private list partition.
+      connection: async (h, principal) =>
+        principal !== undefined && this.upstreams.isolated(h, principal)
+          ? { credential: `principal:${principal}`, upstream: await this.upstreams.for(h, principal) }
+          : { credential: '', upstream: h.upstream },
     });
+    this.catalog.on('resourceUpdated', (u: { server: string; uri: string }) =>
+      this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri) }),
+    );
     this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
@@ -148,6 +171,7 @@ export class Hub implements HubCore {
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       validator: this.validator,
+      plugins: this.plugins,
     });
     this.endpoint = new Endpoint(this, log, { maxPendingPerSession: config.listen.maxPendingPerSession });
   }
@@ -167,11 +191,45 @@ export class Hub implements HubCore {
     upstream.on('state', (state: string, detail?: string) =>
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail }),
     );
-    upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
-      if (n.method === 'notifications/resources/updated' && typeof n.params?.uri === 'string')
-        this.events.emit('resourceUpdated', { uri: n.params.uri, subscribers: this.subs.subscribers(s.id, n.params.uri) });
-    });
     return h;
+  }
+
+  /** Pin changes and poisoned descriptions: a log line, and an audit row when a tool is held back or its change taken. */
+  private catalogEvent(e: PinEvent | PoisonEvent): void {
+    const base = { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', server: e.server, upstreamName: e.tool };
+    if (e.kind === 'first-seen') return void this.log.debug({ server: e.server, tool: e.tool, hash: e.hash.slice(0, 12) }, 'tool pinned on first sight');
+    if (e.kind === 'reverted') return void this.log.info({ server: e.server, tool: e.tool }, 'tool definition is back to the approved one');
+    if (e.kind === 'approved') {
+      this.log.info({ server: e.server, tool: e.tool, hash: e.hash.slice(0, 12) }, 'tool change approved by an operator');
+      return void this.ledger.record({ ...base, method: 'catalog/approve' }, { outcome: 'ok', errorMessage: `approved by the CLI; pin ${e.hash.slice(0, 12)}`, latencyMs: 0 }).catch(() => undefined);
+    }
+    const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
+      void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
+    if (e.kind === 'poisoning') {
+      const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
+      this.log.warn({ server: e.server, [e.itemKind === 'tools' ? 'tool' : 'item']: e.tool, flags: e.flags.map((f) => f.code), blocked: e.blocked }, 'description shows signs of poisoning');
+      if (e.blocked) record('catalog/quarantine', 'denied', `poisoning ${message}`);
+      return;
+    }
+    const what = e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved';
+    const pins = `pin ${e.previousHash ? e.previousHash.slice(0, 12) : '(none)'} -> ${e.hash.slice(0, 12)}`;
+    if (e.kind === 'auto-approved') {
+      this.log.info({ server: e.server, tool: e.tool, reason: e.reason }, 'tool change approved automatically (trusted server)');
+      return record('catalog/auto-approve', 'ok', `${what}; ${pins}`);
+    }
+    const block = (this.config.policy?.pinning ?? 'block') === 'block';
+    this.log.warn({ server: e.server, tool: e.tool, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? 'tool quarantined: hidden until approved (switchyard tools approve)' : 'tool definition changed: passed with a warning');
+    record('catalog/quarantine', block ? 'denied' : 'ok', `${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
+  }
+
+  /** A plugin failed: already logged by the runner; the ledger keeps a row. */
+  private pluginFailed(f: PluginFailure): void {
+    void this.ledger
+      .record(
+        { ts: Date.now(), requestId: 'plugin', principal: 'hub', clientEra: '-', method: `plugin/${f.hook}`, server: f.server, hubName: f.tool },
+        { outcome: 'rpc_error', errorKind: null, errorCode: -32603, errorMessage: `plugin ${f.plugin} failed in ${f.hook}: ${f.message}`, latencyMs: 0 },
+      )
+      .catch(() => undefined);
   }
 
   /** Start every upstream in the background; the endpoint serves at once. */
@@ -185,7 +243,7 @@ export class Hub implements HubCore {
     if (exposed) throw new Error(exposed);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log));
-    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate }, this.log);
+    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate, groups: this.catalog.groups }, this.log);
     admin.attach(this.http.server);
     const addr = await this.http.listen(host, port);
     this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
@@ -203,6 +261,7 @@ export class Hub implements HubCore {
     this.http?.server.closeIdleConnections();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
+    this.catalog.close();
     this.mrtr.bridge.close();
     this.admin?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
@@ -211,6 +270,7 @@ export class Hub implements HubCore {
     await this.inflight.idle(1_000);
     await this.http?.close();
     this.validator.close();
+    await this.plugins.close();
     await this.ledger.close();
   }
 
@@ -331,6 +391,11 @@ export class Hub implements HubCore {
       await this.startupGrace();
       const down = failClosedBlocker(this.handles.values());
       if (down) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+    }
+    if (method === 'tools/call' && typeof params.name === 'string') {
+      // A tool of a server that is down is not listed any more, but it is not unknown either.
+      const h = downToolServer(params.name, this.handles.values(), this.catalog.cache, this.ledger.nameStore?.());
+      if (h) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     return this.router.handle(method, params, ctx);
   }

@@ -241,7 +241,10 @@ export class HttpUpstream extends UpstreamBase {
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried) return this.renewSession(p);
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
-    this.failCall(p, bodyError(a.body) ?? new TransportError(`HTTP ${s}`, s));
+    const rpc = bodyError(a.body);
+    // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
+    if (s >= 500) return this.failCall(p, new TransportError(`HTTP ${s}${rpc ? `: ${rpc.message}` : ''}`, s));
+    this.failCall(p, rpc ?? new TransportError(`HTTP ${s}`, s));
   }
 
   /**

@@ -1,0 +1,142 @@
+/**
+ * Fault suite, HTTP upstreams (issue 6, case 2): answers 500 and 503, an SSE stream dropped
+ * mid-answer, refused connections, an expired legacy session, and the circuit breaker that
+ * opens after consecutive failures and closes again after a successful probe. Each case: the
+ * hub stays up, the caller gets a defined answer within its timeout, an audit row exists.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
+
+let hub: HubProcess;
+let db: string;
+let dir: string;
+let h: FaultHttp;
+let k: FaultHttp;
+let cb: FaultHttp;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
+  [h, k, cb] = await Promise.all([startFaultHttp(join(dir, 'h.log')), startFaultHttp(join(dir, 'k.log')), startFaultHttp(join(dir, 'cb.log'))]);
+  hub = await startHub(
+    {
+      servers: {
+        h: { url: h.url, timeoutMs: 5000 },
+        k: { url: k.url, retry: { maxAttempts: 3, budgetMs: 3000 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
+        cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
+      },
+    },
+    { dir },
+  );
+  db = join(hub.dir, 'ledger.db');
+  await Promise.all(['h', 'k', 'cb'].map((id) => waitForState(hub.url, id, ['ready'])));
+}, 60_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+  await Promise.all([h, k, cb].map((f) => f?.stop()));
+});
+
+const calls = (f: FaultHttp, name: string) => f.log().filter((e) => e.method === 'tools/call' && e.name === name);
+
+describe('HTTP upstream faults', () => {
+  it('answers 500 or 503: a clear tool error naming the status, sent once, audited', async () => {
+    for (const [tool, status] of [
+      ['boom500', 500],
+      ['boom503', 503],
+    ] as const) {
+      const a = await callTool(hub.url, `h__${tool}`);
+      expect(isToolError(a)).toBe(true);
+      expect(text(a)).toMatch(new RegExp(`HTTP ${status}`));
+      const [row] = await rowsFor(db, `h__${tool}`);
+      expect(row.outcome).toBe('unavailable');
+      expect(row.errorKind).toBe('transport');
+      // It may have run: a call that is not idempotent by configuration is never sent again.
+      expect(calls(h, tool)).toHaveLength(1);
+    }
+    expect(isToolError(await callTool(hub.url, 'h__echo', { ok: 1 }))).toBe(false);
+  });
+
+  it('drops its SSE stream mid-answer: the call fails at once (not at its timeout), once', async () => {
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'h__drop', {}, { progressToken: 'd1' });
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/h__drop failed: .*(stream|closed|socket|aborted)/i);
+    const [row] = await rowsFor(db, 'h__drop');
+    expect(row.outcome).toBe('unavailable');
+    expect(calls(h, 'drop')).toHaveLength(1);
+    expect((await healthOf(hub.url)).status).toBe('ok');
+  });
+
+  it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
+    const before = await serverHealth(hub.url, 'h');
+    await h.control({ expire: true });
+    const a = await callTool(hub.url, 'h__count', { n: 1 });
+    expect(isToolError(a)).toBe(false);
+    expect(text(a)).toBe('{"n":1}');
+    const counted = calls(h, 'count');
+    expect(counted.map((e) => e.status)).toEqual([404, 200]);
+    expect(counted.filter((e) => e.executed)).toHaveLength(1);
+    expect(counted[1].session).not.toBe(counted[0].session);
+    const [row] = await rowsFor(db, 'h__count');
+    expect(row.outcome).toBe('ok');
+    expect((await serverHealth(hub.url, 'h')).state).toBe('ready');
+    expect(before.state).toBe('ready');
+  });
+
+  it('refuses connections: retried (never delivered), then a clear answer; the circuit opens and closes after a restart', async () => {
+    const port = k.port;
+    await k.stop();
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'k__echo', { r: 1 });
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/ECONNREFUSED/);
+    const [row] = await rowsFor(db, 'k__echo');
+    expect(row.outcome).toBe('unavailable');
+    expect(hub.logs.some((l) => l.includes('sending the request again') && l.includes('"server":"k"'))).toBe(true);
+    // Three refused attempts are three consecutive failures: the circuit is open.
+    const open = await waitUntil('k circuit open', async () => {
+      const s = await serverHealth(hub.url, 'k');
+      return s.circuit === 'open' || s.circuit === 'half-open' ? s : undefined;
+    });
+    expect(open.state).toMatch(/restarting|failed/);
+    expect(open.lastError).toMatch(/circuit open after 3 consecutive failures|ECONNREFUSED/);
+    // While open, calls answer at once, naming the server and its state.
+    const fast = await callTool(hub.url, 'k__echo', { r: 2 });
+    expect(isToolError(fast)).toBe(true);
+    expect(text(fast)).toMatch(/server "k" is (restarting|failed)/);
+    k = await startFaultHttp(join(dir, 'k2.log'), port);
+    const back = await waitForState(hub.url, 'k', ['ready'], 20_000);
+    expect(back.circuit).toBe('closed');
+    expect(text(await callTool(hub.url, 'k__echo', { r: 3 }))).toBe('{"r":3}');
+  }, 40_000);
+
+  it('answers 503 to everything: after 3 failures the circuit opens, calls stop reaching it, a probe closes it', async () => {
+    expect(text(await callTool(hub.url, 'cb__echo', { i: -1 }))).toBe('{"i":-1}');
+    await cb.control({ mode: '503' });
+    for (let i = 0; i < 3; i++) {
+      const a = await callTool(hub.url, 'cb__echo', { i });
+      expect(text(a)).toMatch(/HTTP 503/);
+    }
+    await waitUntil('cb circuit open', async () => (await serverHealth(hub.url, 'cb')).circuit !== 'closed');
+    const reached = calls(cb, 'echo').length;
+    const t0 = Date.now();
+    const refused = await callTool(hub.url, 'cb__echo', { i: 9 });
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(text(refused)).toMatch(/server "cb" is (restarting|failed): circuit open after 3 consecutive failures/);
+    expect(calls(cb, 'echo')).toHaveLength(reached);
+    expect(hub.logs.some((l) => l.includes('circuit opened'))).toBe(true);
+    await cb.control({ mode: 'ok' });
+    const s = await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    expect(s.circuit).toBe('closed');
+    expect(s.restarts).toBeGreaterThanOrEqual(1);
+    expect(text(await callTool(hub.url, 'cb__echo', { i: 10 }))).toBe('{"i":10}');
+    const rows = await rowsFor(db, 'cb__echo', 5);
+    expect(rows.filter((r) => r.outcome === 'unavailable').length).toBeGreaterThanOrEqual(4);
+  }, 40_000);
+});
