@@ -53,6 +53,11 @@ function renderTools(tools) {
     body.append(tr);
   }
   document.getElementById('tool-count').textContent = `(${tools.length} tools)`;
+  // The catalog is the freshest count of each upstream's tools.
+  const counts = new Map();
+  for (const t of tools) counts.set(t.server, (counts.get(t.server) ?? 0) + 1);
+  for (const s of servers.values()) if (s.state === 'ready') s.tools = counts.get(s.id) ?? 0;
+  renderServers();
 }
 
 function addCall(e) {
