@@ -1,0 +1,116 @@
+/**
+ * Fault suite, retry safety (issue 6, case 5): a call that may have run is never sent again
+ * unless the tool is idempotent by trusted configuration — the operator's annotations in the
+ * config, or a trusted server's own — and never after a 401. A stdio upstream that dies after
+ * receiving a call, and an HTTP upstream that drops its answer stream, are the two ways a call
+ * "may have run".
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { perProcess } from './upstream-helpers.js';
+import { callTool, isToolError, QUIRKS, rowsFor, startFaultHttp, text, waitForState, type FaultHttp } from './faults-helpers.js';
+
+let hub: HubProcess;
+let db: string;
+let dir: string;
+const https: Record<string, FaultHttp> = {};
+
+function crashy(name: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    ...nodeServer(`${QUIRKS}/crash-mid-call.mjs`, [], { QUIRK_CRASH_ONCE: join(dir, `${name}.once`), QUIRK_LOG: join(dir, `${name}.log`) }),
+    ...extra,
+  };
+}
+
+/** tools/call requests each process of a quirk fixture received. */
+function callsPerProcess(name: string): number[] {
+  return perProcess(join(dir, `${name}.log`)).map((msgs) => msgs.filter((m) => m.method === 'tools/call').length);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-retry-'));
+  for (const id of ['hu', 'ht', 'hc']) https[id] = await startFaultHttp(join(dir, `${id}.log`));
+  hub = await startHub(
+    {
+      servers: {
+        plain: crashy('plain'),
+        idem: crashy('idem', { tools: { echo: { annotations: { idempotentHint: true } } } }),
+        // Trusted, but the operator says no: the config wins over the server's claim.
+        vetoed: crashy('vetoed', { trust: 'trusted', tools: { echo: { annotations: { idempotentHint: false } } } }),
+        hu: { url: https.hu.url },
+        ht: { url: https.ht.url, trust: 'trusted' },
+        hc: { url: https.hc.url, tools: { drop: { annotations: { idempotentHint: true } }, deny401: { annotations: { idempotentHint: true } } } },
+      },
+    },
+    { dir },
+  );
+  db = join(hub.dir, 'ledger.db');
+  await Promise.all(['plain', 'idem', 'vetoed', 'hu', 'ht', 'hc'].map((id) => waitForState(hub.url, id, ['ready'])));
+}, 60_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+  await Promise.all(Object.values(https).map((f) => f.stop()));
+});
+
+const httpCalls = (id: string, name: string) => https[id].log().filter((e) => e.method === 'tools/call' && e.name === name).length;
+
+describe('retries never run a write twice', () => {
+  it('stdio, not idempotent: the upstream died after receiving the call; it is not sent again', async () => {
+    const a = await callTool(hub.url, 'plain__echo', { w: 1 }, { 'dev.switchyard/idempotency-key': 'k-plain' });
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/connection lost/);
+    await waitForState(hub.url, 'plain', ['ready']);
+    expect(callsPerProcess('plain').reduce((x, y) => x + y, 0)).toBe(1);
+    const [row] = await rowsFor(db, 'plain__echo');
+    expect(row.outcome).toBe('unavailable');
+    // The client's own retry with the same key is refused: the first attempt may have run.
+    const again = await callTool(hub.url, 'plain__echo', { w: 1 }, { 'dev.switchyard/idempotency-key': 'k-plain' });
+    expect(text(again)).toMatch(/outcome is unknown/);
+    expect(callsPerProcess('plain').reduce((x, y) => x + y, 0)).toBe(1);
+  });
+
+  it('stdio, idempotent by config: sent again once the upstream is back, and answered', async () => {
+    const a = await callTool(hub.url, 'idem__echo', { w: 2 });
+    expect(isToolError(a)).toBe(false);
+    expect(text(a)).toBe('survived');
+    // One tools/call to the process that died, one to its successor.
+    expect(callsPerProcess('idem').filter((n) => n > 0)).toEqual([1, 1]);
+    const [row] = await rowsFor(db, 'idem__echo');
+    expect(row.outcome).toBe('ok');
+    expect(hub.logs.some((l) => l.includes('sending the request again') && l.includes('"server":"idem"'))).toBe(true);
+  });
+
+  it('stdio, trusted server but the config says not idempotent: not sent again', async () => {
+    const a = await callTool(hub.url, 'vetoed__echo', {});
+    expect(isToolError(a)).toBe(true);
+    expect(callsPerProcess('vetoed').reduce((x, y) => x + y, 0)).toBe(1);
+  });
+
+  it('HTTP, dropped answer stream: an untrusted server claiming idempotency is not believed', async () => {
+    const a = await callTool(hub.url, 'hu__drop');
+    expect(isToolError(a)).toBe(true);
+    expect(httpCalls('hu', 'drop')).toBe(1);
+  });
+
+  it('HTTP, dropped answer stream: a trusted claim, or the operator config, allows the retries', async () => {
+    for (const id of ['ht', 'hc']) {
+      const a = await callTool(hub.url, `${id}__drop`);
+      // Every attempt is dropped too: after maxAttempts (3) the caller gets the error.
+      expect(isToolError(a)).toBe(true);
+      expect(httpCalls(id, 'drop')).toBe(3);
+      const [row] = await rowsFor(db, `${id}__drop`);
+      expect(row.outcome).toBe('unavailable');
+    }
+  });
+
+  it('HTTP 401 is never retried, idempotent or not', async () => {
+    const a = await callTool(hub.url, 'hc__deny401');
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/HTTP 401/);
+    expect(httpCalls('hc', 'deny401')).toBe(1);
+  });
+});
