@@ -135,9 +135,11 @@ export class Catalog extends EventEmitter {
       subscribedUris: (id) => opts.subscribedUris?.(id) ?? [],
       onGap: (id) => this.invalidate(id),
     });
-    this.pins.onExternalChange?.(() => {
+    this.pins.onExternalChange?.((changed) => {
       this.pinGen++;
-      log.info('tool pins changed outside the hub (an approval); lists rebuilt');
+      for (const r of changed)
+        if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash) opts.report?.({ kind: 'approved', server: r.server, tool: r.tool, hash: r.hash });
+      log.info({ changed: changed.length }, 'tool pins changed outside the hub (an approval); lists rebuilt');
       this.emit('changed', 'tools');
     });
   }
@@ -181,9 +183,11 @@ export class Catalog extends EventEmitter {
     for (const k of kinds) this.emit('changed', k);
   }
 
-  /** Forget a removed server entirely. */
+  /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
-    this.listens.untrack(serverId);
+    const still = this.servers().find((h) => h.id === serverId);
+    if (still) this.listens.track(still.id, still.upstream);
+    else this.listens.untrack(serverId);
     this.cache.drop(`${serverId}\0`);
     this.reads.invalidate(serverId);
     for (const k of LIST_KINDS) this.emit('changed', k);

@@ -45,8 +45,8 @@ export interface PinStore {
   get(server: string, tool: string): PinRecord | undefined;
   list(server?: string): PinRecord[];
   put(rec: PinRecord): void;
-  /** Called when records changed outside this process (an approval by the CLI). */
-  onExternalChange?(cb: () => void): void;
+  /** Called with the records that changed outside this process (an approval by the CLI). */
+  onExternalChange?(cb: (changed: PinRecord[]) => void): void;
 }
 
 export class MemoryPinStore implements PinStore {
@@ -92,7 +92,8 @@ export interface PinVerdict {
 
 /** Something worth an audit row and a log line. */
 export interface PinEvent {
-  kind: 'first-seen' | 'quarantined' | 'auto-approved' | 'reverted';
+  /** 'approved': an operator accepted a change (seen by the hub when the pin store reloads). */
+  kind: 'first-seen' | 'quarantined' | 'auto-approved' | 'reverted' | 'approved';
   server: string;
   tool: string;
   reason?: PendingReason;

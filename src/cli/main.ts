@@ -10,7 +10,7 @@ import { connectCommand } from './connect.js';
 import { initCommand } from './init.js';
 import { serversCommand } from './servers.js';
 import { doctorCommand } from './doctor.js';
-import { toolsCommand } from './tools-export.js';
+import { toolsCommand } from './tools.js';
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))

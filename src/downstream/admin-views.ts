@@ -33,9 +33,21 @@ export interface ToolView {
   description?: string;
   inputSchema?: unknown;
   outputSchema?: unknown;
+  /** The annotations the hub sends and acts on (trusted server or config, else conservative). */
   annotations?: unknown;
-  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "quarantined". */
+  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "quarantined", "pin:changed", "poisoning:markup". */
   flags: string[];
+  /** What the upstream itself claimed (untrusted display data). */
+  claimedAnnotations?: unknown;
+  /** "server" (trusted), "conservative" (untrusted) or "config". */
+  annotationSource?: string;
+  /** The pinned definition: "approved", or "changed" / "renamed" waiting for `switchyard tools approve`. */
+  pin?: { state: string; hash: string; renamedFrom?: string };
+  /** false: clients do not see it (with `hidden` saying why); listed only with ?all=1. */
+  visible?: boolean;
+  hidden?: string;
+  /** Every detailed flag: code, message, category, field, plugin. */
+  details?: { code: string; message: string; category?: string; field?: string; plugin?: string }[];
 }
 
 export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: string) => number | undefined): ServerView[] {
@@ -67,29 +79,36 @@ export function renameReason(h: ServerHandle, upstreamName: string, hubName: str
   return c.reason;
 }
 
-/** The aggregated tool list with where each tool comes from and what is odd about it. */
-export async function toolViews(catalog: Catalog, mode: NameMode, filter: { server?: string } = {}): Promise<ToolView[]> {
-  const agg = await catalog.aggregate('tools');
+/**
+ * The tool list with where each tool comes from and what is odd about it: what clients see
+ * (of one group, if given), or with `all` every tool the hub knows, held-back ones included.
+ */
+export async function toolViews(catalog: Catalog, mode: NameMode, filter: { server?: string; group?: string; all?: boolean } = {}): Promise<ToolView[]> {
   const out: ToolView[] = [];
-  for (const item of agg.items) {
-    const name = String(item.name);
-    const routed = await catalog.resolveTool(name);
-    if (!routed) continue;
-    if (filter.server && routed.server.id !== filter.server) continue;
+  for (const { hubName: name, server, record: r, visible, inGroup } of await catalog.toolRecords({ group: filter.group })) {
+    if ((!visible && !filter.all) || !inGroup) continue;
+    if (filter.server && server.id !== filter.server) continue;
+    const item = r.item;
     const flags: string[] = [];
-    const reason = renameReason(routed.server, routed.upstreamName, name, mode);
+    const reason = renameReason(server, r.upstreamName, name, mode);
     if (reason) flags.push(`renamed:${reason}`);
-    // Flags a future catalog stage may attach to an item (pins, description checks).
-    const extra = (item as { _flags?: unknown })._flags;
-    if (Array.isArray(extra)) for (const f of extra) if (typeof f === 'string') flags.push(f);
+    if (r.pin && r.pin.state !== 'approved') flags.push(`pin:${r.pin.state}`);
+    if (!visible) flags.push(r.hidden?.startsWith('quarantined') ? 'quarantined' : 'hidden');
+    for (const f of r.flags) if (f.category !== 'pinning') flags.push(`${f.category ?? 'flag'}:${f.code}`);
     const v: ToolView = {
       name,
-      server: routed.server.id,
-      upstreamName: routed.upstreamName,
-      era: routed.server.upstream.era ?? null,
-      trust: routed.server.config.trust,
+      server: server.id,
+      upstreamName: r.upstreamName,
+      era: server.upstream.era ?? null,
+      trust: server.config.trust,
       flags,
+      visible,
     };
+    if (r.hidden) v.hidden = r.hidden;
+    if (r.pin) v.pin = { state: r.pin.state, hash: r.pin.hash, ...(r.pin.renamedFrom ? { renamedFrom: r.pin.renamedFrom } : {}) };
+    if (r.upstream.annotations !== undefined) v.claimedAnnotations = r.upstream.annotations;
+    if (r.annotationSource) v.annotationSource = r.annotationSource;
+    if (r.flags.length) v.details = r.flags.map((f) => ({ ...f }));
     if (typeof item.title === 'string') v.title = item.title;
     if (typeof item.description === 'string') v.description = item.description;
     if (item.inputSchema !== undefined) v.inputSchema = item.inputSchema;

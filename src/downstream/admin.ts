@@ -155,7 +155,12 @@ export class AdminRoutes {
           json(res, 200, { version: VERSION, pid: process.pid, servers: this.servers() });
           return true;
         case '/admin/tools': {
-          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server: q.get('server') ?? undefined });
+          const group = q.get('group') ?? undefined;
+          if (group !== undefined && !this.hub.catalog.groups.has(group)) {
+            json(res, 404, { error: `no tool group named "${group}"` });
+            return true;
+          }
+          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server: q.get('server') ?? undefined, group, all: q.get('all') === '1' });
           json(res, 200, { tools });
           return true;
         }

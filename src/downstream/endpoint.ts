@@ -165,6 +165,7 @@ export class Endpoint {
       requestId: req.id,
       principal: ex.principal,
       authContext: ex.authContext,
+      group: ex.group,
       clientAddress: ex.clientAddress,
       clientEra: MODERN,
       clientInfo: meta[META_CLIENT_INFO] as Implementation | undefined,
@@ -296,6 +297,7 @@ export class Endpoint {
     const version = (LEGACY_VERSIONS as readonly string[]).includes(requested) ? requested : LEGACY;
     const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
     const session = new LegacySession(version, p.clientInfo as Implementation | undefined, caps, ex.principal);
+    session.group = ex.group;
     if (stdio) {
       stdio.current?.close();
       stdio.current = session;
@@ -318,6 +320,7 @@ export class Endpoint {
       requestId: req.id,
       principal: ex.principal,
       authContext: ex.authContext,
+      group: session.group,
       clientAddress: ex.clientAddress,
       clientEra: LEGACY,
       clientInfo: session.clientInfo,

@@ -10,6 +10,8 @@ export interface Exchange {
   header(name: string): string | undefined;
   readonly clientAddress?: string;
   readonly principal: string;
+  /** The tool group of the endpoint path `/mcp/<group>`, if any. */
+  readonly group?: string;
   /** Partition of per-user state (private caches, upstream connections); from the credential. */
   readonly authContext?: string;
   readonly requestBytes: number;

@@ -22,6 +22,8 @@ export interface HttpOptions extends OriginPolicy {
   routes?: (req: IncomingMessage, res: ServerResponse, path: string, who?: Identity) => boolean | Promise<boolean>;
   /** Authentication, tool scopes and rate limits; absent: everyone is anonymous and unlimited. */
   gate?: EdgeGate;
+  /** Configured tool groups: `/mcp/<group>` serves only what the group shows. */
+  groups?: { has(name: string): boolean };
 }
 
 const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
@@ -125,10 +127,14 @@ export class HttpServer {
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
     if (this.opts.routes && (await this.opts.routes(req, res, path, who))) return;
-    if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
+    // `/mcp` serves everything; `/mcp/<group>` one configured tool group.
+    const m = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/.exec(path);
+    if (!m) return sendJson(res, 404, { error: 'not found' });
+    const group = m[1];
+    if (group !== undefined && !this.opts.groups?.has(group)) return sendJson(res, 404, { error: `no tool group named "${group}"` });
     switch (req.method) {
       case 'POST':
-        return this.post(req, res, who);
+        return this.post(req, res, who, group);
       case 'GET':
         return this.getStream(req, res, who);
       case 'DELETE':
@@ -138,7 +144,7 @@ export class HttpServer {
     }
   }
 
-  private async post(req: IncomingMessage, res: ServerResponse, who: Identity): Promise<void> {
+  private async post(req: IncomingMessage, res: ServerResponse, who: Identity, group?: string): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!ct.toLowerCase().startsWith('application/json'))
       return sendJson(res, 415, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json')));
@@ -164,6 +170,7 @@ export class HttpServer {
       // Only the credential names the principal; nothing in the body or its _meta can.
       principal: who.principal,
       authContext: who.authContext,
+      group,
       requestBytes: body.length,
       sink: channel,
       reply: (msg, status, headers) => channel.end(msg, status, headers),

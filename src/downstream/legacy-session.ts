@@ -30,6 +30,8 @@ export class LegacySession {
   /** The standalone GET stream (HTTP) or stdout (stdio), for notifications not tied to a request. */
   stream: MessageSink | undefined;
   lastSeen = Date.now();
+  /** The tool group of the endpoint the session was opened on (`/mcp/<group>`); it keeps it. */
+  group: string | undefined;
   readonly inflight = new Map<string, AbortController>();
   private nextId = 0;
   private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();

@@ -70,7 +70,7 @@ function same(a: PinRecord, b: PinRecord): boolean {
 export class LedgerPinStore implements PinStore {
   private map = new Map<string, PinRecord>();
   private readonly upsert: Statement;
-  private readonly listeners: (() => void)[] = [];
+  private readonly listeners: ((changed: PinRecord[]) => void)[] = [];
   /** Puts not committed yet: a re-read of the table must not lose them. */
   private readonly unflushed = new Map<string, PinRecord>();
   private dataVersion: number;
@@ -111,7 +111,7 @@ export class LedgerPinStore implements PinStore {
       });
   }
 
-  onExternalChange(cb: () => void): void {
+  onExternalChange(cb: (changed: PinRecord[]) => void): void {
     this.listeners.push(cb);
     if (this.timer) return;
     this.timer = setInterval(() => this.poll(), PIN_POLL_MS);
@@ -131,16 +131,17 @@ export class LedgerPinStore implements PinStore {
     const next = new Map<string, PinRecord>();
     for (const r of readPins(this.db)) next.set(keyOf(r.server, r.tool), r);
     for (const [k, r] of this.unflushed) next.set(k, r);
-    let changed = next.size !== this.map.size;
+    const changed: PinRecord[] = [];
     for (const [k, r] of next) {
       const old = this.map.get(k);
-      if (!old || !same(old, r)) changed = true;
+      if (!old || !same(old, r)) changed.push(r);
     }
-    if (!changed) return false;
+    const removed = [...this.map.keys()].some((k) => !next.has(k));
+    if (!changed.length && !removed) return false;
     this.map = next;
     for (const cb of this.listeners) {
       try {
-        cb();
+        cb(changed);
       } catch (err) {
         this.log.error({ err }, 'pin change listener failed');
       }
@@ -160,4 +161,38 @@ export class LedgerPinStore implements PinStore {
 
 function keyOf(server: string, tool: string): string {
   return `${server}\0${tool}`;
+}
+
+/**
+ * Pin rows an operator means by `name`: a hub name (as clients see it, from the names table),
+ * "server/tool", or an upstream tool name; `server` narrows it. No name: every row of `server`.
+ */
+export function matchPins(db: Database, name: string | undefined, server: string | undefined): PinRecord[] {
+  const all = readPins(db).filter((r) => server === undefined || r.server === server);
+  if (name === undefined) return all;
+  const byHub = new Set<string>();
+  const hasNames = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'names'`).get();
+  if (hasNames)
+    for (const r of db.prepare(`SELECT server, upstream_name FROM names WHERE kind = 'tool' AND hub_name = ?`).all(name) as { server: string; upstream_name: string }[])
+      byHub.add(keyOf(r.server, r.upstream_name));
+  const slash = name.indexOf('/');
+  return all.filter(
+    (r) =>
+      byHub.has(keyOf(r.server, r.tool)) ||
+      r.tool === name ||
+      (slash > 0 && r.server === name.slice(0, slash) && r.tool === name.slice(slash + 1)),
+  );
+}
+
+/** Accept what is pending for these rows (a plain UPDATE: a running hub notices it by polling). */
+export function approvePins(db: Database, recs: readonly PinRecord[], now: number): PinRecord[] {
+  const stmt = db.prepare(`UPDATE tool_pins SET hash = pending_hash, body_hash = pending_body_hash, definition = pending_definition,
+      pending_hash = NULL, pending_body_hash = NULL, pending_definition = NULL, pending_reason = NULL, renamed_from = NULL,
+      pending_since_ms = NULL, approved_ms = @now, approved_by = 'cli'
+    WHERE server = @server AND tool = @tool AND pending_hash = @pending`);
+  const done: PinRecord[] = [];
+  db.transaction(() => {
+    for (const r of recs) if (r.pendingHash && stmt.run({ now, server: r.server, tool: r.tool, pending: r.pendingHash }).changes) done.push(r);
+  }).immediate();
+  return done;
 }

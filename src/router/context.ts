@@ -9,6 +9,8 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, Pr
 export interface CallContext {
   requestId: Id;
   principal: string;
+  /** The tool group the client selected with the endpoint path `/mcp/<group>`; undefined = all. */
+  group?: string;
   /**
    * The caller's authorization context, from its credential (`principal:<name>`): the partition
    * key of private caches and per-principal upstream connections.

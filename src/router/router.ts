@@ -1,5 +1,7 @@
 import type { Logger } from '../log.js';
-import type { Catalog, Routed, ServerHandle } from '../catalog/catalog.js';
+import type { Catalog, Routed, ServerHandle, View } from '../catalog/catalog.js';
+import { cacheableRead } from '../catalog/read-cache.js';
+import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { KIND_OF_METHOD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import { argsHash } from '../ledger/canonical.js';
@@ -30,6 +32,13 @@ export interface RouterOptions {
   upstreamFor?: (server: ServerHandle, ctx: CallContext) => Promise<Upstream>;
   /** Checks tool arguments and structured results against the tool's schemas. */
   validator?: SchemaValidator;
+  /** Plugin hooks around tool calls (beforeCall, afterCall). */
+  plugins?: PluginRunner;
+}
+
+/** Who asks, for the catalog: the authorization context of private lists and the tool group. */
+function viewOf(ctx: CallContext): View {
+  return { principal: ctx.principal, group: ctx.group };
 }
 
 type Result = Record<string, unknown>;
@@ -134,7 +143,7 @@ export class Router {
     const begin = this.beginOf(method, ctx);
     try {
       await this.opts.startupGrace();
-      const agg = await this.catalog.aggregate(kind);
+      const agg = await this.catalog.aggregate(kind, viewOf(ctx));
       let offset = 0;
       if (params.cursor !== undefined) {
         const c = typeof params.cursor === 'string' ? decodeCursor(params.cursor, this.opts.cursorKey) : null;
@@ -177,7 +186,7 @@ export class Router {
     const args = params.arguments ?? {};
     const hash = argsHash(args);
     await this.opts.startupGrace();
-    const routed = hubName ? await this.catalog.resolveTool(hubName) : undefined;
+    const routed = hubName ? await this.catalog.resolveTool(hubName, viewOf(ctx)) : undefined;
     const begin = this.beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,
@@ -220,6 +229,23 @@ export class Router {
       });
       return confirmation;
     }
+    // Plugins see the call last, once policy let it through; a deny is a tool error, audited.
+    const plugins = this.opts.plugins?.callHooks ? this.opts.plugins : undefined;
+    const pluginTool = plugins && {
+      hubName,
+      upstreamName,
+      server: { id: server.id, trust: server.config.trust, era: server.upstream.era },
+      annotations: routed.annotations ?? {},
+    };
+    let plan: CallPlan | undefined;
+    if (plugins && pluginTool) {
+      plan = await plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
+      if (plan.deny) {
+        const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${plan.deny.reason}`;
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
+        return toolErrorResult(msg);
+      }
+    }
     const key = ctx.idempotencyKey;
     if (key) {
       const settled = await this.settleIdempotency(principal, key, hubName, hash);
@@ -257,11 +283,13 @@ export class Router {
     }
     const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName };
     delete forwarded._meta;
+    if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
         const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
-        const result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
+        let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
+        if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry.
         await finish({ ...outcomeOfResult(result), responseBytes: this.bytesOf(result) }, isFinal ? { result } : undefined, false);
         return result;
@@ -374,7 +402,7 @@ export class Router {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
     await this.opts.startupGrace();
-    const routed = hubName ? await this.catalog.resolvePrompt(hubName) : undefined;
+    const routed = hubName ? await this.catalog.resolvePrompt(hubName, viewOf(ctx)) : undefined;
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
@@ -433,7 +461,7 @@ export class Router {
     const t0 = performance.now();
     const uri = typeof params.uri === 'string' ? params.uri : '';
     await this.opts.startupGrace();
-    const server = uri ? await this.catalog.routeUri(uri) : undefined;
+    const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal('resources/read', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
@@ -442,7 +470,21 @@ export class Router {
     const forwarded: Result = { ...params };
     delete forwarded._meta;
     const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
-    return this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0, bind);
+    // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
+    const first = params.inputResponses === undefined && params.requestState === undefined;
+    const partition = first ? (await this.catalog.connection(server, ctx.principal)).credential : '';
+    const hit = first ? this.catalog.reads.get(server.id, partition, uri) : undefined;
+    if (hit) {
+      await this.recordLocal('resources/read', ctx, { outcome: 'ok', server: server.id, upstreamName: uri, latencyMs: performance.now() - t0 }, { hubName: uri });
+      return { ...hit.result, ttlMs: hit.remainingMs, cacheScope: hit.scope };
+    }
+    const result = await this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0, bind);
+    if (first && cacheableRead(params, result)) {
+      const hinted = server.upstream.era === MODERN && typeof result.ttlMs === 'number' ? result.ttlMs : 0;
+      const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
+      this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope);
+    }
+    return result;
   }
 
   private async complete(params: Result, ctx: CallContext): Promise<Result> {
@@ -454,14 +496,14 @@ export class Router {
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
     let upstreamName = hubName;
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const routed = await this.catalog.resolvePrompt(ref.name);
+      const routed = await this.catalog.resolvePrompt(ref.name, viewOf(ctx));
       if (routed) {
         server = routed.server;
         upstreamName = routed.upstreamName;
         forwardedRef = { ...ref, name: routed.upstreamName };
       }
     } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      server = (await this.catalog.templateOwner(ref.uri)) ?? (await this.catalog.routeUri(ref.uri));
+      server = (await this.catalog.templateOwner(ref.uri, viewOf(ctx))) ?? (await this.catalog.routeUri(ref.uri, viewOf(ctx)));
     }
     if (!server) {
       const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
@@ -479,7 +521,7 @@ export class Router {
 
   private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
     const uri = typeof params.uri === 'string' ? params.uri : '';
-    const server = uri ? await this.catalog.routeUri(uri) : undefined;
+    const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });

@@ -1,0 +1,219 @@
+import { existsSync } from 'node:fs';
+import type { Argv, CommandModule } from 'yargs';
+import type { PinRecord } from '../catalog/pins.js';
+import type { ToolView } from '../downstream/admin-views.js';
+import { openLedgerDb } from '../ledger/db.js';
+import { approvePins, matchPins } from '../ledger/pins.js';
+import { table } from '../ledger/format.js';
+import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
+import { resolveLedgerPath } from './ledger.js';
+import { diffLines, formatDiff } from './line-diff.js';
+import { exportOptions, runToolsExport, toolsExportCommand, type ToolsExportArgs } from './tools-export.js';
+
+/**
+ * `switchyard tools`: what the running daemon exposes and holds back (it asks the daemon's
+ * loopback admin route /admin/tools, because pins, flags and hub names live there);
+ * `tools diff NAME` and `tools approve NAME | --server ID` work on the ledger database directly,
+ * so they also work with the daemon stopped; a running daemon picks an approval up within a
+ * second and tells its clients the list changed.
+ */
+
+interface ListArgs extends Partial<ToolsExportArgs> {
+  config: string;
+  url?: string;
+  server?: string;
+  group?: string;
+  json: boolean;
+}
+
+interface DbArgs {
+  config: string;
+  db?: string;
+  name?: string;
+  server?: string;
+}
+
+const out = (t: string) => void process.stdout.write(t);
+const err = (t: string) => void process.stderr.write(t);
+
+const HINTS: [string, string][] = [
+  ['readOnlyHint', 'R'],
+  ['destructiveHint', 'D'],
+  ['idempotentHint', 'I'],
+  ['openWorldHint', 'O'],
+];
+
+/** "R-IO": a letter per hint that is true, "-" when false, "?" when not said. */
+export function hintLetters(a: unknown): string {
+  if (a === null || typeof a !== 'object') return '????';
+  const o = a as Record<string, unknown>;
+  return HINTS.map(([k, l]) => (o[k] === true ? l : o[k] === false ? '-' : '?')).join('');
+}
+
+function stateOf(t: ToolView): string {
+  if (t.visible === false) return t.flags.includes('quarantined') ? `quarantined (${t.pin?.state ?? '?'})` : 'hidden';
+  return t.pin && t.pin.state !== 'approved' ? `shown, ${t.pin.state} (pinning: warn)` : 'shown';
+}
+
+export function toolsTable(tools: ToolView[]): string {
+  const rows = tools.map((t) => [
+    t.name,
+    t.server,
+    t.upstreamName,
+    t.era ?? '-',
+    t.trust,
+    stateOf(t),
+    `${hintLetters(t.annotations)} ${t.annotationSource === 'config' ? 'cfg' : t.annotationSource === 'server' ? 'srv' : 'cons'}`,
+    t.claimedAnnotations === undefined ? '(none)' : hintLetters(t.claimedAnnotations),
+    t.flags.filter((f) => !f.startsWith('pin:') && f !== 'quarantined' && f !== 'hidden').join(',') || '-',
+  ]);
+  return (
+    table(['tool', 'server', 'upstream', 'era', 'trust', 'state', 'hub hints', 'claimed', 'flags'], rows) +
+    '\nhints: R readOnly, D destructive, I idempotent, O openWorld ("-" false, "?" unsaid); hub hints come from the trusted server (srv), the config (cfg) or the conservative defaults (cons)\n'
+  );
+}
+
+async function list(a: ListArgs): Promise<void> {
+  if (a.format) return runToolsExport(a as ToolsExportArgs);
+  const q = new URLSearchParams({ all: '1' });
+  if (a.server) q.set('server', a.server);
+  if (a.group) q.set('group', a.group);
+  try {
+    const { tools } = await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools?${q}`);
+    if (a.json) return out(JSON.stringify(tools, null, 2) + '\n');
+    if (tools.length === 0) return out('no tools\n');
+    out(toolsTable(tools));
+    for (const t of tools) {
+      if (t.hidden) out(`\n${t.name}: ${t.hidden}`);
+      for (const d of t.details ?? []) if (d.category !== 'pinning') out(`\n${t.name}: ${d.category ?? 'flag'} ${d.code}${d.field ? ` in ${d.field}` : ''}: ${d.message}`);
+    }
+    if (tools.some((t) => t.hidden || t.details?.length)) out('\n');
+  } catch (e) {
+    if (!(e instanceof NoDaemonError || e instanceof DaemonError)) throw e;
+    err(`${e.message}\n`);
+    process.exitCode = 1;
+  }
+}
+
+function openDb(a: DbArgs) {
+  const path = resolveLedgerPath({ config: a.config, db: a.db });
+  if (!existsSync(path)) throw new Error(`no ledger database at ${path}: the hub has not pinned any tool yet`);
+  return openLedgerDb({ path });
+}
+
+function pretty(json: string | null): string[] {
+  if (json === null) return ['(nothing approved under this name)'];
+  try {
+    return JSON.stringify(JSON.parse(json), null, 2).split('\n');
+  } catch {
+    return [json];
+  }
+}
+
+function label(r: PinRecord): string {
+  return `${r.server}/${r.tool}`;
+}
+
+function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefined {
+  if (recs.length === 0) {
+    err(`no pinned tool matches ${a.name ?? ''}${a.server ? ` on server ${a.server}` : ''}\n`);
+    process.exitCode = 1;
+    return undefined;
+  }
+  const servers = new Set(recs.map((r) => r.server));
+  if (a.name !== undefined && servers.size > 1) {
+    err(`${a.name} names tools of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
+    process.exitCode = 2;
+    return undefined;
+  }
+  return recs;
+}
+
+function diff(a: DbArgs): void {
+  const db = openDb(a);
+  try {
+    const recs = pick(a, matchPins(db, a.name, a.server), 'compare');
+    if (!recs) return;
+    for (const r of recs) {
+      if (r.pendingHash === null) {
+        out(`${label(r)}: no pending change (approved ${r.approvedBy ?? ''}${r.approvedMs ? ` at ${new Date(r.approvedMs).toISOString()}` : ''})\n`);
+        continue;
+      }
+      const why = r.pendingReason === 'renamed' ? `the approved definition of "${r.renamedFrom}" under a new name` : 'changed since it was approved';
+      out(`${label(r)}: ${why}, seen ${r.pendingSinceMs ? new Date(r.pendingSinceMs).toISOString() : '?'}\n`);
+      const before = r.pendingReason === 'renamed' && r.hash === null ? (matchPins(db, `${r.server}/${r.renamedFrom}`, r.server)[0]?.definition ?? null) : r.definition;
+      out(`--- approved${r.pendingReason === 'renamed' ? ` (${r.renamedFrom})` : ''} ${r.hash?.slice(0, 12) ?? ''}\n+++ pending ${r.pendingHash.slice(0, 12)}\n`);
+      out(formatDiff(diffLines(pretty(before), pretty(r.pendingDefinition))));
+    }
+  } finally {
+    db.close();
+  }
+}
+
+function approve(a: DbArgs): void {
+  if (a.name === undefined && a.server === undefined) {
+    err('give a tool name, or --server ID to approve every pending change of a server\n');
+    process.exitCode = 2;
+    return;
+  }
+  const db = openDb(a);
+  try {
+    const recs = pick(a, matchPins(db, a.name, a.server), 'approve');
+    if (!recs) return;
+    const pending = recs.filter((r) => r.pendingHash !== null);
+    if (pending.length === 0) {
+      out(`nothing to approve: ${recs.map(label).join(', ')} ${recs.length === 1 ? 'has' : 'have'} no pending change\n`);
+      return;
+    }
+    const done = approvePins(db, pending, Date.now());
+    for (const r of done) out(`approved ${label(r)} (${r.pendingReason}${r.renamedFrom ? ` from ${r.renamedFrom}` : ''}): pin ${r.pendingHash!.slice(0, 12)}\n`);
+    if (done.length < pending.length) out(`${pending.length - done.length} changed again meanwhile; run diff again\n`);
+  } finally {
+    db.close();
+  }
+}
+
+function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
+  return y
+    .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
+    .option('db', { type: 'string', describe: 'Ledger database (default: ledger.path of the config)' })
+    .option('server', { type: 'string', describe: 'Only tools of this server' }) as unknown as Argv<T & DbArgs>;
+}
+
+function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
+  return (a) => {
+    try {
+      fn(a);
+    } catch (e) {
+      err(`${(e as Error).message}\n`);
+      process.exitCode = 1;
+    }
+  };
+}
+
+const diffCommand: CommandModule<object, DbArgs> = {
+  command: 'diff <name>',
+  describe: 'Show how a quarantined tool changed since it was approved (name: hub name, server/tool, or upstream name)',
+  builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
+  handler: guarded(diff),
+};
+
+const approveCommand: CommandModule<object, DbArgs> = {
+  command: 'approve [name]',
+  describe: 'Accept the pending change of a tool, or with --server every pending change of that server',
+  builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
+  handler: guarded(approve),
+};
+
+export const toolsCommand: CommandModule<object, ListArgs> = {
+  command: 'tools',
+  describe: 'The tools the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
+  builder: (y: Argv) =>
+    exportOptions(y, false)
+      .option('group', { type: 'string', describe: 'Only what this tool group (/mcp/<group>) shows' })
+      .option('json', { type: 'boolean', default: false, describe: 'JSON, with the annotations as claimed by each server' })
+      .command(diffCommand)
+      .command(approveCommand)
+      .command(toolsExportCommand) as unknown as Argv<ListArgs>,
+  handler: (a) => list(a),
+};
