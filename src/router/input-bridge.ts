@@ -174,7 +174,8 @@ export class InputBridge {
     if (!p) return;
     this.parked.delete(id);
     p.collector.giveUp();
-    p.abort.abort();
+    // The reason travels upstream in notifications/cancelled and into the ledger row.
+    p.abort.abort(`the client did not answer the input request within ${this.timeoutMs} ms`);
   }
 
   close(): void {

@@ -48,6 +48,7 @@ export class RequestStateSealer {
     private readonly now: () => number = Date.now,
   ) {
     if (key.length !== 32) throw new Error('requestState key must be 32 bytes');
+    if (typeof ttlMs !== 'number' || !Number.isFinite(ttlMs) || ttlMs <= 0) throw new Error('policy.requestStateTtlMs must be a positive number of milliseconds');
   }
 
   seal(bind: Binding, body: StateBody): string {

@@ -147,7 +147,11 @@ for (const c of CLIENTS) {
           // One POST; its SSE answer carried three real elicitation/create requests, then the result.
           expect(exchanges).toHaveLength(1);
           const msgs = exchanges[0].messages;
-          expect(msgs.filter((m) => m.method === 'elicitation/create')).toHaveLength(3);
+          const asks = msgs.filter((m) => m.method === 'elicitation/create');
+          expect(asks).toHaveLength(3);
+          // The hub's own request ids (the upstream's are numbers, or there is no upstream request).
+          expect(new Set(asks.map((m) => m.id)).size).toBe(3);
+          for (const m of asks) expect(m.id).toEqual(expect.stringMatching(/^sy-/));
           expect(msgs.some((m) => m.result && 'resultType' in m.result)).toBe(false);
           expect(msgs.at(-1)).toMatchObject({ id: exchanges[0].request.id, result: { content: [{ type: 'text', text: 'answers=a1,a2,a3' }] } });
         } else {

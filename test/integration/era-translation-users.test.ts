@@ -1,0 +1,90 @@
+/**
+ * Must-show 5 of "Era translation", and the capability rule, through the real built hub:
+ * two users eliciting at the same moment never receive each other's requests (every client ×
+ * upstream era pair, including two legacy sessions on one legacy stdio upstream), and the hub
+ * never asks a client for something it did not declare.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { META_CAPS, legacySession, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
+import { UPSTREAMS, legacyUser, modernUser, startTranslationHub, textOf, type TranslationHub, type User } from '../fixtures/translation/peers.js';
+
+const ROUNDS = 3;
+let th: TranslationHub;
+
+beforeAll(async () => {
+  th = await startTranslationHub();
+}, 60_000);
+
+afterAll(async () => {
+  await th?.stop();
+});
+
+const connect = { legacy: legacyUser, modern: modernUser } as const;
+const PAIRS = [
+  ['legacy', 'legacy'],
+  ['modern', 'modern'],
+  ['legacy', 'modern'],
+] as const;
+
+describe.each(UPSTREAMS)('two users eliciting at once on $id ($era over $transport)', (up) => {
+  it.each(PAIRS)('%s + %s clients: each is asked only its own questions', async (eraA, eraB) => {
+    const users: User[] = await Promise.all([connect[eraA](th.url, `alice-${eraA}`), connect[eraB](th.url, `bob-${eraB}`)]);
+    try {
+      for (const u of users) {
+        const me = u.label.split(' ').at(-1)!;
+        // Slow answers keep both users' requests open at the same time.
+        u.script.elicit = async () => {
+          await new Promise((r) => setTimeout(r, 60));
+          return { action: 'accept', content: { name: me } };
+        };
+      }
+      const calls = users.flatMap((u) => {
+        const me = u.label.split(' ').at(-1)!;
+        return Array.from({ length: ROUNDS }, () => u.callTool(`${up.id}__elicit_form`, { who: me }).then((r) => ({ me, text: textOf(r) })));
+      });
+      const results = await Promise.all(calls);
+      for (const r of results) expect(r.text).toBe(`action=accept content={"name":"${r.me}"}`);
+      for (const u of users) {
+        const me = u.label.split(' ').at(-1)!;
+        expect(u.asks).toHaveLength(ROUNDS);
+        for (const a of u.asks) expect(a.params.message).toBe(`Hello ${me}, what is your name?`);
+      }
+    } finally {
+      await Promise.all(users.map((u) => u.close()));
+    }
+  }, 60_000);
+});
+
+describe('a client that did not declare the capability is never asked', () => {
+  /** A raw modern tools/call with the given client capabilities. */
+  async function modernCall(name: string, caps: Json, args: Json = {}) {
+    const r = await post(th.url, modernBody(1, 'tools/call', { name, arguments: args }, modernMeta({ [META_CAPS]: caps })), modernHeaders('tools/call', name));
+    return r;
+  }
+
+  it.each(['ls', 'lh', 'ms', 'mh'])('modern client without elicitation → -32021 naming it (%s)', async (id) => {
+    const r = await modernCall(`${id}__elicit_form`, {}, { who: 'nobody' });
+    expect(r.body?.error, r.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: expect.any(Object) } } });
+    expect(r.messages.filter((m) => m.method !== undefined)).toEqual([]);
+  });
+
+  it.each(['ls', 'ms'])('modern client with form-only elicitation asked for URL mode → -32021 (%s)', async (id) => {
+    const r = await modernCall(`${id}__elicit_url`, { elicitation: { form: {} } });
+    expect(r.body?.error, r.text).toMatchObject({ code: -32021 });
+  });
+
+  it.each(['ls', 'ms'])('modern client without sampling or roots → -32021 (%s)', async (id) => {
+    const s = await modernCall(`${id}__sample`, { elicitation: {} });
+    expect(s.body?.error, s.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: expect.any(Object) } } });
+    const r = await modernCall(`${id}__roots`, { elicitation: {} });
+    expect(r.body?.error, r.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { roots: expect.any(Object) } } });
+  });
+
+  it.each(['ls', 'lh', 'ms', 'mh'])('legacy client without capabilities: an error, and no request on its stream (%s)', async (id) => {
+    const s = await legacySession(th.url);
+    const r = await s.request(7, 'tools/call', { name: `${id}__elicit_form`, arguments: { who: 'nobody' } });
+    expect(r.messages.filter((m) => m.method !== undefined), r.text).toEqual([]);
+    const failed = r.body?.error !== undefined || r.body?.result?.isError === true;
+    expect(failed, r.text).toBe(true);
+  });
+});
