@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { INTERNAL_ERROR, INVALID_PARAMS, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -58,7 +58,13 @@ export class Mrtr {
   async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding): Promise<Result> {
     let p = params;
     for (let round = 0; ; round++) {
-      const r = await server.upstream.request(method, p, opts);
+      let r: Result;
+      try {
+        r = await server.upstream.request(method, p, opts);
+      } catch (err) {
+        if (ctx.clientEra === MODERN) throw err;
+        return legacyMissingCapability(err, method);
+      }
       if (r.resultType !== 'input_required') return r;
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
@@ -145,6 +151,20 @@ function urlSteps(err: unknown): Result[] | null {
     steps.push({ ...e, mode: 'url', message: typeof e.message === 'string' ? e.message : 'Please open this URL', url: e.url });
   }
   return steps;
+}
+
+/**
+ * A modern upstream's -32021 (the legacy client did not declare what it needs) in the caller's
+ * era, which has no such code: a tool error for tools/call, as a legacy server's own refusal
+ * reads, else -32601 with the same data. Any other error is rethrown unchanged.
+ */
+function legacyMissingCapability(err: unknown, method: string): Result {
+  if (!(err instanceof RpcError) || err.code !== MISSING_CLIENT_CAPABILITY) throw err;
+  const need = (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities;
+  const names = need && typeof need === 'object' ? Object.keys(need).join(', ') : '';
+  const why = `the upstream needs a client capability this client did not declare${names ? `: ${names}` : ''}`;
+  if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+  throw new RpcError(METHOD_NOT_FOUND, why, err.data);
 }
 
 /** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */

@@ -177,3 +177,20 @@ for (const c of CLIENTS) {
     });
   }
 }
+
+describe.each(['ms', 'mh'])('rounds are bounded (legacy client → modern upstream %s)', (id) => {
+  it('an upstream that never stops asking ends in an error after 10 rounds', async () => {
+    const user = await legacyUser(th.url, `bounded-${id}`);
+    try {
+      user.script.elicit = () => ({ action: 'accept', content: { answer: 'more' } });
+      const err = await user.callTool(`${id}__endless`).then(
+        () => undefined,
+        (e: { code?: number; message?: string }) => e,
+      );
+      expect(err).toMatchObject({ code: -32603, message: expect.stringMatching(/still needed input after 10 rounds/) });
+      expect(user.asks.map((a) => a.params.message)).toEqual(Array.from({ length: 10 }, (_, i) => `Round ${i + 1}`));
+    } finally {
+      await user.close();
+    }
+  });
+});
