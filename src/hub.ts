@@ -404,6 +404,29 @@ export class Hub implements HubCore {
     return this.router.recordLocal(method, ctx, end);
   }
 
+  /** A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed upstream. */
+  async subscribeResources(subscriber: string, uris: string[], principal: string): Promise<string[]> {
+    const honoured: string[] = [];
+    for (const uri of uris) {
+      const routed = await this.catalog.routeUri(uri, { principal });
+      const h = routed && this.handles.get(routed.id);
+      if (!h || h.upstream.state !== 'ready' || !h.upstream.capabilities?.resources?.subscribe) continue;
+      if (this.subs.add(h.id, uri, subscriber)) {
+        if (h.upstream.era === MODERN) this.catalog.subscriptionsChanged(h.id);
+        else {
+          try {
+            await h.upstream.request('resources/subscribe', { uri });
+          } catch {
+            this.subs.remove(h.id, uri, subscriber);
+            continue;
+          }
+        }
+      }
+      honoured.push(uri);
+    }
+    return honoured;
+  }
+
   sessionClosed(sessionKey: string): void {
     for (const { server, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);

@@ -20,6 +20,11 @@ export interface HubCore {
   readonly events: EventEmitter;
   /** Subscriber keys of a session that went away, so upstream subscriptions can be released. */
   sessionClosed(sessionKey: string): void;
+  /**
+   * Subscribe `subscriber` (a modern listen stream) to resource URIs; resolves with the URIs
+   * honoured (routed to an upstream that can report updates). Released by sessionClosed.
+   */
+  subscribeResources?(subscriber: string, uris: string[], principal: string): Promise<string[]>;
   health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 

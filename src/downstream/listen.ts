@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import type { HubCore, MessageSink } from './core.js';
@@ -9,7 +10,12 @@ interface Listener {
   tools: boolean;
   prompts: boolean;
   resources: boolean;
+  /** Subscriber key of its resource subscriptions (released when the stream ends). */
+  key: string;
 }
+
+/** Most URIs one listen request may subscribe to. */
+const MAX_RESOURCE_SUBSCRIPTIONS = 256;
 
 const FLAG: Record<string, 'tools' | 'prompts' | 'resources'> = {
   tools: 'tools',
@@ -30,7 +36,12 @@ const METHOD = {
 export class ListenHub {
   private readonly listeners = new Set<Listener>();
 
-  constructor(core: HubCore) {
+  constructor(private readonly core: HubCore) {
+    core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
+      for (const l of this.listeners)
+        if (u.subscribers.has(l.key) && !l.sink.closed)
+          l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+    });
     core.events.on('listChanged', (kind: string) => {
       const flag = FLAG[kind];
       if (!flag) return;
@@ -41,11 +52,43 @@ export class ListenHub {
     });
   }
 
-  open(req: Request, ex: Exchange): void {
+  /**
+   * Open a listen stream. Resource URIs in `resourceSubscriptions` are subscribed upstream
+   * (through the hub's own listen filter for modern upstreams, reference-counted
+   * resources/subscribe for legacy ones) before the acknowledgement, which names the ones honoured.
+   */
+  open(req: Request, ex: Exchange): Promise<void> {
+    // Never rejects: whatever goes wrong ends this stream, not the hub.
+    return this.openStream(req, ex).catch(() => {
+      try {
+        ex.reply(undefined, 500);
+      } catch {
+        // the exchange is gone already
+      }
+    });
+  }
+
+  private async openStream(req: Request, ex: Exchange): Promise<void> {
     const want = (req.params?.notifications ?? {}) as Record<string, unknown>;
     const honoured: Record<string, unknown> = {};
     for (const k of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) if (want[k] === true) honoured[k] = true;
     if (!ex.stream) return ex.reply(undefined, 400);
+    const key = `listen:${randomBytes(12).toString('base64url')}`;
+    const uris = Array.isArray(want.resourceSubscriptions)
+      ? [...new Set(want.resourceSubscriptions.filter((u): u is string => typeof u === 'string' && u.length > 0))].slice(0, MAX_RESOURCE_SUBSCRIPTIONS)
+      : [];
+    if (uris.length && this.core.subscribeResources) {
+      try {
+        const got = await this.core.subscribeResources(key, uris, ex.principal);
+        if (got.length) honoured.resourceSubscriptions = got;
+      } catch {
+        // nothing honoured; the stream still serves the list changes
+      }
+    }
+    if (ex.closed.aborted) {
+      this.core.sessionClosed(key);
+      return;
+    }
     const sink = ex.stream();
     const l: Listener = {
       id: req.id,
@@ -53,6 +96,7 @@ export class ListenHub {
       tools: honoured.toolsListChanged === true,
       prompts: honoured.promptsListChanged === true,
       resources: honoured.resourcesListChanged === true,
+      key,
     };
     sink.send({
       jsonrpc: '2.0',
@@ -60,7 +104,10 @@ export class ListenHub {
       params: { notifications: honoured, _meta: { [META_SUBSCRIPTION_ID]: req.id } },
     });
     this.listeners.add(l);
-    ex.closed.addEventListener('abort', () => this.listeners.delete(l));
+    ex.closed.addEventListener('abort', () => {
+      this.listeners.delete(l);
+      if (honoured.resourceSubscriptions) this.core.sessionClosed(key);
+    });
   }
 
   closeAll(): void {

@@ -43,11 +43,14 @@ function auditRows(hub: HubProcess, method: string): Json[] {
 describe('cache and change propagation through the hub', () => {
   let hub: HubProcess;
   const stats = join(tmp(), 'slow-stats.json');
+  const legStats = join(tmp(), 'leg-stats.json');
+  const modStats = join(tmp(), 'mod-stats.json');
+  const count = (file: string, method: string) => (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>)[method] ?? 0;
   beforeAll(async () => {
     hub = await startHub({
       servers: {
-        leg: mutable({ ERA: 'legacy' }),
-        mod: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' }),
+        leg: mutable({ ERA: 'legacy', DOC_URI: 'leg://doc', STATS_FILE: legStats }),
+        mod: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', DOC_URI: 'mod://doc', STATS_FILE: modStats }),
         slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_DELAY_MS: '1500', STATS_FILE: stats }),
       },
     });
@@ -93,6 +96,31 @@ describe('cache and change propagation through the hub', () => {
     await sub.close();
     await modern.close();
     await legacy.close();
+  });
+
+  it('resources/read is cached per URI for the upstream ttlMs; resources/updated reaches listen subscribers and drops the entry', async () => {
+    const modern = await v2(hub.url);
+    const read = async (uri: string) => ((await modern.readResource({ uri })).contents[0] as { text: string }).text;
+    const before = count(modStats, 'resources/read');
+    expect(await read('mod://doc')).toBe('first version');
+    expect(await read('mod://doc')).toBe('first version');
+    expect(count(modStats, 'resources/read') - before).toBe(1); // modern, ttlMs 60000: the second read is the hub's
+    const legBefore = count(legStats, 'resources/read');
+    await read('leg://doc');
+    await read('leg://doc');
+    expect(count(legStats, 'resources/read') - legBefore).toBe(2); // legacy gives no hint: not cached
+
+    const updates: string[] = [];
+    modern.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await modern.listen({ resourceSubscriptions: ['leg://doc', 'mod://doc', 'nope://x'] });
+    expect([...(sub.honoredFilter.resourceSubscriptions ?? [])].sort()).toEqual(['leg://doc', 'mod://doc']);
+    for (const [server, uri] of [['leg', 'leg://doc'], ['mod', 'mod://doc']]) {
+      await modern.callTool({ name: `${server}__touch`, arguments: { uri } });
+      await expect.poll(() => updates.includes(uri), { timeout: 1000, interval: 20 }).toBe(true);
+    }
+    expect(await read('mod://doc')).toBe('first version+'); // the update dropped the cached read
+    await sub.close();
+    await modern.close();
   });
 });
 
