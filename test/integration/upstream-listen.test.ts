@@ -1,0 +1,120 @@
+/**
+ * The hub's own `subscriptions/listen` to modern upstreams: Upstream.listen over stdio and
+ * Streamable HTTP against real SDK v2 servers, and the ListenManager re-listening after the
+ * server ends the stream and after the upstream restarts.
+ */
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ListenManager } from '../../src/catalog/upstream-listen.js';
+import { silentLogger } from '../../src/log.js';
+import { createUpstream } from '../../src/upstream/index.js';
+import type { StdioUpstream } from '../../src/upstream/stdio-upstream.js';
+import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
+import { ROOT } from '../helpers/hub-process.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { MUTABLE } from './catalog-helpers.js';
+import { captureLogger, waitFor } from './upstream-helpers.js';
+
+const NOTIFY = 'test/fixtures/catalog/sdk2-notify-server.mjs';
+const base = { era: 'auto' as const, timeoutMs: 5000, probeTimeoutMs: 1500, maxFrameBytes: 1 << 20 };
+const stdio = (id: string, file: string, env: Record<string, string> = {}): UpstreamSpec => ({ id, command: process.execPath, args: [file], env, ...base });
+
+let upstreams: Upstream[] = [];
+let fixtures: HttpFixture[] = [];
+let managers: ListenManager[] = [];
+afterEach(async () => {
+  for (const m of managers) m.closeAll();
+  await Promise.allSettled(upstreams.map((u) => u.close()));
+  await Promise.allSettled(fixtures.map((f) => f.stop()));
+  upstreams = [];
+  fixtures = [];
+  managers = [];
+});
+
+async function started(spec: UpstreamSpec, log = silentLogger): Promise<Upstream> {
+  const u = createUpstream(spec, log);
+  upstreams.push(u);
+  await u.start();
+  return u;
+}
+
+function changes(u: Upstream): string[] {
+  const seen: string[] = [];
+  u.on('notification', (n: { method: string }) => void seen.push(n.method));
+  return seen;
+}
+
+describe('Upstream.listen against SDK v2 servers', () => {
+  for (const transport of ['stdio', 'http'] as const) {
+    it(`${transport}: acknowledged, list changes delivered, closed on request`, async () => {
+      let spec: UpstreamSpec;
+      if (transport === 'http') {
+        const f = await startHttpFixture(NOTIFY);
+        fixtures.push(f);
+        spec = { id: 'n', url: f.url, ...base };
+      } else spec = stdio('n', join(ROOT, NOTIFY));
+      const u = await started(spec);
+      expect(u.era).toBe('2026-07-28');
+      const onStream: { method: string; params: Record<string, unknown> }[] = [];
+      const seen = changes(u);
+      const h = u.listen!({ toolsListChanged: true }, (m) => void onStream.push(m));
+      await waitFor(() => onStream.some((m) => m.method === 'notifications/subscriptions/acknowledged'), 3000, 'ack');
+      expect(onStream[0].params.notifications).toEqual({ toolsListChanged: true });
+      await u.request('tools/call', { name: 'grow', arguments: { name: 'extra1' } });
+      await waitFor(() => seen.includes('notifications/tools/list_changed'), 1000, 'list_changed');
+      expect(onStream.map((m) => m.method)).toContain('notifications/tools/list_changed');
+      expect(((await u.request('tools/list', {})).tools as { name: string }[]).map((t) => t.name)).toContain('extra1');
+      h.close();
+      expect((await h.ended).reason).toBe('closed');
+      // Nothing is left in flight: a listen stream is not a call.
+      expect((u as unknown as { pending: Map<number, unknown> }).pending.size).toBe(0);
+    });
+  }
+
+  it('a legacy upstream cannot listen: the handle ends at once', async () => {
+    const u = await started(stdio('l', MUTABLE, { ERA: 'legacy' }));
+    const h = u.listen!({ toolsListChanged: true }, () => {});
+    expect((await h.ended).reason).toBe('not a modern upstream');
+  });
+});
+
+describe('ListenManager', () => {
+  it('listens again after the server ends the stream and after the upstream restarts', async () => {
+    const u = (await started(stdio('m', MUTABLE))) as StdioUpstream;
+    const gaps: string[] = [];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [], onGap: (id) => void gaps.push(id) });
+    managers.push(m);
+    const seen = changes(u);
+    m.track('m', u);
+    await waitFor(() => m.listening('m'), 2000, 'listening');
+    const mutate = (name: string) => u.request('tools/call', { name: 'mutate', arguments: { op: 'add', def: { name, inputSchema: { type: 'object' } } } });
+    await mutate('a');
+    await waitFor(() => seen.length === 1, 1000, 'first change');
+
+    // The server ends every listen stream gracefully: a gap, then a new stream.
+    await u.request('tools/call', { name: 'drop', arguments: {} });
+    await waitFor(() => gaps.length === 1, 2000, 'gap');
+    await waitFor(() => m.listening('m'), 3000, 'listening again');
+    await mutate('b');
+    await waitFor(() => seen.length === 2, 1000, 'change after re-listen');
+
+    // The process dies: the upstream restarts it, and the manager listens on the new one.
+    process.kill(u.pid!, 'SIGKILL');
+    await waitFor(() => u.state !== 'ready', 3000, 'restart begins');
+    await waitFor(() => u.state === 'ready' && m.listening('m'), 10_000, 'listening after restart');
+    await mutate('c');
+    await waitFor(() => seen.length === 3, 1000, 'change after restart');
+  });
+
+  it('an upstream that does not implement listen is not asked again and again', async () => {
+    const { log, records } = captureLogger();
+    const u = await started(stdio('q', join(ROOT, 'test/fixtures/quirks/modern.mjs')));
+    const m = new ListenManager(log, { subscribedUris: () => [], onGap: () => {} });
+    managers.push(m);
+    m.track('q', u);
+    await waitFor(() => records.some((r) => String(r.msg).includes('does not support subscriptions/listen')), 3000, 'refusal noticed');
+    await new Promise((r) => setTimeout(r, 600));
+    expect(m.listening('q')).toBe(false);
+    expect(records.filter((r) => String(r.msg).includes('listening again'))).toHaveLength(0);
+  });
+});
