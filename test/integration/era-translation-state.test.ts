@@ -14,8 +14,8 @@ import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { META_CAPS, modernBody, modernMeta, modernPost, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
-import { LEGACY_FIXTURE, MODERN_FIXTURE, USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
+import { LEGACY_FIXTURE, USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 
 const KEY = randomBytes(32).toString('hex');
 const TTL_MS = 3_000;
@@ -27,33 +27,10 @@ let events: string;
 let nextId = 1;
 
 /** A modern tools/call whose client declared elicitation, sampling and roots. */
-function call(url: string, name: string, args: Json, extra: Json = {}): Promise<RawReply> {
+async function call(url: string, name: string, args: Json, extra: Json = {}): Promise<RawReply> {
   const id = nextId++;
-  const body = modernBody(id, 'tools/call', { name, arguments: args, ...extra }, ASKING);
-  return fetch(url, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'tools/call',
-      'mcp-name': name,
-    },
-    body: JSON.stringify(body),
-  }).then(async (res) => {
-    const text = await res.text();
-    const ct = res.headers.get('content-type') ?? '';
-    const messages: RpcMessage[] = ct.includes('text/event-stream')
-      ? text
-          .split(/\n\n/)
-          .map((e) => e.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join(''))
-          .filter(Boolean)
-          .map((d) => JSON.parse(d) as RpcMessage)
-      : text
-        ? [JSON.parse(text) as RpcMessage]
-        : [];
-    return { status: res.status, headers: res.headers, text, messages, body: messages.find((m) => m.id === id) };
-  });
+  const r = await post(url, modernBody(id, 'tools/call', { name, arguments: args, ...extra }, ASKING), modernHeaders('tools/call', name));
+  return { ...r, body: r.messages.find((m) => m.id === id) };
 }
 
 /** First round of a tool: an input_required answer; returns its result. */
