@@ -109,6 +109,30 @@ function portFree(host: string, port: number): Promise<NodeJS.ErrnoException | n
   });
 }
 
+type DaemonServers = { servers: ServerView[]; pid?: number; version?: string };
+
+/** The daemon's view when one answers at `base`; otherwise whether its port is free (config given). */
+async function findDaemon(base: string, config: HubConfig | undefined, findings: Finding[]): Promise<DaemonServers | undefined> {
+  try {
+    const daemon = await getJson<DaemonServers>(base, '/admin/servers', { timeoutMs: 5_000 });
+    findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${base} (pid ${daemon.pid ?? '?'})` });
+    return daemon;
+  } catch (err) {
+    if (!(err instanceof NoDaemonError)) {
+      findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message} (is another program on that port?)` });
+      return undefined;
+    }
+    findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
+    if (!config) return undefined;
+    const { host, port } = config.listen;
+    const e = await portFree(host, port);
+    if (e?.code === 'EADDRINUSE') findings.push({ level: 'fail', check: 'port', message: `${host}:${port} is in use by another program: \`switchyard start\` would fail` });
+    else if (e) findings.push({ level: 'fail', check: 'port', message: `cannot listen on ${host}:${port}: ${e.code ?? e.message}` });
+    else findings.push({ level: 'ok', check: 'port', message: `${host}:${port} is free` });
+    return undefined;
+  }
+}
+
 /** Runs every check; never throws for a problem it finds. */
 export async function diagnose(configFile: string, url: string | undefined): Promise<Finding[]> {
   const findings: Finding[] = [];
@@ -121,22 +145,10 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     for (const p of err.problems) findings.push({ level: 'fail', check: 'config', message: p });
   }
   const base = daemonBase(url, configFile);
-  let daemon: { servers: ServerView[]; pid?: number; version?: string } | undefined;
-  try {
-    daemon = await getJson(base, '/admin/servers', { timeoutMs: 5_000 });
-    findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon!.version ?? ''} running at ${base} (pid ${daemon!.pid ?? '?'})` });
-  } catch (err) {
-    if (err instanceof NoDaemonError) {
-      findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
-      if (config && !url) {
-        const e = await portFree(config.listen.host, config.listen.port);
-        if (e?.code === 'EADDRINUSE')
-          findings.push({ level: 'fail', check: 'port', message: `${config.listen.host}:${config.listen.port} is in use by another program: \`switchyard start\` would fail` });
-        else if (e) findings.push({ level: 'fail', check: 'port', message: `cannot listen on ${config.listen.host}:${config.listen.port}: ${e.code ?? e.message}` });
-        else findings.push({ level: 'ok', check: 'port', message: `${config.listen.host}:${config.listen.port} is free` });
-      }
-    } else findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message} (is another program on that port?)` });
-  }
+  // Port 0 means "any free port": there is no fixed address to find a daemon at.
+  const anyPort = !url && config?.listen.port === 0;
+  if (anyPort) findings.push({ level: 'ok', check: 'daemon', message: 'listen.port is 0 (any free port): pass --url to check a running daemon; checking the upstreams directly' });
+  const daemon = anyPort ? undefined : await findDaemon(base, url ? undefined : config, findings);
   let servers: ServerView[] | undefined;
   let tools: ToolView[] | undefined;
   if (daemon) {

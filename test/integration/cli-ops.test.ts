@@ -162,6 +162,7 @@ describe('servers, doctor and tools without a daemon', () => {
 
   it('doctor finds the port in use and the broken upstream, and checks the rest directly', async () => {
     const r = await run(['doctor', '--json'], { cwd: d });
+    expect(r.stdout, r.stderr).not.toBe('');
     expect(r.code).toBe(1);
     const f = JSON.parse(r.stdout) as Json[];
     const by = (check: string) => f.filter((x) => x.check === check);
