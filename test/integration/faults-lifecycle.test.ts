@@ -1,0 +1,197 @@
+/**
+ * Fault suite, the hub's own life (issue 6, cases 3 and 6): SIGKILL under load leaves no
+ * process behind (children, `npx`-style grandchildren, the watchdog) and a restarted hub's
+ * ledger verifies; SIGTERM drains calls in flight and exits 0; hot reload adds, removes and
+ * changes servers while calls run on the others, rejects an invalid config, and answers SIGHUP.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { ledgerCli, modernCall, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
+import { quirkLog } from './upstream-helpers.js';
+import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
+
+const hubs: HubProcess[] = [];
+afterEach(async () => {
+  // A hub already killed by a test has nothing left to stop (stop() would wait for its exit).
+  for (const h of hubs.splice(0)) if (h.proc.exitCode === null && h.proc.signalCode === null) await h.stop('SIGKILL');
+});
+
+async function start(config: Record<string, unknown>, opts: { dir?: string; args?: string[] } = {}): Promise<HubProcess> {
+  const h = await startHub(config, opts);
+  hubs.push(h);
+  return h;
+}
+
+function toolNames(list: { body?: { result?: Json } }): string[] {
+  return ((list.body?.result?.tools ?? []) as { name: string }[]).map((t) => t.name);
+}
+
+function rewrite(file: string, change: (c: { servers: Record<string, Json> } & Json) => void): void {
+  const c = JSON.parse(readFileSync(file, 'utf8')) as { servers: Record<string, Json> } & Json;
+  change(c);
+  writeFileSync(file, JSON.stringify(c, null, 2));
+}
+
+describe('hub SIGKILL', () => {
+  it('under load leaves no child, grandchild or watchdog behind; restarted, its ledger verifies', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-kill-'));
+    const gLog = join(dir, 'g.log');
+    const config = {
+      servers: {
+        a: nodeServer(SDK1, [], { COUNTER_FILE: join(dir, 'counter.json') }),
+        m: nodeServer(SDK2),
+        g: nodeServer(`${QUIRKS}/spawns-grandchild.mjs`, [], { QUIRK_LOG: gLog, QUIRK_STUBBORN: '1' }),
+      },
+    };
+    const hub = await start(config, { dir });
+    await Promise.all(['a', 'm', 'g'].map((id) => waitForState(hub.url, id, ['ready'])));
+    const grandchild = await waitUntil('grandchild pid', async () => quirkLog(gLog).find((e) => e.grandchild !== undefined)?.grandchild);
+    let stop = false;
+    let answered = 0;
+    const worker = async (w: number): Promise<void> => {
+      for (let i = 0; !stop; i++) {
+        const tool = ['a__echo', 'm__echo', 'a__counter_bump'][(w + i) % 3];
+        const args = tool === 'a__counter_bump' ? { label: `w${w}` } : { text: `w${w}-${i}` };
+        try {
+          const r = await modernCall(hub.url, `w${w}-${i}`, 'tools/call', { name: tool, arguments: args });
+          if (r.body) answered++;
+        } catch {
+          return; // the hub is gone
+        }
+      }
+    };
+    const workers = Array.from({ length: 12 }, (_, w) => worker(w));
+    await sleep(1_500);
+    const tree = descendants(hub.proc.pid!);
+    expect(tree).toContain(grandchild);
+    expect(tree.length).toBeGreaterThanOrEqual(5); // 3 servers, the grandchild, the watchdog
+    hub.proc.kill('SIGKILL');
+    stop = true;
+    await Promise.all(workers);
+    expect(answered).toBeGreaterThan(20);
+    // The stubborn server ignores stdin EOF and SIGTERM: only the watchdog's SIGKILL ends it.
+    await expectAllGone(tree);
+
+    const again = await start(config, { dir });
+    const v = await ledgerCli(join(dir, 'ledger.db'), ['verify']);
+    expect(v.code, v.stdout + v.stderr).toBe(0);
+    await waitForState(again.url, 'a', ['ready']);
+    expect(text(await callTool(again.url, 'a__echo', { text: 'back' }))).toBe('echo:back');
+    const tree2 = descendants(again.proc.pid!);
+    expect(await again.stop('SIGTERM')).toBe(0);
+    await expectAllGone(tree2);
+  }, 60_000);
+});
+
+describe('hub SIGTERM', () => {
+  it('stops accepting, lets a call in flight finish, closes the upstreams and exits 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-'));
+    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir });
+    await waitForState(hub.url, 'a', ['ready']);
+    const tree = descendants(hub.proc.pid!);
+    const slow = callTool(hub.url, 'a__slow', { ms: 1500 });
+    await sleep(300);
+    const exited = hub.stop('SIGTERM');
+    await sleep(200);
+    // New work is refused (the listener is closed).
+    await expect(callTool(hub.url, 'a__echo', { text: 'late' })).rejects.toThrow();
+    const a = await slow;
+    expect(isToolError(a)).toBe(false);
+    expect(text(a)).toBe('slept 1500');
+    expect(await exited).toBe(0);
+    await expectAllGone(tree);
+    expect(hub.logs.some((l) => l.includes('draining calls in flight'))).toBe(true);
+    // The ledger was flushed before the exit: the drained call's row is there.
+    const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
+    expect(row.outcome).toBe('ok');
+  }, 30_000);
+
+  it('at the drain deadline, calls still running get an answer and a row before the exit', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term2-'));
+    const hub = await start({ listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1) } }, { dir });
+    await waitForState(hub.url, 'a', ['ready']);
+    const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
+    await sleep(300);
+    const t0 = Date.now();
+    const exited = hub.stop('SIGTERM');
+    const a = await slow;
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/was closed|connection lost/);
+    expect(await exited).toBe(0);
+    const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
+    expect(row.outcome).toBe('unavailable');
+  }, 30_000);
+});
+
+describe('hot reload', () => {
+  it('adds, removes and restarts servers while a call runs on another; rejects an invalid config', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-reload-'));
+    const hub = await start({ servers: { a: nodeServer(SDK1), b: nodeServer(SDK1), c: nodeServer(SDK2) } }, { dir });
+    await Promise.all(['a', 'b', 'c'].map((id) => waitForState(hub.url, id, ['ready'])));
+    expect(toolNames(await modernCall(hub.url, 'l0', 'tools/list'))).toEqual(expect.arrayContaining(['a__echo', 'b__echo', 'c__echo']));
+    const aBefore = await serverHealth(hub.url, 'a');
+    const cBefore = await serverHealth(hub.url, 'c');
+    const inFlight = callTool(hub.url, 'a__slow', { ms: 2500 });
+    const bCall = callTool(hub.url, 'b__slow', { ms: 400 });
+    await sleep(200);
+
+    rewrite(hub.configFile, (c) => {
+      delete c.servers.b;
+      c.servers.c = { ...c.servers.c, env: { SERVER_NAME: 'c-renamed' } };
+      c.servers.d = nodeServer(SDK2);
+    });
+    await waitUntil('reload logged', async () => hub.logs.some((l) => l.includes('config reloaded')));
+    const line = JSON.parse(hub.logs.find((l) => l.includes('config reloaded'))!) as Record<string, string[]>;
+    expect(line.added).toEqual(['d']);
+    expect(line.removed).toEqual(['b']);
+    expect(line.restarted).toEqual(['c']);
+    await waitForState(hub.url, 'd', ['ready']);
+    await waitForState(hub.url, 'c', ['ready']);
+    const names = toolNames(await modernCall(hub.url, 'l1', 'tools/list'));
+    expect(names).toEqual(expect.arrayContaining(['a__echo', 'c__echo', 'd__echo']));
+    expect(names.some((n) => n.startsWith('b__'))).toBe(false);
+
+    // The call on the untouched server finished normally; so did the removed server's own call.
+    const a = await inFlight;
+    expect(text(a)).toBe('slept 2500');
+    expect(text(await bCall)).toBe('slept 400');
+    const aAfter = await serverHealth(hub.url, 'a');
+    expect(aAfter.since).toBe(aBefore.since);
+    expect(aAfter.restarts).toBe(0);
+    expect((await serverHealth(hub.url, 'c')).since).not.toBe(cBefore.since);
+    expect(text(await callTool(hub.url, 'd__echo', { text: 'new' }))).toBe('echo:new');
+    const gone = await callTool(hub.url, 'b__echo', { text: 'x' });
+    expect(gone.body?.error?.message).toMatch(/Unknown tool/);
+
+    // An invalid config is rejected with a clear line; the running one stays.
+    const valid = readFileSync(hub.configFile, 'utf8');
+    writeFileSync(hub.configFile, JSON.stringify({ servers: { x: { command: 'node', url: 'http://127.0.0.1:1/mcp' } } }));
+    await waitUntil('rejection logged', async () => hub.logs.some((l) => l.includes('config reload rejected')));
+    const rejected = JSON.parse(hub.logs.find((l) => l.includes('config reload rejected'))!) as { problems: string[] };
+    expect(rejected.problems).toEqual(['servers.x: must have exactly one of "command" or "url"']);
+    writeFileSync(hub.configFile, '{ "servers": ');
+    await waitUntil('second rejection', async () => hub.logs.filter((l) => l.includes('config reload rejected')).length >= 2);
+    expect(toolNames(await modernCall(hub.url, 'l2', 'tools/list'))).toEqual(expect.arrayContaining(['a__echo', 'c__echo', 'd__echo']));
+    writeFileSync(hub.configFile, valid);
+    expect(text(await callTool(hub.url, 'a__echo', { text: 'still' }))).toBe('echo:still');
+  }, 60_000);
+
+  it('with --no-watch, a changed file waits for SIGHUP', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-hup-'));
+    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir, args: ['--no-watch'] });
+    await waitForState(hub.url, 'a', ['ready']);
+    rewrite(hub.configFile, (c) => {
+      c.servers.e = nodeServer(SDK2);
+    });
+    await sleep(1_000);
+    expect(hub.logs.some((l) => l.includes('config reloaded'))).toBe(false);
+    hub.proc.kill('SIGHUP');
+    await waitUntil('reload on SIGHUP', async () => hub.logs.some((l) => l.includes('config reloaded')));
+    await waitForState(hub.url, 'e', ['ready']);
+    expect(text(await callTool(hub.url, 'e__echo', { text: 'hup' }))).toBe('echo:hup');
+  }, 30_000);
+});
