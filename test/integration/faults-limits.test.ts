@@ -1,0 +1,84 @@
+/**
+ * failMode and back-pressure through the real hub: a fail-closed server that is down makes the
+ * hub refuse every call that acts (lists keep working) until it is back or reconfigured; a
+ * legacy session may have only listen.maxPendingPerSession requests in flight.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { legacySession, modernCall, queryRows, SDK1, type Json } from './ledger-helpers.js';
+import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
+
+let hub: HubProcess;
+let db: string;
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-limits-'));
+  hub = await startHub(
+    {
+      listen: { maxPendingPerSession: 2 },
+      servers: {
+        ok: nodeServer(SDK1),
+        // Never comes up: the process exits at once, every time.
+        guard: { command: process.execPath, args: ['-e', 'process.exit(3)'], failMode: 'closed' },
+      },
+    },
+    { dir },
+  );
+  db = join(hub.dir, 'ledger.db');
+  await waitForState(hub.url, 'ok', ['ready']);
+}, 30_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+});
+
+describe('failMode closed', () => {
+  it('while the fail-closed server is down, every call is refused naming it; lists still work', async () => {
+    const s = await serverHealth(hub.url, 'guard');
+    expect(s.state).not.toBe('ready');
+    const list = await modernCall(hub.url, 'l1', 'tools/list');
+    expect(((list.body?.result?.tools ?? []) as { name: string }[]).map((t) => t.name)).toContain('ok__echo');
+    const a = await callTool(hub.url, 'ok__echo', { text: 'hi' });
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/refuses calls while server "guard" \(failMode "closed"\) is (starting|restarting|failed): process exited with code 3/);
+    const [row] = await rowsFor(db, 'ok__echo');
+    expect(row.outcome).toBe('unavailable');
+    const p = await modernCall(hub.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'bob' } });
+    expect(p.body?.error?.message).toMatch(/server "guard"/);
+    expect(p.body?.error?.code).toBe(-32603);
+  });
+
+  it('reconfigured to failMode open (hot reload, no restart of anything), the rest serves again', async () => {
+    const before = await serverHealth(hub.url, 'ok');
+    const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { servers: Record<string, Json> };
+    c.servers.guard.failMode = 'open';
+    writeFileSync(hub.configFile, JSON.stringify(c));
+    await waitUntil('reload', async () => hub.logs.some((l) => l.includes('config reloaded') && l.includes('"updated":["guard"]')));
+    const a = await callTool(hub.url, 'ok__echo', { text: 'open' });
+    expect(text(a)).toBe('echo:open');
+    expect((await serverHealth(hub.url, 'ok')).since).toBe(before.since);
+  });
+});
+
+describe('back-pressure on a legacy session', () => {
+  it('refuses requests past maxPendingPerSession at once (429, -32000) and audits them', async () => {
+    const s = await legacySession(hub.url);
+    const slow = [s.call(1, 'tools/call', { name: 'ok__slow', arguments: { ms: 800 } }), s.call(2, 'tools/call', { name: 'ok__slow', arguments: { ms: 800 } })];
+    await new Promise((r) => setTimeout(r, 150));
+    const t0 = Date.now();
+    const third = await s.call(3, 'tools/call', { name: 'ok__echo', arguments: { text: 'third' } });
+    expect(Date.now() - t0).toBeLessThan(500);
+    expect(third.status).toBe(429);
+    expect(third.body?.error?.code).toBe(-32000);
+    expect(third.body?.error?.message).toMatch(/too many requests in flight on this session \(the limit is 2\)/);
+    for (const r of await Promise.all(slow)) expect(r.body?.result?.content).toEqual([{ type: 'text', text: 'slept 800' }]);
+    const fourth = await s.call(4, 'tools/call', { name: 'ok__echo', arguments: { text: 'fourth' } });
+    expect(fourth.body?.result?.content).toEqual([{ type: 'text', text: 'echo:fourth' }]);
+    const denied = await waitUntil('denied row', async () => (await queryRows(db, { outcome: 'denied' })).find((r) => /too many requests/.test(r.errorMessage ?? '')));
+    expect(denied.method).toBe('tools/call');
+    expect(denied.errorCode).toBe(-32000);
+  });
+});
