@@ -6,6 +6,8 @@ import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataU
 import { OAuthVerifier } from './oauth.js';
 
 export const ANONYMOUS = 'anonymous';
+/** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
+export const ADMIN_SCOPE = 'switchyard:admin';
 
 /** Who is calling, established from the credential alone (never from arguments or `_meta`). */
 export interface Identity {
@@ -112,6 +114,12 @@ export class Authenticator {
     const needed = this.toolScopes.required(hubName);
     if (needed.length === 0 || missingScopes(identity.scopes, needed).length === 0) return null;
     return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`);
+  }
+
+  /** null when `identity` may use the operator routes; otherwise a 403 naming the admin scope. */
+  checkAdmin(identity: Identity): Refusal | null {
+    if (!this.required || identity.scopes.includes(ADMIN_SCOPE)) return null;
+    return this.insufficientScope([ADMIN_SCOPE], 'the operator routes need the admin scope');
   }
 
   /** The PRM document for a well-known path, or undefined when the path is not one of ours. */

@@ -126,6 +126,11 @@ export class HttpServer {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
+    if (gate && (path === '/metrics' || path === '/admin' || path.startsWith('/admin/'))) {
+      // The operator routes read everyone's ledger rows: with authentication on, only an admin may.
+      const refused = gate.auth.checkAdmin(who);
+      if (refused) return sendJson(res, refused.status, { error: refused.message }, refused.headers);
+    }
     if (this.opts.routes && (await this.opts.routes(req, res, path, who))) return;
     // `/mcp` serves everything; `/mcp/<group>` one configured tool group.
     const m = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/.exec(path);

@@ -26,6 +26,7 @@ import {
 
 const ALICE_KEY = 'sy_alice-test-key-0123456789abcdefghijklmnopqrstuv';
 const BOB_KEY = 'sy_bob-test-key-0123456789abcdefghijklmnopqrstuvwxy';
+const ROOT_KEY = 'sy_root-test-key-0123456789abcdefghijklmnopqrstuvw';
 const PRM_URL = 'https://hub.test/.well-known/oauth-protected-resource/mcp';
 
 describe('authentication at the HTTP endpoint', () => {
@@ -33,7 +34,7 @@ describe('authentication at the HTTP endpoint', () => {
   let key: SigningKey;
   let stranger: SigningKey;
   let id = 0;
-  const secrets: string[] = [ALICE_KEY, BOB_KEY];
+  const secrets: string[] = [ALICE_KEY, BOB_KEY, ROOT_KEY];
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-auth-'));
@@ -46,6 +47,7 @@ describe('authentication at the HTTP endpoint', () => {
           apiKeys: [
             { principal: 'alice', sha256: sha256Hex(ALICE_KEY), scopes: ['mcp', 'math'] },
             { principal: 'bob', sha256: sha256Hex(BOB_KEY) },
+            { principal: 'root', sha256: sha256Hex(ROOT_KEY), scopes: ['switchyard:admin'] },
           ],
           oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json', scopes: ['mcp'], toolScopes: { 'modern__add': 'math', 'modern__counter_*': ['math', 'write'] } },
         },
@@ -223,6 +225,19 @@ describe('authentication at the HTTP endpoint', () => {
     expect(anon).toEqual({ status: 'ok' });
     const authed = (await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE_KEY}` } })).json()) as { servers: unknown[] };
     expect(authed.servers).toHaveLength(1);
+  });
+
+  it('the operator routes need credentials and the admin scope', async () => {
+    const get = (path: string, key?: string) => fetch(new URL(path, hub.url), { headers: key ? { authorization: `Bearer ${key}` } : {} });
+    expect((await get('/admin/ledger')).status).toBe(401);
+    expect((await get('/metrics')).status).toBe(401);
+    const notAdmin = await get('/admin/ledger', ALICE_KEY);
+    expect(notAdmin.status).toBe(403);
+    expect(challengeParams(notAdmin.headers.get('www-authenticate'))).toMatchObject({ error: 'insufficient_scope', scope: 'switchyard:admin' });
+    const admin = await get('/admin/ledger', ROOT_KEY);
+    expect(admin.status).toBe(200);
+    const { rows } = (await admin.json()) as { rows: { principal: string }[] };
+    expect(rows.some((r) => r.principal === 'alice')).toBe(true);
   });
 
   it('GET and DELETE /mcp need credentials too', async () => {

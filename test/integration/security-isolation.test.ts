@@ -116,11 +116,18 @@ describe('per-user isolation', () => {
     expect(a.session).toBeTruthy();
     expect(b.session).toBeTruthy();
     expect(a.session).not.toBe(b.session);
-    // The hub's own connection (lists) has a third session; no call of a principal rides on it.
+    // The hub's own connection (the first session, opened at start) carries no principal's call,
+    // and no session ever mixes two credentials.
     const all = await seen();
-    const listSessions = new Set(all.filter((s) => s.method === 'tools/list').map((s) => s.headers['mcp-session-id']));
-    const callSessions = new Set(all.filter((s) => s.method === 'tools/call').map((s) => s.headers['mcp-session-id']));
-    for (const s of callSessions) expect(listSessions.has(s)).toBe(false);
+    const mainSession = all.find((x) => x.headers['mcp-session-id'])!.headers['mcp-session-id'];
+    const callSessions = new Set(all.filter((x) => x.method === 'tools/call').map((x) => x.headers['mcp-session-id']));
+    expect(callSessions.has(mainSession)).toBe(false);
+    const tokenOf = new Map<string, Set<string | undefined>>();
+    for (const x of all) {
+      const sid = x.headers['mcp-session-id'];
+      if (sid) tokenOf.set(sid, (tokenOf.get(sid) ?? new Set()).add(x.headers['x-user-token']));
+    }
+    for (const [sid, tokens] of tokenOf) expect(tokens.size, sid).toBe(1);
     expect(callSessions).toEqual(new Set([a.session, b.session]));
     // And the same principal keeps its session.
     const a2 = whoami(await call(ALICE_KEY, 'tools/call', { name: 'spy__whoami', arguments: {} }));
