@@ -5,6 +5,7 @@ import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger } from '../log.js';
+import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
   config: string;
@@ -38,6 +39,13 @@ export const startCommand: CommandModule<object, StartArgs> = {
     const exposed = exposureProblem(host, authRequired(config.auth));
     if (exposed) {
       process.stderr.write(`${exposed}\n`);
+      process.exit(2);
+    }
+    try {
+      await lockLedger(config, 'switchyard start', 3_000);
+    } catch (err) {
+      if (!(err instanceof LedgerBusyError)) throw err;
+      process.stderr.write(`${err.message}\n`);
       process.exit(2);
     }
     let hub: Hub;

@@ -4,6 +4,7 @@ import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger } from '../log.js';
+import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
   config: string;
@@ -26,6 +27,14 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
         process.exit(2);
       }
       throw err;
+    }
+    try {
+      // A client's version probe may run a second copy of this command a moment earlier: wait for it.
+      await lockLedger(config, 'switchyard stdio', 10_000);
+    } catch (err) {
+      if (!(err instanceof LedgerBusyError)) throw err;
+      process.stderr.write(`switchyard stdio: ${err.message}\n`);
+      process.exit(2);
     }
     const hub = Hub.create(config, log);
     hub.startUpstreams();
