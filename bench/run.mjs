@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run bench [-- --quick] [-- --only REGEX] [-- --no-peers] [-- --no-extras] [-- --write-docs]`
-//         `npm run bench -- --profile [--profile-target sy-stdio]`
+//   narrower runs: --conc 1,64  --methods tools/call  --measure-ms 3000
+// `npm run bench -- --profile [--profile-target sy-stdio] [--profile-concurrency 64] [--profile-method tools/call]`
 //
 // Measures, in one run on this machine, the same two upstreams (bench/echo-stdio.mjs, legacy,
 // and bench/echo-http.mjs, modern) reached directly, through the minimal forwarder
@@ -17,7 +18,8 @@ import { runHttp, runStdio } from './lib/load.mjs';
 import { legacyRequest, modernRequest, openLegacySession, rpc, stdioLine } from './lib/mcp.mjs';
 import { ensurePeers } from './lib/peers.mjs';
 import { cpuNs, descendants, rssOf } from './lib/procs.mjs';
-import { BENCH, ROOT, echoStdioCommand, startEchoHttp, startForwarder, startHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
+import { BENCH, ROOT, echoStdioCommand, startEchoHttp, startForwarder, startHub, startMcpHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
+import { runSse } from './lib/sse-load.mjs';
 
 const argv = process.argv.slice(2);
 const flag = (f) => argv.includes(f);
@@ -28,8 +30,9 @@ const opt = (f, d) => {
 const QUICK = flag('--quick');
 const ONLY = opt('--only') ? new RegExp(opt('--only')) : undefined;
 const T = QUICK ? { warmupMs: 200, measureMs: 600 } : { warmupMs: 1000, measureMs: 4000 };
-const CONC = [1, 8, 64];
-const METHODS = ['tools/call', 'tools/list'];
+if (opt('--measure-ms')) T.measureMs = Number(opt('--measure-ms'));
+const CONC = opt('--conc') ? opt('--conc').split(',').map(Number) : [1, 8, 64];
+const METHODS = opt('--methods') ? opt('--methods').split(',') : ['tools/call', 'tools/list'];
 const log = (m) => process.stderr.write(`${m}\n`);
 const startedAt = performance.now();
 
@@ -45,6 +48,7 @@ function newestMtime(dir) {
 }
 
 function ensureBuilt() {
+  if (process.env.SWITCHYARD_BENCH_ROOT) return; // an A/B build, measured as it is
   const entry = join(ROOT, 'dist/src/cli/main.js');
   if (existsSync(entry) && statSync(entry).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
   log('bench: building (tsc -p .)');
@@ -87,8 +91,17 @@ const TARGETS = [
   { key: 'sy-http-noledger', label: 'Switchyard → HTTP, ledger off', group: 'switchyard', upstream: 'http', mode: 'modern', tool: 'echo__echo', start: (u) => startHub(hubHttp(u.url, false)) },
   { key: 'mcp-proxy', label: 'mcp-proxy 6.7.19 → stdio (modern requests)', group: 'peer', peer: 'mcp-proxy', upstream: 'stdio', mode: 'modern', tool: 'echo', start: () => startMcpProxy(stdioEcho) },
   { key: 'mcp-proxy-legacy', label: 'mcp-proxy 6.7.19 → stdio (legacy session)', group: 'peer', peer: 'mcp-proxy', upstream: 'stdio', mode: 'legacy', tool: 'echo', start: () => startMcpProxy(stdioEcho) },
+  { key: 'mcp-hub', label: 'mcp-hub 4.2.1 → stdio (HTTP+SSE session)', group: 'peer', peer: 'mcp-hub', upstream: 'stdio', mode: 'sse', tool: 'echo__echo', start: () => startMcpHub(stdioEcho) },
   { key: 'supergateway', label: 'supergateway 4.0.0 → stdio (stateful, legacy session)', group: 'peer', peer: 'supergateway', upstream: 'stdio', mode: 'legacy', tool: 'echo', start: () => startSupergateway(stdioEcho) },
 ];
+
+function cmdlineOf(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
+}
 
 function treeRss(pid) {
   return [pid, ...descendants(pid)].reduce((a, p) => a + rssOf(p), 0);
@@ -118,10 +131,20 @@ async function measureTarget(t, rows) {
       }
     }
     const url = `http://127.0.0.1:${target.port}${target.path}`;
+    if (t.mode === 'sse') {
+      const idleRss = rssOf(target.pid);
+      for (const method of METHODS)
+        for (const c of CONC) {
+          const params = method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {};
+          const r = await runSse({ port: target.port, path: target.path, method, params, concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
+          rows.push({ key: t.key, method, c, ...r, rss: treeRss(target.pid), idleRss });
+        }
+      return;
+    }
     const session = t.mode === 'legacy' ? await openLegacySession(url) : undefined;
     // One checked call each way first: a target that answers errors is reported, not timed.
     if (t.mode === 'modern') await rpc(url, 'tools/call', { name: t.tool, arguments: { text: 'check' } });
-    const idleRss = treeRss(target.pid);
+    const idleRss = rssOf(target.pid); // the front process alone, before any load
     for (const method of METHODS)
       for (const c of CONC) {
         const request = t.mode === 'legacy' ? legacyRequest({ port: target.port, path: target.path, method, tool: t.tool, ...session }) : modernRequest({ port: target.port, path: target.path, method, tool: t.tool });
@@ -145,7 +168,8 @@ async function startup(n) {
   const hub = await startHub({ servers, ledger: true, readyTimeoutMs: 120_000 });
   await new Promise((r) => setTimeout(r, 300));
   const hubRss = rssOf(hub.pid);
-  const kids = descendants(hub.pid);
+  // Only the echo upstreams (the hub also keeps a small watchdog process).
+  const kids = descendants(hub.pid).filter((p) => cmdlineOf(p).includes('echo-stdio'));
   const childRss = kids.reduce((a, p) => a + rssOf(p), 0) / Math.max(1, kids.length);
   await hub.stop();
   return { n, listeningMs: hub.listeningMs, readyMs: hub.readyMs, hubRss, children: kids.length, childRss };
@@ -302,7 +326,7 @@ function report(m, results, extras, peerStatus) {
     const one = results.find((r) => r.key === 'sy-stdio' && r.idleRss);
     L.push(`- Start-up with ${s.n} stdio upstreams: listening after ${fmtInt(s.listeningMs)} ms, all ${s.n} ready (per /healthz) after ${fmtInt(s.readyMs)} ms.`);
     L.push(
-      `- Memory: hub process ${mb(s.hubRss)} RSS with ${s.n} upstreams${one ? ` (hub + 1 echo child: ${mb(one.idleRss)} before load)` : ''}; each echo child ${mb(s.childRss)} RSS; the hub itself adds ${one ? mb((s.hubRss - (one.idleRss - s.childRss)) / (s.n - 1)) : '?'} per extra upstream.`,
+      `- Memory (RSS): the hub process with ${s.n} upstreams ${mb(s.hubRss)}${one ? `, with 1 upstream ${mb(one.idleRss)}, so ${mb((s.hubRss - one.idleRss) / (s.n - 1))} of hub memory per extra upstream` : ''}; each echo upstream process ${mb(s.childRss)} (${s.children} measured).`,
     );
   }
   if (extras.aggregated) {

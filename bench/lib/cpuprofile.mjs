@@ -29,8 +29,23 @@ export function summarise(file, { top = 25, root = '', fromMs = 0, toMs = Infini
     const where = url ? (url.startsWith('node:') ? url : url.replace(/^.*node_modules\/([^/]+(?:\/[^/]+)?)\/.*$/, 'npm:$1')) : `(${cf.functionName || 'native'})`;
     fileAgg.set(where, (fileAgg.get(where) ?? 0) + us);
   }
+  // Inclusive time of the project's own functions: each sample counts once per function on its stack.
+  const parent = new Map();
+  for (const n of prof.nodes) for (const c of n.children ?? []) parent.set(c, n);
+  const incl = new Map();
+  for (const [n, us] of self) {
+    const seen = new Set();
+    for (let p = n; p; p = parent.get(p.id)) {
+      const cf = p.callFrame;
+      if (!cf.url.includes('/dist/src/')) continue;
+      const key = `${cf.functionName || '(anonymous)'} ${cf.url.replace(/^file:\/\//, '').replace(root, '')}:${cf.lineNumber + 1}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      incl.set(key, (incl.get(key) ?? 0) + us);
+    }
+  }
   const sorted = (m) => [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, v]) => ({ name: k, ms: v / 1000, pct: (100 * v) / total }));
-  return { totalMs: total / 1000, functions: sorted(fnAgg), files: sorted(fileAgg) };
+  return { totalMs: total / 1000, functions: sorted(fnAgg), files: sorted(fileAgg), inclusive: sorted(incl) };
 }
 
 export function printSummary(s, out = process.stdout) {
@@ -38,6 +53,8 @@ export function printSummary(s, out = process.stdout) {
   for (const f of s.functions) out.write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}\n`);
   out.write('\nBy file / package (self time):\n');
   for (const f of s.files) out.write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}\n`);
+  out.write('\nSwitchyard functions (inclusive time: the function and what it calls):\n');
+  for (const f of s.inclusive) out.write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}\n`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

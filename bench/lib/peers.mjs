@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { PEERS } from './targets.mjs';
 
 /** Pinned so that reruns measure the same code. */
-export const PEER_VERSIONS = { 'mcp-proxy': '6.7.19', supergateway: '4.0.0' };
+export const PEER_VERSIONS = { 'mcp-proxy': '6.7.19', supergateway: '4.0.0', 'mcp-hub': '4.2.1' };
 /** Tried once; recorded with the reason when it cannot be installed. */
 export const OPTIONAL_PEERS = ['@1mcp/agent'];
 

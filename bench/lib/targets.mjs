@@ -1,7 +1,7 @@
 // What the benchmark measures: every target starts, answers on 127.0.0.1, and stops with
 // everything it spawned. A target says how it wants to be talked to (modern requests, or a
 // legacy session opened once) and the hub-visible name of the echo tool.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort, startProcess } from './procs.mjs';
@@ -9,7 +9,9 @@ import { freePort, startProcess } from './procs.mjs';
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BENCH = join(ROOT, 'bench');
 export const PEERS = join(BENCH, '.peers');
-const HUB_BIN = join(ROOT, 'dist/src/cli/main.js');
+/** SWITCHYARD_BENCH_ROOT: measure another build (a folder with dist/, migrations/, package.json) for A/B runs. */
+export const HUB_ROOT = process.env.SWITCHYARD_BENCH_ROOT ? resolve(process.env.SWITCHYARD_BENCH_ROOT) : ROOT;
+const HUB_BIN = join(HUB_ROOT, 'dist/src/cli/main.js');
 const ECHO_STDIO = join(BENCH, 'echo-stdio.mjs');
 const ECHO_HTTP = join(BENCH, 'echo-http.mjs');
 const LOOPBACK = join(BENCH, 'lib/loopback-only.mjs');
@@ -99,6 +101,47 @@ export async function startSupergateway(upstream) {
   );
   await waitForPort(port);
   return { port, path: '/mcp', pid: p.pid, stop: p.stop };
+}
+
+/**
+ * `mcp-hub` (an aggregating hub with a REST API; its MCP endpoint is the HTTP+SSE transport of
+ * 2024-11-05 at GET /mcp + POST /messages). HOME and the XDG folders point into a temp folder
+ * (it keeps state, logs and caches there), its marketplace cache is pre-seeded as fresh so it
+ * does not try to fetch a registry from the network, and it binds 127.0.0.1 via the preload.
+ */
+export async function startMcpHub(upstream) {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-mcphub-'));
+  const cacheDir = join(dir, 'data', 'mcp-hub', 'cache');
+  mkdirSync(cacheDir, { recursive: true });
+  writeFileSync(join(cacheDir, 'registry.json'), JSON.stringify({ registry: { servers: [{ id: 'offline' }] }, lastFetchedAt: Date.now(), serverDocumentation: {} }));
+  const config = join(dir, 'mcp-servers.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: { echo: { command: upstream.command, args: upstream.args } } }));
+  const bin = join(PEERS, 'node_modules/mcp-hub/dist/cli.js');
+  const p = await startProcess('mcp-hub', process.execPath, ['--import', LOOPBACK, bin, '--port', String(port), '--config', config], {
+    cwd: dir,
+    env: { HOME: dir, XDG_DATA_HOME: join(dir, 'data'), XDG_STATE_HOME: join(dir, 'state'), XDG_CONFIG_HOME: join(dir, 'config') },
+  });
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const h = await fetch(`http://127.0.0.1:${port}/api/health`).then((r) => r.json(), () => undefined);
+    if (h?.servers?.some((s) => s.status === 'connected')) break;
+    if (Date.now() > deadline) {
+      await p.stop();
+      throw new Error('mcp-hub did not connect its upstream');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    port,
+    path: '/mcp',
+    pid: p.pid,
+    sse: true,
+    stop: async () => {
+      await p.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function waitForPort(port, timeoutMs = 30_000) {
