@@ -234,6 +234,13 @@ describe('servers, doctor and tools against a running daemon', () => {
     expect(r.code).toBe(0);
   });
 
+  it('refuses a second hub on the same ledger file, naming the one that writes it', async () => {
+    const r = await run(['start', '--config', hub.configFile, '--port', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`ledger .*ledger\\.db is in use by another switchyard process \\(pid ${hub.proc.pid}, switchyard start\\)`));
+    expect(r.stderr).toMatch(/switchyard connect/);
+  });
+
   it('tools --format anthropic and tools export --format openai use the names clients see', async () => {
     const a = JSON.parse((await run(['tools', '--format', 'anthropic', '--url', hub.url])).stdout);
     expect(a.tools).toHaveLength(10);
