@@ -70,7 +70,7 @@ function timed(p: Promise<void>, o: AuditObserver): Promise<void> {
   return p;
 }
 
-/** `inner` with every begin/finish/record also reported to `o`. */
+/** `inner` with every begin/finish/record also reported to `o`. A member added to AuditSink must be forwarded here too. */
 export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
   return {
     enabled: inner.enabled,
@@ -78,6 +78,7 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
     whenCommitted: () => inner.whenCommitted(),
     close: () => inner.close(),
     nameStore: inner.nameStore ? () => inner.nameStore!() : undefined,
+    pinStore: inner.pinStore ? () => inner.pinStore!() : undefined,
     begin(b: AuditBegin): AuditHandle {
       const h = inner.begin(b);
       if (o.began) safely(() => o.began!(b));
