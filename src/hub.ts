@@ -244,7 +244,11 @@ export class Hub implements HubCore {
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log));
     this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate, groups: this.catalog.groups }, this.log);
-    admin.attach(this.http.server);
+    // The live feed shows every principal's calls: with authentication on, only to an admin.
+    admin.attach(this.http.server, async (req) => {
+      const who = await this.auth.authenticate((n) => (Array.isArray(req.headers[n]) ? req.headers[n][0] : (req.headers[n] as string | undefined)));
+      return !who.ok ? who.status : this.auth.checkAdmin(who) ? 403 : 200;
+    });
     const addr = await this.http.listen(host, port);
     this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
     return addr;

@@ -72,16 +72,16 @@ export class AdminEvents {
   }
 
   /** Attach to a listener for /admin/events only; other upgrades are left to other listeners or refused. */
-  attach(server: Server, accept: (req: IncomingMessage) => number): void {
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+  attach(server: Server, accept: (req: IncomingMessage) => number | Promise<number>): void {
+    server.on('upgrade', async (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       const path = (req.url ?? '/').split('?', 1)[0];
       if (path !== '/admin/events') {
         if (server.listenerCount('upgrade') === 1) AdminEvents.refuse(socket, 404, 'Not Found');
         return;
       }
       socket.on('error', () => socket.destroy());
-      const status = accept(req);
-      if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : 'Bad Request');
+      const status = await Promise.resolve(accept(req)).catch(() => 500);
+      if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : status === 401 ? 'Unauthorized' : 'Bad Request');
       this.upgrade(req, socket, head);
     });
   }

@@ -112,10 +112,15 @@ export class AdminRoutes {
     this.events = new AdminEvents(hub.events, () => ({ version: VERSION, servers: this.servers() }), log);
   }
 
-  /** Hook for the WebSocket upgrade of /admin/events on the hub's listener. */
-  attach(server: Server): void {
-    this.events.attach(server, (req) => {
+  /**
+   * Hook for the WebSocket upgrade of /admin/events on the hub's listener. `authorize` (with
+   * authentication on) answers 200, or 401/403 for a caller without the admin scope.
+   */
+  attach(server: Server, authorize?: (req: IncomingMessage) => Promise<number>): void {
+    this.events.attach(server, async (req) => {
       if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return 403;
+      const status = authorize ? await authorize(req) : 200;
+      if (status !== 200) return status;
       return isAdmin(req) ? 200 : 403;
     });
   }

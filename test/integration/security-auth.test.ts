@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, rawHttp, type RawReply } from '../helpers/wire.js';
 import {
@@ -238,6 +239,25 @@ describe('authentication at the HTTP endpoint', () => {
     expect(admin.status).toBe(200);
     const { rows } = (await admin.json()) as { rows: { principal: string }[] };
     expect(rows.some((r) => r.principal === 'alice')).toBe(true);
+  });
+
+  it('the live feed (/admin/events WebSocket) needs the admin scope too', async () => {
+    const open = (key?: string) =>
+      new Promise<number>((resolve) => {
+        const ws = new WebSocket(new URL('/admin/events', hub.url).href.replace(/^http/, 'ws'), { headers: key ? { authorization: `Bearer ${key}` } : {} });
+        ws.on('open', () => {
+          ws.close();
+          resolve(101);
+        });
+        ws.on('unexpected-response', (_req, res) => {
+          resolve(res.statusCode ?? 0);
+          ws.terminate();
+        });
+        ws.on('error', () => resolve(-1));
+      });
+    expect(await open()).toBe(401);
+    expect(await open(ALICE_KEY)).toBe(403);
+    expect(await open(ROOT_KEY)).toBe(101);
   });
 
   it('GET and DELETE /mcp need credentials too', async () => {
