@@ -6,11 +6,25 @@ export type { Logger };
  * All logs go to stderr: stdout is the protocol channel in stdio mode. Credentials never
  * reach a log line: auth headers and secret-looking keys are redacted at the source.
  */
+/**
+ * Errors are logged as type, message and code, never with their stack: a stack names internal
+ * files and can carry request data. SWITCHYARD_LOG_STACKS=1 brings stacks back for debugging.
+ */
+function errSerializer(e: unknown): unknown {
+  if (!(e instanceof Error)) return e;
+  const out: Record<string, unknown> = { type: e.name, message: e.message };
+  const code = (e as { code?: unknown }).code;
+  if (code !== undefined) out.code = code;
+  if (process.env.SWITCHYARD_LOG_STACKS === '1') out.stack = e.stack;
+  return out;
+}
+
 export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ?? 'info'): Logger {
   return pino(
     {
       level,
       base: { name: 'switchyard' },
+      serializers: { err: errSerializer, error: errSerializer },
       redact: {
         paths: [
           'headers.authorization',

@@ -1,0 +1,30 @@
+/**
+ * Log hygiene of the real logger (built module, own process, stderr captured): credentials are
+ * redacted and errors carry no stack.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/hub-process.js';
+
+const SCRIPT = `
+const { createLogger } = await import(${JSON.stringify(join(ROOT, 'dist/src/log.js'))});
+const log = createLogger('info');
+const err = new Error('upstream refused');
+err.code = 'ECONNREFUSED';
+log.error({ err, headers: { authorization: 'Bearer sy_secret-key', 'x-api-key': 'sy_other-secret', cookie: 'sid=1' } }, 'failed');
+log.info({ server: { credentials: { alice: { headers: { Authorization: 'Bearer alice-secret' } } } }, token: 'jwt-secret' }, 'config');
+log.flush();
+`;
+
+describe('logger hygiene', () => {
+  it('redacts credentials and logs errors without a stack', () => {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', SCRIPT], { encoding: 'utf8', env: { ...process.env, SWITCHYARD_LOG_STACKS: '' } });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toBe('');
+    const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0].err).toEqual({ type: 'Error', message: 'upstream refused', code: 'ECONNREFUSED' });
+    expect(lines[0].headers).toEqual({ authorization: '[redacted]', 'x-api-key': '[redacted]', cookie: '[redacted]' });
+    for (const secret of ['sy_secret-key', 'sy_other-secret', 'alice-secret', 'jwt-secret', ' at ']) expect(r.stderr).not.toContain(secret);
+  });
+});
