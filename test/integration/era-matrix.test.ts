@@ -153,7 +153,8 @@ describe('era matrix: SDK v1 and SDK v2 clients through one hub of legacy and mo
           s1http: { url: http1.url },
           s2stdio: nodeServer(SDK2, [], { SERVER_NAME: 'sdk2-stdio', COUNTER_FILE: counter }),
           s2http: { url: http2.url },
-          memory: { command: join(ROOT, 'node_modules/.bin/mcp-server-memory'), env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') } },
+          // Trusted, so its own annotations reach clients (untrusted servers' get the conservative ones).
+          memory: { command: join(ROOT, 'node_modules/.bin/mcp-server-memory'), env: { MEMORY_FILE_PATH: join(dir, 'memory.jsonl') }, trust: 'trusted' },
           fs: { command: join(ROOT, 'node_modules/.bin/mcp-server-filesystem'), args: [filesDir], prefix: 'files' },
         },
       },
