@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
@@ -11,6 +12,9 @@ const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_AGE_MS = 10 * 60_000;
 /** Never accepted, whatever the config says: symmetric keys would turn a public key into a shared secret. */
 const FORBIDDEN_ALGS = /^(none|HS\d+)$/i;
+/** Verified tokens remembered (by hash) so a client's every request is not a signature check. */
+const VERIFIED_MAX = 2048;
+const VERIFIED_TTL_MS = 60_000;
 
 export type TokenVerdict =
   | { ok: true; principal: string; scopes: string[] }
@@ -67,6 +71,7 @@ function describe(err: unknown): string {
 export class OAuthVerifier {
   private readonly getKey: JWTVerifyGetKey;
   readonly algorithms: string[];
+  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number }>();
 
   constructor(
     private readonly cfg: OAuthConfig,
@@ -88,6 +93,10 @@ export class OAuthVerifier {
 
   async verify(token: string): Promise<TokenVerdict> {
     if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return { ok: false, description: 'the token is too large' };
+    const id = createHash('sha256').update(token).digest('base64url');
+    const known = this.verified.get(id);
+    if (known && Date.now() < known.until) return { ok: true, principal: known.principal, scopes: known.scopes };
+    if (known) this.verified.delete(id);
     try {
       const { payload } = await jwtVerify(token, this.getKey, {
         issuer: this.cfg.issuer,
@@ -98,7 +107,12 @@ export class OAuthVerifier {
       });
       const principal = principalOf(payload[this.cfg.principalClaim]);
       if (!principal) return { ok: false, description: `the token has no usable ${this.cfg.principalClaim} claim` };
-      return { ok: true, principal, scopes: scopesOf(payload) };
+      const scopes = scopesOf(payload);
+      // Never past the token's own expiry (exp is required above).
+      const until = Math.min(Date.now() + VERIFIED_TTL_MS, (payload.exp as number) * 1000);
+      if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
+      this.verified.set(id, { principal, scopes, until });
+      return { ok: true, principal, scopes };
     } catch (err) {
       const description = describe(err);
       this.log.debug({ reason: description, code: (err as { code?: string })?.code }, 'bearer token refused');
