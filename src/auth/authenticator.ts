@@ -1,4 +1,5 @@
 import type { AuthConfig } from '../config/types.js';
+import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
 import { ApiKeyStore } from './api-keys.js';
@@ -82,7 +83,10 @@ export class Authenticator {
 
   /** The hub's canonical URI once the listener is bound, for an OAuth config without `audience`. */
   bindAudience(listenUrl: string): void {
-    if (this.cfg?.oauth && !this.oauth) this.oauth = new OAuthVerifier(this.cfg.oauth, listenUrl, this.baseDir, this.log);
+    if (!this.cfg?.oauth || this.oauth) return;
+    this.oauth = new OAuthVerifier(this.cfg.oauth, listenUrl, this.baseDir, this.log);
+    if (!isLoopbackHost(new URL(listenUrl).hostname.replace(/^\[|\]$/g, '')))
+      this.log.warn({ audience: listenUrl }, 'auth.oauth.audience is not set: tokens must name the listen address; set it to the URI clients use');
   }
 
   get resource(): string | undefined {
