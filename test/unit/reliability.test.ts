@@ -1,0 +1,177 @@
+/**
+ * The reliability building blocks, each against its own rule: the concurrency limiter and its
+ * bounded queue, the breaker's reading of outcomes, the retry rule and loop, and the in-flight
+ * counter used to drain on SIGTERM.
+ */
+import { describe, expect, it } from 'vitest';
+import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
+import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
+import { Limiter, LimitError } from '../../src/upstream/limiter.js';
+import { backoffMs, mayRetry, withRetries } from '../../src/upstream/retry.js';
+import { InFlight } from '../../src/router/inflight.js';
+
+function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('Limiter', () => {
+  it('runs up to maxActive at once, queues up to maxQueue in order, refuses beyond', async () => {
+    const l = new Limiter(2, 1);
+    const gates = [deferred(), deferred(), deferred()];
+    const order: number[] = [];
+    const runs = gates.map((g, i) => l.run(async () => (await g.promise, order.push(i), i)));
+    expect(l.load).toEqual({ active: 2, queued: 1 });
+    await expect(l.run(async () => 9)).rejects.toMatchObject({ name: 'LimitError', reason: 'full' });
+    gates[2].resolve();
+    gates[0].resolve();
+    await runs[0];
+    // The queued one took the freed slot; it finishes once released.
+    expect(l.load).toEqual({ active: 2, queued: 0 });
+    gates[1].resolve();
+    expect(await Promise.all(runs)).toEqual([0, 1, 2]);
+    expect(l.load).toEqual({ active: 0, queued: 0 });
+  });
+
+  it('a waiter leaves the queue when its caller cancels or waits too long', async () => {
+    const l = new Limiter(1, 5);
+    const hold = deferred();
+    const first = l.run(() => hold.promise);
+    const ac = new AbortController();
+    const cancelled = l.run(async () => 1, { signal: ac.signal, onAbort: () => new CancelledError('gone') });
+    const waited = l.run(async () => 2, { waitMs: 30 });
+    expect(l.load.queued).toBe(2);
+    ac.abort();
+    await expect(cancelled).rejects.toBeInstanceOf(CancelledError);
+    await expect(waited).rejects.toSatisfy((e: unknown) => e instanceof LimitError && e.reason === 'waited');
+    expect(l.load).toEqual({ active: 1, queued: 0 });
+    hold.resolve();
+    await first;
+    expect(l.load.active).toBe(0);
+  });
+
+  it('a failing task frees its slot', async () => {
+    const l = new Limiter(1, 0);
+    await expect(l.run(async () => Promise.reject(new Error('x')))).rejects.toThrow('x');
+    expect(await l.run(async () => 'ok')).toBe('ok');
+  });
+});
+
+describe('circuit breaker evidence', () => {
+  it('answers are health; 401/403 and cancellations say nothing; transport failures and timeouts count', () => {
+    expect(evidenceOf(undefined)).toBe('healthy');
+    expect(evidenceOf(new RpcError(-32602, 'bad'))).toBe('healthy');
+    expect(evidenceOf(new TransportError('HTTP 401', 401))).toBe('none');
+    expect(evidenceOf(new TransportError('HTTP 403', 403))).toBe('none');
+    expect(evidenceOf(new CancelledError())).toBe('none');
+    expect(evidenceOf(new TransportError('HTTP 503', 503))).toBe('unwell');
+    expect(evidenceOf(new TransportError('ECONNREFUSED', undefined, true))).toBe('unwell');
+    expect(evidenceOf(new TimeoutError('s', 5))).toBe('unwell');
+  });
+
+  it('opens on the Nth consecutive failure; a success or reset starts over', () => {
+    const s = new FailureStreak(3);
+    expect(s.record('unwell', 'a')).toBe(false);
+    expect(s.record('none')).toBe(false);
+    expect(s.record('unwell', 'b')).toBe(false);
+    expect(s.record('healthy')).toBe(false);
+    expect(s.count).toBe(0);
+    expect([s.record('unwell'), s.record('unwell'), s.record('unwell', 'last')]).toEqual([false, false, true]);
+    expect(s.lastFailure).toBe('last');
+    s.reset();
+    expect(s.count).toBe(0);
+  });
+});
+
+describe('retry rule', () => {
+  const tool = { maxAttempts: 3, budgetMs: 1000 };
+  const idem = { ...tool, idempotent: true };
+  it('never delivered: always; may have run: only idempotent (reads are); never after an answer, 401/403, cancel, timeout', () => {
+    const refused = new TransportError('ECONNREFUSED', undefined, true);
+    const lost = new TransportError('connection lost');
+    expect(mayRetry(refused, 'tools/call', tool)).toBe(true);
+    expect(mayRetry(new UpstreamUnavailableError('s', 'busy'), 'tools/call', tool)).toBe(true);
+    expect(mayRetry(new UpstreamUnavailableError('s', 'failed'), 'tools/call', tool)).toBe(false);
+    expect(mayRetry(new UpstreamUnavailableError('s', 'stopped'), 'tools/call', tool)).toBe(false);
+    expect(mayRetry(lost, 'tools/call', tool)).toBe(false);
+    expect(mayRetry(lost, 'tools/call', idem)).toBe(true);
+    expect(mayRetry(lost, 'resources/read', tool)).toBe(true);
+    expect(mayRetry(new TransportError('HTTP 401', 401), 'tools/call', idem)).toBe(false);
+    expect(mayRetry(new TransportError('HTTP 403', 403), 'resources/read', tool)).toBe(false);
+    expect(mayRetry(new RpcError(-32603, 'x'), 'tools/call', idem)).toBe(false);
+    expect(mayRetry(new CancelledError(), 'tools/call', idem)).toBe(false);
+    expect(mayRetry(new TimeoutError('s', 1), 'tools/call', idem)).toBe(false);
+    expect(mayRetry(new Error('bug'), 'tools/call', idem)).toBe(false);
+  });
+
+  it('backs off exponentially with jitter, capped', () => {
+    expect(backoffMs(1, () => 0)).toBe(50);
+    expect(backoffMs(1, () => 0.999)).toBe(150);
+    expect(backoffMs(3, () => 0.5)).toBe(400);
+    expect(backoffMs(20, () => 0.5)).toBe(2000);
+  });
+
+  it('sends again what was never delivered, and stops at maxAttempts', async () => {
+    let n = 0;
+    const hooks = { whenReady: async () => true, random: () => 0 };
+    const r = await withRetries('tools/call', tool, async () => (++n < 3 ? Promise.reject(new TransportError('refused', undefined, true)) : 'ok'), hooks);
+    expect([r, n]).toEqual(['ok', 3]);
+    n = 0;
+    await expect(withRetries('tools/call', tool, async () => (n++, Promise.reject(new TransportError('refused', undefined, true))), hooks)).rejects.toMatchObject({ notDelivered: true });
+    expect(n).toBe(3);
+  });
+
+  it('after an attempt that may have run, a later "not delivered" failure is reported as possibly run', async () => {
+    let n = 0;
+    const errs = [new TransportError('connection lost'), new UpstreamUnavailableError('s', 'busy')];
+    const err = await withRetries('tools/call', { ...idem, maxAttempts: 2 }, async () => Promise.reject(errs[n++]), { whenReady: async () => true, random: () => 0 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TransportError);
+    expect((err as TransportError).notDelivered).toBe(false);
+    expect((err as Error).message).toMatch(/an earlier attempt may have run/);
+  });
+
+  it('gives up when the budget is spent, or when the upstream will not be ready in time', async () => {
+    let n = 0;
+    let t = 0;
+    const now = () => t;
+    const fail = async () => {
+      n++;
+      t += 400;
+      throw new TransportError('refused', undefined, true);
+    };
+    // Attempts end at 400, 800, 1200 ms (fake clock); a retry starts only if it can within 1000 ms.
+    await expect(withRetries('tools/call', { maxAttempts: 10, budgetMs: 1000 }, fail, { whenReady: async () => true, now, random: () => 0 })).rejects.toThrow('refused');
+    expect(n).toBe(3);
+    n = 0;
+    const asked: number[] = [];
+    await expect(withRetries('tools/call', { maxAttempts: 10, budgetMs: 1000 }, async () => (n++, Promise.reject(new UpstreamUnavailableError('s', 'restarting'))), { whenReady: async (ms) => (asked.push(ms), false), random: () => 0 })).rejects.toThrow('restarting');
+    expect(n).toBe(1);
+    expect(asked[0]).toBeGreaterThan(0);
+  });
+
+  it('stops at once when the caller cancels during the wait', async () => {
+    const ac = new AbortController();
+    const p = withRetries('tools/call', { maxAttempts: 5, budgetMs: 10_000 }, async () => Promise.reject(new TransportError('refused', undefined, true)), { signal: ac.signal, whenReady: async () => true, random: () => 1 });
+    setTimeout(() => ac.abort(), 20);
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+  });
+});
+
+describe('InFlight', () => {
+  it('idle resolves true when the last tracked request ends, false at the deadline', async () => {
+    const f = new InFlight();
+    expect(await f.idle(10)).toBe(true);
+    const a = deferred();
+    const b = deferred();
+    void f.track(a.promise);
+    void f.track(b.promise.then(() => Promise.reject(new Error('x')))).catch(() => undefined);
+    expect(f.count).toBe(2);
+    expect(await f.idle(20)).toBe(false);
+    const idle = f.idle(1000);
+    a.resolve();
+    b.resolve();
+    expect(await idle).toBe(true);
+    expect(f.count).toBe(0);
+  });
+});

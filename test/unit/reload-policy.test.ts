@@ -1,0 +1,104 @@
+/**
+ * Pure rules of the reliability work: what a config reload changes, a call's timeouts and
+ * retry rule, when a tool counts as idempotent, and the id read from an over-long answer.
+ */
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { canonical, diffServers, restartOnlyChanges } from '../../src/config/reload.js';
+import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
+import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
+
+const base = {
+  servers: {
+    a: { command: 'node', args: ['a.js'] },
+    b: { command: 'node', args: ['b.js'] },
+    c: { url: 'http://127.0.0.1:9/mcp' },
+    d: { command: 'node', args: ['d.js'] },
+    off: { command: 'node', enabled: false },
+  },
+};
+const cfg = (doc: unknown) => parseConfig(doc, '/hub/hub.config.json', {});
+
+describe('config reload diff', () => {
+  it('sorts servers into added, removed, restarted (connection changed), updated (live keys) and unchanged', () => {
+    const next = structuredClone(base) as { servers: Record<string, Record<string, unknown>> };
+    delete next.servers.b;
+    next.servers.c.headers = { authorization: 'Bearer x' };
+    next.servers.d.prefix = 'dd';
+    next.servers.d.failMode = 'closed';
+    next.servers.e = { command: 'node' };
+    next.servers.off.enabled = true;
+    const d = diffServers(cfg(base).servers, cfg(next).servers);
+    expect(d.added.map((s) => s.id)).toEqual(['off', 'e']);
+    expect(d.removed).toEqual(['b']);
+    expect(d.restarted.map((s) => s.id)).toEqual(['c']);
+    expect(d.updated.map((s) => s.id)).toEqual(['d']);
+    expect(d.unchanged).toEqual(['a']);
+  });
+
+  it('a disabled server counts as removed; key order in the file is no change', () => {
+    const next = structuredClone(base) as { servers: Record<string, Record<string, unknown>> };
+    next.servers.a = { args: ['a.js'], command: 'node' };
+    next.servers.b.enabled = false;
+    const d = diffServers(cfg(base).servers, cfg(next).servers);
+    expect(d.removed).toEqual(['b']);
+    expect(d.unchanged).toEqual(['a', 'c', 'd']);
+    expect(canonical({ x: 1, y: [1, { b: 2, a: 1 }] })).toBe(canonical({ y: [1, { a: 1, b: 2 }], x: 1 }));
+  });
+
+  it('names the hub-level sections a reload cannot change', () => {
+    expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen', 'pageSize']);
+    expect(restartOnlyChanges(cfg(base), cfg(base))).toEqual([]);
+  });
+});
+
+describe('call policy', () => {
+  const server = cfg({ servers: { s: { command: 'node', timeoutMs: 1000, maxTotalTimeoutMs: 5000, retry: { maxAttempts: 4, budgetMs: 700 } } } }).servers.s;
+  it('uses the server limits, lets a caller shorten (not lengthen) the total, and drops the hub key', () => {
+    expect(callPolicy(server, undefined)).toEqual({ timeoutMs: 1000, maxTotalTimeoutMs: 5000, meta: undefined, retry: { maxAttempts: 4, budgetMs: 700, idempotent: false } });
+    const short = callPolicy(server, { 'dev.switchyard/timeoutMs': 300, traceparent: 't' });
+    expect([short.timeoutMs, short.maxTotalTimeoutMs, short.meta]).toEqual([300, 300, { traceparent: 't' }]);
+    expect(callPolicy(server, { 'dev.switchyard/timeoutMs': 60_000 }).maxTotalTimeoutMs).toBe(5000);
+    for (const bad of [0, -1, 'x', null, Number.NaN]) expect(callPolicy(server, { 'dev.switchyard/timeoutMs': bad }).maxTotalTimeoutMs).toBe(5000);
+  });
+
+  it('a tool is idempotent by the operator config, or by a trusted server own hints; read-only implies it', () => {
+    const mk = (extra: Record<string, unknown>) => cfg({ servers: { s: { command: 'n', ...extra } } }).servers.s;
+    const claims = { annotations: { idempotentHint: true } };
+    expect(toolIsIdempotent(mk({}), 't', claims)).toBe(false);
+    expect(toolIsIdempotent(mk({ trust: 'trusted' }), 't', claims)).toBe(true);
+    expect(toolIsIdempotent(mk({ trust: 'trusted' }), 't', { annotations: { readOnlyHint: true } })).toBe(true);
+    expect(toolIsIdempotent(mk({ trust: 'trusted', tools: { t: { annotations: { idempotentHint: false } } } }), 't', claims)).toBe(false);
+    expect(toolIsIdempotent(mk({ tools: { t: { annotations: { idempotentHint: true } } } }), 't', {})).toBe(true);
+    expect(toolIsIdempotent(mk({ tools: { t: { annotations: { readOnlyHint: true } } } }), 't', {})).toBe(true);
+    expect(toolIsIdempotent(mk({ tools: { other: { annotations: { idempotentHint: true } } } }), 't', {})).toBe(false);
+  });
+});
+
+describe('the id of an over-long answer', () => {
+  it('is read only from a frame that starts the usual way', () => {
+    expect(responseIdOf('{"jsonrpc":"2.0","id":7,"result":{"content":[')).toBe(7);
+    expect(responseIdOf('{"id":"a\\"b","jsonrpc":"2.0","error":{')).toBe('a"b');
+    expect(responseIdOf(' { "jsonrpc" : "2.0" , "id" : -3 , "result" :')).toBe(-3);
+    expect(responseIdOf('{"jsonrpc":"2.0","method":"x","params":{"id":5,"result":1}}')).toBeUndefined();
+    expect(responseIdOf('{"result":{},"id":4}')).toBeUndefined();
+    expect(responseIdOf('{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage"')).toBeUndefined();
+    expect(responseIdOf('xxxx')).toBeUndefined();
+  });
+
+  it('the line decoder hands over the first bytes of a line it drops, however it was split', () => {
+    const got: { bytes: number; head: string }[] = [];
+    const lines: string[] = [];
+    const d = new LineDecoder(50, (l) => lines.push(l), (bytes, head) => got.push({ bytes, head: head.toString() }));
+    const big = `{"jsonrpc":"2.0","id":12,"result":{"t":"${'x'.repeat(100)}"}}`;
+    d.push(Buffer.from(big.slice(0, 30)));
+    d.push(Buffer.from(big.slice(30, 80)));
+    d.push(Buffer.from(big.slice(80) + '\n{"ok":1}\n'));
+    expect(got).toHaveLength(1);
+    expect(got[0].bytes).toBe(big.length);
+    expect(responseIdOf(got[0].head)).toBe(12);
+    expect(lines).toEqual(['{"ok":1}']);
+    d.push(Buffer.from(big + '\n'));
+    expect(responseIdOf(got[1].head)).toBe(12);
+  });
+});
