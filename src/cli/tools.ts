@@ -75,6 +75,12 @@ export function toolsTable(tools: ToolView[]): string {
 
 async function list(a: ListArgs): Promise<void> {
   if (a.format) return runToolsExport(a as ToolsExportArgs);
+  if (a.local) {
+    // Pins, quarantines and flags live in the running hub; a local look would show none of them.
+    err('listing asks the running daemon (start one with `switchyard start`); --local works with --format\n');
+    process.exitCode = 2;
+    return;
+  }
   const q = new URLSearchParams({ all: '1' });
   if (a.server) q.set('server', a.server);
   if (a.group) q.set('group', a.group);
