@@ -49,7 +49,9 @@ export class HttpUpstream extends UpstreamBase {
   private tripped = false;
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
-    super(spec, log, opts);
+    // The crash-loop cap is for processes that keep dying; a remote server that is away is
+    // probed with growing backoff (up to maxMs) so that it is back soon after it is.
+    super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
     this.http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
     if (spec.era !== 'auto') this.verdict = spec.era;
