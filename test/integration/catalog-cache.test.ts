@@ -91,9 +91,8 @@ describe('catalog cache (real stdio upstreams)', () => {
     const c = catalogOf([{ id: 'st', config: serverConfig('st'), upstream: f.upstream }]);
     const a = await c.aggregate('tools');
     await sleep(80);
-    // A failing refresh: the upstream answers an error for this one list.
-    const original = f.upstream.request.bind(f.upstream);
-    f.upstream.request = (m, p, o) => (m === 'tools/list' ? Promise.reject(new Error('boom')) : original(m, p, o));
+    // The upstream's lists start failing: the refresh fails, the stale entry is served.
+    await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
     const b = await c.aggregate('tools');
     expect(b.items).toEqual(a.items);
     expect(c.cache.stats.staleServed).toBe(1);
@@ -120,7 +119,7 @@ describe('catalog cache (real stdio upstreams)', () => {
 
     // Once the shared entry is gone, each principal's own private list is fetched and kept apart.
     c.cache.drop('p\0');
-    shared.upstream.request = () => Promise.reject(new Error('shared connection down'));
+    await shared.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
     const a = await c.aggregate('tools', { principal: 'alice' });
     const b = await c.aggregate('tools', { principal: 'bob' });
     expect(names(a.items)).toEqual(['p__alice_only']);
