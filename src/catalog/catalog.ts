@@ -5,14 +5,14 @@ import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import { Groups } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, declaresListChanged, offers, type ListKind } from './lists.js';
+import { fetchList } from './fetch-list.js';
+import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists.js';
 import { templateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
 import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
 import { ListenManager } from './upstream-listen.js';
-import { MODERN } from '../protocol/era.js';
 
 /** One configured upstream as the catalog sees it. */
 export interface ServerHandle {
@@ -91,9 +91,7 @@ export interface CatalogOptions {
   report?: (e: PinEvent | PoisonEvent) => void;
 }
 
-/** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
-export const DEFAULT_LEGACY_TTL_MS = 30_000;
-const PAGE_LIMIT = 1000; // upstream pages per list; a server that never ends its cursor chain is cut off
+export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
 const BUILT_MEMO = 64;
 
 /**
@@ -272,36 +270,7 @@ export class Catalog extends EventEmitter {
       if (e && e.scope === 'public' && this.cache.isFresh(e)) return Promise.resolve(e);
     }
     const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
-    return this.cache.get(key, () => this.fetchList(h, kind, conn.upstream));
-  }
-
-  private async fetchList(h: ServerHandle, kind: ListKind, upstream: Upstream): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
-    const items: Record<string, unknown>[] = [];
-    let cursor: string | undefined;
-    let ttl = Infinity;
-    let scope: 'public' | 'private' = 'public';
-    const modern = upstream.era === MODERN;
-    for (let page = 0; page < PAGE_LIMIT; page++) {
-      const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
-      const arr = res[kind];
-      if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
-      if (modern) {
-        // Absent or negative means 0 (digest §3.3); each page counts from when it arrived.
-        const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
-        ttl = Math.min(ttl, t);
-        // No scope means an older server: the safe reading is private.
-        if (res.cacheScope !== 'public') scope = 'private';
-      }
-      if (typeof res.nextCursor !== 'string') break;
-      cursor = res.nextCursor;
-    }
-    if (!modern) {
-      // Legacy upstreams give no hints: trust list_changed when declared, else a TTL.
-      ttl = declaresListChanged(upstream.capabilities, kind) ? Infinity : DEFAULT_LEGACY_TTL_MS;
-      scope = 'private';
-    }
-    if (h.config.cacheTtlMs !== undefined) ttl = h.config.cacheTtlMs;
-    return { items, ttlMs: ttl, scope };
+    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs));
   }
 
   private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {

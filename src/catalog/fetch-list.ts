@@ -1,0 +1,43 @@
+import type { Upstream } from '../upstream/types.js';
+import { MODERN } from '../protocol/era.js';
+import type { ListEntry } from './list-cache.js';
+import { LIST_METHOD, declaresListChanged, type ListKind } from './lists.js';
+
+/** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
+export const DEFAULT_LEGACY_TTL_MS = 30_000;
+/** Upstream pages per list; a server that never ends its cursor chain is cut off. */
+const PAGE_LIMIT = 1000;
+
+/**
+ * One upstream's whole list of a kind (every page) with its freshness: a modern upstream's
+ * smallest page `ttlMs` (absent or negative = 0) and scope (any page not `public` = private);
+ * a legacy one's until `list_changed` when declared, else 30 s, always private; `cacheTtlMs`
+ * (config) instead of either when set.
+ */
+export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
+  const items: Record<string, unknown>[] = [];
+  let cursor: string | undefined;
+  let ttl = Infinity;
+  let scope: 'public' | 'private' = 'public';
+  const modern = upstream.era === MODERN;
+  for (let page = 0; page < PAGE_LIMIT; page++) {
+    const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
+    const arr = res[kind];
+    if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+    if (modern) {
+      // Each page counts from when it arrived (digest §3.3).
+      const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
+      ttl = Math.min(ttl, t);
+      // No scope means an older server: the safe reading is private.
+      if (res.cacheScope !== 'public') scope = 'private';
+    }
+    if (typeof res.nextCursor !== 'string') break;
+    cursor = res.nextCursor;
+  }
+  if (!modern) {
+    ttl = declaresListChanged(upstream.capabilities, kind) ? Infinity : DEFAULT_LEGACY_TTL_MS;
+    scope = 'private';
+  }
+  if (cacheTtlMs !== undefined) ttl = cacheTtlMs;
+  return { items, ttlMs: ttl, scope };
+}
