@@ -107,6 +107,8 @@ export class Catalog extends EventEmitter {
   readonly groups: Groups;
   readonly listens: ListenManager;
   private readonly built = new Map<string, Built>();
+  /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
+  private latestTools: Built | undefined;
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
   private readonly notifyChain = new Map<string, Promise<void>>();
   private readonly policy: PartPolicy;
@@ -203,6 +205,15 @@ export class Catalog extends EventEmitter {
 
   async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
     return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+  }
+
+  /**
+   * The route of a hub tool name in the tools aggregate built last, without touching any
+   * upstream or cache entry: for bookkeeping right after a list (a `resolveTool` per listed tool
+   * would build the aggregate once per tool, and refetch every list whose ttlMs is 0).
+   */
+  knownTool(hubName: string, view: View = {}): Routed | undefined {
+    return this.latestTools ? this.groupView('tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
   }
 
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
@@ -323,9 +334,11 @@ export class Catalog extends EventEmitter {
     const prev = this.built.get(memoKey);
     if (prev && prev.key === key) {
       prev.parts = parts; // same versions; fresher entries for the TTL hints
+      if (kind === 'tools') this.latestTools = prev;
       return prev;
     }
     const built = this.assemble(kind, parts, key);
+    if (kind === 'tools') this.latestTools = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);
     if (this.built.size > BUILT_MEMO) this.built.delete(this.built.keys().next().value!);
