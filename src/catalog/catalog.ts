@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
-import type { ServerConfig } from '../config/types.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
+import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 import { Groups } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
@@ -14,46 +14,7 @@ import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
 import { ListenManager } from './upstream-listen.js';
 
-/** One configured upstream as the catalog sees it. */
-export interface ServerHandle {
-  readonly id: string;
-  readonly config: ServerConfig;
-  readonly upstream: Upstream;
-}
-
-/** Who is asking: selects the upstream authorization context and the tool group. */
-export interface View {
-  principal?: string;
-  /** A configured group (endpoint path `/mcp/<group>`); undefined = everything. */
-  group?: string;
-}
-
-/** The hub's view of one list family across every upstream. */
-export interface Aggregate {
-  items: Record<string, unknown>[];
-  /** Smallest remaining freshness of the parts (ms). */
-  ttlMs: number;
-  scope: 'public' | 'private';
-  /** Identifies this version of the aggregate, for cursors. */
-  snapshot: string;
-}
-
-export interface Routed<T = Record<string, unknown>> {
-  server: ServerHandle;
-  upstreamName: string;
-  /** The item as the upstream listed it. */
-  item: T;
-  /** Tools: the annotations the hub stands behind (trusted server or config, else conservative). */
-  annotations?: Record<string, unknown>;
-  hubName: string;
-}
-
-/** The connection and authorization context a principal's requests to a server use. */
-export interface Connection {
-  /** '' = the server's own configured credentials (shared by every principal). */
-  credential: string;
-  upstream: Upstream;
-}
+export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
 interface Part {
   h: ServerHandle;
@@ -109,6 +70,8 @@ export class Catalog extends EventEmitter {
   private readonly built = new Map<string, Built>();
   /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
   private latestTools: Built | undefined;
+  /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
+  private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
   private readonly notifyChain = new Map<string, Promise<void>>();
   private readonly policy: PartPolicy;
@@ -190,6 +153,10 @@ export class Catalog extends EventEmitter {
     else this.listens.untrack(serverId);
     this.cache.drop(`${serverId}\0`);
     this.reads.invalidate(serverId);
+    // Aggregates name the old handle: nothing may be routed with them any more.
+    this.built.clear();
+    this.lastBuilt.clear();
+    this.latestTools = undefined;
     for (const k of LIST_KINDS) this.emit('changed', k);
   }
 
@@ -203,7 +170,16 @@ export class Catalog extends EventEmitter {
     return { items: v.items, snapshot: v.snapshot, ...this.hints(b) };
   }
 
+  /**
+   * The upstream of a hub tool name. A call is routed with the aggregate built last for this
+   * principal (the one its list came from), so a call does not refetch every list whose ttlMs
+   * is 0; only a name that aggregate does not have makes the catalog list again.
+   */
   async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
+    const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
+    const last = mk === undefined ? undefined : this.built.get(mk);
+    const known = last && this.groupView('tools', last, view.group).byHubName.get(hubName);
+    if (known && known.server.upstream.state === 'ready') return known;
     return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
   }
 
@@ -331,6 +307,8 @@ export class Catalog extends EventEmitter {
       if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
     }
     const memoKey = `${kind}\0${creds}`;
+    if (this.lastBuilt.size > 10_000) this.lastBuilt.clear();
+    this.lastBuilt.set(`${kind}\0${principal ?? ''}`, memoKey);
     const prev = this.built.get(memoKey);
     if (prev && prev.key === key) {
       prev.parts = parts; // same versions; fresher entries for the TTL hints
