@@ -34,7 +34,7 @@ import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
-import { downToolServer, refuseDownTool } from './router/down-tools.js';
+import { KnownRoutes, refuseDownTool } from './router/down-tools.js';
 import { describeDiff, diffServers, restartOnlyChanges } from './config/reload.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
@@ -114,6 +114,8 @@ export class Hub implements HubCore {
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
+  /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
+  private readonly known = new KnownRoutes();
 
   private constructor(
     readonly config: HubConfig,
@@ -291,6 +293,7 @@ export class Hub implements HubCore {
     const retiring: ServerHandle[] = [];
     const takeOut = (id: string): void => {
       const h = this.handles.get(id);
+      this.known.forgetServer(id);
       if (!h) return;
       this.handles.delete(id);
       this.catalog.forget(id);
@@ -306,6 +309,7 @@ export class Hub implements HubCore {
       if (!h) continue;
       this.handles.set(s.id, { ...h, config: s });
       this.catalog.forget(s.id);
+      this.known.forgetServer(s.id);
     }
     // Config order decides who keeps a contested name: keep the map in the new file's order.
     const order = Object.keys(next.servers);
@@ -398,10 +402,30 @@ export class Hub implements HubCore {
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
       // A tool of a server that is down is not listed any more, but it is not unknown either.
-      const h = downToolServer(params.name, this.handles.values(), this.catalog.cache, this.ledger.nameStore?.());
-      if (h) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      let id = this.known.serverOf(ctx.group, params.name);
+      if (id === undefined) {
+        // The aggregate built last (no list fetch here); the router builds one if there is none.
+        const routed = this.catalog.knownTool(params.name, { principal: ctx.principal, group: ctx.group });
+        if (routed) this.known.remember(ctx.group, params.name, (id = routed.server.id));
+      }
+      const h = id === undefined ? undefined : this.handles.get(id);
+      if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
-    return this.router.handle(method, params, ctx);
+    const result = await this.router.handle(method, params, ctx);
+    if (method === 'tools/list') await this.learnRoutes(result, ctx);
+    return result;
+  }
+
+  /** Remember which server serves each tool a client was just shown (see down-tools.ts). */
+  private async learnRoutes(result: Record<string, unknown>, ctx: CallContext): Promise<void> {
+    const tools = Array.isArray(result.tools) ? (result.tools as { name?: unknown }[]) : [];
+    const view = { principal: ctx.principal, group: ctx.group };
+    for (const t of tools) {
+      if (typeof t?.name !== 'string') continue;
+      // The aggregate this list came from, not a fresh build per tool (no upstream fetch).
+      const routed = this.catalog.knownTool(t.name, view);
+      if (routed) this.known.remember(ctx.group, t.name, routed.server.id);
+    }
   }
 
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {

@@ -28,7 +28,7 @@ function withoutHubKeys(meta: Meta): Meta {
 }
 
 /** Timeouts, pass-through `_meta` and the retry rule of one call to `config`'s server. */
-export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 'timeoutMs' | 'maxTotalTimeoutMs' | 'meta' | 'retry'> {
+export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 'timeoutMs' | 'maxTotalTimeoutMs' | 'meta' | 'retry' | 'askProgress'> {
   const cap = config.maxTotalTimeoutMs;
   const asked = requestedMs(meta);
   const total = asked === undefined ? cap : Math.min(asked, cap);
@@ -36,6 +36,8 @@ export function callPolicy(config: ServerConfig, meta: Meta): Pick<CallOptions, 
     timeoutMs: Math.min(config.timeoutMs, total),
     maxTotalTimeoutMs: total,
     meta: withoutHubKeys(meta),
+    // Progress is what keeps a long call alive: ask for it whether or not the client did.
+    askProgress: true,
     retry: { maxAttempts: config.retry.maxAttempts, budgetMs: config.retry.budgetMs, idempotent: false },
   };
 }

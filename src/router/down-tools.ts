@@ -1,40 +1,49 @@
 /**
  * The tools of a server that is down. The catalog lists only ready servers, so without this a
  * client that listed the tools earlier would get "Unknown tool" from a server that is merely
- * restarting; instead the call answers at once that the tool is unavailable, naming the
- * server and its state (issue 6). The last list the server gave stays in the list cache; the
- * hub name of each tool is the one the name store assigned, or the plain `<prefix>__<name>`.
+ * restarting; instead the call answers at once that the tool is unavailable, naming the server
+ * and its state (issue 6). Only names the catalog itself showed to the same tool group are
+ * remembered, so filters, quarantine and groups keep hiding what they hide.
  */
 import type { ServerHandle } from '../catalog/catalog.js';
-import type { ListCache } from '../catalog/list-cache.js';
-import { baseName, type NameStore } from '../catalog/names.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError, toolErrorResult } from './outcome.js';
 
-export function downToolServer(hubName: string, handles: Iterable<ServerHandle>, cache: ListCache, store?: NameStore): ServerHandle | undefined {
-  for (const h of handles) {
-    if (h.upstream.state === 'ready') continue;
-    const e = cache.peek(`${h.id}\0tools`);
-    if (!e) continue;
-    for (const it of e.items) {
-      const up = String(it.name);
-      if ((store?.get(h.id, 'tool', up) ?? baseName(h.config.prefix, up)) === hubName) return h;
-    }
-  }
-  return undefined;
-}
+/** Bound on remembered names (group × tool); the oldest go first. */
+const MAX_ROUTES = 100_000;
 
-export function unavailableError(h: ServerHandle): UpstreamUnavailableError {
-  return new UpstreamUnavailableError(h.id, h.upstream.state, h.upstream.lastError);
+export class KnownRoutes {
+  private readonly routes = new Map<string, string>();
+
+  private key(group: string | undefined, hubName: string): string {
+    return `${group ?? ''}\0${hubName}`;
+  }
+
+  remember(group: string | undefined, hubName: string, serverId: string): void {
+    const k = this.key(group, hubName);
+    if (this.routes.get(k) === serverId) return;
+    this.routes.delete(k);
+    this.routes.set(k, serverId);
+    if (this.routes.size > MAX_ROUTES) this.routes.delete(this.routes.keys().next().value!);
+  }
+
+  serverOf(group: string | undefined, hubName: string): string | undefined {
+    return this.routes.get(this.key(group, hubName));
+  }
+
+  /** A server removed or reconfigured: what it served may be shown differently now. */
+  forgetServer(serverId: string): void {
+    for (const [k, id] of this.routes) if (id === serverId) this.routes.delete(k);
+  }
 }
 
 type Recorder = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: Partial<AuditBegin>) => Promise<void>;
 
 /** The isError answer (and its audit row) of a call to a tool whose server is down. */
 export async function refuseDownTool(hubName: string, h: ServerHandle, ctx: CallContext, record: Recorder): Promise<Record<string, unknown>> {
-  const err = unavailableError(h);
+  const err = new UpstreamUnavailableError(h.id, h.upstream.state, h.upstream.lastError);
   await record('tools/call', ctx, outcomeOfError(err), { hubName, server: h.id, upstreamEra: h.upstream.era });
   return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
 }

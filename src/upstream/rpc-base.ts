@@ -167,7 +167,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen };
       let wire = params;
       if (!internal) {
-        if (opts?.onProgress) p.token = nextToken();
+        if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
         const e = {
           paramsMeta: params._meta,
           meta: opts?.meta,
@@ -234,7 +234,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (!this.settle(p)) return;
     const err = new TimeoutError(this.id, hardMs ?? p.timeoutMs);
     if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
-    else if (p.token !== undefined) err.message = `server "${this.id}" sent neither an answer nor progress for ${p.timeoutMs} ms`;
+    else if (p.token !== undefined) err.message = `server "${this.id}" did not answer within ${p.timeoutMs} ms (nor report progress)`;
     this.ended(p, err);
     p.reject(err);
     if (!p.internal) this.cancelUpstream(p, hardMs !== undefined ? `exceeded its limit of ${hardMs} ms` : `timed out after ${p.timeoutMs} ms`);
@@ -344,8 +344,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (msg.method === 'notifications/progress') {
       const t = params.progressToken;
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
-      if (p === undefined || !p.opts?.onProgress) return;
+      if (p === undefined) return;
       if (p.timer) p.timer.refresh();
+      if (!p.opts?.onProgress) return;
       if (typeof params.progress !== 'number') return;
       const info: { progress: number; total?: number; message?: string } = { progress: params.progress };
       if (typeof params.total === 'number') info.total = params.total;

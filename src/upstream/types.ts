@@ -45,6 +45,11 @@ export interface CallOptions {
   timeoutMs?: number;
   /** Overrides the spec's maxTotalTimeoutMs for this call. */
   maxTotalTimeoutMs?: number;
+  /**
+   * Ask the upstream for progress even when the caller did not (the hub's own token), so that
+   * progress keeps the idle timeout alive; the caller still sees progress only via onProgress.
+   */
+  askProgress?: boolean;
   /** Send again when that is safe (see retry.ts); absent: one attempt. */
   retry?: RetryPolicy;
   /** Progress from the upstream for this call; the connection owns the upstream progressToken. */

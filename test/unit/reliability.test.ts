@@ -9,6 +9,7 @@ import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
 import { Limiter, LimitError } from '../../src/upstream/limiter.js';
 import { backoffMs, mayRetry, withRetries } from '../../src/upstream/retry.js';
 import { InFlight } from '../../src/router/inflight.js';
+import { KnownRoutes } from '../../src/router/down-tools.js';
 
 function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;
@@ -173,5 +174,18 @@ describe('InFlight', () => {
     b.resolve();
     expect(await idle).toBe(true);
     expect(f.count).toBe(0);
+  });
+});
+
+describe('KnownRoutes', () => {
+  it('remembers a tool per group, and forgets a server entirely', () => {
+    const k = new KnownRoutes();
+    k.remember(undefined, 'a__x', 'a');
+    k.remember('small', 'a__x', 'a');
+    k.remember(undefined, 'b__y', 'b');
+    expect(k.serverOf(undefined, 'a__x')).toBe('a');
+    expect(k.serverOf('other', 'a__x')).toBeUndefined();
+    k.forgetServer('a');
+    expect([k.serverOf(undefined, 'a__x'), k.serverOf('small', 'a__x'), k.serverOf(undefined, 'b__y')]).toEqual([undefined, undefined, 'b']);
   });
 });

@@ -55,7 +55,7 @@ describe('config reload diff', () => {
 describe('call policy', () => {
   const server = cfg({ servers: { s: { command: 'node', timeoutMs: 1000, maxTotalTimeoutMs: 5000, retry: { maxAttempts: 4, budgetMs: 700 } } } }).servers.s;
   it('uses the server limits, lets a caller shorten (not lengthen) the total, and drops the hub key', () => {
-    expect(callPolicy(server, undefined)).toEqual({ timeoutMs: 1000, maxTotalTimeoutMs: 5000, meta: undefined, retry: { maxAttempts: 4, budgetMs: 700, idempotent: false } });
+    expect(callPolicy(server, undefined)).toEqual({ timeoutMs: 1000, maxTotalTimeoutMs: 5000, meta: undefined, askProgress: true, retry: { maxAttempts: 4, budgetMs: 700, idempotent: false } });
     const short = callPolicy(server, { 'dev.switchyard/timeoutMs': 300, traceparent: 't' });
     expect([short.timeoutMs, short.maxTotalTimeoutMs, short.meta]).toEqual([300, 300, { traceparent: 't' }]);
     expect(callPolicy(server, { 'dev.switchyard/timeoutMs': 60_000 }).maxTotalTimeoutMs).toBe(5000);
