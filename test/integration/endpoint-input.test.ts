@@ -178,11 +178,13 @@ describe('bad input at the HTTP endpoint', () => {
     const res = await fetch(new URL('/healthz', url));
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('application/json');
+    // Supervision facts (issue 6): since/lastError/restarts, load, failMode.
+    const healthy = { since: expect.any(String), lastError: null, restarts: 0, inFlight: 0, queued: 0, failMode: 'open' };
     expect(await res.json()).toEqual({
       status: 'ok',
       servers: [
-        { id: 'legacy', state: 'ready', era: LEGACY_VERSION, tools: 5 },
-        { id: 'modern', state: 'ready', era: MODERN_VERSION, tools: 5 },
+        { id: 'legacy', state: 'ready', era: LEGACY_VERSION, tools: 5, ...healthy },
+        { id: 'modern', state: 'ready', era: MODERN_VERSION, tools: 5, ...healthy },
       ],
     });
   });

@@ -236,9 +236,14 @@ describe('framing faults', () => {
     expect(junk).toMatchObject({ level: 40, server: 'garbage' });
   });
 
-  it('drops a response larger than maxFrameBytes; the call then times out', async () => {
+  it('drops a response larger than maxFrameBytes; the call it answers fails at once', async () => {
     const u = await started(quirkSpec('modern', { maxFrameBytes: 4096 }));
-    await expect(u.request('tools/call', { name: 'echo', arguments: { big: 'x'.repeat(8000) } }, { timeoutMs: 300 })).rejects.toMatchObject({ name: 'TimeoutError' });
+    const t0 = Date.now();
+    await expect(u.request('tools/call', { name: 'echo', arguments: { big: 'x'.repeat(8000) } }, { timeoutMs: 5000 })).rejects.toMatchObject({
+      name: 'TransportError',
+      message: expect.stringMatching(/over the limit of 4096/),
+    });
+    expect(Date.now() - t0).toBeLessThan(2000);
     expect(await u.request('tools/call', { name: 'echo', arguments: { small: 1 } })).toMatchObject({ structuredContent: { args: { small: 1 } } });
   });
 
