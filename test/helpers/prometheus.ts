@@ -16,7 +16,7 @@ export interface Exposition {
 
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL = '[a-zA-Z_][a-zA-Z0-9_]*';
-const VALUE = String.raw`(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?Inf|NaN)`;
+const VALUE = String.raw`(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?Inf|[Nn][Aa][Nn])`; // prom-client writes "Nan"; Prometheus parses NaN case-insensitively
 const SAMPLE = new RegExp(String.raw`^(${NAME})(\{(.*)\})?\s+(${VALUE})(?:\s+-?\d+)?$`);
 const LABEL_PAIR = new RegExp(String.raw`(${LABEL})="((?:[^"\\\n]|\\[\\"n])*)"(,|$)`, 'y');
 const TYPES = new Set(['counter', 'gauge', 'histogram', 'summary', 'untyped']);

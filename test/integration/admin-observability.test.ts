@@ -34,6 +34,21 @@ async function call(name: string, args: Json, id: string | number = Math.random(
   return (await res.json()) as Json;
 }
 
+/** One modern tools/list: a catalog lookup (cache hit or miss). */
+async function listTools(): Promise<Json> {
+  const res = await fetch(hub.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/list' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'list',
+      method: 'tools/list',
+      params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } },
+    }),
+  });
+  return (await res.json()) as Json;
+}
+
 async function getJson(path: string, init?: RequestInit): Promise<{ status: number; body: Json }> {
   const res = await fetch(base + path, init);
   return { status: res.status, body: (await res.json()) as Json };
@@ -88,6 +103,8 @@ describe('/metrics', () => {
     for (let i = 0; i < 3; i++) expect((await call('legacy__echo', { text: `n${i}` })).result.content[0].text).toBe(`echo:n${i}`);
     const failed = await call('legacy__fail', {});
     expect(failed.result.isError).toBe(true);
+    // Lists are what the catalog cache serves (calls route with the aggregate built last).
+    for (let i = 0; i < 2; i++) expect((await listTools()).result.tools.length).toBeGreaterThan(0);
     const after = await scrape(hub.url);
     expect(metricValue(after, 'switchyard_calls_total', labels) - metricValue(before, 'switchyard_calls_total', labels)).toBe(3);
     const failLabels = { method: 'tools/call', server: 'legacy', tool: 'legacy__fail', outcome: 'tool_error' };

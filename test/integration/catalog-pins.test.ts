@@ -73,7 +73,8 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0].outcome).toBe('denied');
     expect(rows[0].error_message).toMatch(/definition changed since it was approved; pin [0-9a-f]{12} -> [0-9a-f]{12}/);
-    expect(hub.logs.some((l) => l.includes('tool quarantined'))).toBe(true);
+    // Logs reach stderr asynchronously (pino): wait for the line rather than racing it.
+    await expect.poll(() => hub.logs.some((l) => l.includes('tool quarantined')), { timeout: 2000, interval: 50 }).toBe(true);
 
     // The daemon listens on a free port: tell the CLI where (otherwise it reads listen.port of the config).
     const listed = await cli(hub, '--json', '--server', 'rug', '--url', hub.url);
