@@ -5,20 +5,28 @@
  * A mismatch, a missing header for a present value, or a bad Base64 sentinel is -32020.
  */
 
+import { decodeHeaderValue } from './header-value.js';
+
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const MAX_DEPTH = 8;
-const PREFIX = '=?base64?';
-const SUFFIX = '?=';
-const B64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
-interface Decl {
+/** One argument a tool asks clients to mirror: its path from the root and its lower-case header. */
+export interface ParamHeaderDecl {
   path: string[];
   header: string;
   type: 'string' | 'integer' | 'boolean';
 }
+type Decl = ParamHeaderDecl;
 
 function isObj(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The `x-mcp-header` declarations of an inputSchema (both the client and the server side use them). */
+export function declaredParamHeaders(inputSchema: unknown): ParamHeaderDecl[] {
+  const out: Decl[] = [];
+  scan(inputSchema, [], out);
+  return out;
 }
 
 /** Declarations reachable from the root through `properties` only; others are not mirrored. */
@@ -32,19 +40,6 @@ function scan(schema: unknown, path: string[], out: Decl[]): void {
       out.push({ path: p, header: `mcp-param-${h.toLowerCase()}`, type: sub.type });
     scan(sub, p, out);
   }
-}
-
-/**
- * A header value as the client meant it: the sentinel form must be strict Base64 of UTF-8;
- * anything not wrapped in both `=?base64?` and `?=` is literal. Null when the sentinel is malformed.
- */
-export function decodeParamHeader(raw: string): string | null {
-  if (!raw.startsWith(PREFIX) || !raw.endsWith(SUFFIX) || raw.length < PREFIX.length + SUFFIX.length) return raw;
-  const b64 = raw.slice(PREFIX.length, raw.length - SUFFIX.length);
-  if (!B64.test(b64)) return null;
-  const text = Buffer.from(b64, 'base64').toString('utf8');
-  // Bytes that are not UTF-8 come back with replacement characters and no longer round-trip.
-  return Buffer.from(text, 'utf8').toString('base64') === b64 ? text : null;
 }
 
 function matches(decl: Decl, value: unknown, text: string): boolean {
@@ -63,9 +58,7 @@ function matches(decl: Decl, value: unknown, text: string): boolean {
  * arguments. `header` looks a request header up by lower-case name (already trimmed of OWS).
  */
 export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: (name: string) => string | undefined): string | null {
-  const decls: Decl[] = [];
-  scan(inputSchema, [], decls);
-  for (const d of decls) {
+  for (const d of declaredParamHeaders(inputSchema)) {
     let value: unknown = args;
     for (const k of d.path) value = isObj(value) ? value[k] : undefined;
     const raw = header(d.header);
@@ -75,7 +68,7 @@ export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: 
       continue;
     }
     if (raw === undefined) return `missing ${name} header for arguments.${d.path.join('.')}`;
-    const text = decodeParamHeader(raw);
+    const text = decodeHeaderValue(raw);
     if (text === null) return `${name} header has an invalid Base64 value`;
     if (!matches(d, value, text)) return `${name} header does not match arguments.${d.path.join('.')}`;
   }

@@ -2,6 +2,7 @@
  * What the upstream edge adds to a call on its way out: the `_meta` envelope of the era and,
  * for modern Streamable HTTP, the routing headers that must mirror the body (digest §2.2, §6.3).
  */
+import { encodeHeaderValue } from '../protocol/header-value.js';
 import { readFileSync } from 'node:fs';
 import { MODERN } from '../protocol/era.js';
 import {
@@ -101,22 +102,7 @@ export function withMeta(params: Record<string, unknown>, meta: Record<string, u
   return out;
 }
 
-const SENTINEL_PREFIX = '=?base64?';
-const SENTINEL_SUFFIX = '?=';
-
-/**
- * An HTTP header value per digest §3.4: plain visible ASCII (space and tab allowed inside)
- * passes unchanged; anything else — non-ASCII, control characters, edge whitespace, empty, or
- * something that already looks like the sentinel — is sent as `=?base64?<b64 of UTF-8>?=`.
- */
-export function encodeHeaderValue(v: string): string {
-  let plain = v.length > 0 && v === v.trim() && !(v.startsWith(SENTINEL_PREFIX) && v.endsWith(SENTINEL_SUFFIX));
-  for (let i = 0; plain && i < v.length; i++) {
-    const c = v.charCodeAt(i);
-    if (!(c === 9 || (c >= 0x20 && c <= 0x7e))) plain = false;
-  }
-  return plain ? v : SENTINEL_PREFIX + Buffer.from(v, 'utf8').toString('base64') + SENTINEL_SUFFIX;
-}
+export { encodeHeaderValue };
 
 /** The value of `Mcp-Name` for a method that needs one, else undefined. */
 export function mcpNameFor(method: string, params: Record<string, unknown>): string | undefined {

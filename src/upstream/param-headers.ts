@@ -5,32 +5,11 @@
  * adds the headers to later `tools/call`s. Dropping tools whose annotation is invalid is the
  * catalog's job; here an invalid declaration is simply not mirrored.
  */
-import { encodeHeaderValue } from './envelope.js';
-
-interface Decl {
-  path: string[];
-  header: string;
-}
-
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const MAX_DEPTH = 8;
+import { declaredParamHeaders, type ParamHeaderDecl } from '../protocol/param-headers.js';
+import { encodeHeaderValue } from '../protocol/header-value.js';
 
 function isObj(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Declarations reachable from the root through `properties` only, as the spec requires. */
-function scan(schema: unknown, path: string[], out: Decl[]): void {
-  if (!isObj(schema) || path.length > MAX_DEPTH || !isObj(schema.properties)) return;
-  for (const [key, sub] of Object.entries(schema.properties)) {
-    if (!isObj(sub)) continue;
-    const h = sub['x-mcp-header'];
-    const p = [...path, key];
-    if (typeof h === 'string' && TOKEN.test(h) && (sub.type === 'string' || sub.type === 'integer' || sub.type === 'boolean')) {
-      out.push({ path: p, header: `mcp-param-${h.toLowerCase()}` });
-    }
-    scan(sub, p, out);
-  }
 }
 
 function headerText(v: unknown): string | undefined {
@@ -41,7 +20,7 @@ function headerText(v: unknown): string | undefined {
 }
 
 export class ParamHeaderIndex {
-  private readonly byTool = new Map<string, Decl[]>();
+  private readonly byTool = new Map<string, ParamHeaderDecl[]>();
 
   /** Read one `tools/list` result page. */
   learn(result: Record<string, unknown>): void {
@@ -49,8 +28,7 @@ export class ParamHeaderIndex {
     if (!Array.isArray(tools)) return;
     for (const t of tools) {
       if (!isObj(t) || typeof t.name !== 'string') continue;
-      const decls: Decl[] = [];
-      scan(t.inputSchema, [], decls);
+      const decls = declaredParamHeaders(t.inputSchema);
       if (decls.length > 0) this.byTool.set(t.name, decls);
       else this.byTool.delete(t.name);
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decodeParamHeader, paramHeaderProblem } from '../../src/protocol/param-headers.js';
+import { paramHeaderProblem } from '../../src/protocol/param-headers.js';
+import { decodeHeaderValue as decodeParamHeader } from '../../src/protocol/header-value.js';
 
 const schema = {
   type: 'object',
@@ -18,7 +19,7 @@ function headers(h: Record<string, string>): (name: string) => string | undefine
   return (name) => lower[name];
 }
 
-describe('decodeParamHeader', () => {
+describe('decodeHeaderValue', () => {
   it('decodes a strict Base64 sentinel and keeps anything else literal', () => {
     expect(decodeParamHeader('=?base64?SGVsbG8=?=')).toBe('Hello');
     expect(decodeParamHeader('SGVsbG8=')).toBe('SGVsbG8=');
