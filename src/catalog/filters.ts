@@ -1,31 +1,11 @@
 import type { ServerToolsConfig } from '../config/types.js';
+import { globMatcher, type Matcher } from '../policy/glob.js';
 
 /**
  * Which tools a server exposes (`servers.<id>.tools.allow` / `deny`, globs on the upstream
  * name) and what a named group shows (`groups.<name>`, selected by the endpoint path
  * `/mcp/<name>`; globs on hub names).
  */
-
-/** `*` matches any run of characters, `?` one character; everything else is literal. */
-export function globSource(glob: string): string {
-  let out = '';
-  for (const ch of glob) {
-    if (ch === '*') out += '.*';
-    else if (ch === '?') out += '.';
-    else out += ch.replace(/[.+^${}()|[\]\\/-]/g, '\\$&');
-  }
-  return out;
-}
-
-export type Matcher = (name: string) => boolean;
-
-/** One matcher for a glob list; undefined for an absent list. */
-export function globMatcher(globs: readonly string[] | undefined): Matcher | undefined {
-  if (!globs) return undefined;
-  if (globs.length === 0) return () => false;
-  const re = new RegExp(`^(?:${globs.map(globSource).join('|')})$`, 's');
-  return (name) => re.test(name);
-}
 
 /** allow (when given) must match and deny must not. */
 export function toolFilter(tools: Pick<ServerToolsConfig, 'allow' | 'deny'> | undefined): Matcher {

@@ -1,16 +1,31 @@
 /**
  * Globs over hub tool names (`fs__write_*`, `admin__?`): `*` matches any run of characters,
  * `?` exactly one, everything else itself. Names are short (≤ 128), so the translated
- * expression cannot backtrack badly.
+ * expression cannot backtrack badly. Used by policy (confirm, scopes, rate limits) and by the
+ * catalog's allow/deny lists and groups.
  */
-export function globToRegExp(glob: string): RegExp {
-  let src = '';
+export function globSource(glob: string): string {
+  let out = '';
   for (const ch of glob) {
-    if (ch === '*') src += '.*';
-    else if (ch === '?') src += '.';
-    else src += ch.replace(/[\\^$.|+(){}[\]]/g, '\\$&');
+    if (ch === '*') out += '.*';
+    else if (ch === '?') out += '.';
+    else out += ch.replace(/[.+^${}()|[\]\\/-]/g, '\\$&');
   }
-  return new RegExp(`^${src}$`, 's');
+  return out;
+}
+
+export function globToRegExp(glob: string): RegExp {
+  return new RegExp(`^${globSource(glob)}$`, 's');
+}
+
+export type Matcher = (name: string) => boolean;
+
+/** One matcher for a glob list; undefined for an absent list. */
+export function globMatcher(globs: readonly string[] | undefined): Matcher | undefined {
+  if (!globs) return undefined;
+  if (globs.length === 0) return () => false;
+  const re = new RegExp(`^(?:${globs.map(globSource).join('|')})$`, 's');
+  return (name) => re.test(name);
 }
 
 /** A compiled glob → value table; `matches(name)` lists the values of every glob that matches, in table order. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CONSERVATIVE_HINTS, effectiveAnnotations } from '../../src/catalog/annotations.js';
-import { globMatcher, Groups, toolFilter } from '../../src/catalog/filters.js';
+import { Groups, toolFilter } from '../../src/catalog/filters.js';
+import { globMatcher } from '../../src/policy/glob.js';
 
 describe('annotations', () => {
   const claimed = { title: 'Reader', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false, vendor: 'x' };
