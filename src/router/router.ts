@@ -17,6 +17,7 @@ import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import type { Subscriptions } from './subscriptions.js';
 import type { Mrtr } from './mrtr.js';
+import { settleIdempotency } from './idempotency.js';
 import type { Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -48,9 +49,6 @@ function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
   return !!(caps.elicitation || caps.sampling || caps.roots);
 }
 
-function unknownRefusal(key: string): string {
-  return `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
-}
 
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
 function asRpcError(err: unknown): RpcError {
@@ -248,7 +246,7 @@ export class Router {
     }
     const key = ctx.idempotencyKey;
     if (key) {
-      const settled = await this.settleIdempotency(principal, key, hubName, hash);
+      const settled = await settleIdempotency(this.ledger.idempotency, principal, key, hubName, hash);
       if (settled) {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? this.bytesOf(settled.answer.result) : undefined;
@@ -359,42 +357,6 @@ export class Router {
       await this.ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
       throw err;
     }
-  }
-
-  /**
-   * Resolve an idempotency key before forwarding: undefined means "run it" (this caller owns
-   * the key now); otherwise a stored answer to replay or a refusal to return as a tool error.
-   */
-  private async settleIdempotency(
-    principal: string,
-    key: string,
-    tool: string,
-    hash: string,
-  ): Promise<{ answer: StoredAnswer } | { refusal: string } | undefined> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const claim = this.ledger.idempotency.claim(principal, key, tool, hash);
-      switch (claim.kind) {
-        case 'new':
-          return undefined;
-        case 'replay':
-          return { answer: claim.answer };
-        case 'conflict':
-          return {
-            refusal: `idempotency key "${key}" was already used for ${claim.tool === tool ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`,
-          };
-        case 'unknown':
-          return { refusal: unknownRefusal(key) };
-        case 'wait':
-          try {
-            return { answer: await claim.result };
-          } catch (err) {
-            // The first caller gave up before forwarding: claim again (one waiter wins).
-            if ((err as Error)?.name === 'IdempotencyAbandonedError') continue;
-            return { refusal: unknownRefusal(key) };
-          }
-      }
-    }
-    return { refusal: `idempotency key "${key}" is busy; retry later` };
   }
 
   /** Forward a request to the upstream that owns a prompt name, with the name mapped back. */
