@@ -40,25 +40,9 @@ import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
+import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { Metrics } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
-
-/** One server in /healthz. */
-export interface ServerHealth {
-  id: string;
-  state: string;
-  era: string | null;
-  tools: number;
-  /** ISO time of the last state change. */
-  since: string;
-  lastError: string | null;
-  restarts: number;
-  inFlight: number;
-  queued: number;
-  failMode: 'open' | 'closed';
-  /** HTTP upstreams: closed, open or half-open. */
-  circuit?: string;
-}
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
 const STARTUP_GRACE_MS = 3_000;
@@ -357,22 +341,7 @@ export class Hub implements HubCore {
   }
 
   currentCapabilities(): ServerCapabilities {
-    const caps: ServerCapabilities = {};
-    let subscribe = false;
-    for (const h of this.handles.values()) {
-      const c = h.upstream.capabilities;
-      if (!c) continue;
-      if (c.tools) caps.tools = { listChanged: true };
-      if (c.prompts) caps.prompts = { listChanged: true };
-      if (c.resources) {
-        caps.resources = { listChanged: true };
-        if (c.resources.subscribe) subscribe = true;
-      }
-      if (c.logging) caps.logging = {};
-      if (c.completions) caps.completions = {};
-    }
-    if (caps.resources && subscribe) caps.resources.subscribe = true;
-    return caps;
+    return unionCapabilities(this.handles.values());
   }
 
   async capabilities(): Promise<ServerCapabilities> {
@@ -381,9 +350,7 @@ export class Hub implements HubCore {
   }
 
   instructions(): string | undefined {
-    const parts: string[] = [];
-    for (const h of this.handles.values()) if (h.upstream.instructions) parts.push(`[${h.id}] ${h.upstream.instructions}`);
-    return parts.length ? parts.join('\n\n') : undefined;
+    return mergedInstructions(this.handles.values());
   }
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
@@ -465,26 +432,6 @@ export class Hub implements HubCore {
   }
 
   health(): { status: string; servers: ServerHealth[] } {
-    return {
-      status: this.draining ? 'stopping' : 'ok',
-      servers: [...this.handles.values()].map((h) => {
-        const u = h.upstream;
-        const out: ServerHealth = {
-          id: h.id,
-          state: u.state,
-          era: u.era ?? null,
-          tools: this.catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
-          since: new Date(u.since).toISOString(),
-          lastError: u.lastError ?? null,
-          restarts: u.restarts,
-          inFlight: u.load.active,
-          queued: u.load.queued,
-          failMode: h.config.failMode,
-        };
-        const circuit = (u as { circuit?: string }).circuit;
-        if (circuit !== undefined) out.circuit = circuit;
-        return out;
-      }),
-    };
+    return { status: this.draining ? 'stopping' : 'ok', servers: [...this.handles.values()].map((h) => serverHealth(h, this.catalog)) };
   }
 }

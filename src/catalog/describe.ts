@@ -1,0 +1,73 @@
+import type { ServerCapabilities } from '../protocol/types.js';
+import type { Catalog, ServerHandle } from './catalog.js';
+
+/**
+ * How the aggregate describes itself: the capabilities and instructions advertised downstream,
+ * and each server's line in /healthz. Pure functions over the server handles.
+ */
+
+/** One server in /healthz. */
+export interface ServerHealth {
+  id: string;
+  state: string;
+  era: string | null;
+  tools: number;
+  /** ISO time of the last state change. */
+  since: string;
+  lastError: string | null;
+  restarts: number;
+  inFlight: number;
+  queued: number;
+  failMode: 'open' | 'closed';
+  /** HTTP upstreams: closed, open or half-open. */
+  circuit?: string;
+}
+
+/**
+ * The union over every upstream whose capabilities are known. `listChanged` is always on:
+ * upstreams come and go, and the hub tells clients when they do.
+ */
+export function unionCapabilities(handles: Iterable<ServerHandle>): ServerCapabilities {
+  const caps: ServerCapabilities = {};
+  let subscribe = false;
+  for (const h of handles) {
+    const c = h.upstream.capabilities;
+    if (!c) continue;
+    if (c.tools) caps.tools = { listChanged: true };
+    if (c.prompts) caps.prompts = { listChanged: true };
+    if (c.resources) {
+      caps.resources = { listChanged: true };
+      if (c.resources.subscribe) subscribe = true;
+    }
+    if (c.logging) caps.logging = {};
+    if (c.completions) caps.completions = {};
+  }
+  if (caps.resources && subscribe) caps.resources.subscribe = true;
+  return caps;
+}
+
+/** Each upstream's instructions, prefixed with its server id. */
+export function mergedInstructions(handles: Iterable<ServerHandle>): string | undefined {
+  const parts: string[] = [];
+  for (const h of handles) if (h.upstream.instructions) parts.push(`[${h.id}] ${h.upstream.instructions}`);
+  return parts.length ? parts.join('\n\n') : undefined;
+}
+
+export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
+  const u = h.upstream;
+  const out: ServerHealth = {
+    id: h.id,
+    state: u.state,
+    era: u.era ?? null,
+    tools: catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
+    since: new Date(u.since).toISOString(),
+    lastError: u.lastError ?? null,
+    restarts: u.restarts,
+    inFlight: u.load.active,
+    queued: u.load.queued,
+    failMode: h.config.failMode,
+  };
+  const circuit = (u as { circuit?: string }).circuit;
+  if (circuit !== undefined) out.circuit = circuit;
+  return out;
+}
