@@ -21,6 +21,7 @@ import {
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
+import { listResponse } from '../protocol/serialized.js';
 import type { HubCore, MessageSink } from './core.js';
 import type { Exchange } from './exchange.js';
 import { LegacySession } from './legacy-session.js';
@@ -42,6 +43,13 @@ const FAMILY: Record<string, keyof ServerCapabilities> = {
   'resources/subscribe': 'resources',
   'resources/unsubscribe': 'resources',
   'completion/complete': 'completions',
+};
+/** The array field of each list result, whose pages are shared across answers (see Serialized). */
+const LIST_FIELD: Record<string, string> = {
+  'tools/list': 'tools',
+  'prompts/list': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resourceTemplates',
 };
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
 const NAMED: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
@@ -220,7 +228,13 @@ export class Endpoint {
     if (ex.transport === 'stdio') this.modernInflight.set(String(req.id), ac);
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
-      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)));
+      const modern = toModernResult(req.method, result, this.core.serverInfo);
+      const field = LIST_FIELD[req.method];
+      const items = field ? modern[field] : undefined;
+      if (field && Array.isArray(items)) {
+        const { [field]: _items, ...rest } = modern;
+        ex.reply(listResponse(req.id, field, items, rest));
+      } else ex.reply(resultResponse(req.id, modern));
     } catch (err) {
       if (err instanceof CancelledError || ac.signal.aborted) {
         ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent

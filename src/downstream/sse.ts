@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { MessageSink } from './core.js';
+import { wireText } from '../protocol/serialized.js';
 
 const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -8,8 +9,8 @@ const SSE_HEADERS = {
 };
 
 /** Write one SSE event carrying a JSON-RPC message. */
-export function writeEvent(res: ServerResponse, msg: unknown, id?: string): void {
-  res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${JSON.stringify(msg)}\n\n`);
+export function writeEvent(res: ServerResponse, msg: object, id?: string): void {
+  res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${wireText(msg)}\n\n`);
 }
 
 /** A long-lived SSE stream (legacy GET stream, modern listen stream) with keep-alive comments. */
@@ -91,8 +92,8 @@ export class PostChannel implements MessageSink {
       this.res.writeHead(status === 200 ? 202 : status, headers).end();
       return;
     }
-    const body = JSON.stringify(msg);
-    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    const body = Buffer.from(wireText(msg), 'utf8'); // encoded once: its length and the write
+    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': body.length });
     this.res.end(body);
   }
 }

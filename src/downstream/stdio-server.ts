@@ -1,3 +1,4 @@
+import { wireText } from '../protocol/serialized.js';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
@@ -185,7 +186,7 @@ export class StdioServer {
     if (this.outClosed) return;
     let line: string;
     try {
-      line = JSON.stringify(msg);
+      line = wireText(msg);
     } catch (err) {
       this.log.error({ err }, 'unserialisable message dropped');
       return;

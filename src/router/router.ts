@@ -150,7 +150,7 @@ export class Router {
         offset = c.offset;
       }
       const end = offset + this.opts.pageSize;
-      const result: Result = { [kind]: offset === 0 && end >= agg.items.length ? agg.items : agg.items.slice(offset, end) };
+      const result: Result = { [kind]: this.page(agg.items, offset, end) };
       if (end < agg.items.length) result.nextCursor = encodeCursor({ offset: end, snapshot: agg.snapshot }, this.opts.cursorKey);
       result.ttlMs = agg.ttlMs;
       result.cacheScope = agg.scope;
@@ -160,6 +160,18 @@ export class Router {
       await this.ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
       throw asRpcError(err);
     }
+  }
+
+  /** Pages of one aggregate keep their identity, so the edge serialises each page once. */
+  private readonly pages = new WeakMap<readonly unknown[], Map<number, readonly unknown[]>>();
+
+  private page(items: readonly Record<string, unknown>[], offset: number, end: number): readonly unknown[] {
+    if (offset === 0 && end >= items.length) return items;
+    let byOffset = this.pages.get(items);
+    if (!byOffset) this.pages.set(items, (byOffset = new Map()));
+    let p = byOffset.get(offset);
+    if (!p) byOffset.set(offset, (p = items.slice(offset, end)));
+    return p;
   }
 
   private callOptions(ctx: CallContext, server: ServerHandle): CallOptions {
