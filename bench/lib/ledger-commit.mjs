@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from './targets.mjs';
+import { HUB_ROOT as ROOT } from './targets.mjs';
 
 export async function ledgerCommitBench({ pairs = 10_000, concurrency = 32 } = {}) {
   const { Ledger } = await import(join(ROOT, 'dist/src/ledger/ledger.js'));
