@@ -20,6 +20,7 @@ const npm = (args, timeout) =>
 
 function firstErrorLine(err) {
   const text = `${err?.stderr ?? ''}\n${err?.message ?? err}`;
+  if (/\bE404\b/.test(text)) return 'npm E404: the package is not in the registry this machine reaches';
   return (
     text
       .split('\n')
