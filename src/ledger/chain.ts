@@ -55,6 +55,22 @@ export class ChainWriter {
     this.dirty = false;
   }
 
+  /**
+   * The chain position and hash a finalized row will take; nothing is written. The row must be
+   * exactly what the database will hold (every column, seq left out), so verify() agrees.
+   * Call advance() once the row is stored with them.
+   */
+  next(row: Record<string, unknown>): { seq: number; hash: string } {
+    const seq = this.seq + 1;
+    return { seq, hash: rowDigest(this.hash, { ...row, seq }) };
+  }
+
+  advance(link: { seq: number; hash: string }): void {
+    this.seq = link.seq;
+    this.hash = link.hash;
+    this.dirty = true;
+  }
+
   /** `row` is the finalized row as stored (from RETURNING *), seq still null. */
   append(row: AuditDbRow): void {
     const seq = this.seq + 1;

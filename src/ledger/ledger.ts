@@ -49,7 +49,8 @@ export class Ledger {
   private readonly gc: GroupCommit;
   private readonly chain: ChainWriter;
   private readonly insertBegin: Statement;
-  private readonly insertFinal: Statement;
+  private readonly finishLinked: Statement;
+  private readonly insertLinked: Statement;
   private readonly finalize: Statement;
   private readonly storeBodies: boolean;
   private readonly redactKeys: RegExp;
@@ -80,8 +81,14 @@ export class Ledger {
     const vals = `@id, @ts, @requestId, @principal, @clientAddress, @clientEra, @clientName, @clientVersion, @method,
       @hubName, @server, @upstreamName, @upstreamEra, @idempotencyKey, @argsHash, @requestBytes, @argsJson`;
     this.insertBegin = db.prepare(`INSERT INTO audit (${cols}) VALUES (${vals}, 'in_flight')`);
-    this.insertFinal = db.prepare(`INSERT INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json)
-      VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson) RETURNING *`);
+    // The finished row's chain link is computed from the values written (see dbRow), so
+    // finishing is one statement and needs no RETURNING.
+    this.finishLinked = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
+      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
+      server = @server, upstream_name = @upstreamName, upstream_era = @upstreamEra, seq = @seq, hash = @hash
+      WHERE id = @id AND outcome = 'in_flight'`);
+    this.insertLinked = db.prepare(`INSERT INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json, seq, hash)
+      VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson, @seq, @hash)`);
     this.finalize = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
       error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
       server = COALESCE(@server, server), upstream_name = COALESCE(@upstreamName, upstream_name),
@@ -114,11 +121,12 @@ export class Ledger {
   begin(b: AuditBegin): AuditHandle {
     this.assertOpen();
     const id = this.nextId++;
+    const start = this.beginParams(id, b);
     const inserted = this.gc.enqueue(() => {
-      this.insertBegin.run(this.beginParams(id, b));
+      this.insertBegin.run(start);
     });
     inserted.catch(() => undefined); // logged by the group commit; finish() reports it
-    return new Handle(this, id, inserted);
+    return new Handle(this, id, inserted, start);
   }
 
   /** begin() and wait until the row is committed: call before forwarding. */
@@ -137,24 +145,32 @@ export class Ledger {
   record(b: AuditBegin, e: AuditEnd): Promise<void> {
     this.assertOpen();
     const id = this.nextId++;
+    const start = this.beginParams(id, b);
+    const fin = this.finalParams(start, e);
     return this.gc.enqueue(() => {
-      const start = this.beginParams(id, b);
-      const fin = this.endParams(e);
-      // Late facts in the end win; otherwise keep what the begin knew.
-      for (const k of ['server', 'upstreamName', 'upstreamEra'] as const) fin[k] ??= start[k];
-      const row = this.insertFinal.get({ ...start, ...fin }) as AuditDbRow;
-      this.chain.append(row);
+      const link = this.chain.next(dbRow(start, fin));
+      this.insertLinked.run({ ...start, ...fin, ...link });
+      this.chain.advance(link);
     });
   }
 
-  /** @internal used by the handle */
-  finishRow(id: number, e: AuditEnd): Promise<void> {
+  /** @internal used by the handle; `start` is what its begin() wrote. */
+  finishRow(id: number, start: Record<string, unknown>, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
+    const fin = this.finalParams(start, e);
     return this.gc.enqueue(() => {
-      const row = this.finalize.get({ id, ...this.endParams(e) }) as AuditDbRow | undefined;
-      if (!row) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
-      this.chain.append(row);
+      const link = this.chain.next(dbRow(start, fin));
+      const changes = this.finishLinked.run({ id, ...fin, ...link }).changes;
+      if (changes !== 1) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
+      this.chain.advance(link);
     });
+  }
+
+  /** The end's columns; late facts (server, upstream) win, otherwise the begin's stay. */
+  private finalParams(start: Record<string, unknown>, e: AuditEnd): Record<string, unknown> {
+    const fin = this.endParams(e);
+    for (const k of ['server', 'upstreamName', 'upstreamEra'] as const) fin[k] ??= start[k];
+    return fin;
   }
 
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
@@ -289,13 +305,49 @@ class Handle implements AuditHandle {
     readonly rowId: number,
     /** Settles when the in-flight row is committed. */
     readonly committed: Promise<void>,
+    private readonly start: Record<string, unknown>,
   ) {}
 
   /** The first call wins; later calls return the same promise. */
   finish(end: AuditEnd): Promise<void> {
-    this.finished ??= this.ledger.finishRow(this.rowId, end);
+    this.finished ??= this.ledger.finishRow(this.rowId, this.start, end);
     return this.finished;
   }
+}
+
+/**
+ * A finished row exactly as the database will hold it (snake_case, every column but seq and
+ * hash), built from the values written: the params are already normalised to what SQLite
+ * stores and returns (text() for text columns, finite numbers, integers for ts), so the chain
+ * digest computed here is the one verify() recomputes from the stored row.
+ */
+function dbRow(start: Record<string, unknown>, fin: Record<string, unknown>): Record<string, unknown> {
+  return {
+    id: start.id,
+    ts: start.ts,
+    request_id: start.requestId,
+    principal: start.principal,
+    client_address: start.clientAddress,
+    client_era: start.clientEra,
+    client_name: start.clientName,
+    client_version: start.clientVersion,
+    method: start.method,
+    hub_name: start.hubName,
+    server: fin.server,
+    upstream_name: fin.upstreamName,
+    upstream_era: fin.upstreamEra,
+    outcome: fin.outcome,
+    error_kind: fin.errorKind,
+    error_code: fin.errorCode,
+    error_message: fin.errorMessage,
+    latency_ms: fin.latencyMs,
+    request_bytes: start.requestBytes,
+    response_bytes: fin.responseBytes,
+    idempotency_key: start.idempotencyKey,
+    args_hash: start.argsHash,
+    args_json: start.argsJson,
+    result_json: fin.resultJson,
+  };
 }
 
 function redactPattern(p: RegExp | string | undefined): RegExp {
