@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
-import { loadConfig, ConfigError } from '../config/load.js';
+import { loadConfigOrExit } from './config-or-exit.js';
 import { authRequired } from '../auth/authenticator.js';
 import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
@@ -25,16 +25,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (SIGHUP always reloads)' }) as Argv<StartArgs>,
   handler: async (argv) => {
     const log = createLogger();
-    let config;
-    try {
-      config = loadConfig(argv.config);
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        for (const p of err.problems) process.stderr.write(`${argv.config}: ${p}\n`);
-        process.exit(2);
-      }
-      throw err;
-    }
+    const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;
     const exposed = exposureProblem(host, authRequired(config.auth));
     if (exposed) {

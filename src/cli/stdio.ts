@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
-import { ConfigError, loadConfig } from '../config/load.js';
+import { loadConfigOrExit } from './config-or-exit.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
@@ -18,16 +18,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
     const log = createLogger();
-    let config;
-    try {
-      config = loadConfig(argv.config);
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        for (const p of err.problems) process.stderr.write(`${argv.config}: ${p}\n`);
-        process.exit(2);
-      }
-      throw err;
-    }
+    const config = loadConfigOrExit(argv.config);
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', 10_000);
