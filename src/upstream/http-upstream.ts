@@ -5,7 +5,7 @@
  * `MCP-Protocol-Version` on every later request, the GET stream and a DELETE at the end.
  * Modern servers get the full envelope and the mirrored routing headers on every POST.
  */
-import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
+import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { RpcError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
@@ -14,8 +14,8 @@ import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.j
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
-import { errMessage, UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
-import { discoverFacts, serverFacts } from './stdio-upstream.js';
+import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { HandshakingUpstream, serverFacts } from './handshake.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
@@ -34,9 +34,8 @@ function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; ti
   return { signal: ctl.signal, clear: () => clearTimeout(t), timedOut: () => ctl.signal.aborted };
 }
 
-export class HttpUpstream extends UpstreamBase {
+export class HttpUpstream extends HandshakingUpstream {
   private readonly http: HttpClient;
-  private verdict: Era | undefined;
   private session: string | undefined;
   /** Headers of every legacy request after initialize; rebuilt when the session changes. */
   private legacyHeaders: Record<string, string> = {};
@@ -54,7 +53,6 @@ export class HttpUpstream extends UpstreamBase {
     super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
     this.http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
-    if (spec.era !== 'auto') this.verdict = spec.era;
     this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
@@ -91,43 +89,12 @@ export class HttpUpstream extends UpstreamBase {
     });
   }
 
-  protected async connect(): Promise<void> {
-    if (this.verdict === LEGACY) {
-      try {
-        await this.initialize();
-        return;
-      } catch (err) {
-        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
-        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
-        this.verdict = undefined;
-      }
-    }
-    let v = await this.probe();
-    if (v.kind === 'modern-retry') v = await this.probe();
-    switch (v.kind) {
-      case 'modern': {
-        const f = discoverFacts(v.discover);
-        this._era = MODERN;
-        this._protocolVersion = MODERN;
-        this._capabilities = f.capabilities;
-        this._serverInfo = f.serverInfo;
-        this._instructions = f.instructions;
-        this.verdict = MODERN;
-        return;
-      }
-      case 'unsupported':
-        throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
-      case 'modern-retry':
-      case 'no-evidence':
-        throw new Error(`server/discover failed: ${v.reason}`);
-      case 'legacy':
-        if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
-        await this.initialize();
-        this.verdict = LEGACY;
-    }
+  protected connect(): Promise<void> {
+    return this.handshake();
   }
 
-  private async probe(): Promise<ProbeVerdict> {
+
+  protected async probe(): Promise<ProbeVerdict> {
     const body = JSON.stringify({
       jsonrpc: '2.0',
       id: `sy-${++this.internalIds}`,
@@ -160,7 +127,7 @@ export class HttpUpstream extends UpstreamBase {
   }
 
   /** The legacy handshake. The new session replaces the old one only once it works. */
-  private async initialize(): Promise<void> {
+  protected async initialize(): Promise<void> {
     const body = JSON.stringify({
       jsonrpc: '2.0',
       id: `sy-${++this.internalIds}`,

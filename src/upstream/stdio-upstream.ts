@@ -5,49 +5,24 @@
  * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
  */
 import { CallGate } from './call-gate.js';
-import { LEGACY, LEGACY_VERSIONS, MODERN, type Era } from '../protocol/era.js';
+import { LEGACY, LEGACY_VERSIONS } from '../protocol/era.js';
 import { RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
-import { META_SERVER_INFO } from '../protocol/meta.js';
-import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
-import { UpstreamBase, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { HandshakingUpstream, serverFacts } from './handshake.js';
+import type { Pending, UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** The parts of a DiscoverResult or InitializeResult the hub keeps. */
-export function serverFacts(r: Record<string, unknown>, serverInfo: unknown): {
-  capabilities: ServerCapabilities;
-  serverInfo: Implementation | undefined;
-  instructions: string | undefined;
-} {
-  return {
-    capabilities: isObj(r.capabilities) ? (r.capabilities as ServerCapabilities) : {},
-    serverInfo: isObj(serverInfo) && typeof serverInfo.name === 'string' ? (serverInfo as Implementation) : undefined,
-    instructions: typeof r.instructions === 'string' ? r.instructions : undefined,
-  };
-}
-
-export function discoverFacts(d: Record<string, unknown>): ReturnType<typeof serverFacts> {
-  return serverFacts(d, isObj(d._meta) ? d._meta[META_SERVER_INFO] : undefined);
-}
-
-export class StdioUpstream extends UpstreamBase {
+export class StdioUpstream extends HandshakingUpstream {
   private child: StdioChild | undefined;
-  /** The era verdict, kept across respawns. */
-  private verdict: Era | undefined;
 
   private readonly gate = new CallGate();
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
-    if (spec.era !== 'auto') this.verdict = spec.era;
   }
 
   /** Legacy stdio cannot say which call a server → client request belongs to: see CallGate. */
@@ -63,38 +38,15 @@ export class StdioUpstream extends UpstreamBase {
 
   protected async connect(): Promise<void> {
     await this.spawn();
-    if (this.verdict === LEGACY) {
-      try {
-        await this.initialize();
-        return;
-      } catch (err) {
-        // A kept verdict that fails with a protocol answer is re-checked; a configured one is not.
-        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
-        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
-        this.verdict = undefined;
-      }
-    }
-    let v = await this.probe();
-    if (v.kind === 'modern-retry') v = await this.probe();
-    switch (v.kind) {
-      case 'modern':
-        this.useDiscover(v.discover);
-        this.verdict = MODERN;
-        return;
-      case 'unsupported':
-        throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
-      case 'modern-retry':
-      case 'no-evidence':
-        throw new Error(`server/discover failed: ${v.reason}`);
-      case 'legacy':
-        if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
-        if (v.respawn) await this.respawn();
-        await this.initialize();
-        this.verdict = LEGACY;
-    }
+    await this.handshake();
   }
 
-  private async probe(): Promise<ProbeVerdict> {
+  protected override async beforeLegacyInit(v: { respawn?: boolean }): Promise<void> {
+    if (v.respawn) await this.respawn();
+  }
+
+
+  protected async probe(): Promise<ProbeVerdict> {
     const params = { _meta: modernMeta({ clientInfo: this.clientInfo }) };
     let o: StdioProbeOutcome;
     try {
@@ -110,16 +62,7 @@ export class StdioUpstream extends UpstreamBase {
     return v;
   }
 
-  private useDiscover(d: Record<string, unknown>): void {
-    const f = discoverFacts(d);
-    this._era = MODERN;
-    this._protocolVersion = MODERN;
-    this._capabilities = f.capabilities;
-    this._serverInfo = f.serverInfo;
-    this._instructions = f.instructions;
-  }
-
-  private async initialize(): Promise<void> {
+  protected async initialize(): Promise<void> {
     const r = await this.call(
       'initialize',
       { protocolVersion: LEGACY, capabilities: LEGACY_CLIENT_CAPABILITIES, clientInfo: this.clientInfo },

@@ -1,0 +1,92 @@
+import { LEGACY, MODERN, type Era } from '../protocol/era.js';
+import { RpcError } from '../protocol/errors.js';
+import { META_SERVER_INFO } from '../protocol/meta.js';
+import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import type { Logger } from '../log.js';
+import type { ProbeVerdict } from './era-probe.js';
+import { UpstreamBase, type UpstreamOptions } from './rpc-base.js';
+import type { UpstreamSpec } from './types.js';
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The parts of a DiscoverResult or InitializeResult the hub keeps. */
+export function serverFacts(r: Record<string, unknown>, serverInfo: unknown): {
+  capabilities: ServerCapabilities;
+  serverInfo: Implementation | undefined;
+  instructions: string | undefined;
+} {
+  return {
+    capabilities: isObj(r.capabilities) ? (r.capabilities as ServerCapabilities) : {},
+    serverInfo: isObj(serverInfo) && typeof serverInfo.name === 'string' ? (serverInfo as Implementation) : undefined,
+    instructions: typeof r.instructions === 'string' ? r.instructions : undefined,
+  };
+}
+
+export function discoverFacts(d: Record<string, unknown>): ReturnType<typeof serverFacts> {
+  return serverFacts(d, isObj(d._meta) ? d._meta[META_SERVER_INFO] : undefined);
+}
+
+/**
+ * Era detection and the handshake, the same for every transport (digest §2.3): a kept legacy
+ * verdict goes straight to `initialize`; otherwise the transport's probe decides, a modern
+ * verdict is never followed by a fallback, and a legacy one runs `initialize`.
+ */
+export abstract class HandshakingUpstream extends UpstreamBase {
+  /** The era verdict, kept across reconnects and respawns; a configured era is fixed. */
+  protected verdict: Era | undefined;
+
+  constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
+    super(spec, log, opts);
+    if (spec.era !== 'auto') this.verdict = spec.era;
+  }
+
+  protected abstract probe(): Promise<ProbeVerdict>;
+  protected abstract initialize(): Promise<void>;
+  /** Before `initialize` after a legacy verdict (stdio respawns a process that exited on the probe). */
+  protected beforeLegacyInit(_v: Extract<ProbeVerdict, { kind: 'legacy' }>): Promise<void> {
+    return Promise.resolve();
+  }
+
+  protected async handshake(): Promise<void> {
+    if (this.verdict === LEGACY) {
+      try {
+        await this.initialize();
+        return;
+      } catch (err) {
+        // A kept verdict that fails with a protocol answer is re-checked; a configured one is not.
+        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
+        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
+        this.verdict = undefined;
+      }
+    }
+    let v = await this.probe();
+    if (v.kind === 'modern-retry') v = await this.probe();
+    switch (v.kind) {
+      case 'modern':
+        this.useDiscover(v.discover);
+        this.verdict = MODERN;
+        return;
+      case 'unsupported':
+        throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
+      case 'modern-retry':
+      case 'no-evidence':
+        throw new Error(`server/discover failed: ${v.reason}`);
+      case 'legacy':
+        if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
+        await this.beforeLegacyInit(v);
+        await this.initialize();
+        this.verdict = LEGACY;
+    }
+  }
+
+  protected useDiscover(d: Record<string, unknown>): void {
+    const f = discoverFacts(d);
+    this._era = MODERN;
+    this._protocolVersion = MODERN;
+    this._capabilities = f.capabilities;
+    this._serverInfo = f.serverInfo;
+    this._instructions = f.instructions;
+  }
+}
