@@ -100,6 +100,7 @@ export class Hub implements HubCore {
   private draining = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly known = new KnownRoutes();
+  private learned = new WeakMap<object, Set<string | undefined>>();
 
   private constructor(
     readonly config: HubConfig,
@@ -278,6 +279,7 @@ export class Hub implements HubCore {
     const takeOut = (id: string): void => {
       const h = this.handles.get(id);
       this.known.forgetServer(id);
+      this.learned = new WeakMap();
       if (!h) return;
       this.handles.delete(id);
       this.catalog.forget(id);
@@ -294,6 +296,7 @@ export class Hub implements HubCore {
       this.handles.set(s.id, { ...h, config: s });
       this.catalog.forget(s.id);
       this.known.forgetServer(s.id);
+      this.learned = new WeakMap();
     }
     // Config order decides who keeps a contested name: keep the map in the new file's order.
     const order = Object.keys(next.servers);
@@ -322,7 +325,8 @@ export class Hub implements HubCore {
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
     const left = this.startedAt + STARTUP_GRACE_MS - Date.now();
     if (pending.length === 0 || left <= 0) {
-      if (left <= 0) this.graceOver = true;
+      // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
+      this.graceOver = true;
       return Promise.resolve();
     }
     return new Promise((resolve) => {
@@ -386,6 +390,11 @@ export class Hub implements HubCore {
   /** Remember which server serves each tool a client was just shown (see down-tools.ts). */
   private async learnRoutes(result: Record<string, unknown>, ctx: CallContext): Promise<void> {
     const tools = Array.isArray(result.tools) ? (result.tools as { name?: unknown }[]) : [];
+    // Pages of an aggregate keep their identity (Router.page): learn each page once per group.
+    let groups = this.learned.get(tools);
+    if (!groups) this.learned.set(tools, (groups = new Set()));
+    if (groups.has(ctx.group)) return;
+    groups.add(ctx.group);
     const view = { principal: ctx.principal, group: ctx.group };
     for (const t of tools) {
       if (typeof t?.name !== 'string') continue;
