@@ -14,11 +14,53 @@ import type { AuditDbRow } from './rows.js';
 export const GENESIS_HASH = '0'.repeat(64);
 
 export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unknown>): string {
-  const fields: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(row)) {
-    if (k !== 'hash' && v !== null && v !== undefined) fields[k] = v;
+  return sha256Hex(prevHash + '\n' + flatCanonical(row as Record<string, unknown>));
+}
+
+/**
+ * canonicalJson of the row without `hash` and without null/undefined columns, for the flat
+ * records rows are: keys are sorted once per distinct key order (every row from one
+ * statement shares it) instead of per row, and scalar values are encoded directly. A value
+ * that is not a scalar falls back to canonicalJson, so the text is always the generic one
+ * (the property test in test/unit/ledger-chain.test.ts holds the two together).
+ */
+function flatCanonical(row: Record<string, unknown>): string {
+  const keys = sortedKeys(Object.keys(row));
+  let out = '{';
+  for (const k of keys) {
+    if (k === 'hash') continue;
+    const v = row[k];
+    if (v === null || v === undefined) continue;
+    let enc: string | undefined;
+    switch (typeof v) {
+      case 'string':
+        enc = JSON.stringify(v);
+        break;
+      case 'number':
+        enc = Number.isFinite(v) ? String(v) : 'null';
+        break;
+      default:
+        enc = canonicalJson(v);
+    }
+    out += (out.length > 1 ? ',' : '') + JSON.stringify(k) + ':' + enc;
   }
-  return sha256Hex(prevHash + '\n' + canonicalJson(fields));
+  return out + '}';
+}
+
+/** A few key orders are ever seen (the writer's params, SELECT *); remember their sorting. */
+const orders: { keys: string[]; sorted: string[] }[] = [];
+
+function sortedKeys(keys: string[]): string[] {
+  for (const o of orders) if (sameKeys(o.keys, keys)) return o.sorted;
+  const sorted = [...keys].sort();
+  if (orders.length < 16) orders.push({ keys, sorted });
+  return sorted;
+}
+
+function sameKeys(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 export interface ChainState {

@@ -1,6 +1,7 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { JOURNAL_SIZE_LIMIT, WRITER_AUTOCHECKPOINT_PAGES } from './checkpointer.js';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
 
 export const DEFAULT_LEDGER_PATH = './data/ledger.db';
@@ -50,6 +51,10 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     if (created) chmodSync(path, 0o600);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
+    // The hub's Checkpointer copies the WAL from another thread; this threshold is the
+    // writer's backstop and the point where it rewinds the WAL (see checkpointer.ts).
+    db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
+    db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
     // Another process (the CLI pruning) may hold the write lock briefly.
     db.pragma('busy_timeout = 5000');
     migrate(db, migrations, opts.now);

@@ -1,5 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
+import { Checkpointer } from './checkpointer.js';
 import { ChainWriter, type VerifyResult } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
@@ -25,6 +26,8 @@ export interface LedgerOptions {
   now?: () => number;
   /** A stored body larger than this is replaced by a size marker. Default 1 MiB. */
   maxBodyBytes?: number;
+  /** Checkpoint the WAL from a worker thread (default true; see checkpointer.ts). */
+  backgroundCheckpoint?: boolean;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -57,6 +60,7 @@ export class Ledger {
   private readonly maxBodyBytes: number;
   private readonly log: Logger;
   private readonly purgeTimer: NodeJS.Timeout;
+  private readonly checkpointer: Checkpointer | null;
   private nextId: number;
   private closed = false;
 
@@ -105,6 +109,7 @@ export class Ledger {
     void this.idempotency.purgeExpired().catch(() => undefined);
     this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
     this.purgeTimer.unref();
+    this.checkpointer = opts.backgroundCheckpoint === false ? null : new Checkpointer(db.name, this.log);
   }
 
   static open(opts: LedgerOptions): Ledger {
@@ -214,6 +219,8 @@ export class Ledger {
     this.idempotency.close();
     this.pins.close();
     this.gc.close();
+    // The worker's connection goes first, so closing the writer's (the last) folds the WAL in.
+    await this.checkpointer?.stop();
     this.db.close();
   }
 

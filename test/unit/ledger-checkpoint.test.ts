@@ -1,0 +1,61 @@
+import { statSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+let t: ReturnType<typeof tempDir> | undefined;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+  t = undefined;
+});
+
+async function writeRows(l: Ledger, n: number): Promise<void> {
+  await Promise.all(Array.from({ length: n }, () => l.begin(begin()).finish(end())));
+}
+
+async function until(cond: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+describe('ledger checkpoints off the event loop', () => {
+  it('a worker thread copies committed WAL pages into the database file; the writer does not wait for it', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.whenCommitted();
+    const before = statSync(t.db).size;
+    await writeRows(ledger, 2000);
+    // Well under the writer's own threshold (8000 pages): only the worker can have grown the file.
+    expect(await until(() => statSync(t!.db).size > before, 3000)).toBe(true);
+    expect(statSync(`${t.db}-wal`).size).toBeGreaterThan(0);
+  });
+
+  it('without the worker, the same writes stay in the WAL (the writer checkpoints only at its threshold)', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    await ledger.whenCommitted();
+    const before = statSync(t.db).size;
+    await writeRows(ledger, 2000);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(statSync(t.db).size).toBe(before);
+  });
+
+  it('close() ends the worker and folds the WAL into the file', async () => {
+    t = tempDir();
+    const l = Ledger.open({ path: t.db });
+    await writeRows(l, 300);
+    await l.close();
+    expect(() => statSync(`${t!.db}-wal`)).toThrow();
+    const again = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(again.query({ limit: 1000 })).toHaveLength(300);
+    expect(again.verify().ok).toBe(true);
+    await again.close();
+  });
+});
