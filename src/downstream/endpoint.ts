@@ -194,8 +194,11 @@ export class Endpoint {
 
   private async modern(req: Request, ex: Exchange): Promise<void> {
     const bad = this.checkModern(req, ex);
-    const ac = new AbortController();
-    const ctx = this.modernContext(req, ex, ac.signal);
+    // Over HTTP nothing but the client going away cancels a request, so the exchange's own
+    // signal serves; over stdio notifications/cancelled does, which needs a controller.
+    const ac = ex.transport === 'stdio' ? new AbortController() : undefined;
+    const signal = ac ? ac.signal : ex.closed;
+    const ctx = this.modernContext(req, ex, signal);
     if (bad) {
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message });
       ex.reply(errorResponse(req.id, bad.error), bad.status);
@@ -223,9 +226,11 @@ export class Endpoint {
       ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
       return;
     }
-    const onClose = () => ac.abort();
-    ex.closed.addEventListener('abort', onClose);
-    if (ex.transport === 'stdio') this.modernInflight.set(String(req.id), ac);
+    const onClose = () => ac?.abort();
+    if (ac) {
+      ex.closed.addEventListener('abort', onClose);
+      this.modernInflight.set(String(req.id), ac);
+    }
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
       const modern = toModernResult(req.method, result, this.core.serverInfo);
@@ -236,15 +241,17 @@ export class Endpoint {
         ex.reply(listResponse(req.id, field, items, rest));
       } else ex.reply(resultResponse(req.id, modern));
     } catch (err) {
-      if (err instanceof CancelledError || ac.signal.aborted) {
+      if (err instanceof CancelledError || signal.aborted) {
         ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent
         return;
       }
       const rpc = toModernError(asRpc(err, this.log));
       ex.reply(errorResponse(req.id, rpc), modernErrorStatus(rpc));
     } finally {
-      ex.closed.removeEventListener('abort', onClose);
-      this.modernInflight.delete(String(req.id));
+      if (ac) {
+        ex.closed.removeEventListener('abort', onClose);
+        this.modernInflight.delete(String(req.id));
+      }
     }
   }
 

@@ -53,6 +53,7 @@ export class Ledger {
   private readonly chain: ChainWriter;
   private readonly insertBegin: Statement;
   private readonly finishLinked: Statement;
+  private readonly finishKept: Statement;
   private readonly insertLinked: Statement;
   private readonly finalize: Statement;
   private readonly storeBodies: boolean;
@@ -90,6 +91,12 @@ export class Ledger {
     this.finishLinked = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
       error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
       server = @server, upstream_name = @upstreamName, upstream_era = @upstreamEra, seq = @seq, hash = @hash
+      WHERE id = @id AND outcome = 'in_flight'`);
+    // The usual finish: the call went where its begin said. Leaving server out of SET spares
+    // SQLite rewriting its audit_server_ts entry.
+    this.finishKept = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
+      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
+      seq = @seq, hash = @hash
       WHERE id = @id AND outcome = 'in_flight'`);
     this.insertLinked = db.prepare(`INSERT INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json, seq, hash)
       VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson, @seq, @hash)`);
@@ -163,9 +170,11 @@ export class Ledger {
   finishRow(id: number, start: Record<string, unknown>, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
     const fin = this.finalParams(start, e);
+    const kept = fin.server === start.server && fin.upstreamName === start.upstreamName && fin.upstreamEra === start.upstreamEra;
     return this.gc.enqueue(() => {
       const link = this.chain.next(dbRow(start, fin));
-      const changes = this.finishLinked.run({ id, ...fin, ...link }).changes;
+      // Extra keys are ignored by a statement that does not name them.
+      const changes = (kept ? this.finishKept : this.finishLinked).run({ id, ...fin, ...link }).changes;
       if (changes !== 1) throw new Error(`audit row ${id} is not in flight (its begin was not committed, or it was finished already)`);
       this.chain.advance(link);
     });

@@ -53,6 +53,8 @@ export class PluginRunner {
   private loaded = false;
   private readonly ready: Promise<void>;
   private hasCallHooks = false;
+  /** One child logger per plugin, made on first use: a pino child per call showed in profiles. */
+  private readonly logs = new Map<string, Logger>();
 
   constructor(
     plugins: Promise<Plugin[]> | Plugin[],
@@ -133,7 +135,7 @@ export class PluginRunner {
         if (i === undefined) throw new Error('flag/hide/replace: not an item of this list');
         return i;
       };
-      const plog = this.log.child({ plugin: p.name });
+      const plog = this.logOf(p);
       const ctx = {
         kind,
         server,
@@ -163,6 +165,12 @@ export class PluginRunner {
     return out;
   }
 
+  private logOf(p: Plugin): Logger {
+    let l = this.logs.get(p.name);
+    if (!l) this.logs.set(p.name, (l = this.log.child({ plugin: p.name })));
+    return l;
+  }
+
   async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
     await this.ready;
     const plan: CallPlan = { arguments: args, states: new Map() };
@@ -171,7 +179,7 @@ export class PluginRunner {
       const state = new Map<string, unknown>();
       plan.states.set(p.name, state);
       if (!p.beforeCall) continue;
-      const ctx: CallHookContext = { tool, principal, group, arguments: plan.arguments, state, log: this.log.child({ plugin: p.name }) };
+      const ctx: CallHookContext = { tool, principal, group, arguments: plan.arguments, state, log: this.logOf(p) };
       const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
       if (!r.ok || !r.value) continue;
       const v = r.value as Record<string, unknown>;
@@ -195,7 +203,7 @@ export class PluginRunner {
         group,
         arguments: plan.arguments,
         state: plan.states.get(p.name) ?? new Map(),
-        log: this.log.child({ plugin: p.name }),
+        log: this.logOf(p),
       };
       const input = current;
       const r = await this.guard(p, 'afterCall', { server: tool.server.id, tool: tool.hubName }, () => p.afterCall!(ctx, input));
@@ -211,7 +219,7 @@ export class PluginRunner {
     for (const p of this.plugins) {
       if (!p.onNotification) continue;
       const r = await this.guard(p, 'onNotification', { server: server.id }, () =>
-        p.onNotification!({ server, method, params, log: this.log.child({ plugin: p.name }) }),
+        p.onNotification!({ server, method, params, log: this.logOf(p) }),
       );
       if (r.ok && r.value && (r.value as { drop?: unknown }).drop === true) return false;
     }
