@@ -4,6 +4,6 @@
 -- outcome filters now narrow a time range (audit_ts) instead. Startup recovery only needs
 -- the rows still in flight, which a partial index finds without touching finished rows
 -- (an entry lives only while its call runs).
-DROP INDEX audit_principal_ts;
-DROP INDEX audit_outcome_ts;
+DROP INDEX IF EXISTS audit_principal_ts;
+DROP INDEX IF EXISTS audit_outcome_ts;
 CREATE INDEX audit_in_flight ON audit (id) WHERE outcome = 'in_flight';
