@@ -25,13 +25,14 @@ export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unk
  * (the property test in test/unit/ledger-chain.test.ts holds the two together).
  */
 function flatCanonical(row: Record<string, unknown>): string {
-  const keys = sortedKeys(Object.keys(row));
-  let out = '{';
-  for (const k of keys) {
+  const order = orderOf(Object.keys(row));
+  let out = '';
+  for (let i = 0; i < order.sorted.length; i++) {
+    const k = order.sorted[i]!;
     if (k === 'hash') continue;
     const v = row[k];
     if (v === null || v === undefined) continue;
-    let enc: string | undefined;
+    let enc: string;
     switch (typeof v) {
       case 'string':
         enc = JSON.stringify(v);
@@ -42,19 +43,27 @@ function flatCanonical(row: Record<string, unknown>): string {
       default:
         enc = canonicalJson(v);
     }
-    out += (out.length > 1 ? ',' : '') + JSON.stringify(k) + ':' + enc;
+    out += (out === '' ? '' : ',') + order.prefixes[i] + enc;
   }
-  return out + '}';
+  return '{' + out + '}';
+}
+
+interface KeyOrder {
+  keys: string[];
+  sorted: string[];
+  /** `"key":` for each sorted key. */
+  prefixes: string[];
 }
 
 /** A few key orders are ever seen (the writer's params, SELECT *); remember their sorting. */
-const orders: { keys: string[]; sorted: string[] }[] = [];
+const orders: KeyOrder[] = [];
 
-function sortedKeys(keys: string[]): string[] {
-  for (const o of orders) if (sameKeys(o.keys, keys)) return o.sorted;
+function orderOf(keys: string[]): KeyOrder {
+  for (const o of orders) if (sameKeys(o.keys, keys)) return o;
   const sorted = [...keys].sort();
-  if (orders.length < 16) orders.push({ keys, sorted });
-  return sorted;
+  const o = { keys, sorted, prefixes: sorted.map((k) => JSON.stringify(k) + ':') };
+  if (orders.length < 16) orders.push(o);
+  return o;
 }
 
 function sameKeys(a: string[], b: string[]): boolean {
