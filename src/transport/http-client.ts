@@ -19,9 +19,31 @@ export interface HttpClientOptions {
   log: Logger;
 }
 
+/**
+ * Cuts one exchange short: the hub's per-call alternative to an AbortSignal, which costs an
+ * AbortController, an EventTarget and a listener inside http.request on every call.
+ */
+export class ExchangeAbort {
+  aborted = false;
+  private req: http.ClientRequest | undefined;
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.req?.destroy();
+  }
+
+  /** @internal the exchange's request, destroyed at once if abort() came first. */
+  attach(req: http.ClientRequest): void {
+    this.req = req;
+    if (this.aborted) req.destroy();
+  }
+}
+
 export interface HttpExchangeOptions {
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  abort?: ExchangeAbort;
   /** Each JSON-RPC message of a 2xx answer (the JSON body, or each SSE event), in order. */
   onMessage?: (c: Classified) => void;
 }
@@ -82,7 +104,7 @@ export class HttpClient {
 
   private exchange(method: string, body: string | undefined, accept: string, o: HttpExchangeOptions): Promise<HttpAnswer> {
     return new Promise<HttpAnswer>((resolve, reject) => {
-      if (o.signal?.aborted) return reject(new CancelledError());
+      if (o.signal?.aborted || o.abort?.aborted) return reject(new CancelledError());
       const headers: Record<string, string | number> = { ...this.base, accept };
       if (o.headers) for (const k in o.headers) headers[k] = o.headers[k];
       if (body !== undefined) {
@@ -93,7 +115,7 @@ export class HttpClient {
       const fail = (err: Error, phase: 'connect' | 'answer'): void => {
         if (settled) return;
         settled = true;
-        if (o.signal?.aborted) return reject(new CancelledError());
+        if (o.signal?.aborted || o.abort?.aborted) return reject(new CancelledError());
         if (err instanceof TransportError) return reject(err);
         const code = (err as NodeJS.ErrnoException).code ?? '';
         const notDelivered = phase === 'connect' && NOT_DELIVERED.has(code);
@@ -107,10 +129,11 @@ export class HttpClient {
 
       let req: http.ClientRequest;
       try {
-        req = this.mod.request(this.url, { method, headers, agent: this.agent, signal: o.signal });
+        req = this.mod.request(this.url, o.signal ? { method, headers, agent: this.agent, signal: o.signal } : { method, headers, agent: this.agent });
       } catch (err) {
         return fail(err as Error, 'connect');
       }
+      o.abort?.attach(req);
       req.on('error', (err) => fail(err, 'connect'));
       req.on('response', (res) => {
         req.removeAllListeners('error');

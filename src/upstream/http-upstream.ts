@@ -9,7 +9,7 @@ import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { RpcError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
-import { HttpClient, type HttpAnswer } from '../transport/http-client.js';
+import { ExchangeAbort, HttpClient, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
@@ -192,9 +192,9 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   private post(p: Pending, frame: string, headers: Record<string, string>): void {
-    const ctl = new AbortController();
+    const ctl = new ExchangeAbort();
     p.ctl = ctl;
-    this.http.post(frame, { headers, signal: ctl.signal, onMessage: (c) => this.handleMessage(c, p) }).then(
+    this.http.post(frame, { headers, abort: ctl, onMessage: (c) => this.handleMessage(c, p) }).then(
       (a) => this.afterPost(p, a),
       (err: unknown) => {
         if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));

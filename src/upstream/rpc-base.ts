@@ -43,8 +43,8 @@ export interface Pending {
   /** Server-to-client requests of this call still waiting for the client: the timeout pauses. */
   waits: number;
   onAbort: (() => void) | undefined;
-  /** Transport scratch (HTTP: the POST's abort controller, session, retry state). */
-  ctl?: AbortController;
+  /** Transport scratch (HTTP: what cuts the POST short, session, retry state). */
+  ctl?: { abort(): void };
   frame?: string;
   session?: string;
   retried?: boolean;

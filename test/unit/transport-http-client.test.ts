@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import type { Classified } from '../../src/protocol/jsonrpc.js';
-import { HttpClient } from '../../src/transport/http-client.js';
+import { CancelledError } from '../../src/protocol/errors.js';
+import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
 
 const servers: http.Server[] = [];
 const clients: HttpClient[] = [];
@@ -140,5 +141,28 @@ describe('HttpClient', () => {
       ['GET', 'text/event-stream', 's'],
       ['DELETE', 'application/json, text/event-stream', 's'],
     ]);
+  });
+
+  it('ExchangeAbort cuts an exchange short: mid-answer, and before it was sent', async () => {
+    let closedByClient!: () => void;
+    const gone = new Promise<void>((r) => (closedByClient = r));
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}\n\n');
+      res.on('close', () => closedByClient()); // never answers: only the client can end it
+    });
+    const c = client(url);
+    const abort = new ExchangeAbort();
+    let seen = 0;
+    const p = c.post('{"jsonrpc":"2.0","id":1,"method":"slow"}', { abort, onMessage: () => void seen++ });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(seen).toBe(1);
+    abort.abort();
+    await expect(p).rejects.toBeInstanceOf(CancelledError);
+    await gone;
+
+    const early = new ExchangeAbort();
+    early.abort();
+    await expect(c.post('{"jsonrpc":"2.0","id":2,"method":"x"}', { abort: early })).rejects.toBeInstanceOf(CancelledError);
   });
 });
