@@ -1,0 +1,211 @@
+import type { Logger } from '../log.js';
+import type { Catalog, Routed } from '../catalog/catalog.js';
+import type { CallPlan, PluginRunner } from '../plugins/runner.js';
+import { argsHash } from '../ledger/canonical.js';
+import type { AuditSink } from '../ledger/sink.js';
+import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
+import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import type { CallOptions } from '../upstream/types.js';
+import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
+import type { SchemaValidator } from '../policy/validate.js';
+import type { CallContext } from './context.js';
+import { toolRetry } from './call-policy.js';
+import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
+import { paramHeaderProblem } from '../protocol/param-headers.js';
+import type { Mrtr } from './mrtr.js';
+import { settleIdempotency } from './idempotency.js';
+import type { Binding } from './request-state.js';
+import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
+import { MODERN } from '../protocol/era.js';
+import { beginOf, bytesOf, callOptions, connectionFor, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+
+/**
+ * The router options tools/call reads. The router hands over its own options object, read per
+ * call as before, so nothing is copied or re-bound.
+ */
+export interface ToolCallOptions {
+  startupGrace: () => Promise<void>;
+  confirmer?: Confirmer;
+  upstreamFor?: UpstreamFor;
+  validator?: SchemaValidator;
+  plugins?: PluginRunner;
+}
+
+export interface ToolCallDeps {
+  catalog: Catalog;
+  ledger: AuditSink;
+  mrtr: Mrtr;
+  log: Logger;
+  opts: ToolCallOptions;
+}
+
+/**
+ * tools/call, the one path with policy, plugins and idempotency in front of the upstream; kept
+ * apart from the router so that path reads in one place. Its row is committed before the call
+ * is forwarded and again before its answer is returned, like every routed request.
+ */
+export class ToolCall {
+  private readonly catalog: Catalog;
+  private readonly ledger: AuditSink;
+  private readonly mrtr: Mrtr;
+  private readonly log: Logger;
+  private readonly opts: ToolCallOptions;
+
+  constructor(deps: ToolCallDeps) {
+    this.catalog = deps.catalog;
+    this.ledger = deps.ledger;
+    this.mrtr = deps.mrtr;
+    this.log = deps.log;
+    this.opts = deps.opts;
+  }
+
+  async call(params: Result, ctx: CallContext): Promise<Result> {
+    const t0 = performance.now();
+    const hubName = typeof params.name === 'string' ? params.name : '';
+    const args = params.arguments ?? {};
+    const hash = argsHash(args);
+    await this.opts.startupGrace();
+    const routed = hubName ? await this.catalog.resolveTool(hubName, viewOf(ctx)) : undefined;
+    const begin = beginOf('tools/call', ctx, {
+      hubName,
+      argsHash: hash,
+      args,
+      server: routed?.server.id,
+      upstreamName: routed?.upstreamName,
+      upstreamEra: routed?.server.upstream.era,
+    });
+    if (!routed) {
+      const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
+      throw err;
+    }
+    // The hub re-serves the tool's schema over HTTP, so it must check the Mcp-Param-* mirrors itself.
+    const headerProblem = ctx.requestHeader ? paramHeaderProblem(routed.item.inputSchema, args, ctx.requestHeader) : null;
+    if (headerProblem) {
+      const err = new RpcError(HEADER_MISMATCH, headerProblem);
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
+      throw err;
+    }
+    // Arguments that break the tool's inputSchema never reach the upstream.
+    const refused = argsRefusal(this.opts.validator, hubName, routed.item, args);
+    if (refused) {
+      await this.ledger.record(begin, { outcome: 'tool_error', errorKind: 'policy', errorMessage: refused.message, latencyMs: performance.now() - t0 });
+      return refused.result;
+    }
+    const { server, upstreamName } = routed;
+    const principal = ctx.principal;
+    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
+    const retry = await retryOf(this.mrtr, this.ledger, 'tools/call', params, ctx, bind, server, begin, t0);
+    if (retry && 'result' in retry) return retry.result;
+    const confirmation = await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed);
+    if (confirmation) {
+      const waiting = confirmation.resultType === 'input_required';
+      await this.ledger.record(begin, {
+        outcome: waiting ? 'ok' : 'denied',
+        errorKind: waiting ? null : 'policy',
+        errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
+        latencyMs: performance.now() - t0,
+      });
+      return confirmation;
+    }
+    // Plugins see the call last, once policy let it through; a deny is a tool error, audited.
+    const plugins = this.opts.plugins?.callHooks ? this.opts.plugins : undefined;
+    const pluginTool = plugins && {
+      hubName,
+      upstreamName,
+      server: { id: server.id, trust: server.config.trust, era: server.upstream.era },
+      annotations: routed.annotations ?? {},
+    };
+    let plan: CallPlan | undefined;
+    if (plugins && pluginTool) {
+      plan = await plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
+      if (plan.deny) {
+        const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${plan.deny.reason}`;
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
+        return toolErrorResult(msg);
+      }
+    }
+    const key = ctx.idempotencyKey;
+    if (key) {
+      const settled = await settleIdempotency(this.ledger.idempotency, principal, key, hubName, hash);
+      if (settled) {
+        if ('answer' in settled) {
+          const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
+          await this.ledger.record(begin, { outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
+          if ('error' in settled.answer) throw RpcError.from(settled.answer.error);
+          return settled.answer.result;
+        }
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
+        return toolErrorResult(settled.refusal);
+      }
+    }
+    const audit = this.ledger.begin(begin);
+    await this.ledger.whenCommitted();
+    /**
+     * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
+     * saw the call (the key is freed), true when it may have run (the key becomes unknown).
+     */
+    const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
+      if (key) {
+        // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
+        if (answer) this.ledger.idempotency.complete(principal, key, answer);
+        else if (ran) this.ledger.idempotency.markUnknown(principal, key);
+        else this.ledger.idempotency.abandon(principal, key);
+      }
+      return audit.finish({ ...end, latencyMs: performance.now() - t0 });
+    };
+    const conn = await connectionFor(this.opts, server, ctx);
+    if (conn.upstream.state !== 'ready') {
+      const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
+      await finish(outcomeOfError(err), undefined, false);
+      return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
+    }
+    const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName };
+    delete forwarded._meta;
+    if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
+    const body = async (opts: CallOptions): Promise<Result> => {
+      try {
+        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind);
+        const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
+        let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
+        if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+        // An input_required turn is no outcome yet: the key is freed for the client's retry.
+        await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result) }, isFinal ? { result } : undefined, false);
+        return result;
+      } catch (err) {
+        const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
+        // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
+        await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
+        if (err instanceof RpcError || err instanceof CancelledError) throw err;
+        if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
+          return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
+        this.log.error({ err, server: server.id }, 'tools/call failed');
+        return toolErrorResult(`Tool ${hubName} failed inside the hub`);
+      }
+    };
+    return this.mrtr.run(ctx, conn, { ...callOptions(ctx, conn), retry: toolRetry(server.config, upstreamName, routed.item) }, bind, body);
+  }
+
+  /**
+   * Policy confirmation of a risky call: undefined = go ahead; otherwise what to answer now
+   * (an `input_required` asking a modern client, or a refusal). Legacy clients are asked on
+   * their session while the call waits.
+   */
+  private async confirm(ctx: CallContext, routed: Routed, hubName: string, args: unknown, bind: Binding, answered?: boolean): Promise<Result | undefined> {
+    const c = this.opts.confirmer;
+    if (answered === true || !c?.active) return undefined;
+    if (answered === false) return toolErrorResult(`Tool ${hubName} was declined by the user.`);
+    if (!c.needed(hubName, routed.server.config, routed.upstreamName, routed.item.annotations)) return undefined;
+    if (!ctx.clientCapabilities.elicitation)
+      return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare elicitation). It was not run.`);
+    const req = c.request(hubName, args);
+    if (ctx.clientEra === MODERN)
+      return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };
+    try {
+      if (ctx.askClient && accepted(await ctx.askClient(req))) return undefined;
+    } catch (err) {
+      this.log.debug({ err: String((err as Error)?.message ?? err) }, 'confirmation request failed');
+    }
+    return toolErrorResult(`Tool ${hubName} was declined by the user.`);
+  }
+}
