@@ -34,8 +34,9 @@ import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
-import { KnownRoutes, refuseDownTool } from './router/down-tools.js';
-import { describeDiff, diffServers, restartOnlyChanges } from './config/reload.js';
+import { refuseDownTool } from './router/down-tools.js';
+import { applyReload } from './hub/reload.js';
+import { ShownRoutes } from './hub/shown-routes.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
@@ -99,8 +100,7 @@ export class Hub implements HubCore {
   readonly inflight = new InFlight();
   private draining = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
-  private readonly known = new KnownRoutes();
-  private learned = new WeakMap<object, Set<string | undefined>>();
+  private readonly routes: ShownRoutes;
 
   private constructor(
     readonly config: HubConfig,
@@ -123,6 +123,7 @@ export class Hub implements HubCore {
           ? { credential: `principal:${principal}`, upstream: await this.upstreams.for(h, principal) }
           : { credential: '', upstream: h.upstream },
     });
+    this.routes = new ShownRoutes(this.catalog);
     this.catalog.on('resourceUpdated', (u: { server: string; uri: string }) =>
       this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri) }),
     );
@@ -265,59 +266,10 @@ export class Hub implements HubCore {
     await this.ledger.close();
   }
 
-  /**
-   * Apply a new config to the running hub: servers added, removed or changed start and stop
-   * without touching the others (see config/reload.ts). A removed or restarted server leaves
-   * the routing at once; its calls in flight may finish (up to listen.drainTimeoutMs) before
-   * its connection closes.
-   */
-  async reload(next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
-    const ignored = restartOnlyChanges(this.config, next);
-    if (ignored.length) this.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
-    const d = diffServers(this.config.servers, next.servers);
-    const retiring: ServerHandle[] = [];
-    const takeOut = (id: string): void => {
-      const h = this.handles.get(id);
-      this.known.forgetServer(id);
-      this.learned = new WeakMap();
-      if (!h) return;
-      this.handles.delete(id);
-      this.catalog.forget(id);
-      void this.upstreams.forget(id);
-      retiring.push(h);
-    };
-    for (const id of d.removed) takeOut(id);
-    for (const s of d.restarted) takeOut(s.id);
-    const fresh: ServerHandle[] = [];
-    for (const s of [...d.added, ...d.restarted]) fresh.push(this.addServer(s));
-    for (const s of d.updated) {
-      const h = this.handles.get(s.id);
-      if (!h) continue;
-      this.handles.set(s.id, { ...h, config: s });
-      this.catalog.forget(s.id);
-      this.known.forgetServer(s.id);
-      this.learned = new WeakMap();
-    }
-    // Config order decides who keeps a contested name: keep the map in the new file's order.
-    const order = Object.keys(next.servers);
-    const sorted = [...this.handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
-    this.handles.clear();
-    for (const [id, h] of sorted) this.handles.set(id, h);
-    this.config.servers = next.servers;
-    for (const h of fresh)
-      h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
-    const summary = describeDiff(d);
-    this.log.info(summary, 'config reloaded');
-    for (const h of retiring) void this.retire(h);
-    return summary;
-  }
-
-  /** Close a server taken out of routing once its calls in flight are done (bounded). */
-  private async retire(h: ServerHandle): Promise<void> {
-    const deadline = Date.now() + this.config.listen.drainTimeoutMs;
-    while (Date.now() < deadline && (h.upstream.load.active > 0 || h.upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
-    await h.upstream.close();
-    h.upstream.removeAllListeners('notification');
+  /** Apply a new config to the running hub (see hub/reload.ts). */
+  reload(next: HubConfig): ReturnType<typeof applyReload> {
+    const { config, handles, catalog, upstreams, routes, log } = this;
+    return applyReload({ config, handles, catalog, upstreams, routes, log, addServer: (s) => this.addServer(s) }, next);
   }
 
   startupGrace(): Promise<void> {
@@ -373,35 +325,13 @@ export class Hub implements HubCore {
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
       // A tool of a server that is down is not listed any more, but it is not unknown either.
-      let id = this.known.serverOf(ctx.group, params.name);
-      if (id === undefined) {
-        // The aggregate built last (no list fetch here); the router builds one if there is none.
-        const routed = this.catalog.knownTool(params.name, { principal: ctx.principal, group: ctx.group });
-        if (routed) this.known.remember(ctx.group, params.name, (id = routed.server.id));
-      }
+      const id = this.routes.serverOf(params.name, ctx);
       const h = id === undefined ? undefined : this.handles.get(id);
       if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     const result = await this.router.handle(method, params, ctx);
-    if (method === 'tools/list') await this.learnRoutes(result, ctx);
+    if (method === 'tools/list') await this.routes.learn(result, ctx);
     return result;
-  }
-
-  /** Remember which server serves each tool a client was just shown (see down-tools.ts). */
-  private async learnRoutes(result: Record<string, unknown>, ctx: CallContext): Promise<void> {
-    const tools = Array.isArray(result.tools) ? (result.tools as { name?: unknown }[]) : [];
-    // Pages of an aggregate keep their identity (Router.page): learn each page once per group.
-    let groups = this.learned.get(tools);
-    if (!groups) this.learned.set(tools, (groups = new Set()));
-    if (groups.has(ctx.group)) return;
-    groups.add(ctx.group);
-    const view = { principal: ctx.principal, group: ctx.group };
-    for (const t of tools) {
-      if (typeof t?.name !== 'string') continue;
-      // The aggregate this list came from, not a fresh build per tool (no upstream fetch).
-      const routed = this.catalog.knownTool(t.name, view);
-      if (routed) this.known.remember(ctx.group, t.name, routed.server.id);
-    }
   }
 
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {

@@ -1,0 +1,72 @@
+import type { Logger } from '../log.js';
+import type { HubConfig, ServerConfig } from '../config/types.js';
+import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
+import { describeDiff, diffServers, restartOnlyChanges } from '../config/reload.js';
+import type { ShownRoutes } from './shown-routes.js';
+
+/** The parts of the running hub a reload changes; the hub hands in exactly these. */
+export interface ReloadTarget {
+  /** The running config: its servers are replaced, the rest is kept (see config/reload.ts). */
+  readonly config: HubConfig;
+  readonly handles: Map<string, ServerHandle>;
+  readonly catalog: Pick<Catalog, 'forget'>;
+  readonly upstreams: Pick<PrincipalUpstreams, 'forget'>;
+  readonly routes: Pick<ShownRoutes, 'forgetServer'>;
+  readonly log: Logger;
+  /** Create a server's upstream and handle, register it and watch it (not started). */
+  addServer(s: ServerConfig): ServerHandle;
+}
+
+/**
+ * Apply a new config to the running hub: servers added, removed or changed start and stop
+ * without touching the others (see config/reload.ts). A removed or restarted server leaves
+ * the routing at once; its calls in flight may finish (up to listen.drainTimeoutMs) before
+ * its connection closes.
+ */
+export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
+  const ignored = restartOnlyChanges(hub.config, next);
+  if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
+  const d = diffServers(hub.config.servers, next.servers);
+  const retiring: ServerHandle[] = [];
+  const takeOut = (id: string): void => {
+    const h = hub.handles.get(id);
+    hub.routes.forgetServer(id);
+    if (!h) return;
+    hub.handles.delete(id);
+    hub.catalog.forget(id);
+    void hub.upstreams.forget(id);
+    retiring.push(h);
+  };
+  for (const id of d.removed) takeOut(id);
+  for (const s of d.restarted) takeOut(s.id);
+  const fresh: ServerHandle[] = [];
+  for (const s of [...d.added, ...d.restarted]) fresh.push(hub.addServer(s));
+  for (const s of d.updated) {
+    const h = hub.handles.get(s.id);
+    if (!h) continue;
+    hub.handles.set(s.id, { ...h, config: s });
+    hub.catalog.forget(s.id);
+    hub.routes.forgetServer(s.id);
+  }
+  // Config order decides who keeps a contested name: keep the map in the new file's order.
+  const order = Object.keys(next.servers);
+  const sorted = [...hub.handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+  hub.handles.clear();
+  for (const [id, h] of sorted) hub.handles.set(id, h);
+  hub.config.servers = next.servers;
+  for (const h of fresh)
+    h.upstream.start().catch((err) => hub.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+  const summary = describeDiff(d);
+  hub.log.info(summary, 'config reloaded');
+  for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
+  return summary;
+}
+
+/** Close a server taken out of routing once its calls in flight are done (bounded). */
+async function retire(h: ServerHandle, drainMs: number): Promise<void> {
+  const deadline = Date.now() + drainMs;
+  while (Date.now() < deadline && (h.upstream.load.active > 0 || h.upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
+  await h.upstream.close();
+  h.upstream.removeAllListeners('notification');
+}

@@ -1,0 +1,49 @@
+import type { Catalog } from '../catalog/catalog.js';
+import type { CallContext } from '../router/context.js';
+import { KnownRoutes } from '../router/down-tools.js';
+
+/**
+ * Tool names clients were shown, by group, and the server behind each, so a down server's tools
+ * answer "unavailable" rather than "unknown" (see router/down-tools.ts). Kept out of the hub so
+ * the routing lookup and what a reload must forget live in one place.
+ */
+export class ShownRoutes {
+  private readonly known = new KnownRoutes();
+  private learned = new WeakMap<object, Set<string | undefined>>();
+
+  constructor(private readonly catalog: Pick<Catalog, 'knownTool'>) {}
+
+  /** The server a tools/call by this name goes to for this client, if the hub knows one. */
+  serverOf(name: string, ctx: CallContext): string | undefined {
+    let id = this.known.serverOf(ctx.group, name);
+    if (id === undefined) {
+      // The aggregate built last (no list fetch here); the router builds one if there is none.
+      const routed = this.catalog.knownTool(name, { principal: ctx.principal, group: ctx.group });
+      if (routed) this.known.remember(ctx.group, name, (id = routed.server.id));
+    }
+    return id;
+  }
+
+  /** Remember which server serves each tool a client was just shown (see down-tools.ts). */
+  async learn(result: Record<string, unknown>, ctx: CallContext): Promise<void> {
+    const tools = Array.isArray(result.tools) ? (result.tools as { name?: unknown }[]) : [];
+    // Pages of an aggregate keep their identity (Router.page): learn each page once per group.
+    let groups = this.learned.get(tools);
+    if (!groups) this.learned.set(tools, (groups = new Set()));
+    if (groups.has(ctx.group)) return;
+    groups.add(ctx.group);
+    const view = { principal: ctx.principal, group: ctx.group };
+    for (const t of tools) {
+      if (typeof t?.name !== 'string') continue;
+      // The aggregate this list came from, not a fresh build per tool (no upstream fetch).
+      const routed = this.catalog.knownTool(t.name, view);
+      if (routed) this.known.remember(ctx.group, t.name, routed.server.id);
+    }
+  }
+
+  /** A server removed or reconfigured: its names may be shown differently now, so every page is learned again. */
+  forgetServer(serverId: string): void {
+    this.known.forgetServer(serverId);
+    this.learned = new WeakMap();
+  }
+}
