@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { NullLedger } from '../../src/ledger/sink.js';
+import { tapAudit, type AuditObserver } from '../../src/observe.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+function recorder(): AuditObserver & { log: string[] } {
+  const log: string[] = [];
+  return {
+    log,
+    began: () => void log.push('began'),
+    ended: (_b, e, began) => void log.push(`ended ${e.outcome}${began ? ' (began)' : ''}`),
+    committed: (s) => void log.push(s >= 0 ? 'committed' : 'negative'),
+  };
+}
+
+describe('tapAudit (metrics and the live feed see every finished request)', () => {
+  it('reports begin, end and commit time of a real ledger', async () => {
+    const t = tempDir();
+    const ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const o = recorder();
+    const sink = tapAudit(ledger, o);
+    await sink.begin(begin()).finish(end());
+    await sink.record(begin(), end({ outcome: 'denied' }));
+    expect(o.log).toEqual(['began', 'ended ok (began)', 'committed', 'ended denied', 'committed']);
+    await ledger.close();
+    t.cleanup();
+  });
+
+  it('without a ledger nothing is committed, so no commit time is reported', async () => {
+    const o = recorder();
+    const sink = tapAudit(new NullLedger(), o);
+    await sink.begin(begin()).finish(end());
+    await sink.record(begin(), end({ outcome: 'denied' }));
+    expect(o.log).toEqual(['began', 'ended ok (began)', 'ended denied']);
+  });
+});
