@@ -22,7 +22,7 @@ export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unk
  * records rows are: keys are sorted once per distinct key order (every row from one
  * statement shares it) instead of per row, and scalar values are encoded directly. A value
  * that is not a scalar falls back to canonicalJson, so the text is always the generic one
- * (the property test in test/unit/ledger-chain.test.ts holds the two together).
+ * (the property test in test/unit/ledger-digest.test.ts holds the two together).
  */
 function flatCanonical(row: Record<string, unknown>): string {
   const order = orderOf(Object.keys(row));

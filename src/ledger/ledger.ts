@@ -86,25 +86,22 @@ export class Ledger {
     const vals = `@id, @ts, @requestId, @principal, @clientAddress, @clientEra, @clientName, @clientVersion, @method,
       @hubName, @server, @upstreamName, @upstreamEra, @idempotencyKey, @argsHash, @requestBytes, @argsJson`;
     this.insertBegin = db.prepare(`INSERT INTO audit (${cols}) VALUES (${vals}, 'in_flight')`);
+    // What every finish sets; the statements differ only in the upstream columns and the link.
+    const ended = `outcome = @outcome, error_kind = @errorKind, error_code = @errorCode, error_message = @errorMessage,
+      latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson`;
+    const inFlight = `WHERE id = @id AND outcome = 'in_flight'`;
     // The finished row's chain link is computed from the values written (see dbRow), so
     // finishing is one statement and needs no RETURNING.
-    this.finishLinked = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
-      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
-      server = @server, upstream_name = @upstreamName, upstream_era = @upstreamEra, seq = @seq, hash = @hash
-      WHERE id = @id AND outcome = 'in_flight'`);
+    this.finishLinked = db.prepare(`UPDATE audit SET ${ended},
+      server = @server, upstream_name = @upstreamName, upstream_era = @upstreamEra, seq = @seq, hash = @hash ${inFlight}`);
     // The usual finish: the call went where its begin said. Leaving server out of SET spares
     // SQLite rewriting its audit_server_ts entry.
-    this.finishKept = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
-      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
-      seq = @seq, hash = @hash
-      WHERE id = @id AND outcome = 'in_flight'`);
+    this.finishKept = db.prepare(`UPDATE audit SET ${ended}, seq = @seq, hash = @hash ${inFlight}`);
     this.insertLinked = db.prepare(`INSERT INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json, seq, hash)
       VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson, @seq, @hash)`);
-    this.finalize = db.prepare(`UPDATE audit SET outcome = @outcome, error_kind = @errorKind, error_code = @errorCode,
-      error_message = @errorMessage, latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson,
+    this.finalize = db.prepare(`UPDATE audit SET ${ended},
       server = COALESCE(@server, server), upstream_name = COALESCE(@upstreamName, upstream_name),
-      upstream_era = COALESCE(@upstreamEra, upstream_era)
-      WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
+      upstream_era = COALESCE(@upstreamEra, upstream_era) ${inFlight} RETURNING *`);
 
     this.recover();
     // Ids are handed out here so begin() can return one synchronously; AUTOINCREMENT's
