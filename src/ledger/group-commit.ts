@@ -118,15 +118,15 @@ export class GroupCommit {
     setImmediate(() => this.flush());
   }
 
-  /** Commits whatever is queued now, synchronously (also used by close()). */
-  flush(): void {
+  /** Commits whatever is queued now, synchronously (also used by close()). False: the batch failed whole. */
+  flush(): boolean {
     const ops = this.queue;
     const batch = this.batch;
     this.queue = [];
     this.batch = null;
     if (ops.length === 0) {
       batch?.resolve();
-      return;
+      return true;
     }
     let failed: ReadonlyMap<Op, Error>;
     try {
@@ -142,7 +142,7 @@ export class GroupCommit {
       this.log.error({ err: e, writes: ops.length }, 'ledger: batch commit failed');
       for (const op of ops) op.reject(e);
       batch?.reject(e);
-      return;
+      return false;
     }
     this.batches++;
     this.writes += ops.length;
@@ -154,5 +154,6 @@ export class GroupCommit {
       } else op.resolve();
     }
     batch?.resolve();
+    return true;
   }
 }

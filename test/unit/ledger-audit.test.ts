@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { AuditBegin } from '../../src/ledger/types.js';
@@ -19,44 +20,78 @@ afterEach(async () => {
 function second(path: string): Database.Database {
   return new Database(path, { readonly: true });
 }
+function pendingLines(file: string): unknown[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as unknown);
+}
+async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs = 2000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = get();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
 function rowOf(db: Database.Database, id: number): Record<string, unknown> | undefined {
   return db.prepare('SELECT * FROM audit WHERE id = ?').get(id) as Record<string, unknown> | undefined;
 }
 
 describe('ledger audit rows and group commit', () => {
-  it('begin is queued, and each promise resolves only once its row is visible to another connection', async () => {
+  it('begin and finish resolve once their line is in the pending file; rows reach SQLite in a batch', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
+    const file = `${t.db}-pending`;
     const other = second(t.db);
     const h = ledger.begin(begin({ requestId: 'r-1' }));
-    expect(rowOf(other, h.rowId)).toBeUndefined(); // not yet committed: still in the queue
-    let seenAtResolve: unknown;
+    // The first line of a turn is written at once; the next ones wait for the end of the turn.
+    expect(pendingLines(file)).toEqual([{ s: expect.objectContaining({ id: h.rowId, requestId: 'r-1' }) }]);
+    const h2 = ledger.begin(begin({ requestId: 'r-2' }));
+    expect(pendingLines(file)).toHaveLength(1);
+    let linesAtResolve: unknown[] = [];
     await ledger.whenCommitted().then(() => {
-      seenAtResolve = rowOf(other, h.rowId)?.outcome;
+      linesAtResolve = pendingLines(file);
     });
-    expect(seenAtResolve).toBe('in_flight');
-
-    const done = h.finish(end({ outcome: 'tool_error', errorKind: 'tool', latencyMs: 42 }));
+    expect(linesAtResolve).toEqual([
+      { s: expect.objectContaining({ id: h.rowId, requestId: 'r-1' }) },
+      { s: expect.objectContaining({ id: h2.rowId, requestId: 'r-2' }) },
+    ]);
+    ledger.sync();
     expect(rowOf(other, h.rowId)?.outcome).toBe('in_flight');
-    await done.then(() => {
-      seenAtResolve = rowOf(other, h.rowId);
+    expect(pendingLines(file)).toEqual([]); // everything is in SQLite: the file starts over
+    await h2.finish(end());
+    ledger.sync();
+
+    await h.finish(end({ outcome: 'tool_error', errorKind: 'tool', latencyMs: 42 })).then(() => {
+      linesAtResolve = pendingLines(file);
     });
-    expect(seenAtResolve).toMatchObject({ outcome: 'tool_error', error_kind: 'tool', latency_ms: 42, request_id: 'r-1', seq: 1 });
-    expect((seenAtResolve as { hash: string }).hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(linesAtResolve).toEqual([{ s: expect.objectContaining({ id: h.rowId }), e: expect.objectContaining({ outcome: 'tool_error' }) }]);
+    // Without sync(): the ingest timer moves it within milliseconds.
+    const row = await until(() => rowOf(other, h.rowId), (r) => r?.outcome === 'tool_error');
+    expect(row).toMatchObject({ outcome: 'tool_error', error_kind: 'tool', latency_ms: 42, request_id: 'r-1', seq: 2 });
+    expect((row as { hash: string }).hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(pendingLines(file)).toEqual([]);
     other.close();
+    await ledger.close();
+    ledger = undefined;
+    expect(existsSync(file)).toBe(false); // a clean close leaves no pending file
   });
 
-  it('beginCommitted waits for the row; record writes a finished row in one step', async () => {
+  it('a call begun and finished within one batch becomes one finished row; record writes one in one step', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
     const other = second(t.db);
     const h = await ledger.beginCommitted(begin());
-    expect(rowOf(other, h.rowId)?.outcome).toBe('in_flight');
+    await h.finish(end());
     const p = ledger.record(begin({ method: 'tools/list', hubName: undefined }), end({ outcome: 'denied', errorKind: 'policy', errorMessage: 'no' }));
     await p;
+    ledger.sync();
+    expect(rowOf(other, h.rowId)).toMatchObject({ outcome: 'ok', seq: 1 });
     const rows = other.prepare(`SELECT * FROM audit WHERE outcome = 'denied'`).all() as Record<string, unknown>[];
     expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatchObject({ method: 'tools/list', error_message: 'no', seq: 1 });
+    expect(rows[0]).toMatchObject({ method: 'tools/list', error_message: 'no', seq: 2 });
     other.close();
   });
 
@@ -70,7 +105,11 @@ describe('ledger audit rows and group commit', () => {
     await Promise.all(handles.map((h) => h.finish(end())));
     const after = ledger.commitCounters();
     expect(after.writes - before.writes).toBe(100);
-    expect(after.batches - before.batches).toBe(2);
+    // Per turn: the first line at once, the other 49 in one write at the end of the turn.
+    expect(after.batches - before.batches).toBe(4);
+    ledger.sync();
+    // Begun and finished before the ingest: 50 finished rows in one transaction, never in flight.
+    expect(ledger.query({ limit: 100 }).filter((r) => r.outcome === 'ok')).toHaveLength(50);
     expect(new Set(handles.map((h) => h.rowId)).size).toBe(50);
   });
 
@@ -91,22 +130,23 @@ describe('ledger audit rows and group commit', () => {
     ledger = undefined;
   });
 
-  it('a write that fails rejects alone; the rest of its batch commits', async () => {
+  it('a row that fails to go into SQLite is logged and dropped alone; the rest of its batch goes in', async () => {
     t = tempDir();
-    ledger = Ledger.open({ path: t.db });
+    const logged: string[] = [];
+    const log = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
+    ledger = Ledger.open({ path: t.db, log });
     const good = ledger.begin(begin());
-    await ledger.whenCommitted();
-    // Finishing a row that is no longer in flight (another writer changed it) fails that op only.
+    ledger.sync();
+    // Finishing a row that is no longer in flight (another writer changed it) fails that row only.
     const raw = new Database(t.db);
     raw.prepare(`UPDATE audit SET outcome = 'cancelled' WHERE id = ?`).run(good.rowId);
     raw.close();
     const other = ledger.begin(begin({ requestId: 'other' }));
-    const bad = good.finish(end());
-    const fine = other.finish(end());
-    await expect(bad).rejects.toThrow(/not in flight/);
-    await ledger.whenCommitted();
-    await expect(fine).resolves.toBeUndefined();
-    expect(ledger.query({}).find((r) => r.requestId === 'other')?.outcome).toBe('ok');
+    await Promise.all([good.finish(end()), other.finish(end())]);
+    const rows = ledger.query({});
+    expect(rows.find((r) => r.requestId === 'other')?.outcome).toBe('ok');
+    expect(rows.find((r) => r.id === good.rowId)?.outcome).toBe('cancelled');
+    expect(logged.join('')).toMatch(/not in flight/);
   });
 
   it('on reopen, rows left in flight become unknown and join the chain', async () => {

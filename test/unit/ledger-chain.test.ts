@@ -22,6 +22,7 @@ async function filled(n: number): Promise<Ledger> {
     const h = ledger.begin(begin({ ts: BASE + i * 1000, requestId: `r${i}` }));
     await h.finish(end({ latencyMs: i + 0.25 }));
   }
+  ledger.sync(); // into SQLite, where the raw SQL below changes rows
   return ledger;
 }
 
@@ -101,6 +102,7 @@ describe('ledger hash chain', () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
     const slow = ledger.begin(begin({ ts: BASE })); // starts first, finishes last
+    ledger.sync(); // in SQLite while in flight, so it is chained when it finishes
     await ledger.record(begin({ ts: BASE + 1000 }), end());
     await ledger.record(begin({ ts: BASE + 50_000 }), end());
     await slow.finish(end());

@@ -1,0 +1,163 @@
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+
+/**
+ * The ledger's write-ahead file (`<ledger.path>-pending`): audit rows are durable here first
+ * and move into SQLite in batches a few milliseconds later (see Ledger.ingest).
+ *
+ * Why: a call waits for its in-flight row before it is forwarded and for its finished row
+ * before it is answered. As SQLite transactions those are two commits of ~6 WAL frames each
+ * at concurrency 1 (~0.28 ms of a call's latency); here each is one `write()` of a line
+ * (2–15 µs, measured). Durability is the same as SQLite's WAL at synchronous=NORMAL: the bytes are in
+ * the OS page cache when write() returns, so they survive the process being SIGKILLed, not a
+ * power loss. The first line of a turn of the event loop is written at once; lines that come
+ * after it in the same turn share one write() at the end of the turn (group commit). A lone
+ * call (concurrency 1) so never waits for the end of a turn, and a busy hub makes two writes
+ * per turn however many calls it serves.
+ *
+ * One writer per file (the hub's ledger lock). The file is emptied each time everything in it
+ * is in SQLite; a hub that dies leaves the lines for the next start to apply.
+ */
+export class PendingLog {
+  private fd: number;
+  private lines: string[] = [];
+  private batch: Batch | null = null;
+  /** A line was written in this turn of the event loop: later ones join the batch. */
+  private turnOpen = false;
+  /** A write at once failed in this turn: whoever waits in this turn hears of it. */
+  private turnError: Error | null = null;
+  private readonly endTurn = (): void => {
+    this.turnOpen = false;
+    this.turnError = null;
+    this.flush();
+  };
+  private writes = 0;
+  private records = 0;
+
+  constructor(readonly path: string) {
+    this.fd = openSync(path, 'a', 0o600);
+  }
+
+  static pathFor(dbPath: string): string {
+    return `${dbPath}-pending`;
+  }
+
+  /**
+   * The records of a file a hub left behind, in order. A torn last line (a write cut short
+   * by a power loss) is dropped; so is anything after a line that does not parse.
+   */
+  static read(path: string): unknown[] {
+    if (!existsSync(path)) return [];
+    const out: unknown[] = [];
+    for (const line of readFileSync(path, 'utf8').split('\n')) {
+      if (line === '') continue;
+      try {
+        out.push(JSON.parse(line));
+      } catch {
+        break;
+      }
+    }
+    return out;
+  }
+
+  /** Writes a line (no newline) now, or queues it for the end of the turn; resolves once written. */
+  append(line: string): Promise<void> {
+    if (!this.turnOpen) {
+      this.turnOpen = true;
+      setImmediate(this.endTurn);
+      try {
+        writeAll(this.fd, line + '\n');
+      } catch (err) {
+        this.turnError = err instanceof Error ? err : new Error(String(err));
+        return failed(this.turnError);
+      }
+      this.writes++;
+      this.records++;
+      return WRITTEN;
+    }
+    this.lines.push(line);
+    this.batch ??= new Batch();
+    return this.batch.promise;
+  }
+
+  /** Resolves once every line queued so far is written (at once if none). */
+  whenWritten(): Promise<void> | null {
+    if (this.turnError) return failed(this.turnError);
+    return this.batch ? this.batch.promise : null;
+  }
+
+  /** Writes whatever is queued now, synchronously. Returns false when the write failed. */
+  flush(): boolean {
+    const batch = this.batch;
+    if (!batch) return true;
+    const lines = this.lines;
+    this.lines = [];
+    this.batch = null;
+    try {
+      writeAll(this.fd, lines.join('\n') + '\n');
+    } catch (err) {
+      batch.reject(err instanceof Error ? err : new Error(String(err)));
+      return false;
+    }
+    this.writes++;
+    this.records += lines.length;
+    batch.resolve();
+    return true;
+  }
+
+  /** Everything written is in SQLite now: start the file over. */
+  truncate(): void {
+    ftruncateSync(this.fd, 0);
+  }
+
+  /** write() calls and the lines they carried (for metrics). */
+  get counters(): { batches: number; writes: number } {
+    return { batches: this.writes, writes: this.records };
+  }
+
+  /** Flushes, closes, and removes the file if nothing in it is left to apply. */
+  close(empty: boolean): void {
+    this.flush();
+    if (empty) this.truncate();
+    const size = fstatSync(this.fd).size;
+    closeSync(this.fd);
+    this.fd = -1;
+    if (size === 0) {
+      try {
+        unlinkSync(this.path);
+      } catch {
+        // already gone; nothing to keep
+      }
+    }
+  }
+}
+
+class Batch {
+  readonly promise: Promise<void>;
+  resolve!: () => void;
+  reject!: (err: Error) => void;
+  constructor() {
+    this.promise = new Promise<void>((res, rej) => {
+      this.resolve = res;
+      this.reject = rej;
+    });
+    this.promise.catch(() => undefined); // observed by whoever awaits it
+  }
+}
+
+const WRITTEN = Promise.resolve();
+
+/** A rejected promise that is never reported as unhandled (a caller may not wait for it). */
+function failed(err: Error): Promise<void> {
+  const p = Promise.reject(err);
+  p.catch(() => undefined);
+  return p;
+}
+
+function writeAll(fd: number, text: string): void {
+  // A regular file takes the whole write unless the disk is full (then writeSync throws).
+  const n = writeSync(fd, text);
+  if (n === text.length) return; // ASCII, the usual case: bytes = characters
+  const buf = Buffer.from(text);
+  let off = n;
+  while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+}

@@ -1,0 +1,105 @@
+import { spawn } from 'node:child_process';
+import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { begin, end, tempDir } from './ledger-helpers.js';
+
+let t: ReturnType<typeof tempDir>;
+let ledger: Ledger | undefined;
+afterEach(async () => {
+  await ledger?.close();
+  ledger = undefined;
+  t?.cleanup();
+});
+
+const pendingOf = (db: string) => `${db}-pending`;
+const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);
+
+/** Runs a script in a child process that SIGKILLs itself at the end (no close, no ingest). */
+async function diesAfter(db: string, body: string): Promise<string> {
+  const dist = resolve('dist/src/ledger/ledger.js');
+  expect(existsSync(dist), 'dist is built by the global setup (npx tsc -p .)').toBe(true);
+  const script = `
+    const { Ledger } = await import(${JSON.stringify(pathToFileURL(dist).href)});
+    // Rows stay in the pending file: the ingest would run an hour from now.
+    const l = Ledger.open({ path: ${JSON.stringify(db)}, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
+    const b = (id) => ({ ts: 1, requestId: id, principal: 'p', clientEra: 'e', method: 'tools/call', server: 's' });
+    ${body}
+    process.kill(process.pid, 'SIGKILL');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+  const signal = await new Promise((r) => child.once('exit', (_code, sig) => r(sig)));
+  expect(signal).toBe('SIGKILL');
+  return out;
+}
+
+describe('ledger pending file', () => {
+  it('rows a SIGKILLed hub left only in the pending file are applied at the next start', async () => {
+    t = tempDir();
+    await diesAfter(
+      t.db,
+      `const done = l.begin(b('done')); await l.whenCommitted(); await done.finish({ outcome: 'ok', latencyMs: 3 });
+       await l.record(b('denied'), { outcome: 'denied', errorKind: 'policy', latencyMs: 0 });
+       await l.beginCommitted(b('hanging'));`,
+    );
+    expect(size(pendingOf(t.db))).toBeGreaterThan(0); // nothing reached SQLite before the kill
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const rows = new Map(ledger.query({}).map((r) => [r.requestId, r]));
+    expect(rows.get('done')).toMatchObject({ outcome: 'ok', latencyMs: 3 });
+    expect(rows.get('denied')).toMatchObject({ outcome: 'denied', errorKind: 'policy' });
+    expect(rows.get('hanging')).toMatchObject({ outcome: 'unknown' });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+    expect(size(pendingOf(t.db))).toBe(0);
+  });
+
+  it('a call in SQLite as in flight whose finish is only in the pending file is finished, not unknown', async () => {
+    t = tempDir();
+    const out = await diesAfter(
+      t.db,
+      `const h = l.begin(b('slow')); l.sync(); await h.finish({ outcome: 'tool_error', errorKind: 'tool', latencyMs: 9 });
+       process.stdout.write(String(h.rowId));`,
+    );
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({})).toEqual([expect.objectContaining({ id: Number(out), outcome: 'tool_error', latencyMs: 9, seq: 1 })]);
+    expect(ledger.verify().ok).toBe(true);
+  });
+
+  it('lines already in SQLite (a kill between the commit and emptying the file) are not applied twice', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
+    const a = ledger.begin(begin({ requestId: 'a' }));
+    await ledger.whenCommitted();
+    await a.finish(end());
+    await ledger.record(begin({ requestId: 'b' }), end({ outcome: 'denied' }));
+    const flying = await ledger.beginCommitted(begin({ requestId: 'c' }));
+    const saved = `${t.dir}/saved-pending`;
+    copyFileSync(pendingOf(t.db), saved);
+    ledger.sync(); // all three in SQLite, the file emptied
+    await flying.finish(end({ outcome: 'timeout' }));
+    await ledger.close();
+    ledger = undefined;
+    // As if the file had not been emptied: every line is in SQLite already.
+    copyFileSync(saved, pendingOf(t.db));
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const rows = ledger.query({});
+    expect(rows.map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+      ['a', 'ok'],
+      ['b', 'denied'],
+      ['c', 'timeout'],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+  });
+
+  it('a torn last line (a write cut short) is dropped; the lines before it are applied', async () => {
+    t = tempDir();
+    await diesAfter(t.db, `await l.record(b('whole'), { outcome: 'ok', latencyMs: 1 });`);
+    appendFileSync(pendingOf(t.db), '{"s":{"id":99,"ts":1,"requ');
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => r.requestId)).toEqual(['whole']);
+    expect(ledger.verify().ok).toBe(true);
+    expect(readFileSync(pendingOf(t.db), 'utf8')).toBe('');
+  });
+});
