@@ -46,6 +46,12 @@ function readHolder(file: string): { pid: number; command?: string } | undefined
   }
 }
 
+/** The live process holding the writer lock of the ledger at `dbPath`, if any. */
+export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
+  const holder = readHolder(`${resolve(dbPath)}.lock`);
+  return holder && alive(holder.pid) ? holder : undefined;
+}
+
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
  * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart).

@@ -3,9 +3,11 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
+import { ledgerWriter } from './ledger-lock.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -92,7 +94,10 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     async (args: A): Promise<void> => {
       let reader: LedgerReader | null = null;
       try {
-        reader = LedgerReader.open({ path: resolveLedgerPath(args), writable });
+        const path = resolveLedgerPath(args);
+        reader = LedgerReader.open({ path, writable });
+        const left = leftBehind(path);
+        if (left) io.err(`switchyard ledger: note: ${left} records (calls begun or finished) that a hub wrote before it stopped are in ${PendingLog.pathFor(path)}, not yet in the database; the hub's next start applies them\n`);
         await body(reader, args);
       } catch (err) {
         io.err(`switchyard ledger: ${(err as Error).message}\n`);
@@ -240,6 +245,15 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
 }
 
 export const ledgerCommand: CommandModule = makeLedgerCommand();
+
+/**
+ * Rows a stopped hub left in its pending file (see src/ledger/pending-log.ts). While a hub
+ * runs, the file holds only the last few milliseconds of calls, on their way in: no note.
+ */
+function leftBehind(dbPath: string): number {
+  const records = PendingLog.read(PendingLog.pathFor(dbPath));
+  return records.length > 0 && !ledgerWriter(dbPath) ? records.length : 0;
+}
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((res) => {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -69,6 +69,7 @@ async function seeded(): Promise<Ledger> {
   }
   ledger.begin(begin({ ts: NOW - 60_000, server: 'fs', hubName: 'fs__slow' }));
   await ledger.whenCommitted();
+  ledger.sync(); // into SQLite now, where the CLI reads
   return ledger;
 }
 
@@ -166,6 +167,7 @@ describe('switchyard ledger CLI', () => {
     // The running writer's in-flight row is untouched and it keeps chaining after the prune.
     expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
     await ledger!.record(begin({ ts: NOW }), end());
+    ledger!.sync();
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toBe('ok: 4 rows verified (chain seq 4..7)\n');
   });
 
@@ -174,6 +176,19 @@ describe('switchyard ledger CLI', () => {
     await cli(['ledger', 'query', '--db', t.db]);
     await cli(['ledger', 'verify', '--db', t.db]);
     expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
+  });
+
+  it('notes records a stopped hub left in its pending file, but not while a hub holds the ledger', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
+    await ledger.record(begin(), end());
+    const stopped = await cli(['ledger', 'query', '--db', t.db]);
+    expect(stopped.err).toMatch(/note: 1 records .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
+    writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'start' }));
+    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
+    rmSync(`${t.db}.lock`);
+    ledger.sync();
+    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
   });
 
   it('tail shows the last finished calls and follows new ones as they finish', async () => {
