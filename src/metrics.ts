@@ -81,7 +81,7 @@ export class Metrics {
     });
     this.commit = new Histogram({
       name: 'switchyard_ledger_commit_seconds',
-      help: 'Time from queueing a finished audit row to its group commit',
+      help: 'Time from queueing a finished audit row to its commit (its write to the pending file)',
       buckets: COMMIT_BUCKETS,
       registers,
     });
@@ -131,8 +131,8 @@ export class Metrics {
           if (c) this.inc(pick(c));
         },
       });
-    ledger('switchyard_ledger_batches_total', 'Ledger group-commit transactions', (c) => c.batches);
-    ledger('switchyard_ledger_writes_total', 'Ledger writes carried by those transactions', (c) => c.writes);
+    ledger('switchyard_ledger_batches_total', 'Ledger group commits (writes of the pending file)', (c) => c.batches);
+    ledger('switchyard_ledger_writes_total', 'Audit rows (begun or finished) carried by those writes', (c) => c.writes);
     new Gauge({
       name: 'switchyard_open_sessions',
       help: 'Open legacy (2025-11-25) client sessions',

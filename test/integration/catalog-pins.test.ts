@@ -69,8 +69,9 @@ describe('pinned tool definitions (pinning: block)', () => {
     await expect.poll(() => names(hub.url), { timeout: 2000, interval: 50 }).not.toContain('rug__echo');
     expect(await names(hub.url)).toContain('rug__add'); // only the changed tool is held back
 
-    const rows = audit(hub, 'catalog/quarantine').filter((r) => r.server === 'rug' && r.upstream_name === 'echo');
-    expect(rows).toHaveLength(1);
+    const quarantined = () => audit(hub, 'catalog/quarantine').filter((r) => r.server === 'rug' && r.upstream_name === 'echo');
+    await expect.poll(quarantined).toHaveLength(1); // rows reach the database a few ms after the event
+    const rows = quarantined();
     expect(rows[0].outcome).toBe('denied');
     expect(rows[0].error_message).toMatch(/definition changed since it was approved; pin [0-9a-f]{12} -> [0-9a-f]{12}/);
     // Logs reach stderr asynchronously (pino): wait for the line rather than racing it.
@@ -109,7 +110,9 @@ describe('pinned tool definitions (pinning: block)', () => {
       await mutate(hub.url, server, { op: 'rename', from: 'add', to: 'plus' });
       await expect.poll(() => names(hub.url), { timeout: 2000, interval: 50 }).not.toContain(`${server}__add`);
       expect(await names(hub.url)).not.toContain(`${server}__plus`);
-      const row = audit(hub, 'catalog/quarantine').find((r) => r.server === server && r.upstream_name === 'plus')!;
+      const renamed = () => audit(hub, 'catalog/quarantine').find((r) => r.server === server && r.upstream_name === 'plus');
+      await expect.poll(renamed).toBeDefined();
+      const row = renamed()!;
       expect(row.error_message).toContain('the approved definition of "add" under a new name');
       const d = await cli(hub, 'diff', 'plus', '--server', server);
       expect(d.stdout).toContain(`${server}/plus: the approved definition of "add" under a new name`);
@@ -127,7 +130,7 @@ describe('pinned tool definitions (pinning: block)', () => {
   it('a trusted server with autoApprove takes its change at once (audited)', async () => {
     await mutate(hub.url, 'self', { op: 'describe', tool: 'add', description: 'Adds two numbers, faster' });
     await expect.poll(async () => (await tools(hub.url)).find((t) => t.name === 'self__add')?.description, { timeout: 2000 }).toBe('Adds two numbers, faster');
-    expect(audit(hub, 'catalog/auto-approve').some((r) => r.server === 'self' && r.upstream_name === 'add' && r.outcome === 'ok')).toBe(true);
+    await expect.poll(() => audit(hub, 'catalog/auto-approve').some((r) => r.server === 'self' && r.upstream_name === 'add' && r.outcome === 'ok')).toBe(true);
   });
 });
 
@@ -144,6 +147,7 @@ describe('pinned tool definitions (pinning: warn)', () => {
     await expect.poll(async () => (await tools(hub.url)).find((t) => t.name === 'rug__echo')?.description, { timeout: 2000 }).toBe('Echo, version 2');
     const echo = (await tools(hub.url)).find((t) => t.name === 'rug__echo')!;
     expect((echo._meta as Json)['dev.switchyard/flags']).toEqual(['pin-changed: definition changed since it was approved']);
+    await expect.poll(() => audit(hub, 'catalog/quarantine').find((r) => r.upstream_name === 'echo')).toBeDefined();
     const row = audit(hub, 'catalog/quarantine').find((r) => r.upstream_name === 'echo')!;
     expect(row.outcome).toBe('ok');
     expect(row.error_message).toContain('(pinning: warn)');

@@ -142,7 +142,7 @@ describe('per-user isolation', () => {
     // Bob's connection and credentials, whatever the body says; the arguments reach the tool as data.
     expect(who.userToken).toBe(SHARED_UPSTREAM_TOKEN);
     expect(who.args).toEqual(spoof);
-    expect(ledgerRow('spoof-1')).toMatchObject({ principal: 'bob', outcome: 'ok', hub_name: 'spy__whoami' });
+    await expect.poll(() => ledgerRow('spoof-1')).toMatchObject({ principal: 'bob', outcome: 'ok', hub_name: 'spy__whoami' });
   });
 
   it("another user's idempotency key neither replays their answer nor blocks the call", async () => {
@@ -159,8 +159,8 @@ describe('per-user isolation', () => {
     const again = await bump(ALICE_KEY, 'idem-a2');
     expect(again.body?.result).toMatchObject({ structuredContent: { count: 1 } });
     expect(JSON.parse(readFileSync(counterFile, 'utf8'))).toEqual({ idem: 2 });
-    expect(ledgerRow('idem-b1')).toMatchObject({ principal: 'bob', outcome: 'ok' });
-    expect(ledgerRow('idem-a2')).toMatchObject({ principal: 'alice', outcome: 'replayed' });
+    await expect.poll(() => ledgerRow('idem-b1')).toMatchObject({ principal: 'bob', outcome: 'ok' });
+    await expect.poll(() => ledgerRow('idem-a2')).toMatchObject({ principal: 'alice', outcome: 'replayed' });
   });
 
   it("another user's legacy session id is \"not found\" for every method", async () => {
@@ -199,7 +199,7 @@ describe('per-user isolation', () => {
     const retry = { ...params, requestState, inputResponses: { 'switchyard/confirm': { action: 'accept', content: {} } } };
     const stolen = await call(BOB_KEY, 'tools/call', retry, meta, 'rs-bob');
     expect(stolen.body?.error, stolen.text).toMatchObject({ code: -32602, message: expect.stringMatching(/another principal/) });
-    expect(ledgerRow('rs-bob')).toMatchObject({ principal: 'bob', outcome: 'rpc_error' });
+    await expect.poll(() => ledgerRow('rs-bob')).toMatchObject({ principal: 'bob', outcome: 'rpc_error' });
     const own = await call(ALICE_KEY, 'tools/call', retry, meta);
     expect(own.body?.result, own.text).toMatchObject({ content: [{ type: 'text', text: 'echo:confirm me' }] });
   });

@@ -50,7 +50,7 @@ describe('rate limits', () => {
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(5);
     expect(over.body).toMatchObject({ id: 'alice-over', error: { message: expect.stringMatching(/^Too Many Requests/) } });
-    expect(row('alice-over')).toMatchObject({ principal: 'alice', outcome: 'denied', error_kind: 'policy', error_code: 429, method: 'tools/list' });
+    await expect.poll(() => row('alice-over')).toMatchObject({ principal: 'alice', outcome: 'denied', error_kind: 'policy', error_code: 429, method: 'tools/list' });
     expect((await call('bob')).status).toBe(200);
   });
 
@@ -69,7 +69,7 @@ describe('rate limits', () => {
     expect(over.status).toBe(429);
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(over.body?.error?.message).toMatch(/modern__add/);
-    expect(row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
+    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
   });
