@@ -368,7 +368,7 @@ function report(m, results, extras, peerStatus, run) {
   }
   if (extras.commit) {
     L.push(
-      `- Ledger group commit alone (in-process, \`bench/lib/ledger-commit.mjs\`; one call = the in-flight row committed, then the finished row committed): ${extras.commit.map((c) => `concurrency ${c.concurrency}: ${fmtInt(c.perSec)} calls/s, ${fmtInt(c.cpuUsPerPair)} µs CPU per call, ${c.writesPerCommit.toFixed(1)} writes per commit`).join('; ')}.`,
+      `- Ledger group commit alone (in-process, \`bench/lib/ledger-commit.mjs\`; one call = the in-flight row committed, then the finished row committed, to the pending file; every row also moved into SQLite inside the window): ${extras.commit.map((c) => `concurrency ${c.concurrency}: ${fmtInt(c.perSec)} calls/s, ${fmtInt(c.cpuUsPerPair)} µs CPU per call, ${c.writesPerCommit.toFixed(1)} rows per write of the pending file`).join('; ')}.`,
     );
   }
   if (extras.ledgerQuery) {
