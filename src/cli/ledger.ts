@@ -248,7 +248,7 @@ export const ledgerCommand: CommandModule = makeLedgerCommand();
 
 /**
  * Rows a stopped hub left in its pending file (see src/ledger/pending-log.ts). While a hub
- * runs, the file holds only the last few milliseconds of calls, on their way in: no note.
+ * runs, the file holds only the last moments of calls, on their way in: no note.
  */
 function leftBehind(dbPath: string): number {
   const records = PendingLog.read(PendingLog.pathFor(dbPath));

@@ -29,13 +29,18 @@ export interface LedgerOptions {
   maxBodyBytes?: number;
   /** Checkpoint the WAL from a worker thread (default true; see checkpointer.ts). */
   backgroundCheckpoint?: boolean;
-  /** How long rows wait in the pending file before they move into SQLite (default 5 ms). */
+  /** How long rows wait in the pending file before they move into SQLite (default 50 ms). */
   ingestDelayMs?: number;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-/** How long a row waits in the pending file before it moves into SQLite (see ingest). */
-const INGEST_DELAY_MS = 5;
+/**
+ * How long a row waits in the pending file before it moves into SQLite (see ingest). Each move
+ * holds the event loop for its transaction; every 5 ms that cost ~0.012 ms of p50 at
+ * concurrency 1 against 50 ms (measured, 3 alternating runs each), and 50 ms is still fresh
+ * for a reader.
+ */
+const INGEST_DELAY_MS = 50;
 /** Rows queued that make the move happen at once instead. */
 const INGEST_BATCH = 512;
 /** After SQLite refused a whole batch (disk full, lock held too long). */
@@ -58,7 +63,7 @@ interface Entry {
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
  * to the pending file (PendingLog: one write() per turn of the event loop, durable against
- * SIGKILL); rows move from there into SQLite in batches every few milliseconds (ingest), where
+ * SIGKILL); rows move from there into SQLite in batches every 50 ms (ingest), where
  * they are chained and where readers find them. A call's in-flight row and its finished row
  * usually reach SQLite together, as one INSERT. Idempotency keys, names and pins are SQLite
  * writes through the group commit.

@@ -2,7 +2,7 @@ import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync
 
 /**
  * The ledger's write-ahead file (`<ledger.path>-pending`): audit rows are durable here first
- * and move into SQLite in batches a few milliseconds later (see Ledger.ingest).
+ * and move into SQLite in batches up to 50 ms later (see Ledger.ingest).
  *
  * Why: a call waits for its in-flight row before it is forwarded and for its finished row
  * before it is answered. As SQLite transactions those are two commits of ~6 WAL frames each

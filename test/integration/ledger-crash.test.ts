@@ -96,7 +96,12 @@ describe('SIGKILL under load', () => {
     }
     expect(rows.filter((r) => r.outcome === 'in_flight')).toEqual([]);
     const unknown = calls.filter((r) => r.outcome === 'unknown');
-    expect(unknown.map((r) => r.id).sort((a, b) => a - b)).toEqual(inFlight.map((r) => r.id).sort((a, b) => a - b));
+    expect(unknown.length).toBeGreaterThan(0);
+    // What the dead hub had not yet moved into SQLite came back from its pending file: a call a
+    // reader saw in flight may have finished before the kill (its finish was in the file), and
+    // calls begun since the last move are there too. None is lost, none stays in flight.
+    const byId = new Map(calls.map((r) => [r.id, r]));
+    for (const r of inFlight) expect(['unknown', 'ok']).toContain(byId.get(r.id)?.outcome);
     const answeredIds = new Set(answered.map((s) => s.id));
     for (const r of unknown) {
       expect(answeredIds.has(r.requestId)).toBe(false);
