@@ -54,19 +54,40 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
   return ev;
 }
 
-/** An observer's fault must never fail the call it watches. */
-function safely(f: () => void): void {
-  try {
-    f();
-  } catch {
-    // metrics and the live feed are best effort
+/**
+ * Observations run at the end of the turn of the event loop, after the answers written in it:
+ * metrics and the live feed are no part of a call's latency (at concurrency 1 they were
+ * ~0.01 ms of it). Order is kept. An observer's fault never fails the call it watches.
+ */
+let later: (() => void)[] = [];
+
+function afterTurn(f: () => void): void {
+  if (later.length === 0) setImmediate(runLater);
+  later.push(f);
+}
+
+function runLater(): void {
+  const fs = later;
+  later = [];
+  for (const f of fs) {
+    try {
+      f();
+    } catch {
+      // metrics and the live feed are best effort
+    }
   }
 }
 
 function timed(p: Promise<void>, o: AuditObserver): Promise<void> {
   if (!o.committed) return p;
   const t0 = performance.now();
-  p.then(() => safely(() => o.committed!((performance.now() - t0) / 1000)), () => undefined);
+  p.then(
+    () => {
+      const s = (performance.now() - t0) / 1000;
+      afterTurn(() => o.committed!(s));
+    },
+    () => undefined,
+  );
   return p;
 }
 
@@ -84,20 +105,20 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
     pinStore: inner.pinStore ? () => inner.pinStore!() : undefined,
     begin(b: AuditBegin): AuditHandle {
       const h = inner.begin(b);
-      if (o.began) safely(() => o.began!(b));
+      if (o.began) afterTurn(() => o.began!(b));
       let done: Promise<void> | undefined;
       return {
         rowId: h.rowId,
         finish(e: AuditEnd): Promise<void> {
           if (done) return done;
-          safely(() => o.ended(b, e, true));
+          afterTurn(() => o.ended(b, e, true));
           done = timed(h.finish(e), o);
           return done;
         },
       };
     },
     record(b: AuditBegin, e: AuditEnd): Promise<void> {
-      safely(() => o.ended(b, e, false));
+      afterTurn(() => o.ended(b, e, false));
       return timed(inner.record(b, e), o);
     },
   };

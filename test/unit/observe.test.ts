@@ -4,6 +4,8 @@ import { NullLedger } from '../../src/ledger/sink.js';
 import { tapAudit, type AuditObserver } from '../../src/observe.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+
 function recorder(): AuditObserver & { log: string[] } {
   const log: string[] = [];
   return {
@@ -22,6 +24,7 @@ describe('tapAudit (metrics and the live feed see every finished request)', () =
     const sink = tapAudit(ledger, o);
     await sink.begin(begin()).finish(end());
     await sink.record(begin(), end({ outcome: 'denied' }));
+    await nextTurn();
     expect(o.log).toEqual(['began', 'ended ok (began)', 'committed', 'ended denied', 'committed']);
     await ledger.close();
     t.cleanup();
@@ -32,6 +35,22 @@ describe('tapAudit (metrics and the live feed see every finished request)', () =
     const sink = tapAudit(new NullLedger(), o);
     await sink.begin(begin()).finish(end());
     await sink.record(begin(), end({ outcome: 'denied' }));
+    await nextTurn();
     expect(o.log).toEqual(['began', 'ended ok (began)', 'ended denied']);
+  });
+
+  it('observers run after the turn that finished the call, not on its path, and a failing one harms nothing', async () => {
+    const o = recorder();
+    const failing: AuditObserver = {
+      ended: () => {
+        throw new Error('observer bug');
+      },
+    };
+    const sink = tapAudit(tapAudit(new NullLedger(), failing), o);
+    const h = sink.begin(begin());
+    await expect(h.finish(end())).resolves.toBeUndefined();
+    expect(o.log).toEqual([]); // the answer goes out first
+    await nextTurn();
+    expect(o.log).toEqual(['began', 'ended ok (began)']);
   });
 });
