@@ -251,8 +251,7 @@ export const ledgerCommand: CommandModule = makeLedgerCommand();
  * runs, the file holds only the last moments of calls, on their way in: no note.
  */
 function leftBehind(dbPath: string): number {
-  const records = PendingLog.read(PendingLog.pathFor(dbPath));
-  return records.length > 0 && !ledgerWriter(dbPath) ? records.length : 0;
+  return ledgerWriter(dbPath) ? 0 : PendingLog.read(PendingLog.pathFor(dbPath)).length;
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

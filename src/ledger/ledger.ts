@@ -50,6 +50,11 @@ const MAX_ERROR_MESSAGE = 4096;
 
 type Params = Record<string, unknown>;
 
+/** The columns a begin writes, and those a finish adds (their params are named alike). */
+const BEGIN_COLS = ['id', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method',
+  'hub_name', 'server', 'upstream_name', 'upstream_era', 'idempotency_key', 'args_hash', 'request_bytes', 'args_json'] as const;
+const END_COLS = ['outcome', 'error_kind', 'error_code', 'error_message', 'latency_ms', 'response_bytes', 'result_json'] as const;
+
 /** An audit row on its way from the pending file into SQLite. */
 interface Entry {
   id: number;
@@ -119,28 +124,24 @@ export class Ledger {
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
     this.pins = new LedgerPinStore(db, this.gc, this.log);
 
-    const cols = `id, ts, request_id, principal, client_address, client_era, client_name, client_version, method,
-      hub_name, server, upstream_name, upstream_era, idempotency_key, args_hash, request_bytes, args_json, outcome`;
-    const vals = `@id, @ts, @requestId, @principal, @clientAddress, @clientEra, @clientName, @clientVersion, @method,
-      @hubName, @server, @upstreamName, @upstreamEra, @idempotencyKey, @argsHash, @requestBytes, @argsJson`;
-    // OR IGNORE: rows replayed from the pending file may be in SQLite already (see replay).
-    this.insertBegin = db.prepare(`INSERT OR IGNORE INTO audit (${cols}) VALUES (${vals}, 'in_flight')`);
-    // What every finish sets; the statements differ only in the upstream columns and the link.
-    const ended = `outcome = @outcome, error_kind = @errorKind, error_code = @errorCode, error_message = @errorMessage,
-      latency_ms = @latencyMs, response_bytes = @responseBytes, result_json = @resultJson`;
+    // Parameters are named after their columns, so a row (dbRow) binds as it is digested.
+    const named = (cols: readonly string[]) => cols.map((c) => `@${c}`).join(', ');
+    const ended = END_COLS.map((c) => `${c} = @${c}`).join(', ');
     const inFlight = `WHERE id = @id AND outcome = 'in_flight'`;
+    // OR IGNORE: rows replayed from the pending file may be in SQLite already (see replay).
+    this.insertBegin = db.prepare(`INSERT OR IGNORE INTO audit (${BEGIN_COLS.join(', ')}, outcome) VALUES (${named(BEGIN_COLS)}, 'in_flight')`);
     // The finished row's chain link is computed from the values written (see dbRow), so
     // finishing is one statement and needs no RETURNING.
     this.finishLinked = db.prepare(`UPDATE audit SET ${ended},
-      server = @server, upstream_name = @upstreamName, upstream_era = @upstreamEra, seq = @seq, hash = @hash ${inFlight}`);
+      server = @server, upstream_name = @upstream_name, upstream_era = @upstream_era, seq = @seq, hash = @hash ${inFlight}`);
     // The usual finish: the call went where its begin said. Leaving server out of SET spares
     // SQLite rewriting its audit_server_ts entry.
     this.finishKept = db.prepare(`UPDATE audit SET ${ended}, seq = @seq, hash = @hash ${inFlight}`);
-    this.insertLinked = db.prepare(`INSERT OR IGNORE INTO audit (${cols}, error_kind, error_code, error_message, latency_ms, response_bytes, result_json, seq, hash)
-      VALUES (${vals}, @outcome, @errorKind, @errorCode, @errorMessage, @latencyMs, @responseBytes, @resultJson, @seq, @hash)`);
+    const linked = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'];
+    this.insertLinked = db.prepare(`INSERT OR IGNORE INTO audit (${linked.join(', ')}) VALUES (${named(linked)})`);
     this.finalize = db.prepare(`UPDATE audit SET ${ended},
-      server = COALESCE(@server, server), upstream_name = COALESCE(@upstreamName, upstream_name),
-      upstream_era = COALESCE(@upstreamEra, upstream_era) ${inFlight} RETURNING *`);
+      server = COALESCE(@server, server), upstream_name = COALESCE(@upstream_name, upstream_name),
+      upstream_era = COALESCE(@upstream_era, upstream_era) ${inFlight} RETURNING *`);
 
     const pendingPath = PendingLog.pathFor(db.name);
     this.replay(pendingPath);
@@ -179,9 +180,9 @@ export class Ledger {
     const entry: Entry = { id, start, fin: null, inDb: false };
     this.queue.push(entry);
     this.unsaved.set(id, entry);
-    const written = this.pending.append(`{"s":${startJson}}`);
+    void this.pending.append(`{"s":${startJson}}`); // waited for through whenCommitted()
     this.scheduleIngest();
-    return new Handle(this, id, written, start, startJson);
+    return new Handle(this, id, start, startJson);
   }
 
   /** begin() and wait until the row is committed: call before forwarding. */
@@ -221,10 +222,10 @@ export class Ledger {
       queued.fin = fin;
     } else this.queue.push({ id, start, fin, inDb: true });
     // The line repeats the begin's columns so a restart can finish the row from this line alone.
-    const written = this.pending.append(`{"s":${startJson},"e":${JSON.stringify(fin)}}`);
+    void this.pending.append(`{"s":${startJson},"e":${JSON.stringify(fin)}}`);
     this.scheduleIngest();
-    // An idempotency answer stored just before is a SQLite write: the answer waits for both.
-    return this.gc.pending > 0 ? Promise.all([written, this.gc.whenCommitted()]).then(noop) : written;
+    // Its line, and an idempotency answer stored just before it (a SQLite write).
+    return this.whenCommitted();
   }
 
   /** Moves every queued row into SQLite now (readers in this process call it first). */
@@ -283,13 +284,15 @@ export class Ledger {
       return;
     }
     const { start, fin } = e;
-    const link = this.chain.next(dbRow(start, fin));
-    // Extra keys are ignored by a statement that does not name them.
-    const params = rowParams(start, fin, link);
-    const kept = fin.server === start.server && fin.upstreamName === start.upstreamName && fin.upstreamEra === start.upstreamEra;
+    const row = dbRow(start, fin);
+    const link = this.chain.next(row);
+    row.seq = link.seq;
+    row.hash = link.hash;
+    const kept = fin.server === start.server && fin.upstream_name === start.upstream_name && fin.upstream_era === start.upstream_era;
     const finish = kept ? this.finishKept : this.finishLinked;
-    let changes = e.inDb ? finish.run(params).changes : this.insertLinked.run(params).changes;
-    if (changes === 0) changes = e.inDb ? this.insertLinked.run(params).changes : finish.run(params).changes;
+    // Extra keys are ignored by a statement that does not name them.
+    let changes = e.inDb ? finish.run(row).changes : this.insertLinked.run(row).changes;
+    if (changes === 0) changes = e.inDb ? this.insertLinked.run(row).changes : finish.run(row).changes;
     if (changes === 1) this.chain.advance(link);
     else if (!replay) throw new Error(`audit row ${e.id} is not in flight (it was finished already)`);
   }
@@ -318,9 +321,9 @@ export class Ledger {
   }
 
   /** The end's columns; late facts (server, upstream) win, otherwise the begin's stay. */
-  private finalParams(start: Record<string, unknown>, e: AuditEnd): Record<string, unknown> {
+  private finalParams(start: Params, e: AuditEnd): Params {
     const fin = this.endParams(e);
-    for (const k of ['server', 'upstreamName', 'upstreamEra'] as const) fin[k] ??= start[k];
+    for (const k of ['server', 'upstream_name', 'upstream_era'] as const) fin[k] ??= start[k];
     return fin;
   }
 
@@ -385,15 +388,15 @@ export class Ledger {
         const row = this.finalize.get({
           id,
           outcome: 'unknown',
-          errorKind: null,
-          errorCode: null,
-          errorMessage: 'the hub stopped before this call finished',
-          latencyMs: null,
-          responseBytes: null,
-          resultJson: null,
+          error_kind: null,
+          error_code: null,
+          error_message: 'the hub stopped before this call finished',
+          latency_ms: null,
+          response_bytes: null,
+          result_json: null,
           server: null,
-          upstreamName: null,
-          upstreamEra: null,
+          upstream_name: null,
+          upstream_era: null,
         }) as AuditDbRow;
         this.chain.append(row);
       }
@@ -403,40 +406,40 @@ export class Ledger {
     if (rows.length || keys) this.log.warn({ rows: rows.length, idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
   }
 
-  private beginParams(id: number, b: AuditBegin): Record<string, unknown> {
+  private beginParams(id: number, b: AuditBegin): Params {
     return {
       id,
       ts: Math.trunc(Number(b.ts)) || 0,
-      requestId: text(b.requestId) ?? '',
+      request_id: text(b.requestId) ?? '',
       principal: text(b.principal) ?? '',
-      clientAddress: text(b.clientAddress),
-      clientEra: text(b.clientEra) ?? '',
-      clientName: text(b.clientInfo?.name),
-      clientVersion: text(b.clientInfo?.version),
+      client_address: text(b.clientAddress),
+      client_era: text(b.clientEra) ?? '',
+      client_name: text(b.clientInfo?.name),
+      client_version: text(b.clientInfo?.version),
       method: text(b.method) ?? '',
-      hubName: text(b.hubName),
+      hub_name: text(b.hubName),
       server: text(b.server),
-      upstreamName: text(b.upstreamName),
-      upstreamEra: text(b.upstreamEra),
-      idempotencyKey: text(b.idempotencyKey),
-      argsHash: text(b.argsHash),
-      requestBytes: finiteOrNull(b.requestBytes),
-      argsJson: this.body(b.args),
+      upstream_name: text(b.upstreamName),
+      upstream_era: text(b.upstreamEra),
+      idempotency_key: text(b.idempotencyKey),
+      args_hash: text(b.argsHash),
+      request_bytes: finiteOrNull(b.requestBytes),
+      args_json: this.body(b.args),
     };
   }
 
-  private endParams(e: AuditEnd): Record<string, unknown> {
+  private endParams(e: AuditEnd): Params {
     return {
       outcome: e.outcome,
-      errorKind: text(e.errorKind),
-      errorCode: finiteOrNull(e.errorCode),
-      errorMessage: e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
-      latencyMs: finiteOrNull(e.latencyMs),
-      responseBytes: finiteOrNull(e.responseBytes),
-      resultJson: this.body(e.result),
+      error_kind: text(e.errorKind),
+      error_code: finiteOrNull(e.errorCode),
+      error_message: e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
+      latency_ms: finiteOrNull(e.latencyMs),
+      response_bytes: finiteOrNull(e.responseBytes),
+      result_json: this.body(e.result),
       server: text(e.server),
-      upstreamName: text(e.upstreamName),
-      upstreamEra: text(e.upstreamEra),
+      upstream_name: text(e.upstreamName),
+      upstream_era: text(e.upstreamEra),
     };
   }
 
@@ -465,8 +468,6 @@ class Handle implements AuditHandle {
   constructor(
     private readonly ledger: Ledger,
     readonly rowId: number,
-    /** Settles when the in-flight row is committed. */
-    readonly committed: Promise<void>,
     private readonly start: Params,
     private readonly startJson: string,
   ) {}
@@ -479,73 +480,42 @@ class Handle implements AuditHandle {
 }
 
 /**
- * A finished row exactly as the database will hold it (snake_case, every column but seq and
- * hash), built from the values written: the params are already normalised to what SQLite
- * stores and returns (text() for text columns, finite numbers, integers for ts), so the chain
- * digest computed here is the one verify() recomputes from the stored row.
+ * A finished row exactly as the database will hold it (every column; seq and hash are set
+ * once its chain link is known), built from the values written: start and fin are already
+ * normalised to what SQLite stores and returns (text() for text columns, finite numbers,
+ * integers for ts), so the digest computed from it is the one verify() recomputes from the
+ * stored row, and it is also what the statements bind. One literal on purpose: an object
+ * spread from start and fin binds more than twice as slowly in better-sqlite3 (29 vs 13 µs
+ * per INSERT, measured), which was most of the ledger's cost.
  */
-function dbRow(start: Record<string, unknown>, fin: Record<string, unknown>): Record<string, unknown> {
+function dbRow(start: Params, fin: Params): Params {
   return {
     id: start.id,
     ts: start.ts,
-    request_id: start.requestId,
+    request_id: start.request_id,
     principal: start.principal,
-    client_address: start.clientAddress,
-    client_era: start.clientEra,
-    client_name: start.clientName,
-    client_version: start.clientVersion,
+    client_address: start.client_address,
+    client_era: start.client_era,
+    client_name: start.client_name,
+    client_version: start.client_version,
     method: start.method,
-    hub_name: start.hubName,
+    hub_name: start.hub_name,
     server: fin.server,
-    upstream_name: fin.upstreamName,
-    upstream_era: fin.upstreamEra,
+    upstream_name: fin.upstream_name,
+    upstream_era: fin.upstream_era,
     outcome: fin.outcome,
-    error_kind: fin.errorKind,
-    error_code: fin.errorCode,
-    error_message: fin.errorMessage,
-    latency_ms: fin.latencyMs,
-    request_bytes: start.requestBytes,
-    response_bytes: fin.responseBytes,
-    idempotency_key: start.idempotencyKey,
-    args_hash: start.argsHash,
-    args_json: start.argsJson,
-    result_json: fin.resultJson,
-  };
-}
-
-/**
- * The statements' named parameters for a finished row. Built as one literal on purpose: an
- * object spread from start, end and link (keys overwritten) binds more than twice as slowly
- * in better-sqlite3 (29 vs 13 µs per insert, measured), which was most of the ledger's cost.
- */
-function rowParams(start: Params, fin: Params, link: { seq: number; hash: string }): Params {
-  return {
-    id: start.id,
-    ts: start.ts,
-    requestId: start.requestId,
-    principal: start.principal,
-    clientAddress: start.clientAddress,
-    clientEra: start.clientEra,
-    clientName: start.clientName,
-    clientVersion: start.clientVersion,
-    method: start.method,
-    hubName: start.hubName,
-    server: fin.server,
-    upstreamName: fin.upstreamName,
-    upstreamEra: fin.upstreamEra,
-    idempotencyKey: start.idempotencyKey,
-    argsHash: start.argsHash,
-    requestBytes: start.requestBytes,
-    argsJson: start.argsJson,
-    outcome: fin.outcome,
-    errorKind: fin.errorKind,
-    errorCode: fin.errorCode,
-    errorMessage: fin.errorMessage,
-    latencyMs: fin.latencyMs,
-    responseBytes: fin.responseBytes,
-    resultJson: fin.resultJson,
-    seq: link.seq,
-    hash: link.hash,
+    error_kind: fin.error_kind,
+    error_code: fin.error_code,
+    error_message: fin.error_message,
+    latency_ms: fin.latency_ms,
+    request_bytes: start.request_bytes,
+    response_bytes: fin.response_bytes,
+    idempotency_key: start.idempotency_key,
+    args_hash: start.args_hash,
+    args_json: start.args_json,
+    result_json: fin.result_json,
+    seq: null,
+    hash: null,
   };
 }
 

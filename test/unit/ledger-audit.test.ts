@@ -47,7 +47,7 @@ describe('ledger audit rows and group commit', () => {
     const other = second(t.db);
     const h = ledger.begin(begin({ requestId: 'r-1' }));
     // The first line of a turn is written at once; the next ones wait for the end of the turn.
-    expect(pendingLines(file)).toEqual([{ s: expect.objectContaining({ id: h.rowId, requestId: 'r-1' }) }]);
+    expect(pendingLines(file)).toEqual([{ s: expect.objectContaining({ id: h.rowId, request_id: 'r-1' }) }]);
     const h2 = ledger.begin(begin({ requestId: 'r-2' }));
     expect(pendingLines(file)).toHaveLength(1);
     let linesAtResolve: unknown[] = [];
@@ -55,8 +55,8 @@ describe('ledger audit rows and group commit', () => {
       linesAtResolve = pendingLines(file);
     });
     expect(linesAtResolve).toEqual([
-      { s: expect.objectContaining({ id: h.rowId, requestId: 'r-1' }) },
-      { s: expect.objectContaining({ id: h2.rowId, requestId: 'r-2' }) },
+      { s: expect.objectContaining({ id: h.rowId, request_id: 'r-1' }) },
+      { s: expect.objectContaining({ id: h2.rowId, request_id: 'r-2' }) },
     ]);
     ledger.sync();
     expect(rowOf(other, h.rowId)?.outcome).toBe('in_flight');
