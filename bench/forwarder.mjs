@@ -10,7 +10,8 @@
 // The stdio child gets one legacy initialize + notifications/initialized first (the echo
 // upstream is legacy). Prints "LISTENING <port>" on stdout; listens on 127.0.0.1 only.
 import { spawn } from 'node:child_process';
-import { Agent, createServer, request } from 'node:http';
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
@@ -88,26 +89,45 @@ function stdioForwarder(command, args) {
   return { ready, handler, stop: () => child.kill() };
 }
 
-/** HTTP → HTTP: the body and the MCP headers are piped through a keep-alive agent. */
+/**
+ * HTTP → HTTP: the body and the MCP headers are piped through undici's pool with a bare
+ * dispatch handler, the cheapest Node HTTP client we know (Switchyard uses the same one).
+ */
 function httpForwarder(url) {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256, noDelay: true });
   const target = new URL(url);
+  const pool = new Pool(target.origin, { headersTimeout: 0, bodyTimeout: 0 });
   const handler = (req, res) => {
     readBody(req, (body) => {
-      const headers = { 'content-type': 'application/json', 'content-length': body.length };
+      const headers = { 'content-type': 'application/json' };
       for (const h of ['accept', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id']) if (req.headers[h]) headers[h] = req.headers[h];
-      const up = request({ host: target.hostname, port: target.port, path: target.pathname, method: 'POST', agent, headers }, (ur) => {
-        // Buffered, so the answer leaves in one write (head + body) like the other targets'.
-        readBody(ur, (answer) => {
-          res.writeHead(ur.statusCode, { 'content-type': ur.headers['content-type'] ?? 'application/json', 'content-length': answer.length });
-          res.end(answer);
-        });
-      });
-      up.on('error', () => reply(res, 502, '{"jsonrpc":"2.0","error":{"code":-32603,"message":"upstream failed"}}'));
-      up.end(body);
+      let status = 0;
+      let type = 'application/json';
+      const parts = [];
+      pool.dispatch(
+        { path: target.pathname, method: 'POST', headers, body },
+        {
+          onRequestStart() {},
+          onResponseStart(_c, s, h) {
+            status = s;
+            if (h['content-type']) type = h['content-type'];
+          },
+          onResponseData(_c, chunk) {
+            parts.push(chunk);
+          },
+          // Buffered, so the answer leaves in one write (head + body) like the other targets'.
+          onResponseEnd() {
+            const answer = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+            res.writeHead(status, { 'content-type': type, 'content-length': answer.length });
+            res.end(answer);
+          },
+          onResponseError() {
+            reply(res, 502, '{"jsonrpc":"2.0","error":{"code":-32603,"message":"upstream failed"}}');
+          },
+        },
+      );
     });
   };
-  return { ready: Promise.resolve(), handler, stop: () => agent.destroy() };
+  return { ready: Promise.resolve(), handler, stop: () => pool.destroy() };
 }
 
 if (!HTTP_URL && (dash < 0 || argv[dash + 1] === undefined)) {

@@ -4,6 +4,7 @@
  * keep-alives. An event larger than the bound stops the stream.
  */
 import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 
 export interface SseEvent {
@@ -19,12 +20,46 @@ export interface SseReadResult {
 }
 
 /**
+ * An event-stream body fed chunk by chunk, as bytes arrive. `feed` throws when an event grows
+ * past `maxEventBytes`; the caller then stops reading. `result` holds what the stream said
+ * about resumption so far.
+ */
+export class SseFeed {
+  readonly result: SseReadResult = {};
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly parser;
+  private overflow: Error | undefined;
+
+  constructor(maxEventBytes: number, onEvent: (e: SseEvent) => void) {
+    this.parser = createParser({
+      // Characters, not bytes: close enough as a guard against unbounded buffering.
+      maxBufferSize: maxEventBytes,
+      onEvent: (ev) => {
+        if (ev.id !== undefined) this.result.lastEventId = ev.id;
+        if (ev.data === '' || (ev.event !== undefined && ev.event !== 'message')) return;
+        onEvent(ev.id === undefined ? { data: ev.data } : { data: ev.data, id: ev.id });
+      },
+      onRetry: (ms) => (this.result.retryMs = ms),
+      onError: (err) => {
+        if (err.type === 'max-buffer-size-exceeded') this.overflow ??= new Error(`SSE event larger than ${maxEventBytes} bytes`);
+      },
+    });
+  }
+
+  /** Bytes (split anywhere, even inside a UTF-8 sequence) or text. */
+  feed(chunk: Buffer | string): void {
+    this.parser.feed(typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
+    if (this.overflow) throw this.overflow;
+  }
+}
+
+/**
  * Feeds `stream` through an SSE parser until it ends. Resolves at the end of the stream;
  * rejects when the stream errors or an event exceeds `maxEventBytes` (the stream is destroyed).
  */
 export function readSse(stream: Readable, maxEventBytes: number, onEvent: (e: SseEvent) => void): Promise<SseReadResult> {
   return new Promise((resolve, reject) => {
-    const out: SseReadResult = {};
+    const sse = new SseFeed(maxEventBytes, onEvent);
     let failed = false;
     const fail = (err: Error): void => {
       if (failed) return;
@@ -32,30 +67,16 @@ export function readSse(stream: Readable, maxEventBytes: number, onEvent: (e: Ss
       stream.destroy();
       reject(err);
     };
-    const parser = createParser({
-      // Characters, not bytes: close enough as a guard against unbounded buffering.
-      maxBufferSize: maxEventBytes,
-      onEvent: (ev) => {
-        if (ev.id !== undefined) out.lastEventId = ev.id;
-        if (ev.data === '' || (ev.event !== undefined && ev.event !== 'message')) return;
-        onEvent(ev.id === undefined ? { data: ev.data } : { data: ev.data, id: ev.id });
-      },
-      onRetry: (ms) => (out.retryMs = ms),
-      onError: (err) => {
-        if (err.type === 'max-buffer-size-exceeded') fail(new Error(`SSE event larger than ${maxEventBytes} bytes`));
-      },
-    });
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => {
+    stream.on('data', (chunk: Buffer | string) => {
       if (failed) return;
       try {
-        parser.feed(chunk);
+        sse.feed(chunk);
       } catch (err) {
         fail(err as Error);
       }
     });
     stream.on('end', () => {
-      if (!failed) resolve(out);
+      if (!failed) resolve(sse.result);
     });
     stream.on('error', (err) => fail(err));
     stream.on('close', () => {
