@@ -37,7 +37,7 @@ export async function startForwarder(upstream) {
 export async function startHub({ servers, ledger = true, nodeArgs = [], env = {}, readyTimeoutMs = 60_000, extraConfig = {} }) {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
   const configFile = join(dir, 'hub.config.json');
-  writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ledger: { path: join(dir, 'ledger.db'), enabled: ledger }, servers, ...extraConfig }, null, 2));
+  writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ledger: { path: join(dir, 'data', 'ledger.db'), enabled: ledger }, servers, ...extraConfig }, null, 2));
   const t0 = performance.now();
   const p = await startProcess('switchyard', process.execPath, [...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'], {
     cwd: dir,
