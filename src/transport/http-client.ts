@@ -153,6 +153,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   cancel(): void {
+    if (this.settled) return; // answered already: its connection may be serving another exchange
     const err = new CancelledError();
     this.settle(err);
     this.controller?.abort(err);
