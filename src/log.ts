@@ -53,8 +53,30 @@ export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ??
         censor: '[redacted]',
       },
     },
-    pino.destination({ fd: 2, sync: false }),
+    stderrDestination(),
   );
+}
+
+/** Log lines held in memory while stderr cannot take them; past this they are dropped. */
+const LOG_BUFFER_MAX = 16 * 1024 * 1024;
+
+/**
+ * stderr, written asynchronously. A destination that fails (stderr redirected to a file on a
+ * full disk) must neither crash the hub nor hang it: without a listener sonic-boom's 'error'
+ * is an uncaught exception, and its flushSync, which pino calls at exit, retries a failing
+ * write forever. While writes fail, lines wait in memory (bounded) and flushSync does nothing;
+ * the next write that succeeds ends that state.
+ */
+function stderrDestination(): ReturnType<typeof pino.destination> {
+  const dest = pino.destination({ fd: 2, sync: false, maxLength: LOG_BUFFER_MAX });
+  let failing = false;
+  dest.on('error', () => (failing = true));
+  dest.on('write', () => (failing = false));
+  const flushSync = dest.flushSync.bind(dest);
+  dest.flushSync = () => {
+    if (!failing) flushSync();
+  };
+  return dest;
 }
 
 /** A logger that drops everything, for library use and tests. */

@@ -106,6 +106,8 @@ export class Ledger {
   private readonly ingestDelayMs: number;
   private nextId: number;
   private closed = false;
+  /** The pending file could not be emptied after the last move (warned once per streak). */
+  private truncateFailing = false;
 
   private constructor(
     private readonly db: Database,
@@ -262,7 +264,9 @@ export class Ledger {
     this.unsaved.clear();
     for (const e of batch) void this.gc.enqueue(() => this.apply(e, false));
     if (this.gc.flush()) {
-      this.pending.truncate();
+      const emptied = this.pending.truncate();
+      if (!emptied && !this.truncateFailing) this.log.warn('ledger: could not empty the pending file; its rows are in SQLite and a restart skips them');
+      this.truncateFailing = !emptied;
       return true;
     }
     this.queue = batch;

@@ -1,4 +1,5 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 
 /**
  * The ledger's write-ahead file (`<ledger.path>-pending`): audit rows are durable here first
@@ -67,7 +68,7 @@ export class PendingLog {
       try {
         writeAll(this.fd, line + '\n');
       } catch (err) {
-        this.turnError = err instanceof Error ? err : new Error(String(err));
+        this.turnError = writeFailed(err);
         return failed(this.turnError);
       }
       this.writes++;
@@ -95,7 +96,7 @@ export class PendingLog {
     try {
       writeAll(this.fd, lines.join('\n') + '\n');
     } catch (err) {
-      batch.reject(err instanceof Error ? err : new Error(String(err)));
+      batch.reject(writeFailed(err));
       return false;
     }
     this.writes++;
@@ -104,9 +105,17 @@ export class PendingLog {
     return true;
   }
 
-  /** Everything written is in SQLite now: start the file over. */
-  truncate(): void {
-    ftruncateSync(this.fd, 0);
+  /**
+   * Everything written is in SQLite now: start the file over. False when that failed; the
+   * lines then stay, and the next start applies them again, which changes nothing.
+   */
+  truncate(): boolean {
+    try {
+      ftruncateSync(this.fd, 0);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** write() calls and the lines they carried (for metrics). */
@@ -145,6 +154,15 @@ class Batch {
 }
 
 const WRITTEN = Promise.resolve();
+
+/**
+ * A line that could not be written (disk full, I/O error): the caller's call fails with a
+ * JSON-RPC error that says why, rather than an anonymous internal error.
+ */
+function writeFailed(err: unknown): RpcError {
+  const code = (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
+  return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${code}); the hub does not answer calls it cannot record`);
+}
 
 /** A rejected promise that is never reported as unhandled (a caller may not wait for it). */
 function failed(err: Error): Promise<void> {

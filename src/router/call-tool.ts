@@ -140,7 +140,6 @@ export class ToolCall {
       }
     }
     const audit = this.ledger.begin(begin);
-    await this.ledger.whenCommitted();
     /**
      * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
      * saw the call (the key is freed), true when it may have run (the key becomes unknown).
@@ -154,6 +153,14 @@ export class ToolCall {
       }
       return audit.finish({ ...end, latencyMs: performance.now() - t0 });
     };
+    try {
+      await this.ledger.whenCommitted();
+    } catch (err) {
+      // The row could not be written, so the call is not forwarded: the key is free again, and
+      // the row, should it reach SQLite later, says the call was refused.
+      await finish(outcomeOfError(err), undefined, false).catch(() => undefined);
+      throw err;
+    }
     const conn = await connectionFor(this.opts, server, ctx);
     if (conn.upstream.state !== 'ready') {
       const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);

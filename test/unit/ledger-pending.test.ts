@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { PendingLog } from '../../src/ledger/pending-log.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -101,5 +102,20 @@ describe('ledger pending file', () => {
     expect(ledger.query({}).map((r) => r.requestId)).toEqual(['whole']);
     expect(ledger.verify().ok).toBe(true);
     expect(readFileSync(pendingOf(t.db), 'utf8')).toBe('');
+  });
+  it('a pending file that cannot be written fails its writers with a JSON-RPC error naming the cause, and emptying it never throws', async () => {
+    t = tempDir();
+    // /dev/full refuses every write with ENOSPC, like a full disk, and cannot be truncated.
+    const path = join(t.dir, 'full-pending');
+    symlinkSync('/dev/full', path);
+    const log = new PendingLog(path);
+    const first = log.append('{"s":1}'); // written at once
+    const second = log.append('{"s":2}'); // joins the end-of-turn write
+    await expect(first).rejects.toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write \(ENOSPC\)/) });
+    await expect(log.whenWritten()).rejects.toMatchObject({ code: -32603 });
+    await expect(second).rejects.toMatchObject({ code: -32603, message: expect.stringMatching(/ENOSPC/) });
+    expect(log.truncate()).toBe(false);
+    expect(log.counters).toEqual({ batches: 0, writes: 0 });
+    log.close(false);
   });
 });

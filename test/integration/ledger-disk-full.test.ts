@@ -1,0 +1,122 @@
+/**
+ * The disk fills up under a running hub. A soft `ulimit -f` caps every file the hub writes
+ * (its ledger files and its stderr, redirected to a file), so writes fail with EFBIG as they
+ * would with ENOSPC, without root; `prlimit` lifts the cap again while the hub runs. Calls
+ * must be refused with an error that names the ledger, promptly; the hub must keep answering
+ * (neither a crash nor a hang when its log cannot be written), serve again once there is room,
+ * and stop on SIGTERM; a refused call's idempotency key is free for its retry; and in the end
+ * every answered call has its row, and a refused one says it was refused.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { BIN, ROOT } from '../helpers/hub-process.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { fixture, health, modernCall, SDK1, sleep, waitForReady } from './ledger-helpers.js';
+
+/** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
+const FILE_CAP_KIB = 160;
+
+let proc: ChildProcess | undefined;
+afterAll(() => {
+  proc?.kill('SIGKILL');
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function exited(p: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => (p.exitCode !== null || p.signalCode !== null ? resolve(p.exitCode) : p.once('exit', (code) => resolve(code))));
+}
+
+describe('a full disk under a running hub', () => {
+  it('refuses calls naming the ledger, keeps serving, serves again once there is room, and loses no answered call', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-disk-full-'));
+    const db = join(dir, 'data', 'ledger.db');
+    const port = await freePort();
+    const configFile = join(dir, 'hub.config.json');
+    writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
+    // stderr goes to a capped file that is nearly full already: the start-up lines fill it.
+    const log = join(dir, 'hub.log');
+    writeFileSync(log, `${'-'.repeat(FILE_CAP_KIB * 1024 - 512 - 1)}\n`);
+    proc = spawn('bash', ['-c', `ulimit -S -f ${FILE_CAP_KIB}; exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], {
+      cwd: ROOT,
+      stdio: 'ignore',
+    });
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const deadline = Date.now() + 15_000;
+    while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
+    await waitForReady(url, ['f']);
+
+    const answered: string[] = [];
+    let refusal: { code?: number; message?: string } | undefined;
+    for (let i = 0; i < 5000 && !refusal; i++) {
+      const id = `c${i}`;
+      // A hub that hangs fails here at once rather than at the test's timeout.
+      const a = await modernCall(url, id, 'tools/call', { name: 'f__echo', arguments: { text: `${id} ${'x'.repeat(100)}` } }, { signal: AbortSignal.timeout(5_000) });
+      if (a.body?.result) answered.push(id);
+      else refusal = a.body?.error as typeof refusal;
+    }
+    expect(answered.length).toBeGreaterThan(20);
+    expect(refusal).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write \(EFBIG\)/) });
+
+    // Still refusing, promptly, and still alive.
+    for (let i = 0; i < 5; i++) {
+      const t0 = Date.now();
+      const a = await modernCall(url, `after${i}`, 'tools/call', { name: 'f__echo', arguments: { text: 'late' } });
+      expect(a.body?.error, JSON.stringify(a.body)).toMatchObject({ code: -32603 });
+      expect(Date.now() - t0).toBeLessThan(2_000);
+    }
+    expect((await health(url)).servers).toMatchObject([{ id: 'f', state: 'ready' }]);
+    expect(statSync(log).size).toBe(FILE_CAP_KIB * 1024); // its log is full as well
+    const keyed = { name: 'f__echo', arguments: { text: 'keyed' } };
+    const key = { headers: { 'idempotency-key': 'while-full' } };
+    expect((await modernCall(url, 'keyed-1', 'tools/call', keyed, key)).body?.error).toMatchObject({ code: -32603 });
+
+    // Room again: the hub serves without a restart, and the refused key is free for its retry.
+    execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=unlimited:']);
+    let back = false;
+    for (let i = 0; i < 100 && !back; i++) {
+      const id = `back${i}`;
+      const a = await modernCall(url, id, 'tools/call', { name: 'f__echo', arguments: { text: id } });
+      if (a.body?.result) {
+        answered.push(id);
+        back = true;
+      } else await sleep(100);
+    }
+    expect(back).toBe(true);
+    // Were the key still claimed by the refused call, this retry would wait for it.
+    const retried = await modernCall(url, 'keyed-2', 'tools/call', keyed, { ...key, signal: AbortSignal.timeout(5_000) }).catch((err: Error) => ({ body: { error: err.message } }));
+    expect(retried.body?.result, JSON.stringify(retried.body)).toBeDefined();
+    answered.push('keyed-2');
+
+    proc.kill('SIGTERM');
+    const code = await Promise.race([exited(proc), sleep(10_000).then(() => 'hung' as const)]);
+    expect(code).toBe(0);
+
+    // With room again (the next start applies what the pending file holds): every answered
+    // call has its finished row, and the chain verifies.
+    const ledger = Ledger.open({ path: db, backgroundCheckpoint: false });
+    try {
+      const ok = new Set(ledger.query({ outcome: 'ok', limit: 100_000 }).map((row) => row.requestId));
+      expect(answered.filter((id) => !ok.has(id))).toEqual([]);
+      expect(ledger.query({ outcome: 'in_flight', limit: 10 })).toEqual([]);
+      const refused = ledger.query({ limit: 100_000 }).find((row) => row.requestId === 'keyed-1');
+      expect(refused).toMatchObject({ outcome: 'rpc_error', errorCode: -32603, errorMessage: expect.stringMatching(/audit ledger cannot write/) });
+      expect(ledger.verify()).toMatchObject({ ok: true });
+    } finally {
+      await ledger.close();
+    }
+  }, 90_000);
+});
