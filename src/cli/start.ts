@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { authRequired } from '../auth/authenticator.js';
@@ -48,7 +49,18 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.exit(2);
     }
     hub.startUpstreams();
-    const addr = await hub.listen(host, argv.port ?? config.listen.port);
+    const port = argv.port ?? config.listen.port;
+    let addr: AddressInfo;
+    try {
+      addr = await hub.listen(host, port);
+    } catch (err) {
+      // A busy port is an operator's everyday mistake: one line, no stack, no usage text.
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'EADDRINUSE' ? 'the address is in use (another hub, or another program)' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+      process.stderr.write(`switchyard start: cannot listen on ${host}:${port}: ${why}\n`);
+      await hub.stop();
+      process.exit(1);
+    }
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));

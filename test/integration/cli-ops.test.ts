@@ -160,6 +160,16 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
   });
 
+  it('start on a port in use says so in one line and exits 1', async () => {
+    // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.
+    const own = tmp('busyport');
+    writeFileSync(join(own, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { legacy: nodeServer(SDK1) } }));
+    const r = await run(['start'], { cwd: own });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`switchyard start: cannot listen on 127.0.0.1:${port}: the address is in use (another hub, or another program)\n`);
+    expect(r.stderr).not.toMatch(/\n\s+at |Options:/); // no stack, no usage text
+  });
+
   it('doctor finds the port in use and the broken upstream, and checks the rest directly', async () => {
     const r = await run(['doctor', '--json'], { cwd: d });
     expect(r.stdout, r.stderr).not.toBe('');
