@@ -1,7 +1,6 @@
 import {
+  codeSeenBy,
   HEADER_MISMATCH,
-  INVALID_PARAMS,
-  LEGACY_RESOURCE_NOT_FOUND,
   MISSING_CLIENT_CAPABILITY,
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
@@ -62,8 +61,8 @@ export function toLegacyResult(method: string, r: Result): Result {
 
 /** Era-specific error codes: resource-not-found is -32002 for legacy clients and -32602 for modern ones. */
 export function toModernError(err: RpcError): RpcError {
-  if (err.code === LEGACY_RESOURCE_NOT_FOUND) return new RpcError(INVALID_PARAMS, err.message, err.data);
-  return err;
+  const code = codeSeenBy(true, err.code);
+  return code === err.code ? err : new RpcError(code, err.message, err.data);
 }
 
 /**

@@ -11,6 +11,14 @@ export const INTERNAL_ERROR = -32603;
 /** Legacy resource-not-found (modern uses INVALID_PARAMS). */
 export const LEGACY_RESOURCE_NOT_FOUND = -32002;
 export const URL_ELICITATION_REQUIRED = -32042;
+
+/**
+ * The code a client sees for an error the core raised with `code`: resource-not-found is
+ * -32002 for legacy clients and -32602 for modern ones (the core uses -32002).
+ */
+export function codeSeenBy(modernClient: boolean, code: number): number {
+  return modernClient && code === LEGACY_RESOURCE_NOT_FOUND ? INVALID_PARAMS : code;
+}
 export const HEADER_MISMATCH = -32020;
 export const MISSING_CLIENT_CAPABILITY = -32021;
 export const UNSUPPORTED_PROTOCOL_VERSION = -32022;

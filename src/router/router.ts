@@ -7,7 +7,7 @@ import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import { argsHash } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, codeSeenBy, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
@@ -172,12 +172,20 @@ export class Router {
         await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), latencyMs: performance.now() - t0 });
         return result;
       } catch (err) {
-        await audit.finish({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
-        throw asRpcError(this.normaliseNotFound(method, params, err));
+        const normalised = this.normaliseNotFound(method, params, err);
+        await audit.finish({ ...this.outcomeSeenBy(ctx, normalised), latencyMs: performance.now() - t0 });
+        throw asRpcError(normalised);
       }
     };
     const opts = callOptions(ctx, conn);
     return bind ? this.mrtr.run(ctx, conn, opts, bind, body) : body(opts);
+  }
+
+  /** The outcome of `err` as the ledger records it: with the error code this client sees. */
+  private outcomeSeenBy(ctx: CallContext, err: unknown): ReturnType<typeof outcomeOfError> {
+    const o = outcomeOfError(err);
+    if (typeof o.errorCode === 'number') o.errorCode = codeSeenBy(ctx.clientEra === MODERN, o.errorCode);
+    return o;
   }
 
   /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */
@@ -196,7 +204,7 @@ export class Router {
     const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
-      await this.recordLocal('resources/read', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
+      await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
     const forwarded: Result = { ...params };

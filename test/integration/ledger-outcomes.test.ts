@@ -212,6 +212,14 @@ describe('ledger rows of real calls through the hub', () => {
       'cc-x': ['completion/complete', 'nope__greet', null, null, 'rpc_error'],
     });
     for (const r of rows.filter((x) => x.outcome === 'ok')) expect(r.responseBytes).toBeGreaterThan(20);
+    // The row keeps the code this client saw: resource-not-found is -32602 in the modern era.
+    expect((await call('rr-y', 'resources/read', { uri: 'nope://other' })).body?.error?.code).toBe(-32602);
+    expect(await onlyRow({ tool: 'nope://other' })).toMatchObject({ requestId: 'rr-y', errorCode: -32602 });
+  });
+
+  it('a legacy client reading an unknown resource sees -32002, and so does its row', async () => {
+    await expect(v1.readResource({ uri: 'nope://legacy' })).rejects.toMatchObject({ code: -32002 });
+    expect(await onlyRow({ tool: 'nope://legacy' })).toMatchObject({ method: 'resources/read', outcome: 'rpc_error', errorCode: -32002, clientName: 'ledger-v1' });
   });
 
   it('unavailable: the upstream went down after its tools were listed', async () => {
