@@ -11,6 +11,11 @@ export const INTERNAL_ERROR = -32603;
 /** Legacy resource-not-found (modern uses INVALID_PARAMS). */
 export const LEGACY_RESOURCE_NOT_FOUND = -32002;
 export const URL_ELICITATION_REQUIRED = -32042;
+export const HEADER_MISMATCH = -32020;
+export const MISSING_CLIENT_CAPABILITY = -32021;
+export const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+/** Implementation-defined, used by SDK 1.x for "session not found"; only ever read, never emitted. */
+export const SDK_SESSION_NOT_FOUND = -32001;
 
 /**
  * The code a client sees for an error the core raised with `code`: resource-not-found is
@@ -19,11 +24,6 @@ export const URL_ELICITATION_REQUIRED = -32042;
 export function codeSeenBy(modernClient: boolean, code: number): number {
   return modernClient && code === LEGACY_RESOURCE_NOT_FOUND ? INVALID_PARAMS : code;
 }
-export const HEADER_MISMATCH = -32020;
-export const MISSING_CLIENT_CAPABILITY = -32021;
-export const UNSUPPORTED_PROTOCOL_VERSION = -32022;
-/** Implementation-defined, used by SDK 1.x for "session not found"; only ever read, never emitted. */
-export const SDK_SESSION_NOT_FOUND = -32001;
 
 export interface RpcErrorObject {
   code: number;
