@@ -28,6 +28,7 @@ import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
+import { Canceller, type Signal } from '../cancel.js';
 
 type Params = Record<string, unknown>;
 
@@ -118,7 +119,7 @@ export class Endpoint {
 
   // ---------------------------------------------------------------- modern (2026-07-28)
 
-  private readonly modernInflight = new Map<string, AbortController>();
+  private readonly modernInflight = new Map<string, Canceller>();
 
   private cancelModernStdio(n: Notification): void {
     const id = n.params?.requestId;
@@ -164,7 +165,7 @@ export class Endpoint {
     return null;
   }
 
-  private modernContext(req: Request, ex: Exchange, signal: AbortSignal): CallContext {
+  private modernContext(req: Request, ex: Exchange, signal: Signal): CallContext {
     const meta = (req.params?._meta ?? {}) as Params;
     const token = meta.progressToken;
     const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
@@ -196,7 +197,7 @@ export class Endpoint {
     const bad = this.checkModern(req, ex);
     // Over HTTP nothing but the client going away cancels a request, so the exchange's own
     // signal serves; over stdio notifications/cancelled does, which needs a controller.
-    const ac = ex.transport === 'stdio' ? new AbortController() : undefined;
+    const ac = ex.transport === 'stdio' ? new Canceller() : undefined;
     const signal = ac ? ac.signal : ex.closed;
     const ctx = this.modernContext(req, ex, signal);
     if (bad) {
@@ -328,12 +329,12 @@ export class Endpoint {
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions();
     if (instructions) result.instructions = instructions;
-    const ctx = this.legacyContext(session, req, ex, new AbortController().signal);
+    const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
     await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
     ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id });
   }
 
-  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: AbortSignal): CallContext {
+  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal): CallContext {
     const meta = req.params?._meta as Params | undefined;
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
@@ -361,7 +362,7 @@ export class Endpoint {
   }
 
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
-    const ac = new AbortController();
+    const ac = new Canceller();
     const ctx = this.legacyContext(session, req, ex, ac.signal);
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });

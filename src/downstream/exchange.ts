@@ -1,4 +1,5 @@
 import type { MessageSink } from './core.js';
+import type { Signal } from '../cancel.js';
 
 /**
  * One incoming message and the way back to its sender, independent of the transport
@@ -20,7 +21,7 @@ export interface Exchange {
   /** The final answer (or none, for notifications/responses: 202 on HTTP). */
   reply(msg: object | undefined, status?: number, headers?: Record<string, string>): void;
   /** Fires when the sender goes away before the answer (modern: that is cancellation). */
-  readonly closed: AbortSignal;
+  readonly closed: Signal;
   /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */
   stream?(): MessageSink & { end(): void };
 }

@@ -11,6 +11,7 @@ import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
 import { PostChannel, SseStream } from './sse.js';
+import { Canceller } from '../cancel.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
@@ -164,7 +165,7 @@ export class HttpServer {
     }
     const accept = header(req, 'accept') ?? '';
     const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
-    const closed = new AbortController();
+    const closed = new Canceller();
     res.on('close', () => {
       if (!res.writableFinished) closed.abort();
     });

@@ -3,6 +3,7 @@ import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
 import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
+import type { Canceller, Signal } from '../cancel.js';
 
 /** Which declared client capability a server → client request needs. */
 function capabilityFor(method: string, caps: ClientCapabilities, params?: Record<string, unknown>): boolean {
@@ -32,7 +33,7 @@ export class LegacySession {
   lastSeen = Date.now();
   /** The tool group of the endpoint the session was opened on (`/mcp/<group>`); it keeps it. */
   group: string | undefined;
-  readonly inflight = new Map<string, AbortController>();
+  readonly inflight = new Map<string, Canceller>();
   private nextId = 0;
   private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
 
@@ -47,7 +48,7 @@ export class LegacySession {
    * Send a server → client request on `sink` (the channel of the call that caused it) and wait
    * for the client's answer. Refused at once when the client did not declare the capability.
    */
-  ask(sink: MessageSink, req: InputRequest, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  ask(sink: MessageSink, req: InputRequest, signal?: Signal): Promise<Record<string, unknown>> {
     if (!capabilityFor(req.method, this.capabilities, req.params))
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));

@@ -9,6 +9,7 @@ import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import type { LegacySession } from './legacy-session.js';
+import { Canceller } from '../cancel.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -23,7 +24,7 @@ export interface StdioServerOptions {
 
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
 interface Open {
-  closed: AbortController;
+  closed: Canceller;
   streaming: boolean;
 }
 
@@ -137,7 +138,7 @@ export class StdioServer {
   }
 
   private exchange(id: Id | undefined, bytes: number): Exchange {
-    const closed = new AbortController();
+    const closed = new Canceller();
     const key = id === undefined ? undefined : String(id);
     const entry: Open = { closed, streaming: false };
     // A reused id replaces the older entry; the older call still answers on stdout.

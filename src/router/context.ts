@@ -1,6 +1,7 @@
 import type { Era } from '../protocol/era.js';
 import type { Id } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, ProgressInfo } from '../protocol/types.js';
+import type { Signal } from '../cancel.js';
 
 /**
  * One downstream request in era-neutral form. The downstream edge builds it; the core never
@@ -21,7 +22,7 @@ export interface CallContext {
   clientInfo?: Implementation;
   clientCapabilities: ClientCapabilities;
   /** Aborted when the client cancels or goes away. */
-  signal: AbortSignal;
+  signal: Signal;
   /** Present when the client asked for progress; the edge maps it back to the client's token. */
   onProgress?: (p: ProgressInfo) => void;
   /** Log messages (notifications/message params) for this call, filtered by the edge. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
+import type { Canceller, Signal } from '../cancel.js';
 
 type Result = Record<string, unknown>;
 
@@ -105,7 +106,7 @@ export class InputCollector {
 interface Parked {
   run: Promise<Result>;
   collector: InputCollector;
-  abort: AbortController;
+  abort: Canceller;
   timer: NodeJS.Timeout;
 }
 
@@ -127,7 +128,7 @@ export class InputBridge {
   }
 
   /** The final result, or an `input_required` that parks the still-running call. */
-  async settle(run: Promise<Result>, collector: InputCollector, abort: AbortController, bind: Binding): Promise<Result> {
+  async settle(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
     const first = await Promise.race([
       run.then(
         (result) => ({ result }),
@@ -155,7 +156,7 @@ export class InputBridge {
   }
 
   /** The client's retry: answer the parked requests and wait for the next turn. */
-  resume(id: string, inputResponses: unknown, bind: Binding, signal: AbortSignal): Promise<Result> {
+  resume(id: string, inputResponses: unknown, bind: Binding, signal: Signal): Promise<Result> {
     const p = this.parked.get(id);
     if (!p) throw new StateError('the call this requestState points to is no longer waiting (it finished or timed out)');
     this.parked.delete(id);

@@ -8,6 +8,7 @@ import type { CallContext } from './context.js';
 import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
 import { InputBridge, InputCollector } from './input-bridge.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
+import { Canceller, type Signal } from '../cancel.js';
 
 type Result = Record<string, unknown>;
 
@@ -42,7 +43,7 @@ export class Mrtr {
   run(ctx: CallContext, server: ServerHandle, opts: CallOptions, bind: Binding, body: (opts: CallOptions) => Promise<Result>): Promise<Result> {
     if (ctx.clientEra !== MODERN || server.upstream.era !== LEGACY) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
-    const abort = new AbortController();
+    const abort = new Canceller();
     if (ctx.signal.aborted) abort.abort();
     else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const callOpts: CallOptions = { ...opts, signal: abort.signal, onServerRequest: collector.ask };
@@ -88,7 +89,7 @@ export class Mrtr {
   }
 
   /** Open a modern client's retry; throws -32602 for anything that does not check out. */
-  openRetry(params: Result, bind: Binding, signal: AbortSignal): Retry {
+  openRetry(params: Result, bind: Binding, signal: Signal): Retry {
     let body: StateBody;
     try {
       body = this.sealer.open(params.requestState, bind);

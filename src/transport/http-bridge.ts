@@ -16,6 +16,7 @@ import { errorResponse, parseFrame, type Classified, type Id } from '../protocol
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
+import { Canceller } from '../cancel.js';
 
 export interface BridgeOptions {
   url: string;
@@ -29,7 +30,7 @@ const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prom
 const GET_RETRY_MS = [250, 1000, 3000];
 
 interface Inflight {
-  ac: AbortController;
+  ac: Canceller;
   answered: boolean;
   cancelled: boolean;
 }
@@ -126,7 +127,7 @@ export class HttpBridge {
       return;
     }
     const id = c.msg.id;
-    const f: Inflight = { ac: new AbortController(), answered: false, cancelled: false };
+    const f: Inflight = { ac: new Canceller(), answered: false, cancelled: false };
     const key = String(id);
     this.inflight.set(key, f);
     let a: HttpAnswer | undefined;

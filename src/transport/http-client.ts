@@ -14,6 +14,7 @@ import type { Logger } from '../log.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { SseFeed } from './sse.js';
+import type { Signal } from '../cancel.js';
 
 export interface HttpClientOptions {
   url: string;
@@ -46,7 +47,7 @@ export class ExchangeAbort {
 
 export interface HttpExchangeOptions {
   headers?: Record<string, string>;
-  signal?: AbortSignal;
+  signal?: Signal;
   abort?: ExchangeAbort;
   /** Each JSON-RPC message of a 2xx answer (the JSON body, or each SSE event), in order. */
   onMessage?: (c: Classified) => void;
@@ -145,8 +146,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly reject: (err: Error) => void,
   ) {}
 
-  /** Abort with an AbortSignal too (timeouts, the GET stream). */
-  follow(signal: AbortSignal): void {
+  /** Abort with a signal too (timeouts, the GET stream, a bridged request). */
+  follow(signal: Signal): void {
     const on = (): void => this.cancel();
     signal.addEventListener('abort', on, { once: true });
     this.unfollow = () => signal.removeEventListener('abort', on);

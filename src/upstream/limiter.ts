@@ -1,3 +1,5 @@
+import type { Signal } from '../cancel.js';
+
 /**
  * Back-pressure for one upstream: at most `maxActive` requests in flight and at most `maxQueue`
  * waiting, first come first served. Beyond that a request is refused at once, so a stuck server
@@ -36,7 +38,7 @@ export class Limiter {
    * Run `fn` in a slot. Rejects with LimitError when the queue is full or the wait exceeds
    * `waitMs`, and with `signal.reason`-based `onAbort()` when the caller gives up while waiting.
    */
-  async run<T>(fn: () => Promise<T>, o: { signal?: AbortSignal; waitMs?: number; onAbort?: () => Error } = {}): Promise<T> {
+  async run<T>(fn: () => Promise<T>, o: { signal?: Signal; waitMs?: number; onAbort?: () => Error } = {}): Promise<T> {
     if (this.active >= this.maxActive) await this.wait(o);
     else this.active++;
     try {
@@ -46,7 +48,7 @@ export class Limiter {
     }
   }
 
-  private wait(o: { signal?: AbortSignal; waitMs?: number; onAbort?: () => Error }): Promise<void> {
+  private wait(o: { signal?: Signal; waitMs?: number; onAbort?: () => Error }): Promise<void> {
     if (this.waiting.size >= this.maxQueue) {
       return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting.size} waiting`));
     }

@@ -11,6 +11,7 @@
  * the upstream restarts, the next attempt waits for it (within the budget).
  */
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import type { Signal } from '../cancel.js';
 
 export interface RetryPolicy {
   /** Attempts in all, the first included. */
@@ -44,7 +45,7 @@ export function backoffMs(n: number, random: () => number = Math.random): number
   return Math.round(exp * (0.5 + random()));
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+function sleep(ms: number, signal: Signal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(new CancelledError());
     const onAbort = (): void => {
@@ -60,7 +61,7 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 export interface RetryHooks {
-  signal?: AbortSignal;
+  signal?: Signal;
   /** Resolves true once the upstream is ready again (false: it will not be within `ms`). */
   whenReady: (ms: number) => Promise<boolean>;
   onRetry?: (attempt: number, delayMs: number, err: Error) => void;

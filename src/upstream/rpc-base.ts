@@ -21,6 +21,7 @@ import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
+import type { Signal } from '../cancel.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
 
@@ -60,7 +61,7 @@ function nextToken(): string {
   return `sy-${(++tokenCounter).toString(36)}`;
 }
 
-function reasonOf(signal: AbortSignal): string {
+function reasonOf(signal: Signal): string {
   const r: unknown = signal.reason;
   if (typeof r === 'string') return r;
   if (r instanceof Error && r.name !== 'AbortError') return r.message;

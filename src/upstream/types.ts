@@ -9,6 +9,7 @@ import type {
   ProgressInfo,
   ServerCapabilities,
 } from '../protocol/types.js';
+import type { Signal } from '../cancel.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -41,7 +42,7 @@ export interface UpstreamSpec {
 }
 
 export interface CallOptions {
-  signal?: AbortSignal;
+  signal?: Signal;
   timeoutMs?: number;
   /** Overrides the spec's maxTotalTimeoutMs for this call. */
   maxTotalTimeoutMs?: number;

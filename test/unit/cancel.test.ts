@@ -1,0 +1,89 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { Canceller, type Signal } from '../../src/cancel.js';
+
+describe('Canceller', () => {
+  it('runs each listener once, in order, and keeps the reason', () => {
+    const c = new Canceller();
+    const seen: string[] = [];
+    c.signal.addEventListener('abort', () => seen.push(`a:${String(c.signal.reason)}`));
+    c.signal.addEventListener('abort', () => seen.push(`b:${c.signal.aborted}`), { once: true });
+    expect(c.signal.aborted).toBe(false);
+    c.abort('stop');
+    c.abort('again');
+    expect(seen).toEqual(['a:stop', 'b:true']);
+    expect(c.signal.reason).toBe('stop');
+  });
+
+  it('gives an AbortError as the reason when none is given, like AbortController', () => {
+    const c = new Canceller();
+    c.abort();
+    expect(c.signal.reason).toBeInstanceOf(Error);
+    expect((c.signal.reason as Error).name).toBe('AbortError');
+  });
+
+  it('removes listeners, runs a listener added twice once, and never runs one added after the abort', () => {
+    const c = new Canceller();
+    let n = 0;
+    const count = () => void n++;
+    const gone = () => void (n += 100);
+    c.signal.addEventListener('abort', count);
+    c.signal.addEventListener('abort', count);
+    c.signal.addEventListener('abort', gone);
+    c.signal.removeEventListener('abort', gone);
+    c.abort();
+    c.signal.addEventListener('abort', count);
+    expect(n).toBe(1);
+  });
+
+  it('runs every listener when one throws, then throws the first failure to whoever aborted', () => {
+    const c = new Canceller();
+    const ran: number[] = [];
+    c.signal.addEventListener('abort', () => {
+      ran.push(1);
+      throw new Error('first');
+    });
+    c.signal.addEventListener('abort', () => {
+      ran.push(2);
+      throw new Error('second');
+    });
+    c.signal.addEventListener('abort', () => void ran.push(3));
+    expect(() => c.abort()).toThrow('first');
+    expect(ran).toEqual([1, 2, 3]);
+  });
+
+  it('accepts a real AbortSignal wherever a Signal is taken', () => {
+    const ac = new AbortController();
+    const s: Signal = ac.signal;
+    let fired = false;
+    s.addEventListener('abort', () => void (fired = true));
+    ac.abort();
+    expect(fired && s.aborted).toBe(true);
+  });
+
+  // The reason the class exists (src/cancel.ts): on Node 20 an AbortSignal, and whatever its
+  // listeners reach, survives young-generation GCs and is promoted; a call's whole graph went
+  // with it. The control shows the measurement sees that promotion.
+  it('is freed by a young-generation GC, listeners and what they reach included (an AbortSignal is not)', () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as (o?: { type: 'minor' | 'major' }) => void;
+    const oldUsed = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+    const promotedPerSignal = (make: () => { signal: Signal }): number => {
+      const n = 20_000;
+      gc();
+      const before = oldUsed();
+      for (let i = 0; i < n; i++) {
+        const big = new Array(64).fill(i);
+        make().signal.addEventListener('abort', () => void big.length, { once: true });
+      }
+      gc({ type: 'minor' });
+      gc({ type: 'minor' });
+      return (oldUsed() - before) / n;
+    };
+    const ours = Math.max(promotedPerSignal(() => new Canceller()), promotedPerSignal(() => new Canceller()));
+    const node = Math.min(promotedPerSignal(() => new AbortController()), promotedPerSignal(() => new AbortController()));
+    expect(ours).toBeLessThan(50);
+    expect(node).toBeGreaterThan(150);
+  });
+});
