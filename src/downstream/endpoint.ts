@@ -185,7 +185,8 @@ export class Endpoint {
       requestBytes: ex.requestBytes,
       idempotencyKey: idempotencyKeyOf(req, ex),
     };
-    if (ex.transport === 'http') ctx.requestHeader = (name) => ex.header(name);
+    // The exchange's own lookup: no closure per request.
+    if (ex.transport === 'http') ctx.requestHeader = ex.header;
     if (token !== undefined)
       ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
     // Log messages reach modern callers only when this request asked for them (digest §4).
