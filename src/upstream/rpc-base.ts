@@ -189,7 +189,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         p.hardTimer = setTimeout(() => this.onTimeout(p, hard), hard);
       }
       if (opts?.signal) {
-        p.onAbort = () => this.onAbort(p);
+        p.onAbort = this.abortHandler(p);
         opts.signal.addEventListener('abort', p.onAbort, { once: true });
       }
       this.pending.set(id, p);
@@ -239,6 +239,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     this.ended(p, err);
     p.reject(err);
     if (!p.internal) this.cancelUpstream(p, hardMs !== undefined ? `exceeded its limit of ${hardMs} ms` : `timed out after ${p.timeoutMs} ms`);
+  }
+
+  /**
+   * The caller's abort listener for `p`, made here rather than inside call()'s executor: a closure
+   * there shares the executor's context (resolve, reject, the frame, the params) with everything
+   * else it creates.
+   */
+  private abortHandler(p: Pending): () => void {
+    return () => this.onAbort(p);
   }
 
   private onAbort(p: Pending): void {
