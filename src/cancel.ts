@@ -6,8 +6,8 @@
  * have freed it, and so does everything its listeners reach. With one or two signals per call,
  * each call's whole object graph (request, response, context, closures) went to the old
  * generation: ~1.7 MB copied per scavenge at concurrency 1, 2–3 ms pauses, and a major GC to
- * free it. Measured with this class in their place: tools/call at concurrency 64 from 169 to
- * 143 µs of CPU per call, p50 at concurrency 1 in front of HTTP 27 µs lower (docs/BENCHMARKS.md).
+ * free it. Measured with this class in their place: tools/call at concurrency 64 from 165–186
+ * to 146 µs of CPU per call (docs/BENCHMARKS.md, "Young-generation GC").
  *
  * A real AbortSignal is a `Signal` too, so code that takes one accepts either.
  */
