@@ -170,6 +170,20 @@ describe('ledger rows of real calls through the hub', () => {
     expect(row.latencyMs).toBeLessThan(4000);
   });
 
+  it('cancelled: a modern client goes away mid-call (its POST connection closes)', async () => {
+    const ac = new AbortController();
+    const call = modernCall(hub.url, 'gone-1', 'tools/call', { name: 'f__slow', arguments: { ms: 5000 } }, { clientName: 'leaver', signal: ac.signal });
+    // Leave once the call is in flight at the upstream (its row is committed before forwarding).
+    await waitForRows(db, { tool: 'f__slow' }, (rows) => rows.some((r) => r.requestId === 'gone-1'));
+    ac.abort();
+    await expect(call).rejects.toBeDefined();
+    // A closed connection is a modern client's cancellation: the call is cut short, not run to its end.
+    const rows = await waitForRows(db, { tool: 'f__slow', outcome: 'cancelled' }, (r) => r.some((x) => x.requestId === 'gone-1'));
+    const row = rows.find((r) => r.requestId === 'gone-1')!;
+    expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: MODERN, clientName: 'leaver' });
+    expect(row.latencyMs).toBeLessThan(4000);
+  });
+
   it('replayed and denied: a repeated idempotency key replays; other arguments are refused', async () => {
     const s = await legacySession(hub.url);
     const key = { 'idempotency-key': 'outcomes-k1' };
