@@ -3,7 +3,6 @@
  * default `message` event carries JSON-RPC; an empty `data` is a priming event; comments are
  * keep-alives. An event larger than the bound stops the stream.
  */
-import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 
@@ -51,37 +50,4 @@ export class SseFeed {
     this.parser.feed(typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
     if (this.overflow) throw this.overflow;
   }
-}
-
-/**
- * Feeds `stream` through an SSE parser until it ends. Resolves at the end of the stream;
- * rejects when the stream errors or an event exceeds `maxEventBytes` (the stream is destroyed).
- */
-export function readSse(stream: Readable, maxEventBytes: number, onEvent: (e: SseEvent) => void): Promise<SseReadResult> {
-  return new Promise((resolve, reject) => {
-    const sse = new SseFeed(maxEventBytes, onEvent);
-    let failed = false;
-    const fail = (err: Error): void => {
-      if (failed) return;
-      failed = true;
-      stream.destroy();
-      reject(err);
-    };
-    stream.on('data', (chunk: Buffer | string) => {
-      if (failed) return;
-      try {
-        sse.feed(chunk);
-      } catch (err) {
-        fail(err as Error);
-      }
-    });
-    stream.on('end', () => {
-      if (!failed) resolve(sse.result);
-    });
-    stream.on('error', (err) => fail(err));
-    stream.on('close', () => {
-      // 'close' without 'end' means the connection broke mid-stream.
-      if (!failed && !stream.readableEnded) fail(new Error('event stream closed before its end'));
-    });
-  });
 }
