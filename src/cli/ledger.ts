@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
@@ -97,7 +98,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         const path = resolveLedgerPath(args);
         reader = LedgerReader.open({ path, writable });
         const left = leftBehind(path);
-        if (left) io.err(`switchyard ledger: note: ${left} records (calls begun or finished) that a hub wrote before it stopped are in ${PendingLog.pathFor(path)}, not yet in the database; the hub's next start applies them\n`);
+        if (left.records) io.err(`switchyard ledger: note: ${left.records} records (calls begun or finished) that a hub wrote before it stopped are in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
         await body(reader, args);
       } catch (err) {
         io.err(`switchyard ledger: ${(err as Error).message}\n`);
@@ -247,11 +248,19 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
 export const ledgerCommand: CommandModule = makeLedgerCommand();
 
 /**
- * Rows a stopped hub left in its pending file (see src/ledger/pending-log.ts). While a hub
- * runs, the file holds only the last moments of calls, on their way in: no note.
+ * Rows a stopped hub left in its pending files (see src/ledger/pending-files.ts). While a hub
+ * runs, the files hold only the last moments of calls, on their way in: no note.
  */
-function leftBehind(dbPath: string): number {
-  return ledgerWriter(dbPath) ? 0 : PendingLog.read(PendingLog.pathFor(dbPath)).length;
+function leftBehind(dbPath: string): { records: number; files: string[] } {
+  const left = { records: 0, files: [] as string[] };
+  if (ledgerWriter(dbPath)) return left;
+  for (const file of PendingFiles.paths(dbPath)) {
+    const rows = PendingLog.read(file).filter((r) => (r as { s?: unknown }).s !== undefined).length;
+    if (rows === 0) continue;
+    left.records += rows;
+    left.files.push(file);
+  }
+  return left;
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -2,8 +2,9 @@ import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 
 /**
- * The ledger's write-ahead file (`<ledger.path>-pending`): audit rows are durable here first
- * and move into SQLite in batches up to 50 ms later (see Ledger.ingest).
+ * One of the ledger's two write-ahead files (`<ledger.path>-pending` and `-pending.2`; see
+ * PendingFiles): audit rows are durable here first and move into SQLite in batches up to
+ * 50 ms later, on the ingest thread (see Ledger.ingest).
  *
  * Why: a call waits for its in-flight row before it is forwarded and for its finished row
  * before it is answered. As SQLite transactions those are two commits of ~6 WAL frames each
@@ -15,8 +16,8 @@ import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
  * call (concurrency 1) so never waits for the end of a turn, and a busy hub makes two writes
  * per turn however many calls it serves.
  *
- * One writer per file (the hub's ledger lock). The file is emptied each time everything in it
- * is in SQLite; a hub that dies leaves the lines for the next start to apply.
+ * One writer per file (the hub's ledger lock). A hub that dies leaves the lines for the next
+ * start to apply.
  */
 export class PendingLog {
   private fd: number;
@@ -33,6 +34,10 @@ export class PendingLog {
   };
   private writes = 0;
   private records = 0;
+  /** Written before the next line: the file's place in the order of the two (see lead). */
+  private header = '';
+  /** Something was written since the file was last emptied. */
+  private used = false;
 
   constructor(readonly path: string) {
     this.fd = openSync(path, 'a', 0o600);
@@ -66,7 +71,7 @@ export class PendingLog {
       this.turnOpen = true;
       setImmediate(this.endTurn);
       try {
-        writeAll(this.fd, line + '\n');
+        this.write(line + '\n');
       } catch (err) {
         this.turnError = writeFailed(err);
         return failed(this.turnError);
@@ -94,7 +99,7 @@ export class PendingLog {
     this.lines = [];
     this.batch = null;
     try {
-      writeAll(this.fd, lines.join('\n') + '\n');
+      this.write(lines.join('\n') + '\n');
     } catch (err) {
       batch.reject(writeFailed(err));
       return false;
@@ -112,10 +117,30 @@ export class PendingLog {
   truncate(): boolean {
     try {
       ftruncateSync(this.fd, 0);
+      this.used = false;
       return true;
     } catch {
       return false;
     }
+  }
+
+  /** Nothing was written since the file was last emptied. */
+  get empty(): boolean {
+    return !this.used;
+  }
+
+  /**
+   * The file's next lines come after those of generation gen - 1 (in the other file): its
+   * first line says so, `{"g":gen}`, for a start that finds both files to apply in order.
+   */
+  lead(gen: number): void {
+    this.header = `{"g":${gen}}\n`;
+  }
+
+  private write(text: string): void {
+    writeAll(this.fd, this.header + text);
+    this.header = '';
+    this.used = true;
   }
 
   /** write() calls and the lines they carried (for metrics). */

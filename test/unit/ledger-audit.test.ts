@@ -146,7 +146,8 @@ describe('ledger audit rows and group commit', () => {
     const rows = ledger.query({});
     expect(rows.find((r) => r.requestId === 'other')?.outcome).toBe('ok');
     expect(rows.find((r) => r.id === good.rowId)?.outcome).toBe('cancelled');
-    expect(logged.join('')).toMatch(/not in flight/);
+    // Logged by the ingest thread, through this logger: it arrives as a message.
+    expect(await until(() => logged.join(''), (text) => /not in flight/.test(text))).toMatch(/not in flight/);
   });
 
   it('on reopen, rows left in flight become unknown and join the chain', async () => {

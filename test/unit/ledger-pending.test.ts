@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
@@ -117,5 +118,43 @@ describe('ledger pending file', () => {
     expect(log.truncate()).toBe(false);
     expect(log.counters).toEqual({ batches: 0, writes: 0 });
     log.close(false);
+  });
+
+  it('writes in turns: lines after a hand-over go to the other file, which is led by its generation; the first is emptied once its batch is in', async () => {
+    t = tempDir();
+    const files = new PendingFiles(t.db);
+    const [first, second] = PendingFiles.paths(t.db);
+    await files.append('{"s":{"id":1}}');
+    files.handedOver(1);
+    await files.append('{"s":{"id":2}}');
+    files.handedOver(2); // the first file still waits for batch 1: no turn yet
+    await files.append('{"s":{"id":3}}');
+    expect(readFileSync(first, 'utf8')).toBe('{"s":{"id":1}}\n');
+    expect(readFileSync(second, 'utf8')).toBe('{"g":1}\n{"s":{"id":2}}\n{"s":{"id":3}}\n');
+    expect(files.committed(1)).toBe(true);
+    expect(size(first)).toBe(0);
+    files.handedOver(3);
+    await files.append('{"s":{"id":4}}');
+    expect(readFileSync(first, 'utf8')).toBe('{"g":2}\n{"s":{"id":4}}\n');
+    // Both hold lines, the first the newer ones: a start reads them oldest first.
+    expect(PendingFiles.read(t.db)).toEqual([{ g: 1 }, { s: { id: 2 } }, { s: { id: 3 } }, { g: 2 }, { s: { id: 4 } }]);
+    files.close(false);
+  });
+
+  it('a start that finds rows in both pending files applies the older file first', async () => {
+    t = tempDir();
+    const [first, second] = PendingFiles.paths(t.db);
+    const row = (id: number, requestId: string) =>
+      JSON.stringify({ s: { id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' }, e: { outcome: 'ok', latency_ms: 1, server: 's' } });
+    // The second file was begun first (generation 1), then writing turned back to the first.
+    writeFileSync(second, `{"g":1}\n${row(1, 'older')}\n`);
+    writeFileSync(first, `{"g":2}\n${row(2, 'newer')}\n`);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.seq]).sort()).toEqual([
+      ['newer', 2],
+      ['older', 1],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+    expect([size(first), size(second)]).toEqual([0, 0]);
   });
 });

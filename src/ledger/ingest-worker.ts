@@ -1,0 +1,69 @@
+/**
+ * The ledger's ingest thread (started by ingester.ts): takes the pending file's lines as the
+ * hub wrote them, moves them into SQLite on its own connection and chains them, so the hub's
+ * event loop never holds a transaction for them. Each batch it has committed is published in
+ * shared memory (for a reader that waits synchronously) and as a message (to empty files).
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { pino } from 'pino';
+import { AuditApplier, type PendingRecord } from './audit-apply.js';
+import { openLedgerDb } from './db.js';
+
+export interface IngestWorkerData {
+  path: string;
+  migrationsDir?: string;
+  /** Int32 [0]: the last batch number committed; [1]: 1 once the database is open. */
+  applied: SharedArrayBuffer;
+  retryMs: number;
+}
+
+/** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...). */
+export interface IngestBatch {
+  n: number;
+  lines: string;
+}
+
+export type IngestReport = { applied: number } | { log: string };
+
+const port = parentPort!;
+const data = workerData as IngestWorkerData;
+const applied = new Int32Array(data.applied);
+// Lines of pino JSON, logged again by the hub's own logger.
+const log = pino({ base: undefined, timestamp: false }, { write: (line: string) => port.postMessage({ log: line } satisfies IngestReport) });
+const db = openLedgerDb({ path: data.path, migrationsDir: data.migrationsDir });
+const applier = new AuditApplier(db, log);
+Atomics.store(applied, 1, 1);
+Atomics.notify(applied, 0);
+let taken = 0;
+let retry: NodeJS.Timeout | null = null;
+let failing = false;
+
+function commit(): void {
+  retry = null;
+  if (!applier.flush()) {
+    // The whole batch was refused (disk full, a lock held too long): keep it, and what comes
+    // after it, in order, and try again. The group commit logged the cause.
+    if (!failing) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
+    failing = true;
+    retry = setTimeout(commit, data.retryMs);
+    return;
+  }
+  failing = false;
+  Atomics.store(applied, 0, taken);
+  Atomics.notify(applied, 0);
+  port.postMessage({ applied: taken } satisfies IngestReport);
+}
+
+port.on('message', (m: IngestBatch | 'stop') => {
+  if (m === 'stop') {
+    if (retry) clearTimeout(retry);
+    db.close();
+    port.close();
+    return;
+  }
+  const records: PendingRecord[] = [];
+  for (const line of m.lines.split('\n')) records.push(JSON.parse(line) as PendingRecord);
+  applier.take(records);
+  taken = m.n;
+  if (!retry) commit();
+});

@@ -1,0 +1,90 @@
+import { PendingLog } from './pending-log.js';
+
+/**
+ * The ledger's two pending files, written in turns. Rows move into SQLite on another thread
+ * while the hub goes on appending, so a file cannot be emptied once its lines are in: newer
+ * lines follow them. Instead, each time the lines written so far are handed to the ingest
+ * thread (as batch n), new lines go to the other file, if that one is empty; the first file
+ * is emptied once batch n is committed. A start that finds lines in both applies them in the
+ * order their first lines give (`{"g":n}`; a file without one is the older).
+ */
+export class PendingFiles {
+  private readonly files: [PendingLog, PendingLog];
+  private active = 0;
+  /** The batch whose commit lets the other file be emptied; 0 when it is empty. */
+  private standbyNeeds = 0;
+  private gen = 0;
+  /** Emptying a file failed (warned once per streak by the ledger). */
+  truncateFailing = false;
+
+  constructor(dbPath: string) {
+    const [a, b] = PendingFiles.paths(dbPath);
+    this.files = [new PendingLog(a), new PendingLog(b)];
+  }
+
+  static paths(dbPath: string): [string, string] {
+    const first = PendingLog.pathFor(dbPath);
+    return [first, `${first}.2`];
+  }
+
+  /** The records both files hold, in the order they were written (see PendingLog.read). */
+  static read(dbPath: string): unknown[] {
+    const files = PendingFiles.paths(dbPath).map((p) => PendingLog.read(p));
+    const gen = (records: unknown[]): number => {
+      const g = (records[0] as { g?: unknown } | undefined)?.g;
+      return typeof g === 'number' ? g : 0;
+    };
+    files.sort((x, y) => gen(x) - gen(y));
+    return files.flat();
+  }
+
+  append(line: string): Promise<void> {
+    return this.files[this.active]!.append(line);
+  }
+
+  whenWritten(): Promise<void> | null {
+    return this.files[this.active]!.whenWritten();
+  }
+
+  flush(): boolean {
+    return this.files[this.active]!.flush();
+  }
+
+  /** Everything written so far went to the ingest thread as batch n: write on in the other file. */
+  handedOver(n: number): void {
+    if (this.standbyNeeds !== 0 || this.files[this.active]!.empty) return;
+    this.standbyNeeds = n;
+    this.active ^= 1;
+    this.files[this.active]!.lead(++this.gen);
+  }
+
+  /** Batches up to n are committed: empty the file they came from. */
+  committed(n: number): boolean {
+    if (this.standbyNeeds === 0 || n < this.standbyNeeds) return true;
+    if (!this.files[this.active ^ 1]!.truncate()) return false;
+    this.standbyNeeds = 0;
+    return true;
+  }
+
+  /** Everything written is committed (nothing was written since): start over in the first file. */
+  startOver(): boolean {
+    this.flush();
+    const ok = this.files[0].truncate() && this.files[1].truncate();
+    if (ok) {
+      this.active = 0;
+      this.standbyNeeds = 0;
+    }
+    return ok;
+  }
+
+  /** write() calls and the lines they carried, both files (for metrics). */
+  get counters(): { batches: number; writes: number } {
+    const [a, b] = [this.files[0].counters, this.files[1].counters];
+    return { batches: a.batches + b.batches, writes: a.writes + b.writes };
+  }
+
+  /** Flushes and closes both; `empty`: everything is committed, so both files go. */
+  close(empty: boolean): void {
+    for (const f of this.files) f.close(empty);
+  }
+}
