@@ -1,10 +1,21 @@
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { JOURNAL_SIZE_LIMIT, WRITER_AUTOCHECKPOINT_PAGES } from './checkpointer.js';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
 
 export const DEFAULT_LEDGER_PATH = './data/ledger.db';
+
+/**
+ * SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, on the
+ * thread that committed: on the hub's event loop, at concurrency 32, it stalled every call in
+ * flight for the length of the copy. The ingest thread (ingest-worker.ts) runs PASSIVE
+ * checkpoints every 100 ms instead, which never block a writer; but only a writer can rewind
+ * the WAL, and only once every frame is copied, so writers keep an automatic checkpoint at a
+ * larger threshold: by the time it fires, nearly everything is copied. The WAL file is
+ * truncated to JOURNAL_SIZE_LIMIT when it rewinds.
+ */
+export const WRITER_AUTOCHECKPOINT_PAGES = 8000;
+export const JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024;
 
 export interface OpenDbOptions {
   path: string;
@@ -51,8 +62,8 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     if (created) chmodSync(path, 0o600);
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    // The hub's Checkpointer copies the WAL from another thread; this threshold is the
-    // writer's backstop and the point where it rewinds the WAL (see checkpointer.ts).
+    // The ingest thread copies the WAL in the background; this threshold is the writer's
+    // backstop and the point where it rewinds the WAL (see WRITER_AUTOCHECKPOINT_PAGES).
     db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
     db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
     // Another process (the CLI pruning) may hold the write lock briefly.

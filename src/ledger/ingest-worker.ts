@@ -1,8 +1,9 @@
 /**
- * The ledger's ingest thread (started by ingester.ts): takes the pending file's lines as the
- * hub wrote them, moves them into SQLite on its own connection and chains them, so the hub's
+ * The ledger's thread (started by ingester.ts): takes the pending file's lines as the hub
+ * wrote them, moves them into SQLite on its own connection and chains them, so the hub's
  * event loop never holds a transaction for them. Each batch it has committed is published in
  * shared memory (for a reader that waits synchronously) and as a message (to empty files).
+ * It also copies the WAL into the database file (see WRITER_AUTOCHECKPOINT_PAGES in db.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
@@ -15,9 +16,11 @@ export interface IngestWorkerData {
   /** Int32 [0]: the last batch number committed; [1]: 1 once the database is open. */
   applied: SharedArrayBuffer;
   retryMs: number;
+  /** PASSIVE checkpoints this often, or none. */
+  checkpointMs: number | null;
 }
 
-/** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...). */
+/** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest. */
 export interface IngestBatch {
   n: number;
   lines: string;
@@ -54,15 +57,32 @@ function commit(): void {
   port.postMessage({ applied: taken } satisfies IngestReport);
 }
 
+let checkpointFailing = false;
+const checkpoints =
+  data.checkpointMs === null
+    ? null
+    : setInterval(() => {
+        try {
+          db.pragma('wal_checkpoint(PASSIVE)');
+          checkpointFailing = false;
+        } catch (err) {
+          // Busy or I/O trouble: the writers' own checkpoint still bounds the WAL. Report once.
+          if (!checkpointFailing) log.warn({ err }, 'ledger: background checkpoint failed; writers checkpoint alone');
+          checkpointFailing = true;
+        }
+      }, data.checkpointMs);
+
 port.on('message', (m: IngestBatch | 'stop') => {
   if (m === 'stop') {
     if (retry) clearTimeout(retry);
+    if (checkpoints) clearInterval(checkpoints);
     db.close();
     port.close();
     return;
   }
   const records: PendingRecord[] = [];
-  for (const line of m.lines.split('\n')) records.push(JSON.parse(line) as PendingRecord);
+  // An empty line is a begin the hub dropped because its finish follows in the same batch.
+  for (const line of m.lines.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
   applier.take(records);
   taken = m.n;
   if (!retry) commit();

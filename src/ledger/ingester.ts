@@ -4,6 +4,17 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
 import type { IngestBatch, IngestReport, IngestWorkerData } from './ingest-worker.js';
 
+export interface IngesterOptions {
+  migrationsDir: string | undefined;
+  log: Logger;
+  /** The thread committed batches up to n. */
+  onApplied: (n: number) => void;
+  /** After SQLite refused a whole batch. */
+  retryMs: number;
+  /** PASSIVE checkpoints this often, or none. */
+  checkpointMs: number | null;
+}
+
 /**
  * The hub's side of the ingest thread (ingest-worker.ts). Batches are numbered from 1 in the
  * order they are sent; the thread commits them in that order, and `applied` is the last one
@@ -20,14 +31,12 @@ export class Ingester {
   private stopping: Promise<void> | null = null;
   private readonly waiters: { n: number; resolve: (ok: boolean) => void }[] = [];
 
-  constructor(
-    path: string,
-    migrationsDir: string | undefined,
-    private readonly log: Logger,
-    onApplied: (n: number) => void,
-    retryMs: number,
-  ) {
-    const workerData: IngestWorkerData = { path, migrationsDir, applied: this.shared.buffer as SharedArrayBuffer, retryMs };
+  private readonly log: Logger;
+
+  constructor(path: string, opts: IngesterOptions) {
+    this.log = opts.log;
+    const { migrationsDir, retryMs, checkpointMs, onApplied } = opts;
+    const workerData: IngestWorkerData = { path, migrationsDir, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs };
     // A small young generation: with V8's default the thread's new space grew to 32 MB under
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.

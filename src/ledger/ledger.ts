@@ -1,7 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, type PendingRecord } from './audit-apply.js';
-import { Checkpointer } from './checkpointer.js';
 import { ChainWriter, type VerifyResult } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
@@ -29,7 +28,7 @@ export interface LedgerOptions {
   now?: () => number;
   /** A stored body larger than this is replaced by a size marker. Default 1 MiB. */
   maxBodyBytes?: number;
-  /** Checkpoint the WAL from a worker thread (default true; see checkpointer.ts). */
+  /** Checkpoint the WAL from the ingest thread every 100 ms (default true; see db.ts). */
   backgroundCheckpoint?: boolean;
   /** How long rows wait in the pending file before they move into SQLite (default 50 ms). */
   ingestDelayMs?: number;
@@ -49,6 +48,8 @@ const INGEST_RETRY_MS = 1000;
 const SYNC_TIMEOUT_MS = 10_000;
 /** How long close() waits for the ingest thread; what it has not committed stays in the files. */
 const CLOSE_TIMEOUT_MS = 10_000;
+/** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
+const CHECKPOINT_EVERY_MS = 100;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 const MAX_ERROR_MESSAGE = 4096;
 
@@ -79,11 +80,12 @@ export class Ledger {
   private readonly maxBodyBytes: number;
   private readonly log: Logger;
   private readonly purgeTimer: NodeJS.Timeout;
-  private readonly checkpointer: Checkpointer | null;
   private readonly pending: PendingFiles;
   private readonly ingester: Ingester;
-  /** Lines written (or refused by a full disk) since the last hand-over, in order. */
+  /** Lines written (or refused by a full disk) since the last hand-over, in order; '' for a begin finished since. */
   private lines: string[] = [];
+  /** Begins among `lines` whose call has not finished: id → index. */
+  private readonly begun = new Map<number, number>();
   /** The number of the last batch handed to the ingest thread. */
   private handed = 0;
   private ingestTimer: NodeJS.Timeout | null = null;
@@ -131,8 +133,13 @@ export class Ledger {
     void this.idempotency.purgeExpired().catch(() => undefined);
     this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
     this.purgeTimer.unref();
-    this.checkpointer = opts.backgroundCheckpoint === false ? null : new Checkpointer(db.name, this.log);
-    this.ingester = new Ingester(db.name, opts.migrationsDir, this.log, (n) => this.committed(n), INGEST_RETRY_MS);
+    this.ingester = new Ingester(db.name, {
+      migrationsDir: opts.migrationsDir,
+      log: this.log,
+      onApplied: (n) => this.committed(n),
+      retryMs: INGEST_RETRY_MS,
+      checkpointMs: opts.backgroundCheckpoint === false ? null : CHECKPOINT_EVERY_MS,
+    });
   }
 
   static open(opts: LedgerOptions): Ledger {
@@ -151,6 +158,7 @@ export class Ledger {
     const id = this.nextId++;
     const start = this.beginParams(id, b);
     const startJson = JSON.stringify(start);
+    this.begun.set(id, this.lines.length);
     void this.write(`{"s":${startJson}}`); // waited for through whenCommitted()
     return new Handle(this, id, start, startJson);
   }
@@ -183,7 +191,13 @@ export class Ledger {
   finishRow(id: number, start: Params, startJson: string, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
     const fin = this.finalParams(start, e);
-    // The line repeats the begin's columns so a restart can finish the row from this line alone.
+    // The finish line carries the begin's columns too (a restart can finish the row from it
+    // alone), so a begin not yet handed over need not go to the thread at all.
+    const at = this.begun.get(id);
+    if (at !== undefined) {
+      this.lines[at] = '';
+      this.begun.delete(id);
+    }
     void this.write(`{"s":${startJson},"e":${JSON.stringify(fin)}}`);
     // Its line, and an idempotency answer stored just before it (a SQLite write).
     return this.whenCommitted();
@@ -235,6 +249,7 @@ export class Ledger {
     this.pending.flush();
     this.handed = this.ingester.send(this.lines.join('\n'));
     this.lines = [];
+    this.begun.clear();
     this.pending.handedOver(this.handed);
   }
 
@@ -316,8 +331,7 @@ export class Ledger {
     this.pins.close();
     this.gc.close();
     this.pending.close(ingested);
-    // The worker's connection goes first, so closing the writer's (the last) folds the WAL in.
-    await this.checkpointer?.stop();
+    // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
   }
 

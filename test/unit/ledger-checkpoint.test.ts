@@ -26,7 +26,7 @@ async function until(cond: () => boolean, ms: number): Promise<boolean> {
 }
 
 describe('ledger checkpoints off the event loop', () => {
-  it('a worker thread copies committed WAL pages into the database file; the writer does not wait for it', async () => {
+  it('the ledger thread copies committed WAL pages into the database file; the writer does not wait for it', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
     await ledger.whenCommitted();
@@ -37,7 +37,7 @@ describe('ledger checkpoints off the event loop', () => {
     expect(statSync(`${t.db}-wal`).size).toBeGreaterThan(0);
   });
 
-  it('without the worker, the same writes stay in the WAL (the writer checkpoints only at its threshold)', async () => {
+  it('without background checkpoints, the same writes stay in the WAL (the writer checkpoints only at its threshold)', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     await ledger.whenCommitted();
@@ -47,7 +47,7 @@ describe('ledger checkpoints off the event loop', () => {
     expect(statSync(t.db).size).toBe(before);
   });
 
-  it('close() ends the worker and folds the WAL into the file', async () => {
+  it('close() ends the thread and folds the WAL into the file', async () => {
     t = tempDir();
     const l = Ledger.open({ path: t.db });
     await writeRows(l, 300);
