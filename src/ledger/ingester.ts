@@ -18,9 +18,9 @@ export interface IngesterOptions {
 /**
  * The hub's side of the ingest thread (ingest-worker.ts). Batches are numbered from 1 in the
  * order they are sent; the thread commits them in that order, and `applied` is the last one
- * committed. Moving rows into SQLite held the event loop for the whole transaction (~2 ms
- * every 50 ms at 2,000 calls/s, the hub's p99 at concurrency 1) and took a quarter of the
- * hub's CPU per call at concurrency 64 (measured by A/B: 133–141 against 100–112 µs).
+ * committed. Moving rows into SQLite on the hub's thread held its event loop for the whole
+ * transaction and took a quarter of its CPU per call at concurrency 64 (the bound, measured
+ * by A/B with the move skipped: 100–112 against 133–141 µs).
  */
 export class Ingester {
   private readonly worker: Worker;

@@ -30,16 +30,20 @@ export interface LedgerOptions {
   maxBodyBytes?: number;
   /** Checkpoint the WAL from the ingest thread every 100 ms (default true; see db.ts). */
   backgroundCheckpoint?: boolean;
-  /** How long rows wait in the pending file before they move into SQLite (default 50 ms). */
+  /** How long rows wait in the pending file before they go to the ingest thread (default 5 ms). */
   ingestDelayMs?: number;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /**
  * How long a row waits in the pending file before it goes to the ingest thread (see ingest).
- * 50 ms is still fresh for a reader, and readers in this process wait for the thread anyway.
+ * Each hand-over wakes the thread, and at concurrency 1 on two cores its burst of work delays
+ * about one call by a millisecond or more: small, frequent bursts hurt the tail least. Measured
+ * (stdio echo, 5 s, three alternating runs each): p99 0.92–1.07 ms at 5 ms against 1.31–1.52 at
+ * 50 ms (10 ms: 1.15–1.23, with three times as many calls over 1 ms), p50 +0.005–0.017 ms; at
+ * concurrency 64, 9.9k against 9.1–9.5k req/s.
  */
-const INGEST_DELAY_MS = 50;
+const INGEST_DELAY_MS = 5;
 /** Lines waiting that make the hand-over happen at once instead. */
 const INGEST_BATCH = 512;
 /** After SQLite refused a whole batch (disk full, lock held too long). */
@@ -58,7 +62,7 @@ type Params = Record<string, unknown>;
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
  * to the pending file (PendingLog: one write() per turn of the event loop, durable against
- * SIGKILL); the lines go to the ingest thread every 50 ms (ingest), which moves them into
+ * SIGKILL); the lines go to the ingest thread every 5 ms (ingest), which moves them into
  * SQLite, where they are chained and where readers find them. A call's in-flight row and its
  * finished row usually reach SQLite together, as one INSERT. Idempotency keys, names and pins
  * are SQLite writes through the group commit, on this thread.

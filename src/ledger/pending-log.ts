@@ -4,7 +4,7 @@ import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 /**
  * One of the ledger's two write-ahead files (`<ledger.path>-pending` and `-pending.2`; see
  * PendingFiles): audit rows are durable here first and move into SQLite in batches up to
- * 50 ms later, on the ingest thread (see Ledger.ingest).
+ * a few ms later, on the ingest thread (see Ledger.ingest).
  *
  * Why: a call waits for its in-flight row before it is forwarded and for its finished row
  * before it is answered. As SQLite transactions those are two commits of ~6 WAL frames each
