@@ -72,7 +72,8 @@ describe('ledger audit rows and group commit', () => {
     const row = await until(() => rowOf(other, h.rowId), (r) => r?.outcome === 'tool_error');
     expect(row).toMatchObject({ outcome: 'tool_error', error_kind: 'tool', latency_ms: 42, request_id: 'r-1', seq: 2 });
     expect((row as { hash: string }).hash).toMatch(/^[0-9a-f]{64}$/);
-    expect(pendingLines(file)).toEqual([]);
+    // The file is emptied when the thread's report of the commit reaches this thread.
+    expect(await until(() => pendingLines(file), (lines) => lines.length === 0)).toEqual([]);
     other.close();
     await ledger.close();
     ledger = undefined;
