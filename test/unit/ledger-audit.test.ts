@@ -7,15 +7,12 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { AuditBegin } from '../../src/ledger/types.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 function second(path: string): Database.Database {
   return new Database(path, { readonly: true });

@@ -1,16 +1,12 @@
 import { statSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir> | undefined;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-  t = undefined;
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 async function writeRows(l: Ledger, n: number): Promise<void> {
   await Promise.all(Array.from({ length: n }, () => l.begin(begin()).finish(end())));

@@ -7,16 +7,13 @@ import yargs from 'yargs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 interface Run {
   out: string;

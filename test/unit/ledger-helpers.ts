@@ -9,6 +9,12 @@ export function tempDir(): { dir: string; db: string; cleanup: () => void } {
   return { dir, db: join(dir, 'ledger.db'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** After each test: its ledger closed (if it opened one), then its folder removed. */
+export async function closeAndRemove(ledger: { close(): Promise<void> } | undefined, t: { cleanup(): void } | undefined): Promise<void> {
+  await ledger?.close();
+  t?.cleanup();
+}
+
 let n = 0;
 export function begin(over: Partial<AuditBegin> = {}): AuditBegin {
   n++;

@@ -4,15 +4,12 @@ import { argsHash } from '../../src/ledger/canonical.js';
 import { IdempotencyAbandonedError, IdempotencyUnknownError } from '../../src/ledger/idempotency.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { IdempotencyClaim, StoredAnswer } from '../../src/ledger/types.js';
-import { tempDir } from './ledger-helpers.js';
+import { closeAndRemove, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 const H1 = argsHash({ path: '/a' });
 const H2 = argsHash({ path: '/b' });

@@ -3,15 +3,12 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 const ROWS = 20_000;
 

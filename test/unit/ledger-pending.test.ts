@@ -6,15 +6,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 const pendingOf = (db: string) => `${db}-pending`;
 const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);

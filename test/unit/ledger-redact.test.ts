@@ -3,15 +3,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { argsHash, canonicalJson } from '../../src/ledger/canonical.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { redact, redactString } from '../../src/ledger/redact.js';
-import { begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
-afterEach(async () => {
-  await ledger?.close();
-  ledger = undefined;
-  t?.cleanup();
-});
+// A ledger closed twice, or a folder removed twice, is no harm.
+afterEach(() => closeAndRemove(ledger, t));
 
 describe('canonical JSON and argsHash', () => {
   it('sorts keys recursively and otherwise follows JSON.stringify', () => {
