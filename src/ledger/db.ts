@@ -60,18 +60,37 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     // Audit rows name principals and may hold (redacted) bodies: owner-only. SQLite gives
     // the -wal/-shm files the same mode.
     if (created) chmodSync(path, 0o600);
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    // The ingest thread copies the WAL in the background; this threshold is the writer's
-    // backstop and the point where it rewinds the WAL (see WRITER_AUTOCHECKPOINT_PAGES).
-    db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
-    db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
-    // Another process (the CLI pruning) may hold the write lock briefly.
-    db.pragma('busy_timeout = 5000');
+    configureWriter(db);
     migrate(db, migrations, opts.now);
     return db;
   } catch (err) {
     db.close();
     throw err;
   }
+}
+
+/**
+ * A second writing connection to a ledger the hub has opened (and so migrated) already: the
+ * ingest thread's. No migration, so it never waits for the write lock to start.
+ */
+export function openLedgerWriter(path: string): Database.Database {
+  const db = new Database(path, { fileMustExist: true });
+  try {
+    configureWriter(db);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+function configureWriter(db: Database.Database): void {
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  // The ingest thread copies the WAL in the background; this threshold is the writer's
+  // backstop and the point where it rewinds the WAL (see WRITER_AUTOCHECKPOINT_PAGES).
+  db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
+  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT}`);
+  // Another process (the CLI pruning) may hold the write lock briefly.
+  db.pragma('busy_timeout = 5000');
 }

@@ -8,12 +8,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { AuditApplier, type PendingRecord } from './audit-apply.js';
-import { openLedgerDb } from './db.js';
+import { openLedgerWriter } from './db.js';
 
 export interface IngestWorkerData {
   path: string;
-  migrationsDir?: string;
-  /** Int32 [0]: the last batch number committed; [1]: 1 once the database is open. */
+  /** Int32 [0]: the last batch number committed; [1]: 1 once the database is open, 2 while SQLite refuses batches. */
   applied: SharedArrayBuffer;
   retryMs: number;
   /** PASSIVE checkpoints this often, or none. */
@@ -33,7 +32,7 @@ const data = workerData as IngestWorkerData;
 const applied = new Int32Array(data.applied);
 // Lines of pino JSON, logged again by the hub's own logger.
 const log = pino({ base: undefined, timestamp: false }, { write: (line: string) => port.postMessage({ log: line } satisfies IngestReport) });
-const db = openLedgerDb({ path: data.path, migrationsDir: data.migrationsDir });
+const db = openLedgerWriter(data.path);
 const applier = new AuditApplier(db, log);
 Atomics.store(applied, 1, 1);
 Atomics.notify(applied, 0);
@@ -48,10 +47,13 @@ function commit(): void {
     // after it, in order, and try again. The group commit logged the cause.
     if (!failing) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
     failing = true;
+    Atomics.store(applied, 1, 2); // a reader waiting for this batch stops waiting
+    Atomics.notify(applied, 0);
     retry = setTimeout(commit, data.retryMs);
     return;
   }
   failing = false;
+  Atomics.store(applied, 1, 1);
   Atomics.store(applied, 0, taken);
   Atomics.notify(applied, 0);
   port.postMessage({ applied: taken } satisfies IngestReport);

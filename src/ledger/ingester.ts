@@ -5,7 +5,6 @@ import type { Logger } from '../log.js';
 import type { IngestBatch, IngestReport, IngestWorkerData } from './ingest-worker.js';
 
 export interface IngesterOptions {
-  migrationsDir: string | undefined;
   log: Logger;
   /** The thread committed batches up to n. */
   onApplied: (n: number) => void;
@@ -24,7 +23,7 @@ export interface IngesterOptions {
  */
 export class Ingester {
   private readonly worker: Worker;
-  /** [0]: the last batch committed; [1]: 1 once the thread has opened the database. */
+  /** [0]: the last batch committed; [1]: 1 once the thread has opened the database, 2 while SQLite refuses its batches. */
   private readonly shared = new Int32Array(new SharedArrayBuffer(8));
   private sent = 0;
   private gone = false;
@@ -35,8 +34,8 @@ export class Ingester {
 
   constructor(path: string, opts: IngesterOptions) {
     this.log = opts.log;
-    const { migrationsDir, retryMs, checkpointMs, onApplied } = opts;
-    const workerData: IngestWorkerData = { path, migrationsDir, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs };
+    const { retryMs, checkpointMs, onApplied } = opts;
+    const workerData: IngestWorkerData = { path, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs };
     // A small young generation: with V8's default the thread's new space grew to 32 MB under
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.
@@ -69,9 +68,11 @@ export class Ingester {
   }
 
   /**
-   * Blocks until batch n is committed or timeoutMs passed (for readers in this process). The
-   * thread's end is an event this loop cannot see while it waits, so a thread that has not
-   * opened the database within STARTUP_MS is not waited for any longer.
+   * Blocks until batch n is committed or timeoutMs passed (for readers in this process). Not
+   * at all while SQLite refuses the thread's batches (a full disk): they are retried every
+   * second, and the hub's event loop must not stop for that. The thread's end is an event this
+   * loop cannot see while it waits, so a thread that has not opened the database within
+   * STARTUP_MS is not waited for any longer.
    */
   waitSync(n: number, timeoutMs: number): boolean {
     const t0 = Date.now();
@@ -79,7 +80,9 @@ export class Ingester {
       const now = this.applied;
       if (now >= n) return true;
       const waited = Date.now() - t0;
-      const started = Atomics.load(this.shared, 1) === 1;
+      const state = Atomics.load(this.shared, 1);
+      if (state === 2) return false;
+      const started = state === 1;
       const left = Math.min(timeoutMs, started ? timeoutMs : STARTUP_MS) - waited;
       if (this.gone || left <= 0) return false;
       Atomics.wait(this.shared, 0, now, Math.min(left, started ? left : 50));

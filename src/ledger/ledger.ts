@@ -99,6 +99,8 @@ export class Ledger {
   private closed = false;
   /** A pending file could not be emptied (warned once per streak). */
   private truncateFailing = false;
+  /** A read went ahead without the latest rows (warned once per streak). */
+  private readBehind = false;
 
   private constructor(
     private readonly db: Database,
@@ -138,7 +140,6 @@ export class Ledger {
     this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
     this.purgeTimer.unref();
     this.ingester = new Ingester(db.name, {
-      migrationsDir: opts.migrationsDir,
       log: this.log,
       onApplied: (n) => this.committed(n),
       retryMs: INGEST_RETRY_MS,
@@ -213,8 +214,13 @@ export class Ledger {
    */
   sync(): void {
     this.ingest();
-    if (this.ingester.waitSync(this.handed, SYNC_TIMEOUT_MS)) this.emptied(this.pending.startOver());
-    else this.log.warn('ledger: the ingest thread is behind; this read may miss the latest rows');
+    if (this.ingester.waitSync(this.handed, SYNC_TIMEOUT_MS)) {
+      this.readBehind = false;
+      this.emptied(this.pending.startOver());
+    } else if (!this.readBehind) {
+      this.readBehind = true; // warned once until a read is whole again
+      this.log.warn('ledger: rows are not all in SQLite yet (see earlier messages); reads may miss the latest');
+    }
   }
 
   /**

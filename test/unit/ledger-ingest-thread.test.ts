@@ -62,4 +62,35 @@ describe('the ledger ingest thread', () => {
     ]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
   });
+
+  it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
+    // Another writer holds the lock past the thread's busy_timeout (5 s, for each of the group
+    // commit's attempts): its batch is refused whole, after ~20 s.
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    await ledger.record(begin({ requestId: 'waits' }), end());
+    const refused = await until(() => logged.join(''), (text) => /wait in the pending file/.test(text), 40_000);
+    expect(refused).toMatch(/wait in the pending file/);
+    const t0 = Date.now();
+    expect(ledger.query({})).toEqual([]);
+    expect(Date.now() - t0).toBeLessThan(500);
+    other.prepare('COMMIT').run();
+    other.close();
+    // Retried every second.
+    const rows = await until(() => ledger!.query({}), (r) => r.length === 1, 5_000);
+    expect(rows.map((r) => r.requestId)).toEqual(['waits']);
+  }, 60_000);
 });
+
+async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = get();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
