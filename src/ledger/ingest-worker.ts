@@ -9,10 +9,11 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { AuditApplier, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
+import { THREAD_OPEN, THREAD_REFUSED } from './ingester.js';
 
 export interface IngestWorkerData {
   path: string;
-  /** Int32 [0]: the last batch number committed; [1]: 1 once the database is open, 2 while SQLite refuses batches. */
+  /** Int32 [0]: the last batch number committed; [1]: THREAD_OPEN or THREAD_REFUSED (ingester.ts), 0 before the database is open. */
   applied: SharedArrayBuffer;
   retryMs: number;
   /** PASSIVE checkpoints this often, or none. */
@@ -34,26 +35,23 @@ const applied = new Int32Array(data.applied);
 const log = pino({ base: undefined, timestamp: false }, { write: (line: string) => port.postMessage({ log: line } satisfies IngestReport) });
 const db = openLedgerWriter(data.path);
 const applier = new AuditApplier(db, log);
-Atomics.store(applied, 1, 1);
+Atomics.store(applied, 1, THREAD_OPEN);
 Atomics.notify(applied, 0);
 let taken = 0;
 let retry: NodeJS.Timeout | null = null;
-let failing = false;
 
 function commit(): void {
   retry = null;
   if (!applier.flush()) {
     // The whole batch was refused (disk full, a lock held too long): keep it, and what comes
     // after it, in order, and try again. The group commit logged the cause.
-    if (!failing) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
-    failing = true;
-    Atomics.store(applied, 1, 2); // a reader waiting for this batch stops waiting
+    if (Atomics.load(applied, 1) !== THREAD_REFUSED) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
+    Atomics.store(applied, 1, THREAD_REFUSED); // a reader waiting for this batch stops waiting
     Atomics.notify(applied, 0);
     retry = setTimeout(commit, data.retryMs);
     return;
   }
-  failing = false;
-  Atomics.store(applied, 1, 1);
+  Atomics.store(applied, 1, THREAD_OPEN);
   Atomics.store(applied, 0, taken);
   Atomics.notify(applied, 0);
   port.postMessage({ applied: taken } satisfies IngestReport);

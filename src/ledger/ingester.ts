@@ -14,6 +14,10 @@ export interface IngesterOptions {
   checkpointMs: number | null;
 }
 
+/** Slot 1 of the shared memory: the thread has opened the database, or SQLite refuses its batches. */
+export const THREAD_OPEN = 1;
+export const THREAD_REFUSED = 2;
+
 /**
  * The hub's side of the ingest thread (ingest-worker.ts). Batches are numbered from 1 in the
  * order they are sent; the thread commits them in that order, and `applied` is the last one
@@ -23,7 +27,7 @@ export interface IngesterOptions {
  */
 export class Ingester {
   private readonly worker: Worker;
-  /** [0]: the last batch committed; [1]: 1 once the thread has opened the database, 2 while SQLite refuses its batches. */
+  /** [0]: the last batch committed; [1]: 0 until the thread has opened the database, then THREAD_OPEN or THREAD_REFUSED. */
   private readonly shared = new Int32Array(new SharedArrayBuffer(8));
   private sent = 0;
   private gone = false;
@@ -79,13 +83,12 @@ export class Ingester {
     for (;;) {
       const now = this.applied;
       if (now >= n) return true;
-      const waited = Date.now() - t0;
       const state = Atomics.load(this.shared, 1);
-      if (state === 2) return false;
-      const started = state === 1;
-      const left = Math.min(timeoutMs, started ? timeoutMs : STARTUP_MS) - waited;
-      if (this.gone || left <= 0) return false;
-      Atomics.wait(this.shared, 0, now, Math.min(left, started ? left : 50));
+      if (state === THREAD_REFUSED || this.gone) return false;
+      // The thread notifies slot 0 when it opens, commits or is refused: each wakes this wait.
+      const left = (state === THREAD_OPEN ? timeoutMs : Math.min(timeoutMs, STARTUP_MS)) - (Date.now() - t0);
+      if (left <= 0) return false;
+      Atomics.wait(this.shared, 0, now, left);
     }
   }
 
