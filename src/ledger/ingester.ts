@@ -44,7 +44,10 @@ export class Ingester {
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.
     const resourceLimits = { maxYoungGenerationSizeMb: 6 };
-    this.worker = new Worker(workerFile(), { workerData, execArgv: workerExecArgv(), resourceLimits });
+    // None of the hub's flags: a Worker refuses V8 and per-process ones (`node
+    // --max-old-space-size=… switchyard start` would not start), and the thread, plain JS from
+    // dist/, needs none; V8's flags reach it anyway, being process-wide.
+    this.worker = new Worker(workerFile(), { workerData, execArgv: [], resourceLimits });
     this.worker.unref();
     this.worker.on('message', (m: IngestReport) => {
       if ('log' in m) return relog(this.log, m.log);
@@ -135,14 +138,6 @@ export class Ingester {
 
 /** How long a thread may take to open the database before a synchronous reader stops waiting. */
 const STARTUP_MS = 5000;
-
-/**
- * The hub's own flags, less --input-type: Node refuses it with a file, and a script run with
- * `node --input-type=module -e` (the tests' children) would hand it to the thread.
- */
-function workerExecArgv(): string[] {
-  return process.execArgv.filter((a) => !a.startsWith('--input-type'));
-}
 
 /**
  * The compiled thread. Tests run this module from src/ through vitest, where the .ts file

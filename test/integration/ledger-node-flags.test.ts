@@ -1,0 +1,30 @@
+/**
+ * The hub started with Node and V8 flags of its own (a bigger heap, a larger young generation),
+ * as operators do, must still start its ledger thread and record calls: a Worker refuses such
+ * flags in its execArgv, so the thread must not inherit them.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, modernCall, SDK1, textOf, waitForReady, waitForRows } from './ledger-helpers.js';
+
+let hub: HubProcess | undefined;
+afterEach(async () => {
+  await hub?.stop();
+  hub = undefined;
+});
+
+describe('the hub under node flags', () => {
+  it('starts with V8 and per-process flags and records a call in the ledger', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-flags-'));
+    hub = await startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--max-old-space-size=512', '--max-semi-space-size=8', '--title=switchyard-flags'] });
+    await waitForReady(hub.url, ['f']);
+    const res = await modernCall(hub.url, 'flags-1', 'tools/call', { name: 'f__echo', arguments: { text: 'flags' } });
+    expect(textOf(res.body?.result)).toBe('echo:flags');
+    const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' });
+    expect(rows).toEqual([expect.objectContaining({ requestId: 'flags-1', outcome: 'ok' })]);
+    expect(hub.logs.join('\n')).not.toMatch(/ingest thread (failed|ended)/);
+  });
+});
