@@ -9,6 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { AuditApplier, type PendingRecord } from './audit-apply.js';
 import { openLedgerWriter } from './db.js';
+import { PendingFiles } from './pending-files.js';
 import { THREAD_OPEN, THREAD_REFUSED } from './ingester.js';
 
 export interface IngestWorkerData {
@@ -18,6 +19,11 @@ export interface IngestWorkerData {
   retryMs: number;
   /** PASSIVE checkpoints this often, or none. */
   checkpointMs: number | null;
+  /**
+   * Set for a thread that replaces one that ended: batches up to this one may not be
+   * committed, so it first applies what the pending files hold.
+   */
+  resume?: number;
 }
 
 /** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest. */
@@ -39,10 +45,17 @@ Atomics.store(applied, 1, THREAD_OPEN);
 Atomics.notify(applied, 0);
 let taken = 0;
 let retry: NodeJS.Timeout | null = null;
+// A replacement thread may meet lines twice (in the files and again in a batch) and rows its
+// predecessor committed: it applies as a start does, skipping those.
+const replay = data.resume !== undefined;
+if (replay) {
+  applier.take(PendingFiles.read(data.path) as PendingRecord[]);
+  taken = data.resume!;
+}
 
 function commit(): void {
   retry = null;
-  if (!applier.flush()) {
+  if (!applier.flush(replay)) {
     // The whole batch was refused (disk full, a lock held too long): keep it, and what comes
     // after it, in order, and try again. The group commit logged the cause.
     if (Atomics.load(applied, 1) !== THREAD_REFUSED) log.warn('ledger: rows wait in the pending file until SQLite takes them again');
@@ -71,6 +84,8 @@ const checkpoints =
           checkpointFailing = true;
         }
       }, data.checkpointMs);
+
+if (replay) commit();
 
 port.on('message', (m: IngestBatch | 'stop') => {
   if (m === 'stop') {

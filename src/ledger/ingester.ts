@@ -12,6 +12,8 @@ export interface IngesterOptions {
   retryMs: number;
   /** PASSIVE checkpoints this often, or none. */
   checkpointMs: number | null;
+  /** The first wait before a thread that ended is replaced; it doubles while replacements fail. */
+  restartMs: number;
 }
 
 /** Slot 1 of the shared memory: the thread has opened the database, or SQLite refuses its batches. */
@@ -26,20 +28,32 @@ export const THREAD_REFUSED = 2;
  * by A/B with the move skipped: 100–112 against 133–141 µs).
  */
 export class Ingester {
-  private readonly worker: Worker;
+  private worker!: Worker;
   /** [0]: the last batch committed; [1]: 0 until the thread has opened the database, then THREAD_OPEN or THREAD_REFUSED. */
   private readonly shared = new Int32Array(new SharedArrayBuffer(8));
   private sent = 0;
+  /** No thread is running: it ended, and the next one is not started yet. */
   private gone = false;
   private stopping: Promise<void> | null = null;
   private readonly waiters: { n: number; resolve: (ok: boolean) => void }[] = [];
+  private restartMs: number;
+  private restartTimer: NodeJS.Timeout | undefined;
 
   private readonly log: Logger;
 
-  constructor(path: string, opts: IngesterOptions) {
+  constructor(
+    private readonly path: string,
+    private readonly opts: IngesterOptions,
+  ) {
     this.log = opts.log;
-    const { retryMs, checkpointMs, onApplied } = opts;
-    const workerData: IngestWorkerData = { path, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs };
+    this.restartMs = opts.restartMs;
+    this.start(undefined);
+  }
+
+  /** `resume`: a thread that replaces one that ended, taking over batches up to this one. */
+  private start(resume: number | undefined): void {
+    const { retryMs, checkpointMs, onApplied } = this.opts;
+    const workerData: IngestWorkerData = { path: this.path, applied: this.shared.buffer as SharedArrayBuffer, retryMs, checkpointMs, resume };
     // A small young generation: with V8's default the thread's new space grew to 32 MB under
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.
@@ -47,19 +61,41 @@ export class Ingester {
     // None of the hub's flags: a Worker refuses V8 and per-process ones (`node
     // --max-old-space-size=… switchyard start` would not start), and the thread, plain JS from
     // dist/, needs none; V8's flags reach it anyway, being process-wide.
-    this.worker = new Worker(workerFile(), { workerData, execArgv: [], resourceLimits });
-    this.worker.unref();
-    this.worker.on('message', (m: IngestReport) => {
+    const worker = new Worker(workerFile(), { workerData, execArgv: [], resourceLimits });
+    this.worker = worker;
+    this.gone = false;
+    if (this.waiters.length === 0) worker.unref();
+    worker.on('message', (m: IngestReport) => {
       if ('log' in m) return relog(this.log, m.log);
+      this.restartMs = this.opts.restartMs; // it works: a later end starts the wait afresh
       onApplied(m.applied);
       this.settle();
     });
-    this.worker.on('error', (err) => this.log.error({ err }, 'ledger: the ingest thread failed'));
-    this.worker.once('exit', () => {
+    worker.on('error', (err) => this.log.error({ err }, 'ledger: the ingest thread failed'));
+    worker.once('exit', (code) => {
       this.gone = true;
-      if (!this.stopping) this.log.error("ledger: the ingest thread ended; audit rows stay in the pending files until the hub's next start applies them");
+      Atomics.store(this.shared, 1, 0); // the next thread has not opened the database yet
+      if (!this.stopping) this.restart(code);
       this.settle();
     });
+  }
+
+  /**
+   * A thread that ended unasked is replaced, after a wait that doubles while replacements
+   * fail (up to RESTART_MAX_MS). Meanwhile rows wait in the pending files, and the new thread
+   * starts by applying them: everything handed to the old one that it may not have committed.
+   */
+  private restart(code: number): void {
+    const inMs = this.restartMs;
+    this.restartMs = Math.min(inMs * 2, RESTART_MAX_MS);
+    this.log.error({ exitCode: code, restartInMs: inMs }, 'ledger: the ingest thread ended; audit rows wait in the pending files, and a new thread takes them over');
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      if (this.stopping) return;
+      this.start(this.sent);
+      this.log.info({ batches: this.sent - this.applied }, 'ledger: a new ingest thread started');
+    }, inMs);
+    this.restartTimer.unref();
   }
 
   /** The last batch committed. */
@@ -70,6 +106,7 @@ export class Ingester {
   /** Sends lines of the pending file (joined by newlines); returns the batch's number. */
   send(lines: string): number {
     const batch: IngestBatch = { n: ++this.sent, lines };
+    // Without a thread the lines are in the pending files, where the next thread reads them.
     if (!this.gone) this.worker.postMessage(batch);
     return batch.n;
   }
@@ -114,6 +151,7 @@ export class Ingester {
   /** Ends the thread once it has committed what it holds; resolves when it is gone. */
   stop(): Promise<void> {
     this.stopping ??= new Promise<void>((resolve) => {
+      clearTimeout(this.restartTimer);
       if (this.gone) return resolve();
       this.worker.once('exit', () => resolve());
       this.worker.ref();
@@ -138,6 +176,8 @@ export class Ingester {
 
 /** How long a thread may take to open the database before a synchronous reader stops waiting. */
 const STARTUP_MS = 5000;
+/** The longest wait before replacing a thread that ended. */
+const RESTART_MAX_MS = 60_000;
 
 /**
  * The compiled thread. Tests run this module from src/ through vitest, where the .ts file

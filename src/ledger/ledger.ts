@@ -48,6 +48,8 @@ const INGEST_DELAY_MS = 5;
 const INGEST_BATCH = 512;
 /** After SQLite refused a whole batch (disk full, lock held too long). */
 const INGEST_RETRY_MS = 1000;
+/** A new ingest thread replaces one that ended after this (doubling while they keep ending). */
+const INGEST_RESTART_MS = 1000;
 /** How long a reader in this process waits for the ingest thread before it reads anyway. */
 const SYNC_TIMEOUT_MS = 10_000;
 /** How long close() waits for the ingest thread; what it has not committed stays in the files. */
@@ -143,6 +145,7 @@ export class Ledger {
       log: this.log,
       onApplied: (n) => this.committed(n),
       retryMs: INGEST_RETRY_MS,
+      restartMs: INGEST_RESTART_MS,
       checkpointMs: opts.backgroundCheckpoint === false ? null : CHECKPOINT_EVERY_MS,
     });
   }

@@ -37,7 +37,7 @@ describe('the ledger ingest thread', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: ROWS });
   });
 
-  it('if the thread ends, rows stay in the pending files, readers do not hang, and the next start applies them', async () => {
+  it('if the thread ends, rows stay in the pending files, readers do not hang, and a stop before its replacement leaves them to the next start', async () => {
     t = tempDir();
     const logged: string[] = [];
     const log = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
@@ -61,6 +61,39 @@ describe('the ledger ingest thread', () => {
       ['before', 'ok'],
     ]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
+  it('a thread that ends is replaced: rows it may not have committed, and those written meanwhile, go in once each', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
+    await ledger.record(begin({ requestId: 'before' }), end());
+    ledger.sync();
+    const worker = (ledger as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker;
+    // Handed over just before the end: some of these may be committed, the rest are not.
+    for (let i = 0; i < 300; i++) void ledger.record(begin({ requestId: `r${i}` }), end());
+    await new Promise((r) => setTimeout(r, 10));
+    await worker.terminate();
+    const open = await ledger.beginCommitted(begin({ requestId: 'open' }));
+    await ledger.record(begin({ requestId: 'during' }), end({ outcome: 'denied', errorKind: 'policy' }));
+    expect(logged.join('')).toMatch(/ingest thread ended/);
+    const t0 = Date.now();
+    ledger.query({});
+    expect(Date.now() - t0).toBeLessThan(1000); // no thread: the reader does not wait for one
+    let ids: string[] = [];
+    while (Date.now() - t0 < 10_000 && ids.length < 303) {
+      await new Promise((r) => setTimeout(r, 50));
+      ids = ledger.query({ limit: 1000 }).map((r) => r.requestId);
+    }
+    expect(logged.join('')).toMatch(/a new ingest thread started/);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toHaveLength(303);
+    await open.finish(end({ outcome: 'timeout' }));
+    // The replacement takes new batches as the first did.
+    expect(ledger.query({ limit: 1000 }).find((r) => r.requestId === 'open')).toMatchObject({ outcome: 'timeout' });
+    expect(ledger.query({ limit: 1000 }).find((r) => r.requestId === 'during')).toMatchObject({ outcome: 'denied' });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 303 });
   });
 
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
