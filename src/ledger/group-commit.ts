@@ -24,6 +24,14 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
+/** SQLite's answers about the database rather than about one write (constraints, bad values). */
+const WHOLE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|NOMEM|CORRUPT|NOTADB|CANTOPEN|PROTOCOL)/;
+
+function refusedWhole(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && WHOLE.test(code);
+}
+
 /** No op failed (shared, never written). */
 const NONE: ReadonlyMap<Op, Error> = new Map<Op, Error>();
 
@@ -39,7 +47,8 @@ export interface BatchHooks {
  * are committed by a single transaction on setImmediate. Each write's promise settles only
  * after COMMIT returned, so "resolved" means "durable" (see db.ts for what durable means).
  * A batch first runs as one plain transaction; only if an op throws is it rolled back and run
- * again with a savepoint per op, so one failing op is rolled back and rejected alone. (Ops are
+ * again with a savepoint per op, so one failing op is rolled back and rejected alone. A
+ * refusal of the whole transaction (busy, disk full) fails the batch at once. (Ops are
  * database writes only, so running them twice after a rollback is safe; the hooks re-read
  * their state in before().) A savepoint per op costs about a sixth of the CPU of a
  * batch at concurrency 32.
@@ -133,7 +142,10 @@ export class GroupCommit {
       try {
         this.fast.immediate(ops);
         failed = NONE;
-      } catch {
+      } catch (err) {
+        // The database refused the transaction itself (a lock held past busy_timeout, a full
+        // disk): trying each op alone would only wait, or fail, a second time.
+        if (refusedWhole(err)) throw err;
         // Some op failed and the whole batch was rolled back: find it, keep the others.
         failed = this.tx.immediate(ops);
       }
