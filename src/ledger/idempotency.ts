@@ -74,6 +74,7 @@ export class IdempotencyStore {
   private readonly put: Statement;
   private readonly del: Statement;
   private readonly purge: Statement;
+  private readonly expired: Statement;
   private closed = false;
 
   constructor(
@@ -88,6 +89,7 @@ export class IdempotencyStore {
       VALUES (@principal, @key, @tool, @argsHash, @state, @answer, @created, @completed)`);
     this.del = db.prepare(`DELETE FROM idempotency WHERE principal = ? AND key = ? AND state = 'in_flight'`);
     this.purge = db.prepare(`DELETE FROM idempotency WHERE created_ms <= ? AND state <> 'in_flight'`);
+    this.expired = db.prepare(`SELECT 1 FROM idempotency WHERE created_ms <= ? AND state <> 'in_flight' LIMIT 1`);
   }
 
   claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim {
@@ -178,6 +180,9 @@ export class IdempotencyStore {
   /** Deletes expired finished entries (queued in the group commit). */
   purgeExpired(): Promise<void> {
     const cutoff = this.now() - this.ttlMs;
+    // Looked up first: a read never waits for the write lock, and a DELETE, even of nothing,
+    // would hold this thread for up to busy_timeout while another process (the CLI) writes.
+    if (this.expired.get(cutoff) === undefined) return Promise.resolve();
     return this.gc.enqueue(() => {
       this.purge.run(cutoff);
     });

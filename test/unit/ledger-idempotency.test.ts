@@ -181,6 +181,26 @@ describe('ledger idempotency keys', () => {
     expect(l.idempotency.claim('alice', 'old', 't', H2).kind).toBe('wait');
   });
 
+  it('the periodic purge with nothing expired does not wait for another writer', async () => {
+    t = tempDir();
+    const l = open({ ttl: 60_000 });
+    l.idempotency.claim('alice', 'k', 't', H1);
+    l.idempotency.complete('alice', 'k', ANSWER);
+    await l.whenCommitted();
+    const other = new Database(t.db);
+    other.prepare('BEGIN IMMEDIATE').run();
+    try {
+      const t0 = Date.now();
+      await l.idempotency.purgeExpired();
+      // A write would have waited busy_timeout (5 s) on this thread.
+      expect(Date.now() - t0).toBeLessThan(1000);
+    } finally {
+      other.prepare('ROLLBACK').run();
+      other.close();
+    }
+    expect(dbState('k')).toBe('done');
+  });
+
   it('close rejects waiters nobody will answer', async () => {
     t = tempDir();
     const l = open();

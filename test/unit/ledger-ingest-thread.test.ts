@@ -101,8 +101,8 @@ describe('the ledger ingest thread', () => {
     const logged: string[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
     ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
-    // Another writer holds the lock past the thread's busy_timeout (5 s per attempt): its
-    // batch is refused whole, after ~20 s of busy waits (measured).
+    // Another writer holds the lock past the thread's busy_timeout: its batch is refused
+    // whole after one wait of 5 s.
     const other = new Database(t.db);
     other.prepare('BEGIN IMMEDIATE').run();
     await ledger.record(begin({ requestId: 'waits' }), end());
