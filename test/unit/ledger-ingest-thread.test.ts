@@ -38,14 +38,7 @@ describe('the ledger ingest thread', () => {
   });
 
   it('if the thread ends, rows stay in the pending files, readers do not hang, and a stop before its replacement leaves them to the next start', async () => {
-    t = tempDir();
-    const logged: string[] = [];
-    const log = pino({ level: 'error' }, { write: (line: string) => void logged.push(line) });
-    ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
-    await ledger.record(begin({ requestId: 'before' }), end());
-    ledger.sync();
-    // No public way to kill it: reach the worker as a crash would.
-    const worker = (ledger as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker;
+    const { logged, worker } = await withOneRow('error');
     await worker.terminate();
     await new Promise((r) => setTimeout(r, 20)); // its exit event
     expect(logged.join('')).toMatch(/ingest thread ended/);
@@ -64,36 +57,31 @@ describe('the ledger ingest thread', () => {
   });
 
   it('a thread that ends is replaced: rows it may not have committed, and those written meanwhile, go in once each', async () => {
-    t = tempDir();
-    const logged: string[] = [];
-    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
-    ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
-    await ledger.record(begin({ requestId: 'before' }), end());
-    ledger.sync();
-    const worker = (ledger as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker;
+    const { logged, worker } = await withOneRow('info');
+    const l = opened();
     // Handed over just before the end: some of these may be committed, the rest are not.
-    for (let i = 0; i < 300; i++) void ledger.record(begin({ requestId: `r${i}` }), end());
+    for (let i = 0; i < 300; i++) void l.record(begin({ requestId: `r${i}` }), end());
     await new Promise((r) => setTimeout(r, 10));
     await worker.terminate();
-    const open = await ledger.beginCommitted(begin({ requestId: 'open' }));
-    await ledger.record(begin({ requestId: 'during' }), end({ outcome: 'denied', errorKind: 'policy' }));
+    const open = await l.beginCommitted(begin({ requestId: 'open' }));
+    await l.record(begin({ requestId: 'during' }), end({ outcome: 'denied', errorKind: 'policy' }));
     expect(logged.join('')).toMatch(/ingest thread ended/);
     const t0 = Date.now();
-    ledger.query({});
+    l.query({});
     expect(Date.now() - t0).toBeLessThan(1000); // no thread: the reader does not wait for one
     let ids: string[] = [];
     while (Date.now() - t0 < 10_000 && ids.length < 303) {
       await new Promise((r) => setTimeout(r, 50));
-      ids = ledger.query({ limit: 1000 }).map((r) => r.requestId);
+      ids = l.query({ limit: 1000 }).map((r) => r.requestId);
     }
     expect(logged.join('')).toMatch(/a new ingest thread started/);
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids).toHaveLength(303);
     await open.finish(end({ outcome: 'timeout' }));
     // The replacement takes new batches as the first did.
-    expect(ledger.query({ limit: 1000 }).find((r) => r.requestId === 'open')).toMatchObject({ outcome: 'timeout' });
-    expect(ledger.query({ limit: 1000 }).find((r) => r.requestId === 'during')).toMatchObject({ outcome: 'denied' });
-    expect(ledger.verify()).toMatchObject({ ok: true, rows: 303 });
+    expect(l.query({ limit: 1000 }).find((r) => r.requestId === 'open')).toMatchObject({ outcome: 'timeout' });
+    expect(l.query({ limit: 1000 }).find((r) => r.requestId === 'during')).toMatchObject({ outcome: 'denied' });
+    expect(l.verify()).toMatchObject({ ok: true, rows: 303 });
   });
 
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
@@ -126,4 +114,22 @@ async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs: number):
     if (ok(v) || Date.now() > deadline) return v;
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** A fresh ledger (logging at `level`) holding row 'before' in SQLite, and its thread. */
+async function withOneRow(level: string): Promise<{ logged: string[]; worker: { terminate(): Promise<number> } }> {
+  t = tempDir();
+  const logged: string[] = [];
+  const log = pino({ level }, { write: (line: string) => void logged.push(line) });
+  const l = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
+  ledger = l;
+  await l.record(begin({ requestId: 'before' }), end());
+  l.sync();
+  // No public way to kill it: reach the worker as a crash would.
+  return { logged, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
+}
+
+function opened(): Ledger {
+  if (!ledger) throw new Error('no ledger open');
+  return ledger;
 }
