@@ -38,6 +38,8 @@ export class PendingLog {
   private header = '';
   /** Something was written since the file was last emptied. */
   private used = false;
+  /** The last write failed, perhaps halfway through a line. */
+  private torn = false;
 
   constructor(readonly path: string) {
     this.fd = openSync(path, 'a', 0o600);
@@ -48,8 +50,9 @@ export class PendingLog {
   }
 
   /**
-   * The records of a file a hub left behind, in order. A torn last line (a write cut short
-   * by a power loss) is dropped; so is anything after a line that does not parse.
+   * The records of a file a hub left behind, in order. A line that does not parse is the
+   * torn end of a write cut short (a power loss, or a full disk, after which the hub went on
+   * writing on a line of its own; see write) and is skipped: the lines after it are whole.
    */
   static read(path: string): unknown[] {
     if (!existsSync(path)) return [];
@@ -59,7 +62,7 @@ export class PendingLog {
       try {
         out.push(JSON.parse(line));
       } catch {
-        break;
+        // torn: skipped
       }
     }
     return out;
@@ -118,6 +121,7 @@ export class PendingLog {
     try {
       ftruncateSync(this.fd, 0);
       this.used = false;
+      this.torn = false;
       return true;
     } catch {
       return false;
@@ -138,7 +142,16 @@ export class PendingLog {
   }
 
   private write(text: string): void {
-    writeAll(this.fd, this.header + text);
+    // After a failed write, part of it may be in the file without its newline (a full disk
+    // takes what fits): the next line must not be glued to it.
+    const out = (this.torn ? '\n' : '') + this.header + text;
+    try {
+      writeAll(this.fd, out);
+    } catch (err) {
+      this.torn = true;
+      throw err;
+    }
+    this.torn = false;
     this.header = '';
     this.used = true;
   }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -36,6 +36,52 @@ async function diesAfter(db: string, body: string): Promise<string> {
 }
 
 describe('ledger pending file', () => {
+  it('after a write the full disk cut short, the next line starts on a line of its own, and a start reads past the torn one', async () => {
+    t = tempDir();
+    const file = pendingOf(t.db);
+    const dist = resolve('dist/src/ledger/pending-log.js');
+    // A child whose files are capped at 1 KiB (as a full disk would be): it appends 300-byte
+    // lines until one fails partway, then, once the parent lifts the cap, three more.
+    const script = `
+      const { PendingLog } = await import(${JSON.stringify(pathToFileURL(dist).href)});
+      const log = new PendingLog(${JSON.stringify(file)});
+      const line = (id) => JSON.stringify({ s: { id, pad: 'x'.repeat(280) } });
+      let ok = 0;
+      for (let id = 1; ; id++) {
+        try { await log.append(line(id)); ok = id; } catch { break; }
+      }
+      process.stdout.write('FULL ' + ok + '\\n');
+      process.stdin.once('data', async () => {
+        for (const id of [101, 102, 103]) await log.append(line(id));
+        process.stdout.write('DONE\\n');
+      });`;
+    const child = spawn('bash', ['-c', 'ulimit -S -f 1; exec "$@"', 'child', process.execPath, '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    const saw = (what: RegExp) =>
+      new Promise<RegExpExecArray>((r, reject) => {
+        const check = () => {
+          const m = what.exec(out);
+          if (m) r(m);
+        };
+        child.stdout.on('data', (c: Buffer) => {
+          out += c.toString();
+          check();
+        });
+        child.once('exit', (code) => reject(new Error(`child exited (${code}): ${out}`)));
+        check();
+      });
+    const full = await saw(/FULL (\d+)\n/);
+    const written = Number(full[1]);
+    expect(written).toBe(3); // 3 × 300 bytes fit under 1,024; the 4th was cut short
+    expect(size(file)).toBe(1024);
+    execFileSync('prlimit', ['--pid', String(child.pid), '--fsize=unlimited:']);
+    child.stdin.write('go\n');
+    await saw(/DONE\n/);
+    child.kill('SIGKILL');
+    const ids = PendingLog.read(file).map((r) => (r as { s: { id: number } }).s.id);
+    expect(ids).toEqual([1, 2, 3, 101, 102, 103]);
+  });
+
   it('rows a SIGKILLed hub left only in the pending file are applied at the next start', async () => {
     t = tempDir();
     await diesAfter(
