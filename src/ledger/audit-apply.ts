@@ -29,9 +29,9 @@ interface Entry {
 /**
  * Moves pending-file records into SQLite and chains them, in the order they were written. It
  * runs on the ingest thread (ingest-worker.ts) for a running hub and on the opening thread for
- * the rows a stopped hub left behind (a thread replacing one that ended applies them too). A call's begin and finish usually arrive in one batch
- * and become one INSERT; a begin whose finish has not arrived goes in as 'in_flight', and
- * its finish later becomes an UPDATE.
+ * the rows a stopped hub left behind (which a thread replacing one that ended applies too). A
+ * call's begin and finish usually arrive in one batch and become one INSERT; a begin whose
+ * finish has not arrived goes in as 'in_flight', and its finish later becomes an UPDATE.
  */
 export class AuditApplier {
   private readonly gc: GroupCommit;
