@@ -42,7 +42,7 @@ import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
-import { Metrics } from './metrics.js';
+import { Metrics, type LedgerCounters } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
@@ -135,7 +135,7 @@ export class Hub implements HubCore {
     this.metrics = new Metrics({
       servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
       cacheStats: () => this.catalog.cache.stats,
-      ledgerCounters: () => (ledger as { commitCounters?: () => { batches: number; writes: number } }).commitCounters?.(),
+      ledgerCounters: () => (ledger as { commitCounters?: () => LedgerCounters }).commitCounters?.(),
       openSessions: () => this.endpoint.sessions.size,
     });
     // Every finished request feeds the metrics and, when someone watches, the live feed ('audit').

@@ -11,9 +11,18 @@ export interface MetricsSources {
   servers(): Iterable<{ id: string; state: string; restarts: number }>;
   cacheStats(): { hits: number; misses: number; staleServed: number };
   /** Group-commit counters of a SQLite ledger; undefined when the ledger is off. */
-  ledgerCounters(): { batches: number; writes: number } | undefined;
+  ledgerCounters(): LedgerCounters | undefined;
   /** Open legacy sessions (HTTP and stdio). */
   openSessions(): number;
+}
+
+export interface LedgerCounters {
+  batches: number;
+  writes: number;
+  /** Ingest threads that ended and were replaced. */
+  threadRestarts: number;
+  /** Batches handed to the ingest thread and not yet committed in SQLite. */
+  batchesUnapplied: number;
 }
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
@@ -120,7 +129,7 @@ export class Metrics {
     cache('switchyard_cache_hits_total', 'Upstream list lookups answered from a fresh cache entry', (s) => s.hits);
     cache('switchyard_cache_misses_total', 'Upstream list lookups that needed a fetch', (s) => s.misses);
     cache('switchyard_cache_stale_served_total', 'Failed refreshes answered with the stale entry', (s) => s.staleServed);
-    const ledger = (name: string, help: string, pick: (c: { batches: number; writes: number }) => number) =>
+    const ledger = (name: string, help: string, pick: (c: LedgerCounters) => number) =>
       new Counter({
         name,
         help,
@@ -133,6 +142,15 @@ export class Metrics {
       });
     ledger('switchyard_ledger_batches_total', 'Ledger group commits (writes of the pending file)', (c) => c.batches);
     ledger('switchyard_ledger_writes_total', 'Audit rows (begun or finished) carried by those writes', (c) => c.writes);
+    ledger('switchyard_ledger_thread_restarts_total', 'Ledger ingest threads that ended and were replaced', (c) => c.threadRestarts);
+    new Gauge({
+      name: 'switchyard_ledger_batches_unapplied',
+      help: 'Batches of audit rows in the pending files not yet committed in SQLite (grows while SQLite refuses them)',
+      registers,
+      collect() {
+        this.set(sources.ledgerCounters()?.batchesUnapplied ?? 0);
+      },
+    });
     new Gauge({
       name: 'switchyard_open_sessions',
       help: 'Open legacy (2025-11-25) client sessions',

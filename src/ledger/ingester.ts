@@ -38,6 +38,8 @@ export class Ingester {
   private readonly waiters: { n: number; resolve: (ok: boolean) => void }[] = [];
   private restartMs: number;
   private restartTimer: NodeJS.Timeout | undefined;
+  /** Threads that ended unasked and were replaced (for metrics). */
+  restarts = 0;
 
   private readonly log: Logger;
 
@@ -92,6 +94,7 @@ export class Ingester {
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
       if (this.stopping) return;
+      this.restarts++;
       this.start(this.sent);
       this.log.info({ batches: this.sent - this.applied }, 'ledger: a new ingest thread started');
     }, inMs);
@@ -101,6 +104,11 @@ export class Ingester {
   /** The last batch committed. */
   get applied(): number {
     return Atomics.load(this.shared, 0);
+  }
+
+  /** The last batch sent. */
+  get sentCount(): number {
+    return this.sent;
   }
 
   /** Sends lines of the pending file (joined by newlines); returns the batch's number. */

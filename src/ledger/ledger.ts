@@ -306,8 +306,8 @@ export class Ledger {
   }
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
-  commitCounters(): { batches: number; writes: number } {
-    return this.pending.counters;
+  commitCounters(): { batches: number; writes: number; threadRestarts: number; batchesUnapplied: number } {
+    return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.sentCount - this.ingester.applied };
   }
 
   query(filter: AuditFilter = {}): AuditRow[] {

@@ -90,6 +90,8 @@ describe('/metrics', () => {
       switchyard_cache_misses_total: 'counter',
       switchyard_ledger_commit_seconds: 'histogram',
       switchyard_ledger_batches_total: 'counter',
+      switchyard_ledger_thread_restarts_total: 'counter',
+      switchyard_ledger_batches_unapplied: 'gauge',
       switchyard_open_sessions: 'gauge',
     };
     for (const [name, type] of Object.entries(want)) expect(exp.types.get(name), name).toBe(type);

@@ -75,6 +75,7 @@ describe('the ledger ingest thread', () => {
       ids = l.query({ limit: 1000 }).map((r) => r.requestId);
     }
     expect(logged.join('')).toMatch(/a new ingest thread started/);
+    expect(l.commitCounters()).toMatchObject({ threadRestarts: 1, batchesUnapplied: 0 });
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids).toHaveLength(303);
     await open.finish(end({ outcome: 'timeout' }));
@@ -99,11 +100,13 @@ describe('the ledger ingest thread', () => {
     const t0 = Date.now();
     expect(ledger.query({})).toEqual([]);
     expect(Date.now() - t0).toBeLessThan(500);
+    expect(ledger.commitCounters().batchesUnapplied).toBeGreaterThan(0); // what /metrics shows
     other.prepare('COMMIT').run();
     other.close();
     // Retried every second.
     const rows = await until(() => ledger!.query({}), (r) => r.length === 1, 5_000);
     expect(rows.map((r) => r.requestId)).toEqual(['waits']);
+    expect(ledger.commitCounters()).toMatchObject({ batchesUnapplied: 0, threadRestarts: 0 });
   }, 60_000);
 });
 
