@@ -96,7 +96,7 @@ export class Ingester {
       if (this.stopping) return;
       this.restarts++;
       this.start(this.sent);
-      this.log.info({ batches: this.sent - this.applied }, 'ledger: a new ingest thread started');
+      this.log.info({ batches: this.unapplied }, 'ledger: a new ingest thread started');
     }, inMs);
     this.restartTimer.unref();
   }
@@ -106,9 +106,9 @@ export class Ingester {
     return Atomics.load(this.shared, 0);
   }
 
-  /** The last batch sent. */
-  get sentCount(): number {
-    return this.sent;
+  /** Batches sent and not yet committed. */
+  get unapplied(): number {
+    return this.sent - this.applied;
   }
 
   /** Sends lines of the pending file (joined by newlines); returns the batch's number. */

@@ -307,7 +307,7 @@ export class Ledger {
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
   commitCounters(): { batches: number; writes: number; threadRestarts: number; batchesUnapplied: number } {
-    return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.sentCount - this.ingester.applied };
+    return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.unapplied };
   }
 
   query(filter: AuditFilter = {}): AuditRow[] {
