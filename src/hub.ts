@@ -249,8 +249,7 @@ export class Hub implements HubCore {
    */
   async stop(drainMs = this.config.listen.drainTimeoutMs): Promise<void> {
     this.draining = true;
-    this.http?.server.close();
-    this.http?.server.closeIdleConnections();
+    this.http?.stopAccepting();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
     this.catalog.close();

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, IncomingMessage, maxHeaderSize, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
@@ -12,6 +12,8 @@ import type { Exchange } from './exchange.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
 import { PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
+import { Http1Edge } from '../transport/http1/edge.js';
+import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
@@ -29,12 +31,15 @@ export interface HttpOptions extends OriginPolicy {
 
 const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
 
-function header(req: IncomingMessage, name: string): string | undefined {
+/** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
+const MCP_PATH = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/;
+
+function header(req: EdgeRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: EdgeResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const s = JSON.stringify(body);
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
   res.end(s);
@@ -71,7 +76,9 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
  * request passes first (Host, Origin, size, content type).
  */
 export class HttpServer {
+  /** node:http: admin pages, GET streams, upgrades, and anything the fast path hands over. */
   readonly server: Server;
+  private readonly edge: Http1Edge;
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -79,35 +86,41 @@ export class HttpServer {
     private readonly opts: HttpOptions,
     private readonly log: Logger,
   ) {
-    this.server = createServer((req, res) => {
-      this.route(req, res).catch((err) => {
-        this.log.error({ err }, 'request handler failed');
-        if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
-        else res.end();
-      });
-    });
+    this.server = createServer((req, res) => this.serve(req, res));
     this.server.keepAliveTimeout = 65_000;
     this.server.headersTimeout = 66_000;
+    this.edge = new Http1Edge(this.server, (req, res) => this.serve(req, res, req.body), {
+      wants: (path) => MCP_PATH.test(path),
+      maxBodyBytes: opts.maxBodyBytes,
+      maxHeadBytes: maxHeaderSize,
+      keepAliveMs: this.server.keepAliveTimeout,
+      requestTimeoutMs: this.server.headersTimeout,
+    });
+  }
+
+  private serve(req: EdgeRequest, res: EdgeResponse, body?: Buffer): void {
+    this.route(req, res, body).catch((err) => {
+      this.log.error({ err }, 'request handler failed');
+      if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
+      else res.end();
+    });
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve(this.server.address() as AddressInfo);
-      });
-    });
+    return this.edge.listen(host, port);
+  }
+
+  /** Take no new connections or requests; connections close once their answer is out. */
+  stopAccepting(): void {
+    this.edge.stopAccepting();
   }
 
   close(): Promise<void> {
-    return new Promise((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
-    });
+    return this.edge.close();
   }
 
-  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** `body`: already read by the fast path; otherwise read here. */
+  private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
     if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
       return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Forbidden: Host or Origin not allowed')));
     }
@@ -132,15 +145,15 @@ export class HttpServer {
       const refused = gate.auth.checkAdmin(who);
       if (refused) return sendJson(res, refused.status, { error: refused.message }, refused.headers);
     }
-    if (this.opts.routes && (await this.opts.routes(req, res, path, who))) return;
-    // `/mcp` serves everything; `/mcp/<group>` one configured tool group.
-    const m = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/.exec(path);
+    // The fast path takes MCP paths only, so the other routes always come through node:http.
+    if (this.opts.routes && req instanceof IncomingMessage && (await this.opts.routes(req, res as ServerResponse, path, who))) return;
+    const m = MCP_PATH.exec(path);
     if (!m) return sendJson(res, 404, { error: 'not found' });
     const group = m[1];
     if (group !== undefined && !this.opts.groups?.has(group)) return sendJson(res, 404, { error: `no tool group named "${group}"` });
     switch (req.method) {
       case 'POST':
-        return this.post(req, res, who, group);
+        return this.post(req, res, who, group, body);
       case 'GET':
         return this.getStream(req, res, who);
       case 'DELETE':
@@ -150,11 +163,11 @@ export class HttpServer {
     }
   }
 
-  private async post(req: IncomingMessage, res: ServerResponse, who: Identity, group?: string): Promise<void> {
+  private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!ct.toLowerCase().startsWith('application/json'))
       return sendJson(res, 415, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json')));
-    const body = await readBody(req, this.opts.maxBodyBytes);
+    const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
     if (body === null)
       return sendJson(res, 413, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`)));
     const c = parseFrame(body.toString('utf8'));
@@ -186,7 +199,7 @@ export class HttpServer {
     await this.endpoint.message(c, ex);
   }
 
-  private getStream(req: IncomingMessage, res: ServerResponse, who: Identity): void {
+  private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity): void {
     // Modern clients have no GET stream (digest §6.3); legacy ones get their session's stream.
     if (looksModern(header(req, 'mcp-protocol-version'))) {
       res.writeHead(405, { allow: 'POST' }).end();
@@ -211,7 +224,7 @@ export class HttpServer {
     session.stream = new SseStream(res, { 'mcp-session-id': session.id });
   }
 
-  private deleteSession(req: IncomingMessage, res: ServerResponse, who: Identity): void {
+  private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity): void {
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) {
       if (looksModern(header(req, 'mcp-protocol-version'))) res.writeHead(405, { allow: 'POST' }).end();

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { wireText } from '../protocol/serialized.js';
 
@@ -9,7 +9,7 @@ const SSE_HEADERS = {
 };
 
 /** Write one SSE event carrying a JSON-RPC message. */
-export function writeEvent(res: ServerResponse, msg: object, id?: string): void {
+export function writeEvent(res: EdgeResponse, msg: object, id?: string): void {
   res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${wireText(msg)}\n\n`);
 }
 
@@ -19,7 +19,7 @@ export class SseStream implements MessageSink {
   private ended = false;
 
   constructor(
-    private readonly res: ServerResponse,
+    private readonly res: EdgeResponse,
     extraHeaders: Record<string, string> = {},
     keepAliveMs = 15_000,
   ) {
@@ -56,7 +56,7 @@ export class PostChannel implements MessageSink {
   private sse = false;
 
   constructor(
-    private readonly res: ServerResponse,
+    private readonly res: EdgeResponse,
     private readonly canStream: boolean,
     private readonly headers: Record<string, string> = {},
   ) {}
@@ -92,8 +92,9 @@ export class PostChannel implements MessageSink {
       this.res.writeHead(status === 200 ? 202 : status, headers).end();
       return;
     }
-    const body = Buffer.from(wireText(msg), 'utf8'); // encoded once: its length and the write
-    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': body.length });
+    // A string, not a Buffer: the fast path sends head and body in one UTF-8 write.
+    const body = wireText(msg);
+    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     this.res.end(body);
   }
 }

@@ -1,0 +1,245 @@
+import type { Server as HttpServer } from 'node:http';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { parseHead, type RequestHead } from './head.js';
+import { Http1Response, type ResponseOwner } from './response.js';
+
+/** A request of the fast path: its head, its whole body and the socket it came on. */
+export class Http1Request {
+  readonly method: 'POST';
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  // Fields copied into a class of its own, not `{ ...head, body }`: a spread object made
+  // every later property read slow (measured: ~10 µs of CPU per request).
+  constructor(
+    head: RequestHead,
+    readonly body: Buffer,
+    readonly socket: Socket,
+  ) {
+    this.method = head.method;
+    this.url = head.url;
+    this.headers = head.headers;
+  }
+}
+
+export interface Http1EdgeOptions {
+  /** The paths the fast path serves; any other request goes to node:http. */
+  wants(path: string): boolean;
+  /** A larger body goes to node:http, which reads and refuses it. */
+  maxBodyBytes: number;
+  /** As node:http's `maxHeaderSize`. */
+  maxHeadBytes?: number;
+  /** Idle time between requests before a connection is closed (node:http's `keepAliveTimeout`). */
+  keepAliveMs: number;
+  /** Time allowed for a request's head and body to arrive (node:http's `headersTimeout`). */
+  requestTimeoutMs: number;
+}
+
+/** Bytes a connection may hold unread while its response is pending (pipelined requests). */
+const MAX_QUEUED_BYTES = 1 << 20;
+const SWEEP_MS = 30_000;
+
+/**
+ * The HTTP listener. node:http costs about 30 µs of CPU per request on this kind of machine
+ * before any of the hub's work (docs/BENCHMARKS.md, "The edge"), most of it in objects and
+ * stream machinery a JSON-RPC POST does not need. So the listener is a plain TCP server: a POST
+ * to an MCP path in the strict subset `parseHead` accepts is answered here; at the first
+ * request that is anything else (GET streams, admin pages, WebSocket upgrades, chunked bodies,
+ * malformed input) the connection is handed, with the bytes not yet consumed, to the node:http
+ * server, which keeps it from then on. Both paths call the same handler.
+ */
+export class Http1Edge {
+  readonly listener: Server;
+  private readonly conns = new Set<Http1Connection>();
+  private readonly sweep: NodeJS.Timeout;
+  private accepting = true;
+
+  constructor(
+    /** Serves every connection the fast path hands over; never listens itself. */
+    readonly fallback: HttpServer,
+    private readonly handle: (req: Http1Request, res: Http1Response) => void,
+    readonly opts: Http1EdgeOptions,
+  ) {
+    // As node:http's own listener: half-open sockets (an answer may follow the client's FIN), no Nagle.
+    this.listener = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
+    this.sweep = setInterval(() => this.expire(), Math.min(SWEEP_MS, opts.requestTimeoutMs)).unref();
+  }
+
+  listen(host: string, port: number): Promise<AddressInfo> {
+    return new Promise((resolve, reject) => {
+      this.listener.once('error', reject);
+      this.listener.listen(port, host, () => {
+        this.listener.off('error', reject);
+        // node:http tracks its connections (idle closing, header and request timeouts) from 'listening'.
+        this.fallback.emit('listening');
+        resolve(this.listener.address() as AddressInfo);
+      });
+    });
+  }
+
+  /** Stop taking connections; idle ones close now, busy ones after their response. */
+  stopAccepting(): void {
+    this.accepting = false;
+    this.listener.close();
+    for (const c of this.conns) c.closeWhenIdle();
+    this.fallback.closeIdleConnections();
+  }
+
+  /** Close everything, busy or not. */
+  close(): Promise<void> {
+    this.stopAccepting();
+    clearInterval(this.sweep);
+    for (const c of this.conns) c.socket.destroy();
+    this.fallback.closeAllConnections();
+    return new Promise((resolve) => this.fallback.close(() => resolve()));
+  }
+
+  get closing(): boolean {
+    return !this.accepting;
+  }
+
+  serve(req: Http1Request, res: Http1Response): void {
+    this.handle(req, res);
+  }
+
+  forget(c: Http1Connection): void {
+    this.conns.delete(c);
+  }
+
+  private accept(socket: Socket): void {
+    if (!this.accepting) return void socket.destroy();
+    this.conns.add(new Http1Connection(socket, this));
+  }
+
+  private expire(): void {
+    const now = Date.now();
+    for (const c of this.conns) c.expireIfSlow(now, this.opts.requestTimeoutMs);
+  }
+}
+
+/** One client connection while it is on the fast path. */
+class Http1Connection implements ResponseOwner {
+  private buf: Buffer | null = null;
+  private current: Http1Response | null = null;
+  /** When the request being received began (0: none); for the request timeout. */
+  private since = 0;
+  private closeAfter = false;
+  /** The response to a request that carried `Connection: close`. */
+  private closingResponse: Http1Response | null = null;
+  private paused = false;
+  readonly keepAliveSeconds: number;
+  private readonly onData = (c: Buffer) => this.data(c);
+  private readonly onEnd = () => this.ended();
+  private readonly onClose = () => this.closed();
+  private readonly onTimeout = () => this.idle();
+  private readonly onError = () => undefined; // 'close' follows
+
+  constructor(
+    readonly socket: Socket,
+    private readonly edge: Http1Edge,
+  ) {
+    this.keepAliveSeconds = Math.floor(edge.opts.keepAliveMs / 1000);
+    socket.on('data', this.onData);
+    socket.on('end', this.onEnd);
+    socket.on('close', this.onClose);
+    socket.on('error', this.onError);
+    socket.on('timeout', this.onTimeout); // not setTimeout's callback: that one fires once
+    socket.setTimeout(edge.opts.keepAliveMs);
+  }
+
+  closesAfter(res: Http1Response): boolean {
+    return this.closeAfter || this.edge.closing || res === this.closingResponse;
+  }
+
+  finished(res: Http1Response): void {
+    if (res !== this.current) return;
+    this.current = null;
+    if (this.closesAfter(res)) {
+      this.socket.end();
+      return;
+    }
+    if (this.paused) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    // A pipelined request waits for the answer before it; it runs on the next tick, not inside end().
+    if (this.buf) process.nextTick(() => this.next());
+  }
+
+  closeWhenIdle(): void {
+    if (this.current) this.closeAfter = true;
+    else this.socket.end();
+  }
+
+  expireIfSlow(now: number, limitMs: number): void {
+    if (this.since !== 0 && now - this.since > limitMs) this.socket.destroy();
+  }
+
+  private data(chunk: Buffer): void {
+    this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
+    if (this.current) {
+      if (this.buf.length > MAX_QUEUED_BYTES + this.edge.opts.maxBodyBytes && !this.paused) {
+        this.paused = true;
+        this.socket.pause();
+      }
+      return;
+    }
+    this.next();
+  }
+
+  private next(): void {
+    const buf = this.buf;
+    if (!buf || this.current || this.socket.destroyed) return;
+    if (this.since === 0) this.since = Date.now();
+    const head = parseHead(buf, this.edge.opts.maxHeadBytes ?? 16_384, this.edge.opts.wants);
+    if (head === 'incomplete') return;
+    if (head === 'other' || head.contentLength > this.edge.opts.maxBodyBytes) return this.handOver();
+    const size = head.headBytes + head.contentLength;
+    if (buf.length < size) return;
+    this.buf = buf.length > size ? buf.subarray(size) : null;
+    this.since = 0;
+    const res = new Http1Response(this);
+    this.current = res;
+    if (head.close) this.closingResponse = res;
+    this.edge.serve(new Http1Request(head, buf.subarray(head.headBytes, size), this.socket), res);
+  }
+
+  /** From here on node:http reads this connection, starting with the bytes not yet consumed. */
+  private handOver(): void {
+    const socket = this.socket;
+    socket.off('data', this.onData);
+    socket.off('end', this.onEnd);
+    socket.off('close', this.onClose);
+    socket.off('error', this.onError);
+    socket.off('timeout', this.onTimeout);
+    socket.setTimeout(0);
+    this.edge.forget(this);
+    const rest = this.buf;
+    this.buf = null;
+    if (rest) socket.unshift(rest);
+    if (this.paused) socket.resume();
+    this.edge.fallback.emit('connection', socket);
+  }
+
+  private ended(): void {
+    // The client closed its side. As node:http (without httpAllowHalfOpen): the pending request is
+    // abandoned, which for a modern client is its cancellation, and the connection closes.
+    const res = this.current;
+    this.current = null;
+    this.buf = null;
+    res?.abort();
+    this.socket.end();
+  }
+
+  private closed(): void {
+    this.edge.forget(this);
+    const res = this.current;
+    this.current = null;
+    this.buf = null;
+    res?.abort();
+  }
+
+  private idle(): void {
+    // A long call keeps its connection silent: only a connection with nothing pending is idle.
+    if (!this.current && this.since === 0) this.socket.end();
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The head of one HTTP/1.1 request, parsed for the edge's fast path. It accepts a strict subset
+ * only (a POST with a Content-Length body, CRLF line ends, token header names, no header twice,
+ * no Transfer-Encoding, Expect or Upgrade); everything else is answered "other" and the
+ * connection goes to node:http, whose parser then reads the same bytes from the start. So the
+ * two parsers never disagree on where a request ends: whatever the subset accepts, llhttp would
+ * read the same way.
+ */
+export interface RequestHead {
+  readonly method: 'POST';
+  /** The request target as sent (origin form: path and query). */
+  readonly url: string;
+  /** The path, without the query. */
+  readonly path: string;
+  /** Lower-case names; values as sent (latin1, as node:http gives them), without surrounding blanks. */
+  readonly headers: Record<string, string>;
+  readonly contentLength: number;
+  /** The client sent `Connection: close`. */
+  readonly close: boolean;
+  /** Bytes of the head, the blank line included: the body starts here. */
+  readonly headBytes: number;
+}
+
+export type HeadResult = RequestHead | 'incomplete' | 'other';
+
+const CRLF2 = Buffer.from('\r\n\r\n');
+const TOO_LONG_FOR_LENGTH = 15;
+
+// Byte classes, looked up per character: a scan of the head costs less than a regular
+// expression per line (measured: 5 µs → well under 1 µs for a typical client's head).
+const TOKEN_CHAR = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN_CHAR[c.charCodeAt(0)] = 1;
+// Field values: visible characters, blanks and obs-text; no other control characters.
+const VALUE_CHAR = new Uint8Array(256);
+for (let c = 0x20; c < 0x100; c++) VALUE_CHAR[c] = c === 0x7f ? 0 : 1;
+VALUE_CHAR[0x09] = 1;
+// A request target: visible ASCII.
+const TARGET_CHAR = new Uint8Array(256);
+for (let c = 0x21; c < 0x7f; c++) TARGET_CHAR[c] = 1;
+
+const SP = 0x20;
+const HTAB = 0x09;
+const CR = 0x0d;
+
+/**
+ * Parse the request starting at `buf[0]`. `maxHeadBytes` bounds the head (node:http's
+ * `maxHeaderSize`, so a larger one goes there and gets its 431); `wants(path)` says which paths
+ * the fast path serves.
+ */
+export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: string) => boolean): HeadResult {
+  const end = buf.indexOf(CRLF2);
+  if (end < 0) return buf.length > maxHeadBytes ? 'other' : 'incomplete';
+  if (end > maxHeadBytes) return 'other';
+  const text = buf.toString('latin1', 0, end + 2); // every line, the last one's CRLF included
+  if (!text.startsWith('POST /')) return 'other';
+  const lineEnd = text.indexOf('\r\n');
+  if (lineEnd < 15 || text.slice(lineEnd - 9, lineEnd) !== ' HTTP/1.1') return 'other';
+  const targetEnd = lineEnd - 9;
+  let q = -1;
+  for (let i = 5; i < targetEnd; i++) {
+    const c = text.charCodeAt(i);
+    if (TARGET_CHAR[c] !== 1) return 'other';
+    if (c === 0x3f && q < 0) q = i;
+  }
+  const url = text.slice(5, targetEnd);
+  const path = q < 0 ? url : text.slice(5, q);
+  if (!wants(path)) return 'other';
+  // A plain object, as node:http's: a name like 'constructor' is found on the prototype and sent to node:http.
+  const headers: Record<string, string> = {};
+  let i = lineEnd + 2;
+  while (i < text.length) {
+    const start = i;
+    while (TOKEN_CHAR[text.charCodeAt(i)] === 1) i++;
+    if (i === start || text.charCodeAt(i) !== 0x3a) return 'other'; // no name, or not followed by ':'
+    const key = text.slice(start, i).toLowerCase();
+    i++;
+    while (text.charCodeAt(i) === SP || text.charCodeAt(i) === HTAB) i++;
+    const from = i;
+    let to = i; // after the last non-blank
+    for (;;) {
+      const c = text.charCodeAt(i);
+      if (c === CR) break;
+      if (VALUE_CHAR[c] !== 1) return 'other'; // a control character, a bare LF, or past the end
+      i++;
+      if (c !== SP && c !== HTAB) to = i;
+    }
+    if (text.charCodeAt(i + 1) !== 0x0a) return 'other'; // a bare CR
+    i += 2;
+    if (headers[key] !== undefined) return 'other';
+    headers[key] = text.slice(from, to);
+  }
+  if (headers.host === undefined) return 'other';
+  if (headers['transfer-encoding'] !== undefined || headers.expect !== undefined || headers.upgrade !== undefined) return 'other';
+  const length = headers['content-length'];
+  if (length === undefined || length.length === 0 || length.length > TOO_LONG_FOR_LENGTH) return 'other';
+  for (let k = 0; k < length.length; k++) {
+    const c = length.charCodeAt(k);
+    if (c < 0x30 || c > 0x39) return 'other';
+  }
+  const connection = headers.connection === undefined ? undefined : headers.connection.toLowerCase();
+  if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return 'other';
+  return { method: 'POST', url, path, headers, contentLength: Number(length), close: connection === 'close', headBytes: end + 4 };
+}

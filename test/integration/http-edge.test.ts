@@ -1,0 +1,102 @@
+/**
+ * The hub's HTTP listener has two readers: its own fast path for plain JSON-RPC POSTs to /mcp,
+ * and node:http for everything else. Against the real built hub and a real SDK upstream: a
+ * request gets the same answer whichever reader takes it; one keep-alive connection can move
+ * from the fast path to node:http mid-stream (pipelined bytes included) and keep working;
+ * non-ASCII answers are framed right; every call has its ledger row.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { rawClient, type RawResponse } from '../helpers/raw-http.js';
+import { modernBody, modernHeaders, waitForReady } from '../helpers/wire.js';
+import { queryRows, SDK2 } from './ledger-helpers.js';
+
+const PATH = '/mcp';
+
+function head(method: string, name: string | undefined, extra: Record<string, string>, port: number): string {
+  const h = { host: `127.0.0.1:${port}`, ...modernHeaders(method, name), ...extra };
+  return `POST ${PATH} HTTP/1.1\r\n${Object.entries(h)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}`;
+}
+
+/** A modern tools/call as raw bytes, with a Content-Length (the fast path) or chunked (node:http). */
+function call(port: number, id: string, text: string, framing: 'length' | 'chunked' = 'length'): string {
+  const body = JSON.stringify(modernBody(id, 'tools/call', { name: 'm__echo', arguments: { text } }));
+  const bytes = Buffer.byteLength(body);
+  if (framing === 'length') return `${head('tools/call', 'm__echo', { 'content-length': String(bytes) }, port)}\r\n${body}`;
+  const half = Buffer.from(body).subarray(0, 20);
+  const rest = Buffer.from(body).subarray(20);
+  return `${head('tools/call', 'm__echo', { 'transfer-encoding': 'chunked' }, port)}\r\n${half.length.toString(16)}\r\n${half.toString()}\r\n${rest.length.toString(16)}\r\n${rest.toString()}\r\n0\r\n\r\n`;
+}
+
+const resultText = (r: RawResponse) => (JSON.parse(r.body) as { result: { content: { text: string }[] } }).result.content[0]!.text;
+
+describe('the HTTP listener: fast path and node:http', () => {
+  let hub: HubProcess;
+
+  beforeAll(async () => {
+    hub = await startHub({ servers: { m: nodeServer(SDK2) } });
+    await waitForReady(hub.url, ['m']);
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it('answers the same request the same way whichever reader takes it', async () => {
+    const fast = rawClient(hub.port);
+    fast.send(call(hub.port, 'same-1', 'héllo ✓ 🚀'));
+    const slow = rawClient(hub.port);
+    slow.send(call(hub.port, 'same-1', 'héllo ✓ 🚀', 'chunked'));
+    const [a] = await fast.waitFor(1);
+    const [b] = await slow.waitFor(1);
+    for (const r of [a!, b!]) {
+      expect(r.status).toBe(200);
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers.connection).toBe('keep-alive');
+      expect(r.headers['keep-alive']).toBe('timeout=65');
+      // The length counts UTF-8 bytes: the body parses whole.
+      expect(resultText(r)).toBe('echo:héllo ✓ 🚀');
+    }
+    expect(a!.body).toBe(b!.body);
+    fast.socket.destroy();
+    slow.socket.destroy();
+  });
+
+  it('keeps one connection working across the move to node:http, pipelined bytes included', async () => {
+    const c = rawClient(hub.port);
+    c.send(call(hub.port, 'move-1', 'one'));
+    await c.waitFor(1);
+    // One write: a GET for node:http, then two POSTs that node:http must read as well.
+    c.send(`GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:${hub.port}\r\n\r\n${call(hub.port, 'move-3', 'three')}${call(hub.port, 'move-4', 'four', 'chunked')}`);
+    const rs = await c.waitFor(4);
+    expect(resultText(rs[0]!)).toBe('echo:one');
+    expect(JSON.parse(rs[1]!.body)).toMatchObject({ status: 'ok' });
+    expect(resultText(rs[2]!)).toBe('echo:three');
+    expect(resultText(rs[3]!)).toBe('echo:four');
+    c.socket.destroy();
+    const rows = await queryRows(hub.configFile.replace(/hub\.config\.json$/, 'ledger.db'), { tool: 'm__echo' });
+    const ids = rows.map((r) => r.requestId);
+    for (const id of ['move-1', 'move-3', 'move-4']) expect(ids).toContain(id);
+  });
+
+  it('refuses a Host it does not serve on the fast path, as on node:http', async () => {
+    const c = rawClient(hub.port);
+    const body = JSON.stringify(modernBody('evil-1', 'tools/list'));
+    c.send(`POST ${PATH} HTTP/1.1\r\nhost: evil.example.com\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    const [r] = await c.waitFor(1);
+    expect(r!.status).toBe(403);
+    c.socket.destroy();
+  });
+
+  it('answers a malformed head with node:http’s error and stays up', async () => {
+    const c = rawClient(hub.port);
+    c.send(`POST ${PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}`);
+    await c.waitClosed();
+    expect(c.responses()[0]?.status).toBe(400);
+    const again = rawClient(hub.port);
+    again.send(call(hub.port, 'after-bad', 'still here'));
+    expect(resultText((await again.waitFor(1))[0]!)).toBe('echo:still here');
+    again.socket.destroy();
+  });
+});

@@ -1,0 +1,224 @@
+/**
+ * The HTTP edge's fast path and its hand-over to node:http, over real loopback sockets: framing
+ * of what it sends (read back by node:http's client), pipelining, hand-over mid-connection with
+ * the unread bytes, timeouts, cancellation by a closed connection, refused headers, and stop.
+ */
+import { createServer, request, type IncomingMessage, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Http1Edge, type Http1Request } from '../../src/transport/http1/edge.js';
+import { InvalidHeaderError, type Http1Response } from '../../src/transport/http1/response.js';
+import { rawClient } from '../helpers/raw-http.js';
+
+type Handler = (req: Http1Request, res: Http1Response) => void;
+const open: { edge: Http1Edge; fallback: Server }[] = [];
+
+afterEach(async () => {
+  for (const o of open.splice(0)) await o.edge.close();
+});
+
+/** An edge on a free port; the fallback answers `fallback <method> <url> <body>`. */
+async function start(handler: Handler, opts: Partial<{ keepAliveMs: number; requestTimeoutMs: number; maxBodyBytes: number }> = {}) {
+  const fallback = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => res.end(`fallback ${req.method} ${req.url} ${body}`));
+  });
+  const edge = new Http1Edge(fallback, handler, {
+    wants: (p) => p === '/mcp',
+    maxBodyBytes: opts.maxBodyBytes ?? 1024,
+    keepAliveMs: opts.keepAliveMs ?? 65_000,
+    requestTimeoutMs: opts.requestTimeoutMs ?? 66_000,
+  });
+  const { port } = await edge.listen('127.0.0.1', 0);
+  open.push({ edge, fallback });
+  return { edge, port };
+}
+
+/** Echo the body back as JSON. */
+const echo: Handler = (req, res) => {
+  const text = JSON.stringify({ got: req.body.toString('utf8'), url: req.url });
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+};
+
+const post = (body: string, extra = '') => `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+
+describe('the HTTP edge', () => {
+  it('answers POSTs on one keep-alive connection, with the head node:http would send', async () => {
+    const { port } = await start(echo);
+    const c = rawClient(port);
+    c.send(post('{"a":"héllo ✓"}'));
+    await c.waitFor(1);
+    c.send(post('{"b":2}'));
+    const [first, second] = await c.waitFor(2);
+    expect(first).toMatchObject({ status: 200, body: JSON.stringify({ got: '{"a":"héllo ✓"}', url: '/mcp' }) });
+    expect(first!.headers).toMatchObject({ 'content-type': 'application/json', connection: 'keep-alive', 'keep-alive': 'timeout=65' });
+    expect(Date.parse(first!.headers.date!)).toBeGreaterThan(Date.now() - 5000);
+    expect(second!.body).toContain('{\\"b\\":2}');
+    expect(c.closed).toBe(false);
+    c.socket.destroy();
+  });
+
+  it('reads a request that arrives a few bytes at a time', async () => {
+    const { port } = await start(echo);
+    const c = rawClient(port);
+    const bytes = Buffer.from(post('{"split":true}'));
+    for (let i = 0; i < bytes.length; i += 5) {
+      c.send(bytes.subarray(i, i + 5));
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect((await c.waitFor(1))[0]!.body).toContain('split');
+    c.socket.destroy();
+  });
+
+  it('answers pipelined requests in order, the second waiting for the first', async () => {
+    const { port } = await start((req, res) => setTimeout(() => echo(req, res), req.body.toString() === '"slow"' ? 150 : 0));
+    const c = rawClient(port);
+    c.send(post('"slow"') + post('"fast"'));
+    const rs = await c.waitFor(2);
+    expect(rs.map((r) => JSON.parse(r.body).got)).toEqual(['"slow"', '"fast"']);
+    c.socket.destroy();
+  });
+
+  it('hands a connection to node:http at its first request the fast path does not take, unread bytes included', async () => {
+    const { port } = await start(echo);
+    const c = rawClient(port);
+    // One write: a fast POST, a GET for node:http, then a POST that node:http must now read too.
+    c.send(post('"one"') + 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' + post('"three"'));
+    const rs = await c.waitFor(3);
+    expect(rs.map((r) => r.body)).toEqual([JSON.stringify({ got: '"one"', url: '/mcp' }), 'fallback GET /healthz ', 'fallback POST /mcp "three"']);
+    c.socket.destroy();
+  });
+
+  it('hands over chunked bodies, bodies over the limit, and heads it will not parse', async () => {
+    const { port } = await start(echo, { maxBodyBytes: 10 });
+    const chunked = rawClient(port);
+    chunked.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n');
+    expect((await chunked.waitFor(1))[0]!.body).toBe('fallback POST /mcp abc');
+    const big = rawClient(port);
+    big.send(post('"more than ten bytes"'));
+    expect((await big.waitFor(1))[0]!.body).toBe('fallback POST /mcp "more than ten bytes"');
+    const dup = rawClient(port);
+    dup.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}');
+    expect((await dup.waitFor(1))[0]!.status).toBe(400); // node:http's answer to a smuggling attempt
+    const long = rawClient(port);
+    long.send(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: ${'a'.repeat(20_000)}\r\nContent-Length: 2\r\n\r\n{}`);
+    expect((await long.waitFor(1))[0]!.status).toBe(431);
+    for (const c of [chunked, big, dup, long]) c.socket.destroy();
+  });
+
+  it('sends a response without a length chunked, as an SSE stream is, and node:http reads it', async () => {
+    const { port } = await start((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.flushHeaders();
+      res.write('data: 1\n\n');
+      setTimeout(() => {
+        res.write(Buffer.from('data: ✓\n\n'));
+        res.end();
+      }, 20);
+    });
+    const body = await new Promise<{ res: IncomingMessage; text: string }>((resolve, reject) => {
+      const req = request({ port, host: '127.0.0.1', path: '/mcp', method: 'POST', headers: { 'content-length': 2 } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ res, text }));
+      });
+      req.on('error', reject);
+      req.end('{}');
+    });
+    expect(body.res.headers['transfer-encoding']).toBe('chunked');
+    expect(body.text).toBe('data: 1\n\ndata: ✓\n\n');
+  });
+
+  it("reports a closed connection to the pending response as 'close' before it finished (a modern client's cancel)", async () => {
+    let res: Http1Response | undefined;
+    const closed = new Promise<boolean>((resolve) => {
+      void start((_req, r) => {
+        res = r;
+        r.on('close', () => resolve(r.writableFinished));
+      }).then(({ port }) => {
+        const c = rawClient(port);
+        c.send(post('{}'));
+        setTimeout(() => c.socket.destroy(), 50);
+      });
+    });
+    expect(await closed).toBe(false);
+    expect(res!.destroyed).toBe(true);
+    expect(res!.write('late')).toBe(false); // writing after the fact is harmless
+    res!.end('late');
+  });
+
+  it('refuses a header value that would split the response before sending anything', async () => {
+    const { port } = await start((_req, res) => {
+      expect(() => res.writeHead(200, { 'x-bad': 'a\r\nSet-Cookie: evil=1' })).toThrow(InvalidHeaderError);
+      expect(() => res.writeHead(200, { 'bad name': 'x' })).toThrow(InvalidHeaderError);
+      expect(res.headersSent).toBe(false);
+      res.writeHead(500, { 'content-length': 0 }).end();
+    });
+    const c = rawClient(port);
+    c.send(post('{}'));
+    const [r] = await c.waitFor(1);
+    expect(r!.status).toBe(500);
+    expect(r!.headers['set-cookie']).toBeUndefined();
+    c.socket.destroy();
+  });
+
+  it('closes after the answer when the client sends Connection: close', async () => {
+    const { port } = await start(echo);
+    const c = rawClient(port);
+    c.send(post('{}', 'Connection: close\r\n'));
+    expect((await c.waitFor(1))[0]!.headers.connection).toBe('close');
+    await c.waitClosed();
+  });
+
+  it('closes an idle connection after the keep-alive time, but not one waiting for a long answer', async () => {
+    let slow: Http1Response | undefined;
+    const { port } = await start((req, res) => (req.body.toString() === '"slow"' ? (slow = res) : echo(req, res)), { keepAliveMs: 150 });
+    const idle = rawClient(port);
+    idle.send(post('{}'));
+    await idle.waitFor(1);
+    const busy = rawClient(port);
+    busy.send(post('"slow"'));
+    await idle.waitClosed(2000);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(busy.closed).toBe(false);
+    slow!.writeHead(200, { 'content-length': 2 }).end('ok');
+    expect((await busy.waitFor(1))[0]!.body).toBe('ok');
+    await busy.waitClosed(2000); // and then it idles out too
+  });
+
+  it('drops a connection whose request does not arrive in time (slow head)', async () => {
+    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 10_000 });
+    const c = rawClient(port);
+    c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const t0 = Date.now();
+    await c.waitClosed(2000);
+    expect(Date.now() - t0).toBeLessThan(1500);
+  });
+
+  it('on stop: closes idle connections at once, lets a pending answer out with Connection: close, takes no new connection', async () => {
+    let pending: Http1Response | undefined;
+    const { edge, port } = await start((req, res) => (req.body.toString() === '"slow"' ? (pending = res) : echo(req, res)));
+    const idle = rawClient(port);
+    idle.send(post('{}'));
+    await idle.waitFor(1);
+    const busy = rawClient(port);
+    busy.send(post('"slow"'));
+    while (!pending) await new Promise((r) => setTimeout(r, 5));
+    edge.stopAccepting();
+    await idle.waitClosed(1000);
+    expect(busy.closed).toBe(false);
+    pending.writeHead(200, { 'content-length': 2 }).end('ok');
+    const [r] = await busy.waitFor(1);
+    expect(r).toMatchObject({ body: 'ok', headers: { connection: 'close' } });
+    await busy.waitClosed(1000);
+    const late = connect(port, '127.0.0.1');
+    const refused = await new Promise<boolean>((resolve) => {
+      late.on('error', () => resolve(true));
+      late.on('connect', () => resolve(false));
+    });
+    expect(refused).toBe(true);
+  });
+});

@@ -1,0 +1,142 @@
+/**
+ * The fast path's request-head parser: what it takes, what it leaves to node:http, and — the
+ * property that makes the hand-over safe — that whatever it takes, node:http's own parser reads
+ * the same way (same target, same headers, same body length), checked against a real
+ * node:http server over loopback.
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseHead, type RequestHead } from '../../src/transport/http1/head.js';
+
+const MCP = (p: string) => p === '/mcp' || p.startsWith('/mcp/');
+const head = (text: string) => parseHead(Buffer.from(text, 'latin1'), 16_384, MCP);
+const ok = (text: string) => {
+  const h = head(text);
+  if (typeof h === 'string') throw new Error(`not parsed: ${h}`);
+  return h;
+};
+
+const BASE = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:7410\r\nContent-Type: application/json\r\nContent-Length: 2\r\n';
+
+describe('parseHead', () => {
+  it('reads a typical client request: lower-case names, trimmed values, the body length and where it starts', () => {
+    const text = 'POST /mcp/dev?x=1 HTTP/1.1\r\nHost: h:1\r\nMCP-Protocol-Version:  2026-07-28 \t\r\nContent-Length: 17\r\nAccept:application/json\r\n\r\n{"jsonrpc":"2.0"}';
+    const h = ok(text);
+    expect(h).toMatchObject({ method: 'POST', url: '/mcp/dev?x=1', path: '/mcp/dev', contentLength: 17, close: false });
+    expect({ ...h.headers }).toEqual({ host: 'h:1', 'mcp-protocol-version': '2026-07-28', 'content-length': '17', accept: 'application/json' });
+    expect(text.slice(h.headBytes)).toBe('{"jsonrpc":"2.0"}');
+    expect(ok(`${BASE}Connection: Close\r\n\r\n{}`).close).toBe(true);
+    expect(ok(`${BASE}Connection: keep-alive\r\n\r\n{}`).close).toBe(false);
+    expect(ok(`${BASE}X-Empty:\r\n\r\n{}`).headers['x-empty']).toBe('');
+  });
+
+  it('waits for the rest of a head, and gives up on one longer than the limit', () => {
+    expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n')).toBe('incomplete');
+    expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n\r')).toBe('incomplete');
+    expect(parseHead(Buffer.from(`POST /mcp HTTP/1.1\r\nX: ${'a'.repeat(200)}`), 100, MCP)).toBe('other');
+    expect(parseHead(Buffer.from(`POST /mcp HTTP/1.1\r\nX: ${'a'.repeat(200)}\r\n\r\n`), 100, MCP)).toBe('other');
+  });
+
+  it.each([
+    ['another method', 'GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n'],
+    ['HTTP/1.0', 'POST /mcp HTTP/1.0\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a path the fast path does not serve', 'POST /admin HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['an absolute-form target', 'POST http://x/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a blank line before the request line', `\r\n${BASE}\r\n{}`],
+    ['a header twice', `${BASE}Accept: a\r\naccept: b\r\n\r\n{}`],
+    ['two Content-Lengths', `${BASE}Content-Length: 2\r\n\r\n{}`],
+    ['no Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n'],
+    ['a Content-Length that is not digits', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2a\r\n\r\n{}'],
+    ['a negative Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: -2\r\n\r\n{}'],
+    ['an empty Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: \r\n\r\n{}'],
+    ['Transfer-Encoding', `${BASE}Transfer-Encoding: chunked\r\n\r\n`],
+    ['Expect', `${BASE}Expect: 100-continue\r\n\r\n`],
+    ['Upgrade', `${BASE}Upgrade: websocket\r\n\r\n`],
+    ['Connection naming other tokens', `${BASE}Connection: keep-alive, Upgrade\r\n\r\n{}`],
+    ['no Host', 'POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a bare LF between headers', `${BASE}X-A: 1\nX-B: 2\r\n\r\n{}`],
+    ['a bare CR in a value', `${BASE}X-A: 1\r2\r\n\r\n{}`],
+    ['a control character in a value', `${BASE}X-A: 1\x002\r\n\r\n{}`],
+    ['DEL in a value', `${BASE}X-A: 1\x7f\r\n\r\n{}`],
+    ['a folded line (obs-fold)', `${BASE}X-A: 1\r\n 2\r\n\r\n{}`],
+    ['blank before the colon', `${BASE}X-A : 1\r\n\r\n{}`],
+    ['a name that is not a token', `${BASE}X(A): 1\r\n\r\n{}`],
+    ['a line without a colon', `${BASE}X-A\r\n\r\n{}`],
+    ['a name on the prototype', `${BASE}constructor: x\r\n\r\n{}`],
+    ['a space inside the target', 'POST /mcp x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+  ])('leaves %s to node:http', (_what, text) => {
+    expect(head(text)).toBe('other');
+  });
+});
+
+/** What node:http's parser made of one raw request: its target, headers and body, or its refusal. */
+type NodeView = { url: string; headers: IncomingHttpHeaders; body: string } | { status: number };
+
+describe('parseHead agrees with node:http on every request it takes', () => {
+  let server: Server;
+  let port: number;
+  const seen: NodeView[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('latin1') });
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  /** Send the bytes on a fresh connection; node's view of the first request on it. */
+  function nodeReads(bytes: Buffer): Promise<NodeView> {
+    seen.length = 0;
+    return new Promise((resolve, reject) => {
+      const s = connect(port, '127.0.0.1', () => s.end(bytes));
+      let reply = '';
+      s.on('data', (d) => (reply += d.toString('latin1')));
+      s.on('error', reject);
+      s.on('close', () => {
+        const status = Number(/^HTTP\/1\.1 (\d+)/.exec(reply)?.[1] ?? 0);
+        resolve(seen[0] ?? { status });
+      });
+    });
+  }
+
+  // Header names: common ones in any case, random tokens, and near-tokens that must be refused.
+  const name = fc.oneof(
+    fc.constantFrom('Accept', 'content-type', 'MCP-Protocol-Version', 'mcp-method', 'Authorization', 'Origin', 'X-Api-Key', 'Connection', 'Transfer-Encoding', 'Expect', 'Host', 'Content-Length'),
+    fc.stringMatching(/^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,12}$/),
+    fc.stringMatching(/^[A-Za-z (),:;@\\"-]{1,8}$/),
+  );
+  const value = fc.oneof(
+    fc.constantFrom('application/json', 'keep-alive', 'close', 'chunked', '2', '  padded  ', ''),
+    fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)), maxLength: 12 }),
+  );
+  const bodyText = fc.stringMatching(/^[ -~]{0,40}$/);
+
+  it('for 300 generated heads, valid and not', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.tuple(name, value), { maxLength: 6 }), bodyText, fc.boolean(), async (extra, body, withLength) => {
+        let text = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n';
+        if (withLength) text += `Content-Length: ${body.length}\r\n`;
+        for (const [n, v] of extra) text += `${n}: ${v}\r\n`;
+        const bytes = Buffer.from(`${text}\r\n${body}`, 'latin1');
+        const ours = parseHead(bytes, 16_384, MCP);
+        if (typeof ours === 'string') return; // node:http would get these bytes: nothing to compare
+        const theirs = await nodeReads(bytes);
+        expect(theirs, `node refused what the fast path took:\n${JSON.stringify(text)}`).toHaveProperty('url');
+        const view = theirs as Exclude<NodeView, { status: number }>;
+        expect(view.url).toBe(ours.url);
+        expect(view.body).toBe(bytes.subarray(ours.headBytes, ours.headBytes + ours.contentLength).toString('latin1'));
+        expect(view.headers).toEqual({ ...(ours as RequestHead).headers });
+      }),
+      { numRuns: 300 },
+    );
+  }, 60_000);
+});
