@@ -72,6 +72,19 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   });
 
+  it('reads a body of 1 MiB sent in 1 KiB writes, and the request after it', async () => {
+    const { port } = await start((req, res) => {
+      const text = String(req.body.length);
+      res.writeHead(200, { 'content-length': text.length }).end(text);
+    }, { maxBodyBytes: 2 << 20 });
+    const c = rawClient(port);
+    const body = Buffer.alloc(1 << 20, 0x61);
+    const bytes = Buffer.concat([Buffer.from(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${body.length}\r\n\r\n`), body, Buffer.from(post('{}'))]);
+    for (let i = 0; i < bytes.length; i += 1024) c.send(bytes.subarray(i, i + 1024));
+    expect((await c.waitFor(2)).map((r) => r.body)).toEqual([String(1 << 20), '2']);
+    c.socket.destroy();
+  });
+
   it('answers pipelined requests in order, the second waiting for the first', async () => {
     const { port } = await start((req, res) => setTimeout(() => echo(req, res), req.body.toString() === '"slow"' ? 150 : 0));
     const c = rawClient(port);

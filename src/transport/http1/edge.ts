@@ -118,7 +118,11 @@ export class Http1Edge {
 
 /** One client connection while it is on the fast path. */
 class Http1Connection implements ResponseOwner {
-  private buf: Buffer | null = null;
+  /** Bytes received and not yet consumed, as they came (joined only when they are read). */
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** How many bytes the request being received needs in all; nothing is parsed before. */
+  private needed = 0;
   private current: Http1Response | null = null;
   /** When the request being received began (0: none); for the request timeout. */
   private since = 0;
@@ -162,7 +166,7 @@ class Http1Connection implements ResponseOwner {
       this.socket.resume();
     }
     // A pipelined request waits for the answer before it; it runs on the next tick, not inside end().
-    if (this.buf) process.nextTick(() => this.next());
+    if (this.size > 0) process.nextTick(() => this.next());
   }
 
   closeWhenIdle(): void {
@@ -175,27 +179,53 @@ class Http1Connection implements ResponseOwner {
   }
 
   private data(chunk: Buffer): void {
-    this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
+    this.chunks.push(chunk);
+    this.size += chunk.length;
     if (this.current) {
-      if (this.buf.length > MAX_QUEUED_BYTES + this.edge.opts.maxBodyBytes && !this.paused) {
+      if (this.size > MAX_QUEUED_BYTES + this.edge.opts.maxBodyBytes && !this.paused) {
         this.paused = true;
         this.socket.pause();
       }
       return;
     }
+    // A large body arrives in many chunks: they are joined once it is all here, not once per
+    // chunk (that would copy a 4 MiB body some sixty times).
+    if (this.size < this.needed) return;
     this.next();
   }
 
+  /** Everything received and not consumed, as one buffer. */
+  private joined(): Buffer | null {
+    if (this.size === 0) return null;
+    if (this.chunks.length === 1) return this.chunks[0]!;
+    const buf = Buffer.concat(this.chunks, this.size);
+    this.chunks.length = 0;
+    this.chunks.push(buf);
+    return buf;
+  }
+
+  private consume(bytes: number, buf: Buffer): void {
+    const rest = buf.length - bytes;
+    this.chunks.length = 0;
+    if (rest > 0) this.chunks.push(buf.subarray(bytes));
+    this.size = rest;
+    this.needed = 0;
+  }
+
   private next(): void {
-    const buf = this.buf;
-    if (!buf || this.current || this.socket.destroyed) return;
+    if (this.current || this.socket.destroyed) return;
+    const buf = this.joined();
+    if (!buf) return;
     if (this.since === 0) this.since = Date.now();
     const head = parseHead(buf, this.edge.opts.maxHeadBytes ?? 16_384, this.edge.opts.wants);
     if (head === 'incomplete') return;
     if (head === 'other' || head.contentLength > this.edge.opts.maxBodyBytes) return this.handOver();
     const size = head.headBytes + head.contentLength;
-    if (buf.length < size) return;
-    this.buf = buf.length > size ? buf.subarray(size) : null;
+    if (buf.length < size) {
+      this.needed = size;
+      return;
+    }
+    this.consume(size, buf);
     this.since = 0;
     const res = new Http1Response(this);
     this.current = res;
@@ -213,8 +243,9 @@ class Http1Connection implements ResponseOwner {
     socket.off('timeout', this.onTimeout);
     socket.setTimeout(0);
     this.edge.forget(this);
-    const rest = this.buf;
-    this.buf = null;
+    const rest = this.joined();
+    this.chunks = [];
+    this.size = 0;
     if (rest) socket.unshift(rest);
     if (this.paused) socket.resume();
     this.edge.fallback.emit('connection', socket);
@@ -225,7 +256,8 @@ class Http1Connection implements ResponseOwner {
     // abandoned, which for a modern client is its cancellation, and the connection closes.
     const res = this.current;
     this.current = null;
-    this.buf = null;
+    this.chunks = [];
+    this.size = 0;
     res?.abort();
     this.socket.end();
   }
@@ -234,7 +266,8 @@ class Http1Connection implements ResponseOwner {
     this.edge.forget(this);
     const res = this.current;
     this.current = null;
-    this.buf = null;
+    this.chunks = [];
+    this.size = 0;
     res?.abort();
   }
 
