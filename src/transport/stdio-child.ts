@@ -248,12 +248,34 @@ export class StdioChild extends EventEmitter {
     return this.exited;
   }
 
-  /** Writes one frame (a serialised JSON-RPC message). False when the child is not running. */
-  send(frame: string): boolean {
+  /**
+   * Writes one frame (a serialised JSON-RPC message). False when the child is not running.
+   * `join`: the caller has other calls in flight on this child, so the frame may wait for the
+   * end of the event-loop turn and leave in one write with the others sent in that turn (under
+   * load, one syscall and one wake-up of the child for ~20 calls). A lone call is written at
+   * once, so joining costs no latency when the hub is idle. Frames never overtake each other.
+   */
+  send(frame: string, join = false): boolean {
     if (!this.alive || !this.proc.stdin!.writable) return false;
-    this.proc.stdin!.write(frame + '\n');
+    if (this.queued.length === 0) {
+      if (!join) {
+        this.proc.stdin!.write(frame + '\n');
+        return true;
+      }
+      setImmediate(this.flush);
+    }
+    this.queued.push(frame);
     return true;
   }
+
+  private queued: string[] = [];
+
+  private readonly flush = (): void => {
+    const q = this.queued;
+    if (q.length === 0) return;
+    this.queued = [];
+    if (this.proc.stdin!.writable) this.proc.stdin!.write(q.length === 1 ? q[0] + '\n' : q.join('\n') + '\n');
+  };
 
   private onLine(line: string): void {
     const c: Classified = parseFrame(line);
@@ -273,6 +295,7 @@ export class StdioChild extends EventEmitter {
   async close(graceMs = 2000): Promise<ExitInfo> {
     if (this.exitInfo) return this.exitInfo;
     if (this.pid === undefined) return this.exited;
+    this.flush();
     this.proc.stdin!.end();
     if (await this.within(graceMs)) return this.exitInfo!;
     killGroup(this.pid, 'SIGTERM');

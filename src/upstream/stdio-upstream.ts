@@ -130,7 +130,8 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   protected transmit(p: Pending, frame: string): void {
-    if (this.child?.send(frame)) return;
+    // Other calls in flight: the frame may join theirs in one write (see StdioChild.send).
+    if (this.child?.send(frame, this.pending.size > 1)) return;
     this.failCall(p, new TransportError(`server "${this.id}" process is not running`, undefined, true));
   }
 

@@ -6,7 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { Socket } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { RpcError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
@@ -42,6 +43,28 @@ describe.each([
       .map((m) => m.id as number);
     expect(new Set(ids).size).toBe(20);
     expect(ids.every((id) => typeof id === 'number' && id > 0)).toBe(true);
+  });
+
+  it('writes a lone call at once, and the calls sent together in one write', async () => {
+    const u = await started(quirkSpec(fixture));
+    const write = vi.spyOn(Socket.prototype, 'write');
+    const frames = (tag: string) => write.mock.calls.map(([chunk]) => String(chunk)).filter((t) => t.includes(tag));
+    try {
+      const lone = u.request('tools/call', { name: 'echo', arguments: { lone: 1 } });
+      // Before the turn ends: a frame that waited to be joined would not be written yet.
+      await new Promise((r) => setImmediate(r));
+      expect(frames('"lone":1')).toHaveLength(1);
+      await lone;
+      const many = Promise.all(Array.from({ length: 10 }, (_, i) => u.request('tools/call', { name: 'echo', arguments: { many: i } })));
+      await new Promise((r) => setTimeout(r, 20));
+      const writes = frames('"many":');
+      // The first goes alone (nothing else in flight yet); the other nine leave together.
+      expect(writes.length).toBeLessThanOrEqual(2);
+      expect(writes.join('').split('"many":').length - 1).toBe(10);
+      (await many).forEach((r, i) => expect(r.structuredContent).toMatchObject({ args: { many: i } }));
+    } finally {
+      write.mockRestore();
+    }
   });
 
   it('rejects with the RpcError the upstream answered', async () => {

@@ -1,5 +1,6 @@
 /** Line framing of child stdout, and the child process wrapper against real processes. */
-import { describe, expect, it } from 'vitest';
+import { Socket } from 'node:net';
+import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { silentLogger } from '../../src/log.js';
 import { LineDecoder, StdioChild } from '../../src/transport/stdio-child.js';
@@ -106,6 +107,38 @@ describe('StdioChild', () => {
     expect(await c.close()).toEqual({ code: 0, signal: null });
     expect(Date.now() - t0).toBeLessThan(1000);
     expect(got).toEqual([{ kind: 'notification', msg: { jsonrpc: '2.0', method: 'x' } }]);
+  });
+
+  it('joins frames sent with `join` into one write at the end of the turn, in order, writes the others at once, and flushes before closing', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdin.on('data', (d) => process.stdout.write(d)); process.stdin.on('end', () => process.exit(0));`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    const write = vi.spyOn(Socket.prototype, 'write');
+    const ours = () => write.mock.calls.map(([chunk]) => String(chunk)).filter((t) => t.includes('"method":"n"'));
+    const frame = (i: number) => `{"jsonrpc":"2.0","method":"n","params":{"i":${i}}}`;
+    try {
+      expect(c.send(frame(0))).toBe(true);
+      expect(ours()).toHaveLength(1); // not joined: written at once
+      for (let i = 1; i < 20; i++) expect(c.send(frame(i), true)).toBe(true);
+      expect(c.send(frame(20))).toBe(true); // not joined, but frames are queued: it must not overtake them
+      expect(ours()).toHaveLength(1);
+      await new Promise((r) => setImmediate(r));
+      expect(ours()).toHaveLength(2);
+      expect(ours()[1]!.split('\n')).toHaveLength(21);
+    } finally {
+      write.mockRestore();
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect(got.map((m) => (m as { msg: { params: { i: number } } }).msg.params.i)).toEqual([...Array(21).keys()]);
+    // Queued and closed in the same turn: the frame still reaches the child before its stdin ends.
+    c.send('{"jsonrpc":"2.0","method":"last"}', true);
+    expect(await c.close()).toEqual({ code: 0, signal: null });
+    expect(got.at(-1)).toEqual({ kind: 'notification', msg: { jsonrpc: '2.0', method: 'last' } });
   });
 
   it('reports a command that does not exist without throwing', async () => {
