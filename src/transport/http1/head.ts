@@ -27,7 +27,8 @@ const CRLF2 = Buffer.from('\r\n\r\n');
 const TOO_LONG_FOR_LENGTH = 15;
 
 // Byte classes, looked up per character: a scan of the head costs less than a regular
-// expression per line (measured: 5 µs → well under 1 µs for a typical client's head).
+// expression per line (measured on a typical client's head: 5.2 µs → 2.4 µs, most of what is
+// left being the headers object).
 const TOKEN_CHAR = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN_CHAR[c.charCodeAt(0)] = 1;
 // Field values: visible characters, blanks and obs-text; no other control characters.
