@@ -92,7 +92,8 @@ describe('StdioChild', () => {
     expect(got).toHaveLength(1);
   });
 
-  it('writes one frame per line and closes politely when stdin ends', async () => {
+  /** A child that echoes its stdin to stdout and exits when stdin ends; `got`: what came back. */
+  const echoChild = () => {
     const c = new StdioChild({
       command: process.execPath,
       args: script(`process.stdin.on('data', (d) => process.stdout.write(d)); process.stdin.on('end', () => process.exit(0));`),
@@ -101,6 +102,11 @@ describe('StdioChild', () => {
     });
     const got: unknown[] = [];
     c.on('message', (m) => got.push(m));
+    return { c, got };
+  };
+
+  it('writes one frame per line and closes politely when stdin ends', async () => {
+    const { c, got } = echoChild();
     expect(c.send('{"jsonrpc":"2.0","method":"x"}')).toBe(true);
     await new Promise((r) => setTimeout(r, 100));
     const t0 = Date.now();
@@ -110,14 +116,7 @@ describe('StdioChild', () => {
   });
 
   it('joins frames sent with `join` into one write at the end of the turn, in order, writes the others at once, and flushes before closing', async () => {
-    const c = new StdioChild({
-      command: process.execPath,
-      args: script(`process.stdin.on('data', (d) => process.stdout.write(d)); process.stdin.on('end', () => process.exit(0));`),
-      maxFrameBytes: 1024,
-      log: silentLogger,
-    });
-    const got: unknown[] = [];
-    c.on('message', (m) => got.push(m));
+    const { c, got } = echoChild();
     const write = vi.spyOn(Socket.prototype, 'write');
     const ours = () => write.mock.calls.map(([chunk]) => String(chunk)).filter((t) => t.includes('"method":"n"'));
     const frame = (i: number) => `{"jsonrpc":"2.0","method":"n","params":{"i":${i}}}`;
