@@ -5,6 +5,7 @@
  * from the fast path to node:http mid-stream (pipelined bytes included) and keep working;
  * non-ASCII answers are framed right; every call has its ledger row.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { rawClient, type RawResponse } from '../helpers/raw-http.js';
@@ -75,7 +76,7 @@ describe('the HTTP listener: fast path and node:http', () => {
     expect(resultText(rs[2]!)).toBe('echo:three');
     expect(resultText(rs[3]!)).toBe('echo:four');
     c.socket.destroy();
-    const rows = await queryRows(hub.configFile.replace(/hub\.config\.json$/, 'ledger.db'), { tool: 'm__echo' });
+    const rows = await queryRows(join(hub.dir, 'ledger.db'), { tool: 'm__echo' });
     const ids = rows.map((r) => r.requestId);
     for (const id of ['move-1', 'move-3', 'move-4']) expect(ids).toContain(id);
   });
