@@ -94,6 +94,40 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   });
 
+  it('stops reading a client that pipelines more than it may queue, and reads on after the answer', async () => {
+    let first: Http1Response | undefined;
+    let served = 0;
+    const { edge, port } = await start((req, res) => {
+      served++;
+      if (!first) return void (first = res);
+      echo(req, res);
+    });
+    const c = rawClient(port);
+    // 1.5 MiB of small pipelined requests behind one whose answer is held back.
+    const one = post('{}');
+    const n = Math.ceil((1.5 * 2 ** 20) / one.length);
+    c.send(one.repeat(n + 1));
+    while (!first) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(served).toBe(1); // the rest waits, and no more than the queue's limit is read meanwhile
+    const [conn] = (edge as unknown as { conns: Set<{ size: number; paused: boolean }> }).conns;
+    expect(conn!.paused).toBe(true);
+    expect(conn!.size).toBeLessThan(2 ** 20 + 1024 + 2 ** 17); // the limit, plus at most a read or two
+    first.writeHead(200, { 'content-length': 5 }).end('first');
+    const rs = await c.waitFor(n + 1, 20_000);
+    expect(rs[0]!.body).toBe('first');
+    expect(served).toBe(n + 1);
+    c.socket.destroy();
+  }, 30_000);
+
+  it('drops a connection whose body does not arrive in time', async () => {
+    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 10_000 });
+    const c = rawClient(port);
+    c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{"a"');
+    await c.waitClosed(2000);
+    expect(c.responses()).toHaveLength(0);
+  });
+
   it('hands a connection to node:http at its first request the fast path does not take, unread bytes included', async () => {
     const { port } = await start(echo);
     const c = rawClient(port);
