@@ -18,7 +18,7 @@ import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
 import { openLedger } from './ledger/open.js';
 import type { AuditSink } from './ledger/sink.js';
-import type { AuditEnd } from './ledger/types.js';
+import type { AuditEnd, LedgerCounters } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
@@ -42,7 +42,7 @@ import { createUpstream } from './upstream/index.js';
 import type { UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
-import { Metrics, type LedgerCounters } from './metrics.js';
+import { Metrics } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
 
 /** How long a first list or handshake waits for upstreams that are still starting. */

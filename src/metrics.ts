@@ -5,7 +5,7 @@
  * sessions) is read from its owner only when /metrics is scraped.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { AuditBegin, AuditEnd } from './ledger/types.js';
+import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
   servers(): Iterable<{ id: string; state: string; restarts: number }>;
@@ -14,15 +14,6 @@ export interface MetricsSources {
   ledgerCounters(): LedgerCounters | undefined;
   /** Open legacy sessions (HTTP and stdio). */
   openSessions(): number;
-}
-
-export interface LedgerCounters {
-  batches: number;
-  writes: number;
-  /** Ingest threads that ended and were replaced. */
-  threadRestarts: number;
-  /** Batches handed to the ingest thread and not yet committed in SQLite. */
-  batchesUnapplied: number;
 }
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;

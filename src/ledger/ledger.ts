@@ -12,7 +12,7 @@ import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
-import type { AuditBegin, AuditEnd, AuditHandle } from './types.js';
+import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 
 export interface LedgerOptions {
   path: string;
@@ -306,7 +306,7 @@ export class Ledger {
   }
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
-  commitCounters(): { batches: number; writes: number; threadRestarts: number; batchesUnapplied: number } {
+  commitCounters(): LedgerCounters {
     return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.unapplied };
   }
 

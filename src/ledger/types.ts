@@ -64,3 +64,15 @@ export type IdempotencyClaim =
 
 /** What is replayed: either a result object or a JSON-RPC error. */
 export type StoredAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };
+
+/** The ledger's counters for metrics. */
+export interface LedgerCounters {
+  /** Writes of the pending file (group commits). */
+  batches: number;
+  /** Audit rows (begun or finished) those writes carried. */
+  writes: number;
+  /** Ingest threads that ended and were replaced. */
+  threadRestarts: number;
+  /** Batches handed to the ingest thread and not yet committed in SQLite. */
+  batchesUnapplied: number;
+}
