@@ -50,12 +50,24 @@ export class PendingFiles {
     return this.files[this.active]!.flush();
   }
 
-  /** Everything written so far went to the ingest thread as batch n: write on in the other file. */
-  handedOver(n: number): void {
-    if (this.standbyNeeds !== 0 || this.files[this.active]!.empty) return;
+  /**
+   * Everything written so far went to the ingest thread as batch n: write on in the other file.
+   * True when the files switched (the one written so far is emptied once n is committed).
+   */
+  handedOver(n: number): boolean {
+    if (this.standbyNeeds !== 0 || this.files[this.active]!.empty) return false;
     this.standbyNeeds = n;
     this.active ^= 1;
     this.files[this.active]!.lead(++this.gen);
+    return true;
+  }
+
+  /**
+   * Lines already written that were not handed over (held begins), written again, now, to the
+   * file written from now on. False when that failed.
+   */
+  rewrite(lines: string[]): boolean {
+    return this.files[this.active]!.rewrite(lines);
   }
 
   /** Batches up to n are committed: empty the file they came from. */

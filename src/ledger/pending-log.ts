@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 
 /**
@@ -53,9 +53,10 @@ export class PendingLog {
    * The records of a file a hub left behind, in order. A line that does not parse is the
    * torn end of a write cut short (a power loss, or a full disk, after which the hub went on
    * writing on a line of its own; see write) and is skipped: the lines after it are whole.
+   * Only a regular file is read (a device such as /dev/full would never end).
    */
   static read(path: string): unknown[] {
-    if (!existsSync(path)) return [];
+    if (!existsSync(path) || !statSync(path).isFile()) return [];
     const out: unknown[] = [];
     for (const line of readFileSync(path, 'utf8').split('\n')) {
       if (line === '') continue;
@@ -111,6 +112,20 @@ export class PendingLog {
     this.records += lines.length;
     batch.resolve();
     return true;
+  }
+
+  /**
+   * Writes lines now, after what is queued (see PendingFiles.rewrite). They are copies, so
+   * they are not counted. False when the write failed.
+   */
+  rewrite(lines: string[]): boolean {
+    if (!this.flush()) return false;
+    try {
+      this.write(lines.join('\n') + '\n');
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /**

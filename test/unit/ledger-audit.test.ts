@@ -37,6 +37,36 @@ function rowOf(db: Database.Database, id: number): Record<string, unknown> | und
 }
 
 describe('ledger audit rows and group commit', () => {
+  it('an in-flight row waits in the hub for its finish: a quick call reaches SQLite finished, a slow one in flight once the hold is over', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, beginHoldMs: 300 });
+    const other = second(t.db);
+    const count = () => (other.prepare('SELECT count(*) AS n FROM audit').get() as { n: number }).n;
+    const slow = await ledger.beginCommitted(begin({ requestId: 'slow' }));
+    const quick = await ledger.beginCommitted(begin({ requestId: 'quick' }));
+    await new Promise((r) => setTimeout(r, 40)); // forty hand-over periods
+    expect(count()).toBe(0); // both held: nothing in SQLite yet
+    await quick.finish(end());
+    expect(await until(() => rowOf(other, quick.rowId)?.outcome, (o) => o === 'ok')).toBe('ok');
+    expect(rowOf(other, slow.rowId)).toBeUndefined(); // still held
+    const t0 = Date.now();
+    expect(await until(() => rowOf(other, slow.rowId)?.outcome, (o) => o === 'in_flight')).toBe('in_flight');
+    expect(Date.now() - t0).toBeLessThan(1000);
+    await slow.finish(end({ outcome: 'timeout' }));
+    expect(await until(() => rowOf(other, slow.rowId)?.outcome, (o) => o === 'timeout')).toBe('timeout');
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+    other.close();
+  });
+
+  it('a reader in the hub sees a held in-flight row at once', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, beginHoldMs: 3_600_000 });
+    const h = await ledger.beginCommitted(begin({ requestId: 'held' }));
+    expect(ledger.query({})).toEqual([expect.objectContaining({ id: h.rowId, outcome: 'in_flight' })]);
+    await h.finish(end());
+    expect(ledger.query({})).toEqual([expect.objectContaining({ id: h.rowId, outcome: 'ok', seq: 1 })]);
+  });
+
   it('begin and finish resolve once their line is in the pending file; rows reach SQLite in a batch', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });

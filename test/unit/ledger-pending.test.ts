@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
@@ -17,13 +18,13 @@ const pendingOf = (db: string) => `${db}-pending`;
 const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);
 
 /** Runs a script in a child process that SIGKILLs itself at the end (no close, no ingest). */
-async function diesAfter(db: string, body: string): Promise<string> {
+async function diesAfter(db: string, body: string, options = 'ingestDelayMs: 3_600_000'): Promise<string> {
   const dist = resolve('dist/src/ledger/ledger.js');
   expect(existsSync(dist), 'dist is built by the global setup (npx tsc -p .)').toBe(true);
   const script = `
     const { Ledger } = await import(${JSON.stringify(pathToFileURL(dist).href)});
-    // Rows stay in the pending file: the ingest would run an hour from now.
-    const l = Ledger.open({ path: ${JSON.stringify(db)}, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
+    // By default rows stay in the pending file: the ingest would run an hour from now.
+    const l = Ledger.open({ path: ${JSON.stringify(db)}, ${options}, backgroundCheckpoint: false });
     const b = (id) => ({ ts: 1, requestId: id, principal: 'p', clientEra: 'e', method: 'tools/call', server: 's' });
     ${body}
     process.kill(process.pid, 'SIGKILL');`;
@@ -136,6 +137,45 @@ describe('ledger pending file', () => {
       ['c', 'timeout'],
     ]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+  });
+
+  it('a begin held back for its finish is written again to the file that follows, so emptying the first never loses it', async () => {
+    t = tempDir();
+    const [first, second] = PendingFiles.paths(t.db);
+    // Hand-overs every millisecond, begins held for an hour: 'held' stays in the hub while
+    // 'other' goes to SQLite and the file both were written to is emptied.
+    const out = await diesAfter(
+      t.db,
+      `await l.beginCommitted(b('held'));
+       await l.record(b('other'), { outcome: 'ok', latencyMs: 1 });
+       const fs = await import('node:fs');
+       while (fs.statSync(${JSON.stringify(first)}).size > 0) await new Promise((r) => setTimeout(r, 2));
+       process.stdout.write(fs.readFileSync(${JSON.stringify(second)}, 'utf8'));`,
+      'ingestDelayMs: 1, beginHoldMs: 3_600_000',
+    );
+    expect(size(first)).toBe(0);
+    expect(out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as unknown)).toEqual([{ g: 1 }, { s: expect.objectContaining({ request_id: 'held' }) }]);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+      ['held', 'unknown'],
+      ['other', 'ok'],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
+  it('a held begin the next file refuses (disk full) goes to SQLite at once instead', async () => {
+    t = tempDir();
+    const [, second] = PendingFiles.paths(t.db);
+    symlinkSync('/dev/full', second); // refuses every write with ENOSPC
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, beginHoldMs: 3_600_000, backgroundCheckpoint: false });
+    const held = await ledger.beginCommitted(begin({ requestId: 'held' }));
+    await ledger.record(begin({ requestId: 'other' }), end());
+    const reader = new Database(t.db, { readonly: true });
+    const outcome = () => (reader.prepare('SELECT outcome FROM audit WHERE id = ?').get(held.rowId) as { outcome: string } | undefined)?.outcome;
+    const deadline = Date.now() + 2000;
+    while (outcome() === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
+    expect(outcome()).toBe('in_flight');
+    reader.close();
   });
 
   it('a torn last line (a write cut short) is dropped; the lines before it are applied', async () => {
