@@ -1,14 +1,19 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Logger } from '../log.js';
-import { ChainWriter } from './chain.js';
+import { ChainWriter, ColumnsDigest } from './chain.js';
 import { GroupCommit } from './group-commit.js';
 
 type Params = Record<string, unknown>;
 
 /** The columns a begin writes, and those a finish adds (their params are named alike). */
-const BEGIN_COLS = ['id', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method',
+export const BEGIN_COLS = ['id', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method',
   'hub_name', 'server', 'upstream_name', 'upstream_era', 'idempotency_key', 'args_hash', 'request_bytes', 'args_json'] as const;
 export const END_COLS = ['outcome', 'error_kind', 'error_code', 'error_message', 'latency_ms', 'response_bytes', 'result_json'] as const;
+/** A finished row's columns, in the order of its values (linkedValues). */
+export const LINKED_COLS = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'] as const;
+const SEQ_AT = LINKED_COLS.indexOf('seq');
+const HASH_AT = LINKED_COLS.indexOf('hash');
+const linkedDigest = new ColumnsDigest(LINKED_COLS);
 
 /** A line of the pending file: a begin (`s` only) or a finished row (`s` and `e`). */
 export interface PendingRecord {
@@ -50,21 +55,20 @@ export class AuditApplier {
   constructor(db: Database, log: Logger) {
     this.chain = new ChainWriter(db);
     this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, log);
-    // Parameters are named after their columns, so a row (dbRow) binds as it is digested.
-    const named = (cols: readonly string[]) => cols.map((c) => `@${c}`).join(', ');
-    const ended = END_COLS.map((c) => `${c} = @${c}`).join(', ');
-    const inFlight = `WHERE id = @id AND outcome = 'in_flight'`;
+    // Parameters are positional: better-sqlite3 binds an array of values about twice as fast as
+    // an object's named values (2.9 against 5.7 µs for a row's 26, measured).
+    const places = (n: number) => Array(n).fill('?').join(', ');
+    const ended = END_COLS.map((c) => `${c} = ?`).join(', ');
+    const inFlight = `WHERE id = ? AND outcome = 'in_flight'`;
     // OR IGNORE: rows replayed from the pending file may be in SQLite already (see apply).
-    this.insertBegin = db.prepare(`INSERT OR IGNORE INTO audit (${BEGIN_COLS.join(', ')}, outcome) VALUES (${named(BEGIN_COLS)}, 'in_flight')`);
-    // The finished row's chain link is computed from the values written (see dbRow), so
+    this.insertBegin = db.prepare(`INSERT OR IGNORE INTO audit (${BEGIN_COLS.join(', ')}, outcome) VALUES (${places(BEGIN_COLS.length)}, 'in_flight')`);
+    // The finished row's chain link is computed from the values written (see linkedValues), so
     // finishing is one statement and needs no RETURNING.
-    this.finishLinked = db.prepare(`UPDATE audit SET ${ended},
-      server = @server, upstream_name = @upstream_name, upstream_era = @upstream_era, seq = @seq, hash = @hash ${inFlight}`);
+    this.finishLinked = db.prepare(`UPDATE audit SET ${ended}, server = ?, upstream_name = ?, upstream_era = ?, seq = ?, hash = ? ${inFlight}`);
     // The usual finish: the call went where its begin said. Leaving server out of SET spares
     // SQLite rewriting its audit_server_ts entry.
-    this.finishKept = db.prepare(`UPDATE audit SET ${ended}, seq = @seq, hash = @hash ${inFlight}`);
-    const linked = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'];
-    this.insertLinked = db.prepare(`INSERT OR IGNORE INTO audit (${linked.join(', ')}) VALUES (${named(linked)})`);
+    this.finishKept = db.prepare(`UPDATE audit SET ${ended}, seq = ?, hash = ? ${inFlight}`);
+    this.insertLinked = db.prepare(`INSERT OR IGNORE INTO audit (${LINKED_COLS.join(', ')}) VALUES (${places(LINKED_COLS.length)})`);
   }
 
   /** Records queued for the next flush(), in the order they were written. */
@@ -113,61 +117,45 @@ export class AuditApplier {
   }
 
   private apply(e: Entry, replay: boolean): void {
-    if (e.fin === null) {
-      this.insertBegin.run(e.start);
+    const { start, fin } = e;
+    if (fin === null) {
+      this.insertBegin.run(beginValues(start));
       return;
     }
-    const { start, fin } = e;
-    const row = dbRow(start, fin);
-    const link = this.chain.next(row);
-    row.seq = link.seq;
-    row.hash = link.hash;
-    const kept = fin.server === start.server && fin.upstream_name === start.upstream_name && fin.upstream_era === start.upstream_era;
-    const finish = kept ? this.finishKept : this.finishLinked;
-    // Extra keys are ignored by a statement that does not name them.
-    let changes = e.inDb ? finish.run(row).changes : this.insertLinked.run(row).changes;
-    if (changes === 0) changes = e.inDb ? this.insertLinked.run(row).changes : finish.run(row).changes;
+    const v = linkedValues(start, fin);
+    const link = this.chain.next(v, SEQ_AT, linkedDigest);
+    v[HASH_AT] = link.hash;
+    let changes = e.inDb ? this.finish(v, start, fin) : this.insertLinked.run(v).changes;
+    if (changes === 0) changes = e.inDb ? this.insertLinked.run(v).changes : this.finish(v, start, fin);
     if (changes === 1) this.chain.advance(link);
     else if (!replay) throw new Error(`audit row ${e.id} is not in flight (it was finished already)`);
   }
+
+  /** Finishes the row's in-flight row in SQLite: the UPDATE's changes. */
+  private finish(v: unknown[], start: Params, fin: Params): number {
+    const end = v.slice(BEGIN_COLS.length, BEGIN_COLS.length + END_COLS.length);
+    const link = [v[SEQ_AT], v[HASH_AT], start.id];
+    const kept = fin.server === start.server && fin.upstream_name === start.upstream_name && fin.upstream_era === start.upstream_era;
+    return kept ? this.finishKept.run(...end, ...link).changes : this.finishLinked.run(...end, fin.server, fin.upstream_name, fin.upstream_era, ...link).changes;
+  }
+}
+
+/** An in-flight row's values, in BEGIN_COLS order. */
+function beginValues(s: Params): unknown[] {
+  return [s.id, s.ts, s.request_id, s.principal, s.client_address, s.client_era, s.client_name, s.client_version, s.method, s.hub_name,
+    s.server, s.upstream_name, s.upstream_era, s.idempotency_key, s.args_hash, s.request_bytes, s.args_json];
 }
 
 /**
- * A finished row exactly as the database will hold it (every column; seq and hash are set
- * once its chain link is known), built from the values written: start and fin are already
- * normalised to what SQLite stores and returns (text() for text columns, finite numbers,
- * integers for ts), so the digest computed from it is the one verify() recomputes from the
- * stored row, and it is also what the statements bind. One literal on purpose: an object
- * spread from start and fin binds more than twice as slowly in better-sqlite3 (29 vs 13 µs
- * per INSERT, measured), which was most of the ledger's cost.
+ * A finished row exactly as the database will hold it, as values in LINKED_COLS order (seq
+ * and hash are set once its chain link is known), built from the values written: start and
+ * fin are already normalised to what SQLite stores and returns (text() for text columns,
+ * finite numbers, integers for ts), so the digest computed from it is the one verify()
+ * recomputes from the stored row, and it is also what the statements bind. The late facts
+ * (server, upstream) are the finish's. One literal on purpose: it is built for every row.
  */
-function dbRow(start: Params, fin: Params): Params {
-  return {
-    id: start.id,
-    ts: start.ts,
-    request_id: start.request_id,
-    principal: start.principal,
-    client_address: start.client_address,
-    client_era: start.client_era,
-    client_name: start.client_name,
-    client_version: start.client_version,
-    method: start.method,
-    hub_name: start.hub_name,
-    server: fin.server,
-    upstream_name: fin.upstream_name,
-    upstream_era: fin.upstream_era,
-    outcome: fin.outcome,
-    error_kind: fin.error_kind,
-    error_code: fin.error_code,
-    error_message: fin.error_message,
-    latency_ms: fin.latency_ms,
-    request_bytes: start.request_bytes,
-    response_bytes: fin.response_bytes,
-    idempotency_key: start.idempotency_key,
-    args_hash: start.args_hash,
-    args_json: start.args_json,
-    result_json: fin.result_json,
-    seq: null,
-    hash: null,
-  };
+export function linkedValues(s: Params, f: Params): unknown[] {
+  return [s.id, s.ts, s.request_id, s.principal, s.client_address, s.client_era, s.client_name, s.client_version, s.method, s.hub_name,
+    f.server, f.upstream_name, f.upstream_era, s.idempotency_key, s.args_hash, s.request_bytes, s.args_json,
+    f.outcome, f.error_kind, f.error_code, f.error_message, f.latency_ms, f.response_bytes, f.result_json, null, null];
 }

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, sha256Hex } from '../../src/ledger/canonical.js';
-import { GENESIS_HASH, rowDigest } from '../../src/ledger/chain.js';
+import { BEGIN_COLS, END_COLS, LINKED_COLS, linkedValues } from '../../src/ledger/audit-apply.js';
+import { ColumnsDigest, GENESIS_HASH, rowDigest } from '../../src/ledger/chain.js';
 
 /** The definition the chain documents: sha256(prev + "\n" + canonical JSON of the non-null columns but hash). */
 function reference(prev: string, row: Record<string, unknown>): string {
@@ -41,5 +42,26 @@ describe('row digest (the chain hash of one row)', () => {
     expect(rowDigest('p', { ...base, latency_ms: 0 })).not.toBe(rowDigest('p', base));
     expect(rowDigest('p', { ...base, request_id: '' })).not.toBe(rowDigest('p', base));
     expect(rowDigest('p', { ...base, latency_ms: -0 })).toBe(reference('p', { ...base, latency_ms: 0 }));
+  });
+
+  it('over values in a fixed column order, equals the digest of the same row as an object', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(columnName, { maxLength: 30 }).chain((cols) => fc.tuple(fc.constant(cols), fc.array(column, { minLength: cols.length, maxLength: cols.length }))), ([cols, values]) => {
+        const row = Object.fromEntries(cols.map((c, i) => [c, values[i]]));
+        expect(new ColumnsDigest(cols).digest(GENESIS_HASH, values)).toBe(reference(GENESIS_HASH, row));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('the applier builds a finished row in its column order, with server and upstream from the finish', () => {
+    const start = Object.fromEntries(BEGIN_COLS.map((c) => [c, `${c}@begin`]));
+    const fin = Object.fromEntries([...END_COLS, 'server', 'upstream_name', 'upstream_era'].map((c) => [c, `${c}@end`]));
+    const v = linkedValues(start, fin);
+    expect(v).toHaveLength(LINKED_COLS.length);
+    LINKED_COLS.forEach((c, i) => {
+      const late = (END_COLS as readonly string[]).includes(c) || ['server', 'upstream_name', 'upstream_era'].includes(c);
+      expect(v[i]).toBe(c === 'seq' || c === 'hash' ? null : `${c}@${late ? 'end' : 'begin'}`);
+    });
   });
 });
