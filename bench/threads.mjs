@@ -1,0 +1,59 @@
+// CPU per call of each of the hub's threads (the event loop, the ledger's ingest thread, the
+// rest), read from /proc/PID/task/*/schedstat around a run of the benchmark's load, in front
+// of the stdio echo (docs/BENCHMARKS.md, "Holding in-flight rows for their finish"). The
+// whole-process figure of `npm run bench` cannot tell the hub's thread, the bottleneck at
+// concurrency 64, from the ledger's, which runs on the other core. Linux only.
+//
+//   node bench/threads.mjs [--ledger on|off] [--concurrency 64] [--measure-ms 3000] [--runs 2]
+//   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
+import { readdirSync, readFileSync } from 'node:fs';
+import { echoStdioCommand, startHub } from './lib/targets.mjs';
+import { runHttp } from './lib/load.mjs';
+import { modernRequest } from './lib/mcp.mjs';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const ledger = opt('ledger', 'on') === 'on';
+const concurrency = Number(opt('concurrency', '64'));
+const measureMs = Number(opt('measure-ms', '3000'));
+const runs = Number(opt('runs', '2'));
+
+/** Nanoseconds on CPU per thread of `pid`, by thread id. */
+function threadNs(pid) {
+  const out = new Map();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]));
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}
+
+for (let run = 0; run < runs; run++) {
+  const hub = await startHub({ servers: { echo: echoStdioCommand() }, ledger });
+  try {
+    const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
+    await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs: 1500 }); // warm-up
+    const before = threadNs(hub.pid);
+    const r = await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs });
+    const after = threadNs(hub.pid);
+    const calls = r.rps * (measureMs / 1000);
+    const perCall = [...after].map(([tid, ns]) => [tid, (ns - (before.get(tid) ?? 0)) / 1000 / calls]);
+    const main = perCall.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
+    // The busiest other thread is the ledger's (with the ledger on); the rest are libuv's and V8's.
+    const others = perCall.filter(([tid]) => tid !== String(hub.pid)).sort((a, b) => b[1] - a[1]);
+    const busiest = others[0]?.[1] ?? 0;
+    const rest = others.slice(1).reduce((sum, [, us]) => sum + us, 0);
+    console.log(
+      `ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${main.toFixed(1)}, ` +
+        `busiest other thread ${busiest.toFixed(1)}, the rest ${rest.toFixed(1)}`,
+    );
+  } finally {
+    await hub.stop();
+  }
+}
