@@ -107,6 +107,8 @@ export class Ledger {
   private lines: string[] = [];
   /** Of `lines`, those that are ''. */
   private blanks = 0;
+  /** Of `lines`, the first ones, kept back at the last hand-over: they do not hurry the next. */
+  private kept = 0;
   /** Begins among `lines` whose call has not finished, by row id. */
   private readonly begun = new Map<number, Handle>();
   /** The number of the last batch handed to the ingest thread. */
@@ -259,7 +261,7 @@ export class Ledger {
   }
 
   private scheduleIngest(): void {
-    if (this.lines.length >= INGEST_BATCH) {
+    if (this.lines.length - this.kept >= INGEST_BATCH) {
       if (!this.ingestSoon) {
         this.ingestSoon = true;
         setImmediate(() => this.ingest());
@@ -285,6 +287,7 @@ export class Ledger {
     if (this.lines.length === 0) return;
     const held = all ? [] : this.held();
     if (held.length === this.lines.length - this.blanks) {
+      this.kept = this.lines.length;
       this.holdFor(held); // nothing but held begins: nothing to hand over yet
       return;
     }
@@ -299,6 +302,7 @@ export class Ledger {
     }
     this.lines = next;
     this.blanks = 0;
+    this.kept = next.length;
     this.pending.flush();
     this.handed = this.ingester.send(batch.join('\n'));
     if (this.pending.handedOver(this.handed) && next.length > 0 && !this.pending.rewrite(next)) {

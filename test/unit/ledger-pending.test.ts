@@ -163,6 +163,21 @@ describe('ledger pending file', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
   });
 
+  it('a start that finds a held begin in both files (written again after a switch) applies it once, with its finish', async () => {
+    t = tempDir();
+    const [first, second] = PendingFiles.paths(t.db);
+    const start = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' });
+    const fin = { outcome: 'ok', latency_ms: 7, server: 's' };
+    writeFileSync(first, [JSON.stringify({ s: start(1, 'held') }), JSON.stringify({ s: start(2, 'other'), e: fin })].join('\n') + '\n');
+    writeFileSync(second, ['{"g":1}', JSON.stringify({ s: start(1, 'held') }), JSON.stringify({ s: start(1, 'held'), e: fin })].join('\n') + '\n');
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs]).sort()).toEqual([
+      ['held', 'ok', 7],
+      ['other', 'ok', 7],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
   it('a held begin the next file refuses (disk full) goes to SQLite at once instead', async () => {
     t = tempDir();
     const [, second] = PendingFiles.paths(t.db);
