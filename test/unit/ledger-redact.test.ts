@@ -10,6 +10,16 @@ let ledger: Ledger | undefined;
 // A ledger closed twice, or a folder removed twice, is no harm.
 afterEach(() => closeAndRemove(ledger, t));
 
+/** The definition for JSON values: JSON.stringify's text with every object's keys sorted. */
+function sortedJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(sortedJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const rec = v as Record<string, unknown>;
+    return `{${Object.keys(rec).sort().map((k) => `${JSON.stringify(k)}:${sortedJson(rec[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
 describe('canonical JSON and argsHash', () => {
   it('sorts keys recursively and otherwise follows JSON.stringify', () => {
     expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: 'x' } })).toBe('{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}');
@@ -24,6 +34,18 @@ describe('canonical JSON and argsHash', () => {
     // Shared (non-cyclic) references are fine.
     const shared = { x: 1 };
     expect(canonicalJson([shared, shared])).toBe('[{"x":1},{"x":1}]');
+    // Already sorted at the top, not below, or inside a toJSON: still sorted throughout.
+    expect(canonicalJson({ a: { z: 1, y: 2 }, b: [{ d: 1, c: 2 }] })).toBe('{"a":{"y":2,"z":1},"b":[{"c":2,"d":1}]}');
+    expect(canonicalJson({ a: { toJSON: () => ({ z: 1, y: 2 }) } })).toBe('{"a":{"y":2,"z":1}}');
+    expect(canonicalJson({ a: 1n, b: [2n] })).toBe('{"a":1,"b":[2]}');
+    expect(canonicalJson([1, , 3])).toBe('[1,null,3]');
+    // Integer-like keys: JavaScript lists them first, in numeric order; canonical order is by code unit.
+    expect(canonicalJson(JSON.parse('{"9":1,"10":2,"a":3}'))).toBe('{"10":2,"9":1,"a":3}');
+    expect(canonicalJson({ a: [1, , 3], z: { y: 1, x: 2 } })).toBe('{"a":[1,null,3],"z":{"x":2,"y":1}}');
+    // Deeper than the fast path looks: the slow path still sorts.
+    let deep: Record<string, unknown> = { b: 1, a: 2 };
+    for (let i = 0; i < 40; i++) deep = { k: deep };
+    expect(canonicalJson(deep)).toBe('{"k":'.repeat(40) + '{"a":2,"b":1}' + '}'.repeat(40));
   });
 
   it('argsHash ignores key order and sees every value', () => {
@@ -35,8 +57,10 @@ describe('canonical JSON and argsHash', () => {
       fc.property(fc.jsonValue(), (v) => {
         const reordered = JSON.parse(JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).reverse()) : x)));
         expect(argsHash(reordered)).toBe(argsHash(v));
-        // Canonical JSON is still JSON, with the same value.
+        // Canonical JSON is still JSON, with the same value: keys sorted, otherwise JSON.stringify.
         expect(JSON.parse(canonicalJson(v))).toEqual(JSON.parse(JSON.stringify(v) ?? 'null'));
+        expect(canonicalJson(v)).toBe(sortedJson(v));
+        expect(canonicalJson(reordered)).toBe(canonicalJson(v));
       }),
       { numRuns: 300 },
     );
