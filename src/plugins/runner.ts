@@ -40,6 +40,10 @@ class HookTimeout extends Error {
   }
 }
 
+function isThenable<T>(v: T | Promise<T>): v is Promise<T> {
+  return v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function';
+}
+
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -98,12 +102,18 @@ export class PluginRunner {
     }
   }
 
-  /** Runs fn with the hook timeout; a throw, rejection or timeout is reported and yields undefined. */
+  /**
+   * Runs fn with the hook timeout; a throw, rejection or timeout is reported and yields
+   * undefined. A hook that returns at once (redact-secrets' afterCall, on every call) needs no
+   * timer: nothing could have cut it short anyway, so only a promise races the timeout.
+   */
   private async guard<T>(p: Plugin, hook: PluginFailure['hook'], where: { server?: string; tool?: string }, fn: () => T | Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
     let timer: NodeJS.Timeout | undefined;
     try {
+      const out = fn();
+      if (!isThenable(out)) return { ok: true, value: out };
       const value = await Promise.race([
-        Promise.resolve().then(fn),
+        out,
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new HookTimeout(this.timeoutMs)), this.timeoutMs);
           timer.unref();

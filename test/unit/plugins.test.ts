@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { checkItem, checkText } from '../../src/catalog/poisoning.js';
 import { loadPlugins } from '../../src/plugins/loader.js';
 import { PluginRunner, type PluginFailure } from '../../src/plugins/runner.js';
@@ -69,6 +69,19 @@ describe('redact-secrets plugin', () => {
 });
 
 describe('plugin runner', () => {
+  it('times only hooks that return a promise: one that answers at once costs no timer', async () => {
+    const runner = new PluginRunner([{ name: 'sync', afterCall: (_ctx, r) => ({ ...r, seen: true }) }, { name: 'async', afterCall: async (_ctx, r) => ({ ...r, late: true }) }], silentLogger, () => undefined, 100);
+    await runner.whenReady();
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    const timers = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      expect(await runner.afterCall(tool, 'alice', undefined, plan, { content: [] })).toEqual({ content: [], seen: true, late: true });
+      expect(timers).toHaveBeenCalledTimes(1); // the async hook's, not the sync one's
+    } finally {
+      timers.mockRestore();
+    }
+  });
+
   it('contains throwing, rejecting and hanging hooks; the rest still run in order', async () => {
     const failures: PluginFailure[] = [];
     const order: string[] = [];
