@@ -167,8 +167,10 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false);
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
-    const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName };
-    delete forwarded._meta;
+    // The client's _meta reaches the upstream through the call options, not the params. Set to
+    // undefined rather than deleted: a delete turns the object into a slow dictionary, dearer
+    // to copy and serialise (withMeta leaves the key out either way).
+    const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName, _meta: undefined };
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {

@@ -140,8 +140,8 @@ export class Router {
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
-    const forwarded: Result = { ...params, name: routed.upstreamName };
-    delete forwarded._meta;
+    // _meta undefined rather than deleted (see ToolCall.call).
+    const forwarded: Result = { ...params, name: routed.upstreamName, _meta: undefined };
     const bind: Binding = { principal: ctx.principal, method, target: hubName, argsDigest: argsHash(params.arguments ?? {}) };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }
@@ -207,8 +207,7 @@ export class Router {
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
-    const forwarded: Result = { ...params };
-    delete forwarded._meta;
+    const forwarded: Result = { ...params, _meta: undefined };
     const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
     // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
     const first = params.inputResponses === undefined && params.requestState === undefined;
@@ -254,8 +253,7 @@ export class Router {
       await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
       return { completion: { values: [] } };
     }
-    const forwarded: Result = { ...params, ref: forwardedRef };
-    delete forwarded._meta;
+    const forwarded: Result = { ...params, ref: forwardedRef, _meta: undefined };
     return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 
