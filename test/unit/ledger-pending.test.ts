@@ -15,6 +15,8 @@ let ledger: Ledger | undefined;
 afterEach(() => closeAndRemove(ledger, t));
 
 const pendingOf = (db: string) => `${db}-pending`;
+/** Each row's request id and outcome, sorted. */
+const outcomes = (l: Ledger) => l.query({}).map((r) => [r.requestId, r.outcome]).sort();
 const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);
 
 /** Runs a script in a child process that SIGKILLs itself at the end (no close, no ingest). */
@@ -130,8 +132,7 @@ describe('ledger pending file', () => {
     // As if the file had not been emptied: every line is in SQLite already.
     copyFileSync(saved, pendingOf(t.db));
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
-    const rows = ledger.query({});
-    expect(rows.map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+    expect(outcomes(ledger)).toEqual([
       ['a', 'ok'],
       ['b', 'denied'],
       ['c', 'timeout'],
@@ -156,7 +157,7 @@ describe('ledger pending file', () => {
     expect(size(first)).toBe(0);
     expect(out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as unknown)).toEqual([{ g: 1 }, { s: expect.objectContaining({ request_id: 'held' }) }]);
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
-    expect(ledger.query({}).map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+    expect(outcomes(ledger)).toEqual([
       ['held', 'unknown'],
       ['other', 'ok'],
     ]);
