@@ -271,14 +271,19 @@ export class Hub implements HubCore {
     return applyReload({ config, handles, catalog, upstreams, routes, log, addServer: (s) => this.addServer(s) }, next);
   }
 
-  startupGrace(): Promise<void> {
-    if (this.graceOver) return Promise.resolve();
+  /**
+   * Resolves once the upstreams that are still starting are ready (or the grace window is
+   * over); undefined when nothing is left to wait for, so a request past start-up need not
+   * await at all.
+   */
+  startupGrace(): Promise<void> | undefined {
+    if (this.graceOver) return undefined;
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
     const left = this.startedAt + STARTUP_GRACE_MS - Date.now();
     if (pending.length === 0 || left <= 0) {
       // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
       this.graceOver = true;
-      return Promise.resolve();
+      return undefined;
     }
     return new Promise((resolve) => {
       const timer = setTimeout(done, left);
@@ -300,7 +305,8 @@ export class Hub implements HubCore {
   }
 
   async capabilities(): Promise<ServerCapabilities> {
-    await this.startupGrace();
+    const grace = this.startupGrace();
+    if (grace) await grace;
     return this.currentCapabilities();
   }
 
@@ -318,7 +324,8 @@ export class Hub implements HubCore {
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
     if (GUARDED_METHODS.has(method)) {
-      await this.startupGrace();
+      const grace = this.startupGrace();
+      if (grace) await grace;
       const down = failClosedBlocker(this.handles.values());
       if (down) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }

@@ -176,11 +176,18 @@ export class Catalog extends EventEmitter {
    * is 0; only a name that aggregate does not have makes the catalog list again.
    */
   async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
+    return this.readyTool(hubName, view) ?? this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+  }
+
+  /**
+   * resolveTool's answer when it needs no build: the tool in the aggregate built last for this
+   * principal, if its server is ready. Synchronous, so the usual call does not await.
+   */
+  readyTool(hubName: string, view: View = {}): Routed | undefined {
     const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
     const last = mk === undefined ? undefined : this.built.get(mk);
     const known = last && this.groupView('tools', last, view.group).byHubName.get(hubName);
-    if (known && known.server.upstream.state === 'ready') return known;
-    return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+    return known && known.server.upstream.state === 'ready' ? known : undefined;
   }
 
   /**

@@ -182,7 +182,7 @@ export class PluginRunner {
   }
 
   async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
-    await this.ready;
+    if (!this.loaded) await this.ready;
     const plan: CallPlan = { arguments: args, states: new Map() };
     for (const p of this.plugins) {
       if (!p.beforeCall && !p.afterCall) continue;
@@ -203,7 +203,7 @@ export class PluginRunner {
   }
 
   async afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Promise<Record<string, unknown>> {
-    await this.ready;
+    if (!this.loaded) await this.ready;
     let current = result;
     for (const p of this.plugins) {
       if (!p.afterCall) continue;

@@ -17,14 +17,15 @@ import { settleIdempotency } from './idempotency.js';
 import type { Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
-import { beginOf, bytesOf, callOptions, connectionFor, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
  * call as before, so nothing is copied or re-bound.
  */
 export interface ToolCallOptions {
-  startupGrace: () => Promise<void>;
+  /** See RouterOptions.startupGrace. */
+  startupGrace: () => Promise<void> | undefined;
   confirmer?: Confirmer;
   upstreamFor?: UpstreamFor;
   validator?: SchemaValidator;
@@ -64,8 +65,10 @@ export class ToolCall {
     const hubName = typeof params.name === 'string' ? params.name : '';
     const args = params.arguments ?? {};
     const hash = argsHash(args);
-    await this.opts.startupGrace();
-    const routed = hubName ? await this.catalog.resolveTool(hubName, viewOf(ctx)) : undefined;
+    const grace = this.opts.startupGrace();
+    if (grace) await grace;
+    const view = viewOf(ctx);
+    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.catalog.resolveTool(hubName, view))) : undefined;
     const begin = beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,
@@ -95,9 +98,10 @@ export class ToolCall {
     const { server, upstreamName } = routed;
     const principal = ctx.principal;
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
-    const retry = await retryOf(this.mrtr, this.ledger, 'tools/call', params, ctx, bind, server, begin, t0);
+    const retry = isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, 'tools/call', params, ctx, bind, server, begin, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
-    const confirmation = await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed);
+    // Without a confirmation policy confirm() answers undefined: no await for it then.
+    const confirmation = this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
     if (confirmation) {
       const waiting = confirmation.resultType === 'input_required';
       await this.ledger.record(begin, {

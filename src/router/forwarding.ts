@@ -81,6 +81,11 @@ export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions
  * parked call, or the params to forward with the upstream's own state restored. Undefined for
  * a first request. A bad state is -32602 and has its ledger row.
  */
+/** A modern client's retry of an input_required answer (it carries requestState). */
+export function isRetry(params: Result, ctx: CallContext): boolean {
+  return ctx.clientEra === MODERN && params.requestState !== undefined;
+}
+
 export async function retryOf(
   mrtr: Mrtr,
   ledger: AuditSink,
@@ -92,7 +97,7 @@ export async function retryOf(
   begin: AuditBegin,
   t0: number,
 ): Promise<{ result: Result } | { params: Result; confirmed?: boolean } | undefined> {
-  if (ctx.clientEra !== MODERN || params.requestState === undefined) return undefined;
+  if (!isRetry(params, ctx)) return undefined;
   try {
     const retry = mrtr.openRetry(params, bind, ctx.signal);
     if (retry.kind === 'forward') {

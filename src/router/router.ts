@@ -23,8 +23,11 @@ import { ToolCall } from './call-tool.js';
 export interface RouterOptions {
   pageSize: number;
   cursorKey: Buffer;
-  /** Waits (bounded) for upstreams still starting, so a first list is complete. */
-  startupGrace: () => Promise<void>;
+  /**
+   * Waits (bounded) for upstreams still starting, so a first list is complete; undefined when
+   * nothing is starting any more (no await needed).
+   */
+  startupGrace: () => Promise<void> | undefined;
   /** Policy confirmation of risky calls (`policy.confirm`, `policy.confirmDestructive`). */
   confirmer?: Confirmer;
   /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
@@ -95,7 +98,8 @@ export class Router {
     const t0 = performance.now();
     const begin = beginOf(method, ctx);
     try {
-      await this.opts.startupGrace();
+      const grace = this.opts.startupGrace();
+      if (grace) await grace;
       const agg = await this.catalog.aggregate(kind, viewOf(ctx));
       let offset = 0;
       if (params.cursor !== undefined) {
@@ -133,7 +137,8 @@ export class Router {
   private async forwardNamed(method: string, params: Result, ctx: CallContext, what: 'prompt'): Promise<Result> {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
-    await this.opts.startupGrace();
+    const grace = this.opts.startupGrace();
+    if (grace) await grace;
     const routed = hubName ? await this.catalog.resolvePrompt(hubName, viewOf(ctx)) : undefined;
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
@@ -200,7 +205,8 @@ export class Router {
   private async readResource(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const uri = typeof params.uri === 'string' ? params.uri : '';
-    await this.opts.startupGrace();
+    const grace = this.opts.startupGrace();
+    if (grace) await grace;
     const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
@@ -229,7 +235,8 @@ export class Router {
   private async complete(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const ref = (params.ref ?? {}) as { type?: string; name?: string; uri?: string };
-    await this.opts.startupGrace();
+    const grace = this.opts.startupGrace();
+    if (grace) await grace;
     let server: ServerHandle | undefined;
     let forwardedRef: Result = ref as Result;
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
