@@ -132,7 +132,8 @@ describe('StdioChild', () => {
     } finally {
       write.mockRestore();
     }
-    await new Promise((r) => setTimeout(r, 100));
+    // The child may still be starting on a busy machine: wait for the echoes, not a fixed time.
+    for (const deadline = Date.now() + 10_000; got.length < 21 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
     expect(got.map((m) => (m as { msg: { params: { i: number } } }).msg.params.i)).toEqual([...Array(21).keys()]);
     // Queued and closed in the same turn: the frame still reaches the child before its stdin ends.
     c.send('{"jsonrpc":"2.0","method":"last"}', true);
