@@ -52,8 +52,12 @@ export class PrincipalUpstreams {
   }
 
   /** The connection to use for `principal`'s call to `h` (started, or failed: the caller checks state). */
-  async for(h: ServerHandle, principal: string): Promise<Upstream> {
-    if (!this.isolated(h, principal)) return h.upstream;
+  for(h: ServerHandle, principal: string): Upstream | Promise<Upstream> {
+    return this.isolated(h, principal) ? this.own(h, principal) : h.upstream;
+  }
+
+  /** The principal's own connection to h, started on first use. */
+  private async own(h: ServerHandle, principal: string): Promise<Upstream> {
     const key = JSON.stringify([h.id, principal]);
     let p = this.pool.get(key);
     if (!p) {

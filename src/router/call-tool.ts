@@ -165,7 +165,8 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false).catch(() => undefined);
       throw err;
     }
-    const conn = await connectionFor(this.opts, server, ctx);
+    const found = connectionFor(this.opts, server, ctx);
+    const conn = found instanceof Promise ? await found : found;
     if (conn.upstream.state !== 'ready') {
       const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
       await finish(outcomeOfError(err), undefined, false);

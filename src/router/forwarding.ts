@@ -14,7 +14,8 @@ import type { Binding } from './request-state.js';
 
 export type Result = Record<string, unknown>;
 
-export type UpstreamFor = (server: ServerHandle, ctx: CallContext) => Promise<Upstream>;
+/** The caller's connection to a server: at once for a shared one, once started for a caller's own. */
+export type UpstreamFor = (server: ServerHandle, ctx: CallContext) => Upstream | Promise<Upstream>;
 
 /** Who asks, for the catalog: the authorization context of private lists and the tool group. */
 export function viewOf(ctx: CallContext): View {
@@ -39,9 +40,17 @@ export function bytesOf(ledger: AuditSink, result: Result): number | undefined {
   }
 }
 
-/** `server` with the connection this caller must use (its own when principals are isolated). */
-export async function connectionFor(opts: { upstreamFor?: UpstreamFor }, server: ServerHandle, ctx: CallContext): Promise<ServerHandle> {
-  const upstream = opts.upstreamFor ? await opts.upstreamFor(server, ctx) : server.upstream;
+/**
+ * `server` with the connection this caller must use (its own when principals are isolated):
+ * a promise only while that connection is still starting, so the usual call need not await.
+ */
+export function connectionFor(opts: { upstreamFor?: UpstreamFor }, server: ServerHandle, ctx: CallContext): ServerHandle | Promise<ServerHandle> {
+  if (!opts.upstreamFor) return server;
+  const u = opts.upstreamFor(server, ctx);
+  return u instanceof Promise ? u.then((upstream) => withUpstream(server, upstream)) : withUpstream(server, u);
+}
+
+function withUpstream(server: ServerHandle, upstream: Upstream): ServerHandle {
   return upstream === server.upstream ? server : { ...server, upstream };
 }
 

@@ -166,7 +166,8 @@ export class Router {
     const params = retry ? retry.params : forwarded;
     const audit = this.ledger.begin(begin);
     await this.ledger.whenCommitted();
-    const conn = await connectionFor(this.opts, server, ctx);
+    const found = connectionFor(this.opts, server, ctx);
+    const conn = found instanceof Promise ? await found : found;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
         if (conn.upstream.state !== 'ready')

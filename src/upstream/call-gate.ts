@@ -10,7 +10,9 @@ export class CallGate {
   private readonly queue: { exclusive: boolean; go: () => void }[] = [];
 
   async run<T>(exclusive: boolean, fn: () => Promise<T>): Promise<T> {
-    await this.enter(exclusive);
+    // The usual case enters at once, without awaiting a settled promise.
+    if (this.queue.length === 0 && this.canEnter(exclusive)) this.take(exclusive);
+    else await new Promise<void>((go) => this.queue.push({ exclusive, go }));
     try {
       return await fn();
     } finally {
@@ -20,14 +22,6 @@ export class CallGate {
 
   private canEnter(exclusive: boolean): boolean {
     return exclusive ? !this.exclusive && this.shared === 0 : !this.exclusive;
-  }
-
-  private enter(exclusive: boolean): Promise<void> {
-    if (this.queue.length === 0 && this.canEnter(exclusive)) {
-      this.take(exclusive);
-      return Promise.resolve();
-    }
-    return new Promise((go) => this.queue.push({ exclusive, go }));
   }
 
   private take(exclusive: boolean): void {
