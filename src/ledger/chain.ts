@@ -13,41 +13,28 @@ import type { AuditDbRow } from './rows.js';
  */
 export const GENESIS_HASH = '0'.repeat(64);
 
-export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unknown>): string {
-  return sha256Hex(prevHash + '\n' + flatCanonical(row as Record<string, unknown>));
-}
-
 /**
- * canonicalJson of the row without `hash` and without null/undefined columns, for the flat
- * records rows are: keys are sorted once per distinct key order (every row from one
- * statement shares it) instead of per row, and scalar values are encoded directly. A value
- * that is not a scalar falls back to canonicalJson, so the text is always the generic one
- * (the property test in test/unit/ledger-digest.test.ts holds the two together).
+ * The digest of a row given as an object (a stored row from SELECT *, or any flat record): its
+ * key order's ColumnsDigest over its values. canonicalJson of the row without `hash` and
+ * without null/undefined columns, with keys sorted once per distinct key order (every row from
+ * one statement shares it) instead of per row (the property test in
+ * test/unit/ledger-digest.test.ts holds it to the generic form).
  */
-function flatCanonical(row: Record<string, unknown>): string {
-  const order = orderOf(Object.keys(row));
-  let out = '';
-  for (let i = 0; i < order.sorted.length; i++) {
-    const k = order.sorted[i]!;
-    if (k === 'hash') continue;
-    const v = row[k];
-    if (v === null || v === undefined) continue;
-    out += (out === '' ? '' : ',') + order.prefixes[i] + encodeScalar(v);
-  }
-  return '{' + out + '}';
+export function rowDigest(prevHash: string, row: AuditDbRow | Record<string, unknown>): string {
+  return digesterFor(Object.keys(row)).digest(prevHash, Object.values(row));
 }
 
 /**
  * rowDigest for rows held as arrays of values in one fixed column order (the applier binds
  * them positionally): the sorting and `"key":` prefixes are worked out once, and no object is
- * built per row. Gives exactly rowDigest's text (test/unit/ledger-digest.test.ts).
+ * built per row. Scalars are encoded directly; anything else falls back to canonicalJson.
  */
 export class ColumnsDigest {
   /** Indexes into a row's values, in the canonical (sorted) order of their columns, hash left out. */
   private readonly order: number[];
   private readonly prefixes: string[];
 
-  constructor(columns: readonly string[]) {
+  constructor(readonly columns: readonly string[]) {
     const sorted = columns.filter((c) => c !== 'hash').sort();
     this.order = sorted.map((c) => columns.indexOf(c));
     this.prefixes = sorted.map((c) => JSON.stringify(c) + ':');
@@ -75,25 +62,17 @@ function encodeScalar(v: unknown): string {
   }
 }
 
-interface KeyOrder {
-  keys: string[];
-  sorted: string[];
-  /** `"key":` for each sorted key. */
-  prefixes: string[];
+/** A few key orders are ever seen (the writer's params, SELECT *); remember their digesters. */
+const digesters: ColumnsDigest[] = [];
+
+function digesterFor(keys: string[]): ColumnsDigest {
+  for (const d of digesters) if (sameKeys(d.columns, keys)) return d;
+  const d = new ColumnsDigest(keys);
+  if (digesters.length < 16) digesters.push(d);
+  return d;
 }
 
-/** A few key orders are ever seen (the writer's params, SELECT *); remember their sorting. */
-const orders: KeyOrder[] = [];
-
-function orderOf(keys: string[]): KeyOrder {
-  for (const o of orders) if (sameKeys(o.keys, keys)) return o;
-  const sorted = [...keys].sort();
-  const o = { keys, sorted, prefixes: sorted.map((k) => JSON.stringify(k) + ':') };
-  if (orders.length < 16) orders.push(o);
-  return o;
-}
-
-function sameKeys(a: string[], b: string[]): boolean {
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
