@@ -105,8 +105,6 @@ export class Ledger {
    * begin finished since. Held begins (BEGIN_HOLD_MS) come first.
    */
   private lines: string[] = [];
-  /** Of `lines`, those that are ''. */
-  private blanks = 0;
   /** Of `lines`, the first ones, kept back at the last hand-over: they do not hurry the next. */
   private kept = 0;
   /** Begins among `lines` whose call has not finished, by row id. */
@@ -224,10 +222,7 @@ export class Ledger {
     const fin = this.finalParams(h.start, e);
     // The finish line carries the begin's columns too (a restart can finish the row from it
     // alone), so a begin not yet handed over need not go to the thread at all.
-    if (this.begun.delete(h.rowId)) {
-      this.lines[h.at] = '';
-      this.blanks++;
-    }
+    if (this.begun.delete(h.rowId)) this.lines[h.at] = '';
     void this.write(`{"s":${h.startJson},"e":${JSON.stringify(fin)}}`);
     // Its line, and an idempotency answer stored just before it (a SQLite write).
     return this.whenCommitted();
@@ -286,7 +281,7 @@ export class Ledger {
     this.ingestSoon = false;
     if (this.lines.length === 0) return;
     const held = all ? [] : this.held();
-    if (held.length === this.lines.length - this.blanks) {
+    if (held.length > 0 && held.length === liveLines(this.lines)) {
       this.kept = this.lines.length;
       this.holdFor(held); // nothing but held begins: nothing to hand over yet
       return;
@@ -301,7 +296,6 @@ export class Ledger {
       this.begun.set(h.rowId, h);
     }
     this.lines = next;
-    this.blanks = 0;
     this.kept = next.length;
     this.pending.flush();
     this.handed = this.ingester.send(batch.join('\n'));
@@ -495,6 +489,13 @@ export class Ledger {
 }
 
 const RESOLVED = Promise.resolve();
+
+/** Lines that are not '' (a begin whose finish came before the hand-over). */
+function liveLines(lines: string[]): number {
+  let n = 0;
+  for (const l of lines) if (l !== '') n++;
+  return n;
+}
 function noop(): void {}
 
 class Handle implements AuditHandle {
