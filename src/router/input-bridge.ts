@@ -60,19 +60,31 @@ export class InputCollector {
     const need = missingCapability(req, this.caps);
     if (need) {
       this.missing = need;
-      this.wake?.();
+      this.woken();
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     }
     return new Promise((resolve, reject) => {
       this.waiting.set(`input-${++this.next}`, { req: toModernInput(req), resolve, reject });
-      this.wake?.();
+      this.woken();
     });
   };
 
-  /** Resolves as soon as something is waiting for the client (or a capability is missing). */
-  whenNeeded(): Promise<void> {
-    if (this.waiting.size > 0 || this.missing) return Promise.resolve();
-    return new Promise((r) => (this.wake = r));
+  /**
+   * Calls `wake` once, as soon as something is waiting for the client (or a capability is
+   * missing); if that is so already, in a microtask, so a call that has already settled still
+   * wins (see InputBridge.settle). Replaces an earlier `wake`.
+   */
+  onNeeded(wake: () => void): void {
+    if (this.waiting.size > 0 || this.missing) {
+      this.wake = undefined;
+      queueMicrotask(wake);
+    } else this.wake = wake;
+  }
+
+  private woken(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
   }
 
   requests(): Record<string, InputRequest> {
@@ -127,17 +139,20 @@ export class InputBridge {
     return this.parked.size;
   }
 
-  /** The final result, or an `input_required` that parks the still-running call. */
-  async settle(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
-    const first = await Promise.race([
-      run.then(
-        (result) => ({ result }),
-        (error: unknown) => ({ error }),
-      ),
-      collector.whenNeeded().then(() => null),
-    ]);
-    if (first && 'result' in first) return first.result;
-    if (first && 'error' in first) throw first.error;
+  /**
+   * The final result, or an `input_required` that parks the still-running call: whichever
+   * comes first. One promise settled by either side (the first settle wins), rather than a
+   * race of three derived promises per call.
+   */
+  settle(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
+    return new Promise<Result>((resolve, reject) => {
+      run.then(resolve, reject);
+      collector.onNeeded(() => resolve(this.park(run, collector, abort, bind)));
+    });
+  }
+
+  /** The client must answer first: park the call, or refuse it for a capability it lacks. */
+  private async park(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
     if (collector.missing) {
       abort.abort();
       run.catch(() => {});

@@ -124,19 +124,35 @@ export class Mrtr {
  * them all, the original request is issued again (digest §5.3 A.7). Anything but accept ends
  * the call: a tool error for tools/call, an error otherwise (-32042 is retired for modern clients).
  */
-async function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+  // The usual call never fails this way: only a failure enters the rounds, so a call costs a
+  // derived promise rather than an async function's frame (measured, docs/BENCHMARKS.md).
+  let first: Promise<Result>;
+  try {
+    first = call();
+  } catch (err) {
+    first = Promise.reject(err as Error);
+  }
+  return first.then(undefined, (err: unknown) => urlStepRounds(err, call, collector, method));
+}
+
+/** The rounds after the first attempt failed with `first`. */
+async function urlStepRounds(first: unknown, call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
+  let err = first;
   for (let round = 0; ; round++) {
-    try {
-      return await call();
-    } catch (err) {
-      const steps = urlSteps(err);
-      if (!steps || round >= MAX_ROUNDS) throw err;
-      const answers = await Promise.all(steps.map((params) => collector.ask({ method: 'elicitation/create', params })));
-      const refused = answers.find((a) => a.action !== 'accept');
-      if (!refused) continue;
+    const steps = urlSteps(err);
+    if (!steps || round >= MAX_ROUNDS) throw err;
+    const answers = await Promise.all(steps.map((params) => collector.ask({ method: 'elicitation/create', params })));
+    const refused = answers.find((a) => a.action !== 'accept');
+    if (refused) {
       const why = `the upstream needs the user to complete a step at a URL, and the user answered "${String(refused.action)}"`;
       if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
       throw new RpcError(INTERNAL_ERROR, why);
+    }
+    try {
+      return await call();
+    } catch (e) {
+      err = e;
     }
   }
 }

@@ -9,10 +9,19 @@ export class CallGate {
   private exclusive = false;
   private readonly queue: { exclusive: boolean; go: () => void }[] = [];
 
+  /**
+   * Enters at once when nobody waits and the gate lets this kind in; the caller must then
+   * leave() exactly once when its call ends (rpc-base does it when the call settles).
+   */
+  tryEnter(exclusive: boolean): boolean {
+    if (this.queue.length > 0 || !this.canEnter(exclusive)) return false;
+    this.take(exclusive);
+    return true;
+  }
+
+  /** Waits for its turn, runs `fn`, and leaves when `fn`'s promise settles. */
   async run<T>(exclusive: boolean, fn: () => Promise<T>): Promise<T> {
-    // The usual case enters at once, without awaiting a settled promise.
-    if (this.queue.length === 0 && this.canEnter(exclusive)) this.take(exclusive);
-    else await new Promise<void>((go) => this.queue.push({ exclusive, go }));
+    if (!this.tryEnter(exclusive)) await new Promise<void>((go) => this.queue.push({ exclusive, go }));
     try {
       return await fn();
     } finally {
@@ -29,7 +38,7 @@ export class CallGate {
     else this.shared++;
   }
 
-  private leave(exclusive: boolean): void {
+  leave(exclusive: boolean): void {
     if (exclusive) this.exclusive = false;
     else this.shared--;
     while (this.queue.length > 0 && this.canEnter(this.queue[0].exclusive)) {

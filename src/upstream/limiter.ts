@@ -35,6 +35,27 @@ export class Limiter {
   }
 
   /**
+   * Takes a free slot at once when one is free and nobody waits: the caller then must leave()
+   * exactly once when its request ends. The usual call needs no promise of its own this way
+   * (rpc-base releases the slot when the call settles).
+   */
+  tryEnter(): boolean {
+    if (this.active >= this.maxActive || this.waiting.size > 0) return false;
+    this.active++;
+    return true;
+  }
+
+  /** Gives back a slot taken by tryEnter() (or by run()): the first waiter gets it. */
+  leave(): void {
+    const next = this.waiting.values().next();
+    if (next.done) {
+      this.active--;
+      return;
+    }
+    next.value.go();
+  }
+
+  /**
    * Run `fn` in a slot. Rejects with LimitError when the queue is full or the wait exceeds
    * `waitMs`, and with `signal.reason`-based `onAbort()` when the caller gives up while waiting.
    */
@@ -44,7 +65,7 @@ export class Limiter {
     try {
       return await fn();
     } finally {
-      this.release();
+      this.leave();
     }
   }
 
@@ -64,7 +85,7 @@ export class Limiter {
         reject(o.onAbort ? o.onAbort() : new Error('aborted'));
       };
       const w: Waiter = {
-        // The slot is handed over by release(): `active` is not decremented and re-incremented.
+        // The slot is handed over by leave(): `active` is not decremented and re-incremented.
         go: () => {
           cleanup();
           resolve();
@@ -80,14 +101,5 @@ export class Limiter {
       }
       o.signal?.addEventListener('abort', onAbort, { once: true });
     });
-  }
-
-  private release(): void {
-    const next = this.waiting.values().next();
-    if (next.done) {
-      this.active--;
-      return;
-    }
-    next.value.go();
   }
 }

@@ -51,7 +51,16 @@ export interface Pending {
   retried?: boolean;
   /** A `subscriptions/listen` stream: no timeout; its messages go here. */
   listen?: (n: { method: string; params: Record<string, unknown> }) => void;
+  /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
+  holds: number;
 }
+
+/** The call holds a limiter slot, taken without waiting (Limiter.tryEnter). */
+export const HOLDS_SLOT = 1;
+/** The call is in a legacy stdio upstream's call gate, shared (CallGate.tryEnter(false)). */
+export const HOLDS_SHARED = 2;
+/** …or alone (CallGate.tryEnter(true)). */
+export const HOLDS_EXCLUSIVE = 4;
 
 type ListenSink = NonNullable<Pending['listen']>;
 
@@ -121,13 +130,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
     if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
+    // A free slot is taken here and given back when the call settles (settle()): no async
+    // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
+    if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT);
     const signal = opts?.signal;
     return this.limiter
       .run(
         () => {
           // The state may have changed while the call waited for a slot.
           if (this._state !== 'ready') throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
-          return this.dispatch(method, params, opts);
+          return this.dispatch(method, params, opts, 0);
         },
         { signal, waitMs: opts?.timeoutMs ?? this.spec.timeoutMs, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
       )
@@ -136,9 +148,17 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       });
   }
 
-  /** One public request once it holds a slot; stdio legacy upstreams add their call gate. */
-  protected dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined): Promise<Record<string, unknown>> {
-    return this.call(method, params, opts, false);
+  /**
+   * One public request once it has a slot; stdio legacy upstreams add their call gate. `holds`:
+   * what the call must give back when it settles (HOLDS_*), passed on to call().
+   */
+  protected dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number): Promise<Record<string, unknown>> {
+    return this.call(method, params, opts, false, undefined, holds);
+  }
+
+  /** Gives back what a settled call held (subclasses add their own HOLDS_* bits). */
+  protected release(holds: number): void {
+    if (holds & HOLDS_SLOT) this.limiter.leave();
   }
 
   /**
@@ -161,41 +181,58 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     opts: CallOptions | undefined,
     internal: boolean,
     listen?: ListenSink,
+    holds = 0,
   ): Promise<Record<string, unknown>> {
     const id = ++this.nextId;
     const timeoutMs = opts?.timeoutMs ?? this.spec.timeoutMs;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen };
-      let wire = params;
-      if (!internal) {
-        if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
-        const e = {
-          paramsMeta: params._meta,
-          meta: opts?.meta,
-          progressToken: p.token,
-          clientCapabilities: opts?.clientCapabilities,
-          logLevel: opts?.logLevel,
-          clientInfo: this.clientInfo,
-        };
-        wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds };
+      try {
+        this.send(p, params);
+      } catch (err) {
+        // A frame that could not be made (params with a bigint or a cycle) or sent: the call
+        // ends here, and what it held is given back.
+        if (this.isPending(p)) this.failCall(p, err as Error);
+        else {
+          this.letGo(p);
+          reject(err);
+        }
       }
-      const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
-      // A listen stream lasts as long as the subscription; only its own end or close stops it.
-      if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
-      const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
-      if (hard !== undefined && hard < Infinity) {
-        p.hardLeftMs = hard;
-        p.hardSince = Date.now();
-        p.hardTimer = setTimeout(() => this.onTimeout(p, hard), hard);
-      }
-      if (opts?.signal) {
-        p.onAbort = this.abortHandler(p);
-        opts.signal.addEventListener('abort', p.onAbort, { once: true });
-      }
-      this.pending.set(id, p);
-      if (p.token !== undefined) this.byToken.set(p.token, p);
-      this.transmit(p, frame, wire);
     });
+  }
+
+  /** Frames `p` and sends it (call()'s body, outside the executor's context). */
+  private send(p: Pending, params: Record<string, unknown>): void {
+    const { id, method, opts, internal, listen, timeoutMs } = p;
+    let wire = params;
+    if (!internal) {
+      if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
+      const e = {
+        paramsMeta: params._meta,
+        meta: opts?.meta,
+        progressToken: p.token,
+        clientCapabilities: opts?.clientCapabilities,
+        logLevel: opts?.logLevel,
+        clientInfo: this.clientInfo,
+      };
+      wire = withMeta(params, this._era === MODERN ? modernMeta(e) : legacyMeta(e));
+    }
+    const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
+    // A listen stream lasts as long as the subscription; only its own end or close stops it.
+    if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
+    const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
+    if (hard !== undefined && hard < Infinity) {
+      p.hardLeftMs = hard;
+      p.hardSince = Date.now();
+      p.hardTimer = setTimeout(() => this.onTimeout(p, hard), hard);
+    }
+    if (opts?.signal) {
+      p.onAbort = this.abortHandler(p);
+      opts.signal.addEventListener('abort', p.onAbort, { once: true });
+    }
+    this.pending.set(id, p);
+    if (p.token !== undefined) this.byToken.set(p.token, p);
+    this.transmit(p, frame, wire);
   }
 
   private settle(p: Pending): boolean {
@@ -207,7 +244,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
+    this.letGo(p);
     return true;
+  }
+
+  /** Gives back, once, what `p` held. */
+  private letGo(p: Pending): void {
+    if (p.holds === 0) return;
+    const h = p.holds;
+    p.holds = 0;
+    this.release(h);
   }
 
   protected isPending(p: Pending): boolean {

@@ -12,7 +12,7 @@ import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
-import type { Pending, UpstreamOptions } from './rpc-base.js';
+import { HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 export class StdioUpstream extends HandshakingUpstream {
@@ -25,10 +25,21 @@ export class StdioUpstream extends HandshakingUpstream {
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
   }
 
-  /** Legacy stdio cannot say which call a server → client request belongs to: see CallGate. */
-  protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined): Promise<Record<string, unknown>> {
-    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts);
-    return this.gate.run(opts?.exclusive === true, () => super.dispatch(method, params, opts));
+  /**
+   * Legacy stdio cannot say which call a server → client request belongs to: see CallGate. A
+   * call that gets in at once leaves the gate when it settles (release()), without a wrapper.
+   */
+  protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number): Promise<Record<string, unknown>> {
+    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts, holds);
+    const exclusive = opts?.exclusive === true;
+    if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED));
+    return this.gate.run(exclusive, () => super.dispatch(method, params, opts, holds));
+  }
+
+  protected override release(holds: number): void {
+    if (holds & HOLDS_SHARED) this.gate.leave(false);
+    if (holds & HOLDS_EXCLUSIVE) this.gate.leave(true);
+    super.release(holds);
   }
 
   /** The pid of the running child, if any (for status and tests). */

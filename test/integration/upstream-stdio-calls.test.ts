@@ -118,6 +118,38 @@ describe.each([
     await expect(u.request('tools/call', { name: 'echo' }, { signal: AbortSignal.abort() })).rejects.toMatchObject({ name: 'CancelledError' });
   });
 
+  it('gives back its one slot however a call ends (maxConcurrent 1, maxQueue 0)', async () => {
+    const u = await started(quirkSpec(fixture, { maxConcurrent: 1, maxQueue: 0 }));
+    const echo = () => u.request('tools/call', { name: 'echo', arguments: {} });
+    const busy = { name: 'UpstreamUnavailableError', state: 'busy' };
+    // While a call runs, the slot is taken.
+    const running = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } });
+    await expect(echo()).rejects.toMatchObject(busy);
+    await running;
+    // An answer, an error answer, a timeout, an abort, a frame that cannot be made: each frees it.
+    await echo();
+    await expect(u.request('tools/call', { name: 'nope' })).rejects.toBeInstanceOf(RpcError);
+    await echo();
+    await expect(u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 5000 } }, { timeoutMs: 100 })).rejects.toMatchObject({ name: 'TimeoutError' });
+    await echo();
+    const ctl = new AbortController();
+    const aborted = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 5000 } }, { signal: ctl.signal });
+    ctl.abort('enough');
+    await expect(aborted).rejects.toMatchObject({ name: 'CancelledError' });
+    await echo();
+    await expect(u.request('tools/call', { name: 'echo', arguments: { n: 1n } })).rejects.toThrow(/BigInt/);
+    await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
+  });
+
+  it('a call that ran alone (exclusive) and timed out lets the next calls in', async () => {
+    const u = await started(quirkSpec(fixture));
+    const alone = { exclusive: true, timeoutMs: 100 };
+    await expect(u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 5000 } }, alone)).rejects.toMatchObject({ name: 'TimeoutError' });
+    const shared = await Promise.all([1, 2].map((i) => u.request('tools/call', { name: 'echo', arguments: { i } }, { timeoutMs: 1000 })));
+    expect(shared.map((r) => r.structuredContent)).toMatchObject([{ args: { i: 1 } }, { args: { i: 2 } }]);
+    await expect(u.request('tools/call', { name: 'echo', arguments: {} }, { exclusive: true, timeoutMs: 1000 })).resolves.toBeDefined();
+  }, 5_000); // calls waiting at the gate have no timer of their own: a gate never left would hang
+
   it('emits notifications that belong to no call', async () => {
     const u = await started(quirkSpec(fixture));
     const seen: { method: string }[] = [];

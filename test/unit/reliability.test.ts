@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
+import { CallGate } from '../../src/upstream/call-gate.js';
 import { Limiter, LimitError } from '../../src/upstream/limiter.js';
 import { backoffMs, mayRetry, withRetries } from '../../src/upstream/retry.js';
 import { InFlight } from '../../src/router/inflight.js';
@@ -56,6 +57,48 @@ describe('Limiter', () => {
     const l = new Limiter(1, 0);
     await expect(l.run(async () => Promise.reject(new Error('x')))).rejects.toThrow('x');
     expect(await l.run(async () => 'ok')).toBe('ok');
+  });
+
+  it('tryEnter takes a free slot only while nobody waits; leave hands it to the first waiter', async () => {
+    const l = new Limiter(1, 2);
+    expect(l.tryEnter()).toBe(true);
+    expect(l.tryEnter()).toBe(false);
+    const order: number[] = [];
+    const a = l.run(async () => order.push(1));
+    const b = l.run(async () => order.push(2));
+    expect(l.load).toEqual({ active: 1, queued: 2 });
+    l.leave();
+    await a;
+    await b;
+    expect(order).toEqual([1, 2]);
+    expect(l.load).toEqual({ active: 0, queued: 0 });
+    expect(l.tryEnter()).toBe(true);
+    l.leave();
+    expect(l.load.active).toBe(0);
+  });
+});
+
+describe('CallGate', () => {
+  it('shares among calls that cannot be asked, lets an exclusive call in alone, in arrival order', async () => {
+    const g = new CallGate();
+    const order: string[] = [];
+    expect(g.tryEnter(false)).toBe(true);
+    expect(g.tryEnter(false)).toBe(true);
+    expect(g.tryEnter(true)).toBe(false); // two shared inside
+    const alone = g.run(true, async () => order.push('alone'));
+    // Someone waits: a shared call that could enter does not overtake it.
+    expect(g.tryEnter(false)).toBe(false);
+    const shared = g.run(false, async () => order.push('shared'));
+    g.leave(false);
+    expect(order).toEqual([]);
+    g.leave(false);
+    await alone;
+    await shared;
+    expect(order).toEqual(['alone', 'shared']);
+    expect(g.tryEnter(true)).toBe(true);
+    expect(g.tryEnter(false)).toBe(false);
+    g.leave(true);
+    expect(g.tryEnter(false)).toBe(true);
   });
 });
 
@@ -121,6 +164,15 @@ describe('retry rule', () => {
     n = 0;
     await expect(withRetries('tools/call', tool, async () => (n++, Promise.reject(new TransportError('refused', undefined, true))), hooks)).rejects.toMatchObject({ notDelivered: true });
     expect(n).toBe(3);
+    // An attempt that throws instead of rejecting is retried the same way, never thrown at the caller.
+    n = 0;
+    const throwing = (): Promise<string> => {
+      if (++n < 2) throw new TransportError('refused', undefined, true);
+      return Promise.resolve('ok');
+    };
+    const p = withRetries('tools/call', tool, throwing, hooks);
+    expect(await p).toBe('ok');
+    expect(n).toBe(2);
   });
 
   it('after an attempt that may have run, a later "not delivered" failure is reported as possibly run', async () => {
