@@ -14,7 +14,7 @@ import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import type { Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
-import type { Binding } from './request-state.js';
+import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { beginOf, bytesOf, callOptions, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
@@ -64,7 +64,9 @@ export class ToolCall {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
     const args = params.arguments ?? {};
-    const hash = argsHash(args);
+    // The digest goes into the ledger's row and an idempotency claim; without either it is
+    // worked out only if an MRTR state is sealed (argsDigestOf).
+    const hash = this.ledger.enabled !== false || ctx.idempotencyKey ? argsHash(args) : undefined;
     const grace = this.opts.startupGrace();
     if (grace) await grace;
     const view = viewOf(ctx);
@@ -97,7 +99,7 @@ export class ToolCall {
     }
     const { server, upstreamName } = routed;
     const principal = ctx.principal;
-    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash };
+    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args };
     const retry = isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, 'tools/call', params, ctx, bind, server, begin, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
@@ -131,7 +133,7 @@ export class ToolCall {
     }
     const key = ctx.idempotencyKey;
     if (key) {
-      const settled = await settleIdempotency(this.ledger.idempotency, principal, key, hubName, hash);
+      const settled = await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind));
       if (settled) {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;

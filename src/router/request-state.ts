@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { argsHash } from '../ledger/canonical.js';
 
 /**
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
@@ -29,7 +30,17 @@ export interface Binding {
   principal: string;
   method: string;
   target: string;
-  argsDigest: string;
+  /** The arguments' digest (argsHash), or the arguments to work it out from when a state is sealed or opened. */
+  argsDigest?: string;
+  args?: unknown;
+}
+
+/**
+ * The binding's argument digest, worked out once and only when a state is sealed or opened:
+ * most calls never need it (no ledger row, no idempotency key, no MRTR round).
+ */
+export function argsDigestOf(bind: Binding): string {
+  return (bind.argsDigest ??= argsHash(bind.args ?? {}));
 }
 
 export class StateError extends Error {
@@ -52,7 +63,7 @@ export class RequestStateSealer {
   }
 
   seal(bind: Binding, body: StateBody): string {
-    const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: bind.argsDigest, e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
+    const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: argsDigestOf(bind), e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
     const iv = randomBytes(12);
     const c = createCipheriv('aes-256-gcm', this.key, iv);
     const ct = Buffer.concat([c.update(JSON.stringify(env), 'utf8'), c.final()]);
@@ -75,7 +86,7 @@ export class RequestStateSealer {
     if (env.e <= now) throw new StateError('requestState has expired; send the original request again');
     if (env.p !== bind.principal) throw new StateError('requestState belongs to another principal');
     if (env.m !== bind.method || env.t !== bind.target) throw new StateError('requestState was issued for another request');
-    if (env.a !== bind.argsDigest) throw new StateError('requestState was issued for other arguments');
+    if (env.a !== argsDigestOf(bind)) throw new StateError('requestState was issued for other arguments');
     this.sweep(now);
     if (this.used.has(env.n)) throw new StateError('requestState was already used');
     this.used.set(env.n, env.e);

@@ -4,7 +4,6 @@ import { cacheableRead } from '../catalog/read-cache.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import { KIND_OF_METHOD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
-import { argsHash } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, codeSeenBy, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
@@ -147,7 +146,7 @@ export class Router {
     }
     // _meta undefined rather than deleted (see ToolCall.call).
     const forwarded: Result = { ...params, name: routed.upstreamName, _meta: undefined };
-    const bind: Binding = { principal: ctx.principal, method, target: hubName, argsDigest: argsHash(params.arguments ?? {}) };
+    const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }
 

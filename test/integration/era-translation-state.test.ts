@@ -147,7 +147,8 @@ describe('other hub instances sharing the key', () => {
   let other: HubProcess;
 
   beforeAll(async () => {
-    other = await startHub({ policy: { requestStateKey: KEY }, servers: { mh: { url: th.upstreamUrls.mh }, ls: nodeServer(LEGACY_FIXTURE) } });
+    // Its ledger is off: it works out an argument digest only when it seals or opens a state.
+    other = await startHub({ ledger: { enabled: false }, policy: { requestStateKey: KEY }, servers: { mh: { url: th.upstreamUrls.mh }, ls: nodeServer(LEGACY_FIXTURE) } });
   }, 60_000);
   afterAll(async () => {
     await other?.stop();
@@ -162,6 +163,23 @@ describe('other hub instances sharing the key', () => {
       expect(r, retry.text).toBeDefined();
     }
     expect(r).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'answers=x1,x2,x3' }] });
+  });
+
+  it('bind a state to its arguments with the ledger off too', async () => {
+    for (const tool of ['ls__elicit_form', 'mh__elicit_form']) {
+      const first = await firstRound(other.url, tool, { who: 'L' });
+      const answers = answerFor(first, { action: 'accept', content: { name: 'Lin' } });
+      expectRefused(await call(other.url, tool, { who: 'M' }, { requestState: first.requestState, inputResponses: answers }), /other arguments/);
+      const ok = await call(other.url, tool, { who: 'L' }, { requestState: first.requestState, inputResponses: answers });
+      expect(ok.body?.result?.content, ok.text).toEqual([{ type: 'text', text: 'action=accept content={"name":"Lin"}' }]);
+    }
+    // A state sealed where the ledger is on opens here, and the other way round.
+    const there = await firstRound(th.url, 'mh__elicit_form', { who: 'X' });
+    const here = await call(other.url, 'mh__elicit_form', { who: 'X' }, { requestState: there.requestState, inputResponses: answerFor(there, { action: 'accept', content: { name: 'X' } }) });
+    expect(here.body?.result, here.text).toMatchObject({ resultType: 'complete' });
+    const back = await firstRound(other.url, 'mh__elicit_form', { who: 'Y' });
+    const again = await call(th.url, 'mh__elicit_form', { who: 'Y' }, { requestState: back.requestState, inputResponses: answerFor(back, { action: 'accept', content: { name: 'Y' } }) });
+    expect(again.body?.result, again.text).toMatchObject({ resultType: 'complete' });
   });
 
   it('refuse a state that points to a call parked at another hub (-32602)', async () => {
