@@ -58,37 +58,88 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
  * Observations run at the end of the turn of the event loop, after the answers written in it:
  * metrics and the live feed are no part of a call's latency (at concurrency 1 they were
  * ~0.01 ms of it). Order is kept. An observer's fault never fails the call it watches.
+ * Queued as records, not closures: a call queues two or three, at every call.
  */
-let later: (() => void)[] = [];
+type Later =
+  | { o: AuditObserver; kind: 'began'; b: AuditBegin }
+  | { o: AuditObserver; kind: 'ended'; b: AuditBegin; e: AuditEnd; began: boolean }
+  | { o: AuditObserver; kind: 'committed'; seconds: number };
 
-function afterTurn(f: () => void): void {
+let later: Later[] = [];
+
+function afterTurn(l: Later): void {
   if (later.length === 0) setImmediate(runLater);
-  later.push(f);
+  later.push(l);
 }
 
 function runLater(): void {
-  const fs = later;
+  const ls = later;
   later = [];
-  for (const f of fs) {
+  for (const l of ls) {
     try {
-      f();
+      if (l.kind === 'ended') l.o.ended(l.b, l.e, l.began);
+      else if (l.kind === 'began') l.o.began!(l.b);
+      else l.o.committed!(l.seconds);
     } catch {
       // metrics and the live feed are best effort
     }
   }
 }
 
-function timed(p: Promise<void>, o: AuditObserver): Promise<void> {
-  if (!o.committed) return p;
-  const t0 = performance.now();
-  p.then(
-    () => {
-      const s = (performance.now() - t0) / 1000;
-      afterTurn(() => o.committed!(s));
-    },
-    () => undefined,
-  );
-  return p;
+/**
+ * Commit times, one `then` per commit rather than per row: the rows queued in one turn share
+ * the ledger's promise (its write at the turn's end), so they wait on it together.
+ */
+class CommitTimer {
+  private promise: Promise<void> | undefined;
+  private starts: number[] = [];
+
+  constructor(private readonly o: AuditObserver) {}
+
+  time(p: Promise<void>): Promise<void> {
+    if (p !== this.promise) {
+      this.promise = p;
+      const starts: number[] = (this.starts = []);
+      p.then(
+        () => this.done(starts),
+        () => {
+          if (starts === this.starts) this.promise = undefined; // a failed write commits nothing
+        },
+      );
+    }
+    this.starts.push(performance.now());
+    return p;
+  }
+
+  private done(starts: number[]): void {
+    if (starts === this.starts) this.promise = undefined;
+    const now = performance.now();
+    for (const t0 of starts) afterTurn({ o: this.o, kind: 'committed', seconds: (now - t0) / 1000 });
+  }
+}
+
+/** A handle of the inner sink, with its finish reported to the observer. */
+class TappedHandle implements AuditHandle {
+  private done: Promise<void> | undefined;
+
+  constructor(
+    private readonly h: AuditHandle,
+    private readonly b: AuditBegin,
+    private readonly o: AuditObserver,
+    private readonly timer: CommitTimer | undefined,
+  ) {}
+
+  get rowId(): number {
+    return this.h.rowId;
+  }
+
+  finish(e: AuditEnd): Promise<void> {
+    if (this.done) return this.done;
+    afterTurn({ o: this.o, kind: 'ended', b: this.b, e, began: true });
+    const p = this.h.finish(e);
+    this.done = this.timer ? this.timer.time(p) : p;
+    return this.done;
+  }
 }
 
 /** `inner` with every begin/finish/record also reported to `o`. A member added to AuditSink must be forwarded here too. */
@@ -96,6 +147,7 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
   // Without a ledger nothing is committed: switchyard_ledger_commit_seconds must not count
   // requests then (it did, as zeros), and the promise chain that timed them is saved.
   if (inner.enabled === false && o.committed) o = { began: o.began, ended: o.ended };
+  const timer = o.committed ? new CommitTimer(o) : undefined;
   return {
     enabled: inner.enabled,
     idempotency: inner.idempotency,
@@ -105,21 +157,13 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
     pinStore: inner.pinStore ? () => inner.pinStore!() : undefined,
     begin(b: AuditBegin): AuditHandle {
       const h = inner.begin(b);
-      if (o.began) afterTurn(() => o.began!(b));
-      let done: Promise<void> | undefined;
-      return {
-        rowId: h.rowId,
-        finish(e: AuditEnd): Promise<void> {
-          if (done) return done;
-          afterTurn(() => o.ended(b, e, true));
-          done = timed(h.finish(e), o);
-          return done;
-        },
-      };
+      if (o.began) afterTurn({ o, kind: 'began', b });
+      return new TappedHandle(h, b, o, timer);
     },
     record(b: AuditBegin, e: AuditEnd): Promise<void> {
-      afterTurn(() => o.ended(b, e, false));
-      return timed(inner.record(b, e), o);
+      afterTurn({ o, kind: 'ended', b, e, began: false });
+      const p = inner.record(b, e);
+      return timer ? timer.time(p) : p;
     },
   };
 }

@@ -53,4 +53,23 @@ describe('tapAudit (metrics and the live feed see every finished request)', () =
     await nextTurn();
     expect(o.log).toEqual(['began', 'ended ok (began)']);
   });
+
+  it('rows committed by one write each get their own commit time, and a finish is reported once', async () => {
+    const t = tempDir();
+    const ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const times: number[] = [];
+    const o: AuditObserver = { ended: () => undefined, committed: (s) => void times.push(s) };
+    const sink = tapAudit(ledger, o);
+    // Five rows queued in one turn share the ledger's write; a sixth comes a turn later.
+    const handles = Array.from({ length: 5 }, () => sink.begin(begin()));
+    const finishing = handles.map((h) => h.finish(end()));
+    expect(handles[0]!.finish(end())).toBe(finishing[0]); // twice: the same promise, one row
+    await Promise.all(finishing);
+    await sink.begin(begin()).finish(end());
+    await nextTurn();
+    expect(times).toHaveLength(6);
+    expect(times.every((s) => s >= 0 && s < 1)).toBe(true);
+    await ledger.close();
+    t.cleanup();
+  });
 });
