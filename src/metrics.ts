@@ -1,10 +1,10 @@
 /**
  * Prometheus metrics (prom-client, one registry per hub so tests can run several hubs).
- * The hot path pays one counter increment and one histogram observation per finished call,
- * on cached label children; everything else (upstream state, cache and ledger counters,
+ * The hot path pays a few map lookups and increments per finished call (CallSeries); everything else (upstream state, cache and ledger counters,
  * sessions) is read from its owner only when /metrics is scraped.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { CallSeries } from './call-series.js';
 import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
@@ -49,36 +49,23 @@ const METHODS = new Set([
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly calls: Counter<'method' | 'server' | 'tool' | 'outcome'>;
-  private readonly errors: Counter<'method' | 'server' | 'tool' | 'outcome'>;
-  private readonly latency: Histogram<'method' | 'server' | 'tool'>;
+  /** Calls, errors and durations by method, server and tool: see CallSeries. */
+  private readonly calls = new CallSeries(LATENCY_BUCKETS, OK_OUTCOMES);
   private readonly commit: Histogram<string>;
   private readonly inflight: Gauge<string>;
-  private readonly callChild = new Map<string, { inc(): void }>();
-  private readonly latencyChild = new Map<string, { observe(v: number): void }>();
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
-    this.calls = new Counter({
-      name: 'switchyard_calls_total',
-      help: 'Requests finished by the hub, by method, upstream server, tool or prompt name and outcome',
-      labelNames: ['method', 'server', 'tool', 'outcome'],
-      registers,
-    });
-    this.errors = new Counter({
-      name: 'switchyard_call_errors_total',
-      help: 'Requests that did not end ok (tool errors, JSON-RPC errors, timeouts, cancellations, denials, unavailable upstreams)',
-      labelNames: ['method', 'server', 'tool', 'outcome'],
-      registers,
-    });
-    this.latency = new Histogram({
-      name: 'switchyard_call_duration_seconds',
-      help: 'Time from a request reaching the router to its answer, by method, server and tool',
-      labelNames: ['method', 'server', 'tool'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
+    for (const m of this.calls.metrics({
+      calls: { name: 'switchyard_calls_total', help: 'Requests finished by the hub, by method, upstream server, tool or prompt name and outcome' },
+      errors: {
+        name: 'switchyard_call_errors_total',
+        help: 'Requests that did not end ok (tool errors, JSON-RPC errors, timeouts, cancellations, denials, unavailable upstreams)',
+      },
+      duration: { name: 'switchyard_call_duration_seconds', help: 'Time from a request reaching the router to its answer, by method, server and tool' },
+    }))
+      this.registry.registerMetric(m as unknown as Metric);
     this.commit = new Histogram({
       name: 'switchyard_ledger_commit_seconds',
       help: 'Time from queueing a finished audit row to its commit (its write to the pending file)',
@@ -168,26 +155,11 @@ export class Metrics {
     this.inflight.dec();
   }
 
-  /** One finished request (hot path: two cached children, plus one more on errors). */
+  /** One finished request (hot path: a few map lookups and increments, see CallSeries). */
   observeCall(b: AuditBegin, e: AuditEnd): void {
     const method = METHODS.has(b.method) ? b.method : 'other';
     const server = e.server ?? b.server ?? '';
-    const tool = toolLabel(b, e);
-    const base = `${method}\0${server}\0${tool}`;
-    const key = `${base}\0${e.outcome}`;
-    let c = this.callChild.get(key);
-    if (!c) {
-      c = this.calls.labels({ method, server, tool, outcome: e.outcome });
-      this.callChild.set(key, c);
-    }
-    c.inc();
-    let h = this.latencyChild.get(base);
-    if (!h) {
-      h = this.latency.labels({ method, server, tool });
-      this.latencyChild.set(base, h);
-    }
-    if (Number.isFinite(e.latencyMs)) h.observe(e.latencyMs / 1000);
-    if (!OK_OUTCOMES.has(e.outcome)) this.errors.inc({ method, server, tool, outcome: e.outcome });
+    this.calls.observe(method, server, toolLabel(b, e), e.outcome, e.latencyMs / 1000);
   }
 
   observeCommit(seconds: number): void {
