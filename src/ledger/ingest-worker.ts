@@ -5,6 +5,7 @@
  * shared memory (for a reader that waits synchronously) and as a message (to empty files).
  * It also copies the WAL into the database file (see WRITER_AUTOCHECKPOINT_PAGES in db.ts).
  */
+import { truncateSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
 import { AuditApplier, type PendingRecord } from './audit-apply.js';
@@ -30,9 +31,15 @@ export interface IngestWorkerData {
 export interface IngestBatch {
   n: number;
   lines: string;
+  /**
+   * The pending file to empty once this batch is committed: the hub writes the other one
+   * meanwhile (PendingFiles). Emptying it here keeps the truncate off the hub's event loop.
+   */
+  empty?: string;
 }
 
-export type IngestReport = { applied: number } | { log: string };
+/** `emptied`: the files this commit emptied; one that failed is left to the hub. */
+export type IngestReport = { applied: number; emptied?: string[] } | { log: string };
 
 const port = parentPort!;
 const data = workerData as IngestWorkerData;
@@ -45,6 +52,8 @@ Atomics.store(applied, 1, THREAD_OPEN);
 Atomics.notify(applied, 0);
 let taken = 0;
 let retry: NodeJS.Timeout | null = null;
+/** Files to empty once the batch named with each is committed, oldest first. */
+const toEmpty: { path: string; n: number }[] = [];
 // A replacement thread may meet lines twice (in the files and again in a batch) and rows its
 // predecessor committed: it applies as a start does, skipping those.
 const replay = data.resume !== undefined;
@@ -64,10 +73,22 @@ function commit(): void {
     retry = setTimeout(commit, data.retryMs);
     return;
   }
+  // Emptied before the commit is announced: the hub writes to a file again only once it hears
+  // of the commit (by message, or by waiting on `applied`), so nothing it wrote is ever cut.
+  const emptied: string[] = [];
+  while (toEmpty.length > 0 && toEmpty[0]!.n <= taken) {
+    const { path } = toEmpty.shift()!;
+    try {
+      truncateSync(path, 0);
+      emptied.push(path);
+    } catch {
+      // the hub empties it itself, and warns if it cannot either
+    }
+  }
   Atomics.store(applied, 1, THREAD_OPEN);
   Atomics.store(applied, 0, taken);
   Atomics.notify(applied, 0);
-  port.postMessage({ applied: taken } satisfies IngestReport);
+  port.postMessage((emptied.length > 0 ? { applied: taken, emptied } : { applied: taken }) satisfies IngestReport);
 }
 
 let checkpointFailing = false;
@@ -100,5 +121,6 @@ port.on('message', (m: IngestBatch | 'stop') => {
   for (const line of m.lines.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
   applier.take(records);
   taken = m.n;
+  if (m.empty !== undefined) toEmpty.push({ path: m.empty, n: m.n });
   if (!retry) commit();
 });

@@ -6,8 +6,8 @@ import type { IngestBatch, IngestReport, IngestWorkerData } from './ingest-worke
 
 export interface IngesterOptions {
   log: Logger;
-  /** The thread committed batches up to n. */
-  onApplied: (n: number) => void;
+  /** The thread committed batches up to n, and emptied these pending files (see IngestBatch.empty). */
+  onApplied: (n: number, emptied: readonly string[]) => void;
   /** After SQLite refused a whole batch. */
   retryMs: number;
   /** PASSIVE checkpoints this often, or none. */
@@ -19,6 +19,8 @@ export interface IngesterOptions {
 /** Slot 1 of the shared memory: the thread has opened the database, or SQLite refuses its batches. */
 export const THREAD_OPEN = 1;
 export const THREAD_REFUSED = 2;
+
+const NONE: readonly string[] = [];
 
 /**
  * The hub's side of the ingest thread (ingest-worker.ts). Batches are numbered from 1 in the
@@ -70,7 +72,7 @@ export class Ingester {
     worker.on('message', (m: IngestReport) => {
       if ('log' in m) return relog(this.log, m.log);
       this.restartMs = this.opts.restartMs; // it works: a later end starts the wait afresh
-      onApplied(m.applied);
+      onApplied(m.applied, m.emptied ?? NONE);
       this.settle();
     });
     worker.on('error', (err) => this.log.error({ err }, 'ledger: the ingest thread failed'));
@@ -111,9 +113,12 @@ export class Ingester {
     return this.sent - this.applied;
   }
 
-  /** Sends lines of the pending file (joined by newlines); returns the batch's number. */
-  send(lines: string): number {
-    const batch: IngestBatch = { n: ++this.sent, lines };
+  /**
+   * Sends lines of the pending file (joined by newlines); returns the batch's number. `empty`:
+   * the pending file the thread empties once the batch is committed.
+   */
+  send(lines: string, empty?: string): number {
+    const batch: IngestBatch = empty === undefined ? { n: ++this.sent, lines } : { n: ++this.sent, lines, empty };
     // Without a thread the lines are in the pending files, where the next thread reads them.
     if (!this.gone) this.worker.postMessage(batch);
     return batch.n;

@@ -7,7 +7,7 @@ import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
 import { LedgerNameStore } from './names.js';
-import { PendingFiles } from './pending-files.js';
+import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
@@ -34,6 +34,8 @@ export interface LedgerOptions {
   ingestDelayMs?: number;
   /** How long an in-flight row waits for its call's finish before it goes to SQLite alone (default 50 ms). */
   beginHoldMs?: number;
+  /** When a hand-over switches pending files (PendingFilesOptions); default SWITCH_BYTES, SWITCH_AFTER_MS. */
+  pendingSwitch?: PendingFilesOptions;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -56,6 +58,14 @@ const INGEST_DELAY_MS = 5;
  * a reader in this process gets them at once (sync hands everything over).
  */
 const BEGIN_HOLD_MS = 50;
+/**
+ * A hand-over that holds begins back switches pending files only once the one written holds
+ * this much or is this old (see PendingFilesOptions): at concurrency 64 every few hand-overs
+ * rather than at each of them, so held begins are written again that much less often. One that
+ * holds nothing back switches as before, so a quiet hub's last hand-over empties its file.
+ */
+const SWITCH_BYTES = 256 * 1024;
+const SWITCH_AFTER_MS = 100;
 /** Lines waiting that make the hand-over happen at once instead. */
 const INGEST_BATCH = 512;
 /** After SQLite refused a whole batch (disk full, lock held too long). */
@@ -151,7 +161,7 @@ export class Ledger {
     this.replay(db.name);
     this.recover();
     // Everything the files held is in SQLite now; appends start them over.
-    this.pending = new PendingFiles(db.name);
+    this.pending = new PendingFiles(db.name, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
     this.pending.startOver();
     // Ids are handed out here so begin() can return one synchronously; AUTOINCREMENT's
     // sequence remembers pruned ids, so they are never reused.
@@ -164,7 +174,7 @@ export class Ledger {
     this.purgeTimer.unref();
     this.ingester = new Ingester(db.name, {
       log: this.log,
-      onApplied: (n) => this.committed(n),
+      onApplied: (n, emptied) => this.committed(n, emptied),
       retryMs: INGEST_RETRY_MS,
       restartMs: INGEST_RESTART_MS,
       checkpointMs: opts.backgroundCheckpoint === false ? null : CHECKPOINT_EVERY_MS,
@@ -298,8 +308,11 @@ export class Ledger {
     this.lines = next;
     this.kept = next.length;
     this.pending.flush();
-    this.handed = this.ingester.send(batch.join('\n'));
-    if (this.pending.handedOver(this.handed) && next.length > 0 && !this.pending.rewrite(next)) {
+    // Decided once, before the batch goes: the thread empties the file only if the hub switches.
+    const empties = this.pending.switchable(next.length > 0);
+    this.handed = this.ingester.send(batch.join('\n'), empties);
+    if (empties !== undefined) this.pending.switched(this.handed);
+    if (empties !== undefined && next.length > 0 && !this.pending.rewrite(next)) {
       // The other file did not take them: SQLite is their only safe place now.
       this.ingest(true);
       return;
@@ -324,10 +337,10 @@ export class Ledger {
     this.holdTimer.unref();
   }
 
-  /** The ingest thread committed batches up to n. */
-  private committed(n: number): void {
+  /** The ingest thread committed batches up to n (and emptied `emptied`). */
+  private committed(n: number, emptied: readonly string[]): void {
     if (this.closed) return;
-    this.emptied(this.pending.committed(n));
+    this.emptied(this.pending.committed(n, emptied));
   }
 
   private emptied(ok: boolean): void {

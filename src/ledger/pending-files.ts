@@ -8,8 +8,23 @@ import { PendingLog } from './pending-log.js';
  * is emptied once batch n is committed. A start that finds lines in both applies them in the
  * order their first lines give (`{"g":n}`; a file without one is the older).
  */
+export interface PendingFilesOptions {
+  /**
+   * A hand-over that holds begins back switches files only once the file written holds this
+   * many bytes, or `switchAfterMs` passed since its first line: each such switch writes the
+   * held begins again, so at concurrency 64, where nearly every hand-over holds some, switching
+   * at each (every few ms) cost the hub's thread more than the files' size saved. A hand-over
+   * that holds nothing back switches whenever it can, so a quiet hub's files are emptied at its
+   * last hand-over. Both 0 (the default): always switch when the other file is free.
+   */
+  switchBytes?: number;
+  switchAfterMs?: number;
+}
+
 export class PendingFiles {
   private readonly files: [PendingLog, PendingLog];
+  private readonly switchBytes: number;
+  private readonly switchAfterMs: number;
   private active = 0;
   /** The batch whose commit lets the other file be emptied; 0 when it is empty. */
   private standbyNeeds = 0;
@@ -17,9 +32,11 @@ export class PendingFiles {
   /** Emptying a file failed (warned once per streak by the ledger). */
   truncateFailing = false;
 
-  constructor(dbPath: string) {
+  constructor(dbPath: string, opts: PendingFilesOptions = {}) {
     const [a, b] = PendingFiles.paths(dbPath);
     this.files = [new PendingLog(a), new PendingLog(b)];
+    this.switchBytes = opts.switchBytes ?? 0;
+    this.switchAfterMs = opts.switchAfterMs ?? 0;
   }
 
   static paths(dbPath: string): [string, string] {
@@ -51,14 +68,29 @@ export class PendingFiles {
   }
 
   /**
-   * Everything written so far went to the ingest thread as batch n: write on in the other file.
-   * True when the files switched (the one written so far is emptied once n is committed).
+   * The file to empty once the next hand-over's batch is committed (the one written now), if
+   * that hand-over is to switch files: the other one is free, and, when the hand-over `holds`
+   * begins back (to be written again after a switch), this one is big or old enough
+   * (PendingFilesOptions). Then call switched() with the batch's number.
    */
-  handedOver(n: number): boolean {
-    if (this.standbyNeeds !== 0 || this.files[this.active]!.empty) return false;
+  switchable(holds: boolean): string | undefined {
+    const f = this.files[this.active]!;
+    if (this.standbyNeeds !== 0 || f.empty) return undefined;
+    if (holds && f.bytes < this.switchBytes && performance.now() - f.since < this.switchAfterMs) return undefined;
+    return f.path;
+  }
+
+  /** Everything written so far went to the ingest thread as batch n: write on in the other file. */
+  switched(n: number): void {
     this.standbyNeeds = n;
     this.active ^= 1;
     this.files[this.active]!.lead(++this.gen);
+  }
+
+  /** switchable(holds), then switched(n) if so: true when the files switched. */
+  handedOver(n: number, holds = false): boolean {
+    if (this.switchable(holds) === undefined) return false;
+    this.switched(n);
     return true;
   }
 
@@ -70,10 +102,15 @@ export class PendingFiles {
     return this.files[this.active]!.rewrite(lines);
   }
 
-  /** Batches up to n are committed: empty the file they came from. */
-  committed(n: number): boolean {
+  /**
+   * Batches up to n are committed: empty the file they came from, unless the ingest thread
+   * did (`emptied`, by path).
+   */
+  committed(n: number, emptied: readonly string[] = []): boolean {
     if (this.standbyNeeds === 0 || n < this.standbyNeeds) return true;
-    if (!this.files[this.active ^ 1]!.truncate()) return false;
+    const standby = this.files[this.active ^ 1]!;
+    if (emptied.includes(standby.path)) standby.wasEmptied();
+    else if (!standby.truncate()) return false;
     this.standbyNeeds = 0;
     return true;
   }

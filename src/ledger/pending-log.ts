@@ -40,6 +40,9 @@ export class PendingLog {
   private used = false;
   /** The last write failed, perhaps halfway through a line. */
   private torn = false;
+  /** Characters written since the file was last emptied, and when the first of them was. */
+  bytes = 0;
+  since = 0;
 
   constructor(readonly path: string) {
     this.fd = openSync(path, 'a', 0o600);
@@ -135,12 +138,18 @@ export class PendingLog {
   truncate(): boolean {
     try {
       ftruncateSync(this.fd, 0);
-      this.used = false;
-      this.torn = false;
+      this.wasEmptied();
       return true;
     } catch {
       return false;
     }
+  }
+
+  /** The ingest thread emptied the file (by its path) after committing what it held. */
+  wasEmptied(): void {
+    this.used = false;
+    this.torn = false;
+    this.bytes = 0;
   }
 
   /** Nothing was written since the file was last emptied. */
@@ -168,7 +177,9 @@ export class PendingLog {
     }
     this.torn = false;
     this.header = '';
+    if (!this.used) this.since = performance.now();
     this.used = true;
+    this.bytes += out.length;
   }
 
   /** write() calls and the lines they carried (for metrics). */

@@ -1,9 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, copyFileSync, existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
@@ -18,6 +18,14 @@ const pendingOf = (db: string) => `${db}-pending`;
 /** Each row's request id and outcome, sorted. */
 const outcomes = (l: Ledger) => l.query({}).map((r) => [r.requestId, r.outcome]).sort();
 const size = (f: string) => (existsSync(f) ? statSync(f).size : 0);
+
+async function waitUntil(ok: () => boolean, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 /** Runs a script in a child process that SIGKILLs itself at the end (no close, no ingest). */
 async function diesAfter(db: string, body: string, options = 'ingestDelayMs: 3_600_000'): Promise<string> {
@@ -143,8 +151,9 @@ describe('ledger pending file', () => {
   it('a begin held back for its finish is written again to the file that follows, so emptying the first never loses it', async () => {
     t = tempDir();
     const [first, second] = PendingFiles.paths(t.db);
-    // Hand-overs every millisecond, begins held for an hour: 'held' stays in the hub while
-    // 'other' goes to SQLite and the file both were written to is emptied.
+    // Hand-overs every millisecond, begins held for an hour, files switched at every hand-over:
+    // 'held' stays in the hub while 'other' goes to SQLite and the file both were written to is
+    // emptied.
     const out = await diesAfter(
       t.db,
       `await l.beginCommitted(b('held'));
@@ -152,7 +161,7 @@ describe('ledger pending file', () => {
        const fs = await import('node:fs');
        while (fs.statSync(${JSON.stringify(first)}).size > 0) await new Promise((r) => setTimeout(r, 2));
        process.stdout.write(fs.readFileSync(${JSON.stringify(second)}, 'utf8'));`,
-      'ingestDelayMs: 1, beginHoldMs: 3_600_000',
+      'ingestDelayMs: 1, beginHoldMs: 3_600_000, pendingSwitch: {}',
     );
     expect(size(first)).toBe(0);
     expect(out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as unknown)).toEqual([{ g: 1 }, { s: expect.objectContaining({ request_id: 'held' }) }]);
@@ -183,7 +192,7 @@ describe('ledger pending file', () => {
     t = tempDir();
     const [, second] = PendingFiles.paths(t.db);
     symlinkSync('/dev/full', second); // refuses every write with ENOSPC
-    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, beginHoldMs: 3_600_000, backgroundCheckpoint: false });
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, beginHoldMs: 3_600_000, pendingSwitch: {}, backgroundCheckpoint: false });
     const held = await ledger.beginCommitted(begin({ requestId: 'held' }));
     await ledger.record(begin({ requestId: 'other' }), end());
     const reader = new Database(t.db, { readonly: true });
@@ -238,6 +247,76 @@ describe('ledger pending file', () => {
     // Both hold lines, the first the newer ones: a start reads them oldest first.
     expect(PendingFiles.read(t.db)).toEqual([{ g: 1 }, { s: { id: 2 } }, { s: { id: 3 } }, { g: 2 }, { s: { id: 4 } }]);
     files.close(false);
+  });
+
+  it('the ingest thread empties the file a committed batch came from; the hub\'s thread does not truncate', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, backgroundCheckpoint: false });
+    const [first, second] = PendingFiles.paths(t.db);
+    const truncate = vi.spyOn(PendingLog.prototype, 'truncate');
+    try {
+      // Rows in several hand-overs, so the files take turns and each is emptied in its turn.
+      for (let i = 0; i < 6; i++) {
+        await ledger.record(begin({ requestId: `r${i}` }), end());
+        await new Promise((r) => setTimeout(r, 15));
+      }
+      await waitUntil(() => size(first) === 0 && size(second) === 0, 2000);
+      expect(truncate).not.toHaveBeenCalled();
+      expect(ledger.commitCounters().batchesUnapplied).toBe(0);
+    } finally {
+      truncate.mockRestore();
+    }
+    expect(outcomes(ledger)).toEqual(Array.from({ length: 6 }, (_, i) => [`r${i}`, 'ok']));
+  });
+
+  it('a file the thread cannot empty by its path (renamed away) the hub empties through its own descriptor', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, backgroundCheckpoint: false });
+    const [first] = PendingFiles.paths(t.db);
+    const moved = `${first}.moved`;
+    await ledger.record(begin({ requestId: 'a' }), end());
+    // The hub writes through its descriptor, so the row is in the renamed file until emptied.
+    renameSync(first, moved);
+    expect(size(moved)).toBeGreaterThan(0);
+    await waitUntil(() => size(moved) === 0, 2000);
+    expect(outcomes(ledger)).toEqual([['a', 'ok']]);
+  });
+
+  it('a hand-over that holds begins back switches files only once the file is big or old enough; one that holds none, whenever it can', async () => {
+    t = tempDir();
+    const files = new PendingFiles(t.db, { switchBytes: 200, switchAfterMs: 80 });
+    const [first, second] = PendingFiles.paths(t.db);
+    await files.append('{"s":{"id":1}}');
+    expect(files.handedOver(1, true)).toBe(false); // 15 bytes, just written
+    await files.append(JSON.stringify({ s: { id: 2, pad: 'x'.repeat(200) } }));
+    expect(files.handedOver(2, true)).toBe(true); // big enough
+    expect(files.committed(2)).toBe(true);
+    expect(size(first)).toBe(0);
+    await files.append('{"s":{"id":3}}');
+    expect(files.handedOver(3, true)).toBe(false);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(files.handedOver(3, true)).toBe(true); // old enough
+    expect(files.committed(3)).toBe(true);
+    expect(size(second)).toBe(0);
+    await files.append('{"s":{"id":4}}');
+    expect(files.handedOver(4, false)).toBe(true); // nothing held: at once
+    files.close(false);
+  });
+
+  it('while begins are held and the file is small and young, hand-overs go on in the same file and write nothing again', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, beginHoldMs: 3_600_000, pendingSwitch: { switchBytes: 1 << 20, switchAfterMs: 3_600_000 }, backgroundCheckpoint: false });
+    const [first, second] = PendingFiles.paths(t.db);
+    const held = await ledger.beginCommitted(begin({ requestId: 'held' }));
+    for (let i = 0; i < 3; i++) {
+      await ledger.record(begin({ requestId: `r${i}` }), end());
+      await waitUntil(() => ledger!.commitCounters().batchesUnapplied === 0, 2000);
+    }
+    expect(size(second)).toBe(0);
+    const lines = readFileSync(first, 'utf8').split('\n').filter(Boolean);
+    expect(lines.filter((l) => l.includes('"request_id":"held"'))).toHaveLength(1); // written once
+    await held.finish(end());
+    expect(outcomes(ledger)).toEqual([['held', 'ok'], ['r0', 'ok'], ['r1', 'ok'], ['r2', 'ok']]);
   });
 
   it('a start that finds rows in both pending files applies the older file first', async () => {
