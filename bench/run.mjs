@@ -11,6 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { parseArgs } from 'node:util';
 import { join } from 'node:path';
 import { summarise, printSummary } from './lib/cpuprofile.mjs';
 import { ledgerCommitBench } from './lib/ledger-commit.mjs';
@@ -22,12 +23,55 @@ import { cpuNs, descendants, rssOf } from './lib/procs.mjs';
 import { BENCH, ROOT, echoStdioCommand, startEchoHttp, startForwarder, startHub, startMcpHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
 import { runSse } from './lib/sse-load.mjs';
 
-const argv = process.argv.slice(2);
-const flag = (f) => argv.includes(f);
-const opt = (f, d) => {
-  const i = argv.indexOf(f);
-  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : d;
-};
+const USAGE = `Usage: npm run bench [-- options]
+
+  --quick                    a smoke run (under 2 minutes; numbers printed, not asserted)
+  --write-docs               rewrite the results section of docs/BENCHMARKS.md
+  --only REGEX               only the targets whose key matches (sy-stdio, limit-http, ...)
+  --conc 1,8,64              concurrencies          --methods tools/call,tools/list
+  --measure-ms MS            per cell               --passes N (best of N)
+  --no-peers, --no-extras    skip the npm peers, or start-up/memory/aggregation/ledger extras
+  --profile [--profile-target sy-stdio] [--profile-concurrency 64] [--profile-method tools/call] [--top 30]
+  --report FILE.json         render a saved run again
+  -h, --help                 this text
+`;
+// Strict: an unknown or misspelt option is refused rather than ignored (it used to start a
+// full run of a quarter of an hour).
+let parsed;
+try {
+  parsed = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    allowPositionals: false,
+    options: {
+      quick: { type: 'boolean' },
+      'write-docs': { type: 'boolean' },
+      only: { type: 'string' },
+      conc: { type: 'string' },
+      methods: { type: 'string' },
+      'measure-ms': { type: 'string' },
+      passes: { type: 'string' },
+      'no-peers': { type: 'boolean' },
+      'no-extras': { type: 'boolean' },
+      profile: { type: 'boolean' },
+      'profile-target': { type: 'string' },
+      'profile-concurrency': { type: 'string' },
+      'profile-method': { type: 'string' },
+      top: { type: 'string' },
+      report: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+} catch (err) {
+  process.stderr.write(`bench: ${err.message}\n\n${USAGE}`);
+  process.exit(2);
+}
+if (parsed.values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+const flag = (f) => parsed.values[f.slice(2)] === true;
+const opt = (f, d) => parsed.values[f.slice(2)] ?? d;
 const QUICK = flag('--quick');
 const ONLY = opt('--only') ? new RegExp(opt('--only')) : undefined;
 const T = QUICK ? { warmupMs: 150, measureMs: 450 } : { warmupMs: 1000, measureMs: 4000 };

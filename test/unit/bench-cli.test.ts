@@ -1,0 +1,28 @@
+/**
+ * `npm run bench` takes only the options it knows: a misspelt one (or --help) used to be
+ * ignored, and a quarter of an hour's full run started instead.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const RUN = join(import.meta.dirname, '../../bench/run.mjs');
+const bench = (...args: string[]) => spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 20_000 });
+
+describe('bench/run.mjs options', () => {
+  it('--help prints the options and runs nothing', () => {
+    const r = bench('--help');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^Usage: npm run bench/);
+    expect(r.stdout).toContain('--write-docs');
+    expect(r.stderr).toBe('');
+  });
+
+  it('an unknown option, or one without its value, is refused with exit code 2', () => {
+    for (const args of [['--quik'], ['--conc'], ['--quick', 'extra']]) {
+      const r = bench(...args);
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/^bench: .*\n\nUsage:/);
+    }
+  });
+});
