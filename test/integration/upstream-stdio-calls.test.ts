@@ -141,6 +141,18 @@ describe.each([
     await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
   });
 
+  it('queued calls take the one slot in turn, and each gives it back however it ends', async () => {
+    const u = await started(quirkSpec(fixture, { maxConcurrent: 1, maxQueue: 4 }));
+    const slow = (ms: number, timeoutMs = 5000) => u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms } }, { timeoutMs });
+    const first = slow(100);
+    const queued = [u.request('tools/call', { name: 'echo', arguments: { i: 1 } }), u.request('tools/call', { name: 'nope' }), slow(5000, 150), u.request('tools/call', { name: 'echo', arguments: { i: 2 } })];
+    expect(u.load).toEqual({ active: 1, queued: 4 });
+    const settled = await Promise.allSettled([first, ...queued]);
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect(u.load).toEqual({ active: 0, queued: 0 });
+    await expect(u.request('tools/call', { name: 'echo', arguments: {} })).resolves.toMatchObject({ structuredContent: { args: {} } });
+  });
+
   it('a call that ran alone (exclusive) and timed out lets the next calls in', async () => {
     const u = await started(quirkSpec(fixture));
     const alone = { exclusive: true, timeoutMs: 100 };
