@@ -493,7 +493,7 @@ async function main() {
   process.stdout.write(md + '\n');
   mkdirSync(join(BENCH, 'results'), { recursive: true });
   // A narrowed run (--only, --conc, --methods, --measure-ms, --no-peers, --no-extras) never replaces a full one.
-  const partial = ['--only', '--conc', '--methods', '--measure-ms', '--no-peers', '--no-extras', '--passes'].some((f) => argv.includes(f));
+  const partial = ['--only', '--conc', '--methods', '--measure-ms', '--no-peers', '--no-extras', '--passes'].some((f) => parsed.values[f.slice(2)] !== undefined);
   const name = partial ? 'partial' : QUICK ? 'quick' : 'latest';
   writeFileSync(join(BENCH, 'results', `${name}.md`), md + '\n');
   writeFileSync(join(BENCH, 'results', `${name}.json`), JSON.stringify({ machine: m, run, peers: peerStatus, results, extras }, null, 2) + '\n');

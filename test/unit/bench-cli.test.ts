@@ -25,4 +25,14 @@ describe('bench/run.mjs options', () => {
       expect(r.stderr).toMatch(/^bench: .*\n\nUsage:/);
     }
   });
+
+  it('a narrowed run goes through to its report (one target, one cell, a tenth of a second)', () => {
+    const r = spawnSync(
+      process.execPath,
+      [RUN, '--quick', '--only', '^limit-stdio$', '--conc', '1', '--methods', 'tools/call', '--no-peers', '--no-extras', '--passes', '1', '--measure-ms', '100'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\| forwarding limit: HTTP → stdio \| tools\/call \| 1 \| [\d,]+ \| 1\.00× \|/);
+  }, 60_000);
 });
