@@ -341,6 +341,21 @@ export class Ledger {
   private committed(n: number, emptied: readonly string[]): void {
     if (this.closed) return;
     this.emptied(this.pending.committed(n, emptied));
+    if (n === this.handed && this.lines.length === 0) this.tidy();
+  }
+
+  /**
+   * Everything written is committed and nothing waits, yet the file written holds lines: the
+   * last hand-over could not switch (the other file still waited for its commit). A quiet hub
+   * would keep them until its next call; an empty batch switches files and has the thread
+   * empty this one now. (A start would only apply them again, which changes nothing, unless a
+   * prune had removed their rows meanwhile.)
+   */
+  private tidy(): void {
+    const empties = this.pending.switchable(false);
+    if (empties === undefined) return;
+    this.handed = this.ingester.send('', empties);
+    this.pending.switched(this.handed);
   }
 
   private emptied(ok: boolean): void {

@@ -269,6 +269,29 @@ describe('ledger pending file', () => {
     expect(outcomes(ledger)).toEqual(Array.from({ length: 6 }, (_, i) => [`r${i}`, 'ok']));
   });
 
+  it('a quiet hub whose last hand-over could not switch files still has both emptied once all is committed', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, backgroundCheckpoint: false });
+    const [first, second] = PendingFiles.paths(t.db);
+    // SQLite held by another connection: the thread's first commit waits, so the second
+    // hand-over finds the first file not yet emptied and cannot switch.
+    const blocker = new Database(t.db);
+    blocker.exec('BEGIN IMMEDIATE');
+    await ledger.record(begin({ requestId: 'a' }), end());
+    await new Promise((r) => setTimeout(r, 20));
+    await ledger.record(begin({ requestId: 'b' }), end());
+    await new Promise((r) => setTimeout(r, 20));
+    expect(size(first)).toBeGreaterThan(0);
+    expect(size(second)).toBeGreaterThan(0);
+    blocker.exec('COMMIT');
+    blocker.close();
+    await waitUntil(() => size(first) === 0 && size(second) === 0, 3000);
+    expect(outcomes(ledger)).toEqual([
+      ['a', 'ok'],
+      ['b', 'ok'],
+    ]);
+  });
+
   it('a file the thread cannot empty by its path (renamed away) the hub empties through its own descriptor', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, backgroundCheckpoint: false });
