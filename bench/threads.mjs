@@ -1,13 +1,13 @@
 // CPU per call of each of the hub's threads (the event loop, the ledger's ingest thread, the
 // rest), read from /proc/PID/task/*/schedstat around a run of the benchmark's load, in front
-// of the stdio echo (docs/BENCHMARKS.md, "Holding in-flight rows for their finish"). The
+// of the stdio or the HTTP echo (docs/BENCHMARKS.md, "Holding in-flight rows for their finish"). The
 // whole-process figure of `npm run bench` cannot tell the hub's thread, the bottleneck at
 // concurrency 64, from the ledger's, which runs on the other core. Linux only.
 //
-//   node bench/threads.mjs [--ledger on|off] [--concurrency 64] [--measure-ms 3000] [--runs 2]
+//   node bench/threads.mjs [--ledger on|off] [--upstream stdio|http] [--concurrency 64] [--measure-ms 3000] [--runs 2]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
 import { readdirSync, readFileSync } from 'node:fs';
-import { echoStdioCommand, startHub } from './lib/targets.mjs';
+import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
 
@@ -20,6 +20,10 @@ const ledger = opt('ledger', 'on') === 'on';
 const concurrency = Number(opt('concurrency', '64'));
 const measureMs = Number(opt('measure-ms', '3000'));
 const runs = Number(opt('runs', '2'));
+const upstream = opt('upstream', 'stdio');
+if (upstream !== 'stdio' && upstream !== 'http') throw new Error('--upstream is stdio or http');
+// In front of the HTTP echo (bench/echo-http.mjs, modern), which runs in a process of its own.
+const echoHttp = upstream === 'http' ? await startEchoHttp() : undefined;
 
 /** Nanoseconds on CPU per thread of `pid`, by thread id. */
 function threadNs(pid) {
@@ -35,7 +39,7 @@ function threadNs(pid) {
 }
 
 for (let run = 0; run < runs; run++) {
-  const hub = await startHub({ servers: { echo: echoStdioCommand() }, ledger });
+  const hub = await startHub({ servers: { echo: echoHttp ? { url: echoHttp.url } : echoStdioCommand() }, ledger });
   try {
     const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
     await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs: 1500 }); // warm-up
@@ -50,10 +54,11 @@ for (let run = 0; run < runs; run++) {
     const busiest = others[0]?.[1] ?? 0;
     const rest = others.slice(1).reduce((sum, [, us]) => sum + us, 0);
     console.log(
-      `ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${main.toFixed(1)}, ` +
+      `${upstream}, ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${main.toFixed(1)}, ` +
         `busiest other thread ${busiest.toFixed(1)}, the rest ${rest.toFixed(1)}`,
     );
   } finally {
     await hub.stop();
   }
 }
+await echoHttp?.stop();
