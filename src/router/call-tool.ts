@@ -65,7 +65,7 @@ export class ToolCall {
     const hubName = typeof params.name === 'string' ? params.name : '';
     const args = params.arguments ?? {};
     // The digest goes into the ledger's row and an idempotency claim; without either it is
-    // worked out only if an MRTR state is sealed (argsDigestOf).
+    // worked out only if an MRTR state is sealed or opened (argsDigestOf).
     const hash = this.ledger.enabled !== false || ctx.idempotencyKey ? argsHash(args) : undefined;
     const grace = this.opts.startupGrace();
     if (grace) await grace;
