@@ -9,6 +9,7 @@ import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
 import { InputBridge, InputCollector } from './input-bridge.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
+import { onFailure } from '../on-failure.js';
 
 type Result = Record<string, unknown>;
 
@@ -125,15 +126,8 @@ export class Mrtr {
  * the call: a tool error for tools/call, an error otherwise (-32042 is retired for modern clients).
  */
 function withUrlSteps(call: () => Promise<Result>, collector: InputCollector, method: string): Promise<Result> {
-  // The usual call never fails this way: only a failure enters the rounds, so a call costs a
-  // derived promise rather than an async function's frame (measured, docs/BENCHMARKS.md).
-  let first: Promise<Result>;
-  try {
-    first = call();
-  } catch (err) {
-    first = Promise.reject(err as Error);
-  }
-  return first.then(undefined, (err: unknown) => urlStepRounds(err, call, collector, method));
+  // The usual call never fails this way: only a failure enters the rounds.
+  return onFailure(call, (err) => urlStepRounds(err, call, collector, method));
 }
 
 /** The rounds after the first attempt failed with `first`. */

@@ -12,6 +12,7 @@
  */
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Signal } from '../cancel.js';
+import { onFailure } from '../on-failure.js';
 
 export interface RetryPolicy {
   /** Attempts in all, the first included. */
@@ -76,15 +77,8 @@ export interface RetryHooks {
  */
 export function withRetries<T>(method: string, policy: RetryPolicy, attempt: () => Promise<T>, h: RetryHooks): Promise<T> {
   const deadline = (h.now ?? Date.now)() + policy.budgetMs;
-  // Only a failure enters the retry loop: the usual call that succeeds at once costs one
-  // derived promise, not an async function's frame and awaits (measured, docs/BENCHMARKS.md).
-  let first: Promise<T>;
-  try {
-    first = attempt();
-  } catch (err) {
-    first = Promise.reject(err as Error);
-  }
-  return first.then(undefined, (err: unknown) => retryAfter(err as Error, deadline, method, policy, attempt, h));
+  // Only a failure enters the retry loop.
+  return onFailure(attempt, (err) => retryAfter(err as Error, deadline, method, policy, attempt, h));
 }
 
 /** The retry loop, from the first attempt's failure `first`. */
