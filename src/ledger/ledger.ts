@@ -308,16 +308,25 @@ export class Ledger {
     this.lines = next;
     this.kept = next.length;
     this.pending.flush();
-    // Decided once, before the batch goes: the thread empties the file only if the hub switches.
-    const empties = this.pending.switchable(next.length > 0);
-    this.handed = this.ingester.send(batch.join('\n'), empties);
-    if (empties !== undefined) this.pending.switched(this.handed);
-    if (empties !== undefined && next.length > 0 && !this.pending.rewrite(next)) {
+    if (this.handOver(batch.join('\n'), next.length > 0) && next.length > 0 && !this.pending.rewrite(next)) {
       // The other file did not take them: SQLite is their only safe place now.
       this.ingest(true);
       return;
     }
     this.holdFor(held);
+  }
+
+  /**
+   * Sends `text` to the ingest thread as the next batch, and switches pending files if they may
+   * (PendingFiles.switchable; `holds`: begins are kept back). Decided once, before the batch
+   * goes: the thread empties the file only if the hub switches. True when it did.
+   */
+  private handOver(text: string, holds: boolean): boolean {
+    const empties = this.pending.switchable(holds);
+    this.handed = this.ingester.send(text, empties);
+    if (empties === undefined) return false;
+    this.pending.switched(this.handed);
+    return true;
   }
 
   /** The begins to keep back from this hand-over, oldest first. */
@@ -352,10 +361,7 @@ export class Ledger {
    * prune had removed their rows meanwhile.)
    */
   private tidy(): void {
-    const empties = this.pending.switchable(false);
-    if (empties === undefined) return;
-    this.handed = this.ingester.send('', empties);
-    this.pending.switched(this.handed);
+    if (this.pending.switchable(false) !== undefined) this.handOver('', false);
   }
 
   private emptied(ok: boolean): void {

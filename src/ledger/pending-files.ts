@@ -87,13 +87,6 @@ export class PendingFiles {
     this.files[this.active]!.lead(++this.gen);
   }
 
-  /** switchable(holds), then switched(n) if so: true when the files switched. */
-  handedOver(n: number, holds = false): boolean {
-    if (this.switchable(holds) === undefined) return false;
-    this.switched(n);
-    return true;
-  }
-
   /**
    * Lines already written that were not handed over (held begins), written again, now, to the
    * file written from now on. False when that failed.
