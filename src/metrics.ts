@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics (prom-client, one registry per hub so tests can run several hubs).
- * The hot path pays a few map lookups and increments per finished call (CallSeries); everything else (upstream state, cache and ledger counters,
- * sessions) is read from its owner only when /metrics is scraped.
+ * The hot path pays a few map lookups and increments per finished call (CallSeries);
+ * everything else (upstream state, cache and ledger counters, sessions) is read from its owner
+ * only when /metrics is scraped.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { CallSeries } from './call-series.js';
