@@ -120,6 +120,68 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   }, 30_000);
 
+  it('writes the first answer of a turn at once and the others of the same turn together at its end', async () => {
+    const waiting: { req: Http1Request; res: Http1Response }[] = [];
+    const written: number[] = [];
+    const { port } = await start((req, res) => {
+      waiting.push({ req, res });
+      if (waiting.length < 3) return;
+      for (const w of waiting) {
+        echo(w.req, w.res);
+        written.push(w.req.socket.bytesWritten);
+      }
+      setImmediate(() => written.push(...waiting.map((w) => w.req.socket.bytesWritten)));
+    });
+    const clients = [0, 1, 2].map(() => rawClient(port));
+    for (const [i, c] of clients.entries()) {
+      c.send(post(`"${i}"`));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const answers = await Promise.all(clients.map((c) => c.waitFor(1)));
+    expect(answers.map(([r]) => JSON.parse(r!.body).got)).toEqual(['"0"', '"1"', '"2"']);
+    // In the handler's turn only the first had left; by the turn's end all three had.
+    expect(written[0]).toBeGreaterThan(0);
+    expect(written.slice(1, 3)).toEqual([0, 0]);
+    expect(written.slice(3).every((n) => n > 0)).toBe(true);
+    for (const c of clients) c.socket.destroy();
+  });
+
+  it('keeps a held answer before what follows on its connection: a pipelined request for node:http, a stream, Connection: close', async () => {
+    const waiting: { req: Http1Request; res: Http1Response }[] = [];
+    const { port } = await start((req, res) => {
+      const body = req.body.toString();
+      if (body === '"stream"') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: 1\n\n');
+        return void res.end();
+      }
+      if (body !== '"first"' && body !== '"held"') return echo(req, res);
+      waiting.push({ req, res });
+      if (waiting.length < 4) return;
+      for (const w of waiting) echo(w.req, w.res); // one turn: all but the first are held
+    });
+    const first = rawClient(port);
+    first.send(post('"first"'));
+    await new Promise((r) => setTimeout(r, 20));
+    const toNodeHttp = rawClient(port);
+    toNodeHttp.send(post('"held"') + 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    const toStream = rawClient(port);
+    toStream.send(post('"held"') + post('"stream"'));
+    await new Promise((r) => setTimeout(r, 20));
+    const closing = rawClient(port);
+    closing.send(post('"held"', 'Connection: close\r\n'));
+    expect((await toNodeHttp.waitFor(2)).map((r) => r.body)).toEqual([JSON.stringify({ got: '"held"', url: '/mcp' }), 'fallback GET /healthz ']);
+    const streamed = await toStream.waitFor(2);
+    expect(JSON.parse(streamed[0]!.body).got).toBe('"held"');
+    expect(streamed[1]!.body).toBe('data: 1\n\n');
+    const [last] = await closing.waitFor(1);
+    expect(last).toMatchObject({ headers: { connection: 'close' } });
+    expect(JSON.parse(last!.body).got).toBe('"held"');
+    await closing.waitClosed(1000);
+    expect((await first.waitFor(1))[0]!.body).toContain('first');
+    for (const c of [first, toNodeHttp, toStream]) c.socket.destroy();
+  });
+
   it('drops a connection whose body does not arrive in time', async () => {
     const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 10_000 });
     const c = rawClient(port);

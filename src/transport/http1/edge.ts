@@ -2,6 +2,7 @@ import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { parseHead, type RequestHead } from './head.js';
 import { Http1Response, type ResponseOwner } from './response.js';
+import { TurnWrites, type Holder } from './turn-writes.js';
 
 /** A request of the fast path: its head, its whole body and the socket it came on. */
 export class Http1Request {
@@ -52,6 +53,8 @@ export class Http1Edge {
   private readonly conns = new Set<Http1Connection>();
   private readonly sweep: NodeJS.Timeout;
   private accepting = true;
+  /** Answers of one turn leave together (see TurnWrites). */
+  readonly turn = new TurnWrites();
 
   constructor(
     /** Serves every connection the fast path hands over; never listens itself. */
@@ -117,7 +120,7 @@ export class Http1Edge {
 }
 
 /** One client connection while it is on the fast path. */
-class Http1Connection implements ResponseOwner {
+class Http1Connection implements ResponseOwner, Holder {
   /** Bytes received and not yet consumed, as they came (joined only when they are read). */
   private chunks: Buffer[] = [];
   private size = 0;
@@ -130,6 +133,8 @@ class Http1Connection implements ResponseOwner {
   /** The response to a request that carried `Connection: close`. */
   private closingResponse: Http1Response | null = null;
   private paused = false;
+  /** Whole answers waiting for the end of the turn, with their encodings, in order. */
+  private held: (string | BufferEncoding)[] | null = null;
   readonly keepAliveSeconds: number;
   private readonly onData = (c: Buffer) => this.data(c);
   private readonly onEnd = () => this.ended();
@@ -154,11 +159,34 @@ class Http1Connection implements ResponseOwner {
     return this.closeAfter || this.edge.closing || res === this.closingResponse;
   }
 
+  // An answer that ends the connection is held too: finished() writes it before the end.
+  send(text: string, encoding: BufferEncoding): void {
+    if (this.held !== null) this.held.push(text, encoding);
+    else if (this.edge.turn.first()) this.socket.write(text, encoding);
+    else {
+      this.held = [text, encoding];
+      this.edge.turn.hold(this);
+    }
+  }
+
+  release(): void {
+    const held = this.held;
+    if (held === null) return;
+    this.held = null;
+    if (this.socket.destroyed) return;
+    for (let i = 0; i < held.length; i += 2) this.socket.write(held[i]!, held[i + 1] as BufferEncoding);
+  }
+
+  writer(): Socket {
+    this.release();
+    return this.socket;
+  }
+
   finished(res: Http1Response): void {
     if (res !== this.current) return;
     this.current = null;
     if (this.closesAfter(res)) {
-      this.socket.end();
+      this.end();
       return;
     }
     if (this.paused) {
@@ -171,7 +199,13 @@ class Http1Connection implements ResponseOwner {
 
   closeWhenIdle(): void {
     if (this.current) this.closeAfter = true;
-    else this.socket.end();
+    else this.end();
+  }
+
+  /** Ends the connection after what it holds. */
+  private end(): void {
+    this.release();
+    this.socket.end();
   }
 
   expireIfSlow(now: number, limitMs: number): void {
@@ -235,6 +269,7 @@ class Http1Connection implements ResponseOwner {
 
   /** From here on node:http reads this connection, starting with the bytes not yet consumed. */
   private handOver(): void {
+    this.release(); // node:http's answer comes after the ones before it
     const socket = this.socket;
     socket.off('data', this.onData);
     socket.off('end', this.onEnd);
@@ -259,11 +294,12 @@ class Http1Connection implements ResponseOwner {
     this.chunks = [];
     this.size = 0;
     res?.abort();
-    this.socket.end();
+    this.end();
   }
 
   private closed(): void {
     this.edge.forget(this);
+    this.held = null;
     const res = this.current;
     this.current = null;
     this.chunks = [];
@@ -273,6 +309,6 @@ class Http1Connection implements ResponseOwner {
 
   private idle(): void {
     // A long call keeps its connection silent: only a connection with nothing pending is idle.
-    if (!this.current && this.since === 0) this.socket.end();
+    if (!this.current && this.since === 0) this.end();
   }
 }

@@ -4,7 +4,10 @@ import type { EdgeResponse } from './types.js';
 
 /** The connection a response belongs to. */
 export interface ResponseOwner {
-  readonly socket: Socket;
+  /** The socket, for writes that are not a whole answer; anything held for it is written first. */
+  writer(): Socket;
+  /** Writes a whole answer, now or at the end of the turn (TurnWrites). */
+  send(text: string, encoding: BufferEncoding): void;
   /** Whether this response must end the connection (the client asked, or the edge is closing). */
   closesAfter(res: Http1Response): boolean;
   /** Seconds an idle connection is kept (`Keep-Alive: timeout=…`). */
@@ -93,13 +96,13 @@ export class Http1Response implements EdgeResponse {
 
   flushHeaders(): void {
     if (this.headWritten || this.destroyed) return;
-    this.owner.socket.write(this.head(undefined), 'latin1');
+    this.owner.writer().write(this.head(undefined), 'latin1');
   }
 
   write(chunk: string | Buffer): boolean {
     if (this.writableEnded || this.destroyed) return false;
     const size = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
-    const socket = this.owner.socket;
+    const socket = this.owner.writer();
     socket.cork();
     if (!this.headWritten) socket.write(this.head(undefined), 'latin1');
     if (size > 0) {
@@ -115,14 +118,14 @@ export class Http1Response implements EdgeResponse {
     if (this.writableEnded) return this;
     this.writableEnded = true;
     if (this.destroyed) return this;
-    const socket = this.owner.socket;
     const size = chunk === undefined ? 0 : typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
     if (!this.headWritten && (size === 0 || (typeof chunk === 'string' && this.asciiHead))) {
       // The common case, a whole JSON answer: one string, one write, one syscall. (cork() and a
       // writev cost more than the copy.)
       const head = this.head(size);
-      socket.write(size === 0 ? head : head + chunk, size === 0 ? 'latin1' : 'utf8');
+      this.owner.send(size === 0 ? head : head + chunk, size === 0 ? 'latin1' : 'utf8');
     } else {
+      const socket = this.owner.writer();
       socket.cork();
       if (!this.headWritten) socket.write(this.head(size), 'latin1');
       if (this.chunked) {
