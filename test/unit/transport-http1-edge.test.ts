@@ -120,34 +120,64 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   }, 30_000);
 
-  it('writes the first answer of a turn at once and the others of the same turn together at its end', async () => {
-    const waiting: { req: Http1Request; res: Http1Response }[] = [];
+  it('holds a quick answer that is not the first of its turn until the turn ends (pipelined requests answered at once)', async () => {
     const written: number[] = [];
     const { port } = await start((req, res) => {
+      echo(req, res);
+      written.push(req.socket.bytesWritten);
+      if (written.length === 2) setImmediate(() => written.push(req.socket.bytesWritten));
+    });
+    const c = rawClient(port);
+    c.send(post('"a"') + post('"b"')); // the second is read on the next tick, in the same turn
+    const rs = await c.waitFor(2);
+    expect(rs.map((r) => JSON.parse(r.body).got)).toEqual(['"a"', '"b"']);
+    expect(written[0]).toBeGreaterThan(0);
+    expect(written[1]).toBe(written[0]); // held
+    expect(written[2]).toBeGreaterThan(written[1]!); // written when the turn ended
+    c.socket.destroy();
+  });
+
+  /** `n` clients whose requests the handler keeps; once all are in, `answer` ends them in one turn. */
+  async function waitingClients(n: number) {
+    const waiting: { req: Http1Request; res: Http1Response }[] = [];
+    const written: number[] = [];
+    const later: number[] = [];
+    const { port } = await start((req, res) => {
       waiting.push({ req, res });
-      if (waiting.length < 3) return;
+      if (waiting.length < n) return;
       for (const w of waiting) {
         echo(w.req, w.res);
         written.push(w.req.socket.bytesWritten);
       }
-      setImmediate(() => written.push(...waiting.map((w) => w.req.socket.bytesWritten)));
+      setImmediate(() => later.push(...waiting.map((w) => w.req.socket.bytesWritten)));
     });
-    const clients = [0, 1, 2].map(() => rawClient(port));
+    const clients = Array.from({ length: n }, () => rawClient(port));
     for (const [i, c] of clients.entries()) {
       c.send(post(`"${i}"`));
-      await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 5));
     }
     const answers = await Promise.all(clients.map((c) => c.waitFor(1)));
-    expect(answers.map(([r]) => JSON.parse(r!.body).got)).toEqual(['"0"', '"1"', '"2"']);
-    // In the handler's turn only the first had left; by the turn's end all three had.
-    expect(written[0]).toBeGreaterThan(0);
-    expect(written.slice(1, 3)).toEqual([0, 0]);
-    expect(written.slice(3).every((n) => n > 0)).toBe(true);
+    expect(answers.map(([r]) => JSON.parse(r!.body).got)).toEqual(clients.map((_, i) => `"${i}"`));
     for (const c of clients) c.socket.destroy();
+    return { written, later };
+  }
+
+  it('with 16 or more calls in flight, answers to calls that waited leave at the end of the turn, the first at once', async () => {
+    const { written, later } = await waitingClients(20);
+    // Answer k is sent with 20 - k calls in flight (itself included): held for k = 1..4. The
+    // last is to the request just read, a quick answer, and not the first of its turn: held.
+    expect(written.map((n) => n > 0)).toEqual([true, false, false, false, false, ...Array(14).fill(true), false]);
+    expect(later.every((n) => n > 0)).toBe(true);
+  });
+
+  it('with few calls in flight, answers to calls that waited leave at once', async () => {
+    const { written } = await waitingClients(3);
+    expect(written.every((n) => n > 0)).toBe(true);
   });
 
   it('keeps a held answer before what follows on its connection: a pipelined request for node:http, a stream, Connection: close', async () => {
     const waiting: { req: Http1Request; res: Http1Response }[] = [];
+    const FILLERS = 16; // enough calls in flight that answers are held
     const { port } = await start((req, res) => {
       const body = req.body.toString();
       if (body === '"stream"') {
@@ -155,9 +185,9 @@ describe('the HTTP edge', () => {
         res.write('data: 1\n\n');
         return void res.end();
       }
-      if (body !== '"first"' && body !== '"held"') return echo(req, res);
+      if (body !== '"first"' && body !== '"held"' && body !== '"filler"') return echo(req, res);
       waiting.push({ req, res });
-      if (waiting.length < 4) return;
+      if (waiting.length < 4 + FILLERS) return;
       for (const w of waiting) echo(w.req, w.res); // one turn: all but the first are held
     });
     const first = rawClient(port);
@@ -167,7 +197,9 @@ describe('the HTTP edge', () => {
     toNodeHttp.send(post('"held"') + 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     const toStream = rawClient(port);
     toStream.send(post('"held"') + post('"stream"'));
-    await new Promise((r) => setTimeout(r, 20));
+    const fillers = Array.from({ length: FILLERS }, () => rawClient(port));
+    for (const f of fillers) f.send(post('"filler"'));
+    await new Promise((r) => setTimeout(r, 50));
     const closing = rawClient(port);
     closing.send(post('"held"', 'Connection: close\r\n'));
     expect((await toNodeHttp.waitFor(2)).map((r) => r.body)).toEqual([JSON.stringify({ got: '"held"', url: '/mcp' }), 'fallback GET /healthz ']);
@@ -179,7 +211,8 @@ describe('the HTTP edge', () => {
     expect(JSON.parse(last!.body).got).toBe('"held"');
     await closing.waitClosed(1000);
     expect((await first.waitFor(1))[0]!.body).toContain('first');
-    for (const c of [first, toNodeHttp, toStream]) c.socket.destroy();
+    for (const f of fillers) expect((await f.waitFor(1))[0]!.body).toContain('filler');
+    for (const c of [first, toNodeHttp, toStream, ...fillers]) c.socket.destroy();
   });
 
   it('drops a connection whose body does not arrive in time', async () => {

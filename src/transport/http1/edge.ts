@@ -38,6 +38,8 @@ export interface Http1EdgeOptions {
 /** Bytes a connection may hold unread while its response is pending (pipelined requests). */
 const MAX_QUEUED_BYTES = 1 << 20;
 const SWEEP_MS = 30_000;
+/** Answers to calls that waited are held only while at least this many are in flight (see send). */
+const HOLD_FROM = 16;
 
 /**
  * The HTTP listener. node:http costs about 30 µs of CPU per request on this kind of machine
@@ -53,8 +55,12 @@ export class Http1Edge {
   private readonly conns = new Set<Http1Connection>();
   private readonly sweep: NodeJS.Timeout;
   private accepting = true;
-  /** Answers of one turn leave together (see TurnWrites). */
+  /** Answers held for the end of the turn (see TurnWrites). */
   readonly turn = new TurnWrites();
+  /** Requests of the fast path being served, on all connections. */
+  serving = 0;
+  /** The request read last: answered before another was read, its answer was quick. */
+  lastServed: Http1Response | null = null;
 
   constructor(
     /** Serves every connection the fast path hands over; never listens itself. */
@@ -159,10 +165,15 @@ class Http1Connection implements ResponseOwner, Holder {
     return this.closeAfter || this.edge.closing || res === this.closingResponse;
   }
 
-  // An answer that ends the connection is held too: finished() writes it before the end.
+  // The first answer of a turn leaves at once, later ones at the turn's end (TurnWrites), with
+  // one exception: a call that waited (another request was read since it began) while few are
+  // in flight is answered at once. Such answers come in bursts already (many per read of an
+  // upstream's pipe), and holding them with few calls in flight left the upstream idle:
+  // measured at concurrency 8 in front of stdio, 15 % fewer calls per second. An answer that
+  // ends the connection may be held too: finished() writes it before the end.
   send(text: string, encoding: BufferEncoding): void {
     if (this.held !== null) this.held.push(text, encoding);
-    else if (this.edge.turn.first()) this.socket.write(text, encoding);
+    else if ((this.current !== this.edge.lastServed && this.edge.serving < HOLD_FROM) || this.edge.turn.first()) this.socket.write(text, encoding);
     else {
       this.held = [text, encoding];
       this.edge.turn.hold(this);
@@ -184,7 +195,7 @@ class Http1Connection implements ResponseOwner, Holder {
 
   finished(res: Http1Response): void {
     if (res !== this.current) return;
-    this.current = null;
+    this.done();
     if (this.closesAfter(res)) {
       this.end();
       return;
@@ -200,6 +211,13 @@ class Http1Connection implements ResponseOwner, Holder {
   closeWhenIdle(): void {
     if (this.current) this.closeAfter = true;
     else this.end();
+  }
+
+  /** The request being served is answered or abandoned. */
+  private done(): void {
+    if (this.current === null) return;
+    this.current = null;
+    this.edge.serving--;
   }
 
   /** Ends the connection after what it holds. */
@@ -263,6 +281,8 @@ class Http1Connection implements ResponseOwner, Holder {
     this.since = 0;
     const res = new Http1Response(this);
     this.current = res;
+    this.edge.serving++;
+    this.edge.lastServed = res;
     if (head.close) this.closingResponse = res;
     this.edge.serve(new Http1Request(head, buf.subarray(head.headBytes, size), this.socket), res);
   }
@@ -290,7 +310,7 @@ class Http1Connection implements ResponseOwner, Holder {
     // The client closed its side. As node:http (without httpAllowHalfOpen): the pending request is
     // abandoned, which for a modern client is its cancellation, and the connection closes.
     const res = this.current;
-    this.current = null;
+    this.done();
     this.chunks = [];
     this.size = 0;
     res?.abort();
@@ -301,7 +321,7 @@ class Http1Connection implements ResponseOwner, Holder {
     this.edge.forget(this);
     this.held = null;
     const res = this.current;
-    this.current = null;
+    this.done();
     this.chunks = [];
     this.size = 0;
     res?.abort();

@@ -5,16 +5,17 @@ export interface Holder {
 }
 
 /**
- * Whole answers written in one turn of the event loop: the first leaves at once, the others
- * together when the turn ends (setImmediate). A lone call (concurrency 1) never waits, as its
- * answer is the first of its turn.
+ * Whole answers held until the end of the turn of the event loop (setImmediate) and written
+ * together then. The first answer of a turn is written at once, so the only call (concurrency
+ * 1) never waits; the edge decides which of the others are held (Http1Connection.send).
  *
  * Why: with answers written as they were ready, a busy hub woke its clients one answer at a
  * time, and their next requests came back one per read. Released together, they come back
- * together, and every read and poll of the hub serves more of them: at concurrency 64 in
- * front of stdio, 15 % more `tools/call` per second for 15 % less CPU per call, and 45 % more
- * cached `tools/list` (docs/BENCHMARKS.md, "Answers that leave together"). With the ledger on,
- * answers already left together, released by the pending file's end-of-turn write.
+ * together, and every read and poll of the hub serves more of them: at concurrency 64 with
+ * the ledger off, about 50 % more cached `tools/list` per second, 25 % more `tools/call` in
+ * front of an HTTP upstream and 6 % in front of stdio, each for less CPU per call
+ * (docs/BENCHMARKS.md, "Answers that leave together"). With the ledger on, answers already
+ * left together, released by the pending file's end-of-turn write.
  */
 export class TurnWrites {
   private open = false;
