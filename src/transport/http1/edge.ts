@@ -216,6 +216,7 @@ class Http1Connection implements ResponseOwner, Holder {
   /** The request being served is answered or abandoned. */
   private done(): void {
     if (this.current === null) return;
+    if (this.edge.lastServed === this.current) this.edge.lastServed = null; // nor keep it alive
     this.current = null;
     this.edge.serving--;
   }
