@@ -31,13 +31,18 @@ export class TurnWrites {
   /** True for the first answer of this turn, which is written now; later ones are held. */
   first(): boolean {
     if (this.open) return false;
-    this.open = true;
-    setImmediate(this.end);
+    this.openTurn();
     return true;
   }
 
   /** `h` holds an answer: release it when the turn ends. Once per holder and turn. */
   hold(h: Holder): void {
+    if (!this.open) this.openTurn();
     this.holders.push(h);
+  }
+
+  private openTurn(): void {
+    this.open = true;
+    setImmediate(this.end);
   }
 }
