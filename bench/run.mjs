@@ -446,14 +446,27 @@ async function profile() {
   log(`bench: profiled ${t.label}, ${method} @${c}: ${fmtInt(r.rps)} req/s, p50 ${fmtMs(r.p50)} ms (profiling slows it down)`);
   await hub.stop();
   if (echo) await echo.stop();
-  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  // One file per thread, named CPU.<date>.<time>.<pid>.<thread id>.<n>: the hub's is thread 0,
+  // the ledger's (when the ledger is on) thread 1.
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  const thread = (f) => Number(f.split('.').at(-3));
+  const file = files.find((f) => thread(f) === 0) ?? files[0];
   if (!file) throw new Error('no .cpuprofile written');
   const keep = join(BENCH, 'results', `${key}.cpuprofile`);
   mkdirSync(join(BENCH, 'results'), { recursive: true });
   writeFileSync(keep, readFileSync(join(dir, file)));
+  const ledgerFile = files.find((f) => thread(f) > 0);
+  const keepLedger = join(BENCH, 'results', `${key}.ledger-thread.cpuprofile`);
+  if (ledgerFile) writeFileSync(keepLedger, readFileSync(join(dir, ledgerFile)));
   rmSync(dir, { recursive: true, force: true });
-  printSummary(summarise(keep, { top: Number(opt('--top', '30')), root: `${ROOT}/`, fromMs, toMs }));
+  const top = Number(opt('--top', '30'));
+  printSummary(summarise(keep, { top, root: `${ROOT}/`, fromMs, toMs }));
   log(`bench: profile kept in ${keep}`);
+  if (!ledgerFile) return;
+  // The thread starts a little after the process, so this window is late by that much.
+  process.stdout.write('\nThe ledger\'s ingest thread ("(idle)" is its time waiting for batches):\n\n');
+  printSummary(summarise(keepLedger, { top, root: `${ROOT}/`, fromMs, toMs }));
+  log(`bench: the ledger thread's profile kept in ${keepLedger}`);
 }
 
 // ------------------------------------------------------------------------------ main

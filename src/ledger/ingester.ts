@@ -62,10 +62,11 @@ export class Ingester {
     // load (the hub's RSS +20 MB, and the soak's growth check failed); at 6 MB its heap stays
     // at ~16 MB, for no measurable CPU.
     const resourceLimits = { maxYoungGenerationSizeMb: 6 };
-    // None of the hub's flags: a Worker refuses V8 and per-process ones (`node
-    // --max-old-space-size=… switchyard start` would not start), and the thread, plain JS from
-    // dist/, needs none; V8's flags reach it anyway, being process-wide.
-    const worker = new Worker(workerFile(), { workerData, execArgv: [], resourceLimits });
+    // None of the hub's flags but CPU profiling: a Worker refuses V8 and per-process ones
+    // (`node --max-old-space-size=… switchyard start` would not start), and the thread, plain
+    // JS from dist/, needs none; V8's flags reach it anyway, being process-wide. A profiled hub
+    // (`node --cpu-prof`) profiles this thread too, into a file of its own.
+    const worker = new Worker(workerFile(), { workerData, execArgv: cpuProfileFlags(process.execArgv), resourceLimits });
     this.worker = worker;
     this.gone = false;
     if (this.waiters.length === 0) worker.unref();
@@ -214,4 +215,23 @@ function relog(log: Logger, line: string): void {
   } catch {
     log.warn({ line }, 'ledger: an unreadable line from the ingest thread');
   }
+}
+
+/**
+ * The `--cpu-prof*` flags among `argv` (with a separate value where one follows), which a
+ * Worker accepts: the rest of a hub's flags it refuses. Not `--cpu-prof-name`: the thread's
+ * profile would overwrite the hub's; without it the file name tells the threads apart.
+ */
+export function cpuProfileFlags(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (!a.startsWith('--cpu-prof')) continue;
+    const separate = a !== '--cpu-prof' && !a.includes('=') && i + 1 < argv.length;
+    const value = separate ? argv[++i]! : undefined;
+    if (a.startsWith('--cpu-prof-name')) continue;
+    out.push(a);
+    if (value !== undefined) out.push(value);
+  }
+  return out;
 }

@@ -1,9 +1,10 @@
 /**
  * The hub started with Node and V8 flags of its own (a bigger heap, a larger young generation),
  * as operators do, must still start its ledger thread and record calls: a Worker refuses such
- * flags in its execArgv, so the thread must not inherit them.
+ * flags in its execArgv, so the thread must not inherit them; CPU profiling it accepts, and a
+ * profiled hub profiles its ledger thread too.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -26,5 +27,20 @@ describe('the hub under node flags', () => {
     const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' });
     expect(rows).toEqual([expect.objectContaining({ requestId: 'flags-1', outcome: 'ok' })]);
     expect(hub.logs.join('\n')).not.toMatch(/ingest thread (failed|ended)/);
+  });
+
+  it('profiles the ledger thread too when started with --cpu-prof', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-prof-'));
+    const prof = join(dir, 'prof');
+    hub = await startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--max-semi-space-size=8', '--cpu-prof', '--cpu-prof-dir', prof] });
+    await waitForReady(hub.url, ['f']);
+    const res = await modernCall(hub.url, 'prof-1', 'tools/call', { name: 'f__echo', arguments: { text: 'prof' } });
+    expect(textOf(res.body?.result)).toBe('echo:prof');
+    await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' });
+    await hub.stop();
+    hub = undefined;
+    // One profile per thread: the hub's and the ledger's (whose file name carries thread id 1).
+    const files = readdirSync(prof).filter((f) => f.endsWith('.cpuprofile'));
+    expect(files).toHaveLength(2);
   });
 });

@@ -2,6 +2,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { cpuProfileFlags } from '../../src/ledger/ingester.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
@@ -136,3 +137,12 @@ function opened(): Ledger {
   if (!ledger) throw new Error('no ledger open');
   return ledger;
 }
+
+describe('the flags the ingest thread takes from the hub', () => {
+  it('keeps only CPU profiling, with the values of flags that take one, and not the profile name', () => {
+    const argv = ['--max-old-space-size=512', '--cpu-prof', '--cpu-prof-dir', '/tmp/p', '--title=x', '--cpu-prof-interval=500', '--cpu-prof-name', 'n.cpuprofile', '--enable-source-maps'];
+    expect(cpuProfileFlags(argv)).toEqual(['--cpu-prof', '--cpu-prof-dir', '/tmp/p', '--cpu-prof-interval=500']);
+    expect(cpuProfileFlags(['--cpu-prof', '--cpu-prof-name=a.cpuprofile', '--cpu-prof-interval', '100'])).toEqual(['--cpu-prof', '--cpu-prof-interval', '100']);
+    expect(cpuProfileFlags(['--max-semi-space-size=8'])).toEqual([]);
+  });
+});
