@@ -1,8 +1,9 @@
 /**
  * Operator routes on the hub's own listener: /metrics (Prometheus), /admin/servers,
- * /admin/tools, /admin/ledger, the /admin/events WebSocket and the status page at /admin/.
- * Who may use them is decided in one place, isAdmin(), so authentication can replace the
- * loopback rule without touching the routes.
+ * /admin/tools, /admin/ledger, /admin/ticket, the /admin/events WebSocket and the status page
+ * at /admin/. Who may use them is decided in one place, isAdmin(), so authentication can
+ * replace the loopback rule without touching the routes. With authentication on, the HTTP
+ * edge also asks for an admin credential, except for the page's own files (isStatusPageFile).
  */
 import type { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
@@ -18,6 +19,7 @@ import type { Metrics } from '../metrics.js';
 import { packageRoot } from '../paths.js';
 import { VERSION } from '../version.js';
 import { AdminEvents } from './admin-events.js';
+import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
 import { hostAllowed, isLoopbackHost, originAllowed, type OriginPolicy } from './origin.js';
 
@@ -56,6 +58,16 @@ const PAGE_HEADERS = {
   'cache-control': 'no-cache',
 };
 const MAX_LEDGER_ROWS = 1000;
+
+/**
+ * The status page's own files: static, with no data in them, so they are served without
+ * credentials; the page then asks the operator for one (see static/admin/app.js), since a
+ * browser's address bar cannot send an `Authorization` header. Everything they show comes
+ * from routes that need it.
+ */
+export function isStatusPageFile(path: string, method: string | undefined): boolean {
+  return (method === 'GET' || method === 'HEAD') && (path === '/admin' || Object.hasOwn(PAGE_FILES, path));
+}
 
 /**
  * The authorisation seam: today the operator is whoever connects over loopback. When the hub
@@ -103,6 +115,7 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
 
 export class AdminRoutes {
   readonly events: AdminEvents;
+  readonly tickets = new AdminTickets();
 
   constructor(
     private readonly hub: AdminHub,
@@ -114,12 +127,14 @@ export class AdminRoutes {
 
   /**
    * Hook for the WebSocket upgrade of /admin/events on the hub's listener. `authorize` (with
-   * authentication on) answers 200, or 401/403 for a caller without the admin scope.
+   * authentication on) answers 200, or 401/403 for a caller without the admin scope. A
+   * `?ticket=` from POST /admin/ticket stands in for the credential, once (AdminTickets).
    */
   attach(server: Server, authorize?: (req: IncomingMessage) => Promise<number>): void {
     this.events.attach(server, async (req) => {
       if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return 403;
-      const status = authorize ? await authorize(req) : 200;
+      const ticket = new URL(req.url ?? '/', 'http://x').searchParams.get('ticket');
+      const status = ticket !== null ? (this.tickets.redeem(ticket) ? 200 : 401) : authorize ? await authorize(req) : 200;
       if (status !== 200) return status;
       return isAdmin(req) ? 200 : 403;
     });
@@ -138,6 +153,12 @@ export class AdminRoutes {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
     if (!isAdmin(req)) {
       json(res, 403, { error: 'admin routes need an admin principal' });
+      return true;
+    }
+    if (path === '/admin/ticket') {
+      // POST: it hands out something that works once, so no prefetch or link may take it.
+      if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
+      else json(res, 200, this.tickets.issue());
       return true;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {

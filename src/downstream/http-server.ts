@@ -9,6 +9,7 @@ import { looksModern } from './classify.js';
 import type { HubCore } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
+import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
 import { PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
@@ -130,6 +131,9 @@ export class HttpServer {
       const doc = gate?.auth.metadataFor(path);
       return doc ? sendJson(res, 200, doc, { 'cache-control': 'max-age=300' }) : sendJson(res, 404, { error: 'not found' });
     }
+    // The status page's static files need no credential (admin.ts, isStatusPageFile); what
+    // they show comes from routes that do.
+    if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
     const who = gate ? await gate.auth.authenticate((n) => header(req, n)) : ({ ok: true, ...ANONYMOUS } as const);
     if (path === '/healthz' && req.method === 'GET') {
       // Server ids and states are for clients that may use them; a load balancer needs only the status.

@@ -4,6 +4,22 @@
 
 const MAX_FEED_ROWS = 200;
 const servers = new Map();
+// With authentication on, the operator's credential, for this tab only. A browser cannot put
+// it on a WebSocket, so the live feed opens with a one-use ticket asked for with it.
+const KEY_ITEM = 'switchyard.adminCredential';
+let credential = sessionStorage.getItem(KEY_ITEM);
+
+/** The hub refused the credential (or there is none): the page asks for one. */
+class CredentialNeeded extends Error {}
+
+function authHeaders() {
+  return credential ? { authorization: `Bearer ${credential}` } : {};
+}
+
+function refused(r) {
+  if (r.status === 403) return new CredentialNeeded('This credential does not carry the switchyard:admin scope.');
+  return new CredentialNeeded(credential ? 'The hub did not accept this credential.' : '');
+}
 
 function cell(text, cls) {
   const td = document.createElement('td');
@@ -13,7 +29,8 @@ function cell(text, cls) {
 }
 
 async function getJson(path) {
-  const r = await fetch(path, { headers: { accept: 'application/json' } });
+  const r = await fetch(path, { headers: { accept: 'application/json', ...authHeaders() } });
+  if (r.status === 401 || r.status === 403) throw refused(r);
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
   return r.json();
 }
@@ -86,9 +103,28 @@ function refreshToolsSoon() {
   toolTimer = setTimeout(() => getJson('/admin/tools').then((r) => renderTools(r.tools)).catch(() => {}), 300);
 }
 
-function connect() {
+async function eventsUrl() {
+  const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/admin/events`;
+  if (!credential) return url;
+  const r = await fetch('/admin/ticket', { method: 'POST', headers: authHeaders() });
+  if (r.status === 401 || r.status === 403) throw refused(r);
+  if (!r.ok) throw new Error(`/admin/ticket: HTTP ${r.status}`);
+  const { ticket } = await r.json();
+  return `${url}?ticket=${encodeURIComponent(ticket)}`;
+}
+
+async function connect() {
   const conn = document.getElementById('conn');
-  const ws = new WebSocket(`${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/admin/events`);
+  let url;
+  try {
+    url = await eventsUrl();
+  } catch (err) {
+    if (err instanceof CredentialNeeded) return askForCredential(err.message);
+    conn.textContent = 'disconnected — retrying';
+    setTimeout(connect, 2000);
+    return;
+  }
+  const ws = new WebSocket(url);
   ws.onopen = () => {
     conn.textContent = 'live';
     conn.className = 'badge on';
@@ -126,6 +162,15 @@ function connect() {
   };
 }
 
+function askForCredential(message) {
+  document.getElementById('login').hidden = false;
+  const error = document.getElementById('login-error');
+  error.textContent = message;
+  error.hidden = !message;
+  document.getElementById('conn').textContent = 'needs a credential';
+  document.getElementById('login-key').focus();
+}
+
 async function start() {
   try {
     const r = await getJson('/admin/servers');
@@ -133,10 +178,27 @@ async function start() {
     for (const s of r.servers) servers.set(s.id, s);
     renderServers();
   } catch (err) {
+    if (err instanceof CredentialNeeded) return askForCredential(err.message);
     document.getElementById('version').textContent = String(err.message);
   }
+  document.getElementById('login').hidden = true;
+  document.getElementById('sign-out').hidden = !credential;
   refreshToolsSoon();
   connect();
 }
+
+document.getElementById('login-form').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById('login-key');
+  credential = input.value.trim();
+  input.value = '';
+  sessionStorage.setItem(KEY_ITEM, credential);
+  start();
+});
+
+document.getElementById('sign-out').addEventListener('click', () => {
+  sessionStorage.removeItem(KEY_ITEM);
+  location.reload();
+});
 
 start();

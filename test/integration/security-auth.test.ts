@@ -260,6 +260,54 @@ describe('authentication at the HTTP endpoint', () => {
     expect(await open(ROOT_KEY)).toBe(101);
   });
 
+  it("the status page's own files need no credential; what they show does", async () => {
+    for (const path of ['/admin/', '/admin/app.js', '/admin/style.css']) {
+      const res = await fetch(new URL(path, hub.url));
+      expect(res.status, path).toBe(200);
+      expect(await res.text()).not.toMatch(/alice|modern__|"id":"modern"/); // no data in them
+    }
+    expect((await fetch(new URL('/admin', hub.url), { redirect: 'manual' })).status).toBe(308);
+    expect((await fetch(new URL('/admin/servers', hub.url))).status).toBe(401);
+    expect((await fetch(new URL('/admin/nope.js', hub.url))).status).toBe(401);
+    expect((await fetch(new URL('/admin/app.js', hub.url), { method: 'POST' })).status).toBe(401);
+    expect((await fetch(new URL('/admin/app.js', hub.url), { headers: { origin: 'https://evil.example' } })).status).toBe(403);
+  });
+
+  it('the live feed opens with a one-use ticket from POST /admin/ticket (a browser cannot send the header)', async () => {
+    const ticket = (key?: string, method = 'POST') => fetch(new URL('/admin/ticket', hub.url), { method, headers: key ? { authorization: `Bearer ${key}` } : {} });
+    expect((await ticket()).status).toBe(401);
+    expect((await ticket(ALICE_KEY)).status).toBe(403);
+    expect((await ticket(ROOT_KEY, 'GET')).status).toBe(405);
+    const issued = await ticket(ROOT_KEY);
+    expect(issued.status).toBe(200);
+    expect(issued.headers.get('cache-control')).toBe('no-store');
+    const { ticket: t, expiresInMs } = (await issued.json()) as { ticket: string; expiresInMs: number };
+    expect(t).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(expiresInMs).toBe(30_000);
+    const open = (query: string) =>
+      new Promise<{ status: number; first?: Record<string, unknown> }>((resolve) => {
+        const ws = new WebSocket(new URL(`/admin/events${query}`, hub.url).href.replace(/^http/, 'ws'));
+        ws.on('message', (m) => {
+          resolve({ status: 101, first: JSON.parse(String(m)) as Record<string, unknown> });
+          ws.close();
+        });
+        ws.on('unexpected-response', (_req, res) => {
+          resolve({ status: res.statusCode ?? 0 });
+          ws.terminate();
+        });
+        ws.on('error', () => resolve({ status: -1 }));
+      });
+    const first = await open(`?ticket=${t}`);
+    expect(first.status).toBe(101);
+    expect(first.first).toMatchObject({ type: 'hello', servers: [expect.objectContaining({ id: 'modern' })] });
+    expect((await open(`?ticket=${t}`)).status).toBe(401); // once only
+    expect((await open('?ticket=not-a-ticket')).status).toBe(401);
+    expect((await open('?ticket=')).status).toBe(401);
+    // A ticket does not open the other operator routes.
+    const other = await (await ticket(ROOT_KEY)).json();
+    expect((await fetch(new URL(`/admin/servers?ticket=${other.ticket}`, hub.url))).status).toBe(401);
+  });
+
   it('GET and DELETE /mcp need credentials too', async () => {
     const g = await fetch(hub.url, { headers: { accept: 'text/event-stream', 'mcp-session-id': 'x' } });
     expect(g.status).toBe(401);

@@ -2,11 +2,13 @@
  * The status page at /admin/ in a real headless Chromium (Debian's chromium, driven by
  * playwright-core): it shows the upstreams with era and state and the catalog, and a call made
  * while it is open appears in its live feed (over /admin/events). A screenshot is kept in .tmp/.
+ * With authentication on, the page asks for a credential and opens its feed with a ticket.
  */
 import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -17,10 +19,17 @@ let browser: Browser;
 let page: Page;
 let base: string;
 
-async function call(name: string, args: Record<string, unknown>): Promise<Record<string, any>> {
-  const res = await fetch(hub.url, {
+async function call(name: string, args: Record<string, unknown>, on = hub, key?: string): Promise<Record<string, any>> {
+  const res = await fetch(on.url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN,
+      'mcp-method': 'tools/call',
+      'mcp-name': name,
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+    },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: 1,
@@ -96,5 +105,66 @@ describe('status page', () => {
     const file = join(dir, 'status-page.png');
     await page.screenshot({ path: file, fullPage: true });
     expect(statSync(file).size).toBeGreaterThan(10_000);
+  });
+});
+
+describe('status page with authentication on', () => {
+  const ADMIN_KEY = 'sy_ops-page-key-0123456789abcdefghijklmnopqrstuvwx';
+  const USER_KEY = 'sy_user-page-key-0123456789abcdefghijklmnopqrstuvw';
+  let authed: HubProcess;
+  let p: Page;
+
+  beforeAll(async () => {
+    authed = await startHub({
+      auth: {
+        apiKeys: [
+          { principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] },
+          { principal: 'user', sha256: sha256Hex(USER_KEY) },
+        ],
+      },
+      servers: { clock: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs', [], { SERVER_NAME: 'clock-modern' }) },
+    });
+    p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await p?.close();
+    await authed?.stop();
+    expect(authed.logs.join('\n')).not.toContain(ADMIN_KEY);
+  });
+
+  it('asks for a credential, refuses one without the admin scope, then shows the hub and its live feed', async () => {
+    const errors: string[] = [];
+    p.on('pageerror', (e) => errors.push(String(e)));
+    await p.goto(`${new URL(authed.url).origin}/admin/`);
+    await p.waitForSelector('#login', { state: 'visible', timeout: 10_000 });
+    expect(await p.textContent('#conn')).toBe('needs a credential');
+    expect(await p.$$eval('#servers tbody tr', (trs) => trs.length)).toBe(0);
+
+    await p.fill('#login-key', USER_KEY);
+    await p.click('#login-form button');
+    await p.waitForFunction(() => document.getElementById('login-error')?.textContent?.includes('switchyard:admin'), undefined, { timeout: 10_000 });
+
+    await p.fill('#login-key', ADMIN_KEY);
+    await p.click('#login-form button');
+    await p.waitForFunction(() => document.getElementById('conn')?.textContent === 'live', undefined, { timeout: 15_000 });
+    expect(await p.isHidden('#login')).toBe(true);
+    expect(await p.isVisible('#sign-out')).toBe(true);
+    await p.waitForFunction(() => [...document.querySelectorAll('#servers tbody tr')].some((r) => r.textContent?.includes('ready')), undefined, { timeout: 20_000 });
+    await p.waitForFunction(() => document.querySelectorAll('#tools tbody tr').length === 5, undefined, { timeout: 15_000 });
+
+    const r = await call('clock__echo', { text: 'behind a key' }, authed, USER_KEY);
+    expect(r.result.content[0].text).toBe('echo:behind a key');
+    await p.waitForFunction(() => [...document.querySelectorAll('#feed tbody tr')].some((tr) => tr.textContent?.includes('clock__echo')), undefined, { timeout: 10_000 });
+    // The credential stays out of every URL the page opened (the feed went with a ticket).
+    const stored = await p.evaluate(() => sessionStorage.getItem('switchyard.adminCredential'));
+    expect(stored).toBe(ADMIN_KEY);
+    expect(p.url()).not.toContain(ADMIN_KEY);
+
+    // Forgetting it asks again after the reload.
+    await p.click('#sign-out');
+    await p.waitForSelector('#login', { state: 'visible', timeout: 10_000 });
+    expect(await p.evaluate(() => sessionStorage.getItem('switchyard.adminCredential'))).toBeNull();
+    expect(errors).toEqual([]);
   });
 });

@@ -1,0 +1,44 @@
+/**
+ * One-use tickets for the status page's live feed. A browser cannot put an `Authorization`
+ * header on a WebSocket, so with authentication on the page first asks for a ticket
+ * (`POST /admin/ticket`, an ordinary admin request with its header) and opens
+ * `/admin/events?ticket=…` with it. A ticket is random, works once, and only for a short
+ * while: the credential itself never goes into a URL.
+ */
+import { randomBytes } from 'node:crypto';
+
+/** Long enough for the page to open its WebSocket, short enough that a leaked URL is stale. */
+export const TICKET_TTL_MS = 30_000;
+/** Tickets asked for and not used are dropped, oldest first, beyond this many. */
+const MAX_OPEN = 64;
+
+export class AdminTickets {
+  /** Ticket → when it stops working. A Map keeps insertion order: the first entry is the oldest. */
+  private readonly open = new Map<string, number>();
+
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly ttlMs = TICKET_TTL_MS,
+  ) {}
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  issue(): { ticket: string; expiresInMs: number } {
+    const now = this.now();
+    for (const [t, until] of this.open) if (until <= now) this.open.delete(t);
+    while (this.open.size >= MAX_OPEN) this.open.delete(this.open.keys().next().value!);
+    const ticket = randomBytes(32).toString('base64url');
+    this.open.set(ticket, now + this.ttlMs);
+    return { ticket, expiresInMs: this.ttlMs };
+  }
+
+  /** True once for a ticket issued and not yet expired; it is gone afterwards either way. */
+  redeem(ticket: string): boolean {
+    const until = this.open.get(ticket);
+    if (until === undefined) return false;
+    this.open.delete(ticket);
+    return until > this.now();
+  }
+}
