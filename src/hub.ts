@@ -267,8 +267,8 @@ export class Hub implements HubCore {
 
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
-    const { config, handles, catalog, upstreams, routes, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, log, addServer: (s) => this.addServer(s) }, next);
+    const { config, handles, catalog, upstreams, routes, auth, log } = this;
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s) }, next);
   }
 
   /**

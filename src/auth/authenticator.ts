@@ -1,4 +1,4 @@
-import type { AuthConfig } from '../config/types.js';
+import type { ApiKeyConfig, AuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
@@ -56,12 +56,12 @@ function bearerToken(h: HeaderLookup): string | undefined {
  */
 export class Authenticator {
   readonly toolScopes: ToolScopes;
-  private readonly keys: ApiKeyStore;
+  private keys: ApiKeyStore;
   private oauth: OAuthVerifier | undefined;
   private readonly baseScopes: string[];
 
   constructor(
-    private readonly cfg: AuthConfig | undefined,
+    private cfg: AuthConfig | undefined,
     private readonly baseDir: string,
     private readonly log: Logger,
   ) {
@@ -69,6 +69,16 @@ export class Authenticator {
     this.toolScopes = new ToolScopes(cfg?.oauth?.toolScopes);
     this.baseScopes = cfg?.oauth?.scopes ?? [];
     if (cfg?.oauth?.audience) this.oauth = new OAuthVerifier(cfg.oauth, cfg.oauth.audience, baseDir, log);
+  }
+
+  /**
+   * The API keys from a reloaded config (config/reload.ts, reloadableApiKeys, which keeps
+   * authentication on): the next request is checked against these, so a removed key stops
+   * working at once, for calls and for sessions it opened.
+   */
+  replaceKeys(keys: readonly ApiKeyConfig[]): void {
+    this.keys = new ApiKeyStore(keys);
+    this.cfg = { ...this.cfg, apiKeys: [...keys] };
   }
 
   /** Without keys and OAuth anyone who reaches the listener is served. */

@@ -35,7 +35,7 @@ const addCommand: CommandModule<object, KeyArgs> = {
       return fail(`${args.config}: ${problem(e)}`);
     }
     process.stdout.write(`${key}\n`);
-    process.stderr.write(`API key for ${args.principal} added to ${args.config}. It is shown only this once; restart the hub to use it.\n`);
+    process.stderr.write(`API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.\n`);
   },
 };
 

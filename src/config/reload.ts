@@ -2,10 +2,13 @@
  * What a new config changes in a running hub. Servers are compared one by one: a server whose
  * connection settings changed is restarted; one whose other settings changed (names, filters,
  * trust, timeouts, retries, failMode) keeps its connection and only its catalog entry is
- * rebuilt. Settings of the hub itself (listen, ledger, names, auth, policy, plugins, groups)
- * take effect only on a restart; a reload reports them and keeps the running ones.
+ * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
+ * leaked key is revoked without a restart. Other settings of the hub itself (listen, ledger,
+ * names, the rest of auth, policy, plugins, groups) take effect only on a restart; a reload
+ * reports them and keeps the running ones.
  */
-import type { HubConfig, ServerConfig } from './types.js';
+import { authRequired } from '../auth/authenticator.js';
+import type { ApiKeyConfig, HubConfig, ServerConfig } from './types.js';
 
 /** Server settings the hub reads per call or per list, so a change needs no reconnect. */
 const LIVE_KEYS: ReadonlySet<string> = new Set([
@@ -79,7 +82,20 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
 
 /** Hub-level sections that differ (they need a restart to take effect). */
 export function restartOnlyChanges(prev: HubConfig, next: HubConfig): string[] {
-  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]));
+  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next)));
+}
+
+/**
+ * The API keys a reload swaps in, when only `auth.apiKeys` changed and authentication is on
+ * before and after (keys or OAuth). Turning it on or off stays a restart: whether the hub may
+ * listen off loopback and whether principals get upstream connections of their own are
+ * decided at start. undefined: no key change, or one that needs a restart.
+ */
+export function reloadableApiKeys(prev: HubConfig, next: HubConfig): ApiKeyConfig[] | undefined {
+  const keys = next.auth?.apiKeys ?? [];
+  if (canonical(prev.auth?.apiKeys ?? []) === canonical(keys)) return undefined;
+  if (canonical({ ...prev.auth, apiKeys: undefined }) !== canonical({ ...next.auth, apiKeys: undefined })) return undefined;
+  return authRequired(prev.auth) && authRequired(next.auth) ? keys : undefined;
 }
 
 /** One line for the log: what a reload did. */

@@ -1,8 +1,9 @@
 import type { Logger } from '../log.js';
 import type { HubConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { describeDiff, diffServers, restartOnlyChanges } from '../config/reload.js';
+import { describeDiff, diffServers, reloadableApiKeys, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
@@ -13,6 +14,7 @@ export interface ReloadTarget {
   readonly catalog: Pick<Catalog, 'forget'>;
   readonly upstreams: Pick<PrincipalUpstreams, 'forget'>;
   readonly routes: Pick<ShownRoutes, 'forgetServer'>;
+  readonly auth: Pick<Authenticator, 'replaceKeys'>;
   readonly log: Logger;
   /** Create a server's upstream and handle, register it and watch it (not started). */
   addServer(s: ServerConfig): ServerHandle;
@@ -27,6 +29,12 @@ export interface ReloadTarget {
 export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
   const ignored = restartOnlyChanges(hub.config, next);
   if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
+  const keys = reloadableApiKeys(hub.config, next);
+  if (keys) {
+    hub.auth.replaceKeys(keys);
+    hub.config.auth = next.auth;
+    hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
+  }
   const d = diffServers(hub.config.servers, next.servers);
   const retiring: ServerHandle[] = [];
   const takeOut = (id: string): void => {

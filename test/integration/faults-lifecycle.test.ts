@@ -8,7 +8,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 import { ledgerCli, modernCall, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
 import { quirkLog } from './upstream-helpers.js';
 import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
@@ -179,6 +181,37 @@ describe('hot reload', () => {
     writeFileSync(hub.configFile, valid);
     expect(text(await callTool(hub.url, 'a__echo', { text: 'still' }))).toBe('echo:still');
   }, 60_000);
+
+  it('swaps API keys in: a removed key stops working at once, an added one works; turning authentication off waits for a restart', async () => {
+    const OLD = 'sy_old-reload-key-0123456789abcdefghijklmnopqrstuvw';
+    const NEW = 'sy_new-reload-key-0123456789abcdefghijklmnopqrstuvw';
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-keys-'));
+    const hub = await start({ auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD) }] }, servers: { a: nodeServer(SDK1) } }, { dir });
+    let n = 0;
+    const list = async (key: string) => (await post(hub.url, modernBody(++n, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` })).status;
+    await waitUntil('old key accepted', async () => ((await list(OLD)) === 200 ? true : undefined));
+    expect(await list(NEW)).toBe(401);
+
+    rewrite(hub.configFile, (c) => {
+      c.auth = { apiKeys: [{ principal: 'new', sha256: sha256Hex(NEW) }] };
+    });
+    await waitUntil('keys replaced', async () => hub.logs.some((l) => l.includes('API keys replaced')) || undefined);
+    expect(await list(OLD)).toBe(401);
+    expect(await list(NEW)).toBe(200);
+    expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
+    const replaced = JSON.parse(hub.logs.find((l) => l.includes('API keys replaced'))!) as { principals: string[] };
+    expect(replaced.principals).toEqual(['new']);
+
+    // Removing the last key would turn authentication off: that waits for a restart.
+    rewrite(hub.configFile, (c) => {
+      delete c.auth;
+    });
+    await waitUntil('restart-only warning', async () => hub.logs.some((l) => l.includes('change only on a restart') && l.includes('"auth"')) || undefined);
+    expect(await list(NEW)).toBe(200);
+    const anonymous = await post(hub.url, modernBody(++n, 'tools/list'), modernHeaders('tools/list'));
+    expect(anonymous.status).toBe(401);
+    expect(hub.logs.join('\n')).not.toMatch(/sy_(old|new)-reload-key/);
+  }, 30_000);
 
   it('with --no-watch, a changed file waits for SIGHUP', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-hup-'));

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, diffServers, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, diffServers, reloadableApiKeys, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -49,6 +49,29 @@ describe('config reload diff', () => {
   it('names the hub-level sections a reload cannot change', () => {
     expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen', 'pageSize']);
     expect(restartOnlyChanges(cfg(base), cfg(base))).toEqual([]);
+  });
+
+  it('swaps API keys in while authentication stays on; anything else under auth waits for a restart', () => {
+    const h = (c: string) => c.repeat(64);
+    const keys = (...k: [string, string][]) => ({ ...base, auth: { apiKeys: k.map(([principal, c]) => ({ principal, sha256: h(c) })) } });
+    const withOauth = (k: object) => ({ ...k, auth: { ...(k as { auth: object }).auth, oauth: { issuer: 'https://issuer.test', audience: 'https://hub.test/mcp', jwksUri: 'https://issuer.test/jwks' } } });
+    const one = cfg(keys(['alice', 'a']));
+    const two = cfg(keys(['alice', 'a'], ['bob', 'b']));
+    expect(reloadableApiKeys(one, two)?.map((k) => k.principal)).toEqual(['alice', 'bob']);
+    expect(restartOnlyChanges(one, two)).toEqual([]);
+    expect(reloadableApiKeys(two, one)?.map((k) => k.principal)).toEqual(['alice']);
+    expect(reloadableApiKeys(one, one)).toBeUndefined();
+    // on → off and off → on are restarts
+    expect(reloadableApiKeys(one, cfg(base))).toBeUndefined();
+    expect(restartOnlyChanges(one, cfg(base))).toEqual(['auth']);
+    expect(reloadableApiKeys(cfg(base), one)).toBeUndefined();
+    expect(restartOnlyChanges(cfg(base), one)).toEqual(['auth']);
+    // the last key may go when OAuth keeps authentication on
+    expect(reloadableApiKeys(cfg(withOauth(keys(['alice', 'a']))), cfg(withOauth({ ...base, auth: {} })))).toEqual([]);
+    // keys and OAuth changed together: a restart
+    const changed = cfg(withOauth(keys(['bob', 'b'])));
+    expect(reloadableApiKeys(one, changed)).toBeUndefined();
+    expect(restartOnlyChanges(one, changed)).toEqual(['auth']);
   });
 });
 
