@@ -2,10 +2,16 @@
  * DNS-rebinding defence: the Host must name this listener and a present Origin must be allowed.
  * On loopback, loopback names and origins are always allowed.
  */
+import { isIPv4 } from 'node:net';
+
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
+/**
+ * A loopback name or address. Only an IPv4 address counts for 127.0.0.0/8: a DNS name such as
+ * `127.evil.example` is anyone's, and would let a rebinding page through.
+ */
 export function isLoopbackHost(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith('127.');
+  return LOOPBACK.has(host) || (host.startsWith('127.') && isIPv4(host));
 }
 
 function hostname(hostHeader: string): string {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { isAdmin } from '../../src/downstream/admin.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { rawHttp } from '../helpers/wire.js';
 import { metricValue, parseExposition, scrape } from '../helpers/prometheus.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -169,6 +170,23 @@ describe('/admin routes', () => {
     expect((await fetch(base + '/admin/servers', { method: 'POST' })).status).toBe(405);
     const foreign = await fetch(base + '/admin/servers', { headers: { origin: 'https://evil.example' } });
     expect(foreign.status).toBe(403);
+  });
+
+  it('refuses a rebinding Host or a foreign Origin whose name only starts like a loopback address', async () => {
+    const port = new URL(base).port;
+    for (const name of ['127.evil.example.com', '127.0.0.1.nip.io']) {
+      const host = await rawHttp(base + '/admin/ledger', { method: 'GET', headers: { host: `${name}:${port}` } });
+      expect(host.status, name).toBe(403);
+      const origin = await rawHttp(base + '/admin/ledger', { method: 'GET', headers: { origin: `http://${name}:${port}` } });
+      expect(origin.status, name).toBe(403);
+    }
+    const mcp = await rawHttp(hub.url, {
+      headers: { host: `127.evil.example.com:${port}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      chunks: [JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })],
+    });
+    expect(mcp.status).toBe(403);
+    // Loopback addresses other than 127.0.0.1 still are loopback.
+    expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: { host: `127.0.0.2:${port}`, origin: `http://127.1.2.3:${port}` } })).status).toBe(200);
   });
 
   it('lets only loopback callers in until authentication decides (isAdmin seam)', () => {
