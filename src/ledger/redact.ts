@@ -1,3 +1,5 @@
+import { redactSecretText } from '../policy/secret-text.js';
+
 /** Default pattern of object keys whose values never reach the ledger. */
 export const DEFAULT_REDACT_KEYS = /(pass(word)?|secret|token|api[-_]?key|authorization|cookie|credential)/i;
 
@@ -6,9 +8,13 @@ export const REDACTED = '[redacted]';
 // RFC 6750 b64token characters; anything after "Bearer " that looks like a token.
 const BEARER = /\bBearer\s+[A-Za-z0-9\-._~+/]+=*/gi;
 
-/** Replaces bearer tokens inside a free-text string (error messages, argument strings). */
+/**
+ * Replaces credentials inside a free-text string (error messages, argument strings): bearer
+ * tokens of any length, then the shapes every part of the hub redacts (well-known token
+ * formats, passwords in URLs; src/policy/secret-text.ts).
+ */
 export function redactString(s: string): string {
-  return s.replace(BEARER, `Bearer ${REDACTED}`);
+  return redactSecretText(s.replace(BEARER, `Bearer ${REDACTED}`));
 }
 
 const MAX_DEPTH = 64;

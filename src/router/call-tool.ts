@@ -186,7 +186,7 @@ export class ToolCall {
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry.
-        await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result) }, isFinal ? { result } : undefined, false);
+        await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result), result }, isFinal ? { result } : undefined, false);
         return result;
       } catch (err) {
         const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);

@@ -174,7 +174,7 @@ export class Router {
         const result = bind
           ? await this.mrtr.roundTrips(method, conn, params, ctx, opts, bind)
           : await conn.upstream.request(method, params, opts);
-        await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), latencyMs: performance.now() - t0 });
+        await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
         return result;
       } catch (err) {
         const normalised = this.normaliseNotFound(method, params, err);

@@ -16,6 +16,7 @@ import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
+import { upstreamError } from './upstream-error.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
@@ -25,7 +26,7 @@ const DELETE_TIMEOUT_MS = 2_000;
 function bodyError(body: string | undefined): RpcError | undefined {
   if (!body) return undefined;
   const c = parseFrame(body);
-  return c.kind === 'response' && 'error' in c.msg ? RpcError.from(c.msg.error) : undefined;
+  return c.kind === 'response' && 'error' in c.msg ? upstreamError(c.msg.error) : undefined;
 }
 
 function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
@@ -143,7 +144,7 @@ export class HttpUpstream extends HandshakingUpstream {
         signal: t.signal,
         onMessage: (c) => {
           if (c.kind !== 'response') return;
-          if ('error' in c.msg) error = RpcError.from(c.msg.error);
+          if ('error' in c.msg) error = upstreamError(c.msg.error);
           else result = c.msg.result;
         },
       });

@@ -20,6 +20,7 @@ import { legacyMeta, modernMeta, withMeta } from './envelope.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
+import { upstreamError } from './upstream-error.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import type { Signal } from '../cancel.js';
 
@@ -314,7 +315,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
           this.log.debug({ id: rid }, 'dropped a response to no call in flight');
           return;
         }
-        if ('error' in c.msg) this.failCall(p, RpcError.from(c.msg.error));
+        if ('error' in c.msg) this.failCall(p, upstreamError(c.msg.error));
         else this.resolveCall(p, c.msg.result);
         return;
       }

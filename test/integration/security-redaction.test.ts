@@ -1,0 +1,84 @@
+/**
+ * Credentials an upstream gives away never reach the client or the ledger: an upstream's
+ * JSON-RPC error naming its own token and a database password is passed on redacted, and
+ * stored redacted; with ledger.storeBodies, arguments and results are stored, redacted the same
+ * way. The upstream is a real process over stdio (test/fixtures/quirks/leaky-errors.mjs).
+ */
+import Database from 'better-sqlite3';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernCall, waitForReady, waitForRows } from './ledger-helpers.js';
+
+const TOKEN = 'ghp_' + 'Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA9';
+const DB_PASSWORD = 'Tr0ub4dor-and-3';
+const CLIENT_PASSWORD = 'hunter2-but-longer';
+
+let hub: HubProcess;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-redaction-'));
+  hub = await startHub(
+    {
+      ledger: { path: join(dir, 'ledger.db'), storeBodies: true },
+      servers: { leaky: nodeServer('test/fixtures/quirks/leaky-errors.mjs', [], { QUIRK_SECRET: TOKEN, QUIRK_DB_PASSWORD: DB_PASSWORD }) },
+    },
+    { dir },
+  );
+  await waitForReady(hub.url, ['leaky']);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  const logs = hub.logs.join('\n');
+  for (const s of [TOKEN, DB_PASSWORD, CLIENT_PASSWORD]) expect(logs).not.toContain(s);
+});
+
+function stored(requestId: string): { args_json: string | null; result_json: string | null; error_message: string | null } {
+  const db = new Database(join(dir, 'ledger.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT args_json, result_json, error_message FROM audit WHERE request_id = ?').get(requestId) as never;
+  } finally {
+    db.close();
+  }
+}
+
+describe('credentials an upstream gives away', () => {
+  it("are redacted in the upstream's error the client gets, and in the ledger's row", async () => {
+    const r = await modernCall(hub.url, 'leak-1', 'tools/call', { name: 'leaky__slow', arguments: {} });
+    const error = r.body?.error as { code: number; message: string; data?: Record<string, unknown> };
+    expect(error.code).toBe(-32000);
+    const wire = JSON.stringify(error);
+    expect(wire).not.toContain(TOKEN);
+    expect(wire).not.toContain(DB_PASSWORD);
+    expect(error.message).toContain('[redacted:github-token]');
+    expect(error.message).toContain('postgres://app:[redacted:url-credentials]@db.internal:5432/app');
+    // What is not a credential is passed on as the upstream sent it.
+    expect(error.data).toMatchObject({ apiKey: '[redacted:github-token]', dsn: 'postgres://app:[redacted:url-credentials]@db.internal:5432/app', attempt: 2 });
+
+    await waitForRows(join(dir, 'ledger.db'), { tool: 'leaky__slow' });
+    const row = stored('leak-1');
+    expect(row.error_message).toMatch(/upstream request failed/);
+    expect(row.error_message).not.toContain(TOKEN);
+    expect(row.error_message).not.toContain(DB_PASSWORD);
+  });
+
+  it('with storeBodies, arguments and results are stored, their credentials redacted', async () => {
+    const args = { url: `https://deploy:${CLIENT_PASSWORD}@git.example/repo.git`, note: `use ${TOKEN}`, count: 3 };
+    const r = await modernCall(hub.url, 'leak-2', 'tools/call', { name: 'leaky__echo', arguments: args });
+    expect(r.body?.result).toBeDefined();
+    await waitForRows(join(dir, 'ledger.db'), { tool: 'leaky__echo' });
+    const row = stored('leak-2');
+    expect(JSON.parse(row.args_json!)).toEqual({ url: 'https://deploy:[redacted:url-credentials]@git.example/repo.git', note: 'use [redacted:github-token]', count: 3 });
+    expect(row.result_json).not.toBeNull();
+    const result = JSON.parse(row.result_json!) as { content: { text: string }[] };
+    expect(result.content[0]!.text).toContain('deploy:[redacted:url-credentials]@git.example');
+    for (const s of [TOKEN, CLIENT_PASSWORD]) {
+      expect(row.args_json).not.toContain(s);
+      expect(row.result_json).not.toContain(s);
+    }
+  });
+});
