@@ -66,6 +66,9 @@ function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
  * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
  * and converts results and errors back into the caller's era.
  */
+/** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
+export const INVALID_MESSAGE = '(invalid)';
+
 export class Endpoint {
   readonly sessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
@@ -96,6 +99,7 @@ export class Endpoint {
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
   async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
     if (c.kind === 'invalid') {
+      await this.recordRefused(c.id, INVALID_MESSAGE, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
@@ -104,6 +108,7 @@ export class Endpoint {
     const params = 'method' in msg ? msg.params : undefined;
     const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
     if (verdict.era === 'invalid') {
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, verdict.error);
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
@@ -274,11 +279,15 @@ export class Endpoint {
         sid === undefined
           ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
           : new RpcError(-32001, 'Session not found');
+      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
     }
     if (session.principal !== ex.principal) {
       // A session id is not a credential: another principal cannot ride on it.
-      return ex.reply(c.kind === 'request' ? errorResponse(c.msg.id, new RpcError(-32001, 'Session not found')) : undefined, 404);
+      if (c.kind !== 'request') return ex.reply(undefined, 404);
+      const err = new RpcError(-32001, 'Session not found');
+      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
+      return ex.reply(errorResponse(c.msg.id, err), 404);
     }
     session.lastSeen = Date.now();
     if (c.kind === 'response') {
@@ -290,6 +299,26 @@ export class Endpoint {
       return ex.reply(undefined, 202);
     }
     if (c.kind === 'request') return this.legacyRequest(session, c.msg, ex);
+  }
+
+  /**
+   * The audit row of a request refused before it had a session or even a method (a message
+   * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
+   * is recorded like any other. `era`: the era it was refused in, or the one its header names.
+   */
+  private recordRefused(id: Id | undefined, method: string, ex: Exchange, err: RpcError, era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY): Promise<void> {
+    const ctx: CallContext = {
+      requestId: id ?? '',
+      principal: ex.principal,
+      authContext: ex.authContext,
+      group: ex.group,
+      clientAddress: ex.clientAddress,
+      clientEra: era,
+      clientCapabilities: {},
+      signal: new Canceller().signal,
+      requestBytes: ex.requestBytes,
+    };
+    return this.core.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
   }
 
   private sessionOf(ex: Exchange): LegacySession | undefined {

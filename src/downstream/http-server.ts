@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate } from '../policy/gate.js';
-import { INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
 import type { HubCore } from './core.js';
@@ -174,8 +174,8 @@ export class HttpServer {
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
     if (body === null)
       return sendJson(res, 413, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`)));
+    // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
     const c = parseFrame(body.toString('utf8'));
-    if (c.kind === 'invalid' && c.error.code === PARSE_ERROR) return sendJson(res, 400, errorResponse(undefined, c.error));
     if (c.kind === 'request' && this.opts.gate) {
       const refused = await this.opts.gate.admit(who, c.msg, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
       if (refused) return sendJson(res, refused.status, errorResponse(c.msg.id, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);

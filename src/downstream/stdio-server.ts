@@ -1,7 +1,7 @@
 import { wireText } from '../protocol/serialized.js';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../log.js';
-import { INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError } from '../protocol/errors.js';
+import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { errorResponse, parseFrame, type Id } from '../protocol/jsonrpc.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { LineReader } from '../transport/line-reader.js';
@@ -111,10 +111,6 @@ export class StdioServer {
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
     const c = parseFrame(text);
-    if (c.kind === 'invalid' && c.error.code === PARSE_ERROR) {
-      this.write(errorResponse(undefined, c.error));
-      return;
-    }
     if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
     const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
     const ex = this.exchange(id, buf.length);

@@ -236,6 +236,33 @@ describe('ledger rows of real calls through the hub', () => {
     expect(await onlyRow({ tool: 'nope://legacy' })).toMatchObject({ method: 'resources/read', outcome: 'rpc_error', errorCode: -32002, clientName: 'ledger-v1' });
   });
 
+  it('refused before a session or a method: each such request has its rpc_error row', async () => {
+    const raw = async (body: string, headers: Record<string, string> = {}) =>
+      (await fetch(hub.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body })).status;
+    const call = (id: string, params: unknown = { name: 'f__echo', arguments: { text: 'x' } }) => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params });
+    const broken = '{"jsonrpc": "2.0", "id": "broken-json", ';
+    expect(await raw(broken)).toBe(400);
+    expect(await raw(`[${call('in-a-batch')}]`)).toBe(400);
+    expect(await raw(call('bad-params', 'not an object'))).toBe(400);
+    expect(await raw(call('no-session'))).toBe(400);
+    expect(await raw(call('unknown-session'), { 'mcp-session-id': 'no-such-session' })).toBe(404);
+    expect(await raw(JSON.stringify({ jsonrpc: '2.0', id: null, method: 'tools/call', params: {} }))).toBe(400);
+    await waitForRows(db, { outcome: 'rpc_error' }, (rows) => rows.some((r) => r.requestId === 'unknown-session'));
+    const sql = new Database(db, { readonly: true });
+    try {
+      const row = (where: string, ...args: unknown[]) =>
+        sql.prepare(`SELECT request_id AS requestId, method, outcome, error_code AS code, client_era AS era, request_bytes AS bytes FROM audit WHERE ${where}`).all(...args);
+      expect(row(`method = '(invalid)' AND error_code = -32700`)).toEqual([expect.objectContaining({ requestId: '', outcome: 'rpc_error', era: LEGACY, bytes: Buffer.byteLength(broken) })]);
+      expect(row(`request_id = 'bad-params'`)).toEqual([expect.objectContaining({ method: '(invalid)', code: -32600 })]);
+      expect(row(`method = '(invalid)' AND error_message LIKE '%batch%'`)).toHaveLength(1);
+      expect(row(`method = '(invalid)' AND error_message LIKE '%never null%'`)).toHaveLength(1);
+      expect(row(`request_id = 'no-session'`)).toEqual([expect.objectContaining({ method: 'tools/call', outcome: 'rpc_error', code: -32600, era: LEGACY })]);
+      expect(row(`request_id = 'unknown-session'`)).toEqual([expect.objectContaining({ method: 'tools/call', code: -32001 })]);
+    } finally {
+      sql.close();
+    }
+  });
+
   it('unavailable: the upstream went down after its tools were listed', async () => {
     expect((await v1.callTool({ name: 'h__echo', arguments: { text: 'up' } })).isError).toBeFalsy();
     await new Promise<void>((resolve) => {

@@ -174,8 +174,10 @@ describe('per-user isolation', () => {
     expect(sid).toBeTruthy();
     const as = (key: string) => ({ ...base, authorization: `Bearer ${key}`, 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION });
     await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, as(BOB_KEY));
-    const stolen = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, as(ALICE_KEY));
+    const stolen = await post(hub.url, { jsonrpc: '2.0', id: 'stolen-session-1', method: 'tools/list' }, as(ALICE_KEY));
     expect(stolen.status).toBe(404);
+    // The attempt is audited, under the principal who made it.
+    await expect.poll(() => ledgerRow('stolen-session-1')).toMatchObject({ principal: 'alice', outcome: 'rpc_error' });
     const stream = await fetch(hub.url, { headers: { ...as(ALICE_KEY), accept: 'text/event-stream' } });
     expect(stream.status).toBe(404);
     await stream.body?.cancel();
