@@ -36,6 +36,8 @@ interface Built extends GroupView {
   templates: { matcher: RegExp; routed: Routed }[];
   parts: Part[];
   views: Map<string, GroupView>;
+  /** Catalog.toolsEpoch when the lists it was built from were asked for (see readyTool). */
+  epoch: number;
 }
 
 export interface CatalogOptions {
@@ -77,6 +79,13 @@ export class Catalog extends EventEmitter {
   private readonly policy: PartPolicy;
   private readonly now: () => number;
   private pinGen = 0;
+  /**
+   * Counts tool-list invalidations; `toolsChangedAt` has each server's last. An aggregate built
+   * before its server's list changed must not route calls to that server's tools: the new
+   * definitions may be ones the pins refuse.
+   */
+  private toolsEpoch = 0;
+  private readonly toolsChangedAt = new Map<string, number>();
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
@@ -142,6 +151,7 @@ export class Catalog extends EventEmitter {
   }
 
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS): void {
+    if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}`);
     for (const k of kinds) this.emit('changed', k);
   }
@@ -181,13 +191,16 @@ export class Catalog extends EventEmitter {
 
   /**
    * resolveTool's answer when it needs no build: the tool in the aggregate built last for this
-   * principal, if its server is ready. Synchronous, so the usual call does not await.
+   * principal, if its server is ready and its tool list has not changed since (list_changed, a
+   * restart): then the call waits for the list to be fetched and checked against the pins
+   * first. Synchronous, so the usual call does not await.
    */
   readyTool(hubName: string, view: View = {}): Routed | undefined {
     const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
     const last = mk === undefined ? undefined : this.built.get(mk);
     const known = last && this.groupView('tools', last, view.group).byHubName.get(hubName);
-    return known && known.server.upstream.state === 'ready' ? known : undefined;
+    if (!known || known.server.upstream.state !== 'ready') return undefined;
+    return (this.toolsChangedAt.get(known.server.id) ?? 0) > last.epoch ? undefined : known;
   }
 
   /**
@@ -298,6 +311,7 @@ export class Catalog extends EventEmitter {
   }
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
+    const epoch = this.toolsEpoch;
     const handles = this.ready(kind);
     const settled = await Promise.allSettled(
       handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),
@@ -319,10 +333,11 @@ export class Catalog extends EventEmitter {
     const prev = this.built.get(memoKey);
     if (prev && prev.key === key) {
       prev.parts = parts; // same versions; fresher entries for the TTL hints
+      prev.epoch = epoch; // and checked again since any change
       if (kind === 'tools') this.latestTools = prev;
       return prev;
     }
-    const built = this.assemble(kind, parts, key);
+    const built = this.assemble(kind, parts, key, epoch);
     if (kind === 'tools') this.latestTools = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);
@@ -330,7 +345,7 @@ export class Catalog extends EventEmitter {
     return built;
   }
 
-  private assemble(kind: ListKind, parts: Part[], key: string): Built {
+  private assemble(kind: ListKind, parts: Part[], key: string, epoch: number): Built {
     const byHubName = new Map<string, Routed>();
     const items: Record<string, unknown>[] = [];
     const all: Built['all'] = [];
@@ -373,7 +388,7 @@ export class Catalog extends EventEmitter {
         }
       }
     }
-    return { key, items, byHubName, all, templates, parts, snapshot: shortHash(key), views: new Map() };
+    return { key, items, byHubName, all, templates, parts, snapshot: shortHash(key), views: new Map(), epoch };
   }
 
   /** What one group shows of an aggregate (memoised with it). */
