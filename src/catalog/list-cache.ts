@@ -21,6 +21,8 @@ export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
 export class ListCache {
   private readonly entries = new Map<string, ListEntry>();
   private readonly inflight = new Map<string, Promise<ListEntry>>();
+  /** Keys invalidated while their fetch was in flight: what it brings may predate the change. */
+  private readonly changedInFlight = new Set<string>();
   private versionCounter = 0;
   /** Observed counts, for metrics and tests. */
   readonly stats = { hits: 0, misses: 0, staleServed: 0 };
@@ -73,9 +75,12 @@ export class ListCache {
       const got = await fetch();
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
+      // A list_changed that came while this list was on its way: served once, fetched again next.
+      if (this.changedInFlight.delete(key)) entry.ttlMs = 0;
       this.entries.set(key, entry);
       return entry;
     } catch (err) {
+      this.changedInFlight.delete(key);
       if (stale) {
         this.stats.staleServed++;
         this.onStale?.(key, err);
@@ -88,6 +93,7 @@ export class ListCache {
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
     for (const [k, e] of this.entries) if (k.startsWith(prefix)) e.ttlMs = 0;
+    for (const k of this.inflight.keys()) if (k.startsWith(prefix)) this.changedInFlight.add(k);
   }
 
   drop(prefix: string): void {
