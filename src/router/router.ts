@@ -223,8 +223,13 @@ export class Router {
       await this.recordLocal('resources/read', ctx, { outcome: 'ok', server: server.id, upstreamName: uri, latencyMs: performance.now() - t0 }, { hubName: uri });
       return { ...hit.result, ttlMs: hit.remainingMs, cacheScope: hit.scope };
     }
-    const result = await this.forward('resources/read', forwarded, ctx, server, { hubName: uri, upstreamName: uri }, t0, bind);
-    if (first && cacheableRead(params, result)) {
+    // A read the user had to answer for (an MRTR round for a legacy client, or a legacy
+    // upstream's elicitation passed on) is theirs alone: never cached (digest §3.3).
+    let asked = false;
+    const ask = ctx.askClient;
+    const readCtx: CallContext = ask && first ? { ...ctx, askClient: (r) => ((asked = true), ask(r)) } : ctx;
+    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind);
+    if (first && !asked && cacheableRead(params, result)) {
       const hinted = server.upstream.era === MODERN && typeof result.ttlMs === 'number' ? result.ttlMs : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
       this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope);

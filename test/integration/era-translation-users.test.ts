@@ -55,6 +55,43 @@ describe.each(UPSTREAMS)('two users eliciting at once on $id ($era over $transpo
   }, 60_000);
 });
 
+describe('a read the user answered for is never cached (digest §3.3)', () => {
+  it.each([
+    ['ms', 'modern-stdio'],
+    ['mh', 'modern-http'],
+  ])('legacy clients reading a resource of %s that asks who reads it are each asked, every time', async (_id, name) => {
+    const uri = `consent://${name}/doc`;
+    const [a, b] = await Promise.all([legacyUser(th.url, 'ada'), legacyUser(th.url, 'bob')]);
+    try {
+      const text = (r: Json) => ((r.contents as Json[])[0] as { text: string }).text;
+      const first = text(await a.readResource(uri));
+      expect(first).toMatch(/^doc for ada \(read \d+\)$/);
+      expect(text(await b.readResource(uri))).toMatch(/^doc for bob /);
+      const again = text(await a.readResource(uri));
+      expect(again).toMatch(/^doc for ada /);
+      expect(again).not.toBe(first); // read again upstream, not served from a cache
+      expect(a.asks.map((x) => x.method)).toEqual(['elicitation/create', 'elicitation/create']);
+      expect(b.asks).toHaveLength(1);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  }, 60_000);
+
+  it('a modern client retrying with its answers is not served another user\'s read either', async () => {
+    const uri = 'consent://modern-stdio/doc';
+    const a = await legacyUser(th.url, 'ada');
+    const m = await modernUser(th.url, 'mia');
+    try {
+      await a.readResource(uri);
+      const r = await m.readResource(uri);
+      expect(((r.contents as Json[])[0] as { text: string }).text).toMatch(/^doc for mia /);
+      expect(m.asks).toHaveLength(1);
+    } finally {
+      await Promise.all([a.close(), m.close()]);
+    }
+  }, 60_000);
+});
+
 describe('a client that did not declare the capability is never asked', () => {
   /** A raw modern tools/call with the given client capabilities. */
   async function modernCall(name: string, caps: Json, args: Json = {}) {
