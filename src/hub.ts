@@ -150,7 +150,9 @@ export class Hub implements HubCore {
     });
     this.auth = new Authenticator(config.auth, base, log);
     this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e));
-    this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log);
+    this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
+      onConnection: (h, upstream) => this.catalog.watchConnection(h, upstream),
+    });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,

@@ -9,6 +9,8 @@ export interface PoolOptions {
   idleMs?: number;
   /** Most pooled connections at once; the least recently used one is closed past it. */
   max?: number;
+  /** Each principal's own connection as it is made, so its notifications are heard (Catalog.watchConnection). */
+  onConnection?: (h: ServerHandle, upstream: Upstream) => void;
 }
 
 interface Pooled {
@@ -30,6 +32,7 @@ export class PrincipalUpstreams {
   private readonly idleMs: number;
   private readonly max: number;
   private readonly sweeper: NodeJS.Timeout;
+  private readonly onConnection: PoolOptions['onConnection'];
 
   constructor(
     private readonly make: (spec: UpstreamSpec, log: Logger) => Upstream,
@@ -40,6 +43,7 @@ export class PrincipalUpstreams {
   ) {
     this.idleMs = opts.idleMs ?? 10 * 60_000;
     this.max = opts.max ?? 256;
+    this.onConnection = opts.onConnection;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
     this.sweeper.unref();
   }
@@ -65,6 +69,7 @@ export class PrincipalUpstreams {
       const base = this.specOf(h);
       const headers = h.config.credentials?.[principal]?.headers ?? base.headers;
       const upstream = this.make({ ...base, headers }, this.log.child({ principal }));
+      this.onConnection?.(h, upstream);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
       });

@@ -118,7 +118,20 @@ export class Catalog extends EventEmitter {
 
   /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
   watch(h: ServerHandle): void {
-    h.upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
+    this.watchConnection(h, h.upstream);
+    h.upstream.on('state', () => {
+      this.reads.invalidate(h.id);
+      this.invalidate(h.id, LIST_KINDS);
+    });
+    this.listens.track(h.id, h.upstream);
+  }
+
+  /**
+   * Notifications of a connection to h: its main one, or a principal's own (auth/upstream-pool.ts),
+   * whose list_changed makes that principal's cached list stale like any other of h's.
+   */
+  watchConnection(h: ServerHandle, upstream: Upstream): void {
+    upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
       const next = prev.then(() => this.onNotification(h, n.method, n.params ?? {})).catch((err: unknown) =>
@@ -126,11 +139,6 @@ export class Catalog extends EventEmitter {
       );
       this.notifyChain.set(h.id, next);
     });
-    h.upstream.on('state', () => {
-      this.reads.invalidate(h.id);
-      this.invalidate(h.id, LIST_KINDS);
-    });
-    this.listens.track(h.id, h.upstream);
   }
 
   private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>): Promise<void> {

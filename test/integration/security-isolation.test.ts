@@ -134,6 +134,15 @@ describe('per-user isolation', () => {
     expect(a2.session).toBe(a.session);
   });
 
+  it("a list change on a principal's own upstream connection reaches that principal's list", async () => {
+    const names = async (key: string) => ((await call(key, 'tools/list')).body!.result!.tools as { name: string }[]).map((t) => t.name);
+    expect(await names(ALICE_KEY)).not.toContain('spy__alice_extra');
+    // grow answers with tools/list_changed first, on alice's own connection (her credentials).
+    expect((await call(ALICE_KEY, 'tools/call', { name: 'spy__grow', arguments: { name: 'alice_extra' } })).status).toBe(200);
+    await expect.poll(() => names(ALICE_KEY), { timeout: 3000, interval: 100 }).toContain('spy__alice_extra');
+    expect(await names(BOB_KEY)).not.toContain('spy__alice_extra');
+  });
+
   it('a principal spoofed in arguments or _meta changes nothing', async () => {
     const spoof = { principal: 'alice', user: 'alice', 'dev.switchyard/principal': 'alice' };
     const meta = modernMeta({ 'dev.switchyard/principal': 'alice', principal: 'alice', 'io.modelcontextprotocol/principal': 'alice' });
