@@ -11,7 +11,7 @@ export function canonicalJson(value: unknown): string {
   // Arguments parsed from a request often have their keys in order already: then V8's own
   // JSON.stringify writes the same text, about twice as fast as encode() below.
   if (value !== undefined && inCanonicalOrder(value, 0)) return JSON.stringify(value);
-  const out = encode(value, new Set());
+  const out = encode(value, new Set(), 0);
   // A bare undefined/function has no JSON form; hash it like null rather than throwing.
   return out ?? 'null';
 }
@@ -31,6 +31,16 @@ export function sha256Hex(text: string): string {
 
 /** Nesting deeper than this goes the slow way (which also finds cycles). */
 const MAX_FAST_DEPTH = 32;
+/** Deeper than this is refused (the recursion would otherwise end in a stack overflow). */
+export const MAX_CANONICAL_DEPTH = 1000;
+
+/** A value nested deeper than MAX_CANONICAL_DEPTH: no canonical form, so no identity. */
+export class NestingTooDeepError extends Error {
+  override readonly name = 'NestingTooDeepError';
+  constructor() {
+    super(`nested more than ${MAX_CANONICAL_DEPTH} levels deep`);
+  }
+}
 
 /**
  * Whether JSON.stringify(value) is its canonical JSON: every object's keys are in sorted
@@ -54,7 +64,7 @@ function inCanonicalOrder(value: unknown, depth: number): boolean {
   return true;
 }
 
-function encode(value: unknown, seen: Set<object>): string | undefined {
+function encode(value: unknown, seen: Set<object>, depth: number): string | undefined {
   if (value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function') {
     value = (value as { toJSON: () => unknown }).toJSON();
   }
@@ -75,19 +85,20 @@ function encode(value: unknown, seen: Set<object>): string | undefined {
   }
   if (value === null) return 'null';
   const obj = value as object;
+  if (depth >= MAX_CANONICAL_DEPTH) throw new NestingTooDeepError();
   if (seen.has(obj)) throw new TypeError('canonicalJson: cyclic structure');
   seen.add(obj);
   try {
     if (Array.isArray(obj)) {
       // An index loop, not map(): a hole in a sparse array is null, as JSON.stringify has it.
       const items: string[] = [];
-      for (let i = 0; i < obj.length; i++) items.push(encode(obj[i], seen) ?? 'null');
+      for (let i = 0; i < obj.length; i++) items.push(encode(obj[i], seen, depth + 1) ?? 'null');
       return '[' + items.join(',') + ']';
     }
     const rec = obj as Record<string, unknown>;
     const parts: string[] = [];
     for (const key of Object.keys(rec).sort()) {
-      const v = encode(rec[key], seen);
+      const v = encode(rec[key], seen, depth + 1);
       if (v !== undefined) parts.push(JSON.stringify(key) + ':' + v);
     }
     return '{' + parts.join(',') + '}';

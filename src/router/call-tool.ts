@@ -1,7 +1,7 @@
 import type { Logger } from '../log.js';
 import type { Catalog, Routed } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
-import { argsHash } from '../ledger/canonical.js';
+import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
@@ -66,7 +66,14 @@ export class ToolCall {
     const args = params.arguments ?? {};
     // The digest goes into the ledger's row and an idempotency claim; without either it is
     // worked out only if an MRTR state is sealed or opened (argsDigestOf).
-    const hash = this.ledger.enabled !== false || ctx.idempotencyKey ? argsHash(args) : undefined;
+    let hash: string | undefined;
+    let tooDeep: RpcError | undefined;
+    try {
+      hash = this.ledger.enabled !== false || ctx.idempotencyKey ? argsHash(args) : undefined;
+    } catch (err) {
+      if (!(err instanceof NestingTooDeepError)) throw err;
+      tooDeep = new RpcError(INVALID_PARAMS, `Invalid arguments: ${err.message}`);
+    }
     const grace = this.opts.startupGrace();
     if (grace) await grace;
     const view = viewOf(ctx);
@@ -79,6 +86,10 @@ export class ToolCall {
       upstreamName: routed?.upstreamName,
       upstreamEra: routed?.server.upstream.era,
     });
+    if (tooDeep) {
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: tooDeep.code, errorMessage: tooDeep.message, latencyMs: 0 });
+      throw tooDeep;
+    }
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });

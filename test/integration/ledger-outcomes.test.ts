@@ -263,6 +263,23 @@ describe('ledger rows of real calls through the hub', () => {
     }
   });
 
+  it('arguments nested too deeply for a canonical digest: -32602 and a row, not an internal error', async () => {
+    // Written out by hand: this process's own JSON.stringify would not get through 20,000 levels.
+    const deep = '['.repeat(20_000) + ']'.repeat(20_000);
+    const meta = JSON.stringify({ 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} });
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'f__echo' },
+      body: `{"jsonrpc":"2.0","id":"too-deep","method":"tools/call","params":{"name":"f__echo","arguments":{"text":"a","x":${deep}},"_meta":${meta}}}`,
+    });
+    const r = (await res.json()) as { error?: { code: number; message: string } };
+    expect(r.error).toMatchObject({ code: -32602, message: expect.stringMatching(/nested more than 1000 levels/) });
+    const row = await onlyRow({ tool: 'f__echo', outcome: 'rpc_error' });
+    expect(row).toMatchObject({ requestId: 'too-deep', errorCode: -32602 });
+    // A hub that is fine afterwards.
+    expect(textOf((await modernCall(hub.url, 'after-deep', 'tools/call', { name: 'f__echo', arguments: { text: 'ok' } })).body?.result)).toBe('echo:ok');
+  });
+
   it('unavailable: the upstream went down after its tools were listed', async () => {
     expect((await v1.callTool({ name: 'h__echo', arguments: { text: 'up' } })).isError).toBeFalsy();
     await new Promise<void>((resolve) => {
