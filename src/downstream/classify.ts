@@ -7,10 +7,16 @@ export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' }
 const legacy = new Set<string>(LEGACY_VERSIONS);
 const modern = new Set<string>(MODERN_VERSIONS);
 
-/** A version string that is not one of the legacy ones reads as a modern claim (digest §2.4). */
+/**
+ * A version that is not one of the legacy ones reads as a modern claim (digest §2.4) if it is
+ * one we serve or a later date; anything else is no version at all (a legacy request with it
+ * is refused as unsupported).
+ */
 export function looksModern(v: string | undefined): boolean {
-  return v !== undefined && !legacy.has(v) && (modern.has(v) || v > '2025-11-25');
+  return v !== undefined && !legacy.has(v) && (modern.has(v) || (DATE.test(v) && v > '2025-11-25'));
 }
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
 /**
  * Which era one incoming message belongs to, from its body claim and the version header.

@@ -66,6 +66,15 @@ function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
  * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
  * and converts results and errors back into the caller's era.
  */
+/**
+ * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
+ * §6.2: 400). Absent is fine: the client may predate the header (2025-03-26).
+ */
+export function unsupportedLegacyVersion(header: string | undefined): RpcError | null {
+  if (header === undefined || (LEGACY_VERSIONS as readonly string[]).includes(header)) return null;
+  return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
+}
+
 /** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
 export const INVALID_MESSAGE = '(invalid)';
 
@@ -114,7 +123,10 @@ export class Endpoint {
     }
     if (verdict.era === 'modern' && c.kind === 'request') return this.modern(c.msg, ex);
     if (verdict.era === 'modern') {
-      // Modern clients send no notifications over HTTP; on stdio only notifications/cancelled.
+      // Modern clients send no notifications over HTTP (nothing to do but check the headers
+      // every POST carries); on stdio only notifications/cancelled.
+      const bad = ex.transport === 'http' && c.kind === 'notification' ? this.checkModernHeaders(c.msg.method, c.msg.params, ex) : null;
+      if (bad) return ex.reply(errorResponse(undefined, bad.error), bad.status);
       if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled' && stdioSession) this.cancelModernStdio(c.msg);
       ex.reply(undefined, 202);
       return;
@@ -133,6 +145,18 @@ export class Endpoint {
 
   /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
   private checkModern(req: Request, ex: Exchange): { error: RpcError; status: number } | null {
+    const bad = this.checkModernHeaders(req.method, req.params, ex);
+    if (bad) return bad;
+    const meta = (req.params?._meta ?? {}) as Params;
+    const caps = meta[META_CLIENT_CAPABILITIES];
+    if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
+      return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
+    return null;
+  }
+
+  /** The version in `_meta` and the headers every modern POST carries (requests and notifications alike). */
+  private checkModernHeaders(method: string, params: Params | undefined, ex: Exchange): { error: RpcError; status: number } | null {
+    const req = { method, params };
     const meta = (req.params?._meta ?? {}) as Params;
     const version = meta[META_PROTOCOL_VERSION];
     // Header ≠ body is a malformed request whatever the version, so it is checked first.
@@ -164,9 +188,6 @@ export class Endpoint {
           return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
       }
     }
-    const caps = meta[META_CLIENT_CAPABILITIES];
-    if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
-      return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
     return null;
   }
 
@@ -271,10 +292,21 @@ export class Endpoint {
 
   private async legacy(c: Classified, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
     if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
+    const unsupported = ex.transport === 'http' ? unsupportedLegacyVersion(ex.header('mcp-protocol-version')) : null;
+    if (unsupported) {
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, unsupported, LEGACY);
+      return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
+    }
     const session = stdio ? stdio.current : this.sessionOf(ex);
     if (!session) {
-      if (c.kind !== 'request') return ex.reply(undefined, 202);
       const sid = ex.header('mcp-session-id');
+      if (c.kind !== 'request') {
+        // Over HTTP a session that ended is 404 (the client starts a new one), a missing id 400.
+        if (stdio) return ex.reply(undefined, 202);
+        return sid === undefined
+          ? ex.reply(errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required')), 400)
+          : ex.reply(errorResponse(undefined, new RpcError(-32001, 'Session not found')), 404);
+      }
       const err =
         sid === undefined
           ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')

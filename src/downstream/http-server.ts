@@ -7,7 +7,7 @@ import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
 import type { HubCore } from './core.js';
-import type { Endpoint } from './endpoint.js';
+import { unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
@@ -211,6 +211,11 @@ export class HttpServer {
     }
     if (!(header(req, 'accept') ?? '').includes('text/event-stream')) {
       sendJson(res, 406, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Not Acceptable: GET needs Accept: text/event-stream')));
+      return;
+    }
+    const unsupported = unsupportedLegacyVersion(header(req, 'mcp-protocol-version'));
+    if (unsupported) {
+      sendJson(res, 400, errorResponse(undefined, unsupported));
       return;
     }
     const sid = header(req, 'mcp-session-id');

@@ -15,6 +15,7 @@ import {
   modernHeaders,
   modernMeta,
   modernPost,
+  legacySession,
   post,
   rawHttp,
   waitForReady,
@@ -169,6 +170,51 @@ describe('bad input at the HTTP endpoint', () => {
     const unknown = await post(url, req, { ...JSON_HEADERS, 'mcp-session-id': 'no-such-session', 'mcp-protocol-version': LEGACY_VERSION });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ jsonrpc: '2.0', id: 16, error: { code: expect.any(Number) } });
+  });
+
+  it('a legacy notification or response without a session → 400; with an unknown or ended session → 404', async () => {
+    const note = { jsonrpc: '2.0', method: 'notifications/initialized' };
+    expect((await post(url, note, JSON_HEADERS)).status).toBe(400);
+    const unknown = await post(url, note, { ...JSON_HEADERS, 'mcp-session-id': 'no-such-session', 'mcp-protocol-version': LEGACY_VERSION });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toMatchObject({ jsonrpc: '2.0', error: { code: -32001 } });
+    const answer = await post(url, { jsonrpc: '2.0', id: 1, result: {} }, { ...JSON_HEADERS, 'mcp-session-id': 'no-such-session' });
+    expect(answer.status).toBe(404);
+    const s = await legacySession(url);
+    const h = { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION };
+    expect((await post(url, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, h)).status).toBe(202);
+    expect((await fetch(url, { method: 'DELETE', headers: h })).status).toBe(200);
+    expect((await post(url, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, h)).status).toBe(404);
+  });
+
+  it('a legacy request with an MCP-Protocol-Version the hub does not speak → 400 (POST and GET)', async () => {
+    const s = await legacySession(url);
+    for (const version of ['1999-01-01', 'abc', '2025-13-99x']) {
+      const h = { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': version };
+      const r = await post(url, { jsonrpc: '2.0', id: 21, method: 'tools/list', params: {} }, h);
+      expectError(r, 400, -32600);
+      expect(r.body?.error?.message).toContain('unsupported MCP-Protocol-Version');
+      const g = await fetch(url, { headers: { ...h, accept: 'text/event-stream' } });
+      expect(g.status).toBe(400);
+      await g.body?.cancel();
+    }
+    // Every legacy version is fine, and so is no header (a client older than the header).
+    for (const version of ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'])
+      expect((await post(url, { jsonrpc: '2.0', id: 22, method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': version })).status).toBe(200);
+    expect((await post(url, { jsonrpc: '2.0', id: 23, method: 'tools/list', params: {} }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId })).status).toBe(200);
+  });
+
+  it('a modern notification over HTTP is checked like any POST: bad headers → 400, else 202', async () => {
+    const note = (meta = modernMeta()) => ({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: meta } });
+    const mismatch = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'tools/call' });
+    expect(mismatch.status).toBe(400);
+    expect(mismatch.body).toMatchObject({ error: { code: -32020 } });
+    const noMethod = await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION });
+    expect(noMethod.body).toMatchObject({ error: { code: -32020 } });
+    const unsupported = await post(url, note(modernMeta({ [META_VERSION]: '2099-01-01' })), { ...JSON_HEADERS, 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'notifications/cancelled' });
+    expect(unsupported.status).toBe(400);
+    expect(unsupported.body).toMatchObject({ error: { code: -32022 } });
+    expect((await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'notifications/cancelled' })).status).toBe(202);
   });
 
   it('GET /healthz reports every upstream with its state, era and tool count', async () => {
