@@ -163,7 +163,8 @@ export class Hub implements HubCore {
       validator: this.validator,
       plugins: this.plugins,
     });
-    this.endpoint = new Endpoint(this, log, { maxPendingPerSession: config.listen.maxPendingPerSession });
+    const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions } = config.listen;
+    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions });
   }
 
   static create(config: HubConfig, log: Logger): Hub {
@@ -254,6 +255,7 @@ export class Hub implements HubCore {
     this.http?.stopAccepting();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
+    this.endpoint.close();
     this.catalog.close();
     this.mrtr.bridge.close();
     this.admin?.close();

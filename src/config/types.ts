@@ -11,6 +11,10 @@ export interface HubConfig {
     maxBodyBytes: number;
     /** Requests one legacy session may have in flight; more are refused at once. */
     maxPendingPerSession: number;
+    /** A legacy HTTP session idle this long (no request, stream or call in flight) ends. */
+    sessionIdleTimeoutMs: number;
+    /** Most legacy HTTP sessions at once (the idlest one ends for a new one). */
+    maxSessions: number;
     /** On SIGTERM, how long calls in flight may take before the upstreams are closed under them. */
     drainTimeoutMs: number;
   };

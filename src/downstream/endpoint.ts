@@ -4,6 +4,7 @@ import {
   CancelledError,
   HEADER_MISMATCH,
   INVALID_PARAMS,
+  INTERNAL_ERROR,
   INVALID_REQUEST,
   METHOD_NOT_FOUND,
   RpcError,
@@ -75,20 +76,35 @@ export function unsupportedLegacyVersion(header: string | undefined): RpcError |
   return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
 }
 
+const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
+const DEFAULT_MAX_SESSIONS = 10_000;
+
+/** A session with its GET stream open or a call in flight is in use, however quiet. */
+function busy(s: LegacySession): boolean {
+  return (s.stream !== undefined && !s.stream.closed) || s.inflight.size > 0;
+}
+
 /** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
 export const INVALID_MESSAGE = '(invalid)';
 
 export class Endpoint {
   readonly sessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
+  private readonly sweeper: NodeJS.Timeout;
 
   constructor(
     private readonly core: HubCore,
     private readonly log: Logger,
-    /** maxPendingPerSession: requests one legacy session may have in flight (back-pressure). */
-    private readonly limits: { maxPendingPerSession?: number } = {},
+    /**
+     * maxPendingPerSession: requests one legacy session may have in flight (back-pressure).
+     * sessionIdleTimeoutMs, maxSessions: when legacy HTTP sessions end without a DELETE.
+     */
+    private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number } = {},
   ) {
     this.listen = new ListenHub(core);
+    const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
+    this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
+    this.sweeper.unref();
     core.events.on('listChanged', (kind: string) => this.broadcastLegacy(kind));
     core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
       for (const key of u.subscribers) {
@@ -375,6 +391,11 @@ export class Endpoint {
     if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)) {
       return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
     }
+    if (!stdio && !this.roomForSession()) {
+      const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      return ex.reply(errorResponse(req.id, err), 503);
+    }
     const p = req.params ?? {};
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
     // Echo a legacy version we know; anything else (a modern one included) gets our newest legacy version.
@@ -471,6 +492,28 @@ export class Endpoint {
   }
 
   /** DELETE (HTTP) or stdin EOF: the session ends and its subscriptions are released. */
+  /**
+   * A client that goes away without DELETE leaves its session behind: one quiet since `before`,
+   * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
+   */
+  private endIdleSessions(before: number): void {
+    for (const [id, s] of this.sessions) if (s.lastSeen < before && !busy(s)) this.endSession(id);
+  }
+
+  /** Room for one more session under maxSessions: the one idle longest ends. False if all are busy. */
+  private roomForSession(): boolean {
+    if (this.sessions.size < (this.limits.maxSessions ?? DEFAULT_MAX_SESSIONS)) return true;
+    let idlest: LegacySession | undefined;
+    for (const s of this.sessions.values()) if (!busy(s) && (!idlest || s.lastSeen < idlest.lastSeen)) idlest = s;
+    if (!idlest) return false;
+    this.endSession(idlest.id);
+    return true;
+  }
+
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
   endSession(id: string): boolean {
     const s = this.sessions.get(id);
     if (!s) return false;

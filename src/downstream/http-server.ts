@@ -231,6 +231,9 @@ export class HttpServer {
       return;
     }
     session.stream = new SseStream(res, { 'mcp-session-id': session.id });
+    // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
+    session.lastSeen = Date.now();
+    res.on('close', () => (session.lastSeen = Date.now()));
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity): void {
