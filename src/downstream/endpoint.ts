@@ -10,7 +10,7 @@ import {
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
-import { errorResponse, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -156,7 +156,7 @@ export class Endpoint {
 
   private cancelModernStdio(n: Notification): void {
     const id = n.params?.requestId;
-    this.modernInflight.get(String(id))?.abort();
+    this.modernInflight.get(idKey(id))?.abort();
   }
 
   /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
@@ -273,7 +273,7 @@ export class Endpoint {
     const onClose = () => ac?.abort();
     if (ac) {
       ex.closed.addEventListener('abort', onClose);
-      this.modernInflight.set(String(req.id), ac);
+      this.modernInflight.set(idKey(req.id), ac);
     }
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
@@ -294,7 +294,7 @@ export class Endpoint {
     } finally {
       if (ac) {
         ex.closed.removeEventListener('abort', onClose);
-        this.modernInflight.delete(String(req.id));
+        this.modernInflight.delete(idKey(req.id));
       }
     }
   }
@@ -380,7 +380,7 @@ export class Endpoint {
         session.initialized = true;
         break;
       case 'notifications/cancelled':
-        session.inflight.get(String(n.params?.requestId))?.abort();
+        session.inflight.get(idKey(n.params?.requestId))?.abort();
         break;
       default:
         break; // roots/list_changed and unknown notifications: nothing to do yet
@@ -474,7 +474,7 @@ export class Endpoint {
       await this.core.recordLocal(req.method, ctx, { outcome: 'denied', errorKind: 'policy', errorCode: err.code, errorMessage: err.message });
       return ex.reply(errorResponse(req.id, err), 429);
     }
-    const key = String(req.id);
+    const key = idKey(req.id);
     session.inflight.set(key, ac);
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);

@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { errorResponse, parseFrame, type Id } from '../protocol/jsonrpc.js';
+import { errorResponse, idKey, parseFrame, type Id } from '../protocol/jsonrpc.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
@@ -127,15 +127,15 @@ export class StdioServer {
   /** A client cancellation: a listen stream (or a modern call) with that id ends; nothing more is sent for it. */
   private cancel(requestId: unknown): void {
     if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
-    const o = this.open.get(String(requestId));
+    const o = this.open.get(idKey(requestId));
     if (!o) return;
-    this.open.delete(String(requestId));
+    this.open.delete(idKey(requestId));
     o.closed.abort();
   }
 
   private exchange(id: Id | undefined, bytes: number): Exchange {
     const closed = new Canceller();
-    const key = id === undefined ? undefined : String(id);
+    const key = id === undefined ? undefined : idKey(id);
     const entry: Open = { closed, streaming: false };
     // A reused id replaces the older entry; the older call still answers on stdout.
     if (key !== undefined) this.open.set(key, entry);

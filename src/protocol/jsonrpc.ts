@@ -33,7 +33,17 @@ export type Classified =
   | { kind: 'response'; msg: Response }
   | { kind: 'invalid'; error: RpcError; id?: Id };
 
-const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+// Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would
+// be answered with an id other than the one sent.
+const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'number' && Number.isSafeInteger(v));
+
+/**
+ * A map key for a request id that keeps its type: the string "1" and the number 1 are different
+ * ids, so a notifications/cancelled for one must not cancel the other.
+ */
+export function idKey(id: unknown): string {
+  return typeof id === 'number' ? `n:${id}` : `s:${String(id)}`;
+}
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -49,7 +59,7 @@ export function classify(v: unknown): Classified {
     if (v.params !== undefined && !isObj(v.params))
       return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
     if (!('id' in v)) return { kind: 'notification', msg: v as unknown as Notification };
-    if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or a number, never null') };
+    if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or an integer (at most 2^53 - 1 in size), never null') };
     return { kind: 'request', msg: v as unknown as Request };
   }
   if ('result' in v || 'error' in v) {

@@ -120,7 +120,8 @@ const headerMutation = fc.record(
 function isRequestShaped(o: unknown): o is { id: string | number; method: string } {
   if (o === null || typeof o !== 'object' || Array.isArray(o)) return false;
   const r = o as Obj;
-  return r.jsonrpc === '2.0' && typeof r.method === 'string' && (typeof r.id === 'string' || (typeof r.id === 'number' && Number.isFinite(r.id)));
+  // Ids are strings or integers a JSON number holds exactly (digest §1.1); any other is refused without one.
+  return r.jsonrpc === '2.0' && typeof r.method === 'string' && (typeof r.id === 'string' || (typeof r.id === 'number' && Number.isSafeInteger(r.id)));
 }
 
 function frameOf(text: string, headers: Record<string, string>): Frame {

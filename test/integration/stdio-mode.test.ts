@@ -177,6 +177,22 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(c.received.some((m) => m.id === 'slow-1')).toBe(false);
   });
 
+  it('a cancellation names an id with its type: the string "7" does not cancel the number 7', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 600 }, _meta: META } }));
+    await new Promise((r) => setTimeout(r, 200));
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: '7', _meta: META } }));
+    const answer = await c.next((m) => m.id === 7);
+    expect(answer.result.content[0].text).toBe('slept 600');
+  });
+
+  it('ids must be strings or integers a JSON number holds exactly', async () => {
+    for (const id of [1.5, 2 ** 53 + 2]) {
+      c.send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"modern__echo","arguments":{"text":"x"},"_meta":${JSON.stringify(META)}}}`);
+      const err = await c.next((m) => m.error !== undefined && m.id === undefined && /id must be/.test(m.error.message));
+      expect(err.error.code).toBe(-32600);
+    }
+  });
+
   it('serves a modern listen stream on stdout, acknowledged first, ended by cancellation', async () => {
     c.send(JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: META } }));
     const ack = await c.next((m) => m.method === 'notifications/subscriptions/acknowledged');
