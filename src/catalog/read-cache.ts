@@ -40,9 +40,17 @@ export function cacheableRead(params: Record<string, unknown>, result: Record<st
   return result.resultType === undefined || result.resultType === 'complete';
 }
 
+/** Invalidations remembered for reads still on their way; past this many, every such read is dropped. */
+const MAX_REMEMBERED = 10_000;
+
 export class ReadCache {
   private readonly entries = new Map<string, Entry>();
   readonly stats = { hits: 0, misses: 0 };
+  /** Counts invalidations; `droppedAt` has the last one of each server (key: server) and URI. */
+  private gen = 0;
+  private readonly droppedAt = new Map<string, number>();
+  /** Reads begun before this are not stored (what they were checked against was forgotten). */
+  private floor = 0;
 
   constructor(
     private readonly now: () => number = Date.now,
@@ -65,8 +73,16 @@ export class ReadCache {
     return undefined;
   }
 
-  put(server: string, partition: string, uri: string, result: Record<string, unknown>, ttlMs: number, scope: 'public' | 'private'): void {
+  /** Taken when a read starts and given to put(): its result is not kept if its URI changed meanwhile. */
+  mark(): number {
+    return this.gen;
+  }
+
+  put(server: string, partition: string, uri: string, result: Record<string, unknown>, ttlMs: number, scope: 'public' | 'private', since?: number): void {
     if (!(ttlMs > 0) || roughSize(result) > READ_CACHE_MAX_BYTES) return;
+    // A resources/updated (or a restart) that came while this read was on its way: the result
+    // may be from before it, so it answers this read only.
+    if (since !== undefined && (since < this.floor || (this.droppedAt.get(server) ?? 0) > since || (this.droppedAt.get(`${server}\0${uri}`) ?? 0) > since)) return;
     const key = `${server}\0${scope === 'public' ? '*' : partition}\0${uri}`;
     this.entries.delete(key); // re-insert: Map order is then least recently stored first
     this.entries.set(key, { result, expires: this.now() + ttlMs, scope });
@@ -75,6 +91,11 @@ export class ReadCache {
 
   /** Drop a URI (every partition) or, without one, everything of a server. */
   invalidate(server: string, uri?: string): void {
+    if (this.droppedAt.size >= MAX_REMEMBERED) {
+      this.droppedAt.clear();
+      this.floor = this.gen + 1;
+    }
+    this.droppedAt.set(uri === undefined ? server : `${server}\0${uri}`, ++this.gen);
     for (const k of [...this.entries.keys()]) {
       const [s, , u] = k.split('\0');
       if (s === server && (uri === undefined || u === uri)) this.entries.delete(k);

@@ -225,6 +225,7 @@ export class Router {
     }
     // A read the user had to answer for (an MRTR round for a legacy client, or a legacy
     // upstream's elicitation passed on) is theirs alone: never cached (digest §3.3).
+    const since = this.catalog.reads.mark();
     let asked = false;
     const ask = ctx.askClient;
     const readCtx: CallContext = ask && first ? { ...ctx, askClient: (r) => ((asked = true), ask(r)) } : ctx;
@@ -232,7 +233,7 @@ export class Router {
     if (first && !asked && cacheableRead(params, result)) {
       const hinted = server.upstream.era === MODERN && typeof result.ttlMs === 'number' ? result.ttlMs : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
-      this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope);
+      this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope, since);
     }
     return result;
   }

@@ -37,4 +37,32 @@ describe('resources/read cache', () => {
     expect(cacheableRead({ uri: 'a', requestState: 'x' }, { contents: [] })).toBe(false);
     expect(cacheableRead({ uri: 'a', inputResponses: {} }, { contents: [] })).toBe(false);
   });
+
+  it('does not keep a read whose URI (or server) changed while it was on its way', () => {
+    const c = new ReadCache(() => 0);
+    const r = { contents: [] };
+    const before = c.mark();
+    c.invalidate('s', 'a://x'); // resources/updated arrives before the read's answer
+    c.put('s', '', 'a://x', r, 1000, 'public', before);
+    expect(c.get('s', '', 'a://x')).toBeUndefined();
+    c.put('s', '', 'a://y', r, 1000, 'public', before); // another URI is unaffected
+    expect(c.get('s', '', 'a://y')).toBeDefined();
+    const again = c.mark();
+    c.put('s', '', 'a://x', r, 1000, 'public', again); // a read begun after the change is kept
+    expect(c.get('s', '', 'a://x')).toBeDefined();
+    const third = c.mark();
+    c.invalidate('s'); // the whole server (a restart)
+    c.put('s', '', 'a://z', r, 1000, 'public', third);
+    expect(c.get('s', '', 'a://z')).toBeUndefined();
+  });
+
+  it('forgets old invalidations past a bound, and then keeps no read that began before', () => {
+    const c = new ReadCache(() => 0);
+    const early = c.mark();
+    for (let i = 0; i <= 10_000; i++) c.invalidate('s', `a://${i}`);
+    c.put('s', '', 'a://other', { contents: [] }, 1000, 'public', early);
+    expect(c.get('s', '', 'a://other')).toBeUndefined();
+    c.put('s', '', 'a://other', { contents: [] }, 1000, 'public', c.mark());
+    expect(c.get('s', '', 'a://other')).toBeDefined();
+  });
 });
