@@ -63,11 +63,6 @@ function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
 }
 
 /**
- * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,
- * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
- * and converts results and errors back into the caller's era.
- */
-/**
  * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
  * §6.2: 400). Absent is fine: the client may predate the header (2025-03-26).
  */
@@ -87,6 +82,11 @@ function busy(s: LegacySession): boolean {
 /** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
 export const INVALID_MESSAGE = '(invalid)';
 
+/**
+ * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,
+ * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
+ * and converts results and errors back into the caller's era.
+ */
 export class Endpoint {
   readonly sessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
@@ -491,7 +491,6 @@ export class Endpoint {
     }
   }
 
-  /** DELETE (HTTP) or stdin EOF: the session ends and its subscriptions are released. */
   /**
    * A client that goes away without DELETE leaves its session behind: one quiet since `before`,
    * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
@@ -514,6 +513,7 @@ export class Endpoint {
     clearInterval(this.sweeper);
   }
 
+  /** DELETE (HTTP), stdin EOF or idleness: the session ends and its subscriptions are released. */
   endSession(id: string): boolean {
     const s = this.sessions.get(id);
     if (!s) return false;
