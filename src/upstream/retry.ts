@@ -66,6 +66,8 @@ export interface RetryHooks {
   /** Resolves true once the upstream is ready again (false: it will not be within `ms`). */
   whenReady: (ms: number) => Promise<boolean>;
   onRetry?: (attempt: number, delayMs: number, err: Error) => void;
+  /** When the call must be over (its total limit): no attempt starts, nor wait lasts, past it. */
+  until?: number;
   now?: () => number;
   random?: () => number;
 }
@@ -76,7 +78,8 @@ export interface RetryHooks {
  * bookkeeping (idempotency keys) treats the call as possibly executed.
  */
 export function withRetries<T>(method: string, policy: RetryPolicy, attempt: () => Promise<T>, h: RetryHooks): Promise<T> {
-  const deadline = (h.now ?? Date.now)() + policy.budgetMs;
+  const budget = (h.now ?? Date.now)() + policy.budgetMs;
+  const deadline = h.until === undefined ? budget : Math.min(budget, h.until);
   // Only a failure enters the retry loop.
   return onFailure(attempt, (err) => retryAfter(err as Error, deadline, method, policy, attempt, h));
 }

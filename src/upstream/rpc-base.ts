@@ -39,6 +39,8 @@ export interface Pending {
   timer: NodeJS.Timeout | undefined;
   /** The hard cap (maxTotalTimeoutMs): its timer, and the time left of it while paused. */
   hardTimer?: NodeJS.Timeout;
+  /** When the whole call must be over (Date.now() ms), retries and waits included; see deadlineFor. */
+  deadline?: number;
   hardLeftMs?: number;
   hardSince?: number;
   token: string | undefined;
@@ -102,8 +104,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
     if (!opts?.retry || opts.retry.maxAttempts <= 1) return this.requestOnce(method, params, opts);
-    return withRetries(method, opts.retry, () => this.requestOnce(method, params, opts), {
+    // One limit for every attempt: a retry does not start the caller's total over.
+    const deadline = this.deadlineFor(opts);
+    return withRetries(method, opts.retry, () => this.requestOnce(method, params, opts, deadline), {
       signal: opts.signal,
+      until: deadline,
       whenReady: (ms) => this.whenReady(ms),
       onRetry: (attempt, delayMs, err) => this.log.info({ method, attempt, delayMs, err: err.message }, 'sending the request again (it is safe to)'),
     });
@@ -128,21 +133,33 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     });
   }
 
-  private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+  /**
+   * When a call that starts now must be over: its total limit (maxTotalTimeoutMs, which a
+   * caller's `dev.switchyard/timeoutMs` shortens) from now. Waits for a slot or a turn and
+   * retries count against it; undefined without a finite limit.
+   */
+  protected deadlineFor(opts: CallOptions | undefined): number | undefined {
+    const total = opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs;
+    return total !== undefined && total < Infinity ? Date.now() + total : undefined;
+  }
+
+  private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions, deadline?: number): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
     if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
     // A free slot is taken here and given back when the call settles (settle()): no async
     // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
-    if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT);
+    if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
     const signal = opts?.signal;
+    const until = deadline ?? this.deadlineFor(opts);
+    const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
     return this.limiter
       .run(
         () => {
           // The state may have changed while the call waited for a slot.
           if (this._state !== 'ready') throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
-          return this.dispatch(method, params, opts, 0);
+          return this.dispatch(method, params, opts, 0, until);
         },
-        { signal, waitMs: opts?.timeoutMs ?? this.spec.timeoutMs, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
+        { signal, waitMs: until === undefined ? idle : Math.min(idle, until - Date.now()), onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
       )
       .catch((err: unknown) => {
         throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;
@@ -153,8 +170,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * One public request once it has a slot; stdio legacy upstreams add their call gate. `holds`:
    * what the call must give back when it settles (HOLDS_*), passed on to call().
    */
-  protected dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number): Promise<Record<string, unknown>> {
-    return this.call(method, params, opts, false, undefined, holds);
+  protected dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number, deadline?: number): Promise<Record<string, unknown>> {
+    return this.call(method, params, opts, false, undefined, holds, deadline);
   }
 
   /** Gives back what a settled call held (subclasses add their own HOLDS_* bits). */
@@ -183,11 +200,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     internal: boolean,
     listen?: ListenSink,
     holds = 0,
+    deadline?: number,
   ): Promise<Record<string, unknown>> {
     const id = ++this.nextId;
     const timeoutMs = opts?.timeoutMs ?? this.spec.timeoutMs;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds };
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline };
       try {
         this.send(p, params);
       } catch (err) {
@@ -205,6 +223,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Frames `p` and sends it (call()'s body, outside the executor's context). */
   private send(p: Pending, params: Record<string, unknown>): void {
     const { id, method, opts, internal, listen, timeoutMs } = p;
+    // A caller that went away, or whose time ran out, while the call waited is not sent at all.
+    if (opts?.signal?.aborted) throw new CancelledError(reasonOf(opts.signal));
+    const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
+    const left = hard === undefined || p.deadline === undefined ? hard : Math.min(hard, p.deadline - Date.now());
+    if (left !== undefined && left <= 0) throw new TimeoutError(this.id, hard!);
     let wire = params;
     if (!internal) {
       if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
@@ -221,11 +244,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const frame = JSON.stringify({ jsonrpc: '2.0', id, method, params: wire });
     // A listen stream lasts as long as the subscription; only its own end or close stops it.
     if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
-    const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
     if (hard !== undefined && hard < Infinity) {
-      p.hardLeftMs = hard;
+      p.hardLeftMs = left;
       p.hardSince = Date.now();
-      p.hardTimer = setTimeout(() => this.onTimeout(p, hard), hard);
+      p.hardTimer = setTimeout(() => this.onTimeout(p, hard), left);
     }
     if (opts?.signal) {
       p.onAbort = this.abortHandler(p);

@@ -4,9 +4,9 @@
  * means legacy, and a process that dies of the probe is respawned before `initialize`. The
  * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
  */
-import { CallGate } from './call-gate.js';
+import { CallGate, type GateWait } from './call-gate.js';
 import { LEGACY, LEGACY_VERSIONS } from '../protocol/era.js';
-import { RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
@@ -29,11 +29,40 @@ export class StdioUpstream extends HandshakingUpstream {
    * Legacy stdio cannot say which call a server → client request belongs to: see CallGate. A
    * call that gets in at once leaves the gate when it settles (release()), without a wrapper.
    */
-  protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number): Promise<Record<string, unknown>> {
-    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts, holds);
+  protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number, deadline?: number): Promise<Record<string, unknown>> {
+    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts, holds, deadline);
     const exclusive = opts?.exclusive === true;
-    if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED));
-    return this.gate.run(exclusive, () => super.dispatch(method, params, opts, holds));
+    if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED), deadline);
+    // Waiting for its turn is part of the call: its cancellation and its limits hold here too.
+    const until = deadline ?? this.deadlineFor(opts);
+    const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
+    const signal = opts?.signal;
+    const wait: GateWait = {
+      signal,
+      ms: until === undefined ? idle : Math.min(idle, until - Date.now()),
+      onAbort: () => new CancelledError(signal && typeof signal.reason === 'string' ? signal.reason : 'request cancelled'),
+      onTimeout: (ms) => {
+        const err = new TimeoutError(this.id, ms);
+        err.message = `server "${this.id}" could not take the call within ${ms} ms: a call that may ask the client runs alone, and others were running`;
+        return err;
+      },
+    };
+    let ran = false;
+    return this.gate
+      .run(
+        exclusive,
+        () => {
+          ran = true;
+          return super.dispatch(method, params, opts, holds, until);
+        },
+        wait,
+      )
+      .catch((err: unknown) => {
+        // A call that never got its turn gives back what it held (a limiter slot); one that ran
+        // gave it back when it settled.
+        if (!ran) this.release(holds);
+        throw err;
+      });
   }
 
   protected override release(holds: number): void {

@@ -113,4 +113,15 @@ describe('retries never run a write twice', () => {
     expect(text(a)).toMatch(/HTTP 401/);
     expect(httpCalls('hc', 'deny401')).toBe(1);
   });
+
+  it("a caller's own limit (dev.switchyard/timeoutMs) bounds all attempts together, not each", async () => {
+    const before = httpCalls('hc', 'drop');
+    const t0 = performance.now();
+    const a = await callTool(hub.url, 'hc__drop', {}, { 'dev.switchyard/timeoutMs': 120 });
+    const ms = performance.now() - t0;
+    expect(isToolError(a)).toBe(true);
+    // Three attempts (each dropped after 50 ms, 100–300 ms of backoff between) would take 0.3 s and more.
+    expect(httpCalls('hc', 'drop') - before).toBeLessThan(3);
+    expect(ms).toBeLessThan(400);
+  });
 });

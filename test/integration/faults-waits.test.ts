@@ -1,0 +1,74 @@
+/**
+ * Fault suite, waiting calls: a call that waits for its turn is still the caller's. Its own
+ * limit (`dev.switchyard/timeoutMs`) counts the wait, and a caller that goes away while it waits
+ * leaves the queue, so nothing is sent upstream for it. Two waits: a legacy stdio upstream's
+ * call gate (a call whose client may be asked runs alone) and a server's maxConcurrent queue.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { callTool, isToolError, QUIRKS, rowsFor, text, waitForState } from './faults-helpers.js';
+import { quirkLog } from './upstream-helpers.js';
+
+let hub: HubProcess;
+let dir: string;
+const ELICIT_CAPS = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-waits-'));
+  const quirk = (name: string, extra: Record<string, unknown> = {}) => ({
+    ...nodeServer(`${QUIRKS}/legacy-32601.mjs`, [], { QUIRK_LOG: join(dir, `${name}.log`) }),
+    ...extra,
+  });
+  hub = await startHub({ servers: { q: quirk('q'), lim: quirk('lim', { maxConcurrent: 1, maxQueue: 5 }) } }, { dir });
+  await Promise.all(['q', 'lim'].map((id) => waitForState(hub.url, id, ['ready'])));
+}, 60_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const echoesOf = (name: string, textArg: string) =>
+  quirkLog(join(dir, `${name}.log`)).filter((e) => e.in?.method === 'tools/call' && (e.in.params as { arguments?: { text?: string } })?.arguments?.text === textArg).length;
+
+describe('a call waiting for its turn on a legacy stdio upstream', () => {
+  it('times out by its own limit while it waits, and a cancelled one is never sent', async () => {
+    const running = callTool(hub.url, 'q__slow', { steps: 0, ms: 1500 }); // shared: its client cannot be asked
+    await sleep(150);
+    const t0 = performance.now();
+    const late = await callTool(hub.url, 'q__echo', { text: 'late' }, { ...ELICIT_CAPS, 'dev.switchyard/timeoutMs': 400 });
+    const ms = performance.now() - t0;
+    expect(isToolError(late)).toBe(true);
+    expect(text(late)).toMatch(/could not take the call within 400 ms/);
+    expect(ms).toBeLessThan(1000);
+
+    const ac = new AbortController();
+    const gone = callTool(hub.url, 'q__echo', { text: 'gone' }, ELICIT_CAPS, ac.signal).catch((e: Error) => e);
+    await sleep(200);
+    ac.abort();
+    expect(await gone).toBeInstanceOf(Error);
+    expect(text(await running)).toBe('slow done');
+    await sleep(300);
+    expect(echoesOf('q', 'late')).toBe(0);
+    expect(echoesOf('q', 'gone')).toBe(0);
+    expect((await rowsFor(join(hub.dir, 'ledger.db'), 'q__echo', 2)).map((r) => r.outcome).sort()).toEqual(['cancelled', 'timeout']);
+    // The gate is free again.
+    expect(text(await callTool(hub.url, 'q__echo', { text: 'after' }, ELICIT_CAPS))).toContain('after');
+  }, 20_000);
+});
+
+describe('a call waiting for a slot (maxConcurrent)', () => {
+  it('counts the wait against its own limit', async () => {
+    const first = callTool(hub.url, 'lim__slow', { steps: 0, ms: 900 });
+    await sleep(50);
+    const t0 = performance.now();
+    const second = await callTool(hub.url, 'lim__slow', { steps: 0, ms: 900 }, { 'dev.switchyard/timeoutMs': 1000 });
+    const ms = performance.now() - t0;
+    expect(isToolError(second)).toBe(true);
+    expect(ms).toBeLessThan(1400); // not the wait (~0.9 s) and then a whole second of its own
+    expect(text(await first)).toBe('slow done');
+  }, 20_000);
+});
