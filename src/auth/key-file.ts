@@ -1,3 +1,4 @@
+import { parseJsonText } from '../config/load.js';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { generateApiKey, hashApiKey } from './api-keys.js';
 
@@ -7,7 +8,7 @@ export const PRINCIPAL_RE = /^[A-Za-z0-9._@|:+-]{1,128}$/;
 type Json = Record<string, unknown>;
 
 function readDoc(file: string): Json {
-  const doc = JSON.parse(readFileSync(file, 'utf8').replace(/^\uFEFF/, '')) as unknown;
+  const doc = parseJsonText(readFileSync(file, 'utf8'));
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) throw new Error(`${file}: not a JSON object`);
   return doc as Json;
 }

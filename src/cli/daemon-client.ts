@@ -8,10 +8,19 @@ import { resolve } from 'node:path';
 export class NoDaemonError extends Error {}
 export class DaemonError extends Error {}
 
+/** `--url` that is no http(s) URL: the command says so in one line (exit 2). */
+export class BadUrlError extends Error {}
+
 /** The daemon's base URL (no path) from --url (a base or the /mcp endpoint) or the config's listen. */
 export function daemonBase(url: string | undefined, configFile: string): string {
-  if (url) {
-    const u = new URL(url);
+  if (url !== undefined) {
+    let u: URL | undefined;
+    try {
+      u = new URL(url);
+    } catch {
+      // told below
+    }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410, got ${JSON.stringify(url)}`);
     return u.origin;
   }
   let host = '127.0.0.1';

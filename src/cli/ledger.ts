@@ -8,6 +8,8 @@ import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
+import { interpolateEnv } from '../config/interpolate.js';
+import { parseJsonText } from '../config/load.js';
 import { ledgerWriter } from './ledger-lock.js';
 
 /** Where the command writes; tests pass their own. */
@@ -55,11 +57,16 @@ export function resolveLedgerPath(args: CommonArgs): string {
   }
   let cfg: unknown;
   try {
-    cfg = JSON.parse(readFileSync(file, 'utf8'));
+    cfg = parseJsonText(readFileSync(file, 'utf8'));
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  const p = (cfg as { ledger?: { path?: unknown } } | null)?.ledger?.path;
+  // Only ledger.path is read (and its ${env:…} filled in, as the hub does): a variable that
+  // only some server's secret needs is not this command's business.
+  const raw = (cfg as { ledger?: { path?: unknown } } | null)?.ledger?.path;
+  const { value, problems } = interpolateEnv({ ledger: { path: raw } }, process.env);
+  if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
+  const p = (value as { ledger: { path?: unknown } }).ledger.path;
   return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
 }
 
@@ -137,7 +144,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('follow', { alias: 'f', type: 'boolean', default: false, describe: 'Keep polling for new rows' })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { n: number; follow: boolean; json: boolean }>,
     handler: run(false, async (reader, a) => {
-      const { since: _s, until: _u, ...filter } = filterOf(a, now());
+      const filter = filterOf(a, now());
       const first = reader.lastFinished(filter, a.n);
       printRows(first, a.json, true);
       if (!a.follow) return;

@@ -11,6 +11,7 @@ import { initCommand } from './init.js';
 import { serversCommand } from './servers.js';
 import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools.js';
+import { BadUrlError } from './daemon-client.js';
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 await yargs(hideBin(process.argv))
@@ -28,4 +29,15 @@ await yargs(hideBin(process.argv))
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
   .help()
+  .fail((msg, err, y) => {
+    // A bad --url is the user's to fix: one line, not the help and a stack.
+    if (err instanceof BadUrlError) {
+      process.stderr.write(`switchyard: ${err.message}\n`);
+      process.exit(2);
+    }
+    if (err) throw err;
+    y.showHelp();
+    process.stderr.write(`\n${msg}\n`);
+    process.exit(1);
+  })
   .parseAsync();

@@ -10,6 +10,8 @@ export interface ToolsExportArgs {
   config: string;
   url?: string;
   server?: string;
+  /** Only what this tool group (`/mcp/<group>`) shows: asked of the daemon, which knows the groups. */
+  group?: string;
   local: boolean;
 }
 
@@ -24,6 +26,7 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
     .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
     .option('url', { type: 'string', describe: 'The daemon address (default: from the config)' })
     .option('server', { type: 'string', describe: 'Only this server' })
+    .option('group', { type: 'string', describe: 'Only what this tool group (/mcp/<group>) shows' })
     .option('local', {
       type: 'boolean',
       default: false,
@@ -38,13 +41,18 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
 async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
   if (!a.local) {
     try {
-      const q = a.server ? `?server=${encodeURIComponent(a.server)}` : '';
-      return (await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools${q}`)).tools;
+      const q = new URLSearchParams();
+      if (a.server) q.set('server', a.server);
+      if (a.group) q.set('group', a.group);
+      const qs = q.size > 0 ? `?${q}` : '';
+      return (await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools${qs}`)).tools;
     } catch (err) {
-      if (!(err instanceof NoDaemonError) || a.url) throw err;
+      // A group's view is the daemon's: never widened to the whole catalog of the upstreams.
+      if (!(err instanceof NoDaemonError) || a.url || a.group) throw err;
       process.stderr.write(`${err.message}; connecting to the upstreams of ${a.config} directly\n`);
     }
   }
+  if (a.group) throw new DaemonError('--group needs the running daemon (it applies the groups); drop --local');
   return (await lookLocally(loadConfig(a.config), { server: a.server })).tools;
 }
 

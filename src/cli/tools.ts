@@ -216,7 +216,6 @@ export const toolsCommand: CommandModule<object, ListArgs> = {
   describe: 'The tools the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
   builder: (y: Argv) =>
     exportOptions(y, false)
-      .option('group', { type: 'string', describe: 'Only what this tool group (/mcp/<group>) shows' })
       .option('json', { type: 'boolean', default: false, describe: 'JSON, with the annotations as claimed by each server' })
       .command(diffCommand)
       .command(approveCommand)

@@ -142,6 +142,18 @@ export function loadConfig(file: string, env: Env = process.env): HubConfig {
 }
 
 /**
+ * A JSON document's text parsed, or an Error saying where it is broken without quoting it
+ * (for the CLI's own readers of the config: keys, ledger path).
+ */
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (e) {
+    throw new Error(`not valid JSON (${jsonErrorWhere(text, (e as Error).message)})`);
+  }
+}
+
+/**
  * Where JSON.parse gave up, without quoting the text: V8's messages can include a slice of
  * the document, and a config may hold a literal secret.
  */

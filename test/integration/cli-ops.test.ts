@@ -210,7 +210,7 @@ describe('servers, doctor and tools without a daemon', () => {
 describe('servers, doctor and tools against a running daemon', () => {
   let hub: HubProcess;
   beforeAll(async () => {
-    hub = await startHub({ servers: { legacy: nodeServer(SDK1), modern: { ...nodeServer(SDK2), prefix: 'legacy' } } });
+    hub = await startHub({ groups: { mod: { servers: ['modern'] } }, servers: { legacy: nodeServer(SDK1), modern: { ...nodeServer(SDK2), prefix: 'legacy' } } });
     const end = Date.now() + 20_000;
     while (Date.now() < end) {
       const h = (await (await fetch(new URL('/healthz', hub.url))).json()) as { servers: { state: string }[] };
@@ -258,5 +258,24 @@ describe('servers, doctor and tools against a running daemon', () => {
     const o = JSON.parse((await run(['tools', 'export', '--format', 'openai', '--url', hub.url, '--server', 'modern'])).stdout);
     expect(o.tools).toHaveLength(5);
     expect(o.tools.every((t: Json) => /^legacy__\w+_[0-9a-z]+$/.test(t.function.name))).toBe(true);
+  });
+
+  it("the export of a tool group holds only that group's tools; it cannot widen to the upstreams", async () => {
+    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
+      const doc = JSON.parse((await run([...args, '--url', hub.url, '--group', 'mod'])).stdout) as { tools: Json[] };
+      expect(doc.tools).toHaveLength(5);
+    }
+    const local = await run(['tools', '--format', 'openai', '--local', '--group', 'mod']);
+    expect(local.code).toBe(1);
+    expect(local.stderr).toMatch(/--group needs the running daemon/);
+  });
+
+  it('a --url that is no http(s) URL is one line and exit 2, for every command that takes it', async () => {
+    for (const cmd of ['servers', 'doctor', 'tools']) {
+      const r = await run([cmd, '--url', 'notaurl']);
+      expect(r.code, cmd).toBe(2);
+      expect(r.stderr.trim()).toBe('switchyard: --url must be an http(s) URL such as http://127.0.0.1:7410, got "notaurl"');
+      expect(r.stdout).toBe('');
+    }
   });
 });

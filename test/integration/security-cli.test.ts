@@ -61,6 +61,12 @@ describe('switchyard keys', () => {
     const missing = run(['keys', 'add', 'erin', '--config', join(dir, 'nope.json')]);
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/config file not found/);
+    // A config that is not valid JSON is located, never quoted: it may hold a literal secret.
+    writeFileSync(file, '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
+    const broken = run(['keys', 'add', 'erin', '--config', file]);
+    expect(broken.status).toBe(2);
+    expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);
+    expect(broken.stderr).not.toContain('SECRET');
   });
 });
 

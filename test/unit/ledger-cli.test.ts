@@ -209,6 +209,11 @@ describe('switchyard ledger CLI', () => {
     const objs = r.out.trimEnd().split('\n').map((x) => JSON.parse(x) as { tool: string; outcome: string });
     expect(objs.map((o) => o.tool)).toEqual(['fs__read', 'mem__load', 'late__one']);
     expect(objs[2].outcome).toBe('cancelled'); // printed once, finished
+    // --since and --until narrow tail as they narrow query.
+    const future = await cli(['ledger', 'tail', '--db', t.db, '--since', new Date(NOW + 3_600_000).toISOString(), '--json']);
+    expect(future.out).toBe('');
+    const past = await cli(['ledger', 'tail', '--db', t.db, '--until', new Date(0).toISOString(), '--json']);
+    expect(past.out).toBe('');
   });
 
   it('finds the database from --config (relative to the config file) and reports problems', async () => {
@@ -224,6 +229,20 @@ describe('switchyard ledger CLI', () => {
 
     writeFileSync(join(t.dir, 'broken.json'), '{ nope');
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger: cannot read/) });
+    // A broken config is located, never quoted: it may hold a literal secret.
+    writeFileSync(join(t.dir, 'leaky.json'), '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
+    const leaky = await cli(['ledger', 'query', '--config', join(t.dir, 'leaky.json')]);
+    expect(leaky).toMatchObject({ code: 2, err: expect.stringMatching(/not valid JSON \(unexpected character 'B'\)/) });
+    expect(leaky.err).not.toContain('SECRET');
+    // ledger.path is completed from the environment as the hub does it; a missing variable is named.
+    writeFileSync(join(t.dir, 'env.json'), JSON.stringify({ ledger: { path: '${env:SY_TEST_LEDGER_DIR}/audit.db' }, servers: { x: { command: 'x', env: { T: '${env:SY_TEST_UNSET_SECRET}' } } } }));
+    process.env.SY_TEST_LEDGER_DIR = join(t.dir, 'var');
+    try {
+      expect(resolveLedgerPath({ config: join(t.dir, 'env.json') })).toBe(join(t.dir, 'var', 'audit.db'));
+    } finally {
+      delete process.env.SY_TEST_LEDGER_DIR;
+    }
+    expect(() => resolveLedgerPath({ config: join(t.dir, 'env.json') })).toThrow(/SY_TEST_LEDGER_DIR is not set/);
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/config file not found/) });
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
