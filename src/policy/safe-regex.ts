@@ -17,6 +17,12 @@ export type PatternClass = { kind: 'native' } | { kind: 'sandbox'; why: string }
 export const NATIVE_INPUT_MAX = 4096;
 /** A bounded repeat above this many counts as unbounded (`{1,1000}` backtracks like `+`). */
 const BIG_REPEAT = 16;
+/**
+ * Nested bounded repeats whose counts multiply past this go to the sandbox: `(a{1,16}){1,16}`
+ * backtracks through 16^16 ways on a near miss (seconds at 27 characters), while
+ * `(\d{1,3}\.){3}` (3 × 3) is harmless and stays native.
+ */
+const NESTED_PRODUCT = 64;
 
 export class HostilePatternError extends Error {
   override readonly name = 'HostilePatternError';
@@ -28,6 +34,8 @@ export class HostilePatternError extends Error {
 interface Frame {
   /** Some quantifier inside repeats more than BIG_REPEAT times (or without bound). */
   repeats: boolean;
+  /** The largest repeat count inside, nested counts multiplied (1: nothing repeats). */
+  inner: number;
   alt: boolean;
   /** The raw text of each alternative, for the literal-prefix check. */
   branches: string[];
@@ -52,7 +60,8 @@ function unambiguousLiterals(branches: string[]): boolean {
 }
 
 export function classifyPattern(p: string): PatternClass {
-  const stack: Frame[] = [{ repeats: false, alt: false, branches: [], branchStart: 0 }];
+  const stack: Frame[] = [{ repeats: false, inner: 1, alt: false, branches: [], branchStart: 0 }];
+  let nestedBounded = false;
   let unbounded = 0;
   let lookaround = false;
   let repeatedAlt = false;
@@ -85,7 +94,7 @@ export function classifyPattern(p: string): PatternClass {
         skip = named ? named[0].length - 1 : p[i + 2] === '<' ? 3 : 2;
       }
       i += skip;
-      stack.push({ repeats: false, alt: false, branches: [], branchStart: i + 1 });
+      stack.push({ repeats: false, inner: 1, alt: false, branches: [], branchStart: i + 1 });
       last = undefined;
       continue;
     }
@@ -93,7 +102,9 @@ export function classifyPattern(p: string): PatternClass {
       if (stack.length === 1) return { kind: 'reject', why: 'unbalanced parenthesis' };
       const g = stack.pop()!;
       g.branches.push(p.slice(g.branchStart, i));
-      if (g.repeats) stack[stack.length - 1].repeats = true;
+      const parent = stack[stack.length - 1];
+      if (g.repeats) parent.repeats = true;
+      parent.inner = Math.max(parent.inner, g.inner);
       last = { group: g };
       continue;
     }
@@ -120,6 +131,11 @@ export function classifyPattern(p: string): PatternClass {
       continue;
     }
     if (p[end + 1] === '?') end++; // lazy: same backtracking shape
+    const inner = last?.group ? last.group.inner : 1;
+    if (max > 1) {
+      if (inner > 1 && max * inner > NESTED_PRODUCT) nestedBounded = true;
+      top.inner = Math.max(top.inner, max * inner);
+    }
     const big = max > BIG_REPEAT;
     if (big) {
       unbounded++;
@@ -132,6 +148,7 @@ export function classifyPattern(p: string): PatternClass {
   }
   if (stack.length !== 1) return { kind: 'reject', why: 'unbalanced parenthesis' };
   if (repeatedAlt) return { kind: 'sandbox', why: 'repeated alternation' };
+  if (nestedBounded) return { kind: 'sandbox', why: 'nested repetition' };
   if (lookaround) return { kind: 'sandbox', why: 'lookaround' };
   if (unbounded > 1) return { kind: 'sandbox', why: 'several unbounded quantifiers' };
   return { kind: 'native' };

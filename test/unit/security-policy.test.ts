@@ -30,6 +30,13 @@ describe('classifyPattern', () => {
     ['^(foo|bar)+$', 'native'],
     ['[(]+\\)', 'native'],
     ['^a{2,5}b?$', 'native'],
+    // Nested bounded repeats whose counts multiply: exponential on a near miss.
+    ['^(a{1,16}){1,16}$', 'sandbox'],
+    ['^(?:\\w{1,16}\\s?){1,16}$', 'sandbox'],
+    ['^((a{1,5}){1,5}){1,5}$', 'sandbox'],
+    ['^((a{1,4}){1,4}){1,4}$', 'native'], // 64 ways at most
+    ['^(?:[a-z]{2,8}-){1,9}$', 'sandbox'],
+    ['^([a-z]{1,8}\\.){1,4}[a-z]{2,6}$', 'native'],
   ])('%s → %s', (p, kind) => {
     expect(classifyPattern(p).kind).toBe(kind);
   });
