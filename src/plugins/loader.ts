@@ -15,6 +15,22 @@ export const BUNDLED: Record<string, PluginModule> = {
 };
 
 const LOADABLE = new Set(['.js', '.mjs', '.cjs']);
+/**
+ * How long a plugin may take to load (its import and its factory). One that never finishes
+ * would otherwise hold every list and call, and the hub's stop, behind it.
+ */
+export const PLUGIN_LOAD_TIMEOUT_MS = 10_000;
+
+/** `work` or, once `ms` have passed, a rejection saying so (what `work` does later is ignored). */
+function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`it did not finish loading within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  work.catch(() => undefined); // a late failure is nobody's to hear
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
 
 async function instantiate(mod: PluginModule, options: Record<string, unknown>, log: Logger, fallbackName: string): Promise<Plugin> {
   const p = typeof mod === 'function' ? await mod({ options, log: log.child({ plugin: fallbackName }) }) : mod;
@@ -41,6 +57,7 @@ export async function loadPlugins(
   configFile: string | undefined,
   log: Logger,
   onFailure: (f: PluginFailure) => void,
+  loadTimeoutMs = PLUGIN_LOAD_TIMEOUT_MS,
 ): Promise<Plugin[]> {
   const base = configFile ? dirname(configFile) : process.cwd();
   const disabled = new Set(config?.disable ?? []);
@@ -48,11 +65,16 @@ export async function loadPlugins(
   const out: Plugin[] = [];
   const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>) => {
     try {
-      const mod = await load();
-      // A factory learns its name only when called: its options are looked up by the file's
-      // name without extension and ordering prefix ("10-audit.mjs" → "audit").
-      const guess = where.replace(/^.*[\\/]/, '').replace(/\.[cm]?js$/, '').replace(/^\d+[-_]/, '').replace(/^bundled:/, '');
-      const p = await instantiate(mod, options ?? optionsOf(typeof mod === 'function' ? guess : (mod as Plugin).name), log, guess);
+      const p = await within(
+        (async () => {
+          const mod = await load();
+          // A factory learns its name only when called: its options are looked up by the file's
+          // name without extension and ordering prefix ("10-audit.mjs" → "audit").
+          const guess = where.replace(/^.*[\\/]/, '').replace(/\.[cm]?js$/, '').replace(/^\d+[-_]/, '').replace(/^bundled:/, '');
+          return instantiate(mod, options ?? optionsOf(typeof mod === 'function' ? guess : (mod as Plugin).name), log, guess);
+        })(),
+        loadTimeoutMs,
+      );
       if (disabled.has(p.name)) {
         log.info({ plugin: p.name }, 'plugin disabled by config');
         return;

@@ -139,4 +139,20 @@ describe('plugin runner', () => {
     expect(failures.map((f) => f.plugin.replace(/^.*[\\/]/, ''))).toEqual(['30-broken.mjs', 'throws.mjs']);
     expect((await new PluginRunner(ps, silentLogger, () => {}).beforeCall(tool, 'a', undefined, {})).deny?.plugin).toBe('first');
   });
+
+  it('a plugin whose import or factory never finishes is skipped after the load timeout; the rest load', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    writeFileSync(join(dir, 'never.mjs'), `export default async () => new Promise(() => {});`);
+    writeFileSync(join(dir, 'stuck-import.mjs'), `await new Promise(() => {}); export default { name: 'never-imported' };`);
+    writeFileSync(join(dir, 'fine.mjs'), `export default { name: 'fine', onList() {} };`);
+    const failures: PluginFailure[] = [];
+    const t0 = performance.now();
+    const ps = await loadPlugins({ paths: ['./never.mjs', './stuck-import.mjs', './fine.mjs'] }, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 200);
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(ps.map((p) => p.name)).toEqual(['description-checks', 'redact-secrets', 'fine']);
+    expect(failures.map((f) => [f.plugin.replace(/^.*[\\/]/, ''), f.message])).toEqual([
+      ['never.mjs', 'it did not finish loading within 200 ms'],
+      ['stuck-import.mjs', 'it did not finish loading within 200 ms'],
+    ]);
+  });
 });
