@@ -157,7 +157,7 @@ function convert(input: unknown, at: string, depth: number, w: Walk): Schema {
     out.anyOf = branches;
     return out;
   }
-  types = types.length === 1 ? types : nonNull;
+  // One type, or one and null ("string or null" stays exactly that, required or not).
   out.type = types.length === 1 ? types[0] : types;
   const t = nonNull[0];
   if (t === 'object') convertObject(s, out, at, depth, w);
@@ -197,7 +197,8 @@ function convertObject(s: Schema, out: Schema, at: string, depth: number, w: Wal
       p = nullable(p);
       w.nullable.push(ptr);
     }
-    outProps[k] = p;
+    // A property named "__proto__" is data: plain assignment would set the object's prototype.
+    Object.defineProperty(outProps, k, { value: p, enumerable: true, writable: true, configurable: true });
   }
   out.properties = outProps;
   out.required = keys;

@@ -101,6 +101,18 @@ describe('OpenAI strict-mode conversion', () => {
     expect(r.loosened).toContain('/properties/q: "minLength" dropped');
   });
 
+  it('keeps null in a required nullable property, and a property named __proto__', () => {
+    const r = expectStrict(
+      JSON.parse('{"type": "object", "properties": {"note": {"type": ["string", "null"]}, "__proto__": {"type": "string"}}, "required": ["note", "__proto__"]}'),
+      [JSON.parse('{"note": null, "__proto__": "x"}'), JSON.parse('{"note": "n", "__proto__": "y"}')],
+      [JSON.parse('{"note": 1, "__proto__": "x"}')],
+    );
+    expect(r.schema.properties.note).toEqual({ type: ['string', 'null'] });
+    expect(Object.keys(r.schema.properties)).toEqual(['note', '__proto__']);
+    expect(r.schema.required).toEqual(['note', '__proto__']);
+    expect(r.nullable).toEqual([]);
+  });
+
   it('closes nested objects at every level', () => {
     expectStrict(
       {
