@@ -72,28 +72,47 @@ export function checkText(text: string, field: string, opts: PoisonOptions = {})
   return flags;
 }
 
-const MAX_SCHEMA_DEPTH = 8;
-const MAX_SCHEMA_TEXTS = 500;
+/**
+ * How far into a schema its texts are read. Schemas are bounded before this (src/policy/
+ * schema-bounds.ts: depth 48, 20,000 nodes), so these only guard against a schema nobody
+ * bounded; a schema past them is flagged rather than passed unread.
+ */
+const MAX_SCHEMA_DEPTH = 64;
+const MAX_SCHEMA_TEXTS = 20_000;
 
-/** Description-like strings inside a JSON Schema (property descriptions, titles, examples). */
-function schemaTexts(schema: unknown, path: string, out: { field: string; text: string }[], depth: number): void {
-  if (depth > MAX_SCHEMA_DEPTH || out.length >= MAX_SCHEMA_TEXTS || schema === null || typeof schema !== 'object') return;
+type Texts = { field: string; text: string }[] & { unread?: string };
+
+/** Description-like strings inside a JSON Schema (descriptions, titles; defaults, consts, enums and examples, inside arrays too). */
+function schemaTexts(schema: unknown, path: string, out: Texts, depth: number, values = false): void {
+  if (schema === null || typeof schema !== 'object') {
+    if (values && typeof schema === 'string') push(out, path, schema);
+    return;
+  }
+  if (depth > MAX_SCHEMA_DEPTH || out.length >= MAX_SCHEMA_TEXTS) {
+    out.unread ??= path;
+    return;
+  }
   if (Array.isArray(schema)) {
-    schema.forEach((s, i) => schemaTexts(s, `${path}[${i}]`, out, depth + 1));
+    schema.forEach((s, i) => schemaTexts(s, `${path}[${i}]`, out, depth + 1, values));
     return;
   }
   for (const [k, v] of Object.entries(schema as Record<string, unknown>)) {
-    if (out.length >= MAX_SCHEMA_TEXTS) return;
-    if ((k === 'description' || k === 'title') && typeof v === 'string') out.push({ field: `${path}.${k}`, text: v });
-    else if (k === 'default' || k === 'examples' || k === 'const' || k === 'enum') {
-      if (typeof v === 'string') out.push({ field: `${path}.${k}`, text: v });
-    } else if (typeof v === 'object') schemaTexts(v, `${path}.${k}`, out, depth + 1);
+    if (values) schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
+    else if ((k === 'description' || k === 'title') && typeof v === 'string') push(out, `${path}.${k}`, v);
+    // Data, not schema: every string in it is text a model reads.
+    else if (k === 'default' || k === 'examples' || k === 'const' || k === 'enum') schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
+    else if (typeof v === 'object') schemaTexts(v, `${path}.${k}`, out, depth + 1);
   }
+}
+
+function push(out: Texts, field: string, text: string): void {
+  if (out.length >= MAX_SCHEMA_TEXTS) out.unread ??= field;
+  else out.push({ field, text });
 }
 
 /** Every flag of a listed item (tool, prompt, resource): its own texts and its schemas' texts. */
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
-  const texts: { field: string; text: string }[] = [];
+  const texts: Texts = [];
   for (const k of ['description', 'title'] as const) if (typeof item[k] === 'string') texts.push({ field: k, text: item[k] as string });
   const ann = item.annotations as Record<string, unknown> | undefined;
   if (ann && typeof ann.title === 'string') texts.push({ field: 'annotations.title', text: ann.title });
@@ -108,5 +127,6 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
   }
   const flags: PoisonFlag[] = [];
   for (const t of texts) flags.push(...checkText(t.text, t.field, opts));
+  if (texts.unread) flags.push({ code: 'extreme-length', field: texts.unread, message: `the schema is too deep or has too many texts to check (from ${texts.unread} on)` });
   return flags;
 }
