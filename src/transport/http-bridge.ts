@@ -46,6 +46,14 @@ export class HttpBridge {
   private gate: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly params = new ParamHeaderIndex();
+  /**
+   * The local client's legacy initialize (its text), to open a new session with when the hub
+   * no longer knows ours (it restarted, or the session ended idle): the client cannot, as it
+   * never sees HTTP, and a session lost for good would leave it broken until it is restarted.
+   */
+  private initBody: string | undefined;
+  private renewing: Promise<boolean> | undefined;
+  private renewals = 0;
 
   constructor(
     private readonly opts: BridgeOptions,
@@ -132,20 +140,22 @@ export class HttpBridge {
     this.inflight.set(key, f);
     let a: HttpAnswer | undefined;
     let negotiated: string | undefined;
+    if (c.msg.method === 'initialize' && !modern) this.initBody = body;
+    const usedSession = this.sessionId;
+    const onMessage = (m: Classified): void => {
+      if (m.kind === 'response' && String(m.msg.id) === key) {
+        f.answered = true;
+        const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
+        if (typeof v === 'string') negotiated = v;
+        if (c.msg.method === 'tools/list' && 'result' in m.msg) this.params.learn(m.msg.result);
+      }
+      if (m.kind !== 'invalid') this.emit(m.msg);
+    };
     try {
-      a = await this.http.post(body, {
-        headers,
-        signal: f.ac.signal,
-        onMessage: (m) => {
-          if (m.kind === 'response' && String(m.msg.id) === key) {
-            f.answered = true;
-            const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
-            if (typeof v === 'string') negotiated = v;
-            if (c.msg.method === 'tools/list' && 'result' in m.msg) this.params.learn(m.msg.result);
-          }
-          if (m.kind !== 'invalid') this.emit(m.msg);
-        },
-      });
+      a = await this.http.post(body, { headers, signal: f.ac.signal, onMessage });
+      if (a.status === 404 && !modern && usedSession !== undefined && c.msg.method !== 'initialize' && !f.cancelled && (await this.renewSession(usedSession))) {
+        a = await this.http.post(body, { headers: this.legacyHeaders(), signal: f.ac.signal, onMessage });
+      }
     } catch (err) {
       if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.opts.url} is not reachable: ${(err as Error).message}`);
       return;
@@ -200,6 +210,37 @@ export class HttpBridge {
     }
     const hint = a.status === 401 ? ' (pass --key, or set SWITCHYARD_API_KEY)' : '';
     this.fail(id, `the hub answered HTTP ${a.status}${hint}`);
+  }
+
+  /**
+   * A new session in place of `lost`, opened with the client's own initialize (its answer is
+   * not passed on: the client has it already), then `notifications/initialized`. Several
+   * requests that find the session gone share one renewal; false when the hub refused it.
+   */
+  private renewSession(lost: string): Promise<boolean> {
+    if (this.sessionId !== lost) return Promise.resolve(this.sessionId !== undefined); // renewed meanwhile
+    if (!this.initBody) return Promise.resolve(false);
+    this.renewing ??= this.openNewSession(this.initBody).finally(() => (this.renewing = undefined));
+    return this.renewing;
+  }
+
+  private async openNewSession(initBody: string): Promise<boolean> {
+    const init = { ...(JSON.parse(initBody) as Record<string, unknown>), id: `switchyard-bridge-renew-${++this.renewals}` };
+    let version: string | undefined;
+    const a = await this.http
+      .post(JSON.stringify(init), {
+        headers: {},
+        onMessage: (m) => {
+          const v = m.kind === 'response' && 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
+          if (typeof v === 'string') version = v;
+        },
+      })
+      .catch(() => undefined);
+    if (!a || a.status >= 300 || !a.headers['mcp-session-id']) return false;
+    this.initialized(a, version);
+    await this.http.post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), { headers: this.legacyHeaders() }).catch(() => undefined);
+    this.opts.log.info('bridge: the hub no longer knew our session (it restarted?); a new one is open');
+    return true;
   }
 
   private fail(id: Id, message: string): void {

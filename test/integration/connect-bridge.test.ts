@@ -106,6 +106,30 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it('opens a new session by itself when the daemon restarted, so the client goes on', async () => {
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const port = first.port;
+    const client = new ClientV1({ name: 'bridge-renew', version: '1.0.0' });
+    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
+    let second: HubProcess | undefined;
+    try {
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'before' } })).content).toEqual([{ type: 'text', text: 'echo:before' }]);
+      await first.stop();
+      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port });
+      await waitFor(async () => {
+        const h = (await (await fetch(second!.url.replace('/mcp', '/healthz'))).json()) as { servers: { state: string }[] };
+        return h.servers.every((s) => s.state === 'ready');
+      }, 20_000);
+      // The old session is unknown to the new daemon: the bridge renews it and sends the call again.
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'after' } })).content).toEqual([{ type: 'text', text: 'echo:after' }]);
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'again' } })).content).toEqual([{ type: 'text', text: 'echo:again' }]);
+    } finally {
+      await client.close();
+      await second?.stop();
+    }
+  }, 60_000);
+
   it('answers a request with an error when the daemon is not there', async () => {
     const client = new ClientV1({ name: 'bridge-nowhere', version: '1.0.0' });
     const params = bridgeParams();
