@@ -77,6 +77,11 @@ export class UpstreamUnavailableError extends HubError {
 export class TimeoutError extends HubError {
   override readonly name = 'TimeoutError';
   override readonly kind = 'timeout';
+  /**
+   * The limit that ran out was the caller's (`dev.switchyard/timeoutMs`, shorter than the
+   * server's own): it says nothing about the server's health (see upstream/breaker.ts).
+   */
+  callers = false;
   constructor(
     readonly server: string,
     readonly ms: number,

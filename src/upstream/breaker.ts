@@ -18,7 +18,9 @@ export function evidenceOf(err: Error | undefined): Evidence {
   if (err === undefined || err instanceof RpcError) return 'healthy';
   if (err instanceof CancelledError) return 'none';
   if (err instanceof TransportError) return err.status === 401 || err.status === 403 ? 'none' : 'unwell';
-  if (err instanceof TimeoutError) return 'unwell';
+  // A deadline the caller chose shorter than the server's own is no sign the server is unwell:
+  // otherwise one client with a tiny limit could open the circuit for everyone.
+  if (err instanceof TimeoutError) return err.callers ? 'none' : 'unwell';
   return 'none';
 }
 

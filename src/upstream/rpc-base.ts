@@ -303,6 +303,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private onTimeout(p: Pending, hardMs?: number): void {
     if (!this.settle(p)) return;
     const err = new TimeoutError(this.id, hardMs ?? p.timeoutMs);
+    err.callers = hardMs !== undefined ? hardMs < (this.spec.maxTotalTimeoutMs ?? Infinity) : p.timeoutMs < this.spec.timeoutMs;
     if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
     else if (p.token !== undefined) err.message = `server "${this.id}" did not answer within ${p.timeoutMs} ms (nor report progress)`;
     this.ended(p, err);

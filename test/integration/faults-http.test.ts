@@ -139,4 +139,14 @@ describe('HTTP upstream faults', () => {
     const rows = await rowsFor(db, 'cb__echo', 5);
     expect(rows.filter((r) => r.outcome === 'unavailable').length).toBeGreaterThanOrEqual(4);
   }, 40_000);
+
+  it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
+    await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    for (let i = 0; i < 4; i++) {
+      const a = await callTool(hub.url, 'cb__hang', {}, { 'dev.switchyard/timeoutMs': 30 });
+      expect(text(a)).toMatch(/within|limit/);
+    }
+    expect((await serverHealth(hub.url, 'cb')).circuit).toBe('closed');
+    expect(text(await callTool(hub.url, 'cb__echo', { i: 11 }))).toBe('{"i":11}');
+  });
 });

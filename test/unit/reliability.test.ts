@@ -112,6 +112,9 @@ describe('circuit breaker evidence', () => {
     expect(evidenceOf(new TransportError('HTTP 503', 503))).toBe('unwell');
     expect(evidenceOf(new TransportError('ECONNREFUSED', undefined, true))).toBe('unwell');
     expect(evidenceOf(new TimeoutError('s', 5))).toBe('unwell');
+    const callers = new TimeoutError('s', 5);
+    callers.callers = true; // the caller's own, shorter limit
+    expect(evidenceOf(callers)).toBe('none');
   });
 
   it('opens on the Nth consecutive failure; a success or reset starts over', () => {
