@@ -59,6 +59,7 @@ export class Authenticator {
   private keys: ApiKeyStore;
   private oauth: OAuthVerifier | undefined;
   private readonly baseScopes: string[];
+  private readonly requiredAtStart: boolean;
 
   constructor(
     private cfg: AuthConfig | undefined,
@@ -66,6 +67,7 @@ export class Authenticator {
     private readonly log: Logger,
   ) {
     this.keys = new ApiKeyStore(cfg?.apiKeys ?? []);
+    this.requiredAtStart = authRequired(cfg);
     this.toolScopes = new ToolScopes(cfg?.oauth?.toolScopes);
     this.baseScopes = cfg?.oauth?.scopes ?? [];
     if (cfg?.oauth?.audience) this.oauth = new OAuthVerifier(cfg.oauth, cfg.oauth.audience, baseDir, log);
@@ -81,9 +83,12 @@ export class Authenticator {
     this.cfg = { ...this.cfg, apiKeys: [...keys] };
   }
 
-  /** Without keys and OAuth anyone who reaches the listener is served. */
+  /**
+   * Without keys and OAuth anyone who reaches the listener is served. Decided at start: a
+   * reload that removes the last key leaves it on, with no key that works, until a restart.
+   */
   get required(): boolean {
-    return authRequired(this.cfg);
+    return this.requiredAtStart;
   }
 
   get mode(): string {

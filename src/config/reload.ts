@@ -80,22 +80,24 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
   return d;
 }
 
-/** Hub-level sections that differ (they need a restart to take effect). */
-export function restartOnlyChanges(prev: HubConfig, next: HubConfig): string[] {
-  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next)));
+/** Hub-level sections that differ (they need a restart to take effect); `authOn` as for reloadableApiKeys. */
+export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): string[] {
+  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next, authOn)));
 }
 
 /**
- * The API keys a reload swaps in, when only `auth.apiKeys` changed and authentication is on
- * before and after (keys or OAuth). Turning it on or off stays a restart: whether the hub may
- * listen off loopback and whether principals get upstream connections of their own are
- * decided at start. undefined: no key change, or one that needs a restart.
+ * The API keys a reload swaps in, when only `auth.apiKeys` changed and the running hub has
+ * authentication on (`authOn`, decided at its start). Even the last key can go: the hub then
+ * refuses every request until a restart, rather than keep a revoked key working. Turning
+ * authentication on or off stays a restart: whether the hub may listen off loopback and
+ * whether principals get upstream connections of their own are decided at start.
+ * undefined: no key change, or one that needs a restart.
  */
-export function reloadableApiKeys(prev: HubConfig, next: HubConfig): ApiKeyConfig[] | undefined {
+export function reloadableApiKeys(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): ApiKeyConfig[] | undefined {
   const keys = next.auth?.apiKeys ?? [];
   if (canonical(prev.auth?.apiKeys ?? []) === canonical(keys)) return undefined;
   if (canonical({ ...prev.auth, apiKeys: undefined }) !== canonical({ ...next.auth, apiKeys: undefined })) return undefined;
-  return authRequired(prev.auth) && authRequired(next.auth) ? keys : undefined;
+  return authOn ? keys : undefined;
 }
 
 /** One line for the log: what a reload did. */

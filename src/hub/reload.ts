@@ -14,7 +14,7 @@ export interface ReloadTarget {
   readonly catalog: Pick<Catalog, 'forget'>;
   readonly upstreams: Pick<PrincipalUpstreams, 'forget'>;
   readonly routes: Pick<ShownRoutes, 'forgetServer'>;
-  readonly auth: Pick<Authenticator, 'replaceKeys'>;
+  readonly auth: Pick<Authenticator, 'replaceKeys' | 'required'>;
   readonly log: Logger;
   /** Create a server's upstream and handle, register it and watch it (not started). */
   addServer(s: ServerConfig): ServerHandle;
@@ -27,13 +27,15 @@ export interface ReloadTarget {
  * its connection closes.
  */
 export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
-  const ignored = restartOnlyChanges(hub.config, next);
+  const ignored = restartOnlyChanges(hub.config, next, hub.auth.required);
   if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
-  const keys = reloadableApiKeys(hub.config, next);
+  const keys = reloadableApiKeys(hub.config, next, hub.auth.required);
   if (keys) {
     hub.auth.replaceKeys(keys);
     hub.config.auth = next.auth;
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
+    if (keys.length === 0 && !next.auth?.oauth)
+      hub.log.warn('config reload: the last API key is gone: every request is refused until a restart, which turns authentication off (loopback only)');
   }
   const d = diffServers(hub.config.servers, next.servers);
   const retiring: ServerHandle[] = [];

@@ -182,7 +182,7 @@ describe('hot reload', () => {
     expect(text(await callTool(hub.url, 'a__echo', { text: 'still' }))).toBe('echo:still');
   }, 60_000);
 
-  it('swaps API keys in: a removed key stops working at once, an added one works; turning authentication off waits for a restart', async () => {
+  it('swaps API keys in: a removed key stops working at once (the last one too), an added one works', async () => {
     const OLD = 'sy_old-reload-key-0123456789abcdefghijklmnopqrstuvw';
     const NEW = 'sy_new-reload-key-0123456789abcdefghijklmnopqrstuvw';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-keys-'));
@@ -202,14 +202,21 @@ describe('hot reload', () => {
     const replaced = JSON.parse(hub.logs.find((l) => l.includes('API keys replaced'))!) as { principals: string[] };
     expect(replaced.principals).toEqual(['new']);
 
-    // Removing the last key would turn authentication off: that waits for a restart.
+    // Removing the last key revokes it too: the running hub then refuses everyone until a
+    // restart turns authentication off.
     rewrite(hub.configFile, (c) => {
       delete c.auth;
     });
-    await waitUntil('restart-only warning', async () => hub.logs.some((l) => l.includes('change only on a restart') && l.includes('"auth"')) || undefined);
-    expect(await list(NEW)).toBe(200);
+    await waitUntil('last key gone', async () => hub.logs.some((l) => l.includes('the last API key is gone')) || undefined);
+    expect(await list(NEW)).toBe(401);
     const anonymous = await post(hub.url, modernBody(++n, 'tools/list'), modernHeaders('tools/list'));
     expect(anonymous.status).toBe(401);
+    expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
+    // And a key added back works again without a restart.
+    rewrite(hub.configFile, (c) => {
+      c.auth = { apiKeys: [{ principal: 'new', sha256: sha256Hex(NEW) }] };
+    });
+    await waitUntil('key back', async () => ((await list(NEW)) === 200 ? true : undefined));
     expect(hub.logs.join('\n')).not.toMatch(/sy_(old|new)-reload-key/);
   }, 30_000);
 

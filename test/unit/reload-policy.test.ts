@@ -61,9 +61,12 @@ describe('config reload diff', () => {
     expect(restartOnlyChanges(one, two)).toEqual([]);
     expect(reloadableApiKeys(two, one)?.map((k) => k.principal)).toEqual(['alice']);
     expect(reloadableApiKeys(one, one)).toBeUndefined();
-    // on → off and off → on are restarts
-    expect(reloadableApiKeys(one, cfg(base))).toBeUndefined();
-    expect(restartOnlyChanges(one, cfg(base))).toEqual(['auth']);
+    // the last key may go too (the running hub then refuses everyone until a restart) ...
+    expect(reloadableApiKeys(one, cfg(base))).toEqual([]);
+    expect(restartOnlyChanges(one, cfg(base))).toEqual([]);
+    // ... and come back while the hub still runs with authentication on
+    expect(reloadableApiKeys(cfg(base), one, true)?.map((k) => k.principal)).toEqual(['alice']);
+    // off → on is a restart
     expect(reloadableApiKeys(cfg(base), one)).toBeUndefined();
     expect(restartOnlyChanges(cfg(base), one)).toEqual(['auth']);
     // the last key may go when OAuth keeps authentication on
