@@ -128,7 +128,15 @@ export class SchemaValidator {
         this.quarantine(hubName, schema, reason);
         return { unusable: reason };
       }
-      if (err instanceof RangeError) return { error: { pointer: '', reason: 'is nested too deeply to check' } };
+      if (err instanceof RangeError) {
+        // Data too deep for the recursion is the caller's; data of bounded depth that still
+        // overflows the stack means the schema itself has no end ($refs that loop through
+        // allOf and the like): the tool is quarantined, not the call blamed and retried.
+        if (depthExceeds(data, MAX_ARGS_DEPTH)) return { error: { pointer: '', reason: 'is nested too deeply to check' } };
+        const reason = 'the schema refers to itself without end (a $ref loop)';
+        this.quarantine(hubName, schema, reason);
+        return { unusable: reason };
+      }
       this.log.warn({ tool: hubName, err: (err as Error)?.message }, 'schema validation failed unexpectedly');
       return { unusable: 'the schema could not be evaluated' };
     }

@@ -85,6 +85,13 @@ describe('SchemaValidator', () => {
     expect(performance.now() - t0).toBeLessThan(1000);
   });
 
+  it('quarantines a schema whose $refs loop without end (allOf), rather than blaming the arguments', () => {
+    const loop = { type: 'object', properties: { x: { $ref: '#/$defs/A' } }, $defs: { A: { allOf: [{ $ref: '#/$defs/B' }] }, B: { allOf: [{ $ref: '#/$defs/A' }] } } };
+    expect(v.checkArgs('loop', { inputSchema: loop }, { x: 1 })).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/refers to itself without end/) });
+    // and stays so for the next call
+    expect(v.checkArgs('loop', { inputSchema: loop }, { x: 2 })).toMatchObject({ ok: false, kind: 'unusable' });
+  });
+
   it('refuses unresolved network $refs instead of treating them as permissive', () => {
     const r = v.checkArgs('ref', { inputSchema: { type: 'object', properties: { a: { $ref: 'https://schemas.test/a.json' } } } }, { a: 1 });
     expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/does not fetch/) });
