@@ -4,6 +4,7 @@ import { errorResponse } from '../protocol/jsonrpc.js';
 import { createLogger } from '../log.js';
 import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
+import { httpUrl } from './daemon-client.js';
 
 interface ConnectArgs {
   url: string;
@@ -29,11 +30,8 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
   handler: async (argv) => {
     const log = createLogger();
     const key = argv.key ?? process.env.SWITCHYARD_API_KEY;
-    let url: URL;
-    try {
-      url = new URL(argv.url);
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
-    } catch {
+    const url = httpUrl(argv.url);
+    if (!url) {
       process.stderr.write(`switchyard connect: --url must be an http(s) URL, got ${JSON.stringify(argv.url)}\n`);
       process.exit(2);
     }

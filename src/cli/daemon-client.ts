@@ -11,16 +11,21 @@ export class DaemonError extends Error {}
 /** `--url` that is no http(s) URL: the command says so in one line (exit 2). */
 export class BadUrlError extends Error {}
 
+/** `s` as an http(s) URL, or undefined when it is none (the check every `--url` gets). */
+export function httpUrl(s: string): URL | undefined {
+  try {
+    const u = new URL(s);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The daemon's base URL (no path) from --url (a base or the /mcp endpoint) or the config's listen. */
 export function daemonBase(url: string | undefined, configFile: string): string {
   if (url !== undefined) {
-    let u: URL | undefined;
-    try {
-      u = new URL(url);
-    } catch {
-      // told below
-    }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410, got ${JSON.stringify(url)}`);
+    const u = httpUrl(url);
+    if (!u) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410, got ${JSON.stringify(url)}`);
     return u.origin;
   }
   let host = '127.0.0.1';

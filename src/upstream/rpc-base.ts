@@ -73,7 +73,8 @@ function nextToken(): string {
   return `sy-${(++tokenCounter).toString(36)}`;
 }
 
-function reasonOf(signal: Signal): string {
+/** Why a caller's signal aborted, as a CancelledError's message. */
+export function reasonOf(signal: Signal): string {
   const r: unknown = signal.reason;
   if (typeof r === 'string') return r;
   if (r instanceof Error && r.name !== 'AbortError') return r.message;
@@ -143,6 +144,16 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return total !== undefined && total < Infinity ? Date.now() + total : undefined;
   }
 
+  /**
+   * How long a call may wait for a slot or a turn: its answer timeout, or less when its total
+   * limit (`deadline`, or one from now) leaves less. `until` is that total limit, for dispatch.
+   */
+  protected waitBudget(opts: CallOptions | undefined, deadline: number | undefined): { until: number | undefined; ms: number } {
+    const until = deadline ?? this.deadlineFor(opts);
+    const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
+    return { until, ms: until === undefined ? idle : Math.min(idle, until - Date.now()) };
+  }
+
   private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions, deadline?: number): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
     if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
@@ -150,8 +161,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
     if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
     const signal = opts?.signal;
-    const until = deadline ?? this.deadlineFor(opts);
-    const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
+    const { until, ms } = this.waitBudget(opts, deadline);
     return this.limiter
       .run(
         () => {
@@ -159,7 +169,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
           if (this._state !== 'ready') throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
           return this.dispatch(method, params, opts, 0, until);
         },
-        { signal, waitMs: until === undefined ? idle : Math.min(idle, until - Date.now()), onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
+        { signal, waitMs: ms, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
       )
       .catch((err: unknown) => {
         throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;

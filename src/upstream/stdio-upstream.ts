@@ -12,7 +12,7 @@ import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
-import { HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { HOLDS_EXCLUSIVE, HOLDS_SHARED, reasonOf, type Pending, type UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 export class StdioUpstream extends HandshakingUpstream {
@@ -34,13 +34,12 @@ export class StdioUpstream extends HandshakingUpstream {
     const exclusive = opts?.exclusive === true;
     if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED), deadline);
     // Waiting for its turn is part of the call: its cancellation and its limits hold here too.
-    const until = deadline ?? this.deadlineFor(opts);
-    const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
+    const { until, ms } = this.waitBudget(opts, deadline);
     const signal = opts?.signal;
     const wait: GateWait = {
       signal,
-      ms: until === undefined ? idle : Math.min(idle, until - Date.now()),
-      onAbort: () => new CancelledError(signal && typeof signal.reason === 'string' ? signal.reason : 'request cancelled'),
+      ms,
+      onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined),
       onTimeout: (ms) => {
         const err = new TimeoutError(this.id, ms);
         err.message = `server "${this.id}" could not take the call within ${ms} ms: a call that may ask the client runs alone, and others were running`;
