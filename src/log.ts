@@ -1,6 +1,9 @@
 import { pino, type Logger } from 'pino';
+import { redactLogText } from './policy/secret-text.js';
 
 export type { Logger };
+/** Text from outside the hub (an upstream's stderr) goes through this before it is logged. */
+export { redactLogText };
 
 /**
  * All logs go to stderr: stdout is the protocol channel in stdio mode. Credentials never
@@ -12,7 +15,8 @@ export type { Logger };
  */
 function errSerializer(e: unknown): unknown {
   if (!(e instanceof Error)) return e;
-  const out: Record<string, unknown> = { type: e.name, message: e.message };
+  // A message may quote what an upstream or a URL said, credentials included.
+  const out: Record<string, unknown> = { type: e.name, message: redactLogText(e.message) };
   const code = (e as { code?: unknown }).code;
   if (code !== undefined) out.code = code;
   if (process.env.SWITCHYARD_LOG_STACKS === '1') out.stack = e.stack;

@@ -26,6 +26,26 @@ export const SECRET_RULES: readonly SecretRule[] = [
   { kind: 'url-credentials', re: /(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1 },
 ];
 
+/**
+ * For the hub's own log lines only (an upstream's stderr, error messages): a value assigned to
+ * a name that says it is a credential (`password=…`, `DB_PASSWORD: …`, `"apiKey": "…"`). Not in
+ * SECRET_RULES, which also rewrite tool results, where it would blank `token: string` in code a
+ * filesystem tool returns; in a log line a false positive costs nothing.
+ */
+export const LOG_SECRET_RULES: readonly SecretRule[] = [
+  ...SECRET_RULES,
+  {
+    kind: 'credential',
+    re: /(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)[^\s"',;&]{3,}/gi,
+    keep: 1,
+  },
+];
+
+/** A line for the hub's log: every credential rule, the assignments too (LOG_SECRET_RULES). */
+export function redactLogText(text: string): string {
+  return redactSecretText(text, LOG_SECRET_RULES);
+}
+
 const MAX_DEPTH = 32;
 const MAX_STRINGS = 10_000;
 

@@ -10,7 +10,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
-import type { Logger } from '../log.js';
+import { redactLogText, type Logger } from '../log.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { SseFeed } from './sse.js';
@@ -232,7 +232,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private deliver(text: string): void {
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
-      this.client.log.warn({ reason: c.error.message, snippet: text.slice(0, 200) }, 'skipped an HTTP answer that is not JSON-RPC');
+      this.client.log.warn({ reason: c.error.message, snippet: redactLogText(text.slice(0, 200)) }, 'skipped an HTTP answer that is not JSON-RPC');
       return;
     }
     this.answer!.messages++;

@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import type { Logger } from '../log.js';
+import { redactLogText, type Logger } from '../log.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { adoptGroup, releaseGroup } from './reaper.js';
 
@@ -233,7 +233,7 @@ export class StdioChild extends EventEmitter {
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
     const err = new LineDecoder(
       MAX_STDERR_LINE,
-      (line) => this.log.info({ stderr: line }, 'child stderr'),
+      (line) => this.log.info({ stderr: redactLogText(line) }, 'child stderr'),
       (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),
     );
     this.proc.stderr!.on('data', (c: Buffer) => err.push(c));
@@ -280,7 +280,7 @@ export class StdioChild extends EventEmitter {
   private onLine(line: string): void {
     const c: Classified = parseFrame(line);
     if (c.kind === 'invalid') {
-      this.log.warn({ line: line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line, reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
+      this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
       return;
     }
     this.emit('message', c);

@@ -15,6 +15,8 @@ import { modernCall, waitForReady, waitForRows } from './ledger-helpers.js';
 const TOKEN = 'ghp_' + 'Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA9';
 const DB_PASSWORD = 'Tr0ub4dor-and-3';
 const CLIENT_PASSWORD = 'hunter2-but-longer';
+/** Of no known shape: only its name (`DB_PASSWORD=`, `"apiKey":`) says it is a credential. */
+const LOG_PASSWORD = 'plain-Pa55word-xyz';
 
 let hub: HubProcess;
 let dir: string;
@@ -24,7 +26,7 @@ beforeAll(async () => {
   hub = await startHub(
     {
       ledger: { path: join(dir, 'ledger.db'), storeBodies: true },
-      servers: { leaky: nodeServer('test/fixtures/quirks/leaky-errors.mjs', [], { QUIRK_SECRET: TOKEN, QUIRK_DB_PASSWORD: DB_PASSWORD }) },
+      servers: { leaky: nodeServer('test/fixtures/quirks/leaky-errors.mjs', [], { QUIRK_SECRET: TOKEN, QUIRK_DB_PASSWORD: DB_PASSWORD, QUIRK_LOG_PASSWORD: LOG_PASSWORD }) },
     },
     { dir },
   );
@@ -34,7 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub?.stop();
   const logs = hub.logs.join('\n');
-  for (const s of [TOKEN, DB_PASSWORD, CLIENT_PASSWORD]) expect(logs).not.toContain(s);
+  for (const s of [TOKEN, DB_PASSWORD, CLIENT_PASSWORD, LOG_PASSWORD]) expect(logs).not.toContain(s);
 });
 
 function stored(requestId: string): { args_json: string | null; result_json: string | null; error_message: string | null } {
@@ -80,5 +82,17 @@ describe('credentials an upstream gives away', () => {
       expect(row.args_json).not.toContain(s);
       expect(row.result_json).not.toContain(s);
     }
+  });
+
+  it("are redacted in the hub's log of the upstream's stderr and stray stdout", async () => {
+    const lines = (): string[] => hub.logs;
+    const deadline = Date.now() + 10_000;
+    while (lines().filter((l) => l.includes('child stderr') || l.includes('not JSON-RPC')).length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const logged = lines().filter((l) => l.includes('child stderr') || l.includes('not JSON-RPC'));
+    expect(logged.join('\n')).toContain('postgres://app:[redacted:url-credentials]@db.internal');
+    expect(logged.join('\n')).toContain('with token [redacted:github-token]');
+    expect(logged.join('\n')).toContain('DB_PASSWORD=[redacted:credential]');
+    expect(logged.join('\n')).toContain('password=[redacted:credential]');
+    for (const s of [TOKEN, DB_PASSWORD, LOG_PASSWORD]) expect(logged.join('\n')).not.toContain(s);
   });
 });

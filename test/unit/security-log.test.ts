@@ -13,6 +13,7 @@ const log = createLogger('info');
 const err = new Error('upstream refused');
 err.code = 'ECONNREFUSED';
 log.error({ err, headers: { authorization: 'Bearer sy_secret-key', 'x-api-key': 'sy_other-secret', cookie: 'sid=1' } }, 'failed');
+log.warn({ err: new Error('connect failed: postgres://app:pg-Secret-9@db/app (PGPASSWORD=pg-Other-8)') }, 'upstream');
 log.info({ server: { credentials: { alice: { headers: { Authorization: 'Bearer alice-secret' } } } }, token: 'jwt-secret' }, 'config');
 log.flush();
 `;
@@ -25,6 +26,7 @@ describe('logger hygiene', () => {
     const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines[0].err).toEqual({ type: 'Error', message: 'upstream refused', code: 'ECONNREFUSED' });
     expect(lines[0].headers).toEqual({ authorization: '[redacted]', 'x-api-key': '[redacted]', cookie: '[redacted]' });
-    for (const secret of ['sy_secret-key', 'sy_other-secret', 'alice-secret', 'jwt-secret', ' at ']) expect(r.stderr).not.toContain(secret);
+    expect((lines[1].err as { message: string }).message).toBe('connect failed: postgres://app:[redacted:url-credentials]@db/app (PGPASSWORD=[redacted:credential]');
+    for (const secret of ['pg-Secret-9', 'pg-Other-8', 'sy_secret-key', 'sy_other-secret', 'alice-secret', 'jwt-secret', ' at ']) expect(r.stderr).not.toContain(secret);
   });
 });
