@@ -48,7 +48,6 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.stderr.write(`${argv.config}: ${(err as Error).message}\n`);
       process.exit(2);
     }
-    hub.startUpstreams();
     const port = argv.port ?? config.listen.port;
     let addr: AddressInfo;
     try {
@@ -61,6 +60,9 @@ export const startCommand: CommandModule<object, StartArgs> = {
       await hub.stop();
       process.exit(1);
     }
+    // Only once the port is ours: a hub that cannot serve spawns nothing. No request is read
+    // before this line runs (it follows the listen callback without yielding to I/O).
+    hub.startUpstreams();
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));

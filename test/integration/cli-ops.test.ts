@@ -3,7 +3,7 @@
  * VS Code and Cursor files), servers, doctor and tools --format, with and without a daemon.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -163,9 +163,14 @@ describe('servers, doctor and tools without a daemon', () => {
   it('start on a port in use says so in one line and exits 1', async () => {
     // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.
     const own = tmp('busyport');
-    writeFileSync(join(own, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { legacy: nodeServer(SDK1) } }));
+    // An upstream that leaves a mark when it is spawned: a hub that cannot listen starts none.
+    const marker = join(own, 'spawned');
+    const marks = { command: process.execPath, args: ['-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'x'); setTimeout(() => {}, 60000)`] };
+    writeFileSync(join(own, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { legacy: nodeServer(SDK1), marks } }));
     const r = await run(['start'], { cwd: own });
     expect(r.code).toBe(1);
+    expect(existsSync(marker)).toBe(false);
+    expect(r.stderr).not.toContain('upstream'); // no interrupted start logged as an upstream's failure
     expect(r.stderr).toContain(`switchyard start: cannot listen on 127.0.0.1:${port}: the address is in use (another hub, or another program)\n`);
     expect(r.stderr).not.toMatch(/\n\s+at |Options:/); // no stack, no usage text
   });
