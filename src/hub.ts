@@ -149,7 +149,7 @@ export class Hub implements HubCore {
       committed: (s) => this.metrics.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
-    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e));
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e), log);
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream) => this.catalog.watchConnection(h, upstream),
     });

@@ -142,6 +142,7 @@ export class HttpServer {
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
+      if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), status: who.status, message: who.message });
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
     if (gate && (path === '/metrics' || path === '/admin' || path.startsWith('/admin/'))) {
@@ -169,11 +170,9 @@ export class HttpServer {
 
   private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
-    if (!ct.toLowerCase().startsWith('application/json'))
-      return sendJson(res, 415, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json')));
+    if (!ct.toLowerCase().startsWith('application/json')) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
-    if (body === null)
-      return sendJson(res, 413, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`)));
+    if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
     const c = parseFrame(body.toString('utf8'));
     if (c.kind === 'request' && this.opts.gate) {
@@ -201,6 +200,17 @@ export class HttpServer {
       stream: () => new SseStream(res),
     };
     await this.endpoint.message(c, ex);
+  }
+
+  /** An authenticated request refused before its body was parsed: recorded, then answered. */
+  private async refuseUnread(req: EdgeRequest, res: EdgeResponse, who: Identity, status: 413 | 415, message: string): Promise<void> {
+    await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status, message });
+    sendJson(res, status, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+  }
+
+  private unreadFacts(req: EdgeRequest): { header: (n: string) => string | undefined; clientAddress?: string; requestBytes?: number } {
+    const length = Number(header(req, 'content-length'));
+    return { header: (n) => header(req, n), clientAddress: req.socket.remoteAddress, requestBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined };
   }
 
   private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity): void {

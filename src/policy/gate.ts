@@ -3,7 +3,8 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
-import type { RateLimiter } from './rate-limit.js';
+import type { Logger } from '../log.js';
+import { TokenBuckets, type BucketSpec, type RateLimiter } from './rate-limit.js';
 
 /** A refusal at the edge, with the status the HTTP transport sends (403 step-up, 429). */
 export interface EdgeRefusal extends Omit<Refusal, 'status'> {
@@ -15,17 +16,81 @@ export interface RequestFacts {
   requestBytes?: number;
 }
 
+/** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
+export interface UnreadRefusal extends RequestFacts {
+  /** Undefined: no credential was accepted (the row's principal is UNAUTHENTICATED). */
+  principal?: string;
+  /** The request's headers: its era and, from a modern client, its method (`Mcp-Method`). */
+  header: (name: string) => string | undefined;
+  status: number;
+  message: string;
+}
+
+/** The principal of a row for a request no credential was accepted for. */
+export const UNAUTHENTICATED = '(unauthenticated)';
+/** The method of such a row when no `Mcp-Method` header names one. */
+export const UNREAD_MESSAGE = '(unread)';
+
+/**
+ * Rows for unauthenticated requests, which anyone who can reach the port can send: per client
+ * address and in all, so a flood cannot fill the disk. What is over is counted and logged.
+ */
+const UNAUTHENTICATED_PER_ADDRESS: BucketSpec = { burst: 20, perSecond: 1 };
+const UNAUTHENTICATED_IN_ALL: BucketSpec = { burst: 200, perSecond: 20 };
+const THROTTLE_REPORT_MS = 60_000;
+
 /**
  * What the HTTP edge checks once a request is authenticated and parsed, before the endpoint
  * sees it: the tool's scopes (a 403 must be an HTTP status, so it cannot wait for the router)
  * and the rate limits (429 + Retry-After). Every refusal is audited as `denied`.
  */
 export class EdgeGate {
+  private readonly perAddress = new TokenBuckets();
+  private readonly inAll = new TokenBuckets();
+  /** Unauthenticated refusals not recorded since the last report, and when that was. */
+  private unrecorded = 0;
+  private reportedAt = 0;
+
   constructor(
     readonly auth: Authenticator,
     private readonly limiter: RateLimiter,
     private readonly audit: (b: AuditBegin, e: AuditEnd) => Promise<void>,
+    private readonly log?: Logger,
   ) {}
+
+  /**
+   * The audit row of a request refused before its body was read: it reached the hub, so it is
+   * recorded (`denied`, the HTTP status as the code), under the method its `Mcp-Method` header
+   * names or UNREAD_MESSAGE. Unauthenticated ones are throttled (see UNAUTHENTICATED_IN_ALL).
+   */
+  async refusedUnread(r: UnreadRefusal): Promise<void> {
+    if (r.principal === undefined && !this.mayRecordUnauthenticated(r.clientAddress ?? '')) return;
+    const method = r.header('mcp-method');
+    await this.audit(
+      {
+        ts: Date.now(),
+        requestId: '',
+        principal: r.principal ?? UNAUTHENTICATED,
+        clientAddress: r.clientAddress,
+        clientEra: r.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+        method: method && method.length <= 128 ? method : UNREAD_MESSAGE,
+        requestBytes: r.requestBytes,
+      },
+      { outcome: 'denied', errorKind: 'policy', errorCode: r.status, errorMessage: r.message, latencyMs: 0 },
+    );
+  }
+
+  private mayRecordUnauthenticated(address: string): boolean {
+    if (this.perAddress.take(address, UNAUTHENTICATED_PER_ADDRESS) === 0 && this.inAll.take('', UNAUTHENTICATED_IN_ALL) === 0) return true;
+    this.unrecorded++;
+    const now = Date.now();
+    if (now - this.reportedAt >= THROTTLE_REPORT_MS) {
+      this.log?.warn({ unrecorded: this.unrecorded }, 'unauthenticated requests refused faster than the ledger records them; the rest are counted here');
+      this.reportedAt = now;
+      this.unrecorded = 0;
+    }
+    return false;
+  }
 
   async admit(who: Identity, req: Request, facts: RequestFacts): Promise<EdgeRefusal | null> {
     const tool = req.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
