@@ -106,7 +106,18 @@ export class StdioServer {
     if (!this.stopped) this.reader.push(chunk);
   }
 
+  /**
+   * Lines read while an initialize is being answered, in order. A legacy client should wait
+   * for that answer, but one that does not must still find its session: what it sent behind
+   * the initialize is served once the session exists, as if it had waited.
+   */
+  private held: Buffer[] | null = null;
+
   private line(buf: Buffer): void {
+    if (this.held) {
+      this.held.push(buf);
+      return;
+    }
     let text = buf.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
@@ -122,6 +133,24 @@ export class StdioServer {
       })
       .finally(() => this.pending.delete(p));
     this.pending.add(p);
+    if (c.kind === 'request' && c.msg.method === 'initialize') {
+      this.held = [];
+      void p.then(() => this.release());
+    }
+  }
+
+  /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */
+  private release(): void {
+    const lines = this.held ?? [];
+    this.held = null;
+    for (let i = 0; i < lines.length; i++) {
+      if (this.stopped) return;
+      this.line(lines[i]!);
+      if (this.held) {
+        (this.held as Buffer[]).push(...lines.slice(i + 1));
+        return;
+      }
+    }
   }
 
   /** A client cancellation: a listen stream (or a modern call) with that id ends; nothing more is sent for it. */
@@ -195,10 +224,15 @@ export class StdioServer {
   private async onEnd(): Promise<void> {
     if (this.stopped) return;
     this.reader.end();
-    const drain = Promise.allSettled([...this.pending]);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([drain, new Promise<void>((r) => (timer = setTimeout(r, this.opts.drainMs ?? 5_000)))]);
-    clearTimeout(timer);
+    const deadline = Date.now() + (this.opts.drainMs ?? 5_000);
+    // Until nothing is left: an answer can let more work start (lines held behind an initialize).
+    while (this.pending.size > 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
+      clearTimeout(timer);
+    }
     await this.stop();
   }
 }

@@ -218,3 +218,48 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(c.stderr).toMatch(/stdio hub stopping/);
   });
 });
+
+describe('a legacy client that does not wait for the initialize answer', () => {
+  it('has the requests it pipelined behind initialize served in that session, in order', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-pipelined-'));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      // One write: the hub reads all four lines before it has answered the first.
+      c.send(
+        [
+          { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
+          { jsonrpc: '2.0', method: 'notifications/initialized' },
+          { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
+          { jsonrpc: '2.0', id: 'call', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'eager' } } },
+        ]
+          .map((m) => JSON.stringify(m))
+          .join('\n'),
+      );
+      const call = await c.next((m) => m.id === 'call', 30_000);
+      expect(call.result).toEqual({ content: [{ type: 'text', text: 'echo:eager' }] });
+      const list = c.received.find((m) => m.id === 'list');
+      expect(list?.result?.tools.length).toBe(10);
+      const ids = c.received.filter((m) => m.id !== undefined).map((m) => m.id);
+      expect(ids.slice(0, 1)).toEqual(['init']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  it('answers them before it exits when stdin ends right behind them', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-pipelined-eof-'));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    c.send(
+      [
+        { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
+        { jsonrpc: '2.0', method: 'notifications/initialized' },
+        { jsonrpc: '2.0', id: 'call', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'last' } } },
+      ]
+        .map((m) => JSON.stringify(m))
+        .join('\n'),
+    );
+    c.endInput();
+    expect(await c.exited).toBe(0);
+    expect(c.received.find((m) => m.id === 'call')?.result).toEqual({ content: [{ type: 'text', text: 'echo:last' }] });
+  }, 40_000);
+});
