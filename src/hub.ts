@@ -151,7 +151,7 @@ export class Hub implements HubCore {
     this.auth = new Authenticator(config.auth, base, log);
     this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e), log);
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
-      onConnection: (h, upstream) => this.catalog.watchConnection(h, upstream),
+      onConnection: (h, upstream, principal) => this.catalog.watchConnection(h, upstream, principal),
     });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {

@@ -10,7 +10,7 @@ export interface PoolOptions {
   /** Most pooled connections at once; the least recently used one is closed past it. */
   max?: number;
   /** Each principal's own connection as it is made, so its notifications are heard (Catalog.watchConnection). */
-  onConnection?: (h: ServerHandle, upstream: Upstream) => void;
+  onConnection?: (h: ServerHandle, upstream: Upstream, principal: string) => void;
 }
 
 interface Pooled {
@@ -69,7 +69,7 @@ export class PrincipalUpstreams {
       const base = this.specOf(h);
       const headers = h.config.credentials?.[principal]?.headers ?? base.headers;
       const upstream = this.make({ ...base, headers }, this.log.child({ principal }));
-      this.onConnection?.(h, upstream);
+      this.onConnection?.(h, upstream, principal);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
       });

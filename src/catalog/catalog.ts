@@ -103,9 +103,11 @@ export class Catalog extends EventEmitter {
     this.pins = opts.pins ?? new MemoryPinStore();
     this.groups = opts.groups ?? new Groups(undefined);
     this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
+    // Keys are server ids, or listenKey()s of principals' own connections, which carry no
+    // resource subscriptions (those go over the server's main connection).
     this.listens = new ListenManager(log, {
-      subscribedUris: (id) => opts.subscribedUris?.(id) ?? [],
-      onGap: (id) => this.invalidate(id),
+      subscribedUris: (key) => (key.includes('\0') ? [] : (opts.subscribedUris?.(key) ?? [])),
+      onGap: (key) => this.invalidate(key.split('\0', 1)[0]!),
     });
     this.pins.onExternalChange?.((changed) => {
       this.pinGen++;
@@ -128,9 +130,21 @@ export class Catalog extends EventEmitter {
 
   /**
    * Notifications of a connection to h: its main one, or a principal's own (auth/upstream-pool.ts),
-   * whose list_changed makes that principal's cached list stale like any other of h's.
+   * whose list_changed makes that principal's cached list stale like any other of h's. A modern
+   * server says list changes only on a listen stream, and its private lists may differ per
+   * credential, so a principal's own connection gets a stream of its own, ended with the connection.
    */
-  watchConnection(h: ServerHandle, upstream: Upstream): void {
+  watchConnection(h: ServerHandle, upstream: Upstream, principal?: string): void {
+    if (principal !== undefined) {
+      const key = `${h.id}\0${principal}`;
+      this.listens.track(key, upstream);
+      const ended = (state: string) => {
+        if (state !== 'stopped') return;
+        upstream.off('state', ended);
+        this.listens.untrack(key, upstream);
+      };
+      upstream.on('state', ended);
+    }
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();

@@ -61,9 +61,10 @@ export class ListenManager {
     this.sync(t);
   }
 
-  untrack(id: string): void {
+  /** `upstream`: only if it is still the one tracked under `id` (a later connection may have taken the key). */
+  untrack(id: string, upstream?: Upstream): void {
     const t = this.tracked.get(id);
-    if (!t) return;
+    if (!t || (upstream && t.upstream !== upstream)) return;
     this.tracked.delete(id);
     t.upstream.off('state', t.onState);
     this.stop(t);

@@ -3,6 +3,7 @@
  * differ (`servers.<id>.credentials`) each get the private list the upstream gave their own
  * credential, fetched once each and cached apart; neither ever sees the other's.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
@@ -58,5 +59,28 @@ describe('private list partitions by upstream authorization context', () => {
       authorization: `Bearer ${ALICE_KEY}`,
     });
     expect(call.body?.error?.message).toMatch(/Unknown tool/);
+  });
+
+  it("a principal's own connection listens too: a change said on it reaches that principal's list before the list's ttl", async () => {
+    const stats = async () => (await (await fetch(new URL('/stats', up.url))).json()) as { listening?: Record<string, number> };
+    const until = async (what: string, ok: () => Promise<boolean>) => {
+      const deadline = Date.now() + 10_000;
+      while (!(await ok())) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    expect(names(await list(ALICE_KEY))).toEqual(['u__alice_only']);
+    await until("alice's listen stream", async () => ((await stats()).listening?.alice ?? 0) >= 1);
+    await fetch(new URL('/grow?user=alice', up.url), { method: 'POST' });
+    // The list is private with a 60 s ttl: only the notification can bring the change this soon.
+    await until("alice's grown tool", async () => names(await list(ALICE_KEY)).includes('u__alice_grown_1'));
+    expect(names(await list(BOB_KEY))).toEqual(['u__bob_only']);
+    // The server is reconfigured (a credential changed): the principals' connections close,
+    // and their streams with them.
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { servers: { u: { credentials: Record<string, { headers: Record<string, string> }> } } };
+    config.servers.u.credentials.bob!.headers['x-rotated'] = '1';
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    await until("alice's stream to end", async () => ((await stats()).listening?.alice ?? 0) === 0);
   });
 });
