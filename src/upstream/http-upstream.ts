@@ -29,6 +29,36 @@ function bodyError(body: string | undefined): RpcError | undefined {
   return c.kind === 'response' && 'error' in c.msg ? upstreamError(c.msg.error) : undefined;
 }
 
+/**
+ * Why an answer carrying no JSON-RPC message is no answer, in words an operator can act on:
+ * a redirect (never followed: the hub's credentials would go along to wherever it points) or a
+ * 2xx body that is not JSON-RPC (a login page, a proxy, the wrong path). Undefined otherwise.
+ */
+export function answerProblem(a: HttpAnswer, base: string): string | undefined {
+  const s = a.status;
+  if (s >= 300 && s < 400) {
+    const to = redirectTarget(a.headers.location, base);
+    return `HTTP ${s}: the upstream redirects${to ? ` to ${to}` : ''}; the hub does not follow redirects (its credentials would go along), so point the server's url at the new address`;
+  }
+  if (s >= 200 && s < 300 && a.body !== undefined) {
+    const ct = String(a.headers['content-type'] ?? '').split(';', 1)[0]!.trim();
+    return `HTTP ${s} with ${ct ? `content type ${ct}` : 'no content type'} instead of JSON-RPC: is the server's url its MCP endpoint?`;
+  }
+  return undefined;
+}
+
+/** Where a redirect points, without what may be secret in a URL (credentials, query, fragment). */
+function redirectTarget(location: string | string[] | undefined, base: string): string | undefined {
+  const raw = Array.isArray(location) ? location[0] : location;
+  if (!raw) return undefined;
+  try {
+    const u = new URL(raw, base);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? `${u.origin}${u.pathname}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
   const ctl = new AbortController();
   const t = setTimeout(() => ctl.abort(), ms);
@@ -154,10 +184,10 @@ export class HttpUpstream extends HandshakingUpstream {
       t.clear();
     }
     if (a.status < 200 || a.status >= 300) {
-      throw bodyError(a.body) ?? new TransportError(`initialize: HTTP ${a.status}`, a.status);
+      throw bodyError(a.body) ?? new TransportError(`initialize: ${answerProblem(a, this.spec.url!) ?? `HTTP ${a.status}`}`, a.status);
     }
     if (error) throw error;
-    if (!result) throw new TransportError('initialize: no result in the answer', a.status);
+    if (!result) throw new TransportError(`initialize: ${answerProblem(a, this.spec.url!) ?? 'no result in the answer'}`, a.status);
     const version = result.protocolVersion;
     if (typeof version !== 'string' || !(LEGACY_VERSIONS as readonly string[]).includes(version)) {
       throw new Error(`initialize answered with protocol version ${JSON.stringify(version)}, which the hub does not speak`);
@@ -206,15 +236,16 @@ export class HttpUpstream extends HandshakingUpstream {
   private afterPost(p: Pending, a: HttpAnswer): void {
     if (!this.isPending(p)) return;
     const s = a.status;
+    const problem = answerProblem(a, this.spec.url!);
     if (s >= 200 && s < 300) {
-      return this.failCall(p, new TransportError(s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response', s));
+      return this.failCall(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried) return this.renewSession(p);
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) return this.failCall(p, new TransportError(`HTTP ${s}${rpc ? `: ${rpc.message}` : ''}`, s));
-    this.failCall(p, rpc ?? new TransportError(`HTTP ${s}`, s));
+    this.failCall(p, rpc ?? new TransportError(problem ?? `HTTP ${s}`, s));
   }
 
   /**

@@ -60,6 +60,20 @@ describe('HTTP upstream faults', () => {
     expect(isToolError(await callTool(hub.url, 'h__echo', { ok: 1 }))).toBe(false);
   });
 
+  it('redirects, or answers 200 with a page that is not JSON-RPC: an error that says so, the redirect not followed', async () => {
+    const moved = await callTool(hub.url, 'h__moved');
+    expect(isToolError(moved)).toBe(true);
+    expect(text(moved)).toContain('HTTP 302: the upstream redirects to https://new-home.example/v2/mcp; the hub does not follow redirects');
+    expect(text(moved)).not.toContain('moved-Secret-77');
+    expect(calls(h, 'moved')).toHaveLength(1);
+    const html = await callTool(hub.url, 'h__html');
+    expect(isToolError(html)).toBe(true);
+    expect(text(html)).toContain("HTTP 200 with content type text/html instead of JSON-RPC: is the server's url its MCP endpoint?");
+    const [row] = await rowsFor(db, 'h__moved');
+    expect(row.outcome).toBe('unavailable');
+    expect(row.errorMessage).not.toContain('moved-Secret-77');
+  });
+
   it('drops its SSE stream mid-answer: the call fails at once (not at its timeout), once', async () => {
     const t0 = Date.now();
     const a = await callTool(hub.url, 'h__drop', {}, { progressToken: 'd1' });
