@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
-import type { HubConfig, ServerConfig } from './config/types.js';
+import type { HubConfig, PolicyConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
@@ -272,7 +272,13 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s), applyPolicy: (p) => this.applyPolicy(p) }, next);
+  }
+
+  private applyPolicy(p: PolicyConfig): void {
+    this.gate.setLimiter(new RateLimiter(p.rateLimit));
+    this.router.setConfirmer(new Confirmer(p as ConfirmPolicy));
+    this.catalog.setPolicy({ pinning: p.pinning, poisoning: p.poisoning });
   }
 
   /**

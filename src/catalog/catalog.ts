@@ -76,7 +76,7 @@ export class Catalog extends EventEmitter {
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
   private readonly notifyChain = new Map<string, Promise<void>>();
-  private readonly policy: PartPolicy;
+  private policy: PartPolicy;
   private readonly now: () => number;
   private pinGen = 0;
   /**
@@ -165,6 +165,20 @@ export class Catalog extends EventEmitter {
       this.reads.invalidate(h.id, params.uri);
       this.emit('resourceUpdated', { server: h.id, uri: params.uri });
     }
+  }
+
+  /**
+   * `policy.pinning` / `policy.poisoning` changed (a config reload): every list is judged again,
+   * and no call is routed by an aggregate built under the old policy (a tool the new one hides
+   * must not stay callable).
+   */
+  setPolicy(policy: Partial<PartPolicy>): void {
+    const next: PartPolicy = { pinning: policy.pinning ?? 'block', poisoning: policy.poisoning ?? 'warn' };
+    if (next.pinning === this.policy.pinning && next.poisoning === this.policy.poisoning) return;
+    this.policy = next;
+    this.pinGen++;
+    for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+    this.emit('changed', 'tools');
   }
 
   /** The resource subscriptions of a server changed: its listen filter follows. */

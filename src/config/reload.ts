@@ -3,12 +3,13 @@
  * connection settings changed is restarted; one whose other settings changed (names, filters,
  * trust, timeouts, retries, failMode) keeps its connection and only its catalog entry is
  * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
- * leaked key is revoked without a restart. Other settings of the hub itself (listen, ledger,
- * names, the rest of auth, policy, plugins, groups) take effect only on a restart; a reload
- * reports them and keeps the running ones.
+ * leaked key is revoked without a restart. So is `policy` (rate limits, confirmation, pinning
+ * and poisoning), but for the request-state settings (reloadablePolicy). Other settings of the
+ * hub itself (listen, ledger, names, the rest of auth, plugins, groups) take effect only on a
+ * restart; a reload reports them and keeps the running ones.
  */
 import { authRequired } from '../auth/authenticator.js';
-import type { ApiKeyConfig, HubConfig, ServerConfig } from './types.js';
+import type { ApiKeyConfig, HubConfig, PolicyConfig, ServerConfig } from './types.js';
 
 /** Server settings the hub reads per call or per list, so a change needs no reconnect. */
 const LIVE_KEYS: ReadonlySet<string> = new Set([
@@ -24,7 +25,12 @@ const LIVE_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Hub-level sections a reload cannot change. */
-const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'policy', 'plugins', 'groups'] as const;
+const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'plugins', 'groups'] as const;
+/**
+ * Policy settings a reload cannot change: a new key would void every requestState clients hold
+ * (and their calls in progress), and the input bridge is built with its timeout.
+ */
+const POLICY_RESTART_ONLY = ['requestStateKey', 'requestStateTtlMs', 'inputTimeoutMs'] as const;
 
 export interface ServerDiff {
   added: ServerConfig[];
@@ -82,7 +88,22 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
 
 /** Hub-level sections that differ (they need a restart to take effect); `authOn` as for reloadableApiKeys. */
 export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): string[] {
-  return RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next, authOn)));
+  const sections: string[] = RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next, authOn)));
+  for (const k of POLICY_RESTART_ONLY) if (canonical(prev.policy?.[k]) !== canonical(next.policy?.[k])) sections.push(`policy.${k}`);
+  return sections;
+}
+
+/**
+ * The policy a reload puts in place when `policy` changed: the new one, with the running
+ * request-state settings kept (POLICY_RESTART_ONLY). undefined: no change a reload applies.
+ */
+export function reloadablePolicy(prev: HubConfig, next: HubConfig): PolicyConfig | undefined {
+  const kept: PolicyConfig = { ...next.policy };
+  for (const k of POLICY_RESTART_ONLY) {
+    if (prev.policy?.[k] === undefined) delete kept[k];
+    else kept[k] = prev.policy[k];
+  }
+  return canonical(kept) === canonical(prev.policy ?? {}) ? undefined : kept;
 }
 
 /**

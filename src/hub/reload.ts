@@ -1,9 +1,9 @@
 import type { Logger } from '../log.js';
-import type { HubConfig, ServerConfig } from '../config/types.js';
+import type { HubConfig, PolicyConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { describeDiff, diffServers, reloadableApiKeys, restartOnlyChanges } from '../config/reload.js';
+import { describeDiff, diffServers, reloadableApiKeys, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
@@ -18,6 +18,8 @@ export interface ReloadTarget {
   readonly log: Logger;
   /** Create a server's upstream and handle, register it and watch it (not started). */
   addServer(s: ServerConfig): ServerHandle;
+  /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
+  applyPolicy(policy: PolicyConfig): void;
 }
 
 /**
@@ -36,6 +38,12 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
     if (keys.length === 0 && !next.auth?.oauth)
       hub.log.warn('config reload: the last API key is gone: every request is refused until a restart, which turns authentication off (loopback only)');
+  }
+  const policy = reloadablePolicy(hub.config, next);
+  if (policy) {
+    hub.applyPolicy(policy);
+    hub.config.policy = policy;
+    hub.log.info({ sections: Object.keys(policy) }, 'config reload: policy replaced');
   }
   const d = diffServers(hub.config.servers, next.servers);
   const retiring: ServerHandle[] = [];

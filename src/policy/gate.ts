@@ -53,10 +53,15 @@ export class EdgeGate {
 
   constructor(
     readonly auth: Authenticator,
-    private readonly limiter: RateLimiter,
+    private limiter: RateLimiter,
     private readonly audit: (b: AuditBegin, e: AuditEnd) => Promise<void>,
     private readonly log?: Logger,
   ) {}
+
+  /** A reloaded `policy.rateLimit`: new buckets, full (what the old ones had taken is forgotten). */
+  setLimiter(limiter: RateLimiter): void {
+    this.limiter = limiter;
+  }
 
   /**
    * The audit row of a request refused before its body was read: it reached the hub, so it is

@@ -51,6 +51,11 @@ function asRpcError(err: unknown): RpcError {
 export class Router {
   private readonly tools: ToolCall;
 
+  /** A reloaded `policy.confirm` / `confirmDestructive`: read by the next call (ToolCall reads these options per call). */
+  setConfirmer(c: Confirmer): void {
+    this.opts.confirmer = c;
+  }
+
   constructor(
     private readonly catalog: Catalog,
     private readonly ledger: AuditSink,

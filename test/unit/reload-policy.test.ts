@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, diffServers, reloadableApiKeys, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, diffServers, reloadableApiKeys, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -49,6 +49,20 @@ describe('config reload diff', () => {
   it('names the hub-level sections a reload cannot change', () => {
     expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen', 'pageSize']);
     expect(restartOnlyChanges(cfg(base), cfg(base))).toEqual([]);
+  });
+
+  it('takes a new policy, keeping the running request-state settings, which only a restart changes', () => {
+    const with_ = (policy: object) => cfg({ ...base, policy });
+    const running = with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: 'k'.repeat(40), inputTimeoutMs: 1000 });
+    const next = with_({ poisoning: 'block', confirm: ['x__*'], requestStateKey: 'n'.repeat(40) });
+    // (pinning: the schema's default)
+    expect(reloadablePolicy(running, next)).toEqual({ pinning: 'block', poisoning: 'block', confirm: ['x__*'], requestStateKey: 'k'.repeat(40), inputTimeoutMs: 1000 });
+    expect(restartOnlyChanges(running, next)).toEqual(['policy.requestStateKey', 'policy.inputTimeoutMs']);
+    // only a request-state setting changed: nothing a reload applies
+    expect(reloadablePolicy(running, with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: 'n'.repeat(40), inputTimeoutMs: 1000 }))).toBeUndefined();
+    expect(reloadablePolicy(cfg(base), cfg(base))).toBeUndefined();
+    expect(reloadablePolicy(cfg(base), with_({ pinning: 'warn' }))).toEqual({ pinning: 'warn', poisoning: 'warn' });
+    expect(reloadablePolicy(with_({ pinning: 'warn' }), cfg(base))).toEqual({});
   });
 
   it('swaps API keys in while authentication stays on; anything else under auth waits for a restart', () => {
