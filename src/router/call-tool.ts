@@ -192,7 +192,7 @@ export class ToolCall {
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
-        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind);
+        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind, retry?.confirmed === true);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);

@@ -111,7 +111,7 @@ export async function retryOf(
     const retry = mrtr.openRetry(params, bind, ctx.signal);
     if (retry.kind === 'forward') {
       if (retry.server !== server.id) throw new RpcError(INVALID_PARAMS, 'requestState was issued for another server');
-      return { params: retry.params };
+      return retry.confirmed ? { params: retry.params, confirmed: true } : { params: retry.params };
     }
     if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
     const result = await retry.result;

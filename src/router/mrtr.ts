@@ -19,7 +19,7 @@ const MAX_ROUNDS = 10;
 /** A modern client's retry, after its requestState opened. */
 export type Retry =
   | { kind: 'resume'; result: Promise<Result> }
-  | { kind: 'forward'; server: string; params: Result }
+  | { kind: 'forward'; server: string; params: Result; confirmed: boolean }
   | { kind: 'confirm'; accepted: boolean; params: Result };
 
 /**
@@ -55,9 +55,10 @@ export class Mrtr {
   /**
    * One upstream request plus the rounds its `input_required` answers need: passed on to a
    * modern client under the hub's seal (recipe C), or turned into real requests to a legacy
-   * client and retried upstream (recipe B).
+   * client and retried upstream (recipe B). `confirmed`: the user confirmed this call, and the
+   * modern client's next round must say so (the state carries it).
    */
-  async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding): Promise<Result> {
+  async roundTrips(method: string, server: ServerHandle, params: Result, ctx: CallContext, opts: CallOptions, bind: Binding, confirmed = false): Promise<Result> {
     let p = params;
     for (let round = 0; ; round++) {
       let r: Result;
@@ -70,7 +71,7 @@ export class Mrtr {
       if (r.resultType !== 'input_required') return r;
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
-        return { ...r, requestState: this.sealer.seal(bind, { k: 'fwd', server: server.id, up }) };
+        return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };
       }
       if (!ctx.askClient) throw new RpcError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
       if (round >= MAX_ROUNDS) throw new RpcError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
@@ -115,7 +116,7 @@ export class Mrtr {
     }
     if (body.up === undefined) delete forwarded.requestState;
     else forwarded.requestState = body.up;
-    return { kind: 'forward', server: body.server, params: forwarded };
+    return { kind: 'forward', server: body.server, params: forwarded, confirmed: body.ok === 1 };
   }
 }
 

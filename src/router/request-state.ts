@@ -9,8 +9,11 @@ import { argsHash } from '../ledger/canonical.js';
  * Anything the client sends back is attacker-controlled until it opens here.
  */
 export type StateBody =
-  /** Modern ↔ modern: the upstream's own state, nested, and which upstream minted it. */
-  | { k: 'fwd'; server: string; up?: string }
+  /**
+   * Modern ↔ modern: the upstream's own state, nested, and which upstream minted it. `ok`: the
+   * user already confirmed this call (policy.confirm), so its later rounds do not ask again.
+   */
+  | { k: 'fwd'; server: string; up?: string; ok?: 1 }
   /** A call parked at this hub instance, waiting for the client's input (legacy upstream). */
   | { k: 'park'; id: string }
   /** The hub asked the user to confirm this call; the retry carries the answer. */
