@@ -12,7 +12,7 @@ import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
 import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import type { Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -157,11 +157,13 @@ export class ToolCall {
       }
     }
     const audit = this.ledger.begin(begin);
+    let finished = false;
     /**
      * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
      * saw the call (the key is freed), true when it may have run (the key becomes unknown).
      */
     const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
+      finished = true;
       if (key) {
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(principal, key, answer);
@@ -200,6 +202,8 @@ export class ToolCall {
         await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result), result }, isFinal ? { result } : undefined, false);
         return result;
       } catch (err) {
+        // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
+        if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
         await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
@@ -210,7 +214,20 @@ export class ToolCall {
         return toolErrorResult(`Tool ${hubName} failed inside the hub`);
       }
     };
-    return this.mrtr.run(ctx, conn, { ...callOptions(ctx, conn), retry: toolRetry(server.config, upstreamName, routed.item) }, bind, body);
+    // The call's end, whichever request of the client it reaches (a parked call ends on a retry):
+    // unfinished by `body` only when the user turned down a URL step, so the upstream never ran it.
+    const ended = (run: Promise<Result>): Promise<Result> =>
+      run.then(
+        async (result) => {
+          if (!finished) await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result), result }, undefined, false);
+          return result;
+        },
+        async (err: unknown) => {
+          if (!finished) await finish(outcomeOfError(err), undefined, false);
+          throw err;
+        },
+      );
+    return this.mrtr.run(ctx, conn, { ...callOptions(ctx, conn), retry: toolRetry(server.config, upstreamName, routed.item) }, bind, body, ended);
   }
 
   /**

@@ -39,16 +39,24 @@ export class Mrtr {
   /**
    * Run `body` (the forwarded call, ledger included). A modern client of a legacy upstream
    * cannot be asked mid-call, so the call is parked and the client answers `input_required`
-   * (recipe A); everyone else runs straight through.
+   * (recipe A); everyone else runs straight through. `ended` sees the whole run settle,
+   * URL-step rounds included, even when a later request of the client takes its result.
    */
-  run(ctx: CallContext, server: ServerHandle, opts: CallOptions, bind: Binding, body: (opts: CallOptions) => Promise<Result>): Promise<Result> {
-    if (ctx.clientEra !== MODERN || server.upstream.era !== LEGACY) return body(opts);
+  run(
+    ctx: CallContext,
+    server: ServerHandle,
+    opts: CallOptions,
+    bind: Binding,
+    body: (opts: CallOptions) => Promise<Result>,
+    ended: (run: Promise<Result>) => Promise<Result> = (r) => r,
+  ): Promise<Result> {
+    if (!parks(ctx, server)) return ended(body(opts));
     const collector = new InputCollector(ctx.clientCapabilities);
     const abort = new Canceller();
     if (ctx.signal.aborted) abort.abort();
     else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const callOpts: CallOptions = { ...opts, signal: abort.signal, onServerRequest: collector.ask };
-    const run = withUrlSteps(() => body(callOpts), collector, bind.method);
+    const run = ended(withUrlSteps(() => body(callOpts), collector, bind.method));
     return this.bridge.settle(run, collector, abort, bind);
   }
 
@@ -120,6 +128,20 @@ export class Mrtr {
   }
 }
 
+/** A modern client of a legacy upstream: its call is parked when the upstream asks (Mrtr.run). */
+function parks(ctx: CallContext, server: ServerHandle): boolean {
+  return ctx.clientEra === MODERN && server.upstream.era === LEGACY;
+}
+
+/**
+ * `err` is no outcome yet: a legacy upstream's -32042 that Mrtr.run turns into URL steps for
+ * a modern client, after which the call is issued again. The attempt that failed so must not
+ * be recorded (or stored for an idempotency key) as the call's answer.
+ */
+export function awaitsUrlSteps(err: unknown, ctx: CallContext, server: ServerHandle): boolean {
+  return parks(ctx, server) && urlSteps(err) !== null;
+}
+
 /**
  * A legacy upstream's -32042 (URLElicitationRequired) for a modern client: its URL steps are
  * asked as URL-mode input requests (the collector drops elicitationId); once the user accepted
@@ -136,7 +158,13 @@ async function urlStepRounds(first: unknown, call: () => Promise<Result>, collec
   let err = first;
   for (let round = 0; ; round++) {
     const steps = urlSteps(err);
-    if (!steps || round >= MAX_ROUNDS) throw err;
+    if (!steps) throw err;
+    if (round >= MAX_ROUNDS) {
+      // -32042 is retired for modern clients (digest §1.3): say it in their terms.
+      const why = `the upstream still asked for steps at a URL after ${MAX_ROUNDS} rounds`;
+      if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+      throw new RpcError(INTERNAL_ERROR, why);
+    }
     const answers = await Promise.all(steps.map((params) => collector.ask({ method: 'elicitation/create', params })));
     const refused = answers.find((a) => a.action !== 'accept');
     if (refused) {

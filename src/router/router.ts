@@ -12,7 +12,7 @@ import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError } from './outcome.js';
 import type { Subscriptions } from './subscriptions.js';
-import type { Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -182,13 +182,23 @@ export class Router {
         await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
         return result;
       } catch (err) {
+        // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
+        if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const normalised = this.normaliseNotFound(method, params, err);
         await audit.finish({ ...this.outcomeSeenBy(ctx, normalised), latencyMs: performance.now() - t0 });
         throw asRpcError(normalised);
       }
     };
     const opts = callOptions(ctx, conn);
-    return bind ? this.mrtr.run(ctx, conn, opts, bind, body) : body(opts);
+    if (!bind) return body(opts);
+    // A URL step the user turned down ends the request without `body` finishing its row (a
+    // no-op when it did: the first finish counts).
+    const ended = (run: Promise<Result>): Promise<Result> =>
+      run.catch(async (err: unknown) => {
+        await audit.finish({ ...this.outcomeSeenBy(ctx, err), latencyMs: performance.now() - t0 });
+        throw err;
+      });
+    return this.mrtr.run(ctx, conn, opts, bind, body, ended);
   }
 
   /** The outcome of `err` as the ledger records it: with the error code this client sees. */

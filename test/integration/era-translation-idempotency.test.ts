@@ -1,0 +1,66 @@
+/**
+ * A call that is asked of the user on its way (URL steps of a legacy upstream, for a modern
+ * client) keeps one outcome: the one it ends with. Its ledger row says so, and an idempotency
+ * key stores it for replay, not the first attempt's -32042; a step the user turned down frees
+ * the key. Real fixture upstreams behind the real built hub, on the raw wire.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
+import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
+import { META_KEY, queryRows } from './ledger-helpers.js';
+
+let th: TranslationHub;
+let nextId = 1;
+
+beforeAll(async () => {
+  th = await startTranslationHub();
+}, 60_000);
+afterAll(async () => void (await th?.stop()));
+
+/** A modern tools/call under an idempotency key; the JSON-RPC answer (result or error). */
+async function call(name: string, args: Json, key: string, extra: Json = {}): Promise<Json> {
+  const id = nextId++;
+  const meta = modernMeta({ [META_CAPS]: USER_CAPABILITIES, [META_KEY]: key });
+  const r = await post(th.url, modernBody(id, 'tools/call', { name, arguments: args, ...extra }, meta), modernHeaders('tools/call', name));
+  const m = r.messages.find((x) => x.id === id);
+  if (!m) throw new Error(`${r.status} ${r.text}`);
+  return m as Json;
+}
+
+const stepAnswer = (r: Json, action: string) => Object.fromEntries(Object.keys((r.result as Json).inputRequests as Json).map((k) => [k, { action }]));
+
+describe('URL steps of a legacy upstream, for a modern client with an idempotency key', () => {
+  it('accepted: the row and the stored answer are the final result, which a retry of the key replays', async () => {
+    const args = { ticket: 'idem-ok' };
+    const first = await call('ls__elicit_url_required', args, 'key-url-ok');
+    expect(first.result).toMatchObject({ resultType: 'input_required' });
+    const done = await call('ls__elicit_url_required', args, 'key-url-ok', { requestState: (first.result as Json).requestState, inputResponses: stepAnswer(first, 'accept') });
+    expect(done.result).toMatchObject({ content: [{ type: 'text', text: 'ticket idem-ok authorized' }] });
+    const replay = await call('ls__elicit_url_required', args, 'key-url-ok');
+    expect(replay.error).toBeUndefined();
+    expect(replay.result).toMatchObject({ content: [{ type: 'text', text: 'ticket idem-ok authorized' }] });
+    const rows = await queryRows(join(th.hub.dir, 'ledger.db'), { tool: 'ls__elicit_url_required' });
+    const outcomes = rows.filter((r) => r.idempotencyKey === 'key-url-ok').map((r) => [r.outcome, r.errorCode]);
+    expect(outcomes).toEqual([
+      ['ok', null],
+      ['ok', null],
+      ['replayed', null],
+    ]);
+  });
+
+  it('turned down: a tool error, the row finished, and the key free for the next attempt', async () => {
+    const args = { ticket: 'idem-no' };
+    const first = await call('ls__elicit_url_required', args, 'key-url-no');
+    const declined = await call('ls__elicit_url_required', args, 'key-url-no', { requestState: (first.result as Json).requestState, inputResponses: stepAnswer(first, 'decline') });
+    expect(declined.result).toMatchObject({ isError: true, content: [{ type: 'text', text: expect.stringContaining('answered "decline"') }] });
+    // Not replayed: the call runs again (and the fixture remembers the ticket now).
+    const again = await call('ls__elicit_url_required', args, 'key-url-no');
+    expect(again.result).toMatchObject({ content: [{ type: 'text', text: 'ticket idem-no authorized' }] });
+    const rows = await queryRows(join(th.hub.dir, 'ledger.db'), { tool: 'ls__elicit_url_required' });
+    const outcomes = rows.filter((r) => r.idempotencyKey === 'key-url-no').map((r) => r.outcome);
+    expect(outcomes).not.toContain('in_flight');
+    expect(outcomes).toContain('tool_error');
+    expect(outcomes.at(-1)).toBe('ok');
+  });
+});
