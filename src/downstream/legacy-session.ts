@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import { CancelledError, METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
 import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
@@ -56,7 +56,10 @@ export class LegacySession {
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       signal?.addEventListener('abort', () => {
-        if (this.pending.delete(id)) reject(new RpcError(-32800, 'request cancelled'));
+        if (!this.pending.delete(id)) return;
+        // The call that asked is cancelled: so is our question to the client (digest §6.1).
+        if (!sink.closed) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the request that asked was cancelled' } });
+        reject(new CancelledError());
       });
       const msg: Record<string, unknown> = { jsonrpc: '2.0', id, method: req.method };
       if (req.params) msg.params = req.params;

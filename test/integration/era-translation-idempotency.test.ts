@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 import { META_KEY, queryRows } from './ledger-helpers.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 let th: TranslationHub;
 let nextId = 1;
@@ -62,5 +65,43 @@ describe('URL steps of a legacy upstream, for a modern client with an idempotenc
     expect(outcomes).not.toContain('in_flight');
     expect(outcomes).toContain('tool_error');
     expect(outcomes.at(-1)).toBe('ok');
+  });
+});
+
+describe('a legacy client that cancels while the hub asks it for a modern upstream', () => {
+  it("has the hub's question cancelled too, and the call recorded as cancelled, not answered -32800 on the key's retry", async () => {
+    const client = new ClientV1({ name: 'cancelling', version: '1.0.0' }, { capabilities: USER_CAPABILITIES });
+    let asked: AbortSignal | undefined;
+    client.setRequestHandler(ElicitRequestSchema, (_req, extra) => {
+      asked = extra.signal;
+      return new Promise(() => {}); // the user never answers
+    });
+    await client.connect(new TransportV1(new URL(th.url)));
+    try {
+      const ac = new AbortController();
+      const call = client.callTool({ name: 'ms__elicit_form', arguments: { who: 'X' }, _meta: { [META_KEY]: 'key-cancel' } }, undefined, { signal: ac.signal, timeout: 30_000 });
+      const deadline = Date.now() + 10_000;
+      while (!asked && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(asked).toBeDefined();
+      ac.abort();
+      await expect(call).rejects.toThrow();
+      while (!asked!.aborted && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(asked!.aborted).toBe(true); // notifications/cancelled for the hub's own elicitation
+      let rows = await queryRows(join(th.hub.dir, 'ledger.db'), { tool: 'ms__elicit_form' });
+      while (!rows.some((r) => r.idempotencyKey === 'key-cancel' && r.outcome !== 'in_flight') && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        rows = await queryRows(join(th.hub.dir, 'ledger.db'), { tool: 'ms__elicit_form' });
+      }
+      expect(rows.filter((r) => r.idempotencyKey === 'key-cancel').map((r) => [r.outcome, r.errorCode])).toEqual([['cancelled', null]]);
+      // The key's retry is not handed a stored -32800 as if it were the call's answer.
+      const again = await client.callTool({ name: 'ms__elicit_form', arguments: { who: 'X' }, _meta: { [META_KEY]: 'key-cancel' } }, undefined, { timeout: 5_000 }).then(
+        (r) => JSON.stringify(r),
+        (e: Error) => e.message,
+      );
+      expect(again).not.toMatch(/-32800|request cancelled/);
+      expect(again).toContain('outcome is unknown'); // it may have run upstream: the key is held
+    } finally {
+      await client.close();
+    }
   });
 });
