@@ -233,7 +233,7 @@ export class Hub implements HubCore {
     const exposed = exposureProblem(host, this.auth.required);
     if (exposed) throw new Error(exposed);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
-    const admin = (this.admin = new AdminRoutes(this, policy, this.log));
+    const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
     this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate, groups: this.catalog.groups }, this.log);
     // The live feed shows every principal's calls: with authentication on, only to an admin.
     admin.attach(this.http.server, async (req) => {

@@ -1,9 +1,9 @@
 /**
  * Operator routes on the hub's own listener: /metrics (Prometheus), /admin/servers,
  * /admin/tools, /admin/ledger, /admin/ticket, the /admin/events WebSocket and the status page
- * at /admin/. Who may use them is decided in one place, isAdmin(), so authentication can
- * replace the loopback rule without touching the routes. With authentication on, the HTTP
- * edge also asks for an admin credential, except for the page's own files (isStatusPageFile).
+ * at /admin/. Without authentication the operator is whoever connects over loopback
+ * (isAdmin). With authentication on, the HTTP edge asks for an admin credential instead
+ * (except for the page's own files, isStatusPageFile), wherever the caller connects from.
  */
 import type { EventEmitter } from 'node:events';
 import { readFile } from 'node:fs/promises';
@@ -69,10 +69,7 @@ export function isStatusPageFile(path: string, method: string | undefined): bool
   return (method === 'GET' || method === 'HEAD') && (path === '/admin' || Object.hasOwn(PAGE_FILES, path));
 }
 
-/**
- * The authorisation seam: today the operator is whoever connects over loopback. When the hub
- * gets authentication, this is where an admin principal is required instead.
- */
+/** Without authentication, the operator is whoever connects over loopback. */
 export function isAdmin(req: IncomingMessage): boolean {
   const a = req.socket.remoteAddress ?? '';
   return isLoopbackHost(a) || a.startsWith('::ffff:127.');
@@ -121,6 +118,8 @@ export class AdminRoutes {
     private readonly hub: AdminHub,
     private readonly policy: OriginPolicy,
     private readonly log: Logger,
+    /** Authentication is on: the edge checked the admin scope already, so no loopback rule. */
+    private readonly authenticated = false,
   ) {
     this.events = new AdminEvents(hub.events, () => ({ version: VERSION, servers: this.servers() }), log);
   }
@@ -136,12 +135,16 @@ export class AdminRoutes {
       const ticket = new URL(req.url ?? '/', 'http://x').searchParams.get('ticket');
       const status = ticket !== null ? (this.tickets.redeem(ticket) ? 200 : 401) : authorize ? await authorize(req) : 200;
       if (status !== 200) return status;
-      return isAdmin(req) ? 200 : 403;
+      return this.operator(req) ? 200 : 403;
     });
   }
 
   close(): void {
     this.events.close();
+  }
+
+  private operator(req: IncomingMessage): boolean {
+    return this.authenticated || isAdmin(req);
   }
 
   servers() {
@@ -151,7 +154,7 @@ export class AdminRoutes {
   /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */
   async route(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
-    if (!isAdmin(req)) {
+    if (!this.operator(req)) {
       json(res, 403, { error: 'admin routes need an admin principal' });
       return true;
     }
