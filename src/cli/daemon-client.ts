@@ -46,10 +46,15 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** GET a JSON admin route; NoDaemonError when nothing listens there. */
+/**
+ * GET a JSON admin route; NoDaemonError when nothing listens there. A daemon with
+ * authentication on wants an admin credential: `key`, else env SWITCHYARD_API_KEY (as
+ * `connect` reads it; never an argument, which other local users can see).
+ */
 export async function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
-  if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+  const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
+  if (key) headers.authorization = `Bearer ${key}`;
   let res: Response;
   try {
     res = await fetch(base + path, { headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
@@ -65,11 +70,15 @@ export async function getJson<T>(base: string, path: string, opts: { timeoutMs?:
   if (!res.ok) {
     let msg = text.slice(0, 300);
     try {
-      msg = (JSON.parse(text) as { error?: string }).error ?? msg;
+      // {error: "…"} from the admin routes, or a JSON-RPC error object from the edge (401).
+      const e = (JSON.parse(text) as { error?: unknown }).error;
+      if (typeof e === 'string') msg = e;
+      else if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') msg = (e as { message: string }).message;
     } catch {
       // not JSON: keep the text
     }
-    throw new DaemonError(`${base}${path}: HTTP ${res.status}${msg ? `: ${msg}` : ''}`);
+    const hint = res.status === 401 && !key ? ' (set SWITCHYARD_API_KEY to an admin key)' : '';
+    throw new DaemonError(`${base}${path}: HTTP ${res.status}${msg ? `: ${msg}` : ''}${hint}`);
   }
   try {
     return JSON.parse(text) as T;

@@ -3,11 +3,12 @@
  * connects from (SECURITY.md), not only over loopback: the hub listens on this machine's own
  * network address and is reached there, the real built binary over real HTTP.
  */
+import { execFile } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 const ADMIN_KEY = 'sy_ops-remote-admin-key-0123456789abcdefghijklmnop';
 const USER_KEY = 'sy_user-remote-key-0123456789abcdefghijklmnopqrstu';
@@ -51,5 +52,24 @@ describe('operator routes off loopback, authentication on', () => {
   it('refuse anyone else, as on loopback', async () => {
     expect((await get('/admin/servers')).status).toBe(401);
     expect((await get('/admin/servers', USER_KEY)).status).toBe(403);
+  });
+});
+
+describe('the operator CLI against a hub with authentication on', () => {
+  const cli = (args: string[], env: Record<string, string> = {}) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const { SWITCHYARD_API_KEY: _, ...rest } = process.env;
+      execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...rest, ...env }, timeout: 15_000 }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: unknown }).code ?? -1) : 0, stdout, stderr }),
+      );
+    });
+
+  it('sends SWITCHYARD_API_KEY, and says what is missing without it', async () => {
+    const refused = await cli(['servers', '--url', base]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('HTTP 401: Unauthorized: authentication required (set SWITCHYARD_API_KEY to an admin key)');
+    const ok = await cli(['servers', '--json', '--url', base], { SWITCHYARD_API_KEY: ADMIN_KEY });
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout)).toEqual([]);
   });
 });
