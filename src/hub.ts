@@ -272,7 +272,14 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s), applyPolicy: (p) => this.applyPolicy(p) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p) => this.credentialsRevoked(p) }, next);
+  }
+
+  private credentialsRevoked(principals: ReadonlySet<string>): void {
+    // Any key change: a viewer's socket does not say which credential opened it.
+    this.admin?.events.dropViewers();
+    const ended = this.endpoint.endSessionsOf(principals);
+    if (ended) this.log.info({ sessions: ended, principals: [...principals] }, 'config reload: sessions of revoked principals ended');
   }
 
   private applyPolicy(p: PolicyConfig): void {

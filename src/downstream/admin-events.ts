@@ -64,6 +64,15 @@ export class AdminEvents {
     socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   }
 
+  /**
+   * Credentials changed (an API key revoked): every viewer is let go, since a socket does not
+   * say which credential opened it. The status page comes back with a new ticket, if its
+   * credential still works.
+   */
+  dropViewers(): void {
+    for (const ws of this.wss.clients) ws.close(4001, 'credentials changed');
+  }
+
   close(): void {
     this.events.off('audit', this.onAudit);
     this.events.off('serverState', this.onState);

@@ -519,8 +519,17 @@ export class Endpoint {
     if (!s) return false;
     this.sessions.delete(id);
     s.close();
+    // Its GET stream ends too: a session that is gone must not go on receiving notifications.
+    (s.stream as { end?: () => void } | undefined)?.end?.();
     this.core.sessionClosed(id);
     return true;
+  }
+
+  /** Sessions of principals whose credentials were revoked end at once, GET streams included. */
+  endSessionsOf(principals: ReadonlySet<string>): number {
+    let n = 0;
+    for (const [id, s] of this.sessions) if (principals.has(s.principal) && this.endSession(id)) n++;
+    return n;
   }
 }
 

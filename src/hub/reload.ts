@@ -20,6 +20,8 @@ export interface ReloadTarget {
   addServer(s: ServerConfig): ServerHandle;
   /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
   applyPolicy(policy: PolicyConfig): void;
+  /** API keys were replaced: what the revoked ones opened (sessions, the live feed) ends. */
+  credentialsRevoked(principals: ReadonlySet<string>): void;
 }
 
 /**
@@ -33,7 +35,10 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
   const keys = reloadableApiKeys(hub.config, next, hub.auth.required);
   if (keys) {
+    const kept = new Set(keys.map((k) => k.principal));
+    const gone = new Set((hub.config.auth?.apiKeys ?? []).map((k) => k.principal).filter((p) => !kept.has(p)));
     hub.auth.replaceKeys(keys);
+    hub.credentialsRevoked(gone);
     hub.config.auth = next.auth;
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
     if (keys.length === 0 && !next.auth?.oauth)

@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
@@ -218,6 +219,43 @@ describe('hot reload', () => {
     });
     await waitUntil('key back', async () => ((await list(NEW)) === 200 ? true : undefined));
     expect(hub.logs.join('\n')).not.toMatch(/sy_(old|new)-reload-key/);
+  }, 30_000);
+
+  it("ends what a revoked key opened: its legacy session's GET stream, and the live feed", async () => {
+    const OLD = 'sy_old-revoke-key-0123456789abcdefghijklmnopqrstuvw';
+    const NEW = 'sy_new-revoke-key-0123456789abcdefghijklmnopqrstuvw';
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-revoke-'));
+    const hub = await start({ auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD), scopes: ['switchyard:admin'] }] }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const auth = { authorization: `Bearer ${OLD}` };
+    const legacy = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...auth };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'revoked', version: '1' } } }, legacy);
+    const sid = init.headers.get('mcp-session-id')!;
+    expect(sid).toBeTruthy();
+    const session = { ...legacy, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, session);
+    const stream = await fetch(hub.url, { headers: { ...session, accept: 'text/event-stream' } });
+    expect(stream.status).toBe(200);
+    const streamEnded = (async () => {
+      const reader = stream.body!.getReader();
+      while (!(await reader.read().catch(() => ({ done: true }))).done);
+      return true;
+    })();
+    const ws = new WebSocket(hub.url.replace('http', 'ws').replace(/\/mcp$/, '/admin/events'), { headers: auth });
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    const feedClosed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+
+    rewrite(hub.configFile, (c) => {
+      c.auth = { apiKeys: [{ principal: 'new', sha256: sha256Hex(NEW), scopes: ['switchyard:admin'] }] };
+    });
+    const within = <T>(p: Promise<T>) => Promise.race([p, sleep(5_000).then(() => 'still open' as const)]);
+    expect(await within(feedClosed)).toBe(4001);
+    expect(await within(streamEnded)).toBe(true);
+    // The session is gone, not merely refused: the new key cannot use it either.
+    const reuse = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...session, authorization: `Bearer ${NEW}` });
+    expect(reuse.status).toBe(404);
   }, 30_000);
 
   it('with --no-watch, a changed file waits for SIGHUP', async () => {
