@@ -216,8 +216,15 @@ export class PluginRunner {
         log: this.logOf(p),
       };
       const input = current;
-      const r = await this.guard(p, 'afterCall', { server: tool.server.id, tool: tool.hubName }, () => p.afterCall!(ctx, input));
-      if (r.ok && r.value && typeof r.value === 'object' && !Array.isArray(r.value)) current = r.value;
+      const where = { server: tool.server.id, tool: tool.hubName };
+      const r = await this.guard(p, 'afterCall', where, () => p.afterCall!(ctx, input));
+      if (!r.ok || r.value === undefined || r.value === null) continue; // nothing returned: no change
+      const problem = callResultProblem(r.value);
+      if (problem) {
+        this.fail({ plugin: p.name, hook: 'afterCall', message: `returned ${problem}; the result it was given is kept`, ...where });
+        continue;
+      }
+      current = r.value as Record<string, unknown>;
     }
     return current;
   }
@@ -240,4 +247,25 @@ export class PluginRunner {
     await this.ready;
     for (const p of this.plugins) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
   }
+}
+
+/**
+ * Why what an afterCall hook returned cannot stand in for a tool's result, or undefined when
+ * it can. A bad one would reach the client (or break serialising it, the call then failing
+ * after the ledger said ok), so it is refused like a hook that threw. A hook may not turn a
+ * final result into an `input_required` one either: the client's retry would run the tool again.
+ */
+export function callResultProblem(v: unknown): string | undefined {
+  if (typeof v !== 'object' || Array.isArray(v) || v === null) return 'something that is not an object';
+  const r = v as Record<string, unknown>;
+  if (r.resultType !== undefined && r.resultType !== 'complete') return `resultType ${JSON.stringify(String(r.resultType))}, which only the upstream may give`;
+  if (!Array.isArray(r.content)) return 'a result without a "content" array';
+  if (!r.content.every((c) => c !== null && typeof c === 'object' && typeof (c as { type?: unknown }).type === 'string')) return 'a content item without a "type"';
+  if (r.isError !== undefined && typeof r.isError !== 'boolean') return '"isError" that is not a boolean';
+  try {
+    JSON.stringify(v);
+  } catch (err) {
+    return `a result that is not JSON (${messageOf(err)})`;
+  }
+  return undefined;
 }

@@ -98,6 +98,37 @@ describe('plugin runner', () => {
     }
   });
 
+  it('refuses what an afterCall hook returns that cannot be a tool result: the result it was given is kept, and the failure reported', async () => {
+    const cyclic: Record<string, unknown> = { content: [] };
+    cyclic.self = cyclic;
+    const bad: [string, unknown, RegExp][] = [
+      ['empty', {}, /without a "content" array/],
+      ['string-content', { content: 'nope' }, /without a "content" array/],
+      ['untyped', { content: [{ text: 'x' }] }, /without a "type"/],
+      ['input', { content: [], resultType: 'input_required' }, /resultType "input_required"/],
+      ['cyclic', cyclic, /not JSON/],
+      ['bigint', { content: [], n: 1n }, /not JSON/],
+      ['getter', { content: [], get boom() { throw new Error('getter'); } }, /not JSON \(getter\)/],
+      ['scalar', 42, /not an object/],
+    ];
+    for (const [name, value, why] of bad) {
+      const failures: PluginFailure[] = [];
+      const runner = new PluginRunner([{ name, afterCall: () => value as Record<string, unknown> }, { name: 'next', afterCall: (_ctx, r) => ({ ...r, next: true }) }], silentLogger, (f) => failures.push(f), 100);
+      const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+      const given = { content: [{ type: 'text', text: 'from upstream' }] };
+      expect(await runner.afterCall(tool, 'alice', undefined, plan, given), name).toEqual({ ...given, next: true });
+      expect(failures.map((f) => [f.plugin, f.hook]), name).toEqual([[name, 'afterCall']]);
+      expect(failures[0]!.message, name).toMatch(why);
+    }
+    // Returning nothing is no change, and no failure.
+    const quiet: PluginFailure[] = [];
+    const runner = new PluginRunner([{ name: 'quiet', afterCall: () => undefined }], silentLogger, (f) => quiet.push(f), 100);
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    const given = { content: [] };
+    expect(await runner.afterCall(tool, 'alice', undefined, plan, given)).toBe(given);
+    expect(quiet).toEqual([]);
+  });
+
   it('contains throwing, rejecting and hanging hooks; the rest still run in order', async () => {
     const failures: PluginFailure[] = [];
     const order: string[] = [];
