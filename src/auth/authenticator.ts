@@ -24,6 +24,8 @@ export interface Refusal {
   status: 401 | 403;
   headers: Record<string, string>;
   message: string;
+  /** A valid credential refused for its scopes still names who presented it (for the ledger's row). */
+  principal?: string;
 }
 
 export type AuthOutcome = ({ ok: true } & Identity) | ({ ok: false } & Refusal);
@@ -122,7 +124,7 @@ export class Authenticator {
       const v = await this.oauth.verify(token);
       if (!v.ok) return this.unauthorized('invalid_token', v.description);
       const missing = missingScopes(v.scopes, this.baseScopes);
-      if (missing.length) return this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires');
+      if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires'), principal: v.principal };
       return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth' };
     }
     return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key');

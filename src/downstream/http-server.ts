@@ -142,7 +142,7 @@ export class HttpServer {
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
-      if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), status: who.status, message: who.message });
+      if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message });
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
     if (gate && (path === '/metrics' || path === '/admin' || path.startsWith('/admin/'))) {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForRows } from './ledger-helpers.js';
 import { modernBody, modernHeaders, post, rawHttp, type RawReply } from '../helpers/wire.js';
 import {
   AUDIENCE,
@@ -165,10 +166,13 @@ describe('authentication at the HTTP endpoint', () => {
   });
 
   it('a token without a scope the hub requires → 403 insufficient_scope', async () => {
-    const r = await call(await remember(token(key, { scope: 'profile' })));
+    const r = await call(await remember(token(key, { scope: 'profile', sub: 'scopeless-carol' })));
     expect(r.status, r.text).toBe(403);
     const c = challengeParams(r.headers.get('www-authenticate'));
     expect(c).toMatchObject({ error: 'insufficient_scope', scope: 'mcp', resource_metadata: PRM_URL });
+    // Its row names who presented the (valid) token, not "(unauthenticated)".
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'scopeless-carol' });
+    expect(rows.map((x) => [x.outcome, x.errorCode])).toEqual([['denied', 403]]);
   });
 
   it('a tool whose scope is missing → 403 step-up naming every needed scope; with it → served', async () => {
