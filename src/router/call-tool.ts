@@ -17,6 +17,7 @@ import { settleIdempotency } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
+import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { beginOf, bytesOf, callOptions, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 
 /**
@@ -86,9 +87,13 @@ export class ToolCall {
       upstreamName: routed?.upstreamName,
       upstreamEra: routed?.server.upstream.era,
     });
-    if (tooDeep) {
-      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: tooDeep.code, errorMessage: tooDeep.message, latencyMs: 0 });
-      throw tooDeep;
+    // A key that is not text would otherwise be ignored, and the write run again on a retry.
+    const rawKey = (params._meta as Result | undefined)?.[META_IDEMPOTENCY_KEY];
+    const badKey = rawKey !== undefined && (typeof rawKey !== 'string' || rawKey === '') ? new RpcError(INVALID_PARAMS, `Invalid params: _meta["${META_IDEMPOTENCY_KEY}"] must be a non-empty string`) : undefined;
+    const refusal = tooDeep ?? badKey;
+    if (refusal) {
+      await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });
+      throw refusal;
     }
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);

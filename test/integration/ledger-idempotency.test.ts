@@ -161,6 +161,14 @@ describe('idempotency keys through the hub', () => {
     expect(await outcomesOf('conflict-k')).toEqual(['ok', 'denied', 'denied']);
   });
 
+  it('a key that is not a non-empty string is refused (-32602), not ignored: the upstream is not called', async () => {
+    for (const [i, key] of ([12345, { id: 'k' }, ''] as unknown[]).entries()) {
+      const r = await modernCall(hub.url, `bad-key-${i}`, 'tools/call', { name: 'm__counter_bump', arguments: { label: 'bad-key' } }, { meta: { [META_KEY]: key } });
+      expect(r.body?.error, JSON.stringify(r.body)).toMatchObject({ code: -32602, message: expect.stringContaining('must be a non-empty string') });
+    }
+    expect(counterM()).not.toHaveProperty('bad-key');
+  });
+
   it('a key is replayed by a new daemon after the old one was SIGKILLed', async () => {
     const h = { 'idempotency-key': 'restart-k' };
     const before = resultOf(await legacy.call('r1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'restart' } }, h));
