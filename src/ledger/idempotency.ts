@@ -42,6 +42,7 @@ interface DbEntry {
   state: 'in_flight' | 'done' | 'unknown';
   answer_json: string | null;
   created_ms: number;
+  completed_ms: number | null;
 }
 
 function waiter(): Waiter {
@@ -84,12 +85,14 @@ export class IdempotencyStore {
     private readonly now: () => number,
     private readonly log: Logger,
   ) {
-    this.get = db.prepare('SELECT tool, args_hash, state, answer_json, created_ms FROM idempotency WHERE principal = ? AND key = ?');
+    this.get = db.prepare('SELECT tool, args_hash, state, answer_json, created_ms, completed_ms FROM idempotency WHERE principal = ? AND key = ?');
     this.put = db.prepare(`INSERT OR REPLACE INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms)
       VALUES (@principal, @key, @tool, @argsHash, @state, @answer, @created, @completed)`);
     this.del = db.prepare(`DELETE FROM idempotency WHERE principal = ? AND key = ? AND state = 'in_flight'`);
-    this.purge = db.prepare(`DELETE FROM idempotency WHERE created_ms <= ? AND state <> 'in_flight'`);
-    this.expired = db.prepare(`SELECT 1 FROM idempotency WHERE created_ms <= ? AND state <> 'in_flight' LIMIT 1`);
+    // The TTL counts from the call's end (a call may outlast it); created_ms <= cutoff, implied
+    // by that, keeps the index on created_ms in use.
+    this.purge = db.prepare(`DELETE FROM idempotency WHERE created_ms <= @cutoff AND COALESCE(completed_ms, created_ms) <= @cutoff AND state <> 'in_flight'`);
+    this.expired = db.prepare(`SELECT 1 FROM idempotency WHERE created_ms <= @cutoff AND COALESCE(completed_ms, created_ms) <= @cutoff AND state <> 'in_flight' LIMIT 1`);
   }
 
   claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim {
@@ -104,7 +107,7 @@ export class IdempotencyStore {
     }
     if (!live) {
       const row = this.get.get(principal, key) as DbEntry | undefined;
-      if (row && row.created_ms > this.now() - this.ttlMs) {
+      if (row && (row.completed_ms ?? row.created_ms) > this.now() - this.ttlMs) {
         if (row.tool !== tool || row.args_hash !== argsHash) return { kind: 'conflict', tool: row.tool };
         if (row.state === 'done') {
           const answer = parseAnswer(row.answer_json);
@@ -182,9 +185,9 @@ export class IdempotencyStore {
     const cutoff = this.now() - this.ttlMs;
     // Looked up first: a read never waits for the write lock, and a DELETE, even of nothing,
     // would hold this thread for up to busy_timeout while another process (the CLI) writes.
-    if (this.expired.get(cutoff) === undefined) return Promise.resolve();
+    if (this.expired.get({ cutoff }) === undefined) return Promise.resolve();
     return this.gc.enqueue(() => {
-      this.purge.run(cutoff);
+      this.purge.run({ cutoff });
     });
   }
 

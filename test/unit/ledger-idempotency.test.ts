@@ -181,6 +181,25 @@ describe('ledger idempotency keys', () => {
     expect(l.idempotency.claim('alice', 'old', 't', H2).kind).toBe('wait');
   });
 
+  it("the TTL counts from the call's end: a call longer than the TTL is still remembered after it", async () => {
+    t = tempDir();
+    let clock = 2_000_000;
+    const l = open({ now: () => clock, ttl: 60_000 });
+    l.idempotency.claim('alice', 'long', 't', H1);
+    clock += 90_000; // the call runs longer than the TTL
+    l.idempotency.complete('alice', 'long', ANSWER);
+    await l.whenCommitted();
+    await l.whenCommitted();
+    clock += 59_999;
+    await l.idempotency.purgeExpired();
+    expect(dbState('long')).toBe('done');
+    expect(l.idempotency.claim('alice', 'long', 't', H1).kind).toBe('replay');
+    clock += 1;
+    await l.idempotency.purgeExpired();
+    expect(dbState('long')).toBeUndefined();
+    expect(l.idempotency.claim('alice', 'long', 't', H1)).toEqual({ kind: 'new' });
+  });
+
   it('the periodic purge with nothing expired does not wait for another writer', async () => {
     t = tempDir();
     const l = open({ ttl: 60_000 });
