@@ -146,6 +146,13 @@ export class ToolCall {
         await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
         return toolErrorResult(msg);
       }
+      // A plugin's rewrite is held to the tool's inputSchema like the client's own arguments.
+      const rewritten = plan.arguments !== args ? argsRefusal(this.opts.validator, hubName, routed.item, plan.arguments) : undefined;
+      if (rewritten) {
+        const msg = `Tool ${hubName} was not run: the arguments as a plugin rewrote them break its inputSchema (${rewritten.message})`;
+        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
+        return toolErrorResult(msg);
+      }
     }
     const key = ctx.idempotencyKey;
     if (key) {

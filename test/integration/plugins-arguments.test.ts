@@ -1,0 +1,42 @@
+/**
+ * Arguments a plugin's beforeCall rewrites are held to the tool's inputSchema, as the client's
+ * own are: a rewrite that breaks it is refused (audited), and the upstream never sees it. A
+ * real plugin file loaded by the real built hub, in front of a real stdio upstream.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { tmp } from './catalog-helpers.js';
+import { waitForRows } from './ledger-helpers.js';
+
+let hub: HubProcess;
+let stats: string;
+
+beforeAll(async () => {
+  const dir = tmp();
+  stats = join(dir, 'stats.json');
+  // Turns add's numbers into text for one label, and leaves every other call alone.
+  writeFileSync(join(dir, 'rewrite.mjs'), `export default { name: 'rewrite', beforeCall(ctx) { if (ctx.arguments.a === 13) return { arguments: { ...ctx.arguments, a: 'thirteen' } }; } };`);
+  hub = await startHub({ plugins: { paths: ['./rewrite.mjs'] }, servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', STATS_FILE: stats }) } }, { dir });
+  await waitForReady(hub.url, ['m']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+const calls = () => (JSON.parse(readFileSync(stats, 'utf8')) as Record<string, number>)['tools/call'] ?? 0;
+
+describe('arguments rewritten by a plugin', () => {
+  it('that break the inputSchema are refused before the upstream, audited as denied; others go through', async () => {
+    const ok = await modernPost(hub.url, 1, 'tools/call', { name: 'm__add', arguments: { a: 1, b: 2 } });
+    expect(ok.body?.result?.isError).toBeFalsy();
+    const before = calls();
+    const r = await modernPost(hub.url, 2, 'tools/call', { name: 'm__add', arguments: { a: 13, b: 2 } });
+    const result = r.body?.result as Json;
+    expect(result.isError).toBe(true);
+    expect(JSON.stringify(result.content)).toContain('the arguments as a plugin rewrote them break its inputSchema');
+    expect(calls()).toBe(before);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'm__add', outcome: 'denied' });
+    expect(rows).toHaveLength(1);
+  });
+});
