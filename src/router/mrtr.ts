@@ -39,8 +39,9 @@ export class Mrtr {
   /**
    * Run `body` (the forwarded call, ledger included). A modern client of a legacy upstream
    * cannot be asked mid-call, so the call is parked and the client answers `input_required`
-   * (recipe A); everyone else runs straight through. `ended` sees the whole run settle,
-   * URL-step rounds included, even when a later request of the client takes its result.
+   * (recipe A); everyone else runs straight through. `ended` sees a parked run settle, URL-step
+   * rounds included, even when a later request of the client takes its result (a run straight
+   * through is `body` alone, which finishes its own row).
    */
   run(
     ctx: CallContext,
@@ -50,7 +51,7 @@ export class Mrtr {
     body: (opts: CallOptions) => Promise<Result>,
     ended: (run: Promise<Result>) => Promise<Result> = (r) => r,
   ): Promise<Result> {
-    if (!parks(ctx, server)) return ended(body(opts));
+    if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
     const abort = new Canceller();
     if (ctx.signal.aborted) abort.abort();
