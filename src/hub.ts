@@ -179,10 +179,24 @@ export class Hub implements HubCore {
     const h: ServerHandle = { id: s.id, config: s, upstream };
     this.handles.set(s.id, h);
     this.catalog.watch(h);
-    upstream.on('state', (state: string, detail?: string) =>
-      this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail }),
-    );
+    let wasReady = false;
+    upstream.on('state', (state: string, detail?: string) => {
+      this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
+      if (state === 'ready' && wasReady) this.resubscribe(h);
+      if (state === 'ready') wasReady = true;
+    });
     return h;
+  }
+
+  /**
+   * A legacy upstream that restarted has forgotten its resource subscriptions, while the count
+   * here still says they are held: ask again for every URI that has subscribers. (A modern
+   * upstream's listen stream is opened again with its filter: ListenManager.)
+   */
+  private resubscribe(h: ServerHandle): void {
+    if (h.upstream.era === MODERN || !h.upstream.capabilities?.resources?.subscribe) return;
+    for (const uri of this.subs.uris(h.id))
+      h.upstream.request('resources/subscribe', { uri }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
   }
 
   /** Pin changes and poisoned descriptions: a log line, and an audit row when a tool is held back or its change taken. */
@@ -362,10 +376,10 @@ export class Hub implements HubCore {
   }
 
   /** A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed upstream. */
-  async subscribeResources(subscriber: string, uris: string[], principal: string): Promise<string[]> {
+  async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
     for (const uri of uris) {
-      const routed = await this.catalog.routeUri(uri, { principal });
+      const routed = await this.catalog.routeUri(uri, { principal, group });
       const h = routed && this.handles.get(routed.id);
       if (!h || h.upstream.state !== 'ready' || !h.upstream.capabilities?.resources?.subscribe) continue;
       if (this.subs.add(h.id, uri, subscriber)) {

@@ -24,7 +24,7 @@ export interface HubCore {
    * Subscribe `subscriber` (a modern listen stream) to resource URIs; resolves with the URIs
    * honoured (routed to an upstream that can report updates). Released by sessionClosed.
    */
-  subscribeResources?(subscriber: string, uris: string[], principal: string): Promise<string[]>;
+  subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
   health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 

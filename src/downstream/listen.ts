@@ -79,7 +79,8 @@ export class ListenHub {
       : [];
     if (uris.length && this.core.subscribeResources) {
       try {
-        const got = await this.core.subscribeResources(key, uris, ex.principal);
+        // The endpoint's group limits subscriptions as it limits reads.
+        const got = await this.core.subscribeResources(key, uris, ex.principal, ex.group);
         if (got.length) honoured.resourceSubscriptions = got;
       } catch {
         // nothing honoured; the stream still serves the list changes

@@ -1,0 +1,69 @@
+/**
+ * Resource subscriptions held upstream for downstream clients: a legacy upstream that restarts
+ * is asked again for what it forgot, and a group endpoint limits a modern listen stream's
+ * subscriptions as it limits reads. Real fixture upstreams, the real built hub, the SDK v2 client.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
+import { descendants, waitForState, waitUntil } from './faults-helpers.js';
+
+const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+let hub: HubProcess;
+
+beforeAll(async () => {
+  hub = await startHub({
+    groups: { onlyMod: { servers: ['mod'] } },
+    servers: {
+      // The marker argument finds this process among the hub's children.
+      leg: nodeServer(MUTABLE, ['--marker-leg'], { ERA: 'legacy', DOC_URI: 'leg://doc' }),
+      mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
+    },
+  });
+  await waitForReady(hub.url, ['leg', 'mod']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+async function client(path = '/mcp'): Promise<ClientV2> {
+  const c = new ClientV2({ name: 'subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await c.connect(new TransportV2(new URL(path, hub.url)));
+  return c;
+}
+
+describe('resource subscriptions', () => {
+  it('a legacy upstream that restarted is subscribed again: updates keep coming', async () => {
+    const c = await client();
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await c.listen({ resourceSubscriptions: ['leg://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['leg://doc']);
+    await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc' } });
+    await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBe(1);
+
+    const leg = descendants(hub.proc.pid!).find((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--marker-leg'));
+    expect(leg).toBeDefined();
+    process.kill(leg!, 'SIGKILL');
+    await waitForState(hub.url, 'leg', ['restarting', 'starting', 'failed']).catch(() => undefined);
+    await waitForState(hub.url, 'leg', ['ready']);
+    await waitUntil('the new leg process', async () => descendants(hub.proc.pid!).some((p) => p !== leg && readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--marker-leg')) || undefined);
+
+    // The fixture announces only URIs it was asked to subscribe to, as real servers do.
+    await waitUntil('an update after the restart', async () => {
+      await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc' } });
+      await new Promise((r) => setTimeout(r, 200));
+      return updates.length > 1 || undefined;
+    }, 5_000);
+    await sub.close();
+    await c.close();
+  });
+
+  it('a group endpoint honours only the subscriptions of its own servers', async () => {
+    const c = await client('/mcp/onlyMod');
+    const sub = await c.listen({ resourceSubscriptions: ['leg://doc', 'mod://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mod://doc']);
+    await sub.close();
+    await c.close();
+  });
+});
