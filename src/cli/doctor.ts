@@ -1,3 +1,4 @@
+import { screenJson, screenText } from '../ledger/format.js';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
@@ -174,10 +175,10 @@ export const doctorCommand: CommandModule<object, DoctorArgs> = {
       .option('json', { type: 'boolean', default: false, describe: 'Print the findings as JSON' }) as Argv<DoctorArgs>,
   handler: async (argv) => {
     const findings = await diagnose(argv.config, argv.url);
-    if (argv.json) process.stdout.write(JSON.stringify(findings, null, 2) + '\n');
+    if (argv.json) process.stdout.write(screenJson(JSON.stringify(findings, null, 2)) + '\n');
     else {
       const w = Math.max(...findings.map((f) => f.check.length));
-      for (const f of findings) process.stdout.write(`${f.level.padEnd(4)}  ${f.check.padEnd(w)}  ${f.message}\n`);
+      for (const f of findings) process.stdout.write(screenText(`${f.level.padEnd(4)}  ${f.check.padEnd(w)}  ${f.message}`) + '\n');
       const fails = findings.filter((f) => f.level === 'fail').length;
       const warns = findings.filter((f) => f.level === 'warn').length;
       process.stdout.write(fails || warns ? `\n${fails} problem(s), ${warns} warning(s)\n` : '\nall good\n');

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
-import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
@@ -116,7 +116,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     };
 
   const printRows = (rows: AuditRow[], json: boolean, header: boolean): void => {
-    if (json) io.out(rows.map((r) => JSON.stringify(rowJson(r)) + '\n').join(''));
+    if (json) io.out(rows.map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
     else if (header) io.out(table(ROW_HEADER, rows.map(rowCells)));
     else if (rows.length) io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
   };
@@ -175,7 +175,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       >,
     handler: run(false, (reader, a) => {
       const rows = reader.stats(filterOf(a, now()));
-      if (a.json) io.out(rows.map((r) => JSON.stringify(r) + '\n').join(''));
+      if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
       else io.out(table(STATS_HEADER, rows.map(statsCells)));
     }),
   };
@@ -188,7 +188,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       if (r.ok) {
         io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})\n`);
       } else {
-        io.out(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}\n`);
+        io.out(screenText(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}`) + '\n');
         io.setExitCode(1);
       }
     }),
@@ -205,7 +205,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       const csv = a.format === 'csv';
       let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
       for (const r of reader.iterate(filterOf(a, now()))) {
-        buf += (csv ? csvRow(r) : JSON.stringify(rowJson(r))) + '\n';
+        buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
         if (buf.length > 1 << 16) {
           io.out(buf);
           buf = '';

@@ -1,3 +1,4 @@
+import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
 import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
@@ -57,7 +58,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
         for (const t of tools.tools) counts.set(t.server, (counts.get(t.server) ?? 0) + 1);
         for (const s of r.servers) if (s.state === 'ready') s.tools = counts.get(s.id) ?? 0;
       }
-      process.stdout.write(argv.json ? JSON.stringify(r.servers, null, 2) + '\n' : serversTable(r.servers));
+      process.stdout.write(argv.json ? screenJson(JSON.stringify(r.servers, null, 2)) + '\n' : screenText(serversTable(r.servers)));
     } catch (err) {
       if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
       process.stderr.write(`${err.message}\n`);

@@ -1,3 +1,4 @@
+import { screenJson } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
 import { ConfigError, loadConfig } from '../config/load.js';
@@ -60,7 +61,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
   try {
     const tools = await catalog(a);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
-    process.stdout.write(JSON.stringify(doc, null, 2) + '\n');
+    process.stdout.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
   } catch (err) {

@@ -4,7 +4,7 @@ import type { PinRecord } from '../catalog/pins.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
-import { table } from '../ledger/format.js';
+import { screenJson, screenText, table } from '../ledger/format.js';
 import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath } from './ledger.js';
 import { diffLines, formatDiff } from './line-diff.js';
@@ -33,7 +33,8 @@ interface DbArgs {
   server?: string;
 }
 
-const out = (t: string) => void process.stdout.write(t);
+// Upstream text (names, reasons, definitions) never reaches the terminal raw.
+const out = (t: string) => void process.stdout.write(screenText(t));
 const err = (t: string) => void process.stderr.write(t);
 
 const HINTS: [string, string][] = [
@@ -86,7 +87,7 @@ async function list(a: ListArgs): Promise<void> {
   if (a.group) q.set('group', a.group);
   try {
     const { tools } = await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools?${q}`);
-    if (a.json) return out(JSON.stringify(tools, null, 2) + '\n');
+    if (a.json) return void process.stdout.write(screenJson(JSON.stringify(tools, null, 2)) + '\n');
     if (tools.length === 0) return out('no tools\n');
     out(toolsTable(tools));
     for (const t of tools) {

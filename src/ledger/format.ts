@@ -43,11 +43,32 @@ function parseOrText(json: string | null): unknown {
 
 export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0 } as AuditRow));
 
+/**
+ * Characters an upstream could use to take over a terminal (C0 but tab and newline, DEL, C1:
+ * ESC sequences, OSC titles, clipboard writes) or to make text read otherwise than it is
+ * stored (bidi overrides and isolates). Upstream text (names, errors, serverInfo) reaches the
+ * CLI's output, so none of it goes out raw.
+ */
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** Text for a terminal: each unsafe character shown as '?'. */
+export function screenText(s: string): string {
+  return s.replace(UNSAFE, '?');
+}
+
+/** JSON for a terminal: the unsafe characters JSON.stringify leaves as they are, escaped (the same JSON). */
+export function screenJson(json: string): string {
+  return json.replace(UNSAFE_IN_JSON, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export function csvLine(values: unknown[]): string {
   return values
     .map((v) => {
       if (v === null || v === undefined) return '';
-      const s = typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
+      let s = typeof v === 'string' ? screenText(v) : typeof v === 'object' ? screenJson(JSON.stringify(v)) : String(v);
+      // Text that a spreadsheet would run as a formula is kept as text (OWASP CSV injection).
+      if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
       return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
     })
     .join(',');
@@ -60,8 +81,8 @@ export function csvRow(r: AuditRow): string {
 
 /** Left-aligned text table; the last column is not padded. */
 export function table(header: string[], rawRows: string[][]): string {
-  // Names come from clients: never let them put terminal control sequences on screen.
-  const rows = rawRows.map((r) => r.map((c) => c.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?')));
+  // Names come from clients and upstreams: never let them put terminal control sequences on screen.
+  const rows = rawRows.map((r) => r.map((c) => screenText(c).replace(/[\t\n]/g, '?')));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]): string =>
     cells
