@@ -189,7 +189,8 @@ export class Catalog extends EventEmitter {
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS): void {
     if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}`);
-    for (const k of kinds) this.emit('changed', k);
+    // Clients hear one resources/list_changed for both families, so a change of both is said once.
+    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k);
   }
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */

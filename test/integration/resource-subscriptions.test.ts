@@ -1,7 +1,7 @@
 /**
  * Resource subscriptions held upstream for downstream clients: a legacy upstream that restarts
  * is asked again for what it forgot, and a group endpoint limits a modern listen stream's
- * subscriptions as it limits reads. Real fixture upstreams, the real built hub, the SDK v2 client.
+ * subscriptions as it limits reads. A change of resources and templates is said once. Real fixture upstreams, the real built hub, the SDK v2 client.
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -37,7 +37,10 @@ describe('resource subscriptions', () => {
     const c = await client();
     const updates: string[] = [];
     c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
-    const sub = await c.listen({ resourceSubscriptions: ['leg://doc'] });
+    const changed = { tools: 0, resources: 0 };
+    c.setNotificationHandler('notifications/tools/list_changed', async () => void changed.tools++);
+    c.setNotificationHandler('notifications/resources/list_changed', async () => void changed.resources++);
+    const sub = await c.listen({ resourceSubscriptions: ['leg://doc'], toolsListChanged: true, resourcesListChanged: true });
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['leg://doc']);
     await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc' } });
     await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBe(1);
@@ -55,6 +58,10 @@ describe('resource subscriptions', () => {
       await new Promise((r) => setTimeout(r, 200));
       return updates.length > 1 || undefined;
     }, 5_000);
+    // Each state change of the upstream is one change of every list: said once per family
+    // (resources and their templates share resources/list_changed).
+    expect(changed.tools).toBeGreaterThan(0);
+    expect(changed.resources).toBe(changed.tools);
     await sub.close();
     await c.close();
   });
