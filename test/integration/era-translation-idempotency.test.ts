@@ -68,6 +68,21 @@ describe('URL steps of a legacy upstream, for a modern client with an idempotenc
   });
 });
 
+describe('URL steps asked again and again', () => {
+  it('end after 10 rounds as a tool error, never as -32042 (retired for modern clients)', async () => {
+    const args = { ticket: 'always-again' };
+    let r = await call('ls__elicit_url_required', args, 'key-url-again');
+    let rounds = 0;
+    while ((r.result as Json | undefined)?.resultType === 'input_required' && rounds < 15) {
+      rounds++;
+      r = await call('ls__elicit_url_required', args, 'key-url-again', { requestState: (r.result as Json).requestState, inputResponses: stepAnswer(r, 'accept') });
+    }
+    expect(r.error).toBeUndefined();
+    expect(r.result).toMatchObject({ isError: true, content: [{ type: 'text', text: 'the upstream still asked for steps at a URL after 10 rounds' }] });
+    expect(rounds).toBe(10);
+  });
+});
+
 describe('a legacy client that cancels while the hub asks it for a modern upstream', () => {
   it("has the hub's question cancelled too, and the call recorded as cancelled, not answered -32800 on the key's retry", async () => {
     const client = new ClientV1({ name: 'cancelling', version: '1.0.0' }, { capabilities: USER_CAPABILITIES });
