@@ -108,6 +108,24 @@ describe('status page', () => {
   });
 });
 
+describe('status page against a long upstream name', () => {
+  it('keeps the catalog\'s Flags column on screen when a tool name is 5,000 characters', async () => {
+    const tools = [{ name: 'x'.repeat(5000), description: 'long', inputSchema: { type: 'object' } }, { name: 'short', description: 'short', inputSchema: { type: 'object' } }];
+    const long = await startHub({ servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS: JSON.stringify(tools) }) } });
+    const p = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await p.goto(`${new URL(long.url).origin}/admin/`);
+      await p.waitForFunction(() => document.querySelectorAll('#tools tbody tr').length === 2, undefined, { timeout: 20_000 });
+      const flags = await p.$$eval('#tools thead th', (ths) => ths.map((th) => [th.textContent, Math.round(th.getBoundingClientRect().left)] as const));
+      const x = flags.find(([t]) => t === 'Flags')![1];
+      expect(x).toBeLessThan(1280);
+    } finally {
+      await p.close();
+      await long.stop();
+    }
+  }, 60_000);
+});
+
 describe('status page with authentication on', () => {
   const ADMIN_KEY = 'sy_ops-page-key-0123456789abcdefghijklmnopqrstuvwx';
   const USER_KEY = 'sy_user-page-key-0123456789abcdefghijklmnopqrstuvw';
