@@ -1,3 +1,4 @@
+import { INVALID_MESSAGE } from '../policy/gate.js';
 import type { Logger } from '../log.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/era.js';
 import {
@@ -78,9 +79,6 @@ const DEFAULT_MAX_SESSIONS = 10_000;
 function busy(s: LegacySession): boolean {
   return (s.stream !== undefined && !s.stream.closed) || s.inflight.size > 0;
 }
-
-/** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
-export const INVALID_MESSAGE = '(invalid)';
 
 /**
  * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,

@@ -175,9 +175,9 @@ export class HttpServer {
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
     const c = parseFrame(body.toString('utf8'));
-    if (c.kind === 'request' && this.opts.gate) {
-      const refused = await this.opts.gate.admit(who, c.msg, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
-      if (refused) return sendJson(res, refused.status, errorResponse(c.msg.id, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
+    if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
+      const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
+      if (refused) return sendJson(res, refused.status, errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
     }
     const accept = header(req, 'accept') ?? '';
     const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));

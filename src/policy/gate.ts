@@ -26,6 +26,9 @@ export interface UnreadRefusal extends RequestFacts {
   message: string;
 }
 
+/** The method a refused message is recorded under when it has none (not JSON-RPC at all). */
+export const INVALID_MESSAGE = '(invalid)';
+
 /** The principal of a row for a request no credential was accepted for. */
 export const UNAUTHENTICATED = '(unauthenticated)';
 /** The method of such a row when no `Mcp-Method` header names one. */
@@ -97,8 +100,12 @@ export class EdgeGate {
     return false;
   }
 
-  async admit(who: Identity, req: Request, facts: RequestFacts): Promise<EdgeRefusal | null> {
-    const tool = req.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
+  /**
+   * `req` undefined: a message that is not JSON-RPC (it has no method). It still counts against
+   * the principal's rate limit, so a flood of them writes no more rows than requests would.
+   */
+  async admit(who: Identity, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
+    const tool = req?.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
     let refusal: EdgeRefusal | null = tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null);
     if (!refusal && this.limiter.enabled) {
       const v = this.limiter.check(who.principal, tool);
@@ -112,15 +119,15 @@ export class EdgeGate {
       }
     }
     if (refusal) {
-      const meta = req.params?._meta as Record<string, unknown> | undefined;
+      const meta = req?.params?._meta as Record<string, unknown> | undefined;
       await this.audit(
         {
           ts: Date.now(),
-          requestId: String(req.id),
+          requestId: req ? String(req.id) : '',
           principal: who.principal,
           clientAddress: facts.clientAddress,
           clientEra: meta?.[META_PROTOCOL_VERSION] !== undefined ? MODERN : LEGACY,
-          method: req.method,
+          method: req?.method ?? INVALID_MESSAGE,
           hubName: tool,
           requestBytes: facts.requestBytes,
         },

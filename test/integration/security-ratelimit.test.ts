@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -72,5 +72,21 @@ describe('rate limits', () => {
     await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
+  });
+
+  it('messages that are not JSON-RPC count against the limit too: a flood of them is refused with 429, not one row each', async () => {
+    const junk = () => post(hub.url, 'this is { not json', { ...modernHeaders('tools/list'), authorization: `Bearer ${KEYS.dave}` });
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await junk()).status);
+    expect(statuses.slice(0, 5)).toEqual([400, 400, 400, 400, 400]);
+    expect(statuses.slice(5)).toEqual([429, 429, 429]);
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      await expect
+        .poll(() => db.prepare(`SELECT outcome, error_code FROM audit WHERE principal = 'dave' ORDER BY id`).all())
+        .toEqual([...Array(5).fill({ outcome: 'rpc_error', error_code: -32700 }), ...Array(3).fill({ outcome: 'denied', error_code: 429 })]);
+    } finally {
+      db.close();
+    }
   });
 });
