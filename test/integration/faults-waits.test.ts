@@ -42,7 +42,8 @@ describe('a call waiting for its turn on a legacy stdio upstream', () => {
     const late = await callTool(hub.url, 'q__echo', { text: 'late' }, { ...ELICIT_CAPS, 'dev.switchyard/timeoutMs': 400 });
     const ms = performance.now() - t0;
     expect(isToolError(late)).toBe(true);
-    expect(text(late)).toMatch(/could not take the call within 400 ms/);
+    // The wait it had: its 400 ms limit, less the millisecond that may pass before it waits.
+    expect(text(late)).toMatch(/could not take the call within (39\d|400) ms/);
     expect(ms).toBeLessThan(1000);
 
     const ac = new AbortController();
