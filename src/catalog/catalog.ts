@@ -103,11 +103,11 @@ export class Catalog extends EventEmitter {
     this.pins = opts.pins ?? new MemoryPinStore();
     this.groups = opts.groups ?? new Groups(undefined);
     this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
-    // Keys are server ids, or listenKey()s of principals' own connections, which carry no
-    // resource subscriptions (those go over the server's main connection).
+    // Keys are server ids, or principalListenKey()s of principals' own connections, which carry
+    // no resource subscriptions (those go over the server's main connection).
     this.listens = new ListenManager(log, {
-      subscribedUris: (key) => (key.includes('\0') ? [] : (opts.subscribedUris?.(key) ?? [])),
-      onGap: (key) => this.invalidate(key.split('\0', 1)[0]!),
+      subscribedUris: (key) => (serverOfListenKey(key) === key ? (opts.subscribedUris?.(key) ?? []) : []),
+      onGap: (key) => this.invalidate(serverOfListenKey(key)),
     });
     this.pins.onExternalChange?.((changed) => {
       this.pinGen++;
@@ -136,7 +136,7 @@ export class Catalog extends EventEmitter {
    */
   watchConnection(h: ServerHandle, upstream: Upstream, principal?: string): void {
     if (principal !== undefined) {
-      const key = `${h.id}\0${principal}`;
+      const key = principalListenKey(h.id, principal);
       this.listens.track(key, upstream);
       const ended = (state: string) => {
         if (state !== 'stopped') return;
@@ -453,4 +453,15 @@ function shortHash(s: string): string {
   let h = 2166136261;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
   return (h >>> 0).toString(36);
+}
+
+/** The ListenManager key of a principal's own connection to a server (its main one's is the server id). */
+function principalListenKey(serverId: string, principal: string): string {
+  return `${serverId}\0${principal}`;
+}
+
+/** The server of a ListenManager key. */
+function serverOfListenKey(key: string): string {
+  const i = key.indexOf('\0');
+  return i < 0 ? key : key.slice(0, i);
 }

@@ -34,7 +34,7 @@ function bodyError(body: string | undefined): RpcError | undefined {
  * a redirect (never followed: the hub's credentials would go along to wherever it points) or a
  * 2xx body that is not JSON-RPC (a login page, a proxy, the wrong path). Undefined otherwise.
  */
-export function answerProblem(a: HttpAnswer, base: string): string | undefined {
+function answerProblem(a: HttpAnswer, base: string): string | undefined {
   const s = a.status;
   if (s >= 300 && s < 400) {
     const to = redirectTarget(a.headers.location, base);
