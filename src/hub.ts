@@ -189,8 +189,9 @@ export class Hub implements HubCore {
   }
 
   /**
-   * A legacy upstream that restarted has forgotten its resource subscriptions, while the count
-   * here still says they are held: ask again for every URI that has subscribers. (A modern
+   * A legacy upstream that restarted, or whose HTTP session the hub renewed (it reports 'ready'
+   * again, "session renewed"), has forgotten its resource subscriptions, while the count here
+   * still says they are held: ask again for every URI that has subscribers. (A modern
    * upstream's listen stream is opened again with its filter: ListenManager.)
    */
   private resubscribe(h: ServerHandle): void {

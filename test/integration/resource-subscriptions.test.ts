@@ -9,22 +9,30 @@ import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 let hub: HubProcess;
+let subs: HttpFixture;
 
 beforeAll(async () => {
+  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs');
   hub = await startHub({
     groups: { onlyMod: { servers: ['mod'] } },
     servers: {
+      // Legacy Streamable HTTP: its subscriptions belong to the hub's session there.
+      web: { url: subs.url },
       // The marker argument finds this process among the hub's children.
       leg: nodeServer(MUTABLE, ['--marker-leg'], { ERA: 'legacy', DOC_URI: 'leg://doc' }),
       mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web']);
 }, 60_000);
-afterAll(async () => void (await hub?.stop()));
+afterAll(async () => {
+  await hub?.stop();
+  await subs?.stop();
+});
 
 async function client(path = '/mcp'): Promise<ClientV2> {
   const c = new ClientV2({ name: 'subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
@@ -62,6 +70,26 @@ describe('resource subscriptions', () => {
     // (resources and their templates share resources/list_changed).
     expect(changed.tools).toBeGreaterThan(0);
     expect(changed.resources).toBe(changed.tools);
+    await sub.close();
+    await c.close();
+  });
+
+  it('a legacy HTTP upstream whose session the hub renewed is subscribed again in the new session', async () => {
+    const c = await client();
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await c.listen({ resourceSubscriptions: ['subs://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['subs://doc']);
+    const touch = async () => JSON.stringify((await c.callTool({ name: 'web__touch', arguments: { uri: 'subs://doc' } })).content);
+    expect(await touch()).toContain('told 1');
+    await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBe(1);
+
+    // The server ends the hub's session (as an expiry would): the next call meets a 404, and
+    // the hub opens a new session. Subscriptions were the old session's.
+    await c.callTool({ name: 'web__forget', arguments: {} });
+    await new Promise((r) => setTimeout(r, 200));
+    await waitUntil('the new session subscribed again', async () => ((await touch()).includes('told 1') ? true : undefined), 5_000);
+    await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBeGreaterThan(1);
     await sub.close();
     await c.close();
   });
