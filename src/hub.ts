@@ -249,11 +249,12 @@ export class Hub implements HubCore {
     if (exposed) throw new Error(exposed);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
-    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path) => admin.route(req, res, path), gate: this.gate, groups: this.catalog.groups }, this.log);
+    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups }, this.log);
     // The live feed shows every principal's calls: with authentication on, only to an admin.
     admin.attach(this.http.server, async (req) => {
       const who = await this.auth.authenticate((n) => (Array.isArray(req.headers[n]) ? req.headers[n][0] : (req.headers[n] as string | undefined)));
-      return !who.ok ? who.status : this.auth.checkAdmin(who) ? 403 : 200;
+      if (!who.ok) return { status: who.status };
+      return this.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
     });
     const addr = await this.http.listen(host, port);
     this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
@@ -294,7 +295,8 @@ export class Hub implements HubCore {
     // Any key change: a viewer's socket does not say which credential opened it.
     this.admin?.events.dropViewers();
     const ended = this.endpoint.endSessionsOf(principals);
-    if (ended) this.log.info({ sessions: ended, principals: [...principals] }, 'config reload: sessions of revoked principals ended');
+    const streams = this.endpoint.listen.endStreamsOf(principals);
+    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked principals ended');
   }
 
   private applyPolicy(p: PolicyConfig): void {

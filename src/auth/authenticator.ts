@@ -17,6 +17,12 @@ export interface Identity {
   /** Partition of everything per-user: private caches, upstream connections. */
   authContext: string;
   via: 'none' | 'apiKey' | 'oauth';
+  /**
+   * When the credential stops working (epoch ms; OAuth tokens). Each request is checked anew;
+   * a stream the credential opened (a legacy GET stream, a modern listen stream, the live feed)
+   * is ended then, so the client must come back with a fresh one.
+   */
+  expiresAt?: number;
 }
 
 /** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
@@ -125,7 +131,7 @@ export class Authenticator {
       if (!v.ok) return this.unauthorized('invalid_token', v.description);
       const missing = missingScopes(v.scopes, this.baseScopes);
       if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires'), principal: v.principal };
-      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth' };
+      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt };
     }
     return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key');
   }

@@ -17,7 +17,8 @@ const VERIFIED_MAX = 2048;
 const VERIFIED_TTL_MS = 60_000;
 
 export type TokenVerdict =
-  | { ok: true; principal: string; scopes: string[] }
+  /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then). */
+  | { ok: true; principal: string; scopes: string[]; expiresAt: number }
   /** `description` is safe to send to the client (RFC 6750 error_description); it names no key or secret. */
   | { ok: false; description: string };
 
@@ -71,7 +72,7 @@ function describe(err: unknown): string {
 export class OAuthVerifier {
   private readonly getKey: JWTVerifyGetKey;
   readonly algorithms: string[];
-  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number }>();
+  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number }>();
 
   constructor(
     private readonly cfg: OAuthConfig,
@@ -95,7 +96,7 @@ export class OAuthVerifier {
     if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return { ok: false, description: 'the token is too large' };
     const id = createHash('sha256').update(token).digest('base64url');
     const known = this.verified.get(id);
-    if (known && Date.now() < known.until) return { ok: true, principal: known.principal, scopes: known.scopes };
+    if (known && Date.now() < known.until) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt };
     if (known) this.verified.delete(id);
     try {
       const { payload } = await jwtVerify(token, this.getKey, {
@@ -109,10 +110,11 @@ export class OAuthVerifier {
       if (!principal) return { ok: false, description: `the token has no usable ${this.cfg.principalClaim} claim` };
       const scopes = scopesOf(payload);
       // Never past the token's own expiry (exp is required above).
-      const until = Math.min(Date.now() + VERIFIED_TTL_MS, (payload.exp as number) * 1000);
+      const expiresAt = (payload.exp as number) * 1000;
+      const until = Math.min(Date.now() + VERIFIED_TTL_MS, expiresAt);
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
-      this.verified.set(id, { principal, scopes, until });
-      return { ok: true, principal, scopes };
+      this.verified.set(id, { principal, scopes, until, expiresAt });
+      return { ok: true, principal, scopes, expiresAt };
     } catch (err) {
       const description = describe(err);
       this.log.debug({ reason: description, code: (err as { code?: string })?.code }, 'bearer token refused');

@@ -8,6 +8,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Logger } from '../log.js';
+import { endAtExpiry } from './expiry.js';
 import type { AuditEvent } from '../observe.js';
 
 export interface ServerStateEvent {
@@ -22,6 +23,12 @@ export interface ServerStateEvent {
 /** A viewer further behind than this loses events (they are counted in `dropped`). */
 const MAX_BUFFERED_BYTES = 1 << 20;
 const MAX_VIEWERS = 64;
+
+/** What the upgrade's checks decided: 200, or the status to refuse with; the credential's expiry. */
+export interface Admission {
+  status: number;
+  expiresAt?: number;
+}
 
 export class AdminEvents {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
@@ -51,12 +58,17 @@ export class AdminEvents {
   }
 
   /** Take over an HTTP upgrade already checked by the caller (path, Host/Origin, admin). */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, credentialExpiresAt?: number): void {
     if (this.wss.clients.size >= MAX_VIEWERS) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.wss.emit('connection', ws, req));
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      // The viewer's credential is the feed's: it ends with it (the page asks for a new ticket).
+      const stop = endAtExpiry(credentialExpiresAt, () => ws.close(4001, 'credential expired'));
+      ws.on('close', stop);
+      this.wss.emit('connection', ws, req);
+    });
   }
 
   /** Reject an upgrade with a plain HTTP status. */
@@ -81,7 +93,7 @@ export class AdminEvents {
   }
 
   /** Attach to a listener for /admin/events only; other upgrades are left to other listeners or refused. */
-  attach(server: Server, accept: (req: IncomingMessage) => number | Promise<number>): void {
+  attach(server: Server, accept: (req: IncomingMessage) => Admission | Promise<Admission>): void {
     server.on('upgrade', async (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       const path = (req.url ?? '/').split('?', 1)[0];
       if (path !== '/admin/events') {
@@ -89,9 +101,9 @@ export class AdminEvents {
         return;
       }
       socket.on('error', () => socket.destroy());
-      const status = await Promise.resolve(accept(req)).catch(() => 500);
+      const { status, expiresAt } = await Promise.resolve(accept(req)).catch((): Admission => ({ status: 500 }));
       if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : status === 401 ? 'Unauthorized' : 'Bad Request');
-      this.upgrade(req, socket, head);
+      this.upgrade(req, socket, head, expiresAt);
     });
   }
 

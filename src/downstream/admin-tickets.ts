@@ -13,8 +13,11 @@ export const TICKET_TTL_MS = 30_000;
 const MAX_OPEN = 64;
 
 export class AdminTickets {
-  /** Ticket → when it stops working. A Map keeps insertion order: the first entry is the oldest. */
-  private readonly open = new Map<string, number>();
+  /**
+   * Ticket → when it stops working, and when the credential that asked for it does (the feed
+   * it opens ends then). A Map keeps insertion order: the first entry is the oldest.
+   */
+  private readonly open = new Map<string, { until: number; credentialExpiresAt?: number }>();
 
   constructor(
     private readonly now: () => number = Date.now,
@@ -25,20 +28,24 @@ export class AdminTickets {
     return this.open.size;
   }
 
-  issue(): { ticket: string; expiresInMs: number } {
+  issue(credentialExpiresAt?: number): { ticket: string; expiresInMs: number } {
     const now = this.now();
-    for (const [t, until] of this.open) if (until <= now) this.open.delete(t);
+    for (const [t, { until }] of this.open) if (until <= now) this.open.delete(t);
     while (this.open.size >= MAX_OPEN) this.open.delete(this.open.keys().next().value!);
     const ticket = randomBytes(32).toString('base64url');
-    this.open.set(ticket, now + this.ttlMs);
-    return { ticket, expiresInMs: this.ttlMs };
+    const until = credentialExpiresAt === undefined ? now + this.ttlMs : Math.min(now + this.ttlMs, credentialExpiresAt);
+    this.open.set(ticket, { until, credentialExpiresAt });
+    return { ticket, expiresInMs: until - now };
   }
 
-  /** True once for a ticket issued and not yet expired; it is gone afterwards either way. */
-  redeem(ticket: string): boolean {
-    const until = this.open.get(ticket);
-    if (until === undefined) return false;
+  /**
+   * Once, for a ticket issued and not yet expired: when its credential stops working (if it
+   * does); null otherwise. The ticket is gone afterwards either way.
+   */
+  redeem(ticket: string): { credentialExpiresAt?: number } | null {
+    const t = this.open.get(ticket);
+    if (t === undefined) return null;
     this.open.delete(ticket);
-    return until > this.now();
+    return t.until > this.now() ? { credentialExpiresAt: t.credentialExpiresAt } : null;
   }
 }

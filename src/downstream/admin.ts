@@ -18,7 +18,8 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { packageRoot } from '../paths.js';
 import { VERSION } from '../version.js';
-import { AdminEvents } from './admin-events.js';
+import type { Identity } from '../auth/authenticator.js';
+import { AdminEvents, type Admission } from './admin-events.js';
 import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
 import { hostAllowed, isLoopbackHost, originAllowed, type OriginPolicy } from './origin.js';
@@ -129,13 +130,17 @@ export class AdminRoutes {
    * authentication on) answers 200, or 401/403 for a caller without the admin scope. A
    * `?ticket=` from POST /admin/ticket stands in for the credential, once (AdminTickets).
    */
-  attach(server: Server, authorize?: (req: IncomingMessage) => Promise<number>): void {
-    this.events.attach(server, async (req) => {
-      if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return 403;
+  attach(server: Server, authorize?: (req: IncomingMessage) => Promise<Admission>): void {
+    this.events.attach(server, async (req): Promise<Admission> => {
+      if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return { status: 403 };
       const ticket = new URL(req.url ?? '/', 'http://x').searchParams.get('ticket');
-      const status = ticket !== null ? (this.tickets.redeem(ticket) ? 200 : 401) : authorize ? await authorize(req) : 200;
-      if (status !== 200) return status;
-      return this.operator(req) ? 200 : 403;
+      let admitted: Admission = { status: 200 };
+      if (ticket !== null) {
+        const redeemed = this.tickets.redeem(ticket);
+        admitted = redeemed ? { status: 200, expiresAt: redeemed.credentialExpiresAt } : { status: 401 };
+      } else if (authorize) admitted = await authorize(req);
+      if (admitted.status !== 200) return admitted;
+      return this.operator(req) ? admitted : { status: 403 };
     });
   }
 
@@ -152,7 +157,7 @@ export class AdminRoutes {
   }
 
   /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */
-  async route(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
+  async route(req: IncomingMessage, res: ServerResponse, path: string, who?: Identity): Promise<boolean> {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
     if (!this.operator(req)) {
       json(res, 403, { error: 'admin routes need an admin principal' });
@@ -161,7 +166,7 @@ export class AdminRoutes {
     if (path === '/admin/ticket') {
       // POST: it hands out something that works once, so no prefetch or link may take it.
       if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
-      else json(res, 200, this.tickets.issue());
+      else json(res, 200, this.tickets.issue(who?.expiresAt));
       return true;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {

@@ -22,6 +22,8 @@ export interface Exchange {
   reply(msg: object | undefined, status?: number, headers?: Record<string, string>): void;
   /** Fires when the sender goes away before the answer (modern: that is cancellation). */
   readonly closed: Signal;
+  /** When the credential that sent this stops working (epoch ms): a stream it opens ends then. */
+  readonly credentialExpiresAt?: number;
   /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */
   stream?(): MessageSink & { end(): void };
 }

@@ -11,6 +11,7 @@ import { unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
+import { endAtExpiry } from './expiry.js';
 import { PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
 import { Http1Edge } from '../transport/http1/edge.js';
@@ -192,6 +193,7 @@ export class HttpServer {
       // Only the credential names the principal; nothing in the body or its _meta can.
       principal: who.principal,
       authContext: who.authContext,
+      credentialExpiresAt: who.expiresAt,
       group,
       requestBytes: body.length,
       sink: channel,
@@ -240,10 +242,16 @@ export class HttpServer {
       sendJson(res, 409, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Conflict: only one GET stream per session')));
       return;
     }
-    session.stream = new SseStream(res, { 'mcp-session-id': session.id });
+    const stream = (session.stream = new SseStream(res, { 'mcp-session-id': session.id }));
     // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
     session.lastSeen = Date.now();
-    res.on('close', () => (session.lastSeen = Date.now()));
+    // The token that opened it is the stream's credential: it ends with it (the client comes
+    // back with a fresh one). The session stays; its requests are checked one by one.
+    const stop = endAtExpiry(who.expiresAt, () => stream.end());
+    res.on('close', () => {
+      stop();
+      session.lastSeen = Date.now();
+    });
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity): void {

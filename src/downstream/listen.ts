@@ -3,6 +3,7 @@ import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import type { HubCore, MessageSink } from './core.js';
 import type { Exchange } from './exchange.js';
+import { endAtExpiry } from './expiry.js';
 
 interface Listener {
   id: unknown;
@@ -12,6 +13,9 @@ interface Listener {
   resources: boolean;
   /** Subscriber key of its resource subscriptions (released when the stream ends). */
   key: string;
+  principal: string;
+  /** Ends the stream from the hub's side, releasing what it holds. */
+  close(): void;
 }
 
 /** Most URIs one listen request may subscribe to. */
@@ -91,6 +95,13 @@ export class ListenHub {
       return;
     }
     const sink = ex.stream();
+    let released = false;
+    const release = (): void => {
+      this.listeners.delete(l);
+      if (released) return;
+      released = true;
+      if (honoured.resourceSubscriptions) this.core.sessionClosed(key);
+    };
     const l: Listener = {
       id: req.id,
       sink,
@@ -98,6 +109,12 @@ export class ListenHub {
       prompts: honoured.promptsListChanged === true,
       resources: honoured.resourcesListChanged === true,
       key,
+      principal: ex.principal,
+      close: () => {
+        stop();
+        release();
+        sink.end();
+      },
     };
     sink.send({
       jsonrpc: '2.0',
@@ -105,10 +122,24 @@ export class ListenHub {
       params: { notifications: honoured, _meta: { [META_SUBSCRIPTION_ID]: req.id } },
     });
     this.listeners.add(l);
+    // The credential that opened the stream is its credential: it ends with it, and the client
+    // listens again with a fresh one.
+    const stop = endAtExpiry(ex.credentialExpiresAt, () => l.close());
     ex.closed.addEventListener('abort', () => {
-      this.listeners.delete(l);
-      if (honoured.resourceSubscriptions) this.core.sessionClosed(key);
+      stop();
+      release();
     });
+  }
+
+  /** The streams of principals whose credentials were revoked end now; how many. */
+  endStreamsOf(principals: ReadonlySet<string>): number {
+    let n = 0;
+    for (const l of [...this.listeners])
+      if (principals.has(l.principal)) {
+        l.close();
+        n++;
+      }
+    return n;
   }
 
   closeAll(): void {

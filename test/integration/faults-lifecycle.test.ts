@@ -221,7 +221,7 @@ describe('hot reload', () => {
     expect(hub.logs.join('\n')).not.toMatch(/sy_(old|new)-reload-key/);
   }, 30_000);
 
-  it("ends what a revoked key opened: its legacy session's GET stream, and the live feed", async () => {
+  it("ends what a revoked key opened: its legacy session's GET stream, its listen stream, and the live feed", async () => {
     const OLD = 'sy_old-revoke-key-0123456789abcdefghijklmnopqrstuvw';
     const NEW = 'sy_new-revoke-key-0123456789abcdefghijklmnopqrstuvw';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-revoke-'));
@@ -246,6 +246,18 @@ describe('hot reload', () => {
       ws.once('error', reject);
     });
     const feedClosed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    // A modern listen stream: nothing on it says which key opened it either, but it has a principal.
+    const listen = await fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('subscriptions/listen'), ...auth },
+      body: JSON.stringify(modernBody('l1', 'subscriptions/listen', { notifications: { toolsListChanged: true } })),
+    });
+    expect(listen.status).toBe(200);
+    const listenEnded = (async () => {
+      const reader = listen.body!.getReader();
+      while (!(await reader.read().catch(() => ({ done: true }))).done);
+      return true;
+    })();
 
     rewrite(hub.configFile, (c) => {
       c.auth = { apiKeys: [{ principal: 'new', sha256: sha256Hex(NEW), scopes: ['switchyard:admin'] }] };
@@ -253,6 +265,7 @@ describe('hot reload', () => {
     const within = <T>(p: Promise<T>) => Promise.race([p, sleep(5_000).then(() => 'still open' as const)]);
     expect(await within(feedClosed)).toBe(4001);
     expect(await within(streamEnded)).toBe(true);
+    expect(await within(listenEnded)).toBe(true);
     // The session is gone, not merely refused: the new key cannot use it either.
     const reuse = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...session, authorization: `Bearer ${NEW}` });
     expect(reuse.status).toBe(404);

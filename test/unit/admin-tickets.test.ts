@@ -5,9 +5,9 @@ describe('the live feed tickets', () => {
   it('work once', () => {
     const t = new AdminTickets();
     const { ticket } = t.issue();
-    expect(t.redeem(ticket)).toBe(true);
-    expect(t.redeem(ticket)).toBe(false);
-    expect(t.redeem('never-issued')).toBe(false);
+    expect(t.redeem(ticket)).not.toBeNull();
+    expect(t.redeem(ticket)).toBeNull();
+    expect(t.redeem('never-issued')).toBeNull();
   });
 
   it('stop working after their time, and are forgotten then', () => {
@@ -16,14 +16,14 @@ describe('the live feed tickets', () => {
     const late = t.issue().ticket;
     const kept = t.issue().ticket;
     now += TICKET_TTL_MS - 1;
-    expect(t.redeem(kept)).toBe(true);
+    expect(t.redeem(kept)).not.toBeNull();
     now += 1;
-    expect(t.redeem(late)).toBe(false);
+    expect(t.redeem(late)).toBeNull();
     const stale = t.issue().ticket;
     now += TICKET_TTL_MS;
     t.issue(); // issuing drops the expired ones
     expect(t.size).toBe(1);
-    expect(t.redeem(stale)).toBe(false);
+    expect(t.redeem(stale)).toBeNull();
   });
 
   it('are random and bounded in number: the oldest unused go first', () => {
@@ -31,8 +31,21 @@ describe('the live feed tickets', () => {
     const issued = Array.from({ length: 70 }, () => t.issue().ticket);
     expect(new Set(issued).size).toBe(70);
     expect(t.size).toBe(64);
-    expect(t.redeem(issued[5]!)).toBe(false);
-    expect(t.redeem(issued[6]!)).toBe(true);
-    expect(t.redeem(issued[69]!)).toBe(true);
+    expect(t.redeem(issued[5]!)).toBeNull();
+    expect(t.redeem(issued[6]!)).not.toBeNull();
+    expect(t.redeem(issued[69]!)).not.toBeNull();
+  });
+
+  it('carry the expiry of the credential that asked for them, and never outlive it', () => {
+    let now = 1_000_000;
+    const t = new AdminTickets(() => now);
+    const soon = now + 5_000;
+    const issued = t.issue(soon);
+    expect(issued.expiresInMs).toBe(5_000);
+    expect(t.redeem(issued.ticket)).toEqual({ credentialExpiresAt: soon });
+    const unused = t.issue(soon).ticket;
+    now = soon;
+    expect(t.redeem(unused)).toBeNull();
+    expect(t.redeem(t.issue().ticket)).toEqual({ credentialExpiresAt: undefined });
   });
 });
