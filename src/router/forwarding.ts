@@ -75,6 +75,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions
     timeoutMs: server.config.timeoutMs,
     onProgress: ctx.onProgress,
     onLog: ctx.onLog,
+    principal: ctx.principal,
     onServerRequest: ctx.askClient,
     exclusive: canBeAsked(ctx.clientCapabilities),
     clientCapabilities: ctx.clientCapabilities,

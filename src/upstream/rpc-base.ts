@@ -83,6 +83,8 @@ export function reasonOf(signal: Signal): string {
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
+  /** The one principal this connection has carried calls for; null once it has carried two. */
+  private servedFor: string | null | undefined;
   protected readonly pending = new Map<number, Pending>();
   private readonly byToken = new Map<string, Pending>();
   private readonly limiter = new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
@@ -214,6 +216,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   ): Promise<Record<string, unknown>> {
     const id = ++this.nextId;
     const timeoutMs = opts?.timeoutMs ?? this.spec.timeoutMs;
+    const who = opts?.principal;
+    if (who !== undefined && this.servedFor !== who) this.servedFor = this.servedFor === undefined ? who : null;
     return new Promise((resolve, reject) => {
       const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline };
       try {
@@ -507,7 +511,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /**
    * Which call a `notifications/message` belongs to: the one whose answer stream carried it;
    * on a modern connection the only call that asked for logs; on a legacy one (logging is
-   * session-wide) only a call that is alone in flight. Anything else is not attributed.
+   * session-wide) only a call that is alone in flight, and only while every call the connection
+   * carried was one principal's: a line about another user's earlier call (sent after its
+   * answer, or from work it started) must not reach whoever happens to call next. Anything
+   * else is not attributed.
    */
   private logTarget(via: Pending | undefined): Pending | undefined {
     if (via !== undefined) return this.isPending(via) && via.opts?.onLog ? via : undefined;
@@ -519,7 +526,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         found = p;
       }
     } else {
-      if (this.pending.size !== 1) return undefined;
+      if (this.pending.size !== 1 || this.servedFor === null) return undefined;
       found = this.pending.values().next().value;
     }
     return found?.opts?.onLog ? found : undefined;

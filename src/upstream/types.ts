@@ -58,6 +58,11 @@ export interface CallOptions {
   /** `notifications/message` the upstream sent about this call (HTTP POST stream) or while it ran. */
   onLog?: (params: Record<string, unknown>) => void;
   /**
+   * Whom the call is for. A legacy connection's log lines are session-wide: one that no answer
+   * stream carried goes to a lone call only while the connection has served one principal.
+   */
+  principal?: string;
+  /**
    * A legacy upstream's server-to-client request (elicitation/create, sampling/createMessage,
    * roots/list) that belongs to this call. Resolve with the client's result; reject with an
    * RpcError to send an error back. Absent: the connection answers -32601 itself.

@@ -1,0 +1,52 @@
+/**
+ * A legacy upstream's log lines are session-wide: one no answer stream carried is about
+ * whatever the server was doing, perhaps another user's call that has already been answered.
+ * It may go to a lone call only while the upstream has served one principal. The real built
+ * hub, an SDK v1 upstream that logs after answering, raw legacy sessions of two principals.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LEGACY_VERSION, post } from '../helpers/wire.js';
+
+const ALICE_KEY = 'sy_alice-logs-key-000000000000000000000000000000';
+const BOB_KEY = 'sy_bob-logs-key-1111111111111111111111111111111111';
+let hub: HubProcess;
+
+beforeAll(async () => {
+  hub = await startHub({
+    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
+    servers: { late: nodeServer('test/fixtures/servers/legacy-late-log.mjs') },
+  });
+  await waitForReadyWith(hub.url, ['late'], ALICE_KEY);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+async function session(key: string): Promise<(id: number, name: string, args: Record<string, unknown>) => Promise<string[]>> {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
+  const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'logs', version: '1' } } }, headers);
+  const h = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': LEGACY_VERSION };
+  await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+  // The log lines that came on the call's answer stream.
+  return async (id, name, args) =>
+    (await post(hub.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }, h)).messages
+      .filter((m) => m.method === 'notifications/message')
+      .map((m) => String((m.params as { data?: unknown }).data));
+}
+
+describe('session-wide log lines of a legacy upstream', () => {
+  it("reach a lone call of the one principal it served, never another principal's call", async () => {
+    const alice = await session(ALICE_KEY);
+    // One principal so far: a line while her call runs alone is hers (the hub cannot tell more).
+    expect(await alice(1, 'late__log_later', { text: 'alice-1', delay: 200 })).toEqual([]);
+    expect(await alice(2, 'late__wait', { ms: 700 })).toEqual(['after:alice-1']);
+
+    // Bob's call is alone in flight when the line about Alice's work comes: not his.
+    const bob = await session(BOB_KEY);
+    expect(await alice(3, 'late__log_later', { text: 'alice-secret', delay: 200 })).toEqual([]);
+    expect(await bob(1, 'late__wait', { ms: 700 })).toEqual([]);
+    // And from now on nobody's lone call gets an unattributed line (two principals were served).
+    expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 200 })).toEqual([]);
+    expect(await alice(4, 'late__wait', { ms: 700 })).toEqual([]);
+  }, 30_000);
+});
