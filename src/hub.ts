@@ -170,13 +170,19 @@ export class Hub implements HubCore {
   static create(config: HubConfig, log: Logger): Hub {
     const ledger = openLedger(config, log);
     const hub = new Hub(config, ledger, log);
-    for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(s);
+    for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(hub.buildServer(s));
     return hub;
   }
 
-  private addServer(s: ServerConfig): ServerHandle {
+  /** A server's upstream and handle, not yet registered or started; throws on a config it cannot use. */
+  private buildServer(s: ServerConfig): ServerHandle {
     const upstream = createUpstream(specOf(s, this.config.file ? dirname(this.config.file) : process.cwd()), this.log);
-    const h: ServerHandle = { id: s.id, config: s, upstream };
+    return { id: s.id, config: s, upstream };
+  }
+
+  private addServer(h: ServerHandle): void {
+    const s = h.config;
+    const upstream = h.upstream;
     this.handles.set(s.id, h);
     this.catalog.watch(h);
     let wasReady = false;
@@ -185,7 +191,6 @@ export class Hub implements HubCore {
       if (state === 'ready' && wasReady) this.resubscribe(h);
       if (state === 'ready') wasReady = true;
     });
-    return h;
   }
 
   /**
@@ -288,7 +293,7 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, addServer: (s) => this.addServer(s), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p) => this.credentialsRevoked(p) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p) => this.credentialsRevoked(p) }, next);
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>): void {

@@ -85,6 +85,11 @@ export class PrincipalUpstreams {
     return this.pool.size;
   }
 
+  /** One server's time limits changed (a reload): its pooled connections take them too. */
+  retime(serverId: string, limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void {
+    for (const [k, p] of this.pool) if ((JSON.parse(k) as string[])[0] === serverId) p.upstream.retime(limits);
+  }
+
   /** Close one server's pooled connections (server removed or reconfigured). */
   async forget(serverId: string): Promise<void> {
     const closing: Promise<void>[] = [];

@@ -5,7 +5,7 @@ import { authRequired } from '../auth/authenticator.js';
 import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
-import { createLogger } from '../log.js';
+import { createLogger, redactLogText } from '../log.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
@@ -45,7 +45,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       hub = Hub.create(config, log);
     } catch (err) {
       // A config the schema accepts can still be unusable (an unreadable JWKS file): say why, no stack.
-      process.stderr.write(`${argv.config}: ${(err as Error).message}\n`);
+      process.stderr.write(`${argv.config}: ${redactLogText((err as Error).message)}\n`);
       process.exit(2);
     }
     const port = argv.port ?? config.listen.port;

@@ -3,7 +3,7 @@ import { loadConfigOrExit } from './config-or-exit.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
-import { createLogger } from '../log.js';
+import { createLogger, redactLogText } from '../log.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
@@ -27,7 +27,16 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       process.stderr.write(`switchyard stdio: ${err.message}\n`);
       process.exit(2);
     }
-    const hub = Hub.create(config, log);
+    let hub: Hub;
+    try {
+      hub = Hub.create(config, log);
+    } catch (err) {
+      // As `start` does: one line, no stack (a stack may quote a config value, a URL with its
+      // credentials), and the client's log gets it on stderr.
+      process.stderr.write(`switchyard stdio: ${argv.config}: ${redactLogText((err as Error).message)}
+`);
+      process.exit(2);
+    }
     hub.startUpstreams();
     const server = new StdioServer(hub.endpoint, process.stdin, process.stdout, log, {
       maxLineBytes: config.listen.maxBodyBytes,

@@ -34,6 +34,7 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown } 
   const interpolated = interpolateEnv(json, env);
   const value = interpolated.value;
   const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
+  problems.push(...urlProblems(value));
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {
@@ -43,6 +44,34 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown } 
     }
   }
   return { problems, value };
+}
+
+/**
+ * URLs the schema's pattern lets through but nothing can connect to (`http://exa mple.com`,
+ * `https://`): found here, with their key path, instead of when an upstream is built (which
+ * would stop a start, or a reload half-way). The URL itself is never repeated: it may hold
+ * credentials.
+ */
+function urlProblems(value: unknown): string[] {
+  const out: string[] = [];
+  const check = (path: string, v: unknown): void => {
+    if (typeof v !== 'string' || !/^https?:\/\//i.test(v)) return; // not a URL yet: the schema says so
+    let ok = false;
+    try {
+      ok = new URL(v).hostname !== '';
+    } catch {
+      ok = false;
+    }
+    if (!ok) out.push(`${path}: not a valid http(s) URL`);
+  };
+  const root = (value ?? {}) as { servers?: unknown; mcpServers?: unknown; auth?: { oauth?: { audience?: unknown; jwksUri?: unknown } } };
+  for (const key of ['servers', 'mcpServers'] as const) {
+    const servers = root[key];
+    if (servers && typeof servers === 'object') for (const [id, s] of Object.entries(servers)) check(`${key}.${id}.url`, (s as { url?: unknown } | null)?.url);
+  }
+  check('auth.oauth.audience', root.auth?.oauth?.audience);
+  check('auth.oauth.jwksUri', root.auth?.oauth?.jwksUri);
+  return out;
 }
 
 /** Every problem of a config document, one line each (empty when it is valid). */

@@ -55,7 +55,7 @@ export function watchConfig(file: string, log: Logger, apply: (c: HubConfig) => 
     try {
       await apply(next);
     } catch (err) {
-      log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept where it was not yet changed');
+      log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept');
     }
   };
 

@@ -12,12 +12,14 @@ export interface ReloadTarget {
   readonly config: HubConfig;
   readonly handles: Map<string, ServerHandle>;
   readonly catalog: Pick<Catalog, 'forget'>;
-  readonly upstreams: Pick<PrincipalUpstreams, 'forget'>;
+  readonly upstreams: Pick<PrincipalUpstreams, 'forget' | 'retime'>;
   readonly routes: Pick<ShownRoutes, 'forgetServer'>;
   readonly auth: Pick<Authenticator, 'replaceKeys' | 'required'>;
   readonly log: Logger;
-  /** Create a server's upstream and handle, register it and watch it (not started). */
-  addServer(s: ServerConfig): ServerHandle;
+  /** Create a server's upstream and handle, with no effect on the hub; throws on a config it cannot use. */
+  buildServer(s: ServerConfig): ServerHandle;
+  /** Register a built handle and watch it (not started). */
+  addServer(h: ServerHandle): void;
   /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
   applyPolicy(policy: PolicyConfig): void;
   /** API keys were replaced: what the revoked ones opened (sessions, the live feed) ends. */
@@ -28,9 +30,20 @@ export interface ReloadTarget {
  * Apply a new config to the running hub: servers added, removed or changed start and stop
  * without touching the others (see config/reload.ts). A removed or restarted server leaves
  * the routing at once; its calls in flight may finish (up to listen.drainTimeoutMs) before
- * its connection closes.
+ * its connection closes. All or nothing: the new servers are built before anything changes,
+ * and a server that cannot be built fails the reload with the running hub untouched.
  */
 export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
+  const d = diffServers(hub.config.servers, next.servers);
+  const fresh: ServerHandle[] = [];
+  for (const s of [...d.added, ...d.restarted]) {
+    try {
+      fresh.push(hub.buildServer(s));
+    } catch (err) {
+      for (const h of fresh) void h.upstream.close().catch(() => undefined);
+      throw new Error(`servers.${s.id}: ${(err as Error).message}`);
+    }
+  }
   const ignored = restartOnlyChanges(hub.config, next, hub.auth.required);
   if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
   const keys = reloadableApiKeys(hub.config, next, hub.auth.required);
@@ -50,7 +63,6 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.config.policy = policy;
     hub.log.info({ sections: Object.keys(policy) }, 'config reload: policy replaced');
   }
-  const d = diffServers(hub.config.servers, next.servers);
   const retiring: ServerHandle[] = [];
   const takeOut = (id: string): void => {
     const h = hub.handles.get(id);
@@ -63,12 +75,15 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   };
   for (const id of d.removed) takeOut(id);
   for (const s of d.restarted) takeOut(s.id);
-  const fresh: ServerHandle[] = [];
-  for (const s of [...d.added, ...d.restarted]) fresh.push(hub.addServer(s));
+  for (const h of fresh) hub.addServer(h);
   for (const s of d.updated) {
     const h = hub.handles.get(s.id);
     if (!h) continue;
     hub.handles.set(s.id, { ...h, config: s });
+    // The connection keeps going; its own limits are the new ones (the breaker judges by them).
+    const limits = { timeoutMs: s.timeoutMs, maxTotalTimeoutMs: s.maxTotalTimeoutMs };
+    h.upstream.retime(limits);
+    hub.upstreams.retime(s.id, limits);
     hub.catalog.forget(s.id);
     hub.routes.forgetServer(s.id);
   }

@@ -24,7 +24,8 @@ export function errMessage(err: unknown): string {
 
 export abstract class Lifecycle extends EventEmitter {
   readonly id: string;
-  protected readonly spec: UpstreamSpec;
+  /** Replaced, never changed in place, when a reload changes its time limits (retime). */
+  protected spec: UpstreamSpec;
   protected readonly log: Logger;
   protected readonly clientInfo: Implementation;
 
@@ -97,6 +98,10 @@ export abstract class Lifecycle extends EventEmitter {
     this._since = Date.now();
     this.log.info({ state: s, detail }, 'upstream state');
     this.emit('state', s, detail);
+  }
+
+  retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void {
+    this.spec = { ...this.spec, timeoutMs: limits.timeoutMs, maxTotalTimeoutMs: limits.maxTotalTimeoutMs };
   }
 
   start(): Promise<void> {

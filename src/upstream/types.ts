@@ -111,6 +111,11 @@ export interface Upstream extends EventEmitter {
   start(): Promise<void>;
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;
   notify(method: string, params?: Record<string, unknown>): void;
+  /**
+   * The server's own time limits changed (a reload): calls from now on are bounded by these,
+   * and a timeout is judged the server's (breaker evidence) or a caller's own against them.
+   */
+  retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void;
   close(): Promise<void>;
   /**
    * Modern upstreams: open a `subscriptions/listen` stream with this filter. Every message of

@@ -14,7 +14,7 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 import { ledgerCli, modernCall, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
 import { quirkLog } from './upstream-helpers.js';
-import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
+import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil } from './faults-helpers.js';
 
 const hubs: HubProcess[] = [];
 afterEach(async () => {
@@ -269,6 +269,26 @@ describe('hot reload', () => {
     // The session is gone, not merely refused: the new key cannot use it either.
     const reuse = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...session, authorization: `Bearer ${NEW}` });
     expect(reuse.status).toBe(404);
+  }, 30_000);
+
+  it("a reload that shortens a server's timeout makes the new limit the server's own: its timeouts open the circuit", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-retime-'));
+    const f = await startFaultHttp(join(dir, 'f.log'));
+    try {
+      const hub = await start({ servers: { f: { url: f.url, timeoutMs: 60_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 60_000 } } } }, { dir });
+      await waitForState(hub.url, 'f', ['ready']);
+      rewrite(hub.configFile, (c) => {
+        c.servers.f!.timeoutMs = 800;
+      });
+      await waitUntil('reloaded', async () => hub.logs.some((l) => l.includes('config reloaded') && l.includes('"updated":["f"]')) || undefined);
+      for (let i = 0; i < 2; i++) expect(text(await callTool(hub.url, 'f__hang'))).toMatch(/did not answer within 800 ms/);
+      // Two of the server's own timeouts: the circuit is open, and the next call fails at once.
+      const t0 = Date.now();
+      expect(text(await callTool(hub.url, 'f__hang'))).toContain('circuit open after 2 consecutive failures');
+      expect(Date.now() - t0).toBeLessThan(500);
+    } finally {
+      await f.stop();
+    }
   }, 30_000);
 
   it('with --no-watch, a changed file waits for SIGHUP', async () => {

@@ -354,3 +354,24 @@ describe('loadConfig', () => {
     }
   });
 });
+
+describe('URLs', () => {
+  it('a URL that cannot be connected to is a problem at its key path, and is never repeated (it may hold credentials)', () => {
+    const problems = problemsOf({
+      servers: {
+        spaced: { url: 'http://user:SECRETPW@exa mple.com/mcp?token=SECRETQ' },
+        empty: { url: 'https://' },
+        fine: { url: 'http://127.0.0.1:9/mcp' },
+        fromEnv: { url: '${env:UPSTREAM_URL}' },
+      },
+      auth: { oauth: { issuer: 'i', audience: 'http://a b/mcp', jwksUri: 'https://keys.example/jwks' } },
+    }, { UPSTREAM_URL: 'http://[::1/mcp' });
+    expect(problems).toEqual([
+      'servers.spaced.url: not a valid http(s) URL',
+      'servers.empty.url: not a valid http(s) URL',
+      'servers.fromEnv.url: not a valid http(s) URL',
+      'auth.oauth.audience: not a valid http(s) URL',
+    ]);
+    expect(problems.join('\n')).not.toMatch(/SECRET|::1|a b/);
+  });
+});

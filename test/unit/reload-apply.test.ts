@@ -1,0 +1,85 @@
+/**
+ * applyReload against a stand-in for the running hub (the function under test is real): all or
+ * nothing when a new server cannot be built, and live time limits reach the connections.
+ */
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import pino from 'pino';
+import type { ServerHandle } from '../../src/catalog/types.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { HubConfig, ServerConfig } from '../../src/config/types.js';
+import { applyReload, type ReloadTarget } from '../../src/hub/reload.js';
+import type { Upstream } from '../../src/upstream/types.js';
+
+const cfg = (servers: Record<string, unknown>): HubConfig => parseConfig({ servers }, '/hub/hub.config.json', {});
+
+function fakeUpstream(id: string): Upstream & { closed: boolean; limits: unknown[]; started: boolean } {
+  const u = Object.assign(new EventEmitter(), {
+    id,
+    state: 'ready',
+    load: { active: 0, queued: 0 },
+    closed: false,
+    started: false,
+    limits: [] as unknown[],
+    start: async () => void (u.started = true),
+    close: async () => void (u.closed = true),
+    retime: (l: unknown) => void u.limits.push(l),
+  });
+  return u as unknown as Upstream & { closed: boolean; limits: unknown[]; started: boolean };
+}
+
+function target(running: HubConfig, cannotBuild: string | undefined) {
+  const handles = new Map<string, ServerHandle>();
+  for (const s of Object.values(running.servers)) handles.set(s.id, { id: s.id, config: s, upstream: fakeUpstream(s.id) });
+  const built: ServerHandle[] = [];
+  const changes: string[] = [];
+  const pooled: [string, unknown][] = [];
+  const t: ReloadTarget = {
+    config: running,
+    handles,
+    catalog: { forget: (id: string) => void changes.push(`catalog.forget ${id}`) },
+    upstreams: { forget: async (id: string) => void changes.push(`upstreams.forget ${id}`), retime: (id: string, l: unknown) => void pooled.push([id, l]) },
+    routes: { forgetServer: (id: string) => void changes.push(`routes.forget ${id}`) },
+    auth: { replaceKeys: () => void changes.push('keys'), required: false },
+    log: pino({ level: 'silent' }),
+    buildServer: (s: ServerConfig) => {
+      if (s.id === cannotBuild) throw new TypeError('Invalid URL');
+      const h = { id: s.id, config: s, upstream: fakeUpstream(s.id) };
+      built.push(h);
+      return h;
+    },
+    addServer: (h: ServerHandle) => void handles.set(h.id, h),
+    applyPolicy: () => void changes.push('policy'),
+    credentialsRevoked: () => void changes.push('revoked'),
+  };
+  return { t, handles, built, changes, pooled };
+}
+
+describe('applyReload', () => {
+  it('changes nothing when a new server cannot be built: the running servers keep serving', async () => {
+    const running = cfg({ a: { command: 'node', args: ['a.js'] }, b: { command: 'node', args: ['b.js'] } });
+    const { t, handles, built, changes } = target(running, 'bad');
+    const before = new Map(handles);
+    const next = cfg({ a: { command: 'node', args: ['a.js', 'v2'] }, fresh: { command: 'node' }, bad: { command: 'node' } });
+    await expect(applyReload(t, next)).rejects.toThrow(/^servers\.bad: Invalid URL$/);
+    expect(changes).toEqual([]);
+    expect([...handles.entries()]).toEqual([...before.entries()]);
+    expect(Object.keys(running.servers)).toEqual(['a', 'b']);
+    expect(running.servers.a!.args).toEqual(['a.js']);
+    for (const h of before.values()) expect((h.upstream as unknown as { closed: boolean }).closed).toBe(false);
+    // What it had built already is let go, never started.
+    expect(built.map((h) => h.id)).toEqual(['fresh']);
+    for (const h of built) expect(h.upstream as unknown as { closed: boolean; started: boolean }).toMatchObject({ closed: true, started: false });
+  });
+
+  it('a server whose time limits changed keeps its connection, and it and its pooled connections take the new limits', async () => {
+    const running = cfg({ a: { url: 'http://127.0.0.1:9/mcp', timeoutMs: 60_000 } });
+    const { t, handles, pooled } = target(running, undefined);
+    const upstream = handles.get('a')!.upstream as unknown as { limits: unknown[]; closed: boolean };
+    await applyReload(t, cfg({ a: { url: 'http://127.0.0.1:9/mcp', timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 } }));
+    expect(handles.get('a')!.upstream).toBe(upstream);
+    expect(upstream.closed).toBe(false);
+    expect(upstream.limits).toEqual([{ timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]);
+    expect(pooled).toEqual([['a', { timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]]);
+  });
+});
