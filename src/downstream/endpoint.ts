@@ -87,6 +87,8 @@ function busy(s: LegacySession): boolean {
  */
 export class Endpoint {
   readonly sessions = new Map<string, LegacySession>();
+  /** Legacy sessions of stdio hubs (one per process, or one per initialize), by id. */
+  private readonly stdioSessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
   private readonly sweeper: NodeJS.Timeout;
 
@@ -106,7 +108,7 @@ export class Endpoint {
     core.events.on('listChanged', (kind: string) => this.broadcastLegacy(kind));
     core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
       for (const key of u.subscribers) {
-        const s = this.sessions.get(key);
+        const s = this.sessions.get(key) ?? this.stdioSession(key);
         s?.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
       }
     });
@@ -117,6 +119,14 @@ export class Endpoint {
       kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
     const msg = { jsonrpc: '2.0', method };
     for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed) s.stream.send(msg);
+    for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed) s.stream.send(msg);
+  }
+
+  /** A stdio session by id, while it is open (a closed one is let go here). */
+  private stdioSession(id: string): LegacySession | undefined {
+    const s = this.stdioSessions.get(id);
+    if (s?.ended) this.stdioSessions.delete(id);
+    return s?.ended ? undefined : s;
   }
 
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
@@ -312,6 +322,12 @@ export class Endpoint {
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
     }
     const session = stdio ? stdio.current : this.sessionOf(ex);
+    if (!session && stdio && c.kind === 'request' && c.msg.method === 'ping') {
+      // Before initialize a client may send ping, and only ping (digest §2.1); it is answered.
+      const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes };
+      await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
+      return ex.reply(resultResponse(c.msg.id, {}), 200);
+    }
     if (!session) {
       const sid = ex.header('mcp-session-id');
       if (c.kind !== 'request') {
@@ -402,9 +418,18 @@ export class Endpoint {
     const session = new LegacySession(version, p.clientInfo as Implementation | undefined, caps, ex.principal);
     session.group = ex.group;
     if (stdio) {
-      stdio.current?.close();
+      // initialize again: the old session ends, and what it held upstream (subscriptions) is let go.
+      const old = stdio.current;
+      if (old) {
+        old.close();
+        this.stdioSessions.delete(old.id);
+        this.core.sessionClosed(old.id);
+      }
       stdio.current = session;
       session.stream = ex.sink;
+      // Notifications not tied to a request (list changes, resource updates) go to stdout too.
+      for (const [id, s] of this.stdioSessions) if (s.ended) this.stdioSessions.delete(id);
+      this.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
     const capabilities = await this.core.capabilities();
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };

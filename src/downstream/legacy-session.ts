@@ -77,7 +77,11 @@ export class LegacySession {
     return true;
   }
 
+  /** close() was called: nothing more is sent to it. */
+  ended = false;
+
   close(): void {
+    this.ended = true;
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
     for (const c of this.inflight.values()) c.abort();

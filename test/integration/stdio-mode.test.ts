@@ -263,3 +263,38 @@ describe('a legacy client that does not wait for the initialize answer', () => {
     expect(c.received.find((m) => m.id === 'call')?.result).toEqual({ content: [{ type: 'text', text: 'echo:last' }] });
   }, 40_000);
 });
+
+describe('a legacy client of `switchyard stdio`', () => {
+  it('may ping before initialize; after it, gets list changes and the updates of what it subscribed to on stdout', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-notify-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        ledger: { path: join(d, 'ledger.db') },
+        servers: { mut: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'mut://doc' }) },
+      }),
+    );
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      expect(await c.request({ jsonrpc: '2.0', id: 'p', method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 'p', result: {} });
+      await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const before = (await c.request({ jsonrpc: '2.0', id: 'l1', method: 'tools/list' })).result.tools.map((t: Json) => t.name);
+      expect(await c.request({ jsonrpc: '2.0', id: 's', method: 'resources/subscribe', params: { uri: 'mut://doc' } })).toMatchObject({ result: {} });
+
+      await c.request({ jsonrpc: '2.0', id: 'm', method: 'tools/call', params: { name: 'mut__mutate', arguments: { op: 'add', def: { name: 'added', description: 'Added at run time', inputSchema: { type: 'object' } } } } });
+      await c.next((m) => m.method === 'notifications/tools/list_changed');
+      const after = (await c.request({ jsonrpc: '2.0', id: 'l2', method: 'tools/list' })).result.tools.map((t: Json) => t.name);
+      expect(after).toEqual([...before, 'mut__added']);
+
+      await c.request({ jsonrpc: '2.0', id: 't', method: 'tools/call', params: { name: 'mut__touch', arguments: { uri: 'mut://doc' } } });
+      expect((await c.next((m) => m.method === 'notifications/resources/updated')).params).toEqual({ uri: 'mut://doc' });
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+});
