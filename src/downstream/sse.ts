@@ -8,6 +8,13 @@ const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 };
 
+/**
+ * How far a client may fall behind a stream before the hub stops writing to it. A client that
+ * does not read would otherwise have every event of a long-lived stream held in the hub's
+ * memory, for as long as its connection lasts.
+ */
+export const MAX_UNREAD_BYTES = 8 * 1024 * 1024;
+
 /** Write one SSE event carrying a JSON-RPC message. */
 export function writeEvent(res: EdgeResponse, msg: object, id?: string): void {
   res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${wireText(msg)}\n\n`);
@@ -22,6 +29,7 @@ export class SseStream implements MessageSink {
     private readonly res: EdgeResponse,
     extraHeaders: Record<string, string> = {},
     keepAliveMs = 15_000,
+    private readonly maxUnreadBytes = MAX_UNREAD_BYTES,
   ) {
     res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
     res.flushHeaders();
@@ -36,8 +44,16 @@ export class SseStream implements MessageSink {
     return this.ended || this.res.destroyed || this.res.writableEnded;
   }
 
+  /** A client this far behind is dropped (the digest allows ending a stream abnormally; it reconnects). */
   send(msg: object): void {
-    if (!this.closed) writeEvent(this.res, msg);
+    if (this.closed) return;
+    if (this.res.writableLength > this.maxUnreadBytes) {
+      this.ended = true;
+      clearInterval(this.timer);
+      this.res.destroy();
+      return;
+    }
+    writeEvent(this.res, msg);
   }
 
   end(): void {

@@ -146,6 +146,16 @@ export class Http1Response implements EdgeResponse {
     return this;
   }
 
+  get writableLength(): number {
+    return this.destroyed || this.writableFinished ? 0 : this.owner.writer().writableLength;
+  }
+
+  destroy(): void {
+    if (this.destroyed || this.writableFinished) return;
+    this.owner.writer().destroy();
+    this.abort();
+  }
+
   /** The connection went away before the response was complete. */
   abort(): void {
     if (this.writableFinished) return;

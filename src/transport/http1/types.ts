@@ -21,6 +21,10 @@ export interface EdgeResponse {
   /** Send the head now (an SSE stream that has nothing to say yet). */
   flushHeaders(): void;
   write(chunk: string | Buffer): boolean;
+  /** Bytes written and not yet taken by the client (the socket's send buffer included). */
+  readonly writableLength: number;
+  /** Drop the connection now (a client that does not read what it is sent). */
+  destroy(): void;
   end(chunk?: string | Buffer): this;
   /** 'close': the response is finished, or the connection went away before it was. */
   on(event: 'close', listener: () => void): this;

@@ -1,0 +1,85 @@
+/**
+ * A client that stops reading a long-lived stream is not buffered for without bound: once it
+ * is MAX_UNREAD_BYTES behind, the hub drops its stream (a modern listen stream and a legacy GET
+ * stream alike), and what the client can still read is about that much, not everything sent.
+ * The real built hub, a raw upstream that floods 16 KiB resource updates, raw sockets.
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LEGACY_VERSION, modernBody, modernPost, post, waitForReady } from '../helpers/wire.js';
+
+const URI = 'flood://' + 'x'.repeat(16 * 1024);
+const FLOOD = 2_000; // 2,000 events of ~16 KiB: 32 MiB, four times the bound
+let hub: HubProcess;
+
+beforeAll(async () => {
+  hub = await startHub({ servers: { f: nodeServer('test/fixtures/quirks/flood.mjs') } });
+  await waitForReady(hub.url, ['f']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+/** Sends `head`, reads the first bytes, then stops reading; `drain()` reads the rest until the hub closes. */
+async function stalledStream(head: string): Promise<{ first: string; drain(): Promise<{ bytes: number; closed: boolean }> }> {
+  const u = new URL(hub.url);
+  const sock = net.connect(Number(u.port), '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.write(head);
+  const first = await new Promise<string>((r) => sock.once('data', (d: Buffer) => r(d.toString('latin1'))));
+  sock.pause();
+  return {
+    first,
+    drain: () =>
+      new Promise((resolve) => {
+        let bytes = 0;
+        const timer = setTimeout(() => {
+          sock.destroy();
+          resolve({ bytes, closed: false });
+        }, 10_000);
+        sock.on('data', (d: Buffer) => (bytes += d.length));
+        sock.on('close', () => {
+          clearTimeout(timer);
+          resolve({ bytes, closed: true });
+        });
+        sock.resume();
+      }),
+  };
+}
+
+async function flood(): Promise<void> {
+  const r = await modernPost(hub.url, 'flood', 'tools/call', { name: 'f__flood', arguments: { n: FLOOD } });
+  expect(r.body?.result).toBeDefined();
+  await new Promise((r) => setTimeout(r, 1_000)); // the events are written
+}
+
+describe('a stream whose client stops reading', () => {
+  it('a modern listen stream is dropped once it is 8 MiB behind', async () => {
+    const port = new URL(hub.url).port;
+    const body = JSON.stringify(modernBody('L', 'subscriptions/listen', { notifications: { resourceSubscriptions: [URI] } }));
+    const s = await stalledStream(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+        `MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    expect(s.first).toMatch(/^HTTP\/1.1 200/);
+    await flood();
+    const { bytes, closed } = await s.drain();
+    expect(closed).toBe(true);
+    expect(bytes).toBeLessThan(20 * 1024 * 1024);
+  }, 60_000);
+
+  it('so is a legacy GET stream', async () => {
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'stall', version: '1' } } }, headers);
+    const sid = init.headers.get('mcp-session-id')!;
+    const h = { ...headers, 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+    expect((await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: URI } }, h)).body?.result).toEqual({});
+    const port = new URL(hub.url).port;
+    const s = await stalledStream(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\nMCP-Protocol-Version: ${LEGACY_VERSION}\r\n\r\n`);
+    expect(s.first).toMatch(/^HTTP\/1.1 200/);
+    await flood();
+    const { bytes, closed } = await s.drain();
+    expect(closed).toBe(true);
+    expect(bytes).toBeLessThan(20 * 1024 * 1024);
+  }, 60_000);
+});
