@@ -163,8 +163,8 @@ export class Hub implements HubCore {
       validator: this.validator,
       plugins: this.plugins,
     });
-    const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions } = config.listen;
-    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions });
+    const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
+    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal });
   }
 
   static create(config: HubConfig, log: Logger): Hub {

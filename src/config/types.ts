@@ -15,6 +15,8 @@ export interface HubConfig {
     sessionIdleTimeoutMs: number;
     /** Most legacy HTTP sessions at once (the idlest one ends for a new one). */
     maxSessions: number;
+    /** Most legacy HTTP sessions one principal holds (its own idlest one ends for a new one). */
+    maxSessionsPerPrincipal: number;
     /** On SIGTERM, how long calls in flight may take before the upstreams are closed under them. */
     drainTimeoutMs: number;
   };

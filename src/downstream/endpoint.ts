@@ -74,6 +74,7 @@ export function unsupportedLegacyVersion(header: string | undefined): RpcError |
 
 const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
 const DEFAULT_MAX_SESSIONS = 10_000;
+const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100;
 
 /** A session with its GET stream open or a call in flight is in use, however quiet. */
 function busy(s: LegacySession): boolean {
@@ -99,7 +100,7 @@ export class Endpoint {
      * maxPendingPerSession: requests one legacy session may have in flight (back-pressure).
      * sessionIdleTimeoutMs, maxSessions: when legacy HTTP sessions end without a DELETE.
      */
-    private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number } = {},
+    private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number; maxSessionsPerPrincipal?: number } = {},
   ) {
     this.listen = new ListenHub(core);
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
@@ -405,7 +406,7 @@ export class Endpoint {
     if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)) {
       return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
     }
-    if (!stdio && !this.roomForSession()) {
+    if (!stdio && !this.roomForSession(ex.principal)) {
       const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
       await this.recordRefused(req.id, req.method, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 503);
@@ -523,12 +524,37 @@ export class Endpoint {
   }
 
   /** Room for one more session under maxSessions: the one idle longest ends. False if all are busy. */
-  private roomForSession(): boolean {
-    if (this.sessions.size < (this.limits.maxSessions ?? DEFAULT_MAX_SESSIONS)) return true;
-    let idlest: LegacySession | undefined;
-    for (const s of this.sessions.values()) if (!busy(s) && (!idlest || s.lastSeen < idlest.lastSeen)) idlest = s;
-    if (!idlest) return false;
-    this.endSession(idlest.id);
+  /**
+   * Whether `principal` may open another legacy session, making room if it must. A principal at
+   * its own cap gives up its idlest free session; at the hub's cap, the principal holding the
+   * most does. So one client opening sessions in a loop, or holding streams on all of them,
+   * ends or locks out only its own.
+   */
+  private roomForSession(principal: string): boolean {
+    const perPrincipal = this.limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL;
+    const held = new Map<string, number>();
+    for (const s of this.sessions.values()) held.set(s.principal, (held.get(s.principal) ?? 0) + 1);
+    const idlestOf = (who: string): LegacySession | undefined => {
+      let idlest: LegacySession | undefined;
+      for (const s of this.sessions.values()) if (s.principal === who && !busy(s) && (!idlest || s.lastSeen < idlest.lastSeen)) idlest = s;
+      return idlest;
+    };
+    let victim: LegacySession | undefined;
+    if ((held.get(principal) ?? 0) >= perPrincipal) {
+      victim = idlestOf(principal);
+      if (!victim) return false;
+    } else if (this.sessions.size >= (this.limits.maxSessions ?? DEFAULT_MAX_SESSIONS)) {
+      // Largest holders first, and none holding fewer than the requester would (with the one it
+      // asks for): a principal never gains a session at the cost of a smaller one's.
+      const mine = (held.get(principal) ?? 0) + 1;
+      const order = [...held.entries()].map(([who, n]): [string, number] => [who, who === principal ? mine : n]).sort((a, b) => b[1] - a[1]);
+      for (const [who, n] of order) {
+        if (n < mine) break;
+        if ((victim = idlestOf(who))) break;
+      }
+      if (!victim) return false;
+    }
+    if (victim) this.endSession(victim.id);
     return true;
   }
 

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LEGACY_VERSION, legacySession, post, waitForReady } from '../helpers/wire.js';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -69,5 +70,56 @@ describe('legacy sessions that are not ended by their client', () => {
     } finally {
       for (const s of streams) s.abort();
     }
+  }, 20_000);
+});
+
+describe('legacy sessions of several principals at the caps', () => {
+  const ALICE = 'sy_alice-sessions-key-0000000000000000000000000000';
+  const BOB = 'sy_bob-sessions-key-111111111111111111111111111111';
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
+      listen: { maxSessions: 4, maxSessionsPerPrincipal: 3 },
+      servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') },
+    });
+    await waitForReadyWith(hub.url, ['s'], ALICE);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  const headers = (key: string) => ({ ...JSON_HEADERS, authorization: `Bearer ${key}` });
+  async function open(key: string): Promise<{ status: number; sid: string }> {
+    const r = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'caps', version: '1' } } }, headers(key));
+    await sleep(5); // sessions told apart by when they were last seen
+    return { status: r.status, sid: r.headers.get('mcp-session-id') ?? '' };
+  }
+  const list = async (key: string, sid: string) =>
+    (await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, { ...headers(key), 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION })).status;
+
+  it("one principal's sessions give way to its own new ones, never to another principal's", async () => {
+    const b1 = await open(BOB); // left idle: the idlest session of all from here on
+    const [a1, a2, a3] = [await open(ALICE), await open(ALICE), await open(ALICE)];
+    // Alice at her own cap: her idlest session ends, not Bob's older one.
+    const a4 = await open(ALICE);
+    expect(a4.status).toBe(200);
+    expect(await list(ALICE, a1.sid)).toBe(404);
+    // The hub at its cap: Bob's new session takes the place of one of the largest holder's.
+    const b2 = await open(BOB);
+    expect(b2.status).toBe(200);
+    expect(await list(ALICE, a2.sid)).toBe(404);
+    // Alice holding streams on all hers: her next session is refused, Bob's are not taken.
+    const streams = await Promise.all([a3, a4].map(async (a) => {
+      const ac = new AbortController();
+      const res = await fetch(hub.url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${ALICE}`, 'mcp-session-id': a.sid, 'mcp-protocol-version': LEGACY_VERSION }, signal: ac.signal });
+      expect(res.status).toBe(200);
+      return ac;
+    }));
+    try {
+      expect((await open(ALICE)).status).toBe(503);
+    } finally {
+      for (const s of streams) s.abort();
+    }
+    expect(await list(BOB, b1.sid)).toBe(200);
+    expect(await list(BOB, b2.sid)).toBe(200);
   }, 20_000);
 });
