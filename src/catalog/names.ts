@@ -80,6 +80,8 @@ export function candidateName(
 export interface NameStore {
   get(server: string, kind: NameKind, upstreamName: string): string | undefined;
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void;
+  /** Every hub name stored for a server's names of this kind. */
+  held(server: string, kind: NameKind): string[];
 }
 
 export class MemoryNameStore implements NameStore {
@@ -90,6 +92,17 @@ export class MemoryNameStore implements NameStore {
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
     this.map.set(`${server}\0${kind}\0${upstreamName}`, hubName);
   }
+  held(server: string, kind: NameKind): string[] {
+    return heldIn(this.map, server, kind);
+  }
+}
+
+/** The values of a `server\0kind\0name`-keyed map that belong to server and kind. */
+export function heldIn(map: ReadonlyMap<string, string>, server: string, kind: NameKind): string[] {
+  const prefix = `${server}\0${kind}\0`;
+  const out: string[] = [];
+  for (const [k, v] of map) if (k.startsWith(prefix)) out.push(v);
+  return out;
 }
 
 export interface ServerNames {
@@ -137,9 +150,14 @@ export class NameAssigner {
    * Names every upstream name of `servers` (given in config order). Stored assignments win
    * first; new names take their candidate, and on a collision the later one (config order,
    * then upstream order) takes further attempts until unique. New assignments are stored.
+   * `absent`: configured servers not in this listing (down, starting, failing to list): the
+   * names stored for them stay theirs, so no other server takes one while they are away.
    */
-  assign(kind: NameKind, servers: readonly ServerNames[]): Assignment {
+  assign(kind: NameKind, servers: readonly ServerNames[], absent: readonly string[] = []): Assignment {
     const taken = new Map<string, Resolved>();
+    const present = new Set(servers.map((s) => s.id));
+    const reserved = new Set<string>();
+    for (const id of absent) if (!present.has(id)) for (const n of this.store.held(id, kind)) reserved.add(n);
     const names = new Map<string, Map<string, string>>();
     const reasons = new Map<string, RenameReason>(); // by hub name
     const pending: { s: ServerNames; upstreamName: string }[] = [];
@@ -152,7 +170,7 @@ export class NameAssigner {
         if (seen.has(upstreamName)) continue;
         seen.add(upstreamName);
         const stored = this.store.get(s.id, kind, upstreamName);
-        const reason = stored === undefined || taken.has(stored) ? null : this.storedReason(s, upstreamName, stored);
+        const reason = stored === undefined || taken.has(stored) || reserved.has(stored) ? null : this.storedReason(s, upstreamName, stored);
         if (reason === null) {
           pending.push({ s, upstreamName });
           continue;
@@ -165,7 +183,7 @@ export class NameAssigner {
 
     for (const { s, upstreamName } of pending) {
       let c = candidateName(s.id, s.prefix, upstreamName, this.mode);
-      for (let attempt = 1; taken.has(c.name); attempt++) {
+      for (let attempt = 1; taken.has(c.name) || reserved.has(c.name); attempt++) {
         c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);
       }
       names.get(s.id)!.set(upstreamName, c.name);

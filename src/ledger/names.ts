@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
-import type { NameKind, NameStore } from '../catalog/names.js';
+import { heldIn, type NameKind, type NameStore } from '../catalog/names.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 
@@ -37,6 +37,10 @@ export class LedgerNameStore implements NameStore {
 
   get(server: string, kind: NameKind, upstreamName: string): string | undefined {
     return this.map.get(keyOf(server, kind, upstreamName));
+  }
+
+  held(server: string, kind: NameKind): string[] {
+    return heldIn(this.map, server, kind);
   }
 
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {

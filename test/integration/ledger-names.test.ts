@@ -63,4 +63,33 @@ describe('persistent hub names', () => {
       { server: 'b', hub_name: suffixed[0] },
     ]);
   }, 40_000);
+
+  it('a server that is down keeps its names: another one listed meanwhile does not take them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-down-'));
+    const a = fixture(SDK1, dir, { prefix: 'x' });
+    const b = fixture(SDK2, dir, { prefix: 'x' }, join(dir, 'counter-b.json'));
+    hub = await startHub({ servers: { a } }, { dir });
+    await waitForReady(hub.url, ['a']);
+    expect(await toolNames(hub.url)).toContain('x__echo');
+    expect(await hub.stop()).toBe(0);
+
+    // `a` now fails to start (its command exits), while `b` comes up with the same names.
+    const down = { command: process.execPath, args: ['-e', 'process.exit(1)'], prefix: 'x' };
+    hub = await startHub({ servers: { b, a: down } }, { dir });
+    await waitForReady(hub.url, ['b']);
+    const whileDown = await toolNames(hub.url);
+    expect(whileDown).not.toContain('x__echo');
+    expect(whileDown.filter((n) => /^x__echo_[0-9a-f]{8}$/.test(n))).toHaveLength(1);
+    expect(await hub.stop()).toBe(0);
+
+    // Back up: `a` still owns x__echo, `b` keeps the name it was given.
+    hub = await startHub({ servers: { b, a } }, { dir });
+    await waitForReady(hub.url, ['a', 'b']);
+    const both = await toolNames(hub.url);
+    expect(both).toContain('x__echo');
+    expect(both).toEqual(expect.arrayContaining(whileDown.filter((n) => n.startsWith('x__echo_'))));
+    expect(textOf((await modernCall(hub.url, 'back', 'tools/call', { name: 'x__echo', arguments: { text: 'a' } })).body?.result)).toBe('echo:a');
+    const rows = await queryRows(join(dir, 'ledger.db'), { outcome: 'ok' });
+    expect(rows.find((r) => r.requestId === 'back')?.server).toBe('a');
+  }, 60_000);
 });
