@@ -32,4 +32,6 @@ export interface HubCore {
 export interface MessageSink {
   send(msg: object): void;
   readonly closed: boolean;
+  /** false: nothing sent before the answer reaches the client (its Accept had no text/event-stream). */
+  readonly canStream?: boolean;
 }

@@ -52,6 +52,9 @@ export class LegacySession {
     if (!capabilityFor(req.method, this.capabilities, req.params))
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
+    // A question nobody can hear would wait for the upstream's own timeout: refused at once.
+    if (sink.canStream === false)
+      return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header has no text/event-stream`));
     const id = `sy-${++this.nextId}`;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });

@@ -73,7 +73,7 @@ export class PostChannel implements MessageSink {
 
   constructor(
     private readonly res: EdgeResponse,
-    private readonly canStream: boolean,
+    readonly canStream: boolean,
     private readonly headers: Record<string, string> = {},
   ) {}
 

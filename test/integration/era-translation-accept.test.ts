@@ -1,0 +1,30 @@
+/**
+ * A legacy client that declared elicitation but posts a call with `Accept: application/json`
+ * cannot be asked anything on that answer (a server → client request needs the SSE stream).
+ * The hub refuses the upstream's question at once instead of leaving the call waiting for the
+ * upstream's own timeout. The real built hub, the SDK v1 translation fixture, a raw session.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LEGACY_VERSION, post, waitForReady } from '../helpers/wire.js';
+
+let hub: HubProcess;
+beforeAll(async () => {
+  hub = await startHub({ servers: { leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+  await waitForReady(hub.url, ['leg']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+describe('a question for a client that takes only JSON answers', () => {
+  it('is refused at once, and the call ends with that reason', async () => {
+    const both = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: { elicitation: {} }, clientInfo: { name: 'json-only', version: '1' } } }, both);
+    const h = { 'content-type': 'application/json', accept: 'application/json', 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': LEGACY_VERSION };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+    const t0 = Date.now();
+    const r = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'leg__elicit_form', arguments: { who: 'json' } } }, h);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(r.headers.get('content-type')).toMatch(/application\/json/);
+    expect(JSON.stringify(r.body)).toMatch(/Accept header has no text\/event-stream/);
+  }, 20_000);
+});
