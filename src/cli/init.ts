@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
@@ -73,6 +73,8 @@ export const initCommand: CommandModule<object, InitArgs> = {
     }
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, JSON.stringify(starterConfig(file, servers), null, 2) + '\n', { mode: 0o600 });
+    // `mode` applies only to a file created here: one overwritten with --force keeps its own.
+    chmodSync(file, 0o600);
     const out: string[] = [`wrote ${argv.config}: ${summary}`];
     for (const n of notes) out.push(`note: ${n}`);
     try {

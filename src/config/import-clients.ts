@@ -6,7 +6,7 @@
  * Pure: the caller reads the file and writes the result.
  */
 import { homedir } from 'node:os';
-import { basename, dirname, resolve } from 'node:path';
+import { basename, dirname, resolve, sep } from 'node:path';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
 
@@ -86,7 +86,7 @@ export function detectKind(doc: Record<string, unknown>, path: string): ClientKi
   if (isObj(doc.servers) && !isObj(doc.mcpServers)) return 'vscode';
   const p = resolve(path).replaceAll('\\', '/');
   if (p.includes('/.cursor/')) return 'cursor';
-  if (basename(p) === '.mcp.json') return 'claude-code';
+  if (basename(p) === '.mcp.json' || basename(p) === '.claude.json') return 'claude-code';
   return 'claude-desktop';
 }
 
@@ -137,6 +137,40 @@ function vscodeRewriter(path: string, inputs: Map<string, { description?: string
   return rewrite;
 }
 
+/**
+ * Claude Code expands `${VAR}` and `${VAR:-default}` in its entries: both become the hub's
+ * `${env:VAR}` (the hub has no default, so a default is named in a note).
+ */
+function claudeCodeRewriter(notes: string[]): Rewriter {
+  return (s, where) =>
+    s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, dflt: string | undefined) => {
+      if (dflt !== undefined) notes.push(`${where}: "\${${name}:-…}" became "\${env:${name}}": the hub has no defaults, so set ${name} before starting it (the default was "${dflt}").`);
+      return `\${env:${name}}`;
+    });
+}
+
+/**
+ * Cursor's variables: `${env:X}` is the hub's syntax already; `${userHome}` and (in a project's
+ * `.cursor/mcp.json`) `${workspaceFolder}` become paths.
+ */
+function cursorRewriter(path: string, notes: string[]): Rewriter {
+  const dir = dirname(resolve(path));
+  const workspace = basename(dir) === '.cursor' && resolve(dirname(dir)) !== resolve(homedir()) ? dirname(dir) : undefined;
+  return (s, where) =>
+    s.replace(/\$\{([^}]*)\}/g, (m, inner: string) => {
+      if (inner.startsWith('env:')) return m;
+      if (inner === 'userHome') return homedir();
+      if (inner === 'workspaceFolder' && workspace) {
+        notes.push(`${where}: \${workspaceFolder} was replaced by ${workspace}.`);
+        return workspace;
+      }
+      if (inner === 'workspaceFolderBasename' && workspace) return basename(workspace);
+      if (inner === '/' || inner === 'pathSeparator') return sep;
+      notes.push(`${where}: the Cursor variable "${m}" has no hub equivalent here and was kept as text; edit it.`);
+      return m;
+    });
+}
+
 function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewriter, notes: string[]): ImportedServer | undefined {
   const where = `server "${name}"`;
   const str = (v: unknown) => (typeof v === 'string' ? rewrite(v, where) : undefined);
@@ -164,7 +198,12 @@ function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewrite
   } else if (url) {
     out.url = url;
     const headers = map(e.headers);
-    if (headers) out.headers = headers;
+    if (headers) {
+      out.headers = headers;
+      const secrets = Object.entries(headers).filter(([k, v]) => SECRET_KEY.test(k) && !v.includes('${env:'));
+      if (secrets.length)
+        notes.push(`${where} has secret-looking values in headers (${secrets.map(([k]) => k).join(', ')}): consider "\${env:NAME}" so they stay out of the file.`);
+    }
     if (type === 'sse') notes.push(`${where} is an SSE (2024-11-05) server; the hub connects to it with Streamable HTTP, which most such servers also serve.`);
   } else {
     notes.push(`${where} was skipped: it has neither a command nor a url.`);
@@ -185,16 +224,26 @@ export function importClientConfig(text: string, path: string): ImportResult {
   if (!isObj(doc)) throw new ImportError(`${path}: expected a JSON object`);
   const kind = detectKind(doc, path);
   const list = kind === 'vscode' ? doc.servers : doc.mcpServers;
-  if (!isObj(list)) throw new ImportError(`${path}: no "mcpServers" or "servers" object found`);
+  if (!isObj(list) && !(kind === 'claude-code' && isObj(doc.projects))) throw new ImportError(`${path}: no "mcpServers" or "servers" object found`);
   const notes: string[] = [];
   const inputs = new Map<string, { description?: string; password?: boolean }>();
   if (Array.isArray(doc.inputs))
     for (const i of doc.inputs)
       if (isObj(i) && typeof i.id === 'string') inputs.set(i.id, { description: typeof i.description === 'string' ? i.description : undefined, password: i.password === true });
-  const rewrite: Rewriter = kind === 'vscode' ? vscodeRewriter(path, inputs, notes) : (s) => s;
+  const rewrite: Rewriter =
+    kind === 'vscode' ? vscodeRewriter(path, inputs, notes) : kind === 'claude-code' ? claudeCodeRewriter(notes) : kind === 'cursor' ? cursorRewriter(path, notes) : (s) => s;
   const taken = new Set<string>();
   const servers: Record<string, ImportedServer> = {};
-  for (const [name, entry] of Object.entries(list)) {
+  // ~/.claude.json keeps each project's own servers under projects["/path"].mcpServers.
+  const entries: [string, unknown][] = isObj(list) ? Object.entries(list) : [];
+  if (kind === 'claude-code' && isObj(doc.projects))
+    for (const [project, p] of Object.entries(doc.projects))
+      if (isObj(p) && isObj(p.mcpServers))
+        for (const [name, entry] of Object.entries(p.mcpServers)) {
+          notes.push(`server "${name}" comes from the project ${project} (Claude Code starts it only there; the hub serves it everywhere).`);
+          entries.push([name, entry]);
+        }
+  for (const [name, entry] of entries) {
     if (!isObj(entry)) {
       notes.push(`server "${name}" was skipped: not an object.`);
       continue;

@@ -3,7 +3,7 @@
  * VS Code and Cursor files), servers, doctor and tools --format, with and without a daemon.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,7 +43,10 @@ describe('switchyard init', () => {
     const again = await run(['init'], { cwd: d });
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists; pass --force/);
+    // Overwriting a file someone made readable keeps what is written private all the same.
+    chmodSync(join(d, 'hub.config.json'), 0o644);
     expect((await run(['init', '--force'], { cwd: d })).code).toBe(0);
+    expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
   });
 
   it('imports the servers of a Claude Desktop config', async () => {

@@ -1,4 +1,5 @@
 /** Client-config import (pure parts): JSON with comments, detection, ids, VS Code variables. */
+import { homedir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { detectKind, importClientConfig, ImportError, stripJsonc } from '../../src/config/import-clients.js';
 
@@ -24,6 +25,7 @@ describe('importClientConfig', () => {
     expect(detectKind({ servers: {} }, '/w/.vscode/mcp.json')).toBe('vscode');
     expect(detectKind({ mcpServers: {} }, '/home/u/.cursor/mcp.json')).toBe('cursor');
     expect(detectKind({ mcpServers: {} }, '/w/.mcp.json')).toBe('claude-code');
+    expect(detectKind({ mcpServers: {} }, '/home/u/.claude.json')).toBe('claude-code');
     expect(detectKind({ mcpServers: {} }, '/x/claude_desktop_config.json')).toBe('claude-desktop');
   });
 
@@ -55,5 +57,46 @@ describe('importClientConfig', () => {
     expect(() => importClientConfig('not json', 'f.json')).toThrow(ImportError);
     expect(() => importClientConfig('[]', 'f.json')).toThrow(/expected a JSON object/);
     expect(() => importClientConfig('{"x":1}', 'f.json')).toThrow(/no "mcpServers" or "servers"/);
+  });
+
+  it("turns Claude Code's ${VAR} and ${VAR:-default} into ${env:VAR}, naming the default it cannot keep", () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          api: { type: 'http', url: '${API_BASE_URL:-https://api.example.com}/mcp', headers: { Authorization: 'Bearer ${API_KEY}' } },
+          db: { command: 'db-mcp', args: ['--dsn', '${DB_DSN}'] },
+        },
+      }),
+      '/w/.mcp.json',
+    );
+    expect(r.servers.api).toEqual({ url: '${env:API_BASE_URL}/mcp', headers: { Authorization: 'Bearer ${env:API_KEY}' } });
+    expect(r.servers.db!.args).toEqual(['--dsn', '${env:DB_DSN}']);
+    expect(r.notes.join('\n')).toMatch(/set API_BASE_URL before starting it \(the default was "https:\/\/api.example.com"\)/);
+    expect(r.notes.join('\n')).not.toMatch(/secret-looking values in headers/); // an env reference already
+  });
+
+  it("imports the project servers of ~/.claude.json too, saying where they came from", () => {
+    const r = importClientConfig(
+      JSON.stringify({ mcpServers: { user: { command: 'u' } }, projects: { '/src/app': { mcpServers: { proj: { command: 'p' } } }, '/src/empty': {} } }),
+      '/home/u/.claude.json',
+    );
+    expect(r.kind).toBe('claude-code');
+    expect(Object.keys(r.servers)).toEqual(['user', 'proj']);
+    expect(r.notes.join('\n')).toMatch(/"proj" comes from the project \/src\/app/);
+    expect(importClientConfig(JSON.stringify({ projects: { '/a': { mcpServers: { only: { command: 'o' } } } } }), '/home/u/.claude.json').servers).toEqual({ only: { command: 'o' } });
+  });
+
+  it("resolves Cursor's ${userHome} and a project's ${workspaceFolder}; keeps what it cannot, with a note", () => {
+    const project = importClientConfig(JSON.stringify({ mcpServers: { local: { command: 'python', args: ['${workspaceFolder}/server.py', '${userHome}/x', '${env:HOME}'] } } }), '/src/app/.cursor/mcp.json');
+    expect(project.servers.local!.args).toEqual(['/src/app/server.py', expect.stringMatching(/\/x$/), '${env:HOME}']);
+    expect(project.servers.local!.args![1]).not.toContain('${');
+    const global = importClientConfig(JSON.stringify({ mcpServers: { g: { command: 'python', args: ['${workspaceFolder}/s.py'] } } }), `${homedir()}/.cursor/mcp.json`);
+    expect(global.servers.g!.args).toEqual(['${workspaceFolder}/s.py']);
+    expect(global.notes.join('\n')).toMatch(/"\$\{workspaceFolder\}" has no hub equivalent here/);
+  });
+
+  it('notes secret-looking header values written in the clear', () => {
+    const r = importClientConfig(JSON.stringify({ servers: { gh: { type: 'http', url: 'https://x/mcp', headers: { 'X-Api-Key': 'sk-live-123' } } } }), '/w/.vscode/mcp.json');
+    expect(r.notes.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
   });
 });
