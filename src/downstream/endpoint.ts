@@ -176,6 +176,10 @@ export class Endpoint {
     const caps = meta[META_CLIENT_CAPABILITIES];
     if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
       return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
+    // Checked here, whatever serves the request: a legacy upstream would take any level.
+    const level = meta[META_LOG_LEVEL];
+    if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
+      return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${String(level).slice(0, 40)}`) };
     return null;
   }
 
@@ -403,7 +407,8 @@ export class Endpoint {
   }
 
   private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
-    if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)) {
+    // Another principal's session is "not found" here too: its id must not confirm it exists.
+    if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)?.principal === ex.principal) {
       return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {

@@ -134,6 +134,13 @@ describe('bad input at the HTTP endpoint', () => {
     );
   });
 
+  it('a modern logLevel that is no level → -32602 in-band, whichever era serves the tool', async () => {
+    for (const tool of ['legacy__echo', 'modern__echo']) {
+      const r = await post(url, modernBody(12, 'tools/call', { name: tool, arguments: { text: 'a' } }, modernMeta({ 'io.modelcontextprotocol/logLevel': 'bogus' })), modernHeaders('tools/call', tool));
+      expectError(r, 200, -32602);
+    }
+  });
+
   it('an unsupported modern version → 400 with -32022 and data.supported', async () => {
     const v = '2099-01-01';
     const r = await post(url, modernBody(12, 'tools/list', {}, modernMeta({ [META_VERSION]: v })), modernHeaders('tools/list', undefined, v));

@@ -192,6 +192,10 @@ describe('per-user isolation', () => {
     await stream.body?.cancel();
     const del = await fetch(hub.url, { method: 'DELETE', headers: as(ALICE_KEY) });
     expect(del.status).toBe(404);
+    // initialize with it tells Alice nothing either: as with an id nobody holds, she gets a session of her own.
+    const probe = await post(hub.url, { jsonrpc: '2.0', id: 'probe', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'alice', version: '1' } } }, as(ALICE_KEY));
+    expect(probe.status, probe.text).toBe(200);
+    expect(probe.headers.get('mcp-session-id')).not.toBe(sid);
     // Bob's session is untouched.
     const mine = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, as(BOB_KEY));
     expect(mine.status, mine.text).toBe(200);
