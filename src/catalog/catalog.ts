@@ -34,6 +34,8 @@ interface Built extends GroupView {
   /** Every named record, hidden ones included (for `switchyard tools`). */
   all: { hubName: string; h: ServerHandle; record: PartRecord }[];
   templates: { matcher: RegExp; routed: Routed }[];
+  /** Resource URIs some server lists but the hub hides (policy, poisoning): never routed by a template either. */
+  hidden?: Set<string>;
   parts: Part[];
   views: Map<string, GroupView>;
   /** Catalog.toolsEpoch when the lists it was built from were asked for (see readyTool). */
@@ -259,8 +261,10 @@ export class Catalog extends EventEmitter {
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
-    const exact = (await this.build('resources', view.principal)).byHubName.get(uri);
+    const resources = await this.build('resources', view.principal);
+    const exact = resources.byHubName.get(uri);
     if (exact && ok(exact.server)) return exact.server;
+    if (resources.hidden?.has(uri)) return undefined;
     for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     return undefined;
   }
@@ -387,6 +391,7 @@ export class Catalog extends EventEmitter {
     const items: Record<string, unknown>[] = [];
     const all: Built['all'] = [];
     const templates: Built['templates'] = [];
+    let hidden: Set<string> | undefined;
     if (kind === 'tools' || kind === 'prompts') {
       const nameKind = kind === 'tools' ? 'tool' : 'prompt';
       const assigned = this.names.assign(
@@ -410,7 +415,10 @@ export class Catalog extends EventEmitter {
       // Resources keep their URIs; the first server in config order wins a collision.
       for (const { h, records } of parts) {
         for (const r of records) {
-          if (r.hidden) continue;
+          if (r.hidden) {
+            if (kind === 'resources') (hidden ??= new Set()).add(r.upstreamName);
+            continue;
+          }
           const uri = r.upstreamName;
           if (byHubName.has(uri)) {
             this.log.warn({ server: h.id, uri, owner: byHubName.get(uri)!.server.id }, 'duplicate resource URI hidden');
@@ -426,7 +434,7 @@ export class Catalog extends EventEmitter {
         }
       }
     }
-    return { key, items, byHubName, all, templates, parts, snapshot: shortHash(key), views: new Map(), epoch };
+    return { key, items, byHubName, all, templates, hidden, parts, snapshot: shortHash(key), views: new Map(), epoch };
   }
 
   /** What one group shows of an aggregate (memoised with it). */
