@@ -299,14 +299,18 @@ export class Catalog extends EventEmitter {
 
   private hints(b: Built): { ttlMs: number; scope: 'public' | 'private' } {
     let ttlMs = Infinity;
+    let untilNotified = false;
     let scope: 'public' | 'private' = 'public';
     for (const p of b.parts) {
-      ttlMs = Math.min(ttlMs, this.cache.remainingMs(p.e));
+      const left = this.cache.remainingMs(p.e);
+      if (Number.isFinite(left)) ttlMs = Math.min(ttlMs, left);
+      else untilNotified = true;
       // A list fetched with a principal's own credentials is that principal's.
       if (p.e.scope === 'private' || p.conn.credential !== '') scope = 'private';
     }
-    // Nothing but a notification revalidates an entry kept until list_changed: clients should ask again.
-    if (!Number.isFinite(ttlMs)) ttlMs = 0;
+    // Nothing but a notification revalidates a part kept until list_changed: a client that does
+    // not listen must ask again, however long the other parts stay fresh.
+    if (untilNotified || !Number.isFinite(ttlMs)) ttlMs = 0;
     return { ttlMs, scope };
   }
 
@@ -365,7 +369,8 @@ export class Catalog extends EventEmitter {
     let key = '';
     let creds = '';
     for (const p of parts) {
-      key += `${p.h.id}:${p.e.version}.${this.pinGen}|`;
+      // The scope is part of what a snapshot is: every page of one list carries the same one.
+      key += `${p.h.id}:${p.e.version}.${this.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
       if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
     }
     const memoKey = `${kind}\0${creds}`;

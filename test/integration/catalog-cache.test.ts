@@ -55,6 +55,31 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect(a.ttlMs).toBe(0);
   });
 
+  it('a part kept until list_changed makes the aggregate ttlMs 0, however long the others stay fresh', async () => {
+    const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
+    const l = await fixture('l', { ERA: 'legacy' });
+    const c = catalogOf([
+      { id: 'm', config: serverConfig('m'), upstream: m.upstream },
+      { id: 'l', config: serverConfig('l'), upstream: l.upstream },
+    ]);
+    expect((await c.aggregate('tools', {})).ttlMs).toBe(0);
+    const alone = catalogOf([{ id: 'm', config: serverConfig('m'), upstream: m.upstream }]);
+    expect((await alone.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
+  });
+
+  it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
+    const f = await fixture('f', { LIST_TTL_MS: '0', SCOPE_FLIP: '1' });
+    const c = catalogOf([{ id: 'f', config: serverConfig('f'), upstream: f.upstream }]);
+    const a = await c.aggregate('tools');
+    const b = await c.aggregate('tools');
+    expect(names(a.items)).toEqual(names(b.items));
+    expect([a.scope, b.scope].sort()).toEqual(['private', 'public']);
+    expect(a.snapshot).not.toBe(b.snapshot);
+    const again = await c.aggregate('tools');
+    expect(again.scope).toBe(a.scope);
+    expect(again.snapshot).toBe(a.snapshot);
+  });
+
   it('concurrent misses share one upstream fetch', async () => {
     const f = await fixture('s', { LIST_TTL_MS: '0', LIST_DELAY_MS: '200' });
     const c = catalogOf([{ id: 's', config: serverConfig('s'), upstream: f.upstream }]);
