@@ -117,7 +117,7 @@ export class HttpBridge {
     if (modern && c.kind === 'notification') {
       // Modern HTTP has no client notifications: cancelling is closing the request's stream.
       if (c.msg.method === 'notifications/cancelled') {
-        const f = this.inflight.get(String(c.msg.params?.requestId));
+        const f = this.inflight.get(inflightKey(c.msg.params?.requestId));
         if (f) {
           f.cancelled = true;
           f.ac.abort();
@@ -126,6 +126,12 @@ export class HttpBridge {
       return;
     }
     let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
+    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') {
+      // A legacy cancel goes to the hub, which ends the request's answer with nothing: that is
+      // the answer the client expects now, not an error.
+      const f = this.inflight.get(inflightKey(c.msg.params?.requestId));
+      if (f) f.cancelled = true;
+    }
     if (c.kind !== 'request') {
       const a = await this.http.post(body, { headers }).catch((err: Error) => {
         this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
@@ -136,14 +142,14 @@ export class HttpBridge {
     }
     const id = c.msg.id;
     const f: Inflight = { ac: new Canceller(), answered: false, cancelled: false };
-    const key = String(id);
+    const key = inflightKey(id);
     this.inflight.set(key, f);
     let a: HttpAnswer | undefined;
     let negotiated: string | undefined;
     if (c.msg.method === 'initialize' && !modern) this.initBody = body;
     const usedSession = this.sessionId;
     const onMessage = (m: Classified): void => {
-      if (m.kind === 'response' && String(m.msg.id) === key) {
+      if (m.kind === 'response' && inflightKey(m.msg.id) === key) {
         f.answered = true;
         const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
         if (typeof v === 'string') negotiated = v;
@@ -276,4 +282,9 @@ export class HttpBridge {
       if (a && a.status < 300) attempt = -1; // a stream that worked and ended: start counting again
     }
   }
+}
+
+/** A request id as a map key that keeps its type: the string "7" and the number 7 are two ids. */
+function inflightKey(id: unknown): string {
+  return typeof id === 'number' ? `n:${id}` : `s:${String(id)}`;
 }

@@ -10,7 +10,9 @@ import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/clien
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { spawn } from 'node:child_process';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LineClient } from '../helpers/line-client.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -129,6 +131,24 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
       await second?.stop();
     }
   }, 60_000);
+
+  it('sends nothing for a request the legacy client cancelled, and tells a string id from a number', async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'cancel', version: '1' } } });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 1500 } } }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: '5', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 300 } } }));
+      await new Promise((r) => setTimeout(r, 300));
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'user' } }));
+      // The string id's call is not the one cancelled: it is answered.
+      expect((await c.next((m) => m.id === '5')).result.content[0].text).toBe('slept 300');
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(c.received.filter((m) => m.id === 5)).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  });
 
   it('answers a request with an error when the daemon is not there', async () => {
     const client = new ClientV1({ name: 'bridge-nowhere', version: '1.0.0' });
