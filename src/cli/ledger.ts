@@ -240,7 +240,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     builder: (y) =>
       y
         .option('db', { type: 'string', describe: 'Ledger file (default: ledger.path from the config)' })
-        .option('config', { type: 'string', describe: 'Config file to read ledger.path from (default hub.config.json)' })
+        .option('config', { alias: 'c', type: 'string', describe: 'Config file to read ledger.path from (default hub.config.json)' })
         .command(query as unknown as CommandModule)
         .command(tail as unknown as CommandModule)
         .command(stats as unknown as CommandModule)

@@ -98,7 +98,8 @@ async function list(a: ListArgs): Promise<void> {
   } catch (e) {
     if (!(e instanceof NoDaemonError || e instanceof DaemonError)) throw e;
     err(`${e.message}\n`);
-    process.exitCode = 1;
+    // As `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
+    process.exitCode = e instanceof NoDaemonError ? 3 : 1;
   }
 }
 

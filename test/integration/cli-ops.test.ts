@@ -161,6 +161,10 @@ describe('servers, doctor and tools without a daemon', () => {
     const r = await run(['servers'], { cwd: free });
     expect(r.code).toBe(3);
     expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+    // `tools` says it the same way, with the same exit code.
+    const t = await run(['tools'], { cwd: free });
+    expect(t.code).toBe(3);
+    expect(t.stderr).toBe(r.stderr);
   });
 
   it('start on a port in use says so in one line and exits 1', async () => {

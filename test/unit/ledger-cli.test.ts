@@ -226,6 +226,8 @@ describe('switchyard ledger CLI', () => {
     await ledger.record(begin(), end());
     const r = await cli(['ledger', 'query', '--config', join(t.dir, 'etc', 'hub.config.json'), '--json']);
     expect(r.out.trimEnd().split('\n')).toHaveLength(1);
+    // -c, as every other command takes it.
+    expect(await cli(['ledger', 'query', '-c', join(t.dir, 'etc', 'hub.config.json'), '--json'])).toMatchObject({ code: 0, out: r.out });
 
     writeFileSync(join(t.dir, 'broken.json'), '{ nope');
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger: cannot read/) });
