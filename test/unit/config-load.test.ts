@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, configProblems, loadConfig, parseConfig } from '../../src/config/load.js';
+import { ConfigError, configProblems, duplicateKeys, loadConfig, parseConfig } from '../../src/config/load.js';
 
 const NO_ENV = {};
 
@@ -374,5 +374,27 @@ describe('URLs', () => {
       'auth.oauth.audience: not a valid http(s) URL',
     ]);
     expect(problems.join('\n')).not.toMatch(/SECRET|::1|a b/);
+  });
+});
+
+describe('keys given twice', () => {
+  it('are a problem at their path (JSON.parse would keep the last silently); values are never quoted', () => {
+    expect(duplicateKeys('{"servers":{"s":{"command":"a"},"s":{"url":"http://SECRET@x/mcp"}},"listen":{},"listen":{"port":1}}')).toEqual([
+      'servers.s: the key appears more than once in its object (remove or rename one)',
+      'listen: the key appears more than once in its object (remove or rename one)',
+    ]);
+    expect(duplicateKeys('{"a":[{"x":1,"x":2},{"x":"\\"}\\\\"}],"b":{"a":1},"c":"{\\"c\\":1,\\"c\\":2}"}')).toEqual(['a[0].x: the key appears more than once in its object (remove or rename one)']);
+    expect(duplicateKeys('{"servers":{"a":{"command":"x"},"b":{"command":"x"}},"e":{},"f":[]}')).toEqual([]);
+  });
+
+  it('stop loadConfig, naming every one', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-config-twice-')), 'twice.json');
+    writeFileSync(file, '{"servers":{"s":{"command":"a"},"s":{"command":"b"}}}');
+    expect(() => loadConfig(file)).toThrow(ConfigError);
+    try {
+      loadConfig(file);
+    } catch (e) {
+      expect((e as ConfigError).problems).toEqual(['servers.s: the key appears more than once in its object (remove or rename one)']);
+    }
   });
 });
