@@ -4,7 +4,7 @@ import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
 import { toolFilter } from './filters.js';
 import type { ListKind } from './lists.js';
-import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
+import { checkPins, hashDefinition, pinnedDefinition, pinScope, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
 
 /**
  * One upstream's list as the hub exposes it: allow/deny, annotations the hub can stand behind,
@@ -24,6 +24,8 @@ export interface PartServer {
   id: string;
   config: ServerConfig;
   era: string | undefined;
+  /** The list was fetched with this principal's own credentials: it is pinned as theirs. */
+  principal?: string;
 }
 
 export interface PartRecord {
@@ -93,12 +95,12 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   if (kind === 'tools' && live.length) {
     const { verdicts, events } = checkPins(
       deps.pins,
-      { id: s.id, autoApprove: trusted && s.config.autoApprove === true },
+      { id: pinScope(s.id, s.principal), autoApprove: trusted && s.config.autoApprove === true },
       live.map((r) => ({ name: r.upstreamName, def: hashDefinition(pinnedDefinition(r.upstream)) })),
       deps.now(),
       deps.previous,
     );
-    for (const e of events) deps.report(e);
+    for (const e of events) deps.report(s.principal === undefined ? e : { ...e, server: s.id, principal: s.principal });
     for (const r of live) {
       r.pin = verdicts.get(r.upstreamName);
       if (r.pin && r.pin.state !== 'approved') {

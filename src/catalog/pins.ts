@@ -100,6 +100,24 @@ export interface PinEvent {
   renamedFrom?: string;
   hash: string;
   previousHash?: string | null;
+  /** The list was a principal's own (per-principal credentials): its pins are that principal's. */
+  principal?: string;
+}
+
+/**
+ * The pin table's `server` of a list: the server id, or `<id>~<principal>` for a list a
+ * principal fetched with its own credentials. Such lists may differ by design (an upstream
+ * tailors tools to the user), so each is pinned on its own: one user's definition is never
+ * judged a change of another's. Server ids never hold "~".
+ */
+export function pinScope(server: string, principal?: string): string {
+  return principal === undefined ? server : `${server}~${principal}`;
+}
+
+/** The server and principal of a pin table `server` (see pinScope). */
+export function scopeOf(pinServer: string): { server: string; principal?: string } {
+  const i = pinServer.indexOf('~');
+  return i < 0 ? { server: pinServer } : { server: pinServer.slice(0, i), principal: pinServer.slice(i + 1) };
 }
 
 export interface PinServer {

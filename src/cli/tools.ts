@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
-import type { PinRecord } from '../catalog/pins.js';
+import { scopeOf, type PinRecord } from '../catalog/pins.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
@@ -128,7 +128,8 @@ function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefin
     process.exitCode = 1;
     return undefined;
   }
-  const servers = new Set(recs.map((r) => r.server));
+  // One server's tool as its principals' own lists pin it (`<id>~<principal>`) is still one server's.
+  const servers = new Set(recs.map((r) => scopeOf(r.server).server));
   if (a.name !== undefined && servers.size > 1) {
     err(`${a.name} names tools of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
     process.exitCode = 2;

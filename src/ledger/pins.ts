@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
-import type { PinRecord, PinStore } from '../catalog/pins.js';
+import { scopeOf, type PinRecord, type PinStore } from '../catalog/pins.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 
@@ -168,7 +168,8 @@ function keyOf(server: string, tool: string): string {
  * "server/tool", or an upstream tool name; `server` narrows it. No name: every row of `server`.
  */
 export function matchPins(db: Database, name: string | undefined, server: string | undefined): PinRecord[] {
-  const all = readPins(db).filter((r) => server === undefined || r.server === server);
+  // A server's pins include those of its principals' own lists (`<id>~<principal>`, pinScope).
+  const all = readPins(db).filter((r) => server === undefined || r.server === server || r.server.startsWith(`${server}~`));
   if (name === undefined) return all;
   const byHub = new Set<string>();
   const hasNames = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'names'`).get();
@@ -178,9 +179,9 @@ export function matchPins(db: Database, name: string | undefined, server: string
   const slash = name.indexOf('/');
   return all.filter(
     (r) =>
-      byHub.has(keyOf(r.server, r.tool)) ||
+      byHub.has(keyOf(scopeOf(r.server).server, r.tool)) ||
       r.tool === name ||
-      (slash > 0 && r.server === name.slice(0, slash) && r.tool === name.slice(slash + 1)),
+      (slash > 0 && (r.server === name.slice(0, slash) || scopeOf(r.server).server === name.slice(0, slash)) && r.tool === name.slice(slash + 1)),
   );
 }
 

@@ -7,8 +7,17 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { execFile } from 'node:child_process';
+import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+
+async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 const ALICE_KEY = 'sy_alice-partition-key-0000000000000000000000000';
 const BOB_KEY = 'sy_bob-partition-key-1111111111111111111111111111111';
@@ -63,13 +72,6 @@ describe('private list partitions by upstream authorization context', () => {
 
   it("a principal's own connection listens too: a change said on it reaches that principal's list before the list's ttl", async () => {
     const stats = async () => (await (await fetch(new URL('/stats', up.url))).json()) as { listening?: Record<string, number> };
-    const until = async (what: string, ok: () => Promise<boolean>) => {
-      const deadline = Date.now() + 10_000;
-      while (!(await ok())) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
     expect(names(await list(ALICE_KEY))).toEqual(['u__alice_only']);
     await until("alice's listen stream", async () => ((await stats()).listening?.alice ?? 0) >= 1);
     await fetch(new URL('/grow?user=alice', up.url), { method: 'POST' });
@@ -82,5 +84,55 @@ describe('private list partitions by upstream authorization context', () => {
     config.servers.u.credentials.bob!.headers['x-rotated'] = '1';
     writeFileSync(hub.configFile, JSON.stringify(config));
     await until("alice's stream to end", async () => ((await stats()).listening?.alice ?? 0) === 0);
+  });
+});
+
+describe('pins of lists that differ by credential', () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  beforeAll(async () => {
+    up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { REPORT: '1' });
+    hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
+      servers: {
+        u: {
+          url: up.url,
+          credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } },
+        },
+      },
+    });
+    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  const tools = async (key: string): Promise<Json[]> => {
+    const r = await post(hub.url, modernBody(1, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` });
+    if (!r.body?.result) throw new Error(`${r.status} ${r.text}`);
+    return r.body.result.tools as Json[];
+  };
+
+  it("each principal's own definition is pinned as theirs: neither is quarantined as a change of the other's", async () => {
+    const alice = await tools(ALICE_KEY);
+    const bob = await tools(BOB_KEY);
+    expect(alice.find((t) => t.name === 'u__report')?.description).toBe('The weekly report of alice');
+    expect(bob.find((t) => t.name === 'u__report')?.description).toBe('The weekly report of bob');
+    // And again, in the other order: still both, nothing held back.
+    expect((await tools(ALICE_KEY)).map((t) => t.name)).toContain('u__report');
+    expect(hub.logs.join('\n')).not.toMatch(/tool quarantined/);
+  });
+
+  it("a change of one principal's definition holds it back for that principal only, until `tools approve --server` takes it", async () => {
+    await fetch(new URL('/redescribe?user=alice', up.url), { method: 'POST' });
+    await until("alice's report to be held back", async () => !(await tools(ALICE_KEY)).some((t) => t.name === 'u__report'));
+    expect((await tools(BOB_KEY)).find((t) => t.name === 'u__report')?.description).toBe('The weekly report of bob');
+    expect(hub.logs.some((l) => l.includes('tool quarantined') && l.includes('"principal":"alice"') && l.includes('"server":"u"'))).toBe(true);
+    const approved = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [BIN, 'tools', 'approve', '--server', 'u', '--config', hub.configFile], { cwd: ROOT }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+    );
+    expect(approved).toMatch(/approved u~alice\/report \(changed\)/);
+    await until("alice's report to be back", async () => (await tools(ALICE_KEY)).some((t) => t.name === 'u__report' && String(t.description).endsWith('now with more')));
   });
 });
