@@ -127,6 +127,7 @@ export class HttpServer {
       return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Forbidden: Host or Origin not allowed')));
     }
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (this.cors(req, res, path)) return;
     const gate = this.opts.gate;
     if (path.startsWith('/.well-known/oauth-protected-resource') && req.method === 'GET') {
       const doc = gate?.auth.metadataFor(path);
@@ -202,6 +203,33 @@ export class HttpServer {
       stream: () => new SseStream(res),
     };
     await this.endpoint.message(c, ex);
+  }
+
+  /**
+   * CORS for the origins listed in `listen.allowedOrigins` (never for the loopback origins
+   * allowed by default: any local web page would reach an unauthenticated hub). Answers a
+   * preflight of an MCP path itself (true); otherwise marks the answer readable by that origin.
+   * The preflight carries no credential: the request it announces is authenticated as usual.
+   */
+  private cors(req: EdgeRequest, res: EdgeResponse, path: string): boolean {
+    const origin = header(req, 'origin');
+    if (origin === undefined || !this.opts.allowedOrigins.includes(origin)) return false;
+    res.setHeader('access-control-allow-origin', origin);
+    res.setHeader('vary', 'Origin');
+    if (req.method !== 'OPTIONS' || !MCP_PATH.test(path)) {
+      res.setHeader('access-control-expose-headers', 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate');
+      return false;
+    }
+    const asked = header(req, 'access-control-request-headers');
+    res.writeHead(204, {
+      'access-control-allow-methods': 'GET, POST, DELETE',
+      // Whatever it announces (Mcp-Param-* names vary by tool), if it is a list of header names.
+      ...(asked && /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+(\s*,\s*[!#$%&'*+\-.^_`|~0-9A-Za-z]+)*$/.test(asked.trim()) ? { 'access-control-allow-headers': asked.trim() } : {}),
+      'access-control-max-age': '600',
+      'content-length': '0',
+    });
+    res.end();
+    return true;
   }
 
   /** An authenticated request refused before its body was parsed: recorded, then answered. */

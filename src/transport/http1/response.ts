@@ -62,6 +62,9 @@ export class Http1Response implements EdgeResponse {
   private chunked = false;
   private closeListeners: (() => void)[] | undefined;
   private closed = false;
+  /** Header lines set before the head (setHeader), and whether they are all ASCII. */
+  private preset = '';
+  private presetAscii = true;
 
   constructor(private readonly owner: ResponseOwner) {}
 
@@ -87,10 +90,20 @@ export class Http1Response implements EdgeResponse {
         }
       }
     this.status = status;
-    this.lines = lines;
+    this.lines = this.preset + lines;
     this.hasLength = length;
-    this.asciiHead = ascii;
+    this.asciiHead = ascii && this.presetAscii;
     this.headersSent = true;
+    return this;
+  }
+
+  setHeader(name: string, value: string): this {
+    if (this.headersSent) throw new Error('setHeader after the head was sent');
+    if (!TOKEN.test(name)) throw new InvalidHeaderError(name);
+    if (BAD_VALUE.test(value)) throw new InvalidHeaderError(name);
+    if (NON_ASCII.test(value)) this.presetAscii = this.asciiHead = false;
+    this.preset += `${name}: ${value}\r\n`;
+    this.lines += `${name}: ${value}\r\n`; // a head written without writeHead has them too
     return this;
   }
 

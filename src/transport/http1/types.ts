@@ -18,6 +18,8 @@ export interface EdgeResponse {
   readonly writableEnded: boolean;
   readonly writableFinished: boolean;
   writeHead(status: number, headers?: OutgoingHttpHeaders): this;
+  /** A header for whatever head is written later (as node:http's setHeader). */
+  setHeader(name: string, value: string): unknown;
   /** Send the head now (an SSE stream that has nothing to say yet). */
   flushHeaders(): void;
   write(chunk: string | Buffer): boolean;
