@@ -38,8 +38,21 @@ export class Subscriptions {
     return emptied;
   }
 
+  /**
+   * Who is told that `uri` changed: its own subscribers, and those of a URI it is a sub-resource
+   * of (an update may name one, digest §4: `file:///dir/a` for a subscription to `file:///dir`
+   * or `file:///dir/`).
+   */
   subscribers(server: string, uri: string): ReadonlySet<string> {
-    return this.byUri.get(`${server}\0${uri}`) ?? new Set();
+    const exact = this.byUri.get(`${server}\0${uri}`);
+    const prefix = `${server}\0`;
+    let all: Set<string> | undefined;
+    for (const [k, s] of this.byUri) {
+      if (s === exact || !k.startsWith(prefix)) continue;
+      const parent = k.slice(prefix.length);
+      if (isSubResource(uri, parent)) for (const who of s) (all ??= new Set(exact)).add(who);
+    }
+    return all ?? exact ?? new Set();
   }
 
   /** The URIs of one server that have at least one subscriber (a modern upstream's listen filter). */
@@ -47,4 +60,10 @@ export class Subscriptions {
     const prefix = `${server}\0`;
     return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
   }
+}
+
+/** `uri` lies under `parent`: a path below it (at a "/" boundary), not merely a longer name. */
+export function isSubResource(uri: string, parent: string): boolean {
+  if (parent === '' || uri.length <= parent.length || !uri.startsWith(parent)) return false;
+  return parent.endsWith('/') || uri[parent.length] === '/';
 }

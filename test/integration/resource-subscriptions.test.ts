@@ -94,6 +94,22 @@ describe('resource subscriptions', () => {
     await c.close();
   });
 
+  it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {
+    const c = await client();
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await c.listen({ resourceSubscriptions: ['leg://doc', 'mod://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['leg://doc', 'mod://doc']);
+    await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc/part' } });
+    await c.callTool({ name: 'mod__touch', arguments: { uri: 'mod://doc/part' } });
+    await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://docs' } }); // a longer name, not below it
+    await expect.poll(() => [...updates].sort(), { timeout: 2000, interval: 20 }).toEqual(['leg://doc/part', 'mod://doc/part']);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(updates).not.toContain('leg://docs');
+    await sub.close();
+    await c.close();
+  });
+
   it('a group endpoint honours only the subscriptions of its own servers', async () => {
     const c = await client('/mcp/onlyMod');
     const sub = await c.listen({ resourceSubscriptions: ['leg://doc', 'mod://doc'] });
