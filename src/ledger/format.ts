@@ -29,6 +29,8 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
     argsHash: r.argsHash,
     args: parseOrText(r.argsJson),
     result: parseOrText(r.resultJson),
+    // The row's link in the hash chain: an export can be held against the database later.
+    hash: r.hash,
   };
 }
 

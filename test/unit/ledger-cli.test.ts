@@ -146,9 +146,15 @@ describe('switchyard ledger CLI', () => {
     const objs = jsonl.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { id: number; outcome: string });
     expect(objs).toHaveLength(7);
     expect(objs.map((o) => o.id)).toEqual([...objs.map((o) => o.id)].sort((a, b) => a - b));
+    // Each finished row carries its chain link, so an export can be held against the database later.
+    const finished = objs.filter((o) => o.outcome !== 'in_flight') as { hash?: unknown; seq?: unknown }[];
+    expect(finished.length).toBeGreaterThan(0);
+    for (const o of finished) expect(o.hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(objs.find((o) => o.outcome === 'in_flight')).toMatchObject({ hash: null, seq: null });
     const csv = await cli(['ledger', 'export', '--db', t.db, '--format', 'csv', '--server', 'mem']);
     const lines = csv.out.trimEnd().split('\n');
     expect(lines[0].split(',').slice(0, 4)).toEqual(['id', 'seq', 'ts', 'requestId']);
+    expect(lines[0].split(',').at(-1)).toBe('hash');
     expect(lines).toHaveLength(4);
     expect(lines[1]).toContain('"{""q"":""say \\""hi\\"", ok""}"');
     const bad = await cli(['ledger', 'export', '--db', t.db, '--format', 'xml']).catch((e: Error) => e);
