@@ -150,8 +150,8 @@ export class NameAssigner {
    * Names every upstream name of `servers` (given in config order). Stored assignments win
    * first; new names take their candidate, and on a collision the later one (config order,
    * then upstream order) takes further attempts until unique. New assignments are stored.
-   * `absent`: configured servers not in this listing (down, starting, failing to list): the
-   * names stored for them stay theirs, so no other server takes one while they are away.
+   * `absent`: configured servers not in this listing (down, starting, failing to list): no new
+   * name is given that is stored for one of them, so none is taken while they are away.
    */
   assign(kind: NameKind, servers: readonly ServerNames[], absent: readonly string[] = []): Assignment {
     const taken = new Map<string, Resolved>();
@@ -170,7 +170,9 @@ export class NameAssigner {
         if (seen.has(upstreamName)) continue;
         seen.add(upstreamName);
         const stored = this.store.get(s.id, kind, upstreamName);
-        const reason = stored === undefined || taken.has(stored) || reserved.has(stored) ? null : this.storedReason(s, upstreamName, stored);
+        // A reservation only keeps new assignments off an absent server's names: a name stored
+        // for this server is its own (the absent one may have dropped that tool long ago).
+        const reason = stored === undefined || taken.has(stored) ? null : this.storedReason(s, upstreamName, stored);
         if (reason === null) {
           pending.push({ s, upstreamName });
           continue;

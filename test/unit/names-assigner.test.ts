@@ -156,6 +156,35 @@ describe('NameAssigner', () => {
     );
   });
 
+  it("while a server is away no new name takes one of its own, and no present server's stored name changes", () => {
+    fc.assert(
+      fc.property(fc.tuple(server('a'), server('b'), server('c'), server('d')), mode, ([A, B, C, D], m) => {
+        const store = new MemoryNameStore();
+        const before = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, B, C]));
+        // B is down; D is new.
+        const away = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, C, D], ['b']));
+        for (const [key, hub] of away) if (!key.startsWith('d\0')) expect(hub).toBe(before.get(key));
+        const bNames = new Set([...before].filter(([k]) => k.startsWith('b\0')).map(([, v]) => v));
+        for (const [key, hub] of away) if (key.startsWith('d\0')) expect(bNames.has(hub)).toBe(false);
+        // B is back: every name as it was.
+        const back = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, B, C, D]));
+        for (const [key, hub] of before) expect(back.get(key)).toBe(hub);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('a name an absent server once had, for a tool it dropped, stays with the server that has it now', () => {
+    const store = new MemoryNameStore();
+    const names = (a: Assignment, id: string) => Object.fromEntries(a.names.get(id) ?? []);
+    new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: '', names: ['x'] }]);
+    const moved = new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: '', names: [] }, { id: 'b', prefix: '', names: ['x'] }]);
+    expect(names(moved, 'b')).toEqual({ x: 'x' });
+    // a is down now: b keeps x, before and after a is back.
+    expect(names(new NameAssigner({ store }).assign('tool', [{ id: 'b', prefix: '', names: ['x'] }], ['a']), 'b')).toEqual({ x: 'x' });
+    expect(names(new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: '', names: [] }, { id: 'b', prefix: '', names: ['x'] }]), 'b')).toEqual({ x: 'x' });
+  });
+
   it('keeps earlier names when a server is appended, even without a store', () => {
     fc.assert(
       fc.property(fc.tuple(server('a'), server('b'), server('c'), server('d')), mode, ([A, B, C, D], m) => {
