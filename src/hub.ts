@@ -222,15 +222,14 @@ export class Hub implements HubCore {
       if (e.blocked) record('catalog/quarantine', 'denied', `poisoning ${message}`);
       return;
     }
-    const whose = e.principal === undefined ? '' : ` (in the list of ${e.principal}'s own credentials)`;
-    const what = `${e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved'}${whose}`;
+    const what = e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved';
     const pins = `pin ${e.previousHash ? e.previousHash.slice(0, 12) : '(none)'} -> ${e.hash.slice(0, 12)}`;
     if (e.kind === 'auto-approved') {
       this.log.info({ server: e.server, tool: e.tool, reason: e.reason }, 'tool change approved automatically (trusted server)');
       return record('catalog/auto-approve', 'ok', `${what}; ${pins}`);
     }
     const block = (this.config.policy?.pinning ?? 'block') === 'block';
-    this.log.warn({ server: e.server, principal: e.principal, tool: e.tool, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? 'tool quarantined: hidden until approved (switchyard tools approve)' : 'tool definition changed: passed with a warning');
+    this.log.warn({ server: e.server, tool: e.tool, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? 'tool quarantined: hidden until approved (switchyard tools approve)' : 'tool definition changed: passed with a warning');
     record('catalog/quarantine', block ? 'denied' : 'ok', `${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
   }
 

@@ -10,7 +10,7 @@ import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists
 import { templateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
-import { MemoryPinStore, scopeOf, type PinEvent, type PinStore } from './pins.js';
+import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
 import { ListenManager } from './upstream-listen.js';
 
@@ -114,7 +114,7 @@ export class Catalog extends EventEmitter {
     this.pins.onExternalChange?.((changed) => {
       this.pinGen++;
       for (const r of changed)
-        if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash) opts.report?.({ kind: 'approved', ...scopeOf(r.server), tool: r.tool, hash: r.hash });
+        if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash) opts.report?.({ kind: 'approved', server: r.server, tool: r.tool, hash: r.hash });
       log.info({ changed: changed.length }, 'tool pins changed outside the hub (an approval); lists rebuilt');
       this.emit('changed', 'tools');
     });
@@ -336,10 +336,9 @@ export class Catalog extends EventEmitter {
         // server has no history of its own (its tools may differ from everyone else's).
         const before = old ? await old.records.catch(() => undefined) : undefined;
         const previous = before ? new Set(before.map((r) => r.upstreamName)) : conn.credential === '' ? undefined : new Set<string>();
-        // A principal's own list is pinned as theirs (see pinScope).
-        const principal = conn.credential.startsWith('principal:') ? conn.credential.slice('principal:'.length) : undefined;
-        return buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era, principal }, e.items, {
+        return buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
           previous,
+          ownList: conn.credential !== '',
           pins: this.pins,
           plugins: this.opts.plugins,
           policy: this.policy,

@@ -4,7 +4,7 @@ import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
 import { toolFilter } from './filters.js';
 import type { ListKind } from './lists.js';
-import { checkPins, hashDefinition, pinnedDefinition, pinScope, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
+import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
 
 /**
  * One upstream's list as the hub exposes it: allow/deny, annotations the hub can stand behind,
@@ -24,8 +24,6 @@ export interface PartServer {
   id: string;
   config: ServerConfig;
   era: string | undefined;
-  /** The list was fetched with this principal's own credentials: it is pinned as theirs. */
-  principal?: string;
 }
 
 export interface PartRecord {
@@ -55,6 +53,8 @@ export interface PartDeps {
   report(e: PinEvent | PoisonEvent): void;
   /** The names of this list last time (see checkPins); undefined = unknown. */
   previous?: ReadonlySet<string>;
+  /** Fetched with a principal's own credentials: it may show that principal's version of a tool. */
+  ownList?: boolean;
 }
 
 export interface PoisonEvent {
@@ -95,12 +95,13 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   if (kind === 'tools' && live.length) {
     const { verdicts, events } = checkPins(
       deps.pins,
-      { id: pinScope(s.id, s.principal), autoApprove: trusted && s.config.autoApprove === true },
+      { id: s.id, autoApprove: trusted && s.config.autoApprove === true },
       live.map((r) => ({ name: r.upstreamName, def: hashDefinition(pinnedDefinition(r.upstream)) })),
       deps.now(),
       deps.previous,
+      !deps.ownList,
     );
-    for (const e of events) deps.report(s.principal === undefined ? e : { ...e, server: s.id, principal: s.principal });
+    for (const e of events) deps.report(e);
     for (const r of live) {
       r.pin = verdicts.get(r.upstreamName);
       if (r.pin && r.pin.state !== 'approved') {

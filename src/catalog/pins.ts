@@ -25,6 +25,11 @@ export interface PinRecord {
   tool: string;
   /** Approved definition; null when nothing was ever approved under this name (a rename). */
   hash: string | null;
+  /**
+   * Definitions approved before `hash`, still approved (newest last, at most MAX_VARIANTS): an
+   * upstream that tailors a tool to each user lists one of them to each, and none is a change.
+   */
+  variants: string[];
   bodyHash: string | null;
   definition: string | null;
   /** A definition seen later and not approved yet. */
@@ -82,6 +87,16 @@ export function hashDefinition(def: PinnedDefinition): Hashed {
   return { hash: sha256Hex(json), bodyHash: sha256Hex(canonicalJson(body)), json };
 }
 
+/** Approved definitions kept besides the current one. */
+export const MAX_VARIANTS = 16;
+
+/** `variants` after `hash` is replaced by another approval. */
+export function keptVariants(rec: Pick<PinRecord, 'hash' | 'variants'>, next: string): string[] {
+  const out = rec.variants.filter((h) => h !== next && h !== rec.hash);
+  if (rec.hash !== null && rec.hash !== next) out.push(rec.hash);
+  return out.slice(-MAX_VARIANTS);
+}
+
 export type PinState = 'approved' | 'changed' | 'renamed';
 
 export interface PinVerdict {
@@ -100,24 +115,6 @@ export interface PinEvent {
   renamedFrom?: string;
   hash: string;
   previousHash?: string | null;
-  /** The list was a principal's own (per-principal credentials): its pins are that principal's. */
-  principal?: string;
-}
-
-/**
- * The pin table's `server` of a list: the server id, or `<id>~<principal>` for a list a
- * principal fetched with its own credentials. Such lists may differ by design (an upstream
- * tailors tools to the user), so each is pinned on its own: one user's definition is never
- * judged a change of another's. Server ids never hold "~".
- */
-export function pinScope(server: string, principal?: string): string {
-  return principal === undefined ? server : `${server}~${principal}`;
-}
-
-/** The server and principal of a pin table `server` (see pinScope). */
-export function scopeOf(pinServer: string): { server: string; principal?: string } {
-  const i = pinServer.indexOf('~');
-  return i < 0 ? { server: pinServer } : { server: pinServer.slice(0, i), principal: pinServer.slice(i + 1) };
 }
 
 export interface PinServer {
@@ -140,6 +137,12 @@ export function checkPins(
   tools: readonly { name: string; def: Hashed }[],
   now: number,
   previous?: ReadonlySet<string>,
+  /**
+   * false for a list fetched with a principal's own credentials: it may show another version of
+   * a tool than other users' lists, so listing an approved one does not end a quarantine that
+   * another user's version is in.
+   */
+  mayRevert = true,
 ): { verdicts: Map<string, PinVerdict>; events: PinEvent[] } {
   const verdicts = new Map<string, PinVerdict>();
   const events: PinEvent[] = [];
@@ -147,8 +150,12 @@ export function checkPins(
   const records = store.list(server.id);
   for (const { name, def } of tools) {
     const rec = store.get(server.id, name);
+    if (rec && rec.hash !== def.hash && rec.variants.includes(def.hash)) {
+      verdicts.set(name, { state: 'approved', hash: def.hash });
+      continue;
+    }
     if (rec && rec.hash === def.hash) {
-      if (rec.pendingHash !== null) {
+      if (rec.pendingHash !== null && mayRevert) {
         // The upstream went back to the approved definition: nothing is pending any more.
         store.put({ ...rec, pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null });
         events.push({ kind: 'reverted', server: server.id, tool: name, hash: def.hash });
@@ -205,6 +212,7 @@ function fresh(server: string, tool: string, def: Hashed, now: number): PinRecor
     server,
     tool,
     hash: def.hash,
+    variants: [],
     bodyHash: def.bodyHash,
     definition: def.json,
     pendingHash: null,
@@ -222,6 +230,7 @@ function fresh(server: string, tool: string, def: Hashed, now: number): PinRecor
 function approved(rec: PinRecord, def: Hashed, now: number, by: string): PinRecord {
   return {
     ...rec,
+    variants: keptVariants(rec, def.hash),
     hash: def.hash,
     bodyHash: def.bodyHash,
     definition: def.json,

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
-import { scopeOf, type PinRecord } from '../catalog/pins.js';
+import type { PinRecord } from '../catalog/pins.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
@@ -128,8 +128,7 @@ function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefin
     process.exitCode = 1;
     return undefined;
   }
-  // One server's tool as its principals' own lists pin it (`<id>~<principal>`) is still one server's.
-  const servers = new Set(recs.map((r) => scopeOf(r.server).server));
+  const servers = new Set(recs.map((r) => r.server));
   if (a.name !== undefined && servers.size > 1) {
     err(`${a.name} names tools of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
     process.exitCode = 2;

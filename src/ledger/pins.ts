@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { scopeOf, type PinRecord, type PinStore } from '../catalog/pins.js';
+import { keptVariants, type PinRecord, type PinStore } from '../catalog/pins.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 
@@ -21,6 +21,18 @@ interface PinRow {
   approved_ms: number | null;
   approved_by: string | null;
   pending_since_ms: number | null;
+  /** JSON array of hashes (migration 0006); NULL: none. */
+  variants: string | null;
+}
+
+function variantsOf(text: string | null): string[] {
+  if (text === null) return [];
+  try {
+    const v = JSON.parse(text) as unknown;
+    return Array.isArray(v) ? v.filter((h): h is string => typeof h === 'string') : [];
+  } catch {
+    return [];
+  }
 }
 
 export function recordOf(r: PinRow): PinRecord {
@@ -28,6 +40,7 @@ export function recordOf(r: PinRow): PinRecord {
     server: r.server,
     tool: r.tool,
     hash: r.hash,
+    variants: variantsOf(r.variants),
     bodyHash: r.body_hash,
     definition: r.definition,
     pendingHash: r.pending_hash,
@@ -43,10 +56,10 @@ export function recordOf(r: PinRow): PinRecord {
 }
 
 export const PIN_UPSERT = `INSERT INTO tool_pins (server, tool, hash, body_hash, definition, pending_hash, pending_body_hash,
-    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms)
+    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms, variants)
   VALUES (@server, @tool, @hash, @bodyHash, @definition, @pendingHash, @pendingBodyHash, @pendingDefinition,
-    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs)
-  ON CONFLICT (server, tool) DO UPDATE SET hash = excluded.hash, body_hash = excluded.body_hash,
+    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs, @variants)
+  ON CONFLICT (server, tool) DO UPDATE SET hash = excluded.hash, body_hash = excluded.body_hash, variants = excluded.variants,
     definition = excluded.definition, pending_hash = excluded.pending_hash, pending_body_hash = excluded.pending_body_hash,
     pending_definition = excluded.pending_definition, pending_reason = excluded.pending_reason,
     renamed_from = excluded.renamed_from, approved_ms = excluded.approved_ms, approved_by = excluded.approved_by,
@@ -97,13 +110,13 @@ export class LedgerPinStore implements PinStore {
   }
 
   put(rec: PinRecord): void {
-    const copy = { ...rec };
+    const copy = { ...rec, variants: [...rec.variants] };
     const k = keyOf(rec.server, rec.tool);
     this.map.set(k, copy);
     this.unflushed.set(k, copy);
     this.gc
       .enqueue(() => {
-        this.upsert.run(copy);
+        this.upsert.run({ ...copy, variants: copy.variants.length ? JSON.stringify(copy.variants) : null });
       })
       .catch((err: unknown) => this.log.error({ err, server: rec.server, tool: rec.tool }, 'ledger: could not store a tool pin'))
       .finally(() => {
@@ -168,8 +181,7 @@ function keyOf(server: string, tool: string): string {
  * "server/tool", or an upstream tool name; `server` narrows it. No name: every row of `server`.
  */
 export function matchPins(db: Database, name: string | undefined, server: string | undefined): PinRecord[] {
-  // A server's pins include those of its principals' own lists (`<id>~<principal>`, pinScope).
-  const all = readPins(db).filter((r) => server === undefined || r.server === server || r.server.startsWith(`${server}~`));
+  const all = readPins(db).filter((r) => server === undefined || r.server === server);
   if (name === undefined) return all;
   const byHub = new Set<string>();
   const hasNames = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'names'`).get();
@@ -179,21 +191,29 @@ export function matchPins(db: Database, name: string | undefined, server: string
   const slash = name.indexOf('/');
   return all.filter(
     (r) =>
-      byHub.has(keyOf(scopeOf(r.server).server, r.tool)) ||
+      byHub.has(keyOf(r.server, r.tool)) ||
       r.tool === name ||
-      (slash > 0 && (r.server === name.slice(0, slash) || scopeOf(r.server).server === name.slice(0, slash)) && r.tool === name.slice(slash + 1)),
+      (slash > 0 && r.server === name.slice(0, slash) && r.tool === name.slice(slash + 1)),
   );
 }
 
 /** Accept what is pending for these rows (a plain UPDATE: a running hub notices it by polling). */
 export function approvePins(db: Database, recs: readonly PinRecord[], now: number): PinRecord[] {
+  // The definition it replaces stays approved (a variant; see PinRecord.variants).
   const stmt = db.prepare(`UPDATE tool_pins SET hash = pending_hash, body_hash = pending_body_hash, definition = pending_definition,
-      pending_hash = NULL, pending_body_hash = NULL, pending_definition = NULL, pending_reason = NULL, renamed_from = NULL,
-      pending_since_ms = NULL, approved_ms = @now, approved_by = 'cli'
+      variants = @variants, pending_hash = NULL, pending_body_hash = NULL, pending_definition = NULL, pending_reason = NULL,
+      renamed_from = NULL, pending_since_ms = NULL, approved_ms = @now, approved_by = 'cli'
     WHERE server = @server AND tool = @tool AND pending_hash = @pending`);
+  const current = db.prepare('SELECT * FROM tool_pins WHERE server = ? AND tool = ?');
   const done: PinRecord[] = [];
   db.transaction(() => {
-    for (const r of recs) if (r.pendingHash && stmt.run({ now, server: r.server, tool: r.tool, pending: r.pendingHash }).changes) done.push(r);
+    for (const r of recs) {
+      if (!r.pendingHash) continue;
+      const row = current.get(r.server, r.tool) as PinRow | undefined;
+      if (!row) continue;
+      const kept = keptVariants(recordOf(row), r.pendingHash);
+      if (stmt.run({ now, server: r.server, tool: r.tool, pending: r.pendingHash, variants: kept.length ? JSON.stringify(kept) : null }).changes) done.push(r);
+    }
   }).immediate();
   return done;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { approvePending, checkPins, hashDefinition, MemoryPinStore, pinnedDefinition, type PinEvent } from '../../src/catalog/pins.js';
+import { approvePending, checkPins, hashDefinition, MAX_VARIANTS, MemoryPinStore, pinnedDefinition, type PinEvent } from '../../src/catalog/pins.js';
 
 const tool = (name: string, description: string, extra: Record<string, unknown> = {}) => ({ name, description, inputSchema: { type: 'object' }, ...extra });
 const defs = (...tools: Record<string, unknown>[]) => tools.map((t) => ({ name: String(t.name), def: hashDefinition(pinnedDefinition(t)) }));
@@ -78,5 +78,24 @@ describe('tool pins', () => {
     expect(kinds(r.events)).toEqual(['auto-approved:a:changed']);
     expect(r.verdicts.get('a')?.state).toBe('approved');
     expect(store.get('srv', 'a')?.approvedBy).toBe('auto-trusted');
+  });
+
+  it('an approval keeps the definition it replaces approved (a variant), up to MAX_VARIANTS of them', () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    checkPins(store, s, defs(tool('t', 'for alice')), 1);
+    expect(checkPins(store, s, defs(tool('t', 'for bob')), 2, undefined, false).verdicts.get('t')!.state).toBe('changed');
+    // A list of a user's own that shows the approved one does not end the other's quarantine.
+    checkPins(store, s, defs(tool('t', 'for alice')), 3, undefined, false);
+    store.put(approvePending(store.get('srv', 't')!, 4)!);
+    for (const d of ['for alice', 'for bob']) expect(checkPins(store, s, defs(tool('t', d)), 5, undefined, false).verdicts.get('t')!.state).toBe('approved');
+    expect(checkPins(store, s, defs(tool('t', 'for mallory')), 6).verdicts.get('t')!.state).toBe('changed');
+    // Bounded: the oldest variants go first.
+    for (let i = 0; i < MAX_VARIANTS + 3; i++) {
+      checkPins(store, s, defs(tool('t', `v${i}`)), 10 + i);
+      store.put(approvePending(store.get('srv', 't')!, 10 + i)!);
+    }
+    expect(store.get('srv', 't')!.variants).toHaveLength(MAX_VARIANTS);
+    expect(checkPins(store, s, defs(tool('t', 'for alice')), 100).verdicts.get('t')!.state).toBe('changed');
   });
 });
