@@ -144,7 +144,8 @@ function vscodeRewriter(path: string, inputs: Map<string, { description?: string
 function claudeCodeRewriter(notes: string[]): Rewriter {
   return (s, where) =>
     s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, dflt: string | undefined) => {
-      if (dflt !== undefined) notes.push(`${where}: "\${${name}:-…}" became "\${env:${name}}": the hub has no defaults, so set ${name} before starting it (the default was "${dflt}").`);
+      // The default itself is not repeated: it may be a token.
+      if (dflt !== undefined) notes.push(`${where}: "\${${name}:-…}" became "\${env:${name}}": the hub has no defaults, so set ${name} before starting it (the file gave it a default).`);
       return `\${env:${name}}`;
     });
 }

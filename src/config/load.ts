@@ -170,9 +170,16 @@ export function loadConfig(file: string, env: Env = process.env): HubConfig {
   }
   // JSON.parse keeps the last of two equal keys: a server pasted twice would replace the other
   // without a word.
-  const twice = duplicateKeys(body);
-  if (twice.length) throw new ConfigError(twice, file);
-  return parseConfig(json, file, env);
+  let twice: string[];
+  try {
+    twice = duplicateKeys(body);
+    if (twice.length === 0) return parseConfig(json, file, env);
+  } catch (e) {
+    // No real config nests this deep; the walk (and the interpolation) would run out of stack.
+    if (e instanceof RangeError) throw new ConfigError(['config: nested too deeply'], file);
+    throw e;
+  }
+  throw new ConfigError(twice, file);
 }
 
 /**

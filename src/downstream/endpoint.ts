@@ -532,8 +532,9 @@ export class Endpoint {
   /**
    * Whether `principal` may open another legacy session, making room if it must. A principal at
    * its own cap gives up its idlest free session; at the hub's cap, the principal holding the
-   * most does. So one client opening sessions in a loop, or holding streams on all of them,
-   * ends or locks out only its own.
+   * most does, never one holding fewer than the newcomer would. One client opening sessions in a
+   * loop ends only its own; holding streams on all of them it can still fill the hub's cap, which
+   * the per-principal cap keeps to maxSessions / maxSessionsPerPrincipal such clients.
    */
   private roomForSession(principal: string): boolean {
     const perPrincipal = this.limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL;

@@ -212,10 +212,12 @@ export class HttpServer {
    * The preflight carries no credential: the request it announces is authenticated as usual.
    */
   private cors(req: EdgeRequest, res: EdgeResponse, path: string): boolean {
+    if (this.opts.allowedOrigins.length === 0) return false;
+    // Every answer may differ by Origin once some origin gets CORS: a cache must keep them apart.
+    res.setHeader('vary', 'Origin');
     const origin = header(req, 'origin');
     if (origin === undefined || !this.opts.allowedOrigins.includes(origin)) return false;
     res.setHeader('access-control-allow-origin', origin);
-    res.setHeader('vary', 'Origin');
     if (req.method !== 'OPTIONS' || !MCP_PATH.test(path)) {
       res.setHeader('access-control-expose-headers', 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate');
       return false;

@@ -75,6 +75,10 @@ describe('CORS for listed browser origins', () => {
     // node:http's routes too.
     const health = await send('GET', '/healthz', { origin: APP });
     expect(health.headers['access-control-allow-origin']).toBe(APP);
+    // Without an Origin: no CORS, but a cache is told the answer depends on it.
+    const plain = await send('GET', '/healthz', {});
+    expect(plain.headers['access-control-allow-origin']).toBeUndefined();
+    expect(plain.headers.vary).toBe('Origin');
   });
 
   it('gives loopback origins (allowed, not listed) no CORS, and refuses other origins', async () => {

@@ -398,3 +398,16 @@ describe('keys given twice', () => {
     }
   });
 });
+
+describe('a config nested absurdly deep', () => {
+  it('is a problem, not a crash', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-config-deep-')), 'deep.json');
+    writeFileSync(file, `{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}`);
+    expect(() => loadConfig(file)).toThrow(ConfigError);
+    try {
+      loadConfig(file);
+    } catch (e) {
+      expect((e as ConfigError).problems).toEqual(['config: nested too deeply']);
+    }
+  });
+});
