@@ -74,6 +74,8 @@ export class Catalog extends EventEmitter {
   private readonly built = new Map<string, Built>();
   /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
   private latestTools: Built | undefined;
+  /** Resource URIs the last resources lists hid: no update names them to anyone (see onNotification). */
+  private readonly hiddenUris = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
@@ -165,6 +167,8 @@ export class Catalog extends EventEmitter {
     if (kinds) this.invalidate(h.id, kinds);
     else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
+      // A subscriber of a parent URI would learn the name of a resource the hub hides.
+      if (this.hiddenUris.has(params.uri)) return;
       this.emit('resourceUpdated', { server: h.id, uri: params.uri });
     }
   }
@@ -439,6 +443,10 @@ export class Catalog extends EventEmitter {
           items.push(r.item);
         }
       }
+    }
+    if (kind === 'resources') {
+      for (const uri of hidden ?? []) this.hiddenUris.add(uri);
+      for (const uri of byHubName.keys()) this.hiddenUris.delete(uri);
     }
     return { key, items, byHubName, all, templates, hidden, parts, snapshot: shortHash(key), views: new Map(), epoch };
   }
