@@ -160,20 +160,21 @@ describe('ledger rows of real calls through the hub', () => {
 
   it('cancelled: a legacy client aborts its call (notifications/cancelled)', async () => {
     const ac = new AbortController();
-    const call = v1.callTool({ name: 'f__slow', arguments: { ms: 10_000 } }, undefined, { signal: ac.signal });
+    const call = v1.callTool({ name: 'f__slow', arguments: { ms: 25_000 } }, undefined, { signal: ac.signal });
     // Abort once the call is in flight at the upstream (its row is committed before forwarding).
     await waitForRows(db, { tool: 'f__slow' });
     ac.abort('user gave up');
     await expect(call).rejects.toBeDefined();
     const row = (await waitForRows(db, { tool: 'f__slow', outcome: 'cancelled' }))[0];
     expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: LEGACY });
-    // Well under the tool's 10 s (polling for the row may take seconds on a loaded machine).
-    expect(row.latencyMs).toBeLessThan(8000);
+    // Well under the tool's 25 s. The abort waits for the in-flight row to show in SQLite, which
+    // took over 8 s once under the full suite's load: the margin is for that, not for the hub.
+    expect(row.latencyMs).toBeLessThan(20_000);
   });
 
   it('cancelled: a modern client goes away mid-call (its POST connection closes)', async () => {
     const ac = new AbortController();
-    const call = modernCall(hub.url, 'gone-1', 'tools/call', { name: 'f__slow', arguments: { ms: 10_000 } }, { clientName: 'leaver', signal: ac.signal });
+    const call = modernCall(hub.url, 'gone-1', 'tools/call', { name: 'f__slow', arguments: { ms: 25_000 } }, { clientName: 'leaver', signal: ac.signal });
     // Leave once the call is in flight at the upstream (its row is committed before forwarding).
     await waitForRows(db, { tool: 'f__slow' }, (rows) => rows.some((r) => r.requestId === 'gone-1'));
     ac.abort();
@@ -182,8 +183,9 @@ describe('ledger rows of real calls through the hub', () => {
     const rows = await waitForRows(db, { tool: 'f__slow', outcome: 'cancelled' }, (r) => r.some((x) => x.requestId === 'gone-1'));
     const row = rows.find((r) => r.requestId === 'gone-1')!;
     expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: MODERN, clientName: 'leaver' });
-    // Well under the tool's 10 s (polling for the row may take seconds on a loaded machine).
-    expect(row.latencyMs).toBeLessThan(8000);
+    // Well under the tool's 25 s. The abort waits for the in-flight row to show in SQLite, which
+    // took over 8 s once under the full suite's load: the margin is for that, not for the hub.
+    expect(row.latencyMs).toBeLessThan(20_000);
   });
 
   it('replayed and denied: a repeated idempotency key replays; other arguments are refused', async () => {
