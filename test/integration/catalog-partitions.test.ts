@@ -19,6 +19,21 @@ async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
   }
 }
 
+/** A hub over the per-user fixture: alice and bob (and `more`) by API key, alice and bob with upstream credentials. */
+async function hubOver(up: HttpFixture, more: { principal: string; sha256: string }[] = []): Promise<HubProcess> {
+  const hub = await startHub({
+    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }, ...more] },
+    servers: {
+      u: {
+        url: up.url,
+        credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } },
+      },
+    },
+  });
+  await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  return hub;
+}
+
 const ALICE_KEY = 'sy_alice-partition-key-0000000000000000000000000';
 const BOB_KEY = 'sy_bob-partition-key-1111111111111111111111111111111';
 
@@ -27,16 +42,7 @@ describe('private list partitions by upstream authorization context', () => {
   let hub: HubProcess;
   beforeAll(async () => {
     up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs');
-    hub = await startHub({
-      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
-      servers: {
-        u: {
-          url: up.url,
-          credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } },
-        },
-      },
-    });
-    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+    hub = await hubOver(up);
   }, 60_000);
   afterAll(async () => {
     await hub?.stop();
@@ -93,23 +99,8 @@ describe('pins of lists that differ by credential', () => {
   let hub: HubProcess;
   beforeAll(async () => {
     up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { REPORT: '1' });
-    hub = await startHub({
-      auth: {
-        apiKeys: [
-          { principal: 'alice', sha256: sha256Hex(ALICE_KEY) },
-          { principal: 'bob', sha256: sha256Hex(BOB_KEY) },
-          // No credentials of her own: the server's shared connection, and its version of the tool.
-          { principal: 'carol', sha256: sha256Hex(CAROL_KEY) },
-        ],
-      },
-      servers: {
-        u: {
-          url: up.url,
-          credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } },
-        },
-      },
-    });
-    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+    // Carol has no credentials of her own: the server's shared connection, and its version of the tool.
+    hub = await hubOver(up, [{ principal: 'carol', sha256: sha256Hex(CAROL_KEY) }]);
   }, 60_000);
   afterAll(async () => {
     await hub?.stop();
