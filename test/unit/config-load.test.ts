@@ -2,7 +2,8 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, configProblems, duplicateKeys, loadConfig, parseConfig } from '../../src/config/load.js';
+import { duplicateKeys } from '../../src/config/duplicate-keys.js';
+import { ConfigError, configProblems, loadConfig, parseConfig } from '../../src/config/load.js';
 
 const NO_ENV = {};
 
