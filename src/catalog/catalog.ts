@@ -74,8 +74,6 @@ export class Catalog extends EventEmitter {
   private readonly built = new Map<string, Built>();
   /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
   private latestTools: Built | undefined;
-  /** Resource URIs the last resources lists hid: no update names them to anyone (see onNotification). */
-  private readonly hiddenUris = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
@@ -120,6 +118,22 @@ export class Catalog extends EventEmitter {
       log.info({ changed: changed.length }, 'tool pins changed outside the hub (an approval); lists rebuilt');
       this.emit('changed', 'tools');
     });
+  }
+
+  /**
+   * A resource of this server that every list of it the hub holds hides (principals' own lists
+   * may differ: one that shows it keeps its updates flowing).
+   */
+  private async hiddenEverywhere(serverId: string, uri: string): Promise<boolean> {
+    let hidden = false;
+    for (const [pk, m] of this.parts) {
+      if (!pk.startsWith(`${serverId}\0`) || !pk.endsWith('\0resources')) continue;
+      const r = (await m.records.catch(() => undefined))?.find((x) => x.upstreamName === uri);
+      if (!r) continue;
+      if (!r.hidden) return false;
+      hidden = true;
+    }
+    return hidden;
   }
 
   /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
@@ -168,7 +182,7 @@ export class Catalog extends EventEmitter {
     else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
-      if (this.hiddenUris.has(params.uri)) return;
+      if (await this.hiddenEverywhere(h.id, params.uri)) return;
       this.emit('resourceUpdated', { server: h.id, uri: params.uri });
     }
   }
@@ -443,10 +457,6 @@ export class Catalog extends EventEmitter {
           items.push(r.item);
         }
       }
-    }
-    if (kind === 'resources') {
-      for (const uri of hidden ?? []) this.hiddenUris.add(uri);
-      for (const uri of byHubName.keys()) this.hiddenUris.delete(uri);
     }
     return { key, items, byHubName, all, templates, hidden, parts, snapshot: shortHash(key), views: new Map(), epoch };
   }
