@@ -188,6 +188,13 @@ export function checkPins(
       verdicts.set(name, { state: 'approved', hash: def.hash });
       continue;
     }
+    if (rec && !mayRevert && rec.pendingHash !== null && rec.pendingHash !== def.hash) {
+      // A user's own list does not put its version in place of another user's pending one: each
+      // waits its turn, so an approval takes what was reviewed and the audit is not flooded by
+      // two lists taking turns.
+      verdicts.set(name, { state: reason, hash: def.hash, renamedFrom: renamedFrom ?? undefined });
+      continue;
+    }
     if (!rec || rec.pendingHash !== def.hash) {
       const base: PinRecord = rec ?? { ...fresh(server.id, name, def, now), hash: null, bodyHash: null, definition: null, approvedMs: null, approvedBy: null };
       store.put({

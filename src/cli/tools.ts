@@ -31,6 +31,8 @@ interface DbArgs {
   db?: string;
   name?: string;
   server?: string;
+  /** approve: only if the pending definition is this one (the pin `diff` showed, or its start). */
+  pin?: string;
 }
 
 // Upstream text (names, reasons, definitions) never reaches the terminal raw.
@@ -173,6 +175,19 @@ function approve(a: DbArgs): void {
       out(`nothing to approve: ${recs.map(label).join(', ')} ${recs.length === 1 ? 'has' : 'have'} no pending change\n`);
       return;
     }
+    // What is pending may have changed since the operator looked (another user's version of the
+    // tool, or the upstream again): --pin approves only the definition that was reviewed.
+    const pin = a.pin?.toLowerCase();
+    const other = pin === undefined ? [] : pending.filter((r) => !r.pendingHash!.startsWith(pin));
+    if (pin !== undefined && (pin.length < 6 || other.length > 0)) {
+      err(
+        pin.length < 6
+          ? '--pin needs at least 6 characters of the pending pin that `tools diff` shows\n'
+          : `not approved: the pending change of ${other.map(label).join(', ')} is now pin ${other.map((r) => r.pendingHash!.slice(0, 12)).join(', ')}, not ${pin}; run diff again\n`,
+      );
+      process.exitCode = 1;
+      return;
+    }
     const done = approvePins(db, pending, Date.now());
     for (const r of done) out(`approved ${label(r)} (${r.pendingReason}${r.renamedFrom ? ` from ${r.renamedFrom}` : ''}): pin ${r.pendingHash!.slice(0, 12)}\n`);
     if (done.length < pending.length) out(`${pending.length - done.length} changed again meanwhile; run diff again\n`);
@@ -209,7 +224,10 @@ const diffCommand: CommandModule<object, DbArgs> = {
 const approveCommand: CommandModule<object, DbArgs> = {
   command: 'approve [name]',
   describe: 'Accept the pending change of a tool, or with --server every pending change of that server',
-  builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
+  builder: (y: Argv) =>
+    dbOptions(y)
+      .positional('name', { type: 'string' })
+      .option('pin', { type: 'string', describe: 'Approve only if the pending definition is still this pin (as `tools diff` shows it)' }) as unknown as Argv<DbArgs>,
   handler: guarded(approve),
 };
 

@@ -98,7 +98,12 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(diff.stdout).toContain('-   "description": "Echo the text back",');
     expect(diff.stdout).toContain(`+   "description": "${evil}",`);
 
-    const approved = await cli(hub, 'approve', 'rug__echo');
+    // --pin approves only the definition that was reviewed.
+    const shown = /\+\+\+ pending ([0-9a-f]{12})/.exec(diff.stdout)![1]!;
+    const stale = await cli(hub, 'approve', 'rug__echo', '--pin', 'abcdef123456');
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toContain(`not approved: the pending change of rug/echo is now pin ${shown}, not abcdef123456`);
+    const approved = await cli(hub, 'approve', 'rug__echo', '--pin', shown);
     expect(approved.stdout).toMatch(/approved rug\/echo \(changed\)/);
     await expect.poll(() => names(hub.url), { timeout: 3000, interval: 50 }).toContain('rug__echo');
     const back = (await tools(hub.url)).find((t) => t.name === 'rug__echo')!;

@@ -98,4 +98,21 @@ describe('tool pins', () => {
     expect(store.get('srv', 't')!.variants).toHaveLength(MAX_VARIANTS);
     expect(checkPins(store, s, defs(tool('t', 'for alice')), 100).verdicts.get('t')!.state).toBe('changed');
   });
+
+  it("a user's own list does not put its version in place of another user's pending one", () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    const own = (d: string, now: number) => checkPins(store, s, defs(tool('t', d)), now, undefined, false);
+    own('for alice', 1);
+    expect(kinds(own('for bob', 2).events)).toEqual(['quarantined:t:changed']);
+    const carol = own('for carol', 3);
+    expect(carol.verdicts.get('t')!.state).toBe('changed');
+    expect(carol.events).toEqual([]); // no row per turn of two lists
+    expect(kinds(own('for bob', 4).events)).toEqual([]);
+    const pending = store.get('srv', 't')!.pendingHash;
+    expect(pending).toBe(hashDefinition(pinnedDefinition(tool('t', 'for bob'))).hash);
+    // Once Bob's is approved, Carol's takes its turn.
+    store.put(approvePending(store.get('srv', 't')!, 5)!);
+    expect(kinds(own('for carol', 6).events)).toEqual(['quarantined:t:changed']);
+  });
 });
