@@ -32,6 +32,11 @@ export interface LedgerOptions {
   backgroundCheckpoint?: boolean;
   /** How long rows wait in the pending file before they go to the ingest thread (default 5 ms). */
   ingestDelayMs?: number;
+  /**
+   * The same while 4 or more calls are in flight (default 25 ms; `ingestDelayMs` when only that
+   * is given, so a test that sets it gets that delay throughout).
+   */
+  ingestDelayBusyMs?: number;
   /** How long an in-flight row waits for its call's finish before it goes to SQLite alone (default 50 ms). */
   beginHoldMs?: number;
   /** When a hand-over switches pending files (PendingFilesOptions); default SWITCH_BYTES, SWITCH_AFTER_MS. */
@@ -48,6 +53,16 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  * concurrency 64, 9.9k against 9.1–9.5k req/s.
  */
 const INGEST_DELAY_MS = 5;
+/**
+ * The hand-over delay while at least BUSY_IN_FLIGHT calls are in flight. Each hand-over costs
+ * the thread a transaction (its locks, the WAL frames of the pages every batch touches, the
+ * chain head) and the hub a wake-up of the thread, whatever the batch holds: at concurrency 64
+ * on two cores, 5 ms batches of ~20 rows cost the thread 53–64 µs per call, 25 ms batches
+ * 40–43 (three runs each, bench/threads.mjs). 50 ms gave no more. The tail this delay protects
+ * at concurrency 1 is not at stake here: busy calls already take milliseconds.
+ */
+const INGEST_DELAY_BUSY_MS = 25;
+const BUSY_IN_FLIGHT = 4;
 /**
  * How long an in-flight row waits in the hub for its call's finish before it goes to the ingest
  * thread alone. Handed over with its finish, a call's row is one INSERT on the thread; handed
@@ -126,6 +141,7 @@ export class Ledger {
   private holdTimer: NodeJS.Timeout | null = null;
   private ingestSoon = false;
   private readonly ingestDelayMs: number;
+  private readonly ingestDelayBusyMs: number;
   private readonly beginHoldMs: number;
   private nextId: number;
   private closed = false;
@@ -143,6 +159,7 @@ export class Ledger {
     this.redactKeys = redactPattern(opts.redactKeys);
     this.maxBodyBytes = opts.maxBodyBytes ?? 1024 * 1024;
     this.ingestDelayMs = opts.ingestDelayMs ?? INGEST_DELAY_MS;
+    this.ingestDelayBusyMs = opts.ingestDelayBusyMs ?? opts.ingestDelayMs ?? INGEST_DELAY_BUSY_MS;
     this.beginHoldMs = opts.beginHoldMs ?? BEGIN_HOLD_MS;
     const now = opts.now ?? Date.now;
     this.reader = new LedgerReader(db);
@@ -272,7 +289,8 @@ export class Ledger {
         setImmediate(() => this.ingest());
       }
     } else if (!this.ingestTimer) {
-      this.ingestTimer = setTimeout(() => this.ingest(), this.ingestDelayMs);
+      const delay = this.begun.size >= BUSY_IN_FLIGHT ? this.ingestDelayBusyMs : this.ingestDelayMs;
+      this.ingestTimer = setTimeout(() => this.ingest(), delay);
       this.ingestTimer.unref();
     }
   }

@@ -276,6 +276,32 @@ describe('ledger pending file', () => {
     expect(outcomes(ledger)).toEqual(Array.from({ length: 6 }, (_, i) => [`r${i}`, 'ok']));
   });
 
+  it('rows wait longer for the ingest thread while several calls are in flight (bigger batches), not while one is', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 5, ingestDelayBusyMs: 600, beginHoldMs: 3_600_000, backgroundCheckpoint: false });
+    // Another process's view: a reader of the file, which sees a row only once the thread committed it.
+    const reader = new Database(t.db, { readonly: true });
+    const inSqlite = (id: string) => (reader.prepare('SELECT count(*) AS n FROM audit WHERE request_id = ?').get(id) as { n: number }).n > 0;
+    try {
+      // One call: its row is handed over after 5 ms.
+      const t0 = Date.now();
+      await ledger.record(begin({ requestId: 'alone' }), end());
+      await waitUntil(() => inSqlite('alone'), 3000);
+      expect(Date.now() - t0).toBeLessThan(500);
+      // Four calls in flight: a finished row waits for the busy delay.
+      const calls = [1, 2, 3, 4].map((i) => ledger!.begin(begin({ requestId: `busy${i}` })));
+      await ledger.whenCommitted();
+      await new Promise((r) => setTimeout(r, 50)); // the timer the begins set has passed
+      await ledger.record(begin({ requestId: 'among' }), end());
+      await new Promise((r) => setTimeout(r, 250));
+      expect(inSqlite('among')).toBe(false);
+      await waitUntil(() => inSqlite('among'), 3000);
+      await Promise.all(calls.map((h) => h.finish(end())));
+    } finally {
+      reader.close();
+    }
+  });
+
   it('a quiet hub whose last hand-over could not switch files still has both emptied once all is committed', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db, ingestDelayMs: 1, backgroundCheckpoint: false });
