@@ -17,6 +17,8 @@ export interface HubConfig {
     maxSessions: number;
     /** Most legacy HTTP sessions one principal holds (its own idlest one ends for a new one). */
     maxSessionsPerPrincipal: number;
+    /** Time a client has to send a request's head and body (both HTTP readers). */
+    requestTimeoutMs: number;
     /** On SIGTERM, how long calls in flight may take before the upstreams are closed under them. */
     drainTimeoutMs: number;
   };

@@ -20,6 +20,8 @@ import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 export interface HttpOptions extends OriginPolicy {
   port: number;
   maxBodyBytes: number;
+  /** Time a client has to send a request's head and body; default 66 s (node:http's headersTimeout). */
+  requestTimeoutMs?: number;
   /**
    * Other routes on this listener (admin, metrics), tried before /mcp; true when handled. With
    * authentication on, they are reached only with valid credentials, and get the caller.
@@ -88,9 +90,14 @@ export class HttpServer {
     private readonly opts: HttpOptions,
     private readonly log: Logger,
   ) {
-    this.server = createServer((req, res) => this.serve(req, res));
+    const requestTimeoutMs = opts.requestTimeoutMs ?? 66_000;
+    // node:http checks its timeouts every 30 s by default: a shorter limit needs a shorter check.
+    this.server = createServer({ connectionsCheckingInterval: Math.min(30_000, requestTimeoutMs) }, (req, res) => this.serve(req, res));
     this.server.keepAliveTimeout = 65_000;
-    this.server.headersTimeout = 66_000;
+    // The head and the body under one limit on both readers: node:http's own requestTimeout
+    // (300 s) would let a trickled body hold a connection five times as long as the fast path.
+    this.server.headersTimeout = requestTimeoutMs;
+    this.server.requestTimeout = requestTimeoutMs;
     this.edge = new Http1Edge(this.server, (req, res) => this.serve(req, res, req.body), {
       wants: (path) => MCP_PATH.test(path),
       maxBodyBytes: opts.maxBodyBytes,

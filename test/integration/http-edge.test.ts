@@ -5,6 +5,7 @@
  * from the fast path to node:http mid-stream (pipelined bytes included) and keep working;
  * non-ASCII answers are framed right; every call has its ledger row.
  */
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -99,5 +100,48 @@ describe('the HTTP listener: fast path and node:http', () => {
     again.send(call(hub.port, 'after-bad', 'still here'));
     expect(resultText((await again.waitFor(1))[0]!)).toBe('echo:still here');
     again.socket.destroy();
+  });
+});
+
+describe('listen.requestTimeoutMs: a request trickled in is cut off on both readers', () => {
+  let hub: HubProcess;
+
+  beforeAll(async () => {
+    hub = await startHub({ listen: { requestTimeoutMs: 1000 }, servers: { m: nodeServer(SDK2) } });
+    await waitForReady(hub.url, ['m']);
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  /** Sends `bytes` and nothing more; resolves with what came back and when the hub closed the connection. */
+  function stall(bytes: string): Promise<{ ms: number; got: string }> {
+    return new Promise((resolve, reject) => {
+      const t0 = Date.now();
+      const socket = connect(hub.port, '127.0.0.1', () => socket.write(bytes));
+      let got = '';
+      socket.setEncoding('utf8').on('data', (d: string) => (got += d));
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`still open after 10 s; got ${JSON.stringify(got)}`));
+      }, 10_000);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve({ ms: Date.now() - t0, got });
+      });
+    });
+  }
+
+  it('closes a fast-path request whose body stops coming', async () => {
+    const partial = `${head('tools/call', 'm__echo', { 'content-length': '500' }, hub.port)}\r\n{"jsonrpc":"2.0",`;
+    const r = await stall(partial);
+    expect(r.ms).toBeGreaterThanOrEqual(900);
+  });
+
+  it('closes a node:http request (chunked) whose body stops coming, with 408, not after node:http\'s 300 s', async () => {
+    const partial = `${head('tools/call', 'm__echo', { 'transfer-encoding': 'chunked' }, hub.port)}\r\n10\r\n{"jsonrpc":"2.0"\r\n`; // one whole 16-byte chunk, then nothing
+    const r = await stall(partial);
+    expect(r.ms, r.got).toBeGreaterThanOrEqual(900);
+    expect(r.got).toMatch(/^HTTP\/1\.1 408 /);
   });
 });

@@ -30,6 +30,7 @@ describe('parseConfig defaults', () => {
       sessionIdleTimeoutMs: 3_600_000,
       maxSessions: 10_000,
       maxSessionsPerPrincipal: 100,
+      requestTimeoutMs: 66000,
       drainTimeoutMs: 10000,
     });
     expect(c.ledger).toEqual({
@@ -192,7 +193,7 @@ describe('problems name their key path, one line each', () => {
     const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [] } } });
     expect(p).toHaveLength(3);
     expect(p[0]).toMatch(/^mcpservers: unknown key \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
-    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, drainTimeoutMs)');
+    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs)');
     expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
   });
 
