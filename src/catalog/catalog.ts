@@ -12,6 +12,7 @@ import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
 import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
+import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
@@ -126,9 +127,12 @@ export class Catalog extends EventEmitter {
    */
   private async hiddenEverywhere(serverId: string, uri: string): Promise<boolean> {
     let hidden = false;
+    const key = uriKey(uri);
     for (const [pk, m] of this.parts) {
       if (!pk.startsWith(`${serverId}\0`) || !pk.endsWith('\0resources')) continue;
-      const r = (await m.records.catch(() => undefined))?.find((x) => x.upstreamName === uri);
+      const records = await m.records.catch(() => undefined);
+      // Another spelling of a hidden URI names it too (see uriKey).
+      const r = records?.find((x) => x.upstreamName === uri) ?? records?.find((x) => x.hidden && uriKey(x.upstreamName) === key);
       if (!r) continue;
       if (!r.hidden) return false;
       hidden = true;
@@ -282,7 +286,7 @@ export class Catalog extends EventEmitter {
     const resources = await this.build('resources', view.principal);
     const exact = resources.byHubName.get(uri);
     if (exact && ok(exact.server)) return exact.server;
-    if (resources.hidden?.has(uri)) return undefined;
+    if (resources.hidden?.has(uriKey(uri))) return undefined;
     for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     return undefined;
   }
@@ -440,7 +444,7 @@ export class Catalog extends EventEmitter {
       for (const { h, records } of parts) {
         for (const r of records) {
           if (r.hidden) {
-            if (kind === 'resources') (hidden ??= new Set()).add(r.upstreamName);
+            if (kind === 'resources') (hidden ??= new Set()).add(uriKey(r.upstreamName));
             continue;
           }
           const uri = r.upstreamName;
