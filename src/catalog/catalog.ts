@@ -126,13 +126,19 @@ export class Catalog extends EventEmitter {
    * may differ: one that shows it keeps its updates flowing).
    */
   private async hiddenEverywhere(serverId: string, uri: string): Promise<boolean> {
-    let hidden = false;
-    const key = uriKey(uri);
+    const lists: PartRecord[][] = [];
     for (const [pk, m] of this.parts) {
       if (!pk.startsWith(`${serverId}\0`) || !pk.endsWith('\0resources')) continue;
       const records = await m.records.catch(() => undefined);
-      // Another spelling of a hidden URI names it too (see uriKey).
-      const r = records?.find((x) => x.upstreamName === uri) ?? records?.find((x) => x.hidden && uriKey(x.upstreamName) === key);
+      if (records) lists.push(records);
+    }
+    // Another spelling names it too (see uriKey): worth keying only if some list hides something.
+    const key = lists.some((l) => l.some((x) => x.hidden)) ? uriKey(uri) : undefined;
+    let hidden = false;
+    for (const records of lists) {
+      const r =
+        records.find((x) => x.upstreamName === uri) ??
+        (key === undefined ? undefined : (records.find((x) => !x.hidden && recordKey(x) === key) ?? records.find((x) => recordKey(x) === key)));
       if (!r) continue;
       if (!r.hidden) return false;
       hidden = true;
@@ -289,6 +295,16 @@ export class Catalog extends EventEmitter {
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     return undefined;
+  }
+
+  /**
+   * Whether any of these URIs (contents of a read's answer) is one this view's resources list
+   * hides, in any spelling: an upstream that aliases URIs more than uriKey knows would answer a
+   * read through a template with the hidden resource, and name it.
+   */
+  async hidesAny(uris: readonly string[], view: View = {}): Promise<boolean> {
+    const hidden = (await this.build('resources', view.principal)).hidden;
+    return !!hidden && uris.some((u) => hidden.has(uriKey(u)));
   }
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
@@ -501,4 +517,16 @@ function principalListenKey(serverId: string, principal: string): string {
 function serverOfListenKey(key: string): string {
   const i = key.indexOf('\0');
   return i < 0 ? key : key.slice(0, i);
+}
+
+/** Resource records' URI keys, computed once per record (records live as long as their list). */
+const recordKeys = new WeakMap<PartRecord, string>();
+
+function recordKey(r: PartRecord): string {
+  let k = recordKeys.get(r);
+  if (k === undefined) {
+    k = uriKey(r.upstreamName);
+    recordKeys.set(r, k);
+  }
+  return k;
 }

@@ -61,7 +61,7 @@ export class Router {
     private readonly ledger: AuditSink,
     private readonly subs: Subscriptions,
     private readonly mrtr: Mrtr,
-    log: Logger,
+    private readonly log: Logger,
     private readonly opts: RouterOptions,
   ) {
     this.tools = new ToolCall({ catalog, ledger, mrtr, log, opts });
@@ -163,6 +163,8 @@ export class Router {
     names: { hubName?: string; upstreamName?: string },
     t0: number,
     bind?: Binding,
+    /** Throws to refuse an answer (before its row is finished). */
+    vet?: (result: Result) => Promise<void>,
   ): Promise<Result> {
     const begin = beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era });
     const retry = bind ? await retryOf(this.mrtr, this.ledger, method, forwarded, ctx, bind, server, begin, t0) : undefined;
@@ -179,6 +181,7 @@ export class Router {
         const result = bind
           ? await this.mrtr.roundTrips(method, conn, params, ctx, opts, bind)
           : await conn.upstream.request(method, params, opts);
+        if (vet) await vet(result);
         await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
         return result;
       } catch (err) {
@@ -244,7 +247,15 @@ export class Router {
     let asked = false;
     const ask = ctx.askClient;
     const readCtx: CallContext = ask && first ? { ...ctx, askClient: (r) => ((asked = true), ask(r)) } : ctx;
-    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind);
+    // An answer naming a resource the hub hides (an upstream that aliases URIs beyond uriKey's
+    // spellings served it through a template) is refused as not found, and never cached.
+    const vet = async (result: Result): Promise<void> => {
+      const named = contentUris(result);
+      if (named.length === 0 || !(await this.catalog.hidesAny(named, viewOf(ctx)))) return;
+      this.log.warn({ server: server.id }, 'resources/read answered with a resource the hub hides; refused');
+      throw new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+    };
+    const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet);
     if (first && !asked && cacheableRead(params, result)) {
       const hinted = server.upstream.era === MODERN && typeof result.ttlMs === 'number' ? result.ttlMs : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
@@ -313,4 +324,13 @@ export class Router {
       throw err;
     }
   }
+}
+
+/** The URIs a resources/read answer's contents name. */
+function contentUris(result: Result): string[] {
+  const contents = result.contents;
+  if (!Array.isArray(contents)) return [];
+  const out: string[] = [];
+  for (const c of contents) if (c !== null && typeof c === 'object' && typeof (c as { uri?: unknown }).uri === 'string') out.push((c as { uri: string }).uri);
+  return out;
 }

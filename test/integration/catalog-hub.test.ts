@@ -176,7 +176,9 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
   });
 
   it('nor through another spelling of its URI, which an upstream that normalises URIs would serve', async () => {
-    for (const uri of ['bad://dir/%73ecret', 'bad://dir/./secret', 'bad://dir/x/../secret', 'BAD://dir/secret']) {
+    // The last one is no RFC 3986 equivalent (an escaped "/"), but this upstream decodes it and
+    // answers with the hidden resource: the answer is refused.
+    for (const uri of ['bad://dir/%73ecret', 'bad://dir/./secret', 'bad://dir/x/../secret', 'bad://dir%2Fsecret']) {
       const read = await modernPost(hub.url, 'res-read-spelled', 'resources/read', { uri });
       expect(read.body?.error, `${uri}: ${read.text}`).toMatchObject({ code: -32602 });
       expect(read.text).not.toContain('first version');

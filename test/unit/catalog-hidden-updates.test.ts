@@ -41,3 +41,33 @@ it('an update of a URI one principal sees is not dropped because another princip
   expect(got).toEqual([{ server: 's', uri: 'u://x' }]);
   c.close();
 });
+
+it('the same holds for another spelling of the URI, and an update every list hides is dropped in any spelling', async () => {
+  const main = fake('fine'), p = fake('BAD'), q = fake('fine');
+  const h: any = { id: 's', config: serverConfig('s'), upstream: main };
+  const plugins: any = {
+    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
+    notification: async () => true,
+  };
+  const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
+    plugins,
+    connection: (_h, pr) => (pr === 'P' ? { credential: 'principal:P', upstream: p } : pr === 'Q' ? { credential: 'principal:Q', upstream: q } : { credential: '', upstream: main }),
+  });
+  c.watch(h);
+  const got: unknown[] = [];
+  c.on('resourceUpdated', (u) => got.push(u));
+  const update = async (uri: string) => {
+    main.emit('notification', { method: 'notifications/resources/updated', params: { uri } });
+    await new Promise((r) => setTimeout(r, 50));
+  };
+  // Only P's list is held, and it hides u://x: no spelling of it gets through.
+  expect((await c.aggregate('resources', { principal: 'P' })).items).toEqual([]);
+  await update('u://%78');
+  await update('U://x');
+  expect(got).toEqual([]);
+  // Q's list shows it: Q's subscribers hear of it, however the upstream spells it.
+  expect((await c.aggregate('resources', { principal: 'Q' })).items.map((i: any) => i.uri)).toEqual(['u://x']);
+  await update('u://%78');
+  expect(got).toEqual([{ server: 's', uri: 'u://%78' }]);
+  c.close();
+});

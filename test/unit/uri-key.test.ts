@@ -17,6 +17,16 @@ describe('uriKey: one key for the spellings RFC 3986 calls equivalent', () => {
     expect(uriKey('x://dir/secret2')).not.toBe(uriKey('x://dir/secret'));
   });
 
+  it('decodes again what decoding revealed, and keys a very long URI as it is (bounded work)', () => {
+    expect(uriKey('x://dir/%%373ecret')).toBe(uriKey('x://dir/secret'));
+    expect(uriKey('x://a/%%341')).toBe('x://a/A');
+    expect(uriKey('x://a/%2573')).toBe('x://a/%2573'); // an escaped "%" stays: that is another URI
+    const long = `x://a/${'%2f'.repeat(1_000_000)}`;
+    const t0 = performance.now();
+    expect(uriKey(long)).toBe(long);
+    expect(performance.now() - t0).toBeLessThan(50);
+  });
+
   it('leaves a string that is no URI as it is, escapes aside', () => {
     expect(uriKey('not a uri')).toBe('not a uri');
     expect(uriKey('notes%2Dtxt')).toBe('notes-txt');
@@ -24,7 +34,7 @@ describe('uriKey: one key for the spellings RFC 3986 calls equivalent', () => {
 
   it('is a fixed point: the key of a key is itself', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.webUrl(), fc.string(), fc.constantFrom('x://a/%2e%2E/b', 'urn:x:%41', 'mut://doc/./.././a')), (u) => uriKey(uriKey(u)) === uriKey(u)),
+      fc.property(fc.oneof(fc.webUrl(), fc.string(), fc.constantFrom('x://a/%2e%2E/b', 'urn:x:%41', 'mut://doc/./.././a', 'x://a/%%341', 'x://a/%%%34341')), (u) => uriKey(uriKey(u)) === uriKey(u)),
       { numRuns: 500 },
     );
   });
