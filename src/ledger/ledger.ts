@@ -33,8 +33,8 @@ export interface LedgerOptions {
   /** How long rows wait in the pending file before they go to the ingest thread (default 5 ms). */
   ingestDelayMs?: number;
   /**
-   * The same while 4 or more calls are in flight (default 25 ms; `ingestDelayMs` when only that
-   * is given, so a test that sets it gets that delay throughout).
+   * The same while 4 or more begins wait in the hub for their finish (default 25 ms;
+   * `ingestDelayMs` when only that is given, so a test that sets it gets that delay throughout).
    */
   ingestDelayBusyMs?: number;
   /** How long an in-flight row waits for its call's finish before it goes to SQLite alone (default 50 ms). */
@@ -54,7 +54,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  */
 const INGEST_DELAY_MS = 5;
 /**
- * The hand-over delay while at least BUSY_IN_FLIGHT calls are in flight. Each hand-over costs
+ * The hand-over delay while at least BUSY_IN_FLIGHT begins wait in the hub for their finish
+ * (calls in flight for under BEGIN_HOLD_MS: a busy hub of short calls). Each hand-over costs
  * the thread a transaction (its locks, the WAL frames of the pages every batch touches, the
  * chain head) and the hub a wake-up of the thread, whatever the batch holds: at concurrency 64
  * on two cores, 5 ms batches of ~20 rows cost the thread 53–64 µs per call, 25 ms batches
