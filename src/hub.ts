@@ -293,15 +293,15 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p) => this.credentialsRevoked(p) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
   }
 
-  private credentialsRevoked(principals: ReadonlySet<string>): void {
+  private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
     // Any key change: a viewer's socket does not say which credential opened it.
     this.admin?.events.dropViewers();
-    const ended = this.endpoint.endSessionsOf(principals);
-    const streams = this.endpoint.listen.endStreamsOf(principals);
-    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked principals ended');
+    const ended = this.endpoint.endSessionsOf(principals, keys);
+    const streams = this.endpoint.listen.endStreamsOf(principals, keys);
+    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked credentials ended');
   }
 
   private applyPolicy(p: PolicyConfig): void {

@@ -16,6 +16,8 @@ export function hashApiKey(key: string): string {
 export interface KeyHolder {
   principal: string;
   scopes: string[];
+  /** The key's configured hash (lower-case hex): names the key without being it. */
+  key: string;
 }
 
 /**
@@ -26,7 +28,7 @@ export class ApiKeyStore {
   private readonly entries: { hash: Buffer; holder: KeyHolder }[];
 
   constructor(keys: readonly ApiKeyConfig[]) {
-    this.entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), holder: { principal: k.principal, scopes: k.scopes ?? [] } }));
+    this.entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), holder: { principal: k.principal, scopes: k.scopes ?? [], key: k.sha256.toLowerCase() } }));
   }
 
   get size(): number {

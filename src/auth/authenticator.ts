@@ -23,6 +23,11 @@ export interface Identity {
    * is ended then, so the client must come back with a fresh one.
    */
   expiresAt?: number;
+  /**
+   * The API key that authenticated (its configured hash): a session or stream it opened ends
+   * when a reload removes that key, even if the principal keeps another (a rotated key).
+   */
+  key?: string;
 }
 
 /** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
@@ -123,7 +128,7 @@ export class Authenticator {
     if (token === '') return this.unauthorized('invalid_request', 'malformed Authorization header');
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);
-      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey' };
+      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key };
     }
     if (this.cfg?.oauth && token.split('.').length === 3) {
       if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet');

@@ -423,6 +423,7 @@ export class Endpoint {
     const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
     const session = new LegacySession(version, p.clientInfo as Implementation | undefined, caps, ex.principal);
     session.group = ex.group;
+    session.key = ex.credentialKey;
     if (stdio) {
       // initialize again: the old session ends, and what it held upstream (subscriptions) is let go.
       const old = stdio.current;
@@ -580,13 +581,18 @@ export class Endpoint {
     return true;
   }
 
-  /** Sessions of principals whose credentials were revoked end at once, GET streams included. */
-  endSessionsOf(principals: ReadonlySet<string>): number {
+  /**
+   * Sessions of principals whose credentials were revoked, or opened with a removed API key
+   * (`keys`: their hashes), end at once, GET streams included.
+   */
+  endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS): number {
     let n = 0;
-    for (const [id, s] of this.sessions) if (principals.has(s.principal) && this.endSession(id)) n++;
+    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || (s.key !== undefined && keys.has(s.key))) && this.endSession(id)) n++;
     return n;
   }
 }
+
+const NO_KEYS: ReadonlySet<string> = new Set();
 
 function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
   if (req.method !== 'tools/call') return undefined;

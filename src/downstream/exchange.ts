@@ -24,6 +24,8 @@ export interface Exchange {
   readonly closed: Signal;
   /** When the credential that sent this stops working (epoch ms): a stream it opens ends then. */
   readonly credentialExpiresAt?: number;
+  /** The API key that sent this (its configured hash; see Identity.key). */
+  readonly credentialKey?: string;
   /** Turn this exchange into a long-lived stream (modern subscriptions/listen). */
   stream?(): MessageSink & { end(): void };
 }

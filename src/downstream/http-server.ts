@@ -202,6 +202,7 @@ export class HttpServer {
       principal: who.principal,
       authContext: who.authContext,
       credentialExpiresAt: who.expiresAt,
+      credentialKey: who.key,
       group,
       requestBytes: body.length,
       sink: channel,

@@ -33,6 +33,8 @@ export class LegacySession {
   lastSeen = Date.now();
   /** The tool group of the endpoint the session was opened on (`/mcp/<group>`); it keeps it. */
   group: string | undefined;
+  /** The API key that opened it (Identity.key): the session ends when that key is removed. */
+  key: string | undefined;
   readonly inflight = new Map<string, Canceller>();
   private nextId = 0;
   private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();

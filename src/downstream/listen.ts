@@ -14,6 +14,8 @@ interface Listener {
   /** Subscriber key of its resource subscriptions (released when the stream ends). */
   key: string;
   principal: string;
+  /** The API key that opened it (Identity.key). */
+  credentialKey: string | undefined;
   /** Ends the stream from the hub's side, releasing what it holds. */
   close(): void;
 }
@@ -110,6 +112,7 @@ export class ListenHub {
       resources: honoured.resourcesListChanged === true,
       key,
       principal: ex.principal,
+      credentialKey: ex.credentialKey,
       close: () => {
         stop();
         release();
@@ -131,11 +134,11 @@ export class ListenHub {
     });
   }
 
-  /** The streams of principals whose credentials were revoked end now; how many. */
-  endStreamsOf(principals: ReadonlySet<string>): number {
+  /** The streams of principals whose credentials were revoked, or opened with a removed API key, end now; how many. */
+  endStreamsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = new Set()): number {
     let n = 0;
     for (const l of [...this.listeners])
-      if (principals.has(l.principal)) {
+      if (principals.has(l.principal) || (l.credentialKey !== undefined && keys.has(l.credentialKey))) {
         l.close();
         n++;
       }

@@ -22,8 +22,11 @@ export interface ReloadTarget {
   addServer(h: ServerHandle): void;
   /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
   applyPolicy(policy: PolicyConfig): void;
-  /** API keys were replaced: what the revoked ones opened (sessions, the live feed) ends. */
-  credentialsRevoked(principals: ReadonlySet<string>): void;
+  /**
+   * API keys were replaced: what the revoked ones opened (sessions, streams, the live feed)
+   * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
+   */
+  credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void;
 }
 
 /**
@@ -49,9 +52,13 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   const keys = reloadableApiKeys(hub.config, next, hub.auth.required);
   if (keys) {
     const kept = new Set(keys.map((k) => k.principal));
-    const gone = new Set((hub.config.auth?.apiKeys ?? []).map((k) => k.principal).filter((p) => !kept.has(p)));
+    const old = hub.config.auth?.apiKeys ?? [];
+    const gone = new Set(old.map((k) => k.principal).filter((p) => !kept.has(p)));
+    // A key rotated for the same principal is revoked too: what a leaked key opened must end.
+    const still = new Set(keys.map((k) => k.sha256.toLowerCase()));
+    const removed = new Set(old.map((k) => k.sha256.toLowerCase()).filter((h) => !still.has(h)));
     hub.auth.replaceKeys(keys);
-    hub.credentialsRevoked(gone);
+    hub.credentialsRevoked(gone, removed);
     hub.config.auth = next.auth;
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
     if (keys.length === 0 && !next.auth?.oauth)

@@ -271,6 +271,52 @@ describe('hot reload', () => {
     expect(reuse.status).toBe(404);
   }, 30_000);
 
+  it('a key rotated for the same principal ends what the old key opened, and only that', async () => {
+    const OLD = 'sy_old-rotate-key-0123456789abcdefghijklmnopqrstuvw';
+    const NEW = 'sy_new-rotate-key-0123456789abcdefghijklmnopqrstuvw';
+    const OTHER = 'sy_other-rotate-key-0123456789abcdefghijklmnopqrstu';
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-rotate-'));
+    const keys = (...ks: string[]) => ks.map((k) => ({ principal: 'alice', sha256: sha256Hex(k) }));
+    const hub = await start({ auth: { apiKeys: keys(OLD, OTHER) }, servers: { a: nodeServer(SDK1) } }, { dir });
+    // What each key opens: a legacy session with its GET stream, and a modern listen stream.
+    const open = async (key: string) => {
+      const legacy = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
+      const init = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'rotated', version: '1' } } }, legacy);
+      const session = { ...legacy, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+      await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, session);
+      const get = await fetch(hub.url, { headers: { ...session, accept: 'text/event-stream' } });
+      const listen = await fetch(hub.url, {
+        method: 'POST',
+        headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${key}` },
+        body: JSON.stringify(modernBody('l1', 'subscriptions/listen', { notifications: { toolsListChanged: true } })),
+      });
+      expect([get.status, listen.status]).toEqual([200, 200]);
+      const ended = (r: Response) =>
+        (async () => {
+          const reader = r.body!.getReader();
+          while (!(await reader.read().catch(() => ({ done: true }))).done);
+          return 'ended' as const;
+        })();
+      return { session, get: ended(get), listen: ended(listen) };
+    };
+    const old = await open(OLD);
+    const other = await open(OTHER);
+    // OLD is replaced by NEW; alice keeps a key all along (OTHER).
+    rewrite(hub.configFile, (c) => {
+      c.auth = { apiKeys: keys(NEW, OTHER) };
+    });
+    const within = <T>(p: Promise<T>, ms: number) => Promise.race([p, sleep(ms).then(() => 'open' as const)]);
+    expect(await within(old.get, 5_000)).toBe('ended');
+    expect(await within(old.listen, 5_000)).toBe('ended');
+    const reuse = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...old.session, authorization: `Bearer ${NEW}` });
+    expect(reuse.status).toBe(404);
+    // What the key that stayed opened is untouched.
+    expect(await within(other.get, 300)).toBe('open');
+    expect(await within(other.listen, 300)).toBe('open');
+    const still = await post(hub.url, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, other.session);
+    expect(still.status).toBe(200);
+  }, 30_000);
+
   it("a reload that shortens a server's timeout makes the new limit the server's own: its timeouts open the circuit", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-retime-'));
     const f = await startFaultHttp(join(dir, 'f.log'));
