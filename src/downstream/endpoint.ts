@@ -11,7 +11,7 @@ import {
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
-import { errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -386,6 +386,16 @@ export class Endpoint {
       requestBytes: ex.requestBytes,
     };
     return this.core.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+  }
+
+  /**
+   * Whether a JSON-RPC batch sent with this session id is taken: only on a session of this
+   * principal negotiated at 2025-03-26, the one revision with batches. Otherwise a batch is
+   * refused as one invalid message, as before.
+   */
+  takesBatches(sessionId: string | undefined, principal: string): boolean {
+    const s = sessionId === undefined ? undefined : this.sessions.get(sessionId);
+    return s !== undefined && s.principal === principal && s.protocolVersion === BATCH_VERSION;
   }
 
   private sessionOf(ex: Exchange): LegacySession | undefined {

@@ -4,9 +4,9 @@ import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
+import { batchOf, classify, errorResponse, parseFrame } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
-import type { HubCore } from './core.js';
+import type { HubCore, MessageSink } from './core.js';
 import { unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
@@ -182,8 +182,11 @@ export class HttpServer {
     if (!ct.toLowerCase().startsWith('application/json')) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
+    const text = body.toString('utf8');
+    const batch = batchOf(text);
+    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal)) return this.postBatch(req, res, who, group, batch);
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
-    const c = parseFrame(body.toString('utf8'));
+    const c = parseFrame(text);
     if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
       const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
       if (refused) return sendJson(res, refused.status, errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
@@ -211,6 +214,55 @@ export class HttpServer {
       stream: () => new SseStream(res),
     };
     await this.endpoint.message(c, ex);
+  }
+
+  /**
+   * A JSON-RPC batch on a session negotiated at 2025-03-26, the one revision that has them (its
+   * receivers MUST take them; digest §1.1). Each member is handled as a message of its own (its
+   * admission, its ledger row) and their answers leave together: one JSON array, or, once a
+   * member streams (progress, a question to the client), events on one SSE stream. A batch of
+   * notifications and responses only gets 202. Members run concurrently, as JSON-RPC allows.
+   */
+  private async postBatch(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, batch: unknown[]): Promise<void> {
+    const accept = header(req, 'accept') ?? '';
+    const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
+    const closed = new Canceller();
+    res.on('close', () => {
+      if (!res.writableFinished) closed.abort();
+    });
+    const answers = new BatchAnswers(channel, batch.length);
+    const sink: MessageSink = {
+      send: (msg) => answers.send(msg),
+      get closed() {
+        return channel.closed;
+      },
+      canStream: channel.canStream,
+    };
+    await Promise.all(
+      batch.map(async (member) => {
+        const c = classify(member);
+        const requestBytes = Buffer.byteLength(JSON.stringify(member) ?? '');
+        if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
+          const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes });
+          if (refused) return answers.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)));
+        }
+        const ex: Exchange = {
+          transport: 'http',
+          header: (n) => header(req, n),
+          clientAddress: req.socket.remoteAddress,
+          principal: who.principal,
+          authContext: who.authContext,
+          credentialExpiresAt: who.expiresAt,
+          credentialKey: who.key,
+          group,
+          requestBytes,
+          sink,
+          reply: (msg) => answers.reply(msg),
+          closed: closed.signal,
+        };
+        await this.endpoint.message(c, ex);
+      }),
+    );
   }
 
   /**
@@ -304,5 +356,39 @@ export class HttpServer {
       return;
     }
     res.writeHead(200).end();
+  }
+}
+
+/**
+ * The answers of a batch's members, sent together once every member has answered: held as a
+ * JSON array while nothing was streamed, written as events once the channel streams.
+ */
+class BatchAnswers {
+  private held: object[] = [];
+
+  constructor(
+    private readonly channel: PostChannel,
+    private left: number,
+  ) {}
+
+  send(msg: object): void {
+    this.channel.send(msg);
+    this.release();
+  }
+
+  /** A member's answer (none for a notification or a response). */
+  reply(msg: object | undefined): void {
+    if (msg) this.held.push(msg);
+    this.release();
+    if (--this.left > 0) return;
+    if (this.channel.streaming) this.channel.end(undefined);
+    else if (this.held.length > 0) this.channel.end(this.held, 200);
+    else this.channel.end(undefined, 202);
+  }
+
+  private release(): void {
+    if (!this.channel.streaming || this.held.length === 0) return;
+    for (const m of this.held) this.channel.send(m);
+    this.held = [];
   }
 }

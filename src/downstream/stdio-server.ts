@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { errorResponse, idKey, parseFrame, type Id } from '../protocol/jsonrpc.js';
+import { batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Id } from '../protocol/jsonrpc.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
@@ -121,6 +121,8 @@ export class StdioServer {
     let text = buf.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
+    const batch = this.session.current?.protocolVersion === BATCH_VERSION ? batchOf(text) : undefined;
+    if (batch) return this.batchLine(batch);
     const c = parseFrame(text);
     if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
     const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
@@ -136,6 +138,39 @@ export class StdioServer {
     if (c.kind === 'request' && c.msg.method === 'initialize') {
       this.held = [];
       void p.then(() => this.release());
+    }
+  }
+
+  /**
+   * A JSON-RPC batch from a client whose session is at 2025-03-26, the one revision with
+   * batches: each member is served as a line of its own would be, and the answers go out
+   * together, as one line holding their array, once every member has answered (none for a
+   * batch of notifications). An initialize cannot be a member.
+   */
+  private batchLine(members: unknown[]): void {
+    const answers: object[] = [];
+    let left = members.length;
+    const deliver = (msg: object | undefined): void => {
+      if (msg) answers.push(msg);
+      if (--left === 0 && answers.length > 0) this.write(answers);
+    };
+    for (const member of members) {
+      const c = classify(member);
+      const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
+      if (c.kind === 'request' && c.msg.method === 'initialize') {
+        deliver(errorResponse(id, new RpcError(INVALID_REQUEST, 'initialize cannot be part of a batch')));
+        continue;
+      }
+      if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
+      const ex = this.exchange(id, Buffer.byteLength(JSON.stringify(member) ?? ''), deliver);
+      const p = this.endpoint
+        .message(c, ex, this.session)
+        .catch((err) => {
+          this.log.error({ err }, 'stdio message handler failed');
+          ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));
+        })
+        .finally(() => this.pending.delete(p));
+      this.pending.add(p);
     }
   }
 
@@ -162,7 +197,8 @@ export class StdioServer {
     o.closed.abort();
   }
 
-  private exchange(id: Id | undefined, bytes: number): Exchange {
+  /** `deliver`: where the answer goes instead of a line of its own (a batch's member; called once, undefined for none). */
+  private exchange(id: Id | undefined, bytes: number, deliver?: (msg: object | undefined) => void): Exchange {
     const closed = new Canceller();
     const key = id === undefined ? undefined : idKey(id);
     const entry: Open = { closed, streaming: false };
@@ -184,7 +220,8 @@ export class StdioServer {
         if (answered) return;
         answered = true;
         if (!entry.streaming) settle();
-        if (msg && !closed.signal.aborted) this.write(msg);
+        if (deliver) deliver(msg && !closed.signal.aborted ? msg : undefined);
+        else if (msg && !closed.signal.aborted) this.write(msg);
       },
       stream: () => {
         entry.streaming = true;

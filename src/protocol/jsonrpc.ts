@@ -91,3 +91,20 @@ export function resultResponse(id: Id, result: Record<string, unknown>): Success
 export function isErrorResponse(r: Response): r is ErrorResponse {
   return 'error' in r;
 }
+
+/** The only revision with JSON-RPC batches (added there, removed in 2025-06-18). */
+export const BATCH_VERSION = '2025-03-26';
+
+/**
+ * The members of a frame that is a JSON array with at least one member; undefined otherwise
+ * (an empty array, or not an array, is left to parseFrame, which refuses it as one message).
+ */
+export function batchOf(text: string): unknown[] | undefined {
+  if (!text.trimStart().startsWith('[')) return undefined;
+  try {
+    const v: unknown = JSON.parse(text);
+    return Array.isArray(v) && v.length > 0 ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}

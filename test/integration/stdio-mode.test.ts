@@ -298,3 +298,58 @@ describe('a legacy client of `switchyard stdio`', () => {
     }
   }, 30_000);
 });
+
+describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
+  const start = (d: string) => new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+  const batchLine = async (c: LineClient, timeoutMs = 15_000): Promise<Json[]> => {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const line = c.nonProtocolLines.find((l) => l.startsWith('['));
+      if (line) return JSON.parse(line) as Json[];
+      if (Date.now() > until) throw new Error(`no batch answer; stderr: ${c.stderr.slice(-1000)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  it('gets the answers of its members together, as one line holding their array; an initialize cannot be a member', async () => {
+    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-')));
+    try {
+      const init = await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, 30_000);
+      expect(init.result.protocolVersion).toBe('2025-03-26');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(
+        JSON.stringify([
+          { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'one' } } },
+          { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'legacy__add', arguments: { a: 2, b: 3 } } },
+          { jsonrpc: '2.0', id: 'b3', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'again', version: '1' } } },
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
+        ]),
+      );
+      const answers = await batchLine(c, 30_000);
+      const byId = new Map(answers.map((m) => [m.id, m]));
+      expect([...byId.keys()].sort()).toEqual(['b1', 'b2', 'b3']);
+      expect(byId.get('b1')!.result.content[0].text).toBe('echo:one');
+      expect(byId.get('b2')!.result.structuredContent).toEqual({ sum: 5 });
+      expect(byId.get('b3')!.error.code).toBe(-32600);
+      // The session is the one it had: a plain request still works in it.
+      const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
+      expect(after.result.tools.length).toBe(10);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  it('a client at 2025-11-25 still gets -32600 for a batch', async () => {
+    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-nobatch-')));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'late', version: '1' } } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'tools/list' }]));
+      const err = await c.next((m) => m.error?.code === -32600 && /batch/.test(m.error.message));
+      expect(err.id).toBeUndefined();
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});

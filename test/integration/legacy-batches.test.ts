@@ -1,0 +1,97 @@
+/**
+ * JSON-RPC batches on sessions negotiated at 2025-03-26, the one revision that has them (its
+ * receivers must take them). Against the built hub and a real SDK v1 upstream, over raw HTTP
+ * (no SDK client sends batches): the answers come back together, as one JSON array or as
+ * events of one SSE stream; every member has its own ledger row; a session at any other
+ * version still refuses a batch.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { post, waitForReady, type Json } from '../helpers/wire.js';
+import { queryRows, SDK1 } from './ledger-helpers.js';
+
+describe('JSON-RPC batches (2025-03-26 sessions)', () => {
+  let hub: HubProcess;
+
+  beforeAll(async () => {
+    hub = await startHub({ servers: { a: nodeServer(SDK1) } });
+    await waitForReady(hub.url, ['a']);
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  async function session(version: string, accept = 'application/json, text/event-stream'): Promise<Record<string, string>> {
+    const base = { 'content-type': 'application/json', accept };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, base);
+    expect((init.body?.result as Json | undefined)?.protocolVersion).toBe(version);
+    const headers = { ...base, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': version };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+    return headers;
+  }
+
+  const byId = (messages: Json[]) => new Map(messages.filter((m) => 'id' in m).map((m) => [m.id, m]));
+
+  it('answers every member of a batch in one JSON array, each with its own ledger row', async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const r = await post(
+      hub.url,
+      [
+        { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'a__echo', arguments: { text: 'one' } } },
+        { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'a__add', arguments: { a: 2, b: 3 } } },
+        { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
+        { jsonrpc: '2.0', id: 'b3', method: 'no/such/method' },
+      ],
+      headers,
+    );
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toContain('application/json');
+    const answers = JSON.parse(r.text) as Json[];
+    expect(Array.isArray(answers)).toBe(true);
+    expect(answers).toHaveLength(3); // the notification gets none
+    const got = byId(answers);
+    expect((got.get('b1')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:one');
+    expect((got.get('b2')?.result as { structuredContent: Json }).structuredContent).toEqual({ sum: 5 });
+    expect((got.get('b3')?.error as Json).code).toBe(-32601);
+    await expect
+      .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => ['b1', 'b2', 'b3'].includes(row.requestId)).length, { timeout: 5000 })
+      .toBe(3);
+  });
+
+  it('streams the answers as events when a member streams (progress), and ends the stream after the last', async () => {
+    const headers = await session('2025-03-26');
+    const r = await post(
+      hub.url,
+      [
+        { jsonrpc: '2.0', id: 's1', method: 'tools/call', params: { name: 'a__slow', arguments: { ms: 300 }, _meta: { progressToken: 'p1' } } },
+        { jsonrpc: '2.0', id: 's2', method: 'tools/call', params: { name: 'a__echo', arguments: { text: 'two' } } },
+      ],
+      headers,
+    );
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toContain('text/event-stream');
+    const got = byId(r.messages as unknown as Json[]);
+    expect((got.get('s1')?.result as { content: { text: string }[] }).content[0]!.text).toBe('slept 300');
+    expect((got.get('s2')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:two');
+    expect(r.messages.some((m) => m.method === 'notifications/progress')).toBe(true);
+  });
+
+  it('takes a batch of notifications only with 202', async () => {
+    const headers = await session('2025-03-26');
+    const r = await post(hub.url, [{ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } }], headers);
+    expect(r.status).toBe(202);
+    expect(r.text).toBe('');
+  });
+
+  it('refuses a batch on a session at a version without batches, and one with no session', async () => {
+    const headers = await session('2025-11-25');
+    const batch = [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }];
+    const r = await post(hub.url, batch, headers);
+    expect(r.status).toBe(400);
+    expect((r.body?.error as Json).code).toBe(-32600);
+    const none = await post(hub.url, batch, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
+    expect(none.status).toBe(400);
+    expect((none.body?.error as Json).code).toBe(-32600);
+  });
+});
