@@ -21,7 +21,7 @@ describe('API keys', () => {
       { principal: 'bob', sha256: hashApiKey(k2) },
     ]);
     expect(store.lookup(k1)).toEqual({ principal: 'alice', scopes: ['a'], key: hashApiKey(k1) });
-    expect(store.lookup(k2)).toEqual({ principal: 'bob', scopes: [] });
+    expect(store.lookup(k2)).toEqual({ principal: 'bob', scopes: [], key: hashApiKey(k2) });
     expect(store.lookup(`${k1} `)).toBeUndefined();
     expect(store.lookup('')).toBeUndefined();
   });
