@@ -398,6 +398,26 @@ export class Endpoint {
     return s !== undefined && s.principal === principal && s.protocolVersion === BATCH_VERSION;
   }
 
+  /**
+   * Why a batch the session takes is refused whole (one invalid message, one ledger row), or
+   * null. At most maxPendingPerSession members: its members run at once, and each costs a row.
+   * No initialize (the revision forbids it), no message of the modern era, no other version.
+   */
+  batchRefusal(members: readonly unknown[], headerVersion: string | undefined): RpcError | null {
+    const cap = this.limits.maxPendingPerSession ?? DEFAULT_MAX_BATCH;
+    if (members.length === 0) return new RpcError(INVALID_REQUEST, 'an empty batch');
+    if (members.length > cap) return new RpcError(INVALID_REQUEST, `a batch holds at most ${cap} messages (listen.maxPendingPerSession)`);
+    if (headerVersion !== undefined && headerVersion !== BATCH_VERSION) return new RpcError(INVALID_REQUEST, `batches are taken only at ${BATCH_VERSION}`);
+    for (const m of members) {
+      const o = (m ?? {}) as { method?: unknown; params?: unknown };
+      const params = o.params !== null && typeof o.params === 'object' ? (o.params as Params) : undefined;
+      if (o.method === 'initialize') return new RpcError(INVALID_REQUEST, 'initialize cannot be part of a batch');
+      if (classifyEra(typeof o.method === 'string' ? o.method : undefined, params, undefined).era === 'modern')
+        return new RpcError(INVALID_REQUEST, 'a batch cannot hold a message of the 2026-07-28 era');
+    }
+    return null;
+  }
+
   private sessionOf(ex: Exchange): LegacySession | undefined {
     const sid = ex.header('mcp-session-id');
     return sid === undefined ? undefined : this.sessions.get(sid);
@@ -515,6 +535,12 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, err), 429);
     }
     const key = idKey(req.id);
+    if (session.inflight.has(key)) {
+      // Its answer could not be told from the other's, and it would slip past the limit above.
+      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight on this session`);
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      return ex.reply(errorResponse(req.id, err), 400);
+    }
     session.inflight.set(key, ac);
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
@@ -597,12 +623,15 @@ export class Endpoint {
    */
   endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS): number {
     let n = 0;
-    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || (s.key !== undefined && keys.has(s.key))) && this.endSession(id)) n++;
+    const removed = (k: string | undefined) => k !== undefined && keys.has(k);
+    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || removed(s.key) || removed(s.streamKey)) && this.endSession(id)) n++;
     return n;
   }
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();
+/** The batch cap when no in-flight limit is configured. */
+const DEFAULT_MAX_BATCH = 64;
 
 function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
   if (req.method !== 'tools/call') return undefined;

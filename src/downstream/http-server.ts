@@ -4,7 +4,7 @@ import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { batchOf, classify, errorResponse, parseFrame } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, classify, errorResponse, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
 import { unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
@@ -184,9 +184,14 @@ export class HttpServer {
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     const text = body.toString('utf8');
     const batch = batchOf(text);
-    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal)) return this.postBatch(req, res, who, group, batch);
+    let c: Classified | undefined;
+    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal)) {
+      const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'));
+      if (!refused) return this.postBatch(req, res, who, group, batch);
+      c = { kind: 'invalid', error: refused };
+    }
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
-    const c = parseFrame(text);
+    c ??= parseFrame(text);
     if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
       const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
       if (refused) return sendJson(res, refused.status, errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
@@ -333,6 +338,8 @@ export class HttpServer {
       return;
     }
     const stream = (session.stream = new SseStream(res, { 'mcp-session-id': session.id }));
+    // The key that opened the stream may not be the one that opened the session: either removed ends it.
+    session.streamKey = who.key;
     // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
     session.lastSeen = Date.now();
     // The token that opened it is the stream's credential: it ends with it (the client comes
@@ -382,7 +389,7 @@ class BatchAnswers {
     this.release();
     if (--this.left > 0) return;
     if (this.channel.streaming) this.channel.end(undefined);
-    else if (this.held.length > 0) this.channel.end(this.held, 200);
+    else if (this.held.length > 0) this.channel.end(arrayOf(this.held), 200);
     else this.channel.end(undefined, 202);
   }
 

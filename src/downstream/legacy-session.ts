@@ -35,6 +35,8 @@ export class LegacySession {
   group: string | undefined;
   /** The API key that opened it (Identity.key): the session ends when that key is removed. */
   key: string | undefined;
+  /** The API key that opened its GET stream: the session ends when that key is removed too. */
+  streamKey: string | undefined;
   readonly inflight = new Map<string, Canceller>();
   private nextId = 0;
   private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();

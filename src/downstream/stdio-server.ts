@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Id } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
@@ -122,8 +122,13 @@ export class StdioServer {
     if (text.endsWith('\r')) text = text.slice(0, -1);
     if (text.trim() === '') return;
     const batch = this.session.current?.protocolVersion === BATCH_VERSION ? batchOf(text) : undefined;
-    if (batch) return this.batchLine(batch);
-    const c = parseFrame(text);
+    let c: Classified | undefined;
+    if (batch) {
+      const refused = this.endpoint.batchRefusal(batch, undefined);
+      if (!refused) return this.batchLine(batch);
+      c = { kind: 'invalid', error: refused };
+    }
+    c ??= parseFrame(text);
     if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
     const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
     const ex = this.exchange(id, buf.length);
@@ -143,24 +148,20 @@ export class StdioServer {
 
   /**
    * A JSON-RPC batch from a client whose session is at 2025-03-26, the one revision with
-   * batches: each member is served as a line of its own would be, and the answers go out
-   * together, as one line holding their array, once every member has answered (none for a
-   * batch of notifications). An initialize cannot be a member.
+   * batches (Endpoint.batchRefusal has passed it): each member is served as a line of its own
+   * would be, and the answers go out together, as one line holding their array, once every
+   * member has answered (none for a batch of notifications).
    */
   private batchLine(members: unknown[]): void {
     const answers: object[] = [];
     let left = members.length;
     const deliver = (msg: object | undefined): void => {
       if (msg) answers.push(msg);
-      if (--left === 0 && answers.length > 0) this.write(answers);
+      if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
     };
     for (const member of members) {
       const c = classify(member);
       const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
-      if (c.kind === 'request' && c.msg.method === 'initialize') {
-        deliver(errorResponse(id, new RpcError(INVALID_REQUEST, 'initialize cannot be part of a batch')));
-        continue;
-      }
       if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
       const ex = this.exchange(id, Buffer.byteLength(JSON.stringify(member) ?? ''), deliver);
       const p = this.endpoint

@@ -55,8 +55,9 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     const old = hub.config.auth?.apiKeys ?? [];
     const gone = new Set(old.map((k) => k.principal).filter((p) => !kept.has(p)));
     // A key rotated for the same principal is revoked too: what a leaked key opened must end.
-    const still = new Set(keys.map((k) => k.sha256.toLowerCase()));
-    const removed = new Set(old.map((k) => k.sha256.toLowerCase()).filter((h) => !still.has(h)));
+    // So is a key given to another principal: what it opened was the first one's.
+    const holder = new Map(keys.map((k) => [k.sha256.toLowerCase(), k.principal]));
+    const removed = new Set(old.filter((k) => holder.get(k.sha256.toLowerCase()) !== k.principal).map((k) => k.sha256.toLowerCase()));
     hub.auth.replaceKeys(keys);
     hub.credentialsRevoked(gone, removed);
     hub.config.auth = next.auth;

@@ -1,4 +1,5 @@
 import { INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
+import { Serialized, wireText } from './serialized.js';
 
 export type Id = string | number;
 export type Params = Record<string, unknown>;
@@ -95,16 +96,18 @@ export function isErrorResponse(r: Response): r is ErrorResponse {
 /** The only revision with JSON-RPC batches (added there, removed in 2025-06-18). */
 export const BATCH_VERSION = '2025-03-26';
 
-/**
- * The members of a frame that is a JSON array with at least one member; undefined otherwise
- * (an empty array, or not an array, is left to parseFrame, which refuses it as one message).
- */
+/** The members of a frame that is a JSON array; undefined otherwise (left to parseFrame). */
 export function batchOf(text: string): unknown[] | undefined {
   if (!text.trimStart().startsWith('[')) return undefined;
   try {
     const v: unknown = JSON.parse(text);
-    return Array.isArray(v) && v.length > 0 ? v : undefined;
+    return Array.isArray(v) ? v : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** A batch's answers as one message, each as its wire text (an answer may come pre-serialised; none of a legacy member does today). */
+export function arrayOf(messages: readonly object[]): Serialized {
+  return new Serialized(`[${messages.map(wireText).join(',')}]`);
 }

@@ -317,6 +317,33 @@ describe('hot reload', () => {
     expect(still.status).toBe(200);
   }, 30_000);
 
+  it('a GET stream opened with another key than its session ends when that key is given to another principal', async () => {
+    const FIRST = 'sy_first-moved-key-0123456789abcdefghijklmnopqrstuv';
+    const MOVED = 'sy_moved-moved-key-0123456789abcdefghijklmnopqrstuv';
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-moved-'));
+    const hub = await start(
+      { auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(FIRST) }, { principal: 'alice', sha256: sha256Hex(MOVED) }] }, servers: { a: nodeServer(SDK1) } },
+      { dir },
+    );
+    const legacy = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${FIRST}` };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'moved', version: '1' } } }, legacy);
+    const session = { ...legacy, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, session);
+    // The session was opened with FIRST, its stream with MOVED.
+    const get = await fetch(hub.url, { headers: { ...session, authorization: `Bearer ${MOVED}`, accept: 'text/event-stream' } });
+    expect(get.status).toBe(200);
+    const ended = (async () => {
+      const reader = get.body!.getReader();
+      while (!(await reader.read().catch(() => ({ done: true }))).done);
+      return 'ended' as const;
+    })();
+    // MOVED now belongs to bob: what it opened as alice's must end; alice keeps FIRST.
+    rewrite(hub.configFile, (c) => {
+      c.auth = { apiKeys: [{ principal: 'alice', sha256: sha256Hex(FIRST) }, { principal: 'bob', sha256: sha256Hex(MOVED) }] };
+    });
+    expect(await Promise.race([ended, sleep(5_000).then(() => 'open' as const)])).toBe('ended');
+  }, 30_000);
+
   it("a reload that shortens a server's timeout makes the new limit the server's own: its timeouts open the circuit", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-retime-'));
     const f = await startFaultHttp(join(dir, 'f.log'));

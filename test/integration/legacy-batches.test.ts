@@ -42,6 +42,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
         { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'a__add', arguments: { a: 2, b: 3 } } },
         { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
         { jsonrpc: '2.0', id: 'b3', method: 'no/such/method' },
+        { jsonrpc: '2.0', id: 'b4', method: 'tools/list' },
       ],
       headers,
     );
@@ -49,11 +50,13 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(r.headers.get('content-type')).toContain('application/json');
     const answers = JSON.parse(r.text) as Json[];
     expect(Array.isArray(answers)).toBe(true);
-    expect(answers).toHaveLength(3); // the notification gets none
+    expect(answers).toHaveLength(4); // the notification gets none
     const got = byId(answers);
     expect((got.get('b1')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:one');
     expect((got.get('b2')?.result as { structuredContent: Json }).structuredContent).toEqual({ sum: 5 });
     expect((got.get('b3')?.error as Json).code).toBe(-32601);
+    // A list member's answer is a message in the array like the others.
+    expect(((got.get('b4')?.result as Json).tools as Json[]).map((t) => t.name)).toContain('a__echo');
     await expect
       .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => ['b1', 'b2', 'b3'].includes(row.requestId)).length, { timeout: 5000 })
       .toBe(3);
@@ -82,6 +85,39 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     const r = await post(hub.url, [{ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } }], headers);
     expect(r.status).toBe(202);
     expect(r.text).toBe('');
+  });
+
+  it('refuses whole, with one ledger row, a batch over the in-flight limit, one holding an initialize or a modern message, and an empty one', async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const ping = (id: string) => ({ jsonrpc: '2.0', id, method: 'ping' });
+    const modern = { jsonrpc: '2.0', id: 'm', method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
+    const init = { jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    const cases: [unknown[], RegExp][] = [
+      [Array.from({ length: 65 }, (_, i) => ping(`cap-${i}`)), /at most 64/],
+      [[ping('with-init'), init], /initialize/],
+      [[ping('with-modern'), modern], /2026-07-28/],
+      [[], /empty/],
+    ];
+    for (const [batch, why] of cases) {
+      const r = await post(hub.url, batch, headers);
+      expect(r.status, r.text).toBe(400);
+      expect((r.body?.error as Json).code).toBe(-32600);
+      expect(String((r.body?.error as Json).message)).toMatch(why);
+    }
+    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /at most 64|initialize cannot|2026-07-28 era|empty batch/.test(String(row.errorMessage)));
+    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(4);
+    // None of their members ran.
+    expect((await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-)/.test(row.requestId))).toEqual([]);
+  });
+
+  it('refuses a request whose id is already in flight on the session, in a batch or not', async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const slow = { jsonrpc: '2.0', id: 'twice', method: 'tools/call', params: { name: 'a__slow', arguments: { ms: 300 } } };
+    const r = await post(hub.url, [slow, slow], headers);
+    const answers = JSON.parse(r.text) as Json[];
+    expect(answers).toHaveLength(2);
+    expect(answers.filter((a) => 'result' in a)).toHaveLength(1);
+    expect(answers.find((a) => 'error' in a)?.error).toMatchObject({ code: -32600, message: expect.stringMatching(/already in flight/) });
   });
 
   it('refuses a batch on a session at a version without batches, and one with no session', async () => {

@@ -311,7 +311,7 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
     }
   };
 
-  it('gets the answers of its members together, as one line holding their array; an initialize cannot be a member', async () => {
+  it('gets the answers of its members together, as one line holding their array; a batch holding an initialize is refused whole', async () => {
     const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-')));
     try {
       const init = await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, 30_000);
@@ -321,7 +321,7 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
         JSON.stringify([
           { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'one' } } },
           { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'legacy__add', arguments: { a: 2, b: 3 } } },
-          { jsonrpc: '2.0', id: 'b3', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'again', version: '1' } } },
+          { jsonrpc: '2.0', id: 'b3', method: 'tools/list' },
           { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
         ]),
       );
@@ -330,7 +330,16 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
       expect([...byId.keys()].sort()).toEqual(['b1', 'b2', 'b3']);
       expect(byId.get('b1')!.result.content[0].text).toBe('echo:one');
       expect(byId.get('b2')!.result.structuredContent).toEqual({ sum: 5 });
-      expect(byId.get('b3')!.error.code).toBe(-32600);
+      expect(byId.get('b3')!.result.tools.length).toBe(10);
+      c.send(
+        JSON.stringify([
+          { jsonrpc: '2.0', id: 'i1', method: 'ping' },
+          { jsonrpc: '2.0', id: 'i2', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'again', version: '1' } } },
+        ]),
+      );
+      const refused = await c.next((m) => m.error?.code === -32600 && /initialize/.test(m.error.message));
+      expect(refused.id).toBeUndefined();
+      expect(c.received.some((m) => m.id === 'i1')).toBe(false);
       // The session is the one it had: a plain request still works in it.
       const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
       expect(after.result.tools.length).toBe(10);
