@@ -2,7 +2,7 @@ import { createServer, IncomingMessage, maxHeaderSize, type Server, type ServerR
 import type { AddressInfo } from 'node:net';
 import type { Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
-import type { EdgeGate } from '../policy/gate.js';
+import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, classify, errorResponse, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
@@ -192,17 +192,33 @@ export class HttpServer {
     }
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
     c ??= parseFrame(text);
-    if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
-      const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes: body.length });
-      if (refused) return sendJson(res, refused.status, errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)), refused.headers);
-    }
+    const refused = await this.admit(req, who, c, body.length);
+    if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
+    const { channel, closed } = this.answerChannel(req, res);
+    const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
+    await this.endpoint.message(c, ex);
+  }
+
+  /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
+  private async admit(req: EdgeRequest, who: Identity, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
+    if ((c.kind !== 'request' && c.kind !== 'invalid') || !this.opts.gate) return null;
+    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes });
+    return refused && { ...refused, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)) };
+  }
+
+  /** Where a POST's answer goes (JSON, or SSE once something streams), and the signal of its client going away. */
+  private answerChannel(req: EdgeRequest, res: EdgeResponse): { channel: PostChannel; closed: Canceller } {
     const accept = header(req, 'accept') ?? '';
     const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
     const closed = new Canceller();
     res.on('close', () => {
       if (!res.writableFinished) closed.abort();
     });
-    const ex: Exchange = {
+    return { channel, closed };
+  }
+
+  private exchange(req: EdgeRequest, who: Identity, group: string | undefined, requestBytes: number, closed: Canceller, sink: MessageSink, reply: Exchange['reply'], stream?: Exchange['stream']): Exchange {
+    return {
       transport: 'http',
       header: (n) => header(req, n),
       clientAddress: req.socket.remoteAddress,
@@ -212,13 +228,12 @@ export class HttpServer {
       credentialExpiresAt: who.expiresAt,
       credentialKey: who.key,
       group,
-      requestBytes: body.length,
-      sink: channel,
-      reply: (msg, status, headers) => channel.end(msg, status, headers),
+      requestBytes,
+      sink,
+      reply,
       closed: closed.signal,
-      stream: () => new SseStream(res),
+      stream,
     };
-    await this.endpoint.message(c, ex);
   }
 
   /**
@@ -229,12 +244,7 @@ export class HttpServer {
    * notifications and responses only gets 202. Members run concurrently, as JSON-RPC allows.
    */
   private async postBatch(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, batch: unknown[]): Promise<void> {
-    const accept = header(req, 'accept') ?? '';
-    const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
-    const closed = new Canceller();
-    res.on('close', () => {
-      if (!res.writableFinished) closed.abort();
-    });
+    const { channel, closed } = this.answerChannel(req, res);
     const answers = new BatchAnswers(channel, batch.length);
     const sink: MessageSink = {
       send: (msg) => answers.send(msg),
@@ -247,25 +257,9 @@ export class HttpServer {
       batch.map(async (member) => {
         const c = classify(member);
         const requestBytes = Buffer.byteLength(JSON.stringify(member) ?? '');
-        if ((c.kind === 'request' || c.kind === 'invalid') && this.opts.gate) {
-          const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes });
-          if (refused) return answers.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)));
-        }
-        const ex: Exchange = {
-          transport: 'http',
-          header: (n) => header(req, n),
-          clientAddress: req.socket.remoteAddress,
-          principal: who.principal,
-          authContext: who.authContext,
-          credentialExpiresAt: who.expiresAt,
-          credentialKey: who.key,
-          group,
-          requestBytes,
-          sink,
-          reply: (msg) => answers.reply(msg),
-          closed: closed.signal,
-        };
-        await this.endpoint.message(c, ex);
+        const refused = await this.admit(req, who, c, requestBytes);
+        if (refused) return answers.reply(refused.answer);
+        await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
       }),
     );
   }

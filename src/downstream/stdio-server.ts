@@ -129,17 +129,7 @@ export class StdioServer {
       c = { kind: 'invalid', error: refused };
     }
     c ??= parseFrame(text);
-    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
-    const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
-    const ex = this.exchange(id, buf.length);
-    const p = this.endpoint
-      .message(c, ex, this.session)
-      .catch((err) => {
-        this.log.error({ err }, 'stdio message handler failed');
-        ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));
-      })
-      .finally(() => this.pending.delete(p));
-    this.pending.add(p);
+    const p = this.serve(c, buf.length);
     if (c.kind === 'request' && c.msg.method === 'initialize') {
       this.held = [];
       void p.then(() => this.release());
@@ -159,20 +149,23 @@ export class StdioServer {
       if (msg) answers.push(msg);
       if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
     };
-    for (const member of members) {
-      const c = classify(member);
-      const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
-      if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
-      const ex = this.exchange(id, Buffer.byteLength(JSON.stringify(member) ?? ''), deliver);
-      const p = this.endpoint
-        .message(c, ex, this.session)
-        .catch((err) => {
-          this.log.error({ err }, 'stdio message handler failed');
-          ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));
-        })
-        .finally(() => this.pending.delete(p));
-      this.pending.add(p);
-    }
+    for (const member of members) this.serve(classify(member), Buffer.byteLength(JSON.stringify(member) ?? ''), deliver);
+  }
+
+  /** One message to the endpoint, tracked until answered (`deliver`: see exchange). */
+  private serve(c: Classified, bytes: number, deliver?: (msg: object | undefined) => void): Promise<void> {
+    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
+    const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
+    const ex = this.exchange(id, bytes, deliver);
+    const p: Promise<void> = this.endpoint
+      .message(c, ex, this.session)
+      .catch((err) => {
+        this.log.error({ err }, 'stdio message handler failed');
+        ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));
+      })
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
+    return p;
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */

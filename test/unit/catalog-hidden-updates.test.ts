@@ -17,7 +17,8 @@ function fake(desc: string): any {
   u.request = async (m: string) => (m === 'resources/list' ? { resources: [{ uri: 'u://x', name: 'x', description: desc }] } : {});
   return u;
 }
-it('an update of a URI one principal sees is not dropped because another principal\'s list hides it', async () => {
+/** A catalog of one server: its main connection and Q's show u://x; P's list hides it (a plugin flags it there). */
+function catalog(): { c: Catalog; h: any; main: any; q: any } {
   const main = fake('fine'), p = fake('BAD'), q = fake('fine');
   const h: any = { id: 's', config: serverConfig('s'), upstream: main };
   const plugins: any = {
@@ -29,6 +30,11 @@ it('an update of a URI one principal sees is not dropped because another princip
     connection: (_h, pr) => (pr === 'P' ? { credential: 'principal:P', upstream: p } : pr === 'Q' ? { credential: 'principal:Q', upstream: q } : { credential: '', upstream: main }),
   });
   c.watch(h);
+  return { c, h, main, q };
+}
+
+it('an update of a URI one principal sees is not dropped because another principal\'s list hides it', async () => {
+  const { c, h, q } = catalog();
   c.watchConnection(h, q, 'Q');
   const uris = (a: any) => a.items.map((i: any) => i.uri);
   expect(uris(await c.aggregate('resources', { principal: 'Q' }))).toEqual(['u://x']);
@@ -43,17 +49,7 @@ it('an update of a URI one principal sees is not dropped because another princip
 });
 
 it('the same holds for another spelling of the URI, and an update every list hides is dropped in any spelling', async () => {
-  const main = fake('fine'), p = fake('BAD'), q = fake('fine');
-  const h: any = { id: 's', config: serverConfig('s'), upstream: main };
-  const plugins: any = {
-    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
-    notification: async () => true,
-  };
-  const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
-    plugins,
-    connection: (_h, pr) => (pr === 'P' ? { credential: 'principal:P', upstream: p } : pr === 'Q' ? { credential: 'principal:Q', upstream: q } : { credential: '', upstream: main }),
-  });
-  c.watch(h);
+  const { c, main } = catalog();
   const got: unknown[] = [];
   c.on('resourceUpdated', (u) => got.push(u));
   const update = async (uri: string) => {
