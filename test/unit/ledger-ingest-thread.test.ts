@@ -32,9 +32,10 @@ describe('the ledger ingest thread', () => {
     delay.disable();
     reader.close();
     expect(n).toBe(ROWS);
-    // One transaction of 20,000 chained rows takes ~0.3 s of CPU; on this thread, the loop
-    // would have stood still for all of it.
-    expect(delay.max / 1e6).toBeLessThan(50);
+    // One transaction of 20,000 chained rows takes ~0.3 s of CPU (twice that on the slower
+    // machines); on this thread, the loop would have stood still for all of it. The bound leaves
+    // room for the whole suite's load (101 ms seen once under it, against 50 before).
+    expect(delay.max / 1e6).toBeLessThan(150);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: ROWS });
   });
 
