@@ -30,7 +30,8 @@ export interface IngestWorkerData {
 /** From the hub: lines of the pending file, in order, as batch `n` (1, 2, ...); see Ledger.ingest. */
 export interface IngestBatch {
   n: number;
-  lines: string;
+  /** The lines, joined by newlines in chunks of a few dozen KB (see joinChunks in ledger.ts). */
+  lines: string[];
   /**
    * The pending file to empty once this batch is committed: the hub writes the other one
    * meanwhile (PendingFiles). Emptying it here keeps the truncate off the hub's event loop.
@@ -118,7 +119,7 @@ port.on('message', (m: IngestBatch | 'stop') => {
   }
   const records: PendingRecord[] = [];
   // An empty line is a begin the hub dropped because its finish follows in the same batch.
-  for (const line of m.lines.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
+  for (const chunk of m.lines) for (const line of chunk.split('\n')) if (line !== '') records.push(JSON.parse(line) as PendingRecord);
   applier.take(records);
   taken = m.n;
   if (m.empty !== undefined) toEmpty.push({ path: m.empty, n: m.n });

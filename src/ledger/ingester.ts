@@ -115,10 +115,10 @@ export class Ingester {
   }
 
   /**
-   * Sends lines of the pending file (joined by newlines); returns the batch's number. `empty`:
+   * Sends lines of the pending file (chunks of lines joined by newlines); returns the batch's number. `empty`:
    * the pending file the thread empties once the batch is committed.
    */
-  send(lines: string, empty?: string): number {
+  send(lines: string[], empty?: string): number {
     const batch: IngestBatch = empty === undefined ? { n: ++this.sent, lines } : { n: ++this.sent, lines, empty };
     // Without a thread the lines are in the pending files, where the next thread reads them.
     if (!this.gone) this.worker.postMessage(batch);

@@ -327,7 +327,7 @@ export class Ledger {
     this.lines = next;
     this.kept = next.length;
     this.pending.flush();
-    if (this.handOver(batch.join('\n'), next.length > 0) && next.length > 0 && !this.pending.rewrite(next)) {
+    if (this.handOver(joinChunks(batch), next.length > 0) && next.length > 0 && !this.pending.rewrite(next)) {
       // The other file did not take them: SQLite is their only safe place now.
       this.ingest(true);
       return;
@@ -336,13 +336,13 @@ export class Ledger {
   }
 
   /**
-   * Sends `text` to the ingest thread as the next batch, and switches pending files if they may
+   * Sends `chunks` to the ingest thread as the next batch, and switches pending files if they may
    * (PendingFiles.switchable; `holds`: begins are kept back). Decided once, before the batch
    * goes: the thread empties the file only if the hub switches. True when it did.
    */
-  private handOver(text: string, holds: boolean): boolean {
+  private handOver(chunks: string[], holds: boolean): boolean {
     const empties = this.pending.switchable(holds);
-    this.handed = this.ingester.send(text, empties);
+    this.handed = this.ingester.send(chunks, empties);
     if (empties === undefined) return false;
     this.pending.switched(this.handed);
     return true;
@@ -380,7 +380,7 @@ export class Ledger {
    * prune had removed their rows meanwhile.)
    */
   private tidy(): void {
-    if (this.pending.switchable(false) !== undefined) this.handOver('', false);
+    if (this.pending.switchable(false) !== undefined) this.handOver([], false);
   }
 
   private emptied(ok: boolean): void {
@@ -542,6 +542,28 @@ export class Ledger {
 }
 
 const RESOLVED = Promise.resolve();
+
+/**
+ * Lines joined by newlines into strings of about CHUNK_CHARS at most (a longer line is a chunk
+ * of its own). V8 puts a string over 128 KB in its large-object space, on pages of its own,
+ * fresh from the OS: joining a busy hub's 25 ms of lines (200 KB and more) into one string
+ * cost 1.5–2 µs per line against 0.1 µs in chunks of 32 KB (see docs/BENCHMARKS.md).
+ */
+export function joinChunks(lines: readonly string[], max = CHUNK_CHARS): string[] {
+  const out: string[] = [];
+  let from = 0;
+  let size = 0;
+  for (let i = 0; i < lines.length; i++) {
+    size += lines[i]!.length + 1;
+    if (size < max) continue;
+    out.push(lines.slice(from, i + 1).join('\n'));
+    from = i + 1;
+    size = 0;
+  }
+  if (from < lines.length) out.push(lines.slice(from).join('\n'));
+  return out;
+}
+const CHUNK_CHARS = 32 * 1024;
 
 /** Lines that are not '' (a begin whose finish came before the hand-over). */
 function liveLines(lines: string[]): number {

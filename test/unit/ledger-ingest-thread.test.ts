@@ -1,9 +1,10 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
-import { cpuProfileFlags } from '../../src/ledger/ingester.js';
-import { Ledger } from '../../src/ledger/ledger.js';
+import { cpuProfileFlags, Ingester } from '../../src/ledger/ingester.js';
+import { joinChunks, Ledger } from '../../src/ledger/ledger.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -140,6 +141,45 @@ function opened(): Ledger {
   if (!ledger) throw new Error('no ledger open');
   return ledger;
 }
+
+describe('hand-overs in chunks', () => {
+  it('a big batch goes to the thread as strings well under V8\'s large-object size (128 KB), and every row arrives', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const send = vi.spyOn(Ingester.prototype, 'send'); // watched, and run as it is
+    let chunks: string[];
+    try {
+      // ~1 MB of rows in one turn: one hand-over (INGEST_BATCH lines go at once, the rest after).
+      const long = 'x'.repeat(400);
+      for (let i = 0; i < 2000; i++) void ledger.record(begin({ requestId: `r${i}`, clientInfo: { name: long, version: '1' } }), end());
+      expect(ledger.query({ limit: 5000 })).toHaveLength(2000);
+      chunks = send.mock.calls.flatMap(([lines]) => lines as unknown as string[]);
+    } finally {
+      send.mockRestore();
+    }
+    expect(chunks.join('').length).toBeGreaterThan(1_000_000);
+    for (const c of chunks) expect(c.length).toBeLessThan(64 * 1024);
+  });
+
+  it('joinChunks keeps every line, in order, and cuts only between lines', () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ unit: fc.constantFrom('a', 'é', '"'), maxLength: 300 }), { maxLength: 400 }), fc.integer({ min: 1, max: 2000 }), (lines, max) => {
+        const chunks = joinChunks(lines, max);
+        expect(chunks.join('\n')).toBe(lines.join('\n'));
+        // A chunk runs past max only by its last line.
+        let at = 0;
+        for (const c of chunks) {
+          const n = c === '' ? 1 : c.split('\n').length;
+          const own = lines.slice(at, at + n);
+          expect(own.join('\n')).toBe(c);
+          expect(own.slice(0, -1).reduce((sum, l) => sum + l.length + 1, 0)).toBeLessThan(max);
+          at += n;
+        }
+        expect(at).toBe(lines.length);
+      }),
+    );
+  });
+});
 
 describe('the flags the ingest thread takes from the hub', () => {
   it('keeps only CPU profiling, with the values of flags that take one, and not the profile name', () => {
