@@ -20,7 +20,7 @@ import { runHttp, runStdio } from './lib/load.mjs';
 import { legacyRequest, modernRequest, openLegacySession, rpc, stdioLine } from './lib/mcp.mjs';
 import { ensurePeers } from './lib/peers.mjs';
 import { cpuNs, descendants, rssOf } from './lib/procs.mjs';
-import { BENCH, ROOT, echoStdioCommand, startEchoHttp, startForwarder, startHub, startMcpHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
+import { BENCH, ROOT, echoStdioCommand, shippedNodeFlags, startEchoHttp, startForwarder, startHub, startMcpHub, startMcpProxy, startSupergateway } from './lib/targets.mjs';
 import { runSse } from './lib/sse-load.mjs';
 
 const USAGE = `Usage: npm run bench [-- options]
@@ -114,6 +114,8 @@ function machine() {
     cpu: cpus[0]?.model?.trim() ?? 'unknown',
     memGiB: +(os.totalmem() / 2 ** 30).toFixed(1),
     node: process.version,
+    hubNodeFlags: shippedNodeFlags(),
+    hubNodeFlagsFrom: process.env.SWITCHYARD_BENCH_NODE_FLAGS !== undefined ? 'SWITCHYARD_BENCH_NODE_FLAGS' : 'npm start',
     os: `${os.type()} ${os.release()} ${os.arch()}`,
   };
 }
@@ -376,7 +378,7 @@ function perUpstream(rssN, rss1, n) {
 function report(m, results, extras, peerStatus, run) {
   const L = [];
   L.push(
-    `Run: ${run.at} · ${run.quick ? 'quick' : 'full'} mode (warm-up ${run.timing.warmupMs} ms, measured ${run.timing.measureMs} ms per cell, best of ${run.passes} pass${run.passes > 1 ? 'es' : ''}) · ${m.cores} cores (${m.cpu}), ${m.memGiB} GiB, Node ${m.node}, ${m.os} · load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')}`,
+    `Run: ${run.at} · ${run.quick ? 'quick' : 'full'} mode (warm-up ${run.timing.warmupMs} ms, measured ${run.timing.measureMs} ms per cell, best of ${run.passes} pass${run.passes > 1 ? 'es' : ''}) · ${m.cores} cores (${m.cpu}), ${m.memGiB} GiB, Node ${m.node}, ${m.os} · the hub runs with ${m.hubNodeFlags?.length ? m.hubNodeFlags.map((f) => `\`${f}\``).join(' ') : 'no Node flags'} (${m.hubNodeFlagsFrom === 'npm start' ? 'as `npm start`' : 'SWITCHYARD_BENCH_NODE_FLAGS'}) · load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')}`,
   );
   L.push('');
   L.push(`Peers: ${Object.entries(peerStatus.installed).map(([n, v]) => `${n}@${v}`).join(', ') || 'none'}${Object.keys(peerStatus.failed).length ? ` · not measured: ${Object.entries(peerStatus.failed).map(([n, why]) => `${n} (${why})`).join('; ')}` : ''}`);

@@ -1,7 +1,7 @@
 // What the benchmark measures: every target starts, answers on 127.0.0.1, and stops with
 // everything it spawned. A target says how it wants to be talked to (modern requests, or a
 // legacy session opened once) and the hub-visible name of the echo tool.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort, startProcess } from './procs.mjs';
@@ -31,15 +31,34 @@ export async function startForwarder(upstream) {
 }
 
 /**
+ * The Node flags the hub runs with as shipped: those `npm start` passes (package.json's start
+ * script, of the build measured), or SWITCHYARD_BENCH_NODE_FLAGS when set ('' for none, to
+ * measure without them).
+ */
+export function shippedNodeFlags(root = HUB_ROOT, env = process.env) {
+  if (env.SWITCHYARD_BENCH_NODE_FLAGS !== undefined) return env.SWITCHYARD_BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean);
+  const start = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts?.start ?? '';
+  const words = start.trim().split(/\s+/);
+  if (words[0] !== 'node') return [];
+  const flags = [];
+  for (const w of words.slice(1)) {
+    if (!w.startsWith('-')) break;
+    flags.push(w);
+  }
+  return flags;
+}
+
+/**
  * The built hub (`switchyard start`) with a fresh temp config and ledger; resolves once
- * /healthz shows every server ready. `nodeArgs` go before the script (e.g. --cpu-prof).
+ * /healthz shows every server ready. It runs with shippedNodeFlags(); `nodeArgs` go after
+ * them, before the script (e.g. --cpu-prof).
  */
 export async function startHub({ servers, ledger = true, nodeArgs = [], env = {}, readyTimeoutMs = 60_000, extraConfig = {} }) {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
   const configFile = join(dir, 'hub.config.json');
   writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port: 0 }, ledger: { path: join(dir, 'data', 'ledger.db'), enabled: ledger }, servers, ...extraConfig }, null, 2));
   const t0 = performance.now();
-  const p = await startProcess('switchyard', process.execPath, [...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'], {
+  const p = await startProcess('switchyard', process.execPath, [...shippedNodeFlags(), ...nodeArgs, HUB_BIN, 'start', '--config', configFile, '--port', '0'], {
     cwd: dir,
     env,
     ready: /"url":"http:\/\/127\.0\.0\.1:(\d+)\/mcp"/,

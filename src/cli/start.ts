@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { authRequired } from '../auth/authenticator.js';
@@ -6,6 +7,7 @@ import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger, redactLogText } from '../log.js';
+import { gcAdvice } from './gc-advice.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
@@ -64,6 +66,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
     // before this line runs (it follows the listen callback without yielding to I/O).
     hub.startUpstreams();
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
+    const advice = gcAdvice(process.execArgv, availableParallelism());
+    if (advice) log.info(advice);
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;

@@ -5,9 +5,10 @@
  * profiled hub profiles its ledger thread too.
  */
 import { mkdtempSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { gcAdvice } from '../../src/cli/gc-advice.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, textOf, waitForReady, waitForRows } from './ledger-helpers.js';
 
@@ -42,5 +43,24 @@ describe('the hub under node flags', () => {
     // One profile per thread: the hub's and the ledger's (whose file name carries thread id 1).
     const files = readdirSync(prof).filter((f) => f.endsWith('.cpuprofile'));
     expect(files).toHaveLength(2);
+  });
+
+  it('runs with --single-threaded-gc (as npm start does), and advises it on a machine of few CPUs when started without', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-gc-'));
+    hub = await startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--single-threaded-gc'] });
+    await waitForReady(hub.url, ['f']);
+    const res = await modernCall(hub.url, 'gc-1', 'tools/call', { name: 'f__echo', arguments: { text: 'gc' } });
+    expect(textOf(res.body?.result)).toBe('echo:gc');
+    expect(await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' })).toEqual([expect.objectContaining({ requestId: 'gc-1', outcome: 'ok' })]);
+    expect(hub.logs.join('\n')).not.toContain('single-threaded-gc');
+    await hub.stop();
+
+    // Without the flag: the advice is in the start-up log exactly when this machine calls for it.
+    hub = await startHub({ servers: {} });
+    await waitForReady(hub.url, []);
+    const advice = gcAdvice([], availableParallelism());
+    const said = hub.logs.filter((l) => l.includes('single-threaded-gc'));
+    if (advice === undefined) expect(said).toEqual([]);
+    else expect(said.map((l) => JSON.parse(l))).toEqual([expect.objectContaining({ level: 30, msg: advice })]);
   });
 });
