@@ -17,6 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { descendants, freePort, rssOf, startProcess } from './lib/procs.mjs';
+import { shippedNodeFlags } from './lib/targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const BIN = join(ROOT, 'dist/src/cli/main.js');
@@ -80,7 +81,8 @@ const IDS = Object.keys(servers);
 const configFile = join(dir, 'hub.config.json');
 writeFileSync(configFile, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers }, null, 2));
 const hubPort = await freePort();
-const hub = await startProcess('hub', node, [BIN, 'start', '--config', configFile, '--port', String(hubPort), '--no-watch'], {
+// With the Node flags `npm start` passes: the soak measures the hub as shipped.
+const hub = await startProcess('hub', node, [...shippedNodeFlags(), BIN, 'start', '--config', configFile, '--port', String(hubPort), '--no-watch'], {
   env: { SWITCHYARD_LOG_LEVEL: 'info' },
   ready: /switchyard listening/,
 });

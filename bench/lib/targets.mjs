@@ -32,19 +32,19 @@ export async function startForwarder(upstream) {
 
 /**
  * The Node flags the hub runs with as shipped: those `npm start` passes (package.json's start
- * script, of the build measured), or SWITCHYARD_BENCH_NODE_FLAGS when set ('' for none, to
- * measure without them).
+ * script, of the build measured: an A/B against an older build compares its flags too, unless
+ * both run with SWITCHYARD_BENCH_NODE_FLAGS), or SWITCHYARD_BENCH_NODE_FLAGS when set ('' for
+ * none, to measure without them).
  */
 export function shippedNodeFlags(root = HUB_ROOT, env = process.env) {
   if (env.SWITCHYARD_BENCH_NODE_FLAGS !== undefined) return env.SWITCHYARD_BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean);
   const start = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts?.start ?? '';
   const words = start.trim().split(/\s+/);
   if (words[0] !== 'node') return [];
-  const flags = [];
-  for (const w of words.slice(1)) {
-    if (!w.startsWith('-')) break;
-    flags.push(w);
-  }
+  const script = words.findIndex((w) => w.endsWith('cli/main.js'));
+  const flags = words.slice(1, script < 0 ? 1 : script);
+  // A flag whose value is a word of its own (`-r x`) could not be told from the script's place.
+  if (flags.some((f) => !f.startsWith('--'))) throw new Error(`package.json's start script: write its Node flags as --flag or --flag=value: ${start}`);
   return flags;
 }
 

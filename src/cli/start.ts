@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import { availableParallelism } from 'node:os';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { authRequired } from '../auth/authenticator.js';
@@ -7,7 +6,7 @@ import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger, redactLogText } from '../log.js';
-import { gcAdvice } from './gc-advice.js';
+import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
@@ -66,7 +65,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
     // before this line runs (it follows the listen callback without yielding to I/O).
     hub.startUpstreams();
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
-    const advice = gcAdvice(process.execArgv, availableParallelism());
+    const advice = gcAdvice(process.execArgv, usableCpus());
     if (advice) log.info(advice);
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));

@@ -544,8 +544,8 @@ export class Ledger {
 const RESOLVED = Promise.resolve();
 
 /**
- * Lines joined by newlines into strings of about CHUNK_CHARS at most (a longer line is a chunk
- * of its own). V8 puts a string over 128 KB in its large-object space, on pages of its own,
+ * Lines joined by newlines into strings of about CHUNK_CHARS at most (a chunk runs past it by
+ * its last line only). V8 puts a string over 128 KB in its large-object space, on pages of its own,
  * fresh from the OS: joining a busy hub's 25 ms of lines (200 KB and more) into one string
  * cost 1.5–2 µs per line against 0.1 µs in chunks of 32 KB (see docs/BENCHMARKS.md).
  */

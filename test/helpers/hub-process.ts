@@ -24,12 +24,18 @@ export interface HubProcess {
  * (ledger inside it unless the config says otherwise), on a free port; resolves once it
  * logs that it is listening.
  */
-export async function startHub(config: Record<string, unknown>, opts: { dir?: string; env?: NodeJS.ProcessEnv; args?: string[]; nodeArgs?: string[]; port?: number } = {}): Promise<HubProcess> {
+export async function startHub(
+  config: Record<string, unknown>,
+  /** `wrap`: a command that execs the hub's (e.g. `taskset -c 0`). */
+  opts: { dir?: string; env?: NodeJS.ProcessEnv; args?: string[]; nodeArgs?: string[]; port?: number; wrap?: string[] } = {},
+): Promise<HubProcess> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'switchyard-'));
   const configFile = join(dir, 'hub.config.json');
   const full = { ledger: { path: join(dir, 'ledger.db') }, ...config };
   writeFileSync(configFile, JSON.stringify(full, null, 2));
-  const proc = spawn(process.execPath, [...(opts.nodeArgs ?? []), BIN, 'start', '--config', configFile, '--port', String(opts.port ?? 0), ...(opts.args ?? [])], {
+  const command = [process.execPath, ...(opts.nodeArgs ?? []), BIN, 'start', '--config', configFile, '--port', String(opts.port ?? 0), ...(opts.args ?? [])];
+  const [file, ...args] = [...(opts.wrap ?? []), ...command];
+  const proc = spawn(file!, args, {
     cwd: ROOT,
     env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'debug', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { gcAdvice, SINGLE_THREADED_GC } from '../../src/cli/gc-advice.js';
+import { availableParallelism } from 'node:os';
+import { cgroupCpus, gcAdvice, SINGLE_THREADED_GC, usableCpus } from '../../src/cli/gc-advice.js';
 // @ts-expect-error plain JavaScript of the bench, without types
 import { shippedNodeFlags } from '../../bench/lib/targets.mjs';
 import { ROOT } from '../helpers/hub-process.js';
@@ -19,6 +20,20 @@ describe('the garbage collector advice', () => {
     expect(gcAdvice([SINGLE_THREADED_GC], 2)).toBeUndefined();
     expect(gcAdvice([], 3)).toBeUndefined();
     expect(gcAdvice([], 64)).toBeUndefined();
+    // V8's other spellings of the flag, the flag that implies it, and its explicit refusal.
+    for (const f of ['--single_threaded_gc', '--single-threaded', '--no-single-threaded-gc', '--no_single_threaded_gc']) expect(gcAdvice([f], 2), f).toBeUndefined();
+  });
+
+  it('counts the CPUs a container quota allows, not only the affinity mask', () => {
+    expect(cgroupCpus('200000 100000\n', undefined, undefined)).toBe(2);
+    expect(cgroupCpus('150000 100000', undefined, undefined)).toBe(2);
+    expect(cgroupCpus('max 100000', undefined, undefined)).toBeUndefined();
+    expect(cgroupCpus(undefined, '50000\n', '100000\n')).toBe(1);
+    expect(cgroupCpus(undefined, '-1', '100000')).toBeUndefined();
+    expect(cgroupCpus(undefined, undefined, undefined)).toBeUndefined();
+    const files: Record<string, string> = { '/sys/fs/cgroup/cpu.max': '100000 100000' };
+    expect(usableCpus((p) => files[p])).toBe(1);
+    expect(usableCpus(() => undefined)).toBe(availableParallelism());
   });
 });
 
@@ -37,6 +52,8 @@ describe('the Node flags the hub is shipped and measured with', () => {
       expect(shippedNodeFlags(dir, {})).toEqual([]);
       pkg('tsx src/cli/main.ts start');
       expect(shippedNodeFlags(dir, {})).toEqual([]);
+      pkg('node -r ./x.js dist/src/cli/main.js start');
+      expect(() => shippedNodeFlags(dir, {})).toThrow(/--flag or --flag=value/);
       expect(shippedNodeFlags(dir, { SWITCHYARD_BENCH_NODE_FLAGS: '' })).toEqual([]);
       expect(shippedNodeFlags(dir, { SWITCHYARD_BENCH_NODE_FLAGS: ' --x  --y ' })).toEqual(['--x', '--y']);
     } finally {
