@@ -37,14 +37,16 @@ const echoesOf = (name: string, textArg: string) =>
 describe('a call waiting for its turn on a legacy stdio upstream', () => {
   it('times out by its own limit while it waits, and a cancelled one is never sent', async () => {
     const running = callTool(hub.url, 'q__slow', { steps: 0, ms: 1500 }); // shared: its client cannot be asked
+    let runningDone = false;
+    void running.then(() => (runningDone = true));
     await sleep(150);
-    const t0 = performance.now();
     const late = await callTool(hub.url, 'q__echo', { text: 'late' }, { ...ELICIT_CAPS, 'dev.switchyard/timeoutMs': 400 });
-    const ms = performance.now() - t0;
     expect(isToolError(late)).toBe(true);
     // The wait it had: its 400 ms limit, less the millisecond that may pass before it waits.
     expect(text(late)).toMatch(/could not take the call within (39\d|400) ms/);
-    expect(ms).toBeLessThan(1000);
+    // It did not wait for the gate: the call holding it (~1.35 s more) is still running. Not a
+    // bound in ms: under the whole suite's load on 2 cores a 400 ms answer once took 1.08 s.
+    expect(runningDone).toBe(false);
 
     const ac = new AbortController();
     const gone = callTool(hub.url, 'q__echo', { text: 'gone' }, ELICIT_CAPS, ac.signal).catch((e: Error) => e);
