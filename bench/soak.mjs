@@ -81,8 +81,8 @@ const IDS = Object.keys(servers);
 const configFile = join(dir, 'hub.config.json');
 writeFileSync(configFile, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers }, null, 2));
 const hubPort = await freePort();
-// With the Node flags `npm start` passes: the soak measures the hub as shipped.
-const hub = await startProcess('hub', node, [...shippedNodeFlags(), BIN, 'start', '--config', configFile, '--port', String(hubPort), '--no-watch'], {
+// With the Node flags `npm start` passes (of the build it runs, ROOT): the soak measures the hub as shipped.
+const hub = await startProcess('hub', node, [...shippedNodeFlags(ROOT), BIN, 'start', '--config', configFile, '--port', String(hubPort), '--no-watch'], {
   env: { SWITCHYARD_LOG_LEVEL: 'info' },
   ready: /switchyard listening/,
 });
