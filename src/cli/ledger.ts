@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { isAuditRecord, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
@@ -262,7 +263,7 @@ function leftBehind(dbPath: string): { records: number; files: string[] } {
   const left = { records: 0, files: [] as string[] };
   if (ledgerWriter(dbPath)) return left;
   for (const file of PendingFiles.paths(dbPath)) {
-    const rows = PendingLog.read(file).filter((r) => (r as { s?: unknown }).s !== undefined).length;
+    const rows = (PendingLog.read(file) as PendingRecord[]).filter(isAuditRecord).length;
     if (rows === 0) continue;
     left.records += rows;
     left.files.push(file);

@@ -15,18 +15,29 @@ const SEQ_AT = LINKED_COLS.indexOf('seq');
 const HASH_AT = LINKED_COLS.indexOf('hash');
 const linkedDigest = new ColumnsDigest(LINKED_COLS);
 
-/** A line of the pending file: a begin (`s` only) or a finished row (`s` and `e`). */
-export interface PendingRecord {
-  s?: Params;
-  e?: Params;
-}
+/** What a finish adds to its begin's values: the end's columns, then the late facts. */
+export const FIN_COLS = [...END_COLS, 'server', 'upstream_name', 'upstream_era'] as const;
+const BEGIN_N = BEGIN_COLS.length;
+const FINISHED_N = BEGIN_N + FIN_COLS.length;
 
-/** An audit row on its way from the pending file into SQLite. */
+/**
+ * A line of the pending file. A begin is the JSON array of its BEGIN_COLS values; a finished
+ * row, of its BEGIN_COLS values followed by its FIN_COLS values. Positional, not keyed: half
+ * the bytes to write, hand over and parse, and what the statements bind. (Hubs before this
+ * format wrote `{"s": {column: value}, "e": {...}}`; such lines, left in a pending file by
+ * an older hub, are still applied.) A file's first line may be its place in the order of
+ * the two files (`{"g": n}`, see PendingFiles), which is no row.
+ */
+export type PendingRecord = unknown[] | { s?: Params; e?: Params; g?: number };
+
+/**
+ * An audit row on its way from the pending file into SQLite: `v` holds its begin's values,
+ * and its finish's after them once `done`.
+ */
 interface Entry {
   id: number;
-  start: Params;
-  /** null: the call is still in flight. */
-  fin: Params | null;
+  v: unknown[];
+  done: boolean;
   /** Its in-flight row is in SQLite already, so finishing it is an UPDATE. */
   inDb: boolean;
 }
@@ -73,12 +84,14 @@ export class AuditApplier {
 
   /** Records queued for the next flush(), in the order they were written. */
   take(records: Iterable<PendingRecord>): void {
-    for (const { s, e } of records) {
-      if (!s || typeof s.id !== 'number') continue; // a header line, or not a row
-      const id = s.id;
-      if (!e) {
+    for (const r of records) {
+      const v = valuesOf(r);
+      if (!v) continue; // a header line, or not a row
+      const id = v[0] as number;
+      const done = v.length === FINISHED_N;
+      if (!done) {
         if (this.unsaved.has(id)) continue; // a replayed line twice
-        const entry: Entry = { id, start: s, fin: null, inDb: false };
+        const entry: Entry = { id, v, done, inDb: false };
         this.queue.push(entry);
         this.unsaved.set(id, entry);
         continue;
@@ -86,8 +99,9 @@ export class AuditApplier {
       const begun = this.unsaved.get(id);
       if (begun) {
         this.unsaved.delete(id);
-        begun.fin = e;
-      } else this.queue.push({ id, start: s, fin: e, inDb: this.inFlight.delete(id) });
+        begun.v = v;
+        begun.done = true;
+      } else this.queue.push({ id, v, done, inDb: this.inFlight.delete(id) });
     }
   }
 
@@ -108,54 +122,64 @@ export class AuditApplier {
     this.unsaved.clear();
     for (const e of batch) void this.gc.enqueue(() => this.apply(e, replay));
     if (this.gc.flush()) {
-      for (const e of batch) if (e.fin === null) this.inFlight.add(e.id);
+      for (const e of batch) if (!e.done) this.inFlight.add(e.id);
       return true;
     }
     this.queue = batch;
-    for (const e of batch) if (e.fin === null) this.unsaved.set(e.id, e);
+    for (const e of batch) if (!e.done) this.unsaved.set(e.id, e);
     return false;
   }
 
   private apply(e: Entry, replay: boolean): void {
-    const { start, fin } = e;
-    if (fin === null) {
-      this.insertBegin.run(beginValues(start));
+    if (!e.done) {
+      this.insertBegin.run(e.v);
       return;
     }
-    const v = linkedValues(start, fin);
+    const v = linkedValues(e.v);
     const link = this.chain.next(v, SEQ_AT, linkedDigest);
     v[HASH_AT] = link.hash;
-    let changes = e.inDb ? this.finish(v, start, fin) : this.insertLinked.run(v).changes;
-    if (changes === 0) changes = e.inDb ? this.insertLinked.run(v).changes : this.finish(v, start, fin);
+    let changes = e.inDb ? this.finish(v, e.v) : this.insertLinked.run(v).changes;
+    if (changes === 0) changes = e.inDb ? this.insertLinked.run(v).changes : this.finish(v, e.v);
     if (changes === 1) this.chain.advance(link);
     else if (!replay) throw new Error(`audit row ${e.id} is not in flight (it was finished already)`);
   }
 
-  /** Finishes the row's in-flight row in SQLite: the UPDATE's changes. */
-  private finish(v: unknown[], start: Params, fin: Params): number {
-    const end = v.slice(BEGIN_COLS.length, BEGIN_COLS.length + END_COLS.length);
-    const link = [v[SEQ_AT], v[HASH_AT], start.id];
-    const kept = fin.server === start.server && fin.upstream_name === start.upstream_name && fin.upstream_era === start.upstream_era;
-    return kept ? this.finishKept.run(...end, ...link).changes : this.finishLinked.run(...end, fin.server, fin.upstream_name, fin.upstream_era, ...link).changes;
+  /** Finishes the row's in-flight row in SQLite (`v`: linked, `r`: as recorded): the UPDATE's changes. */
+  private finish(v: unknown[], r: unknown[]): number {
+    const end = r.slice(BEGIN_N, BEGIN_N + END_COLS.length);
+    const link = [v[SEQ_AT], v[HASH_AT], r[0]];
+    const kept = r[LATE] === r[SERVER] && r[LATE + 1] === r[SERVER + 1] && r[LATE + 2] === r[SERVER + 2];
+    return kept ? this.finishKept.run(...end, ...link).changes : this.finishLinked.run(...end, r[LATE], r[LATE + 1], r[LATE + 2], ...link).changes;
   }
 }
 
-/** An in-flight row's values, in BEGIN_COLS order. */
-function beginValues(s: Params): unknown[] {
-  return [s.id, s.ts, s.request_id, s.principal, s.client_address, s.client_era, s.client_name, s.client_version, s.method, s.hub_name,
-    s.server, s.upstream_name, s.upstream_era, s.idempotency_key, s.args_hash, s.request_bytes, s.args_json];
+/** Where a finished record's late facts are, and where its begin's server column is. */
+const LATE = BEGIN_N + END_COLS.length;
+const SERVER = BEGIN_COLS.indexOf('server');
+
+/** Whether a pending file's record is an audit row (a begin or a finished row), not a header. */
+export function isAuditRecord(r: PendingRecord): boolean {
+  return valuesOf(r) !== undefined;
+}
+
+/** A record's values (see PendingRecord), or undefined for a line that is no row. */
+function valuesOf(r: PendingRecord): unknown[] | undefined {
+  if (Array.isArray(r)) return (r.length === BEGIN_N || r.length === FINISHED_N) && typeof r[0] === 'number' ? r : undefined;
+  const { s, e } = r;
+  if (!s || typeof s.id !== 'number') return undefined;
+  const begin = BEGIN_COLS.map((c) => s[c] ?? null);
+  return e ? [...begin, ...FIN_COLS.map((c) => e[c] ?? null)] : begin;
 }
 
 /**
  * A finished row exactly as the database will hold it, as values in LINKED_COLS order (seq
- * and hash are set once its chain link is known), built from the values written: start and
- * fin are already normalised to what SQLite stores and returns (text() for text columns,
- * finite numbers, integers for ts), so the digest computed from it is the one verify()
- * recomputes from the stored row, and it is also what the statements bind. The late facts
- * (server, upstream) are the finish's. One literal on purpose: it is built for every row.
+ * and hash are set once its chain link is known), built from a finished record: its values
+ * are already normalised to what SQLite stores and returns (text() for text columns, finite
+ * numbers, integers for ts), so the digest computed from it is the one verify() recomputes
+ * from the stored row, and it is also what the statements bind. The late facts (server,
+ * upstream) are the finish's. One literal on purpose: it is built for every row.
  */
-export function linkedValues(s: Params, f: Params): unknown[] {
-  return [s.id, s.ts, s.request_id, s.principal, s.client_address, s.client_era, s.client_name, s.client_version, s.method, s.hub_name,
-    f.server, f.upstream_name, f.upstream_era, s.idempotency_key, s.args_hash, s.request_bytes, s.args_json,
-    f.outcome, f.error_kind, f.error_code, f.error_message, f.latency_ms, f.response_bytes, f.result_json, null, null];
+export function linkedValues(r: unknown[]): unknown[] {
+  return [r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[24], r[25], r[26], r[13], r[14], r[15], r[16],
+    r[17], r[18], r[19], r[20], r[21], r[22], r[23], null, null];
 }

@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, END_COLS, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, BEGIN_COLS, END_COLS, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, type VerifyResult } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
@@ -213,10 +213,10 @@ export class Ledger {
   begin(b: AuditBegin): AuditHandle {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.beginParams(id, b);
+    const start = this.beginValues(id, b);
     const h = new Handle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
     this.begun.set(id, h);
-    void this.write(`{"s":${h.startJson}}`); // waited for through whenCommitted()
+    void this.write(h.startJson); // waited for through whenCommitted()
     return h;
   }
 
@@ -239,19 +239,18 @@ export class Ledger {
   record(b: AuditBegin, e: AuditEnd): Promise<void> {
     this.assertOpen();
     const id = this.nextId++;
-    const start = this.beginParams(id, b);
-    const fin = this.finalParams(start, e);
-    return this.write(`{"s":${JSON.stringify(start)},"e":${JSON.stringify(fin)}}`);
+    const start = this.beginValues(id, b);
+    return this.write(finishedLine(JSON.stringify(start), this.finValues(start, e)));
   }
 
   /** @internal used by the handle once. */
   finishRow(h: Handle, e: AuditEnd): Promise<void> {
     if (this.closed) return Promise.reject(new Error('ledger is closed'));
-    const fin = this.finalParams(h.start, e);
+    const fin = this.finValues(h.start, e);
     // The finish line carries the begin's columns too (a restart can finish the row from it
     // alone), so a begin not yet handed over need not go to the thread at all.
     if (this.begun.delete(h.rowId)) this.lines[h.at] = '';
-    void this.write(`{"s":${h.startJson},"e":${JSON.stringify(fin)}}`);
+    void this.write(finishedLine(h.startJson, fin));
     // Its line, and an idempotency answer stored just before it (a SQLite write).
     return this.whenCommitted();
   }
@@ -399,12 +398,6 @@ export class Ledger {
     this.log.info({ rows }, 'ledger: applied rows the hub wrote before it last stopped');
   }
 
-  /** The end's columns; late facts (server, upstream) win, otherwise the begin's stay. */
-  private finalParams(start: Params, e: AuditEnd): Params {
-    const fin = this.endParams(e);
-    for (const k of ['server', 'upstream_name', 'upstream_era'] as const) fin[k] ??= start[k];
-    return fin;
-  }
 
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
   nameStore(): LedgerNameStore {
@@ -487,41 +480,43 @@ export class Ledger {
     if (rows.length || keys) this.log.warn({ rows: rows.length, idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
   }
 
-  private beginParams(id: number, b: AuditBegin): Params {
-    return {
+  /** A begin's values, in BEGIN_COLS order (a pending file's line; see PendingRecord). */
+  private beginValues(id: number, b: AuditBegin): unknown[] {
+    return [
       id,
-      ts: Math.trunc(Number(b.ts)) || 0,
-      request_id: text(b.requestId) ?? '',
-      principal: text(b.principal) ?? '',
-      client_address: text(b.clientAddress),
-      client_era: text(b.clientEra) ?? '',
-      client_name: text(b.clientInfo?.name),
-      client_version: text(b.clientInfo?.version),
-      method: text(b.method) ?? '',
-      hub_name: text(b.hubName),
-      server: text(b.server),
-      upstream_name: text(b.upstreamName),
-      upstream_era: text(b.upstreamEra),
-      idempotency_key: text(b.idempotencyKey),
-      args_hash: text(b.argsHash),
-      request_bytes: finiteOrNull(b.requestBytes),
-      args_json: this.body(b.args),
-    };
+      Math.trunc(Number(b.ts)) || 0,
+      text(b.requestId) ?? '',
+      text(b.principal) ?? '',
+      text(b.clientAddress),
+      text(b.clientEra) ?? '',
+      text(b.clientInfo?.name),
+      text(b.clientInfo?.version),
+      text(b.method) ?? '',
+      text(b.hubName),
+      text(b.server),
+      text(b.upstreamName),
+      text(b.upstreamEra),
+      text(b.idempotencyKey),
+      text(b.argsHash),
+      finiteOrNull(b.requestBytes),
+      this.body(b.args),
+    ];
   }
 
-  private endParams(e: AuditEnd): Params {
-    return {
-      outcome: e.outcome,
-      error_kind: text(e.errorKind),
-      error_code: finiteOrNull(e.errorCode),
-      error_message: e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
-      latency_ms: finiteOrNull(e.latencyMs),
-      response_bytes: finiteOrNull(e.responseBytes),
-      result_json: this.body(e.result),
-      server: text(e.server),
-      upstream_name: text(e.upstreamName),
-      upstream_era: text(e.upstreamEra),
-    };
+  /** A finish's values, in FIN_COLS order; late facts (server, upstream) win, otherwise the begin's stay. */
+  private finValues(start: unknown[], e: AuditEnd): unknown[] {
+    return [
+      e.outcome,
+      text(e.errorKind),
+      finiteOrNull(e.errorCode),
+      e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
+      finiteOrNull(e.latencyMs),
+      finiteOrNull(e.responseBytes),
+      this.body(e.result),
+      text(e.server) ?? start[SERVER_AT],
+      text(e.upstreamName) ?? start[SERVER_AT + 1],
+      text(e.upstreamEra) ?? start[SERVER_AT + 2],
+    ];
   }
 
   private body(v: unknown): string | null {
@@ -542,6 +537,13 @@ export class Ledger {
 }
 
 const RESOLVED = Promise.resolve();
+/** server, upstream_name, upstream_era: adjacent in BEGIN_COLS. */
+const SERVER_AT = BEGIN_COLS.indexOf('server');
+
+/** A finished row's line: the begin's JSON array, continued by the finish's values. */
+function finishedLine(startJson: string, fin: unknown[]): string {
+  return `${startJson.slice(0, -1)},${JSON.stringify(fin).slice(1)}`;
+}
 
 /**
  * Lines joined by newlines into strings of about CHUNK_CHARS at most (a chunk runs past it by
@@ -578,8 +580,8 @@ class Handle implements AuditHandle {
   constructor(
     private readonly ledger: Ledger,
     readonly rowId: number,
-    /** What begin() wrote, as params and as JSON. */
-    readonly start: Params,
+    /** What begin() wrote, as values and as JSON. */
+    readonly start: unknown[],
     readonly startJson: string,
     /** Its begin's place in the ledger's lines while it has not been handed over. */
     public at: number,

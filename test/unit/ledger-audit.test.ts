@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { AuditBegin } from '../../src/ledger/types.js';
-import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, keyed, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
@@ -22,7 +22,7 @@ function pendingLines(file: string): unknown[] {
   return readFileSync(file, 'utf8')
     .split('\n')
     .filter(Boolean)
-    .map((l) => JSON.parse(l) as unknown);
+    .map((l) => keyed(JSON.parse(l)));
 }
 async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs = 2000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

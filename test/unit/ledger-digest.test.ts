@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, sha256Hex } from '../../src/ledger/canonical.js';
-import { BEGIN_COLS, END_COLS, LINKED_COLS, linkedValues } from '../../src/ledger/audit-apply.js';
+import { BEGIN_COLS, END_COLS, FIN_COLS, LINKED_COLS, linkedValues } from '../../src/ledger/audit-apply.js';
 import { ColumnsDigest, GENESIS_HASH, rowDigest } from '../../src/ledger/chain.js';
 
 /** The definition the chain documents: sha256(prev + "\n" + canonical JSON of the non-null columns but hash). */
@@ -55,9 +55,8 @@ describe('row digest (the chain hash of one row)', () => {
   });
 
   it('the applier builds a finished row in its column order, with server and upstream from the finish', () => {
-    const start = Object.fromEntries(BEGIN_COLS.map((c) => [c, `${c}@begin`]));
-    const fin = Object.fromEntries([...END_COLS, 'server', 'upstream_name', 'upstream_era'].map((c) => [c, `${c}@end`]));
-    const v = linkedValues(start, fin);
+    // A finished record: the begin's values in BEGIN_COLS order, then the finish's in FIN_COLS order.
+    const v = linkedValues([...BEGIN_COLS.map((c) => `${c}@begin`), ...FIN_COLS.map((c) => `${c}@end`)]);
     expect(v).toHaveLength(LINKED_COLS.length);
     LINKED_COLS.forEach((c, i) => {
       const late = (END_COLS as readonly string[]).includes(c) || ['server', 'upstream_name', 'upstream_era'].includes(c);

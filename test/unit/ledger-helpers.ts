@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
 import type { AuditBegin, AuditEnd } from '../../src/ledger/types.js';
 
 /** A fresh temp folder per test; removed by the returned cleanup. */
@@ -37,4 +38,21 @@ export function begin(over: Partial<AuditBegin> = {}): AuditBegin {
 
 export function end(over: Partial<AuditEnd> = {}): AuditEnd {
   return { outcome: 'ok', errorKind: null, latencyMs: 12.5, responseBytes: 300, ...over };
+}
+
+/**
+ * A pending file's record with its columns named: a positional line (a begin's BEGIN_COLS
+ * values, then a finish's FIN_COLS values) as `{ s, e }`; a header such as `{ g: 1 }` as is.
+ */
+export function keyed(record: unknown): unknown {
+  if (!Array.isArray(record)) return record;
+  const named = (cols: readonly string[], values: unknown[]) => Object.fromEntries(cols.map((c, i) => [c, values[i]]));
+  const s = named(BEGIN_COLS, record.slice(0, BEGIN_COLS.length));
+  return record.length > BEGIN_COLS.length ? { s, e: named(FIN_COLS, record.slice(BEGIN_COLS.length)) } : { s };
+}
+
+/** A pending file's line as the ledger writes it, from named columns (the others null). */
+export function line(s: Record<string, unknown>, e?: Record<string, unknown>): string {
+  const values = (cols: readonly string[], named: Record<string, unknown>) => cols.map((c) => named[c] ?? null);
+  return JSON.stringify(e ? [...values(BEGIN_COLS, s), ...values(FIN_COLS, e)] : values(BEGIN_COLS, s));
 }

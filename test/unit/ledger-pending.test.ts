@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
-import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
+import { BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
+import { closeAndRemove, begin, end, keyed, line, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
@@ -171,7 +172,7 @@ describe('ledger pending file', () => {
       'ingestDelayMs: 1, beginHoldMs: 3_600_000, pendingSwitch: {}',
     );
     expect(size(first)).toBe(0);
-    expect(out.split('\n').filter(Boolean).map((l) => JSON.parse(l) as unknown)).toEqual([{ g: 1 }, { s: expect.objectContaining({ request_id: 'held' }) }]);
+    expect(out.split('\n').filter(Boolean).map((l) => keyed(JSON.parse(l)))).toEqual([{ g: 1 }, { s: expect.objectContaining({ request_id: 'held' }) }]);
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(outcomes(ledger)).toEqual([
       ['held', 'unknown'],
@@ -185,8 +186,8 @@ describe('ledger pending file', () => {
     const [first, second] = PendingFiles.paths(t.db);
     const start = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' });
     const fin = { outcome: 'ok', latency_ms: 7, server: 's' };
-    writeFileSync(first, [JSON.stringify({ s: start(1, 'held') }), JSON.stringify({ s: start(2, 'other'), e: fin })].join('\n') + '\n');
-    writeFileSync(second, ['{"g":1}', JSON.stringify({ s: start(1, 'held') }), JSON.stringify({ s: start(1, 'held'), e: fin })].join('\n') + '\n');
+    writeFileSync(first, [line(start(1, 'held')), line(start(2, 'other'), fin)].join('\n') + '\n');
+    writeFileSync(second, ['{"g":1}', line(start(1, 'held')), line(start(1, 'held'), fin)].join('\n') + '\n');
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs]).sort()).toEqual([
       ['held', 'ok', 7],
@@ -370,7 +371,7 @@ describe('ledger pending file', () => {
     }
     expect(size(second)).toBe(0);
     const lines = readFileSync(first, 'utf8').split('\n').filter(Boolean);
-    expect(lines.filter((l) => l.includes('"request_id":"held"'))).toHaveLength(1); // written once
+    expect(lines.filter((l) => l.includes('"held"'))).toHaveLength(1); // written once
     await held.finish(end());
     expect(outcomes(ledger)).toEqual([['held', 'ok'], ['r0', 'ok'], ['r1', 'ok'], ['r2', 'ok']]);
   });
@@ -379,7 +380,7 @@ describe('ledger pending file', () => {
     t = tempDir();
     const [first, second] = PendingFiles.paths(t.db);
     const row = (id: number, requestId: string) =>
-      JSON.stringify({ s: { id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' }, e: { outcome: 'ok', latency_ms: 1, server: 's' } });
+      line({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' }, { outcome: 'ok', latency_ms: 1, server: 's' });
     // The second file was begun first (generation 1), then writing turned back to the first.
     writeFileSync(second, `{"g":1}\n${row(1, 'older')}\n`);
     writeFileSync(first, `{"g":2}\n${row(2, 'newer')}\n`);
@@ -390,5 +391,31 @@ describe('ledger pending file', () => {
     ]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
     expect([size(first), size(second)]).toEqual([0, 0]);
+  });
+
+  it('lines are positional (the values of a begin, then of its finish); keyed lines an older hub left behind are applied alike', async () => {
+    t = tempDir();
+    const [first, second] = PendingFiles.paths(t.db);
+    // Files of a hub before the positional format: the columns by name, begin `s`, finish `e`.
+    const s = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's', args_hash: 'h' });
+    writeFileSync(second, ['{"g":1}', JSON.stringify({ s: s(1, 'old-done') }), JSON.stringify({ s: s(2, 'old-open') }), JSON.stringify({ s: s(1, 'old-done'), e: { outcome: 'ok', latency_ms: 3, server: 't' } })].join('\n') + '\n');
+    writeFileSync(first, `{"g":2}\n${line(s(3, 'new-done'), { outcome: 'tool_error', latency_ms: 4, server: 's' })}\n`);
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.server, r.argsHash]).sort()).toEqual([
+      ['new-done', 'tool_error', 4, 's', 'h'],
+      ['old-done', 'ok', 3, 't', 'h'],
+      ['old-open', 'unknown', null, 's', 'h'],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+
+    // What this hub writes: a begin is an array of BEGIN_COLS' values; a finished row goes on with FIN_COLS'.
+    const h = await ledger.beginCommitted(begin({ requestId: 'now' }));
+    await h.finish(end({ outcome: 'timeout' }));
+    const written = readFileSync(pendingOf(t.db), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as unknown);
+    expect(written.map((r) => (Array.isArray(r) ? r.length : r))).toEqual([BEGIN_COLS.length, BEGIN_COLS.length + FIN_COLS.length]);
+    expect(written.map(keyed)).toEqual([
+      { s: expect.objectContaining({ id: h.rowId, request_id: 'now', server: 'fs' }) },
+      { s: expect.objectContaining({ id: h.rowId, request_id: 'now' }), e: expect.objectContaining({ outcome: 'timeout', server: 'fs', upstream_name: 'read' }) },
+    ]);
   });
 });
