@@ -5,7 +5,7 @@ import { GroupCommit } from './group-commit.js';
 
 type Params = Record<string, unknown>;
 
-/** The columns a begin writes, and those a finish adds (their params are named alike). */
+/** The columns a begin writes, and the end's columns a finish adds (FIN_COLS: with the late facts). */
 export const BEGIN_COLS = ['id', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method',
   'hub_name', 'server', 'upstream_name', 'upstream_era', 'idempotency_key', 'args_hash', 'request_bytes', 'args_json'] as const;
 export const END_COLS = ['outcome', 'error_kind', 'error_code', 'error_message', 'latency_ms', 'response_bytes', 'result_json'] as const;
@@ -23,7 +23,7 @@ const FINISHED_N = BEGIN_N + FIN_COLS.length;
 /**
  * A line of the pending file. A begin is the JSON array of its BEGIN_COLS values; a finished
  * row, of its BEGIN_COLS values followed by its FIN_COLS values. Positional, not keyed: half
- * the bytes to write, hand over and parse, and what the statements bind. (Hubs before this
+ * the bytes to write, hand over and parse; a begin's array is what its INSERT binds. (Hubs before this
  * format wrote `{"s": {column: value}, "e": {...}}`; such lines, left in a pending file by
  * an older hub, are still applied.) A file's first line may be its place in the order of
  * the two files (`{"g": n}`, see PendingFiles), which is no row.
@@ -156,6 +156,9 @@ export class AuditApplier {
 /** Where a finished record's late facts are, and where its begin's server column is. */
 const LATE = BEGIN_N + END_COLS.length;
 const SERVER = BEGIN_COLS.indexOf('server');
+// linkedValues, finish() and the hub's finValues take the late facts as these three, in this
+// order, both in a begin and in a finish.
+if (FIN_COLS.slice(END_COLS.length).join() !== BEGIN_COLS.slice(SERVER, SERVER + 3).join()) throw new Error('audit columns: the late facts are out of order');
 
 /** Whether a pending file's record is an audit row (a begin or a finished row), not a header. */
 export function isAuditRecord(r: PendingRecord): boolean {
@@ -165,10 +168,12 @@ export function isAuditRecord(r: PendingRecord): boolean {
 /** A record's values (see PendingRecord), or undefined for a line that is no row. */
 function valuesOf(r: PendingRecord): unknown[] | undefined {
   if (Array.isArray(r)) return (r.length === BEGIN_N || r.length === FINISHED_N) && typeof r[0] === 'number' ? r : undefined;
+  if (r === null || typeof r !== 'object') return undefined; // a line of JSON that is no record
   const { s, e } = r;
   if (!s || typeof s.id !== 'number') return undefined;
   const begin = BEGIN_COLS.map((c) => s[c] ?? null);
-  return e ? [...begin, ...FIN_COLS.map((c) => e[c] ?? null)] : begin;
+  // A late fact the finish left out keeps the begin's value, as the hub writing it meant.
+  return e ? [...begin, ...FIN_COLS.map((c, i) => e[c] ?? (i >= END_COLS.length ? s[c] : null) ?? null)] : begin;
 }
 
 /**

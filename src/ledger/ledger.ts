@@ -97,8 +97,6 @@ const CHECKPOINT_EVERY_MS = 100;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
 const MAX_ERROR_MESSAGE = 4096;
 
-type Params = Record<string, unknown>;
-
 /**
  * The hub's ledger: one writer per file. An audit row is committed when its line is written
  * to the pending file (PendingLog: one write() per turn of the event loop, durable against
@@ -397,7 +395,6 @@ export class Ledger {
     if (!applier.flush(true)) throw new Error(`ledger: could not apply ${PendingFiles.paths(dbPath).join(' and ')} (see the log); they are kept for the next start`);
     this.log.info({ rows }, 'ledger: applied rows the hub wrote before it last stopped');
   }
-
 
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
   nameStore(): LedgerNameStore {

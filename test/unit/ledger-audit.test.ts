@@ -158,6 +158,70 @@ describe('ledger audit rows and group commit', () => {
     ledger = undefined;
   });
 
+  it('every column a call begins and finishes with reaches SQLite in its place, in one step or through an in-flight row', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, storeBodies: true, beginHoldMs: 0 });
+    const b = (requestId: string) =>
+      begin({
+        ts: 1_700_000_123_456,
+        requestId,
+        principal: 'p-principal',
+        clientAddress: 'p-address',
+        clientEra: 'p-era',
+        clientInfo: { name: 'p-client', version: 'p-version' },
+        method: 'p-method',
+        hubName: 'p-hub-name',
+        server: 'p-server',
+        upstreamName: 'p-upstream',
+        upstreamEra: 'p-upstream-era',
+        idempotencyKey: 'p-key',
+        argsHash: 'p-args-hash',
+        requestBytes: 111,
+        args: { a: 1 },
+      });
+    const e = end({ outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: -32001, errorMessage: 'p-message', latencyMs: 2.5, responseBytes: 222, result: { r: 2 } });
+    const late = { server: 'q-server', upstreamName: 'q-upstream', upstreamEra: 'q-upstream-era' };
+    // One step (begin and finish in one hand-over), and in two (the in-flight row in SQLite
+    // first, then finished by an UPDATE), each with and without late facts.
+    const oneStep = ledger.begin(b('one-step'));
+    await oneStep.finish(e);
+    const oneLate = ledger.begin(b('one-step-late'));
+    await oneLate.finish({ ...e, ...late });
+    const twoSteps = await ledger.beginCommitted(b('two-steps'));
+    const twoLate = await ledger.beginCommitted(b('two-steps-late'));
+    ledger.sync();
+    expect(ledger.query({}).filter((r) => r.outcome === 'in_flight').map((r) => r.requestId).sort()).toEqual(['two-steps', 'two-steps-late']);
+    await twoSteps.finish(e);
+    await twoLate.finish({ ...e, ...late });
+    const rows = ledger.query({});
+    const facts = (requestId: string) => ({
+      ts: 1_700_000_123_456,
+      requestId,
+      principal: 'p-principal',
+      clientAddress: 'p-address',
+      clientEra: 'p-era',
+      clientName: 'p-client',
+      clientVersion: 'p-version',
+      method: 'p-method',
+      hubName: 'p-hub-name',
+      idempotencyKey: 'p-key',
+      argsHash: 'p-args-hash',
+      requestBytes: 111,
+      argsJson: '{"a":1}',
+      outcome: 'rpc_error',
+      errorKind: 'jsonrpc',
+      errorCode: -32001,
+      errorMessage: 'p-message',
+      latencyMs: 2.5,
+      responseBytes: 222,
+      resultJson: '{"r":2}',
+    });
+    const kept = { server: 'p-server', upstreamName: 'p-upstream', upstreamEra: 'p-upstream-era' };
+    for (const id of ['one-step', 'two-steps']) expect(rows.find((r) => r.requestId === id)).toMatchObject({ ...facts(id), ...kept });
+    for (const id of ['one-step-late', 'two-steps-late']) expect(rows.find((r) => r.requestId === id)).toMatchObject({ ...facts(id), ...late });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 4 });
+  });
+
   it('a row that fails to go into SQLite is logged and dropped alone; the rest of its batch goes in', async () => {
     t = tempDir();
     const logged: string[] = [];

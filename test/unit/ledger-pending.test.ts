@@ -398,13 +398,18 @@ describe('ledger pending file', () => {
     const [first, second] = PendingFiles.paths(t.db);
     // Files of a hub before the positional format: the columns by name, begin `s`, finish `e`.
     const s = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's', args_hash: 'h' });
-    writeFileSync(second, ['{"g":1}', JSON.stringify({ s: s(1, 'old-done') }), JSON.stringify({ s: s(2, 'old-open') }), JSON.stringify({ s: s(1, 'old-done'), e: { outcome: 'ok', latency_ms: 3, server: 't' } })].join('\n') + '\n');
+    // A finish that leaves a late fact out keeps the begin's (upstream_name here). Lines of JSON
+    // that are no row (null, a number, an array of another length) are skipped.
+    writeFileSync(
+      second,
+      ['{"g":1}', JSON.stringify({ s: { ...s(1, 'old-done'), upstream_name: 'u' } }), 'null', '42', '[7,1]', JSON.stringify({ s: s(2, 'old-open') }), JSON.stringify({ s: { ...s(1, 'old-done'), upstream_name: 'u' }, e: { outcome: 'ok', latency_ms: 3, server: 't' } })].join('\n') + '\n',
+    );
     writeFileSync(first, `{"g":2}\n${line(s(3, 'new-done'), { outcome: 'tool_error', latency_ms: 4, server: 's' })}\n`);
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
-    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.server, r.argsHash]).sort()).toEqual([
-      ['new-done', 'tool_error', 4, 's', 'h'],
-      ['old-done', 'ok', 3, 't', 'h'],
-      ['old-open', 'unknown', null, 's', 'h'],
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.server, r.upstreamName, r.argsHash]).sort()).toEqual([
+      ['new-done', 'tool_error', 4, 's', null, 'h'],
+      ['old-done', 'ok', 3, 't', 'u', 'h'],
+      ['old-open', 'unknown', null, 's', null, 'h'],
     ]);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
 
