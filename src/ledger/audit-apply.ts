@@ -148,17 +148,17 @@ export class AuditApplier {
   private finish(v: unknown[], r: unknown[]): number {
     const end = r.slice(BEGIN_N, BEGIN_N + END_COLS.length);
     const link = [v[SEQ_AT], v[HASH_AT], r[0]];
-    const kept = r[LATE] === r[SERVER] && r[LATE + 1] === r[SERVER + 1] && r[LATE + 2] === r[SERVER + 2];
+    const kept = r[LATE] === r[SERVER_AT] && r[LATE + 1] === r[SERVER_AT + 1] && r[LATE + 2] === r[SERVER_AT + 2];
     return kept ? this.finishKept.run(...end, ...link).changes : this.finishLinked.run(...end, r[LATE], r[LATE + 1], r[LATE + 2], ...link).changes;
   }
 }
 
-/** Where a finished record's late facts are, and where its begin's server column is. */
+/** Where a finished record's late facts are, and where a begin's (server, upstream_name, upstream_era) are. */
 const LATE = BEGIN_N + END_COLS.length;
-const SERVER = BEGIN_COLS.indexOf('server');
+export const SERVER_AT = BEGIN_COLS.indexOf('server');
 // linkedValues, finish() and the hub's finValues take the late facts as these three, in this
 // order, both in a begin and in a finish.
-if (FIN_COLS.slice(END_COLS.length).join() !== BEGIN_COLS.slice(SERVER, SERVER + 3).join()) throw new Error('audit columns: the late facts are out of order');
+if (FIN_COLS.slice(END_COLS.length).join() !== BEGIN_COLS.slice(SERVER_AT, SERVER_AT + 3).join()) throw new Error('audit columns: the late facts are out of order');
 
 /** Whether a pending file's record is an audit row (a begin or a finished row), not a header. */
 export function isAuditRecord(r: PendingRecord): boolean {

@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
-import { AuditApplier, BEGIN_COLS, END_COLS, type PendingRecord } from './audit-apply.js';
+import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, type VerifyResult } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
@@ -534,9 +534,6 @@ export class Ledger {
 }
 
 const RESOLVED = Promise.resolve();
-/** server, upstream_name, upstream_era: adjacent in BEGIN_COLS. */
-const SERVER_AT = BEGIN_COLS.indexOf('server');
-
 /** A finished row's line: the begin's JSON array, continued by the finish's values. */
 function finishedLine(startJson: string, fin: unknown[]): string {
   return `${startJson.slice(0, -1)},${JSON.stringify(fin).slice(1)}`;
