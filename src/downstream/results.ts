@@ -7,6 +7,7 @@ import {
 } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation } from '../protocol/types.js';
+import { copyOf } from '../protocol/copy.js';
 
 type Result = Record<string, unknown>;
 
@@ -18,14 +19,19 @@ const CACHEABLE = new Set(['tools/list', 'prompts/list', 'resources/list', 'reso
  * field has to change.
  */
 export function toModernResult(method: string, r: Result, serverInfo: Implementation): Result {
-  const out: Result = { ...r };
+  const out = copyOf(r);
   if (out.resultType === undefined) out.resultType = 'complete';
   if (CACHEABLE.has(method) && out.resultType === 'complete') {
     if (typeof out.ttlMs !== 'number' || out.ttlMs < 0) out.ttlMs = 0;
     if (out.cacheScope !== 'public' && out.cacheScope !== 'private') out.cacheScope = 'private';
   }
   const meta = (r._meta as Result | undefined) ?? undefined;
-  out._meta = meta ? { ...meta, [META_SERVER_INFO]: serverInfo } : { [META_SERVER_INFO]: serverInfo };
+  let m: Result;
+  if (meta) {
+    m = copyOf(meta);
+    m[META_SERVER_INFO] = serverInfo;
+  } else m = { [META_SERVER_INFO]: serverInfo };
+  out._meta = m;
   return out;
 }
 

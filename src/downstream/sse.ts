@@ -98,7 +98,7 @@ export class PostChannel implements MessageSink {
   /** The final answer; `status` only matters while nothing has been streamed. */
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
     if (this.closed) return;
-    const headers = extra ? { ...this.headers, ...extra } : this.headers;
+    const headers = extra ? Object.assign({}, this.headers, extra) : this.headers;
     if (this.sse) {
       if (msg) writeEvent(this.res, msg);
       this.res.end();
@@ -110,7 +110,10 @@ export class PostChannel implements MessageSink {
     }
     // A string, not a Buffer: the fast path sends head and body in one UTF-8 write.
     const body = wireText(msg);
-    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    const h: Record<string, string | number> = Object.assign({}, headers);
+    h['content-type'] = 'application/json';
+    h['content-length'] = Buffer.byteLength(body);
+    this.res.writeHead(status, h);
     this.res.end(body);
   }
 }

@@ -10,7 +10,7 @@ import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
-import { outcomeOfError, outcomeOfResult, toolErrorResult } from './outcome.js';
+import { outcomeOfError, toolErrorResult } from './outcome.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
@@ -18,7 +18,8 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { beginOf, bytesOf, callOptions, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { copyOf } from '../protocol/copy.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -182,7 +183,8 @@ export class ToolCall {
         else if (ran) this.ledger.idempotency.markUnknown(principal, key);
         else this.ledger.idempotency.abandon(principal, key);
       }
-      return audit.finish({ ...end, latencyMs: performance.now() - t0 });
+      const e: AuditEnd = Object.assign({}, end, { latencyMs: performance.now() - t0 });
+      return audit.finish(e);
     };
     try {
       await this.ledger.whenCommitted();
@@ -202,7 +204,9 @@ export class ToolCall {
     // The client's _meta reaches the upstream through the call options, not the params. Set to
     // undefined rather than deleted: a delete turns the object into a slow dictionary, dearer
     // to copy and serialise (withMeta leaves the key out either way).
-    const forwarded: Result = { ...(retry ? retry.params : params), name: upstreamName, _meta: undefined };
+    const forwarded = copyOf(retry ? retry.params : params);
+    forwarded.name = upstreamName;
+    forwarded._meta = undefined;
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
@@ -211,7 +215,7 @@ export class ToolCall {
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry.
-        await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result), result }, isFinal ? { result } : undefined, false);
+        await finish(endOf(this.ledger, result), isFinal ? { result } : undefined, false);
         return result;
       } catch (err) {
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
@@ -231,7 +235,7 @@ export class ToolCall {
     const ended = (run: Promise<Result>): Promise<Result> =>
       run.then(
         async (result) => {
-          if (!finished) await finish({ ...outcomeOfResult(result), responseBytes: bytesOf(this.ledger, result), result }, undefined, false);
+          if (!finished) await finish(endOf(this.ledger, result), undefined, false);
           return result;
         },
         async (err: unknown) => {
@@ -239,7 +243,7 @@ export class ToolCall {
           throw err;
         },
       );
-    return this.mrtr.run(ctx, conn, { ...callOptions(ctx, conn), retry: toolRetry(server.config, upstreamName, routed.item) }, bind, body, ended);
+    return this.mrtr.run(ctx, conn, Object.assign(callOptions(ctx, conn), { retry: toolRetry(server.config, upstreamName, routed.item) }), bind, body, ended);
   }
 
   /**

@@ -1,6 +1,6 @@
 import type { ServerHandle, View } from '../catalog/catalog.js';
 import type { AuditSink } from '../ledger/sink.js';
-import type { AuditBegin } from '../ledger/types.js';
+import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
 import { MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
@@ -31,6 +31,12 @@ function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
  * Bytes of a forwarded result as JSON, for the ledger only: one extra stringify (about 1.5 µs
  * for a small tool result, ~5 ms per MB), skipped without a ledger. Lists are not measured.
  */
+/** A call's end as its result tells it: the outcome, the size the ledger records, the result. */
+export function endOf(ledger: AuditSink, result: Result): Omit<AuditEnd, 'latencyMs'> {
+  const o = outcomeOfResult(result);
+  return { outcome: o.outcome, errorKind: o.errorKind, responseBytes: bytesOf(ledger, result), result };
+}
+
 export function bytesOf(ledger: AuditSink, result: Result): number | undefined {
   if (ledger.enabled === false) return undefined;
   try {
@@ -116,10 +122,10 @@ export async function retryOf(
     }
     if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
     const result = await retry.result;
-    await ledger.record(begin, { ...outcomeOfResult(result), latencyMs: performance.now() - t0 });
+    await ledger.record(begin, Object.assign(outcomeOfResult(result), { latencyMs: performance.now() - t0 }));
     return { result };
   } catch (err) {
-    await ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+    await ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));
     throw err;
   }
 }

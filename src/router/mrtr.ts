@@ -56,7 +56,9 @@ export class Mrtr {
     const abort = new Canceller();
     if (ctx.signal.aborted) abort.abort();
     else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
-    const callOpts: CallOptions = { ...opts, signal: abort.signal, onServerRequest: collector.ask };
+    const callOpts: CallOptions = Object.assign({}, opts);
+    callOpts.signal = abort.signal;
+    callOpts.onServerRequest = collector.ask;
     const run = ended(withUrlSteps(() => body(callOpts), collector, bind.method));
     return this.bridge.settle(run, collector, abort, bind);
   }

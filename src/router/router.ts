@@ -7,6 +7,7 @@ import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, codeSeenBy, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
@@ -120,7 +121,7 @@ export class Router {
       await this.ledger.record(begin, { outcome: 'ok', latencyMs: performance.now() - t0 });
       return result;
     } catch (err) {
-      await this.ledger.record(begin, { ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      await this.ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));
       throw asRpcError(err);
     }
   }
@@ -150,7 +151,9 @@ export class Router {
       throw err;
     }
     // _meta undefined rather than deleted (see ToolCall.call).
-    const forwarded: Result = { ...params, name: routed.upstreamName, _meta: undefined };
+    const forwarded = copyOf(params);
+    forwarded.name = routed.upstreamName;
+    forwarded._meta = undefined;
     const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }
@@ -188,7 +191,7 @@ export class Router {
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const normalised = this.normaliseNotFound(method, params, err);
-        await audit.finish({ ...this.outcomeSeenBy(ctx, normalised), latencyMs: performance.now() - t0 });
+        await audit.finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 }));
         throw asRpcError(normalised);
       }
     };
@@ -198,7 +201,7 @@ export class Router {
     // no-op when it did: the first finish counts).
     const ended = (run: Promise<Result>): Promise<Result> =>
       run.catch(async (err: unknown) => {
-        await audit.finish({ ...this.outcomeSeenBy(ctx, err), latencyMs: performance.now() - t0 });
+        await audit.finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 }));
         throw err;
       });
     return this.mrtr.run(ctx, conn, opts, bind, body, ended);
@@ -231,7 +234,8 @@ export class Router {
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
-    const forwarded: Result = { ...params, _meta: undefined };
+    const forwarded = copyOf(params);
+    forwarded._meta = undefined;
     const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
     // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
     const first = params.inputResponses === undefined && params.requestState === undefined;
@@ -239,7 +243,10 @@ export class Router {
     const hit = first ? this.catalog.reads.get(server.id, partition, uri) : undefined;
     if (hit) {
       await this.recordLocal('resources/read', ctx, { outcome: 'ok', server: server.id, upstreamName: uri, latencyMs: performance.now() - t0 }, { hubName: uri });
-      return { ...hit.result, ttlMs: hit.remainingMs, cacheScope: hit.scope };
+      const result = copyOf(hit.result);
+      result.ttlMs = hit.remainingMs;
+      result.cacheScope = hit.scope;
+      return result;
     }
     // A read the user had to answer for (an MRTR round for a legacy client, or a legacy
     // upstream's elicitation passed on) is theirs alone: never cached (digest §3.3).
@@ -292,7 +299,9 @@ export class Router {
       await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
       return { completion: { values: [] } };
     }
-    const forwarded: Result = { ...params, ref: forwardedRef, _meta: undefined };
+    const forwarded = copyOf(params);
+    forwarded.ref = forwardedRef;
+    forwarded._meta = undefined;
     return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 

@@ -109,7 +109,8 @@ export class HttpClient {
   private exchange(method: string, body: string | undefined, accept: string, o: HttpExchangeOptions): Promise<HttpAnswer> {
     return new Promise<HttpAnswer>((resolve, reject) => {
       if (o.signal?.aborted || o.abort?.aborted) return reject(new CancelledError());
-      const headers: Record<string, string> = { ...this.base, accept };
+      const headers: Record<string, string> = Object.assign({}, this.base);
+      headers.accept = accept;
       if (o.headers) for (const k in o.headers) headers[k] = o.headers[k];
       if (body !== undefined) headers['content-type'] = 'application/json';
       const ex = new Exchange(this, method, o, resolve, reject);

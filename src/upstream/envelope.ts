@@ -5,6 +5,7 @@
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { readFileSync } from 'node:fs';
 import { MODERN } from '../protocol/era.js';
+import { setField } from '../protocol/copy.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -54,7 +55,7 @@ const OWNED = new Set<string>([
 function copyPassThrough(into: Record<string, unknown>, from: unknown): void {
   if (typeof from !== 'object' || from === null || Array.isArray(from)) return;
   const src = from as Record<string, unknown>;
-  for (const k in src) if (!OWNED.has(k)) into[k] = src[k];
+  for (const k in src) if (!OWNED.has(k)) setField(into, k, src[k]);
 }
 
 export interface EnvelopeInput {
@@ -97,7 +98,7 @@ export function legacyMeta(e: EnvelopeInput): Record<string, unknown> | undefine
  */
 export function withMeta(params: Record<string, unknown>, meta: Record<string, unknown> | undefined): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const k in params) if (k !== '_meta') out[k] = params[k];
+  for (const k in params) if (k !== '_meta') setField(out, k, params[k]);
   if (meta !== undefined) out._meta = meta;
   return out;
 }

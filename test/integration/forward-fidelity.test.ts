@@ -1,0 +1,59 @@
+/**
+ * What the hub does not understand in a request's params reaches the upstream as it came: the
+ * forwarded params are a copy with the upstream's tool name and without the client's _meta,
+ * and nothing else changes, a key named `__proto__` included (a copy made by setting fields
+ * would turn that key into the copy's prototype and drop it from the wire).
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { perProcess } from './upstream-helpers.js';
+import { QUIRKS, waitForState } from './faults-helpers.js';
+import { modernCall, type Json } from './ledger-helpers.js';
+
+let hub: HubProcess;
+let dir: string;
+
+const received = (id: string) => perProcess(join(dir, `${id}.log`)).flat().filter((m) => m.method === 'tools/call');
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'switchyard-fidelity-'));
+  hub = await startHub(
+    {
+      servers: {
+        modern: nodeServer(`${QUIRKS}/modern.mjs`, [], { QUIRK_LOG: join(dir, 'modern.log') }),
+        legacy: nodeServer(`${QUIRKS}/legacy-32601.mjs`, [], { QUIRK_LOG: join(dir, 'legacy.log') }),
+      },
+      ledger: { enabled: false },
+    },
+    { dir },
+  );
+  await Promise.all(['modern', 'legacy'].map((id) => waitForState(hub.url, id, ['ready'])));
+}, 60_000);
+
+afterAll(async () => {
+  expect(await hub?.stop()).toBe(0);
+});
+
+describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
+  it('forwards unknown params, a "__proto__" key among them, unchanged', async () => {
+    // JSON.parse makes "__proto__" an own field, as the hub's own parser does.
+    const params = JSON.parse(`{"name":"${id}__echo","arguments":{"a":1},"__proto__":{"polluted":true},"x-vendor":{"k":[1,2]}}`) as Json;
+    const a = await modernCall(hub.url, `f-${id}`, 'tools/call', params);
+    expect(a.status).toBe(200);
+    expect(a.body?.result?.isError).not.toBe(true);
+    const [sent] = received(id);
+    expect(sent).toBeDefined();
+    const p = sent.params as Record<string, unknown>;
+    expect(p.name).toBe('echo');
+    expect(p.arguments).toEqual({ a: 1 });
+    expect(p['x-vendor']).toEqual({ k: [1, 2] });
+    expect(Object.hasOwn(p, '__proto__')).toBe(true);
+    expect(p['__proto__']).toEqual({ polluted: true });
+    // The client's _meta is the hub's to read, not the upstream's.
+    const meta = p._meta as Record<string, unknown> | undefined;
+    expect(meta?.['io.modelcontextprotocol/clientInfo']).not.toEqual({ name: 'ledger-raw-modern', version: '3.1.4' });
+  });
+});
