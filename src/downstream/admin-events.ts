@@ -34,6 +34,7 @@ export class AdminEvents {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
   private queue: string[] = [];
   private scheduled = false;
+  private auditOn = false;
   dropped = 0;
   private readonly onAudit = (e: AuditEvent) => this.push(e);
   private readonly onState = (e: ServerStateEvent) => this.push(e);
@@ -44,13 +45,27 @@ export class AdminEvents {
     private readonly hello: () => object,
     private readonly log: Logger,
   ) {
-    events.on('audit', this.onAudit);
     events.on('serverState', this.onState);
     this.wss.on('connection', (ws) => {
       ws.on('error', () => ws.terminate());
       ws.on('message', () => undefined); // viewers only listen
+      ws.on('close', () => this.watchAudit());
+      this.watchAudit();
       this.sendTo(ws, JSON.stringify({ type: 'hello', ...this.hello() }));
     });
+  }
+
+  /**
+   * Listen for finished requests only while someone watches: the hub builds an event for
+   * every finished request only when 'audit' has a listener.
+   */
+  private watchAudit(): void {
+    let open = 0;
+    for (const ws of this.wss.clients) if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) open++;
+    if ((open > 0) === this.auditOn) return;
+    this.auditOn = open > 0;
+    if (this.auditOn) this.events.on('audit', this.onAudit);
+    else this.events.off('audit', this.onAudit);
   }
 
   get viewers(): number {
