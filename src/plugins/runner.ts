@@ -30,8 +30,35 @@ export interface CallPlan {
   /** Set when a plugin denied the call. */
   deny?: { plugin: string; reason: string };
   arguments: Record<string, unknown>;
-  /** Per-plugin scratch, handed to afterCall. */
-  states: Map<string, Map<string, unknown>>;
+  /** Per-plugin scratch, handed to afterCall; made when a plugin first reads `ctx.state`. */
+  states?: Map<string, Map<string, unknown>>;
+}
+
+/**
+ * A call hook's context. `state` is made when the plugin first reads it: most plugins never
+ * do, and two Maps per call for nothing were a cost on every tools/call.
+ */
+class HookContext implements CallHookContext {
+  readonly arguments: Readonly<Record<string, unknown>>;
+
+  constructor(
+    readonly tool: CallTool,
+    readonly principal: string,
+    readonly group: string | undefined,
+    args: Readonly<Record<string, unknown>>,
+    readonly log: Logger,
+    private readonly plan: CallPlan,
+    private readonly plugin: string,
+  ) {
+    this.arguments = args;
+  }
+
+  get state(): Map<string, unknown> {
+    const states = (this.plan.states ??= new Map());
+    let s = states.get(this.plugin);
+    if (!s) states.set(this.plugin, (s = new Map()));
+    return s;
+  }
 }
 
 class HookTimeout extends Error {
@@ -183,13 +210,10 @@ export class PluginRunner {
 
   async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
     if (!this.loaded) await this.ready;
-    const plan: CallPlan = { arguments: args, states: new Map() };
+    const plan: CallPlan = { arguments: args };
     for (const p of this.plugins) {
-      if (!p.beforeCall && !p.afterCall) continue;
-      const state = new Map<string, unknown>();
-      plan.states.set(p.name, state);
       if (!p.beforeCall) continue;
-      const ctx: CallHookContext = { tool, principal, group, arguments: plan.arguments, state, log: this.logOf(p) };
+      const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
       if (!r.ok || !r.value) continue;
       const v = r.value as Record<string, unknown>;
@@ -207,14 +231,7 @@ export class PluginRunner {
     let current = result;
     for (const p of this.plugins) {
       if (!p.afterCall) continue;
-      const ctx: CallHookContext = {
-        tool,
-        principal,
-        group,
-        arguments: plan.arguments,
-        state: plan.states.get(p.name) ?? new Map(),
-        log: this.logOf(p),
-      };
+      const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const input = current;
       const where = { server: tool.server.id, tool: tool.hubName };
       const r = await this.guard(p, 'afterCall', where, () => p.afterCall!(ctx, input));

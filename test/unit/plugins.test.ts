@@ -85,6 +85,31 @@ describe('redact-secrets plugin', () => {
 });
 
 describe('plugin runner', () => {
+  it("gives each plugin its own state for a call, shared by its beforeCall and afterCall, and makes none that no plugin reads", async () => {
+    const seen: unknown[] = [];
+    const runner = new PluginRunner(
+      [
+        { name: 'a', beforeCall: (ctx) => void ctx.state.set('t', 'a-before'), afterCall: (ctx) => void seen.push(['a', ctx.state.get('t')]) },
+        { name: 'b', afterCall: (ctx) => void seen.push(['b', ctx.state.get('t'), ctx.state.size]) },
+      ],
+      silentLogger,
+      () => undefined,
+      100,
+    );
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    await runner.afterCall(tool, 'alice', undefined, plan, { content: [] });
+    expect(seen).toEqual([['a', 'a-before'], ['b', undefined, 0]]);
+    // A second call has states of its own.
+    const again = await runner.beforeCall(tool, 'alice', undefined, {});
+    expect(again.states?.get('a')?.get('t')).toBe('a-before');
+    expect(again.states).not.toBe(plan.states);
+
+    const quiet = new PluginRunner([{ name: 'q', beforeCall: () => undefined, afterCall: () => undefined }], silentLogger, () => undefined, 100);
+    const qp = await quiet.beforeCall(tool, 'alice', undefined, {});
+    await quiet.afterCall(tool, 'alice', undefined, qp, { content: [] });
+    expect(qp.states).toBeUndefined();
+  });
+
   it('times only hooks that return a promise: one that answers at once costs no timer', async () => {
     const runner = new PluginRunner([{ name: 'sync', afterCall: (_ctx, r) => ({ ...r, seen: true }) }, { name: 'async', afterCall: async (_ctx, r) => ({ ...r, late: true }) }], silentLogger, () => undefined, 100);
     await runner.whenReady();
