@@ -36,29 +36,32 @@ export interface CallPlan {
 
 /**
  * A call hook's context. `state` is made when the plugin first reads it: most plugins never
- * do, and two Maps per call for nothing were a cost on every tools/call.
+ * do, and two Maps per call for nothing were a cost on every tools/call. A getter of the object
+ * itself, so that the context stays a plain object (a spread of it keeps `state`) and shows the
+ * plugin nothing of the call's plan.
  */
-class HookContext implements CallHookContext {
-  readonly arguments: Readonly<Record<string, unknown>>;
-
-  constructor(
-    readonly tool: CallTool,
-    readonly principal: string,
-    readonly group: string | undefined,
-    args: Readonly<Record<string, unknown>>,
-    readonly log: Logger,
-    private readonly plan: CallPlan,
-    private readonly plugin: string,
-  ) {
-    this.arguments = args;
-  }
-
-  get state(): Map<string, unknown> {
-    const states = (this.plan.states ??= new Map());
-    let s = states.get(this.plugin);
-    if (!s) states.set(this.plugin, (s = new Map()));
-    return s;
-  }
+function hookContext(
+  tool: CallTool,
+  principal: string,
+  group: string | undefined,
+  args: Readonly<Record<string, unknown>>,
+  log: Logger,
+  plan: CallPlan,
+  plugin: string,
+): CallHookContext {
+  return {
+    tool,
+    principal,
+    group,
+    arguments: args,
+    log,
+    get state(): Map<string, unknown> {
+      const states = (plan.states ??= new Map());
+      let s = states.get(plugin);
+      if (!s) states.set(plugin, (s = new Map()));
+      return s;
+    },
+  };
 }
 
 class HookTimeout extends Error {
@@ -213,7 +216,7 @@ export class PluginRunner {
     const plan: CallPlan = { arguments: args };
     for (const p of this.plugins) {
       if (!p.beforeCall) continue;
-      const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
+      const ctx = hookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
       if (!r.ok || !r.value) continue;
       const v = r.value as Record<string, unknown>;
@@ -231,7 +234,7 @@ export class PluginRunner {
     let current = result;
     for (const p of this.plugins) {
       if (!p.afterCall) continue;
-      const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
+      const ctx = hookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const input = current;
       const where = { server: tool.server.id, tool: tool.hubName };
       const r = await this.guard(p, 'afterCall', where, () => p.afterCall!(ctx, input));

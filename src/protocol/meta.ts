@@ -1,3 +1,5 @@
+import { setField } from './copy.js';
+
 /** Reserved `_meta` keys of the 2026-07-28 era (digest §2.2). */
 export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
 export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
@@ -23,7 +25,7 @@ export function passThroughMeta(meta: Record<string, unknown> | undefined): Reco
   let out: Record<string, unknown> | undefined;
   for (const k in meta) {
     if (ENVELOPE_KEYS.has(k) || k === META_IDEMPOTENCY_KEY) continue;
-    (out ??= {})[k] = meta[k];
+    setField((out ??= {}), k, meta[k]);
   }
   return out;
 }

@@ -27,16 +27,16 @@ function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
   return !!(caps.elicitation || caps.sampling || caps.roots);
 }
 
-/**
- * Bytes of a forwarded result as JSON, for the ledger only: one extra stringify (about 1.5 µs
- * for a small tool result, ~5 ms per MB), skipped without a ledger. Lists are not measured.
- */
 /** A call's end as its result tells it: the outcome, the size the ledger records, the result. */
 export function endOf(ledger: AuditSink, result: Result): Omit<AuditEnd, 'latencyMs'> {
   const o = outcomeOfResult(result);
   return { outcome: o.outcome, errorKind: o.errorKind, responseBytes: bytesOf(ledger, result), result };
 }
 
+/**
+ * Bytes of a forwarded result as JSON, for the ledger only: one extra stringify (about 1.5 µs
+ * for a small tool result, ~5 ms per MB), skipped without a ledger. Lists are not measured.
+ */
 export function bytesOf(ledger: AuditSink, result: Result): number | undefined {
   if (ledger.enabled === false) return undefined;
   try {

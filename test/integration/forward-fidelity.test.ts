@@ -1,8 +1,9 @@
 /**
  * What the hub does not understand in a request's params reaches the upstream as it came: the
- * forwarded params are a copy with the upstream's tool name and without the client's _meta,
- * and nothing else changes, a key named `__proto__` included (a copy made by setting fields
- * would turn that key into the copy's prototype and drop it from the wire).
+ * forwarded params are a copy with the upstream's tool name and the hub's own _meta envelope,
+ * the client's pass-through _meta keys kept, and nothing else changes, a key named `__proto__`
+ * included (a copy made by setting fields would turn that key into the copy's prototype: it
+ * would vanish from the wire, or its fields would turn up as keys of their own).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +42,8 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
   it('forwards unknown params, a "__proto__" key among them, unchanged', async () => {
     // JSON.parse makes "__proto__" an own field, as the hub's own parser does.
     const params = JSON.parse(`{"name":"${id}__echo","arguments":{"a":1},"__proto__":{"polluted":true},"x-vendor":{"k":[1,2]}}`) as Json;
-    const a = await modernCall(hub.url, `f-${id}`, 'tools/call', params);
+    const meta = JSON.parse('{"example.com/trace":"t-1","__proto__":{"m":1}}') as Json;
+    const a = await modernCall(hub.url, `f-${id}`, 'tools/call', params, { meta });
     expect(a.status).toBe(200);
     expect(a.body?.result?.isError).not.toBe(true);
     const [sent] = received(id);
@@ -52,8 +54,14 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     expect(p['x-vendor']).toEqual({ k: [1, 2] });
     expect(Object.hasOwn(p, '__proto__')).toBe(true);
     expect(p['__proto__']).toEqual({ polluted: true });
-    // The client's _meta is the hub's to read, not the upstream's.
-    const meta = p._meta as Record<string, unknown> | undefined;
-    expect(meta?.['io.modelcontextprotocol/clientInfo']).not.toEqual({ name: 'ledger-raw-modern', version: '3.1.4' });
+    // The client's pass-through _meta keys travel too, "__proto__" among them, as keys; the
+    // envelope's keys are the hub's own.
+    const sentMeta = p._meta as Record<string, unknown>;
+    expect(sentMeta['example.com/trace']).toBe('t-1');
+    expect(Object.hasOwn(sentMeta, '__proto__')).toBe(true);
+    expect(sentMeta['__proto__']).toEqual({ m: 1 });
+    expect(Object.hasOwn(sentMeta, 'm')).toBe(false);
+    if (id === 'modern') expect((sentMeta['io.modelcontextprotocol/clientInfo'] as { name?: string }).name).toBe('switchyard');
+    else expect(sentMeta['io.modelcontextprotocol/clientInfo']).toBeUndefined();
   });
 });

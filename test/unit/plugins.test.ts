@@ -104,6 +104,12 @@ describe('plugin runner', () => {
     expect(again.states?.get('a')?.get('t')).toBe('a-before');
     expect(again.states).not.toBe(plan.states);
 
+    // The context is a plain object: a copy of it keeps `state`, and it shows nothing of the call's plan.
+    let copied: unknown[] = [];
+    const spreader = new PluginRunner([{ name: 's', afterCall: (ctx) => void (copied = [{ ...ctx }.state instanceof Map, Object.keys(ctx).sort()]) }], silentLogger, () => undefined, 100);
+    await spreader.afterCall(tool, 'alice', undefined, await spreader.beforeCall(tool, 'alice', undefined, {}), { content: [] });
+    expect(copied).toEqual([true, ['arguments', 'group', 'log', 'principal', 'state', 'tool']]);
+
     const quiet = new PluginRunner([{ name: 'q', beforeCall: () => undefined, afterCall: () => undefined }], silentLogger, () => undefined, 100);
     const qp = await quiet.beforeCall(tool, 'alice', undefined, {});
     await quiet.afterCall(tool, 'alice', undefined, qp, { content: [] });
