@@ -1,0 +1,62 @@
+/**
+ * A call's objects die young. Under load, what V8's scavenges find alive is the calls in
+ * flight; a call lives a few milliseconds, scavenges come tens of milliseconds apart, so next
+ * to nothing should survive two scavenges and be promoted to the old generation. Objects that
+ * outlive scavenges for no reason have been found on the call path three times (AbortSignals,
+ * closures, object spreads: docs/BENCHMARKS.md, "Young-generation GC"); each cost the hub 5-20 %
+ * of its thread in GC pauses. This runs the real hub under `--trace-gc-nvp` and reads what its
+ * scavenges promoted: the builds with object spreads on the path promoted 0.19-1.1 MB per
+ * scavenge at every start, this one ~0.
+ */
+import { describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { runHttp } from '../../bench/lib/load.mjs';
+import { modernRequest } from '../../bench/lib/mcp.mjs';
+
+/** Bytes promoted by each scavenge (gc=s) whose line starts after `from` ms of the process. */
+function scavenges(nvp: string, from: number): number[] {
+  const out: number[] = [];
+  for (const line of nvp.split('\n')) {
+    if (!/\bgc=s\b/.test(line)) continue;
+    const t = /^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms:/.exec(line);
+    const promoted = /\bpromoted=(\d+)/.exec(line);
+    if (t && promoted && Number(t[1]) >= from) out.push(Number(promoted[1]));
+  }
+  return out;
+}
+
+/** One start of the hub under load: the mean bytes promoted per scavenge while measured. */
+async function promotedPerScavenge(): Promise<{ mean: number; n: number }> {
+  const hub: HubProcess = await startHub(
+    { servers: { echo: nodeServer('bench/echo-stdio.mjs') }, ledger: { enabled: false } },
+    { nodeArgs: ['--single-threaded-gc', '--trace-gc-nvp'], env: { SWITCHYARD_LOG_LEVEL: 'info' } },
+  );
+  try {
+    const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
+    await runHttp({ port: hub.port, request, concurrency: 16, warmupMs: 0, measureMs: 1500 }); // warm-up: JIT, caches
+    const lastWarm = Math.max(0, ...[...hub.stdout().matchAll(/^\[\d+:0x[0-9a-f]+\]\s+(\d+) ms:/gm)].map((m) => Number(m[1])));
+    const r = await runHttp({ port: hub.port, request, concurrency: 16, warmupMs: 0, measureMs: 2500 });
+    expect(r.errors).toBe(0);
+    const promoted = scavenges(hub.stdout(), lastWarm + 1);
+    // Enough scavenges to judge by; the machine's speed decides how many.
+    expect(promoted.length).toBeGreaterThanOrEqual(5);
+    return { mean: promoted.reduce((a, b) => a + b, 0) / promoted.length, n: promoted.length };
+  } finally {
+    await hub.stop();
+  }
+}
+
+describe('young-generation GC under load', () => {
+  it('tools/call at concurrency 16: scavenges promote next to nothing', async () => {
+    // A start of the hub now and then still lands in a mode that promotes whole calls (about
+    // one in ten here, cause open: docs/BENCHMARKS.md, the eighteenth round); what the path
+    // itself keeps alive shows in every start. So: up to three starts, one under the bar.
+    const seen: string[] = [];
+    for (let start = 0; start < 3; start++) {
+      const { mean, n } = await promotedPerScavenge();
+      seen.push(`${Math.round(mean)} B over ${n} scavenges`);
+      if (mean < 32 * 1024) return;
+    }
+    expect.fail(`every start promoted 32 KB or more per scavenge: ${seen.join('; ')}`);
+  }, 90_000);
+});
