@@ -98,19 +98,18 @@ export class PostChannel implements MessageSink {
   /** The final answer; `status` only matters while nothing has been streamed. */
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
     if (this.closed) return;
-    const headers = extra ? Object.assign({}, this.headers, extra) : this.headers;
     if (this.sse) {
       if (msg) writeEvent(this.res, msg);
       this.res.end();
       return;
     }
     if (!msg) {
-      this.res.writeHead(status === 200 ? 202 : status, headers).end();
+      this.res.writeHead(status === 200 ? 202 : status, extra ? Object.assign({}, this.headers, extra) : this.headers).end();
       return;
     }
     // A string, not a Buffer: the fast path sends head and body in one UTF-8 write.
     const body = wireText(msg);
-    const h: Record<string, string | number> = Object.assign({}, headers);
+    const h: Record<string, string | number> = Object.assign({}, this.headers, extra);
     h['content-type'] = 'application/json';
     h['content-length'] = Buffer.byteLength(body);
     this.res.writeHead(status, h);
