@@ -30,6 +30,7 @@ const USAGE = `Usage: npm run bench [-- options]
   --only REGEX               only the targets whose key matches (sy-stdio, limit-http, ...)
   --conc 1,8,64              concurrencies          --methods tools/call,tools/list
   --measure-ms MS            per cell               --passes N (best of N)
+  --target-warmup-ms MS      unmeasured load per target and method before its cells (full: 1500, quick: 0)
   --no-peers, --no-extras    skip the npm peers, or start-up/memory/aggregation/ledger extras
   --profile [--profile-target sy-stdio] [--profile-concurrency 64] [--profile-method tools/call] [--top 30]
   --report FILE.json         render a saved run again
@@ -50,6 +51,7 @@ try {
       conc: { type: 'string' },
       methods: { type: 'string' },
       'measure-ms': { type: 'string' },
+      'target-warmup-ms': { type: 'string' },
       passes: { type: 'string' },
       'no-peers': { type: 'boolean' },
       'no-extras': { type: 'boolean' },
@@ -76,6 +78,15 @@ const QUICK = flag('--quick');
 const ONLY = opt('--only') ? new RegExp(opt('--only')) : undefined;
 const T = QUICK ? { warmupMs: 150, measureMs: 450 } : { warmupMs: 1000, measureMs: 4000 };
 if (opt('--measure-ms')) T.measureMs = Number(opt('--measure-ms'));
+/**
+ * Unmeasured load on every target once it has started, before its first cell, per method (at
+ * concurrency 8, then 1): the daemon the cells stand for has run for a while. Without it the
+ * first cell (tools/call at concurrency 1) timed a process whose JIT was still compiling: the
+ * hub's compiler threads took 40–80 µs per call there, and its CPU per call fell from 753 to
+ * ~390 µs over the next four 2-second windows (HTTP, ledger on). A small process like the
+ * forwarder warms in far fewer calls, so the cold first cell was not the same test for all.
+ */
+const TARGET_WARMUP_MS = Number(opt('--target-warmup-ms', QUICK ? '0' : '1500'));
 const CONC = opt('--conc') ? opt('--conc').split(',').map(Number) : [1, 8, 64];
 const METHODS = opt('--methods') ? opt('--methods').split(',') : ['tools/call', 'tools/list'];
 const PASSES = Number(opt('--passes', QUICK ? '1' : '2'));
@@ -158,6 +169,11 @@ function treeRss(pid) {
 async function measureTarget(t, rows) {
   log(`bench: ${t.label}`);
   if (t.stdio) {
+    if (TARGET_WARMUP_MS > 0) {
+      let n = 0;
+      for (const method of METHODS) for (const c of [8, 1]) n += (await runStdio({ ...stdioEcho, line: stdioLine(method, t.tool), concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
+      warmedUp(t, n);
+    }
     for (const method of METHODS)
       for (const c of CONC) {
         const r = await runStdio({ ...stdioEcho, line: stdioLine(method, t.tool), concurrency: c, ...T });
@@ -181,6 +197,12 @@ async function measureTarget(t, rows) {
     const url = `http://127.0.0.1:${target.port}${target.path}`;
     if (t.mode === 'sse') {
       const idleRss = rssOf(target.pid);
+      if (TARGET_WARMUP_MS > 0) {
+        let n = 0;
+        for (const method of METHODS)
+          for (const c of [8, 1]) n += (await runSse({ port: target.port, path: target.path, method, params: method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {}, concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
+        warmedUp(t, n);
+      }
       for (const method of METHODS)
         for (const c of CONC) {
           const params = method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {};
@@ -193,10 +215,15 @@ async function measureTarget(t, rows) {
     // One checked call each way first: a target that answers errors is reported, not timed.
     if (t.mode === 'modern') await rpc(url, 'tools/call', { name: t.tool, arguments: { text: 'check' } });
     const idleRss = rssOf(target.pid); // the front process alone, before any load
+    const requestFor = (method) => (t.mode === 'legacy' ? legacyRequest({ port: target.port, path: target.path, method, tool: t.tool, ...session }) : modernRequest({ port: target.port, path: target.path, method, tool: t.tool }));
+    if (TARGET_WARMUP_MS > 0) {
+      let n = 0;
+      for (const method of METHODS) for (const c of [8, 1]) n += (await runHttp({ port: target.port, request: requestFor(method), concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
+      warmedUp(t, n);
+    }
     for (const method of METHODS)
       for (const c of CONC) {
-        const request = t.mode === 'legacy' ? legacyRequest({ port: target.port, path: target.path, method, tool: t.tool, ...session }) : modernRequest({ port: target.port, path: target.path, method, tool: t.tool });
-        const r = await runHttp({ port: target.port, request, concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
+        const r = await runHttp({ port: target.port, request: requestFor(method), concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
         rows.push({ key: t.key, method, c, ...r, rss: treeRss(target.pid), idleRss });
       }
   } catch (err) {
@@ -206,6 +233,10 @@ async function measureTarget(t, rows) {
     if (target && target !== echo) await target.stop();
     if (echo) await echo.stop();
   }
+}
+
+function warmedUp(t, n) {
+  log(`bench:   ${t.key} warmed up with ${n} requests (unmeasured)`);
 }
 
 /** Per (target, method, concurrency): the pass with the highest throughput, with the spread. */
@@ -378,7 +409,7 @@ function perUpstream(rssN, rss1, n) {
 function report(m, results, extras, peerStatus, run) {
   const L = [];
   L.push(
-    `Run: ${run.at} · ${run.quick ? 'quick' : 'full'} mode (warm-up ${run.timing.warmupMs} ms, measured ${run.timing.measureMs} ms per cell, best of ${run.passes} pass${run.passes > 1 ? 'es' : ''}) · ${m.cores} cores (${m.cpu}), ${m.memGiB} GiB, Node ${m.node}, ${m.os} · the hub runs with ${m.hubNodeFlags?.length ? m.hubNodeFlags.map((f) => `\`${f}\``).join(' ') : 'no Node flags'} (${m.hubNodeFlagsFrom === 'npm start' ? 'as `npm start`' : 'SWITCHYARD_BENCH_NODE_FLAGS'}) · load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')}`,
+    `Run: ${run.at} · ${run.quick ? 'quick' : 'full'} mode (${run.timing.targetWarmupMs ? `each target first warmed up unmeasured for ${run.timing.targetWarmupMs} ms per method, then ` : ''}warm-up ${run.timing.warmupMs} ms, measured ${run.timing.measureMs} ms per cell, best of ${run.passes} pass${run.passes > 1 ? 'es' : ''}) · ${m.cores} cores (${m.cpu}), ${m.memGiB} GiB, Node ${m.node}, ${m.os} · the hub runs with ${m.hubNodeFlags?.length ? m.hubNodeFlags.map((f) => `\`${f}\``).join(' ') : 'no Node flags'} (${m.hubNodeFlagsFrom === 'npm start' ? 'as `npm start`' : 'SWITCHYARD_BENCH_NODE_FLAGS'}) · load average before ${m.loadBefore.join(' / ')}, after ${m.loadAfter.join(' / ')}`,
   );
   L.push('');
   L.push(`Peers: ${Object.entries(peerStatus.installed).map(([n, v]) => `${n}@${v}`).join(', ') || 'none'}${Object.keys(peerStatus.failed).length ? ` · not measured: ${Object.entries(peerStatus.failed).map(([n, why]) => `${n} (${why})`).join('; ')}` : ''}`);
@@ -503,7 +534,7 @@ async function main() {
     extras.ledgerQuery = await ledgerQueryBench(QUICK ? 200_000 : 1_000_000);
   }
   m.loadAfter = os.loadavg().map((x) => +x.toFixed(2));
-  const run = { at: new Date().toISOString(), quick: QUICK, timing: T, passes: PASSES, wallS: Math.round((performance.now() - startedAt) / 1000) };
+  const run = { at: new Date().toISOString(), quick: QUICK, timing: { ...T, targetWarmupMs: TARGET_WARMUP_MS }, passes: PASSES, wallS: Math.round((performance.now() - startedAt) / 1000) };
   const md = report(m, results, extras, peerStatus, run);
   process.stdout.write(md + '\n');
   mkdirSync(join(BENCH, 'results'), { recursive: true });

@@ -35,4 +35,18 @@ describe('bench/run.mjs options', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/\| forwarding limit: HTTP → stdio \| tools\/call \| 1 \| [\d,]+ \| 1\.00× \|/);
   }, 60_000);
+
+  it('--target-warmup-ms loads each target unmeasured before its cells, and the report says so', () => {
+    const args = ['--quick', '--only', '^limit-stdio$', '--conc', '1', '--methods', 'tools/call', '--no-peers', '--no-extras', '--passes', '1', '--measure-ms', '100'];
+    const warmed = spawnSync(process.execPath, [RUN, ...args, '--target-warmup-ms', '400'], { encoding: 'utf8', timeout: 60_000 });
+    expect(warmed.status, warmed.stderr).toBe(0);
+    expect(warmed.stdout).toContain('each target first warmed up unmeasured for 400 ms per method');
+    const n = Number(/limit-stdio warmed up with (\d+) requests/.exec(warmed.stderr)?.[1] ?? 0);
+    expect(n).toBeGreaterThan(100);
+    // A quick run warms no target up unless asked: its header says nothing of it.
+    const cold = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 60_000 });
+    expect(cold.status, cold.stderr).toBe(0);
+    expect(cold.stdout).not.toContain('warmed up unmeasured');
+    expect(cold.stderr).not.toContain('warmed up with');
+  }, 60_000);
 });
