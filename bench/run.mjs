@@ -169,11 +169,7 @@ function treeRss(pid) {
 async function measureTarget(t, rows) {
   log(`bench: ${t.label}`);
   if (t.stdio) {
-    if (TARGET_WARMUP_MS > 0) {
-      let n = 0;
-      for (const method of METHODS) for (const c of [8, 1]) n += (await runStdio({ ...stdioEcho, line: stdioLine(method, t.tool), concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
-      warmedUp(t, n);
-    }
+    // No target warm-up here: each cell spawns an echo of its own (the client is this process).
     for (const method of METHODS)
       for (const c of CONC) {
         const r = await runStdio({ ...stdioEcho, line: stdioLine(method, t.tool), concurrency: c, ...T });
@@ -539,7 +535,7 @@ async function main() {
   process.stdout.write(md + '\n');
   mkdirSync(join(BENCH, 'results'), { recursive: true });
   // A narrowed run (--only, --conc, --methods, --measure-ms, --no-peers, --no-extras) never replaces a full one.
-  const partial = ['--only', '--conc', '--methods', '--measure-ms', '--no-peers', '--no-extras', '--passes'].some((f) => parsed.values[f.slice(2)] !== undefined);
+  const partial = ['--only', '--conc', '--methods', '--measure-ms', '--no-peers', '--no-extras', '--passes', '--target-warmup-ms'].some((f) => parsed.values[f.slice(2)] !== undefined);
   const name = partial ? 'partial' : QUICK ? 'quick' : 'latest';
   writeFileSync(join(BENCH, 'results', `${name}.md`), md + '\n');
   writeFileSync(join(BENCH, 'results', `${name}.json`), JSON.stringify({ machine: m, run, peers: peerStatus, results, extras }, null, 2) + '\n');
