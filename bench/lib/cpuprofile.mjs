@@ -49,7 +49,10 @@ export function summarise(file, { top = 25, root = '', fromMs = 0, toMs = Infini
 }
 
 export function printSummary(s, out = process.stdout) {
-  out.write(`CPU profile: ${s.totalMs.toFixed(0)} ms sampled\n\nTop functions (self time):\n`);
+  out.write(`CPU profile: ${s.totalMs.toFixed(0)} ms sampled\n`);
+  // In front of the HTTP echo at 64 a profile showed the hub 53 % idle while schedstat put its
+  // thread at 89–99 % of a core (docs/BENCHMARKS.md, nineteenth round).
+  out.write('(idle) is not spare CPU: native work inside I/O callbacks is sampled as idle; for CPU per call, see bench/threads.mjs\n\nTop functions (self time):\n');
   for (const f of s.functions) out.write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}\n`);
   out.write('\nBy file / package (self time):\n');
   for (const f of s.files) out.write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}\n`);
