@@ -534,7 +534,7 @@ async function main() {
   const md = report(m, results, extras, peerStatus, run);
   process.stdout.write(md + '\n');
   mkdirSync(join(BENCH, 'results'), { recursive: true });
-  // A narrowed run (--only, --conc, --methods, --measure-ms, --no-peers, --no-extras) never replaces a full one.
+  // A narrowed or otherwise changed run (the options below) never replaces a full one.
   const partial = ['--only', '--conc', '--methods', '--measure-ms', '--no-peers', '--no-extras', '--passes', '--target-warmup-ms'].some((f) => parsed.values[f.slice(2)] !== undefined);
   const name = partial ? 'partial' : QUICK ? 'quick' : 'latest';
   writeFileSync(join(BENCH, 'results', `${name}.md`), md + '\n');

