@@ -193,16 +193,11 @@ async function measureTarget(t, rows) {
     const url = `http://127.0.0.1:${target.port}${target.path}`;
     if (t.mode === 'sse') {
       const idleRss = rssOf(target.pid);
-      if (TARGET_WARMUP_MS > 0) {
-        let n = 0;
-        for (const method of METHODS)
-          for (const c of [8, 1]) n += (await runSse({ port: target.port, path: target.path, method, params: method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {}, concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
-        warmedUp(t, n);
-      }
+      const paramsFor = (method) => (method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {});
+      await warmUp(t, (method, c, ms) => runSse({ port: target.port, path: target.path, method, params: paramsFor(method), concurrency: c, warmupMs: 0, measureMs: ms }));
       for (const method of METHODS)
         for (const c of CONC) {
-          const params = method === 'tools/call' ? { name: t.tool, arguments: { text: 'hello' } } : {};
-          const r = await runSse({ port: target.port, path: target.path, method, params, concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
+          const r = await runSse({ port: target.port, path: target.path, method, params: paramsFor(method), concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
           rows.push({ key: t.key, method, c, ...r, rss: treeRss(target.pid), idleRss });
         }
       return;
@@ -212,11 +207,7 @@ async function measureTarget(t, rows) {
     if (t.mode === 'modern') await rpc(url, 'tools/call', { name: t.tool, arguments: { text: 'check' } });
     const idleRss = rssOf(target.pid); // the front process alone, before any load
     const requestFor = (method) => (t.mode === 'legacy' ? legacyRequest({ port: target.port, path: target.path, method, tool: t.tool, ...session }) : modernRequest({ port: target.port, path: target.path, method, tool: t.tool }));
-    if (TARGET_WARMUP_MS > 0) {
-      let n = 0;
-      for (const method of METHODS) for (const c of [8, 1]) n += (await runHttp({ port: target.port, request: requestFor(method), concurrency: c, warmupMs: 0, measureMs: TARGET_WARMUP_MS / 2 })).n;
-      warmedUp(t, n);
-    }
+    await warmUp(t, (method, c, ms) => runHttp({ port: target.port, request: requestFor(method), concurrency: c, warmupMs: 0, measureMs: ms }));
     for (const method of METHODS)
       for (const c of CONC) {
         const r = await runHttp({ port: target.port, request: requestFor(method), concurrency: c, ...T, cpuProbe: () => cpuNs(target.pid) });
@@ -231,7 +222,11 @@ async function measureTarget(t, rows) {
   }
 }
 
-function warmedUp(t, n) {
+/** The target's unmeasured load (TARGET_WARMUP_MS per method, at 8 then 1); `run` sends it and reports `n` answered. */
+async function warmUp(t, run) {
+  if (TARGET_WARMUP_MS <= 0) return;
+  let n = 0;
+  for (const method of METHODS) for (const c of [8, 1]) n += (await run(method, c, TARGET_WARMUP_MS / 2)).n;
   log(`bench:   ${t.key} warmed up with ${n} requests (unmeasured)`);
 }
 
