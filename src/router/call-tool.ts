@@ -18,8 +18,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { copyOf } from '../protocol/copy.js';
-import { beginOf, bytesOf, callOptions, endOf, connectionFor, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -201,12 +200,7 @@ export class ToolCall {
       await finish(outcomeOfError(err), undefined, false);
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
-    // The client's _meta reaches the upstream through the call options, not the params. Set to
-    // undefined rather than deleted: a delete turns the object into a slow dictionary, dearer
-    // to copy and serialise (withMeta leaves the key out either way).
-    const forwarded = copyOf(retry ? retry.params : params);
-    forwarded.name = upstreamName;
-    forwarded._meta = undefined;
+    const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {

@@ -2,6 +2,7 @@ import type { ServerHandle, View } from '../catalog/catalog.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
+import { copyOf } from '../protocol/copy.js';
 import { MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { CallContext } from './context.js';
@@ -25,6 +26,20 @@ export function viewOf(ctx: CallContext): View {
 /** Whether the client declared anything an upstream could ask it for. */
 function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
   return !!(caps.elicitation || caps.sampling || caps.roots);
+}
+
+/**
+ * The params a request is forwarded with: the client's, copied (`copyOf`), with `key` set to
+ * `value` when given (the upstream's tool or prompt name, a completion's ref). The client's
+ * _meta reaches the upstream through the call options, not the params; it is set to undefined
+ * rather than deleted, since a delete turns the object into a slow dictionary, dearer to copy
+ * and serialise (withMeta leaves the key out either way).
+ */
+export function forwardedParams(params: Result, key?: string, value?: unknown): Result {
+  const out = copyOf(params);
+  if (key !== undefined) out[key] = value;
+  out._meta = undefined;
+  return out;
 }
 
 /** A call's end as its result tells it: the outcome, the size the ledger records, the result. */

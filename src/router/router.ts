@@ -17,7 +17,7 @@ import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
-import { beginOf, bytesOf, callOptions, connectionFor, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 
 export interface RouterOptions {
@@ -150,10 +150,7 @@ export class Router {
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
-    // _meta undefined rather than deleted (see ToolCall.call).
-    const forwarded = copyOf(params);
-    forwarded.name = routed.upstreamName;
-    forwarded._meta = undefined;
+    const forwarded = forwardedParams(params, 'name', routed.upstreamName);
     const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }
@@ -234,8 +231,7 @@ export class Router {
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });
       throw err;
     }
-    const forwarded = copyOf(params);
-    forwarded._meta = undefined;
+    const forwarded = forwardedParams(params);
     const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
     // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
     const first = params.inputResponses === undefined && params.requestState === undefined;
@@ -299,9 +295,7 @@ export class Router {
       await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
       return { completion: { values: [] } };
     }
-    const forwarded = copyOf(params);
-    forwarded.ref = forwardedRef;
-    forwarded._meta = undefined;
+    const forwarded = forwardedParams(params, 'ref', forwardedRef);
     return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 
