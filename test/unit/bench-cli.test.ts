@@ -19,7 +19,7 @@ describe('bench/run.mjs options', () => {
   });
 
   it('an unknown option, or one without its value, is refused with exit code 2', () => {
-    for (const args of [['--quik'], ['--conc'], ['--quick', 'extra']]) {
+    for (const args of [['--quik'], ['--conc'], ['--quick', 'extra'], ['--extras', 'paired,nosuch']]) {
       const r = bench(...args);
       expect(r.status, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/^bench: .*\n\nUsage:/);
@@ -49,4 +49,24 @@ describe('bench/run.mjs options', () => {
     expect(cold.stdout).not.toContain('warmed up unmeasured');
     expect(cold.stderr).not.toContain('warmed up with');
   }, 60_000);
+
+  it('--extras paired judges the 0.8× targets by alternating runs of the hub and the forwarding limit, all live at once', () => {
+    const r = spawnSync(process.execPath, [RUN, '--quick', '--only', '^$', '--no-peers', '--extras', 'paired', '--measure-ms', '100'], { encoding: 'utf8', timeout: 90_000 });
+    expect(r.status, r.stderr).toBe(0);
+    // One verdict per hub variant and upstream, from the rounds' ratios, though no table cell was measured.
+    for (const [sy, limit] of [
+      ['sy-stdio', 'limit-stdio'],
+      ['sy-stdio-noledger', 'limit-stdio'],
+      ['sy-http', 'limit-http'],
+      ['sy-http-noledger', 'limit-http'],
+    ])
+      expect(r.stdout).toMatch(new RegExp(`\\| ${sy} tools/call @64 ≥ 0\\.8× ${limit} \\(alternating runs, median of 1\\) \\| \\d+\\.\\d\\d× \\(\\d+\\.\\d\\d–\\d+\\.\\d\\d×\\) \\| (met|MISSED) \\|`));
+    // The rounds' own figures: every target answered (a target that failed would have thrown).
+    const rounds = [...r.stdout.matchAll(/limit \/ ledger on \/ ledger off, req\/s per round\): ([\d,]+) \/ ([\d,]+) \/ ([\d,]+)\./g)];
+    expect(rounds).toHaveLength(2);
+    for (const m of rounds) for (const n of m.slice(1)) expect(Number(n.replace(/,/g, ''))).toBeGreaterThan(0);
+    // The other extras were not run.
+    expect(r.stderr).not.toContain('ledger on vs off');
+    expect(r.stderr).not.toContain('start-up with 50');
+  }, 90_000);
 });
