@@ -313,14 +313,14 @@ async function aggregated(nServers, nTools) {
  * of the machine (its speed swings by up to 2× for a minute here) hits all of them alike: the
  * requests per second of each target, per round.
  */
-async function alternating(targets, rounds, concurrency) {
+async function alternating(targets, rounds, concurrency, timing = T) {
   const keys = Object.keys(targets);
   const rps = Object.fromEntries(keys.map((k) => [k, []]));
   for (let i = 0; i < rounds; i++)
     for (let j = 0; j < keys.length; j++) {
       const k = keys[(i + j) % keys.length];
       const { port, request } = targets[k];
-      rps[k].push((await runHttp({ port, request, concurrency, ...T })).rps);
+      rps[k].push((await runHttp({ port, request, concurrency, ...timing })).rps);
     }
   return rps;
 }
@@ -348,7 +348,10 @@ async function ledgerCost() {
  * target's cells and not another's; these ratios are what the targets are judged by.
  */
 async function pairedLimit() {
-  const rounds = QUICK ? 1 : 3;
+  // Short runs, many rounds: the three runs of a round are ~7 s apart, not ~15, so a phase of
+  // the machine more often spans a whole round; the median drops the rounds it split.
+  const rounds = QUICK ? 1 : 7;
+  const timing = QUICK ? T : { warmupMs: 300, measureMs: 2000 };
   const out = [];
   for (const upstream of ['stdio', 'http']) {
     const echo = upstream === 'http' ? await startEchoHttp() : undefined;
@@ -365,7 +368,7 @@ async function pairedLimit() {
       const call = (t, tool) => ({ port: t.port, request: modernRequest({ port: t.port, path: t.path, method: 'tools/call', tool }) });
       const targets = { limit: call(limit, 'echo'), on: call(on, 'echo__echo'), off: call(off, 'echo__echo') };
       if (TARGET_WARMUP_MS > 0) for (const t of Object.values(targets)) await runHttp({ ...t, concurrency: 64, warmupMs: 0, measureMs: TARGET_WARMUP_MS });
-      const rps = await alternating(targets, rounds, 64);
+      const rps = await alternating(targets, rounds, 64, timing);
       const ratios = (k) => rps[k].map((r, i) => r / rps.limit[i]);
       out.push({ upstream, rounds, rps, on: median(ratios('on')), off: median(ratios('off')), onRange: range(ratios('on')), offRange: range(ratios('off')) });
     } finally {
