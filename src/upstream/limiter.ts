@@ -16,6 +16,14 @@ export class LimitError extends Error {
   }
 }
 
+export interface WaitOptions {
+  signal?: Signal;
+  waitMs?: number;
+  onAbort?: () => Error;
+}
+
+const RESOLVED = Promise.resolve();
+
 interface Waiter {
   go: () => void;
   fail: (e: Error) => void;
@@ -59,9 +67,8 @@ export class Limiter {
    * Run `fn` in a slot. Rejects with LimitError when the queue is full or the wait exceeds
    * `waitMs`, and with `signal.reason`-based `onAbort()` when the caller gives up while waiting.
    */
-  async run<T>(fn: () => Promise<T>, o: { signal?: Signal; waitMs?: number; onAbort?: () => Error } = {}): Promise<T> {
-    if (this.active >= this.maxActive) await this.wait(o);
-    else this.active++;
+  async run<T>(fn: () => Promise<T>, o: WaitOptions = {}): Promise<T> {
+    await this.enter(o);
     try {
       return await fn();
     } finally {
@@ -69,7 +76,18 @@ export class Limiter {
     }
   }
 
-  private wait(o: { signal?: Signal; waitMs?: number; onAbort?: () => Error }): Promise<void> {
+  /**
+   * Resolves holding a slot, after waiting for one if need be (rejecting as run() does); the
+   * caller then must leave() exactly once. Lets a caller that waited give its slot back where
+   * it settles, as tryEnter() does, with no async wrapper around the request.
+   */
+  enter(o: WaitOptions = {}): Promise<void> {
+    if (this.active >= this.maxActive) return this.wait(o);
+    this.active++;
+    return RESOLVED;
+  }
+
+  private wait(o: WaitOptions): Promise<void> {
     if (this.waiting.size >= this.maxQueue) {
       return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting.size} waiting`));
     }

@@ -164,18 +164,20 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
     const signal = opts?.signal;
     const { until, ms } = this.waitBudget(opts, deadline);
-    return this.limiter
-      .run(
-        () => {
-          // The state may have changed while the call waited for a slot.
-          if (this._state !== 'ready') throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
-          return this.dispatch(method, params, opts, 0, until);
-        },
-        { signal, waitMs: ms, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) },
-      )
-      .catch((err: unknown) => {
+    // A call that waited holds its slot like one that did not: settle() gives it back.
+    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) }).then(
+      () => {
+        // The state may have changed while the call waited for a slot.
+        if (this._state !== 'ready') {
+          this.limiter.leave();
+          throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
+        }
+        return this.dispatch(method, params, opts, HOLDS_SLOT, until);
+      },
+      (err: unknown) => {
         throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;
-      });
+      },
+    );
   }
 
   /**

@@ -74,4 +74,29 @@ describe('a call waiting for a slot (maxConcurrent)', () => {
     expect(ms).toBeLessThan(1400); // not the wait (~0.9 s) and then a whole second of its own
     expect(text(await first)).toBe('slow done');
   }, 20_000);
+
+  it('gives the slot back when a call that waited for it ends', async () => {
+    const first = callTool(hub.url, 'lim__slow', { steps: 0, ms: 300 });
+    await sleep(50);
+    const waited = await callTool(hub.url, 'lim__echo', { text: 'waited' });
+    expect(text(waited)).toContain('waited');
+    expect(text(await first)).toBe('slow done');
+    // Two calls in turn, each within a limit far below the server's default: the slot is free.
+    for (const t of ['next', 'and next']) expect(text(await callTool(hub.url, 'lim__echo', { text: t }, { 'dev.switchyard/timeoutMs': 3000 }))).toContain(t);
+  }, 20_000);
+
+  it('gives the slot back when the server went down while a call waited for it', async () => {
+    const first = callTool(hub.url, 'lim__slow', { steps: 0, ms: 300 });
+    await sleep(50);
+    const crash = callTool(hub.url, 'lim__crash', {}); // waits, then takes the server down
+    await sleep(50);
+    const waiting = callTool(hub.url, 'lim__echo', { text: 'behind the crash' }); // gets the slot of a server that is down
+    expect(text(await first)).toBe('slow done');
+    const crashed = await crash;
+    expect(crashed.body?.error !== undefined || isToolError(crashed), JSON.stringify(crashed.body)).toBe(true);
+    // Never delivered, so the hub may retry it once the server is back: it ends either way.
+    expect(await waiting).toBeDefined();
+    await waitForState(hub.url, 'lim', ['ready']);
+    expect(text(await callTool(hub.url, 'lim__echo', { text: 'after the restart' }, { 'dev.switchyard/timeoutMs': 3000 }))).toContain('after the restart');
+  }, 20_000);
 });

@@ -59,6 +59,27 @@ describe('Limiter', () => {
     expect(await l.run(async () => 'ok')).toBe('ok');
   });
 
+  it('enter resolves holding a slot, at once or once leave hands one over; the caller gives it back', async () => {
+    const l = new Limiter(1, 1);
+    await l.enter();
+    expect(l.load).toEqual({ active: 1, queued: 0 });
+    let entered = false;
+    const second = l.enter().then(() => (entered = true));
+    await expect(l.enter()).rejects.toMatchObject({ name: 'LimitError', reason: 'full' });
+    await Promise.resolve();
+    expect(entered).toBe(false);
+    l.leave(); // handed to the waiter: the slot stays taken
+    await second;
+    expect(l.load).toEqual({ active: 1, queued: 0 });
+    l.leave();
+    expect(l.load).toEqual({ active: 0, queued: 0 });
+    // A waiter that waited too long holds nothing.
+    await l.enter();
+    await expect(l.enter({ waitMs: 20 })).rejects.toSatisfy((e: unknown) => e instanceof LimitError && e.reason === 'waited');
+    l.leave();
+    expect(l.load).toEqual({ active: 0, queued: 0 });
+  });
+
   it('tryEnter takes a free slot only while nobody waits; leave hands it to the first waiter', async () => {
     const l = new Limiter(1, 2);
     expect(l.tryEnter()).toBe(true);
