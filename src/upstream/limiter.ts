@@ -53,7 +53,7 @@ export class Limiter {
     return true;
   }
 
-  /** Gives back a slot taken by tryEnter() (or by run()): the first waiter gets it. */
+  /** Gives back a slot taken by tryEnter() or enter(): the first waiter gets it. */
   leave(): void {
     const next = this.waiting.values().next();
     if (next.done) {
@@ -64,22 +64,11 @@ export class Limiter {
   }
 
   /**
-   * Run `fn` in a slot. Rejects with LimitError when the queue is full or the wait exceeds
-   * `waitMs`, and with `signal.reason`-based `onAbort()` when the caller gives up while waiting.
-   */
-  async run<T>(fn: () => Promise<T>, o: WaitOptions = {}): Promise<T> {
-    await this.enter(o);
-    try {
-      return await fn();
-    } finally {
-      this.leave();
-    }
-  }
-
-  /**
-   * Resolves holding a slot, after waiting for one if need be (rejecting as run() does); the
-   * caller then must leave() exactly once. Lets a caller that waited give its slot back where
-   * it settles, as tryEnter() does, with no async wrapper around the request.
+   * Resolves holding a slot, after waiting for one if need be; the caller then must leave()
+   * exactly once, where its request settles (no async wrapper around the request: one per
+   * waiting call kept the hub's garbage collector in its bad mode, docs/BENCHMARKS.md). Rejects
+   * with LimitError when the queue is full or the wait exceeds `waitMs`, and with `onAbort()`
+   * when the caller gives up while waiting.
    */
   enter(o: WaitOptions = {}): Promise<void> {
     if (this.active >= this.maxActive) return this.wait(o);

@@ -58,7 +58,7 @@ export interface Pending {
   holds: number;
 }
 
-/** The call holds a limiter slot, taken without waiting (Limiter.tryEnter). */
+/** The call holds a limiter slot (Limiter.tryEnter, or Limiter.enter after a wait). */
 export const HOLDS_SLOT = 1;
 /** The call is in a legacy stdio upstream's call gate, shared (CallGate.tryEnter(false)). */
 export const HOLDS_SHARED = 2;
