@@ -3,6 +3,8 @@
  * ignored, and a quarter of an hour's full run started instead.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -51,7 +53,10 @@ describe('bench/run.mjs options', () => {
   }, 60_000);
 
   it('--extras paired judges the 0.8× targets by alternating runs of the hub and the forwarding limit, all live at once', () => {
-    const r = spawnSync(process.execPath, [RUN, '--quick', '--only', '^$', '--no-peers', '--extras', 'paired', '--measure-ms', '100'], { encoding: 'utf8', timeout: 90_000 });
+    // A second of unmeasured load per target: under the whole suite's load, a cold forwarder
+    // once answered nothing in its first quarter of a second.
+    const args = ['--quick', '--only', '^$', '--no-peers', '--extras', 'paired', '--measure-ms', '200', '--target-warmup-ms', '1000'];
+    const r = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 90_000 });
     expect(r.status, r.stderr).toBe(0);
     // One verdict per hub variant and upstream, from the rounds' ratios, though no table cell was measured.
     for (const [sy, limit] of [
@@ -68,5 +73,15 @@ describe('bench/run.mjs options', () => {
     // The other extras were not run.
     expect(r.stderr).not.toContain('ledger on vs off');
     expect(r.stderr).not.toContain('start-up with 50');
+
+    // A transport whose forwarder answered nothing in any round gets no ratio, and says so.
+    const saved = JSON.parse(readFileSync(join(import.meta.dirname, '../../bench/results/partial.json'), 'utf8'));
+    saved.extras.paired.find((p: { upstream: string }) => p.upstream === 'http').ratioRounds = 0;
+    const file = join(mkdtempSync(join(tmpdir(), 'bench-report-')), 'run.json');
+    writeFileSync(file, JSON.stringify(saved));
+    const again = spawnSync(process.execPath, [RUN, '--report', file], { encoding: 'utf8', timeout: 20_000 });
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toContain('| sy-http tools/call @64 ≥ 0.8× limit-http (alternating runs) | the forwarding limit answered nothing in any round | not measured |');
+    expect(again.stdout).toMatch(/\| sy-stdio tools\/call @64 ≥ 0\.8× limit-stdio \(alternating runs, median of 1\) \| \d/);
   }, 90_000);
 });
