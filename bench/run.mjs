@@ -326,6 +326,7 @@ async function alternating(targets, rounds, concurrency, timing = T) {
 }
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+const range = (a) => [Math.min(...a), Math.max(...a)];
 
 /** Ledger on vs off at concurrency 32, alternating runs on two live hubs so drift hits both. */
 async function ledgerCost() {
@@ -382,7 +383,6 @@ async function pairedLimit() {
   return out;
 }
 
-const range = (a) => [Math.min(...a), Math.max(...a)];
 
 // ------------------------------------------------------------------------------ report
 
