@@ -31,6 +31,7 @@ import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, type Signal } from '../cancel.js';
+import { KeyedTable } from '../keyed-table.js';
 
 type Params = Record<string, unknown>;
 
@@ -161,7 +162,7 @@ export class Endpoint {
 
   // ---------------------------------------------------------------- modern (2026-07-28)
 
-  private readonly modernInflight = new Map<string, Canceller>();
+  private readonly modernInflight = new KeyedTable<Canceller>();
 
   private cancelModernStdio(n: Notification): void {
     const id = n.params?.requestId;

@@ -4,6 +4,7 @@ import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
+import { KeyedTable } from '../keyed-table.js';
 
 /** Which declared client capability a server → client request needs. */
 function capabilityFor(method: string, caps: ClientCapabilities, params?: Record<string, unknown>): boolean {
@@ -37,7 +38,7 @@ export class LegacySession {
   key: string | undefined;
   /** The API key that opened its GET stream: the session ends when that key is removed too. */
   streamKey: string | undefined;
-  readonly inflight = new Map<string, Canceller>();
+  readonly inflight = new KeyedTable<Canceller>();
   private nextId = 0;
   private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
 

@@ -13,6 +13,7 @@ import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
+import { IdTable } from '../keyed-table.js';
 
 export interface LedgerOptions {
   path: string;
@@ -132,7 +133,7 @@ export class Ledger {
   /** Of `lines`, the first ones, kept back at the last hand-over: they do not hurry the next. */
   private kept = 0;
   /** Begins among `lines` whose call has not finished, by row id. */
-  private readonly begun = new Map<number, Handle>();
+  private readonly begun = new IdTable<Handle>();
   /** The number of the last batch handed to the ingest thread. */
   private handed = 0;
   private ingestTimer: NodeJS.Timeout | null = null;

@@ -23,6 +23,7 @@ import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import type { Signal } from '../cancel.js';
+import { IdTable, KeyedTable } from '../keyed-table.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
 
@@ -85,8 +86,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private nextId = 0;
   /** The one principal this connection has carried calls for; null once it has carried two. */
   private servedFor: string | null | undefined;
-  protected readonly pending = new Map<number, Pending>();
-  private readonly byToken = new Map<string, Pending>();
+  protected readonly pending = new IdTable<Pending>();
+  private readonly byToken = new KeyedTable<Pending>();
   private readonly limiter = new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -312,7 +313,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   protected failAll(make: (p: Pending) => Error): void {
-    for (const p of [...this.pending.values()]) this.failCall(p, make(p));
+    for (const p of this.pending.values()) this.failCall(p, make(p));
   }
 
   /** `hardMs`: the hard cap fired rather than the idle timeout. */
@@ -529,7 +530,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
     } else {
       if (this.pending.size !== 1 || this.servedFor === null) return undefined;
-      found = this.pending.values().next().value;
+      found = this.pending.values()[0];
     }
     return found?.opts?.onLog ? found : undefined;
   }
