@@ -27,11 +27,23 @@ const RESOLVED = Promise.resolve();
 interface Waiter {
   go: () => void;
   fail: (e: Error) => void;
+  /** Served, timed out or cancelled: leave() skips it. */
+  gone: boolean;
 }
+
+/** Entries the queue no longer needs (served, or left early) are cut off once there are this many. */
+const COMPACT_AT = 1024;
 
 export class Limiter {
   private active = 0;
-  private readonly waiting = new Set<Waiter>();
+  /**
+   * Waiters in order, from `head` on; one that left early stays until leave() passes it or
+   * tidy() cuts it off. An array, not a Set: a Set churned at every call keeps calls alive in
+   * V8's old generation (see src/keyed-table.ts).
+   */
+  private queue: (Waiter | undefined)[] = [];
+  private head = 0;
+  private waiting = 0;
 
   constructor(
     private readonly maxActive: number = Infinity,
@@ -39,7 +51,7 @@ export class Limiter {
   ) {}
 
   get load(): { active: number; queued: number } {
-    return { active: this.active, queued: this.waiting.size };
+    return { active: this.active, queued: this.waiting };
   }
 
   /**
@@ -48,19 +60,44 @@ export class Limiter {
    * (rpc-base releases the slot when the call settles).
    */
   tryEnter(): boolean {
-    if (this.active >= this.maxActive || this.waiting.size > 0) return false;
+    if (this.active >= this.maxActive || this.waiting > 0) return false;
     this.active++;
     return true;
   }
 
   /** Gives back a slot taken by tryEnter() or enter(): the first waiter gets it. */
   leave(): void {
-    const next = this.waiting.values().next();
-    if (next.done) {
-      this.active--;
+    const next = this.waiting > 0 ? this.next() : undefined;
+    if (next) next.go();
+    else this.active--;
+  }
+
+  /** The first waiter still waiting, taken off the queue (its slot emptied: nothing keeps it). */
+  private next(): Waiter | undefined {
+    const q = this.queue;
+    while (this.head < q.length) {
+      const w = q[this.head]!;
+      q[this.head++] = undefined;
+      if (!w.gone) return w;
+    }
+    return undefined;
+  }
+
+  /** After a waiter left: the queue's used head, and waiters that left early, are cut off in bulk. */
+  private tidy(): void {
+    if (this.waiting === 0) {
+      if (this.queue.length > 0) this.queue = [];
+      this.head = 0;
       return;
     }
-    next.value.go();
+    const inQueue = this.queue.length - this.head;
+    if (inQueue - this.waiting >= COMPACT_AT && inQueue >= 2 * this.waiting) {
+      this.queue = this.queue.slice(this.head).filter((w) => !w!.gone);
+      this.head = 0;
+    } else if (this.head >= COMPACT_AT && this.head * 2 >= this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
   }
 
   /**
@@ -78,13 +115,16 @@ export class Limiter {
   }
 
   private wait(o: WaitOptions): Promise<void> {
-    if (this.waiting.size >= this.maxQueue) {
-      return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting.size} waiting`));
+    if (this.waiting >= this.maxQueue) {
+      return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting} waiting`));
     }
     return new Promise<void>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const cleanup = (): void => {
-        this.waiting.delete(w);
+        if (w.gone) return;
+        w.gone = true;
+        this.waiting--;
+        this.tidy();
         if (timer) clearTimeout(timer);
         o.signal?.removeEventListener('abort', onAbort);
       };
@@ -102,8 +142,10 @@ export class Limiter {
           cleanup();
           reject(e);
         },
+        gone: false,
       };
-      this.waiting.add(w);
+      this.queue.push(w);
+      this.waiting++;
       if (o.waitMs !== undefined && Number.isFinite(o.waitMs)) {
         timer = setTimeout(() => w.fail(new LimitError('waited', `no free slot within ${o.waitMs} ms (${this.active} requests in flight)`)), o.waitMs);
       }

@@ -8,6 +8,7 @@ import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavail
 import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
 import { CallGate } from '../../src/upstream/call-gate.js';
 import { Limiter, LimitError } from '../../src/upstream/limiter.js';
+import { Canceller } from '../../src/cancel.js';
 import { backoffMs, mayRetry, withRetries } from '../../src/upstream/retry.js';
 import { InFlight } from '../../src/router/inflight.js';
 import { KnownRoutes } from '../../src/router/down-tools.js';
@@ -95,6 +96,56 @@ describe('Limiter', () => {
     expect(l.tryEnter()).toBe(true);
     l.leave();
     expect(l.load.active).toBe(0);
+  });
+});
+
+describe('Limiter queue', () => {
+  const queueLength = (l: Limiter): number => (l as unknown as { queue: unknown[] }).queue.length;
+
+  it('skips waiters that gave up, serves the rest in order, and does not keep those that left', async () => {
+    const l = new Limiter(1, 5000);
+    await l.enter(); // the only slot, held
+    const order: number[] = [];
+    const aborts: Canceller[] = [];
+    const waits: Promise<void>[] = [];
+    // 3,000 waiters; all but every 500th give up. More than COMPACT_AT left early: the queue is
+    // cut down while they wait.
+    for (let i = 0; i < 3000; i++) {
+      const ac = new Canceller();
+      aborts.push(ac);
+      waits.push(
+        l.enter({ signal: ac.signal }).then(
+          () => {
+            order.push(i);
+            l.leave();
+          },
+          () => undefined,
+        ),
+      );
+    }
+    aborts.forEach((ac, i) => i % 500 !== 0 && ac.abort());
+    expect(l.load).toEqual({ active: 1, queued: 6 });
+    expect(queueLength(l)).toBeLessThan(1100);
+    l.leave();
+    await Promise.all(waits);
+    expect(order).toEqual([0, 500, 1000, 1500, 2000, 2500]);
+    expect(l.load).toEqual({ active: 0, queued: 0 });
+    expect(queueLength(l)).toBe(0);
+  });
+
+  it('keeps a queue that is always busy from growing: served waiters are cut off its head', async () => {
+    const l = new Limiter(1, 10);
+    await l.enter();
+    const waiting = [l.enter(), l.enter()];
+    let longest = 0;
+    for (let i = 0; i < 5000; i++) {
+      waiting.push(l.enter());
+      l.leave(); // the oldest waiter gets the slot…
+      await waiting.shift(); // …and holds it; two still wait
+      longest = Math.max(longest, queueLength(l));
+    }
+    expect(l.load).toEqual({ active: 1, queued: 2 });
+    expect(longest).toBeLessThanOrEqual(2048);
   });
 });
 
