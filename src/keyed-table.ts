@@ -136,12 +136,10 @@ export class IdTable<V> {
   /** In ascending order of key (for ids handed out in order: oldest first). A snapshot. */
   values(): V[] {
     if (this.size === 0) return [];
-    const ids: number[] = [];
-    for (const k of this.keys) if (k !== undefined) ids.push(k);
-    const moved = this.moved.size > 0 ? this.moved : undefined;
-    if (moved) for (const [k] of moved.entries()) ids.push(Number(k));
-    ids.sort((a, b) => a - b);
-    return ids.map((id) => this.get(id)!);
+    const all: [number, V][] = [];
+    for (let i = 0; i < this.keys.length; i++) if (this.keys[i] !== undefined) all.push([this.keys[i]!, this.vals[i] as V]);
+    for (const [k, v] of this.moved.entries()) all.push([Number(k), v]);
+    return all.sort((a, b) => a[0] - b[0]).map(([, v]) => v);
   }
 
   clear(): void {

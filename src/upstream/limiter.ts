@@ -102,11 +102,10 @@ export class Limiter {
 
   /**
    * Resolves holding a slot, after waiting for one if need be; the caller then must leave()
-   * exactly once, where its request settles (no async wrapper around the request: with one per
-   * waiting call the hub's garbage collector was in its bad mode far more often, see
-   * docs/BENCHMARKS.md, the twentieth round). Rejects
-   * with LimitError when the queue is full or the wait exceeds `waitMs`, and with `onAbort()`
-   * when the caller gives up while waiting.
+   * exactly once, where its request settles, so no async wrapper is built around each waiting
+   * request (docs/BENCHMARKS.md, the twentieth and twenty-first rounds). Rejects with LimitError
+   * when the queue is full or the wait exceeds `waitMs`, and with `onAbort()` when the caller
+   * gives up while waiting.
    */
   enter(o: WaitOptions = {}): Promise<void> {
     if (this.active >= this.maxActive) return this.wait(o);
