@@ -49,6 +49,19 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     return Promise.resolve();
   }
 
+  /**
+   * `initialize` after a legacy verdict; true instead when the probe's own answer, come late,
+   * proved the server modern first (stdio: a process slower to start than probeTimeoutMs).
+   */
+  protected initializeUnlessModern(): Promise<boolean> {
+    return this.initialize().then(() => false);
+  }
+
+  /** A fresh connection for a server found modern after it was sent `initialize` (stdio: respawn). */
+  protected startOver(): Promise<void> {
+    return Promise.resolve();
+  }
+
   protected async handshake(): Promise<void> {
     if (this.verdict === LEGACY) {
       try {
@@ -76,7 +89,14 @@ export abstract class HandshakingUpstream extends UpstreamBase {
       case 'legacy':
         if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
         await this.beforeLegacyInit(v);
-        await this.initialize();
+        if (await this.initializeUnlessModern()) {
+          // It had `initialize` too, and a server of both eras may hold to it: a new connection,
+          // whose probe then waits for its answer (a modern verdict never falls back).
+          this.log.info('server/discover answered after the probe timeout: the server is modern; connecting again');
+          this.verdict = MODERN;
+          await this.startOver();
+          return this.handshake();
+        }
         this.verdict = LEGACY;
     }
   }

@@ -5,7 +5,8 @@
  * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
  */
 import { CallGate, type GateWait } from './call-gate.js';
-import { LEGACY, LEGACY_VERSIONS } from '../protocol/era.js';
+import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
+import { Canceller } from '../cancel.js';
 import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
@@ -14,6 +15,16 @@ import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-p
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { HOLDS_EXCLUSIVE, HOLDS_SHARED, reasonOf, type Pending, type UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
+
+const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';
+
+/** A probe still open past probeTimeoutMs: its verdict once answered, and a way to drop it. */
+interface LateProbe {
+  verdict: ProbeVerdict | undefined;
+  /** Resolves when the answer proves the server modern; never otherwise. */
+  modern: Promise<void>;
+  drop(): void;
+}
 
 export class StdioUpstream extends HandshakingUpstream {
   private child: StdioChild | undefined;
@@ -85,20 +96,78 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
 
+  /**
+   * The probe when it had no answer within probeTimeoutMs: silence means legacy (digest §2.3),
+   * but a process still starting answers late, and before `initialize` (stdio is in order).
+   */
+  private lateProbe: LateProbe | undefined;
+
+  /**
+   * `server/discover` as the first line. Past probeTimeoutMs without an answer the verdict is
+   * legacy, but the call stays open (lateProbe) until initialize's answer; a server already
+   * found modern gets the whole timeoutMs, and its silence is no verdict at all.
+   */
   protected async probe(): Promise<ProbeVerdict> {
+    this.lateProbe = undefined;
     const params = { _meta: modernMeta({ clientInfo: this.clientInfo }) };
-    let o: StdioProbeOutcome;
-    try {
-      o = { kind: 'result', result: await this.call('server/discover', params, { timeoutMs: this.spec.probeTimeoutMs }, true) };
-    } catch (err) {
-      if (err instanceof RpcError) o = { kind: 'error', error: err.toJSON() };
-      else if (err instanceof TimeoutError) o = { kind: 'timeout' };
-      else if (err instanceof TransportError) o = { kind: 'exit' };
-      else throw err;
-    }
-    const v = stdioVerdict(o);
+    const known = this.verdict === MODERN;
+    const stop = new Canceller();
+    let proven!: () => void;
+    const late: LateProbe = { verdict: undefined, modern: new Promise<void>((resolve) => (proven = resolve)), drop: () => stop.abort() };
+    const heard = (o: StdioProbeOutcome): StdioProbeOutcome => {
+      late.verdict = o.kind === 'timeout' ? undefined : stdioVerdict(o);
+      if (isModern(late.verdict)) proven();
+      return o;
+    };
+    // The verdict is noted in the call's own reactions: before anything awaiting a later answer runs.
+    const answer = this.call('server/discover', params, { timeoutMs: Math.max(this.spec.probeTimeoutMs, this.spec.timeoutMs), signal: stop.signal }, true).then(
+      (result) => heard({ kind: 'result', result }),
+      (err: unknown) => {
+        if (err instanceof RpcError) return heard({ kind: 'error', error: err.toJSON() });
+        if (err instanceof TimeoutError || err instanceof CancelledError) return heard({ kind: 'timeout' });
+        if (err instanceof TransportError) return heard({ kind: 'exit' });
+        throw err;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const silent = new Promise<'silent'>((resolve) => (timer = setTimeout(() => resolve('silent'), this.spec.probeTimeoutMs)));
+    const first = await (known ? answer : Promise.race([answer, silent]));
+    clearTimeout(timer);
+    let v: ProbeVerdict;
+    if (first === 'silent') {
+      this.lateProbe = late;
+      v = { kind: 'legacy', reason: `no answer to server/discover within ${this.spec.probeTimeoutMs} ms` };
+    } else if (known && first.kind === 'timeout') {
+      v = { kind: 'no-evidence', reason: `no answer to server/discover within ${this.spec.timeoutMs} ms from a server found modern before` };
+    } else v = stdioVerdict(first);
     this.log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
     return v;
+  }
+
+  /** initialize(), unless the probe's late answer proves the server modern first. */
+  protected override async initializeUnlessModern(): Promise<boolean> {
+    const late = this.lateProbe;
+    this.lateProbe = undefined;
+    if (!late) return super.initializeUnlessModern();
+    const init = this.initialize();
+    init.catch(() => {}); // awaited below unless the late answer wins
+    try {
+      await Promise.race([init, late.modern]);
+    } catch (err) {
+      if (!isModern(late.verdict)) {
+        late.drop();
+        throw err;
+      }
+    }
+    if (isModern(late.verdict)) return true;
+    // Legacy: the probe is dropped here, never cancelled on the wire (nothing may precede initialize).
+    late.drop();
+    return false;
+  }
+
+  protected override async startOver(): Promise<void> {
+    this.failAll(() => new TransportError('connecting again: the server is modern'));
+    await this.respawn();
   }
 
   protected async initialize(): Promise<void> {

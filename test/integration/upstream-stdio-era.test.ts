@@ -9,8 +9,9 @@ import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
 import { createUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
-import { perProcess, QUIRKS, quirkSpec, ROOT, tmpDir } from './upstream-helpers.js';
+import { captureLogger, perProcess, QUIRKS, quirkSpec, ROOT, tmpDir } from './upstream-helpers.js';
 
+const START_DELAY = join(ROOT, 'test/fixtures/start-delay.mjs');
 const open: Upstream[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((u) => u.close()));
@@ -66,6 +67,67 @@ describe('stdio era detection', () => {
     expect(perProcess(spec.logFile)[0].map((m) => m.method)).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/list']);
     // The probe is never cancelled (nothing but initialize may precede initialize).
     expect(perProcess(spec.logFile)[0].some((m) => m.method === 'notifications/cancelled')).toBe(false);
+    // Nor is it left open once initialize answered: as a second call in flight it would leave
+    // the legacy log line below to no call (rpc-base logTarget).
+    const logs: unknown[] = [];
+    await u.request('tools/call', { name: 'log', arguments: { text: 'mine' } }, { onLog: (p) => logs.push(p) });
+    expect(logs).toMatchObject([{ data: 'mine' }]);
+  });
+
+  // A process slower to start than probeTimeoutMs (a busy machine, a cold cache) reads the probe
+  // late and answers it before initialize: stdio is in order, so that answer is the evidence.
+  const slow = (fixture: string, ms: number) => {
+    const spec = quirkSpec(fixture, { probeTimeoutMs: 300, env: { START_DELAY_MS: String(ms) } });
+    return { ...spec, args: ['--import', START_DELAY, ...spec.args!] };
+  };
+
+  it('takes a late DiscoverResult (a server slow to start) as modern, and starts it again for a clean modern connection', async () => {
+    const spec = slow('modern', 900);
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec, log, { backoff: { baseMs: 50 } });
+    open.push(u);
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    expect(u.restarts).toBe(0);
+    const r = await u.request('tools/call', { name: 'echo', arguments: { a: 1 } });
+    expect(r.structuredContent).toMatchObject({ args: { a: 1 } });
+    // The first process was sent initialize after the probe timed out (it may be killed before
+    // it notes that line); the second, also slow, is a known modern server: its probe waits.
+    expect(records.filter((r) => r.msg === 'era probe').map((r) => r.verdict)).toEqual(['legacy', 'modern']);
+    expect(records.some((r) => String(r.msg).startsWith('server/discover answered after the probe timeout'))).toBe(true);
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(2);
+    expect(procs[0][0].method).toBe('server/discover');
+    expect(procs[1].map((m) => m.method)).toEqual(['server/discover', 'tools/call']);
+  });
+
+  it('keeps the legacy verdict when the late answer to server/discover is an error, and drops the probe without cancelling it', async () => {
+    const spec = slow('legacy-32601', 900);
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    await u.request('tools/list', {});
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(1);
+    expect(procs[0].map((m) => m.method)).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/list']);
+    expect(perProcess(spec.logFile)[0].some((m) => m.method === 'notifications/cancelled')).toBe(false);
+  });
+
+  it('detects an SDK v2 server of both eras that is slow to start as modern', async () => {
+    const u = make({
+      id: 'conformance',
+      command: process.execPath,
+      args: ['--import', START_DELAY, join(ROOT, 'test/fixtures/conformance/server.mjs')],
+      env: { START_DELAY_MS: '1500' },
+      era: 'auto',
+      timeoutMs: 10_000,
+      probeTimeoutMs: 500,
+      maxFrameBytes: 1 << 20,
+    });
+    await u.start();
+    expect(u.era).toBe(MODERN);
+    const r = await u.request('tools/call', { name: 'test_input_required_result_elicitation', arguments: {} }, { clientCapabilities: { elicitation: {} } });
+    expect(r).toMatchObject({ resultType: 'input_required', inputRequests: { user_name: { method: 'elicitation/create' } } });
   });
 
   it('respawns a server that exits on the probe and initializes the new process', async () => {
