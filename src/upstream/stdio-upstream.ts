@@ -138,7 +138,7 @@ export class StdioUpstream extends HandshakingUpstream {
       this.lateProbe = late;
       v = { kind: 'legacy', reason: `no answer to server/discover within ${this.spec.probeTimeoutMs} ms` };
     } else if (known && first.kind === 'timeout') {
-      v = { kind: 'no-evidence', reason: `no answer to server/discover within ${this.spec.timeoutMs} ms from a server found modern before` };
+      v = { kind: 'no-evidence', reason: `no answer to server/discover within ${this.spec.timeoutMs} ms (a modern server: silence is no verdict)` };
     } else v = stdioVerdict(first);
     this.log.info({ verdict: v.kind, reason: 'reason' in v ? v.reason : undefined }, 'era probe');
     return v;
