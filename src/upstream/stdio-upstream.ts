@@ -154,7 +154,14 @@ export class StdioUpstream extends HandshakingUpstream {
     try {
       await Promise.race([init, late.modern]);
     } catch (err) {
-      if (!isModern(late.verdict)) {
+      const v = late.verdict;
+      if (v?.kind === 'legacy' && v.respawn) {
+        // It exited on the probe, late (and so never read initialize): a new process for it.
+        await this.respawn();
+        await this.initialize();
+        return false;
+      }
+      if (!isModern(v)) {
         late.drop();
         throw err;
       }

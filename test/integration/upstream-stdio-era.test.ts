@@ -113,6 +113,19 @@ describe('stdio era detection', () => {
     expect(perProcess(spec.logFile)[0].some((m) => m.method === 'notifications/cancelled')).toBe(false);
   });
 
+  it('respawns a server slow to start that exits on the late probe, and initializes the new process', async () => {
+    const spec = slow('legacy-exit-on-discover', 700);
+    const u = make(spec);
+    await u.start();
+    expect(u.era).toBe(LEGACY);
+    const r = await u.request('tools/call', { name: 'echo', arguments: { a: 2 } });
+    expect(r.structuredContent).toMatchObject({ args: { a: 2 } });
+    const procs = perProcess(spec.logFile);
+    expect(procs).toHaveLength(2);
+    expect(procs[0][0].method).toBe('server/discover');
+    expect(procs[1].map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/call']);
+  });
+
   it('detects an SDK v2 server of both eras that is slow to start as modern', async () => {
     const u = make({
       id: 'conformance',
