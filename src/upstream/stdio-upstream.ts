@@ -1,8 +1,10 @@
 /**
  * An upstream MCP server run as a child process. The era is probed with `server/discover` as
  * the very first line (digest §2.3): anything but a DiscoverResult or a -32022 naming versions
- * means legacy, and a process that dies of the probe is respawned before `initialize`. The
- * verdict is kept for respawns; if the kept verdict stops working the server is probed again.
+ * means legacy, and a process that dies of the probe is respawned before `initialize`. A
+ * DiscoverResult that comes after the probe timeout but before initialize's answer (a process
+ * slow to start) still means modern. The verdict is kept for respawns; if the kept verdict
+ * stops working the server is probed again.
  */
 import { CallGate, type GateWait } from './call-gate.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
@@ -94,7 +96,6 @@ export class StdioUpstream extends HandshakingUpstream {
   protected override async beforeLegacyInit(v: { respawn?: boolean }): Promise<void> {
     if (v.respawn) await this.respawn();
   }
-
 
   /**
    * The probe when it had no answer within probeTimeoutMs: silence means legacy (digest §2.3),
