@@ -17,6 +17,11 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((u) => u.close()));
 });
 
+/** A real server's spec, with this file's defaults (era auto, a 5 s probe). */
+function serverSpec(id: string, command: string, args: string[], extra: Partial<UpstreamSpec> = {}): UpstreamSpec {
+  return { id, command, args, era: 'auto', timeoutMs: 10_000, probeTimeoutMs: 5000, maxFrameBytes: 1 << 20, ...extra };
+}
+
 function make(spec: UpstreamSpec): Upstream {
   const u = createUpstream(spec, silentLogger, { backoff: { baseMs: 50 } });
   open.push(u);
@@ -127,16 +132,8 @@ describe('stdio era detection', () => {
   });
 
   it('detects an SDK v2 server of both eras that is slow to start as modern', async () => {
-    const u = make({
-      id: 'conformance',
-      command: process.execPath,
-      args: ['--import', START_DELAY, join(ROOT, 'test/fixtures/conformance/server.mjs')],
-      env: { START_DELAY_MS: '1500' },
-      era: 'auto',
-      timeoutMs: 10_000,
-      probeTimeoutMs: 500,
-      maxFrameBytes: 1 << 20,
-    });
+    const fixture = join(ROOT, 'test/fixtures/conformance/server.mjs');
+    const u = make(serverSpec('conformance', process.execPath, ['--import', START_DELAY, fixture], { env: { START_DELAY_MS: '1500' }, probeTimeoutMs: 500 }));
     await u.start();
     expect(u.era).toBe(MODERN);
     const r = await u.request('tools/call', { name: 'test_input_required_result_elicitation', arguments: {} }, { clientCapabilities: { elicitation: {} } });
@@ -216,15 +213,7 @@ describe('stdio era detection', () => {
   });
 
   it('detects @modelcontextprotocol/server-memory (SDK 1.x) as legacy', async () => {
-    const u = make({
-      id: 'memory',
-      command: join(ROOT, 'node_modules/.bin/mcp-server-memory'),
-      env: { MEMORY_FILE_PATH: join(tmpDir(), 'memory.jsonl') },
-      era: 'auto',
-      timeoutMs: 10_000,
-      probeTimeoutMs: 5000,
-      maxFrameBytes: 1 << 20,
-    });
+    const u = make(serverSpec('memory', join(ROOT, 'node_modules/.bin/mcp-server-memory'), [], { env: { MEMORY_FILE_PATH: join(tmpDir(), 'memory.jsonl') } }));
     await u.start();
     expect(u.era).toBe(LEGACY);
     expect(u.serverInfo?.name).toBe('memory-server');
@@ -238,15 +227,7 @@ describe('stdio era detection', () => {
   });
 
   it('detects an SDK v2 server that rejects the legacy era as modern', async () => {
-    const u = make({
-      id: 'sdk2',
-      command: process.execPath,
-      args: [join(QUIRKS, 'sdk2-modern-stdio.mjs')],
-      era: 'auto',
-      timeoutMs: 10_000,
-      probeTimeoutMs: 5000,
-      maxFrameBytes: 1 << 20,
-    });
+    const u = make(serverSpec('sdk2', process.execPath, [join(QUIRKS, 'sdk2-modern-stdio.mjs')]));
     await u.start();
     expect(u.era).toBe(MODERN);
     expect(u.serverInfo).toEqual({ name: 'sdk2-modern', version: '2.4.0' });
