@@ -87,7 +87,7 @@ describe('stdio era detection', () => {
   };
 
   it('takes a late DiscoverResult (a server slow to start) as modern, and starts it again for a clean modern connection', async () => {
-    const spec = slow('modern', 900);
+    const spec = slow('modern', 1200);
     const { log, records } = captureLogger();
     const u = createUpstream(spec, log, { backoff: { baseMs: 50 } });
     open.push(u);
