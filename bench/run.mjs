@@ -383,7 +383,6 @@ async function pairedLimit() {
   return out;
 }
 
-
 // ------------------------------------------------------------------------------ report
 
 const fmtInt = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '–');
