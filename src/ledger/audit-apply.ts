@@ -120,8 +120,7 @@ export class AuditApplier {
     const batch = this.queue;
     this.queue = [];
     this.unsaved.clear();
-    for (const e of batch) void this.gc.enqueue(() => this.apply(e, replay));
-    if (this.gc.flush()) {
+    if (this.gc.commitEach(batch, (e) => this.apply(e, replay))) {
       for (const e of batch) if (!e.done) this.inFlight.add(e.id);
       return true;
     }

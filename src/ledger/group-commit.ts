@@ -33,7 +33,7 @@ function refusedWhole(err: unknown): boolean {
 }
 
 /** No op failed (shared, never written). */
-const NONE: ReadonlyMap<Op, Error> = new Map<Op, Error>();
+const NONE: ReadonlyMap<number, Error> = new Map<number, Error>();
 
 export interface BatchHooks {
   /** Runs first inside each batch transaction. */
@@ -56,8 +56,9 @@ export interface BatchHooks {
 export class GroupCommit {
   private queue: Op[] = [];
   private batch: Deferred | null = null;
-  private readonly tx: Transaction<(ops: Op[]) => Map<Op, Error>>;
-  private readonly fast: Transaction<(ops: Op[]) => void>;
+  /** Both run `run(0)` … `run(n - 1)` inside the hooks; tx isolates each in a savepoint and returns the failures by index. */
+  private readonly tx: Transaction<(n: number, run: (i: number) => void) => Map<number, Error>>;
+  private readonly fast: Transaction<(n: number, run: (i: number) => void) => void>;
   private readonly sub: Transaction<(run: () => void) => void>;
   private batches = 0;
   private writes = 0;
@@ -69,19 +70,19 @@ export class GroupCommit {
     private readonly log: Logger,
   ) {
     this.sub = db.transaction((run: () => void) => run());
-    this.fast = db.transaction((ops: Op[]) => {
+    this.fast = db.transaction((n: number, run: (i: number) => void) => {
       hooks.before();
-      for (const op of ops) op.run();
+      for (let i = 0; i < n; i++) run(i);
       hooks.after();
     });
-    this.tx = db.transaction((ops: Op[]) => {
-      const failed = new Map<Op, Error>();
+    this.tx = db.transaction((n: number, run: (i: number) => void) => {
+      const failed = new Map<number, Error>();
       hooks.before();
-      for (const op of ops) {
+      for (let i = 0; i < n; i++) {
         try {
-          this.sub(op.run);
+          this.sub(() => run(i));
         } catch (err) {
-          failed.set(op, err instanceof Error ? err : new Error(String(err)));
+          failed.set(i, err instanceof Error ? err : new Error(String(err)));
         }
       }
       hooks.after();
@@ -137,35 +138,54 @@ export class GroupCommit {
       batch?.resolve();
       return true;
     }
-    let failed: ReadonlyMap<Op, Error>;
+    const failed = this.commit(ops.length, (i) => ops[i]!.run());
+    if (failed instanceof Error) {
+      for (const op of ops) op.reject(failed);
+      batch?.reject(failed);
+      return false;
+    }
+    for (let i = 0; i < ops.length; i++) {
+      const e = failed.get(i);
+      if (e) ops[i]!.reject(e);
+      else ops[i]!.resolve();
+    }
+    batch?.resolve();
+    return true;
+  }
+
+  /**
+   * Writes `run(item)` for each item in one transaction now, as flush() does a queue, without
+   * a promise per write: for a caller that commits its own batches synchronously (the audit
+   * applier, thousands of rows a second). An item that fails alone is logged and left out.
+   * False: the transaction failed whole (nothing was written).
+   */
+  commitEach<T>(items: readonly T[], run: (item: T) => void): boolean {
+    if (items.length === 0) return true;
+    return !(this.commit(items.length, (i) => run(items[i]!)) instanceof Error);
+  }
+
+  /** The writes run(0) … run(n - 1) in one transaction: those that failed alone (logged), or the Error that refused them all. */
+  private commit(n: number, run: (i: number) => void): ReadonlyMap<number, Error> | Error {
+    let failed: ReadonlyMap<number, Error>;
     try {
       try {
-        this.fast.immediate(ops);
+        this.fast.immediate(n, run);
         failed = NONE;
       } catch (err) {
         // The database refused the transaction itself (a lock held past busy_timeout, a full
         // disk): trying each op alone would only wait, or fail, a second time.
         if (refusedWhole(err)) throw err;
         // Some op failed and the whole batch was rolled back: find it, keep the others.
-        failed = this.tx.immediate(ops);
+        failed = this.tx.immediate(n, run);
       }
     } catch (err) {
       const e = err instanceof Error ? err : new Error(String(err));
-      this.log.error({ err: e, writes: ops.length }, 'ledger: batch commit failed');
-      for (const op of ops) op.reject(e);
-      batch?.reject(e);
-      return false;
+      this.log.error({ err: e, writes: n }, 'ledger: batch commit failed');
+      return e;
     }
     this.batches++;
-    this.writes += ops.length;
-    for (const op of ops) {
-      const e = failed.get(op);
-      if (e) {
-        this.log.error({ err: e }, 'ledger: write failed');
-        op.reject(e);
-      } else op.resolve();
-    }
-    batch?.resolve();
-    return true;
+    this.writes += n;
+    for (const e of failed.values()) this.log.error({ err: e }, 'ledger: write failed');
+    return failed;
   }
 }
