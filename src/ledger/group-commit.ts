@@ -58,7 +58,7 @@ export class GroupCommit {
   private batch: Deferred | null = null;
   /** Both run `run(0)` … `run(n - 1)` inside the hooks; tx isolates each in a savepoint and returns the failures by index. */
   private readonly tx: Transaction<(n: number, run: (i: number) => void) => Map<number, Error>>;
-  private readonly fast: Transaction<(n: number, run: (i: number) => void) => void>;
+  private readonly fast: Transaction<(n: number, run: (i: number) => void, together?: () => void) => void>;
   private readonly sub: Transaction<(run: () => void) => void>;
   private batches = 0;
   private writes = 0;
@@ -70,9 +70,10 @@ export class GroupCommit {
     private readonly log: Logger,
   ) {
     this.sub = db.transaction((run: () => void) => run());
-    this.fast = db.transaction((n: number, run: (i: number) => void) => {
+    this.fast = db.transaction((n: number, run: (i: number) => void, together?: () => void) => {
       hooks.before();
-      for (let i = 0; i < n; i++) run(i);
+      if (together) together();
+      else for (let i = 0; i < n; i++) run(i);
       hooks.after();
     });
     this.tx = db.transaction((n: number, run: (i: number) => void) => {
@@ -157,19 +158,21 @@ export class GroupCommit {
    * Writes `run(item)` for each item in one transaction now, as flush() does a queue, without
    * a promise per write: for a caller that commits its own batches synchronously (the audit
    * applier, thousands of rows a second). An item that fails alone is logged and left out.
+   * `together`, when given, is tried first in place of the items' writes: the same writes,
+   * several in one statement; if it throws, the items are written one by one as without it.
    * False: the transaction failed whole (nothing was written).
    */
-  commitEach<T>(items: readonly T[], run: (item: T) => void): boolean {
+  commitEach<T>(items: readonly T[], run: (item: T) => void, together?: () => void): boolean {
     if (items.length === 0) return true;
-    return !(this.commit(items.length, (i) => run(items[i]!)) instanceof Error);
+    return !(this.commit(items.length, (i) => run(items[i]!), together) instanceof Error);
   }
 
   /** The writes run(0) … run(n - 1) in one transaction: those that failed alone (logged), or the Error that refused them all. */
-  private commit(n: number, run: (i: number) => void): ReadonlyMap<number, Error> | Error {
+  private commit(n: number, run: (i: number) => void, together?: () => void): ReadonlyMap<number, Error> | Error {
     let failed: ReadonlyMap<number, Error>;
     try {
       try {
-        this.fast.immediate(n, run);
+        this.fast.immediate(n, run, together);
         failed = NONE;
       } catch (err) {
         // The database refused the transaction itself (a lock held past busy_timeout, a full

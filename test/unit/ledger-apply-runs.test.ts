@@ -1,0 +1,127 @@
+/**
+ * The applier (the ledger's ingest thread's SQLite side) against a real database: new finished
+ * rows go in several to an INSERT; a row of such a run that SQLite does not take is found,
+ * logged and left out alone, as when every row had a statement of its own.
+ */
+import type { Database } from 'better-sqlite3';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AuditApplier, BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
+import { verifyChain } from '../../src/ledger/chain.js';
+import { openLedgerDb } from '../../src/ledger/db.js';
+import { tempDir } from './ledger-helpers.js';
+
+let db: Database | undefined;
+let t: ReturnType<typeof tempDir> | undefined;
+afterEach(() => {
+  db?.close();
+  t?.cleanup();
+  db = t = undefined;
+});
+
+/** A finished record as the hub writes it: the begin's values, then the finish's. */
+function finished(id: number, outcome = 'ok'): unknown[] {
+  const begin: Record<string, unknown> = {
+    id,
+    ts: 1_700_000_000_000 + id,
+    request_id: `r${id}`,
+    principal: 'alice',
+    client_era: '2026-07-28',
+    method: 'tools/call',
+    hub_name: 'fs__read',
+    server: 'fs',
+    upstream_name: 'read',
+    upstream_era: '2025-11-25',
+    request_bytes: 100 + id,
+  };
+  const fin: Record<string, unknown> = { outcome, latency_ms: id / 8, response_bytes: 200 + id, server: 'fs', upstream_name: 'read', upstream_era: '2025-11-25' };
+  return [...BEGIN_COLS.map((c) => begin[c] ?? null), ...FIN_COLS.map((c) => fin[c] ?? null)];
+}
+
+function open(): { applier: AuditApplier; logged: string[] } {
+  t = tempDir();
+  db = openLedgerDb({ path: t.db });
+  const logged: string[] = [];
+  return { applier: new AuditApplier(db, pino({ level: 'error' }, { write: (line: string) => void logged.push(line) })), logged };
+}
+
+const rows = (): { id: number; seq: number; request_bytes: number; response_bytes: number }[] =>
+  db!.prepare('SELECT id, seq, request_bytes, response_bytes FROM audit ORDER BY id').all() as never;
+
+describe('the applier, finished rows in runs', () => {
+  it('puts a batch of finished rows (longer than one run) in, each with its own values, chained in order', () => {
+    const { applier, logged } = open();
+    const ids = Array.from({ length: 37 }, (_, i) => i + 1);
+    applier.take(ids.map((id) => finished(id)));
+    expect(applier.flush()).toBe(true);
+    expect(rows()).toEqual(ids.map((id) => ({ id, seq: id, request_bytes: 100 + id, response_bytes: 200 + id })));
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 37, headSeq: 37 });
+    expect(logged).toEqual([]);
+    expect(applier.runInserts).toBe(3); // 16 + 16 + 5, not a statement per row
+  });
+
+  it('stores every column of a row as a statement of its own would, with the same chain', () => {
+    const { applier } = open();
+    // Every column distinct and set where the record allows (late facts differ from the begin's).
+    const full = (id: number): unknown[] => [...BEGIN_COLS.map((c, i) => (c === 'id' ? id : c === 'ts' || c === 'request_bytes' ? id * 10 + i : `${c}-${id}`)), ...FIN_COLS.map((c, i) => (c === 'latency_ms' || c === 'response_bytes' || c === 'error_code' ? id + i / 4 : c === 'outcome' ? 'tool_error' : `${c}-fin-${id}`))];
+    const records = Array.from({ length: 20 }, (_, i) => full(i + 1));
+    applier.take(records);
+    expect(applier.flush()).toBe(true);
+    expect(applier.runInserts).toBe(2);
+    const other = tempDir();
+    const alone = openLedgerDb({ path: other.db });
+    try {
+      const one = new AuditApplier(alone, pino({ level: 'silent' }));
+      one.take(records);
+      expect(one.flush(true)).toBe(true); // replay: a statement per row
+      expect(one.runInserts).toBe(0);
+      const all = (d: Database) => d.prepare('SELECT * FROM audit ORDER BY id').all();
+      expect(all(db!)).toEqual(all(alone));
+      expect(db!.prepare('SELECT * FROM chain_state').get()).toEqual(alone.prepare('SELECT * FROM chain_state').get());
+    } finally {
+      alone.close();
+      other.cleanup();
+    }
+  });
+
+  it('runs break around a begin without its finish and around a finish of a row already in SQLite', () => {
+    const { applier } = open();
+    applier.take([finished(1), finished(2), finished(3).slice(0, BEGIN_COLS.length), finished(4), finished(5)]);
+    expect(applier.flush()).toBe(true);
+    applier.take([finished(6), finished(3), finished(7), finished(8)]);
+    expect(applier.flush()).toBe(true);
+    const all = db!.prepare('SELECT id, seq, outcome FROM audit ORDER BY id').all();
+    expect(all).toEqual([
+      { id: 1, seq: 1, outcome: 'ok' },
+      { id: 2, seq: 2, outcome: 'ok' },
+      { id: 3, seq: 6, outcome: 'ok' },
+      { id: 4, seq: 3, outcome: 'ok' },
+      { id: 5, seq: 4, outcome: 'ok' },
+      { id: 6, seq: 5, outcome: 'ok' },
+      { id: 7, seq: 7, outcome: 'ok' },
+      { id: 8, seq: 8, outcome: 'ok' },
+    ]);
+    expect(verifyChain(db!)).toMatchObject({ ok: true, rows: 8 });
+    expect(applier.runInserts).toBe(3); // [1, 2], [4, 5], [7, 8]
+  });
+
+  it('a row of a run that SQLite does not take is logged and left out alone; the rest of the run goes in, the chain unbroken', () => {
+    const { applier, logged } = open();
+    // Another writer put row 3 in first: the run's INSERT leaves it out.
+    db!.prepare(`INSERT INTO audit (id, ts, request_id, principal, client_era, method, outcome) VALUES (3, 1, 'other', 'bob', '2026-07-28', 'tools/call', 'ok')`).run();
+    applier.take([1, 2, 3, 4, 5].map((id) => finished(id)));
+    expect(applier.flush()).toBe(true);
+    expect(rows()).toEqual([
+      { id: 1, seq: 1, request_bytes: 101, response_bytes: 201 },
+      { id: 2, seq: 2, request_bytes: 102, response_bytes: 202 },
+      { id: 3, seq: null, request_bytes: null, response_bytes: null },
+      { id: 4, seq: 3, request_bytes: 104, response_bytes: 204 },
+      { id: 5, seq: 4, request_bytes: 105, response_bytes: 205 },
+    ]);
+    expect(logged.join('')).toMatch(/audit row 3 is not in flight/);
+    expect(logged).toHaveLength(1);
+    // Row 3 as the other writer left it is finished and unchained; the chain itself holds.
+    expect(db!.prepare('SELECT head_seq FROM chain_state').get()).toEqual({ head_seq: 4 });
+    expect(verifyChain(db!, 4)).toMatchObject({ ok: true, rows: 4 });
+  });
+});
