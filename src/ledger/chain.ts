@@ -140,8 +140,9 @@ export class ChainWriter {
   /**
    * The chain position and hash a finalized row will take, for a row held as values in the
    * digester's column order (from `at` on, in an array holding several rows): sets its seq
-   * (at `seqAt`) and returns the hash; nothing is written. The values must be exactly what the database will hold, so verify() agrees.
-   * Call advance() once the row is stored with them.
+   * (at `seqAt`) and returns the hash; nothing is written. The values must be exactly what
+   * the database will hold, so verify() agrees. Call advance() once the row is stored with
+   * them (or, for rows stored together, before: a failed statement rolls back the batch).
    */
   next(values: unknown[], seqAt: number, digester: ColumnsDigest, at = 0): { seq: number; hash: string } {
     const seq = this.seq + 1;
