@@ -311,9 +311,14 @@ async function aggregated(nServers, nTools) {
 /**
  * Runs each live target in turn, `rounds` times, the order rotating each round, so that a drift
  * of the machine (its speed swings by up to 2× for a minute here) hits all of them alike: the
- * requests per second of each target, per round.
+ * requests per second of each target, per round. Short runs, many rounds: a round's runs are
+ * seconds apart, so a phase of the machine more often spans a whole round, and the median of
+ * the within-round ratios drops the rounds it split.
  */
-async function alternating(targets, rounds, concurrency, timing = T) {
+async function alternating(targets, rounds, concurrency) {
+  const timing = QUICK ? T : { warmupMs: 300, measureMs: 2000 };
+  // Unmeasured load first, even in a quick run: a cold target's first window may answer nothing.
+  for (const t of Object.values(targets)) await runHttp({ ...t, concurrency, warmupMs: 0, measureMs: Math.max(TARGET_WARMUP_MS, T.warmupMs) });
   const keys = Object.keys(targets);
   const rps = Object.fromEntries(keys.map((k) => [k, []]));
   for (let i = 0; i < rounds; i++)
@@ -330,8 +335,8 @@ const range = (a) => [Math.min(...a), Math.max(...a)];
 
 /**
  * Ledger on vs off at concurrency 32, alternating runs on two live hubs so drift hits both.
- * As for pairedLimit: short runs, seven rounds, each round's ratio taken within the round (three
- * rounds of 4-second runs gave 0.66× and 0.51× for builds whose ledger threads differed by
+ * As for pairedLimit: seven rounds, each round's ratio taken within the round (three rounds of
+ * 4-second runs with no warm-up gave 0.66× and 0.51× for builds whose ledger threads differed by
  * 3 µs a call, in two phases of the machine).
  */
 async function ledgerCost() {
@@ -339,9 +344,7 @@ async function ledgerCost() {
   const off = await startHub(hubStdio(false));
   const call = (h) => ({ port: h.port, request: modernRequest({ port: h.port, method: 'tools/call', tool: 'echo__echo' }) });
   try {
-    const targets = { on: call(on), off: call(off) };
-    for (const t of Object.values(targets)) await runHttp({ ...t, concurrency: 32, warmupMs: 0, measureMs: Math.max(TARGET_WARMUP_MS, T.warmupMs) });
-    const runs = await alternating(targets, QUICK ? 2 : 7, 32, QUICK ? T : { warmupMs: 300, measureMs: 2000 });
+    const runs = await alternating({ on: call(on), off: call(off) }, QUICK ? 2 : 7, 32);
     const ratios = runs.on.map((x, i) => x / runs.off[i]);
     return { on: median(runs.on), off: median(runs.off), runs, ratio: median(ratios), ratioRange: range(ratios) };
   } finally {
@@ -357,10 +360,7 @@ async function ledgerCost() {
  * target's cells and not another's; these ratios are what the targets are judged by.
  */
 async function pairedLimit() {
-  // Short runs, many rounds: the three runs of a round are ~7 s apart, not ~15, so a phase of
-  // the machine more often spans a whole round; the median drops the rounds it split.
   const rounds = QUICK ? 1 : 7;
-  const timing = QUICK ? T : { warmupMs: 300, measureMs: 2000 };
   const out = [];
   for (const upstream of ['stdio', 'http']) {
     const echo = upstream === 'http' ? await startEchoHttp() : undefined;
@@ -376,9 +376,7 @@ async function pairedLimit() {
       const off = await start(startHub(echo ? hubHttp(echo.url, false) : hubStdio(false)));
       const call = (t, tool) => ({ port: t.port, request: modernRequest({ port: t.port, path: t.path, method: 'tools/call', tool }) });
       const targets = { limit: call(limit, 'echo'), on: call(on, 'echo__echo'), off: call(off, 'echo__echo') };
-      // Unmeasured load first, even in a quick run: a cold target's first window may answer nothing.
-      for (const t of Object.values(targets)) await runHttp({ ...t, concurrency: 64, warmupMs: 0, measureMs: Math.max(TARGET_WARMUP_MS, T.warmupMs) });
-      const rps = await alternating(targets, rounds, 64, timing);
+      const rps = await alternating(targets, rounds, 64);
       // A round whose forwarder answered nothing in its window has no ratio.
       const ratios = (k) => rps[k].map((r, i) => r / rps.limit[i]).filter(Number.isFinite);
       const [onR, offR] = [ratios('on'), ratios('off')];
