@@ -234,14 +234,11 @@ function valuesOf(r: PendingRecord): unknown[] | undefined {
   return e ? [...begin, ...FIN_COLS.map((c, i) => e[c] ?? (i >= END_COLS.length ? s[c] : null) ?? null)] : begin;
 }
 
-/** Where each of a finished row's LINKED_COLS values is in its record (linkedValues), -1 for seq and hash. */
-const LINKED_FROM: readonly number[] = LINKED_COLS.map((c) => {
-  if (c === 'seq' || c === 'hash') return -1;
-  const late = FIN_COLS.indexOf(c as (typeof FIN_COLS)[number], END_COLS.length);
-  if (late >= 0) return BEGIN_N + late;
-  const end = END_COLS.indexOf(c as (typeof END_COLS)[number]);
-  return end >= 0 ? BEGIN_N + end : BEGIN_COLS.indexOf(c as (typeof BEGIN_COLS)[number]);
-});
+/**
+ * Where each of a finished row's LINKED_COLS values is in its record, -1 for seq and hash:
+ * linkedValues of a record whose values are their own places, so the two never disagree.
+ */
+const LINKED_FROM: readonly number[] = linkedValues(Array.from({ length: FINISHED_N }, (_, i) => i)).map((at) => (at === null ? -1 : (at as number)));
 
 /**
  * A finished row exactly as the database will hold it, as values in LINKED_COLS order (seq
