@@ -55,8 +55,8 @@ export class PendingFiles {
     return files.flat();
   }
 
-  append(line: string): Promise<void> {
-    return this.files[this.active]!.append(line);
+  append(line: string, join = false): Promise<void> {
+    return this.files[this.active]!.append(line, join);
   }
 
   whenWritten(): Promise<void> | null {

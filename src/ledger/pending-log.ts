@@ -14,7 +14,7 @@ import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
  * power loss. The first line of a turn of the event loop is written at once; lines that come
  * after it in the same turn share one write() at the end of the turn (group commit). A lone
  * call (concurrency 1) so never waits for the end of a turn, and a busy hub makes two writes
- * per turn however many calls it serves.
+ * per turn however many calls it serves (one, from 16 calls in flight: see append's `join`).
  *
  * One writer per file (the hub's ledger lock). A hub that dies leaves the lines for the next
  * start to apply.
@@ -72,20 +72,26 @@ export class PendingLog {
     return out;
   }
 
-  /** Writes a line (no newline) now, or queues it for the end of the turn; resolves once written. */
-  append(line: string): Promise<void> {
+  /**
+   * Writes a line (no newline) now, if it is the first of this turn of the event loop, or
+   * queues it for the end of the turn; resolves once written. `join`: queue the first line
+   * too (a busy hub; see Ledger's JOIN_IN_FLIGHT), and the lines after it with it.
+   */
+  append(line: string, join = false): Promise<void> {
     if (!this.turnOpen) {
       this.turnOpen = true;
       setImmediate(this.endTurn);
-      try {
-        this.write(line + '\n');
-      } catch (err) {
-        this.turnError = writeFailed(err);
-        return failed(this.turnError);
+      if (!join) {
+        try {
+          this.write(line + '\n');
+        } catch (err) {
+          this.turnError = writeFailed(err);
+          return failed(this.turnError);
+        }
+        this.writes++;
+        this.records++;
+        return WRITTEN;
       }
-      this.writes++;
-      this.records++;
-      return WRITTEN;
     }
     this.lines.push(line);
     this.batch ??= new Batch();

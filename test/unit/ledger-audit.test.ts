@@ -24,6 +24,8 @@ function pendingLines(file: string): unknown[] {
     .filter(Boolean)
     .map((l) => keyed(JSON.parse(l)));
 }
+/** After the end of this turn of the event loop (the pending file's group commit). */
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs = 2000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -133,12 +135,40 @@ describe('ledger audit rows and group commit', () => {
     await Promise.all(handles.map((h) => h.finish(end())));
     const after = ledger.commitCounters();
     expect(after.writes - before.writes).toBe(100);
-    // Per turn: the first line at once, the other 49 in one write at the end of the turn.
-    expect(after.batches - before.batches).toBe(4);
+    // The begins' turn: the first line at once, the other 49 in one write at the end of the
+    // turn. The finishes' turn, with 50 calls in flight: all 50 in one write at its end.
+    expect(after.batches - before.batches).toBe(3);
     ledger.sync();
     // Begun and finished before the ingest: 50 finished rows in one transaction, never in flight.
     expect(ledger.query({ limit: 100 }).filter((r) => r.outcome === 'ok')).toHaveLength(50);
     expect(new Set(handles.map((h) => h.rowId)).size).toBe(50);
+  });
+
+  it('from 16 calls in flight, even the first line of a turn waits for the end of the turn; below, it is written at once', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, beginHoldMs: 3_600_000, ingestDelayMs: 3_600_000 });
+    const file = `${t.db}-pending`;
+    await ledger.whenCommitted(); // the startup purge of expired idempotency keys
+    const handles = Array.from({ length: 14 }, () => ledger!.begin(begin()));
+    await ledger.whenCommitted();
+    // The fifteenth call: its begin is the first line of its turn, written at once.
+    handles.push(ledger.begin(begin({ requestId: 'fifteenth' })));
+    expect(pendingLines(file)).toHaveLength(15);
+    await nextTurn(); // a line written at once resolves at once: its turn may not have ended
+    // The sixteenth: its begin waits for the end of the turn, and shares its write.
+    const before = ledger.commitCounters().batches;
+    handles.push(ledger.begin(begin({ requestId: 'sixteenth' })));
+    const second = ledger.begin(begin({ requestId: 'seventeenth' }));
+    expect(pendingLines(file)).toHaveLength(15);
+    await ledger.whenCommitted();
+    expect(pendingLines(file).slice(15)).toEqual([{ s: expect.objectContaining({ request_id: 'sixteenth' }) }, { s: expect.objectContaining({ request_id: 'seventeenth' }) }]);
+    expect(ledger.commitCounters().batches - before).toBe(1);
+    // Two finished (15 in flight): the first finish of the next turn is written at once.
+    await Promise.all([second.finish(end()), handles[0]!.finish(end())]);
+    await nextTurn();
+    void handles[1]!.finish(end());
+    expect(pendingLines(file)).toHaveLength(20);
+    await Promise.all(handles.map((h) => h.finish(end())));
   });
 
   it('finish keeps late facts, is idempotent, and fails for a closed ledger', async () => {
