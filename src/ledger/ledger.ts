@@ -88,9 +88,10 @@ const SWITCH_AFTER_MS = 100;
  * turn's end (PendingLog.append's `join`): one write() per turn instead of two. The line
  * written at once is for a lone call's latency; with this many calls in flight the hub's
  * answers to them already leave at the turn's end (TurnWrites holds them from 16 calls in
- * flight), and the calls' frames go out at most a turn later. Measured at concurrency 64
- * (stdio echo, seven alternating rounds): writes per call 0.131 → 0.089, the event loop's
- * CPU per call 60.3 → 58.5 µs (lower in 6 of 7 rounds), throughput +1 % (within the noise).
+ * flight), and the calls' frames still go out in the same turn, after the write
+ * (src/turn-end.ts). Measured at concurrency 64 (stdio echo, seven alternating rounds):
+ * writes per call 0.131 → 0.089, the event loop's CPU per call 60.3 → 58.5 µs (lower in 6 of
+ * 7 rounds), throughput +1 % (within the noise).
  */
 const JOIN_IN_FLIGHT = 16;
 /** Lines waiting that make the hand-over happen at once instead. */

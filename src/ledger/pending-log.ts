@@ -1,5 +1,6 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
+import { atTurnEnd, COMMIT } from '../turn-end.js';
 
 /**
  * One of the ledger's two write-ahead files (`<ledger.path>-pending` and `-pending.2`; see
@@ -80,7 +81,7 @@ export class PendingLog {
   append(line: string, join = false): Promise<void> {
     if (!this.turnOpen) {
       this.turnOpen = true;
-      setImmediate(this.endTurn);
+      atTurnEnd(COMMIT, this.endTurn);
       if (!join) {
         try {
           this.write(line + '\n');

@@ -10,6 +10,7 @@ import { EventEmitter } from 'node:events';
 import { redactLogText, type Logger } from '../log.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { adoptGroup, releaseGroup } from './reaper.js';
+import { atTurnEnd, WRITE } from '../turn-end.js';
 
 export interface StdioChildOptions {
   command: string;
@@ -262,7 +263,7 @@ export class StdioChild extends EventEmitter {
         this.proc.stdin!.write(frame + '\n');
         return true;
       }
-      setImmediate(this.flush);
+      atTurnEnd(WRITE, this.flush);
     }
     this.queued.push(frame);
     return true;

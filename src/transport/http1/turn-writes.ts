@@ -1,3 +1,5 @@
+import { atTurnEnd, WRITE } from '../../turn-end.js';
+
 /** A connection holding answers until the end of the turn. */
 export interface Holder {
   /** Write what it holds. */
@@ -5,9 +7,10 @@ export interface Holder {
 }
 
 /**
- * Whole answers held until the end of the turn of the event loop (setImmediate) and written
- * together then. The first answer of a turn is written at once, so the only call (concurrency
- * 1) never waits; the edge decides which of the others are held (Http1Connection.send).
+ * Whole answers held until the end of the turn of the event loop (its WRITE stage, after the
+ * ledger's commit: src/turn-end.ts) and written together then. The first answer of a turn is
+ * written at once, so the only call (concurrency 1) never waits; the edge decides which of the
+ * others are held (Http1Connection.send).
  *
  * Why: with answers written as they were ready, a busy hub woke its clients one answer at a
  * time, and their next requests came back one per read. Released together, they come back
@@ -43,6 +46,6 @@ export class TurnWrites {
 
   private openTurn(): void {
     this.open = true;
-    setImmediate(this.end);
+    atTurnEnd(WRITE, this.end);
   }
 }

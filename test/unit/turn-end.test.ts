@@ -1,0 +1,117 @@
+/**
+ * The end of a turn in two stages (src/turn-end.ts): what a commit's resolution leads to leaves
+ * in the same turn. "This turn" is observed with an immediate queued after the stages: it runs
+ * in the same check phase, after them; an immediate opened from inside the check phase runs
+ * only after it.
+ */
+import { Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { PendingLog } from '../../src/ledger/pending-log.js';
+import { StdioChild } from '../../src/transport/stdio-child.js';
+import { TurnWrites } from '../../src/transport/http1/turn-writes.js';
+import { atTurnEnd, COMMIT, WRITE } from '../../src/turn-end.js';
+import { tempDir } from './ledger-helpers.js';
+
+/** A call's own hops between its row's commit and what it does next (awaits in the router). */
+async function hops(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await null;
+}
+
+/** Resolves with `events` once the immediate queued now has run (the end of this turn). */
+function endOfTurn(events: string[]): Promise<string[]> {
+  return new Promise((r) =>
+    setImmediate(() => {
+      events.push('end of turn');
+      r(events);
+    }),
+  );
+}
+
+describe('atTurnEnd', () => {
+  it('runs COMMIT before WRITE, and a WRITE queued by what a commit resolves in the same turn', async () => {
+    const events: string[] = [];
+    let resolve!: () => void;
+    const committed = new Promise<void>((r) => (resolve = r));
+    void committed.then(async () => {
+      await hops(5);
+      atTurnEnd(WRITE, () => events.push('write after the commit'));
+    });
+    atTurnEnd(WRITE, () => events.push('write'));
+    atTurnEnd(COMMIT, () => {
+      events.push('commit');
+      resolve();
+    });
+    expect(await endOfTurn(events)).toEqual(['commit', 'write', 'write after the commit', 'end of turn']);
+  });
+
+  it('a COMMIT queued after its stage ran runs in the next turn, even with nothing else queued', async () => {
+    const events: string[] = [];
+    atTurnEnd(COMMIT, () => {
+      queueMicrotask(() => atTurnEnd(COMMIT, () => events.push('late commit')));
+    });
+    await endOfTurn(events);
+    expect(events).toEqual(['end of turn']);
+    await endOfTurn(events);
+    expect(events).toEqual(['end of turn', 'late commit', 'end of turn']);
+  });
+
+  it('a WRITE queued by a WRITE runs in the next turn', async () => {
+    const events: string[] = [];
+    atTurnEnd(WRITE, () => atTurnEnd(WRITE, () => events.push('write from a write')));
+    await endOfTurn(events);
+    expect(events).toEqual(['end of turn']);
+    await endOfTurn(events);
+    expect(events).toEqual(['end of turn', 'write from a write', 'end of turn']);
+  });
+});
+
+describe('the pending file, stdio frames and answers share the end of the turn', () => {
+  let t: ReturnType<typeof tempDir> | undefined;
+  let log: PendingLog | undefined;
+  let child: StdioChild | undefined;
+  afterEach(async () => {
+    log?.close(true);
+    await child?.close();
+    t?.cleanup();
+    log = child = t = undefined;
+  });
+
+  const openLog = (): PendingLog => {
+    t = tempDir();
+    return (log = new PendingLog(`${t.db}-pending`));
+  };
+
+  it('a frame sent once its row is written leaves in the turn of the write, not the next', async () => {
+    const pending = openLog();
+    child = new StdioChild({ command: process.execPath, args: ['-e', 'process.stdin.resume()'], maxFrameBytes: 1024, log: silentLogger });
+    const events: string[] = [];
+    // Watches the pipe's writes (the child's stdin is a net.Socket).
+    const real = Socket.prototype.write;
+    Socket.prototype.write = function (this: Socket, ...args: Parameters<Socket['write']>) {
+      if (String(args[0]).includes('"method":"forwarded"')) events.push('frame written');
+      return real.apply(this, args);
+    } as Socket['write'];
+    try {
+      // Joined (a busy hub): the row is written at the end of the turn, then the call goes on.
+      void pending.append('{"row":1}', true).then(async () => {
+        await hops(3);
+        child!.send('{"jsonrpc":"2.0","method":"forwarded"}', true);
+      });
+      expect(await endOfTurn(events)).toEqual(['frame written', 'end of turn']);
+    } finally {
+      Socket.prototype.write = real;
+    }
+  });
+
+  it('an answer held once its row is written is released in the turn of the write', async () => {
+    const pending = openLog();
+    const turn = new TurnWrites();
+    const events: string[] = [];
+    void pending.append('{"row":1}', true).then(async () => {
+      await hops(3);
+      turn.hold({ release: () => events.push('answer released') });
+    });
+    expect(await endOfTurn(events)).toEqual(['answer released', 'end of turn']);
+  });
+});
