@@ -26,7 +26,7 @@ let open = false;
 
 /**
  * Runs `task` at the end of this turn, in its stage. A COMMIT task queued after this turn's
- * COMMIT stage ran goes to the next turn's. Tasks must not throw.
+ * COMMIT stage ran goes to the next turn's.
  */
 export function atTurnEnd(stage: Stage, task: Task): void {
   (stage === COMMIT ? commits : writes).push(task);
@@ -42,15 +42,36 @@ function openTurn(): void {
 function runCommits(): void {
   const tasks = commits;
   commits = [];
-  for (const t of tasks) t();
+  runAll(tasks);
 }
 
 function runWrites(): void {
   open = false;
   const tasks = writes;
   writes = [];
-  for (const t of tasks) t();
-  // Queued since this turn's stages ran (a commit from the microtasks after COMMIT, a write
-  // from a WRITE task): the next turn.
-  if (!open && (commits.length > 0 || writes.length > 0)) openTurn();
+  try {
+    runAll(tasks);
+  } finally {
+    // Queued since this turn's stages ran (a commit from the microtasks after COMMIT, a write
+    // from a WRITE task): the next turn.
+    if (!open && (commits.length > 0 || writes.length > 0)) openTurn();
+  }
+}
+
+/**
+ * Every task runs, even after one threw (they were separate immediates before, and the others'
+ * frames and answers must not be lost with it); the first error is thrown again at the end.
+ */
+function runAll(tasks: Task[]): void {
+  let threw = false;
+  let first: unknown;
+  for (const t of tasks) {
+    try {
+      t();
+    } catch (err) {
+      if (!threw) first = err;
+      threw = true;
+    }
+  }
+  if (threw) throw first;
 }

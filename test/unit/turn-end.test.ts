@@ -4,7 +4,11 @@
  * in the same check phase, after them; an immediate opened from inside the check phase runs
  * only after it.
  */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { Socket } from 'node:net';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
@@ -63,6 +67,23 @@ describe('atTurnEnd', () => {
     expect(events).toEqual(['end of turn']);
     await endOfTurn(events);
     expect(events).toEqual(['end of turn', 'write from a write', 'end of turn']);
+  });
+  it('a task that throws does not keep the others of its stage from running; its error is thrown after them', () => {
+    // In a process of its own, which reports what an uncaught error would otherwise end.
+    const dist = resolve('dist/src/turn-end.js');
+    expect(existsSync(dist), 'dist is built by the global setup (npx tsc -p .)').toBe(true);
+    const script = `
+      const { atTurnEnd, COMMIT, WRITE } = await import(${JSON.stringify(pathToFileURL(dist).href)});
+      const events = [];
+      process.on('uncaughtException', (err) => events.push('uncaught: ' + err.message));
+      atTurnEnd(WRITE, () => { throw new Error('first'); });
+      atTurnEnd(WRITE, () => events.push('write'));
+      atTurnEnd(WRITE, () => { throw new Error('second'); });
+      atTurnEnd(COMMIT, () => { throw new Error('commit'); });
+      atTurnEnd(COMMIT, () => events.push('commit'));
+      setImmediate(() => setImmediate(() => console.log(JSON.stringify(events))));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual(['commit', 'uncaught: commit', 'write', 'uncaught: first']);
   });
 });
 
