@@ -158,13 +158,13 @@ describe('ledger audit rows and group commit', () => {
     // The sixteenth: its begin waits for the end of the turn, and shares its write.
     const before = ledger.commitCounters().batches;
     handles.push(ledger.begin(begin({ requestId: 'sixteenth' })));
-    const second = ledger.begin(begin({ requestId: 'seventeenth' }));
+    const seventeenth = ledger.begin(begin({ requestId: 'seventeenth' }));
     expect(pendingLines(file)).toHaveLength(15);
     await ledger.whenCommitted();
     expect(pendingLines(file).slice(15)).toEqual([{ s: expect.objectContaining({ request_id: 'sixteenth' }) }, { s: expect.objectContaining({ request_id: 'seventeenth' }) }]);
     expect(ledger.commitCounters().batches - before).toBe(1);
     // Two finished (15 in flight): the first finish of the next turn is written at once.
-    await Promise.all([second.finish(end()), handles[0]!.finish(end())]);
+    await Promise.all([seventeenth.finish(end()), handles[0]!.finish(end())]);
     await nextTurn();
     void handles[1]!.finish(end());
     expect(pendingLines(file)).toHaveLength(20);

@@ -35,8 +35,8 @@ function endOfTurn(events: string[]): Promise<string[]> {
 describe('atTurnEnd', () => {
   it('runs COMMIT before WRITE, and a WRITE queued by what a commit resolves in the same turn', async () => {
     const events: string[] = [];
-    let resolve!: () => void;
-    const committed = new Promise<void>((r) => (resolve = r));
+    let commit!: () => void;
+    const committed = new Promise<void>((r) => (commit = r));
     void committed.then(async () => {
       await hops(5);
       atTurnEnd(WRITE, () => events.push('write after the commit'));
@@ -44,7 +44,7 @@ describe('atTurnEnd', () => {
     atTurnEnd(WRITE, () => events.push('write'));
     atTurnEnd(COMMIT, () => {
       events.push('commit');
-      resolve();
+      commit();
     });
     expect(await endOfTurn(events)).toEqual(['commit', 'write', 'write after the commit', 'end of turn']);
   });
