@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // Integration tests run the real built binary; rebuild when any source is newer than the last
@@ -17,9 +18,27 @@ function newest(dir: string): number {
   return t;
 }
 
-export default function setup(): void {
+export default function setup(): () => void {
   const sources = Math.max(newest('src'), newest('plugins'), statSync('tsconfig.json').mtimeMs);
-  if (existsSync(STAMP) && statSync(STAMP).mtimeMs >= sources) return;
-  execFileSync('npx', ['tsc', '-p', '.'], { stdio: 'inherit' });
-  writeFileSync(STAMP, new Date().toISOString());
+  if (!existsSync(STAMP) || statSync(STAMP).mtimeMs < sources) {
+    execFileSync('npx', ['tsc', '-p', '.'], { stdio: 'inherit' });
+    writeFileSync(STAMP, new Date().toISOString());
+  }
+  return ownTmpdir();
+}
+
+/**
+ * One temp folder for the whole run, removed at its end: the tests (in forked workers) and the
+ * hubs and servers they spawn inherit it as TMPDIR, so the folders they make with mkdtemp and
+ * do not remove (about 120 a run) no longer pile up in the machine's /tmp.
+ */
+function ownTmpdir(): () => void {
+  const before = process.env.TMPDIR;
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-test-'));
+  process.env.TMPDIR = dir;
+  return () => {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    rmSync(dir, { recursive: true, force: true });
+  };
 }
