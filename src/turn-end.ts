@@ -13,6 +13,13 @@
  * rounds): 1.067× at concurrency 32 (1.002–1.212× over seven rounds), 1.093× at 64
  * (1.031–1.224×), and the event loop went idle less often per call.
  */
+/**
+ * Calls in flight from which a busy hub's writes wait for the end of the turn: the edge holds
+ * answers to calls that waited, and the ledger writes even a turn's first line with the rest.
+ * One number, because the ledger's choice relies on the edge's: its answers wait anyway.
+ */
+export const HOLD_FROM = 16;
+
 export const COMMIT = 0;
 export const WRITE = 1;
 export type Stage = typeof COMMIT | typeof WRITE;

@@ -14,6 +14,7 @@ import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 import { IdTable } from '../keyed-table.js';
+import { HOLD_FROM } from '../turn-end.js';
 
 export interface LedgerOptions {
   path: string;
@@ -83,17 +84,6 @@ const BEGIN_HOLD_MS = 50;
  */
 const SWITCH_BYTES = 256 * 1024;
 const SWITCH_AFTER_MS = 100;
-/**
- * While this many begins wait for their finish, even the first line of a turn waits for the
- * turn's end (PendingLog.append's `join`): one write() per turn instead of two. The line
- * written at once is for a lone call's latency; with this many calls in flight the hub's
- * answers to them already leave at the turn's end (TurnWrites holds them from 16 calls in
- * flight), and the calls' frames still go out in the same turn, after the write
- * (src/turn-end.ts). Measured at concurrency 64 (stdio echo, seven alternating rounds):
- * writes per call 0.131 → 0.089, the event loop's CPU per call 60.3 → 58.5 µs (lower in 6 of
- * 7 rounds), throughput +1 % (within the noise).
- */
-const JOIN_IN_FLIGHT = 16;
 /** Lines waiting that make the hand-over happen at once instead. */
 const INGEST_BATCH = 512;
 /** After SQLite refused a whole batch (disk full, lock held too long). */
@@ -286,7 +276,14 @@ export class Ledger {
    * takes it.
    */
   private write(line: string): Promise<void> {
-    const written = this.pending.append(line, this.begun.size >= JOIN_IN_FLIGHT);
+    // From HOLD_FROM begins waiting for their finish, even the first line of a turn waits for
+    // its end (PendingLog.append's `join`): one write() per turn instead of two. The line
+    // written at once is for a lone call's latency; this busy, the answers leave at the turn's
+    // end anyway, and the calls' frames still go out in the same turn, after the write
+    // (src/turn-end.ts). Measured at concurrency 64 (stdio echo, seven alternating rounds):
+    // writes per call 0.131 → 0.089, the event loop's CPU per call 60.3 → 58.5 µs (lower in 6
+    // of 7 rounds), throughput +1 % (within the noise).
+    const written = this.pending.append(line, this.begun.size >= HOLD_FROM);
     this.lines.push(line);
     this.scheduleIngest();
     return written;

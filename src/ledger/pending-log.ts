@@ -76,7 +76,7 @@ export class PendingLog {
   /**
    * Writes a line (no newline) now, if it is the first of this turn of the event loop, or
    * queues it for the end of the turn; resolves once written. `join`: queue the first line
-   * too (a busy hub; see Ledger's JOIN_IN_FLIGHT), and the lines after it with it.
+   * too (a busy hub: HOLD_FROM calls in flight, src/turn-end.ts), and the lines after it with it.
    */
   append(line: string, join = false): Promise<void> {
     if (!this.turnOpen) {

@@ -3,6 +3,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { parseHead, type RequestHead } from './head.js';
 import { Http1Response, type ResponseOwner } from './response.js';
 import { TurnWrites, type Holder } from './turn-writes.js';
+import { HOLD_FROM } from '../../turn-end.js';
 
 /** A request of the fast path: its head, its whole body and the socket it came on. */
 export class Http1Request {
@@ -38,8 +39,6 @@ export interface Http1EdgeOptions {
 /** Bytes a connection may hold unread while its response is pending (pipelined requests). */
 const MAX_QUEUED_BYTES = 1 << 20;
 const SWEEP_MS = 30_000;
-/** Answers to calls that waited are held only while at least this many are in flight (see send). */
-const HOLD_FROM = 16;
 
 /**
  * The HTTP listener. node:http costs about 30 µs of CPU per request on this kind of machine
