@@ -2,11 +2,15 @@
 // rest), read from /proc/PID/task/*/schedstat around a run of the benchmark's load, in front
 // of the stdio or the HTTP echo (docs/BENCHMARKS.md, "Holding in-flight rows for their finish"). The
 // whole-process figure of `npm run bench` cannot tell the hub's thread, the bottleneck at
-// concurrency 64, from the ledger's, which runs on the other core. Linux only.
+// concurrency 64, from the ledger's, which runs on the other core. A second line gives, per
+// call, how often the event loop was preempted and slept, its read and write syscalls, and the
+// CPU of the upstream echo and of this process (the load generator), which share the cores
+// (docs/BENCHMARKS.md, twenty-fifth round). Linux only.
 //
 //   node bench/threads.mjs [--ledger on|off] [--upstream stdio|http] [--concurrency 64] [--measure-ms 3000] [--runs 2]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
 import { readdirSync, readFileSync } from 'node:fs';
+import { childPids, perCall, processCounters, threadCounters } from './lib/proc-stats.mjs';
 import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
@@ -43,19 +47,31 @@ for (let run = 0; run < runs; run++) {
   try {
     const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
     await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs: 1500 }); // warm-up
+    // The stdio echo is the hub's child; the HTTP echo runs beside it.
+    const echoPid = echoHttp ? echoHttp.pid : childPids(hub.pid)[0];
     const before = threadNs(hub.pid);
+    const loopBefore = threadCounters(hub.pid);
+    const echoBefore = processCounters(echoPid);
+    const loadBefore = processCounters(process.pid);
     const r = await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs });
     const after = threadNs(hub.pid);
     const calls = r.rps * (measureMs / 1000);
-    const perCall = [...after].map(([tid, ns]) => [tid, (ns - (before.get(tid) ?? 0)) / 1000 / calls]);
-    const main = perCall.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
+    const loop = perCall(loopBefore, threadCounters(hub.pid), calls);
+    const echo = perCall(echoBefore, processCounters(echoPid), calls);
+    const load = perCall(loadBefore, processCounters(process.pid), calls);
+    const cpu = [...after].map(([tid, ns]) => [tid, (ns - (before.get(tid) ?? 0)) / 1000 / calls]);
+    const main = cpu.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
     // The busiest other thread is the ledger's (with the ledger on); the rest are libuv's and V8's.
-    const others = perCall.filter(([tid]) => tid !== String(hub.pid)).sort((a, b) => b[1] - a[1]);
+    const others = cpu.filter(([tid]) => tid !== String(hub.pid)).sort((a, b) => b[1] - a[1]);
     const busiest = others[0]?.[1] ?? 0;
     const rest = others.slice(1).reduce((sum, [, us]) => sum + us, 0);
     console.log(
       `${upstream}, ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${main.toFixed(1)}, ` +
         `busiest other thread ${busiest.toFixed(1)}, the rest ${rest.toFixed(1)}`,
+    );
+    console.log(
+      `  per call: event loop preempted ${loop.preempted.toFixed(3)}×, slept ${loop.sleeps.toFixed(3)}×, ${loop.syscr.toFixed(2)} reads, ` +
+        `${loop.syscw.toFixed(2)} writes · µs of CPU: ${upstream} echo ${echo.cpuUs.toFixed(1)}, load generator ${load.cpuUs.toFixed(1)}`,
     );
   } finally {
     await hub.stop();
