@@ -10,7 +10,7 @@
 //   node bench/threads.mjs [--ledger on|off] [--upstream stdio|http] [--concurrency 64] [--measure-ms 3000] [--runs 2]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
 import { readdirSync, readFileSync } from 'node:fs';
-import { childPids, perCall, processCounters, threadCounters } from './lib/proc-stats.mjs';
+import { childPids, delta, perCall, processThreads, threadCounters } from './lib/proc-stats.mjs';
 import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
@@ -51,14 +51,14 @@ for (let run = 0; run < runs; run++) {
     const echoPid = echoHttp ? echoHttp.pid : childPids(hub.pid)[0];
     const before = threadNs(hub.pid);
     const loopBefore = threadCounters(hub.pid);
-    const echoBefore = processCounters(echoPid);
-    const loadBefore = processCounters(process.pid);
+    const echoBefore = processThreads(echoPid);
+    const loadBefore = processThreads(process.pid);
     const r = await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs });
     const after = threadNs(hub.pid);
     const calls = r.rps * (measureMs / 1000);
-    const loop = perCall(loopBefore, threadCounters(hub.pid), calls);
-    const echo = perCall(echoBefore, processCounters(echoPid), calls);
-    const load = perCall(loadBefore, processCounters(process.pid), calls);
+    const loop = perCall(delta(loopBefore, threadCounters(hub.pid)), calls);
+    const echo = perCall(delta(echoBefore, processThreads(echoPid)), calls);
+    const load = perCall(delta(loadBefore, processThreads(process.pid)), calls);
     const cpu = [...after].map(([tid, ns]) => [tid, (ns - (before.get(tid) ?? 0)) / 1000 / calls]);
     const main = cpu.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
     // The busiest other thread is the ledger's (with the ledger on); the rest are libuv's and V8's.

@@ -30,25 +30,45 @@ export function threadCounters(pid, tid = pid) {
 
 const ZERO = { cpuUs: 0, syscr: 0, syscw: 0, sleeps: 0, preempted: 0 };
 
-/** The sum over a process's threads (a thread that ended between two readings is not counted). */
-export function processCounters(pid) {
-  const sum = { ...ZERO };
+/** Each thread's counters, by thread id. */
+export function processThreads(pid) {
+  const out = new Map();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let c;
     try {
-      c = threadCounters(pid, tid);
+      out.set(tid, threadCounters(pid, tid));
     } catch {
-      continue; // ended between the listing and the read
+      // ended between the listing and the read
     }
-    for (const k of Object.keys(sum)) sum[k] += c[k];
+  }
+  return out;
+}
+
+/**
+ * What was counted between two readings: of one thread (threadCounters), or of a process
+ * (processThreads), summed over the threads of the second reading. A thread that started in
+ * between counts from zero; one that ended in between is left out, since its last counts went
+ * with it (summing the two readings' totals instead would subtract all it ever counted).
+ */
+export function delta(before, after) {
+  if (!(after instanceof Map)) return sub(before, after);
+  const sum = { ...ZERO };
+  for (const [tid, a] of after) {
+    const d = sub(before.get(tid) ?? ZERO, a);
+    for (const k of Object.keys(sum)) sum[k] += d[k];
   }
   return sum;
 }
 
-/** The counters from `before` to `after`, divided by `calls`. */
-export function perCall(before, after, calls) {
+/** Counters divided by `calls`. */
+export function perCall(counters, calls) {
   const out = {};
-  for (const k of Object.keys(ZERO)) out[k] = (after[k] - before[k]) / calls;
+  for (const k of Object.keys(ZERO)) out[k] = counters[k] / calls;
+  return out;
+}
+
+function sub(before, after) {
+  const out = {};
+  for (const k of Object.keys(ZERO)) out[k] = after[k] - before[k];
   return out;
 }
 

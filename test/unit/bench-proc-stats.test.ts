@@ -1,7 +1,7 @@
 /**
- * bench/lib/proc-stats.mjs reads /proc for bench/threads.mjs. Checked against this process
- * and a child it starts: each counter must move when, and only as far as, the thread does the
- * thing it counts.
+ * bench/lib/proc-stats.mjs reads /proc for bench/threads.mjs. Checked against this process, a
+ * worker and a child it starts: each counter must move when its thread does what it counts,
+ * and a process's sum must hold its other threads' work and survive a thread that ends.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { childPids, parseIo, parseSwitches, perCall, processCounters, threadCounters } from '../../bench/lib/proc-stats.mjs';
+import { childPids, delta, parseIo, parseSwitches, perCall, processThreads, threadCounters } from '../../bench/lib/proc-stats.mjs';
 
 interface Counters {
   cpuUs: number;
@@ -21,6 +21,36 @@ interface Counters {
 }
 const main = (): Counters => threadCounters(process.pid) as Counters;
 
+/** A worker that, when told to, spends 60 ms of CPU; it says 'ready', then 'burnt'. */
+function burner(): Worker {
+  return new Worker(
+    `const { parentPort } = require('node:worker_threads');
+     parentPort.once('message', () => {
+       const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; };
+       const end = cpu() + 60_000; while (cpu() < end);
+       parentPort.postMessage('burnt');
+     });
+     parentPort.postMessage('ready');`,
+    { eval: true },
+  );
+}
+
+const message = (w: Worker): Promise<unknown> => new Promise((resolve) => w.once('message', resolve));
+
+/**
+ * Spins until the process has spent `us` of CPU (process.cpuUsage, which counts every
+ * thread: the others are idle here), not of wall time: a loaded machine may run the thread
+ * for a fraction of a wall-clock window.
+ */
+function burnCpu(us: number): void {
+  const cpu = (): number => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const end = cpu() + us;
+  while (cpu() < end);
+}
+
 describe('bench/lib/proc-stats.mjs', () => {
   it('parses the io and status files by name, whatever their order', () => {
     expect(parseIo('rchar: 5\nsyscw: 7\nwchar: 9\nsyscr: 3\n')).toEqual({ syscr: 3, syscw: 7 });
@@ -29,10 +59,9 @@ describe('bench/lib/proc-stats.mjs', () => {
 
   it("counts the event loop's own CPU, writes and sleeps", async () => {
     const a = main();
-    const end = performance.now() + 30;
-    while (performance.now() < end); // 30 ms on the CPU
+    burnCpu(30_000);
     const b = main();
-    expect(b.cpuUs - a.cpuUs).toBeGreaterThanOrEqual(20_000);
+    expect(b.cpuUs - a.cpuUs).toBeGreaterThanOrEqual(25_000);
 
     const file = join(tmpdir(), `proc-stats-${process.pid}`);
     const fd = openSync(file, 'w');
@@ -48,41 +77,51 @@ describe('bench/lib/proc-stats.mjs', () => {
     expect(Number.isInteger(d.preempted)).toBe(true);
   });
 
-  it("sums a process's threads, finds its children, and divides per call", async () => {
+  it("sums a process's threads and finds its children", async () => {
     const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 10_000)'], { stdio: 'ignore' });
     try {
       await new Promise((resolve) => child.once('spawn', resolve));
       expect(childPids(process.pid)).toContain(child.pid);
-      // Every thread of the process: a worker's 60 ms on the CPU count, while the event loop
-      // only waits for it. The worker is started first (its start-up is the event loop's work)
-      // and read while it still runs (an ended thread leaves /proc).
-      const worker = new Worker(
-        `const { parentPort } = require('node:worker_threads');
-         parentPort.once('message', () => {
-           const end = performance.now() + 60; while (performance.now() < end);
-           parentPort.postMessage('burnt');
-         });
-         parentPort.postMessage('ready');`,
-        { eval: true },
-      );
-      await new Promise((resolve) => worker.once('message', resolve));
-      const loopBefore = main();
-      const wholeBefore = processCounters(process.pid) as Counters;
-      worker.postMessage('burn');
-      await new Promise((resolve) => worker.once('message', resolve));
-      const loop = main().cpuUs - loopBefore.cpuUs;
-      const whole = (processCounters(process.pid) as Counters).cpuUs - wholeBefore.cpuUs;
-      await worker.terminate();
-      expect(whole - loop).toBeGreaterThanOrEqual(50_000);
-      expect(perCall({ cpuUs: 0, syscr: 10, syscw: 20, sleeps: 4, preempted: 2 }, { cpuUs: 300, syscr: 40, syscw: 20, sleeps: 10, preempted: 2 }, 3)).toEqual({
-        cpuUs: 100,
-        syscr: 10,
-        syscw: 0,
-        sleeps: 2,
-        preempted: 0,
-      });
     } finally {
       child.kill();
     }
+    // Every thread of the process: a worker's 60 ms of CPU count, while the event loop only
+    // waits for it. The worker is started first (its start-up is the event loop's work).
+    const worker = burner();
+    await message(worker);
+    const loopBefore = main();
+    const before = processThreads(process.pid);
+    worker.postMessage('burn');
+    await message(worker);
+    const loop = main().cpuUs - loopBefore.cpuUs;
+    const whole = (delta(before, processThreads(process.pid)) as Counters).cpuUs;
+    await worker.terminate();
+    expect(whole - loop).toBeGreaterThanOrEqual(45_000);
+  });
+
+  it('leaves out a thread that ended between two readings, and counts one that started from zero', async () => {
+    const worker = burner();
+    await message(worker);
+    worker.postMessage('burn');
+    await message(worker);
+    const before = processThreads(process.pid);
+    await worker.terminate(); // its 60 ms leave /proc with it
+    const after = processThreads(process.pid);
+    expect((delta(before, after) as Counters).cpuUs).toBeGreaterThanOrEqual(0);
+
+    const c = (n: number): Counters => ({ cpuUs: n, syscr: n, syscw: n, sleeps: n, preempted: n });
+    const d = delta(
+      new Map([
+        ['1', c(10)],
+        ['2', c(50)],
+      ]),
+      new Map([
+        ['1', c(14)],
+        ['3', c(5)],
+      ]),
+    ) as Counters;
+    expect(d).toEqual(c(9));
+    expect(delta(c(3), c(7))).toEqual(c(4));
+    expect(perCall({ cpuUs: 300, syscr: 30, syscw: 0, sleeps: 6, preempted: 3 }, 3)).toEqual({ cpuUs: 100, syscr: 10, syscw: 0, sleeps: 2, preempted: 1 });
   });
 });
