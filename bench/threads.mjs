@@ -9,8 +9,7 @@
 //
 //   node bench/threads.mjs [--ledger on|off] [--upstream stdio|http] [--concurrency 64] [--measure-ms 3000] [--runs 2]
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
-import { readdirSync, readFileSync } from 'node:fs';
-import { childPids, delta, perCall, processThreads, threadCounters } from './lib/proc-stats.mjs';
+import { childPids, delta, perCall, processThreads } from './lib/proc-stats.mjs';
 import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
@@ -29,19 +28,6 @@ if (upstream !== 'stdio' && upstream !== 'http') throw new Error('--upstream is 
 // In front of the HTTP echo (bench/echo-http.mjs, modern), which runs in a process of its own.
 const echoHttp = upstream === 'http' ? await startEchoHttp() : undefined;
 
-/** Nanoseconds on CPU per thread of `pid`, by thread id. */
-function threadNs(pid) {
-  const out = new Map();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      out.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]));
-    } catch {
-      // the thread ended between the listing and the read
-    }
-  }
-  return out;
-}
-
 for (let run = 0; run < runs; run++) {
   const hub = await startHub({ servers: { echo: echoHttp ? { url: echoHttp.url } : echoStdioCommand() }, ledger });
   try {
@@ -49,17 +35,16 @@ for (let run = 0; run < runs; run++) {
     await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs: 1500 }); // warm-up
     // The stdio echo is the hub's child; the HTTP echo runs beside it.
     const echoPid = echoHttp ? echoHttp.pid : childPids(hub.pid)[0];
-    const before = threadNs(hub.pid);
-    const loopBefore = threadCounters(hub.pid);
+    const before = processThreads(hub.pid);
     const echoBefore = processThreads(echoPid);
     const loadBefore = processThreads(process.pid);
     const r = await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs });
-    const after = threadNs(hub.pid);
+    const after = processThreads(hub.pid);
     const calls = r.rps * (measureMs / 1000);
-    const loop = perCall(delta(loopBefore, threadCounters(hub.pid)), calls);
+    const loop = perCall(delta(before.get(String(hub.pid)), after.get(String(hub.pid))), calls);
     const echo = perCall(delta(echoBefore, processThreads(echoPid)), calls);
     const load = perCall(delta(loadBefore, processThreads(process.pid)), calls);
-    const cpu = [...after].map(([tid, ns]) => [tid, (ns - (before.get(tid) ?? 0)) / 1000 / calls]);
+    const cpu = [...after].map(([tid, c]) => [tid, (c.cpuUs - (before.get(tid)?.cpuUs ?? 0)) / calls]);
     const main = cpu.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
     // The busiest other thread is the ledger's (with the ledger on); the rest are libuv's and V8's.
     const others = cpu.filter(([tid]) => tid !== String(hub.pid)).sort((a, b) => b[1] - a[1]);
