@@ -42,10 +42,17 @@ describe('ledger performance', () => {
     ];
     for (const filter of cases) {
       reader.query(filter); // warm the page cache once, as a running hub would have
-      const t0 = performance.now();
-      const rows = reader.query(filter);
-      const ms = performance.now() - t0;
-      console.log(`ledger perf: query ${JSON.stringify(filter)} → ${rows.length} rows in ${ms.toFixed(2)} ms`);
+      // The median of five: the target is the query's cost, and one run alone once took 122 ms
+      // (against ~11 ms) when the loaded test run stalled the machine for a moment.
+      const times: number[] = [];
+      let rows: unknown[] = [];
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        rows = reader.query(filter);
+        times.push(performance.now() - t0);
+      }
+      const ms = times.sort((a, b) => a - b)[2]!;
+      console.log(`ledger perf: query ${JSON.stringify(filter)} → ${rows.length} rows in ${ms.toFixed(2)} ms (median of 5; slowest ${times[4]!.toFixed(2)})`);
       expect(rows.length).toBeGreaterThan(0);
       expect(ms).toBeLessThan(100);
     }
