@@ -41,17 +41,19 @@ for (let run = 0; run < runs; run++) {
     const r = await runHttp({ port: hub.port, request, concurrency, warmupMs: 0, measureMs });
     const after = processThreads(hub.pid);
     const calls = r.rps * (measureMs / 1000);
-    const loop = perCall(delta(before.get(String(hub.pid)), after.get(String(hub.pid))), calls);
+    const mainTid = String(hub.pid);
+    const loop = perCall(delta(before.get(mainTid), after.get(mainTid)), calls);
     const echo = perCall(delta(echoBefore, processThreads(echoPid)), calls);
     const load = perCall(delta(loadBefore, processThreads(process.pid)), calls);
-    const cpu = [...after].map(([tid, c]) => [tid, (c.cpuUs - (before.get(tid)?.cpuUs ?? 0)) / calls]);
-    const main = cpu.find(([tid]) => tid === String(hub.pid))?.[1] ?? 0;
     // The busiest other thread is the ledger's (with the ledger on); the rest are libuv's and V8's.
-    const others = cpu.filter(([tid]) => tid !== String(hub.pid)).sort((a, b) => b[1] - a[1]);
-    const busiest = others[0]?.[1] ?? 0;
-    const rest = others.slice(1).reduce((sum, [, us]) => sum + us, 0);
+    const others = [...after]
+      .filter(([tid]) => tid !== mainTid)
+      .map(([tid, c]) => (c.cpuUs - (before.get(tid)?.cpuUs ?? 0)) / calls)
+      .sort((a, b) => b - a);
+    const busiest = others[0] ?? 0;
+    const rest = others.slice(1).reduce((sum, us) => sum + us, 0);
     console.log(
-      `${upstream}, ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${main.toFixed(1)}, ` +
+      `${upstream}, ledger ${ledger ? 'on' : 'off'} @${concurrency}: ${Math.round(r.rps)} req/s · µs per call: event loop ${loop.cpuUs.toFixed(1)}, ` +
         `busiest other thread ${busiest.toFixed(1)}, the rest ${rest.toFixed(1)}`,
     );
     console.log(

@@ -68,6 +68,7 @@ describe('atTurnEnd', () => {
     await endOfTurn(events);
     expect(events).toEqual(['end of turn', 'write from a write', 'end of turn']);
   });
+
   it('a task that throws does not keep the others of its stage from running; its error is thrown after them', () => {
     // In a process of its own, which reports what an uncaught error would otherwise end.
     const dist = resolve('dist/src/turn-end.js');
