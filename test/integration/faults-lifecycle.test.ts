@@ -358,7 +358,9 @@ describe('hot reload', () => {
       // Two of the server's own timeouts: the circuit is open, and the next call fails at once.
       const t0 = Date.now();
       expect(text(await callTool(hub.url, 'f__hang'))).toContain('circuit open after 2 consecutive failures');
-      expect(Date.now() - t0).toBeLessThan(500);
+      // The message is the breaker's (a call that reached the server would time out instead);
+      // the bound only rules out a wait as long as a timeout.
+      expect(Date.now() - t0).toBeLessThan(5_000);
     } finally {
       await f.stop();
     }

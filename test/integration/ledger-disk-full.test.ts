@@ -79,7 +79,7 @@ describe('a full disk under a running hub', () => {
       const a = await modernCall(url, `after${i}`, 'tools/call', { name: 'f__echo', arguments: { text: 'late' } });
       if (a.body?.result) answered.push(`after${i}`);
       else expect(a.body?.error, JSON.stringify(a.body)).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write/) });
-      expect(Date.now() - t0).toBeLessThan(2_000);
+      expect(Date.now() - t0).toBeLessThan(5_000);
     }
     expect((await health(url)).servers).toMatchObject([{ id: 'f', state: 'ready' }]);
     expect(statSync(log).size).toBe(FILE_CAP_KIB * 1024); // its log is full as well

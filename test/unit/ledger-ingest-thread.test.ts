@@ -49,7 +49,7 @@ describe('the ledger ingest thread', () => {
     await h.finish(end({ outcome: 'tool_error', errorKind: 'tool' }));
     const t0 = Date.now();
     expect(ledger.query({}).map((r) => r.requestId)).toEqual(['before']);
-    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(Date.now() - t0).toBeLessThan(3000);
     await ledger.close();
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(ledger.query({}).map((r) => [r.requestId, r.outcome])).toEqual([
@@ -71,7 +71,7 @@ describe('the ledger ingest thread', () => {
     expect(logged.join('')).toMatch(/ingest thread ended/);
     const t0 = Date.now();
     l.query({});
-    expect(Date.now() - t0).toBeLessThan(1000); // no thread: the reader does not wait for one
+    expect(Date.now() - t0).toBeLessThan(3000); // no thread: the reader does not wait for one
     let ids: string[] = [];
     while (Date.now() - t0 < 10_000 && ids.length < 303) {
       await new Promise((r) => setTimeout(r, 50));
@@ -102,7 +102,7 @@ describe('the ledger ingest thread', () => {
     expect(refused).toMatch(/wait in the pending file/);
     const t0 = Date.now();
     expect(ledger.query({})).toEqual([]);
-    expect(Date.now() - t0).toBeLessThan(500);
+    expect(Date.now() - t0).toBeLessThan(2500); // half the thread's busy wait (5 s)
     expect(ledger.commitCounters().batchesUnapplied).toBeGreaterThan(0); // what /metrics shows
     other.prepare('COMMIT').run();
     other.close();

@@ -226,7 +226,7 @@ describe('plugin runner', () => {
     const failures: PluginFailure[] = [];
     const t0 = performance.now();
     const ps = await loadPlugins({ paths: ['./never.mjs', './stuck-import.mjs', './fine.mjs'] }, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 200);
-    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(performance.now() - t0).toBeLessThan(5_000); // never finishing, they would hold it to the test's timeout
     expect(ps.map((p) => p.name)).toEqual(['description-checks', 'redact-secrets', 'fine']);
     expect(failures.map((f) => [f.plugin.replace(/^.*[\\/]/, ''), f.message])).toEqual([
       ['never.mjs', 'it did not finish loading within 200 ms'],

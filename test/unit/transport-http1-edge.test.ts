@@ -332,12 +332,12 @@ describe('the HTTP edge', () => {
   });
 
   it('drops a connection whose request does not arrive in time (slow head)', async () => {
-    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 10_000 });
+    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 20_000 });
     const c = rawClient(port);
     c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     const t0 = Date.now();
-    await c.waitClosed(2000);
-    expect(Date.now() - t0).toBeLessThan(1500);
+    await c.waitClosed(10_000);
+    expect(Date.now() - t0).toBeLessThan(5000); // not the idle timeout (20 s)
   });
 
   it('on stop: closes idle connections at once, lets a pending answer out with Connection: close, takes no new connection', async () => {
