@@ -26,7 +26,7 @@ function pendingLines(file: string): unknown[] {
 }
 /** After the end of this turn of the event loop (the pending file's group commit). */
 const nextTurn = () => new Promise<void>((r) => setImmediate(r));
-async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs = 2000): Promise<T> {
+async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = get();

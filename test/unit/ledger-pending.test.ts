@@ -268,7 +268,7 @@ describe('ledger pending file', () => {
         await ledger.record(begin({ requestId: `r${i}` }), end());
         await new Promise((r) => setTimeout(r, 15));
       }
-      await waitUntil(() => size(first) === 0 && size(second) === 0, 2000);
+      await waitUntil(() => size(first) === 0 && size(second) === 0, 10_000);
       expect(truncate).not.toHaveBeenCalled();
       expect(ledger.commitCounters().batchesUnapplied).toBe(0);
     } finally {
@@ -321,7 +321,7 @@ describe('ledger pending file', () => {
     expect(size(second)).toBeGreaterThan(0);
     blocker.exec('COMMIT');
     blocker.close();
-    await waitUntil(() => size(first) === 0 && size(second) === 0, 3000);
+    await waitUntil(() => size(first) === 0 && size(second) === 0, 10_000);
     expect(outcomes(ledger)).toEqual([
       ['a', 'ok'],
       ['b', 'ok'],
@@ -337,7 +337,7 @@ describe('ledger pending file', () => {
     // The hub writes through its descriptor, so the row is in the renamed file until emptied.
     renameSync(first, moved);
     expect(size(moved)).toBeGreaterThan(0);
-    await waitUntil(() => size(moved) === 0, 2000);
+    await waitUntil(() => size(moved) === 0, 10_000);
     expect(outcomes(ledger)).toEqual([['a', 'ok']]);
   });
 
@@ -369,7 +369,7 @@ describe('ledger pending file', () => {
     const held = await ledger.beginCommitted(begin({ requestId: 'held' }));
     for (let i = 0; i < 3; i++) {
       await ledger.record(begin({ requestId: `r${i}` }), end());
-      await waitUntil(() => ledger!.commitCounters().batchesUnapplied === 0, 2000);
+      await waitUntil(() => ledger!.commitCounters().batchesUnapplied === 0, 10_000);
     }
     expect(size(second)).toBe(0);
     const lines = readFileSync(first, 'utf8').split('\n').filter(Boolean);

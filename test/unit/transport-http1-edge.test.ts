@@ -209,17 +209,17 @@ describe('the HTTP edge', () => {
     const [last] = await closing.waitFor(1);
     expect(last).toMatchObject({ headers: { connection: 'close' } });
     expect(JSON.parse(last!.body).got).toBe('"held"');
-    await closing.waitClosed(1000);
+    await closing.waitClosed(10_000); // not the keep-alive time (65 s)
     expect((await first.waitFor(1))[0]!.body).toContain('first');
     for (const f of fillers) expect((await f.waitFor(1))[0]!.body).toContain('filler');
     for (const c of [first, toNodeHttp, toStream, ...fillers]) c.socket.destroy();
   });
 
   it('drops a connection whose body does not arrive in time', async () => {
-    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 10_000 });
+    const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 30_000 });
     const c = rawClient(port);
     c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{"a"');
-    await c.waitClosed(2000);
+    await c.waitClosed(10_000); // not the keep-alive time (30 s)
     expect(c.responses()).toHaveLength(0);
   });
 
@@ -323,12 +323,12 @@ describe('the HTTP edge', () => {
     await idle.waitFor(1);
     const busy = rawClient(port);
     busy.send(post('"slow"'));
-    await idle.waitClosed(2000);
+    await idle.waitClosed(10_000);
     await new Promise((r) => setTimeout(r, 400));
     expect(busy.closed).toBe(false);
     slow!.writeHead(200, { 'content-length': 2 }).end('ok');
     expect((await busy.waitFor(1))[0]!.body).toBe('ok');
-    await busy.waitClosed(2000); // and then it idles out too
+    await busy.waitClosed(10_000); // and then it idles out too
   });
 
   it('drops a connection whose request does not arrive in time (slow head)', async () => {
@@ -350,12 +350,12 @@ describe('the HTTP edge', () => {
     busy.send(post('"slow"'));
     while (!pending) await new Promise((r) => setTimeout(r, 5));
     edge.stopAccepting();
-    await idle.waitClosed(1000);
+    await idle.waitClosed(10_000); // not the keep-alive time (65 s)
     expect(busy.closed).toBe(false);
     pending.writeHead(200, { 'content-length': 2 }).end('ok');
     const [r] = await busy.waitFor(1);
     expect(r).toMatchObject({ body: 'ok', headers: { connection: 'close' } });
-    await busy.waitClosed(1000);
+    await busy.waitClosed(10_000);
     const late = connect(port, '127.0.0.1');
     const refused = await new Promise<boolean>((resolve) => {
       late.on('error', () => resolve(true));
