@@ -121,8 +121,9 @@ describe('retries never run a write twice', () => {
     const ms = performance.now() - t0;
     expect(isToolError(a)).toBe(true);
     // Three attempts (each dropped after 50 ms, 100–300 ms of backoff between) would take 0.3 s
-    // and more, each well within 120 ms: fewer attempts show the limit held them all. The bound
-    // rules out only a wait far past the limit (0.3 s would be too close to tell on a loaded machine).
+    // and more. Each alone ends within 120 ms, so only a limit over all of them stops the
+    // retries: fewer than three attempts show it. The bound rules out only a wait far past the
+    // limit (0.3 s is too close to 120 ms to tell apart on a loaded machine).
     expect(httpCalls('hc', 'drop') - before).toBeLessThan(3);
     expect(ms).toBeLessThan(2_000);
   });

@@ -337,7 +337,7 @@ describe('the HTTP edge', () => {
     c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     const t0 = Date.now();
     await c.waitClosed(10_000);
-    expect(Date.now() - t0).toBeLessThan(5000); // not the idle timeout (20 s)
+    expect(Date.now() - t0).toBeLessThan(5000); // not the keep-alive time (20 s)
   });
 
   it('on stop: closes idle connections at once, lets a pending answer out with Connection: close, takes no new connection', async () => {
