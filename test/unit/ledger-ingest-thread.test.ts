@@ -12,7 +12,7 @@ let ledger: Ledger | undefined;
 // A ledger closed twice, or a folder removed twice, is no harm.
 afterEach(() => closeAndRemove(ledger, t));
 
-const ROWS = 20_000;
+const ROWS = 40_000;
 
 describe('the ledger ingest thread', () => {
   it('moves rows into SQLite without holding the event loop', async () => {
@@ -33,10 +33,11 @@ describe('the ledger ingest thread', () => {
     delay.disable();
     reader.close();
     expect(n).toBe(ROWS);
-    // One transaction of 20,000 chained rows takes ~0.3 s of CPU (twice that on the slower
-    // machines); on this thread, the loop would have stood still for all of it. The bound leaves
-    // room for the whole suite's load (101 ms seen once under it, against 50 before).
-    expect(delay.max / 1e6).toBeLessThan(150);
+    // The thread takes the rows in one transaction. On this thread that would have held the
+    // loop for all of it: 311–514 ms for 40,000 chained rows (the applier alone, in-process, on
+    // this machine; 184–424 ms for 20,000, too close to a bound that must also allow the whole
+    // suite's load, under which 101 ms was seen once).
+    expect(delay.max / 1e6).toBeLessThan(200);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: ROWS });
   });
 
