@@ -60,3 +60,62 @@ describe('paramHeaderProblem', () => {
     expect(paramHeaderProblem(schema, { region: 'Hello' }, headers({ 'Mcp-Param-Region': '=?base64?SGVsbG8?=' }))).toMatch(/invalid Base64/);
   });
 });
+
+describe('paramHeaderProblem: what a mirror must be', () => {
+  it('a boolean mirrors only its own value, as true or false', () => {
+    expect(paramHeaderProblem(schema, { dry: true }, headers({ 'Mcp-Param-Dry': 'true' }))).toBeNull();
+    expect(paramHeaderProblem(schema, { dry: false }, headers({ 'Mcp-Param-Dry': 'true' }))).toMatch(/does not match/);
+    expect(paramHeaderProblem(schema, { dry: true }, headers({ 'Mcp-Param-Dry': 'false' }))).toMatch(/does not match/);
+    expect(paramHeaderProblem(schema, { dry: 'true' }, headers({ 'Mcp-Param-Dry': 'true' }))).toMatch(/does not match/); // the body's value is no boolean
+  });
+
+  it('an integer mirrors in decimal digits only, compared as a number', () => {
+    expect(paramHeaderProblem(schema, { count: -3 }, headers({ 'Mcp-Param-Count': '-3' }))).toBeNull();
+    for (const text of ['8', '0x7', '7e0', '+7', '', '7 ']) expect(paramHeaderProblem(schema, { count: 7 }, headers({ 'Mcp-Param-Count': text })), text).toMatch(/does not match/);
+    expect(paramHeaderProblem(schema, { count: '7' }, headers({ 'Mcp-Param-Count': '7' }))).toMatch(/does not match/); // the body's value is no number
+  });
+
+  it('follows only declarations it may: a token name, a primitive type, through properties, not too deep', () => {
+    const ignored = {
+      type: 'object',
+      properties: {
+        spaced: { type: 'string', 'x-mcp-header': 'Re gion' },
+        trailing: { type: 'string', 'x-mcp-header': 'Zone;' },
+        leading: { type: 'string', 'x-mcp-header': '(Zone' },
+        number: { type: 'number', 'x-mcp-header': 'Ratio' },
+        object: { type: 'object', 'x-mcp-header': 'Obj' },
+        notASchema: true,
+        nullSchema: null,
+      },
+    };
+    // None is declared, so none is required, and an argument without a mirror is no problem.
+    expect(paramHeaderProblem(ignored, { spaced: 'a', trailing: 'b', leading: 'c', number: 0.5, object: {}, notASchema: 1, nullSchema: 2 }, headers({}))).toBeNull();
+    // A declaration nine properties down is followed; one ten down is not, however deep the
+    // schema goes (the scan is bounded).
+    let deep: Record<string, unknown> = { type: 'string', 'x-mcp-header': 'Deep' };
+    let args: unknown = 'v';
+    for (let i = 0; i < 2_000; i++) {
+      deep = { type: 'object', properties: { d: deep } };
+      args = { d: args };
+    }
+    expect(paramHeaderProblem(deep, args, headers({}))).toBeNull();
+    const nested = (n: number, header: string): Record<string, unknown> =>
+      n === 0 ? { type: 'string', 'x-mcp-header': header } : { type: 'object', properties: { d: nested(n - 1, header) } };
+    const path = (n: number): unknown => (n === 0 ? 'v' : { d: path(n - 1) });
+    expect(paramHeaderProblem(nested(10, 'Ten'), path(10), headers({}))).toBeNull();
+    expect(paramHeaderProblem(nested(9, 'Nine'), path(9), headers({}))).toMatch(/missing Mcp-Param-nine/);
+  });
+
+  it('names a nested argument by its whole path', () => {
+    expect(paramHeaderProblem(schema, { nested: { zone: 'a' } }, headers({}))).toBe('missing Mcp-Param-zone header for arguments.nested.zone');
+    expect(paramHeaderProblem(schema, { nested: { zone: 'a' } }, headers({ 'Mcp-Param-Zone': 'b' }))).toBe('Mcp-Param-zone header does not match arguments.nested.zone');
+    expect(paramHeaderProblem(schema, { nested: {} }, headers({ 'Mcp-Param-Zone': 'b' }))).toBe('Mcp-Param-zone header is present but arguments.nested.zone is not');
+  });
+
+  it('reads the argument only through objects: a string or an array on the path is no value', () => {
+    expect(paramHeaderProblem(schema, { nested: 'zone' }, headers({}))).toBeNull();
+    expect(paramHeaderProblem(schema, { nested: ['a'] }, headers({}))).toBeNull();
+    expect(paramHeaderProblem(schema, null, headers({}))).toBeNull();
+    expect(paramHeaderProblem(null, { region: 'eu' }, headers({}))).toBeNull();
+  });
+});
