@@ -3,7 +3,7 @@
  * log-only rule for values assigned to a credential's name, which tool results must not get.
  */
 import { describe, expect, it } from 'vitest';
-import { redactLogText, redactSecretText } from '../../src/policy/secret-text.js';
+import { redactLogText, redactSecretsIn, redactSecretText } from '../../src/policy/secret-text.js';
 
 describe('log-only credential assignments', () => {
   it.each([
@@ -28,5 +28,46 @@ describe('log-only credential assignments', () => {
 
   it('still applies the shared shapes', () => {
     expect(redactLogText('using ghp_' + 'a'.repeat(36))).toBe('using [redacted:github-token]');
+  });
+});
+
+describe('redactSecretsIn (tool results)', () => {
+  const KEY = 'AKIA' + 'ABCDEFGHIJKLMNOP';
+  const nest = (n: number, inner: unknown): unknown => (n === 0 ? inner : [nest(n - 1, inner)]);
+  const innermost = (v: unknown): unknown => (Array.isArray(v) ? innermost(v[0]) : v);
+
+  it('copies only the path to what it redacts, and returns a clean value itself', () => {
+    const clean = { content: [{ type: 'text', text: 'nothing here' }], n: 1 };
+    expect(redactSecretsIn(clean)).toBe(clean);
+    const sibling = { type: 'text', text: 'fine' };
+    const v = { content: [sibling, { type: 'text', text: `key ${KEY}` }], meta: { a: 1 } };
+    const out = redactSecretsIn(v) as typeof v;
+    expect(out.content[1]!.text).toBe('key [redacted:aws-access-key]');
+    expect(out.content[0]).toBe(sibling);
+    expect(out.meta).toBe(v.meta);
+    expect(v.content[1]!.text).toBe(`key ${KEY}`); // the input is left as it was
+  });
+
+  it('leaves binary payloads and request state alone when they are strings, and walks them otherwise', () => {
+    for (const k of ['data', 'blob', 'requestState']) {
+      const binary = { [k]: KEY };
+      expect(redactSecretsIn(binary), k).toBe(binary);
+      expect(redactSecretsIn({ [k]: { text: KEY } }), k).toEqual({ [k]: { text: '[redacted:aws-access-key]' } });
+    }
+    expect(redactSecretsIn({ text: KEY })).toEqual({ text: '[redacted:aws-access-key]' });
+  });
+
+  it('goes 33 levels deep and no further (bounded work on a hostile result)', () => {
+    expect(innermost(redactSecretsIn(nest(33, KEY)))).toBe('[redacted:aws-access-key]');
+    expect(innermost(redactSecretsIn(nest(34, KEY)))).toBe(KEY);
+    const deep = nest(5_000, KEY);
+    expect(redactSecretsIn(deep)).toBe(deep);
+  });
+
+  it('redacts the first 10,000 strings and passes the rest on as they are (bounded work)', () => {
+    const many = Array.from({ length: 10_001 }, () => KEY);
+    const out = redactSecretsIn(many) as string[];
+    expect(out.slice(0, 10_000).every((s) => s === '[redacted:aws-access-key]')).toBe(true);
+    expect(out[10_000]).toBe(KEY);
   });
 });
