@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { paramHeaderProblem } from '../../src/protocol/param-headers.js';
-import { decodeHeaderValue as decodeParamHeader } from '../../src/protocol/header-value.js';
+import { decodeHeaderValue as decodeParamHeader, encodeHeaderValue } from '../../src/protocol/header-value.js';
 
 const schema = {
   type: 'object',
@@ -25,6 +25,21 @@ describe('decodeHeaderValue', () => {
     expect(decodeParamHeader('SGVsbG8=')).toBe('SGVsbG8=');
     expect(decodeParamHeader('=?base64?SGVsbG8=')).toBe('=?base64?SGVsbG8=');
     expect(decodeParamHeader('=?base64??=')).toBe('');
+  });
+
+  it('takes as a sentinel only a value wrapped in both its ends, with room for both', () => {
+    expect(decodeParamHeader('=?base64?=')).toBe('=?base64?='); // the ends overlap: literal
+    expect(decodeParamHeader('=?base64?SGk')).toBe('=?base64?SGk');
+    expect(decodeParamHeader('SGk?=')).toBe('SGk?=');
+  });
+
+  it('encodes what is not plain visible ASCII, and only that', () => {
+    for (const plain of ['a\tb', 'a~b', 'x y', '=?base64?x', 'x?=']) expect(encodeHeaderValue(plain), plain).toBe(plain);
+    for (const other of ['', ' x', 'x ', 'a\x7fb', 'é', '=?base64?eA==?=']) {
+      const e = encodeHeaderValue(other);
+      expect(e, other).toMatch(/^=\?base64\?.*\?=$/);
+      expect(decodeParamHeader(e), other).toBe(other);
+    }
   });
 
   it('refuses bad padding, foreign characters and bytes that are not UTF-8', () => {
