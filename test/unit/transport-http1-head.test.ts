@@ -32,6 +32,24 @@ describe('parseHead', () => {
     expect(ok(`${BASE}X-Empty:\r\n\r\n{}`).headers['x-empty']).toBe('');
   });
 
+  it('takes the edges of what it serves: the shortest request line, blanks and digits at their bounds', () => {
+    expect(parseHead(Buffer.from('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'), 16_384, () => true)).toMatchObject({ url: '/', path: '/' });
+    expect(ok('POST /mcp?a=1?b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}')).toMatchObject({ url: '/mcp?a=1?b', path: '/mcp' });
+    expect(ok(`${BASE}X-A:\t \t1\t\r\n\r\n{}`).headers['x-a']).toBe('1');
+    expect(ok('POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 000000000000009\r\n\r\n{}').contentLength).toBe(9);
+    expect(ok('POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1234567890\r\n\r\n{}').contentLength).toBe(1_234_567_890);
+  });
+
+  it('bounds the head at the limit exactly: a blank line at the limit is in, a byte past it is not', () => {
+    const text = `${BASE}\r\n{}`;
+    const end = text.indexOf('\r\n\r\n');
+    expect(parseHead(Buffer.from(text), end, MCP)).toMatchObject({ contentLength: 2 });
+    expect(parseHead(Buffer.from(text), end - 1, MCP)).toBe('other');
+    const partial = Buffer.from('POST /mcp HTTP/1.1\r\nHost: x\r\n');
+    expect(parseHead(partial, partial.length, MCP)).toBe('incomplete');
+    expect(parseHead(partial, partial.length - 1, MCP)).toBe('other');
+  });
+
   it('waits for the rest of a head, and gives up on one longer than the limit', () => {
     expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n')).toBe('incomplete');
     expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n\r')).toBe('incomplete');
@@ -66,6 +84,12 @@ describe('parseHead', () => {
     ['a line without a colon', `${BASE}X-A\r\n\r\n{}`],
     ['a name on the prototype', `${BASE}constructor: x\r\n\r\n{}`],
     ['a space inside the target', 'POST /mcp x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a space inside a served target', 'POST /mcp/ x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a byte past ASCII in the target', 'POST /mcp/\xe9 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a five-letter method glued to its target', 'PATCH/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['another method of three letters', 'PUT /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+    ['a bare CR that would hide the start of the next header', `${BASE}X-A: 1\rXY-B: 2\r\n\r\n{}`],
+    ['a Content-Length of 16 digits', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 0000000000000002\r\n\r\n{}'],
   ])('leaves %s to node:http', (_what, text) => {
     expect(head(text)).toBe('other');
   });
