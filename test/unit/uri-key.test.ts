@@ -27,6 +27,27 @@ describe('uriKey: one key for the spellings RFC 3986 calls equivalent', () => {
     expect(performance.now() - t0).toBeLessThan(1_000); // keyed, it took ~0.6 s here (and its key is not itself)
   });
 
+  it('decodes exactly the unreserved characters, at every edge of their ranges, in either hex case', () => {
+    const decoded: [string, string][] = [['30', '0'], ['39', '9'], ['41', 'A'], ['5A', 'Z'], ['61', 'a'], ['7a', 'z'], ['2D', '-'], ['2e', 'x'], ['5F', '_'], ['7E', '~'], ['4f', 'O'], ['4A', 'J']];
+    for (const [hex, ch] of decoded) {
+      const u = hex === '2e' ? 'x://h/a%2ex' : `x://h/a%${hex}b`; // a lone "." segment would be resolved away
+      expect(uriKey(u), hex).toBe(hex === '2e' ? uriKey('x://h/a.x') : uriKey(`x://h/a${ch}b`));
+    }
+    // Just outside: reserved or other characters stay escaped, their hex in upper case.
+    for (const hex of ['2F', '2c', '40', '5b', '60', '7b', '2f', 'af']) expect(uriKey(`x://h/a%${hex}b`), hex).toBe(`x://h/a%${hex.toUpperCase()}b`);
+    // Not escapes at all: left as they are.
+    for (const s of ['%4g', '%g4', '%4', '%']) expect(uriKey(`x://h/a${s}`), s).toBe(`x://h/a${s}`);
+  });
+
+  it('decodes what decoding revealed for eight passes, and no more (bounded work)', () => {
+    // Each wrap makes the escape need one more pass: %41 → %%341 → %%%3341 → …
+    const wrap = (s: string): string => s.replace(/^(%+)(.)/, (_m, pct: string, d: string) => `${pct}%3${d}`);
+    let e = '%41';
+    for (let passes = 1; passes < 8; passes++) e = wrap(e);
+    expect(uriKey(`x://a/${e}`)).toBe('x://a/A'); // eight passes
+    expect(uriKey(`x://a/${wrap(e)}`)).not.toBe('x://a/A'); // nine
+  });
+
   it('leaves a string that is no URI as it is, escapes aside', () => {
     expect(uriKey('not a uri')).toBe('not a uri');
     expect(uriKey('notes%2Dtxt')).toBe('notes-txt');
