@@ -37,7 +37,7 @@ describe('redactSecretsIn (tool results)', () => {
   const innermost = (v: unknown): unknown => (Array.isArray(v) ? innermost(v[0]) : v);
 
   it('copies only the path to what it redacts, and returns a clean value itself', () => {
-    const clean = { content: [{ type: 'text', text: 'nothing here' }], n: 1 };
+    const clean = { content: [{ type: 'text', text: 'nothing here' }], n: 1, none: null, yes: true, list: [null, 2] };
     expect(redactSecretsIn(clean)).toBe(clean);
     const sibling = { type: 'text', text: 'fine' };
     const v = { content: [sibling, { type: 'text', text: `key ${KEY}` }], meta: { a: 1 } };
@@ -60,6 +60,10 @@ describe('redactSecretsIn (tool results)', () => {
   it('goes 33 levels deep and no further (bounded work on a hostile result)', () => {
     expect(innermost(redactSecretsIn(nest(33, KEY)))).toBe('[redacted:aws-access-key]');
     expect(innermost(redactSecretsIn(nest(34, KEY)))).toBe(KEY);
+    const nestObj = (n: number, inner: unknown): unknown => (n === 0 ? inner : { k: nestObj(n - 1, inner) });
+    const innerObj = (v: unknown): unknown => (typeof v === 'object' && v !== null ? innerObj((v as { k: unknown }).k) : v);
+    expect(innerObj(redactSecretsIn(nestObj(33, KEY)))).toBe('[redacted:aws-access-key]');
+    expect(innerObj(redactSecretsIn(nestObj(34, KEY)))).toBe(KEY);
     const deep = nest(5_000, KEY);
     expect(redactSecretsIn(deep)).toBe(deep);
   });

@@ -63,6 +63,7 @@ describe('parseHead', () => {
     ['a path the fast path does not serve', 'POST /admin HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['an absolute-form target', 'POST http://x/mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a blank line before the request line', `\r\n${BASE}\r\n{}`],
+    ['a head that is only its blank line', '\r\n\r\nPOST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a header twice', `${BASE}Accept: a\r\naccept: b\r\n\r\n{}`],
     ['two Content-Lengths', `${BASE}Content-Length: 2\r\n\r\n{}`],
     ['no Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n'],
