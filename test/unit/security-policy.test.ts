@@ -55,6 +55,39 @@ describe('schema bounds', () => {
     expect(depthExceeds(data, 64)).toBe(true);
     expect(depthExceeds({ a: [1, { b: 2 }] }, 64)).toBe(false);
   });
+
+  it('holds each limit exactly: at the limit is in, one past it is out', () => {
+    const L = { maxBytes: 100, maxDepth: 3, maxNodes: 10, maxEnum: 2 };
+    const ok = (schema: unknown, serialised = '{}') => expect(schemaOutOfBounds(schema, serialised, L), JSON.stringify(schema)).toBeUndefined();
+    // Bytes, not characters: "é" is two.
+    ok({}, 'é'.repeat(50));
+    expect(schemaOutOfBounds({}, 'é'.repeat(51), L)).toBe('schema larger than 100 bytes');
+    // Nodes: objects, arrays and values, the root included.
+    const values = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i]));
+    ok(values(9));
+    expect(schemaOutOfBounds(values(10), '{}', L)).toBe('schema has more than 10 nodes');
+    ok([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(schemaOutOfBounds([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], '{}', L)).toBe('schema has more than 10 nodes');
+    // Depth: objects and arrays count, values below them do not.
+    ok({ a: { b: {} } });
+    ok({ a: { b: { c: 1, d: null } } });
+    ok([[[]]]);
+    expect(schemaOutOfBounds({ a: { b: { c: {} } } }, '{}', L)).toBe('schema nested deeper than 3 levels');
+    expect(schemaOutOfBounds([[[[]]]], '{}', L)).toBe('schema nested deeper than 3 levels');
+    expect(schemaOutOfBounds({ a: [{ b: {} }] }, '{}', L)).toBe('schema nested deeper than 3 levels');
+    // Enums, wherever they are; an `enum` that is no array is not counted.
+    ok({ enum: [1, 2] });
+    ok({ enum: 'abc' });
+    expect(schemaOutOfBounds({ enum: [1, 2, 3] }, '{}', L)).toBe('enum with more than 2 values');
+    expect(schemaOutOfBounds({ anyOf: [{ enum: [1, 2, 3] }] }, '{}', L)).toBe('enum with more than 2 values');
+
+    expect(depthExceeds({ a: { b: {} } }, 3)).toBe(false);
+    expect(depthExceeds({ a: { b: { c: 1, d: null } } }, 3)).toBe(false);
+    expect(depthExceeds({ a: { b: { c: {} } } }, 3)).toBe(true);
+    expect(depthExceeds([[[[]]]], 3)).toBe(true);
+    expect(depthExceeds({ a: [{ b: {} }] }, 3)).toBe(true);
+    expect(depthExceeds(null, 0)).toBe(false);
+  });
 });
 
 describe('SchemaValidator', () => {
