@@ -40,6 +40,51 @@ describe('classifyPattern', () => {
   ])('%s → %s', (p, kind) => {
     expect(classifyPattern(p).kind).toBe(kind);
   });
+
+  // Each row holds one rule of the reader at its edge (mutation testing found them unpinned).
+  const NESTED = 'nested repetition (a repeated group that itself repeats)';
+  it.each([
+    // Braces: a count, at least, between; a brace that is no quantifier is a literal.
+    ['^a{3}$', 'native'],
+    ['a{,5}b', 'native'],
+    ['a{2,}b{2,}', 'sandbox', 'several unbounded quantifiers'],
+    // Past 16, a bounded repeat counts as unbounded.
+    ['^a{16}b{16}$', 'native'],
+    ['^a{17}b{17}$', 'sandbox', 'several unbounded quantifiers'],
+    ['^(a{17})+$', 'reject', NESTED],
+    ['^(a{2}){17}$', 'native'],
+    // Lazy quantifiers backtrack alike.
+    ['a+?', 'native'],
+    ['a+?b+?', 'sandbox', 'several unbounded quantifiers'],
+    ['^(a+?)+$', 'reject', NESTED],
+    // Repeated alternation is native only for plain literals none of which begins another.
+    ['^(ab|cd)+$', 'native'],
+    ['^(?:a|b)*$', 'native'],
+    ['^(a|ab)+$', 'sandbox', 'repeated alternation'],
+    ['^(a.|b)+$', 'sandbox', 'repeated alternation'],
+    ['^(|a)+$', 'sandbox', 'repeated alternation'],
+    // Backreferences by number or name; \0 and a lone \k are none.
+    ['(a)\\10', 'reject', 'backreference'],
+    ['\\0', 'native'],
+    ['\\k', 'native'],
+    // Classes: a leading "]" or "^]", escapes and parentheses inside are literals.
+    ['[]a]+', 'native'],
+    ['[^]]+', 'native'],
+    ['[\\]]+x', 'native'],
+    ['[)]+', 'native'],
+    ['\\(a+\\)+', 'sandbox', 'several unbounded quantifiers'],
+    // Groups: every lookaround goes to the sandbox; named and non-capturing groups are groups.
+    ['(?=a)', 'sandbox', 'lookaround'],
+    ['(?!a)b', 'sandbox', 'lookaround'],
+    ['(?<=a)b', 'sandbox', 'lookaround'],
+    ['(?<!a)b', 'sandbox', 'lookaround'],
+    ['(?<year>\\d{4})-', 'native'],
+    ['(?:ab)+', 'native'],
+    ['(a', 'reject', 'unbalanced parenthesis'],
+    ['a)', 'reject', 'unbalanced parenthesis'],
+  ] as [string, string, string?][])('%s → %s %s', (p, kind, why) => {
+    expect(classifyPattern(p)).toEqual(why === undefined ? { kind } : { kind, why });
+  });
 });
 
 describe('schema bounds', () => {
