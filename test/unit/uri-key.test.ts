@@ -35,8 +35,15 @@ describe('uriKey: one key for the spellings RFC 3986 calls equivalent', () => {
     }
     // Just outside: reserved or other characters stay escaped, their hex in upper case.
     for (const hex of ['2F', '2c', '40', '5b', '60', '7b', '2f', 'af']) expect(uriKey(`x://h/a%${hex}b`), hex).toBe(`x://h/a%${hex.toUpperCase()}b`);
+    expect(uriKey('x://h/a%0ab')).toBe('x://h/a%0Ab'); // a zero digit is hex too
     // Not escapes at all: left as they are.
     for (const s of ['%4g', '%g4', '%4', '%']) expect(uriKey(`x://h/a${s}`), s).toBe(`x://h/a${s}`);
+  });
+
+  it('keys a URI of up to 8,192 characters, and takes a longer one as it is', () => {
+    const at = (n: number) => `x://h/%73${'a'.repeat(n - 'x://h/%73'.length)}`;
+    expect(uriKey(at(8192))).toBe(`x://h/s${'a'.repeat(8192 - 'x://h/%73'.length)}`);
+    expect(uriKey(at(8193))).toBe(at(8193));
   });
 
   it('decodes what decoding revealed for eight passes, and no more (bounded work)', () => {
