@@ -80,7 +80,9 @@ export function classifyPattern(p: string): PatternClass {
     if (c === '[') {
       let j = i + 1;
       if (p[j] === '^') j++;
-      if (p[j] === ']') j++;
+      // In JavaScript a "]" right after "[" or "[^" closes the class (`[]` matches nothing,
+      // `[^]` anything); read as a literal, as other dialects do, it hid the rest of the
+      // pattern from this reader: `[^](a+)+$` passed as native.
       while (j < p.length && p[j] !== ']') j += p[j] === '\\' ? 2 : 1;
       i = j;
       last = {};

@@ -95,6 +95,7 @@ describe('argument and result validation at the hub', () => {
       ['spy__hostile_deep', {}, /nested deeper than/],
       ['spy__hostile_enum', { e: 'value-1' }, /larger than|enum with more than/],
       ['spy__hostile_regex', { s: `${'a'.repeat(40)}b` }, /nested repetition/],
+      ['spy__hidden_regex', { s: `x${'a'.repeat(40)}b` }, /nested repetition/],
       ['spy__draft04', {}, /unsupported JSON Schema dialect/],
       ['spy__net_ref', { a: 1 }, /does not fetch/],
     ];
@@ -111,7 +112,7 @@ describe('argument and result validation at the hub', () => {
     const { schemaFetches } = (await (await fetch(new URL('/seen', spy.url))).json()) as { schemaFetches: number };
     expect(schemaFetches).toBe(0);
     // Each is flagged in the hub's log (read from its stderr pipe, so a line may trail the answer).
-    const tools = ['hostile_deep', 'hostile_enum', 'hostile_regex', 'draft04', 'net_ref'];
+    const tools = ['hostile_deep', 'hostile_enum', 'hostile_regex', 'hidden_regex', 'draft04', 'net_ref'];
     const quarantined = () => hub.logs.filter((l) => l.includes('tool quarantined')).join('\n');
     for (let i = 0; i < 100 && !tools.every((t) => quarantined().includes(`spy__${t}`)); i++) await new Promise((r) => setTimeout(r, 20));
     for (const t of tools) expect(quarantined()).toContain(`spy__${t}`);

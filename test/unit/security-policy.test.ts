@@ -67,9 +67,13 @@ describe('classifyPattern', () => {
     ['(a)\\10', 'reject', 'backreference'],
     ['\\0', 'native'],
     ['\\k', 'native'],
-    // Classes: a leading "]" or "^]", escapes and parentheses inside are literals.
-    ['[]a]+', 'native'],
-    ['[^]]+', 'native'],
+    // Classes, as JavaScript reads them: `[]` and `[^]` are whole classes (a "]" right after
+    // "[" or "[^" closes it), so what follows them is read; escapes and parentheses inside a
+    // class are literals.
+    ['[^](a+)+$', 'reject', NESTED],
+    ['[](a+)+$', 'reject', NESTED],
+    ['x[^]*(\\w+\\s?)*$', 'reject', NESTED],
+    ['[^]*', 'native'],
     ['[\\]]+x', 'native'],
     ['[)]+', 'native'],
     ['\\(a+\\)+', 'sandbox', 'several unbounded quantifiers'],
