@@ -84,6 +84,18 @@ describe('classifyPattern', () => {
     ['(?<!a)b', 'sandbox', 'lookaround'],
     ['(?<year>\\d{4})-', 'native'],
     ['(?:ab)+', 'native'],
+    // A group passes on what repeats inside it, and its largest count, to the group around it.
+    ['((a+))+$', 'reject', NESTED],
+    ['(a|b)(c+)+', 'reject', NESTED],
+    ['^((a{1,8})){1,16}$', 'sandbox', 'nested repetition'],
+    ['(?:a{1,8}){1,16}', 'sandbox', 'nested repetition'],
+    ['(?<$x_1>a{1,8}){1,16}', 'sandbox', 'nested repetition'],
+    ['(?<n>a+)+$', 'reject', NESTED],
+    ['(?<n1>a)(?<n2>b)', 'native'],
+    // "?" repeats at most once, so it adds no repetition of its own.
+    ['(a+)?$', 'native'],
+    ['(a+)?b+', 'sandbox', 'several unbounded quantifiers'],
+    ['(a){1}b+', 'native'],
     ['(a', 'reject', 'unbalanced parenthesis'],
     ['a)', 'reject', 'unbalanced parenthesis'],
   ] as [string, string, string?][])('%s → %s %s', (p, kind, why) => {
