@@ -238,6 +238,52 @@ describe('token buckets', () => {
     expect(l.check('alice')).toMatchObject({ ok: false, limit: 'principal' });
     expect(new RateLimiter({}).enabled).toBe(false);
   });
+
+  it('RateLimiter: each kind of limit alone enables it and applies alone', () => {
+    let now = 0;
+    const one = { burst: 1, perSecond: 1 };
+    for (const spec of [{ perPrincipal: one }, { perTool: one }, { tools: { 'a*': one } }]) expect(new RateLimiter(spec).enabled, JSON.stringify(spec)).toBe(true);
+    const toolsOnly = new RateLimiter({ tools: { 'a*': one } }, () => now);
+    expect(toolsOnly.check('alice', 'a1')).toEqual({ ok: true });
+    expect(toolsOnly.check('alice', 'a1')).toEqual({ ok: false, retryAfterMs: 1000, limit: 'tool' });
+    for (let i = 0; i < 5; i++) expect(toolsOnly.check('alice', 'b1'), 'no glob and no perTool: no limit').toEqual({ ok: true });
+    for (let i = 0; i < 5; i++) expect(toolsOnly.check('alice'), 'no perPrincipal: no limit').toEqual({ ok: true });
+    const principalOnly = new RateLimiter({ perPrincipal: one }, () => now);
+    expect(principalOnly.check('alice', 'a1')).toEqual({ ok: true });
+    expect(principalOnly.check('alice', 'b1')).toEqual({ ok: false, retryAfterMs: 1000, limit: 'principal' });
+  });
+
+  it('TokenBuckets: the wait is what the bucket lacks of one token; without refill, for ever', () => {
+    let now = 0;
+    const b = new TokenBuckets(() => now);
+    const spec = { burst: 1, perSecond: 2 };
+    expect(b.take('k', spec)).toBe(0);
+    expect(b.take('k', spec)).toBe(500);
+    now += 200; // 0.4 of a token back
+    expect(b.take('k', spec)).toBe(300);
+    expect(b.take('none', { burst: 1, perSecond: 0 })).toBe(0);
+    expect(b.take('none', { burst: 1, perSecond: 0 })).toBe(Infinity);
+  });
+
+  it('TokenBuckets: past 50,000 keys, full buckets are forgotten, and a flood loses its oldest half', () => {
+    let now = 0;
+    const b = new TokenBuckets(() => now);
+    const spec = { burst: 2, perSecond: 1 };
+    for (let i = 0; i < 50_000; i++) b.take(`k${i}`, spec);
+    expect(b.size).toBe(50_000);
+    // Every bucket is one token short: none is full yet, so the sweep drops the oldest half.
+    b.take('next', spec);
+    expect(b.size).toBe(25_001);
+    expect(b.take('k0', spec)).toBe(0); // forgotten: a new, full bucket
+    expect(b.take('k49999', spec)).toBe(0); // kept: its second token
+    expect(b.take('k49999', spec)).toBeGreaterThan(0);
+    // A second later every kept bucket is full again, so the next sweep forgets them all.
+    now += 1_000;
+    for (let i = 0; b.size < 50_000; i++) b.take(`m${i}`, spec);
+    now += 1_000;
+    b.take('last', spec);
+    expect(b.size).toBe(1);
+  });
 });
 
 describe('globs and tool scopes', () => {
