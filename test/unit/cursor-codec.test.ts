@@ -59,6 +59,14 @@ describe('hub cursors', () => {
     }
   });
 
+  it('carries the longest payload there is (the largest offset, a 256-byte snapshot), and no longer one', () => {
+    const longest = { offset: Number.MAX_SAFE_INTEGER, snapshot: 's'.repeat(256) };
+    const c = encodeCursor(longest);
+    expect(decodeCursor(c)).toEqual(longest);
+    expect(() => encodeCursor({ offset: Number.MAX_SAFE_INTEGER, snapshot: 's'.repeat(257) })).toThrow(RangeError);
+    expect(decodeCursor(`${c}A`)).toBeNull(); // one character past the longest is refused unread
+  });
+
   it('refuses to encode an offset that is not a non-negative safe integer', () => {
     for (const o of [-1, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1]) {
       expect(() => encodeCursor({ offset: o, snapshot: 's' }, key)).toThrow(RangeError);
