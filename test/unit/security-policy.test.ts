@@ -74,6 +74,8 @@ describe('classifyPattern', () => {
     ['[](a+)+$', 'reject', NESTED],
     ['x[^]*(\\w+\\s?)*$', 'reject', NESTED],
     ['[^]*', 'native'],
+    ['[a(]+', 'native'],
+    ['[\\](a+)+]', 'native'], // one class: its escaped "]" does not end it
     ['[\\]]+x', 'native'],
     ['[)]+', 'native'],
     ['\\(a+\\)+', 'sandbox', 'several unbounded quantifiers'],
@@ -92,6 +94,8 @@ describe('classifyPattern', () => {
     ['(?<$x_1>a{1,8}){1,16}', 'sandbox', 'nested repetition'],
     ['(?<n>a+)+$', 'reject', NESTED],
     ['(?<n1>a)(?<n2>b)', 'native'],
+    ['(?:a)(?<n>b+)+', 'reject', NESTED], // a group's own "(?…" is read where it stands, not further on
+    ['^(?:(a)b)+$', 'native'], // a group that does not repeat makes its parent no repeater
     // "?" repeats at most once, so it adds no repetition of its own.
     ['(a+)?$', 'native'],
     ['(a+)?b+', 'sandbox', 'several unbounded quantifiers'],
