@@ -33,8 +33,10 @@ describe('log-only credential assignments', () => {
 
 describe('redactSecretsIn (tool results)', () => {
   const KEY = 'AKIA' + 'ABCDEFGHIJKLMNOP';
-  const nest = (n: number, inner: unknown): unknown => (n === 0 ? inner : [nest(n - 1, inner)]);
-  const innermost = (v: unknown): unknown => (Array.isArray(v) ? innermost(v[0]) : v);
+  /** `inner` wrapped n times, in arrays or in objects ({ k: … }). */
+  const nest = (n: number, inner: unknown, wrap: (v: unknown) => unknown = (v) => [v]): unknown => (n === 0 ? inner : wrap(nest(n - 1, inner, wrap)));
+  const inObject = (v: unknown): unknown => ({ k: v });
+  const innermost = (v: unknown): unknown => (Array.isArray(v) ? innermost(v[0]) : typeof v === 'object' && v !== null ? innermost((v as { k: unknown }).k) : v);
 
   it('copies only the path to what it redacts, and returns a clean value itself', () => {
     const clean = { content: [{ type: 'text', text: 'nothing here' }], n: 1, none: null, yes: true, list: [null, 2] };
@@ -60,10 +62,8 @@ describe('redactSecretsIn (tool results)', () => {
   it('goes 33 levels deep and no further (bounded work on a hostile result)', () => {
     expect(innermost(redactSecretsIn(nest(33, KEY)))).toBe('[redacted:aws-access-key]');
     expect(innermost(redactSecretsIn(nest(34, KEY)))).toBe(KEY);
-    const nestObj = (n: number, inner: unknown): unknown => (n === 0 ? inner : { k: nestObj(n - 1, inner) });
-    const innerObj = (v: unknown): unknown => (typeof v === 'object' && v !== null ? innerObj((v as { k: unknown }).k) : v);
-    expect(innerObj(redactSecretsIn(nestObj(33, KEY)))).toBe('[redacted:aws-access-key]');
-    expect(innerObj(redactSecretsIn(nestObj(34, KEY)))).toBe(KEY);
+    expect(innermost(redactSecretsIn(nest(33, KEY, inObject)))).toBe('[redacted:aws-access-key]');
+    expect(innermost(redactSecretsIn(nest(34, KEY, inObject)))).toBe(KEY);
     const deep = nest(5_000, KEY);
     expect(redactSecretsIn(deep)).toBe(deep);
   });

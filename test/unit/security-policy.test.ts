@@ -244,15 +244,15 @@ describe('token buckets', () => {
   });
 
   it('RateLimiter: each kind of limit alone enables it and applies alone', () => {
-    let now = 0;
+    const stopped = () => 0; // no refill between checks
     const one = { burst: 1, perSecond: 1 };
     for (const spec of [{ perPrincipal: one }, { perTool: one }, { tools: { 'a*': one } }]) expect(new RateLimiter(spec).enabled, JSON.stringify(spec)).toBe(true);
-    const toolsOnly = new RateLimiter({ tools: { 'a*': one } }, () => now);
+    const toolsOnly = new RateLimiter({ tools: { 'a*': one } }, stopped);
     expect(toolsOnly.check('alice', 'a1')).toEqual({ ok: true });
     expect(toolsOnly.check('alice', 'a1')).toEqual({ ok: false, retryAfterMs: 1000, limit: 'tool' });
     for (let i = 0; i < 5; i++) expect(toolsOnly.check('alice', 'b1'), 'no glob and no perTool: no limit').toEqual({ ok: true });
     for (let i = 0; i < 5; i++) expect(toolsOnly.check('alice'), 'no perPrincipal: no limit').toEqual({ ok: true });
-    const principalOnly = new RateLimiter({ perPrincipal: one }, () => now);
+    const principalOnly = new RateLimiter({ perPrincipal: one }, stopped);
     expect(principalOnly.check('alice', 'a1')).toEqual({ ok: true });
     expect(principalOnly.check('alice', 'b1')).toEqual({ ok: false, retryAfterMs: 1000, limit: 'principal' });
   });

@@ -28,11 +28,8 @@ describe('uriKey: one key for the spellings RFC 3986 calls equivalent', () => {
   });
 
   it('decodes exactly the unreserved characters, at every edge of their ranges, in either hex case', () => {
-    const decoded: [string, string][] = [['30', '0'], ['39', '9'], ['41', 'A'], ['5A', 'Z'], ['61', 'a'], ['7a', 'z'], ['2D', '-'], ['2e', 'x'], ['5F', '_'], ['7E', '~'], ['4f', 'O'], ['4A', 'J']];
-    for (const [hex, ch] of decoded) {
-      const u = hex === '2e' ? 'x://h/a%2ex' : `x://h/a%${hex}b`; // a lone "." segment would be resolved away
-      expect(uriKey(u), hex).toBe(hex === '2e' ? uriKey('x://h/a.x') : uriKey(`x://h/a${ch}b`));
-    }
+    const decoded: [string, string][] = [['30', '0'], ['39', '9'], ['41', 'A'], ['5A', 'Z'], ['61', 'a'], ['7a', 'z'], ['2D', '-'], ['2e', '.'], ['5F', '_'], ['7E', '~'], ['4f', 'O'], ['4A', 'J']];
+    for (const [hex, ch] of decoded) expect(uriKey(`x://h/a%${hex}b`), hex).toBe(uriKey(`x://h/a${ch}b`));
     // Just outside: reserved or other characters stay escaped, their hex in upper case.
     for (const hex of ['2F', '2c', '40', '5b', '60', '7b', '2f', 'af']) expect(uriKey(`x://h/a%${hex}b`), hex).toBe(`x://h/a%${hex.toUpperCase()}b`);
     expect(uriKey('x://h/a%0ab')).toBe('x://h/a%0Ab'); // a zero digit is hex too
