@@ -7,7 +7,7 @@ import { Groups } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists.js';
-import { templateMatcher } from './uri-template.js';
+import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
 import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
@@ -34,7 +34,7 @@ interface Built extends GroupView {
   key: string;
   /** Every named record, hidden ones included (for `switchyard tools`). */
   all: { hubName: string; h: ServerHandle; record: PartRecord }[];
-  templates: { matcher: RegExp; routed: Routed }[];
+  templates: { matcher: TemplateMatcher; routed: Routed }[];
   /** Resource URIs some server lists but the hub hides (policy, poisoning): never routed by a template either. */
   hidden?: Set<string>;
   parts: Part[];
@@ -472,6 +472,7 @@ export class Catalog extends EventEmitter {
           if (kind === 'resourceTemplates') {
             const matcher = templateMatcher(uri);
             if (matcher) templates.push({ matcher, routed });
+            else this.log.warn({ server: h.id, uriTemplate: uri.slice(0, 200) }, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
           }
           byHubName.set(uri, routed);
           items.push(r.item);

@@ -10,6 +10,7 @@ import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { daemonBase, getJson, NoDaemonError } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
+import { globMatcher } from '../policy/glob.js';
 
 interface DoctorArgs {
   config: string;
@@ -30,10 +31,6 @@ export const CLIENT_TOOL_CAPS: { client: string; max: number }[] = [
   { client: 'Windsurf', max: 50 },
 ];
 
-function globRegex(glob: string): RegExp {
-  return new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
-}
-
 /** Tool count per endpoint: the whole catalog, and each configured group whose shape we can read. */
 export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | undefined): Finding[] {
   const out: Finding[] = [];
@@ -51,12 +48,12 @@ export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | un
   for (const [name, g] of Object.entries(groups ?? {})) {
     const spec = (g ?? {}) as { servers?: unknown; tools?: unknown };
     const servers = Array.isArray(spec.servers) ? new Set(spec.servers.map(String)) : undefined;
-    const globs = Array.isArray(spec.tools) ? spec.tools.map((t) => globRegex(String(t))) : undefined;
+    const globs = Array.isArray(spec.tools) ? globMatcher(spec.tools.map(String)) : undefined;
     if (!servers && !globs) {
       out.push({ level: 'warn', check: 'tool caps', message: `group "${name}": cannot count its tools (no "servers" or "tools" list)` });
       continue;
     }
-    const n = tools.filter((t) => (!servers || servers.has(t.server)) && (!globs || globs.some((r) => r.test(t.name) || r.test(t.upstreamName)))).length;
+    const n = tools.filter((t) => (!servers || servers.has(t.server)) && (!globs || globs(t.name) || globs(t.upstreamName))).length;
     check(`group "${name}"`, n);
   }
   return out;

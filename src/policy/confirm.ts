@@ -1,7 +1,7 @@
 import type { ServerConfig } from '../config/types.js';
 import { effectiveAnnotations } from '../catalog/annotations.js';
 import { redact } from '../ledger/redact.js';
-import { globToRegExp } from './glob.js';
+import { compileGlob, type Matcher } from './glob.js';
 
 export interface ConfirmPolicy {
   /** Globs over hub tool names that always need the user's confirmation. */
@@ -18,10 +18,10 @@ export interface ConfirmPolicy {
 export const CONFIRM_KEY = 'switchyard/confirm';
 
 export class Confirmer {
-  private readonly globs: RegExp[];
+  private readonly globs: Matcher[];
 
   constructor(private readonly policy: ConfirmPolicy) {
-    this.globs = (policy.confirm ?? []).map(globToRegExp);
+    this.globs = (policy.confirm ?? []).map(compileGlob);
   }
 
   get active(): boolean {
@@ -29,7 +29,7 @@ export class Confirmer {
   }
 
   needed(hubName: string, server: ServerConfig, upstreamName: string, claimed: unknown): boolean {
-    if (this.globs.some((g) => g.test(hubName))) return true;
+    if (this.globs.some((g) => g(hubName))) return true;
     if (!this.policy.confirmDestructive) return false;
     const { annotations: a } = effectiveAnnotations(server.trust === 'trusted', claimed, server.tools?.byName?.[upstreamName]?.annotations);
     return a.readOnlyHint !== true && a.destructiveHint !== false;

@@ -1,39 +1,66 @@
 /**
- * Globs over hub tool names (`fs__write_*`, `admin__?`): `*` matches any run of characters,
- * `?` exactly one, everything else itself. Names are short (≤ 128), so the translated
- * expression cannot backtrack badly. Used by policy (confirm, scopes, rate limits) and by the
- * catalog's allow/deny lists and groups.
+ * Globs over tool names (`fs__write_*`, `admin__?`): `*` matches any run of characters, `?`
+ * exactly one (a UTF-16 code unit), everything else itself. Used by policy (confirm, scopes,
+ * rate limits), by the catalog's allow/deny lists and groups, and by `doctor`.
+ *
+ * Not a regular expression: the name is often the client's own `params.name`, of any length,
+ * or an upstream's, and a glob with a few stars translated to `.*` backtracks polynomially
+ * (`*_*_*_*_*_x` took 2.4 s over 128 underscores, 7 stars never ended). Here the text between
+ * stars is found leftmost, in order, each at most once: O(name × glob) at worst.
  */
-export function globSource(glob: string): string {
-  let out = '';
-  for (const ch of glob) {
-    if (ch === '*') out += '.*';
-    else if (ch === '?') out += '.';
-    else out += ch.replace(/[.+^${}()|[\]\\/-]/g, '\\$&');
-  }
-  return out;
-}
-
-export function globToRegExp(glob: string): RegExp {
-  return new RegExp(`^${globSource(glob)}$`, 's');
-}
-
 export type Matcher = (name: string) => boolean;
 
-/** One matcher for a glob list; undefined for an absent list. */
+/** `part` read at `at` in `name`, `?` matching any one unit. */
+function fitsAt(part: string, name: string, at: number): boolean {
+  for (let i = 0; i < part.length; i++) {
+    const c = part.charCodeAt(i);
+    if (c !== 0x3f /* ? */ && c !== name.charCodeAt(at + i)) return false;
+  }
+  return true;
+}
+
+/** The first place at or after `from` where `part` fits and ends by `end`; -1 for none. */
+function findFrom(part: string, name: string, from: number, end: number): number {
+  for (let at = from; at + part.length <= end; at++) if (fitsAt(part, name, at)) return at;
+  return -1;
+}
+
+/**
+ * One glob as a matcher. Leftmost is enough for the middle parts: a later place for one part
+ * only leaves less room for the rest, so if any placement fits, the leftmost one does.
+ */
+export function compileGlob(glob: string): Matcher {
+  const parts = glob.split('*');
+  if (parts.length === 1) return (name) => name.length === glob.length && fitsAt(glob, name, 0);
+  const head = parts[0];
+  const tail = parts[parts.length - 1];
+  const middle = parts.slice(1, -1).filter((p) => p !== '');
+  return (name) => {
+    const end = name.length - tail.length;
+    if (end < head.length || !fitsAt(head, name, 0) || !fitsAt(tail, name, end)) return false;
+    let at = head.length;
+    for (const part of middle) {
+      const found = findFrom(part, name, at, end);
+      if (found < 0) return false;
+      at = found + part.length;
+    }
+    return true;
+  };
+}
+
+/** One matcher for a glob list (any of them); undefined for an absent list. */
 export function globMatcher(globs: readonly string[] | undefined): Matcher | undefined {
   if (!globs) return undefined;
-  if (globs.length === 0) return () => false;
-  const re = new RegExp(`^(?:${globs.map(globSource).join('|')})$`, 's');
-  return (name) => re.test(name);
+  const each = globs.map(compileGlob);
+  return (name) => each.some((m) => m(name));
 }
 
 /** A compiled glob → value table; `matches(name)` lists the values of every glob that matches, in table order. */
 export class GlobTable<T> {
-  private readonly rows: { re: RegExp; value: T }[];
+  private readonly rows: { test: Matcher; value: T }[];
 
   constructor(table: Record<string, T> = {}) {
-    this.rows = Object.entries(table).map(([glob, value]) => ({ re: globToRegExp(glob), value }));
+    this.rows = Object.entries(table).map(([glob, value]) => ({ test: compileGlob(glob), value }));
   }
 
   get size(): number {
@@ -42,12 +69,12 @@ export class GlobTable<T> {
 
   matches(name: string): T[] {
     const out: T[] = [];
-    for (const r of this.rows) if (r.re.test(name)) out.push(r.value);
+    for (const r of this.rows) if (r.test(name)) out.push(r.value);
     return out;
   }
 
   first(name: string): T | undefined {
-    for (const r of this.rows) if (r.re.test(name)) return r.value;
+    for (const r of this.rows) if (r.test(name)) return r.value;
     return undefined;
   }
 }
