@@ -7,13 +7,30 @@
 
 export interface SecretRule {
   kind: string;
+  /** What to redact (a global expression); with `within`, the regions to look inside. */
   re: RegExp;
   /** Keep this capture group (a label such as "Bearer ") and redact the rest of the match. */
   keep?: number;
+  /** A region `re` matched, with this rule's secrets in it replaced by `mark`. */
+  within?: (region: string, mark: string) => string;
+  /**
+   * Text present wherever the rule matches: a text without it is passed over at the cost of a
+   * substring search. For expressions that begin with a lookbehind, which the engine must try
+   * at every position.
+   */
+  hint?: string;
 }
 
+/*
+ * Every rule runs in time linear in the text: it comes from upstreams (results, errors, stderr)
+ * and may be large and hostile. An expression may not start at a word boundary inside a run
+ * that its own repetition then scans to the end: each such start rescans the rest of the run
+ * (`\beyJ[A-Za-z0-9_-]{8,}\.` over "eyJaaaaaaaaa-" repeated took 0.45 s for 52 KB, growing with
+ * the square). Such rules start only where their run starts (a lookbehind), or find their
+ * regions first and look inside them in code (`within`).
+ */
 export const SECRET_RULES: readonly SecretRule[] = [
-  { kind: 'private-key', re: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----/g },
+  { kind: 'private-key', re: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*/g, within: privateKeys },
   { kind: 'aws-access-key', re: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g },
   { kind: 'aws-secret-key', re: /(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}/gi, keep: 1 },
   { kind: 'github-token', re: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g },
@@ -21,10 +38,71 @@ export const SECRET_RULES: readonly SecretRule[] = [
   { kind: 'stripe-key', re: /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b/g },
   { kind: 'api-key', re: /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}\b/g },
   { kind: 'google-api-key', re: /\bAIza[0-9A-Za-z_-]{35}\b/g },
-  { kind: 'jwt', re: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g },
+  // Whole runs of base64url characters and dots that hold an `eyJ`.
+  { kind: 'jwt', re: /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*eyJ[A-Za-z0-9_.-]*/g, within: jwts, hint: 'eyJ' },
   { kind: 'bearer-token', re: /(\bBearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, keep: 1 },
-  { kind: 'url-credentials', re: /(\b[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1 },
+  // The scheme starts where its run of scheme characters does.
+  { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@' },
 ];
+
+const PEM_END = /-----END [A-Z0-9 ]*PRIVATE KEY-----/g;
+const PEM_BEGIN = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/g;
+
+/**
+ * Each BEGIN line through the first END line after it, as `BEGIN…[\s\S]*?…END` would match
+ * (the search goes on after that END), with a single pass over the text for each kind of line:
+ * the expression rescanned the rest of the text from every BEGIN that has no END.
+ */
+function privateKeys(region: string, mark: string): string {
+  let out = '';
+  let from = 0;
+  for (;;) {
+    PEM_BEGIN.lastIndex = from;
+    const begin = PEM_BEGIN.exec(region);
+    if (begin === null) break;
+    PEM_END.lastIndex = begin.index + begin[0].length;
+    const end = PEM_END.exec(region);
+    if (end === null) break;
+    out += region.slice(from, begin.index) + mark;
+    from = end.index + end[0].length;
+  }
+  return out + region.slice(from);
+}
+
+/**
+ * The JWTs in a run of base64url characters and dots, as `\beyJ[B]{8,}\.eyJ[B]{8,}\.[B]{8,}`
+ * would find them (B: base64url): a first segment that starts at `eyJ` at a word boundary and
+ * runs to its dot, a second that is `eyJ` and 8 more, and a third of 8 or more, taken whole.
+ */
+function jwts(region: string, mark: string): string {
+  const segs = region.split('.');
+  let out = '';
+  let j = 0;
+  while (j < segs.length) {
+    const start = j + 2 < segs.length ? jwtStart(segs[j]) : -1;
+    if (start >= 0 && segs[j + 1].length >= 11 && segs[j + 1].startsWith('eyJ') && segs[j + 2].length >= 8) {
+      out += segs[j].slice(0, start) + mark;
+      j += 3;
+    } else {
+      out += segs[j];
+      j += 1;
+    }
+    if (j < segs.length) out += '.';
+  }
+  return out;
+}
+
+/**
+ * Where a JWT's first segment starts in `seg`: the first `eyJ` at a word boundary (the run's
+ * start, or after a "-", the one non-word character of base64url) with 8 more after it; -1
+ * for none.
+ */
+function jwtStart(seg: string): number {
+  for (let i = seg.indexOf('eyJ'); i >= 0 && seg.length - i >= 11; i = seg.indexOf('eyJ', i + 1)) {
+    if (i === 0 || seg.charCodeAt(i - 1) === 0x2d /* - */) return i;
+  }
+  return -1;
+}
 
 /**
  * For the hub's own log lines only (an upstream's stderr, error messages): a value assigned to
@@ -36,7 +114,8 @@ export const LOG_SECRET_RULES: readonly SecretRule[] = [
   ...SECRET_RULES,
   {
     kind: 'credential',
-    re: /(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)[^\s"',;&]{3,}/gi,
+    // The name starts where its run does (see SECRET_RULES).
+    re: /((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|token|credentials?)\b["']?\s*[:=]\s*["']?)[^\s"',;&]{3,}/gi,
     keep: 1,
   },
 ];
@@ -52,10 +131,13 @@ const MAX_STRINGS = 10_000;
 export function redactSecretText(text: string, rules: readonly SecretRule[] = SECRET_RULES): string {
   let out = text;
   for (const r of rules) {
+    if (r.hint !== undefined && !out.includes(r.hint)) continue;
     r.re.lastIndex = 0;
     if (!r.re.test(out)) continue;
     r.re.lastIndex = 0;
-    out = out.replace(r.re, (...m: string[]) => (r.keep ? m[r.keep] : '') + `[redacted:${r.kind}]`);
+    const mark = `[redacted:${r.kind}]`;
+    const within = r.within;
+    out = within ? out.replace(r.re, (region) => within(region, mark)) : out.replace(r.re, (...m: string[]) => (r.keep ? m[r.keep] : '') + mark);
   }
   return out;
 }
