@@ -470,7 +470,8 @@ export class Catalog extends EventEmitter {
           }
           const routed: Routed = { server: h, upstreamName: uri, item: r.upstream, hubName: uri };
           if (kind === 'resourceTemplates') {
-            const matcher = templateMatcher(uri);
+            const giveUp = () => this.log.warn({ server: h.id, uriTemplate: uri.slice(0, 200) }, 'resource template no longer routed: matching it needs more than a matcher keeps');
+            const matcher = templateMatcher(uri, giveUp);
             if (matcher) templates.push({ matcher, routed });
             else this.log.warn({ server: h.id, uriTemplate: uri.slice(0, 200) }, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
           }

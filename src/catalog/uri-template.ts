@@ -88,8 +88,11 @@ interface PlaceSet {
   next: Map<number, number>;
 }
 
-/** A matcher for `template`; null for one that is malformed or over MAX_TEMPLATE_LENGTH. */
-export function templateMatcher(template: string): TemplateMatcher | null {
+/**
+ * A matcher for `template`; null for one that is malformed or over MAX_TEMPLATE_LENGTH.
+ * `onGiveUp` is called once, when the matcher reaches its bounds and stops matching.
+ */
+export function templateMatcher(template: string, onGiveUp?: () => void): TemplateMatcher | null {
   if (template.length > MAX_TEMPLATE_LENGTH) return null;
   const program = steps(template);
   if (program === null) return null;
@@ -111,6 +114,7 @@ export function templateMatcher(template: string): TemplateMatcher | null {
     if (known !== undefined) return known;
     if (sets.length >= MAX_SETS || kept + places.length > MAX_PLACES) {
       exhausted = true;
+      onGiveUp?.();
       return -1;
     }
     kept += places.length;

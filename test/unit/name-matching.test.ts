@@ -106,11 +106,14 @@ describe('resource templates', () => {
   it('a template that needs more than a matcher keeps stops matching; others are untouched', () => {
     // A run of anything then 1,000 "a"s: over a run of "a"s, every place in the stretch is
     // alive at once, and the sets of them need ~500,000 places in all (16,384 are kept).
-    const greedy = templateMatcher(`x://{+a}${'a'.repeat(1_000)}b`)!;
+    let gaveUp = 0;
+    const greedy = templateMatcher(`x://{+a}${'a'.repeat(1_000)}b`, () => gaveUp++)!;
     const fine = `x://${'a'.repeat(1_001)}b`;
     const other = templateMatcher('x://{+a}b')!;
     expect(greedy.test(`x://${'a'.repeat(5_000)}`)).toBe(false);
+    expect(gaveUp).toBe(1);
     expect(greedy.test(fine)).toBe(false); // it would match: the matcher has given up
+    expect(gaveUp).toBe(1); // said once
     expect(other.test(fine)).toBe(true);
     // Shorter stretches stay within the bounds and keep matching.
     const shorter = templateMatcher(`x://{+a}${'a'.repeat(150)}b`)!; // ~11,000 places
