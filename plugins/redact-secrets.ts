@@ -1,3 +1,4 @@
+import { classifyPattern } from '../src/policy/safe-regex.js';
 import { redactSecretsIn, SECRET_RULES, type SecretRule } from '../src/policy/secret-text.js';
 import { definePlugin, type Plugin, type PluginSetup } from '../src/plugins/types.js';
 
@@ -7,7 +8,8 @@ import { definePlugin, type Plugin, type PluginSetup } from '../src/plugins/type
  * the model) sees them (the rules: src/policy/secret-text.ts; upstream errors are redacted by
  * the hub itself). A result without a match is passed on untouched (same object).
  * Options (`plugins.options["redact-secrets"]`): `patterns`, extra regular expressions (source
- * strings) whose matches are redacted as kind "custom".
+ * strings) whose matches are redacted as kind "custom"; one of catastrophic shape (nested
+ * repetition, backreferences) is skipped with a warning.
  */
 
 export default definePlugin((setup: PluginSetup): Plugin => {
@@ -15,11 +17,18 @@ export default definePlugin((setup: PluginSetup): Plugin => {
   const extra = setup.options.patterns;
   if (Array.isArray(extra)) {
     for (const src of extra) {
+      let re: RegExp;
       try {
-        rules.push({ kind: 'custom', re: new RegExp(String(src), 'g') });
+        re = new RegExp(String(src), 'g');
       } catch {
         setup.log.warn({ pattern: String(src).slice(0, 80) }, 'redact-secrets: skipped an invalid pattern');
+        continue;
       }
+      // Results are upstream text, large and possibly hostile: a pattern of catastrophic shape
+      // would stall the hub on one of them.
+      const shape = classifyPattern(String(src));
+      if (shape.kind === 'reject') setup.log.warn({ pattern: String(src).slice(0, 80), why: shape.why }, 'redact-secrets: skipped a pattern that can backtrack without end');
+      else rules.push({ kind: 'custom', re });
     }
   }
   return {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { classifyPattern } from '../policy/safe-regex.js';
 import { duplicateKeys } from './duplicate-keys.js';
 import { durationMs } from './duration.js';
 import { interpolateEnv, type Env } from './interpolate.js';
@@ -40,6 +41,9 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown } 
   if (typeof redact === 'string') {
     try {
       new RegExp(redact, 'i');
+      // It runs on every key of every call's arguments, which clients choose, of any length.
+      const shape = classifyPattern(redact);
+      if (shape.kind === 'reject') problems.push(`ledger.redactKeys: ${shape.why}, which can backtrack without end on a hostile key`);
     } catch (e) {
       problems.push(`ledger.redactKeys: not a valid regular expression (${(e as Error).message})`);
     }

@@ -235,6 +235,11 @@ describe('problems name their key path, one line each', () => {
     ]);
   });
 
+  it('refuses a ledger.redactKeys of catastrophic shape: it runs on every key clients send', () => {
+    expect(problemsOf({ ledger: { redactKeys: '(a+)+$' } })).toEqual(['ledger.redactKeys: nested repetition (a repeated group that itself repeats), which can backtrack without end on a hostile key']);
+    expect(configProblems({ ledger: { redactKeys: '(pass(word)?|secret|token)' } }, NO_ENV)).toEqual([]);
+  });
+
   it('configProblems returns the same lines, and nothing for a valid document', () => {
     expect(configProblems({ pageSize: 'x' }, NO_ENV)).toEqual(['pageSize: must be integer']);
     expect(configProblems({ servers: { a: { command: 'x' } } }, NO_ENV)).toEqual([]);

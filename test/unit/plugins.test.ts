@@ -82,6 +82,17 @@ describe('redact-secrets plugin', () => {
     const clean = { content: [{ type: 'text', text: 'nothing here' }] };
     expect(await runner.afterCall(tool, 'alice', undefined, plan, clean)).toBe(clean);
   });
+
+  it('skips an extra pattern of catastrophic shape, with a warning, and keeps the others', async () => {
+    const warned: unknown[] = [];
+    const log = { ...silentLogger, warn: (o: unknown, msg?: string) => void warned.push([o, msg]) } as typeof silentLogger;
+    const p = await (redactSecrets as (s: { options: Record<string, unknown>; log: typeof silentLogger }) => Plugin)({ options: { patterns: ['(x+)+y', 'INTERNAL-[0-9]{4}'] }, log });
+    expect(warned).toEqual([[{ pattern: '(x+)+y', why: expect.stringMatching(/nested repetition/) }, 'redact-secrets: skipped a pattern that can backtrack without end']]);
+    const runner = new PluginRunner([p], silentLogger, () => {});
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    const out = await runner.afterCall(tool, 'alice', undefined, plan, { content: [{ type: 'text', text: 'xxy INTERNAL-1234' }] });
+    expect((out.content as { text: string }[])[0].text).toBe('xxy [redacted:custom]');
+  });
 });
 
 describe('plugin runner', () => {
