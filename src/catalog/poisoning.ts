@@ -46,9 +46,14 @@ const SECRETS =
   /(~\/\.ssh|\bid_(rsa|ed25519|ecdsa)\b|\.aws\/credentials|\.env\b|\.npmrc|\.netrc|\.pgpass|\.kube\/config|\.docker\/config\.json|mcp\.json|claude_desktop_config|\b(api[_ -]?keys?|access[_ -]?tokens?|secret[_ -]?keys?|private[_ -]?keys?|passwords?|credentials|session[_ -]?cookies?)\b)/i;
 const READ_VERB = /\b(read|cat|open|load|include|send|pass|provide|attach|upload|copy|collect|extract|leak)\b/i;
 
+// Descriptions come from upstreams, so these must not rescan a long run from each place in
+// it: an e-mail address starts where its run does and is bounded as RFC 5321 bounds it (64
+// before the @, 63 per label), and a URL is taken whole, up to 2 KB (a lookahead and a
+// backreference: no backtracking into it). Before, 16 KB of "send.to." took 5.7 s, and 20 KB
+// of "https://" 1.2 s.
 const EXFIL: RegExp[] = [
-  /\b(send|post|upload|forward|transmit|exfiltrat\w*|copy|mail|email|report)\b.{0,80}\b(to|at|into)\b.{0,60}(https?:\/\/|\b[\w.+-]+@[\w-]+\.[\w.]+|\bwebhook\b|\bpastebin\b|\bremote (server|host|endpoint)\b)/i,
-  /\bhttps?:\/\/[^\s"')]+\b.{0,40}\b(with|containing|including)\b.{0,40}\b(contents?|data|conversation|history|secrets?|keys?|tokens?)\b/i,
+  /\b(send|post|upload|forward|transmit|exfiltrat\w*|copy|mail|email|report)\b.{0,80}\b(to|at|into)\b.{0,60}(https?:\/\/|(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}\.[\w.]+|\bwebhook\b|\bpastebin\b|\bremote (server|host|endpoint)\b)/i,
+  /\bhttps?:\/\/(?=([^\s"')]{1,2048}))\1.{0,40}\b(with|containing|including)\b.{0,40}\b(contents?|data|conversation|history|secrets?|keys?|tokens?)\b/i,
 ];
 
 /** The flags of one piece of text. */
