@@ -17,17 +17,19 @@ export default definePlugin((setup: PluginSetup): Plugin => {
   const extra = setup.options.patterns;
   if (Array.isArray(extra)) {
     for (const src of extra) {
+      const text = String(src);
+      const pattern = text.slice(0, 80);
       let re: RegExp;
       try {
-        re = new RegExp(String(src), 'g');
+        re = new RegExp(text, 'g');
       } catch {
-        setup.log.warn({ pattern: String(src).slice(0, 80) }, 'redact-secrets: skipped an invalid pattern');
+        setup.log.warn({ pattern }, 'redact-secrets: skipped an invalid pattern');
         continue;
       }
       // Results are upstream text, large and possibly hostile: a pattern of catastrophic shape
       // would stall the hub on one of them.
-      const shape = classifyPattern(String(src));
-      if (shape.kind === 'reject') setup.log.warn({ pattern: String(src).slice(0, 80), why: shape.why }, 'redact-secrets: skipped a pattern that can backtrack without end');
+      const shape = classifyPattern(text);
+      if (shape.kind === 'reject') setup.log.warn({ pattern, why: shape.why }, 'redact-secrets: skipped a pattern that can backtrack without end');
       else rules.push({ kind: 'custom', re });
     }
   }

@@ -470,10 +470,10 @@ export class Catalog extends EventEmitter {
           }
           const routed: Routed = { server: h, upstreamName: uri, item: r.upstream, hubName: uri };
           if (kind === 'resourceTemplates') {
-            const giveUp = () => this.log.warn({ server: h.id, uriTemplate: uri.slice(0, 200) }, 'resource template no longer routed: matching it needs more than a matcher keeps');
-            const matcher = templateMatcher(uri, giveUp);
+            const where = { server: h.id, uriTemplate: uri.slice(0, 200) };
+            const matcher = templateMatcher(uri, () => this.log.warn(where, 'resource template no longer routed: matching it needs more than a matcher keeps'));
             if (matcher) templates.push({ matcher, routed });
-            else this.log.warn({ server: h.id, uriTemplate: uri.slice(0, 200) }, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
+            else this.log.warn(where, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
           }
           byHubName.set(uri, routed);
           items.push(r.item);
