@@ -19,6 +19,12 @@ export interface SecretRule {
    * at every position.
    */
   hint?: string;
+  /**
+   * A regular expression source (read case-insensitively) that every match of `re` contains.
+   * The leading rules of a list that all have one are passed over together, by one search for
+   * any of them: most text (a tool's ordinary output) holds none.
+   */
+  gate?: string;
 }
 
 /*
@@ -30,19 +36,19 @@ export interface SecretRule {
  * regions first and look inside them in code (`within`).
  */
 export const SECRET_RULES: readonly SecretRule[] = [
-  { kind: 'private-key', re: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*/g, within: privateKeys },
-  { kind: 'aws-access-key', re: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g },
-  { kind: 'aws-secret-key', re: /(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}/gi, keep: 1 },
-  { kind: 'github-token', re: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g },
-  { kind: 'slack-token', re: /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g },
-  { kind: 'stripe-key', re: /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b/g },
-  { kind: 'api-key', re: /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}\b/g },
-  { kind: 'google-api-key', re: /\bAIza[0-9A-Za-z_-]{35}\b/g },
+  { kind: 'private-key', re: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*/g, within: privateKeys, gate: '-----BEGIN ' },
+  { kind: 'aws-access-key', re: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, gate: 'AKIA|ASIA' },
+  { kind: 'aws-secret-key', re: /(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}/gi, keep: 1, gate: 'aws_secret_access_key' },
+  { kind: 'github-token', re: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g, gate: 'gh[pousr]_|github_pat_' },
+  { kind: 'slack-token', re: /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, gate: 'xox[abposr]-' },
+  { kind: 'stripe-key', re: /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b/g, gate: '[sr]k_(?:live|test)_' },
+  { kind: 'api-key', re: /\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}\b/g, gate: 'sk-' },
+  { kind: 'google-api-key', re: /\bAIza[0-9A-Za-z_-]{35}\b/g, gate: 'AIza' },
   // Whole runs of base64url characters and dots that hold an `eyJ`.
-  { kind: 'jwt', re: /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*eyJ[A-Za-z0-9_.-]*/g, within: jwts, hint: 'eyJ' },
-  { kind: 'bearer-token', re: /(\bBearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, keep: 1 },
+  { kind: 'jwt', re: /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*eyJ[A-Za-z0-9_.-]*/g, within: jwts, hint: 'eyJ', gate: 'eyJ' },
+  { kind: 'bearer-token', re: /(\bBearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, keep: 1, gate: 'bearer\\s' },
   // The scheme starts where its run of scheme characters does.
-  { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@' },
+  { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@', gate: '://' },
 ];
 
 const PEM_END = /-----END [A-Z0-9 ]*PRIVATE KEY-----/g;
@@ -128,9 +134,35 @@ export function redactLogText(text: string): string {
 const MAX_DEPTH = 32;
 const MAX_STRINGS = 10_000;
 
+/** How a list of rules is applied: its leading gated rules are skipped together when `gate` finds nothing. */
+interface Plan {
+  gate: RegExp | undefined;
+  /** How many leading rules the gate stands for. */
+  gated: number;
+}
+
+const plans = new WeakMap<readonly SecretRule[], Plan>();
+
+function planFor(rules: readonly SecretRule[]): Plan {
+  let plan = plans.get(rules);
+  if (plan === undefined) {
+    let gated = 0;
+    while (gated < rules.length && rules[gated]!.gate !== undefined) gated++;
+    const gate = gated > 0 ? new RegExp(rules.slice(0, gated).map((r) => r.gate).join('|'), 'i') : undefined;
+    plan = { gate, gated };
+    plans.set(rules, plan);
+  }
+  return plan;
+}
+
 export function redactSecretText(text: string, rules: readonly SecretRule[] = SECRET_RULES): string {
+  const plan = planFor(rules);
+  // Every match of a gated rule holds its gate: in a text that holds none, none of them would
+  // match, so none would change the text for the ones after it.
+  const first = plan.gate !== undefined && !plan.gate.test(text) ? plan.gated : 0;
   let out = text;
-  for (const r of rules) {
+  for (let i = first; i < rules.length; i++) {
+    const r = rules[i]!;
     if (r.hint !== undefined && !out.includes(r.hint)) continue;
     r.re.lastIndex = 0;
     if (!r.re.test(out)) continue;

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LOG_SECRET_RULES, redactLogText, redactSecretsIn, redactSecretText, type SecretRule } from '../../src/policy/secret-text.js';
+import { LOG_SECRET_RULES, redactLogText, redactSecretsIn, redactSecretText, SECRET_RULES, type SecretRule } from '../../src/policy/secret-text.js';
 
 describe('log-only credential assignments', () => {
   it.each([
@@ -133,5 +133,53 @@ describe('rules in linear time', () => {
     const before = performance.now();
     redactSecretText(hostile, rule(kind));
     expect(performance.now() - before).toBeLessThan(2_000);
+  });
+});
+
+describe('the gate in front of the rules', () => {
+  // The same rules without their gates: every rule is tried on every text.
+  const ungated = (rules: readonly SecretRule[]) => rules.map(({ gate: _gate, ...r }) => r);
+  const fragments = [
+    '-----BEGIN PRIVATE KEY-----', '-----END PRIVATE KEY-----', 'AKIA', 'ASIA', 'aws_secret_access_key', 'AWS_SECRET_ACCESS_KEY', '=', ': ',
+    'ghp_', 'gho_', 'github_pat_', 'xoxb-', 'sk_live_', 'rk_test_', 'sk-', 'sk-ant-', 'AIza', 'eyJ', 'eyJhbGciOi', '.', 'Bearer ', 'bearer\t',
+    'https', '://', 'me:pw', '@', '/', ' ', '-', '_', 'A1B2C3D4E5F6G7H8', 'abcdefghij', '0123456789',
+  ];
+  const text = fc.array(fc.constantFrom(...fragments), { maxLength: 30 }).map((a) => a.join(''));
+
+  it('changes nothing that the rules find', () => {
+    for (const rules of [SECRET_RULES, LOG_SECRET_RULES]) {
+      const all = ungated(rules);
+      fc.assert(
+        fc.property(text, (s) => {
+          expect(redactSecretText(s, rules)).toBe(redactSecretText(s, all));
+        }),
+        { numRuns: 5_000 },
+      );
+    }
+  });
+
+  it("each rule's gate is in every match of its expression", () => {
+    for (const r of SECRET_RULES) {
+      const gate = new RegExp(r.gate!, 'i');
+      fc.assert(
+        fc.property(text, (s) => {
+          for (const m of s.matchAll(new RegExp(r.re.source, r.re.flags))) expect(m[0]).toMatch(gate);
+        }),
+        { numRuns: 1_000 },
+      );
+    }
+  });
+
+  it('passes over the leading gated rules together when the text holds no gate, and runs the rest', () => {
+    const rules: SecretRule[] = [
+      { kind: 'a', re: /foo/g, gate: 'bar' },
+      { kind: 'b', re: /baz/g, gate: 'qux' },
+      { kind: 'c', re: /foo/g },
+    ];
+    // "foo" holds neither gate: rule a is passed over (a gate only ever stands for its rule's
+    // matches; this one is deliberately wrong, to see it work), rule c still runs.
+    expect(redactSecretText('foo', rules)).toBe('[redacted:c]');
+    expect(redactSecretText('foo bar', rules)).toBe('[redacted:a] bar');
+    expect(redactSecretText('foo qux', rules)).toBe('[redacted:a] qux');
   });
 });
