@@ -18,8 +18,8 @@ type Step =
   | { kind: 'char'; code: number }
   /** A `?` or an `&`: where a query expansion starts. */
   | { kind: 'query' }
-  /** Exactly one character of the class. */
-  | { kind: 'one'; segment: boolean }
+  /** Exactly one character of a segment (no `/`, `?` or `#`). */
+  | { kind: 'one' }
   /** Any run of the class, empty included. `segment`: no `/`, `?` or `#`; else anything. */
   | { kind: 'run'; segment: boolean }
   /** Goes on at the next step, or skips `skip` steps. */
@@ -63,9 +63,9 @@ function steps(template: string): Step[] | null {
       if (openRun !== 'any') out.push({ kind: 'run', segment: false });
       openRun = 'any';
     } else if (openRun === 'segment') {
-      out.splice(out.length - 1, 0, { kind: 'one', segment: true });
+      out.splice(out.length - 1, 0, { kind: 'one' });
     } else {
-      out.push({ kind: 'one', segment: true }, { kind: 'run', segment: true });
+      out.push({ kind: 'one' }, { kind: 'run', segment: true });
       openRun = 'segment';
     }
     i = close + 1;
@@ -205,7 +205,7 @@ class Places {
       } else if (s.kind === 'query') {
         if (code === 0x3f /* ? */ || code === 0x26 /* & */) this.enter(out, at + 1);
       } else if (s.kind === 'one') {
-        if (!s.segment || inSegment(code)) this.enter(out, at + 1);
+        if (inSegment(code)) this.enter(out, at + 1);
       } else if (s.kind === 'run') {
         if (!s.segment || inSegment(code)) this.enter(out, at);
       }
