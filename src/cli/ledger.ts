@@ -7,6 +7,7 @@ import { isAuditRecord, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
+import { formatWitness, parseWitness } from '../ledger/chain.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
 import { interpolateEnv } from '../config/interpolate.js';
@@ -181,17 +182,37 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     }),
   };
 
-  const verify: CommandModule<CommonArgs, CommonArgs> = {
+  const verify: CommandModule<CommonArgs, CommonArgs & { witness?: string[]; json: boolean }> = {
     command: 'verify',
-    describe: 'Check the hash chain; exit 1 naming the first row that does not match',
-    handler: run(false, (reader) => {
-      const r = reader.verify();
-      if (r.ok) {
-        io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})\n`);
+    describe: 'Check the hash chain (and witnesses kept elsewhere); exit 1 naming the first row that does not match',
+    builder: (y) =>
+      y
+        .option('witness', {
+          type: 'string',
+          array: true,
+          describe: 'A head printed by an earlier verify (<seq>:<hash>), kept outside this file: its row must still hold that hash',
+        })
+        .option('json', { type: 'boolean', default: false, describe: 'One JSON object' }) as unknown as Argv<
+        CommonArgs & { witness?: string[]; json: boolean }
+      >,
+    handler: run(false, (reader, a) => {
+      const witnesses = (a.witness ?? []).map((text) => {
+        const w = parseWitness(text);
+        if (!w) throw new UsageError(`--witness ${JSON.stringify(text)} is not <seq>:<64 hex digits>, as verify prints the head`);
+        return w;
+      });
+      const r = reader.verify(witnesses);
+      if (a.json) {
+        const body = r.ok ? { ...r, head: formatWitness({ seq: r.headSeq, hash: r.headHash }) } : r;
+        io.out(screenJson(JSON.stringify(body)) + '\n');
+      } else if (r.ok) {
+        const held = r.witnesses ? `, ${r.witnesses} witness${r.witnesses === 1 ? '' : 'es'} held` : '';
+        io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
+        io.out(`head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`);
       } else {
         io.out(screenText(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}`) + '\n');
-        io.setExitCode(1);
       }
+      if (!r.ok) io.setExitCode(1);
     }),
   };
 

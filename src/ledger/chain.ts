@@ -174,16 +174,56 @@ export class ChainWriter {
 }
 
 export type VerifyResult =
-  | { ok: true; rows: number; anchorSeq: number; headSeq: number }
+  | { ok: true; rows: number; anchorSeq: number; headSeq: number; headHash: string; witnesses: number }
   | { ok: false; rowId: number | null; seq: number | null; reason: string };
+
+/**
+ * A chain position and its hash, recorded outside the database (`ledger verify` prints the
+ * head as one). The chain is unkeyed and its head lives in the same file, so whoever can write
+ * the file can recompute every hash after an edit; a witness kept elsewhere is what shows such
+ * a rewrite, for every row up to its seq.
+ */
+export interface Witness {
+  seq: number;
+  hash: string;
+}
+
+/** `<seq>:<64 hex digits>`, as `ledger verify` prints it; null when the text is not one. */
+export function parseWitness(text: string): Witness | null {
+  const m = /^\s*(0|[1-9][0-9]{0,15}):([0-9a-fA-F]{64})\s*$/.exec(text);
+  if (!m) return null;
+  const seq = Number(m[1]);
+  return Number.isSafeInteger(seq) ? { seq, hash: m[2]!.toLowerCase() } : null;
+}
+
+export function formatWitness(w: Witness): string {
+  return `${w.seq}:${w.hash}`;
+}
+
+const short = (hash: string): string => hash.slice(0, 16) + '…';
 
 /**
  * Recomputes the chain from the anchor, in seq order, stopping at the first row that does
  * not match. `uptoSeq` limits the walk (prune checks only what it is about to drop).
  * Must run inside a (read) transaction so the rows and the head are one snapshot.
  */
-export function verifyChain(db: Database, uptoSeq?: number): VerifyResult {
+export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly Witness[] = []): VerifyResult {
   const state = readChainState(db);
+  const held = new Map<number, string>();
+  for (const w of witnesses) {
+    if (w.seq < state.anchor_seq) {
+      return {
+        ok: false,
+        rowId: null,
+        seq: w.seq,
+        reason: `the witness's row (seq ${w.seq}) was pruned: the chain now starts after seq ${state.anchor_seq}, so this witness can no longer be checked; use one recorded later`,
+      };
+    }
+    if (w.seq === state.anchor_seq && w.hash !== state.anchor_hash) {
+      return { ok: false, rowId: null, seq: w.seq, reason: rewritten(w, state.anchor_hash) };
+    }
+    if (w.seq > state.anchor_seq) held.set(w.seq, w.hash);
+  }
   let expected = state.anchor_seq + 1;
   let prev = state.anchor_hash;
   let last: AuditDbRow | null = null;
@@ -203,6 +243,10 @@ export function verifyChain(db: Database, uptoSeq?: number): VerifyResult {
     if (rowDigest(prev, row) !== row.hash) {
       return fail(row, 'hash mismatch: the row was changed after it was written', rows);
     }
+    const witnessed = held.get(seq);
+    if (witnessed !== undefined && witnessed !== row.hash) {
+      return fail(row, rewritten({ seq, hash: witnessed }, row.hash as string), rows);
+    }
     prev = row.hash as string;
     last = row;
     expected++;
@@ -218,6 +262,15 @@ export function verifyChain(db: Database, uptoSeq?: number): VerifyResult {
         reason: `chain ends at seq ${lastSeq} but its head is seq ${state.head_seq} (rows deleted from the end, or the head altered)`,
       };
     }
+    const beyond = witnesses.find((w) => w.seq > lastSeq);
+    if (beyond) {
+      return {
+        ok: false,
+        rowId: null,
+        seq: beyond.seq,
+        reason: `the chain ends at seq ${lastSeq}, before the witness's seq ${beyond.seq}: rows were removed from its end, or it was rewritten`,
+      };
+    }
     const unchained = db
       .prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`)
       .get() as { id: number } | undefined;
@@ -227,7 +280,11 @@ export function verifyChain(db: Database, uptoSeq?: number): VerifyResult {
   } else if (expected - 1 !== uptoSeq) {
     return { ok: false, rowId: last?.id ?? null, seq: expected - 1, reason: `chain ends at seq ${expected - 1}, expected to reach ${uptoSeq}` };
   }
-  return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1 };
+  return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1, headHash: prev, witnesses: witnesses.length };
+}
+
+function rewritten(w: Witness, found: string): string {
+  return `the chain was rewritten: the row at seq ${w.seq} has hash ${short(found)} where the witness holds ${short(w.hash)}`;
 }
 
 function fail(row: AuditDbRow, reason: string, it: IterableIterator<AuditDbRow>): VerifyResult {

@@ -7,6 +7,6 @@ export { IdempotencyAbandonedError, IdempotencyUnknownError, IdempotencyStore } 
 export { argsHash, canonicalJson, sha256Hex } from './canonical.js';
 export { redact, redactString, DEFAULT_REDACT_KEYS, REDACTED } from './redact.js';
 export { DEFAULT_LEDGER_PATH } from './db.js';
-export type { VerifyResult } from './chain.js';
+export type { VerifyResult, Witness } from './chain.js';
 export type { AuditFilter, AuditRow } from './rows.js';
 export type * from './types.js';

@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
-import { ChainWriter, type VerifyResult } from './chain.js';
+import { ChainWriter, type VerifyResult, type Witness } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
@@ -430,9 +430,9 @@ export class Ledger {
     return this.reader.stats(filter);
   }
 
-  verify(): VerifyResult {
+  verify(witnesses: readonly Witness[] = []): VerifyResult {
     this.sync();
-    return this.reader.verify();
+    return this.reader.verify(witnesses);
   }
 
   /** Moves queued rows into SQLite first so the chain is complete, then prunes (see LedgerReader.prune). */

@@ -1,6 +1,6 @@
 import type { Database } from 'better-sqlite3';
 import { openLedgerDb } from './db.js';
-import { readChainState, verifyChain, type VerifyResult } from './chain.js';
+import { readChainState, verifyChain, type VerifyResult, type Witness } from './chain.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
@@ -96,9 +96,10 @@ export class LedgerReader {
     return out.sort((a, b) => cmp(a.server, b.server) || cmp(a.method, b.method) || cmp(a.name, b.name));
   }
 
-  verify(): VerifyResult {
+  /** The whole chain; each witness's row must still hold the witness's hash. */
+  verify(witnesses: readonly Witness[] = []): VerifyResult {
     // One read transaction: rows and chain head from the same snapshot while the hub writes.
-    return this.db.transaction(() => verifyChain(this.db))();
+    return this.db.transaction(() => verifyChain(this.db, undefined, witnesses))();
   }
 
   /**

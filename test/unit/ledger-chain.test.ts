@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerChainError, LedgerReader } from '../../src/ledger/reader.js';
+import { parseWitness, rowDigest, type Witness } from '../../src/ledger/chain.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -29,6 +30,18 @@ function sql(path: string, text: string, ...params: unknown[]): void {
   db.close();
 }
 
+/** The stored chain links, read on a connection of their own. */
+function links(path: string): Witness[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db.prepare('SELECT seq, hash FROM audit WHERE seq IS NOT NULL ORDER BY seq').all() as Witness[];
+  } finally {
+    db.close();
+  }
+}
+
+const linkAt = (path: string, seq: number): Witness => links(path).find((w) => w.seq === seq)!;
+
 function idOfSeq(l: Ledger, seq: number): number {
   return l.query({ limit: 1000 }).find((r) => r.seq === seq)!.id;
 }
@@ -38,7 +51,7 @@ describe('ledger hash chain', () => {
     const l = await filled(20);
     l.begin(begin());
     await l.whenCommitted();
-    expect(l.verify()).toEqual({ ok: true, rows: 20, anchorSeq: 0, headSeq: 20 });
+    expect(l.verify()).toEqual({ ok: true, rows: 20, anchorSeq: 0, headSeq: 20, headHash: linkAt(t.db, 20).hash, witnesses: 0 });
   });
 
   it('names the row whose outcome was changed by raw SQL', async () => {
@@ -84,7 +97,7 @@ describe('ledger hash chain', () => {
   it('prune drops a prefix, moves the anchor, and verify still passes', async () => {
     const l = await filled(12);
     expect(l.prune(BASE + 5000)).toBe(5);
-    expect(l.verify()).toEqual({ ok: true, rows: 7, anchorSeq: 5, headSeq: 12 });
+    expect(l.verify()).toMatchObject({ ok: true, rows: 7, anchorSeq: 5, headSeq: 12 });
     expect(l.query({ limit: 100 }).map((r) => r.seq).sort((a, b) => a! - b!)).toEqual([6, 7, 8, 9, 10, 11, 12]);
     // New rows chain on; a second prune continues from the anchor.
     await l.record(begin({ ts: BASE + 100_000 }), end());
@@ -132,6 +145,90 @@ describe('ledger hash chain', () => {
     const reader = LedgerReader.open({ path: t.db });
     expect(reader.verify()).toMatchObject({ ok: true, rows: 1000, anchorSeq: 11_000 });
     reader.close();
+  });
+});
+
+/**
+ * What someone who can write the file can do: change a row, then recompute every hash after it
+ * and the head, as the hub would have. Only a witness kept elsewhere shows it.
+ */
+function rewriteFrom(path: string, seq: number, change: string): void {
+  const db = new Database(path);
+  db.transaction(() => {
+    db.prepare(change).run();
+    let prev = (db.prepare('SELECT hash FROM audit WHERE seq = ?').get(seq - 1) as { hash: string } | undefined)?.hash ?? '0'.repeat(64);
+    const rows = db.prepare('SELECT * FROM audit WHERE seq >= ? ORDER BY seq').all(seq) as Record<string, unknown>[];
+    for (const row of rows) {
+      prev = rowDigest(prev, { ...row, hash: null });
+      db.prepare('UPDATE audit SET hash = ? WHERE id = ?').run(prev, row.id);
+    }
+    db.prepare('UPDATE chain_state SET head_hash = ? WHERE id = 1').run(prev);
+  })();
+  db.close();
+}
+
+function headOf(l: Ledger): Witness {
+  const r = l.verify();
+  if (!r.ok) throw new Error(r.reason);
+  return { seq: r.headSeq, hash: r.headHash };
+}
+
+describe('witnesses: heads kept outside the file', () => {
+  it('a rewritten chain verifies on its own, and fails against a witness taken before the rewrite', async () => {
+    const l = await filled(10);
+    const before = headOf(l);
+    expect(before.seq).toBe(10);
+    const early = linkAt(t.db, 6);
+    expect(l.verify([before, early])).toMatchObject({ ok: true, rows: 10, witnesses: 2 });
+
+    rewriteFrom(t.db, 4, `UPDATE audit SET outcome = 'tool_error' WHERE seq = 4`);
+    // The limit of an unkeyed chain whose head is in the same file:
+    expect(l.verify()).toMatchObject({ ok: true, rows: 10 });
+    expect(headOf(l).hash).not.toBe(before.hash);
+    // The first witnessed row after the edit names it.
+    expect(l.verify([before, early])).toEqual({
+      ok: false,
+      rowId: idOfSeq(l, 6),
+      seq: 6,
+      reason: expect.stringMatching(/^the chain was rewritten: the row at seq 6 has hash [0-9a-f]{16}… where the witness holds [0-9a-f]{16}…$/),
+    });
+    expect(l.verify([before])).toMatchObject({ ok: false, seq: 10, reason: expect.stringMatching(/rewritten/) });
+  });
+
+  it('an edit after the newest witness is not its business; rows taken off the end past it are', async () => {
+    const l = await filled(10);
+    const w = linkAt(t.db, 5);
+    rewriteFrom(t.db, 8, `UPDATE audit SET outcome = 'tool_error' WHERE seq = 8`);
+    expect(l.verify([w])).toMatchObject({ ok: true, witnesses: 1 });
+    // Rows 5..10 deleted and the head set back to row 4: the chain verifies, the witness does not.
+    sql(t.db, 'DELETE FROM audit WHERE seq >= 5');
+    sql(t.db, `UPDATE chain_state SET head_seq = 4, head_hash = (SELECT hash FROM audit WHERE seq = 4)`);
+    expect(l.verify()).toMatchObject({ ok: true, headSeq: 4 });
+    expect(l.verify([w])).toEqual({
+      ok: false,
+      rowId: null,
+      seq: 5,
+      reason: "the chain ends at seq 4, before the witness's seq 5: rows were removed from its end, or it was rewritten",
+    });
+  });
+
+  it('after a prune, a witness at the anchor is checked against it and one before it cannot be checked', async () => {
+    const l = await filled(12);
+    const hashes = links(t.db);
+    expect(l.prune(BASE + 5000)).toBe(5);
+    expect(l.verify([hashes[4]!])).toMatchObject({ ok: true, anchorSeq: 5, witnesses: 1 }); // seq 5, now the anchor
+    expect(l.verify([{ seq: 5, hash: hashes[5]!.hash }])).toMatchObject({ ok: false, rowId: null, seq: 5, reason: expect.stringMatching(/rewritten/) });
+    expect(l.verify([hashes[2]!])).toMatchObject({ ok: false, rowId: null, seq: 3, reason: expect.stringMatching(/was pruned: the chain now starts after seq 5/) });
+    expect(l.verify([hashes[11]!])).toMatchObject({ ok: true, headSeq: 12 });
+  });
+
+  it('reads a witness only in the form verify prints', () => {
+    const h = 'aB'.repeat(32);
+    expect(parseWitness(`12:${h}`)).toEqual({ seq: 12, hash: h.toLowerCase() });
+    expect(parseWitness(` 0:${h}\n`)).toEqual({ seq: 0, hash: h.toLowerCase() });
+    for (const bad of [`12:${h}0`, `12:${h.slice(1)}`, `-1:${h}`, `01:${h}`, `1.5:${h}`, `x:${h}`, `12 ${h}`, `99999999999999999:${h}`, '']) {
+      expect(parseWitness(bad), bad).toBeNull();
+    }
   });
 });
 

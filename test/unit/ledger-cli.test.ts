@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import yargs from 'yargs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
+import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
@@ -130,7 +131,7 @@ describe('switchyard ledger CLI', () => {
   it('verify exits 0 on an intact chain and 1 naming the altered row', async () => {
     const l = await seeded();
     const ok = await cli(['ledger', 'verify', '--db', t.db]);
-    expect(ok).toEqual({ out: 'ok: 6 rows verified (chain seq 1..6)\n', err: '', code: 0 });
+    expect(ok).toEqual({ out: expect.stringMatching(/^ok: 6 rows verified \(chain seq 1\.\.6\)\nhead: 6:[0-9a-f]{64}\n$/), err: '', code: 0 });
     const id = l.query({ outcome: 'rpc_error' })[0].id;
     const raw = new Database(t.db);
     raw.prepare(`UPDATE audit SET outcome='ok' WHERE id=?`).run(id);
@@ -138,6 +139,42 @@ describe('switchyard ledger CLI', () => {
     const bad = await cli(['ledger', 'verify', '--db', t.db]);
     expect(bad.code).toBe(1);
     expect(bad.out).toBe(`FAILED at row ${id} (seq 3): hash mismatch: the row was changed after it was written\n`);
+  });
+
+  it('verify prints the head to keep elsewhere, and --witness holds a later chain to it', async () => {
+    await seeded();
+    const first = await cli(['ledger', 'verify', '--db', t.db]);
+    const head = /^head: (.+)$/m.exec(first.out)![1]!;
+    await ledger!.record(begin({ ts: NOW }), end());
+    ledger!.sync();
+    expect(await cli(['ledger', 'verify', '--db', t.db, '--witness', head])).toEqual({
+      out: expect.stringMatching(/^ok: 7 rows verified \(chain seq 1\.\.7\), 1 witness held\nhead: 7:[0-9a-f]{64}\n$/),
+      err: '',
+      code: 0,
+    });
+    const json = await cli(['ledger', 'verify', '--db', t.db, '--json', '--witness', head, '--witness', head]);
+    expect(JSON.parse(json.out)).toMatchObject({ ok: true, rows: 7, headSeq: 7, witnesses: 2, head: expect.stringMatching(/^7:[0-9a-f]{64}$/) });
+
+    // The row at seq 3 changed and every hash after it recomputed, head included: only the witness shows it.
+    const raw = new Database(t.db);
+    raw.transaction(() => {
+      raw.prepare(`UPDATE audit SET outcome = 'ok' WHERE seq = 3`).run();
+      let prev = (raw.prepare('SELECT hash FROM audit WHERE seq = 2').get() as { hash: string }).hash;
+      for (const row of raw.prepare('SELECT * FROM audit WHERE seq >= 3 ORDER BY seq').all() as Record<string, unknown>[]) {
+        prev = rowDigest(prev, row);
+        raw.prepare('UPDATE audit SET hash = ? WHERE id = ?').run(prev, row.id);
+      }
+      raw.prepare('UPDATE chain_state SET head_hash = ? WHERE id = 1').run(prev);
+    })();
+    raw.close();
+    expect((await cli(['ledger', 'verify', '--db', t.db])).code).toBe(0);
+    const caught = await cli(['ledger', 'verify', '--db', t.db, '--witness', head]);
+    expect(caught.code).toBe(1);
+    expect(caught.out).toMatch(/^FAILED at row \d+ \(seq 6\): the chain was rewritten: the row at seq 6 has hash [0-9a-f]{16}… where the witness holds [0-9a-f]{16}…\n$/);
+    expect(JSON.parse((await cli(['ledger', 'verify', '--db', t.db, '--json', '--witness', head])).out)).toMatchObject({ ok: false, seq: 6 });
+
+    const bad = await cli(['ledger', 'verify', '--db', t.db, '--witness', '6:abc']);
+    expect(bad).toEqual({ out: '', err: 'switchyard ledger: --witness "6:abc" is not <seq>:<64 hex digits>, as verify prints the head\n', code: 2 });
   });
 
   it('export writes JSON lines or CSV of every matching row', async () => {
@@ -166,12 +203,12 @@ describe('switchyard ledger CLI', () => {
     const r = await cli(['ledger', 'prune', '--db', t.db, '--before', '110m']);
     expect(r).toMatchObject({ code: 0, out: `pruned 3 rows older than ${new Date(NOW - 110 * 60_000).toISOString()}\n` });
     const v = await cli(['ledger', 'verify', '--db', t.db]);
-    expect(v.out).toBe('ok: 3 rows verified (chain seq 4..6)\n');
+    expect(v.out).toMatch(/^ok: 3 rows verified \(chain seq 4\.\.6\)\nhead: 6:/);
     // The running writer's in-flight row is untouched and it keeps chaining after the prune.
     expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
     await ledger!.record(begin({ ts: NOW }), end());
     ledger!.sync();
-    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toBe('ok: 4 rows verified (chain seq 4..7)\n');
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 4 rows verified \(chain seq 4\.\.7\)\nhead: 7:/);
   });
 
   it('reading commands leave a running hub alone (read-only; in-flight rows stay in flight)', async () => {
@@ -274,7 +311,7 @@ describe('switchyard ledger CLI', () => {
     const q = run('ledger', 'query', '--db', t.db, '--json', '--outcome', 'timeout');
     expect(q.status).toBe(0);
     expect(JSON.parse(q.stdout)).toMatchObject({ tool: 'mem__store', outcome: 'timeout' });
-    expect(run('ledger', 'verify', '--db', t.db)).toMatchObject({ status: 0, stdout: 'ok: 6 rows verified (chain seq 1..6)\n' });
+    expect(run('ledger', 'verify', '--db', t.db)).toMatchObject({ status: 0, stdout: expect.stringMatching(/^ok: 6 rows verified \(chain seq 1\.\.6\)\nhead: 6:[0-9a-f]{64}\n$/) });
     const id = l.query({ outcome: 'timeout' })[0].id;
     const raw = new Database(t.db);
     raw.prepare('DELETE FROM audit WHERE id = ?').run(id);
