@@ -7,6 +7,7 @@
  */
 import { homedir } from 'node:os';
 import { basename, dirname, resolve, sep } from 'node:path';
+import { setByHub } from './header-check.js';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
 
@@ -199,7 +200,12 @@ function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewrite
   } else if (url) {
     out.url = url;
     const headers = map(e.headers);
-    if (headers) {
+    const own = headers ? Object.keys(headers).filter(setByHub) : [];
+    if (headers && own.length) {
+      for (const k of own) delete headers[k];
+      notes.push(`${where} sets headers the hub sets on each request itself (${own.join(', ')}): they were left out.`);
+    }
+    if (headers && Object.keys(headers).length) {
       out.headers = headers;
       const secrets = Object.entries(headers).filter(([k, v]) => SECRET_KEY.test(k) && !v.includes('${env:'));
       if (secrets.length)

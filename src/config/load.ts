@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { classifyPattern } from '../policy/safe-regex.js';
 import { duplicateKeys } from './duplicate-keys.js';
 import { durationMs } from './duration.js';
+import { headerProblems } from './header-check.js';
 import { interpolateEnv, type Env } from './interpolate.js';
 import { validateAgainstSchema } from './schema.js';
 import type { HubConfig, ServerConfig, ServerToolsConfig, ToolSettings } from './types.js';
@@ -36,7 +37,7 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown } 
   const interpolated = interpolateEnv(json, env);
   const value = interpolated.value;
   const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
-  problems.push(...urlProblems(value));
+  problems.push(...urlProblems(value), ...headerProblems(value));
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {

@@ -384,6 +384,42 @@ describe('URLs', () => {
   });
 });
 
+describe('upstream headers', () => {
+  it('a name or value undici would refuse at each request is a problem at load, and a value is never repeated', () => {
+    const problems = problemsOf(
+      JSON.parse(`{"servers": {
+        "a": { "url": "http://127.0.0.1:9/mcp", "headers": {
+          "Bad Name": "x", "X-Token": "\${env:WRAPPED}", "X-Bell": "one\\u0007two", "X-Wide": "caf\\u00e9 \\u2603",
+          "__proto__": "v", "Authorization": "Bearer \${env:TOKEN}", "authorization": "Bearer dup" } },
+        "b": { "url": "http://127.0.0.1:9/mcp", "credentials": { "alice": { "headers": {
+          "Content-Length": "5", "Mcp-Session-Id": "s", "mcp-param-region": "eu", "Host": "api.example", "X-Tab": "a\\tb" } } } }
+      }}`),
+      { WRAPPED: 'SECRET-one\r\nX-Injected: yes', TOKEN: 'SECRET-two' },
+    );
+    expect(problems).toEqual([
+      'servers.a.headers.Bad Name: not a valid HTTP header name',
+      'servers.a.headers.X-Token: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
+      'servers.a.headers.X-Bell: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
+      'servers.a.headers.X-Wide: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)',
+      'servers.a.headers.__proto__: this name cannot be sent as a header',
+      'servers.a.headers.authorization: the same header as "Authorization" (header names ignore case)',
+      'servers.b.credentials.alice.headers.Content-Length: set by the hub on each request; it cannot be configured',
+      'servers.b.credentials.alice.headers.Mcp-Session-Id: set by the hub on each request; it cannot be configured',
+      'servers.b.credentials.alice.headers.mcp-param-region: set by the hub on each request; it cannot be configured',
+    ]);
+    expect(problems.join('\n')).not.toMatch(/SECRET|Injected|dup/);
+  });
+
+  it('ordinary headers pass, Host and latin-1 text included', () => {
+    const c = parseConfig(
+      { servers: { a: { url: 'http://127.0.0.1:9/mcp', headers: { Authorization: 'Bearer ${env:T}', 'X-Api-Key': 'k', Host: 'api.example', 'X-Name': 'caf\u00e9\tb' } } } },
+      undefined,
+      { T: 'tok' },
+    );
+    expect(c.servers.a.headers).toEqual({ Authorization: 'Bearer tok', 'X-Api-Key': 'k', Host: 'api.example', 'X-Name': 'caf\u00e9\tb' });
+  });
+});
+
 describe('keys given twice', () => {
   it('are a problem at their path (JSON.parse would keep the last silently); values are never quoted', () => {
     expect(duplicateKeys('{"servers":{"s":{"command":"a"},"s":{"url":"http://SECRET@x/mcp"}},"listen":{},"listen":{"port":1}}')).toEqual([

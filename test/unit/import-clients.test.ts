@@ -2,6 +2,7 @@
 import { homedir } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { detectKind, importClientConfig, ImportError, stripJsonc } from '../../src/config/import-clients.js';
+import { configProblems } from '../../src/config/load.js';
 
 describe('stripJsonc', () => {
   it('drops comments and trailing commas but never touches strings', () => {
@@ -99,5 +100,21 @@ describe('importClientConfig', () => {
   it('notes secret-looking header values written in the clear', () => {
     const r = importClientConfig(JSON.stringify({ servers: { gh: { type: 'http', url: 'https://x/mcp', headers: { 'X-Api-Key': 'sk-live-123' } } } }), '/w/.vscode/mcp.json');
     expect(r.notes.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
+  });
+
+  it('leaves out headers the hub sets itself, so the imported config loads', () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          api: { url: 'https://x/mcp', headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Team': 't1' } },
+          bare: { url: 'https://y/mcp', headers: { 'content-type': 'application/json' } },
+        },
+      }),
+      '/home/u/.cursor/mcp.json',
+    );
+    expect(r.servers.api).toEqual({ url: 'https://x/mcp', headers: { 'X-Team': 't1' } });
+    expect(r.servers.bare).toEqual({ url: 'https://y/mcp' });
+    expect(r.notes).toContain('server "api" sets headers the hub sets on each request itself (Content-Type, Accept): they were left out.');
+    expect(configProblems({ servers: r.servers }, {})).toEqual([]);
   });
 });

@@ -1,0 +1,79 @@
+/**
+ * Upstream headers from the config (`servers.<id>.headers`, `servers.<id>.credentials.*.headers`)
+ * checked at load instead of at each request: undici refuses a bad name or value only when a
+ * request is built ("invalid header key"), so the server would never come up and the reason
+ * would read like a network fault. Values are never repeated in a problem: they hold tokens.
+ */
+
+/** RFC 9110 `token`. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** RFC 9110 field-value characters as undici checks them: tab, visible ASCII, space, obs-text. */
+const BAD_VALUE_CHAR = /[^\t\x20-\x7e\x80-\xff]/;
+
+/**
+ * Headers the hub or its HTTP client sets on each request (lower case): a configured value
+ * would be overwritten, or would break the request's framing.
+ */
+const SET_BY_HUB = new Set([
+  'accept',
+  'content-type',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
+  'expect',
+  'mcp-protocol-version',
+  'mcp-method',
+  'mcp-name',
+  'mcp-session-id',
+  'last-event-id',
+]);
+
+/** Whether the hub sets this header on each request itself (any case). */
+export function setByHub(name: string): boolean {
+  const lower = name.toLowerCase();
+  return SET_BY_HUB.has(lower) || lower.startsWith('mcp-param-');
+}
+
+/** One line per unusable header of one headers object, each naming its key path. */
+export function headerMapProblems(path: string, headers: unknown): string[] {
+  if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return []; // the schema says so
+  const out: string[] = [];
+  const seen = new Map<string, string>();
+  for (const [name, value] of Object.entries(headers)) {
+    const at = `${path}.${name}`;
+    const lower = name.toLowerCase();
+    if (!TOKEN.test(name)) out.push(`${at}: not a valid HTTP header name`);
+    else if (lower === '__proto__') out.push(`${at}: this name cannot be sent as a header`);
+    else if (setByHub(name)) out.push(`${at}: set by the hub on each request; it cannot be configured`);
+    else if (seen.has(lower)) out.push(`${at}: the same header as ${JSON.stringify(seen.get(lower))} (header names ignore case)`);
+    seen.set(lower, name);
+    if (typeof value === 'string' && BAD_VALUE_CHAR.test(value)) {
+      out.push(`${at}: the value holds a character a header cannot carry (a line break, a control character, or one above U+00FF)`);
+    }
+  }
+  return out;
+}
+
+/** Every server's `headers` and per-principal `credentials.*.headers` in a config document. */
+export function headerProblems(value: unknown): string[] {
+  const out: string[] = [];
+  const root = (value ?? {}) as Record<string, unknown>;
+  for (const key of ['servers', 'mcpServers']) {
+    const servers = root[key];
+    if (!servers || typeof servers !== 'object') continue;
+    for (const [id, s] of Object.entries(servers)) {
+      const server = (s ?? {}) as { headers?: unknown; credentials?: unknown };
+      out.push(...headerMapProblems(`${key}.${id}.headers`, server.headers));
+      if (server.credentials && typeof server.credentials === 'object') {
+        for (const [who, c] of Object.entries(server.credentials)) {
+          out.push(...headerMapProblems(`${key}.${id}.credentials.${who}.headers`, (c as { headers?: unknown } | null)?.headers));
+        }
+      }
+    }
+  }
+  return out;
+}
