@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
-import { ChainWriter, type VerifyResult, type Witness } from './chain.js';
+import { ChainWriter, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
@@ -43,6 +43,8 @@ export interface LedgerOptions {
   beginHoldMs?: number;
   /** When a hand-over switches pending files (PendingFilesOptions); default SWITCH_BYTES, SWITCH_AFTER_MS. */
   pendingSwitch?: PendingFilesOptions;
+  /** How often the chain's head is logged, when it moved (default 1 h); also at open and close. */
+  headLogMs?: number;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -97,6 +99,12 @@ const CLOSE_TIMEOUT_MS = 10_000;
 /** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
 const CHECKPOINT_EVERY_MS = 100;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
+/**
+ * The chain's head goes to the log this often (when it moved), and at open and close: logs
+ * usually leave the machine, and a head kept elsewhere is what shows a rewritten chain
+ * (`ledger verify --witness`; see Witness in chain.ts).
+ */
+const HEAD_LOG_EVERY_MS = 60 * 60 * 1000;
 const MAX_ERROR_MESSAGE = 4096;
 
 /**
@@ -124,6 +132,9 @@ export class Ledger {
   private readonly maxBodyBytes: number;
   private readonly log: Logger;
   private readonly purgeTimer: NodeJS.Timeout;
+  private readonly headTimer: NodeJS.Timeout;
+  /** The last head logged (logHead). */
+  private headLogged: string | null = null;
   private readonly pending: PendingFiles;
   private readonly ingester: Ingester;
   /**
@@ -190,6 +201,9 @@ export class Ledger {
     void this.idempotency.purgeExpired().catch(() => undefined);
     this.purgeTimer = setInterval(() => void this.idempotency.purgeExpired().catch(() => undefined), PURGE_EVERY_MS);
     this.purgeTimer.unref();
+    this.logHead();
+    this.headTimer = setInterval(() => this.logHead(), opts.headLogMs ?? HEAD_LOG_EVERY_MS);
+    this.headTimer.unref();
     this.ingester = new Ingester(db.name, {
       log: this.log,
       onApplied: (n, emptied) => this.committed(n, emptied),
@@ -447,15 +461,32 @@ export class Ledger {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.purgeTimer);
+    clearInterval(this.headTimer);
     this.ingest(true);
     const ingested = await this.ingester.whenApplied(this.handed, CLOSE_TIMEOUT_MS);
     await this.ingester.stop();
+    this.logHead();
     this.idempotency.close();
     this.pins.close();
     this.gc.close();
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
+  }
+
+  /** Logs the chain's head as `ledger verify --witness` reads it, unless it is the one logged last. */
+  private logHead(): void {
+    let head: string;
+    try {
+      const state = readChainState(this.db);
+      head = formatWitness({ seq: state.head_seq, hash: state.head_hash });
+    } catch (err) {
+      this.log.warn({ err }, 'ledger: cannot read the chain head');
+      return;
+    }
+    if (head === this.headLogged) return;
+    this.headLogged = head;
+    this.log.info({ chainHead: head }, 'ledger: chain head (kept elsewhere, `switchyard ledger verify --witness` checks the chain still holds it)');
   }
 
   /** Rows left 'in_flight' by a process that died become 'unknown' (and are chained). */

@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerChainError, LedgerReader } from '../../src/ledger/reader.js';
@@ -41,6 +42,15 @@ function links(path: string): Witness[] {
 }
 
 const linkAt = (path: string, seq: number): Witness => links(path).find((w) => w.seq === seq)!;
+
+async function until<T>(read: () => T, done: (v: T) => boolean, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = read();
+    if (done(v) || Date.now() > end) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 function idOfSeq(l: Ledger, seq: number): number {
   return l.query({ limit: 1000 }).find((r) => r.seq === seq)!.id;
@@ -220,6 +230,36 @@ describe('witnesses: heads kept outside the file', () => {
     expect(l.verify([{ seq: 5, hash: hashes[5]!.hash }])).toMatchObject({ ok: false, rowId: null, seq: 5, reason: expect.stringMatching(/rewritten/) });
     expect(l.verify([hashes[2]!])).toMatchObject({ ok: false, rowId: null, seq: 3, reason: expect.stringMatching(/was pruned: the chain now starts after seq 5/) });
     expect(l.verify([hashes[11]!])).toMatchObject({ ok: true, headSeq: 12 });
+  });
+
+  it('the hub logs the head at open, when it moved (every headLogMs) and at close, in the form --witness takes', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    const heads = (): string[] =>
+      logged.map((l) => JSON.parse(l) as { chainHead?: string }).flatMap((l) => (l.chainHead === undefined ? [] : [l.chainHead]));
+    const l = Ledger.open({ path: t.db, log, headLogMs: 20 });
+    ledger = l;
+    expect(heads()).toEqual([`0:${'0'.repeat(64)}`]);
+    for (let i = 0; i < 5; i++) await l.record(begin({ ts: BASE + i }), end());
+    l.sync();
+    const moved = await until(heads, (h) => h.length === 2, 5_000);
+    const w = parseWitness(moved[1]!)!;
+    expect(w.seq).toBe(5);
+    expect(l.verify([w])).toMatchObject({ ok: true, headSeq: 5, headHash: w.hash, witnesses: 1 });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(heads()).toHaveLength(2); // not again while it stays
+    await l.record(begin({ ts: BASE + 10 }), end());
+    await l.close();
+    const last = parseWitness(heads().at(-1)!)!;
+    expect(last.seq).toBe(6);
+    expect(heads()).toHaveLength(3);
+
+    rewriteFrom(t.db, 2, `UPDATE audit SET outcome = 'tool_error' WHERE seq = 2`);
+    const reader = LedgerReader.open({ path: t.db });
+    expect(reader.verify()).toMatchObject({ ok: true });
+    expect(reader.verify([w, last])).toMatchObject({ ok: false, seq: 5, reason: expect.stringMatching(/rewritten/) });
+    reader.close();
   });
 
   it('reads a witness only in the form verify prints', () => {
