@@ -293,7 +293,7 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
@@ -308,6 +308,13 @@ export class Hub implements HubCore {
     this.gate.setLimiter(new RateLimiter(p.rateLimit));
     this.router.setConfirmer(new Confirmer(p as ConfirmPolicy));
     this.catalog.setPolicy({ pinning: p.pinning, poisoning: p.poisoning });
+  }
+
+  private applyGroups(groups: NonNullable<HubConfig['groups']>): void {
+    this.catalog.setGroups(groups);
+    // Names remembered per group for servers that are down: a group that no longer shows one
+    // must answer "unknown tool" for it, not "unavailable".
+    this.routes.forgetAll();
   }
 
   /**

@@ -211,6 +211,19 @@ export class Catalog extends EventEmitter {
     this.emit('changed', 'tools');
   }
 
+  /**
+   * `groups` changed (a config reload): what each group shows is worked out again from the
+   * lists held (no upstream is asked), and clients hear that every list changed.
+   */
+  setGroups(groups: Record<string, unknown> | undefined): void {
+    this.groups.replace(groups);
+    // Group views are memoised in the aggregates, and calls are routed by them.
+    this.built.clear();
+    this.lastBuilt.clear();
+    this.latestTools = undefined;
+    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
+  }
+
   /** The resource subscriptions of a server changed: its listen filter follows. */
   subscriptionsChanged(serverId: string): void {
     this.listens.refresh(serverId);

@@ -42,6 +42,15 @@ export class Groups {
   private readonly groups = new Map<string, CompiledGroup>();
 
   constructor(config: Record<string, unknown> | undefined) {
+    this.replace(config);
+  }
+
+  /**
+   * The groups of a reloaded config, in place: the listener's path check and the catalog hold
+   * this object, so both see them at once.
+   */
+  replace(config: Record<string, unknown> | undefined): void {
+    this.groups.clear();
     for (const [name, raw] of Object.entries(config ?? {})) {
       if (!GROUP_NAME.test(name) || raw === null || typeof raw !== 'object') continue;
       const g = raw as GroupConfig;

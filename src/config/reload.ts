@@ -4,9 +4,10 @@
  * trust, timeouts, retries, failMode) keeps its connection and only its catalog entry is
  * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
  * leaked key is revoked without a restart. So is `policy` (rate limits, confirmation, pinning
- * and poisoning), but for the request-state settings (reloadablePolicy). Other settings of the
- * hub itself (listen, ledger, names, the rest of auth, plugins, groups) take effect only on a
- * restart; a reload reports them and keeps the running ones.
+ * and poisoning), but for the request-state settings (reloadablePolicy), and so are `groups`
+ * (reloadableGroups). Other settings of the hub itself (listen, ledger, names, the rest of
+ * auth, plugins) take effect only on a restart; a reload reports them and keeps the running
+ * ones.
  */
 import { authRequired } from '../auth/authenticator.js';
 import type { ApiKeyConfig, HubConfig, PolicyConfig, ServerConfig } from './types.js';
@@ -25,7 +26,7 @@ const LIVE_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Hub-level sections a reload cannot change. */
-const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'plugins', 'groups'] as const;
+const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'plugins'] as const;
 /**
  * Policy settings a reload cannot change: a new key would void every requestState clients hold
  * (and their calls in progress), and the input bridge is built with its timeout.
@@ -104,6 +105,15 @@ export function reloadablePolicy(prev: HubConfig, next: HubConfig): PolicyConfig
     else kept[k] = prev.policy[k];
   }
   return canonical(kept) === canonical(prev.policy ?? {}) ? undefined : kept;
+}
+
+/**
+ * The groups a reload puts in place when `groups` changed (`{}` when the section went away).
+ * A group's view is worked out per list from the lists the hub holds, so nothing else waits
+ * for a restart. undefined: no change.
+ */
+export function reloadableGroups(prev: HubConfig, next: HubConfig): NonNullable<HubConfig['groups']> | undefined {
+  return canonical(prev.groups ?? {}) === canonical(next.groups ?? {}) ? undefined : (next.groups ?? {});
 }
 
 /**

@@ -3,7 +3,7 @@ import type { HubConfig, PolicyConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { describeDiff, diffServers, reloadableApiKeys, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
+import { describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
@@ -22,6 +22,8 @@ export interface ReloadTarget {
   addServer(h: ServerHandle): void;
   /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
   applyPolicy(policy: PolicyConfig): void;
+  /** Put reloaded groups in place: what `/mcp/<group>` shows and lets be called. */
+  applyGroups(groups: NonNullable<HubConfig['groups']>): void;
   /**
    * API keys were replaced: what the revoked ones opened (sessions, streams, the live feed)
    * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
@@ -70,6 +72,12 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.applyPolicy(policy);
     hub.config.policy = policy;
     hub.log.info({ sections: Object.keys(policy) }, 'config reload: policy replaced');
+  }
+  const groups = reloadableGroups(hub.config, next);
+  if (groups) {
+    hub.applyGroups(groups);
+    hub.config.groups = next.groups;
+    hub.log.info({ groups: Object.keys(groups) }, 'config reload: groups replaced');
   }
   const retiring: ServerHandle[] = [];
   const takeOut = (id: string): void => {

@@ -8,7 +8,7 @@ import { KnownRoutes } from '../router/down-tools.js';
  * the routing lookup and what a reload must forget live in one place.
  */
 export class ShownRoutes {
-  private readonly known = new KnownRoutes();
+  private known = new KnownRoutes();
   private learned = new WeakMap<object, Set<string | undefined>>();
 
   constructor(private readonly catalog: Pick<Catalog, 'knownTool'>) {}
@@ -39,6 +39,12 @@ export class ShownRoutes {
       const routed = this.catalog.knownTool(t.name, view);
       if (routed) this.known.remember(ctx.group, t.name, routed.server.id);
     }
+  }
+
+  /** The groups changed: any name may be shown differently now. */
+  forgetAll(): void {
+    this.known = new KnownRoutes();
+    this.learned = new WeakMap();
   }
 
   /** A server removed or reconfigured: its names may be shown differently now, so every page is learned again. */

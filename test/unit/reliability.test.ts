@@ -12,6 +12,7 @@ import { Canceller } from '../../src/cancel.js';
 import { backoffMs, mayRetry, withRetries } from '../../src/upstream/retry.js';
 import { InFlight } from '../../src/router/inflight.js';
 import { KnownRoutes } from '../../src/router/down-tools.js';
+import { ShownRoutes } from '../../src/hub/shown-routes.js';
 
 function deferred<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;
@@ -313,5 +314,18 @@ describe('KnownRoutes', () => {
     expect(k.serverOf('other', 'a__x')).toBeUndefined();
     k.forgetServer('a');
     expect([k.serverOf(undefined, 'a__x'), k.serverOf('small', 'a__x'), k.serverOf(undefined, 'b__y')]).toEqual([undefined, undefined, 'b']);
+  });
+});
+
+describe('ShownRoutes', () => {
+  it('forgets every name once the groups change, and asks the catalog again', async () => {
+    let known: string | undefined = 'a';
+    const routes = new ShownRoutes({ knownTool: () => (known === undefined ? undefined : ({ server: { id: known } } as never)) });
+    const ctx = { group: 'small', principal: 'p' } as never;
+    await routes.learn({ tools: [{ name: 'a__x' }] }, ctx);
+    known = undefined; // the new groups no longer show it
+    expect(routes.serverOf('a__x', ctx)).toBe('a'); // remembered while a server is down
+    routes.forgetAll();
+    expect(routes.serverOf('a__x', ctx)).toBeUndefined();
   });
 });

@@ -50,6 +50,7 @@ function target(running: HubConfig, cannotBuild: string | undefined) {
     },
     addServer: (h: ServerHandle) => void handles.set(h.id, h),
     applyPolicy: () => void changes.push('policy'),
+    applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
     credentialsRevoked: () => void changes.push('revoked'),
   };
   return { t, handles, built, changes, pooled };
@@ -70,6 +71,22 @@ describe('applyReload', () => {
     // What it had built already is let go, never started.
     expect(built.map((h) => h.id)).toEqual(['fresh']);
     for (const h of built) expect(h.upstream as unknown as { closed: boolean; started: boolean }).toMatchObject({ closed: true, started: false });
+  });
+
+  it('new groups are put in place and become the running config; the same groups are left alone', async () => {
+    const running = cfg({ a: { command: 'node' } });
+    running.groups = { small: { tools: ['a__x'] } };
+    const { t, changes } = target(running, undefined);
+    const next = cfg({ a: { command: 'node' } });
+    next.groups = { small: { tools: ['a__y'] }, big: {} };
+    await applyReload(t, next);
+    expect(changes).toEqual(['groups small,big']);
+    expect(running.groups).toEqual({ small: { tools: ['a__y'] }, big: {} });
+    changes.length = 0;
+    const same = cfg({ a: { command: 'node' } });
+    same.groups = { big: {}, small: { tools: ['a__y'] } };
+    await applyReload(t, same);
+    expect(changes).toEqual([]);
   });
 
   it('a server whose time limits changed keeps its connection, and it and its pooled connections take the new limits', async () => {

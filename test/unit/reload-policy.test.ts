@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, diffServers, reloadableApiKeys, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, diffServers, reloadableApiKeys, reloadableGroups, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -49,6 +49,15 @@ describe('config reload diff', () => {
   it('names the hub-level sections a reload cannot change', () => {
     expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen', 'pageSize']);
     expect(restartOnlyChanges(cfg(base), cfg(base))).toEqual([]);
+  });
+
+  it('takes new groups, and the section going away (no restart needed for either)', () => {
+    const g = (groups: object | undefined) => cfg({ ...base, groups });
+    expect(reloadableGroups(g({ a: { tools: ['x__*'] } }), g({ a: { tools: ['y__*'] }, b: { servers: ['s'] } }))).toEqual({ a: { tools: ['y__*'] }, b: { servers: ['s'] } });
+    expect(reloadableGroups(g({ a: { tools: ['x__*'] } }), g(undefined))).toEqual({});
+    expect(reloadableGroups(g(undefined), g({}))).toBeUndefined();
+    expect(reloadableGroups(g({ a: { tools: ['x'], servers: ['s'] } }), g({ a: { servers: ['s'], tools: ['x'] } }))).toBeUndefined();
+    expect(restartOnlyChanges(g({ a: { tools: ['x__*'] } }), g({ a: { tools: ['y__*'] } }))).toEqual([]);
   });
 
   it('takes a new policy, keeping the running request-state settings, which only a restart changes', () => {

@@ -1,0 +1,82 @@
+/**
+ * `groups` changed while the hub runs (config watch): what `/mcp/<group>` shows and lets be
+ * called follows at once, a client connected to the group hears list_changed, a new group
+ * serves and a removed one is gone, with no restart and no upstream restarted. The real built
+ * hub over loopback HTTP, a real stdio upstream, the SDK v1 client.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+
+const TOOLS = [
+  { name: 'alpha', description: 'First tool', inputSchema: { type: 'object' } },
+  { name: 'beta', description: 'Second tool', inputSchema: { type: 'object' } },
+];
+
+let hub: HubProcess;
+let id = 0;
+const at = (group: string): string => hub.url.replace(/\/mcp$/, `/mcp/${group}`);
+
+beforeAll(async () => {
+  hub = await startHub({
+    servers: { s: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', TOOLS: JSON.stringify(TOOLS) }) },
+    groups: { pick: { tools: ['s__alpha'] } },
+  });
+  await waitForReady(hub.url, ['s']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+async function toolNames(url: string): Promise<string[]> {
+  const r = await modernPost(url, ++id, 'tools/list');
+  return ((r.body?.result?.tools ?? []) as Json[]).map((t) => String(t.name)).sort();
+}
+
+function rewrite(groups: Json | undefined): void {
+  const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
+  if (groups === undefined) delete config.groups;
+  else config.groups = groups;
+  writeFileSync(hub.configFile, JSON.stringify(config));
+}
+
+async function reloaded(n: number): Promise<void> {
+  await expect.poll(() => hub.logs.filter((l) => l.includes('config reload: groups replaced')).length, { timeout: 10_000, interval: 50 }).toBe(n);
+}
+
+describe('groups reloaded while the hub runs', () => {
+  it('a group shows and routes by its new globs at once; its clients hear list_changed; groups come and go', async () => {
+    expect(await toolNames(at('pick'))).toEqual(['s__alpha']);
+    const client = new Client({ name: 'group-client', version: '1.0.0' });
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+    await client.connect(new StreamableHTTPClientTransport(new URL(at('pick'))));
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['s__alpha']);
+    await new Promise((r) => setTimeout(r, 300)); // the client's GET stream opens after initialize
+    const before = (await health(hub.url)).servers.find((s) => s.id === 's') as unknown as Json;
+
+    rewrite({ pick: { tools: ['s__beta'] }, more: { servers: ['s'] } });
+    await reloaded(1);
+    expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
+    await expect.poll(() => changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(0);
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['s__beta']);
+    // The tool the group no longer shows cannot be called through it, even by a client that saw it.
+    const hidden = await modernPost(at('pick'), ++id, 'tools/call', { name: 's__alpha', arguments: {} });
+    expect(hidden.body?.error?.message).toBe('Unknown tool: s__alpha');
+    const shown = await client.callTool({ name: 's__beta', arguments: {} });
+    expect(shown.isError).not.toBe(true);
+    expect(await toolNames(at('more'))).toEqual(['s__alpha', 's__beta']);
+    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta']);
+
+    rewrite(undefined);
+    await reloaded(2);
+    expect((await fetch(at('pick'), { method: 'POST' })).status).toBe(404);
+    expect((await fetch(at('more'), { method: 'POST' })).status).toBe(404);
+    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta']);
+    // The upstream kept its connection throughout.
+    expect((await health(hub.url)).servers.find((s) => s.id === 's')).toMatchObject({ state: 'ready', restarts: before.restarts, since: before.since });
+    await client.close();
+  });
+});
