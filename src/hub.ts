@@ -293,7 +293,7 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
@@ -308,6 +308,11 @@ export class Hub implements HubCore {
     this.gate.setLimiter(new RateLimiter(p.rateLimit));
     this.router.setConfirmer(new Confirmer(p as ConfirmPolicy));
     this.catalog.setPolicy({ pinning: p.pinning, poisoning: p.poisoning });
+  }
+
+  private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void> {
+    await this.plugins.replace(loadPlugins(plugins, this.config.file, this.log, (f) => this.pluginFailed(f)));
+    this.catalog.pluginsChanged();
   }
 
   private applyGroups(groups: NonNullable<HubConfig['groups']>): void {

@@ -224,6 +224,17 @@ export class Catalog extends EventEmitter {
     for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
   }
 
+  /**
+   * The plugins were replaced (a config reload): every list held is run through their onList
+   * hooks again (no upstream is asked), no call is routed by an aggregate built under the old
+   * ones, and clients hear that every list changed.
+   */
+  pluginsChanged(): void {
+    this.pinGen++;
+    for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
+  }
+
   /** The resource subscriptions of a server changed: its listen filter follows. */
   subscriptionsChanged(serverId: string): void {
     this.listens.refresh(serverId);

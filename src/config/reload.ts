@@ -5,9 +5,9 @@
  * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
  * leaked key is revoked without a restart. So is `policy` (rate limits, confirmation, pinning
  * and poisoning), but for the request-state settings (reloadablePolicy), and so are `groups`
- * (reloadableGroups). Other settings of the hub itself (listen, ledger, names, the rest of
- * auth, plugins) take effect only on a restart; a reload reports them and keeps the running
- * ones.
+ * (reloadableGroups) and `plugins` (reloadablePlugins). Other settings of the hub itself
+ * (listen, ledger, names, pageSize, the rest of auth) take effect only on a restart; a reload
+ * reports them and keeps the running ones.
  */
 import { authRequired } from '../auth/authenticator.js';
 import type { ApiKeyConfig, HubConfig, PolicyConfig, ServerConfig } from './types.js';
@@ -26,7 +26,7 @@ const LIVE_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Hub-level sections a reload cannot change. */
-const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth', 'plugins'] as const;
+const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth'] as const;
 /**
  * Policy settings a reload cannot change: a new key would void every requestState clients hold
  * (and their calls in progress), and the input bridge is built with its timeout.
@@ -114,6 +114,15 @@ export function reloadablePolicy(prev: HubConfig, next: HubConfig): PolicyConfig
  */
 export function reloadableGroups(prev: HubConfig, next: HubConfig): NonNullable<HubConfig['groups']> | undefined {
   return canonical(prev.groups ?? {}) === canonical(next.groups ?? {}) ? undefined : (next.groups ?? {});
+}
+
+/**
+ * The `plugins` section of a reload when it changed (`{}` when it went away): the plugins are
+ * loaded again from it. A plugin file edited under an unchanged section is not re-read: Node
+ * keeps a module it imported, so code changes need a restart. undefined: no change.
+ */
+export function reloadablePlugins(prev: HubConfig, next: HubConfig): NonNullable<HubConfig['plugins']> | undefined {
+  return canonical(prev.plugins ?? {}) === canonical(next.plugins ?? {}) ? undefined : (next.plugins ?? {});
 }
 
 /**

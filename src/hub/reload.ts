@@ -3,7 +3,7 @@ import type { HubConfig, PolicyConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
+import { describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
@@ -24,6 +24,8 @@ export interface ReloadTarget {
   applyPolicy(policy: PolicyConfig): void;
   /** Put reloaded groups in place: what `/mcp/<group>` shows and lets be called. */
   applyGroups(groups: NonNullable<HubConfig['groups']>): void;
+  /** Load the plugins of a reloaded config and put them in place of the running ones. */
+  applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void>;
   /**
    * API keys were replaced: what the revoked ones opened (sessions, streams, the live feed)
    * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
@@ -79,6 +81,8 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.config.groups = next.groups;
     hub.log.info({ groups: Object.keys(groups) }, 'config reload: groups replaced');
   }
+  const plugins = reloadablePlugins(hub.config, next);
+  if (plugins) hub.config.plugins = next.plugins;
   const retiring: ServerHandle[] = [];
   const takeOut = (id: string): void => {
     const h = hub.handles.get(id);
@@ -111,9 +115,14 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   hub.config.servers = next.servers;
   for (const h of fresh)
     h.upstream.start().catch((err) => hub.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+  for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
+  // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
+  if (plugins) {
+    await hub.applyPlugins(plugins);
+    hub.log.info('config reload: plugins replaced');
+  }
   const summary = describeDiff(d);
   hub.log.info(summary, 'config reloaded');
-  for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   return summary;
 }
 

@@ -32,6 +32,8 @@ export interface CallPlan {
   arguments: Record<string, unknown>;
   /** Per-plugin scratch, handed to afterCall; made when a plugin first reads `ctx.state`. */
   states?: Map<string, Map<string, unknown>>;
+  /** The plugins beforeCall ran: afterCall runs the same ones, even if a reload replaced them meanwhile. */
+  plugins?: readonly Plugin[];
 }
 
 /**
@@ -90,6 +92,9 @@ export class PluginRunner {
   private plugins: Plugin[] = [];
   private loaded = false;
   private readonly ready: Promise<void>;
+  /** The last replace() (they run one after another); starts once the first plugins are loaded. */
+  private replacing: Promise<void>;
+  private closed = false;
   private hasCallHooks = false;
   /** One child logger per plugin, made on first use: a pino child per call showed in profiles. */
   private readonly logs = new Map<string, Logger>();
@@ -111,6 +116,7 @@ export class PluginRunner {
         this.fail({ plugin: '(loader)', hook: 'load', message: messageOf(err) });
       },
     );
+    this.replacing = this.ready;
   }
 
   /** Resolves once plugins are loaded (never rejects). */
@@ -217,8 +223,9 @@ export class PluginRunner {
 
   async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
     if (!this.loaded) await this.ready;
-    const plan: CallPlan = { arguments: args };
-    for (const p of this.plugins) {
+    const plugins = this.plugins;
+    const plan: CallPlan = { arguments: args, plugins };
+    for (const p of plugins) {
       if (!p.beforeCall) continue;
       const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
@@ -236,7 +243,7 @@ export class PluginRunner {
   async afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (!this.loaded) await this.ready;
     let current = result;
-    for (const p of this.plugins) {
+    for (const p of plan.plugins ?? this.plugins) {
       if (!p.afterCall) continue;
       const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const input = current;
@@ -267,8 +274,36 @@ export class PluginRunner {
     return true;
   }
 
+  /**
+   * The plugins of a reloaded config: calls and lists go on with the running ones while these
+   * load, then the new ones take over and the old ones are closed. A call already past its
+   * beforeCall hooks finishes with the plugins that ran them (CallPlan.plugins).
+   */
+  replace(next: Promise<Plugin[]> | Plugin[]): Promise<void> {
+    // Two reloads in a row take effect in their order, however long each set takes to load.
+    this.replacing = this.replacing.then(async () => {
+      let ps: Plugin[];
+      try {
+        ps = await next;
+      } catch (err) {
+        this.fail({ plugin: '(loader)', hook: 'load', message: messageOf(err) });
+        return;
+      }
+      // Stopped meanwhile: these never served, and nothing else would close them.
+      const old = this.closed ? ps : this.plugins;
+      if (!this.closed) {
+        this.plugins = ps;
+        this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
+        this.logs.clear();
+      }
+      for (const p of old) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
+    });
+    return this.replacing;
+  }
+
   async close(): Promise<void> {
     await this.ready;
+    this.closed = true;
     for (const p of this.plugins) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
   }
 }

@@ -51,6 +51,7 @@ function target(running: HubConfig, cannotBuild: string | undefined) {
     addServer: (h: ServerHandle) => void handles.set(h.id, h),
     applyPolicy: () => void changes.push('policy'),
     applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
+    applyPlugins: async (p: { disable?: string[] }) => void changes.push(`plugins ${(p.disable ?? []).join(',')}`),
     credentialsRevoked: () => void changes.push('revoked'),
   };
   return { t, handles, built, changes, pooled };
@@ -86,6 +87,22 @@ describe('applyReload', () => {
     const same = cfg({ a: { command: 'node' } });
     same.groups = { big: {}, small: { tools: ['a__y'] } };
     await applyReload(t, same);
+    expect(changes).toEqual([]);
+  });
+
+  it('new plugins are loaded last, after the servers changed, and become the running config', async () => {
+    const running = cfg({ a: { command: 'node' } });
+    const { t, changes } = target(running, undefined);
+    const next = cfg({ b: { command: 'node' } });
+    next.plugins = { disable: ['redact-secrets'] };
+    await applyReload(t, next);
+    expect(changes).toEqual(['routes.forget a', 'catalog.forget a', 'upstreams.forget a', 'plugins redact-secrets']);
+    expect(running.plugins).toEqual({ disable: ['redact-secrets'] });
+    changes.length = 0;
+    await applyReload(t, cfg({ b: { command: 'node' } }));
+    expect(changes).toEqual(['plugins ']); // the section gone: the defaults
+    changes.length = 0;
+    await applyReload(t, cfg({ b: { command: 'node' } }));
     expect(changes).toEqual([]);
   });
 

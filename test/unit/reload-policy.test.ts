@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, diffServers, reloadableApiKeys, reloadableGroups, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -58,6 +58,14 @@ describe('config reload diff', () => {
     expect(reloadableGroups(g(undefined), g({}))).toBeUndefined();
     expect(reloadableGroups(g({ a: { tools: ['x'], servers: ['s'] } }), g({ a: { servers: ['s'], tools: ['x'] } }))).toBeUndefined();
     expect(restartOnlyChanges(g({ a: { tools: ['x__*'] } }), g({ a: { tools: ['y__*'] } }))).toEqual([]);
+  });
+
+  it('takes new plugins, and the section going away (no restart needed for either)', () => {
+    const p = (plugins: object | undefined) => cfg({ ...base, plugins });
+    expect(reloadablePlugins(p(undefined), p({ disable: ['redact-secrets'] }))).toEqual({ disable: ['redact-secrets'] });
+    expect(reloadablePlugins(p({ options: { x: { a: 1 } } }), p(undefined))).toEqual({});
+    expect(reloadablePlugins(p({ options: { x: { a: 1, b: 2 } } }), p({ options: { x: { b: 2, a: 1 } } }))).toBeUndefined();
+    expect(restartOnlyChanges(p(undefined), p({ paths: ['x.mjs'] }))).toEqual([]);
   });
 
   it('takes a new policy, keeping the running request-state settings, which only a restart changes', () => {
