@@ -221,7 +221,7 @@ export class Catalog extends EventEmitter {
     this.built.clear();
     this.lastBuilt.clear();
     this.latestTools = undefined;
-    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
+    this.everyListChanged();
   }
 
   /**
@@ -232,6 +232,11 @@ export class Catalog extends EventEmitter {
   pluginsChanged(): void {
     this.pinGen++;
     for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+    this.everyListChanged();
+  }
+
+  /** Clients hear one resources/list_changed for both resource families (as in invalidate). */
+  private everyListChanged(): void {
     for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
   }
 
