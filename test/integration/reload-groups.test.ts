@@ -4,11 +4,11 @@
  * serves and a removed one is gone, with no restart and no upstream restarted. The real built
  * hub over loopback HTTP, a real stdio upstream, the SDK v1 client.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { setSection, loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -35,16 +35,8 @@ async function toolNames(url: string): Promise<string[]> {
   return ((r.body?.result?.tools ?? []) as Json[]).map((t) => String(t.name)).sort();
 }
 
-function rewrite(groups: Json | undefined): void {
-  const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
-  if (groups === undefined) delete config.groups;
-  else config.groups = groups;
-  writeFileSync(hub.configFile, JSON.stringify(config));
-}
-
-async function reloaded(n: number): Promise<void> {
-  await expect.poll(() => hub.logs.filter((l) => l.includes('config reload: groups replaced')).length, { timeout: 10_000, interval: 50 }).toBe(n);
-}
+const rewrite = (value: Json | undefined): void => setSection(hub, 'groups', value);
+const reloaded = (n: number): Promise<void> => loggedTimes(hub, 'config reload: groups replaced', n, 10_000);
 
 describe('groups reloaded while the hub runs', () => {
   it('a group shows and routes by its new globs at once; its clients hear list_changed; groups come and go', async () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { setSection, loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -38,16 +39,8 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
-function rewrite(plugins: Json | undefined): void {
-  const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
-  if (plugins === undefined) delete config.plugins;
-  else config.plugins = plugins;
-  writeFileSync(hub.configFile, JSON.stringify(config));
-}
-
-async function reloaded(n: number): Promise<void> {
-  await expect.poll(() => hub.logs.filter((l) => l.includes('config reload: plugins replaced')).length, { timeout: 15_000, interval: 50 }).toBe(n);
-}
+const rewrite = (value: Json | undefined): void => setSection(hub, 'plugins', value);
+const reloaded = (n: number): Promise<void> => loggedTimes(hub, 'config reload: plugins replaced', n, 15_000);
 
 const textOf = (r: Json): string => ((r.content ?? []) as { text?: string }[]).map((c) => c.text ?? '').join('');
 

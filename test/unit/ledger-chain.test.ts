@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerChainError, LedgerReader } from '../../src/ledger/reader.js';
 import { parseWitness, rowDigest, type Witness } from '../../src/ledger/chain.js';
-import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
@@ -42,15 +42,6 @@ function links(path: string): Witness[] {
 }
 
 const linkAt = (path: string, seq: number): Witness => links(path).find((w) => w.seq === seq)!;
-
-async function until<T>(read: () => T, done: (v: T) => boolean, ms: number): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = read();
-    if (done(v) || Date.now() > end) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 function idOfSeq(l: Ledger, seq: number): number {
   return l.query({ limit: 1000 }).find((r) => r.seq === seq)!.id;

@@ -56,3 +56,13 @@ export function line(s: Record<string, unknown>, e?: Record<string, unknown>): s
   const values = (cols: readonly string[], named: Record<string, unknown>) => cols.map((c) => named[c] ?? null);
   return JSON.stringify(e ? [...values(BEGIN_COLS, s), ...values(FIN_COLS, e)] : values(BEGIN_COLS, s));
 }
+
+/** Polls `get` until `ok` holds or `timeoutMs` passes; returns the last value either way. */
+export async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = get();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { pino } from 'pino';
 import { cpuProfileFlags, Ingester } from '../../src/ledger/ingester.js';
 import { joinChunks, Ledger } from '../../src/ledger/ledger.js';
-import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, tempDir, until } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
 let ledger: Ledger | undefined;
@@ -115,15 +115,6 @@ describe('the ledger ingest thread', () => {
     expect(counters).toMatchObject({ batchesUnapplied: 0, threadRestarts: 0 });
   }, 60_000);
 });
-
-async function until<T>(get: () => T, ok: (v: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = get();
-    if (ok(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** A fresh ledger (logging at `level`) holding row 'before' in SQLite, and its thread. */
 async function withOneRow(level: string): Promise<{ logged: string[]; worker: { terminate(): Promise<number> } }> {
