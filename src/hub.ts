@@ -293,7 +293,7 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), applyPageSize: (n) => this.router.setPageSize(n), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {

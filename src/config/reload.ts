@@ -5,8 +5,8 @@
  * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
  * leaked key is revoked without a restart. So is `policy` (rate limits, confirmation, pinning
  * and poisoning), but for the request-state settings (reloadablePolicy), and so are `groups`
- * (reloadableGroups) and `plugins` (reloadablePlugins). Other settings of the hub itself
- * (listen, ledger, names, pageSize, the rest of auth) take effect only on a restart; a reload
+ * (reloadableGroups), `plugins` (reloadablePlugins) and `pageSize`. Other settings of the hub
+ * itself (listen, ledger, names, the rest of auth) take effect only on a restart; a reload
  * reports them and keeps the running ones.
  */
 import { authRequired } from '../auth/authenticator.js';
@@ -26,7 +26,7 @@ const LIVE_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** Hub-level sections a reload cannot change. */
-const RESTART_ONLY = ['listen', 'ledger', 'names', 'pageSize', 'auth'] as const;
+const RESTART_ONLY = ['listen', 'ledger', 'names', 'auth'] as const;
 /**
  * Policy settings a reload cannot change: a new key would void every requestState clients hold
  * (and their calls in progress), and the input bridge is built with its timeout.

@@ -24,6 +24,8 @@ export interface ReloadTarget {
   applyPolicy(policy: PolicyConfig): void;
   /** Put reloaded groups in place: what `/mcp/<group>` shows and lets be called. */
   applyGroups(groups: NonNullable<HubConfig['groups']>): void;
+  /** The page size of aggregated lists, from the next list on. */
+  applyPageSize(n: number): void;
   /** Load the plugins of a reloaded config and put them in place of the running ones. */
   applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void>;
   /**
@@ -80,6 +82,11 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.applyGroups(groups);
     hub.config.groups = next.groups;
     hub.log.info({ groups: Object.keys(groups) }, 'config reload: groups replaced');
+  }
+  if (next.pageSize !== hub.config.pageSize) {
+    hub.applyPageSize(next.pageSize);
+    hub.log.info({ pageSize: next.pageSize }, 'config reload: page size replaced');
+    hub.config.pageSize = next.pageSize;
   }
   const plugins = reloadablePlugins(hub.config, next);
   if (plugins) hub.config.plugins = next.plugins;

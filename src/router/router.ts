@@ -57,6 +57,16 @@ export class Router {
     this.opts.confirmer = c;
   }
 
+  /**
+   * A reloaded `pageSize`: cursors carry an offset, so a client paging through a list goes on
+   * from where it was; the pages memoised at the old size are dropped.
+   */
+  setPageSize(n: number): void {
+    if (n === this.opts.pageSize) return;
+    this.opts.pageSize = n;
+    this.pages = new WeakMap();
+  }
+
   constructor(
     private readonly catalog: Catalog,
     private readonly ledger: AuditSink,
@@ -127,7 +137,7 @@ export class Router {
   }
 
   /** Pages of one aggregate keep their identity, so the edge serialises each page once. */
-  private readonly pages = new WeakMap<readonly unknown[], Map<number, readonly unknown[]>>();
+  private pages = new WeakMap<readonly unknown[], Map<number, readonly unknown[]>>();
 
   private page(items: readonly Record<string, unknown>[], offset: number, end: number): readonly unknown[] {
     if (offset === 0 && end >= items.length) return items;

@@ -51,6 +51,7 @@ function target(running: HubConfig, cannotBuild: string | undefined) {
     addServer: (h: ServerHandle) => void handles.set(h.id, h),
     applyPolicy: () => void changes.push('policy'),
     applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
+    applyPageSize: (n: number) => void changes.push(`pageSize ${n}`),
     applyPlugins: async (p: { disable?: string[] }) => void changes.push(`plugins ${(p.disable ?? []).join(',')}`),
     credentialsRevoked: () => void changes.push('revoked'),
   };
@@ -88,6 +89,16 @@ describe('applyReload', () => {
     same.groups = { big: {}, small: { tools: ['a__y'] } };
     await applyReload(t, same);
     expect(changes).toEqual([]);
+  });
+
+  it('a new page size is put in place and becomes the running config', async () => {
+    const running = cfg({ a: { command: 'node' } });
+    const { t, changes } = target(running, undefined);
+    const next = cfg({ a: { command: 'node' } });
+    next.pageSize = 7;
+    await applyReload(t, next);
+    expect(changes).toEqual(['pageSize 7']);
+    expect(running.pageSize).toBe(7);
   });
 
   it('new plugins are loaded last, after the servers changed, and become the running config', async () => {

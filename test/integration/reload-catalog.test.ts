@@ -1,8 +1,9 @@
 /**
- * `groups` changed while the hub runs (config watch): what `/mcp/<group>` shows and lets be
- * called follows at once, a client connected to the group hears list_changed, a new group
- * serves and a removed one is gone, with no restart and no upstream restarted. The real built
- * hub over loopback HTTP, a real stdio upstream, the SDK v1 client.
+ * `groups` and `pageSize` changed while the hub runs (config watch). What `/mcp/<group>` shows
+ * and lets be called follows at once, a client connected to the group hears list_changed, a
+ * new group serves and a removed one is gone, with no restart and no upstream restarted; a new
+ * page size applies from the next list, and a client paging through one goes on where it was.
+ * The real built hub over loopback HTTP, a real stdio upstream, the SDK v1 client.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -15,6 +16,7 @@ import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js'
 const TOOLS = [
   { name: 'alpha', description: 'First tool', inputSchema: { type: 'object' } },
   { name: 'beta', description: 'Second tool', inputSchema: { type: 'object' } },
+  { name: 'gamma', description: 'Third tool', inputSchema: { type: 'object' } },
 ];
 
 let hub: HubProcess;
@@ -59,16 +61,40 @@ describe('groups reloaded while the hub runs', () => {
     expect(hidden.body?.error?.message).toBe('Unknown tool: s__alpha');
     const shown = await client.callTool({ name: 's__beta', arguments: {} });
     expect(shown.isError).not.toBe(true);
-    expect(await toolNames(at('more'))).toEqual(['s__alpha', 's__beta']);
-    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta']);
+    expect(await toolNames(at('more'))).toEqual(['s__alpha', 's__beta', 's__gamma']);
+    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta', 's__gamma']);
 
     rewrite(undefined);
     await reloaded(2);
     expect((await fetch(at('pick'), { method: 'POST' })).status).toBe(404);
     expect((await fetch(at('more'), { method: 'POST' })).status).toBe(404);
-    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta']);
+    expect(await toolNames(hub.url)).toEqual(['s__alpha', 's__beta', 's__gamma']);
     // The upstream kept its connection throughout.
     expect((await health(hub.url)).servers.find((s) => s.id === 's')).toMatchObject({ state: 'ready', restarts: before.restarts, since: before.since });
     await client.close();
+  });
+});
+
+describe('pageSize reloaded while the hub runs', () => {
+  it('applies from the next list; a cursor from before goes on from where it was, with pages of the new size', async () => {
+    const page = async (cursor?: string): Promise<{ names: string[]; next?: string }> => {
+      const r = await modernPost(hub.url, ++id, 'tools/list', cursor === undefined ? {} : { cursor });
+      const result = r.body?.result as Json;
+      return { names: ((result.tools ?? []) as Json[]).map((t) => String(t.name)), next: result.nextCursor as string | undefined };
+    };
+    const all = (await page()).names;
+    expect([...all].sort()).toEqual(['s__alpha', 's__beta', 's__gamma']);
+    setSection(hub, 'pageSize', 1);
+    await loggedTimes(hub, 'config reload: page size replaced', 1);
+    const first = await page();
+    expect(first.names).toEqual([all[0]]);
+    const second = await page(first.next);
+    expect(second.names).toEqual([all[1]]);
+    setSection(hub, 'pageSize', 2);
+    await loggedTimes(hub, 'config reload: page size replaced', 2);
+    // The cursor after the first page again: two items now, not the one-item page seen before.
+    const again = await page(first.next);
+    expect(again).toEqual({ names: [all[1], all[2]], next: undefined });
+    expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
   });
 });
