@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  candidateName,
+  heldIn,
   MemoryNameStore,
   NAME_RULES,
   NameAssigner,
@@ -110,6 +112,84 @@ describe('NameAssigner', () => {
     ]);
     expect(a.names.get('a')!.get('search')).toBe('a__search');
     expect(a.names.get('b')!.get('x')).toBe('b__x');
+  });
+
+  it('keeps its hashes across versions: stored names are checked against them, so a change would rename tools', () => {
+    // Known answers, not recomputed: sha256 of `server\0name` (6 hex) and `server\0name\0attempt` (8 hex).
+    expect([nameHash('fs', 'files.read'), nameHash('gh', 'repos/list'), nameHash('two', 'search', 1), nameHash('two', 'search', 2)]).toEqual([
+      '54b4a7',
+      'e0e6cb',
+      '02248f10',
+      '8980952d',
+    ]);
+    const a = new NameAssigner().assign('tool', [
+      { id: 'one', prefix: '', names: ['search'] },
+      { id: 'two', prefix: '', names: ['search'] },
+      { id: 'fs', prefix: 'fs', names: ['files.read'] },
+    ]);
+    expect(a.names.get('two')!.get('search')).toBe('search_02248f10');
+    expect(a.names.get('fs')!.get('files.read')).toBe('fs__files_read_54b4a7');
+  });
+
+  it('a second collision takes attempt 2', () => {
+    const a = new NameAssigner().assign('tool', [
+      { id: 'one', prefix: '', names: ['search'] },
+      { id: 'x', prefix: '', names: ['search_02248f10'] }, // what "two" would take at attempt 1
+      { id: 'two', prefix: '', names: ['search'] },
+    ]);
+    expect(a.names.get('two')!.get('search')).toBe('search_8980952d');
+  });
+
+  it('reports a renamed name it took from the store with its reason, as when it was given', () => {
+    const store = new MemoryNameStore();
+    const servers = [{ id: 'fs', prefix: 'fs', names: ['files.read', 'ok'] }];
+    const first = new NameAssigner({ store }).assign('tool', servers);
+    const again = new NameAssigner({ store }).assign('tool', servers);
+    expect(again.renamed).toEqual(first.renamed);
+    expect(again.renamed).toEqual([{ server: 'fs', kind: 'tool', upstreamName: 'files.read', hubName: 'fs__files_read_54b4a7', reason: 'sanitized' }]);
+  });
+
+  it('gives two servers the same stored name never: the first in config order keeps it', () => {
+    // "a" had p__t; it left the config, "c" came with the same prefix and got p__t too; "a" is back.
+    const store = new MemoryNameStore();
+    new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: 'p', names: ['t'] }]);
+    new NameAssigner({ store }).assign('tool', [{ id: 'c', prefix: 'p', names: ['t'] }]);
+    expect(store.get('c', 'tool', 't')).toBe('p__t');
+    const servers = [
+      { id: 'a', prefix: 'p', names: ['t'] },
+      { id: 'c', prefix: 'p', names: ['t'] },
+    ];
+    const assigner = new NameAssigner({ store });
+    const back = assigner.assign('tool', servers);
+    expect(back.names.get('a')!.get('t')).toBe('p__t');
+    expect(back.names.get('c')!.get('t')).toBe(candidateName('c', 'p', 't', 'strict', 1).name);
+    expectWellFormed(back, servers, 'strict', assigner);
+  });
+
+  it('honours a stored name up to the sixteenth collision attempt, not past it', () => {
+    const store = new MemoryNameStore();
+    store.put('s', 'tool', 't', candidateName('s', 'p', 't', 'strict', 16).name);
+    store.put('s', 'tool', 'u', candidateName('s', 'p', 'u', 'strict', 17).name);
+    const a = new NameAssigner({ store }).assign('tool', [{ id: 's', prefix: 'p', names: ['t', 'u'] }]);
+    expect(a.names.get('s')!.get('t')).toBe(candidateName('s', 'p', 't', 'strict', 16).name);
+    expect(a.names.get('s')!.get('u')).toBe('p__u');
+  });
+
+  it('resolves nothing of a kind it has not assigned yet', () => {
+    const assigner = new NameAssigner();
+    assigner.assign('tool', [{ id: 's', prefix: 's', names: ['t'] }]);
+    expect(assigner.resolve('prompt', 's__t')).toBeUndefined();
+  });
+
+  it('a store holds each server and kind apart, a server id that starts another included', () => {
+    const store = new MemoryNameStore();
+    store.put('a', 'tool', 'x', 'a__x');
+    store.put('ab', 'tool', 'y', 'ab__y');
+    store.put('a', 'prompt', 'z', 'a__z');
+    expect(store.held('a', 'tool')).toEqual(['a__x']);
+    expect(store.held('ab', 'tool')).toEqual(['ab__y']);
+    expect(store.held('a', 'prompt')).toEqual(['a__z']);
+    expect(heldIn(new Map(), 'a', 'tool')).toEqual([]);
   });
 
   it('is deterministic: two assigners given the same servers agree', () => {
