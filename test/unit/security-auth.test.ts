@@ -47,6 +47,8 @@ describe('challenges and metadata', () => {
     expect(resourceMetadataUrl('https://hub.example.com/mcp')).toBe('https://hub.example.com/.well-known/oauth-protected-resource/mcp');
     expect(resourceMetadataUrl('https://hub.example.com/')).toBe('https://hub.example.com/.well-known/oauth-protected-resource');
     expect(resourceMetadataUrl('http://127.0.0.1:7410/t/mcp/')).toBe('http://127.0.0.1:7410/.well-known/oauth-protected-resource/t/mcp');
+    expect(resourceMetadataUrl('https://hub.example.com/mcp///')).toBe('https://hub.example.com/.well-known/oauth-protected-resource/mcp');
+    expect(protectedResourceMetadata({ resource: 'https://h/mcp', issuer: 'https://as', scopes: ['mcp:tools'] }).scopes_supported).toEqual(['mcp:tools']);
     expect(protectedResourceMetadata({ resource: 'https://h/mcp', issuer: 'https://as', scopes: [] })).toEqual({
       resource: 'https://h/mcp',
       authorization_servers: ['https://as'],
@@ -60,6 +62,8 @@ describe('challenges and metadata', () => {
       'Bearer error="insufficient_scope", scope="a b", resource_metadata="https://h/x"',
     );
     expect(bearerChallenge({ error_description: 'bad "quote"\r\ninjected: header' })).toBe('Bearer error_description="bad quoteinjected: header"');
+    expect(bearerChallenge({ error: '', scope: 'a' })).toBe('Bearer scope="a"');
+    expect(bearerChallenge({ error: undefined })).toBe('Bearer');
   });
 
   it('reads scopes from scope (string) and scp (array or string)', () => {

@@ -28,6 +28,17 @@ describe('SseFeed', () => {
     expect(events).toEqual([{ data: '{"ok":true}' }]);
   });
 
+  it('takes unknown fields and a bad retry in its stride: only an oversized event stops the read', () => {
+    const { sse, events } = feed(['foo: bar\ndata: {"a":1}\n\nretry: soon\n\n', 'x-custom\ndata: {"b":2}\n\n']);
+    expect(events).toEqual([{ data: '{"a":1}' }, { data: '{"b":2}' }]);
+    expect(sse.result).toEqual({});
+  });
+
+  it('takes text chunks as well as bytes', () => {
+    const { events } = feed(['data: {"t":"€"}\n', '\n']);
+    expect(events).toEqual([{ data: '{"t":"€"}' }]);
+  });
+
   it('throws on an event larger than the bound', () => {
     expect(() => feed([`data: ${'x'.repeat(5000)}`], 1024)).toThrow(/larger than 1024/);
   });
