@@ -410,6 +410,27 @@ describe('upstream headers', () => {
     expect(problems.join('\n')).not.toMatch(/SECRET|Injected|dup/);
   });
 
+  it('refuses every header the hub sets itself, in any case, in mcpServers too', () => {
+    const own = ['Accept', 'content-type', 'Content-Length', 'Transfer-Encoding', 'Connection', 'Keep-Alive', 'Upgrade', 'TE', 'Trailer', 'Expect'];
+    const mcp = ['MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Mcp-Session-Id', 'Last-Event-ID', 'Mcp-Param-Region'];
+    const headers = Object.fromEntries([...own, ...mcp].map((h) => [h, 'x']));
+    expect(problemsOf({ mcpServers: { a: { url: 'http://127.0.0.1:9/mcp', headers } } })).toEqual(
+      [...own, ...mcp].map((h) => `mcpServers.a.headers.${h}: set by the hub on each request; it cannot be configured`),
+    );
+  });
+
+  it('odd shapes are the schema\'s problems, not a crash of the header check', () => {
+    const problems = problemsOf({
+      servers: {
+        a: { url: 'http://127.0.0.1:9/mcp', headers: null },
+        b: { url: 'http://127.0.0.1:9/mcp', credentials: { alice: null, bob: { headers: ['x'] } } },
+        c: null,
+      },
+    });
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.every((p) => !/header name|cannot carry|set by the hub/.test(p))).toBe(true);
+  });
+
   it('ordinary headers pass, Host and latin-1 text included', () => {
     const c = parseConfig(
       { servers: { a: { url: 'http://127.0.0.1:9/mcp', headers: { Authorization: 'Bearer ${env:T}', 'X-Api-Key': 'k', Host: 'api.example', 'X-Name': 'caf\u00e9\tb' } } } },

@@ -53,8 +53,23 @@ describe('PluginRunner.replace', () => {
     expect(runner.callHooks).toBe(false);
     await runner.replace([marker('m', [])]);
     expect(runner.callHooks).toBe(true);
+    await runner.replace([{ name: 'lists-only', onList: () => undefined }]);
+    expect(runner.callHooks).toBe(false);
+    await runner.replace([{ name: 'after-only', afterCall: () => undefined }]);
+    expect(runner.callHooks).toBe(true);
     await runner.replace([]);
     expect(runner.callHooks).toBe(false);
+  });
+
+  it("closes the old plugins that have a close hook, and reports one that throws as the close hook's failure", async () => {
+    const failures: string[] = [];
+    const runner = new PluginRunner(
+      [{ name: 'no-close' }, { name: 'bad-close', close: () => { throw new Error('disk gone'); } }],
+      silentLogger,
+      (f) => void failures.push(`${f.plugin} ${f.hook}: ${f.message}`),
+    );
+    await runner.replace([]);
+    expect(failures).toEqual(['bad-close close: disk gone']);
   });
 
   it('plugins that finish loading after the hub stopped are closed, never used', async () => {
@@ -66,6 +81,8 @@ describe('PluginRunner.replace', () => {
     load([marker('late', seen)]);
     await late;
     expect(seen).toEqual(['running:closed', 'late:closed']);
+    const plan = await runner.beforeCall(tool, 'alice', undefined, {});
+    expect(textOf(await runner.afterCall(tool, 'alice', undefined, plan, { content: [] }))).toBe('running');
   });
 
   it('a failed load is reported and the running plugins stay', async () => {

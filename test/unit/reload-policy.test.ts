@@ -44,6 +44,11 @@ describe('config reload diff', () => {
     expect(d.removed).toEqual(['b']);
     expect(d.unchanged).toEqual(['a', 'c', 'd']);
     expect(canonical({ x: 1, y: [1, { b: 2, a: 1 }] })).toBe(canonical({ y: [1, { a: 1, b: 2 }], x: 1 }));
+    // An absent key and one set to undefined are the same config; other shapes stay apart.
+    expect(canonical({ a: 1, b: undefined })).toBe(canonical({ a: 1 }));
+    expect(canonical([1, 2])).not.toBe(canonical([12]));
+    expect(canonical([1, 2])).not.toBe(canonical({ 0: 1, 1: 2 }));
+    expect(canonical({ a: 1, b: 2 })).not.toBe(canonical({ a: '1,"b":2' }));
   });
 
   it('names the hub-level sections a reload cannot change', () => {
