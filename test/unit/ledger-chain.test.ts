@@ -127,6 +127,27 @@ describe('ledger hash chain', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 0, anchorSeq: 3, headSeq: 3 });
   });
 
+  it('detects a head whose hash alone was altered, and a row moved to or before the anchor', async () => {
+    let l = await filled(4);
+    sql(t.db, `UPDATE chain_state SET head_hash = ? WHERE id = 1`, 'f'.repeat(64));
+    expect(l.verify()).toMatchObject({ ok: false, seq: 4, reason: expect.stringMatching(/head is seq 4/) });
+    await l.close();
+    t.cleanup();
+
+    l = await filled(8);
+    expect(l.prune(BASE + 3000)).toBe(3);
+    const id = idOfSeq(l, 6);
+    sql(t.db, 'UPDATE audit SET seq = 3 WHERE id = ?', id);
+    expect(l.verify()).toMatchObject({ ok: false, rowId: id, seq: 3, reason: 'row has seq 3 at or before the chain anchor 3' });
+  });
+
+  it('refuses to prune past rows taken off the end of the chain', async () => {
+    const l = await filled(6);
+    sql(t.db, 'DELETE FROM audit WHERE seq >= 5');
+    expect(() => l.prune(BASE + 100_000)).toThrowError(/chain ends at seq 4, expected to reach 6/);
+    expect(l.query({ limit: 100 })).toHaveLength(4);
+  });
+
   it('refuses to prune rows whose chain does not verify', async () => {
     const l = await filled(6);
     sql(t.db, `UPDATE audit SET principal = 'mallory' WHERE seq = 2`);
