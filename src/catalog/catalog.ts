@@ -206,8 +206,7 @@ export class Catalog extends EventEmitter {
     const next: PartPolicy = { pinning: policy.pinning ?? 'block', poisoning: policy.poisoning ?? 'warn' };
     if (next.pinning === this.policy.pinning && next.poisoning === this.policy.poisoning) return;
     this.policy = next;
-    this.pinGen++;
-    for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+    this.judgeAgain();
     this.emit('changed', 'tools');
   }
 
@@ -218,9 +217,7 @@ export class Catalog extends EventEmitter {
   setGroups(groups: Record<string, unknown> | undefined): void {
     this.groups.replace(groups);
     // Group views are memoised in the aggregates, and calls are routed by them.
-    this.built.clear();
-    this.lastBuilt.clear();
-    this.latestTools = undefined;
+    this.dropAggregates();
     this.everyListChanged();
   }
 
@@ -230,9 +227,21 @@ export class Catalog extends EventEmitter {
    * ones, and clients hear that every list changed.
    */
   pluginsChanged(): void {
+    this.judgeAgain();
+    this.everyListChanged();
+  }
+
+  /** Every list held goes through the checks and hooks again at its next build; until then no call is routed by the old one. */
+  private judgeAgain(): void {
     this.pinGen++;
     for (const h of this.servers()) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
-    this.everyListChanged();
+  }
+
+  /** No aggregate built so far is served or routed by again. */
+  private dropAggregates(): void {
+    this.built.clear();
+    this.lastBuilt.clear();
+    this.latestTools = undefined;
   }
 
   /** Clients hear one resources/list_changed for both resource families (as in invalidate). */
@@ -260,9 +269,7 @@ export class Catalog extends EventEmitter {
     this.cache.drop(`${serverId}\0`);
     this.reads.invalidate(serverId);
     // Aggregates name the old handle: nothing may be routed with them any more.
-    this.built.clear();
-    this.lastBuilt.clear();
-    this.latestTools = undefined;
+    this.dropAggregates();
     for (const k of LIST_KINDS) this.emit('changed', k);
   }
 

@@ -107,8 +107,7 @@ export class PluginRunner {
   ) {
     this.ready = Promise.resolve(plugins).then(
       (ps) => {
-        this.plugins = ps;
-        this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
+        this.use(ps);
         this.loaded = true;
       },
       (err: unknown) => {
@@ -117,6 +116,13 @@ export class PluginRunner {
       },
     );
     this.replacing = this.ready;
+  }
+
+  /** The plugins hooks run from now on. */
+  private use(ps: Plugin[]): void {
+    this.plugins = ps;
+    this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
+    this.logs.clear();
   }
 
   /** Resolves once plugins are loaded (never rejects). */
@@ -291,11 +297,7 @@ export class PluginRunner {
       }
       // Stopped meanwhile: these never served, and nothing else would close them.
       const old = this.closed ? ps : this.plugins;
-      if (!this.closed) {
-        this.plugins = ps;
-        this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
-        this.logs.clear();
-      }
+      if (!this.closed) this.use(ps);
       for (const p of old) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
     });
     return this.replacing;
