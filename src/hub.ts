@@ -9,7 +9,7 @@ import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { PoisonEvent } from './catalog/part.js';
 import type { PinEvent } from './catalog/pins.js';
-import { loadPlugins } from './plugins/loader.js';
+import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
 import { MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
@@ -101,6 +101,8 @@ export class Hub implements HubCore {
   private draining = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly routes: ShownRoutes;
+  /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
+  private pluginSourcesLoaded: string;
 
   private constructor(
     readonly config: HubConfig,
@@ -109,6 +111,7 @@ export class Hub implements HubCore {
   ) {
     this.events.setMaxListeners(0);
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
+    this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, pluginFailed), log, pluginFailed);
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
@@ -293,7 +296,7 @@ export class Hub implements HubCore {
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), applyPageSize: (n) => this.router.setPageSize(n), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
+    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded, applyPageSize: (n) => this.router.setPageSize(n), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
@@ -311,6 +314,7 @@ export class Hub implements HubCore {
   }
 
   private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void> {
+    this.pluginSourcesLoaded = pluginSources(plugins, this.config.file);
     await this.plugins.replace(loadPlugins(plugins, this.config.file, this.log, (f) => this.pluginFailed(f)));
     this.catalog.pluginsChanged();
   }

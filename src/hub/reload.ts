@@ -28,6 +28,8 @@ export interface ReloadTarget {
   applyPageSize(n: number): void;
   /** Load the plugins of a reloaded config and put them in place of the running ones. */
   applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void>;
+  /** Whether the plugin files this section names were edited, added or removed since the last load. */
+  pluginFilesChanged(plugins: HubConfig['plugins']): boolean;
   /**
    * API keys were replaced: what the revoked ones opened (sessions, streams, the live feed)
    * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
@@ -88,8 +90,10 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.log.info({ pageSize: next.pageSize }, 'config reload: page size replaced');
     hub.config.pageSize = next.pageSize;
   }
-  const plugins = reloadablePlugins(hub.config, next);
-  if (plugins) hub.config.plugins = next.plugins;
+  const section = reloadablePlugins(hub.config, next);
+  if (section) hub.config.plugins = next.plugins;
+  // A reload with the section unchanged (SIGHUP after editing a plugin) still picks up its files.
+  const plugins = section ?? (hub.pluginFilesChanged(next.plugins) ? (next.plugins ?? {}) : undefined);
   const retiring: ServerHandle[] = [];
   const takeOut = (id: string): void => {
     const h = hub.handles.get(id);
@@ -126,7 +130,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
   if (plugins) {
     await hub.applyPlugins(plugins);
-    hub.log.info('config reload: plugins replaced');
+    hub.log.info({ because: section ? 'the plugins section changed' : 'plugin files changed' }, 'config reload: plugins replaced');
   }
   const summary = describeDiff(d);
   hub.log.info(summary, 'config reloaded');

@@ -1,4 +1,6 @@
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, extname, isAbsolute, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { PluginsConfig } from '../config/types.js';
@@ -41,11 +43,57 @@ async function instantiate(mod: PluginModule, options: Record<string, unknown>, 
   return p;
 }
 
+/** What a plugin file holds, as a short digest; "missing" when it cannot be read. */
+function digestOf(file: string): string {
+  try {
+    return createHash('sha256').update(readFileSync(file)).digest('hex').slice(0, 16);
+  } catch {
+    return 'missing';
+  }
+}
+
+const requireCache = createRequire(import.meta.url).cache;
+
+/**
+ * Node keeps an imported module for the life of the process, keyed by its URL. A plugin is
+ * imported under a URL that names what its file holds (`?plugin-version=<digest>`): a file
+ * edited since is imported afresh on a reload, an unchanged one is the module already loaded,
+ * and a failed import is tried again only once the file holds something else. Each version
+ * stays in memory; a plugin under edit costs one module per version.
+ */
 async function importPlugin(file: string): Promise<PluginModule> {
-  const m = (await import(pathToFileURL(file).href)) as { default?: PluginModule; plugin?: PluginModule };
+  // A CommonJS plugin is kept by file name, whatever the URL: a new version must be read again.
+  // (A URL imported before is answered from the module map without looking here.)
+  delete requireCache[file];
+  const m = (await import(`${pathToFileURL(file).href}?plugin-version=${digestOf(file)}`)) as { default?: PluginModule; plugin?: PluginModule };
   const mod = m.default ?? m.plugin;
   if (mod === undefined) throw new Error('no default export (and no export named "plugin")');
   return mod;
+}
+
+/** The operator's plugin files a `plugins` section names, in load order: the folder's, then `paths`. */
+function userPluginFiles(config: PluginsConfig | undefined, configFile: string | undefined): { file: string; options?: Record<string, unknown> }[] {
+  const base = configFile ? dirname(configFile) : process.cwd();
+  const out: { file: string; options?: Record<string, unknown> }[] = [];
+  const dir = resolve(base, config?.dir ?? 'plugins');
+  if (existsSync(dir) && statSync(dir).isDirectory())
+    for (const f of readdirSync(dir).sort()) if (LOADABLE.has(extname(f))) out.push({ file: join(dir, f) });
+  for (const entry of config?.paths ?? []) {
+    const rel = typeof entry === 'string' ? entry : entry.path;
+    out.push({ file: isAbsolute(rel) ? rel : resolve(base, rel), options: typeof entry === 'string' ? undefined : entry.options });
+  }
+  return out;
+}
+
+/**
+ * Which plugin files a `plugins` section loads and what they hold: a reload compares it with the
+ * one taken at the last load, so a plugin file edited, added or removed is loaded afresh even
+ * when the section itself is unchanged.
+ */
+export function pluginSources(config: PluginsConfig | undefined, configFile: string | undefined): string {
+  return userPluginFiles(config, configFile)
+    .map(({ file }) => `${file}\t${digestOf(file)}`)
+    .join('\n');
 }
 
 /**
@@ -59,7 +107,6 @@ export async function loadPlugins(
   onFailure: (f: PluginFailure) => void,
   loadTimeoutMs = PLUGIN_LOAD_TIMEOUT_MS,
 ): Promise<Plugin[]> {
-  const base = configFile ? dirname(configFile) : process.cwd();
   const disabled = new Set(config?.disable ?? []);
   const optionsOf = (name: string): Record<string, unknown> => config?.options?.[name] ?? {};
   const out: Plugin[] = [];
@@ -92,18 +139,6 @@ export async function loadPlugins(
     if (disabled.has(name)) continue;
     await add(`bundled:${name}`, async () => mod, optionsOf(name));
   }
-  const dir = resolve(base, config?.dir ?? 'plugins');
-  if (existsSync(dir) && statSync(dir).isDirectory()) {
-    for (const f of readdirSync(dir).sort()) {
-      if (!LOADABLE.has(extname(f))) continue;
-      const file = join(dir, f);
-      await add(file, () => importPlugin(file));
-    }
-  }
-  for (const entry of config?.paths ?? []) {
-    const rel = typeof entry === 'string' ? entry : entry.path;
-    const file = isAbsolute(rel) ? rel : resolve(base, rel);
-    await add(file, () => importPlugin(file), typeof entry === 'string' ? undefined : entry.options);
-  }
+  for (const { file, options } of userPluginFiles(config, configFile)) await add(file, () => importPlugin(file), options);
   return out;
 }

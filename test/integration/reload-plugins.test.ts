@@ -4,7 +4,7 @@
  * list_changed, and no upstream is restarted. The real built hub over loopback HTTP, a real
  * stdio upstream, a plugin file of the test's own, the SDK v1 client.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -87,6 +87,68 @@ describe('plugins reloaded while the hub runs', () => {
     // The upstream kept its connection throughout.
     expect((await health(hub.url)).servers.find((s) => s.id === 's')).toMatchObject({ state: 'ready', restarts: before.restarts, since: before.since });
     expect(existsSync(closed)).toBe(true);
+    await client.close();
+  });
+
+  it('a SIGHUP loads plugin files edited, added or removed since, with the section unchanged; with nothing changed it loads nothing', async () => {
+    const closed = join(dir, 'closed-files.txt');
+    const client = new Client({ name: 'plugin-files-client', version: '1.0.0' });
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+    await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    await new Promise((r) => setTimeout(r, 300));
+    const names = async (): Promise<string[]> => (await client.listTools()).tools.map((t) => t.name);
+    const replaced = (): number => hub.logs.filter((l) => l.includes('config reload: plugins replaced')).length;
+    const reloads = (): number => hub.logs.filter((l) => l.includes('"msg":"config reloaded"')).length;
+    const before = (await health(hub.url)).servers.find((s) => s.id === 's') as unknown as Json;
+
+    writeFileSync(join(dir, 'hider.mjs'), HIDER);
+    rewrite({ paths: [{ path: 'hider.mjs', options: { hide: ['add'], closedFile: closed, tag: 'options' } }] });
+    let n = replaced() + 1;
+    await reloaded(n);
+    expect(await names()).not.toContain('s__add');
+
+    // The file edited: this version hides what its own code says, whatever the options.
+    writeFileSync(join(dir, 'hider.mjs'), HIDER.replace("(options.hide ?? []).includes(t.name)", "t.name === 'echo'").replace("(options.tag ?? '')", "'edited:' + (options.tag ?? '')"));
+    const seen = changed;
+    hub.proc.kill('SIGHUP');
+    await reloaded(++n);
+    expect(hub.logs.filter((l) => l.includes('config reload: plugins replaced')).at(-1)).toContain('plugin files changed');
+    await expect.poll(() => changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(seen);
+    expect(await names()).toEqual(expect.arrayContaining(['s__add']));
+    expect(await names()).not.toContain('s__echo');
+    expect(readFileSync(closed, 'utf8')).toBe('options\n'); // the version before was closed
+
+    // Nothing changed: a SIGHUP reloads the config and leaves the plugins alone.
+    const r = reloads();
+    hub.proc.kill('SIGHUP');
+    await expect.poll(reloads, { timeout: 10_000, interval: 50 }).toBe(r + 1);
+    expect(replaced()).toBe(n);
+
+    // A file added to the plugins folder next to the config is loaded on the next SIGHUP; this
+    // one is CommonJS, which Node keeps by file name: an edit of it must be read again too.
+    mkdirSync(join(dir, 'plugins'), { recursive: true });
+    const folderPlugin = (hide: string) => `module.exports = { name: 'folder', onList(ctx) { for (const t of ctx.items) if (t.name === '${hide}') ctx.hide(t, 'folder'); } };`;
+    writeFileSync(join(dir, 'plugins', 'folder.cjs'), folderPlugin('add'));
+    hub.proc.kill('SIGHUP');
+    await reloaded(++n);
+    expect(readFileSync(closed, 'utf8')).toBe('options\nedited:options\n');
+    expect(await names()).not.toContain('s__add');
+    writeFileSync(join(dir, 'plugins', 'folder.cjs'), folderPlugin('leak'));
+    hub.proc.kill('SIGHUP');
+    await reloaded(++n);
+    expect(await names()).toContain('s__add');
+    expect(await names()).not.toContain('s__leak');
+    expect(hub.logs.some((l) => l.includes('plugin could not be loaded'))).toBe(false);
+
+    // And taken out again: gone on the next SIGHUP.
+    rmSync(join(dir, 'plugins', 'folder.cjs'));
+    hub.proc.kill('SIGHUP');
+    await reloaded(++n);
+    expect(await names()).toEqual(expect.arrayContaining(['s__add', 's__leak']));
+    expect(await names()).not.toContain('s__echo');
+    // The upstream kept its connection throughout.
+    expect((await health(hub.url)).servers.find((s) => s.id === 's')).toMatchObject({ state: 'ready', restarts: before.restarts, since: before.since });
     await client.close();
   });
 });

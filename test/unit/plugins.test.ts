@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { checkItem, checkText } from '../../src/catalog/poisoning.js';
-import { loadPlugins } from '../../src/plugins/loader.js';
+import { loadPlugins, pluginSources } from '../../src/plugins/loader.js';
 import { PluginRunner, type PluginFailure } from '../../src/plugins/runner.js';
 import type { Plugin } from '../../src/plugins/types.js';
 import { silentLogger } from '../../src/log.js';
@@ -259,5 +259,62 @@ describe('plugin runner', () => {
       ['never.mjs', 'it did not finish loading within 200 ms'],
       ['stuck-import.mjs', 'it did not finish loading within 200 ms'],
     ]);
+  });
+
+  it('a plugin file edited since its load is imported afresh; an unchanged one is the module already loaded (ESM and CommonJS)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    const config = join(dir, 'hub.config.json');
+    const section = { paths: ['./esm.mjs', './cjs.cjs', './broken.mjs'], disable: ['description-checks', 'redact-secrets'] };
+    const version = (v: number) => `export const plugin = { name: 'esm', version: ${v} };`;
+    writeFileSync(join(dir, 'esm.mjs'), version(1));
+    writeFileSync(join(dir, 'cjs.cjs'), `module.exports = { name: 'cjs', version: 1 };`);
+    writeFileSync(join(dir, 'broken.mjs'), `export default {`);
+    const load = async () => {
+      const failures: string[] = [];
+      const ps = await loadPlugins(section, config, silentLogger, (f) => failures.push(f.plugin.replace(/^.*[\\/]/, '')));
+      return { ps, failures, version: (name: string) => (ps.find((p) => p.name === name) as unknown as { version: number } | undefined)?.version };
+    };
+    const first = await load();
+    expect([first.version('esm'), first.version('cjs'), first.failures]).toEqual([1, 1, ['broken.mjs']]);
+
+    writeFileSync(join(dir, 'esm.mjs'), version(2));
+    writeFileSync(join(dir, 'cjs.cjs'), `module.exports = { name: 'cjs', version: 2 };`);
+    writeFileSync(join(dir, 'broken.mjs'), `export default { name: 'mended' };`);
+    const second = await load();
+    expect([second.version('esm'), second.version('cjs'), second.version('mended'), second.failures]).toEqual([2, 2, undefined, []]);
+    expect(second.ps.map((p) => p.name)).toEqual(['esm', 'cjs', 'mended']);
+
+    // Unchanged files: the modules already loaded (a static export is the very same object).
+    const third = await load();
+    expect(third.ps.find((p) => p.name === 'esm')).toBe(second.ps.find((p) => p.name === 'esm'));
+    // Back to an earlier text: that version's module again, not a third copy.
+    writeFileSync(join(dir, 'esm.mjs'), version(1));
+    expect((await load()).ps.find((p) => p.name === 'esm')).toBe(first.ps.find((p) => p.name === 'esm'));
+  });
+
+  it("pluginSources changes when a plugin file is edited, added to the folder or removed, and only then", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    const config = join(dir, 'hub.config.json');
+    mkdirSync(join(dir, 'plugins'));
+    writeFileSync(join(dir, 'plugins', 'a.mjs'), 'export default { name: "a" };');
+    writeFileSync(join(dir, 'plugins', 'notes.txt'), 'not a plugin');
+    writeFileSync(join(dir, 'extra.mjs'), 'export default { name: "extra" };');
+    const section = { paths: ['./extra.mjs'] };
+    const s0 = pluginSources(section, config);
+    expect(pluginSources(section, config)).toBe(s0);
+    writeFileSync(join(dir, 'plugins', 'notes.txt'), 'still not a plugin');
+    expect(pluginSources(section, config)).toBe(s0);
+    writeFileSync(join(dir, 'extra.mjs'), 'export default { name: "extra2" };');
+    const s1 = pluginSources(section, config);
+    expect(s1).not.toBe(s0);
+    writeFileSync(join(dir, 'plugins', 'b.cjs'), 'module.exports = { name: "b" };');
+    const s2 = pluginSources(section, config);
+    expect(s2).not.toBe(s1);
+    rmSync(join(dir, 'plugins', 'a.mjs'));
+    const s3 = pluginSources(section, config);
+    expect(s3).not.toBe(s2);
+    rmSync(join(dir, 'extra.mjs'));
+    expect(pluginSources(section, config)).not.toBe(s3); // a named file gone is a change too
+    expect(pluginSources({ ...section, dir: 'elsewhere' }, config)).not.toBe(pluginSources(section, config));
   });
 });

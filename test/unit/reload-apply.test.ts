@@ -28,7 +28,7 @@ function fakeUpstream(id: string): Upstream & { closed: boolean; limits: unknown
   return u as unknown as Upstream & { closed: boolean; limits: unknown[]; started: boolean };
 }
 
-function target(running: HubConfig, cannotBuild: string | undefined) {
+function target(running: HubConfig, cannotBuild: string | undefined, filesChanged = () => false) {
   const handles = new Map<string, ServerHandle>();
   for (const s of Object.values(running.servers)) handles.set(s.id, { id: s.id, config: s, upstream: fakeUpstream(s.id) });
   const built: ServerHandle[] = [];
@@ -53,6 +53,7 @@ function target(running: HubConfig, cannotBuild: string | undefined) {
     applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
     applyPageSize: (n: number) => void changes.push(`pageSize ${n}`),
     applyPlugins: async (p: { disable?: string[] }) => void changes.push(`plugins ${(p.disable ?? []).join(',')}`),
+    pluginFilesChanged: filesChanged,
     credentialsRevoked: () => void changes.push('revoked'),
   };
   return { t, handles, built, changes, pooled };
@@ -114,6 +115,22 @@ describe('applyReload', () => {
     expect(changes).toEqual(['plugins ']); // the section gone: the defaults
     changes.length = 0;
     await applyReload(t, cfg({ b: { command: 'node' } }));
+    expect(changes).toEqual([]);
+  });
+
+  it('plugins are loaded again from the unchanged section when their files changed, and only then', async () => {
+    const running = cfg({ a: { command: 'node' } });
+    running.plugins = { disable: ['description-checks'] };
+    let edited = true;
+    const asked: unknown[] = [];
+    const { t, changes } = target(running, undefined, (p?: unknown) => (asked.push(p), edited));
+    const same = (): HubConfig => Object.assign(cfg({ a: { command: 'node' } }), { plugins: { disable: ['description-checks'] } });
+    await applyReload(t, same());
+    expect(changes).toEqual(['plugins description-checks']);
+    expect(asked).toEqual([{ disable: ['description-checks'] }]); // the files of the new section
+    changes.length = 0;
+    edited = false;
+    await applyReload(t, same());
     expect(changes).toEqual([]);
   });
 
