@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -34,6 +34,45 @@ describe('config reload diff', () => {
     expect(d.restarted.map((s) => s.id)).toEqual(['c']);
     expect(d.updated.map((s) => s.id)).toEqual(['d']);
     expect(d.unchanged).toEqual(['a']);
+    // What the reload's log line says.
+    expect(describeDiff(d)).toEqual({ added: ['off', 'e'], removed: ['b'], restarted: ['c'], updated: ['d'] });
+  });
+
+  it('each live key keeps the connection; each connection key restarts it', () => {
+    const changed = (key: string, value: unknown, id: 'a' | 'c' = 'a') => {
+      const next = structuredClone(base) as { servers: Record<string, Record<string, unknown>> };
+      next.servers[id]![key] = value;
+      const d = diffServers(cfg(base).servers, cfg(next).servers);
+      return d.updated.some((s) => s.id === id) ? 'updated' : d.restarted.some((s) => s.id === id) ? 'restarted' : 'unchanged';
+    };
+    const live: [string, unknown][] = [
+      ['prefix', 'aa'],
+      ['trust', 'trusted'],
+      ['tools', { deny: ['x'] }],
+      ['cacheTtlMs', 5_000],
+      ['failMode', 'closed'],
+      ['retry', { maxAttempts: 1, budgetMs: 100 }],
+      ['timeoutMs', 1_234],
+      ['maxTotalTimeoutMs', 123_456],
+      ['autoApprove', true],
+    ];
+    for (const [key, value] of live) expect([key, changed(key, value)]).toEqual([key, 'updated']);
+    const connection: [string, unknown, ('a' | 'c')?][] = [
+      ['command', 'deno'],
+      ['args', ['other.js']],
+      ['env', { X: '1' }],
+      ['cwd', '/tmp'],
+      ['maxConcurrent', 3],
+      ['maxQueue', 7],
+      ['circuitBreaker', { failures: 2, cooldownMs: 1_000 }],
+      ['era', '2025-11-25'],
+      ['probeTimeoutMs', 2_345],
+      ['maxFrameBytes', 65_536],
+      ['url', 'http://127.0.0.1:10/mcp', 'c'],
+      ['headers', { 'x-team': 'a' }, 'c'],
+      ['credentials', { alice: { headers: { authorization: 'Bearer y' } } }, 'c'],
+    ];
+    for (const [key, value, id] of connection) expect([key, changed(key, value, id)]).toEqual([key, 'restarted']);
   });
 
   it('a disabled server counts as removed; key order in the file is no change', () => {
