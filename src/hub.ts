@@ -35,7 +35,8 @@ import { Subscriptions } from './router/subscriptions.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { applyReload } from './hub/reload.js';
+import { applyReload, type ReloadReport } from './hub/reload.js';
+import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
@@ -101,6 +102,8 @@ export class Hub implements HubCore {
   private draining = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly routes: ShownRoutes;
+  /** Read the config file again and apply it: set by `switchyard start` (POST /admin/reload). */
+  reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
   /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
   private pluginSourcesLoaded: string;
 

@@ -51,13 +51,25 @@ export function daemonBase(url: string | undefined, configFile: string): string 
  * authentication on wants an admin credential: `key`, else env SWITCHYARD_API_KEY (as
  * `connect` reads it; never an argument, which other local users can see).
  */
-export async function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
+export function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
+  return requestJson<T>(base, path, opts);
+}
+
+/**
+ * POST to an admin route that acts (no body); as getJson. `answers`: error statuses whose JSON
+ * body is the answer (a reload the daemon rejected says why in it), not a DaemonError.
+ */
+export function postJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {}): Promise<T> {
+  return requestJson<T>(base, path, { ...opts, method: 'POST' });
+}
+
+async function requestJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
   if (key) headers.authorization = `Bearer ${key}`;
   let res: Response;
   try {
-    res = await fetch(base + path, { headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
+    res = await fetch(base + path, { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
   } catch (err) {
     const code = (err as { cause?: { code?: string } }).cause?.code;
     if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
@@ -67,7 +79,7 @@ export async function getJson<T>(base: string, path: string, opts: { timeoutMs?:
     throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
   }
   const text = await res.text();
-  if (!res.ok) {
+  if (!res.ok && !opts.answers?.includes(res.status)) {
     let msg = text.slice(0, 300);
     try {
       // {error: "…"} from the admin routes, or a JSON-RPC error object from the edge (401).

@@ -9,6 +9,7 @@ import { stdioCommand } from './stdio.js';
 import { connectCommand } from './connect.js';
 import { initCommand } from './init.js';
 import { serversCommand } from './servers.js';
+import { reloadCommand } from './reload.js';
 import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools.js';
 import { BadUrlError } from './daemon-client.js';
@@ -24,6 +25,7 @@ await yargs(hideBin(process.argv))
   .command(connectCommand)
   .command(initCommand)
   .command(serversCommand)
+  .command(reloadCommand)
   .command(doctorCommand)
   .command(toolsCommand)
   .demandCommand(1, 'Give a command; see --help.')

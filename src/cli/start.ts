@@ -67,8 +67,9 @@ export const startCommand: CommandModule<object, StartArgs> = {
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
     const advice = gcAdvice(process.execArgv, usableCpus());
     if (advice) log.info(advice);
-    const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { watchFile: argv.watch });
+    const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
+    hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) {

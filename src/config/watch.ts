@@ -11,9 +11,23 @@ import type { Logger } from '../log.js';
 import { ConfigError, loadConfig } from './load.js';
 import type { HubConfig } from './types.js';
 
-export interface ConfigWatcher {
-  /** Read the file and apply it now (SIGHUP). Resolves when done; never rejects. */
-  reloadNow(reason: string): Promise<void>;
+/** How a reload ended; `R` is what applying a config reports. */
+export type ReloadOutcome<R> =
+  | { status: 'applied'; report: R }
+  /** The file changed on disk but holds the same text (a save without edits). */
+  | { status: 'unchanged' }
+  /** The file does not load: the running config is kept. */
+  | { status: 'rejected'; problems: string[] }
+  /** The config loaded but could not be applied (or the hub is stopping): the running config is kept. */
+  | { status: 'failed'; error: string };
+
+export interface ConfigWatcher<R = void> {
+  /**
+   * Read the file and apply it now (SIGHUP, `switchyard reload`). Resolves when done, with how
+   * the last reload it waited for ended (a request made while one runs is served by a run
+   * after it); never rejects.
+   */
+  reloadNow(reason: string): Promise<ReloadOutcome<R>>;
   close(): void;
 }
 
@@ -31,47 +45,51 @@ function readText(file: string): string | undefined {
   }
 }
 
-export function watchConfig(file: string, log: Logger, apply: (c: HubConfig) => Promise<void>, opts: WatchOptions = {}): ConfigWatcher {
+export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) => Promise<R>, opts: WatchOptions = {}): ConfigWatcher<R> {
   const path = resolve(file);
   const debounceMs = opts.debounceMs ?? 250;
   let lastText = readText(path);
   let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
+  let running: Promise<ReloadOutcome<R>> | undefined;
   let again: string | undefined;
   let closed = false;
 
-  const once = async (reason: string): Promise<void> => {
+  const once = async (reason: string): Promise<ReloadOutcome<R>> => {
     const text = readText(path);
-    if (reason === 'file changed' && text === lastText) return;
+    if (reason === 'file changed' && text === lastText) return { status: 'unchanged' };
     let next: HubConfig;
     try {
       next = loadConfig(path);
     } catch (err) {
       const problems = err instanceof ConfigError ? err.problems : [(err as Error).message];
       log.error({ file: path, reason, problems }, `config reload rejected; the running config is kept: ${problems.join('; ')}`);
-      return;
+      return { status: 'rejected', problems };
     }
     lastText = text;
     try {
-      await apply(next);
+      return { status: 'applied', report: await apply(next) };
     } catch (err) {
       log.error({ file: path, reason, err: (err as Error).message }, 'config reload failed; the running config is kept');
+      return { status: 'failed', error: (err as Error).message };
     }
   };
 
-  const reloadNow = (reason: string): Promise<void> => {
-    if (closed) return Promise.resolve();
+  const stopping: ReloadOutcome<R> = { status: 'failed', error: 'the hub is stopping' };
+  const reloadNow = (reason: string): Promise<ReloadOutcome<R>> => {
+    if (closed) return Promise.resolve(stopping);
     if (running) {
       again = reason;
       return running;
     }
     running = (async () => {
       let r: string | undefined = reason;
+      let last: ReloadOutcome<R> = stopping;
       while (r !== undefined && !closed) {
         again = undefined;
-        await once(r);
+        last = await once(r);
         r = again;
       }
+      return last;
     })().finally(() => (running = undefined));
     return running;
   };

@@ -19,6 +19,7 @@ import type { Metrics } from '../metrics.js';
 import { packageRoot } from '../paths.js';
 import { VERSION } from '../version.js';
 import type { Identity } from '../auth/authenticator.js';
+import type { ReloadOutcome } from '../config/watch.js';
 import { AdminEvents, type Admission } from './admin-events.js';
 import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
@@ -32,7 +33,12 @@ export interface AdminHub {
   readonly metrics: Metrics;
   readonly events: EventEmitter;
   readonly config: HubConfig;
+  /** Read the config file again and apply it (POST /admin/reload); absent for a hub with no file to read. */
+  readonly reloadConfigFile?: () => Promise<ReloadOutcome<unknown>>;
 }
+
+/** How each way a reload ends answers POST /admin/reload. */
+const RELOAD_STATUS: Record<ReloadOutcome<unknown>['status'], number> = { applied: 200, unchanged: 200, rejected: 422, failed: 500 };
 
 /** A ledger the routes can read (the SQLite one; a disabled ledger cannot). */
 interface Queryable {
@@ -163,6 +169,12 @@ export class AdminRoutes {
       json(res, 403, { error: 'admin routes need an admin principal' });
       return true;
     }
+    if (path === '/admin/reload') {
+      // POST: it changes what the hub runs, so no prefetch or link may set it off.
+      if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
+      else await this.reload(res, who);
+      return true;
+    }
     if (path === '/admin/ticket') {
       // POST: it hands out something that works once, so no prefetch or link may take it.
       if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
@@ -221,6 +233,17 @@ export class AdminRoutes {
       }
       return true;
     }
+  }
+
+  private async reload(res: ServerResponse, who: Identity | undefined): Promise<void> {
+    const reload = this.hub.reloadConfigFile;
+    if (!reload) {
+      json(res, 404, { error: 'this hub has no config file to reload' });
+      return;
+    }
+    this.log.info({ principal: who?.principal }, 'config reload requested (POST /admin/reload)');
+    const outcome = await reload();
+    json(res, RELOAD_STATUS[outcome.status], outcome);
   }
 
   private ledger(res: ServerResponse, q: URLSearchParams): boolean {

@@ -37,6 +37,14 @@ export interface ReloadTarget {
   credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void;
 }
 
+/** What a reload did: the servers by how they changed, the sections put in place, and those left for a restart. */
+export interface ReloadReport extends ReturnType<typeof describeDiff> {
+  /** Sections that took effect: `auth.apiKeys`, `policy`, `groups`, `pageSize`, `plugins`. */
+  applied: string[];
+  /** Sections that differ but change only on a restart (the running ones are kept). */
+  restartOnly: string[];
+}
+
 /**
  * Apply a new config to the running hub: servers added, removed or changed start and stop
  * without touching the others (see config/reload.ts). A removed or restarted server leaves
@@ -44,7 +52,7 @@ export interface ReloadTarget {
  * its connection closes. All or nothing: the new servers are built before anything changes,
  * and a server that cannot be built fails the reload with the running hub untouched.
  */
-export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReturnType<typeof describeDiff>> {
+export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<ReloadReport> {
   const d = diffServers(hub.config.servers, next.servers);
   const fresh: ServerHandle[] = [];
   for (const s of [...d.added, ...d.restarted]) {
@@ -56,6 +64,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     }
   }
   const ignored = restartOnlyChanges(hub.config, next, hub.auth.required);
+  const applied: string[] = [];
   if (ignored.length) hub.log.warn({ sections: ignored }, 'config reload: these sections change only on a restart; the running ones are kept');
   const keys = reloadableApiKeys(hub.config, next, hub.auth.required);
   if (keys) {
@@ -67,6 +76,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     const holder = new Map(keys.map((k) => [k.sha256.toLowerCase(), k.principal]));
     const removed = new Set(old.filter((k) => holder.get(k.sha256.toLowerCase()) !== k.principal).map((k) => k.sha256.toLowerCase()));
     hub.auth.replaceKeys(keys);
+    applied.push('auth.apiKeys');
     hub.credentialsRevoked(gone, removed);
     hub.config.auth = next.auth;
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
@@ -76,17 +86,20 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   const policy = reloadablePolicy(hub.config, next);
   if (policy) {
     hub.applyPolicy(policy);
+    applied.push('policy');
     hub.config.policy = policy;
     hub.log.info({ sections: Object.keys(policy) }, 'config reload: policy replaced');
   }
   const groups = reloadableGroups(hub.config, next);
   if (groups) {
     hub.applyGroups(groups);
+    applied.push('groups');
     hub.config.groups = next.groups;
     hub.log.info({ groups: Object.keys(groups) }, 'config reload: groups replaced');
   }
   if (next.pageSize !== hub.config.pageSize) {
     hub.applyPageSize(next.pageSize);
+    applied.push('pageSize');
     hub.log.info({ pageSize: next.pageSize }, 'config reload: page size replaced');
     hub.config.pageSize = next.pageSize;
   }
@@ -130,11 +143,12 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
   if (plugins) {
     await hub.applyPlugins(plugins);
+    applied.push('plugins');
     hub.log.info({ because: section ? 'the plugins section changed' : 'plugin files changed' }, 'config reload: plugins replaced');
   }
-  const summary = describeDiff(d);
-  hub.log.info(summary, 'config reloaded');
-  return summary;
+  const report: ReloadReport = { ...describeDiff(d), applied, restartOnly: ignored };
+  hub.log.info(report, 'config reloaded');
+  return report;
 }
 
 /** Close a server taken out of routing once its calls in flight are done (bounded). */

@@ -1,0 +1,60 @@
+import type { Argv, CommandModule } from 'yargs';
+import type { ReloadOutcome } from '../config/watch.js';
+import type { ReloadReport } from '../hub/reload.js';
+import { screenJson, screenText } from '../ledger/format.js';
+import { daemonBase, DaemonError, NoDaemonError, postJson } from './daemon-client.js';
+
+interface ReloadArgs {
+  config: string;
+  url?: string;
+  json: boolean;
+}
+
+type Outcome = ReloadOutcome<ReloadReport>;
+
+/** A reload can wait on plugins loading (10 s each at most) and servers being built. */
+const RELOAD_TIMEOUT_MS = 120_000;
+
+/** What the daemon did, for a person: one line per kind of change, or that there was none. */
+export function describeOutcome(o: Outcome): { text: string; exitCode: number } {
+  if (o.status === 'rejected')
+    return { text: `config reload rejected; the running config is kept:\n${o.problems.map((p) => `  ${p}\n`).join('')}`, exitCode: 2 };
+  if (o.status === 'failed') return { text: `config reload failed; the running config is kept: ${o.error}\n`, exitCode: 1 };
+  if (o.status === 'unchanged') return { text: 'reloaded: nothing changed\n', exitCode: 0 };
+  const r = o.report;
+  const lines: string[] = [];
+  const list = (label: string, items: readonly string[]) => {
+    if (items.length) lines.push(`  ${label}: ${items.join(', ')}`);
+  };
+  list('servers added', r.added);
+  list('servers removed', r.removed);
+  list('servers restarted', r.restarted);
+  list('servers updated (connection kept)', r.updated);
+  list('applied', r.applied);
+  list('changed, but only a restart applies them (the running values are kept)', r.restartOnly);
+  return { text: lines.length ? `reloaded:\n${lines.join('\n')}\n` : 'reloaded: nothing changed\n', exitCode: 0 };
+}
+
+export const reloadCommand: CommandModule<object, ReloadArgs> = {
+  command: 'reload',
+  describe: 'Make the running daemon read its config file again and apply it (as SIGHUP does), and say what changed',
+  builder: (y: Argv) =>
+    y
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for the daemon address; the daemon reads its own)' })
+      .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410' })
+      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' }) as Argv<ReloadArgs>,
+  handler: async (argv) => {
+    const base = daemonBase(argv.url, argv.config);
+    try {
+      const o = await postJson<Outcome>(base, '/admin/reload', { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] });
+      const { text, exitCode } = describeOutcome(o);
+      if (argv.json) process.stdout.write(screenJson(JSON.stringify(o, null, 2)) + '\n');
+      else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
+      process.exitCode = exitCode;
+    } catch (err) {
+      if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = err instanceof NoDaemonError ? 3 : 1;
+    }
+  },
+};

@@ -1,0 +1,127 @@
+/**
+ * `switchyard reload`: the running daemon reads its config file again and says what changed,
+ * what it refused and why, and what waits for a restart. The real built binary against the
+ * real built daemon (its file watch off, so only the command reloads), with and without
+ * authentication.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../helpers/auth.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { health, waitForReady } from '../helpers/wire.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+const ADMIN_KEY = 'sy_ops-reload-admin-key-0123456789abcdefghijklmnop';
+const USER_KEY = 'sy_user-reload-key-0123456789abcdefghijklmnopqrstu';
+
+function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function edit(hub: HubProcess, change: (c: Record<string, any>) => void): void {
+  const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Record<string, any>;
+  change(c);
+  writeFileSync(hub.configFile, JSON.stringify(c, null, 2));
+}
+
+describe('switchyard reload', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({ servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'a' }) } }, { args: ['--no-watch'] });
+    await waitForReady(hub.url, ['a']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it('says there was nothing to change, then names the servers and sections it changed and what waits for a restart', async () => {
+    const none = await run(['reload', '--url', hub.url]);
+    expect([none.code, none.stdout, none.stderr]).toEqual([0, 'reloaded: nothing changed\n', '']);
+
+    edit(hub, (c) => {
+      c.servers.b = { command: process.execPath, args: [`${ROOT}/${SDK2}`] };
+      c.pageSize = 5;
+      c.listen = { port: 1 };
+    });
+    const r = await run(['reload', '--url', hub.url]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(
+      'reloaded:\n' +
+        '  servers added: b\n' +
+        '  applied: pageSize\n' +
+        '  changed, but only a restart applies them (the running values are kept): listen\n',
+    );
+    await waitForReady(hub.url, ['a', 'b']);
+
+    const json = await run(['reload', '--url', hub.url, '--json']);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: ['listen'] } });
+    expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);
+  });
+
+  it('a config that does not load is refused with every problem, exit 2, and the hub runs on as it was', async () => {
+    const before = readFileSync(hub.configFile, 'utf8');
+    edit(hub, (c) => {
+      c.servers.c = { command: 42 };
+      c.pageSize = -1;
+    });
+    const r = await run(['reload', '--url', hub.url]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^config reload rejected; the running config is kept:\n/);
+    expect(r.stderr).toContain('servers.c.command');
+    expect(r.stderr).toContain('pageSize');
+    expect((await health(hub.url)).servers.map((s) => s.id).sort()).toEqual(['a', 'b']);
+    writeFileSync(hub.configFile, before);
+  });
+
+  it('the route acts only on POST and refuses another origin; with no daemon the command exits 3', async () => {
+    const origin = new URL(hub.url).origin;
+    const get = await fetch(`${origin}/admin/reload`);
+    expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
+    const cross = await fetch(`${origin}/admin/reload`, { method: 'POST', headers: { origin: 'http://evil.example.com' } });
+    expect(cross.status).toBe(403);
+    expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(4); // neither reached it
+
+    // A port that was free a moment ago: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const unused = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    const gone = await run(['reload', '--url', `http://127.0.0.1:${unused}`]);
+    expect(gone.code).toBe(3);
+    expect(gone.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+  });
+});
+
+describe('switchyard reload with authentication on', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub(
+      { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] }, { principal: 'user', sha256: sha256Hex(USER_KEY) }] }, servers: {} },
+      { args: ['--no-watch'] },
+    );
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it('needs an admin key, read from SWITCHYARD_API_KEY', async () => {
+    const none = await run(['reload', '--url', hub.url]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/HTTP 401.*set SWITCHYARD_API_KEY to an admin key/);
+    const user = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: USER_KEY });
+    expect(user.code).toBe(1);
+    expect(user.stderr).toMatch(/HTTP 403/);
+    expect(hub.logs.some((l) => l.includes('config reload requested'))).toBe(false);
+    const ops = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: ADMIN_KEY });
+    expect([ops.code, ops.stdout]).toEqual([0, 'reloaded: nothing changed\n']);
+    expect(hub.logs.find((l) => l.includes('config reload requested'))).toContain('"principal":"ops"');
+  });
+});

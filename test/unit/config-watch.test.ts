@@ -1,0 +1,82 @@
+/**
+ * The config watcher's reloads and how each ends (what `switchyard reload` prints), with a real
+ * file on disk; the file watch itself is off, so only reloadNow reloads.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { watchConfig } from '../../src/config/watch.js';
+import type { HubConfig } from '../../src/config/types.js';
+import { silentLogger } from '../../src/log.js';
+import { describeOutcome } from '../../src/cli/reload.js';
+
+function configFile(doc: unknown): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'sy-watch-')), 'hub.config.json');
+  writeFileSync(file, JSON.stringify(doc));
+  return file;
+}
+
+describe('config watcher outcomes', () => {
+  it('applied (with what apply reports), rejected (with every problem), failed (with the error), unchanged for a save without edits', async () => {
+    const file = configFile({ servers: {}, pageSize: 7 });
+    let fail = false;
+    const w = watchConfig(file, silentLogger, async (c: HubConfig) => {
+      if (fail) throw new Error('servers.x: Invalid URL');
+      return { pageSize: c.pageSize };
+    }, { watchFile: false });
+    expect(await w.reloadNow('SIGHUP')).toEqual({ status: 'applied', report: { pageSize: 7 } });
+    expect(await w.reloadNow('file changed')).toEqual({ status: 'unchanged' });
+    writeFileSync(file, JSON.stringify({ servers: { c: { command: 42 } }, pageSize: -1 }));
+    const rejected = await w.reloadNow('SIGHUP');
+    expect(rejected.status).toBe('rejected');
+    expect(rejected.status === 'rejected' && rejected.problems.length).toBe(2);
+    writeFileSync(file, JSON.stringify({ servers: {}, pageSize: 8 }));
+    fail = true;
+    expect(await w.reloadNow('SIGHUP')).toEqual({ status: 'failed', error: 'servers.x: Invalid URL' });
+    w.close();
+    expect(await w.reloadNow('SIGHUP')).toEqual({ status: 'failed', error: 'the hub is stopping' });
+  });
+
+  it('a request made while a reload runs is answered by a run after it, which reads the file as it is then', async () => {
+    const file = configFile({ servers: {}, pageSize: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const seen: number[] = [];
+    const w = watchConfig(file, silentLogger, async (c: HubConfig) => {
+      seen.push(c.pageSize);
+      if (seen.length === 1) await gate;
+      return c.pageSize;
+    }, { watchFile: false });
+    const first = w.reloadNow('SIGHUP');
+    await new Promise((r) => setTimeout(r, 20));
+    writeFileSync(file, JSON.stringify({ servers: {}, pageSize: 2 }));
+    const second = w.reloadNow('POST /admin/reload');
+    const third = w.reloadNow('SIGHUP');
+    release();
+    expect(await second).toEqual({ status: 'applied', report: 2 });
+    expect(await third).toEqual({ status: 'applied', report: 2 });
+    expect(await first).toEqual({ status: 'applied', report: 2 }); // the loop it started ran the later ones too
+    expect(seen).toEqual([1, 2]); // the two waiting requests share one run
+    w.close();
+  });
+});
+
+describe('what switchyard reload prints', () => {
+  it('one line per kind of change; nothing changed; a failure and a rejection on stderr with their exit codes', () => {
+    const report = { added: ['a'], removed: ['b'], restarted: ['c'], updated: ['d', 'e'], applied: ['policy', 'plugins'], restartOnly: ['ledger'] };
+    expect(describeOutcome({ status: 'applied', report })).toEqual({
+      text:
+        'reloaded:\n  servers added: a\n  servers removed: b\n  servers restarted: c\n  servers updated (connection kept): d, e\n  applied: policy, plugins\n' +
+        '  changed, but only a restart applies them (the running values are kept): ledger\n',
+      exitCode: 0,
+    });
+    expect(describeOutcome({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: [] } })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
+    expect(describeOutcome({ status: 'unchanged' })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
+    expect(describeOutcome({ status: 'failed', error: 'the hub is stopping' })).toEqual({ text: 'config reload failed; the running config is kept: the hub is stopping\n', exitCode: 1 });
+    expect(describeOutcome({ status: 'rejected', problems: ['pageSize: must be >= 1', 'servers.c.command: must be string'] })).toEqual({
+      text: 'config reload rejected; the running config is kept:\n  pageSize: must be >= 1\n  servers.c.command: must be string\n',
+      exitCode: 2,
+    });
+  });
+});
