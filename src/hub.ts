@@ -35,7 +35,7 @@ import { Subscriptions } from './router/subscriptions.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { applyReload, type ReloadReport } from './hub/reload.js';
+import { applyReload, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
@@ -298,8 +298,33 @@ export class Hub implements HubCore {
 
   /** Apply a new config to the running hub (see hub/reload.ts). */
   reload(next: HubConfig): ReturnType<typeof applyReload> {
+    return applyReload(this.reloadTarget(), next);
+  }
+
+  /** A fresh connection for one running server, its config unchanged (POST /admin/servers/<id>/restart). */
+  restartServer(id: string): void {
+    restartServer(this.reloadTarget(), id);
+  }
+
+  private reloadTarget(): ReloadTarget {
     const { config, handles, catalog, upstreams, routes, auth, log } = this;
-    return applyReload({ config, handles, catalog, upstreams, routes, auth, log, buildServer: (s) => this.buildServer(s), addServer: (h) => this.addServer(h), applyPolicy: (p) => this.applyPolicy(p), applyGroups: (g) => this.applyGroups(g), applyPlugins: (p) => this.applyPlugins(p), pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded, applyPageSize: (n) => this.router.setPageSize(n), credentialsRevoked: (p, k) => this.credentialsRevoked(p, k) }, next);
+    return {
+      config,
+      handles,
+      catalog,
+      upstreams,
+      routes,
+      auth,
+      log,
+      buildServer: (s) => this.buildServer(s),
+      addServer: (h) => this.addServer(h),
+      applyPolicy: (p) => this.applyPolicy(p),
+      applyGroups: (g) => this.applyGroups(g),
+      applyPlugins: (p) => this.applyPlugins(p),
+      pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded,
+      applyPageSize: (n) => this.router.setPageSize(n),
+      credentialsRevoked: (p, k) => this.credentialsRevoked(p, k),
+    };
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {

@@ -1,7 +1,7 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
-import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
+import { daemonBase, DaemonError, getJson, NoDaemonError, postJson } from './daemon-client.js';
 
 interface ServersArgs {
   config: string;
@@ -39,6 +39,63 @@ export function serversTable(servers: ServerView[], now = Date.now()): string {
   return columns(rows);
 }
 
+interface RestartArgs extends ServersArgs {
+  id: string;
+  wait: boolean;
+  timeout: number;
+}
+
+/** How a restarted server stands, once it is ready or failed (or the wait is over): a line and an exit code. */
+export function restartOutcome(id: string, s: ServerView | undefined, waitedMs: number): { text: string; exitCode: number } {
+  if (!s) return { text: `server "${id}" is no longer running (a reload removed it?)\n`, exitCode: 1 };
+  if (s.state === 'ready') {
+    const info = s.serverInfo ? `, ${`${s.serverInfo.name ?? '?'} ${s.serverInfo.version ?? ''}`.trim()}` : '';
+    return { text: `restarted "${id}": ready (${s.era ?? 'era unknown'}${info})\n`, exitCode: 0 };
+  }
+  const why = s.lastError ? `: ${s.lastError}` : '';
+  if (s.state === 'failed') return { text: `restarted "${id}", and it failed to start${why}\n`, exitCode: 1 };
+  if (s.lastError) return { text: `restarted "${id}", but its first attempt failed${why} (the hub keeps trying; \`switchyard servers\` shows how it goes)\n`, exitCode: 1 };
+  return { text: `restarted "${id}"; still ${s.state} after ${Math.round(waitedMs / 1000)} s\n`, exitCode: 1 };
+}
+
+/** Done waiting: ready, failed, or an attempt failed already (the fresh connection had no error before). */
+const settled = (s: ServerView | undefined): boolean => !s || s.state === 'ready' || s.state === 'failed' || s.lastError !== null;
+
+const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
+  command: 'restart <id>',
+  describe: 'Give one upstream a fresh connection (a failed one gets new attempts); calls in flight may finish first',
+  builder: (y: Argv<ServersArgs>) =>
+    y
+      .positional('id', { type: 'string', demandOption: true, describe: 'The server id (as `switchyard servers` shows it)' })
+      .option('wait', { type: 'boolean', default: true, describe: 'Wait until it is ready or failed (--no-wait: return at once)' })
+      .option('timeout', { type: 'number', default: 30, describe: 'Seconds to wait' }) as unknown as Argv<RestartArgs>,
+  handler: async (argv) => {
+    const base = daemonBase(argv.url, argv.config);
+    try {
+      await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`);
+      if (!argv.wait) {
+        process.stdout.write(`restarting "${argv.id}"\n`);
+        return;
+      }
+      const t0 = Date.now();
+      let s: ServerView | undefined;
+      for (;;) {
+        s = (await getJson<{ servers: ServerView[] }>(base, '/admin/servers')).servers.find((x) => x.id === argv.id);
+        if (settled(s) || Date.now() - t0 >= argv.timeout * 1000) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const { text, exitCode } = restartOutcome(argv.id, s, Date.now() - t0);
+      if (argv.json) process.stdout.write(screenJson(JSON.stringify({ restarted: argv.id, server: s ?? null }, null, 2)) + '\n');
+      else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
+      process.exitCode = exitCode;
+    } catch (err) {
+      if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = err instanceof NoDaemonError ? 3 : 1;
+    }
+  },
+};
+
 export const serversCommand: CommandModule<object, ServersArgs> = {
   command: 'servers',
   describe: "The running daemon's upstreams: state, era, server version, tools, restarts, last error",
@@ -46,7 +103,8 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for the daemon address)' })
       .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410' })
-      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' }) as Argv<ServersArgs>,
+      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' })
+      .command(restartCommand) as Argv<ServersArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     try {

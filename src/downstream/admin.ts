@@ -33,6 +33,8 @@ export interface AdminHub {
   readonly metrics: Metrics;
   readonly events: EventEmitter;
   readonly config: HubConfig;
+  /** A fresh connection for one running server (POST /admin/servers/<id>/restart); throws for an unknown one. */
+  restartServer?(id: string): void;
   /** Read the config file again and apply it (POST /admin/reload); absent for a hub with no file to read. */
   readonly reloadConfigFile?: () => Promise<ReloadOutcome<unknown>>;
 }
@@ -175,6 +177,13 @@ export class AdminRoutes {
       else await this.reload(res, who);
       return true;
     }
+    const restart = /^\/admin\/servers\/([^/]+)\/restart$/.exec(path);
+    if (restart) {
+      // POST: it cuts a connection, so no prefetch or link may set it off.
+      if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
+      else this.restart(res, restart[1]!, who);
+      return true;
+    }
     if (path === '/admin/ticket') {
       // POST: it hands out something that works once, so no prefetch or link may take it.
       if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
@@ -233,6 +242,28 @@ export class AdminRoutes {
       }
       return true;
     }
+  }
+
+  private restart(res: ServerResponse, encoded: string, who: Identity | undefined): void {
+    let id: string;
+    try {
+      id = decodeURIComponent(encoded);
+    } catch {
+      json(res, 400, { error: 'the server id in the path is not valid percent-encoding' });
+      return;
+    }
+    if (!this.hub.restartServer || !this.hub.handles.has(id)) {
+      json(res, 404, { error: `no server "${id}" is running (switchyard servers lists them)` });
+      return;
+    }
+    this.log.info({ server: id, principal: who?.principal }, 'server restart requested (POST /admin/servers/<id>/restart)');
+    try {
+      this.hub.restartServer(id);
+    } catch (err) {
+      json(res, 500, { error: `server "${id}" could not be restarted; it runs on as it was: ${(err as Error).message}` });
+      return;
+    }
+    json(res, 200, { restarted: id });
   }
 
   private async reload(res: ServerResponse, who: Identity | undefined): Promise<void> {

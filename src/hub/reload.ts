@@ -108,17 +108,10 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   // A reload with the section unchanged (SIGHUP after editing a plugin) still picks up its files.
   const plugins = section ?? (hub.pluginFilesChanged(next.plugins) ? (next.plugins ?? {}) : undefined);
   const retiring: ServerHandle[] = [];
-  const takeOut = (id: string): void => {
-    const h = hub.handles.get(id);
-    hub.routes.forgetServer(id);
-    if (!h) return;
-    hub.handles.delete(id);
-    hub.catalog.forget(id);
-    void hub.upstreams.forget(id);
-    retiring.push(h);
-  };
-  for (const id of d.removed) takeOut(id);
-  for (const s of d.restarted) takeOut(s.id);
+  for (const id of [...d.removed, ...d.restarted.map((s) => s.id)]) {
+    const h = takeOut(hub, id);
+    if (h) retiring.push(h);
+  }
   for (const h of fresh) hub.addServer(h);
   for (const s of d.updated) {
     const h = hub.handles.get(s.id);
@@ -131,14 +124,9 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.catalog.forget(s.id);
     hub.routes.forgetServer(s.id);
   }
-  // Config order decides who keeps a contested name: keep the map in the new file's order.
-  const order = Object.keys(next.servers);
-  const sorted = [...hub.handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
-  hub.handles.clear();
-  for (const [id, h] of sorted) hub.handles.set(id, h);
+  inConfigOrder(hub.handles, next);
   hub.config.servers = next.servers;
-  for (const h of fresh)
-    h.upstream.start().catch((err) => hub.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+  for (const h of fresh) startFresh(hub, h);
   for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
   if (plugins) {
@@ -149,6 +137,48 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   const report: ReloadReport = { ...describeDiff(d), applied, restartOnly: ignored };
   hub.log.info(report, 'config reloaded');
   return report;
+}
+
+/**
+ * Give one running server a fresh connection, as a reload does for a server whose connection
+ * settings changed, with its config as it is: the old connection leaves the routing at once and
+ * closes once its calls in flight are done (bounded by the drain timeout); the new one starts,
+ * and a server the crash-loop limit had marked `failed` gets a new set of attempts. Nothing
+ * changes when the new connection cannot be built (that error is thrown).
+ */
+export function restartServer(hub: ReloadTarget, id: string): void {
+  const s = hub.config.servers[id];
+  if (s === undefined || !hub.handles.has(id)) throw new Error(`no server "${id}" is running`);
+  const fresh = hub.buildServer(s);
+  const old = takeOut(hub, id);
+  hub.addServer(fresh);
+  inConfigOrder(hub.handles, hub.config);
+  startFresh(hub, fresh);
+  if (old) void retire(old, hub.config.listen.drainTimeoutMs);
+  hub.log.info({ server: id }, 'server restarted on request');
+}
+
+/** A server leaves the routing, the catalog and the per-principal pool; its handle, to retire. */
+function takeOut(hub: ReloadTarget, id: string): ServerHandle | undefined {
+  const h = hub.handles.get(id);
+  hub.routes.forgetServer(id);
+  if (!h) return undefined;
+  hub.handles.delete(id);
+  hub.catalog.forget(id);
+  void hub.upstreams.forget(id);
+  return h;
+}
+
+/** Config order decides who keeps a contested name: keep the map in the file's order. */
+function inConfigOrder(handles: Map<string, ServerHandle>, config: HubConfig): void {
+  const order = Object.keys(config.servers);
+  const sorted = [...handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
+  handles.clear();
+  for (const [id, h] of sorted) handles.set(id, h);
+}
+
+function startFresh(hub: ReloadTarget, h: ServerHandle): void {
+  h.upstream.start().catch((err) => hub.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
 }
 
 /** Close a server taken out of routing once its calls in flight are done (bounded). */

@@ -8,7 +8,7 @@ import pino from 'pino';
 import type { ServerHandle } from '../../src/catalog/types.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { HubConfig, ServerConfig } from '../../src/config/types.js';
-import { applyReload, type ReloadTarget } from '../../src/hub/reload.js';
+import { applyReload, restartServer, type ReloadTarget } from '../../src/hub/reload.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
 const cfg = (servers: Record<string, unknown>): HubConfig => parseConfig({ servers }, '/hub/hub.config.json', {});
@@ -143,5 +143,26 @@ describe('applyReload', () => {
     expect(upstream.closed).toBe(false);
     expect(upstream.limits).toEqual([{ timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]);
     expect(pooled).toEqual([['a', { timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]]);
+  });
+
+  it("restartServer: a fresh connection in the old one's place, in config order; the old one closes; an unknown or unbuildable server changes nothing", async () => {
+    const running = cfg({ a: { command: 'node' }, b: { command: 'node' }, c: { command: 'node' } });
+    const { t, handles, built, changes } = target(running, undefined);
+    const old = handles.get('b')!;
+    restartServer(t, 'b');
+    expect([...handles.keys()]).toEqual(['a', 'b', 'c']);
+    expect(handles.get('b')).toBe(built[0]);
+    expect(built[0]!.upstream as unknown as { started: boolean }).toMatchObject({ started: true });
+    expect(changes).toEqual(['routes.forget b', 'catalog.forget b', 'upstreams.forget b']);
+    await expect.poll(() => (old.upstream as unknown as { closed: boolean }).closed).toBe(true);
+    expect(running.servers.b).toBe(handles.get('b')!.config); // its config as it was
+
+    changes.length = 0;
+    expect(() => restartServer(t, 'nope')).toThrow('no server "nope" is running');
+    const broken = target(cfg({ bad: { command: 'node' } }), 'bad');
+    const before = broken.handles.get('bad');
+    expect(() => restartServer(broken.t, 'bad')).toThrow('Invalid URL');
+    expect(broken.handles.get('bad')).toBe(before);
+    expect([changes, broken.changes]).toEqual([[], []]);
   });
 });

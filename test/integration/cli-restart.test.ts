@@ -1,0 +1,90 @@
+/**
+ * `switchyard servers restart <id>`: one upstream gets a fresh connection while the others and
+ * the calls in flight go on, and a server that could not start is tried again at once. The real
+ * built binary against the real built daemon, a real SDK v1 upstream and client.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { health, waitForReady, type Json } from '../helpers/wire.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+
+function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const textOf = (r: Json): string => ((r.content ?? []) as { text?: string }[]).map((c) => c.text ?? '').join('');
+
+let hub: HubProcess;
+let later: string;
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-restart-'));
+  later = join(dir, 'later.mjs'); // not there yet: b cannot start
+  hub = await startHub({ servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'alpha' }), b: { command: process.execPath, args: [later] }, c: nodeServer(SDK1, [], { SERVER_NAME: 'gamma' }) } }, { dir });
+  await waitForReady(hub.url, ['a', 'c']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+describe('switchyard servers restart', () => {
+  it('gives a server a fresh connection; a call in flight on the old one finishes; the other server is not touched', async () => {
+    const client = new Client({ name: 'restart-client', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    const before = (await health(hub.url)).servers.find((s) => s.id === 'a') as unknown as Json;
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('a__slow');
+    const other = (await health(hub.url)).servers.find((s) => s.id === 'c');
+    const slow = client.callTool({ name: 'a__slow', arguments: { ms: 1_500 } });
+    await new Promise((r) => setTimeout(r, 300));
+
+    const r = await run(['servers', 'restart', 'a', '--url', hub.url]);
+    expect([r.code, r.stdout, r.stderr]).toEqual([0, 'restarted "a": ready (2025-11-25, alpha 1.0.0)\n', '']);
+    const after = (await health(hub.url)).servers.find((s) => s.id === 'a') as unknown as Json;
+    expect(after.state).toBe('ready');
+    expect(Date.parse(after.since as string)).toBeGreaterThan(Date.parse(before.since as string));
+
+    expect(textOf((await slow) as Json)).toBe('slept 1500'); // the old connection drained
+    expect(textOf((await client.callTool({ name: 'a__echo', arguments: { text: 'again' } })) as Json)).toBe('echo:again');
+    expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(1);
+    expect((await health(hub.url)).servers.find((s) => s.id === 'c')).toEqual(other);
+    await client.close();
+  });
+
+  it('a server that cannot start says why; once it can, a restart brings it up at once', async () => {
+    const failing = await run(['servers', 'restart', 'b', '--url', hub.url]);
+    expect(failing.code).toBe(1);
+    expect(failing.stdout).toBe('');
+    expect(failing.stderr).toMatch(/^restarted "b", but its first attempt failed: .+ \(the hub keeps trying; `switchyard servers` shows how it goes\)\n$/);
+
+    writeFileSync(later, `await import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});\n`);
+    const r = await run(['servers', 'restart', 'b', '--url', hub.url, '--json']);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ restarted: 'b', server: { id: 'b', state: 'ready', era: '2025-11-25', lastError: null } });
+  });
+
+  it('an unknown server, a GET and a bad path are refused; nothing restarts', async () => {
+    const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
+    const unknown = await run(['servers', 'restart', 'nope', '--url', hub.url]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/HTTP 404: no server "nope" is running \(switchyard servers lists them\)/);
+    const origin = new URL(hub.url).origin;
+    const get = await fetch(`${origin}/admin/servers/a/restart`);
+    expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
+    expect((await fetch(`${origin}/admin/servers/%E0%A4%A/restart`, { method: 'POST' })).status).toBe(400);
+    expect((await fetch(`${origin}/admin/servers/a/restart`, { method: 'POST', headers: { origin: 'http://evil.example.com' } })).status).toBe(403);
+    expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
+  });
+});

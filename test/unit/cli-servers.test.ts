@@ -1,0 +1,33 @@
+/** What `switchyard servers restart` prints once the server settled, or the wait was over. */
+import { describe, expect, it } from 'vitest';
+import { restartOutcome } from '../../src/cli/servers.js';
+import type { ServerView } from '../../src/downstream/admin-views.js';
+
+const view = (over: Partial<ServerView>): ServerView => ({
+  id: 'a',
+  transport: 'stdio',
+  state: 'ready',
+  era: '2025-11-25',
+  protocolVersion: '2025-11-25',
+  serverInfo: { name: 'notes', version: '1.2.0' },
+  tools: null,
+  restarts: 0,
+  lastError: null,
+  since: 0,
+  trust: 'untrusted',
+  ...over,
+});
+
+describe('servers restart outcome', () => {
+  it('ready, failed, a first attempt failed, still starting, gone', () => {
+    expect(restartOutcome('a', view({}), 800)).toEqual({ text: 'restarted "a": ready (2025-11-25, notes 1.2.0)\n', exitCode: 0 });
+    expect(restartOutcome('a', view({ serverInfo: null, era: null }), 800)).toEqual({ text: 'restarted "a": ready (era unknown)\n', exitCode: 0 });
+    expect(restartOutcome('a', view({ state: 'failed', lastError: 'spawn nope ENOENT' }), 800)).toEqual({ text: 'restarted "a", and it failed to start: spawn nope ENOENT\n', exitCode: 1 });
+    expect(restartOutcome('a', view({ state: 'starting', lastError: 'exited with code 3' }), 800)).toEqual({
+      text: 'restarted "a", but its first attempt failed: exited with code 3 (the hub keeps trying; `switchyard servers` shows how it goes)\n',
+      exitCode: 1,
+    });
+    expect(restartOutcome('a', view({ state: 'starting' }), 30_200)).toEqual({ text: 'restarted "a"; still starting after 30 s\n', exitCode: 1 });
+    expect(restartOutcome('a', undefined, 10)).toEqual({ text: 'server "a" is no longer running (a reload removed it?)\n', exitCode: 1 });
+  });
+});
