@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 import { redactLogText } from './policy/secret-text.js';
 
@@ -57,28 +58,57 @@ export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ??
         censor: '[redacted]',
       },
     },
-    stderrDestination(),
+    logDestination(),
   );
 }
 
 /** Log lines held in memory while stderr cannot take them; past this they are dropped. */
 const LOG_BUFFER_MAX = 16 * 1024 * 1024;
 
+/** How long the last flush at exit waits for a stderr that takes nothing (a reader that stopped reading). */
+const EXIT_FLUSH_MS = 2_000;
+/** The fs sonic-boom writes through: the module object itself, so a property set here is the one it calls. */
+const fsModule = createRequire(import.meta.url)('node:fs') as typeof import('node:fs');
+
 /**
  * stderr, written asynchronously. A destination that fails (stderr redirected to a file on a
- * full disk) must neither crash the hub nor hang it: without a listener sonic-boom's 'error'
- * is an uncaught exception, and its flushSync, which pino calls at exit, retries a failing
- * write forever. While writes fail, lines wait in memory (bounded) and flushSync does nothing;
- * the next write that succeeds ends that state.
+ * full disk, a reader that went away or stopped reading) must neither crash the hub nor hang
+ * it. Without a listener sonic-boom's 'error' is an uncaught exception. Its flushSync, which
+ * pino calls at exit, retries a failing write forever (sonic-boom 4: EPIPE too, not only
+ * EAGAIN), so the hub would never exit once its log reader is gone; here that last flush drops
+ * what cannot be written, and gives a full pipe EXIT_FLUSH_MS. While async writes fail, lines
+ * wait in memory (bounded) and flushSync does nothing; the next write that succeeds ends that
+ * state.
  */
-function stderrDestination(): ReturnType<typeof pino.destination> {
-  const dest = pino.destination({ fd: 2, sync: false, maxLength: LOG_BUFFER_MAX });
+export function logDestination(fd = 2): ReturnType<typeof pino.destination> {
+  const dest = pino.destination({ fd, sync: false, maxLength: LOG_BUFFER_MAX });
   let failing = false;
   dest.on('error', () => (failing = true));
   dest.on('write', () => (failing = false));
   const flushSync = dest.flushSync.bind(dest);
   dest.flushSync = () => {
-    if (!failing) flushSync();
+    if (failing) return;
+    const writeSync = fsModule.writeSync;
+    const deadline = Date.now() + EXIT_FLUSH_MS;
+    // For this call only: a write that fails for good counts as written (its bytes are dropped),
+    // so sonic-boom's loop ends; a full pipe is retried until the deadline.
+    fsModule.writeSync = ((target: number, data: string | NodeJS.ArrayBufferView, ...rest: unknown[]) => {
+      try {
+        return (writeSync as (...a: unknown[]) => number)(target, data, ...rest);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (target !== fd || ((code === 'EAGAIN' || code === 'EBUSY') && Date.now() < deadline)) throw err;
+        failing = true;
+        return typeof data === 'string' ? Buffer.byteLength(data, typeof rest[0] === 'string' ? (rest[0] as BufferEncoding) : 'utf8') : data.byteLength;
+      }
+    }) as typeof writeSync;
+    try {
+      flushSync();
+    } catch {
+      // sonic-boom 5 throws what it will not retry: the lines are lost either way
+    } finally {
+      fsModule.writeSync = writeSync;
+    }
   };
   return dest;
 }
