@@ -8,6 +8,20 @@ import { resolve } from 'node:path';
 export class NoDaemonError extends Error {}
 export class DaemonError extends Error {}
 
+/**
+ * A command's exchange with the daemon: a daemon that is not there (exit 3) or that answers
+ * with an error (exit 1) is one line on stderr; anything else is thrown on.
+ */
+export async function withDaemon(work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = err instanceof NoDaemonError ? 3 : 1;
+  }
+}
+
 /** `--url` that is no http(s) URL: the command says so in one line (exit 2). */
 export class BadUrlError extends Error {}
 

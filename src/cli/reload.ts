@@ -2,7 +2,7 @@ import type { Argv, CommandModule } from 'yargs';
 import type { ReloadOutcome } from '../config/watch.js';
 import type { ReloadReport } from '../hub/reload.js';
 import { screenJson, screenText } from '../ledger/format.js';
-import { daemonBase, DaemonError, NoDaemonError, postJson } from './daemon-client.js';
+import { daemonBase, withDaemon, postJson } from './daemon-client.js';
 
 interface ReloadArgs {
   config: string;
@@ -45,16 +45,12 @@ export const reloadCommand: CommandModule<object, ReloadArgs> = {
       .option('json', { type: 'boolean', default: false, describe: 'Print JSON' }) as Argv<ReloadArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    try {
+    await withDaemon(async () => {
       const o = await postJson<Outcome>(base, '/admin/reload', { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] });
       const { text, exitCode } = describeOutcome(o);
       if (argv.json) process.stdout.write(screenJson(JSON.stringify(o, null, 2)) + '\n');
       else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
       process.exitCode = exitCode;
-    } catch (err) {
-      if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
-      process.stderr.write(`${err.message}\n`);
-      process.exitCode = err instanceof NoDaemonError ? 3 : 1;
-    }
+    });
   },
 };

@@ -1,7 +1,7 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
-import { daemonBase, DaemonError, getJson, NoDaemonError, postJson } from './daemon-client.js';
+import { daemonBase, withDaemon, getJson, postJson } from './daemon-client.js';
 
 interface ServersArgs {
   config: string;
@@ -71,7 +71,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       .option('timeout', { type: 'number', default: 30, describe: 'Seconds to wait' }) as unknown as Argv<RestartArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    try {
+    await withDaemon(async () => {
       await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`);
       if (!argv.wait) {
         process.stdout.write(`restarting "${argv.id}"\n`);
@@ -88,11 +88,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       if (argv.json) process.stdout.write(screenJson(JSON.stringify({ restarted: argv.id, server: s ?? null }, null, 2)) + '\n');
       else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
       process.exitCode = exitCode;
-    } catch (err) {
-      if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
-      process.stderr.write(`${err.message}\n`);
-      process.exitCode = err instanceof NoDaemonError ? 3 : 1;
-    }
+    });
   },
 };
 
@@ -107,7 +103,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
       .command(restartCommand) as Argv<ServersArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    try {
+    await withDaemon(async () => {
       const r = await getJson<{ servers: ServerView[] }>(base, '/admin/servers');
       // Tool counts come from the catalog (listing fills it if no client has yet).
       const tools = await getJson<{ tools: ToolView[] }>(base, '/admin/tools').catch(() => undefined);
@@ -117,10 +113,6 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
         for (const s of r.servers) if (s.state === 'ready') s.tools = counts.get(s.id) ?? 0;
       }
       process.stdout.write(argv.json ? screenJson(JSON.stringify(r.servers, null, 2)) + '\n' : screenText(serversTable(r.servers)));
-    } catch (err) {
-      if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
-      process.stderr.write(`${err.message}\n`);
-      process.exitCode = err instanceof NoDaemonError ? 3 : 1;
-    }
+    });
   },
 };
