@@ -150,7 +150,8 @@ export function restartServer(hub: ReloadTarget, id: string): void {
   const s = hub.config.servers[id];
   if (s === undefined || !hub.handles.has(id)) throw new Error(`no server "${id}" is running`);
   const fresh = hub.buildServer(s);
-  const old = takeOut(hub, id);
+  // Its names stay known: a client's call while it starts is "unavailable", not "unknown tool".
+  const old = takeOut(hub, id, { keepRoutes: true });
   hub.addServer(fresh);
   inConfigOrder(hub.handles, hub.config);
   startFresh(hub, fresh);
@@ -158,10 +159,13 @@ export function restartServer(hub: ReloadTarget, id: string): void {
   hub.log.info({ server: id }, 'server restarted on request');
 }
 
-/** A server leaves the routing, the catalog and the per-principal pool; its handle, to retire. */
-function takeOut(hub: ReloadTarget, id: string): ServerHandle | undefined {
+/**
+ * A server leaves the routing, the catalog and the per-principal pool; its handle, to retire.
+ * The names clients were shown for it are forgotten unless it comes back as it was (`keepRoutes`).
+ */
+function takeOut(hub: ReloadTarget, id: string, opts: { keepRoutes?: boolean } = {}): ServerHandle | undefined {
   const h = hub.handles.get(id);
-  hub.routes.forgetServer(id);
+  if (!opts.keepRoutes) hub.routes.forgetServer(id);
   if (!h) return undefined;
   hub.handles.delete(id);
   hub.catalog.forget(id);
