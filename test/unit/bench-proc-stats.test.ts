@@ -78,7 +78,10 @@ describe('bench/lib/proc-stats.mjs', () => {
 
     for (let i = 0; i < 5; i++) await sleep(5); // nothing else to do: the thread sleeps each time
     const d = main();
-    expect(d.sleeps - c.sleeps).toBeGreaterThanOrEqual(5);
+    // Each wait blocks the thread (a voluntary switch), unless it was preempted on the way and
+    // its timer had run out by then (seen once on a busy machine): count both.
+    expect(d.sleeps - c.sleeps).toBeGreaterThanOrEqual(1);
+    expect(d.sleeps - c.sleeps + (d.preempted - c.preempted)).toBeGreaterThanOrEqual(5);
     expect(Number.isInteger(d.preempted)).toBe(true);
   });
 
