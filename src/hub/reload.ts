@@ -3,7 +3,7 @@ import type { HubConfig, PolicyConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
+import { canonical, describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
@@ -108,8 +108,13 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   // A reload with the section unchanged (SIGHUP after editing a plugin) still picks up its files.
   const plugins = section ?? (hub.pluginFilesChanged(next.plugins) ? (next.plugins ?? {}) : undefined);
   const retiring: ServerHandle[] = [];
-  for (const id of [...d.removed, ...d.restarted.map((s) => s.id)]) {
+  for (const id of d.removed) {
     const h = takeOut(hub, id);
+    if (h) retiring.push(h);
+  }
+  for (const s of d.restarted) {
+    // Names that stay as they were stay known: a call while it starts again is "unavailable".
+    const h = takeOut(hub, s.id, { keepRoutes: sameNames(hub.handles.get(s.id)?.config, s) });
     if (h) retiring.push(h);
   }
   for (const h of fresh) hub.addServer(h);
@@ -171,6 +176,11 @@ function takeOut(hub: ReloadTarget, id: string, opts: { keepRoutes?: boolean } =
   hub.catalog.forget(id);
   void hub.upstreams.forget(id);
   return h;
+}
+
+/** The settings that decide the names a server's tools are shown under are the same. */
+function sameNames(before: ServerConfig | undefined, after: ServerConfig): boolean {
+  return before !== undefined && before.prefix === after.prefix && canonical(before.tools) === canonical(after.tools);
 }
 
 /** Config order decides who keeps a contested name: keep the map in the file's order. */

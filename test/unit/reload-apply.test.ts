@@ -166,4 +166,17 @@ describe('applyReload', () => {
     expect(broken.handles.get('bad')).toBe(before);
     expect([changes, broken.changes]).toEqual([[], []]);
   });
+
+  it('a server restarted by a reload keeps the names clients were shown unless its prefix or tool settings changed too', async () => {
+    const running = cfg({ a: { command: 'node', args: ['a.js'] }, b: { command: 'node', args: ['b.js'] }, c: { command: 'node', args: ['c.js'] } });
+    const { t, changes } = target(running, undefined);
+    const next = cfg({
+      a: { command: 'node', args: ['a.js', 'v2'] },
+      b: { command: 'node', args: ['b.js', 'v2'], prefix: 'bee' },
+      c: { command: 'node', args: ['c.js', 'v2'], tools: { deny: ['x'] } },
+    });
+    await applyReload(t, next);
+    expect(changes.filter((c) => c.startsWith('routes.forget'))).toEqual(['routes.forget b', 'routes.forget c']);
+    expect(changes.filter((c) => c.startsWith('catalog.forget'))).toEqual(['catalog.forget a', 'catalog.forget b', 'catalog.forget c']);
+  });
 });
