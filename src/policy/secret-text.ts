@@ -47,8 +47,9 @@ export const SECRET_RULES: readonly SecretRule[] = [
   // Whole runs of base64url characters and dots that hold an `eyJ`.
   { kind: 'jwt', re: /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*eyJ[A-Za-z0-9_.-]*/g, within: jwts, hint: 'eyJ', gate: 'eyJ' },
   { kind: 'bearer-token', re: /(\bBearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, keep: 1, gate: 'bearer\\s' },
-  // The scheme starts where its run of scheme characters does.
-  { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@', gate: '://' },
+  // The scheme is the whole run of scheme characters before "://", whatever it starts with: a
+  // run that began with "-", "+", "." or a digit was passed over ("-https://me:pw@host").
+  { kind: 'url-credentials', re: /((?<![a-z0-9+.-])[a-z0-9+.-]+:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/gi, keep: 1, hint: '@', gate: '://' },
 ];
 
 const PEM_END = /-----END [A-Z0-9 ]*PRIVATE KEY-----/g;
