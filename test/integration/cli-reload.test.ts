@@ -4,12 +4,12 @@
  * real built daemon (its file watch off, so only the command reloads), with and without
  * authentication.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
-import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { runCli } from '../helpers/cli.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady } from '../helpers/wire.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -17,16 +17,8 @@ const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
 const ADMIN_KEY = 'sy_ops-reload-admin-key-0123456789abcdefghijklmnop';
 const USER_KEY = 'sy_user-reload-key-0123456789abcdefghijklmnopqrstu';
 
-function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
-    p.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+/** The CLI with no admin key of the test's own environment unless `env` gives one. */
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(args, { env: { SWITCHYARD_API_KEY: '', ...env } });
 
 function edit(hub: HubProcess, change: (c: Record<string, any>) => void): void {
   const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Record<string, any>;
