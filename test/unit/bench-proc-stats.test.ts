@@ -95,16 +95,22 @@ describe('bench/lib/proc-stats.mjs', () => {
     }
     // Every thread of the process: a worker's 60 ms of CPU count, while the event loop only
     // waits for it. The worker is started first (its start-up is the event loop's work).
-    const worker = burner();
-    await message(worker);
-    const loopBefore = main();
-    const before = processThreads(process.pid);
-    worker.postMessage('burn');
-    await message(worker);
-    const loop = main().cpuUs - loopBefore.cpuUs;
-    const whole = (delta(before, processThreads(process.pid)) as Counters).cpuUs;
-    await worker.terminate();
-    expect(whole - loop).toBeGreaterThanOrEqual(45_000);
+    // Two tries, the larger kept: one full-suite CI run counted 11 ms once, not seen alone in
+    // dozens of runs; a sum that left the worker out would fail both.
+    let others = 0;
+    for (let attempt = 0; attempt < 2 && others < 45_000; attempt++) {
+      const worker = burner();
+      await message(worker);
+      const loopBefore = main();
+      const before = processThreads(process.pid);
+      worker.postMessage('burn');
+      await message(worker);
+      const loop = main().cpuUs - loopBefore.cpuUs;
+      const whole = (delta(before, processThreads(process.pid)) as Counters).cpuUs;
+      await worker.terminate();
+      others = Math.max(others, whole - loop);
+    }
+    expect(others).toBeGreaterThanOrEqual(45_000);
   });
 
   it('leaves out a thread that ended between two readings, and counts one that started from zero', async () => {
