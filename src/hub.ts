@@ -341,10 +341,17 @@ export class Hub implements HubCore {
     this.catalog.setPolicy({ pinning: p.pinning, poisoning: p.poisoning });
   }
 
-  private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void> {
+  private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<string[]> {
     this.pluginSourcesLoaded = pluginSources(plugins, this.config.file);
-    await this.plugins.replace(loadPlugins(plugins, this.config.file, this.log, (f) => this.pluginFailed(f)));
+    const failed: string[] = [];
+    await this.plugins.replace(
+      loadPlugins(plugins, this.config.file, this.log, (f) => {
+        failed.push(`${f.plugin}: ${f.message}`);
+        this.pluginFailed(f);
+      }),
+    );
     this.catalog.pluginsChanged();
+    return failed;
   }
 
   private applyGroups(groups: NonNullable<HubConfig['groups']>): void {

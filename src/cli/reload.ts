@@ -32,7 +32,11 @@ export function describeOutcome(o: Outcome): { text: string; exitCode: number } 
   list('servers updated (connection kept)', r.updated);
   list('applied', r.applied);
   list('changed, but only a restart applies them (the running values are kept)', r.restartOnly);
-  return { text: lines.length ? `reloaded:\n${lines.join('\n')}\n` : 'reloaded: nothing changed\n', exitCode: 0 };
+  const text = lines.length ? `reloaded:\n${lines.join('\n')}\n` : 'reloaded: nothing changed\n';
+  // Applied, but a plugin the operator asked for is not running: say so, and fail the command.
+  const failed = r.pluginsFailed ?? [];
+  if (failed.length) return { text: `${text}plugins that could not be loaded (the hub runs without them):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
+  return { text, exitCode: 0 };
 }
 
 export const reloadCommand: CommandModule<object, ReloadArgs> = {

@@ -26,8 +26,8 @@ export interface ReloadTarget {
   applyGroups(groups: NonNullable<HubConfig['groups']>): void;
   /** The page size of aggregated lists, from the next list on. */
   applyPageSize(n: number): void;
-  /** Load the plugins of a reloaded config and put them in place of the running ones. */
-  applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<void>;
+  /** Load the plugins of a reloaded config and put them in place of the running ones; those that could not be loaded ("<file>: <why>"). */
+  applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<string[]>;
   /** Whether the plugin files this section names were edited, added or removed since the last load. */
   pluginFilesChanged(plugins: HubConfig['plugins']): boolean;
   /**
@@ -43,6 +43,8 @@ export interface ReloadReport extends ReturnType<typeof describeDiff> {
   applied: string[];
   /** Sections that differ but change only on a restart (the running ones are kept). */
   restartOnly: string[];
+  /** Plugins of the reloaded section that could not be loaded ("<file>: <why>"); the hub runs without them. */
+  pluginsFailed: string[];
 }
 
 /**
@@ -134,12 +136,13 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   for (const h of fresh) startFresh(hub, h);
   for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
+  let pluginsFailed: string[] = [];
   if (plugins) {
-    await hub.applyPlugins(plugins);
+    pluginsFailed = await hub.applyPlugins(plugins);
     applied.push('plugins');
     hub.log.info({ because: section ? 'the plugins section changed' : 'plugin files changed' }, 'config reload: plugins replaced');
   }
-  const report: ReloadReport = { ...describeDiff(d), applied, restartOnly: ignored };
+  const report: ReloadReport = { ...describeDiff(d), applied, restartOnly: ignored, pluginsFailed };
   hub.log.info(report, 'config reloaded');
   return report;
 }

@@ -5,6 +5,7 @@
  * authentication.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
@@ -55,7 +56,7 @@ describe('switchyard reload', () => {
 
     const json = await run(['reload', '--url', hub.url, '--json']);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: ['listen'] } });
+    expect(JSON.parse(json.stdout)).toEqual({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: ['listen'], pluginsFailed: [] } });
     expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);
   });
 
@@ -75,13 +76,30 @@ describe('switchyard reload', () => {
     writeFileSync(hub.configFile, before);
   });
 
+  it('a plugin that cannot be loaded is named, and the command fails although the rest was applied', async () => {
+    writeFileSync(join(hub.dir, 'broken.mjs'), 'export default {');
+    edit(hub, (c) => {
+      c.plugins = { paths: ['./broken.mjs'] };
+    });
+    const r = await run(['reload', '--url', hub.url]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^reloaded:\n {2}applied: plugins\n/);
+    expect(r.stderr).toMatch(/plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    edit(hub, (c) => {
+      delete c.plugins;
+    });
+    // (listen still differs from the first test's edit: it waits for a restart.)
+    expect((await run(['reload', '--url', hub.url])).stdout).toBe('reloaded:\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen\n');
+  });
+
   it('the route acts only on POST and refuses another origin; with no daemon the command exits 3', async () => {
     const origin = new URL(hub.url).origin;
     const get = await fetch(`${origin}/admin/reload`);
     expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
     const cross = await fetch(`${origin}/admin/reload`, { method: 'POST', headers: { origin: 'http://evil.example.com' } });
     expect(cross.status).toBe(403);
-    expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(4); // neither reached it
+    expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(6); // neither reached it
 
     // A port that was free a moment ago: nothing listens there.
     const probe = createServer();

@@ -64,15 +64,19 @@ describe('config watcher outcomes', () => {
 
 describe('what switchyard reload prints', () => {
   it('one line per kind of change; nothing changed; a failure and a rejection on stderr with their exit codes', () => {
-    const report = { added: ['a'], removed: ['b'], restarted: ['c'], updated: ['d', 'e'], applied: ['policy', 'plugins'], restartOnly: ['ledger'] };
+    const report = { added: ['a'], removed: ['b'], restarted: ['c'], updated: ['d', 'e'], applied: ['policy', 'plugins'], restartOnly: ['ledger'], pluginsFailed: [] };
     expect(describeOutcome({ status: 'applied', report })).toEqual({
       text:
         'reloaded:\n  servers added: a\n  servers removed: b\n  servers restarted: c\n  servers updated (connection kept): d, e\n  applied: policy, plugins\n' +
         '  changed, but only a restart applies them (the running values are kept): ledger\n',
       exitCode: 0,
     });
-    expect(describeOutcome({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: [] } })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
+    expect(describeOutcome({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: [], pluginsFailed: [] } })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
     expect(describeOutcome({ status: 'unchanged' })).toEqual({ text: 'reloaded: nothing changed\n', exitCode: 0 });
+    expect(describeOutcome({ status: 'applied', report: { ...report, applied: ['plugins'], restartOnly: [], added: [], removed: [], restarted: [], updated: [], pluginsFailed: ['/x/broken.mjs: no default export'] } })).toEqual({
+      text: 'reloaded:\n  applied: plugins\nplugins that could not be loaded (the hub runs without them):\n  /x/broken.mjs: no default export\n',
+      exitCode: 1,
+    });
     expect(describeOutcome({ status: 'failed', error: 'the hub is stopping' })).toEqual({ text: 'config reload failed; the running config is kept: the hub is stopping\n', exitCode: 1 });
     expect(describeOutcome({ status: 'rejected', problems: ['pageSize: must be >= 1', 'servers.c.command: must be string'] })).toEqual({
       text: 'config reload rejected; the running config is kept:\n  pageSize: must be >= 1\n  servers.c.command: must be string\n',

@@ -52,7 +52,10 @@ function target(running: HubConfig, cannotBuild: string | undefined, filesChange
     applyPolicy: () => void changes.push('policy'),
     applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
     applyPageSize: (n: number) => void changes.push(`pageSize ${n}`),
-    applyPlugins: async (p: { disable?: string[] }) => void changes.push(`plugins ${(p.disable ?? []).join(',')}`),
+    applyPlugins: async (p: { disable?: string[] }) => {
+      changes.push(`plugins ${(p.disable ?? []).join(',')}`);
+      return p.disable?.includes('broken') ? ['broken.mjs: no default export'] : [];
+    },
     pluginFilesChanged: filesChanged,
     credentialsRevoked: () => void changes.push('revoked'),
   };
@@ -178,5 +181,16 @@ describe('applyReload', () => {
     await applyReload(t, next);
     expect(changes.filter((c) => c.startsWith('routes.forget'))).toEqual(['routes.forget b', 'routes.forget c']);
     expect(changes.filter((c) => c.startsWith('catalog.forget'))).toEqual(['catalog.forget a', 'catalog.forget b', 'catalog.forget c']);
+  });
+
+  it('the report names the sections applied, those left for a restart and the plugins that could not be loaded', async () => {
+    const running = cfg({ a: { command: 'node' } });
+    const { t } = target(running, undefined);
+    const next = cfg({ a: { command: 'node' } });
+    next.pageSize = 9;
+    next.plugins = { disable: ['broken'] };
+    next.listen = { ...next.listen, port: 1 };
+    expect(await applyReload(t, next)).toEqual({ added: [], removed: [], restarted: [], updated: [], applied: ['pageSize', 'plugins'], restartOnly: ['listen'], pluginsFailed: ['broken.mjs: no default export'] });
+    expect(await applyReload(t, next)).toMatchObject({ applied: [], pluginsFailed: [] }); // nothing new: nothing loaded
   });
 });
