@@ -251,8 +251,11 @@ export class Hub implements HubCore {
 
   /** Start every upstream in the background; the endpoint serves at once. */
   startUpstreams(): void {
-    for (const h of this.handles.values())
-      h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+    for (const h of this.handles.values()) this.startServer(h);
+  }
+
+  private startServer(h: ServerHandle): void {
+    h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
   }
 
   async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
@@ -318,6 +321,7 @@ export class Hub implements HubCore {
       log,
       buildServer: (s) => this.buildServer(s),
       addServer: (h) => this.addServer(h),
+      startServer: (h) => this.startServer(h),
       applyPolicy: (p) => this.applyPolicy(p),
       applyGroups: (g) => this.applyGroups(g),
       applyPlugins: (p) => this.applyPlugins(p),

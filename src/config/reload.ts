@@ -118,8 +118,8 @@ export function reloadableGroups(prev: HubConfig, next: HubConfig): NonNullable<
 
 /**
  * The `plugins` section of a reload when it changed (`{}` when it went away): the plugins are
- * loaded again from it. A plugin file edited under an unchanged section is not re-read: Node
- * keeps a module it imported, so code changes need a restart. undefined: no change.
+ * loaded again from it. undefined: no change (plugin files edited under an unchanged section
+ * are found by the hub, which compares what they hold: pluginSources in plugins/loader.ts).
  */
 export function reloadablePlugins(prev: HubConfig, next: HubConfig): NonNullable<HubConfig['plugins']> | undefined {
   return canonical(prev.plugins ?? {}) === canonical(next.plugins ?? {}) ? undefined : (next.plugins ?? {});

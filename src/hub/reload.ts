@@ -20,6 +20,8 @@ export interface ReloadTarget {
   buildServer(s: ServerConfig): ServerHandle;
   /** Register a built handle and watch it (not started). */
   addServer(h: ServerHandle): void;
+  /** Start a registered server's connection (a failure is logged; its own retries go on). */
+  startServer(h: ServerHandle): void;
   /** Put a reloaded policy in place: rate limits, confirmation, pinning and poisoning. */
   applyPolicy(policy: PolicyConfig): void;
   /** Put reloaded groups in place: what `/mcp/<group>` shows and lets be called. */
@@ -133,7 +135,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   }
   inConfigOrder(hub.handles, next);
   hub.config.servers = next.servers;
-  for (const h of fresh) startFresh(hub, h);
+  for (const h of fresh) hub.startServer(h);
   for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.
   let pluginsFailed: string[] = [];
@@ -162,7 +164,7 @@ export function restartServer(hub: ReloadTarget, id: string): void {
   const old = takeOut(hub, id, { keepRoutes: true });
   hub.addServer(fresh);
   inConfigOrder(hub.handles, hub.config);
-  startFresh(hub, fresh);
+  hub.startServer(fresh);
   if (old) void retire(old, hub.config.listen.drainTimeoutMs);
   hub.log.info({ server: id }, 'server restarted on request');
 }
@@ -192,10 +194,6 @@ function inConfigOrder(handles: Map<string, ServerHandle>, config: HubConfig): v
   const sorted = [...handles.entries()].sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]));
   handles.clear();
   for (const [id, h] of sorted) handles.set(id, h);
-}
-
-function startFresh(hub: ReloadTarget, h: ServerHandle): void {
-  h.upstream.start().catch((err) => hub.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
 }
 
 /** Close a server taken out of routing once its calls in flight are done (bounded). */

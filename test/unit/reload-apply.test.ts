@@ -49,6 +49,7 @@ function target(running: HubConfig, cannotBuild: string | undefined, filesChange
       return h;
     },
     addServer: (h: ServerHandle) => void handles.set(h.id, h),
+    startServer: (h: ServerHandle) => void h.upstream.start(),
     applyPolicy: () => void changes.push('policy'),
     applyGroups: (g: object) => void changes.push(`groups ${Object.keys(g).join(',')}`),
     applyPageSize: (n: number) => void changes.push(`pageSize ${n}`),
