@@ -44,15 +44,20 @@ const reloaded = (n: number): Promise<void> => loggedTimes(hub, 'config reload: 
 
 const textOf = (r: Json): string => ((r.content ?? []) as { text?: string }[]).map((c) => c.text ?? '').join('');
 
+/** An SDK v1 client of the hub, counting the tools/list_changed it hears, and its tool names. */
+async function connect(name: string): Promise<{ client: Client; changed: () => number; names: () => Promise<string[]> }> {
+  const client = new Client({ name, version: '1.0.0' });
+  let changed = 0;
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+  await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+  await new Promise((r) => setTimeout(r, 300)); // the client's GET stream opens after initialize
+  return { client, changed: () => changed, names: async () => (await client.listTools()).tools.map((t) => t.name) };
+}
+
 describe('plugins reloaded while the hub runs', () => {
   it('new options and a new plugin take over lists and calls at once; the old ones are closed; clients hear list_changed', async () => {
     const closed = join(dir, 'closed.txt');
-    const client = new Client({ name: 'plugins-client', version: '1.0.0' });
-    let changed = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
-    await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
-    await new Promise((r) => setTimeout(r, 300)); // the client's GET stream opens after initialize
-    const names = async (): Promise<string[]> => (await client.listTools()).tools.map((t) => t.name);
+    const { client, changed, names } = await connect('plugins-client');
     const echo = async (text: string): Promise<string> => textOf((await client.callTool({ name: 's__echo', arguments: { text } })) as Json);
     const before = (await health(hub.url)).servers.find((s) => s.id === 's') as unknown as Json;
 
@@ -63,16 +68,16 @@ describe('plugins reloaded while the hub runs', () => {
     rewrite({ options: { 'redact-secrets': { patterns: ['INTERNAL-[0-9]{6}'] } }, paths: [{ path: 'hider.mjs', options: { hide: ['add'], closedFile: closed, tag: 'first' } }] });
     await reloaded(1);
     expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
-    await expect.poll(() => changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(0);
+    await expect.poll(changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(0);
     expect(await echo('ref INTERNAL-123456')).toBe('echo:ref [redacted:custom]');
     expect(await names()).not.toContain('s__add');
     expect(await names()).toContain('s__echo');
 
     // The same plugin with other options: a new instance; the one before is closed.
-    const seen = changed;
+    const seen = changed();
     rewrite({ options: { 'redact-secrets': { patterns: ['INTERNAL-[0-9]{6}'] } }, paths: [{ path: 'hider.mjs', options: { hide: ['echo'], closedFile: closed, tag: 'second' } }] });
     await reloaded(2);
-    await expect.poll(() => changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(seen);
+    await expect.poll(changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(seen);
     expect(readFileSync(closed, 'utf8')).toBe('first\n');
     const now = await names();
     expect(now).toContain('s__add');
@@ -92,12 +97,7 @@ describe('plugins reloaded while the hub runs', () => {
 
   it('a SIGHUP loads plugin files edited, added or removed since, with the section unchanged; with nothing changed it loads nothing', async () => {
     const closed = join(dir, 'closed-files.txt');
-    const client = new Client({ name: 'plugin-files-client', version: '1.0.0' });
-    let changed = 0;
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
-    await client.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
-    await new Promise((r) => setTimeout(r, 300));
-    const names = async (): Promise<string[]> => (await client.listTools()).tools.map((t) => t.name);
+    const { client, changed, names } = await connect('plugin-files-client');
     const replaced = (): number => hub.logs.filter((l) => l.includes('config reload: plugins replaced')).length;
     const reloads = (): number => hub.logs.filter((l) => l.includes('"msg":"config reloaded"')).length;
     const before = (await health(hub.url)).servers.find((s) => s.id === 's') as unknown as Json;
@@ -110,11 +110,11 @@ describe('plugins reloaded while the hub runs', () => {
 
     // The file edited: this version hides what its own code says, whatever the options.
     writeFileSync(join(dir, 'hider.mjs'), HIDER.replace("(options.hide ?? []).includes(t.name)", "t.name === 'echo'").replace("(options.tag ?? '')", "'edited:' + (options.tag ?? '')"));
-    const seen = changed;
+    const seen = changed();
     hub.proc.kill('SIGHUP');
     await reloaded(++n);
     expect(hub.logs.filter((l) => l.includes('config reload: plugins replaced')).at(-1)).toContain('plugin files changed');
-    await expect.poll(() => changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(seen);
+    await expect.poll(changed, { timeout: 2_000, interval: 20 }).toBeGreaterThan(seen);
     expect(await names()).toEqual(expect.arrayContaining(['s__add']));
     expect(await names()).not.toContain('s__echo');
     expect(readFileSync(closed, 'utf8')).toBe('options\n'); // the version before was closed
