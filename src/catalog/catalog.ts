@@ -3,7 +3,7 @@ import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
-import { Groups } from './filters.js';
+import { Groups, toolFilter } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists.js';
@@ -313,6 +313,27 @@ export class Catalog extends EventEmitter {
    */
   knownTool(hubName: string, view: View = {}): Routed | undefined {
     return this.latestTools ? this.groupView('tools', this.latestTools, view.group).byHubName.get(hubName) : undefined;
+  }
+
+  /**
+   * The server that is down behind a tool name no list of this process showed: the name is
+   * stored for it (ledger names), is still its name under its prefix, and would be shown to this
+   * view once it is back (allow/deny, the group, an approved pin). A client that kept the list
+   * of an earlier hub process (a 2026 client caches lists by ttlMs) then hears "unavailable"
+   * rather than "unknown" while that server starts. What plugins or poisoning checks hide is
+   * decided on a list and cannot be known here: such a tool is named unavailable too, and its
+   * call refused either way.
+   */
+  downTool(hubName: string, view: View = {}): ServerHandle | undefined {
+    const down = this.servers().filter((h) => h.upstream.state !== 'ready');
+    if (down.length === 0) return undefined;
+    const owner = this.names.storedOwner('tool', hubName, down.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const h = owner && down.find((x) => x.id === owner.server);
+    if (!h || !toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
+    if (!this.groups.includes(view.group, 'tools', h.id, hubName, owner.upstreamName)) return undefined;
+    const pin = this.pins.get(h.id, owner.upstreamName);
+    if (!pin || pin.hash === null) return undefined;
+    return this.policy.pinning === 'block' && pin.pendingHash !== null ? undefined : h;
   }
 
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {

@@ -82,18 +82,67 @@ export interface NameStore {
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void;
   /** Every hub name stored for a server's names of this kind. */
   held(server: string, kind: NameKind): string[];
+  /** Every (server, upstream name) a hub name of this kind is stored for, in no set order. */
+  owners(kind: NameKind, hubName: string): Resolved[];
+}
+
+/**
+ * The stored assignments in memory, indexed both ways: the catalog asks by upstream name while
+ * it builds a list, and by hub name when a call names a tool of a server that is down.
+ */
+export class NameMap {
+  private readonly forward = new Map<string, string>();
+  private readonly reverse = new Map<string, Resolved[]>();
+
+  get size(): number {
+    return this.forward.size;
+  }
+
+  get(server: string, kind: NameKind, upstreamName: string): string | undefined {
+    return this.forward.get(`${server}\0${kind}\0${upstreamName}`);
+  }
+
+  /** false when the name was stored already. */
+  put(server: string, kind: NameKind, upstreamName: string, hubName: string): boolean {
+    const k = `${server}\0${kind}\0${upstreamName}`;
+    const old = this.forward.get(k);
+    if (old === hubName) return false;
+    this.forward.set(k, hubName);
+    if (old !== undefined) {
+      const rk = `${kind}\0${old}`;
+      const rest = (this.reverse.get(rk) ?? []).filter((o) => o.server !== server || o.upstreamName !== upstreamName);
+      if (rest.length) this.reverse.set(rk, rest);
+      else this.reverse.delete(rk);
+    }
+    const rk = `${kind}\0${hubName}`;
+    const list = this.reverse.get(rk);
+    if (list) list.push({ server, upstreamName });
+    else this.reverse.set(rk, [{ server, upstreamName }]);
+    return true;
+  }
+
+  held(server: string, kind: NameKind): string[] {
+    return heldIn(this.forward, server, kind);
+  }
+
+  owners(kind: NameKind, hubName: string): Resolved[] {
+    return [...(this.reverse.get(`${kind}\0${hubName}`) ?? [])];
+  }
 }
 
 export class MemoryNameStore implements NameStore {
-  private readonly map = new Map<string, string>();
+  private readonly map = new NameMap();
   get(server: string, kind: NameKind, upstreamName: string): string | undefined {
-    return this.map.get(`${server}\0${kind}\0${upstreamName}`);
+    return this.map.get(server, kind, upstreamName);
   }
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
-    this.map.set(`${server}\0${kind}\0${upstreamName}`, hubName);
+    this.map.put(server, kind, upstreamName, hubName);
   }
   held(server: string, kind: NameKind): string[] {
-    return heldIn(this.map, server, kind);
+    return this.map.held(server, kind);
+  }
+  owners(kind: NameKind, hubName: string): Resolved[] {
+    return this.map.owners(kind, hubName);
   }
 }
 
@@ -210,8 +259,21 @@ export class NameAssigner {
     return this.reverse.get(kind)?.get(hubName);
   }
 
+  /**
+   * The server among `servers` a hub name is stored for, if it is still a name that server could
+   * have been given under its prefix and this mode: for a call that names a tool of a server
+   * that is down, which no list of this process has shown.
+   */
+  storedOwner(kind: NameKind, hubName: string, servers: readonly { id: string; prefix: string }[]): Resolved | undefined {
+    for (const o of this.store.owners(kind, hubName)) {
+      const s = servers.find((x) => x.id === o.server);
+      if (s && this.storedReason(s, o.upstreamName, hubName) !== null) return o;
+    }
+    return undefined;
+  }
+
   /** undefined: stored name is the base name; a reason: a valid renamed form; null: stale. */
-  private storedReason(s: ServerNames, upstreamName: string, stored: string): RenameReason | undefined | null {
+  private storedReason(s: { id: string; prefix: string }, upstreamName: string, stored: string): RenameReason | undefined | null {
     if (!fitsName(stored, this.mode)) return null;
     for (let attempt = 0; attempt <= MAX_STORED_ATTEMPT; attempt++) {
       const c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);

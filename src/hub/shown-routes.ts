@@ -4,14 +4,15 @@ import { KnownRoutes } from '../router/down-tools.js';
 
 /**
  * Tool names clients were shown, by group, and the server behind each, so a down server's tools
- * answer "unavailable" rather than "unknown" (see router/down-tools.ts). Kept out of the hub so
+ * answer "unavailable" rather than "unknown" (see router/down-tools.ts); and, for names shown by
+ * an earlier hub process, the server they are stored for (Catalog.downTool). Kept out of the hub so
  * the routing lookup and what a reload must forget live in one place.
  */
 export class ShownRoutes {
   private known = new KnownRoutes();
   private learned = new WeakMap<object, Set<string | undefined>>();
 
-  constructor(private readonly catalog: Pick<Catalog, 'knownTool'>) {}
+  constructor(private readonly catalog: Pick<Catalog, 'knownTool' | 'downTool'>) {}
 
   /** The server a tools/call by this name goes to for this client, if the hub knows one. */
   serverOf(name: string, ctx: CallContext): string | undefined {
@@ -20,6 +21,9 @@ export class ShownRoutes {
       // The aggregate built last (no list fetch here); the router builds one if there is none.
       const routed = this.catalog.knownTool(name, { principal: ctx.principal, group: ctx.group });
       if (routed) this.known.remember(ctx.group, name, (id = routed.server.id));
+      // Not remembered: the name was not shown here, and stays unknown once that server is back
+      // without it.
+      else id = this.catalog.downTool(name, { principal: ctx.principal, group: ctx.group })?.id;
     }
     return id;
   }

@@ -1,5 +1,5 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { heldIn, type NameKind, type NameStore } from '../catalog/names.js';
+import { NameMap, type NameKind, type NameStore, type Resolved } from '../catalog/names.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 
@@ -10,7 +10,7 @@ import type { GroupCommit } from './group-commit.js';
  * group commit (no disk write on the list path).
  */
 export class LedgerNameStore implements NameStore {
-  private readonly map = new Map<string, string>();
+  private readonly map = new NameMap();
   private readonly upsert: Statement;
 
   constructor(
@@ -28,7 +28,7 @@ export class LedgerNameStore implements NameStore {
       upstream_name: string;
       hub_name: string;
     }[];
-    for (const r of rows) this.map.set(keyOf(r.server, r.kind, r.upstream_name), r.hub_name);
+    for (const r of rows) this.map.put(r.server, r.kind, r.upstream_name, r.hub_name);
   }
 
   get size(): number {
@@ -36,17 +36,19 @@ export class LedgerNameStore implements NameStore {
   }
 
   get(server: string, kind: NameKind, upstreamName: string): string | undefined {
-    return this.map.get(keyOf(server, kind, upstreamName));
+    return this.map.get(server, kind, upstreamName);
   }
 
   held(server: string, kind: NameKind): string[] {
-    return heldIn(this.map, server, kind);
+    return this.map.held(server, kind);
+  }
+
+  owners(kind: NameKind, hubName: string): Resolved[] {
+    return this.map.owners(kind, hubName);
   }
 
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
-    const k = keyOf(server, kind, upstreamName);
-    if (this.map.get(k) === hubName) return;
-    this.map.set(k, hubName);
+    if (!this.map.put(server, kind, upstreamName, hubName)) return;
     const assigned = this.now();
     // A lost write only means the name may be assigned afresh after a restart; the
     // assignment in memory stays right for this process either way.
@@ -56,8 +58,4 @@ export class LedgerNameStore implements NameStore {
       })
       .catch((err: unknown) => this.log.error({ err, server, kind }, 'ledger: could not store a hub name'));
   }
-}
-
-function keyOf(server: string, kind: string, upstreamName: string): string {
-  return `${server}\0${kind}\0${upstreamName}`;
 }

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { fixture, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, type Json } from './ledger-helpers.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json } from './ledger-helpers.js';
 
 let hub: HubProcess | undefined;
 afterAll(async () => {
@@ -74,9 +74,24 @@ describe('persistent hub names', () => {
     expect(await hub.stop()).toBe(0);
 
     // `a` now fails to start (its command exits), while `b` comes up with the same names.
-    const down = { command: process.execPath, args: ['-e', 'process.exit(1)'], prefix: 'x' };
-    hub = await startHub({ servers: { b, a: down } }, { dir });
+    const down = { command: process.execPath, args: ['-e', 'process.exit(1)'], prefix: 'x', tools: { deny: ['add'] } };
+    hub = await startHub({ servers: { b, a: down }, groups: { onlyb: { servers: ['b'] } } }, { dir });
     await waitForReady(hub.url, ['b']);
+
+    // A client that kept the list of the hub before (no list in this process) calls a tool of
+    // `a`: the name is stored for `a`, so the call says it is unavailable, not unknown.
+    const early = await modernCall(hub.url, 'early', 'tools/call', { name: 'x__echo', arguments: { text: 'e' } });
+    expect(early.body?.error).toBeUndefined();
+    expect(early.body?.result?.isError).toBe(true);
+    expect(textOf(early.body?.result)).toMatch(/^Tool x__echo is unavailable: server "a" is (failed|starting|stopped)/);
+    const unavailable = await waitForRows(join(dir, 'ledger.db'), { outcome: 'unavailable' });
+    expect(unavailable.find((r) => r.requestId === 'early')).toMatchObject({ tool: 'x__echo', server: 'a' });
+    // Still unknown: a name never given, a tool `a` no longer shows (deny), and a group without `a`.
+    const unknown = async (id: string, name: string, url = hub!.url) => (await modernCall(url, id, 'tools/call', { name, arguments: {} })).body?.error;
+    expect(await unknown('never', 'x__nope')).toMatchObject({ code: -32602, message: 'Unknown tool: x__nope' });
+    expect(await unknown('denied', 'x__add')).toMatchObject({ code: -32602, message: 'Unknown tool: x__add' });
+    expect(await unknown('group', 'x__echo', `${hub.url}/onlyb`)).toMatchObject({ code: -32602, message: 'Unknown tool: x__echo' });
+
     const whileDown = await toolNames(hub.url);
     expect(whileDown).not.toContain('x__echo');
     expect(whileDown.filter((n) => /^x__echo_[0-9a-f]{8}$/.test(n))).toHaveLength(1);
@@ -92,4 +107,25 @@ describe('persistent hub names', () => {
     const rows = await queryRows(join(dir, 'ledger.db'), { outcome: 'ok' });
     expect(rows.find((r) => r.requestId === 'back')?.server).toBe('a');
   }, 60_000);
+
+  it('a call to a stored name of a server still starting at start-up waits out the start-up grace first', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-grace-'));
+    const a = fixture(SDK1, dir, { prefix: 'x' });
+    const b = fixture(SDK2, dir, { prefix: 'y' }, join(dir, 'counter-b.json'));
+    hub = await startHub({ servers: { a } }, { dir });
+    await waitForReady(hub.url, ['a']);
+    expect(await toolNames(hub.url)).toContain('x__echo');
+    expect(await hub.stop()).toBe(0);
+
+    // `a` takes 8 s to start; `b` is ready at once, so requests are not held for capabilities.
+    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '8000' } };
+    const spawned = Date.now();
+    hub = await startHub({ servers: { b, a: slowA } }, { dir });
+    await waitForReady(hub.url, ['b']);
+    const r = await modernCall(hub.url, 'while-starting', 'tools/call', { name: 'x__echo', arguments: { text: 'x' } });
+    // Told only once the grace (3 s from the hub's start) is over, as a call would have waited
+    // before there was an answer for such names.
+    expect(Date.now() - spawned).toBeGreaterThanOrEqual(3000);
+    expect(textOf(r.body?.result)).toMatch(/^Tool x__echo is unavailable: server "a" is (starting|failed)/);
+  }, 40_000);
 });

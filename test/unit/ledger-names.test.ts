@@ -33,6 +33,9 @@ describe('ledger name store', () => {
     expect(b.nameStore().get('s', 'prompt', 'echo')).toBe('s__echo_p');
     expect(b.nameStore().get('other', 'tool', 'echo')).toBeUndefined();
     expect(b.nameStore().size).toBe(2);
+    // Loaded rows are indexed by hub name too (a call naming a tool of a server that is down).
+    expect(b.nameStore().owners('tool', 's__echo_abc123')).toEqual([{ server: 's', upstreamName: 'echo' }]);
+    expect(b.nameStore().owners('tool', 's__echo')).toEqual([]);
     await b.close();
   });
 

@@ -192,6 +192,50 @@ describe('NameAssigner', () => {
     expect(heldIn(new Map(), 'a', 'tool')).toEqual([]);
   });
 
+  it('a store finds the owners of a hub name, and forgets an owner whose name was overwritten', () => {
+    const store = new MemoryNameStore();
+    store.put('a', 'tool', 'x', 'shared');
+    store.put('b', 'tool', 'y', 'shared');
+    store.put('a', 'prompt', 'x', 'shared');
+    expect(store.owners('tool', 'shared')).toEqual([
+      { server: 'a', upstreamName: 'x' },
+      { server: 'b', upstreamName: 'y' },
+    ]);
+    store.put('a', 'tool', 'x', 'a__x_123456');
+    store.put('a', 'tool', 'x', 'a__x_123456'); // the same again: no second owner
+    expect(store.owners('tool', 'shared')).toEqual([{ server: 'b', upstreamName: 'y' }]);
+    expect(store.owners('tool', 'a__x_123456')).toEqual([{ server: 'a', upstreamName: 'x' }]);
+    expect(store.owners('prompt', 'shared')).toEqual([{ server: 'a', upstreamName: 'x' }]);
+    store.put('b', 'tool', 'y', 'b__y');
+    expect(store.owners('tool', 'shared')).toEqual([]);
+    expect(store.owners('tool', 'nobody')).toEqual([]);
+  });
+
+  it('storedOwner: the server (of those given) a name is stored for, while it is still that server\'s name', () => {
+    const store = new MemoryNameStore();
+    new NameAssigner({ store }).assign('tool', [
+      { id: 'a', prefix: 'x', names: ['echo', 'long'.repeat(20)] },
+      { id: 'b', prefix: 'x', names: ['echo'] },
+    ]);
+    const later = new NameAssigner({ store });
+    expect(later.storedOwner('tool', 'x__echo', [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'echo' });
+    // The collision's suffixed name is b's; a renamed (too long) name is found too.
+    const bName = store.get('b', 'tool', 'echo')!;
+    expect(bName).toMatch(/^x__echo_[0-9a-f]{8}$/);
+    expect(later.storedOwner('tool', bName, [{ id: 'a', prefix: 'x' }, { id: 'b', prefix: 'x' }])).toEqual({ server: 'b', upstreamName: 'echo' });
+    const longName = store.get('a', 'tool', 'long'.repeat(20))!;
+    expect(later.storedOwner('tool', longName, [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'long'.repeat(20) });
+    // Not among the servers asked about, a prefix changed since, another kind, a name never given.
+    expect(later.storedOwner('tool', 'x__echo', [{ id: 'b', prefix: 'x' }])).toBeUndefined();
+    expect(later.storedOwner('tool', 'x__echo', [{ id: 'a', prefix: 'y' }])).toBeUndefined();
+    expect(later.storedOwner('prompt', 'x__echo', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
+    expect(later.storedOwner('tool', 'x__nope', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
+    // A name valid in 'spec' mode only is not one a 'strict' hub gives.
+    store.put('a', 'tool', 'a.b', 'x__a.b');
+    expect(new NameAssigner({ store, mode: 'spec' }).storedOwner('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'a.b' });
+    expect(later.storedOwner('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
+  });
+
   it('is deterministic: two assigners given the same servers agree', () => {
     fc.assert(
       fc.property(fc.tuple(server('a'), server('b'), server('c')), mode, (servers, m) => {
