@@ -5,6 +5,7 @@
  * ./data/ledger.db (git-ignored); the port is the only override.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -43,6 +44,24 @@ describe('npm start', () => {
   let proc: ChildProcess | undefined;
   let client: Client | undefined;
 
+  /** Live (not zombie) processes of a process group, read from /proc. */
+  function groupMembers(pgid: number): number[] {
+    const out: number[] = [];
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      } catch {
+        continue; // gone meanwhile
+      }
+      // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so read after the last ')'.
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(pgrp) === pgid && state !== 'Z') out.push(Number(d));
+    }
+    return out;
+  }
+
   afterAll(async () => {
     await client?.close().catch(() => {});
     if (proc?.pid !== undefined && proc.exitCode === null) {
@@ -51,6 +70,8 @@ describe('npm start', () => {
       process.kill(-proc.pid, 'SIGTERM');
       await exited;
     }
+    // Whatever did not stop (a failed test below) must not hold the shipped ledger for the next run.
+    if (proc?.pid !== undefined) for (const p of groupMembers(proc.pid)) process.kill(p, 'SIGKILL');
   });
 
   it(`serves the shipped config's two example servers to a legacy client within ${BUDGET_MS / 1000} s`, async () => {
@@ -90,4 +111,23 @@ describe('npm start', () => {
     const saved = await client.callTool({ name: 'notes__add_note', arguments: { title: 'npm start', body: 'works' } });
     expect(saved).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^Saved note #\d+: npm start$/) }], structuredContent: { title: 'npm start' } });
   }, 30_000);
+
+  // npm exits when its shell does, not when the hub does (a grandchild): a hub that hangs at exit
+  // (it once looped on a log write to a closed pipe) would outlive this test unnoticed.
+  it('stops on SIGTERM with every process it started: npm, its shell, the hub and both upstreams', async () => {
+    const pid = proc!.pid!;
+    expect(groupMembers(pid).length).toBeGreaterThanOrEqual(3);
+    await client?.close().catch(() => {});
+    client = undefined;
+    const exited = new Promise((r) => proc!.once('exit', r));
+    process.kill(-pid, 'SIGTERM');
+    await exited;
+    const deadline = Date.now() + 10_000;
+    let left = groupMembers(pid);
+    while (left.length > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      left = groupMembers(pid);
+    }
+    expect(left, `still running: ${left.map((p) => `${p} ${readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ')}`).join('; ')}`).toEqual([]);
+  }, 20_000);
 });
