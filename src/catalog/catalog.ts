@@ -316,24 +316,26 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * The server that is down behind a tool name no list of this process showed: the name is
-   * stored for it (ledger names), is still its name under its prefix, and would be shown to this
-   * view once it is back (allow/deny, the group, an approved pin). A client that kept the list
-   * of an earlier hub process (a 2026 client caches lists by ttlMs) then hears "unavailable"
-   * rather than "unknown" while that server starts. What plugins or poisoning checks hide is
-   * decided on a list and cannot be known here: such a tool is named unavailable too, and its
-   * call refused either way.
+   * The server that is down behind a tool or prompt name no list of this process shows now: the
+   * name is stored for it (ledger names), is still its name under its prefix, and would be shown
+   * to this view once it is back (the group; for a tool also allow/deny and an approved pin). A
+   * client that kept a list (a 2026 client caches it by ttlMs, or it came from an earlier hub
+   * process) then hears "unavailable" rather than "unknown" while that server starts. What
+   * plugins or poisoning checks hide is decided on a list and cannot be known here: such an item
+   * is named unavailable too, and refused either way.
    */
-  downTool(hubName: string, view: View = {}): ServerHandle | undefined {
+  downItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): { server: ServerHandle; upstreamName: string } | undefined {
     const down = this.servers().filter((h) => h.upstream.state !== 'ready');
     if (down.length === 0) return undefined;
-    const owner = this.names.storedOwner('tool', hubName, down.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const owner = this.names.storedOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, down.map((h) => ({ id: h.id, prefix: h.config.prefix })));
     const h = owner && down.find((x) => x.id === owner.server);
-    if (!h || !toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
-    if (!this.groups.includes(view.group, 'tools', h.id, hubName, owner.upstreamName)) return undefined;
+    if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName)) return undefined;
+    const found = { server: h, upstreamName: owner.upstreamName };
+    if (kind === 'prompts') return found;
+    if (!toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
     const pin = this.pins.get(h.id, owner.upstreamName);
     if (!pin || pin.hash === null) return undefined;
-    return this.policy.pinning === 'block' && pin.pendingHash !== null ? undefined : h;
+    return this.policy.pinning === 'block' && pin.pendingHash !== null ? undefined : found;
   }
 
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {

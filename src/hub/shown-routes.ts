@@ -5,14 +5,14 @@ import { KnownRoutes } from '../router/down-tools.js';
 /**
  * Tool names clients were shown, by group, and the server behind each, so a down server's tools
  * answer "unavailable" rather than "unknown" (see router/down-tools.ts); and, for names shown by
- * an earlier hub process, the server they are stored for (Catalog.downTool). Kept out of the hub so
+ * an earlier hub process, the server they are stored for (Catalog.downItem). Kept out of the hub so
  * the routing lookup and what a reload must forget live in one place.
  */
 export class ShownRoutes {
   private known = new KnownRoutes();
   private learned = new WeakMap<object, Set<string | undefined>>();
 
-  constructor(private readonly catalog: Pick<Catalog, 'knownTool' | 'downTool'>) {}
+  constructor(private readonly catalog: Pick<Catalog, 'knownTool' | 'downItem'>) {}
 
   /** The server a tools/call by this name goes to for this client, if the hub knows one. */
   serverOf(name: string, ctx: CallContext): string | undefined {
@@ -23,7 +23,7 @@ export class ShownRoutes {
       if (routed) this.known.remember(ctx.group, name, (id = routed.server.id));
       // Not remembered: the name was not shown here, and stays unknown once that server is back
       // without it.
-      else id = this.catalog.downTool(name, { principal: ctx.principal, group: ctx.group })?.id;
+      else id = this.catalog.downItem('tools', name, { principal: ctx.principal, group: ctx.group })?.server.id;
     }
     return id;
   }

@@ -154,7 +154,10 @@ export class Router {
     const hubName = typeof params.name === 'string' ? params.name : '';
     const grace = this.opts.startupGrace();
     if (grace) await grace;
-    const routed = hubName ? await this.catalog.resolvePrompt(hubName, viewOf(ctx)) : undefined;
+    const view = viewOf(ctx);
+    // A prompt of a server that is down is not listed, but it is not unknown either: the
+    // forward answers that the server is unavailable, and the row says which one.
+    const routed = hubName ? ((await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view)) : undefined;
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });

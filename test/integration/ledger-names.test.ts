@@ -71,6 +71,8 @@ describe('persistent hub names', () => {
     hub = await startHub({ servers: { a } }, { dir });
     await waitForReady(hub.url, ['a']);
     expect(await toolNames(hub.url)).toContain('x__echo');
+    const prompts = await modernCall(hub.url, 'prompts', 'prompts/list');
+    expect((prompts.body?.result?.prompts as Json[]).map((p) => p.name)).toContain('x__greet');
     expect(await hub.stop()).toBe(0);
 
     // `a` now fails to start (its command exits), while `b` comes up with the same names.
@@ -91,6 +93,13 @@ describe('persistent hub names', () => {
     expect(await unknown('never', 'x__nope')).toMatchObject({ code: -32602, message: 'Unknown tool: x__nope' });
     expect(await unknown('denied', 'x__add')).toMatchObject({ code: -32602, message: 'Unknown tool: x__add' });
     expect(await unknown('group', 'x__echo', `${hub.url}/onlyb`)).toMatchObject({ code: -32602, message: 'Unknown tool: x__echo' });
+    // A prompt likewise: an error that names the server, not "Unknown prompt".
+    const greet = await modernCall(hub.url, 'greet', 'prompts/get', { name: 'x__greet', arguments: { name: 'n' } });
+    expect(greet.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/^server "a" is (failed|starting|stopped)/) });
+    expect((await modernCall(hub.url, 'nope', 'prompts/get', { name: 'x__nope', arguments: {} })).body?.error).toMatchObject({ code: -32602, message: 'Unknown prompt: x__nope' });
+    expect((await modernCall(`${hub.url}/onlyb`, 'greet-b', 'prompts/get', { name: 'x__greet', arguments: {} })).body?.error).toMatchObject({ code: -32602 });
+    const greetRow = (await waitForRows(join(dir, 'ledger.db'), { outcome: 'unavailable' }, (rows) => rows.some((r) => r.requestId === 'greet'))).find((r) => r.requestId === 'greet');
+    expect(greetRow).toMatchObject({ method: 'prompts/get', server: 'a', upstreamName: 'greet' });
 
     const whileDown = await toolNames(hub.url);
     expect(whileDown).not.toContain('x__echo');

@@ -320,7 +320,7 @@ describe('KnownRoutes', () => {
 describe('ShownRoutes', () => {
   it('forgets every name once the groups change, and asks the catalog again', async () => {
     let known: string | undefined = 'a';
-    const routes = new ShownRoutes({ knownTool: () => (known === undefined ? undefined : ({ server: { id: known } } as never)), downTool: () => undefined });
+    const routes = new ShownRoutes({ knownTool: () => (known === undefined ? undefined : ({ server: { id: known } } as never)), downItem: () => undefined });
     const ctx = { group: 'small', principal: 'p' } as never;
     await routes.learn({ tools: [{ name: 'a__x' }] }, ctx);
     known = undefined; // the new groups no longer show it
@@ -334,13 +334,13 @@ describe('ShownRoutes', () => {
     const asked: unknown[] = [];
     const routes = new ShownRoutes({
       knownTool: (name: string) => (name === 'a__x' ? ({ server: { id: 'a' } } as never) : undefined),
-      downTool: (name: string, view: unknown) => (asked.push([name, view]), down === undefined ? undefined : ({ id: down } as never)),
+      downItem: (kind: string, name: string, view: unknown) => (asked.push([kind, name, view]), down === undefined ? undefined : ({ server: { id: down } } as never)),
     });
     const ctx = { group: 'g', principal: 'p' } as never;
     expect(routes.serverOf('a__x', ctx)).toBe('a');
     expect(asked).toEqual([]);
     expect(routes.serverOf('b__y', ctx)).toBe('b');
-    expect(asked).toEqual([['b__y', { principal: 'p', group: 'g' }]]);
+    expect(asked).toEqual([['tools', 'b__y', { principal: 'p', group: 'g' }]]);
     down = undefined; // back, and without that tool: unknown again
     expect(routes.serverOf('b__y', ctx)).toBeUndefined();
   });

@@ -1,6 +1,6 @@
 /**
- * Catalog.downTool: which tool names of a server that is down the hub still owns up to, with no
- * list of this process behind them (a restart). The names and pins are the ones a list stored;
+ * Catalog.downItem: which tool and prompt names of a server that is down the hub still owns up
+ * to, with no list of this process behind them (a restart). The names and pins are the ones a list stored;
  * the upstream is a stand-in that answers tools/list and changes state when told.
  */
 import { EventEmitter } from 'node:events';
@@ -16,8 +16,13 @@ function upstream(): any {
   const u: any = new EventEmitter();
   u.state = 'ready';
   u.era = undefined;
-  u.capabilities = { tools: {} };
-  u.request = async (m: string) => (m === 'tools/list' ? { tools: [{ name: 'echo', inputSchema: { type: 'object' } }, { name: 'add', inputSchema: { type: 'object' } }] } : {});
+  u.capabilities = { tools: {}, prompts: {} };
+  u.request = async (m: string) =>
+    m === 'tools/list'
+      ? { tools: [{ name: 'echo', inputSchema: { type: 'object' } }, { name: 'add', inputSchema: { type: 'object' } }] }
+      : m === 'prompts/list'
+        ? { prompts: [{ name: 'greet' }] }
+        : {};
   return u;
 }
 
@@ -28,6 +33,7 @@ async function restartedWithServerDown(pinning: PinningPolicy = 'block') {
   const first = { id: 's', config: serverConfig('s'), upstream: upstream() };
   const before = new Catalog(() => [first], new NameAssigner({ store: names }), silentLogger, { pins });
   expect((await before.aggregate('tools')).items.map((t) => t.name)).toEqual(['s__echo', 's__add']);
+  expect((await before.aggregate('prompts')).items.map((t) => t.name)).toEqual(['s__greet']);
   before.close();
   const h = { id: 's', config: serverConfig('s'), upstream: upstream() };
   h.upstream.state = 'failed';
@@ -35,16 +41,21 @@ async function restartedWithServerDown(pinning: PinningPolicy = 'block') {
   return { c, h, pins };
 }
 
-describe('Catalog.downTool', () => {
+describe('Catalog.downItem', () => {
   it('names the server that is down behind a name a list of it stored, and nothing else', async () => {
     const { c, h } = await restartedWithServerDown();
-    expect(c.downTool('s__echo')).toBe(h);
-    expect(c.downTool('s__add')).toBe(h);
-    expect(c.downTool('s__nope')).toBeUndefined();
-    expect(c.downTool('echo')).toBeUndefined();
+    expect(c.downItem('tools', 's__echo')?.server).toBe(h);
+    expect(c.downItem('tools', 's__add')?.server).toBe(h);
+    expect(c.downItem('tools', 's__nope')?.server).toBeUndefined();
+    expect(c.downItem('tools', 'echo')?.server).toBeUndefined();
+    expect(c.downItem('tools', 's__echo')?.upstreamName).toBe('echo');
+    // A prompt's name is its own kind's: no pin, no allow/deny.
+    expect(c.downItem('prompts', 's__greet')).toEqual({ server: h, upstreamName: 'greet' });
+    expect(c.downItem('prompts', 's__echo')).toBeUndefined();
+    expect(c.downItem('tools', 's__greet')).toBeUndefined();
     // Ready again: the catalog itself routes its names; downTool is only for a server that is down.
     h.upstream.state = 'ready';
-    expect(c.downTool('s__echo')).toBeUndefined();
+    expect(c.downItem('tools', 's__echo')?.server).toBeUndefined();
     c.close();
   });
 
@@ -53,8 +64,8 @@ describe('Catalog.downTool', () => {
       const { c, h, pins } = await restartedWithServerDown(pinning);
       const rec = pins.get('s', 'echo')!;
       pins.put({ ...rec, pendingHash: 'f'.repeat(64), pendingBodyHash: 'f'.repeat(64), pendingDefinition: '{}', pendingReason: 'changed', pendingSinceMs: 2 });
-      expect(c.downTool('s__echo')).toBe(owned ? h : undefined);
-      expect(c.downTool('s__add')).toBe(h);
+      expect(c.downItem('tools', 's__echo')?.server).toBe(owned ? h : undefined);
+      expect(c.downItem('tools', 's__add')?.server).toBe(h);
       c.close();
     }
   });
@@ -62,12 +73,12 @@ describe('Catalog.downTool', () => {
   it('a name with no approved pin (a rename never approved, or no pin at all) is not owned up to', async () => {
     const { c, h, pins } = await restartedWithServerDown();
     pins.put({ ...pins.get('s', 'echo')!, hash: null });
-    expect(c.downTool('s__echo')).toBeUndefined();
+    expect(c.downItem('tools', 's__echo')?.server).toBeUndefined();
     const fresh = new MemoryPinStore();
     const names = new MemoryNameStore();
     names.put('s', 'tool', 'echo', 's__echo');
     const bare = new Catalog(() => [h], new NameAssigner({ store: names }), silentLogger, { pins: fresh });
-    expect(bare.downTool('s__echo')).toBeUndefined();
+    expect(bare.downItem('tools', 's__echo')?.server).toBeUndefined();
     c.close();
     bare.close();
   });
