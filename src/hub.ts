@@ -1,10 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { randomBytes } from 'node:crypto';
 import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
 import type { HubConfig, PolicyConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
+import { cursorKeyFrom } from './catalog/cursor.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { PoisonEvent } from './catalog/part.js';
@@ -137,7 +137,8 @@ export class Hub implements HubCore {
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
-    this.mrtr = new Mrtr(new RequestStateSealer(loadStateKey(policy.requestStateKey, keyFile), policy.requestStateTtlMs), policy.inputTimeoutMs ?? 60_000);
+    const stateKey = loadStateKey(policy.requestStateKey, keyFile);
+    this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), policy.inputTimeoutMs ?? 60_000);
     this.metrics = new Metrics({
       servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
       cacheStats: () => this.catalog.cache.stats,
@@ -162,7 +163,7 @@ export class Hub implements HubCore {
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
-      cursorKey: randomBytes(32),
+      cursorKey: cursorKeyFrom(stateKey),
       startupGrace: () => this.startupGrace(),
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
@@ -27,11 +28,14 @@ interface Part {
 interface GroupView {
   items: Record<string, unknown>[];
   byHubName: Map<string, Routed>;
-  snapshot: string;
+  /** contentSnapshot of the items, worked out the first time a page needs it. */
+  snapshot?: string;
 }
 
 interface Built extends GroupView {
   key: string;
+  /** Each part's server and cache scope: a page's cacheScope is part of what a snapshot is. */
+  scopes: string;
   /** Every named record, hidden ones included (for `switchyard tools`). */
   all: { hubName: string; h: ServerHandle; record: PartRecord }[];
   templates: { matcher: TemplateMatcher; routed: Routed }[];
@@ -280,7 +284,14 @@ export class Catalog extends EventEmitter {
   async aggregate(kind: ListKind, view: View = {}): Promise<Aggregate> {
     const b = await this.build(kind, view.principal);
     const v = this.groupView(kind, b, view.group);
-    return { items: v.items, snapshot: v.snapshot, ...this.hints(b) };
+    // Only a page needs the snapshot (a cursor names it): most lists fit one page.
+    return {
+      items: v.items,
+      get snapshot() {
+        return (v.snapshot ??= contentSnapshot(b.scopes, v.items));
+      },
+      ...this.hints(b),
+    };
   }
 
   /**
@@ -490,6 +501,7 @@ export class Catalog extends EventEmitter {
   }
 
   private assemble(kind: ListKind, parts: Part[], key: string, epoch: number): Built {
+    const scopes = parts.map((p) => `${p.h.id}${p.e.scope === 'private' || p.conn.credential !== '' ? ':private' : ''}`).join('|');
     const byHubName = new Map<string, Routed>();
     const items: Record<string, unknown>[] = [];
     const all: Built['all'] = [];
@@ -539,7 +551,7 @@ export class Catalog extends EventEmitter {
         }
       }
     }
-    return { key, items, byHubName, all, templates, hidden, parts, snapshot: shortHash(key), views: new Map(), epoch };
+    return { key, scopes, items, byHubName, all, templates, hidden, parts, views: new Map(), epoch };
   }
 
   /** What one group shows of an aggregate (memoised with it). */
@@ -557,16 +569,19 @@ export class Catalog extends EventEmitter {
       items.push(it);
       byHubName.set(hubName, r);
     }
-    v = { items, byHubName, snapshot: `${b.snapshot}.${shortHash(group)}` };
+    v = { items, byHubName };
     b.views.set(group, v);
     return v;
   }
 }
 
-function shortHash(s: string): string {
-  let h = 2166136261;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
-  return (h >>> 0).toString(36);
+/**
+ * What a cursor names: the list itself (its items and each part's cache scope), not this
+ * process's version counters, so a cursor stays good across a restart of the hub and on
+ * another hub serving the same list (given the same key, see cursorKeyFrom).
+ */
+function contentSnapshot(scopes: string, items: readonly Record<string, unknown>[]): string {
+  return createHash('sha256').update(scopes).update('\n').update(JSON.stringify(items)).digest('base64url').slice(0, 22);
 }
 
 /** The ListenManager key of a principal's own connection to a server (its main one's is the server id). */

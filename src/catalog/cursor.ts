@@ -14,6 +14,15 @@ export interface Cursor {
 
 export type CursorKey = BinaryLike | KeyObject;
 
+/**
+ * The hub's cursor key, from its requestState key (kept beside the ledger, or configured): a
+ * restarted hub, and every hub given the same key, accepts the cursors of the others. A key of
+ * its own, so that no cursor MAC is ever one made with the sealing key.
+ */
+export function cursorKeyFrom(stateKey: Buffer): Buffer {
+  return createHmac('sha256', stateKey).update('switchyard list cursor key v1').digest();
+}
+
 /** Cursors die with the process unless the caller passes a key of its own. */
 const PROCESS_KEY = randomBytes(32);
 const MAC_BYTES = 16;

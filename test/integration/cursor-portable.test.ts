@@ -1,0 +1,80 @@
+/**
+ * A list cursor names the list's content and is signed with a key derived from the hub's
+ * requestState key, so a client paging through `tools/list` goes on where it was after the hub
+ * restarts, or when the next page is served by another hub given the same key (several hubs
+ * behind a load balancer, no sticky sessions). A hub with another key refuses the cursor.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, modernCall, SDK1, waitForReady, type Json } from './ledger-helpers.js';
+
+const hubs: HubProcess[] = [];
+afterEach(async () => {
+  await Promise.all(hubs.splice(0).map((h) => h.stop()));
+});
+
+async function hubIn(dir: string, env: NodeJS.ProcessEnv = {}, server: Json = {}): Promise<HubProcess> {
+  const hub = await startHub({ servers: { a: fixture(SDK1, dir, { prefix: 'x', ...server }) }, pageSize: 2 }, { dir, env });
+  hubs.push(hub);
+  await waitForReady(hub.url, ['a']);
+  return hub;
+}
+
+async function page(url: string, cursor?: string): Promise<{ names: string[]; next?: string; error?: { code: number; message: string } }> {
+  const a = await modernCall(url, 'list', 'tools/list', cursor === undefined ? {} : { cursor });
+  const r = a.body?.result;
+  return { names: ((r?.tools ?? []) as Json[]).map((t) => String(t.name)), next: r?.nextCursor as string | undefined, error: a.body?.error };
+}
+
+async function everyName(url: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const p = await page(url, cursor);
+    expect(p.error).toBeUndefined();
+    out.push(...p.names);
+    cursor = p.next;
+  } while (cursor);
+  return out;
+}
+
+describe('list cursors outlive the hub process', () => {
+  it('a restarted hub serves the next page of a cursor the hub before it gave', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-cursor-restart-'));
+    const first = await hubIn(dir);
+    const p1 = await page(first.url);
+    expect(p1.names).toHaveLength(2);
+    expect(p1.next).toEqual(expect.any(String));
+    expect(await first.stop()).toBe(0);
+    hubs.splice(0);
+
+    const second = await hubIn(dir);
+    const p2 = await page(second.url, p1.next);
+    expect(p2.error).toBeUndefined();
+    const all = await everyName(second.url);
+    expect(all.length).toBeGreaterThan(2);
+    expect([...p1.names, ...p2.names]).toEqual(all.slice(0, p1.names.length + p2.names.length));
+  }, 40_000);
+
+  it('hubs given the same key take each other\'s cursors; a hub with its own key, or another list, refuses them', async () => {
+    const key = randomBytes(32).toString('hex');
+    const [a, b, c, d] = await Promise.all([
+      hubIn(mkdtempSync(join(tmpdir(), 'switchyard-cursor-a-')), { SWITCHYARD_STATE_KEY: key }),
+      hubIn(mkdtempSync(join(tmpdir(), 'switchyard-cursor-b-')), { SWITCHYARD_STATE_KEY: key }),
+      hubIn(mkdtempSync(join(tmpdir(), 'switchyard-cursor-c-'))),
+      // The same key and server, but one tool fewer: an offset into A's list means nothing here.
+      hubIn(mkdtempSync(join(tmpdir(), 'switchyard-cursor-d-')), { SWITCHYARD_STATE_KEY: key }, { tools: { deny: ['add'] } }),
+    ]);
+    const p1 = await page(a.url);
+    const onB = await page(b.url, p1.next);
+    expect(onB.error).toBeUndefined();
+    expect([...p1.names, ...onB.names]).toEqual((await everyName(b.url)).slice(0, p1.names.length + onB.names.length));
+    const refused = { code: -32602, message: 'invalid or expired cursor; list again from the start' };
+    expect((await page(c.url, p1.next)).error).toMatchObject(refused);
+    expect((await page(d.url, p1.next)).error).toMatchObject(refused);
+  }, 40_000);
+});
