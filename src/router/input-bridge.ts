@@ -173,7 +173,7 @@ export class InputBridge {
   /** The client's retry: answer the parked requests and wait for the next turn. */
   resume(id: string, inputResponses: unknown, bind: Binding, signal: Signal): Promise<Result> {
     const p = this.parked.get(id);
-    if (!p) throw new StateError('the call this requestState points to is no longer waiting (it finished or timed out)');
+    if (!p) throw new StateError('the call this requestState points to is no longer waiting here (it finished or timed out, or it waits at another hub)');
     this.parked.delete(id);
     clearTimeout(p.timer);
     const onAbort = () => {
