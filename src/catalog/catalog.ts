@@ -336,10 +336,15 @@ export class Catalog extends EventEmitter {
    * is named unavailable too, and refused either way.
    */
   downItem(kind: 'tools' | 'prompts', hubName: string, view: View = {}): { server: ServerHandle; upstreamName: string } | undefined {
-    const down = this.servers().filter((h) => h.upstream.state !== 'ready');
-    if (down.length === 0) return undefined;
-    const owner = this.names.storedOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, down.map((h) => ({ id: h.id, prefix: h.config.prefix })));
-    const h = owner && down.find((x) => x.id === owner.server);
+    const servers = this.servers();
+    if (servers.every((h) => h.upstream.state === 'ready')) return undefined;
+    const owners = this.names.storedOwners(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const byId = (id: string) => servers.find((h) => h.id === id)!;
+    // A server that is up and holds the name too (one that was down when a tool moved) is the
+    // catalog's to route: its list decides.
+    if (owners.some((o) => byId(o.server).upstream.state === 'ready')) return undefined;
+    const owner = owners[0];
+    const h = owner && byId(owner.server);
     if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName)) return undefined;
     const found = { server: h, upstreamName: owner.upstreamName };
     if (kind === 'prompts') return found;

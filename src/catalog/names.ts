@@ -260,16 +260,15 @@ export class NameAssigner {
   }
 
   /**
-   * The server among `servers` a hub name is stored for, if it is still a name that server could
-   * have been given under its prefix and this mode: for a call that names a tool of a server
-   * that is down, which no list of this process has shown.
+   * The servers among `servers` a hub name is stored for, where it is still a name that server
+   * could have been given under its prefix and this mode: for a call that names a tool of a
+   * server that is down, which no list of this process has shown.
    */
-  storedOwner(kind: NameKind, hubName: string, servers: readonly { id: string; prefix: string }[]): Resolved | undefined {
-    for (const o of this.store.owners(kind, hubName)) {
+  storedOwners(kind: NameKind, hubName: string, servers: readonly { id: string; prefix: string }[]): Resolved[] {
+    return this.store.owners(kind, hubName).filter((o) => {
       const s = servers.find((x) => x.id === o.server);
-      if (s && this.storedReason(s, o.upstreamName, hubName) !== null) return o;
-    }
-    return undefined;
+      return s !== undefined && this.storedReason(s, o.upstreamName, hubName) !== null;
+    });
   }
 
   /** undefined: stored name is the base name; a reason: a valid renamed form; null: stale. */

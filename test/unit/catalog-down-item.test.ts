@@ -38,7 +38,7 @@ async function restartedWithServerDown(pinning: PinningPolicy = 'block') {
   const h = { id: 's', config: serverConfig('s'), upstream: upstream() };
   h.upstream.state = 'failed';
   const c = new Catalog(() => [h], new NameAssigner({ store: names }), silentLogger, { pins, policy: { pinning } });
-  return { c, h, pins };
+  return { c, h, pins, names };
 }
 
 describe('Catalog.downItem', () => {
@@ -68,6 +68,20 @@ describe('Catalog.downItem', () => {
       expect(c.downItem('tools', 's__add')?.server).toBe(h);
       c.close();
     }
+  });
+
+  it('a name a server that is up holds too is left to the catalog', async () => {
+    const { c, h, pins, names } = await restartedWithServerDown();
+    expect(c.downItem('tools', 's__echo')?.server).toBe(h);
+    // `t` (prefix s) was given s__echo once `s` had dropped its echo: t's list decides now.
+    names.put('t', 'tool', 'echo', 's__echo');
+    const t = { id: 't', config: serverConfig('t', { prefix: 's' }), upstream: upstream() };
+    const both = new Catalog(() => [h, t], new NameAssigner({ store: names }), silentLogger, { pins });
+    expect(both.downItem('tools', 's__echo')).toBeUndefined();
+    t.upstream.state = 'starting';
+    expect(both.downItem('tools', 's__echo')?.server).toBe(h);
+    c.close();
+    both.close();
   });
 
   it('a name with no approved pin (a rename never approved, or no pin at all) is not owned up to', async () => {

@@ -211,29 +211,39 @@ describe('NameAssigner', () => {
     expect(store.owners('tool', 'nobody')).toEqual([]);
   });
 
-  it('storedOwner: the server (of those given) a name is stored for, while it is still that server\'s name', () => {
+  it('storedOwners: the servers (of those given) a name is stored for, while it is still their name', () => {
     const store = new MemoryNameStore();
     new NameAssigner({ store }).assign('tool', [
       { id: 'a', prefix: 'x', names: ['echo', 'long'.repeat(20)] },
       { id: 'b', prefix: 'x', names: ['echo'] },
     ]);
     const later = new NameAssigner({ store });
-    expect(later.storedOwner('tool', 'x__echo', [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'echo' });
+    expect(later.storedOwners('tool', 'x__echo', [{ id: 'a', prefix: 'x' }])).toEqual([{ server: 'a', upstreamName: 'echo' }]);
     // The collision's suffixed name is b's; a renamed (too long) name is found too.
     const bName = store.get('b', 'tool', 'echo')!;
     expect(bName).toMatch(/^x__echo_[0-9a-f]{8}$/);
-    expect(later.storedOwner('tool', bName, [{ id: 'a', prefix: 'x' }, { id: 'b', prefix: 'x' }])).toEqual({ server: 'b', upstreamName: 'echo' });
+    expect(later.storedOwners('tool', bName, [{ id: 'a', prefix: 'x' }, { id: 'b', prefix: 'x' }])).toEqual([{ server: 'b', upstreamName: 'echo' }]);
+    // A name stored for a tool that could not have it (a stale row) is not an owner's; a name
+    // stored for two servers (one took it while the other was away) has both.
+    store.put('b', 'tool', 'old', 'x__echo');
+    expect(later.storedOwners('tool', 'x__echo', [{ id: 'a', prefix: 'x' }, { id: 'b', prefix: 'x' }])).toEqual([{ server: 'a', upstreamName: 'echo' }]);
+    store.put('b', 'tool', 'echo', 'x__echo');
+    expect(later.storedOwners('tool', 'x__echo', [{ id: 'a', prefix: 'x' }, { id: 'b', prefix: 'x' }])).toEqual([
+      { server: 'a', upstreamName: 'echo' },
+      { server: 'b', upstreamName: 'echo' },
+    ]);
+    store.put('b', 'tool', 'echo', bName);
     const longName = store.get('a', 'tool', 'long'.repeat(20))!;
-    expect(later.storedOwner('tool', longName, [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'long'.repeat(20) });
+    expect(later.storedOwners('tool', longName, [{ id: 'a', prefix: 'x' }])).toEqual([{ server: 'a', upstreamName: 'long'.repeat(20) }]);
     // Not among the servers asked about, a prefix changed since, another kind, a name never given.
-    expect(later.storedOwner('tool', 'x__echo', [{ id: 'b', prefix: 'x' }])).toBeUndefined();
-    expect(later.storedOwner('tool', 'x__echo', [{ id: 'a', prefix: 'y' }])).toBeUndefined();
-    expect(later.storedOwner('prompt', 'x__echo', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
-    expect(later.storedOwner('tool', 'x__nope', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
+    expect(later.storedOwners('tool', 'x__echo', [{ id: 'b', prefix: 'x' }])).toEqual([]);
+    expect(later.storedOwners('tool', 'x__echo', [{ id: 'a', prefix: 'y' }])).toEqual([]);
+    expect(later.storedOwners('prompt', 'x__echo', [{ id: 'a', prefix: 'x' }])).toEqual([]);
+    expect(later.storedOwners('tool', 'x__nope', [{ id: 'a', prefix: 'x' }])).toEqual([]);
     // A name valid in 'spec' mode only is not one a 'strict' hub gives.
     store.put('a', 'tool', 'a.b', 'x__a.b');
-    expect(new NameAssigner({ store, mode: 'spec' }).storedOwner('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toEqual({ server: 'a', upstreamName: 'a.b' });
-    expect(later.storedOwner('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toBeUndefined();
+    expect(new NameAssigner({ store, mode: 'spec' }).storedOwners('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toEqual([{ server: 'a', upstreamName: 'a.b' }]);
+    expect(later.storedOwners('tool', 'x__a.b', [{ id: 'a', prefix: 'x' }])).toEqual([]);
   });
 
   it('is deterministic: two assigners given the same servers agree', () => {
