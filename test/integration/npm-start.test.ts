@@ -64,7 +64,8 @@ describe('npm start', () => {
 
   afterAll(async () => {
     await client?.close().catch(() => {});
-    if (proc?.pid !== undefined && proc.exitCode === null) {
+    // Not yet exited: neither an exit code nor the signal that ended it.
+    if (proc?.pid !== undefined && proc.exitCode === null && proc.signalCode === null) {
       const exited = new Promise((r) => proc!.once('exit', r));
       // npm runs the hub through a shell: signal the whole group we created.
       process.kill(-proc.pid, 'SIGTERM');
