@@ -8,13 +8,16 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json } from './ledger-helpers.js';
 
 let hub: HubProcess | undefined;
-afterAll(async () => {
+// Each test's last hub is stopped before the next test starts one (and one a failed assertion
+// left running too).
+afterEach(async () => {
   await hub?.stop();
+  hub = undefined;
 });
 
 async function toolNames(url: string): Promise<string[]> {
