@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -18,7 +18,7 @@ function newest(dir: string): number {
   return t;
 }
 
-export default function setup(): () => void {
+export default function setup(): () => Promise<void> {
   const sources = Math.max(newest('src'), newest('plugins'), statSync('tsconfig.json').mtimeMs);
   if (!existsSync(STAMP) || statSync(STAMP).mtimeMs < sources) {
     execFileSync('npx', ['tsc', '-p', '.'], { stdio: 'inherit' });
@@ -32,13 +32,58 @@ export default function setup(): () => void {
  * hubs and servers they spawn inherit it as TMPDIR, so the folders they make with mkdtemp and
  * do not remove (about 120 a run) no longer pile up in the machine's /tmp.
  */
-function ownTmpdir(): () => void {
+function ownTmpdir(): () => Promise<void> {
   const before = process.env.TMPDIR;
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-test-'));
   process.env.TMPDIR = dir;
-  return () => {
+  return async () => {
+    const leaked = await leftovers(dir);
     if (before === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = before;
     rmSync(dir, { recursive: true, force: true });
+    // A hub a test left running holds its ledger, its port and its upstreams, and the next run's
+    // tests can trip over it: the run fails, naming each, once they are killed.
+    if (leaked.length) {
+      // vitest reports an error thrown here but still exits 0: set the code, and say why.
+      process.stderr.write(`\nFAIL: processes the tests left running (killed now):\n${leaked.join('\n')}\n`);
+      process.exitCode = 1;
+    }
   };
+}
+
+/** Live processes started under this run's TMPDIR (hubs, servers, peers), not vitest's own. */
+function startedBy(dir: string): { pid: number; cmd: string }[] {
+  const out: { pid: number; cmd: string }[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z') continue;
+      if (!readFileSync(`/proc/${d}/environ`, 'utf8').split('\0').includes(`TMPDIR=${dir}`)) continue;
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      if (/node_modules\/(vitest|tinypool)\//.test(cmd)) continue;
+      out.push({ pid: Number(d), cmd });
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return out;
+}
+
+/** What is still running 3 s after the last test file ended; each is killed. */
+async function leftovers(dir: string): Promise<string[]> {
+  const deadline = Date.now() + 3000;
+  let left = startedBy(dir);
+  while (left.length && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+    left = startedBy(dir);
+  }
+  for (const p of left) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  return left.map((p) => `${p.pid} ${p.cmd.slice(0, 300)}`);
 }
