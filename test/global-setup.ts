@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { commandOf, environOf, liveProcesses } from './helpers/procs.js';
 
 // Integration tests run the real built binary; rebuild when any source is newer than the last
 // build. A stamp file marks the build: tsc leaves unchanged outputs untouched, so their own
@@ -53,21 +54,10 @@ function ownTmpdir(): () => Promise<void> {
 
 /** Live processes started under this run's TMPDIR (hubs, servers, peers), not vitest's own. */
 function startedBy(dir: string): { pid: number; cmd: string }[] {
-  const out: { pid: number; cmd: string }[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d) || Number(d) === process.pid) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z') continue;
-      if (!readFileSync(`/proc/${d}/environ`, 'utf8').split('\0').includes(`TMPDIR=${dir}`)) continue;
-      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
-      if (/node_modules\/(vitest|tinypool)\//.test(cmd)) continue;
-      out.push({ pid: Number(d), cmd });
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return out;
+  return liveProcesses()
+    .filter((p) => p.pid !== process.pid && environOf(p.pid).includes(`TMPDIR=${dir}`))
+    .map((p) => ({ pid: p.pid, cmd: commandOf(p.pid) }))
+    .filter((p) => !/node_modules\/(vitest|tinypool)\//.test(p.cmd));
 }
 
 /** What is still running 3 s after the last test file ended; each is killed. */

@@ -5,11 +5,11 @@
  * ./data/ledger.db (git-ignored); the port is the only override.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ROOT } from '../helpers/hub-process.js';
+import { commandOf, liveProcesses } from '../helpers/procs.js';
 
 const BUDGET_MS = 5_000;
 const NOTES_TOOLS = ['notes__add_note', 'notes__list_notes', 'notes__search_notes'];
@@ -44,23 +44,8 @@ describe('npm start', () => {
   let proc: ChildProcess | undefined;
   let client: Client | undefined;
 
-  /** Live (not zombie) processes of a process group, read from /proc. */
-  function groupMembers(pgid: number): number[] {
-    const out: number[] = [];
-    for (const d of readdirSync('/proc')) {
-      if (!/^\d+$/.test(d)) continue;
-      let stat: string;
-      try {
-        stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      } catch {
-        continue; // gone meanwhile
-      }
-      // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so read after the last ')'.
-      const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(pgrp) === pgid && state !== 'Z') out.push(Number(d));
-    }
-    return out;
-  }
+  /** Live (not zombie) processes of a process group. */
+  const groupMembers = (pgid: number): number[] => liveProcesses().filter((p) => p.pgrp === pgid).map((p) => p.pid);
 
   afterAll(async () => {
     await client?.close().catch(() => {});
@@ -129,6 +114,6 @@ describe('npm start', () => {
       await new Promise((r) => setTimeout(r, 100));
       left = groupMembers(pid);
     }
-    expect(left, `still running: ${left.map((p) => `${p} ${readFileSync(`/proc/${p}/cmdline`, 'utf8').replace(/\0/g, ' ')}`).join('; ')}`).toEqual([]);
+    expect(left, `still running: ${left.map((p) => `${p} ${commandOf(p)}`).join('; ')}`).toEqual([]);
   }, 20_000);
 });

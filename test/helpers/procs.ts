@@ -1,0 +1,44 @@
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** A process as /proc shows it (Linux only, like the rest of the suite). */
+export interface Proc {
+  pid: number;
+  /** Its process group. */
+  pgrp: number;
+}
+
+/** Every process still running (zombies left out: they have exited, only not been reaped). */
+export function liveProcesses(): Proc[] {
+  const out: Proc[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid pgrp …: comm may hold spaces and parentheses, so read after the last ')'.
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (state !== 'Z') out.push({ pid: Number(d), pgrp: Number(pgrp) });
+  }
+  return out;
+}
+
+/** Its command line, or '' once it is gone. */
+export function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** Its environment as `NAME=value` entries; [] once it is gone or when it is not ours to read. */
+export function environOf(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
+}
