@@ -102,6 +102,8 @@ export class Hub implements HubCore {
   private draining = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly routes: ShownRoutes;
+  /** Each server's capabilities when it was last ready (see currentCapabilities). */
+  private readonly lastCapabilities = new Map<string, ServerCapabilities>();
   /** Read the config file again and apply it: set by `switchyard start` (POST /admin/reload). */
   reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
   /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
@@ -194,6 +196,7 @@ export class Hub implements HubCore {
     this.catalog.watch(h);
     let wasReady = false;
     upstream.on('state', (state: string, detail?: string) => {
+      if (state === 'ready' && upstream.capabilities) this.lastCapabilities.set(s.id, upstream.capabilities);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
       if (state === 'ready' && wasReady) this.resubscribe(h);
       if (state === 'ready') wasReady = true;
@@ -396,7 +399,10 @@ export class Hub implements HubCore {
   }
 
   currentCapabilities(): ServerCapabilities {
-    return unionCapabilities(this.handles.values());
+    // A server started afresh (`servers restart`, a reload) has no capabilities until it is
+    // ready: what it offered last still counts, so its families answer "unavailable" meanwhile
+    // rather than "method not found".
+    return unionCapabilities(this.handles.values(), (h) => h.upstream.capabilities ?? this.lastCapabilities.get(h.id));
   }
 
   async capabilities(): Promise<ServerCapabilities> {

@@ -354,6 +354,30 @@ export class Catalog extends EventEmitter {
     return this.policy.pinning === 'block' && pin.pendingHash !== null ? undefined : found;
   }
 
+  /**
+   * The server that is down behind a resource URI its last lists in this process showed to this
+   * view (the URI itself, or a template it matches), so a read hears "unavailable" rather than
+   * "not found" while it starts again. URIs are not kept across restarts of the hub (names are):
+   * after one, such a read is "not found" until the server is back.
+   */
+  async downResource(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
+    for (const h of this.servers()) {
+      if (h.upstream.state === 'ready' || !this.groups.includes(view.group, 'resources', h.id, uri)) continue;
+      const listed = await this.lastRecords(h, 'resources');
+      const key = listed?.some((r) => r.hidden) ? uriKey(uri) : undefined;
+      if (key !== undefined && listed!.some((r) => r.hidden && recordKey(r) === key)) continue;
+      if (listed?.some((r) => !r.hidden && r.upstreamName === uri)) return h;
+      const templates = await this.lastRecords(h, 'resourceTemplates');
+      if (templates?.some((r) => !r.hidden && templateMatcher(r.upstreamName)?.test(uri))) return h;
+    }
+    return undefined;
+  }
+
+  /** The records of a server's list as its own connection last fetched them in this process. */
+  private async lastRecords(h: ServerHandle, kind: ListKind): Promise<PartRecord[] | undefined> {
+    return this.parts.get(`${h.id}\0\0${kind}`)?.records.catch(() => undefined);
+  }
+
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
     return this.groupView('prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
   }

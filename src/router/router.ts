@@ -238,7 +238,10 @@ export class Router {
     const uri = typeof params.uri === 'string' ? params.uri : '';
     const grace = this.opts.startupGrace();
     if (grace) await grace;
-    const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
+    const view = viewOf(ctx);
+    // A resource of a server that is down is not listed, but it is not missing either: the
+    // forward answers that the server is unavailable.
+    const server = uri ? ((await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });

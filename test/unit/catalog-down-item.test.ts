@@ -1,6 +1,7 @@
 /**
  * Catalog.downItem: which tool and prompt names of a server that is down the hub still owns up
- * to, with no list of this process behind them (a restart). The names and pins are the ones a list stored;
+ * to, with no list of this process behind them (a restart); Catalog.downResource: which URIs,
+ * from the lists this process holds. The names and pins are the ones a list stored;
  * the upstream is a stand-in that answers tools/list and changes state when told.
  */
 import { EventEmitter } from 'node:events';
@@ -95,5 +96,35 @@ describe('Catalog.downItem', () => {
     expect(bare.downItem('tools', 's__echo')?.server).toBeUndefined();
     c.close();
     bare.close();
+  });
+});
+
+describe('Catalog.downResource', () => {
+  it('owns up to the URIs and templates its last lists showed, never a hidden URI in any spelling', async () => {
+    const u = upstream();
+    u.capabilities = { resources: {} };
+    u.request = async (m: string) =>
+      m === 'resources/list'
+        ? { resources: [{ uri: 'u://ok', name: 'ok' }, { uri: 'u://t/bad', name: 'bad', description: 'BAD' }] }
+        : m === 'resources/templates/list'
+          ? { resourceTemplates: [{ uriTemplate: 'u://t/{id}', name: 't' }] }
+          : {};
+    const plugins: any = {
+      list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
+      notification: async () => true,
+    };
+    const h = { id: 's', config: serverConfig('s'), upstream: u };
+    const c = new Catalog(() => [h], new NameAssigner(), silentLogger, { plugins });
+    expect((await c.aggregate('resources')).items.map((r) => r.uri)).toEqual(['u://ok']);
+    expect((await c.aggregate('resourceTemplates')).items.map((r) => r.uriTemplate)).toEqual(['u://t/{id}']);
+    expect(await c.downResource('u://ok')).toBeUndefined(); // ready: the catalog routes it
+    u.state = 'restarting';
+    expect(await c.downResource('u://ok')).toBe(h);
+    expect(await c.downResource('u://t/5')).toBe(h);
+    // Hidden, though the template matches it: in no spelling (the scheme's case is no new URI).
+    expect(await c.downResource('u://t/bad')).toBeUndefined();
+    expect(await c.downResource('U://t/bad')).toBeUndefined();
+    expect(await c.downResource('u://nothing')).toBeUndefined();
+    c.close();
   });
 });

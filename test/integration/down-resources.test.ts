@@ -1,0 +1,50 @@
+/**
+ * A resource of a server that is down answers that the server is unavailable, not "not found":
+ * the URIs its lists showed in this hub process (listed, or matched by a template of it) are
+ * still its own while it starts again. A URI it never showed is still not found.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, modernCall, SDK1, waitForReady, waitForRows, type Json } from './ledger-helpers.js';
+
+let hub: HubProcess;
+beforeAll(async () => {
+  hub = await startHub({});
+  const a = fixture(SDK1, hub.dir);
+  // Slow to start, so a restart leaves it `starting` for a second.
+  const slow = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '1500' } };
+  await hub.stop();
+  hub = await startHub({ servers: { a: slow }, groups: { none: { servers: [] } } }, { dir: hub.dir });
+  await waitForReady(hub.url, ['a']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+const read = async (id: string, uri: string, url = hub.url) => (await modernCall(url, id, 'resources/read', { uri })).body;
+
+describe('resources of a server that is down', () => {
+  it('a read of a URI it listed, or one its template matches, says the server is unavailable', async () => {
+    const listed = await modernCall(hub.url, 'list', 'resources/list');
+    expect((listed.body?.result?.resources as Json[]).map((r) => r.uri)).toContain('sdk1://static/hello');
+    const templates = await modernCall(hub.url, 'templates', 'resources/templates/list');
+    expect((templates.body?.result?.resourceTemplates as Json[]).map((r) => r.uriTemplate)).toContain('sdk1://item/{id}');
+    expect((await read('up', 'sdk1://item/7'))?.result).toMatchObject({ contents: [{ text: 'item 7' }] });
+
+    const origin = new URL(hub.url).origin;
+    expect((await fetch(`${origin}/admin/servers/a/restart`, { method: 'POST' })).status).toBe(200);
+    const unavailable = { code: -32603, message: expect.stringMatching(/^server "a" is starting/) };
+    expect((await read('hello', 'sdk1://static/hello'))?.error).toMatchObject(unavailable);
+    expect((await read('item', 'sdk1://item/8'))?.error).toMatchObject(unavailable);
+    // Never shown: not found, as before; nor to a group that does not show the server.
+    expect((await read('other', 'sdk1://elsewhere'))?.error).toMatchObject({ code: -32602, data: { uri: 'sdk1://elsewhere' } });
+    expect((await read('group', 'sdk1://static/hello', `${hub.url}/none`))?.error).toMatchObject({ code: -32602 });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'unavailable' }, (r) => r.length >= 2);
+    expect(rows.map((r) => [r.requestId, r.method, r.server])).toEqual([
+      ['hello', 'resources/read', 'a'],
+      ['item', 'resources/read', 'a'],
+    ]);
+
+    await waitForReady(hub.url, ['a']);
+    expect((await read('back', 'sdk1://static/hello'))?.result).toMatchObject({ contents: [{ text: 'hello from sdk1-legacy' }] });
+  }, 40_000);
+});
