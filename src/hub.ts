@@ -5,6 +5,7 @@ import type { Logger } from './log.js';
 import type { HubConfig, PolicyConfig, ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { cursorKeyFrom } from './catalog/cursor.js';
+import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { PoisonEvent } from './catalog/part.js';
@@ -173,7 +174,7 @@ export class Hub implements HubCore {
       plugins: this.plugins,
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
-    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal });
+    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal }, new SessionIds(stateKey));
   }
 
   static create(config: HubConfig, log: Logger): Hub {

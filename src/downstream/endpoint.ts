@@ -26,6 +26,7 @@ import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
 import type { HubCore, MessageSink } from './core.js';
 import type { Exchange } from './exchange.js';
+import type { SessionIds } from './session-ids.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
@@ -102,6 +103,8 @@ export class Endpoint {
      * sessionIdleTimeoutMs, maxSessions: when legacy HTTP sessions end without a DELETE.
      */
     private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number; maxSessionsPerPrincipal?: number } = {},
+    /** Session ids that carry their session, so a restarted hub (or another) takes them back. */
+    private readonly sessionIds?: SessionIds,
   ) {
     this.listen = new ListenHub(core);
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
@@ -421,7 +424,26 @@ export class Endpoint {
 
   private sessionOf(ex: Exchange): LegacySession | undefined {
     const sid = ex.header('mcp-session-id');
-    return sid === undefined ? undefined : this.sessions.get(sid);
+    return sid === undefined ? undefined : this.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
+  }
+
+  /**
+   * The session with this id, or one an earlier hub process (or another hub with the same key)
+   * opened for this principal on this endpoint, taken back: initialized, as its client last
+   * knew it, but without what it gathered there (subscriptions, a log level, a GET stream).
+   */
+  sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | undefined {
+    const held = this.sessions.get(sid);
+    if (held || !this.sessionIds) return held;
+    const facts = this.sessionIds.reopen(sid);
+    if (!facts || facts.principal !== principal || facts.group !== group || !this.roomForSession(principal)) return undefined;
+    const session = new LegacySession(facts.protocolVersion, facts.clientInfo, facts.capabilities, principal, sid);
+    session.initialized = true;
+    session.group = group;
+    session.key = credentialKey;
+    this.sessions.set(sid, session);
+    this.log.info({ principal, client: facts.clientInfo?.name }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
+    return session;
   }
 
   private legacyNotification(session: LegacySession, n: Notification): void {
@@ -439,7 +461,8 @@ export class Endpoint {
 
   private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
     // Another principal's session is "not found" here too: its id must not confirm it exists.
-    if (ex.transport === 'http' && ex.header('mcp-session-id') !== undefined && this.sessionOf(ex)?.principal === ex.principal) {
+    const sid = ex.header('mcp-session-id');
+    if (ex.transport === 'http' && sid !== undefined && this.sessions.get(sid)?.principal === ex.principal) {
       return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {
@@ -452,7 +475,9 @@ export class Endpoint {
     // Echo a legacy version we know; anything else (a modern one included) gets our newest legacy version.
     const version = (LEGACY_VERSIONS as readonly string[]).includes(requested) ? requested : LEGACY;
     const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
-    const session = new LegacySession(version, p.clientInfo as Implementation | undefined, caps, ex.principal);
+    const clientInfo = p.clientInfo as Implementation | undefined;
+    const id = stdio ? undefined : this.sessionIds?.issue({ protocolVersion: version, clientInfo, capabilities: caps, principal: ex.principal, group: ex.group });
+    const session = new LegacySession(version, clientInfo, caps, ex.principal, id);
     session.group = ex.group;
     session.key = ex.credentialKey;
     if (stdio) {

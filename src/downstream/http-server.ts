@@ -169,9 +169,9 @@ export class HttpServer {
       case 'POST':
         return this.post(req, res, who, group, body);
       case 'GET':
-        return this.getStream(req, res, who);
+        return this.getStream(req, res, who, group);
       case 'DELETE':
-        return this.deleteSession(req, res, who);
+        return this.deleteSession(req, res, who, group);
       default:
         res.writeHead(405, { allow: 'GET, POST, DELETE' }).end();
     }
@@ -304,7 +304,7 @@ export class HttpServer {
     return { header: (n) => header(req, n), clientAddress: req.socket.remoteAddress, requestBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined };
   }
 
-  private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity): void {
+  private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {
     // Modern clients have no GET stream (digest §6.3); legacy ones get their session's stream.
     if (looksModern(header(req, 'mcp-protocol-version'))) {
       res.writeHead(405, { allow: 'POST' }).end();
@@ -320,7 +320,7 @@ export class HttpServer {
       return;
     }
     const sid = header(req, 'mcp-session-id');
-    const found = sid === undefined ? undefined : this.endpoint.sessions.get(sid);
+    const found = sid === undefined ? undefined : this.endpoint.sessionFor(sid, who.principal, group, who.key);
     // A session id is not a credential: another principal's session is "not found".
     const session = found?.principal === who.principal ? found : undefined;
     if (!session) {
@@ -345,14 +345,14 @@ export class HttpServer {
     });
   }
 
-  private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity): void {
+  private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {
     const sid = header(req, 'mcp-session-id');
     if (sid === undefined) {
       if (looksModern(header(req, 'mcp-protocol-version'))) res.writeHead(405, { allow: 'POST' }).end();
       else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;
     }
-    if (this.endpoint.sessions.get(sid)?.principal !== who.principal || !this.endpoint.endSession(sid)) {
+    if (this.endpoint.sessionFor(sid, who.principal, group, who.key)?.principal !== who.principal || !this.endpoint.endSession(sid)) {
       sendJson(res, 404, errorResponse(undefined, new RpcError(-32001, 'Session not found')));
       return;
     }

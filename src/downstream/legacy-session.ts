@@ -26,7 +26,6 @@ function capabilityFor(method: string, caps: ClientCapabilities, params?: Record
 
 /** One legacy (2025-11-25) client session: its handshake facts and its open server → client requests. */
 export class LegacySession {
-  readonly id = randomBytes(18).toString('base64url');
   initialized = false;
   logLevel: LoggingLevel | undefined;
   /** The standalone GET stream (HTTP) or stdout (stdio), for notifications not tied to a request. */
@@ -47,6 +46,7 @@ export class LegacySession {
     readonly clientInfo: Implementation | undefined,
     readonly capabilities: ClientCapabilities,
     readonly principal: string,
+    readonly id: string = randomBytes(18).toString('base64url'),
   ) {}
 
   /**

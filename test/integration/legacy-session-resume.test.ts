@@ -1,0 +1,103 @@
+/**
+ * A legacy (2025-11-25) HTTP session outlives the hub process: its id carries the handshake,
+ * sealed with a key derived from the hub's state key, so the restarted hub takes it back and a
+ * client that never re-initializes (the SDK v1 client here) goes on calling. Only the principal
+ * that opened it, on the endpoint (tool group) it was opened on, can take it back; a tampered
+ * id, and an id this very process ended, are "Session not found" as before.
+ */
+import { createHash } from 'node:crypto';
+import { createServer } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
+
+const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
+const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+let hub: HubProcess | undefined;
+const clients: Client[] = [];
+afterAll(async () => {
+  await Promise.all(clients.map((c) => c.close().catch(() => {})));
+  await hub?.stop();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** One raw legacy request; `sid` undefined: an initialize. */
+async function legacy(url: string, key: string, body: Json, sid?: string): Promise<{ status: number; sid: string | null; body: string }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
+  if (sid !== undefined) Object.assign(headers, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' });
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { status: res.status, sid: res.headers.get('mcp-session-id'), body: await res.text() };
+}
+
+async function openRaw(url: string, key: string): Promise<string> {
+  const init = await legacy(url, key, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+  expect(init.status).toBe(200);
+  await legacy(url, key, { jsonrpc: '2.0', method: 'notifications/initialized' }, init.sid!);
+  return init.sid!;
+}
+
+/** /healthz names the servers only to a caller it knows. */
+async function waitForReady(url: string): Promise<void> {
+  for (let i = 0; i < 150; i++) {
+    const h = (await (await fetch(new URL('/healthz', url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers?: { state: string }[] };
+    if (h.servers?.every((s) => s.state === 'ready')) return;
+    await sleep(100);
+  }
+  throw new Error('the server did not get ready');
+}
+
+const ping = (url: string, key: string, sid: string) => legacy(url, key, { jsonrpc: '2.0', id: 'p', method: 'ping' }, sid);
+
+describe('legacy sessions across a restart of the hub', () => {
+  it('the restarted hub takes back the sessions of the one before, for their own principal and endpoint only', async () => {
+    const port = await freePort();
+    const config = {
+      servers: { a: fixture(SDK1, '') },
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }, { principal: 'bob', sha256: sha256(BOB) }] },
+      groups: { g: {} },
+    };
+    hub = await startHub(config, { port });
+    const dir = hub.dir;
+    await waitForReady(hub.url);
+    const url = hub.url;
+    const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${ALICE}` } } });
+    const client = new Client({ name: 'resume-client', version: '1.0.0' });
+    clients.push(client);
+    await client.connect(transport);
+    expect(textOf((await client.callTool({ name: 'a__echo', arguments: { text: 'before' } })) as Json)).toBe('echo:before');
+    const sid = transport.sessionId!;
+    expect(sid).toMatch(/^s1\./);
+    const grouped = await openRaw(`${url}/g`, ALICE);
+    // Ended here: not taken back by the process that ended it.
+    const ended = await openRaw(url, ALICE);
+    expect((await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': ended, authorization: `Bearer ${ALICE}` } })).status).toBe(200);
+    expect((await ping(url, ALICE, ended)).status).toBe(404);
+    expect(await hub.stop()).toBe(0);
+
+    hub = await startHub(config, { dir, port });
+    await waitForReady(hub.url);
+    // Another principal, a tampered id, another endpoint: not found.
+    expect((await ping(url, BOB, sid)).status).toBe(404);
+    const tampered = sid.slice(0, -2) + (sid.endsWith('A') ? 'B' : 'A') + sid.slice(-1);
+    expect((await ping(url, ALICE, tampered)).status).toBe(404);
+    expect((await ping(url, ALICE, grouped)).status).toBe(404);
+    expect((await ping(`${url}/g`, ALICE, grouped)).status).toBe(200);
+    // The SDK client goes on with its session: no second initialize.
+    expect(textOf((await client.callTool({ name: 'a__echo', arguments: { text: 'after' } })) as Json)).toBe('echo:after');
+    expect(transport.sessionId).toBe(sid);
+    expect(hub.logs.filter((l) => l.includes('legacy session taken back'))).toHaveLength(2);
+    expect(hub.logs.some((l) => l.includes('"method":"initialize"'))).toBe(false);
+  }, 60_000);
+});
