@@ -397,8 +397,8 @@ export class Endpoint {
    * principal negotiated at 2025-03-26, the one revision with batches. Otherwise a batch is
    * refused as one invalid message, as before.
    */
-  takesBatches(sessionId: string | undefined, principal: string): boolean {
-    const s = sessionId === undefined ? undefined : this.sessions.get(sessionId);
+  takesBatches(sessionId: string | undefined, principal: string, group?: string, credentialKey?: string): boolean {
+    const s = sessionId === undefined ? undefined : this.sessionFor(sessionId, principal, group, credentialKey);
     return s !== undefined && s.principal === principal && s.protocolVersion === BATCH_VERSION;
   }
 

@@ -185,7 +185,7 @@ export class HttpServer {
     const text = body.toString('utf8');
     const batch = batchOf(text);
     let c: Classified | undefined;
-    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal)) {
+    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal, group, who.key)) {
       const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'));
       if (!refused) return this.postBatch(req, res, who, group, batch);
       c = { kind: 'invalid', error: refused };
