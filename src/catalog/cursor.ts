@@ -1,4 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual, type BinaryLike, type KeyObject } from 'node:crypto';
+import { deriveKey } from '../sealed.js';
 
 /**
  * Hub-owned pagination cursors. Opaque to clients (base64url of `offset:snapshot` followed by
@@ -20,7 +21,7 @@ export type CursorKey = BinaryLike | KeyObject;
  * its own, so that no cursor MAC is ever one made with the sealing key.
  */
 export function cursorKeyFrom(stateKey: Buffer): Buffer {
-  return createHmac('sha256', stateKey).update('switchyard list cursor key v1').digest();
+  return deriveKey(stateKey, 'switchyard list cursor key v1');
 }
 
 /** Cursors die with the process unless the caller passes a key of its own. */

@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { deriveKey, openJson, sealJson } from '../sealed.js';
 import type { ClientCapabilities, Implementation } from '../protocol/types.js';
 
 /**
@@ -37,7 +38,7 @@ export class SessionIds {
   private readonly origin = randomBytes(9).toString('base64url');
 
   constructor(stateKey: Buffer) {
-    this.key = createHmac('sha256', stateKey).update('switchyard legacy session id key v1').digest();
+    this.key = deriveKey(stateKey, 'switchyard legacy session id key v1');
   }
 
   /** A new session's id; a plain random one when its facts are too large to carry. */
@@ -45,12 +46,8 @@ export class SessionIds {
     const sealed: Sealed = { v: facts.protocolVersion, c: facts.capabilities, p: facts.principal, o: this.origin };
     if (facts.clientInfo !== undefined) sealed.i = facts.clientInfo;
     if (facts.group !== undefined) sealed.g = facts.group;
-    const plain = Buffer.from(JSON.stringify(sealed), 'utf8');
-    if (plain.length > MAX_FACTS_BYTES) return randomBytes(18).toString('base64url');
-    const iv = randomBytes(12);
-    const c = createCipheriv('aes-256-gcm', this.key, iv);
-    const ct = Buffer.concat([c.update(plain), c.final()]);
-    return PREFIX + Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
+    if (Buffer.byteLength(JSON.stringify(sealed)) > MAX_FACTS_BYTES) return randomBytes(18).toString('base64url');
+    return PREFIX + sealJson(this.key, sealed);
   }
 
   /**
@@ -62,10 +59,7 @@ export class SessionIds {
     if (!id.startsWith(PREFIX) || id.length > 4 * MAX_FACTS_BYTES) return null;
     let s: Sealed;
     try {
-      const raw = Buffer.from(id.slice(PREFIX.length), 'base64url');
-      const d = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-      d.setAuthTag(raw.subarray(12, 28));
-      s = JSON.parse(Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8')) as Sealed;
+      s = openJson(this.key, id.slice(PREFIX.length)) as Sealed;
     } catch {
       return null;
     }

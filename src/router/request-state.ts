@@ -1,7 +1,8 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { argsHash } from '../ledger/canonical.js';
+import { openJson, sealJson } from '../sealed.js';
 
 /**
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
@@ -67,10 +68,7 @@ export class RequestStateSealer {
 
   seal(bind: Binding, body: StateBody): string {
     const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: argsDigestOf(bind), e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
-    const iv = randomBytes(12);
-    const c = createCipheriv('aes-256-gcm', this.key, iv);
-    const ct = Buffer.concat([c.update(JSON.stringify(env), 'utf8'), c.final()]);
-    return VERSION + Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
+    return VERSION + sealJson(this.key, env);
   }
 
   /** Opens and consumes a state; throws StateError with a message fit for the client. */
@@ -78,10 +76,7 @@ export class RequestStateSealer {
     if (typeof state !== 'string' || !state.startsWith(VERSION)) throw new StateError('requestState was not issued by this hub');
     let env: Envelope;
     try {
-      const raw = Buffer.from(state.slice(VERSION.length), 'base64url');
-      const d = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12));
-      d.setAuthTag(raw.subarray(12, 28));
-      env = JSON.parse(Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8')) as Envelope;
+      env = openJson(this.key, state.slice(VERSION.length)) as Envelope;
     } catch {
       throw new StateError('requestState is invalid or was tampered with');
     }
