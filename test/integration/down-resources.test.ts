@@ -3,6 +3,8 @@
  * the URIs its lists showed in this hub process (listed, or matched by a template of it) are
  * still its own while it starts again. A URI it never showed is still not found.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -10,12 +12,11 @@ import { fixture, modernCall, SDK1, waitForReady, waitForRows, type Json } from 
 
 let hub: HubProcess;
 beforeAll(async () => {
-  hub = await startHub({});
-  const a = fixture(SDK1, hub.dir);
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-down-resources-'));
+  const a = fixture(SDK1, dir);
   // Slow to start, so a restart leaves it `starting` for a second.
   const slow = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '1500' } };
-  await hub.stop();
-  hub = await startHub({ servers: { a: slow }, groups: { none: { servers: [] } } }, { dir: hub.dir });
+  hub = await startHub({ servers: { a: slow }, groups: { none: { servers: [] } } }, { dir });
   await waitForReady(hub.url, ['a']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
