@@ -375,7 +375,7 @@ export class Catalog extends EventEmitter {
 
   /** The records of a server's list as its own connection last fetched them in this process. */
   private async lastRecords(h: ServerHandle, kind: ListKind): Promise<PartRecord[] | undefined> {
-    return this.parts.get(`${h.id}\0\0${kind}`)?.records.catch(() => undefined);
+    return this.parts.get(partKey(h.id, '', kind))?.records.catch(() => undefined);
   }
 
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
@@ -464,7 +464,7 @@ export class Catalog extends EventEmitter {
 
   private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
     const e = await this.entryFor(h, kind, conn);
-    const pk = `${h.id}\0${conn.credential}\0${kind}`;
+    const pk = partKey(h.id, conn.credential, kind);
     let memo = this.parts.get(pk);
     if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
       const old = memo;
@@ -611,6 +611,11 @@ export class Catalog extends EventEmitter {
  */
 function contentSnapshot(scopes: string, items: readonly Record<string, unknown>[]): string {
   return createHash('sha256').update(scopes).update('\n').update(JSON.stringify(items)).digest('base64url').slice(0, 22);
+}
+
+/** The key of a server's list in one authorization context ('' = the server's own), in `parts`. */
+function partKey(serverId: string, credential: string, kind: ListKind): string {
+  return `${serverId}\0${credential}\0${kind}`;
 }
 
 /** The ListenManager key of a principal's own connection to a server (its main one's is the server id). */

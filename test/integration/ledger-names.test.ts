@@ -25,6 +25,17 @@ async function toolNames(url: string): Promise<string[]> {
   return ((a.body?.result?.tools ?? []) as Json[]).map((t) => String(t.name));
 }
 
+/** A first hub process with `a` alone, whose tool and prompt lists store their names; then it stops. */
+async function listedOnce(dir: string, a: Json): Promise<void> {
+  hub = await startHub({ servers: { a } }, { dir });
+  await waitForReady(hub.url, ['a']);
+  expect(await toolNames(hub.url)).toContain('x__echo');
+  const prompts = await modernCall(hub.url, 'prompts', 'prompts/list');
+  expect((prompts.body?.result?.prompts as Json[]).map((p) => p.name)).toContain('x__greet');
+  expect(await hub.stop()).toBe(0);
+  hub = undefined;
+}
+
 describe('persistent hub names', () => {
   it('a server inserted before another with the same prefix does not take its names after a restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-'));
@@ -71,12 +82,7 @@ describe('persistent hub names', () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-down-'));
     const a = fixture(SDK1, dir, { prefix: 'x' });
     const b = fixture(SDK2, dir, { prefix: 'x' }, join(dir, 'counter-b.json'));
-    hub = await startHub({ servers: { a } }, { dir });
-    await waitForReady(hub.url, ['a']);
-    expect(await toolNames(hub.url)).toContain('x__echo');
-    const prompts = await modernCall(hub.url, 'prompts', 'prompts/list');
-    expect((prompts.body?.result?.prompts as Json[]).map((p) => p.name)).toContain('x__greet');
-    expect(await hub.stop()).toBe(0);
+    await listedOnce(dir, a);
 
     // `a` now fails to start (its command exits), while `b` comes up with the same names.
     const down = { command: process.execPath, args: ['-e', 'process.exit(1)'], prefix: 'x', tools: { deny: ['add'] } };
@@ -124,10 +130,7 @@ describe('persistent hub names', () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-grace-'));
     const a = fixture(SDK1, dir, { prefix: 'x' });
     const b = fixture(SDK2, dir, { prefix: 'y' }, join(dir, 'counter-b.json'));
-    hub = await startHub({ servers: { a } }, { dir });
-    await waitForReady(hub.url, ['a']);
-    expect(await toolNames(hub.url)).toContain('x__echo');
-    expect(await hub.stop()).toBe(0);
+    await listedOnce(dir, a);
 
     // `a` takes 8 s to start; `b` is ready at once, so requests are not held for capabilities.
     const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '8000' } };
