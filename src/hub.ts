@@ -195,20 +195,19 @@ export class Hub implements HubCore {
     const upstream = h.upstream;
     this.handles.set(s.id, h);
     this.catalog.watch(h);
-    let wasReady = false;
     upstream.on('state', (state: string, detail?: string) => {
       if (state === 'ready' && upstream.capabilities) this.lastCapabilities.set(s.id, upstream.capabilities);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
-      if (state === 'ready' && wasReady) this.resubscribe(h);
-      if (state === 'ready') wasReady = true;
+      if (state === 'ready') this.resubscribe(h);
     });
   }
 
   /**
    * A legacy upstream that restarted, or whose HTTP session the hub renewed (it reports 'ready'
    * again, "session renewed"), has forgotten its resource subscriptions, while the count here
-   * still says they are held: ask again for every URI that has subscribers. (A modern
-   * upstream's listen stream is opened again with its filter: ListenManager.)
+   * still says they are held: ask again for every URI that has subscribers. So is a server
+   * started afresh under its id (`servers restart`, a reload), and one subscribed to while it
+   * was down. (A modern upstream's listen stream is opened again with its filter: ListenManager.)
    */
   private resubscribe(h: ServerHandle): void {
     if (h.upstream.era === MODERN || !h.upstream.capabilities?.resources?.subscribe) return;

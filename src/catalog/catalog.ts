@@ -368,7 +368,8 @@ export class Catalog extends EventEmitter {
       if (key !== undefined && listed!.some((r) => r.hidden && recordKey(r) === key)) continue;
       if (listed?.some((r) => !r.hidden && r.upstreamName === uri)) return h;
       const templates = await this.lastRecords(h, 'resourceTemplates');
-      if (templates?.some((r) => !r.hidden && templateMatcher(r.upstreamName)?.test(uri))) return h;
+      // The template itself (a completion reference names it) or a URI it matches.
+      if (templates?.some((r) => !r.hidden && (r.upstreamName === uri || templateMatcher(r.upstreamName)?.test(uri)))) return h;
     }
     return undefined;
   }

@@ -292,22 +292,25 @@ export class Router {
     let forwardedRef: Result = ref as Result;
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;
     let upstreamName = hubName;
+    const view = viewOf(ctx);
+    // A prompt or resource of a server that is down is its own still (as for prompts/get and
+    // resources/read): the forward answers that the server is unavailable.
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const routed = await this.catalog.resolvePrompt(ref.name, viewOf(ctx));
+      const routed = (await this.catalog.resolvePrompt(ref.name, view)) ?? this.catalog.downItem('prompts', ref.name, view);
       if (routed) {
         server = routed.server;
         upstreamName = routed.upstreamName;
         forwardedRef = { ...ref, name: routed.upstreamName };
       }
     } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      server = (await this.catalog.templateOwner(ref.uri, viewOf(ctx))) ?? (await this.catalog.routeUri(ref.uri, viewOf(ctx)));
+      server = (await this.catalog.templateOwner(ref.uri, view)) ?? (await this.catalog.routeUri(ref.uri, view)) ?? (await this.catalog.downResource(ref.uri, view));
     }
     if (!server) {
       const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
       await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
-    if (!server.upstream.capabilities?.completions) {
+    if (server.upstream.state === 'ready' && !server.upstream.capabilities?.completions) {
       await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
       return { completion: { values: [] } };
     }
@@ -317,7 +320,8 @@ export class Router {
 
   private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
     const uri = typeof params.uri === 'string' ? params.uri : '';
-    const server = uri ? await this.catalog.routeUri(uri, viewOf(ctx)) : undefined;
+    const view = viewOf(ctx);
+    const server = uri ? ((await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
@@ -331,7 +335,10 @@ export class Router {
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     const modern = server.upstream.era === MODERN;
     if (needUpstream && upstreamSubscribes && modern) this.catalog.subscriptionsChanged(server.id);
-    if (!needUpstream || !upstreamSubscribes || modern) {
+    // A server that is down holds nothing to change: the count here is the subscription, and
+    // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
+    const down = server.upstream.state !== 'ready';
+    if (!needUpstream || !upstreamSubscribes || modern || down) {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
     }

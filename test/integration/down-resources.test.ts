@@ -1,7 +1,8 @@
 /**
  * A resource of a server that is down answers that the server is unavailable, not "not found":
  * the URIs its lists showed in this hub process (listed, or matched by a template of it) are
- * still its own while it starts again. A URI it never showed is still not found.
+ * still its own while it starts again, and so are its prompts' and templates' completions. A URI
+ * it never showed is still not found.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,6 +30,8 @@ describe('resources of a server that is down', () => {
     expect((listed.body?.result?.resources as Json[]).map((r) => r.uri)).toContain('sdk1://static/hello');
     const templates = await modernCall(hub.url, 'templates', 'resources/templates/list');
     expect((templates.body?.result?.resourceTemplates as Json[]).map((r) => r.uriTemplate)).toContain('sdk1://item/{id}');
+    const prompts = await modernCall(hub.url, 'prompts', 'prompts/list');
+    expect((prompts.body?.result?.prompts as Json[]).map((p) => p.name)).toContain('a__greet');
     expect((await read('up', 'sdk1://item/7'))?.result).toMatchObject({ contents: [{ text: 'item 7' }] });
 
     const origin = new URL(hub.url).origin;
@@ -36,13 +39,20 @@ describe('resources of a server that is down', () => {
     const unavailable = { code: -32603, message: expect.stringMatching(/^server "a" is starting/) };
     expect((await read('hello', 'sdk1://static/hello'))?.error).toMatchObject(unavailable);
     expect((await read('item', 'sdk1://item/8'))?.error).toMatchObject(unavailable);
+    // Completions of its prompt and of its template are its own too.
+    const complete = async (id: string, ref: Json) => (await modernCall(hub.url, id, 'completion/complete', { ref, argument: { name: 'name', value: 'Al' } })).body;
+    expect((await complete('c-prompt', { type: 'ref/prompt', name: 'a__greet' }))?.error).toMatchObject(unavailable);
+    expect((await complete('c-template', { type: 'ref/resource', uri: 'sdk1://item/{id}' }))?.error).toMatchObject(unavailable);
+    expect((await complete('c-none', { type: 'ref/prompt', name: 'a__nothing' }))?.error).toMatchObject({ code: -32602, message: 'Unknown completion reference: a__nothing' });
     // Never shown: not found, as before; nor to a group that does not show the server.
     expect((await read('other', 'sdk1://elsewhere'))?.error).toMatchObject({ code: -32602, data: { uri: 'sdk1://elsewhere' } });
     expect((await read('group', 'sdk1://static/hello', `${hub.url}/none`))?.error).toMatchObject({ code: -32602 });
-    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'unavailable' }, (r) => r.length >= 2);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'unavailable' }, (r) => r.length >= 4);
     expect(rows.map((r) => [r.requestId, r.method, r.server])).toEqual([
       ['hello', 'resources/read', 'a'],
       ['item', 'resources/read', 'a'],
+      ['c-prompt', 'completion/complete', 'a'],
+      ['c-template', 'completion/complete', 'a'],
     ]);
 
     await waitForReady(hub.url, ['a']);

@@ -6,7 +6,11 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { join } from 'node:path';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
@@ -25,9 +29,11 @@ beforeAll(async () => {
       // The marker argument finds this process among the hub's children.
       leg: nodeServer(MUTABLE, ['--marker-leg'], { ERA: 'legacy', DOC_URI: 'leg://doc' }),
       mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
+      // Slow to start, so a restart leaves it down for a second and a half.
+      slow: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { ERA: 'legacy', DOC_URI: 'slow://doc', START_DELAY_MS: '1500' } },
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod', 'web']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow']);
 }, 60_000);
 afterAll(async () => {
   await hub?.stop();
@@ -109,6 +115,49 @@ describe('resource subscriptions', () => {
     await sub.close();
     await c.close();
   });
+
+  it('a restart on request keeps a legacy client subscribed, and it may subscribe or unsubscribe while the upstream is down', async () => {
+    const c = new ClientV1({ name: 'legacy-subs', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL('/mcp', hub.url)));
+    const updates: string[] = [];
+    c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+    expect((await c.listResources()).resources.map((r) => r.uri)).toContain('slow://doc');
+    // `servers restart` starts a fresh connection; so does a reload that changed the server.
+    const restart = async () => {
+      expect((await fetch(new URL('/admin/servers/slow/restart', hub.url), { method: 'POST' })).status).toBe(200);
+      expect((await waitForState(hub.url, 'slow', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    };
+    const touch = () => c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc' } });
+    // The hub asks the new process for the subscription as it becomes ready; a touch may come first.
+    const anUpdate = async (what: string) => {
+      const before = updates.length;
+      await waitUntil(what, async () => {
+        await touch();
+        await new Promise((r) => setTimeout(r, 200));
+        return updates.length > before || undefined;
+      }, 5_000);
+    };
+
+    expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
+    await anUpdate('an update before the restart');
+    await restart();
+    await waitForState(hub.url, 'slow', ['ready']);
+    await anUpdate('an update after the restart');
+
+    await restart();
+    expect(await c.unsubscribeResource({ uri: 'slow://doc' })).toEqual({});
+    await waitForState(hub.url, 'slow', ['ready']);
+    const before = updates.length;
+    await touch();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(updates.length).toBe(before);
+
+    await restart();
+    expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
+    await waitForState(hub.url, 'slow', ['ready']);
+    await anUpdate('an update once the upstream is back');
+    await c.close();
+  }, 30_000);
 
   it('a group endpoint honours only the subscriptions of its own servers', async () => {
     const c = await client('/mcp/onlyMod');
