@@ -33,6 +33,7 @@ import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
+import { KnownCapabilities } from './hub/known-capabilities.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
@@ -104,7 +105,7 @@ export class Hub implements HubCore {
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly routes: ShownRoutes;
   /** Each server's capabilities when it was last ready (see currentCapabilities). */
-  private readonly lastCapabilities = new Map<string, ServerCapabilities>();
+  private readonly knownCapabilities: KnownCapabilities;
   /** Read the config file again and apply it: set by `switchyard start` (POST /admin/reload). */
   reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
   /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
@@ -119,6 +120,7 @@ export class Hub implements HubCore {
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, pluginFailed), log, pluginFailed);
+    this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
       pins: ledger.pinStore?.(),
@@ -196,7 +198,7 @@ export class Hub implements HubCore {
     this.handles.set(s.id, h);
     this.catalog.watch(h);
     upstream.on('state', (state: string, detail?: string) => {
-      if (state === 'ready' && upstream.capabilities) this.lastCapabilities.set(s.id, upstream.capabilities);
+      if (state === 'ready' && upstream.capabilities) this.knownCapabilities.ready(s.id, upstream.capabilities);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
       if (state === 'ready') this.resubscribe(h);
     });
@@ -399,10 +401,10 @@ export class Hub implements HubCore {
   }
 
   currentCapabilities(): ServerCapabilities {
-    // A server started afresh (`servers restart`, a reload) has no capabilities until it is
-    // ready: what it offered last still counts, so its families answer "unavailable" meanwhile
-    // rather than "method not found".
-    return unionCapabilities(this.handles.values(), (h) => h.upstream.capabilities ?? this.lastCapabilities.get(h.id));
+    // A server that is not ready counts with what it offered last (or, never seen, the list
+    // families while it starts): its families answer "unavailable" or an empty list meanwhile
+    // rather than "method not found", and a handshake made now does not leave them out.
+    return unionCapabilities(this.handles.values(), (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
   }
 
   async capabilities(): Promise<ServerCapabilities> {

@@ -7,6 +7,7 @@ import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
 import { LedgerNameStore } from './names.js';
+import { LedgerCapabilityStore } from './capabilities.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
@@ -123,6 +124,7 @@ export class Ledger {
   readonly enabled = true;
   readonly idempotency: IdempotencyStore;
   private readonly names: LedgerNameStore;
+  private readonly capabilities: LedgerCapabilityStore;
   private readonly pins: LedgerPinStore;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
@@ -179,6 +181,7 @@ export class Ledger {
     this.gc = new GroupCommit(db, { before: noop, after: noop }, this.log);
     this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
+    this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
     this.pins = new LedgerPinStore(db, this.gc, this.log);
 
     // Recovery's statement (the applier has the others).
@@ -422,6 +425,11 @@ export class Ledger {
   /** Hub-name assignments that outlive the process (the hub hands it to its NameAssigner). */
   nameStore(): LedgerNameStore {
     return this.names;
+  }
+
+  /** Each server's capabilities when it was last ready (src/hub/known-capabilities.ts). */
+  capabilityStore(): LedgerCapabilityStore {
+    return this.capabilities;
   }
 
   /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */

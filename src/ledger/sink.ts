@@ -1,5 +1,6 @@
 import type { NameStore } from '../catalog/names.js';
 import type { PinStore } from '../catalog/pins.js';
+import type { CapabilityStore } from '../hub/known-capabilities.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
@@ -22,6 +23,8 @@ export interface AuditSink {
   nameStore?(): NameStore | undefined;
   /** Pinned tool definitions; absent (NullLedger): the catalog keeps them in memory. */
   pinStore?(): PinStore | undefined;
+  /** Each server's capabilities when last ready, so they count while it starts after a restart. */
+  capabilityStore?(): CapabilityStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

@@ -1,0 +1,57 @@
+import type { ServerCapabilities } from '../protocol/types.js';
+import type { UpstreamState } from '../upstream/types.js';
+
+/** Where the capabilities a server last had outlive the hub process (the ledger). */
+export interface CapabilityStore {
+  get(server: string): ServerCapabilities | undefined;
+  put(server: string, capabilities: ServerCapabilities): void;
+}
+
+/**
+ * A server that is still starting and was never seen ready (a first run, or the ledger off) is
+ * assumed to offer the list families: an empty list and a list_changed later are right either
+ * way, while a session whose handshake left out `tools` would never ask for them.
+ */
+const ASSUMED: ServerCapabilities = Object.freeze({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
+
+/**
+ * The capabilities a server counts with in the hub's own: its own when it is ready; else what
+ * it offered when last ready, in this process or (from the store) an earlier one; else, while
+ * it starts, the list families. A server started afresh (`servers restart`, a reload) has a new
+ * upstream object with no capabilities until it is ready.
+ */
+export class KnownCapabilities {
+  private readonly seen = new Map<string, { caps: ServerCapabilities; json: string }>();
+
+  constructor(private readonly store?: CapabilityStore) {}
+
+  /** A server became ready with these capabilities; stored when they differ from the last. */
+  ready(server: string, own: ServerCapabilities): void {
+    const caps = familiesOf(own);
+    const json = JSON.stringify(caps);
+    if (this.seen.get(server)?.json === json) return;
+    this.seen.set(server, { caps, json });
+    if (JSON.stringify(this.store?.get(server) ?? null) !== json) this.store?.put(server, caps);
+  }
+
+  of(server: string, state: UpstreamState, own: ServerCapabilities | undefined): ServerCapabilities | undefined {
+    if (own) return own;
+    const last = this.seen.get(server)?.caps ?? this.store?.get(server);
+    if (last) return last;
+    return state === 'starting' || state === 'restarting' ? ASSUMED : undefined;
+  }
+}
+
+/**
+ * Only what the hub's own capabilities are made of (unionCapabilities): an upstream's
+ * `experimental` or extension fields, of any size, are neither kept nor stored.
+ */
+export function familiesOf(c: ServerCapabilities): ServerCapabilities {
+  const out: ServerCapabilities = {};
+  if (c.tools) out.tools = { listChanged: true };
+  if (c.prompts) out.prompts = { listChanged: true };
+  if (c.resources) out.resources = c.resources.subscribe ? { listChanged: true, subscribe: true } : { listChanged: true };
+  if (c.logging) out.logging = {};
+  if (c.completions) out.completions = {};
+  return out;
+}

@@ -1,0 +1,42 @@
+/**
+ * What the hub says it offers while an upstream is still starting, past the start-up grace: a
+ * legacy session keeps the capabilities of its handshake, so a family left out then is never
+ * asked for. A server never seen ready counts with the list families; one seen ready in an
+ * earlier hub process (the ledger keeps it) with exactly what it offered then. Real hub, real
+ * fixture upstream made slow to start, raw legacy handshakes over loopback HTTP.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { health, legacySession, waitForReady } from '../helpers/wire.js';
+
+// Tools, and resources with subscribe; no prompts, no completions.
+const MUTABLE = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
+const slow = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), MUTABLE], env: { ERA: 'legacy', START_DELAY_MS: '6000' } };
+const config = { servers: { slow } };
+
+let hub: HubProcess | undefined;
+afterEach(async () => void (await hub?.stop()));
+
+const handshake = async (url: string) => (await legacySession(url)).init.body?.result?.capabilities;
+
+describe('capabilities while an upstream starts', () => {
+  it('a first run assumes the list families; a restarted hub answers with what the server offered when last ready', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
+    hub = await startHub(config, { dir });
+    // Answered after the 3 s grace, the server still starting.
+    expect(await handshake(hub.url)).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
+    expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
+
+    await waitForReady(hub.url, ['slow']);
+    const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
+    expect(await handshake(hub.url)).toEqual(own);
+    await hub.stop();
+
+    hub = await startHub(config, { dir });
+    expect(await handshake(hub.url)).toEqual(own);
+    expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
+  }, 40_000);
+});
