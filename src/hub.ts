@@ -124,6 +124,7 @@ export class Hub implements HubCore {
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
       pins: ledger.pinStore?.(),
+      resourceRoutes: ledger.resourceRouteStore?.(),
       plugins: this.plugins,
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
       groups: new Groups(config.groups),
@@ -447,14 +448,19 @@ export class Hub implements HubCore {
     return this.router.recordLocal(method, ctx, end);
   }
 
-  /** A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed upstream. */
+  /**
+   * A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed
+   * upstream. A URI of a server that is down (Catalog.downResource) is counted only: it is
+   * subscribed when the server is ready (Hub.resubscribe, or a modern upstream's listen filter).
+   */
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
+    const view = { principal, group };
     for (const uri of uris) {
-      const routed = await this.catalog.routeUri(uri, { principal, group });
+      const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
-      if (!h || h.upstream.state !== 'ready' || !h.upstream.capabilities?.resources?.subscribe) continue;
-      if (this.subs.add(h.id, uri, subscriber)) {
+      if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;
+      if (this.subs.add(h.id, uri, subscriber) && h.upstream.state === 'ready') {
         if (h.upstream.era === MODERN) this.catalog.subscriptionsChanged(h.id);
         else {
           try {

@@ -13,6 +13,7 @@ import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
 import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
+import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 
@@ -59,6 +60,8 @@ export interface CatalogOptions {
   subscribedUris?: (serverId: string) => string[];
   /** Pin events and poisoned items, for the log and the ledger. */
   report?: (e: PinEvent | PoisonEvent) => void;
+  /** Resource URIs and templates each server last showed, kept across restarts (downResource). */
+  resourceRoutes?: ResourceRouteStore;
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
@@ -355,28 +358,30 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * The server that is down behind a resource URI its last lists in this process showed to this
-   * view (the URI itself, or a template it matches), so a read hears "unavailable" rather than
-   * "not found" while it starts again. URIs are not kept across restarts of the hub (names are):
-   * after one, such a read is "not found" until the server is back.
+   * The server that is down behind a resource URI its last lists showed to this view (the URI
+   * itself, or a template it matches), in this process or, kept by the route store, an earlier
+   * one: a read hears "unavailable" rather than "not found" while it starts again.
    */
   async downResource(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     for (const h of this.servers()) {
       if (h.upstream.state === 'ready' || !this.groups.includes(view.group, 'resources', h.id, uri)) continue;
-      const listed = await this.lastRecords(h, 'resources');
-      const key = listed?.some((r) => r.hidden) ? uriKey(uri) : undefined;
-      if (key !== undefined && listed!.some((r) => r.hidden && recordKey(r) === key)) continue;
-      if (listed?.some((r) => !r.hidden && r.upstreamName === uri)) return h;
-      const templates = await this.lastRecords(h, 'resourceTemplates');
+      const listed = await this.lastRoutes(h, 'resources');
+      if (listed?.hidden.length && listed.hidden.includes(uriKey(uri))) continue;
+      if (listed?.shown.includes(uri)) return h;
+      const templates = await this.lastRoutes(h, 'resourceTemplates');
       // The template itself (a completion reference names it) or a URI it matches.
-      if (templates?.some((r) => !r.hidden && (r.upstreamName === uri || templateMatcher(r.upstreamName)?.test(uri)))) return h;
+      if (templates?.shown.some((t) => t === uri || templateMatcher(t)?.test(uri))) return h;
     }
     return undefined;
   }
 
-  /** The records of a server's list as its own connection last fetched them in this process. */
-  private async lastRecords(h: ServerHandle, kind: ListKind): Promise<PartRecord[] | undefined> {
-    return this.parts.get(partKey(h.id, '', kind))?.records.catch(() => undefined);
+  /**
+   * What a server's list showed as its own connection last fetched it: in this process, else
+   * (a restarted hub) as the route store kept it.
+   */
+  private async lastRoutes(h: ServerHandle, kind: RouteKind): Promise<ResourceRoutes | undefined> {
+    const records = await this.parts.get(partKey(h.id, '', kind))?.records.catch(() => undefined);
+    return records ? routesOf(records, kind) : this.opts.resourceRoutes?.get(h.id, kind);
   }
 
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
@@ -474,7 +479,7 @@ export class Catalog extends EventEmitter {
         // server has no history of its own (its tools may differ from everyone else's).
         const before = old ? await old.records.catch(() => undefined) : undefined;
         const previous = before ? new Set(before.map((r) => r.upstreamName)) : conn.credential === '' ? undefined : new Set<string>();
-        return buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
+        const built = await buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
           previous,
           ownList: conn.credential !== '',
           pins: this.pins,
@@ -483,6 +488,8 @@ export class Catalog extends EventEmitter {
           now: this.now,
           report: (ev) => this.opts.report?.(ev),
         });
+        if (conn.credential === '' && isRouteKind(kind)) this.opts.resourceRoutes?.put(h.id, kind, routesOf(built, kind, MAX_STORED_ROUTES));
+        return built;
       })();
       const m = { version: e.version, pinGen: this.pinGen, records };
       memo = m;

@@ -8,6 +8,7 @@ import { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
 import { LedgerNameStore } from './names.js';
 import { LedgerCapabilityStore } from './capabilities.js';
+import { LedgerResourceRouteStore } from './resource-routes.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
@@ -125,6 +126,7 @@ export class Ledger {
   readonly idempotency: IdempotencyStore;
   private readonly names: LedgerNameStore;
   private readonly capabilities: LedgerCapabilityStore;
+  private readonly resourceRoutes: LedgerResourceRouteStore;
   private readonly pins: LedgerPinStore;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
@@ -182,6 +184,7 @@ export class Ledger {
     this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
     this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
+    this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
     this.pins = new LedgerPinStore(db, this.gc, this.log);
 
     // Recovery's statement (the applier has the others).
@@ -430,6 +433,11 @@ export class Ledger {
   /** Each server's capabilities when it was last ready (src/hub/known-capabilities.ts). */
   capabilityStore(): LedgerCapabilityStore {
     return this.capabilities;
+  }
+
+  /** Resource URIs and templates each server last showed (src/catalog/resource-routes.ts). */
+  resourceRouteStore(): LedgerResourceRouteStore {
+    return this.resourceRoutes;
   }
 
   /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */

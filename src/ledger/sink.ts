@@ -1,5 +1,6 @@
 import type { NameStore } from '../catalog/names.js';
 import type { PinStore } from '../catalog/pins.js';
+import type { ResourceRouteStore } from '../catalog/resource-routes.js';
 import type { CapabilityStore } from '../hub/known-capabilities.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
 
@@ -25,6 +26,8 @@ export interface AuditSink {
   pinStore?(): PinStore | undefined;
   /** Each server's capabilities when last ready, so they count while it starts after a restart. */
   capabilityStore?(): CapabilityStore | undefined;
+  /** The resource URIs and templates each server last showed, so they route while it is down after a restart. */
+  resourceRouteStore?(): ResourceRouteStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

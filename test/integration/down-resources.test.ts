@@ -1,8 +1,8 @@
 /**
  * A resource of a server that is down answers that the server is unavailable, not "not found":
  * the URIs its lists showed in this hub process (listed, or matched by a template of it) are
- * still its own while it starts again, and so are its prompts' and templates' completions. A URI
- * it never showed is still not found.
+ * still its own while it starts again, and so are its prompts' and templates' completions; after
+ * a restart of the hub too (the ledger keeps them). A URI it never showed is still not found.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,11 +12,13 @@ import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, waitForReady, waitForRows, type Json } from './ledger-helpers.js';
 
 let hub: HubProcess;
+let a: Json;
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-down-resources-'));
-  const a = fixture(SDK1, dir);
+  const plain = fixture(SDK1, dir);
   // Slow to start, so a restart leaves it `starting` for a second.
-  const slow = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '1500' } };
+  a = { ...plain, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(plain.args as string[])], env: { ...(plain.env as Json), START_DELAY_MS: '1500' } };
+  const slow = a;
   hub = await startHub({ servers: { a: slow }, groups: { none: { servers: [] } } }, { dir });
   await waitForReady(hub.url, ['a']);
 }, 60_000);
@@ -57,5 +59,19 @@ describe('resources of a server that is down', () => {
 
     await waitForReady(hub.url, ['a']);
     expect((await read('back', 'sdk1://static/hello'))?.result).toMatchObject({ contents: [{ text: 'hello from sdk1-legacy' }] });
+  }, 40_000);
+
+  it('after a restart of the hub too, while the server is still starting (the ledger kept what its lists showed)', async () => {
+    await hub.stop();
+    // Slower than the 3 s start-up grace this time, so reads are answered while it starts.
+    const slower = { ...a, env: { ...(a.env as Json), START_DELAY_MS: '6000' } };
+    hub = await startHub({ servers: { a: slower }, groups: { none: { servers: [] } } }, { dir: hub.dir });
+    const unavailable = { code: -32603, message: expect.stringMatching(/^server "a" is starting/) };
+    expect((await read('r-hello', 'sdk1://static/hello'))?.error).toMatchObject(unavailable);
+    expect((await read('r-item', 'sdk1://item/9'))?.error).toMatchObject(unavailable);
+    expect((await read('r-other', 'sdk1://elsewhere'))?.error).toMatchObject({ code: -32602, data: { uri: 'sdk1://elsewhere' } });
+    expect((await read('r-group', 'sdk1://static/hello', `${hub.url}/none`))?.error).toMatchObject({ code: -32602 });
+    const ready = (await fetch(new URL('/healthz', hub.url)).then((r) => r.json())) as { servers: { id: string; state: string }[] };
+    expect(ready.servers.find((s) => s.id === 'a')?.state).toBe('starting');
   }, 40_000);
 });

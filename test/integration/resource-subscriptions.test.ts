@@ -159,6 +159,25 @@ describe('resource subscriptions', () => {
     await c.close();
   }, 30_000);
 
+  it('a listen stream opened while the upstream is down honours its URI, and gets its updates once it is back', async () => {
+    const c = await client();
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    expect((await c.listResources()).resources.map((r) => r.uri)).toContain('slow://doc');
+    expect((await fetch(new URL('/admin/servers/slow/restart', hub.url), { method: 'POST' })).status).toBe(200);
+    const sub = await c.listen({ resourceSubscriptions: ['slow://doc', 'slow://never-listed'] });
+    expect((await waitForState(hub.url, 'slow', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['slow://doc']);
+    await waitForState(hub.url, 'slow', ['ready']);
+    await waitUntil('an update once the upstream is back', async () => {
+      await c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc' } });
+      await new Promise((r) => setTimeout(r, 200));
+      return updates.length > 0 || undefined;
+    }, 5_000);
+    await sub.close();
+    await c.close();
+  }, 30_000);
+
   it('a group endpoint honours only the subscriptions of its own servers', async () => {
     const c = await client('/mcp/onlyMod');
     const sub = await c.listen({ resourceSubscriptions: ['leg://doc', 'mod://doc'] });

@@ -1,7 +1,7 @@
 /**
  * Catalog.downItem: which tool and prompt names of a server that is down the hub still owns up
  * to, with no list of this process behind them (a restart); Catalog.downResource: which URIs,
- * from the lists this process holds. The names and pins are the ones a list stored;
+ * from the lists this process holds, or (a restart) from the route store. The names and pins are the ones a list stored;
  * the upstream is a stand-in that answers tools/list and changes state when told.
  */
 import { EventEmitter } from 'node:events';
@@ -10,6 +10,7 @@ import { Catalog } from '../../src/catalog/catalog.js';
 import { MemoryNameStore, NameAssigner } from '../../src/catalog/names.js';
 import { MemoryPinStore } from '../../src/catalog/pins.js';
 import type { PinningPolicy } from '../../src/catalog/part.js';
+import type { ResourceRouteStore, ResourceRoutes } from '../../src/catalog/resource-routes.js';
 import { silentLogger } from '../../src/log.js';
 import { serverConfig } from '../integration/catalog-helpers.js';
 
@@ -101,30 +102,58 @@ describe('Catalog.downItem', () => {
 
 describe('Catalog.downResource', () => {
   it('owns up to the URIs and templates its last lists showed, never a hidden URI in any spelling', async () => {
-    const u = upstream();
-    u.capabilities = { resources: {} };
-    u.request = async (m: string) =>
-      m === 'resources/list'
-        ? { resources: [{ uri: 'u://ok', name: 'ok' }, { uri: 'u://t/bad', name: 'bad', description: 'BAD' }] }
-        : m === 'resources/templates/list'
-          ? { resourceTemplates: [{ uriTemplate: 'u://t/{id}', name: 't' }] }
-          : {};
-    const plugins: any = {
-      list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
-      notification: async () => true,
-    };
-    const h = { id: 's', config: serverConfig('s'), upstream: u };
-    const c = new Catalog(() => [h], new NameAssigner(), silentLogger, { plugins });
-    expect((await c.aggregate('resources')).items.map((r) => r.uri)).toEqual(['u://ok']);
-    expect((await c.aggregate('resourceTemplates')).items.map((r) => r.uriTemplate)).toEqual(['u://t/{id}']);
+    const { c, h } = await listedResources();
     expect(await c.downResource('u://ok')).toBeUndefined(); // ready: the catalog routes it
-    u.state = 'restarting';
-    expect(await c.downResource('u://ok')).toBe(h);
-    expect(await c.downResource('u://t/5')).toBe(h);
-    // Hidden, though the template matches it: in no spelling (the scheme's case is no new URI).
-    expect(await c.downResource('u://t/bad')).toBeUndefined();
-    expect(await c.downResource('U://t/bad')).toBeUndefined();
-    expect(await c.downResource('u://nothing')).toBeUndefined();
+    h.upstream.state = 'restarting';
+    await expectOwned(c, h);
+    c.close();
+  });
+
+  it('after a restart of the hub, from what the route store kept (the first lists of this process not made yet)', async () => {
+    const stored = new Map<string, ResourceRoutes>();
+    const resourceRoutes: ResourceRouteStore = { get: (s, k) => stored.get(`${s}/${k}`), put: (s, k, r) => void stored.set(`${s}/${k}`, r) };
+    const first = await listedResources(resourceRoutes);
+    first.c.close();
+    expect(stored.get('s/resources')).toEqual({ shown: ['u://ok'], hidden: ['u://t/bad'] });
+    expect(stored.get('s/resourceTemplates')).toEqual({ shown: ['u://t/{id}'], hidden: [] });
+
+    const h = { id: 's', config: serverConfig('s'), upstream: upstream() };
+    h.upstream.state = 'starting';
+    const c = new Catalog(() => [h], new NameAssigner(), silentLogger, { resourceRoutes });
+    await expectOwned(c, h);
+    // Without the store, nothing is known of it.
+    expect(await new Catalog(() => [h], new NameAssigner(), silentLogger).downResource('u://ok')).toBeUndefined();
     c.close();
   });
 });
+
+async function expectOwned(c: Catalog, h: unknown): Promise<void> {
+  expect(await c.downResource('u://ok')).toBe(h);
+  expect(await c.downResource('u://t/5')).toBe(h);
+  expect(await c.downResource('u://t/{id}')).toBe(h); // a completion reference names the template
+  // Hidden, though the template matches it: in no spelling (the scheme's case is no new URI).
+  expect(await c.downResource('u://t/bad')).toBeUndefined();
+  expect(await c.downResource('U://t/bad')).toBeUndefined();
+  expect(await c.downResource('u://nothing')).toBeUndefined();
+}
+
+/** A catalog that listed `s`'s resources and templates (one of them hidden by a plugin). */
+async function listedResources(resourceRoutes?: ResourceRouteStore) {
+  const u = upstream();
+  u.capabilities = { resources: {} };
+  u.request = async (m: string) =>
+    m === 'resources/list'
+      ? { resources: [{ uri: 'u://ok', name: 'ok' }, { uri: 'u://t/bad', name: 'bad', description: 'BAD' }] }
+      : m === 'resources/templates/list'
+        ? { resourceTemplates: [{ uriTemplate: 'u://t/{id}', name: 't' }] }
+        : {};
+  const plugins: any = {
+    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
+    notification: async () => true,
+  };
+  const h = { id: 's', config: serverConfig('s'), upstream: u };
+  const c = new Catalog(() => [h], new NameAssigner(), silentLogger, { plugins, resourceRoutes });
+  expect((await c.aggregate('resources')).items.map((r) => r.uri)).toEqual(['u://ok']);
+  expect((await c.aggregate('resourceTemplates')).items.map((r) => r.uriTemplate)).toEqual(['u://t/{id}']);
+  return { c, h };
+}

@@ -1,0 +1,55 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { ResourceRoutes, ResourceRouteStore, RouteKind } from '../catalog/resource-routes.js';
+import type { Logger } from '../log.js';
+import type { GroupCommit } from './group-commit.js';
+
+/**
+ * The resource routes of each server (src/catalog/resource-routes.ts) in the ledger file. Read
+ * once at open; a put that changes them is written by the group commit, off the list path.
+ */
+export class LedgerResourceRouteStore implements ResourceRouteStore {
+  private readonly map = new Map<string, { routes: ResourceRoutes; json: string }>();
+  private readonly upsert: Statement;
+
+  constructor(
+    db: Database,
+    private readonly gc: GroupCommit,
+    private readonly now: () => number,
+    private readonly log: Logger,
+  ) {
+    this.upsert = db.prepare(`INSERT INTO resource_routes (server, kind, shown, hidden, seen_ms) VALUES (@server, @kind, @shown, @hidden, @seen)
+      ON CONFLICT (server, kind) DO UPDATE SET shown = excluded.shown, hidden = excluded.hidden, seen_ms = excluded.seen_ms`);
+    const rows = db.prepare('SELECT server, kind, shown, hidden FROM resource_routes').all() as { server: string; kind: RouteKind; shown: string; hidden: string }[];
+    for (const r of rows) {
+      const routes = { shown: strings(r.shown), hidden: strings(r.hidden) };
+      this.map.set(`${r.server}\0${r.kind}`, { routes, json: JSON.stringify(routes) });
+    }
+  }
+
+  get(server: string, kind: RouteKind): ResourceRoutes | undefined {
+    return this.map.get(`${server}\0${kind}`)?.routes;
+  }
+
+  put(server: string, kind: RouteKind, routes: ResourceRoutes): void {
+    const key = `${server}\0${kind}`;
+    const json = JSON.stringify(routes);
+    if (this.map.get(key)?.json === json) return;
+    this.map.set(key, { routes, json });
+    const row = { server, kind, shown: JSON.stringify(routes.shown), hidden: JSON.stringify(routes.hidden), seen: this.now() };
+    this.gc
+      .enqueue(() => {
+        this.upsert.run(row);
+      })
+      .catch((err: unknown) => this.log.error({ err, server, kind }, "ledger: could not store a server's resource routes"));
+  }
+}
+
+/** A JSON array of strings; anything else (a row edited by hand) is nothing. */
+function strings(json: string): string[] {
+  try {
+    const v: unknown = JSON.parse(json);
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}
