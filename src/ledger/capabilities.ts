@@ -3,21 +3,18 @@ import type { CapabilityStore } from '../hub/known-capabilities.js';
 import type { Logger } from '../log.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { GroupCommit } from './group-commit.js';
+import { KeptTable } from './kept-table.js';
 
 /**
  * Each server's capabilities as it last had them, kept in the ledger file. Read once at open
  * (a handful of rows); a put is written by the group commit.
  */
-export class LedgerCapabilityStore implements CapabilityStore {
+export class LedgerCapabilityStore extends KeptTable implements CapabilityStore {
   private readonly map = new Map<string, ServerCapabilities>();
   private readonly upsert: Statement;
 
-  constructor(
-    db: Database,
-    private readonly gc: GroupCommit,
-    private readonly now: () => number,
-    private readonly log: Logger,
-  ) {
+  constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
+    super(gc, now, log);
     this.upsert = db.prepare(`INSERT INTO server_capabilities (server, capabilities, seen_ms) VALUES (@server, @capabilities, @seen)
       ON CONFLICT (server) DO UPDATE SET capabilities = excluded.capabilities, seen_ms = excluded.seen_ms`);
     for (const r of db.prepare('SELECT server, capabilities FROM server_capabilities').all() as { server: string; capabilities: string }[]) {
@@ -37,10 +34,6 @@ export class LedgerCapabilityStore implements CapabilityStore {
   put(server: string, capabilities: ServerCapabilities): void {
     this.map.set(server, capabilities);
     const row = { server, capabilities: JSON.stringify(capabilities), seen: this.now() };
-    this.gc
-      .enqueue(() => {
-        this.upsert.run(row);
-      })
-      .catch((err: unknown) => this.log.error({ err, server }, 'ledger: could not store a server\'s capabilities'));
+    this.writeLater(this.upsert, row, "a server's capabilities", { server });
   }
 }

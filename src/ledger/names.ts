@@ -2,23 +2,19 @@ import type { Database, Statement } from 'better-sqlite3';
 import { NameMap, type NameKind, type NameStore, type Resolved } from '../catalog/names.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
+import { KeptTable } from './kept-table.js';
 
 /**
  * Hub-name assignments kept in the ledger file, so a tool keeps its hub name across restarts
  * and config changes. The NameAssigner reads synchronously while it builds a list, so every
- * row is loaded into memory at open; a put updates the map at once and is written by the
- * group commit (no disk write on the list path).
+ * row is loaded into memory at open; a put updates the map at once.
  */
-export class LedgerNameStore implements NameStore {
+export class LedgerNameStore extends KeptTable implements NameStore {
   private readonly map = new NameMap();
   private readonly upsert: Statement;
 
-  constructor(
-    db: Database,
-    private readonly gc: GroupCommit,
-    private readonly now: () => number,
-    private readonly log: Logger,
-  ) {
+  constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
+    super(gc, now, log);
     this.upsert = db.prepare(`INSERT INTO names (server, kind, upstream_name, hub_name, assigned_ms)
       VALUES (@server, @kind, @upstreamName, @hubName, @assigned)
       ON CONFLICT (server, kind, upstream_name) DO UPDATE SET hub_name = excluded.hub_name, assigned_ms = excluded.assigned_ms`);
@@ -49,13 +45,6 @@ export class LedgerNameStore implements NameStore {
 
   put(server: string, kind: NameKind, upstreamName: string, hubName: string): void {
     if (!this.map.put(server, kind, upstreamName, hubName)) return;
-    const assigned = this.now();
-    // A lost write only means the name may be assigned afresh after a restart; the
-    // assignment in memory stays right for this process either way.
-    this.gc
-      .enqueue(() => {
-        this.upsert.run({ server, kind, upstreamName, hubName, assigned });
-      })
-      .catch((err: unknown) => this.log.error({ err, server, kind }, 'ledger: could not store a hub name'));
+    this.writeLater(this.upsert, { server, kind, upstreamName, hubName, assigned: this.now() }, 'a hub name', { server, kind });
   }
 }

@@ -2,21 +2,18 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { ResourceRoutes, ResourceRouteStore, RouteKind } from '../catalog/resource-routes.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
+import { KeptTable } from './kept-table.js';
 
 /**
  * The resource routes of each server (src/catalog/resource-routes.ts) in the ledger file. Read
  * once at open; a put that changes them is written by the group commit, off the list path.
  */
-export class LedgerResourceRouteStore implements ResourceRouteStore {
+export class LedgerResourceRouteStore extends KeptTable implements ResourceRouteStore {
   private readonly map = new Map<string, { routes: ResourceRoutes; json: string }>();
   private readonly upsert: Statement;
 
-  constructor(
-    db: Database,
-    private readonly gc: GroupCommit,
-    private readonly now: () => number,
-    private readonly log: Logger,
-  ) {
+  constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
+    super(gc, now, log);
     this.upsert = db.prepare(`INSERT INTO resource_routes (server, kind, shown, hidden, seen_ms) VALUES (@server, @kind, @shown, @hidden, @seen)
       ON CONFLICT (server, kind) DO UPDATE SET shown = excluded.shown, hidden = excluded.hidden, seen_ms = excluded.seen_ms`);
     const rows = db.prepare('SELECT server, kind, shown, hidden FROM resource_routes').all() as { server: string; kind: RouteKind; shown: string; hidden: string }[];
@@ -36,11 +33,7 @@ export class LedgerResourceRouteStore implements ResourceRouteStore {
     if (this.map.get(key)?.json === json) return;
     this.map.set(key, { routes, json });
     const row = { server, kind, shown: JSON.stringify(routes.shown), hidden: JSON.stringify(routes.hidden), seen: this.now() };
-    this.gc
-      .enqueue(() => {
-        this.upsert.run(row);
-      })
-      .catch((err: unknown) => this.log.error({ err, server, kind }, "ledger: could not store a server's resource routes"));
+    this.writeLater(this.upsert, row, "a server's resource routes", { server, kind });
   }
 }
 
