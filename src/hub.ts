@@ -34,6 +34,7 @@ import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
+import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
@@ -177,7 +178,9 @@ export class Hub implements HubCore {
       plugins: this.plugins,
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
-    this.endpoint = new Endpoint(this, log, { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal }, new SessionIds(stateKey));
+    const memory = ledger.sessionMemoryStore?.();
+    const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal };
+    this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey), memory && new SessionMemory(memory));
   }
 
   static create(config: HubConfig, log: Logger): Hub {

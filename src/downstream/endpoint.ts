@@ -27,6 +27,7 @@ import { listResponse } from '../protocol/serialized.js';
 import type { HubCore, MessageSink } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionIds } from './session-ids.js';
+import type { SessionMemory } from './session-memory.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
@@ -105,6 +106,8 @@ export class Endpoint {
     private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number; maxSessionsPerPrincipal?: number } = {},
     /** Session ids that carry their session, so a restarted hub (or another) takes them back. */
     private readonly sessionIds?: SessionIds,
+    /** What such sessions gathered (subscriptions, a log level), taken back with them. */
+    private readonly memory?: SessionMemory,
   ) {
     this.listen = new ListenHub(core);
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
@@ -430,7 +433,8 @@ export class Endpoint {
   /**
    * The session with this id, or one an earlier hub process (or another hub with the same key)
    * opened for this principal on this endpoint, taken back: initialized, as its client last
-   * knew it, but without what it gathered there (subscriptions, a log level, a GET stream).
+   * knew it, with the subscriptions and log level this hub's ledger kept for it (SessionMemory),
+   * without a GET stream (its client opens it again).
    */
   sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | undefined {
     const held = this.sessions.get(sid);
@@ -442,7 +446,20 @@ export class Endpoint {
     session.group = group;
     session.key = credentialKey;
     this.sessions.set(sid, session);
-    this.log.info({ principal, client: facts.clientInfo?.name }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
+    // Kept by this hub's ledger (a restart of this hub, not another hub): subscribed again, as
+    // its client believes it still is; a URI that routes nowhere now is dropped.
+    const kept = this.memory?.recall(sid);
+    if (kept?.logLevel !== undefined && LOG_LEVELS.includes(kept.logLevel)) session.logLevel = kept.logLevel;
+    if (kept?.uris.length && this.core.subscribeResources)
+      void this.core.subscribeResources(sid, kept.uris, principal, group).then(
+        (honoured) => {
+          // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
+          if (this.sessions.get(sid) !== session) return this.core.sessionClosed(sid);
+          for (const uri of kept.uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
+        },
+        (err: unknown) => this.log.warn({ err: String((err as Error)?.message ?? err) }, 'subscriptions of a session taken back not renewed'),
+      );
+    this.log.info({ principal, client: facts.clientInfo?.name, subscriptions: kept?.uris.length ?? 0 }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
     return session;
   }
 
@@ -545,6 +562,7 @@ export class Endpoint {
         return ex.reply(errorResponse(req.id, err));
       }
       session.logLevel = level as LoggingLevel;
+      if (this.sessions.get(session.id) === session) this.memory?.levelSet(session.id, session.logLevel);
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(req.id, {}));
     }
@@ -574,6 +592,7 @@ export class Endpoint {
         // Translating MRTR for legacy clients is the era-translation layer's job; never leak it.
         throw new RpcError(-32603, 'the upstream needs input from the user, which the hub cannot relay to this client yet');
       }
+      this.remember(session, req);
       ex.reply(resultResponse(req.id, toLegacyResult(req.method, result)));
     } catch (err) {
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
@@ -581,6 +600,14 @@ export class Endpoint {
     } finally {
       session.inflight.delete(key);
     }
+  }
+
+  /** A subscription an HTTP session made or gave up, kept for a restarted hub that takes it back. */
+  private remember(session: LegacySession, req: Request): void {
+    const uri = req.params?.uri;
+    if (!this.memory || typeof uri !== 'string' || this.sessions.get(session.id) !== session) return;
+    if (req.method === 'resources/subscribe') this.memory.subscribed(session.id, uri);
+    else if (req.method === 'resources/unsubscribe') this.memory.unsubscribed(session.id, uri);
   }
 
   /**
@@ -640,6 +667,7 @@ export class Endpoint {
     // Its GET stream ends too: a session that is gone must not go on receiving notifications.
     (s.stream as { end?: () => void } | undefined)?.end?.();
     this.core.sessionClosed(id);
+    this.memory?.ended(id);
     return true;
   }
 

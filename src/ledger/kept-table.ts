@@ -23,3 +23,13 @@ export abstract class KeptTable {
       .catch((err: unknown) => this.log.error({ err, ...context }, `ledger: could not store ${what}`));
   }
 }
+
+/** A JSON array of strings, as a kept table stores lists; anything else (a row edited by hand) is none. */
+export function jsonStrings(json: string): string[] {
+  try {
+    const v: unknown = JSON.parse(json);
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}

@@ -9,6 +9,7 @@ import { Ingester } from './ingester.js';
 import { LedgerNameStore } from './names.js';
 import { LedgerCapabilityStore } from './capabilities.js';
 import { LedgerResourceRouteStore } from './resource-routes.js';
+import { LedgerSessionMemoryStore } from './session-memory.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { LedgerPinStore } from './pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
@@ -127,6 +128,7 @@ export class Ledger {
   private readonly names: LedgerNameStore;
   private readonly capabilities: LedgerCapabilityStore;
   private readonly resourceRoutes: LedgerResourceRouteStore;
+  private readonly sessionMemory: LedgerSessionMemoryStore;
   private readonly pins: LedgerPinStore;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
@@ -185,6 +187,7 @@ export class Ledger {
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
     this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
     this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
+    this.sessionMemory = new LedgerSessionMemoryStore(db, this.gc, now, this.log);
     this.pins = new LedgerPinStore(db, this.gc, this.log);
 
     // Recovery's statement (the applier has the others).
@@ -438,6 +441,11 @@ export class Ledger {
   /** Resource URIs and templates each server last showed (src/catalog/resource-routes.ts). */
   resourceRouteStore(): LedgerResourceRouteStore {
     return this.resourceRoutes;
+  }
+
+  /** Legacy sessions' subscriptions and log levels (src/downstream/session-memory.ts). */
+  sessionMemoryStore(): LedgerSessionMemoryStore {
+    return this.sessionMemory;
   }
 
   /** Pinned tool definitions (src/catalog/pins.ts); approvals by the CLI are picked up by polling. */

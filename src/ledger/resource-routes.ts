@@ -2,7 +2,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import type { ResourceRoutes, ResourceRouteStore, RouteKind } from '../catalog/resource-routes.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
-import { KeptTable } from './kept-table.js';
+import { jsonStrings, KeptTable } from './kept-table.js';
 
 /**
  * The resource routes of each server (src/catalog/resource-routes.ts) in the ledger file. Read
@@ -18,7 +18,7 @@ export class LedgerResourceRouteStore extends KeptTable implements ResourceRoute
       ON CONFLICT (server, kind) DO UPDATE SET shown = excluded.shown, hidden = excluded.hidden, seen_ms = excluded.seen_ms`);
     const rows = db.prepare('SELECT server, kind, shown, hidden FROM resource_routes').all() as { server: string; kind: RouteKind; shown: string; hidden: string }[];
     for (const r of rows) {
-      const routes = { shown: strings(r.shown), hidden: strings(r.hidden) };
+      const routes = { shown: jsonStrings(r.shown), hidden: jsonStrings(r.hidden) };
       this.map.set(`${r.server}\0${r.kind}`, { routes, json: JSON.stringify(routes) });
     }
   }
@@ -34,15 +34,5 @@ export class LedgerResourceRouteStore extends KeptTable implements ResourceRoute
     this.map.set(key, { routes, json });
     const row = { server, kind, shown: JSON.stringify(routes.shown), hidden: JSON.stringify(routes.hidden), seen: this.now() };
     this.writeLater(this.upsert, row, "a server's resource routes", { server, kind });
-  }
-}
-
-/** A JSON array of strings; anything else (a row edited by hand) is nothing. */
-function strings(json: string): string[] {
-  try {
-    const v: unknown = JSON.parse(json);
-    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
-  } catch {
-    return [];
   }
 }

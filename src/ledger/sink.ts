@@ -1,6 +1,7 @@
 import type { NameStore } from '../catalog/names.js';
 import type { PinStore } from '../catalog/pins.js';
 import type { ResourceRouteStore } from '../catalog/resource-routes.js';
+import type { SessionMemoryStore } from '../downstream/session-memory.js';
 import type { CapabilityStore } from '../hub/known-capabilities.js';
 import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
 
@@ -28,6 +29,8 @@ export interface AuditSink {
   capabilityStore?(): CapabilityStore | undefined;
   /** The resource URIs and templates each server last showed, so they route while it is down after a restart. */
   resourceRouteStore?(): ResourceRouteStore | undefined;
+  /** Legacy sessions' subscriptions and log levels, so a restarted hub takes a session back whole. */
+  sessionMemoryStore?(): SessionMemoryStore | undefined;
 }
 
 /** `ledger.enabled: false`: nothing is recorded and idempotency keys are not honoured. */

@@ -3,15 +3,19 @@
  * sealed with a key derived from the hub's state key, so the restarted hub takes it back and a
  * client that never re-initializes (the SDK v1 client here) goes on calling. Only the principal
  * that opened it, on the endpoint (tool group) it was opened on, can take it back; a tampered
- * id, and an id this very process ended, are "Session not found" as before.
+ * id, and an id this very process ended, are "Session not found" as before. What the session
+ * gathered at the hub (resource subscriptions, a log level) comes back with it.
  */
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
+import { waitUntil } from './faults-helpers.js';
 
 const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
 const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';
@@ -103,5 +107,89 @@ describe('legacy sessions across a restart of the hub', () => {
     expect(transport.sessionId).toBe(sid);
     expect(hub.logs.filter((l) => l.includes('legacy session taken back'))).toHaveLength(3);
     expect(hub.logs.some((l) => l.includes('"method":"initialize"'))).toBe(false);
+  }, 60_000);
+});
+
+/** The JSON-RPC messages of a response body: plain JSON, or the data lines of an SSE stream. */
+function messagesOf(body: string): Json[] {
+  if (body.trimStart().startsWith('{') || body.trimStart().startsWith('[')) return [JSON.parse(body) as Json].flat();
+  return body
+    .split('\n')
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => JSON.parse(l.slice(5)) as Json);
+}
+
+/** A session's GET stream, its messages collected as they come. */
+function getStream(url: string, key: string, sid: string): { messages: Json[]; close(): void } {
+  const ac = new AbortController();
+  const messages: Json[] = [];
+  const headers = { accept: 'text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${key}` };
+  void fetch(url, { method: 'GET', headers, signal: ac.signal })
+    .then(async (res) => {
+      const reader = res.body!.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += dec.decode(value, { stream: true });
+        for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+          messages.push(...messagesOf(buf.slice(0, i)));
+          buf = buf.slice(i + 2);
+        }
+      }
+    })
+    .catch(() => undefined);
+  return { messages, close: () => ac.abort() };
+}
+
+describe('what a legacy session gathered, across a restart of the hub', () => {
+  it('its resource subscriptions and log level come back with it; a session that ended leaves nothing behind', async () => {
+    await hub?.stop();
+    const port = await freePort();
+    const TOOLS = JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }, { name: 'say', inputSchema: { type: 'object' } }]);
+    const config = {
+      servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'm://doc', TOOLS }) },
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
+    };
+    hub = await startHub(config, { port });
+    const { dir, url } = hub;
+    await waitForReady(url);
+    const sid = await openRaw(url, ALICE);
+    const rpc = async (id: number, method: string, params: Json = {}) => messagesOf((await legacy(url, ALICE, { jsonrpc: '2.0', id, method, params }, sid)).body);
+    const said = async (id: number, level: string) =>
+      (await rpc(id, 'tools/call', { name: 'm__say', arguments: { level, text: level } })).filter((m) => m.method === 'notifications/message').map((m) => (m.params as Json).data);
+    /** Touches the document until the stream tells of it. */
+    const updated = (stream: { messages: Json[] }, from: number) =>
+      waitUntil('a resources/updated on the GET stream', async () => {
+        await rpc(from++, 'tools/call', { name: 'm__touch', arguments: { uri: 'm://doc' } });
+        await sleep(100);
+        return stream.messages.some((m) => m.method === 'notifications/resources/updated') || undefined;
+      }, 5_000);
+
+    expect((await rpc(1, 'resources/list')).at(-1)?.result).toMatchObject({ resources: [{ uri: 'm://doc' }] });
+    expect((await rpc(2, 'resources/subscribe', { uri: 'm://doc' })).at(-1)?.result).toEqual({});
+    expect((await rpc(3, 'logging/setLevel', { level: 'warning' })).at(-1)?.result).toEqual({});
+    expect(await said(4, 'info')).toEqual([]);
+    expect(await said(5, 'error')).toEqual(['error']);
+    const before = getStream(url, ALICE, sid);
+    await updated(before, 100);
+    before.close();
+    expect(await hub.stop()).toBe(0);
+
+    hub = await startHub(config, { dir, port });
+    await waitForReady(url);
+    const after = getStream(url, ALICE, sid); // takes the session back
+    await updated(after, 200);
+    expect(await said(6, 'info')).toEqual([]);
+    expect(await said(7, 'error')).toEqual(['error']);
+    after.close();
+    expect(hub.logs.some((l) => l.includes('legacy session taken back') && l.includes('"subscriptions":1'))).toBe(true);
+
+    expect((await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': sid, authorization: `Bearer ${ALICE}` } })).status).toBe(200);
+    expect(await hub.stop()).toBe(0);
+    const db = new Database(join(dir, 'ledger.db'), { readonly: true });
+    expect(db.prepare('SELECT COUNT(*) AS n FROM session_memory').get()).toEqual({ n: 0 });
+    db.close();
   }, 60_000);
 });

@@ -1,0 +1,45 @@
+import type { Database, Statement } from 'better-sqlite3';
+import type { Kept, SessionMemoryStore } from '../downstream/session-memory.js';
+import type { Logger } from '../log.js';
+import type { LoggingLevel } from '../protocol/types.js';
+import type { GroupCommit } from './group-commit.js';
+import { jsonStrings, KeptTable } from './kept-table.js';
+
+/** Rows of sessions that never came back (a hub stopped for good, a client gone) go after this. */
+export const SESSION_MEMORY_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** Legacy sessions' subscriptions and log levels (src/downstream/session-memory.ts) in the ledger file. */
+export class LedgerSessionMemoryStore extends KeptTable implements SessionMemoryStore {
+  private readonly map = new Map<string, Kept>();
+  private readonly upsert: Statement;
+  private readonly remove: Statement;
+
+  constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
+    super(gc, now, log);
+    this.upsert = db.prepare(`INSERT INTO session_memory (session, subscriptions, log_level, updated_ms) VALUES (@session, @subscriptions, @logLevel, @updated)
+      ON CONFLICT (session) DO UPDATE SET subscriptions = excluded.subscriptions, log_level = excluded.log_level, updated_ms = excluded.updated_ms`);
+    this.remove = db.prepare('DELETE FROM session_memory WHERE session = @session');
+    db.prepare('DELETE FROM session_memory WHERE updated_ms < ?').run(now() - SESSION_MEMORY_TTL_MS);
+    const rows = db.prepare('SELECT session, subscriptions, log_level FROM session_memory').all() as { session: string; subscriptions: string; log_level: string | null }[];
+    for (const r of rows) {
+      const kept: Kept = { uris: jsonStrings(r.subscriptions) };
+      if (r.log_level !== null) kept.logLevel = r.log_level as LoggingLevel;
+      this.map.set(r.session, kept);
+    }
+  }
+
+  get(key: string): Kept | undefined {
+    return this.map.get(key);
+  }
+
+  put(key: string, kept: Kept): void {
+    this.map.set(key, kept);
+    const row = { session: key, subscriptions: JSON.stringify(kept.uris), logLevel: kept.logLevel ?? null, updated: this.now() };
+    this.writeLater(this.upsert, row, "a session's subscriptions", {});
+  }
+
+  delete(key: string): void {
+    this.map.delete(key);
+    this.writeLater(this.remove, { session: key }, "the end of a session's subscriptions", {});
+  }
+}
