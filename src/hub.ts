@@ -180,7 +180,7 @@ export class Hub implements HubCore {
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();
     const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal };
-    this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey), memory && new SessionMemory(memory));
+    this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey, memory?.home), memory && new SessionMemory(memory));
   }
 
   static create(config: HubConfig, log: Logger): Hub {

@@ -440,15 +440,18 @@ export class Endpoint {
     const held = this.sessions.get(sid);
     if (held || !this.sessionIds) return held;
     const facts = this.sessionIds.reopen(sid);
-    if (!facts || facts.principal !== principal || facts.group !== group || !this.roomForSession(principal)) return undefined;
+    if (!facts || facts.principal !== principal || facts.group !== group) return undefined;
+    // Issued by a hub of this ledger: open only while its row is here (an ended one has none).
+    // Another hub's session comes back without what it gathered there.
+    const ours = this.memory !== undefined && facts.home === this.memory.home;
+    const kept = ours ? this.memory!.recall(sid) : undefined;
+    if ((ours && !kept) || !this.roomForSession(principal)) return undefined;
     const session = new LegacySession(facts.protocolVersion, facts.clientInfo, facts.capabilities, principal, sid);
     session.initialized = true;
     session.group = group;
     session.key = credentialKey;
     this.sessions.set(sid, session);
-    // Kept by this hub's ledger (a restart of this hub, not another hub): subscribed again, as
-    // its client believes it still is; a URI that routes nowhere now is dropped.
-    const kept = this.memory?.recall(sid);
+    // Subscribed again, as its client believes it still is; a URI that routes nowhere now is dropped.
     if (kept?.logLevel !== undefined && LOG_LEVELS.includes(kept.logLevel)) session.logLevel = kept.logLevel;
     if (kept?.uris.length && this.core.subscribeResources)
       void this.core.subscribeResources(sid, kept.uris, principal, group).then(
@@ -494,6 +497,7 @@ export class Endpoint {
     const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
     const clientInfo = p.clientInfo as Implementation | undefined;
     const id = stdio ? undefined : this.sessionIds?.issue({ protocolVersion: version, clientInfo, capabilities: caps, principal: ex.principal, group: ex.group });
+    if (id !== undefined) this.memory?.opened(id);
     const session = new LegacySession(version, clientInfo, caps, ex.principal, id);
     session.group = ex.group;
     session.key = ex.credentialKey;
@@ -615,7 +619,10 @@ export class Endpoint {
    * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
    */
   private endIdleSessions(before: number): void {
-    for (const [id, s] of this.sessions) if (s.lastSeen < before && !busy(s)) this.endSession(id);
+    for (const [id, s] of this.sessions) {
+      if (s.lastSeen < before && !busy(s)) this.endSession(id);
+      else this.memory?.touch(id, s.lastSeen);
+    }
   }
 
   /** Room for one more session under maxSessions: the one idle longest ends. False if all are busy. */

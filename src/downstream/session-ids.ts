@@ -7,7 +7,8 @@ import type { ClientCapabilities, Implementation } from '../protocol/types.js';
  * sealed (AES-256-GCM) with a key derived from the hub's requestState key. A hub that restarted,
  * or another hub given the same key, takes such an id back instead of answering 404, so a
  * client that never re-initializes (the most reported failure of gateways) keeps working. What
- * the session gathered later (subscriptions, a log level, a GET stream) is not in it.
+ * the session gathered later (subscriptions, a log level) is kept by the hub's SessionMemory,
+ * named in the id by its `home`.
  */
 export interface SessionFacts {
   protocolVersion: string;
@@ -16,6 +17,8 @@ export interface SessionFacts {
   principal: string;
   /** The tool group of the endpoint it was opened on. */
   group?: string;
+  /** The session memory (ledger) of the hub that opened it: SessionMemory.home. */
+  home?: string;
 }
 
 const PREFIX = 's1.';
@@ -28,6 +31,7 @@ interface Sealed {
   c: ClientCapabilities;
   p: string;
   g?: string;
+  h?: string;
   /** The hub process that issued it: an id of this process that is gone was ended here. */
   o: string;
 }
@@ -37,7 +41,11 @@ export class SessionIds {
   /** This process, in the ids it issues. */
   private readonly origin = randomBytes(9).toString('base64url');
 
-  constructor(stateKey: Buffer) {
+  constructor(
+    stateKey: Buffer,
+    /** This hub's session memory (SessionMemory.home), sealed into the ids it issues. */
+    private readonly home?: string,
+  ) {
     this.key = deriveKey(stateKey, 'switchyard legacy session id key v1');
   }
 
@@ -46,6 +54,7 @@ export class SessionIds {
     const sealed: Sealed = { v: facts.protocolVersion, c: facts.capabilities, p: facts.principal, o: this.origin };
     if (facts.clientInfo !== undefined) sealed.i = facts.clientInfo;
     if (facts.group !== undefined) sealed.g = facts.group;
+    if (this.home !== undefined) sealed.h = this.home;
     if (Buffer.byteLength(JSON.stringify(sealed)) > MAX_FACTS_BYTES) return randomBytes(18).toString('base64url');
     return PREFIX + sealJson(this.key, sealed);
   }
@@ -67,6 +76,7 @@ export class SessionIds {
     const facts: SessionFacts = { protocolVersion: s.v, capabilities: s.c, principal: s.p };
     if (s.i !== undefined) facts.clientInfo = s.i;
     if (s.g !== undefined) facts.group = s.g;
+    if (s.h !== undefined) facts.home = s.h;
     return facts;
   }
 }

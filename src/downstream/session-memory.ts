@@ -9,6 +9,8 @@ export interface Kept {
 
 /** Where it outlives the hub process (the ledger). Keys are digests of session ids. */
 export interface SessionMemoryStore {
+  /** The store's own id (the ledger file's), sealed into the ids of the sessions it keeps. */
+  readonly home: string;
   get(key: string): Kept | undefined;
   put(key: string, kept: Kept): void;
   delete(key: string): void;
@@ -16,42 +18,74 @@ export interface SessionMemoryStore {
 
 /** More is not worth keeping for one session: past it, a subscription lives in this process only. */
 export const MAX_KEPT_URIS = 1_000;
+/** A session in use has its row rewritten this often, so the 30-day prune never takes it. */
+export const TOUCH_EVERY_MS = 24 * 60 * 60 * 1000;
 
 /**
- * The subscriptions and log level of legacy HTTP sessions, so a hub that takes a session back
- * after a restart (SessionIds.reopen) gives it what it had: its client was never told they
- * ended, and would wait for updates that never come.
+ * The legacy HTTP sessions open at this hub and what each gathered here (its subscriptions and
+ * log level), so a restarted hub that takes a session back (SessionIds.reopen) gives it what it
+ * had: its client was never told they ended, and would wait for updates that never come. A
+ * session with no row (it ended) is not taken back by a hub of the same ledger.
  */
 export class SessionMemory {
-  constructor(private readonly store: SessionMemoryStore) {}
+  /** When this process last wrote each row (touch). */
+  private readonly written = new Map<string, number>();
 
+  constructor(
+    private readonly store: SessionMemoryStore,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get home(): string {
+    return this.store.home;
+  }
+
+  opened(sessionId: string): void {
+    this.put(keyOf(sessionId), { uris: [] });
+  }
+
+  /** What the session has here; undefined: it is not open at this hub (never was, or ended). */
   recall(sessionId: string): Kept | undefined {
     return this.store.get(keyOf(sessionId));
   }
 
   subscribed(sessionId: string, uri: string): void {
     const key = keyOf(sessionId);
-    const kept = this.store.get(key) ?? { uris: [] };
-    if (kept.uris.includes(uri) || kept.uris.length >= MAX_KEPT_URIS) return;
-    this.store.put(key, { ...kept, uris: [...kept.uris, uri] });
+    const kept = this.store.get(key);
+    if (!kept || kept.uris.includes(uri) || kept.uris.length >= MAX_KEPT_URIS) return;
+    this.put(key, { ...kept, uris: [...kept.uris, uri] });
   }
 
   unsubscribed(sessionId: string, uri: string): void {
     const key = keyOf(sessionId);
     const kept = this.store.get(key);
     if (!kept?.uris.includes(uri)) return;
-    this.store.put(key, { ...kept, uris: kept.uris.filter((u) => u !== uri) });
+    this.put(key, { ...kept, uris: kept.uris.filter((u) => u !== uri) });
   }
 
   levelSet(sessionId: string, logLevel: LoggingLevel): void {
     const key = keyOf(sessionId);
-    const kept = this.store.get(key) ?? { uris: [] };
-    if (kept.logLevel !== logLevel) this.store.put(key, { ...kept, logLevel });
+    const kept = this.store.get(key);
+    if (kept && kept.logLevel !== logLevel) this.put(key, { ...kept, logLevel });
+  }
+
+  /** The session was used at `lastSeen`: its row is rewritten once a day. */
+  touch(sessionId: string, lastSeen: number): void {
+    const key = keyOf(sessionId);
+    if (lastSeen - (this.written.get(key) ?? 0) < TOUCH_EVERY_MS) return;
+    const kept = this.store.get(key);
+    if (kept) this.put(key, kept);
   }
 
   ended(sessionId: string): void {
     const key = keyOf(sessionId);
+    this.written.delete(key);
     if (this.store.get(key)) this.store.delete(key);
+  }
+
+  private put(key: string, kept: Kept): void {
+    this.written.set(key, this.now());
+    this.store.put(key, kept);
   }
 }
 

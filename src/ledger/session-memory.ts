@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
 import type { Kept, SessionMemoryStore } from '../downstream/session-memory.js';
 import type { Logger } from '../log.js';
@@ -8,8 +9,9 @@ import { jsonStrings, KeptTable } from './kept-table.js';
 /** Rows of sessions that never came back (a hub stopped for good, a client gone) go after this. */
 export const SESSION_MEMORY_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
-/** Legacy sessions' subscriptions and log levels (src/downstream/session-memory.ts) in the ledger file. */
+/** The legacy sessions open at the hub, with their subscriptions and log levels (src/downstream/session-memory.ts). */
 export class LedgerSessionMemoryStore extends KeptTable implements SessionMemoryStore {
+  readonly home: string;
   private readonly map = new Map<string, Kept>();
   private readonly upsert: Statement;
   private readonly remove: Statement;
@@ -19,6 +21,10 @@ export class LedgerSessionMemoryStore extends KeptTable implements SessionMemory
     this.upsert = db.prepare(`INSERT INTO session_memory (session, subscriptions, log_level, updated_ms) VALUES (@session, @subscriptions, @logLevel, @updated)
       ON CONFLICT (session) DO UPDATE SET subscriptions = excluded.subscriptions, log_level = excluded.log_level, updated_ms = excluded.updated_ms`);
     this.remove = db.prepare('DELETE FROM session_memory WHERE session = @session');
+    const id = db.prepare(`SELECT value FROM ledger_meta WHERE name = 'id'`).get() as { value: string } | undefined;
+    this.home = id?.value ?? randomBytes(16).toString('hex');
+    // Deleted by hand: a new id (the sessions the old one issued come back as another hub's would).
+    if (!id) db.prepare(`INSERT INTO ledger_meta (name, value) VALUES ('id', ?)`).run(this.home);
     db.prepare('DELETE FROM session_memory WHERE updated_ms < ?').run(now() - SESSION_MEMORY_TTL_MS);
     const rows = db.prepare('SELECT session, subscriptions, log_level FROM session_memory').all() as { session: string; subscriptions: string; log_level: string | null }[];
     for (const r of rows) {

@@ -3,7 +3,7 @@
  * sealed with a key derived from the hub's state key, so the restarted hub takes it back and a
  * client that never re-initializes (the SDK v1 client here) goes on calling. Only the principal
  * that opened it, on the endpoint (tool group) it was opened on, can take it back; a tampered
- * id, and an id this very process ended, are "Session not found" as before. What the session
+ * id, and an id a hub of the same ledger ended, are "Session not found" as before. What the session
  * gathered at the hub (resource subscriptions, a log level) comes back with it.
  */
 import { createHash } from 'node:crypto';
@@ -99,6 +99,8 @@ describe('legacy sessions across a restart of the hub', () => {
     expect((await ping(url, ALICE, tampered)).status).toBe(404);
     expect((await ping(url, ALICE, grouped)).status).toBe(404);
     expect((await ping(`${url}/g`, ALICE, grouped)).status).toBe(200);
+    // Ended by the hub before: not taken back by a hub of the same ledger either.
+    expect((await ping(url, ALICE, ended)).status).toBe(404);
     // A 2025-03-26 session's first message after the restart may be a batch.
     const batch = await legacy(url, ALICE, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }], batching, '2025-03-26');
     expect([batch.status, (JSON.parse(batch.body) as Json[]).map((m) => m.id)]).toEqual([200, [1, 2]]);

@@ -16,6 +16,13 @@ describe('SessionIds', () => {
     expect(new SessionIds(key).reopen(bare)).toEqual({ protocolVersion: '2025-06-18', capabilities: {}, principal: 'local' });
   });
 
+  it('an id names the session memory (ledger) of the hub that issued it, when it has one', () => {
+    const key = randomBytes(32);
+    const id = new SessionIds(key, 'ledger-a').issue(facts);
+    expect(new SessionIds(key, 'ledger-b').reopen(id)).toEqual({ ...facts, home: 'ledger-a' });
+    expect(new SessionIds(key).reopen(id)?.home).toBe('ledger-a');
+  });
+
   it('refuses another key, a changed byte, a random id and garbage', () => {
     const key = randomBytes(32);
     const id = new SessionIds(key).issue(facts);
