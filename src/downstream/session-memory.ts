@@ -28,7 +28,7 @@ export const TOUCH_EVERY_MS = 24 * 60 * 60 * 1000;
  * session with no row (it ended) is not taken back by a hub of the same ledger.
  */
 export class SessionMemory {
-  /** When this process last wrote each row (touch). */
+  /** When this process last wrote each session's row, by session id (touch hashes nothing until one is due). */
   private readonly written = new Map<string, number>();
 
   constructor(
@@ -41,7 +41,7 @@ export class SessionMemory {
   }
 
   opened(sessionId: string): void {
-    this.put(keyOf(sessionId), { uris: [] });
+    this.put(sessionId, keyOf(sessionId), { uris: [] });
   }
 
   /** What the session has here; undefined: it is not open at this hub (never was, or ended). */
@@ -53,38 +53,39 @@ export class SessionMemory {
     const key = keyOf(sessionId);
     const kept = this.store.get(key);
     if (!kept || kept.uris.includes(uri) || kept.uris.length >= MAX_KEPT_URIS) return;
-    this.put(key, { ...kept, uris: [...kept.uris, uri] });
+    this.put(sessionId, key, { ...kept, uris: [...kept.uris, uri] });
   }
 
   unsubscribed(sessionId: string, uri: string): void {
     const key = keyOf(sessionId);
     const kept = this.store.get(key);
     if (!kept?.uris.includes(uri)) return;
-    this.put(key, { ...kept, uris: kept.uris.filter((u) => u !== uri) });
+    this.put(sessionId, key, { ...kept, uris: kept.uris.filter((u) => u !== uri) });
   }
 
   levelSet(sessionId: string, logLevel: LoggingLevel): void {
     const key = keyOf(sessionId);
     const kept = this.store.get(key);
-    if (kept && kept.logLevel !== logLevel) this.put(key, { ...kept, logLevel });
+    if (kept && kept.logLevel !== logLevel) this.put(sessionId, key, { ...kept, logLevel });
   }
 
   /** The session was used at `lastSeen`: its row is rewritten once a day. */
   touch(sessionId: string, lastSeen: number): void {
+    if (lastSeen - (this.written.get(sessionId) ?? 0) < TOUCH_EVERY_MS) return;
     const key = keyOf(sessionId);
-    if (lastSeen - (this.written.get(key) ?? 0) < TOUCH_EVERY_MS) return;
     const kept = this.store.get(key);
-    if (kept) this.put(key, kept);
+    if (kept) this.put(sessionId, key, kept);
+    else this.written.set(sessionId, this.now()); // not kept here (another hub's): looked at once a day
   }
 
   ended(sessionId: string): void {
     const key = keyOf(sessionId);
-    this.written.delete(key);
+    this.written.delete(sessionId);
     if (this.store.get(key)) this.store.delete(key);
   }
 
-  private put(key: string, kept: Kept): void {
-    this.written.set(key, this.now());
+  private put(sessionId: string, key: string, kept: Kept): void {
+    this.written.set(sessionId, this.now());
     this.store.put(key, kept);
   }
 }
