@@ -443,7 +443,7 @@ export class Ledger {
     return this.resourceRoutes;
   }
 
-  /** Legacy sessions' subscriptions and log levels (src/downstream/session-memory.ts). */
+  /** The legacy sessions open at the hub, with their subscriptions and log levels (src/downstream/session-memory.ts). */
   sessionMemoryStore(): LedgerSessionMemoryStore {
     return this.sessionMemory;
   }

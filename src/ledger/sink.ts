@@ -29,7 +29,7 @@ export interface AuditSink {
   capabilityStore?(): CapabilityStore | undefined;
   /** The resource URIs and templates each server last showed, so they route while it is down after a restart. */
   resourceRouteStore?(): ResourceRouteStore | undefined;
-  /** Legacy sessions' subscriptions and log levels, so a restarted hub takes a session back whole. */
+  /** The legacy sessions open at the hub and what they gathered, so a restarted hub takes a session back whole (and not an ended one). */
   sessionMemoryStore?(): SessionMemoryStore | undefined;
 }
 
