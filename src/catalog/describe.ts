@@ -27,11 +27,11 @@ export interface ServerHealth {
  * The union over every upstream whose capabilities are known. `listChanged` is always on:
  * upstreams come and go, and the hub tells clients when they do.
  */
-export function unionCapabilities(handles: Iterable<ServerHandle>, capsOf: (h: ServerHandle) => ServerCapabilities | undefined = (h) => h.upstream.capabilities): ServerCapabilities {
+export function unionCapabilities<T>(servers: Iterable<T>, capsOf: (s: T) => ServerCapabilities | undefined): ServerCapabilities {
   const caps: ServerCapabilities = {};
   let subscribe = false;
-  for (const h of handles) {
-    const c = capsOf(h);
+  for (const s of servers) {
+    const c = capsOf(s);
     if (!c) continue;
     if (c.tools) caps.tools = { listChanged: true };
     if (c.prompts) caps.prompts = { listChanged: true };

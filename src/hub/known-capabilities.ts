@@ -1,3 +1,4 @@
+import { unionCapabilities } from '../catalog/describe.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { UpstreamState } from '../upstream/types.js';
 
@@ -43,15 +44,9 @@ export class KnownCapabilities {
 }
 
 /**
- * Only what the hub's own capabilities are made of (unionCapabilities): an upstream's
+ * Only what the hub's own capabilities are made of (a union of one): an upstream's
  * `experimental` or extension fields, of any size, are neither kept nor stored.
  */
 export function familiesOf(c: ServerCapabilities): ServerCapabilities {
-  const out: ServerCapabilities = {};
-  if (c.tools) out.tools = { listChanged: true };
-  if (c.prompts) out.prompts = { listChanged: true };
-  if (c.resources) out.resources = c.resources.subscribe ? { listChanged: true, subscribe: true } : { listChanged: true };
-  if (c.logging) out.logging = {};
-  if (c.completions) out.completions = {};
-  return out;
+  return unionCapabilities([c], (x) => x);
 }
