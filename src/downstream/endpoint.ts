@@ -26,8 +26,8 @@ import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
 import type { HubCore, MessageSink } from './core.js';
 import type { Exchange } from './exchange.js';
-import type { SessionIds } from './session-ids.js';
-import type { SessionMemory } from './session-memory.js';
+import type { SessionFacts, SessionIds } from './session-ids.js';
+import type { Kept, SessionMemory } from './session-memory.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { ListenHub } from './listen.js';
@@ -340,6 +340,11 @@ export class Endpoint {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(c.msg.id, {}), 200);
     }
+    if (session === NO_ROOM) {
+      const err = noRoomError();
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
+      return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, err), 503, NO_ROOM_HEADERS);
+    }
     if (!session) {
       const sid = ex.header('mcp-session-id');
       if (c.kind !== 'request') {
@@ -402,6 +407,8 @@ export class Endpoint {
    */
   takesBatches(sessionId: string | undefined, principal: string, group?: string, credentialKey?: string): boolean {
     const s = sessionId === undefined ? undefined : this.sessionFor(sessionId, principal, group, credentialKey);
+    // No room to take it back: its members are each told so, as its lone messages would be.
+    if (s === NO_ROOM) return this.sessionIds?.reopen(sessionId!)?.protocolVersion === BATCH_VERSION;
     return s !== undefined && s.principal === principal && s.protocolVersion === BATCH_VERSION;
   }
 
@@ -425,7 +432,7 @@ export class Endpoint {
     return null;
   }
 
-  private sessionOf(ex: Exchange): LegacySession | undefined {
+  private sessionOf(ex: Exchange): LegacySession | NoRoom | undefined {
     const sid = ex.header('mcp-session-id');
     return sid === undefined ? undefined : this.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
   }
@@ -434,18 +441,17 @@ export class Endpoint {
    * The session with this id, or one an earlier hub process (or another hub with the same key)
    * opened for this principal on this endpoint, taken back: initialized, as its client last
    * knew it, with the subscriptions and log level this hub's ledger kept for it (SessionMemory),
-   * without a GET stream (its client opens it again).
+   * without a GET stream (its client opens it again). NO_ROOM: it would be taken back, but the
+   * hub is at maxSessions with every session busy; the client is told to try again (503), not
+   * that its session is gone (404, after which it would start anew, losing what it had).
    */
-  sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | undefined {
+  sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
     const held = this.sessions.get(sid);
     if (held || !this.sessionIds) return held;
-    const facts = this.sessionIds.reopen(sid);
-    if (!facts || facts.principal !== principal || facts.group !== group) return undefined;
-    // Issued by a hub of this ledger: open only while its row is here (an ended one has none).
-    // Another hub's session comes back without what it gathered there.
-    const ours = this.memory !== undefined && facts.home === this.memory.home;
-    const kept = ours ? this.memory!.recall(sid) : undefined;
-    if ((ours && !kept) || !this.roomForSession(principal)) return undefined;
+    const back = this.revivable(sid, principal, group);
+    if (!back) return undefined;
+    if (!this.roomForSession(principal)) return NO_ROOM;
+    const { facts, kept } = back;
     const session = new LegacySession(facts.protocolVersion, facts.clientInfo, facts.capabilities, principal, sid);
     session.initialized = true;
     session.group = group;
@@ -464,6 +470,31 @@ export class Endpoint {
       );
     this.log.info({ principal, client: facts.clientInfo?.name, subscriptions: kept?.uris.length ?? 0 }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
     return session;
+  }
+
+  /**
+   * A session not held here that this principal may take back on this endpoint, and what this
+   * hub's ledger kept of it. Issued by a hub of this ledger: only while its row is here (an
+   * ended one has none). Another hub's session comes back without what it gathered there.
+   */
+  private revivable(sid: string, principal: string, group: string | undefined): { facts: SessionFacts; kept?: Kept } | undefined {
+    const facts = this.sessionIds?.reopen(sid);
+    if (!facts || facts.principal !== principal || facts.group !== group) return undefined;
+    if (this.memory === undefined || facts.home !== this.memory.home) return { facts };
+    const kept = this.memory.recall(sid);
+    return kept ? { facts, kept } : undefined;
+  }
+
+  /**
+   * DELETE: the principal's session ends. One this hub would take back ends without being taken
+   * back (so without room: a full hub still forgets it, and a restarted one then refuses it).
+   */
+  deleteSession(sid: string, principal: string, group: string | undefined): boolean {
+    const held = this.sessions.get(sid);
+    if (held) return held.principal === principal && this.endSession(sid);
+    if (!this.revivable(sid, principal, group)) return false;
+    this.memory?.ended(sid);
+    return true;
   }
 
   private legacyNotification(session: LegacySession, n: Notification): void {
@@ -486,9 +517,9 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {
-      const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
+      const err = noRoomError();
       await this.recordRefused(req.id, req.method, ex, err, LEGACY);
-      return ex.reply(errorResponse(req.id, err), 503);
+      return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
     }
     const p = req.params ?? {};
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
@@ -625,7 +656,6 @@ export class Endpoint {
     }
   }
 
-  /** Room for one more session under maxSessions: the one idle longest ends. False if all are busy. */
   /**
    * Whether `principal` may open another legacy session, making room if it must. A principal at
    * its own cap gives up its idlest free session; at the hub's cap, the principal holding the
@@ -691,6 +721,16 @@ export class Endpoint {
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();
+
+/** Endpoint.sessionFor's answer for a session it would take back if the hub had room (503, not 404). */
+export const NO_ROOM = Symbol('no room for the session');
+export type NoRoom = typeof NO_ROOM;
+/** With every session busy, room comes when a client closes a stream or goes idle: a guess, not a promise. */
+export const NO_ROOM_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '5' };
+
+export function noRoomError(): RpcError {
+  return new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
+}
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;
 

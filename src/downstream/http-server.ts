@@ -7,7 +7,7 @@ import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, classify, errorResponse, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
-import { unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
+import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
@@ -321,6 +321,10 @@ export class HttpServer {
     }
     const sid = header(req, 'mcp-session-id');
     const found = sid === undefined ? undefined : this.endpoint.sessionFor(sid, who.principal, group, who.key);
+    if (found === NO_ROOM) {
+      sendJson(res, 503, errorResponse(undefined, noRoomError()), NO_ROOM_HEADERS);
+      return;
+    }
     // A session id is not a credential: another principal's session is "not found".
     const session = found?.principal === who.principal ? found : undefined;
     if (!session) {
@@ -352,7 +356,7 @@ export class HttpServer {
       else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;
     }
-    if (this.endpoint.sessionFor(sid, who.principal, group, who.key)?.principal !== who.principal || !this.endpoint.endSession(sid)) {
+    if (!this.endpoint.deleteSession(sid, who.principal, group)) {
       sendJson(res, 404, errorResponse(undefined, new RpcError(-32001, 'Session not found')));
       return;
     }

@@ -195,3 +195,61 @@ describe('what a legacy session gathered, across a restart of the hub', () => {
     db.close();
   }, 60_000);
 });
+
+/** A session's GET stream, open once this resolves (its status is checked): the session is busy while it is. */
+async function holdStream(url: string, key: string, sid: string): Promise<() => void> {
+  const ac = new AbortController();
+  const headers = { accept: 'text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${key}` };
+  const res = await fetch(url, { method: 'GET', headers, signal: ac.signal });
+  expect(res.status).toBe(200);
+  return () => ac.abort();
+}
+
+describe('a session to take back when the hub has no room (listen.maxSessions, every session busy)', () => {
+  it('is told to try again (503, Retry-After), not that it is gone; taken back once there is room; a DELETE ends it all the same', async () => {
+    await hub?.stop();
+    const port = await freePort();
+    const config = {
+      servers: { a: fixture(SDK1, '') },
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256(ALICE) }] },
+      listen: { maxSessions: 1 },
+    };
+    hub = await startHub(config, { port });
+    const { dir, url } = hub;
+    await waitForReady(url);
+    const kept = await openRaw(url, ALICE);
+    expect(await hub.stop()).toBe(0);
+
+    hub = await startHub(config, { dir, port });
+    await waitForReady(url);
+    const other = await openRaw(url, ALICE);
+    let release = await holdStream(url, ALICE, other);
+    const refused = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${ALICE}`, 'mcp-session-id': kept, 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'p', method: 'ping' }),
+    });
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(await refused.json()).toMatchObject({ id: 'p', error: { code: -32603, message: expect.stringMatching(/too many open sessions/) } });
+    const stream = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': kept, 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${ALICE}` } });
+    expect([stream.status, stream.headers.get('retry-after')]).toEqual([503, '5']);
+    // Room again (the other session's stream closed, it is the idlest): the session comes back.
+    release();
+    await waitUntil('room for the session', async () => ((await ping(url, ALICE, kept)).status === 200) || undefined, 5_000);
+    expect((await ping(url, ALICE, other)).status).toBe(404);
+    expect(await hub.stop()).toBe(0);
+
+    // A DELETE needs no room: the session ends, and a hub with room later refuses it.
+    hub = await startHub(config, { dir, port });
+    await waitForReady(url);
+    const third = await openRaw(url, ALICE);
+    release = await holdStream(url, ALICE, third);
+    expect((await ping(url, ALICE, kept)).status).toBe(503);
+    expect((await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': kept, authorization: `Bearer ${ALICE}` } })).status).toBe(200);
+    release();
+    await sleep(100);
+    expect((await ping(url, ALICE, kept)).status).toBe(404);
+    expect((await ping(url, ALICE, third)).status).toBe(200);
+  }, 60_000);
+});
