@@ -130,6 +130,7 @@ export class Hub implements HubCore {
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
       groups: new Groups(config.groups),
       report: (e) => this.catalogEvent(e),
+      listAtReady: (h) => !this.upstreams.splits(h),
       // A principal with its own upstream connection has its own private list partition.
       connection: async (h, principal) =>
         principal !== undefined && this.upstreams.isolated(h, principal)

@@ -55,6 +55,16 @@ export class PrincipalUpstreams {
     return this.authRequired && principal !== ANONYMOUS && h.upstream.era !== MODERN;
   }
 
+  /**
+   * Whether some principal may get a connection of its own to `h`: then the list of its main
+   * connection is not what every client is shown (and not the version to pin first).
+   */
+  splits(h: ServerHandle): boolean {
+    if (!h.config.url) return false;
+    if (Object.keys(h.config.credentials ?? {}).length > 0) return true;
+    return this.authRequired && h.upstream.era !== MODERN;
+  }
+
   /** The connection to use for `principal`'s call to `h` (started, or failed: the caller checks state). */
   for(h: ServerHandle, principal: string): Upstream | Promise<Upstream> {
     return this.isolated(h, principal) ? this.own(h, principal) : h.upstream;

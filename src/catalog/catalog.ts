@@ -56,6 +56,12 @@ export interface CatalogOptions {
   groups?: Groups;
   /** Per-principal upstream connections (auth); default: every principal uses the server's own. */
   connection?: (h: ServerHandle, principal: string | undefined) => Connection | Promise<Connection>;
+  /**
+   * Whether a server's tools are listed as soon as it is ready (default: every server's). Not
+   * one whose clients may each have a connection of their own: its main connection's list is
+   * nobody's in particular, and the first version a principal is shown is the one to pin.
+   */
+  listAtReady?: (h: ServerHandle) => boolean;
   /** Resource URIs of a server some client subscribed to (they go into its listen filter). */
   subscribedUris?: (serverId: string) => string[];
   /** Pin events and poisoned items, for the log and the ledger. */
@@ -156,11 +162,26 @@ export class Catalog extends EventEmitter {
   /** Wire an upstream's notifications and state into invalidation, and listen to it (modern). */
   watch(h: ServerHandle): void {
     this.watchConnection(h, h.upstream);
-    h.upstream.on('state', () => {
+    h.upstream.on('state', (state: string) => {
       this.reads.invalidate(h.id);
       this.invalidate(h.id, LIST_KINDS);
+      if (state === 'ready') this.warm(h);
     });
     this.listens.track(h.id, h.upstream);
+  }
+
+  /**
+   * A server that is ready has its tools listed and judged (pins, poisoning, plugins) at once on
+   * its own connection, not at some client's first list: a tool changed while the hub was down
+   * is held back and reported before anyone asks, `switchyard servers` counts its tools, and the
+   * first list after a start is served from the cache. Tools only: the other lists are asked for
+   * far less, and each would cost a fetch of every server at every start. (See listAtReady.)
+   */
+  private warm(h: ServerHandle): void {
+    if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return;
+    this.partFor('tools', h, { credential: '', upstream: h.upstream }).catch((err: unknown) =>
+      this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list at ready failed'),
+    );
   }
 
   /**

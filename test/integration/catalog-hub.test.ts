@@ -55,6 +55,9 @@ describe('cache and change propagation through the hub', () => {
       },
     });
     await waitForReady(hub.url, ['leg', 'mod', 'slow']);
+    // Each server's tools are listed once it is ready (slow's in 1.5 s): counted from after that.
+    const listed = async () => ((await (await fetch(new URL('/admin/servers', hub.url))).json()) as { servers: { tools: number | null }[] }).servers.every((s) => s.tools !== null);
+    for (let i = 0; i < 200 && !(await listed()); i++) await new Promise((r) => setTimeout(r, 50));
   }, 60_000);
   afterAll(async () => void (await hub?.stop()));
 
