@@ -10,6 +10,7 @@ import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
 import type { PoisonEvent } from './catalog/part.js';
 import type { PinEvent } from './catalog/pins.js';
+import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
 import { MODERN } from './protocol/era.js';
@@ -107,6 +108,7 @@ export class Hub implements HubCore {
   private readonly routes: ShownRoutes;
   /** Each server's capabilities when it was last ready (see currentCapabilities). */
   private readonly knownCapabilities: KnownCapabilities;
+  private readonly resourceRoutes: ResourceRouteStore | undefined;
   /** Read the config file again and apply it: set by `switchyard start` (POST /admin/reload). */
   reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
   /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
@@ -122,10 +124,11 @@ export class Hub implements HubCore {
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, pluginFailed), log, pluginFailed);
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
+    this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
       pins: ledger.pinStore?.(),
-      resourceRoutes: ledger.resourceRouteStore?.(),
+      resourceRoutes: this.resourceRoutes,
       plugins: this.plugins,
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
       groups: new Groups(config.groups),
@@ -188,7 +191,19 @@ export class Hub implements HubCore {
     const ledger = openLedger(config, log);
     const hub = new Hub(config, ledger, log);
     for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(hub.buildServer(s));
+    hub.forgetUnconfigured();
     return hub;
+  }
+
+  /**
+   * What the ledger kept of servers no longer in the config (capabilities, resource routes) is
+   * dropped: a server added later under the same id may be another one. A disabled server keeps
+   * its rows.
+   */
+  private forgetUnconfigured(): void {
+    const ids = new Set(Object.keys(this.config.servers));
+    this.knownCapabilities.retain(ids);
+    this.resourceRoutes?.retain(ids);
   }
 
   /** A server's upstream and handle, not yet registered or started; throws on a config it cannot use. */
@@ -339,6 +354,7 @@ export class Hub implements HubCore {
       pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded,
       applyPageSize: (n) => this.router.setPageSize(n),
       credentialsRevoked: (p, k) => this.credentialsRevoked(p, k),
+      forgetUnconfigured: () => this.forgetUnconfigured(),
     };
   }
 

@@ -17,6 +17,8 @@ export interface ResourceRoutes {
 export interface ResourceRouteStore {
   get(server: string, kind: RouteKind): ResourceRoutes | undefined;
   put(server: string, kind: RouteKind, routes: ResourceRoutes): void;
+  /** Only these servers' routes stay (the others were removed from the config). */
+  retain(servers: ReadonlySet<string>): void;
 }
 
 /**

@@ -6,6 +6,8 @@ import type { UpstreamState } from '../upstream/types.js';
 export interface CapabilityStore {
   get(server: string): ServerCapabilities | undefined;
   put(server: string, capabilities: ServerCapabilities): void;
+  /** Only these servers' rows stay (the others were removed from the config). */
+  retain(servers: ReadonlySet<string>): void;
 }
 
 /**
@@ -33,6 +35,15 @@ export class KnownCapabilities {
     if (this.seen.get(server)?.json === json) return;
     this.seen.set(server, { caps, json });
     if (JSON.stringify(this.store?.get(server) ?? null) !== json) this.store?.put(server, caps);
+  }
+
+  /**
+   * Servers no longer configured are forgotten, here and in the store: one added later under
+   * the same id may be another server, and must not count with what this one offered.
+   */
+  retain(servers: ReadonlySet<string>): void {
+    for (const id of this.seen.keys()) if (!servers.has(id)) this.seen.delete(id);
+    this.store?.retain(servers);
   }
 
   of(server: string, state: UpstreamState, own: ServerCapabilities | undefined): ServerCapabilities | undefined {

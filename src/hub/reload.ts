@@ -37,6 +37,8 @@ export interface ReloadTarget {
    * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
    */
   credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void;
+  /** The servers section was replaced: what the hub kept of servers no longer in it goes. */
+  forgetUnconfigured(): void;
 }
 
 /** What a reload did: the servers by how they changed, the sections put in place, and those left for a restart. */
@@ -135,6 +137,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
   }
   inConfigOrder(hub.handles, next);
   hub.config.servers = next.servers;
+  if (d.removed.length > 0) hub.forgetUnconfigured();
   for (const h of fresh) hub.startServer(h);
   for (const h of retiring) void retire(h, hub.config.listen.drainTimeoutMs);
   // Last: loading may take a while (a plugin's import and factory), and nothing above waits for it.

@@ -12,11 +12,13 @@ import { KeptTable } from './kept-table.js';
 export class LedgerCapabilityStore extends KeptTable implements CapabilityStore {
   private readonly map = new Map<string, ServerCapabilities>();
   private readonly upsert: Statement;
+  private readonly remove: Statement;
 
   constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
     super(gc, now, log);
     this.upsert = db.prepare(`INSERT INTO server_capabilities (server, capabilities, seen_ms) VALUES (@server, @capabilities, @seen)
       ON CONFLICT (server) DO UPDATE SET capabilities = excluded.capabilities, seen_ms = excluded.seen_ms`);
+    this.remove = db.prepare('DELETE FROM server_capabilities WHERE server = @server');
     for (const r of db.prepare('SELECT server, capabilities FROM server_capabilities').all() as { server: string; capabilities: string }[]) {
       try {
         const caps: unknown = JSON.parse(r.capabilities);
@@ -35,5 +37,13 @@ export class LedgerCapabilityStore extends KeptTable implements CapabilityStore 
     this.map.set(server, capabilities);
     const row = { server, capabilities: JSON.stringify(capabilities), seen: this.now() };
     this.writeLater(this.upsert, row, "a server's capabilities", { server });
+  }
+
+  retain(servers: ReadonlySet<string>): void {
+    for (const server of this.map.keys()) {
+      if (servers.has(server)) continue;
+      this.map.delete(server);
+      this.writeLater(this.remove, { server }, "a removed server's capabilities", { server });
+    }
   }
 }

@@ -6,11 +6,12 @@
  * fixture upstream made slow to start, raw legacy handshakes over loopback HTTP.
  */
 import { mkdtempSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { health, legacySession, waitForReady } from '../helpers/wire.js';
+import { health, legacySession, modernPost, waitForReady } from '../helpers/wire.js';
 
 // Tools, and resources with subscribe; no prompts, no completions.
 const MUTABLE = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
@@ -38,5 +39,29 @@ describe('capabilities while an upstream starts', () => {
     hub = await startHub(config, { dir });
     expect(await handshake(hub.url)).toEqual(own);
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
+  }, 40_000);
+
+  it('what the ledger kept of a server removed from the config while the hub was down is dropped at the next start', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
+    const quick = (uri: string) => ({ command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy', DOC_URI: uri } });
+    hub = await startHub({ servers: { a: quick('a://doc'), b: quick('b://doc') } }, { dir });
+    await waitForReady(hub.url, ['a', 'b']);
+    expect((await modernPost(hub.url, 1, 'resources/list')).body?.result?.resources).toHaveLength(2); // routes stored
+    await hub.stop();
+    const kept = () => {
+      const db = new Database(join(dir, 'ledger.db'), { readonly: true });
+      try {
+        const servers = (table: string) => (db.prepare(`SELECT DISTINCT server FROM ${table} ORDER BY server`).all() as { server: string }[]).map((r) => r.server);
+        return { capabilities: servers('server_capabilities'), routes: servers('resource_routes') };
+      } finally {
+        db.close();
+      }
+    };
+    expect(kept()).toEqual({ capabilities: ['a', 'b'], routes: ['a', 'b'] });
+
+    hub = await startHub({ servers: { a: quick('a://doc') } }, { dir });
+    await waitForReady(hub.url, ['a']);
+    await hub.stop();
+    expect(kept()).toEqual({ capabilities: ['a'], routes: ['a'] });
   }, 40_000);
 });

@@ -17,6 +17,9 @@ function memoryStore(seed: Record<string, ServerCapabilities> = {}): CapabilityS
       this.puts++;
       map.set(s, c);
     },
+    retain(ids) {
+      for (const s of map.keys()) if (!ids.has(s)) map.delete(s);
+    },
   };
 }
 
@@ -51,6 +54,17 @@ describe('KnownCapabilities', () => {
     expect(store.get('a')).toEqual({ prompts: { listChanged: true }, logging: {} });
   });
 
+  it('a server no longer configured is forgotten, in this process and in the store: one added later under its id starts afresh', () => {
+    const store = memoryStore({ gone: { prompts: {} }, kept: { logging: {} } });
+    const known = new KnownCapabilities(store);
+    known.ready('seen', { resources: { subscribe: true } });
+    known.retain(new Set(['kept']));
+    expect(known.of('gone', 'starting', undefined)).toEqual(LISTS);
+    expect(known.of('seen', 'starting', undefined)).toEqual(LISTS);
+    expect(known.of('kept', 'starting', undefined)).toEqual({ logging: {} });
+    expect([store.get('gone'), store.get('seen')]).toEqual([undefined, undefined]);
+  });
+
   it('familiesOf keeps what the hub builds its own capabilities from, and nothing else', () => {
     expect(familiesOf({ resources: { subscribe: true, listChanged: false }, experimental: { x: {} }, tasks: {} } as ServerCapabilities)).toEqual({
       resources: { listChanged: true, subscribe: true },
@@ -80,6 +94,11 @@ describe('ledger capability store', () => {
     expect(b.capabilityStore().get('s')).toEqual({ tools: { listChanged: true }, logging: {} });
     expect(b.capabilityStore().get('bad')).toBeUndefined();
     expect(b.capabilityStore().get('other')).toBeUndefined();
+    b.capabilityStore().retain(new Set(['bad']));
+    expect(b.capabilityStore().get('s')).toBeUndefined();
     await b.close();
+    const c = Ledger.open({ path: t.db });
+    expect(c.capabilityStore().get('s')).toBeUndefined(); // the row is gone, not only the memory
+    await c.close();
   });
 });

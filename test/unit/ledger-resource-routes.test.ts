@@ -32,4 +32,19 @@ describe('ledger resource route store', () => {
     expect(b.resourceRouteStore().get('other', 'resources')).toBeUndefined();
     await b.close();
   });
+
+  it('drops the routes of servers no longer configured, both kinds, rows included', async () => {
+    t = tempDir();
+    const a = Ledger.open({ path: t.db });
+    a.resourceRouteStore().put('gone', 'resources', { shown: ['g://a'], hidden: [] });
+    a.resourceRouteStore().put('gone', 'resourceTemplates', { shown: ['g://t/{id}'], hidden: [] });
+    a.resourceRouteStore().put('kept', 'resources', { shown: ['k://a'], hidden: [] });
+    a.resourceRouteStore().retain(new Set(['kept']));
+    expect(a.resourceRouteStore().get('gone', 'resources')).toBeUndefined();
+    await a.close();
+    const b = Ledger.open({ path: t.db });
+    expect([b.resourceRouteStore().get('gone', 'resources'), b.resourceRouteStore().get('gone', 'resourceTemplates')]).toEqual([undefined, undefined]);
+    expect(b.resourceRouteStore().get('kept', 'resources')).toEqual({ shown: ['k://a'], hidden: [] });
+    await b.close();
+  });
 });

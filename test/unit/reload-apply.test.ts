@@ -59,6 +59,7 @@ function target(running: HubConfig, cannotBuild: string | undefined, filesChange
     },
     pluginFilesChanged: filesChanged,
     credentialsRevoked: () => void changes.push('revoked'),
+    forgetUnconfigured: () => void changes.push(`forgetUnconfigured ${Object.keys(t.config.servers).join(',')}`),
   };
   return { t, handles, built, changes, pooled };
 }
@@ -112,7 +113,8 @@ describe('applyReload', () => {
     const next = cfg({ b: { command: 'node' } });
     next.plugins = { disable: ['redact-secrets'] };
     await applyReload(t, next);
-    expect(changes).toEqual(['routes.forget a', 'catalog.forget a', 'upstreams.forget a', 'plugins redact-secrets']);
+    // What the hub kept of the removed server goes, once the servers section is the new one.
+    expect(changes).toEqual(['routes.forget a', 'catalog.forget a', 'upstreams.forget a', 'forgetUnconfigured b', 'plugins redact-secrets']);
     expect(running.plugins).toEqual({ disable: ['redact-secrets'] });
     changes.length = 0;
     await applyReload(t, cfg({ b: { command: 'node' } }));
