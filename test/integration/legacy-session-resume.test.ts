@@ -217,7 +217,7 @@ describe('a session to take back when the hub has no room (listen.maxSessions, e
     hub = await startHub(config, { port });
     const { dir, url } = hub;
     await waitForReady(url);
-    const kept = await openRaw(url, ALICE);
+    const kept = await openRaw(url, ALICE, '2025-03-26'); // the revision with batches
     expect(await hub.stop()).toBe(0);
 
     hub = await startHub(config, { dir, port });
@@ -234,6 +234,9 @@ describe('a session to take back when the hub has no room (listen.maxSessions, e
     expect(await refused.json()).toMatchObject({ id: 'p', error: { code: -32603, message: expect.stringMatching(/too many open sessions/) } });
     const stream = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': kept, 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${ALICE}` } });
     expect([stream.status, stream.headers.get('retry-after')]).toEqual([503, '5']);
+    // A batch has one status for all its members: each is told so in its own answer.
+    const batch = await legacy(url, ALICE, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, { jsonrpc: '2.0', id: 2, method: 'ping' }], kept, '2025-03-26');
+    expect(JSON.parse(batch.body)).toEqual([1, 2].map((id) => ({ jsonrpc: '2.0', id, error: { code: -32603, message: expect.stringMatching(/too many open sessions/) } })));
     // Room again (the other session's stream closed, it is the idlest): the session comes back.
     release();
     await waitUntil('room for the session', async () => ((await ping(url, ALICE, kept)).status === 200) || undefined, 5_000);
