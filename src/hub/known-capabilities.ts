@@ -24,34 +24,44 @@ const ASSUMED: ServerCapabilities = Object.freeze({ tools: { listChanged: true }
  * upstream object with no capabilities until it is ready.
  */
 export class KnownCapabilities {
-  private readonly seen = new Map<string, { caps: ServerCapabilities; json: string }>();
+  private readonly store: CapabilityStore;
 
-  constructor(private readonly store?: CapabilityStore) {}
+  /** Without a store (the ledger off), what servers offered is kept for this process only. */
+  constructor(store?: CapabilityStore) {
+    this.store = store ?? memoryStore();
+  }
 
   /** A server became ready with these capabilities; stored when they differ from the last. */
   ready(server: string, own: ServerCapabilities): void {
     const caps = familiesOf(own);
-    const json = JSON.stringify(caps);
-    if (this.seen.get(server)?.json === json) return;
-    this.seen.set(server, { caps, json });
-    if (JSON.stringify(this.store?.get(server) ?? null) !== json) this.store?.put(server, caps);
+    if (JSON.stringify(this.store.get(server) ?? null) !== JSON.stringify(caps)) this.store.put(server, caps);
   }
 
   /**
-   * Servers no longer configured are forgotten, here and in the store: one added later under
-   * the same id may be another server, and must not count with what this one offered.
+   * Servers no longer configured are forgotten: one added later under the same id may be
+   * another server, and must not count with what this one offered.
    */
   retain(servers: ReadonlySet<string>): void {
-    for (const id of this.seen.keys()) if (!servers.has(id)) this.seen.delete(id);
-    this.store?.retain(servers);
+    this.store.retain(servers);
   }
 
   of(server: string, state: UpstreamState, own: ServerCapabilities | undefined): ServerCapabilities | undefined {
     if (own) return own;
-    const last = this.seen.get(server)?.caps ?? this.store?.get(server);
+    const last = this.store.get(server);
     if (last) return last;
     return state === 'starting' || state === 'restarting' ? ASSUMED : undefined;
   }
+}
+
+function memoryStore(): CapabilityStore {
+  const map = new Map<string, ServerCapabilities>();
+  return {
+    get: (server) => map.get(server),
+    put: (server, caps) => void map.set(server, caps),
+    retain(servers) {
+      for (const id of map.keys()) if (!servers.has(id)) map.delete(id);
+    },
+  };
 }
 
 /**
