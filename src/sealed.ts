@@ -8,9 +8,14 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 
 /** `value`'s JSON sealed with a 32-byte key. */
 export function sealJson(key: Buffer, value: unknown): string {
+  return sealText(key, JSON.stringify(value));
+}
+
+/** A JSON text sealed as sealJson would seal its value (for a caller that has the text already). */
+export function sealText(key: Buffer, json: string): string {
   const iv = randomBytes(12);
   const c = createCipheriv('aes-256-gcm', key, iv);
-  const ct = Buffer.concat([c.update(JSON.stringify(value), 'utf8'), c.final()]);
+  const ct = Buffer.concat([c.update(json, 'utf8'), c.final()]);
   return Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64url');
 }
 

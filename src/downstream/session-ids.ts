@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { deriveKey, openJson, sealJson } from '../sealed.js';
+import { deriveKey, openJson, sealText } from '../sealed.js';
 import type { ClientCapabilities, Implementation } from '../protocol/types.js';
 
 /**
@@ -55,8 +55,9 @@ export class SessionIds {
     if (facts.clientInfo !== undefined) sealed.i = facts.clientInfo;
     if (facts.group !== undefined) sealed.g = facts.group;
     if (this.home !== undefined) sealed.h = this.home;
-    if (Buffer.byteLength(JSON.stringify(sealed)) > MAX_FACTS_BYTES) return randomBytes(18).toString('base64url');
-    return PREFIX + sealJson(this.key, sealed);
+    const json = JSON.stringify(sealed);
+    if (Buffer.byteLength(json) > MAX_FACTS_BYTES) return randomBytes(18).toString('base64url');
+    return PREFIX + sealText(this.key, json);
   }
 
   /**
