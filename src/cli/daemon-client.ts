@@ -4,6 +4,22 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import type { Argv } from 'yargs';
+
+/** What every command that talks to the daemon takes. */
+export interface DaemonArgs {
+  config: string;
+  url?: string;
+  json: boolean;
+}
+
+/** `--config` (where the daemon's address is read), `--url` and `--json`, as every daemon command has them. */
+export function daemonOptions(y: Argv, describe: { config?: string; json?: string } = {}): Argv<DaemonArgs> {
+  return y
+    .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: describe.config ?? 'Config file (for the daemon address)' })
+    .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410 (default: from the config)' })
+    .option('json', { type: 'boolean', default: false, describe: describe.json ?? 'Print JSON' }) as Argv<DaemonArgs>;
+}
 
 export class NoDaemonError extends Error {}
 export class DaemonError extends Error {}

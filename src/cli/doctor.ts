@@ -8,15 +8,11 @@ import type { HubConfig } from '../config/types.js';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
-import { daemonBase, getJson, NoDaemonError } from './daemon-client.js';
+import { daemonBase, daemonOptions, getJson, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 import { globMatcher } from '../policy/glob.js';
 
-interface DoctorArgs {
-  config: string;
-  url?: string;
-  json: boolean;
-}
+type DoctorArgs = DaemonArgs;
 
 export type Level = 'ok' | 'warn' | 'fail';
 export interface Finding {
@@ -166,10 +162,7 @@ export const doctorCommand: CommandModule<object, DoctorArgs> = {
   command: 'doctor',
   describe: 'Check the config, the daemon, its port, the upstreams, tool names, quarantine, client tool caps and the ledger',
   builder: (y: Argv) =>
-    y
-      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
-      .option('url', { type: 'string', describe: 'The daemon address (default: from the config)' })
-      .option('json', { type: 'boolean', default: false, describe: 'Print the findings as JSON' }) as Argv<DoctorArgs>,
+    daemonOptions(y, { config: 'Config file', json: 'Print the findings as JSON' }),
   handler: async (argv) => {
     const findings = await diagnose(argv.config, argv.url);
     if (argv.json) process.stdout.write(screenJson(JSON.stringify(findings, null, 2)) + '\n');

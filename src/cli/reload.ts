@@ -2,13 +2,7 @@ import type { Argv, CommandModule } from 'yargs';
 import type { ReloadOutcome } from '../config/watch.js';
 import type { ReloadReport } from '../hub/reload.js';
 import { screenJson, screenText } from '../ledger/format.js';
-import { daemonBase, withDaemon, postJson } from './daemon-client.js';
-
-interface ReloadArgs {
-  config: string;
-  url?: string;
-  json: boolean;
-}
+import { daemonBase, daemonOptions, withDaemon, postJson, type DaemonArgs } from './daemon-client.js';
 
 type Outcome = ReloadOutcome<ReloadReport>;
 
@@ -39,14 +33,10 @@ export function describeOutcome(o: Outcome): { text: string; exitCode: number } 
   return { text, exitCode: 0 };
 }
 
-export const reloadCommand: CommandModule<object, ReloadArgs> = {
+export const reloadCommand: CommandModule<object, DaemonArgs> = {
   command: 'reload',
   describe: 'Make the running daemon read its config file again and apply it (as SIGHUP does), and say what changed',
-  builder: (y: Argv) =>
-    y
-      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for the daemon address; the daemon reads its own)' })
-      .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410' })
-      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' }) as Argv<ReloadArgs>,
+  builder: (y: Argv) => daemonOptions(y, { config: 'Config file (for the daemon address; the daemon reads its own)' }),
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {

@@ -1,13 +1,9 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
-import { daemonBase, withDaemon, getJson, postJson } from './daemon-client.js';
+import { daemonBase, daemonOptions, withDaemon, getJson, postJson, type DaemonArgs } from './daemon-client.js';
 
-interface ServersArgs {
-  config: string;
-  url?: string;
-  json: boolean;
-}
+type ServersArgs = DaemonArgs;
 
 function age(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
@@ -96,11 +92,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
   command: 'servers',
   describe: "The running daemon's upstreams: state, era, server version, tools, restarts, last error",
   builder: (y: Argv) =>
-    y
-      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for the daemon address)' })
-      .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410' })
-      .option('json', { type: 'boolean', default: false, describe: 'Print JSON' })
-      .command(restartCommand) as Argv<ServersArgs>,
+    daemonOptions(y).command(restartCommand),
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
