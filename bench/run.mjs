@@ -8,8 +8,8 @@
 // (bench/forwarder.mjs, the practical ceiling), through Switchyard (ledger on and off) and
 // through peer hubs from npm; then start-up, memory, aggregated lists, ledger cost and ledger
 // queries. Prints a markdown report; numbers are printed, never asserted. See docs/BENCHMARKS.md.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { ensureBuilt } from './lib/build.mjs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
@@ -105,27 +105,9 @@ const startedAt = performance.now();
 
 // ------------------------------------------------------------------------------ set-up
 
-function newestMtime(dir) {
-  let t = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    t = Math.max(t, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
-  }
-  return t;
-}
-
-function ensureBuilt() {
+function ensureBuiltHere() {
   if (process.env.SWITCHYARD_BENCH_ROOT) return; // an A/B build, measured as it is
-  const entry = join(ROOT, 'dist/src/cli/main.js');
-  if (existsSync(entry) && statSync(entry).mtimeMs >= newestMtime(join(ROOT, 'src'))) return;
-  log('bench: building (tsc -p .)');
-  try {
-    execFileSync('npx', ['tsc', '-p', '.'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-  } catch (err) {
-    // tsc still emits on type errors; measure what was emitted, but say so.
-    if (!existsSync(entry)) throw err;
-    log('bench: tsc reported errors; measuring the JavaScript it emitted');
-  }
+  ensureBuilt(ROOT, { log: (m) => log(`bench: ${m}`), onErrors: () => log('bench: tsc reported errors; measuring the JavaScript it emitted') });
 }
 
 function machine() {
@@ -584,7 +566,7 @@ async function profile() {
 
 async function main() {
   if (opt('--report')) return rerender(opt('--report'));
-  ensureBuilt();
+  ensureBuiltHere();
   if (flag('--profile')) return profile();
   const peerStatus = flag('--no-peers') ? { installed: {}, failed: {} } : ensurePeers(log);
   const m = machine();

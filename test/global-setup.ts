@@ -1,30 +1,13 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { commandOf, environOf, liveProcesses } from './helpers/procs.js';
+import { ensureBuilt } from '../bench/lib/build.mjs';
 
-// Integration tests run the real built binary; rebuild when any source is newer than the last
-// build. A stamp file marks the build: tsc leaves unchanged outputs untouched, so their own
-// times say nothing.
-const STAMP = 'dist/.build-stamp';
-
-function newest(dir: string): number {
-  let t = 0;
-  if (!existsSync(dir)) return t;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    t = Math.max(t, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
-  }
-  return t;
-}
-
+// Integration tests run the real built binary: rebuilt when a source is newer than the last
+// build, by the same rule (and stamp) as the benchmark's, so neither rebuilds mid-run.
 export default function setup(): () => Promise<void> {
-  const sources = Math.max(newest('src'), newest('plugins'), statSync('tsconfig.json').mtimeMs);
-  if (!existsSync(STAMP) || statSync(STAMP).mtimeMs < sources) {
-    execFileSync('npx', ['tsc', '-p', '.'], { stdio: 'inherit' });
-    writeFileSync(STAMP, new Date().toISOString());
-  }
+  ensureBuilt(process.cwd());
   return ownTmpdir();
 }
 
