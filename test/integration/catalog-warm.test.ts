@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const schema = { type: 'object', properties: { text: { type: 'string' } } };
@@ -38,6 +38,7 @@ describe('tools listed when a server is ready', () => {
     await waitForReady(hub.url, ['w']);
     const servers = async () => ((await (await fetch(new URL('/admin/servers', hub!.url))).json()) as { servers: Json[] }).servers;
     await expect.poll(async () => (await servers())[0]?.tools, { timeout: 5_000, interval: 50 }).toBe(1);
+    expect((await health(hub.url)).servers[0]).toMatchObject({ id: 'w', tools: 1 });
     expect(lists()).toBe(1);
     const listed = await modernPost(hub.url, 1, 'tools/list');
     expect((listed.body?.result?.tools as Json[]).map((t) => t.name)).toEqual(['w__echo']);
