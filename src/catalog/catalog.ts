@@ -171,9 +171,9 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * A server that is ready has its tools listed and judged (pins, poisoning, plugins) at once on
-   * its own connection, not at some client's first list: a tool changed while the hub was down
-   * is held back and reported before anyone asks, `switchyard servers` counts its tools, and the
+   * A server that is ready, or says its tools changed, has them listed and judged (pins,
+   * poisoning, plugins) at once on its own connection, not at some client's next list: a tool
+   * changed (while the hub was down, or now) is held back and reported before anyone asks, `switchyard servers` counts its tools, and the
    * first list after a start is served from the cache. Tools only: the other lists are asked for
    * far less, and each would cost a fetch of every server at every start. (See listAtReady.)
    */
@@ -204,20 +204,24 @@ export class Catalog extends EventEmitter {
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
-      const next = prev.then(() => this.onNotification(h, n.method, n.params ?? {})).catch((err: unknown) =>
+      const next = prev.then(() => this.onNotification(h, n.method, n.params ?? {}, principal === undefined)).catch((err: unknown) =>
         this.log.error({ err, server: h.id }, 'notification handling failed'),
       );
       this.notifyChain.set(h.id, next);
     });
   }
 
-  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>): Promise<void> {
+  /** `main`: it came on the server's own connection (not a principal's). */
+  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>, main: boolean): Promise<void> {
     const kinds = CHANGED_NOTIFICATION[method];
     if (!kinds && method !== 'notifications/resources/updated') return;
     const plugins = this.opts.plugins;
     if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
-    if (kinds) this.invalidate(h.id, kinds);
-    else if (typeof params.uri === 'string') {
+    if (kinds) {
+      this.invalidate(h.id, kinds);
+      // Judged at once, as at ready: a rug pull is held back and audited when it happens.
+      if (main && kinds.includes('tools')) this.warm(h);
+    } else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
       if (await this.hiddenEverywhere(h.id, params.uri)) return;
