@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { contentSnapshot } from './snapshot.js';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
@@ -635,15 +635,6 @@ export class Catalog extends EventEmitter {
     b.views.set(group, v);
     return v;
   }
-}
-
-/**
- * What a cursor names: the list itself (its items and each part's cache scope), not this
- * process's version counters, so a cursor stays good across a restart of the hub and on
- * another hub serving the same list (given the same key, see cursorKeyFrom).
- */
-function contentSnapshot(scopes: string, items: readonly Record<string, unknown>[]): string {
-  return createHash('sha256').update(scopes).update('\n').update(JSON.stringify(items)).digest('base64url').slice(0, 22);
 }
 
 /** The key of a server's list in one authorization context ('' = the server's own), in `parts`. */
