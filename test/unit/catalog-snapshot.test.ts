@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { contentSnapshot } from '../../src/catalog/snapshot.js';
 
 const tool = (name: string, description = 'd') => ({ name, description, inputSchema: { type: 'object' } });
@@ -40,6 +40,21 @@ describe('contentSnapshot', () => {
         expect(contentSnapshot(scopes, items)).toBe(whole); // from the kept texts
       }),
     );
+  });
+
+  it('serialises an item once: after a change only the new items are serialised again', () => {
+    const items = Array.from({ length: 50 }, (_, i) => tool(`s__t${i}`));
+    const spy = vi.spyOn(JSON, 'stringify');
+    try {
+      contentSnapshot('s', items);
+      expect(spy).toHaveBeenCalledTimes(50);
+      spy.mockClear();
+      const changed = [...items.slice(0, 49), tool('s__t49', 'changed')];
+      contentSnapshot('s', changed);
+      expect(spy).toHaveBeenCalledTimes(1);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('items are not run together: moving text from one item to the next changes it', () => {
