@@ -1,4 +1,3 @@
-import { contentSnapshot } from './snapshot.js';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
@@ -14,6 +13,7 @@ import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from '.
 import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
 import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
+import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 
@@ -173,14 +173,15 @@ export class Catalog extends EventEmitter {
   /**
    * A server that is ready, or says its tools changed, has them listed and judged (pins,
    * poisoning, plugins) at once on its own connection, not at some client's next list: a tool
-   * changed (while the hub was down, or now) is held back and reported before anyone asks, `switchyard servers` counts its tools, and the
-   * first list after a start is served from the cache. Tools only: the other lists are asked for
-   * far less, and each would cost a fetch of every server at every start. (See listAtReady.)
+   * changed (while the hub was down, or now) is held back and reported before anyone asks,
+   * `switchyard servers` counts its tools, and the first list after a start is served from the
+   * cache. Tools only: the other lists are asked for far less, and each would cost a fetch of
+   * every server at every start. (See listAtReady.)
    */
   private warm(h: ServerHandle): void {
     if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return;
     this.partFor('tools', h, { credential: '', upstream: h.upstream }).catch((err: unknown) =>
-      this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list at ready failed'),
+      this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
     );
   }
 

@@ -731,6 +731,7 @@ export const NO_ROOM_HEADERS: Readonly<Record<string, string>> = { 'retry-after'
 export function noRoomError(): RpcError {
   return new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
 }
+
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;
 
