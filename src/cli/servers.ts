@@ -97,7 +97,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
       const r = await getJson<{ servers: ServerView[] }>(base, '/admin/servers');
-      // Tool counts come from the catalog (listing fills it if no client has yet).
+      // The tools clients are shown (held-back ones not counted), not the raw list's length.
       const tools = await getJson<{ tools: ToolView[] }>(base, '/admin/tools').catch(() => undefined);
       if (tools) {
         const counts = new Map<string, number>();
