@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Catalog benchmark: one hub over 100 modern upstreams × 50 tools (bench/catalog-upstreams.mjs,
 // one process, HTTP), measured in-process on the built hub (dist/), ledger on:
-//   - cold: from "all upstreams ready" to the first complete aggregated list (every upstream listed, pins stored)
+//   - first: from "all upstreams ready" to the first complete aggregated list (every upstream listed, pins stored;
+//     the hub lists each server as it gets ready, so this waits for what is left of that)
 //   - cached: p50/p99 of the hub's own tools/list work (router + catalog + ledger row), first page and the full list
 //   - the same first page over HTTP (keep-alive, JSON serialisation and the wire included)
 //   - hub RSS
@@ -134,7 +135,7 @@ const report = {
 };
 console.log(JSON.stringify(report, null, 2));
 console.log(
-  `\n- ${SERVERS} modern upstreams × ${TOOLS} tools = ${first.n} tools (${first.pages} pages): all ready in ${ms(readyMs)} ms; cold first full list ${ms(coldMs)} ms;` +
+  `\n- ${SERVERS} modern upstreams × ${TOOLS} tools = ${first.n} tools (${first.pages} pages): all ready in ${ms(readyMs)} ms; first full list right after that ${ms(coldMs)} ms;` +
     ` cached tools/list first page p50 ${ms(report.cachedFirstPage.p50)} ms (p99 ${ms(report.cachedFirstPage.p99)}), full list p50 ${ms(report.cachedFullList.p50)} ms,` +
     ` catalog aggregate alone p50 ${ms(report.cachedAggregate.p50)} ms; over HTTP first page p50 ${ms(report.httpFirstPage.p50)} ms (${(bytes / 1024).toFixed(0)} KiB);` +
     ` upstream tools/list calls ${report.upstreamListCalls} (one per upstream); process RSS ${report.rssMb.after.toFixed(0)} MB (${report.rssMb.before.toFixed(0)} MB before the hub).`,

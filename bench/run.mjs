@@ -487,7 +487,7 @@ function report(m, results, extras, peerStatus, run) {
   if (extras.aggregated) {
     const a = extras.aggregated;
     L.push(
-      `- Aggregated tools/list over ${a.servers} upstreams × ${a.toolsPerServer} tools (${fmtInt(a.tools)} tools, ${a.pages} pages of ≤1000): all ready after ${fmtInt(a.readyMs)} ms; cold first full list ${fmtMs(a.coldMs)} ms; cached full list p50 ${fmtMs(a.fullP50)} ms; cached first page p50 ${fmtMs(a.pageP50)} ms (p99 ${fmtMs(a.pageP99)} ms, ${fmtInt(a.pageRps)} pages/s at concurrency 1); hub RSS ${mb(a.hubRss)}.`,
+      `- Aggregated tools/list over ${a.servers} upstreams × ${a.toolsPerServer} tools (${fmtInt(a.tools)} tools, ${a.pages} pages of ≤1000): all ready after ${fmtInt(a.readyMs)} ms; first full list right after that ${fmtMs(a.coldMs)} ms (the hub lists each server as it gets ready; this list waits for what is left of that); cached full list p50 ${fmtMs(a.fullP50)} ms; cached first page p50 ${fmtMs(a.pageP50)} ms (p99 ${fmtMs(a.pageP99)} ms, ${fmtInt(a.pageRps)} pages/s at concurrency 1); hub RSS ${mb(a.hubRss)}.`,
     );
   }
   if (extras.paired) {
