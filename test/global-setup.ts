@@ -7,7 +7,12 @@ import { ensureBuilt } from '../bench/lib/build.mjs';
 // Integration tests run the real built binary: rebuilt when a source is newer than the last
 // build, by the same rule (and stamp) as the benchmark's, so neither rebuilds mid-run.
 export default function setup(): () => Promise<void> {
-  ensureBuilt(process.cwd());
+  // Unlike the benchmark, a build with type errors stops the run (as before the shared rule).
+  ensureBuilt(process.cwd(), {
+    onErrors: () => {
+      throw new Error('tsc reported type errors (see above)');
+    },
+  });
   return ownTmpdir();
 }
 
