@@ -4,11 +4,10 @@
 // upstreams cost the hub nothing it must not pay anyway. Lists carry ttlMs 1 h, cacheScope public.
 //   node bench/catalog-upstreams.mjs --servers 100 --tools 50   → prints LISTENING <port>
 import http from 'node:http';
+import { numberOption } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const opt = (f, d) => (argv.includes(f) ? Number(argv[argv.indexOf(f) + 1]) : d);
-const SERVERS = opt('--servers', 100);
-const TOOLS = opt('--tools', 50);
+const SERVERS = numberOption('servers', 100);
+const TOOLS = numberOption('tools', 50);
 const lists = [];
 let listCalls = 0;
 for (let s = 0; s < SERVERS; s++) {

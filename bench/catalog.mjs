@@ -12,17 +12,16 @@ import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { numberOption } from './lib/args.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { Hub } = await import(join(ROOT, 'dist/src/hub.js'));
 const { parseConfig } = await import(join(ROOT, 'dist/src/config/load.js'));
 const { silentLogger } = await import(join(ROOT, 'dist/src/log.js'));
 
-const argv = process.argv.slice(2);
-const opt = (f, d) => (argv.includes(f) ? Number(argv[argv.indexOf(f) + 1]) : d);
-const SERVERS = opt('--servers', 100);
-const TOOLS = opt('--tools', 50);
-const ITER = opt('--iterations', 2000);
+const SERVERS = numberOption('servers', 100);
+const TOOLS = numberOption('tools', 50);
+const ITER = numberOption('iterations', 2000);
 
 const pct = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(a.length * p))];
 const ms = (n) => (n < 10 ? n.toFixed(3) : n.toFixed(1));

@@ -8,14 +8,10 @@
 //
 // Listens on 127.0.0.1 only.
 import { createServer } from 'node:http';
+import { numberOption } from './lib/args.mjs';
 
-const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(name);
-  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : dflt;
-};
-const PORT = Number(opt('--port', '0'));
-const TOOL_COUNT = Math.max(1, Number(opt('--tools', '1')) || 1);
+const PORT = numberOption('port', 0);
+const TOOL_COUNT = Math.max(1, numberOption('tools', 1));
 const SERVER_INFO = { name: 'bench-echo-http', version: '1.0.0' };
 const META = { 'io.modelcontextprotocol/serverInfo': SERVER_INFO };
 

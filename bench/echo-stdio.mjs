@@ -8,13 +8,10 @@
 //
 // --tools N: expose N tools (echo, then t1..t{N-1}); every one of them echoes.
 
-const argv = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = argv.indexOf(name);
-  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : dflt;
-};
-const TOOL_COUNT = Math.max(1, Number(opt('--tools', '1')) || 1);
-const NAME = opt('--name', 'bench-echo-stdio');
+import { numberOption, option } from './lib/args.mjs';
+
+const TOOL_COUNT = Math.max(1, numberOption('tools', 1));
+const NAME = option('name', 'bench-echo-stdio');
 const LEGACY_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 
 const tools = [];

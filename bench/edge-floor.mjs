@@ -9,15 +9,11 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { numberOption, option } from './lib/args.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
 import { cpuNs } from './lib/procs.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : dflt;
-};
 
 function answer(bodyText) {
   const m = JSON.parse(bodyText);
@@ -94,11 +90,11 @@ async function measure(kind, concurrency, measureMs) {
   }
 }
 
-if (opt('serve')) await serve(opt('serve'));
+if (option('serve')) await serve(option('serve'));
 else {
-  const concurrency = Number(opt('concurrency', 64));
-  const measureMs = Number(opt('measure-ms', 3000));
-  const runs = Number(opt('runs', 3));
+  const concurrency = numberOption('concurrency', 64);
+  const measureMs = numberOption('measure-ms', 3000);
+  const runs = numberOption('runs', 3);
   console.log(`concurrency ${concurrency}, ${measureMs} ms per run, ${runs} interleaved runs`);
   for (let r = 0; r < runs; r++)
     for (const kind of ['node-http', 'edge', 'net']) {

@@ -12,16 +12,13 @@
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
+import { numberOption, option } from './lib/args.mjs';
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf('--');
 const own = dash >= 0 ? argv.slice(0, dash) : argv;
-const opt = (name, dflt) => {
-  const i = own.indexOf(name);
-  return i >= 0 && own[i + 1] !== undefined ? own[i + 1] : dflt;
-};
-const PORT = Number(opt('--port', '0'));
-const HTTP_URL = opt('--http', undefined);
+const PORT = numberOption('port', 0, own);
+const HTTP_URL = option('http', undefined, own);
 
 function reply(res, status, body) {
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });

@@ -7,14 +7,13 @@
 // node bench/snapshot.mjs [--tools 5000] [--servers 100] [--rounds 5]
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
+import { numberOption } from './lib/args.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const { contentSnapshot } = await import(join(ROOT, 'dist/src/catalog/snapshot.js'));
-const argv = process.argv.slice(2);
-const opt = (f, d) => (argv.includes(f) ? Number(argv[argv.indexOf(f) + 1]) : d);
-const TOOLS = opt('--tools', 5000);
-const SERVERS = opt('--servers', 100);
-const ROUNDS = opt('--rounds', 5);
+const TOOLS = numberOption('tools', 5000);
+const SERVERS = numberOption('servers', 100);
+const ROUNDS = numberOption('rounds', 5);
 
 const tool = (i) => ({
   name: `s${i % SERVERS}__tool_${i}`,

@@ -16,20 +16,16 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { numberOption, option } from './lib/args.mjs';
 import { descendants, freePort, rssOf, startProcess } from './lib/procs.mjs';
 import { shippedNodeFlags } from './lib/targets.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const BIN = join(ROOT, 'dist/src/cli/main.js');
-const argv = process.argv.slice(2);
-const opt = (f, d) => {
-  const i = argv.indexOf(f);
-  return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : d;
-};
-const MINUTES = Number(opt('--minutes', '10'));
-const WORKERS = Number(opt('--workers', '16'));
-const KILL_EVERY_S = Number(opt('--kill-every', '4'));
-const JSON_OUT = opt('--json');
+const MINUTES = numberOption('minutes', 10);
+const WORKERS = numberOption('workers', 16);
+const KILL_EVERY_S = numberOption('kill-every', 4);
+const JSON_OUT = option('json');
 const DURATION_MS = MINUTES * 60_000;
 const WARMUP_MS = Math.max(30_000, DURATION_MS * 0.15);
 const WINDOW_MS = Math.min(60_000, DURATION_MS * 0.2);

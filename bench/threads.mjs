@@ -11,19 +11,15 @@
 //   SWITCHYARD_BENCH_ROOT=/path/to/other/build node bench/threads.mjs ...   (A/B)
 import { childPids, delta, perCall, processThreads } from './lib/proc-stats.mjs';
 import { echoStdioCommand, startEchoHttp, startHub } from './lib/targets.mjs';
+import { numberOption, option } from './lib/args.mjs';
 import { runHttp } from './lib/load.mjs';
 import { modernRequest } from './lib/mcp.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : dflt;
-};
-const ledger = opt('ledger', 'on') === 'on';
-const concurrency = Number(opt('concurrency', '64'));
-const measureMs = Number(opt('measure-ms', '3000'));
-const runs = Number(opt('runs', '2'));
-const upstream = opt('upstream', 'stdio');
+const ledger = option('ledger', 'on') === 'on';
+const concurrency = numberOption('concurrency', 64);
+const measureMs = numberOption('measure-ms', 3000);
+const runs = numberOption('runs', 2);
+const upstream = option('upstream', 'stdio');
 if (upstream !== 'stdio' && upstream !== 'http') throw new Error('--upstream is stdio or http');
 // In front of the HTTP echo (bench/echo-http.mjs, modern), which runs in a process of its own.
 const echoHttp = upstream === 'http' ? await startEchoHttp() : undefined;
