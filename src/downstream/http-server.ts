@@ -258,7 +258,7 @@ export class HttpServer {
         const c = classify(member);
         const requestBytes = Buffer.byteLength(JSON.stringify(member) ?? '');
         const refused = await this.admit(req, who, c, requestBytes);
-        if (refused) return answers.reply(refused.answer);
+        if (refused) return answers.reply(refused.answer, refused);
         await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
       }),
     );
@@ -368,8 +368,10 @@ export class HttpServer {
  * The answers of a batch's members, sent together once every member has answered: held as a
  * JSON array while nothing was streamed, written as events once the channel streams.
  */
-class BatchAnswers {
+export class BatchAnswers {
   private held: object[] = [];
+  /** The edge's refusals of members, while every member so far was refused with one status. */
+  private refusals: EdgeRefusal[] | undefined = [];
 
   constructor(
     private readonly channel: PostChannel,
@@ -381,14 +383,18 @@ class BatchAnswers {
     this.release();
   }
 
-  /** A member's answer (none for a notification or a response). */
-  reply(msg: object | undefined): void {
+  /** A member's answer (none for a notification or a response); `refusal`: the edge refused it. */
+  reply(msg: object | undefined, refusal?: EdgeRefusal): void {
     if (msg) this.held.push(msg);
+    if (this.refusals && refusal && (this.refusals.length === 0 || this.refusals[0]!.status === refusal.status)) this.refusals.push(refusal);
+    else this.refusals = undefined;
     this.release();
     if (--this.left > 0) return;
     if (this.channel.streaming) this.channel.end(undefined);
-    else if (this.held.length > 0) this.channel.end(arrayOf(this.held), 200);
-    else this.channel.end(undefined, 202);
+    else if (this.held.length > 0) {
+      const all = this.refusals?.[0] && batchRefusal(this.refusals);
+      this.channel.end(arrayOf(this.held), all?.status ?? 200, all?.headers);
+    } else this.channel.end(undefined, 202);
   }
 
   private release(): void {
@@ -396,4 +402,23 @@ class BatchAnswers {
     for (const m of this.held) this.channel.send(m);
     this.held = [];
   }
+}
+
+/**
+ * A batch whose every member the edge refused with one status (all rate-limited, or all short
+ * of the same scope) is answered with that status, as its lone messages would be: a client backs
+ * off on 429 + Retry-After, steps up on 403's challenge. Retry-After is the longest of the
+ * members' (before it, some would still be refused). Members whose other headers differ (403s
+ * naming different scopes) leave the batch a 200: one challenge could not ask for all of them.
+ */
+export function batchRefusal(refusals: readonly EdgeRefusal[]): { status: number; headers: Record<string, string> } | undefined {
+  const headers: Record<string, string> = {};
+  const names = new Set(refusals.flatMap((r) => Object.keys(r.headers)));
+  for (const name of names) {
+    const values = refusals.map((r) => r.headers[name]);
+    if (name === 'retry-after') headers[name] = String(Math.max(...values.map((v) => Number(v ?? 0))));
+    else if (values.every((v) => v !== undefined && v === values[0])) headers[name] = values[0]!;
+    else return undefined;
+  }
+  return { status: refusals[0]!.status, headers };
 }

@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -88,5 +88,34 @@ describe('rate limits', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('a 2025-03-26 batch: members over the limit are refused inside a 200 answer; a batch refused whole gets 429 with Retry-After', async () => {
+    const base = { 'content-type': 'application/json', accept: 'application/json', authorization: `Bearer ${KEYS.erin}` };
+    // initialize spends one of erin's five tokens; the notification none.
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 'e0', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, base);
+    expect(init.status).toBe(200);
+    const headers = { ...base, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-03-26' };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+    const batch = (ids: string[]) => post(hub.url, ids.map((id) => ({ jsonrpc: '2.0', id, method: 'tools/list' })), headers);
+
+    const mixed = await batch(['e1', 'e2', 'e3', 'e4', 'e5', 'e6']);
+    expect(mixed.status).toBe(200);
+    expect(mixed.headers.get('retry-after')).toBeNull();
+    const answers = JSON.parse(mixed.text) as { id: string; result?: unknown; error?: { message: string } }[];
+    expect(answers.filter((a) => a.result !== undefined)).toHaveLength(4);
+    expect(answers.filter((a) => a.error?.message.startsWith('Too Many Requests'))).toHaveLength(2);
+
+    const refused = await batch(['e7', 'e8']);
+    expect(refused.status).toBe(429);
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(5);
+    // Still one answer per member, as a batch's answer is.
+    expect((JSON.parse(refused.text) as { id: string; error: { message: string } }[]).map((a) => [a.id, a.error.message.slice(0, 17)])).toEqual([
+      ['e7', 'Too Many Requests'],
+      ['e8', 'Too Many Requests'],
+    ]);
+    await expect.poll(() => [row('e7'), row('e8')]).toEqual([expect.objectContaining({ outcome: 'denied', error_code: 429 }), expect.objectContaining({ outcome: 'denied', error_code: 429 })]);
   });
 });
