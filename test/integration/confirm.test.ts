@@ -7,6 +7,7 @@ import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client';
 import { startHub, nodeServer, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
 
 type Action = 'accept' | 'decline' | 'cancel';
 
@@ -28,6 +29,7 @@ describe('confirmation of risky calls', () => {
       },
       { dir },
     );
+    await waitForReady(hub.url, ['legacy', 'modern']);
   });
   afterAll(async () => {
     await hub?.stop();

@@ -12,6 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
 import { conformanceHubConfig } from '../conformance/hub.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -87,6 +88,7 @@ describe('resource subscriptions through the hub reach the subscribing legacy se
 
   beforeAll(async () => {
     for (const [era, h] of await Promise.all(ERAS.map((era) => startHub(conformanceHubConfig(era)).then((h) => [era, h] as const)))) hubs.set(era, h);
+    await Promise.all([...hubs.values()].map((h) => waitForReady(h.url, ['conformance'])));
   });
 
   afterAll(async () => {

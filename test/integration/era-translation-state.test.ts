@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
 import { LEGACY_FIXTURE, USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 
 const KEY = randomBytes(32).toString('hex');
@@ -149,6 +149,7 @@ describe('other hub instances sharing the key', () => {
   beforeAll(async () => {
     // Its ledger is off: it works out an argument digest only when it seals or opens a state.
     other = await startHub({ ledger: { enabled: false }, policy: { requestStateKey: KEY }, servers: { mh: { url: th.upstreamUrls.mh }, ls: nodeServer(LEGACY_FIXTURE) } });
+    await waitForReady(other.url, ['mh', 'ls']);
   }, 60_000);
   afterAll(async () => {
     await other?.stop();
