@@ -42,6 +42,9 @@ interface FilterArgs extends CommonArgs {
   tool?: string;
   principal?: string;
   outcome?: string;
+  method?: string;
+  requestId?: string;
+  client?: string;
   since?: string;
   until?: string;
 }
@@ -81,7 +84,17 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
       throw new UsageError((err as Error).message);
     }
   };
-  return { server: a.server, tool: a.tool, principal: a.principal, outcome: a.outcome, since: when(a.since), until: when(a.until) };
+  return {
+    server: a.server,
+    tool: a.tool,
+    principal: a.principal,
+    outcome: a.outcome,
+    method: a.method,
+    requestId: a.requestId,
+    client: a.client,
+    since: when(a.since),
+    until: when(a.until),
+  };
 }
 
 function filterOptions<T>(y: Argv<T>): Argv<T> {
@@ -90,6 +103,9 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('tool', { type: 'string', describe: 'Only this hub-side tool/prompt name or resource uri' })
     .option('principal', { type: 'string', describe: 'Only this principal' })
     .option('outcome', { type: 'string', describe: 'Only this outcome (ok, tool_error, rpc_error, timeout, denied, …)' })
+    .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
+    .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
+    .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })
     .option('since', { type: 'string', describe: 'From this time: 30m, 1h, 2d back, or an ISO date' })
     .option('until', { type: 'string', describe: 'Before this time: duration back or ISO date' });
 }

@@ -99,6 +99,10 @@ export interface AuditFilter {
   principal?: string;
   outcome?: string;
   method?: string;
+  /** The request's JSON-RPC id, as stored (a number's digits). */
+  requestId?: string;
+  /** The client's name (clientInfo.name) as it said it. */
+  client?: string;
   /** Epoch ms, inclusive. */
   since?: number;
   /** Epoch ms, exclusive. */
@@ -125,6 +129,8 @@ export function whereClause(f: AuditFilter): { sql: string; params: Record<strin
   add('principal = @principal', 'principal', f.principal);
   add('outcome = @outcome', 'outcome', f.outcome);
   add('method = @method', 'method', f.method);
+  add('request_id = @requestId', 'requestId', f.requestId);
+  add('client_name = @client', 'client', f.client);
   add('ts >= @since', 'since', f.since);
   add('ts < @until', 'until', f.until);
   add('id > @afterId', 'afterId', f.afterId);

@@ -90,6 +90,35 @@ describe('switchyard ledger CLI', () => {
     expect(limited.out.trimEnd().split('\n')).toHaveLength(3);
   });
 
+  it('query filters by method, request id and client name too', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const rows: [string, string, string][] = [
+      ['tools/list', 'r-1', 'cursor'],
+      ['tools/call', 'r-2', 'cursor'],
+      ['tools/call', 'r-3', 'vscode'],
+      ['resources/read', 'r-1', 'vscode'],
+    ];
+    for (const [method, requestId, client] of rows)
+      await ledger.record(begin({ ts: NOW - 60_000, method, requestId, clientInfo: { name: client, version: '1' } }), end());
+    await ledger.whenCommitted();
+    ledger.sync();
+    const pick = async (...args: string[]) => {
+      const r = await cli(['ledger', 'query', '--db', t.db, '--json', ...args]);
+      expect(r.code, r.err).toBe(0);
+      return r.out.trimEnd().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { method: string; requestId: string; clientName?: string; client?: { name: string } });
+    };
+    expect((await pick('--method', 'tools/call')).map((r) => r.requestId)).toEqual(['r-2', 'r-3']);
+    expect((await pick('--request-id', 'r-1')).map((r) => r.method)).toEqual(['tools/list', 'resources/read']);
+    expect((await pick('--client', 'vscode', '--method', 'resources/read')).map((r) => r.requestId)).toEqual(['r-1']);
+    expect(await pick('--client', 'nobody')).toEqual([]);
+    // The same filters reach export and stats.
+    const exported = await cli(['ledger', 'export', '--db', t.db, '--client', 'cursor']);
+    expect(exported.out.trimEnd().split('\n')).toHaveLength(2);
+    const stats = await cli(['ledger', 'stats', '--db', t.db, '--json', '--method', 'tools/list']);
+    expect(stats.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { method: string }).method)).toEqual(['tools/list']);
+  });
+
   it('query --json prints one object per line with the documented fields', async () => {
     await seeded();
     const r = await cli(['ledger', 'query', '--db', t.db, '--json', '--server', 'fs', '--outcome', 'rpc_error']);
