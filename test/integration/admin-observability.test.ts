@@ -155,6 +155,12 @@ describe('/admin routes', () => {
     expect(body.rows.length).toBeGreaterThan(0);
     expect(body.rows.every((r: Json) => r.server === 'legacy' && r.hubName === 'legacy__echo')).toBe(true);
     expect(body.rows.some((r: Json) => r.requestId === 'ledger-probe' && r.outcome === 'ok')).toBe(true);
+    // One call's rows, by its request id (and the method and client name it came with).
+    const one = (await getJson('/admin/ledger?requestId=ledger-probe&method=tools/call')).body.rows as Json[];
+    expect(one.map((r) => [r.requestId, r.hubName])).toEqual([['ledger-probe', 'legacy__echo']]);
+    const client = one[0]!.clientName as string;
+    expect((await getJson(`/admin/ledger?requestId=ledger-probe&client=${encodeURIComponent(client)}`)).body.rows).toHaveLength(1);
+    expect((await getJson('/admin/ledger?requestId=ledger-probe&client=someone-else')).body.rows).toEqual([]);
     expect((await getJson('/admin/ledger?since=yesterday-ish')).status).toBe(400);
     expect((await getJson('/admin/ledger?limit=-1')).status).toBe(400);
   });
