@@ -2,7 +2,7 @@
  * Reading the answer to a `server/discover` probe (digest §2.3). Pure functions, so every
  * verdict rule is testable without a peer.
  */
-import { MODERN } from '../protocol/era.js';
+import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Message } from '../protocol/jsonrpc.js';
 
@@ -11,7 +11,7 @@ export type ProbeVerdict =
   | { kind: 'modern'; discover: Record<string, unknown> }
   /** Proven modern, but without a usable DiscoverResult yet: ask again (never fall back). */
   | { kind: 'modern-retry'; reason: string }
-  /** Proven modern, but it speaks no version the hub speaks. */
+  /** It names the versions it speaks, and the hub speaks none of them. */
   | { kind: 'unsupported'; supported: string[] }
   | { kind: 'legacy'; reason: string; respawn?: boolean }
   /** HTTP only: auth, server or network trouble says nothing about the era. */
@@ -33,17 +33,24 @@ export function isDiscoverResult(r: unknown): r is Record<string, unknown> {
 function fromResult(result: Record<string, unknown>): ProbeVerdict {
   if (!isDiscoverResult(result)) return { kind: 'legacy', reason: 'server/discover answered with something that is not a DiscoverResult' };
   const versions = result.supportedVersions as string[];
-  return versions.includes(MODERN) ? { kind: 'modern', discover: result } : { kind: 'unsupported', supported: versions };
+  return versions.includes(MODERN) ? { kind: 'modern', discover: result } : withoutModern(versions, 'server/discover');
 }
 
-/** -32022 with a non-empty `supported` list is the one error that proves a modern server. */
+/**
+ * A server that names its versions without ours: the only versions we share are legacy ones,
+ * which are spoken after `initialize` (digest §1.3: "the client has to do initialize"), or none.
+ */
+function withoutModern(supported: string[], said: string): ProbeVerdict {
+  const shared = supported.filter((v) => (LEGACY_VERSIONS as readonly string[]).includes(v));
+  return shared.length > 0 ? { kind: 'legacy', reason: `${said} lists only legacy versions the hub speaks (${shared.join(', ')})` } : { kind: 'unsupported', supported };
+}
+
+/** -32022 with a non-empty `supported` list is the one error that proves a modern server (or names the legacy versions to initialize with). */
 function fromUnsupportedVersion(err: RpcErrorObject): ProbeVerdict | undefined {
   if (err.code !== UNSUPPORTED_PROTOCOL_VERSION || !isObj(err.data)) return undefined;
   const supported = stringList(err.data.supported);
   if (supported === undefined) return undefined;
-  return supported.includes(MODERN)
-    ? { kind: 'modern-retry', reason: `-32022 although ${MODERN} is listed as supported` }
-    : { kind: 'unsupported', supported };
+  return supported.includes(MODERN) ? { kind: 'modern-retry', reason: `-32022 although ${MODERN} is listed as supported` } : withoutModern(supported, '-32022');
 }
 
 export type StdioProbeOutcome =

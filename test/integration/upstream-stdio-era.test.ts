@@ -32,6 +32,7 @@ describe('stdio era detection', () => {
   for (const [fixture, answer] of [
     ['legacy-32601', 'a -32601 error'],
     ['legacy-32602', 'a -32602 error'],
+    ['legacy-32022', 'a -32022 error listing only legacy versions'],
   ] as const) {
     it(`takes ${answer} to server/discover as legacy and initializes the same process`, async () => {
       const spec = quirkSpec(fixture);
@@ -40,7 +41,7 @@ describe('stdio era detection', () => {
       expect(u.state).toBe('ready');
       expect(u.era).toBe(LEGACY);
       expect(u.protocolVersion).toBe('2025-11-25');
-      expect(u.serverInfo?.name).toMatch(/^discover-3260/);
+      expect(u.serverInfo?.name).toMatch(/^discover-32(60|02)/);
       expect(u.capabilities).toEqual({ tools: { listChanged: true }, logging: {} });
       expect(u.instructions).toMatch(/legacy quirk/);
       // A round trip, so the fixture has logged everything sent before it.
