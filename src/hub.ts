@@ -8,8 +8,7 @@ import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
-import type { PoisonEvent } from './catalog/part.js';
-import type { PinEvent } from './catalog/pins.js';
+import type { CatalogEvent } from './catalog/part.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
@@ -238,7 +237,7 @@ export class Hub implements HubCore {
   }
 
   /** Pin changes and poisoned descriptions: a log line, and an audit row when a tool is held back or its change taken. */
-  private catalogEvent(e: PinEvent | PoisonEvent): void {
+  private catalogEvent(e: CatalogEvent): void {
     const base = { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', server: e.server, upstreamName: e.tool };
     if (e.kind === 'first-seen') return void this.log.debug({ server: e.server, tool: e.tool, hash: e.hash.slice(0, 12) }, 'tool pinned on first sight');
     if (e.kind === 'reverted') return void this.log.info({ server: e.server, tool: e.tool }, 'tool definition is back to the approved one');
@@ -248,6 +247,10 @@ export class Hub implements HubCore {
     }
     const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
       void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
+    if (e.kind === 'dropped') {
+      this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
+      return record('catalog/drop', 'denied', `x-mcp-header: ${e.reason}`);
+    }
     if (e.kind === 'poisoning') {
       const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
       this.log.warn({ server: e.server, [e.itemKind === 'tools' ? 'tool' : 'item']: e.tool, flags: e.flags.map((f) => f.code), blocked: e.blocked }, 'description shows signs of poisoning');

@@ -9,8 +9,8 @@ import { fetchList } from './fetch-list.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists.js';
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
-import { buildPart, type PartPolicy, type PartRecord, type PoisonEvent } from './part.js';
-import { MemoryPinStore, type PinEvent, type PinStore } from './pins.js';
+import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
+import { MemoryPinStore, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
 import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
@@ -65,7 +65,7 @@ export interface CatalogOptions {
   /** Resource URIs of a server some client subscribed to (they go into its listen filter). */
   subscribedUris?: (serverId: string) => string[];
   /** Pin events and poisoned items, for the log and the ledger. */
-  report?: (e: PinEvent | PoisonEvent) => void;
+  report?: (e: CatalogEvent) => void;
   /** Resource URIs and templates each server last showed, kept across restarts (downResource). */
   resourceRoutes?: ResourceRouteStore;
 }

@@ -1,4 +1,5 @@
 import type { ServerConfig } from '../config/types.js';
+import { paramHeaderAnnotationProblem } from '../protocol/param-headers.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
@@ -49,8 +50,8 @@ export interface PartDeps {
   plugins: PluginRunner | undefined;
   policy: PartPolicy;
   now: () => number;
-  /** Pin events and hidden poisoned items, for the log and the ledger. */
-  report(e: PinEvent | PoisonEvent): void;
+  /** Pin events, hidden poisoned items and dropped tools, for the log and the ledger. */
+  report(e: CatalogEvent): void;
   /** The names of this list last time (see checkPins); undefined = unknown. */
   previous?: ReadonlySet<string>;
   /** Fetched with a principal's own credentials: it may show that principal's version of a tool. */
@@ -65,6 +66,16 @@ export interface PoisonEvent {
   blocked: boolean;
   flags: ItemFlag[];
 }
+
+/** A tool no conforming HTTP client may use, so the hub never shows it (digest §3.4, §8.12). */
+export interface DropEvent {
+  kind: 'dropped';
+  server: string;
+  tool: string;
+  reason: string;
+}
+
+export type CatalogEvent = PinEvent | PoisonEvent | DropEvent;
 
 const NAME_FIELD: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
 
@@ -87,6 +98,12 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
       r.annotations = eff.annotations;
       r.annotationSource = eff.source;
       r.item = { ...it, annotations: eff.annotations };
+      // An HTTP client must drop it, and the hub could neither mirror nor check its headers.
+      const bad = paramHeaderAnnotationProblem(it.inputSchema);
+      if (bad) {
+        r.hidden = `dropped: its x-mcp-header annotation breaks the rules (${bad})`;
+        deps.report({ kind: 'dropped', server: s.id, tool: name, reason: bad });
+      }
     }
     records.push(r);
   }

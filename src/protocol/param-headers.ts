@@ -42,6 +42,70 @@ function scan(schema: unknown, path: string[], out: Decl[]): void {
   }
 }
 
+/** Keywords whose values are subschemas (one, a map of them, or a list): where an annotation could hide. */
+const ONE = ['additionalProperties', 'items', 'contains', 'not', 'if', 'then', 'else', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems', 'additionalItems'];
+const MAP = ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas'];
+const LIST = ['allOf', 'anyOf', 'oneOf', 'prefixItems', 'items'];
+
+interface At {
+  schema: Record<string, unknown>;
+  step: string;
+  parent: At | undefined;
+  /** Reached from the root through `properties` alone. */
+  viaProperties: boolean;
+  depth: number;
+}
+
+/** Where in the schema, for the log: the last few steps of a deep path. */
+const pathOf = (at: At): string => {
+  const steps: string[] = [];
+  let a: At | undefined = at;
+  for (; a?.parent && steps.length < 8; a = a.parent) steps.push(a.step);
+  if (steps.length === 0) return '(the root)';
+  return (a?.parent ? '…/' : '/') + steps.reverse().join('/');
+};
+
+/**
+ * Why a tool's `x-mcp-header` annotations break the rules an HTTP client holds them to (digest
+ * §3.4: such a tool M! be dropped), or null. A name that is a non-empty token, unique ignoring
+ * case, on a `string`, `integer` or `boolean` property reached from the root through
+ * `properties` alone (not `items`, a composition, a conditional or a definition), at most
+ * MAX_DEPTH + 1 properties down: exactly what declaredParamHeaders mirrors and checks. Walked
+ * with a stack of its own, so no schema is too deep to look through.
+ */
+export function paramHeaderAnnotationProblem(inputSchema: unknown): string | null {
+  if (!isObj(inputSchema)) return null;
+  const seen = new Set<string>();
+  const stack: At[] = [{ schema: inputSchema, step: '', parent: undefined, viaProperties: true, depth: 0 }];
+  const push = (sub: unknown, step: string, parent: At, viaProperties: boolean) => {
+    if (isObj(sub)) stack.push({ schema: sub, step, parent, viaProperties, depth: parent.depth + 1 });
+  };
+  for (let at = stack.pop(); at; at = stack.pop()) {
+    const schema = at.schema;
+    if ('x-mcp-header' in schema) {
+      const h = schema['x-mcp-header'];
+      const where = pathOf(at);
+      if (typeof h !== 'string' || !TOKEN.test(h)) return `${where}: the header name ${JSON.stringify(h)} is not a non-empty token`;
+      if (!at.viaProperties || at.depth === 0) return `${where}: "${h}" is not on a property reached through properties alone`;
+      if (at.depth > MAX_DEPTH + 1) return `${where}: "${h}" is nested more than ${MAX_DEPTH + 1} properties deep`;
+      if (schema.type !== 'string' && schema.type !== 'integer' && schema.type !== 'boolean')
+        return `${where}: "${h}" is on a property of type ${JSON.stringify(schema.type ?? null)} (only string, integer or boolean)`;
+      if (seen.has(h.toLowerCase())) return `${where}: "${h}" is declared twice (names are compared ignoring case)`;
+      seen.add(h.toLowerCase());
+    }
+    for (const k of MAP) {
+      const m = schema[k];
+      if (isObj(m)) for (const [key, sub] of Object.entries(m)) push(sub, `${k}/${key}`, at, at.viaProperties && k === 'properties');
+    }
+    for (const k of ONE) push(schema[k], k, at, false);
+    for (const k of LIST) {
+      const list = schema[k];
+      if (Array.isArray(list)) list.forEach((sub, i) => push(sub, `${k}/${i}`, at, false));
+    }
+  }
+  return null;
+}
+
 function matches(decl: Decl, value: unknown, text: string): boolean {
   switch (decl.type) {
     case 'string':

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { paramHeaderProblem } from '../../src/protocol/param-headers.js';
+import { declaredParamHeaders, paramHeaderAnnotationProblem, paramHeaderProblem } from '../../src/protocol/param-headers.js';
 import { decodeHeaderValue as decodeParamHeader, encodeHeaderValue } from '../../src/protocol/header-value.js';
 
 const schema = {
@@ -126,5 +126,50 @@ describe('paramHeaderProblem: what a mirror must be', () => {
     expect(paramHeaderProblem(schema, { nested: ['a'] }, headers({}))).toBeNull();
     expect(paramHeaderProblem(schema, null, headers({}))).toBeNull();
     expect(paramHeaderProblem(null, { region: 'eu' }, headers({}))).toBeNull();
+  });
+});
+
+describe('paramHeaderAnnotationProblem: a tool an HTTP client must drop (digest §3.4)', () => {
+  const obj = (properties: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({ type: 'object', properties, ...extra });
+
+  it('finds nothing wrong with valid declarations, nested through properties, or with none', () => {
+    expect(paramHeaderAnnotationProblem(obj({ region: { type: 'string', 'x-mcp-header': 'Region' }, n: { type: 'integer', 'x-mcp-header': 'N' }, b: { type: 'boolean', 'x-mcp-header': 'B' } }))).toBeNull();
+    expect(paramHeaderAnnotationProblem(obj({ a: obj({ zone: { type: 'string', 'x-mcp-header': 'Zone' } }) }))).toBeNull();
+    expect(paramHeaderAnnotationProblem(obj({ plain: { type: 'number' } }))).toBeNull();
+    expect(paramHeaderAnnotationProblem(undefined)).toBeNull();
+    expect(paramHeaderAnnotationProblem({})).toBeNull();
+  });
+
+  it.each([
+    ['a name that is no token', obj({ r: { type: 'string', 'x-mcp-header': 'Re gion' } }), /not a non-empty token/],
+    ['an empty name', obj({ r: { type: 'string', 'x-mcp-header': '' } }), /not a non-empty token/],
+    ['a name that is not a string', obj({ r: { type: 'string', 'x-mcp-header': 7 } }), /not a non-empty token/],
+    ['a number property', obj({ ratio: { type: 'number', 'x-mcp-header': 'Ratio' } }), /type "number"/],
+    ['an object property', obj({ o: { type: 'object', 'x-mcp-header': 'O' } }), /type "object"/],
+    ['a property without a type', obj({ o: { 'x-mcp-header': 'O' } }), /type null/],
+    ['a name twice, ignoring case', obj({ a: { type: 'string', 'x-mcp-header': 'Zone' }, b: { type: 'string', 'x-mcp-header': 'zone' } }), /declared twice/],
+    ['under items', obj({ list: { type: 'array', items: { type: 'string', 'x-mcp-header': 'Item' } } }), /properties\/list\/items: "Item" is not on a property reached through properties alone/],
+    ['under anyOf', obj({}, { anyOf: [obj({ x: { type: 'string', 'x-mcp-header': 'X' } })] }), /anyOf\/0\/properties\/x/],
+    ['under a definition', obj({}, { $defs: { d: { type: 'string', 'x-mcp-header': 'D' } } }), /\$defs\/d/],
+    ['under then', obj({}, { if: {}, then: obj({ x: { type: 'string', 'x-mcp-header': 'X' } }) }), /then\/properties\/x/],
+    ['on the root', { type: 'string', 'x-mcp-header': 'Root' }, /\(the root\)/],
+  ])('%s', (_, schema, why) => {
+    expect(paramHeaderAnnotationProblem(schema)).toMatch(why);
+  });
+
+  it('agrees with what is mirrored: a schema it passes has every annotation declared; depth is bounded alike', () => {
+    const nested = (n: number, header: string): Record<string, unknown> =>
+      n === 0 ? { type: 'string', 'x-mcp-header': header } : { type: 'object', properties: { d: nested(n - 1, header) } };
+    expect(paramHeaderAnnotationProblem(nested(9, 'Nine'))).toBeNull();
+    expect(declaredParamHeaders(nested(9, 'Nine'))).toHaveLength(1);
+    expect(paramHeaderAnnotationProblem(nested(10, 'Ten'))).toMatch(/more than 9 properties deep/);
+    expect(declaredParamHeaders(nested(10, 'Ten'))).toHaveLength(0);
+    // However deep it hides (no recursion to run out of; the schema is built without one too).
+    let deep: Record<string, unknown> = { type: 'string', 'x-mcp-header': 'Deep' };
+    for (let i = 0; i < 20_000; i++) deep = { type: 'object', properties: { d: deep } };
+    expect(paramHeaderAnnotationProblem(deep)).toMatch(/^…\/(properties\/d\/){7}properties\/d: "Deep" is nested more than 9 properties deep$/);
+    const valid = obj({ a: { type: 'string', 'x-mcp-header': 'A' }, b: obj({ c: { type: 'boolean', 'x-mcp-header': 'C' } }) });
+    expect(paramHeaderAnnotationProblem(valid)).toBeNull();
+    expect(declaredParamHeaders(valid).map((d) => d.header).sort()).toEqual(['mcp-param-a', 'mcp-param-c']);
   });
 });
