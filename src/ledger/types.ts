@@ -63,7 +63,8 @@ export type IdempotencyClaim =
   | { kind: 'unknown' }; // an earlier attempt died mid-call: outcome unknown
 
 /** What is replayed: either a result object or a JSON-RPC error. */
-export type StoredAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown } };
+/** `upstream`: the error is the upstream's answer, not one the hub raised (replayed as such). */
+export type StoredAnswer = { result: Record<string, unknown> } | { error: { code: number; message: string; data?: unknown }; upstream?: true };
 
 /** The ledger's counters for metrics. */
 export interface LedgerCounters {

@@ -56,6 +56,12 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * An error an upstream answered, as opposed to one the hub raised: a code the spec reserves
+ * means something about the request that carried it, which was the hub's, not the client's.
+ */
+export class UpstreamRpcError extends RpcError {}
+
 /** Base of every failure the hub itself observes (as opposed to an error a peer answered). */
 export class HubError extends Error {
   override readonly name: string = 'HubError';

@@ -4,7 +4,7 @@ import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -161,7 +161,7 @@ export class ToolCall {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
           await this.ledger.record(begin, { outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
-          if ('error' in settled.answer) throw RpcError.from(settled.answer.error);
+          if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
           return settled.answer.result;
         }
         await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
@@ -216,7 +216,7 @@ export class ToolCall {
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
-        await finish(outcomeOfError(err), err instanceof RpcError ? { error: err.toJSON() } : undefined, !notDelivered);
+        await finish(outcomeOfError(err), err instanceof RpcError ? storedError(err) : undefined, !notDelivered);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
@@ -262,4 +262,9 @@ export class ToolCall {
     }
     return toolErrorResult(`Tool ${hubName} was declined by the user.`);
   }
+}
+
+/** A JSON-RPC error kept for replay, saying whether the upstream answered it. */
+function storedError(err: RpcError): StoredAnswer {
+  return err instanceof UpstreamRpcError ? { error: err.toJSON(), upstream: true } : { error: err.toJSON() };
 }

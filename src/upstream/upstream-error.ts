@@ -1,4 +1,4 @@
-import { RpcError } from '../protocol/errors.js';
+import { RpcError, UpstreamRpcError } from '../protocol/errors.js';
 import { redactSecretsIn, redactSecretText } from '../policy/secret-text.js';
 
 /**
@@ -6,9 +6,7 @@ import { redactSecretsIn, redactSecretText } from '../policy/secret-text.js';
  * (an upstream echoing its own token, a connection string with a password) are redacted here,
  * once, so neither the client nor the ledger ever gets them. Only the error path pays for it.
  */
-export function upstreamError(error: unknown): RpcError {
+export function upstreamError(error: unknown): UpstreamRpcError {
   const e = RpcError.from(error);
-  const message = redactSecretText(e.message);
-  const data = redactSecretsIn(e.data);
-  return message === e.message && data === e.data ? e : new RpcError(e.code, message, data);
+  return new UpstreamRpcError(e.code, redactSecretText(e.message), redactSecretsIn(e.data));
 }
