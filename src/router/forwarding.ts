@@ -28,6 +28,29 @@ function canBeAsked(caps: CallContext['clientCapabilities']): boolean {
   return !!(caps.elicitation || caps.sampling || caps.roots);
 }
 
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/**
+ * The capabilities declared to an upstream on the client's behalf: what the hub can relay for
+ * this request (digest §8.4, §8.16). Asks (elicitation, sampling, roots) and extensions go as the
+ * client declared them, but not tasks (the 2026 extension, or the 2025-11-25 `tasks`
+ * capability): the hub routes no `tasks/*` method, so a task an upstream created for it could
+ * never be polled, and its answer would be lost. The client's own object when nothing is taken.
+ */
+export function relayedCapabilities(caps: CallContext['clientCapabilities']): CallContext['clientCapabilities'] {
+  const ext = caps.extensions;
+  const extTasks = ext !== undefined && ext !== null && typeof ext === 'object' && TASKS_EXTENSION in ext;
+  if (caps.tasks === undefined && !extTasks) return caps;
+  const out = Object.assign({}, caps);
+  delete out.tasks;
+  if (extTasks) {
+    const rest = Object.assign({}, ext);
+    delete rest[TASKS_EXTENSION];
+    out.extensions = rest;
+  }
+  return out;
+}
+
 /**
  * The params a request is forwarded with: the client's, copied (`copyOf`), with `key` set to
  * `value` when given (the upstream's tool or prompt name, a completion's ref). The client's
@@ -99,7 +122,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions
     principal: ctx.principal,
     onServerRequest: ctx.askClient,
     exclusive: canBeAsked(ctx.clientCapabilities),
-    clientCapabilities: ctx.clientCapabilities,
+    clientCapabilities: relayedCapabilities(ctx.clientCapabilities),
     meta: ctx.meta,
     logLevel: ctx.logLevel,
     // Timeouts (a caller's own bounded by the server's cap) and safe retries: call-policy.ts.

@@ -79,7 +79,12 @@ export class Mrtr {
         if (ctx.clientEra === MODERN) throw err;
         return legacyMissingCapability(err, method);
       }
-      if (r.resultType !== 'input_required') return r;
+      if (r.resultType !== 'input_required') {
+        // Unrecognised, or an extension's the hub did not declare (a task): invalid (digest §2.2).
+        if (r.resultType !== undefined && r.resultType !== 'complete')
+          throw new RpcError(INTERNAL_ERROR, `the upstream answered with resultType ${JSON.stringify(r.resultType)}, which the hub did not ask for and cannot relay`);
+        return r;
+      }
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
         return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };

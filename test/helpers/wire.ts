@@ -95,11 +95,14 @@ export function modernPost(url: string, id: string | number, method: string, par
 }
 
 /** A raw legacy session: initialize + notifications/initialized, then requests carrying its id. */
-export async function legacySession(url: string): Promise<{ sessionId: string; init: RawReply; request(id: number, method: string, params?: Json): Promise<RawReply> }> {
+export async function legacySession(
+  url: string,
+  opts: { capabilities?: Json } = {},
+): Promise<{ sessionId: string; init: RawReply; request(id: number, method: string, params?: Json): Promise<RawReply> }> {
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
   const init = await post(
     url,
-    { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'raw-legacy', version: '1.0.0' } } },
+    { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: opts.capabilities ?? {}, clientInfo: { name: 'raw-legacy', version: '1.0.0' } } },
     headers,
   );
   const sessionId = init.headers.get('mcp-session-id');

@@ -1,0 +1,45 @@
+/**
+ * The hub routes no `tasks/*` method, so it never declares tasks to an upstream on a client's
+ * behalf (digest §8.4, §8.16: only what it can relay end to end), and a result it cannot relay
+ * (resultType "task", or any value it does not know) is an error, not passed on as if final
+ * (digest §2.2: an unrecognised value is invalid). Real hub, a raw modern stdio upstream that
+ * echoes the _meta it gets and has a tool answering as the tasks extension does; raw HTTP.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { legacySession, META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json } from '../helpers/wire.js';
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+
+describe('tasks are not declared to upstreams, nor their results passed on', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({ servers: { q: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_TASK: '1' }) } });
+    await waitForReady(hub.url, ['q']);
+  });
+  afterAll(async () => void (await hub?.stop()));
+
+  const call = (id: string, name: string, caps: Json) =>
+    post(hub.url, modernBody(id, 'tools/call', { name, arguments: { text: 'x' } }, modernMeta({ [META_CAPS]: caps })), modernHeaders('tools/call', name));
+  const capsSeen = (r: { body?: { result?: Json } }) => ((r.body?.result?.structuredContent as Json).meta as Json)[META_CAPS];
+
+  it("a modern client's tasks extension is not passed upstream; its other capabilities and extensions are", async () => {
+    const caps = { elicitation: { form: {} }, extensions: { [TASKS]: {}, 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html'] } } };
+    const r = await call('c1', 'q__echo', caps);
+    expect(capsSeen(r)).toEqual({ elicitation: { form: {} }, extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html'] } } });
+    // Without tasks, what the client declared goes as it is.
+    expect(capsSeen(await call('c2', 'q__echo', { sampling: {}, extensions: { 'x.example/e': { a: 1 } } }))).toEqual({ sampling: {}, extensions: { 'x.example/e': { a: 1 } } });
+  });
+
+  it("a legacy session's tasks capability is not passed to a modern upstream either", async () => {
+    const s = await legacySession(hub.url, { capabilities: { tasks: { requests: { elicitation: { create: {} } } }, elicitation: {} } });
+    const r = await s.request(1, 'tools/call', { name: 'q__echo', arguments: { text: 'x' } });
+    expect(((r.body?.result?.structuredContent as Json).meta as Json)[META_CAPS]).toEqual({ elicitation: {} });
+  });
+
+  it('an upstream answer with resultType "task" is an error for the client, not a result', async () => {
+    const r = await call('t1', 'q__task', { extensions: { [TASKS]: {} } });
+    expect(r.body?.result).toBeUndefined();
+    expect(r.body?.error).toMatchObject({ code: -32603, message: expect.stringContaining('resultType "task"') });
+  });
+});

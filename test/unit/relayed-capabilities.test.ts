@@ -1,0 +1,24 @@
+/**
+ * What the hub declares to an upstream on a client's behalf (src/router/forwarding.ts
+ * relayedCapabilities): the client's capabilities without tasks, which the hub cannot relay;
+ * the client's own object, not a copy, when there is nothing to take (the common case, per call).
+ */
+import { describe, expect, it } from 'vitest';
+import { relayedCapabilities } from '../../src/router/forwarding.js';
+
+describe('relayedCapabilities', () => {
+  it('is the same object when the client declared no tasks', () => {
+    const caps = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {}, extensions: { 'io.modelcontextprotocol/ui': {} } };
+    expect(relayedCapabilities(caps)).toBe(caps);
+    const none = {};
+    expect(relayedCapabilities(none)).toBe(none);
+  });
+
+  it('takes out the tasks extension and the 2025-11-25 tasks capability, leaving the client object alone', () => {
+    const caps = { tasks: { list: {} }, sampling: {}, extensions: { 'io.modelcontextprotocol/tasks': {}, 'x.example/e': { a: 1 } } };
+    expect(relayedCapabilities(caps)).toEqual({ sampling: {}, extensions: { 'x.example/e': { a: 1 } } });
+    expect(caps.extensions).toHaveProperty(['io.modelcontextprotocol/tasks']);
+    expect(caps).toHaveProperty('tasks');
+    expect(relayedCapabilities({ extensions: { 'io.modelcontextprotocol/tasks': {} } })).toEqual({ extensions: {} });
+  });
+});
