@@ -5,24 +5,7 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } f
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
-
-/** Which declared client capability a server → client request needs. */
-function capabilityFor(method: string, caps: ClientCapabilities, params?: Record<string, unknown>): boolean {
-  switch (method) {
-    case 'elicitation/create': {
-      if (!caps.elicitation) return false;
-      // `elicitation: {}` means form only (digest §2.1).
-      if (params?.mode === 'url') return !!caps.elicitation.url;
-      return true;
-    }
-    case 'sampling/createMessage':
-      return !!caps.sampling;
-    case 'roots/list':
-      return !!caps.roots;
-    default:
-      return false;
-  }
-}
+import { declares } from '../protocol/client-capabilities.js';
 
 /** One legacy (2025-11-25) client session: its handshake facts and its open server → client requests. */
 export class LegacySession {
@@ -54,7 +37,7 @@ export class LegacySession {
    * for the client's answer. Refused at once when the client did not declare the capability.
    */
   ask(sink: MessageSink, req: InputRequest, signal?: Signal): Promise<Record<string, unknown>> {
-    if (!capabilityFor(req.method, this.capabilities, req.params))
+    if (!declares(this.capabilities, req.method, req.params))
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.

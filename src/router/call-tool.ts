@@ -11,6 +11,7 @@ import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
 import { outcomeOfError, toolErrorResult } from './outcome.js';
+import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
@@ -250,8 +251,9 @@ export class ToolCall {
     if (answered === true || !c?.active) return undefined;
     if (answered === false) return toolErrorResult(`Tool ${hubName} was declined by the user.`);
     if (!c.needed(hubName, routed.server.config, routed.upstreamName, routed.item.annotations)) return undefined;
-    if (!ctx.clientCapabilities.elicitation)
-      return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare elicitation). It was not run.`);
+    // The confirmation is a form.
+    if (!elicits(ctx.clientCapabilities, 'form'))
+      return toolErrorResult(`Tool ${hubName} needs the user's confirmation, and this client cannot ask the user (it did not declare form elicitation). It was not run.`);
     const req = c.request(hubName, args);
     if (ctx.clientEra === MODERN)
       return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };

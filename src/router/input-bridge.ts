@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
+import { declares, required } from '../protocol/client-capabilities.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
 import type { Canceller, Signal } from '../cancel.js';
@@ -8,18 +9,7 @@ type Result = Record<string, unknown>;
 
 /** The client capability an input request needs, or null when the client declared it. */
 export function missingCapability(req: InputRequest, caps: ClientCapabilities): Record<string, unknown> | null {
-  switch (req.method) {
-    case 'elicitation/create':
-      if (!caps.elicitation) return { elicitation: {} };
-      if (req.params?.mode === 'url' && !caps.elicitation.url) return { elicitation: { url: {} } };
-      return null;
-    case 'sampling/createMessage':
-      return caps.sampling ? null : { sampling: {} };
-    case 'roots/list':
-      return caps.roots ? null : { roots: {} };
-    default:
-      return { [req.method]: {} };
-  }
+  return declares(caps, req.method, req.params) ? null : required(req.method, req.params);
 }
 
 /** What a legacy upstream hears when the client never answers (digest §5.3 A.5). */

@@ -107,6 +107,24 @@ describe('confirmation of risky calls', () => {
     }
   }
 
+  it('a client that declared URL elicitation only is never asked a form: isError explaining, never forwarded', async () => {
+    const urlOnly = { elicitation: { url: {} } };
+    const clients = [
+      new V1Client({ name: 'legacy-url-only', version: '1' }, { capabilities: urlOnly }),
+      new V2Client({ name: 'modern-url-only', version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: urlOnly }),
+    ];
+    await clients[0]!.connect(new V1Transport(new URL(hub.url)));
+    await clients[1]!.connect(new V2Transport(new URL(hub.url)));
+    for (const [i, c] of clients.entries()) {
+      const label = `url-only-${i}`;
+      const r = await c.callTool({ name: 'modern__counter_bump', arguments: { label } });
+      expect(r.isError).toBe(true);
+      expect(text(r)).toMatch(/did not declare form elicitation/);
+      expect(count(label)).toBe(0);
+      await c.close();
+    }
+  });
+
   it('tools outside policy.confirm run without asking', async () => {
     const asked: string[] = [];
     const c = await legacyClient('decline', asked);

@@ -110,6 +110,12 @@ describe('a client that did not declare the capability is never asked', () => {
     expect(r.body?.error, r.text).toMatchObject({ code: -32021 });
   });
 
+  it.each(['ls', 'lh'])('modern client with URL-only elicitation asked for a form → -32021 naming form (%s)', async (id) => {
+    const r = await modernCall(`${id}__elicit_form`, { elicitation: { url: {} } }, { who: 'nobody' });
+    expect(r.body?.error, r.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
+    expect(r.messages.filter((m) => m.method !== undefined)).toEqual([]);
+  });
+
   it.each(['ls', 'ms'])('modern client without sampling or roots → -32021 (%s)', async (id) => {
     const s = await modernCall(`${id}__sample`, { elicitation: {} });
     expect(s.body?.error, s.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: expect.any(Object) } } });
