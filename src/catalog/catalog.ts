@@ -491,7 +491,7 @@ export class Catalog extends EventEmitter {
       if (e && e.scope === 'public' && this.cache.isFresh(e)) return Promise.resolve(e);
     }
     const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
-    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs));
+    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.now));
   }
 
   private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {

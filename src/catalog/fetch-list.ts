@@ -9,15 +9,17 @@ export const DEFAULT_LEGACY_TTL_MS = 30_000;
 const PAGE_LIMIT = 1000;
 
 /**
- * One upstream's whole list of a kind (every page) with its freshness: a modern upstream's
- * smallest page `ttlMs` (absent or negative = 0) and scope (any page not `public` = private);
- * a legacy one's until `list_changed` when declared, else 30 s, always private; `cacheTtlMs`
- * (config) instead of either when set.
+ * One upstream's whole list of a kind (every page) with its freshness, counted from `now()`
+ * when it returns: a modern upstream's pages each stay fresh for their `ttlMs` (absent or
+ * negative = 0) from when that page arrived, the list until the first of them goes stale; its
+ * scope is private if any page is not `public`. A legacy one's until `list_changed` when
+ * declared, else 30 s, always private; `cacheTtlMs` (config) instead of either when set.
  */
-export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
+export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined, now: () => number = Date.now): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
   const items: Record<string, unknown>[] = [];
   let cursor: string | undefined;
-  let ttl = Infinity;
+  /** When the first page to go stale does. */
+  let staleAt = Infinity;
   let scope: 'public' | 'private' = 'public';
   const modern = upstream.era === MODERN;
   for (let page = 0; page < PAGE_LIMIT; page++) {
@@ -25,15 +27,16 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     const arr = res[kind];
     if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
     if (modern) {
-      // Each page counts from when it arrived (digest §3.3).
+      // Each page counts from when it arrived (digest §3.2): a slow later page does not stretch an earlier one's.
       const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
-      ttl = Math.min(ttl, t);
+      staleAt = Math.min(staleAt, now() + t);
       // No scope means an older server: the safe reading is private.
       if (res.cacheScope !== 'public') scope = 'private';
     }
     if (typeof res.nextCursor !== 'string') break;
     cursor = res.nextCursor;
   }
+  let ttl = Math.max(0, staleAt - now());
   if (!modern) {
     ttl = declaresListChanged(upstream.capabilities, kind) ? Infinity : DEFAULT_LEGACY_TTL_MS;
     scope = 'private';

@@ -1,0 +1,52 @@
+/**
+ * A paged list's freshness (src/catalog/fetch-list.ts): each modern page stays fresh for its own
+ * ttlMs from when that page arrived (digest §3.2), so a slow later page does not stretch an
+ * earlier page's time; the list is stale when its first page goes stale. A fake clock moves while
+ * the pages come; the upstream is a stub answering pages (what is tested is the reading of them).
+ */
+import { describe, expect, it } from 'vitest';
+import { MODERN } from '../../src/protocol/era.js';
+import { fetchList } from '../../src/catalog/fetch-list.js';
+import type { Upstream } from '../../src/upstream/types.js';
+
+function pagedUpstream(pages: { ttlMs?: number; takesMs: number; scope?: string }[], clock: { t: number }): Upstream {
+  return {
+    era: MODERN,
+    capabilities: { tools: {} },
+    request: async (_method: string, params: { cursor?: string }) => {
+      const i = params.cursor === undefined ? 0 : Number(params.cursor);
+      const p = pages[i]!;
+      clock.t += p.takesMs;
+      return {
+        resultType: 'complete',
+        tools: [{ name: `t${i}` }],
+        ...(p.ttlMs === undefined ? {} : { ttlMs: p.ttlMs }),
+        cacheScope: p.scope ?? 'public',
+        ...(i + 1 < pages.length ? { nextCursor: String(i + 1) } : {}),
+      };
+    },
+  } as unknown as Upstream;
+}
+
+describe('fetchList freshness', () => {
+  it('counts each page from its own arrival: a slow second page does not stretch the first', async () => {
+    const clock = { t: 0 };
+    const up = pagedUpstream([{ ttlMs: 1000, takesMs: 10 }, { ttlMs: 60_000, takesMs: 900 }], clock);
+    const got = await fetchList(up, 'tools', undefined, () => clock.t);
+    expect(got.items.map((t) => t.name)).toEqual(['t0', 't1']);
+    // Page 1 arrived at 10 and is fresh until 1010; the list is complete at 910: 100 ms left.
+    expect(got.ttlMs).toBe(100);
+    expect(got.scope).toBe('public');
+  });
+
+  it('takes the page that goes stale first, whichever it is; a page without ttlMs is stale at once; any private page makes the list private', async () => {
+    const clock = { t: 0 };
+    expect((await fetchList(pagedUpstream([{ ttlMs: 5000, takesMs: 10 }, { ttlMs: 100, takesMs: 10 }], clock), 'tools', undefined, () => clock.t)).ttlMs).toBe(100);
+    const noTtl = await fetchList(pagedUpstream([{ ttlMs: 5000, takesMs: 10 }, { takesMs: 10, scope: 'private' }], clock), 'tools', undefined, () => clock.t);
+    expect(noTtl).toMatchObject({ ttlMs: 0, scope: 'private' });
+    // A page stale before the list is complete: 0, not negative.
+    expect((await fetchList(pagedUpstream([{ ttlMs: 50, takesMs: 10 }, { ttlMs: 5000, takesMs: 200 }], clock), 'tools', undefined, () => clock.t)).ttlMs).toBe(0);
+    // The config's cacheTtlMs still wins.
+    expect((await fetchList(pagedUpstream([{ ttlMs: 50, takesMs: 10 }], clock), 'tools', 7000, () => clock.t)).ttlMs).toBe(7000);
+  });
+});
