@@ -33,6 +33,8 @@ interface Inflight {
   ac: Canceller;
   answered: boolean;
   cancelled: boolean;
+  /** Sent as a 2026-07-28 request: cancelled by closing its stream, never by a POST. */
+  modern: boolean;
 }
 
 export class HttpBridge {
@@ -114,41 +116,31 @@ export class HttpBridge {
   private async forward(c: Exclude<Classified, { kind: 'invalid' }>, body: string): Promise<void> {
     const claim = c.kind === 'response' ? undefined : (c.msg.params?._meta as Record<string, unknown> | undefined)?.[META_PROTOCOL_VERSION];
     const modern = typeof claim === 'string';
-    if (modern && c.kind === 'notification') {
-      // Modern HTTP has no client notifications: cancelling is closing the request's stream.
-      if (c.msg.method === 'notifications/cancelled') {
-        const f = this.inflight.get(inflightKey(c.msg.params?.requestId));
-        if (f) {
-          f.cancelled = true;
-          f.ac.abort();
-        }
-      }
-      return;
-    }
-    let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
     if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') {
-      // A legacy cancel goes to the hub, which ends the request's answer with nothing: that is
-      // the answer the client expects now, not an error.
+      // Which request it names says how to cancel it, not the notification's own _meta (a
+      // cancel needs none): a modern request's stream is closed (HTTP has no client
+      // notifications, digest §6.3); a legacy cancel goes to the hub, which ends that request's
+      // answer with nothing, the answer the client expects now.
       const f = this.inflight.get(inflightKey(c.msg.params?.requestId));
       if (f) f.cancelled = true;
+      if (f?.modern) return f.ac.abort();
+      if (!f && (modern || this.sessionId === undefined)) return; // nothing of ours to cancel
+      return this.notify(body, this.legacyHeaders());
     }
-    if (c.kind !== 'request') {
-      const a = await this.http.post(body, { headers }).catch((err: Error) => {
-        this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
-        return undefined;
-      });
-      if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
-      return;
-    }
+    if (modern && c.kind === 'notification') return;
+    let headers = modern ? this.modernHeaders(c as Classified & { kind: 'request' | 'notification' }, claim) : this.legacyHeaders();
+    // initialize opens a session: a second one (the client starts over) is sent without the old id.
+    if (!modern && c.kind === 'request' && c.msg.method === 'initialize') headers = {};
+    if (c.kind !== 'request') return this.notify(body, headers);
     const id = c.msg.id;
-    const f: Inflight = { ac: new Canceller(), answered: false, cancelled: false };
+    const f: Inflight = { ac: new Canceller(), answered: false, cancelled: false, modern };
     const key = inflightKey(id);
     this.inflight.set(key, f);
     let a: HttpAnswer | undefined;
     let negotiated: string | undefined;
-    if (c.msg.method === 'initialize' && !modern) this.initBody = body;
     const usedSession = this.sessionId;
     const onMessage = (m: Classified): void => {
+      if (f.cancelled) return; // the client was told nothing more comes for it
       if (m.kind === 'response' && inflightKey(m.msg.id) === key) {
         f.answered = true;
         const v = 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
@@ -162,24 +154,35 @@ export class HttpBridge {
       if (a.status === 404 && !modern && usedSession !== undefined && c.msg.method !== 'initialize' && !f.cancelled && (await this.renewSession(usedSession))) {
         a = await this.http.post(body, { headers: this.legacyHeaders(), signal: f.ac.signal, onMessage });
       }
+      if (modern && a.status === 400 && c.msg.method === 'tools/call' && !f.cancelled && (await this.learnParamHeaders(claim, a))) {
+        // Refused before it ran (a missing Mcp-Param-* mirror of a tool we had not seen listed): once
+        // more, still cancellable and still held to answering.
+        a = await this.http.post(body, { headers: this.modernHeaders(c, claim), signal: f.ac.signal, onMessage });
+      }
     } catch (err) {
       if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.opts.url} is not reachable: ${(err as Error).message}`);
       return;
     } finally {
       if (this.inflight.get(key) === f) this.inflight.delete(key);
     }
-    if (modern && a.status === 400 && c.msg.method === 'tools/call' && !f.cancelled && (await this.learnParamHeaders(claim, a))) {
-      // Refused before it ran (a missing Mcp-Param-* mirror of a tool we had not seen listed): once more.
-      headers = this.modernHeaders(c, claim);
-      a = await this.http.post(body, { headers, onMessage: (m) => m.kind !== 'invalid' && this.emit(m.msg) }).catch(() => a!);
-      if (a.status >= 200 && a.status < 300) return;
-    }
     if (a.status >= 200 && a.status < 300) {
-      if (c.msg.method === 'initialize' && !modern) this.initialized(a, negotiated);
+      if (c.msg.method === 'initialize' && !modern) {
+        this.initBody = body; // what a renewed session is opened with: the initialize the hub took
+        this.initialized(a, negotiated);
+      }
       if (!f.answered && !f.cancelled) this.fail(id, 'the hub ended the answer stream without a response');
       return;
     }
     this.forwardHttpError(id, a);
+  }
+
+  /** A notification or a response of the local client, to its legacy session. */
+  private async notify(body: string, headers: Record<string, string>): Promise<void> {
+    const a = await this.http.post(body, { headers }).catch((err: Error) => {
+      this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
+      return undefined;
+    });
+    if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
   }
 
   /** After a -32020 about Mcp-Param-*: list the tools to learn their x-mcp-header arguments. */

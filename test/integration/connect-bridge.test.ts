@@ -150,6 +150,41 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it("closes a modern request's stream on a cancel that carries no _meta: nothing is sent for it", async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    try {
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 1500 }, _meta: meta } }));
+      await new Promise((r) => setTimeout(r, 300));
+      // A cancel needs no _meta (the hub's own stdio client sends none).
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow' } }));
+      const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'z' }, _meta: meta } });
+      expect(after.result.content[0].text).toBe('echo:z');
+      await new Promise((r) => setTimeout(r, 1_800));
+      expect(c.received.filter((m) => m.id === 'slow')).toEqual([]);
+      expect(c.stderr).not.toMatch(/refused a notification/);
+    } finally {
+      c.kill();
+    }
+  });
+
+  it('opens a new session for a second initialize (the client starting over), not one the hub refuses', async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const init = (id: number) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'again', version: '1' } } });
+    try {
+      expect((await c.request(init(1))).result.protocolVersion).toBe('2025-11-25');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const again = await c.request(init(2));
+      expect(again.error).toBeUndefined();
+      expect(again.result.protocolVersion).toBe('2025-11-25');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const r = await c.request({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'again' } } });
+      expect(r.result.content[0].text).toBe('echo:again');
+    } finally {
+      c.kill();
+    }
+  });
+
   it('answers a request with an error when the daemon is not there', async () => {
     const client = new ClientV1({ name: 'bridge-nowhere', version: '1.0.0' });
     const params = bridgeParams();
