@@ -282,20 +282,21 @@ export class Endpoint {
       this.listen.open(req, ex);
       return;
     }
-    const family = FAMILY[req.method];
-    // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
-    if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities()[family] ?? (await this.core.capabilities())[family])) {
-      const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
-      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
-      ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
-      return;
-    }
+    // Cancellable from here: a notifications/cancelled that comes while the hub waits below finds it.
     const onClose = () => ac?.abort();
     if (ac) {
       ex.closed.addEventListener('abort', onClose);
       this.modernInflight.set(idKey(req.id), ac);
     }
     try {
+      const family = FAMILY[req.method];
+      // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
+      if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities()[family] ?? (await this.core.capabilities())[family])) {
+        const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
+        await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+        ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
+        return;
+      }
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
       const modern = toModernResult(req.method, result, this.core.serverInfo);
       const field = LIST_FIELD[req.method];

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -217,6 +218,42 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(c.nonProtocolLines).toEqual([]);
     expect(c.stderr).toMatch(/stdio hub stopping/);
   });
+});
+
+describe('a modern request cancelled while a fresh hub waits to learn what its upstreams offer', () => {
+  it('is cancelled: nothing is sent for it', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-early-cancel-'));
+    const file = join(d, 'hub.config.json');
+    // A first run, and a server slow to start: whether anyone offers completions is not known
+    // yet (a server never seen counts only with the list families), so the hub waits to learn it.
+    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '1500' } };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const complete = (id: string) => ({ jsonrpc: '2.0', id, method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'legacy__greet' }, argument: { name: 'name', value: 'al' }, _meta: META } });
+    try {
+      c.send(JSON.stringify(complete('early')));
+      await new Promise((r) => setTimeout(r, 300));
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'early' } }));
+      const after = await c.request(complete('after'));
+      expect(after.result?.completion?.values).toEqual(['alice', 'albert']);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(c.received.some((m) => m.id === 'early')).toBe(false);
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      // Not sent upstream at all: the ledger says cancelled, not answered.
+      const db = new Database(join(d, 'ledger.db'), { readonly: true });
+      try {
+        expect(db.prepare("SELECT request_id AS id, outcome FROM audit WHERE method = 'completion/complete' ORDER BY request_id").all()).toEqual([
+          { id: 'after', outcome: 'ok' },
+          { id: 'early', outcome: 'cancelled' },
+        ]);
+      } finally {
+        db.close();
+      }
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
 });
 
 describe('a legacy client that does not wait for the initialize answer', () => {
