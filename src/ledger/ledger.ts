@@ -197,7 +197,7 @@ export class Ledger {
       upstream_era = COALESCE(@upstream_era, upstream_era) WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
 
     this.replay(db.name);
-    this.recover();
+    this.recover(now());
     // Everything the files held is in SQLite now; appends start them over.
     this.pending = new PendingFiles(db.name, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
     this.pending.startOver();
@@ -513,8 +513,12 @@ export class Ledger {
     this.log.info({ chainHead: head }, 'ledger: chain head (kept elsewhere, `switchyard ledger verify --witness` checks the chain still holds it)');
   }
 
-  /** Rows left 'in_flight' by a process that died become 'unknown' (and are chained). */
-  private recover(): void {
+  /**
+   * Rows left 'in_flight' by a process that died become 'unknown' (and are chained). So do their
+   * idempotency keys, remembered for the TTL from now, the end the hub knows of (from the claim,
+   * a long call's key would be forgotten soon after it ended, and a retry would run it again).
+   */
+  private recover(now: number): void {
     const rows = this.db.prepare(`SELECT id FROM audit WHERE outcome = 'in_flight' ORDER BY id`).all() as { id: number }[];
     const chain = new ChainWriter(this.db);
     const keys = this.db.transaction(() => {
@@ -536,7 +540,7 @@ export class Ledger {
         chain.append(row);
       }
       chain.endBatch();
-      return this.db.prepare(`UPDATE idempotency SET state = 'unknown' WHERE state = 'in_flight'`).run().changes;
+      return this.db.prepare(`UPDATE idempotency SET state = 'unknown', completed_ms = ? WHERE state = 'in_flight'`).run(now).changes;
     }).immediate();
     if (rows.length || keys) this.log.warn({ rows: rows.length, idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
   }
@@ -570,7 +574,7 @@ export class Ledger {
       e.outcome,
       text(e.errorKind),
       finiteOrNull(e.errorCode),
-      e.errorMessage == null ? null : redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE),
+      e.errorMessage == null ? null : wellFormed(redactString(String(e.errorMessage)).slice(0, MAX_ERROR_MESSAGE)),
       finiteOrNull(e.latencyMs),
       finiteOrNull(e.responseBytes),
       this.body(e.result),
@@ -670,7 +674,17 @@ const MAX_TEXT = 4096;
 function text(v: unknown): string | null {
   if (v === undefined || v === null) return null;
   const s = typeof v === 'string' ? v : typeof v === 'object' ? safeStringify(v) : String(v);
-  return s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s;
+  return wellFormed(s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s);
+}
+
+/**
+ * A lone surrogate (sent on purpose in a name or an id, or half an emoji a cut left) is stored
+ * by SQLite's UTF-8 as U+FFFD: the row's hash must cover the text as stored, or `verify` would
+ * call an untouched row changed, stop there for good, and `prune` with it. So it becomes U+FFFD
+ * before the row is hashed. Well-formed text (nearly all of it) is returned as it is.
+ */
+function wellFormed(s: string): string {
+  return s.isWellFormed() ? s : s.toWellFormed();
 }
 
 function safeStringify(v: unknown): string {

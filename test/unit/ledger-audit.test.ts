@@ -39,6 +39,27 @@ function rowOf(db: Database.Database, id: number): Record<string, unknown> | und
 }
 
 describe('ledger audit rows and group commit', () => {
+  it('a lone surrogate in a text column (sent on purpose, or half an emoji a cut left) is stored as U+FFFD and the chain still verifies', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    // Cut at 4,096 characters for the message: the last emoji is split in two.
+    const message = 'x' + '\u{1F600}'.repeat(2100);
+    await ledger.record(begin({ requestId: 'id\ud800', hubName: 'tool\udc00name', clientInfo: { name: 'c\ud83d', version: '1' } }), end({ outcome: 'rpc_error', errorCode: -32000, errorMessage: message }));
+    await ledger.record(begin({ requestId: 'plain' }), end());
+    await ledger.whenCommitted();
+    ledger.sync();
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+    const db = new Database(t.db, { readonly: true });
+    try {
+      const row = db.prepare("SELECT request_id, hub_name, client_name, error_message FROM audit WHERE request_id <> 'plain'").get() as Record<string, string>;
+      expect(row).toMatchObject({ request_id: 'id\ufffd', hub_name: 'tool\ufffdname', client_name: 'c\ufffd' });
+      expect(row.error_message.isWellFormed()).toBe(true);
+      expect(row.error_message.endsWith('\ufffd')).toBe(true);
+    } finally {
+      db.close();
+    }
+  });
+
   it('an in-flight row waits in the hub for its finish: a quick call reaches SQLite finished, a slow one in flight once the hold is over', async () => {
     t = tempDir();
     // A hold long enough that a stalled, loaded machine does not end it before the checks below

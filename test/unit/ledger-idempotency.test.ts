@@ -121,6 +121,25 @@ describe('ledger idempotency keys', () => {
     expect(again.idempotency.claim('alice', 'k', 't', H2)).toEqual({ kind: 'conflict', tool: 't' });
   });
 
+  it('a key recovered after a crash is remembered for the TTL from the recovery, not from its claim', async () => {
+    t = tempDir();
+    const clock = { t: 1_000_000 };
+    const day = 24 * 3_600_000;
+    const l = open({ now: () => clock.t, ttl: day });
+    l.idempotency.claim('alice', 'long', 't', H1);
+    await l.whenCommitted();
+    await l.close(); // a call that ran for hours, then the hub died
+    clock.t += day - 60_000;
+    const again = open({ now: () => clock.t, ttl: day });
+    expect(dbState('long')).toBe('unknown');
+    // A day after the claim, the key is still taken: its end is the recovery, a minute before.
+    clock.t += 120_000;
+    expect(again.idempotency.claim('alice', 'long', 't', H1)).toEqual({ kind: 'unknown' });
+    // A day after the recovery it is free.
+    clock.t += day;
+    expect(again.idempotency.claim('alice', 'long', 't', H1).kind).toBe('new');
+  });
+
   it('markUnknown keeps the key taken and tells waiters', async () => {
     t = tempDir();
     const l = open();
