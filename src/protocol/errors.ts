@@ -88,6 +88,8 @@ export class TimeoutError extends HubError {
    * server's own): it says nothing about the server's health (see upstream/breaker.ts).
    */
   callers = false;
+  /** Ran out before the request was sent: the upstream never saw it (see notSent). */
+  notSent = false;
   constructor(
     readonly server: string,
     readonly ms: number,
@@ -99,9 +101,20 @@ export class TimeoutError extends HubError {
 export class CancelledError extends HubError {
   override readonly name = 'CancelledError';
   override readonly kind = 'cancelled';
+  /** Cancelled before the request was sent: the upstream never saw it (see notSent). */
+  notSent = false;
   constructor(reason = 'request cancelled') {
     super(reason);
   }
+}
+
+/**
+ * `e`, marked as raised before its request left the hub (it waited for a slot, or for a retry):
+ * an idempotency key it held is freed, not kept as "outcome unknown".
+ */
+export function notSent<E extends CancelledError | TimeoutError>(e: E): E {
+  e.notSent = true;
+  return e;
 }
 /** The connection to the upstream broke: process exit, socket error, bad HTTP status. */
 export class TransportError extends HubError {

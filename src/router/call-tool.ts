@@ -6,6 +6,7 @@ import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
+import { notDelivered as neverSent } from '../upstream/retry.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
@@ -215,7 +216,7 @@ export class ToolCall {
       } catch (err) {
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
-        const notDelivered = err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
+        const notDelivered = neverSent(err);
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
         await finish(outcomeOfError(err), err instanceof RpcError ? storedError(err) : undefined, !notDelivered);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;

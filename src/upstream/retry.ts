@@ -10,7 +10,7 @@
  * Attempts are spaced by exponential backoff with jitter, all inside one time budget; while
  * the upstream restarts, the next attempt waits for it (within the budget).
  */
-import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 
@@ -28,7 +28,11 @@ const MAX_DELAY_MS = 2_000;
 
 /** The upstream surely did not see it. */
 export function notDelivered(err: unknown): boolean {
-  return err instanceof UpstreamUnavailableError || (err instanceof TransportError && err.notDelivered);
+  return (
+    err instanceof UpstreamUnavailableError ||
+    (err instanceof TransportError && err.notDelivered) ||
+    ((err instanceof CancelledError || err instanceof TimeoutError) && err.notSent)
+  );
 }
 
 /** Whether `err` allows another attempt of `method` under `policy`. */
@@ -104,8 +108,12 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
     const delay = backoffMs(n, h.random);
     if (now() + delay >= deadline) throw giveUp();
     h.onRetry?.(n, delay, err);
-    await sleep(delay, h.signal);
+    // Cancelled between attempts: nothing was sent unless an earlier attempt may have run.
+    const cancelled = (): CancelledError => (mayHaveRun ? new CancelledError() : notSent(new CancelledError()));
+    await sleep(delay, h.signal).catch((e: unknown) => {
+      throw e instanceof CancelledError ? cancelled() : e;
+    });
     if (!(await h.whenReady(deadline - now()))) throw giveUp();
-    if (h.signal?.aborted) throw new CancelledError();
+    if (h.signal?.aborted) throw cancelled();
   }
 }

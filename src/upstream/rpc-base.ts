@@ -10,6 +10,7 @@ import {
   CancelledError,
   INTERNAL_ERROR,
   METHOD_NOT_FOUND,
+  notSent,
   RpcError,
   TimeoutError,
   TransportError,
@@ -159,14 +160,14 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions, deadline?: number): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
-    if (opts?.signal?.aborted) return Promise.reject(new CancelledError(reasonOf(opts.signal)));
+    if (opts?.signal?.aborted) return Promise.reject(notSent(new CancelledError(reasonOf(opts.signal))));
     // A free slot is taken here and given back when the call settles (settle()): no async
     // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
     if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
     const signal = opts?.signal;
     const { until, ms } = this.waitBudget(opts, deadline);
     // A call that waited holds its slot like one that did not: settle() gives it back.
-    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => new CancelledError(signal ? reasonOf(signal) : undefined) }).then(
+    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)) }).then(
       () => {
         // The state may have changed while the call waited for a slot.
         if (this._state !== 'ready') {
@@ -241,10 +242,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private send(p: Pending, params: Record<string, unknown>): void {
     const { id, method, opts, internal, listen, timeoutMs } = p;
     // A caller that went away, or whose time ran out, while the call waited is not sent at all.
-    if (opts?.signal?.aborted) throw new CancelledError(reasonOf(opts.signal));
+    if (opts?.signal?.aborted) throw notSent(new CancelledError(reasonOf(opts.signal)));
     const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
     const left = hard === undefined || p.deadline === undefined ? hard : Math.min(hard, p.deadline - Date.now());
-    if (left !== undefined && left <= 0) throw new TimeoutError(this.id, hard!);
+    if (left !== undefined && left <= 0) throw notSent(new TimeoutError(this.id, hard!));
     let wire = params;
     if (!internal) {
       if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
