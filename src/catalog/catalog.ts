@@ -112,8 +112,14 @@ export class Catalog extends EventEmitter {
     super();
     this.setMaxListeners(0);
     this.now = opts.now ?? Date.now;
-    this.cache = new ListCache(this.now, (key, err) =>
-      log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
+    this.cache = new ListCache(
+      this.now,
+      (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
+      // Found changed when its entry expired (no list_changed from the server): clients hear it now.
+      (key) => {
+        const kind = key.split('\0')[1] as ListKind;
+        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind);
+      },
     );
     this.reads = new ReadCache(this.now);
     this.pins = opts.pins ?? new MemoryPinStore();
@@ -238,9 +244,12 @@ export class Catalog extends EventEmitter {
   setPolicy(policy: Partial<PartPolicy>): void {
     const next: PartPolicy = { pinning: policy.pinning ?? 'block', poisoning: policy.poisoning ?? 'warn' };
     if (next.pinning === this.policy.pinning && next.poisoning === this.policy.poisoning) return;
+    const poisoning = next.poisoning !== this.policy.poisoning;
     this.policy = next;
     this.judgeAgain();
-    this.emit('changed', 'tools');
+    // Descriptions are checked in every family; pins are tools' only.
+    if (poisoning) this.everyListChanged();
+    else this.emit('changed', 'tools');
   }
 
   /**
@@ -388,12 +397,13 @@ export class Catalog extends EventEmitter {
    * itself, or a template it matches), in this process or, kept by the route store, an earlier
    * one: a read hears "unavailable" rather than "not found" while it starts again.
    */
-  async downResource(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
+  async downResource(uri: string, view: View = {}, exactOnly = false): Promise<ServerHandle | undefined> {
     for (const h of this.servers()) {
       if (h.upstream.state === 'ready' || !this.groups.includes(view.group, 'resources', h.id, uri)) continue;
       const listed = await this.lastRoutes(h, 'resources');
       if (listed?.hidden.length && listed.hidden.includes(uriKey(uri))) continue;
       if (listed?.shown.includes(uri)) return h;
+      if (exactOnly) continue;
       const templates = await this.lastRoutes(h, 'resourceTemplates');
       // The template itself (a completion reference names it) or a URI it matches.
       if (templates?.shown.some((t) => t === uri || templateMatcher(t)?.test(uri))) return h;
@@ -415,8 +425,10 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * The upstream that serves a URI: an exact match in some resources list first, then the first
-   * matching template; ties go to the server listed first in the config (documented).
+   * The upstream that serves a URI: an exact match in some resources list first (a server that
+   * is down now counts with what its last list showed: a read of its resource is told it is
+   * unavailable, never sent through another server's template), then the first matching
+   * template; ties go to the server listed first in the config (documented).
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
@@ -424,6 +436,8 @@ export class Catalog extends EventEmitter {
     const exact = resources.byHubName.get(uri);
     if (exact && ok(exact.server)) return exact.server;
     if (resources.hidden?.has(uriKey(uri))) return undefined;
+    const down = await this.downResource(uri, view, true);
+    if (down) return down;
     for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
     return undefined;
   }

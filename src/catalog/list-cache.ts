@@ -18,11 +18,17 @@ export interface ListEntry {
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
 
+const ANNOUNCE_EVERY_MS = 1000;
+
 export class ListCache {
   private readonly entries = new Map<string, ListEntry>();
   private readonly inflight = new Map<string, Promise<ListEntry>>();
   /** Keys invalidated while their fetch was in flight: what it brings may predate the change. */
   private readonly changedInFlight = new Set<string>();
+  /** Keys made stale by a change clients were already told of (invalidate): not told again. */
+  private readonly announced = new Set<string>();
+  /** When each key's change was last told by onChanged. */
+  private readonly toldAt = new Map<string, number>();
   private versionCounter = 0;
   /** Observed counts, for metrics and tests. */
   readonly stats = { hits: 0, misses: 0, staleServed: 0 };
@@ -30,6 +36,11 @@ export class ListCache {
   constructor(
     private readonly now: () => number = Date.now,
     private readonly onStale?: (key: string, err: unknown) => void,
+    /**
+     * A refresh found the list changed, and nobody had said so (an upstream that declares no
+     * listChanged, a listen stream that is not there): clients are to be told now.
+     */
+    private readonly onChanged?: (key: string) => void,
   ) {}
 
   peek(key: string): ListEntry | undefined {
@@ -75,9 +86,13 @@ export class ListCache {
       const got = await fetch();
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
-      // A list_changed that came while this list was on its way: served once, fetched again next.
+      const told = this.announced.has(key);
+      // A list_changed that came while this list was on its way: served once, fetched again next
+      // (the change it told of may come only then).
       if (this.changedInFlight.delete(key)) entry.ttlMs = 0;
+      else this.announced.delete(key);
       this.entries.set(key, entry);
+      if (stale && !same && !told && this.mayAnnounce(key, stale)) this.onChanged?.(key);
       return entry;
     } catch (err) {
       this.changedInFlight.delete(key);
@@ -90,13 +105,36 @@ export class ListCache {
     }
   }
 
+  /**
+   * Whether a change found on refresh is told. Not for an entry that was never fresh (ttlMs 0:
+   * every list is a refresh, and a server whose list differs each time would have every client
+   * told, list again, and be told again), and at most once a second per key.
+   */
+  private mayAnnounce(key: string, stale: ListEntry): boolean {
+    if (!(stale.ttlMs > 0)) return false;
+    const now = this.now();
+    if (now - (this.toldAt.get(key) ?? -Infinity) < ANNOUNCE_EVERY_MS) return false;
+    this.toldAt.set(key, now);
+    return true;
+  }
+
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
-    for (const [k, e] of this.entries) if (k.startsWith(prefix)) e.ttlMs = 0;
-    for (const k of this.inflight.keys()) if (k.startsWith(prefix)) this.changedInFlight.add(k);
+    for (const [k, e] of this.entries)
+      if (k.startsWith(prefix)) {
+        e.ttlMs = 0;
+        this.announced.add(k);
+      }
+    for (const k of this.inflight.keys())
+      if (k.startsWith(prefix)) {
+        this.changedInFlight.add(k);
+        this.announced.add(k);
+      }
   }
 
   drop(prefix: string): void {
     for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
+    for (const k of [...this.announced]) if (k.startsWith(prefix)) this.announced.delete(k);
+    for (const k of [...this.toldAt.keys()]) if (k.startsWith(prefix)) this.toldAt.delete(k);
   }
 }

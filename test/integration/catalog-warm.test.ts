@@ -9,6 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -68,5 +71,28 @@ describe('tools listed when a server is ready', () => {
     expect(lists()).toBe(2);
     expect(((await modernPost(hub.url, 2, 'tools/list')).body?.result?.tools as Json[]).map((t) => t.name)).toEqual(['w__mutate']);
     expect(lists()).toBe(2);
+  }, 60_000);
+
+  it('a change no server announced, found when a list expired, is told to every client', async () => {
+    await hub?.stop();
+    const tools = [{ name: 'echo', description: 'Echo the text back', inputSchema: schema }, { name: 'mutate', description: 'test control', inputSchema: { type: 'object' } }];
+    // A legacy server that declares no listChanged: its list is kept 400 ms here (30 s by default).
+    hub = await startHub({ servers: { w: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', LIST_CHANGED: '0', TOOLS: JSON.stringify(tools) }), cacheTtlMs: 400 } } });
+    await waitForReady(hub.url, ['w']);
+    const watcher = new Client({ name: 'watcher', version: '1' });
+    const told: string[] = [];
+    watcher.setNotificationHandler(ToolListChangedNotificationSchema, () => void told.push('tools'));
+    await watcher.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    try {
+      expect((await watcher.listTools()).tools.map((t) => t.name).sort()).toEqual(['w__echo', 'w__mutate']);
+      await watcher.callTool({ name: 'w__mutate', arguments: { op: 'add', def: { name: 'later', inputSchema: { type: 'object' } }, silent: true } });
+      await new Promise((r) => setTimeout(r, 600));
+      expect(told).toEqual([]); // nobody said so, and nobody has listed since
+      // Another client lists after the entry expired: the hub finds the change and says so.
+      expect(((await modernPost(hub.url, 3, 'tools/list')).body?.result?.tools as Json[]).map((t) => t.name).sort()).toEqual(['w__echo', 'w__later', 'w__mutate']);
+      await expect.poll(() => told.length, { timeout: 5_000, interval: 50 }).toBeGreaterThan(0);
+    } finally {
+      await watcher.close();
+    }
   }, 60_000);
 });

@@ -74,4 +74,24 @@ describe('resources of a server that is down', () => {
     const ready = (await fetch(new URL('/healthz', hub.url)).then((r) => r.json())) as { servers: { id: string; state: string }[] };
     expect(ready.servers.find((s) => s.id === 'a')?.state).toBe('starting');
   }, 40_000);
+
+  it("a read of a down server's resource is not sent through another server's template that matches it", async () => {
+    await hub.stop();
+    const mutable = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
+    const servers = {
+      // Listed first, slow to start again: it owns shared://x by its list.
+      a: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), mutable], env: { ERA: 'legacy', DOC_URI: 'shared://x', START_DELAY_MS: '1500' } },
+      // Its template matches shared://x too; it has no such resource.
+      b: { command: process.execPath, args: [mutable], env: { ERA: 'legacy', DOC_URI: 'shared://b-own', TEMPLATE: 'shared://{+path}' } },
+    };
+    hub = await startHub({ servers });
+    await waitForReady(hub.url, ['a', 'b']);
+    expect((await modernCall(hub.url, 'l', 'resources/list')).body?.result?.resources).toEqual(expect.arrayContaining([expect.objectContaining({ uri: 'shared://x' })]));
+    expect((await read('x-up', 'shared://x'))?.result).toMatchObject({ contents: [{ uri: 'shared://x' }] });
+    const origin = new URL(hub.url).origin;
+    expect((await fetch(`${origin}/admin/servers/a/restart`, { method: 'POST' })).status).toBe(200);
+    expect((await read('x-down', 'shared://x'))?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/^server "a" is starting/) });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'unavailable' }, (r) => r.some((x) => x.requestId === 'x-down'));
+    expect(rows.find((r) => r.requestId === 'x-down')?.server).toBe('a');
+  }, 40_000);
 });

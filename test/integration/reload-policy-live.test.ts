@@ -6,6 +6,9 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceListChangedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -39,6 +42,13 @@ async function until(what: string, ok: () => boolean | Promise<boolean>): Promis
 describe('policy reloaded while the hub runs', () => {
   it('poisoning, confirmation and rate limits apply at once; the request-state key waits for a restart', async () => {
     expect(await toolNames()).toEqual(['bad__clean', 'bad__sneaky']); // poisoning: warn (the default) shows it, flagged
+    // A legacy client on its GET stream: descriptions are checked in every family, so it hears every list changed.
+    const heard: string[] = [];
+    const watcher = new Client({ name: 'watcher', version: '1' });
+    watcher.setNotificationHandler(ToolListChangedNotificationSchema, () => void heard.push('tools'));
+    watcher.setNotificationHandler(ResourceListChangedNotificationSchema, () => void heard.push('resources'));
+    await watcher.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    await new Promise((r) => setTimeout(r, 300)); // its GET stream open
     const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
     config.policy = {
       poisoning: 'block',
@@ -48,6 +58,8 @@ describe('policy reloaded while the hub runs', () => {
     };
     writeFileSync(hub.configFile, JSON.stringify(config));
     await until('the reload', () => hub.logs.some((l) => l.includes('config reload: policy replaced')));
+    await until('tools and resources list_changed', () => heard.includes('tools') && heard.includes('resources'));
+    await watcher.close();
     const restart = hub.logs.find((l) => l.includes('change only on a restart'));
     expect(JSON.parse(restart!).sections).toEqual(['policy.requestStateKey']);
 

@@ -52,3 +52,56 @@ describe('the list cache', () => {
     expect(c.asked).toHaveLength(1); // the mark went with the failed fetch
   });
 });
+
+describe('a change found when an entry expires', () => {
+  function lists(ttlMs: number) {
+    let names = ['a'];
+    return {
+      set: (n: string[]) => (names = n),
+      fetch: async () => ({ items: names.map((name) => ({ name })), ttlMs, scope: 'public' as const }),
+    };
+  }
+
+  it('is told once (onChanged), not when the list is the same, and not when invalidate told it already', async () => {
+    const clock = { t: 0 };
+    const told: string[] = [];
+    const cache = new ListCache(() => clock.t, undefined, (k) => told.push(k));
+    const up = lists(5000);
+    await cache.get('s\0tools', up.fetch);
+    clock.t += 6000;
+    await cache.get('s\0tools', up.fetch); // expired, same list
+    expect(told).toEqual([]);
+    up.set(['a', 'b']);
+    clock.t += 6000;
+    await cache.get('s\0tools', up.fetch); // expired, changed, nobody said so
+    expect(told).toEqual(['s\0tools']);
+    up.set(['a']);
+    cache.invalidate('s\0'); // the server said so: clients were told then
+    clock.t += 6000;
+    await cache.get('s\0tools', up.fetch);
+    expect(told).toEqual(['s\0tools']);
+  });
+
+  it('is not told for a list that is never fresh (ttlMs 0), nor more than once a second', async () => {
+    const clock = { t: 0 };
+    const told: string[] = [];
+    const cache = new ListCache(() => clock.t, undefined, (k) => told.push(k));
+    const never = lists(0);
+    await cache.get('z\0tools', never.fetch);
+    never.set(['b']);
+    await cache.get('z\0tools', never.fetch);
+    expect(told).toEqual([]);
+    const quick = lists(10);
+    await cache.get('q\0tools', quick.fetch);
+    for (let i = 0; i < 20; i++) {
+      quick.set([`n${i}`]);
+      clock.t += 20;
+      await cache.get('q\0tools', quick.fetch);
+    }
+    expect(told).toEqual(['q\0tools']); // 400 ms of changes: one
+    clock.t += 1000;
+    quick.set(['later']);
+    await cache.get('q\0tools', quick.fetch);
+    expect(told).toHaveLength(2);
+  });
+});
