@@ -362,8 +362,9 @@ export class Hub implements HubCore {
   }
 
   private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
-    // Any key change: a viewer's socket does not say which credential opened it.
+    // Any key change: a viewer's socket, or a ticket not yet used, does not say which credential opened it.
     this.admin?.events.dropViewers();
+    this.admin?.tickets.revokeAll();
     const ended = this.endpoint.endSessionsOf(principals, keys);
     const streams = this.endpoint.listen.endStreamsOf(principals, keys);
     if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked credentials ended');

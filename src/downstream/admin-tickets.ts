@@ -38,6 +38,11 @@ export class AdminTickets {
     return { ticket, expiresInMs: until - now };
   }
 
+  /** Every open ticket stops working (a key changed: a ticket does not say which key asked for it). */
+  revokeAll(): void {
+    this.open.clear();
+  }
+
   /**
    * Once, for a ticket issued and not yet expired: when its credential stops working (if it
    * does); null otherwise. The ticket is gone afterwards either way.

@@ -23,7 +23,7 @@ import type { ReloadOutcome } from '../config/watch.js';
 import { AdminEvents, type Admission } from './admin-events.js';
 import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
-import { hostAllowed, isLoopbackHost, originAllowed, type OriginPolicy } from './origin.js';
+import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -140,7 +140,7 @@ export class AdminRoutes {
    */
   attach(server: Server, authorize?: (req: IncomingMessage) => Promise<Admission>): void {
     this.events.attach(server, async (req): Promise<Admission> => {
-      if (!hostAllowed(req.headers.host, this.policy) || !originAllowed(req.headers.origin, this.policy)) return { status: 403 };
+      if (!hostAllowed(req.headers.host, this.policy) || !adminOriginAllowed(req.headers.origin, req.headers.host, this.policy)) return { status: 403 };
       const ticket = new URL(req.url ?? '/', 'http://x').searchParams.get('ticket');
       let admitted: Admission = { status: 200 };
       if (ticket !== null) {
@@ -169,6 +169,10 @@ export class AdminRoutes {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
     if (!this.operator(req)) {
       json(res, 403, { error: 'admin routes need an admin principal' });
+      return true;
+    }
+    if (!adminOriginAllowed(req.headers.origin, req.headers.host, this.policy)) {
+      json(res, 403, { error: 'admin routes take a browser request only from a page of this hub (or of listen.allowedOrigins)' });
       return true;
     }
     if (path === '/admin/reload') {

@@ -49,3 +49,22 @@ export function originAllowed(origin: string | undefined, p: OriginPolicy): bool
     return false;
   }
 }
+
+/**
+ * The admin routes (the live feed's WebSocket, reload, restart, tickets) take a browser's
+ * request only from a page of this hub (its Origin names the Host it was sent to) or of an
+ * origin `listen.allowedOrigins` lists. Any loopback origin will not do here: a WebSocket and
+ * a form POST need no CORS, so a page on another local port could otherwise read the live feed
+ * and restart servers of a hub that runs without authentication. Non-browser clients send no
+ * Origin.
+ */
+export function adminOriginAllowed(origin: string | undefined, hostHeader: string | undefined, p: OriginPolicy): boolean {
+  if (origin === undefined) return true;
+  if (p.allowedOrigins.includes(origin)) return true;
+  try {
+    const u = new URL(origin);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && hostHeader !== undefined && u.host === new URL(`${u.protocol}//${hostHeader}`).host;
+  } catch {
+    return false;
+  }
+}

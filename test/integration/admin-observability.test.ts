@@ -191,8 +191,27 @@ describe('/admin routes', () => {
       chunks: [JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })],
     });
     expect(mcp.status).toBe(403);
-    // Loopback addresses other than 127.0.0.1 still are loopback.
-    expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: { host: `127.0.0.2:${port}`, origin: `http://127.1.2.3:${port}` } })).status).toBe(200);
+    // Loopback addresses other than 127.0.0.1 still are loopback (the page is this hub's: same origin).
+    expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: { host: `127.0.0.2:${port}`, origin: `http://127.0.0.2:${port}` } })).status).toBe(200);
+  });
+
+  it("takes no admin request from a page on another local port, which /mcp's loopback rule would let in", async () => {
+    const port = new URL(base).port;
+    const other = { origin: 'http://localhost:3999' };
+    // A form POST needs no CORS preflight: without this check it would restart a server.
+    const restart = await rawHttp(base + '/admin/servers/legacy/restart', { method: 'POST', headers: { ...other, 'content-type': 'application/x-www-form-urlencoded' }, chunks: [''] });
+    expect(restart.status).toBe(403);
+    expect((await rawHttp(base + '/admin/reload', { method: 'POST', headers: other, chunks: [''] })).status).toBe(403);
+    expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: other })).status).toBe(403);
+    // The hub's own page (same origin) and clients that send no Origin are served.
+    expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: { origin: `http://127.0.0.1:${port}` } })).status).toBe(200);
+    expect((await rawHttp(base + '/admin/servers', { method: 'GET' })).status).toBe(200);
+    // /mcp keeps its rule: a loopback page may talk MCP to a loopback hub (it cannot read answers without CORS).
+    const mcp = await rawHttp(hub.url, {
+      headers: { ...other, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      chunks: [JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' })],
+    });
+    expect(mcp.status).not.toBe(403);
   });
 
   it('lets only loopback callers in until authentication decides (isAdmin seam)', () => {
@@ -237,13 +256,22 @@ describe('/admin/events', () => {
     ws.close();
   });
 
-  it('refuses a foreign Origin', async () => {
-    const ws = new WebSocket(base.replace('http', 'ws') + '/admin/events', { headers: { origin: 'https://evil.example' } });
-    const status = await new Promise<number>((resolve) => {
+  const upgrade = (origin: string) => {
+    const ws = new WebSocket(base.replace('http', 'ws') + '/admin/events', { headers: { origin } });
+    return new Promise<number>((resolve) => {
       ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on('open', () => resolve(101));
+      ws.on('open', () => (resolve(101), ws.close()));
       ws.on('error', () => undefined);
     });
-    expect(status).toBe(403);
+  };
+
+  it('refuses a foreign Origin', async () => {
+    expect(await upgrade('https://evil.example')).toBe(403);
+  });
+
+  it('refuses a page on another local port (no CORS guards a WebSocket), and takes the hub\'s own page', async () => {
+    expect(await upgrade('http://localhost:3999')).toBe(403);
+    expect(await upgrade('http://127.0.0.1:1')).toBe(403);
+    expect(await upgrade(base)).toBe(101);
   });
 });

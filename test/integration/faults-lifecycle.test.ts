@@ -258,6 +258,8 @@ describe('hot reload', () => {
       while (!(await reader.read().catch(() => ({ done: true }))).done);
       return true;
     })();
+    // A live-feed ticket the old key asked for and has not used yet.
+    const ticket = (await (await fetch(new URL('/admin/ticket', hub.url), { method: 'POST', headers: auth })).json()) as { ticket: string };
 
     rewrite(hub.configFile, (c) => {
       c.auth = { apiKeys: [{ principal: 'new', sha256: sha256Hex(NEW), scopes: ['switchyard:admin'] }] };
@@ -269,6 +271,15 @@ describe('hot reload', () => {
     // The session is gone, not merely refused: the new key cannot use it either.
     const reuse = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...session, authorization: `Bearer ${NEW}` });
     expect(reuse.status).toBe(404);
+    // Nor does the ticket open the live feed any more.
+    const late = new WebSocket(hub.url.replace('http', 'ws').replace(/\/mcp$/, `/admin/events?ticket=${ticket.ticket}`));
+    const refused = await new Promise<number | string>((resolve) => {
+      late.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      late.once('open', () => resolve('opened'));
+      late.once('error', () => resolve('error'));
+    });
+    late.terminate();
+    expect(refused).toBe(401);
   }, 30_000);
 
   it('a key rotated for the same principal ends what the old key opened, and only that', async () => {
