@@ -32,7 +32,8 @@ export interface Identity {
 
 /** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
 export interface Refusal {
-  status: 401 | 403;
+  /** 400 for a malformed Bearer header (RFC 6750 §3.1 invalid_request), 401, or 403. */
+  status: 400 | 401 | 403;
   headers: Record<string, string>;
   message: string;
   /** A valid credential refused for its scopes still names who presented it (for the ledger's row). */
@@ -53,9 +54,13 @@ export function authContextOf(principal: string): string {
   return `principal:${principal}`;
 }
 
+/**
+ * The credential a request carries: a Bearer token, else an `X-Api-Key`; '' for a Bearer header
+ * that is malformed; undefined for none (another scheme, such as Basic, is none: RFC 6750 §3.1).
+ */
 function bearerToken(h: HeaderLookup): string | undefined {
   const a = h('authorization');
-  if (a) {
+  if (a && /^Bearer(?:[ \t]|$)/i.test(a)) {
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(a);
     return m ? m[1] : '';
   }
@@ -125,7 +130,7 @@ export class Authenticator {
     if (!this.required) return { ok: true, principal: ANONYMOUS, scopes: [], authContext: authContextOf(ANONYMOUS), via: 'none' };
     const token = bearerToken(h);
     if (token === undefined) return this.unauthorized(undefined, 'authentication required');
-    if (token === '') return this.unauthorized('invalid_request', 'malformed Authorization header');
+    if (token === '') return this.malformed('malformed Authorization header');
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);
       if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key };
@@ -176,6 +181,12 @@ export class Authenticator {
     const scope = this.baseScopes.length ? this.baseScopes.join(' ') : undefined;
     const header = bearerChallenge({ ...this.challengeParams(), scope, error, error_description: error ? description : undefined });
     return { ok: false, status: 401, headers: { 'www-authenticate': header }, message: `Unauthorized: ${description}` };
+  }
+
+  /** A Bearer header that is not one token: 400 with an invalid_request challenge (RFC 6750 §3.1, digest §7). */
+  private malformed(description: string): { ok: false } & Refusal {
+    const header = bearerChallenge({ ...this.challengeParams(), error: 'invalid_request', error_description: description });
+    return { ok: false, status: 400, headers: { 'www-authenticate': header }, message: `Bad Request: ${description}` };
   }
 
   private insufficientScope(scopes: string[], description: string): { ok: false } & Refusal {

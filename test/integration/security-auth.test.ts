@@ -160,9 +160,15 @@ describe('authentication at the HTTP endpoint', () => {
     expect401(await call(t), 'invalid_token');
   });
 
-  it('a malformed Authorization header → 401 invalid_request', async () => {
-    const r = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization: 'Basic YWxpY2U6c2VjcmV0' });
-    expect401(r, 'invalid_request');
+  it('another scheme (Basic) → 401 without an error code; a malformed Bearer header → 400 invalid_request (RFC 6750 §3.1)', async () => {
+    const basic = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization: 'Basic YWxpY2U6c2VjcmV0' });
+    expect401(basic);
+    for (const authorization of ['Bearer', 'Bearer two tokens', 'Bearer   ']) {
+      const r = await post(hub.url, modernBody(++id, 'tools/list'), { ...modernHeaders('tools/list'), authorization });
+      expect(r.status, authorization).toBe(400);
+      expect(challengeParams(r.headers.get('www-authenticate'))).toMatchObject({ error: 'invalid_request', resource_metadata: PRM_URL });
+      expect(r.body?.error?.message).toMatch(/^Bad Request: malformed Authorization header/);
+    }
   });
 
   it('a token without a scope the hub requires → 403 insufficient_scope', async () => {
