@@ -147,6 +147,36 @@ function installExitHook(): void {
  * somehow is not a group leader); never used once the leader has exited, as its pid may be
  * reused by then.
  */
+/** How long what a leader left in its group has to go after SIGTERM, before SIGKILL. */
+const GROUP_GRACE_MS = 2000;
+
+/**
+ * The leader is gone; anything it left behind in its group (an `npx` grandchild) goes too:
+ * SIGTERM now, and SIGKILL after a grace for what ignores it. The group stays with the exit
+ * hook and the watchdog until it is empty, so a hub that dies meanwhile still ends it.
+ */
+function endGroup(pgid: number): void {
+  killGroup(pgid, 'SIGTERM', false);
+  const release = (): void => {
+    liveGroups.delete(pgid);
+    releaseGroup(pgid);
+  };
+  if (!groupAlive(pgid)) return release();
+  setTimeout(() => {
+    killGroup(pgid, 'SIGKILL', false);
+    release();
+  }, GROUP_GRACE_MS).unref();
+}
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
   try {
     process.kill(-pid, signal);
@@ -181,12 +211,7 @@ export class StdioChild extends EventEmitter {
     const finish = (e: ExitInfo): void => {
       if (this.exitInfo) return;
       this.exitInfo = e;
-      if (this.pid !== undefined) {
-        liveGroups.delete(this.pid);
-        // The leader is gone; anything it left behind in its group goes too.
-        killGroup(this.pid, 'SIGTERM', false);
-        releaseGroup(this.pid);
-      }
+      if (this.pid !== undefined) endGroup(this.pid);
       onExit(e);
       this.emit('exit', e);
     };

@@ -89,6 +89,21 @@ describe('hub SIGKILL', () => {
   }, 60_000);
 });
 
+describe('a server restarted by the operator', () => {
+  it('leaves no grandchild behind when its leader exits at the end of stdin and the grandchild ignores SIGTERM', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grandchild-'));
+    const gLog = join(dir, 'g.log');
+    // The leader (an npx-like wrapper) exits when its stdin ends; what it started ignores SIGTERM.
+    const hub = await start({ servers: { g: nodeServer(`${QUIRKS}/spawns-grandchild.mjs`, [], { QUIRK_LOG: gLog, QUIRK_GRANDCHILD_STUBBORN: '1' }) } }, { dir });
+    await waitForState(hub.url, 'g', ['ready']);
+    const first = await waitUntil('grandchild pid', async () => quirkLog(gLog).find((e) => e.grandchild !== undefined)?.grandchild);
+    expect((await fetch(new URL('/admin/servers/g/restart', hub.url), { method: 'POST' })).status).toBe(200);
+    // SIGTERM when the leader is gone, SIGKILL after the grace (2 s) for what is left.
+    await expectAllGone([first], 6_000);
+    await waitForState(hub.url, 'g', ['ready']);
+  }, 30_000);
+});
+
 describe('hub SIGTERM', () => {
   it('stops accepting, lets a call in flight finish, closes the upstreams and exits 0', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-'));
