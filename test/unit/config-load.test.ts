@@ -240,6 +240,15 @@ describe('problems name their key path, one line each', () => {
     expect(configProblems({ ledger: { redactKeys: '(pass(word)?|secret|token)' } }, NO_ENV)).toEqual([]);
   });
 
+  it('checks the types of every policy key, and refuses one it does not know (a typo would be ignored)', () => {
+    expect(configProblems({ policy: { confirm: ['fs__write_*'], confirmDestructive: true, inputTimeoutMs: 30000, requestStateTtlMs: 600000, requestStateKey: 'k' } }, NO_ENV)).toEqual([]);
+    expect(configProblems({ policy: { confirmDestructive: 'true' } }, NO_ENV)).toEqual(['policy.confirmDestructive: must be boolean']);
+    expect(configProblems({ policy: { inputTimeoutMs: '60s' } }, NO_ENV)).toEqual(['policy.inputTimeoutMs: must be integer']);
+    expect(configProblems({ policy: { confirm: 'fs__write_*' } }, NO_ENV)).toEqual(['policy.confirm: must be array']);
+    expect(configProblems({ policy: { requestStateTtlMs: 0 } }, NO_ENV)).toEqual(['policy.requestStateTtlMs: must be >= 1']);
+    expect(configProblems({ policy: { poisioning: 'block' } }, NO_ENV)).toEqual([expect.stringMatching(/^policy.poisioning: unknown key/)]);
+  });
+
   it('configProblems returns the same lines, and nothing for a valid document', () => {
     expect(configProblems({ pageSize: 'x' }, NO_ENV)).toEqual(['pageSize: must be integer']);
     expect(configProblems({ servers: { a: { command: 'x' } } }, NO_ENV)).toEqual([]);
