@@ -14,8 +14,14 @@ import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools.js';
 import { BadUrlError } from './daemon-client.js';
 
+/** A command that failed in a way it did not handle: one line, exit 1 (SWITCHYARD_DEBUG=1 keeps the stack). */
+function unhandled(err: Error): never {
+  process.stderr.write(`switchyard: ${process.env.SWITCHYARD_DEBUG ? (err.stack ?? err.message) : err.message}\n`);
+  process.exit(1);
+}
+
 /** The `switchyard` CLI: one module per command, each thin over the library. */
-await yargs(hideBin(process.argv))
+const cli = yargs(hideBin(process.argv))
   .scriptName('switchyard')
   .command(startCommand)
   .command(configCommand)
@@ -37,9 +43,16 @@ await yargs(hideBin(process.argv))
       process.stderr.write(`switchyard: ${err.message}\n`);
       process.exit(2);
     }
-    if (err) throw err;
+    if (err) unhandled(err);
+    // A usage error (README: exit 2), with the help that says what was meant.
     y.showHelp();
     process.stderr.write(`\n${msg}\n`);
-    process.exit(1);
-  })
-  .parseAsync();
+    process.exit(2);
+  });
+
+try {
+  // A handler's synchronous throw comes out of parseAsync() itself, not as a rejection.
+  await cli.parseAsync();
+} catch (err) {
+  unhandled(err instanceof Error ? err : new Error(String(err)));
+}

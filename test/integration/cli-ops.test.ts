@@ -19,6 +19,23 @@ const run = runCli;
 
 const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
 
+describe('exit codes and errors of the CLI itself', () => {
+  it('a usage error exits 2 with the help; a failure a command did not foresee is one line and exit 1, no stack', async () => {
+    for (const args of [['bogus'], ['start', '--bogus'], ['keys', 'add']]) {
+      const r = await runCli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/Options:/);
+    }
+    // A file that cannot be written (its folder is a file): the handler's own error, said once.
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
+    writeFileSync(join(d, 'plain-file'), '');
+    const r = await runCli(['init', '-c', join(d, 'plain-file', 'hub.config.json')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^switchyard: E(EXIST|NOTDIR)/)]);
+    expect(r.stdout).toBe('');
+  });
+});
+
 describe('switchyard init', () => {
   it('writes a starter config with $schema that validates, and will not overwrite it without --force', async () => {
     const d = tmp('init');
