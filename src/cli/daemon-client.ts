@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Argv } from 'yargs';
+import { parseJsonText } from '../config/load.js';
 
 /** What every command that talks to the daemon takes. */
 export interface DaemonArgs {
@@ -63,7 +64,8 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   const file = resolve(configFile);
   if (existsSync(file)) {
     try {
-      const cfg = JSON.parse(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown } };
+      // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
+      const cfg = parseJsonText(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown } };
       if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
       if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
     } catch {

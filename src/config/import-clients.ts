@@ -8,6 +8,7 @@
 import { homedir } from 'node:os';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { setByHub } from './header-check.js';
+import { parseJsonText } from './load.js';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
 
@@ -224,9 +225,10 @@ function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewrite
 export function importClientConfig(text: string, path: string): ImportResult {
   let doc: unknown;
   try {
-    doc = JSON.parse(stripJsonc(text.replace(/^\uFEFF/, '')));
+    // Never V8's own message: it quotes a slice of the file, which may hold a token.
+    doc = parseJsonText(stripJsonc(text.replace(/^\uFEFF/, '')));
   } catch (err) {
-    throw new ImportError(`${path} is not JSON: ${(err as Error).message}`);
+    throw new ImportError(`${path} is ${(err as Error).message}`);
   }
   if (!isObj(doc)) throw new ImportError(`${path}: expected a JSON object`);
   const kind = detectKind(doc, path);

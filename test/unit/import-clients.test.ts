@@ -118,3 +118,18 @@ describe('importClientConfig', () => {
     expect(configProblems({ servers: r.servers }, {})).toEqual([]);
   });
 });
+
+describe('a client config that is not JSON', () => {
+  it('is refused saying where, without quoting the file (it may hold a token)', () => {
+    const text = '{"mcpServers":{"gh":{"command":"x","env":{"GITHUB_TOKEN":ghp_abcdef1234567890abcdef1234567890}}}}';
+    let message = '';
+    try {
+      importClientConfig(text, 'claude_desktop_config.json');
+    } catch (err) {
+      expect(err).toBeInstanceOf(ImportError);
+      message = (err as Error).message;
+    }
+    expect(message).toMatch(/^claude_desktop_config\.json is not valid JSON \(/);
+    expect(message).not.toContain('ghp_');
+  });
+});
