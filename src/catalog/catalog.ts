@@ -171,7 +171,7 @@ export class Catalog extends EventEmitter {
     h.upstream.on('state', (state: string) => {
       this.reads.invalidate(h.id);
       this.invalidate(h.id, LIST_KINDS);
-      if (state === 'ready') this.warm(h);
+      if (state === 'ready') this.warm(this.current(h));
     });
     this.listens.track(h.id, h.upstream);
   }
@@ -211,11 +211,21 @@ export class Catalog extends EventEmitter {
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
-      const next = prev.then(() => this.onNotification(h, n.method, n.params ?? {}, principal === undefined)).catch((err: unknown) =>
+      const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal === undefined)).catch((err: unknown) =>
         this.log.error({ err, server: h.id }, 'notification handling failed'),
       );
       this.notifyChain.set(h.id, next);
     });
+  }
+
+  /**
+   * The server's record as the config has it now: a reload that changes a server's settings but
+   * not its connection (trust, names, tools allow/deny) puts a new record in place, and what was
+   * wired when the server was added must judge its lists by that one, not the first.
+   */
+  private current(h: ServerHandle): ServerHandle {
+    const now = this.servers().find((x) => x.id === h.id);
+    return now !== undefined && now.upstream === h.upstream ? now : h;
   }
 
   /** `main`: it came on the server's own connection (not a principal's). */

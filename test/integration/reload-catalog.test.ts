@@ -5,6 +5,7 @@
  * page size applies from the next list, and a client paging through one goes on where it was.
  * The real built hub over loopback HTTP, a real stdio upstream, the SDK v1 client.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -97,4 +98,32 @@ describe('pageSize reloaded while the hub runs', () => {
     expect(again).toEqual({ names: [all[1], all[2]], next: undefined });
     expect(hub.logs.some((l) => l.includes('change only on a restart'))).toBe(false);
   });
+});
+
+describe("a server's settings reloaded while its connection goes on", () => {
+  it('judge the lists made after the reload, including those made when the server says its tools changed', async () => {
+    const tools = [
+      { name: 'alpha', description: 'First tool', inputSchema: { type: 'object' } },
+      { name: 'secret', description: 'Not for everyone', inputSchema: { type: 'object' } },
+      { name: 'mutate', description: 'test control', inputSchema: { type: 'object' } },
+    ];
+    const h = await startHub({ servers: { w: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', TOOLS: JSON.stringify(tools) }) } });
+    try {
+      await waitForReady(h.url, ['w']);
+      const names = async () => (((await modernPost(h.url, ++id, 'tools/list')).body?.result?.tools ?? []) as Json[]).map((t) => String(t.name)).sort();
+      expect(await names()).toEqual(['w__alpha', 'w__mutate', 'w__secret']);
+      const config = JSON.parse(readFileSync(h.configFile, 'utf8')) as { servers: Record<string, Json> };
+      config.servers.w!.tools = { deny: ['secret'] };
+      writeFileSync(h.configFile, JSON.stringify(config));
+      await expect.poll(names, { timeout: 10_000, interval: 100 }).toEqual(['w__alpha', 'w__mutate']);
+      // The server adds a tool and says so: the list it gets is judged by the new settings.
+      const r = await modernPost(h.url, ++id, 'tools/call', { name: 'w__mutate', arguments: { op: 'add', def: { name: 'delta', inputSchema: { type: 'object' } } } });
+      expect(r.body?.result).toBeDefined();
+      await new Promise((res) => setTimeout(res, 500));
+      expect(await names()).toEqual(['w__alpha', 'w__delta', 'w__mutate']);
+      expect((await modernPost(h.url, ++id, 'tools/call', { name: 'w__secret', arguments: {} })).body?.error?.message).toMatch(/Unknown tool/);
+    } finally {
+      await h.stop();
+    }
+  }, 40_000);
 });
