@@ -201,8 +201,17 @@ export class HttpUpstream extends HandshakingUpstream {
     this._capabilities = f.capabilities;
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
-    const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers: this.legacyHeaders });
-    if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
+    // Bounded like initialize: a server that holds this POST open would hold the start (and
+    // every renewal of the session, which later 404s join) for good.
+    const nt = timeoutSignal(this.spec.timeoutMs);
+    try {
+      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers: this.legacyHeaders, signal: nt.signal });
+      if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
+    } catch (err) {
+      throw nt.timedOut() ? new TransportError(`notifications/initialized: no answer within ${this.spec.timeoutMs} ms`) : err;
+    } finally {
+      nt.clear();
+    }
     this.getFailures = 0;
     this.openGetStream();
   }
