@@ -38,7 +38,7 @@ function fromResult(result: Record<string, unknown>): ProbeVerdict {
 
 /**
  * A server that names its versions without ours: the only versions we share are legacy ones,
- * which are spoken after `initialize` (digest §1.3: "the client has to do initialize"), or none.
+ * which are spoken after `initialize` (digest §2.2: "the client has to do `initialize`"), or none.
  */
 function withoutModern(supported: string[], said: string): ProbeVerdict {
   const shared = supported.filter((v) => (LEGACY_VERSIONS as readonly string[]).includes(v));
