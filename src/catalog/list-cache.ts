@@ -25,8 +25,6 @@ export class ListCache {
   private readonly inflight = new Map<string, Promise<ListEntry>>();
   /** Keys invalidated while their fetch was in flight: what it brings may predate the change. */
   private readonly changedInFlight = new Set<string>();
-  /** Keys made stale by a change clients were already told of (invalidate): not told again. */
-  private readonly announced = new Set<string>();
   /** When each key's change was last told by onChanged. */
   private readonly toldAt = new Map<string, number>();
   private versionCounter = 0;
@@ -86,13 +84,10 @@ export class ListCache {
       const got = await fetch();
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
-      const told = this.announced.has(key);
-      // A list_changed that came while this list was on its way: served once, fetched again next
-      // (the change it told of may come only then).
+      // A list_changed that came while this list was on its way: served once, fetched again next.
       if (this.changedInFlight.delete(key)) entry.ttlMs = 0;
-      else this.announced.delete(key);
       this.entries.set(key, entry);
-      if (stale && !same && !told && this.mayAnnounce(key, stale)) this.onChanged?.(key);
+      if (stale && !same && this.mayAnnounce(key, stale)) this.onChanged?.(key);
       return entry;
     } catch (err) {
       this.changedInFlight.delete(key);
@@ -106,9 +101,10 @@ export class ListCache {
   }
 
   /**
-   * Whether a change found on refresh is told. Not for an entry that was never fresh (ttlMs 0:
-   * every list is a refresh, and a server whose list differs each time would have every client
-   * told, list again, and be told again), and at most once a second per key.
+   * Whether a change found on refresh is told. Not for an entry of ttlMs 0: one that invalidate
+   * made stale (clients were told then), one fetched while a change was said (the same), or one
+   * never fresh (every list of it is a refresh, and a server whose list differs each time would
+   * have every client told, list again, and be told again). At most once a second per key.
    */
   private mayAnnounce(key: string, stale: ListEntry): boolean {
     if (!(stale.ttlMs > 0)) return false;
@@ -120,21 +116,12 @@ export class ListCache {
 
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
-    for (const [k, e] of this.entries)
-      if (k.startsWith(prefix)) {
-        e.ttlMs = 0;
-        this.announced.add(k);
-      }
-    for (const k of this.inflight.keys())
-      if (k.startsWith(prefix)) {
-        this.changedInFlight.add(k);
-        this.announced.add(k);
-      }
+    for (const [k, e] of this.entries) if (k.startsWith(prefix)) e.ttlMs = 0;
+    for (const k of this.inflight.keys()) if (k.startsWith(prefix)) this.changedInFlight.add(k);
   }
 
   drop(prefix: string): void {
     for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
-    for (const k of [...this.announced]) if (k.startsWith(prefix)) this.announced.delete(k);
     for (const k of [...this.toldAt.keys()]) if (k.startsWith(prefix)) this.toldAt.delete(k);
   }
 }

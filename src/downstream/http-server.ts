@@ -368,7 +368,7 @@ export class HttpServer {
  * The answers of a batch's members, sent together once every member has answered: held as a
  * JSON array while nothing was streamed, written as events once the channel streams.
  */
-export class BatchAnswers {
+class BatchAnswers {
   private held: object[] = [];
   /** The edge's refusals of members, while every member so far was refused with one status. */
   private refusals: EdgeRefusal[] | undefined = [];

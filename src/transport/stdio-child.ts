@@ -142,11 +142,6 @@ function installExitHook(): void {
   });
 }
 
-/**
- * Signals the child's process group. `orLeader` falls back to the pid alone (for a child that
- * somehow is not a group leader); never used once the leader has exited, as its pid may be
- * reused by then.
- */
 /** How long what a leader left in its group has to go after SIGTERM, before SIGKILL. */
 const GROUP_GRACE_MS = 2000;
 
@@ -177,6 +172,11 @@ function groupAlive(pgid: number): boolean {
   }
 }
 
+/**
+ * Signals the child's process group. `orLeader` falls back to the pid alone (for a child that
+ * somehow is not a group leader); never used once the leader has exited, as its pid may be
+ * reused by then.
+ */
 function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
   try {
     process.kill(-pid, signal);
