@@ -134,15 +134,20 @@ export class LedgerPinStore implements PinStore {
   /** Reads the table again when another connection committed; true when a pin changed. */
   poll(): boolean {
     let v: number;
+    let rows: PinRecord[];
     try {
       v = this.version();
-    } catch {
-      return false; // closed
+      if (v === this.dataVersion) return false;
+      rows = readPins(this.db);
+    } catch (err) {
+      // Closed, or the read failed (busy): the version is not taken, so the next tick reads
+      // again; taking it would lose the change until some other commit moved it.
+      if (this.db.open) this.log.warn({ err }, 'ledger: could not read the tool pins again; retrying');
+      return false;
     }
-    if (v === this.dataVersion) return false;
     this.dataVersion = v;
     const next = new Map<string, PinRecord>();
-    for (const r of readPins(this.db)) next.set(keyOf(r.server, r.tool), r);
+    for (const r of rows) next.set(keyOf(r.server, r.tool), r);
     for (const [k, r] of this.unflushed) next.set(k, r);
     const changed: PinRecord[] = [];
     for (const [k, r] of next) {

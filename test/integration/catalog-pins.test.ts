@@ -105,7 +105,13 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(stale.stderr).toContain(`not approved: the pending change of rug/echo is now pin ${shown}, not abcdef123456`);
     const approved = await cli(hub, 'approve', 'rug__echo', '--pin', shown);
     expect(approved.stdout).toMatch(/approved rug\/echo \(changed\)/);
-    await expect.poll(() => names(hub.url), { timeout: 3000, interval: 50 }).toContain('rug__echo');
+    // The hub notices the CLI's write by polling (PIN_POLL_MS); say what it logged if it does not.
+    await expect
+      .poll(() => names(hub.url), { timeout: 5000, interval: 50 })
+      .toContain('rug__echo')
+      .catch((e: Error) => {
+        throw new Error(`${e.message}\nthe hub's last log lines:\n${hub.logs.slice(-15).join('\n')}`);
+      });
     const back = (await tools(hub.url)).find((t) => t.name === 'rug__echo')!;
     expect(back.description).toBe(evil);
     // Shown again, but the description check (policy.poisoning: warn) still flags it for clients.
