@@ -37,8 +37,12 @@ function jsonRpcError(res, status, code, message) {
   res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } }));
 }
 
-/** Serve `createServer()` (an SDK v1 McpServer factory) with sessions on POST/GET/DELETE `path`. */
-export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {} } = {}) {
+/**
+ * Serve `createServer()` (an SDK v1 McpServer factory) with sessions on POST/GET/DELETE `path`.
+ * `transportOptions()` adds options to each session's transport (an event store and a retry
+ * interval make its streams resumable).
+ */
+export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {}, transportOptions = () => ({}) } = {}) {
   const sessions = new Map();
 
   const server = http.createServer(async (req, res) => {
@@ -61,6 +65,7 @@ export async function serveLegacySessions(createServer, { port = 0, path = '/mcp
         return jsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required');
       }
       const transport = new StreamableHTTPServerTransport({
+        ...transportOptions(),
         sessionIdGenerator: () => randomUUID(),
         onsessioninitialized: (id) => {
           sessions.set(id, transport);

@@ -62,6 +62,8 @@ export interface HttpAnswer {
   body?: string;
   /** SSE: last event id seen, for a resumption. */
   lastEventId?: string;
+  /** SSE: the last `retry:` the server asked for (ms): how long to wait before resuming. */
+  retryMs?: number;
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -92,7 +94,7 @@ export class HttpClient {
     return this.exchange('POST', body, POST_ACCEPT, o);
   }
 
-  /** The legacy standalone stream; resolves when it ends. */
+  /** The legacy standalone stream, or a stream resumed with `Last-Event-ID`; resolves when it ends. */
   get(o: HttpExchangeOptions = {}): Promise<HttpAnswer> {
     return this.exchange('GET', undefined, 'text/event-stream', o);
   }
@@ -208,6 +210,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled || !a) return;
     if (this.sse) {
       if (this.sse.result.lastEventId !== undefined) a.lastEventId = this.sse.result.lastEventId;
+      if (this.sse.result.retryMs !== undefined) a.retryMs = this.sse.result.retryMs;
       return this.settle(undefined);
     }
     const text = this.size === 0 ? '' : this.parts.length === 1 ? this.parts[0].toString('utf8') : Buffer.concat(this.parts, this.size).toString('utf8');

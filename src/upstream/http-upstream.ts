@@ -21,6 +21,10 @@ import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 const DELETE_TIMEOUT_MS = 2_000;
+/** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
+const RESUME_WAIT_MS = 1_000;
+/** A resumption that brings nothing new waits longer each time, from this, up to GET_RETRY_MAX_MS. */
+const RESUME_IDLE_MIN_MS = 100;
 
 /** A JSON-RPC error carried in a non-2xx body, if there is one. */
 function bodyError(body: string | undefined): RpcError | undefined {
@@ -247,6 +251,7 @@ export class HttpUpstream extends HandshakingUpstream {
     const s = a.status;
     const problem = answerProblem(a, this.spec.url!);
     if (s >= 200 && s < 300) {
+      if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.failCall(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried) return this.renewSession(p);
@@ -282,32 +287,78 @@ export class HttpUpstream extends HandshakingUpstream {
     );
   }
 
-  /** The legacy standalone stream for unsolicited notifications; 405 means the server has none. */
-  private openGetStream(): void {
+  /**
+   * A legacy server may end the connection of a POST's event stream after an event id and keep
+   * the stream (digest §6.2): the hub waits what its `retry:` asked, then GETs with
+   * `Last-Event-ID`, and the server replays the rest of that stream, the response included. It
+   * may do so again and again while a long call runs; the call's own timeout bounds it, and a
+   * resumption that brings nothing waits longer each time. A resumption the server refuses
+   * (405: it keeps no events; 404: the session is gone) fails the call: whether it ran is
+   * unknown, so it is not sent again.
+   */
+  private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number): void {
+    const wait = Math.min(GET_RETRY_MAX_MS, Math.max(retryMs ?? RESUME_WAIT_MS, idle === 0 ? 0 : RESUME_IDLE_MIN_MS * 2 ** (idle - 1)));
+    this.log.debug({ wait, idle }, 'answer stream ended after an event id; resuming');
+    const stream = p.session;
+    setTimeout(() => {
+      if (!this.isPending(p)) return;
+      if (this.session !== stream) return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
+      const ctl = new ExchangeAbort();
+      p.ctl = ctl;
+      this.http.get({ headers: { ...this.legacyHeaders, 'last-event-id': lastEventId }, abort: ctl, onMessage: (c) => this.handleMessage(c, p) }).then(
+        (a) => {
+          if (!this.isPending(p)) return;
+          const s = a.status;
+          if (s >= 200 && s < 300 && answerProblem(a, this.spec.url!) === undefined) {
+            const moved = a.messages > 0 || (a.lastEventId !== undefined && a.lastEventId !== lastEventId);
+            return this.resume(p, a.lastEventId ?? lastEventId, a.retryMs ?? retryMs, moved ? 0 : idle + 1);
+          }
+          const why = s === 405 ? 'the upstream keeps no events to resume from (405)' : s === 404 ? 'the session is gone (404)' : `HTTP ${s}`;
+          this.failCall(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
+        },
+        (err: unknown) => {
+          if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
+        },
+      );
+    }, wait).unref();
+  }
+
+  /**
+   * The legacy standalone stream for unsolicited notifications; 405 means the server has none.
+   * A stream the server ended after an event id is resumed from it (`Last-Event-ID`), after
+   * the `retry:` it asked for: what it sent in between is replayed.
+   */
+  private openGetStream(lastEventId?: string): void {
     this.getStream?.abort();
     const ctl = new AbortController();
     this.getStream = ctl;
     const session = this.session;
-    const again = (why: string): void => {
-      const delay = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
+    const again = (why: string, from?: string, retryMs?: number): void => {
+      const backoff = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
+      const delay = retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, retryMs);
       this.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
-        if (this.getStream === ctl && !this.closed && this.session === session && this._era === LEGACY) this.openGetStream();
+        if (this.getStream === ctl && !this.closed && this.session === session && this._era === LEGACY) this.openGetStream(from);
       }, delay).unref();
     };
-    this.http.get({ headers: this.legacyHeaders, signal: ctl.signal, onMessage: (c) => this.handleMessage(c) }).then(
+    const headers = lastEventId === undefined ? this.legacyHeaders : { ...this.legacyHeaders, 'last-event-id': lastEventId };
+    this.http.get({ headers, signal: ctl.signal, onMessage: (c) => this.handleMessage(c) }).then(
       (a) => {
         if (this.getStream !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
           if (a.messages > 0) this.getFailures = 0;
-          return again('closed by the server');
+          const from = a.lastEventId ?? lastEventId;
+          // The server's retry is a wait for a stream it keeps; without an event id there is nothing to resume.
+          return again('closed by the server', from, from !== undefined ? a.retryMs : undefined);
         }
-        if (a.status >= 500) return again(`HTTP ${a.status}`);
+        if (a.status >= 500) return again(`HTTP ${a.status}`, lastEventId);
+        // A resumption refused (the event is forgotten): a fresh stream, without the id.
+        if (lastEventId !== undefined && a.status !== 404 && a.status !== 405) return again(`resumption refused (HTTP ${a.status})`);
         this.log.debug({ status: a.status }, 'no GET stream');
         this.getStream = undefined;
       },
       (err: unknown) => {
-        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err));
+        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), lastEventId);
       },
     );
   }

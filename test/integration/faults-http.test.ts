@@ -86,6 +86,16 @@ describe('HTTP upstream faults', () => {
     expect((await healthOf(hub.url)).status).toBe('ok');
   });
 
+  it('ends its SSE answer after an event id but keeps nothing to resume: one resumption (405), a clear error, the call not sent again', async () => {
+    const a = await callTool(hub.url, 'h__polled');
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toContain('the answer stream ended before the response and could not be resumed: the upstream keeps no events to resume from (405)');
+    expect(calls(h, 'polled')).toHaveLength(1);
+    expect(h.log().filter((e) => e.method === 'GET' && e.lastEventId === 'polled-1')).toHaveLength(1);
+    const [row] = await rowsFor(db, 'h__polled');
+    expect(row.outcome).toBe('unavailable');
+  });
+
   it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
     const before = await serverHealth(hub.url, 'h');
     await h.control({ expire: true });
