@@ -77,6 +77,8 @@ export class HttpUpstream extends HandshakingUpstream {
   private renewing: Promise<void> | undefined;
   private getStream: AbortController | undefined;
   private getFailures = 0;
+  /** The session whose GET stream opened (answered 2xx) at least once. */
+  private getWorked: string | undefined;
   private readonly paramHeaders = new ParamHeaderIndex();
   private internalIds = 0;
   private readonly streak: FailureStreak;
@@ -270,14 +272,7 @@ export class HttpUpstream extends HandshakingUpstream {
    */
   private renewSession(p: Pending): void {
     p.retried = true;
-    const stale = p.session;
-    if (this.session === stale) {
-      this.log.info('legacy session expired; initializing again');
-      this.renewing ??= this.initialize()
-        .then(() => this.setState('ready', 'session renewed'))
-        .finally(() => (this.renewing = undefined));
-    }
-    (this.renewing ?? Promise.resolve()).then(
+    this.renew(p.session).then(
       () => {
         if (!this.isPending(p)) return;
         p.session = this.session;
@@ -285,6 +280,17 @@ export class HttpUpstream extends HandshakingUpstream {
       },
       (err: unknown) => this.failCall(p, new TransportError(`session expired and could not be renewed: ${errMessage(err)}`)),
     );
+  }
+
+  /** A new session in place of `stale` (once, however many found it gone); settles when it is open. */
+  private renew(stale: string | undefined): Promise<void> {
+    if (this.session === stale) {
+      this.log.info('legacy session expired; initializing again');
+      this.renewing ??= this.initialize()
+        .then(() => this.setState('ready', 'session renewed'))
+        .finally(() => (this.renewing = undefined));
+    }
+    return this.renewing ?? Promise.resolve();
   }
 
   /**
@@ -346,12 +352,23 @@ export class HttpUpstream extends HandshakingUpstream {
       (a) => {
         if (this.getStream !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
+          this.getWorked = session;
           if (a.messages > 0) this.getFailures = 0;
           const from = a.lastEventId ?? lastEventId;
           // The server's retry is a wait for a stream it keeps; without an event id there is nothing to resume.
           return again('closed by the server', from, from !== undefined ? a.retryMs : undefined);
         }
         if (a.status >= 500) return again(`HTTP ${a.status}`, lastEventId);
+        if (a.status === 404 && session !== undefined && this.getWorked === session) {
+          // The session is gone (digest §6.2: initialize again). Waiting for the next call to
+          // find out would lose every notification until then; the new session opens its own
+          // stream. Only a session whose stream once opened: a server that answers every GET
+          // 404 would have the hub initialize again and again.
+          this.getStream = undefined;
+          if (this.closed || this.session !== session) return;
+          this.renew(session).catch((err: unknown) => this.log.warn({ err: errMessage(err) }, 'session gone (GET stream answered 404) and could not be renewed; the next call tries again'));
+          return;
+        }
         // A resumption refused (the event is forgotten): a fresh stream, without the id.
         if (lastEventId !== undefined && a.status !== 404 && a.status !== 405) return again(`resumption refused (HTTP ${a.status})`);
         this.log.debug({ status: a.status }, 'no GET stream');

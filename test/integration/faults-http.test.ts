@@ -112,6 +112,22 @@ describe('HTTP upstream faults', () => {
     expect(before.state).toBe('ready');
   });
 
+  it('answers every GET 404, sessions or not: the hub does not take it for the end of a session again and again', async () => {
+    await h.control({ getStatus: 404 });
+    try {
+      await h.control({ expire: true });
+      const inits = () => h.log().filter((e) => e.method === 'initialize').length;
+      const before = inits();
+      expect(isToolError(await callTool(hub.url, 'h__echo', { n: 2 }))).toBe(false); // 404, a new session, the call
+      expect(inits()).toBe(before + 1);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(inits()).toBe(before + 1);
+      expect(h.log().filter((e) => e.method === 'GET' && e.status === 404).length).toBeGreaterThanOrEqual(1);
+    } finally {
+      await h.control({ getStatus: 405 });
+    }
+  });
+
   it('refuses connections: retried (never delivered), then a clear answer; the circuit opens and closes after a restart', async () => {
     const port = k.port;
     await k.stop();

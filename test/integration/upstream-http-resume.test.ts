@@ -55,4 +55,12 @@ describe('legacy HTTP upstream that ends its streams early (SSE polling)', () =>
     // late_first came on the open stream; late was announced while the hub was away.
     await expect.poll(names, { timeout: 8000, interval: 100 }).toEqual(expect.arrayContaining(['p__late_first', 'p__late']));
   });
+
+  it('a session that ends while no call is made is renewed from the GET stream (404), and its notifications arrive', async () => {
+    const r = await modernPost(hub.url, 'end-1', 'tools/call', { name: 'p__end_sessions', arguments: { add: 'after_end', addMs: 2500 } });
+    expect(r.body?.result?.content?.[0]?.text).toBe('ending');
+    // No call goes upstream from here (lists are served from the hub's cache): only a hub that
+    // noticed the session's end on its GET stream has a session for the tool to be added to.
+    await expect.poll(names, { timeout: 10_000, interval: 200 }).toContain('p__after_end');
+  }, 20_000);
 });
