@@ -95,6 +95,8 @@ export class Catalog extends EventEmitter {
   private policy: PartPolicy;
   private readonly now: () => number;
   private pinGen = 0;
+  /** The shared tools list each principal's connection last learned from (entryFor). */
+  private readonly taught = new WeakMap<object, readonly unknown[]>();
   /**
    * Counts tool-list invalidations; `toolsChangedAt` has each server's last. An aggregate built
    * before its server's list changed must not route calls to that server's tools: the new
@@ -512,7 +514,15 @@ export class Catalog extends EventEmitter {
     const shared = `${h.id}\0${kind}`;
     if (conn.credential !== '') {
       const e = this.cache.peek(shared);
-      if (e && e.scope === 'public' && this.cache.isFresh(e)) return Promise.resolve(e);
+      if (e && e.scope === 'public' && this.cache.isFresh(e)) {
+        // Calls by this list go over the principal's own connection, which never saw it: it
+        // needs the tools' x-mcp-header declarations (once per list it is given).
+        if (kind === 'tools' && conn.upstream.learnTools && this.taught.get(conn.upstream) !== e.items) {
+          this.taught.set(conn.upstream, e.items);
+          conn.upstream.learnTools(e.items);
+        }
+        return Promise.resolve(e);
+      }
     }
     const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
     return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.now));

@@ -126,6 +126,10 @@ export class HttpUpstream extends HandshakingUpstream {
     });
   }
 
+  learnTools(tools: readonly Record<string, unknown>[]): void {
+    if (this._era === MODERN) this.paramHeaders.learn({ tools });
+  }
+
   protected connect(): Promise<void> {
     return this.handshake();
   }

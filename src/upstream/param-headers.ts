@@ -22,8 +22,8 @@ function headerText(v: unknown): string | undefined {
 export class ParamHeaderIndex {
   private readonly byTool = new Map<string, ParamHeaderDecl[]>();
 
-  /** Read one `tools/list` result page. */
-  learn(result: Record<string, unknown>): void {
+  /** Read one `tools/list` result page (or `{ tools }` of a list another connection fetched). */
+  learn(result: { tools?: unknown }): void {
     const tools = result.tools;
     if (!Array.isArray(tools)) return;
     for (const t of tools) {

@@ -118,6 +118,12 @@ export interface Upstream extends EventEmitter {
   retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void;
   close(): Promise<void>;
   /**
+   * Modern HTTP upstreams: tool definitions this connection serves calls for without having
+   * listed them itself (a principal's connection answered from the shared public list), for
+   * their `x-mcp-header` declarations.
+   */
+  learnTools?(tools: readonly Record<string, unknown>[]): void;
+  /**
    * Modern upstreams: open a `subscriptions/listen` stream with this filter. Every message of
    * the stream (the acknowledgement included) goes to `onMessage`; the change notifications are
    * also emitted as 'notification' events. On a legacy or not-ready upstream the handle ends

@@ -140,3 +140,37 @@ describe('pins of lists that differ by credential', () => {
     expect(await report(BOB_KEY)).toBe('The weekly report of bob');
   });
 });
+
+describe("a principal's connection answered from the shared public list", () => {
+  const CAROL_KEY = 'sy_carol-partition-key-222222222222222222222222222';
+  let up: HttpFixture;
+  let hub: HubProcess;
+  beforeAll(async () => {
+    up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { PUBLIC: '1' });
+    hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'carol', sha256: sha256Hex(CAROL_KEY) }] },
+      servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
+    });
+    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  const as = (key: string, id: number, method: string, params: Json = {}, name?: string, more: Record<string, string> = {}) =>
+    post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${key}`, ...more });
+
+  it('mirrors the x-mcp-header arguments of a list its own connection never fetched', async () => {
+    // carol has no credential of her own: the server's main connection lists, publicly.
+    expect(((await as(CAROL_KEY, 1, 'tools/list')).body?.result?.tools as Json[]).map((t) => t.name)).toEqual(['u__regional']);
+    // alice is served that public list; her calls go over her own connection.
+    expect(((await as(ALICE_KEY, 2, 'tools/list')).body?.result?.tools as Json[]).map((t) => t.name)).toEqual(['u__regional']);
+    const stats = (await (await fetch(new URL('/stats', up.url))).json()) as Record<string, number>;
+    expect(stats.alice).toBeUndefined(); // her connection never listed
+    // (The hub checks the client's own mirror too, as the server would.)
+    const r = await as(ALICE_KEY, 3, 'tools/call', { name: 'u__regional', arguments: { region: 'eu-west' } }, 'u__regional', { 'mcp-param-region': 'eu-west' });
+    expect(r.body?.error).toBeUndefined();
+    expect(r.body?.result?.content?.[0]?.text).toBe('regional for alice');
+  });
+});
