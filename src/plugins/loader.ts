@@ -43,6 +43,14 @@ async function instantiate(mod: PluginModule, options: Record<string, unknown>, 
   return p;
 }
 
+/**
+ * The name a plugin file goes by before it is loaded: the file name without extension and
+ * ordering prefix ("10-audit.mjs" → "audit"); its options and `disable` use it.
+ */
+function nameOfFile(where: string): string {
+  return where.replace(/^.*[\\/]/, '').replace(/\.[cm]?js$/, '').replace(/^\d+[-_]/, '').replace(/^bundled:/, '');
+}
+
 /** What a plugin file holds, as a short digest; "missing" when it cannot be read. */
 function digestOf(file: string): string {
   try {
@@ -112,18 +120,23 @@ export async function loadPlugins(
   const out: Plugin[] = [];
   const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>) => {
     try {
+      let made = false;
       const p = await within(
         (async () => {
           const mod = await load();
           // A factory learns its name only when called: its options are looked up by the file's
           // name without extension and ordering prefix ("10-audit.mjs" → "audit").
-          const guess = where.replace(/^.*[\\/]/, '').replace(/\.[cm]?js$/, '').replace(/^\d+[-_]/, '').replace(/^bundled:/, '');
-          return instantiate(mod, options ?? optionsOf(typeof mod === 'function' ? guess : (mod as Plugin).name), log, guess);
+          const guess = nameOfFile(where);
+          made = typeof mod === 'function';
+          return instantiate(mod, options ?? optionsOf(made ? guess : (mod as Plugin).name), log, guess);
         })(),
         loadTimeoutMs,
       );
       if (disabled.has(p.name)) {
+        // Known by this name only once loaded; a factory was called, so its close hook undoes
+        // whatever it started.
         log.info({ plugin: p.name }, 'plugin disabled by config');
+        if (made) await within(Promise.resolve().then(() => p.close?.()), loadTimeoutMs).catch(() => undefined);
         return;
       }
       if (out.some((q) => q.name === p.name)) throw new Error(`a plugin named "${p.name}" is already loaded`);
@@ -139,6 +152,13 @@ export async function loadPlugins(
     if (disabled.has(name)) continue;
     await add(`bundled:${name}`, async () => mod, optionsOf(name));
   }
-  for (const { file, options } of userPluginFiles(config, configFile)) await add(file, () => importPlugin(file), options);
+  for (const { file, options } of userPluginFiles(config, configFile)) {
+    // Disabled by its file's name: not imported at all, so none of its code runs.
+    if (disabled.has(nameOfFile(file))) {
+      log.info({ plugin: nameOfFile(file), from: file }, 'plugin disabled by config');
+      continue;
+    }
+    await add(file, () => importPlugin(file), options);
+  }
   return out;
 }

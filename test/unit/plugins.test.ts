@@ -245,6 +245,31 @@ describe('plugin runner', () => {
     expect((await new PluginRunner(ps, silentLogger, () => {}).beforeCall(tool, 'a', undefined, {})).deny?.plugin).toBe('first');
   });
 
+  it('plugins.disable: a file disabled by its name is not even imported; one disabled by the name its factory gave is closed again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    const pdir = join(dir, 'plugins');
+    const { mkdirSync, existsSync } = await import('node:fs');
+    mkdirSync(pdir);
+    const ran = join(dir, 'ran');
+    const closed = join(dir, 'closed');
+    const made = join(dir, 'made');
+    // Top-level code: runs only if the file is imported.
+    writeFileSync(join(pdir, '10-noisy.mjs'), `import { writeFileSync } from 'node:fs'; writeFileSync(${JSON.stringify(ran)}, 'x'); export default { name: 'noisy' };`);
+    writeFileSync(
+      join(pdir, '20-factory.mjs'),
+      `import { writeFileSync } from 'node:fs';
+       export default () => { writeFileSync(${JSON.stringify(made)}, 'x'); return { name: 'renamed', close() { writeFileSync(${JSON.stringify(closed)}, 'x'); } }; };`,
+    );
+    writeFileSync(join(pdir, '30-kept.mjs'), `export default { name: 'kept', onList() {} };`);
+    const failures: PluginFailure[] = [];
+    const ps = await loadPlugins({ disable: ['noisy', 'renamed', 'redact-secrets'] }, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f));
+    expect(ps.map((p) => p.name)).toEqual(['description-checks', 'kept']);
+    expect(failures).toEqual([]);
+    expect(existsSync(ran)).toBe(false);
+    expect(existsSync(made)).toBe(true); // its name was known only from what the factory returned
+    expect(existsSync(closed)).toBe(true);
+  });
+
   it('a plugin whose import or factory never finishes is skipped after the load timeout; the rest load', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
     writeFileSync(join(dir, 'never.mjs'), `export default async () => new Promise(() => {});`);
