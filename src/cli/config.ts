@@ -22,7 +22,8 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       process.stderr.write(`${args.config}: invalid config\n${e.problems.map((p) => `  ${p}\n`).join('')}`);
-      process.exitCode = 1;
+      // As `start` and `reload` answer the same file: 2, a config error (README, exit codes).
+      process.exitCode = 2;
     }
   },
 };

@@ -49,12 +49,12 @@ describe('switchyard config validate', () => {
     expect(r.status).toBe(0);
   });
 
-  it('prints one line per problem and exits 1', () => {
+  it('prints one line per problem and exits 2, a config error (as start and reload)', () => {
     const r = validate({
       listen: { port: 'x' },
       servers: { notes: { command: 'a', url: 'http://x' }, gh: { url: 'https://x', headers: { Authorization: '${env:GITHUB_TOKEN}' } } },
     });
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr.trimEnd().split('\n')).toEqual([
       'hub.config.json: invalid config',
@@ -66,10 +66,10 @@ describe('switchyard config validate', () => {
 
   it('reports a missing file and broken JSON without a stack trace', () => {
     const missing = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, 'absent.json')], { encoding: 'utf8' });
-    expect(missing.status).toBe(1);
+    expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/config: cannot read .*absent\.json \(ENOENT\)\n$/);
     const broken = validate('{"servers": ');
-    expect(broken.status).toBe(1);
+    expect(broken.status).toBe(2);
     expect(broken.stderr).toBe('hub.config.json: invalid config\n  config: not valid JSON (unexpected end of input)\n');
   });
 });
