@@ -75,6 +75,10 @@ export class HttpUpstream extends HandshakingUpstream {
   /** Headers of every legacy request after initialize; rebuilt when the session changes. */
   private legacyHeaders: Record<string, string> = {};
   private renewing: Promise<void> | undefined;
+  /** The session a 404 said is gone (renew): nothing to end there. */
+  private gone: string | undefined;
+  /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
+  private readonly retiring = new Set<string>();
   private getStream: AbortController | undefined;
   private getFailures = 0;
   /** The session whose GET stream opened (answered 2xx) at least once. */
@@ -104,7 +108,8 @@ export class HttpUpstream extends HandshakingUpstream {
     return this.attempting ? 'half-open' : 'open';
   }
 
-  protected override onCallEnd(_p: Pending, err: Error | undefined): void {
+  protected override onCallEnd(p: Pending, err: Error | undefined): void {
+    if (p.session !== undefined && this.retiring.has(p.session)) this.retire(p.session);
     if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
     this.tripped = true;
     const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
@@ -204,6 +209,7 @@ export class HttpUpstream extends HandshakingUpstream {
     }
     const f = serverFacts(result, result.serverInfo);
     const sid = a.headers['mcp-session-id'];
+    const old = this.session;
     this.session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
     this.legacyHeaders = this.session ? { 'mcp-protocol-version': version, 'mcp-session-id': this.session } : { 'mcp-protocol-version': version };
     this._era = LEGACY;
@@ -224,6 +230,33 @@ export class HttpUpstream extends HandshakingUpstream {
     }
     this.getFailures = 0;
     this.openGetStream();
+    // A reconnect (a circuit that opened, a lost connection) leaves the old session open on the
+    // server: end it, as the digest asks of a client done with one (§6.2), once its calls are over.
+    if (old !== undefined && old !== this.session && old !== this.gone) this.retire(old);
+    this.gone = undefined;
+  }
+
+  /** DELETE a replaced session, or wait for the calls still running on it. */
+  private retire(session: string): void {
+    for (const p of this.pending.values())
+      if (p.session === session) {
+        this.retiring.add(session);
+        return;
+      }
+    this.retiring.delete(session);
+    const t = timeoutSignal(DELETE_TIMEOUT_MS);
+    this.http
+      .delete({ headers: this.sessionHeaders(session), signal: t.signal })
+      .catch(() => undefined)
+      .finally(t.clear);
+  }
+
+  /** The legacy headers of a session, current or not. */
+  private sessionHeaders(session: string | undefined): Record<string, string> {
+    if (session === this.session) return this.legacyHeaders;
+    const h: Record<string, string> = { 'mcp-protocol-version': this._protocolVersion ?? LEGACY };
+    if (session !== undefined) h['mcp-session-id'] = session;
+    return h;
   }
 
   protected transmit(p: Pending, frame: string, params: Record<string, unknown>): void {
@@ -290,6 +323,7 @@ export class HttpUpstream extends HandshakingUpstream {
   private renew(stale: string | undefined): Promise<void> {
     if (this.session === stale) {
       this.log.info('legacy session expired; initializing again');
+      this.gone = stale;
       this.renewing ??= this.initialize()
         .then(() => this.setState('ready', 'session renewed'))
         .finally(() => (this.renewing = undefined));
@@ -388,7 +422,8 @@ export class HttpUpstream extends HandshakingUpstream {
     if (this._era === LEGACY) {
       // A disconnect is not a cancellation in legacy; say it, then stop reading.
       const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
-      this.http.post(frame, { headers: this.legacyHeaders }).catch(() => undefined);
+      // To the session the request went to, which a reconnect may have replaced since.
+      this.http.post(frame, { headers: this.sessionHeaders(p.session) }).catch(() => undefined);
     }
     p.ctl?.abort();
   }

@@ -176,8 +176,36 @@ describe('HTTP upstream faults', () => {
     expect(s.circuit).toBe('closed');
     expect(s.restarts).toBeGreaterThanOrEqual(1);
     expect(text(await callTool(hub.url, 'cb__echo', { i: 10 }))).toBe('{"i":10}');
+    // The reconnect made a new session; the old one, with no call left on it, was ended.
+    const sessionsOf = () => [...new Set(calls(cb, 'echo').map((e) => e.session))];
+    const [first, now] = [sessionsOf()[0], sessionsOf().at(-1)];
+    expect(now).not.toBe(first);
+    await waitUntil('the old session ended', async () => cb.log().some((e) => e.method === 'DELETE' && e.session === first && e.known));
     const rows = await rowsFor(db, 'cb__echo', 5);
     expect(rows.filter((r) => r.outcome === 'unavailable').length).toBeGreaterThanOrEqual(4);
+  }, 40_000);
+
+  it('a reconnect while a call still runs on the old session ends that session only once the call is over', async () => {
+    await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    const hanging = callTool(hub.url, 'cb__hang', {}, { 'dev.switchyard/timeoutMs': 3000 });
+    await waitUntil('the hang call reached the server', async () => calls(cb, 'hang').length > 0);
+    const old = calls(cb, 'hang').at(-1)!.session;
+    await cb.control({ mode: '503' });
+    for (let i = 0; i < 3; i++) await callTool(hub.url, 'cb__echo', { i: 20 + i });
+    await waitUntil('cb circuit open', async () => (await serverHealth(hub.url, 'cb')).circuit !== 'closed');
+    await cb.control({ mode: 'ok' });
+    await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    expect(text(await callTool(hub.url, 'cb__echo', { i: 30 }))).toBe('{"i":30}');
+    expect(calls(cb, 'echo').at(-1)!.session).not.toBe(old); // a new session
+    const ended = () => cb.log().filter((e) => e.method === 'DELETE' && e.session === old);
+    expect(ended()).toEqual([]); // the hang call still runs on it
+    expect(text(await hanging)).toMatch(/within|limit/);
+    const doneAt = Date.now();
+    await waitUntil('the old session ended', async () => ended().length === 1);
+    expect(ended()[0].known).toBe(true);
+    expect(Number(ended()[0].at)).toBeGreaterThanOrEqual(doneAt - 50);
+    // Its cancellation went to the session the call was on.
+    expect(cb.log().some((e) => e.method === 'notifications/cancelled' && e.session === old)).toBe(true);
   }, 40_000);
 
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
