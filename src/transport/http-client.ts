@@ -30,7 +30,7 @@ export interface HttpClientOptions {
  */
 export class ExchangeAbort {
   aborted = false;
-  private exchange: { cancel(): void } | undefined;
+  private exchange: { cancel(): void; endSoon(ms: number): void } | undefined;
 
   abort(): void {
     if (this.aborted) return;
@@ -38,8 +38,17 @@ export class ExchangeAbort {
     this.exchange?.cancel();
   }
 
+  /**
+   * The answer this exchange was for has come: an event stream the server keeps open past it
+   * (it should close it, digest §6.2) is closed by the hub after `ms`, so that its socket is
+   * not held for good. A stream that ends by itself meanwhile keeps its connection for reuse.
+   */
+  answered(ms: number): void {
+    this.exchange?.endSoon(ms);
+  }
+
   /** @internal the exchange to cut, at once if abort() came first. */
-  attach(exchange: { cancel(): void }): void {
+  attach(exchange: { cancel(): void; endSoon(ms: number): void }): void {
     this.exchange = exchange;
     if (this.aborted) exchange.cancel();
   }
@@ -140,6 +149,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private truncate = false;
   private settled = false;
   private unfollow: (() => void) | undefined;
+  /** endSoon's timer. */
+  private lingering: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly client: HttpClient,
@@ -161,6 +172,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     const err = new CancelledError();
     this.settle(err);
     this.controller?.abort(err);
+  }
+
+  endSoon(ms: number): void {
+    if (this.settled || !this.sse || this.lingering) return;
+    this.lingering = setTimeout(() => {
+      if (this.settled) return;
+      this.client.log.debug({ ms }, 'closed an answer stream the upstream kept open after its response');
+      this.settle(undefined);
+      this.controller?.abort(new CancelledError());
+    }, ms);
+    this.lingering.unref();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -248,6 +270,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     this.unfollow?.();
+    if (this.lingering) clearTimeout(this.lingering);
     if (err === undefined) return this.resolve(this.answer!);
     // Whatever broke, a cancelled exchange is reported as cancelled.
     if (this.o.signal?.aborted || this.o.abort?.aborted) return this.reject(new CancelledError());

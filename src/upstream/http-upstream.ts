@@ -7,7 +7,7 @@
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { RpcError, TransportError } from '../protocol/errors.js';
-import { parseFrame, type Message } from '../protocol/jsonrpc.js';
+import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, HttpClient, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
@@ -21,6 +21,8 @@ import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 const DELETE_TIMEOUT_MS = 2_000;
+/** How long an answer stream may stay open after its response before the hub closes it. */
+const ANSWERED_STREAM_LINGER_MS = 1_000;
 /** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
 const RESUME_WAIT_MS = 1_000;
 /** A resumption that brings nothing new waits longer each time, from this, up to GET_RETRY_MAX_MS. */
@@ -109,7 +111,8 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   protected override onCallEnd(p: Pending, err: Error | undefined): void {
-    if (p.session !== undefined && this.retiring.has(p.session)) this.retire(p.session);
+    // After the call's own cancellation, if it has one (sent right after this), not before it.
+    if (p.session !== undefined && this.retiring.has(p.session)) setImmediate(() => this.retire(p.session!));
     if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
     this.tripped = true;
     const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
@@ -277,7 +280,11 @@ export class HttpUpstream extends HandshakingUpstream {
   private post(p: Pending, frame: string, headers: Record<string, string>): void {
     const ctl = new ExchangeAbort();
     p.ctl = ctl;
-    this.http.post(frame, { headers, abort: ctl, onMessage: (c) => this.handleMessage(c, p) }).then(
+    const onMessage = (c: Classified): void => {
+      this.handleMessage(c, p);
+      if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
+    };
+    this.http.post(frame, { headers, abort: ctl, onMessage }).then(
       (a) => this.afterPost(p, a),
       (err: unknown) => {
         if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
@@ -349,7 +356,11 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this.session !== stream) return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
       const ctl = new ExchangeAbort();
       p.ctl = ctl;
-      this.http.get({ headers: { ...this.legacyHeaders, 'last-event-id': lastEventId }, abort: ctl, onMessage: (c) => this.handleMessage(c, p) }).then(
+      const onMessage = (c: Classified): void => {
+        this.handleMessage(c, p);
+        if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
+      };
+      this.http.get({ headers: { ...this.legacyHeaders, 'last-event-id': lastEventId }, abort: ctl, onMessage }).then(
         (a) => {
           if (!this.isPending(p)) return;
           const s = a.status;

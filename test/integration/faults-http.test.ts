@@ -96,6 +96,18 @@ describe('HTTP upstream faults', () => {
     expect(row.outcome).toBe('unavailable');
   });
 
+  it('keeps its SSE answer open after the response: the call is answered at once, the hub closes the stream soon after', async () => {
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'h__linger');
+    expect(text(a)).toBe('lingered');
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    const answeredAt = Date.now();
+    await waitUntil('the stream closed by the hub', async () => h.log().some((e) => e.method === 'closed' && e.name === 'linger'), 5_000);
+    const closedAt = Number(h.log().find((e) => e.method === 'closed')!.at);
+    expect(closedAt - answeredAt).toBeGreaterThanOrEqual(500); // not at once: a stream ending by itself keeps its connection
+    expect(calls(h, 'linger')).toHaveLength(1);
+  });
+
   it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
     const before = await serverHealth(hub.url, 'h');
     await h.control({ expire: true });
@@ -205,7 +217,7 @@ describe('HTTP upstream faults', () => {
     expect(ended()[0].known).toBe(true);
     expect(Number(ended()[0].at)).toBeGreaterThanOrEqual(doneAt - 50);
     // Its cancellation went to the session the call was on.
-    expect(cb.log().some((e) => e.method === 'notifications/cancelled' && e.session === old)).toBe(true);
+    await waitUntil('the cancellation', async () => cb.log().some((e) => e.method === 'notifications/cancelled' && e.session === old));
   }, 40_000);
 
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
