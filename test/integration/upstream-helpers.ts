@@ -71,11 +71,21 @@ export async function waitFor(cond: () => boolean, ms = 5000, what = 'condition'
   }
 }
 
+/**
+ * Whether the process still runs. A zombie (killed, not reaped yet) does not: an orphan is
+ * reaped by whatever PID 1 the machine has, which on a busy CI box may take its time.
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) S ..."; comm may hold spaces or parentheses, so read after the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true; // no /proc (not Linux): kill(0) is all there is
   }
 }
