@@ -5,6 +5,7 @@
 import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Message } from '../protocol/jsonrpc.js';
+import { redactSecretText } from '../policy/secret-text.js';
 
 export type ProbeVerdict =
   /** A DiscoverResult naming our version: ready to use. */
@@ -65,12 +66,17 @@ export function stdioVerdict(o: StdioProbeOutcome): ProbeVerdict {
     case 'result':
       return fromResult(o.result);
     case 'error':
-      return fromUnsupportedVersion(o.error) ?? { kind: 'legacy', reason: `server/discover answered ${o.error.code} ${o.error.message}` };
+      return fromUnsupportedVersion(o.error) ?? { kind: 'legacy', reason: `server/discover answered ${said(o.error)}` };
     case 'timeout':
       return { kind: 'legacy', reason: 'no answer to server/discover' };
     case 'exit':
       return { kind: 'legacy', reason: 'process exited on server/discover', respawn: true };
   }
+}
+
+/** An upstream's error as a verdict's reason says it: reasons reach logs, /healthz and callers, so without a credential it echoed. */
+function said(e: RpcErrorObject): string {
+  return `${e.code} ${redactSecretText(String(e.message))}`;
 }
 
 function firstError(messages: Message[]): RpcErrorObject | undefined {
@@ -89,11 +95,11 @@ export function httpVerdict(status: number, messages: Message[]): ProbeVerdict {
     for (const m of messages) if ('result' in m && isObj(m.result)) return fromResult(m.result);
     const err = firstError(messages);
     if (err === undefined) return { kind: 'legacy', reason: `HTTP ${status} without a JSON-RPC answer` };
-    return modernError(err) ?? { kind: 'legacy', reason: `server/discover answered ${err.code} ${err.message}` };
+    return modernError(err) ?? { kind: 'legacy', reason: `server/discover answered ${said(err)}` };
   }
   if (status >= 400 && status < 500) {
     const err = firstError(messages);
-    return (err && modernError(err)) ?? { kind: 'legacy', reason: `HTTP ${status}${err ? ` ${err.code} ${err.message}` : ''}` };
+    return (err && modernError(err)) ?? { kind: 'legacy', reason: `HTTP ${status}${err ? ` ${said(err)}` : ''}` };
   }
   return { kind: 'no-evidence', reason: `HTTP ${status}` };
 }
@@ -102,6 +108,6 @@ export function httpVerdict(status: number, messages: Message[]): ProbeVerdict {
 function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
   const v = fromUnsupportedVersion(err);
   if (v !== undefined) return v;
-  if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: `${err.code} ${err.message}` };
+  if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: `${said(err)}` };
   return undefined;
 }

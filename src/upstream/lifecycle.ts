@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import type { Era } from '../protocol/era.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
+import { redactSecretText } from '../policy/secret-text.js';
 import { RestartPolicy, type BackoffOptions } from './backoff.js';
 import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
@@ -132,7 +133,8 @@ export abstract class Lifecycle extends EventEmitter {
       await this.connect();
     } catch (err) {
       this.attempting = false;
-      const msg = errMessage(err);
+      // Whatever the upstream said on the way goes to /healthz, the logs and failMode's answers.
+      const msg = redactSecretText(errMessage(err));
       this._lastError = msg;
       this.log.warn({ err: msg }, 'upstream could not start');
       void this.disconnect().catch(() => undefined);
@@ -164,6 +166,7 @@ export abstract class Lifecycle extends EventEmitter {
   /** The subclass lost a ready connection: fail what was in flight and restart. */
   protected lost(reason: string): void {
     if (this.closed || this._state !== 'ready') return;
+    reason = redactSecretText(reason);
     this._lastError = reason;
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
@@ -176,6 +179,7 @@ export abstract class Lifecycle extends EventEmitter {
    */
   protected trip(reason: string, minDelayMs: number): void {
     if (this.closed || this._state !== 'ready') return;
+    reason = redactSecretText(reason);
     this._lastError = reason;
     this.log.warn({ reason }, 'circuit opened');
     this.scheduleRetry(reason, minDelayMs);

@@ -96,3 +96,49 @@ describe('credentials an upstream gives away', () => {
     for (const s of [TOKEN, DB_PASSWORD, LOG_PASSWORD]) expect(logged.join('\n')).not.toContain(s);
   });
 });
+
+describe('credentials an upstream echoes while it cannot be started', () => {
+  const BEARER = 'Bearer abcdefghijklmnopqrstuvwxyz012345';
+  let upstream: import('node:http').Server;
+  let other: HubProcess;
+  beforeAll(async () => {
+    const { createServer } = await import('node:http');
+    // Refuses every request, naming the credential it got (as some servers do).
+    upstream = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `invalid credentials: ${BEARER} (key ${TOKEN})` } }));
+      });
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(upstream.address() as import('node:net').AddressInfo).port}/mcp`;
+    other = await startHub({ servers: { pinned: { url, era: '2026-07-28' }, probed: { url } } });
+  }, 60_000);
+  afterAll(async () => {
+    await other?.stop();
+    upstream?.close();
+    const logs = other.logs.join('\n');
+    expect(logs).not.toContain(TOKEN);
+    expect(logs).not.toContain('abcdefghijklmnopqrstuvwxyz012345');
+  });
+
+  it('are redacted in lastError (/healthz, /admin/servers) and in every log line', async () => {
+    const base = other.url.replace(/\/mcp$/, '');
+    let health: { servers: { id: string; lastError?: string }[] } | undefined;
+    await expect
+      .poll(async () => {
+        health = (await (await fetch(`${base}/healthz`)).json()) as typeof health;
+        return health!.servers.filter((s) => s.lastError).length;
+      }, { timeout: 15_000 })
+      .toBe(2);
+    const admin = await (await fetch(`${base}/admin/servers`)).text();
+    for (const text of [JSON.stringify(health), admin]) {
+      expect(text).not.toContain(TOKEN);
+      expect(text).not.toContain('abcdefghijklmnopqrstuvwxyz012345');
+    }
+    expect(health!.servers.find((s) => s.id === 'pinned')!.lastError).toMatch(/configured as 2026-07-28, but HTTP 400 -32600 invalid credentials: .*\[redacted:/);
+    // The era probe's own log line says what the server answered, redacted too.
+    await expect.poll(() => other.logs.some((l) => l.includes('era probe') && l.includes('[redacted:'))).toBe(true);
+  });
+});
