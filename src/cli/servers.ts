@@ -19,14 +19,17 @@ export function columns(rows: string[][]): string {
 }
 
 export function serversTable(servers: ServerView[], now = Date.now()): string {
-  const rows = [['ID', 'STATE', 'ERA', 'SERVER', 'TOOLS', 'RESTARTS', 'SINCE', 'LAST ERROR']];
+  const rows = [['ID', 'STATE', 'ERA', 'SERVER', 'TOOLS', 'CALLS', 'RESTARTS', 'SINCE', 'LAST ERROR']];
   for (const s of servers) {
     rows.push([
       s.id,
-      s.state,
+      // An open circuit is why calls are refused while the process looks fine.
+      s.circuit !== undefined && s.circuit !== 'closed' ? `${s.state} (circuit ${s.circuit})` : s.state,
       s.era ?? '-',
       s.serverInfo ? `${s.serverInfo.name ?? '?'} ${s.serverInfo.version ?? ''}`.trim() : '-',
       s.tools === null ? '-' : String(s.tools),
+      // In flight, and waiting for a slot; older daemons do not say.
+      s.inFlight === undefined ? '-' : s.queued ? `${s.inFlight} +${s.queued} queued` : String(s.inFlight),
       String(s.restarts),
       age(now - s.since),
       s.lastError ?? '',

@@ -20,6 +20,12 @@ export interface ServerView {
   /** Epoch ms of the last state change. */
   since: number;
   trust: string;
+  /** Calls in flight to the server, and waiting for a slot (maxConcurrent). */
+  inFlight: number;
+  queued: number;
+  failMode: string;
+  /** HTTP servers: the circuit breaker's state ('closed', 'open', 'half-open'). */
+  circuit?: string;
 }
 
 export interface ToolView {
@@ -67,7 +73,12 @@ export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: st
       lastError: u.lastError ?? null,
       since: u.since,
       trust: h.config.trust,
+      inFlight: u.load.active,
+      queued: u.load.queued,
+      failMode: h.config.failMode,
     });
+    const circuit = (u as { circuit?: string }).circuit;
+    if (circuit !== undefined) out[out.length - 1]!.circuit = circuit;
   }
   return out;
 }

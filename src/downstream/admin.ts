@@ -113,7 +113,9 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
     if (!/^\d+$/.test(v)) throw new BadQuery(`${k} must be a non-negative integer`);
     return Number(v);
   };
-  f.limit = Math.min(int('limit') ?? 100, MAX_LEDGER_ROWS);
+  const limit = int('limit');
+  if (limit === 0) throw new BadQuery(`limit must be from 1 to ${MAX_LEDGER_ROWS}`);
+  f.limit = Math.min(limit ?? 100, MAX_LEDGER_ROWS);
   const afterId = int('afterId');
   if (afterId !== undefined) f.afterId = afterId;
   return f;
@@ -225,9 +227,13 @@ export class AdminRoutes {
         }
         case '/admin/ledger':
           return this.ledger(res, q);
-        case '/admin/events':
-          json(res, 426, { error: 'connect with a WebSocket' });
+        case '/admin/events': {
+          // 426 names the protocol to switch to (RFC 9110 §15.5.22).
+          const s = JSON.stringify({ error: 'connect with a WebSocket' });
+          res.writeHead(426, { upgrade: 'websocket', connection: 'Upgrade', 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), 'cache-control': 'no-store' });
+          res.end(s);
           return true;
+        }
       }
       const file = PAGE_FILES[path];
       if (!file) {

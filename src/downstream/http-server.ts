@@ -144,7 +144,7 @@ export class HttpServer {
     // they show comes from routes that do.
     if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
     const who = gate ? await gate.auth.authenticate((n) => header(req, n)) : ({ ok: true, ...ANONYMOUS } as const);
-    if (path === '/healthz' && req.method === 'GET') {
+    if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
       // Server ids and states are for clients that may use them; a load balancer needs only the status.
       const h = this.core.health();
       return sendJson(res, 200, who.ok ? h : { status: h.status });

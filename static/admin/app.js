@@ -45,8 +45,10 @@ function renderServers() {
       cell(s.id),
       cell(s.transport),
       cell(s.era ?? '—'),
-      cell(s.state, `state-${s.state}`),
+      // An open circuit is why calls are refused while the process looks fine.
+      cell(s.circuit && s.circuit !== 'closed' ? `${s.state} (circuit ${s.circuit})` : s.state, `state-${s.state}`),
       cell(s.tools ?? '—'),
+      cell(s.inFlight === undefined ? '—' : s.queued ? `${s.inFlight} +${s.queued} queued` : s.inFlight),
       cell(s.restarts),
       cell(s.lastError ?? ''),
     );

@@ -163,6 +163,9 @@ describe('/admin routes', () => {
     expect((await getJson('/admin/ledger?requestId=ledger-probe&client=someone-else')).body.rows).toEqual([]);
     expect((await getJson('/admin/ledger?since=yesterday-ish')).status).toBe(400);
     expect((await getJson('/admin/ledger?limit=-1')).status).toBe(400);
+    const none = await getJson('/admin/ledger?limit=0');
+    expect(none.status).toBe(400);
+    expect(JSON.stringify(none.body)).toContain('limit must be from 1 to 1000');
   });
 
   it('serves the status page and refuses what it does not know', async () => {
@@ -174,6 +177,14 @@ describe('/admin routes', () => {
     expect((await fetch(base + '/admin/../package.json')).status).not.toBe(200);
     expect((await getJson('/admin/nope')).status).toBe(404);
     expect((await fetch(base + '/admin/servers', { method: 'POST' })).status).toBe(405);
+    // The live feed over plain HTTP: 426, naming what to upgrade to (RFC 9110 §15.5.22).
+    const plain = await fetch(base + '/admin/events');
+    expect(plain.status).toBe(426);
+    expect(plain.headers.get('upgrade')).toBe('websocket');
+    // /healthz answers HEAD as GET (a load balancer's check), without a body.
+    const head = await fetch(base + '/healthz', { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(await head.text()).toBe('');
     const foreign = await fetch(base + '/admin/servers', { headers: { origin: 'https://evil.example' } });
     expect(foreign.status).toBe(403);
   });

@@ -1,6 +1,6 @@
 /** What `switchyard servers restart` prints once the server settled, or the wait was over. */
 import { describe, expect, it } from 'vitest';
-import { restartOutcome } from '../../src/cli/servers.js';
+import { restartOutcome, serversTable } from '../../src/cli/servers.js';
 import type { ServerView } from '../../src/downstream/admin-views.js';
 
 const view = (over: Partial<ServerView>): ServerView => ({
@@ -15,6 +15,9 @@ const view = (over: Partial<ServerView>): ServerView => ({
   lastError: null,
   since: 0,
   trust: 'untrusted',
+  inFlight: 0,
+  queued: 0,
+  failMode: 'open',
   ...over,
 });
 
@@ -29,5 +32,20 @@ describe('servers restart outcome', () => {
     });
     expect(restartOutcome('a', view({ state: 'starting' }), 30_200)).toEqual({ text: 'restarted "a"; still starting after 30 s\n', exitCode: 1 });
     expect(restartOutcome('a', undefined, 10)).toEqual({ text: 'server "a" is no longer running (a reload removed it?)\n', exitCode: 1 });
+  });
+});
+
+describe('servers table', () => {
+  it('shows calls in flight and queued, and an open circuit next to the state (as /healthz does)', () => {
+    const t = serversTable(
+      [
+        view({ id: 'h', transport: 'http', state: 'restarting', circuit: 'open', inFlight: 2, queued: 5, lastError: 'circuit open after 3 consecutive failures' }),
+        view({ id: 'k', transport: 'http', circuit: 'closed', inFlight: 1 }),
+      ],
+      0,
+    ).split('\n');
+    expect(t[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+CALLS\s+RESTARTS/);
+    expect(t[1]).toMatch(/^h\s+restarting \(circuit open\)\s+2025-11-25\s+notes 1\.2\.0\s+-\s+2 \+5 queued\s+0\s+/);
+    expect(t[2]).toMatch(/^k\s+ready\s+2025-11-25\s+notes 1\.2\.0\s+-\s+1\s+0\s+/);
   });
 });
