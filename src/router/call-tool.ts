@@ -4,7 +4,7 @@ import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
@@ -14,7 +14,7 @@ import { toolRetry } from './call-policy.js';
 import { outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, isCapabilityRefusal, type Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -210,15 +210,23 @@ export class ToolCall {
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
-        // An input_required turn is no outcome yet: the key is freed for the client's retry.
-        await finish(endOf(this.ledger, result), isFinal ? { result } : undefined, false);
+        // An input_required turn is no outcome yet: the key is freed for the client's retry; so
+        // is a refusal for a capability the client did not declare, which its retry may declare.
+        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(result) ? { result } : undefined, false);
         return result;
-      } catch (err) {
+      } catch (caught) {
+        // Cut off by the hub because its upstream asked for a capability the client lacks (a
+        // parked call): the client was told -32021, and so is the row.
+        const reason = opts.signal?.reason;
+        const err = caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = neverSent(err);
-        // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or not.
-        await finish(outcomeOfError(err), err instanceof RpcError ? storedError(err) : undefined, !notDelivered);
+        // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or
+        // not. -32021 is about what the request declared: never replayed; the upstream's own
+        // frees the key (it refuses before running), the hub's cut-off one leaves it unknown.
+        const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
+        await finish(outcomeOfError(err), err instanceof RpcError && !capability ? storedError(err) : undefined, capability ? err !== caught : !notDelivered);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { declares, required } from '../protocol/client-capabilities.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
+import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
 import type { Canceller, Signal } from '../cancel.js';
 
@@ -43,6 +44,11 @@ export class InputCollector {
   private next = 0;
   /** Set when the upstream asked for something the client did not declare. */
   missing: Record<string, unknown> | undefined;
+  /**
+   * Where the call's progress and log messages go: the request of the client now waiting for
+   * it (the first, then each retry that resumes it; none while it is parked).
+   */
+  targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
 
   constructor(private readonly caps: ClientCapabilities) {}
 
@@ -144,15 +150,19 @@ export class InputBridge {
   /** The client must answer first: park the call, or refuse it for a capability it lacks. */
   private async park(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
     if (collector.missing) {
-      abort.abort();
-      run.catch(() => {});
-      throw new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', {
+      const err = new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', {
         requiredCapabilities: collector.missing,
       });
+      // The reason is the error itself: the call's ledger row says what the client was told.
+      abort.abort(err);
+      run.catch(() => {});
+      throw err;
     }
     // Requests that arrive together travel together.
     await new Promise((r) => setImmediate(r));
     const id = randomBytes(12).toString('base64url');
+    // That request is answered: its stream takes no more progress (the retry's will).
+    collector.targets = {};
     const timer = setTimeout(() => this.expire(id), this.timeoutMs);
     timer.unref();
     this.parked.set(id, { run, collector, abort, timer });
@@ -160,8 +170,8 @@ export class InputBridge {
     return { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
   }
 
-  /** The client's retry: answer the parked requests and wait for the next turn. */
-  resume(id: string, inputResponses: unknown, bind: Binding, signal: Signal): Promise<Result> {
+  /** The client's retry: answer the parked requests and wait for the next turn, its progress going to `targets`. */
+  resume(id: string, inputResponses: unknown, bind: Binding, signal: Signal, targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {}): Promise<Result> {
     const p = this.parked.get(id);
     if (!p) throw new StateError('the call this requestState points to is no longer waiting here (it finished or timed out, or it waits at another hub)');
     this.parked.delete(id);
@@ -171,6 +181,7 @@ export class InputBridge {
       p.abort.abort();
     };
     signal.addEventListener('abort', onAbort, { once: true });
+    p.collector.targets = targets;
     p.collector.answer(inputResponses);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
   }

@@ -6,7 +6,7 @@ import type { ServerHandle } from '../catalog/catalog.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
-import { InputBridge, InputCollector } from './input-bridge.js';
+import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
@@ -59,6 +59,10 @@ export class Mrtr {
     const callOpts: CallOptions = Object.assign({}, opts);
     callOpts.signal = abort.signal;
     callOpts.onServerRequest = collector.ask;
+    // Progress and logs follow the call to whichever request of the client waits for it.
+    collector.targets = { onProgress: opts.onProgress, onLog: opts.onLog };
+    if (opts.onProgress) callOpts.onProgress = (p) => collector.targets.onProgress?.(p);
+    if (opts.onLog) callOpts.onLog = (l) => collector.targets.onLog?.(l);
     const run = ended(withUrlSteps(() => body(callOpts), collector, bind.method));
     return this.bridge.settle(run, collector, abort, bind);
   }
@@ -85,6 +89,13 @@ export class Mrtr {
           throw new RpcError(INTERNAL_ERROR, `the upstream answered with resultType ${JSON.stringify(r.resultType)}, which the hub did not ask for and cannot relay`);
         return r;
       }
+      // The hub never asks a client for what it did not declare (digest §5.1), whoever asks.
+      const need = undeclared(r.inputRequests, ctx.clientCapabilities);
+      if (need) {
+        const err = new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', { requiredCapabilities: need });
+        if (ctx.clientEra === MODERN) throw err;
+        return legacyMissingCapability(err, method);
+      }
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
         return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };
@@ -106,8 +117,8 @@ export class Mrtr {
     return out;
   }
 
-  /** Open a modern client's retry; throws -32602 for anything that does not check out. */
-  openRetry(params: Result, bind: Binding, signal: Signal): Retry {
+  /** Open a modern client's retry; throws -32602 for anything that does not check out. `targets`: the retry's progress and log sinks. */
+  openRetry(params: Result, bind: Binding, signal: Signal, targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {}): Retry {
     let body: StateBody;
     try {
       body = this.sealer.open(params.requestState, bind);
@@ -117,7 +128,7 @@ export class Mrtr {
     }
     if (body.k === 'park') {
       try {
-        return { kind: 'resume', result: this.bridge.resume(body.id, params.inputResponses, bind, signal) };
+        return { kind: 'resume', result: this.bridge.resume(body.id, params.inputResponses, bind, signal, targets) };
       } catch (err) {
         if (err instanceof StateError) throw new RpcError(INVALID_PARAMS, err.message);
         throw err;
@@ -202,6 +213,13 @@ function urlSteps(err: unknown): Result[] | null {
 }
 
 /**
+ * Tool results that stand for a -32021 in a legacy client's era: about what the client
+ * declared, not the call's outcome, so never kept for an idempotent replay.
+ */
+const capabilityRefusals = new WeakSet<object>();
+export const isCapabilityRefusal = (r: object): boolean => capabilityRefusals.has(r);
+
+/**
  * A modern upstream's -32021 (the legacy client did not declare what it needs) in the caller's
  * era, which has no such code: a tool error for tools/call, as a legacy server's own refusal
  * reads, else -32601 with the same data. Any other error is rethrown unchanged.
@@ -211,8 +229,23 @@ function legacyMissingCapability(err: unknown, method: string): Result {
   const need = (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities;
   const names = need && typeof need === 'object' ? Object.keys(need).join(', ') : '';
   const why = `the upstream needs a client capability this client did not declare${names ? `: ${names}` : ''}`;
-  if (method === 'tools/call') return { content: [{ type: 'text', text: why }], isError: true };
+  if (method === 'tools/call') {
+    const r = { content: [{ type: 'text', text: why }], isError: true };
+    capabilityRefusals.add(r);
+    return r;
+  }
   throw new RpcError(METHOD_NOT_FOUND, why, err.data);
+}
+
+/** What the client would have to declare for these input requests, or null when it declared all of it. */
+function undeclared(requests: unknown, caps: CallContext['clientCapabilities']): Record<string, unknown> | null {
+  if (!requests || typeof requests !== 'object') return null;
+  let need: Record<string, unknown> | null = null;
+  for (const req of Object.values(requests as Record<string, InputRequest>)) {
+    const m = req && typeof req === 'object' && typeof req.method === 'string' ? missingCapability(req, caps) : null;
+    if (m) need = Object.assign(need ?? {}, m);
+  }
+  return need;
 }
 
 /** Legacy URL-mode elicitations need an elicitationId, which modern ones do not carry. */

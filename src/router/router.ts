@@ -197,7 +197,10 @@ export class Router {
         if (vet) await vet(result);
         await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
         return result;
-      } catch (err) {
+      } catch (caught) {
+        // Cut off by the hub for a capability the client lacks (a parked call): the row says -32021, as the client was told.
+        const reason = opts.signal?.reason;
+        const err = caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const normalised = this.normaliseNotFound(method, params, err);

@@ -1,0 +1,105 @@
+/**
+ * Era translation at its edges, over the wire of a modern (2026-07-28) client:
+ * - a parked call's progress goes to the request that waits for it now (the retry), not the
+ *   first request, which was answered already (digest §8.2);
+ * - an upstream's `input_required` asking for a capability the client did not declare is
+ *   refused with -32021, never passed on (digest §5.1; README "Era translation");
+ * - a -32021 is no outcome to replay for an idempotency key: the retry that declares the
+ *   capability runs;
+ * - the hub's own -32021 for a parked call is what its ledger row says.
+ */
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { legacySession, META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
+
+const LEGACY = 'test/fixtures/translation/legacy-server.mjs';
+const MODERN = 'test/fixtures/translation/modern-server.mjs';
+const QUIRK_MODERN = 'test/fixtures/quirks/modern.mjs';
+const KEY = 'dev.switchyard/idempotency-key';
+
+let hub: HubProcess;
+
+beforeAll(async () => {
+  hub = await startHub({
+    servers: {
+      ls: nodeServer(LEGACY, [], { SERVER_NAME: 'legacy-stdio' }),
+      ms: nodeServer(MODERN, [], { SERVER_NAME: 'modern-stdio' }),
+      nq: nodeServer(QUIRK_MODERN, [], { QUIRK_NEEDCAP: '1' }),
+    },
+  });
+  await waitForReady(hub.url, ['ls', 'ms', 'nq']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+function call(id: string, name: string, caps: Json, meta: Json = {}, extra: Json = {}) {
+  return post(hub.url, modernBody(id, 'tools/call', { name, arguments: {}, ...extra }, modernMeta({ [META_CAPS]: caps, ...meta })), modernHeaders('tools/call', name));
+}
+
+function row(requestId: string): Json | undefined {
+  const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT outcome, error_code, error_message FROM audit WHERE request_id = ?').get(requestId) as Json | undefined;
+  } finally {
+    db.close();
+  }
+}
+
+const progressOf = (messages: RpcMessage[]) => messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params!.progressToken);
+
+describe('a modern client of a parked legacy call', () => {
+  it("gets the call's progress on the retry that resumed it, under the retry's token", async () => {
+    const caps = { elicitation: { form: {} } };
+    const first = await call('p-1', 'ls__elicit_then_progress', caps, { progressToken: 'p-first' });
+    expect(first.body?.result?.resultType).toBe('input_required');
+    const [key] = Object.keys(first.body!.result!.inputRequests as Json);
+    const retry = await call('p-2', 'ls__elicit_then_progress', caps, { progressToken: 'p-retry' }, {
+      requestState: first.body!.result!.requestState,
+      inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } },
+    });
+    expect((retry.body?.result?.content as Json[])[0]!.text).toBe('after progress: action=accept content={"name":"Ada"}');
+    expect(progressOf(retry.messages)).toEqual(['p-retry', 'p-retry']);
+  });
+
+  it('that asks for a capability the client lacks is refused with -32021, and its row says so', async () => {
+    const r = await call('cap-1', 'ls__elicit_then_progress', {});
+    expect(r.status).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
+    await expect.poll(() => row('cap-1')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+  });
+});
+
+describe("a modern upstream's input_required for a capability the client did not declare", () => {
+  it('is refused with -32021 naming it, not passed on', async () => {
+    // (The SDK's own server checks this itself; the raw one asks whatever was declared.)
+    const r = await call('s-1', 'nq__asksampling', {});
+    expect(r.status).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: {} } } });
+    // Declared, it is passed on.
+    const ok = await call('s-2', 'nq__asksampling', { sampling: {} });
+    expect(ok.body?.result?.resultType).toBe('input_required');
+    expect((ok.body?.result?.inputRequests as Json).llm).toMatchObject({ method: 'sampling/createMessage' });
+  });
+
+  it('is, for a legacy client, a tool error naming it (the client is not asked)', async () => {
+    const s = await legacySession(hub.url, { capabilities: {} });
+    const r = await s.request(1, 'tools/call', { name: 'nq__asksampling', arguments: {} });
+    expect(r.messages.filter((m) => m.method === 'sampling/createMessage')).toEqual([]);
+    expect(r.body?.result).toMatchObject({ isError: true, content: [{ text: 'the upstream needs a client capability this client did not declare: sampling' }] });
+  });
+});
+
+describe('an idempotency key whose first call was refused with -32021', () => {
+  it('runs the retry that declares the capability (the refusal is not replayed)', async () => {
+    const refused = await call('k-1', 'nq__needcap', {}, { [KEY]: 'needcap-1' });
+    expect(refused.body?.error).toMatchObject({ code: -32021 });
+    const ran = await call('k-2', 'nq__needcap', { sampling: {} }, { [KEY]: 'needcap-1' });
+    expect(ran.body?.error).toBeUndefined();
+    expect((ran.body?.result?.content as Json[])[0]!.text).toBe('ran with sampling');
+    // And that answer is the key's from now on.
+    const again = await call('k-3', 'nq__needcap', { sampling: {} }, { [KEY]: 'needcap-1' });
+    expect((again.body?.result?.content as Json[])[0]!.text).toBe('ran with sampling');
+    await expect.poll(() => row('k-3')).toMatchObject({ outcome: 'replayed' });
+  });
+});
