@@ -210,6 +210,8 @@ export class Catalog extends EventEmitter {
       };
       upstream.on('state', ended);
     }
+    // Its notification stream was down for a while (and what came meanwhile is not replayed).
+    upstream.on('gap', () => this.cache.expire(`${h.id}\0`));
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();

@@ -13,7 +13,7 @@ const PAGE_LIMIT = 1000;
  * when it returns: a modern upstream's pages each stay fresh for their `ttlMs` (absent or
  * negative = 0) from when that page arrived, the list until the first of them goes stale; its
  * scope is private if any page is not `public`. A legacy one's until `list_changed` when
- * declared, else 30 s, always private; `cacheTtlMs` (config) instead of either when set.
+ * declared and the server has a way to say it, else 30 s, always private; `cacheTtlMs` (config) instead of either when set.
  */
 export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined, now: () => number = Date.now): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
   const items: Record<string, unknown>[] = [];
@@ -38,7 +38,8 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   }
   let ttl = Math.max(0, staleAt - now());
   if (!modern) {
-    ttl = declaresListChanged(upstream.capabilities, kind) ? Infinity : DEFAULT_LEGACY_TTL_MS;
+    // "Until list_changed" only if a list_changed can come: not from a server without a stream for it.
+    ttl = declaresListChanged(upstream.capabilities, kind) && upstream.hearsNotifications !== false ? Infinity : DEFAULT_LEGACY_TTL_MS;
     scope = 'private';
   }
   if (cacheTtlMs !== undefined) ttl = cacheTtlMs;

@@ -120,6 +120,15 @@ export class ListCache {
     for (const k of this.inflight.keys()) if (k.startsWith(prefix)) this.changedInFlight.add(k);
   }
 
+  /**
+   * Make entries stale without saying so: a change may have gone unheard (a notification stream
+   * was down). The next list fetches them again and tells clients only if they differ.
+   */
+  expire(prefix: string): void {
+    const now = this.now();
+    for (const [k, e] of this.entries) if (k.startsWith(prefix) && e.ttlMs > 0) e.ttlMs = Math.max(1, Math.min(e.ttlMs, now - e.receivedAt));
+  }
+
   drop(prefix: string): void {
     for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (k.startsWith(prefix)) this.toldAt.delete(k);

@@ -134,6 +134,11 @@ export class HttpUpstream extends HandshakingUpstream {
     });
   }
 
+  /** Legacy: the standalone stream, which carries list changes, is open or being reopened (see Upstream). */
+  get hearsNotifications(): boolean {
+    return this._era !== LEGACY || this.getStream !== undefined;
+  }
+
   learnTools(tools: readonly Record<string, unknown>[]): void {
     if (this._era === MODERN) this.paramHeaders.learn({ tools });
   }
@@ -393,7 +398,10 @@ export class HttpUpstream extends HandshakingUpstream {
       const delay = retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, retryMs);
       this.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
-        if (this.getStream === ctl && !this.closed && this.session === session && this._era === LEGACY) this.openGetStream(from);
+        if (this.getStream !== ctl || this.closed || this.session !== session || this._era !== LEGACY) return;
+        this.openGetStream(from);
+        // Not resumed from an event: whatever the server said while it was down is lost.
+        if (from === undefined) this.emit('gap');
       }, delay).unref();
     };
     const headers = lastEventId === undefined ? this.legacyHeaders : { ...this.legacyHeaders, 'last-event-id': lastEventId };
@@ -422,6 +430,8 @@ export class HttpUpstream extends HandshakingUpstream {
         if (lastEventId !== undefined && a.status !== 404 && a.status !== 405) return again(`resumption refused (HTTP ${a.status})`);
         this.log.debug({ status: a.status }, 'no GET stream');
         this.getStream = undefined;
+        // Lists taken "until list_changed" while the stream was thought to come are not.
+        this.emit('gap');
       },
       (err: unknown) => {
         if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), lastEventId);

@@ -118,6 +118,12 @@ export interface Upstream extends EventEmitter {
   retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void;
   close(): Promise<void>;
   /**
+   * False while the server's list changes cannot reach the hub: a legacy HTTP server without a
+   * standalone (GET) stream. Its lists then get a freshness rather than "until list_changed".
+   * Undefined: they can (stdio, modern servers, which are listened to).
+   */
+  readonly hearsNotifications?: boolean;
+  /**
    * Modern HTTP upstreams: tool definitions this connection serves calls for without having
    * listed them itself (a principal's connection answered from the shared public list), for
    * their `x-mcp-header` declarations.

@@ -496,3 +496,46 @@ describe('probe outcomes that are not modern', () => {
     await expect(v.start()).rejects.toThrow(/ECONNREFUSED/);
   });
 });
+
+describe('legacy: whether list changes can reach the hub (the standalone stream)', () => {
+  /** A hand-written legacy server: `get` answers the standalone GET. */
+  async function legacyServer(get: (res: ServerResponse) => void): Promise<string> {
+    const { url } = await listen((req, res, body) => {
+      if (req.method === 'GET') return get(res);
+      if (req.method === 'DELETE') return res.writeHead(200).end();
+      const msg = JSON.parse(body) as { id?: number; method: string };
+      if (msg.id === undefined) return res.writeHead(202).end();
+      const result = msg.method === 'initialize' ? { protocolVersion: '2025-11-25', capabilities: { tools: { listChanged: true } }, serverInfo: { name: 's', version: '1' } } : {};
+      if (msg.method === 'server/discover') return res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'nope' } }));
+      res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'sess-1' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+    });
+    return url;
+  }
+
+  it('a server with no GET stream (405): cannot, and the hub is told its lists were taken as if it could', async () => {
+    const url = await legacyServer((res) => res.writeHead(405, { allow: 'POST' }).end());
+    const u = make(spec(url));
+    let gaps = 0;
+    u.on('gap', () => gaps++);
+    await u.start();
+    await waitFor(() => u.hearsNotifications === false, 3000, 'GET answered 405');
+    expect(gaps).toBe(1);
+  });
+
+  it('a GET stream the server ends with no event id: reopened, and the hub is told what came meanwhile is lost', async () => {
+    let gets = 0;
+    const url = await legacyServer((res) => {
+      gets++;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (gets === 1) res.end(); // ended at once; the next stays open
+    });
+    const u = make(spec(url));
+    let gaps = 0;
+    u.on('gap', () => gaps++);
+    await u.start();
+    expect(u.hearsNotifications).toBe(true);
+    await waitFor(() => gets === 2, 5000, 'the GET stream reopened');
+    expect(gaps).toBe(1);
+    expect(u.hearsNotifications).toBe(true);
+  });
+});

@@ -50,3 +50,19 @@ describe('fetchList freshness', () => {
     expect((await fetchList(pagedUpstream([{ ttlMs: 50, takesMs: 10 }], clock), 'tools', 7000, () => clock.t)).ttlMs).toBe(7000);
   });
 });
+
+describe('fetchList freshness of a legacy list', () => {
+  const legacy = (hears: boolean | undefined): Upstream =>
+    ({
+      era: '2025-11-25',
+      capabilities: { tools: { listChanged: true } },
+      hearsNotifications: hears,
+      request: async () => ({ tools: [{ name: 'a' }] }),
+    }) as unknown as Upstream;
+
+  it('is "until list_changed" only when the server can say it: a legacy HTTP server without a GET stream gets 30 s', async () => {
+    expect((await fetchList(legacy(undefined), 'tools', undefined)).ttlMs).toBe(Infinity); // stdio
+    expect((await fetchList(legacy(true), 'tools', undefined)).ttlMs).toBe(Infinity);
+    expect((await fetchList(legacy(false), 'tools', undefined)).ttlMs).toBe(30_000);
+  });
+});

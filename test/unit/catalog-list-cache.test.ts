@@ -105,3 +105,31 @@ describe('a change found when an entry expires', () => {
     expect(told).toHaveLength(2);
   });
 });
+
+describe('ListCache.expire (a notification stream was down)', () => {
+  it('makes entries stale without telling anyone; the refresh tells clients only if the list differs', async () => {
+    const clock = { t: 1000 };
+    const told: string[] = [];
+    const cache = new ListCache(() => clock.t, undefined, (k) => told.push(k));
+    let items = [{ name: 'a' }];
+    let fetches = 0;
+    const fetch = async () => {
+      fetches++;
+      return { items, ttlMs: Infinity, scope: 'private' as const };
+    };
+    await cache.get('s\0tools', fetch);
+    await cache.get('s\0tools', fetch);
+    expect(fetches).toBe(1); // kept until list_changed
+    clock.t += 5000;
+    cache.expire('s\0');
+    expect(told).toEqual([]); // nothing said yet
+    await cache.get('s\0tools', fetch);
+    expect(fetches).toBe(2);
+    expect(told).toEqual([]); // the same list: nothing to say
+    items = [{ name: 'a' }, { name: 'b' }];
+    clock.t += 5000;
+    cache.expire('s\0');
+    await cache.get('s\0tools', fetch);
+    expect(told).toEqual(['s\0tools']); // it changed while unheard: now said
+  });
+});
