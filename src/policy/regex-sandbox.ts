@@ -36,7 +36,12 @@ const STARTUP_BUDGET_MS = 5_000;
 
 export class PatternBudgetError extends Error {
   override readonly name = 'PatternBudgetError';
-  constructor(readonly pattern: string, readonly budgetMs: number) {
+  constructor(
+    readonly pattern: string,
+    readonly budgetMs: number,
+    /** Length of the string checked: past NATIVE_INPUT_MAX the time may be the value's doing. */
+    readonly inputLength = 0,
+  ) {
     super(`checking the pattern took longer than ${budgetMs} ms`);
   }
 }
@@ -55,7 +60,7 @@ export class RegexSandbox {
     const waited = Atomics.wait(cell, 0, 0, this.budgetMs);
     if (waited === 'timed-out') {
       this.kill();
-      throw new PatternBudgetError(pattern, this.budgetMs);
+      throw new PatternBudgetError(pattern, this.budgetMs, input.length);
     }
     const r = Atomics.load(cell, 0);
     if (r === 3) throw new Error('invalid pattern');

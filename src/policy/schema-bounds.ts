@@ -12,9 +12,18 @@ export interface SchemaLimits {
   maxNodes: number;
   /** Entries of one `enum`. */
   maxEnum: number;
+  /**
+   * Nodes once every local `$ref` is read as what it points to (a recursive one once): what a
+   * value that fails may be checked against. A few hundred bytes of `anyOf`s of two `$ref`s to
+   * the next definition reach 2^n (digest §3.4: limit the subschemas composition evaluates).
+   */
+  maxExpandedNodes: number;
 }
 
-export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 256 * 1024, maxDepth: 48, maxNodes: 20_000, maxEnum: 5_000 };
+export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 256 * 1024, maxDepth: 48, maxNodes: 20_000, maxEnum: 5_000, maxExpandedNodes: 50_000 };
+
+/** `$ref` hops followed in one chain before the schema is refused (a stack bound for the count). */
+const MAX_REF_CHAIN = 256;
 
 /** Why the schema is out of bounds, or undefined. Iterative: a deep schema cannot overflow the stack here. */
 export function schemaOutOfBounds(schema: unknown, serialised: string, limits: SchemaLimits = DEFAULT_SCHEMA_LIMITS): string | undefined {
@@ -34,8 +43,69 @@ export function schemaOutOfBounds(schema: unknown, serialised: string, limits: S
     if (Array.isArray(o.enum) && o.enum.length > limits.maxEnum) return `enum with more than ${limits.maxEnum} values`;
     for (const k in o) stack.push({ v: o[k], d: d + 1 });
   }
-  return undefined;
+  return refExpansionProblem(schema, limits.maxExpandedNodes);
 }
+
+/** The value a local JSON pointer (`#`, `#/a/b`) names in `root`, or undefined. */
+function pointed(root: unknown, ref: string): unknown {
+  if (ref === '#') return root;
+  if (!ref.startsWith('#/')) return undefined; // $id, anchors, other documents: ajv's to resolve or refuse
+  let v: unknown = root;
+  for (const raw of ref.slice(2).split('/')) {
+    let t: string;
+    try {
+      t = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
+    } catch {
+      return undefined;
+    }
+    if (v === null || typeof v !== 'object' || !Object.prototype.hasOwnProperty.call(v, t)) return undefined;
+    v = (v as Record<string, unknown>)[t];
+  }
+  return v;
+}
+
+/**
+ * Why the schema grows past `max` nodes once its local `$ref`s are read in place, or undefined.
+ * Linear in the schema: each subschema's size is counted once and reused; a `$ref` back into a
+ * subschema being counted (recursion, bounded by the data's own depth) counts as one node.
+ */
+function refExpansionProblem(schema: unknown, max: number): string | undefined {
+  const memo = new Map<object, number>();
+  const open = new Set<object>();
+  let chain = 0;
+  const size = (v: unknown): number => {
+    if (v === null || typeof v !== 'object') return 1;
+    const known = memo.get(v);
+    if (known !== undefined) return known;
+    if (open.has(v)) return 1;
+    open.add(v);
+    let n = 1;
+    if (Array.isArray(v)) {
+      for (const x of v) if ((n += size(x)) > max) break;
+    } else {
+      const o = v as Record<string, unknown>;
+      for (const k in o) if ((n += size(o[k])) > max) break;
+      const target = typeof o.$ref === 'string' && n <= max ? pointed(schema, o.$ref) : undefined;
+      if (target !== null && typeof target === 'object') {
+        if (++chain > MAX_REF_CHAIN) throw new RefChainError();
+        n += size(target);
+        chain--;
+      }
+    }
+    open.delete(v);
+    n = Math.min(n, max + 1);
+    memo.set(v, n);
+    return n;
+  };
+  try {
+    return size(schema) > max ? `schema expands to more than ${max} nodes through its $refs` : undefined;
+  } catch (err) {
+    if (err instanceof RefChainError) return `schema chains more than ${MAX_REF_CHAIN} $refs`;
+    throw err;
+  }
+}
+
+class RefChainError extends Error {}
 
 /** Nesting depth of a JSON value, stopping early once past `max` (iterative). */
 export function depthExceeds(value: unknown, max: number): boolean {

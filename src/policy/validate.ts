@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import type { Logger } from '../log.js';
 import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
-import { HostilePatternError, safeRegExpEngine } from './safe-regex.js';
+import { HostilePatternError, NATIVE_INPUT_MAX, safeRegExpEngine } from './safe-regex.js';
 import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimits } from './schema-bounds.js';
 
 /**
@@ -32,6 +32,11 @@ const CACHE_MAX = 4096;
 const COMPILE_WARN_MS = 500;
 
 type Entry = { validate: ValidateFunction } | { unusable: string };
+
+const CANONICAL: Record<Dialect, string> = {
+  '2020-12': 'https://json-schema.org/draft/2020-12/schema',
+  'draft-07': 'http://json-schema.org/draft-07/schema#',
+};
 
 function dialectOf(schema: unknown): Dialect | { unsupported: string } {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return '2020-12';
@@ -71,6 +76,8 @@ export class SchemaValidator {
   private readonly byHash = new Map<string, Entry>();
   private readonly byObject = new WeakMap<object, Entry>();
   private readonly limits: SchemaLimits;
+  /** Schemas compiled so far (each copy's private `$id`). */
+  private compiled = 0;
 
   constructor(
     private readonly log: Logger,
@@ -89,7 +96,12 @@ export class SchemaValidator {
     this.ajv = { '2020-12': new Ajv2020(options), 'draft-07': new Ajv(options) };
   }
 
-  checkArgs(hubName: string, tool: { inputSchema?: unknown }, args: unknown): ArgsVerdict {
+  checkArgs(hubName: string, tool: { inputSchema?: unknown; outputSchema?: unknown }, args: unknown): ArgsVerdict {
+    // A result that could never be checked is found now, before the tool runs for nothing.
+    if (tool.outputSchema !== undefined) {
+      const out = this.entry(hubName, tool.outputSchema);
+      if ('unusable' in out) return { ok: false, kind: 'unusable', reason: `its outputSchema cannot be used: ${out.unusable}` };
+    }
     if (tool.inputSchema === undefined) return { ok: true };
     const entry = this.entry(hubName, tool.inputSchema);
     if ('unusable' in entry) return { ok: false, kind: 'unusable', reason: entry.unusable };
@@ -124,6 +136,11 @@ export class SchemaValidator {
       return { error: describe(validate.errors![0]) };
     } catch (err) {
       if (err instanceof PatternBudgetError) {
+        // A long string can take any pattern past the budget (an unanchored scan is quadratic):
+        // that value is refused, and the tool is not taken from everyone else by one caller.
+        if (err.inputLength > NATIVE_INPUT_MAX)
+          return { error: { pointer: '', reason: `has a string of ${err.inputLength} characters that took longer than ${err.budgetMs} ms to check against a pattern of the schema; too costly to check, so not accepted` } };
+        // A short one past it: the pattern backtracks catastrophically.
         const reason = `a pattern check took longer than ${err.budgetMs} ms (catastrophic backtracking)`;
         this.quarantine(hubName, schema, reason);
         return { unusable: reason };
@@ -157,7 +174,13 @@ export class SchemaValidator {
     let entry = this.byHash.get(hash);
     if (!entry) {
       entry = this.compile(schema, serialised, dialect);
-      if (this.byHash.size >= CACHE_MAX) this.byHash.delete(this.byHash.keys().next().value!);
+      if (this.byHash.size >= CACHE_MAX) {
+        const oldest = this.byHash.keys().next().value!;
+        const gone = this.byHash.get(oldest)!;
+        this.byHash.delete(oldest);
+        // ajv keeps every schema it compiled: without this the bound bounds nothing.
+        if ('validate' in gone) for (const a of Object.values(this.ajv)) a.removeSchema(gone.validate.schema as object);
+      }
       this.byHash.set(hash, entry);
     }
     if (isObj) this.byObject.set(schema, entry);
@@ -174,7 +197,13 @@ export class SchemaValidator {
     const t0 = performance.now();
     try {
       // Compile a private copy: ajv caches by object, and the upstream's object may be mutated later.
-      const validate = ajv.compile(JSON.parse(serialised) as object);
+      const copy = JSON.parse(serialised) as Record<string, unknown>;
+      // Named as ajv knows the dialect (dialectOf took http:// or a missing '#' for the same one).
+      if (copy.$schema !== undefined) copy.$schema = CANONICAL[dialect];
+      // A root without `$id` has no base for `$ref: "#"` (a recursive tree), which ajv then
+      // cannot resolve; a name of its own gives it one (addUsedSchema: false keeps it private).
+      if (typeof copy === 'object' && copy !== null && copy.$id === undefined) copy.$id = `urn:switchyard:schema:${++this.compiled}`;
+      const validate = ajv.compile(copy);
       const ms = performance.now() - t0;
       if (ms > COMPILE_WARN_MS) this.log.warn({ ms: Math.round(ms) }, 'slow schema compile');
       return { validate };

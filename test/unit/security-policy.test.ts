@@ -121,6 +121,17 @@ describe('schema bounds', () => {
     expect(depthExceeds({ a: [1, { b: 2 }] }, 64)).toBe(false);
   });
 
+  it('forgets compiled schemas it evicts: ajv holds no more than the cache does', () => {
+    const w = new SchemaValidator(silentLogger);
+    try {
+      for (let i = 0; i < 4200; i++) w.checkArgs(`e${i}`, { inputSchema: { type: 'object', properties: { [`p${i}`]: { type: 'string' } } } }, {});
+      const ajv = (w as unknown as { ajv: Record<string, { _cache: Map<unknown, unknown> }> }).ajv['2020-12'];
+      expect(ajv._cache.size).toBeLessThanOrEqual(4096 + 16);
+    } finally {
+      w.close();
+    }
+  });
+
   it('holds each limit exactly: at the limit is in, one past it is out', () => {
     const L = { maxBytes: 100, maxDepth: 3, maxNodes: 10, maxEnum: 2 };
     const ok = (schema: unknown, serialised = '{}') => expect(schemaOutOfBounds(schema, serialised, L), JSON.stringify(schema)).toBeUndefined();
@@ -201,6 +212,43 @@ describe('SchemaValidator', () => {
   it('refuses unresolved network $refs instead of treating them as permissive', () => {
     const r = v.checkArgs('ref', { inputSchema: { type: 'object', properties: { a: { $ref: 'https://schemas.test/a.json' } } } }, { a: 1 });
     expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/does not fetch/) });
+  });
+
+  it('names draft-07 and 2020-12 in either spelling ajv would not know (http/https, with or without #)', () => {
+    for (const $schema of ['https://json-schema.org/draft-07/schema#', 'http://json-schema.org/draft-07/schema', 'http://json-schema.org/draft/2020-12/schema', 'https://json-schema.org/draft/2020-12/schema#']) {
+      const schema = { $schema, type: 'object', properties: { n: { type: 'integer' } } };
+      expect(v.checkArgs(`sp-${$schema}`, { inputSchema: schema }, { n: 1 }), $schema).toEqual({ ok: true });
+      expect(v.checkArgs(`sp-${$schema}`, { inputSchema: schema }, { n: 'x' }), $schema).toMatchObject({ ok: false, kind: 'invalid', pointer: '/n' });
+    }
+  });
+
+  it('an outputSchema that cannot be used refuses the call before it runs (its result could never be checked)', () => {
+    const tool = { inputSchema: { type: 'object' }, outputSchema: { $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object' } };
+    expect(v.checkArgs('outbad', tool, {})).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/^its outputSchema cannot be used: unsupported JSON Schema dialect/) });
+  });
+
+  it('a $ref graph that expands exponentially is refused at compile, in linear time; recursion and reuse are fine', () => {
+    const defs: Record<string, unknown> = { d30: { type: 'string' } };
+    for (let i = 0; i < 30; i++) defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i + 1}` }, { $ref: `#/$defs/d${i + 1}` }] };
+    const t0 = performance.now();
+    const r = v.checkArgs('expands', { inputSchema: { type: 'object', properties: { x: { $ref: '#/$defs/d0' } }, $defs: defs } }, { x: 1 });
+    expect(performance.now() - t0).toBeLessThan(500); // 2^30 paths were never tried
+    expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/expands to more than 50000 nodes through its \$refs/) });
+    // A recursive tree, and one definition used in many places, are ordinary schemas.
+    const tree = { type: 'object', properties: { name: { type: 'string' }, children: { type: 'array', items: { $ref: '#' } } } };
+    expect(v.checkArgs('tree', { inputSchema: tree }, { name: 'a', children: [{ name: 'b', children: [] }] })).toEqual({ ok: true });
+    const addr = { type: 'object', properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`f${i}`, { type: 'string' }])) };
+    const reuse = { type: 'object', properties: Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`a${i}`, { $ref: '#/$defs/addr' }])), $defs: { addr } };
+    expect(v.checkArgs('reuse', { inputSchema: reuse }, { a0: { f0: 'x' } })).toEqual({ ok: true });
+  });
+
+  it('a long value that takes a pattern past its budget is refused; the tool stays usable for everyone else', () => {
+    const tool = { inputSchema: { type: 'object', properties: { id: { type: 'string', pattern: '[a-z]+[0-9]' } } } };
+    expect(v.checkArgs('budget', tool, { id: 'abc1' })).toEqual({ ok: true });
+    const long = v.checkArgs('budget', tool, { id: 'a'.repeat(200_000) });
+    expect(long).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/too costly to check/) });
+    expect(v.checkArgs('budget', tool, { id: 'abc1' })).toEqual({ ok: true });
+    expect(v.flagged.has('budget')).toBe(false);
   });
 
   it('checks structuredContent only for successful results with an outputSchema', () => {
