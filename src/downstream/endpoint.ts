@@ -109,7 +109,10 @@ export class Endpoint {
     /** What such sessions gathered (subscriptions, a log level), taken back with them. */
     private readonly memory?: SessionMemory,
   ) {
-    this.listen = new ListenHub(core);
+    this.listen = new ListenHub(core, {
+      perPrincipal: limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+      total: limits.maxSessions ?? DEFAULT_MAX_SESSIONS,
+    });
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
     this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
     this.sweeper.unref();
@@ -278,6 +281,11 @@ export class Endpoint {
       return;
     }
     if (req.method === 'subscriptions/listen') {
+      if (ex.transport === 'http' && !this.listen.hasRoom(ex.principal)) {
+        const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
+        await this.recordRefused(req.id, req.method, ex, err, MODERN);
+        return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
+      }
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
       this.listen.open(req, ex);
       return;

@@ -42,7 +42,11 @@ const METHOD = {
 export class ListenHub {
   private readonly listeners = new Set<Listener>();
 
-  constructor(private readonly core: HubCore) {
+  constructor(
+    private readonly core: HubCore,
+    /** Streams open at once, per principal and in all (as legacy sessions: listen.maxSessions*). */
+    private readonly limits: { perPrincipal: number; total: number } = { perPrincipal: Infinity, total: Infinity },
+  ) {
     core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
       for (const l of this.listeners)
         if (u.subscribers.has(l.key) && !l.sink.closed)
@@ -56,6 +60,25 @@ export class ListenHub {
         else if (l[flag]) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
       }
     });
+  }
+
+  /**
+   * Whether `principal` may open another stream. Each holds a socket, a timer and up to 256
+   * resource subscriptions, as a legacy session does, and is capped like one; a stream is
+   * never ended to make room (each is in use), the newcomer is refused.
+   */
+  hasRoom(principal: string): boolean {
+    let mine = 0;
+    let all = 0;
+    for (const l of this.listeners) {
+      if (l.sink.closed) {
+        this.listeners.delete(l);
+        continue;
+      }
+      all++;
+      if (l.principal === principal) mine++;
+    }
+    return mine < this.limits.perPrincipal && all < this.limits.total;
   }
 
   /**

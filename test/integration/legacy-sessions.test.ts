@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { LEGACY_VERSION, legacySession, post, waitForReady } from '../helpers/wire.js';
+import { LEGACY_VERSION, legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -121,5 +121,49 @@ describe('legacy sessions of several principals at the caps', () => {
     }
     expect(await list(BOB, b1.sid)).toBe(200);
     expect(await list(BOB, b2.sid)).toBe(200);
+  }, 20_000);
+});
+
+describe('modern listen streams at the caps (listen.maxSessions*)', () => {
+  const ALICE = 'sy_alice-listen-key-00000000000000000000000000000000';
+  const BOB = 'sy_bob-listen-key-1111111111111111111111111111111111';
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
+      listen: { maxSessions: 4, maxSessionsPerPrincipal: 3 },
+      servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') },
+    });
+    await waitForReadyWith(hub.url, ['s'], ALICE);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  /** Opens a listen stream; resolves with its status once the answer starts (the stream stays open). */
+  async function listen(key: string): Promise<{ status: number; ac: AbortController; text?: string }> {
+    const ac = new AbortController();
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${key}` },
+      body: JSON.stringify(modernBody(1, 'subscriptions/listen', { notifications: { toolsListChanged: true } })),
+      signal: ac.signal,
+    });
+    return { status: res.status, ac, text: res.status === 200 ? undefined : await res.text() };
+  }
+
+  it('one principal past its cap is refused (503, Retry-After), other principals are not; a closed stream makes room', async () => {
+    const mine = [await listen(ALICE), await listen(ALICE), await listen(ALICE)];
+    expect(mine.map((s) => s.status)).toEqual([200, 200, 200]);
+    const fourth = await listen(ALICE);
+    expect(fourth.status).toBe(503);
+    expect(fourth.text).toContain('too many open listen streams');
+    const bob = await listen(BOB);
+    expect(bob.status).toBe(200);
+    // The hub's cap (4) is reached: Bob's second is refused too, and nobody's stream is ended for it.
+    expect((await listen(BOB)).status).toBe(503);
+    mine[0]!.ac.abort();
+    await sleep(200);
+    const again = await listen(ALICE);
+    expect(again.status).toBe(200);
+    for (const s of [...mine, bob, again]) s.ac.abort();
   }, 20_000);
 });
