@@ -122,6 +122,11 @@ function convert(input: unknown, at: string, depth: number, w: Walk): Schema {
 
   if (s.$ref !== undefined) {
     if (typeof s.$ref !== 'string' || !s.$ref.startsWith('#')) throw new NotStrict(`${at || '/'}: $ref to another document`);
+    // In 2020-12 the keywords beside a $ref apply too: keeping only the $ref would change what is accepted.
+    const atRoot = at === '' ? new Set(['type', '$defs', 'definitions']) : new Set<string>();
+    const beside = Object.keys(s).filter((k) => k !== '$ref' && k !== 'description' && !IGNORED.has(k) && !atRoot.has(k));
+    if (beside.length) throw new NotStrict(`${at || '/'}: $ref with ${beside.map((k) => `"${k}"`).join(', ')} beside it`);
+    if (at === '') throw new NotStrict('/: the root is a $ref; strict mode needs the root to be the object itself');
     out.$ref = s.$ref;
     return out;
   }
@@ -224,11 +229,21 @@ export function toStrictSchema(inputSchema: unknown): StrictOk | StrictFail {
       schema[defsKey] = outDefs;
     }
     checkRefs(schema, schema);
+    // Counted as sent: an optional property's enum gained a null.
+    if (enumValuesIn(schema) > MAX_ENUM_VALUES) throw new NotStrict(`more than ${MAX_ENUM_VALUES} enum values in total`);
     return { ok: true, schema, nullable: w.nullable, loosened: w.loosened };
   } catch (err) {
     if (err instanceof NotStrict) return { ok: false, reason: err.message };
     throw err;
   }
+}
+
+function enumValuesIn(node: unknown): number {
+  if (Array.isArray(node)) return node.reduce((n: number, x) => n + enumValuesIn(x), 0);
+  if (!isObj(node)) return 0;
+  let n = Array.isArray(node.enum) ? node.enum.length : 0;
+  for (const [k, v] of Object.entries(node)) if (k !== 'enum') n += enumValuesIn(v);
+  return n;
 }
 
 /** Every local $ref must point at something that exists in the converted schema. */
@@ -245,10 +260,21 @@ function checkRefs(node: unknown, root: Schema): void {
   for (const v of Object.values(node)) checkRefs(v, root);
 }
 
-/** The schema without keywords that some APIs reject at the root. */
-function plainSchema(inputSchema: unknown): Schema {
+/** Root keywords the APIs refuse (Anthropic answers 400 to a root anyOf, oneOf or allOf). */
+const ROOT_COMPOSITION = ['anyOf', 'oneOf', 'allOf', 'not'] as const;
+
+/**
+ * The schema without keywords that some APIs reject at the root; `dropped` names the root
+ * composition keywords taken out (the hub still checks the arguments against the whole schema).
+ */
+function plainSchema(inputSchema: unknown, dropped: string[] = []): Schema {
   if (!isObj(inputSchema)) return { type: 'object', properties: {} };
   const { $schema: _s, $id: _i, ...rest } = inputSchema;
+  for (const k of ROOT_COMPOSITION)
+    if (k in rest) {
+      delete rest[k];
+      dropped.push(k);
+    }
   return rest.type === undefined ? { type: 'object', ...rest } : rest;
 }
 
@@ -271,6 +297,8 @@ export interface AnthropicExport {
   tools: { name: string; description?: string; input_schema: Schema }[];
   /** Tools left out, and why (only names an API would refuse). */
   skipped: { name: string; reason: string }[];
+  /** Tools whose schema lost root keywords the API refuses; the hub still enforces them. */
+  loosened: { name: string; reason: string }[];
 }
 
 export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
@@ -292,13 +320,16 @@ export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
 }
 
 export function toAnthropic(tools: readonly ExportableTool[]): AnthropicExport {
-  const out: AnthropicExport = { format: 'anthropic', tools: [], skipped: [] };
+  const out: AnthropicExport = { format: 'anthropic', tools: [], skipped: [], loosened: [] };
   for (const t of tools) {
     if (!OPENAI_NAME.test(t.name)) {
       out.skipped.push({ name: t.name, reason: 'the name does not match ^[a-zA-Z0-9_-]{1,64}$' });
       continue;
     }
-    out.tools.push({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: plainSchema(t.inputSchema) });
+    const dropped: string[] = [];
+    const input_schema = plainSchema(t.inputSchema, dropped);
+    if (dropped.length) out.loosened.push({ name: t.name, reason: `root ${dropped.map((k) => `"${k}"`).join(', ')} dropped (the API refuses it at the root; the hub still checks the arguments)` });
+    out.tools.push({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema });
   }
   return out;
 }

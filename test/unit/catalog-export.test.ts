@@ -266,5 +266,31 @@ describe('toOpenAi / toAnthropic', () => {
     const out = toAnthropic([{ name: 'a__b', description: 'd', inputSchema: { $schema: 'http://json-schema.org/draft-07/schema#', type: 'object', properties: { x: { type: 'number' } } } }, tools[2]]);
     expect(out.tools).toEqual([{ name: 'a__b', description: 'd', input_schema: { type: 'object', properties: { x: { type: 'number' } } } }]);
     expect(out.skipped).toEqual([{ name: 'odd.name', reason: expect.any(String) }]);
+    expect(out.loosened).toEqual([]);
+  });
+
+  it('Anthropic: a root anyOf/oneOf/allOf (which the API refuses at the root) is dropped and said so', () => {
+    const either = { type: 'object', properties: { id: { type: 'string' }, path: { type: 'string' } }, oneOf: [{ required: ['id'] }, { required: ['path'] }] };
+    const out = toAnthropic([{ name: 'f__get', inputSchema: either }]);
+    expect(out.tools[0]!.input_schema).toEqual({ type: 'object', properties: { id: { type: 'string' }, path: { type: 'string' } } });
+    expect(out.loosened).toEqual([{ name: 'f__get', reason: expect.stringMatching(/^root "oneOf" dropped/) }]);
+  });
+});
+
+describe('strict schemas that would change meaning or break the API rules', () => {
+  it('a root $ref, or a $ref with keywords beside it, is not made strict (the siblings would be lost)', () => {
+    const root = toStrictSchema({ type: 'object', $ref: '#/$defs/Args', $defs: { Args: { type: 'object', properties: { a: { type: 'string' } } } } });
+    expect(root).toMatchObject({ ok: false, reason: expect.stringMatching(/root is a \$ref/) });
+    const beside = toStrictSchema({ type: 'object', properties: { box: { $ref: '#/$defs/Base', properties: { size: { type: 'number' } }, required: ['size'] } }, $defs: { Base: { type: 'object', properties: { id: { type: 'string' } } } } });
+    expect(beside).toMatchObject({ ok: false, reason: expect.stringMatching(/\/properties\/box: \$ref with "properties", "required" beside it/) });
+    // A plain $ref (a description beside it is fine) still is.
+    const plain = toStrictSchema({ type: 'object', properties: { box: { $ref: '#/$defs/Base', description: 'the box' } }, $defs: { Base: { type: 'object', properties: { id: { type: 'string' } } } } });
+    expect(plain.ok).toBe(true);
+  });
+
+  it('counts enum values as sent: an optional property of 1,000 values gains a null and is one too many', () => {
+    const values = Array.from({ length: 1000 }, (_, i) => `v${i}`);
+    expect(toStrictSchema({ type: 'object', properties: { e: { type: 'string', enum: values } }, required: ['e'] }).ok).toBe(true);
+    expect(toStrictSchema({ type: 'object', properties: { e: { type: 'string', enum: values } } })).toMatchObject({ ok: false, reason: 'more than 1000 enum values in total' });
   });
 });
