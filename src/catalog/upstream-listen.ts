@@ -106,19 +106,34 @@ export class ListenManager {
     const key = JSON.stringify(filter ?? null);
     if (t.handle && t.filterKey === key) return;
     if (t.retry && !t.handle) return; // a re-listen is scheduled; it will use the current filter
-    this.stop(t);
-    if (filter) this.open(t, filter, key);
+    // A stream whose filter changed is closed only once its successor is acknowledged: a change
+    // the server says in between reaches one of them (closing first would lose it).
+    const prev = t.handle;
+    if (prev) {
+      t.handle = undefined;
+      t.filterKey = undefined;
+    } else this.stop(t);
+    if (filter) this.open(t, filter, key, prev);
+    else prev?.close();
   }
 
-  private open(t: Tracked, filter: ListenFilter, key: string): void {
+  private open(t: Tracked, filter: ListenFilter, key: string, prev?: ListenHandle): void {
+    let replaced = prev;
+    const closeReplaced = (): void => {
+      const p = replaced;
+      replaced = undefined;
+      p?.close();
+    };
     const handle = t.upstream.listen!(filter, (m) => {
       if (m.method !== 'notifications/subscriptions/acknowledged') return;
       t.failures = 0;
+      closeReplaced();
       this.log.debug({ server: t.id, honoured: m.params.notifications }, 'upstream listen acknowledged');
     });
     t.handle = handle;
     t.filterKey = key;
     void handle.ended.then((end) => {
+      closeReplaced();
       if (t.handle !== handle) return; // closed by us, or replaced
       t.handle = undefined;
       t.filterKey = undefined;

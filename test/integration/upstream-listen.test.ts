@@ -118,3 +118,26 @@ describe('ListenManager', () => {
     expect(records.filter((r) => String(r.msg).includes('listening again'))).toHaveLength(0);
   });
 });
+
+describe('ListenManager: a filter that changes', () => {
+  it('opens the new stream before it closes the old one: a change said in between is heard', async () => {
+    const f = await startHttpFixture('test/fixtures/catalog/modern-subs-http.mjs');
+    fixtures.push(f);
+    const u = await started({ id: 'm', url: f.url, ...base });
+    const seen = changes(u);
+    let uris: string[] = [];
+    const gaps: string[] = [];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => uris, onGap: (id) => gaps.push(id) });
+    managers.push(m);
+    m.track('m', u);
+    await waitFor(() => m.listening('m'), 3000, 'listening');
+    await new Promise((r) => setTimeout(r, 200)); // acknowledged
+    // A resource subscription changes the filter. This server changes its tools the moment a
+    // stream closes and tells the streams still open: only a new stream already open hears it.
+    uris = ['x://doc'];
+    m.refresh('m');
+    await waitFor(() => seen.includes('notifications/tools/list_changed'), 3000, 'the change made while the filter changed');
+    expect(gaps).toEqual([]);
+    expect(m.listening('m')).toBe(true);
+  });
+});
