@@ -143,7 +143,8 @@ export class Hub implements HubCore {
     this.catalog.on('resourceUpdated', (u: { server: string; uri: string }) =>
       this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri) }),
     );
-    this.catalog.on('changed', (kind) => this.events.emit('listChanged', kind));
+    // `principal`: a change of that principal's own list only (its own upstream connection).
+    this.catalog.on('changed', (kind, principal?: string) => this.events.emit('listChanged', kind, principal));
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');

@@ -215,7 +215,7 @@ export class Catalog extends EventEmitter {
     upstream.on('notification', (n: { method: string; params?: Record<string, unknown> }) => {
       // Plugins may drop a notification; keep each server's notifications in order.
       const prev = this.notifyChain.get(h.id) ?? Promise.resolve();
-      const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal === undefined)).catch((err: unknown) =>
+      const next = prev.then(() => this.onNotification(this.current(h), n.method, n.params ?? {}, principal)).catch((err: unknown) =>
         this.log.error({ err, server: h.id }, 'notification handling failed'),
       );
       this.notifyChain.set(h.id, next);
@@ -232,13 +232,19 @@ export class Catalog extends EventEmitter {
     return now !== undefined && now.upstream === h.upstream ? now : h;
   }
 
-  /** `main`: it came on the server's own connection (not a principal's). */
-  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>, main: boolean): Promise<void> {
+  /** `principal`: it came on that principal's own connection, undefined on the server's main one. */
+  private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>, principal: string | undefined): Promise<void> {
+    const main = principal === undefined;
     const kinds = CHANGED_NOTIFICATION[method];
     if (!kinds && method !== 'notifications/resources/updated') return;
     const plugins = this.opts.plugins;
     if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
-    if (kinds) {
+    if (kinds && !main) {
+      // That principal's own list changed: its partition, and its clients, nobody else's.
+      if (kinds.includes('tools')) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
+      for (const k of kinds) this.cache.invalidate(`${h.id}\0${k}\0principal:${principal}`);
+      for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal);
+    } else if (kinds) {
       this.invalidate(h.id, kinds);
       // Judged at once, as at ready: a rug pull is held back and audited when it happens.
       if (main && kinds.includes('tools')) this.warm(h);

@@ -116,7 +116,7 @@ export class Endpoint {
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
     this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
     this.sweeper.unref();
-    core.events.on('listChanged', (kind: string) => this.broadcastLegacy(kind));
+    core.events.on('listChanged', (kind: string, principal?: string) => this.broadcastLegacy(kind, principal));
     core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
@@ -125,12 +125,14 @@ export class Endpoint {
     });
   }
 
-  private broadcastLegacy(kind: string): void {
+  /** `principal`: only that principal's sessions (its own list changed). */
+  private broadcastLegacy(kind: string, principal?: string): void {
     const method =
       kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
     const msg = { jsonrpc: '2.0', method };
-    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed) s.stream.send(msg);
-    for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed) s.stream.send(msg);
+    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && (principal === undefined || s.principal === principal)) s.stream.send(msg);
+    for (const s of this.stdioSessions.values())
+      if (s.initialized && !s.ended && s.stream && !s.stream.closed && (principal === undefined || s.principal === principal)) s.stream.send(msg);
   }
 
   /** A stdio session by id, while it is open (a closed one is let go here). */

@@ -52,12 +52,12 @@ export class ListenHub {
         if (u.subscribers.has(l.key) && !l.sink.closed)
           l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
     });
-    core.events.on('listChanged', (kind: string) => {
+    core.events.on('listChanged', (kind: string, principal?: string) => {
       const flag = FLAG[kind];
       if (!flag) return;
       for (const l of this.listeners) {
         if (l.sink.closed) this.listeners.delete(l);
-        else if (l[flag]) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+        else if (l[flag] && (principal === undefined || l.principal === principal)) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
       }
     });
   }
