@@ -32,7 +32,7 @@ import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
-import { Subscriptions } from './router/subscriptions.js';
+import { principalConn, Subscriptions } from './router/subscriptions.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
@@ -43,7 +43,7 @@ import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
-import type { UpstreamSpec } from './upstream/types.js';
+import type { Upstream, UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { Metrics } from './metrics.js';
@@ -140,8 +140,9 @@ export class Hub implements HubCore {
           : { credential: '', upstream: h.upstream },
     });
     this.routes = new ShownRoutes(this.catalog);
-    this.catalog.on('resourceUpdated', (u: { server: string; uri: string }) =>
-      this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri) }),
+    // Said on a principal's own connection: for the subscriptions made on that connection only.
+    this.catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string }) =>
+      this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)) }),
     );
     // `principal`: a change of that principal's own list only (its own upstream connection).
     this.catalog.on('changed', (kind, principal?: string) => this.events.emit('listChanged', kind, principal));
@@ -169,7 +170,11 @@ export class Hub implements HubCore {
     this.auth = new Authenticator(config.auth, base, log);
     this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e), log);
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
-      onConnection: (h, upstream, principal) => this.catalog.watchConnection(h, upstream, principal),
+      onConnection: (h, upstream, principal) => {
+        this.catalog.watchConnection(h, upstream, principal);
+        // Its subscriptions, like the main connection's, are asked for again when it is back.
+        upstream.on('state', (state: string) => state === 'ready' && this.resubscribe(h, upstream, principalConn(principal)));
+      },
     });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
@@ -231,10 +236,10 @@ export class Hub implements HubCore {
    * started afresh under its id (`servers restart`, a reload), and one subscribed to while it
    * was down. (A modern upstream's listen stream is opened again with its filter: ListenManager.)
    */
-  private resubscribe(h: ServerHandle): void {
-    if (h.upstream.era === MODERN || !h.upstream.capabilities?.resources?.subscribe) return;
-    for (const uri of this.subs.uris(h.id))
-      h.upstream.request('resources/subscribe', { uri }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
+  private resubscribe(h: ServerHandle, upstream: Upstream = h.upstream, conn = ''): void {
+    if (upstream.era === MODERN || !upstream.capabilities?.resources?.subscribe) return;
+    for (const uri of this.subs.uris(h.id, conn))
+      upstream.request('resources/subscribe', { uri }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
   }
 
   /** Pin changes and poisoned descriptions: a log line, and an audit row when a tool is held back or its change taken. */
@@ -502,11 +507,15 @@ export class Hub implements HubCore {
   }
 
   sessionClosed(sessionKey: string): void {
-    for (const { server, uri } of this.subs.removeSubscriber(sessionKey)) {
+    for (const { server, conn, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);
       if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server);
-      else if (h?.upstream.state === 'ready' && h.upstream.capabilities?.resources?.subscribe)
-        h.upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+      else if (h) {
+        // On the connection it was made on (a principal's own one may have been closed since:
+        // its upstream session, and the subscription, went with it).
+        const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, conn.slice('principal:'.length));
+        if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+      }
     }
   }
 

@@ -70,6 +70,11 @@ export class PrincipalUpstreams {
     return this.isolated(h, principal) ? this.own(h, principal) : h.upstream;
   }
 
+  /** The principal's own connection to h if it has one open now (none is made). */
+  existing(h: ServerHandle, principal: string): Upstream | undefined {
+    return this.pool.get(JSON.stringify([h.id, principal]))?.upstream;
+  }
+
   /** The principal's own connection to h, started on first use. */
   private async own(h: ServerHandle, principal: string): Promise<Upstream> {
     const key = JSON.stringify([h.id, principal]);

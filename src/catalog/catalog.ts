@@ -252,7 +252,7 @@ export class Catalog extends EventEmitter {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
       if (await this.hiddenEverywhere(h.id, params.uri)) return;
-      this.emit('resourceUpdated', { server: h.id, uri: params.uri });
+      this.emit('resourceUpdated', principal === undefined ? { server: h.id, uri: params.uri } : { server: h.id, uri: params.uri, principal });
     }
   }
 

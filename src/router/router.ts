@@ -12,7 +12,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { outcomeOfError } from './outcome.js';
-import type { Subscriptions } from './subscriptions.js';
+import { principalConn, type Subscriptions } from './subscriptions.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
@@ -333,14 +333,19 @@ export class Router {
     const t0 = performance.now();
     const subscriber = ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
     const subscribing = method === 'resources/subscribe';
-    const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber) : this.subs.remove(server.id, uri, subscriber);
-    const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     const modern = server.upstream.era === MODERN;
+    // A legacy subscription lives on the connection this principal's calls use (its own, when it
+    // has one): counted there, and its updates go to that connection's subscribers only.
+    const found = modern ? server : connectionFor(this.opts, server, ctx);
+    const conn = found instanceof Promise ? await found : found;
+    const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
+    const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber, connKey) : this.subs.remove(server.id, uri, subscriber, connKey);
+    const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
     if (needUpstream && upstreamSubscribes && modern) this.catalog.subscriptionsChanged(server.id);
-    // A server that is down holds nothing to change: the count here is the subscription, and
+    // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
-    const down = server.upstream.state !== 'ready';
+    const down = conn.upstream.state !== 'ready';
     if (!needUpstream || !upstreamSubscribes || modern || down) {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
@@ -349,7 +354,7 @@ export class Router {
       return await this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
     } catch (err) {
       // Not subscribed upstream, so not here either: the next subscriber must ask the upstream again.
-      if (subscribing) this.subs.remove(server.id, uri, subscriber);
+      if (subscribing) this.subs.remove(server.id, uri, subscriber, connKey);
       throw err;
     }
   }

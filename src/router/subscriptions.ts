@@ -1,13 +1,16 @@
 /**
- * Resource subscriptions of downstream sessions, reference-counted per upstream URI so the
- * hub subscribes upstream once and unsubscribes when the last session leaves.
+ * Resource subscriptions of downstream sessions, reference-counted per upstream connection and
+ * URI so the hub subscribes on a connection once and unsubscribes when its last session leaves.
+ * `conn` names the connection: '' the server's own, `principal:<p>` a principal's own (with
+ * credentials of its own, or a legacy HTTP server behind authentication): an upstream session
+ * is never shared across users (docs/SECURITY.md), and neither is what it subscribed to.
  */
 export class Subscriptions {
-  private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${uri}` → subscribers
+  private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
 
   /** Returns true when this is the first subscriber (subscribe upstream). */
-  add(server: string, uri: string, subscriber: string): boolean {
-    const k = `${server}\0${uri}`;
+  add(server: string, uri: string, subscriber: string, conn = ''): boolean {
+    const k = `${server}\0${conn}\0${uri}`;
     let s = this.byUri.get(k);
     if (!s) this.byUri.set(k, (s = new Set()));
     const first = s.size === 0;
@@ -16,8 +19,8 @@ export class Subscriptions {
   }
 
   /** Returns true when the last subscriber left (unsubscribe upstream). */
-  remove(server: string, uri: string, subscriber: string): boolean {
-    const k = `${server}\0${uri}`;
+  remove(server: string, uri: string, subscriber: string, conn = ''): boolean {
+    const k = `${server}\0${conn}\0${uri}`;
     const s = this.byUri.get(k);
     if (!s || !s.delete(subscriber)) return false;
     if (s.size > 0) return false;
@@ -25,27 +28,27 @@ export class Subscriptions {
     return true;
   }
 
-  /** Drop every subscription of a session; returns the (server, uri) pairs that lost their last subscriber. */
-  removeSubscriber(subscriber: string): { server: string; uri: string }[] {
-    const emptied: { server: string; uri: string }[] = [];
+  /** Drop every subscription of a session; returns what lost its last subscriber (to unsubscribe on that connection). */
+  removeSubscriber(subscriber: string): { server: string; conn: string; uri: string }[] {
+    const emptied: { server: string; conn: string; uri: string }[] = [];
     for (const [k, s] of this.byUri) {
       if (s.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);
-        const [server, uri] = k.split('\0');
-        emptied.push({ server, uri });
+        const [server, conn, ...rest] = k.split('\0');
+        emptied.push({ server: server!, conn: conn!, uri: rest.join('\0') });
       }
     }
     return emptied;
   }
 
   /**
-   * Who is told that `uri` changed: its own subscribers, and those of a URI it is a sub-resource
-   * of (an update may name one, digest §4: `file:///dir/a` for a subscription to `file:///dir`
-   * or `file:///dir/`).
+   * Who is told that `uri` changed, as said on connection `conn`: its own subscribers there, and
+   * those of a URI it is a sub-resource of (an update may name one, digest §4: `file:///dir/a`
+   * for a subscription to `file:///dir` or `file:///dir/`).
    */
-  subscribers(server: string, uri: string): ReadonlySet<string> {
-    const exact = this.byUri.get(`${server}\0${uri}`);
-    const prefix = `${server}\0`;
+  subscribers(server: string, uri: string, conn = ''): ReadonlySet<string> {
+    const prefix = `${server}\0${conn}\0`;
+    const exact = this.byUri.get(prefix + uri);
     let all: Set<string> | undefined;
     for (const [k, s] of this.byUri) {
       if (s === exact || !k.startsWith(prefix)) continue;
@@ -55,11 +58,16 @@ export class Subscriptions {
     return all ?? exact ?? new Set();
   }
 
-  /** The URIs of one server that have at least one subscriber (a modern upstream's listen filter). */
-  uris(server: string): string[] {
-    const prefix = `${server}\0`;
+  /** The URIs subscribed on one connection of a server (the main one: a modern upstream's listen filter, a restart's renewal). */
+  uris(server: string, conn = ''): string[] {
+    const prefix = `${server}\0${conn}\0`;
     return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
   }
+}
+
+/** The `conn` of a principal's own connection. */
+export function principalConn(principal: string): string {
+  return `principal:${principal}`;
 }
 
 /** `uri` lies under `parent`: a path below it (at a "/" boundary), not merely a longer name. */

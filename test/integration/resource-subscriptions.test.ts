@@ -11,7 +11,8 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { waitForReady } from '../helpers/wire.js';
+import { post, waitForReady } from '../helpers/wire.js';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 
@@ -184,5 +185,67 @@ describe('resource subscriptions', () => {
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mod://doc']);
     await sub.close();
     await c.close();
+  });
+});
+
+describe('resource subscriptions of principals with upstream connections of their own', () => {
+  const ALICE = 'sy_alice-subs-key-000000000000000000000000000000000';
+  const BOB = 'sy_bob-subs-key-11111111111111111111111111111111111';
+  let up: HttpFixture;
+  let authed: HubProcess;
+  beforeAll(async () => {
+    up = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs');
+    // Authentication on: each principal talks to a legacy HTTP server over a session of its own.
+    authed = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
+      servers: { web: { url: up.url } },
+    });
+    await waitForReadyWith(authed.url, ['web'], ALICE);
+  }, 60_000);
+  afterAll(async () => {
+    await authed?.stop();
+    await up?.stop();
+  });
+
+  const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  async function session(key: string) {
+    const auth = { authorization: `Bearer ${key}` };
+    const init = await post(authed.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'subs', version: '1' } } }, { ...JSON_HEADERS, ...auth });
+    const h = { ...JSON_HEADERS, ...auth, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+    await post(authed.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+    const ac = new AbortController();
+    const get = await fetch(authed.url, { headers: { ...h, accept: 'text/event-stream' }, signal: ac.signal });
+    let heard = '';
+    void (async () => {
+      const dec = new TextDecoder();
+      for await (const chunk of get.body as unknown as AsyncIterable<Uint8Array>) heard += dec.decode(chunk);
+    })().catch(() => undefined);
+    let id = 1;
+    return {
+      call: (method: string, params: Record<string, unknown> = {}) => post(authed.url, { jsonrpc: '2.0', id: id++, method, params }, h),
+      updates: () => heard.split('notifications/resources/updated').length - 1,
+      end: async () => {
+        ac.abort();
+        await fetch(authed.url, { method: 'DELETE', headers: h });
+      },
+    };
+  }
+  const told = async (s: Awaited<ReturnType<typeof session>>) => String((await s.call('tools/call', { name: 'web__touch', arguments: { uri: 'subs://doc' } })).body?.result?.content?.[0]?.text);
+
+  it("each principal's subscription is made on its own upstream session, its updates come from there, and each is ended there", async () => {
+    const alice = await session(ALICE);
+    const bob = await session(BOB);
+    expect((await alice.call('resources/subscribe', { uri: 'subs://doc' })).body?.result).toEqual({});
+    expect((await bob.call('resources/subscribe', { uri: 'subs://doc' })).body?.result).toEqual({});
+    // Two upstream sessions are subscribed: alice's and bob's own.
+    expect(await told(bob)).toBe('told 2');
+    await expect.poll(() => [alice.updates(), bob.updates()], { timeout: 3000 }).toEqual([1, 1]);
+    await alice.end();
+    await bob.end();
+    await new Promise((r) => setTimeout(r, 300));
+    // Every subscriber gone: nothing stays subscribed upstream.
+    const carol = await session(ALICE);
+    expect(await told(carol)).toBe('told 0');
+    await carol.end();
   });
 });
