@@ -77,6 +77,9 @@ function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired
  * so data flows one way (downstream → router → upstream → ledger).
  */
+/** How long a listen request waits for a modern upstream to acknowledge its resource URIs. */
+const LISTEN_ACK_WAIT_MS = 2_000;
+
 export class Hub implements HubCore {
   readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
   readonly events = new EventEmitter();
@@ -486,24 +489,45 @@ export class Hub implements HubCore {
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
     const view = { principal, group };
+    /** Modern servers whose listen filter gained URIs, and those URIs. */
+    const modern = new Map<ServerHandle, string[]>();
     for (const uri of uris) {
       const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
       if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;
-      if (this.subs.add(h.id, uri, subscriber) && h.upstream.state === 'ready') {
-        if (h.upstream.era === MODERN) this.catalog.subscriptionsChanged(h.id);
-        else {
-          try {
-            await h.upstream.request('resources/subscribe', { uri });
-          } catch {
-            this.subs.remove(h.id, uri, subscriber);
-            continue;
-          }
+      const first = this.subs.add(h.id, uri, subscriber);
+      if (h.upstream.state === 'ready' && h.upstream.era === MODERN) {
+        const list = modern.get(h) ?? [];
+        list.push(uri);
+        modern.set(h, list);
+        continue;
+      }
+      if (first && h.upstream.state === 'ready') {
+        try {
+          await h.upstream.request('resources/subscribe', { uri });
+        } catch {
+          this.subs.remove(h.id, uri, subscriber);
+          continue;
         }
       }
       honoured.push(uri);
     }
-    return honoured;
+    // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):
+    // one re-listen per server with all of them, and what it leaves out is not honoured here.
+    for (const [h, list] of modern) {
+      this.catalog.subscriptionsChanged(h.id);
+      const ok = await this.catalog.listens.honours(h.id, list, LISTEN_ACK_WAIT_MS);
+      const refused = ok === undefined ? [] : list.filter((u) => !ok.includes(u));
+      for (const u of refused) this.subs.remove(h.id, u, subscriber);
+      if (refused.length) {
+        this.log.info({ server: h.id, refused: refused.length }, 'upstream did not honour resource subscriptions in its listen acknowledgement');
+        this.catalog.subscriptionsChanged(h.id);
+      }
+      for (const u of list) if (!refused.includes(u)) honoured.push(u);
+    }
+    // In the order asked for.
+    const yes = new Set(honoured);
+    return uris.filter((u) => yes.has(u));
   }
 
   sessionClosed(sessionKey: string): void {

@@ -24,6 +24,10 @@ interface Tracked {
   onState: () => void;
   /** The upstream refused listen (-32601): do not ask again until it restarts. */
   refused: boolean;
+  /** The resource URIs the current stream's acknowledgement honoured; undefined until it came. */
+  honoured?: ReadonlySet<string>;
+  /** Waiting for the current stream's acknowledgement (honours). */
+  waiters: (() => void)[];
 }
 
 export interface ListenManagerOptions {
@@ -55,7 +59,7 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const t: Tracked = { id, upstream, failures: 0, refused: false, onState: () => this.sync(t) };
+    const t: Tracked = { id, upstream, failures: 0, refused: false, onState: () => this.sync(t), waiters: [] };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -74,6 +78,29 @@ export class ListenManager {
   refresh(id: string): void {
     const t = this.tracked.get(id);
     if (t) this.sync(t);
+  }
+
+  /**
+   * Which of `uris` the server's stream honours, as its acknowledgement says (digest §4.1: the
+   * subset it will honour); waits up to `waitMs` for the acknowledgement of a stream being
+   * (re)opened. Undefined when there is no stream to ask (not listening, or no answer in time):
+   * the caller decides.
+   */
+  async honours(id: string, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
+    const t = this.tracked.get(id);
+    if (!t?.handle) return undefined;
+    if (t.honoured === undefined) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, waitMs);
+        t.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      if (t.honoured === undefined) return undefined;
+    }
+    const h = t.honoured;
+    return uris.filter((u) => h.has(u));
   }
 
   /** Whether a listen stream to this server is open (for status and tests). */
@@ -124,10 +151,16 @@ export class ListenManager {
       replaced = undefined;
       p?.close();
     };
+    t.honoured = undefined;
     const handle = t.upstream.listen!(filter, (m) => {
       if (m.method !== 'notifications/subscriptions/acknowledged') return;
       t.failures = 0;
       closeReplaced();
+      if (t.handle === handle) {
+        const subs = (m.params.notifications as { resourceSubscriptions?: unknown } | undefined)?.resourceSubscriptions;
+        t.honoured = new Set(Array.isArray(subs) ? subs.filter((u): u is string => typeof u === 'string') : []);
+        for (const w of t.waiters.splice(0)) w();
+      }
       this.log.debug({ server: t.id, honoured: m.params.notifications }, 'upstream listen acknowledged');
     });
     t.handle = handle;

@@ -249,3 +249,30 @@ describe('resource subscriptions of principals with upstream connections of thei
     await carol.end();
   });
 });
+
+describe("a modern upstream's listen acknowledgement", () => {
+  let yes: HttpFixture;
+  let no: HttpFixture;
+  let h2: HubProcess;
+  beforeAll(async () => {
+    yes = await startHttpFixture('test/fixtures/catalog/modern-subs-http.mjs', { DOC_URI: 'yes://doc' });
+    no = await startHttpFixture('test/fixtures/catalog/modern-subs-http.mjs', { DOC_URI: 'no://doc', NOSUBS: '1' });
+    h2 = await startHub({ servers: { yes: { url: yes.url }, no: { url: no.url } } });
+    await waitForReady(h2.url, ['yes', 'no']);
+  }, 60_000);
+  afterAll(async () => {
+    await h2?.stop();
+    await Promise.all([yes?.stop(), no?.stop()]);
+  });
+
+  it('decides which resource subscriptions a client is told are honoured: the URI the server left out is not', async () => {
+    const c = new ClientV2({ name: 'ack', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await c.connect(new TransportV2(new URL(h2.url)));
+    await c.listTools();
+    await c.listResources();
+    const sub = await c.listen({ resourceSubscriptions: ['yes://doc', 'no://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['yes://doc']);
+    await sub.close();
+    await c.close();
+  });
+});
