@@ -73,18 +73,22 @@ describe('legacy sessions that are not ended by their client', () => {
   }, 20_000);
 });
 
+/** A hub of two principals (API keys), at most 4 sessions (and 4 listen streams), 3 of each per principal. */
+async function hubAtCaps(alice: string, bob: string): Promise<HubProcess> {
+  const hub = await startHub({
+    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(alice) }, { principal: 'bob', sha256: sha256Hex(bob) }] },
+    listen: { maxSessions: 4, maxSessionsPerPrincipal: 3 },
+    servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') },
+  });
+  await waitForReadyWith(hub.url, ['s'], alice);
+  return hub;
+}
+
 describe('legacy sessions of several principals at the caps', () => {
   const ALICE = 'sy_alice-sessions-key-0000000000000000000000000000';
   const BOB = 'sy_bob-sessions-key-111111111111111111111111111111';
   let hub: HubProcess;
-  beforeAll(async () => {
-    hub = await startHub({
-      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
-      listen: { maxSessions: 4, maxSessionsPerPrincipal: 3 },
-      servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') },
-    });
-    await waitForReadyWith(hub.url, ['s'], ALICE);
-  }, 60_000);
+  beforeAll(async () => void (hub = await hubAtCaps(ALICE, BOB)), 60_000);
   afterAll(async () => void (await hub?.stop()));
 
   const headers = (key: string) => ({ ...JSON_HEADERS, authorization: `Bearer ${key}` });
@@ -128,14 +132,7 @@ describe('modern listen streams at the caps (listen.maxSessions*)', () => {
   const ALICE = 'sy_alice-listen-key-00000000000000000000000000000000';
   const BOB = 'sy_bob-listen-key-1111111111111111111111111111111111';
   let hub: HubProcess;
-  beforeAll(async () => {
-    hub = await startHub({
-      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
-      listen: { maxSessions: 4, maxSessionsPerPrincipal: 3 },
-      servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') },
-    });
-    await waitForReadyWith(hub.url, ['s'], ALICE);
-  }, 60_000);
+  beforeAll(async () => void (hub = await hubAtCaps(ALICE, BOB)), 60_000);
   afterAll(async () => void (await hub?.stop()));
 
   /** Opens a listen stream; resolves with its status once the answer starts (the stream stays open). */
