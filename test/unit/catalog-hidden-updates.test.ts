@@ -44,7 +44,8 @@ it('an update of a URI one principal sees is not dropped because another princip
   c.on('resourceUpdated', (u) => got.push(u));
   q.emit('notification', { method: 'notifications/resources/updated', params: { uri: 'u://x' } });
   await new Promise((r) => setTimeout(r, 50));
-  expect(got).toEqual([{ server: 's', uri: 'u://x' }]);
+  // Said on Q's own connection: for the subscriptions made there (src/router/subscriptions.ts).
+  expect(got).toEqual([{ server: 's', uri: 'u://x', principal: 'Q' }]);
   c.close();
 });
 
