@@ -178,6 +178,8 @@ export class Hub implements HubCore {
         // Its subscriptions, like the main connection's, are asked for again when it is back.
         upstream.on('state', (state: string) => state === 'ready' && this.resubscribe(h, upstream, principalConn(principal)));
       },
+      // Its subscriptions keep a principal's connection open while the principal makes no call.
+      inUse: (serverId, principal) => this.subs.uris(serverId, principalConn(principal)).length > 0,
     });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
@@ -495,18 +497,23 @@ export class Hub implements HubCore {
       const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
       if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;
-      const first = this.subs.add(h.id, uri, subscriber);
       if (h.upstream.state === 'ready' && h.upstream.era === MODERN) {
+        this.subs.add(h.id, uri, subscriber);
         const list = modern.get(h) ?? [];
         list.push(uri);
         modern.set(h, list);
         continue;
       }
-      if (first && h.upstream.state === 'ready') {
+      // A legacy subscription lives on the connection this principal's calls use (as Router's).
+      const own = h.upstream.state === 'ready' && this.upstreams.isolated(h, principal);
+      const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
+      const conn = own ? principalConn(principal) : '';
+      const first = this.subs.add(h.id, uri, subscriber, conn);
+      if (first && upstream.state === 'ready') {
         try {
-          await h.upstream.request('resources/subscribe', { uri });
+          await upstream.request('resources/subscribe', { uri });
         } catch {
-          this.subs.remove(h.id, uri, subscriber);
+          this.subs.remove(h.id, uri, subscriber, conn);
           continue;
         }
       }

@@ -11,6 +11,8 @@ export interface PoolOptions {
   max?: number;
   /** Each principal's own connection as it is made, so its notifications are heard (Catalog.watchConnection). */
   onConnection?: (h: ServerHandle, upstream: Upstream, principal: string) => void;
+  /** Whether a connection holds something of its own (resource subscriptions): idle or not, it is kept. */
+  inUse?: (serverId: string, principal: string) => boolean;
 }
 
 interface Pooled {
@@ -33,6 +35,7 @@ export class PrincipalUpstreams {
   private readonly max: number;
   private readonly sweeper: NodeJS.Timeout;
   private readonly onConnection: PoolOptions['onConnection'];
+  private readonly inUse: PoolOptions['inUse'];
 
   constructor(
     private readonly make: (spec: UpstreamSpec, log: Logger) => Upstream,
@@ -44,6 +47,7 @@ export class PrincipalUpstreams {
     this.idleMs = opts.idleMs ?? 10 * 60_000;
     this.max = opts.max ?? 256;
     this.onConnection = opts.onConnection;
+    this.inUse = opts.inUse;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
     this.sweeper.unref();
   }
@@ -123,10 +127,17 @@ export class PrincipalUpstreams {
     await Promise.allSettled(all.map((p) => p.upstream.close()));
   }
 
+  /** A connection holding subscriptions is in use however long since its last call: closing it would end them unseen. */
+  private held(key: string): boolean {
+    if (!this.inUse) return false;
+    const [server, principal] = JSON.parse(key) as [string, string];
+    return this.inUse(server, principal);
+  }
+
   private sweep(): void {
     const cutoff = Date.now() - this.idleMs;
     for (const [k, p] of this.pool)
-      if (p.lastUsed < cutoff) {
+      if (p.lastUsed < cutoff && !this.held(k)) {
         this.pool.delete(k);
         void p.upstream.close();
       }
@@ -134,7 +145,7 @@ export class PrincipalUpstreams {
 
   private evictOldest(): void {
     let oldest: [string, Pooled] | undefined;
-    for (const e of this.pool) if (!oldest || e[1].lastUsed < oldest[1].lastUsed) oldest = e;
+    for (const e of this.pool) if ((!oldest || e[1].lastUsed < oldest[1].lastUsed) && !this.held(e[0])) oldest = e;
     if (oldest) {
       this.pool.delete(oldest[0]);
       void oldest[1].upstream.close();

@@ -283,13 +283,20 @@ export class Endpoint {
       return;
     }
     if (req.method === 'subscriptions/listen') {
-      if (ex.transport === 'http' && !this.listen.hasRoom(ex.principal)) {
+      // Held at once: requests that come together must not all pass the count.
+      const slot = this.listen.reserve(ex.principal, ex.transport === 'http');
+      if (!slot) {
         const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
         await this.recordRefused(req.id, req.method, ex, err, MODERN);
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
-      await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
-      this.listen.open(req, ex);
+      try {
+        await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
+      } catch (err) {
+        slot();
+        throw err;
+      }
+      this.listen.open(req, ex, slot);
       return;
     }
     // Cancellable from here: a notifications/cancelled that comes while the hub waits below finds it.

@@ -67,9 +67,9 @@ export class ListenHub {
    * resource subscriptions, as a legacy session does, and is capped like one; a stream is
    * never ended to make room (each is in use), the newcomer is refused.
    */
-  hasRoom(principal: string): boolean {
-    let mine = 0;
-    let all = 0;
+  private hasRoom(principal: string): boolean {
+    let mine = this.opening.get(principal) ?? 0;
+    let all = this.openingTotal;
     for (const l of this.listeners) {
       if (l.sink.closed) {
         this.listeners.delete(l);
@@ -81,14 +81,38 @@ export class ListenHub {
     return mine < this.limits.perPrincipal && all < this.limits.total;
   }
 
+  /** Streams being opened (past hasRoom, not yet listeners): counted, or requests that come together all pass. */
+  private readonly opening = new Map<string, number>();
+  private openingTotal = 0;
+
+  /**
+   * A place for one more stream of `principal`, held from now until the stream is a listener or
+   * failed (the function given back lets it go); undefined when `capped` and there is none.
+   */
+  reserve(principal: string, capped: boolean): (() => void) | undefined {
+    if (capped && !this.hasRoom(principal)) return undefined;
+    this.opening.set(principal, (this.opening.get(principal) ?? 0) + 1);
+    this.openingTotal++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const n = (this.opening.get(principal) ?? 1) - 1;
+      if (n > 0) this.opening.set(principal, n);
+      else this.opening.delete(principal);
+      this.openingTotal--;
+    };
+  }
+
   /**
    * Open a listen stream. Resource URIs in `resourceSubscriptions` are subscribed upstream
    * (through the hub's own listen filter for modern upstreams, reference-counted
    * resources/subscribe for legacy ones) before the acknowledgement, which names the ones honoured.
    */
-  open(req: Request, ex: Exchange): Promise<void> {
+  open(req: Request, ex: Exchange, release: () => void): Promise<void> {
     // Never rejects: whatever goes wrong ends this stream, not the hub.
-    return this.openStream(req, ex).catch(() => {
+    return this.openStream(req, ex, release).catch(() => {
+      release();
       try {
         ex.reply(undefined, 500);
       } catch {
@@ -97,11 +121,14 @@ export class ListenHub {
     });
   }
 
-  private async openStream(req: Request, ex: Exchange): Promise<void> {
+  private async openStream(req: Request, ex: Exchange, opened: () => void): Promise<void> {
     const want = (req.params?.notifications ?? {}) as Record<string, unknown>;
     const honoured: Record<string, unknown> = {};
     for (const k of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) if (want[k] === true) honoured[k] = true;
-    if (!ex.stream) return ex.reply(undefined, 400);
+    if (!ex.stream) {
+      opened();
+      return ex.reply(undefined, 400);
+    }
     const key = `listen:${randomBytes(12).toString('base64url')}`;
     const uris = Array.isArray(want.resourceSubscriptions)
       ? [...new Set(want.resourceSubscriptions.filter((u): u is string => typeof u === 'string' && u.length > 0))].slice(0, MAX_RESOURCE_SUBSCRIPTIONS)
@@ -116,6 +143,7 @@ export class ListenHub {
       }
     }
     if (ex.closed.aborted) {
+      opened();
       this.core.sessionClosed(key);
       return;
     }
@@ -148,6 +176,7 @@ export class ListenHub {
       params: { notifications: honoured, _meta: { [META_SUBSCRIPTION_ID]: req.id } },
     });
     this.listeners.add(l);
+    opened();
     // The credential that opened the stream is its credential: it ends with it, and the client
     // listens again with a fresh one.
     const stop = endAtExpiry(ex.credentialExpiresAt, () => l.close());

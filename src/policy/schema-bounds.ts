@@ -101,6 +101,8 @@ function refExpansionProblem(schema: unknown, max: number): string | undefined {
     return size(schema) > max ? `schema expands to more than ${max} nodes through its $refs` : undefined;
   } catch (err) {
     if (err instanceof RefChainError) return `schema chains more than ${MAX_REF_CHAIN} $refs`;
+    // $ref hops times nesting deeper than the stack: no schema a tool needs.
+    if (err instanceof RangeError) return 'schema nests too deeply through its $refs';
     throw err;
   }
 }

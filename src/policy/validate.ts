@@ -191,7 +191,12 @@ export class SchemaValidator {
     if (typeof dialect !== 'string') return { unusable: `unsupported JSON Schema dialect ${JSON.stringify(dialect.unsupported.slice(0, 120))} (the hub checks 2020-12 and draft-07)` };
     if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema)))
       return { unusable: 'the schema is not an object' };
-    const out = schemaOutOfBounds(schema, serialised, this.limits);
+    let out: string | undefined;
+    try {
+      out = schemaOutOfBounds(schema, serialised, this.limits);
+    } catch (err) {
+      out = `its bounds could not be checked (${String((err as Error)?.message ?? err).slice(0, 120)})`;
+    }
     if (out) return { unusable: `hostile schema: ${out}` };
     const ajv = this.ajv[dialect];
     const t0 = performance.now();

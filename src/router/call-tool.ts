@@ -212,7 +212,7 @@ export class ToolCall {
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(result) ? { result } : undefined, false);
+        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
         return result;
       } catch (caught) {
         // Cut off by the hub because its upstream asked for a capability the client lacks (a

@@ -112,7 +112,8 @@ export class HttpUpstream extends HandshakingUpstream {
 
   protected override onCallEnd(p: Pending, err: Error | undefined): void {
     // After the call's own cancellation, if it has one (sent right after this), not before it.
-    if (p.session !== undefined && this.retiring.has(p.session)) setImmediate(() => this.retire(p.session!));
+    const s = p.session;
+    if (s !== undefined && this.retiring.has(s)) setImmediate(() => this.retiring.has(s) && this.retire(s));
     if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
     this.tripped = true;
     const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
@@ -358,14 +359,16 @@ export class HttpUpstream extends HandshakingUpstream {
     const stream = p.session;
     setTimeout(() => {
       if (!this.isPending(p)) return;
-      if (this.session !== stream) return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
+      // A session a reconnect replaced lives on (retiring) while its calls run: they resume there.
+      if (stream !== this.session && !(stream !== undefined && this.retiring.has(stream)))
+        return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
       const ctl = new ExchangeAbort();
       p.ctl = ctl;
       const onMessage = (c: Classified): void => {
         this.handleMessage(c, p);
         if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
       };
-      this.http.get({ headers: { ...this.legacyHeaders, 'last-event-id': lastEventId }, abort: ctl, onMessage }).then(
+      this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, abort: ctl, onMessage }).then(
         (a) => {
           if (!this.isPending(p)) return;
           const s = a.status;
@@ -412,11 +415,13 @@ export class HttpUpstream extends HandshakingUpstream {
           this.getWorked = session;
           if (a.messages > 0) this.getFailures = 0;
           const from = a.lastEventId ?? lastEventId;
-          // The server's retry is a wait for a stream it keeps; without an event id there is nothing to resume.
-          return again('closed by the server', from, from !== undefined ? a.retryMs : undefined);
+          // The server's retry is a wait for a stream it keeps; without an event id there is nothing
+          // to resume. A stream that brought nothing backs off (a `retry: 0` would be a busy loop).
+          return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
         if (a.status >= 500) return again(`HTTP ${a.status}`, lastEventId);
-        if (a.status === 404 && session !== undefined && this.getWorked === session) {
+        // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
+        if (a.status === 404 && session !== undefined && this.getWorked === session && this._state === 'ready') {
           // The session is gone (digest §6.2: initialize again). Waiting for the next call to
           // find out would lose every notification until then; the new session opens its own
           // stream. Only a session whose stream once opened: a server that answers every GET

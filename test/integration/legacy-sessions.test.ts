@@ -162,5 +162,11 @@ describe('modern listen streams at the caps (listen.maxSessions*)', () => {
     const again = await listen(ALICE);
     expect(again.status).toBe(200);
     for (const s of [...mine, bob, again]) s.ac.abort();
+    await sleep(300);
+    // Requests that come together are counted as they come, not once each is open.
+    const burst = await Promise.all(Array.from({ length: 10 }, () => listen(ALICE)));
+    expect(burst.filter((s) => s.status === 200)).toHaveLength(3);
+    expect(burst.filter((s) => s.status === 503)).toHaveLength(7);
+    for (const s of burst) s.ac.abort();
   }, 20_000);
 });

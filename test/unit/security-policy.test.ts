@@ -242,6 +242,17 @@ describe('SchemaValidator', () => {
     expect(v.checkArgs('reuse', { inputSchema: reuse }, { a0: { f0: 'x' } })).toEqual({ ok: true });
   });
 
+  it('a $ref chain whose hops times nesting would overflow the stack is refused, not thrown', () => {
+    const defs: Record<string, unknown> = {};
+    for (let i = 0; i < 250; i++) {
+      let inner: unknown = i + 1 < 250 ? { $ref: `#/$defs/d${i + 1}` } : { type: 'string' };
+      for (let d = 0; d < 40; d++) inner = [inner];
+      defs[`d${i}`] = { 'x-deep': inner };
+    }
+    const r = v.checkArgs('deepref', { inputSchema: { type: 'object', properties: { x: { $ref: '#/$defs/d0' } }, $defs: defs } }, { x: {} });
+    expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/nests too deeply through its \$refs/) });
+  });
+
   it('a long value that takes a pattern past its budget is refused; the tool stays usable for everyone else', () => {
     const tool = { inputSchema: { type: 'object', properties: { id: { type: 'string', pattern: '[a-z]+[0-9]' } } } };
     expect(v.checkArgs('budget', tool, { id: 'abc1' })).toEqual({ ok: true });

@@ -49,3 +49,27 @@ describe('PrincipalUpstreams', () => {
     expect(pool(false).splits(legacy)).toBe(false);
   });
 });
+
+describe('PrincipalUpstreams idle sweep', () => {
+  it('closes a connection unused past idleMs, but not one that holds subscriptions (inUse)', async () => {
+    const closed: string[] = [];
+    const made = (name: string) => ({ start: async () => undefined, close: async () => void closed.push(name), on: () => undefined }) as never;
+    let n = 0;
+    const names = ['alice', 'bob'];
+    const p = new PrincipalUpstreams(
+      () => made(names[n++]!),
+      () => ({}) as never,
+      false,
+      pino({ level: 'silent' }),
+      { idleMs: 30, inUse: (_server, principal) => principal === 'bob' },
+    );
+    pools.push(p);
+    const h = handle({ url: 'http://127.0.0.1:1/mcp', credentials: { alice: { headers: {} }, bob: { headers: {} } } }, '2025-11-25');
+    await p.for(h, 'alice');
+    await p.for(h, 'bob');
+    expect(p.size).toBe(2);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(closed).toEqual(['alice']);
+    expect(p.size).toBe(1);
+  });
+});
