@@ -32,7 +32,7 @@ import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
-import { principalConn, Subscriptions } from './router/subscriptions.js';
+import { principalConn, principalOfConn, Subscriptions } from './router/subscriptions.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
@@ -73,13 +73,13 @@ function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
   };
 }
 
+/** How long a listen request waits for a modern upstream to acknowledge its resource URIs. */
+const LISTEN_ACK_WAIT_MS = 2_000;
+
 /**
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired
  * so data flows one way (downstream → router → upstream → ledger).
  */
-/** How long a listen request waits for a modern upstream to acknowledge its resource URIs. */
-const LISTEN_ACK_WAIT_MS = 2_000;
-
 export class Hub implements HubCore {
   readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
   readonly events = new EventEmitter();
@@ -139,7 +139,7 @@ export class Hub implements HubCore {
       // A principal with its own upstream connection has its own private list partition.
       connection: async (h, principal) =>
         principal !== undefined && this.upstreams.isolated(h, principal)
-          ? { credential: `principal:${principal}`, upstream: await this.upstreams.for(h, principal) }
+          ? { credential: principalConn(principal), upstream: await this.upstreams.for(h, principal) }
           : { credential: '', upstream: h.upstream },
     });
     this.routes = new ShownRoutes(this.catalog);
@@ -544,7 +544,7 @@ export class Hub implements HubCore {
       else if (h) {
         // On the connection it was made on (a principal's own one may have been closed since:
         // its upstream session, and the subscription, went with it).
-        const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, conn.slice('principal:'.length));
+        const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
         if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) upstream.request('resources/unsubscribe', { uri }).catch(() => {});
       }
     }

@@ -76,12 +76,12 @@ export class PrincipalUpstreams {
 
   /** The principal's own connection to h if it has one open now (none is made). */
   existing(h: ServerHandle, principal: string): Upstream | undefined {
-    return this.pool.get(JSON.stringify([h.id, principal]))?.upstream;
+    return this.pool.get(poolKey(h.id, principal))?.upstream;
   }
 
   /** The principal's own connection to h, started on first use. */
   private async own(h: ServerHandle, principal: string): Promise<Upstream> {
-    const key = JSON.stringify([h.id, principal]);
+    const key = poolKey(h.id, principal);
     let p = this.pool.get(key);
     if (!p) {
       if (this.pool.size >= this.max) this.evictOldest();
@@ -151,4 +151,9 @@ export class PrincipalUpstreams {
       void oldest[1].upstream.close();
     }
   }
+}
+
+/** A pooled connection's key: the server and the principal, neither able to pass for the other. */
+function poolKey(serverId: string, principal: string): string {
+  return JSON.stringify([serverId, principal]);
 }

@@ -234,20 +234,15 @@ export class Catalog extends EventEmitter {
 
   /** `principal`: it came on that principal's own connection, undefined on the server's main one. */
   private async onNotification(h: ServerHandle, method: string, params: Record<string, unknown>, principal: string | undefined): Promise<void> {
-    const main = principal === undefined;
     const kinds = CHANGED_NOTIFICATION[method];
     if (!kinds && method !== 'notifications/resources/updated') return;
     const plugins = this.opts.plugins;
     if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
-    if (kinds && !main) {
-      // That principal's own list changed: its partition, and its clients, nobody else's.
-      if (kinds.includes('tools')) this.toolsChangedAt.set(h.id, ++this.toolsEpoch);
-      for (const k of kinds) this.cache.invalidate(`${h.id}\0${k}\0principal:${principal}`);
-      for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal);
-    } else if (kinds) {
-      this.invalidate(h.id, kinds);
+    if (kinds) {
+      // Said on a principal's own connection: that principal's partition, and its clients only.
+      this.invalidate(h.id, kinds, principal);
       // Judged at once, as at ready: a rug pull is held back and audited when it happens.
-      if (main && kinds.includes('tools')) this.warm(h);
+      if (principal === undefined && kinds.includes('tools')) this.warm(h);
     } else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
@@ -316,11 +311,13 @@ export class Catalog extends EventEmitter {
     this.listens.refresh(serverId);
   }
 
-  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS): void {
+  /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
+  invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
     if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
-    for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}`);
+    const own = principal === undefined ? '' : `\0principal:${principal}`;
+    for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
-    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k);
+    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal);
   }
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */

@@ -6,8 +6,17 @@ import type { Catalog, ServerHandle } from './catalog.js';
  * and each server's line in /healthz. Pure functions over the server handles.
  */
 
+/** How loaded a server is and how it fails: in /healthz and /admin/servers alike. */
+export interface ServerLoad {
+  inFlight: number;
+  queued: number;
+  failMode: 'open' | 'closed';
+  /** HTTP upstreams: closed, open or half-open. */
+  circuit?: string;
+}
+
 /** One server in /healthz. */
-export interface ServerHealth {
+export interface ServerHealth extends ServerLoad {
   id: string;
   state: string;
   era: string | null;
@@ -16,11 +25,14 @@ export interface ServerHealth {
   since: string;
   lastError: string | null;
   restarts: number;
-  inFlight: number;
-  queued: number;
-  failMode: 'open' | 'closed';
-  /** HTTP upstreams: closed, open or half-open. */
-  circuit?: string;
+}
+
+export function serverLoad(h: ServerHandle): ServerLoad {
+  const u = h.upstream;
+  const out: ServerLoad = { inFlight: u.load.active, queued: u.load.queued, failMode: h.config.failMode };
+  const circuit = (u as { circuit?: string }).circuit;
+  if (circuit !== undefined) out.circuit = circuit;
+  return out;
 }
 
 /**
@@ -55,7 +67,7 @@ export function mergedInstructions(handles: Iterable<ServerHandle>): string | un
 
 export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
   const u = h.upstream;
-  const out: ServerHealth = {
+  return {
     id: h.id,
     state: u.state,
     era: u.era ?? null,
@@ -63,11 +75,6 @@ export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
     since: new Date(u.since).toISOString(),
     lastError: u.lastError ?? null,
     restarts: u.restarts,
-    inFlight: u.load.active,
-    queued: u.load.queued,
-    failMode: h.config.failMode,
+    ...serverLoad(h),
   };
-  const circuit = (u as { circuit?: string }).circuit;
-  if (circuit !== undefined) out.circuit = circuit;
-  return out;
 }

@@ -4,9 +4,11 @@
  * /admin/tools.
  */
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
+import { serverLoad, type ServerLoad } from '../catalog/describe.js';
 import { candidateName, type NameMode } from '../catalog/names.js';
 
-export interface ServerView {
+/** One server in /admin/servers, with its calls in flight and queued, failMode and circuit (ServerLoad). */
+export interface ServerView extends ServerLoad {
   id: string;
   transport: 'stdio' | 'http';
   state: string;
@@ -20,12 +22,6 @@ export interface ServerView {
   /** Epoch ms of the last state change. */
   since: number;
   trust: string;
-  /** Calls in flight to the server, and waiting for a slot (maxConcurrent). */
-  inFlight: number;
-  queued: number;
-  failMode: string;
-  /** HTTP servers: the circuit breaker's state ('closed', 'open', 'half-open'). */
-  circuit?: string;
 }
 
 export interface ToolView {
@@ -73,12 +69,8 @@ export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: st
       lastError: u.lastError ?? null,
       since: u.since,
       trust: h.config.trust,
-      inFlight: u.load.active,
-      queued: u.load.queued,
-      failMode: h.config.failMode,
+      ...serverLoad(h),
     });
-    const circuit = (u as { circuit?: string }).circuit;
-    if (circuit !== undefined) out[out.length - 1]!.circuit = circuit;
   }
   return out;
 }

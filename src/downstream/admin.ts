@@ -86,9 +86,9 @@ export function isAdmin(req: IncomingMessage): boolean {
 
 class BadQuery extends Error {}
 
-function json(res: ServerResponse, status: number, body: unknown): void {
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const s = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), 'cache-control': 'no-store' });
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), 'cache-control': 'no-store' });
   res.end(s);
 }
 
@@ -227,13 +227,10 @@ export class AdminRoutes {
         }
         case '/admin/ledger':
           return this.ledger(res, q);
-        case '/admin/events': {
+        case '/admin/events':
           // 426 names the protocol to switch to (RFC 9110 §15.5.22).
-          const s = JSON.stringify({ error: 'connect with a WebSocket' });
-          res.writeHead(426, { upgrade: 'websocket', connection: 'Upgrade', 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), 'cache-control': 'no-store' });
-          res.end(s);
+          json(res, 426, { error: 'connect with a WebSocket' }, { upgrade: 'websocket', connection: 'Upgrade' });
           return true;
-        }
       }
       const file = PAGE_FILES[path];
       if (!file) {

@@ -110,25 +110,24 @@ export class ListenHub {
    * resources/subscribe for legacy ones) before the acknowledgement, which names the ones honoured.
    */
   open(req: Request, ex: Exchange, release: () => void): Promise<void> {
-    // Never rejects: whatever goes wrong ends this stream, not the hub.
-    return this.openStream(req, ex, release).catch(() => {
-      release();
-      try {
-        ex.reply(undefined, 500);
-      } catch {
-        // the exchange is gone already
-      }
-    });
+    // Never rejects: whatever goes wrong ends this stream, not the hub. The slot goes once the
+    // stream is a listener (counted as one from then) or failed.
+    return this.openStream(req, ex)
+      .catch(() => {
+        try {
+          ex.reply(undefined, 500);
+        } catch {
+          // the exchange is gone already
+        }
+      })
+      .finally(release);
   }
 
-  private async openStream(req: Request, ex: Exchange, opened: () => void): Promise<void> {
+  private async openStream(req: Request, ex: Exchange): Promise<void> {
     const want = (req.params?.notifications ?? {}) as Record<string, unknown>;
     const honoured: Record<string, unknown> = {};
     for (const k of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) if (want[k] === true) honoured[k] = true;
-    if (!ex.stream) {
-      opened();
-      return ex.reply(undefined, 400);
-    }
+    if (!ex.stream) return ex.reply(undefined, 400);
     const key = `listen:${randomBytes(12).toString('base64url')}`;
     const uris = Array.isArray(want.resourceSubscriptions)
       ? [...new Set(want.resourceSubscriptions.filter((u): u is string => typeof u === 'string' && u.length > 0))].slice(0, MAX_RESOURCE_SUBSCRIPTIONS)
@@ -143,7 +142,6 @@ export class ListenHub {
       }
     }
     if (ex.closed.aborted) {
-      opened();
       this.core.sessionClosed(key);
       return;
     }
@@ -176,7 +174,6 @@ export class ListenHub {
       params: { notifications: honoured, _meta: { [META_SUBSCRIPTION_ID]: req.id } },
     });
     this.listeners.add(l);
-    opened();
     // The credential that opened the stream is its credential: it ends with it, and the client
     // listens again with a fresh one.
     const stop = endAtExpiry(ex.credentialExpiresAt, () => l.close());

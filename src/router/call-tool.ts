@@ -11,7 +11,7 @@ import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
-import { outcomeOfError, toolErrorResult } from './outcome.js';
+import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, type Mrtr } from './mrtr.js';
@@ -215,10 +215,7 @@ export class ToolCall {
         await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
         return result;
       } catch (caught) {
-        // Cut off by the hub because its upstream asked for a capability the client lacks (a
-        // parked call): the client was told -32021, and so is the row.
-        const reason = opts.signal?.reason;
-        const err = caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
+        const err = cutOffError(caught, opts.signal);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = neverSent(err);

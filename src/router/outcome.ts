@@ -6,6 +6,15 @@ export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd,
   return result.isError === true ? { outcome: 'tool_error', errorKind: 'tool' } : { outcome: 'ok', errorKind: null };
 }
 
+/**
+ * What ended a call: a CancelledError from the hub's own abort with an RpcError as its reason
+ * (a parked call cut off for a capability the client lacks) is that RpcError, as the client was told.
+ */
+export function cutOffError(caught: unknown, signal: { readonly reason: unknown } | undefined): unknown {
+  const reason = signal?.reason;
+  return caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
+}
+
 export function outcomeOfError(err: unknown): Pick<AuditEnd, 'outcome' | 'errorKind' | 'errorCode' | 'errorMessage'> {
   if (err instanceof RpcError) return { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message };
   if (err instanceof TimeoutError) return { outcome: 'timeout', errorKind: 'transport', errorMessage: err.message };

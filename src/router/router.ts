@@ -11,7 +11,7 @@ import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
-import { outcomeOfError } from './outcome.js';
+import { cutOffError, outcomeOfError } from './outcome.js';
 import { principalConn, type Subscriptions } from './subscriptions.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
@@ -198,9 +198,7 @@ export class Router {
         await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
         return result;
       } catch (caught) {
-        // Cut off by the hub for a capability the client lacks (a parked call): the row says -32021, as the client was told.
-        const reason = opts.signal?.reason;
-        const err = caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
+        const err = cutOffError(caught, opts.signal);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const normalised = this.normaliseNotFound(method, params, err);

@@ -108,6 +108,6 @@ export function httpVerdict(status: number, messages: Message[]): ProbeVerdict {
 function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
   const v = fromUnsupportedVersion(err);
   if (v !== undefined) return v;
-  if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: `${said(err)}` };
+  if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: said(err) };
   return undefined;
 }

@@ -286,16 +286,20 @@ export class HttpUpstream extends HandshakingUpstream {
   private post(p: Pending, frame: string, headers: Record<string, string>): void {
     const ctl = new ExchangeAbort();
     p.ctl = ctl;
-    const onMessage = (c: Classified): void => {
-      this.handleMessage(c, p);
-      if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
-    };
-    this.http.post(frame, { headers, abort: ctl, onMessage }).then(
+    this.http.post(frame, { headers, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
       (a) => this.afterPost(p, a),
       (err: unknown) => {
         if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
       },
     );
+  }
+
+  /** The messages of a call's answer stream (a POST's, or its resumption): once its response came, the stream may not linger. */
+  private answerSink(p: Pending, ctl: ExchangeAbort): (c: Classified) => void {
+    return (c) => {
+      this.handleMessage(c, p);
+      if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
+    };
   }
 
   private afterPost(p: Pending, a: HttpAnswer): void {
@@ -364,11 +368,7 @@ export class HttpUpstream extends HandshakingUpstream {
         return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
       const ctl = new ExchangeAbort();
       p.ctl = ctl;
-      const onMessage = (c: Classified): void => {
-        this.handleMessage(c, p);
-        if (c.kind === 'response' && !this.isPending(p)) ctl.answered(ANSWERED_STREAM_LINGER_MS);
-      };
-      this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, abort: ctl, onMessage }).then(
+      this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
         (a) => {
           if (!this.isPending(p)) return;
           const s = a.status;

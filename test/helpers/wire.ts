@@ -212,3 +212,13 @@ export function rawHttp(
     req.end();
   });
 }
+
+/** Reads a streaming answer (SSE) in the background; the function given back is its text so far. */
+export function heardSoFar(res: Response): () => string {
+  let text = '';
+  void (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) text += dec.decode(chunk, { stream: true });
+  })().catch(() => undefined);
+  return () => text;
+}

@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { execFile } from 'node:child_process';
 import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { heardSoFar, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 
 async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -81,7 +81,7 @@ describe('private list partitions by upstream authorization context', () => {
     expect(names(await list(ALICE_KEY))).toEqual(['u__alice_only']);
     await until("alice's listen stream", async () => ((await stats()).listening?.alice ?? 0) >= 1);
     // Both principals' clients listen to the hub for tool list changes.
-    const heard = { alice: '', bob: '' };
+    const heard = { alice: () => '', bob: () => '' };
     const streams = await Promise.all(
       (['alice', 'bob'] as const).map(async (who) => {
         const ac = new AbortController();
@@ -91,16 +91,12 @@ describe('private list partitions by upstream authorization context', () => {
           body: JSON.stringify(modernBody(`listen-${who}`, 'subscriptions/listen', { notifications: { toolsListChanged: true } })),
           signal: ac.signal,
         });
-        void (async () => {
-          const dec = new TextDecoder();
-          for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) heard[who] += dec.decode(chunk);
-        })().catch(() => undefined);
+        heard[who] = heardSoFar(res);
         return ac;
       }),
     );
-    await until('both acknowledged', async () => heard.alice.includes('acknowledged') && heard.bob.includes('acknowledged'));
+    await until('both acknowledged', async () => heard.alice().includes('acknowledged') && heard.bob().includes('acknowledged'));
     // And a legacy session of bob's, on its GET stream.
-    let bobLegacy = '';
     const init = await post(
       hub.url,
       { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bob-legacy', version: '1' } } },
@@ -112,20 +108,17 @@ describe('private list partitions by upstream authorization context', () => {
     const getAc = new AbortController();
     const get = await fetch(hub.url, { headers: { ...legacyHeaders, accept: 'text/event-stream' }, signal: getAc.signal });
     expect(get.status).toBe(200);
-    void (async () => {
-      const dec = new TextDecoder();
-      for await (const chunk of get.body as unknown as AsyncIterable<Uint8Array>) bobLegacy += dec.decode(chunk);
-    })().catch(() => undefined);
+    const bobLegacy = heardSoFar(get);
     streams.push(getAc);
     await fetch(new URL('/grow?user=alice', up.url), { method: 'POST' });
     // The list is private with a 60 s ttl: only the notification can bring the change this soon.
     await until("alice's grown tool", async () => names(await list(ALICE_KEY)).includes('u__alice_grown_1'));
     expect(names(await list(BOB_KEY))).toEqual(['u__bob_only']);
     // Only alice's clients are told: bob's list did not change, and is not another's business.
-    await until('alice told', async () => heard.alice.includes('notifications/tools/list_changed'));
+    await until('alice told', async () => heard.alice().includes('notifications/tools/list_changed'));
     await new Promise((r) => setTimeout(r, 300));
-    expect(heard.bob).not.toContain('notifications/tools/list_changed');
-    expect(bobLegacy).not.toContain('notifications/tools/list_changed');
+    expect(heard.bob()).not.toContain('notifications/tools/list_changed');
+    expect(bobLegacy()).not.toContain('notifications/tools/list_changed');
     for (const ac of streams) ac.abort();
     // The server is reconfigured (a credential changed): the principals' connections close,
     // and their streams with them.

@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
+import { heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
@@ -215,15 +215,11 @@ describe('resource subscriptions of principals with upstream connections of thei
     await post(authed.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
     const ac = new AbortController();
     const get = await fetch(authed.url, { headers: { ...h, accept: 'text/event-stream' }, signal: ac.signal });
-    let heard = '';
-    void (async () => {
-      const dec = new TextDecoder();
-      for await (const chunk of get.body as unknown as AsyncIterable<Uint8Array>) heard += dec.decode(chunk);
-    })().catch(() => undefined);
+    const heard = heardSoFar(get);
     let id = 1;
     return {
       call: (method: string, params: Record<string, unknown> = {}) => post(authed.url, { jsonrpc: '2.0', id: id++, method, params }, h),
-      updates: () => heard.split('notifications/resources/updated').length - 1,
+      updates: () => heard().split('notifications/resources/updated').length - 1,
       end: async () => {
         ac.abort();
         await fetch(authed.url, { method: 'DELETE', headers: h });
@@ -251,19 +247,15 @@ describe('resource subscriptions of principals with upstream connections of thei
 
   it("a modern client's listen stream subscribes on its principal's own upstream session too", async () => {
     const ac = new AbortController();
-    let heard = '';
     const res = await fetch(authed.url, {
       method: 'POST',
       headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${ALICE}` },
       body: JSON.stringify(modernBody('l-1', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['subs://doc'] } })),
       signal: ac.signal,
     });
-    void (async () => {
-      const dec = new TextDecoder();
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) heard += dec.decode(chunk);
-    })().catch(() => undefined);
-    await expect.poll(() => heard.includes('acknowledged')).toBe(true);
-    expect(heard).toContain('subs://doc'); // honoured
+    const heard = heardSoFar(res);
+    await expect.poll(() => heard().includes('acknowledged')).toBe(true);
+    expect(heard()).toContain('subs://doc'); // honoured
     const alice = await session(ALICE);
     const text = async (name: string, args: Record<string, unknown> = {}) => String((await alice.call('tools/call', { name, arguments: args })).body?.result?.content?.[0]?.text);
     // alice's calls and her stream's subscription share her own upstream session.
