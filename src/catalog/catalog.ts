@@ -24,6 +24,8 @@ interface Part {
   conn: Connection;
   e: ListEntry;
   records: PartRecord[];
+  /** The pin generation its records were judged under (not the catalog's now: it may have moved meanwhile). */
+  pinGen: number;
 }
 
 interface GroupView {
@@ -563,7 +565,8 @@ export class Catalog extends EventEmitter {
         if (this.parts.get(pk) === m) this.parts.delete(pk);
       });
     }
-    return { h, conn, e, records: await memo.records };
+    const m = memo;
+    return { h, conn, e, records: await m.records, pinGen: m.pinGen };
   }
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
@@ -581,7 +584,9 @@ export class Catalog extends EventEmitter {
     let creds = '';
     for (const p of parts) {
       // The scope is part of what a snapshot is: every page of one list carries the same one.
-      key += `${p.h.id}:${p.e.version}.${this.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
+      // Each part's own generation: a build that awaited parts judged before an approval must not
+      // pass for one after it (the next build would reuse it as current, the tool hidden for good).
+      key += `${p.h.id}:${p.e.version}.${p.pinGen}${p.e.scope === 'private' ? 'p' : ''}|`;
       if (p.conn.credential !== '') creds += `${p.h.id}=${p.conn.credential},`;
     }
     const memoKey = `${kind}\0${creds}`;
