@@ -148,7 +148,10 @@ export class Hub implements HubCore {
       this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)) }),
     );
     // `principal`: a change of that principal's own list only (its own upstream connection).
-    this.catalog.on('changed', (kind, principal?: string) => this.events.emit('listChanged', kind, principal));
+    // `server`: a change of that server's part only, which clients of a group without it do not see.
+    this.catalog.on('changed', (kind, principal?: string, server?: string) =>
+      this.events.emit('listChanged', kind, principal, server === undefined ? undefined : (group?: string) => this.catalog.groups.showsServer(group, server)),
+    );
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');

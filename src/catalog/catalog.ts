@@ -77,8 +77,9 @@ const BUILT_MEMO = 64;
 
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
- * hub names and resource URIs back to their upstream. Emits 'changed' (kind) when a list of a
- * family may have changed (list_changed, an upstream coming or going, a pin approved) and
+ * hub names and resource URIs back to their upstream. Emits 'changed' (kind, principal?, server?)
+ * when a list of a family may have changed (list_changed, an upstream coming or going, a pin
+ * approved) — only that principal's, only that server's part, when given — and
  * 'resourceUpdated' ({server, uri}).
  */
 export class Catalog extends EventEmitter {
@@ -121,8 +122,8 @@ export class Catalog extends EventEmitter {
       (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
       // Found changed when its entry expired (no list_changed from the server): clients hear it now.
       (key) => {
-        const kind = key.split('\0')[1] as ListKind;
-        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind);
+        const [server, kind, own] = key.split('\0') as [string, ListKind, string | undefined];
+        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own?.slice('principal:'.length), server);
       },
     );
     this.reads = new ReadCache(this.now);
@@ -319,7 +320,7 @@ export class Catalog extends EventEmitter {
     const own = principal === undefined ? '' : `\0principal:${principal}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
-    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal);
+    for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal, serverId);
   }
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
@@ -331,7 +332,7 @@ export class Catalog extends EventEmitter {
     this.reads.invalidate(serverId);
     // Aggregates name the old handle: nothing may be routed with them any more.
     this.dropAggregates();
-    for (const k of LIST_KINDS) this.emit('changed', k);
+    for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k, undefined, serverId);
   }
 
   close(): void {

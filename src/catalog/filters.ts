@@ -71,6 +71,13 @@ export class Groups {
     return [...this.groups.keys()];
   }
 
+  /** Whether group `name` shows anything of `server` (undefined group = the whole hub). */
+  showsServer(name: string | undefined, server: string): boolean {
+    if (name === undefined) return true;
+    const g = this.groups.get(name);
+    return g !== undefined && (g.servers === undefined || g.servers.has(server));
+  }
+
   /**
    * Whether group `name` shows this item; undefined group = the whole hub. Tool and prompt
    * globs match the hub name or the upstream name.

@@ -14,7 +14,8 @@ export interface HubCore {
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void>;
   /**
-   * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates');
+   * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
+   * its clients, seenBy?: (group) => whether clients of that endpoint group see the change);
    * 'resourceUpdated' ({uri, subscribers: ReadonlySet<string>}).
    */
   readonly events: EventEmitter;
@@ -27,6 +28,9 @@ export interface HubCore {
   subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
   health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
+
+/** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a list change. */
+export type SeenBy = (group: string | undefined) => boolean;
 
 /** A place to send server → client messages (a GET SSE stream, a POST's SSE stream, stdout). */
 export interface MessageSink {

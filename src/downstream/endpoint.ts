@@ -24,7 +24,7 @@ import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingL
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
-import type { HubCore, MessageSink } from './core.js';
+import type { HubCore, MessageSink, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
@@ -116,7 +116,7 @@ export class Endpoint {
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
     this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
     this.sweeper.unref();
-    core.events.on('listChanged', (kind: string, principal?: string) => this.broadcastLegacy(kind, principal));
+    core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => this.broadcastLegacy(kind, principal, seenBy));
     core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
@@ -125,14 +125,14 @@ export class Endpoint {
     });
   }
 
-  /** `principal`: only that principal's sessions (its own list changed). */
-  private broadcastLegacy(kind: string, principal?: string): void {
+  /** `principal`: only that principal's sessions (its own list changed); `seenBy`: only sessions whose group shows the change. */
+  private broadcastLegacy(kind: string, principal?: string, seenBy?: SeenBy): void {
     const method =
       kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
     const msg = { jsonrpc: '2.0', method };
-    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && (principal === undefined || s.principal === principal)) s.stream.send(msg);
-    for (const s of this.stdioSessions.values())
-      if (s.initialized && !s.ended && s.stream && !s.stream.closed && (principal === undefined || s.principal === principal)) s.stream.send(msg);
+    const told = (s: LegacySession) => (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group));
+    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
+    for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
   }
 
   /** A stdio session by id, while it is open (a closed one is let go here). */

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Request } from '../protocol/jsonrpc.js';
-import type { HubCore, MessageSink } from './core.js';
+import type { HubCore, MessageSink, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
 
@@ -14,6 +14,8 @@ interface Listener {
   /** Subscriber key of its resource subscriptions (released when the stream ends). */
   key: string;
   principal: string;
+  /** The endpoint group it was opened on (`/mcp/<group>`). */
+  group: string | undefined;
   /** The API key that opened it (Identity.key). */
   credentialKey: string | undefined;
   /** Ends the stream from the hub's side, releasing what it holds. */
@@ -52,12 +54,12 @@ export class ListenHub {
         if (u.subscribers.has(l.key) && !l.sink.closed)
           l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
     });
-    core.events.on('listChanged', (kind: string, principal?: string) => {
+    core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => {
       const flag = FLAG[kind];
       if (!flag) return;
       for (const l of this.listeners) {
         if (l.sink.closed) this.listeners.delete(l);
-        else if (l[flag] && (principal === undefined || l.principal === principal)) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
+        else if (l[flag] && (principal === undefined || l.principal === principal) && (seenBy === undefined || seenBy(l.group))) l.sink.send({ jsonrpc: '2.0', method: METHOD[flag], params: { _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
       }
     });
   }
@@ -161,6 +163,7 @@ export class ListenHub {
       resources: honoured.resourcesListChanged === true,
       key,
       principal: ex.principal,
+      group: ex.group,
       credentialKey: ex.credentialKey,
       close: () => {
         stop();

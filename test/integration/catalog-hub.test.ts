@@ -263,3 +263,45 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
     expect(auditRows(hub, 'plugin/afterCall')[0].error_message).toContain('late bug');
   });
 });
+
+describe('list changes reach the clients whose endpoint group shows the server', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({
+      groups: { small: { servers: ['inside'] } },
+      servers: { inside: mutable({ ERA: 'modern' }), outside: mutable({ ERA: 'legacy' }) },
+    });
+    await waitForReady(hub.url, ['inside', 'outside']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it("a change of a server outside /mcp/<group> is not told to that group's clients, legacy or modern", async () => {
+    const groupUrl = hub.url.replace(/\/mcp$/, '/mcp/small');
+    const seen = { legacyGroup: [] as string[], modernGroup: [] as string[], legacyAll: [] as string[] };
+    const legacyClient = async (url: string, log: string[]) => {
+      const c = new ClientV1({ name: 'group-v1', version: '1.0.0' });
+      c.setNotificationHandler(ToolListChangedNotificationSchema, () => void log.push('tools'));
+      await c.connect(new TransportV1(new URL(url)));
+      return c;
+    };
+    const legacyGroup = await legacyClient(groupUrl, seen.legacyGroup);
+    const legacyAll = await legacyClient(hub.url, seen.legacyAll);
+    const modern = await v2(groupUrl);
+    modern.setNotificationHandler('notifications/tools/list_changed', async () => void seen.modernGroup.push('tools'));
+    const sub = await modern.listen({ toolsListChanged: true });
+    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
+
+    const caller = await v2(hub.url);
+    const add = (server: string, name: string) =>
+      caller.callTool({ name: `${server}__mutate`, arguments: { op: 'add', def: { name, description: 'new', inputSchema: { type: 'object' } } } });
+    await add('outside', 'first');
+    await expect.poll(() => seen.legacyAll.length, { timeout: 2000, interval: 20 }).toBe(1); // it was told, to /mcp
+    await add('inside', 'second');
+    await expect.poll(() => seen.legacyGroup.length + seen.modernGroup.length, { timeout: 2000, interval: 20 }).toBe(2);
+    await expect.poll(() => seen.legacyAll.length, { timeout: 2000, interval: 20 }).toBe(2);
+    // Told in order: had the first change reached the group, it would be counted by now.
+    expect(seen).toEqual({ legacyGroup: ['tools'], modernGroup: ['tools'], legacyAll: ['tools', 'tools'] });
+    await sub.close();
+    for (const c of [caller, modern, legacyGroup, legacyAll]) await c.close();
+  });
+});
