@@ -44,6 +44,11 @@ interface Built extends GroupView {
   templates: { matcher: TemplateMatcher; routed: Routed }[];
   /** Resource URIs some server lists but the hub hides (policy, poisoning): never routed by a template either. */
   hidden?: Set<string>;
+  /**
+   * Resources (templates) a server listed first in the config took the URI of: a group without
+   * that server shows the first of these it has instead.
+   */
+  shadowed?: { item: Record<string, unknown>; routed: Routed }[];
   parts: Part[];
   views: Map<string, GroupView>;
   /** Catalog.toolsEpoch when the lists it was built from were asked for (see readyTool). */
@@ -453,8 +458,8 @@ export class Catalog extends EventEmitter {
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
     const resources = await this.build('resources', view.principal);
-    const exact = resources.byHubName.get(uri);
-    if (exact && ok(exact.server)) return exact.server;
+    const exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+    if (exact) return exact.server;
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     const down = await this.downResource(uri, view, true);
     if (down) return down;
@@ -474,8 +479,7 @@ export class Catalog extends EventEmitter {
 
   /** The server owning a resource template, by its exact uriTemplate (completion refs name templates). */
   async templateOwner(uriTemplate: string, view: View = {}): Promise<ServerHandle | undefined> {
-    const s = (await this.build('resourceTemplates', view.principal)).byHubName.get(uriTemplate)?.server;
-    return s && this.groups.includes(view.group, 'resourceTemplates', s.id, uriTemplate) ? s : undefined;
+    return this.groupView('resourceTemplates', await this.build('resourceTemplates', view.principal), view.group).byHubName.get(uriTemplate)?.server;
   }
 
   /** The connection (and authorization context) a principal's requests to a server use. */
@@ -615,6 +619,7 @@ export class Catalog extends EventEmitter {
     const all: Built['all'] = [];
     const templates: Built['templates'] = [];
     let hidden: Set<string> | undefined;
+    let shadowed: Built['shadowed'];
     if (kind === 'tools' || kind === 'prompts') {
       const nameKind = kind === 'tools' ? 'tool' : 'prompt';
       const assigned = this.names.assign(
@@ -643,23 +648,25 @@ export class Catalog extends EventEmitter {
             continue;
           }
           const uri = r.upstreamName;
-          if (byHubName.has(uri)) {
-            this.log.warn({ server: h.id, uri, owner: byHubName.get(uri)!.server.id }, 'duplicate resource URI hidden');
-            continue;
-          }
           const routed: Routed = { server: h, upstreamName: uri, item: r.upstream, hubName: uri };
+          // A shadowed template still routes in config order: the first matching one a view shows.
           if (kind === 'resourceTemplates') {
             const where = { server: h.id, uriTemplate: uri.slice(0, 200) };
             const matcher = templateMatcher(uri, () => this.log.warn(where, 'resource template no longer routed: matching it needs more than a matcher keeps'));
             if (matcher) templates.push({ matcher, routed });
             else this.log.warn(where, `resource template not routed: malformed, or longer than ${MAX_TEMPLATE_LENGTH} characters`);
           }
+          if (byHubName.has(uri)) {
+            this.log.warn({ server: h.id, uri, owner: byHubName.get(uri)!.server.id }, 'duplicate resource URI: the first server in the config serves it (groups without that one: the next)');
+            (shadowed ??= []).push({ item: r.item, routed });
+            continue;
+          }
           byHubName.set(uri, routed);
           items.push(r.item);
         }
       }
     }
-    return { key, scopes, items, byHubName, all, templates, hidden, parts, views: new Map(), epoch };
+    return { key, scopes, items, byHubName, all, templates, hidden, shadowed, parts, views: new Map(), epoch };
   }
 
   /** What one group shows of an aggregate (memoised with it). */
@@ -676,6 +683,11 @@ export class Catalog extends EventEmitter {
       if (!r || !this.groups.includes(group, kind, r.server.id, hubName, r.upstreamName)) continue;
       items.push(it);
       byHubName.set(hubName, r);
+    }
+    for (const s of b.shadowed ?? []) {
+      if (byHubName.has(s.routed.hubName) || !this.groups.includes(group, kind, s.routed.server.id, s.routed.hubName)) continue;
+      items.push(s.item);
+      byHubName.set(s.routed.hubName, s.routed);
     }
     v = { items, byHubName };
     b.views.set(group, v);
