@@ -75,6 +75,21 @@ export interface HttpAnswer {
   retryMs?: number;
 }
 
+/**
+ * An event stream cut (a network error, not an end) after the server had named an event id:
+ * the stream may go on from `lastEventId` (a GET with `Last-Event-ID`, after `retryMs`).
+ */
+export class StreamCutError extends TransportError {
+  constructor(
+    message: string,
+    status: number,
+    readonly lastEventId: string,
+    readonly retryMs: number | undefined,
+  ) {
+    super(message, status);
+  }
+}
+
 const ERROR_BODY_LIMIT = 64 * 1024;
 const POST_ACCEPT = 'application/json, text/event-stream';
 /** Connect-phase failures: the request surely never reached the server. */
@@ -249,7 +264,12 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
     if (this.settled) return;
-    if (this.answer) return this.settle(err instanceof TransportError ? err : new TransportError(`HTTP ${this.method} failed: ${errText(err)}`, this.answer.status));
+    if (this.answer) {
+      if (err instanceof TransportError) return this.settle(err);
+      const message = `HTTP ${this.method} failed: ${errText(err)}`;
+      const id = this.sse?.result.lastEventId;
+      return this.settle(id === undefined ? new TransportError(message, this.answer.status) : new StreamCutError(message, this.answer.status, id, this.sse!.result.retryMs));
+    }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     // Before any answer: a refused or unresolvable connection surely never delivered it.
     this.settle(new TransportError(`HTTP ${this.method} failed: ${errText(err)}`, undefined, NOT_DELIVERED.has(code)));

@@ -6,10 +6,10 @@
  * Modern servers get the full envelope and the mirrored routing headers on every POST.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
-import { RpcError, TransportError } from '../protocol/errors.js';
+import { CancelledError, RpcError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
-import { ExchangeAbort, HttpClient, type HttpAnswer } from '../transport/http-client.js';
+import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
 import { httpVerdict, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
@@ -27,6 +27,8 @@ const ANSWERED_STREAM_LINGER_MS = 1_000;
 const RESUME_WAIT_MS = 1_000;
 /** A resumption that brings nothing new waits longer each time, from this, up to GET_RETRY_MAX_MS. */
 const RESUME_IDLE_MIN_MS = 100;
+/** Resumptions of a call's answer stream that may fail outright (no answer: the network) in a row. */
+const RESUME_FAILURES = 3;
 
 /** A JSON-RPC error carried in a non-2xx body, if there is one. */
 function bodyError(body: string | undefined): RpcError | undefined {
@@ -289,7 +291,10 @@ export class HttpUpstream extends HandshakingUpstream {
     this.http.post(frame, { headers, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
       (a) => this.afterPost(p, a),
       (err: unknown) => {
-        if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
+        if (!this.isPending(p)) return;
+        // Cut after an event id: the stream goes on from it, as one the server ended would.
+        if (this._era === LEGACY && err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs, 0);
+        this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
       },
     );
   }
@@ -355,9 +360,11 @@ export class HttpUpstream extends HandshakingUpstream {
    * may do so again and again while a long call runs; the call's own timeout bounds it, and a
    * resumption that brings nothing waits longer each time. A resumption the server refuses
    * (405: it keeps no events; 404: the session is gone) fails the call: whether it ran is
-   * unknown, so it is not sent again.
+   * unknown, so it is not sent again. A stream cut by the network after an event id is resumed
+   * like one the server ended; a resumption that fails outright is tried again, up to
+   * RESUME_FAILURES times in a row.
    */
-  private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number): void {
+  private resume(p: Pending, lastEventId: string, retryMs: number | undefined, idle: number, failed = 0): void {
     const wait = Math.min(GET_RETRY_MAX_MS, Math.max(retryMs ?? RESUME_WAIT_MS, idle === 0 ? 0 : RESUME_IDLE_MIN_MS * 2 ** (idle - 1)));
     this.log.debug({ wait, idle }, 'answer stream ended after an event id; resuming');
     const stream = p.session;
@@ -380,7 +387,10 @@ export class HttpUpstream extends HandshakingUpstream {
           this.failCall(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
         },
         (err: unknown) => {
-          if (this.isPending(p)) this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
+          if (!this.isPending(p)) return;
+          if (err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs ?? retryMs, err.lastEventId !== lastEventId ? 0 : idle + 1);
+          if (!(err instanceof CancelledError) && failed + 1 < RESUME_FAILURES) return this.resume(p, lastEventId, retryMs, idle + 1, failed + 1);
+          this.failCall(p, new TransportError(`the answer stream was cut before the response and could not be resumed: ${errMessage(err)}`, err instanceof TransportError ? err.status : undefined));
         },
       );
     }, wait).unref();
@@ -439,7 +449,7 @@ export class HttpUpstream extends HandshakingUpstream {
         this.emit('gap');
       },
       (err: unknown) => {
-        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), lastEventId);
+        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
       },
     );
   }

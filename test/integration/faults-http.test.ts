@@ -96,6 +96,31 @@ describe('HTTP upstream faults', () => {
     expect(row.outcome).toBe('unavailable');
   });
 
+  it('cuts its SSE answer (a network error) after an event id: the hub resumes it with Last-Event-ID and gets the response, the call run once', async () => {
+    const a = await callTool(hub.url, 'h__cut');
+    expect(isToolError(a), text(a)).toBe(false);
+    expect(text(a)).toBe('resumed after the cut');
+    expect(calls(h, 'cut')).toHaveLength(1);
+    expect(h.log().filter((e) => e.method === 'GET' && e.lastEventId === 'cut-1')).toHaveLength(1);
+    const [row] = await rowsFor(db, 'h__cut');
+    expect(row.outcome).toBe('ok');
+  });
+
+  it('cuts its SSE answer and every resumption too: three tries, then a clear error, the call not sent again', async () => {
+    await h.control({ getStatus: 0 });
+    try {
+      const a = await callTool(hub.url, 'h__cut');
+      expect(isToolError(a)).toBe(true);
+      expect(text(a)).toContain('the answer stream was cut before the response and could not be resumed');
+      expect(calls(h, 'cut')).toHaveLength(2);
+      expect(h.log().filter((e) => e.method === 'GET' && e.lastEventId === 'cut-2')).toHaveLength(3);
+      const rows = await rowsFor(db, 'h__cut');
+      expect(rows.map((r) => r.outcome).sort()).toEqual(['ok', 'unavailable']);
+    } finally {
+      await h.control({ getStatus: 405 });
+    }
+  });
+
   it('keeps its SSE answer open after the response: the call is answered at once, the hub closes the stream soon after', async () => {
     const t0 = Date.now();
     const a = await callTool(hub.url, 'h__linger');
