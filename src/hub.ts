@@ -46,6 +46,7 @@ import { createUpstream } from './upstream/index.js';
 import type { Upstream, UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
+import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { Metrics } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -72,9 +73,6 @@ function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     circuitBreaker: s.circuitBreaker,
   };
 }
-
-/** How long a listen request waits for a modern upstream to acknowledge its resource URIs. */
-const LISTEN_ACK_WAIT_MS = 2_000;
 
 /**
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired

@@ -30,6 +30,9 @@ interface Tracked {
   waiters: (() => void)[];
 }
 
+/** How long a client's subscription waits for a modern upstream to acknowledge its resource URIs. */
+export const LISTEN_ACK_WAIT_MS = 2_000;
+
 export interface ListenManagerOptions {
   /** The resource URIs of this upstream some downstream client subscribed to. */
   subscribedUris(serverId: string): string[];

@@ -17,6 +17,7 @@ import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
+import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 
@@ -340,7 +341,19 @@ export class Router {
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
     const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber, connKey) : this.subs.remove(server.id, uri, subscriber, connKey);
     const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
-    if (needUpstream && upstreamSubscribes && modern) this.catalog.subscriptionsChanged(server.id);
+    if (needUpstream && upstreamSubscribes && modern) {
+      this.catalog.subscriptionsChanged(server.id);
+      // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
+      // told {} for one it left out would wait for updates that never come.
+      const ok = subscribing && server.upstream.state === 'ready' ? await this.catalog.listens.honours(server.id, [uri], LISTEN_ACK_WAIT_MS) : undefined;
+      if (ok !== undefined && !ok.includes(uri)) {
+        this.subs.remove(server.id, uri, subscriber, connKey);
+        this.catalog.subscriptionsChanged(server.id);
+        const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (its listen acknowledgement left it out)`, { uri });
+        await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
+        throw err;
+      }
+    }
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const down = conn.upstream.state !== 'ready';

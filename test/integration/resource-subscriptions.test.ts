@@ -290,4 +290,13 @@ describe("a modern upstream's listen acknowledgement", () => {
     await sub.close();
     await c.close();
   });
+
+  it("decides a legacy client's resources/subscribe: the URI the server left out is refused, not answered {}", async () => {
+    const c = new ClientV1({ name: 'ack-v1', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h2.url)));
+    await c.listResources();
+    await expect(c.subscribeResource({ uri: 'yes://doc' })).resolves.toEqual({});
+    await expect(c.subscribeResource({ uri: 'no://doc' })).rejects.toThrow(/does not watch no:\/\/doc for updates/);
+    await c.close();
+  });
 });
