@@ -65,6 +65,23 @@ describe('the HTTP listener: fast path and node:http', () => {
     slow.socket.destroy();
   });
 
+  it('answers a head whose lines end in bare LFs at once (400 from node:http), not after the request timeout', async () => {
+    const t0 = Date.now();
+    const reply = await new Promise<string>((resolve, reject) => {
+      const s = connect(hub.port, '127.0.0.1', () => s.write(`POST ${PATH} HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\nContent-Length: 2\n\n{}`));
+      let got = '';
+      s.on('data', (d) => {
+        got += d.toString('latin1');
+        if (got.includes('\r\n\r\n')) s.destroy();
+      });
+      s.on('close', () => resolve(got));
+      s.on('error', reject);
+      setTimeout(() => s.destroy(), 5_000);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+  });
+
   it('keeps one connection working across the move to node:http, pipelined bytes included', async () => {
     const c = rawClient(hub.port);
     c.send(call(hub.port, 'move-1', 'one'));

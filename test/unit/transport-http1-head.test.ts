@@ -76,6 +76,8 @@ describe('parseHead', () => {
     ['Connection naming other tokens', `${BASE}Connection: keep-alive, Upgrade\r\n\r\n{}`],
     ['no Host', 'POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}'],
     ['a bare LF between headers', `${BASE}X-A: 1\nX-B: 2\r\n\r\n{}`],
+    ['a head whose lines all end in a bare LF', 'POST /mcp HTTP/1.1\nHost: x\nContent-Length: 2\n\n{}'],
+    ['the start of a head with a bare LF, the rest still to come', 'POST /mcp HTTP/1.1\nHost: x\n'],
     ['a bare CR in a value', `${BASE}X-A: 1\r2\r\n\r\n{}`],
     ['a control character in a value', `${BASE}X-A: 1\x002\r\n\r\n{}`],
     ['DEL in a value', `${BASE}X-A: 1\x7f\r\n\r\n{}`],

@@ -50,7 +50,8 @@ const CR = 0x0d;
  */
 export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: string) => boolean): HeadResult {
   const end = buf.indexOf(CRLF2);
-  if (end < 0) return buf.length > maxHeadBytes ? 'other' : 'incomplete';
+  // A head whose lines end in a bare LF never has CRLFCRLF: node:http answers it (400) at once.
+  if (end < 0) return buf.length > maxHeadBytes || hasBareLf(buf) ? 'other' : 'incomplete';
   if (end > maxHeadBytes) return 'other';
   const text = buf.toString('latin1', 0, end + 2); // every line, the last one's CRLF included
   if (!text.startsWith('POST /')) return 'other';
@@ -101,4 +102,10 @@ export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: strin
   const connection = headers.connection === undefined ? undefined : headers.connection.toLowerCase();
   if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return 'other';
   return { method: 'POST', url, path, headers, contentLength: Number(length), close: connection === 'close', headBytes: end + 4 };
+}
+
+/** Whether some LF in `buf` does not follow a CR. */
+function hasBareLf(buf: Buffer): boolean {
+  for (let i = buf.indexOf(0x0a); i >= 0; i = buf.indexOf(0x0a, i + 1)) if (i === 0 || buf[i - 1] !== CR) return true;
+  return false;
 }
