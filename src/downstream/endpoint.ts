@@ -145,7 +145,7 @@ export class Endpoint {
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
   async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
     if (c.kind === 'invalid') {
-      await this.recordRefused(c.id, INVALID_MESSAGE, ex, c.error);
+      await this.recordRefused(c.id, c.method ?? INVALID_MESSAGE, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }

@@ -1,4 +1,4 @@
-import { INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
+import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
 import { Serialized, wireText } from './serialized.js';
 
 export type Id = string | number;
@@ -32,7 +32,7 @@ export type Classified =
   | { kind: 'request'; msg: Request }
   | { kind: 'notification'; msg: Notification }
   | { kind: 'response'; msg: Response }
-  | { kind: 'invalid'; error: RpcError; id?: Id };
+  | { kind: 'invalid'; error: RpcError; id?: Id; method?: string };
 
 // Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would
 // be answered with an id other than the one sent.
@@ -48,6 +48,27 @@ export function idKey(id: unknown): string {
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
+ * How deep a message's params, result or error may nest. JSON.parse takes any depth, but
+ * JSON.stringify and every recursive walk (canonical hashing, schema checks, copies) overflow
+ * the stack a few thousand levels down: such a message is refused where it comes in.
+ */
+export const MAX_MESSAGE_DEPTH = 1000;
+
+/** Whether `v` has objects or arrays nested more than `left` levels deep. */
+function deeperThan(v: unknown, left: number): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  if (left === 0) return true;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (deeperThan(v[i], left - 1)) return true;
+    return false;
+  }
+  for (const k in v) if (deeperThan((v as Record<string, unknown>)[k], left - 1)) return true;
+  return false;
+}
+
+const TOO_DEEP = `nested more than ${MAX_MESSAGE_DEPTH} levels deep`;
+
+/**
  * Validate a parsed value as one JSON-RPC message of either era. Batches are not part of
  * either era (digest §1.1); ids are never null.
  */
@@ -59,6 +80,7 @@ export function classify(v: unknown): Classified {
   if (typeof v.method === 'string') {
     if (v.params !== undefined && !isObj(v.params))
       return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
+    if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_PARAMS, `Invalid params: ${TOO_DEEP}`), id, method: v.method };
     if (!('id' in v)) return { kind: 'notification', msg: v as unknown as Notification };
     if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or an integer (at most 2^53 - 1 in size), never null') };
     return { kind: 'request', msg: v as unknown as Request };
@@ -66,6 +88,7 @@ export function classify(v: unknown): Classified {
   if ('result' in v || 'error' in v) {
     if ('result' in v && !isObj(v.result)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'result must be an object'), id };
     if ('error' in v && !isObj(v.error)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'error must be an object'), id };
+    if (deeperThan('result' in v ? v.result : v.error, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, `a response ${TOO_DEEP}`), id };
     return { kind: 'response', msg: v as unknown as Response };
   }
   return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'not a request, notification or response'), id };

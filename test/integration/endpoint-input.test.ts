@@ -21,6 +21,8 @@ import {
   waitForReady,
   type RawReply,
 } from '../helpers/wire.js';
+import { join } from 'node:path';
+import { waitForRows } from './ledger-helpers.js';
 
 const MAX_BODY = 1024;
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -240,5 +242,43 @@ describe('bad input at the HTTP endpoint', () => {
         { id: 'modern', state: 'ready', era: MODERN_VERSION, tools: 5, ...healthy },
       ],
     });
+  });
+});
+
+describe('input nested past what the hub walks', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({ servers: { legacy: nodeServer('test/fixtures/servers/sdk1-server.mjs'), modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') } });
+    await waitForReady(hub.url, ['legacy', 'modern']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  const DEEP = '['.repeat(5000) + ']'.repeat(5000);
+  /** The body's text with the deep value where `"__DEEP__"` stands (JSON.stringify cannot make it). */
+  const withDeep = (body: object) => JSON.stringify(body).replace('"__DEEP__"', DEEP);
+  const KEY = 'dev.switchyard/idempotency-key';
+
+  it('a tools/call with a deep _meta value: 400 -32602 with its id, a row, and its idempotency key still free', async () => {
+    const deep = modernBody('deep-1', 'tools/call', { name: 'legacy__echo', arguments: { text: 'a' } }, modernMeta({ 'com.example/x': '__DEEP__', [KEY]: 'deep-key' }));
+    const r = await post(hub.url, withDeep(deep), modernHeaders('tools/call', 'legacy__echo'));
+    expect(r.status, r.text).toBe(400);
+    expect(r.body).toMatchObject({ id: 'deep-1', error: { code: -32602, message: expect.stringContaining('nested more than 1000 levels deep') } });
+    const retry = await post(hub.url, modernBody('deep-2', 'tools/call', { name: 'legacy__echo', arguments: { text: 'a' } }, modernMeta({ [KEY]: 'deep-key' })), modernHeaders('tools/call', 'legacy__echo'));
+    expect(retry.body).toMatchObject({ id: 'deep-2', result: { content: [{ type: 'text', text: 'echo:a' }] } });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'deep-1' });
+    expect(rows[0]).toMatchObject({ method: 'tools/call', outcome: 'rpc_error', errorCode: -32602 });
+  });
+
+  it('a legacy initialize with deep capabilities, and a prompts/get with deep arguments: -32602, no stack overflow told', async () => {
+    const init = { jsonrpc: '2.0', id: 'deep-init', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: { experimental: { x: '__DEEP__' } }, clientInfo: { name: 'deep', version: '1' } } };
+    const r = await post(hub.url, withDeep(init), JSON_HEADERS);
+    expect(r.status, r.text).toBe(400);
+    expect(r.body).toMatchObject({ id: 'deep-init', error: { code: -32602 } });
+    const prompt = modernBody('deep-prompt', 'prompts/get', { name: 'modern__greet', arguments: { who: '__DEEP__' } });
+    const p = await post(hub.url, withDeep(prompt), modernHeaders('prompts/get', 'modern__greet'));
+    expect(p.body).toMatchObject({ id: 'deep-prompt', error: { code: -32602 } });
+    expect(p.text).not.toMatch(/call stack/i);
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'deep-init' });
+    expect(rows[0]).toMatchObject({ method: 'initialize', outcome: 'rpc_error' });
   });
 });

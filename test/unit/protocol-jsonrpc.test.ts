@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { INVALID_REQUEST, PARSE_ERROR, RpcError } from '../../src/protocol/errors.js';
-import { arrayOf, batchOf, classify, errorResponse, idKey, parseFrame } from '../../src/protocol/jsonrpc.js';
+import { arrayOf, batchOf, classify, errorResponse, idKey, MAX_MESSAGE_DEPTH, parseFrame } from '../../src/protocol/jsonrpc.js';
 import { Serialized } from '../../src/protocol/serialized.js';
 
 /** A frame's kind, and for an invalid one its code, the id it kept and the reason. */
@@ -80,6 +80,16 @@ describe('ids, answers and batches', () => {
     expect(errorResponse(null, err)).toEqual({ jsonrpc: '2.0', error: { code: INVALID_REQUEST, message: 'bad' } });
     expect(errorResponse(undefined, { code: -1, message: 'x' })).toEqual({ jsonrpc: '2.0', error: { code: -1, message: 'x' } });
     expect('id' in errorResponse(undefined, err)).toBe(false);
+  });
+
+  it('refuses params, a result or an error nested past MAX_MESSAGE_DEPTH, and takes one at the limit', () => {
+    const nest = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    // params is the first level: the value inside it may nest MAX_MESSAGE_DEPTH - 1 more.
+    expect(parseFrame(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":${nest(MAX_MESSAGE_DEPTH - 1)}}}`).kind).toBe('request');
+    expect(parseFrame(`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":${nest(MAX_MESSAGE_DEPTH)}}}`)).toMatchObject({ kind: 'invalid', id: 1, method: 'm', error: { code: -32602 } });
+    expect(parseFrame(`{"jsonrpc":"2.0","method":"n","params":{"a":${nest(5000)}}}`)).toMatchObject({ kind: 'invalid', method: 'n' });
+    expect(parseFrame(`{"jsonrpc":"2.0","id":2,"result":{"a":${nest(5000)}}}`)).toMatchObject({ kind: 'invalid', id: 2, error: { code: INVALID_REQUEST } });
+    expect(parseFrame(`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m","data":${nest(5000)}}}`)).toMatchObject({ kind: 'invalid', id: 3 });
   });
 
   it('reads a frame as a batch only when it is a JSON array', () => {
