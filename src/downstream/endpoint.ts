@@ -30,6 +30,7 @@ import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
+import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, type Signal } from '../cancel.js';
@@ -188,6 +189,11 @@ export class Endpoint {
     const caps = meta[META_CLIENT_CAPABILITIES];
     if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
       return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
+    const capsBad = capabilitiesProblem(caps);
+    if (capsBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_CAPABILITIES}: ${capsBad}`) };
+    const info = meta[META_CLIENT_INFO];
+    const infoBad = info === undefined ? undefined : implementationProblem(info);
+    if (infoBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_INFO}: ${infoBad}`) };
     // Checked here, whatever serves the request: a legacy upstream would take any level.
     const level = meta[META_LOG_LEVEL];
     if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
@@ -300,6 +306,13 @@ export class Endpoint {
       return;
     }
     // Cancellable from here: a notifications/cancelled that comes while the hub waits below finds it.
+    // On stdio an id names one request in flight (digest §1.2): a second one would get an answer
+    // the client cannot tell apart, and take the first one's cancellation.
+    if (ac && this.modernInflight.has(idKey(req.id))) {
+      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
+      await this.recordRefused(req.id, req.method, ex, err, MODERN);
+      return ex.reply(errorResponse(req.id, err));
+    }
     const onClose = () => ac?.abort();
     if (ac) {
       ex.closed.addEventListener('abort', onClose);
@@ -532,14 +545,24 @@ export class Endpoint {
     // Another principal's session is "not found" here too: its id must not confirm it exists.
     const sid = ex.header('mcp-session-id');
     if (ex.transport === 'http' && sid !== undefined && this.sessions.get(sid)?.principal === ex.principal) {
-      return ex.reply(errorResponse(req.id, new RpcError(INVALID_REQUEST, 'session already initialized')), 400);
+      const err = new RpcError(INVALID_REQUEST, 'session already initialized');
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      return ex.reply(errorResponse(req.id, err), 400);
+    }
+    // The shapes of 2025-11-25's InitializeRequest the hub reads: refused here rather than failing every later call.
+    const p = req.params ?? {};
+    const capsBad = p.capabilities === undefined ? undefined : capabilitiesProblem(p.capabilities);
+    const infoBad = p.clientInfo === undefined ? undefined : implementationProblem(p.clientInfo);
+    if (capsBad || infoBad) {
+      const err = new RpcError(INVALID_PARAMS, `Invalid params: ${capsBad ? `capabilities ${capsBad}` : `clientInfo ${infoBad}`}`);
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      return ex.reply(errorResponse(req.id, err), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {
       const err = noRoomError();
       await this.recordRefused(req.id, req.method, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
     }
-    const p = req.params ?? {};
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
     // Echo a legacy version we know; anything else (a modern one included) gets our newest legacy version.
     const version = (LEGACY_VERSIONS as readonly string[]).includes(requested) ? requested : LEGACY;

@@ -57,7 +57,8 @@ export class StdioServer {
     this.reader = new LineReader(
       opts.maxLineBytes,
       (line) => this.line(line),
-      () => this.write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${opts.maxLineBytes} bytes per line`))),
+      // Through the endpoint like any refused message: answered, and given its ledger row.
+      () => void this.serve({ kind: 'invalid', error: new RpcError(INVALID_REQUEST, `message too large: the limit is ${opts.maxLineBytes} bytes per line`) }, opts.maxLineBytes),
     );
     const self = this;
     this.out = {

@@ -226,6 +226,41 @@ describe('bad input at the HTTP endpoint', () => {
     expect((await post(url, note(), { ...JSON_HEADERS, 'mcp-protocol-version': MODERN_VERSION, 'mcp-method': 'notifications/cancelled' })).status).toBe(202);
   });
 
+  it('malformed client capabilities or clientInfo → 400 with -32602, whichever era serves the tool', async () => {
+    for (const tool of ['legacy__echo', 'modern__echo']) {
+      const r = await post(url, modernBody(nextId++, 'tools/call', { name: tool, arguments: { text: 'x' } }, modernMeta({ [META_CAPS]: { elicitation: 'yes' } })), modernHeaders('tools/call', tool));
+      expect(expectError(r, 400, -32602).error.message).toContain('elicitation must be an object');
+      const s = await post(url, modernBody(nextId++, 'tools/call', { name: tool, arguments: { text: 'x' } }, modernMeta({ [META_CAPS]: { sampling: { tools: true } } })), modernHeaders('tools/call', tool));
+      expect(expectError(s, 400, -32602).error.message).toContain('sampling.tools must be an object');
+      const i = await post(url, modernBody(nextId++, 'tools/call', { name: tool, arguments: { text: 'x' } }, modernMeta({ [META_INFO]: 'evil' })), modernHeaders('tools/call', tool));
+      expect(expectError(i, 400, -32602).error.message).toContain('clientInfo');
+    }
+    const init = (params: Record<string, unknown>, id: string) =>
+      post(url, { jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' }, ...params } }, JSON_HEADERS);
+    for (const [params, what] of [
+      [{ capabilities: [1, 2] }, 'capabilities must be an object'],
+      [{ capabilities: { elicitation: null } }, 'capabilities elicitation must be an object'],
+      [{ clientInfo: 'evil' }, 'clientInfo must be an object'],
+      [{ clientInfo: { name: 'x' } }, 'clientInfo version must be a string'],
+    ] as const) {
+      const r = await init(params, 'bad-init');
+      expect(r.headers.get('mcp-session-id')).toBeNull();
+      expect(expectError(r, 400, -32602)).toMatchObject({ id: 'bad-init', error: { message: expect.stringContaining(what) } });
+    }
+  });
+
+  it('a second initialize on a session → 400 with -32600, and its ledger row', async () => {
+    const s = await legacySession(url);
+    const again = await post(
+      url,
+      { jsonrpc: '2.0', id: 'second-init', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+      { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION },
+    );
+    expect(expectError(again, 400, -32600)).toMatchObject({ id: 'second-init' });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'second-init' });
+    expect(rows[0]).toMatchObject({ method: 'initialize', outcome: 'rpc_error', errorCode: -32600 });
+  });
+
   it('GET /healthz reports every upstream with its state, era and tool count', async () => {
     // The tool counts come from the catalog, so list once first.
     const listed = await modernPost(url, 17, 'tools/list');

@@ -16,6 +16,7 @@ import { Client as ClientV2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
+import { waitForRows } from './ledger-helpers.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -136,8 +137,9 @@ for (const spec of CLIENTS) {
 
 describe('the raw line protocol of switchyard stdio', () => {
   let c: LineClient;
+  let d: string;
   beforeAll(async () => {
-    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-raw-'));
+    d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-raw-'));
     // A small line limit so the oversized case is cheap.
     const file = writeConfig(d, { listen: { maxBodyBytes: 4096 } });
     c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
@@ -166,6 +168,23 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(err.id).toBeUndefined();
     const ok = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'small' }, _meta: META } });
     expect(ok.result.content[0].text).toBe('echo:small');
+    // Refused like any message that reached the hub: it has its row.
+    const rows = await waitForRows(join(d, 'ledger.db'), { method: '(invalid)' }, (r) => r.some((x) => /too large/.test(String(x.errorMessage))));
+    expect(rows.find((x) => /too large/.test(String(x.errorMessage)))).toMatchObject({ outcome: 'rpc_error', errorCode: -32600 });
+  });
+
+  it('refuses a request whose id is one still in flight (its answer could not be told apart), and answers the first', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'dup', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 800 }, _meta: META } }));
+    await new Promise((r) => setTimeout(r, 200));
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'dup', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'second' }, _meta: META } }));
+    const refused = await c.next((m) => m.id === 'dup' && m.error !== undefined);
+    expect(refused.error).toMatchObject({ code: -32600, message: expect.stringContaining('already in flight') });
+    const first = await c.next((m) => m.id === 'dup' && m.result !== undefined);
+    expect(first.result.content[0].text).toBe('slept 800');
+    // Once answered, the id may be used again.
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'dup', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'again' }, _meta: META } }));
+    await c.next((m) => m.id === 'dup' && m.result?.content?.[0]?.text === 'echo:again');
+    expect(c.received.filter((m) => m.id === 'dup')).toHaveLength(3);
   });
 
   it('cancels a modern call on notifications/cancelled and sends nothing for it', async () => {
