@@ -43,6 +43,14 @@ function header(req: EdgeRequest, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** `application/json` in any case, with parameters (`; charset=utf-8`) or not; not a longer type that starts the same. */
+function isJsonType(ct: string): boolean {
+  const t = ct.trimStart();
+  if (t.slice(0, 16).toLowerCase() !== 'application/json') return false;
+  const next = t.charAt(16);
+  return next === '' || next === ';' || next === ' ' || next === '\t';
+}
+
 function sendJson(res: EdgeResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const s = JSON.stringify(body);
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
@@ -179,7 +187,7 @@ export class HttpServer {
 
   private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
-    if (!ct.toLowerCase().startsWith('application/json')) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
+    if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     const text = body.toString('utf8');

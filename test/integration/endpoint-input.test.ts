@@ -107,6 +107,9 @@ describe('bad input at the HTTP endpoint', () => {
   it('a wrong Content-Type → 415', async () => {
     const r = await post(url, JSON.stringify(modernBody(5, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'text/plain' });
     expect(r.status).toBe(415);
+    // A longer type that starts the same is another type; parameters and case are fine.
+    expect((await post(url, JSON.stringify(modernBody(6, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'application/jsonfoo' })).status).toBe(415);
+    expect((await post(url, JSON.stringify(modernBody(7, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'Application/JSON; charset=utf-8' })).status).toBe(200);
   });
 
   it('a foreign Origin → 403', async () => {
