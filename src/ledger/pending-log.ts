@@ -232,7 +232,7 @@ const WRITTEN = Promise.resolve();
  */
 function writeFailed(err: unknown): RpcError {
   const code = (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
-  return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${code}); the hub does not answer calls it cannot record`);
+  return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${code}); the hub does not run calls it cannot record`);
 }
 
 /** A rejected promise that is never reported as unhandled (a caller may not wait for it). */

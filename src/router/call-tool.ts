@@ -212,7 +212,12 @@ export class ToolCall {
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
+        // The call ran: it is answered even if its row cannot be finished (a full disk), which then
+        // stays in flight and is `unknown` at the next start. Withheld, an unkeyed write would be
+        // sent again by the client's retry.
+        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false).catch((err: unknown) =>
+          this.log.error({ server: server.id, err: err instanceof Error ? err.message : String(err) }, 'a call ran but its audit row could not be finished; answered'),
+        );
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);

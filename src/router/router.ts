@@ -84,7 +84,16 @@ export class Router {
    * `extra` carries what the row knows about its target (the name a client asked for).
    */
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: Partial<AuditBegin>): Promise<void> {
-    return this.ledger.record(beginOf(method, ctx, extra), { latencyMs: 0, ...end });
+    return this.noted(this.ledger.record(beginOf(method, ctx, extra), { latencyMs: 0, ...end }), method);
+  }
+
+  /**
+   * A row of what ran, or needed no upstream, that the ledger could not write (a full disk) is
+   * logged, not the request's failure: only calls are refused when rows cannot be written (they
+   * are, before they run); everything else keeps working (README, "The ledger").
+   */
+  private noted(written: Promise<void>, method: string): Promise<void> {
+    return written.catch((err: unknown) => this.log.error({ method, err: err instanceof Error ? err.message : String(err) }, 'audit row not written'));
   }
 
   async handle(method: string, params: Result, ctx: CallContext): Promise<Result> {
@@ -113,6 +122,7 @@ export class Router {
   private async list(method: string, kind: ListKind, params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const begin = beginOf(method, ctx);
+    let result: Result;
     try {
       const grace = this.opts.startupGrace();
       if (grace) await grace;
@@ -125,16 +135,16 @@ export class Router {
         offset = c.offset;
       }
       const end = offset + this.opts.pageSize;
-      const result: Result = { [kind]: this.page(agg.items, offset, end) };
+      result = { [kind]: this.page(agg.items, offset, end) };
       if (end < agg.items.length) result.nextCursor = encodeCursor({ offset: end, snapshot: agg.snapshot }, this.opts.cursorKey);
       result.ttlMs = agg.ttlMs;
       result.cacheScope = agg.scope;
-      await this.ledger.record(begin, { outcome: 'ok', latencyMs: performance.now() - t0 });
-      return result;
     } catch (err) {
-      await this.ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));
+      await this.noted(this.ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 })), method);
       throw asRpcError(err);
     }
+    await this.noted(this.ledger.record(begin, { outcome: 'ok', latencyMs: performance.now() - t0 }), method);
+    return result;
   }
 
   /** Pages of one aggregate keep their identity, so the edge serialises each page once. */
@@ -196,7 +206,8 @@ export class Router {
           ? await this.mrtr.roundTrips(method, conn, params, ctx, opts, bind)
           : await conn.upstream.request(method, params, opts);
         if (vet) await vet(result);
-        await audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 });
+        // Answered even when the row cannot be finished (it stays in flight: unknown at the next start).
+        await this.noted(audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 }), method);
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT } from '../helpers/hub-process.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { fixture, health, modernCall, SDK1, sleep, waitForReady } from './ledger-helpers.js';
+import { fixture, health, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
 const FILE_CAP_KIB = 160;
@@ -127,4 +127,50 @@ describe('a full disk under a running hub', () => {
       await ledger.close();
     }
   }, 90_000);
+
+  it('answers a call that ran before the disk filled, and keeps answering lists, initialize and ping while it is full', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-disk-full-ran-'));
+    const db = join(dir, 'data', 'ledger.db');
+    const port = await freePort();
+    const configFile = join(dir, 'hub.config.json');
+    writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
+    const log = join(dir, 'hub.log');
+    proc = spawn('bash', ['-c', `exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], { cwd: ROOT, stdio: 'ignore' });
+    const url = `http://127.0.0.1:${port}/mcp`;
+    const deadline = Date.now() + 15_000;
+    while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
+    await waitForReady(url, ['f']);
+
+    // The call is forwarded (its row committed), then every file the hub writes is full.
+    const running = modernCall(url, 'ran-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } });
+    await sleep(500);
+    execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=1:']);
+    const ran = await running;
+    expect(ran.body?.error, JSON.stringify(ran.body)).toBeUndefined();
+    expect(textOf(ran.body?.result)).toBe('slept 1500');
+
+    // Everything but calls keeps working: a list, a legacy session's initialize and ping.
+    const listed = await modernCall(url, 'list-full', 'tools/list');
+    expect(listed.status).toBe(200);
+    expect((listed.body?.result?.tools as unknown[] | undefined)?.length).toBeGreaterThan(0);
+    const session = await legacySession(url);
+    const pong = await session.call('ping-full', 'ping');
+    expect(pong.body).toMatchObject({ id: 'ping-full', result: {} });
+    // A new call is refused before it runs.
+    const refused = await modernCall(url, 'refused-1', 'tools/call', { name: 'f__echo', arguments: { text: 'no room' } });
+    expect(refused.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write .*does not run calls it cannot record/) });
+
+    execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=unlimited:']);
+    proc.kill('SIGTERM');
+    expect(await Promise.race([exited(proc), sleep(10_000).then(() => 'hung' as const)])).toBe(0);
+    const ledger = Ledger.open({ path: db, backgroundCheckpoint: false });
+    try {
+      // Its row: finished if the line made it, else left in flight and unknown after this start.
+      const row = ledger.query({ limit: 100_000 }).find((r) => r.requestId === 'ran-1');
+      expect(['ok', 'unknown']).toContain(row?.outcome);
+      expect(ledger.verify()).toMatchObject({ ok: true });
+    } finally {
+      await ledger.close();
+    }
+  }, 60_000);
 });
