@@ -32,7 +32,7 @@ export type Classified =
   | { kind: 'request'; msg: Request }
   | { kind: 'notification'; msg: Notification }
   | { kind: 'response'; msg: Response }
-  | { kind: 'invalid'; error: RpcError; id?: Id; method?: string };
+  | { kind: 'invalid'; error: RpcError; id?: Id; method?: string; /** It has a result or an error: an answer to request `id`. */ response?: true };
 
 // Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would
 // be answered with an id other than the one sent.
@@ -86,9 +86,9 @@ export function classify(v: unknown): Classified {
     return { kind: 'request', msg: v as unknown as Request };
   }
   if ('result' in v || 'error' in v) {
-    if ('result' in v && !isObj(v.result)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'result must be an object'), id };
-    if ('error' in v && !isObj(v.error)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'error must be an object'), id };
-    if (deeperThan('result' in v ? v.result : v.error, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, `a response ${TOO_DEEP}`), id };
+    if ('result' in v && !isObj(v.result)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'result must be an object'), id, response: true };
+    if ('error' in v && !isObj(v.error)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'error must be an object'), id, response: true };
+    if (deeperThan('result' in v ? v.result : v.error, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, `a response ${TOO_DEEP}`), id, response: true };
     return { kind: 'response', msg: v as unknown as Response };
   }
   return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'not a request, notification or response'), id };

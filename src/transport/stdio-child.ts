@@ -193,7 +193,9 @@ function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
 /**
  * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once;
  * 'oversize' ({bytes, id}) for a stdout line longer than maxFrameBytes, which is dropped and
- * logged; `id` is the response id read from its first bytes, when it could be.
+ * logged; `id` is the response id read from its first bytes, when it could be; 'refused'
+ * ({id, reason}) for a response the hub does not take (nested too deep, a result that is no
+ * object), also logged and dropped.
  */
 export class StdioChild extends EventEmitter {
   readonly pid: number | undefined;
@@ -307,6 +309,8 @@ export class StdioChild extends EventEmitter {
     const c: Classified = parseFrame(line);
     if (c.kind === 'invalid') {
       this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
+      // An answer the hub cannot take: its call fails now rather than at its timeout.
+      if (c.response && c.id !== undefined) this.emit('refused', { id: c.id, reason: c.error.message });
       return;
     }
     this.emit('message', c);

@@ -208,6 +208,10 @@ export class StdioUpstream extends HandshakingUpstream {
       if (this.child === child) this.handleMessage(c);
     });
     child.on('exit', (e: ExitInfo) => this.onExit(child, e));
+    child.on('refused', (r: { id: number | string; reason: string }) => {
+      const p = typeof r.id === 'number' ? this.pending.get(r.id) : undefined;
+      if (this.child === child && p !== undefined) this.failCall(p, new TransportError(`server "${this.id}" answered with a message the hub refuses: ${r.reason}`));
+    });
     child.on('oversize', (o: { bytes: number; id: number | string | undefined }) => {
       // The answer was read and dropped: its call fails now rather than at its timeout.
       const p = typeof o.id === 'number' ? this.pending.get(o.id) : undefined;

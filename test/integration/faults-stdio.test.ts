@@ -133,6 +133,16 @@ describe('stdio upstream faults', () => {
     await hubIsUp();
   });
 
+  it('answers with a result nested 5,000 levels deep: that call fails at once (not at its timeout), the next works', async () => {
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'big__deep');
+    expect(Date.now() - t0).toBeLessThan(5_000); // its timeout is 20 s
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toMatch(/answered with a message the hub refuses: a response nested more than 1000 levels deep/);
+    expect(text(await callTool(hub.url, 'big__echo', { ok: 2 }))).toBe('{"ok":2}');
+    await hubIsUp();
+  });
+
   it('exits during the era probe: respawned as legacy, and its tools work', async () => {
     const s = await waitForState(hub.url, 'exitprobe', ['ready']);
     expect(s.era).toBe('2025-11-25');
