@@ -39,8 +39,11 @@ export async function withDaemon(work: () => Promise<void>): Promise<void> {
   }
 }
 
-/** `--url` that is no http(s) URL: the command says so in one line (exit 2). */
+/** `--url` that is no http(s) URL, a `--config` that is not there: the command says so in one line (exit 2). */
 export class BadUrlError extends Error {}
+
+/** The name `--config` has when it is not given. */
+const DEFAULT_CONFIG = 'hub.config.json';
 
 /** `s` as an http(s) URL, or undefined when it is none (the check every `--url` gets). */
 export function httpUrl(s: string): URL | undefined {
@@ -62,6 +65,10 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   let host = '127.0.0.1';
   let port = 7410;
   const file = resolve(configFile);
+  // A file named on purpose and not there is a typo: knocking on the default address instead
+  // would say "no daemon" (or reach another one).
+  if (!existsSync(file) && configFile !== DEFAULT_CONFIG)
+    throw new BadUrlError(`cannot read ${configFile} (no such file): give the config the daemon runs with, or its address with --url`);
   if (existsSync(file)) {
     try {
       // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).

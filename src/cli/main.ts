@@ -20,6 +20,15 @@ function unhandled(err: Error): never {
   process.exit(1);
 }
 
+// Read by every command's logger: a level pino does not know would fail each of them with
+// pino's own words ("default level:… must be included in custom levels").
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const level = process.env.SWITCHYARD_LOG_LEVEL;
+if (level !== undefined && !LEVELS.includes(level)) {
+  process.stderr.write(`switchyard: SWITCHYARD_LOG_LEVEL must be one of ${LEVELS.join(', ')}; it is ${JSON.stringify(level.slice(0, 40))}\n`);
+  process.exit(2);
+}
+
 /** The `switchyard` CLI: one module per command, each thin over the library. */
 const cli = yargs(hideBin(process.argv))
   .scriptName('switchyard')

@@ -6,6 +6,7 @@ import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { createLogger, redactLogText } from '../log.js';
+import { BadUrlError } from './daemon-client.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
@@ -24,7 +25,14 @@ export const startCommand: CommandModule<object, StartArgs> = {
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
       .option('host', { type: 'string', describe: 'Listen address (default from config, 127.0.0.1)' })
       .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' })
-      .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (SIGHUP always reloads)' }) as Argv<StartArgs>,
+      .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (SIGHUP always reloads)' })
+      .check((a) => {
+        if (a.port === undefined || (Number.isInteger(a.port) && a.port >= 0 && a.port <= 65535)) return true;
+        // As typed (yargs made "abc" NaN).
+        const i = process.argv.findIndex((x) => x === '--port' || x === '-p' || x.startsWith('--port='));
+        const typed = i < 0 ? String(a.port) : process.argv[i]!.startsWith('--port=') ? process.argv[i]!.slice(7) : (process.argv[i + 1] ?? '');
+        throw new BadUrlError(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(typed)}`);
+      }) as Argv<StartArgs>,
   handler: async (argv) => {
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);

@@ -173,6 +173,26 @@ describe('servers, doctor and tools without a daemon', () => {
     const t = await run(['tools'], { cwd: free });
     expect(t.code).toBe(3);
     expect(t.stderr).toBe(r.stderr);
+    // A config named on purpose that is not there is a typo, not "no daemon" (nor the default address).
+    for (const cmd of [['servers'], ['tools'], ['reload']]) {
+      const typo = await run([...cmd, '-c', 'hub.config.jsn'], { cwd: free });
+      expect(typo.code, cmd[0]).toBe(2);
+      expect(typo.stderr).toBe('switchyard: cannot read hub.config.jsn (no such file): give the config the daemon runs with, or its address with --url\n');
+    }
+  });
+
+  it('a --port that is no port, or a SWITCHYARD_LOG_LEVEL that is no level, is a usage error in one line (exit 2)', async () => {
+    for (const port of ['abc', '99999', '--port=-1']) {
+      const args = port.startsWith('--') ? ['start', port] : ['start', '--port', port];
+      const r = await run(args, { cwd: d });
+      expect(r.code, port).toBe(2);
+      expect(r.stderr).toBe(`switchyard: --port must be a whole number from 0 to 65535, got ${JSON.stringify(port.replace('--port=', ''))}\n`);
+    }
+    for (const cmd of [['stdio'], ['servers']]) {
+      const r = await run(cmd, { cwd: d, env: { SWITCHYARD_LOG_LEVEL: 'verbose' } });
+      expect(r.code, cmd[0]).toBe(2);
+      expect(r.stderr).toBe('switchyard: SWITCHYARD_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; it is "verbose"\n');
+    }
   });
 
   it('start on a port in use says so in one line and exits 1', async () => {
