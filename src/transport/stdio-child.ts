@@ -27,10 +27,22 @@ export interface ExitInfo {
   signal: NodeJS.Signals | null;
   /** Set when the process could not be started at all (e.g. ENOENT). */
   error?: string;
+  /** What its stderr said last that looks like the reason (redacted, shortened), if anything. */
+  stderr?: string;
 }
 
 const LOG_SNIPPET = 200;
 const MAX_STDERR_LINE = 4096;
+/** Lines of stderr kept for the reason of an exit: a stack trace's error line is among the last. */
+const STDERR_TAIL = 20;
+const ERROR_LINE = /error|cannot|can't|not found|no such|denied|failed|invalid|refused|missing|unable/i;
+
+/** The line of a dying process's stderr that most likely says why: the last that sounds like an error, else the last. */
+export function stderrReason(tail: readonly string[]): string | undefined {
+  const lines = tail.filter((l) => l.trim() !== '' && !/^Node\.js v\d/.test(l));
+  const line = lines.findLast((l) => ERROR_LINE.test(l)) ?? lines.at(-1);
+  return line === undefined ? undefined : line.trim().slice(0, LOG_SNIPPET);
+}
 
 /** How much of an over-long line is kept, to read the id of a response from its start. */
 const OVERSIZE_HEAD = 256;
@@ -203,6 +215,7 @@ export class StdioChild extends EventEmitter {
   private exitInfo: ExitInfo | undefined;
   private readonly exited: Promise<ExitInfo>;
   private readonly log: Logger;
+  private readonly stderrTail: string[] = [];
 
   constructor(opts: StdioChildOptions) {
     super();
@@ -212,6 +225,8 @@ export class StdioChild extends EventEmitter {
     this.exited = new Promise((r) => (onExit = r));
     const finish = (e: ExitInfo): void => {
       if (this.exitInfo) return;
+      const said = stderrReason(this.stderrTail);
+      if (said !== undefined) e.stderr = said;
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
       onExit(e);
@@ -261,7 +276,12 @@ export class StdioChild extends EventEmitter {
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
     const err = new LineDecoder(
       MAX_STDERR_LINE,
-      (line) => this.log.info({ stderr: redactLogText(line) }, 'child stderr'),
+      (line) => {
+        const text = redactLogText(line);
+        this.log.info({ stderr: text }, 'child stderr');
+        this.stderrTail.push(text);
+        if (this.stderrTail.length > STDERR_TAIL) this.stderrTail.shift();
+      },
       (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),
     );
     this.proc.stderr!.on('data', (c: Buffer) => err.push(c));

@@ -237,7 +237,7 @@ export class StdioUpstream extends HandshakingUpstream {
   private onExit(child: StdioChild, e: ExitInfo): void {
     if (this.child !== child) return;
     this.child = undefined;
-    const why = e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+    const why = (e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`) + (e.stderr ? ` (stderr: ${e.stderr})` : '');
     if (this._state === 'ready') return this.lost(`process ${why}`);
     // Mid-handshake: the handshake call fails and the start attempt reports it.
     this.failAll(() => new TransportError(`process ${why}`));

@@ -67,6 +67,10 @@ describe('switchyard servers restart', () => {
     expect(failing.code).toBe(1);
     expect(failing.stdout).toBe('');
     expect(failing.stderr).toMatch(/^restarted "b", but its first attempt failed: .+ \(the hub keeps trying; `switchyard servers` shows how it goes\)\n$/);
+    // Why, in the process's own words: the line of its stderr that says it, not only an exit code.
+    expect(failing.stderr).toMatch(/process exited with code 1 \(stderr: Error: Cannot find module '[^']*later\.mjs'\)/);
+    const listed = await run(['servers', '--url', hub.url, '--json']);
+    expect(JSON.stringify(JSON.parse(listed.stdout))).toMatch(/Cannot find module/);
 
     writeFileSync(later, `await import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});\n`);
     const r = await run(['servers', 'restart', 'b', '--url', hub.url, '--json']);

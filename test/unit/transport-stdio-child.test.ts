@@ -3,7 +3,7 @@ import { Socket } from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { silentLogger } from '../../src/log.js';
-import { LineDecoder, StdioChild } from '../../src/transport/stdio-child.js';
+import { LineDecoder, StdioChild, stderrReason } from '../../src/transport/stdio-child.js';
 
 function decode(chunks: (string | Buffer)[], max = 1024): { lines: string[]; dropped: number[] } {
   const lines: string[] = [];
@@ -161,5 +161,16 @@ describe('StdioChild', () => {
     const got = await new Promise((r) => c.once('message', r));
     expect(got).toMatchObject({ msg: { params: { x: 'y', path: true, cwd: '/tmp' } } });
     await c.close();
+  });
+});
+
+describe('stderrReason', () => {
+  it("picks the line that says why from a crash's stderr: the last error-like one, else the last; never Node's version line", () => {
+    const node = ['node:internal/modules/cjs/loader:1228', '  throw err;', '  ^', '', "Error: Cannot find module '/x/later.mjs'", '    at Module._resolveFilename (node:internal/modules/cjs/loader:1225:15)', "  code: 'MODULE_NOT_FOUND',", '  requireStack: []', '}', '', 'Node.js v20.20.2'];
+    expect(stderrReason(node)).toBe("Error: Cannot find module '/x/later.mjs'");
+    expect(stderrReason(['Traceback (most recent call last):', '  File "s.py", line 1, in <module>', "ModuleNotFoundError: No module named 'mcp'"])).toBe("ModuleNotFoundError: No module named 'mcp'");
+    expect(stderrReason(['starting', 'bye'])).toBe('bye');
+    expect(stderrReason(['', 'Node.js v20.20.2'])).toBeUndefined();
+    expect(stderrReason(['x'.repeat(500) + ' error'])!.length).toBe(200);
   });
 });
