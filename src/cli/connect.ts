@@ -35,6 +35,11 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       process.stderr.write(`switchyard connect: --url must be an http(s) URL, got ${JSON.stringify(argv.url)}\n`);
       process.exit(2);
     }
+    // The daemon's address alone (as `servers --url` takes it) means its endpoint.
+    if (url.pathname === '/' && url.search === '') {
+      url.pathname = '/mcp';
+      log.info({ url: url.href }, 'connect: --url names no path; using the hub endpoint /mcp');
+    }
     const write = (msg: object) => void process.stdout.write(JSON.stringify(msg) + '\n');
     const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, log }, write);
     const reader = new LineReader(

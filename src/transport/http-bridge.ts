@@ -28,6 +28,8 @@ export interface BridgeOptions {
 
 const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
 const GET_RETRY_MS = [250, 1000, 3000];
+/** The hub's MCP endpoints: a 404 elsewhere is a wrong --url, not a missing session. */
+const MCP_PATH = /^\/mcp(\/[^/]+)?\/?$/;
 
 interface Inflight {
   ac: Canceller;
@@ -210,14 +212,22 @@ export class HttpBridge {
     return true;
   }
 
-  /** A non-2xx answer: pass on its JSON-RPC error (with the request's id), or describe the status. */
+  /**
+   * A non-2xx answer: pass on its JSON-RPC error (with the request's id), or describe the
+   * status; either way with what to do about a 401 or a 404 (the bridge is where they are fixed).
+   */
   private forwardHttpError(id: Id, a: HttpAnswer): void {
+    const hint =
+      a.status === 401
+        ? ' (pass --key, or set SWITCHYARD_API_KEY)'
+        : a.status === 404 && !MCP_PATH.test(new URL(this.opts.url).pathname)
+          ? ` (is --url the hub's MCP endpoint? it ends in /mcp, or /mcp/<group>: ${new URL('/mcp', this.opts.url).href})`
+          : '';
     const c = a.body ? parseFrame(a.body) : undefined;
     if (c?.kind === 'response' && 'error' in c.msg) {
-      this.emit(errorResponse(id, c.msg.error));
+      this.emit(errorResponse(id, hint ? { ...c.msg.error, message: `${c.msg.error.message}${hint}` } : c.msg.error));
       return;
     }
-    const hint = a.status === 401 ? ' (pass --key, or set SWITCHYARD_API_KEY)' : '';
     this.fail(id, `the hub answered HTTP ${a.status}${hint}`);
   }
 

@@ -185,6 +185,24 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it("takes the daemon's address alone for its /mcp endpoint, and says what to fix on a 404 of another path", async () => {
+    const origin = new URL(hub.url).origin;
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'base', version: '1' } } };
+    const base = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', origin], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      expect((await base.request(init)).result.protocolVersion).toBe('2025-11-25');
+    } finally {
+      base.kill();
+    }
+    const wrong = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', `${origin}/api`], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      const r = await wrong.request(init);
+      expect(r.error.message).toContain(`(is --url the hub's MCP endpoint? it ends in /mcp, or /mcp/<group>: ${origin}/mcp)`);
+    } finally {
+      wrong.kill();
+    }
+  });
+
   it('answers a request with an error when the daemon is not there', async () => {
     const client = new ClientV1({ name: 'bridge-nowhere', version: '1.0.0' });
     const params = bridgeParams();

@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { spawn } from 'node:child_process';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LineClient } from '../helpers/line-client.js';
 import { waitForRows } from './ledger-helpers.js';
 import { modernBody, modernHeaders, post, rawHttp, type RawReply } from '../helpers/wire.js';
 import {
@@ -107,6 +109,24 @@ describe('authentication at the HTTP endpoint', () => {
     expect((a.body?.result?.tools as unknown[]).length).toBeGreaterThan(0);
     const b = await call(undefined, 'tools/list', {}, { 'x-api-key': BOB_KEY });
     expect(b.status, b.text).toBe(200);
+  });
+
+  it('`switchyard connect` without a key passes the 401 on with what to do, and with one is served', async () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bridge', version: '1' } } };
+    const bridge = (env: Record<string, string>) =>
+      new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: '', ...env } }));
+    const without = bridge({});
+    try {
+      expect((await without.request(init)).error.message).toMatch(/authentication required.*\(pass --key, or set SWITCHYARD_API_KEY\)/);
+    } finally {
+      without.kill();
+    }
+    const keyed = bridge({ SWITCHYARD_API_KEY: ALICE_KEY });
+    try {
+      expect((await keyed.request(init)).result.protocolVersion).toBe('2025-11-25');
+    } finally {
+      keyed.kill();
+    }
   });
 
   it('a valid token is served', async () => {
