@@ -1,6 +1,7 @@
 import { parseJsonText } from '../config/load.js';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { generateApiKey, hashApiKey } from './api-keys.js';
+import { ANONYMOUS } from './authenticator.js';
 
 /** The principal pattern of the config schema (`$defs.principal`). */
 export const PRINCIPAL_RE = /^[A-Za-z0-9._@|:+-]{1,128}$/;
@@ -35,8 +36,13 @@ function keysOf(doc: Json): Json[] {
 }
 
 /** Adds a new key for `principal` to the config file; returns the key (the file holds only its hash). */
+const RESERVED_PRINCIPALS = new Set(['hub', ANONYMOUS]);
+
 export function addApiKey(file: string, principal: string, scopes?: string[]): string {
   if (!PRINCIPAL_RE.test(principal)) throw new Error('a principal is 1-128 characters of letters, digits and ._@|:+-');
+  // The ledger's own names: a key holder called so could not be told apart from them.
+  if (RESERVED_PRINCIPALS.has(principal))
+    throw new Error(`"${principal}" is reserved: the ledger names ${principal === 'hub' ? "the hub's own rows (catalog, plugins)" : 'clients of a hub without authentication'} so`);
   const doc = readDoc(file);
   const key = generateApiKey();
   const entry: Json = { principal, sha256: hashApiKey(key) };

@@ -75,7 +75,8 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
 export const toolsExportCommand: CommandModule<object, ToolsExportArgs> = {
   command: 'export',
   describe: 'The catalog as function-calling definitions: --format openai | anthropic',
-  builder: (y: Argv) => exportOptions(y, true),
+  // `tools` declared the options already (its builder runs first): only --format is required here.
+  builder: (y: Argv) => y.demandOption('format') as Argv<ToolsExportArgs>,
   handler: (a) => runToolsExport(a),
 };
 

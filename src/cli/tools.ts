@@ -198,7 +198,8 @@ function approve(a: DbArgs): void {
 
 function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
   return y
-    .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
+    // -c is `tools`' own alias already (its builder runs first): given again, help shows it twice.
+    .option('config', { type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
     .option('db', { type: 'string', describe: 'Ledger database (default: ledger.path of the config)' })
     .option('server', { type: 'string', describe: 'Only tools of this server' }) as unknown as Argv<T & DbArgs>;
 }

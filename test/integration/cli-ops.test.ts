@@ -26,6 +26,12 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/Options:/);
     }
+    // Subcommands' help names each option once (they are declared by their parent too).
+    for (const sub of ['diff', 'approve', 'export']) {
+      const help = (await runCli(['tools', sub, '--help'])).stdout;
+      expect(help, sub).toMatch(/-c, --config/);
+      expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
+    }
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');

@@ -58,6 +58,13 @@ describe('switchyard keys', () => {
     expect(bad.status).toBe(2);
     expect(bad.stdout).toBe('');
     expect(readFileSync(file, 'utf8')).toBe('{}');
+    // The ledger's own principals: a key holder of that name could not be told from them.
+    for (const name of ['hub', 'anonymous']) {
+      const reserved = run(['keys', 'add', name, '--config', file]);
+      expect(reserved.status, name).toBe(2);
+      expect(reserved.stderr).toContain(`"${name}" is reserved`);
+      expect(readFileSync(file, 'utf8')).toBe('{}');
+    }
     const missing = run(['keys', 'add', 'erin', '--config', join(dir, 'nope.json')]);
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch(/config file not found/);
