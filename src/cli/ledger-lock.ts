@@ -52,6 +52,89 @@ export function ledgerWriter(dbPath: string): { pid: number; command?: string } 
   return holder && alive(holder.pid) ? holder : undefined;
 }
 
+/** An unreadable lock younger than this may be one being written this instant. */
+const WRITING_MS = 2_000;
+/** A takeover file is held for microseconds: one older than this was left by a process that died in it. */
+const TAKEOVER_STALE_MS = 2_000;
+
+/** Whether the lock at `file` is left by a process that is gone (or is an old unreadable file). */
+function stale(file: string): boolean {
+  const holder = readHolder(file);
+  if (!holder) return Date.now() - mtime(file) >= WRITING_MS;
+  return !alive(holder.pid);
+}
+
+/**
+ * Removes the lock at `file` if it is stale, as one step among every process taking it over.
+ * Judging it stale and removing it are two steps: a process that judged the dead hub's lock
+ * stale could remove, in place of it, the lock another had just created, and both would write.
+ * So both steps run under `<lock>.takeover`, created O_EXCL, and the lock is judged again
+ * there; which process holds the lock is decided only by creating it. Returns false when
+ * another process is taking over (look again in a moment).
+ */
+function takeOver(file: string): boolean {
+  const guard = `${file}.takeover`;
+  let fd: number;
+  try {
+    fd = openSync(guard, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    dropStaleGuard(guard);
+    return false;
+  }
+  try {
+    if (stale(file)) unlinkQuietly(file);
+  } finally {
+    closeSync(fd);
+    unlinkQuietly(guard);
+  }
+  return true;
+}
+
+/**
+ * A takeover file its process died in (SIGKILL within those microseconds) would block every
+ * takeover: past TAKEOVER_STALE_MS it is removed. (Two processes removing one such file at
+ * once could let two of them judge the lock together; that needs a death inside the step
+ * and a race on its remains.)
+ */
+function dropStaleGuard(guard: string): void {
+  let since: number;
+  try {
+    since = statSync(guard).mtimeMs;
+  } catch {
+    return; // just released
+  }
+  if (Date.now() - since > TAKEOVER_STALE_MS) unlinkQuietly(guard);
+}
+
+function unlinkQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // someone else removed it first
+  }
+}
+
+/** Creates the lock naming this process; false when it exists. Only this decides who holds it. */
+function create(file: string, command: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(file, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  }
+  try {
+    writeSync(fd, JSON.stringify({ pid: process.pid, command }));
+  } finally {
+    closeSync(fd);
+  }
+  process.once('exit', () => {
+    if (readHolder(file)?.pid === process.pid) unlinkSync(file);
+  });
+  return true;
+}
+
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
  * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart).
@@ -60,39 +143,24 @@ export function ledgerWriter(dbPath: string): { pid: number; command?: string } 
 export async function lockLedger(config: HubConfig, command: string, waitMs: number): Promise<void> {
   if (!config.ledger.enabled) return;
   const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
-  const file = `${db}.lock`;
   const deadline = Date.now() + waitMs;
   mkdirSync(dirname(db), { recursive: true });
+  const file = `${db}.lock`;
   for (;;) {
-    try {
-      const fd = openSync(file, 'wx', 0o600);
-      writeSync(fd, JSON.stringify({ pid: process.pid, command }));
-      closeSync(fd);
-      process.once('exit', () => {
-        if (readHolder(file)?.pid === process.pid) unlinkSync(file);
-      });
-      return;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'EEXIST') throw err;
-    }
+    if (create(file, command)) return;
     const holder = readHolder(file);
-    // An unreadable lock may be one being written this instant: only an old one is stale.
-    if (!holder && Date.now() - mtime(file) < 2_000) {
-      await new Promise((r) => setTimeout(r, 50));
-      continue;
+    if (holder && alive(holder.pid)) {
+      if (holder.pid === process.pid) return;
+      if (Date.now() >= deadline) throw new LedgerBusyError(db, holder);
+      await sleep(100);
+    } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
+      await sleep(50); // being written this instant, most likely
+    } else if (!takeOver(file)) {
+      await sleep(10);
     }
-    if (!holder || !alive(holder.pid)) {
-      // Stale: its process is gone (or the file is unreadable). Remove it and try again.
-      try {
-        unlinkSync(file);
-      } catch {
-        // someone else removed it first
-      }
-      continue;
-    }
-    if (holder.pid === process.pid) return;
-    if (Date.now() >= deadline) throw new LedgerBusyError(db, holder);
-    await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
 }
