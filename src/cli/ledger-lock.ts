@@ -2,10 +2,11 @@
  * One hub process per ledger file. The ledger hands out row ids in memory and marks rows left
  * in flight as unknown when it opens, so two hubs writing one file (two `switchyard stdio`
  * windows on one config, or one next to the daemon) would fail each other's calls. A lock file
- * next to the database says who writes it; a lock whose process is gone is taken over.
+ * next to the database (its real path: symlinks resolved) says who writes it; a lock whose
+ * process is gone is taken over.
  */
-import { closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { closeSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 
 export class LedgerBusyError extends Error {
@@ -46,9 +47,35 @@ function readHolder(file: string): { pid: number; command?: string } | undefined
   }
 }
 
+/**
+ * The file SQLite opens for `dbPath`: every symlink resolved, so that a ledger.path that is a
+ * symlink to another config's ledger (or to the folder holding it) has that ledger's lock.
+ * SQLite follows a symlink to a file not created yet and creates its target, so such a link is
+ * followed by hand; a file not there at all is its folder's real path and its name.
+ */
+export function realLedgerPath(dbPath: string): string {
+  let path = resolve(dbPath);
+  for (let hops = 0; hops < 40; hops++) {
+    try {
+      return realpathSync(path);
+    } catch {
+      // not there (yet), or a symlink to something not there
+    }
+    let target: string;
+    try {
+      target = readlinkSync(path);
+    } catch {
+      const dir = dirname(path);
+      return dir === path ? path : join(realLedgerPath(dir), basename(path));
+    }
+    path = resolve(dirname(path), target);
+  }
+  return path; // a symlink loop: SQLite cannot open it either
+}
+
 /** The live process holding the writer lock of the ledger at `dbPath`, if any. */
 export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
-  const holder = readHolder(`${resolve(dbPath)}.lock`);
+  const holder = readHolder(`${realLedgerPath(dbPath)}.lock`);
   return holder && alive(holder.pid) ? holder : undefined;
 }
 
@@ -145,13 +172,16 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
   const deadline = Date.now() + waitMs;
   mkdirSync(dirname(db), { recursive: true });
-  const file = `${db}.lock`;
+  // Keyed by the file itself: a ledger.path that is a symlink to another config's ledger
+  // must meet that hub's lock, or two hubs write one database.
+  const real = realLedgerPath(db);
+  const file = `${real}.lock`;
   for (;;) {
     if (create(file, command)) return;
     const holder = readHolder(file);
     if (holder && alive(holder.pid)) {
       if (holder.pid === process.pid) return;
-      if (Date.now() >= deadline) throw new LedgerBusyError(db, holder);
+      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, holder);
       await sleep(100);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
       await sleep(50); // being written this instant, most likely

@@ -4,12 +4,14 @@
  * released at one instant.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/hub-process.js';
+import { ledgerWriter } from '../../src/cli/ledger-lock.js';
+import { runCli } from '../helpers/cli.js';
+import { ROOT, startHub } from '../helpers/hub-process.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/ledger/lock-contender.mjs');
 
@@ -111,4 +113,50 @@ describe('ledger writer lock', () => {
     expect(said.filter((s) => s === 'locked')).toHaveLength(1);
     expect(existsSync(`${db}.lock.takeover`)).toBe(false);
   }, 20_000);
+
+  // A symlink named as ledger.path writes the file it points to: the lock is that file's.
+  it("a ledger.path that is a symlink to another config's ledger file meets that ledger's lock", async () => {
+    const a = join(tempDir(), 'ledger.db');
+    const b = join(tempDir(), 'ledger.db');
+    writeFileSync(a, ''); // the ledger of hub A, already there
+    symlinkSync(a, b);
+    for (const order of [[a, b], [b, a]]) {
+      const [first, second] = await contenders(order);
+      expect(await contend([first!])).toEqual(['locked']);
+      expect(await contend([second!])).toEqual([`busy ${first!.pid}`]);
+      // The CLI's look at who writes the ledger (its note on rows still pending) agrees.
+      expect(ledgerWriter(b)?.pid).toBe(first!.pid);
+      expect(ledgerWriter(a)?.pid).toBe(first!.pid);
+      await Promise.all([first!.end(), second!.end()]);
+      expect(ledgerWriter(b)).toBeUndefined();
+    }
+  }, 30_000);
+
+  it('a symlink to a ledger not created yet, or to the folder that will hold it, meets its lock too', async () => {
+    const home = tempDir();
+    const a = join(home, 'data', 'ledger.db'); // hub A's ledger, before its first start
+    const b = join(tempDir(), 'ledger.db');
+    symlinkSync(a, b); // dangling until A creates it (SQLite would create it through the link)
+    const c = join(tempDir(), 'data');
+    mkdirSync(join(home, 'data'));
+    symlinkSync(join(home, 'data'), c); // config C's ledger folder is A's
+    const [first, ...others] = await contenders([b, a, join(c, 'ledger.db')]);
+    expect(await contend([first!])).toEqual(['locked']);
+    expect(await contend(others)).toEqual([`busy ${first!.pid}`, `busy ${first!.pid}`]);
+  }, 30_000);
+
+  it("switchyard start refuses a config whose ledger.path is a symlink to a running hub's ledger, naming both paths", async () => {
+    const hub = await startHub({ servers: {} });
+    try {
+      const dir = tempDir();
+      symlinkSync(join(hub.dir, 'ledger.db'), join(dir, 'ledger.db'));
+      writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: './ledger.db' } }));
+      const r = await runCli(['start', '--config', join(dir, 'hub.config.json'), '--port', '0']);
+      expect(r.code).toBe(2);
+      const named = `the ledger ${join(dir, 'ledger.db')} (${realpathSync(join(hub.dir, 'ledger.db'))})`;
+      expect(r.stderr).toContain(`${named} is in use by another switchyard process (pid ${hub.proc.pid}, switchyard start)`);
+    } finally {
+      await hub.stop();
+    }
+  }, 30_000);
 });
