@@ -277,10 +277,29 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
     if (unchained) {
       return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
     }
+    const odd = rowPastTheWalk(db);
+    if (odd) {
+      return { ok: false, rowId: odd.id, seq: null, reason: `row has seq ${odd.shown}, which is no chain position (inserted or edited by hand)` };
+    }
   } else if (expected - 1 !== uptoSeq) {
     return { ok: false, rowId: last?.id ?? null, seq: expected - 1, reason: `chain ends at seq ${expected - 1}, expected to reach ${uptoSeq}` };
   }
   return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1, headHash: prev, witnesses: witnesses.length };
+}
+
+/**
+ * A row whose seq the walk cannot reach: the walk reads numbers up to MAX_SAFE_INTEGER (what
+ * a chain position can be), but SQLite stores whatever a hand-made INSERT gives the column,
+ * and a text, a blob or a larger number all sort after those in the seq index. One range of
+ * that index finds them, so verify costs no second pass over the rows. `shown` is the value as SQL
+ * writes it (a text quoted, a large integer exact), cut to 40 characters.
+ */
+function rowPastTheWalk(db: Database): { id: number; shown: string } | undefined {
+  const row = db.prepare('SELECT id, quote(seq) AS shown FROM audit WHERE seq > ? ORDER BY seq LIMIT 1').get(Number.MAX_SAFE_INTEGER) as
+    | { id: number; shown: string }
+    | undefined;
+  // Whoever inserted it chose its length: a line of the report, not the whole value.
+  return row && row.shown.length > 40 ? { id: row.id, shown: row.shown.slice(0, 40) + '…' } : row;
 }
 
 function rewritten(w: Witness, found: string): string {

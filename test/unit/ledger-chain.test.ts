@@ -95,6 +95,31 @@ describe('ledger hash chain', () => {
     expect(l.verify()).toMatchObject({ ok: false, rowId: id, seq: null, reason: expect.stringMatching(/not in the chain/) });
   });
 
+  // The walk reads the seqs a chain position can be; a row inserted by hand with any other
+  // (a text, a blob, a number of 2^53 or more: SQLite stores what it is given) must not pass.
+  it('detects an inserted finished row whose seq no chain position can be, with a witness too', async () => {
+    const l = await filled(5);
+    const witness = linkAt(t.db, 5);
+    const copy = `INSERT INTO audit (ts, request_id, principal, client_era, method, hub_name, server, upstream_name, outcome, latency_ms, idempotency_key, seq, hash)
+      SELECT ts, 'forged', principal, client_era, method, hub_name, server, upstream_name, outcome, latency_ms, 'forged-key', ?, 'x' FROM audit WHERE seq = 1`;
+    const odd: [unknown, string][] = [
+      ['x', "'x'"],
+      [9_007_199_254_740_993n, '9007199254740993'],
+      [2 ** 53, '9007199254740992'],
+      [1e300, '1.0e+300'],
+      [Buffer.from('07', 'hex'), "X'07'"],
+    ];
+    for (const [seq, shown] of odd) {
+      sql(t.db, copy, seq);
+      const id = l.query({ limit: 1000 }).find((r) => r.requestId === 'forged')!.id;
+      const failed = { ok: false, rowId: id, seq: null, reason: `row has seq ${shown}, which is no chain position (inserted or edited by hand)` };
+      expect(l.verify(), shown).toEqual(failed);
+      expect(l.verify([witness]), shown).toEqual(failed);
+      sql(t.db, `DELETE FROM audit WHERE id = ?`, id);
+    }
+    expect(l.verify([witness])).toMatchObject({ ok: true, rows: 5, witnesses: 1 });
+  });
+
   it('prune drops a prefix, moves the anchor, and verify still passes', async () => {
     const l = await filled(12);
     expect(l.prune(BASE + 5000)).toBe(5);
