@@ -1,5 +1,6 @@
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
 
@@ -36,7 +37,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
   const migrations = loadMigrations(opts.migrationsDir);
   if (opts.readonly) {
     if (!existsSync(path)) throw new Error(`no ledger database at ${path}`);
-    const db = new Database(path, { readonly: true, fileMustExist: true });
+    const db = openReadOnly(path);
     try {
       db.pragma('busy_timeout = 5000');
       const v = schemaVersion(db);
@@ -55,6 +56,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
   }
   mkdirSync(dirname(path), { recursive: true });
   const created = !existsSync(path);
+  loadSqliteWithUris();
   const db = new Database(path);
   try {
     // Audit rows name principals and may hold (redacted) bodies: owner-only. SQLite gives
@@ -66,6 +68,71 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
   } catch (err) {
     db.close();
     throw err;
+  }
+}
+
+/** The errors of a first read that could not create or use the -shm file (see openReadOnly). */
+const NO_SHM = new Set<unknown>(['SQLITE_CANTOPEN', 'SQLITE_READONLY_DIRECTORY', 'SQLITE_READONLY_CANTINIT']);
+
+/**
+ * A reading connection. A WAL database is read through its -shm file, which the first reader
+ * creates when the last connection removed it on closing: where that cannot be written (an
+ * evidence copy on read-only media, a folder the reader may not write) SQLite cannot open it
+ * (at the first read: SQLITE_CANTOPEN on a read-only file system, SQLITE_READONLY_DIRECTORY in
+ * a folder without write permission). No one writes such a copy, so it is then opened
+ * immutable: read without -shm, -wal or locks. Never first: on a ledger a hub is writing,
+ * immutable would miss what is still in the WAL. A copy whose -wal holds commits (its hub did
+ * not close it) would lose them the same way, and is refused saying so.
+ */
+function openReadOnly(path: string): Database.Database {
+  loadSqliteWithUris();
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    db.prepare('SELECT 1 FROM sqlite_master LIMIT 1').get(); // the first read opens the WAL's files
+    return db;
+  } catch (err) {
+    db.close();
+    if (!NO_SHM.has((err as { code?: unknown }).code)) throw err;
+    if (fileSize(`${path}-wal`) > 0) {
+      throw new Error(
+        `cannot read ${path} here: its -wal file holds commits not yet in the database (its hub did not close it), which SQLite reads only where it can write beside them; copy it with its -wal to a folder that can be written, and read it there`,
+      );
+    }
+    try {
+      return new Database(`${pathToFileURL(path).href}?immutable=1`, { readonly: true, fileMustExist: true });
+    } catch {
+      throw err; // the first error says more
+    }
+  }
+}
+
+function fileSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+let urisLoaded = false;
+
+/**
+ * better-sqlite3 is built with URI filenames off; its native part turns them on (for the whole
+ * process, once) when it loads with SQLITE_USE_URI=1 in the environment. openReadOnly needs one
+ * (`?immutable=1`), so the first open here, whichever it is, loads it that way, and the
+ * variable is put back at once: the servers the hub spawns inherit its environment. Ledger paths are absolute, so none is
+ * taken for a URI (only names starting `file:` are).
+ */
+function loadSqliteWithUris(): void {
+  if (urisLoaded) return;
+  urisLoaded = true;
+  const before = process.env.SQLITE_USE_URI;
+  process.env.SQLITE_USE_URI = '1';
+  try {
+    new Database(':memory:').close();
+  } finally {
+    if (before === undefined) delete process.env.SQLITE_USE_URI;
+    else process.env.SQLITE_USE_URI = before;
   }
 }
 

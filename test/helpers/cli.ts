@@ -8,10 +8,14 @@ export interface CliRun {
   stderr: string;
 }
 
-/** `switchyard …args` with warn-level logs; `env` is added to this process's environment. */
-export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliRun> {
+/**
+ * `switchyard …args` with warn-level logs; `env` is added to this process's environment.
+ * `wrap`: a command that execs the CLI's (e.g. `setpriv …`).
+ */
+export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; wrap?: string[] } = {}): Promise<CliRun> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [file, ...rest] = [...(opts.wrap ?? []), process.execPath, BIN, ...args];
+    const p = spawn(file!, rest, { cwd: opts.cwd ?? ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => (stdout += d));
