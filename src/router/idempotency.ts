@@ -1,8 +1,19 @@
 import type { AuditSink } from '../ledger/sink.js';
 import type { StoredAnswer } from '../ledger/types.js';
 
+/**
+ * A key is left unknown by a call that may have run without an answer the hub could keep: it
+ * timed out (the server's timeoutMs or the caller's), the client cancelled it, the hub cut it
+ * off (-32021 mid-call), its connection to the server was lost, the hub failed or stopped
+ * while it ran (a row left in flight), or its answer could not be stored. One sentence true
+ * of each, since the table keeps no cause, and none of the hub's inner workings.
+ */
 function unknownRefusal(key: string): string {
-  return `idempotency key "${key}" belongs to an earlier call whose outcome is unknown (the hub or the upstream stopped mid-call); check the effect, then use a new key`;
+  return (
+    `idempotency key "${key}" belongs to an earlier call whose outcome is unknown: it may have run, but it left no answer to replay ` +
+    '(it timed out, was cancelled or cut off, lost its connection to the server, the hub failed or stopped during it, or its answer could not be stored); ' +
+    'check the effect, then use a new key'
+  );
 }
 
 /**

@@ -161,6 +161,23 @@ describe('idempotency keys through the hub', () => {
     expect(await outcomesOf('conflict-k')).toEqual(['ok', 'denied', 'denied']);
   });
 
+  it('a key whose call the hub timed out is refused as unknown, in words true of a timeout', async () => {
+    const slow = (id: string) =>
+      modernCall(hub.url, id, 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } }, { meta: { [META_KEY]: 'timed-out-k', 'dev.switchyard/timeoutMs': 200 } });
+    const first = resultOf(await slow('t1'));
+    expect(first.isError).toBe(true);
+    expect(textOf(first)).toMatch(/did not finish within its limit of 200 ms/);
+    const again = resultOf(await slow('t2'));
+    expect(again.isError).toBe(true);
+    // Nothing stopped: the hub stopped waiting. The refusal names that among the ways.
+    expect(textOf(again)).toBe(
+      'idempotency key "timed-out-k" belongs to an earlier call whose outcome is unknown: it may have run, but it left no answer to replay ' +
+        '(it timed out, was cancelled or cut off, lost its connection to the server, the hub failed or stopped during it, or its answer could not be stored); ' +
+        'check the effect, then use a new key',
+    );
+    expect(await outcomesOf('timed-out-k')).toEqual(['timeout', 'denied']);
+  });
+
   it('a key that is not a non-empty string is refused (-32602), not ignored: the upstream is not called', async () => {
     for (const [i, key] of ([12345, { id: 'k' }, ''] as unknown[]).entries()) {
       const r = await modernCall(hub.url, `bad-key-${i}`, 'tools/call', { name: 'm__counter_bump', arguments: { label: 'bad-key' } }, { meta: { [META_KEY]: key } });
