@@ -87,8 +87,16 @@ const TAKEOVER_STALE_MS = 2_000;
 /** Whether the lock at `file` is left by a process that is gone (or is an old unreadable file). */
 function stale(file: string): boolean {
   const holder = readHolder(file);
-  if (!holder) return Date.now() - mtime(file) >= WRITING_MS;
-  return !alive(holder.pid);
+  if (holder) return !alive(holder.pid);
+  let since: number;
+  try {
+    since = statSync(file).mtimeMs;
+  } catch {
+    // Gone: nothing to remove. A lock created after this look (creating needs no takeover
+    // file) must not be removed for a judgement of the file that was not there.
+    return false;
+  }
+  return Date.now() - since >= WRITING_MS;
 }
 
 /**
