@@ -480,8 +480,8 @@ export class Hub implements HubCore {
     return result;
   }
 
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void> {
-    return this.router.recordLocal(method, ctx, end);
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void> {
+    return this.router.recordLocal(method, ctx, end, extra);
   }
 
   /**

@@ -12,7 +12,8 @@ export interface HubCore {
   currentCapabilities(): ServerCapabilities;
   instructions(): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
-  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }): Promise<void>;
+  /** `extra.hubName`: the tool, prompt or URI the request named, for its row. */
+  recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void>;
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
    * its clients, seenBy?: (group) => whether clients of that endpoint group see the change);

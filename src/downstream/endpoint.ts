@@ -146,7 +146,7 @@ export class Endpoint {
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
   async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
     if (c.kind === 'invalid') {
-      await this.recordRefused(c.id, c.method ?? INVALID_MESSAGE, ex, c.error);
+      await this.recordRefused(c.id, c.method ?? INVALID_MESSAGE, ex, c.error, undefined, c.target);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
@@ -416,7 +416,7 @@ export class Endpoint {
    * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
    * is recorded like any other. `era`: the era it was refused in, or the one its header names.
    */
-  private recordRefused(id: Id | undefined, method: string, ex: Exchange, err: RpcError, era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY): Promise<void> {
+  private recordRefused(id: Id | undefined, method: string, ex: Exchange, err: RpcError, era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY, hubName?: string): Promise<void> {
     const ctx: CallContext = {
       requestId: id ?? '',
       principal: ex.principal,
@@ -428,7 +428,7 @@ export class Endpoint {
       signal: new Canceller().signal,
       requestBytes: ex.requestBytes,
     };
-    return this.core.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+    return this.core.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
   }
 
   /**

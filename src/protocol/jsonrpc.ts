@@ -32,7 +32,16 @@ export type Classified =
   | { kind: 'request'; msg: Request }
   | { kind: 'notification'; msg: Notification }
   | { kind: 'response'; msg: Response }
-  | { kind: 'invalid'; error: RpcError; id?: Id; method?: string; /** It has a result or an error: an answer to request `id`. */ response?: true };
+  | {
+      kind: 'invalid';
+      error: RpcError;
+      id?: Id;
+      method?: string;
+      /** The tool or prompt name, or resource URI, its params named (for its ledger row). */
+      target?: string;
+      /** It has a result or an error: an answer to request `id`. */
+      response?: true;
+    };
 
 // Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would
 // be answered with an id other than the one sent.
@@ -80,7 +89,11 @@ export function classify(v: unknown): Classified {
   if (typeof v.method === 'string') {
     if (v.params !== undefined && !isObj(v.params))
       return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'params must be an object'), id };
-    if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) return { kind: 'invalid', error: new RpcError(INVALID_PARAMS, `Invalid params: ${TOO_DEEP}`), id, method: v.method };
+    if (v.params !== undefined && deeperThan(v.params, MAX_MESSAGE_DEPTH)) {
+      const p = v.params as Record<string, unknown>;
+      const target = typeof p.name === 'string' ? p.name : typeof p.uri === 'string' ? p.uri : undefined;
+      return { kind: 'invalid', error: new RpcError(INVALID_PARAMS, `Invalid params: ${TOO_DEEP}`), id, method: v.method, target };
+    }
     if (!('id' in v)) return { kind: 'notification', msg: v as unknown as Notification };
     if (id === undefined) return { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'id must be a string or an integer (at most 2^53 - 1 in size), never null') };
     return { kind: 'request', msg: v as unknown as Request };
