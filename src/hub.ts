@@ -38,7 +38,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { applyReload, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
+import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
@@ -113,6 +113,10 @@ export class Hub implements HubCore {
   reloadConfigFile: (() => Promise<ReloadOutcome<ReloadReport>>) | undefined;
   /** The plugin files of the last load and what they held (a reload loads them again when this differs). */
   private pluginSourcesLoaded: string;
+  /** Plugins of the last load (at the start or a reload) that could not be loaded ("<file>: <why>"). */
+  private pluginsNotLoaded: string[] = [];
+  /** The last reload that changed anything, and when: a reload that finds nothing new says it. */
+  private lastChange: { at: string; report: ReloadReport } | undefined;
 
   private constructor(
     readonly config: HubConfig,
@@ -122,7 +126,11 @@ export class Hub implements HubCore {
     this.events.setMaxListeners(0);
     const pluginFailed = (f: PluginFailure) => this.pluginFailed(f);
     this.pluginSourcesLoaded = pluginSources(config.plugins, config.file);
-    this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, pluginFailed), log, pluginFailed);
+    const notLoaded = (f: PluginFailure) => {
+      this.pluginsNotLoaded.push(`${f.plugin}: ${f.message}`);
+      this.pluginFailed(f);
+    };
+    this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, notLoaded), log, pluginFailed);
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
@@ -340,9 +348,18 @@ export class Hub implements HubCore {
     await this.ledger.close();
   }
 
-  /** Apply a new config to the running hub (see hub/reload.ts). */
-  reload(next: HubConfig): ReturnType<typeof applyReload> {
-    return applyReload(this.reloadTarget(), next);
+  /**
+   * Apply a new config to the running hub (see hub/reload.ts). The report also says what is
+   * still wrong (plugins not loaded) and, when this reload changed nothing, the last one that
+   * did: the file watch may have applied the file before `switchyard reload` asked.
+   */
+  async reload(next: HubConfig): Promise<ReloadReport> {
+    const report = await applyReload(this.reloadTarget(), next);
+    const kept = { at: new Date().toISOString(), report: { ...report } };
+    report.pluginsNotLoaded = [...this.pluginsNotLoaded];
+    if (changedAnything(report)) this.lastChange = kept;
+    else if (this.lastChange) report.earlier = this.lastChange;
+    return report;
   }
 
   /** A fresh connection for one running server, its config unchanged (POST /admin/servers/<id>/restart). */
@@ -397,6 +414,7 @@ export class Hub implements HubCore {
         this.pluginFailed(f);
       }),
     );
+    this.pluginsNotLoaded = [...failed];
     this.catalog.pluginsChanged();
     return failed;
   }

@@ -9,7 +9,12 @@ type Outcome = ReloadOutcome<ReloadReport>;
 /** A reload can wait on plugins loading (10 s each at most) and servers being built. */
 const RELOAD_TIMEOUT_MS = 120_000;
 
-/** What the daemon did, for a person: one line per kind of change, or that there was none. */
+/**
+ * What the daemon did, for a person: one line per kind of change, or that there was none. A
+ * reload that found nothing new says when the file was applied and what that changed (the
+ * daemon's file watch applies a save before `switchyard reload` asks); plugins the hub runs
+ * without, from this load or an earlier one, fail the command.
+ */
 export function describeOutcome(o: Outcome): { text: string; exitCode: number } {
   if (o.status === 'rejected')
     return { text: `config reload rejected; the running config is kept:\n${o.problems.map((p) => `  ${p}\n`).join('')}`, exitCode: 2 };
@@ -20,15 +25,24 @@ export function describeOutcome(o: Outcome): { text: string; exitCode: number } 
   const list = (label: string, items: readonly string[]) => {
     if (items.length) lines.push(`  ${label}: ${items.join(', ')}`);
   };
-  list('servers added', r.added);
-  list('servers removed', r.removed);
-  list('servers restarted', r.restarted);
-  list('servers updated (connection kept)', r.updated);
-  list('applied', r.applied);
+  const changes = (c: ReloadReport) => {
+    list('servers added', c.added);
+    list('servers removed', c.removed);
+    list('servers restarted', c.restarted);
+    list('servers updated (connection kept)', c.updated);
+    list('applied', c.applied);
+  };
+  changes(r);
+  let head = 'reloaded:';
+  if (lines.length === 0 && r.earlier) {
+    head = `reloaded: nothing new since ${r.earlier.at}, when the daemon applied this file (its file watch, SIGHUP or an earlier reload):`;
+    changes(r.earlier.report);
+  }
   list('changed, but only a restart applies them (the running values are kept)', r.restartOnly);
-  const text = lines.length ? `reloaded:\n${lines.join('\n')}\n` : 'reloaded: nothing changed\n';
-  // Applied, but a plugin the operator asked for is not running: say so, and fail the command.
-  const failed = r.pluginsFailed ?? [];
+  const text = lines.length ? `${head}\n${lines.join('\n')}\n` : 'reloaded: nothing changed\n';
+  // A plugin the operator asked for is not running (this reload could not load it, or an
+  // earlier load could not and nothing loaded it since): say so, and fail the command.
+  const failed = r.pluginsNotLoaded ?? r.pluginsFailed ?? [];
   if (failed.length) return { text: `${text}plugins that could not be loaded (the hub runs without them):\n${failed.map((f) => `  ${f}\n`).join('')}`, exitCode: 1 };
   return { text, exitCode: 0 };
 }

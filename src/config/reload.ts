@@ -141,7 +141,7 @@ export function reloadableApiKeys(prev: HubConfig, next: HubConfig, authOn = aut
 }
 
 /** One line for the log: what a reload did. */
-export function describeDiff(d: ServerDiff): Record<string, string[]> {
+export function describeDiff(d: ServerDiff): { added: string[]; removed: string[]; restarted: string[]; updated: string[] } {
   return {
     added: d.added.map((s) => s.id),
     removed: d.removed,

@@ -49,6 +49,21 @@ export interface ReloadReport extends ReturnType<typeof describeDiff> {
   restartOnly: string[];
   /** Plugins of the reloaded section that could not be loaded ("<file>: <why>"); the hub runs without them. */
   pluginsFailed: string[];
+  /**
+   * Plugins the hub runs without now because they could not be loaded ("<file>: <why>"), at its
+   * start or at the last load, this reload's or an earlier one's (set by the hub).
+   */
+  pluginsNotLoaded?: string[];
+  /**
+   * When this reload changed nothing: the last one that did, and when (ISO time). The file
+   * watch, SIGHUP or an earlier request may have applied the file already (set by the hub).
+   */
+  earlier?: { at: string; report: ReloadReport };
+}
+
+/** Whether a reload changed anything that runs (servers, or a section put in place). */
+export function changedAnything(r: ReloadReport): boolean {
+  return r.added.length + r.removed.length + r.restarted.length + r.updated.length + r.applied.length > 0;
 }
 
 /**

@@ -1,15 +1,18 @@
 /**
  * `switchyard reload`: the running daemon reads its config file again and says what changed,
- * what it refused and why, and what waits for a restart. The real built binary against the
- * real built daemon (its file watch off, so only the command reloads), with and without
+ * what it refused and why, what waits for a restart and which plugins it runs without. The
+ * real built binary against the real built daemon (its file watch off, so only the command
+ * reloads; and on, so the watch applies an edit before the command asks), with and without
  * authentication.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
+import { loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady } from '../helpers/wire.js';
 
@@ -54,9 +57,23 @@ describe('switchyard reload', () => {
     );
     await waitForReady(hub.url, ['a', 'b']);
 
+    // Nothing new: the last reload that changed something is told, with its time.
     const json = await run(['reload', '--url', hub.url, '--json']);
     expect(json.code).toBe(0);
-    expect(JSON.parse(json.stdout)).toEqual({ status: 'applied', report: { added: [], removed: [], restarted: [], updated: [], applied: [], restartOnly: ['listen'], pluginsFailed: [] } });
+    expect(JSON.parse(json.stdout)).toEqual({
+      status: 'applied',
+      report: {
+        added: [],
+        removed: [],
+        restarted: [],
+        updated: [],
+        applied: [],
+        restartOnly: ['listen'],
+        pluginsFailed: [],
+        pluginsNotLoaded: [],
+        earlier: { at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), report: { added: ['b'], removed: [], restarted: [], updated: [], applied: ['pageSize'], restartOnly: ['listen'], pluginsFailed: [] } },
+      },
+    });
     expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);
   });
 
@@ -86,6 +103,12 @@ describe('switchyard reload', () => {
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^reloaded:\n {2}applied: plugins\n/);
     expect(r.stderr).toMatch(/plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    // Asked again with nothing new: the plugin is still not loaded, and the command still fails.
+    const again = await run(['reload', '--url', hub.url]);
+    expect([again.code, again.stdout]).toEqual([1, '']);
+    expect(again.stderr).toMatch(
+      /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/,
+    );
     edit(hub, (c) => {
       delete c.plugins;
     });
@@ -99,7 +122,7 @@ describe('switchyard reload', () => {
     expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
     const cross = await fetch(`${origin}/admin/reload`, { method: 'POST', headers: { origin: 'http://evil.example.com' } });
     expect(cross.status).toBe(403);
-    expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(6); // neither reached it
+    expect(hub.logs.filter((l) => l.includes('config reload requested'))).toHaveLength(7); // neither reached it
 
     // A port that was free a moment ago: nothing listens there.
     const probe = createServer();
@@ -109,6 +132,51 @@ describe('switchyard reload', () => {
     const gone = await run(['reload', '--url', `http://127.0.0.1:${unused}`]);
     expect(gone.code).toBe(3);
     expect(gone.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+  });
+});
+
+describe('switchyard reload after the file watch applied the edit', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-reload-watch-'));
+    writeFileSync(join(dir, 'early.mjs'), 'export default {');
+    hub = await startHub({ servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'a' }) }, plugins: { paths: ['./early.mjs'] } }, { dir });
+    await waitForReady(hub.url, ['a']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it('says what that reload changed and when, and fails while a plugin is not loaded', async () => {
+    // A plugin that could not be loaded at the start is not loaded now: nothing changed, but exit 1.
+    const first = await run(['reload', '--url', hub.url]);
+    expect([first.code, first.stdout]).toEqual([1, '']);
+    expect(first.stderr).toMatch(/^reloaded: nothing changed\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*early\.mjs: .+\n$/);
+    await loggedTimes(hub, '"msg":"config reloaded"', 1);
+
+    const before = Date.now();
+    writeFileSync(join(hub.dir, 'broken.mjs'), 'export default {');
+    edit(hub, (c) => {
+      c.servers.b = { command: process.execPath, args: [`${ROOT}/${SDK2}`] };
+      c.plugins = { paths: ['./broken.mjs'] };
+    });
+    // The daemon's watch applies the edit on its own, before the command asks.
+    await loggedTimes(hub, '"msg":"config reloaded"', 2);
+    const r = await run(['reload', '--url', hub.url]);
+    expect([r.code, r.stdout]).toEqual([1, '']);
+    const m = /^reloaded: nothing new since (\S+), when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}servers added: b\n {2}applied: plugins\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/.exec(r.stderr);
+    expect(m, r.stderr).not.toBeNull();
+    const at = Date.parse(m![1]!);
+    expect(at).toBeGreaterThanOrEqual(before - 1000);
+    expect(at).toBeLessThanOrEqual(Date.now());
+    await waitForReady(hub.url, ['a', 'b']);
+
+    // Fixed by the next edit (the watch again): nothing is wrong any more, exit 0.
+    edit(hub, (c) => {
+      delete c.plugins;
+    });
+    await loggedTimes(hub, '"msg":"config reloaded"', 4);
+    const ok = await run(['reload', '--url', hub.url]);
+    expect([ok.code, ok.stderr]).toEqual([0, '']);
+    expect(ok.stdout).toMatch(/^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n$/);
   });
 });
 
