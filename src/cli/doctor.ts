@@ -8,7 +8,8 @@ import type { HubConfig } from '../config/types.js';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
-import { daemonBase, daemonOptions, getJson, NoDaemonError, type DaemonArgs } from './daemon-client.js';
+import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
+import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 import { globMatcher } from '../policy/glob.js';
 
@@ -105,15 +106,26 @@ function portFree(host: string, port: number): Promise<NodeJS.ErrnoException | n
 
 type DaemonServers = { servers: ServerView[]; pid?: number; version?: string };
 
-/** The daemon's view when one answers at `base`; otherwise whether its port is free (config given). */
-async function findDaemon(base: string, config: HubConfig | undefined, findings: Finding[]): Promise<DaemonServers | undefined> {
+/**
+ * The daemon's view when one answers at `base`; 'locked' when a switchyard daemon runs there
+ * but wants an admin key (its upstreams are its own: none is started here to check them);
+ * otherwise whether its port is free (config given).
+ */
+async function findDaemon(base: string, config: HubConfig | undefined, findings: Finding[]): Promise<DaemonServers | 'locked' | undefined> {
   try {
     const daemon = await getJson<DaemonServers>(base, '/admin/servers', { timeoutMs: 5_000 });
     findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${base} (pid ${daemon.pid ?? '?'})` });
     return daemon;
   } catch (err) {
+    if (err instanceof AdminKeyRefused) {
+      findings.push({ level: 'fail', check: 'daemon', message: err.message });
+      findings.push({ level: 'warn', check: 'upstreams', message: 'not checked: the daemon runs them (with its admin key in SWITCHYARD_API_KEY, doctor asks it)' });
+      return 'locked';
+    }
     if (!(err instanceof NoDaemonError)) {
-      findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message} (is another program on that port?)` });
+      // Another program's answer says so itself; any other error may be one too.
+      const hint = err instanceof OtherProgramError ? '' : ' (is another program on that port?)';
+      findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message}${hint}` });
       return undefined;
     }
     findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
@@ -145,11 +157,12 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   const daemon = anyPort ? undefined : await findDaemon(base, url ? undefined : config, findings);
   let servers: ServerView[] | undefined;
   let tools: ToolView[] | undefined;
-  if (daemon) {
+  if (typeof daemon === 'object') {
     servers = daemon.servers;
     // ?all=1: held-back (quarantined, hidden) tools too; the caps count only what clients see.
     tools = (await getJson<{ tools: ToolView[] }>(base, '/admin/tools?all=1').catch(() => undefined))?.tools;
-  } else if (config) {
+  } else if (daemon === undefined && config) {
+    // No daemon of ours there ('locked': one that runs its own, which are not started twice).
     ({ servers, tools } = await lookLocally(config));
   }
   if (servers) findings.push(...upstreamFindings(servers));

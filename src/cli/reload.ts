@@ -2,7 +2,8 @@ import type { Argv, CommandModule } from 'yargs';
 import type { ReloadOutcome } from '../config/watch.js';
 import type { ReloadReport } from '../hub/reload.js';
 import { screenJson, screenText } from '../ledger/format.js';
-import { daemonBase, daemonOptions, withDaemon, postJson, type DaemonArgs } from './daemon-client.js';
+import { postJson } from './admin-request.js';
+import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
 type Outcome = ReloadOutcome<ReloadReport>;
 

@@ -1,7 +1,8 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
-import { daemonBase, daemonOptions, withDaemon, getJson, postJson, type DaemonArgs } from './daemon-client.js';
+import { getJson, postJson } from './admin-request.js';
+import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
 type ServersArgs = DaemonArgs;
 

@@ -3,7 +3,8 @@ import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { ToolView } from '../downstream/admin-views.js';
-import { daemonBase, DaemonError, getJson, NoDaemonError } from './daemon-client.js';
+import { getJson } from './admin-request.js';
+import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 
 export interface ToolsExportArgs {

@@ -193,10 +193,10 @@ describe('switchyard reload with authentication on', () => {
   it('needs an admin key, read from SWITCHYARD_API_KEY', async () => {
     const none = await run(['reload', '--url', hub.url]);
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/HTTP 401.*set SWITCHYARD_API_KEY to an admin key/);
+    expect(none.stderr).toMatch(/^a switchyard daemon runs at \S+ and needs an admin key: set SWITCHYARD_API_KEY to one \(HTTP 401: /);
     const user = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: USER_KEY });
     expect(user.code).toBe(1);
-    expect(user.stderr).toMatch(/HTTP 403/);
+    expect(user.stderr).toMatch(/^a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: /);
     expect(hub.logs.some((l) => l.includes('config reload requested'))).toBe(false);
     const ops = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: ADMIN_KEY });
     expect([ops.code, ops.stdout]).toEqual([0, 'reloaded: nothing changed\n']);

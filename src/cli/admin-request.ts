@@ -1,0 +1,102 @@
+/**
+ * A CLI command's request to the daemon's admin routes, and how its answer is read: JSON from a
+ * switchyard daemon; a switchyard daemon's refusal of a missing, wrong or non-admin key, said
+ * plainly (AdminKeyRefused); and an answer no switchyard daemon gives (another program's page)
+ * told by its status and content type, never printed (OtherProgramError). The daemon's address,
+ * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
+ */
+import { DaemonError, NoDaemonError } from './daemon-client.js';
+
+/** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
+export class AdminKeyRefused extends DaemonError {}
+
+/** What answered is not a switchyard daemon: its answer is not the JSON the admin routes give. */
+export class OtherProgramError extends DaemonError {}
+
+/**
+ * GET a JSON admin route; NoDaemonError when nothing listens there. A daemon with
+ * authentication on wants an admin credential: `key`, else env SWITCHYARD_API_KEY (as
+ * `connect` reads it; never an argument, which other local users can see).
+ */
+export function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
+  return requestJson<T>(base, path, opts);
+}
+
+/**
+ * POST to an admin route that acts (no body); as getJson. `answers`: error statuses whose JSON
+ * body is the answer (a reload the daemon rejected says why in it), not a DaemonError.
+ */
+export function postJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {}): Promise<T> {
+  return requestJson<T>(base, path, { ...opts, method: 'POST' });
+}
+
+/**
+ * The hub's 401 and 403 carry a Bearer challenge of its own: realm "switchyard" (API keys), the
+ * admin scope (a key without it), or its own Protected Resource Metadata (OAuth).
+ */
+export function switchyardChallenge(header: string | null, base: string): boolean {
+  if (!header || !/^\s*Bearer\b/i.test(header)) return false;
+  if (/\brealm="switchyard"/i.test(header) || /\bscope="[^"]*\bswitchyard:admin\b/.test(header)) return true;
+  const prm = /\bresource_metadata="([^"]*)"/.exec(header)?.[1];
+  return prm !== undefined && prm.startsWith(`${base}/.well-known/oauth-protected-resource`);
+}
+
+/** The message of an admin route's JSON error: {error: "…"}, or a JSON-RPC error object from the edge (401). */
+function errorMessage(body: unknown): string | undefined {
+  const e = (body as { error?: unknown } | null)?.error;
+  if (typeof e === 'string') return e;
+  if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') return (e as { message: string }).message;
+  return undefined;
+}
+
+/**
+ * The answer read: its parsed body, or what the command says of an answer that is not the JSON
+ * it asked for. `key`: whether the request carried one; `answers` as for postJson.
+ */
+export function readAnswer(
+  base: string,
+  path: string,
+  res: { status: number; ok: boolean; headers: { get(name: string): string | null } },
+  text: string,
+  key: boolean,
+  answers: readonly number[] = [],
+): { body: unknown } | { error: DaemonError } {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not what any admin route answers: say who answered, not what its page holds.
+    const type = res.headers.get('content-type')?.split(';', 1)[0]?.trim() || 'no content type';
+    return { error: new OtherProgramError(`${base}${path} answered HTTP ${res.status} (${type}), which is not a switchyard daemon's answer: is another program on that port?`) };
+  }
+  if (res.ok || answers.includes(res.status)) return { body };
+  const msg = errorMessage(body);
+  const said = `HTTP ${res.status}${msg ? `: ${msg}` : ''}`;
+  if ((res.status === 401 || res.status === 403) && switchyardChallenge(res.headers.get('www-authenticate'), base)) {
+    if (res.status === 403)
+      return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base}; the key in SWITCHYARD_API_KEY is not an admin key (${said}): set it to a key with the switchyard:admin scope`) };
+    if (key) return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY (${said}): set it to one of its admin keys`) };
+    return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (${said})`) };
+  }
+  return { error: new DaemonError(`${base}${path}: ${said}`) };
+}
+
+async function requestJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
+  if (key) headers.authorization = `Bearer ${key}`;
+  let res: Response;
+  try {
+    res = await fetch(base + path, { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
+  } catch (err) {
+    const code = (err as { cause?: { code?: string } }).cause?.code;
+    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
+      throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
+    if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
+    const cause = (err as { cause?: { message?: string } }).cause?.message;
+    throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
+  }
+  const a = readAnswer(base, path, res, await res.text(), Boolean(key), opts.answers);
+  if ('error' in a) throw a.error;
+  return a.body as T;
+}

@@ -1,0 +1,138 @@
+/**
+ * Who answered on the daemon's port, as the operator commands tell it: a switchyard daemon that
+ * wants an admin key is named as one (and `doctor` does not start its upstreams a second time
+ * to check them), and another program's page is not printed, only its status and content type.
+ * The real built binary against a real built daemon, and against a plain HTTP server.
+ */
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../helpers/auth.js';
+import { runCli } from '../helpers/cli.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const ADMIN_KEY = 'sy_ops-answers-admin-key-0123456789abcdefghijklmno';
+const USER_KEY = 'sy_user-answers-key-0123456789abcdefghijklmnopqrst';
+
+/** The CLI with no admin key of the test's own environment unless `env` gives one. */
+const run = (args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string) => runCli(args, { cwd, env: { SWITCHYARD_API_KEY: '', ...env } });
+
+type Json = Record<string, any>;
+
+describe('a switchyard daemon that wants an admin key', () => {
+  let hub: HubProcess;
+  let spawns: string;
+  const spawned = () => (existsSync(spawns) ? readFileSync(spawns, 'utf8').trim().split('\n').length : 0);
+  beforeAll(async () => {
+    hub = await startHub(
+      { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] }, { principal: 'user', sha256: sha256Hex(USER_KEY) }] }, servers: {} },
+      { args: ['--no-watch'] },
+    );
+    // An upstream that counts its starts; and the daemon's real port in its config, so that
+    // `doctor -c FILE` finds it there. (The file watch is off: the daemon reads neither.)
+    spawns = join(hub.dir, 'spawns');
+    const counted = `require('fs').appendFileSync(${JSON.stringify(spawns)}, process.pid + '\\n'); import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});`;
+    const c = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
+    c.listen = { port: hub.port };
+    c.servers = { counted: { command: process.execPath, args: ['-e', counted] } };
+    writeFileSync(hub.configFile, JSON.stringify(c, null, 2));
+    const r = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: ADMIN_KEY });
+    expect(r.stdout, r.stderr).toMatch(/servers added: counted/);
+    const ready = async () => {
+      const res = await fetch(new URL('/admin/servers', hub.url), { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      return ((await res.json()) as { servers: { state: string }[] }).servers.every((x) => x.state === 'ready');
+    };
+    for (const end = Date.now() + 20_000; !(await ready()) && Date.now() < end; ) await new Promise((r) => setTimeout(r, 100));
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  it('doctor -c FILE says so plainly and starts none of its upstreams; with the key it asks the daemon', async () => {
+    expect(spawned()).toBe(1);
+    const r = await run(['doctor', '-c', hub.configFile, '--json']);
+    expect(r.code).toBe(1);
+    const f = JSON.parse(r.stdout) as Json[];
+    expect(f.find((x) => x.check === 'daemon')).toEqual({
+      level: 'fail',
+      check: 'daemon',
+      message: `a switchyard daemon runs at http://127.0.0.1:${hub.port} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)`,
+    });
+    expect(f.filter((x) => x.check === 'upstreams')).toEqual([
+      { level: 'warn', check: 'upstreams', message: 'not checked: the daemon runs them (with its admin key in SWITCHYARD_API_KEY, doctor asks it)' },
+    ]);
+    expect(spawned()).toBe(1); // the daemon's own start only: no second copy to check it
+    expect(r.stdout).not.toMatch(/another program/);
+
+    // A key that is no admin's: 403, said as such.
+    const user = await run(['doctor', '-c', hub.configFile, '--json'], { SWITCHYARD_API_KEY: USER_KEY });
+    expect(user.code).toBe(1);
+    expect((JSON.parse(user.stdout) as Json[]).filter((x) => x.check === 'daemon' || x.check === 'upstreams')).toEqual([
+      {
+        level: 'fail',
+        check: 'daemon',
+        message: `a switchyard daemon runs at http://127.0.0.1:${hub.port}; the key in SWITCHYARD_API_KEY is not an admin key (HTTP 403: Forbidden: the operator routes need the admin scope): set it to a key with the switchyard:admin scope`,
+      },
+      { level: 'warn', check: 'upstreams', message: expect.stringMatching(/^not checked/) },
+    ]);
+    expect(spawned()).toBe(1);
+
+    const ok = await run(['doctor', '-c', hub.configFile, '--json'], { SWITCHYARD_API_KEY: ADMIN_KEY });
+    const g = JSON.parse(ok.stdout) as Json[];
+    expect(g.find((x) => x.check === 'daemon')).toMatchObject({ level: 'ok', message: expect.stringMatching(/running at/) });
+    expect(g.filter((x) => x.check === 'upstreams')).toEqual([{ level: 'ok', check: 'upstreams', message: expect.stringMatching(/^counted \(stdio, 2025-11-25\) ready/) }]);
+    expect(spawned()).toBe(1);
+  });
+
+  it('servers, tools and reload say the same, and a key the daemon does not know is named as refused', async () => {
+    const base = `http://127.0.0.1:${hub.port}`;
+    for (const cmd of [['servers'], ['tools'], ['reload']]) {
+      const r = await run([...cmd, '-c', hub.configFile]);
+      expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
+      expect(r.stderr, cmd[0]).toBe(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
+    }
+    const wrong = await run(['servers', '-c', hub.configFile], { SWITCHYARD_API_KEY: 'sy_not-a-key-of-this-daemon-0123456789abcdefghijk' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toMatch(new RegExp(`^a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY \\(HTTP 401: Unauthorized: .+\\): set it to one of its admin keys\\n$`));
+  });
+});
+
+describe('another program on the port', () => {
+  let other: Server;
+  let base: string;
+  const page = `<!DOCTYPE html><html><head><title>Dev server</title></head><body>${'<p>Cannot GET this path</p>'.repeat(40)}</body></html>`;
+  beforeAll(async () => {
+    other = createServer((req, res) => {
+      res.writeHead(404, { 'content-type': 'text/html; charset=utf-8' });
+      res.end(page);
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => void other?.close());
+
+  it('is told by status and content type, not by printing its page', async () => {
+    for (const [cmd, path] of [
+      [['servers'], '/admin/servers'],
+      [['tools'], '/admin/tools?all=1'],
+      [['reload'], '/admin/reload'],
+    ] as const) {
+      const r = await run([...cmd, '--url', base]);
+      expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
+      expect(r.stderr, cmd[0]).toBe(`${base}${path} answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?\n`);
+    }
+    // doctor finds it at the address of the config it checks.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-program-'));
+    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
+    const d = await run(['doctor', '--json'], {}, dir);
+    expect(d.code).toBe(1);
+    expect((JSON.parse(d.stdout) as Json[]).find((x) => x.check === 'daemon')).toEqual({
+      level: 'fail',
+      check: 'daemon',
+      message: `${base}/admin/servers answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?`,
+    });
+    expect(d.stdout + d.stderr).not.toMatch(/<html|Cannot GET/i);
+  });
+});

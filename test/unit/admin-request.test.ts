@@ -1,0 +1,51 @@
+/**
+ * How the operator commands read an admin route's answer (src/cli/admin-request.ts): a
+ * switchyard daemon's refusal of the key is told by its own challenge, API keys or OAuth; any
+ * other answer that is not JSON is named by status and content type, its body never printed.
+ */
+import { describe, expect, it } from 'vitest';
+import { AdminKeyRefused, OtherProgramError, readAnswer, switchyardChallenge } from '../../src/cli/admin-request.js';
+import { DaemonError } from '../../src/cli/daemon-client.js';
+
+const BASE = 'http://127.0.0.1:7410';
+const answer = (status: number, headers: Record<string, string>) => ({ status, ok: status >= 200 && status < 300, headers: new Headers(headers) });
+const rpcError = (message: string) => JSON.stringify({ jsonrpc: '2.0', error: { code: -32600, message } });
+
+describe('switchyardChallenge', () => {
+  it("knows the hub's challenges, and only those", () => {
+    expect(switchyardChallenge('Bearer realm="switchyard"', BASE)).toBe(true);
+    expect(switchyardChallenge('Bearer error="insufficient_scope", scope="switchyard:admin", realm="switchyard"', BASE)).toBe(true);
+    expect(switchyardChallenge(`Bearer resource_metadata="${BASE}/.well-known/oauth-protected-resource/mcp", scope="mcp"`, BASE)).toBe(true);
+    expect(switchyardChallenge('Bearer resource_metadata="https://elsewhere.example/.well-known/oauth-protected-resource"', BASE)).toBe(false);
+    expect(switchyardChallenge('Basic realm="router admin"', BASE)).toBe(false);
+    expect(switchyardChallenge('Basic realm="switchyard"', BASE)).toBe(false);
+    expect(switchyardChallenge(null, BASE)).toBe(false);
+  });
+});
+
+describe('readAnswer', () => {
+  it('a switchyard 401 or 403 says a daemon runs there and what key it wants', () => {
+    const none = readAnswer(BASE, '/admin/servers', answer(401, { 'www-authenticate': 'Bearer realm="switchyard"' }), rpcError('Unauthorized: authentication required'), false);
+    expect('error' in none && none.error).toBeInstanceOf(AdminKeyRefused);
+    expect('error' in none && none.error.message).toBe(`a switchyard daemon runs at ${BASE} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)`);
+    const wrong = readAnswer(BASE, '/admin/servers', answer(401, { 'www-authenticate': 'Bearer realm="switchyard", error="invalid_token"' }), rpcError('Unauthorized: unknown API key'), true);
+    expect('error' in wrong && wrong.error.message).toBe(`a switchyard daemon runs at ${BASE} and refused the key in SWITCHYARD_API_KEY (HTTP 401: Unauthorized: unknown API key): set it to one of its admin keys`);
+    const user = readAnswer(BASE, '/admin/reload', answer(403, { 'www-authenticate': 'Bearer error="insufficient_scope", scope="switchyard:admin", realm="switchyard"' }), JSON.stringify({ error: 'Forbidden: the operator routes need the admin scope' }), true);
+    expect('error' in user && user.error).toBeInstanceOf(AdminKeyRefused);
+    expect('error' in user && user.error.message).toMatch(/^a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: Forbidden: /);
+  });
+
+  it("another program's page is named by status and content type, not printed; a JSON error is said as such", () => {
+    const page = readAnswer(BASE, '/admin/tools', answer(404, { 'content-type': 'text/html; charset=utf-8' }), '<!DOCTYPE html><html><body>Cannot GET /admin/tools</body></html>', false);
+    expect('error' in page && page.error).toBeInstanceOf(OtherProgramError);
+    expect('error' in page && page.error.message).toBe(`${BASE}/admin/tools answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?`);
+    // A 200 that is no JSON, a 401 of another kind (no switchyard challenge): the same.
+    expect(readAnswer(BASE, '/admin/servers', answer(200, {}), 'hi', false)).toMatchObject({ error: { message: expect.stringContaining('answered HTTP 200 (no content type)') } });
+    const basic = readAnswer(BASE, '/admin/servers', answer(401, { 'www-authenticate': 'Basic realm="router"', 'content-type': 'text/html' }), '<html>login</html>', false);
+    expect('error' in basic && basic.error).toBeInstanceOf(OtherProgramError);
+    const json = readAnswer(BASE, '/admin/servers/x/restart', answer(404, { 'content-type': 'application/json' }), JSON.stringify({ error: 'no server "x" is running' }), false);
+    expect('error' in json && json.error).toBeInstanceOf(DaemonError);
+    expect('error' in json && json.error.message).toBe(`${BASE}/admin/servers/x/restart: HTTP 404: no server "x" is running`);
+    expect(readAnswer(BASE, '/admin/reload', answer(422, {}), JSON.stringify({ status: 'rejected', problems: [] }), false, [422])).toEqual({ body: { status: 'rejected', problems: [] } });
+  });
+});
