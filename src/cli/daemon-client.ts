@@ -1,6 +1,6 @@
 /**
- * How CLI commands reach a running daemon's admin routes: the address comes from --url or the
- * config's `listen`, and "nobody is listening" is told apart from other failures.
+ * Where CLI commands find a running daemon (--url, or the config's `listen`) and the errors
+ * `withDaemon` turns into exit codes; the requests themselves are admin-request.ts's.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -83,57 +83,4 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   if (host === '0.0.0.0') host = '127.0.0.1';
   if (host === '::') host = '::1';
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-}
-
-/**
- * GET a JSON admin route; NoDaemonError when nothing listens there. A daemon with
- * authentication on wants an admin credential: `key`, else env SWITCHYARD_API_KEY (as
- * `connect` reads it; never an argument, which other local users can see).
- */
-export function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
-  return requestJson<T>(base, path, opts);
-}
-
-/**
- * POST to an admin route that acts (no body); as getJson. `answers`: error statuses whose JSON
- * body is the answer (a reload the daemon rejected says why in it), not a DaemonError.
- */
-export function postJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {}): Promise<T> {
-  return requestJson<T>(base, path, { ...opts, method: 'POST' });
-}
-
-async function requestJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
-  const headers: Record<string, string> = { accept: 'application/json' };
-  const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
-  if (key) headers.authorization = `Bearer ${key}`;
-  let res: Response;
-  try {
-    res = await fetch(base + path, { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
-  } catch (err) {
-    const code = (err as { cause?: { code?: string } }).cause?.code;
-    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
-      throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
-    if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
-    const cause = (err as { cause?: { message?: string } }).cause?.message;
-    throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
-  }
-  const text = await res.text();
-  if (!res.ok && !opts.answers?.includes(res.status)) {
-    let msg = text.slice(0, 300);
-    try {
-      // {error: "…"} from the admin routes, or a JSON-RPC error object from the edge (401).
-      const e = (JSON.parse(text) as { error?: unknown }).error;
-      if (typeof e === 'string') msg = e;
-      else if (e && typeof e === 'object' && typeof (e as { message?: unknown }).message === 'string') msg = (e as { message: string }).message;
-    } catch {
-      // not JSON: keep the text
-    }
-    const hint = res.status === 401 && !key ? ' (set SWITCHYARD_API_KEY to an admin key)' : '';
-    throw new DaemonError(`${base}${path}: HTTP ${res.status}${msg ? `: ${msg}` : ''}${hint}`);
-  }
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    throw new DaemonError(`${base}${path} did not answer JSON: is this a switchyard daemon?`);
-  }
 }
