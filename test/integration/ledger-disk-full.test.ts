@@ -40,24 +40,34 @@ function exited(p: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => (p.exitCode !== null || p.signalCode !== null ? resolve(p.exitCode) : p.once('exit', (code) => resolve(code))));
 }
 
+/**
+ * A hub over one SDK v1 server in a fresh folder, its stderr appended to `hub.log` there;
+ * `prepare(log)` readies that file and gives the shell's words before `exec` (a `ulimit`).
+ */
+async function startHubIn(prefix: string, prepare: (log: string) => string): Promise<{ dir: string; db: string; url: string }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const db = join(dir, 'data', 'ledger.db');
+  const port = await freePort();
+  const configFile = join(dir, 'hub.config.json');
+  writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
+  const log = join(dir, 'hub.log');
+  const before = prepare(log);
+  proc = spawn('bash', ['-c', `${before}exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], { cwd: ROOT, stdio: 'ignore' });
+  const url = `http://127.0.0.1:${port}/mcp`;
+  const deadline = Date.now() + 15_000;
+  while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
+  await waitForReady(url, ['f']);
+  return { dir, db, url };
+}
+
 describe('a full disk under a running hub', () => {
   it('refuses calls naming the ledger, keeps serving, serves again once there is room, and loses no answered call', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-disk-full-'));
-    const db = join(dir, 'data', 'ledger.db');
-    const port = await freePort();
-    const configFile = join(dir, 'hub.config.json');
-    writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
     // stderr goes to a capped file that is nearly full already: the start-up lines fill it.
-    const log = join(dir, 'hub.log');
-    writeFileSync(log, `${'-'.repeat(FILE_CAP_KIB * 1024 - 512 - 1)}\n`);
-    proc = spawn('bash', ['-c', `ulimit -S -f ${FILE_CAP_KIB}; exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], {
-      cwd: ROOT,
-      stdio: 'ignore',
+    const { dir, db, url } = await startHubIn('switchyard-disk-full-', (log) => {
+      writeFileSync(log, `${'-'.repeat(FILE_CAP_KIB * 1024 - 512 - 1)}\n`);
+      return `ulimit -S -f ${FILE_CAP_KIB}; `;
     });
-    const url = `http://127.0.0.1:${port}/mcp`;
-    const deadline = Date.now() + 15_000;
-    while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
-    await waitForReady(url, ['f']);
+    const log = join(dir, 'hub.log');
 
     const answered: string[] = [];
     let refusal: { code?: number; message?: string } | undefined;
@@ -129,17 +139,7 @@ describe('a full disk under a running hub', () => {
   }, 90_000);
 
   it('answers a call that ran before the disk filled, and keeps answering lists, initialize and ping while it is full', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-disk-full-ran-'));
-    const db = join(dir, 'data', 'ledger.db');
-    const port = await freePort();
-    const configFile = join(dir, 'hub.config.json');
-    writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
-    const log = join(dir, 'hub.log');
-    proc = spawn('bash', ['-c', `exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], { cwd: ROOT, stdio: 'ignore' });
-    const url = `http://127.0.0.1:${port}/mcp`;
-    const deadline = Date.now() + 15_000;
-    while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
-    await waitForReady(url, ['f']);
+    const { db, url } = await startHubIn('switchyard-disk-full-ran-', () => '');
 
     // The call is forwarded (its row committed), then every file the hub writes is full.
     const running = modernCall(url, 'ran-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } });
