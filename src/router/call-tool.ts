@@ -187,6 +187,16 @@ export class ToolCall {
       const e: AuditEnd = Object.assign({}, end, { latencyMs: performance.now() - t0 });
       return audit.finish(e);
     };
+    /**
+     * The end of a call that was sent: answered with its own outcome even if its row cannot be
+     * finished (a full disk), which then stays in flight and is `unknown` at the next start. Told
+     * instead that the hub does not run calls it cannot record, an unkeyed client would retry a
+     * write that ran.
+     */
+    const finishRan = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean): Promise<void> =>
+      finish(end, answer, ran).catch((err: unknown) =>
+        this.log.error({ server: server.id, err: err instanceof Error ? err.message : String(err) }, 'a call was sent but its audit row could not be finished; answered'),
+      );
     try {
       await this.ledger.whenCommitted();
     } catch (err) {
@@ -212,12 +222,7 @@ export class ToolCall {
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        // The call ran: it is answered even if its row cannot be finished (a full disk), which then
-        // stays in flight and is `unknown` at the next start. Withheld, an unkeyed write would be
-        // sent again by the client's retry.
-        await finish(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false).catch((err: unknown) =>
-          this.log.error({ server: server.id, err: err instanceof Error ? err.message : String(err) }, 'a call ran but its audit row could not be finished; answered'),
-        );
+        await finishRan(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);
@@ -228,7 +233,7 @@ export class ToolCall {
         // not. -32021 is about what the request declared: never replayed; the upstream's own
         // frees the key (it refuses before running), the hub's cut-off one leaves it unknown.
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
-        await finish(outcomeOfError(err), err instanceof RpcError && !capability ? storedError(err) : undefined, capability ? err !== caught : !notDelivered);
+        await finishRan(outcomeOfError(err), err instanceof RpcError && !capability ? storedError(err) : undefined, capability ? err !== caught : !notDelivered);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);

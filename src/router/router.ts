@@ -214,7 +214,7 @@ export class Router {
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const normalised = this.normaliseNotFound(method, params, err);
-        await audit.finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 }));
+        await this.noted(audit.finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 })), method);
         throw asRpcError(normalised);
       }
     };

@@ -143,11 +143,17 @@ describe('a full disk under a running hub', () => {
 
     // The call is forwarded (its row committed), then every file the hub writes is full.
     const running = modernCall(url, 'ran-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } });
+    // ...and one that times out once the disk is full: told its own outcome too, not that it never ran.
+    const timing = modernCall(url, 'ran-2', 'tools/call', { name: 'f__slow', arguments: { ms: 3000 } }, { meta: { 'dev.switchyard/timeoutMs': 1200 } });
     await sleep(500);
     execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=1:']);
     const ran = await running;
     expect(ran.body?.error, JSON.stringify(ran.body)).toBeUndefined();
     expect(textOf(ran.body?.result)).toBe('slept 1500');
+    const timedOut = await timing;
+    expect(timedOut.body?.error, JSON.stringify(timedOut.body)).toBeUndefined();
+    expect(timedOut.body?.result?.isError).toBe(true);
+    expect(textOf(timedOut.body?.result)).toMatch(/f__slow failed: .*(did not finish|timed out)/);
 
     // Everything but calls keeps working: a list, a legacy session's initialize and ping.
     const listed = await modernCall(url, 'list-full', 'tools/list');
