@@ -352,14 +352,14 @@ export class Router {
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
     const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber, connKey) : this.subs.remove(server.id, uri, subscriber, connKey);
     const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
-    if (needUpstream && upstreamSubscribes && modern) {
-      this.catalog.subscriptionsChanged(server.id);
+    if (upstreamSubscribes && modern) {
+      if (needUpstream) this.catalog.subscriptionsChanged(server.id);
       // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
-      // told {} for one it left out would wait for updates that never come.
+      // told {} for one it left out would wait for updates that never come. Asked for every
+      // subscriber, not only the first: a second one may come while the first waits for it.
       const ok = subscribing && server.upstream.state === 'ready' ? await this.catalog.listens.honours(server.id, [uri], LISTEN_ACK_WAIT_MS) : undefined;
       if (ok !== undefined && !ok.includes(uri)) {
-        this.subs.remove(server.id, uri, subscriber, connKey);
-        this.catalog.subscriptionsChanged(server.id);
+        if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id);
         const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (its listen acknowledgement left it out)`, { uri });
         await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
         throw err;

@@ -299,4 +299,17 @@ describe("a modern upstream's listen acknowledgement", () => {
     await expect(c.subscribeResource({ uri: 'no://doc' })).rejects.toThrow(/does not watch no:\/\/doc for updates/);
     await c.close();
   });
+
+  it('refuses every one of several legacy clients subscribing together, not only the first', async () => {
+    const clients = await Promise.all(
+      [1, 2, 3].map(async (n) => {
+        const c = new ClientV1({ name: `ack-v1-${n}`, version: '1.0.0' });
+        await c.connect(new TransportV1(new URL(h2.url)));
+        return c;
+      }),
+    );
+    const answers = await Promise.allSettled(clients.map((c) => c.subscribeResource({ uri: 'no://doc' })));
+    expect(answers.map((a) => a.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    for (const c of clients) await c.close();
+  });
 });
