@@ -5,7 +5,7 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
-import type { ServerView, ToolView } from '../downstream/admin-views.js';
+import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
@@ -61,7 +61,7 @@ export function upstreamFindings(servers: ServerView[]): Finding[] {
   return servers.map((s): Finding => {
     const what = `${s.id} (${s.transport}${s.era ? `, ${s.era}` : ''})`;
     if (s.state === 'ready') return { level: 'ok', check: 'upstreams', message: `${what} ready${s.restarts ? `, ${s.restarts} restart(s)` : ''}` };
-    return { level: 'fail', check: 'upstreams', message: `${what} is ${s.state}${s.lastError ? `: ${s.lastError}` : ''}` };
+    return { level: 'fail', check: 'upstreams', message: `${what} is ${s.state}${s.lastError ? `: ${errorWithStderr(s)}` : ''}` };
   });
 }
 

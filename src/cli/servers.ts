@@ -1,6 +1,6 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
-import type { ServerView, ToolView } from '../downstream/admin-views.js';
+import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { getJson, postJson } from './admin-request.js';
 import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
@@ -33,7 +33,7 @@ export function serversTable(servers: ServerView[], now = Date.now()): string {
       s.inFlight === undefined ? '-' : s.queued ? `${s.inFlight} +${s.queued} queued` : String(s.inFlight),
       String(s.restarts),
       age(now - s.since),
-      s.lastError ?? '',
+      errorWithStderr(s) ?? '',
     ]);
   }
   return columns(rows);
@@ -52,7 +52,7 @@ export function restartOutcome(id: string, s: ServerView | undefined, waitedMs: 
     const info = s.serverInfo ? `, ${`${s.serverInfo.name ?? '?'} ${s.serverInfo.version ?? ''}`.trim()}` : '';
     return { text: `restarted "${id}": ready (${s.era ?? 'era unknown'}${info})\n`, exitCode: 0 };
   }
-  const why = s.lastError ? `: ${s.lastError}` : '';
+  const why = s.lastError ? `: ${errorWithStderr(s)}` : '';
   if (s.state === 'failed') return { text: `restarted "${id}", and it failed to start${why}\n`, exitCode: 1 };
   if (s.lastError) return { text: `restarted "${id}", but its first attempt failed${why} (the hub keeps trying; \`switchyard servers\` shows how it goes)\n`, exitCode: 1 };
   return { text: `restarted "${id}"; still ${s.state} after ${Math.round(waitedMs / 1000)} s\n`, exitCode: 1 };

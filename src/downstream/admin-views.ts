@@ -19,9 +19,17 @@ export interface ServerView extends ServerLoad {
   tools: number | null;
   restarts: number;
   lastError: string | null;
+  /** While lastError stands: what the process's stderr said last that reads like why (stdio). */
+  stderr: string | null;
   /** Epoch ms of the last state change. */
   since: number;
   trust: string;
+}
+
+/** lastError, with the stderr reason after it when there is one (for the CLI's lines). */
+export function errorWithStderr(s: Pick<ServerView, 'lastError' | 'stderr'>): string | null {
+  if (s.lastError === null) return null;
+  return s.stderr ? `${s.lastError} (stderr: ${s.stderr})` : s.lastError;
 }
 
 export interface ToolView {
@@ -67,6 +75,7 @@ export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: st
       tools: cacheTools(h.id) ?? null,
       restarts: u.restarts,
       lastError: u.lastError ?? null,
+      stderr: u.lastError !== undefined && u.lastStderr !== undefined ? u.lastStderr : null,
       since: u.since,
       trust: h.config.trust,
       ...serverLoad(h),

@@ -252,15 +252,19 @@ export class StdioChild extends EventEmitter {
       else this.log.warn({ err: err.message }, 'child process error');
     });
     this.proc.on('exit', (code, signal) => {
-      // Let stdout drain first so a final response written just before exiting is not lost;
-      // a grandchild holding the pipe open must not delay the verdict for long.
-      const stdout = this.proc.stdout!;
-      if (stdout.readableEnded || stdout.destroyed) return finish({ code, signal });
+      // Let stdout and stderr drain first so a final response written just before exiting is
+      // not lost, nor the stderr line that says why it exited; a grandchild holding a pipe open
+      // must not delay the verdict for long.
+      const open = [this.proc.stdout!, this.proc.stderr!].filter((s) => !s.readableEnded && !s.destroyed);
+      if (open.length === 0) return finish({ code, signal });
       const t = setTimeout(() => finish({ code, signal }), 200);
-      stdout.once('close', () => {
-        clearTimeout(t);
-        finish({ code, signal });
-      });
+      let left = open.length;
+      for (const s of open)
+        s.once('close', () => {
+          if (--left > 0) return;
+          clearTimeout(t);
+          finish({ code, signal });
+        });
     });
     // EPIPE after the child died is reported through 'exit'; never let it throw.
     this.proc.stdin!.on('error', (err) => this.log.debug({ err: err.message }, 'child stdin error'));

@@ -30,6 +30,7 @@ interface LateProbe {
 
 export class StdioUpstream extends HandshakingUpstream {
   private child: StdioChild | undefined;
+  private _lastStderr: string | undefined;
 
   private readonly gate = new CallGate();
 
@@ -199,6 +200,10 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
+  get lastStderr(): string | undefined {
+    return this._lastStderr;
+  }
+
   private async spawn(): Promise<void> {
     const s = this.spec;
     const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
@@ -237,7 +242,8 @@ export class StdioUpstream extends HandshakingUpstream {
   private onExit(child: StdioChild, e: ExitInfo): void {
     if (this.child !== child) return;
     this.child = undefined;
-    const why = (e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`) + (e.stderr ? ` (stderr: ${e.stderr})` : '');
+    const why = e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+    this._lastStderr = e.stderr;
     if (this._state === 'ready') return this.lost(`process ${why}`);
     // Mid-handshake: the handshake call fails and the start attempt reports it.
     this.failAll(() => new TransportError(`process ${why}`));

@@ -103,6 +103,12 @@ export interface Upstream extends EventEmitter {
   readonly serverInfo: Implementation | undefined;
   readonly instructions: string | undefined;
   readonly lastError: string | undefined;
+  /**
+   * A stdio process's stderr line that reads like the reason it last exited (redacted): for
+   * operators (admin views) only. Never in lastError, which clients are told: the stderr of a
+   * server can name what its own environment holds.
+   */
+  readonly lastStderr?: string;
   readonly since: number;
   readonly restarts: number;
   /** Requests in flight and waiting for a slot (see maxConcurrent / maxQueue). */

@@ -69,8 +69,15 @@ describe('switchyard servers restart', () => {
     expect(failing.stderr).toMatch(/^restarted "b", but its first attempt failed: .+ \(the hub keeps trying; `switchyard servers` shows how it goes\)\n$/);
     // Why, in the process's own words: the line of its stderr that says it, not only an exit code.
     expect(failing.stderr).toMatch(/process exited with code 1 \(stderr: Error: Cannot find module '[^']*later\.mjs'\)/);
-    const listed = await run(['servers', '--url', hub.url, '--json']);
-    expect(JSON.stringify(JSON.parse(listed.stdout))).toMatch(/Cannot find module/);
+    const listed = { servers: JSON.parse((await run(['servers', '--url', hub.url, '--json'])).stdout) as Json[] };
+    expect(listed.servers.find((s) => s.id === 'b')).toMatchObject({ lastError: 'process exited with code 1', stderr: expect.stringMatching(/^Error: Cannot find module/) });
+    // For operators only: /healthz (any client may read it) and a client's call do not carry it.
+    expect(JSON.stringify(await health(hub.url))).not.toMatch(/Cannot find module/);
+    const c = new Client({ name: 'stderr-client', version: '1.0.0' });
+    await c.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+    const call = await c.callTool({ name: 'b__echo', arguments: { text: 'x' } }).catch((err: Error) => ({ content: [{ type: 'text', text: err.message }] }));
+    expect(textOf(call as Json)).not.toMatch(/Cannot find module|later\.mjs/);
+    await c.close();
 
     writeFileSync(later, `await import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});\n`);
     const r = await run(['servers', 'restart', 'b', '--url', hub.url, '--json']);
