@@ -174,7 +174,8 @@ export class Authenticator {
 
   private challengeParams(): Record<string, string | undefined> {
     const resource = this.resource;
-    return resource ? { resource_metadata: resourceMetadataUrl(resource) } : { realm: 'switchyard' };
+    // The realm in both: the CLI tells the hub's own refusal from another program's by it.
+    return resource ? { resource_metadata: resourceMetadataUrl(resource), realm: 'switchyard' } : { realm: 'switchyard' };
   }
 
   private unauthorized(error: string | undefined, description: string): { ok: false } & Refusal {

@@ -122,11 +122,17 @@ async function findDaemon(base: string, config: HubConfig | undefined, findings:
       findings.push({ level: 'warn', check: 'upstreams', message: 'not checked: the daemon runs them (with its admin key in SWITCHYARD_API_KEY, doctor asks it)' });
       return 'locked';
     }
-    if (!(err instanceof NoDaemonError)) {
-      // Another program's answer says so itself; any other error may be one too.
-      const hint = err instanceof OtherProgramError ? '' : ' (is another program on that port?)';
-      findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message}${hint}` });
+    if (err instanceof OtherProgramError) {
+      // Not ours: the upstreams are checked here, as with no daemon at all.
+      findings.push({ level: 'fail', check: 'daemon', message: (err as Error).message });
       return undefined;
+    }
+    if (!(err instanceof NoDaemonError)) {
+      // Something answered JSON, or did not answer in time: it may be our daemon, busy or
+      // refusing in a way not recognised, so its upstreams are not started a second time.
+      findings.push({ level: 'fail', check: 'daemon', message: `${(err as Error).message} (a switchyard daemon that is busy, or another program?)` });
+      findings.push({ level: 'warn', check: 'upstreams', message: `not checked: something answers at ${base}, perhaps a daemon running them` });
+      return 'locked';
     }
     findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
     if (!config) return undefined;

@@ -136,3 +136,25 @@ describe('another program on the port', () => {
     expect(d.stdout + d.stderr).not.toMatch(/<html|Cannot GET/i);
   });
 });
+
+describe('something on the port that does not answer in time', () => {
+  it('doctor says so and starts none of the upstreams: it may be a busy daemon running them', async () => {
+    const { createServer: tcp } = await import('node:net');
+    const silent = tcp(() => undefined); // takes connections, never answers
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const dir = mkdtempSync(join(tmpdir(), 'switchyard-silent-daemon-'));
+      const spawns = join(dir, 'spawns');
+      const counted = `require('fs').appendFileSync(${JSON.stringify(spawns)}, process.pid + '\\n'); import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});`;
+      const port = (silent.address() as { port: number }).port;
+      writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { counted: { command: process.execPath, args: ['-e', counted] } } }));
+      const d = await run(['doctor', '--json'], {}, dir);
+      const f = JSON.parse(d.stdout) as Json[];
+      expect(f.find((x) => x.check === 'daemon')?.message).toMatch(/did not answer in time \(a switchyard daemon that is busy, or another program\?\)/);
+      expect(f.find((x) => x.check === 'upstreams')).toMatchObject({ level: 'warn', message: expect.stringMatching(/^not checked/) });
+      expect(existsSync(spawns)).toBe(false);
+    } finally {
+      silent.close();
+    }
+  }, 30_000);
+});

@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import { spawn } from 'node:child_process';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
+import { runCli } from '../helpers/cli.js';
 import { waitForRows } from './ledger-helpers.js';
 import { modernBody, modernHeaders, post, rawHttp, type RawReply } from '../helpers/wire.js';
 import {
@@ -96,6 +97,13 @@ describe('authentication at the HTTP endpoint', () => {
 
   it('no token → 401 with resource_metadata and scope, no error code', async () => {
     expect401(await call(undefined));
+  });
+
+  it("the CLI knows the hub's own refusal under OAuth too (realm), whatever its audience: it asks for an admin key", async () => {
+    expect(challengeParams((await call(undefined)).headers.get('www-authenticate')).realm).toBe('switchyard');
+    const r = await runCli(['servers', '--url', hub.url], { env: { SWITCHYARD_API_KEY: '' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^a switchyard daemon runs at http:\/\/127\.0\.0\.1:\d+ and needs an admin key: set SWITCHYARD_API_KEY to one/);
   });
 
   it('a bad API key → 401 invalid_token', async () => {
