@@ -13,6 +13,7 @@ import { parseWhen } from '../ledger/when.js';
 import { interpolateEnv } from '../config/interpolate.js';
 import { parseJsonText } from '../config/load.js';
 import { ledgerWriter } from './ledger-lock.js';
+import { realLedgerPath } from '../ledger/real-path.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -299,7 +300,7 @@ export const ledgerCommand: CommandModule = makeLedgerCommand();
 function leftBehind(dbPath: string): { records: number; files: string[] } {
   const left = { records: 0, files: [] as string[] };
   if (ledgerWriter(dbPath)) return left;
-  for (const file of PendingFiles.paths(dbPath)) {
+  for (const file of PendingFiles.paths(realLedgerPath(dbPath))) {
     const rows = (PendingLog.read(file) as PendingRecord[]).filter(isAuditRecord).length;
     if (rows === 0) continue;
     left.records += rows;

@@ -1,8 +1,10 @@
+import { existsSync, unlinkSync } from 'node:fs';
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { openLedgerDb } from './db.js';
+import { realLedgerPath } from './real-path.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Ingester } from './ingester.js';
@@ -196,10 +198,14 @@ export class Ledger {
       server = COALESCE(@server, server), upstream_name = COALESCE(@upstream_name, upstream_name),
       upstream_era = COALESCE(@upstream_era, upstream_era) WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
 
-    this.replay(db.name);
+    // Named by the file's real path, as its lock is: a hub reaching it through a symlink finds
+    // what one that used another spelling of its path left behind.
+    const files = realLedgerPath(db.name);
+    this.replay(files);
+    if (files !== db.name) this.replayOldNames(db.name);
     this.recover(now());
     // Everything the files held is in SQLite now; appends start them over.
-    this.pending = new PendingFiles(db.name, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
+    this.pending = new PendingFiles(files, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
     this.pending.startOver();
     // Ids are handed out here so begin() can return one synchronously; AUTOINCREMENT's
     // sequence remembers pruned ids, so they are never reused.
@@ -213,7 +219,7 @@ export class Ledger {
     this.logHead();
     this.headTimer = setInterval(() => this.logHead(), opts.headLogMs ?? HEAD_LOG_EVERY_MS);
     this.headTimer.unref();
-    this.ingester = new Ingester(db.name, {
+    this.ingester = new Ingester(files, {
       log: this.log,
       onApplied: (n, emptied) => this.committed(n, emptied),
       retryMs: INGEST_RETRY_MS,
@@ -415,6 +421,17 @@ export class Ledger {
   private emptied(ok: boolean): void {
     if (!ok && !this.truncateFailing) this.log.warn('ledger: could not empty a pending file; its rows are in SQLite and a restart skips them');
     this.truncateFailing = !ok;
+  }
+
+  /**
+   * Pending files a build before this one left under the path as configured (it named them so,
+   * not by the real path): applied too, once, then removed.
+   */
+  private replayOldNames(dbPath: string): void {
+    const old = PendingFiles.paths(dbPath).filter((p) => existsSync(p));
+    if (old.length === 0) return;
+    this.replay(dbPath);
+    for (const p of old) unlinkSync(p);
   }
 
   /** Rows a hub that died left in the pending files go into SQLite before recovery. */
