@@ -7,6 +7,8 @@ import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataU
 import { OAuthVerifier } from './oauth.js';
 
 export const ANONYMOUS = 'anonymous';
+/** The ledger's own principals: no key holder or token subject may be named so (its rows could not be told apart). */
+export const RESERVED_PRINCIPALS: ReadonlySet<string> = new Set(['hub', ANONYMOUS]);
 /** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
 export const ADMIN_SCOPE = 'switchyard:admin';
 

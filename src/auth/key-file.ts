@@ -1,7 +1,7 @@
 import { parseJsonText } from '../config/load.js';
 import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { generateApiKey, hashApiKey } from './api-keys.js';
-import { ANONYMOUS } from './authenticator.js';
+import { RESERVED_PRINCIPALS } from './authenticator.js';
 
 /** The principal pattern of the config schema (`$defs.principal`). */
 export const PRINCIPAL_RE = /^[A-Za-z0-9._@|:+-]{1,128}$/;
@@ -36,8 +36,6 @@ function keysOf(doc: Json): Json[] {
 }
 
 /** Adds a new key for `principal` to the config file; returns the key (the file holds only its hash). */
-const RESERVED_PRINCIPALS = new Set(['hub', ANONYMOUS]);
-
 export function addApiKey(file: string, principal: string, scopes?: string[]): string {
   if (!PRINCIPAL_RE.test(principal)) throw new Error('a principal is 1-128 characters of letters, digits and ._@|:+-');
   // The ledger's own names: a key holder called so could not be told apart from them.

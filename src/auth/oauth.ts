@@ -5,6 +5,7 @@ import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerif
 import type { OAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
+import { RESERVED_PRINCIPALS } from './authenticator.js';
 
 /** Larger bearer tokens are refused unread. */
 const MAX_TOKEN_BYTES = 16 * 1024;
@@ -108,6 +109,7 @@ export class OAuthVerifier {
       });
       const principal = principalOf(payload[this.cfg.principalClaim]);
       if (!principal) return { ok: false, description: `the token has no usable ${this.cfg.principalClaim} claim` };
+      if (RESERVED_PRINCIPALS.has(principal)) return { ok: false, description: `the token's ${this.cfg.principalClaim} claim names a principal the hub keeps for itself` };
       const scopes = scopesOf(payload);
       // Never past the token's own expiry (exp is required above).
       const expiresAt = (payload.exp as number) * 1000;

@@ -142,6 +142,14 @@ describe('authentication at the HTTP endpoint', () => {
     expect(r.status, r.text).toBe(200);
   });
 
+  it("a token whose subject is one of the ledger's own principals (hub, anonymous) → 401 invalid_token", async () => {
+    for (const sub of ['hub', 'anonymous']) {
+      const r = await call(await remember(token(key, { scope: 'mcp', sub })));
+      expect401(r, 'invalid_token');
+      expect(r.body?.error?.message).toMatch(/names a principal the hub keeps for itself/);
+    }
+  });
+
   it('an expired token → 401 invalid_token', async () => {
     const c = expect401(await call(await remember(token(key, { scope: 'mcp', expiresIn: -120 }))), 'invalid_token');
     expect(c.error_description).toMatch(/expired/);

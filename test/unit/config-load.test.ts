@@ -65,6 +65,12 @@ describe('parseConfig defaults', () => {
     });
   });
 
+  it("refuses an API key held by one of the ledger's own principals (hub, anonymous)", () => {
+    for (const principal of ['hub', 'anonymous'])
+      expect(problemsOf({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }).join('\n')).toMatch(/auth\.apiKeys\[0\]\.principal: .*not hub or anonymous/);
+    expect(parseConfig({ auth: { apiKeys: [{ principal: 'hubert', sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth.apiKeys[0]!.principal).toBe('hubert');
+  });
+
   it('accepts an empty document as a hub without servers', () => {
     expect(parseConfig({}, undefined, NO_ENV).servers).toEqual({});
   });
