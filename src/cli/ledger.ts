@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
+import { OUTCOMES } from '../ledger/types.js';
 import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
 import { isAuditRecord, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
@@ -103,7 +104,8 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('server', { type: 'string', describe: 'Only this server id' })
     .option('tool', { type: 'string', describe: 'Only this hub-side tool/prompt name or resource uri' })
     .option('principal', { type: 'string', describe: 'Only this principal' })
-    .option('outcome', { type: 'string', describe: 'Only this outcome (ok, tool_error, rpc_error, timeout, denied, …)' })
+    // A misspelt outcome would match nothing and look like "no such calls": a usage error instead.
+    .option('outcome', { type: 'string', choices: OUTCOMES, describe: 'Only this outcome' })
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
     .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })

@@ -66,8 +66,13 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
   } catch (err) {
-    if (err instanceof ConfigError) process.stderr.write(`${a.config}: invalid config\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
-    else if (err instanceof NoDaemonError || err instanceof DaemonError) process.stderr.write(`${err.message}\n`);
+    // A config error is 2 (as start, validate and reload), the daemon's is 1 (README, exit codes).
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${a.config}: invalid config\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
+      process.exitCode = 2;
+      return;
+    }
+    if (err instanceof NoDaemonError || err instanceof DaemonError) process.stderr.write(`${err.message}\n`);
     else throw err;
     process.exitCode = 1;
   }

@@ -1,15 +1,6 @@
 /** The ledger's boundary types. The router records every call; the CLI reads. */
-export type Outcome =
-  | 'in_flight'
-  | 'ok'
-  | 'tool_error'
-  | 'rpc_error'
-  | 'timeout'
-  | 'cancelled'
-  | 'denied'
-  | 'unavailable'
-  | 'replayed'
-  | 'unknown';
+export const OUTCOMES = ['in_flight', 'ok', 'tool_error', 'rpc_error', 'timeout', 'cancelled', 'denied', 'unavailable', 'replayed', 'unknown'] as const;
+export type Outcome = (typeof OUTCOMES)[number];
 
 /** Which layer a failure came from; kept apart as the issue asks. */
 export type ErrorKind = 'transport' | 'jsonrpc' | 'tool' | 'policy' | null;

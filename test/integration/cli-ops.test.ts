@@ -26,6 +26,13 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/Options:/);
     }
+    // A misspelt filter value is a usage error, not an empty answer; a broken config is 2 for export too.
+    const bogus = await runCli(['ledger', 'query', '--outcome', 'bogus']);
+    expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringContaining('Argument: outcome, Given: "bogus"')]);
+    const broken = mkdtempSync(join(tmpdir(), 'switchyard-cli-broken-'));
+    writeFileSync(join(broken, 'hub.config.json'), JSON.stringify({ servers: { x: { command: 3 } } }));
+    const exported = await runCli(['tools', 'export', '--format', 'openai', '--local'], { cwd: broken });
+    expect([exported.code, exported.stderr]).toEqual([2, expect.stringContaining('hub.config.json: invalid config')]);
     // Subcommands' help names each option once (they are declared by their parent too).
     for (const sub of ['diff', 'approve', 'export']) {
       const help = (await runCli(['tools', sub, '--help'])).stdout;
