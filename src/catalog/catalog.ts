@@ -16,6 +16,7 @@ import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
+import { principalConn, principalOfConn } from './principal-conn.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
@@ -128,7 +129,7 @@ export class Catalog extends EventEmitter {
       // Found changed when its entry expired (no list_changed from the server): clients hear it now.
       (key) => {
         const [server, kind, own] = key.split('\0') as [string, ListKind, string | undefined];
-        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own?.slice('principal:'.length), server);
+        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own === undefined ? undefined : principalOfConn(own), server);
       },
     );
     this.reads = new ReadCache(this.now);
@@ -322,7 +323,7 @@ export class Catalog extends EventEmitter {
   /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
   invalidate(serverId: string, kinds: readonly ListKind[] = LIST_KINDS, principal?: string): void {
     if (kinds.includes('tools')) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
-    const own = principal === undefined ? '' : `\0principal:${principal}`;
+    const own = principal === undefined ? '' : `\0${principalConn(principal)}`;
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
     for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal, serverId);

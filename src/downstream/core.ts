@@ -12,7 +12,11 @@ export interface HubCore {
   currentCapabilities(): ServerCapabilities;
   instructions(): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
-  /** `extra.hubName`: the tool, prompt or URI the request named, for its row. */
+  /**
+   * The row of a request answered at the edge or refused there; `extra.hubName`: the tool, prompt
+   * or URI it named. Never rejects: a row the ledger cannot write is logged, and the request is
+   * answered all the same (README, "The ledger").
+   */
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void>;
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only

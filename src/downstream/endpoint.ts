@@ -296,12 +296,7 @@ export class Endpoint {
         await this.recordRefused(req.id, req.method, ex, err, MODERN);
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
-      try {
-        await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
-      } catch (err) {
-        slot();
-        throw err;
-      }
+      await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
       this.listen.open(req, ex, slot);
       return;
     }

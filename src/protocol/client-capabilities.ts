@@ -1,4 +1,5 @@
 import type { ClientCapabilities } from './types.js';
+import { isObj } from './jsonrpc.js';
 
 /**
  * Whether a client declared what a server → client request needs (digest §2.1, §5.1): an
@@ -41,8 +42,6 @@ export function required(method: string, params?: Record<string, unknown>): Reco
   }
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-
 /** Families whose value is an object in both eras' schemas, and their members that are objects too (digest §2.1, §2.2). */
 const SHAPE: Record<string, readonly string[]> = {
   roots: [],
@@ -60,19 +59,19 @@ const SHAPE: Record<string, readonly string[]> = {
  * modern one refuses the envelope, a legacy one never sees it).
  */
 export function capabilitiesProblem(caps: unknown): string | undefined {
-  if (!isObject(caps)) return 'must be an object';
+  if (!isObj(caps)) return 'must be an object';
   for (const family in SHAPE) {
     const v = caps[family];
     if (v === undefined) continue;
-    if (!isObject(v)) return `${family} must be an object`;
-    for (const member of SHAPE[family]!) if (v[member] !== undefined && !isObject(v[member])) return `${family}.${member} must be an object`;
+    if (!isObj(v)) return `${family} must be an object`;
+    for (const member of SHAPE[family]!) if (v[member] !== undefined && !isObj(v[member])) return `${family}.${member} must be an object`;
   }
   return undefined;
 }
 
 /** What is wrong with a client's Implementation (clientInfo: `name` and `version` are required), or undefined. */
 export function implementationProblem(info: unknown): string | undefined {
-  if (!isObject(info)) return 'must be an object';
+  if (!isObj(info)) return 'must be an object';
   if (typeof info.name !== 'string') return 'name must be a string';
   if (typeof info.version !== 'string') return 'version must be a string';
   return undefined;

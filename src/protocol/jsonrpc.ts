@@ -54,7 +54,8 @@ const isId = (v: unknown): v is Id => typeof v === 'string' || (typeof v === 'nu
 export function idKey(id: unknown): string {
   return typeof id === 'number' ? `n:${id}` : `s:${String(id)}`;
 }
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A JSON object: not null, not an array. */
+export const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
  * How deep a message's params, result or error may nest. JSON.parse takes any depth, but

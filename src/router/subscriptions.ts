@@ -65,16 +65,6 @@ export class Subscriptions {
   }
 }
 
-/** The `conn` of a principal's own connection (also its list partition's credential in the catalog). */
-export function principalConn(principal: string): string {
-  return `principal:${principal}`;
-}
-
-/** The principal whose own connection a `conn` names. */
-export function principalOfConn(conn: string): string {
-  return conn.slice('principal:'.length);
-}
-
 /** `uri` lies under `parent`: a path below it (at a "/" boundary), not merely a longer name. */
 export function isSubResource(uri: string, parent: string): boolean {
   if (parent === '' || uri.length <= parent.length || !uri.startsWith(parent)) return false;

@@ -204,10 +204,10 @@ function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
 
 /**
  * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once;
- * 'oversize' ({bytes, id}) for a stdout line longer than maxFrameBytes, which is dropped and
- * logged; `id` is the response id read from its first bytes, when it could be; 'refused'
- * ({id, reason}) for a response the hub does not take (nested too deep, a result that is no
- * object), also logged and dropped.
+ * 'dropped' ({id, what}) for an answer read and dropped (logged), so its call can fail at once:
+ * a stdout line longer than maxFrameBytes (`id` read from its first bytes, when it could be),
+ * or a response the hub does not take (nested too deep, a result that is no object); `what`
+ * says which, as "answered with …" goes on.
  */
 export class StdioChild extends EventEmitter {
   readonly pid: number | undefined;
@@ -274,7 +274,7 @@ export class StdioChild extends EventEmitter {
       (line) => this.onLine(line),
       (bytes, head) => {
         this.log.warn({ bytes, limit: opts.maxFrameBytes }, 'dropped an oversized stdout frame');
-        this.emit('oversize', { bytes, id: responseIdOf(head.toString('utf8')) });
+        this.emit('dropped', { id: responseIdOf(head.toString('utf8')), what: `a message of ${bytes} bytes, over the limit of ${opts.maxFrameBytes} (maxFrameBytes)` });
       },
     );
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
@@ -334,7 +334,7 @@ export class StdioChild extends EventEmitter {
     if (c.kind === 'invalid') {
       this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
       // An answer the hub cannot take: its call fails now rather than at its timeout.
-      if (c.response && c.id !== undefined) this.emit('refused', { id: c.id, reason: c.error.message });
+      if (c.response && c.id !== undefined) this.emit('dropped', { id: c.id, what: `a message the hub refuses: ${c.error.message}` });
       return;
     }
     this.emit('message', c);

@@ -213,15 +213,10 @@ export class StdioUpstream extends HandshakingUpstream {
       if (this.child === child) this.handleMessage(c);
     });
     child.on('exit', (e: ExitInfo) => this.onExit(child, e));
-    child.on('refused', (r: { id: number | string; reason: string }) => {
-      const p = typeof r.id === 'number' ? this.pending.get(r.id) : undefined;
-      if (this.child === child && p !== undefined) this.failCall(p, new TransportError(`server "${this.id}" answered with a message the hub refuses: ${r.reason}`));
-    });
-    child.on('oversize', (o: { bytes: number; id: number | string | undefined }) => {
+    child.on('dropped', (d: { id: number | string | undefined; what: string }) => {
       // The answer was read and dropped: its call fails now rather than at its timeout.
-      const p = typeof o.id === 'number' ? this.pending.get(o.id) : undefined;
-      if (this.child === child && p !== undefined)
-        this.failCall(p, new TransportError(`server "${this.id}" answered with a message of ${o.bytes} bytes, over the limit of ${s.maxFrameBytes} (maxFrameBytes)`));
+      const p = typeof d.id === 'number' ? this.pending.get(d.id) : undefined;
+      if (this.child === child && p !== undefined) this.failCall(p, new TransportError(`server "${this.id}" answered with ${d.what}`));
     });
     if (child.pid === undefined) {
       const e = await child.exit;
