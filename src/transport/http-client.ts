@@ -279,7 +279,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
       this.client.log.warn({ reason: c.error.message, snippet: redactLogText(text.slice(0, 200)) }, 'skipped an HTTP answer that is not JSON-RPC');
-      return;
+      // A response the hub refuses still names its call, which the upstream fails at once.
+      if (!(c.response && c.id !== undefined)) return;
     }
     this.answer!.messages++;
     this.o.onMessage?.(c);

@@ -203,11 +203,10 @@ function killGroup(pid: number, signal: NodeJS.Signals, orLeader = true): void {
 }
 
 /**
- * Events: 'message' (Classified) for every valid JSON-RPC line; 'exit' (ExitInfo) once;
- * 'dropped' ({id, what}) for an answer read and dropped (logged), so its call can fail at once:
- * a stdout line longer than maxFrameBytes (`id` read from its first bytes, when it could be),
- * or a response the hub does not take (nested too deep, a result that is no object); `what`
- * says which, as "answered with …" goes on.
+ * Events: 'message' (Classified) for every valid JSON-RPC line, and for a response the hub
+ * refuses (nested too deep, a result that is no object) that names its id, so its call fails at
+ * once; 'exit' (ExitInfo) once; 'dropped' ({id, what}) for a stdout line longer than
+ * maxFrameBytes (`id` read from its first bytes, when it could be), as "answered with …" goes on.
  */
 export class StdioChild extends EventEmitter {
   readonly pid: number | undefined;
@@ -334,8 +333,7 @@ export class StdioChild extends EventEmitter {
     if (c.kind === 'invalid') {
       this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
       // An answer the hub cannot take: its call fails now rather than at its timeout.
-      if (c.response && c.id !== undefined) this.emit('dropped', { id: c.id, what: `a message the hub refuses: ${c.error.message}` });
-      return;
+      if (!(c.response && c.id !== undefined)) return;
     }
     this.emit('message', c);
   }

@@ -364,8 +364,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         return this.onServerRequest(c.msg, via);
       case 'notification':
         return this.onNotification(c.msg, via);
-      case 'invalid':
+      case 'invalid': {
+        // An answer the hub cannot take (the transport logged it): its call fails now, saying
+        // why, rather than at its timeout or as an answer that "ended without a response".
+        const p = c.response && c.id !== undefined ? this.pending.get(Number(c.id)) : undefined;
+        if (p !== undefined) return this.failCall(p, new TransportError(`server "${this.id}" answered with a message the hub refuses: ${c.error.message}`));
         this.log.warn({ reason: c.error.message }, 'skipped an invalid message from the upstream');
+      }
     }
   }
 

@@ -121,6 +121,16 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('answers with a result nested 5,000 levels deep: the call fails saying so, once, and the next works', async () => {
+    const a = await callTool(hub.url, 'h__deep');
+    expect(isToolError(a)).toBe(true);
+    expect(text(a)).toContain('answered with a message the hub refuses: a response nested more than 1000 levels deep');
+    expect(calls(h, 'deep')).toHaveLength(1);
+    const [row] = await rowsFor(db, 'h__deep');
+    expect(row.outcome).toBe('unavailable');
+    expect(isToolError(await callTool(hub.url, 'h__echo', { ok: 1 }))).toBe(false);
+  });
+
   it('keeps its SSE answer open after the response: the call is answered at once, the hub closes the stream soon after', async () => {
     const t0 = Date.now();
     const a = await callTool(hub.url, 'h__linger');
