@@ -55,7 +55,10 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
     }
   }
   if (a.group) throw new DaemonError('--group needs the running daemon (it applies the groups); drop --local');
-  return (await lookLocally(loadConfig(a.config), { server: a.server })).tools;
+  const config = loadConfig(a.config);
+  if (a.server && config.servers[a.server] === undefined)
+    throw new DaemonError(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
+  return (await lookLocally(config, { server: a.server })).tools;
 }
 
 export async function runToolsExport(a: ToolsExportArgs): Promise<void> {

@@ -221,7 +221,12 @@ export class AdminRoutes {
             json(res, 404, { error: `no tool group named "${group}"` });
             return true;
           }
-          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server: q.get('server') ?? undefined, group, all: q.get('all') === '1' });
+          const server = q.get('server') ?? undefined;
+          if (server !== undefined && !this.hub.handles.has(server)) {
+            json(res, 404, { error: `no server named "${server}" (servers: ${[...this.hub.handles.keys()].join(', ') || 'none'})` });
+            return true;
+          }
+          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server, group, all: q.get('all') === '1' });
           json(res, 200, { tools });
           return true;
         }

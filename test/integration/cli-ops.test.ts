@@ -314,6 +314,15 @@ describe('servers, doctor and tools against a running daemon', () => {
     expect(o.tools.every((t: Json) => /^legacy__\w+_[0-9a-z]+$/.test(t.function.name))).toBe(true);
   });
 
+  it('a --server the hub has not: exit 1 naming the servers it has, listing or exporting, from the daemon or locally', async () => {
+    for (const args of [['tools', '--url', hub.url], ['tools', '--format', 'openai', '--url', hub.url], ['tools', '--format', 'openai', '--local', '-c', hub.configFile]]) {
+      const r = await run([...args, '--server', 'nope']);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/no server named "nope".*\(servers: legacy, modern/);
+      expect(r.stdout).toBe('');
+    }
+  });
+
   it("the export of a tool group holds only that group's tools; it cannot widen to the upstreams", async () => {
     for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
       const doc = JSON.parse((await run([...args, '--url', hub.url, '--group', 'mod'])).stdout) as { tools: Json[] };
