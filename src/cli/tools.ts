@@ -205,8 +205,17 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
     .option('server', { type: 'string', describe: 'Only tools of this server' }) as unknown as Argv<T & DbArgs>;
 }
 
+/** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */
+const NOT_FOR_DB = ['format', 'group', 'url', 'local', 'json'] as const;
+
 function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
   return (a) => {
+    const given = NOT_FOR_DB.filter((o) => (a as unknown as Record<string, unknown>)[o] !== undefined && (a as unknown as Record<string, unknown>)[o] !== false);
+    if (given.length > 0) {
+      err(`${given.map((o) => `--${o}`).join(', ')}: not for diff or approve, which read the ledger database of the config (--config, --db)\n`);
+      process.exitCode = 2;
+      return;
+    }
     try {
       fn(a);
     } catch (e) {

@@ -39,6 +39,11 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(help, sub).toMatch(/-c, --config/);
       expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
     }
+    // tools' own options reach diff and approve, which read the ledger file: refused, not ignored.
+    for (const args of [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']]) {
+      const r = await runCli(['tools', ...args]);
+      expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/^--(format|group|url): not for diff or approve/)]);
+    }
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
