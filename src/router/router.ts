@@ -225,7 +225,8 @@ export class Router {
     // no-op when it did: the first finish counts).
     const ended = (run: Promise<Result>): Promise<Result> =>
       run.catch(async (err: unknown) => {
-        await audit.finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 }));
+        // The first finish counts: when `body`'s could not be written, this gives back its failure.
+        await this.noted(audit.finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
         throw err;
       });
     return this.mrtr.run(ctx, conn, opts, bind, body, ended);

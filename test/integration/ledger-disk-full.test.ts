@@ -143,6 +143,9 @@ describe('a full disk under a running hub', () => {
 
     // The call is forwarded (its row committed), then every file the hub writes is full.
     const running = modernCall(url, 'ran-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } });
+    // A read in flight, answered or failing: each told its own outcome, not that it never ran.
+    const reading = modernCall(url, 'read-1', 'resources/read', { uri: 'sdk1://item/slow-1500' });
+    const failing = modernCall(url, 'read-2', 'resources/read', { uri: 'sdk1://item/fail-1500' });
     // ...and one that times out once the disk is full: told its own outcome too, not that it never ran.
     const timing = modernCall(url, 'ran-2', 'tools/call', { name: 'f__slow', arguments: { ms: 3000 } }, { meta: { 'dev.switchyard/timeoutMs': 1200 } });
     await sleep(500);
@@ -155,6 +158,10 @@ describe('a full disk under a running hub', () => {
     expect(timedOut.body?.result?.isError).toBe(true);
     expect(textOf(timedOut.body?.result)).toMatch(/f__slow failed: .*(did not finish|timed out)/);
 
+    const read = await reading;
+    expect(read.body?.result?.contents, JSON.stringify(read.body)).toEqual([expect.objectContaining({ text: 'item slow-1500' })]);
+    const failed = await failing;
+    expect(failed.body?.error?.message, JSON.stringify(failed.body)).toMatch(/item fail-1500 failed late/);
     // Everything but calls keeps working: a list, a legacy session's initialize and ping.
     const listed = await modernCall(url, 'list-full', 'tools/list');
     expect(listed.status).toBe(200);
