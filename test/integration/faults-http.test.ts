@@ -143,6 +143,21 @@ describe('HTTP upstream faults', () => {
     expect(calls(h, 'linger')).toHaveLength(1);
   });
 
+  it('cuts its GET stream after an event id: the hub opens it again from that event (Last-Event-ID), not afresh', async () => {
+    const g = await startFaultHttp(join(dir, 'g.log'));
+    await g.control({ getCut: true });
+    const gh = await startHub({ servers: { g: { url: g.url } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-get-')) });
+    try {
+      await waitForState(gh.url, 'g', ['ready']);
+      await waitUntil('a resuming GET', async () => g.log().some((e) => e.method === 'GET' && e.lastEventId !== null), 10_000);
+      const gets = g.log().filter((e) => e.method === 'GET');
+      expect(gets.map((e) => e.lastEventId)).toEqual([null, 'g-1']);
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await g.stop();
+    }
+  });
+
   it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
     const before = await serverHealth(hub.url, 'h');
     await h.control({ expire: true });
