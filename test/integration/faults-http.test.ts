@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernCall } from './ledger-helpers.js';
 import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
 
 let hub: HubProcess;
@@ -152,6 +153,29 @@ describe('HTTP upstream faults', () => {
       await waitUntil('a resuming GET', async () => g.log().some((e) => e.method === 'GET' && e.lastEventId !== null), 10_000);
       const gets = g.log().filter((e) => e.method === 'GET');
       expect(gets.map((e) => e.lastEventId)).toEqual([null, 'g-1']);
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await g.stop();
+    }
+  });
+
+  it('loses its GET stream (no event id to resume from): its lists, kept until list_changed, are fetched again', async () => {
+    const g = await startFaultHttp(join(dir, 'gap.log'));
+    await g.control({ getOpen: true, listChanged: true });
+    const gh = await startHub({ servers: { g: { url: g.url } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-gap-')) });
+    const lists = () => g.log().filter((e) => e.method === 'tools/list').length;
+    const listVia = async () => expect(((await modernCall(gh.url, 'list', 'tools/list')).body?.result?.tools as unknown[]).length).toBeGreaterThan(0);
+    try {
+      await waitForState(gh.url, 'g', ['ready']);
+      await waitUntil('the GET stream', async () => g.log().some((e) => e.method === 'GET'), 10_000);
+      await listVia();
+      const before = lists();
+      await listVia();
+      expect(lists()).toBe(before); // kept: a list_changed would say when it changes
+      await g.control({ cutGets: true });
+      await waitUntil('the GET stream again', async () => g.log().filter((e) => e.method === 'GET').length >= 2, 10_000);
+      await listVia();
+      expect(lists()).toBe(before + 1);
     } finally {
       expect(await gh.stop()).toBe(0);
       await g.stop();
