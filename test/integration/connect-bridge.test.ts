@@ -42,6 +42,11 @@ beforeAll(async () => {
       legacy: nodeServer(SDK1),
       modern: nodeServer(SDK2),
       crashy: { ...nodeServer('test/fixtures/quirks/crash-mid-call.mjs'), era: '2025-11-25' },
+      // A tool asking clients to mirror its argument in Mcp-Param-Text.
+      hdr: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], {
+        ERA: 'modern',
+        TOOLS: JSON.stringify([{ name: 'echo', description: 'Echo', inputSchema: { type: 'object', properties: { text: { type: 'string', 'x-mcp-header': 'Text' } } } }]),
+      }),
     },
   });
   await waitFor(async () => {
@@ -163,6 +168,18 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
       await new Promise((r) => setTimeout(r, 1_800));
       expect(c.received.filter((m) => m.id === 'slow')).toEqual([]);
       expect(c.stderr).not.toMatch(/refused a notification/);
+    } finally {
+      c.kill();
+    }
+  });
+
+  it("mirrors a tool's x-mcp-header argument it had not seen listed: refused once for the header, it learns the tools and sends the call again", async () => {
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    try {
+      const r = await c.request({ jsonrpc: '2.0', id: 'hdr', method: 'tools/call', params: { name: 'hdr__echo', arguments: { text: 'mirrored' }, _meta: meta } });
+      expect(r.error).toBeUndefined();
+      expect(r.result.content[0].text).toMatch(/^echo:mirrored/);
     } finally {
       c.kill();
     }
