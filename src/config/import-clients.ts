@@ -9,6 +9,7 @@ import { homedir } from 'node:os';
 import { basename, dirname, resolve, sep } from 'node:path';
 import { setByHub } from './header-check.js';
 import { parseJsonText } from './load.js';
+import { isObj } from '../protocol/jsonrpc.js';
 
 export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
 
@@ -70,10 +71,6 @@ export function stripJsonc(text: string): string {
     }
   }
   return out;
-}
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function stringMap(v: unknown): Record<string, string> | undefined {

@@ -6,6 +6,7 @@
  */
 
 import { decodeHeaderValue } from './header-value.js';
+import { isObj } from './jsonrpc.js';
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const MAX_DEPTH = 8;
@@ -17,10 +18,6 @@ export interface ParamHeaderDecl {
   type: 'string' | 'integer' | 'boolean';
 }
 type Decl = ParamHeaderDecl;
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 /** The `x-mcp-header` declarations of an inputSchema (both the client and the server side use them). */
 export function declaredParamHeaders(inputSchema: unknown): ParamHeaderDecl[] {

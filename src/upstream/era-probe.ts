@@ -5,6 +5,7 @@
 import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Message } from '../protocol/jsonrpc.js';
+import { isObj } from '../protocol/jsonrpc.js';
 import { redactSecretText } from '../policy/secret-text.js';
 
 export type ProbeVerdict =
@@ -17,10 +18,6 @@ export type ProbeVerdict =
   | { kind: 'legacy'; reason: string; respawn?: boolean }
   /** HTTP only: auth, server or network trouble says nothing about the era. */
   | { kind: 'no-evidence'; reason: string };
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function stringList(v: unknown): string[] | undefined {
   return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string') ? (v as string[]) : undefined;

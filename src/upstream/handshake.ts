@@ -6,10 +6,7 @@ import type { Logger } from '../log.js';
 import type { ProbeVerdict } from './era-probe.js';
 import { UpstreamBase, type UpstreamOptions } from './rpc-base.js';
 import type { UpstreamSpec } from './types.js';
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isObj } from '../protocol/jsonrpc.js';
 
 /** The parts of a DiscoverResult or InitializeResult the hub keeps. */
 export function serverFacts(r: Record<string, unknown>, serverInfo: unknown): {

@@ -7,10 +7,7 @@
  */
 import { declaredParamHeaders, type ParamHeaderDecl } from '../protocol/param-headers.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isObj } from '../protocol/jsonrpc.js';
 
 function headerText(v: unknown): string | undefined {
   if (typeof v === 'string') return v;
