@@ -1,5 +1,6 @@
 import type { Upstream } from '../upstream/types.js';
 import { MODERN } from '../protocol/era.js';
+import { cacheTtl } from '../protocol/ttl.js';
 import type { ListEntry } from './list-cache.js';
 import { LIST_METHOD, declaresListChanged, type ListKind } from './lists.js';
 
@@ -28,8 +29,7 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
     if (modern) {
       // Each page counts from when it arrived (digest §3.2): a slow later page does not stretch an earlier one's.
-      const t = typeof res.ttlMs === 'number' && res.ttlMs > 0 ? res.ttlMs : 0;
-      staleAt = Math.min(staleAt, now() + t);
+      staleAt = Math.min(staleAt, now() + cacheTtl(res.ttlMs));
       // No scope means an older server: the safe reading is private.
       if (res.cacheScope !== 'public') scope = 'private';
     }

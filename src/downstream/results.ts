@@ -10,6 +10,7 @@ import {
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation } from '../protocol/types.js';
 import { copyOf } from '../protocol/copy.js';
+import { cacheTtl } from '../protocol/ttl.js';
 
 type Result = Record<string, unknown>;
 
@@ -24,7 +25,7 @@ export function toModernResult(method: string, r: Result, serverInfo: Implementa
   const out = copyOf(r);
   if (out.resultType === undefined) out.resultType = 'complete';
   if (CACHEABLE.has(method) && out.resultType === 'complete') {
-    if (typeof out.ttlMs !== 'number' || out.ttlMs < 0) out.ttlMs = 0;
+    out.ttlMs = cacheTtl(out.ttlMs);
     if (out.cacheScope !== 'public' && out.cacheScope !== 'private') out.cacheScope = 'private';
   }
   const meta = (r._meta as Result | undefined) ?? undefined;

@@ -21,6 +21,7 @@ import { MODERN } from '../protocol/era.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
+import { cacheTtl } from '../protocol/ttl.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -291,7 +292,7 @@ export class Router {
     };
     const result = await this.forward('resources/read', forwarded, readCtx, server, { hubName: uri, upstreamName: uri }, t0, bind, vet);
     if (first && !asked && cacheableRead(params, result)) {
-      const hinted = server.upstream.era === MODERN && typeof result.ttlMs === 'number' ? result.ttlMs : 0;
+      const hinted = server.upstream.era === MODERN ? cacheTtl(result.ttlMs) : 0;
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
       this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope, since);
     }
