@@ -22,6 +22,7 @@ import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
+import { PagedLists } from './paged-lists.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -54,6 +55,7 @@ function asRpcError(err: unknown): RpcError {
  */
 export class Router {
   private readonly tools: ToolCall;
+  private readonly paged = new PagedLists();
 
   /** A reloaded `policy.confirm` / `confirmDestructive`: read by the next call (ToolCall reads these options per call). */
   setConfirmer(c: Confirmer): void {
@@ -130,15 +132,24 @@ export class Router {
       if (grace) await grace;
       const agg = await this.catalog.aggregate(kind, viewOf(ctx));
       let offset = 0;
+      let items: readonly Record<string, unknown>[] = agg.items;
+      let snapshot: string | undefined;
       if (params.cursor !== undefined) {
         const c = typeof params.cursor === 'string' ? decodeCursor(params.cursor, this.opts.cursorKey) : null;
-        if (!c || c.snapshot !== agg.snapshot || c.offset > agg.items.length)
-          throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
+        // The list the cursor came from, when it is no longer the current one (kept a while).
+        const from = c && c.snapshot !== agg.snapshot ? this.paged.recall(viewOf(ctx), kind, c.snapshot) : items;
+        if (!c || !from || c.offset > from.length) throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
         offset = c.offset;
+        items = from;
+        snapshot = c.snapshot;
       }
       const end = offset + this.opts.pageSize;
-      result = { [kind]: this.page(agg.items, offset, end) };
-      if (end < agg.items.length) result.nextCursor = encodeCursor({ offset: end, snapshot: agg.snapshot }, this.opts.cursorKey);
+      result = { [kind]: this.page(items, offset, end) };
+      if (end < items.length) {
+        snapshot ??= agg.snapshot;
+        this.paged.remember(viewOf(ctx), kind, snapshot, items);
+        result.nextCursor = encodeCursor({ offset: end, snapshot }, this.opts.cursorKey);
+      }
       result.ttlMs = agg.ttlMs;
       result.cacheScope = agg.scope;
     } catch (err) {

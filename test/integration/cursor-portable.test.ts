@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, waitForReady, type Json } from './ledger-helpers.js';
 
 const hubs: HubProcess[] = [];
@@ -76,5 +76,14 @@ describe('list cursors outlive the hub process', () => {
     const refused = { code: -32602, message: 'invalid or expired cursor; list again from the start' };
     expect((await page(c.url, p1.next)).error).toMatchObject(refused);
     expect((await page(d.url, p1.next)).error).toMatchObject(refused);
+  }, 40_000);
+
+  it('pages through a list whose upstream reorders it at every fetch (ttlMs 0): each name once, from the list the first page came from', async () => {
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', LIST_TTL_MS: '0', SHUFFLE: '1' }) }, pageSize: 2 });
+    hubs.push(hub);
+    await waitForReady(hub.url, ['s']);
+    const all = await everyName(hub.url);
+    expect(all.length).toBeGreaterThan(4);
+    expect(new Set(all).size).toBe(all.length);
   }, 40_000);
 });
