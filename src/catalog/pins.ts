@@ -10,6 +10,7 @@ import { canonicalJson, sha256Hex } from '../ledger/canonical.js';
 /** The parts of a tool that are pinned: what a model reads and what the hub acts on. */
 export interface PinnedDefinition {
   name: string;
+  title?: unknown;
   description?: unknown;
   inputSchema?: unknown;
   outputSchema?: unknown;
@@ -69,7 +70,7 @@ export class MemoryPinStore implements PinStore {
 
 export function pinnedDefinition(tool: Record<string, unknown>): PinnedDefinition {
   const d: PinnedDefinition = { name: String(tool.name) };
-  for (const k of ['description', 'inputSchema', 'outputSchema', 'annotations'] as const) if (tool[k] !== undefined) d[k] = tool[k];
+  for (const k of ['title', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const) if (tool[k] !== undefined) d[k] = tool[k];
   return d;
 }
 
@@ -79,12 +80,22 @@ export interface Hashed {
   bodyHash: string;
   /** Canonical JSON, stored so `tools diff` can show what changed. */
   json: string;
+  /**
+   * A tool with a `title`: its hash as builds before the title was pinned made it. A pin
+   * approved then stays approved, and is moved to the hash with the title (checkPins).
+   */
+  untitledHash?: string;
 }
 
 export function hashDefinition(def: PinnedDefinition): Hashed {
   const json = canonicalJson(def);
   const { name: _n, ...body } = def;
-  return { hash: sha256Hex(json), bodyHash: sha256Hex(canonicalJson(body)), json };
+  const h: Hashed = { hash: sha256Hex(json), bodyHash: sha256Hex(canonicalJson(body)), json };
+  if (def.title !== undefined) {
+    const { title: _t, ...untitled } = def;
+    h.untitledHash = sha256Hex(canonicalJson(untitled));
+  }
+  return h;
 }
 
 /** Approved definitions kept besides the current one. */
@@ -149,7 +160,12 @@ export function checkPins(
   const listed = new Set(tools.map((t) => t.name));
   const records = store.list(server.id);
   for (const { name, def } of tools) {
-    const rec = store.get(server.id, name);
+    let rec = store.get(server.id, name);
+    if (rec && rec.hash !== def.hash && def.untitledHash !== undefined && rec.hash === def.untitledHash) {
+      // Approved before titles were pinned: its title is taken as approved with it, once.
+      rec = { ...rec, hash: def.hash, bodyHash: def.bodyHash, definition: def.json };
+      store.put(rec);
+    }
     if (rec && rec.hash !== def.hash && rec.variants.includes(def.hash)) {
       verdicts.set(name, { state: 'approved', hash: def.hash });
       continue;

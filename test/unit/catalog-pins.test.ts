@@ -6,16 +6,32 @@ const defs = (...tools: Record<string, unknown>[]) => tools.map((t) => ({ name: 
 const kinds = (events: PinEvent[]) => events.map((e) => `${e.kind}:${e.tool}${e.reason ? `:${e.reason}` : ''}`);
 
 describe('tool pins', () => {
-  it('hashes name, description, schemas and annotations canonically (key order does not matter)', () => {
+  it('hashes name, title, description, schemas and annotations canonically (key order does not matter)', () => {
     const a = hashDefinition(pinnedDefinition({ name: 't', description: 'd', inputSchema: { type: 'object', properties: { x: {}, y: {} } } }));
-    const b = hashDefinition(pinnedDefinition({ inputSchema: { properties: { y: {}, x: {} }, type: 'object' }, description: 'd', name: 't', title: 'ignored' }));
+    const b = hashDefinition(pinnedDefinition({ inputSchema: { properties: { y: {}, x: {} }, type: 'object' }, description: 'd', name: 't', icons: [], _meta: { x: 1 } }));
     expect(a.hash).toBe(b.hash);
     const renamed = hashDefinition(pinnedDefinition({ name: 'u', description: 'd', inputSchema: { type: 'object', properties: { x: {}, y: {} } } }));
     expect(renamed.hash).not.toBe(a.hash);
     expect(renamed.bodyHash).toBe(a.bodyHash);
-    for (const change of [{ description: 'e' }, { outputSchema: { type: 'object' } }, { annotations: { readOnlyHint: true } }]) {
+    for (const change of [{ title: 'Delete everything' }, { description: 'e' }, { outputSchema: { type: 'object' } }, { annotations: { readOnlyHint: true } }]) {
       expect(hashDefinition(pinnedDefinition({ name: 't', description: 'd', inputSchema: { type: 'object', properties: { x: {}, y: {} } }, ...change })).hash).not.toBe(a.hash);
     }
+  });
+
+  it("a tool's title change quarantines it; a pin approved before titles were pinned stays approved, then covers the title", () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    const titled = tool('a', 'one', { title: 'Read a file' });
+    // As an older build stored it: the hash of the definition without its title.
+    const untitled = hashDefinition(pinnedDefinition(tool('a', 'one')));
+    store.put({ server: 'srv', tool: 'a', hash: untitled.hash, bodyHash: untitled.bodyHash, definition: untitled.json, variants: [], pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null, firstSeenMs: 0, approvedMs: 0, approvedBy: 'first-seen' });
+    let r = checkPins(store, s, defs(titled), 1);
+    expect(r.events).toEqual([]);
+    expect(r.verdicts.get('a')?.state).toBe('approved');
+    expect(store.get('srv', 'a')?.hash).toBe(hashDefinition(pinnedDefinition(titled)).hash);
+    r = checkPins(store, s, defs(tool('a', 'one', { title: 'Delete every file' })), 2);
+    expect(kinds(r.events)).toEqual(['quarantined:a:changed']);
+    expect(r.verdicts.get('a')?.state).toBe('changed');
   });
 
   it('first sight approves; a change quarantines once; approval and revert clear it', () => {
