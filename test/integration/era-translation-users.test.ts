@@ -86,6 +86,8 @@ describe('a read the user answered for is never cached (digest §3.3)', () => {
       const r = await m.readResource(uri);
       expect(((r.contents as Json[])[0] as { text: string }).text).toMatch(/^doc for mia /);
       expect(m.asks).toHaveLength(1);
+      // The upstream said public for a minute; a result holding the user's answer is no one's to keep.
+      expect([r.ttlMs, r.cacheScope]).toEqual([0, 'private']);
     } finally {
       await Promise.all([a.close(), m.close()]);
     }
