@@ -1,6 +1,6 @@
 import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
-import { wireText } from '../protocol/serialized.js';
+import { Serialized, wireText } from '../protocol/serialized.js';
 
 const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -70,11 +70,14 @@ export class SseStream implements MessageSink {
  */
 export class PostChannel implements MessageSink {
   private sse = false;
+  /** Notifications left out because the client fell MAX_UNREAD_BYTES behind. */
+  dropped = 0;
 
   constructor(
     private readonly res: EdgeResponse,
     readonly canStream: boolean,
     private readonly headers: Record<string, string> = {},
+    private readonly maxUnreadBytes = MAX_UNREAD_BYTES,
   ) {}
 
   get closed(): boolean {
@@ -85,12 +88,20 @@ export class PostChannel implements MessageSink {
     return this.sse;
   }
 
-  /** A message before the final answer. Dropped when the client cannot take a stream. */
+  /**
+   * A message before the final answer. Dropped when the client cannot take a stream; a
+   * notification (progress, a log line) is also dropped while the client is more than
+   * MAX_UNREAD_BYTES behind, or an upstream's flood would be held in the hub's memory for a
+   * client that does not read. Requests to the client and the final answer are always written.
+   */
   send(msg: object): void {
     if (this.closed || !this.canStream) return;
     if (!this.sse) {
       this.sse = true;
       this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
+    } else if (this.res.writableLength > this.maxUnreadBytes && isNotification(msg)) {
+      this.dropped++;
+      return;
     }
     writeEvent(this.res, msg);
   }
@@ -115,4 +126,9 @@ export class PostChannel implements MessageSink {
     this.res.writeHead(status, h);
     this.res.end(body);
   }
+}
+
+/** A JSON-RPC notification: a method and no id (pre-serialised messages are answers, never notifications). */
+function isNotification(msg: object): boolean {
+  return !(msg instanceof Serialized) && 'method' in msg && !('id' in msg);
 }

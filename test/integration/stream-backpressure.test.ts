@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(async () => void (await hub?.stop()));
 
 /** Sends `head`, reads the first bytes, then stops reading; `drain()` reads the rest until the hub closes. */
-async function stalledStream(head: string): Promise<{ first: string; drain(): Promise<{ bytes: number; closed: boolean }> }> {
+async function stalledStream(head: string): Promise<{ first: string; drain(): Promise<{ bytes: number; closed: boolean; tail: string }> }> {
   const u = new URL(hub.url);
   const sock = net.connect(Number(u.port), '127.0.0.1');
   await new Promise((r) => sock.once('connect', r));
@@ -32,14 +32,18 @@ async function stalledStream(head: string): Promise<{ first: string; drain(): Pr
     drain: () =>
       new Promise((resolve) => {
         let bytes = 0;
+        let tail = '';
         const timer = setTimeout(() => {
           sock.destroy();
-          resolve({ bytes, closed: false });
+          resolve({ bytes, closed: false, tail });
         }, 10_000);
-        sock.on('data', (d: Buffer) => (bytes += d.length));
+        sock.on('data', (d: Buffer) => {
+          bytes += d.length;
+          tail = (tail + d.toString('latin1')).slice(-4096);
+        });
         sock.on('close', () => {
           clearTimeout(timer);
-          resolve({ bytes, closed: true });
+          resolve({ bytes, closed: true, tail });
         });
         sock.resume();
       }),
@@ -70,6 +74,22 @@ describe('a stream whose client stops reading', () => {
         `MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
     );
     await expectDropped(s);
+  }, 60_000);
+
+  it("a call's answer stream keeps the answer but leaves out progress once the client is 8 MiB behind", async () => {
+    const port = new URL(hub.url).port;
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'p' };
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 'slow-reader', method: 'tools/call', params: { name: 'f__flood', arguments: { n: FLOOD, progress: true }, _meta: meta } });
+    const s = await stalledStream(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+        `MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: f__flood\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    expect(s.first).toMatch(/^HTTP\/1.1 200/);
+    await new Promise((r) => setTimeout(r, 3_000)); // the upstream has sent all 32 MiB
+    const { bytes, closed, tail } = await s.drain();
+    expect(closed).toBe(true);
+    expect(bytes).toBeLessThan(20 * 1024 * 1024);
+    expect(tail).toContain(`"id":"slow-reader","result":{"content":[{"type":"text","text":"sent ${FLOOD}"}]`);
   }, 60_000);
 
   it('so is a legacy GET stream', async () => {
