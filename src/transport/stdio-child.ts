@@ -321,6 +321,11 @@ export class StdioChild extends EventEmitter {
 
   private queued: string[] = [];
 
+  /** Bytes written to the child's stdin that it has not read yet (frames joined for this turn not counted). */
+  get backlog(): number {
+    return this.proc.stdin?.writableLength ?? 0;
+  }
+
   private readonly flush = (): void => {
     const q = this.queued;
     if (q.length === 0) return;

@@ -20,6 +20,9 @@ import type { CallOptions, UpstreamSpec } from './types.js';
 
 const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';
 
+/** Unread bytes on a child's stdin past which calls are refused, not queued (each is said not sent). */
+export const MAX_STDIN_BACKLOG = 16 * 1024 * 1024;
+
 /** A probe still open past probeTimeoutMs: its verdict once answered, and a way to drop it. */
 interface LateProbe {
   verdict: ProbeVerdict | undefined;
@@ -251,6 +254,12 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   protected transmit(p: Pending, frame: string): void {
+    const waiting = this.child?.backlog ?? 0;
+    if (waiting > MAX_STDIN_BACKLOG) {
+      // A server that stops reading its input would have every call to it kept in the hub's memory.
+      this.failCall(p, new TransportError(`server "${this.id}" is not reading its input (${Math.round(waiting / 1048576)} MiB waiting); the call was not sent`, undefined, true));
+      return;
+    }
     // Other calls in flight: the frame may join theirs in one write (see StdioChild.send).
     if (this.child?.send(frame, this.pending.size > 1)) return;
     this.failCall(p, new TransportError(`server "${this.id}" process is not running`, undefined, true));

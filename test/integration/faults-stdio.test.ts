@@ -31,6 +31,7 @@ beforeAll(async () => {
       servers: {
         crash: quirk('crash-mid-call'),
         hang: fault({ QUIRK_LOG: join(dir, 'hang.log') }, { timeoutMs: 800 }),
+        deaf: fault({}, { timeoutMs: 1500 }),
         garbage: quirk('garbage'),
         big: fault({ FAULT_BIG_BYTES: String(300_000) }, { maxFrameBytes: 100_000, timeoutMs: 20_000 }),
         slowstart: fault({ FAULT_START_DELAY_MS: '9000' }, { probeTimeoutMs: 1000 }),
@@ -132,6 +133,16 @@ describe('stdio upstream faults', () => {
     expect((await serverHealth(hub.url, 'big')).restarts).toBe(0);
     await hubIsUp();
   });
+
+  it('stops reading its input: once 16 MiB wait for it, calls are refused at once as not sent, not queued in memory', async () => {
+    expect(text(await callTool(hub.url, 'deaf__deaf'))).toBe('deaf from now on');
+    const big = 'x'.repeat(900 * 1024);
+    const t0 = Date.now();
+    const answers = await Promise.all(Array.from({ length: 40 }, () => callTool(hub.url, 'deaf__echo', { big })));
+    const refused = answers.filter((a) => /server "deaf" is not reading its input \(\d+ MiB waiting\); the call was not sent/.test(text(a)));
+    expect(refused.length).toBeGreaterThanOrEqual(5);
+    expect(Date.now() - t0).toBeLessThan(15_000);
+  }, 30_000);
 
   it('answers with a result nested 5,000 levels deep: that call fails at once (not at its timeout), the next works', async () => {
     const t0 = Date.now();
