@@ -1,3 +1,4 @@
+import { Console } from 'node:console';
 import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 import { redactLogText } from './policy/secret-text.js';
@@ -111,6 +112,14 @@ export function logDestination(fd = 2): ReturnType<typeof pino.destination> {
     }
   };
   return dest;
+}
+
+/**
+ * In a serving process stdout is the protocol channel (`stdio`) or promised quiet (`start`): a
+ * plugin's or a library's console.log, info, debug, dir or table goes to stderr instead.
+ */
+export function consoleToStderr(): void {
+  Object.defineProperty(globalThis, 'console', { value: new Console(process.stderr, process.stderr), configurable: true, writable: true });
 }
 
 /** A logger that drops everything, for library use and tests. */

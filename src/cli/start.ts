@@ -5,7 +5,7 @@ import { authRequired } from '../auth/authenticator.js';
 import { exposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
-import { createLogger, redactLogText } from '../log.js';
+import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
@@ -34,6 +34,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
         throw new BadUrlError(`--port must be a whole number from 0 to 65535, got ${JSON.stringify(typed)}`);
       }) as Argv<StartArgs>,
   handler: async (argv) => {
+    consoleToStderr(); // before any plugin loads
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;

@@ -3,7 +3,7 @@ import { loadConfigOrExit } from './config-or-exit.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
-import { createLogger, redactLogText } from '../log.js';
+import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
@@ -17,6 +17,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     y.option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' }) as Argv<StdioArgs>,
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
+    consoleToStderr(); // before any plugin loads
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);
     try {

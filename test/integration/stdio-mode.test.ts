@@ -355,6 +355,29 @@ describe('a legacy client of `switchyard stdio`', () => {
   }, 30_000);
 });
 
+describe("a plugin's console output in stdio mode", () => {
+  it('goes to stderr: stdout stays the protocol channel', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-console-'));
+    const plugin = join(d, 'chatty.mjs');
+    writeFileSync(
+      plugin,
+      `console.log('chatty loaded');\nexport default () => ({ name: 'chatty', onList(ctx) { console.info('chatty listed', ctx.items.length); }, beforeCall(ctx) { console.log('chatty call', ctx.tool.hubName); console.dir({ chatty: true }); console.table([{ chatty: 1 }]); } });\n`,
+    );
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d, { plugins: { paths: [plugin] } })], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      const r = await c.request({ jsonrpc: '2.0', id: 'c', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'quiet' }, _meta: META } });
+      expect(r.result.content[0].text).toBe('echo:quiet');
+      expect(c.stderr).toContain('chatty loaded');
+      expect(c.stderr).toContain('chatty call modern__echo');
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+});
+
 describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
   const start = (d: string) => new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
   const batchLine = async (c: LineClient, timeoutMs = 15_000): Promise<Json[]> => {
