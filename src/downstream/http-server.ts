@@ -138,10 +138,13 @@ export class HttpServer {
 
   /** `body`: already read by the fast path; otherwise read here. */
   private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
-    if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
-      return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Forbidden: Host or Origin not allowed')));
-    }
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
+      const message = 'Forbidden: Host or Origin not allowed';
+      // A DNS-rebinding or cross-site attempt leaves its row (rate-limited per address, as unauthenticated ones are).
+      if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 403, message });
+      return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+    }
     if (this.cors(req, res, path)) return;
     const gate = this.opts.gate;
     if (path.startsWith('/.well-known/oauth-protected-resource') && req.method === 'GET') {
@@ -172,7 +175,11 @@ export class HttpServer {
     const m = MCP_PATH.exec(path);
     if (!m) return sendJson(res, 404, { error: 'not found' });
     const group = m[1];
-    if (group !== undefined && !this.opts.groups?.has(group)) return sendJson(res, 404, { error: `no tool group named "${group}"` });
+    if (group !== undefined && !this.opts.groups?.has(group)) {
+      const message = `Not Found: no tool group named "${group}"`;
+      await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 404, message });
+      return sendJson(res, 404, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+    }
     switch (req.method) {
       case 'POST':
         return this.post(req, res, who, group, body);

@@ -125,6 +125,20 @@ describe('bad input at the HTTP endpoint', () => {
     expect(r.status).toBe(403);
     const health = await rawHttp(new URL('/healthz', url).href, { method: 'GET', headers: { host: `evil.example.com:${hub.port}` } });
     expect(health.status).toBe(403);
+    // Both refusals at the MCP endpoint (Origin above, Host here) left their rows.
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (r) => r.filter((x) => x.errorCode === 403).length >= 2);
+    expect(rows.filter((x) => x.errorCode === 403).map((x) => [x.method, x.errorMessage])).toEqual([
+      ['tools/list', 'Forbidden: Host or Origin not allowed'],
+      ['tools/list', 'Forbidden: Host or Origin not allowed'],
+    ]);
+  });
+
+  it('a tool group that is not configured → 404 with a JSON-RPC error, and a row', async () => {
+    const r = await post(url.replace(/\/mcp$/, '/mcp/nope'), modernBody('g', 'tools/list'), modernHeaders('tools/list'));
+    expect(r.status).toBe(404);
+    expect(r.body?.error).toMatchObject({ code: -32600, message: 'Not Found: no tool group named "nope"' });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (x) => x.some((y) => y.errorCode === 404));
+    expect(rows.find((y) => y.errorCode === 404)).toMatchObject({ method: 'tools/list', errorMessage: 'Not Found: no tool group named "nope"' });
   });
 
   it('modern header ≠ body version → 400 with -32020', async () => {
