@@ -42,6 +42,7 @@ import { refuseDownTool } from './router/down-tools.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
+import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
 import type { Upstream, UpstreamSpec } from './upstream/types.js';
@@ -83,6 +84,7 @@ export class Hub implements HubCore {
   readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
   readonly events = new EventEmitter();
   readonly handles = new Map<string, ServerHandle>();
+  private readonly listChanges: ChangeCoalescer<[kind: string, principal?: string, server?: string]>;
   readonly catalog: Catalog;
   readonly router: Router;
   readonly mrtr: Mrtr;
@@ -156,8 +158,12 @@ export class Hub implements HubCore {
     );
     // `principal`: a change of that principal's own list only (its own upstream connection).
     // `server`: a change of that server's part only, which clients of a group without it do not see.
-    this.catalog.on('changed', (kind, principal?: string, server?: string) =>
+    // A burst of changes (an upstream's storm of list_changed) reaches each client as a few.
+    this.listChanges = new ChangeCoalescer((kind: string, principal?: string, server?: string) =>
       this.events.emit('listChanged', kind, principal, server === undefined ? undefined : (group?: string) => this.catalog.groups.showsServer(group, server)),
+    );
+    this.catalog.on('changed', (kind: string, principal?: string, server?: string) =>
+      this.listChanges.change(JSON.stringify([kind, principal ?? null, server ?? null]), kind, principal, server),
     );
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();
@@ -336,6 +342,7 @@ export class Hub implements HubCore {
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
     this.endpoint.close();
+    this.listChanges.close();
     this.catalog.close();
     this.mrtr.bridge.close();
     this.admin?.close();

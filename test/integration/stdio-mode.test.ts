@@ -355,6 +355,28 @@ describe('a legacy client of `switchyard stdio`', () => {
   }, 30_000);
 });
 
+describe('an upstream storm of list_changed', () => {
+  it('reaches a client as a few notifications, the last after the storm', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-storm-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { mut: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy' }) } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list' });
+      const r = await c.request({ jsonrpc: '2.0', id: 's', method: 'tools/call', params: { name: 'mut__mutate', arguments: { op: 'storm', n: 500 } } });
+      expect(r.result.content[0].text).toBe('stormed');
+      await new Promise((res) => setTimeout(res, 1_500));
+      const heard = c.received.filter((m) => m.method === 'notifications/tools/list_changed').length;
+      expect(heard).toBeGreaterThanOrEqual(1);
+      expect(heard).toBeLessThanOrEqual(8);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+});
+
 describe("a plugin's console output in stdio mode", () => {
   it('goes to stderr: stdout stays the protocol channel', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-console-'));
