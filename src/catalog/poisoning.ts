@@ -22,14 +22,80 @@ export interface PoisonOptions {
 
 export const DEFAULT_MAX_DESCRIPTION = 4000;
 
-// Zero-width and invisible formatting, bidi embeddings/overrides/isolates, and the Unicode tag
-// block (U+E0000–E007F), which can spell out invisible ASCII.
-const HIDDEN = /[\u200B-\u200F\u2060-\u2064\u206A-\u206F\uFEFF\u00AD\u180E\u202A-\u202E\u2066-\u2069]|\uDB40[\uDC00-\uDC7F]/;
+// Invisible characters: every default-ignorable code point (zero-width spaces and joiners, soft
+// hyphen, U+034F, the Hangul and Mongolian fillers and selectors, variation selectors U+FE00–FE0F
+// and U+E0100–E01EF, the tag block U+E0000–E007F, which can spell out invisible ASCII), every
+// bidi control (U+061C, U+200E/F, U+202A–202E, U+2066–2069) and every other format character
+// (Cf, e.g. the interlinear annotation marks U+FFF9–FFFB). Variation selectors after an emoji are
+// read as smuggled bytes ("emoji smuggling"), so only the one selector emoji text uses is let
+// pass: see emojiPart.
+const HIDDEN_CLASS = '[\\p{Cf}\\p{Default_Ignorable_Code_Point}\\p{Bidi_Control}]';
+const HIDDEN_ALL = new RegExp(HIDDEN_CLASS, 'gu');
+// Hangul fillers stand where a space would: read as one, so that the words either side stay two.
+const FILLERS = /[\u115F\u1160\u3164\uFFA0]/g;
+const EMOJI = /^\p{Emoji}$/u;
+const PICTOGRAPH = /^\p{Extended_Pictographic}$/u;
+const SKIN_TONE = /^\p{Emoji_Modifier}$/u;
+
+/** The code point that ends before index `i`, as a string ('' at the start). */
+function before(text: string, i: number): string {
+  if (i <= 0) return '';
+  const lo = text.charCodeAt(i - 1);
+  if (lo >= 0xdc00 && lo <= 0xdfff && i >= 2) {
+    const hi = text.charCodeAt(i - 2);
+    if (hi >= 0xd800 && hi <= 0xdbff) return text.slice(i - 2, i);
+  }
+  return text.slice(i - 1, i);
+}
+
+/**
+ * Whether the invisible character at `i` is ordinary emoji text: one VS15/VS16 (U+FE0E/U+FE0F)
+ * right after a character that has an emoji form ("❤️", "⚠️", a keycap "1️⃣"), or a zero-width
+ * joiner between two pictographs, the first with its VS16 or skin tone ("👩🏽‍💻", "🏳️‍🌈"). A
+ * second selector, any other selector, and the tag characters of subdivision flags are flagged.
+ */
+function emojiPart(text: string, i: number, cp: number): boolean {
+  if (cp === 0xfe0f || cp === 0xfe0e) return EMOJI.test(before(text, i));
+  if (cp !== 0x200d) return false;
+  let prev = before(text, i);
+  if (prev === '\uFE0F' || SKIN_TONE.test(prev)) prev = before(text, i - prev.length);
+  const next = text.codePointAt(i + 1);
+  return PICTOGRAPH.test(prev) && next !== undefined && PICTOGRAPH.test(String.fromCodePoint(next));
+}
+
+/** The first invisible character that is not part of an emoji, or undefined. */
+function firstHidden(text: string): { cp: number; index: number } | undefined {
+  for (const m of text.matchAll(HIDDEN_ALL)) {
+    const cp = m[0].codePointAt(0)!;
+    if (!emojiPart(text, m.index, cp)) return { cp, index: m.index };
+  }
+  return undefined;
+}
+
+// Letters of other scripts drawn like Latin ones (a subset of Unicode's confusables: Cyrillic and
+// Greek), read as those for the phrase rules only.
+const LOOKALIKE: Record<string, string> = {
+  а: 'a', е: 'e', ё: 'e', к: 'k', о: 'o', р: 'p', с: 'c', у: 'y', х: 'x', ѕ: 's', і: 'i', ї: 'i', ј: 'j', ԁ: 'd', ԛ: 'q', ԝ: 'w', һ: 'h', ӏ: 'l',
+  А: 'A', В: 'B', Е: 'E', К: 'K', М: 'M', Н: 'H', О: 'O', Р: 'P', С: 'C', Т: 'T', Х: 'X', Ѕ: 'S', І: 'I', Ј: 'J', Ү: 'Y',
+  α: 'a', ε: 'e', ι: 'i', κ: 'k', ν: 'v', ο: 'o', ρ: 'p', υ: 'u', χ: 'x',
+  Α: 'A', Β: 'B', Ε: 'E', Ζ: 'Z', Η: 'H', Ι: 'I', Κ: 'K', Μ: 'M', Ν: 'N', Ο: 'O', Ρ: 'P', Τ: 'T', Υ: 'Y', Χ: 'X',
+};
+const LOOKALIKES = new RegExp(`[${Object.keys(LOOKALIKE).join('')}]`, 'g');
+
+/**
+ * The text the phrase rules read: compatibility forms folded (NFKC: fullwidth and styled letters
+ * become ASCII), invisible characters dropped, look-alike letters read as Latin, and every run of
+ * whitespace (line breaks, U+2028, no-break and ideographic spaces) one space. A phrase the
+ * one-line version of which is flagged is flagged however it is broken or dressed up.
+ */
+export function foldForMatching(text: string): string {
+  return text.replace(FILLERS, ' ').replace(HIDDEN_ALL, '').normalize('NFKC').replace(HIDDEN_ALL, '').replace(LOOKALIKES, (c) => LOOKALIKE[c]).replace(/\s+/g, ' ');
+}
 
 const INSTRUCTIONS: RegExp[] = [
   /\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|any|other|system)\b.{0,20}\b(instructions?|prompts?|messages?|rules?|guidelines?)/i,
   /\bbefore (calling|using|invoking|running|executing) (this|any|the|other)\b.{0,80}\b(send|read|call|include|pass|provide|fetch|upload|append|add)\b/i,
-  /\b(do not|don't|never)\b.{0,20}\b(tell|mention|inform|reveal|show|notify|alert)\b.{0,20}\b(the )?(user|human|operator)\b/i,
+  /\b(do not|don['’]t|never)\b.{0,20}\b(tell|mention|inform|reveal|show|notify|alert)\b.{0,20}\b(the )?(user|human|operator)\b/i,
   /\b(you|the (assistant|model|ai|agent)) (must|should|shall|have to|need to) (always|first|also|secretly|silently)\b/i,
   /\b(system prompt|developer message|jailbreak)\b/i,
   /\binstead of (the user|what the user)\b/i,
@@ -56,24 +122,54 @@ const EXFIL: RegExp[] = [
   /\bhttps?:\/\/(?=([^\s"')]{1,2048}))\1.{0,40}\b(with|containing|including)\b.{0,40}\b(contents?|data|conversation|history|secrets?|keys?|tokens?)\b/i,
 ];
 
-/** The flags of one piece of text. */
-export function checkText(text: string, field: string, opts: PoisonOptions = {}): PoisonFlag[] {
+/** What a flag quotes of the text: the match, on one line, at most 80 characters. */
+function quote(m: RegExpExecArray): string {
+  const t = m[0].trim();
+  return JSON.stringify(t.length > 80 ? `${t.slice(0, 79)}…` : t);
+}
+
+function firstMatch(res: RegExp[], text: string): RegExpExecArray | null {
+  for (const re of res) {
+    const m = re.exec(text);
+    if (m) return m;
+  }
+  return null;
+}
+
+export interface TextOptions extends PoisonOptions {
+  /**
+   * A name (of a prompt, resource, argument or schema property) rather than prose: not read for
+   * `secret-access`, which flags "read"/"copy" near "password"/"token" and so would flag a
+   * property named `password` or a tool named `read-password`.
+   */
+  name?: boolean;
+}
+
+/**
+ * The flags of one piece of text. The phrase rules read it folded (foldForMatching) and quote
+ * what they matched, as folded; `hidden-unicode` gives the code point and its index in the text
+ * as given.
+ */
+export function checkText(text: string, field: string, opts: TextOptions = {}): PoisonFlag[] {
   const flags: PoisonFlag[] = [];
   const max = opts.maxLength ?? DEFAULT_MAX_DESCRIPTION;
   if (text.length > max) flags.push({ code: 'extreme-length', field, message: `${text.length} characters (limit ${max})` });
   // Bound the work on very long text: the start is where instructions usually hide, the
   // hidden-character scan covers it all.
-  const hidden = HIDDEN.exec(text);
-  if (hidden) {
-    const cp = hidden[0].codePointAt(0)!;
-    flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
-  }
+  const hidden = firstHidden(text);
+  if (hidden) flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${hidden.cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
   const head = text.length > 20_000 ? text.slice(0, 20_000) : text;
-  const normal = head.replace(new RegExp(HIDDEN.source, 'g'), '');
-  if (INSTRUCTIONS.some((re) => re.test(normal))) flags.push({ code: 'model-instructions', field, message: 'text addressed to the model' });
-  if (MARKUP.some((re) => re.test(normal))) flags.push({ code: 'markup', field, message: 'prompt-style markup' });
-  if (SECRETS.test(normal) && READ_VERB.test(normal)) flags.push({ code: 'secret-access', field, message: 'asks for secrets or credential files' });
-  if (EXFIL.some((re) => re.test(normal))) flags.push({ code: 'exfiltration', field, message: 'asks to send data elsewhere' });
+  const normal = foldForMatching(head);
+  let m = firstMatch(INSTRUCTIONS, normal);
+  if (m) flags.push({ code: 'model-instructions', field, message: `text addressed to the model: ${quote(m)}` });
+  m = firstMatch(MARKUP, normal);
+  if (m) flags.push({ code: 'markup', field, message: `prompt-style markup: ${quote(m)}` });
+  if (!opts.name) {
+    const secret = SECRETS.exec(normal);
+    if (secret && READ_VERB.test(normal)) flags.push({ code: 'secret-access', field, message: `asks for secrets or credential files: ${quote(secret)}` });
+  }
+  m = firstMatch(EXFIL, normal);
+  if (m) flags.push({ code: 'exfiltration', field, message: `asks to send data elsewhere: ${quote(m)}` });
   return flags;
 }
 
@@ -85,9 +181,12 @@ export function checkText(text: string, field: string, opts: PoisonOptions = {})
 const MAX_SCHEMA_DEPTH = 64;
 const MAX_SCHEMA_TEXTS = 20_000;
 
-type Texts = { field: string; text: string }[] & { unread?: string };
+type Texts = { field: string; text: string; name?: boolean }[] & { unread?: string };
 
-/** Description-like strings inside a JSON Schema (descriptions, titles; defaults, consts, enums and examples, inside arrays too). */
+/**
+ * Description-like strings inside a JSON Schema (descriptions, titles; defaults, consts, enums
+ * and examples, inside arrays too), and the names of its properties, which a model reads too.
+ */
 function schemaTexts(schema: unknown, path: string, out: Texts, depth: number, values = false): void {
   if (schema === null || typeof schema !== 'object') {
     if (values && typeof schema === 'string') push(out, path, schema);
@@ -106,32 +205,41 @@ function schemaTexts(schema: unknown, path: string, out: Texts, depth: number, v
     else if ((k === 'description' || k === 'title') && typeof v === 'string') push(out, `${path}.${k}`, v);
     // Data, not schema: every string in it is text a model reads.
     else if (k === 'default' || k === 'examples' || k === 'const' || k === 'enum') schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
-    else if (typeof v === 'object') schemaTexts(v, `${path}.${k}`, out, depth + 1);
+    else if (typeof v === 'object') {
+      if (k === 'properties' && v !== null && !Array.isArray(v)) for (const name of Object.keys(v)) push(out, `${path}.properties.${name} (name)`, name, true);
+      schemaTexts(v, `${path}.${k}`, out, depth + 1);
+    }
   }
 }
 
-function push(out: Texts, field: string, text: string): void {
+function push(out: Texts, field: string, text: string, name?: boolean): void {
   if (out.length >= MAX_SCHEMA_TEXTS) out.unread ??= field;
-  else out.push({ field, text });
+  else out.push(name ? { field, text, name } : { field, text });
 }
 
-/** Every flag of a listed item (tool, prompt, resource): its own texts and its schemas' texts. */
+/**
+ * Every flag of a listed item (tool, prompt, resource, template): its name, title and
+ * description, its schemas' texts and property names, its prompt arguments' names, titles and
+ * descriptions. Names are read as names (TextOptions.name).
+ */
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
+  if (typeof item.name === 'string') texts.push({ field: 'name', text: item.name, name: true });
   for (const k of ['description', 'title'] as const) if (typeof item[k] === 'string') texts.push({ field: k, text: item[k] as string });
   const ann = item.annotations as Record<string, unknown> | undefined;
   if (ann && typeof ann.title === 'string') texts.push({ field: 'annotations.title', text: ann.title });
-  if (typeof item.name === 'string' && HIDDEN.test(item.name)) texts.push({ field: 'name', text: item.name });
   schemaTexts(item.inputSchema, 'inputSchema', texts, 0);
   schemaTexts(item.outputSchema, 'outputSchema', texts, 0);
   if (Array.isArray(item.arguments)) {
     item.arguments.forEach((a, i) => {
-      const d = (a as { description?: unknown } | null)?.description;
-      if (typeof d === 'string') texts.push({ field: `arguments[${i}].description`, text: d });
+      if (a === null || typeof a !== 'object') return;
+      const arg = a as Record<string, unknown>;
+      if (typeof arg.name === 'string') texts.push({ field: `arguments[${i}].name`, text: arg.name, name: true });
+      for (const k of ['title', 'description'] as const) if (typeof arg[k] === 'string') texts.push({ field: `arguments[${i}].${k}`, text: arg[k] as string });
     });
   }
   const flags: PoisonFlag[] = [];
-  for (const t of texts) flags.push(...checkText(t.text, t.field, opts));
+  for (const t of texts) flags.push(...checkText(t.text, t.field, t.name ? { ...opts, name: true } : opts));
   if (texts.unread) flags.push({ code: 'extreme-length', field: texts.unread, message: `the schema is too deep or has too many texts to check (from ${texts.unread} on)` });
   return flags;
 }
