@@ -49,6 +49,7 @@ import type { Upstream, UpstreamSpec } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
+import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
 import { Metrics } from './metrics.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -118,6 +119,8 @@ export class Hub implements HubCore {
   private pluginSourcesLoaded: string;
   /** Plugins of the last load (at the start or a reload) that could not be loaded ("<file>: <why>"). */
   private pluginsNotLoaded: string[] = [];
+  /** The poisoning checks on upstream instructions. */
+  private readonly instructionScreen: InstructionScreen;
   /** The last reload that changed anything, and when: a reload that finds nothing new says it. */
   private lastChange: { at: string; report: ReloadReport } | undefined;
 
@@ -134,6 +137,7 @@ export class Hub implements HubCore {
       this.pluginFailed(f);
     };
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, notLoaded), log, pluginFailed);
+    this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => this.instructionsFlagged(e));
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
@@ -245,6 +249,8 @@ export class Hub implements HubCore {
     this.catalog.watch(h);
     upstream.on('state', (state: string, detail?: string) => {
       if (state === 'ready' && upstream.capabilities) this.knownCapabilities.ready(s.id, upstream.capabilities);
+      // Checked as the server comes up, so the operator hears of flagged instructions before a client connects.
+      if (state === 'ready') this.instructionsVerdict(h);
       this.events.emit('serverState', { type: 'serverState', ts: Date.now(), id: s.id, state, era: upstream.era ?? null, detail });
       if (state === 'ready') this.resubscribe(h);
     });
@@ -415,6 +421,7 @@ export class Hub implements HubCore {
 
   private async applyPlugins(plugins: NonNullable<HubConfig['plugins']>): Promise<string[]> {
     this.pluginSourcesLoaded = pluginSources(plugins, this.config.file);
+    this.instructionScreen.setChecks(instructionChecks(plugins));
     const failed: string[] = [];
     await this.plugins.replace(
       loadPlugins(plugins, this.config.file, this.log, (f) => {
@@ -476,8 +483,35 @@ export class Hub implements HubCore {
     return this.currentCapabilities();
   }
 
-  instructions(): string | undefined {
-    return mergedInstructions(this.handles.values());
+  instructions(group?: string): string | undefined {
+    return mergedInstructions(
+      this.handles.values(),
+      (id) => this.catalog.groups.showsServer(group, id),
+      (id, text) => this.instructionScreen.verdict(id, text).withheld,
+    );
+  }
+
+  /** A server's instructions and what the poisoning checks made of them; undefined: it gave none. */
+  instructionsVerdict(h: ServerHandle): InstructionsVerdict | undefined {
+    const text = h.upstream.instructions;
+    return text ? this.instructionScreen.verdict(h.id, text) : undefined;
+  }
+
+  /** Flagged instructions: a log line, and an audit row when they are withheld. Changed ones: a log line. */
+  private instructionsFlagged(e: InstructionsEvent): void {
+    if (e.flags.length === 0) return void this.log.info({ server: e.server }, 'server instructions changed since the server last gave them (instructions are not pinned)');
+    const flags = e.flags.map((f) => `${f.code} (${f.message})`).join('; ');
+    this.log.warn(
+      { server: e.server, flags: e.flags.map((f) => f.code), blocked: e.blocked, changed: e.changed },
+      e.blocked ? 'server instructions show signs of poisoning: left out of what clients get' : 'server instructions show signs of poisoning: passed on with a warning (policy.poisoning: warn)',
+    );
+    if (!e.blocked) return;
+    void this.ledger
+      .record(
+        { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', method: 'catalog/quarantine', server: e.server },
+        { outcome: 'denied', errorKind: 'policy', errorMessage: `poisoning: instructions withheld: ${flags}`, latencyMs: 0 },
+      )
+      .catch(() => undefined);
   }
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {

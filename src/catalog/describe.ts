@@ -58,10 +58,21 @@ export function unionCapabilities<T>(servers: Iterable<T>, capsOf: (s: T) => Ser
   return caps;
 }
 
-/** Each upstream's instructions, prefixed with its server id. */
-export function mergedInstructions(handles: Iterable<ServerHandle>): string | undefined {
+/**
+ * Each upstream's instructions, prefixed with its server id: of the servers `shows` (those of
+ * the client's group), less those `withheld` leaves out (poisoning checks, src/catalog/
+ * instructions.ts).
+ */
+export function mergedInstructions(
+  handles: Iterable<ServerHandle>,
+  shows: (id: string) => boolean = () => true,
+  withheld: (id: string, text: string) => boolean = () => false,
+): string | undefined {
   const parts: string[] = [];
-  for (const h of handles) if (h.upstream.instructions) parts.push(`[${h.id}] ${h.upstream.instructions}`);
+  for (const h of handles) {
+    const text = h.upstream.instructions;
+    if (text && shows(h.id) && !withheld(h.id, text)) parts.push(`[${h.id}] ${text}`);
+  }
   return parts.length ? parts.join('\n\n') : undefined;
 }
 

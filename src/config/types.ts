@@ -107,7 +107,7 @@ export interface PolicyConfig {
   rateLimit?: RateLimitConfig;
   /** A tool whose definition changed since it was approved: hidden ("block", default) or shown with a warning. */
   pinning?: 'block' | 'warn';
-  /** A description with signs of poisoning: shown with a flag ("warn", default) or hidden ("block"). */
+  /** A description (or a server's instructions) with signs of poisoning: shown with a flag ("warn", default) or hidden ("block"). */
   poisoning?: 'warn' | 'block';
   [key: string]: unknown;
 }

@@ -5,6 +5,7 @@
  */
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import { serverLoad, type ServerLoad } from '../catalog/describe.js';
+import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { candidateName, type NameMode } from '../catalog/names.js';
 
 /** One server in /admin/servers, with its calls in flight and queued, failMode and circuit (ServerLoad). */
@@ -24,6 +25,11 @@ export interface ServerView extends ServerLoad {
   /** Epoch ms of the last state change. */
   since: number;
   trust: string;
+  /**
+   * When the server gave instructions: whether clients get them (false: withheld under
+   * `policy.poisoning: "block"`), their poisoning flags ("poisoning:markup") and the details.
+   */
+  instructions?: { shown: boolean; flags: string[]; details?: { code: string; message: string; field: string }[] };
 }
 
 /** lastError, with the stderr reason after it when there is one (for the CLI's lines). */
@@ -60,11 +66,21 @@ export interface ToolView {
   details?: { code: string; message: string; category?: string; field?: string; plugin?: string }[];
 }
 
-export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: string) => number | undefined): ServerView[] {
+export function serverViews(
+  handles: Iterable<ServerHandle>,
+  cacheTools: (id: string) => number | undefined,
+  instructionsOf: (h: ServerHandle) => InstructionsVerdict | undefined = () => undefined,
+): ServerView[] {
   const out: ServerView[] = [];
   for (const h of handles) {
     const u = h.upstream;
     const info = u.serverInfo;
+    const verdict = instructionsOf(h);
+    const instructions = verdict && {
+      shown: !verdict.withheld,
+      flags: verdict.flags.map((f) => `poisoning:${f.code}`),
+      ...(verdict.flags.length ? { details: verdict.flags.map((f) => ({ ...f })) } : {}),
+    };
     out.push({
       id: h.id,
       transport: h.config.url ? 'http' : 'stdio',
@@ -78,6 +94,7 @@ export function serverViews(handles: Iterable<ServerHandle>, cacheTools: (id: st
       stderr: u.lastError !== undefined && u.lastStderr !== undefined ? u.lastStderr : null,
       since: u.since,
       trust: h.config.trust,
+      ...(instructions ? { instructions } : {}),
       ...serverLoad(h),
     });
   }

@@ -23,6 +23,7 @@ import type { ReloadOutcome } from '../config/watch.js';
 import { AdminEvents, type Admission } from './admin-events.js';
 import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
+import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 
 /** What the admin routes read from the hub. */
@@ -33,6 +34,8 @@ export interface AdminHub {
   readonly metrics: Metrics;
   readonly events: EventEmitter;
   readonly config: HubConfig;
+  /** A server's instructions and what the poisoning checks made of them (undefined: none given). */
+  instructionsVerdict?(h: ServerHandle): InstructionsVerdict | undefined;
   /** A fresh connection for one running server (POST /admin/servers/<id>/restart); throws for an unknown one. */
   restartServer?(id: string): void;
   /** Read the config file again and apply it (POST /admin/reload); absent for a hub with no file to read. */
@@ -163,7 +166,7 @@ export class AdminRoutes {
   }
 
   servers() {
-    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length);
+    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h));
   }
 
   /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */

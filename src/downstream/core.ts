@@ -10,7 +10,8 @@ export interface HubCore {
   capabilities(): Promise<ServerCapabilities>;
   /** The same, without waiting. */
   currentCapabilities(): ServerCapabilities;
-  instructions(): string | undefined;
+  /** The upstreams' instructions a client of this endpoint group gets (undefined group: `/mcp`). */
+  instructions(group?: string): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;
   /**
    * The row of a request answered at the edge or refused there; `extra.hubName`: the tool, prompt

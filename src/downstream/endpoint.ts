@@ -282,7 +282,7 @@ export class Endpoint {
     if (req.method === 'server/discover') {
       const capabilities = await this.core.capabilities();
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
-      const instructions = this.core.instructions();
+      const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
       ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)));
@@ -584,7 +584,7 @@ export class Endpoint {
     } else this.sessions.set(session.id, session);
     const capabilities = await this.core.capabilities();
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
-    const instructions = this.core.instructions();
+    const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
     const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
     await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
