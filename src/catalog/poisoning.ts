@@ -95,7 +95,7 @@ export function foldForMatching(text: string): string {
 const INSTRUCTIONS: RegExp[] = [
   /\b(ignore|disregard|forget|override)\b.{0,40}\b(previous|prior|above|earlier|all|any|other|system)\b.{0,20}\b(instructions?|prompts?|messages?|rules?|guidelines?)/i,
   /\bbefore (calling|using|invoking|running|executing) (this|any|the|other)\b.{0,80}\b(send|read|call|include|pass|provide|fetch|upload|append|add)\b/i,
-  /\b(do not|don['’]t|never)\b.{0,20}\b(tell|mention|inform|reveal|show|notify|alert)\b.{0,20}\b(the )?(user|human|operator)\b/i,
+  /\b(do not|don['’]?t|never)\b.{0,20}\b(tell|mention|inform|reveal|show|notify|alert)\b.{0,20}\b(the )?(user|human|operator)\b/i,
   /\b(you|the (assistant|model|ai|agent)) (must|should|shall|have to|need to) (always|first|also|secretly|silently)\b/i,
   /\b(system prompt|developer message|jailbreak)\b/i,
   /\binstead of (the user|what the user)\b/i,
@@ -138,9 +138,10 @@ function firstMatch(res: RegExp[], text: string): RegExpExecArray | null {
 
 export interface TextOptions extends PoisonOptions {
   /**
-   * A name (of a prompt, resource, argument or schema property) rather than prose: not read for
-   * `secret-access`, which flags "read"/"copy" near "password"/"token" and so would flag a
-   * property named `password` or a tool named `read-password`.
+   * A name (of a tool, prompt, resource, argument or schema property) rather than prose: not read
+   * for `secret-access`, which flags "read"/"copy" near "password"/"token" and so would flag a
+   * property named `password` or a tool named `read-password`; and its underscores and camelCase
+   * read as spaces by the instruction rules (only: `send_to_webhook` is no exfiltration).
    */
   name?: boolean;
 }
@@ -160,7 +161,10 @@ export function checkText(text: string, field: string, opts: TextOptions = {}): 
   if (hidden) flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${hidden.cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
   const head = text.length > 20_000 ? text.slice(0, 20_000) : text;
   const normal = foldForMatching(head);
-  let m = firstMatch(INSTRUCTIONS, normal);
+  // A name spells its words with underscores or in camelCase: "ignore_previous_instructions".
+  // Read so for instructions only: "send_to_webhook" names a tool, not an exfiltration.
+  const words = opts.name ? normal.replace(/_+/g, ' ').replace(/(\p{Ll})(\p{Lu})/gu, '$1 $2') : normal;
+  let m = firstMatch(INSTRUCTIONS, words);
   if (m) flags.push({ code: 'model-instructions', field, message: `text addressed to the model: ${quote(m)}` });
   m = firstMatch(MARKUP, normal);
   if (m) flags.push({ code: 'markup', field, message: `prompt-style markup: ${quote(m)}` });
