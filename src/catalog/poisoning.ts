@@ -101,6 +101,19 @@ const INSTRUCTIONS: RegExp[] = [
   /\binstead of (the user|what the user)\b/i,
 ];
 
+/**
+ * What a name (read as words) is flagged for: only phrases that tell the model what to do. A
+ * name that merely mentions a system prompt, a jailbreak or all messages is a noun (a
+ * `system_prompt` parameter of a model-calling tool, a `forget_all_messages` tool of a chat
+ * memory), and flagging it would hide such tools under `policy.poisoning: "block"`.
+ */
+const NAME_INSTRUCTIONS: RegExp[] = [
+  /\b(ignore|disregard|override)\b.{0,20}\b(previous|prior|above|earlier)\b.{0,20}\b(instructions?|prompts?|rules?|guidelines?)/i,
+  INSTRUCTIONS[1]!,
+  INSTRUCTIONS[2]!,
+  INSTRUCTIONS[3]!,
+];
+
 const MARKUP: RegExp[] = [
   /<\s*\/?\s*(important|system|instructions?|admin|critical|secret|hidden|prompt|assistant)\b[^>]{0,80}>/i,
   /\[\/?(INST|SYS|SYSTEM)\]/,
@@ -164,7 +177,7 @@ export function checkText(text: string, field: string, opts: TextOptions = {}): 
   // A name spells its words with underscores or in camelCase: "ignore_previous_instructions".
   // Read so for instructions only: "send_to_webhook" names a tool, not an exfiltration.
   const words = opts.name ? normal.replace(/_+/g, ' ').replace(/(\p{Ll})(\p{Lu})/gu, '$1 $2') : normal;
-  let m = firstMatch(INSTRUCTIONS, words);
+  let m = firstMatch(opts.name ? NAME_INSTRUCTIONS : INSTRUCTIONS, words);
   if (m) flags.push({ code: 'model-instructions', field, message: `text addressed to the model: ${quote(m)}` });
   m = firstMatch(MARKUP, normal);
   if (m) flags.push({ code: 'markup', field, message: `prompt-style markup: ${quote(m)}` });
