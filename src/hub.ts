@@ -39,6 +39,8 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
+import { configSecretValues } from './config/secret-values.js';
+import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
 import { ShownRoutes } from './hub/shown-routes.js';
@@ -123,6 +125,13 @@ export class Hub implements HubCore {
   private readonly instructionScreen: InstructionScreen;
   /** The last reload that changed anything, and when: a reload that finds nothing new says it. */
   private lastChange: { at: string; report: ReloadReport } | undefined;
+  /**
+   * The config's secret values (config/secret-values.ts), redacted in logs, errors, the ledger
+   * and the admin views while the hub runs (policy/config-secrets.ts, registered under `config`).
+   * A reload adds the new config's; those it drops stay until the hub stops: a server being
+   * retired may still say them.
+   */
+  private readonly secretValues = new Set<string>();
 
   private constructor(
     readonly config: HubConfig,
@@ -218,8 +227,12 @@ export class Hub implements HubCore {
   }
 
   static create(config: HubConfig, log: Logger): Hub {
-    const ledger = openLedger(config, log);
-    const hub = new Hub(config, ledger, log);
+    // First: an error of what follows (the ledger, a plugin, a server) may quote them.
+    const secrets = configSecretValues(config);
+    useConfigSecrets(config, secrets);
+    // Should this throw, they stay registered: the caller reports the error (redacted) and exits.
+    const hub = new Hub(config, openLedger(config, log), log);
+    for (const v of secrets) hub.secretValues.add(v);
     for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(hub.buildServer(s));
     hub.forgetUnconfigured();
     return hub;
@@ -360,6 +373,7 @@ export class Hub implements HubCore {
     this.validator.close();
     await this.plugins.close();
     await this.ledger.close();
+    dropConfigSecrets(this.config);
   }
 
   /**
@@ -368,6 +382,9 @@ export class Hub implements HubCore {
    * did: the file watch may have applied the file before `switchyard reload` asked.
    */
   async reload(next: HubConfig): Promise<ReloadReport> {
+    // Before anything starts: a new server's first stderr line may say its new token.
+    for (const v of configSecretValues(next)) this.secretValues.add(v);
+    useConfigSecrets(this.config, this.secretValues);
     const report = await applyReload(this.reloadTarget(), next);
     const kept = { at: new Date().toISOString(), report: { ...report } };
     report.pluginsNotLoaded = [...this.pluginsNotLoaded];

@@ -1,6 +1,7 @@
 import { Console } from 'node:console';
 import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
+import { redactConfigSecretsInJson } from './policy/config-secrets.js';
 import { redactLogText } from './policy/secret-text.js';
 
 export type { Logger };
@@ -31,6 +32,9 @@ export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ??
       level,
       base: { name: 'switchyard' },
       serializers: { err: errSerializer, error: errSerializer },
+      // Last, on each line as written: the config's own secret values, wherever in the line
+      // (policy/config-secrets.ts); nothing to do while the config has none.
+      hooks: { streamWrite: redactConfigSecretsInJson },
       redact: {
         paths: [
           'headers.authorization',

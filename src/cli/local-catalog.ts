@@ -6,9 +6,11 @@
 import { dirname, resolve } from 'node:path';
 import { Catalog, type ServerHandle } from '../catalog/catalog.js';
 import { MemoryNameStore, NameAssigner } from '../catalog/names.js';
+import { configSecretValues } from '../config/secret-values.js';
 import type { HubConfig } from '../config/types.js';
 import { serverViews, toolViews, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { silentLogger } from '../log.js';
+import { useConfigSecrets } from '../policy/config-secrets.js';
 import { createUpstream } from '../upstream/index.js';
 import { Progress } from './progress.js';
 
@@ -20,6 +22,9 @@ export interface LocalLook {
 /** Starts every enabled upstream (at most `startMs` each), lists the tools, closes them. */
 export async function lookLocally(config: HubConfig, opts: { startMs?: number; server?: string } = {}): Promise<LocalLook> {
   const base = config.file ? dirname(config.file) : process.cwd();
+  // What the upstreams say (lastError, stderr) is printed: the config's secrets are redacted
+  // there as a hub would (policy/config-secrets.ts); kept for the rest of this short command.
+  useConfigSecrets(config, configSecretValues(config));
   const handles: ServerHandle[] = [];
   for (const s of Object.values(config.servers)) {
     if (!s.enabled || (opts.server && s.id !== opts.server)) continue;

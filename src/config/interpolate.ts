@@ -8,6 +8,8 @@ export interface Interpolated {
   problems: string[];
   /** Key paths whose value could not be completed (so schema errors there are noise). */
   failedPaths: Set<string>;
+  /** Each value put in place of a reference (what the config took from the environment), and where. */
+  values: { at: KeySegments; value: string }[];
 }
 
 // `$${env:X}` is the escape for a literal `${env:X}`; `${env:X}` reads the variable.
@@ -21,6 +23,7 @@ const VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export function interpolateEnv(doc: unknown, env: Env): Interpolated {
   const problems: string[] = [];
   const failedPaths = new Set<string>();
+  const values: Interpolated['values'] = [];
 
   const visitString = (s: string, at: KeySegments): string => {
     if (!s.includes('${')) return s;
@@ -39,6 +42,7 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
         failed = true;
         return match;
       }
+      values.push({ at, value: v });
       return v;
     });
     if (failed) failedPaths.add(keyPath(at));
@@ -55,5 +59,5 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
     return node;
   };
 
-  return { value: visit(doc, []), problems, failedPaths };
+  return { value: visit(doc, []), problems, failedPaths, values };
 }

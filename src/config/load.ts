@@ -4,7 +4,8 @@ import { classifyPattern } from '../policy/safe-regex.js';
 import { duplicateKeys } from './duplicate-keys.js';
 import { durationMs } from './duration.js';
 import { headerProblems } from './header-check.js';
-import { interpolateEnv, type Env } from './interpolate.js';
+import { interpolateEnv, type Env, type Interpolated } from './interpolate.js';
+import { noteInterpolated } from './secret-values.js';
 import { validateAgainstSchema } from './schema.js';
 import type { HubConfig, ServerConfig, ServerToolsConfig, ToolSettings } from './types.js';
 
@@ -33,7 +34,7 @@ interface RawConfig extends Pick<HubConfig, 'listen' | 'names' | 'pageSize' | 'a
 }
 
 /** Interpolates, validates and fills defaults; `value` is meaningful only without problems. */
-function check(json: unknown, env: Env): { problems: string[]; value: unknown } {
+function check(json: unknown, env: Env): { problems: string[]; value: unknown; interpolated: Interpolated['values'] } {
   const interpolated = interpolateEnv(json, env);
   const value = interpolated.value;
   const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
@@ -49,7 +50,7 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown } 
       problems.push(`ledger.redactKeys: not a valid regular expression (${(e as Error).message})`);
     }
   }
-  return { problems, value };
+  return { problems, value, interpolated: interpolated.values };
 }
 
 /**
@@ -91,7 +92,7 @@ export function configProblems(json: unknown, env: Env = process.env): string[] 
  * against the current directory.
  */
 export function parseConfig(json: unknown, file?: string, env: Env = process.env): HubConfig {
-  const { problems, value } = check(json, env);
+  const { problems, value, interpolated } = check(json, env);
   if (problems.length > 0) throw new ConfigError(problems, file);
   const raw = value as RawConfig;
   const base = file ? dirname(resolve(file)) : process.cwd();
@@ -117,6 +118,8 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
   if (raw.policy) config.policy = raw.policy;
   if (raw.plugins) config.plugins = raw.plugins;
   if (raw.groups) config.groups = raw.groups;
+  // What the environment brought in is secret, save where no secret goes (config/secret-values.ts).
+  noteInterpolated(config, interpolated);
   return config;
 }
 

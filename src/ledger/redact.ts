@@ -1,3 +1,4 @@
+import { redactConfigSecrets } from '../policy/config-secrets.js';
 import { redactSecretText } from '../policy/secret-text.js';
 
 /** Default pattern of object keys whose values never reach the ledger. */
@@ -11,10 +12,11 @@ const BEARER = /\bBearer\s+[A-Za-z0-9\-._~+/]+=*/gi;
 /**
  * Replaces credentials inside a free-text string (error messages, argument strings): bearer
  * tokens of any length, then the shapes every part of the hub redacts (well-known token
- * formats, passwords in URLs; src/policy/secret-text.ts).
+ * formats, passwords in URLs; src/policy/secret-text.ts), then the config's own secret values
+ * (src/policy/config-secrets.ts).
  */
 export function redactString(s: string): string {
-  return redactSecretText(s.replace(BEARER, `Bearer ${REDACTED}`));
+  return redactConfigSecrets(redactSecretText(s.replace(BEARER, `Bearer ${REDACTED}`)));
 }
 
 const MAX_DEPTH = 64;

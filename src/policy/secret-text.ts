@@ -1,3 +1,5 @@
+import { redactConfigSecrets } from './config-secrets.js';
+
 /**
  * Credentials recognisable by their shape (well-known token formats, bearer tokens, passwords
  * in URLs), found in free text and replaced by "[redacted:<kind>]". Used wherever text from an
@@ -127,9 +129,26 @@ export const LOG_SECRET_RULES: readonly SecretRule[] = [
   },
 ];
 
-/** A line for the hub's log: every credential rule, the assignments too (LOG_SECRET_RULES). */
+/**
+ * A line for the hub's log: every credential rule, the assignments too (LOG_SECRET_RULES), and
+ * the config's own secret values (config-secrets.ts).
+ */
 export function redactLogText(text: string): string {
-  return redactSecretText(text, LOG_SECRET_RULES);
+  return redactConfigSecrets(redactSecretText(text, LOG_SECRET_RULES));
+}
+
+/**
+ * Upstream text on an error path (an error's message, lastError): the credential rules and the
+ * config's own secret values (config-secrets.ts), which an upstream may echo bare. Not for tool
+ * results, which only the redact-secrets plugin rewrites, by shape.
+ */
+export function redactErrorText(text: string): string {
+  return redactConfigSecrets(redactSecretText(text));
+}
+
+/** redactSecretsIn with redactErrorText: an upstream error's `data`. */
+export function redactErrorsIn(v: unknown): unknown {
+  return walk(v, redactErrorText, { left: MAX_STRINGS }, 0);
 }
 
 const MAX_DEPTH = 32;
@@ -181,19 +200,19 @@ export function redactSecretText(text: string, rules: readonly SecretRule[] = SE
  * and are left alone; past MAX_DEPTH or MAX_STRINGS the rest is passed on as it is.
  */
 export function redactSecretsIn(v: unknown, rules: readonly SecretRule[] = SECRET_RULES): unknown {
-  return walk(v, rules, { left: MAX_STRINGS }, 0);
+  return walk(v, (s) => redactSecretText(s, rules), { left: MAX_STRINGS }, 0);
 }
 
-function walk(v: unknown, rules: readonly SecretRule[], budget: { left: number }, depth: number): unknown {
+function walk(v: unknown, redact: (s: string) => string, budget: { left: number }, depth: number): unknown {
   if (typeof v === 'string') {
     if (budget.left-- <= 0) return v;
-    return redactSecretText(v, rules);
+    return redact(v);
   }
   if (v === null || typeof v !== 'object' || depth > MAX_DEPTH) return v;
   if (Array.isArray(v)) {
     let copy: unknown[] | undefined;
     v.forEach((x, i) => {
-      const y = walk(x, rules, budget, depth + 1);
+      const y = walk(x, redact, budget, depth + 1);
       if (y !== x) (copy ??= v.slice())[i] = y;
     });
     return copy ?? v;
@@ -202,7 +221,7 @@ function walk(v: unknown, rules: readonly SecretRule[], budget: { left: number }
   const obj = v as Record<string, unknown>;
   for (const k of Object.keys(obj)) {
     if ((k === 'data' || k === 'blob' || k === 'requestState') && typeof obj[k] === 'string') continue;
-    const y = walk(obj[k], rules, budget, depth + 1);
+    const y = walk(obj[k], redact, budget, depth + 1);
     if (y !== obj[k]) (copy ??= { ...obj })[k] = y;
   }
   return copy ?? v;

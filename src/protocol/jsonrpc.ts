@@ -1,5 +1,6 @@
 import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError, type RpcErrorObject } from './errors.js';
 import { Serialized, wireText } from './serialized.js';
+import { redactConfigSecrets } from '../policy/config-secrets.js';
 
 export type Id = string | number;
 export type Params = Record<string, unknown>;
@@ -120,7 +121,13 @@ export function parseFrame(text: string): Classified {
 }
 
 export function errorResponse(id: Id | undefined | null, err: RpcError | RpcErrorObject): ErrorResponse {
-  const error = err instanceof RpcError ? err.toJSON() : err;
+  let error = err instanceof RpcError ? err.toJSON() : err;
+  // Whatever built the message (an upstream's text, a transport error), the config's own
+  // secret values never leave in it (policy/config-secrets.ts); an error path only.
+  if (typeof error.message === 'string') {
+    const message = redactConfigSecrets(error.message);
+    if (message !== error.message) error = { ...error, message };
+  }
   return id === undefined || id === null ? { jsonrpc: '2.0', error } : { jsonrpc: '2.0', id, error };
 }
 export function resultResponse(id: Id, result: Record<string, unknown>): SuccessResponse {

@@ -6,7 +6,7 @@ import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Message } from '../protocol/jsonrpc.js';
 import { isObj } from '../protocol/jsonrpc.js';
-import { redactSecretText } from '../policy/secret-text.js';
+import { redactErrorText } from '../policy/secret-text.js';
 
 export type ProbeVerdict =
   /** A DiscoverResult naming our version: ready to use. */
@@ -73,7 +73,7 @@ export function stdioVerdict(o: StdioProbeOutcome): ProbeVerdict {
 
 /** An upstream's error as a verdict's reason says it: reasons reach logs, /healthz and callers, so without a credential it echoed. */
 function said(e: RpcErrorObject): string {
-  return `${e.code} ${redactSecretText(String(e.message))}`;
+  return `${e.code} ${redactErrorText(String(e.message))}`;
 }
 
 function firstError(messages: Message[]): RpcErrorObject | undefined {

@@ -8,7 +8,7 @@ import type { Logger } from '../log.js';
 import type { Era } from '../protocol/era.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
-import { redactSecretText } from '../policy/secret-text.js';
+import { redactErrorText } from '../policy/secret-text.js';
 import { RestartPolicy, type BackoffOptions } from './backoff.js';
 import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
@@ -134,7 +134,7 @@ export abstract class Lifecycle extends EventEmitter {
     } catch (err) {
       this.attempting = false;
       // Whatever the upstream said on the way goes to /healthz, the logs and failMode's answers.
-      const msg = redactSecretText(errMessage(err));
+      const msg = redactErrorText(errMessage(err));
       this._lastError = msg;
       this.log.warn({ err: msg }, 'upstream could not start');
       void this.disconnect().catch(() => undefined);
@@ -166,7 +166,7 @@ export abstract class Lifecycle extends EventEmitter {
   /** The subclass lost a ready connection: fail what was in flight and restart. */
   protected lost(reason: string): void {
     if (this.closed || this._state !== 'ready') return;
-    reason = redactSecretText(reason);
+    reason = redactErrorText(reason);
     this._lastError = reason;
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
@@ -179,7 +179,7 @@ export abstract class Lifecycle extends EventEmitter {
    */
   protected trip(reason: string, minDelayMs: number): void {
     if (this.closed || this._state !== 'ready') return;
-    reason = redactSecretText(reason);
+    reason = redactErrorText(reason);
     this._lastError = reason;
     this.log.warn({ reason }, 'circuit opened');
     this.scheduleRetry(reason, minDelayMs);

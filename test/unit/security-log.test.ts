@@ -30,3 +30,25 @@ describe('logger hygiene', () => {
     for (const secret of ['pg-Secret-9', 'pg-Other-8', 'sy_secret-key', 'sy_other-secret', 'alice-secret', 'jwt-secret', ' at ']) expect(r.stderr).not.toContain(secret);
   });
 });
+
+const CONFIG_SECRET_SCRIPT = `
+const { createLogger } = await import(${JSON.stringify(join(ROOT, 'dist/src/log.js'))});
+const { useConfigSecrets } = await import(${JSON.stringify(join(ROOT, 'dist/src/policy/config-secrets.js'))});
+useConfigSecrets({}, ['ENVVAL_secret_4410', 'has"quote-secret']);
+const log = createLogger('info');
+log.info({ server: 's', detail: 'auth failed for ENVVAL_secret_4410', nested: { said: ['x has"quote-secret y'] } }, 'anything at all');
+log.warn({ err: new Error('spawn failed: ENVVAL_secret_4410') }, 'upstream');
+log.flush();
+`;
+
+describe('logger and the config secrets', () => {
+  it("replaces the config's own secret values anywhere in a line, which stays JSON", () => {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', CONFIG_SECRET_SCRIPT], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('ENVVAL_secret_4410');
+    expect(r.stderr).not.toContain('quote-secret');
+    const lines = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toMatchObject({ detail: 'auth failed for [redacted:config-secret]', nested: { said: ['x [redacted:config-secret] y'] } });
+    expect((lines[1].err as { message: string }).message).toBe('spawn failed: [redacted:config-secret]');
+  });
+});

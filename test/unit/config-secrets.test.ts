@@ -1,0 +1,164 @@
+/**
+ * The config's own secret values (src/config/secret-values.ts) and their redaction
+ * (src/policy/config-secrets.ts): an upstream that echoes the token it was given, bare, has no
+ * shape the credential rules know, but the hub knows the value, and replaces it on every
+ * error and log path; tool results (the redact-secrets plugin's shape rules) are left alone.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { configSecretValues } from '../../src/config/secret-values.js';
+import { redactString } from '../../src/ledger/redact.js';
+import { RpcError } from '../../src/protocol/errors.js';
+import { errorResponse } from '../../src/protocol/jsonrpc.js';
+import {
+  CONFIG_SECRET_MARK,
+  configSecretCount,
+  dropConfigSecrets,
+  MIN_SECRET_LENGTH,
+  redactConfigSecrets,
+  redactConfigSecretsInJson,
+  useConfigSecrets,
+} from '../../src/policy/config-secrets.js';
+import { redactErrorsIn, redactErrorText, redactLogText, redactSecretsIn, redactSecretText } from '../../src/policy/secret-text.js';
+import { upstreamError } from '../../src/upstream/upstream-error.js';
+
+const M = CONFIG_SECRET_MARK;
+const owners: object[] = [];
+function use(values: string[], owner: object = {}): object {
+  owners.push(owner);
+  useConfigSecrets(owner, values);
+  return owner;
+}
+afterEach(() => {
+  for (const o of owners.splice(0)) dropConfigSecrets(o);
+});
+
+describe('the secret values of a config', () => {
+  it('are every value ${env:…} brought in, wherever it went, and none of the literal text around it', () => {
+    const env = { TOKEN: 'plainTokenValue42', HOST: 'db.internal.example', ARG: 'argument-secret-1', SHORT: 'abc' };
+    const c = parseConfig(
+      {
+        servers: {
+          s: { command: 'node', args: ['--key=${env:ARG}'], env: { PLAIN: 'x-${env:TOKEN}-y', SHORTY: '${env:SHORT}' } },
+          h: { url: 'https://${env:HOST}/mcp' },
+        },
+      },
+      undefined,
+      env,
+    );
+    const values = configSecretValues(c);
+    expect(values).toEqual(expect.arrayContaining(['plainTokenValue42', 'db.internal.example', 'argument-secret-1', 'abc']));
+    expect(values).not.toContain('x-plainTokenValue42-y');
+    expect(values).not.toContain('--key=argument-secret-1');
+  });
+
+  it('leave out values interpolated only where no secret goes (listener, ledger, a command or cwd), unless they also went elsewhere', () => {
+    const env = { HOST: '127.0.0.10', HOME: '/home/operator', BIN: '/opt/servers/bin', SHARED: 'shared-value-99', PLUGIN_KEY: 'plugin-api-key-1' };
+    const c = parseConfig(
+      {
+        listen: { host: '${env:HOST}' },
+        ledger: { path: '${env:HOME}/ledger.db' },
+        servers: {
+          s: { command: '${env:BIN}/server', cwd: '${env:SHARED}', args: ['--profile', '${env:SHARED}'] },
+        },
+        plugins: { options: { mine: { apiKey: '${env:PLUGIN_KEY}' } } },
+      },
+      undefined,
+      env,
+    );
+    const values = configSecretValues(c);
+    for (const v of ['127.0.0.10', '/home/operator', '/opt/servers/bin']) expect(values, v).not.toContain(v);
+    for (const v of ['shared-value-99', 'plugin-api-key-1']) expect(values, v).toContain(v);
+  });
+
+  it('include literal credentials: named headers and env, credentials, url user info and named query values, requestStateKey', () => {
+    const c = parseConfig(
+      {
+        servers: {
+          s: { command: 'node', env: { GITHUB_TOKEN: 'literal-gh-value', NODE_ENV: 'production', DB_PASSWORD: 'literal-db-pass' } },
+          h: {
+            url: 'https://deploy:url%40Pass-99@api.example/mcp?api_key=query-secret-1&region=eu-west-123',
+            headers: { Authorization: 'Bearer literal-bearer-tok', 'X-Client-Name': 'switchyard-client', 'X-Api-Key': 'literal-x-api-key' },
+            credentials: { alice: { headers: { Authorization: 'Basic YWxpY2U6c2VjcmV0MQ==', 'X-Tenant': 'alice-tenant-id' } } },
+          },
+          t: { url: 'https://bare-token-in-user@api.example/mcp' },
+        },
+        policy: { requestStateKey: 'a'.repeat(64) },
+      },
+      undefined,
+      {},
+    );
+    const values = configSecretValues(c);
+    for (const v of [
+      'literal-gh-value',
+      'literal-db-pass',
+      'url@Pass-99',
+      'query-secret-1',
+      'Bearer literal-bearer-tok',
+      'literal-bearer-tok',
+      'literal-x-api-key',
+      'YWxpY2U6c2VjcmV0MQ==',
+      'alice-tenant-id',
+      'bare-token-in-user',
+      'a'.repeat(64),
+    ])
+      expect(values, v).toContain(v);
+    // Names that do not say "credential" are not secrets when written literally.
+    for (const v of ['production', 'switchyard-client', 'eu-west-123', 'deploy']) expect(values, v).not.toContain(v);
+  });
+});
+
+describe('redaction of the registered values', () => {
+  it('replaces each exact value, longest first, also URL-encoded; text without them is the same string', () => {
+    use(['plainTokenValue42', 'plainTokenValue42-and-more', 'with space/and&amp']);
+    expect(redactConfigSecrets('auth failed for plainTokenValue42, again plainTokenValue42')).toBe(`auth failed for ${M}, again ${M}`);
+    expect(redactConfigSecrets('x plainTokenValue42-and-more y')).toBe(`x ${M} y`);
+    expect(redactConfigSecrets('GET /?k=with%20space%2Fand%26amp')).toBe(`GET /?k=${M}`);
+    const clean = 'nothing to see here';
+    expect(redactConfigSecrets(clean)).toBe(clean);
+  });
+
+  it(`leaves values shorter than ${MIN_SECRET_LENGTH} characters alone: they would redact ordinary words`, () => {
+    use(['abc', 'seven77', 'eight888']);
+    expect(configSecretCount()).toBe(1);
+    expect(redactConfigSecrets('abc seven77 eight888')).toBe(`abc seven77 ${M}`);
+  });
+
+  it('finds a value as a JSON text holds it (escaped), and the text stays JSON', () => {
+    use(['quote"and\\back-slash']);
+    const line = JSON.stringify({ msg: 'child stderr', stderr: 'said quote"and\\back-slash' });
+    const out = redactConfigSecretsInJson(line);
+    expect(JSON.parse(out)).toEqual({ msg: 'child stderr', stderr: `said ${M}` });
+  });
+
+  it('is the union of the owners, and an owner that stops takes its values with it', () => {
+    const a = use(['owner-a-secret']);
+    use(['owner-b-secret']);
+    expect(redactConfigSecrets('owner-a-secret owner-b-secret')).toBe(`${M} ${M}`);
+    dropConfigSecrets(a);
+    expect(redactConfigSecrets('owner-a-secret owner-b-secret')).toBe(`owner-a-secret ${M}`);
+    // Replacing an owner's values (a reload) changes the set.
+    useConfigSecrets(a, ['owner-a-rotated']);
+    expect(redactConfigSecrets('owner-a-secret owner-a-rotated')).toBe(`owner-a-secret ${M}`);
+  });
+
+  it('is part of every error and log path: log lines, upstream errors, lastError, ledger texts, error responses', () => {
+    use(['ENVVAL_secret_4410']);
+    const said = 'upstream auth failed for key ENVVAL_secret_4410';
+    expect(redactLogText(`bare ${said}`)).toBe(`bare upstream auth failed for key ${M}`);
+    expect(redactErrorText(said)).toBe(`upstream auth failed for key ${M}`);
+    expect(redactString(said)).toBe(`upstream auth failed for key ${M}`);
+    expect(redactErrorsIn({ key: 'ENVVAL_secret_4410', n: 1 })).toEqual({ key: M, n: 1 });
+    const e = upstreamError({ code: -32001, message: said, data: { key: 'ENVVAL_secret_4410' } });
+    expect([e.message, e.data]).toEqual([`upstream auth failed for key ${M}`, { key: M }]);
+    expect(errorResponse(1, new RpcError(-32603, said)).error.message).toBe(`upstream auth failed for key ${M}`);
+    expect(errorResponse(1, { code: -32603, message: said }).error.message).toBe(`upstream auth failed for key ${M}`);
+  });
+
+  it('is not part of the shape rules the redact-secrets plugin applies to tool results', () => {
+    use(['ENVVAL_secret_4410']);
+    const result = { content: [{ type: 'text', text: 'your key is ENVVAL_secret_4410' }] };
+    expect(redactSecretText('your key is ENVVAL_secret_4410')).toBe('your key is ENVVAL_secret_4410');
+    expect(redactSecretsIn(result)).toBe(result);
+  });
+});
