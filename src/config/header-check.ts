@@ -66,8 +66,11 @@ export function headerProblems(value: unknown): string[] {
     const servers = root[key];
     if (!servers || typeof servers !== 'object') continue;
     for (const [id, s] of Object.entries(servers)) {
-      const server = (s ?? {}) as { headers?: unknown; credentials?: unknown };
+      const server = (s ?? {}) as { headers?: unknown; credentials?: unknown; command?: unknown; url?: unknown };
       out.push(...headerMapProblems(`${key}.${id}.headers`, server.headers));
+      // Said, not ignored: an operator who wrote them expects each principal's calls kept apart.
+      if (server.credentials !== undefined && server.command !== undefined && server.url === undefined)
+        out.push(`${key}.${id}.credentials: per-principal credentials are headers sent to an HTTP upstream (url); a stdio server (command) is one process serving every principal, so they cannot apply`);
       if (server.credentials && typeof server.credentials === 'object') {
         for (const [who, c] of Object.entries(server.credentials)) {
           out.push(...headerMapProblems(`${key}.${id}.credentials.${who}.headers`, (c as { headers?: unknown } | null)?.headers));

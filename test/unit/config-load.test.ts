@@ -425,6 +425,11 @@ describe('upstream headers', () => {
     expect(problems.join('\n')).not.toMatch(/SECRET|Injected|dup/);
   });
 
+  it('credentials on a stdio server are a problem: one process serves every principal', () => {
+    const problems = problemsOf({ servers: { s: { command: 'node', credentials: { alice: { headers: { 'X-Token': 'a' } } } }, h: { url: 'http://127.0.0.1:9/mcp', credentials: { alice: { headers: { 'X-Token': 'a' } } } } } });
+    expect(problems).toEqual([expect.stringMatching(/^servers\.s\.credentials: per-principal credentials are headers sent to an HTTP upstream/)]);
+  });
+
   it('refuses every header the hub sets itself, in any case, in mcpServers too', () => {
     const own = ['Accept', 'content-type', 'Content-Length', 'Transfer-Encoding', 'Connection', 'Keep-Alive', 'Upgrade', 'TE', 'Trailer', 'Expect'];
     const mcp = ['MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Mcp-Session-Id', 'Last-Event-ID', 'Mcp-Param-Region'];
