@@ -307,6 +307,10 @@ export class Router {
       const scope = result.cacheScope === 'public' && server.upstream.era === MODERN ? 'public' : 'private';
       this.catalog.reads.put(server.id, partition, uri, result, server.config.cacheTtlMs ?? hinted, scope, since);
     }
+    // A retry's result holds the user's answers: no cache between the hub and its client may keep
+    // it, whatever the upstream said (digest §3.3: results of MRTR retries are never cached).
+    if ((!first || asked) && result.resultType !== 'input_required' && (result.ttlMs !== undefined || result.cacheScope !== undefined))
+      return { ...result, ttlMs: 0, cacheScope: 'private' };
     return result;
   }
 
