@@ -222,7 +222,7 @@ export class Hub implements HubCore {
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();
-    const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal };
+    const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, inputTimeoutMs: policy.inputTimeoutMs ?? 60_000 };
     this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey, memory?.home), memory && new SessionMemory(memory));
   }
 

@@ -4,6 +4,7 @@ import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/er
 import {
   CancelledError,
   HEADER_MISMATCH,
+  InputTimeoutError,
   INVALID_PARAMS,
   INTERNAL_ERROR,
   INVALID_REQUEST,
@@ -103,8 +104,16 @@ export class Endpoint {
     /**
      * maxPendingPerSession: requests one legacy session may have in flight (back-pressure).
      * sessionIdleTimeoutMs, maxSessions: when legacy HTTP sessions end without a DELETE.
+     * inputTimeoutMs: how long a legacy client's answer to a question may take.
      */
-    private readonly limits: { maxPendingPerSession?: number; sessionIdleTimeoutMs?: number; maxSessions?: number; maxSessionsPerPrincipal?: number } = {},
+    private readonly limits: {
+      maxPendingPerSession?: number;
+      sessionIdleTimeoutMs?: number;
+      maxSessions?: number;
+      maxSessionsPerPrincipal?: number;
+      /** policy.inputTimeoutMs: how long a legacy client has to answer a question the hub relays to it. */
+      inputTimeoutMs?: number;
+    } = {},
     /** Session ids that carry their session, so a restarted hub (or another) takes them back. */
     private readonly sessionIds?: SessionIds,
     /** What such sessions gathered (subscriptions, a log level), taken back with them. */
@@ -591,7 +600,8 @@ export class Endpoint {
     ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id });
   }
 
-  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal): CallContext {
+  /** `call`: the request's own canceller, which a question the client cannot or does not answer ends (LegacySession.ask). */
+  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal, call?: Canceller): CallContext {
     const meta = req.params?._meta as Params | undefined;
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
@@ -611,7 +621,15 @@ export class Endpoint {
       sessionKey: session.id,
       idempotencyKey: idempotencyKeyOf(req, ex),
       onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
-      askClient: (r) => session.ask(sink, r, signal),
+      askClient: (r) =>
+        session.ask(sink, r, {
+          signal,
+          timeoutMs: this.limits.inputTimeoutMs,
+          // Over HTTP the question travels on this POST's answer stream, which the hub cannot
+          // resume (no event ids): once it closes, the question can never be answered.
+          gone: ex.transport === 'http' ? ex.closed : undefined,
+          end: (why) => call?.abort(why),
+        }),
     };
     if (token !== undefined)
       ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
@@ -620,7 +638,7 @@ export class Endpoint {
 
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
     const ac = new Canceller();
-    const ctx = this.legacyContext(session, req, ex, ac.signal);
+    const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(req.id, {}));
@@ -666,6 +684,9 @@ export class Endpoint {
       this.remember(session, req);
       ex.reply(resultResponse(req.id, toLegacyResult(req.method, result)));
     } catch (err) {
+      // The hub's limit on the client's answer ended the call: the client, still there, is told.
+      const reason = ac.signal.reason;
+      if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, reason.message)));
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
       ex.reply(errorResponse(req.id, asRpc(err, this.log)));
     } finally {

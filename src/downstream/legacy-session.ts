@@ -1,11 +1,23 @@
 import { randomBytes } from 'node:crypto';
-import { CancelledError, METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import { CancelledError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
 import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { declares } from '../protocol/client-capabilities.js';
+
+/** The call on whose behalf the hub asks its client something (LegacySession.ask). */
+export interface AskingCall {
+  /** Aborts when the call is cancelled or ends. */
+  readonly signal: Signal;
+  /** How long the client has to answer (policy.inputTimeoutMs); none: no limit. */
+  readonly timeoutMs?: number;
+  /** Aborts when the channel that carries the question is gone for good (an HTTP POST's answer stream). */
+  readonly gone?: Signal;
+  /** Ends the call: the question timed out (InputTimeoutError) or can no longer be answered. */
+  end(why: Error): void;
+}
 
 /** One legacy (2025-11-25) client session: its handshake facts and its open server → client requests. */
 export class LegacySession {
@@ -22,7 +34,7 @@ export class LegacySession {
   streamKey: string | undefined;
   readonly inflight = new KeyedTable<Canceller>();
   private nextId = 0;
-  private readonly pending = new Map<string, { resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
+  private readonly pending = new Map<string, { method: string; resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
 
   constructor(
     readonly protocolVersion: string,
@@ -35,26 +47,71 @@ export class LegacySession {
   /**
    * Send a server → client request on `sink` (the channel of the call that caused it) and wait
    * for the client's answer. Refused at once when the client did not declare the capability.
+   * `call` bounds the wait: the call's cancellation withdraws the question; so does the client
+   * not answering within `timeoutMs`, or the channel that carried the question closing for good
+   * (`gone`: the hub cannot resume a POST's answer stream, so no answer could come), and then
+   * the call that asked ends too (`end`). Withdrawn means the client hears notifications/cancelled
+   * for it (digest §4) and the asker an error.
    */
-  ask(sink: MessageSink, req: InputRequest, signal?: Signal): Promise<Record<string, unknown>> {
+  ask(sink: MessageSink, req: InputRequest, call?: AskingCall): Promise<Record<string, unknown>> {
     if (!declares(this.capabilities, req.method, req.params))
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.
     if (sink.canStream === false)
       return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header has no text/event-stream`));
+    if (call?.signal.aborted) return Promise.reject(new CancelledError());
     const id = `sy-${++this.nextId}`;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      signal?.addEventListener('abort', () => {
-        if (!this.pending.delete(id)) return;
-        // The call that asked is cancelled: so is our question to the client (digest §6.1).
-        if (!sink.closed) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'the request that asked was cancelled' } });
-        reject(new CancelledError());
+      let timer: NodeJS.Timeout | undefined;
+      const done = (): void => {
+        this.pending.delete(id);
+        if (timer) clearTimeout(timer);
+        call?.signal.removeEventListener('abort', onAbort);
+        call?.gone?.removeEventListener('abort', onGone);
+      };
+      /** false when it was answered (or withdrawn) already. */
+      const withdraw = (why: string, err: Error): boolean => {
+        if (!this.pending.has(id)) return false;
+        done();
+        if (!sink.closed) sink.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: why } });
+        reject(err);
+        return true;
+      };
+      // The call that asked is cancelled: so is our question to the client (digest §6.1).
+      const onAbort = (): void => void withdraw('the request that asked was cancelled', new CancelledError());
+      const onGone = (): void => {
+        const err = new CancelledError(`the client's answer stream closed while it was asked ${req.method}; the hub cannot resume that stream, so no answer can come`);
+        if (withdraw('the stream that carried it closed', err)) call!.end(err);
+      };
+      this.pending.set(id, {
+        method: req.method,
+        resolve: (r) => {
+          done();
+          resolve(r);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
       });
+      if (call) {
+        call.signal.addEventListener('abort', onAbort, { once: true });
+        call.gone?.addEventListener('abort', onGone, { once: true });
+        const ms = call.timeoutMs;
+        if (ms !== undefined && ms < Infinity) {
+          timer = setTimeout(() => {
+            const err = new InputTimeoutError(req.method, ms);
+            if (withdraw(`the client did not answer within ${ms} ms`, new RpcError(INTERNAL_ERROR, err.message))) call.end(err);
+          }, ms);
+          timer.unref();
+        }
+      }
       const msg: Record<string, unknown> = { jsonrpc: '2.0', id, method: req.method };
       if (req.params) msg.params = req.params;
       sink.send(msg);
+      // Closed between the check above and now (the send found no one): it can never be answered.
+      if (call?.gone?.aborted) onGone();
     });
   }
 
@@ -62,7 +119,6 @@ export class LegacySession {
   answer(msg: Response): boolean {
     const p = this.pending.get(String(msg.id));
     if (!p) return false;
-    this.pending.delete(String(msg.id));
     if ('error' in msg) p.reject(RpcError.from(msg.error));
     else p.resolve(msg.result);
     return true;

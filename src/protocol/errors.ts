@@ -97,6 +97,18 @@ export class TimeoutError extends HubError {
     super(`server "${server}" did not answer within ${ms} ms`);
   }
 }
+/**
+ * The client did not answer a question the hub put to it (elicitation, sampling, roots) within
+ * `policy.inputTimeoutMs`: the hub's limit ended the call, not the upstream's slowness (so no
+ * evidence against the upstream: `callers`).
+ */
+export class InputTimeoutError extends TimeoutError {
+  constructor(method: string, ms: number) {
+    super('', ms);
+    this.callers = true;
+    this.message = `the client did not answer ${method} within ${ms} ms (policy.inputTimeoutMs)`;
+  }
+}
 /** The caller went away or cancelled. */
 export class CancelledError extends HubError {
   override readonly name = 'CancelledError';

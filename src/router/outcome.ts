@@ -1,4 +1,4 @@
-import { CancelledError, HubError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { AuditEnd } from '../ledger/types.js';
 
 /** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
@@ -9,9 +9,12 @@ export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd,
 /**
  * What ended a call: a CancelledError from the hub's own abort with an RpcError as its reason
  * (a parked call cut off for a capability the client lacks) is that RpcError, as the client was told.
+ * A call ended because its client did not answer a question in time (InputTimeoutError) ended so
+ * whatever the upstream side saw of it (a cancellation, or the question's error).
  */
 export function cutOffError(caught: unknown, signal: { readonly reason: unknown } | undefined): unknown {
   const reason = signal?.reason;
+  if (reason instanceof InputTimeoutError) return reason;
   return caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
 }
 

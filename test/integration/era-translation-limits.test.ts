@@ -1,0 +1,133 @@
+/**
+ * Bounds on the questions the hub puts to a client for an upstream (elicitation, sampling,
+ * roots), through the real built hub and the translation fixtures: a legacy client that stops
+ * answering, or vanishes while asked, cannot hold a call (and a legacy stdio upstream's call
+ * gate, which such a call holds alone) beyond `policy.inputTimeoutMs`.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LEGACY_VERSION, modernPost, post, type Json, type RpcMessage } from '../helpers/wire.js';
+import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
+import { queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
+
+const INPUT_TIMEOUT_MS = 4000;
+const dir = mkdtempSync(join(tmpdir(), 'sy-limits-'));
+const EVENTS = join(dir, 'events.log');
+let th: TranslationHub;
+let db: string;
+
+beforeAll(async () => {
+  writeFileSync(EVENTS, '');
+  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS });
+  db = join(th.hub.dir, 'ledger.db');
+}, 60_000);
+
+afterAll(async () => {
+  await th?.stop();
+});
+
+const events = (): string[] => readFileSync(EVENTS, 'utf8').split('\n').filter(Boolean);
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
+/** A raw legacy HTTP client: a session, and requests whose SSE answers are read message by message. */
+async function legacyClient(url: string) {
+  const base = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: USER_CAPABILITIES, clientInfo: { name: 'limits-legacy', version: '1' } } }, base);
+  const sid = init.headers.get('mcp-session-id')!;
+  const headers = { ...base, 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION };
+  await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+  return {
+    /** Every message of the answer goes to `onMsg`; resolves with the final response (undefined: the stream ended without one). */
+    async call(id: number, method: string, params: Json, onMsg: (m: RpcMessage) => void, signal?: AbortSignal): Promise<RpcMessage | undefined> {
+      const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params }), signal });
+      if (!(res.headers.get('content-type') ?? '').includes('event-stream')) return JSON.parse(await res.text()) as RpcMessage;
+      const dec = new TextDecoder();
+      let buf = '';
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += dec.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const data = buf
+            .slice(0, i)
+            .split('\n')
+            .filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5))
+            .join('');
+          buf = buf.slice(i + 2);
+          if (!data) continue;
+          const m = JSON.parse(data) as RpcMessage;
+          if (m.id === id && m.method === undefined) return m;
+          onMsg(m);
+        }
+      }
+      return undefined;
+    },
+    send: (msg: Json) => post(url, { jsonrpc: '2.0', ...msg }, headers),
+  };
+}
+
+const rowOf = (tool: string, requestId: number) => (rows: Row[]) => rows.find((r) => r.tool === tool && r.requestId === String(requestId) && r.outcome !== 'in_flight');
+
+// ls: legacy over stdio (its call gate: a call that may ask runs alone); lh: legacy over HTTP;
+// ms: modern, whose input_required the hub turns into a question on the legacy client's stream.
+describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
+  it('vanishes while asked (its POST stream cut, no notifications/cancelled): the call ends at once, the upstream is told, the row is cancelled', async () => {
+    const client = await legacyClient(th.url);
+    const who = `vanished-${up}`;
+    const id = 4100 + up.charCodeAt(1);
+    const ac = new AbortController();
+    let asked!: () => void;
+    const questionArrived = new Promise<void>((r) => (asked = r));
+    const call = client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => m.method === 'elicitation/create' && asked(), ac.signal).catch(() => undefined);
+    await questionArrived;
+    const cutAt = Date.now();
+    ac.abort(); // the client is gone: its socket closes, and it says nothing
+    await call;
+    // Long before inputTimeoutMs: the question could never be answered (the hub cannot resume that stream).
+    const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined, INPUT_TIMEOUT_MS / 2).then(rowOf(`${up}__elicit_form`, id)))!;
+    expect(Date.now() - cutAt).toBeLessThan(INPUT_TIMEOUT_MS);
+    expect(row.outcome).toBe('cancelled');
+    expect(row.errorMessage).toMatch(/stream closed/);
+    if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+    // Another user's plain call to that upstream is not held behind it.
+    const t0 = Date.now();
+    const other = await modernPost(th.url, id + 1, 'tools/call', { name: `${up}__echo`, arguments: { text: 'next' } });
+    expect(other.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:next' }] });
+    expect(Date.now() - t0).toBeLessThan(2000);
+  }, 30_000);
+
+  it('stays but never answers: after inputTimeoutMs the question is withdrawn, the upstream told, the client gets an error, the row is timeout', async () => {
+    const client = await legacyClient(th.url);
+    const who = `silent-${up}`;
+    const id = 4200 + up.charCodeAt(1);
+    const seen: RpcMessage[] = [];
+    const t0 = Date.now();
+    const final = await client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => seen.push(m));
+    const took = Date.now() - t0;
+    expect(took).toBeGreaterThanOrEqual(INPUT_TIMEOUT_MS - 200);
+    expect(took).toBeLessThan(INPUT_TIMEOUT_MS + 5000);
+    const question = seen.find((m) => m.method === 'elicitation/create');
+    expect(question).toBeDefined();
+    // Withdrawn on the same stream, for the id the hub gave it (digest §4).
+    expect(seen).toContainEqual(expect.objectContaining({ method: 'notifications/cancelled', params: expect.objectContaining({ requestId: question!.id }) }));
+    expect(final?.result).toMatchObject({ isError: true });
+    expect(JSON.stringify(final?.result)).toContain(`did not answer elicitation/create within ${INPUT_TIMEOUT_MS} ms`);
+    const row = rowOf(`${up}__elicit_form`, id)(await queryRows(db, { tool: `${up}__elicit_form` }))!;
+    expect(row.outcome).toBe('timeout');
+    if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+    // A late answer finds nothing waiting: accepted and dropped.
+    expect((await client.send({ id: question!.id, result: { action: 'accept', content: { name: 'late' } } })).status).toBe(202);
+  }, 30_000);
+});
+
