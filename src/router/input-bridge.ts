@@ -31,6 +31,8 @@ interface Waiting {
   req: InputRequest;
   resolve: (r: Result) => void;
   reject: (e: unknown) => void;
+  /** When the client must have answered it (Date.now() ms): set when it is first put to the client, kept across retries. */
+  deadline?: number;
 }
 
 /**
@@ -83,6 +85,17 @@ export class InputCollector {
     w?.();
   }
 
+  /**
+   * When the client's time is up: the earliest deadline of what waits for it. A question put to
+   * the client now gets `now + ms`; one asked before keeps the deadline it got then, so a retry
+   * that leaves it unanswered does not give the client more time.
+   */
+  deadline(now: number, ms: number): number {
+    let first = Infinity;
+    for (const w of this.waiting.values()) first = Math.min(first, (w.deadline ??= now + ms));
+    return first;
+  }
+
   requests(): Record<string, InputRequest> {
     const out: Record<string, InputRequest> = {};
     for (const [k, w] of this.waiting) out[k] = w.req;
@@ -121,7 +134,8 @@ interface Parked {
 /**
  * Modern client ↔ legacy upstream (recipe A): a call whose upstream asks the user something
  * is parked here while the client answers `input_required`; the client's retry resumes it.
- * A client that never retries gets its call cancelled after `timeoutMs`.
+ * A client that does not answer a question within `timeoutMs` of being first asked it (retries
+ * that leave it unanswered do not extend that) gets its call cancelled.
  */
 export class InputBridge {
   private readonly parked = new Map<string, Parked>();
@@ -163,7 +177,11 @@ export class InputBridge {
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
-    const timer = setTimeout(() => this.expire(id), this.timeoutMs);
+    // One limit per question, from when the client was first asked it, however many retries
+    // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
+    // stdio upstream alone, for another timeoutMs).
+    const now = Date.now();
+    const timer = setTimeout(() => this.expire(id), Math.max(0, collector.deadline(now, this.timeoutMs) - now));
     timer.unref();
     this.parked.set(id, { run, collector, abort, timer });
     run.catch(() => {});

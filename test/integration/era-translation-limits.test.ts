@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEGACY_VERSION, modernPost, post, type Json, type RpcMessage } from '../helpers/wire.js';
+import { LEGACY_VERSION, META_CAPS, modernBody, modernHeaders, modernMeta, modernPost, post, type Json, type RpcMessage } from '../helpers/wire.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 import { queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
 
@@ -131,3 +131,29 @@ describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
   }, 30_000);
 });
 
+
+/** A modern tools/call declaring everything a user can be asked, raw (the retry's fields as given). */
+function modernCall(id: number, name: string, params: Json = {}) {
+  return post(th.url, modernBody(id, 'tools/call', { name, ...params }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+}
+
+describe.each(['ls', 'lh'])('a modern client parked on %s', (up) => {
+  it('retrying without answers does not keep the call parked past inputTimeoutMs from the first ask', async () => {
+    const who = `stalling-${up}`;
+    const args = { arguments: { who } };
+    const t0 = Date.now();
+    let id = 4300 + up.charCodeAt(1) * 10;
+    let r = await modernCall(id, `${up}__elicit_form`, args);
+    expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
+    // An empty retry every second: each is asked again, until the question's time is up.
+    let parkedFor = 0;
+    while (r.body?.result?.resultType === 'input_required' && Date.now() - t0 < INPUT_TIMEOUT_MS * 3) {
+      await sleep(1000);
+      parkedFor = Date.now() - t0;
+      r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: {}, requestState: r.body.result.requestState });
+    }
+    expect(parkedFor).toBeLessThan(INPUT_TIMEOUT_MS + 1500);
+    expect(r.body?.error).toMatchObject({ code: -32602 });
+    await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+  }, 30_000);
+});
