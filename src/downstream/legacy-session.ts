@@ -6,6 +6,7 @@ import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { declares } from '../protocol/client-capabilities.js';
+import { inputResultProblem } from '../protocol/input-results.js';
 
 /** The call on whose behalf the hub asks its client something (LegacySession.ask). */
 export interface AskingCall {
@@ -115,12 +116,20 @@ export class LegacySession {
     });
   }
 
-  /** A client's answer to one of our requests; false when nothing was waiting for it. */
+  /**
+   * A client's answer to one of our requests; false when nothing was waiting for it. A result
+   * that is not the asked method's result shape is passed on as an error, never as that result.
+   */
   answer(msg: Response): boolean {
     const p = this.pending.get(String(msg.id));
     if (!p) return false;
-    if ('error' in msg) p.reject(RpcError.from(msg.error));
-    else p.resolve(msg.result);
+    if ('error' in msg) {
+      p.reject(RpcError.from(msg.error));
+      return true;
+    }
+    const problem = inputResultProblem(p.method, msg.result);
+    if (problem) p.reject(new RpcError(INTERNAL_ERROR, `the client answered ${p.method} with an invalid result: ${problem}`));
+    else p.resolve(msg.result as Record<string, unknown>);
     return true;
   }
 

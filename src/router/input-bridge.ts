@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { declares, required } from '../protocol/client-capabilities.js';
+import { inputResultProblem } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
@@ -102,12 +103,17 @@ export class InputCollector {
     return out;
   }
 
-  /** Answer what the client answered; unknown keys are ignored, missing ones stay open. */
+  /**
+   * Answer what the client answered; unknown keys are ignored, missing ones stay open. So does
+   * one whose value is not the asked method's result (an ElicitResult without a valid action,
+   * an array…): it is asked again, as a missing answer is (digest §5.1 prefers that to an
+   * error), rather than handed to the upstream as the result of its request.
+   */
   answer(responses: unknown): void {
     if (!responses || typeof responses !== 'object') return;
     for (const [k, v] of Object.entries(responses as Record<string, unknown>)) {
       const w = this.waiting.get(k);
-      if (!w || !v || typeof v !== 'object') continue;
+      if (!w || inputResultProblem(w.req.method, v) !== undefined) continue;
       this.waiting.delete(k);
       w.resolve(v as Result);
     }

@@ -157,3 +157,34 @@ describe.each(['ls', 'lh'])('a modern client parked on %s', (up) => {
     await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
   }, 30_000);
 });
+
+/** The key of the first input request of an input_required result. */
+const firstKey = (result: Json | undefined): string => Object.keys((result?.inputRequests ?? {}) as Json)[0]!;
+
+describe.each(['ls', 'lh'])('answers of the wrong shape (modern client, legacy upstream %s)', (up) => {
+  it('are treated as missing: asked again, never sent upstream as the result; a good answer then completes the call', async () => {
+    const args = { arguments: { who: `shapes-${up}` } };
+    let id = 4500 + up.charCodeAt(1) * 10;
+    let r = await modernCall(id, `${up}__elicit_form`, args);
+    const key = firstKey(r.body?.result);
+    expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
+    for (const bad of [[1, 2], 'accept', { action: 'maybe' }, { content: { name: 'x' } }, { action: 'accept', content: [1] }, { role: 'assistant', model: 'm', content: { type: 'text', text: 'hi' } }]) {
+      r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: { [key]: bad }, requestState: r.body?.result?.requestState });
+      expect(r.body?.result, JSON.stringify(bad)).toMatchObject({ resultType: 'input_required', inputRequests: { [key]: { method: 'elicitation/create' } } });
+    }
+    r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: { [key]: { action: 'accept', content: { name: 'Ada' } } }, requestState: r.body?.result?.requestState });
+    expect(r.body?.result).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
+  }, 30_000);
+});
+
+describe('a legacy client answering with the wrong shape (legacy upstream ls)', () => {
+  it('its answer reaches the upstream as an error saying so, not as an ElicitResult', async () => {
+    const client = await legacyClient(th.url);
+    const id = 4600;
+    const final = await client.call(id, 'tools/call', { name: 'ls__elicit_form', arguments: { who: 'bad-shape' } }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, result: { action: 'maybe' } });
+    });
+    expect(final?.result).toMatchObject({ isError: true });
+    expect(JSON.stringify(final?.result)).toContain('the client answered elicitation/create with an invalid result');
+  }, 30_000);
+});

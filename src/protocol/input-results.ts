@@ -1,0 +1,44 @@
+/**
+ * The three things a server may ask a client mid-call (digest §5.1) and the shapes of their
+ * answers: checked where the hub passes an answer on, so a value of the wrong shape never reaches
+ * an upstream as the result of its request, and where an upstream's `input_required` is read, so
+ * one that breaks the protocol is told as the upstream's fault, not the client's.
+ */
+import { isObj } from './jsonrpc.js';
+
+/** The only methods an `inputRequests` entry (or a legacy server → client request the hub relays) may name. */
+export const INPUT_METHODS: readonly string[] = ['elicitation/create', 'sampling/createMessage', 'roots/list'];
+
+const ELICIT_ACTIONS = ['accept', 'decline', 'cancel'];
+
+/**
+ * What is wrong with `value` as the answer to a `method` request (ElicitResult,
+ * CreateMessageResult, ListRootsResult), or undefined when it has that shape. Only what the
+ * schemas require is checked; extra keys pass.
+ */
+export function inputResultProblem(method: string, value: unknown): string | undefined {
+  if (!isObj(value)) return `an answer to ${method} must be an object`;
+  switch (method) {
+    case 'elicitation/create': {
+      if (!ELICIT_ACTIONS.includes(value.action as string)) return 'action must be "accept", "decline" or "cancel"';
+      const content = value.content;
+      if (content === undefined) return undefined;
+      if (!isObj(content)) return 'content must be an object';
+      for (const v of Object.values(content)) {
+        const ok = typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
+        if (!ok) return 'content values must be strings, numbers, booleans or arrays of strings';
+      }
+      return undefined;
+    }
+    case 'sampling/createMessage':
+      if (value.role !== 'assistant' && value.role !== 'user') return 'role must be "assistant" or "user"';
+      if (typeof value.model !== 'string') return 'model must be a string';
+      if (typeof value.content !== 'object' || value.content === null) return 'content must be a content block (or an array of them)';
+      return undefined;
+    case 'roots/list':
+      if (!Array.isArray(value.roots) || !value.roots.every((r) => isObj(r) && typeof r.uri === 'string')) return 'roots must be an array of {uri}';
+      return undefined;
+    default:
+      return undefined;
+  }
+}
