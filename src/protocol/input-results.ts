@@ -42,3 +42,20 @@ export function inputResultProblem(method: string, value: unknown): string | und
       return undefined;
   }
 }
+
+/**
+ * What is wrong with an upstream's `inputRequests` (a map of key → {method, params?} naming
+ * only INPUT_METHODS; digest §5.1), or undefined. `undefined` itself is fine: a result with
+ * only `requestState` is allowed.
+ */
+export function inputRequestsProblem(requests: unknown): string | undefined {
+  if (requests === undefined) return undefined;
+  if (!isObj(requests)) return 'inputRequests must be a map of key to request, not ' + (Array.isArray(requests) ? 'an array' : String(requests === null ? 'null' : typeof requests));
+  for (const [k, r] of Object.entries(requests)) {
+    if (!isObj(r)) return `inputRequests[${JSON.stringify(k)}] is not a request object`;
+    if (typeof r.method !== 'string' || !INPUT_METHODS.includes(r.method))
+      return `inputRequests[${JSON.stringify(k)}] asks for ${JSON.stringify(r.method)}; only ${INPUT_METHODS.join(', ')} may be asked`;
+    if (r.params !== undefined && !isObj(r.params)) return `inputRequests[${JSON.stringify(k)}].params must be an object`;
+  }
+  return undefined;
+}

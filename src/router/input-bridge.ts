@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { declares, required } from '../protocol/client-capabilities.js';
-import { inputResultProblem } from '../protocol/input-results.js';
+import { INPUT_METHODS, inputResultProblem } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
@@ -56,6 +56,9 @@ export class InputCollector {
   constructor(private readonly caps: ClientCapabilities) {}
 
   readonly ask = (req: InputRequest): Promise<Result> => {
+    // Not a question a client can be asked (digest §5.1): the upstream's own mistake, refused
+    // to it, and not turned into a capability the client would lack.
+    if (!INPUT_METHODS.includes(req.method)) return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the hub does not relay ${req.method} to clients`));
     const need = missingCapability(req, this.caps);
     if (need) {
       this.missing = need;

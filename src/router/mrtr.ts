@@ -7,6 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
+import { inputRequestsProblem } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
@@ -89,6 +90,10 @@ export class Mrtr {
           throw new RpcError(INTERNAL_ERROR, `the upstream answered with resultType ${JSON.stringify(r.resultType)}, which the hub did not ask for and cannot relay`);
         return r;
       }
+      // An input_required that breaks the protocol is the upstream's fault, never the client's
+      // (it is not asked, nor told it lacks a capability named after whatever the upstream wrote).
+      const malformed = inputRequiredProblem(r);
+      if (malformed) throw new RpcError(INTERNAL_ERROR, `server "${server.id}" answered with a malformed input_required: ${malformed}`);
       // The hub never asks a client for what it did not declare (digest §5.1), whoever asks.
       const need = undeclared(r.inputRequests, ctx.clientCapabilities);
       if (need) {
@@ -235,6 +240,20 @@ function legacyMissingCapability(err: unknown, method: string): Result {
     return r;
   }
   throw new RpcError(METHOD_NOT_FOUND, why, err.data);
+}
+
+/**
+ * What is wrong with an upstream's `input_required` result (digest §5.1), or undefined:
+ * `inputRequests` a map of requests naming only the three allowed methods, `requestState` a
+ * string, and at least one of them there (an empty map counts as none).
+ */
+function inputRequiredProblem(r: Result): string | undefined {
+  const bad = inputRequestsProblem(r.inputRequests);
+  if (bad) return bad;
+  if (r.requestState !== undefined && typeof r.requestState !== 'string') return 'requestState must be a string';
+  const asks = r.inputRequests !== undefined && Object.keys(r.inputRequests as Result).length > 0;
+  if (!asks && r.requestState === undefined) return 'it has neither inputRequests nor requestState';
+  return undefined;
 }
 
 /** What the client would have to declare for these input requests, or null when it declared all of it. */

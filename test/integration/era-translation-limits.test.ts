@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEGACY_VERSION, META_CAPS, modernBody, modernHeaders, modernMeta, modernPost, post, type Json, type RpcMessage } from '../helpers/wire.js';
+import { LEGACY_VERSION, META_CAPS, modernBody, modernHeaders, modernMeta, modernPost, post, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 import { queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
 
@@ -187,4 +188,42 @@ describe('a legacy client answering with the wrong shape (legacy upstream ls)', 
     expect(final?.result).toMatchObject({ isError: true });
     expect(JSON.stringify(final?.result)).toContain('the client answered elicitation/create with an invalid result');
   }, 30_000);
+});
+
+describe('an upstream input_required the protocol does not allow', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    hub = await startHub({ servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
+    await waitForReady(hub.url, ['odd']);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  const MALFORMED = ['ping_method', 'unknown_method', 'null_request', 'array_requests', 'no_fields', 'empty_map'];
+
+  it.each(MALFORMED)('%s: a modern client gets -32603 naming the upstream, not -32021 for a capability it lacks', async (tool) => {
+    const name = `odd__${tool}`;
+    const r = await post(hub.url, modernBody(4700, 'tools/call', { name }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+    expect(r.body?.error, r.text).toMatchObject({ code: -32603, message: expect.stringContaining('server "odd" answered with a malformed input_required') });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: name }, (rows) => rows.some((x) => x.outcome !== 'in_flight'));
+    expect(rows.at(-1)).toMatchObject({ outcome: 'rpc_error', errorCode: -32603 });
+  });
+
+  it.each(MALFORMED)('%s: a legacy client gets an error naming the upstream, and is never asked', async (tool) => {
+    const name = `odd__${tool}`;
+    const client = await legacyClient(hub.url);
+    const seen: RpcMessage[] = [];
+    const final = await client.call(4800, 'tools/call', { name }, (m) => seen.push(m));
+    expect(final?.error, JSON.stringify(final)).toMatchObject({ code: -32603, message: expect.stringContaining('server "odd" answered with a malformed input_required') });
+    expect(seen.filter((m) => m.method !== undefined && m.id !== undefined)).toEqual([]);
+  });
+
+  it('a well-formed requestState-only round still goes through (both eras)', async () => {
+    const legacy = await legacyClient(hub.url);
+    const final = await legacy.call(4900, 'tools/call', { name: 'odd__state_only' }, () => undefined);
+    expect(final?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
+    const r = await post(hub.url, modernBody(4901, 'tools/call', { name: 'odd__state_only' }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', 'odd__state_only'));
+    expect(r.body?.result).toMatchObject({ resultType: 'input_required', requestState: expect.any(String) });
+  });
 });
