@@ -621,9 +621,12 @@ export class Endpoint {
       sessionKey: session.id,
       idempotencyKey: idempotencyKeyOf(req, ex),
       onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
-      askClient: (r) =>
+      // A URL-mode elicitation relayed to this client, completed upstream (digest §5.2).
+      onElicitationComplete: (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p }),
+      askClient: (r, withdrawn) =>
         session.ask(sink, r, {
           signal,
+          withdrawn,
           timeoutMs: this.limits.inputTimeoutMs,
           // Over HTTP the question travels on this POST's answer stream, which the hub cannot
           // resume (no event ids): once it closes, the question can never be answered.

@@ -14,6 +14,8 @@ export interface AskingCall {
   readonly signal: Signal;
   /** How long the client has to answer (policy.inputTimeoutMs); none: no limit. */
   readonly timeoutMs?: number;
+  /** Aborts when the upstream that asked withdraws the question (or its call ended): withdrawn at the client too, the call goes on. */
+  readonly withdrawn?: Signal;
   /** Aborts when the channel that carries the question is gone for good (an HTTP POST's answer stream). */
   readonly gone?: Signal;
   /** Ends the call: the question timed out (InputTimeoutError) or can no longer be answered. */
@@ -61,7 +63,7 @@ export class LegacySession {
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.
     if (sink.canStream === false)
       return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header has no text/event-stream`));
-    if (call?.signal.aborted) return Promise.reject(new CancelledError());
+    if (call?.signal.aborted || call?.withdrawn?.aborted) return Promise.reject(new CancelledError());
     const id = `sy-${++this.nextId}`;
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
@@ -70,6 +72,7 @@ export class LegacySession {
         if (timer) clearTimeout(timer);
         call?.signal.removeEventListener('abort', onAbort);
         call?.gone?.removeEventListener('abort', onGone);
+        call?.withdrawn?.removeEventListener('abort', onWithdrawn);
       };
       /** false when it was answered (or withdrawn) already. */
       const withdraw = (why: string, err: Error): boolean => {
@@ -81,6 +84,7 @@ export class LegacySession {
       };
       // The call that asked is cancelled: so is our question to the client (digest §6.1).
       const onAbort = (): void => void withdraw('the request that asked was cancelled', new CancelledError());
+      const onWithdrawn = (): void => void withdraw('the server that asked withdrew it', new CancelledError('the server withdrew its request'));
       const onGone = (): void => {
         const err = new CancelledError(`the client's answer stream closed while it was asked ${req.method}; the hub cannot resume that stream, so no answer can come`);
         if (withdraw('the stream that carried it closed', err)) call!.end(err);
@@ -99,6 +103,7 @@ export class LegacySession {
       if (call) {
         call.signal.addEventListener('abort', onAbort, { once: true });
         call.gone?.addEventListener('abort', onGone, { once: true });
+        call.withdrawn?.addEventListener('abort', onWithdrawn, { once: true });
         const ms = call.timeoutMs;
         if (ms !== undefined && ms < Infinity) {
           timer = setTimeout(() => {

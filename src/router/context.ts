@@ -32,7 +32,9 @@ export interface CallContext {
    * Ask the client something on this call's channel (legacy sessions only; the edge refuses
    * methods the client did not declare). Modern clients get input_required instead.
    */
-  askClient?: (req: InputRequest) => Promise<Record<string, unknown>>;
+  askClient?: (req: InputRequest, withdrawn?: Signal) => Promise<Record<string, unknown>>;
+  /** A legacy upstream's notifications/elicitation/complete for a question relayed to this client. */
+  onElicitationComplete?: (params: Record<string, unknown>) => void;
   /** `_meta` keys that travel through unchanged. */
   meta?: Record<string, unknown>;
   idempotencyKey?: string;

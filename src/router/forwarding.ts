@@ -121,6 +121,7 @@ export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions
     onLog: ctx.onLog,
     principal: ctx.principal,
     onServerRequest: ctx.askClient,
+    onElicitationComplete: ctx.onElicitationComplete,
     exclusive: canBeAsked(ctx.clientCapabilities),
     clientCapabilities: relayedCapabilities(ctx.clientCapabilities),
     meta: ctx.meta,

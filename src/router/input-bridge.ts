@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
+import { CancelledError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { declares, required } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
@@ -55,7 +55,7 @@ export class InputCollector {
 
   constructor(private readonly caps: ClientCapabilities) {}
 
-  readonly ask = (req: InputRequest): Promise<Result> => {
+  readonly ask = (req: InputRequest, withdrawn?: Signal): Promise<Result> => {
     // Not a question a client can be asked (digest §5.1): the upstream's own mistake, refused
     // to it, and not turned into a capability the client would lack.
     if (!INPUT_METHODS.includes(req.method)) return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the hub does not relay ${req.method} to clients`));
@@ -66,7 +66,10 @@ export class InputCollector {
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     }
     return new Promise((resolve, reject) => {
-      this.waiting.set(`input-${++this.next}`, { req: toModernInput(req), resolve, reject });
+      const key = `input-${++this.next}`;
+      this.waiting.set(key, { req: toModernInput(req), resolve, reject });
+      // Withdrawn by the upstream: no longer asked of the client (a retry's answer to it is ignored).
+      withdrawn?.addEventListener('abort', () => this.waiting.get(key) && (this.waiting.delete(key), reject(new CancelledError('the server withdrew its request'))), { once: true });
       this.woken();
     });
   };

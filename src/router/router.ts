@@ -292,7 +292,7 @@ export class Router {
     const since = this.catalog.reads.mark();
     let asked = false;
     const ask = ctx.askClient;
-    const readCtx: CallContext = ask && first ? { ...ctx, askClient: (r) => ((asked = true), ask(r)) } : ctx;
+    const readCtx: CallContext = ask && first ? { ...ctx, askClient: (r, withdrawn) => ((asked = true), ask(r, withdrawn)) } : ctx;
     // An answer naming a resource the hub hides (an upstream that aliases URIs beyond uriKey's
     // spellings served it through a template) is refused as not found, and never cached.
     const vet = async (result: Result): Promise<void> => {

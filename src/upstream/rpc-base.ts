@@ -16,14 +16,14 @@ import {
   TransportError,
   UpstreamUnavailableError,
 } from '../protocol/errors.js';
-import { errorResponse, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
-import type { Signal } from '../cancel.js';
+import { Canceller, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -48,6 +48,8 @@ export interface Pending {
   token: string | undefined;
   /** Server-to-client requests of this call still waiting for the client: the timeout pauses. */
   waits: number;
+  /** elicitationIds of the URL-mode elicitations this call relayed (for notifications/elicitation/complete). */
+  urlElicitations?: Set<string>;
   onAbort: (() => void) | undefined;
   /** Transport scratch (HTTP: what cuts the POST short, session, retry state). */
   ctl?: { abort(): void };
@@ -59,6 +61,9 @@ export interface Pending {
   /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
   holds: number;
 }
+
+/** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
+const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
 
 /** The call holds a limiter slot (Limiter.tryEnter, or Limiter.enter after a wait). */
 export const HOLDS_SLOT = 1;
@@ -89,6 +94,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private servedFor: string | null | undefined;
   protected readonly pending = new IdTable<Pending>();
   private readonly byToken = new KeyedTable<Pending>();
+  /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
+  private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
   private readonly limiter = new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -285,6 +292,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     p.hardTimer = undefined;
     if (p.token !== undefined) this.byToken.delete(p.token);
     if (p.onAbort) p.opts!.signal!.removeEventListener('abort', p.onAbort);
+    // Its questions still open at the client are withdrawn there (the client hears
+    // notifications/cancelled): nobody will use their answers now.
+    if (p.waits > 0) for (const a of this.serverAsks.values()) if (a.p === p) a.withdrawn.abort('the call that asked ended');
     this.letGo(p);
     return true;
   }
@@ -399,9 +409,14 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     const p = target;
     this.pauseTimer(p);
+    const key = idKey(msg.id);
+    const withdrawn = new Canceller();
+    this.serverAsks.set(key, { p, withdrawn });
+    const eid = msg.params?.elicitationId;
+    if (msg.method === 'elicitation/create' && typeof eid === 'string') (p.urlElicitations ??= new Set()).add(eid);
     let answer: Promise<Record<string, unknown>>;
     try {
-      answer = p.opts!.onServerRequest!({ method: msg.method, params: msg.params });
+      answer = p.opts!.onServerRequest!({ method: msg.method, params: msg.params }, withdrawn.signal);
     } catch (err) {
       answer = Promise.reject(err);
     }
@@ -415,7 +430,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         },
       )
       .then((frame) => {
+        if (this.serverAsks.get(key)?.withdrawn === withdrawn) this.serverAsks.delete(key);
         this.resumeTimer(p);
+        // Cancelled by the upstream itself: it wants no answer (digest §4).
+        if (withdrawn.signal.reason === WITHDRAWN_BY_SERVER) return;
         this.reply(frame, via);
       });
   }
@@ -444,6 +462,23 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   private onNotification(msg: Notification, via: Pending | undefined): void {
     const params = msg.params ?? {};
+    if (msg.method === 'notifications/cancelled' && this.serverAsks.size > 0) {
+      // The upstream withdraws one of its own requests to the client: so does the hub, at the client.
+      const ask = this.serverAsks.get(idKey(params.requestId));
+      if (ask && (via === undefined || via === ask.p)) return ask.withdrawn.abort(WITHDRAWN_BY_SERVER);
+    }
+    if (msg.method === 'notifications/elicitation/complete' && typeof params.elicitationId === 'string') {
+      // To the client that was asked the URL-mode elicitation of that id, while its call runs.
+      for (const p of this.pending.values()) {
+        if (!p.urlElicitations?.has(params.elicitationId)) continue;
+        try {
+          p.opts?.onElicitationComplete?.(params);
+        } catch (err) {
+          this.log.warn({ err: errMessage(err) }, 'elicitation-complete handler threw');
+        }
+        return;
+      }
+    }
     if (msg.method === 'notifications/progress') {
       const t = params.progressToken;
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));

@@ -65,9 +65,16 @@ export interface CallOptions {
   /**
    * A legacy upstream's server-to-client request (elicitation/create, sampling/createMessage,
    * roots/list) that belongs to this call. Resolve with the client's result; reject with an
-   * RpcError to send an error back. Absent: the connection answers -32601 itself.
+   * RpcError to send an error back. Absent: the connection answers -32601 itself. `withdrawn`
+   * aborts when the upstream no longer wants the answer (its notifications/cancelled for the
+   * request, or the call ended): nothing is sent back then.
    */
-  onServerRequest?: (req: InputRequest) => Promise<Record<string, unknown>>;
+  onServerRequest?: (req: InputRequest, withdrawn?: Signal) => Promise<Record<string, unknown>>;
+  /**
+   * A legacy upstream's notifications/elicitation/complete for a URL-mode elicitation this call
+   * relayed (found by its elicitationId). Absent: dropped.
+   */
+  onElicitationComplete?: (params: Record<string, unknown>) => void;
   /**
    * The caller can answer server → client requests: on a legacy stdio upstream such a call runs
    * alone, so a request the server makes during it can only be this call's (see CallGate).

@@ -10,10 +10,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEGACY_VERSION, META_CAPS, modernBody, modernHeaders, modernMeta, modernPost, post, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 import { queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
 
 const INPUT_TIMEOUT_MS = 4000;
+const RELAY_FIXTURE = 'test/fixtures/translation/legacy-relay.mjs';
 const dir = mkdtempSync(join(tmpdir(), 'sy-limits-'));
 const EVENTS = join(dir, 'events.log');
 let th: TranslationHub;
@@ -225,5 +227,48 @@ describe('an upstream input_required the protocol does not allow', () => {
     expect(final?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
     const r = await post(hub.url, modernBody(4901, 'tools/call', { name: 'odd__state_only' }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', 'odd__state_only'));
     expect(r.body?.result).toMatchObject({ resultType: 'input_required', requestState: expect.any(String) });
+  });
+});
+
+describe('a legacy upstream’s own signals about its questions reach the legacy client (relay)', () => {
+  let hub: HubProcess;
+  let fixture: HttpFixture;
+  beforeAll(async () => {
+    fixture = await startHttpFixture(RELAY_FIXTURE);
+    hub = await startHub({ servers: { rs: nodeServer(RELAY_FIXTURE), rh: { url: fixture.url } } });
+    await waitForReady(hub.url, ['rs', 'rh']);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await fixture?.stop();
+  });
+
+  it.each(['rs', 'rh'])('%s: notifications/elicitation/complete for the URL elicitation it relayed', async (up) => {
+    const client = await legacyClient(hub.url);
+    const seen: RpcMessage[] = [];
+    const final = await client.call(5000, 'tools/call', { name: `${up}__url_complete` }, (m) => {
+      seen.push(m);
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, result: { action: 'accept' } });
+    });
+    const asked = seen.find((m) => m.method === 'elicitation/create');
+    const eid = asked?.params?.elicitationId;
+    expect(eid).toMatch(/^E-/);
+    expect(seen).toContainEqual({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId: eid } });
+    expect(final?.result).toMatchObject({ content: [{ type: 'text', text: `url accept ${eid}` }] });
+  });
+
+  it.each(['rs', 'rh'])('%s: the upstream withdrawing its question (notifications/cancelled) withdraws it at the client, while the call goes on', async (up) => {
+    const client = await legacyClient(hub.url);
+    const seen: { m: RpcMessage; at: number }[] = [];
+    const final = await client.call(5100, 'tools/call', { name: `${up}__self_cancel` }, (m) => seen.push({ m, at: Date.now() }));
+    const finalAt = Date.now();
+    const asked = seen.find((s) => s.m.method === 'elicitation/create');
+    const withdrawn = seen.find((s) => s.m.method === 'notifications/cancelled' && s.m.params?.requestId === asked?.m.id);
+    expect(withdrawn, JSON.stringify(seen.map((s) => s.m))).toBeDefined();
+    // Told when the upstream gave up, not only when the call ended a second later.
+    expect(finalAt - withdrawn!.at).toBeGreaterThan(500);
+    expect(final?.result).toMatchObject({ content: [{ type: 'text', text: 'gave up' }] });
+    // A late answer finds nothing waiting.
+    expect((await client.send({ id: asked!.m.id, result: { action: 'accept', content: { name: 'late' } } })).status).toBe(202);
   });
 });
