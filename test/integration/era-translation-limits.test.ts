@@ -243,6 +243,12 @@ describe('a legacy upstream’s own signals about its questions reach the legacy
     await fixture?.stop();
   });
 
+  it.each(['rs', 'rh'])('%s: a server → client request of a method no client may be asked is refused to the upstream (-32601), not turned into -32021 for the modern client', async (up) => {
+    const name = `${up}__asks_other`;
+    const r = await post(hub.url, modernBody(4950, 'tools/call', { name }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+    expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'refused -32601' }] });
+  });
+
   it.each(['rs', 'rh'])('%s: notifications/elicitation/complete for the URL elicitation it relayed', async (up) => {
     const client = await legacyClient(hub.url);
     const seen: RpcMessage[] = [];
