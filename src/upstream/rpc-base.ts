@@ -424,7 +424,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       .then(
         (result) => JSON.stringify(resultResponse(msg.id, result)),
         (err: unknown) => {
-          if (!(err instanceof RpcError)) this.log.warn({ method: msg.method, err: errMessage(err) }, 'server request handler failed');
+          // A question withdrawn (the call was cancelled, or the upstream withdrew it) is no failure.
+          if (!(err instanceof RpcError) && !(err instanceof CancelledError)) this.log.warn({ method: msg.method, err: errMessage(err) }, 'server request handler failed');
           // Only errors a peer could have said travel on; local failures stay generic.
           return JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer')));
         },
