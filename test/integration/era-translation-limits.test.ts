@@ -94,12 +94,11 @@ describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
     const questionArrived = new Promise<void>((r) => (asked = r));
     const call = client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => m.method === 'elicitation/create' && asked(), ac.signal).catch(() => undefined);
     await questionArrived;
-    const cutAt = Date.now();
     ac.abort(); // the client is gone: its socket closes, and it says nothing
     await call;
-    // Long before inputTimeoutMs: the question could never be answered (the hub cannot resume that stream).
-    const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined, INPUT_TIMEOUT_MS / 2).then(rowOf(`${up}__elicit_form`, id)))!;
-    expect(Date.now() - cutAt).toBeLessThan(INPUT_TIMEOUT_MS);
+    const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined).then(rowOf(`${up}__elicit_form`, id)))!;
+    // Ended long before inputTimeoutMs: the question could never be answered (the hub cannot resume that stream).
+    expect(row.latencyMs).toBeLessThan(INPUT_TIMEOUT_MS / 2);
     expect(row.outcome).toBe('cancelled');
     expect(row.errorMessage).toMatch(/stream closed/);
     if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
@@ -107,7 +106,7 @@ describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
     const t0 = Date.now();
     const other = await modernPost(th.url, id + 1, 'tools/call', { name: `${up}__echo`, arguments: { text: 'next' } });
     expect(other.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:next' }] });
-    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(Date.now() - t0).toBeLessThan(3000);
   }, 30_000);
 
   it('stays but never answers: after inputTimeoutMs the question is withdrawn, the upstream told, the client gets an error, the row is timeout', async () => {
