@@ -216,16 +216,17 @@ export class InputBridge {
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
-  private expire(id: string): void {
+  private expire(id: string, why = `the client did not answer the input request within ${this.timeoutMs} ms`): void {
     const p = this.parked.get(id);
     if (!p) return;
     this.parked.delete(id);
     p.collector.giveUp();
     // The reason travels upstream in notifications/cancelled and into the ledger row.
-    p.abort.abort(`the client did not answer the input request within ${this.timeoutMs} ms`);
+    p.abort.abort(why);
   }
 
+  /** The hub stops: every parked call is cancelled, saying so (not that its client was slow). */
   close(): void {
-    for (const id of [...this.parked.keys()]) this.expire(id);
+    for (const id of [...this.parked.keys()]) this.expire(id, 'the hub stopped while the call waited for its client to answer');
   }
 }

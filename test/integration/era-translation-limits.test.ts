@@ -277,3 +277,15 @@ describe('a legacy upstream’s own signals about its questions reach the legacy
     expect((await client.send({ id: asked!.m.id, result: { action: 'accept', content: { name: 'late' } } })).status).toBe(202);
   });
 });
+
+describe('a modern client parked when the hub stops', () => {
+  it("the call's row says the hub stopped, not that the client was slow", async () => {
+    const own = await startTranslationHub({ policy: { inputTimeoutMs: 60_000 } }, { EVENTS_FILE: EVENTS });
+    const name = 'ls__elicit_form';
+    const r = await post(own.url, modernBody(9901, 'tools/call', { name, arguments: { who: 'parked-at-stop' } }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+    expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
+    await own.stop();
+    const row = rowOf(name, 9901)(await queryRows(join(own.hub.dir, 'ledger.db'), { tool: name }));
+    expect(row?.errorMessage).toMatch(/the hub stopped while the call waited for its client to answer/);
+  }, 60_000);
+});
