@@ -39,6 +39,12 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   const value = interpolated.value;
   const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
   problems.push(...urlProblems(value), ...headerProblems(value));
+  // A client answering within inputTimeoutMs would have its requestState refused as expired.
+  const policy = (value as { policy?: { inputTimeoutMs?: unknown; requestStateTtlMs?: unknown } } | null)?.policy;
+  const inputMs = typeof policy?.inputTimeoutMs === 'number' ? policy.inputTimeoutMs : 60_000;
+  const stateMs = typeof policy?.requestStateTtlMs === 'number' ? policy.requestStateTtlMs : 600_000;
+  if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
+    problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {

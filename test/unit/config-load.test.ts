@@ -252,6 +252,9 @@ describe('problems name their key path, one line each', () => {
     expect(configProblems({ policy: { inputTimeoutMs: '60s' } }, NO_ENV)).toEqual(['policy.inputTimeoutMs: must be integer']);
     expect(configProblems({ policy: { confirm: 'fs__write_*' } }, NO_ENV)).toEqual(['policy.confirm: must be array']);
     expect(configProblems({ policy: { requestStateTtlMs: 0 } }, NO_ENV)).toEqual(['policy.requestStateTtlMs: must be >= 1']);
+    // A requestState that expires before the client's time to answer is up.
+    expect(configProblems({ policy: { requestStateTtlMs: 30000 } }, NO_ENV)).toEqual([expect.stringMatching(/^policy\.requestStateTtlMs \(30000\) is shorter than policy\.inputTimeoutMs \(60000\)/)]);
+    expect(configProblems({ policy: { inputTimeoutMs: 700000 } }, NO_ENV)).toEqual([expect.stringMatching(/^policy\.requestStateTtlMs \(600000\) is shorter than policy\.inputTimeoutMs \(700000\)/)]);
     expect(configProblems({ policy: { poisioning: 'block' } }, NO_ENV)).toEqual([expect.stringMatching(/^policy.poisioning: unknown key/)]);
   });
 
