@@ -23,6 +23,10 @@ interface PinRow {
   pending_since_ms: number | null;
   /** JSON array of hashes (migration 0006); NULL: none. */
   variants: string | null;
+  /** pin_changes.seq of the last change made elsewhere (migration 0010); NULL: none. */
+  change_seq?: number | null;
+  /** Counted up by each write of the hub (migration 0010). */
+  hub_writes?: number | null;
 }
 
 function variantsOf(text: string | null): string[] {
@@ -56,18 +60,24 @@ export function recordOf(r: PinRow): PinRecord {
 }
 
 export const PIN_UPSERT = `INSERT INTO tool_pins (server, tool, hash, body_hash, definition, pending_hash, pending_body_hash,
-    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms, variants)
+    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms, variants, hub_writes)
   VALUES (@server, @tool, @hash, @bodyHash, @definition, @pendingHash, @pendingBodyHash, @pendingDefinition,
-    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs, @variants)
+    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs, @variants, 1)
   ON CONFLICT (server, tool) DO UPDATE SET hash = excluded.hash, body_hash = excluded.body_hash, variants = excluded.variants,
     definition = excluded.definition, pending_hash = excluded.pending_hash, pending_body_hash = excluded.pending_body_hash,
     pending_definition = excluded.pending_definition, pending_reason = excluded.pending_reason,
     renamed_from = excluded.renamed_from, approved_ms = excluded.approved_ms, approved_by = excluded.approved_by,
-    pending_since_ms = excluded.pending_since_ms`;
+    pending_since_ms = excluded.pending_since_ms, hub_writes = COALESCE(tool_pins.hub_writes, 0) + 1`;
+// hub_writes: a write that moves it is the hub's own, which the triggers of migration 0010 do not count as a change from elsewhere.
 
 /** Every pin row (the CLI reads them too). */
 export function readPins(db: Database): PinRecord[] {
   return (db.prepare('SELECT * FROM tool_pins ORDER BY server, tool').all() as PinRow[]).map(recordOf);
+}
+
+/** The rows changed by another process after change `seq` (pin_changes, migration 0010; by index). */
+function readPinsChangedSince(db: Database, seq: number): PinRecord[] {
+  return (db.prepare('SELECT * FROM tool_pins WHERE change_seq > ?').all(seq) as PinRow[]).map(recordOf);
 }
 
 function same(a: PinRecord, b: PinRecord): boolean {
@@ -77,16 +87,23 @@ function same(a: PinRecord, b: PinRecord): boolean {
 /**
  * Pins kept in the ledger file. The catalog reads them while it builds a list, so every row
  * is in memory; a put updates the map at once and is written by the group commit. Another
- * process (the CLI approving a change) writes the table directly: `PRAGMA data_version`
- * moves when it does, and the rows are read again.
+ * process (the CLI approving a change) writes the table directly: the triggers of migration
+ * 0010 count each row it changes in pin_changes and mark the row with the count. poll() reads
+ * that one row, and when it moved, the rows changed since: its cost does not grow with the
+ * number of pins, nor with the hub's own writes (they are not counted). (It used to re-read the
+ * whole table whenever `PRAGMA data_version` moved, which the hub's own ledger thread moves
+ * after every batch: seconds of the event loop every 500 ms under traffic with 80k pins.)
  */
 export class LedgerPinStore implements PinStore {
-  private map = new Map<string, PinRecord>();
+  private readonly map = new Map<string, PinRecord>();
   private readonly upsert: Statement;
   private readonly listeners: ((changed: PinRecord[]) => void)[] = [];
   /** Puts not committed yet: a re-read of the table must not lose them. */
   private readonly unflushed = new Map<string, PinRecord>();
-  private dataVersion: number;
+  private readonly changes: Statement;
+  /** pin_changes.seq when last read: the changes made elsewhere up to it are in the map. */
+  private seen: number;
+  private polledRows = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -95,8 +112,16 @@ export class LedgerPinStore implements PinStore {
     private readonly log: Logger,
   ) {
     this.upsert = db.prepare(PIN_UPSERT);
+    this.changes = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
+    // The count first: a change committed between the two reads is read again at the first
+    // poll, never missed.
+    this.seen = this.changeCount();
     for (const r of readPins(db)) this.map.set(keyOf(r.server, r.tool), r);
-    this.dataVersion = this.version();
+  }
+
+  /** Rows poll() has read since the start (for tests and measurements): 0 while nobody else writes pins. */
+  get rowsPolled(): number {
+    return this.polledRows;
   }
 
   get(server: string, tool: string): PinRecord | undefined {
@@ -131,32 +156,36 @@ export class LedgerPinStore implements PinStore {
     this.timer.unref();
   }
 
-  /** Reads the table again when another connection committed; true when a pin changed. */
+  /**
+   * Reads the rows another process changed since the last poll, if any (the one-row count of
+   * migration 0010 says); true when a pin changed.
+   */
   poll(): boolean {
-    let v: number;
+    let seq: number;
     let rows: PinRecord[];
     try {
-      v = this.version();
-      if (v === this.dataVersion) return false;
-      rows = readPins(this.db);
+      seq = this.changeCount();
+      if (seq === this.seen) return false;
+      rows = readPinsChangedSince(this.db, this.seen);
     } catch (err) {
-      // Closed, or the read failed (busy): the version is not taken, so the next tick reads
-      // again; taking it would lose the change until some other commit moved it.
-      if (this.db.open) this.log.warn({ err }, 'ledger: could not read the tool pins again; retrying');
+      // Closed, or the read failed (busy): the count is not taken, so the next tick reads
+      // again; taking it would lose the change.
+      if (this.db.open) this.log.warn({ err }, 'ledger: could not read the changed tool pins; retrying');
       return false;
     }
-    this.dataVersion = v;
-    const next = new Map<string, PinRecord>();
-    for (const r of rows) next.set(keyOf(r.server, r.tool), r);
-    for (const [k, r] of this.unflushed) next.set(k, r);
+    // Rows committed after the count was read are read again next time: same() finds them unchanged.
+    this.seen = seq;
+    this.polledRows += rows.length;
     const changed: PinRecord[] = [];
-    for (const [k, r] of next) {
+    for (const r of rows) {
+      const k = keyOf(r.server, r.tool);
+      // A put not committed yet is newer, and its write will replace the row.
+      if (this.unflushed.has(k)) continue;
       const old = this.map.get(k);
+      this.map.set(k, r);
       if (!old || !same(old, r)) changed.push(r);
     }
-    const removed = [...this.map.keys()].some((k) => !next.has(k));
-    if (!changed.length && !removed) return false;
-    this.map = next;
+    if (!changed.length) return false;
     for (const cb of this.listeners) {
       try {
         cb(changed);
@@ -172,8 +201,8 @@ export class LedgerPinStore implements PinStore {
     this.timer = undefined;
   }
 
-  private version(): number {
-    return this.db.pragma('data_version', { simple: true }) as number;
+  private changeCount(): number {
+    return this.changes.get() as number;
   }
 }
 
@@ -202,7 +231,10 @@ export function matchPins(db: Database, name: string | undefined, server: string
   );
 }
 
-/** Accept what is pending for these rows (a plain UPDATE: a running hub notices it by polling). */
+/**
+ * Accept what is pending for these rows (a plain UPDATE: the triggers of migration 0010 count
+ * it, and a running hub reads the rows at its next poll).
+ */
 export function approvePins(db: Database, recs: readonly PinRecord[], now: number): PinRecord[] {
   // The definition it replaces stays approved (a variant; see PinRecord.variants).
   const stmt = db.prepare(`UPDATE tool_pins SET hash = pending_hash, body_hash = pending_body_hash, definition = pending_definition,

@@ -1,14 +1,17 @@
 /**
- * The hub learns of an approval made by another process (the CLI) by polling `PRAGMA
- * data_version`. A re-read that fails must not use up the version change: otherwise the
- * approval stays unseen until some unrelated commit moves the version again.
+ * The hub learns of an approval made by another process (the CLI) by polling the change count
+ * of migration 0010. A read that fails must not use up the count: otherwise the approval stays
+ * unseen until some other change moves it again. Polling costs nothing while only the hub
+ * writes: it used to re-read every pin whenever `PRAGMA data_version` moved, which the hub's own
+ * ledger thread moves after each batch (seconds of the event loop every 500 ms with 80k pins).
  */
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PinRecord } from '../../src/catalog/pins.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { approvePins, readPins } from '../../src/ledger/pins.js';
-import { closeAndRemove, tempDir } from './ledger-helpers.js';
+import { openLedgerDb } from '../../src/ledger/db.js';
+import { approvePins, matchPins, PIN_UPSERT, readPins } from '../../src/ledger/pins.js';
+import { begin, closeAndRemove, end, tempDir, until } from './ledger-helpers.js';
 
 function pending(tool: string): PinRecord {
   return {
@@ -100,5 +103,129 @@ describe('pin store: approvals by another process', () => {
     } finally {
       db.prepare = prepare;
     }
+  });
+});
+
+describe('pin store: what a poll costs', () => {
+  const PINS = 20_000;
+  let ledger: Ledger | undefined;
+  let t: ReturnType<typeof tempDir> | undefined;
+  afterEach(async () => {
+    await closeAndRemove(ledger, t);
+    ledger = undefined;
+  });
+
+  /** PINS pins, each with a change pending, written as the hub writes them, before it opens. */
+  function seed(path: string): void {
+    const db = openLedgerDb({ path });
+    try {
+      const upsert = db.prepare(PIN_UPSERT);
+      db.transaction(() => {
+        for (let i = 0; i < PINS; i++) upsert.run({ ...pending(`tool${i}`), variants: null });
+      })();
+    } finally {
+      db.close();
+    }
+  }
+
+  /** Counts the rows of tool_pins read through this connection from now on (by any statement). */
+  function countPinReads(db: Database.Database): { rows: number } {
+    const seen = { rows: 0 };
+    const prepare = db.prepare.bind(db);
+    db.prepare = ((sql: string) => {
+      const stmt = prepare(sql);
+      if (!sql.includes('tool_pins')) return stmt;
+      const all = stmt.all.bind(stmt);
+      const get = stmt.get.bind(stmt);
+      const iterate = stmt.iterate.bind(stmt);
+      return Object.assign(stmt, {
+        all: (...a: unknown[]) => {
+          const rows = all(...a);
+          seen.rows += rows.length;
+          return rows;
+        },
+        get: (...a: unknown[]) => {
+          const row = get(...a);
+          if (row !== undefined) seen.rows++;
+          return row;
+        },
+        *iterate(...a: unknown[]) {
+          for (const row of iterate(...a)) {
+            seen.rows++;
+            yield row;
+          }
+        },
+      });
+    }) as typeof db.prepare;
+    return seen;
+  }
+
+  it('reads no pin while only the hub writes (calls, its own pins), and only the approved one after an approval', async () => {
+    t = tempDir();
+    seed(t.db);
+    ledger = Ledger.open({ path: t.db });
+    const store = ledger.pinStore();
+    expect(store.list()).toHaveLength(PINS);
+    const db = (store as unknown as { db: Database.Database }).db;
+    const version = () => db.pragma('data_version', { simple: true }) as number;
+    const read = countPinReads(db);
+    for (let round = 0; round < 3; round++) {
+      const v = version();
+      // Calls: their rows go in through the ledger's own thread, on another connection, which
+      // moves data_version as any other process would.
+      for (let i = 0; i < 20; i++) void ledger.record(begin(), end());
+      expect(await until(version, (x) => x !== v, 10_000)).not.toBe(v);
+      // The hub's own pins, through its group commit.
+      store.put({ ...pending(`tool${round}`), pendingHash: String(round).repeat(64) });
+      await ledger.whenCommitted();
+      expect(store.poll()).toBe(false);
+    }
+    expect(read.rows).toBe(0);
+
+    // The CLI approves one tool, on its own connection, as `switchyard tools approve` does.
+    const cli = openLedgerDb({ path: t.db });
+    try {
+      expect(approvePins(cli, matchPins(cli, 's/tool7', 's'), 5)).toHaveLength(1);
+    } finally {
+      cli.close();
+    }
+    const told: PinRecord[][] = [];
+    store.onExternalChange((c) => told.push(c));
+    expect(store.poll()).toBe(true);
+    expect(read.rows).toBe(1);
+    expect(store.rowsPolled).toBe(1);
+    expect(store.get('s', 'tool7')).toMatchObject({ hash: 'c'.repeat(64), pendingHash: null, approvedBy: 'cli' });
+    expect(told.map((c) => c.map((r) => r.tool))).toEqual([['tool7']]);
+    expect(store.poll()).toBe(false);
+    expect(read.rows).toBe(1);
+  }, 60_000);
+
+  it('any write of another process is seen (an UPDATE by hand, an INSERT), by index; the hub writing such a row again is not', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const store = ledger.pinStore();
+    const db = (store as unknown as { db: Database.Database }).db;
+    const plan = db.prepare('EXPLAIN QUERY PLAN SELECT * FROM tool_pins WHERE change_seq > ?').all(0) as { detail: string }[];
+    expect(plan.map((p) => p.detail).join()).toMatch(/USING INDEX tool_pins_change_seq/);
+    store.put(pending('a'));
+    await ledger.whenCommitted();
+    await new Promise((r) => setImmediate(r)); // the put is no longer unflushed (a poll would keep it over the row)
+    const other = new Database(t.db);
+    try {
+      other.prepare(`UPDATE tool_pins SET approved_by = 'hand', approved_ms = 9 WHERE tool = 'a'`).run();
+      other.prepare(`INSERT INTO tool_pins (server, tool, hash, first_seen_ms, approved_ms, approved_by) VALUES ('s', 'b', ?, 1, 1, 'hand')`).run('f'.repeat(64));
+    } finally {
+      other.close();
+    }
+    expect(store.poll()).toBe(true);
+    expect(store.rowsPolled).toBe(2);
+    expect(store.get('s', 'a')).toMatchObject({ approvedBy: 'hand', approvedMs: 9 });
+    expect(store.get('s', 'b')).toBeDefined();
+    store.put({ ...store.get('s', 'b')!, pendingHash: 'e'.repeat(64) });
+    store.put({ ...store.get('s', 'a')!, approvedBy: 'first-seen' });
+    await ledger.whenCommitted();
+    expect(store.poll()).toBe(false);
+    expect(store.rowsPolled).toBe(2);
+    expect(store.get('s', 'b')?.pendingHash).toBe('e'.repeat(64));
   });
 });
