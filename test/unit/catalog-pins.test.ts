@@ -86,6 +86,23 @@ describe('tool pins', () => {
     expect(kinds(r3.events)).toEqual(['first-seen:y']);
   });
 
+  it('a list of many new names looks at each pin of the server once, not once per new name (renames)', () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    const PINS = 300;
+    checkPins(store, s, defs(...Array.from({ length: PINS }, (_, i) => tool(`old${i}`, `old ${i}`))), 1);
+    // Count what checkPins reads of the stored pins.
+    let reads = 0;
+    const list = store.list.bind(store);
+    store.list = (server?: string) =>
+      list(server).map((r) => new Proxy(r, { get: (target, key, receiver) => (reads++, Reflect.get(target, key, receiver)) }));
+    const r = checkPins(store, s, defs(...Array.from({ length: 200 }, (_, i) => tool(`new${i}`, `new ${i}`)), tool('moved', 'old 7')), 2, new Set([...Array.from({ length: PINS }, (_, i) => `old${i}`)]));
+    expect(kinds(r.events).filter((k) => !k.startsWith('first-seen'))).toEqual(['quarantined:moved:renamed']);
+    expect(r.verdicts.get('moved')).toMatchObject({ state: 'renamed', renamedFrom: 'old7' });
+    // A scan per new name read ~3 properties of 300 pins 201 times (~180,000).
+    expect(reads).toBeLessThan(PINS * 10);
+  });
+
   it('trusted servers with autoApprove take the change at once (reported)', () => {
     const store = new MemoryPinStore();
     const s = { id: 'srv', autoApprove: true };
