@@ -144,7 +144,10 @@ export class Router {
         snapshot = c.snapshot;
       }
       const end = offset + this.opts.pageSize;
-      result = { [kind]: this.page(items, offset, end) };
+      // A kept list gives the order and the membership of the client's pages; what they show is
+      // the current list's: an item since removed, hidden (a reload, a quarantine, a group
+      // change) or changed is left out or shown as it is now.
+      result = { [kind]: items === agg.items ? this.page(items, offset, end) : asNow(kind, agg.items, items.slice(offset, end)) };
       if (end < items.length) {
         snapshot ??= agg.snapshot;
         this.paged.remember(viewOf(ctx), kind, snapshot, items);
@@ -398,6 +401,23 @@ export class Router {
       throw err;
     }
   }
+}
+
+const ITEM_KEY: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
+/** Each current list's items by their key (name, URI or template), for pages of kept lists. */
+const byKey = new WeakMap<readonly Record<string, unknown>[], Map<unknown, Record<string, unknown>>>();
+
+/** `page` (of a kept list) as the current list `now` has its items: those it no longer has left out. */
+function asNow(kind: ListKind, now: readonly Record<string, unknown>[], page: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  const field = ITEM_KEY[kind];
+  let m = byKey.get(now);
+  if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[field], it]))));
+  const out: Record<string, unknown>[] = [];
+  for (const it of page) {
+    const cur = m.get(it[field]);
+    if (cur) out.push(cur);
+  }
+  return out;
 }
 
 /** The URIs a resources/read answer's contents name. */

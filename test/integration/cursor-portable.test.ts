@@ -86,4 +86,23 @@ describe('list cursors outlive the hub process', () => {
     expect(all.length).toBeGreaterThan(4);
     expect(new Set(all).size).toBe(all.length);
   }, 40_000);
+
+  it('pages of a kept list show what the hub shows now: a tool removed after the first page is left out', async () => {
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', LIST_TTL_MS: '0', SHUFFLE: '1' }) }, pageSize: 2 });
+    hubs.push(hub);
+    await waitForReady(hub.url, ['s']);
+    const p1 = await page(hub.url);
+    const gone = ['leak', 'add', 'echo'].find((t) => !p1.names.includes(`s__${t}`))!;
+    const r = await modernCall(hub.url, 'rm', 'tools/call', { name: 's__mutate', arguments: { op: 'remove', name: gone } });
+    expect(r.body?.result?.isError).not.toBe(true);
+    const rest: string[] = [];
+    for (let cursor = p1.next; cursor; ) {
+      const p = await page(hub.url, cursor);
+      expect(p.error).toBeUndefined();
+      rest.push(...p.names);
+      cursor = p.next;
+    }
+    expect(rest).not.toContain(`s__${gone}`);
+    expect([...p1.names, ...rest].sort()).toEqual((await everyName(hub.url)).sort());
+  }, 40_000);
 });
