@@ -103,6 +103,10 @@ export class InputCollector {
     return first;
   }
 
+  get waitingCount(): number {
+    return this.waiting.size;
+  }
+
   requests(): Record<string, InputRequest> {
     const out: Record<string, InputRequest> = {};
     for (const [k, w] of this.waiting) out[k] = w.req;
@@ -186,6 +190,9 @@ export class InputBridge {
     }
     // Requests that arrive together travel together.
     await new Promise((r) => setImmediate(r));
+    // The upstream withdrew what it asked meanwhile: nothing to ask, the call goes on as it was
+    // (an input_required with no requests would have the client retry with nothing to answer).
+    if (!collector.missing && collector.waitingCount === 0) return this.settle(run, collector, abort, bind);
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};

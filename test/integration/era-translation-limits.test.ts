@@ -248,6 +248,12 @@ describe('a legacy upstream’s own signals about its questions reach the legacy
     expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'refused -32601' }] });
   });
 
+  it.each(['rh'])('%s: a question the upstream withdraws as it asks it (both in one answer) does not park a modern client\'s call with nothing to answer', async (up) => {
+    const name = `${up}__ask_withdraw`;
+    const r = await post(hub.url, modernBody(4960, 'tools/call', { name }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+    expect(r.body?.result, r.text).toMatchObject({ content: [{ type: 'text', text: 'went on' }] });
+  });
+
   it.each(['rs', 'rh'])('%s: notifications/elicitation/complete for the URL elicitation it relayed', async (up) => {
     const client = await legacyClient(hub.url);
     const seen: RpcMessage[] = [];
