@@ -6,7 +6,7 @@ import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { declares } from '../protocol/client-capabilities.js';
-import { inputResultProblem } from '../protocol/input-results.js';
+import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
 /** The call on whose behalf the hub asks its client something (LegacySession.ask). */
 export interface AskingCall {
@@ -134,7 +134,7 @@ export class LegacySession {
     }
     const problem = inputResultProblem(p.method, msg.result);
     if (problem) p.reject(new RpcError(INTERNAL_ERROR, `the client answered ${p.method} with an invalid result: ${problem}`));
-    else p.resolve(msg.result as Record<string, unknown>);
+    else p.resolve(normalInputResult(p.method, msg.result as Record<string, unknown>));
     return true;
   }
 

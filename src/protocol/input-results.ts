@@ -22,7 +22,8 @@ export function inputResultProblem(method: string, value: unknown): string | und
     case 'elicitation/create': {
       if (!ELICIT_ACTIONS.includes(value.action as string)) return 'action must be "accept", "decline" or "cancel"';
       const content = value.content;
-      if (content === undefined) return undefined;
+      // Only an accept carries content; null is how loose serialisers write an absent field.
+      if (content === undefined || content === null || value.action !== 'accept') return undefined;
       if (!isObj(content)) return 'content must be an object';
       for (const v of Object.values(content)) {
         const ok = typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
@@ -41,6 +42,17 @@ export function inputResultProblem(method: string, value: unknown): string | und
     default:
       return undefined;
   }
+}
+
+/**
+ * An answer that passed inputResultProblem as the asker's schema takes it: an elicitation
+ * answer's content left out when it is null or the action is not accept (a Go struct without
+ * omitempty, pydantic without exclude_none write `"content": null`, which the SDKs refuse).
+ */
+export function normalInputResult(method: string, value: Record<string, unknown>): Record<string, unknown> {
+  if (method !== 'elicitation/create' || !('content' in value) || (value.content !== null && value.action === 'accept')) return value;
+  const { content: _dropped, ...rest } = value;
+  return rest;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CancelledError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { declares, required } from '../protocol/client-capabilities.js';
-import { INPUT_METHODS, inputResultProblem } from '../protocol/input-results.js';
+import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
@@ -125,7 +125,7 @@ export class InputCollector {
       const w = this.waiting.get(k);
       if (!w || inputResultProblem(w.req.method, v) !== undefined) continue;
       this.waiting.delete(k);
-      w.resolve(v as Result);
+      w.resolve(normalInputResult(w.req.method, v as Result));
     }
   }
 

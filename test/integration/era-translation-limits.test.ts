@@ -179,6 +179,25 @@ describe.each(['ls', 'lh'])('answers of the wrong shape (modern client, legacy u
   }, 30_000);
 });
 
+describe.each(['ls', 'lh'])('a decline or cancel with "content": null (as loose serialisers write it) is a decline or cancel (legacy upstream %s)', (up) => {
+  it('from a modern client', async () => {
+    const args = { arguments: { who: `null-content-${up}` } };
+    const id = 4700 + up.charCodeAt(1) * 10;
+    const r = await modernCall(id, `${up}__elicit_form`, args);
+    const key = firstKey(r.body?.result);
+    const done = await modernCall(id + 1, `${up}__elicit_form`, { ...args, inputResponses: { [key]: { action: 'decline', content: null } }, requestState: r.body?.result?.requestState });
+    expect(done.body?.result, done.text).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^action=decline/) }] });
+  }, 30_000);
+
+  it('from a legacy client', async () => {
+    const client = await legacyClient(th.url);
+    const final = await client.call(4790 + up.charCodeAt(1), 'tools/call', { name: `${up}__elicit_form`, arguments: { who: `null-legacy-${up}` } }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, result: { action: 'cancel', content: null } });
+    });
+    expect(final?.result, JSON.stringify(final)).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^action=cancel/) }] });
+  }, 30_000);
+});
+
 describe('a legacy client answering with the wrong shape (legacy upstream ls)', () => {
   it('its answer reaches the upstream as an error saying so, not as an ElicitResult', async () => {
     const client = await legacyClient(th.url);
