@@ -44,6 +44,11 @@ export interface PinRecord {
   /** 'first-seen' | 'cli' | 'auto-trusted' */
   approvedBy: string | null;
   pendingSinceMs: number | null;
+  /**
+   * Last written by a build before titles were pinned (its approved hashes leave the title out):
+   * checkPins carries its approval over to the tool's title once. Never set by this build.
+   */
+  fromOlderBuild?: boolean;
 }
 
 /** Where pins live. Reads are synchronous (the list path must not wait on disk). */
@@ -81,8 +86,8 @@ export interface Hashed {
   /** Canonical JSON, stored so `tools diff` can show what changed. */
   json: string;
   /**
-   * A tool with a `title`: its hash as builds before the title was pinned made it. A pin
-   * approved then stays approved, and is moved to the hash with the title (checkPins).
+   * A tool with a `title`: its hash as builds before the title was pinned made it. A pin such a
+   * build approved stays approved, and is moved to the hash with the title (checkPins), once.
    */
   untitledHash?: string;
 }
@@ -176,10 +181,17 @@ export function checkPins(
   };
   for (const { name, def } of tools) {
     let rec = store.get(server.id, name);
-    if (rec && rec.hash !== def.hash && def.untitledHash !== undefined && rec.hash === def.untitledHash) {
-      // Approved before titles were pinned: its title is taken as approved with it, once.
-      rec = { ...rec, hash: def.hash, bodyHash: def.bodyHash, definition: def.json };
-      store.put(rec);
+    if (rec?.fromOlderBuild && rec.hash !== def.hash && def.untitledHash !== undefined) {
+      // Approved by a build that did not pin titles: the title it has now is taken as approved
+      // with it, once (the row written by this build is no older build's any more). An approved
+      // variant (a user's own version) likewise.
+      if (rec.hash === def.untitledHash) {
+        rec = { ...rec, hash: def.hash, bodyHash: def.bodyHash, definition: def.json, fromOlderBuild: false };
+        store.put(rec);
+      } else if (rec.variants.includes(def.untitledHash) && !rec.variants.includes(def.hash)) {
+        rec = { ...rec, variants: [...rec.variants, def.hash] };
+        store.put(rec);
+      }
     }
     if (rec && rec.hash !== def.hash && rec.variants.includes(def.hash)) {
       verdicts.set(name, { state: 'approved', hash: def.hash });

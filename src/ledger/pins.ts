@@ -56,6 +56,9 @@ export function recordOf(r: PinRow): PinRecord {
     approvedMs: r.approved_ms,
     approvedBy: r.approved_by,
     pendingSinceMs: r.pending_since_ms,
+    // Every write of a build with migration 0010 counts hub_writes up; the CLI's approval keeps
+    // what was there. NULL: the row was last written by a build before it, which pinned no title.
+    ...(r.hub_writes === null || r.hub_writes === undefined ? { fromOlderBuild: true } : {}),
   };
 }
 

@@ -24,7 +24,7 @@ describe('tool pins', () => {
     const titled = tool('a', 'one', { title: 'Read a file' });
     // As an older build stored it: the hash of the definition without its title.
     const untitled = hashDefinition(pinnedDefinition(tool('a', 'one')));
-    store.put({ server: 'srv', tool: 'a', hash: untitled.hash, bodyHash: untitled.bodyHash, definition: untitled.json, variants: [], pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null, firstSeenMs: 0, approvedMs: 0, approvedBy: 'first-seen' });
+    store.put({ server: 'srv', tool: 'a', hash: untitled.hash, bodyHash: untitled.bodyHash, definition: untitled.json, variants: [], pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null, firstSeenMs: 0, approvedMs: 0, approvedBy: 'first-seen', fromOlderBuild: true });
     let r = checkPins(store, s, defs(titled), 1);
     expect(r.events).toEqual([]);
     expect(r.verdicts.get('a')?.state).toBe('approved');
@@ -32,6 +32,32 @@ describe('tool pins', () => {
     r = checkPins(store, s, defs(tool('a', 'one', { title: 'Delete every file' })), 2);
     expect(kinds(r.events)).toEqual(['quarantined:a:changed']);
     expect(r.verdicts.get('a')?.state).toBe('changed');
+  });
+
+  it('the carry-over is for pins of an older build only, and once: an untitled approval of this build does not let a title in', () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    // This build approved the tool without a title (say its title was dropped, and the drop approved).
+    checkPins(store, s, defs(tool('a', 'one')), 1);
+    let r = checkPins(store, s, defs(tool('a', 'one', { title: 'Delete every file' })), 2);
+    expect(kinds(r.events)).toEqual(['quarantined:a:changed']);
+    // An older build's pin is carried over once; the next retitling is a change.
+    const old = new MemoryPinStore();
+    const untitled = hashDefinition(pinnedDefinition(tool('b', 'two')));
+    old.put({ server: 'srv', tool: 'b', hash: untitled.hash, bodyHash: untitled.bodyHash, definition: untitled.json, variants: [], pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null, firstSeenMs: 0, approvedMs: 0, approvedBy: 'first-seen', fromOlderBuild: true });
+    expect(checkPins(old, s, defs(tool('b', 'two', { title: 'Two' })), 3).verdicts.get('b')?.state).toBe('approved');
+    r = checkPins(old, s, defs(tool('b', 'two', { title: 'Wipe' })), 4);
+    expect(r.verdicts.get('b')?.state).toBe('changed');
+  });
+
+  it("an older build's approved variant (another user's version) is carried over to its title too", () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    const mine = hashDefinition(pinnedDefinition(tool('a', 'for alice')));
+    const theirs = hashDefinition(pinnedDefinition(tool('a', 'for bob')));
+    store.put({ server: 'srv', tool: 'a', hash: mine.hash, bodyHash: mine.bodyHash, definition: mine.json, variants: [theirs.hash], pendingHash: null, pendingBodyHash: null, pendingDefinition: null, pendingReason: null, renamedFrom: null, pendingSinceMs: null, firstSeenMs: 0, approvedMs: 0, approvedBy: 'first-seen', fromOlderBuild: true });
+    expect(checkPins(store, s, defs(tool('a', 'for bob', { title: 'A' })), 1).verdicts.get('a')?.state).toBe('approved');
+    expect(checkPins(store, s, defs(tool('a', 'for alice', { title: 'A' })), 2).verdicts.get('a')?.state).toBe('approved');
   });
 
   it('first sight approves; a change quarantines once; approval and revert clear it', () => {

@@ -67,6 +67,19 @@ describe('pin store: approvals by another process', () => {
     }
   }
 
+  it("a row an older build wrote (no hub_writes) reads as an older build's; once this build writes it, it does not", async () => {
+    const store = await storeWithPending();
+    expect(store.get('s', 'echo')?.fromOlderBuild).toBeUndefined();
+    const raw = new Database(t!.db);
+    try {
+      expect(readPins(raw)[0]?.fromOlderBuild).toBeUndefined();
+      raw.prepare('UPDATE tool_pins SET hub_writes = NULL').run(); // as a build before migration 0010 left it
+      expect(readPins(raw)[0]?.fromOlderBuild).toBe(true);
+    } finally {
+      raw.close();
+    }
+  });
+
   it('sees the approval at the next poll and tells its listeners', async () => {
     const store = await storeWithPending();
     const told: PinRecord[][] = [];
