@@ -90,7 +90,7 @@ export class PostChannel implements MessageSink {
 
   /**
    * A message before the final answer. Dropped when the client cannot take a stream; a
-   * notification (progress, a log line) is also dropped while the client is more than
+   * progress or log notification is also dropped while the client is more than
    * MAX_UNREAD_BYTES behind, or an upstream's flood would be held in the hub's memory for a
    * client that does not read. Requests to the client and the final answer are always written.
    */
@@ -128,7 +128,13 @@ export class PostChannel implements MessageSink {
   }
 }
 
-/** A JSON-RPC notification: a method and no id (pre-serialised messages are answers, never notifications). */
+/**
+ * What may be left out for a client that does not read: progress and log lines, which the
+ * answer makes stale anyway. Not the withdrawal of a question the client was asked
+ * (notifications/cancelled) or a URL elicitation's completion, which it would wait for.
+ */
+const DROPPABLE = new Set(['notifications/progress', 'notifications/message']);
+
 function isNotification(msg: object): boolean {
-  return !(msg instanceof Serialized) && 'method' in msg && !('id' in msg);
+  return !(msg instanceof Serialized) && !('id' in msg) && DROPPABLE.has((msg as { method?: unknown }).method as string);
 }
