@@ -16,7 +16,8 @@ import type { HubConfig } from './types.js';
  *   the user info (or the user info itself when it has no password) and the values of query
  *   parameters whose name says so; `policy.requestStateKey`.
  * A header value with an auth scheme (`Bearer <token>`) counts whole and without the scheme.
- * Values shorter than MIN_SECRET_LENGTH (8) are left out (src/policy/config-secrets.ts).
+ * Values shorter than MIN_SECRET_LENGTH (8) and purely numeric values are left out
+ * (src/policy/config-secrets.ts).
  */
 
 /** A header, variable or query parameter whose name says its value is a credential. */

@@ -15,6 +15,12 @@ export const CONFIG_SECRET_MARK = '[redacted:config-secret]';
 /** Values shorter than this are never treated as secrets: they would redact ordinary words. */
 export const MIN_SECRET_LENGTH = 8;
 
+/**
+ * Purely numeric values are never treated as secrets either: they would blank the digits of
+ * timestamps, latencies, ids and counts that happen to contain them.
+ */
+const NUMERIC = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
 const byOwner = new Map<object, readonly string[]>();
 /** What to look for in text, longest first (a value inside another is found after it). */
 let inText: readonly string[] = [];
@@ -23,7 +29,7 @@ let inJson: readonly string[] = [];
 
 /** Set (or replace) the values of one owner (a hub): those of its config as it runs now. */
 export function useConfigSecrets(owner: object, values: Iterable<string>): void {
-  const kept = [...new Set(values)].filter((v) => typeof v === 'string' && v.length >= MIN_SECRET_LENGTH);
+  const kept = [...new Set(values)].filter((v) => typeof v === 'string' && v.length >= MIN_SECRET_LENGTH && !NUMERIC.test(v));
   if (kept.length === 0) byOwner.delete(owner);
   else byOwner.set(owner, kept);
   rebuild();
@@ -69,8 +75,57 @@ export function redactConfigSecrets(text: string): string {
 
 /**
  * A serialised JSON text (a log line) with every configured secret value replaced, as the
- * value appears there (escaped); the text stays valid JSON.
+ * value appears there (escaped), inside its string tokens only: numbers, keywords and the
+ * structure are never touched, so the text stays valid JSON. A line that holds none of the
+ * values anywhere is returned as it is, without the scan.
  */
 export function redactConfigSecretsInJson(text: string): string {
-  return replaceAll(text, inJson);
+  if (inJson.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  if (!inJson.some((v) => text.includes(v))) return text;
+  let out = '';
+  let from = 0; // text before this is in `out`
+  let open = text.indexOf('"');
+  while (open >= 0) {
+    // The closing quote: the next one not escaped (not after an odd run of backslashes).
+    let close = text.indexOf('"', open + 1);
+    while (close >= 0 && escapedAt(text, close)) close = text.indexOf('"', close + 1);
+    const end = close < 0 ? text.length : close;
+    out += text.slice(from, open + 1) + redactJsonStringBody(text.slice(open + 1, end));
+    from = end;
+    if (close < 0) break;
+    open = text.indexOf('"', close + 1);
+  }
+  return out + text.slice(from);
+}
+
+/** Whether the character at `i` is preceded by an odd run of backslashes (so it is escaped). */
+function escapedAt(s: string, i: number): boolean {
+  let k = i;
+  while (k > 0 && s.charCodeAt(k - 1) === 92) k--;
+  return (i - k) % 2 === 1;
+}
+
+/**
+ * The inside of one JSON string token, each value replaced where it starts at a character of
+ * its own (never after the backslash of an escape: `\n` followed by the rest of a value).
+ */
+function redactJsonStringBody(body: string): string {
+  if (body.length < MIN_SECRET_LENGTH) return body;
+  let s = body;
+  for (const v of inJson) {
+    if (!s.includes(v)) continue;
+    let out = '';
+    let from = 0;
+    for (let at = s.indexOf(v); at >= 0; at = s.indexOf(v, from)) {
+      if (escapedAt(s, at)) {
+        out += s.slice(from, at + 1);
+        from = at + 1;
+        continue;
+      }
+      out += s.slice(from, at) + CONFIG_SECRET_MARK;
+      from = at + v.length;
+    }
+    s = out + s.slice(from);
+  }
+  return s;
 }

@@ -131,6 +131,26 @@ describe('redaction of the registered values', () => {
     expect(JSON.parse(out)).toEqual({ msg: 'child stderr', stderr: `said ${M}` });
   });
 
+  it('leaves purely numeric values alone: they would blank the digits of timestamps and ids', () => {
+    use(['17332123', '1733212345678', '98765432.5']);
+    expect(configSecretCount()).toBe(0);
+    const line = '{"level":30,"time":1733212345678,"pid":17332123,"msg":"id 98765432.5"}\n';
+    expect(redactConfigSecretsInJson(line)).toBe(line);
+    expect(redactConfigSecrets('took 1733212345678 ms')).toBe('took 1733212345678 ms');
+  });
+
+  it('replaces inside JSON string tokens only, never in numbers or after the backslash of an escape', () => {
+    use(['12345678,9', 'nSecretValue1']);
+    const line = '{"ids":[12345678,9],"msg":"ids 12345678,9","said":"a\\nSecretValue1 b nSecretValue1"}\n';
+    const out = redactConfigSecretsInJson(line);
+    expect(out.endsWith('\n')).toBe(true);
+    // "\nSecretValue1" in the line is a newline then "SecretValue1": not the value.
+    expect(JSON.parse(out)).toEqual({ ids: [12345678, 9], msg: `ids ${M}`, said: `a\nSecretValue1 b ${M}` });
+    // An escaped quote does not end the string; text after the last string is kept.
+    const quoted = JSON.stringify({ a: 'x\\"y nSecretValue1', n: 12345678.9, t: true }) + '\n';
+    expect(JSON.parse(redactConfigSecretsInJson(quoted))).toEqual({ a: `x\\"y ${M}`, n: 12345678.9, t: true });
+  });
+
   it('is the union of the owners, and an owner that stops takes its values with it', () => {
     const a = use(['owner-a-secret']);
     use(['owner-b-secret']);
