@@ -55,6 +55,7 @@ function rebuild(): void {
     const encoded = encodeURIComponent(v);
     if (encoded !== v) text.add(encoded);
     json.add(JSON.stringify(v).slice(1, -1));
+    if (encoded !== v) json.add(JSON.stringify(encoded).slice(1, -1));
   }
   const longestFirst = (s: Set<string>): string[] => [...s].sort((a, b) => b.length - a.length);
   inText = longestFirst(text);

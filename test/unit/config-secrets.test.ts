@@ -151,6 +151,12 @@ describe('redaction of the registered values', () => {
     expect(JSON.parse(redactConfigSecretsInJson(quoted))).toEqual({ a: `x\\"y ${M}`, n: 12345678.9, t: true });
   });
 
+  it('finds a value URL-encoded in a JSON text too', () => {
+    use(['with space/and&amp', 'quote"and/slash']);
+    const line = JSON.stringify({ msg: 'upstream said', url: 'GET /?k=with%20space%2Fand%26amp&q=quote%22and%2Fslash' });
+    expect(JSON.parse(redactConfigSecretsInJson(line))).toEqual({ msg: 'upstream said', url: `GET /?k=${M}&q=${M}` });
+  });
+
   it('is the union of the owners, and an owner that stops takes its values with it', () => {
     const a = use(['owner-a-secret']);
     use(['owner-b-secret']);
