@@ -124,7 +124,7 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
   if (raw.policy) config.policy = raw.policy;
   if (raw.plugins) config.plugins = raw.plugins;
   if (raw.groups) config.groups = raw.groups;
-  // What the environment brought in is secret, save where no secret goes (config/secret-values.ts).
+  // What the environment brought in where a secret sits is secret (config/secret-values.ts).
   noteInterpolated(config, interpolated);
   return config;
 }

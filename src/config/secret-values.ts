@@ -3,18 +3,23 @@ import type { HubConfig } from './types.js';
 
 /**
  * The values of a config the hub must never let out (src/policy/config-secrets.ts redacts
- * them in logs, errors, the ledger and the admin views):
- * - every value `${env:NAME}` brought into the config (a server's env, headers, url, args,
- *   credentials, plugin options, ...): the config took it from the environment, so it is kept
- *   out of the file for a reason; save where no secret goes (NOT_SECRET: the listener, the
- *   ledger, names, groups, the OAuth issuer's public settings, a server's command and cwd),
- *   where redacting it would only blank the hub's own log lines (`switchyard listening` with a
- *   `${env:HOST}`, a ledger path under `${env:HOME}`); a value that also went elsewhere counts;
- * - values written literally in the fields that carry credentials: each string of
- *   `servers.<id>.credentials`, the values of `servers.<id>.headers` and `servers.<id>.env`
- *   whose name says they are one (SECRET_NAME), and in `servers.<id>.url` the password of
- *   the user info (or the user info itself when it has no password) and the values of query
- *   parameters whose name says so; `policy.requestStateKey`.
+ * them in logs, errors, the ledger and the admin views). A value counts by where it sits, the
+ * same whether it was written literally or brought in by `${env:NAME}`:
+ * - each string of `servers.<id>.credentials`;
+ * - a server's `headers`: the value of a header whose name says it is a credential
+ *   (SECRET_NAME), and what `${env:…}` brought into any header;
+ * - a server's `env`: the value of a variable whose name says it is a credential;
+ * - in a server's `url`, the password of the user info (or the user info itself when it has no
+ *   password) and the values of query parameters whose name says so;
+ * - `policy.requestStateKey`;
+ * - what `${env:…}` brought into a plugin's options under a key whose name says it is a
+ *   credential (`plugins.options.<name>.apiKey`).
+ * Where a value was interpolated into such a place, what the environment brought counts too
+ * (`"DB_PASSWORD": "pw-${env:PW}"`: the whole value and PW's). Nothing else counts, interpolated
+ * or not: a host or path in a `url`, `args`, `cwd`, an `env` entry with an ordinary name (HOME,
+ * PATH, NODE_ENV, REGION), the listener, the ledger: redacting those would only blank host
+ * names and paths in errors and log lines. The config holds no other secret: `auth.apiKeys`
+ * keeps only each key's SHA-256, and `auth.oauth` only public settings.
  * A header value with an auth scheme (`Bearer <token>`) counts whole and without the scheme.
  * Values shorter than MIN_SECRET_LENGTH (8) and purely numeric values are left out
  * (src/policy/config-secrets.ts).
@@ -25,18 +30,33 @@ export const SECRET_NAME = /pass|secret|token|key|auth|cookie|credential|session
 
 const interpolatedOf = new WeakMap<HubConfig, ReadonlySet<string>>();
 
-/** Whether a key path holds no secret (see above): values interpolated there alone are not redacted. */
-function notSecret(at: KeySegments): boolean {
-  const [top, second, third] = at;
-  if (top === 'listen' || top === 'ledger' || top === 'names' || top === 'pageSize' || top === 'groups' || top === '$schema') return true;
-  if (top === 'auth' && second === 'oauth') return true; // issuer, audience, JWKS location, scopes: public
-  if ((top === 'servers' || top === 'mcpServers') && (third === 'command' || third === 'cwd' || third === 'prefix' || third === 'tools')) return true;
+/** Whether a value `${env:…}` brought in at `at` is a secret by where it sits (see above). */
+function secretAt(config: HubConfig, at: KeySegments, value: string): boolean {
+  const [top, second, third, fourth] = at;
+  if (top === 'servers' || top === 'mcpServers') {
+    if (third === 'credentials' || third === 'headers') return true;
+    if (third === 'env') return typeof fourth === 'string' && SECRET_NAME.test(fourth);
+    if (third === 'url' && at.length === 3 && typeof second === 'string') {
+      const url = config.servers[second]?.url;
+      if (typeof url !== 'string') return false;
+      const parts = new Set<string>();
+      urlSecrets(url, parts);
+      for (const p of parts) if (p.includes(value)) return true;
+    }
+    return false;
+  }
+  if (top === 'policy') return second === 'requestStateKey';
+  if (top === 'plugins') {
+    // plugins.options.<plugin>.<key>… and plugins.paths[i].options.<key>…: the keys under options
+    const keys = second === 'options' ? at.slice(3) : second === 'paths' && fourth === 'options' ? at.slice(4) : [];
+    return keys.some((k) => typeof k === 'string' && SECRET_NAME.test(k));
+  }
   return false;
 }
 
-/** Keep what `${env:…}` brought into this config, and where (set by parseConfig). */
+/** Keep what `${env:…}` brought into this config where a secret sits (set by parseConfig). */
 export function noteInterpolated(config: HubConfig, values: readonly { at: KeySegments; value: string }[]): void {
-  interpolatedOf.set(config, new Set(values.filter((v) => !notSecret(v.at)).map((v) => v.value)));
+  interpolatedOf.set(config, new Set(values.filter((v) => secretAt(config, v.at, v.value)).map((v) => v.value)));
 }
 
 /** The secret values of a config (see above), in no particular order, short ones included. */

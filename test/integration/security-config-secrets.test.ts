@@ -4,7 +4,8 @@
  * shape the credential rules know, has it replaced by "[redacted:config-secret]" in the hub's
  * log (its stderr), in the error the client gets, in the ledger's row (error message, stored
  * bodies) and in /admin/servers (`lastError`, `stderr`); a reload adds the new config's values.
- * A tool's successful result is the upstream's answer and reaches the client as it was.
+ * A tool's successful result is the upstream's answer and reaches the client as it was. A value
+ * `${env:…}` brought under an ordinary name (a region, a host) is no secret and still shows.
  * The upstream is a real process over stdio (test/fixtures/quirks/echo-secret.mjs).
  */
 import Database from 'better-sqlite3';
@@ -22,6 +23,8 @@ const ENV_TOKEN = 'PlainValue-7f3k2m9q';
 const LITERAL_TOKEN = 'LiteralDown-2x5c8v1b';
 /** Brought in by a reload. */
 const LATER_TOKEN = 'LaterValue-4h8j1n6p';
+/** Brought in by `${env:…}` under an ordinary name: no secret, so never redacted. */
+const REGION = 'eu-central-region-7';
 const MARK = '[redacted:config-secret]';
 const ALL = [ENV_TOKEN, LITERAL_TOKEN, LATER_TOKEN];
 
@@ -38,11 +41,12 @@ beforeAll(async () => {
       servers: {
         echoer: nodeServer(FIXTURE, [], { QUIRK_TOKEN: '${env:SY_ECHO_TOKEN}' }),
         down: nodeServer(FIXTURE, [], { QUIRK_TOKEN: LITERAL_TOKEN, QUIRK_EXIT: '1' }),
+        region: nodeServer(FIXTURE, [], { QUIRK_SAY: '${env:SY_REGION}' }),
       },
     },
-    { dir, env: { SY_ECHO_TOKEN: ENV_TOKEN, SY_LATER_TOKEN: LATER_TOKEN } },
+    { dir, env: { SY_ECHO_TOKEN: ENV_TOKEN, SY_LATER_TOKEN: LATER_TOKEN, SY_REGION: REGION } },
   );
-  await waitForReady(hub.url, ['echoer']);
+  await waitForReady(hub.url, ['echoer', 'region']);
 }, 60_000);
 
 afterAll(async () => {
@@ -98,6 +102,12 @@ describe('a secret value of the config that an upstream echoes bare', () => {
     const health = await (await fetch(`${base}/healthz`)).text();
     expect(health).not.toContain(LITERAL_TOKEN);
     await expect.poll(() => hub.logs.some((l) => l.includes(`login refused for key ${MARK}`))).toBe(true);
+  });
+
+  it('is only what sits where a secret goes: a value brought in under an ordinary name still shows', async () => {
+    await expect.poll(() => hub.logs.some((l) => l.includes('"server":"region"') && l.includes(`starting with key ${REGION}`)), { timeout: 10_000 }).toBe(true);
+    const r = await modernCall(hub.url, 'cs-4', 'tools/call', { name: 'region__slow', arguments: {} });
+    expect(r.body?.error?.message).toBe(`upstream auth failed for key ${REGION}`);
   });
 
   it('brought in by a reload, is redacted from the first line the new server says', async () => {

@@ -34,41 +34,60 @@ afterEach(() => {
 });
 
 describe('the secret values of a config', () => {
-  it('are every value ${env:…} brought in, wherever it went, and none of the literal text around it', () => {
-    const env = { TOKEN: 'plainTokenValue42', HOST: 'db.internal.example', ARG: 'argument-secret-1', SHORT: 'abc' };
+  it('are what ${env:…} brought into a place where a secret sits, and none of the literal text around it', () => {
+    const env = { TOKEN: 'plainTokenValue42', HDR: 'header-env-value-1', CRED: 'cred-env-value-1', PW: 'url-env-pass-1', Q: 'url-env-query-1', SK: 'r'.repeat(64), PLUGIN_KEY: 'plugin-api-key-1', SHORT: 'abc' };
     const c = parseConfig(
       {
         servers: {
-          s: { command: 'node', args: ['--key=${env:ARG}'], env: { PLAIN: 'x-${env:TOKEN}-y', SHORTY: '${env:SHORT}' } },
-          h: { url: 'https://${env:HOST}/mcp' },
+          s: { command: 'node', env: { API_TOKEN: 'x-${env:TOKEN}-y', SHORT_SECRET: '${env:SHORT}' } },
+          h: {
+            url: 'https://user:pw-${env:PW}@api.example/mcp?access_token=tok-${env:Q}',
+            headers: { 'X-Tenant': '${env:HDR}' },
+            credentials: { alice: { headers: { 'X-Whatever': 'pre-${env:CRED}' } } },
+          },
         },
-      },
-      undefined,
-      env,
-    );
-    const values = configSecretValues(c);
-    expect(values).toEqual(expect.arrayContaining(['plainTokenValue42', 'db.internal.example', 'argument-secret-1', 'abc']));
-    expect(values).not.toContain('x-plainTokenValue42-y');
-    expect(values).not.toContain('--key=argument-secret-1');
-  });
-
-  it('leave out values interpolated only where no secret goes (listener, ledger, a command or cwd), unless they also went elsewhere', () => {
-    const env = { HOST: '127.0.0.10', HOME: '/home/operator', BIN: '/opt/servers/bin', SHARED: 'shared-value-99', PLUGIN_KEY: 'plugin-api-key-1' };
-    const c = parseConfig(
-      {
-        listen: { host: '${env:HOST}' },
-        ledger: { path: '${env:HOME}/ledger.db' },
-        servers: {
-          s: { command: '${env:BIN}/server', cwd: '${env:SHARED}', args: ['--profile', '${env:SHARED}'] },
-        },
+        policy: { requestStateKey: '${env:SK}' },
         plugins: { options: { mine: { apiKey: '${env:PLUGIN_KEY}' } } },
       },
       undefined,
       env,
     );
     const values = configSecretValues(c);
-    for (const v of ['127.0.0.10', '/home/operator', '/opt/servers/bin']) expect(values, v).not.toContain(v);
-    for (const v of ['shared-value-99', 'plugin-api-key-1']) expect(values, v).toContain(v);
+    expect(values).toEqual(expect.arrayContaining(['plainTokenValue42', 'x-plainTokenValue42-y', 'header-env-value-1', 'cred-env-value-1', 'url-env-pass-1', 'url-env-query-1', 'r'.repeat(64), 'plugin-api-key-1', 'abc']));
+    expect(values).not.toContain('pre-');
+  });
+
+  it('leave out interpolated values where no secret sits: args, a url host or path, cwd, env under ordinary names, listener, ledger', () => {
+    const env = {
+      HOST: '127.0.0.10',
+      HOME: '/home/operator',
+      BIN: '/opt/servers/bin',
+      UPSTREAM: 'upstream.internal.example:8080',
+      NODE_ENV: 'production',
+      REGION: 'eu-central-1a',
+      ARG: 'argument-value-1',
+      PLUGIN_DIR: '/srv/plugins-dir',
+    };
+    const c = parseConfig(
+      {
+        listen: { host: '${env:HOST}' },
+        ledger: { path: '${env:HOME}/ledger.db' },
+        servers: {
+          s: {
+            command: '${env:BIN}/server',
+            cwd: '${env:HOME}/work',
+            args: ['--profile', '${env:ARG}', '${env:HOME}/proj'],
+            env: { HOME: '${env:HOME}', NODE_ENV: '${env:NODE_ENV}', REGION: '${env:REGION}' },
+          },
+          h: { url: 'http://${env:UPSTREAM}/mcp/${env:REGION}' },
+        },
+        plugins: { options: { mine: { folder: '${env:PLUGIN_DIR}' } } },
+      },
+      undefined,
+      env,
+    );
+    const values = configSecretValues(c);
+    for (const v of Object.values(env)) expect(values, v).not.toContain(v);
   });
 
   it('include literal credentials: named headers and env, credentials, url user info and named query values, requestStateKey', () => {
