@@ -26,11 +26,11 @@ export const DEFAULT_MAX_DESCRIPTION = 4000;
 // hyphen, U+034F, the Hangul and Mongolian fillers and selectors, variation selectors U+FE00–FE0F
 // and U+E0100–E01EF, the tag block U+E0000–E007F, which can spell out invisible ASCII), every
 // bidi control (U+061C, U+200E/F, U+202A–202E, U+2066–2069) and every other format character
-// (Cf, e.g. the interlinear annotation marks U+FFF9–FFFB). Variation selectors after an emoji are
-// read as smuggled bytes ("emoji smuggling"), so only the one selector emoji text uses is let
-// pass: see emojiPart.
+// (Cf, e.g. the interlinear annotation marks U+FFF9–FFFB). Some of them are ordinary text in
+// emoji and in other scripts, and pass where they stand as that text does: see ordinaryUse.
 const HIDDEN_CLASS = '[\\p{Cf}\\p{Default_Ignorable_Code_Point}\\p{Bidi_Control}]';
 const HIDDEN_ALL = new RegExp(HIDDEN_CLASS, 'gu');
+const HIDDEN_ONE = new RegExp(`^${HIDDEN_CLASS}$`, 'u');
 // Hangul fillers stand where a space would: read as one, so that the words either side stay two.
 const FILLERS = /[\u115F\u1160\u3164\uFFA0]/g;
 const EMOJI = /^\p{Emoji}$/u;
@@ -63,11 +63,83 @@ function emojiPart(text: string, i: number, cp: number): boolean {
   return PICTOGRAPH.test(prev) && next !== undefined && PICTOGRAPH.test(String.fromCodePoint(next));
 }
 
-/** The first invisible character that is not part of an emoji, or undefined. */
+// Scripts whose spelling uses ZWNJ/ZWJ inside words: the cursive ones (Persian "می‌خواند", Urdu,
+// Kurdish, Syriac, N'Ko, Mongolian) and the Brahmic ones (Devanagari half forms "क्‍या", Sinhala
+// "ශ්‍රී", Malayalam chillu "ന്‍", Myanmar, Khmer…). Letters and marks of a script by
+// Script_Extensions, so shared marks (Arabic harakat, the Devanagari danda) count.
+const JOINING_SCRIPTS = [
+  'Arabic', 'Syriac', 'Nko', 'Mandaic', 'Manichaean', 'Psalter_Pahlavi', 'Mongolian', 'Devanagari', 'Bengali', 'Gurmukhi', 'Gujarati', 'Oriya', 'Tamil', 'Telugu',
+  'Kannada', 'Malayalam', 'Sinhala', 'Tibetan', 'Myanmar', 'Khmer', 'Tai_Tham', 'Balinese', 'Javanese',
+].map((s) => new RegExp(`^(?=[\\p{L}\\p{M}])\\p{Script_Extensions=${s}}$`, 'u'));
+const LETTER = /^\p{L}$/u;
+const LETTER_OR_MARK = /^[\p{L}\p{M}]$/u;
+const MARK = /^\p{M}$/u;
+const MONGOLIAN_LETTER = /^(?=\p{L})\p{Script_Extensions=Mongolian}$/u;
+const KHMER_LETTER = /^(?=[\p{L}\p{M}])\p{Script=Khmer}$/u;
+const IDEOGRAPH = /^\p{Ideographic}$/u;
+const RTL_LETTER = /(?=\p{L})[\p{Script=Arabic}\p{Script=Hebrew}\p{Script=Syriac}\p{Script=Thaana}\p{Script=Nko}]/gu;
+const BIDI_MARK = /[\u061C\u200E\u200F]/g;
+
+/** The code point that starts at index `i`, as a string ('' at the end). */
+function at(text: string, i: number): string {
+  const cp = text.codePointAt(i);
+  return cp === undefined ? '' : String.fromCodePoint(cp);
+}
+
+/**
+ * Whether the bidi marks (LRM, RLM, ALM) of a text are ordinary: it has right-to-left letters
+ * (Arabic, Hebrew, Syriac, Thaana, N'Ko), where the marks set the direction of numbers,
+ * punctuation and Latin names, and no more marks than such text needs: 2, and 1 more per 8
+ * right-to-left letters. Marks in text without right-to-left letters, or many of them between a
+ * few such letters, would be a way to spell bits, and are flagged.
+ */
+function bidiMarksOrdinary(text: string): boolean {
+  const rtl = text.match(RTL_LETTER)?.length ?? 0;
+  return rtl > 0 && (text.match(BIDI_MARK)?.length ?? 0) <= 2 + Math.floor(rtl / 8);
+}
+
+/**
+ * Whether the invisible character at `i` is ordinary text where it stands (judged by its
+ * neighbours): part of an emoji (emojiPart), or, not followed by another invisible character
+ * (a run is flagged whatever it follows):
+ * - ZWNJ/ZWJ after a letter or mark of a script whose spelling uses them (JOINING_SCRIPTS) and
+ *   before one of the same script, or a ZWJ after such a mark (a virama) at a word's end;
+ * - LRM/RLM/ALM in text with right-to-left letters (bidiMarksOrdinary);
+ * - a soft hyphen between two letters ("Donau­dampf­schiff");
+ * - a Mongolian free variation selector after a Mongolian letter, the Mongolian vowel separator
+ *   between two;
+ * - one ideographic variation selector (U+E0100–E01EF) after a Han ideograph ("葛󠄀");
+ * - the Khmer inherent vowels U+17B4/17B5 after a Khmer letter.
+ * Everything else is flagged: a joiner between Latin or Cyrillic letters, a bidi mark in
+ * Latin-only text, bidi embeddings, overrides and isolates (U+202A–202E, U+2066–2069), zero-width
+ * spaces (U+200B, U+2060–2064), tag characters, and selectors after anything else.
+ */
+function ordinaryUse(text: string, i: number, cp: number, bidiOk: () => boolean): boolean {
+  if (emojiPart(text, i, cp)) return true;
+  const next = at(text, i + (cp > 0xffff ? 2 : 1));
+  if (next !== '' && HIDDEN_ONE.test(next)) return false;
+  const prev = before(text, i);
+  if (cp === 0x200c || cp === 0x200d) {
+    const script = JOINING_SCRIPTS.find((re) => re.test(prev));
+    if (!script) return false;
+    return script.test(next) || (cp === 0x200d && MARK.test(prev) && !LETTER_OR_MARK.test(next));
+  }
+  if (cp === 0x200e || cp === 0x200f || cp === 0x61c) return bidiOk();
+  if (cp === 0xad) return LETTER.test(prev) && LETTER.test(next);
+  if ((cp >= 0x180b && cp <= 0x180d) || cp === 0x180f) return MONGOLIAN_LETTER.test(prev);
+  if (cp === 0x180e) return MONGOLIAN_LETTER.test(prev) && MONGOLIAN_LETTER.test(next);
+  if (cp >= 0xe0100 && cp <= 0xe01ef) return IDEOGRAPH.test(prev);
+  if (cp === 0x17b4 || cp === 0x17b5) return KHMER_LETTER.test(prev);
+  return false;
+}
+
+/** The first invisible character that is not ordinary text where it stands, or undefined. */
 function firstHidden(text: string): { cp: number; index: number } | undefined {
+  let bidi: boolean | undefined;
+  const bidiOk = () => (bidi ??= bidiMarksOrdinary(text));
   for (const m of text.matchAll(HIDDEN_ALL)) {
     const cp = m[0].codePointAt(0)!;
-    if (!emojiPart(text, m.index, cp)) return { cp, index: m.index };
+    if (!ordinaryUse(text, m.index, cp, bidiOk)) return { cp, index: m.index };
   }
   return undefined;
 }
