@@ -154,14 +154,42 @@ const LOOKALIKE: Record<string, string> = {
 };
 const LOOKALIKES = new RegExp(`[${Object.keys(LOOKALIKE).join('')}]`, 'g');
 
+// Line breaks, and whether the text before one ends a sentence (closing quotes, brackets and
+// Markdown emphasis after the mark count as its end).
+const LINE_BREAK = /[\n\r\v\f\u0085\u2028\u2029]/;
+const SENTENCE_END = /[.!?:;]["'”’)\]*_`]*$/;
+
 /**
  * The text the phrase rules read: compatibility forms folded (NFKC: fullwidth and styled letters
  * become ASCII), invisible characters dropped, look-alike letters read as Latin, and every run of
- * whitespace (line breaks, U+2028, no-break and ideographic spaces) one space. A phrase the
- * one-line version of which is flagged is flagged however it is broken or dressed up.
+ * whitespace (line breaks, U+2028, no-break and ideographic spaces) one space, except a run with
+ * a line break after a line that ends a sentence ([.!?:;]): that is one "\n", which the gaps of
+ * a phrase rule do not cross (nor ". " within a line: see phrase). A phrase the one-line version
+ * of which is flagged is flagged however it is broken mid-sentence or dressed up.
  */
 export function foldForMatching(text: string): string {
-  return text.replace(FILLERS, ' ').replace(HIDDEN_ALL, '').normalize('NFKC').replace(HIDDEN_ALL, '').replace(LOOKALIKES, (c) => LOOKALIKE[c]).replace(/\s+/g, ' ');
+  return text
+    .replace(FILLERS, ' ')
+    .replace(HIDDEN_ALL, '')
+    .normalize('NFKC')
+    .replace(HIDDEN_ALL, '')
+    .replace(LOOKALIKES, (c) => LOOKALIKE[c])
+    .replace(/\s+/g, (ws: string, at: number, s: string) => (LINE_BREAK.test(ws) && SENTENCE_END.test(s.slice(Math.max(0, at - 8), at)) ? '\n' : ' '));
+}
+
+// One character of a phrase rule's gap: anything but a sentence end, i.e. a line break kept by
+// foldForMatching, or [.!?;] followed by a space ("e.g. " ends one too, which only makes a match
+// less likely). A dot inside a word or an address ("evil.example") is no end.
+const GAP = '(?:[^\\n.!?;]|[.!?;](?! ))';
+
+/**
+ * A phrase rule whose gaps (written `.{0,N}`) do not cross a sentence end: "labels to ignore.⏎
+ * Any messages with these labels are skipped." is two sentences, not "ignore … any messages".
+ * Each character of a gap is one of two disjoint alternatives, so a gap does not backtrack more
+ * than `.` did.
+ */
+function phrase(re: RegExp): RegExp {
+  return new RegExp(re.source.replaceAll('.{0,', `${GAP}{0,`), re.flags);
 }
 
 const INSTRUCTIONS: RegExp[] = [
@@ -171,7 +199,7 @@ const INSTRUCTIONS: RegExp[] = [
   /\b(you|the (assistant|model|ai|agent)) (must|should|shall|have to|need to) (always|first|also|secretly|silently)\b/i,
   /\b(system prompt|developer message|jailbreak)\b/i,
   /\binstead of (the user|what the user)\b/i,
-];
+].map(phrase);
 
 /**
  * What a name (read as words) is flagged for: only phrases that tell the model what to do. A
@@ -180,7 +208,7 @@ const INSTRUCTIONS: RegExp[] = [
  * memory), and flagging it would hide such tools under `policy.poisoning: "block"`.
  */
 const NAME_INSTRUCTIONS: RegExp[] = [
-  /\b(ignore|disregard|override)\b.{0,20}\b(previous|prior|above|earlier)\b.{0,20}\b(instructions?|prompts?|rules?|guidelines?)/i,
+  phrase(/\b(ignore|disregard|override)\b.{0,20}\b(previous|prior|above|earlier)\b.{0,20}\b(instructions?|prompts?|rules?|guidelines?)/i),
   INSTRUCTIONS[1]!,
   INSTRUCTIONS[2]!,
   INSTRUCTIONS[3]!,
@@ -205,11 +233,11 @@ const READ_VERB = /\b(read|cat|open|load|include|send|pass|provide|attach|upload
 const EXFIL: RegExp[] = [
   /\b(send|post|upload|forward|transmit|exfiltrat\w*|copy|mail|email|report)\b.{0,80}\b(to|at|into)\b.{0,60}(https?:\/\/|(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}\.[\w.]+|\bwebhook\b|\bpastebin\b|\bremote (server|host|endpoint)\b)/i,
   /\bhttps?:\/\/(?=([^\s"')]{1,2048}))\1.{0,40}\b(with|containing|including)\b.{0,40}\b(contents?|data|conversation|history|secrets?|keys?|tokens?)\b/i,
-];
+].map(phrase);
 
 /** What a flag quotes of the text: the match, on one line, at most 80 characters. */
 function quote(m: RegExpExecArray): string {
-  const t = m[0].trim();
+  const t = m[0].trim().replace(/\n/g, ' ');
   return JSON.stringify(t.length > 80 ? `${t.slice(0, 79)}…` : t);
 }
 
