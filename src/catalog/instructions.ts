@@ -1,17 +1,22 @@
 import type { PluginsConfig } from '../config/types.js';
 import type { PoisoningPolicy } from './part.js';
-import { checkText, DEFAULT_MAX_DESCRIPTION, type PoisonFlag } from './poisoning.js';
+import { checkText, DEFAULT_MAX_DESCRIPTION, INSTRUCTIONS_LENGTH_FACTOR, type PoisonFlag } from './poisoning.js';
 
 /**
  * Upstream `instructions` (initialize / server/discover) are text a client puts before the
- * model, as it does tool descriptions, and as untrusted (digest §8.18): they are checked as the
- * bundled `description-checks` plugin checks descriptions (src/catalog/poisoning.ts), and
- * `policy.poisoning` applies: "warn" passes flagged instructions, "block" leaves them out of
- * what clients get. Either way the operator is told once per text (log, audit row when withheld,
- * /admin/servers). They are not pinned: see docs/CATALOG.md.
+ * model, as it does tool descriptions, and as untrusted (digest §8.18): they are checked by the
+ * bundled `description-checks` plugin's rules (src/catalog/poisoning.ts), read as instructions
+ * (TextOptions.instructions: text addressed to the model is what they are for, so only what is
+ * hostile whoever it addresses is flagged), and `policy.poisoning` applies: "warn" passes flagged
+ * instructions, "block" leaves them out of what clients get. Either way the operator is told once
+ * per text (log, audit row when withheld, /admin/servers). They are not pinned: see
+ * docs/CATALOG.md.
  */
 
-/** Whether instructions are checked (not when `description-checks` is disabled), and the length limit (its `maxLength`). */
+/**
+ * Whether instructions are checked (not when `description-checks` is disabled), and their length
+ * limit (INSTRUCTIONS_LENGTH_FACTOR times its `maxLength`).
+ */
 export interface InstructionChecks {
   enabled: boolean;
   maxLength: number;
@@ -21,7 +26,7 @@ export function instructionChecks(plugins: PluginsConfig | undefined): Instructi
   const max = Number(plugins?.options?.['description-checks']?.maxLength);
   return {
     enabled: !(plugins?.disable ?? []).includes('description-checks'),
-    maxLength: Number.isInteger(max) && max > 0 ? max : DEFAULT_MAX_DESCRIPTION,
+    maxLength: INSTRUCTIONS_LENGTH_FACTOR * (Number.isInteger(max) && max > 0 ? max : DEFAULT_MAX_DESCRIPTION),
   };
 }
 
@@ -63,7 +68,7 @@ export class InstructionScreen {
     const key = `${this.checks.enabled ? this.checks.maxLength : 'off'}\0${policy}\0${text}`;
     const last = this.last.get(server);
     if (last?.key === key) return last.verdict;
-    const flags = this.checks.enabled ? checkText(text, 'instructions', { maxLength: this.checks.maxLength }) : [];
+    const flags = this.checks.enabled ? checkText(text, 'instructions', { maxLength: this.checks.maxLength, instructions: true }) : [];
     const verdict: InstructionsVerdict = { flags, withheld: flags.length > 0 && policy === 'block' };
     this.last.set(server, { key, text, verdict });
     const changed = last !== undefined && last.text !== text;

@@ -3,7 +3,7 @@
  * descriptions): instructions aimed at the model, hidden Unicode, prompt markup, requests to
  * read secrets or send data elsewhere, extreme length. Heuristics: a flag is a reason for an
  * operator to look, and `policy.poisoning: "block"` hides flagged items. Used by the bundled
- * `description-checks` plugin.
+ * `description-checks` plugin, and for upstream server instructions (TextOptions.instructions).
  */
 
 export type PoisonCode = 'hidden-unicode' | 'model-instructions' | 'markup' | 'secret-access' | 'exfiltration' | 'extreme-length';
@@ -16,11 +16,16 @@ export interface PoisonFlag {
 }
 
 export interface PoisonOptions {
-  /** Characters of one text above which it is flagged (default 4000). */
+  /** Characters of one text above which it is flagged (default 4000; for instructions 4 times that). */
   maxLength?: number;
 }
 
 export const DEFAULT_MAX_DESCRIPTION = 4000;
+/**
+ * How many times a description's length limit server instructions may be: one server's
+ * instructions cover all its tools, and real ones run to several thousand characters.
+ */
+export const INSTRUCTIONS_LENGTH_FACTOR = 4;
 
 // Invisible characters: every default-ignorable code point (zero-width spaces and joiners, soft
 // hyphen, U+034F, the Hangul and Mongolian fillers and selectors, variation selectors U+FE00–FE0F
@@ -202,6 +207,17 @@ const INSTRUCTIONS: RegExp[] = [
 ].map(phrase);
 
 /**
+ * What server instructions are flagged for (TextOptions.instructions): they are text addressed
+ * to the model by design ("You must first call get_me…", "Before using any other tool, call
+ * list_projects to read the project id", "You should always cite sources"), so the two rules
+ * that flag only that (INSTRUCTIONS[1], "before calling this… read/call", and INSTRUCTIONS[3],
+ * "you must always/first") are not read. What is hostile whoever it addresses stays: overriding
+ * the client's instructions, hiding from the user, acting instead of the user, reaching for the
+ * system prompt; and markup, hidden characters, secret access and exfiltration, as everywhere.
+ */
+const SERVER_INSTRUCTIONS: RegExp[] = [INSTRUCTIONS[0]!, INSTRUCTIONS[2]!, INSTRUCTIONS[4]!, INSTRUCTIONS[5]!];
+
+/**
  * What a name (read as words) is flagged for: only phrases that tell the model what to do. A
  * name that merely mentions a system prompt, a jailbreak or all messages is a noun (a
  * `system_prompt` parameter of a model-calling tool, a `forget_all_messages` tool of a chat
@@ -257,6 +273,11 @@ export interface TextOptions extends PoisonOptions {
    * read as spaces by the instruction rules (only: `send_to_webhook` is no exfiltration).
    */
   name?: boolean;
+  /**
+   * Server instructions (src/catalog/instructions.ts): text addressed to the model by design,
+   * read with SERVER_INSTRUCTIONS for `model-instructions`, with a longer default length limit.
+   */
+  instructions?: boolean;
 }
 
 /**
@@ -266,18 +287,19 @@ export interface TextOptions extends PoisonOptions {
  */
 export function checkText(text: string, field: string, opts: TextOptions = {}): PoisonFlag[] {
   const flags: PoisonFlag[] = [];
-  const max = opts.maxLength ?? DEFAULT_MAX_DESCRIPTION;
+  const max = opts.maxLength ?? (opts.instructions ? INSTRUCTIONS_LENGTH_FACTOR : 1) * DEFAULT_MAX_DESCRIPTION;
   if (text.length > max) flags.push({ code: 'extreme-length', field, message: `${text.length} characters (limit ${max})` });
   // Bound the work on very long text: the start is where instructions usually hide, the
-  // hidden-character scan covers it all.
+  // hidden-character scan covers it all. Text within its length limit is read whole.
   const hidden = firstHidden(text);
   if (hidden) flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${hidden.cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
-  const head = text.length > 20_000 ? text.slice(0, 20_000) : text;
+  const read = Math.max(20_000, max);
+  const head = text.length > read ? text.slice(0, read) : text;
   const normal = foldForMatching(head);
   // A name spells its words with underscores or in camelCase: "ignore_previous_instructions".
   // Read so for instructions only: "send_to_webhook" names a tool, not an exfiltration.
   const words = opts.name ? normal.replace(/_+/g, ' ').replace(/(\p{Ll})(\p{Lu})/gu, '$1 $2') : normal;
-  let m = firstMatch(opts.name ? NAME_INSTRUCTIONS : INSTRUCTIONS, words);
+  let m = firstMatch(opts.name ? NAME_INSTRUCTIONS : opts.instructions ? SERVER_INSTRUCTIONS : INSTRUCTIONS, words);
   if (m) flags.push({ code: 'model-instructions', field, message: `text addressed to the model: ${quote(m)}` });
   m = firstMatch(MARKUP, normal);
   if (m) flags.push({ code: 'markup', field, message: `prompt-style markup: ${quote(m)}` });

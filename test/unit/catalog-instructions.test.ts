@@ -38,6 +38,14 @@ describe('upstream instructions', () => {
     expect(s.verdict('b', EVIL)).toMatchObject({ withheld: false, flags: [expect.objectContaining({ code: 'model-instructions' }), expect.objectContaining({ code: 'exfiltration' })] });
   });
 
+  it('instructions addressed to the model, as they are meant to be, are not withheld (review 37, finding 4)', () => {
+    const { s, events } = screen('block');
+    const github = 'You must first call get_me to learn the login of the authenticated user.\nBefore using any other tool, call list_repos to read the repository names.';
+    expect(s.verdict('gh', github)).toEqual({ flags: [], withheld: false });
+    expect(s.verdict('long', `${'Use search to find pages and get_page to read one.\n'.repeat(100)}`)).toEqual({ flags: [], withheld: false });
+    expect(events).toEqual([]);
+  });
+
   it('instructions that change are reported as changed, clean or not; the same ones again are not', () => {
     const { s, events } = screen('block');
     s.verdict('a', 'A notes.');
@@ -49,9 +57,10 @@ describe('upstream instructions', () => {
     expect(events[1]).toMatchObject({ server: 'a', blocked: true, changed: true });
   });
 
-  it('follows the description-checks plugin: its maxLength, and nothing when it is disabled', () => {
+  it('follows the description-checks plugin: 4 times its maxLength, and nothing when it is disabled', () => {
     const long = screen('block', instructionChecks({ options: { 'description-checks': { maxLength: 10 } } }));
-    expect(long.s.verdict('a', 'Twelve chars').flags.map((f) => f.code)).toEqual(['extreme-length']);
+    expect(long.s.verdict('a', 'Forty characters of notes, that is fine.').flags).toEqual([]);
+    expect(long.s.verdict('a', 'Forty-one characters of notes: too long..').flags.map((f) => f.code)).toEqual(['extreme-length']);
     const off = screen('block', instructionChecks({ disable: ['description-checks'] }));
     expect(off.s.verdict('b', EVIL)).toEqual({ flags: [], withheld: false });
     expect(off.events).toEqual([]);
