@@ -320,22 +320,26 @@ describe('a legacy client that does not wait for the initialize answer', () => {
   }, 40_000);
 });
 
+/** `switchyard stdio` over one legacy mutable server (mutable-server.mjs, `mut`, its doc mut://doc). */
+function mutableStdio(prefix: string): LineClient {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  const file = join(d, 'hub.config.json');
+  writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { mut: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'mut://doc' }) } }));
+  return new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+}
+
+/** The legacy handshake on a raw line client. */
+async function initialize(c: LineClient): Promise<void> {
+  await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+  c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+}
+
 describe('a legacy client of `switchyard stdio`', () => {
   it('may ping before initialize; after it, gets list changes and the updates of what it subscribed to on stdout', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-notify-'));
-    const file = join(d, 'hub.config.json');
-    writeFileSync(
-      file,
-      JSON.stringify({
-        ledger: { path: join(d, 'ledger.db') },
-        servers: { mut: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy', DOC_URI: 'mut://doc' }) },
-      }),
-    );
-    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const c = mutableStdio('switchyard-stdio-notify-');
     try {
       expect(await c.request({ jsonrpc: '2.0', id: 'p', method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 'p', result: {} });
-      await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
-      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      await initialize(c);
       const before = (await c.request({ jsonrpc: '2.0', id: 'l1', method: 'tools/list' })).result.tools.map((t: Json) => t.name);
       expect(await c.request({ jsonrpc: '2.0', id: 's', method: 'resources/subscribe', params: { uri: 'mut://doc' } })).toMatchObject({ result: {} });
 
@@ -357,13 +361,9 @@ describe('a legacy client of `switchyard stdio`', () => {
 
 describe('an upstream storm of list_changed', () => {
   it('reaches a client as a few notifications, the last after the storm', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-storm-'));
-    const file = join(d, 'hub.config.json');
-    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { mut: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'legacy' }) } }));
-    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const c = mutableStdio('switchyard-stdio-storm-');
     try {
-      await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
-      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      await initialize(c);
       await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list' });
       const r = await c.request({ jsonrpc: '2.0', id: 's', method: 'tools/call', params: { name: 'mut__mutate', arguments: { op: 'storm', n: 500 } } });
       expect(r.result.content[0].text).toBe('stormed');
