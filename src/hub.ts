@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
-import type { HubConfig, PolicyConfig, ServerConfig } from './config/types.js';
+import { DEFAULT_INPUT_TIMEOUT_MS, type HubConfig, type PolicyConfig, type ServerConfig } from './config/types.js';
 import { Catalog, type ServerHandle } from './catalog/catalog.js';
 import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
@@ -182,7 +182,8 @@ export class Hub implements HubCore {
     const base = config.file ? dirname(config.file) : process.cwd();
     const keyFile = config.ledger.enabled ? join(dirname(resolve(base, config.ledger.path)), 'state.key') : join(base, 'data', 'state.key');
     const stateKey = loadStateKey(policy.requestStateKey, keyFile);
-    this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), policy.inputTimeoutMs ?? 60_000);
+    const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
+    this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs);
     this.metrics = new Metrics({
       servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
       cacheStats: () => this.catalog.cache.stats,
@@ -222,7 +223,7 @@ export class Hub implements HubCore {
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();
-    const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, inputTimeoutMs: policy.inputTimeoutMs ?? 60_000 };
+    const limits = { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, inputTimeoutMs };
     this.endpoint = new Endpoint(this, log, limits, new SessionIds(stateKey, memory?.home), memory && new SessionMemory(memory));
   }
 

@@ -7,7 +7,7 @@ import { headerProblems } from './header-check.js';
 import { interpolateEnv, type Env, type Interpolated } from './interpolate.js';
 import { noteInterpolated } from './secret-values.js';
 import { validateAgainstSchema } from './schema.js';
-import type { HubConfig, ServerConfig, ServerToolsConfig, ToolSettings } from './types.js';
+import { DEFAULT_INPUT_TIMEOUT_MS, DEFAULT_REQUEST_STATE_TTL_MS, type HubConfig, type ServerConfig, type ServerToolsConfig, type ToolSettings } from './types.js';
 
 /** An unusable config: one line per problem, each naming its key path. */
 export class ConfigError extends Error {
@@ -41,8 +41,8 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   problems.push(...urlProblems(value), ...headerProblems(value));
   // A client answering within inputTimeoutMs would have its requestState refused as expired.
   const policy = (value as { policy?: { inputTimeoutMs?: unknown; requestStateTtlMs?: unknown } } | null)?.policy;
-  const inputMs = typeof policy?.inputTimeoutMs === 'number' ? policy.inputTimeoutMs : 60_000;
-  const stateMs = typeof policy?.requestStateTtlMs === 'number' ? policy.requestStateTtlMs : 600_000;
+  const inputMs = typeof policy?.inputTimeoutMs === 'number' ? policy.inputTimeoutMs : DEFAULT_INPUT_TIMEOUT_MS;
+  const stateMs = typeof policy?.requestStateTtlMs === 'number' ? policy.requestStateTtlMs : DEFAULT_REQUEST_STATE_TTL_MS;
   if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;

@@ -103,6 +103,11 @@ export interface OAuthConfig {
   jwksCooldownMs: number;
 }
 
+/** policy.inputTimeoutMs when the config leaves it out: how long a client has to answer a question. */
+export const DEFAULT_INPUT_TIMEOUT_MS = 60_000;
+/** policy.requestStateTtlMs when the config leaves it out: a sealed requestState's lifetime. */
+export const DEFAULT_REQUEST_STATE_TTL_MS = 10 * 60_000;
+
 export interface PolicyConfig {
   rateLimit?: RateLimitConfig;
   /** A tool whose definition changed since it was approved: hidden ("block", default) or shown with a warning. */

@@ -99,7 +99,7 @@ export class PostChannel implements MessageSink {
     if (!this.sse) {
       this.sse = true;
       this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
-    } else if (this.res.writableLength > this.maxUnreadBytes && isNotification(msg)) {
+    } else if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) {
       this.dropped++;
       return;
     }
@@ -135,6 +135,6 @@ export class PostChannel implements MessageSink {
  */
 const DROPPABLE = new Set(['notifications/progress', 'notifications/message']);
 
-function isNotification(msg: object): boolean {
+function droppable(msg: object): boolean {
   return !(msg instanceof Serialized) && !('id' in msg) && DROPPABLE.has((msg as { method?: unknown }).method as string);
 }

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { dirname } from 'node:path';
 import { argsHash } from '../ledger/canonical.js';
 import { openJson, sealJson } from '../sealed.js';
+import { DEFAULT_REQUEST_STATE_TTL_MS } from '../config/types.js';
 
 /**
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
@@ -59,7 +60,7 @@ export class RequestStateSealer {
 
   constructor(
     private readonly key: Buffer,
-    private readonly ttlMs = 10 * 60_000,
+    private readonly ttlMs = DEFAULT_REQUEST_STATE_TTL_MS,
     private readonly now: () => number = Date.now,
   ) {
     if (key.length !== 32) throw new Error('requestState key must be 32 bytes');

@@ -202,11 +202,11 @@ export class StdioUpstream extends HandshakingUpstream {
     this.child?.send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
   }
 
-  /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
   get lastStderr(): string | undefined {
     return this._lastStderr;
   }
 
+  /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
   private async spawn(): Promise<void> {
     const s = this.spec;
     const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
