@@ -6,7 +6,7 @@ import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.
 import { Groups, toolFilter } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, offers, type ListKind } from './lists.js';
+import { CHANGED_NOTIFICATION, LIST_KINDS, NAME_FIELD, offers, type ListKind } from './lists.js';
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
@@ -677,7 +677,7 @@ export class Catalog extends EventEmitter {
     if (v) return v;
     const items: Record<string, unknown>[] = [];
     const byHubName = new Map<string, Routed>();
-    const nameField = kind === 'tools' || kind === 'prompts' ? 'name' : kind === 'resources' ? 'uri' : 'uriTemplate';
+    const nameField = NAME_FIELD[kind];
     for (const it of b.items) {
       const hubName = String(it[nameField]);
       const r = b.byHubName.get(hubName);

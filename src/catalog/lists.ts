@@ -5,6 +5,9 @@ export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
 
 export const LIST_KINDS: readonly ListKind[] = ['tools', 'prompts', 'resources', 'resourceTemplates'];
 
+/** The field that names an item of each kind (its hub name, URI or template). */
+export const NAME_FIELD: Record<ListKind, 'name' | 'uri' | 'uriTemplate'> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
+
 export const LIST_METHOD: Record<ListKind, string> = {
   tools: 'tools/list',
   prompts: 'prompts/list',

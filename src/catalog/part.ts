@@ -4,7 +4,7 @@ import type { PluginRunner } from '../plugins/runner.js';
 import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
 import { toolFilter } from './filters.js';
-import type { ListKind } from './lists.js';
+import { NAME_FIELD, type ListKind } from './lists.js';
 import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
 
 /**
@@ -77,7 +77,6 @@ export interface DropEvent {
 
 export type CatalogEvent = PinEvent | PoisonEvent | DropEvent;
 
-const NAME_FIELD: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
 
 export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
   const field = NAME_FIELD[kind];

@@ -2,7 +2,7 @@ import type { Logger } from '../log.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import { cacheableRead } from '../catalog/read-cache.js';
 import type { PluginRunner } from '../plugins/runner.js';
-import { KIND_OF_METHOD, type ListKind } from '../catalog/lists.js';
+import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
@@ -403,13 +403,12 @@ export class Router {
   }
 }
 
-const ITEM_KEY: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' };
 /** Each current list's items by their key (name, URI or template), for pages of kept lists. */
 const byKey = new WeakMap<readonly Record<string, unknown>[], Map<unknown, Record<string, unknown>>>();
 
 /** `page` (of a kept list) as the current list `now` has its items: those it no longer has left out. */
 function asNow(kind: ListKind, now: readonly Record<string, unknown>[], page: readonly Record<string, unknown>[]): Record<string, unknown>[] {
-  const field = ITEM_KEY[kind];
+  const field = NAME_FIELD[kind];
   let m = byKey.get(now);
   if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[field], it]))));
   const out: Record<string, unknown>[] = [];
