@@ -17,6 +17,9 @@ function problemsOf(json: unknown, env: Record<string, string | undefined> = NO_
   throw new Error('expected a ConfigError');
 }
 
+const PREFIX_ERROR =
+  'a prefix is letters, digits, _ and -, without __ and not starting or ending with _ (the hub puts __ between a prefix and a name: such a prefix would reach into another prefix\'s names)';
+
 describe('parseConfig defaults', () => {
   it('fills every default and derives prefix, enabled and the ledger path', () => {
     const c = parseConfig({ servers: { notes: { command: 'node', args: ['n.js'] } } }, '/etc/hub/hub.config.json', NO_ENV);
@@ -230,7 +233,7 @@ describe('problems name their key path, one line each', () => {
       'names.mode: must be one of "strict", "spec"',
       'pageSize: must be >= 1',
       'servers.a.args[1]: must be string',
-      'servers.a.prefix: must match pattern "^[A-Za-z0-9_-]*$"',
+      `servers.a.prefix: ${PREFIX_ERROR}`,
       'servers.a.trust: must be one of "trusted", "untrusted"',
       'servers.a.era: must be one of "auto", "2025-11-25", "2026-07-28"',
       'servers.b.url: must match pattern "^(https?://|\\$\\{env:)"',
@@ -239,6 +242,12 @@ describe('problems name their key path, one line each', () => {
       'plugins: must be object',
       'ledger.redactKeys: not a valid regular expression (Invalid regular expression: /(/i: Unterminated group)',
     ]);
+  });
+
+  it("refuses a prefix that would reach into another prefix's names: __ inside, _ at either end", () => {
+    const problems = (prefix: string) => configProblems({ servers: { a: { command: 'x', prefix } } });
+    for (const bad of ['a__b', '_a', 'a_', '__', '_', 'a___b']) expect(problems(bad), bad).toEqual([`servers.a.prefix: ${PREFIX_ERROR}`]);
+    for (const good of ['', 'a', 'a_b', 'a-b', 'A9', 'a_b-c_d', '-a-']) expect(problems(good), good).toEqual([]);
   });
 
   it('refuses a ledger.redactKeys of catastrophic shape: it runs on every key clients send', () => {
