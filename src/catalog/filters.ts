@@ -1,10 +1,11 @@
 import type { ServerToolsConfig } from '../config/types.js';
 import { globMatcher, type Matcher } from '../policy/glob.js';
+import { PREFIX_SEPARATOR } from './names.js';
 
 /**
  * Which tools a server exposes (`servers.<id>.tools.allow` / `deny`, globs on the upstream
  * name) and what a named group shows (`groups.<name>`, selected by the endpoint path
- * `/mcp/<name>`; globs on hub names).
+ * `/mcp/<name>`; globs on the hub or the upstream name).
  */
 
 /** allow (when given) must match and deny must not. */
@@ -28,11 +29,26 @@ export interface GroupConfig {
 
 export type ItemKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
 
+/** Whether a group glob list matches an item, by its hub name and its upstream name. */
+type ItemMatcher = (hubName: string, upstreamName: string) => boolean;
+
+/**
+ * A glob with the hub's separator (`x__*`, `*__delete`) is read on hub names only: `x__…` names
+ * are server x's (catalog/names.ts), and another server's own tool called `x__delete` must not
+ * pass for one of them. The others match the hub or the upstream name (`read_*`).
+ */
+function itemMatcher(globs: readonly string[] | undefined): ItemMatcher | undefined {
+  if (!globs) return undefined;
+  const hubOnly = globMatcher(globs.filter((g) => g.includes(PREFIX_SEPARATOR)))!;
+  const either = globMatcher(globs.filter((g) => !g.includes(PREFIX_SEPARATOR)))!;
+  return (hubName, upstreamName) => hubOnly(hubName) || either(hubName) || either(upstreamName);
+}
+
 interface CompiledGroup {
   servers?: Set<string>;
-  tools?: Matcher;
-  prompts?: Matcher;
-  deny?: Matcher;
+  tools?: ItemMatcher;
+  prompts?: ItemMatcher;
+  deny?: ItemMatcher;
 }
 
 /** Group names usable in a URL path segment. */
@@ -56,9 +72,9 @@ export class Groups {
       const g = raw as GroupConfig;
       this.groups.set(name, {
         servers: Array.isArray(g.servers) ? new Set(g.servers) : undefined,
-        tools: globMatcher(g.tools),
-        prompts: globMatcher(g.prompts),
-        deny: globMatcher(g.deny),
+        tools: itemMatcher(g.tools),
+        prompts: itemMatcher(g.prompts),
+        deny: itemMatcher(g.deny),
       });
     }
   }
@@ -80,17 +96,16 @@ export class Groups {
 
   /**
    * Whether group `name` shows this item; undefined group = the whole hub. Tool and prompt
-   * globs match the hub name or the upstream name.
+   * globs match the hub name or the upstream name (`itemMatcher`).
    */
   includes(name: string | undefined, kind: ItemKind, server: string, hubName: string, upstreamName: string = hubName): boolean {
     if (name === undefined) return true;
     const g = this.groups.get(name);
     if (!g) return false;
     if (g.servers && !g.servers.has(server)) return false;
-    const either = (m: Matcher) => m(hubName) || m(upstreamName);
-    if (kind === 'tools' && g.tools && !either(g.tools)) return false;
-    if (kind === 'prompts' && g.prompts && !either(g.prompts)) return false;
-    if ((kind === 'tools' || kind === 'prompts') && g.deny && either(g.deny)) return false;
+    if (kind === 'tools' && g.tools && !g.tools(hubName, upstreamName)) return false;
+    if (kind === 'prompts' && g.prompts && !g.prompts(hubName, upstreamName)) return false;
+    if ((kind === 'tools' || kind === 'prompts') && g.deny && g.deny(hubName, upstreamName)) return false;
     return true;
   }
 }

@@ -51,4 +51,21 @@ describe('globs and groups', () => {
     expect(g.includes('nope', 'tools', 'fs', 'x')).toBe(false);
     expect(g.includes(undefined, 'tools', 'fs', 'x')).toBe(true);
   });
+
+  it("a glob with __ is read on hub names only: another server's own tool called x__echo is not one of x's", () => {
+    const g = new Groups({ xonly: { tools: ['x__*', 'read_*'], prompts: ['*__greet'], deny: ['x__secret*', 'drop*'] } });
+    // The hub name of a prefix "" server's x__echo is its reserved form.
+    expect(g.includes('xonly', 'tools', 'sq', 'x_echo_1a2b3c', 'x__echo')).toBe(false);
+    expect(g.includes('xonly', 'tools', 'x', 'x__echo', 'echo')).toBe(true);
+    expect(g.includes('xonly', 'prompts', 'sq', 'greet_1a2b3c', 'x__greet')).toBe(false);
+    expect(g.includes('xonly', 'prompts', 'x', 'x__greet', 'greet')).toBe(true);
+    // Globs without __ still match either name; deny likewise.
+    expect(g.includes('xonly', 'tools', 'fs', 'fs__read_file', 'read_file')).toBe(true);
+    expect(g.includes('xonly', 'tools', 'x', 'x__secret_key', 'secret_key')).toBe(false);
+    expect(g.includes('xonly', 'tools', 'sq', 'x__secret_key', 'x__secret_key')).toBe(false);
+    expect(g.includes('xonly', 'tools', 'sq', 'x_secret_key_1a2b3c', 'x__secret_key')).toBe(false); // not in tools either
+    expect(g.includes('xonly', 'tools', 'x', 'x__drop', 'drop')).toBe(false);
+    // An empty list shows nothing of its kind.
+    expect(new Groups({ none: { tools: [] } }).includes('none', 'tools', 'x', 'x__echo', 'echo')).toBe(false);
+  });
 });
