@@ -626,7 +626,7 @@ export class Catalog extends EventEmitter {
       const assigned = this.names.assign(
         nameKind,
         parts.map((p) => ({ id: p.h.id, prefix: p.h.config.prefix, names: p.records.filter((r) => !r.denied).map((r) => r.upstreamName) })),
-        this.servers().map((h) => h.id),
+        this.servers().map((h) => ({ id: h.id, prefix: h.config.prefix })),
       );
       for (const r of assigned.renamed) this.log.debug(r, `${nameKind} renamed for clients`);
       for (const { h, records } of parts) {

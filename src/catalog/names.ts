@@ -9,7 +9,8 @@ import { createHash } from 'node:crypto';
 /** 'strict' fits Anthropic/OpenAI tool names; 'spec' is what MCP itself allows. */
 export type NameMode = 'strict' | 'spec';
 export type NameKind = 'tool' | 'prompt';
-export type RenameReason = 'sanitized' | 'too-long' | 'collision';
+/** 'reserved': the name would have lain in another server's `<prefix>__` space (below). */
+export type RenameReason = 'sanitized' | 'too-long' | 'collision' | 'reserved';
 
 export const NAME_RULES: Record<NameMode, { max: number; valid: RegExp; char: RegExp }> = {
   strict: { max: 64, valid: /^[A-Za-z0-9_-]{1,64}$/, char: /^[A-Za-z0-9_-]$/ },
@@ -37,6 +38,36 @@ export function sanitizeName(s: string, mode: NameMode): string {
 }
 
 /**
+ * The prefix whose space a hub name lies in: the longest of `prefixes` (non-empty ones) that
+ * the name starts with, followed by the separator. Every `<prefix>__…` name belongs to that
+ * server, so that policies written for `x__delete` (confirm, groups, scopes, rate limits)
+ * always mean server x's tool: a server with prefix "" listing `x__delete` must not take it.
+ */
+export function spaceOf(name: string, prefixes: ReadonlySet<string>): string | undefined {
+  let owner: string | undefined;
+  for (let i = name.indexOf(PREFIX_SEPARATOR); i > 0; i = name.indexOf(PREFIX_SEPARATOR, i + 1)) {
+    const p = name.slice(0, i);
+    if (prefixes.has(p)) owner = p;
+  }
+  return owner;
+}
+
+/** Names that would lie in the space of a prefix other than `own`, given every server's prefix. */
+export type Foreign = (name: string, own: string) => boolean;
+
+export function foreignTo(prefixes: Iterable<string>): Foreign {
+  const set = new Set([...prefixes].filter((p) => p !== ''));
+  return (name, own) => {
+    const o = set.size === 0 ? undefined : spaceOf(name, set);
+    if (o === undefined || o === own) return false;
+    // Its own space, when `own` (not among `prefixes`) is the longer one.
+    return !(own.length > o.length && name.startsWith(`${own}${PREFIX_SEPARATOR}`));
+  };
+}
+
+const NOBODY: Foreign = () => false;
+
+/**
  * Deterministic suffix from the server id and the upstream name (never the prefix or other
  * servers, so it cannot shift when the config around it changes). Attempt 0 is the short
  * form used for sanitized or truncated names; later attempts settle collisions.
@@ -58,7 +89,8 @@ export interface Candidate {
 /**
  * The hub name to try for one upstream name. Attempt 0: the base name if it fits, else the
  * sanitized base cut to fit plus `_` and a 6-hex hash. Attempt n > 0 (after a collision):
- * sanitized base cut to fit plus `_` and an 8-hex hash of attempt n.
+ * sanitized base cut to fit plus `_` and an 8-hex hash of attempt n. A name that would lie in
+ * another prefix's space (`foreign`) takes its reserved form instead (`reservedName`).
  */
 export function candidateName(
   serverId: string,
@@ -66,7 +98,13 @@ export function candidateName(
   upstreamName: string,
   mode: NameMode,
   attempt = 0,
+  foreign: Foreign = NOBODY,
 ): Candidate {
+  const c = ordinaryName(serverId, prefix, upstreamName, mode, attempt);
+  return foreign(c.name, prefix) ? reservedName(serverId, prefix, upstreamName, mode, attempt) : c;
+}
+
+function ordinaryName(serverId: string, prefix: string, upstreamName: string, mode: NameMode, attempt: number): Candidate {
   const base = baseName(prefix, upstreamName);
   if (attempt === 0 && fitsName(base, mode)) return { name: base };
   const clean = sanitizeName(base, mode);
@@ -74,6 +112,20 @@ export function candidateName(
   const name = `${clean.slice(0, NAME_RULES[mode].max - hash.length - 1)}_${hash}`;
   if (attempt > 0) return { name, reason: 'collision' };
   return { name, reason: clean !== base || base === '' ? 'sanitized' : 'too-long' };
+}
+
+/**
+ * The form of a name that would lie in another server's space: the upstream name sanitized,
+ * every run of `_` made one and none at its ends, after the server's own `<prefix>__`, cut to
+ * fit, plus `_` and the hash. With no `__` after its own prefix it lies in no other space,
+ * whatever the prefixes (the tail after a prefix that ends or starts with `_` included).
+ */
+export function reservedName(serverId: string, prefix: string, upstreamName: string, mode: NameMode, attempt = 0): Candidate {
+  const head = prefix === '' ? '' : `${prefix}${PREFIX_SEPARATOR}`;
+  const hash = nameHash(serverId, upstreamName, attempt);
+  const room = Math.max(0, NAME_RULES[mode].max - hash.length - 1 - head.length);
+  const tail = sanitizeName(upstreamName, mode).replace(/_{2,}/g, '_').slice(0, room).replace(/^_+|_+$/g, '');
+  return { name: tail === '' ? `${head}${hash}` : `${head}${tail}_${hash}`, reason: attempt === 0 ? 'reserved' : 'collision' };
 }
 
 /** Remembers assignments across restarts and config changes; the hub backs it with SQLite. */
@@ -154,9 +206,13 @@ export function heldIn(map: ReadonlyMap<string, string>, server: string, kind: N
   return out;
 }
 
-export interface ServerNames {
+/** A configured server, as far as naming goes. */
+export interface ServerPrefix {
   id: string;
   prefix: string;
+}
+
+export interface ServerNames extends ServerPrefix {
   /** Upstream names in the upstream's order (duplicates after the first are ignored). */
   names: readonly string[];
 }
@@ -199,14 +255,22 @@ export class NameAssigner {
    * Names every upstream name of `servers` (given in config order). Stored assignments win
    * first; new names take their candidate, and on a collision the later one (config order,
    * then upstream order) takes further attempts until unique. New assignments are stored.
-   * `absent`: configured servers not in this listing (down, starting, failing to list): no new
-   * name is given that is stored for one of them, so none is taken while they are away.
+   * `configured`: every configured server (default: `servers`). Their prefixes own their
+   * `<prefix>__` spaces (`spaceOf`); those not in this listing (down, starting, failing to
+   * list) are absent: no new name is given that is stored for one of them, so none is taken
+   * while they are away.
    */
-  assign(kind: NameKind, servers: readonly ServerNames[], absent: readonly string[] = []): Assignment {
+  assign(kind: NameKind, servers: readonly ServerNames[], configured: readonly ServerPrefix[] = servers): Assignment {
+    const foreign = foreignTo([...servers, ...configured].map((s) => s.prefix));
     const taken = new Map<string, Resolved>();
     const present = new Set(servers.map((s) => s.id));
     const reserved = new Set<string>();
-    for (const id of absent) if (!present.has(id)) for (const n of this.store.held(id, kind)) reserved.add(n);
+    for (const c of configured) {
+      if (present.has(c.id)) continue;
+      // A name an absent server took in another's space (an older build gave such names) is not kept for it.
+      for (const n of this.store.held(c.id, kind)) if (!foreign(n, c.prefix)) reserved.add(n);
+    }
+    const byId = new Map([...configured, ...servers].map((s) => [s.id, s]));
     const names = new Map<string, Map<string, string>>();
     const reasons = new Map<string, RenameReason>(); // by hub name
     const pending: { s: ServerNames; upstreamName: string }[] = [];
@@ -218,10 +282,21 @@ export class NameAssigner {
       for (const upstreamName of s.names) {
         if (seen.has(upstreamName)) continue;
         seen.add(upstreamName);
-        const stored = this.store.get(s.id, kind, upstreamName);
+        let stored = this.store.get(s.id, kind, upstreamName);
         // A reservation only keeps new assignments off an absent server's names: a name stored
         // for this server is its own (the absent one may have dropped that tool long ago).
-        const reason = stored === undefined || taken.has(stored) ? null : this.storedReason(s, upstreamName, stored);
+        let reason = stored === undefined || taken.has(stored) ? null : this.storedReason(s, upstreamName, stored, foreign);
+        if (reason === 'collision') {
+          // Its first choice went to a server that took it in this one's space: it is this one's again.
+          const first = candidateName(s.id, s.prefix, upstreamName, this.mode, 0, foreign);
+          const holders = this.store.owners(kind, first.name);
+          const squatted = holders.length > 0 && holders.every((o) => o.server !== s.id && byId.has(o.server) && foreign(first.name, byId.get(o.server)!.prefix));
+          if (squatted && !taken.has(first.name) && !reserved.has(first.name)) {
+            stored = first.name;
+            reason = first.reason;
+            this.store.put(s.id, kind, upstreamName, stored);
+          }
+        }
         if (reason === null) {
           pending.push({ s, upstreamName });
           continue;
@@ -233,9 +308,9 @@ export class NameAssigner {
     }
 
     for (const { s, upstreamName } of pending) {
-      let c = candidateName(s.id, s.prefix, upstreamName, this.mode);
+      let c = candidateName(s.id, s.prefix, upstreamName, this.mode, 0, foreign);
       for (let attempt = 1; taken.has(c.name) || reserved.has(c.name); attempt++) {
-        c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);
+        c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt, foreign);
       }
       names.get(s.id)!.set(upstreamName, c.name);
       taken.set(c.name, { server: s.id, upstreamName });
@@ -260,23 +335,30 @@ export class NameAssigner {
   }
 
   /**
-   * The servers among `servers` a hub name is stored for, where it is still a name that server
-   * could have been given under its prefix and this mode: for a call that names a tool of a
-   * server that is down, which no list of this process has shown.
+   * The servers among `servers` (every configured one) a hub name is stored for, where it is
+   * still a name that server could have been given under its prefix and this mode: for a call
+   * that names a tool of a server that is down, which no list of this process has shown.
    */
-  storedOwners(kind: NameKind, hubName: string, servers: readonly { id: string; prefix: string }[]): Resolved[] {
+  storedOwners(kind: NameKind, hubName: string, servers: readonly ServerPrefix[]): Resolved[] {
+    const foreign = foreignTo(servers.map((s) => s.prefix));
     return this.store.owners(kind, hubName).filter((o) => {
       const s = servers.find((x) => x.id === o.server);
-      return s !== undefined && this.storedReason(s, o.upstreamName, hubName) !== null;
+      return s !== undefined && this.storedReason(s, o.upstreamName, hubName, foreign) !== null;
     });
   }
 
-  /** undefined: stored name is the base name; a reason: a valid renamed form; null: stale. */
-  private storedReason(s: { id: string; prefix: string }, upstreamName: string, stored: string): RenameReason | undefined | null {
-    if (!fitsName(stored, this.mode)) return null;
+  /**
+   * undefined: stored name is the base name; a reason: a valid renamed form; null: stale (its
+   * prefix or the mode changed, or it lies in another server's space). A reserved form stays
+   * valid when the server whose space it kept out of is gone, so that no name changes for that.
+   */
+  private storedReason(s: ServerPrefix, upstreamName: string, stored: string, foreign: Foreign): RenameReason | undefined | null {
+    if (!fitsName(stored, this.mode) || foreign(stored, s.prefix)) return null;
     for (let attempt = 0; attempt <= MAX_STORED_ATTEMPT; attempt++) {
-      const c = candidateName(s.id, s.prefix, upstreamName, this.mode, attempt);
+      const c = ordinaryName(s.id, s.prefix, upstreamName, this.mode, attempt);
       if (c.name === stored) return c.reason;
+      const r = reservedName(s.id, s.prefix, upstreamName, this.mode, attempt);
+      if (r.name === stored) return r.reason;
     }
     return null;
   }

@@ -6,7 +6,7 @@
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import { serverLoad, type ServerLoad } from '../catalog/describe.js';
 import type { InstructionsVerdict } from '../catalog/instructions.js';
-import { candidateName, type NameMode } from '../catalog/names.js';
+import { candidateName, reservedName, type NameMode } from '../catalog/names.js';
 
 /** One server in /admin/servers, with its calls in flight and queued, failMode and circuit (ServerLoad). */
 export interface ServerView extends ServerLoad {
@@ -51,7 +51,7 @@ export interface ToolView {
   outputSchema?: unknown;
   /** The annotations the hub sends and acts on (trusted server or config, else conservative). */
   annotations?: unknown;
-  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "quarantined", "pin:changed", "poisoning:markup". */
+  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "renamed:reserved", "quarantined", "pin:changed", "poisoning:markup". */
   flags: string[];
   /** What the upstream itself claimed (untrusted display data). */
   claimedAnnotations?: unknown;
@@ -104,8 +104,9 @@ export function serverViews(
 /** Why a hub name differs from `<prefix>__<name>`, or undefined when it does not. */
 export function renameReason(h: ServerHandle, upstreamName: string, hubName: string, mode: NameMode): string | undefined {
   const c = candidateName(h.id, h.config.prefix, upstreamName, mode);
-  if (c.name !== hubName) return 'collision';
-  return c.reason;
+  if (c.name === hubName) return c.reason;
+  const r = reservedName(h.id, h.config.prefix, upstreamName, mode);
+  return r.name === hubName ? r.reason : 'collision';
 }
 
 /**

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   candidateName,
+  foreignTo,
   heldIn,
   MemoryNameStore,
   NAME_RULES,
@@ -22,13 +23,18 @@ function expectWellFormed(a: Assignment, servers: ServerNames[], mode: NameMode,
   const all = [...flat(a).values()];
   expect(new Set(all).size).toBe(all.length); // collision-free
   for (const hub of all) expect(hub).toMatch(NAME_RULES[mode].valid);
+  const foreign = foreignTo(servers.map((s) => s.prefix));
   for (const s of servers) {
     for (const up of s.names) {
       const hub = a.names.get(s.id)!.get(up)!;
       expect(assigner.resolve('tool', hub)).toEqual({ server: s.id, upstreamName: up });
+      expect(foreign(hub, s.prefix), `${s.id}'s ${hub} lies in another prefix's space`).toBe(false);
     }
   }
 }
+
+/** The prefix of the server a `server\0upstream` key of `flat` names. */
+const prefixOf = (servers: ServerNames[], key: string) => servers.find((s) => s.id === key.split('\0')[0])!.prefix;
 
 // A small pool of names and prefixes so that generated servers collide often.
 const pool = ['search', 'read', 'x__search', 'a.b', 'a/b', 'write_file', 'ü', '', 'n'.repeat(70)];
@@ -44,26 +50,103 @@ describe('NameAssigner', () => {
   it('settles a collision among three servers by config order', () => {
     const assigner = new NameAssigner();
     const servers = [
-      { id: 'one', prefix: '', names: ['search', 'x__search'] },
+      { id: 'one', prefix: '', names: ['search', 'y__search'] },
       { id: 'two', prefix: '', names: ['search'] },
       { id: 'three', prefix: 'x', names: ['search', 'fetch'] },
+      { id: 'four', prefix: 'x', names: ['search'] },
     ];
     const a = assigner.assign('tool', servers);
-    expect(a.names.get('one')).toEqual(new Map([['search', 'search'], ['x__search', 'x__search']]));
+    expect(a.names.get('one')).toEqual(new Map([['search', 'search'], ['y__search', 'y__search']]));
     expect(a.names.get('two')).toEqual(new Map([['search', `search_${nameHash('two', 'search', 1)}`]]));
     expect(a.names.get('three')).toEqual(
       new Map([
-        ['search', `x__search_${nameHash('three', 'search', 1)}`],
+        ['search', 'x__search'],
         ['fetch', 'x__fetch'],
       ]),
     );
+    expect(a.names.get('four')).toEqual(new Map([['search', `x__search_${nameHash('four', 'search', 1)}`]]));
     expect(a.renamed).toEqual([
       { server: 'two', kind: 'tool', upstreamName: 'search', hubName: `search_${nameHash('two', 'search', 1)}`, reason: 'collision' },
-      { server: 'three', kind: 'tool', upstreamName: 'search', hubName: `x__search_${nameHash('three', 'search', 1)}`, reason: 'collision' },
+      { server: 'four', kind: 'tool', upstreamName: 'search', hubName: `x__search_${nameHash('four', 'search', 1)}`, reason: 'collision' },
     ]);
     expectWellFormed(a, servers, 'strict', assigner);
     expect(assigner.resolve('tool', 'search')).toEqual({ server: 'one', upstreamName: 'search' });
     expect(assigner.resolve('tool', 'nope')).toBeUndefined();
+  });
+
+  describe("a prefix's space: <prefix>__… names are that server's", () => {
+    const squatter = { id: 'one', prefix: '', names: ['x__delete', 'x__', 'x___a__b_', 'plain'] };
+    const x = { id: 'x', prefix: 'x', names: ['delete'] };
+
+    it('a server with prefix "" listing x__delete gets a name outside x\'s space, whichever is listed first', () => {
+      for (const servers of [[squatter, x], [x, squatter]]) {
+        const assigner = new NameAssigner();
+        const a = assigner.assign('tool', servers);
+        expect(a.names.get('x')!.get('delete')).toBe('x__delete');
+        expect(Object.fromEntries(a.names.get('one')!)).toEqual({
+          x__delete: `x_delete_${nameHash('one', 'x__delete')}`,
+          x__: `x_${nameHash('one', 'x__')}`,
+          x___a__b_: `x_a_b_${nameHash('one', 'x___a__b_')}`,
+          plain: 'plain',
+        });
+        expect(a.renamed.filter((r) => r.server === 'one').map((r) => r.reason)).toEqual(['reserved', 'reserved', 'reserved']);
+        expect(assigner.resolve('tool', 'x__delete')).toEqual({ server: 'x', upstreamName: 'delete' });
+        expectWellFormed(a, servers, 'strict', assigner);
+      }
+    });
+
+    it('a configured server that is down keeps its space too', () => {
+      const a = new NameAssigner().assign('tool', [squatter], [squatter, { id: 'x', prefix: 'x' }]);
+      expect(a.names.get('one')!.get('x__delete')).toBe(`x_delete_${nameHash('one', 'x__delete')}`);
+      // With no server x configured, x__delete is an ordinary name.
+      expect(new NameAssigner().assign('tool', [squatter]).names.get('one')!.get('x__delete')).toBe('x__delete');
+    });
+
+    it('a server added later takes its space back from a stored name, and the moved name stays when it leaves', () => {
+      const store = new MemoryNameStore();
+      expect(new NameAssigner({ store }).assign('tool', [squatter]).names.get('one')!.get('x__delete')).toBe('x__delete');
+      const added = new NameAssigner({ store }).assign('tool', [squatter, x]);
+      expect(added.names.get('x')!.get('delete')).toBe('x__delete');
+      const moved = `x_delete_${nameHash('one', 'x__delete')}`;
+      expect(added.names.get('one')!.get('x__delete')).toBe(moved);
+      expect(new NameAssigner({ store }).assign('tool', [squatter]).names.get('one')!.get('x__delete')).toBe(moved);
+    });
+
+    it('a name an older build gave in another space goes back to that space\'s server, at once or when it is up', () => {
+      for (const order of [[squatter, x], [x, squatter]]) {
+        const store = new MemoryNameStore();
+        store.put('one', 'tool', 'x__delete', 'x__delete');
+        store.put('x', 'tool', 'delete', candidateName('x', 'x', 'delete', 'strict', 1).name);
+        // While the older squatter is down its squat is no reservation.
+        const down = new NameAssigner({ store });
+        if (order[0] === x) {
+          const a = down.assign('tool', [x], [x, squatter]);
+          expect(a.names.get('x')!.get('delete')).toBe('x__delete');
+          expect(down.storedOwners('tool', 'x__delete', [x, squatter])).toEqual([{ server: 'x', upstreamName: 'delete' }]);
+        }
+        const a = new NameAssigner({ store }).assign('tool', order);
+        expect(a.names.get('x')!.get('delete')).toBe('x__delete');
+        expect(a.names.get('one')!.get('x__delete')).toBe(`x_delete_${nameHash('one', 'x__delete')}`);
+      }
+    });
+
+    it('a collision name is not taken back from a server that holds the name in its own space', () => {
+      const store = new MemoryNameStore();
+      new NameAssigner({ store }).assign('tool', [
+        { id: 'x', prefix: 'x', names: ['delete'] },
+        { id: 'x2', prefix: 'x', names: ['delete'] },
+      ]);
+      const a = new NameAssigner({ store }).assign('tool', [{ id: 'x2', prefix: 'x', names: ['delete'] }]);
+      expect(a.names.get('x2')!.get('delete')).toBe(candidateName('x2', 'x', 'delete', 'strict', 1).name);
+    });
+
+    it('a stored name in another space is no owner of it for a call while its server is down', () => {
+      const store = new MemoryNameStore();
+      store.put('one', 'tool', 'x__delete', 'x__delete');
+      const assigner = new NameAssigner({ store });
+      expect(assigner.storedOwners('tool', 'x__delete', [squatter])).toEqual([{ server: 'one', upstreamName: 'x__delete' }]);
+      expect(assigner.storedOwners('tool', 'x__delete', [squatter, x])).toEqual([]);
+    });
   });
 
   it('reports sanitized and over-long names with their reason', () => {
@@ -276,7 +359,9 @@ describe('NameAssigner', () => {
           const second = new NameAssigner({ store, mode: m });
           const abcd = second.assign('tool', withD);
           expectWellFormed(abcd, withD, m, second);
-          for (const [key, hub] of flat(abc)) expect(flat(abcd).get(key)).toBe(hub);
+          // Only a name that lay in D's space (a prefix "" server's "x__search", D's prefix "x") moves.
+          const inD = (key: string, hub: string) => D.prefix !== '' && hub.startsWith(`${D.prefix}__`) && prefixOf(withD, key) !== D.prefix;
+          for (const [key, hub] of flat(abc)) if (!inD(key, hub)) expect(flat(abcd).get(key)).toBe(hub);
 
           // Remove B: A, C (and D) keep their names.
           const withoutB = withD.filter((s) => s !== B);
@@ -296,13 +381,18 @@ describe('NameAssigner', () => {
         const store = new MemoryNameStore();
         const before = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, B, C]));
         // B is down; D is new.
-        const away = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, C, D], ['b']));
-        for (const [key, hub] of away) if (!key.startsWith('d\0')) expect(hub).toBe(before.get(key));
-        const bNames = new Set([...before].filter(([k]) => k.startsWith('b\0')).map(([, v]) => v));
+        const away = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, C, D], [A, B, C, D]));
+        // Only a name that lay in D's space (a prefix "" server's "x__search", D's prefix "x") moves.
+        const all = [A, B, C, D];
+        const inD = (key: string, hub: string) => D.prefix !== '' && hub.startsWith(`${D.prefix}__`) && prefixOf(all, key) !== D.prefix;
+        for (const [key, hub] of away) if (!key.startsWith('d\0') && !inD(key, before.get(key)!)) expect(hub).toBe(before.get(key));
+        // (B's own, that is: not one it had in D's space.)
+        const bNames = new Set([...before].filter(([k, v]) => k.startsWith('b\0') && !inD(k, v)).map(([, v]) => v));
         for (const [key, hub] of away) if (key.startsWith('d\0')) expect(bNames.has(hub)).toBe(false);
-        // B is back: every name as it was.
+        // B is back: every name as it was (B's own too, unless it lay in D's space).
         const back = flat(new NameAssigner({ store, mode: m }).assign('tool', [A, B, C, D]));
-        for (const [key, hub] of before) expect(back.get(key)).toBe(hub);
+        for (const [key, hub] of before) if (!inD(key, hub)) expect(back.get(key)).toBe(hub);
+        for (const [key, hub] of away) expect(back.get(key)).toBe(hub);
       }),
       { numRuns: 500 },
     );
@@ -315,7 +405,7 @@ describe('NameAssigner', () => {
     const moved = new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: '', names: [] }, { id: 'b', prefix: '', names: ['x'] }]);
     expect(names(moved, 'b')).toEqual({ x: 'x' });
     // a is down now: b keeps x, before and after a is back.
-    expect(names(new NameAssigner({ store }).assign('tool', [{ id: 'b', prefix: '', names: ['x'] }], ['a']), 'b')).toEqual({ x: 'x' });
+    expect(names(new NameAssigner({ store }).assign('tool', [{ id: 'b', prefix: '', names: ['x'] }], [{ id: 'a', prefix: '' }, { id: 'b', prefix: '' }]), 'b')).toEqual({ x: 'x' });
     expect(names(new NameAssigner({ store }).assign('tool', [{ id: 'a', prefix: '', names: [] }, { id: 'b', prefix: '', names: ['x'] }]), 'b')).toEqual({ x: 'x' });
   });
 
@@ -324,7 +414,8 @@ describe('NameAssigner', () => {
       fc.property(fc.tuple(server('a'), server('b'), server('c'), server('d')), mode, ([A, B, C, D], m) => {
         const abc = flat(new NameAssigner({ mode: m }).assign('tool', [A, B, C]));
         const abcd = flat(new NameAssigner({ mode: m }).assign('tool', [A, B, C, D]));
-        for (const [key, hub] of abc) expect(abcd.get(key)).toBe(hub);
+        const inD = (key: string, hub: string) => D.prefix !== '' && hub.startsWith(`${D.prefix}__`) && prefixOf([A, B, C, D], key) !== D.prefix;
+        for (const [key, hub] of abc) if (!inD(key, hub)) expect(abcd.get(key)).toBe(hub);
       }),
     );
   });
