@@ -126,5 +126,21 @@ export function consoleToStderr(): void {
   Object.defineProperty(globalThis, 'console', { value: new Console(process.stderr, process.stderr), configurable: true, writable: true });
 }
 
+/** What `switchyard stdio` writes its frames to. */
+export type ProtocolOut = Pick<NodeJS.WriteStream, 'write' | 'on'>;
+
+/**
+ * stdout for the protocol alone (`switchyard stdio`): `process.stdout.write` itself is pointed
+ * at stderr, so that a plugin's `process.stdout.write`, or a console it made or imported from
+ * `node:console` before `consoleToStderr`, cannot put a line into the client's JSON-RPC stream.
+ * The frames go through the write function taken here.
+ */
+export function takeStdout(): ProtocolOut {
+  const out = process.stdout;
+  const write = out.write.bind(out) as NodeJS.WriteStream['write'];
+  out.write = process.stderr.write.bind(process.stderr) as NodeJS.WriteStream['write'];
+  return { write, on: out.on.bind(out) };
+}
+
 /** A logger that drops everything, for library use and tests. */
 export const silentLogger: Logger = pino({ level: 'silent' });

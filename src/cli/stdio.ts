@@ -3,7 +3,7 @@ import { loadConfigOrExit } from './config-or-exit.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
-import { consoleToStderr, createLogger, redactLogText } from '../log.js';
+import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
 import { LedgerBusyError, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
@@ -18,6 +18,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
     consoleToStderr(); // before any plugin loads
+    const stdout = takeStdout();
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);
     try {
@@ -39,7 +40,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       process.exit(2);
     }
     hub.startUpstreams();
-    const server = new StdioServer(hub.endpoint, process.stdin, process.stdout, log, {
+    const server = new StdioServer(hub.endpoint, process.stdin, stdout, log, {
       maxLineBytes: config.listen.maxBodyBytes,
       onSessionClosed: (key) => hub.sessionClosed(key),
     });
@@ -55,7 +56,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       await hub.stop();
       log.flush();
       // Answers written just before stdin closed must reach the client before we exit.
-      await new Promise<void>((r) => process.stdout.write('', () => r()));
+      await new Promise<void>((r) => stdout.write('', () => r()));
       process.exit(0);
     };
     process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -1,5 +1,5 @@
 import { wireText } from '../protocol/serialized.js';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
@@ -49,7 +49,7 @@ export class StdioServer {
   constructor(
     private readonly endpoint: Endpoint,
     private readonly input: Readable,
-    private readonly output: Writable,
+    private readonly output: Pick<NodeJS.WritableStream, 'write' | 'on'>,
     private readonly log: Logger,
     private readonly opts: StdioServerOptions,
   ) {

@@ -383,7 +383,17 @@ describe("a plugin's console output in stdio mode", () => {
     const plugin = join(d, 'chatty.mjs');
     writeFileSync(
       plugin,
-      `console.log('chatty loaded');\nexport default () => ({ name: 'chatty', onList(ctx) { console.info('chatty listed', ctx.items.length); }, beforeCall(ctx) { console.log('chatty call', ctx.tool.hubName); console.dir({ chatty: true }); console.table([{ chatty: 1 }]); } });\n`,
+      [
+        "import nodeConsole from 'node:console';",
+        "import { Console } from 'node:console';",
+        "const own = new Console(process.stdout);",
+        "console.log('chatty loaded');",
+        "export default () => ({ name: 'chatty', onList(ctx) { console.info('chatty listed', ctx.items.length); }, beforeCall(ctx) {",
+        "  console.log('chatty call', ctx.tool.hubName); console.dir({ chatty: true }); console.table([{ chatty: 1 }]);",
+        // Around consoleToStderr: a console of its own on stdout, the one node:console exports, stdout itself.
+        "  own.log('chatty own console'); nodeConsole.log('chatty node:console'); process.stdout.write('chatty raw write\\n');",
+        '} });',
+      ].join('\n'),
     );
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d, { plugins: { paths: [plugin] } })], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     try {
@@ -391,6 +401,7 @@ describe("a plugin's console output in stdio mode", () => {
       expect(r.result.content[0].text).toBe('echo:quiet');
       expect(c.stderr).toContain('chatty loaded');
       expect(c.stderr).toContain('chatty call modern__echo');
+      for (const line of ['chatty own console', 'chatty node:console', 'chatty raw write']) expect(c.stderr).toContain(line);
       c.endInput();
       expect(await c.exited).toBe(0);
       expect(c.nonProtocolLines).toEqual([]);
