@@ -3,9 +3,16 @@ import type { View } from '../catalog/types.js';
 /** How long a list a client is paging through is kept after its last page was served. */
 export const PAGED_LIST_KEEP_MS = 5 * 60_000;
 /** Lists kept at once; the least recently served goes first. */
-const MAX_KEPT = 64;
+export const MAX_KEPT = 256;
+/**
+ * Lists kept for one principal: past it, that principal's least recently served goes, so that
+ * one client paging through a list that reorders at every fetch (each first page a new
+ * snapshot) cannot push everyone else's lists out and bring their cursors' -32602 back.
+ */
+export const MAX_KEPT_PER_PRINCIPAL = 32;
 
 interface Kept {
+  principal: string;
   items: readonly Record<string, unknown>[];
   until: number;
 }
@@ -25,9 +32,14 @@ export class PagedLists {
 
   remember(view: View, kind: string, snapshot: string, items: readonly Record<string, unknown>[]): void {
     const k = keyOf(view, kind, snapshot);
+    const principal = view.principal ?? '';
     this.kept.delete(k); // re-inserted: Map order is least recently served first
-    this.kept.set(k, { items, until: this.now() + PAGED_LIST_KEEP_MS });
-    if (this.kept.size > MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);
+    this.kept.set(k, { principal, items, until: this.now() + PAGED_LIST_KEEP_MS });
+    let oldest: string | undefined;
+    let mine = 0;
+    for (const [key, e] of this.kept) if (e.principal === principal && mine++ === 0) oldest = key;
+    if (mine > MAX_KEPT_PER_PRINCIPAL) this.kept.delete(oldest!);
+    else if (this.kept.size > MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);
   }
 
   recall(view: View, kind: string, snapshot: string): readonly Record<string, unknown>[] | undefined {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PAGED_LIST_KEEP_MS, PagedLists } from '../../src/router/paged-lists.js';
+import { MAX_KEPT, MAX_KEPT_PER_PRINCIPAL, PAGED_LIST_KEEP_MS, PagedLists } from '../../src/router/paged-lists.js';
 
 const items = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `t${i}` }));
 
@@ -26,11 +26,30 @@ describe('PagedLists', () => {
     expect(p.recall({}, 'tools', 's')).toBeUndefined();
   });
 
-  it('keeps at most 64 lists, the least recently served going first', () => {
+  it(`keeps at most ${MAX_KEPT} lists, the least recently served going first`, () => {
     const p = new PagedLists(() => 0);
-    for (let i = 0; i < 65; i++) p.remember({}, 'tools', `s${i}`, items(1));
-    expect(p.recall({}, 'tools', 's0')).toBeUndefined();
-    expect(p.recall({}, 'tools', 's1')).toBeDefined();
-    expect(p.recall({}, 'tools', 's64')).toBeDefined();
+    const who = (i: number) => ({ principal: `p${i % 32}` });
+    for (let i = 0; i <= MAX_KEPT; i++) p.remember(who(i), 'tools', `s${i}`, items(1));
+    expect(p.recall(who(0), 'tools', 's0')).toBeUndefined();
+    expect(p.recall(who(1), 'tools', 's1')).toBeDefined();
+    expect(p.recall(who(MAX_KEPT), 'tools', `s${MAX_KEPT}`)).toBeDefined();
+  });
+
+  it(`keeps at most ${MAX_KEPT_PER_PRINCIPAL} lists of one principal: its own least recently served go, nobody else's`, () => {
+    const p = new PagedLists(() => 0);
+    p.remember({ principal: 'alice' }, 'tools', 'a', items(1));
+    p.remember({}, 'tools', 'anon', items(1));
+    // bob's upstream reorders at every fetch: each first page is a new snapshot.
+    for (let i = 0; i < 10 * MAX_KEPT; i++) p.remember({ principal: 'bob' }, 'tools', `b${i}`, items(1));
+    expect(p.recall({ principal: 'alice' }, 'tools', 'a')).toBeDefined();
+    expect(p.recall({}, 'tools', 'anon')).toBeDefined();
+    const bobs = Array.from({ length: 10 * MAX_KEPT }, (_, i) => p.recall({ principal: 'bob' }, 'tools', `b${i}`) !== undefined);
+    expect(bobs.filter(Boolean)).toHaveLength(MAX_KEPT_PER_PRINCIPAL);
+    expect(bobs.slice(-MAX_KEPT_PER_PRINCIPAL).every(Boolean)).toBe(true);
+    // A list served again is the most recent again.
+    p.remember({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`, items(1));
+    p.remember({ principal: 'bob' }, 'tools', 'bnew', items(1));
+    expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`)).toBeDefined();
+    expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL + 1}`)).toBeUndefined();
   });
 });
