@@ -12,7 +12,7 @@ import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
 import { endAtExpiry } from './expiry.js';
-import { PostChannel, SseStream } from './sse.js';
+import { MAX_UNREAD_BYTES, PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
 import { Http1Edge } from '../transport/http1/edge.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
@@ -228,6 +228,9 @@ export class HttpServer {
     const closed = new Canceller();
     res.on('close', () => {
       if (!res.writableFinished) closed.abort();
+      if (channel.dropped > 0) {
+        this.log.warn({ dropped: channel.dropped, clientAddress: req.socket.remoteAddress }, `answer stream: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
+      }
     });
     return { channel, closed };
   }

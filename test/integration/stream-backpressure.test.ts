@@ -90,6 +90,10 @@ describe('a stream whose client stops reading', () => {
     expect(closed).toBe(true);
     expect(bytes).toBeLessThan(20 * 1024 * 1024);
     expect(tail).toContain(`"id":"slow-reader","result":{"content":[{"type":"text","text":"sent ${FLOOD}"}]`);
+    // The operator hears how many were left out.
+    const line = hub.logs.find((l) => l.includes('answer stream: progress and log notifications left out'));
+    const warned = line === undefined ? undefined : (JSON.parse(line) as { dropped?: number });
+    expect(warned?.dropped).toBeGreaterThan(FLOOD / 4);
   }, 60_000);
 
   it('so is a legacy GET stream', async () => {
