@@ -14,10 +14,13 @@ export function isLoopbackHost(host: string): boolean {
   return LOOPBACK.has(host) || (host.startsWith('127.') && isIPv4(host));
 }
 
-function hostname(hostHeader: string): string {
-  if (hostHeader.startsWith('[')) return hostHeader.slice(0, hostHeader.indexOf(']') + 1);
-  const i = hostHeader.lastIndexOf(':');
-  return (i < 0 ? hostHeader : hostHeader.slice(0, i)).toLowerCase();
+/**
+ * The host of a Host header (lower-cased), or undefined unless the header is just a host and an
+ * optional `:port` (RFC 9110 §7.2): a check that cut `[::1]x.evil.com` at the `]` would take it
+ * for loopback.
+ */
+function hostname(hostHeader: string): string | undefined {
+  return /^(\[[^\]]+\]|[^[\]:]+)(?::\d*)?$/.exec(hostHeader)?.[1].toLowerCase();
 }
 
 export interface OriginPolicy {
@@ -26,8 +29,8 @@ export interface OriginPolicy {
 }
 
 export function hostAllowed(hostHeader: string | undefined, p: OriginPolicy): boolean {
-  if (!hostHeader) return false;
-  const h = hostname(hostHeader);
+  const h = hostHeader && hostname(hostHeader);
+  if (!h) return false;
   if (isLoopbackHost(h)) return true;
   if (h === p.listenHost.toLowerCase()) return true;
   return p.allowedOrigins.some((o) => {
