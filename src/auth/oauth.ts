@@ -35,10 +35,32 @@ export function scopesOf(claims: Record<string, unknown>): string[] {
   return [...out];
 }
 
-/** A principal from a claim: a non-empty, printable string of bounded length. */
-function principalOf(v: unknown): string | undefined {
-  if (typeof v !== 'string' || v.length === 0 || v.length > 256) return undefined;
-  return /[\u0000-\u001f\u007f]/.test(v) ? undefined : v;
+const MAX_PRINCIPAL_LENGTH = 256;
+/**
+ * What a reader cannot see or tell apart: controls (C0, DEL, C1), format characters (zero-width,
+ * bidi overrides), line and paragraph separators, private use, lone surrogates, and the other
+ * default-ignorable code points (variation selectors, fillers such as U+3164).
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
+/** How a name reads: `ＨＵＢ`, `Hub` and `hub` are the same name to whoever reads the ledger. */
+const fold = (s: string) => s.normalize('NFKC').toLowerCase().normalize('NFKC');
+
+/**
+ * Why a claim cannot be a principal (an error_description), or undefined if it can. The
+ * principal is what the ledger, logs and status page show, so it must read as itself: not empty
+ * or huge, no white space at either end, nothing invisible, and none of the ledger's own names
+ * however written (an API key principal is held to a narrow pattern by the config; a claim such
+ * as `preferred_username` is whatever the user chose).
+ */
+export function principalProblem(v: unknown, claim: string): string | undefined {
+  if (typeof v !== 'string' || v.length === 0) return `the token has no usable ${claim} claim`;
+  if (v.length > MAX_PRINCIPAL_LENGTH) return `the token's ${claim} claim is too long`;
+  if (INVISIBLE.test(v)) return `the token's ${claim} claim holds control or invisible characters`;
+  if (/^\s|\s$/u.test(v)) return `the token's ${claim} claim starts or ends with white space`;
+  // Folded here, not at load: authenticator.js (which holds the names) imports this module.
+  const folded = fold(v).trim();
+  if ([...RESERVED_PRINCIPALS].some((r) => fold(r) === folded)) return `the token's ${claim} claim names a principal the hub keeps for itself`;
+  return undefined;
 }
 
 function describe(err: unknown): string {
@@ -107,9 +129,9 @@ export class OAuthVerifier {
         clockTolerance: this.cfg.clockToleranceSec,
         requiredClaims: ['exp'],
       });
-      const principal = principalOf(payload[this.cfg.principalClaim]);
-      if (!principal) return { ok: false, description: `the token has no usable ${this.cfg.principalClaim} claim` };
-      if (RESERVED_PRINCIPALS.has(principal)) return { ok: false, description: `the token's ${this.cfg.principalClaim} claim names a principal the hub keeps for itself` };
+      const problem = principalProblem(payload[this.cfg.principalClaim], this.cfg.principalClaim);
+      if (problem !== undefined) return { ok: false, description: problem };
+      const principal = payload[this.cfg.principalClaim] as string; // a string, or it had a problem
       const scopes = scopesOf(payload);
       // Never past the token's own expiry (exp is required above).
       const expiresAt = (payload.exp as number) * 1000;

@@ -142,11 +142,39 @@ describe('authentication at the HTTP endpoint', () => {
     expect(r.status, r.text).toBe(200);
   });
 
-  it("a token whose subject is one of the ledger's own principals (hub, anonymous) → 401 invalid_token", async () => {
-    for (const sub of ['hub', 'anonymous']) {
+  it("a token whose subject is one of the ledger's own principals (hub, anonymous, (unauthenticated)), however written → 401 invalid_token", async () => {
+    for (const sub of ['hub', 'anonymous', '(unauthenticated)', 'HUB', 'Anonymous', '(UNAUTHENTICATED)', 'ｈｕｂ', 'ＡＮＯＮＹＭＯＵＳ']) {
       const r = await call(await remember(token(key, { scope: 'mcp', sub })));
-      expect401(r, 'invalid_token');
-      expect(r.body?.error?.message).toMatch(/names a principal the hub keeps for itself/);
+      const c = expect401(r, 'invalid_token');
+      expect(c.error_description, sub).toMatch(/names a principal the hub keeps for itself/);
+    }
+  });
+
+  it('a subject that would not read as itself (white space at an end, invisible characters, too long) → 401 invalid_token', async () => {
+    const refused: [string, RegExp][] = [
+      ['hub ', /white space/],
+      [' alice', /white space/],
+      ['alice\u00a0', /white space/],
+      ['anonymous\u200b', /invisible/],
+      ['hu\u00adb', /invisible/],
+      ['alice\u202egnp.exe', /invisible/],
+      ['alice\u0085', /invisible/],
+      ['alice\u2028bob', /invisible/],
+      ['\u3164', /invisible/],
+      ['a'.repeat(257), /too long/],
+    ];
+    for (const [sub, why] of refused) {
+      const c = expect401(await call(await remember(token(key, { scope: 'mcp', sub }))), 'invalid_token');
+      expect(c.error_description, JSON.stringify(sub)).toMatch(why);
+    }
+    const c = expect401(await call(await remember(token(key, { scope: 'mcp', sub: '' }))), 'invalid_token');
+    expect(c.error_description).toMatch(/no usable sub claim/);
+  });
+
+  it('ordinary subjects are served: emails, provider ids, UUIDs, names with inner spaces and any script', async () => {
+    for (const sub of ['carol@example.com', 'auth0|5f7c8ec7c33c6c004bbafe82', '6f1c2b1e-8a8e-4c41-9d0b-3c1b5e0f2a77', 'Zoë Ångström', '李 小龙', 'Ольга Петрова', 'hubert', 'anonymous-coward', 'a'.repeat(256)]) {
+      const r = await call(await remember(token(key, { scope: 'mcp', sub })));
+      expect(r.status, `${sub}: ${r.text}`).toBe(200);
     }
   });
 
