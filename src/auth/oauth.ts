@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors, jwksCache, jwtVerify, type ExportedJWKSCache, type JWTVerifyGetKey } from 'jose';
 import type { OAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
@@ -11,11 +11,24 @@ import { RESERVED_PRINCIPALS } from './authenticator.js';
 const MAX_TOKEN_BYTES = 16 * 1024;
 const JWKS_TIMEOUT_MS = 5_000;
 const JWKS_MAX_AGE_MS = 10 * 60_000;
+/** How often a `jwksFile` is looked at (a stat, on a request) for a change. */
+const JWKS_FILE_CHECK_MS = 1_000;
 /** Never accepted, whatever the config says: symmetric keys would turn a public key into a shared secret. */
 const FORBIDDEN_ALGS = /^(none|HS\d+)$/i;
 /** Verified tokens remembered (by hash) so a client's every request is not a signature check. */
 const VERIFIED_MAX = 2048;
 const VERIFIED_TTL_MS = 60_000;
+
+/** A JWKS, and which version of it is current. */
+interface KeySet {
+  getKey: JWTVerifyGetKey;
+  /**
+   * Cheap, called on every request; a verified token remembered under another version is checked
+   * again, so a key removed from the set stops working as soon as the set is read again, not a
+   * minute later. Undefined: no version is known to be current (no token is taken from memory).
+   */
+  version(): number | undefined;
+}
 
 export type TokenVerdict =
   /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then). */
@@ -93,9 +106,9 @@ function describe(err: unknown): string {
  * (algorithm confusion) can pass. Unknown `kid`s refresh the key set (rate-limited).
  */
 export class OAuthVerifier {
-  private readonly getKey: JWTVerifyGetKey;
+  private readonly keys: KeySet;
   readonly algorithms: string[];
-  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number }>();
+  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number; version: number | undefined }>();
 
   constructor(
     private readonly cfg: OAuthConfig,
@@ -109,20 +122,30 @@ export class OAuthVerifier {
       const url = new URL(cfg.jwksUri);
       if (url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname)))
         throw new Error('auth.oauth.jwksUri: must be https (plain http only on loopback)');
-      this.getKey = createRemoteJWKSet(url, { cooldownDuration: cfg.jwksCooldownMs, timeoutDuration: JWKS_TIMEOUT_MS, cacheMaxAge: JWKS_MAX_AGE_MS });
+      // jose stamps this object with each fetch's time (uat): a new fetch is a new version.
+      const fetched: Partial<ExportedJWKSCache> = {};
+      const remote = createRemoteJWKSet(url, {
+        cooldownDuration: cfg.jwksCooldownMs,
+        timeoutDuration: JWKS_TIMEOUT_MS,
+        cacheMaxAge: JWKS_MAX_AGE_MS,
+        [jwksCache]: fetched as Record<string, never>,
+      });
+      this.keys = { getKey: remote, version: () => (remote.fresh ? fetched.uat : undefined) };
     } else if (cfg.jwksFile) {
-      this.getKey = fileKeySet(resolve(baseDir, cfg.jwksFile), cfg.jwksCooldownMs, log);
+      this.keys = fileKeySet(resolve(baseDir, cfg.jwksFile), cfg.jwksCooldownMs, log);
     } else throw new Error('auth.oauth: needs jwksUri or jwksFile');
   }
 
   async verify(token: string): Promise<TokenVerdict> {
     if (Buffer.byteLength(token) > MAX_TOKEN_BYTES) return { ok: false, description: 'the token is too large' };
     const id = createHash('sha256').update(token).digest('base64url');
+    // Read before verifying: if the set changes meanwhile, the token is checked again next time.
+    const version = this.keys.version();
     const known = this.verified.get(id);
-    if (known && Date.now() < known.until) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt };
+    if (known && Date.now() < known.until && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt };
     if (known) this.verified.delete(id);
     try {
-      const { payload } = await jwtVerify(token, this.getKey, {
+      const { payload } = await jwtVerify(token, this.keys.getKey, {
         issuer: this.cfg.issuer,
         audience: this.audience,
         algorithms: this.algorithms,
@@ -137,7 +160,7 @@ export class OAuthVerifier {
       const expiresAt = (payload.exp as number) * 1000;
       const until = Math.min(Date.now() + VERIFIED_TTL_MS, expiresAt);
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
-      this.verified.set(id, { principal, scopes, until, expiresAt });
+      this.verified.set(id, { principal, scopes, until, expiresAt, version });
       return { ok: true, principal, scopes, expiresAt };
     } catch (err) {
       const description = describe(err);
@@ -148,18 +171,25 @@ export class OAuthVerifier {
 }
 
 /**
- * A JWKS read from a file, read again (at most once per cooldown) when a token names a key it
- * does not hold, so keys can be rotated without a restart.
+ * A JWKS read from a file, read again when the file changes (its stat is looked at, on a request,
+ * at most once per JWKS_FILE_CHECK_MS), so a key removed from it stops working within a second,
+ * and at once (at most once per cooldown) when a token names a key it does not hold, so a key
+ * added to it works at once. A file that cannot be read or is no JWKS keeps the old keys.
  */
-function fileKeySet(file: string, cooldownMs: number, log: Logger): JWTVerifyGetKey {
+function fileKeySet(file: string, cooldownMs: number, log: Logger): KeySet {
+  let stamp = stampOf(); // before the read: a change during it is seen next time
   let set = load();
-  let loadedAt = Date.now();
-  let mtime = mtimeOf();
-  function mtimeOf(): number {
+  let version = 0;
+  let checkedAt = Date.now();
+  let reReadAt = Date.now();
+  let warnedFor: string | undefined;
+  /** Changes when the file is written or replaced (mtime alone could miss a same-tick rewrite). */
+  function stampOf(): string {
     try {
-      return statSync(file).mtimeMs;
+      const s = statSync(file);
+      return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
     } catch {
-      return 0;
+      return 'none';
     }
   }
   function load(): JWTVerifyGetKey {
@@ -171,23 +201,40 @@ function fileKeySet(file: string, cooldownMs: number, log: Logger): JWTVerifyGet
     }
     return createLocalJWKSet(json as Parameters<typeof createLocalJWKSet>[0]);
   }
-  return async (header, token) => {
+  /** Reads the file again if it changed; whether the keys are new. */
+  function reread(why: string): boolean {
+    const now = stampOf();
+    if (now === stamp) return false;
     try {
-      return await set(header, token);
-    } catch (err) {
-      if (!(err instanceof errors.JWKSNoMatchingKey) || Date.now() - loadedAt < cooldownMs) throw err;
-      loadedAt = Date.now();
-      const m = mtimeOf();
-      if (m === mtime) throw err;
-      try {
-        set = load();
-        mtime = m;
-        log.info('JWKS file re-read after an unknown key id');
-      } catch (e) {
-        log.warn({ err: (e as Error).message }, 'JWKS file could not be re-read; keeping the old keys');
-        throw err;
-      }
-      return set(header, token);
+      set = load();
+    } catch (e) {
+      // Left unstamped, so the next look tries again (a file caught half-written); warned once.
+      if (warnedFor !== now) log.warn({ err: (e as Error).message }, 'JWKS file could not be re-read; keeping the old keys');
+      warnedFor = now;
+      return false;
     }
+    stamp = now;
+    version++;
+    log.info(`JWKS file re-read ${why}`);
+    return true;
+  }
+  return {
+    version() {
+      if (Date.now() - checkedAt >= JWKS_FILE_CHECK_MS) {
+        checkedAt = Date.now();
+        reread('after it changed');
+      }
+      return version;
+    },
+    async getKey(header, token) {
+      try {
+        return await set(header, token);
+      } catch (err) {
+        if (!(err instanceof errors.JWKSNoMatchingKey) || Date.now() - reReadAt < cooldownMs) throw err;
+        reReadAt = Date.now();
+        if (!reread('after an unknown key id')) throw err;
+        return set(header, token);
+      }
+    },
   };
 }

@@ -88,7 +88,7 @@ export interface OAuthConfig {
   /** The hub's canonical URI, the audience tokens must name; default http://<listen host>:<port>/mcp. */
   audience?: string;
   jwksUri?: string;
-  /** A local JWKS file (relative to the config file's folder); re-read when a token names an unknown kid. */
+  /** A local JWKS file (relative to the config file's folder); re-read when it changes (looked at once a second at most) or a token names an unknown kid. */
   jwksFile?: string;
   /** Scopes every token needs. */
   scopes: string[];
@@ -99,7 +99,7 @@ export interface OAuthConfig {
   /** The claim naming the principal. */
   principalClaim: string;
   clockToleranceSec: number;
-  /** Least time between JWKS fetches caused by an unknown kid. */
+  /** Least time between JWKS fetches (or jwksFile reads) caused by an unknown kid. */
   jwksCooldownMs: number;
 }
 

@@ -2,10 +2,15 @@
  * OAuth with a remote JWKS (a tiny loopback server): the key set is fetched lazily and cached,
  * refetched when a token names an unknown kid (key rotation works without a restart), but at
  * most once per cooldown, so random kids cannot make the hub hammer the issuer. The audience
- * defaults to the hub's own URI, which the Protected Resource Metadata names.
+ * defaults to the hub's own URI, which the Protected Resource Metadata names. A key gone from
+ * the set (remote, once fetched again; or a `jwksFile`, within a second of the file's change)
+ * stops working, tokens the hub remembers as verified included.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ISSUER, challengeParams, jwksServer, signingKey, token, type JwksServer, type SigningKey } from '../helpers/auth.js';
+import { ISSUER, challengeParams, jwksServer, signingKey, token, writeJwks, type JwksServer, type SigningKey } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
 
@@ -73,5 +78,67 @@ describe('remote JWKS and key rotation', () => {
     // One fetch, plus one per cooldown that passed (only on a very slow machine).
     expect(jwks.fetches - before).toBeLessThanOrEqual(1 + Math.floor((Date.now() - t0) / COOLDOWN_MS));
     expect(jwks.fetches - before).toBeLessThan(tokens.length);
+  });
+
+  it('a key gone from a fetched set stops its remembered tokens too', async () => {
+    await sleep(COOLDOWN_MS + 100);
+    const remembered = await token(a, { aud: resource, sub: 'remembered' });
+    expect((await call(remembered)).status).toBe(200);
+    expect((await call(remembered)).status).toBe(200); // from memory
+    jwks.setKeys([b]);
+    await sleep(COOLDOWN_MS + 100);
+    const c = await signingKey('key-c');
+    const before = jwks.fetches;
+    expect((await call(await token(c, { aud: resource }))).status).toBe(401); // makes the hub fetch the set again
+    expect(jwks.fetches).toBe(before + 1);
+    const gone = await call(remembered);
+    expect(gone.status).toBe(401);
+    expect(challengeParams(gone.headers.get('www-authenticate')).error_description).toMatch(/unknown key/);
+    expect((await call(await token(b, { aud: resource }))).status).toBe(200);
+  });
+});
+
+describe('a JWKS file and key removal', () => {
+  let hub: HubProcess;
+  let dir: string;
+  let k1: SigningKey;
+  let k2: SigningKey;
+  let resource: string;
+  let n = 0;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'switchyard-jwks-file-'));
+    [k1, k2] = await Promise.all([signingKey('k1', 'RS256'), signingKey('k2', 'RS256')]);
+    writeJwks(join(dir, 'jwks.json'), [k1]);
+    // A long cooldown: no unknown kid can make the hub read the file during the test.
+    hub = await startHub(
+      { auth: { oauth: { issuer: ISSUER, jwksFile: 'jwks.json', jwksCooldownMs: 600_000 } }, servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') } },
+      { dir },
+    );
+    resource = hub.url;
+  }, 60_000);
+
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  function call(bearer: string): Promise<RawReply> {
+    return post(hub.url, modernBody(++n, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${bearer}` });
+  }
+  // A new subject each: no token is served from the hub's memory of verified ones unless meant to.
+  const fresh = (k: SigningKey) => token(k, { aud: resource, sub: `user-${++n}` });
+
+  it('a key removed from the file is refused within a second, fresh and remembered tokens alike, before any token names a new key', async () => {
+    const remembered = await fresh(k1);
+    expect((await call(remembered)).status).toBe(200);
+    expect((await call(await fresh(k1))).status).toBe(200);
+    writeJwks(join(dir, 'jwks.json'), [k2]);
+    await sleep(1_200);
+    const refused = await call(await fresh(k1));
+    expect(refused.status).toBe(401);
+    expect(challengeParams(refused.headers.get('www-authenticate')).error_description).toMatch(/unknown key/);
+    expect((await call(remembered)).status).toBe(401);
+    expect((await call(await fresh(k2))).status).toBe(200);
+    expect(hub.logs.join('\n')).toContain('JWKS file re-read after it changed');
   });
 });

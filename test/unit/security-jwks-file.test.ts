@@ -1,0 +1,79 @@
+/**
+ * A `jwksFile` key set follows the file: a key removed from it stops working within a second
+ * (its stat is looked at no more than once a second, never read per request), tokens remembered
+ * as verified under the old keys included; a key added to it works at once when a token names it
+ * (at most once per cooldown); a file caught broken keeps the old keys. Only Date is faked; the
+ * file, the verifier and jose are real.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { OAuthVerifier } from '../../src/auth/oauth.js';
+import { silentLogger } from '../../src/log.js';
+import { AUDIENCE, ISSUER, signingKey, token, writeJwks, type SigningKey } from '../helpers/auth.js';
+
+const COOLDOWN_MS = 30_000;
+
+describe('a JWKS file', () => {
+  let file: string;
+  let k1: SigningKey;
+  let k2: SigningKey;
+  let k3: SigningKey;
+  let verifier: OAuthVerifier;
+  let n = 0;
+  const tokenOf = (k: SigningKey) => token(k, { aud: AUDIENCE, sub: `user-${++n}` });
+  const advance = (ms: number) => vi.setSystemTime(Date.now() + ms);
+
+  beforeEach(async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    [k1, k2, k3] = await Promise.all(['k1', 'k2', 'k3'].map((kid) => signingKey(kid, 'RS256')));
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-jwks-file-'));
+    file = join(dir, 'jwks.json');
+    writeJwks(file, [k1]);
+    verifier = new OAuthVerifier(
+      { issuer: ISSUER, jwksFile: 'jwks.json', scopes: [], toolScopes: {}, algorithms: ['RS256'], principalClaim: 'sub', clockToleranceSec: 30, jwksCooldownMs: COOLDOWN_MS },
+      AUDIENCE,
+      dir,
+      silentLogger,
+    );
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('a key removed from the file is refused within a second, remembered tokens too, without a token of the new key', async () => {
+    const remembered = await tokenOf(k1);
+    expect(await verifier.verify(remembered)).toMatchObject({ ok: true });
+    writeJwks(file, [k2]);
+    // Within the second the file is not looked at again: the old keys still hold.
+    expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: true });
+    advance(1_000);
+    expect(await verifier.verify(await tokenOf(k1))).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
+    expect(await verifier.verify(remembered)).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
+    expect(await verifier.verify(await tokenOf(k2))).toMatchObject({ ok: true });
+  });
+
+  it('a key added to the file works at once when a token names it, past the cooldown', async () => {
+    writeJwks(file, [k1, k3]);
+    // Inside the cooldown (and the second) an unknown kid does not make the file be read.
+    expect(await verifier.verify(await tokenOf(k3))).toMatchObject({ ok: false, description: 'the token is signed with an unknown key' });
+    // Past the cooldown: the once-a-second look happens first (and reads k1 alone back) ...
+    advance(COOLDOWN_MS);
+    writeJwks(file, [k1]);
+    expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: true });
+    // ... so k3, added now with no time passing, can only be found by the unknown kid's re-read.
+    writeJwks(file, [k1, k3]);
+    expect(await verifier.verify(await tokenOf(k3))).toMatchObject({ ok: true });
+  });
+
+  it('a file caught broken keeps the old keys, and is read again once mended', async () => {
+    writeFileSync(file, '{"keys": [');
+    advance(1_000);
+    expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: true });
+    writeJwks(file, [k2]);
+    advance(1_000);
+    expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: false });
+    expect(await verifier.verify(await tokenOf(k2))).toMatchObject({ ok: true });
+  });
+});
