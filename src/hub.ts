@@ -43,6 +43,7 @@ import { configSecretValues } from './config/secret-values.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
+import { restartOnlyValues } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
@@ -125,6 +126,8 @@ export class Hub implements HubCore {
   private readonly instructionScreen: InstructionScreen;
   /** The last reload that changed anything, and when: a reload that finds nothing new says it. */
   private lastChange: { at: string; report: ReloadReport } | undefined;
+  /** What the file held for the sections the last reload left for a restart (restartOnlyValues). */
+  private restartPending = restartOnlyValues({} as HubConfig, []);
   /**
    * The config's secret values (config/secret-values.ts), redacted in logs, errors, the ledger
    * and the admin views while the hub runs (policy/config-secrets.ts, registered under `config`).
@@ -389,7 +392,12 @@ export class Hub implements HubCore {
     const report = await applyReload(this.reloadTarget(), next);
     const kept = { at: new Date().toISOString(), report: { ...report } };
     report.pluginsNotLoaded = [...this.pluginsNotLoaded];
-    if (changedAnything(report)) this.lastChange = kept;
+    // A reload that found a new restart-only change changed something too: an earlier reload's
+    // report, shown as "nothing new since", would pass for this one's (the CLI prints it so).
+    const pending = restartOnlyValues(next, report.restartOnly);
+    const fresh = pending !== this.restartPending;
+    this.restartPending = pending;
+    if (changedAnything(report) || fresh) this.lastChange = kept;
     else if (this.lastChange) report.earlier = this.lastChange;
     return report;
   }

@@ -95,6 +95,15 @@ export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = au
 }
 
 /**
+ * What the file holds for the sections a reload left for a restart (restartOnlyChanges), in one
+ * string: a reload that finds the same as the one before it found nothing new there.
+ */
+export function restartOnlyValues(next: HubConfig, sections: readonly string[]): string {
+  const at = (path: string): unknown => path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], next);
+  return canonical(sections.map((s) => [s, at(s)]));
+}
+
+/**
  * The policy a reload puts in place when `policy` changed: the new one, with the running
  * request-state settings kept (POLICY_RESTART_ONLY). undefined: no change a reload applies.
  */

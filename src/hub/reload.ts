@@ -55,8 +55,9 @@ export interface ReloadReport extends ReturnType<typeof describeDiff> {
    */
   pluginsNotLoaded?: string[];
   /**
-   * When this reload changed nothing: the last one that did, and when (ISO time). The file
-   * watch, SIGHUP or an earlier request may have applied the file already (set by the hub).
+   * When this reload changed nothing, not even what waits for a restart: the last one that did,
+   * and when (ISO time). The file watch, SIGHUP or an earlier request may have applied the file
+   * already (set by the hub).
    */
   earlier?: { at: string; report: ReloadReport };
 }
