@@ -3,8 +3,9 @@
  * connection settings changed is restarted; one whose other settings changed (names, filters,
  * trust, timeouts, retries, failMode) keeps its connection and only its catalog entry is
  * rebuilt. API keys are swapped in while authentication stays on (reloadableApiKeys), so a
- * leaked key is revoked without a restart. So is `policy` (rate limits, confirmation, pinning
- * and poisoning), but for the request-state settings (reloadablePolicy), and so are `groups`
+ * leaked key is revoked without a restart, whatever else in `auth` changed with it. So is
+ * `policy` (rate limits, confirmation, pinning and poisoning), but for the request-state
+ * settings (reloadablePolicy), and so are `groups`
  * (reloadableGroups), `plugins` (reloadablePlugins) and `pageSize`. Other settings of the hub
  * itself (listen, ledger, names, the rest of auth) take effect only on a restart; a reload
  * reports them and keeps the running ones.
@@ -87,9 +88,15 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
   return d;
 }
 
-/** Hub-level sections that differ (they need a restart to take effect); `authOn` as for reloadableApiKeys. */
+/**
+ * Hub-level sections that differ (they need a restart to take effect); `authOn` as for
+ * reloadableApiKeys. `auth` is named when anything but its keys differs, or when its keys do
+ * and the running hub has authentication off (turning it on is a restart).
+ */
 export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): string[] {
-  const sections: string[] = RESTART_ONLY.filter((k) => canonical(prev[k]) !== canonical(next[k]) && !(k === 'auth' && reloadableApiKeys(prev, next, authOn)));
+  const differs = (k: (typeof RESTART_ONLY)[number]) =>
+    k === 'auth' ? canonical(withoutKeys(prev.auth)) !== canonical(withoutKeys(next.auth)) || (!authOn && keysDiffer(prev, next)) : canonical(prev[k]) !== canonical(next[k]);
+  const sections: string[] = RESTART_ONLY.filter(differs);
   for (const k of POLICY_RESTART_ONLY) if (canonical(prev.policy?.[k]) !== canonical(next.policy?.[k])) sections.push(`policy.${k}`);
   return sections;
 }
@@ -101,6 +108,14 @@ export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = au
 export function restartOnlyValues(next: HubConfig, sections: readonly string[]): string {
   const at = (path: string): unknown => path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], next);
   return canonical(sections.map((s) => [s, at(s)]));
+}
+
+function withoutKeys(auth: HubConfig['auth']): unknown {
+  return { ...auth, apiKeys: undefined };
+}
+
+function keysDiffer(prev: HubConfig, next: HubConfig): boolean {
+  return canonical(prev.auth?.apiKeys ?? []) !== canonical(next.auth?.apiKeys ?? []);
 }
 
 /**
@@ -135,18 +150,16 @@ export function reloadablePlugins(prev: HubConfig, next: HubConfig): NonNullable
 }
 
 /**
- * The API keys a reload swaps in, when only `auth.apiKeys` changed and the running hub has
- * authentication on (`authOn`, decided at its start). Even the last key can go: the hub then
- * refuses every request until a restart, rather than keep a revoked key working. Turning
- * authentication on or off stays a restart: whether the hub may listen off loopback and
- * whether principals get upstream connections of their own are decided at start.
- * undefined: no key change, or one that needs a restart.
+ * The API keys a reload swaps in, when `auth.apiKeys` changed and the running hub has
+ * authentication on (`authOn`, decided at its start), whatever else in `auth` changed: the rest
+ * waits for a restart (restartOnlyChanges), but a removed key must not keep working meanwhile.
+ * Even the last key can go: the hub then refuses every request it cannot check otherwise until
+ * a restart, rather than keep a revoked key working. Turning authentication on or off stays a
+ * restart: whether the hub may listen off loopback and whether principals get upstream
+ * connections of their own are decided at start. undefined: no key change, or auth is off.
  */
 export function reloadableApiKeys(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): ApiKeyConfig[] | undefined {
-  const keys = next.auth?.apiKeys ?? [];
-  if (canonical(prev.auth?.apiKeys ?? []) === canonical(keys)) return undefined;
-  if (canonical({ ...prev.auth, apiKeys: undefined }) !== canonical({ ...next.auth, apiKeys: undefined })) return undefined;
-  return authOn ? keys : undefined;
+  return authOn && keysDiffer(prev, next) ? (next.auth?.apiKeys ?? []) : undefined;
 }
 
 /** One line for the log: what a reload did. */

@@ -100,9 +100,13 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.auth.replaceKeys(keys);
     applied.push('auth.apiKeys');
     hub.credentialsRevoked(gone, removed);
-    hub.config.auth = next.auth;
+    // The keys in force, with the rest of the running auth: a change there (OAuth settings) is
+    // not in force until a restart, and the next reload must still see it, and see key changes
+    // against these keys.
+    hub.config.auth = { ...hub.config.auth, apiKeys: keys };
     hub.log.info({ principals: [...new Set(keys.map((k) => k.principal))] }, 'config reload: API keys replaced');
-    if (keys.length === 0 && !next.auth?.oauth)
+    // The running OAuth settings decide whether anything is still let in (the file's wait for a restart).
+    if (keys.length === 0 && !hub.config.auth.oauth)
       hub.log.warn('config reload: the last API key is gone: every request is refused until a restart, which turns authentication off (loopback only)');
   }
   const policy = reloadablePolicy(hub.config, next);

@@ -126,7 +126,7 @@ describe('config reload diff', () => {
     expect(reloadablePolicy(with_({ pinning: 'warn' }), cfg(base))).toEqual({});
   });
 
-  it('swaps API keys in while authentication stays on; anything else under auth waits for a restart', () => {
+  it('swaps API keys in while authentication stays on, whatever else changed; anything else under auth waits for a restart', () => {
     const h = (c: string) => c.repeat(64);
     const keys = (...k: [string, string][]) => ({ ...base, auth: { apiKeys: k.map(([principal, c]) => ({ principal, sha256: h(c) })) } });
     const withOauth = (k: object) => ({ ...k, auth: { ...(k as { auth: object }).auth, oauth: { issuer: 'https://issuer.test', audience: 'https://hub.test/mcp', jwksUri: 'https://issuer.test/jwks' } } });
@@ -146,10 +146,12 @@ describe('config reload diff', () => {
     expect(restartOnlyChanges(cfg(base), one)).toEqual(['auth']);
     // the last key may go when OAuth keeps authentication on
     expect(reloadableApiKeys(cfg(withOauth(keys(['alice', 'a']))), cfg(withOauth({ ...base, auth: {} })))).toEqual([]);
-    // keys and OAuth changed together: a restart
+    // keys and OAuth changed together: the keys are swapped in, OAuth waits for a restart
     const changed = cfg(withOauth(keys(['bob', 'b'])));
-    expect(reloadableApiKeys(one, changed)).toBeUndefined();
+    expect(reloadableApiKeys(one, changed)?.map((k) => k.principal)).toEqual(['bob']);
     expect(restartOnlyChanges(one, changed)).toEqual(['auth']);
+    // OAuth alone: nothing to swap in
+    expect(reloadableApiKeys(one, cfg(withOauth(keys(['alice', 'a']))))).toBeUndefined();
   });
 });
 
