@@ -483,7 +483,7 @@ export class Endpoint {
   sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
     const held = this.sessions.get(sid);
     if (held || !this.sessionIds) return held;
-    const back = this.revivable(sid, principal, group);
+    const back = this.revivable(sid, principal, group, credentialKey);
     if (!back) return undefined;
     if (!this.roomForSession(principal)) return NO_ROOM;
     const { facts, kept } = back;
@@ -510,13 +510,16 @@ export class Endpoint {
   /**
    * A session not held here that this principal may take back on this endpoint, and what this
    * hub's ledger kept of it. Issued by a hub of this ledger: only while its row is here (an
-   * ended one has none). Another hub's session comes back without what it gathered there.
+   * ended one has none), and only with the API key that opened it (`credentialKey`, its
+   * configured hash; SessionMemory.recall): a key removed since, while no hub held the session,
+   * takes nothing back, and neither does another key of its principal. Another hub's session
+   * comes back without what it gathered there.
    */
-  private revivable(sid: string, principal: string, group: string | undefined): { facts: SessionFacts; kept?: Kept } | undefined {
+  private revivable(sid: string, principal: string, group: string | undefined, credentialKey: string | undefined): { facts: SessionFacts; kept?: Kept } | undefined {
     const facts = this.sessionIds?.reopen(sid);
     if (!facts || facts.principal !== principal || facts.group !== group) return undefined;
     if (this.memory === undefined || facts.home !== this.memory.home) return { facts };
-    const kept = this.memory.recall(sid);
+    const kept = this.memory.recall(sid, credentialKey);
     return kept ? { facts, kept } : undefined;
   }
 
@@ -524,10 +527,10 @@ export class Endpoint {
    * DELETE: the principal's session ends. One this hub would take back ends without being taken
    * back (so without room: a full hub still forgets it, and a restarted one then refuses it).
    */
-  deleteSession(sid: string, principal: string, group: string | undefined): boolean {
+  deleteSession(sid: string, principal: string, group: string | undefined, credentialKey?: string): boolean {
     const held = this.sessions.get(sid);
     if (held) return held.principal === principal && this.endSession(sid);
-    if (!this.revivable(sid, principal, group)) return false;
+    if (!this.revivable(sid, principal, group, credentialKey)) return false;
     this.memory?.ended(sid);
     return true;
   }
@@ -573,7 +576,7 @@ export class Endpoint {
     const caps = (p.capabilities && typeof p.capabilities === 'object' ? p.capabilities : {}) as ClientCapabilities;
     const clientInfo = p.clientInfo as Implementation | undefined;
     const id = stdio ? undefined : this.sessionIds?.issue({ protocolVersion: version, clientInfo, capabilities: caps, principal: ex.principal, group: ex.group });
-    if (id !== undefined) this.memory?.opened(id);
+    if (id !== undefined) this.memory?.opened(id, ex.credentialKey);
     const session = new LegacySession(version, clientInfo, caps, ex.principal, id);
     session.group = ex.group;
     session.key = ex.credentialKey;
@@ -770,13 +773,14 @@ export class Endpoint {
 
   /**
    * Sessions of principals whose credentials were revoked, or opened with a removed API key
-   * (`keys`: their hashes), end at once, GET streams included.
+   * (`keys`: their hashes), end at once, GET streams included; so do those the ledger remembers
+   * for a restarted hub (SessionMemory.forgetOpenedBy), which no hub of it takes back then.
    */
   endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS): number {
     let n = 0;
     const removed = (k: string | undefined) => k !== undefined && keys.has(k);
     for (const [id, s] of this.sessions) if ((principals.has(s.principal) || removed(s.key) || removed(s.streamKey)) && this.endSession(id)) n++;
-    return n;
+    return n + (this.memory?.forgetOpenedBy(keys) ?? 0);
   }
 }
 

@@ -374,7 +374,7 @@ export class HttpServer {
       else sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Mcp-Session-Id header is required')));
       return;
     }
-    if (!this.endpoint.deleteSession(sid, who.principal, group)) {
+    if (!this.endpoint.deleteSession(sid, who.principal, group, who.key)) {
       sendJson(res, 404, errorResponse(undefined, new RpcError(-32001, 'Session not found')));
       return;
     }

@@ -5,6 +5,12 @@ import type { LoggingLevel } from '../protocol/types.js';
 export interface Kept {
   uris: string[];
   logLevel?: LoggingLevel;
+  /**
+   * The API key that opened the session (openerOf its configured hash), which alone takes it
+   * back; '' opened without one (an OAuth token, or authentication off): its principal takes it
+   * back. Absent: a row from before keys were recorded (migrations/0011): any key of its principal.
+   */
+  opener?: string;
 }
 
 /** Where it outlives the hub process (the ledger). Keys are digests of session ids. */
@@ -12,6 +18,7 @@ export interface SessionMemoryStore {
   /** The store's own id (the ledger file's), sealed into the ids of the sessions it keeps. */
   readonly home: string;
   get(key: string): Kept | undefined;
+  entries(): Iterable<[string, Kept]>;
   put(key: string, kept: Kept): void;
   delete(key: string): void;
 }
@@ -40,13 +47,38 @@ export class SessionMemory {
     return this.store.home;
   }
 
-  opened(sessionId: string): void {
-    this.put(sessionId, keyOf(sessionId), { uris: [] });
+  /** `apiKey`: the configured hash of the key that opened it (Identity.key), if one did. */
+  opened(sessionId: string, apiKey: string | undefined): void {
+    this.put(sessionId, keyOf(sessionId), { uris: [], opener: openerOf(apiKey) });
   }
 
-  /** What the session has here; undefined: it is not open at this hub (never was, or ended). */
-  recall(sessionId: string): Kept | undefined {
-    return this.store.get(keyOf(sessionId));
+  /**
+   * What the session has here, when `apiKey` (as for opened) may take it back; undefined: it is
+   * not open at this hub (never was, or ended), or another credential opened it. A row from
+   * before openers were kept is bound to the first key that takes it back.
+   */
+  recall(sessionId: string, apiKey: string | undefined): Kept | undefined {
+    const key = keyOf(sessionId);
+    const kept = this.store.get(key);
+    if (kept?.opener === undefined) {
+      if (kept) this.put(sessionId, key, { ...kept, opener: openerOf(apiKey) });
+      return kept;
+    }
+    // '' (no API key opened it): its principal's, as the caller checked.
+    return kept.opener === '' || kept.opener === openerOf(apiKey) ? kept : undefined;
+  }
+
+  /**
+   * A reload removed these keys (configured hashes): the sessions they opened that this process
+   * does not hold are not taken back by any hub of this ledger, and neither are rows whose opener
+   * is not known. How many rows went.
+   */
+  forgetOpenedBy(apiKeys: ReadonlySet<string>): number {
+    if (apiKeys.size === 0) return 0;
+    const openers = new Set([...apiKeys].map(openerOf));
+    const gone = [...this.store.entries()].filter(([, k]) => k.opener === undefined || openers.has(k.opener)).map(([key]) => key);
+    for (const key of gone) this.store.delete(key);
+    return gone.length;
   }
 
   subscribed(sessionId: string, uri: string): void {
@@ -88,6 +120,14 @@ export class SessionMemory {
     this.written.set(sessionId, this.now());
     this.store.put(key, kept);
   }
+}
+
+/**
+ * What a row keeps of the key that opened its session: a digest of its configured hash, enough
+ * to tell a principal's keys apart; never the key (the ledger holds no secret) nor the hash.
+ */
+export function openerOf(apiKey: string | undefined): string {
+  return apiKey === undefined ? '' : createHash('sha256').update(`switchyard session opener v1\0${apiKey.toLowerCase()}`).digest('hex').slice(0, 32);
 }
 
 function keyOf(sessionId: string): string {

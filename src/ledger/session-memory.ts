@@ -18,18 +18,19 @@ export class LedgerSessionMemoryStore extends KeptTable implements SessionMemory
 
   constructor(db: Database, gc: GroupCommit, now: () => number, log: Logger) {
     super(gc, now, log);
-    this.upsert = db.prepare(`INSERT INTO session_memory (session, subscriptions, log_level, updated_ms) VALUES (@session, @subscriptions, @logLevel, @updated)
-      ON CONFLICT (session) DO UPDATE SET subscriptions = excluded.subscriptions, log_level = excluded.log_level, updated_ms = excluded.updated_ms`);
+    this.upsert = db.prepare(`INSERT INTO session_memory (session, subscriptions, log_level, opener, updated_ms) VALUES (@session, @subscriptions, @logLevel, @opener, @updated)
+      ON CONFLICT (session) DO UPDATE SET subscriptions = excluded.subscriptions, log_level = excluded.log_level, opener = excluded.opener, updated_ms = excluded.updated_ms`);
     this.remove = db.prepare('DELETE FROM session_memory WHERE session = @session');
     const id = db.prepare(`SELECT value FROM ledger_meta WHERE name = 'id'`).get() as { value: string } | undefined;
     this.home = id?.value ?? randomBytes(16).toString('hex');
     // Deleted by hand: a new id (the sessions the old one issued come back as another hub's would).
     if (!id) db.prepare(`INSERT INTO ledger_meta (name, value) VALUES ('id', ?)`).run(this.home);
     db.prepare('DELETE FROM session_memory WHERE updated_ms < ?').run(now() - SESSION_MEMORY_TTL_MS);
-    const rows = db.prepare('SELECT session, subscriptions, log_level FROM session_memory').all() as { session: string; subscriptions: string; log_level: string | null }[];
+    const rows = db.prepare('SELECT session, subscriptions, log_level, opener FROM session_memory').all() as { session: string; subscriptions: string; log_level: string | null; opener: string | null }[];
     for (const r of rows) {
       const kept: Kept = { uris: jsonStrings(r.subscriptions) };
       if (r.log_level !== null) kept.logLevel = r.log_level as LoggingLevel;
+      if (r.opener !== null) kept.opener = r.opener;
       this.map.set(r.session, kept);
     }
   }
@@ -38,9 +39,13 @@ export class LedgerSessionMemoryStore extends KeptTable implements SessionMemory
     return this.map.get(key);
   }
 
+  entries(): IterableIterator<[string, Kept]> {
+    return this.map.entries();
+  }
+
   put(key: string, kept: Kept): void {
     this.map.set(key, kept);
-    const row = { session: key, subscriptions: JSON.stringify(kept.uris), logLevel: kept.logLevel ?? null, updated: this.now() };
+    const row = { session: key, subscriptions: JSON.stringify(kept.uris), logLevel: kept.logLevel ?? null, opener: kept.opener ?? null, updated: this.now() };
     this.writeLater(this.upsert, row, "a session's subscriptions", {});
   }
 

@@ -12,7 +12,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import Database from 'better-sqlite3';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { AUDIENCE, ISSUER, signingKey, token, writeJwks } from '../helpers/auth.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
 import { waitUntil } from './faults-helpers.js';
@@ -254,5 +258,64 @@ describe('a session to take back when the hub has no room (listen.maxSessions, e
     await sleep(100);
     expect((await ping(url, ALICE, kept)).status).toBe(404);
     expect((await ping(url, ALICE, third)).status).toBe(200);
+  }, 60_000);
+});
+
+describe('a session opened with an API key, across a restart of the hub', () => {
+  it('comes back only with the key that opened it: not with another key of its principal, not once that key is removed or its principal re-keyed; token sessions as before', async () => {
+    await hub?.stop();
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-resume-keys-'));
+    const signer = await signingKey('k1');
+    writeJwks(join(dir, 'jwks.json'), [signer]);
+    const [K1, K2, K3] = ['1', '2', '3'].map((n) => `sy_alice-resume-key${n}-0123456789abcdefghijklmnopqrstu`);
+    const CAROL = 'sy_carol-resume-key-0123456789abcdefghijklmnopqrstu';
+    const CAROL2 = 'sy_carol-resume-key2-0123456789abcdefghijklmnopqrst';
+    const key = (principal: string, k: string) => ({ principal, sha256: sha256(k) });
+    const auth = (...apiKeys: object[]) => ({ apiKeys, oauth: { issuer: ISSUER, audience: AUDIENCE, jwksFile: 'jwks.json' } });
+    const config = { servers: {}, auth: auth(key('alice', K1), key('alice', K2), key('alice', K3), key('carol', CAROL)) };
+    hub = await startHub(config, { dir, port });
+    const url = hub.url;
+    const byK1 = await openRaw(url, K1);
+    const byK2 = await openRaw(url, K2);
+    const byK3 = await openRaw(url, K3);
+    const byCarol = await openRaw(url, CAROL);
+    const byToken = await openRaw(url, await token(signer, { sub: 'alice', extra: { n: 1 } }));
+    // The running hub: one principal's session takes any of its keys.
+    expect((await ping(url, K2, byK3)).status).toBe(200);
+    expect(await hub.stop()).toBe(0);
+
+    hub = await startHub(config, { dir, port });
+    // Another key of the principal that opened it, both configured: not found (and not taken by it).
+    expect((await ping(url, K2, byK3)).status).toBe(404);
+    expect((await ping(url, K3, byK3)).status).toBe(200);
+    // Opened with a token: any credential of its principal takes it back, as before.
+    expect((await ping(url, await token(signer, { sub: 'alice', extra: { n: 2 } }), byToken)).status).toBe(200);
+
+    // K1 removed while nothing held its session: another key of alice does not take it back.
+    setSection(hub, 'auth', auth(key('alice', K2), key('alice', K3), key('carol', CAROL)));
+    await loggedTimes(hub, 'API keys replaced', 1);
+    expect((await ping(url, K2, byK1)).status).toBe(404);
+    expect((await ping(url, K1, byK1)).status).toBe(401);
+    // Every key of carol removed, then a new one under her name: her old session stays gone.
+    setSection(hub, 'auth', auth(key('alice', K2), key('alice', K3)));
+    await loggedTimes(hub, 'API keys replaced', 2);
+    setSection(hub, 'auth', auth(key('alice', K2), key('alice', K3), key('carol', CAROL2)));
+    await loggedTimes(hub, 'API keys replaced', 3);
+    expect((await ping(url, CAROL2, byCarol)).status).toBe(404);
+    expect((await ping(url, K2, byK2)).status).toBe(200);
+    expect(await hub.stop()).toBe(0);
+
+    // The revoked keys' rows went with the reloads: K2's, K3's and the token's sessions are left.
+    const db = new Database(join(dir, 'ledger.db'), { readonly: true });
+    const rows = db.prepare('SELECT session, opener FROM session_memory').all() as { session: string; opener: string | null }[];
+    db.close();
+    expect(rows.map((r) => r.session).sort()).toEqual([byK2, byK3, byToken].map(sha256).sort());
+    expect(rows.filter((r) => r.opener === '')).toHaveLength(1);
+    // The ledger keeps no key, nor a configured hash of one.
+    for (const r of rows) expect(r.opener).toMatch(/^([0-9a-f]{32})?$/);
+    const openers = rows.map((r) => r.opener);
+    for (const k of [K1, K2, K3]) expect(openers.filter((o) => o === k || o === sha256(k) || sha256(k).startsWith(o!) && o !== '')).toEqual([]);
+    hub = undefined;
   }, 60_000);
 });
