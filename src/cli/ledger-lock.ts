@@ -10,7 +10,10 @@ import { dirname, resolve } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 
-export class LedgerBusyError extends Error {
+/** The ledger cannot be written by this process: said in one line, exit 2. */
+export class LedgerLockError extends Error {}
+
+export class LedgerBusyError extends LedgerLockError {
   constructor(
     readonly path: string,
     readonly holder: { pid: number; command?: string },
@@ -18,6 +21,23 @@ export class LedgerBusyError extends Error {
     super(
       `the ledger ${path} is in use by another switchyard process (pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''}). ` +
         'Share that daemon with `switchyard connect`, or give this config its own ledger.path.',
+    );
+  }
+}
+
+/**
+ * The database file has other names (hard links). Each name has its own lock file, and SQLite
+ * keys its -wal and -shm files by name too, so a hub writing through another name would not
+ * meet this one's lock and would write beside it: rows lost, indexes corrupt.
+ */
+export class LedgerLinkedError extends LedgerLockError {
+  constructor(
+    readonly path: string,
+    readonly links: number,
+  ) {
+    super(
+      `the ledger ${path} has ${links} names (hard links): a hub writing it under another name would not meet this one's lock and would corrupt it. ` +
+        'Remove the other names (give each config its own ledger.path, or use a symlink, which the lock follows).',
     );
   }
 }
@@ -149,7 +169,8 @@ function create(file: string, command: string): boolean {
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
  * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart).
- * Released when this process exits. Throws LedgerBusyError.
+ * Released when this process exits. Throws LedgerBusyError, or LedgerLinkedError when the
+ * database has other names.
  */
 export async function lockLedger(config: HubConfig, command: string, waitMs: number): Promise<void> {
   if (!config.ledger.enabled) return;
@@ -161,10 +182,10 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   const real = realLedgerPath(db);
   const file = `${real}.lock`;
   for (;;) {
-    if (create(file, command)) return;
+    if (create(file, command)) return refuseLinked(real, file);
     const holder = readHolder(file);
     if (holder && alive(holder.pid)) {
-      if (holder.pid === process.pid) return;
+      if (holder.pid === process.pid) return refuseLinked(real, file);
       if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, holder);
       await sleep(100);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
@@ -173,6 +194,19 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
       await sleep(10);
     }
   }
+}
+
+/** Holding the lock of `real`: refused, and the lock given back, if the database has other names. */
+function refuseLinked(real: string, lock: string): void {
+  let links: number;
+  try {
+    links = statSync(real).nlink;
+  } catch {
+    return; // not created yet: SQLite makes it, with one name
+  }
+  if (links <= 1) return;
+  unlinkQuietly(lock);
+  throw new LedgerLinkedError(real, links);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -8,7 +8,7 @@ import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
-import { LedgerBusyError, lockLedger } from './ledger-lock.js';
+import { LedgerLockError, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
   config: string;
@@ -46,7 +46,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
     try {
       await lockLedger(config, 'switchyard start', 3_000);
     } catch (err) {
-      if (!(err instanceof LedgerBusyError)) throw err;
+      if (!(err instanceof LedgerLockError)) throw err;
       process.stderr.write(`${err.message}\n`);
       process.exit(2);
     }

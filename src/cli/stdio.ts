@@ -4,7 +4,7 @@ import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
-import { LedgerBusyError, lockLedger } from './ledger-lock.js';
+import { LedgerLockError, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
   config: string;
@@ -25,7 +25,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', 10_000);
     } catch (err) {
-      if (!(err instanceof LedgerBusyError)) throw err;
+      if (!(err instanceof LedgerLockError)) throw err;
       process.stderr.write(`switchyard stdio: ${err.message}\n`);
       process.exit(2);
     }

@@ -4,7 +4,7 @@
  * released at one instant.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -159,5 +159,30 @@ describe('ledger writer lock', () => {
     } finally {
       await hub.stop();
     }
+  }, 30_000);
+
+  // A hard link is another name of the same file: its own lock file, and SQLite's own -wal and
+  // -shm under that name, so two hubs would write one database unaware of each other.
+  it("switchyard start and stdio refuse a ledger that has another name (a hard link to a running hub's ledger), and start once it is gone", async () => {
+    const hub = await startHub({ servers: {} });
+    const dir = tempDir();
+    const other = join(dir, 'ledger.db');
+    try {
+      linkSync(join(hub.dir, 'ledger.db'), other);
+      writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: './ledger.db' } }));
+      for (const command of [['start', '--port', '0'], ['stdio']]) {
+        const r = await runCli([command[0]!, '--config', join(dir, 'hub.config.json'), ...command.slice(1)]);
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr).toContain(`the ledger ${realpathSync(other)} has 2 names (hard links)`);
+        // The lock it took to look is given back.
+        expect(existsSync(`${realpathSync(other)}.lock`)).toBe(false);
+      }
+    } finally {
+      await hub.stop();
+    }
+    // With one name again the ledger opens (the hub that wrote it has stopped).
+    unlinkSync(join(hub.dir, 'ledger.db'));
+    const [c] = await contenders([other]);
+    expect(await contend([c!])).toEqual(['locked']);
   }, 30_000);
 });
