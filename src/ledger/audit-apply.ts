@@ -58,6 +58,7 @@ export class AuditApplier {
   private readonly finishLinked: Statement;
   private readonly finishKept: Statement;
   private readonly insertLinked: Statement;
+  private readonly pruned: Statement;
   /** Taken, not yet in SQLite, in order. */
   private queue: Entry[] = [];
   /** Queued begins without their finish yet: the finish completes the entry. */
@@ -89,6 +90,7 @@ export class AuditApplier {
     // SQLite rewriting its audit_server_ts entry.
     this.finishKept = db.prepare(`UPDATE audit SET ${ended}, seq = ?, hash = ? ${inFlight}`);
     this.insertLinked = db.prepare(`INSERT OR IGNORE INTO audit (${LINKED_COLS.join(', ')}) VALUES (${places(LINKED_COLS.length)})`);
+    this.pruned = db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck();
   }
 
   /** Records queued for the next flush(), in the order they were written. */
@@ -189,6 +191,9 @@ export class AuditApplier {
   }
 
   private apply(e: Entry, replay: boolean): void {
+    // A replayed line whose row a prune deleted (audit_pruned, see LedgerReader.prune) would
+    // otherwise go in again as a row that never arrived: new seq, or `unknown` for a begin.
+    if (replay && this.pruned.get(e.id) !== undefined) return;
     if (!e.done) {
       this.insertBegin.run(e.v);
       return;
@@ -221,6 +226,12 @@ if (FIN_COLS.slice(END_COLS.length).join() !== BEGIN_COLS.slice(SERVER_AT, SERVE
 /** Whether a pending file's record is an audit row (a begin or a finished row), not a header. */
 export function isAuditRecord(r: PendingRecord): boolean {
   return valuesOf(r) !== undefined;
+}
+
+/** A record's row id, and whether it is a finished row (not a begin alone); undefined for a header. */
+export function recordRow(r: PendingRecord): { id: number; done: boolean } | undefined {
+  const v = valuesOf(r);
+  return v && { id: v[0] as number, done: v.length === FINISHED_N };
 }
 
 /** A record's values (see PendingRecord), or undefined for a line that is no row. */

@@ -206,7 +206,10 @@ export class Ledger {
     this.recover(now());
     // Everything the files held is in SQLite now; appends start them over.
     this.pending = new PendingFiles(files, opts.pendingSwitch ?? { switchBytes: SWITCH_BYTES, switchAfterMs: SWITCH_AFTER_MS });
-    this.pending.startOver();
+    // With the files empty, no line is left for a pruned id to skip (see LedgerReader.prune).
+    // A prune beside this start lists only lines it read: ones these files held (gone now) or
+    // none. While the hub runs the list stays: a replacement ingest thread replays the files.
+    if (this.pending.startOver()) db.prepare('DELETE FROM audit_pruned').run();
     // Ids are handed out here so begin() can return one synchronously; AUTOINCREMENT's
     // sequence remembers pruned ids, so they are never reused.
     const seq = db.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'audit'`).get() as { seq: number } | undefined;
@@ -411,8 +414,8 @@ export class Ledger {
    * Everything written is committed and nothing waits, yet the file written holds lines: the
    * last hand-over could not switch (the other file still waited for its commit). A quiet hub
    * would keep them until its next call; an empty batch switches files and has the thread
-   * empty this one now. (A start would only apply them again, which changes nothing, unless a
-   * prune had removed their rows meanwhile.)
+   * empty this one now. (A start would only apply them again, which changes nothing: rows a
+   * prune removed meanwhile are skipped, see LedgerReader.prune.)
    */
   private tidy(): void {
     if (this.pending.switchable(false) !== undefined) this.handOver([], false);

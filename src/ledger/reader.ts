@@ -1,6 +1,9 @@
 import type { Database } from 'better-sqlite3';
 import { openLedgerDb } from './db.js';
 import { readChainState, verifyChain, type VerifyResult, type Witness } from './chain.js';
+import { recordRow, type PendingRecord } from './audit-apply.js';
+import { PendingFiles } from './pending-files.js';
+import { realLedgerPath } from './real-path.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
@@ -107,6 +110,19 @@ export class LedgerReader {
    * the chain anchor so verify() still passes. Only a prefix of the chain can go: an old
    * row finalized after a newer one waits for a later prune. The part to be dropped is
    * verified first, so pruning never erases evidence of tampering (LedgerChainError).
+   *
+   * The ids of deleted rows that a pending file still holds a line of go to audit_pruned, in
+   * the same transaction, and a replay of those files skips them (AuditApplier.apply): a file
+   * keeps the lines of rows already in SQLite until it is emptied, and a hub killed before
+   * that, or one that died before a prune run beside it, would otherwise put them back at its
+   * start. Ids, listed one by one, because nothing coarser is exact: the deleted rows are a
+   * prefix of the chain (seq), and neither ids nor ts follow seq. A row older than the cutoff
+   * (ts) or with a lower id than a deleted one can be a line no batch committed yet (a begin
+   * held for its finish while later calls went in; the rows a killed hub left), which a
+   * replay must apply. The files are read inside the transaction, holding the write lock:
+   * every row committed before it had its line written before its commit, and no line of a
+   * committed row is written again later (a begin written again is one not handed over yet),
+   * so any line of a deleted row that is in the files is seen.
    */
   prune(beforeTs: number): number {
     let total = 0;
@@ -130,6 +146,12 @@ export class LedgerReader {
       throw new LedgerChainError(`refusing to prune: the chain does not verify at row ${check.rowId} (seq ${check.seq}): ${check.reason}`);
     }
     const anchor = this.db.prepare('SELECT hash FROM audit WHERE seq = ?').get(cut) as { hash: string };
+    const listed = idsInPendingFiles(this.db.name);
+    if (listed.length > 0) {
+      this.db
+        .prepare('INSERT OR IGNORE INTO audit_pruned (id) SELECT id FROM audit WHERE seq IS NOT NULL AND seq <= ? AND id IN (SELECT value FROM json_each(?))')
+        .run(cut, JSON.stringify(listed));
+    }
     const res = this.db.prepare('DELETE FROM audit WHERE seq IS NOT NULL AND seq <= ?').run(cut);
     this.db.prepare('UPDATE chain_state SET anchor_seq = ?, anchor_hash = ? WHERE id = 1').run(cut, anchor.hash);
     return res.changes;
@@ -146,6 +168,21 @@ export class LedgerReader {
   close(): void {
     if (this.db.open) this.db.close();
   }
+}
+
+/**
+ * The row ids the ledger's pending files hold lines of: those under the real path, and those
+ * under the path as given, which a start also applies (Ledger.replayOldNames).
+ */
+function idsInPendingFiles(dbPath: string): number[] {
+  const ids = new Set<number>();
+  for (const base of new Set([realLedgerPath(dbPath), dbPath])) {
+    for (const r of PendingFiles.read(base) as PendingRecord[]) {
+      const row = recordRow(r);
+      if (row) ids.add(row.id);
+    }
+  }
+  return [...ids];
 }
 
 /** Nearest-rank percentile of sorted values. */
