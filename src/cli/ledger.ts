@@ -4,7 +4,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { OUTCOMES } from '../ledger/types.js';
 import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
-import { isAuditRecord, type PendingRecord } from '../ledger/audit-apply.js';
+import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
 import { LedgerReader } from '../ledger/reader.js';
@@ -125,8 +125,11 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       try {
         const path = resolveLedgerPath(args);
         reader = LedgerReader.open({ path, writable });
-        const left = leftBehind(path);
-        if (left.records) io.err(`switchyard ledger: note: ${left.records} records (calls begun or finished) that a hub wrote before it stopped are in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
+        const left = leftBehind(path, reader);
+        if (left.calls) {
+          const calls = `${left.calls} call${left.calls === 1 ? '' : 's'}`;
+          io.err(`switchyard ledger: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
+        }
         await body(reader, args);
       } catch (err) {
         io.err(`switchyard ledger: ${(err as Error).message}\n`);
@@ -296,18 +299,29 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
 export const ledgerCommand: CommandModule = makeLedgerCommand();
 
 /**
- * Rows a stopped hub left in its pending files (see src/ledger/pending-files.ts). While a hub
- * runs, the files hold only the last moments of calls, on their way in: no note.
+ * Calls a stopped hub left in its pending files (see src/ledger/pending-files.ts) that its next
+ * start would change the database for: a row not there (and not pruned, see audit_pruned), or
+ * one still in flight there whose finish is in a file. The files also hold lines of rows
+ * already committed (a file is emptied only after its batch commits): those are not counted.
+ * While a hub runs, the files hold only the last moments of calls, on their way in: no note.
  */
-function leftBehind(dbPath: string): { records: number; files: string[] } {
-  const left = { records: 0, files: [] as string[] };
+function leftBehind(dbPath: string, reader: LedgerReader): { calls: number; files: string[] } {
+  const left = { calls: 0, files: [] as string[] };
   if (ledgerWriter(dbPath)) return left;
+  const outcome = reader.db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
+  const pruned = reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck();
+  const counted = new Set<number>();
   for (const file of PendingFiles.paths(realLedgerPath(dbPath))) {
-    const rows = (PendingLog.read(file) as PendingRecord[]).filter(isAuditRecord).length;
-    if (rows === 0) continue;
-    left.records += rows;
-    left.files.push(file);
+    const before = counted.size;
+    for (const r of PendingLog.read(file) as PendingRecord[]) {
+      const row = recordRow(r);
+      if (!row || counted.has(row.id)) continue;
+      const now = outcome.get(row.id);
+      if (now === undefined ? pruned.get(row.id) === undefined : now === 'in_flight' && row.done) counted.add(row.id);
+    }
+    if (counted.size > before) left.files.push(file);
   }
+  left.calls = counted.size;
   return left;
 }
 

@@ -223,11 +223,6 @@ export const SERVER_AT = BEGIN_COLS.indexOf('server');
 // order, both in a begin and in a finish.
 if (FIN_COLS.slice(END_COLS.length).join() !== BEGIN_COLS.slice(SERVER_AT, SERVER_AT + 3).join()) throw new Error('audit columns: the late facts are out of order');
 
-/** Whether a pending file's record is an audit row (a begin or a finished row), not a header. */
-export function isAuditRecord(r: PendingRecord): boolean {
-  return valuesOf(r) !== undefined;
-}
-
 /** A record's row id, and whether it is a finished row (not a begin alone); undefined for a header. */
 export function recordRow(r: PendingRecord): { id: number; done: boolean } | undefined {
   const v = valuesOf(r);

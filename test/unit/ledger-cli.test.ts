@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
+import { closeAndRemove, begin, end, line, tempDir } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
 let t: ReturnType<typeof tempDir>;
@@ -252,12 +252,42 @@ describe('switchyard ledger CLI', () => {
     ledger = Ledger.open({ path: t.db, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
     await ledger.record(begin(), end());
     const stopped = await cli(['ledger', 'query', '--db', t.db]);
-    expect(stopped.err).toMatch(/note: 1 records .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
+    expect(stopped.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped is in .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
     writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'start' }));
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
     rmSync(`${t.db}.lock`);
     ledger.sync();
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
+  });
+
+  it('the note counts only calls a start would still apply: not lines of rows in SQLite already, nor of pruned rows', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    const a = ledger.begin(begin({ requestId: 'a', ts: 1 }));
+    await ledger.record(begin({ requestId: 'b', ts: 2 }), end());
+    const c = ledger.begin(begin({ requestId: 'c', ts: 3 }));
+    await a.finish(end());
+    ledger.sync(); // a and b finished in SQLite, c in flight; the file emptied
+    await ledger.close(); // c stays in flight: nothing reopens the file before the CLI reads it
+    ledger = undefined;
+    const start = (id: number, requestId: string, ts: number) => ({ id, ts, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call' });
+    const fin = { outcome: 'ok', latency_ms: 1 };
+    // As a killed hub leaves the file: a and b committed but not emptied from it, c's finish
+    // and d (begin and finish) never committed.
+    writeFileSync(
+      `${t.db}-pending`,
+      [line(start(a.rowId, 'a', 1)), line(start(a.rowId, 'a', 1), fin), line(start(a.rowId + 1, 'b', 2), fin), line(start(c.rowId, 'c', 3), fin), line(start(99, 'd', 4)), line(start(99, 'd', 4), fin)].join('\n') + '\n',
+    );
+    const note = /note: (\d+) (?:calls?|records) \((?:calls )?begun or finished\)/; // this wording, or the one before
+    expect(note.exec((await cli(['ledger', 'stats', '--db', t.db])).err)?.[1]).toBe('2');
+    // a and b pruned (c is in flight, not prunable): they stay uncounted, a start skips them.
+    expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '1970-01-01T00:00:01Z'])).out).toMatch(/^pruned 2 rows/);
+    expect(note.exec((await cli(['ledger', 'stats', '--db', t.db])).err)?.[1]).toBe('2');
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+      ['c', 'ok'],
+      ['d', 'ok'],
+    ]);
   });
 
   it('tail shows the last finished calls and follows new ones as they finish', async () => {
