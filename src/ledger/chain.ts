@@ -253,6 +253,19 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
     count++;
   }
   if (uptoSeq === undefined) {
+    // Rows the walk cannot reach come before the head: a chain row whose seq was made null
+    // or a text also leaves the walk short of the head, and the report must name that row,
+    // not the intact one before it.
+    const unchained = db
+      .prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`)
+      .get() as { id: number } | undefined;
+    if (unchained) {
+      return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
+    }
+    const odd = rowPastTheWalk(db);
+    if (odd) {
+      return { ok: false, rowId: odd.id, seq: null, reason: `row has seq ${odd.shown}, which is no chain position (inserted or edited by hand)` };
+    }
     const lastSeq = expected - 1;
     if (lastSeq !== state.head_seq || prev !== state.head_hash) {
       return {
@@ -270,16 +283,6 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
         seq: beyond.seq,
         reason: `the chain ends at seq ${lastSeq}, before the witness's seq ${beyond.seq}: rows were removed from its end, or it was rewritten`,
       };
-    }
-    const unchained = db
-      .prepare(`SELECT id FROM audit WHERE seq IS NULL AND outcome <> 'in_flight' ORDER BY id LIMIT 1`)
-      .get() as { id: number } | undefined;
-    if (unchained) {
-      return { ok: false, rowId: unchained.id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' };
-    }
-    const odd = rowPastTheWalk(db);
-    if (odd) {
-      return { ok: false, rowId: odd.id, seq: null, reason: `row has seq ${odd.shown}, which is no chain position (inserted or edited by hand)` };
     }
   } else if (expected - 1 !== uptoSeq) {
     return { ok: false, rowId: last?.id ?? null, seq: expected - 1, reason: `chain ends at seq ${expected - 1}, expected to reach ${uptoSeq}` };

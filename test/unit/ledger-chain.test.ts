@@ -95,6 +95,17 @@ describe('ledger hash chain', () => {
     expect(l.verify()).toMatchObject({ ok: false, rowId: id, seq: null, reason: expect.stringMatching(/not in the chain/) });
   });
 
+  // The head check must not come first: the walk stops short of the head because of the
+  // tampered row, and the report named the intact row before it.
+  it('names the last row when its seq was made a text or taken out, not the intact row before it', async () => {
+    const l = await filled(12);
+    const id = idOfSeq(l, 12);
+    sql(t.db, `UPDATE audit SET seq = '13x' WHERE seq = 12`);
+    expect(l.verify()).toEqual({ ok: false, rowId: id, seq: null, reason: "row has seq '13x', which is no chain position (inserted or edited by hand)" });
+    sql(t.db, `UPDATE audit SET seq = NULL WHERE id = ?`, id);
+    expect(l.verify()).toEqual({ ok: false, rowId: id, seq: null, reason: 'finalized row is not in the chain (outcome changed?)' });
+  });
+
   // The walk reads the seqs a chain position can be; a row inserted by hand with any other
   // (a text, a blob, a number of 2^53 or more: SQLite stores what it is given) must not pass.
   it('detects an inserted finished row whose seq no chain position can be, with a witness too', async () => {
