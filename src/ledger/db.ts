@@ -24,6 +24,12 @@ export interface OpenDbOptions {
   readonly?: boolean;
   migrationsDir?: string;
   now?: () => number;
+  /**
+   * A writer that only works on a ledger there is (the CLI's prune): a missing file is refused
+   * as a reader refuses it, never created (nor its folder), and a database that is not a ledger
+   * is not made one. Migrating an older ledger is still done.
+   */
+  mustExist?: boolean;
 }
 
 /**
@@ -54,11 +60,14 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
       throw err;
     }
   }
-  mkdirSync(dirname(path), { recursive: true });
+  if (opts.mustExist && !existsSync(path)) throw new Error(`no ledger database at ${path}`);
+  if (!opts.mustExist) mkdirSync(dirname(path), { recursive: true });
   const created = !existsSync(path);
   loadSqliteWithUris();
-  const db = new Database(path);
+  // fileMustExist: a file removed since the check above is not created either.
+  const db = new Database(path, { fileMustExist: opts.mustExist === true });
   try {
+    if (opts.mustExist && schemaVersion(db) === 0) throw new Error(`${path} is not a Switchyard ledger (no schema version)`);
     // Audit rows name principals and may hold (redacted) bodies: owner-only. SQLite gives
     // the -wal/-shm files the same mode.
     if (created) chmodSync(path, 0o600);

@@ -37,7 +37,8 @@ export class LedgerReader {
   constructor(readonly db: Database) {}
 
   static open(opts: { path: string; writable?: boolean; migrationsDir?: string }): LedgerReader {
-    return new LedgerReader(openLedgerDb({ path: opts.path, readonly: !opts.writable, migrationsDir: opts.migrationsDir }));
+    // A writable reader (prune) works on a ledger that is there: it never creates one.
+    return new LedgerReader(openLedgerDb({ path: opts.path, readonly: !opts.writable, mustExist: opts.writable, migrationsDir: opts.migrationsDir }));
   }
 
   /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */

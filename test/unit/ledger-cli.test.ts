@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -240,6 +240,22 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 4 rows verified \(chain seq 4\.\.7\)\nhead: 7:/);
   });
 
+  // prune opens the ledger to write: it created a new empty ledger (and its folder) at a
+  // mistyped path and said "pruned 0 rows", exit 0, where query says there is none.
+  it('prune on a missing database says so as query does, and creates nothing', async () => {
+    t = tempDir();
+    const typo = join(t.dir, 'typo', 'x.db');
+    for (const sub of [['query'], ['prune', '--before', '30d']]) {
+      expect(await cli(['ledger', ...sub, '--db', typo]), sub[0]).toEqual({ out: '', err: `switchyard ledger: no ledger database at ${typo}\n`, code: 1 });
+    }
+    expect(existsSync(join(t.dir, 'typo'))).toBe(false);
+    // A file that is no ledger (here an empty one) is not made one either.
+    const empty = join(t.dir, 'empty.db');
+    writeFileSync(empty, '');
+    expect(await cli(['ledger', 'prune', '--before', '30d', '--db', empty])).toMatchObject({ code: 1, err: expect.stringMatching(/is not a Switchyard ledger/) });
+    expect(statSync(empty).size).toBe(0);
+  });
+
   it('reading commands leave a running hub alone (read-only; in-flight rows stay in flight)', async () => {
     await seeded();
     await cli(['ledger', 'query', '--db', t.db]);
@@ -381,6 +397,8 @@ describe('switchyard ledger CLI', () => {
     const missing = run('ledger', 'query', '--db', join(t.dir, 'nope.db'));
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
+    expect(run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db'))).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
+    expect(existsSync(join(t.dir, 'typo'))).toBe(false);
     expect(run('ledger').status).not.toBe(0); // a subcommand is required
   });
 });
