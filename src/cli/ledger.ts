@@ -51,6 +51,9 @@ interface FilterArgs extends CommonArgs {
   until?: string;
 }
 
+/** Rows `tail -f` reads at a time. */
+const TAIL_PAGE = 1000;
+
 /** Usage errors (exit 2) as opposed to a failed check (exit 1). */
 class UsageError extends Error {}
 
@@ -169,23 +172,29 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { n: number; follow: boolean; json: boolean }>,
     handler: run(false, async (reader, a) => {
       const filter = filterOf(a, now());
-      const first = reader.lastFinished(filter, a.n);
-      printRows(first, a.json, true);
-      if (!a.follow) return;
       // Follows the chain position, i.e. rows in the order they finish, so every call is
-      // printed once, with its outcome (a row appears by id while still in flight).
-      let last = Math.max(first.at(-1)?.seq ?? 0, reader.headSeq());
+      // printed once, with its outcome (a row appears by id while still in flight). The
+      // position moves to the head (so rows a filter skips are not scanned again) only as read
+      // in the same snapshot as the rows: a head read after them may hold rows committed in
+      // between, never printed.
+      const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, a.n), head: reader.headSeq() }));
+      printRows(start.rows, a.json, true);
+      if (!a.follow) return;
+      let last = Math.max(start.rows.at(-1)?.seq ?? 0, start.head);
       const pollMs = io.pollMs ?? 500;
       while (!io.signal?.aborted) {
         await sleep(pollMs, io.signal);
         for (;;) {
-          const rows = reader.query({ ...filter, afterSeq: last, limit: 1000 });
-          if (rows.length === 0) break;
-          printRows(rows, a.json, false);
-          last = rows.at(-1)?.seq ?? last;
+          const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
+          if (page.rows.length) printRows(page.rows, a.json, false);
+          // A full page: more may follow in this snapshot, from its last row on. A short one
+          // held every matching row up to the snapshot's head.
+          if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;
+          else {
+            last = Math.max(last, page.head);
+            break;
+          }
         }
-        // A filtered poll may skip rows: jump to the head so they are not rescanned.
-        last = Math.max(last, reader.headSeq());
       }
     }),
   };

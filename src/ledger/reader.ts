@@ -166,6 +166,14 @@ export class LedgerReader {
     return readChainState(this.db).head_seq;
   }
 
+  /**
+   * Runs `read` in one read transaction: every read in it sees the same snapshot, whatever the
+   * hub commits meanwhile (outside one, each statement sees the latest commit).
+   */
+  snapshot<T>(read: () => T): T {
+    return this.db.transaction(read)();
+  }
+
   close(): void {
     if (this.db.open) this.db.close();
   }

@@ -4,11 +4,12 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import yargs from 'yargs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { closeAndRemove, begin, end, line, tempDir } from './ledger-helpers.js';
+import { LedgerReader } from '../../src/ledger/reader.js';
+import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
 let t: ReturnType<typeof tempDir>;
@@ -332,6 +333,56 @@ describe('switchyard ledger CLI', () => {
     expect(future.out).toBe('');
     const past = await cli(['ledger', 'tail', '--db', t.db, '--until', new Date(0).toISOString(), '--json']);
     expect(past.out).toBe('');
+  });
+
+  // The hub commits whenever it likes; tail -f read its page and the chain head one statement
+  // after the other, each on a snapshot of its own, so rows committed in between were counted
+  // as read and never printed. The reader's reads are the seam: right after the first page, and
+  // after an empty poll, rows are committed (Ledger.sync() waits for the ingest thread's commit).
+  it('tail -f prints rows committed between its reads of the page and of the head', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
+    const l = ledger;
+    for (const name of ['old__one', 'old__two']) await l.record(begin({ hubName: name }), end());
+    l.sync();
+    await l.record(begin({ hubName: 'race__first' }), end()); // pending: committed by the spy below
+    let commitAfterFirst = true;
+    let commitAfterEmptyPoll = false;
+    const lastFinished = LedgerReader.prototype.lastFinished;
+    const query = LedgerReader.prototype.query;
+    const spies = [
+      vi.spyOn(LedgerReader.prototype, 'lastFinished').mockImplementation(function (this: LedgerReader, ...args) {
+        const rows = lastFinished.apply(this, args);
+        if (commitAfterFirst) l.sync();
+        commitAfterFirst = false;
+        return rows;
+      }),
+      vi.spyOn(LedgerReader.prototype, 'query').mockImplementation(function (this: LedgerReader, ...args) {
+        const rows = query.apply(this, args);
+        if (commitAfterEmptyPoll && rows.length === 0) {
+          commitAfterEmptyPoll = false;
+          l.sync();
+        }
+        return rows;
+      }),
+    ];
+    try {
+      const ac = new AbortController();
+      let out = '';
+      const running = cli(['ledger', 'tail', '--db', t.db, '-n', '5', '-f', '--json'], { signal: ac.signal, onOut: (o) => (out = o) });
+      expect(await until(() => out, (o) => o.includes('race__first'), 3_000)).toContain('race__first');
+      await l.record(begin({ hubName: 'race__second' }), end());
+      commitAfterEmptyPoll = true;
+      await until(() => commitAfterEmptyPoll, (armed) => !armed, 3_000);
+      expect(await until(() => out, (o) => o.includes('race__second'), 3_000)).toContain('race__second');
+      ac.abort();
+      const r = await running;
+      expect(r.code).toBe(0);
+      const tools = r.out.trimEnd().split('\n').map((x) => (JSON.parse(x) as { tool: string }).tool);
+      expect(tools).toEqual(['old__one', 'old__two', 'race__first', 'race__second']); // each once
+    } finally {
+      for (const s of spies) s.mockRestore();
+    }
   });
 
   it('finds the database from --config (relative to the config file) and reports problems', async () => {
