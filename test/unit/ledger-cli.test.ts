@@ -9,6 +9,7 @@ import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
+import { parseWhen } from '../../src/ledger/when.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
@@ -385,6 +386,26 @@ describe('switchyard ledger CLI', () => {
     }
   });
 
+  // Date.parse rolls a day past its month's end over: --since 2026-02-30 was taken as March 2.
+  it('a date that is no day of the calendar is refused (exit 2), not rolled over', async () => {
+    for (const d of ['2026-02-30', '2026-04-31', '2026-02-29', '2100-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-02-30T12:00:00Z']) {
+      expect(() => parseWhen(d, NOW), d).toThrow(/is no day of the calendar/);
+    }
+    expect(parseWhen('2024-02-29', NOW)).toBe(Date.UTC(2024, 1, 29));
+    expect(parseWhen('2000-02-29T12:00:00Z', NOW)).toBe(Date.UTC(2000, 1, 29, 12));
+    expect(parseWhen('2026-12-31T23:59:59Z', NOW)).toBe(Date.UTC(2026, 11, 31, 23, 59, 59));
+    expect(parseWhen('90m', NOW)).toBe(NOW - 90 * 60_000);
+    // A duration no Date can hold (400 digits are Infinity) would fail only after a prune ran.
+    expect(() => parseWhen(`${'9'.repeat(400)}d`, NOW)).toThrow(/further back than a date can be/);
+    expect(() => parseWhen('300000000d', NOW)).toThrow(/further back than a date can be/);
+
+    await seeded();
+    expect(await cli(['ledger', 'query', '--db', t.db, '--since', '2026-02-30'])).toMatchObject({ code: 2, out: '', err: expect.stringMatching(/not a date: "2026-02-30"/) });
+    expect(await cli(['ledger', 'prune', '--db', t.db, '--before', '2026-02-30'])).toMatchObject({ code: 2, out: '' });
+    expect(await cli(['ledger', 'prune', '--db', t.db, '--before', '300000000d'])).toMatchObject({ code: 2, out: '' });
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 6 rows verified/); // nothing pruned
+  });
+
   it('finds the database from --config (relative to the config file) and reports problems', async () => {
     t = tempDir();
     mkdirSync(join(t.dir, 'etc'));
@@ -450,6 +471,7 @@ describe('switchyard ledger CLI', () => {
     expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
     expect(run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db'))).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
+    expect(run('ledger', 'query', '--since', '2026-02-30', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
     expect(run('ledger').status).not.toBe(0); // a subcommand is required
   });
 });
