@@ -57,6 +57,16 @@ const TAIL_PAGE = 1000;
 /** Usage errors (exit 2) as opposed to a failed check (exit 1). */
 class UsageError extends Error {}
 
+/**
+ * A count option as yargs hands it over: NaN for text (`-n abc`), an array when given twice, a
+ * fraction or a negative as typed. Only a whole number from `min` is one (else exit 2).
+ */
+function wholeNumber(option: string, value: unknown, min: 0 | 1): number {
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value;
+  const shown = Array.isArray(value) ? 'given more than once' : typeof value === 'number' && !Number.isNaN(value) ? `not ${value}` : 'not a number';
+  throw new UsageError(`${option} must be a whole number ${min === 1 ? 'from 1' : 'from 0'} (${shown})`);
+}
+
 /** The ledger file: --db, else `ledger.path` of the config file (relative to its folder). */
 export function resolveLedgerPath(args: CommonArgs): string {
   if (args.db) return resolve(args.db);
@@ -80,15 +90,19 @@ export function resolveLedgerPath(args: CommonArgs): string {
   return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
 }
 
+/** A time option (--since, --until, --before): epoch ms, or a UsageError saying why not. */
+function timeOption(option: string, value: unknown, now: number): number {
+  // Given twice, yargs hands over an array of both.
+  if (typeof value !== 'string') throw new UsageError(`${option} must be given once`);
+  try {
+    return parseWhen(value, now);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
 function filterOf(a: FilterArgs, now: number): AuditFilter {
-  const when = (s: string | undefined): number | undefined => {
-    if (s === undefined) return undefined;
-    try {
-      return parseWhen(s, now);
-    } catch (err) {
-      throw new UsageError((err as Error).message);
-    }
-  };
+  const when = (option: string, s: string | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
   return {
     server: a.server,
     tool: a.tool,
@@ -97,8 +111,8 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
     method: a.method,
     requestId: a.requestId,
     client: a.client,
-    since: when(a.since),
-    until: when(a.until),
+    since: when('--since', a.since),
+    until: when('--until', a.until),
   };
 }
 
@@ -120,12 +134,17 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
 export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
   const now = (): number => (io.now ?? Date.now)();
 
-  /** Runs a subcommand: errors become one line on stderr and an exit code, never a stack. */
+  /**
+   * Runs a subcommand: errors become one line on stderr and an exit code, never a stack.
+   * `usage` reads the options first (throwing UsageError), so a bad option is exit 2 whatever
+   * the state of the ledger file, and nothing is opened for it.
+   */
   const run =
-    <A extends CommonArgs>(writable: boolean, body: (reader: LedgerReader, args: A) => Promise<void> | void) =>
+    <A extends CommonArgs, U>(writable: boolean, usage: (args: A) => U, body: (reader: LedgerReader, args: A, opts: U) => Promise<void> | void) =>
     async (args: A): Promise<void> => {
       let reader: LedgerReader | null = null;
       try {
+        const opts = usage(args);
         const path = resolveLedgerPath(args);
         reader = LedgerReader.open({ path, writable });
         const left = leftBehind(path, reader);
@@ -133,7 +152,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           const calls = `${left.calls} call${left.calls === 1 ? '' : 's'}`;
           io.err(`switchyard ledger: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
         }
-        await body(reader, args);
+        await body(reader, args, opts);
       } catch (err) {
         io.err(`switchyard ledger: ${(err as Error).message}\n`);
         io.setExitCode(err instanceof UsageError ? 2 : 1);
@@ -155,11 +174,14 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       filterOptions(y)
         .option('limit', { type: 'number', default: 50, describe: 'At most this many rows' })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { limit: number; json: boolean }>,
-    handler: run(false, (reader, a) => {
-      if (!Number.isFinite(a.limit) || a.limit < 1) throw new UsageError('--limit must be a positive number');
-      const rows = reader.query({ ...filterOf(a, now()), limit: a.limit }).reverse();
-      printRows(rows, a.json, true);
-    }),
+    handler: run(
+      false,
+      (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
+      (reader, a, filter) => {
+        const rows = reader.query(filter).reverse();
+        printRows(rows, a.json, true);
+      },
+    ),
   };
 
   const tail: CommandModule<CommonArgs, FilterArgs & { n: number; follow: boolean; json: boolean }> = {
@@ -170,33 +192,36 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('n', { type: 'number', default: 10, describe: 'How many rows to show first' })
         .option('follow', { alias: 'f', type: 'boolean', default: false, describe: 'Keep polling for new rows' })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { n: number; follow: boolean; json: boolean }>,
-    handler: run(false, async (reader, a) => {
-      const filter = filterOf(a, now());
-      // Follows the chain position, i.e. rows in the order they finish, so every call is
-      // printed once, with its outcome (a row appears by id while still in flight). The
-      // position moves to the head (so rows a filter skips are not scanned again) only as read
-      // in the same snapshot as the rows: a head read after them may hold rows committed in
-      // between, never printed.
-      const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, a.n), head: reader.headSeq() }));
-      printRows(start.rows, a.json, true);
-      if (!a.follow) return;
-      let last = Math.max(start.rows.at(-1)?.seq ?? 0, start.head);
-      const pollMs = io.pollMs ?? 500;
-      while (!io.signal?.aborted) {
-        await sleep(pollMs, io.signal);
-        for (;;) {
-          const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
-          if (page.rows.length) printRows(page.rows, a.json, false);
-          // A full page: more may follow in this snapshot, from its last row on. A short one
-          // held every matching row up to the snapshot's head.
-          if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;
-          else {
-            last = Math.max(last, page.head);
-            break;
+    handler: run(
+      false,
+      (a) => ({ n: wholeNumber('-n', a.n, 0), filter: filterOf(a, now()) }),
+      async (reader, a, { n, filter }) => {
+        // Follows the chain position, i.e. rows in the order they finish, so every call is
+        // printed once, with its outcome (a row appears by id while still in flight). The
+        // position moves to the head (so rows a filter skips are not scanned again) only as read
+        // in the same snapshot as the rows: a head read after them may hold rows committed in
+        // between, never printed.
+        const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, n), head: reader.headSeq() }));
+        printRows(start.rows, a.json, true);
+        if (!a.follow) return;
+        let last = Math.max(start.rows.at(-1)?.seq ?? 0, start.head);
+        const pollMs = io.pollMs ?? 500;
+        while (!io.signal?.aborted) {
+          await sleep(pollMs, io.signal);
+          for (;;) {
+            const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
+            if (page.rows.length) printRows(page.rows, a.json, false);
+            // A full page: more may follow in this snapshot, from its last row on. A short one
+            // held every matching row up to the snapshot's head.
+            if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;
+            else {
+              last = Math.max(last, page.head);
+              break;
+            }
           }
         }
-      }
-    }),
+      },
+    ),
   };
 
   const stats: CommandModule<CommonArgs, FilterArgs & { json: boolean }> = {
@@ -206,11 +231,15 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       filterOptions(y).option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<
         FilterArgs & { json: boolean }
       >,
-    handler: run(false, (reader, a) => {
-      const rows = reader.stats(filterOf(a, now()));
-      if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
-      else io.out(table(STATS_HEADER, rows.map(statsCells)));
-    }),
+    handler: run(
+      false,
+      (a) => filterOf(a, now()),
+      (reader, a, filter) => {
+        const rows = reader.stats(filter);
+        if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
+        else io.out(table(STATS_HEADER, rows.map(statsCells)));
+      },
+    ),
   };
 
   const verify: CommandModule<CommonArgs, CommonArgs & { witness?: string[]; json: boolean }> = {
@@ -226,25 +255,29 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object' }) as unknown as Argv<
         CommonArgs & { witness?: string[]; json: boolean }
       >,
-    handler: run(false, (reader, a) => {
-      const witnesses = (a.witness ?? []).map((text) => {
-        const w = parseWitness(text);
-        if (!w) throw new UsageError(`--witness ${JSON.stringify(text)} is not <seq>:<64 hex digits>, as verify prints the head`);
-        return w;
-      });
-      const r = reader.verify(witnesses);
-      if (a.json) {
-        const body = r.ok ? { ...r, head: formatWitness({ seq: r.headSeq, hash: r.headHash }) } : r;
-        io.out(screenJson(JSON.stringify(body)) + '\n');
-      } else if (r.ok) {
-        const held = r.witnesses ? `, ${r.witnesses} witness${r.witnesses === 1 ? '' : 'es'} held` : '';
-        io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
-        io.out(`head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`);
-      } else {
-        io.out(screenText(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}`) + '\n');
-      }
-      if (!r.ok) io.setExitCode(1);
-    }),
+    handler: run(
+      false,
+      (a) =>
+        (a.witness ?? []).map((text) => {
+          const w = parseWitness(text);
+          if (!w) throw new UsageError(`--witness ${JSON.stringify(text)} is not <seq>:<64 hex digits>, as verify prints the head`);
+          return w;
+        }),
+      (reader, a, witnesses) => {
+        const r = reader.verify(witnesses);
+        if (a.json) {
+          const body = r.ok ? { ...r, head: formatWitness({ seq: r.headSeq, hash: r.headHash }) } : r;
+          io.out(screenJson(JSON.stringify(body)) + '\n');
+        } else if (r.ok) {
+          const held = r.witnesses ? `, ${r.witnesses} witness${r.witnesses === 1 ? '' : 'es'} held` : '';
+          io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
+          io.out(`head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`);
+        } else {
+          io.out(screenText(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}`) + '\n');
+        }
+        if (!r.ok) io.setExitCode(1);
+      },
+    ),
   };
 
   const exportCmd: CommandModule<CommonArgs, FilterArgs & { format: string }> = {
@@ -254,18 +287,22 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       filterOptions(y).option('format', { choices: ['jsonl', 'csv'], default: 'jsonl', describe: 'Output format' }) as unknown as Argv<
         FilterArgs & { format: string }
       >,
-    handler: run(false, (reader, a) => {
-      const csv = a.format === 'csv';
-      let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
-      for (const r of reader.iterate(filterOf(a, now()))) {
-        buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
-        if (buf.length > 1 << 16) {
-          io.out(buf);
-          buf = '';
+    handler: run(
+      false,
+      (a) => filterOf(a, now()),
+      (reader, a, filter) => {
+        const csv = a.format === 'csv';
+        let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
+        for (const r of reader.iterate(filter)) {
+          buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
+          if (buf.length > 1 << 16) {
+            io.out(buf);
+            buf = '';
+          }
         }
-      }
-      if (buf) io.out(buf);
-    }),
+        if (buf) io.out(buf);
+      },
+    ),
   };
 
   const prune: CommandModule<CommonArgs, CommonArgs & { before: string }> = {
@@ -275,16 +312,14 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       y.option('before', { type: 'string', demandOption: true, describe: 'Duration back (30d) or ISO date' }) as unknown as Argv<
         CommonArgs & { before: string }
       >,
-    handler: run(true, (reader, a) => {
-      let before: number;
-      try {
-        before = parseWhen(a.before, now());
-      } catch (err) {
-        throw new UsageError((err as Error).message);
-      }
-      const n = reader.prune(before);
-      io.out(`pruned ${n} rows older than ${new Date(before).toISOString()}\n`);
-    }),
+    handler: run(
+      true,
+      (a) => timeOption('--before', a.before, now()),
+      (reader, a, before) => {
+        const n = reader.prune(before);
+        io.out(`pruned ${n} rows older than ${new Date(before).toISOString()}\n`);
+      },
+    ),
   };
 
   return {

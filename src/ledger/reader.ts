@@ -45,8 +45,8 @@ export class LedgerReader {
   query(filter: AuditFilter = {}): AuditRow[] {
     const { sql, params } = whereClause(filter);
     const order = filter.afterSeq !== undefined ? 'seq ASC' : filter.afterId !== undefined ? 'id ASC' : 'ts DESC, id DESC';
-    const limit = Math.max(1, Math.min(MAX_LIMIT, Math.floor(filter.limit ?? DEFAULT_LIMIT)));
-    const rows = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY ${order} LIMIT ${limit}`).all(params) as AuditDbRow[];
+    const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
+    const rows = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY ${order} LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
     return rows.map(toAuditRow);
   }
 
@@ -54,8 +54,8 @@ export class LedgerReader {
   lastFinished(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): AuditRow[] {
     const { sql, params } = whereClause(filter);
     const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
-    const limit = Math.max(0, Math.min(MAX_LIMIT, Math.floor(n)));
-    const rows = this.db.prepare(`SELECT * FROM audit ${cond} ORDER BY seq DESC LIMIT ${limit}`).all(params) as AuditDbRow[];
+    const limit = rowLimit(n, 0);
+    const rows = this.db.prepare(`SELECT * FROM audit ${cond} ORDER BY seq DESC LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
     return rows.reverse().map(toAuditRow);
   }
 
@@ -192,6 +192,15 @@ function idsInPendingFiles(dbPath: string): number[] {
     }
   }
   return [...ids];
+}
+
+/**
+ * A row count for LIMIT, from `min` to MAX_LIMIT. Callers validate what a person typed; this
+ * refuses what would reach SQL as NaN (an SQL error naming a column "NaN") or as a non-number.
+ */
+function rowLimit(n: number, min: number): number {
+  if (typeof n !== 'number' || Number.isNaN(n)) throw new RangeError(`a row limit must be a number, not ${String(n)}`);
+  return Math.max(min, Math.min(MAX_LIMIT, Math.floor(n)));
 }
 
 /** Nearest-rank percentile of sorted values. */

@@ -386,6 +386,35 @@ describe('switchyard ledger CLI', () => {
     }
   });
 
+  // `tail -n abc` reached SQL as LIMIT NaN ("no such column: NaN", exit 1); yargs hands over
+  // NaN for text, an array for an option given twice, and fractions and negatives as typed.
+  it('numeric options take whole numbers only, else a usage error (exit 2) before the ledger is opened', async () => {
+    const l = await seeded();
+    const usage = (err: string): Run => ({ out: '', err: `switchyard ledger: ${err}\n`, code: 2 });
+    const bad: [string[], string][] = [
+      [['tail', '-n', 'abc'], '-n must be a whole number from 0 (not a number)'],
+      [['tail', '-n', '-1'], '-n must be a whole number from 0 (not -1)'],
+      [['tail', '-n', '1.5', '-f'], '-n must be a whole number from 0 (not 1.5)'],
+      [['tail', '-n', '1', '-n', '2'], '-n must be a whole number from 0 (given more than once)'],
+      [['query', '--limit', 'abc'], '--limit must be a whole number from 1 (not a number)'],
+      [['query', '--limit', '0'], '--limit must be a whole number from 1 (not 0)'],
+      [['query', '--limit', '2.5'], '--limit must be a whole number from 1 (not 2.5)'],
+      [['query', '--limit', '2', '--limit', '3'], '--limit must be a whole number from 1 (given more than once)'],
+      [['query', '--since', '1h', '--since', '2h'], '--since must be given once'],
+      [['prune', '--before', '1h', '--before', '2h'], '--before must be given once'],
+    ];
+    for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(err));
+    // A usage error whatever the file: not "no ledger database".
+    expect(await cli(['ledger', 'tail', '-n', 'abc', '--db', join(t.dir, 'none.db')])).toEqual(usage('-n must be a whole number from 0 (not a number)'));
+    // What is a whole number works: -n 0 prints only the header.
+    expect((await cli(['ledger', 'tail', '-n', '0', '--db', t.db])).out.trimEnd().split('\n')).toHaveLength(1);
+    expect((await cli(['ledger', 'tail', '-n', '2', '--db', t.db, '--json'])).out.trimEnd().split('\n')).toHaveLength(2);
+    expect((await cli(['ledger', 'query', '--limit', '2', '--db', t.db, '--json'])).out.trimEnd().split('\n')).toHaveLength(2);
+    // The reader binds the limit, and refuses one that is not a number.
+    expect(() => l.query({ limit: Number.NaN })).toThrow(RangeError);
+    expect(l.query({ limit: 2 })).toHaveLength(2);
+  });
+
   // Date.parse rolls a day past its month's end over: --since 2026-02-30 was taken as March 2.
   it('a date that is no day of the calendar is refused (exit 2), not rolled over', async () => {
     for (const d of ['2026-02-30', '2026-04-31', '2026-02-29', '2100-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-02-30T12:00:00Z']) {
@@ -471,6 +500,7 @@ describe('switchyard ledger CLI', () => {
     expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
     expect(run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db'))).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
+    expect(run('ledger', 'tail', '-n', 'abc', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 (not a number)\n' });
     expect(run('ledger', 'query', '--since', '2026-02-30', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
     expect(run('ledger').status).not.toBe(0); // a subcommand is required
   });
