@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { argsHash } from '../../src/ledger/canonical.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { fixture, ledgerCli, modernCall, SDK1, sleep, textOf, waitForReady, type Json, type Row } from './ledger-helpers.js';
+import { exportRows, fixture, ledgerCli, modernCall, SDK1, sleep, textOf, waitForReady, type Json } from './ledger-helpers.js';
 
 const WORKERS = 20;
 
@@ -25,15 +25,6 @@ let hub: HubProcess | undefined;
 afterAll(async () => {
   await hub?.stop();
 });
-
-async function exportRows(db: string): Promise<Row[]> {
-  const r = await ledgerCli(db, ['export']);
-  expect(r.code, r.stderr).toBe(0);
-  return r.stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Row);
-}
 
 describe('SIGKILL under load', () => {
   it('keeps a row for every answered call, marks in-flight calls unknown, and still verifies', async () => {

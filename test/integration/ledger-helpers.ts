@@ -59,6 +59,16 @@ export function ledgerCli(db: string, args: string[]): Promise<CliResult> {
 }
 
 /** `ledger query --json` with filters (e.g. `{tool: 'f__echo', outcome: 'ok'}`), oldest first. */
+/** Every row of the ledger at `db`, as `switchyard ledger export` prints them. */
+export async function exportRows(db: string): Promise<Row[]> {
+  const r = await ledgerCli(db, ['export']);
+  if (r.code !== 0) throw new Error(`ledger export exited ${r.code}: ${r.stderr}`);
+  return r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Row);
+}
+
 export async function queryRows(db: string, filter: Record<string, string> = {}, limit = 1000): Promise<Row[]> {
   const args = ['query', '--json', '--limit', String(limit)];
   for (const [k, v] of Object.entries(filter)) args.push(`--${k}`, v);

@@ -20,7 +20,7 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BEGIN_COLS } from '../../src/ledger/audit-apply.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { ledgerCli, type Row } from './ledger-helpers.js';
+import { exportRows, ledgerCli } from './ledger-helpers.js';
 
 let hub: HubProcess | undefined;
 afterAll(async () => {
@@ -47,15 +47,6 @@ async function diesAfter(db: string, body: string): Promise<void> {
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   const signal = await new Promise((r) => child.once('exit', (_code, sig) => r(sig)));
   expect(signal).toBe('SIGKILL');
-}
-
-async function exportRows(db: string): Promise<Row[]> {
-  const r = await ledgerCli(db, ['export']);
-  expect(r.code, r.stderr).toBe(0);
-  return r.stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Row);
 }
 
 describe('prune after a crash, then a start', () => {
