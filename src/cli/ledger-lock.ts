@@ -196,17 +196,24 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   }
 }
 
-/** Holding the lock of `real`: refused, and the lock given back, if the database has other names. */
-function refuseLinked(real: string, lock: string): void {
+/** Why the database at `dbPath` must not be written (it has other names), or undefined. */
+export function linkedLedger(dbPath: string): LedgerLinkedError | undefined {
+  const real = realLedgerPath(dbPath);
   let links: number;
   try {
     links = statSync(real).nlink;
   } catch {
-    return; // not created yet: SQLite makes it, with one name
+    return undefined; // not created yet: SQLite makes it, with one name
   }
-  if (links <= 1) return;
+  return links > 1 ? new LedgerLinkedError(real, links) : undefined;
+}
+
+/** Holding the lock of `real`: refused, and the lock given back, if the database has other names. */
+function refuseLinked(real: string, lock: string): void {
+  const linked = linkedLedger(real);
+  if (!linked) return;
   unlinkQuietly(lock);
-  throw new LedgerLinkedError(real, links);
+  throw linked;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -13,7 +13,7 @@ import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
 import { interpolateEnv } from '../config/interpolate.js';
 import { parseJsonText } from '../config/load.js';
-import { ledgerWriter } from './ledger-lock.js';
+import { ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 
 /** Where the command writes; tests pass their own. */
@@ -146,6 +146,9 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       try {
         const opts = usage(args);
         const path = resolveLedgerPath(args);
+        // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
+        const linked = writable ? linkedLedger(path) : undefined;
+        if (linked) throw linked;
         reader = LedgerReader.open({ path, writable });
         const left = leftBehind(path, reader);
         if (left.calls) {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -256,6 +256,17 @@ describe('switchyard ledger CLI', () => {
     writeFileSync(empty, '');
     expect(await cli(['ledger', 'prune', '--before', '30d', '--db', empty])).toMatchObject({ code: 1, err: expect.stringMatching(/is not a Switchyard ledger/) });
     expect(statSync(empty).size).toBe(0);
+  });
+
+  // A hard link is another name with its own -wal: a prune through it would write beside the hub's.
+  it('prune refuses a ledger that has another name (a hard link), under either name', async () => {
+    await seeded();
+    const other = join(t.dir, 'other.db');
+    linkSync(t.db, other);
+    for (const db of [t.db, other]) {
+      expect(await cli(['ledger', 'prune', '--db', db, '--before', '110m'])).toMatchObject({ code: 1, err: expect.stringMatching(/^switchyard ledger: the ledger .* has 2 names \(hard links\)/) });
+    }
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 6 rows verified/); // nothing pruned
   });
 
   it('reading commands leave a running hub alone (read-only; in-flight rows stay in flight)', async () => {
