@@ -222,3 +222,13 @@ export function heardSoFar(res: Response): () => string {
   })().catch(() => undefined);
   return () => text;
 }
+
+/**
+ * Keeps a streaming answer open while the test holds no reference to it. Node's fetch (undici)
+ * cancels an unlocked body once its Response is garbage-collected, which closes the stream
+ * under the test (seen in CI: a "busy" session went idle and was evicted). A locked body is
+ * left alone; the caller ends the stream with its AbortController.
+ */
+export function keepOpen(res: Response): void {
+  res.body?.getReader();
+}

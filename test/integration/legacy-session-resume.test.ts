@@ -20,6 +20,7 @@ import { loggedTimes, setSection } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, SDK1, sleep, textOf, type Json } from './ledger-helpers.js';
 import { waitUntil } from './faults-helpers.js';
+import { keepOpen } from '../helpers/wire.js';
 
 const ALICE = 'sy_alice-resume-key-0123456789abcdefghijklmnopqrstu';
 const BOB = 'sy_bob-resume-key-0123456789abcdefghijklmnopqrstuvwx';
@@ -206,6 +207,7 @@ async function holdStream(url: string, key: string, sid: string): Promise<() => 
   const headers = { accept: 'text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${key}` };
   const res = await fetch(url, { method: 'GET', headers, signal: ac.signal });
   expect(res.status).toBe(200);
+  keepOpen(res);
   return () => ac.abort();
 }
 

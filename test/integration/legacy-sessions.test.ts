@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { LEGACY_VERSION, legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
+import { keepOpen, LEGACY_VERSION, legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -16,6 +16,7 @@ async function openStream(url: string, sid: string): Promise<AbortController> {
   const ac = new AbortController();
   const res = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION }, signal: ac.signal });
   expect(res.status).toBe(200);
+  keepOpen(res);
   return ac;
 }
 
@@ -116,6 +117,7 @@ describe('legacy sessions of several principals at the caps', () => {
       const ac = new AbortController();
       const res = await fetch(hub.url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${ALICE}`, 'mcp-session-id': a.sid, 'mcp-protocol-version': LEGACY_VERSION }, signal: ac.signal });
       expect(res.status).toBe(200);
+      keepOpen(res);
       return ac;
     }));
     try {
@@ -144,6 +146,7 @@ describe('modern listen streams at the caps (listen.maxSessions*)', () => {
       body: JSON.stringify(modernBody(1, 'subscriptions/listen', { notifications: { toolsListChanged: true } })),
       signal: ac.signal,
     });
+    if (res.status === 200) keepOpen(res);
     return { status: res.status, ac, text: res.status === 200 ? undefined : await res.text() };
   }
 
