@@ -23,7 +23,7 @@ import type { AuditEnd, LedgerCounters } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
-import { Authenticator } from './auth/authenticator.js';
+import { Authenticator, credentialHeaders } from './auth/authenticator.js';
 import { exposureProblem } from './auth/exposure.js';
 import { PrincipalUpstreams } from './auth/upstream-pool.js';
 import { EdgeGate } from './policy/gate.js';
@@ -345,7 +345,7 @@ export class Hub implements HubCore {
     this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups }, this.log);
     // The live feed shows every principal's calls: with authentication on, only to an admin.
     admin.attach(this.http.server, async (req) => {
-      const who = await this.auth.authenticate((n) => (Array.isArray(req.headers[n]) ? req.headers[n][0] : (req.headers[n] as string | undefined)));
+      const who = await this.auth.authenticate(credentialHeaders(req));
       if (!who.ok) return { status: who.status };
       return this.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
     });

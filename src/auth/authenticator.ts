@@ -51,6 +51,30 @@ export type AuthOutcome = ({ ok: true } & Identity) | ({ ok: false } & Refusal);
 /** Lower-case request headers, as node:http gives them. */
 export type HeaderLookup = (name: string) => string | undefined;
 
+/** What `credentialHeaders` reads of a request: node:http's IncomingMessage, or the edge's fast path. */
+export interface HeaderSource {
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly rawHeaders?: readonly string[];
+}
+
+/**
+ * The lookup `authenticate` reads a request with. node:http keeps only the first of repeated
+ * Authorization lines, so `Bearer good` then `Bearer bad` would pass on the first; here they are
+ * joined as RFC 9110 §5.3 combines field lines, which makes them one malformed header (400). The
+ * edge's fast path sends a request with a repeated header to node:http, so it has no repeats.
+ */
+export function credentialHeaders(req: HeaderSource): HeaderLookup {
+  return (name) => {
+    const v = req.headers[name];
+    const first = Array.isArray(v) ? v[0] : v;
+    const raw = req.rawHeaders;
+    if (name !== 'authorization' || first === undefined || raw === undefined) return first;
+    let all: string[] | undefined;
+    for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') (all ??= []).push(raw[i + 1]!);
+    return all !== undefined && all.length > 1 ? all.join(', ') : first;
+  };
+}
+
 /** Whether `auth` asks for credentials (API keys or OAuth); otherwise the hub is loopback-only. */
 export function authRequired(auth: AuthConfig | undefined): boolean {
   return (auth?.apiKeys?.length ?? 0) > 0 || auth?.oauth !== undefined;

@@ -1,6 +1,6 @@
 import { createServer, IncomingMessage, maxHeaderSize, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Identity } from '../auth/authenticator.js';
+import { credentialHeaders, type Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
@@ -154,7 +154,7 @@ export class HttpServer {
     // The status page's static files need no credential (admin.ts, isStatusPageFile); what
     // they show comes from routes that do.
     if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
-    const who = gate ? await gate.auth.authenticate((n) => header(req, n)) : ({ ok: true, ...ANONYMOUS } as const);
+    const who = gate ? await gate.auth.authenticate(credentialHeaders(req)) : ({ ok: true, ...ANONYMOUS } as const);
     if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
       // Server ids and states are for clients that may use them; a load balancer needs only the status.
       const h = this.core.health();

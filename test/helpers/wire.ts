@@ -188,12 +188,12 @@ export async function waitForReady(mcpUrl: string, ids: string[], timeoutMs = 20
 }
 
 /**
- * A request through node:http, for what `fetch` will not send: a foreign Host header, or a
- * chunked body with no Content-Length.
+ * A request through node:http, for what `fetch` will not send: a foreign Host header, a header
+ * twice (an array value), or a chunked body with no Content-Length.
  */
 export function rawHttp(
   url: string,
-  opts: { method?: string; headers?: Record<string, string>; chunks?: string[] },
+  opts: { method?: string; headers?: Record<string, string | string[]>; chunks?: string[] },
 ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);

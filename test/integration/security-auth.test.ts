@@ -235,6 +235,20 @@ describe('authentication at the HTTP endpoint', () => {
     }
   });
 
+  it('two Authorization lines → 400 invalid_request, even when the first is a good key (node:http keeps only the first)', async () => {
+    for (const second of ['Bearer not-a-key', `Bearer ${ALICE_KEY}`]) {
+      const r = await rawHttp(hub.url, {
+        headers: { ...modernHeaders('tools/list'), authorization: [`Bearer ${ALICE_KEY}`, second] },
+        chunks: [JSON.stringify(modernBody(++id, 'tools/list'))],
+      });
+      expect(r.status, second).toBe(400);
+      expect(challengeParams(String(r.headers['www-authenticate']))).toMatchObject({ error: 'invalid_request' });
+    }
+    // One line is as before.
+    const one = await rawHttp(hub.url, { headers: { ...modernHeaders('tools/list'), authorization: `Bearer ${ALICE_KEY}` }, chunks: [JSON.stringify(modernBody(++id, 'tools/list'))] });
+    expect(one.status).toBe(200);
+  });
+
   it('a token without a scope the hub requires → 403 insufficient_scope', async () => {
     const r = await call(await remember(token(key, { scope: 'profile', sub: 'scopeless-carol' })));
     expect(r.status, r.text).toBe(403);

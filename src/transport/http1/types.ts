@@ -9,6 +9,8 @@ export interface EdgeRequest {
   readonly method?: string;
   readonly url?: string;
   readonly headers: IncomingHttpHeaders | Readonly<Record<string, string>>;
+  /** node:http's name/value list, repeats kept (the fast path has none: it refuses repeats). */
+  readonly rawHeaders?: readonly string[];
   readonly socket: { readonly remoteAddress?: string };
 }
 
