@@ -38,9 +38,10 @@ function keysOf(doc: Json): Json[] {
 /** Adds a new key for `principal` to the config file; returns the key (the file holds only its hash). */
 export function addApiKey(file: string, principal: string, scopes?: string[]): string {
   if (!PRINCIPAL_RE.test(principal)) throw new Error('a principal is 1-128 characters of letters, digits and ._@|:+-');
-  // The ledger's own names: a key holder called so could not be told apart from them.
-  if (RESERVED_PRINCIPALS.has(principal))
-    throw new Error(`"${principal}" is reserved: the ledger names ${principal === 'hub' ? "the hub's own rows (catalog, plugins)" : 'clients of a hub without authentication'} so`);
+  // The ledger's own names, in any case: a key holder called so could not be told apart from them.
+  const lower = principal.toLowerCase();
+  if (RESERVED_PRINCIPALS.has(lower))
+    throw new Error(`"${principal}" is reserved: the ledger names ${lower === 'hub' ? "the hub's own rows (catalog, plugins)" : 'clients of a hub without authentication'} so`);
   const doc = readDoc(file);
   const key = generateApiKey();
   const entry: Json = { principal, sha256: hashApiKey(key) };

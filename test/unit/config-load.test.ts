@@ -68,10 +68,11 @@ describe('parseConfig defaults', () => {
     });
   });
 
-  it("refuses an API key held by one of the ledger's own principals (hub, anonymous)", () => {
-    for (const principal of ['hub', 'anonymous'])
-      expect(problemsOf({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }).join('\n')).toMatch(/auth\.apiKeys\[0\]\.principal: .*not hub or anonymous/);
-    expect(parseConfig({ auth: { apiKeys: [{ principal: 'hubert', sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth.apiKeys[0]!.principal).toBe('hubert');
+  it("refuses an API key held by one of the ledger's own principals (hub, anonymous), in any case", () => {
+    for (const principal of ['hub', 'anonymous', 'HUB', 'Hub', 'AnonyMous'])
+      expect(problemsOf({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }).join('\n'), principal).toMatch(/auth\.apiKeys\[0\]\.principal: .*not hub or anonymous/);
+    for (const principal of ['hubert', 'the-hub', 'anonymous2'])
+      expect(parseConfig({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth.apiKeys[0]!.principal).toBe(principal);
   });
 
   it('accepts an empty document as a hub without servers', () => {
