@@ -276,7 +276,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
           io.out(`head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`);
         } else {
-          io.out(screenText(`FAILED at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'}): ${r.reason}`) + '\n');
+          const where = r.rowId === null && r.seq === null ? '' : ` at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'})`;
+          io.out(screenText(`FAILED${where}: ${r.reason}`) + '\n');
         }
         if (!r.ok) io.setExitCode(1);
       },

@@ -110,9 +110,18 @@ export interface ChainState {
   head_hash: string;
 }
 
-export function readChainState(db: Database): ChainState {
-  return db.prepare('SELECT anchor_seq, anchor_hash, head_seq, head_hash FROM chain_state WHERE id = 1').get() as ChainState;
+function chainStateRow(db: Database): ChainState | undefined {
+  return db.prepare('SELECT anchor_seq, anchor_hash, head_seq, head_hash FROM chain_state WHERE id = 1').get() as ChainState | undefined;
 }
+
+/** The chain's anchor and head; a ledger without them (the row deleted by hand) is refused, by name. */
+export function readChainState(db: Database): ChainState {
+  const state = chainStateRow(db);
+  if (state === undefined) throw new Error(MISSING_STATE);
+  return state;
+}
+
+const MISSING_STATE = "the ledger's chain state (its anchor and head, table chain_state) is gone: the file was changed outside the hub, and the chain cannot be checked";
 
 /** Appends rows to the chain inside the writer's transaction (one batch at a time). */
 export class ChainWriter {
@@ -208,7 +217,8 @@ const short = (hash: string): string => hash.slice(0, 16) + '…';
  * Must run inside a (read) transaction so the rows and the head are one snapshot.
  */
 export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly Witness[] = []): VerifyResult {
-  const state = readChainState(db);
+  const state = chainStateRow(db);
+  if (state === undefined) return { ok: false, rowId: null, seq: null, reason: MISSING_STATE };
   const held = new Map<number, string>();
   for (const w of witnesses) {
     if (w.seq < state.anchor_seq) {

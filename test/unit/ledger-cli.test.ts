@@ -206,6 +206,17 @@ describe('switchyard ledger CLI', () => {
 
     const bad = await cli(['ledger', 'verify', '--db', t.db, '--witness', '6:abc']);
     expect(bad).toEqual({ out: '', err: 'switchyard ledger: --witness "6:abc" is not <seq>:<64 hex digits>, as verify prints the head\n', code: 2 });
+
+    // The chain's anchor and head deleted by hand: verify fails saying so; tail says so too (no TypeError).
+    const gone = new Database(t.db);
+    gone.prepare('DELETE FROM chain_state').run();
+    gone.close();
+    const unanchored = await cli(['ledger', 'verify', '--db', t.db]);
+    expect(unanchored.code).toBe(1);
+    expect(unanchored.out).toMatch(/^FAILED: the ledger's chain state \(its anchor and head, table chain_state\) is gone: the file was changed outside the hub/);
+    expect(JSON.parse((await cli(['ledger', 'verify', '--db', t.db, '--json'])).out)).toMatchObject({ ok: false, rowId: null, seq: null });
+    const tail = await cli(['ledger', 'tail', '--db', t.db]);
+    expect([tail.code, tail.err]).toEqual([1, expect.stringMatching(/^switchyard ledger: the ledger's chain state .* is gone/)]);
   });
 
   it('export writes JSON lines or CSV of every matching row', async () => {
