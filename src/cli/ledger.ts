@@ -7,7 +7,7 @@ import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
-import { LedgerReader } from '../ledger/reader.js';
+import { LedgerReader, MAX_LIMIT } from '../ledger/reader.js';
 import { formatWitness, parseWitness } from '../ledger/chain.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
@@ -39,16 +39,17 @@ interface CommonArgs {
   db?: string;
   config?: string;
 }
+/** Each is an array when given more than once (yargs), which filterOf refuses. */
 interface FilterArgs extends CommonArgs {
-  server?: string;
-  tool?: string;
-  principal?: string;
-  outcome?: string;
-  method?: string;
-  requestId?: string;
-  client?: string;
-  since?: string;
-  until?: string;
+  server?: string | string[];
+  tool?: string | string[];
+  principal?: string | string[];
+  outcome?: string | string[];
+  method?: string | string[];
+  requestId?: string | string[];
+  client?: string | string[];
+  since?: string | string[];
+  until?: string | string[];
 }
 
 /** Rows `tail -f` reads at a time. */
@@ -58,13 +59,21 @@ const TAIL_PAGE = 1000;
 class UsageError extends Error {}
 
 /**
- * A count option as yargs hands it over: NaN for text (`-n abc`), an array when given twice, a
- * fraction or a negative as typed. Only a whole number from `min` is one (else exit 2).
+ * A row count as yargs hands it over: NaN for text (`-n abc`), an array when given twice, a
+ * fraction or a negative as typed. Only a whole number from `min` to the reader's MAX_LIMIT is
+ * one (else exit 2: a larger one would be cut to the limit without a word).
  */
 function wholeNumber(option: string, value: unknown, min: 0 | 1): number {
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= MAX_LIMIT) return value;
   const shown = Array.isArray(value) ? 'given more than once' : typeof value === 'number' && !Number.isNaN(value) ? `not ${value}` : 'not a number';
-  throw new UsageError(`${option} must be a whole number ${min === 1 ? 'from 1' : 'from 0'} (${shown})`);
+  const more = typeof value === 'number' && value > MAX_LIMIT ? '; `ledger export` gives every row' : '';
+  throw new UsageError(`${option} must be a whole number from ${min} to ${MAX_LIMIT} (${shown})${more}`);
+}
+
+/** A text filter as yargs hands it over: an array when given twice, which one SQL parameter cannot take (exit 2). */
+function oneText(option: string, value: string | string[] | undefined): string | undefined {
+  if (Array.isArray(value)) throw new UsageError(`${option} must be given once`);
+  return value;
 }
 
 /** The ledger file: --db, else `ledger.path` of the config file (relative to its folder). */
@@ -102,15 +111,15 @@ function timeOption(option: string, value: unknown, now: number): number {
 }
 
 function filterOf(a: FilterArgs, now: number): AuditFilter {
-  const when = (option: string, s: string | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
+  const when = (option: string, s: string | string[] | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
   return {
-    server: a.server,
-    tool: a.tool,
-    principal: a.principal,
-    outcome: a.outcome,
-    method: a.method,
-    requestId: a.requestId,
-    client: a.client,
+    server: oneText('--server', a.server),
+    tool: oneText('--tool', a.tool),
+    principal: oneText('--principal', a.principal),
+    outcome: oneText('--outcome', a.outcome),
+    method: oneText('--method', a.method),
+    requestId: oneText('--request-id', a.requestId),
+    client: oneText('--client', a.client),
     since: when('--since', a.since),
     until: when('--until', a.until),
   };

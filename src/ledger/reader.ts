@@ -25,7 +25,8 @@ export class LedgerChainError extends Error {
 }
 
 const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 100_000;
+/** The most rows one query returns; `ledger export` streams any number. */
+export const MAX_LIMIT = 100_000;
 /** Rows deleted per prune transaction, so a running hub never waits long for the lock. */
 const PRUNE_CHUNK = 5_000;
 

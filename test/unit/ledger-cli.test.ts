@@ -410,24 +410,33 @@ describe('switchyard ledger CLI', () => {
 
   // `tail -n abc` reached SQL as LIMIT NaN ("no such column: NaN", exit 1); yargs hands over
   // NaN for text, an array for an option given twice, and fractions and negatives as typed.
-  it('numeric options take whole numbers only, else a usage error (exit 2) before the ledger is opened', async () => {
+  it('numeric options take whole numbers up to the row limit only, filters one value each, else a usage error (exit 2) before the ledger is opened', async () => {
     const l = await seeded();
     const usage = (err: string): Run => ({ out: '', err: `switchyard ledger: ${err}\n`, code: 2 });
     const bad: [string[], string][] = [
-      [['tail', '-n', 'abc'], '-n must be a whole number from 0 (not a number)'],
-      [['tail', '-n', '-1'], '-n must be a whole number from 0 (not -1)'],
-      [['tail', '-n', '1.5', '-f'], '-n must be a whole number from 0 (not 1.5)'],
-      [['tail', '-n', '1', '-n', '2'], '-n must be a whole number from 0 (given more than once)'],
-      [['query', '--limit', 'abc'], '--limit must be a whole number from 1 (not a number)'],
-      [['query', '--limit', '0'], '--limit must be a whole number from 1 (not 0)'],
-      [['query', '--limit', '2.5'], '--limit must be a whole number from 1 (not 2.5)'],
-      [['query', '--limit', '2', '--limit', '3'], '--limit must be a whole number from 1 (given more than once)'],
+      [['tail', '-n', 'abc'], '-n must be a whole number from 0 to 100000 (not a number)'],
+      [['tail', '-n', '-1'], '-n must be a whole number from 0 to 100000 (not -1)'],
+      [['tail', '-n', '1.5', '-f'], '-n must be a whole number from 0 to 100000 (not 1.5)'],
+      [['tail', '-n', '1', '-n', '2'], '-n must be a whole number from 0 to 100000 (given more than once)'],
+      [['tail', '-n', '100001'], '-n must be a whole number from 0 to 100000 (not 100001); `ledger export` gives every row'],
+      [['query', '--limit', 'abc'], '--limit must be a whole number from 1 to 100000 (not a number)'],
+      [['query', '--limit', '0'], '--limit must be a whole number from 1 to 100000 (not 0)'],
+      [['query', '--limit', '2.5'], '--limit must be a whole number from 1 to 100000 (not 2.5)'],
+      [['query', '--limit', '2', '--limit', '3'], '--limit must be a whole number from 1 to 100000 (given more than once)'],
+      [['query', '--limit', '250000'], '--limit must be a whole number from 1 to 100000 (not 250000); `ledger export` gives every row'],
       [['query', '--since', '1h', '--since', '2h'], '--since must be given once'],
+      // A text filter given twice was an array bound to one SQL parameter (a binding error, exit 1).
+      [['query', '--server', 'a', '--server', 'b'], '--server must be given once'],
+      [['tail', '--principal', 'a', '--principal', 'b'], '--principal must be given once'],
+      [['stats', '--tool', 'a', '--tool', 'b'], '--tool must be given once'],
+      [['export', '--outcome', 'ok', '--outcome', 'denied'], '--outcome must be given once'],
       [['prune', '--before', '1h', '--before', '2h'], '--before must be given once'],
     ];
     for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(err));
     // A usage error whatever the file: not "no ledger database".
-    expect(await cli(['ledger', 'tail', '-n', 'abc', '--db', join(t.dir, 'none.db')])).toEqual(usage('-n must be a whole number from 0 (not a number)'));
+    expect(await cli(['ledger', 'tail', '-n', 'abc', '--db', join(t.dir, 'none.db')])).toEqual(usage('-n must be a whole number from 0 to 100000 (not a number)'));
+    // The largest limit is taken as given.
+    expect((await cli(['ledger', 'query', '--limit', '100000', '--db', t.db, '--json'])).out.trimEnd().split('\n')).toHaveLength(7);
     // What is a whole number works: -n 0 prints only the header.
     expect((await cli(['ledger', 'tail', '-n', '0', '--db', t.db])).out.trimEnd().split('\n')).toHaveLength(1);
     expect((await cli(['ledger', 'tail', '-n', '2', '--db', t.db, '--json'])).out.trimEnd().split('\n')).toHaveLength(2);
@@ -522,7 +531,7 @@ describe('switchyard ledger CLI', () => {
     expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
     expect(run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db'))).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
-    expect(run('ledger', 'tail', '-n', 'abc', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 (not a number)\n' });
+    expect(run('ledger', 'tail', '-n', 'abc', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 to 100000 (not a number)\n' });
     expect(run('ledger', 'query', '--since', '2026-02-30', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
     expect(run('ledger').status).not.toBe(0); // a subcommand is required
   });
