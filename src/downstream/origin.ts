@@ -2,7 +2,7 @@
  * DNS-rebinding defence: the Host must name this listener and a present Origin must be allowed.
  * On loopback, loopback names and origins are always allowed.
  */
-import { isIPv4 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
@@ -20,7 +20,18 @@ export function isLoopbackHost(host: string): boolean {
  * for loopback.
  */
 function hostname(hostHeader: string): string | undefined {
-  return /^(\[[^\]]+\]|[^[\]:]+)(?::\d*)?$/.exec(hostHeader)?.[1].toLowerCase();
+  const h = /^(\[[^\]]+\]|[^[\]:]+)(?::\d*)?$/.exec(hostHeader)?.[1];
+  if (h === undefined || !h.startsWith('[')) return h?.toLowerCase();
+  return isIPv6(h.slice(1, -1)) ? sameForm(h) : undefined; // `[…]` holds an IPv6 address or nothing
+}
+
+/**
+ * A configured host as a Host header names it: lower case, and an IPv6 address in brackets and
+ * in its shortest form (`listen.host: "2001:DB8:0::1"` is `[2001:db8::1]` on the wire).
+ */
+function sameForm(host: string): string {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  return isIPv6(bare) ? new URL(`http://[${bare}]/`).hostname : host.toLowerCase();
 }
 
 export interface OriginPolicy {
@@ -32,7 +43,7 @@ export function hostAllowed(hostHeader: string | undefined, p: OriginPolicy): bo
   const h = hostHeader && hostname(hostHeader);
   if (!h) return false;
   if (isLoopbackHost(h)) return true;
-  if (h === p.listenHost.toLowerCase()) return true;
+  if (h === sameForm(p.listenHost)) return true;
   return p.allowedOrigins.some((o) => {
     try {
       return new URL(o).hostname.toLowerCase() === h;

@@ -19,6 +19,15 @@ describe('the Host check', () => {
     for (const h of ['hub.example.com', 'Hub.Example.com:443', 'app.example.com:8443']) expect(hostAllowed(h, PUBLIC), h).toBe(true);
   });
 
+  it('takes an IPv6 listen host however it is written, in the config and in the Host header', () => {
+    for (const listenHost of ['2001:db8::1', '2001:DB8:0:0::1', '[2001:db8::1]'])
+      for (const h of ['[2001:db8::1]', '[2001:db8::1]:7410', '[2001:DB8:0::1]:7410', '[2001:0db8::0001]'])
+        expect(hostAllowed(h, { listenHost, allowedOrigins: [] }), `${h} for ${listenHost}`).toBe(true);
+    expect(hostAllowed('[2001:db8::2]:7410', { listenHost: '2001:db8::1', allowedOrigins: [] })).toBe(false);
+    expect(hostAllowed('[2001:db8::1]', { listenHost: 'hub.example.com', allowedOrigins: ['http://[2001:db8::1]:7410'] })).toBe(true);
+    expect(hostAllowed('[not-an-address]', { listenHost: 'not-an-address', allowedOrigins: [] })).toBe(false);
+  });
+
   it('refuses anything after an IPv6 literal but a port', () => {
     for (const h of ['[::1]x.evil.com', '[::1]x.evil.com:80', '[::1].evil.com', '[::1]:80x', '[::1]:80:81', '[::1]]', '[::1'])
       expect(hostAllowed(h, LOOPBACK), h).toBe(false);
