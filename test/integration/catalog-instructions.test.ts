@@ -56,14 +56,19 @@ describe('upstream instructions: group view and poisoning checks', () => {
     const line = hub.logs.find((l) => l.includes('server instructions show signs of poisoning'));
     expect(line).toBeDefined();
     expect(JSON.parse(line!)).toMatchObject({ server: 'secret', blocked: true, flags: expect.arrayContaining(['markup', 'model-instructions', 'hidden-unicode']) });
-    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
-    try {
-      const rows = db.prepare("SELECT * FROM audit WHERE method = 'catalog/quarantine'").all() as Json[];
-      expect(rows.some((r) => r.server === 'secret' && r.outcome === 'denied' && String(r.error_message).startsWith('poisoning: instructions withheld'))).toBe(true);
-      expect(rows.some((r) => r.server === 'good' || r.server === 'other')).toBe(false);
-    } finally {
-      db.close();
-    }
+    // The row is committed by the ledger's group commit, which may come after the log line.
+    const rows = () => {
+      const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+      try {
+        return db.prepare("SELECT * FROM audit WHERE method = 'catalog/quarantine'").all() as Json[];
+      } finally {
+        db.close();
+      }
+    };
+    await expect
+      .poll(() => rows().some((r) => r.server === 'secret' && r.outcome === 'denied' && String(r.error_message).startsWith('poisoning: instructions withheld')), { timeout: 5_000 })
+      .toBe(true);
+    expect(rows().some((r) => r.server === 'good' || r.server === 'other')).toBe(false);
     const { servers } = (await (await fetch(hub.url.replace(/\/mcp$/, '/admin/servers'))).json()) as { servers: Json[] };
     const view = (id: string) => servers.find((s) => s.id === id)?.instructions as Json | undefined;
     expect(view('secret')).toMatchObject({ shown: false, flags: expect.arrayContaining(['poisoning:markup', 'poisoning:exfiltration', 'poisoning:hidden-unicode']) });
