@@ -54,3 +54,14 @@ export class Confirmer {
 export function accepted(answer: unknown): boolean {
   return !!answer && typeof answer === 'object' && (answer as { action?: unknown }).action === 'accept';
 }
+
+/**
+ * A modern retry's answer to the confirmation: true (accept), false (decline or cancel: the user
+ * said no), or undefined when it is missing or not an answer, which asks again (digest §5.1)
+ * rather than record a decision the user never made.
+ */
+export function verdict(answer: unknown): boolean | undefined {
+  if (!answer || typeof answer !== 'object') return undefined;
+  const action = (answer as { action?: unknown }).action;
+  return action === 'accept' ? true : action === 'decline' || action === 'cancel' ? false : undefined;
+}

@@ -5,7 +5,7 @@ import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
-import { CONFIRM_KEY, accepted } from '../policy/confirm.js';
+import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
 import { inputRequestsProblem } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
@@ -21,7 +21,7 @@ const MAX_ROUNDS = 10;
 export type Retry =
   | { kind: 'resume'; result: Promise<Result> }
   | { kind: 'forward'; server: string; params: Result; confirmed: boolean }
-  | { kind: 'confirm'; accepted: boolean; params: Result };
+  | { kind: 'confirm'; accepted: boolean | undefined; params: Result };
 
 /**
  * Era translation of "the server needs input from the user" (digest §5.3): legacy
@@ -144,7 +144,7 @@ export class Mrtr {
       const answers = (params.inputResponses ?? {}) as Record<string, unknown>;
       delete forwarded.requestState;
       delete forwarded.inputResponses;
-      return { kind: 'confirm', accepted: accepted(answers[CONFIRM_KEY]), params: forwarded };
+      return { kind: 'confirm', accepted: verdict(answers[CONFIRM_KEY]), params: forwarded };
     }
     if (body.up === undefined) delete forwarded.requestState;
     else forwarded.requestState = body.up;

@@ -44,3 +44,25 @@ describe.each(['ms', 'ls'])('a confirmed call to %s__elicit_form', (server) => {
     expect(asked).toHaveLength(2);
   });
 });
+
+describe('a confirmation retried without a usable answer', () => {
+  it('is asked again (input_required), not taken for the user declining; decline and cancel are a no', async () => {
+    const tool = 'ms__elicit_form';
+    const first = await call(tool, { who: 'D' });
+    expect(Object.keys(first.inputRequests as Json)).toEqual([CONFIRM_KEY]);
+    // Missing, or an action that is none of the three: asked again, with a new state to answer.
+    let state = first.requestState;
+    for (const inputResponses of [{}, { [CONFIRM_KEY]: { action: 'acept' } }, { [CONFIRM_KEY]: 'accept' }, { other: { action: 'accept' } }]) {
+      const again = await call(tool, { who: 'D' }, { requestState: state, inputResponses });
+      expect(again, JSON.stringify(inputResponses)).toMatchObject({ resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: { method: 'elicitation/create' } } });
+      expect(again.requestState).not.toBe(state);
+      state = again.requestState;
+    }
+    // The user's no, either way: declined, not run.
+    for (const action of ['decline', 'cancel']) {
+      const asked = await call(tool, { who: 'D' });
+      const no = await call(tool, { who: 'D' }, { requestState: asked.requestState, inputResponses: { [CONFIRM_KEY]: { action } } });
+      expect(no, action).toMatchObject({ isError: true, content: [{ type: 'text', text: `Tool ${tool} was declined by the user.` }] });
+    }
+  });
+});
