@@ -78,6 +78,9 @@ export interface DropEvent {
 export type CatalogEvent = PinEvent | PoisonEvent | DropEvent;
 
 
+/** `_meta` key of a listed item: why the hub finds it suspicious. */
+const META_FLAGS = 'dev.switchyard/flags';
+
 export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
   const field = NAME_FIELD[kind];
   const records: PartRecord[] = [];
@@ -147,11 +150,14 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
     deps.report({ kind: 'poisoning', server: s.id, tool: r.upstreamName, itemKind: kind, blocked, flags: poison });
   }
 
-  // Operators and clients can see why a shown item is suspicious.
+  // Operators and clients can see why a shown item is suspicious. The key is the hub's: an
+  // upstream's own is dropped, so no item passes for one the hub flagged, or checked.
   for (const r of live) {
-    if (r.hidden || r.flags.length === 0) continue;
-    const meta = (r.item._meta as Record<string, unknown> | undefined) ?? {};
-    r.item = { ...r.item, _meta: { ...meta, 'dev.switchyard/flags': r.flags.map((f) => `${f.code}: ${f.message}`) } };
+    if (r.hidden) continue;
+    const meta = typeof r.item._meta === 'object' && r.item._meta !== null ? (r.item._meta as Record<string, unknown>) : undefined;
+    if (r.flags.length === 0 && !(meta && Object.hasOwn(meta, META_FLAGS))) continue;
+    const { [META_FLAGS]: _upstreams, ...rest } = meta ?? {};
+    r.item = { ...r.item, _meta: r.flags.length ? { ...rest, [META_FLAGS]: r.flags.map((f) => `${f.code}: ${f.message}`) } : rest };
   }
   return records;
 }
