@@ -214,9 +214,14 @@ export class ToolCall {
     }
     const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
+    // A legacy client is asked what a modern upstream's input_required needs: what fails in that
+    // asking (the client's refusal, its session closing…) comes after the upstream's last answer,
+    // which was input_required, so it is no outcome of the call (see the catch below).
+    const askClient = ctx.askClient;
+    const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
-        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, ctx, opts, bind, retry?.confirmed === true);
+        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
@@ -231,9 +236,14 @@ export class ToolCall {
         const notDelivered = neverSent(err);
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or
         // not. -32021 is about what the request declared: never replayed; the upstream's own
-        // frees the key (it refuses before running), the hub's cut-off one leaves it unknown.
+        // frees the key (it refuses before running), the hub's cut-off one leaves it unknown. An
+        // error from asking the client (a legacy client's refusal of an input_required turn) is
+        // the client's, not the upstream's: the upstream only answered input_required, so, as for
+        // a modern client that takes that turn, the key is freed; the row still says what failed.
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
-        await finishRan(outcomeOfError(err), err instanceof RpcError && !capability ? storedError(err) : undefined, capability ? err !== caught : !notDelivered);
+        const clients = err instanceof RpcError && failedAsking.has(err);
+        const stored = err instanceof RpcError && !capability && !clients ? storedError(err) : undefined;
+        await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !clients);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
@@ -280,6 +290,14 @@ export class ToolCall {
     }
     return toolErrorResult(`Tool ${hubName} was declined by the user.`);
   }
+}
+
+/** Errors raised by asking the client on the upstream's behalf (call-tool body): never the call's outcome. */
+const failedAsking = new WeakSet<object>();
+
+function askedAndFailed(err: unknown): never {
+  if (err !== null && typeof err === 'object') failedAsking.add(err);
+  throw err;
 }
 
 /** A JSON-RPC error kept for replay, saying whether the upstream answered it. */

@@ -11,7 +11,7 @@ import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../
 import { META_KEY, queryRows } from './ledger-helpers.js';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
 let th: TranslationHub;
 let nextId = 1;
@@ -115,6 +115,37 @@ describe('a legacy client that cancels while the hub asks it for a modern upstre
       );
       expect(again).not.toMatch(/-32800|request cancelled/);
       expect(again).toContain('outcome is unknown'); // it may have run upstream: the key is held
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe("a legacy client that refuses what a modern upstream's input_required asks", () => {
+  it('leaves its idempotency key free: the refusal is the client\'s, not the call\'s outcome, and is not replayed', async () => {
+    const client = new ClientV1({ name: 'refusing', version: '1.0.0' }, { capabilities: USER_CAPABILITIES });
+    let refuse = true;
+    let asked = 0;
+    client.setRequestHandler(CreateMessageRequestSchema, () => {
+      asked++;
+      if (refuse) throw new McpError(-1, 'the user said no');
+      return { role: 'assistant', model: 'm-agrees', content: { type: 'text', text: 'yes' } } as never;
+    });
+    await client.connect(new TransportV1(new URL(th.url)));
+    try {
+      const call = () => client.callTool({ name: 'ms__sample', arguments: {}, _meta: { [META_KEY]: 'key-refused' } }, undefined, { timeout: 30_000 });
+      await expect(call()).rejects.toThrow(/the user said no/);
+      refuse = false;
+      // The user agrees now: the call runs (the upstream and the user asked again), not a replayed -1.
+      const again = await call();
+      expect(again).toMatchObject({ content: [{ type: 'text', text: 'sampled text=yes model=m-agrees' }] });
+      expect(asked).toBe(2);
+      const rows = await queryRows(join(th.hub.dir, 'ledger.db'), { tool: 'ms__sample' });
+      // The first row still says how that call ended.
+      expect(rows.filter((r) => r.idempotencyKey === 'key-refused').map((r) => [r.outcome, r.errorCode])).toEqual([
+        ['rpc_error', -1],
+        ['ok', null],
+      ]);
     } finally {
       await client.close();
     }
