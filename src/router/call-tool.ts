@@ -170,6 +170,9 @@ export class ToolCall {
         return toolErrorResult(settled.refusal);
       }
     }
+    // A retry whose requestState opened (and so was used up) but which surely never reached the
+    // upstream gives that use back: the client may send it again (RELIABILITY: safe to retry).
+    const unspent = retry ? () => this.mrtr.sealer.release(params.requestState) : undefined;
     const audit = this.ledger.begin(begin);
     let finished = false;
     /**
@@ -203,6 +206,7 @@ export class ToolCall {
       // The row could not be written, so the call is not forwarded: the key is free again, and
       // the row, should it reach SQLite later, says the call was refused.
       await finish(outcomeOfError(err), undefined, false).catch(() => undefined);
+      unspent?.();
       throw err;
     }
     const found = connectionFor(this.opts, server, ctx);
@@ -210,6 +214,7 @@ export class ToolCall {
     if (conn.upstream.state !== 'ready') {
       const err = new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
       await finish(outcomeOfError(err), undefined, false);
+      unspent?.();
       return toolErrorResult(`Tool ${hubName} is unavailable: ${err.message}`);
     }
     const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
@@ -234,6 +239,7 @@ export class ToolCall {
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the call's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
         const notDelivered = neverSent(err);
+        if (notDelivered) unspent?.();
         // Only a JSON-RPC answer is a known outcome worth replaying; anything else may have run or
         // not. -32021 is about what the request declared: never replayed; the upstream's own
         // frees the key (it refuses before running), the hub's cut-off one leaves it unknown. An

@@ -7,8 +7,9 @@ import { DEFAULT_REQUEST_STATE_TTL_MS } from '../config/types.js';
 
 /**
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
- * the target (tool name or URI) and a digest of the arguments, with an expiry, used once.
- * Anything the client sends back is attacker-controlled until it opens here.
+ * the target (tool name or URI) and a digest of the arguments, with an expiry, used once (a
+ * retry that surely never reached the upstream gives its use back: `release`). Anything the
+ * client sends back is attacker-controlled until it opens here.
  */
 export type StateBody =
   /**
@@ -90,6 +91,21 @@ export class RequestStateSealer {
     if (this.used.has(env.n)) throw new StateError('requestState was already used');
     this.used.set(env.n, env.e);
     return env.b;
+  }
+
+  /**
+   * Makes an opened state usable again: only for a request the hub knows never reached the
+   * upstream (refused connection, circuit open, not ready…), so that the client's retry of it,
+   * safe to send again, is not refused as already used. A state that may have been delivered
+   * stays used.
+   */
+  release(state: unknown): void {
+    if (typeof state !== 'string' || !state.startsWith(VERSION)) return;
+    try {
+      this.used.delete((openJson(this.key, state.slice(VERSION.length)) as Envelope).n);
+    } catch {
+      // Not one of ours: nothing was consumed.
+    }
   }
 
   private sweep(now: number): void {

@@ -22,6 +22,7 @@ import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
+import { notDelivered } from '../upstream/retry.js';
 import { PagedLists } from './paged-lists.js';
 
 export interface RouterOptions {
@@ -229,6 +230,8 @@ export class Router {
         const err = cutOffError(caught, opts.signal);
         // Asked of the user as URL steps, then issued again: the next attempt's outcome is the request's.
         if (awaitsUrlSteps(err, ctx, conn)) throw err;
+        // Surely never delivered: the retry's requestState may be sent again (see call-tool.ts).
+        if (retry && notDelivered(err)) this.mrtr.sealer.release(forwarded.requestState);
         const normalised = this.normaliseNotFound(method, params, err);
         await this.noted(audit.finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 })), method);
         throw asRpcError(normalised);
