@@ -41,10 +41,11 @@ export function relayedCapabilities(caps: CallContext['clientCapabilities']): Ca
   const ext = caps.extensions;
   const extTasks = ext !== undefined && ext !== null && typeof ext === 'object' && TASKS_EXTENSION in ext;
   if (caps.tasks === undefined && !extTasks) return caps;
-  const out = Object.assign({}, caps);
+  // The client chose the keys: copyOf keeps a "__proto__" one a field, as Object.assign would not.
+  const out = copyOf(caps);
   delete out.tasks;
   if (extTasks) {
-    const rest = Object.assign({}, ext);
+    const rest = copyOf(ext);
     delete rest[TASKS_EXTENSION];
     out.extensions = rest;
   }

@@ -11,6 +11,7 @@ import { inputRequestsProblem } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
+import { setField } from '../protocol/copy.js';
 
 type Result = Record<string, unknown>;
 
@@ -117,8 +118,9 @@ export class Mrtr {
   private async askAll(requests: unknown, ask: (r: InputRequest) => Promise<Result>): Promise<Result> {
     const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, InputRequest>) : [];
     const answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req))));
+    // The upstream chose the keys: "__proto__" is one like any other (setField), not the prototype.
     const out: Result = {};
-    entries.forEach(([k], i) => (out[k] = answers[i]));
+    entries.forEach(([k], i) => setField(out, k, answers[i]));
     return out;
   }
 

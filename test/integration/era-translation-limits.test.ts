@@ -248,6 +248,30 @@ describe('an upstream input_required the protocol does not allow', () => {
   });
 });
 
+describe('a legacy client of a modern upstream (hand-written, odd-input-required)', () => {
+  let hub: HubProcess;
+  beforeAll(async () => {
+    // Long enough that no question's own timer explains what these tests see.
+    hub = await startHub({ policy: { inputTimeoutMs: 30_000 }, servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
+    await waitForReady(hub.url, ['odd']);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it('is asked a question the upstream keyed "__proto__", and its answer reaches the upstream under that key', async () => {
+    const client = await legacyClient(hub.url);
+    const asked: RpcMessage[] = [];
+    const final = await client.call(5300, 'tools/call', { name: 'odd__proto_key' }, (m) => {
+      if (m.method !== 'elicitation/create') return;
+      asked.push(m);
+      void client.send({ id: m.id, result: { action: 'accept', content: { n: 7 } } });
+    });
+    expect(asked).toHaveLength(1);
+    expect(final?.result, JSON.stringify(final)).toMatchObject({ content: [{ type: 'text', text: 'got {"__proto__":{"action":"accept","content":{"n":7}}} state=null' }] });
+  });
+});
+
 describe('a legacy upstream’s own signals about its questions reach the legacy client (relay)', () => {
   let hub: HubProcess;
   let fixture: HttpFixture;

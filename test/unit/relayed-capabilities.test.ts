@@ -21,4 +21,12 @@ describe('relayedCapabilities', () => {
     expect(caps).toHaveProperty('tasks');
     expect(relayedCapabilities({ extensions: { 'io.modelcontextprotocol/tasks': {} } })).toEqual({ extensions: {} });
   });
+
+  it('keeps a key the client spelled "__proto__" a field of the copy, not its prototype', () => {
+    const caps = JSON.parse('{"__proto__":{"sampling":{}},"tasks":{},"extensions":{"__proto__":{"a":1},"io.modelcontextprotocol/tasks":{}}}') as Record<string, unknown>;
+    const out = relayedCapabilities(caps) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.getPrototypeOf(out.extensions)).toBe(Object.prototype);
+    expect(JSON.parse(JSON.stringify(out))).toEqual(JSON.parse('{"__proto__":{"sampling":{}},"extensions":{"__proto__":{"a":1}}}'));
+  });
 });
