@@ -84,7 +84,12 @@ export class LegacySession {
       };
       // The call that asked is cancelled: so is our question to the client (digest §6.1).
       const onAbort = (): void => void withdraw('the request that asked was cancelled', new CancelledError());
-      const onWithdrawn = (): void => void withdraw('the server that asked withdrew it', new CancelledError('the server withdrew its request'));
+      // Whoever withdraws it may say why (the call that asked ended, say); else it was the server.
+      const onWithdrawn = (): void => {
+        const why = call?.withdrawn?.reason;
+        if (typeof why === 'string') void withdraw(why, new CancelledError(why));
+        else void withdraw('the server that asked withdrew it', new CancelledError('the server withdrew its request'));
+      };
       const onGone = (): void => {
         const err = new CancelledError(`the client's answer stream closed while it was asked ${req.method}; the hub cannot resume that stream, so no answer can come`);
         if (withdraw('the stream that carried it closed', err)) call!.end(err);

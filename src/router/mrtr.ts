@@ -115,9 +115,23 @@ export class Mrtr {
     }
   }
 
-  private async askAll(requests: unknown, ask: (r: InputRequest) => Promise<Result>): Promise<Result> {
+  /**
+   * One round's questions, asked of a legacy client at once. When one fails (refused, or
+   * unanswerable) the round fails and the call ends with it, so the others still open are
+   * withdrawn there and then: the client hears notifications/cancelled for each, and the
+   * session forgets them (their timers with them). The call's cancellation withdraws them too
+   * (LegacySession.ask follows the call's signal).
+   */
+  private async askAll(requests: unknown, ask: NonNullable<CallContext['askClient']>): Promise<Result> {
     const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, InputRequest>) : [];
-    const answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req))));
+    const round = new Canceller();
+    let answers: Result[];
+    try {
+      answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req), round.signal)));
+    } catch (err) {
+      round.abort('the call that asked ended: another question of the same round failed');
+      throw err;
+    }
     // The upstream chose the keys: "__proto__" is one like any other (setField), not the prototype.
     const out: Result = {};
     entries.forEach(([k], i) => setField(out, k, answers[i]));

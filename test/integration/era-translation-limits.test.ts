@@ -270,6 +270,27 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     expect(asked).toHaveLength(1);
     expect(final?.result, JSON.stringify(final)).toMatchObject({ content: [{ type: 'text', text: 'got {"__proto__":{"action":"accept","content":{"n":7}}} state=null' }] });
   });
+
+  it('has a question still open withdrawn (notifications/cancelled) when its sibling in the same round is refused and the call ends', async () => {
+    const client = await legacyClient(hub.url);
+    const seen: RpcMessage[] = [];
+    const t0 = Date.now();
+    const final = await client.call(5400, 'tools/call', { name: 'odd__two_mixed' }, (m) => {
+      seen.push(m);
+      // The elicitation is left open; the sampling is refused at once.
+      if (m.method === 'sampling/createMessage') void client.send({ id: m.id, error: { code: -1, message: 'user rejected sampling' } });
+    });
+    expect(final, 'the call ends with the refusal').toBeDefined();
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    const elicit = seen.find((m) => m.method === 'elicitation/create');
+    expect(elicit).toBeDefined();
+    // Told on the call's own stream, before its answer: nobody will use the answer now.
+    expect(seen, JSON.stringify(seen)).toContainEqual({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: elicit!.id, reason: expect.stringContaining('the call that asked ended') } });
+    // Answering it now finds nothing waiting (the hub forgot it): the client gets no error for it either way, and the session still works.
+    await client.send({ id: elicit!.id, result: { action: 'cancel' } });
+    const after = await client.call(5401, 'tools/call', { name: 'odd__state_only' }, () => undefined);
+    expect(after?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
+  });
 });
 
 describe('a legacy upstream’s own signals about its questions reach the legacy client (relay)', () => {
