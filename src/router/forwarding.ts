@@ -155,7 +155,7 @@ export async function retryOf(
 ): Promise<{ result: Result } | { params: Result; confirmed?: boolean } | undefined> {
   if (!isRetry(params, ctx)) return undefined;
   try {
-    const retry = mrtr.openRetry(params, bind, ctx.signal, { onProgress: ctx.onProgress, onLog: ctx.onLog });
+    const retry = mrtr.openRetry(params, bind, ctx.clientCapabilities, ctx.signal, { onProgress: ctx.onProgress, onLog: ctx.onLog });
     if (retry.kind === 'forward') {
       if (retry.server !== server.id) throw new RpcError(INVALID_PARAMS, 'requestState was issued for another server');
       return retry.confirmed ? { params: retry.params, confirmed: true } : { params: retry.params };

@@ -53,7 +53,12 @@ export class InputCollector {
    */
   targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
 
-  constructor(private readonly caps: ClientCapabilities) {}
+  /** What the request now waiting for the call declared: the first, then each retry that resumes it. */
+  private caps: ClientCapabilities;
+
+  constructor(caps: ClientCapabilities) {
+    this.caps = caps;
+  }
 
   readonly ask = (req: InputRequest, withdrawn?: Signal): Promise<Result> => {
     // Not a question a client can be asked (digest §5.1): the upstream's own mistake, refused
@@ -111,6 +116,33 @@ export class InputCollector {
     const out: Record<string, InputRequest> = {};
     for (const [k, w] of this.waiting) out[k] = w.req;
     return out;
+  }
+
+  /**
+   * A retry of the client: it answers what it answers (see `answer`) and declares what it
+   * declares, and from now on the client is asked only for that (digest §5.1: this request's
+   * capabilities, not the first's). A question still open that the retry does not answer and
+   * no longer declares the capability for would be asked again: instead nothing of the retry
+   * is taken, `missing` says what it lacks, and the call ends with -32021 (InputBridge.park),
+   * as it does when a first request lacks it.
+   */
+  retried(responses: unknown, caps: ClientCapabilities): void {
+    this.caps = caps;
+    let need: Record<string, Record<string, unknown>> | undefined;
+    for (const [k, w] of this.waiting) {
+      const v = responses && typeof responses === 'object' && Object.hasOwn(responses, k) ? (responses as Result)[k] : undefined;
+      if (v !== undefined && inputResultProblem(w.req.method, v) === undefined) continue;
+      const m = missingCapability(w.req, caps);
+      if (!m) continue;
+      need ??= {};
+      // Both modes of elicitation, say, when one open question needs each.
+      for (const [family, value] of Object.entries(m)) need[family] = Object.assign(need[family] ?? {}, value);
+    }
+    if (need) {
+      this.missing = need;
+      return;
+    }
+    this.answer(responses);
   }
 
   /**
@@ -207,8 +239,18 @@ export class InputBridge {
     return { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
   }
 
-  /** The client's retry: answer the parked requests and wait for the next turn, its progress going to `targets`. */
-  resume(id: string, inputResponses: unknown, bind: Binding, signal: Signal, targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {}): Promise<Result> {
+  /**
+   * The client's retry: answer the parked requests and wait for the next turn, its progress
+   * going to `targets`; `caps`, what the retry declared, is what the client may be asked now.
+   */
+  resume(
+    id: string,
+    inputResponses: unknown,
+    caps: ClientCapabilities,
+    bind: Binding,
+    signal: Signal,
+    targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {},
+  ): Promise<Result> {
     const p = this.parked.get(id);
     if (!p) throw new StateError('the call this requestState points to is no longer waiting here (it finished or timed out, or it waits at another hub)');
     this.parked.delete(id);
@@ -219,7 +261,8 @@ export class InputBridge {
     };
     signal.addEventListener('abort', onAbort, { once: true });
     p.collector.targets = targets;
-    p.collector.answer(inputResponses);
+    // The retry's own capabilities, not the first request's, say what the client may be asked.
+    p.collector.retried(inputResponses, caps);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
   }
 

@@ -138,8 +138,11 @@ export class Mrtr {
     return out;
   }
 
-  /** Open a modern client's retry; throws -32602 for anything that does not check out. `targets`: the retry's progress and log sinks. */
-  openRetry(params: Result, bind: Binding, signal: Signal, targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {}): Retry {
+  /**
+   * Open a modern client's retry; throws -32602 for anything that does not check out. `caps`:
+   * the capabilities the retry declared; `targets`: its progress and log sinks.
+   */
+  openRetry(params: Result, bind: Binding, caps: CallContext['clientCapabilities'], signal: Signal, targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {}): Retry {
     let body: StateBody;
     try {
       body = this.sealer.open(params.requestState, bind);
@@ -149,7 +152,7 @@ export class Mrtr {
     }
     if (body.k === 'park') {
       try {
-        return { kind: 'resume', result: this.bridge.resume(body.id, params.inputResponses, bind, signal, targets) };
+        return { kind: 'resume', result: this.bridge.resume(body.id, params.inputResponses, caps, bind, signal, targets) };
       } catch (err) {
         if (err instanceof StateError) throw new RpcError(INVALID_PARAMS, err.message);
         throw err;

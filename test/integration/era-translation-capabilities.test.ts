@@ -70,6 +70,39 @@ describe('a modern client of a parked legacy call', () => {
   });
 });
 
+describe('a retry of a parked legacy call that no longer declares what the call needs', () => {
+  const FORM = { elicitation: { form: {} } };
+  const first = async (id: string, name: string, caps: Json, extra: Json = {}) => {
+    const r = await call(id, name, caps, {}, extra);
+    expect(r.body?.result?.resultType, r.text).toBe('input_required');
+    const [key] = Object.keys(r.body!.result!.inputRequests as Json);
+    return { state: r.body!.result!.requestState, key: key! };
+  };
+
+  it("answers its question, and the upstream's next one is refused with -32021 (this request declared no elicitation)", async () => {
+    const q1 = await first('rc-1', 'ls__three_rounds', FORM);
+    const r = await call('rc-2', 'ls__three_rounds', {}, {}, { requestState: q1.state, inputResponses: { [q1.key]: { action: 'accept', content: { answer: 'one' } } } });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
+    await expect.poll(() => row('rc-1')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+  });
+
+  it('leaves its question unanswered: it is not asked again but refused with -32021', async () => {
+    const q = await first('rc-3', 'ls__elicit_form', FORM);
+    const r = await call('rc-4', 'ls__elicit_form', {}, {}, { requestState: q.state, inputResponses: {} });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
+  });
+
+  it('accepts a URL step, and the next step (the upstream still says -32042) is refused with -32021', async () => {
+    const args = { arguments: { ticket: 'always-rc' } };
+    const q = await first('rc-5', 'ls__elicit_url_required', { elicitation: { url: {} } }, args);
+    const r = await call('rc-6', 'ls__elicit_url_required', {}, {}, { ...args, requestState: q.state, inputResponses: { [q.key]: { action: 'accept' } } });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
+  });
+});
+
 describe("a modern upstream's input_required for a capability the client did not declare", () => {
   it('is refused with -32021 naming it, not passed on', async () => {
     // (The SDK's own server checks this itself; the raw one asks whatever was declared.)
