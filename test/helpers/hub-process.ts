@@ -45,7 +45,12 @@ export async function startHub(
   proc.stdout!.on('data', (d) => (stdout += d));
   const url = await new Promise<string>((resolveUrl, reject) => {
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`hub did not start:\n${logs.join('\n')}`)), 15_000);
+    // Generous for a loaded machine (several hubs starting at once); a hub that does not start
+    // in time is killed, so no test leaves it running.
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`hub did not start in 30 s:\n${logs.join('\n')}`));
+    }, 30_000);
     proc.stderr!.on('data', (d: Buffer) => {
       buf += d.toString();
       let i;

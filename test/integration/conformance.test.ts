@@ -38,6 +38,16 @@ function runLine(line: string, url: string, baseline: string): Promise<{ code: n
   });
 }
 
+/**
+ * Starts a hub per entry into `hubs`; every start is waited for, so afterAll stops each that
+ * started even when another did not (which fails the hook).
+ */
+async function startAll(entries: [string, Parameters<typeof conformanceHubConfig>[0]][], hubs: Map<string, HubProcess>): Promise<void> {
+  const settled = await Promise.allSettled(entries.map(([k, era]) => startHub(conformanceHubConfig(era)).then((h) => void hubs.set(k, h))));
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
 function tail(lines: string[], n = 60): string {
   return lines.slice(-n).join('\n');
 }
@@ -45,10 +55,7 @@ function tail(lines: string[], n = 60): string {
 describe('official conformance suites through the hub', () => {
   const hubs = new Map<string, HubProcess>();
 
-  beforeAll(async () => {
-    const started = await Promise.all(RUNS.map((r) => startHub(conformanceHubConfig(r.era)).then((h) => [key(r), h] as const)));
-    for (const [k, h] of started) hubs.set(k, h);
-  });
+  beforeAll(() => startAll(RUNS.map((r) => [key(r), r.era]), hubs));
 
   afterAll(async () => {
     await Promise.all([...hubs.values()].map((h) => h.stop()));
@@ -87,7 +94,7 @@ describe('resource subscriptions through the hub reach the subscribing legacy se
   const ERAS = ['auto', '2025-11-25'] as const;
 
   beforeAll(async () => {
-    for (const [era, h] of await Promise.all(ERAS.map((era) => startHub(conformanceHubConfig(era)).then((h) => [era, h] as const)))) hubs.set(era, h);
+    await startAll(ERAS.map((era) => [era, era]), hubs);
     await Promise.all([...hubs.values()].map((h) => waitForReady(h.url, ['conformance'])));
   });
 
