@@ -14,7 +14,7 @@ import { toolRetry } from './call-policy.js';
 import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
-import { awaitsUrlSteps, isCapabilityRefusal, type Mrtr } from './mrtr.js';
+import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
 import { settleIdempotency } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -246,8 +246,9 @@ export class ToolCall {
         // error from asking the client (a legacy client's refusal of an input_required turn) is
         // the client's, not the upstream's: the upstream only answered input_required, so, as for
         // a modern client that takes that turn, the key is freed; the row still says what failed.
+        // So for a turn the hub could not take further (UnfinishedTurnError).
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
-        const clients = err instanceof RpcError && failedAsking.has(err);
+        const clients = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
         const stored = err instanceof RpcError && !capability && !clients ? storedError(err) : undefined;
         await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !clients);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;

@@ -28,6 +28,13 @@ export type Retry =
  * Era translation of "the server needs input from the user" (digest §5.3): legacy
  * server → client requests and modern `input_required` results, in all four directions.
  */
+/**
+ * The call ends on an upstream's input_required turn the hub could not take further (a client
+ * that cannot be asked, too many rounds, a malformed request): the upstream never ran the call,
+ * so this is no outcome of it (call-tool.ts frees an idempotency key for it, never replays it).
+ */
+export class UnfinishedTurnError extends RpcError {}
+
 export class Mrtr {
   readonly bridge: InputBridge;
 
@@ -94,7 +101,7 @@ export class Mrtr {
       // An input_required that breaks the protocol is the upstream's fault, never the client's
       // (it is not asked, nor told it lacks a capability named after whatever the upstream wrote).
       const malformed = inputRequiredProblem(r);
-      if (malformed) throw new RpcError(INTERNAL_ERROR, `server "${server.id}" answered with a malformed input_required: ${malformed}`);
+      if (malformed) throw new UnfinishedTurnError(INTERNAL_ERROR, `server "${server.id}" answered with a malformed input_required: ${malformed}`);
       // The hub never asks a client for what it did not declare (digest §5.1), whoever asks.
       const need = undeclared(r.inputRequests, ctx.clientCapabilities);
       if (need) {
@@ -106,8 +113,8 @@ export class Mrtr {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
         return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };
       }
-      if (!ctx.askClient) throw new RpcError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
-      if (round >= MAX_ROUNDS) throw new RpcError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
+      if (!ctx.askClient) throw new UnfinishedTurnError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
+      if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       const inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
       p = { ...params, inputResponses };
       // Echoed byte-exact; absent stays absent (digest §5.1).

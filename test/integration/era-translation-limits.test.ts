@@ -12,7 +12,7 @@ import { LEGACY_VERSION, META_CAPS, modernBody, modernHeaders, modernMeta, moder
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
-import { queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
+import { META_KEY, queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
 
 const INPUT_TIMEOUT_MS = 4000;
 const RELAY_FIXTURE = 'test/fixtures/translation/legacy-relay.mjs';
@@ -290,6 +290,21 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     await client.send({ id: elicit!.id, result: { action: 'cancel' } });
     const after = await client.call(5401, 'tools/call', { name: 'odd__state_only' }, () => undefined);
     expect(after?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
+  });
+
+  it('a call that ends on an input_required turn the hub cannot take further leaves its idempotency key free: never replayed', async () => {
+    const client = await legacyClient(hub.url);
+    const params = { name: 'odd__null_request', _meta: { [META_KEY]: 'odd-unfinished' } };
+    for (const id of [5500, 5501]) {
+      const r = await client.call(id, 'tools/call', params, () => undefined);
+      expect(r?.error, JSON.stringify(r)).toMatchObject({ code: -32603, message: expect.stringContaining('malformed input_required') });
+    }
+    // Both ran (the upstream was asked twice); the second is no replay of the first.
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'odd__null_request' }, (r) => r.length === 2);
+    expect(rows.map((r) => [r.outcome, r.errorCode])).toEqual([
+      ['rpc_error', -32603],
+      ['rpc_error', -32603],
+    ]);
   });
 });
 
