@@ -548,10 +548,13 @@ export class Catalog extends EventEmitter {
     if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
       const old = memo;
       const records = (async () => {
-        // Renames are judged against what this list had before; a principal's first list of a
-        // server has no history of its own (its tools may differ from everyone else's).
+        // Renames are judged against what this list had before. A list without history of its
+        // own is judged by the pins alone only where they all came from lists like it: a server
+        // whose clients may have connections of their own (listAtReady false) keeps the pins of
+        // every principal's list in one store, and a tool of alice's private list is not gone
+        // from carol's. There, as for a principal's own list, a first list has no renames.
         const before = old ? await old.records.catch(() => undefined) : undefined;
-        const previous = before ? new Set(before.map((r) => r.upstreamName)) : conn.credential === '' ? undefined : new Set<string>();
+        const previous = before ? new Set(before.map((r) => r.upstreamName)) : this.onePartition(h, conn) ? undefined : new Set<string>();
         const built = await buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
           previous,
           ownList: conn.credential !== '',
@@ -573,6 +576,14 @@ export class Catalog extends EventEmitter {
     }
     const m = memo;
     return { h, conn, e, records: await m.records, pinGen: m.pinGen };
+  }
+
+  /**
+   * Whether every pin of h came from lists of this connection's partition: the server's own
+   * connection, of a server no principal may have a connection of its own to (listAtReady).
+   */
+  private onePartition(h: ServerHandle, conn: Connection): boolean {
+    return conn.credential === '' && this.opts.listAtReady?.(h) !== false;
   }
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {

@@ -210,3 +210,52 @@ describe("a principal's connection answered from the shared public list", () => 
     expect(r.body?.result?.content?.[0]?.text).toBe('regional for alice');
   });
 });
+
+describe("renames are judged within one partition: a tool of another principal's private list is not gone from this one", () => {
+  const CAROL_KEY = 'sy_carol-partition-key-222222222222222222222222222';
+  // alice's list has alice_only, the server's own (carol's) shared_only: the same body, other names.
+  let up: HttpFixture;
+  const hubs: HubProcess[] = [];
+  beforeAll(async () => {
+    up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { SAME_BODY: '1' });
+  }, 60_000);
+  afterAll(async () => {
+    for (const h of hubs) await h.stop();
+    await up?.stop();
+  });
+
+  const config = () => ({
+    auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'carol', sha256: sha256Hex(CAROL_KEY) }] },
+    servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
+  });
+  const start = async (dir?: string) => {
+    const hub = await startHub(config(), dir === undefined ? {} : { dir });
+    hubs.push(hub);
+    await waitForReadyWith(hub.url, ['u'], ALICE_KEY);
+    return hub;
+  };
+  const names = async (hub: HubProcess, key: string): Promise<string[]> => {
+    const r = await post(hub.url, modernBody(1, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` });
+    if (!r.body?.result) throw new Error(`${r.status} ${r.text}`);
+    return (r.body.result.tools as Json[]).map((t) => String(t.name));
+  };
+  const quarantines = (hub: HubProcess) => hub.logs.filter((l) => l.includes('tool quarantined'));
+
+  it("carol's first list after alice's shows the server's own tool, not a rename of alice's", async () => {
+    const hub = await start();
+    expect(await names(hub, ALICE_KEY)).toEqual(['u__alice_only']);
+    expect(await names(hub, CAROL_KEY)).toEqual(['u__shared_only']);
+    expect(await names(hub, ALICE_KEY)).toEqual(['u__alice_only']);
+    expect(quarantines(hub)).toEqual([]);
+  });
+
+  it("after a restart on the same ledger, carol listing first: alice's pin is no rename source either", async () => {
+    const first = await start();
+    expect(await names(first, ALICE_KEY)).toEqual(['u__alice_only']); // pinned; carol never listed
+    await first.stop();
+    const again = await start(first.dir);
+    expect(await names(again, CAROL_KEY)).toEqual(['u__shared_only']);
+    expect(await names(again, ALICE_KEY)).toEqual(['u__alice_only']);
+    expect(quarantines(again)).toEqual([]);
+  });
+});
