@@ -126,7 +126,13 @@ export class ListCache {
    */
   expire(prefix: string): void {
     const now = this.now();
-    for (const [k, e] of this.entries) if (k.startsWith(prefix) && e.ttlMs > 0) e.ttlMs = Math.max(1, Math.min(e.ttlMs, now - e.receivedAt));
+    for (const [k, e] of this.entries)
+      if (k.startsWith(prefix) && e.ttlMs > 0) {
+        // Stale now even if received this very millisecond; ttlMs stays above 0 (a change the
+        // refresh finds is told: nobody said it).
+        e.receivedAt = Math.min(e.receivedAt, now - 1);
+        e.ttlMs = Math.min(e.ttlMs, now - e.receivedAt);
+      }
   }
 
   drop(prefix: string): void {

@@ -132,4 +132,14 @@ describe('ListCache.expire (a notification stream was down)', () => {
     await cache.get('s\0tools', fetch);
     expect(told).toEqual(['s\0tools']); // it changed while unheard: now said
   });
+
+  it('an entry received in the same millisecond is stale too', async () => {
+    const clock = { t: 1000 };
+    const cache = new ListCache(() => clock.t);
+    let fetches = 0;
+    const fetch = async () => ({ items: [{ name: `v${++fetches}` }], ttlMs: Infinity, scope: 'private' as const });
+    await cache.get('s\0tools', fetch);
+    cache.expire('s\0');
+    expect((await cache.get('s\0tools', fetch)).items).toEqual([{ name: 'v2' }]);
+  });
 });
