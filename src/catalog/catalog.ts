@@ -212,12 +212,15 @@ export class Catalog extends EventEmitter {
     if (principal !== undefined) {
       const key = principalListenKey(h.id, principal);
       this.listens.track(key, upstream);
-      const ended = (state: string) => {
+      const onState = (state: string) => {
+        // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
+        // would have said a change (legacy GET, modern listen) is gone with it.
+        if (state === 'stopped' || state === 'restarting' || state === 'failed') this.ownListsLapsed(h.id, principal);
         if (state !== 'stopped') return;
-        upstream.off('state', ended);
+        upstream.off('state', onState);
         this.listens.untrack(key, upstream);
       };
-      upstream.on('state', ended);
+      upstream.on('state', onState);
     }
     // Its notification stream was down for a while (and what came meanwhile is not replayed).
     upstream.on('gap', () => this.cache.expire(`${h.id}\0`));
@@ -327,6 +330,19 @@ export class Catalog extends EventEmitter {
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
     for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal, serverId);
+  }
+
+  /**
+   * A principal's own connection to a server went away. Its lists were kept by what that
+   * connection would hear (a legacy list until its list_changed, a modern one refreshed early by
+   * its listen stream), and the next connection hears nothing said meanwhile: they are fetched
+   * again at the next list (clients told if they differ), and a call waits for that list and its
+   * pin check, as after a restart, rather than being routed by the list from before.
+   */
+  private ownListsLapsed(serverId: string, principal: string): void {
+    const own = `\0${principalConn(principal)}`;
+    if (this.cache.peek(`${serverId}\0tools${own}`)) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
+    for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
   }
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
