@@ -10,6 +10,8 @@
  * non-strict and listed with the reason.
  */
 
+import { setField } from '../protocol/copy.js';
+
 type Schema = Record<string, unknown>;
 
 export interface ExportableTool {
@@ -87,8 +89,9 @@ function mergeAllOf(s: Schema, at: string): Schema {
     if (b.anyOf || b.oneOf || b.allOf || b.$ref) throw new NotStrict(`${at}: allOf of composite schemas cannot be flattened`);
     const props = { ...((out.properties as Schema) ?? {}) };
     for (const [k, v] of Object.entries((b.properties as Schema) ?? {})) {
-      if (k in props && JSON.stringify(props[k]) !== JSON.stringify(v)) throw new NotStrict(`${at}: allOf branches disagree on property "${k}"`);
-      props[k] = v;
+      // Names are data: "constructor" is no property of props unless listed, "__proto__" one like any other.
+      if (Object.hasOwn(props, k) && JSON.stringify(props[k]) !== JSON.stringify(v)) throw new NotStrict(`${at}: allOf branches disagree on property "${k}"`);
+      setField(props, k, v);
     }
     const required = [...new Set([...((out.required as string[]) ?? []), ...((b.required as string[]) ?? [])])];
     out = { ...b, ...out, properties: props, required };
@@ -225,7 +228,7 @@ export function toStrictSchema(inputSchema: unknown): StrictOk | StrictFail {
       const defs = root[defsKey];
       if (!isObj(defs)) continue;
       const outDefs: Schema = {};
-      for (const [k, v] of Object.entries(defs)) outDefs[k] = convert(v, `/${defsKey}/${k}`, 1, w);
+      for (const [k, v] of Object.entries(defs)) setField(outDefs, k, convert(v, `/${defsKey}/${k}`, 1, w));
       schema[defsKey] = outDefs;
     }
     checkRefs(schema, schema);

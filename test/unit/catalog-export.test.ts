@@ -111,6 +111,19 @@ describe('OpenAI strict-mode conversion', () => {
     expect(r.nullable).toEqual([]);
   });
 
+  it('an allOf branch or $defs entry named __proto__ or constructor is data too: merged, not refused or lost', () => {
+    const r = toStrictSchema(
+      JSON.parse(
+        '{"type": "object", "properties": {"a": {"type": "string"}}, "allOf": [{"properties": {"__proto__": {"type": "string"}, "constructor": {"type": "integer"}}}], "$defs": {"__proto__": {"type": "string"}}}',
+      ),
+    );
+    expect(r.ok, JSON.stringify(r)).toBe(true);
+    const schema = (r as { schema: { properties: object; $defs: object } }).schema;
+    expect(Object.keys(schema.properties)).toEqual(['a', '__proto__', 'constructor']);
+    expect(Object.getOwnPropertyDescriptor(schema.properties, 'constructor')?.value).toMatchObject({ type: ['integer', 'null'] });
+    expect(Object.getOwnPropertyDescriptor(schema.$defs, '__proto__')?.value).toEqual({ type: 'string' });
+  });
+
   it('keeps a property named __proto__ (as data, listed in required)', () => {
     const r = toStrictSchema(JSON.parse('{"type": "object", "properties": {"__proto__": {"type": "string"}, "b": {"type": "string"}}, "required": ["__proto__", "b"]}'));
     const props = (r as { schema: { properties: Record<string, unknown>; required: string[] } }).schema.properties;
