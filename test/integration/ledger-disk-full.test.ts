@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT } from '../helpers/hub-process.js';
+import Database from 'better-sqlite3';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { fixture, health, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
 
@@ -148,7 +149,9 @@ describe('a full disk under a running hub', () => {
     const failing = modernCall(url, 'read-2', 'resources/read', { uri: 'sdk1://item/fail-1500' });
     // ...and one that times out once the disk is full: told its own outcome too, not that it never ran.
     const timing = modernCall(url, 'ran-2', 'tools/call', { name: 'f__slow', arguments: { ms: 3000 } }, { meta: { 'dev.switchyard/timeoutMs': 1200 } });
-    await sleep(500);
+    // The disk fills once all four are forwarded (their rows committed): a fixed wait was too
+    // short on a loaded machine, and a call not yet begun is rightly refused.
+    await expect.poll(() => inFlight(db, ['ran-1', 'read-1', 'read-2', 'ran-2']), { timeout: 10_000, interval: 20 }).toBe(4);
     execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=1:']);
     const ran = await running;
     expect(ran.body?.error, JSON.stringify(ran.body)).toBeUndefined();
@@ -187,3 +190,14 @@ describe('a full disk under a running hub', () => {
     }
   }, 60_000);
 });
+
+/** How many of these requests have a committed in_flight row (read beside the running hub). */
+function inFlight(db: string, requestIds: string[]): number {
+  const reader = new Database(db, { readonly: true, fileMustExist: true });
+  try {
+    const row = reader.prepare(`SELECT COUNT(*) AS n FROM audit WHERE outcome = 'in_flight' AND request_id IN (${requestIds.map(() => '?').join(', ')})`).get(...requestIds) as { n: number };
+    return row.n;
+  } finally {
+    reader.close();
+  }
+}
