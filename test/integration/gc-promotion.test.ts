@@ -28,10 +28,14 @@ async function promotedPerScavenge(): Promise<{ mean: number; n: number }> {
     const request = modernRequest({ port: hub.port, method: 'tools/call', tool: 'echo__echo' });
     await runHttp({ port: hub.port, request, concurrency: 16, warmupMs: 0, measureMs: 1500 }); // warm-up: JIT, caches
     const warm = hub.stdout().length;
-    const r = await runHttp({ port: hub.port, request, concurrency: 16, warmupMs: 0, measureMs: 2500 });
-    expect(r.errors).toBe(0);
-    const promoted = scavenges(hub.stdout().slice(warm));
-    // Enough scavenges to judge by; the machine's speed decides how many.
+    // Enough scavenges to judge by: the machine's speed (and what else runs on it) decides how
+    // long that takes, so the load goes on in rounds until there are five, for 15 s at most.
+    let promoted: number[] = [];
+    for (let round = 0; round < 6 && promoted.length < 5; round++) {
+      const r = await runHttp({ port: hub.port, request, concurrency: 16, warmupMs: 0, measureMs: 2500 });
+      expect(r.errors).toBe(0);
+      promoted = scavenges(hub.stdout().slice(warm));
+    }
     expect(promoted.length).toBeGreaterThanOrEqual(5);
     return { mean: promoted.reduce((a, b) => a + b, 0) / promoted.length, n: promoted.length };
   } finally {
