@@ -96,6 +96,7 @@ export class PluginRunner {
   private replacing: Promise<void>;
   private closed = false;
   private hasCallHooks = false;
+  private hasBeforeCall = false;
   /** One child logger per plugin, made on first use: a pino child per call showed in profiles. */
   private readonly logs = new Map<string, Logger>();
 
@@ -122,6 +123,7 @@ export class PluginRunner {
   private use(ps: Plugin[]): void {
     this.plugins = ps;
     this.hasCallHooks = ps.some((p) => p.beforeCall || p.afterCall);
+    this.hasBeforeCall = ps.some((p) => p.beforeCall);
     this.logs.clear();
   }
 
@@ -227,22 +229,39 @@ export class PluginRunner {
     return l;
   }
 
+  /**
+   * The beforeCall hooks, in order. Each is handed its own copy of the arguments, never the
+   * client's object (its digest is in the ledger's row and binds an idempotency key or MRTR
+   * state), and what it leaves is taken as JSON inside its guard: a rewrite in place counts like
+   * a returned one, a value that is not JSON fails the hook, and no plugin keeps a reference to
+   * the arguments that are checked and forwarded. With no beforeCall hook nothing is copied and
+   * `plan.arguments` is the client's object; otherwise it is always a copy, which the caller
+   * holds to the tool's inputSchema again.
+   */
   async beforeCall(tool: CallTool, principal: string, group: string | undefined, args: Record<string, unknown>): Promise<CallPlan> {
     if (!this.loaded) await this.ready;
     const plugins = this.plugins;
     const plan: CallPlan = { arguments: args, plugins };
+    if (!this.hasBeforeCall) return plan;
+    // The arguments so far, as JSON: each hook gets its own copy, so one that fails leaves no
+    // trace. The client's came in as JSON (no deeper than MAX_MESSAGE_DEPTH): they stringify.
+    let current = JSON.stringify(args);
     for (const p of plugins) {
       if (!p.beforeCall) continue;
-      const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
-      const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => p.beforeCall!(ctx));
-      if (!r.ok || !r.value) continue;
-      const v = r.value as Record<string, unknown>;
-      if (typeof v.deny === 'string') {
-        plan.deny = { plugin: p.name, reason: v.deny };
+      const given = JSON.parse(current) as Record<string, unknown>;
+      const ctx = new HookContext(tool, principal, group, given, this.logOf(p), plan, p.name);
+      const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => {
+        const out = p.beforeCall!(ctx);
+        return isThenable(out) ? out.then((v) => beforeOutcome(v, given)) : beforeOutcome(out, given);
+      });
+      if (!r.ok) continue; // no effect, not even what it changed in place (that was its copy)
+      if ('deny' in r.value) {
+        plan.deny = { plugin: p.name, reason: r.value.deny };
         return plan;
       }
-      if (v.arguments !== null && typeof v.arguments === 'object' && !Array.isArray(v.arguments)) plan.arguments = v.arguments as Record<string, unknown>;
+      current = r.value.arguments;
     }
+    plan.arguments = JSON.parse(current) as Record<string, unknown>;
     return plan;
   }
 
@@ -308,6 +327,28 @@ export class PluginRunner {
     this.closed = true;
     for (const p of this.plugins) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
   }
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * What a beforeCall hook's answer means, worked out inside its guard (a getter of the answer
+ * that throws is the hook's failure): a deny, or the arguments to go on with as JSON — the
+ * ones it returned, or else its own copy as it left it.
+ */
+function beforeOutcome(v: unknown, given: Record<string, unknown>): { deny: string } | { arguments: string } {
+  if (isPlainObject(v)) {
+    if (typeof v.deny === 'string') return { deny: v.deny };
+    if (isPlainObject(v.arguments)) return { arguments: argumentsCopy(v.arguments) };
+  }
+  return { arguments: argumentsCopy(given) };
+}
+
+/** Arguments a hook left, as JSON text (throws for what JSON cannot hold: a BigInt, a cycle). */
+function argumentsCopy(v: Record<string, unknown>): string {
+  const text = JSON.stringify(v);
+  if (text === undefined || !text.startsWith('{')) throw new Error('left arguments that are not a JSON object');
+  return text;
 }
 
 /**

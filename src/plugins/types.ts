@@ -60,7 +60,10 @@ export interface CallHookContext {
   readonly principal: string;
   /** The tool group the client selected (`/mcp/<group>`), if any. */
   readonly group: string | undefined;
-  /** The arguments as they will be forwarded (after earlier plugins). */
+  /**
+   * The arguments as they will be forwarded (after earlier plugins). In beforeCall, the hook's
+   * own copy: changed in place, it is a rewrite like a returned `{arguments}`.
+   */
   readonly arguments: Readonly<Record<string, unknown>>;
   /** Scratch space of this plugin for this call, shared by its beforeCall and afterCall. */
   readonly state: Map<string, unknown>;

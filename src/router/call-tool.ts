@@ -149,6 +149,7 @@ export class ToolCall {
         return toolErrorResult(msg);
       }
       // A plugin's rewrite is held to the tool's inputSchema like the client's own arguments.
+      // With a beforeCall hook, plan.arguments is always the hooks' copy, changed or not.
       const rewritten = plan.arguments !== args ? argsRefusal(this.opts.validator, hubName, routed.item, plan.arguments) : undefined;
       if (rewritten) {
         const msg = `Tool ${hubName} was not run: the arguments as a plugin rewrote them break its inputSchema (${rewritten.message})`;

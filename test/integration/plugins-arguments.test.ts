@@ -18,7 +18,16 @@ beforeAll(async () => {
   const dir = tmp();
   stats = join(dir, 'stats.json');
   // Turns add's numbers into text for one label, and leaves every other call alone.
-  writeFileSync(join(dir, 'rewrite.mjs'), `export default { name: 'rewrite', beforeCall(ctx) { if (ctx.arguments.a === 13) return { arguments: { ...ctx.arguments, a: 'thirteen' } }; } };`);
+  // Rewrites in place too (14, 15): its copy of the arguments, which counts as a rewrite.
+  writeFileSync(
+    join(dir, 'rewrite.mjs'),
+    `export default { name: 'rewrite', beforeCall(ctx) {
+      const a = ctx.arguments.a;
+      if (a === 13) return { arguments: { ...ctx.arguments, a: 'thirteen' } };
+      if (a === 14) ctx.arguments.a = 'fourteen';
+      if (a === 15) ctx.arguments.a = 16;
+    } };`,
+  );
   hub = await startHub({ plugins: { paths: ['./rewrite.mjs'] }, servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', STATS_FILE: stats }) } }, { dir });
   await waitForReady(hub.url, ['m']);
 }, 60_000);
@@ -38,5 +47,19 @@ describe('arguments rewritten by a plugin', () => {
     expect(calls()).toBe(before);
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'm__add', outcome: 'denied' });
     expect(rows).toHaveLength(1);
+  });
+
+  it('in place (ctx.arguments changed, nothing returned) are a rewrite: held to the inputSchema the same way', async () => {
+    const before = calls();
+    const r = await modernPost(hub.url, 3, 'tools/call', { name: 'm__add', arguments: { a: 14, b: 2 } });
+    const result = r.body?.result as Json;
+    expect(result.isError).toBe(true);
+    expect(JSON.stringify(result.content)).toContain('the arguments as a plugin rewrote them break its inputSchema');
+    expect(calls()).toBe(before);
+    await waitForRows(join(hub.dir, 'ledger.db'), { tool: 'm__add', outcome: 'denied' }, (rows) => rows.length === 2);
+    // One that keeps to the schema is forwarded as the plugin left it.
+    const ok = await modernPost(hub.url, 4, 'tools/call', { name: 'm__add', arguments: { a: 15, b: 2 } });
+    expect((ok.body?.result as Json).content).toEqual([{ type: 'text', text: '18' }]);
+    expect(calls()).toBe(before + 1);
   });
 });
