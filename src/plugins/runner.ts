@@ -333,13 +333,23 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null &
 
 /**
  * What a beforeCall hook's answer means, worked out inside its guard (a getter of the answer
- * that throws is the hook's failure): a deny, or the arguments to go on with as JSON — the
- * ones it returned, or else its own copy as it left it.
+ * that throws is the hook's failure): a deny, or the arguments to go on with as a JSON copy —
+ * the ones it returned, or else its own copy as it left it. A `deny` that is there but is not
+ * text (`true`, `{reason}`) still denies, with a reason saying so: a deny never turns into an
+ * allow. Only `undefined`, `null` and `false` are no deny. An `arguments` that is there but
+ * is not an object fails the hook.
  */
 function beforeOutcome(v: unknown, given: Record<string, unknown>): { deny: string } | { arguments: string } {
   if (isPlainObject(v)) {
-    if (typeof v.deny === 'string') return { deny: v.deny };
-    if (isPlainObject(v.arguments)) return { arguments: argumentsCopy(v.arguments) };
+    const deny = v.deny;
+    if (typeof deny === 'string') return { deny };
+    if (deny !== undefined && deny !== null && deny !== false)
+      return { deny: `(no reason given: its "deny" was ${deny === true ? 'true' : Array.isArray(deny) ? 'an array' : typeof deny === 'object' ? 'an object' : `a ${typeof deny}`}, not text)` };
+    const args = v.arguments;
+    if (args !== undefined) {
+      if (!isPlainObject(args)) throw new Error('returned "arguments" that is not an object');
+      return { arguments: argumentsCopy(args) };
+    }
   }
   return { arguments: argumentsCopy(given) };
 }

@@ -70,7 +70,10 @@ export interface CallHookContext {
   readonly log: Logger;
 }
 
-/** Nothing: forward as is. `deny`: answer the client with a tool error instead. `arguments`: forward these. */
+/**
+ * Nothing: forward as is. `deny`: answer the client with a tool error instead (a `deny` that is
+ * not text still denies; only undefined, null and false are no deny). `arguments`: forward these.
+ */
 export type BeforeCallResult = void | undefined | { deny: string } | { arguments: Record<string, unknown> };
 /** Nothing: keep the result. An object: the result the client gets instead. */
 export type AfterCallResult = void | undefined | Record<string, unknown>;

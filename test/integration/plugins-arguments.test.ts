@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
-import { waitForRows } from './ledger-helpers.js';
+import { exportRows, waitForRows } from './ledger-helpers.js';
 
 let hub: HubProcess;
 let stats: string;
@@ -28,7 +28,23 @@ beforeAll(async () => {
       if (a === 15) ctx.arguments.a = 16;
     } };`,
   );
-  hub = await startHub({ plugins: { paths: ['./rewrite.mjs'] }, servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', STATS_FILE: stats }) } }, { dir });
+  // Answers of every malformed kind, by echo's text.
+  writeFileSync(
+    join(dir, 'answers.mjs'),
+    `export default { name: 'answers', beforeCall(ctx) {
+      switch (ctx.arguments.text) {
+        case 'deny-getter': return { get deny() { throw new Error('boom from a deny getter'); } };
+        case 'args-getter': return { arguments: { get text() { throw new Error('boom from an arguments getter'); } } };
+        case 'args-cycle': { const a = { text: 'c' }; a.self = a; return { arguments: a }; }
+        case 'args-array': return { arguments: ['x'] };
+        case 'bigint-in-place': ctx.arguments.n = 10n; return;
+        case 'deny-true': return { deny: true };
+        case 'deny-object': return { deny: { reason: 'no' } };
+        case 'deny-false': return { deny: false };
+      }
+    } };`,
+  );
+  hub = await startHub({ plugins: { paths: ['./rewrite.mjs', './answers.mjs'] }, servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', STATS_FILE: stats }) } }, { dir });
   await waitForReady(hub.url, ['m']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
@@ -61,5 +77,33 @@ describe('arguments rewritten by a plugin', () => {
     const ok = await modernPost(hub.url, 4, 'tools/call', { name: 'm__add', arguments: { a: 15, b: 2 } });
     expect((ok.body?.result as Json).content).toEqual([{ type: 'text', text: '18' }]);
     expect(calls()).toBe(before + 1);
+  });
+
+  it('a malformed answer of a beforeCall is that hook failing (audited, the call goes on, with its row); a deny that is not text still denies', async () => {
+    const db = join(hub.dir, 'ledger.db');
+    const echo = async (id: number, text: string): Promise<Json> => {
+      const r = await modernPost(hub.url, id, 'tools/call', { name: 'm__echo', arguments: { text } });
+      expect(r.body?.error).toBeUndefined();
+      return r.body?.result as Json;
+    };
+    const failing = ['deny-getter', 'args-getter', 'args-cycle', 'args-array', 'bigint-in-place'];
+    let id = 100;
+    for (const text of failing) expect((await echo(++id, text)).content).toEqual([{ type: 'text', text: `echo:${text}` }]);
+    expect((await echo(++id, 'deny-false')).content).toEqual([{ type: 'text', text: 'echo:deny-false' }]);
+    const before = calls();
+    for (const text of ['deny-true', 'deny-object']) {
+      const result = await echo(++id, text);
+      expect(result.isError).toBe(true);
+      expect(JSON.stringify(result.content)).toMatch(/refused by plugin answers: \(no reason given: its \\"deny\\" was (true|an object), not text\)/);
+    }
+    expect(calls()).toBe(before); // neither reached the upstream
+    await waitForRows(db, { tool: 'm__echo', method: 'tools/call' }, (rows) => rows.length === failing.length + 3);
+    const rows = await exportRows(db);
+    const calls_ = rows.filter((r) => r.method === 'tools/call' && r.tool === 'm__echo');
+    expect(calls_.map((r) => r.outcome)).toEqual([...failing.map(() => 'ok'), 'ok', 'denied', 'denied']);
+    const failures = rows.filter((r) => r.method === 'plugin/beforeCall');
+    expect(failures).toHaveLength(failing.length);
+    expect(failures.every((r) => r.outcome === 'rpc_error' && r.errorCode === -32603)).toBe(true);
+    expect(failures.map((r) => r.errorMessage).join('\n')).toMatch(/boom from a deny getter[^]*boom from an arguments getter[^]*circular[^]*not an object[^]*BigInt/i);
   });
 });
