@@ -7,7 +7,7 @@ import type { PluginsConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import descriptionChecks from '../../plugins/description-checks.js';
 import redactSecrets from '../../plugins/redact-secrets.js';
-import type { PluginFailure } from './runner.js';
+import { HUB_PLUGINS, type PluginFailure } from './runner.js';
 import type { Plugin, PluginModule } from './types.js';
 
 /** The bundled plugins, in the order they run (before any user plugin). */
@@ -118,7 +118,7 @@ export async function loadPlugins(
   const disabled = new Set(config?.disable ?? []);
   const optionsOf = (name: string): Record<string, unknown> => config?.options?.[name] ?? {};
   const out: Plugin[] = [];
-  const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>) => {
+  const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>, hub = false) => {
     try {
       let made = false;
       const p = await within(
@@ -140,6 +140,7 @@ export async function loadPlugins(
         return;
       }
       if (out.some((q) => q.name === p.name)) throw new Error(`a plugin named "${p.name}" is already loaded`);
+      if (hub) HUB_PLUGINS.add(p);
       out.push(p);
       log.info({ plugin: p.name, from: where }, 'plugin loaded');
     } catch (err) {
@@ -150,7 +151,7 @@ export async function loadPlugins(
   };
   for (const [name, mod] of Object.entries(BUNDLED)) {
     if (disabled.has(name)) continue;
-    await add(`bundled:${name}`, async () => mod, optionsOf(name));
+    await add(`bundled:${name}`, async () => mod, optionsOf(name), true);
   }
   for (const { file, options } of userPluginFiles(config, configFile)) {
     // Disabled by its file's name: not imported at all, so none of its code runs.

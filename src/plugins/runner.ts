@@ -19,6 +19,13 @@ export interface PluginFailure {
 
 export const DEFAULT_HOOK_TIMEOUT_MS = 5_000;
 
+/**
+ * The hub's own (bundled) plugins, as the loader made them. They never change what they are
+ * given in place, so their hooks get the hub's objects without a copy: redact-secrets'
+ * afterCall runs on every call, and a copy of every result would cost time and garbage.
+ */
+export const HUB_PLUGINS = new WeakSet<Plugin>();
+
 /** What the onList hooks made of one upstream list, by item index. */
 export interface ListOutcome {
   items: Record<string, unknown>[];
@@ -265,22 +272,29 @@ export class PluginRunner {
     return plan;
   }
 
+  /**
+   * The afterCall hooks, in order. An operator's plugin is handed a copy of the result, so what
+   * it changes in place has no effect (only a returned replacement does); a replacement is
+   * checked inside the hook's guard (a getter that throws is the hook's failure) and taken as a
+   * JSON copy, which no plugin holds. The hub's own plugins (HUB_PLUGINS: redact-secrets, on
+   * every call) get the result as it is, with no copy.
+   */
   async afterCall(tool: CallTool, principal: string, group: string | undefined, plan: CallPlan, result: Record<string, unknown>): Promise<Record<string, unknown>> {
     if (!this.loaded) await this.ready;
     let current = result;
     for (const p of plan.plugins ?? this.plugins) {
       if (!p.afterCall) continue;
       const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
-      const input = current;
+      const own = HUB_PLUGINS.has(p);
+      const given = current;
       const where = { server: tool.server.id, tool: tool.hubName };
-      const r = await this.guard(p, 'afterCall', where, () => p.afterCall!(ctx, input));
-      if (!r.ok || r.value === undefined || r.value === null) continue; // nothing returned: no change
-      const problem = callResultProblem(r.value);
-      if (problem) {
-        this.fail({ plugin: p.name, hook: 'afterCall', message: `returned ${problem}; the result it was given is kept`, ...where });
-        continue;
-      }
-      current = r.value as Record<string, unknown>;
+      const r = await this.guard(p, 'afterCall', where, () => {
+        // A result came in as JSON (no deeper than MAX_MESSAGE_DEPTH): it can be copied.
+        const out = p.afterCall!(ctx, own ? given : structuredClone(given));
+        return isThenable(out) ? out.then((v) => afterOutcome(v, own)) : afterOutcome(out, own);
+      });
+      if (!r.ok || r.value === undefined) continue; // failed, or nothing returned: no change
+      current = r.value;
     }
     return current;
   }
@@ -359,6 +373,18 @@ function argumentsCopy(v: Record<string, unknown>): string {
   const text = JSON.stringify(v);
   if (text === undefined || !text.startsWith('{')) throw new Error('left arguments that are not a JSON object');
   return text;
+}
+
+/**
+ * What an afterCall hook's answer means, worked out inside its guard: undefined to keep the
+ * result, else the replacement (a JSON copy, unless the hub's own plugin made it). One that
+ * cannot stand in for the result fails the hook, and the result it was given goes on.
+ */
+function afterOutcome(v: unknown, own: boolean): Record<string, unknown> | undefined {
+  if (v === undefined || v === null) return undefined;
+  const problem = callResultProblem(v);
+  if (problem) throw new Error(`returned ${problem}; the result it was given is kept`);
+  return own ? (v as Record<string, unknown>) : (JSON.parse(JSON.stringify(v)) as Record<string, unknown>);
 }
 
 /**

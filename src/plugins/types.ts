@@ -75,7 +75,11 @@ export interface CallHookContext {
  * not text still denies; only undefined, null and false are no deny). `arguments`: forward these.
  */
 export type BeforeCallResult = void | undefined | { deny: string } | { arguments: Record<string, unknown> };
-/** Nothing: keep the result. An object: the result the client gets instead. */
+/**
+ * Nothing: keep the result (the hook's `result` is its own copy: a change made to it in place,
+ * not returned, has no effect). An object: the result the client gets instead, checked and
+ * copied as it is when the hook returns.
+ */
 export type AfterCallResult = void | undefined | Record<string, unknown>;
 
 export interface NotificationHookContext {
