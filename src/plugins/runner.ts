@@ -188,32 +188,48 @@ export class PluginRunner {
     const out: ListOutcome = { items, flags: new Map(), hidden: new Map() };
     const listing = this.plugins.filter((p) => p.onList);
     if (listing.length === 0 || items.length === 0) return out;
+    // The items are the hub's own objects (a tool's nested inputSchema is the upstream's copy,
+    // which its pin is worked out from): an operator's plugin gets copies of them, and what it
+    // leaves, once it succeeded (replacements, and changes it made in place), is taken as a JSON
+    // copy; a plugin that fails leaves nothing. The hub's own plugins (HUB_PLUGINS) only read,
+    // and get the items as they are.
     let current = items.slice();
     for (const p of listing) {
-      const index = new Map<object, number>();
-      current.forEach((it, i) => index.set(it, i));
+      const own = HUB_PLUGINS.has(p);
       const flags: [number, ItemFlag][] = [];
       const hidden: [number, string][] = [];
       const replaced: [number, Record<string, unknown>][] = [];
-      const at = (item: object): number => {
-        const i = index.get(item);
-        if (i === undefined) throw new Error('flag/hide/replace: not an item of this list');
-        return i;
-      };
-      const plog = this.logOf(p);
-      const ctx = {
-        kind,
-        server,
-        items: current as readonly Readonly<Record<string, unknown>>[],
-        flag: (item: object, f: ItemFlag) => void flags.push([at(item), { code: String(f.code), message: String(f.message), category: f.category, field: f.field }]),
-        hide: (item: object, reason: string) => void hidden.push([at(item), String(reason)]),
-        replace: (item: object, next: Record<string, unknown>) => {
-          if (next === null || typeof next !== 'object') throw new Error('replace: the new item must be an object');
-          replaced.push([at(item), next]);
-        },
-        log: plog,
-      };
-      const r = await this.guard(p, 'onList', { server: server.id }, () => p.onList!(ctx));
+      const r = await this.guard(p, 'onList', { server: server.id }, () => {
+        // Items came in as JSON, and replacements leave as JSON: they can be copied.
+        const given = own ? current : current.map((it) => structuredClone(it));
+        const index = new Map<object, number>();
+        given.forEach((it, i) => index.set(it, i));
+        const at = (item: object): number => {
+          const i = index.get(item);
+          if (i === undefined) throw new Error('flag/hide/replace: not an item of this list');
+          return i;
+        };
+        const ctx = {
+          kind,
+          server,
+          items: given as readonly Readonly<Record<string, unknown>>[],
+          flag: (item: object, f: ItemFlag) => void flags.push([at(item), { code: String(f.code), message: String(f.message), category: f.category, field: f.field }]),
+          hide: (item: object, reason: string) => void hidden.push([at(item), String(reason)]),
+          replace: (item: object, next: Record<string, unknown>) => {
+            if (next === null || typeof next !== 'object') throw new Error('replace: the new item must be an object');
+            replaced.push([at(item), next]);
+          },
+          log: this.logOf(p),
+        };
+        const left = (): Record<string, unknown>[] | undefined => {
+          if (own && replaced.length === 0) return undefined;
+          const next = given.slice();
+          for (const [i, item] of replaced) next[i] = item;
+          return own ? next : (JSON.parse(JSON.stringify(next)) as Record<string, unknown>[]);
+        };
+        const done = p.onList!(ctx);
+        return isThenable(done) ? done.then(left) : left();
+      });
       if (!r.ok) continue; // a failing plugin changes nothing, not even what it flagged before failing
       for (const [i, f] of flags) {
         const list = out.flags.get(i) ?? [];
@@ -221,10 +237,7 @@ export class PluginRunner {
         out.flags.set(i, list);
       }
       for (const [i, reason] of hidden) if (!out.hidden.has(i)) out.hidden.set(i, `plugin ${p.name}: ${reason}`);
-      if (replaced.length) {
-        current = current.slice();
-        for (const [i, next] of replaced) current[i] = next;
-      }
+      if (r.value) current = r.value;
     }
     out.items = current;
     return out;

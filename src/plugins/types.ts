@@ -37,7 +37,8 @@ export interface ListHookContext {
   readonly server: PluginServer;
   /**
    * The items as they will go downstream (tools carry the annotations the hub will send, with
-   * their upstream names). Treat them as read-only; use replace() to change one.
+   * their upstream names), as the hook's own copies. Treat them as read-only; use replace() to
+   * change one (a change made in place counts only if the hook succeeds).
    */
   readonly items: readonly Readonly<Record<string, unknown>>[];
   flag(item: Readonly<Record<string, unknown>>, flag: ItemFlag): void;
