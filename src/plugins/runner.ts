@@ -341,10 +341,14 @@ export class PluginRunner {
         this.fail({ plugin: '(loader)', hook: 'load', message: messageOf(err) });
         return;
       }
-      // Stopped meanwhile: these never served, and nothing else would close them.
+      // A plugin in both sets is one object serving on (a module whose default export is a
+      // plugin object, not a factory, is the same object while its file is unchanged): only
+      // the plugins that are not carried over are closed. Stopped meanwhile: the new ones
+      // never served, and nothing else would close them (those close() closed excepted).
       const old = this.closed ? ps : this.plugins;
+      const keep = new Set(this.closed ? this.plugins : ps);
       if (!this.closed) this.use(ps);
-      for (const p of old) if (p.close) await this.guard(p, 'close', {}, () => p.close!());
+      for (const p of old) if (p.close && !keep.has(p)) await this.guard(p, 'close', {}, () => p.close!());
     });
     return this.replacing;
   }

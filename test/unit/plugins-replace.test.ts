@@ -85,6 +85,20 @@ describe('PluginRunner.replace', () => {
     expect(textOf(await runner.afterCall(tool, 'alice', undefined, plan, { content: [] }))).toBe('running');
   });
 
+  it('a plugin object in both sets serves on, unclosed; one stopped with the hub is not closed again', async () => {
+    const seen: string[] = [];
+    const kept = marker('kept', seen);
+    const runner = new PluginRunner([kept, marker('old', seen)], silentLogger, () => undefined);
+    await runner.replace([kept]);
+    expect(seen).toEqual(['old:closed']);
+    let load!: (ps: Plugin[]) => void;
+    const late = runner.replace(new Promise<Plugin[]>((r) => (load = r)));
+    await runner.close();
+    load([kept, marker('late', seen)]);
+    await late;
+    expect(seen).toEqual(['old:closed', 'kept:closed', 'late:closed']);
+  });
+
   it('a failed load is reported and the running plugins stay', async () => {
     const seen: string[] = [];
     const failures: string[] = [];
