@@ -23,24 +23,51 @@ const LOADABLE = new Set(['.js', '.mjs', '.cjs']);
  */
 export const PLUGIN_LOAD_TIMEOUT_MS = 10_000;
 
-/** `work` or, once `ms` have passed, a rejection saying so (what `work` does later is ignored). */
-function within<T>(work: Promise<T>, ms: number): Promise<T> {
+/**
+ * `work` or, once `ms` have passed, a rejection saying so. What `work` gives later goes to
+ * `late` (a plugin a factory made after it was given up on is closed there); a late failure is
+ * nobody's to hear.
+ */
+function within<T>(work: Promise<T>, ms: number, late?: (v: T) => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`it did not finish loading within ${ms} ms`)), ms);
+  let timedOut = false;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      reject(new Error(`it did not finish loading within ${ms} ms`));
+    }, ms);
     timer.unref();
   });
-  work.catch(() => undefined); // a late failure is nobody's to hear
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  work.then((v) => {
+    if (timedOut) late?.(v);
+  }, () => undefined);
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
 async function instantiate(mod: PluginModule, options: Record<string, unknown>, log: Logger, fallbackName: string): Promise<Plugin> {
   const p = typeof mod === 'function' ? await mod({ options, log: log.child({ plugin: fallbackName }) }) : mod;
   if (p === null || typeof p !== 'object') throw new Error('the module does not export a plugin (an object with a name and hooks, or a factory)');
-  if (typeof p.name !== 'string' || p.name === '') throw new Error('the plugin has no name');
-  for (const h of ['onList', 'beforeCall', 'afterCall', 'onNotification', 'close'] as const)
-    if (p[h] !== undefined && typeof p[h] !== 'function') throw new Error(`${h} is not a function`);
+  const problem =
+    typeof p.name !== 'string' || p.name === ''
+      ? 'the plugin has no name'
+      : (['onList', 'beforeCall', 'afterCall', 'onNotification', 'close'] as const).filter((h) => p[h] !== undefined && typeof p[h] !== 'function').map((h) => `${h} is not a function`)[0];
+  if (problem) {
+    // Refused, it is never used: a factory's plugin is closed, undoing what the factory started.
+    if (typeof mod === 'function' && typeof p.close === 'function') closeUnused(p, fallbackName, log);
+    throw new Error(problem);
+  }
   return p;
+}
+
+/**
+ * Closes a plugin a factory made that the hub will not use (refused, a duplicate, or made after
+ * its load was given up on), within the load time limit; a failure is logged.
+ */
+function closeUnused(p: Plugin, name: string, log: Logger, ms = PLUGIN_LOAD_TIMEOUT_MS): Promise<void> {
+  return within(Promise.resolve().then(() => p.close?.()), ms).then(
+    () => undefined,
+    (err: unknown) => log.warn({ plugin: name, err: err instanceof Error ? err.message : String(err) }, 'a plugin the hub does not use failed to close'),
+  );
 }
 
 /**
@@ -131,15 +158,25 @@ export async function loadPlugins(
           return instantiate(mod, options ?? optionsOf(made ? guess : (mod as Plugin).name), log, guess);
         })(),
         loadTimeoutMs,
+        // Skipped as too slow, then finished: nothing will use it, and a factory's plugin may
+        // have started something (a timer, a connection) only its close hook stops.
+        (late) => {
+          if (!made) return;
+          log.warn({ plugin: late.name, from: where }, 'a plugin finished loading after it was skipped as too slow; closing it');
+          void closeUnused(late, late.name, log, loadTimeoutMs);
+        },
       );
       if (disabled.has(p.name)) {
         // Known by this name only once loaded; a factory was called, so its close hook undoes
         // whatever it started.
         log.info({ plugin: p.name }, 'plugin disabled by config');
-        if (made) await within(Promise.resolve().then(() => p.close?.()), loadTimeoutMs).catch(() => undefined);
+        if (made) await closeUnused(p, p.name, log, loadTimeoutMs);
         return;
       }
-      if (out.some((q) => q.name === p.name)) throw new Error(`a plugin named "${p.name}" is already loaded`);
+      if (out.some((q) => q.name === p.name)) {
+        if (made) await closeUnused(p, p.name, log, loadTimeoutMs);
+        throw new Error(`a plugin named "${p.name}" is already loaded`);
+      }
       if (hub) HUB_PLUGINS.add(p);
       out.push(p);
       log.info({ plugin: p.name, from: where }, 'plugin loaded');

@@ -286,6 +286,38 @@ describe('plugin runner', () => {
     ]);
   });
 
+  it('a plugin a factory made that the hub will not use is closed: finished after the load timeout, a duplicate name, or refused', async () => {
+    const { existsSync, readFileSync } = await import('node:fs');
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    const closed = join(dir, 'closed');
+    const factory = (name: string, body: string, wait = 0) =>
+      `import { appendFileSync } from 'node:fs';
+       export default async () => {
+         await new Promise((r) => setTimeout(r, ${wait}));
+         return { name: '${name}', ${body} close() { appendFileSync(${JSON.stringify(closed)}, '${name}:${wait}\\n'); } };
+       };`;
+    writeFileSync(join(dir, 'late.mjs'), factory('late', '', 400));
+    writeFileSync(join(dir, 'dup-a.mjs'), factory('dup', 'onList() {},', 1));
+    writeFileSync(join(dir, 'dup-b.mjs'), factory('dup', 'onList() {},', 2));
+    writeFileSync(join(dir, 'bad.mjs'), factory('bad', "onList: 'not a function',", 3));
+    writeFileSync(join(dir, 'dup-object.mjs'), `import { appendFileSync } from 'node:fs'; export default { name: 'dup', close() { appendFileSync(${JSON.stringify(closed)}, 'object\\n'); } };`);
+    const failures: PluginFailure[] = [];
+    const section = { paths: ['./late.mjs', './dup-a.mjs', './dup-b.mjs', './bad.mjs', './dup-object.mjs'], disable: ['description-checks', 'redact-secrets'] };
+    const ps = await loadPlugins(section, join(dir, 'hub.config.json'), silentLogger, (f) => failures.push(f), 200);
+    expect(ps.map((p) => p.name)).toEqual(['dup']);
+    expect(failures.map((f) => [f.plugin.replace(/^.*[\\/]/, ''), f.message])).toEqual([
+      ['late.mjs', 'it did not finish loading within 200 ms'],
+      ['dup-b.mjs', 'a plugin named "dup" is already loaded'],
+      ['bad.mjs', 'onList is not a function'],
+      ['dup-object.mjs', 'a plugin named "dup" is already loaded'],
+    ]);
+    const closes = () => (existsSync(closed) ? readFileSync(closed, 'utf8').split('\n').filter(Boolean).sort() : []);
+    expect(closes()).toEqual(['bad:3', 'dup:2']);
+    // Not the one in use (dup:1), nor a refused plugin object no factory made. The slow
+    // factory finishes later: its plugin is closed when it arrives.
+    await vi.waitFor(() => expect(closes()).toEqual(['bad:3', 'dup:2', 'late:400']), { timeout: 3_000 });
+  });
+
   it('a plugin file edited since its load is imported afresh; an unchanged one is the module already loaded (ESM and CommonJS)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
     const config = join(dir, 'hub.config.json');
