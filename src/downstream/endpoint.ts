@@ -154,14 +154,16 @@ export class Endpoint {
 
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
   async message(c: Classified, ex: Exchange, stdioSession?: { current?: LegacySession }): Promise<void> {
-    if (c.kind === 'invalid') {
+    // A malformed response is still a response: JSON-RPC never answers one. It goes where a
+    // well-formed one would (the question it answers, which fails with its problem) or nowhere.
+    if (c.kind === 'invalid' && !c.response) {
       await this.recordRefused(c.id, c.method ?? INVALID_MESSAGE, ex, c.error, undefined, c.target);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
-    const msg = c.msg as Request | Notification;
-    const method = 'method' in msg ? msg.method : undefined;
-    const params = 'method' in msg ? msg.params : undefined;
+    const msg = c.kind === 'invalid' ? undefined : (c.msg as Request | Notification);
+    const method = msg && 'method' in msg ? msg.method : undefined;
+    const params = msg && 'method' in msg ? msg.params : undefined;
     const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
     if (verdict.era === 'invalid') {
       if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, verdict.error);
@@ -384,7 +386,10 @@ export class Endpoint {
       const sid = ex.header('mcp-session-id');
       if (c.kind !== 'request') {
         // Over HTTP a session that ended is 404 (the client starts a new one), a missing id 400.
-        if (stdio) return ex.reply(undefined, 202);
+        if (stdio) {
+          if (c.kind === 'invalid') this.log.warn({ id: c.id, problem: c.error.message }, 'malformed client response dropped: no session asked anything');
+          return ex.reply(undefined, 202);
+        }
         return sid === undefined
           ? ex.reply(errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required')), 400)
           : ex.reply(errorResponse(undefined, new RpcError(-32001, 'Session not found')), 404);
@@ -406,6 +411,13 @@ export class Endpoint {
     session.lastSeen = Date.now();
     if (c.kind === 'response') {
       if (!session.answer(c.msg)) this.log.debug({ id: c.msg.id }, 'late or unknown client response dropped');
+      return ex.reply(undefined, 202);
+    }
+    if (c.kind === 'invalid') {
+      // A response that breaks JSON-RPC (a result or error that is not an object): the question
+      // it answers fails with that problem, as one of the wrong shape would; to nothing, dropped.
+      if (c.id === undefined || !session.answerMalformed(c.id, c.error.message))
+        this.log.warn({ id: c.id, problem: c.error.message }, 'malformed client response dropped: it answers no open question');
       return ex.reply(undefined, 202);
     }
     if (c.kind === 'notification') {

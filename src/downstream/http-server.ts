@@ -216,7 +216,8 @@ export class HttpServer {
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
   private async admit(req: EdgeRequest, who: Identity, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
-    if ((c.kind !== 'request' && c.kind !== 'invalid') || !this.opts.gate) return null;
+    // A response, well formed or not, answers the hub's own question: never refused as a request.
+    if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
     const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes });
     return refused && { ...refused, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)) };
   }

@@ -143,6 +143,18 @@ export class LegacySession {
     return true;
   }
 
+  /**
+   * A client's answer to one of our requests that is not a well-formed response (`problem`: its
+   * result or error is not an object, or nests too deep): the question fails with that problem,
+   * at once, as for an answer of the wrong shape. False when nothing was waiting for it.
+   */
+  answerMalformed(id: string | number, problem: string): boolean {
+    const p = this.pending.get(String(id));
+    if (!p) return false;
+    p.reject(new RpcError(INTERNAL_ERROR, `the client answered ${p.method} with an invalid response: ${problem}`));
+    return true;
+  }
+
   /** close() was called: nothing more is sent to it. */
   ended = false;
 

@@ -210,6 +210,35 @@ describe('a legacy client answering with the wrong shape (legacy upstream ls)', 
   }, 30_000);
 });
 
+describe('a legacy client answering with a response that is not well formed (legacy upstream ls)', () => {
+  // JSON-RPC never answers a response: the POST carrying it gets 202 and no body, and the
+  // question it answers fails at once with its problem (not at inputTimeoutMs).
+  it.each([
+    ['a null result', 'null', null],
+    ['a string result', '"str"', null],
+    ['an array result', '[1]', null],
+    ['a string error', null, '"no"'],
+  ])('%s reaches the upstream as an error saying so, at once', async (_label, result, error) => {
+    const client = await legacyClient(th.url);
+    const id = 4650;
+    const sent: Promise<{ status: number; text: string }>[] = [];
+    const t0 = Date.now();
+    const final = await client.call(id, 'tools/call', { name: 'ls__elicit_form', arguments: { who: 'malformed' } }, (m) => {
+      if (m.method === 'elicitation/create') sent.push(client.send(JSON.parse(`{"id":${JSON.stringify(m.id)},${result !== null ? `"result":${result}` : `"error":${error}`}}`)));
+    });
+    expect(Date.now() - t0).toBeLessThan(INPUT_TIMEOUT_MS - 1000);
+    expect(final?.result, JSON.stringify(final)).toMatchObject({ isError: true });
+    expect(JSON.stringify(final?.result)).toContain('the client answered elicitation/create with an invalid response');
+    expect(sent).toHaveLength(1);
+    expect(await sent[0]).toMatchObject({ status: 202, text: '' });
+  }, 30_000);
+
+  it('one that answers no open question is dropped: 202, no body', async () => {
+    const client = await legacyClient(th.url);
+    for (const body of [{ id: 'sy-999', result: null }, { result: 'x' }, { id: 'sy-998', error: 'no' }]) expect(await client.send(body), JSON.stringify(body)).toMatchObject({ status: 202, text: '' });
+  });
+});
+
 describe('an upstream input_required the protocol does not allow', () => {
   let hub: HubProcess;
   beforeAll(async () => {
