@@ -47,21 +47,41 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;
-    const stop = async (reason: string) => {
-      if (stopping) return;
+    /** A second signal exits at once with 1, as in `start` (docs/RELIABILITY.md, Stopping). */
+    const stop = async (reason: string, signal = false) => {
+      if (stopping) {
+        if (!signal) return;
+        log.warn({ signal: reason }, 'second stop signal; exiting now');
+        log.flush();
+        process.exit(1);
+      }
       stopping = true;
       watcher.close();
       log.info({ reason }, 'stdio hub stopping');
       await server.stop();
       await hub.stop();
       log.flush();
-      // Answers written just before stdin closed must reach the client before we exit.
-      await new Promise<void>((r) => stdout.write('', () => r()));
+      // Answers written just before stdin closed must reach the client before we exit; a client
+      // that stopped reading stdout gets them for a few seconds, then the process exits anyway.
+      await new Promise<void>((r) => {
+        const timer = setTimeout(() => {
+          log.warn({ waitedMs: STDOUT_FLUSH_MS }, 'stdout not read by the client: exiting with answers unsent');
+          log.flush();
+          r();
+        }, STDOUT_FLUSH_MS);
+        stdout.write('', () => {
+          clearTimeout(timer);
+          r();
+        });
+      });
       process.exit(0);
     };
-    process.on('SIGTERM', () => void stop('SIGTERM'));
-    process.on('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM', true));
+    process.on('SIGINT', () => void stop('SIGINT', true));
     await server.run();
     await stop('stdin closed');
   },
 };
+
+/** How long the last answers may wait for a client that is not reading stdout before the process exits anyway. */
+const STDOUT_FLUSH_MS = 3_000;

@@ -42,6 +42,8 @@ export class StdioServer {
   private readonly reader: LineReader;
   private outClosed = false;
   private stopped = false;
+  /** stdin is paused because stdout's buffer is full (the client is not reading): resumed on 'drain'. */
+  private throttled = false;
   private finish: (() => void) | undefined;
   private readonly done: Promise<void>;
   private readonly out: MessageSink;
@@ -49,6 +51,7 @@ export class StdioServer {
   constructor(
     private readonly endpoint: Endpoint,
     private readonly input: Readable,
+    /** write() returning false and 'drain' are its back-pressure (a Writable's). */
     private readonly output: Pick<NodeJS.WritableStream, 'write' | 'on'>,
     private readonly log: Logger,
     private readonly opts: StdioServerOptions,
@@ -76,6 +79,12 @@ export class StdioServer {
       this.log.debug({ err: String(err) }, 'stdout closed');
       this.outClosed = true;
       void this.stop();
+    });
+    // The client read what was waiting: read its input again.
+    this.output.on('drain', () => {
+      if (!this.throttled) return;
+      this.throttled = false;
+      if (!this.stopped) this.input.resume();
     });
     this.input.on('data', (chunk: Buffer | string) => this.onData(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
     this.input.on('end', () => void this.onEnd());
@@ -240,6 +249,11 @@ export class StdioServer {
     };
   }
 
+  /**
+   * One message on stdout. When stdout's buffer is full (write() says so: the client is not
+   * reading), stdin is paused until it drains: no new work is read whose answers would pile up
+   * in memory. What is already running still answers into the buffer (bounded by what was read).
+   */
   private write(msg: object): void {
     if (this.outClosed) return;
     let line: string;
@@ -249,7 +263,11 @@ export class StdioServer {
       this.log.error({ err }, 'unserialisable message dropped');
       return;
     }
-    this.output.write(line + '\n');
+    if (!this.output.write(line + '\n') && !this.throttled && !this.stopped) {
+      this.throttled = true;
+      this.input.pause();
+      this.log.debug('stdout is full (the client is not reading it): stdin paused until it drains');
+    }
   }
 
   /** stdin ended: let answers in progress finish (bounded), then stop. */

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
-import { queryRows } from './ledger-helpers.js';
+import { queryRows, waitForRows } from './ledger-helpers.js';
 
 type Json = Record<string, any>;
 
@@ -27,8 +27,27 @@ function configDir(prefix: string, config: Json): { dir: string; file: string; l
   return { dir, file, ledger };
 }
 
+const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
+const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
+const twoServers = (dir: string): Json => ({ legacy: nodeServer(SDK1, [], { COUNTER_FILE: join(dir, 'counter.json') }), modern: nodeServer(SDK2, [], { COUNTER_FILE: join(dir, 'counter.json') }) });
+
+/** `switchyard stdio` over the legacy and modern fixture servers, with `config` added. */
+function twoServerHub(prefix: string, config: Json = {}): { c: LineClient; ledger: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const { file, ledger } = configDir(prefix, { servers: twoServers(dir), ...config });
+  return { c: stdioHub(file), ledger };
+}
+
+const call = (id: string | number, name: string, args: Json): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: META } });
+
+/** Resolves with the exit code, or 'running' if the process has not exited within `ms`. */
+const exitWithin = (c: LineClient, ms: number): Promise<number | null | 'running'> => Promise.race([c.exited, sleep(ms).then(() => 'running' as const)]);
+
 function stdioHub(file: string): LineClient {
-  return new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } });
+  // Lines a stopped hub never read: EPIPE once it exits.
+  proc.stdin.on('error', () => undefined);
+  return new LineClient(proc);
 }
 
 async function initialize(c: LineClient, capabilities: Json = {}): Promise<void> {
@@ -67,6 +86,48 @@ describe('a legacy stdio client answering a question with a response that is not
       expect(c.nonProtocolLines).toEqual([]);
     } finally {
       c.kill();
+    }
+  }, 60_000);
+});
+
+describe('a client of `switchyard stdio` that stops reading stdout', () => {
+  it('has its stdin left unread until stdout drains (no work piles up), and is served again once it reads', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-backpressure-');
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.proc.stdout!.pause();
+      // An answer far larger than the pipe and the reader's buffers: stdout stays full.
+      c.send(JSON.stringify(call('big', 'modern__echo', { text: 'x'.repeat(1_000_000) })));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'));
+      for (let i = 0; i < 20; i++) c.send(JSON.stringify(call(`after-${i}`, 'modern__echo', { text: `a${i}` })));
+      await sleep(2_000);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => r.requestId)).toEqual(['big']);
+      c.proc.stdout!.resume();
+      await c.next((m) => m.id === 'after-19', 15_000);
+      expect(c.received.filter((m) => typeof m.id === 'string' && (m.id === 'big' || m.id.startsWith('after-')) && m.result)).toHaveLength(21);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
+    for (const signals of [1, 2]) {
+      const { c } = twoServerHub('switchyard-stdio-unread-stop-');
+      try {
+        await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+        c.proc.stdout!.pause();
+        for (let i = 0; i < 5; i++) c.send(JSON.stringify(call(i, 'modern__echo', { text: 'x'.repeat(500_000) })));
+        await sleep(1_500);
+        c.proc.kill('SIGTERM');
+        if (signals === 2) {
+          await sleep(300);
+          c.proc.kill('SIGTERM');
+          expect(await exitWithin(c, 3_000)).toBe(1);
+        } else expect(await exitWithin(c, 12_000)).toBe(0);
+      } finally {
+        c.kill();
+      }
     }
   }, 60_000);
 });
