@@ -354,14 +354,19 @@ export class Hub implements HubCore {
     return addr;
   }
 
+  /** Refuse new work from now on (answered: the hub is shutting down), as stop() does first; calls in flight go on. */
+  stopAccepting(): void {
+    this.draining = true;
+    this.http?.stopAccepting();
+  }
+
   /**
    * Stop: refuse new work, let calls in flight finish for up to `drainMs`, then close the
    * upstreams (stdin EOF → SIGTERM → SIGKILL for processes), which fails what is still running
    * with a recorded answer, then the listener, and flush the ledger last.
    */
   async stop(drainMs = this.config.listen.drainTimeoutMs): Promise<void> {
-    this.draining = true;
-    this.http?.stopAccepting();
+    this.stopAccepting();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
     this.endpoint.close();

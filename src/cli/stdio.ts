@@ -40,14 +40,23 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       process.exit(2);
     }
     hub.startUpstreams();
+    const drainMs = config.listen.drainTimeoutMs;
     const server = new StdioServer(hub.endpoint, process.stdin, stdout, log, {
       maxLineBytes: config.listen.maxBodyBytes,
+      // stdin EOF lets what is in flight answer for up to listen.drainTimeoutMs, as SIGTERM does.
+      drainMs,
       onSessionClosed: (key) => hub.sessionClosed(key),
     });
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;
-    /** A second signal exits at once with 1, as in `start` (docs/RELIABILITY.md, Stopping). */
+    /**
+     * As `start` does (docs/RELIABILITY.md, Stopping): new requests are refused (answered), calls
+     * in flight finish for up to listen.drainTimeoutMs (stdin is still read meanwhile: a client's
+     * answer to a question, a cancellation), then the upstreams close, the ledger is flushed, and
+     * the process exits 0. At stdin EOF the server has drained already. A second signal exits at
+     * once with 1.
+     */
     const stop = async (reason: string, signal = false) => {
       if (stopping) {
         if (!signal) return;
@@ -57,9 +66,13 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       }
       stopping = true;
       watcher.close();
-      log.info({ reason }, 'stdio hub stopping');
-      await server.stop();
-      await hub.stop();
+      log.info({ reason, inFlight: hub.inflight.count }, 'stdio hub stopping');
+      const deadline = Date.now() + drainMs;
+      if (signal) {
+        hub.stopAccepting();
+        await server.drain(drainMs);
+      } else await server.stop();
+      await hub.stop(Math.max(0, deadline - Date.now()));
       log.flush();
       // Answers written just before stdin closed must reach the client before we exit; a client
       // that stopped reading stdout gets them for a few seconds, then the process exits anyway.

@@ -14,7 +14,7 @@ import { Canceller } from '../cancel.js';
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
   maxLineBytes: number;
-  /** At stdin EOF, how long answers still being computed may take before the server stops anyway. */
+  /** At stdin EOF (and by default in drain()), how long answers still being computed may take before the server stops anyway (listen.drainTimeoutMs). */
   drainMs?: number;
   /** The principal of everything arriving on this pipe (whoever spawned the process). */
   principal?: string;
@@ -44,6 +44,8 @@ export class StdioServer {
   private stopped = false;
   /** stdin is paused because stdout's buffer is full (the client is not reading): resumed on 'drain'. */
   private throttled = false;
+  /** The drain under way (stdin EOF, or a stop signal), which ends in stop(). */
+  private draining: Promise<void> | undefined;
   private finish: (() => void) | undefined;
   private readonly done: Promise<void>;
   private readonly out: MessageSink;
@@ -274,15 +276,28 @@ export class StdioServer {
   private async onEnd(): Promise<void> {
     if (this.stopped) return;
     this.reader.end();
-    const deadline = Date.now() + (this.opts.drainMs ?? 5_000);
-    // Until nothing is left: an answer can let more work start (lines held behind an initialize).
-    while (this.pending.size > 0) {
-      const left = deadline - Date.now();
-      if (left <= 0) break;
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
-      clearTimeout(timer);
-    }
-    await this.stop();
+    await this.drain();
+  }
+
+  /**
+   * Let answers in progress finish for up to `ms` (default: drainMs), then stop(). Input is still
+   * read meanwhile (a client's answer to a question, a cancellation); whoever calls this refuses
+   * new work itself (the hub's draining). A drain already under way keeps its own deadline.
+   */
+  drain(ms = this.opts.drainMs ?? 5_000): Promise<void> {
+    if (this.stopped) return this.done;
+    this.draining ??= (async () => {
+      const deadline = Date.now() + ms;
+      // Until nothing is left: an answer can let more work start (lines held behind an initialize).
+      while (this.pending.size > 0 && !this.stopped) {
+        const left = deadline - Date.now();
+        if (left <= 0) break;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
+        clearTimeout(timer);
+      }
+      await this.stop();
+    })();
+    return this.draining;
   }
 }

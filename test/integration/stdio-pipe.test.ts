@@ -32,10 +32,10 @@ const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
 const twoServers = (dir: string): Json => ({ legacy: nodeServer(SDK1, [], { COUNTER_FILE: join(dir, 'counter.json') }), modern: nodeServer(SDK2, [], { COUNTER_FILE: join(dir, 'counter.json') }) });
 
 /** `switchyard stdio` over the legacy and modern fixture servers, with `config` added. */
-function twoServerHub(prefix: string, config: Json = {}): { c: LineClient; ledger: string } {
+function twoServerHub(prefix: string, config: Json = {}, logLevel = 'warn'): { c: LineClient; ledger: string } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const { file, ledger } = configDir(prefix, { servers: twoServers(dir), ...config });
-  return { c: stdioHub(file), ledger };
+  return { c: stdioHub(file, logLevel), ledger };
 }
 
 const call = (id: string | number, name: string, args: Json): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: META } });
@@ -43,8 +43,8 @@ const call = (id: string | number, name: string, args: Json): Json => ({ jsonrpc
 /** Resolves with the exit code, or 'running' if the process has not exited within `ms`. */
 const exitWithin = (c: LineClient, ms: number): Promise<number | null | 'running'> => Promise.race([c.exited, sleep(ms).then(() => 'running' as const)]);
 
-function stdioHub(file: string): LineClient {
-  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } });
+function stdioHub(file: string, logLevel = 'warn'): LineClient {
+  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: logLevel } });
   // Lines a stopped hub never read: EPIPE once it exits.
   proc.stdin.on('error', () => undefined);
   return new LineClient(proc);
@@ -86,6 +86,67 @@ describe('a legacy stdio client answering a question with a response that is not
       expect(c.nonProtocolLines).toEqual([]);
     } finally {
       c.kill();
+    }
+  }, 60_000);
+});
+
+describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutMs 30000)', () => {
+  const DRAIN = { listen: { drainTimeoutMs: 30_000 } };
+
+  it('at stdin EOF answers a call that runs past the old fixed 5 s, then exits 0', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-eof-drain-', DRAIN);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify(call('long', 'modern__slow', { ms: 6_500 })));
+      await sleep(300);
+      const t0 = Date.now();
+      c.endInput();
+      expect(await exitWithin(c, 20_000)).toBe(0);
+      expect(Date.now() - t0).toBeGreaterThan(5_500);
+      expect(c.received.find((m) => m.id === 'long')?.result?.content?.[0]?.text).toBe('slept 6500');
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'ok']]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  it('on SIGTERM refuses new requests with an answer, lets the call in flight answer, then exits 0; a second signal exits at once with 1', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-sigterm-drain-', DRAIN, 'info');
+    const stopping = async (): Promise<void> => {
+      for (const until = Date.now() + 10_000; !c.stderr.includes('stdio hub stopping'); await sleep(20)) if (Date.now() > until) throw new Error(`not stopping: ${c.stderr.slice(-1000)}`);
+    };
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify(call('long', 'modern__slow', { ms: 2_000 })));
+      await sleep(300);
+      c.proc.kill('SIGTERM');
+      await stopping();
+      // Still reading stdin: a new request is answered, refused.
+      const late = await c.request(call('late', 'modern__echo', { text: 'late' }));
+      expect(JSON.stringify(late)).toContain('shutting down');
+      expect(await exitWithin(c, 20_000)).toBe(0);
+      expect(c.received.find((m) => m.id === 'long')?.result?.content?.[0]?.text).toBe('slept 2000');
+      const rows = await queryRows(ledger, { method: 'tools/call' });
+      expect(rows.find((r) => r.requestId === 'long')?.outcome).toBe('ok');
+      expect(rows.find((r) => r.requestId === 'late')?.outcome).toBe('unavailable');
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+
+    const second = twoServerHub('switchyard-stdio-second-signal-', DRAIN).c;
+    try {
+      await second.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      second.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
+      await sleep(300);
+      second.proc.kill('SIGTERM');
+      await sleep(500);
+      expect(second.proc.exitCode).toBeNull(); // draining
+      second.proc.kill('SIGTERM');
+      expect(await exitWithin(second, 3_000)).toBe(1);
+      expect(second.stderr).toContain('second stop signal');
+    } finally {
+      second.kill();
     }
   }, 60_000);
 });
