@@ -10,6 +10,7 @@ import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import type { LegacySession } from './legacy-session.js';
 import { Canceller } from '../cancel.js';
+import { classifyEra } from './classify.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -37,7 +38,13 @@ interface Open {
 export class StdioServer {
   /** The legacy session of this pipe, if the client sent initialize. */
   readonly session: { current?: LegacySession } = {};
+  /**
+   * Open exchanges by era and id (exchangeKey): the first with a key keeps it; a second one with
+   * the same key (refused by the endpoint as a duplicate, or a ping) is only in `live`.
+   */
   private readonly open = new Map<string, Open>();
+  /** Every open exchange, whatever its key: what stop() ends. */
+  private readonly live = new Set<Open>();
   private readonly pending = new Set<Promise<void>>();
   private readonly reader: LineReader;
   private outClosed = false;
@@ -102,7 +109,8 @@ export class StdioServer {
     if (this.stopped) return this.done;
     this.stopped = true;
     this.input.pause();
-    for (const o of this.open.values()) o.closed.abort();
+    for (const o of this.live) o.closed.abort();
+    this.live.clear();
     this.open.clear();
     const s = this.session.current;
     this.session.current = undefined;
@@ -166,9 +174,9 @@ export class StdioServer {
 
   /** One message to the endpoint, tracked until answered (`deliver`: see exchange). */
   private serve(c: Classified, bytes: number, deliver?: (msg: object | undefined) => void): Promise<void> {
-    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId);
+    if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId, c.msg.params);
     const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
-    const ex = this.exchange(id, bytes, deliver);
+    const ex = this.exchange(id, c.kind === 'request' ? this.exchangeKey(id!, c.msg.params) : undefined, bytes, deliver);
     const p: Promise<void> = this.endpoint
       .message(c, ex, this.session)
       .catch((err) => {
@@ -194,24 +202,48 @@ export class StdioServer {
     }
   }
 
-  /** A client cancellation: a listen stream (or a modern call) with that id ends; nothing more is sent for it. */
-  private cancel(requestId: unknown): void {
+  /**
+   * Which exchange an id names: one id may be in flight in each era on one pipe (a modern call
+   * and a legacy one), and a legacy id only in its session. `params`: the request's; its
+   * `_meta` says its era, as the endpoint reads it.
+   */
+  private exchangeKey(id: unknown, params: Record<string, unknown> | undefined): string {
+    return isModern(params) ? modernKey(id) : this.legacyKey(id);
+  }
+
+  private legacyKey(id: unknown): string {
+    return `legacy ${this.session.current?.id ?? '-'} ${idKey(id)}`;
+  }
+
+  /**
+   * A client cancellation: the listen stream or call with that id ends; nothing more is sent for
+   * it. One with a modern claim in `_meta` names a modern exchange only. One without (a legacy
+   * client's; a modern client need not put `_meta` on a notification) names the legacy exchange
+   * of the session with that id, or else the modern one: with the same id in flight in both eras,
+   * the other era's call goes on.
+   */
+  private cancel(requestId: unknown, params: Record<string, unknown> | undefined): void {
     if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
-    const o = this.open.get(idKey(requestId));
-    if (!o) return;
-    this.open.delete(idKey(requestId));
+    const keys = isModern(params) ? [modernKey(requestId)] : [this.legacyKey(requestId), modernKey(requestId)];
+    const key = keys.find((k) => this.open.has(k));
+    if (key === undefined) return;
+    const o = this.open.get(key)!;
+    this.open.delete(key);
+    this.live.delete(o);
     o.closed.abort();
   }
 
   /** `deliver`: where the answer goes instead of a line of its own (a batch's member; called once, undefined for none). */
-  private exchange(id: Id | undefined, bytes: number, deliver?: (msg: object | undefined) => void): Exchange {
+  private exchange(id: Id | undefined, key: string | undefined, bytes: number, deliver?: (msg: object | undefined) => void): Exchange {
     const closed = new Canceller();
-    const key = id === undefined ? undefined : idKey(id);
     const entry: Open = { closed, streaming: false };
-    // A reused id replaces the older entry; the older call still answers on stdout.
-    if (key !== undefined) this.open.set(key, entry);
+    // A reused id never takes the key from the exchange holding it: a cancellation names that
+    // one (the endpoint refuses the newcomer as a duplicate, or answers it at once: a ping).
+    if (key !== undefined && !this.open.has(key)) this.open.set(key, entry);
+    this.live.add(entry);
     let answered = false;
     const settle = () => {
+      this.live.delete(entry);
       if (key !== undefined && this.open.get(key) === entry) this.open.delete(key);
     };
     const out = this.out;
@@ -301,3 +333,7 @@ export class StdioServer {
     return this.draining;
   }
 }
+
+/** Whether a message's params claim the modern era (Endpoint's classification, without headers on stdio). */
+const isModern = (params: Record<string, unknown> | undefined): boolean => classifyEra(undefined, params, undefined).era === 'modern';
+const modernKey = (id: unknown): string => `modern ${idKey(id)}`;

@@ -192,3 +192,67 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
     }
   }, 60_000);
 });
+
+describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
+  it('a cancellation ends only the call of its own era; the other is answered', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-cross-era-');
+    try {
+      await initialize(c);
+      const legacyCall = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 1_500 } } });
+      // A modern cancellation of 5: the modern 5 ends, the legacy 5 answers.
+      c.send(JSON.stringify(call(5, 'modern__slow', { ms: 1_500 })));
+      c.send(JSON.stringify(legacyCall(5)));
+      await sleep(400);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, _meta: META } }));
+      // A legacy cancellation of 6: the legacy 6 ends, the modern 6 answers.
+      c.send(JSON.stringify(call(6, 'modern__slow', { ms: 1_500 })));
+      c.send(JSON.stringify(legacyCall(6)));
+      await sleep(400);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 6 } }));
+      // Without _meta, and only a modern 7 in flight: that one ends (a modern client need not claim its era on a notification).
+      c.send(JSON.stringify(call(7, 'modern__slow', { ms: 1_500 })));
+      await sleep(400);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7 } }));
+      await c.next((m) => m.id === 5, 10_000);
+      await c.next((m) => m.id === 6, 10_000);
+      await sleep(1_500);
+      const five = c.received.filter((m) => m.id === 5);
+      const six = c.received.filter((m) => m.id === 6);
+      // The legacy answer has no resultType; the modern one does.
+      expect(five).toEqual([{ jsonrpc: '2.0', id: 5, result: { content: [{ type: 'text', text: 'slept 1500' }] } }]);
+      expect(six).toHaveLength(1);
+      expect(six[0]!.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1500' }] });
+      expect(c.received.filter((m) => m.id === 7)).toEqual([]);
+      const rows = await waitForRows(ledger, { method: 'tools/call' }, (r) => r.length === 5);
+      // A row is ok only for an answer that was written.
+      expect(rows.map((r) => [r.requestId, r.clientEra, r.outcome]).sort()).toEqual([
+        ['5', '2025-11-25', 'ok'],
+        ['5', '2026-07-28', 'cancelled'],
+        ['6', '2025-11-25', 'cancelled'],
+        ['6', '2026-07-28', 'ok'],
+        ['7', '2026-07-28', 'cancelled'],
+      ]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  it('a request refused as a duplicate id leaves the original as it was: stopping still ends it', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-dup-stop-', { listen: { drainTimeoutMs: 1_000 } });
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify(call('dup', 'modern__slow', { ms: 20_000 })));
+      await sleep(300);
+      const refused = await c.request(call('dup', 'modern__echo', { text: 'second' }));
+      expect(refused.error?.message).toContain('already in flight');
+      c.endInput();
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      // Cancelled at the drain deadline, so nothing more is written for it.
+      expect(c.received.filter((m) => m.id === 'dup')).toEqual([refused]);
+      const rows = await queryRows(ledger, { method: 'tools/call' });
+      expect(rows.filter((r) => r.requestId === 'dup').map((r) => r.outcome).sort()).toEqual(['cancelled', 'rpc_error']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
