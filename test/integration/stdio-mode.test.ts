@@ -245,7 +245,8 @@ describe('a modern request cancelled while a fresh hub waits to learn what its u
     const file = join(d, 'hub.config.json');
     // A first run, and a server slow to start: whether anyone offers completions is not known
     // yet (a server never seen counts only with the list families), so the hub waits to learn it.
-    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '1500' } };
+    // The delay is short of the hub's wait with room to spare for a loaded machine (1.5 s was not).
+    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '800' } };
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     const complete = (id: string) => ({ jsonrpc: '2.0', id, method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'legacy__greet' }, argument: { name: 'name', value: 'al' }, _meta: META } });
