@@ -22,7 +22,8 @@ export function isLoopbackHost(host: string): boolean {
 function hostname(hostHeader: string): string | undefined {
   const h = /^(\[[^\]]+\]|[^[\]:]+)(?::\d*)?$/.exec(hostHeader)?.[1];
   if (h === undefined || !h.startsWith('[')) return h?.toLowerCase();
-  return isIPv6(h.slice(1, -1)) ? sameForm(h) : undefined; // `[…]` holds an IPv6 address or nothing
+  const bare = h.slice(1, -1);
+  return isIPv6(bare) ? ipv6Form(bare) : undefined; // `[…]` holds an IPv6 address or nothing
 }
 
 /**
@@ -31,8 +32,11 @@ function hostname(hostHeader: string): string | undefined {
  */
 function sameForm(host: string): string {
   const bare = host.replace(/^\[(.*)\]$/, '$1');
-  return isIPv6(bare) ? new URL(`http://[${bare}]/`).hostname : host.toLowerCase();
+  return isIPv6(bare) ? ipv6Form(bare) : host.toLowerCase();
 }
+
+/** An IPv6 address (no brackets) as a URL writes it: bracketed, lower case, shortest form. */
+const ipv6Form = (bare: string): string => new URL(`http://[${bare}]/`).hostname;
 
 export interface OriginPolicy {
   listenHost: string;

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { isObj } from '../protocol/jsonrpc.js';
 import type {
   CallHookContext,
   CallTool,
@@ -225,7 +226,7 @@ export class PluginRunner {
           if (own && replaced.length === 0) return undefined;
           const next = given.slice();
           for (const [i, item] of replaced) next[i] = item;
-          return own ? next : (JSON.parse(JSON.stringify(next)) as Record<string, unknown>[]);
+          return own ? next : jsonCopy(next);
         };
         const done = p.onList!(ctx);
         return isThenable(done) ? done.then(left) : left();
@@ -360,7 +361,8 @@ export class PluginRunner {
   }
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** A copy of what a hook left, as JSON (what JSON cannot hold, a BigInt or a cycle, throws). */
+const jsonCopy = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 /**
  * What a beforeCall hook's answer means, worked out inside its guard (a getter of the answer
@@ -371,14 +373,14 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null &
  * is not an object fails the hook.
  */
 function beforeOutcome(v: unknown, given: Record<string, unknown>): { deny: string } | { arguments: string } {
-  if (isPlainObject(v)) {
+  if (isObj(v)) {
     const deny = v.deny;
     if (typeof deny === 'string') return { deny };
     if (deny !== undefined && deny !== null && deny !== false)
       return { deny: `(no reason given: its "deny" was ${deny === true ? 'true' : Array.isArray(deny) ? 'an array' : typeof deny === 'object' ? 'an object' : `a ${typeof deny}`}, not text)` };
     const args = v.arguments;
     if (args !== undefined) {
-      if (!isPlainObject(args)) throw new Error('returned "arguments" that is not an object');
+      if (!isObj(args)) throw new Error('returned "arguments" that is not an object');
       return { arguments: argumentsCopy(args) };
     }
   }
@@ -401,7 +403,7 @@ function afterOutcome(v: unknown, own: boolean): Record<string, unknown> | undef
   if (v === undefined || v === null) return undefined;
   const problem = callResultProblem(v);
   if (problem) throw new Error(`returned ${problem}; the result it was given is kept`);
-  return own ? (v as Record<string, unknown>) : (JSON.parse(JSON.stringify(v)) as Record<string, unknown>);
+  return own ? (v as Record<string, unknown>) : jsonCopy(v as Record<string, unknown>);
 }
 
 /**

@@ -50,9 +50,9 @@ export class Confirmer {
   }
 }
 
-/** The user's verdict from an elicitation answer. */
+/** Whether an elicitation answer is the user's yes (anything else is a no). */
 export function accepted(answer: unknown): boolean {
-  return !!answer && typeof answer === 'object' && (answer as { action?: unknown }).action === 'accept';
+  return verdict(answer) === true;
 }
 
 /**

@@ -249,9 +249,9 @@ export class ToolCall {
         // a modern client that takes that turn, the key is freed; the row still says what failed.
         // So for a turn the hub could not take further (UnfinishedTurnError).
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
-        const clients = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
-        const stored = err instanceof RpcError && !capability && !clients ? storedError(err) : undefined;
-        await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !clients);
+        const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
+        const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
+        await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
         if (err instanceof RpcError || err instanceof CancelledError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);

@@ -53,12 +53,8 @@ export class InputCollector {
    */
   targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
 
-  /** What the request now waiting for the call declared: the first, then each retry that resumes it. */
-  private caps: ClientCapabilities;
-
-  constructor(caps: ClientCapabilities) {
-    this.caps = caps;
-  }
+  /** `caps`: what the request now waiting for the call declared: the first, then each retry that resumes it. */
+  constructor(private caps: ClientCapabilities) {}
 
   readonly ask = (req: InputRequest, withdrawn?: Signal): Promise<Result> => {
     // Not a question a client can be asked (digest §5.1): the upstream's own mistake, refused

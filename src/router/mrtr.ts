@@ -25,16 +25,16 @@ export type Retry =
   | { kind: 'confirm'; accepted: boolean | undefined; params: Result };
 
 /**
- * Era translation of "the server needs input from the user" (digest §5.3): legacy
- * server → client requests and modern `input_required` results, in all four directions.
- */
-/**
  * The call ends on an upstream's input_required turn the hub could not take further (a client
  * that cannot be asked, too many rounds, a malformed request): the upstream never ran the call,
  * so this is no outcome of it (call-tool.ts frees an idempotency key for it, never replays it).
  */
 export class UnfinishedTurnError extends RpcError {}
 
+/**
+ * Era translation of "the server needs input from the user" (digest §5.3): legacy
+ * server → client requests and modern `input_required` results, in all four directions.
+ */
 export class Mrtr {
   readonly bridge: InputBridge;
 
