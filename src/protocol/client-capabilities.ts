@@ -1,5 +1,6 @@
 import type { ClientCapabilities } from './types.js';
 import { isObj } from './jsonrpc.js';
+import { setField } from './copy.js';
 
 /**
  * Whether a client declared what a server → client request needs (digest §2.1, §5.1): an
@@ -40,6 +41,19 @@ export function required(method: string, params?: Record<string, unknown>): Reco
     default:
       return { [method]: {} };
   }
+}
+
+/**
+ * Adds one request's `required()` to what several need, member by member within a family: a
+ * round asking a form and a URL elicitation needs `elicitation: {form, url}`, not whichever
+ * came last.
+ */
+export function addRequired(need: Record<string, unknown>, more: Record<string, unknown>): Record<string, unknown> {
+  for (const [family, value] of Object.entries(more)) {
+    const had = Object.hasOwn(need, family) ? need[family] : undefined;
+    setField(need, family, isObj(had) && isObj(value) ? Object.assign({}, had, value) : value);
+  }
+  return need;
 }
 
 /** Families whose value is an object in both eras' schemas, and their members that are objects too (digest §2.1, §2.2). */

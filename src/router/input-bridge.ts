@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CancelledError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
-import { declares, required } from '../protocol/client-capabilities.js';
+import { addRequired, declares, required } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
@@ -62,7 +62,7 @@ export class InputCollector {
     if (!INPUT_METHODS.includes(req.method)) return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the hub does not relay ${req.method} to clients`));
     const need = missingCapability(req, this.caps);
     if (need) {
-      this.missing = need;
+      this.missing = addRequired(this.missing ?? {}, need);
       this.woken();
       return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
     }
@@ -124,15 +124,12 @@ export class InputCollector {
    */
   retried(responses: unknown, caps: ClientCapabilities): void {
     this.caps = caps;
-    let need: Record<string, Record<string, unknown>> | undefined;
+    let need: Record<string, unknown> | undefined;
     for (const [k, w] of this.waiting) {
       const v = responses && typeof responses === 'object' && Object.hasOwn(responses, k) ? (responses as Result)[k] : undefined;
       if (v !== undefined && inputResultProblem(w.req.method, v) === undefined) continue;
       const m = missingCapability(w.req, caps);
-      if (!m) continue;
-      need ??= {};
-      // Both modes of elicitation, say, when one open question needs each.
-      for (const [family, value] of Object.entries(m)) need[family] = Object.assign(need[family] ?? {}, value);
+      if (m) need = addRequired(need ?? {}, m);
     }
     if (need) {
       this.missing = need;

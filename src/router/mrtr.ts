@@ -12,6 +12,7 @@ import { RequestStateSealer, StateError, type Binding, type StateBody } from './
 import { Canceller, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 import { setField } from '../protocol/copy.js';
+import { addRequired } from '../protocol/client-capabilities.js';
 
 type Result = Record<string, unknown>;
 
@@ -288,7 +289,7 @@ function undeclared(requests: unknown, caps: CallContext['clientCapabilities']):
   let need: Record<string, unknown> | null = null;
   for (const req of Object.values(requests as Record<string, InputRequest>)) {
     const m = req && typeof req === 'object' && typeof req.method === 'string' ? missingCapability(req, caps) : null;
-    if (m) need = Object.assign(need ?? {}, m);
+    if (m) need = addRequired(need ?? {}, m);
   }
   return need;
 }

@@ -115,6 +115,14 @@ describe("a modern upstream's input_required for a capability the client did not
     expect((ok.body?.result?.inputRequests as Json).llm).toMatchObject({ method: 'sampling/createMessage' });
   });
 
+  it('names every mode it needs when one round asks for two (form and URL elicitation)', async () => {
+    const none = await call('s-3', 'nq__asktwo', {});
+    expect(none.body?.error, none.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {}, url: {} } } } });
+    const formOnly = await call('s-4', 'nq__asktwo', { elicitation: { form: {} } });
+    expect(formOnly.body?.error, formOnly.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
+    expect((formOnly.body?.error?.data as Json).requiredCapabilities).toEqual({ elicitation: { url: {} } });
+  });
+
   it('is, for a legacy client, a tool error naming it (the client is not asked)', async () => {
     const s = await legacySession(hub.url, { capabilities: {} });
     const r = await s.request(1, 'tools/call', { name: 'nq__asksampling', arguments: {} });

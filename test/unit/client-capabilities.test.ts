@@ -4,7 +4,8 @@
  * tools only under `sampling.tools`, roots; and the capability a refusal names.
  */
 import { describe, expect, it } from 'vitest';
-import { declares, elicits, required } from '../../src/protocol/client-capabilities.js';
+import { addRequired, declares, elicits, required } from '../../src/protocol/client-capabilities.js';
+import { InputCollector } from '../../src/router/input-bridge.js';
 
 describe('client capabilities', () => {
   it.each([
@@ -37,5 +38,20 @@ describe('client capabilities', () => {
     expect(required('sampling/createMessage', { tools: [] })).toEqual({ sampling: { tools: {} } });
     expect(required('sampling/createMessage', {})).toEqual({ sampling: {} });
     expect(required('roots/list')).toEqual({ roots: {} });
+  });
+
+  it('what several requests need, merged within a family', () => {
+    const need = addRequired(addRequired({}, required('elicitation/create', { mode: 'form' })), required('elicitation/create', { mode: 'url' }));
+    expect(addRequired(need, required('roots/list'))).toEqual({ elicitation: { form: {}, url: {} }, roots: {} });
+    // A method named __proto__ is a family of its own, not the object's prototype.
+    const odd = addRequired({}, required('__proto__'));
+    expect(Object.getPrototypeOf(odd)).toBe(Object.prototype);
+    expect(Object.keys(odd)).toEqual(['__proto__']);
+  });
+
+  it("a legacy upstream's two questions the client cannot take: both named in its -32021", async () => {
+    const c = new InputCollector({});
+    await Promise.allSettled([c.ask({ method: 'elicitation/create', params: { mode: 'form', message: 'm' } }), c.ask({ method: 'elicitation/create', params: { mode: 'url', message: 'm', url: 'https://example.com' } })]);
+    expect(c.missing).toEqual({ elicitation: { form: {}, url: {} } });
   });
 });
