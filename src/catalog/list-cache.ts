@@ -20,6 +20,15 @@ export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
 
 const ANNOUNCE_EVERY_MS = 1000;
 
+/**
+ * Whether `prefix` names `key` or a group of keys it heads, whole fields only: `a\0tools`
+ * covers `a\0tools\0principal:alice`, and that key does not cover `…\0principal:alice2`.
+ */
+function covers(prefix: string, key: string): boolean {
+  if (prefix.endsWith('\0')) return key.startsWith(prefix);
+  return key.length === prefix.length ? key === prefix : key.startsWith(prefix) && key.charCodeAt(prefix.length) === 0;
+}
+
 export class ListCache {
   private readonly entries = new Map<string, ListEntry>();
   private readonly inflight = new Map<string, Promise<ListEntry>>();
@@ -116,8 +125,8 @@ export class ListCache {
 
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
-    for (const [k, e] of this.entries) if (k.startsWith(prefix)) e.ttlMs = 0;
-    for (const k of this.inflight.keys()) if (k.startsWith(prefix)) this.changedInFlight.add(k);
+    for (const [k, e] of this.entries) if (covers(prefix, k)) e.ttlMs = 0;
+    for (const k of this.inflight.keys()) if (covers(prefix, k)) this.changedInFlight.add(k);
   }
 
   /**
@@ -127,7 +136,7 @@ export class ListCache {
   expire(prefix: string): void {
     const now = this.now();
     for (const [k, e] of this.entries)
-      if (k.startsWith(prefix) && e.ttlMs > 0) {
+      if (covers(prefix, k) && e.ttlMs > 0) {
         // Stale now even if received this very millisecond; ttlMs stays above 0 (a change the
         // refresh finds is told: nobody said it).
         e.receivedAt = Math.min(e.receivedAt, now - 1);
@@ -136,7 +145,7 @@ export class ListCache {
   }
 
   drop(prefix: string): void {
-    for (const k of [...this.entries.keys()]) if (k.startsWith(prefix)) this.entries.delete(k);
-    for (const k of [...this.toldAt.keys()]) if (k.startsWith(prefix)) this.toldAt.delete(k);
+    for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
+    for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
   }
 }

@@ -51,6 +51,26 @@ describe('the list cache', () => {
     void cache.get('c\0tools', c.fetch);
     expect(c.asked).toHaveLength(1); // the mark went with the failed fetch
   });
+
+  it("a principal's partition is its key alone: alice's change leaves alice2's list fresh, a kind's covers both", async () => {
+    const cache = new ListCache(() => 1000);
+    const f = held();
+    const alice = 's\0tools\0principal:alice';
+    const alice2 = 's\0tools\0principal:alice2';
+    const lists = [cache.get(alice, f.fetch), cache.get(alice2, f.fetch)];
+    f.asked[0]!(['a']);
+    f.asked[1]!(['a2']);
+    await Promise.all(lists);
+    for (const change of ['invalidate', 'expire', 'drop'] as const) {
+      cache[change](alice);
+      expect(cache.peek(alice2)?.items, change).toEqual([{ name: 'a2' }]);
+      void cache.get(alice2, f.fetch);
+      expect(f.asked, change).toHaveLength(2); // still fresh: not fetched again
+    }
+    cache.invalidate('s\0tools');
+    void cache.get(alice2, f.fetch);
+    expect(f.asked).toHaveLength(3);
+  });
 });
 
 describe('a change found when an entry expires', () => {
