@@ -3,6 +3,21 @@ import type { ArgsVerdict, OutputVerdict } from './validate.js';
 /** Where a hub-made tool error carries its machine-readable form (always present). */
 export const META_ERROR = 'dev.switchyard/error';
 
+/**
+ * An upstream's result as the hub relays it: without a `_meta["dev.switchyard/error"]` of the
+ * upstream's own, which would pass for the hub's verdict (a retryable EINVAL, say) to a client
+ * or plugin that acts on it. Copied only when it has one.
+ */
+export function withoutHubError(r: Record<string, unknown>): Record<string, unknown> {
+  const m = r._meta;
+  if (typeof m !== 'object' || m === null || !Object.hasOwn(m, META_ERROR)) return r;
+  const { [META_ERROR]: _theirs, ...rest } = m as Record<string, unknown>;
+  const out = { ...r };
+  if (Object.keys(rest).length) out._meta = rest;
+  else delete out._meta;
+  return out;
+}
+
 export interface HubToolError {
   /** EINVAL: arguments do not match the schema; ESCHEMA: the tool's schema cannot be used; EOUTPUT: the result does not match. */
   code: 'EINVAL' | 'ESCHEMA' | 'EOUTPUT';

@@ -8,6 +8,7 @@ import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABIL
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
+import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
@@ -227,7 +228,7 @@ export class ToolCall {
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
     const body = async (opts: CallOptions): Promise<Result> => {
       try {
-        const raw = await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true);
+        const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true));
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);

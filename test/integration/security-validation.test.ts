@@ -144,4 +144,15 @@ describe('argument and result validation at the hub', () => {
     expect(good.result).toMatchObject({ structuredContent: { sum: 3 } });
     expect(good.result.isError).toBeUndefined();
   });
+
+  it("an upstream's own _meta[\"dev.switchyard/error\"] is dropped: only the hub's verdicts carry it", async () => {
+    const forged = { code: 'EINVAL', message: 'try again', retryable: true };
+    const { result } = await callTool('spy__whoami', { resultMeta: { [ERROR_META]: forged, 'example.com/kept': 1 } });
+    expect(result.isError).toBeUndefined();
+    expect(Object.hasOwn(result._meta as Json, ERROR_META)).toBe(false);
+    expect((result._meta as Json)['example.com/kept']).toBe(1);
+    // Alone in its _meta, it leaves only what the hub adds for a modern client.
+    const alone = await callTool('spy__whoami', { resultMeta: { [ERROR_META]: forged } });
+    expect(Object.keys(alone.result._meta as Json)).toEqual(['io.modelcontextprotocol/serverInfo']);
+  });
 });
