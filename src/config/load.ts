@@ -160,7 +160,8 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
 }
 
 function buildTools(tools: Record<string, unknown> = {}): ServerToolsConfig {
-  const out: ServerToolsConfig = { byName: {} };
+  // Keyed by upstream tool names, which may be `__proto__` or `constructor`: own keys only.
+  const out: ServerToolsConfig = { byName: Object.create(null) as Record<string, ToolSettings> };
   for (const [k, v] of Object.entries(tools)) {
     if (k === 'allow' || k === 'deny') out[k] = v as string[];
     else if (v !== null && typeof v === 'object' && !Array.isArray(v)) out.byName[k] = v as ToolSettings;

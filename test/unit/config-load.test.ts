@@ -145,6 +145,15 @@ describe('parseConfig defaults', () => {
       byName: { delete_repo: { annotations: { destructiveHint: true, title: 'Delete' }, confirm: true } },
     });
   });
+
+  it('per-tool settings are looked up by own name only: __proto__ is a tool name like any other', () => {
+    const c = parseConfig(JSON.parse('{"servers":{"gh":{"command":"x","tools":{"__proto__":{"confirm":true,"annotations":{"readOnlyHint":true}}}}}}'), undefined, NO_ENV);
+    const byName = c.servers.gh.tools.byName;
+    expect(Object.keys(byName)).toEqual(['__proto__']);
+    expect(byName['__proto__']).toEqual({ confirm: true, annotations: { readOnlyHint: true } });
+    // No tool inherits settings, and no name reaches Object.prototype's members.
+    for (const name of ['annotations', 'confirm', 'constructor', 'toString', 'hasOwnProperty']) expect(byName[name], name).toBeUndefined();
+  });
 });
 
 describe('mcpServers alias', () => {
