@@ -6,6 +6,7 @@ import { ToolScopes, missingScopes } from '../policy/scopes.js';
 import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
 import { OAuthVerifier } from './oauth.js';
+import { fieldLines } from '../transport/http1/field-lines.js';
 
 export const ANONYMOUS = 'anonymous';
 /**
@@ -48,8 +49,12 @@ export interface Refusal {
 
 export type AuthOutcome = ({ ok: true } & Identity) | ({ ok: false } & Refusal);
 
-/** Lower-case request headers, as node:http gives them. */
-export type HeaderLookup = (name: string) => string | undefined;
+/**
+ * Lower-case request headers, as node:http gives them. `repeatedAuthorization`: the request had
+ * several Authorization lines, which make one malformed header whatever they say (it is not a
+ * list field, RFC 9110 §5.3: a client sending two is confused or probing).
+ */
+export type HeaderLookup = ((name: string) => string | undefined) & { readonly repeatedAuthorization?: boolean };
 
 /** What `credentialHeaders` reads of a request: node:http's IncomingMessage, or the edge's fast path. */
 export interface HeaderSource {
@@ -59,20 +64,17 @@ export interface HeaderSource {
 
 /**
  * The lookup `authenticate` reads a request with. node:http keeps only the first of repeated
- * Authorization lines, so `Bearer good` then `Bearer bad` would pass on the first; here they are
- * joined as RFC 9110 §5.3 combines field lines, which makes them one malformed header (400). The
- * edge's fast path sends a request with a repeated header to node:http, so it has no repeats.
+ * Authorization lines, so `Bearer good` then `Bearer bad` would pass on the first; here a
+ * repeat is seen in `rawHeaders` and marks the lookup (400). The edge's fast path sends a
+ * request with a repeated header to node:http, so it has no repeats.
  */
 export function credentialHeaders(req: HeaderSource): HeaderLookup {
-  return (name) => {
+  const lookup = (name: string) => {
     const v = req.headers[name];
-    const first = Array.isArray(v) ? v[0] : v;
-    const raw = req.rawHeaders;
-    if (name !== 'authorization' || first === undefined || raw === undefined) return first;
-    let all: string[] | undefined;
-    for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') (all ??= []).push(raw[i + 1]!);
-    return all !== undefined && all.length > 1 ? all.join(', ') : first;
+    return Array.isArray(v) ? v[0] : v;
   };
+  const lines = req.headers.authorization === undefined ? undefined : fieldLines(req.rawHeaders, 'authorization');
+  return lines !== undefined && lines.length > 1 ? Object.assign(lookup, { repeatedAuthorization: true }) : lookup;
 }
 
 /** Whether `auth` asks for credentials (API keys or OAuth); otherwise the hub is loopback-only. */
@@ -89,6 +91,7 @@ export function authContextOf(principal: string): string {
  * that is malformed; undefined for none (another scheme, such as Basic, is none: RFC 6750 §3.1).
  */
 function bearerToken(h: HeaderLookup): string | undefined {
+  if (h.repeatedAuthorization) return '';
   const a = h('authorization');
   if (a && /^Bearer(?:[ \t]|$)/i.test(a)) {
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(a);

@@ -11,6 +11,7 @@ import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, unsupportedLegacyVersion, type E
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
+import { fieldLines } from '../transport/http1/field-lines.js';
 import { endAtExpiry } from './expiry.js';
 import { MAX_UNREAD_BYTES, PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
@@ -139,6 +140,13 @@ export class HttpServer {
   /** `body`: already read by the fast path; otherwise read here. */
   private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0];
+    // node:http keeps the first of two Host lines; a proxy in front may route by the last, so the
+    // two would read one request two ways: refused, as RFC 9112 §3.2 says a server must.
+    if ((fieldLines(req.rawHeaders, 'host')?.length ?? 1) > 1) {
+      const message = 'Bad Request: more than one Host header line';
+      if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 400, message });
+      return sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+    }
     if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
       const message = 'Forbidden: Host or Origin not allowed';
       // A DNS-rebinding or cross-site attempt leaves its row (rate-limited per address, as unauthenticated ones are).

@@ -23,6 +23,7 @@ import {
 } from '../helpers/wire.js';
 import { join } from 'node:path';
 import { waitForRows } from './ledger-helpers.js';
+import { rawClient } from '../helpers/raw-http.js';
 
 const MAX_BODY = 1024;
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -131,6 +132,24 @@ describe('bad input at the HTTP endpoint', () => {
       ['tools/list', 'Forbidden: Host or Origin not allowed'],
       ['tools/list', 'Forbidden: Host or Origin not allowed'],
     ]);
+  });
+
+  it('two Host lines → 400 whatever they say (node:http keeps the first; a proxy may read the last), and a row', async () => {
+    const good = `127.0.0.1:${hub.port}`;
+    const body = JSON.stringify(modernBody(9, 'tools/list'));
+    const head = Object.entries({ ...modernHeaders('tools/list'), 'content-length': String(Buffer.byteLength(body)) }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    for (const [a, b] of [[good, 'evil.example.com'], ['evil.example.com', good], [good, good]]) {
+      const c = rawClient(hub.port);
+      c.send(`POST /mcp HTTP/1.1\r\nHost: ${a}\r\nHost: ${b}\r\n${head}\r\n${body}`);
+      c.send(`GET /healthz HTTP/1.1\r\nHost: ${a}\r\nHost: ${b}\r\n\r\n`);
+      const [r, health] = await c.waitFor(2);
+      c.socket.destroy();
+      expect(r!.status, `${a} + ${b}`).toBe(400);
+      expect(JSON.parse(r!.body).error).toMatchObject({ code: -32600, message: 'Bad Request: more than one Host header line' });
+      expect(health!.status, `${a} + ${b}`).toBe(400);
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (r) => r.filter((x) => x.errorCode === 400 && /Host header/.test(String(x.errorMessage))).length >= 3);
+    expect(rows.filter((x) => x.errorCode === 400 && /Host header/.test(String(x.errorMessage)))).toHaveLength(3);
   });
 
   it('a tool group that is not configured → 404 with a JSON-RPC error, and a row', async () => {
