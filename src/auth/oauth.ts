@@ -145,13 +145,14 @@ export class OAuthVerifier {
     if (known && Date.now() < known.until && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt };
     if (known) this.verified.delete(id);
     try {
-      const { payload } = await jwtVerify(token, this.keys.getKey, {
+      const { payload, protectedHeader } = await jwtVerify(token, this.keys.getKey, {
         issuer: this.cfg.issuer,
         audience: this.audience,
         algorithms: this.algorithms,
         clockTolerance: this.cfg.clockToleranceSec,
         requiredClaims: ['exp'],
       });
+      if (!accessTokenType(protectedHeader.typ)) return { ok: false, description: `the token is typed ${JSON.stringify(protectedHeader.typ)}, not an access token` };
       const problem = principalProblem(payload[this.cfg.principalClaim], this.cfg.principalClaim);
       if (problem !== undefined) return { ok: false, description: problem };
       const principal = payload[this.cfg.principalClaim] as string; // a string, or it had a problem
@@ -168,6 +169,20 @@ export class OAuthVerifier {
       return { ok: false, description };
     }
   }
+}
+
+/**
+ * Whether a JWT's `typ` may be an access token's: `at+jwt` (RFC 9068 §2.1), or the plain `JWT`
+ * (or none) that many authorization servers still give access tokens. Any other type — an ID
+ * token's `id_token+jwt`, `logout+jwt`, `dpop+jwt`, a security event — is a token of the same
+ * issuer made for something else, refused (RFC 8725 §3.11). Media types compare without case and
+ * with an optional `application/` (RFC 7515 §4.1.9).
+ */
+function accessTokenType(typ: unknown): boolean {
+  if (typ === undefined) return true;
+  if (typeof typ !== 'string') return false;
+  const t = typ.toLowerCase().replace(/^application\//, '');
+  return t === 'at+jwt' || t === 'jwt';
 }
 
 /**

@@ -40,6 +40,8 @@ export interface TokenOptions {
   expiresIn?: number;
   notBefore?: number;
   extra?: Record<string, unknown>;
+  /** The header's typ; default at+jwt, null for none. */
+  typ?: string | null;
 }
 
 export async function token(key: SigningKey, o: TokenOptions = {}): Promise<string> {
@@ -47,7 +49,7 @@ export async function token(key: SigningKey, o: TokenOptions = {}): Promise<stri
   const claims: Record<string, unknown> = { ...o.extra };
   if (o.scope !== undefined) claims.scope = o.scope;
   const jwt = new SignJWT(claims)
-    .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'at+jwt' })
+    .setProtectedHeader({ alg: key.alg, kid: key.kid, ...(o.typ === null ? {} : { typ: o.typ ?? 'at+jwt' }) })
     .setIssuer(o.iss ?? ISSUER)
     .setAudience(o.aud ?? AUDIENCE)
     .setSubject(o.sub ?? 'alice')

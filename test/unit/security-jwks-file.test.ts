@@ -76,4 +76,10 @@ describe('a JWKS file', () => {
     expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: false });
     expect(await verifier.verify(await tokenOf(k2))).toMatchObject({ ok: true });
   });
+
+  it('an access token is typed at+jwt, JWT or not at all; a token of another type from the same issuer is refused', async () => {
+    for (const typ of ['at+jwt', 'application/at+JWT', 'JWT', 'jwt', null]) expect(await verifier.verify(await token(k1, { sub: `t-${++n}`, typ })), String(typ)).toMatchObject({ ok: true });
+    for (const typ of ['id_token+jwt', 'logout+jwt', 'dpop+jwt', 'secevent+jwt', 'at+jwt+x'])
+      expect(await verifier.verify(await token(k1, { sub: `t-${++n}`, typ })), typ).toEqual({ ok: false, description: `the token is typed "${typ}", not an access token` });
+  });
 });
