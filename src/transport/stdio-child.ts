@@ -44,23 +44,31 @@ export function stderrReason(tail: readonly string[]): string | undefined {
   return line === undefined ? undefined : line.trim().slice(0, LOG_SNIPPET);
 }
 
-/** How much of an over-long line is kept, to read the id of a response from its start. */
+/** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
+
+/** The last `OVERSIZE_HEAD` bytes of `before` followed by `piece`. */
+function tailOf(before: Buffer | undefined, piece: Buffer): Buffer {
+  if (piece.length >= OVERSIZE_HEAD) return Buffer.from(piece.subarray(piece.length - OVERSIZE_HEAD));
+  const joined = before ? Buffer.concat([before, piece]) : Buffer.from(piece);
+  return joined.length > OVERSIZE_HEAD ? joined.subarray(joined.length - OVERSIZE_HEAD) : joined;
+}
 
 /**
  * Splits a byte stream on `\n` (a `\r` before it is dropped), bounding each line. An over-long
- * line is never buffered whole: only its first bytes are kept and handed to onOversize.
+ * line is never buffered whole: only its first and last bytes are kept and handed to onOversize.
  */
 export class LineDecoder {
   private parts: Buffer[] = [];
   private size = 0;
   private discarding = false;
   private head: Buffer | undefined;
+  private tail: Buffer | undefined;
 
   constructor(
     private readonly maxBytes: number,
     private readonly onLine: (line: string) => void,
-    private readonly onOversize: (bytes: number, head: Buffer) => void,
+    private readonly onOversize: (bytes: number, head: Buffer, tail: Buffer) => void,
   ) {}
 
   private headOf(piece: Buffer): Buffer {
@@ -78,14 +86,15 @@ export class LineDecoder {
       const piece = chunk.subarray(start, nl);
       start = nl + 1;
       if (this.discarding) {
-        this.onOversize(this.size + piece.length, this.head!);
+        this.onOversize(this.size + piece.length, this.head!, tailOf(this.tail, piece));
         this.discarding = false;
         this.head = undefined;
+        this.tail = undefined;
         this.size = 0;
         continue;
       }
       if (this.size + piece.length > this.maxBytes) {
-        this.onOversize(this.size + piece.length, this.headOf(piece));
+        this.onOversize(this.size + piece.length, this.headOf(piece), tailOf(this.parts.length ? Buffer.concat(this.parts) : undefined, piece));
         this.parts = [];
         this.size = 0;
         continue;
@@ -108,11 +117,13 @@ export class LineDecoder {
     if (rest.length === 0) return;
     if (this.discarding) {
       this.size += rest.length;
+      this.tail = tailOf(this.tail, rest);
       return;
     }
     if (this.size + rest.length > this.maxBytes) {
       // Past the bound: stop buffering, keep counting until the line ends.
       this.head = this.headOf(rest);
+      this.tail = tailOf(this.parts.length ? Buffer.concat(this.parts) : undefined, rest);
       this.discarding = true;
       this.size += rest.length;
       this.parts = [];
@@ -124,17 +135,27 @@ export class LineDecoder {
   }
 }
 
+const ID = '(-?\\d{1,15}|"(?:[^"\\\\]|\\\\.){0,200}")';
+/** `{"jsonrpc":"2.0","id":7,"result"…` or `…"error"`: a response, its id first. */
+const ID_FIRST = new RegExp(`^\\s*\\{\\s*(?:"jsonrpc"\\s*:\\s*"2\\.0"\\s*,\\s*)?"id"\\s*:\\s*${ID}\\s*,\\s*(?:"jsonrpc"\\s*:\\s*"2\\.0"\\s*,\\s*)?"(?:result|error)"\\s*:`);
+/** `{"result"…` or `{"jsonrpc":"2.0","error"…`: a response (a request or notification starts otherwise)… */
+const RESULT_FIRST = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:/;
+/** …whose last member is its id: `…,"id":7}`, closing the frame (a nested id has more braces after it). */
+const ID_LAST = new RegExp(`,\\s*"id"\\s*:\\s*${ID}\\s*\\}\\s*$`);
+
 /**
- * The id of a response from the first bytes of its frame, when the frame starts the usual way
- * (`{"jsonrpc":"2.0","id":7,"result"…` or `…"error"`), so that the call it answers can fail at
- * once instead of waiting for its timeout. Anything less certain gives undefined.
+ * The id of a response from the first and last bytes of its frame, when the frame is laid out
+ * the usual ways: the id first (`{"jsonrpc":"2.0","id":7,"result"…`), or the result first and
+ * the id last (`{"result":…,"jsonrpc":"2.0","id":7}`, as the official TypeScript SDK writes
+ * them), so that the call it answers can fail at once instead of waiting for its timeout.
+ * Anything less certain gives undefined.
  */
-export function responseIdOf(head: string): number | string | undefined {
-  const m = /^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,15}|"(?:[^"\\]|\\.){0,200}")\s*,\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"(?:result|error)"\s*:/.exec(head);
+export function responseIdOf(head: string, tail = ''): number | string | undefined {
+  const m = ID_FIRST.exec(head) ?? (RESULT_FIRST.test(head) ? ID_LAST.exec(tail) : null);
   if (!m) return undefined;
-  if (m[1].startsWith('"')) {
+  if (m[1]!.startsWith('"')) {
     try {
-      return JSON.parse(m[1]) as string;
+      return JSON.parse(m[1]!) as string;
     } catch {
       return undefined;
     }
@@ -271,9 +292,9 @@ export class StdioChild extends EventEmitter {
     const out = new LineDecoder(
       opts.maxFrameBytes,
       (line) => this.onLine(line),
-      (bytes, head) => {
+      (bytes, head, tail) => {
         this.log.warn({ bytes, limit: opts.maxFrameBytes }, 'dropped an oversized stdout frame');
-        this.emit('dropped', { id: responseIdOf(head.toString('utf8')), what: `a message of ${bytes} bytes, over the limit of ${opts.maxFrameBytes} (maxFrameBytes)` });
+        this.emit('dropped', { id: responseIdOf(head.toString('utf8'), tail.toString('utf8')), what: `a message of ${bytes} bytes, over the limit of ${opts.maxFrameBytes} (maxFrameBytes)` });
       },
     );
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));

@@ -128,6 +128,11 @@ describe('stdio upstream faults', () => {
     expect(text(a)).toMatch(/over the limit of 100000/);
     const [row] = await rowsFor(db, 'big__big');
     expect(row.outcome).toBe('unavailable');
+    // Laid out as the official SDK writes it, the id last: read from the frame's end.
+    const t1 = Date.now();
+    const last = await callTool(hub.url, 'big__big', { idLast: true });
+    expect(Date.now() - t1).toBeLessThan(5_000);
+    expect(text(last)).toMatch(/over the limit of 100000/);
     const b = await callTool(hub.url, 'big__echo', { ok: true });
     expect(text(b)).toBe('{"ok":true}');
     expect((await serverHealth(hub.url, 'big')).restarts).toBe(0);

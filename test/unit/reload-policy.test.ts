@@ -204,4 +204,26 @@ describe('the id of an over-long answer', () => {
     d.push(Buffer.from(big + '\n'));
     expect(responseIdOf(got[1].head)).toBe(12);
   });
+
+  it('is read from the end of a frame whose result comes first (the official SDK writes {result, jsonrpc, id})', () => {
+    expect(responseIdOf('{"result":{"content":[', '"}]},"jsonrpc":"2.0","id":9}')).toBe(9);
+    expect(responseIdOf('{"jsonrpc":"2.0","error":{"code":1', ',"message":"x"},"id":"r-1"}\r')).toBe('r-1');
+    // Not a response (a request's method comes first), or an id of a nested object: unknown.
+    expect(responseIdOf('{"method":"sampling/createMessage","params":{', '},"jsonrpc":"2.0","id":4}')).toBeUndefined();
+    expect(responseIdOf('{"result":{"items":[', '{"name":"a","id":5}]}}')).toBeUndefined();
+    expect(responseIdOf('{"result":{"t":"', 'x\\",\\"id\\":5}"}')).toBeUndefined();
+  });
+
+  it('the line decoder hands over the last bytes of a line it drops too, however it was split', () => {
+    const got: string[] = [];
+    const d = new LineDecoder(50, () => undefined, (_bytes, head, tail) => got.push(String(responseIdOf(head.toString(), tail.toString()))));
+    const big = `{"result":{"t":"${'x'.repeat(1000)}"},"jsonrpc":"2.0","id":31}`;
+    for (const cuts of [[big.length], [30, 60, big.length - 3], [big.length - 1], [10, 20, 30, 1000, 1010, big.length - 2]]) {
+      let at = 0;
+      for (const cut of cuts) d.push(Buffer.from(big.slice(at, (at = cut))));
+      d.push(Buffer.from(big.slice(at) + '\n'));
+    }
+    d.push(Buffer.from(`${big}\r\n`));
+    expect(got).toEqual(['31', '31', '31', '31', '31']);
+  });
 });
