@@ -223,6 +223,7 @@ export class Hub implements HubCore {
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       validator: this.validator,
       plugins: this.plugins,
+      capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
     });
     const { maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal } = config.listen;
     const memory = ledger.sessionMemoryStore?.();

@@ -9,6 +9,7 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, codeSeenBy, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
+import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { cutOffError, outcomeOfError } from './outcome.js';
@@ -41,6 +42,8 @@ export interface RouterOptions {
   validator?: SchemaValidator;
   /** Plugin hooks around tool calls (beforeCall, afterCall). */
   plugins?: PluginRunner;
+  /** The capabilities a server counts with: its own, or what it offered when last ready while it is down; default its own. */
+  capabilitiesOf?: (server: ServerHandle) => ServerCapabilities | undefined;
 }
 
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
@@ -355,6 +358,13 @@ export class Router {
     return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 
+  /** A subscription the hub cannot keep: the client would wait for updates that never come. */
+  private async unwatched(method: string, ctx: CallContext, server: ServerHandle, uri: string, why: string): Promise<RpcError> {
+    const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (${why})`, { uri });
+    await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
+    return err;
+  }
+
   private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
     const uri = typeof params.uri === 'string' ? params.uri : '';
     const view = viewOf(ctx);
@@ -367,6 +377,11 @@ export class Router {
     const t0 = performance.now();
     const subscriber = ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
     const subscribing = method === 'resources/subscribe';
+    // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
+    // server without resources.subscribe never says that a resource changed.
+    const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;
+    const upstreamSubscribes = caps?.resources?.subscribe === true;
+    if (subscribing && !upstreamSubscribes) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     const modern = server.upstream.era === MODERN;
     // A legacy subscription lives on the connection this principal's calls use (its own, when it
@@ -375,7 +390,6 @@ export class Router {
     const conn = found instanceof Promise ? await found : found;
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
     const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber, connKey) : this.subs.remove(server.id, uri, subscriber, connKey);
-    const upstreamSubscribes = server.upstream.capabilities?.resources?.subscribe === true;
     if (upstreamSubscribes && modern) {
       if (needUpstream) this.catalog.subscriptionsChanged(server.id);
       // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
@@ -384,9 +398,7 @@ export class Router {
       const ok = subscribing && server.upstream.state === 'ready' ? await this.catalog.listens.honours(server.id, [uri], LISTEN_ACK_WAIT_MS) : undefined;
       if (ok !== undefined && !ok.includes(uri)) {
         if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id);
-        const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (its listen acknowledgement left it out)`, { uri });
-        await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
-        throw err;
+        throw await this.unwatched(method, ctx, server, uri, 'its listen acknowledgement left it out');
       }
     }
     // A connection that is down holds nothing to change: the count here is the subscription, and

@@ -15,6 +15,7 @@ import { heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../he
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { waitForRows } from './ledger-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 let hub: HubProcess;
@@ -311,5 +312,46 @@ describe("a modern upstream's listen acknowledgement", () => {
     const answers = await Promise.allSettled(clients.map((c) => c.subscribeResource({ uri: 'no://doc' })));
     expect(answers.map((a) => a.status)).toEqual(['rejected', 'rejected', 'rejected']);
     for (const c of clients) await c.close();
+  });
+});
+
+describe('what resources/subscribe and unsubscribe promise', () => {
+  let h3: HubProcess;
+  beforeAll(async () => {
+    h3 = await startHub({
+      servers: {
+        // The examples declare no resources.subscribe: neither says that a resource changed.
+        notes: nodeServer('examples/legacy-notes.mjs'),
+        clock: nodeServer('examples/modern-clock.mjs'),
+      },
+    });
+    await waitForReady(h3.url, ['notes', 'clock']);
+  }, 60_000);
+  afterAll(async () => {
+    await h3?.stop();
+  });
+
+  async function legacyClient(name: string): Promise<{ c: ClientV1; updates: string[] }> {
+    const c = new ClientV1({ name, version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h3.url)));
+    const updates: string[] = [];
+    c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+    return { c, updates };
+  }
+
+  it('refuses a URI whose server does not offer resources.subscribe (legacy or modern), and its ledger row says so', async () => {
+    const { c } = await legacyClient('no-subscribe');
+    expect((await c.listResources()).resources.map((r) => r.uri)).toEqual(expect.arrayContaining(['notes://index', 'clock://zones']));
+    for (const [uri, server] of [
+      ['notes://index', 'notes'],
+      ['clock://zones', 'clock'],
+    ] as const) {
+      const err = (await c.subscribeResource({ uri }).catch((e: unknown) => e)) as { code?: number; message?: string };
+      expect(err.code).toBe(-32602);
+      expect(err.message).toContain(`the upstream does not watch ${uri} for updates (server "${server}" does not offer resources.subscribe)`);
+      const rows = await waitForRows(join(h3.dir, 'ledger.db'), { tool: uri }, (r) => r.some((x) => x.method === 'resources/subscribe'));
+      expect(rows.filter((x) => x.method === 'resources/subscribe').map((x) => [x.outcome, x.errorCode, x.server])).toEqual([['rpc_error', -32602, server]]);
+    }
+    await c.close();
   });
 });
