@@ -44,6 +44,8 @@ export interface RouterOptions {
   plugins?: PluginRunner;
   /** The capabilities a server counts with: its own, or what it offered when last ready while it is down; default its own. */
   capabilitiesOf?: (server: ServerHandle) => ServerCapabilities | undefined;
+  /** A configured server by id (where a subscription is held). */
+  server?: (id: string) => ServerHandle | undefined;
 }
 
 /** Which error a hub-level failure becomes for a method that is not a tool call. */
@@ -117,8 +119,9 @@ export class Router {
       case 'completion/complete':
         return this.complete(params, ctx);
       case 'resources/subscribe':
+        return this.subscribe(params, ctx);
       case 'resources/unsubscribe':
-        return this.subscribe(method, params, ctx);
+        return this.unsubscribe(params, ctx);
       default: {
         const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
         await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
@@ -358,6 +361,18 @@ export class Router {
     return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
   }
 
+  /** The server a subscription of `uri` is made on: the one it routes to, or one that is down and showed it. */
+  private async ownerOf(uri: string, ctx: CallContext): Promise<ServerHandle | undefined> {
+    const view = viewOf(ctx);
+    return uri ? ((await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
+  }
+
+  private async notFound(method: string, uri: string, ctx: CallContext): Promise<RpcError> {
+    const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
+    await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
+    return err;
+  }
+
   /** A subscription the hub cannot keep: the client would wait for updates that never come. */
   private async unwatched(method: string, ctx: CallContext, server: ServerHandle, uri: string, why: string): Promise<RpcError> {
     const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (${why})`, { uri });
@@ -365,46 +380,48 @@ export class Router {
     return err;
   }
 
-  private async subscribe(method: string, params: Result, ctx: CallContext): Promise<Result> {
+  private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
+    const method = 'resources/subscribe';
     const uri = typeof params.uri === 'string' ? params.uri : '';
-    const view = viewOf(ctx);
-    const server = uri ? ((await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
-    if (!server) {
-      const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
-      throw err;
-    }
-    const t0 = performance.now();
-    const subscriber = ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
-    const subscribing = method === 'resources/subscribe';
+    const server = await this.ownerOf(uri, ctx);
+    if (!server) throw await this.notFound(method, uri, ctx);
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
     // server without resources.subscribe never says that a resource changed.
     const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;
-    const upstreamSubscribes = caps?.resources?.subscribe === true;
-    if (subscribing && !upstreamSubscribes) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
+    if (caps?.resources?.subscribe !== true) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
+    const subscriber = subscriberOf(ctx);
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
-    const modern = server.upstream.era === MODERN;
+    if (server.upstream.era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
+    return this.subscribeLegacy(ctx, server, uri, subscriber);
+  }
+
+  private async listenFor(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {
+    const method = 'resources/subscribe';
+    if (this.subs.add(server.id, uri, subscriber)) this.catalog.subscriptionsChanged(server.id);
+    // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
+    // told {} for one it left out would wait for updates that never come. Asked for every
+    // subscriber, not only the first: a second one may come while the first waits for it.
+    const ok = server.upstream.state === 'ready' ? await this.catalog.listens.honours(server.id, [uri], LISTEN_ACK_WAIT_MS) : undefined;
+    if (ok !== undefined && !ok.includes(uri)) {
+      if (this.subs.remove(server.id, uri, subscriber)) this.catalog.subscriptionsChanged(server.id);
+      throw await this.unwatched(method, ctx, server, uri, 'its listen acknowledgement left it out');
+    }
+    await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
+    return {};
+  }
+
+  private async subscribeLegacy(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {
+    const method = 'resources/subscribe';
+    const t0 = performance.now();
     // A legacy subscription lives on the connection this principal's calls use (its own, when it
     // has one): counted there, and its updates go to that connection's subscribers only.
-    const found = modern ? server : connectionFor(this.opts, server, ctx);
+    const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
-    const needUpstream = subscribing ? this.subs.add(server.id, uri, subscriber, connKey) : this.subs.remove(server.id, uri, subscriber, connKey);
-    if (upstreamSubscribes && modern) {
-      if (needUpstream) this.catalog.subscriptionsChanged(server.id);
-      // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
-      // told {} for one it left out would wait for updates that never come. Asked for every
-      // subscriber, not only the first: a second one may come while the first waits for it.
-      const ok = subscribing && server.upstream.state === 'ready' ? await this.catalog.listens.honours(server.id, [uri], LISTEN_ACK_WAIT_MS) : undefined;
-      if (ok !== undefined && !ok.includes(uri)) {
-        if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id);
-        throw await this.unwatched(method, ctx, server, uri, 'its listen acknowledgement left it out');
-      }
-    }
+    const first = this.subs.add(server.id, uri, subscriber, connKey);
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
-    const down = conn.upstream.state !== 'ready';
-    if (!needUpstream || !upstreamSubscribes || modern || down) {
+    if (!first || conn.upstream.state !== 'ready') {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
     }
@@ -412,10 +429,53 @@ export class Router {
       return await this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
     } catch (err) {
       // Not subscribed upstream, so not here either: the next subscriber must ask the upstream again.
-      if (subscribing) this.subs.remove(server.id, uri, subscriber, connKey);
+      this.subs.remove(server.id, uri, subscriber, connKey);
       throw err;
     }
   }
+
+  /**
+   * Released where the session holds it (Subscriptions.heldBy), not where the URI routes now:
+   * another server may have started listing it since, and become its owner.
+   */
+  private async unsubscribe(params: Result, ctx: CallContext): Promise<Result> {
+    const method = 'resources/unsubscribe';
+    const uri = typeof params.uri === 'string' ? params.uri : '';
+    const subscriber = subscriberOf(ctx);
+    let answer: Result | undefined;
+    let holder: string | undefined;
+    for (const at of uri ? this.subs.heldBy(subscriber, uri) : []) {
+      holder ??= at.server;
+      const server = this.opts.server?.(at.server);
+      // A server gone from the config since holds nothing upstream any more: its count only.
+      if (!server) this.subs.remove(at.server, uri, subscriber, at.conn);
+      else answer = (await this.release(ctx, server, at.conn, uri, subscriber)) ?? answer;
+    }
+    if (answer) return answer;
+    // Nothing said upstream (not held, others still hold it, or its connection is down): answered here.
+    const server = holder ?? (await this.ownerOf(uri, ctx))?.id;
+    if (!server) throw await this.notFound(method, uri, ctx);
+    await this.recordLocal(method, ctx, { outcome: 'ok', server, upstreamName: uri }, { hubName: uri });
+    return {};
+  }
+
+  /** One of the session's subscriptions of `uri` let go; the upstream's answer when its last subscriber left there. */
+  private async release(ctx: CallContext, server: ServerHandle, connKey: string, uri: string, subscriber: string): Promise<Result | undefined> {
+    const last = this.subs.remove(server.id, uri, subscriber, connKey);
+    if (!last) return undefined;
+    if (server.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id);
+    const found = connectionFor(this.opts, server, ctx);
+    const conn = found instanceof Promise ? await found : found;
+    // Only on the connection it was made on: should this principal's calls have moved to the
+    // server's own one since (a reload), an unsubscribe there would end other sessions' subscription.
+    if (conn.upstream.state !== 'ready' || (connKey === '') !== (conn.upstream === server.upstream)) return undefined;
+    return this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now());
+  }
+}
+
+/** Who holds a subscription: the legacy session (a request outside one holds it alone). */
+function subscriberOf(ctx: CallContext): string {
+  return ctx.sessionKey ?? `${ctx.principal}:${ctx.requestId}`;
 }
 
 /** Each current list's items by their key (name, URI or template), for pages of kept lists. */

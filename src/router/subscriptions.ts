@@ -18,6 +18,19 @@ export class Subscriptions {
     return first;
   }
 
+  /**
+   * Where `subscriber` holds `uri`: the server it was routed to then, which need not be the one
+   * it routes to now.
+   */
+  heldBy(subscriber: string, uri: string): { server: string; conn: string }[] {
+    const out: { server: string; conn: string }[] = [];
+    for (const [k, s] of this.byUri) {
+      const at = parseKey(k);
+      if (at.uri === uri && s.has(subscriber)) out.push({ server: at.server, conn: at.conn });
+    }
+    return out;
+  }
+
   /** Returns true when the last subscriber left (unsubscribe upstream). */
   remove(server: string, uri: string, subscriber: string, conn = ''): boolean {
     const k = `${server}\0${conn}\0${uri}`;
@@ -34,8 +47,7 @@ export class Subscriptions {
     for (const [k, s] of this.byUri) {
       if (s.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);
-        const [server, conn, ...rest] = k.split('\0');
-        emptied.push({ server: server!, conn: conn!, uri: rest.join('\0') });
+        emptied.push(parseKey(k));
       }
     }
     return emptied;
@@ -63,6 +75,11 @@ export class Subscriptions {
     const prefix = `${server}\0${conn}\0`;
     return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
   }
+}
+
+function parseKey(k: string): { server: string; conn: string; uri: string } {
+  const [server, conn, ...rest] = k.split('\0');
+  return { server: server!, conn: conn!, uri: rest.join('\0') };
 }
 
 /** `uri` lies under `parent`: a path below it (at a "/" boundary), not merely a longer name. */

@@ -3,7 +3,8 @@
  * is asked again for what it forgot, and a group endpoint limits a modern listen stream's
  * subscriptions as it limits reads. A change of resources and templates is said once. Real fixture upstreams, the real built hub, the SDK v2 client.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
@@ -317,15 +318,31 @@ describe("a modern upstream's listen acknowledgement", () => {
 
 describe('what resources/subscribe and unsubscribe promise', () => {
   let h3: HubProcess;
+  const stats = (file: string) => (): Record<string, number> => {
+    try {
+      return JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>;
+    } catch {
+      return {};
+    }
+  };
+  let secondStats: () => Record<string, number>;
   beforeAll(async () => {
-    h3 = await startHub({
-      servers: {
-        // The examples declare no resources.subscribe: neither says that a resource changed.
-        notes: nodeServer('examples/legacy-notes.mjs'),
-        clock: nodeServer('examples/modern-clock.mjs'),
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-subs-'));
+    secondStats = stats(join(dir, 'second.json'));
+    h3 = await startHub(
+      {
+        servers: {
+          // The examples declare no resources.subscribe: neither says that a resource changed.
+          notes: nodeServer('examples/legacy-notes.mjs'),
+          clock: nodeServer('examples/modern-clock.mjs'),
+          // Earlier in the config than `second`: once it lists shared://doc too, the URI is its own.
+          first: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'first://doc', TAG: ' (first)' }),
+          second: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'shared://doc', TAG: ' (second)', STATS_FILE: join(dir, 'second.json') }),
+        },
       },
-    });
-    await waitForReady(h3.url, ['notes', 'clock']);
+      { dir },
+    );
+    await waitForReady(h3.url, ['notes', 'clock', 'first', 'second']);
   }, 60_000);
   afterAll(async () => {
     await h3?.stop();
@@ -352,6 +369,25 @@ describe('what resources/subscribe and unsubscribe promise', () => {
       const rows = await waitForRows(join(h3.dir, 'ledger.db'), { tool: uri }, (r) => r.some((x) => x.method === 'resources/subscribe'));
       expect(rows.filter((x) => x.method === 'resources/subscribe').map((x) => [x.outcome, x.errorCode, x.server])).toEqual([['rpc_error', -32602, server]]);
     }
+    await c.close();
+  });
+
+  it("an unsubscribe ends the subscription where it was made, though another server has become the URI's owner since", async () => {
+    const { c, updates } = await legacyClient('moved-owner');
+    expect(await c.subscribeResource({ uri: 'shared://doc' })).toEqual({});
+    await c.callTool({ name: 'second__touch', arguments: { uri: 'shared://doc' } });
+    await expect.poll(() => updates.length, { timeout: 3000, interval: 20 }).toBe(1);
+
+    // `first` starts listing shared://doc: a read of it goes there from now on.
+    await c.callTool({ name: 'first__touch', arguments: { uri: 'shared://doc', listed: true } });
+    await waitUntil('first owns shared://doc', async () => JSON.stringify(await c.readResource({ uri: 'shared://doc' })).includes('(first)') || undefined, 5_000);
+
+    expect(await c.unsubscribeResource({ uri: 'shared://doc' })).toEqual({});
+    // `second`, where it was made, is told: nothing it says of shared://doc reaches the client any more.
+    await expect.poll(() => secondStats()['resources/unsubscribe'] ?? 0, { timeout: 3000, interval: 20 }).toBe(1);
+    await c.callTool({ name: 'second__touch', arguments: { uri: 'shared://doc' } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(updates).toEqual(['shared://doc']);
     await c.close();
   });
 });

@@ -20,4 +20,13 @@ describe('resource subscriptions', () => {
     expect([...s.subscribers('fs', 'file:///dirt')]).toEqual([]);
     expect([...s.subscribers('fs', 'file:///dir')]).toEqual(['a']);
   });
+
+  it('finds where a subscriber holds a URI, whichever server the URI routes to now', () => {
+    const s = new Subscriptions();
+    s.add('old', 'x://a', 'A');
+    s.add('other', 'x://a', 'B', 'principal:bob');
+    expect(s.heldBy('A', 'x://a')).toEqual([{ server: 'old', conn: '' }]);
+    expect(s.heldBy('B', 'x://a')).toEqual([{ server: 'other', conn: 'principal:bob' }]);
+    expect(s.heldBy('A', 'x://b')).toEqual([]);
+  });
 });
