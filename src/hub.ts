@@ -602,15 +602,11 @@ export class Hub implements HubCore {
       const own = h.upstream.state === 'ready' && this.upstreams.isolated(h, principal);
       const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
       const conn = own ? principalConn(principal) : '';
-      const first = this.subs.add(h.id, uri, subscriber, conn);
-      if (first && upstream.state === 'ready') {
-        try {
-          await upstream.request('resources/subscribe', { uri });
-        } catch {
-          this.subs.remove(h.id, uri, subscriber, conn);
-          continue;
-        }
-      }
+      // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
+      const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }) : Promise.resolve(undefined));
+      const joined = await this.subs.join(h.id, uri, subscriber, conn, make).catch(() => undefined);
+      if (joined?.unheld) upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+      if (!joined || joined.left) continue;
       honoured.push(uri);
     }
     // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):

@@ -418,20 +418,17 @@ export class Router {
     const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
-    const first = this.subs.add(server.id, uri, subscriber, connKey);
-    // A connection that is down holds nothing to change: the count here is the subscription, and
-    // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
-    if (!first || conn.upstream.state !== 'ready') {
+    const local = async (): Promise<Result> => {
       await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
       return {};
-    }
-    try {
-      return await this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0);
-    } catch (err) {
-      // Not subscribed upstream, so not here either: the next subscriber must ask the upstream again.
-      this.subs.remove(server.id, uri, subscriber, connKey);
-      throw err;
-    }
+    };
+    // A connection that is down holds nothing to change: the count here is the subscription, and
+    // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
+    const make = (): Promise<Result> => (conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local());
+    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make);
+    // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it.
+    if (joined.unheld) conn.upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+    return joined.made ?? local();
   }
 
   /**

@@ -4,13 +4,21 @@
  * `conn` names the connection: '' the server's own, `principal:<p>` a principal's own (with
  * credentials of its own, or a legacy HTTP server behind authentication): an upstream session
  * is never shared across users (docs/SECURITY.md), and neither is what it subscribed to.
+ *
+ * A subscriber is counted only with something behind it: the upstream subscription (join), a
+ * listen filter, or a connection that is down and is subscribed when it is back (add).
  */
 export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
+  /** Upstream subscribes in flight (join), by the same key. */
+  private readonly making = new Map<string, Making>();
 
   /** Returns true when this is the first subscriber (subscribe upstream). */
   add(server: string, uri: string, subscriber: string, conn = ''): boolean {
-    const k = `${server}\0${conn}\0${uri}`;
+    return this.count(key(server, conn, uri), subscriber);
+  }
+
+  private count(k: string, subscriber: string): boolean {
     let s = this.byUri.get(k);
     if (!s) this.byUri.set(k, (s = new Set()));
     const first = s.size === 0;
@@ -19,21 +27,76 @@ export class Subscriptions {
   }
 
   /**
-   * Where `subscriber` holds `uri`: the server it was routed to then, which need not be the one
-   * it routes to now.
+   * Counts `subscriber` once the upstream holds the subscription: the first one's `make` (the
+   * upstream subscribe) is awaited before anyone is counted. Those who come meanwhile wait for
+   * its outcome: counted with it when it is made; when it fails, the first of them makes an
+   * attempt of its own (so one transient failure does not fail them all), the others waiting
+   * again. Throws what this subscriber's own attempt threw; nothing of it is counted then.
+   */
+  async join<T>(server: string, uri: string, subscriber: string, conn: string, make: () => Promise<T>): Promise<Joined<T>> {
+    const k = key(server, conn, uri);
+    const ticket: Ticket = { subscriber, left: false };
+    for (;;) {
+      if (this.byUri.get(k)?.has(subscriber)) return {};
+      const pending = this.making.get(k);
+      if (!pending) break;
+      pending.waiting.add(ticket);
+      await pending.settled;
+      if (ticket.left) return { left: true };
+    }
+    if (this.byUri.has(k)) {
+      this.count(k, subscriber);
+      return {};
+    }
+    return this.make(k, ticket, make);
+  }
+
+  /** The first subscriber's attempt: who waited for it is counted when it succeeds. */
+  private async make<T>(k: string, ticket: Ticket, make: () => Promise<T>): Promise<Joined<T>> {
+    let settle = (): void => undefined;
+    const pending: Making = { settled: new Promise<void>((r) => (settle = r)), waiting: new Set([ticket]) };
+    this.making.set(k, pending);
+    try {
+      const made = await make();
+      const staying = [...pending.waiting].filter((t) => !t.left);
+      if (staying.length === 0) return { made, unheld: true };
+      for (const t of staying) this.count(k, t.subscriber);
+      return ticket.left ? { made, left: true } : { made };
+    } catch (err) {
+      // Its waiters are still waiting: the first of them tries again.
+      pending.waiting.delete(ticket);
+      throw err;
+    } finally {
+      this.making.delete(k);
+      settle();
+    }
+  }
+
+  /**
+   * Where `subscriber` holds `uri` (counted, or waiting for its upstream subscribe): the server
+   * it was routed to then, which need not be the one it routes to now.
    */
   heldBy(subscriber: string, uri: string): { server: string; conn: string }[] {
     const out: { server: string; conn: string }[] = [];
-    for (const [k, s] of this.byUri) {
+    const seen = new Set<string>();
+    const found = (k: string): void => {
       const at = parseKey(k);
-      if (at.uri === uri && s.has(subscriber)) out.push({ server: at.server, conn: at.conn });
-    }
+      if (at.uri !== uri || seen.has(k)) return;
+      seen.add(k);
+      out.push({ server: at.server, conn: at.conn });
+    };
+    for (const [k, s] of this.byUri) if (s.has(subscriber)) found(k);
+    for (const [k, m] of this.making) if ([...m.waiting].some((t) => t.subscriber === subscriber && !t.left)) found(k);
     return out;
   }
 
-  /** Returns true when the last subscriber left (unsubscribe upstream). */
+  /**
+   * Returns true when the last subscriber left (unsubscribe upstream). One still waiting for
+   * the upstream subscribe is not counted when it is made.
+   */
   remove(server: string, uri: string, subscriber: string, conn = ''): boolean {
-    const k = `${server}\0${conn}\0${uri}`;
+    const k = key(server, conn, uri);
+    this.leave(this.making.get(k), subscriber);
     const s = this.byUri.get(k);
     if (!s || !s.delete(subscriber)) return false;
     if (s.size > 0) return false;
@@ -41,8 +104,12 @@ export class Subscriptions {
     return true;
   }
 
-  /** Drop every subscription of a session; returns what lost its last subscriber (to unsubscribe on that connection). */
+  /**
+   * Drop every subscription of a session; returns what lost its last subscriber (to unsubscribe
+   * on that connection). An upstream subscribe it waits for is let go by its maker, once made.
+   */
   removeSubscriber(subscriber: string): { server: string; conn: string; uri: string }[] {
+    for (const m of this.making.values()) this.leave(m, subscriber);
     const emptied: { server: string; conn: string; uri: string }[] = [];
     for (const [k, s] of this.byUri) {
       if (s.delete(subscriber) && s.size === 0) {
@@ -51,6 +118,10 @@ export class Subscriptions {
       }
     }
     return emptied;
+  }
+
+  private leave(m: Making | undefined, subscriber: string): void {
+    for (const t of m?.waiting ?? []) if (t.subscriber === subscriber) t.left = true;
   }
 
   /**
@@ -75,6 +146,32 @@ export class Subscriptions {
     const prefix = `${server}\0${conn}\0`;
     return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
   }
+}
+
+/** A subscriber's place among those waiting for an upstream subscribe; `left` once it is unsubscribed or its session ended. */
+interface Ticket {
+  readonly subscriber: string;
+  left: boolean;
+}
+
+/** An upstream subscribe in flight: settled when it succeeded or failed, and who waits for it (its maker too). */
+interface Making {
+  readonly settled: Promise<void>;
+  readonly waiting: Set<Ticket>;
+}
+
+/** How a subscriber joined (Subscriptions.join). */
+export interface Joined<T> {
+  /** The answer of the upstream subscribe this subscriber made itself. */
+  made?: T;
+  /** Made, but every subscriber waiting for it left meanwhile: nobody holds it, so it is let go upstream. */
+  unheld?: boolean;
+  /** The subscriber left (unsubscribed, or its session ended) before it was counted: it is not. */
+  left?: boolean;
+}
+
+function key(server: string, conn: string, uri: string): string {
+  return `${server}\0${conn}\0${uri}`;
 }
 
 function parseKey(k: string): { server: string; conn: string; uri: string } {

@@ -326,9 +326,11 @@ describe('what resources/subscribe and unsubscribe promise', () => {
     }
   };
   let secondStats: () => Record<string, number>;
+  let flakyStats: () => Record<string, number>;
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-subs-'));
     secondStats = stats(join(dir, 'second.json'));
+    flakyStats = stats(join(dir, 'flaky.json'));
     h3 = await startHub(
       {
         servers: {
@@ -338,11 +340,13 @@ describe('what resources/subscribe and unsubscribe promise', () => {
           // Earlier in the config than `second`: once it lists shared://doc too, the URI is its own.
           first: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'first://doc', TAG: ' (first)' }),
           second: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'shared://doc', TAG: ' (second)', STATS_FILE: join(dir, 'second.json') }),
+          // Its first subscribe of each URI fails, a second and a half after it was asked.
+          flaky: nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'flaky://doc', TEMPLATE: 'flaky://t/{name}', SUBSCRIBE_FAILS_MS: '1500', STATS_FILE: join(dir, 'flaky.json') }),
         },
       },
       { dir },
     );
-    await waitForReady(h3.url, ['notes', 'clock', 'first', 'second']);
+    await waitForReady(h3.url, ['notes', 'clock', 'first', 'second', 'flaky']);
   }, 60_000);
   afterAll(async () => {
     await h3?.stop();
@@ -389,5 +393,62 @@ describe('what resources/subscribe and unsubscribe promise', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(updates).toEqual(['shared://doc']);
     await c.close();
+  });
+
+  it('a subscriber who comes while the first upstream subscribe is made waits for it: when it fails, it makes its own', async () => {
+    const a = await legacyClient('flaky-a');
+    const b = await legacyClient('flaky-b');
+    const first = a.c.subscribeResource({ uri: 'flaky://doc' }).then(() => 'subscribed', (e: Error) => e.message);
+    await waitUntil('the first subscribe upstream', async () => (flakyStats()['resources/subscribe'] ?? 0) >= 1 || undefined, 5_000);
+    const second = b.c.subscribeResource({ uri: 'flaky://doc' });
+    expect(await first).toMatch(/transient failure subscribing to flaky:\/\/doc/);
+    expect(await second).toEqual({});
+    // b's own attempt: the upstream holds its subscription, so its updates come.
+    expect(flakyStats()['resources/subscribe']).toBe(2);
+    await b.c.callTool({ name: 'flaky__touch', arguments: { uri: 'flaky://doc' } });
+    await expect.poll(() => b.updates, { timeout: 3000, interval: 20 }).toEqual(['flaky://doc']);
+    expect(a.updates).toEqual([]);
+    await a.c.close();
+    await b.c.close();
+  });
+
+  it("a modern listen stream that comes while a legacy client's upstream subscribe is made waits for it too", async () => {
+    const a = await legacyClient('flaky-listen-a');
+    const uri = 'flaky://t/listen';
+    const before = flakyStats()['resources/subscribe'] ?? 0;
+    const first = a.c.subscribeResource({ uri }).then(() => 'subscribed', (e: Error) => e.message);
+    await waitUntil('the first subscribe upstream', async () => (flakyStats()['resources/subscribe'] ?? 0) > before || undefined, 5_000);
+    const m = new ClientV2({ name: 'flaky-listen-m', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h3.url)));
+    const updates: string[] = [];
+    m.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const sub = await m.listen({ resourceSubscriptions: [uri] });
+    expect(await first).toMatch(/transient failure/);
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual([uri]);
+    expect(flakyStats()['resources/subscribe']).toBe(before + 2);
+    await m.callTool({ name: 'flaky__touch', arguments: { uri } });
+    await expect.poll(() => updates, { timeout: 3000, interval: 20 }).toEqual([uri]);
+    await sub.close();
+    await m.close();
+    await a.c.close();
+  });
+
+  it("a listen stream's upstream subscribe that fails leaves nobody counted: a legacy client that came meanwhile makes its own", async () => {
+    const uri = 'flaky://t/stream-first';
+    const before = flakyStats()['resources/subscribe'] ?? 0;
+    const m = new ClientV2({ name: 'flaky-stream-first', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h3.url)));
+    const listening = m.listen({ resourceSubscriptions: [uri] });
+    await waitUntil('the first subscribe upstream', async () => (flakyStats()['resources/subscribe'] ?? 0) > before || undefined, 5_000);
+    const b = await legacyClient('flaky-stream-first-b');
+    expect(await b.c.subscribeResource({ uri })).toEqual({});
+    const sub = await listening;
+    expect(sub.honoredFilter.resourceSubscriptions ?? []).toEqual([]);
+    expect(flakyStats()['resources/subscribe']).toBe(before + 2);
+    await b.c.callTool({ name: 'flaky__touch', arguments: { uri } });
+    await expect.poll(() => b.updates, { timeout: 3000, interval: 20 }).toEqual([uri]);
+    await sub.close();
+    await m.close();
+    await b.c.close();
   });
 });

@@ -30,3 +30,81 @@ describe('resource subscriptions', () => {
     expect(s.heldBy('A', 'x://b')).toEqual([]);
   });
 });
+
+describe('resource subscriptions made upstream (join)', () => {
+  /** An upstream subscribe the test settles. */
+  function upstream() {
+    const calls: { resolve: (v: string) => void; reject: (e: Error) => void }[] = [];
+    const make = () => new Promise<string>((resolve, reject) => void calls.push({ resolve, reject }));
+    return { calls, make };
+  }
+  const settle = () => new Promise((r) => setTimeout(r, 0));
+
+  it('counts a subscriber only once the upstream holds it; those who come meanwhile are counted with it', async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    const a = s.join('fs', 'x://a', 'A', '', up.make);
+    const b = s.join('fs', 'x://a', 'B', '', up.make);
+    await settle();
+    expect(up.calls.length).toBe(1);
+    expect([...s.subscribers('fs', 'x://a')]).toEqual([]);
+    expect(s.uris('fs')).toEqual([]);
+    up.calls[0]!.resolve('made');
+    expect(await a).toEqual({ made: 'made' });
+    expect(await b).toEqual({});
+    expect([...s.subscribers('fs', 'x://a')].sort()).toEqual(['A', 'B']);
+    // Held: a later one is counted without asking the upstream.
+    expect(await s.join('fs', 'x://a', 'C', '', up.make)).toEqual({});
+    expect(up.calls.length).toBe(1);
+  });
+
+  it('when the upstream subscribe fails, its maker is not counted and the first waiter makes its own attempt', async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    const a = s.join('fs', 'x://a', 'A', '', up.make);
+    const b = s.join('fs', 'x://a', 'B', '', up.make);
+    const c = s.join('fs', 'x://a', 'C', '', up.make);
+    await settle();
+    up.calls[0]!.reject(new Error('transient'));
+    await expect(a).rejects.toThrow('transient');
+    await settle();
+    // B tries again; C waits for B's attempt. Nobody is counted meanwhile.
+    expect(up.calls.length).toBe(2);
+    expect([...s.subscribers('fs', 'x://a')]).toEqual([]);
+    up.calls[1]!.resolve('again');
+    expect(await b).toEqual({ made: 'again' });
+    expect(await c).toEqual({});
+    expect([...s.subscribers('fs', 'x://a')].sort()).toEqual(['B', 'C']);
+    expect(up.calls.length).toBe(2);
+  });
+
+  it('fails each waiter only by an attempt of its own', async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    const a = s.join('fs', 'x://a', 'A', '', up.make);
+    const b = s.join('fs', 'x://a', 'B', '', up.make);
+    await settle();
+    up.calls[0]!.reject(new Error('first'));
+    await expect(a).rejects.toThrow('first');
+    await settle();
+    up.calls[1]!.reject(new Error('second'));
+    await expect(b).rejects.toThrow('second');
+    expect(s.uris('fs')).toEqual([]);
+    expect(s.heldBy('B', 'x://a')).toEqual([]);
+  });
+
+  it('a subscriber that leaves while the upstream subscribe is made is not counted; when nobody stays, the subscription is unheld', async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    const a = s.join('fs', 'x://a', 'A', '', up.make);
+    const b = s.join('fs', 'x://a', 'B', '', up.make);
+    await settle();
+    expect(s.heldBy('B', 'x://a')).toEqual([{ server: 'fs', conn: '' }]);
+    expect(s.removeSubscriber('B')).toEqual([]); // nothing counted yet, so nothing to unsubscribe
+    expect(s.remove('fs', 'x://a', 'A')).toBe(false);
+    up.calls[0]!.resolve('made');
+    expect(await a).toEqual({ made: 'made', unheld: true });
+    expect(await b).toEqual({ left: true });
+    expect(s.uris('fs')).toEqual([]);
+  });
+});
