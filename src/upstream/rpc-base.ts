@@ -361,7 +361,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     switch (c.kind) {
       case 'response': {
         const rid = c.msg.id;
-        const p = rid === undefined || rid === null ? via : this.pending.get(typeof rid === 'number' ? rid : Number(rid));
+        const p = this.answered(rid, via);
         if (p === undefined || !this.isPending(p)) {
           this.log.debug({ id: rid }, 'dropped a response to no call in flight');
           return;
@@ -377,11 +377,25 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       case 'invalid': {
         // An answer the hub cannot take (the transport logged it): its call fails now, saying
         // why, rather than at its timeout or as an answer that "ended without a response".
-        const p = c.response && c.id !== undefined ? this.pending.get(Number(c.id)) : undefined;
+        const p = c.response && c.id !== undefined ? this.answered(c.id, via) : undefined;
         if (p !== undefined) return this.failCall(p, new TransportError(`server "${this.id}" answered with a message the hub refuses: ${c.error.message}`));
         this.log.warn({ reason: c.error.message }, 'skipped an invalid message from the upstream');
       }
     }
+  }
+
+  /**
+   * The call a response with id `rid` answers. One that came on a call's own answer stream (its
+   * POST's, or that stream resumed) answers that call only (digest §6.2: each message goes on
+   * one stream, the response on its request's): a response there naming another call in flight
+   * would hand one caller's answer to another, so it is dropped. An id-less error on that
+   * stream is its call's. Elsewhere (stdio's one stream, the legacy GET stream) the id says which.
+   */
+  private answered(rid: unknown, via: Pending | undefined): Pending | undefined {
+    if (via === undefined) return rid === undefined || rid === null ? undefined : this.pending.get(typeof rid === 'number' ? rid : Number(rid));
+    if (rid === undefined || rid === null || (typeof rid === 'number' ? rid : Number(rid)) === via.id) return via;
+    this.log.warn({ id: rid, stream: via.id }, "dropped a response on a call's answer stream that names another request");
+    return undefined;
   }
 
   private onServerRequest(msg: Request, via: Pending | undefined): void {

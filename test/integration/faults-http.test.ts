@@ -144,6 +144,19 @@ describe('HTTP upstream faults', () => {
     expect(calls(h, 'linger')).toHaveLength(1);
   });
 
+  it("carries on one call's answer stream a response naming another call in flight: dropped, each caller gets its own answer", async () => {
+    const slow = callTool(hub.url, 'h__slow', { ms: 1500 });
+    const a = await waitUntil('the slow call reached the server', async () => calls(h, 'slow')[0]);
+    const other = await callTool(hub.url, 'h__other', { target: (a as { id?: unknown }).id });
+    expect(text(other)).toBe('own answer');
+    const first = await slow;
+    expect(isToolError(first), text(first)).toBe(false);
+    expect(text(first)).toBe('slow done');
+    const [row] = await rowsFor(db, 'h__slow');
+    expect(row.outcome).toBe('ok');
+    expect(hub.logs.some((l) => l.includes('names another request'))).toBe(true);
+  });
+
   it('cuts its GET stream after an event id: the hub opens it again from that event (Last-Event-ID), not afresh', async () => {
     const g = await startFaultHttp(join(dir, 'g.log'));
     await g.control({ getCut: true });
