@@ -38,6 +38,19 @@ function bodyError(body: string | undefined): RpcError | undefined {
 }
 
 /**
+ * Whether a non-2xx body is a JSON-RPC response to `p` (its id, not an id-less error): the
+ * server dispatched the request and answered it, so a 404 carrying one (a modern-style
+ * "method not found") is that answer, not a session that is gone.
+ */
+function answers(body: string | undefined, p: Pending): boolean {
+  if (!body) return false;
+  const c = parseFrame(body);
+  if (c.kind !== 'response') return false;
+  const id = c.msg.id;
+  return (typeof id === 'number' || typeof id === 'string') && Number(id) === p.id;
+}
+
+/**
  * Why an answer carrying no JSON-RPC message is no answer, in words an operator can act on:
  * a redirect (never followed: the hub's credentials would go along to wherever it points) or a
  * 2xx body that is not JSON-RPC (a login page, a proxy, the wrong path). Undefined otherwise.
@@ -315,7 +328,7 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.failCall(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
-    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried) return this.renewSession(p);
+    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && !answers(a.body, p)) return this.renewSession(p);
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
@@ -324,7 +337,8 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   /**
-   * A 404 to a request that carried a session id means the session is gone. The server looks
+   * A 404 to a request that carried a session id, with no JSON-RPC response to that request in
+   * its body, means the session is gone. The server looks
    * the session up before dispatching anything, so the request was not executed: renew the
    * session (once, shared by every call that hit the same 404) and send the same frame again,
    * once. A second 404 fails the call.

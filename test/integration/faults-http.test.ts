@@ -157,6 +157,18 @@ describe('HTTP upstream faults', () => {
     expect(hub.logs.some((l) => l.includes('names another request'))).toBe(true);
   });
 
+  it('answers 404 with a JSON-RPC error for the request itself: that is the answer, the session kept and the call not sent again', async () => {
+    const inits = () => h.log().filter((e) => e.method === 'initialize').length;
+    const before = inits();
+    const a = await callTool(hub.url, 'h__count404');
+    expect(a.body?.error?.message ?? text(a)).toContain('no such route');
+    expect(calls(h, 'count404')).toHaveLength(1);
+    expect(inits()).toBe(before);
+    expect(h.log().filter((e) => e.method === 'DELETE')).toEqual([]);
+    expect(text(await callTool(hub.url, 'h__echo', { after: 404 }))).toBe('{"after":404}');
+    expect(calls(h, 'echo').at(-1)!.session).toBe(calls(h, 'count404')[0].session);
+  });
+
   it('cuts its GET stream after an event id: the hub opens it again from that event (Last-Event-ID), not afresh', async () => {
     const g = await startFaultHttp(join(dir, 'g.log'));
     await g.control({ getCut: true });
