@@ -28,6 +28,8 @@ export class SseFeed {
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser;
   private overflow: Error | undefined;
+  /** No text of the stream decoded yet: a byte order mark may still open it. */
+  private first = true;
 
   constructor(maxEventBytes: number, onEvent: (e: SseEvent) => void) {
     this.parser = createParser({
@@ -47,7 +49,15 @@ export class SseFeed {
 
   /** Bytes (split anywhere, even inside a UTF-8 sequence) or text. */
   feed(chunk: Buffer | string): void {
-    this.parser.feed(typeof chunk === 'string' ? chunk : this.decoder.write(chunk));
+    let text = typeof chunk === 'string' ? chunk : this.decoder.write(chunk);
+    // The SSE format ignores one leading U+FEFF; eventsource-parser looks for it only as the
+    // undecoded bytes EF BB BF of its first chunk, and the decoder holds those back when they
+    // arrive split, so it is dropped here, from the first text the stream decodes to.
+    if (this.first && text.length > 0) {
+      this.first = false;
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    }
+    this.parser.feed(text);
     if (this.overflow) throw this.overflow;
   }
 }

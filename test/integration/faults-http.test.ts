@@ -169,6 +169,12 @@ describe('HTTP upstream faults', () => {
     expect(calls(h, 'echo').at(-1)!.session).toBe(calls(h, 'count404')[0].session);
   });
 
+  it('opens its SSE answer with a byte order mark, split over two packets: ignored, the answer read', async () => {
+    const a = await callTool(hub.url, 'h__bom');
+    expect(isToolError(a), text(a)).toBe(false);
+    expect(text(a)).toBe('bom ok');
+  });
+
   it('cuts its GET stream after an event id: the hub opens it again from that event (Last-Event-ID), not afresh', async () => {
     const g = await startFaultHttp(join(dir, 'g.log'));
     await g.control({ getCut: true });

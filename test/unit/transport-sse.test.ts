@@ -23,6 +23,14 @@ describe('SseFeed', () => {
     expect(events).toEqual([{ data: '{"text":"héllo €"}' }]);
   });
 
+  it('ignores one byte order mark opening the stream, even split over chunks, and only there', () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    expect(feed([bom.subarray(0, 1), Buffer.concat([bom.subarray(1), Buffer.from('data: {"a":1}\n\n')])]).events).toEqual([{ data: '{"a":1}' }]);
+    expect(feed(['\uFEFFdata: {"a":1}\n\n']).events).toEqual([{ data: '{"a":1}' }]);
+    // Later in the stream it is part of a field name ("\uFEFFdata"), which the format ignores.
+    expect(feed(['data: {"a":1}\n\n', '\uFEFFdata: {"b":2}\n\n']).events).toEqual([{ data: '{"a":1}' }]);
+  });
+
   it('ignores events of other types (e.g. the 2024 endpoint event)', () => {
     const { events } = feed(['event: endpoint\ndata: /messages?x=1\n\ndata: {"ok":true}\n\n']);
     expect(events).toEqual([{ data: '{"ok":true}' }]);
