@@ -399,6 +399,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   }
 
   private onServerRequest(msg: Request, via: Pending | undefined): void {
+    if (this._era === MODERN) {
+      // 2026-07-28 servers never send requests (they ask with input_required, digest §5) and
+      // clients never send responses (§1.2): not relayed, not answered, only logged.
+      this.log.warn({ method: msg.method, id: msg.id }, 'a modern server sent a request, which its era forbids; ignored');
+      return;
+    }
     if (msg.method === 'ping') return this.reply(JSON.stringify(resultResponse(msg.id, {})), via);
     let target: Pending | undefined;
     if (via !== undefined) {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernCall } from './ledger-helpers.js';
+import { legacySession, modernCall, textOf } from './ledger-helpers.js';
 import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
 
 let hub: HubProcess;
@@ -18,27 +18,29 @@ let dir: string;
 let h: FaultHttp;
 let k: FaultHttp;
 let cb: FaultHttp;
+let mo: FaultHttp;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
-  [h, k, cb] = await Promise.all([startFaultHttp(join(dir, 'h.log')), startFaultHttp(join(dir, 'k.log')), startFaultHttp(join(dir, 'cb.log'))]);
+  [h, k, cb, mo] = await Promise.all(['h', 'k', 'cb', 'mo'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
   hub = await startHub(
     {
       servers: {
         h: { url: h.url, timeoutMs: 5000 },
         k: { url: k.url, retry: { maxAttempts: 3, budgetMs: 3000 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
+        mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
       },
     },
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  await Promise.all(['h', 'k', 'cb'].map((id) => waitForState(hub.url, id, ['ready'])));
+  await Promise.all(['h', 'k', 'cb', 'mo'].map((id) => waitForState(hub.url, id, ['ready'])));
 }, 60_000);
 
 afterAll(async () => {
   expect(await hub?.stop()).toBe(0);
-  await Promise.all([h, k, cb].map((f) => f?.stop()));
+  await Promise.all([h, k, cb, mo].map((f) => f?.stop()));
 });
 
 const calls = (f: FaultHttp, name: string) => f.log().filter((e) => e.method === 'tools/call' && e.name === name);
@@ -173,6 +175,19 @@ describe('HTTP upstream faults', () => {
     const a = await callTool(hub.url, 'h__bom');
     expect(isToolError(a), text(a)).toBe(false);
     expect(text(a)).toBe('bom ok');
+  });
+
+  it('is a modern server that sends a request on its answer stream (its era forbids it): not relayed, not answered, the call still answered', async () => {
+    const roots = { 'io.modelcontextprotocol/clientCapabilities': { roots: {} } };
+    const modern = await callTool(hub.url, 'mo__asks', {}, roots);
+    expect(text(modern)).toBe('asked');
+    const legacy = await legacySession(hub.url);
+    const b = await legacy.call(1, 'tools/call', { name: 'mo__asks', arguments: {} });
+    expect(textOf(b.body?.result)).toBe('asked');
+    expect(calls(mo, 'asks')).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(mo.log().filter((e) => e.method === 'response')).toEqual([]);
+    expect(hub.logs.filter((l) => l.includes('which its era forbids'))).toHaveLength(2);
   });
 
   it('cuts its GET stream after an event id: the hub opens it again from that event (Last-Event-ID), not afresh', async () => {
