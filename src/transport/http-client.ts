@@ -105,7 +105,10 @@ export class HttpClient {
   constructor(opts: HttpClientOptions) {
     this.url = new URL(opts.url);
     // The hub times calls itself: undici's own header and body timeouts (300 s) would cut a
-    // long tool call or an idle GET stream short.
+    // long tool call or an idle GET stream short. Every exchange is bounded by its caller (a
+    // call's timeout, a notice's, the GET stream's abort), which frees its socket. No cap on
+    // connections: a long call, a lingering answer stream or the GET stream each hold one, and a
+    // cap would queue calls behind them (maxConcurrent already bounds the calls).
     this.pool = new Pool(this.url.origin, { headersTimeout: 0, bodyTimeout: 0 });
     this.base = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) this.base[k.toLowerCase()] = v;

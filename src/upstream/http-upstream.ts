@@ -21,6 +21,12 @@ import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 const DELETE_TIMEOUT_MS = 2_000;
+/**
+ * The most a POST that expects no answer of substance (a cancellation, a notification, the
+ * hub's answer to a server's request) may stay unanswered, or the server's timeoutMs if
+ * shorter. A server that never answers them would otherwise hold one socket for each, for good.
+ */
+const NOTICE_TIMEOUT_MS = 5_000;
 /** How long an answer stream may stay open after its response before the hub closes it. */
 const ANSWERED_STREAM_LINGER_MS = 1_000;
 /** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
@@ -473,13 +479,30 @@ export class HttpUpstream extends HandshakingUpstream {
       // A disconnect is not a cancellation in legacy; say it, then stop reading.
       const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
       // To the session the request went to, which a reconnect may have replaced since.
-      this.http.post(frame, { headers: this.sessionHeaders(p.session) }).catch(() => undefined);
+      this.postNotice(frame, this.sessionHeaders(p.session)).catch(() => undefined);
     }
     p.ctl?.abort();
   }
 
+  /**
+   * POST a message that expects no answer of substance, bounded in time: aborting it closes its
+   * socket (a connection whose request is unanswered cannot serve another), so an upstream that
+   * leaves these unanswered cannot pile up sockets until the hub runs out of descriptors.
+   */
+  private postNotice(frame: string, headers: Record<string, string>): Promise<HttpAnswer> {
+    const ms = Math.min(this.spec.timeoutMs, NOTICE_TIMEOUT_MS);
+    const t = timeoutSignal(ms);
+    return this.http.post(frame, { headers, signal: t.signal }).then(
+      (a) => (t.clear(), a),
+      (err: unknown) => {
+        t.clear();
+        throw t.timedOut() ? new TransportError(`no answer within ${ms} ms`) : err;
+      },
+    );
+  }
+
   protected reply(frame: string): void {
-    this.http.post(frame, { headers: this.era === LEGACY ? this.legacyHeaders : { 'mcp-protocol-version': MODERN } }).then(
+    this.postNotice(frame, this.era === LEGACY ? this.legacyHeaders : { 'mcp-protocol-version': MODERN }).then(
       (a) => {
         if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its request');
       },
@@ -494,7 +517,7 @@ export class HttpUpstream extends HandshakingUpstream {
       return;
     }
     const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
-    this.http.post(frame, { headers: this.legacyHeaders }).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
+    this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
   }
 
   override close(): Promise<void> {

@@ -349,4 +349,18 @@ describe('HTTP upstream faults', () => {
     expect((await serverHealth(hub.url, 'cb')).circuit).toBe('closed');
     expect(text(await callTool(hub.url, 'cb__echo', { i: 11 }))).toBe('{"i":11}');
   });
+
+  it('never answers the cancellation of a timed-out call: the hub gives up on it within the timeoutMs (5 s at most) and closes its socket', async () => {
+    await h.control({ holdNotices: true });
+    try {
+      const a = await callTool(hub.url, 'h__hang', {}, { 'dev.switchyard/timeoutMs': 200 });
+      expect(text(a)).toMatch(/within|limit/);
+      await waitUntil('the cancellation', async () => h.log().some((e) => e.method === 'notifications/cancelled'), 5_000);
+      // Left open, each such POST held one of the hub's sockets (and descriptors) for good.
+      await waitUntil('the hub closing the unanswered POST', async () => h.log().some((e) => e.method === 'notice-closed' && e.name === 'notifications/cancelled'), 8_000);
+      expect(text(await callTool(hub.url, 'h__echo', { i: 12 }))).toBe('{"i":12}');
+    } finally {
+      await h.control({ holdNotices: false });
+    }
+  }, 20_000);
 });
