@@ -8,6 +8,13 @@ import { LIST_METHOD, declaresListChanged, type ListKind } from './lists.js';
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
 /** Upstream pages per list; a server that never ends its cursor chain is cut off. */
 const PAGE_LIMIT = 1000;
+/**
+ * Items of one upstream list, and their size as JSON (characters). A real server lists tens to a
+ * few thousand; one that pages on without end (each page up to maxFrameBytes) would have the
+ * hub hold gigabytes, and build, judge and snapshot all of it at every refresh.
+ */
+export const LIST_ITEM_LIMIT = 10_000;
+export const LIST_BYTE_LIMIT = 32 * 1024 * 1024;
 
 /**
  * One upstream's whole list of a kind (every page) with its freshness, counted from `now()`
@@ -23,10 +30,17 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   let staleAt = Infinity;
   let scope: 'public' | 'private' = 'public';
   const modern = upstream.era === MODERN;
+  let bytes = 0;
   for (let page = 0; page < PAGE_LIMIT; page++) {
     const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
     const arr = res[kind];
-    if (Array.isArray(arr)) for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+    if (Array.isArray(arr)) {
+      for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+      bytes += JSON.stringify(arr).length;
+    }
+    // The whole list fails: a part of one is not the server's list (a cached one is served stale).
+    if (items.length > LIST_ITEM_LIMIT || bytes > LIST_BYTE_LIMIT)
+      throw new Error(`${LIST_METHOD[kind]} is larger than the hub takes (more than ${LIST_ITEM_LIMIT} items or ${LIST_BYTE_LIMIT / 1024 / 1024} MiB); stopped after ${page + 1} pages`);
     if (modern) {
       // Each page counts from when it arrived (digest §3.2): a slow later page does not stretch an earlier one's.
       staleAt = Math.min(staleAt, now() + cacheTtl(res.ttlMs));

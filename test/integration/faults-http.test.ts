@@ -228,6 +228,28 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('pages its tools/list on without end: the refresh stops at the hub\'s limit (10,000 items), says so, and the list held is served', async () => {
+    const g = await startFaultHttp(join(dir, 'pages.log'));
+    const gh = await startHub({ servers: { g: { url: g.url, cacheTtlMs: 0 } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-pages-')) });
+    const pages = () => g.log().filter((e) => e.method === 'tools/list').length;
+    const listed = async () => ((await modernCall(gh.url, 'list', 'tools/list')).body?.result?.tools as { name: string }[]).map((t) => t.name);
+    try {
+      await waitForState(gh.url, 'g', ['ready']);
+      expect(await listed()).toContain('g__echo');
+      await g.control({ endlessList: 50 });
+      const before = pages();
+      const names = await listed();
+      expect(names).toContain('g__echo');
+      expect(names.some((n) => n.startsWith('g__p0_'))).toBe(false);
+      // 13 + 50 a page: past 10,000 at the 200th page (the hub used to go on to 1,000 pages).
+      expect(pages() - before).toBe(200);
+      await waitUntil('the refresh failure logged', async () => gh.logs.some((l) => l.includes('serving the stale entry') && l.includes('more than 10000 items')), 5_000);
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await g.stop();
+    }
+  });
+
   it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
     const before = await serverHealth(hub.url, 'h');
     await h.control({ expire: true });

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { MODERN } from '../../src/protocol/era.js';
-import { fetchList } from '../../src/catalog/fetch-list.js';
+import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT } from '../../src/catalog/fetch-list.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
 function pagedUpstream(pages: { ttlMs?: number; takesMs: number; scope?: string }[], clock: { t: number }): Upstream {
@@ -64,5 +64,36 @@ describe('fetchList freshness of a legacy list', () => {
     expect((await fetchList(legacy(undefined), 'tools', undefined)).ttlMs).toBe(Infinity); // stdio
     expect((await fetchList(legacy(true), 'tools', undefined)).ttlMs).toBe(Infinity);
     expect((await fetchList(legacy(false), 'tools', undefined)).ttlMs).toBe(30_000);
+  });
+});
+
+describe('fetchList bounds', () => {
+  /** Pages without end, each `n` tools whose descriptions are `pad` characters long. */
+  const endless = (n: number, pad: number, asked: { pages: number }): Upstream =>
+    ({
+      era: MODERN,
+      capabilities: { tools: {} },
+      request: async (_method: string, params: { cursor?: string }) => {
+        const i = params.cursor === undefined ? 0 : Number(params.cursor);
+        asked.pages++;
+        const tools = Array.from({ length: n }, (_, k) => ({ name: `t${i}_${k}`, description: 'd'.repeat(pad) }));
+        return { resultType: 'complete', tools, ttlMs: 0, cacheScope: 'public', nextCursor: String(i + 1) };
+      },
+    }) as unknown as Upstream;
+
+  it('fails a list of more items than the limit, saying so, having asked for no page past it', async () => {
+    const asked = { pages: 0 };
+    await expect(fetchList(endless(100, 10, asked), 'tools', undefined)).rejects.toThrow(`tools/list is larger than the hub takes (more than ${LIST_ITEM_LIMIT} items`);
+    expect(asked.pages).toBe(LIST_ITEM_LIMIT / 100 + 1);
+  });
+
+  it('fails a list larger than the byte limit, however few its items', async () => {
+    const asked = { pages: 0 };
+    // About 1 MB a page, 10 items each: the byte limit comes long before the item limit.
+    const up = endless(10, 100_000, asked);
+    const pageChars = JSON.stringify(((await up.request('tools/list', {})) as { tools: unknown[] }).tools).length;
+    asked.pages = 0;
+    await expect(fetchList(up, 'tools', undefined)).rejects.toThrow(/larger than the hub takes/);
+    expect(asked.pages).toBe(Math.floor(LIST_BYTE_LIMIT / pageChars) + 1);
   });
 });
