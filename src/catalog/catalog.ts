@@ -12,6 +12,7 @@ import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
 import { MemoryPinStore, type PinStore } from './pins.js';
 import { ReadCache } from './read-cache.js';
+import { RefetchGate } from './refetch-gate.js';
 import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
 import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
@@ -101,6 +102,8 @@ export class Catalog extends EventEmitter {
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
   private readonly notifyChain = new Map<string, Promise<void>>();
+  /** What list_changed sets off (invalidate, fetch again), at most once a second per list. */
+  private readonly refetches = new RefetchGate();
   private policy: PartPolicy;
   private readonly now: () => number;
   private pinGen = 0;
@@ -195,10 +198,11 @@ export class Catalog extends EventEmitter {
    * cache. Tools only: the other lists are asked for far less, and each would cost a fetch of
    * every server at every start. (See listAtReady.)
    */
-  private warm(h: ServerHandle): void {
-    if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return;
-    this.partFor('tools', h, { credential: '', upstream: h.upstream }).catch((err: unknown) =>
-      this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
+  private warm(h: ServerHandle): Promise<void> {
+    if (!offers(h.upstream.capabilities, 'tools') || this.opts.listAtReady?.(h) === false) return Promise.resolve();
+    return this.partFor('tools', h, { credential: '', upstream: h.upstream }).then(
+      () => undefined,
+      (err: unknown) => this.log.warn({ server: h.id, err: String((err as Error)?.message ?? err) }, 'tools list (server ready, or its tools changed) failed'),
     );
   }
 
@@ -251,10 +255,14 @@ export class Catalog extends EventEmitter {
     const plugins = this.opts.plugins;
     if (plugins && !(await plugins.notification({ id: h.id, trust: h.config.trust, era: h.upstream.era }, method, params))) return;
     if (kinds) {
-      // Said on a principal's own connection: that principal's partition, and its clients only.
-      this.invalidate(h.id, kinds, principal);
-      // Judged at once, as at ready: a rug pull is held back and audited when it happens.
-      if (principal === undefined && kinds.includes('tools')) this.warm(h);
+      // A storm of list_changed is acted on at most once a second per list (the first at once),
+      // with one fetch running: each used to be a fetch of the whole list.
+      this.refetches.run(`${h.id}\0${kinds.join()}\0${principal ?? ''}`, () => {
+        // Said on a principal's own connection: that principal's partition, and its clients only.
+        this.invalidate(h.id, kinds, principal);
+        // Judged at once, as at ready: a rug pull is held back and audited when it happens.
+        return principal === undefined && kinds.includes('tools') ? this.warm(h) : Promise.resolve();
+      });
     } else if (typeof params.uri === 'string') {
       this.reads.invalidate(h.id, params.uri);
       // A subscriber of a parent URI would learn the name of a resource the hub hides.
@@ -359,6 +367,7 @@ export class Catalog extends EventEmitter {
 
   close(): void {
     this.listens.closeAll();
+    this.refetches.close();
   }
 
   async aggregate(kind: ListKind, view: View = {}): Promise<Aggregate> {
