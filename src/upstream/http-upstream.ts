@@ -20,6 +20,12 @@ import { upstreamError } from './upstream-error.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
+/**
+ * The least wait (±20 %) before the GET stream is opened again after the server ended it, even
+ * one that brought messages and asked for less (`retry: 0`): a server ending every stream at
+ * once would have the hub reconnect, and act on what each brought, in a busy loop.
+ */
+const GET_RETRY_MIN_MS = 1_000;
 const DELETE_TIMEOUT_MS = 2_000;
 /**
  * The most a POST that expects no answer of substance (a cancellation, a notification, the
@@ -428,7 +434,7 @@ export class HttpUpstream extends HandshakingUpstream {
     const session = this.session;
     const again = (why: string, from?: string, retryMs?: number): void => {
       const backoff = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
-      const delay = retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, retryMs);
+      const delay = retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, Math.max(retryMs, GET_RETRY_MIN_MS * (0.8 + 0.4 * Math.random())));
       this.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
         if (this.getStream !== ctl || this.closed || this.session !== session || this._era !== LEGACY) return;
@@ -446,7 +452,8 @@ export class HttpUpstream extends HandshakingUpstream {
           if (a.messages > 0) this.getFailures = 0;
           const from = a.lastEventId ?? lastEventId;
           // The server's retry is a wait for a stream it keeps; without an event id there is nothing
-          // to resume. A stream that brought nothing backs off (a `retry: 0` would be a busy loop).
+          // to resume. A stream that brought nothing backs off (a `retry: 0` would be a busy loop);
+          // one that brought messages waits at least GET_RETRY_MIN_MS.
           return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
         if (a.status >= 500) return again(`HTTP ${a.status}`, lastEventId);

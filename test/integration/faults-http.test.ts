@@ -250,6 +250,26 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('storms tools/list_changed on GET streams it ends at once with retry: 0: reopened about once a second, its list fetched about once a second', async () => {
+    const g = await startFaultHttp(join(dir, 'storm.log'));
+    await g.control({ listChanged: true, getStorm: 20 });
+    const gh = await startHub({ servers: { g: { url: g.url } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-storm-')) });
+    const count = (m: string) => g.log().filter((e) => e.method === m).length;
+    try {
+      await waitForState(gh.url, 'g', ['ready']);
+      const [gets, lists] = [count('GET'), count('tools/list')];
+      await new Promise((r) => setTimeout(r, 3000));
+      // Each stream lasts 40 ms: reconnecting at its retry: 0 made some 70 in 3 s, and each of its
+      // 20 list_changed a fetch of the list.
+      expect(count('GET') - gets).toBeLessThanOrEqual(5);
+      expect(count('tools/list') - lists).toBeLessThanOrEqual(5);
+      expect(count('tools/list') - lists).toBeGreaterThan(0); // still heard
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await g.stop();
+    }
+  });
+
   it('loses its legacy session: the hub initializes again and the call runs exactly once', async () => {
     const before = await serverHealth(hub.url, 'h');
     await h.control({ expire: true });
