@@ -85,6 +85,8 @@ export class StreamCutError extends TransportError {
     status: number,
     readonly lastEventId: string,
     readonly retryMs: number | undefined,
+    /** How many messages the stream brought before the cut (a resumption's progress). */
+    readonly messages = 0,
   ) {
     super(message, status);
   }
@@ -271,7 +273,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (err instanceof TransportError) return this.settle(err);
       const message = `HTTP ${this.method} failed: ${errText(err)}`;
       const id = this.sse?.result.lastEventId;
-      return this.settle(id === undefined ? new TransportError(message, this.answer.status) : new StreamCutError(message, this.answer.status, id, this.sse!.result.retryMs));
+      return this.settle(id === undefined ? new TransportError(message, this.answer.status) : new StreamCutError(message, this.answer.status, id, this.sse!.result.retryMs, this.answer.messages));
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
     // Before any answer: a refused or unresolvable connection surely never delivered it.

@@ -406,15 +406,15 @@ export class HttpUpstream extends HandshakingUpstream {
           if (!this.isPending(p)) return;
           const s = a.status;
           if (s >= 200 && s < 300 && answerProblem(a, this.spec.url!) === undefined) {
-            const moved = a.messages > 0 || (a.lastEventId !== undefined && a.lastEventId !== lastEventId);
-            return this.resume(p, a.lastEventId ?? lastEventId, a.retryMs ?? retryMs, moved ? 0 : idle + 1);
+            // Only a message is progress: a server may name a new event id each time and send nothing.
+            return this.resume(p, a.lastEventId ?? lastEventId, a.retryMs ?? retryMs, a.messages > 0 ? 0 : idle + 1);
           }
           const why = s === 405 ? 'the upstream keeps no events to resume from (405)' : s === 404 ? 'the session is gone (404)' : `HTTP ${s}`;
           this.failCall(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
         },
         (err: unknown) => {
           if (!this.isPending(p)) return;
-          if (err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs ?? retryMs, err.lastEventId !== lastEventId ? 0 : idle + 1);
+          if (err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs ?? retryMs, err.messages > 0 ? 0 : idle + 1);
           if (!(err instanceof CancelledError) && failed + 1 < RESUME_FAILURES) return this.resume(p, lastEventId, retryMs, idle + 1, failed + 1);
           this.failCall(p, new TransportError(`the answer stream was cut before the response and could not be resumed: ${errMessage(err)}`, err instanceof TransportError ? err.status : undefined));
         },

@@ -124,6 +124,16 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('ends its SSE answer and every resumption with a new event id, retry: 0 and no message: each resumption waits longer, no busy loop', async () => {
+    const a = await callTool(hub.url, 'h__spin', {}, { 'dev.switchyard/timeoutMs': 2000 });
+    expect(isToolError(a)).toBe(true);
+    expect(calls(h, 'spin')).toHaveLength(1);
+    // Waits of 0, 100, 200, 400, 800 ms… fit five in 2 s; a new id counted as progress made thousands.
+    const resumptions = h.log().filter((e) => e.method === 'GET' && String(e.lastEventId).startsWith('spin-')).length;
+    expect(resumptions).toBeGreaterThanOrEqual(3);
+    expect(resumptions).toBeLessThanOrEqual(8);
+  });
+
   it('answers with a result nested 5,000 levels deep: the call fails saying so, once, and the next works', async () => {
     const a = await callTool(hub.url, 'h__deep');
     expect(isToolError(a)).toBe(true);
