@@ -1,5 +1,5 @@
 import { parseJsonText } from '../config/load.js';
-import { readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { generateApiKey, hashApiKey } from './api-keys.js';
 import { RESERVED_PRINCIPALS } from './authenticator.js';
 
@@ -14,17 +14,22 @@ function readDoc(file: string): Json {
   return doc as Json;
 }
 
-/** Write next to the file and rename over it, keeping its mode, so a crash never leaves half a config. */
+/**
+ * Write next to the file and rename over it, keeping its mode, so a crash never leaves half a
+ * config. A symlink is followed first: renaming over the link would replace it with a copy and
+ * leave its target, the file a running hub reads, as it was (a removed key would still work).
+ */
 function writeDoc(file: string, doc: Json): void {
-  const tmp = `${file}.${process.pid}.tmp`;
+  const target = realpathSync(file);
+  const tmp = `${target}.${process.pid}.tmp`;
   let mode = 0o600;
   try {
-    mode = statSync(file).mode & 0o777;
+    mode = statSync(target).mode & 0o777;
   } catch {
     // a new file stays owner-only
   }
   writeFileSync(tmp, `${JSON.stringify(doc, null, 2)}\n`, { mode });
-  renameSync(tmp, file);
+  renameSync(tmp, target);
 }
 
 function keysOf(doc: Json): Json[] {

@@ -2,11 +2,12 @@
  * `switchyard keys` and the loopback rule of `switchyard start`, through the real binary.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
+import { runCli } from '../helpers/cli.js';
 import { BIN, ROOT, nodeServer, startHub } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 
@@ -75,6 +76,45 @@ describe('switchyard keys', () => {
     expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);
     expect(broken.stderr).not.toContain('SECRET');
   });
+});
+
+describe('switchyard keys through a symlinked config', () => {
+  it('changes the file the link points to, the one the running hub reads: a removed key stops working', async () => {
+    const OPS = 'sy_ops-symlink-keys-0123456789abcdefghijklmnopqrst';
+    const hub = await startHub(
+      { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(OPS), scopes: ['switchyard:admin'] }] }, servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') } },
+      { args: ['--no-watch'] },
+    );
+    try {
+      chmodSync(hub.configFile, 0o640);
+      const link = join(mkdtempSync(join(tmpdir(), 'switchyard-keys-link-')), 'live.json');
+      symlinkSync(hub.configFile, link);
+      const reload = async () => {
+        const r = await runCli(['reload', '--url', hub.url], { env: { SWITCHYARD_API_KEY: OPS } });
+        expect([r.code, r.stderr]).toEqual([0, '']);
+        return r.stdout;
+      };
+      const status = async (key: string) => (await post(hub.url, modernBody(1, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` })).status;
+
+      const add = run(['keys', 'add', 'erin', '--config', link]);
+      expect(add.status, add.stderr).toBe(0);
+      const key = add.stdout.trim();
+      expect(await reload()).toBe('reloaded:\n  applied: auth.apiKeys\n');
+      expect(await status(key)).toBe(200);
+
+      const rm = run(['keys', 'remove', 'erin', '--config', link]);
+      expect([rm.status, rm.stdout]).toEqual([0, 'removed 1 key of erin\n']);
+      expect(await reload()).toBe('reloaded:\n  applied: auth.apiKeys\n');
+      expect(await status(key)).toBe(401);
+      // The link is still a link, its target kept its mode, and no temporary file was left.
+      expect(lstatSync(link).isSymbolicLink()).toBe(true);
+      expect(statSync(hub.configFile).mode & 0o777).toBe(0o640);
+      expect(readdirSync(dirname(hub.configFile)).filter((f) => f.endsWith('.tmp'))).toEqual([]);
+      expect(JSON.parse(readFileSync(hub.configFile, 'utf8')).auth.apiKeys.map((k: { principal: string }) => k.principal)).toEqual(['ops']);
+    } finally {
+      await hub.stop();
+    }
+  }, 60_000);
 });
 
 describe('switchyard start without authentication', () => {
