@@ -5,29 +5,36 @@
  * told by its status and content type, never printed (OtherProgramError). The daemon's address,
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
+import type { AnswerShape } from './admin-answers.js';
 import { DaemonError, NoDaemonError } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
 
-/** What answered is not a switchyard daemon: its answer is not the JSON the admin routes give. */
+/** What answered is not a switchyard daemon: its answer is not the JSON the admin routes give (or not of their shape). */
 export class OtherProgramError extends DaemonError {}
 
 /**
- * GET a JSON admin route; NoDaemonError when nothing listens there. A daemon with
- * authentication on wants an admin credential: `key`, else env SWITCHYARD_API_KEY (as
- * `connect` reads it; never an argument, which other local users can see).
+ * GET a JSON admin route; NoDaemonError when nothing listens there, OtherProgramError when its
+ * answer is not of the route's `shape` (admin-answers.ts). A daemon with authentication on wants
+ * an admin credential: `key`, else env SWITCHYARD_API_KEY (as `connect` reads it; never an
+ * argument, which other local users can see).
  */
-export function getJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
-  return requestJson<T>(base, path, opts);
+export function getJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: { timeoutMs?: number; key?: string } = {}): Promise<T> {
+  return requestJson(base, path, shape, opts);
 }
 
 /**
  * POST to an admin route that acts (no body); as getJson. `answers`: error statuses whose JSON
  * body is the answer (a reload the daemon rejected says why in it), not a DaemonError.
  */
-export function postJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {}): Promise<T> {
-  return requestJson<T>(base, path, { ...opts, method: 'POST' });
+export function postJson<T>(
+  base: string,
+  path: string,
+  shape: AnswerShape<T>,
+  opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {},
+): Promise<T> {
+  return requestJson(base, path, shape, { ...opts, method: 'POST' });
 }
 
 /**
@@ -81,7 +88,7 @@ export function readAnswer(
   return { error: new DaemonError(`${base}${path}: ${said}`) };
 }
 
-async function requestJson<T>(base: string, path: string, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
+async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
   if (key) headers.authorization = `Bearer ${key}`;
@@ -98,5 +105,12 @@ async function requestJson<T>(base: string, path: string, opts: { timeoutMs?: nu
   }
   const a = readAnswer(base, path, res, await res.text(), Boolean(key), opts.answers);
   if ('error' in a) throw a.error;
-  return a.body as T;
+  // JSON, but not what a hub sends: another program (its fields would be read as a hub's).
+  if (!shape(a.body)) throw new OtherProgramError(notAHub(base, path));
+  return a.body;
+}
+
+/** What the commands say of a JSON answer of the wrong shape (the route without its query). */
+export function notAHub(base: string, path: string): string {
+  return `the program on ${base} is not a switchyard hub (its answer to ${path.split('?', 1)[0]} is not what a hub sends)`;
 }

@@ -8,6 +8,7 @@ import type { HubConfig } from '../config/types.js';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
+import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
@@ -113,7 +114,7 @@ type DaemonServers = { servers: ServerView[]; pid?: number; version?: string };
  */
 async function findDaemon(base: string, config: HubConfig | undefined, findings: Finding[]): Promise<DaemonServers | 'locked' | undefined> {
   try {
-    const daemon = await getJson<DaemonServers>(base, '/admin/servers', { timeoutMs: 5_000 });
+    const daemon = await getJson(base, '/admin/servers', serversAnswer, { timeoutMs: 5_000 });
     findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${base} (pid ${daemon.pid ?? '?'})` });
     return daemon;
   } catch (err) {
@@ -166,7 +167,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   if (typeof daemon === 'object') {
     servers = daemon.servers;
     // ?all=1: held-back (quarantined, hidden) tools too; the caps count only what clients see.
-    tools = (await getJson<{ tools: ToolView[] }>(base, '/admin/tools?all=1').catch(() => undefined))?.tools;
+    tools = (await getJson(base, '/admin/tools?all=1', toolsAnswer).catch(() => undefined))?.tools;
   } else if (daemon === undefined && config) {
     // No daemon of ours there ('locked': one that runs its own, which are not started twice).
     ({ servers, tools } = await lookLocally(config));

@@ -1,6 +1,7 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
+import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
 import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
@@ -72,7 +73,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
-      await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`);
+      await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`, restartAnswer);
       if (!argv.wait) {
         process.stdout.write(`restarting "${argv.id}"\n`);
         return;
@@ -80,7 +81,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       const t0 = Date.now();
       let s: ServerView | undefined;
       for (;;) {
-        s = (await getJson<{ servers: ServerView[] }>(base, '/admin/servers')).servers.find((x) => x.id === argv.id);
+        s = (await getJson(base, '/admin/servers', serversAnswer)).servers.find((x) => x.id === argv.id);
         if (settled(s) || Date.now() - t0 >= argv.timeout * 1000) break;
         await new Promise((r) => setTimeout(r, 200));
       }
@@ -100,9 +101,9 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
-      const r = await getJson<{ servers: ServerView[] }>(base, '/admin/servers');
+      const r = await getJson(base, '/admin/servers', serversAnswer);
       // The tools clients are shown (held-back ones not counted), not the raw list's length.
-      const tools = await getJson<{ tools: ToolView[] }>(base, '/admin/tools').catch(() => undefined);
+      const tools = await getJson(base, '/admin/tools', toolsAnswer).catch(() => undefined);
       if (tools) {
         const counts = new Map<string, number>();
         for (const t of tools.tools) counts.set(t.server, (counts.get(t.server) ?? 0) + 1);

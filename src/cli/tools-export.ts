@@ -3,6 +3,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { ToolView } from '../downstream/admin-views.js';
+import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
@@ -47,7 +48,7 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
       if (a.server) q.set('server', a.server);
       if (a.group) q.set('group', a.group);
       const qs = q.size > 0 ? `?${q}` : '';
-      return (await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools${qs}`)).tools;
+      return (await getJson(daemonBase(a.url, a.config), `/admin/tools${qs}`, toolsAnswer)).tools;
     } catch (err) {
       // A group's view is the daemon's: never widened to the whole catalog of the upstreams.
       if (!(err instanceof NoDaemonError) || a.url || a.group) throw err;

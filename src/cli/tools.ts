@@ -5,6 +5,7 @@ import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
 import { screenJson, screenText, table } from '../ledger/format.js';
+import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath } from './ledger.js';
@@ -89,7 +90,7 @@ async function list(a: ListArgs): Promise<void> {
   if (a.server) q.set('server', a.server);
   if (a.group) q.set('group', a.group);
   try {
-    const { tools } = await getJson<{ tools: ToolView[] }>(daemonBase(a.url, a.config), `/admin/tools?${q}`);
+    const { tools } = await getJson(daemonBase(a.url, a.config), `/admin/tools?${q}`, toolsAnswer);
     if (a.json) return void process.stdout.write(screenJson(JSON.stringify(tools, null, 2)) + '\n');
     if (tools.length === 0) return out('no tools\n');
     out(toolsTable(tools));

@@ -137,6 +137,46 @@ describe('another program on the port', () => {
   });
 });
 
+describe('another program on the port that answers JSON', () => {
+  let other: Server;
+  let base: string;
+  beforeAll(async () => {
+    // JSON, but none of a hub's: its own fields, a "servers" that is no list, an array.
+    other = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(req.url?.startsWith('/admin/tools') ? '[]' : JSON.stringify({ hello: 'world', servers: req.url?.includes('servers') ? 'nope' : undefined }));
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+  });
+  afterAll(() => void other?.close());
+
+  const notAHub = (route: string) => `the program on ${base} is not a switchyard hub (its answer to ${route} is not what a hub sends)`;
+
+  it('is named as not a hub by every command that reads it (exit 1), never a TypeError', async () => {
+    for (const [cmd, route] of [
+      [['servers'], '/admin/servers'],
+      [['servers', '--json'], '/admin/servers'],
+      [['tools'], '/admin/tools'],
+      [['tools', '--json'], '/admin/tools'],
+      [['tools', '--format', 'openai'], '/admin/tools'],
+      [['reload'], '/admin/reload'],
+      [['servers', 'restart', 'notes'], '/admin/servers/notes/restart'],
+    ] as const) {
+      const r = await run([...cmd, '--url', base]);
+      expect([r.code, r.stdout, r.stderr], cmd.join(' ')).toEqual([1, '', `${notAHub(route)}\n`]);
+    }
+    // doctor says so as its daemon finding, and goes on to its other checks.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-json-'));
+    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
+    const d = await run(['doctor', '--json'], {}, dir);
+    expect([d.code, d.stderr]).toEqual([1, '']);
+    const f = JSON.parse(d.stdout) as Json[];
+    expect(f.find((x) => x.check === 'daemon')).toEqual({ level: 'fail', check: 'daemon', message: notAHub('/admin/servers') });
+    expect(f.find((x) => x.check === 'config')).toMatchObject({ level: 'ok' });
+  });
+});
+
 describe('something on the port that does not answer in time', () => {
   it('doctor says so and starts none of the upstreams: it may be a busy daemon running them', async () => {
     const { createServer: tcp } = await import('node:net');
