@@ -39,7 +39,10 @@ export async function withDaemon(work: () => Promise<void>): Promise<void> {
   }
 }
 
-/** `--url` that is no http(s) URL, a `--config` that is not there: the command says so in one line (exit 2). */
+/**
+ * `--url` that is no http(s) URL, a `--config` that is not there, an option value out of its
+ * range (`start --port`, `servers restart --timeout`): the command says so in one line (exit 2).
+ */
 export class BadUrlError extends Error {}
 
 /** The name `--config` has when it is not given. */

@@ -3,7 +3,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
-import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
+import { BadUrlError, daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
 type ServersArgs = DaemonArgs;
 
@@ -62,6 +62,17 @@ export function restartOutcome(id: string, s: ServerView | undefined, waitedMs: 
 /** Done waiting: ready, failed, or an attempt failed already (the fresh connection had no error before). */
 const settled = (s: ServerView | undefined): boolean => !s || s.state === 'ready' || s.state === 'failed' || s.lastError !== null;
 
+/**
+ * --timeout as yargs hands it over: "abc" is NaN, which no wait ever reaches (it waited for
+ * good), and "" or a negative ended the wait at once; a usage error (exit 2) instead, said in
+ * one line as `start --port` says its own.
+ */
+function checkTimeout(value: unknown): void {
+  if (typeof value === 'number' && Number.isFinite(value) && value > 0) return;
+  const shown = typeof value === 'number' && !Number.isNaN(value) ? `not ${value}` : 'not a number';
+  throw new BadUrlError(`--timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once`);
+}
+
 const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
   command: 'restart <id>',
   describe: 'Give one upstream a fresh connection (a failed one gets new attempts); calls in flight may finish first',
@@ -69,7 +80,13 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
     y
       .positional('id', { type: 'string', demandOption: true, describe: 'The server id (as `switchyard servers` shows it)' })
       .option('wait', { type: 'boolean', default: true, describe: 'Wait until it is ready or failed (--no-wait: return at once)' })
-      .option('timeout', { type: 'number', default: 30, describe: 'Seconds to wait' }) as unknown as Argv<RestartArgs>,
+      .option('timeout', { type: 'number', default: 30, describe: 'Seconds to wait' })
+      .check((a) => {
+        // "" would be asked of /admin/servers//restart, which no hub serves: not another program's fault.
+        if (a.id === '') throw new BadUrlError('the server id is empty: give one as `switchyard servers` shows it');
+        checkTimeout(a.timeout);
+        return true;
+      }) as unknown as Argv<RestartArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {

@@ -85,6 +85,18 @@ describe('switchyard servers restart', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ restarted: 'b', server: { id: 'b', state: 'ready', era: '2025-11-25', lastError: null } });
   });
 
+  it('a --timeout that is no number of seconds above 0, or an empty id, is a usage error (exit 2); nothing restarts', async () => {
+    const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
+    // "abc" was NaN, a wait no clock reaches; "" and a negative ended it at once.
+    for (const [t, shown] of [['abc', 'not a number'], ['-5', 'not -5'], ['', 'not 0'], ['0', 'not 0']]) {
+      const r = await run(['servers', 'restart', 'a', '--url', hub.url, '--timeout', t!]);
+      expect([r.code, r.stdout, r.stderr], t).toEqual([2, '', `switchyard: --timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once\n`]);
+    }
+    const empty = await run(['servers', 'restart', '', '--url', hub.url]);
+    expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', 'switchyard: the server id is empty: give one as `switchyard servers` shows it\n']);
+    expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
+  });
+
   it('an unknown server, a GET and a bad path are refused; nothing restarts', async () => {
     const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
     const unknown = await run(['servers', 'restart', 'nope', '--url', hub.url]);
