@@ -55,7 +55,6 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
       process.stderr.write(`${err.message}; connecting to the upstreams of ${a.config} directly\n`);
     }
   }
-  if (a.group) throw new DaemonError('--group needs the running daemon (it applies the groups); drop --local');
   const config = loadConfig(a.config);
   if (a.server && config.servers[a.server] === undefined)
     throw new DaemonError(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
@@ -63,6 +62,12 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
 }
 
 export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
+  // A group is the daemon's to apply, and --local asks no daemon: the two cannot both be meant.
+  if (a.local && a.group) {
+    process.stderr.write('--group needs the running daemon (it applies the groups); drop --local\n');
+    process.exitCode = 2;
+    return;
+  }
   try {
     const tools = await catalog(a);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
@@ -70,15 +75,16 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
   } catch (err) {
-    // A config error is 2 (as start, validate and reload), the daemon's is 1 (README, exit codes).
+    // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {
       process.stderr.write(`${a.config}: invalid config\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
       process.exitCode = 2;
       return;
     }
-    if (err instanceof NoDaemonError || err instanceof DaemonError) process.stderr.write(`${err.message}\n`);
-    else throw err;
-    process.exitCode = 1;
+    if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    // As `tools` and `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
+    process.exitCode = err instanceof NoDaemonError ? 3 : 1;
   }
 }
 

@@ -191,6 +191,11 @@ describe('servers, doctor and tools without a daemon', () => {
     const t = await run(['tools'], { cwd: free });
     expect(t.code).toBe(3);
     expect(t.stderr).toBe(r.stderr);
+    // And the export, asked of that address (it was exit 1, as a daemon's error).
+    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
+      const e = await run([...args, '--url', `http://127.0.0.1:${unused}`], { cwd: free });
+      expect([e.code, e.stdout, e.stderr], args.join(' ')).toEqual([3, '', r.stderr]);
+    }
     // A config named on purpose that is not there is a typo, not "no daemon" (nor the default address).
     for (const cmd of [['servers'], ['tools'], ['reload']]) {
       const typo = await run([...cmd, '-c', 'hub.config.jsn'], { cwd: free });
@@ -333,9 +338,9 @@ describe('servers, doctor and tools against a running daemon', () => {
       const doc = JSON.parse((await run([...args, '--url', hub.url, '--group', 'mod'])).stdout) as { tools: Json[] };
       expect(doc.tools).toHaveLength(5);
     }
+    // --local asks no daemon, and only the daemon applies groups: a usage error (exit 2), not a failure.
     const local = await run(['tools', '--format', 'openai', '--local', '--group', 'mod']);
-    expect(local.code).toBe(1);
-    expect(local.stderr).toMatch(/--group needs the running daemon/);
+    expect([local.code, local.stdout, local.stderr]).toEqual([2, '', '--group needs the running daemon (it applies the groups); drop --local\n']);
   });
 
   it('a --url that is no http(s) URL is one line and exit 2, for every command that takes it', async () => {
