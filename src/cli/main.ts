@@ -12,6 +12,7 @@ import { serversCommand } from './servers.js';
 import { reloadCommand } from './reload.js';
 import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools.js';
+import { givenOnce } from './given-once.js';
 import { BadUrlError } from './daemon-client.js';
 
 /** A command that failed in a way it did not handle: one line, exit 1 (SWITCHYARD_DEBUG=1 keeps the stack). */
@@ -45,6 +46,8 @@ const cli = yargs(hideBin(process.argv))
   .command(toolsCommand)
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
+  // Before any command reads an option given twice as if it were one value.
+  .check(givenOnce)
   .help()
   .fail((msg, err, y) => {
     // A bad --url is the user's to fix: one line, not the help and a stack.

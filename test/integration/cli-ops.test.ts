@@ -218,6 +218,27 @@ describe('servers, doctor and tools without a daemon', () => {
     }
   });
 
+  it('an option given twice is a usage error in one line (exit 2), whatever the command; a repeatable one is not', async () => {
+    // -c twice reached Node as an array ("paths[0] argument must be of type string", exit 1);
+    // --port twice was refused as a value no one typed.
+    for (const args of [['ledger', 'query'], ['servers'], ['start'], ['doctor'], ['tools', '--format', 'openai'], ['keys', 'list']]) {
+      const r = await run([...args, '-c', 'hub.config.json', '--config', 'other.json'], { cwd: d });
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --config is given twice: give it once\n']);
+    }
+    for (const args of [['start', '--port', '7983', '--port', '7984'], ['start', '-p', '7983', '--port', '7984']]) {
+      const r = await run(args, { cwd: d });
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --port is given twice: give it once\n']);
+    }
+    const timeout = await run(['servers', 'restart', 'x', '--timeout', '5', '--timeout', '6'], { cwd: d });
+    expect([timeout.code, timeout.stderr]).toEqual([2, 'switchyard: --timeout is given twice: give it once\n']);
+    // --scope is declared repeatable: a key with two scopes.
+    const keys = tmp('twice-keys');
+    writeFileSync(join(keys, 'hub.config.json'), '{}');
+    const add = await run(['keys', 'add', 'bob', '--scope', 'a', '--scope', 'b'], { cwd: keys });
+    expect([add.code, add.stderr]).toEqual([0, expect.stringMatching(/shown only this once/)]);
+    expect(JSON.parse(readFileSync(join(keys, 'hub.config.json'), 'utf8')).auth.apiKeys[0].scopes).toEqual(['a', 'b']);
+  });
+
   it('start on a port in use says so in one line and exits 1', async () => {
     // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.
     const own = tmp('busyport');

@@ -1,0 +1,29 @@
+/**
+ * One rule for every command: an option that takes one value, given twice, is a usage error
+ * (exit 2). yargs hands such an option over as an array, which the commands read as one value:
+ * `-c a.json -c b.json` failed deep in Node ("paths[0] argument must be of type string", exit 1)
+ * and `start --port A --port B` blamed a value no one typed. Options declared `array` (repeatable,
+ * as `keys add --scope`) are left alone.
+ */
+import type { Options } from 'yargs';
+import { BadUrlError } from './daemon-client.js';
+
+/** The options as yargs describes them to a check: which take arrays, and each one's aliases. */
+type Described = { array: string[]; alias: Record<string, string[]> };
+
+/** How the option is spelt on the command line: its own name, not a camelCase copy or a short alias. */
+function optionName(key: string, described: Described): string {
+  const primary = Object.keys(described.alias).find((p) => p === key || described.alias[p]!.includes(key)) ?? key;
+  return primary.length === 1 ? `-${primary}` : `--${primary}`;
+}
+
+/** A yargs check (global): throws (one line, exit 2) naming the first option given more than once. */
+export function givenOnce(argv: Record<string, unknown>, options: Options | Described): true {
+  const described = options as Described;
+  const repeatable = new Set(described.array ?? []);
+  for (const [key, value] of Object.entries(argv)) {
+    if (key === '_' || key === '$0' || !Array.isArray(value) || repeatable.has(key)) continue;
+    throw new BadUrlError(`${optionName(key, described)} is given twice: give it once`);
+  }
+  return true;
+}
