@@ -174,7 +174,7 @@ describe('another program on the port that answers JSON', () => {
     const f = JSON.parse(d.stdout) as Json[];
     expect(f.find((x) => x.check === 'daemon')).toEqual({ level: 'fail', check: 'daemon', message: notAHub('/admin/servers') });
     expect(f.find((x) => x.check === 'config')).toMatchObject({ level: 'ok' });
-  });
+  }, 60_000);
 });
 
 describe('something on the port that does not answer in time', () => {

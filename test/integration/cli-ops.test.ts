@@ -237,7 +237,7 @@ describe('servers, doctor and tools without a daemon', () => {
     const add = await run(['keys', 'add', 'bob', '--scope', 'a', '--scope', 'b'], { cwd: keys });
     expect([add.code, add.stderr]).toEqual([0, expect.stringMatching(/shown only this once/)]);
     expect(JSON.parse(readFileSync(join(keys, 'hub.config.json'), 'utf8')).auth.apiKeys[0].scopes).toEqual(['a', 'b']);
-  });
+  }, 60_000);
 
   it('start on a port in use says so in one line and exits 1', async () => {
     // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.

@@ -95,7 +95,7 @@ describe('switchyard servers restart', () => {
     const empty = await run(['servers', 'restart', '', '--url', hub.url]);
     expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', 'switchyard: the server id is empty: give one as `switchyard servers` shows it\n']);
     expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
-  });
+  }, 60_000);
 
   it('an unknown server, a GET and a bad path are refused; nothing restarts', async () => {
     const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
