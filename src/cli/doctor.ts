@@ -10,6 +10,7 @@ import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
+import { ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 import { globMatcher } from '../policy/glob.js';
@@ -78,9 +79,32 @@ export function toolFindings(tools: ToolView[]): Finding[] {
   return out;
 }
 
-export function ledgerFinding(config: HubConfig): Finding {
+/**
+ * Who may hold the ledger's writer lock without it being a problem: the daemon doctor talked to
+ * (its pid), or 'unknown' when a switchyard daemon answered but did not say (it wants an admin key).
+ */
+export type LockOwner = number | 'unknown' | undefined;
+
+/**
+ * The ledger as `start` needs it: its folder can be created and written, the file (if there) is
+ * writable, no other live hub holds its lock (looked at only: a running hub's lock is never taken
+ * or broken), it has one name; then its hash chain, read-only.
+ */
+export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding {
   if (!config.ledger.enabled) return { level: 'warn', check: 'ledger', message: 'the ledger is disabled: no audit trail, no idempotency' };
   const path = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  const fail = (why: string): Finding => ({ level: 'fail', check: 'ledger', message: `${why}: \`switchyard start\` would refuse it` });
+  const unwritable = ledgerUnwritable(path);
+  if (unwritable) return fail(unwritable);
+  const holder = ledgerWriter(path);
+  if (holder && holder.pid !== daemonPid) {
+    const who = `pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''}`;
+    // A daemon answered at the config's address but did not give its pid: most likely the holder.
+    if (daemonPid === 'unknown') return { level: 'warn', check: 'ledger', message: `${path} is written by ${who}, presumably the daemon that wants an admin key; not read here` };
+    return fail(`${path} is in use by another switchyard process (${who})`);
+  }
+  const linked = linkedLedger(path);
+  if (linked) return fail(linked.message);
   if (!existsSync(path)) return { level: 'ok', check: 'ledger', message: `${path} does not exist yet (created at the first start)` };
   try {
     const db = openLedgerDb({ path, readonly: true });
@@ -174,7 +198,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   }
   if (servers) findings.push(...upstreamFindings(servers));
   if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups));
-  if (config) findings.push(ledgerFinding(config));
+  if (config) findings.push(ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;
 }
 

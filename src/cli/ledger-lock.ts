@@ -5,7 +5,7 @@
  * next to the database (its real path: symlinks resolved) says who writes it; a lock whose
  * process is gone is taken over.
  */
-import { closeSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
@@ -73,6 +73,51 @@ function readHolder(file: string): { pid: number; command?: string } | undefined
 export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
   const holder = readHolder(`${realLedgerPath(dbPath)}.lock`);
   return holder && alive(holder.pid) ? holder : undefined;
+}
+
+/**
+ * Why `lockLedger` and the ledger's opening would fail for this process at `dbPath`, found
+ * without creating, locking or changing anything (for `doctor`): the folder cannot be created
+ * or written (the lock, the database and its -wal file are made there), or the database is
+ * there but read-only. Undefined when start can write it. The lock's holder is ledgerWriter's.
+ */
+export function ledgerUnwritable(dbPath: string): string | undefined {
+  const dir = dirname(resolve(dbPath));
+  // The nearest folder that is there: the one start's mkdir -p creates the rest in.
+  let there = dir;
+  for (;;) {
+    const st = statOrUndefined(there);
+    if (st && !st.isDirectory()) return `${there} is not a folder: the ledger's folder ${dir} cannot be created there`;
+    if (st) break;
+    const up = dirname(there);
+    if (up === there) return `no part of ${dir} exists`;
+    there = up;
+  }
+  if (there !== dir && !accessible(there, constants.W_OK | constants.X_OK)) return `cannot create the ledger's folder ${dir}: ${there} is not writable for this user`;
+  if (there !== dir) return undefined; // created empty by start: nothing in it to check
+  const real = realLedgerPath(dbPath);
+  const realDir = dirname(real);
+  if (!accessible(realDir, constants.W_OK | constants.X_OK)) return `the ledger's folder ${realDir} is not writable for this user (the lock, the database and its -wal file are created there)`;
+  if (statOrUndefined(real) && !accessible(real, constants.R_OK | constants.W_OK)) return `the ledger ${real} is not writable for this user`;
+  return undefined;
+}
+
+function statOrUndefined(path: string): ReturnType<typeof statSync> | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined; // not there, or a file in its way (ENOTDIR): its parent is looked at next
+  }
+}
+
+/** access(2): the real user's rights, as root without CAP_DAC_OVERRIDE has them too. */
+function accessible(path: string, mode: number): boolean {
+  try {
+    accessSync(path, mode);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** An unreadable lock younger than this may be one being written this instant. */

@@ -1,14 +1,17 @@
 /**
  * doctor checks the ledger's hash chain: a ledger written by the real hub verifies; after a
- * row is altered behind the hub's back, doctor names the broken row and fails.
+ * row is altered behind the hub's back, doctor names the broken row and fails. And it checks
+ * what `switchyard start` needs of the ledger: a folder it can create and write, a writable
+ * file, a lock no other running hub holds; each ledger start refuses, doctor fails too.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { describe, expect, it } from 'vitest';
-import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
@@ -50,5 +53,90 @@ describe('doctor and the ledger', () => {
     const bad = broken.findings.find((f) => f.check === 'ledger')!;
     expect(bad.level).toBe('fail');
     expect(bad.message).toMatch(new RegExp(`chain broken at row ${row.id}`));
+  });
+
+  describe('a ledger start would refuse', () => {
+    const undo: (() => unknown)[] = [];
+    afterEach(async () => {
+      for (const f of undo.splice(0).reverse()) await f();
+    });
+    /** Root writes through any mode: without these capabilities, modes bind it as they bind a user. */
+    const wrap = process.getuid?.() === 0 ? ['setpriv', '--bounding-set', '-dac_override,-dac_read_search'] : [];
+
+    function config(ledgerPath: string, listen: Record<string, unknown> = { port: 0 }): string {
+      const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-start-'));
+      const file = join(d, 'hub.config.json');
+      writeFileSync(file, JSON.stringify({ listen, ledger: { path: ledgerPath }, servers: {} }));
+      return file;
+    }
+
+    /** doctor's ledger finding and exit code, and what start says of the same config. */
+    async function doctorAndStart(file: string, opts: { wrap?: string[]; url?: string } = {}) {
+      const doc = await runCli(['doctor', '--json', '-c', file, ...(opts.url ? ['--url', opts.url] : [])], { wrap: opts.wrap });
+      const ledger = (JSON.parse(doc.stdout) as Record<string, string>[]).find((f) => f.check === 'ledger')!;
+      return { code: doc.code, ledger };
+    }
+
+    /** `start` refuses the config (exits at once, 1 or 2, its reason on stderr): the case is real, not made up here. */
+    async function startRefuses(file: string, wrap: string[] = []) {
+      const r = await runCli(['start', '-c', file], { wrap });
+      expect([1, 2]).toContain(r.code);
+      return r.stderr;
+    }
+
+    /** A folder the CLI (wrapped as it runs) cannot write, or undefined when this machine cannot make one. */
+    function readOnlyFolder(): string | undefined {
+      const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-ro-'));
+      chmodSync(d, 0o555);
+      undo.push(() => chmodSync(d, 0o755));
+      const [file, ...args] = [...wrap, process.execPath, '-e', `require('fs').writeFileSync(${JSON.stringify(join(d, 'probe'))}, '')`];
+      const probe = spawnSync(file!, args);
+      return probe.error === undefined && probe.status !== 0 ? d : undefined;
+    }
+
+    it('the ledger folder cannot be made: a file is in its place', async () => {
+      const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-file-'));
+      writeFileSync(join(d, 'afile'), '');
+      const file = config(join(d, 'afile', 'ledger.db'));
+      await startRefuses(file);
+      const { code, ledger } = await doctorAndStart(file);
+      expect(code).toBe(1);
+      expect(ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/afile is not a folder.*start` would refuse it/) });
+    });
+
+    it('the ledger folder is not writable for its user, or the file is read-only', async (ctx) => {
+      const ro = readOnlyFolder();
+      if (!ro) return ctx.skip('cannot make a folder this user cannot write (no setpriv, or the modes do not bind)');
+      const file = config(join(ro, 'ledger.db'));
+      expect(await startRefuses(file, wrap)).toMatch(/EACCES|permission denied/i);
+      const folder = await doctorAndStart(file, { wrap });
+      expect(folder.code).toBe(1);
+      expect(folder.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/folder .* is not writable for this user/) });
+
+      // A ledger file there, written by a hub before: read-only for this user. Its folder is writable.
+      const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-rofile-'));
+      const seed = new Database(join(d, 'ledger.db'));
+      seed.close();
+      chmodSync(join(d, 'ledger.db'), 0o444);
+      const roFile = config(join(d, 'ledger.db'));
+      await startRefuses(roFile, wrap);
+      const fileRo = await doctorAndStart(roFile, { wrap });
+      expect(fileRo.code).toBe(1);
+      expect(fileRo.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/ledger\.db is not writable for this user/) });
+    });
+
+    it('another running hub writes the ledger; the daemon doctor talks to may', async () => {
+      const hub: HubProcess = await startHub({ servers: {} });
+      undo.push(() => hub.stop());
+      // Another config, another port (0: no daemon to find), the same ledger file.
+      const other = config(join(hub.dir, 'ledger.db'));
+      expect(await startRefuses(other)).toMatch(/in use by another switchyard process/);
+      const busy = await doctorAndStart(other);
+      expect(busy.code).toBe(1);
+      expect(busy.ledger).toMatchObject({ level: 'fail', message: expect.stringContaining(`in use by another switchyard process (pid ${hub.proc.pid}`) });
+      // The hub's own config, checked alongside it: its daemon holding the lock is as it should be.
+      const own = await doctorAndStart(hub.configFile, { url: hub.url });
+      expect(own.ledger).toMatchObject({ level: 'ok' });
+    });
   });
 });
