@@ -14,6 +14,7 @@ import { doctorCommand } from './doctor.js';
 import { toolsCommand } from './tools.js';
 import { givenOnce } from './given-once.js';
 import { BadUrlError } from './daemon-client.js';
+import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
 
 /** A command that failed in a way it did not handle: one line, exit 1 (SWITCHYARD_DEBUG=1 keeps the stack). */
 function unhandled(err: Error): never {
@@ -44,6 +45,8 @@ const cli = yargs(hideBin(process.argv))
   .command(reloadCommand)
   .command(doctorCommand)
   .command(toolsCommand)
+  // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
+  .middleware((argv) => endQuietlyWhenReaderGoes(argv._[0] === undefined ? undefined : String(argv._[0])))
   .demandCommand(1, 'Give a command; see --help.')
   .strict()
   // Before any command reads an option given twice as if it were one value.

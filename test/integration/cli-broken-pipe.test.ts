@@ -1,0 +1,50 @@
+/**
+ * The CLI's output piped into a reader that stops early (`| head -1`), as an operator does:
+ * the command ends quietly, exit 0, with no EPIPE stack trace on stderr.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { BIN } from '../helpers/hub-process.js';
+import { begin, end } from '../unit/ledger-helpers.js';
+
+/** `switchyard …args | head -1` in bash: the CLI's exit code and stderr, and what head printed. */
+function piped(args: string[]): Promise<{ code: number; stderr: string; head: string }> {
+  return new Promise((resolve) => {
+    const script = `"$0" "$@" 2>"$ERR_FILE" | head -1; echo "rc=\${PIPESTATUS[0]}"; cat "$ERR_FILE" >&2`;
+    const err = join(mkdtempSync(join(tmpdir(), 'switchyard-pipe-')), 'stderr');
+    const p = spawn('bash', ['-c', script, process.execPath, BIN, ...args], { env: { ...process.env, ERR_FILE: err, SWITCHYARD_LOG_LEVEL: 'warn' } });
+    let out = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    p.on('exit', () => {
+      const lines = out.trim().split('\n');
+      resolve({ code: Number(lines.pop()!.replace('rc=', '')), stderr, head: lines.join('\n') });
+    });
+  });
+}
+
+describe('output piped into head', () => {
+  let db: string;
+  beforeAll(async () => {
+    db = join(mkdtempSync(join(tmpdir(), 'switchyard-pipe-ledger-')), 'ledger.db');
+    // Far more than a pipe holds (64 KiB): the writes go on after head has gone.
+    const ledger = Ledger.open({ path: db, storeBodies: true });
+    for (let i = 0; i < 3000; i++) await ledger.record(begin({ args: { text: 'x'.repeat(200), i } }), end());
+    await ledger.close();
+  }, 120_000);
+
+  it.each([
+    ['ledger export', ['ledger', 'export']],
+    ['ledger query --limit 3000', ['ledger', 'query', '--limit', '3000', '--json']],
+  ])('%s | head -1 ends quietly, exit 0', async (_name, args) => {
+    const r = await piped([...args, '--db', db]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.head).toMatch(/^\{"id":/);
+  });
+});
