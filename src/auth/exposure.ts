@@ -1,4 +1,6 @@
+import type { HubConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
+import { authRequired } from './authenticator.js';
 
 /**
  * Without authentication the hub serves whoever reaches it, so it may listen only on loopback.
@@ -9,4 +11,13 @@ export function exposureProblem(host: string, authRequired: boolean): string | u
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
   if (isLoopbackHost(h)) return undefined;
   return `refusing to listen on ${host} without authentication: anyone who can reach it could use every upstream. Configure auth.apiKeys (switchyard keys add PRINCIPAL) or auth.oauth, or listen on 127.0.0.1.`;
+}
+
+/**
+ * The refusal `start` gives for this config listening on `host` (by default the config's
+ * listen.host, as start without --host): one check for start, `config validate` and `doctor`,
+ * so that neither says ok to a config start refuses.
+ */
+export function configExposureProblem(config: HubConfig, host: string = config.listen.host): string | undefined {
+  return exposureProblem(host, authRequired(config.auth));
 }

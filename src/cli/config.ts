@@ -1,4 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
+import { configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 
 interface ValidateArgs {
@@ -18,6 +19,9 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
   handler: (args) => {
     try {
       const config = loadConfig(args.config);
+      // What start refuses beyond the schema, with the same words: valid only if start takes it.
+      const exposed = configExposureProblem(config);
+      if (exposed) throw new ConfigError([`listen.host: ${exposed}`]);
       process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
+import { configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
@@ -176,7 +177,10 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   let config: HubConfig | undefined;
   try {
     config = loadConfig(configFile);
-    findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
+    // As start and config validate judge it (auth/exposure.ts): a config start refuses is not ok here.
+    const exposed = configExposureProblem(config);
+    if (exposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.host: ${exposed}` });
+    else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     for (const p of err.problems) findings.push({ level: 'fail', check: 'config', message: p });

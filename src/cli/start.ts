@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
-import { authRequired } from '../auth/authenticator.js';
-import { exposureProblem } from '../auth/exposure.js';
+import { configExposureProblem } from '../auth/exposure.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
@@ -38,7 +37,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;
-    const exposed = exposureProblem(host, authRequired(config.auth));
+    const exposed = configExposureProblem(config, host);
     if (exposed) {
       process.stderr.write(`${exposed}\n`);
       process.exit(2);

@@ -129,3 +129,31 @@ describe('switchyard start without authentication', () => {
     expect(r.stdout).toBe('');
   });
 });
+
+describe('a config start refuses for its listen.host without authentication', () => {
+  it('config validate refuses it too (exit 2, as start), and doctor fails it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-config-'));
+    const file = join(dir, 'hub.config.json');
+    // 192.0.2.1 (TEST-NET-1): never a local address, so start cannot get as far as listening.
+    const config = { listen: { host: '192.0.2.1', port: 0 }, ledger: { path: join(dir, 'ledger.db') }, servers: {} };
+    writeFileSync(file, JSON.stringify(config));
+    const start = run(['start', '--config', file]);
+    expect(start.status).toBe(2);
+    const refusal = /refusing to listen on 192\.0\.2\.1 without authentication/;
+    expect(start.stderr).toMatch(refusal);
+
+    const validate = run(['config', 'validate', '--config', file]);
+    expect(validate.status).toBe(2);
+    expect(validate.stdout).toBe('');
+    expect(validate.stderr).toMatch(/invalid config\n {2}listen\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+
+    const doctor = run(['doctor', '--json', '--config', file]);
+    expect(doctor.status).toBe(1);
+    const findings = JSON.parse(doctor.stdout) as { level: string; check: string; message: string }[];
+    expect(findings.filter((f) => f.check === 'config')).toEqual([{ level: 'fail', check: 'config', message: expect.stringMatching(refusal) }]);
+
+    // With an API key configured the same host is fine for all three.
+    writeFileSync(file, JSON.stringify({ ...config, auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex('sy_test') }] } }));
+    expect(run(['config', 'validate', '--config', file])).toMatchObject({ status: 0, stdout: 'ok: 0 servers\n' });
+  });
+});
