@@ -88,6 +88,13 @@ export class Hub implements HubCore {
   readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
   readonly events = new EventEmitter();
   readonly handles = new Map<string, ServerHandle>();
+  /**
+   * Automatic restarts per server id, for switchyard_upstream_restarts_total: a counter that
+   * must not go back when `servers restart` or a reload replaces the connection (a fresh one
+   * counts from 0). `earlier`: the sum of the connections replaced so far; `last`: the one counted now.
+   * Kept when a server is removed, so one added again under its id goes on from its total.
+   */
+  private readonly restartTotals = new Map<string, { earlier: number; last: Upstream }>();
   private readonly listChanges: ChangeCoalescer<[kind: string, principal?: string, server?: string]>;
   readonly catalog: Catalog;
   readonly router: Router;
@@ -188,7 +195,7 @@ export class Hub implements HubCore {
     const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs);
     this.metrics = new Metrics({
-      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: h.upstream.restarts })),
+      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: this.restartsSinceStart(h) })),
       cacheStats: () => this.catalog.cache.stats,
       ledgerCounters: () => (ledger as { commitCounters?: () => LedgerCounters }).commitCounters?.(),
       openSessions: () => this.endpoint.sessions.size,
@@ -261,9 +268,20 @@ export class Hub implements HubCore {
     return { id: s.id, config: s, upstream };
   }
 
+  /** Automatic restarts of the server under this id since the hub started, over every connection it had. */
+  private restartsSinceStart(h: ServerHandle): number {
+    const t = this.restartTotals.get(h.id);
+    return t && t.last === h.upstream ? t.earlier + h.upstream.restarts : h.upstream.restarts;
+  }
+
   private addServer(h: ServerHandle): void {
     const s = h.config;
     const upstream = h.upstream;
+    // The connection it replaces (a restart, a reload, a removal and a return) is done counting:
+    // its restarts so far join the total, read once so that the total never goes back.
+    const t = this.restartTotals.get(s.id);
+    if (t && t.last !== upstream) this.restartTotals.set(s.id, { earlier: t.earlier + t.last.restarts, last: upstream });
+    else if (!t) this.restartTotals.set(s.id, { earlier: 0, last: upstream });
     this.handles.set(s.id, h);
     this.catalog.watch(h);
     upstream.on('state', (state: string, detail?: string) => {

@@ -86,7 +86,7 @@ export class Metrics {
     });
     new Counter({
       name: 'switchyard_upstream_restarts_total',
-      help: 'Restarts of each upstream since the hub started',
+      help: 'Automatic restarts of each upstream since the hub started, over every connection it had (servers restart and reloads keep the count)',
       labelNames: ['server'],
       registers,
       collect() {
