@@ -1,7 +1,7 @@
 /**
  * switchyard_upstream_restarts_total is a counter: it must never go back. `servers restart` and
  * a reload that changes a server give it a fresh connection, which counts its own restarts from
- * 0; the metric goes on from the total (README, Prometheus metrics).
+ * 0; the metric goes on from the total (docs/RELIABILITY.md), also for a server removed and added again.
  */
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -48,5 +48,20 @@ describe('switchyard_upstream_restarts_total', () => {
     const reload = await runCli(['reload', '--url', hub.url]);
     expect(reload.code, reload.stdout + reload.stderr).toBe(0);
     expect(await restarts()).toBeGreaterThanOrEqual(beforeReload);
+  });
+
+  it('a server removed by a reload and added again goes on from its total', async () => {
+    // Far enough up that a fresh connection could not have caught up by the time it is read (backoff 250 ms, 500 ms, 1 s, 2 s).
+    const before = await atLeast(4);
+    expect(before).toBeGreaterThanOrEqual(4);
+    const reloadWith = async (servers: Record<string, unknown>) => {
+      writeFileSync(hub.configFile, JSON.stringify({ ledger: { path: `${hub.dir}/ledger.db` }, servers }, null, 2));
+      const r = await runCli(['reload', '--url', hub.url]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+    };
+    await reloadWith({});
+    expect(await scrape(hub.url)).not.toMatch(/switchyard_upstream_restarts_total\{server="crashy"\}/);
+    await reloadWith({ crashy: crashy('three') });
+    expect(await restarts()).toBeGreaterThanOrEqual(before);
   });
 });
