@@ -87,16 +87,15 @@ export function toolFindings(tools: ToolView[]): Finding[] {
 export type LockOwner = number | 'unknown' | undefined;
 
 /**
- * The ledger as `start` needs it: its folder can be created and written, the file (if there) is
- * writable, no other live hub holds its lock (looked at only: a running hub's lock is never taken
- * or broken), it has one name; then its hash chain, read-only.
+ * The ledger as `start` needs it: no other live hub holds its lock (looked at only: a running
+ * hub's lock is never taken or broken), its folder can be created and written and the file (if
+ * there) is writable by this user (unless the daemon doctor talks to writes it), it has one
+ * name; then its hash chain, read-only.
  */
 export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding {
   if (!config.ledger.enabled) return { level: 'warn', check: 'ledger', message: 'the ledger is disabled: no audit trail, no idempotency' };
   const path = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
   const fail = (why: string): Finding => ({ level: 'fail', check: 'ledger', message: `${why}: \`switchyard start\` would refuse it` });
-  const unwritable = ledgerUnwritable(path);
-  if (unwritable) return fail(unwritable);
   const holder = ledgerWriter(path);
   if (holder && holder.pid !== daemonPid) {
     const who = `pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''}`;
@@ -104,6 +103,9 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
     if (daemonPid === 'unknown') return { level: 'warn', check: 'ledger', message: `${path} is written by ${who}, presumably the daemon that wants an admin key; not read here` };
     return fail(`${path} is in use by another switchyard process (${who})`);
   }
+  // The daemon writing it needs nothing more (it may run as another user than this doctor).
+  const unwritable = holder ? undefined : ledgerUnwritable(path);
+  if (unwritable) return fail(unwritable);
   const linked = linkedLedger(path);
   if (linked) return fail(linked.message);
   if (!existsSync(path)) return { level: 'ok', check: 'ledger', message: `${path} does not exist yet (created at the first start)` };
