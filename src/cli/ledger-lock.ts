@@ -87,7 +87,7 @@ export function ledgerUnwritable(dbPath: string): string | undefined {
   let there = dir;
   for (;;) {
     const st = statOrUndefined(there);
-    if (st && !st.isDirectory()) return `${there} is not a folder: the ledger's folder ${dir} cannot be created there`;
+    if (st && !st.isDirectory()) return there === dir ? `${dir} is not a folder: the ledger cannot be created in it` : `${there} is not a folder: the ledger's folder ${dir} cannot be created in it`;
     if (st) break;
     const up = dirname(there);
     if (up === there) return `no part of ${dir} exists`;
