@@ -1,5 +1,5 @@
 import { LEGACY, MODERN, type Era } from '../protocol/era.js';
-import { RpcError } from '../protocol/errors.js';
+import { RpcError, TransportError } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { Logger } from '../log.js';
@@ -65,9 +65,11 @@ export abstract class HandshakingUpstream extends UpstreamBase {
         await this.initialize();
         return;
       } catch (err) {
-        // A kept verdict that fails with a protocol answer is re-checked; a configured one is not.
-        if (this.spec.era !== 'auto' || !(err instanceof RpcError)) throw err;
-        this.log.info({ err: err.message }, 'legacy handshake failed; probing the era again');
+        // A kept verdict that fails with a protocol answer, or as a modern-only server refuses
+        // `initialize` over HTTP (400/404/405 without a JSON-RPC answer, digest §2.3), is
+        // re-checked: the server may have been redeployed in the other era. A configured one is not.
+        if (this.spec.era !== 'auto' || !refusesLegacy(err)) throw err;
+        this.log.info({ err: (err as Error).message }, 'legacy handshake failed; probing the era again');
         this.verdict = undefined;
       }
     }
@@ -106,4 +108,10 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
   }
+}
+
+/** An `initialize` failure that says the server may no longer speak 2025-11-25. */
+function refusesLegacy(err: unknown): boolean {
+  if (err instanceof RpcError) return true;
+  return err instanceof TransportError && (err.status === 400 || err.status === 404 || err.status === 405);
 }

@@ -19,10 +19,11 @@ let h: FaultHttp;
 let k: FaultHttp;
 let cb: FaultHttp;
 let mo: FaultHttp;
+let re: FaultHttp;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
-  [h, k, cb, mo] = await Promise.all(['h', 'k', 'cb', 'mo'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
+  [h, k, cb, mo, re] = await Promise.all(['h', 'k', 'cb', 'mo', 're'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
   hub = await startHub(
     {
       servers: {
@@ -30,17 +31,18 @@ beforeAll(async () => {
         k: { url: k.url, retry: { maxAttempts: 3, budgetMs: 3000 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
+        re: { url: re.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
       },
     },
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  await Promise.all(['h', 'k', 'cb', 'mo'].map((id) => waitForState(hub.url, id, ['ready'])));
+  await Promise.all(['h', 'k', 'cb', 'mo', 're'].map((id) => waitForState(hub.url, id, ['ready'])));
 }, 60_000);
 
 afterAll(async () => {
   expect(await hub?.stop()).toBe(0);
-  await Promise.all([h, k, cb, mo].map((f) => f?.stop()));
+  await Promise.all([h, k, cb, mo, re].map((f) => f?.stop()));
 });
 
 const calls = (f: FaultHttp, name: string) => f.log().filter((e) => e.method === 'tools/call' && e.name === name);
@@ -415,4 +417,24 @@ describe('HTTP upstream faults', () => {
       await h.control({ holdNotices: false });
     }
   }, 20_000);
+
+  it('is redeployed modern-only (initialize refused with a bare 400): the era is probed again and calls go on in 2026-07-28', async () => {
+    expect((await serverHealth(hub.url, 're')).era).toBe('2025-11-25');
+    expect(text(await callTool(hub.url, 're__echo', { n: 1 }))).toBe('{"n":1}');
+    await re.control({ era: 'modern', expire: true });
+    // The session is gone and initialize is refused: calls fail until the hub connects again.
+    const modern = await waitUntil(
+      're probed again',
+      async () => {
+        await callTool(hub.url, 're__echo', { n: 2 });
+        const s = await serverHealth(hub.url, 're');
+        return s.state === 'ready' && s.era === '2026-07-28' ? s : undefined;
+      },
+      20_000,
+    );
+    expect(modern.era).toBe('2026-07-28');
+    expect(text(await callTool(hub.url, 're__echo', { n: 3 }))).toBe('{"n":3}');
+    expect(re.log().some((e) => e.method === 'server/discover' && e.era === 'modern')).toBe(true);
+  }, 30_000);
 });
+
