@@ -7,20 +7,19 @@
 import type { ReloadOutcome } from '../config/watch.js';
 import type { ServerView, ToolView } from '../downstream/admin-views.js';
 import type { ReloadReport } from '../hub/reload.js';
+import { isObj } from '../protocol/jsonrpc.js';
 
 /** Whether a parsed body is what a route's hub answers. */
 export type AnswerShape<T> = (body: unknown) => body is T;
 
-type Obj = Record<string, unknown>;
 
-const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
 const stringOrNull = (v: unknown): boolean => v === null || typeof v === 'string';
 const optional = (v: unknown, check: (v: unknown) => boolean): boolean => v === undefined || check(v);
 
 function isServerView(v: unknown): v is ServerView {
   return (
-    isObject(v) &&
+    isObj(v) &&
     typeof v.id === 'string' &&
     typeof v.state === 'string' &&
     typeof v.restarts === 'number' &&
@@ -28,48 +27,48 @@ function isServerView(v: unknown): v is ServerView {
     stringOrNull(v.lastError) &&
     optional(v.era, stringOrNull) &&
     optional(v.stderr, stringOrNull) &&
-    optional(v.serverInfo, (i) => i === null || isObject(i)) &&
+    optional(v.serverInfo, (i) => i === null || isObj(i)) &&
     optional(v.tools, (n) => n === null || typeof n === 'number')
   );
 }
 
 function isToolView(v: unknown): v is ToolView {
   return (
-    isObject(v) &&
+    isObj(v) &&
     typeof v.name === 'string' &&
     typeof v.server === 'string' &&
     typeof v.upstreamName === 'string' &&
     typeof v.trust === 'string' &&
     isStrings(v.flags) &&
     optional(v.era, stringOrNull) &&
-    optional(v.pin, isObject) &&
-    optional(v.details, (d) => Array.isArray(d) && d.every(isObject))
+    optional(v.pin, isObj) &&
+    optional(v.details, (d) => Array.isArray(d) && d.every(isObj))
   );
 }
 
 /** GET /admin/servers (and what `doctor` reads of it besides the list: pid and version, when said). */
 export const serversAnswer: AnswerShape<{ servers: ServerView[]; pid?: number; version?: string }> = (b): b is { servers: ServerView[]; pid?: number; version?: string } =>
-  isObject(b) && Array.isArray(b.servers) && b.servers.every(isServerView);
+  isObj(b) && Array.isArray(b.servers) && b.servers.every(isServerView);
 
 /** GET /admin/tools. */
-export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObject(b) && Array.isArray(b.tools) && b.tools.every(isToolView);
+export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObj(b) && Array.isArray(b.tools) && b.tools.every(isToolView);
 
 /** POST /admin/servers/<id>/restart. */
-export const restartAnswer: AnswerShape<{ restarted: string }> = (b): b is { restarted: string } => isObject(b) && typeof b.restarted === 'string';
+export const restartAnswer: AnswerShape<{ restarted: string }> = (b): b is { restarted: string } => isObj(b) && typeof b.restarted === 'string';
 
 function isReloadReport(r: unknown): r is ReloadReport {
   return (
-    isObject(r) &&
+    isObj(r) &&
     ['added', 'removed', 'restarted', 'updated', 'applied', 'restartOnly'].every((k) => isStrings(r[k])) &&
     optional(r.pluginsFailed, isStrings) &&
     optional(r.pluginsNotLoaded, isStrings) &&
-    optional(r.earlier, (e) => isObject(e) && typeof e.at === 'string' && isReloadReport(e.report))
+    optional(r.earlier, (e) => isObj(e) && typeof e.at === 'string' && isReloadReport(e.report))
   );
 }
 
 /** POST /admin/reload: how the reload ended (also the body of its 422 and 500). */
 export const reloadAnswer: AnswerShape<ReloadOutcome<ReloadReport>> = (b): b is ReloadOutcome<ReloadReport> => {
-  if (!isObject(b)) return false;
+  if (!isObj(b)) return false;
   switch (b.status) {
     case 'applied':
       return isReloadReport(b.report);
