@@ -47,11 +47,16 @@ export function stderrReason(tail: readonly string[]): string | undefined {
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
 
-/** The last `OVERSIZE_HEAD` bytes of `before` followed by `piece`. */
-function tailOf(before: Buffer | undefined, piece: Buffer): Buffer {
-  if (piece.length >= OVERSIZE_HEAD) return Buffer.from(piece.subarray(piece.length - OVERSIZE_HEAD));
-  const joined = before ? Buffer.concat([before, piece]) : Buffer.from(piece);
-  return joined.length > OVERSIZE_HEAD ? joined.subarray(joined.length - OVERSIZE_HEAD) : joined;
+/**
+ * The last `OVERSIZE_HEAD` bytes of `before` followed by `piece`, copied (a chunk may be a view
+ * into a pooled buffer). Only the trailing pieces that reach that far are joined: `before` may
+ * be a whole line's buffered parts, megabytes.
+ */
+function tailOf(before: readonly Buffer[], piece: Buffer): Buffer {
+  const kept: Buffer[] = [piece];
+  for (let i = before.length - 1, n = piece.length; i >= 0 && n < OVERSIZE_HEAD; n += before[i]!.length, i--) kept.unshift(before[i]!);
+  const joined = Buffer.concat(kept);
+  return Buffer.from(joined.subarray(Math.max(0, joined.length - OVERSIZE_HEAD)));
 }
 
 /**
@@ -86,7 +91,7 @@ export class LineDecoder {
       const piece = chunk.subarray(start, nl);
       start = nl + 1;
       if (this.discarding) {
-        this.onOversize(this.size + piece.length, this.head!, tailOf(this.tail, piece));
+        this.onOversize(this.size + piece.length, this.head!, tailOf(this.tail ? [this.tail] : [], piece));
         this.discarding = false;
         this.head = undefined;
         this.tail = undefined;
@@ -94,7 +99,7 @@ export class LineDecoder {
         continue;
       }
       if (this.size + piece.length > this.maxBytes) {
-        this.onOversize(this.size + piece.length, this.headOf(piece), tailOf(this.parts.length ? Buffer.concat(this.parts) : undefined, piece));
+        this.onOversize(this.size + piece.length, this.headOf(piece), tailOf(this.parts, piece));
         this.parts = [];
         this.size = 0;
         continue;
@@ -117,13 +122,13 @@ export class LineDecoder {
     if (rest.length === 0) return;
     if (this.discarding) {
       this.size += rest.length;
-      this.tail = tailOf(this.tail, rest);
+      this.tail = tailOf(this.tail ? [this.tail] : [], rest);
       return;
     }
     if (this.size + rest.length > this.maxBytes) {
       // Past the bound: stop buffering, keep counting until the line ends.
       this.head = this.headOf(rest);
-      this.tail = tailOf(this.parts.length ? Buffer.concat(this.parts) : undefined, rest);
+      this.tail = tailOf(this.parts, rest);
       this.discarding = true;
       this.size += rest.length;
       this.parts = [];
