@@ -30,6 +30,9 @@ export class LedgerBusyError extends LedgerLockError {
  * keys its -wal and -shm files by name too, so a hub writing through another name would not
  * meet this one's lock and would write beside it: rows lost, indexes corrupt.
  */
+/** A ledger `start` and `stdio` could not create or write (ledgerUnwritable's reason). */
+export class LedgerUnusableError extends LedgerLockError {}
+
 export class LedgerLinkedError extends LedgerLockError {
   constructor(
     readonly path: string,
@@ -214,13 +217,16 @@ function create(file: string, command: string): boolean {
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
  * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart).
- * Released when this process exits. Throws LedgerBusyError, or LedgerLinkedError when the
- * database has other names.
+ * Released when this process exits. Throws LedgerBusyError, LedgerUnusableError (a ledger it
+ * could not create or write), or LedgerLinkedError when the database has other names.
  */
 export async function lockLedger(config: HubConfig, command: string, waitMs: number): Promise<void> {
   if (!config.ledger.enabled) return;
   const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
   const deadline = Date.now() + waitMs;
+  // Said as doctor says it, where mkdir or SQLite would give an errno (ENOTDIR) or "disk I/O error".
+  const unusable = ledgerUnwritable(db);
+  if (unusable !== undefined) throw new LedgerUnusableError(`ledger.path ${config.ledger.path}: ${unusable}`);
   mkdirSync(dirname(db), { recursive: true });
   // Keyed by the file itself: a ledger.path that is a symlink to another config's ledger
   // must meet that hub's lock, or two hubs write one database.
@@ -244,13 +250,14 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
 /** Why the database at `dbPath` must not be written (it has other names), or undefined. */
 export function linkedLedger(dbPath: string): LedgerLinkedError | undefined {
   const real = realLedgerPath(dbPath);
-  let links: number;
+  let st: ReturnType<typeof statSync>;
   try {
-    links = statSync(real).nlink;
+    st = statSync(real);
   } catch {
     return undefined; // not created yet: SQLite makes it, with one name
   }
-  return links > 1 ? new LedgerLinkedError(real, links) : undefined;
+  // A folder's links are its entries: not names of a database (opening it says what it is).
+  return st.isFile() && st.nlink > 1 ? new LedgerLinkedError(real, st.nlink) : undefined;
 }
 
 /** Holding the lock of `real`: refused, and the lock given back, if the database has other names. */

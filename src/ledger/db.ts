@@ -1,5 +1,5 @@
 import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
@@ -32,6 +32,11 @@ export interface OpenDbOptions {
   mustExist?: boolean;
 }
 
+/** SQLite says "disk I/O error" for a folder given as the database: say what it is. */
+function notAFolder(path: string): void {
+  if (existsSync(path) && statSync(path).isDirectory()) throw new Error(`${path} is a folder, not a ledger database (give the file, such as ${join(path, 'ledger.db')})`);
+}
+
 /**
  * Opens (and for writers, creates and migrates) the ledger file.
  * WAL + synchronous=NORMAL: a commit is in the WAL file (the OS page cache) before
@@ -43,6 +48,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
   const migrations = loadMigrations(opts.migrationsDir);
   if (opts.readonly) {
     if (!existsSync(path)) throw new Error(`no ledger database at ${path}`);
+    notAFolder(path);
     const db = openReadOnly(path);
     try {
       db.pragma('busy_timeout = 5000');
@@ -61,6 +67,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     }
   }
   if (opts.mustExist && !existsSync(path)) throw new Error(`no ledger database at ${path}`);
+  notAFolder(path);
   if (!opts.mustExist) mkdirSync(dirname(path), { recursive: true });
   const created = !existsSync(path);
   loadSqliteWithUris();

@@ -269,6 +269,18 @@ describe('switchyard ledger CLI', () => {
     expect(statSync(empty).size).toBe(0);
   });
 
+  // SQLite calls a folder given as the database a "disk I/O error"; prune took its links for names.
+  it('a folder given as the database is named as a folder, by every command', async () => {
+    t = tempDir();
+    for (const sub of [['query'], ['verify'], ['stats'], ['export'], ['prune', '--before', '30d']]) {
+      expect(await cli(['ledger', ...sub, '--db', t.dir]), sub[0]).toEqual({
+        out: '',
+        err: `switchyard ledger: ${t.dir} is a folder, not a ledger database (give the file, such as ${join(t.dir, 'ledger.db')})\n`,
+        code: 1,
+      });
+    }
+  });
+
   // A hard link is another name with its own -wal: a prune through it would write beside the hub's.
   it('prune refuses a ledger that has another name (a hard link), under either name', async () => {
     await seeded();
