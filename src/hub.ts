@@ -658,7 +658,14 @@ export class Hub implements HubCore {
     }
   }
 
-  health(): { status: string; servers: ServerHealth[] } {
-    return { status: this.draining ? 'stopping' : 'ok', servers: [...this.handles.values()].map((h) => serverHealth(h, this.catalog)) };
+  /**
+   * "ok" only while the hub serves calls: "stopping" while it drains, "refusing" while a
+   * failMode "closed" server is not ready (every call is refused then, whatever its server).
+   */
+  health(): { status: string; reason?: string; servers: ServerHealth[] } {
+    const servers = [...this.handles.values()].map((h) => serverHealth(h, this.catalog));
+    if (this.draining) return { status: 'stopping', servers };
+    const down = failClosedBlocker(this.handles.values());
+    return down ? { status: 'refusing', reason: down.message, servers } : { status: 'ok', servers };
   }
 }

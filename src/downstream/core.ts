@@ -32,7 +32,7 @@ export interface HubCore {
    * honoured (routed to an upstream that can report updates). Released by sessionClosed.
    */
   subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
-  health(): { status: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
+  health(): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 
 /** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a list change. */

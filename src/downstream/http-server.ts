@@ -164,9 +164,10 @@ export class HttpServer {
     if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
     const who = gate ? await gate.auth.authenticate(credentialHeaders(req)) : ({ ok: true, ...ANONYMOUS } as const);
     if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
-      // Server ids and states are for clients that may use them; a load balancer needs only the status.
+      // Server ids and states are for clients that may use them; a load balancer needs only the
+      // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
       const h = this.core.health();
-      return sendJson(res, 200, who.ok ? h : { status: h.status });
+      return sendJson(res, h.status === 'ok' ? 200 : 503, who.ok ? h : { status: h.status });
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');

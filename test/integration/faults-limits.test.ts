@@ -49,6 +49,10 @@ describe('failMode closed', () => {
     const p = await modernCall(hub.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'bob' } });
     expect(p.body?.error?.message).toMatch(/server "guard"/);
     expect(p.body?.error?.code).toBe(-32603);
+    // Not "ok" to a load balancer while it answers no call: 503, and why.
+    const hz = await fetch(new URL('/healthz', hub.url));
+    expect(hz.status).toBe(503);
+    expect(await hz.json()).toMatchObject({ status: 'refusing', reason: expect.stringMatching(/refuses calls while server "guard" \(failMode "closed"\)/) });
   });
 
   it('reconfigured to failMode open (hot reload, no restart of anything), the rest serves again', async () => {
@@ -60,6 +64,9 @@ describe('failMode closed', () => {
     const a = await callTool(hub.url, 'ok__echo', { text: 'open' });
     expect(text(a)).toBe('echo:open');
     expect((await serverHealth(hub.url, 'ok')).since).toBe(before.since);
+    const hz = await fetch(new URL('/healthz', hub.url));
+    expect(hz.status).toBe(200);
+    expect(((await hz.json()) as { status: string }).status).toBe('ok');
   });
 });
 
