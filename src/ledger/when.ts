@@ -5,7 +5,8 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
 
 /**
  * A point in time from the CLI: a duration back from now ("30m", "1h", "2d", "1.5h") or an
- * ISO 8601 date/time. Returns epoch ms, or throws with a message fit for a person.
+ * ISO 8601 date/time (UTC unless it names an offset). Returns epoch ms, or throws with a message
+ * fit for a person.
  */
 export function parseWhen(text: string, now: number = Date.now()): number {
   const s = text.trim();
@@ -22,7 +23,9 @@ export function parseWhen(text: string, now: number = Date.now()): number {
     // Date.parse rolls a day past its month's end over (2026-02-30 is March 2): refused.
     const [year, month, day] = [Number(d[1]), Number(d[2]), Number(d[3])];
     if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) throw new Error(`not a date: "${text}" (${d[0]} is no day of the calendar)`);
-    const t = Date.parse(s);
+    // Without an offset, UTC, as every time the ledger prints is: Date.parse reads a date alone
+    // as UTC but a date and time as local time, so "2026-12-04" and "2026-12-04T00:00" differed.
+    const t = Date.parse(/^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(s) ? `${s.replace(' ', 'T')}Z` : s);
     if (Number.isFinite(t)) return t;
   }
   throw new Error(`not a time: "${text}" (use a duration back from now such as 30m, 1h, 2d, or an ISO date such as 2026-01-31T12:00:00Z)`);

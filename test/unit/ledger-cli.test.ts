@@ -458,6 +458,21 @@ describe('switchyard ledger CLI', () => {
     expect(l.query({ limit: 2 })).toHaveLength(2);
   });
 
+  // Date.parse read "2026-12-04" as UTC midnight but "2026-12-04T00:00" as local midnight.
+  it('a date or time without an offset is UTC, as the ledger prints times, in any local zone', () => {
+    const tz = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      expect(new Date(2026, 11, 4).getTimezoneOffset()).toBe(300); // the zone took effect
+      for (const s of ['2026-12-04', '2026-12-04T00:00', '2026-12-04 00:00', '2026-12-04T00:00:00', '2026-12-04T00:00:00.000', '2026-12-04T00:00:00Z', '2026-12-03T19:00:00-05:00']) {
+        expect(parseWhen(s, NOW), s).toBe(Date.UTC(2026, 11, 4));
+      }
+    } finally {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    }
+  });
+
   // Date.parse rolls a day past its month's end over: --since 2026-02-30 was taken as March 2.
   it('a date that is no day of the calendar is refused (exit 2), not rolled over', async () => {
     for (const d of ['2026-02-30', '2026-04-31', '2026-02-29', '2100-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-02-30T12:00:00Z']) {
