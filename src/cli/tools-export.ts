@@ -68,6 +68,12 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     process.exitCode = 2;
     return;
   }
+  // Nor a daemon's address: --local would ignore it, and export another catalog than the one named.
+  if (a.local && a.url !== undefined) {
+    process.stderr.write('--url names a daemon to ask, and --local asks none; drop one of them\n');
+    process.exitCode = 2;
+    return;
+  }
   try {
     const tools = await catalog(a);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);

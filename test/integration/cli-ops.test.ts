@@ -362,6 +362,11 @@ describe('servers, doctor and tools against a running daemon', () => {
     // --local asks no daemon, and only the daemon applies groups: a usage error (exit 2), not a failure.
     const local = await run(['tools', '--format', 'openai', '--local', '--group', 'mod']);
     expect([local.code, local.stdout, local.stderr]).toEqual([2, '', '--group needs the running daemon (it applies the groups); drop --local\n']);
+    // --url too: it was ignored, and the config's upstreams exported instead of that daemon's catalog.
+    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
+      const r = await run([...args, '--local', '--url', hub.url]);
+      expect([r.code, r.stdout, r.stderr]).toEqual([2, '', '--url names a daemon to ask, and --local asks none; drop one of them\n']);
+    }
   });
 
   it('a --url that is no http(s) URL is one line and exit 2, for every command that takes it', async () => {
