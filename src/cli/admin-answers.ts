@@ -47,8 +47,10 @@ function isToolView(v: unknown): v is ToolView {
 }
 
 /** GET /admin/servers (and what `doctor` reads of it besides the list: pid and version, when said). */
-export const serversAnswer: AnswerShape<{ servers: ServerView[]; pid?: number; version?: string }> = (b): b is { servers: ServerView[]; pid?: number; version?: string } =>
-  isObj(b) && Array.isArray(b.servers) && b.servers.every(isServerView);
+export const serversAnswer: AnswerShape<{ servers: ServerView[]; disabled?: string[]; pid?: number; version?: string }> = (
+  b,
+): b is { servers: ServerView[]; disabled?: string[]; pid?: number; version?: string } =>
+  isObj(b) && Array.isArray(b.servers) && b.servers.every(isServerView) && (b.disabled === undefined || (Array.isArray(b.disabled) && b.disabled.every((d) => typeof d === 'string')));
 
 /** GET /admin/tools. */
 export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObj(b) && Array.isArray(b.tools) && b.tools.every(isToolView);

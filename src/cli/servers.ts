@@ -20,7 +20,7 @@ export function columns(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n') + '\n';
 }
 
-export function serversTable(servers: ServerView[], now = Date.now()): string {
+export function serversTable(servers: ServerView[], now = Date.now(), disabled: readonly string[] = []): string {
   const rows = [['ID', 'STATE', 'ERA', 'SERVER', 'TOOLS', 'CALLS', 'RESTARTS', 'SINCE', 'LAST ERROR']];
   for (const s of servers) {
     rows.push([
@@ -37,6 +37,8 @@ export function serversTable(servers: ServerView[], now = Date.now()): string {
       errorWithStderr(s) ?? '',
     ]);
   }
+  // In the config but turned off: not running, and nowhere else to be seen.
+  for (const id of disabled) rows.push([id, 'disabled', '-', '-', '-', '-', '-', '-', '']);
   return columns(rows);
 }
 
@@ -126,7 +128,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
         for (const t of tools.tools) counts.set(t.server, (counts.get(t.server) ?? 0) + 1);
         for (const s of r.servers) if (s.state === 'ready') s.tools = counts.get(s.id) ?? 0;
       }
-      process.stdout.write(argv.json ? screenJson(JSON.stringify(r.servers, null, 2)) + '\n' : screenText(serversTable(r.servers)));
+      process.stdout.write(argv.json ? screenJson(JSON.stringify(r.servers, null, 2)) + '\n' : screenText(serversTable(r.servers, Date.now(), r.disabled)));
     });
   },
 };

@@ -169,6 +169,13 @@ export class AdminRoutes {
     return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h));
   }
 
+  /** The config's servers that are turned off: they run nowhere, but an operator should see them. */
+  private disabled(): string[] {
+    return Object.values(this.hub.config.servers)
+      .filter((s) => !s.enabled)
+      .map((s) => s.id);
+  }
+
   /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */
   async route(req: IncomingMessage, res: ServerResponse, path: string, who?: Identity): Promise<boolean> {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
@@ -216,7 +223,7 @@ export class AdminRoutes {
           res.writeHead(308, { location: '/admin/' }).end();
           return true;
         case '/admin/servers':
-          json(res, 200, { version: VERSION, pid: process.pid, servers: this.servers() });
+          json(res, 200, { version: VERSION, pid: process.pid, servers: this.servers(), disabled: this.disabled() });
           return true;
         case '/admin/tools': {
           const group = q.get('group') ?? undefined;
@@ -268,7 +275,8 @@ export class AdminRoutes {
       return;
     }
     if (!this.hub.restartServer || !this.hub.handles.has(id)) {
-      json(res, 404, { error: `no server "${id}" is running (switchyard servers lists them)` });
+      const off = this.hub.config.servers[id]?.enabled === false;
+      json(res, 404, { error: off ? `server "${id}" is disabled in the config: enable it there and reload` : `no server "${id}" is running (switchyard servers lists them)` });
       return;
     }
     this.log.info({ server: id, principal: who?.principal }, 'server restart requested (POST /admin/servers/<id>/restart)');

@@ -26,7 +26,17 @@ let later: string;
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-restart-'));
   later = join(dir, 'later.mjs'); // not there yet: b cannot start
-  hub = await startHub({ servers: { a: nodeServer(SDK1, [], { SERVER_NAME: 'alpha' }), b: { command: process.execPath, args: [later] }, c: nodeServer(SDK1, [], { SERVER_NAME: 'gamma' }) } }, { dir });
+  hub = await startHub(
+    {
+      servers: {
+        a: nodeServer(SDK1, [], { SERVER_NAME: 'alpha' }),
+        b: { command: process.execPath, args: [later] },
+        c: nodeServer(SDK1, [], { SERVER_NAME: 'gamma' }),
+        off: { ...nodeServer(SDK1), disabled: true },
+      },
+    },
+    { dir },
+  );
   await waitForReady(hub.url, ['a', 'c']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
@@ -39,7 +49,10 @@ describe('switchyard servers restart', () => {
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('a__slow');
     const other = (await health(hub.url)).servers.find((s) => s.id === 'c');
     const slow = client.callTool({ name: 'a__slow', arguments: { ms: 1_500 } });
-    await new Promise((r) => setTimeout(r, 300));
+    // In flight on the old connection before the restart (a fixed wait lost that race under load).
+    const inFlight = async (): Promise<unknown> => ((await health(hub.url)).servers.find((s) => s.id === 'a') as unknown as Json).inFlight;
+    for (let i = 0; i < 50 && (await inFlight()) !== 1; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await inFlight()).toBe(1);
 
     const r = await run(['servers', 'restart', 'a', '--url', hub.url]);
     expect([r.code, r.stdout, r.stderr]).toEqual([0, 'restarted "a": ready (2025-11-25, alpha 1.0.0)\n', '']);
@@ -108,5 +121,16 @@ describe('switchyard servers restart', () => {
     expect((await fetch(`${origin}/admin/servers/%E0%A4%A/restart`, { method: 'POST' })).status).toBe(400);
     expect((await fetch(`${origin}/admin/servers/a/restart`, { method: 'POST', headers: { origin: 'http://evil.example.com' } })).status).toBe(403);
     expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
+  });
+
+  // A disabled server was nowhere to be seen, and a restart of it said it was not running.
+  it('a server disabled in the config is listed as disabled, and its restart says so; nothing starts it', async () => {
+    const table = await run(['servers', '--url', hub.url]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^off +disabled +- +- +- +- +- +-$/m);
+    const restart = await run(['servers', 'restart', 'off', '--url', hub.url]);
+    expect(restart.code).toBe(1);
+    expect(restart.stderr).toMatch(/HTTP 404: server "off" is disabled in the config: enable it there and reload/);
+    expect((await health(hub.url)).servers.map((s) => s.id)).not.toContain('off');
   });
 });
