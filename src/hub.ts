@@ -254,12 +254,13 @@ export class Hub implements HubCore {
   /**
    * What the ledger kept of servers no longer in the config (capabilities, resource routes) is
    * dropped: a server added later under the same id may be another one. A disabled server keeps
-   * its rows.
+   * its rows. The verdicts on instructions are kept for running servers only.
    */
   private forgetUnconfigured(): void {
     const ids = new Set(Object.keys(this.config.servers));
     this.knownCapabilities.retain(ids);
     this.resourceRoutes?.retain(ids);
+    this.instructionScreen.retain(new Set(this.handles.keys()));
   }
 
   /** A server's upstream and handle, not yet registered or started; throws on a config it cannot use. */

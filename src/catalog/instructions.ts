@@ -54,6 +54,14 @@ export class InstructionScreen {
     private readonly report: (e: InstructionsEvent) => void,
   ) {}
 
+  /**
+   * Only these servers' verdicts are kept: one that stopped running (removed, disabled) and comes
+   * back is a server added, judged and reported afresh (a withheld text gets its row again).
+   */
+  retain(servers: ReadonlySet<string>): void {
+    for (const id of this.last.keys()) if (!servers.has(id)) this.last.delete(id);
+  }
+
   /** The plugins section changed (a reload): checked again at the next look. */
   setChecks(checks: InstructionChecks): void {
     this.checks = checks;

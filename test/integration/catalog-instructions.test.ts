@@ -5,9 +5,11 @@
  * audited and shown in /admin/servers. Before, every client got every server's instructions,
  * unchecked.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -73,5 +75,29 @@ describe('upstream instructions: group view and poisoning checks', () => {
     const view = (id: string) => servers.find((s) => s.id === id)?.instructions as Json | undefined;
     expect(view('secret')).toMatchObject({ shown: false, flags: expect.arrayContaining(['poisoning:markup', 'poisoning:exfiltration', 'poisoning:hidden-unicode']) });
     expect(view('good')).toEqual({ shown: true, flags: [] });
+  });
+
+  // The verdict was remembered past the server's removal: added back, it was withheld unreported.
+  it('a server removed and added back with the same instructions is judged and reported again', async () => {
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { servers: Record<string, unknown> };
+    const secret = config.servers.secret;
+    const told = () => hub.logs.filter((l) => l.includes('server instructions show signs of poisoning')).length;
+    const before = told();
+    delete config.servers.secret;
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    await loggedTimes(hub, '"removed":["secret"]', 1);
+    config.servers.secret = secret;
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    await loggedTimes(hub, '"added":["secret"]', 1);
+    await waitForReady(hub.url, ['secret']);
+    expect(await discovered(hub.url)).toBe(`[good] Good server notes.\n\n[other] ${OTHER}`);
+    await expect.poll(told, { timeout: 5_000 }).toBe(before + 1);
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+    const withheld = () => (db.prepare("SELECT count(*) AS n FROM audit WHERE method = 'catalog/quarantine' AND server = 'secret'").get() as { n: number }).n;
+    try {
+      await expect.poll(withheld, { timeout: 5_000 }).toBe(2);
+    } finally {
+      db.close();
+    }
   });
 });
