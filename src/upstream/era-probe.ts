@@ -4,7 +4,7 @@
  */
 import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
-import type { Message } from '../protocol/jsonrpc.js';
+import type { Id, Message, Response } from '../protocol/jsonrpc.js';
 import { isObj } from '../protocol/jsonrpc.js';
 import { redactErrorText } from '../policy/secret-text.js';
 
@@ -82,20 +82,39 @@ function firstError(messages: Message[]): RpcErrorObject | undefined {
 }
 
 /**
- * HTTP: `status` and the JSON-RPC messages read from the answer (one JSON body, or the
- * messages of an SSE stream; for a non-2xx, the body if it parsed as JSON-RPC).
+ * The responses that answer the probe: those naming its id, and an id-less (or null-id) error,
+ * which is the POST's refusal of the one request it carried. A response naming another
+ * request (a proxy that mixed up streams, a server replaying an old answer) says nothing
+ * about this server's answer to the probe: it is no evidence, whatever it holds.
  */
-export function httpVerdict(status: number, messages: Message[]): ProbeVerdict {
+function answersProbe(m: Message, probeId: Id): m is Response {
+  if (!('result' in m) && !('error' in m)) return false;
+  return m.id === probeId || ('error' in m && (m.id === undefined || m.id === null));
+}
+
+/**
+ * HTTP: `status` and the JSON-RPC messages read from the answer (one JSON body, or the
+ * messages of an SSE stream; for a non-2xx, the body if it parsed as JSON-RPC). `probeId`:
+ * the id the probe was sent with; only a response to it counts.
+ */
+export function httpVerdict(status: number, messages: Message[], probeId: Id): ProbeVerdict {
   if (status === 401 || status === 403) return { kind: 'no-evidence', reason: `HTTP ${status}: authorization required` };
   if (status === 408 || status === 429 || status >= 500) return { kind: 'no-evidence', reason: `HTTP ${status}` };
+  const own = messages.filter((m) => answersProbe(m, probeId));
   if (status >= 200 && status < 300) {
-    for (const m of messages) if ('result' in m && isObj(m.result)) return fromResult(m.result);
-    const err = firstError(messages);
-    if (err === undefined) return { kind: 'legacy', reason: `HTTP ${status} without a JSON-RPC answer` };
+    for (const m of own) if ('result' in m && isObj(m.result)) return fromResult(m.result);
+    const err = firstError(own);
+    if (err === undefined) {
+      // Only another request's response: the probe was not answered, which proves neither era.
+      if (own.length < messages.filter((m) => 'result' in m || 'error' in m).length)
+        return { kind: 'no-evidence', reason: `HTTP ${status}: the answer names another request, not server/discover's` };
+      return { kind: 'legacy', reason: `HTTP ${status} without a JSON-RPC answer` };
+    }
     return modernError(err) ?? { kind: 'legacy', reason: `server/discover answered ${said(err)}` };
   }
   if (status >= 400 && status < 500) {
-    const err = firstError(messages);
+    // The status is the evidence (digest §2.3, step 4); only the probe's own error can make it modern.
+    const err = firstError(own);
     return (err && modernError(err)) ?? { kind: 'legacy', reason: `HTTP ${status}${err ? ` ${said(err)}` : ''}` };
   }
   return { kind: 'no-evidence', reason: `HTTP ${status}` };

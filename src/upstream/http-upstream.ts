@@ -177,9 +177,10 @@ export class HttpUpstream extends HandshakingUpstream {
 
 
   protected async probe(): Promise<ProbeVerdict> {
+    const id = `sy-${++this.internalIds}`;
     const body = JSON.stringify({
       jsonrpc: '2.0',
-      id: `sy-${++this.internalIds}`,
+      id,
       method: 'server/discover',
       params: { _meta: modernMeta({ clientInfo: this.clientInfo }) },
     });
@@ -198,7 +199,7 @@ export class HttpUpstream extends HandshakingUpstream {
         const c = parseFrame(a.body);
         if (c.kind === 'response') msgs.push(c.msg);
       }
-      v = httpVerdict(a.status, msgs);
+      v = httpVerdict(a.status, msgs, id);
     } catch (err) {
       v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${this.spec.probeTimeoutMs} ms` : errMessage(err) };
     } finally {

@@ -64,7 +64,23 @@ describe('HTTP era verdict', () => {
     [503, [], 'no-evidence'],
     [302, [], 'no-evidence'],
   ] as const)('%i %j → %s', (status, msgs, kind) => {
-    expect(httpVerdict(status, msgs as unknown as Message[]).kind).toBe(kind);
+    expect(httpVerdict(status, msgs as unknown as Message[], 1).kind).toBe(kind);
+  });
+
+  // Only the probe's own response is its answer: one naming another request proves nothing.
+  const to = (id: unknown, m: Message): Message => ({ ...m, id } as Message);
+  it.each([
+    ['a DiscoverResult naming another id', 200, [to('sy-9', ok(discover))], 'no-evidence'],
+    ['a DiscoverResult with a number id equal to the string one', 200, [to(7, ok(discover))], 'no-evidence'],
+    ['a DiscoverResult without an id', 200, [to(undefined, ok(discover))], 'no-evidence'],
+    ["another request's -32022 listing the modern version", 200, [to('sy-9', err(-32022, { supported: [MODERN] }))], 'no-evidence'],
+    ["another request's DiscoverResult, then the probe's own -32601", 200, [to('sy-9', ok(discover)), to('7', err(-32601))], 'legacy'],
+    ["another request's DiscoverResult, then the probe's own", 200, [to('sy-9', ok(discover)), to('7', ok(discover))], 'modern'],
+    ['the probe\'s own DiscoverResult', 200, [to('7', ok(discover))], 'modern'],
+    ['an id-less -32022 listing the modern version (the POST refused)', 400, [to(null, err(-32022, { supported: [MODERN] }))], 'modern-retry'],
+    ["a 400 with another request's -32020: the status still says legacy", 400, [to('sy-9', err(-32020))], 'legacy'],
+  ] as const)('%s (HTTP %i) → %s', (_what, status, msgs, kind) => {
+    expect(httpVerdict(status, msgs as unknown as Message[], '7').kind).toBe(kind);
   });
 });
 
