@@ -445,7 +445,7 @@ export class HttpUpstream extends HandshakingUpstream {
       }, delay).unref();
     };
     const headers = lastEventId === undefined ? this.legacyHeaders : { ...this.legacyHeaders, 'last-event-id': lastEventId };
-    this.http.get({ headers, signal: ctl.signal, onMessage: (c) => this.handleMessage(c) }).then(
+    this.http.get({ headers, signal: ctl.signal, onMessage: (c) => this.fromStandaloneStream(c) }).then(
       (a) => {
         if (this.getStream !== ctl) return;
         if (a.status >= 200 && a.status < 300) {
@@ -480,6 +480,24 @@ export class HttpUpstream extends HandshakingUpstream {
         if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
       },
     );
+  }
+
+  /**
+   * A message on the standalone GET stream: the server's requests and notifications. A
+   * response never belongs there (digest §6.2, GET: "No responses, except when resuming"; the
+   * spec: the server MUST NOT send one "unless resuming a stream associated with a previous
+   * client request"). The hub resumes a request's stream with a GET of its own (resume(), read
+   * as that call's answer stream), and this stream, reopened with its own Last-Event-ID, is
+   * replayed with what it carried, which holds no response either. So a response here answers
+   * nothing: it is dropped (warn), never handed to whichever call in flight has its id, which
+   * may be another caller's. (stdio, one stream for everything, still goes by the id.)
+   */
+  private fromStandaloneStream(c: Classified): void {
+    if (c.kind === 'response' || (c.kind === 'invalid' && c.response)) {
+      this.log.warn({ id: c.kind === 'response' ? c.msg.id : c.id }, "dropped a response on the standalone GET stream (a response comes on its request's stream)");
+      return;
+    }
+    this.handleMessage(c);
   }
 
   protected cancelUpstream(p: Pending, reason: string): void {

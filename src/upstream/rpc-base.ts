@@ -389,7 +389,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * POST's, or that stream resumed) answers that call only (digest §6.2: each message goes on
    * one stream, the response on its request's): a response there naming another call in flight
    * would hand one caller's answer to another, so it is dropped. An id-less error on that
-   * stream is its call's. Elsewhere (stdio's one stream, the legacy GET stream) the id says which.
+   * stream is its call's. Elsewhere (stdio's one stream) the id says which; the legacy HTTP
+   * standalone GET stream, which may carry no response (digest §6.2), never brings one here.
    */
   private answered(rid: unknown, via: Pending | undefined): Pending | undefined {
     if (via === undefined) return rid === undefined || rid === null ? undefined : this.pending.get(typeof rid === 'number' ? rid : Number(rid));
