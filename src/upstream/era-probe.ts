@@ -5,7 +5,7 @@
 import { LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION, type RpcErrorObject } from '../protocol/errors.js';
 import type { Id, Message, Response } from '../protocol/jsonrpc.js';
-import { isObj } from '../protocol/jsonrpc.js';
+import { isObj, parseFrame } from '../protocol/jsonrpc.js';
 import { redactErrorText } from '../policy/secret-text.js';
 
 export type ProbeVerdict =
@@ -126,4 +126,32 @@ function modernError(err: RpcErrorObject): ProbeVerdict | undefined {
   if (v !== undefined) return v;
   if (err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY) return { kind: 'modern-retry', reason: said(err) };
   return undefined;
+}
+
+/**
+ * Whether a 2026-07-28 request's non-2xx answer says the server did not take it as one at
+ * all: a server redeployed legacy-only (2025-11-25) at the same URL refuses it before
+ * dispatching anything, as it refuses the probe (digest §2.3, step 4), typically with a 400
+ * and an id-less error ("Mcp-Session-Id header is required", "Unsupported protocol version").
+ * That is an id-less (or null-id) JSON-RPC error that is no modern signal with a 4xx, or a 400,
+ * 404 or 405 with no JSON-RPC answer to the request. Not: a response naming the request (its
+ * answer, whatever the status: a modern 404 + -32601 is one), a modern error (-32020, -32021,
+ * a -32022 listing 2026-07-28: about the request, not the era), 401/403 (auth), 408/429 (load),
+ * 413 (size) or 5xx. Returns what the server said, or undefined. `body`: the answer's body, `id`
+ * the request's.
+ */
+export function refusedAsModern(status: number, body: string | undefined, id: Id): string | undefined {
+  if (status < 400 || status >= 500 || status === 401 || status === 403 || status === 408 || status === 413 || status === 429) return undefined;
+  const c = body ? parseFrame(body) : undefined;
+  if (c?.kind === 'response') {
+    const rid = c.msg.id;
+    if (rid === undefined || rid === null) {
+      if (!('error' in c.msg) || !isObj(c.msg.error)) return undefined;
+      const v = modernError(c.msg.error);
+      return v === undefined || v.kind === 'legacy' ? `HTTP ${status} ${said(c.msg.error)}` : undefined;
+    }
+    // As the HTTP upstream matches its answers (a number id may come back as its string).
+    if (Number(rid) === Number(id)) return undefined;
+  }
+  return status === 400 || status === 404 || status === 405 ? `HTTP ${status} without an answer to the request` : undefined;
 }

@@ -11,7 +11,7 @@ import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.j
 import type { Logger } from '../log.js';
 import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
 import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
-import { httpVerdict, type ProbeVerdict } from './era-probe.js';
+import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
@@ -41,6 +41,12 @@ const RESUME_WAIT_MS = 1_000;
 const RESUME_IDLE_MIN_MS = 100;
 /** Resumptions of a call's answer stream that may fail outright (no answer: the network) in a row. */
 const RESUME_FAILURES = 3;
+/**
+ * After a refused modern request had the era probed again and the server was found modern
+ * still, its refusals are relayed as plain errors this long before another one reconnects: a
+ * modern server that refuses some request that way is not reconnected to at each such call.
+ */
+const REFUSAL_REPROBE_MS = 30_000;
 
 /** A JSON-RPC error carried in a non-2xx body, if there is one. */
 function bodyError(body: string | undefined): RpcError | undefined {
@@ -116,6 +122,10 @@ export class HttpUpstream extends HandshakingUpstream {
   private internalIds = 0;
   private readonly streak: FailureStreak;
   private tripped = false;
+  /** The reconnect under way was caused by a modern request the server refused (refusedModern). */
+  private refusalReconnect = false;
+  /** When such a reconnect last found the server modern still (see REFUSAL_REPROBE_MS). */
+  private stillModernAt = -Infinity;
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     // The crash-loop cap is for processes that keep dying; a remote server that is away is
@@ -171,8 +181,14 @@ export class HttpUpstream extends HandshakingUpstream {
     if (this._era === MODERN) this.paramHeaders.learn({ tools });
   }
 
-  protected connect(): Promise<void> {
-    return this.handshake();
+  protected async connect(): Promise<void> {
+    await this.handshake();
+    const refused = this.refusalReconnect;
+    this.refusalReconnect = false;
+    if (refused && this._era === MODERN) {
+      this.stillModernAt = Date.now();
+      this.log.warn(`the era probed again is still ${MODERN}: for ${REFUSAL_REPROBE_MS / 1000} s such refusals are relayed as errors`);
+    }
   }
 
 
@@ -342,11 +358,39 @@ export class HttpUpstream extends HandshakingUpstream {
       return this.failCall(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && !answers(a.body, p)) return this.renewSession(p);
+    if (this._era === MODERN && this.spec.era === 'auto' && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
+      const why = refusedAsModern(s, a.body, p.id);
+      if (why !== undefined) return this.refusedModern(p, s, why);
+    }
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) return this.failCall(p, new TransportError(`HTTP ${s}${rpc ? `: ${rpc.message}` : ''}`, s));
     this.failCall(p, rpc ?? new TransportError(problem ?? `HTTP ${s}`, s));
+  }
+
+  /**
+   * A server found modern refused a request as no 2026-07-28 one (refusedAsModern): redeployed
+   * legacy-only at the same URL, it answers every call so (a legacy "no session" 400), answers
+   * that are no JSON-RPC error of the call's and so would never make the hub connect again.
+   * The request was refused before dispatch (an answer naming no request, or none at all), so it
+   * did not run: the call fails as not delivered, which frees its idempotency key and lets the
+   * hub's retry policy send it once more when the server is back (with the default retry, the
+   * caller sees no failure; with `maxAttempts: 1`, a retryable error). The connection is made
+   * again at once (calls in flight are left to finish), and its handshake probes the era, as
+   * every reconnect of a modern server does (digest §2.3: re-probe if the cached assumption fails).
+   */
+  private refusedModern(p: Pending, status: number, why: string): void {
+    if (this._state === 'ready') {
+      this.log.warn({ why }, `a ${MODERN} request was refused as no request of that era; connecting again to probe the era`);
+      this.refusalReconnect = true;
+      // Before the call ends: its failure is not counted against the circuit, which would wait out a cooldown.
+      this.trip(`a ${MODERN} request was refused (${why}); probing the era again`, 0);
+    }
+    this.failCall(
+      p,
+      new TransportError(`server "${this.id}" did not take the request as a ${MODERN} one (${why}), so it did not run; the server may now speak another protocol era, and the hub is connecting again to find out: try again`, status, true),
+    );
   }
 
   /**

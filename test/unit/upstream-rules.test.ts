@@ -5,7 +5,7 @@ import { MODERN } from '../../src/protocol/era.js';
 import type { Message } from '../../src/protocol/jsonrpc.js';
 import { RestartPolicy } from '../../src/upstream/backoff.js';
 import { encodeHeaderValue, legacyMeta, mcpNameFor, modernMeta, withMeta } from '../../src/upstream/envelope.js';
-import { httpVerdict, stdioVerdict } from '../../src/upstream/era-probe.js';
+import { httpVerdict, refusedAsModern, stdioVerdict } from '../../src/upstream/era-probe.js';
 import { ParamHeaderIndex } from '../../src/upstream/param-headers.js';
 
 const discover = { supportedVersions: [MODERN], capabilities: { tools: {} }, resultType: 'complete', ttlMs: 0, cacheScope: 'public' };
@@ -81,6 +81,51 @@ describe('HTTP era verdict', () => {
     ["a 400 with another request's -32020: the status still says legacy", 400, [to('sy-9', err(-32020))], 'legacy'],
   ] as const)('%s (HTTP %i) → %s', (_what, status, msgs, kind) => {
     expect(httpVerdict(status, msgs as unknown as Message[], '7').kind).toBe(kind);
+  });
+});
+
+describe('a modern request refused as no request of that era', () => {
+  const body = (id: unknown, error: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id, error });
+  const noSession = { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' };
+  it.each([
+    // A legacy server refusing it before dispatch: an id-less error, or no JSON-RPC answer.
+    ['400, null-id -32000 (SDK v1, stateful)', 400, body(null, noSession), true],
+    ['400, id-less -32000', 400, JSON.stringify({ jsonrpc: '2.0', error: noSession }), true],
+    ['400, null-id "Unsupported protocol version" (SDK v1, stateless)', 400, body(null, { code: -32000, message: 'Bad Request: Unsupported protocol version: 2026-07-28' }), true],
+    ['404, null-id -32001 Session not found', 404, body(null, { code: -32001, message: 'Session not found' }), true],
+    ['406, null-id error', 406, body(null, { code: -32000, message: 'Not Acceptable' }), true],
+    ['400, empty body', 400, undefined, true],
+    ['404, empty body', 404, undefined, true],
+    ['405, empty body', 405, undefined, true],
+    ['400, a body that is no JSON-RPC', 400, '<html>bad request</html>', true],
+    ["400, another request's error", 400, body(99, { code: -32000, message: 'x' }), true],
+    ['400, null-id -32022 listing only legacy versions', 400, body(null, { code: -32022, message: 'v', data: { supported: ['2025-11-25'] } }), true],
+    // Its answer, whatever the status: relayed as such.
+    ['404 + -32601 for the request (a modern "method not found")', 404, body(7, { code: -32601, message: 'Method not found' }), false],
+    ['400 + -32602 for the request', 400, body(7, { code: -32602, message: 'bad' }), false],
+    ['400 + -32602 for the request, its id as a string', 400, body('7', { code: -32602, message: 'bad' }), false],
+    // Modern signals: about the request, not the era.
+    ['400, null-id -32020 header mismatch', 400, body(null, { code: -32020, message: 'mismatch' }), false],
+    ['400, null-id -32021 missing capability', 400, body(null, { code: -32021, message: 'cap' }), false],
+    ['400, null-id -32022 listing 2026-07-28', 400, body(null, { code: -32022, message: 'v', data: { supported: ['2026-07-28'] } }), false],
+    // No era evidence.
+    ['401', 401, body(null, noSession), false],
+    ['403', 403, undefined, false],
+    ['408', 408, undefined, false],
+    ['413, null-id error', 413, body(null, { code: -32000, message: 'too large' }), false],
+    ['429', 429, body(null, noSession), false],
+    ['500, null-id error', 500, body(null, noSession), false],
+    ['503', 503, undefined, false],
+    ['406, empty body', 406, undefined, false],
+    ['415, empty body', 415, undefined, false],
+    ['200', 200, undefined, false],
+  ] as const)('%s → %s', (_what, status, b, refused) => {
+    expect(refusedAsModern(status, b, 7) !== undefined).toBe(refused);
+  });
+
+  it('says what the server answered', () => {
+    expect(refusedAsModern(400, body(null, noSession), 7)).toBe('HTTP 400 -32000 Bad Request: Mcp-Session-Id header is required');
+    expect(refusedAsModern(405, undefined, 7)).toBe('HTTP 405 without an answer to the request');
   });
 });
 
