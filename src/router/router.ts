@@ -6,7 +6,7 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, codeSeenBy, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, codeSeenBy, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
@@ -358,7 +358,7 @@ export class Router {
       return { completion: { values: [] } };
     }
     const forwarded = forwardedParams(params, 'ref', forwardedRef);
-    return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0);
+    return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet);
   }
 
   /** The server a subscription of `uri` is made on: the one it routes to, or one that is down and showed it. */
@@ -498,4 +498,15 @@ function contentUris(result: Result): string[] {
   const out: string[] = [];
   for (const c of contents) if (c !== null && typeof c === 'object' && typeof (c as { uri?: unknown }).uri === 'string') out.push((c as { uri: string }).uri);
   return out;
+}
+
+/**
+ * completion/complete has no MRTR and no tasks (digest §3.1): an answer with any resultType but
+ * "complete" (an input_required, whose questions and requestState the client was never meant to
+ * see, a task nobody could poll, a value nobody knows) is the upstream's error, as it is for the
+ * methods that go through Mrtr.roundTrips.
+ */
+async function completionVet(r: Result): Promise<void> {
+  if (r.resultType !== undefined && r.resultType !== 'complete')
+    throw new RpcError(INTERNAL_ERROR, `the upstream answered completion/complete with resultType ${JSON.stringify(r.resultType)}, which the hub did not ask for and cannot relay`);
 }

@@ -42,4 +42,23 @@ describe('tasks are not declared to upstreams, nor their results passed on', () 
     expect(r.body?.result).toBeUndefined();
     expect(r.body?.error).toMatchObject({ code: -32603, message: expect.stringContaining('resultType "task"') });
   });
+
+  it('a completion/complete answered with a task, an input_required or an unknown resultType is an error for both eras', async () => {
+    const complete = (value: string) => ({ ref: { type: 'ref/prompt', name: 'q__p' }, argument: { name: 'a', value } });
+    const modern = (id: string, value: string) =>
+      post(hub.url, modernBody(id, 'completion/complete', complete(value), modernMeta({ [META_CAPS]: { elicitation: {}, extensions: { [TASKS]: {} } } })), modernHeaders('completion/complete'));
+    expect((await modern('k0', 'al')).body?.result).toMatchObject({ resultType: 'complete', completion: { values: ['al1', 'al2'] } });
+    const legacy = await legacySession(hub.url, { capabilities: { elicitation: {} } });
+    expect((await legacy.request(1, 'completion/complete', complete('al'))).body?.result).toEqual({ completion: { values: ['al1', 'al2'] } });
+    let id = 2;
+    for (const value of ['task', 'ask', 'odd']) {
+      const m = await modern(`k-${value}`, value);
+      expect(m.status, m.text).toBe(200);
+      expect(m.body?.result, m.text).toBeUndefined();
+      expect(m.body?.error).toMatchObject({ code: -32603, message: expect.stringContaining(`resultType "${value === 'ask' ? 'input_required' : value}"`) });
+      const l = await legacy.request(id++, 'completion/complete', complete(value));
+      expect(l.body?.result, l.text).toBeUndefined();
+      expect(l.body?.error).toMatchObject({ code: -32603 });
+    }
+  });
 });
