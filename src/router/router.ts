@@ -358,7 +358,7 @@ export class Router {
       return { completion: { values: [] } };
     }
     const forwarded = forwardedParams(params, 'ref', forwardedRef);
-    return this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet);
+    return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet));
   }
 
   /** The server a subscription of `uri` is made on: the one it routes to, or one that is down and showed it. */
@@ -499,6 +499,20 @@ function contentUris(result: Result): string[] {
   for (const c of contents) if (c !== null && typeof c === 'object' && typeof (c as { uri?: unknown }).uri === 'string') out.push((c as { uri: string }).uri);
   return out;
 }
+
+/**
+ * A completion holds at most 100 values (both eras' schemas; the official v2 client refuses a
+ * longer answer whole): an upstream's longer list is cut to its first 100, with `hasMore` and a
+ * `total` of at least what it sent.
+ */
+function atMost100(r: Result): Result {
+  const c = r.completion as { values?: unknown; total?: unknown } | undefined;
+  if (!c || typeof c !== 'object' || !Array.isArray(c.values) || c.values.length <= MAX_COMPLETION_VALUES) return r;
+  const total = typeof c.total === 'number' && c.total >= c.values.length ? c.total : c.values.length;
+  return { ...r, completion: { ...c, values: c.values.slice(0, MAX_COMPLETION_VALUES), hasMore: true, total } };
+}
+
+const MAX_COMPLETION_VALUES = 100;
 
 /**
  * completion/complete has no MRTR and no tasks (digest §3.1): an answer with any resultType but
