@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import { META_SERVER_INFO, META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import type { HubCore, MessageSink, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
 
 interface Listener {
-  id: unknown;
+  id: string | number;
   sink: MessageSink & { end(): void };
   tools: boolean;
   prompts: boolean;
@@ -168,7 +168,7 @@ export class ListenHub {
       close: () => {
         stop();
         release();
-        sink.end();
+        this.finish(l);
       },
     };
     sink.send({
@@ -198,7 +198,18 @@ export class ListenHub {
   }
 
   closeAll(): void {
-    for (const l of this.listeners) l.sink.end();
+    for (const l of this.listeners) this.finish(l);
     this.listeners.clear();
+  }
+
+  /**
+   * The hub ends a stream on its own (shutdown, the credential that opened it expired or was
+   * removed): gracefully, by answering the listen request (digest §4.1), so its client can tell
+   * the end from a dropped connection; then the stream closes.
+   */
+  private finish(l: Listener): void {
+    if (!l.sink.closed)
+      l.sink.send({ jsonrpc: '2.0', id: l.id, result: { resultType: 'complete', _meta: { [META_SUBSCRIPTION_ID]: l.id, [META_SERVER_INFO]: this.core.serverInfo } } });
+    l.sink.end();
   }
 }

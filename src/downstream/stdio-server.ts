@@ -3,7 +3,6 @@ import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
@@ -272,10 +271,10 @@ export class StdioServer {
             if (!closed.signal.aborted) out.send(msg);
           },
           end: () => {
-            // A graceful end of a listen stream is its response (digest §4.1); a cancelled one gets nothing.
+            // Its graceful end, the listen request's response, was sent before (ListenHub.finish);
+            // a cancelled one gets nothing.
             if (closed.signal.aborted || id === undefined) return;
             settle();
-            out.send({ jsonrpc: '2.0', id, result: { resultType: 'complete', _meta: { [META_SUBSCRIPTION_ID]: id } } });
             closed.abort();
           },
         };
