@@ -32,7 +32,7 @@ import type { Kept, SessionMemory } from './session-memory.js';
 import { LegacySession } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
-import { ListenHub } from './listen.js';
+import { listenFilterProblem, ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
@@ -300,6 +300,12 @@ export class Endpoint {
       return;
     }
     if (req.method === 'subscriptions/listen') {
+      const filterBad = listenFilterProblem(req.params?.notifications);
+      if (filterBad) {
+        const err = new RpcError(INVALID_PARAMS, `Invalid params: ${filterBad}`);
+        await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+        return ex.reply(errorResponse(req.id, err));
+      }
       // Held at once: requests that come together must not all pass the count.
       const slot = this.listen.reserve(ex.principal, ex.transport === 'http');
       if (!slot) {

@@ -22,6 +22,22 @@ interface Listener {
   close(): void;
 }
 
+/**
+ * What is wrong with a listen request's `notifications` (a SubscriptionFilter, required: the
+ * flags booleans, `resourceSubscriptions` an array of strings; digest §4.1), or undefined.
+ * Members it does not know (an extension's, as the tasks extension's `taskIds`) pass.
+ */
+export function listenFilterProblem(filter: unknown): string | undefined {
+  if (filter === undefined) return 'notifications is required (the notification types to receive)';
+  if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) return 'notifications must be an object';
+  const f = filter as Record<string, unknown>;
+  for (const k of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'])
+    if (f[k] !== undefined && typeof f[k] !== 'boolean') return `notifications.${k} must be a boolean`;
+  const uris = f.resourceSubscriptions;
+  if (uris !== undefined && !(Array.isArray(uris) && uris.every((u) => typeof u === 'string'))) return 'notifications.resourceSubscriptions must be an array of strings';
+  return undefined;
+}
+
 /** Most URIs one listen request may subscribe to. */
 const MAX_RESOURCE_SUBSCRIPTIONS = 256;
 

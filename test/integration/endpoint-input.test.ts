@@ -207,6 +207,35 @@ describe('bad input at the HTTP endpoint', () => {
     expect(body.id).toBe(15);
   });
 
+  it('a subscriptions/listen without a SubscriptionFilter, or with one of the wrong shape → -32602, no stream', async () => {
+    const listen = (id: string, params: Record<string, unknown>) => post(url, modernBody(id, 'subscriptions/listen', params), modernHeaders('subscriptions/listen'));
+    const bad: Record<string, unknown>[] = [
+      {},
+      { notifications: 'all' },
+      { notifications: null },
+      { notifications: [] },
+      { notifications: { toolsListChanged: 'yes' } },
+      { notifications: { resourceSubscriptions: 'test://a' } },
+      { notifications: { resourceSubscriptions: [1] } },
+    ];
+    for (const [i, params] of bad.entries()) {
+      const r = await listen(`bad-${i}`, params);
+      const body = expectError(r, 200, -32602);
+      expect(body.id, JSON.stringify(params)).toBe(`bad-${i}`);
+      expect(r.headers.get('content-type')).toBe('application/json');
+    }
+    // A well-formed one (an extension's member passes) is acknowledged on a stream.
+    const ac = new AbortController();
+    const ok = await fetch(url, {
+      method: 'POST',
+      headers: modernHeaders('subscriptions/listen'),
+      body: JSON.stringify(modernBody('good', 'subscriptions/listen', { notifications: { toolsListChanged: true, taskIds: ['t'] } })),
+      signal: ac.signal,
+    });
+    expect(ok.headers.get('content-type')).toBe('text/event-stream');
+    ac.abort();
+  });
+
   it('a legacy request without a session → 400; with an unknown session → 404', async () => {
     const req = { jsonrpc: '2.0', id: 16, method: 'tools/list', params: {} };
     const none = await post(url, req, JSON_HEADERS);
