@@ -290,6 +290,14 @@ export class Endpoint {
       ex.reply(errorResponse(req.id, bad.error), bad.status);
       return;
     }
+    // On stdio an id names one request in flight (digest §1.2), a listen stream's as long as it
+    // is open: a second one would get an answer the client cannot tell apart, and take the
+    // first one's cancellation (a second listen with it could never be cancelled at all).
+    if (ac && this.modernInflight.has(idKey(req.id))) {
+      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
+      await this.recordRefused(req.id, req.method, ex, err, MODERN);
+      return ex.reply(errorResponse(req.id, err));
+    }
     if (req.method === 'server/discover') {
       const capabilities = await this.core.capabilities();
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
@@ -300,8 +308,15 @@ export class Endpoint {
       return;
     }
     if (req.method === 'subscriptions/listen') {
+      // Its id is taken at once (stdio), and free again when the stream ends or never opens.
+      const taken = ac ? idKey(req.id) : undefined;
+      const free = (): void => {
+        if (taken !== undefined && this.modernInflight.get(taken) === ac) this.modernInflight.delete(taken);
+      };
+      if (taken !== undefined) this.modernInflight.set(taken, ac!);
       const filterBad = listenFilterProblem(req.params?.notifications);
       if (filterBad) {
+        free();
         const err = new RpcError(INVALID_PARAMS, `Invalid params: ${filterBad}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         return ex.reply(errorResponse(req.id, err));
@@ -309,22 +324,20 @@ export class Endpoint {
       // Held at once: requests that come together must not all pass the count.
       const slot = this.listen.reserve(ex.principal, ex.transport === 'http');
       if (!slot) {
+        free();
         const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
         await this.recordRefused(req.id, req.method, ex, err, MODERN);
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
-      this.listen.open(req, ex, slot);
+      // Over stdio the exchange closes when the stream is cancelled or ended (or the pipe is).
+      if (taken !== undefined) ex.closed.addEventListener('abort', free, { once: true });
+      void this.listen.open(req, ex, slot).then((open) => {
+        if (!open || ex.closed.aborted) free();
+      });
       return;
     }
     // Cancellable from here: a notifications/cancelled that comes while the hub waits below finds it.
-    // On stdio an id names one request in flight (digest §1.2): a second one would get an answer
-    // the client cannot tell apart, and take the first one's cancellation.
-    if (ac && this.modernInflight.has(idKey(req.id))) {
-      const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
-      await this.recordRefused(req.id, req.method, ex, err, MODERN);
-      return ex.reply(errorResponse(req.id, err));
-    }
     const onClose = () => ac?.abort();
     if (ac) {
       ex.closed.addEventListener('abort', onClose);

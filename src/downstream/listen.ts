@@ -127,9 +127,9 @@ export class ListenHub {
    * (through the hub's own listen filter for modern upstreams, reference-counted
    * resources/subscribe for legacy ones) before the acknowledgement, which names the ones honoured.
    */
-  open(req: Request, ex: Exchange, release: () => void): Promise<void> {
+  open(req: Request, ex: Exchange, release: () => void): Promise<boolean> {
     // Never rejects: whatever goes wrong ends this stream, not the hub. The slot goes once the
-    // stream is a listener (counted as one from then) or failed.
+    // stream is a listener (counted as one from then) or failed. Resolves with whether it is one.
     return this.openStream(req, ex)
       .catch(() => {
         try {
@@ -137,15 +137,19 @@ export class ListenHub {
         } catch {
           // the exchange is gone already
         }
+        return false;
       })
       .finally(release);
   }
 
-  private async openStream(req: Request, ex: Exchange): Promise<void> {
+  private async openStream(req: Request, ex: Exchange): Promise<boolean> {
     const want = (req.params?.notifications ?? {}) as Record<string, unknown>;
     const honoured: Record<string, unknown> = {};
     for (const k of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) if (want[k] === true) honoured[k] = true;
-    if (!ex.stream) return ex.reply(undefined, 400);
+    if (!ex.stream) {
+      ex.reply(undefined, 400);
+      return false;
+    }
     const key = `listen:${randomBytes(12).toString('base64url')}`;
     const uris = Array.isArray(want.resourceSubscriptions)
       ? [...new Set(want.resourceSubscriptions.filter((u): u is string => typeof u === 'string' && u.length > 0))].slice(0, MAX_RESOURCE_SUBSCRIPTIONS)
@@ -161,7 +165,7 @@ export class ListenHub {
     }
     if (ex.closed.aborted) {
       this.core.sessionClosed(key);
-      return;
+      return false;
     }
     const sink = ex.stream();
     let released = false;
@@ -200,6 +204,7 @@ export class ListenHub {
       stop();
       release();
     });
+    return true;
   }
 
   /** The streams of principals whose credentials were revoked, or opened with a removed API key, end now; how many. */

@@ -220,6 +220,29 @@ describe('the raw line protocol of switchyard stdio', () => {
     c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'listen-1', _meta: META } }));
   });
 
+  it('refuses a request with the id of a listen stream still open (-32600), a second listen too; the id is free once the stream ends', async () => {
+    const listen = (notifications: Json) => ({ jsonrpc: '2.0', id: 'dup-L', method: 'subscriptions/listen', params: { notifications, _meta: META } });
+    const acks = () => c.received.filter((m) => m.method === 'notifications/subscriptions/acknowledged' && m.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === 'dup-L').length;
+    c.send(JSON.stringify(listen({ toolsListChanged: true })));
+    await c.next((m) => m.method === 'notifications/subscriptions/acknowledged' && m.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === 'dup-L');
+    // Each answer with that id is a new message: earlier ones are already in c.received.
+    const answer = (msg: Json): Promise<Json> => {
+      const from = c.received.length;
+      const p = c.next((m) => m.id === 'dup-L' && ('result' in m || 'error' in m) && c.received.indexOf(m) >= from);
+      c.send(JSON.stringify(msg));
+      return p;
+    };
+    const second = await answer(listen({ promptsListChanged: true }));
+    expect(second.error?.code, JSON.stringify(second)).toBe(-32600);
+    const call = await answer({ jsonrpc: '2.0', id: 'dup-L', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'x' }, _meta: META } });
+    expect(call.error?.code, JSON.stringify(call)).toBe(-32600);
+    expect(acks()).toBe(1);
+    // Cancelled, the stream is gone and its id may name a new request.
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'dup-L', _meta: META } }));
+    const again = await answer({ jsonrpc: '2.0', id: 'dup-L', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'y' }, _meta: META } });
+    expect(again.result?.content?.[0]?.text, JSON.stringify(again)).toBe('echo:y');
+  });
+
   it('serves a legacy session on the same pipe after initialize', async () => {
     const init = await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
     expect(init.result.protocolVersion).toBe('2025-11-25');
