@@ -209,6 +209,10 @@ export class Endpoint {
     const level = meta[META_LOG_LEVEL];
     if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
       return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${String(level).slice(0, 40)}`) };
+    // A ProgressToken is a string or an integer: anything else would be echoed in every progress notification.
+    const token = meta.progressToken;
+    if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
+      return { status: 200, error: new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or an integer') };
     return null;
   }
 

@@ -179,6 +179,18 @@ describe('bad input at the HTTP endpoint', () => {
     }
   });
 
+  // It was taken as it came and echoed in every notifications/progress of the call.
+  it('a modern progressToken that is no string or integer → -32602 in-band; a string and an integer pass', async () => {
+    for (const token of [{ a: 1 }, 1.5, true, null, ['t']]) {
+      const r = await post(url, modernBody(13, 'tools/call', { name: 'modern__echo', arguments: { text: 'a' } }, modernMeta({ progressToken: token })), modernHeaders('tools/call', 'modern__echo'));
+      expect(expectError(r, 200, -32602).error!.message, JSON.stringify(token)).toBe('invalid _meta progressToken: a string or an integer');
+    }
+    for (const token of ['t', 7]) {
+      const r = await post(url, modernBody(14, 'tools/call', { name: 'modern__echo', arguments: { text: 'a' } }, modernMeta({ progressToken: token })), modernHeaders('tools/call', 'modern__echo'));
+      expect(r.body?.error, JSON.stringify(token)).toBeUndefined();
+    }
+  });
+
   it('an unsupported modern version → 400 with -32022 and data.supported', async () => {
     const v = '2099-01-01';
     const r = await post(url, modernBody(12, 'tools/list', {}, modernMeta({ [META_VERSION]: v })), modernHeaders('tools/list', undefined, v));
