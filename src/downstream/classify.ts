@@ -1,5 +1,5 @@
 import { LEGACY_VERSIONS, MODERN_VERSIONS } from '../protocol/era.js';
-import { HEADER_MISMATCH, INVALID_PARAMS, RpcError } from '../protocol/errors.js';
+import { HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 
 export type EraVerdict = { era: 'modern'; version: unknown } | { era: 'legacy' } | { era: 'invalid'; error: RpcError; status: number };
@@ -33,6 +33,10 @@ export function classifyEra(method: string | undefined, params: Record<string, u
     return { era: 'legacy' };
   }
   if (claim !== undefined) return { era: 'modern', version: claim };
+  // A response (no method) in a modern exchange answers nothing: that era's servers ask no
+  // questions (they return input_required), so a client of it sends requests and notifications only.
+  if (method === undefined && looksModern(headerVersion))
+    return { era: 'invalid', status: 400, error: new RpcError(INVALID_REQUEST, `a ${headerVersion} client sends no responses: the hub asks for input with input_required results`) };
   if (looksModern(headerVersion))
     return {
       era: 'invalid',

@@ -179,6 +179,14 @@ describe('bad input at the HTTP endpoint', () => {
     }
   });
 
+  // It was told its _meta lacked the version and capabilities, as if it were a request.
+  it('a response POSTed with a modern version header → 400 -32600 (a modern client answers no questions)', async () => {
+    for (const body of [{ jsonrpc: '2.0', id: 5, result: {} }, { jsonrpc: '2.0', id: 6, error: { code: -1, message: 'no' } }]) {
+      const r = await post(url, body, { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN_VERSION });
+      expect(expectError(r, 400, -32600).error!.message).toMatch(/client sends no responses/);
+    }
+  });
+
   // It was taken as it came and echoed in every notifications/progress of the call.
   it('a modern progressToken that is no string or integer → -32602 in-band; a string and an integer pass', async () => {
     for (const token of [{ a: 1 }, 1.5, true, null, ['t']]) {
