@@ -1,4 +1,4 @@
-import { RegexSandbox } from './regex-sandbox.js';
+import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
 
 /**
  * Pattern safety for JSON Schema `pattern` / `patternProperties` (ajv's `code.regExp` hook).
@@ -160,10 +160,20 @@ export function classifyPattern(p: string): PatternClass {
 export interface SafeRegExpEngine {
   (pattern: string, flags: string): { test(s: string): boolean; toString(): string };
   code: string;
+  /**
+   * Every pattern check until `end()` shares one budget of `totalMs`: a value of many strings,
+   * each just under the budget of one check, would otherwise hold the hub's thread (checks are
+   * synchronous) for as long as its sender likes. Past it, a check throws PatternBudgetError
+   * (`shared`). One value at a time: validation is synchronous.
+   */
+  begin(totalMs: number): void;
+  end(): void;
 }
 
 /** Builds ajv's `code.regExp` engine over one sandbox (shared by every compiled schema). */
 export function safeRegExpEngine(sandbox: RegexSandbox): SafeRegExpEngine {
+  let deadline = Infinity;
+  let total = 0;
   const engine = ((pattern: string, flags: string) => {
     const cls = classifyPattern(pattern);
     if (cls.kind === 'reject') throw new HostilePatternError(`pattern ${JSON.stringify(pattern.slice(0, 80))} is refused: ${cls.why} can backtrack catastrophically`);
@@ -171,13 +181,28 @@ export function safeRegExpEngine(sandbox: RegexSandbox): SafeRegExpEngine {
     const key = `/${pattern}/${flags}`;
     return {
       test(s: string): boolean {
+        const left = deadline - performance.now();
+        if (left <= 0) throw new PatternBudgetError(pattern, total, s.length, true);
         if (cls.kind === 'native' && s.length <= NATIVE_INPUT_MAX) return re.test(s);
-        return sandbox.test(pattern, flags, s);
+        if (left >= sandbox.budgetMs) return sandbox.test(pattern, flags, s);
+        try {
+          return sandbox.test(pattern, flags, s, Math.max(1, Math.floor(left)));
+        } catch (err) {
+          // What ran out was the value's budget, not this pattern's own.
+          throw err instanceof PatternBudgetError ? new PatternBudgetError(pattern, total, s.length, true) : err;
+        }
       },
       // ajv deduplicates compiled patterns by this string.
       toString: () => key,
     };
   }) as SafeRegExpEngine;
   engine.code = 'safeRegExp';
+  engine.begin = (totalMs) => {
+    total = totalMs;
+    deadline = performance.now() + totalMs;
+  };
+  engine.end = () => {
+    deadline = Infinity;
+  };
   return engine;
 }

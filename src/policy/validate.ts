@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import type { Logger } from '../log.js';
 import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
-import { HostilePatternError, NATIVE_INPUT_MAX, safeRegExpEngine } from './safe-regex.js';
+import { HostilePatternError, NATIVE_INPUT_MAX, safeRegExpEngine, type SafeRegExpEngine } from './safe-regex.js';
 import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimits } from './schema-bounds.js';
 
 /**
@@ -66,12 +66,16 @@ export interface ValidatorOptions {
   limits?: SchemaLimits;
   /** Time budget of one pattern check that runs in the sandbox. */
   patternBudgetMs?: number;
+  /** Time budget of every pattern check of one value together (default 5 times patternBudgetMs). */
+  patternTotalMs?: number;
 }
 
 export class SchemaValidator {
   /** Quarantined tools: hub name → why. */
   readonly flagged = new Map<string, string>();
   private readonly sandbox: RegexSandbox;
+  private readonly patterns: SafeRegExpEngine;
+  private readonly patternTotalMs: number;
   private readonly ajv: Record<Dialect, Ajv | Ajv2020>;
   private readonly byHash = new Map<string, Entry>();
   private readonly byObject = new WeakMap<object, Entry>();
@@ -85,13 +89,15 @@ export class SchemaValidator {
   ) {
     this.limits = opts.limits ?? DEFAULT_SCHEMA_LIMITS;
     this.sandbox = new RegexSandbox(opts.patternBudgetMs ?? 100);
+    this.patterns = safeRegExpEngine(this.sandbox);
+    this.patternTotalMs = opts.patternTotalMs ?? 5 * this.sandbox.budgetMs;
     const options: Options = {
       strict: false, // upstream schemas carry vendor keywords (x-mcp-header …) and unknown formats
       allErrors: false, // one error is enough, and bounds the work on hostile input
       validateFormats: false,
       addUsedSchema: false, // `$id`s of one tool never leak into another's `$ref`s
       logger: false,
-      code: { regExp: safeRegExpEngine(this.sandbox) },
+      code: { regExp: this.patterns },
     };
     this.ajv = { '2020-12': new Ajv2020(options), 'draft-07': new Ajv(options) };
   }
@@ -132,10 +138,16 @@ export class SchemaValidator {
     data: unknown,
   ): { ok: true } | { error: { pointer: string; reason: string }; ok?: undefined } | { unusable: string; ok?: undefined } {
     try {
+      // The pattern checks of this value share one budget (safeRegExpEngine.begin).
+      this.patterns.begin(this.patternTotalMs);
       if (validate(data)) return { ok: true };
       return { error: describe(validate.errors![0]) };
     } catch (err) {
       if (err instanceof PatternBudgetError) {
+        // Many strings that together take the checks past the value's budget: that value is
+        // refused; no one pattern is to blame.
+        if (err.shared)
+          return { error: { pointer: '', reason: `has strings that took longer than ${err.budgetMs} ms in all to check against the patterns of the schema; too costly to check, so not accepted` } };
         // A long string can take any pattern past the budget (an unanchored scan is quadratic):
         // that value is refused, and the tool is not taken from everyone else by one caller.
         if (err.inputLength > NATIVE_INPUT_MAX)
@@ -156,6 +168,8 @@ export class SchemaValidator {
       }
       this.log.warn({ tool: hubName, err: (err as Error)?.message }, 'schema validation failed unexpectedly');
       return { unusable: 'the schema could not be evaluated' };
+    } finally {
+      this.patterns.end();
     }
   }
 

@@ -262,6 +262,22 @@ describe('SchemaValidator', () => {
     expect(v.flagged.has('budget')).toBe(false);
   });
 
+  it('the pattern checks of one value share a budget: many strings each under the budget of one check cannot hold the hub for long', () => {
+    // A common e-mail pattern with several unbounded quantifiers runs in the sandbox. Each of
+    // these strings matches (at its end) after some milliseconds of backtracking, under the
+    // budget of one check; 600 of them took seconds, with the hub's thread blocked throughout.
+    const tool = { inputSchema: { type: 'object', properties: { to: { type: 'array', items: { type: 'string', pattern: '\\S+@\\S+\\.\\S+' } } } } };
+    expect(v.checkArgs('bulk', tool, { to: ['bob@example.com'] })).toEqual({ ok: true });
+    const to = Array.from({ length: 600 }, () => `${'a@'.repeat(200)} b@c.d`);
+    const t0 = performance.now();
+    const r = v.checkArgs('bulk', tool, { to });
+    expect(performance.now() - t0).toBeLessThan(1_500); // the budget of all of them: 500 ms
+    expect(r).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/in all .*too costly to check/) });
+    // The value is refused, not the tool.
+    expect(v.checkArgs('bulk', tool, { to: ['bob@example.com'] })).toEqual({ ok: true });
+    expect(v.flagged.has('bulk')).toBe(false);
+  });
+
   it('checks structuredContent only for successful results with an outputSchema', () => {
     const tool = { outputSchema: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } };
     expect(v.checkOutput('o', tool, { structuredContent: { n: 1 } })).toEqual({ ok: true });
