@@ -39,7 +39,7 @@ export class PatternBudgetError extends Error {
   constructor(
     readonly pattern: string,
     readonly budgetMs: number,
-    /** Length of the string checked: past QUARANTINE_INPUT_MAX the time may be the value's doing. */
+    /** Length of the string checked: past a few dozen characters the time may be the value's doing. */
     readonly inputLength = 0,
     /**
      * The budget that ran out was the one every pattern check of one value shares (see

@@ -3,7 +3,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import type { Logger } from '../log.js';
 import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
-import { HostilePatternError, NATIVE_INPUT_MAX, safeRegExpEngine, type SafeRegExpEngine } from './safe-regex.js';
+import { HostilePatternError, safeRegExpEngine, type SafeRegExpEngine } from './safe-regex.js';
 import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimits } from './schema-bounds.js';
 
 /**
@@ -24,6 +24,14 @@ export type ArgsVerdict =
   | { ok: false; kind: 'unusable'; reason: string };
 
 export type OutputVerdict = { ok: true } | { ok: false; pointer: string; reason: string };
+
+/**
+ * Longest string whose pattern check past its budget quarantines the tool: that long, only
+ * exponential backtracking takes 100 ms. Past it the time may be the value's doing (polynomial
+ * backtracking on a long string): `\S+@\S+\.\S+`, an ordinary e-mail pattern, took 200 ms on
+ * 1,024 characters, so one caller's long string quarantined the tool for everyone.
+ */
+const QUARANTINE_INPUT_MAX = 64;
 
 /** Deepest argument value accepted (JSON nesting). */
 const MAX_ARGS_DEPTH = 64;
@@ -148,9 +156,10 @@ export class SchemaValidator {
         // refused; no one pattern is to blame.
         if (err.shared)
           return { error: { pointer: '', reason: `has strings that took longer than ${err.budgetMs} ms in all to check against the patterns of the schema; too costly to check, so not accepted` } };
-        // A long string can take any pattern past the budget (an unanchored scan is quadratic):
-        // that value is refused, and the tool is not taken from everyone else by one caller.
-        if (err.inputLength > NATIVE_INPUT_MAX)
+        // A long string can take any pattern past the budget (an unanchored scan is quadratic,
+        // a few unbounded quantifiers make it cubic or worse): that value is refused, and the
+        // tool is not taken from everyone else by one caller.
+        if (err.inputLength > QUARANTINE_INPUT_MAX)
           return { error: { pointer: '', reason: `has a string of ${err.inputLength} characters that took longer than ${err.budgetMs} ms to check against a pattern of the schema; too costly to check, so not accepted` } };
         // A short one past it: the pattern backtracks catastrophically.
         const reason = `a pattern check took longer than ${err.budgetMs} ms (catastrophic backtracking)`;

@@ -262,6 +262,18 @@ describe('SchemaValidator', () => {
     expect(v.flagged.has('budget')).toBe(false);
   });
 
+  it('a string of a thousand characters past the budget of a polynomial pattern refuses that call; it does not quarantine the tool', () => {
+    // Three unbounded quantifiers, unanchored as JSON Schema patterns are: cubic or worse on a
+    // near miss, ~200 ms at 1,024 characters. Only a short string past the budget shows that a
+    // pattern backtracks exponentially.
+    const tool = { inputSchema: { type: 'object', properties: { to: { type: 'string', pattern: '\\S+@\\S+\\.\\S+' } } } };
+    expect(v.checkArgs('mail', tool, { to: 'bob@example.com' })).toEqual({ ok: true });
+    const r = v.checkArgs('mail', tool, { to: 'a@'.repeat(600) });
+    expect(r).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/1200 characters .*too costly to check/) });
+    expect(v.checkArgs('mail', tool, { to: 'bob@example.com' })).toEqual({ ok: true });
+    expect(v.flagged.has('mail')).toBe(false);
+  });
+
   it('the pattern checks of one value share a budget: many strings each under the budget of one check cannot hold the hub for long', () => {
     // A common e-mail pattern with several unbounded quantifiers runs in the sandbox. Each of
     // these strings matches (at its end) after some milliseconds of backtracking, under the
