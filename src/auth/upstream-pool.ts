@@ -109,13 +109,18 @@ export class PrincipalUpstreams {
     for (const [k, p] of this.pool) if ((JSON.parse(k) as string[])[0] === serverId) p.upstream.retime(limits);
   }
 
-  /** Close one server's pooled connections (server removed or reconfigured). */
-  async forget(serverId: string): Promise<void> {
+  /**
+   * Take one server's pooled connections out of use (server removed or reconfigured): the next
+   * call of each principal makes a new one, and each old one is closed once its calls in flight
+   * are done, waiting `drainMs` at most, as the server's main connection is (hub/reload.ts).
+   * Closed at once, they cut every principal's calls in flight.
+   */
+  async forget(serverId: string, drainMs = 0): Promise<void> {
     const closing: Promise<void>[] = [];
     for (const [k, p] of this.pool)
       if ((JSON.parse(k) as string[])[0] === serverId) {
         this.pool.delete(k);
-        closing.push(p.upstream.close());
+        closing.push(drained(p.upstream, drainMs).then(() => p.upstream.close()));
       }
     await Promise.allSettled(closing);
   }
@@ -156,4 +161,10 @@ export class PrincipalUpstreams {
 /** A pooled connection's key: the server and the principal, neither able to pass for the other. */
 function poolKey(serverId: string, principal: string): string {
   return JSON.stringify([serverId, principal]);
+}
+
+/** Resolves once `upstream` has no call in flight or waiting, or `ms` has passed. */
+async function drained(upstream: Upstream, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline && (upstream.load.active > 0 || upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
 }

@@ -202,7 +202,8 @@ function takeOut(hub: ReloadTarget, id: string, opts: { keepRoutes?: boolean } =
   if (!h) return undefined;
   hub.handles.delete(id);
   hub.catalog.forget(id);
-  void hub.upstreams.forget(id);
+  // Each principal's own connection too is closed once its calls in flight are done (bounded).
+  void hub.upstreams.forget(id, hub.config.listen.drainTimeoutMs);
   return h;
 }
 

@@ -1,0 +1,78 @@
+/**
+ * Each principal's own connection to a legacy HTTP upstream (authentication on) is held to what
+ * the server's connection is held to: a reload that restarts the server, or `servers restart`,
+ * lets its calls in flight finish before it is closed. The real built hub, with API keys, over
+ * loopback HTTP to the http-faults fixture.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
+import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
+import { modernCall, type Answer } from './ledger-helpers.js';
+
+const KEYS = {
+  alice: 'sy_alice-own-connection-key-000000000000000000000',
+  bob: 'sy_bob-own-connection-key-00000000000000000000000',
+  ops: 'sy_ops-own-connection-admin-key-0000000000000000',
+};
+
+let fault: FaultHttp;
+let hub: HubProcess;
+let n = 0;
+
+beforeAll(async () => {
+  fault = await startFaultHttp(join(process.env.TMPDIR ?? '/tmp', `own-conn-${process.pid}.log`));
+  hub = await startHub(
+    {
+      auth: {
+        apiKeys: [
+          { principal: 'alice', sha256: sha256Hex(KEYS.alice) },
+          { principal: 'bob', sha256: sha256Hex(KEYS.bob) },
+          { principal: 'ops', sha256: sha256Hex(KEYS.ops), scopes: ['switchyard:admin'] },
+        ],
+      },
+      servers: { h: { url: fault.url } },
+    },
+    { args: ['--no-watch'] },
+  );
+  await waitForReadyWith(hub.url, ['h'], KEYS.alice);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await fault?.stop();
+});
+
+function slow(who: keyof typeof KEYS, ms: number): Promise<Answer> {
+  return modernCall(hub.url, `own${++n}`, 'tools/call', { name: 'h__slow', arguments: { ms } }, { headers: { authorization: `Bearer ${KEYS[who]}` } });
+}
+
+describe("a principal's own upstream connection", () => {
+  it('a reload that restarts the server lets its calls in flight finish', async () => {
+    expect(text(await slow('alice', 1))).toBe('slow done'); // alice's own connection is made
+    const inFlight = slow('alice', 2_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8'));
+    config.servers.h.headers = { 'x-generation': '2' }; // a connection setting: the server restarts
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    hub.proc.kill('SIGHUP');
+    await expect.poll(() => hub.logs.some((l) => l.includes('"restarted":["h"]')), { timeout: 10_000 }).toBe(true);
+    const answer = await inFlight;
+    expect(answer.body?.result?.isError, JSON.stringify(answer.body)).toBeUndefined();
+    expect(text(answer)).toBe('slow done');
+  });
+
+  it('so does `servers restart`', async () => {
+    await waitForReadyWith(hub.url, ['h'], KEYS.bob);
+    expect(text(await slow('bob', 1))).toBe('slow done');
+    const inFlight = slow('bob', 2_000);
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await fetch(new URL('/admin/servers/h/restart', hub.url), { method: 'POST', headers: { authorization: `Bearer ${KEYS.ops}` } });
+    expect(r.status, await r.text()).toBeLessThan(300);
+    const answer = await inFlight;
+    expect(answer.body?.result?.isError, JSON.stringify(answer.body)).toBeUndefined();
+    expect(text(answer)).toBe('slow done');
+  });
+});
