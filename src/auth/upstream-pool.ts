@@ -87,7 +87,10 @@ export class PrincipalUpstreams {
       if (this.pool.size >= this.max) this.evictOldest();
       const base = this.specOf(h);
       const headers = h.config.credentials?.[principal]?.headers ?? base.headers;
-      const upstream = this.make({ ...base, headers }, this.log.child({ principal }));
+      // Its calls take their slots from the server's own connection: maxConcurrent and maxQueue
+      // bound the server, whoever calls (each connection had its own, so N principals had N times
+      // maxConcurrent calls in flight to it).
+      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter }, this.log.child({ principal }));
       this.onConnection?.(h, upstream, principal);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');

@@ -96,7 +96,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readonly byToken = new KeyedTable<Pending>();
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
   private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
-  private readonly limiter = new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
+  readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
   protected abstract transmit(p: Pending, frame: string, params: Record<string, unknown>): void;

@@ -10,6 +10,7 @@ import type {
   ServerCapabilities,
 } from '../protocol/types.js';
 import type { Signal } from '../cancel.js';
+import type { Limiter } from './limiter.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -37,6 +38,12 @@ export interface UpstreamSpec {
   /** Requests in flight at once (default unlimited) and how many may wait beyond that (default 0). */
   maxConcurrent?: number;
   maxQueue?: number;
+  /**
+   * The slots of another connection to the same server, shared instead of maxConcurrent and
+   * maxQueue of its own: a principal's own connection (auth/upstream-pool.ts) takes its calls'
+   * slots from the server's, so the server never has more than maxConcurrent in flight.
+   */
+  limiter?: Limiter;
   /** HTTP: consecutive failures that open the circuit, and the wait before the first probe. */
   circuitBreaker?: { failures: number; cooldownMs: number };
 }
@@ -120,6 +127,8 @@ export interface Upstream extends EventEmitter {
   readonly restarts: number;
   /** Requests in flight and waiting for a slot (see maxConcurrent / maxQueue). */
   readonly load: { active: number; queued: number };
+  /** Where its requests take their slots (maxConcurrent / maxQueue); other connections to the server may share it (UpstreamSpec.limiter). */
+  readonly limiter: Limiter;
   /** Connect, detect the era and handshake. Resolves when ready; rejects if it could not start. */
   start(): Promise<void>;
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;

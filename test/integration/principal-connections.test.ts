@@ -1,7 +1,8 @@
 /**
  * Each principal's own connection to a legacy HTTP upstream (authentication on) is held to what
- * the server's connection is held to: a reload that restarts the server, or `servers restart`,
- * lets its calls in flight finish before it is closed. The real built hub, with API keys, over
+ * the server's connection is held to: its calls take their slots from the server's
+ * maxConcurrent / maxQueue, and a reload that restarts the server, or `servers restart`, lets
+ * its calls in flight finish before it is closed. The real built hub, with API keys, over
  * loopback HTTP to the http-faults fixture.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -33,7 +34,7 @@ beforeAll(async () => {
           { principal: 'ops', sha256: sha256Hex(KEYS.ops), scopes: ['switchyard:admin'] },
         ],
       },
-      servers: { h: { url: fault.url } },
+      servers: { h: { url: fault.url, maxConcurrent: 1, maxQueue: 0 } },
     },
     { args: ['--no-watch'] },
   );
@@ -50,6 +51,20 @@ function slow(who: keyof typeof KEYS, ms: number): Promise<Answer> {
 }
 
 describe("a principal's own upstream connection", () => {
+  it("takes its calls' slots from the server's maxConcurrent: two principals never have more in flight", async () => {
+    // Each principal's own connection is made (and its tools listed) first.
+    expect(text(await slow('alice', 1))).toBe('slow done');
+    expect(text(await slow('bob', 1))).toBe('slow done');
+    const first = slow('alice', 1_500);
+    await new Promise((r) => setTimeout(r, 300));
+    const second = await slow('bob', 1_500);
+    expect(second.body?.result?.isError, JSON.stringify(second.body)).toBe(true);
+    expect(text(second)).toMatch(/server "h" is busy: 1 requests in flight and 0 waiting/);
+    expect(text(await first)).toBe('slow done');
+    // The server saw one of them only.
+    expect(fault.log().filter((e) => e.name === 'slow' && e.method === 'tools/call')).toHaveLength(3);
+  });
+
   it('a reload that restarts the server lets its calls in flight finish', async () => {
     expect(text(await slow('alice', 1))).toBe('slow done'); // alice's own connection is made
     const inFlight = slow('alice', 2_000);
