@@ -10,6 +10,7 @@ import type { Exchange } from './exchange.js';
 import type { LegacySession } from './legacy-session.js';
 import { Canceller } from '../cancel.js';
 import { classifyEra } from './classify.js';
+import type { EdgeGate } from '../policy/gate.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -20,6 +21,8 @@ export interface StdioServerOptions {
   principal?: string;
   /** A legacy session ended (EOF, re-initialize): release what it held in the core. */
   onSessionClosed?: (sessionKey: string) => void;
+  /** `policy.rateLimit`, as the HTTP edge holds its requests to it (the pipe's principal's buckets). */
+  gate?: Pick<EdgeGate, 'limiting' | 'admitLocal'>;
 }
 
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
@@ -176,8 +179,17 @@ export class StdioServer {
     if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') this.cancel(c.msg.params?.requestId, c.msg.params);
     const id: Id | undefined = c.kind === 'request' ? c.msg.id : undefined;
     const ex = this.exchange(id, c.kind === 'request' ? this.exchangeKey(id!, c.msg.params) : undefined, bytes, deliver);
-    const p: Promise<void> = this.endpoint
-      .message(c, ex, this.session)
+    // Rate limits as on HTTP: a request (or a message that is not JSON-RPC) over them is answered
+    // with the refusal and its audit row, and goes no further. Without limits, no await here.
+    const gate = this.opts.gate;
+    const admitted =
+      gate?.limiting && (c.kind === 'request' || (c.kind === 'invalid' && !c.response))
+        ? gate.admitLocal(ex.principal, c.kind === 'request' ? c.msg : undefined, { requestBytes: bytes }).then((refused) => {
+            if (!refused) return this.endpoint.message(c, ex, this.session);
+            ex.reply(errorResponse(id, new RpcError(INVALID_REQUEST, refused.message)));
+          })
+        : this.endpoint.message(c, ex, this.session);
+    const p: Promise<void> = admitted
       .catch((err) => {
         this.log.error({ err }, 'stdio message handler failed');
         ex.reply(id === undefined ? undefined : errorResponse(id, new RpcError(INTERNAL_ERROR, 'internal error')));

@@ -105,35 +105,61 @@ export class EdgeGate {
    * the principal's rate limit, so a flood of them writes no more rows than requests would.
    */
   async admit(who: Identity, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
-    const tool = req?.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
-    let refusal: EdgeRefusal | null = tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null);
-    if (!refusal && this.limiter.enabled) {
-      const v = this.limiter.check(who.principal, tool);
-      if (!v.ok) {
-        const secs = Number.isFinite(v.retryAfterMs) ? Math.max(1, Math.ceil(v.retryAfterMs / 1000)) : 3600;
-        refusal = {
-          status: 429,
-          headers: { 'retry-after': String(secs) },
-          message: `Too Many Requests: the ${v.limit === 'tool' ? `rate limit of ${tool}` : 'rate limit'} for ${who.principal} is exhausted; retry in ${secs} s`,
-        };
-      }
-    }
-    if (refusal) {
-      const meta = req?.params?._meta as Record<string, unknown> | undefined;
-      await this.audit(
-        {
-          ts: Date.now(),
-          requestId: req ? String(req.id) : '',
-          principal: who.principal,
-          clientAddress: facts.clientAddress,
-          clientEra: meta?.[META_PROTOCOL_VERSION] !== undefined ? MODERN : LEGACY,
-          method: req?.method ?? INVALID_MESSAGE,
-          hubName: tool,
-          requestBytes: facts.requestBytes,
-        },
-        { outcome: 'denied', errorKind: 'policy', errorCode: refusal.status, errorMessage: refusal.message, latencyMs: 0 },
-      );
-    }
+    const tool = toolOf(req);
+    const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null)) ?? this.overLimit(who.principal, tool);
+    if (refusal) await this.refused(who.principal, req, tool, refusal, facts);
     return refusal;
   }
+
+  /** Whether `policy.rateLimit` sets any limit (a caller may skip `admitLocal` without one). */
+  get limiting(): boolean {
+    return this.limiter.enabled;
+  }
+
+  /**
+   * The rate limits alone, for a transport without HTTP authentication (`switchyard stdio`: the
+   * pipe's principal is whoever spawned it, and there are no scopes to check). Audited as admit's.
+   */
+  async admitLocal(principal: string, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
+    const tool = toolOf(req);
+    const refusal = this.overLimit(principal, tool);
+    if (refusal) await this.refused(principal, req, tool, refusal, facts);
+    return refusal;
+  }
+
+  /** A 429 when a rate limit of `principal` (and `tool`) is exhausted; a token is taken otherwise. */
+  private overLimit(principal: string, tool: string | undefined): EdgeRefusal | null {
+    if (!this.limiter.enabled) return null;
+    const v = this.limiter.check(principal, tool);
+    if (v.ok) return null;
+    const secs = Number.isFinite(v.retryAfterMs) ? Math.max(1, Math.ceil(v.retryAfterMs / 1000)) : 3600;
+    return {
+      status: 429,
+      headers: { 'retry-after': String(secs) },
+      message: `Too Many Requests: the ${v.limit === 'tool' ? `rate limit of ${tool}` : 'rate limit'} for ${principal} is exhausted; retry in ${secs} s`,
+    };
+  }
+
+  /** The audit row of a request the gate refused. */
+  private async refused(principal: string, req: Request | undefined, tool: string | undefined, refusal: EdgeRefusal, facts: RequestFacts): Promise<void> {
+    const meta = req?.params?._meta as Record<string, unknown> | undefined;
+    await this.audit(
+      {
+        ts: Date.now(),
+        requestId: req ? String(req.id) : '',
+        principal,
+        clientAddress: facts.clientAddress,
+        clientEra: meta?.[META_PROTOCOL_VERSION] !== undefined ? MODERN : LEGACY,
+        method: req?.method ?? INVALID_MESSAGE,
+        hubName: tool,
+        requestBytes: facts.requestBytes,
+      },
+      { outcome: 'denied', errorKind: 'policy', errorCode: refusal.status, errorMessage: refusal.message, latencyMs: 0 },
+    );
+  }
+}
+
+/** The tool a request calls, as the client names it (undefined for other methods). */
+function toolOf(req: Request | undefined): string | undefined {
+  return req?.method === 'tools/call' && typeof req.params?.name === 'string' ? req.params.name : undefined;
 }

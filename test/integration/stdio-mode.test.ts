@@ -5,7 +5,7 @@
  * oversized lines, cancellation, clean exit at EOF, nothing but protocol on stdout).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -493,6 +493,42 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
       const err = await c.next((m) => m.error?.code === -32600 && /batch/.test(m.error.message));
       expect(err.id).toBeUndefined();
       expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
+describe('policy.rateLimit over stdio', () => {
+  it('holds the pipe to the rate limits as the HTTP edge holds its clients: over one, an error and a denied row, and the upstream is not called', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-ratelimit-'));
+    const file = writeConfig(d, { policy: { rateLimit: { tools: { 'modern__counter_*': { burst: 2, perSecond: 0.001 } } } } });
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const bump = (id: string) => c.request({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'modern__counter_bump', arguments: { label: id }, _meta: META } }, 30_000);
+    try {
+      expect((await bump('b1')).result?.isError).toBeUndefined();
+      expect((await bump('b2')).result?.isError).toBeUndefined();
+      const over = await bump('b3');
+      expect(over.error).toEqual({ code: -32600, message: expect.stringMatching(/^Too Many Requests: the rate limit of modern__counter_bump for local is exhausted; retry in \d+ s$/) });
+      // Another tool has its own bucket.
+      const echo = await c.request({ jsonrpc: '2.0', id: 'e1', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'x' }, _meta: META } });
+      expect(echo.result.content[0].text).toBe('echo:x');
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      const db = new Database(join(d, 'ledger.db'), { readonly: true });
+      try {
+        expect(db.prepare("SELECT request_id AS id, outcome, error_code AS code FROM audit WHERE method = 'tools/call' ORDER BY id").all()).toEqual([
+          { id: 'b1', outcome: 'ok', code: null },
+          { id: 'b2', outcome: 'ok', code: null },
+          { id: 'b3', outcome: 'denied', code: 429 },
+          { id: 'e1', outcome: 'ok', code: null },
+        ]);
+      } finally {
+        db.close();
+      }
+      // Two bumps ran, not three.
+      expect(JSON.parse(readFileSync(join(d, 'counter.json'), 'utf8'))).toMatchObject({ b1: 1, b2: 1 });
+      expect(JSON.parse(readFileSync(join(d, 'counter.json'), 'utf8')).b3).toBeUndefined();
     } finally {
       c.kill();
     }
