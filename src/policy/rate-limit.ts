@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { GlobTable } from './glob.js';
 
 /** One token bucket: `burst` tokens at most, refilled at `perSecond`. */
@@ -17,6 +18,18 @@ export interface RateLimitSpec {
 interface Bucket {
   tokens: number;
   at: number;
+}
+
+/**
+ * Longest tool name a bucket is keyed by as it is; a longer one by its digest. The name is the
+ * client's own `params.name`, as long as a request body may be: kept as a key, each distinct one
+ * held its megabytes until the buckets were swept (at SWEEP_AT of them). No hub name is longer
+ * (names.mode "spec" allows 128 characters), so such a name never names a tool anyway.
+ */
+const KEYED_NAME_MAX = 128;
+
+function toolKey(tool: string): string {
+  return tool.length <= KEYED_NAME_MAX ? tool : `#${createHash('sha256').update(tool).digest('base64url')}`;
 }
 
 /** Past this many live buckets, full ones (equivalent to absent) are swept. */
@@ -92,7 +105,7 @@ export class RateLimiter {
     if (tool !== undefined) {
       const t = this.toolTable.first(tool) ?? this.spec.perTool;
       if (t) {
-        const wait = this.buckets.take(`t\0${principal}\0${tool}`, t);
+        const wait = this.buckets.take(`t\0${principal}\0${toolKey(tool)}`, t);
         if (wait > 0) return { ok: false, retryAfterMs: wait, limit: 'tool' };
       }
     }

@@ -2,6 +2,8 @@
  * The pure parts of the security policy: pattern classification, schema bounds, the
  * validator's dialects and caching, token buckets (fake clock), globs and tool scopes.
  */
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { GlobTable, compileGlob } from '../../src/policy/glob.js';
@@ -328,6 +330,22 @@ describe('token buckets', () => {
     for (let i = 0; i < 4; i++) l.check('alice');
     expect(l.check('alice')).toMatchObject({ ok: false, limit: 'principal' });
     expect(new RateLimiter({}).enabled).toBe(false);
+  });
+
+  it("RateLimiter: a client's over-long tool names are not held as they are (a megabyte each, for as long as the buckets live)", () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const l = new RateLimiter({ perTool: { burst: 1, perSecond: 1 } }, () => 0);
+    const long = (i: number) => `${i}:${'n'.repeat(1_000_000)}`;
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 200; i++) expect(l.check('alice', long(i))).toEqual({ ok: true });
+    gc();
+    // 200 MB when each name was kept as its bucket's key.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(20_000_000);
+    // Each such name still has a bucket of its own.
+    expect(l.check('alice', long(7))).toMatchObject({ ok: false, limit: 'tool' });
+    expect(l.check('alice', long(200))).toEqual({ ok: true });
   });
 
   it('RateLimiter: each kind of limit alone enables it and applies alone', () => {
