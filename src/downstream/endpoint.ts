@@ -166,7 +166,7 @@ export class Endpoint {
     const params = msg && 'method' in msg ? msg.params : undefined;
     const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
     if (verdict.era === 'invalid') {
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, verdict.error);
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, verdict.error, undefined, targetOf(c.msg.params));
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
@@ -290,7 +290,7 @@ export class Endpoint {
     const signal = ac ? ac.signal : ex.closed;
     const ctx = this.modernContext(req, ex, signal);
     if (bad) {
-      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message });
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message }, named(req.params));
       ex.reply(errorResponse(req.id, bad.error), bad.status);
       return;
     }
@@ -299,7 +299,7 @@ export class Endpoint {
     // first one's cancellation (a second listen with it could never be cancelled at all).
     if (ac && this.modernInflight.has(idKey(req.id))) {
       const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
-      await this.recordRefused(req.id, req.method, ex, err, MODERN);
+      await this.recordRefused(req.id, req.method, ex, err, MODERN, targetOf(req.params));
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
@@ -330,7 +330,7 @@ export class Endpoint {
       if (!slot) {
         free();
         const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
-        await this.recordRefused(req.id, req.method, ex, err, MODERN);
+        await this.recordRefused(req.id, req.method, ex, err, MODERN, targetOf(req.params));
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
@@ -390,7 +390,7 @@ export class Endpoint {
     if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
     const unsupported = ex.transport === 'http' ? unsupportedLegacyVersion(ex.header('mcp-protocol-version')) : null;
     if (unsupported) {
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, unsupported, LEGACY);
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, unsupported, LEGACY, targetOf(c.msg.params));
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
     }
     const session = stdio ? stdio.current : this.sessionOf(ex);
@@ -402,7 +402,7 @@ export class Endpoint {
     }
     if (session === NO_ROOM) {
       const err = noRoomError();
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
+      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, err), 503, NO_ROOM_HEADERS);
     }
     if (!session) {
@@ -421,14 +421,14 @@ export class Endpoint {
         sid === undefined
           ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
           : new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
+      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
     }
     if (session.principal !== ex.principal) {
       // A session id is not a credential: another principal cannot ride on it.
       if (c.kind !== 'request') return ex.reply(undefined, 404);
       const err = new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY);
+      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
       return ex.reply(errorResponse(c.msg.id, err), 404);
     }
     session.lastSeen = Date.now();
@@ -588,7 +588,7 @@ export class Endpoint {
     const sid = ex.header('mcp-session-id');
     if (ex.transport === 'http' && sid !== undefined && this.sessions.get(sid)?.principal === ex.principal) {
       const err = new RpcError(INVALID_REQUEST, 'session already initialized');
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
       return ex.reply(errorResponse(req.id, err), 400);
     }
     // The shapes of 2025-11-25's InitializeRequest the hub reads: refused here rather than failing every later call.
@@ -597,12 +597,12 @@ export class Endpoint {
     const infoBad = p.clientInfo === undefined ? undefined : implementationProblem(p.clientInfo);
     if (capsBad || infoBad) {
       const err = new RpcError(INVALID_PARAMS, `Invalid params: ${capsBad ? `capabilities ${capsBad}` : `clientInfo ${infoBad}`}`);
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
       return ex.reply(errorResponse(req.id, err), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {
       const err = noRoomError();
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY);
+      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
       return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
     }
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
@@ -699,20 +699,20 @@ export class Endpoint {
     const family = FAMILY[req.method];
     if (!family || !this.core.currentCapabilities()[family]) {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
-      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err));
     }
     const max = this.limits.maxPendingPerSession ?? Infinity;
     if (session.inflight.size >= max) {
       const err = new RpcError(-32000, `too many requests in flight on this session (the limit is ${max}); wait for answers before sending more`);
-      await this.core.recordLocal(req.method, ctx, { outcome: 'denied', errorKind: 'policy', errorCode: err.code, errorMessage: err.message });
+      await this.core.recordLocal(req.method, ctx, { outcome: 'denied', errorKind: 'policy', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err), 429);
     }
     const key = idKey(req.id);
     if (session.inflight.has(key)) {
       // Its answer could not be told from the other's, and it would slip past the limit above.
       const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight on this session`);
-      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
+      await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err), 400);
     }
     session.inflight.set(key, ac);
@@ -840,6 +840,17 @@ function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
   if (typeof m === 'string' && m) return m;
   const h = ex.header('idempotency-key');
   return h ? h : undefined;
+}
+
+/** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */
+function targetOf(params: Params | undefined): string | undefined {
+  return typeof params?.name === 'string' ? params.name : typeof params?.uri === 'string' ? params.uri : undefined;
+}
+
+/** targetOf as a refusal row's extra facts. */
+function named(params: Params | undefined): { hubName: string } | undefined {
+  const hubName = targetOf(params);
+  return hubName === undefined ? undefined : { hubName };
 }
 
 function asRpc(err: unknown, log: Logger): RpcError {

@@ -89,5 +89,23 @@ describe('back-pressure on a legacy session', () => {
     const denied = await waitUntil('denied row', async () => (await queryRows(db, { outcome: 'denied' })).find((r) => /too many requests/.test(r.errorMessage ?? '')));
     expect(denied.method).toBe('tools/call');
     expect(denied.errorCode).toBe(-32000);
+    // Named by its tool, as every call's row is, so `ledger query --tool` finds it (it was null).
+    expect(denied.tool).toBe('ok__echo');
+  });
+
+  it("a call refused at the edge (a header that does not match, an unknown session) is found by its tool's name", async () => {
+    const r = await modernCall(hub.url, 'edge-1', 'tools/call', { name: 'ok__edge', arguments: {} }, { headers: { 'mcp-method': 'tools/list' } });
+    expect([r.status, r.body?.error?.code]).toEqual([400, -32020]);
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': 'no-such-session' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'edge-2', method: 'tools/call', params: { name: 'ok__edge', arguments: {} } }),
+    });
+    expect(res.status).toBe(404);
+    const rows = await rowsFor(db, 'ok__edge', 2);
+    expect(rows.map((x) => [x.requestId, x.errorCode]).sort()).toEqual([
+      ['edge-1', -32020],
+      ['edge-2', -32001],
+    ]);
   });
 });
