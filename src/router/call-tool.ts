@@ -230,11 +230,15 @@ export class ToolCall {
       try {
         const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true));
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
-        let result = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
+        const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
+        let result = checked;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+        const end = endOf(this.ledger, result);
+        // The hub's verdict on the upstream's result, not the upstream's own error: the row says so.
+        if (checked !== raw) Object.assign(end, { errorKind: 'policy', errorMessage: firstText(checked) });
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        await finishRan(endOf(this.ledger, result), isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
+        await finishRan(end, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);
@@ -312,4 +316,10 @@ function askedAndFailed(err: unknown): never {
 /** A JSON-RPC error kept for replay, saying whether the upstream answered it. */
 function storedError(err: RpcError): StoredAnswer {
   return err instanceof UpstreamRpcError ? { error: err.toJSON(), upstream: true } : { error: err.toJSON() };
+}
+
+/** The text of a result's first content block (the hub's own error results have one). */
+function firstText(result: Result): string | undefined {
+  const c = (result.content as { text?: unknown }[] | undefined)?.[0];
+  return typeof c?.text === 'string' ? c.text : undefined;
 }

@@ -134,7 +134,7 @@ describe('argument and result validation at the hub', () => {
   });
 
   it('structuredContent that breaks the outputSchema becomes an isError result', async () => {
-    const bad = await callTool('spy__bad_output', {});
+    const bad = await callTool('spy__bad_output', {}, 'eoutput-1');
     const e = hubError(bad.result);
     expect(e).toMatchObject({ code: 'EOUTPUT', retryable: false, pointer: '/sum' });
     expect(e.message).toMatch(/structuredContent\/sum must be number/);
@@ -143,6 +143,16 @@ describe('argument and result validation at the hub', () => {
     const good = await callTool('spy__good_output', {});
     expect(good.result).toMatchObject({ structuredContent: { sum: 3 } });
     expect(good.result.isError).toBeUndefined();
+    // The row tells the hub's replacement from an upstream's own error, as EINVAL's does.
+    const row = () => {
+      const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare("SELECT outcome, error_kind AS kind, error_message AS message FROM audit WHERE request_id = 'eoutput-1'").get();
+      } finally {
+        db.close();
+      }
+    };
+    await expect.poll(row).toEqual({ outcome: 'tool_error', kind: 'policy', message: e.message });
   });
 
   it("an upstream's own _meta[\"dev.switchyard/error\"] is dropped: only the hub's verdicts carry it", async () => {
