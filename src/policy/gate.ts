@@ -106,7 +106,7 @@ export class EdgeGate {
    */
   async admit(who: Identity, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
-    const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null)) ?? this.overLimit(who.principal, tool);
+    const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool));
     if (refusal) await this.refused(who.principal, req, tool, refusal, facts);
     return refusal;
   }
@@ -122,7 +122,7 @@ export class EdgeGate {
    */
   async admitLocal(principal: string, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
-    const refusal = this.overLimit(principal, tool);
+    const refusal = this.overLimit(principal, bucketTool(req, tool));
     if (refusal) await this.refused(principal, req, tool, refusal, facts);
     return refusal;
   }
@@ -157,6 +157,17 @@ export class EdgeGate {
       { outcome: 'denied', errorKind: 'policy', errorCode: refusal.status, errorMessage: refusal.message, latencyMs: 0 },
     );
   }
+}
+
+/**
+ * The tool whose bucket a request takes a token from: none for a modern client's retry that
+ * carries a requestState (the answer to the hub's or the upstream's question, such as a
+ * confirmation), which goes on the call already counted, as a legacy client's answer on its
+ * session does; its principal's bucket still counts it. A forged state takes nothing further:
+ * the router refuses it before anything is forwarded.
+ */
+function bucketTool(req: Request | undefined, tool: string | undefined): string | undefined {
+  return tool !== undefined && typeof req?.params?.requestState === 'string' ? undefined : tool;
 }
 
 /** The tool a request calls, as the client names it (undefined for other methods). */

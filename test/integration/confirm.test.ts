@@ -142,3 +142,39 @@ describe('confirmation of risky calls', () => {
     expect(rows.every((r) => r.tool?.endsWith('__counter_bump'))).toBe(true);
   });
 });
+
+// The answer came as a second request, charged to the tool's bucket again: with a per-tool burst
+// of 1 the modern client's accept was refused 429 and the tool never ran (a legacy client paid one).
+describe('confirmation under a per-tool rate limit', () => {
+  let hub: HubProcess;
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-confirm-limit-'));
+  const counter = join(dir, 'counter.json');
+  const count = (label: string): number => (existsSync(counter) ? (JSON.parse(readFileSync(counter, 'utf8'))[label] ?? 0) : 0);
+
+  beforeAll(async () => {
+    hub = await startHub(
+      {
+        policy: { confirm: ['*__counter_bump'], rateLimit: { perTool: { burst: 1, perSecond: 0.001 } } },
+        servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs', [], { COUNTER_FILE: counter }) },
+      },
+      { dir },
+    );
+    await waitForReady(hub.url, ['modern']);
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  it("a modern client's confirmed retry takes no second token of the tool's bucket; the next call does", async () => {
+    const c = new V2Client({ name: 'modern-confirm-limit', version: '1' }, { versionNegotiation: { mode: 'auto' }, capabilities: { elicitation: { form: {} } } });
+    c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: {} }));
+    await c.connect(new V2Transport(new URL(hub.url)));
+    const r = await c.callTool({ name: 'modern__counter_bump', arguments: { label: 'limited' } });
+    expect(r.isError).toBeFalsy();
+    expect(count('limited')).toBe(1);
+    // The bucket holds: the next call of the tool is over it.
+    await expect(c.callTool({ name: 'modern__counter_bump', arguments: { label: 'limited' } })).rejects.toThrow(/429|Too Many Requests/);
+    expect(count('limited')).toBe(1);
+    await c.close();
+  });
+});
