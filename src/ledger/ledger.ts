@@ -248,7 +248,8 @@ export class Ledger {
     const start = this.beginValues(id, b);
     const h = new Handle(this, id, start, JSON.stringify(start), this.lines.length, performance.now());
     this.begun.set(id, h);
-    void this.write(h.startJson); // waited for through whenCommitted()
+    // Waited for through whenCommitted() in this turn, or through `written` later.
+    h.written = this.write(h.startJson);
     return h;
   }
 
@@ -659,6 +660,7 @@ function noop(): void {}
 
 class Handle implements AuditHandle {
   private finished: Promise<void> | null = null;
+  written: Promise<void> = RESOLVED;
   constructor(
     private readonly ledger: Ledger,
     readonly rowId: number,

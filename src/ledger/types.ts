@@ -41,6 +41,11 @@ export interface AuditEnd {
 
 export interface AuditHandle {
   readonly rowId: number;
+  /**
+   * Resolves once the in-flight row is committed (rejects when it could not be written): a
+   * caller that waited since begin() checks it before forwarding. Absent: nothing to wait for.
+   */
+  readonly written?: Promise<void>;
   /** Resolves when the completed row is committed (group commit). */
   finish(end: AuditEnd): Promise<void>;
 }

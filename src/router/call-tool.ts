@@ -118,14 +118,19 @@ export class ToolCall {
     }
     const { server, upstreamName } = routed;
     const principal = ctx.principal;
+    // The row begins here, before anything below may wait (a parked call's end, the user's
+    // confirmation, a plugin, an earlier call with the same idempotency key): a hub killed
+    // meanwhile leaves the call `unknown` at its next start, not without a row.
+    const audit = this.ledger.begin(begin);
+    const end = (e: AuditEnd): Promise<void> => audit.finish(e);
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args };
-    const retry = isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, 'tools/call', params, ctx, bind, server, begin, t0) : undefined;
+    const retry = isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
     const confirmation = this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
     if (confirmation) {
       const waiting = confirmation.resultType === 'input_required';
-      await this.ledger.record(begin, {
+      await end({
         outcome: waiting ? 'ok' : 'denied',
         errorKind: waiting ? null : 'policy',
         errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
@@ -146,7 +151,7 @@ export class ToolCall {
       plan = await plugins.beforeCall(pluginTool, principal, ctx.group, args as Result);
       if (plan.deny) {
         const msg = `Tool ${hubName} was refused by plugin ${plan.deny.plugin}: ${plan.deny.reason}`;
-        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
+        await end({ outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
         return toolErrorResult(msg);
       }
       // A plugin's rewrite is held to the tool's inputSchema like the client's own arguments.
@@ -154,7 +159,7 @@ export class ToolCall {
       const rewritten = plan.arguments !== args ? argsRefusal(this.opts.validator, hubName, routed.item, plan.arguments) : undefined;
       if (rewritten) {
         const msg = `Tool ${hubName} was not run: the arguments as a plugin rewrote them break its inputSchema (${rewritten.message})`;
-        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
+        await end({ outcome: 'denied', errorKind: 'policy', errorMessage: msg, latencyMs: performance.now() - t0 });
         return toolErrorResult(msg);
       }
     }
@@ -164,18 +169,17 @@ export class ToolCall {
       if (settled) {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
-          await this.ledger.record(begin, { outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
+          await end({ outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
           if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
           return settled.answer.result;
         }
-        await this.ledger.record(begin, { outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
+        await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
         return toolErrorResult(settled.refusal);
       }
     }
     // A retry whose requestState opened (and so was used up) but which surely never reached the
     // upstream gives that use back: the client may send it again (RELIABILITY: safe to retry).
     const unspent = retry ? () => this.mrtr.sealer.release(params.requestState) : undefined;
-    const audit = this.ledger.begin(begin);
     let finished = false;
     /**
      * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
@@ -203,7 +207,9 @@ export class ToolCall {
         this.log.error({ server: server.id, err: err instanceof Error ? err.message : String(err) }, 'a call was sent but its audit row could not be finished; answered'),
       );
     try {
-      await this.ledger.whenCommitted();
+      // The row's own line (written when it began, perhaps several turns ago) and what is
+      // queued since, such as the key's claim.
+      await Promise.all([audit.written, this.ledger.whenCommitted()]);
     } catch (err) {
       // The row could not be written, so the call is not forwarded: the key is free again, and
       // the row, should it reach SQLite later, says the call was refused.

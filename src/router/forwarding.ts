@@ -144,13 +144,12 @@ export function isRetry(params: Result, ctx: CallContext): boolean {
 
 export async function retryOf(
   mrtr: Mrtr,
-  ledger: AuditSink,
+  record: (end: AuditEnd) => Promise<void>,
   method: string,
   params: Result,
   ctx: CallContext,
   bind: Binding,
   server: ServerHandle,
-  begin: AuditBegin,
   t0: number,
 ): Promise<{ result: Result } | { params: Result; confirmed?: boolean } | undefined> {
   if (!isRetry(params, ctx)) return undefined;
@@ -162,10 +161,10 @@ export async function retryOf(
     }
     if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
     const result = await retry.result;
-    await ledger.record(begin, Object.assign(outcomeOfResult(result), { latencyMs: performance.now() - t0 }));
+    await record(Object.assign(outcomeOfResult(result), { latencyMs: performance.now() - t0 }));
     return { result };
   } catch (err) {
-    await ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));
+    await record(Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));
     throw err;
   }
 }
