@@ -109,6 +109,11 @@ export class Ingester {
     return Atomics.load(this.shared, 0);
   }
 
+  /** The number the next batch sent will have. */
+  get next(): number {
+    return this.sent + 1;
+  }
+
   /** Batches sent and not yet committed. */
   get unapplied(): number {
     return this.sent - this.applied;

@@ -340,7 +340,9 @@ export class Ledger {
    * go to the other pending file while this one waits for the batch's commit (PendingFiles).
    * Begins younger than BEGIN_HOLD_MS stay behind for their finish, unless `all`: they move
    * to the front of the next batch, and into the other file if new lines go there now, so the
-   * file this batch empties never holds the only copy of a row.
+   * file this batch empties never holds the only copy of a row. They are written there before
+   * the batch goes: the thread may commit it and empty this file at once, and a hub killed
+   * between the two would have lost them.
    */
   private ingest(all = false): void {
     if (this.ingestTimer) clearTimeout(this.ingestTimer);
@@ -348,13 +350,21 @@ export class Ledger {
     this.ingestTimer = this.holdTimer = null;
     this.ingestSoon = false;
     if (this.lines.length === 0) return;
-    const held = all ? [] : this.held();
+    let held = all ? [] : this.held();
     if (held.length > 0 && held.length === liveLines(this.lines)) {
       this.kept = this.lines.length;
       this.holdFor(held); // nothing but held begins: nothing to hand over yet
       return;
     }
     const batch = this.lines;
+    this.pending.flush();
+    // Decided once, before the batch goes: the thread empties the file only if the hub switches.
+    const empties = this.pending.switchable(held.length > 0);
+    if (empties !== undefined) {
+      this.pending.switched(this.ingester.next);
+      // The other file did not take them: SQLite is their only safe place now, in this batch.
+      if (held.length > 0 && !this.pending.rewrite(held.map((h) => batch[h.at]!))) held = [];
+    }
     const next: string[] = [];
     this.begun.clear();
     for (const h of held) {
@@ -365,26 +375,8 @@ export class Ledger {
     }
     this.lines = next;
     this.kept = next.length;
-    this.pending.flush();
-    if (this.handOver(joinChunks(batch), next.length > 0) && next.length > 0 && !this.pending.rewrite(next)) {
-      // The other file did not take them: SQLite is their only safe place now.
-      this.ingest(true);
-      return;
-    }
+    this.handed = this.ingester.send(joinChunks(batch), empties);
     this.holdFor(held);
-  }
-
-  /**
-   * Sends `chunks` to the ingest thread as the next batch, and switches pending files if they may
-   * (PendingFiles.switchable; `holds`: begins are kept back). Decided once, before the batch
-   * goes: the thread empties the file only if the hub switches. True when it did.
-   */
-  private handOver(chunks: string[], holds: boolean): boolean {
-    const empties = this.pending.switchable(holds);
-    this.handed = this.ingester.send(chunks, empties);
-    if (empties === undefined) return false;
-    this.pending.switched(this.handed);
-    return true;
   }
 
   /** The begins to keep back from this hand-over, oldest first. */
@@ -419,7 +411,10 @@ export class Ledger {
    * prune removed meanwhile are skipped, see LedgerReader.prune.)
    */
   private tidy(): void {
-    if (this.pending.switchable(false) !== undefined) this.handOver([], false);
+    const empties = this.pending.switchable(false);
+    if (empties === undefined) return;
+    this.pending.switched(this.ingester.next);
+    this.handed = this.ingester.send([], empties);
   }
 
   private emptied(ok: boolean): void {

@@ -181,6 +181,34 @@ describe('ledger pending file', () => {
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
   });
 
+  it('a held begin is in the file that follows before its batch goes: a hub killed as the thread empties the first one keeps it', async () => {
+    t = tempDir();
+    const [first] = PendingFiles.paths(t.db);
+    const files = pathToFileURL(resolve('dist/src/ledger/pending-files.js')).href;
+    // The hub is held up where it writes held begins again (a busy core, a preemption): it
+    // waits there until the thread has emptied the first file (at most 3 s), then is killed.
+    await diesAfter(
+      t.db,
+      `const { PendingFiles } = await import(${JSON.stringify(files)});
+       const fs = await import('node:fs');
+       PendingFiles.prototype.rewrite = function () {
+         const until = Date.now() + 3000;
+         while (fs.statSync(${JSON.stringify(first)}).size > 0 && Date.now() < until) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+         process.kill(process.pid, 'SIGKILL');
+       };
+       await l.beginCommitted(b('held'));
+       await l.record(b('other'), { outcome: 'ok', latencyMs: 1 });
+       await new Promise((r) => setTimeout(r, 10_000));`,
+      'ingestDelayMs: 1, beginHoldMs: 3_600_000, pendingSwitch: {}',
+    );
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(outcomes(ledger)).toEqual([
+      ['held', 'unknown'],
+      ['other', 'ok'],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
+  });
+
   it('a start that finds a held begin in both files (written again after a switch) applies it once, with its finish', async () => {
     t = tempDir();
     const [first, second] = PendingFiles.paths(t.db);
