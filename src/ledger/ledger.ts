@@ -573,9 +573,9 @@ export class Ledger {
       text(b.clientInfo?.name),
       text(b.clientInfo?.version),
       text(b.method) ?? '',
-      text(b.hubName),
+      nameText(b.hubName),
       text(b.server),
-      text(b.upstreamName),
+      nameText(b.upstreamName),
       text(b.upstreamEra),
       text(b.idempotencyKey),
       text(b.argsHash),
@@ -595,7 +595,7 @@ export class Ledger {
       finiteOrNull(e.responseBytes),
       this.body(e.result),
       text(e.server) ?? start[SERVER_AT],
-      text(e.upstreamName) ?? start[SERVER_AT + 1],
+      nameText(e.upstreamName) ?? start[SERVER_AT + 1],
       text(e.upstreamEra) ?? start[SERVER_AT + 2],
     ];
   }
@@ -692,6 +692,17 @@ function text(v: unknown): string | null {
   if (v === undefined || v === null) return null;
   const s = typeof v === 'string' ? v : typeof v === 'object' ? safeStringify(v) : String(v);
   return wellFormed(s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s);
+}
+
+/**
+ * A row's hub or upstream name. A resource URI (the name of a resources/read, a subscription,
+ * a completion's template) can carry credentials: a URL's password, a token in its query, one
+ * of the config's secret values an upstream put in the URIs it lists. They are redacted as in
+ * an error message, never stored. Tool and prompt names hold no ':' and pass as they are.
+ */
+function nameText(v: unknown): string | null {
+  const s = text(v);
+  return s !== null && s.includes(':') ? wellFormed(redactString(s)) : s;
 }
 
 /**

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { argsHash, canonicalJson } from '../../src/ledger/canonical.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { redact, redactString } from '../../src/ledger/redact.js';
+import { dropConfigSecrets, useConfigSecrets } from '../../src/policy/config-secrets.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -134,6 +135,37 @@ describe('redaction', () => {
     expect(raw).not.toContain('secret-token');
     expect(raw).not.toContain('abc.def');
     expect(raw).not.toContain('zzz');
+  });
+
+  it('resource URIs in a row lose their credentials: a URL password, a token of a known shape, a config secret', async () => {
+    t = tempDir();
+    const owner = {};
+    useConfigSecrets(owner, ['Zq8secretTOKENvalue4242']);
+    try {
+      ledger = Ledger.open({ path: t.db });
+      const uris = [
+        'mem://notes/1?token=Zq8secretTOKENvalue4242',
+        'https://bob:hunter2hunter2@example.com/notes',
+        'file:///keys/ghp_0123456789abcdefghijABCDEFGHIJ0123456789.txt',
+      ];
+      for (const uri of uris) await ledger.record(begin({ method: 'resources/read', hubName: uri, upstreamName: uri }), end());
+      const h = ledger.begin(begin({ method: 'resources/read', hubName: uris[0] }));
+      await h.finish(end({ upstreamName: uris[1] })); // a late fact
+      await ledger.record(begin({ method: 'tools/call', hubName: 'notes__add', upstreamName: 'add' }), end());
+      const rows = ledger.query({}).reverse();
+      expect(rows.map((r) => [r.hubName, r.upstreamName])).toEqual([
+        ['mem://notes/1?token=[redacted:config-secret]', 'mem://notes/1?token=[redacted:config-secret]'],
+        ['https://bob:[redacted:url-credentials]@example.com/notes', 'https://bob:[redacted:url-credentials]@example.com/notes'],
+        ['file:///keys/[redacted:github-token].txt', 'file:///keys/[redacted:github-token].txt'],
+        ['mem://notes/1?token=[redacted:config-secret]', 'https://bob:[redacted:url-credentials]@example.com/notes'],
+        ['notes__add', 'add'],
+      ]);
+      const raw = JSON.stringify(rows);
+      for (const secret of ['Zq8secretTOKENvalue4242', 'hunter2hunter2', 'ghp_0123']) expect(raw).not.toContain(secret);
+      expect(ledger.verify()).toMatchObject({ ok: true, rows: 5 });
+    } finally {
+      dropConfigSecrets(owner);
+    }
   });
 
   it('uses the configured pattern (a regex source string) and caps huge bodies', async () => {
