@@ -45,12 +45,52 @@ export class LedgerLinkedError extends LedgerLockError {
   }
 }
 
+/** Who holds a lock: its process, and (Linux) when that process started. */
+interface Holder {
+  pid: number;
+  command?: string;
+  /** `<boot id>:<start time in clock ticks>` of the holder, where /proc tells it (processStart). */
+  started?: string;
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * The holder is still the process that took the lock: alive, and, when the lock says when that
+ * process started and /proc can say when the one with its pid did, the same. A hub killed
+ * before a reboot (or a container's restart) leaves its pid in the lock, and that pid may be
+ * another program's now: taken as the holder, it kept every hub from starting on the ledger
+ * until the lock file was removed by hand.
+ */
+function holderAlive(holder: Holder): boolean {
+  if (!alive(holder.pid)) return false;
+  if (holder.started === undefined) return true;
+  const now = processStart(holder.pid);
+  return now === undefined || now === holder.started;
+}
+
+/**
+ * When process `pid` started, as `<boot id>:<start time>` (Linux: the boot's random id and
+ * field 22 of /proc/<pid>/stat, clock ticks since boot), so that a pid used again, after a
+ * reboot or later in the same boot, is told apart. Undefined where /proc does not say.
+ */
+export function processStart(pid: number): string | undefined {
+  try {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = fields[19]; // field 22: the fields after the name start at field 3
+    return boot && ticks && /^[0-9]+$/.test(ticks) ? `${boot}:${ticks}` : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -62,10 +102,11 @@ function mtime(file: string): number {
   }
 }
 
-function readHolder(file: string): { pid: number; command?: string } | undefined {
+function readHolder(file: string): Holder | undefined {
   try {
-    const v = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; command?: unknown };
-    return typeof v.pid === 'number' ? { pid: v.pid, command: typeof v.command === 'string' ? v.command : undefined } : undefined;
+    const v = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; command?: unknown; started?: unknown };
+    if (typeof v.pid !== 'number') return undefined;
+    return { pid: v.pid, command: typeof v.command === 'string' ? v.command : undefined, started: typeof v.started === 'string' ? v.started : undefined };
   } catch {
     return undefined; // being written right now, or garbage: treated as stale below
   }
@@ -75,7 +116,7 @@ function readHolder(file: string): { pid: number; command?: string } | undefined
 /** The live process holding the writer lock of the ledger at `dbPath`, if any. */
 export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
   const holder = readHolder(`${realLedgerPath(dbPath)}.lock`);
-  return holder && alive(holder.pid) ? holder : undefined;
+  return holder && holderAlive(holder) ? { pid: holder.pid, command: holder.command } : undefined;
 }
 
 /**
@@ -131,7 +172,7 @@ const TAKEOVER_STALE_MS = 2_000;
 /** Whether the lock at `file` is left by a process that is gone (or is an old unreadable file). */
 function stale(file: string): boolean {
   const holder = readHolder(file);
-  if (holder) return !alive(holder.pid);
+  if (holder) return !holderAlive(holder);
   let since: number;
   try {
     since = statSync(file).mtimeMs;
@@ -204,7 +245,8 @@ function create(file: string, command: string): boolean {
     throw err;
   }
   try {
-    writeSync(fd, JSON.stringify({ pid: process.pid, command }));
+    const started = processStart(process.pid);
+    writeSync(fd, JSON.stringify(started === undefined ? { pid: process.pid, command } : { pid: process.pid, command, started }));
   } finally {
     closeSync(fd);
   }
@@ -235,9 +277,9 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   for (;;) {
     if (create(file, command)) return refuseLinked(real, file);
     const holder = readHolder(file);
-    if (holder && alive(holder.pid)) {
+    if (holder && holderAlive(holder)) {
       if (holder.pid === process.pid) return refuseLinked(real, file);
-      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, holder);
+      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, { pid: holder.pid, command: holder.command });
       await sleep(100);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
       await sleep(50); // being written this instant, most likely

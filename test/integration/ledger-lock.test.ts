@@ -4,7 +4,7 @@
  * released at one instant.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, mkdtempSync, realpathSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -158,6 +158,41 @@ describe('ledger writer lock', () => {
       expect(r.stderr).toContain(`${named} is in use by another switchyard process (pid ${hub.proc.pid}, switchyard start)`);
     } finally {
       await hub.stop();
+    }
+  }, 30_000);
+
+  // A hub killed before a reboot (or a container's restart) leaves its pid in the lock, and the
+  // pid may be another program's by the time a hub starts again: only the same process (the
+  // pid and when it started, on Linux) still holds the lock.
+  it.runIf(existsSync('/proc/self/stat'))('a lock naming a pid that another process has now is taken over; one naming the live holder is not', async () => {
+    const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      const hubDir = tempDir();
+      const db = join(hubDir, 'ledger.db');
+      const lock = `${db}.lock`;
+      const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+      const stat = readFileSync(`/proc/${other.pid}/stat`, 'utf8');
+      const ticks = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+      // The lock's own process, as the hub writes it: still its holder.
+      writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start', started: `${boot}:${ticks}` }));
+      expect(ledgerWriter(db)?.pid).toBe(other.pid);
+      // A lock of a build that did not write when its process started: its live pid is trusted.
+      writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start' }));
+      expect(ledgerWriter(db)?.pid).toBe(other.pid);
+      // The process that took the lock started at another time (or in another boot): gone.
+      writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start', started: `${boot}:${Number(ticks) - 1}` }));
+      expect(ledgerWriter(db)).toBeUndefined();
+      const hub = await startHub({ servers: {} }, { dir: hubDir });
+      try {
+        const held = JSON.parse(readFileSync(lock, 'utf8')) as { pid: number; started?: string };
+        expect(held.pid).toBe(hub.proc.pid);
+        expect(held.started).toMatch(new RegExp(`^${boot}:[0-9]+$`));
+        expect(ledgerWriter(db)?.pid).toBe(hub.proc.pid);
+      } finally {
+        await hub.stop();
+      }
+    } finally {
+      other.kill();
     }
   }, 30_000);
 
