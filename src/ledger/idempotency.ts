@@ -98,25 +98,8 @@ export class IdempotencyStore {
   claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim {
     if (this.closed) throw new Error('ledger is closed');
     const id = mapKey(principal, key);
-    const live = this.live.get(id);
-    if (live && live.state !== 'abandoned') {
-      if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
-      if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise };
-      if (live.state === 'unknown') return { kind: 'unknown' };
-      return { kind: 'replay', answer: live.answer as StoredAnswer };
-    }
-    if (!live) {
-      const row = this.get.get(principal, key) as DbEntry | undefined;
-      if (row && (row.completed_ms ?? row.created_ms) > this.now() - this.ttlMs) {
-        if (row.tool !== tool || row.args_hash !== argsHash) return { kind: 'conflict', tool: row.tool };
-        if (row.state === 'done') {
-          const answer = parseAnswer(row.answer_json);
-          if (answer) return { kind: 'replay', answer };
-        }
-        // 'unknown', an unreadable answer, or an in-flight row no live process owns.
-        return { kind: 'unknown' };
-      }
-    }
+    const known = this.lookup(id, principal, key, tool, argsHash);
+    if (known) return known;
     const entry: Live = { tool, argsHash, state: 'in_flight', created: this.now(), waiter: waiter(), pendingWrites: 0 };
     this.live.set(id, entry);
     // OR REPLACE: an expired entry under the same key is purged by the new claim.
@@ -124,6 +107,40 @@ export class IdempotencyStore {
       this.put.run({ principal, key, tool, argsHash, state: 'in_flight', answer: null, created: entry.created, completed: null }),
     );
     return { kind: 'new' };
+  }
+
+  /**
+   * What a claim would answer for a key that is settled: its call ended (replay, unknown), or
+   * the key is another call's (conflict). Undefined when the key is free or its call still runs
+   * here; nothing is claimed. Lets a caller answer such a key before it does anything else.
+   */
+  peek(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
+    if (this.closed) return undefined;
+    const known = this.lookup(mapKey(principal, key), principal, key, tool, argsHash);
+    return known?.kind === 'wait' ? undefined : known;
+  }
+
+  /** The claim's answer for a key already known (live here, or in the table within the TTL); undefined when it is free. */
+  private lookup(id: string, principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
+    const live = this.live.get(id);
+    if (live && live.state !== 'abandoned') {
+      if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
+      if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise };
+      if (live.state === 'unknown') return { kind: 'unknown' };
+      return { kind: 'replay', answer: live.answer as StoredAnswer };
+    }
+    if (live) return undefined;
+    const row = this.get.get(principal, key) as DbEntry | undefined;
+    if (row && (row.completed_ms ?? row.created_ms) > this.now() - this.ttlMs) {
+      if (row.tool !== tool || row.args_hash !== argsHash) return { kind: 'conflict', tool: row.tool };
+      if (row.state === 'done') {
+        const answer = parseAnswer(row.answer_json);
+        if (answer) return { kind: 'replay', answer };
+      }
+      // 'unknown', an unreadable answer, or an in-flight row no live process owns.
+      return { kind: 'unknown' };
+    }
+    return undefined;
   }
 
   /** Records the answer of a 'new' claim; waiters receive it once it is committed. */

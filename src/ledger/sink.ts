@@ -15,6 +15,8 @@ export interface AuditSink {
   record(b: AuditBegin, e: AuditEnd): Promise<void>;
   readonly idempotency: {
     claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim;
+    /** The claim's answer for a key whose call has ended (or a conflict), without claiming; undefined otherwise. */
+    peek?(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined;
     complete(principal: string, key: string, answer: StoredAnswer): void;
     abandon(principal: string, key: string): void;
     /** The call may have run but its outcome is not known: the key stays refused. */

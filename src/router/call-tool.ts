@@ -16,7 +16,7 @@ import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
-import { settleIdempotency } from './idempotency.js';
+import { endedKey, settleIdempotency } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -124,10 +124,16 @@ export class ToolCall {
     const audit = this.ledger.begin(begin);
     const end = (e: AuditEnd): Promise<void> => audit.finish(e);
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args };
-    const retry = isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
+    const key = ctx.idempotencyKey;
+    // A key whose call has ended is answered before a retry's requestState is opened or the user
+    // asked: a client that sends its last request again (its response lost) gets the stored
+    // answer, not -32602 for a requestState used up, nor a confirmation of a call that has run
+    // (declined, it would read as not run). Plugins still see it, as they see every replay.
+    const keyEnded = key ? endedKey(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind)) : undefined;
+    const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
-    const confirmation = this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
+    const confirmation = !keyEnded && this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
     if (confirmation) {
       const waiting = confirmation.resultType === 'input_required';
       await end({
@@ -163,9 +169,8 @@ export class ToolCall {
         return toolErrorResult(msg);
       }
     }
-    const key = ctx.idempotencyKey;
     if (key) {
-      const settled = await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind));
+      const settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind)));
       if (settled) {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;

@@ -1,5 +1,5 @@
 import type { AuditSink } from '../ledger/sink.js';
-import type { StoredAnswer } from '../ledger/types.js';
+import type { IdempotencyClaim, StoredAnswer } from '../ledger/types.js';
 
 /**
  * A key is left unknown by a call that may have run without an answer the hub could keep: it
@@ -16,6 +16,31 @@ function unknownRefusal(key: string): string {
   );
 }
 
+type Settled = { answer: StoredAnswer } | { refusal: string };
+
+/** A claim's answer other than 'new' and 'wait', as settleIdempotency gives it. */
+function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'wait' }>, key: string, tool: string): Settled {
+  switch (claim.kind) {
+    case 'replay':
+      return { answer: claim.answer };
+    case 'conflict':
+      return {
+        refusal: `idempotency key "${key}" was already used for ${claim.tool === tool ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`,
+      };
+    case 'unknown':
+      return { refusal: unknownRefusal(key) };
+  }
+}
+
+/**
+ * A key whose call has ended (its answer, or a refusal), or that another call holds with other
+ * arguments: undefined when it is free or its call still runs. Claims nothing.
+ */
+export function endedKey(keys: AuditSink['idempotency'], principal: string, key: string, tool: string, hash: string): Settled | undefined {
+  const known = keys.peek?.(principal, key, tool, hash);
+  return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool) : undefined;
+}
+
 /**
  * Resolve an idempotency key before forwarding a tools/call: undefined means "run it" (this
  * caller owns the key now); otherwise a stored answer to replay or a refusal to return as a
@@ -27,20 +52,16 @@ export async function settleIdempotency(
   key: string,
   tool: string,
   hash: string,
-): Promise<{ answer: StoredAnswer } | { refusal: string } | undefined> {
+): Promise<Settled | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim = keys.claim(principal, key, tool, hash);
     switch (claim.kind) {
       case 'new':
         return undefined;
       case 'replay':
-        return { answer: claim.answer };
       case 'conflict':
-        return {
-          refusal: `idempotency key "${key}" was already used for ${claim.tool === tool ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`,
-        };
       case 'unknown':
-        return { refusal: unknownRefusal(key) };
+        return settledOf(claim, key, tool);
       case 'wait':
         try {
           return { answer: await claim.result };
