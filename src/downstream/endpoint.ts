@@ -487,7 +487,7 @@ export class Endpoint {
    * null. At most maxPendingPerSession members: its members run at once, and each costs a row.
    * No initialize (the revision forbids it), no message of the modern era, no other version.
    */
-  batchRefusal(members: readonly unknown[], headerVersion: string | undefined): RpcError | null {
+  batchRefusal(members: readonly unknown[], headerVersion: string | undefined, headerKey?: string): RpcError | null {
     const cap = this.limits.maxPendingPerSession ?? DEFAULT_MAX_BATCH;
     if (members.length === 0) return new RpcError(INVALID_REQUEST, 'an empty batch');
     if (members.length > cap) return new RpcError(INVALID_REQUEST, `a batch holds at most ${cap} messages (listen.maxPendingPerSession)`);
@@ -499,6 +499,10 @@ export class Endpoint {
       if (classifyEra(typeof o.method === 'string' ? o.method : undefined, params, undefined).era === 'modern')
         return new RpcError(INVALID_REQUEST, 'a batch cannot hold a message of the 2026-07-28 era');
     }
+    // The header names one call: shared by several, the second would be refused (other arguments)
+    // or, the same write twice, answered with the first's answer and never run.
+    if (headerKey && members.filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call').length > 1)
+      return new RpcError(INVALID_REQUEST, 'an Idempotency-Key header names one call, and this batch holds several tools/call: give each its own _meta "dev.switchyard/idempotency-key"');
     return null;
   }
 

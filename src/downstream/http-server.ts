@@ -210,7 +210,7 @@ export class HttpServer {
     const batch = batchOf(text);
     let c: Classified | undefined;
     if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal, group, who.key)) {
-      const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'));
+      const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'), header(req, 'idempotency-key'));
       if (!refused) return this.postBatch(req, res, who, group, batch);
       c = { kind: 'invalid', error: refused };
     }

@@ -110,6 +110,19 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect((await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-)/.test(row.requestId))).toEqual([]);
   });
 
+  // The header key was every member's: a second call with it was refused as "other arguments",
+  // and the same write twice was answered from the first and never ran.
+  it('refuses whole a batch of several tools/call under one Idempotency-Key header; one call with it runs', async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const echo = (id: string, text: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'a__echo', arguments: { text } } });
+    const two = await post(hub.url, [echo('k1', 'same'), echo('k2', 'same')], { ...headers, 'idempotency-key': 'batch-key' });
+    expect(two.status, two.text).toBe(400);
+    expect(two.body?.error).toMatchObject({ code: -32600, message: expect.stringMatching(/Idempotency-Key header names one call/) });
+    const one = await post(hub.url, [echo('k3', 'once'), { jsonrpc: '2.0', id: 'k4', method: 'tools/list' }], { ...headers, 'idempotency-key': 'batch-key' });
+    expect(one.status, one.text).toBe(200);
+    expect(((byId(JSON.parse(one.text) as Json[]).get('k3')?.result as { content: { text: string }[] }).content[0]!.text)).toBe('echo:once');
+  });
+
   it('refuses a request whose id is already in flight on the session, in a batch or not', async () => {
     const headers = await session('2025-03-26', 'application/json');
     const slow = { jsonrpc: '2.0', id: 'twice', method: 'tools/call', params: { name: 'a__slow', arguments: { ms: 300 } } };
