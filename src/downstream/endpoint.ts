@@ -842,8 +842,8 @@ function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
   if (req.method !== 'tools/call') return undefined;
   const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
   if (typeof m === 'string' && m) return m;
-  const h = ex.header('idempotency-key');
-  return h ? h : undefined;
+  // An empty one is passed on as it is, for the call to refuse: ignored, a retry would run again.
+  return ex.header('idempotency-key')?.trim();
 }
 
 /** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */

@@ -92,7 +92,12 @@ export class ToolCall {
     });
     // A key that is not text would otherwise be ignored, and the write run again on a retry.
     const rawKey = (params._meta as Result | undefined)?.[META_IDEMPOTENCY_KEY];
-    const badKey = rawKey !== undefined && (typeof rawKey !== 'string' || rawKey === '') ? new RpcError(INVALID_PARAMS, `Invalid params: _meta["${META_IDEMPOTENCY_KEY}"] must be a non-empty string`) : undefined;
+    const badKey =
+      rawKey !== undefined && (typeof rawKey !== 'string' || rawKey === '')
+        ? new RpcError(INVALID_PARAMS, `Invalid params: _meta["${META_IDEMPOTENCY_KEY}"] must be a non-empty string`)
+        : ctx.idempotencyKey === '' // so is an Idempotency-Key header with nothing in it (it was ignored)
+          ? new RpcError(INVALID_PARAMS, 'Invalid params: the Idempotency-Key header must not be empty')
+          : undefined;
     const refusal = tooDeep ?? badKey;
     if (refusal) {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });

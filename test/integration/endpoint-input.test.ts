@@ -389,6 +389,14 @@ describe('input nested past what the hub walks', () => {
     expect(rows[0]).toMatchObject({ method: 'tools/call', outcome: 'rpc_error', errorCode: -32602 });
   });
 
+  // An empty header was ignored: the write ran, and its retry with the same empty header ran again.
+  it('an empty Idempotency-Key header is -32602, as an empty _meta key is; nothing runs', async () => {
+    for (const value of ['', '   ']) {
+      const r = await post(hub.url, modernBody('empty-key', 'tools/call', { name: 'legacy__echo', arguments: { text: 'a' } }), { ...modernHeaders('tools/call', 'legacy__echo'), 'idempotency-key': value });
+      expect(r.body, JSON.stringify(value)).toMatchObject({ id: 'empty-key', error: { code: -32602, message: 'Invalid params: the Idempotency-Key header must not be empty' } });
+    }
+  });
+
   it('a legacy initialize with deep capabilities, and a prompts/get with deep arguments: -32602, no stack overflow told', async () => {
     const init = { jsonrpc: '2.0', id: 'deep-init', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: { experimental: { x: '__DEEP__' } }, clientInfo: { name: 'deep', version: '1' } } };
     const r = await post(hub.url, withDeep(init), JSON_HEADERS);
