@@ -313,3 +313,15 @@ function refuseLinked(real: string, lock: string): void {
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/**
+ * What SQLite said of the ledger while the hub opened it, when it is the disk's doing (full, an
+ * I/O error, a database that is no database): undefined for any other error, which is the
+ * config's. `start` and `stdio` exit 1 for these, not 2 blaming the config file.
+ */
+export function ledgerTrouble(err: unknown, config: HubConfig): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (!config.ledger.enabled || typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|CORRUPT|NOTADB|CANTOPEN|READONLY|NOMEM|PROTOCOL)/.test(code)) return undefined;
+  const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  return `the ledger ${db} could not be opened: ${(err as Error).message} (${code})`;
+}

@@ -7,7 +7,7 @@ import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
-import { LedgerLockError, lockLedger } from './ledger-lock.js';
+import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 
 interface StartArgs {
   config: string;
@@ -53,6 +53,12 @@ export const startCommand: CommandModule<object, StartArgs> = {
     try {
       hub = Hub.create(config, log);
     } catch (err) {
+      // The disk, not the config: a ledger SQLite cannot write (full, I/O error) is exit 1, named as the ledger.
+      const ledger = ledgerTrouble(err, config);
+      if (ledger) {
+        process.stderr.write(`switchyard start: ${ledger}\n`);
+        process.exit(1);
+      }
       // A config the schema accepts can still be unusable (an unreadable JWKS file): say why, no stack.
       process.stderr.write(`${argv.config}: ${redactLogText((err as Error).message)}\n`);
       process.exit(2);

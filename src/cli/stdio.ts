@@ -4,7 +4,7 @@ import { StdioServer } from '../downstream/stdio-server.js';
 import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
-import { LedgerLockError, lockLedger } from './ledger-lock.js';
+import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 
 interface StdioArgs {
   config: string;
@@ -33,6 +33,11 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     try {
       hub = Hub.create(config, log);
     } catch (err) {
+      const ledger = ledgerTrouble(err, config);
+      if (ledger) {
+        process.stderr.write(`switchyard stdio: ${ledger}\n`);
+        process.exit(1);
+      }
       // As `start` does: one line, no stack (a stack may quote a config value, a URL with its
       // credentials), and the client's log gets it on stderr.
       process.stderr.write(`switchyard stdio: ${argv.config}: ${redactLogText((err as Error).message)}

@@ -107,6 +107,17 @@ describe('doctor and the ledger', () => {
       expect(ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/afile is not a folder.*start` would refuse it/) });
     });
 
+    // SQLite's word for the file was printed as the config file's problem, exit 2.
+    it('a ledger file that is no database: start and stdio name the ledger and exit 1, not blaming the config', async () => {
+      const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-notadb-'));
+      writeFileSync(join(d, 'ledger.db'), Buffer.alloc(8192, 0x5a));
+      const file = config(join(d, 'ledger.db'));
+      for (const cmd of ['start', 'stdio']) {
+        const r = await runCli([cmd, '-c', file]);
+        expect([r.code, r.stderr], cmd).toEqual([1, `switchyard ${cmd}: the ledger ${join(d, 'ledger.db')} could not be opened: file is not a database (SQLITE_NOTADB)\n`]);
+      }
+    });
+
     it('the ledger folder is not writable for its user, or the file is read-only', async (ctx) => {
       const ro = readOnlyFolder();
       if (!ro) return ctx.skip('cannot make a folder this user cannot write (no setpriv, or the modes do not bind)');
