@@ -97,7 +97,9 @@ export class ToolCall {
         ? new RpcError(INVALID_PARAMS, `Invalid params: _meta["${META_IDEMPOTENCY_KEY}"] must be a non-empty string`)
         : ctx.idempotencyKey === '' // so is an Idempotency-Key header with nothing in it (it was ignored)
           ? new RpcError(INVALID_PARAMS, 'Invalid params: the Idempotency-Key header must not be empty')
-          : undefined;
+          : ctx.idempotencyKey !== undefined && ctx.idempotencyKey.length > MAX_KEY_LENGTH // stored whole, and quoted in refusals
+            ? new RpcError(INVALID_PARAMS, `Invalid params: an idempotency key holds at most ${MAX_KEY_LENGTH} characters (this one ${ctx.idempotencyKey.length})`)
+            : undefined;
     const refusal = tooDeep ?? badKey;
     if (refusal) {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });
@@ -333,6 +335,9 @@ function askedAndFailed(err: unknown): never {
 function storedError(err: RpcError): StoredAnswer {
   return err instanceof UpstreamRpcError ? { error: err.toJSON(), upstream: true } : { error: err.toJSON() };
 }
+
+/** Longest idempotency key taken (a UUID is 36 characters): a longer one is held whole in the key table. */
+const MAX_KEY_LENGTH = 256;
 
 /** The text of a result's first content block (the hub's own error results have one). */
 function firstText(result: Result): string | undefined {

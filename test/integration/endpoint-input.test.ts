@@ -397,6 +397,16 @@ describe('input nested past what the hub walks', () => {
     }
   });
 
+  // A 3 MB key was held whole in the key table and quoted whole in the refusals naming it.
+  it('an idempotency key over 256 characters is -32602, in _meta or the header; 256 pass', async () => {
+    const call = (id: string, meta: Record<string, unknown>, headers: Record<string, string> = {}) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: 'legacy__echo', arguments: { text: 'a' } }, modernMeta(meta)), { ...modernHeaders('tools/call', 'legacy__echo'), ...headers });
+    const long = 'k'.repeat(257);
+    for (const r of [await call('long-1', { [KEY]: long }), await call('long-2', {}, { 'idempotency-key': long })])
+      expect(r.body).toMatchObject({ error: { code: -32602, message: 'Invalid params: an idempotency key holds at most 256 characters (this one 257)' } });
+    expect((await call('long-3', { [KEY]: 'k'.repeat(256) })).body).toMatchObject({ result: { content: [{ type: 'text', text: 'echo:a' }] } });
+  });
+
   it('a legacy initialize with deep capabilities, and a prompts/get with deep arguments: -32602, no stack overflow told', async () => {
     const init = { jsonrpc: '2.0', id: 'deep-init', method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: { experimental: { x: '__DEEP__' } }, clientInfo: { name: 'deep', version: '1' } } };
     const r = await post(hub.url, withDeep(init), JSON_HEADERS);
