@@ -424,8 +424,10 @@ export class Endpoint {
       await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
     }
-    if (session.principal !== ex.principal) {
-      // A session id is not a credential: another principal cannot ride on it.
+    if (session.principal !== ex.principal || session.group !== ex.group) {
+      // A session id is not a credential: another principal cannot ride on it. Nor is it a way
+      // out of its endpoint: opened on /mcp and sent to /mcp/<group>, it would have kept /mcp's
+      // view there (and a session taken back after a restart is matched by its group too).
       if (c.kind !== 'request') return ex.reply(undefined, 404);
       const err = new RpcError(-32001, 'Session not found');
       await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
@@ -521,7 +523,9 @@ export class Endpoint {
    */
   sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
     const held = this.sessions.get(sid);
-    if (held || !this.sessionIds) return held;
+    // Another principal's, or another endpoint's (/mcp, /mcp/<group>), is not found here.
+    if (held) return held.principal === principal && held.group === group ? held : undefined;
+    if (!this.sessionIds) return undefined;
     const back = this.revivable(sid, principal, group, credentialKey);
     if (!back) return undefined;
     if (!this.roomForSession(principal)) return NO_ROOM;
@@ -568,7 +572,7 @@ export class Endpoint {
    */
   deleteSession(sid: string, principal: string, group: string | undefined, credentialKey?: string): boolean {
     const held = this.sessions.get(sid);
-    if (held) return held.principal === principal && this.endSession(sid);
+    if (held) return held.principal === principal && held.group === group && this.endSession(sid);
     if (!this.revivable(sid, principal, group, credentialKey)) return false;
     this.memory?.ended(sid);
     return true;

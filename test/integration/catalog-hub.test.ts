@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -234,6 +234,24 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
     await expect(c.callTool({ name: 'unt__add', arguments: { a: 1, b: 2 } })).rejects.toThrow(/Unknown tool/);
     await c.close();
     expect((await fetch(hub.url.replace(/\/mcp$/, '/mcp/nope'), { method: 'POST' })).status).toBe(404);
+  });
+
+  // Sent to /mcp/small, a session opened on /mcp kept /mcp's view there: unt__add ran.
+  it("a legacy session is its endpoint's: sent to a group's path it is not found there, and goes on where it was opened", async () => {
+    const s = await legacySession(hub.url);
+    const small = hub.url.replace(/\/mcp$/, '/mcp/small');
+    const elsewhere = await post(small, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'unt__add', arguments: { a: 1, b: 2 } } }, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-session-id': s.sessionId,
+      'mcp-protocol-version': '2025-11-25',
+    });
+    expect([elsewhere.status, elsewhere.body?.error?.code]).toEqual([404, -32001]);
+    const stream = await fetch(small, { headers: { accept: 'text/event-stream', 'mcp-session-id': s.sessionId, 'mcp-protocol-version': '2025-11-25' } });
+    expect(stream.status).toBe(404);
+    expect((await fetch(small, { method: 'DELETE', headers: { 'mcp-session-id': s.sessionId } })).status).toBe(404);
+    const home = await s.request(2, 'tools/call', { name: 'unt__add', arguments: { a: 1, b: 2 } });
+    expect(home.body?.result).toMatchObject({ content: [{ type: 'text', text: '3' }] });
   });
 
   it('a poisoned description is flagged and, under block, hidden and audited', async () => {
