@@ -277,7 +277,14 @@ export class HttpBridge {
     void this.openGetStream(sessionId);
   }
 
-  /** The legacy standalone stream for notifications that belong to no request. */
+  /**
+   * The legacy standalone stream for notifications that belong to no request, held open for as
+   * long as the session is ours: a daemon that is down (restarting, or stopped for a while) is
+   * tried again every few seconds, however long it takes, and a session it no longer knows (404)
+   * is renewed, which opens the new session's stream. It gave up after four failed attempts
+   * (4 s), so a client whose daemon was away longer never heard of a tool list change or a
+   * resource update again, though its calls went on working.
+   */
   private async openGetStream(sessionId: string): Promise<void> {
     const ac = new AbortController();
     this.getStream = ac;
@@ -288,11 +295,13 @@ export class HttpBridge {
           this.opts.log.debug({ err: err.message }, 'bridge: GET stream ended');
           return undefined;
         });
-      // 405: the hub offers no stream; 404: the session is gone. Neither gets better by retrying.
-      if (a && (a.status === 405 || a.status === 404 || a.status === 409)) return;
-      if (attempt >= GET_RETRY_MS.length) return;
-      await new Promise((r) => setTimeout(r, GET_RETRY_MS[attempt]).unref());
+      if (this.closed || ac.signal.aborted || this.sessionId !== sessionId) return;
+      // 405: the hub offers no stream; 409: another stream holds it. Neither gets better by retrying.
+      if (a && (a.status === 405 || a.status === 409)) return;
+      // 404: the hub no longer knows the session; a renewed one opens its own stream.
+      if (a?.status === 404) return void this.renewSession(sessionId);
       if (a && a.status < 300) attempt = -1; // a stream that worked and ended: start counting again
+      await new Promise((r) => setTimeout(r, GET_RETRY_MS[Math.min(Math.max(attempt, 0), GET_RETRY_MS.length - 1)]).unref());
     }
   }
 }

@@ -13,6 +13,7 @@ import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/st
 import { spawn } from 'node:child_process';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
+import { setSection } from '../helpers/config-edit.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -131,6 +132,33 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
       // The old session is unknown to the new daemon: the bridge renews it and sends the call again.
       expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'after' } })).content).toEqual([{ type: 'text', text: 'echo:after' }]);
       expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'again' } })).content).toEqual([{ type: 'text', text: 'echo:again' }]);
+    } finally {
+      await client.close();
+      await second?.stop();
+    }
+  }, 60_000);
+
+  it('holds its notification stream through a daemon that was away for longer than a few seconds', async () => {
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const client = new ClientV1({ name: 'bridge-away', version: '1.0.0' });
+    const changed: string[] = [];
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));
+    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
+    let second: HubProcess | undefined;
+    try {
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      await first.stop();
+      // Away for 6 s (the bridge used to give its stream up after 4), then back on the same port and files.
+      await new Promise((r) => setTimeout(r, 6_000));
+      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: first.port, dir: first.dir });
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      // The bridge tries its stream again every 3 s at most while the daemon is away.
+      await new Promise((r) => setTimeout(r, 4_000));
+      changed.length = 0;
+      // A server added to the running daemon: its clients hear of it with no request of theirs.
+      setSection(second, 'servers', { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) });
+      await waitFor(async () => changed.length > 0, 20_000);
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('extra__echo');
     } finally {
       await client.close();
       await second?.stop();
