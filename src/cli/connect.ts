@@ -12,6 +12,8 @@ interface ConnectArgs {
 }
 
 const MAX_LINE_BYTES = 64 * 1024 * 1024;
+/** How long the last answers may wait for a client that is not reading stdout before the process exits anyway (as `stdio`). */
+const STDOUT_FLUSH_MS = 3_000;
 
 export const connectCommand: CommandModule<object, ConnectArgs> = {
   command: 'connect',
@@ -48,17 +50,34 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       () => write(errorResponse(undefined, new RpcError(INVALID_REQUEST, `message too large: the limit is ${MAX_LINE_BYTES} bytes per line`))),
     );
     let ending = false;
-    const end = async (drainMs: number) => {
-      if (ending) return;
+    const end = async (drainMs: number, signal?: string) => {
+      if (ending) {
+        if (!signal) return;
+        log.warn({ signal }, 'connect: second stop signal; exiting now');
+        log.flush();
+        process.exit(1);
+      }
       ending = true;
       await bridge.close(drainMs);
       log.flush();
-      await new Promise<void>((r) => process.stdout.write('', () => r()));
+      // The last answers reach a client that still reads; one that stopped reading stdout gets
+      // a few seconds, then the process exits anyway (it waited for that write for good).
+      await new Promise<void>((r) => {
+        const timer = setTimeout(() => {
+          log.warn({ waitedMs: STDOUT_FLUSH_MS }, 'connect: stdout not read by the client: exiting with answers unsent');
+          log.flush();
+          r();
+        }, STDOUT_FLUSH_MS);
+        process.stdout.write('', () => {
+          clearTimeout(timer);
+          r();
+        });
+      });
       process.exit(0);
     };
     process.stdout.on('error', () => void end(0)); // the client went away
-    process.on('SIGTERM', () => void end(0));
-    process.on('SIGINT', () => void end(0));
+    process.on('SIGTERM', () => void end(0, 'SIGTERM'));
+    process.on('SIGINT', () => void end(0, 'SIGINT'));
     process.stdin.on('data', (c: Buffer) => reader.push(c));
     process.stdin.on('end', () => {
       reader.end();

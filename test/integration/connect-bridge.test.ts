@@ -257,6 +257,48 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
   });
 });
 
+describe('connect and a client that stopped reading', () => {
+  it('exits on SIGTERM a few seconds later though its stdout is full, and at once on a second signal', async () => {
+    const run = async (signals: number) => {
+      const name = `noread-${signals}`;
+      const p = spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' }, stdio: ['pipe', 'pipe', 'pipe'] });
+      p.stdout!.pause(); // never read: the pipe fills up
+      let stderr = '';
+      p.stderr!.on('data', (d) => (stderr += d));
+      const exited = new Promise<{ code: number | null; ms: number }>((r) => p.once('exit', (code) => r({ code, ms: Date.now() - killedAt })));
+      let killedAt = 0;
+      const send = (m: object) => p.stdin!.write(JSON.stringify(m) + '\n');
+      send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } } });
+      send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+      const big = 'x'.repeat(512 * 1024);
+      for (let i = 0; i < 8; i++) send({ jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: big } } });
+      // Every answer has left the hub for the bridge, which could not pass them on.
+      await waitFor(async () => {
+        const r = (await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call&limit=100`))).json()) as { rows: unknown[] };
+        return r.rows.length === 8;
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      killedAt = Date.now();
+      p.kill('SIGTERM');
+      if (signals === 2) {
+        await new Promise((r) => setTimeout(r, 300));
+        p.kill('SIGTERM');
+      }
+      const timer = setTimeout(() => p.kill('SIGKILL'), 15_000);
+      const { code, ms } = await exited;
+      clearTimeout(timer);
+      return { code, ms, stderr };
+    };
+    const once = await run(1);
+    expect(once.code).toBe(0);
+    expect(once.ms).toBeLessThan(8_000);
+    expect(once.stderr).toContain('stdout not read by the client');
+    const twice = await run(2);
+    expect(twice.code).toBe(1);
+    expect(twice.ms).toBeLessThan(2_000);
+  }, 60_000);
+});
+
 describe('connect input handling', () => {
   it('rejects a URL that is not http(s)', async () => {
     const { spawnSync } = await import('node:child_process');
