@@ -42,7 +42,24 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       url.pathname = '/mcp';
       log.info({ url: url.href }, 'connect: --url names no path; using the hub endpoint /mcp');
     }
-    const write = (msg: object) => void process.stdout.write(JSON.stringify(msg) + '\n');
+    /**
+     * One message on stdout. When its buffer is full (the client is not reading), stdin is
+     * paused until it drains, as `stdio` does: no new request is read whose answer would pile up
+     * in this process's memory. What is already in flight still answers into the buffer.
+     */
+    let throttled = false;
+    const write = (msg: object) => {
+      if (!process.stdout.write(JSON.stringify(msg) + '\n') && !throttled) {
+        throttled = true;
+        process.stdin.pause();
+        log.debug('connect: stdout is full (the client is not reading it): stdin paused until it drains');
+      }
+    };
+    process.stdout.on('drain', () => {
+      if (!throttled) return;
+      throttled = false;
+      process.stdin.resume();
+    });
     const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, log }, write);
     const reader = new LineReader(
       MAX_LINE_BYTES,

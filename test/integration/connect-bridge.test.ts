@@ -263,6 +263,7 @@ describe('connect and a client that stopped reading', () => {
       const name = `noread-${signals}`;
       const p = spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' }, stdio: ['pipe', 'pipe', 'pipe'] });
       p.stdout!.pause(); // never read: the pipe fills up
+      p.stdin!.on('error', () => undefined); // requests still unread when it exits (EPIPE)
       let stderr = '';
       p.stderr!.on('data', (d) => (stderr += d));
       const exited = new Promise<{ code: number | null; ms: number }>((r) => p.once('exit', (code) => r({ code, ms: Date.now() - killedAt })));
@@ -272,10 +273,10 @@ describe('connect and a client that stopped reading', () => {
       send({ jsonrpc: '2.0', method: 'notifications/initialized' });
       const big = 'x'.repeat(512 * 1024);
       for (let i = 0; i < 8; i++) send({ jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: big } } });
-      // Every answer has left the hub for the bridge, which could not pass them on.
+      // An answer (bigger than the pipe's buffer) has left the hub for the bridge, which cannot pass it on.
       await waitFor(async () => {
         const r = (await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call&limit=100`))).json()) as { rows: unknown[] };
-        return r.rows.length === 8;
+        return r.rows.length > 0;
       });
       await new Promise((r) => setTimeout(r, 500));
       killedAt = Date.now();
@@ -296,6 +297,30 @@ describe('connect and a client that stopped reading', () => {
     const twice = await run(2);
     expect(twice.code).toBe(1);
     expect(twice.ms).toBeLessThan(2_000);
+  }, 60_000);
+  it('reads no more requests while its stdout is full, and answers every one once the client reads again', async () => {
+    const name = 'slow-reader';
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const rows = async () =>
+      ((await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call&limit=100`))).json()) as { rows: unknown[] }).rows.length;
+    try {
+      expect((await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } } })).result).toBeDefined();
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.proc.stdout!.pause(); // the client stops reading
+      c.proc.stdin!.on('error', () => undefined);
+      const big = 'x'.repeat(256 * 1024);
+      for (let i = 0; i < 40; i++) c.send(JSON.stringify({ jsonrpc: '2.0', id: 10 + i, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: big } } }));
+      await waitFor(async () => (await rows()) > 0);
+      await new Promise((r) => setTimeout(r, 3_000));
+      // A few answers fill the pipe and the bridge's buffer; the rest wait unread in stdin.
+      expect(await rows()).toBeLessThan(40);
+      c.proc.stdout!.resume();
+      for (let i = 0; i < 40; i++) expect((await c.next((m) => m.id === 10 + i, 30_000)).result.content[0].text).toBe(`echo:${big}`);
+      expect(await rows()).toBe(40);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
   }, 60_000);
 });
 
