@@ -267,12 +267,18 @@ export class HttpBridge {
   }
 
   private initialized(a: HttpAnswer, version: string | undefined): void {
+    const oldHeaders = this.legacyHeaders();
     // The negotiated version goes on every later request (digest §6.2).
     this.legacyVersion = version ?? LEGACY;
     const sid = a.headers['mcp-session-id'];
     const sessionId = Array.isArray(sid) ? sid[0] : sid;
     if (!sessionId) return;
-    if (this.sessionId && this.sessionId !== sessionId) this.getStream?.abort(); // re-initialize: a new session
+    if (this.sessionId && this.sessionId !== sessionId) {
+      // Re-initialize (the client starting over, or a renewal): a new session. The old one is
+      // ended, as at EOF; it was left open on the daemon until it idled out (an hour).
+      this.getStream?.abort();
+      void this.http.delete({ headers: oldHeaders }).catch((err) => this.opts.log.debug({ err: String(err) }, 'bridge: DELETE of the old session failed'));
+    }
     this.sessionId = sessionId;
     void this.openGetStream(sessionId);
   }

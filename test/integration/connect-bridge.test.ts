@@ -230,6 +230,27 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
+  it('ends the session a second initialize replaces, so the daemon holds one per bridge', async () => {
+    const own = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', own.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const init = (id: number) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'again', version: '1' } } });
+    try {
+      for (const id of [1, 2, 3]) {
+        expect((await c.request(init(id))).result.protocolVersion).toBe('2025-11-25');
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      }
+      await waitFor(async () => metricValue(await scrape(own.url), 'switchyard_open_sessions') === 1);
+      // and it stays at one (nothing else ends or opens one)
+      await new Promise((r) => setTimeout(r, 500));
+      expect(metricValue(await scrape(own.url), 'switchyard_open_sessions')).toBe(1);
+      const r = await c.request({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'third' } } });
+      expect(r.result.content[0].text).toBe('echo:third');
+    } finally {
+      c.kill();
+      await own.stop();
+    }
+  }, 60_000);
+
   it("takes the daemon's address alone for its /mcp endpoint, and says what to fix on a 404 of another path", async () => {
     const origin = new URL(hub.url).origin;
     const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'base', version: '1' } } };
