@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { errorResponse } from '../protocol/jsonrpc.js';
-import { createLogger } from '../log.js';
+import { createLogger, redactLogText } from '../log.js';
 import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
@@ -40,7 +40,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     // The daemon's address alone (as `servers --url` takes it) means its endpoint.
     if (url.pathname === '/' && url.search === '') {
       url.pathname = '/mcp';
-      log.info({ url: url.href }, 'connect: --url names no path; using the hub endpoint /mcp');
+      log.info({ url: redactLogText(url.href) }, 'connect: --url names no path; using the hub endpoint /mcp');
     }
     /**
      * One message on stdout. When its buffer is full (the client is not reading), stdin is

@@ -8,7 +8,7 @@
  * learnt from the tools/list results passing through) and `notifications/cancelled` closes the
  * request's stream, which is how HTTP cancels (digest §6.3).
  */
-import type { Logger } from '../log.js';
+import { redactLogText, type Logger } from '../log.js';
 import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
@@ -65,7 +65,11 @@ export class HttpBridge {
     private readonly emit: (msg: object) => void,
   ) {
     this.http = new HttpClient({ url: opts.url, headers: opts.headers, maxFrameBytes: opts.maxFrameBytes ?? 64 * 1024 * 1024, log: opts.log });
+    this.shownUrl = redactLogText(opts.url);
   }
+
+  /** The hub's address as messages to the client show it: a password or token in it redacted. */
+  private readonly shownUrl: string;
 
   /** One line from the local client. Never throws. */
   line(text: string): void {
@@ -162,7 +166,7 @@ export class HttpBridge {
         a = await this.http.post(body, { headers: this.modernHeaders(c, claim), signal: f.ac.signal, onMessage });
       }
     } catch (err) {
-      if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.opts.url} is not reachable: ${(err as Error).message}`);
+      if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`);
       return;
     } finally {
       if (this.inflight.get(key) === f) this.inflight.delete(key);
@@ -221,7 +225,7 @@ export class HttpBridge {
       a.status === 401
         ? ' (pass --key, or set SWITCHYARD_API_KEY)'
         : a.status === 404 && !MCP_PATH.test(new URL(this.opts.url).pathname)
-          ? ` (is --url the hub's MCP endpoint? it ends in /mcp, or /mcp/<group>: ${new URL('/mcp', this.opts.url).href})`
+          ? ` (is --url the hub's MCP endpoint? it ends in /mcp, or /mcp/<group>: ${redactLogText(new URL('/mcp', this.opts.url).href)})`
           : '';
     const c = a.body ? parseFrame(a.body) : undefined;
     if (c?.kind === 'response' && 'error' in c.msg) {

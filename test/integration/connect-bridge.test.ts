@@ -276,6 +276,23 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     await expect(client.connect(new StdioV1(params))).rejects.toThrow(/not reachable/);
     await client.close();
   });
+
+  // The address was echoed whole in every error to the client, a password or token in it too.
+  it('never shows a password or token of --url in its errors or logs', async () => {
+    // The first has no path: the bridge logs the endpoint it uses instead.
+    for (const url of ['http://user:s3cretPW@127.0.0.1:1', 'http://127.0.0.1:1/mcp?token=QSECRETTOKEN']) {
+      const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+      try {
+        const r = await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
+        expect(r.error.message, url).toMatch(/^the hub at http:\/\/\S*\[redacted[^\]]*\]\S* is not reachable/);
+        expect(JSON.stringify(r), url).not.toMatch(/s3cretPW|QSECRETTOKEN/);
+      } finally {
+        c.kill();
+      }
+      if (url.includes('s3cret')) expect(c.stderr).toContain('using the hub endpoint /mcp');
+      expect(c.stderr, url).not.toMatch(/s3cretPW|QSECRETTOKEN/);
+    }
+  });
 });
 
 describe('connect and a client that stopped reading', () => {
