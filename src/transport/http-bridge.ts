@@ -308,6 +308,12 @@ export class HttpBridge {
       if (this.closed || ac.signal.aborted || this.sessionId !== sessionId) return;
       // 405: the hub offers no stream; 409: another stream holds it. Neither gets better by retrying.
       if (a && (a.status === 405 || a.status === 409)) return;
+      // 401/403: the bridge's key is refused (revoked, say): it stays refused for this process's
+      // life, so the stream is given up, said once, rather than asked for every few seconds.
+      if (a && (a.status === 401 || a.status === 403)) {
+        this.opts.log.warn({ status: a.status }, "bridge: the hub refused this bridge's credential for its notification stream; no notifications until the bridge is started again with a valid key");
+        return;
+      }
       // 404: the hub no longer knows the session; a renewed one opens its own stream.
       if (a?.status === 404) return void this.renewSession(sessionId);
       if (a && a.status < 300) attempt = -1; // a stream that worked and ended: start counting again

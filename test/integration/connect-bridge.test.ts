@@ -13,6 +13,7 @@ import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/st
 import { spawn } from 'node:child_process';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
+import { sha256Hex } from '../helpers/auth.js';
 import { setSection } from '../helpers/config-edit.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 
@@ -372,3 +373,27 @@ describe('connect input handling', () => {
   });
 });
 
+// Since the stream is held for as long as the daemon is away, a key revoked meanwhile had it
+// asked for every 3 s for the bridge's life, said only at debug level.
+describe('connect whose key is revoked', () => {
+  it('gives the notification stream up at its 401, saying so once', async () => {
+    const KEY = 'sy_bridge-revoked-key-0123456789abcdefghijklmnop';
+    const OTHER = 'sy_bridge-other-key-0123456789abcdefghijklmnopqr';
+    const hub = await startHub({ auth: { apiKeys: [{ principal: 'bridge', sha256: sha256Hex(KEY) }] }, servers: { a: nodeServer(SDK1) } });
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: KEY } }));
+    try {
+      const init = await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
+      expect(init.result.protocolVersion).toBe('2025-11-25');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      // The key goes: its session and stream end, and the stream's next GET is refused.
+      setSection(hub, 'auth', { apiKeys: [{ principal: 'other', sha256: sha256Hex(OTHER) }] });
+      const said = () => c.stderr.split('\n').filter((l) => l.includes("refused this bridge's credential for its notification stream")).length;
+      await waitFor(async () => said() === 1, 15_000);
+      await new Promise((r) => setTimeout(r, 4_000)); // past another retry's wait
+      expect(said()).toBe(1);
+    } finally {
+      c.kill();
+      await hub.stop();
+    }
+  }, 40_000);
+});
