@@ -251,12 +251,12 @@ export class ToolCall {
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
-        const end = endOf(this.ledger, result);
+        const row = endOf(this.ledger, result);
         // The hub's verdict on the upstream's result, not the upstream's own error: the row says so.
-        if (checked !== raw) Object.assign(end, { errorKind: 'policy', errorMessage: firstText(checked) });
+        if (checked !== raw) Object.assign(row, { errorKind: 'policy', errorMessage: firstText(checked) });
         // An input_required turn is no outcome yet: the key is freed for the client's retry; so
         // is a refusal for a capability the client did not declare, which its retry may declare.
-        await finishRan(end, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
+        await finishRan(row, isFinal && !isCapabilityRefusal(raw) ? { result } : undefined, false);
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);
