@@ -3,6 +3,7 @@ import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
 import type { Upstream, UpstreamSpec } from '../upstream/types.js';
 import { ANONYMOUS } from './authenticator.js';
+import { drained } from '../upstream/drained.js';
 
 export interface PoolOptions {
   /** A pooled connection unused this long is closed. */
@@ -164,10 +165,4 @@ export class PrincipalUpstreams {
 /** A pooled connection's key: the server and the principal, neither able to pass for the other. */
 function poolKey(serverId: string, principal: string): string {
   return JSON.stringify([serverId, principal]);
-}
-
-/** Resolves once `upstream` has no call in flight or waiting, or `ms` has passed. */
-async function drained(upstream: Upstream, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline && (upstream.load.active > 0 || upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
 }

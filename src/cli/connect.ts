@@ -5,6 +5,7 @@ import { createLogger, redactLogText } from '../log.js';
 import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
+import { lastFlush } from './last-flush.js';
 
 interface ConnectArgs {
   url: string;
@@ -12,8 +13,6 @@ interface ConnectArgs {
 }
 
 const MAX_LINE_BYTES = 64 * 1024 * 1024;
-/** How long the last answers may wait for a client that is not reading stdout before the process exits anyway (as `stdio`). */
-const STDOUT_FLUSH_MS = 3_000;
 
 export const connectCommand: CommandModule<object, ConnectArgs> = {
   command: 'connect',
@@ -79,17 +78,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       log.flush();
       // The last answers reach a client that still reads; one that stopped reading stdout gets
       // a few seconds, then the process exits anyway (it waited for that write for good).
-      await new Promise<void>((r) => {
-        const timer = setTimeout(() => {
-          log.warn({ waitedMs: STDOUT_FLUSH_MS }, 'connect: stdout not read by the client: exiting with answers unsent');
-          log.flush();
-          r();
-        }, STDOUT_FLUSH_MS);
-        process.stdout.write('', () => {
-          clearTimeout(timer);
-          r();
-        });
-      });
+      await lastFlush(process.stdout, log, 'connect: stdout');
       process.exit(0);
     };
     process.stdout.on('error', () => void end(0)); // the client went away

@@ -11,7 +11,7 @@ import { openLedgerDb } from '../ledger/db.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
-import { ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
+import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 import { globMatcher } from '../policy/glob.js';
@@ -94,7 +94,7 @@ export type LockOwner = number | 'unknown' | undefined;
  */
 export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding {
   if (!config.ledger.enabled) return { level: 'warn', check: 'ledger', message: 'the ledger is disabled: no audit trail, no idempotency' };
-  const path = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  const path = ledgerDbPath(config);
   const fail = (why: string): Finding => ({ level: 'fail', check: 'ledger', message: `${why}: \`switchyard start\` would refuse it` });
   const holder = ledgerWriter(path);
   if (holder && holder.pid !== daemonPid) {

@@ -25,14 +25,14 @@ export class LedgerBusyError extends LedgerLockError {
   }
 }
 
+/** A ledger `start` and `stdio` could not create or write (ledgerUnwritable's reason). */
+export class LedgerUnusableError extends LedgerLockError {}
+
 /**
  * The database file has other names (hard links). Each name has its own lock file, and SQLite
  * keys its -wal and -shm files by name too, so a hub writing through another name would not
  * meet this one's lock and would write beside it: rows lost, indexes corrupt.
  */
-/** A ledger `start` and `stdio` could not create or write (ledgerUnwritable's reason). */
-export class LedgerUnusableError extends LedgerLockError {}
-
 export class LedgerLinkedError extends LedgerLockError {
   constructor(
     readonly path: string,
@@ -264,7 +264,7 @@ function create(file: string, command: string): boolean {
  */
 export async function lockLedger(config: HubConfig, command: string, waitMs: number): Promise<void> {
   if (!config.ledger.enabled) return;
-  const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  const db = ledgerDbPath(config);
   const deadline = Date.now() + waitMs;
   // Said as doctor says it, where mkdir or SQLite would give an errno (ENOTDIR) or "disk I/O error".
   const unusable = ledgerUnwritable(db);
@@ -322,6 +322,11 @@ function sleep(ms: number): Promise<void> {
 export function ledgerTrouble(err: unknown, config: HubConfig): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   if (!config.ledger.enabled || typeof code !== 'string' || !/^SQLITE_(FULL|IOERR|CORRUPT|NOTADB|CANTOPEN|READONLY|NOMEM|PROTOCOL)/.test(code)) return undefined;
-  const db = resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
+  const db = ledgerDbPath(config);
   return `the ledger ${db} could not be opened: ${(err as Error).message} (${code})`;
+}
+
+/** The config's ledger file, its `ledger.path` taken from the config file's folder. */
+export function ledgerDbPath(config: HubConfig): string {
+  return resolve(config.file ? dirname(config.file) : process.cwd(), config.ledger.path);
 }

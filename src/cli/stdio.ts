@@ -5,6 +5,7 @@ import { watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
+import { lastFlush } from './last-flush.js';
 
 interface StdioArgs {
   config: string;
@@ -82,17 +83,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       log.flush();
       // Answers written just before stdin closed must reach the client before we exit; a client
       // that stopped reading stdout gets them for a few seconds, then the process exits anyway.
-      await new Promise<void>((r) => {
-        const timer = setTimeout(() => {
-          log.warn({ waitedMs: STDOUT_FLUSH_MS }, 'stdout not read by the client: exiting with answers unsent');
-          log.flush();
-          r();
-        }, STDOUT_FLUSH_MS);
-        stdout.write('', () => {
-          clearTimeout(timer);
-          r();
-        });
-      });
+      await lastFlush(stdout, log);
       process.exit(0);
     };
     process.on('SIGTERM', () => void stop('SIGTERM', true));
@@ -101,6 +92,3 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     await stop('stdin closed');
   },
 };
-
-/** How long the last answers may wait for a client that is not reading stdout before the process exits anyway. */
-const STDOUT_FLUSH_MS = 3_000;

@@ -157,7 +157,7 @@ export class Endpoint {
     // A malformed response is still a response: JSON-RPC never answers one. It goes where a
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
-      await this.recordRefused(c.id, c.method ?? INVALID_MESSAGE, ex, c.error, undefined, c.target);
+      await this.recordRefused({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target }, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
@@ -166,7 +166,7 @@ export class Endpoint {
     const params = msg && 'method' in msg ? msg.params : undefined;
     const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
     if (verdict.era === 'invalid') {
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, verdict.error, undefined, targetOf(c.msg.params));
+      if (c.kind === 'request') await this.recordRefused(c.msg, ex, verdict.error);
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
@@ -299,7 +299,7 @@ export class Endpoint {
     // first one's cancellation (a second listen with it could never be cancelled at all).
     if (ac && this.modernInflight.has(idKey(req.id))) {
       const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
-      await this.recordRefused(req.id, req.method, ex, err, MODERN, targetOf(req.params));
+      await this.recordRefused(req, ex, err, MODERN);
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
@@ -330,7 +330,7 @@ export class Endpoint {
       if (!slot) {
         free();
         const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
-        await this.recordRefused(req.id, req.method, ex, err, MODERN, targetOf(req.params));
+        await this.recordRefused(req, ex, err, MODERN);
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
@@ -390,7 +390,7 @@ export class Endpoint {
     if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
     const unsupported = ex.transport === 'http' ? unsupportedLegacyVersion(ex.header('mcp-protocol-version')) : null;
     if (unsupported) {
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, unsupported, LEGACY, targetOf(c.msg.params));
+      if (c.kind === 'request') await this.recordRefused(c.msg, ex, unsupported, LEGACY);
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
     }
     const session = stdio ? stdio.current : this.sessionOf(ex);
@@ -402,7 +402,7 @@ export class Endpoint {
     }
     if (session === NO_ROOM) {
       const err = noRoomError();
-      if (c.kind === 'request') await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
+      if (c.kind === 'request') await this.recordRefused(c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, err), 503, NO_ROOM_HEADERS);
     }
     if (!session) {
@@ -421,7 +421,7 @@ export class Endpoint {
         sid === undefined
           ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
           : new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
+      await this.recordRefused(c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
     }
     if (session.principal !== ex.principal || session.group !== ex.group) {
@@ -430,7 +430,7 @@ export class Endpoint {
       // view there (and a session taken back after a restart is matched by its group too).
       if (c.kind !== 'request') return ex.reply(undefined, 404);
       const err = new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg.id, c.msg.method, ex, err, LEGACY, targetOf(c.msg.params));
+      await this.recordRefused(c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), 404);
     }
     session.lastSeen = Date.now();
@@ -457,9 +457,14 @@ export class Endpoint {
    * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
    * is recorded like any other. `era`: the era it was refused in, or the one its header names.
    */
-  private recordRefused(id: Id | undefined, method: string, ex: Exchange, err: RpcError, era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY, hubName?: string): Promise<void> {
+  private recordRefused(
+    req: { id?: Id; method: string; params?: Params; target?: string },
+    ex: Exchange,
+    err: RpcError,
+    era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+  ): Promise<void> {
     const ctx: CallContext = {
-      requestId: id ?? '',
+      requestId: req.id ?? '',
       principal: ex.principal,
       authContext: ex.authContext,
       group: ex.group,
@@ -469,7 +474,8 @@ export class Endpoint {
       signal: new Canceller().signal,
       requestBytes: ex.requestBytes,
     };
-    return this.core.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
+    const hubName = req.target ?? targetOf(req.params);
+    return this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
   }
 
   /**
@@ -596,7 +602,7 @@ export class Endpoint {
     const sid = ex.header('mcp-session-id');
     if (ex.transport === 'http' && sid !== undefined && this.sessions.get(sid)?.principal === ex.principal) {
       const err = new RpcError(INVALID_REQUEST, 'session already initialized');
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
+      await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);
     }
     // The shapes of 2025-11-25's InitializeRequest the hub reads: refused here rather than failing every later call.
@@ -605,12 +611,12 @@ export class Endpoint {
     const infoBad = p.clientInfo === undefined ? undefined : implementationProblem(p.clientInfo);
     if (capsBad || infoBad) {
       const err = new RpcError(INVALID_PARAMS, `Invalid params: ${capsBad ? `capabilities ${capsBad}` : `clientInfo ${infoBad}`}`);
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
+      await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);
     }
     if (!stdio && !this.roomForSession(ex.principal)) {
       const err = noRoomError();
-      await this.recordRefused(req.id, req.method, ex, err, LEGACY, targetOf(req.params));
+      await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
     }
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;

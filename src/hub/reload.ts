@@ -5,6 +5,7 @@ import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
 import { canonical, describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
+import { drained } from '../upstream/drained.js';
 
 /** The parts of the running hub a reload changes; the hub hands in exactly these. */
 export interface ReloadTarget {
@@ -222,8 +223,7 @@ function inConfigOrder(handles: Map<string, ServerHandle>, config: HubConfig): v
 
 /** Close a server taken out of routing once its calls in flight are done (bounded). */
 async function retire(h: ServerHandle, drainMs: number): Promise<void> {
-  const deadline = Date.now() + drainMs;
-  while (Date.now() < deadline && (h.upstream.load.active > 0 || h.upstream.load.queued > 0)) await new Promise((r) => setTimeout(r, 50));
+  await drained(h.upstream, drainMs);
   await h.upstream.close();
   h.upstream.removeAllListeners('notification');
 }

@@ -161,8 +161,9 @@ export interface SafeRegExpEngine {
   (pattern: string, flags: string): { test(s: string): boolean; toString(): string };
   code: string;
   /**
-   * Every pattern check until `end()` shares one budget of `totalMs`: a value of many strings,
-   * each just under the budget of one check, would otherwise hold the hub's thread (checks are
+   * Every sandboxed pattern check until `end()` shares one budget of `totalMs` (a native check
+   * of a short string is linear and quick, and reads no clock): a value of many strings, each
+   * just under the budget of one check, would otherwise hold the hub's thread (checks are
    * synchronous) for as long as its sender likes. Past it, a check throws PatternBudgetError
    * (`shared`). One value at a time: validation is synchronous.
    */
@@ -181,9 +182,10 @@ export function safeRegExpEngine(sandbox: RegexSandbox): SafeRegExpEngine {
     const key = `/${pattern}/${flags}`;
     return {
       test(s: string): boolean {
+        // Linear and short: no budget to keep, and no clock to read on the common path.
+        if (cls.kind === 'native' && s.length <= NATIVE_INPUT_MAX) return re.test(s);
         const left = deadline - performance.now();
         if (left <= 0) throw new PatternBudgetError(pattern, total, s.length, true);
-        if (cls.kind === 'native' && s.length <= NATIVE_INPUT_MAX) return re.test(s);
         if (left >= sandbox.budgetMs) return sandbox.test(pattern, flags, s);
         try {
           return sandbox.test(pattern, flags, s, Math.max(1, Math.floor(left)));
