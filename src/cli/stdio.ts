@@ -52,6 +52,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       // stdin EOF lets what is in flight answer for up to listen.drainTimeoutMs, as SIGTERM does.
       drainMs,
       onSessionClosed: (key) => hub.sessionClosed(key),
+      endListens: () => hub.endpoint.listen.closeAll(),
       gate: hub.gate,
     });
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));

@@ -19,6 +19,11 @@ export interface StdioServerOptions {
   drainMs?: number;
   /** The principal of everything arriving on this pipe (whoever spawned the process). */
   principal?: string;
+  /**
+   * The hub ends its open listen streams gracefully (ListenHub.closeAll: each listen request
+   * answered, digest §4.1): called as this server stops, before its exchanges are cut.
+   */
+  endListens?: () => void;
   /** A legacy session ended (EOF, re-initialize): release what it held in the core. */
   onSessionClosed?: (sessionKey: string) => void;
   /** `policy.rateLimit`, as the HTTP edge holds its requests to it (the pipe's principal's buckets). */
@@ -109,6 +114,9 @@ export class StdioServer {
   /** Stop at once: in-flight calls are cancelled, listen streams end, the session closes. */
   async stop(): Promise<void> {
     if (this.stopped) return this.done;
+    // While stdout still takes lines: a stream cut without its response reads as a dropped
+    // connection, which the client may reconnect to (digest §4.1).
+    this.opts.endListens?.();
     this.stopped = true;
     this.input.pause();
     for (const o of this.live) o.closed.abort();
