@@ -79,6 +79,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       // The last answers reach a client that still reads; one that stopped reading stdout gets
       // a few seconds, then the process exits anyway (it waited for that write for good).
       await lastFlush(process.stdout, log, 'connect: stdout');
+      if (bridge.neverReached) {
+        process.stderr.write(`switchyard connect: the hub at ${redactLogText(url.href)} was never reachable; is the daemon running (switchyard start)?\n`);
+        process.exit(1);
+      }
       process.exit(0);
     };
     process.stdout.on('error', () => void end(0)); // the client went away

@@ -58,6 +58,17 @@ export class HttpBridge {
   private initBody: string | undefined;
   private renewing: Promise<boolean> | undefined;
   private renewals = 0;
+  /** Whether the hub ever answered over HTTP, and whether a request failed for want of one. */
+  private reached = false;
+  private missed = false;
+
+  /**
+   * A request failed because the hub was not reachable, and it never was: how `connect` exits
+   * (non-zero, so an IDE's log shows a failed server rather than one that ended normally).
+   */
+  get neverReached(): boolean {
+    return this.missed && !this.reached;
+  }
 
   constructor(
     private readonly opts: BridgeOptions,
@@ -166,11 +177,15 @@ export class HttpBridge {
         a = await this.http.post(body, { headers: this.modernHeaders(c, claim), signal: f.ac.signal, onMessage });
       }
     } catch (err) {
-      if (!f.cancelled && !this.closed) this.fail(id, `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`);
+      if (!f.cancelled && !this.closed) {
+        this.missed = true;
+        this.fail(id, `the hub at ${this.shownUrl} is not reachable: ${redactLogText((err as Error).message)}`);
+      }
       return;
     } finally {
       if (this.inflight.get(key) === f) this.inflight.delete(key);
     }
+    this.reached = true;
     if (a.status >= 200 && a.status < 300) {
       if (c.msg.method === 'initialize' && !modern) {
         this.initBody = body; // what a renewed session is opened with: the initialize the hub took
@@ -188,6 +203,7 @@ export class HttpBridge {
       this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
       return undefined;
     });
+    if (a) this.reached = true;
     if (a && a.status >= 300) this.opts.log.warn({ status: a.status, body: a.body?.slice(0, 200) }, 'bridge: the hub refused a notification or response');
   }
 

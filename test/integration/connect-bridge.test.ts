@@ -278,6 +278,29 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     await client.close();
   });
 
+  // It exited 0 however the session went: an IDE's log showed a server that ended normally.
+  it('exits 1, saying why, when the daemon was never reachable; 0 once it answered', async () => {
+    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'exit', version: '1' } } };
+    const run = async (url: string) => {
+      const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+      try {
+        const r = await c.request(init);
+        c.proc.stdin!.end();
+        return { r, code: await c.exited, stderr: c.stderr };
+      } finally {
+        c.kill();
+      }
+    };
+    const nowhere = await run('http://127.0.0.1:1/mcp');
+    expect(nowhere.r.error.message).toMatch(/not reachable/);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).toContain('switchyard connect: the hub at http://127.0.0.1:1/mcp was never reachable');
+    const there = await run(hub.url);
+    expect(there.r.result.protocolVersion).toBe('2025-11-25');
+    expect(there.code).toBe(0);
+    expect(there.stderr).not.toContain('never reachable');
+  });
+
   // The address was echoed whole in every error to the client, a password or token in it too.
   it('never shows a password or token of --url in its errors or logs', async () => {
     // The first has no path: the bridge logs the endpoint it uses instead.
