@@ -233,7 +233,8 @@ export class Endpoint {
         // Exactly what server/discover lists: legacy versions are reached through initialize.
         error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
           supported: [...MODERN_VERSIONS],
-          requested: version,
+          // A string in the schema ({supported: string[], requested: string}), whatever was sent.
+          requested: typeof version === 'string' ? version : String(JSON.stringify(version)),
         }),
       };
     if (ex.transport === 'http') {

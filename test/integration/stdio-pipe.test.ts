@@ -256,3 +256,18 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
     }
   }, 40_000);
 });
+
+describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
+  // data.requested was the number itself; the schema has it a string, as clients read it.
+  it('is -32022 with data.requested a string', async () => {
+    const { c } = twoServerHub('sy-pipe-version-');
+    try {
+      for (const [id, v, shown] of [[1, 2026, '2026'], [2, { v: 1 }, '{"v":1}'], [3, '1999-01-01', '1999-01-01']] as const) {
+        const r = await c.request({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: { ...META, 'io.modelcontextprotocol/protocolVersion': v } } });
+        expect(r.error, JSON.stringify(v)).toMatchObject({ code: -32022, data: { supported: [MODERN], requested: shown } });
+      }
+    } finally {
+      c.kill();
+    }
+  });
+});
