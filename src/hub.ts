@@ -66,6 +66,7 @@ function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     command: s.command,
     args: s.args,
     env: s.env,
+    inheritEnv: s.inheritEnv,
     cwd: s.command ? resolve(baseDir, s.cwd ?? '.') : undefined,
     url: s.url,
     headers: s.headers,

@@ -34,6 +34,7 @@ export async function lookLocally(config: HubConfig, opts: { startMs?: number; s
         command: s.command,
         args: s.args,
         env: s.env,
+        inheritEnv: s.inheritEnv,
         cwd: s.command ? resolve(base, s.cwd ?? '.') : undefined,
         url: s.url,
         headers: s.headers,

@@ -142,6 +142,8 @@ export interface ServerConfig {
   command?: string;
   args: string[];
   env: Record<string, string>;
+  /** What of the hub's own environment the process gets: a baseline (undefined), all (true), only `env` (false), or the baseline and these names (`PREFIX*`). */
+  inheritEnv?: boolean | string[];
   cwd?: string;
   url?: string;
   headers: Record<string, string>;

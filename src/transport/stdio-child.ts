@@ -11,11 +11,15 @@ import { redactLogText, type Logger } from '../log.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { adoptGroup, releaseGroup } from './reaper.js';
 import { atTurnEnd, WRITE } from '../turn-end.js';
+import { childEnv, type InheritEnv } from './child-env.js';
 
 export interface StdioChildOptions {
   command: string;
   args?: string[];
+  /** Added to what is inherited (child-env.ts), over it. */
   env?: Record<string, string>;
+  /** What of the hub's own environment the child gets (child-env.ts: a baseline by default). */
+  inheritEnv?: InheritEnv;
   cwd?: string;
   /** Longest stdout line accepted, in bytes; longer lines are dropped. */
   maxFrameBytes: number;
@@ -260,7 +264,7 @@ export class StdioChild extends EventEmitter {
 
     this.proc = spawn(opts.command, opts.args ?? [], {
       cwd: opts.cwd,
-      env: opts.env ? { ...process.env, ...opts.env } : process.env,
+      env: childEnv(process.env, opts.inheritEnv, opts.env),
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
       windowsHide: true,

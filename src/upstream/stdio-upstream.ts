@@ -209,7 +209,7 @@ export class StdioUpstream extends HandshakingUpstream {
   /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
   private async spawn(): Promise<void> {
     const s = this.spec;
-    const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
+    const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, inheritEnv: s.inheritEnv, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
     this.child = child;
     this.log.debug({ pid: child.pid }, 'spawned');
     child.on('message', (c) => {

@@ -11,6 +11,7 @@ import type {
 } from '../protocol/types.js';
 import type { Signal } from '../cancel.js';
 import type { Limiter } from './limiter.js';
+import type { InheritEnv } from '../transport/child-env.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -21,6 +22,8 @@ export interface UpstreamSpec {
   command?: string;
   args?: string[];
   env?: Record<string, string>;
+  /** What of the hub's environment a stdio child gets (transport/child-env.ts). */
+  inheritEnv?: InheritEnv;
   cwd?: string;
   /** Streamable HTTP */
   url?: string;

@@ -222,6 +222,12 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf(null)).toEqual(['config: must be object']);
   });
 
+  it('keeps inheritEnv as written (true, false, names) and refuses names that cannot be ones', () => {
+    const c = parseConfig({ servers: { a: { command: 'x', inheritEnv: ['AWS_*', 'NODE_OPTIONS'] }, b: { command: 'x', inheritEnv: true }, d: { command: 'x', inheritEnv: false }, e: { command: 'x' } } });
+    expect([c.servers.a!.inheritEnv, c.servers.b!.inheritEnv, c.servers.d!.inheritEnv, c.servers.e!.inheritEnv]).toEqual([['AWS_*', 'NODE_OPTIONS'], true, false, undefined]);
+    for (const bad of [['*'], ['A=B'], ['A*B'], 'PATH', ['X', 'X']]) expect(configProblems({ servers: { a: { command: 'x', inheritEnv: bad } } }), JSON.stringify(bad)).not.toEqual([]);
+  });
+
   it('checks values: enums, ranges, array items, durations, prefixes, regexes, reserved sections', () => {
     expect(
       problemsOf({
