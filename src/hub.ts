@@ -527,7 +527,12 @@ export class Hub implements HubCore {
     // A server that is not ready counts with what it offered last (or, never seen, the list
     // families while it starts): its families answer "unavailable" or an empty list meanwhile
     // rather than "method not found", and a handshake made now does not leave them out.
-    return unionCapabilities(this.handles.values(), (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
+    const caps = unionCapabilities(this.handles.values(), (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
+    // Tools always: a legacy session keeps its handshake's capabilities, and one made while no
+    // server could offer tools (none configured yet, every one failed to start) would never
+    // ask for the tools of a server added by a reload or started by `servers restart`.
+    caps.tools ??= { listChanged: true };
+    return caps;
   }
 
   async capabilities(): Promise<ServerCapabilities> {

@@ -2,7 +2,8 @@
  * What the hub says it offers while an upstream is still starting, past the start-up grace: a
  * legacy session keeps the capabilities of its handshake, so a family left out then is never
  * asked for. A server never seen ready counts with the list families; one seen ready in an
- * earlier hub process (the ledger keeps it) with exactly what it offered then. Real hub, real
+ * earlier hub process (the ledger keeps it) with exactly what it offered then; tools are offered
+ * whatever the servers, so a session gets the tools of a server added later. Real hub, real
  * fixture upstream made slow to start, raw legacy handshakes over loopback HTTP.
  */
 import { mkdtempSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, legacySession, modernPost, waitForReady } from '../helpers/wire.js';
+import { setSection } from '../helpers/config-edit.js';
 
 // Tools, and resources with subscribe; no prompts, no completions.
 const MUTABLE = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
@@ -63,5 +65,18 @@ describe('capabilities while an upstream starts', () => {
     await waitForReady(hub.url, ['a']);
     await hub.stop();
     expect(kept()).toEqual({ capabilities: ['a'], routes: ['a'] });
+  }, 40_000);
+
+  // A handshake made while no server could offer tools left them out, and the session never
+  // asked for the tools of a server a reload added later (it got -32601 for tools/list).
+  it('offers tools while no server can, so a session sees the tools of a server a reload adds', async () => {
+    hub = await startHub({ servers: { broken: { command: join(tmpdir(), 'no-such-mcp-server') } } });
+    await expect.poll(async () => (await health(hub!.url)).servers[0]?.state, { timeout: 20_000 }).toBe('failed');
+    const s = await legacySession(hub.url);
+    expect(s.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true } });
+    expect((await s.request(1, 'tools/list')).body?.result).toEqual({ tools: [] });
+    setSection(hub, 'servers', { broken: { command: join(tmpdir(), 'no-such-mcp-server') }, added: { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy' } } });
+    await waitForReady(hub.url, ['added']);
+    await expect.poll(async () => ((await s.request(2, 'tools/list')).body?.result?.tools ?? []).map((t: { name: string }) => t.name), { timeout: 10_000 }).toContain('added__echo');
   }, 40_000);
 });
