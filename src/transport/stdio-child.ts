@@ -122,6 +122,22 @@ export class LineDecoder {
     }
   }
 
+  /**
+   * The input ended: a last line without its newline still counts (a server that writes its
+   * final answer and exits, as LineReader takes a client's last line).
+   */
+  end(): void {
+    if (this.discarding) {
+      this.discarding = false;
+      this.onOversize(this.size, this.head!, this.tail!);
+      this.head = undefined;
+      this.tail = undefined;
+      this.size = 0;
+      return;
+    }
+    if (this.size > 0) this.push(Buffer.from('\n'));
+  }
+
   private keep(rest: Buffer): void {
     if (rest.length === 0) return;
     if (this.discarding) {
@@ -307,6 +323,7 @@ export class StdioChild extends EventEmitter {
       },
     );
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
+    this.proc.stdout!.on('end', () => out.end());
     const err = new LineDecoder(
       MAX_STDERR_LINE,
       (line) => {
@@ -318,6 +335,7 @@ export class StdioChild extends EventEmitter {
       (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),
     );
     this.proc.stderr!.on('data', (c: Buffer) => err.push(c));
+    this.proc.stderr!.on('end', () => err.end());
   }
 
   get alive(): boolean {

@@ -44,6 +44,21 @@ describe('LineDecoder', () => {
     expect(decode(['x'.repeat(20) + '\n'], 20)).toEqual({ lines: ['x'.repeat(20)], dropped: [] });
   });
 
+  it('at the end of input, takes a last line without its newline, or reports it as too long', () => {
+    const lines: string[] = [];
+    const dropped: number[] = [];
+    const d = new LineDecoder(20, (l) => lines.push(l), (n) => dropped.push(n));
+    d.push(Buffer.from('{"a":1}\n{"b"'));
+    d.push(Buffer.from(':2}'));
+    d.end();
+    expect(lines).toEqual(['{"a":1}', '{"b":2}']);
+    d.push(Buffer.from('x'.repeat(15)));
+    d.push(Buffer.from('x'.repeat(15)));
+    d.end();
+    d.end();
+    expect({ lines, dropped }).toEqual({ lines: ['{"a":1}', '{"b":2}'], dropped: [30] });
+  });
+
   it('does not keep a reference to a caller buffer that may be reused', () => {
     const lines: string[] = [];
     const d = new LineDecoder(100, (l) => lines.push(l), () => undefined);
@@ -90,6 +105,20 @@ describe('StdioChild', () => {
     c.on('message', (m) => got.push(m));
     await new Promise((r) => c.once('exit', r));
     expect(got).toHaveLength(1);
+  });
+
+  it('delivers a last frame, and takes a last stderr line, that end without a newline', async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stderr.write('fatal: gave up'); process.stdout.write('{"jsonrpc":"2.0","id":9,"result":{"bye":true}}', () => process.exit(0));`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    const exit = await c.exit;
+    expect(got).toEqual([{ kind: 'response', msg: { jsonrpc: '2.0', id: 9, result: { bye: true } } }]);
+    expect(exit.stderr).toBe('fatal: gave up');
   });
 
   /** A child that echoes its stdin to stdout and exits when stdin ends; `got`: what came back. */
