@@ -33,6 +33,8 @@ export interface ExitInfo {
   error?: string;
   /** What its stderr said last that looks like the reason (redacted, shortened), if anything. */
   stderr?: string;
+  /** Set when the hub ended it because one of its pipes closed while it ran (`closed its stdout`). */
+  broke?: string;
 }
 
 const LOG_SNIPPET = 200;
@@ -47,6 +49,12 @@ export function stderrReason(tail: readonly string[]): string | undefined {
   const line = lines.findLast((l) => ERROR_LINE.test(l)) ?? lines.at(-1);
   return line === undefined ? undefined : line.trim().slice(0, LOG_SNIPPET);
 }
+
+/**
+ * How long a process whose stdout ended, or whose stdin refused a write, may take to exit on its
+ * own: a process that is exiting closes its pipes a moment before its exit is seen.
+ */
+const HALF_CLOSED_GRACE_MS = 1000;
 
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
@@ -261,6 +269,9 @@ export class StdioChild extends EventEmitter {
   private readonly exited: Promise<ExitInfo>;
   private readonly log: Logger;
   private readonly stderrTail: string[] = [];
+  private closing = false;
+  private broke: string | undefined;
+  private halfClosed: NodeJS.Timeout | undefined;
 
   constructor(opts: StdioChildOptions) {
     super();
@@ -272,6 +283,8 @@ export class StdioChild extends EventEmitter {
       if (this.exitInfo) return;
       const said = stderrReason(this.stderrTail);
       if (said !== undefined) e.stderr = said;
+      if (this.broke !== undefined) e.broke = this.broke;
+      clearTimeout(this.halfClosed);
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
       onExit(e);
@@ -312,7 +325,10 @@ export class StdioChild extends EventEmitter {
         });
     });
     // EPIPE after the child died is reported through 'exit'; never let it throw.
-    this.proc.stdin!.on('error', (err) => this.log.debug({ err: err.message }, 'child stdin error'));
+    this.proc.stdin!.on('error', (err) => {
+      this.log.debug({ err: err.message }, 'child stdin error');
+      this.pipeEnded('closed its stdin');
+    });
 
     const out = new LineDecoder(
       opts.maxFrameBytes,
@@ -323,7 +339,10 @@ export class StdioChild extends EventEmitter {
       },
     );
     this.proc.stdout!.on('data', (c: Buffer) => out.push(c));
-    this.proc.stdout!.on('end', () => out.end());
+    this.proc.stdout!.on('end', () => {
+      out.end();
+      this.pipeEnded('closed its stdout');
+    });
     const err = new LineDecoder(
       MAX_STDERR_LINE,
       (line) => {
@@ -336,6 +355,24 @@ export class StdioChild extends EventEmitter {
     );
     this.proc.stderr!.on('data', (c: Buffer) => err.push(c));
     this.proc.stderr!.on('end', () => err.end());
+  }
+
+  /**
+   * A pipe to the process ended. If the process is not exiting, it can never answer (stdout) or
+   * hear (stdin) again, yet would look alive forever, every call to it waiting for its timeout:
+   * it is ended, so that it is restarted like one that crashed.
+   */
+  private pipeEnded(what: string): void {
+    if (this.exitInfo || this.closing || this.halfClosed || this.pid === undefined) return;
+    const pid = this.pid;
+    this.halfClosed = setTimeout(() => {
+      if (this.exitInfo || this.closing) return;
+      this.broke = what;
+      this.log.warn({ pid }, `the process ${what} while still running; ending it`);
+      killGroup(pid, 'SIGTERM');
+      setTimeout(() => this.kill(), GROUP_GRACE_MS).unref();
+    }, HALF_CLOSED_GRACE_MS);
+    this.halfClosed.unref();
   }
 
   get alive(): boolean {
@@ -400,6 +437,7 @@ export class StdioChild extends EventEmitter {
   async close(graceMs = 2000): Promise<ExitInfo> {
     if (this.exitInfo) return this.exitInfo;
     if (this.pid === undefined) return this.exited;
+    this.closing = true;
     this.flush();
     this.proc.stdin!.end();
     if (await this.within(graceMs)) return this.exitInfo!;

@@ -240,7 +240,13 @@ export class StdioUpstream extends HandshakingUpstream {
   private onExit(child: StdioChild, e: ExitInfo): void {
     if (this.child !== child) return;
     this.child = undefined;
-    const why = e.error ? `could not start: ${e.error}` : e.signal ? `was killed by ${e.signal}` : `exited with code ${e.code}`;
+    const why = e.error
+      ? `could not start: ${e.error}`
+      : e.broke
+        ? `${e.broke} while still running, and was ended`
+        : e.signal
+          ? `was killed by ${e.signal}`
+          : `exited with code ${e.code}`;
     this._lastStderr = e.stderr;
     if (this._state === 'ready') return this.lost(`process ${why}`);
     // Mid-handshake: the handshake call fails and the start attempt reports it.

@@ -1,15 +1,15 @@
 /**
  * Fault suite, stdio upstreams that mistreat their pipes: a last answer without its newline,
- * and what the hub does about it. Each case through the real hub, the fixture server over real
+ * a process that closes its stdout or its stdin and runs on. Each case through the real hub, the fixture server over real
  * pipes, a raw modern client over loopback; every call has its audit row.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { queryRows } from './ledger-helpers.js';
-import { callTool, FAULTS, healthOf, isToolError, rowsFor, text, waitForState } from './faults-helpers.js';
+import { queryRows, sleep } from './ledger-helpers.js';
+import { callTool, FAULTS, healthOf, isToolError, rowsFor, running, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
 
 let hub: HubProcess;
 let db: string;
@@ -20,9 +20,18 @@ function pipes(env: Record<string, string> = {}, extra: Record<string, unknown> 
 
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-pipes-'));
-  hub = await startHub({ servers: { last: pipes({}, { timeoutMs: 8000 }) } }, { dir });
+  hub = await startHub(
+    {
+      servers: {
+        last: pipes({}, { timeoutMs: 8000 }),
+        mute: pipes({ FAULT_LOG: join(dir, 'mute.pids') }, { timeoutMs: 8000 }),
+        deaf: pipes({ FAULT_LOG: join(dir, 'deaf.pids') }, { timeoutMs: 8000 }),
+      },
+    },
+    { dir },
+  );
   db = join(hub.dir, 'ledger.db');
-  await waitForState(hub.url, 'last', ['ready']);
+  for (const id of ['last', 'mute', 'deaf']) await waitForState(hub.url, id, ['ready']);
 }, 60_000);
 
 afterAll(async () => {
@@ -43,9 +52,45 @@ describe('stdio upstreams that mistreat their pipes', () => {
     expect(isToolError(await callTool(hub.url, 'last__echo', { n: 1 }))).toBe(false);
   });
 
+  /** The pids the fixture `id` logged at its starts. */
+  const pidsOf = (id: string): number[] => readFileSync(join(hub.dir, `${id}.pids`), 'utf8').trim().split('\n').map(Number);
+
+  it('closes its stdout and runs on: the hub ends and restarts it, instead of timing out every call for ever', async () => {
+    expect(text(await callTool(hub.url, 'mute__closeout'))).toBe('closing my stdout');
+    const [first] = pidsOf('mute');
+    const back = await waitUntil('mute restarted', async () => {
+      const s = await serverHealth(hub.url, 'mute');
+      return s.state === 'ready' && s.restarts >= 1 ? s : undefined;
+    });
+    expect(back.lastError).toMatch(/closed its stdout while still running/);
+    expect(running(first!)).toBe(false);
+    const t0 = Date.now();
+    const a = await callTool(hub.url, 'mute__echo', { n: 2 });
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(text(a)).toBe('{"n":2}');
+  });
+
+  it('closes its stdin and runs on: the call written into the closed pipe fails at once, and the server is restarted', async () => {
+    expect(text(await callTool(hub.url, 'deaf__closein'))).toBe('closing my stdin');
+    await sleep(300);
+    const [first] = pidsOf('deaf');
+    const t0 = Date.now();
+    const lost = await callTool(hub.url, 'deaf__echo', { n: 1 });
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(isToolError(lost)).toBe(true);
+    expect(text(lost)).toMatch(/closed its stdin while still running/);
+    const back = await waitUntil('deaf restarted', async () => {
+      const s = await serverHealth(hub.url, 'deaf');
+      return s.state === 'ready' && s.restarts >= 1 ? s : undefined;
+    });
+    expect(back.lastError).toMatch(/closed its stdin while still running/);
+    expect(running(first!)).toBe(false);
+    expect(text(await callTool(hub.url, 'deaf__echo', { n: 2 }))).toBe('{"n":2}');
+  });
+
   it('every call above has its audit row, and the hub stayed up', async () => {
     const rows = (await queryRows(db, {}, 5000)).filter((r) => r.method === 'tools/call');
-    expect(rows.length).toBeGreaterThanOrEqual(2);
+    expect(rows.length).toBeGreaterThanOrEqual(7);
     expect(rows.every((r) => r.outcome !== 'in_flight')).toBe(true);
     expect((await healthOf(hub.url)).status).toBe('ok');
     expect(hub.proc.exitCode).toBeNull();
