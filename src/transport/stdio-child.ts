@@ -419,6 +419,9 @@ export class StdioChild extends EventEmitter {
   };
 
   private onLine(line: string): void {
+    // A byte order mark before a message (a .NET UTF-8 console writes one first) is not JSON,
+    // and RFC 8259 §8.1 lets a parser ignore it: rejecting it loses the answer to the era probe.
+    if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
     const c: Classified = parseFrame(line);
     if (c.kind === 'invalid') {
       this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');

@@ -1,6 +1,7 @@
 /**
  * Fault suite, stdio upstreams that mistreat their pipes: a last answer without its newline,
- * a process that closes its stdout or its stdin and runs on. Each case through the real hub, the fixture server over real
+ * a process that closes its stdout or its stdin and runs on, a byte order mark before its first
+ * message. Each case through the real hub, the fixture server over real
  * pipes, a raw modern client over loopback; every call has its audit row.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -26,12 +27,13 @@ beforeAll(async () => {
         last: pipes({}, { timeoutMs: 8000 }),
         mute: pipes({ FAULT_LOG: join(dir, 'mute.pids') }, { timeoutMs: 8000 }),
         deaf: pipes({ FAULT_LOG: join(dir, 'deaf.pids') }, { timeoutMs: 8000 }),
+        bom: pipes({ FAULT_BOM: '1', FAULT_MODERN: '1' }, { probeTimeoutMs: 3000 }),
       },
     },
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  for (const id of ['last', 'mute', 'deaf']) await waitForState(hub.url, id, ['ready']);
+  for (const id of ['last', 'mute', 'deaf', 'bom']) await waitForState(hub.url, id, ['ready']);
 }, 60_000);
 
 afterAll(async () => {
@@ -88,9 +90,17 @@ describe('stdio upstreams that mistreat their pipes', () => {
     expect(text(await callTool(hub.url, 'deaf__echo', { n: 2 }))).toBe('{"n":2}');
   });
 
+  it('starts its stdout with a byte order mark: its answer to the era probe counts, so a modern server is modern', async () => {
+    const s = await serverHealth(hub.url, 'bom');
+    expect(s.era).toBe('2026-07-28');
+    expect(s.lastError).toBeNull();
+    const a = await callTool(hub.url, 'bom__echo', { n: 1 });
+    expect(text(a)).toBe('{"n":1}');
+  });
+
   it('every call above has its audit row, and the hub stayed up', async () => {
     const rows = (await queryRows(db, {}, 5000)).filter((r) => r.method === 'tools/call');
-    expect(rows.length).toBeGreaterThanOrEqual(7);
+    expect(rows.length).toBeGreaterThanOrEqual(8);
     expect(rows.every((r) => r.outcome !== 'in_flight')).toBe(true);
     expect((await healthOf(hub.url)).status).toBe('ok');
     expect(hub.proc.exitCode).toBeNull();

@@ -73,11 +73,11 @@ describe('LineDecoder', () => {
 describe('StdioChild', () => {
   const script = (src: string): string[] => ['-e', src];
 
-  it('emits JSON-RPC lines as messages, skips the rest, and reports the exit', async () => {
+  it('emits JSON-RPC lines as messages (a byte order mark before one ignored), skips the rest, and reports the exit', async () => {
     const c = new StdioChild({
       command: process.execPath,
       args: script(`
-        process.stdout.write('noise\\n{"jsonrpc":"2.0","method":"a"}\\r\\n[1]\\n{"jsonrpc":"2.0","id":1,"result":{}}\\n');
+        process.stdout.write('\\ufeffnoise\\n\\ufeff{"jsonrpc":"2.0","method":"a"}\\r\\n[1]\\n{"jsonrpc":"2.0","id":1,"result":{}}\\n');
         setTimeout(() => process.exit(7), 50);`),
       maxFrameBytes: 1024,
       log: silentLogger,
