@@ -6,6 +6,7 @@
  * here, or by the watchdog of reaper.ts when the hub dies without running any code.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { statSync, type Stats } from 'node:fs';
 import { EventEmitter } from 'node:events';
 import { redactLogText, type Logger } from '../log.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
@@ -55,6 +56,23 @@ export function stderrReason(tail: readonly string[]): string | undefined {
  * own: a process that is exiting closes its pipes a moment before its exit is seen.
  */
 const HALF_CLOSED_GRACE_MS = 1000;
+
+/**
+ * Why a spawn failed, in words. A missing working directory fails as `spawn node ENOENT`
+ * (and one that is a file as ENOTDIR), which reads as if the command were not installed.
+ */
+export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined): string {
+  if (cwd !== undefined && (err.code === 'ENOENT' || err.code === 'ENOTDIR')) {
+    let dir: Stats | undefined;
+    try {
+      dir = statSync(cwd);
+    } catch {
+      return `its working directory ${cwd} does not exist (cwd)`;
+    }
+    if (!dir.isDirectory()) return `its working directory ${cwd} is not a directory (cwd)`;
+  }
+  return err.message;
+}
 
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
@@ -291,13 +309,18 @@ export class StdioChild extends EventEmitter {
       this.emit('exit', e);
     };
 
-    this.proc = spawn(opts.command, opts.args ?? [], {
-      cwd: opts.cwd,
-      env: childEnv(process.env, opts.inheritEnv, opts.env),
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-      windowsHide: true,
-    });
+    try {
+      this.proc = spawn(opts.command, opts.args ?? [], {
+        cwd: opts.cwd,
+        env: childEnv(process.env, opts.inheritEnv, opts.env),
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+        windowsHide: true,
+      });
+    } catch (err) {
+      // Some failures (ENOTDIR, E2BIG) are thrown rather than reported as an 'error' event.
+      throw new Error(spawnFailure(err as NodeJS.ErrnoException, opts.cwd));
+    }
     this.pid = this.proc.pid;
     if (this.pid !== undefined) {
       liveGroups.add(this.pid);
@@ -306,7 +329,7 @@ export class StdioChild extends EventEmitter {
 
     this.proc.on('error', (err) => {
       // Spawn failures (ENOENT, EACCES) may come without an 'exit'.
-      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: err.message });
+      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd) });
       else this.log.warn({ err: err.message }, 'child process error');
     });
     this.proc.on('exit', (code, signal) => {

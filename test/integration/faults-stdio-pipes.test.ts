@@ -28,6 +28,7 @@ beforeAll(async () => {
         mute: pipes({ FAULT_LOG: join(dir, 'mute.pids') }, { timeoutMs: 8000 }),
         deaf: pipes({ FAULT_LOG: join(dir, 'deaf.pids') }, { timeoutMs: 8000 }),
         bom: pipes({ FAULT_BOM: '1', FAULT_MODERN: '1' }, { probeTimeoutMs: 3000 }),
+        nowhere: pipes({}, { cwd: '/nonexistent/switchyard-cwd' }),
       },
     },
     { dir },
@@ -96,6 +97,14 @@ describe('stdio upstreams that mistreat their pipes', () => {
     expect(s.lastError).toBeNull();
     const a = await callTool(hub.url, 'bom__echo', { n: 1 });
     expect(text(a)).toBe('{"n":1}');
+  });
+
+  it('is configured with a working directory that does not exist: the error says that, not that node is missing', async () => {
+    const s = await waitUntil('nowhere tried', async () => {
+      const h = await serverHealth(hub.url, 'nowhere');
+      return h.lastError ? h : undefined;
+    });
+    expect(s.lastError).toBe('process could not start: its working directory /nonexistent/switchyard-cwd does not exist (cwd)');
   });
 
   it('every call above has its audit row, and the hub stayed up', async () => {

@@ -178,6 +178,14 @@ describe('StdioChild', () => {
     expect(await c.close()).toBe(e);
   });
 
+  it('says so when its working directory is missing or no directory, rather than blaming the command', async () => {
+    const c = new StdioChild({ command: process.execPath, args: script('1'), cwd: '/nonexistent/switchyard-dir', maxFrameBytes: 1024, log: silentLogger });
+    expect((await c.exit).error).toBe('its working directory /nonexistent/switchyard-dir does not exist (cwd)');
+    expect(() => new StdioChild({ command: process.execPath, args: script('1'), cwd: process.execPath, maxFrameBytes: 1024, log: silentLogger })).toThrow(
+      `its working directory ${process.execPath} is not a directory (cwd)`,
+    );
+  });
+
   it('merges env over the hub environment and honours cwd', async () => {
     const c = new StdioChild({
       command: process.execPath,
