@@ -74,6 +74,15 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   return err.message;
 }
 
+/**
+ * Stdout lines that are not JSON-RPC logged one by one in a window; past that they are counted
+ * and the count logged as the window ends: a server that prints its debugging to stdout would
+ * otherwise put a warning per line into the hub's log, crowding out (and, past the log's buffer,
+ * dropping) everything else.
+ */
+const SKIPPED_LOGGED = 10;
+const SKIPPED_WINDOW_MS = 10_000;
+
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
 
@@ -290,6 +299,7 @@ export class StdioChild extends EventEmitter {
   private closing = false;
   private broke: string | undefined;
   private halfClosed: NodeJS.Timeout | undefined;
+  private readonly skipped = { logged: 0, counted: 0, window: undefined as NodeJS.Timeout | undefined };
 
   constructor(opts: StdioChildOptions) {
     super();
@@ -303,6 +313,7 @@ export class StdioChild extends EventEmitter {
       if (said !== undefined) e.stderr = said;
       if (this.broke !== undefined) e.broke = this.broke;
       clearTimeout(this.halfClosed);
+      this.endSkipWindow();
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
       onExit(e);
@@ -447,11 +458,34 @@ export class StdioChild extends EventEmitter {
     if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
     const c: Classified = parseFrame(line);
     if (c.kind === 'invalid') {
-      this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason: c.error.message }, 'skipped a stdout line that is not JSON-RPC');
+      this.noteSkipped(line, c.error.message);
       // An answer the hub cannot take: its call fails now rather than at its timeout.
       if (!(c.response && c.id !== undefined)) return;
     }
     this.emit('message', c);
+  }
+
+  private noteSkipped(line: string, reason: string): void {
+    const s = this.skipped;
+    if (s.window === undefined) {
+      s.window = setTimeout(() => this.endSkipWindow(), SKIPPED_WINDOW_MS);
+      s.window.unref();
+    }
+    if (s.logged >= SKIPPED_LOGGED) {
+      s.counted++;
+      return;
+    }
+    s.logged++;
+    this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason }, 'skipped a stdout line that is not JSON-RPC');
+  }
+
+  private endSkipWindow(): void {
+    const s = this.skipped;
+    clearTimeout(s.window);
+    s.window = undefined;
+    if (s.counted > 0) this.log.warn({ lines: s.counted }, `skipped ${s.counted} more stdout lines that are not JSON-RPC (not logged one by one)`);
+    s.logged = 0;
+    s.counted = 0;
   }
 
   /** Immediate SIGKILL of the whole group. */

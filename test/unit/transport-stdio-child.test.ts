@@ -2,6 +2,7 @@
 import { Socket } from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
+import { pino } from 'pino';
 import { silentLogger } from '../../src/log.js';
 import { LineDecoder, StdioChild, stderrReason } from '../../src/transport/stdio-child.js';
 
@@ -119,6 +120,25 @@ describe('StdioChild', () => {
     const exit = await c.exit;
     expect(got).toEqual([{ kind: 'response', msg: { jsonrpc: '2.0', id: 9, result: { bye: true } } }]);
     expect(exit.stderr).toBe('fatal: gave up');
+  });
+
+  it('logs the first stdout lines that are not JSON-RPC one by one, then only how many more there were', async () => {
+    const logged: { msg: string; line?: string; lines?: number }[] = [];
+    const log = pino({ level: 'warn' }, { write: (l: string) => void logged.push(JSON.parse(l)) });
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdout.write('debug output\\n'.repeat(5000) + '{"jsonrpc":"2.0","id":1,"result":{}}\\n', () => process.exit(0));`),
+      maxFrameBytes: 1024,
+      log,
+    });
+    const got: unknown[] = [];
+    c.on('message', (m) => got.push(m));
+    await c.exit;
+    expect(got).toHaveLength(1);
+    const one = logged.filter((l) => l.msg === 'skipped a stdout line that is not JSON-RPC');
+    expect(one).toHaveLength(10);
+    expect(one[0]!.line).toBe('debug output');
+    expect(logged.filter((l) => l.msg !== one[0]!.msg)).toEqual([expect.objectContaining({ lines: 4990, msg: 'skipped 4990 more stdout lines that are not JSON-RPC (not logged one by one)' })]);
   });
 
   /** A child that echoes its stdin to stdout and exits when stdin ends; `got`: what came back. */
