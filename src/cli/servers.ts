@@ -14,8 +14,15 @@ function age(ms: number): string {
   return `${Math.round(s / 3600)}h`;
 }
 
+/**
+ * Upstream text (serverInfo, an error, stderr) on one line: screenText leaves newlines and
+ * tabs, with which a server could forge rows of the table or lines of an answer.
+ */
+const oneLine = (s: string): string => s.replace(/[\t\n]/g, '?');
+
 /** Fixed-width columns; the last column is free text. */
-export function columns(rows: string[][]): string {
+export function columns(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(oneLine));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (i === r.length - 1 ? 0 : r[i].length))));
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n') + '\n';
 }
@@ -52,10 +59,10 @@ interface RestartArgs extends ServersArgs {
 export function restartOutcome(id: string, s: ServerView | undefined, waitedMs: number): { text: string; exitCode: number } {
   if (!s) return { text: `server "${id}" is no longer running (a reload removed it?)\n`, exitCode: 1 };
   if (s.state === 'ready') {
-    const info = s.serverInfo ? `, ${`${s.serverInfo.name ?? '?'} ${s.serverInfo.version ?? ''}`.trim()}` : '';
+    const info = s.serverInfo ? `, ${oneLine(`${s.serverInfo.name ?? '?'} ${s.serverInfo.version ?? ''}`.trim())}` : '';
     return { text: `restarted "${id}": ready (${s.era ?? 'era unknown'}${info})\n`, exitCode: 0 };
   }
-  const why = s.lastError ? `: ${errorWithStderr(s)}` : '';
+  const why = s.lastError ? `: ${oneLine(errorWithStderr(s) ?? '')}` : '';
   if (s.state === 'failed') return { text: `restarted "${id}", and it failed to start${why}\n`, exitCode: 1 };
   if (s.lastError) return { text: `restarted "${id}", but its first attempt failed${why} (the hub keeps trying; \`switchyard servers\` shows how it goes)\n`, exitCode: 1 };
   return { text: `restarted "${id}"; still ${s.state} after ${Math.round(waitedMs / 1000)} s\n`, exitCode: 1 };

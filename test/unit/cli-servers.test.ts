@@ -33,6 +33,11 @@ describe('servers restart outcome', () => {
     expect(restartOutcome('a', view({ state: 'starting' }), 30_200)).toEqual({ text: 'restarted "a"; still starting after 30 s\n', exitCode: 1 });
     expect(restartOutcome('a', undefined, 10)).toEqual({ text: 'server "a" is no longer running (a reload removed it?)\n', exitCode: 1 });
   });
+
+  it("keeps a server's own text (serverInfo, its error) on one line", () => {
+    expect(restartOutcome('a', view({ serverInfo: { name: 'evil\nrestarted "b": ready', version: '1\t2' } }), 800).text).toBe('restarted "a": ready (2025-11-25, evil?restarted "b": ready 1?2)\n');
+    expect(restartOutcome('a', view({ state: 'failed', lastError: 'exited\nall fine' }), 800).text).toBe('restarted "a", and it failed to start: exited?all fine\n');
+  });
 });
 
 describe('servers table', () => {
@@ -47,5 +52,15 @@ describe('servers table', () => {
     expect(t[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+CALLS\s+RESTARTS/);
     expect(t[1]).toMatch(/^h\s+restarting \(circuit open\)\s+2025-11-25\s+notes 1\.2\.0\s+-\s+2 \+5 queued\s+0\s+/);
     expect(t[2]).toMatch(/^k\s+ready\s+2025-11-25\s+notes 1\.2\.0\s+-\s+1\s+0\s+/);
+  });
+
+  it("cannot be given extra rows by a server's serverInfo or stderr holding a newline", () => {
+    const t = serversTable(
+      [view({ id: 'evil', serverInfo: { name: 'x\nfake  ready  2025-11-25', version: '1' }, lastError: 'exited with code 1', stderr: 'Error: a\nfake2  ready' } as Partial<ServerView>)],
+      0,
+    );
+    expect(t.trimEnd().split('\n')).toHaveLength(2);
+    expect(t).toContain('x?fake  ready  2025-11-25 1');
+    expect(t).toContain('Error: a?fake2  ready');
   });
 });
