@@ -15,7 +15,7 @@ import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
-import { HOLDS_EXCLUSIVE, HOLDS_SHARED, reasonOf, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, reasonOf, type Pending, type UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';
@@ -209,7 +209,13 @@ export class StdioUpstream extends HandshakingUpstream {
   /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
   private async spawn(): Promise<void> {
     const s = this.spec;
-    const child = new StdioChild({ command: s.command!, args: s.args, env: s.env, inheritEnv: s.inheritEnv, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
+    let child: StdioChild;
+    try {
+      child = new StdioChild({ command: s.command!, args: s.args, env: s.env, inheritEnv: s.inheritEnv, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
+    } catch (err) {
+      // Thrown by spawn itself (ENOTDIR, E2BIG, a NUL in an argument): said as any other start failure.
+      throw new TransportError(`process could not start: ${errMessage(err)}`, undefined, true);
+    }
     this.child = child;
     this.log.debug({ pid: child.pid }, 'spawned');
     child.on('message', (c) => {

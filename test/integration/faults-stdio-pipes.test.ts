@@ -29,6 +29,7 @@ beforeAll(async () => {
         deaf: pipes({ FAULT_LOG: join(dir, 'deaf.pids') }, { timeoutMs: 8000 }),
         bom: pipes({ FAULT_BOM: '1', FAULT_MODERN: '1' }, { probeTimeoutMs: 3000 }),
         nowhere: pipes({}, { cwd: '/nonexistent/switchyard-cwd' }),
+        filecwd: pipes({}, { cwd: process.execPath }),
       },
     },
     { dir },
@@ -105,6 +106,14 @@ describe('stdio upstreams that mistreat their pipes', () => {
       return h.lastError ? h : undefined;
     });
     expect(s.lastError).toBe('process could not start: its working directory /nonexistent/switchyard-cwd does not exist (cwd)');
+  });
+
+  it('is configured with a working directory that is a file: said as a start failure too', async () => {
+    const s = await waitUntil('filecwd tried', async () => {
+      const h = await serverHealth(hub.url, 'filecwd');
+      return h.lastError ? h : undefined;
+    });
+    expect(s.lastError).toBe(`process could not start: its working directory ${process.execPath} is not a directory (cwd)`);
   });
 
   it('every call above has its audit row, and the hub stayed up', async () => {
