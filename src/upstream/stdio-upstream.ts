@@ -278,11 +278,32 @@ export class StdioUpstream extends HandshakingUpstream {
   }
 
   protected cancelUpstream(p: Pending, reason: string): void {
-    this.child?.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } }));
+    this.sendAside(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } }));
   }
 
   protected reply(frame: string): void {
-    this.child?.send(frame);
+    this.sendAside(frame);
+  }
+
+  /** The server is past MAX_STDIN_BACKLOG and frames the hub sends on its own are being dropped. */
+  private droppingAside = false;
+
+  /**
+   * A frame the hub sends of its own accord (an answer to the server's request, a notification):
+   * dropped while the server is not reading its input. A server that floods requests (pings)
+   * and reads nothing would otherwise have every answer kept in the hub's memory until it ran out.
+   */
+  private sendAside(frame: string): void {
+    const child = this.child;
+    if (!child) return;
+    const waiting = child.backlog;
+    if (waiting > MAX_STDIN_BACKLOG) {
+      if (!this.droppingAside) this.log.warn({ waitingMiB: Math.round(waiting / 1048576) }, 'the server is not reading its input: answers and notifications to it are dropped');
+      this.droppingAside = true;
+      return;
+    }
+    this.droppingAside = false;
+    child.send(frame);
   }
 
   notify(method: string, params?: Record<string, unknown>): void {
@@ -290,6 +311,6 @@ export class StdioUpstream extends HandshakingUpstream {
       this.log.debug({ method }, 'notification dropped: not ready');
       return;
     }
-    this.child.send(JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }));
+    this.sendAside(JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }));
   }
 }

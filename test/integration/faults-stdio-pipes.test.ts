@@ -1,7 +1,7 @@
 /**
  * Fault suite, stdio upstreams that mistreat their pipes: a last answer without its newline,
  * a process that closes its stdout or its stdin and runs on, a byte order mark before its first
- * message. Each case through the real hub, the fixture server over real
+ * message, a flood of pings while it reads nothing. Each case through the real hub, the fixture server over real
  * pipes, a raw modern client over loopback; every call has its audit row.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -30,12 +30,13 @@ beforeAll(async () => {
         bom: pipes({ FAULT_BOM: '1', FAULT_MODERN: '1' }, { probeTimeoutMs: 3000 }),
         nowhere: pipes({}, { cwd: '/nonexistent/switchyard-cwd' }),
         filecwd: pipes({}, { cwd: process.execPath }),
+        pinger: pipes({}, { timeoutMs: 120_000 }),
       },
     },
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  for (const id of ['last', 'mute', 'deaf', 'bom']) await waitForState(hub.url, id, ['ready']);
+  for (const id of ['last', 'mute', 'deaf', 'bom', 'pinger']) await waitForState(hub.url, id, ['ready']);
 }, 60_000);
 
 afterAll(async () => {
@@ -116,9 +117,22 @@ describe('stdio upstreams that mistreat their pipes', () => {
     expect(s.lastError).toBe(`process could not start: its working directory ${process.execPath} is not a directory (cwd)`);
   });
 
+  /** The hub's resident memory, in MiB. */
+  const hubRss = (): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${hub.proc.pid}/status`, 'utf8'))![1]) / 1024;
+
+  it('floods pings while it reads nothing: the answers it cannot take are dropped, not kept in the hub\'s memory', async () => {
+    const before = hubRss();
+    const a = await callTool(hub.url, 'pinger__pingflood');
+    expect(text(a)).toBe('sent 1500000 pings');
+    // Each answer kept would cost ~220 bytes: 1.5 M of them over 300 MiB.
+    expect(hubRss() - before).toBeLessThan(200);
+    expect(hub.logs.some((l) => l.includes('the server is not reading its input: answers and notifications to it are dropped'))).toBe(true);
+    expect((await healthOf(hub.url)).status).toBe('ok');
+  }, 120_000);
+
   it('every call above has its audit row, and the hub stayed up', async () => {
     const rows = (await queryRows(db, {}, 5000)).filter((r) => r.method === 'tools/call');
-    expect(rows.length).toBeGreaterThanOrEqual(8);
+    expect(rows.length).toBeGreaterThanOrEqual(9);
     expect(rows.every((r) => r.outcome !== 'in_flight')).toBe(true);
     expect((await healthOf(hub.url)).status).toBe('ok');
     expect(hub.proc.exitCode).toBeNull();
