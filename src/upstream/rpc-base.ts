@@ -48,6 +48,8 @@ export interface Pending {
   token: string | undefined;
   /** Server-to-client requests of this call still waiting for the client: the timeout pauses. */
   waits: number;
+  /** Server-to-client requests of this call refused as past MAX_OPEN_ASKS (logged once). */
+  refusedAsks?: number;
   /** elicitationIds of the URL-mode elicitations this call relayed (for notifications/elicitation/complete). */
   urlElicitations?: Set<string>;
   onAbort: (() => void) | undefined;
@@ -61,6 +63,14 @@ export interface Pending {
   /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
   holds: number;
 }
+
+/**
+ * Server-to-client requests of one call open at its client at once. Past this the upstream is
+ * answered with an error at once: a server asking thousands of questions in one call (a loop
+ * gone wrong, a hostile one) would otherwise have each of them held, with its stream frame and
+ * listeners, in the hub and at the client until answered.
+ */
+export const MAX_OPEN_ASKS = 32;
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
@@ -429,6 +439,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }
     const p = target;
+    if (p.waits >= MAX_OPEN_ASKS) {
+      p.refusedAsks = (p.refusedAsks ?? 0) + 1;
+      if (p.refusedAsks === 1) this.log.warn({ method: msg.method, open: p.waits }, 'server requests refused: too many open at the client for one call');
+      return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, `too many requests to the client at once (${MAX_OPEN_ASKS} open for this call)`))), via);
+    }
     this.pauseTimer(p);
     const key = idKey(msg.id);
     const withdrawn = new Canceller();
