@@ -36,6 +36,13 @@ export class LegacySession {
   /** The API key that opened its GET stream: the session ends when that key is removed too. */
   streamKey: string | undefined;
   readonly inflight = new KeyedTable<Canceller>();
+  /**
+   * Names this session object in the ids of its questions. Another hub given the same key, or
+   * this hub restarted, serves the session with an object of its own: counted from 1 alone, its
+   * questions would share ids with these, and an answer reaching the other hub would be taken
+   * there for another question (a user's accept applied to something it was not asked).
+   */
+  private readonly idPrefix = `sy-${randomBytes(6).toString('base64url')}-`;
   private nextId = 0;
   private readonly pending = new Map<string, { method: string; resolve: (r: Record<string, unknown>) => void; reject: (e: unknown) => void }>();
 
@@ -64,7 +71,7 @@ export class LegacySession {
     if (sink.canStream === false)
       return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header has no text/event-stream`));
     if (call?.signal.aborted || call?.withdrawn?.aborted) return Promise.reject(new CancelledError());
-    const id = `sy-${++this.nextId}`;
+    const id = `${this.idPrefix}${++this.nextId}`;
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const done = (): void => {
