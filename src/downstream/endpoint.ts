@@ -480,15 +480,26 @@ export class Endpoint {
   }
 
   /**
-   * Whether a JSON-RPC batch sent with this session id is taken: only on a session of this
-   * principal negotiated at 2025-03-26, the one revision with batches. Otherwise a batch is
-   * refused as one invalid message, as before.
+   * What a JSON-RPC batch sent with this session id meets: `takes`, only on a session of this
+   * principal negotiated at 2025-03-26, the one revision with batches; `gone`, an id that names
+   * no session of this principal on this endpoint (ended, never issued, another's), told so as a
+   * lone message would be (404), or its client would never start anew; otherwise `refuses`: the
+   * batch is refused as one invalid message.
    */
-  takesBatches(sessionId: string | undefined, principal: string, group?: string, credentialKey?: string): boolean {
-    const s = sessionId === undefined ? undefined : this.sessionFor(sessionId, principal, group, credentialKey);
+  batchSession(sessionId: string | undefined, principal: string, group?: string, credentialKey?: string): 'takes' | 'refuses' | 'gone' {
+    if (sessionId === undefined) return 'refuses';
+    const s = this.sessionFor(sessionId, principal, group, credentialKey);
     // No room to take it back: its members are each told so, as its lone messages would be.
-    if (s === NO_ROOM) return this.sessionIds?.reopen(sessionId!)?.protocolVersion === BATCH_VERSION;
-    return s !== undefined && s.principal === principal && s.protocolVersion === BATCH_VERSION;
+    if (s === NO_ROOM) return this.sessionIds?.reopen(sessionId)?.protocolVersion === BATCH_VERSION ? 'takes' : 'refuses';
+    if (s === undefined || s.principal !== principal) return 'gone';
+    return s.protocolVersion === BATCH_VERSION ? 'takes' : 'refuses';
+  }
+
+  /** A batch whose session is not here (batchSession: `gone`): recorded, and answered as its lone messages would be. */
+  async batchWithoutSession(ex: Exchange): Promise<void> {
+    const err = new RpcError(-32001, 'Session not found');
+    await this.recordRefused({ method: INVALID_MESSAGE }, ex, err, LEGACY);
+    ex.reply(errorResponse(undefined, err), 404);
   }
 
   /**

@@ -209,7 +209,8 @@ export class HttpServer {
     const text = body.toString('utf8');
     const batch = batchOf(text);
     let c: Classified | undefined;
-    if (batch && this.endpoint.takesBatches(header(req, 'mcp-session-id'), who.principal, group, who.key)) {
+    const session = batch && this.endpoint.batchSession(header(req, 'mcp-session-id'), who.principal, group, who.key);
+    if (batch && session === 'takes') {
       const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'), header(req, 'idempotency-key'));
       if (!refused) return this.postBatch(req, res, who, group, batch);
       c = { kind: 'invalid', error: refused };
@@ -220,6 +221,7 @@ export class HttpServer {
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
+    if (session === 'gone') return this.endpoint.batchWithoutSession(ex);
     await this.endpoint.message(c, ex);
   }
 

@@ -143,4 +143,23 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(none.status).toBe(400);
     expect((none.body?.error as Json).code).toBe(-32600);
   });
+
+  it('answers a batch on a session that ended with 404 Session not found, as a lone message, so its client starts anew', async () => {
+    const headers = await session('2025-03-26');
+    const batch = [{ jsonrpc: '2.0', id: 'g1', method: 'tools/list' }];
+    expect((await post(hub.url, batch, headers)).status).toBe(200);
+    const del = await fetch(hub.url, { method: 'DELETE', headers });
+    expect(del.status).toBe(200);
+    const lone = await post(hub.url, batch[0], headers);
+    expect(lone.status).toBe(404);
+    const r = await post(hub.url, batch, headers);
+    expect(r.status, r.text).toBe(404);
+    expect((r.body?.error as Json).code).toBe(-32001);
+    // An id this hub never issued is not found either.
+    const unknown = await post(hub.url, batch, { ...headers, 'mcp-session-id': 'no-such-session' });
+    expect(unknown.status, unknown.text).toBe(404);
+    await expect
+      .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => row.errorCode === -32001 && row.method === '(invalid)').length, { timeout: 5000 })
+      .toBe(2);
+  });
 });
