@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, classify, errorResponse, parseFrame, type Classified } from '../protocol/jsonrpc.js';
+import { acceptsType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
 import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
@@ -236,7 +237,7 @@ export class HttpServer {
   /** Where a POST's answer goes (JSON, or SSE once something streams), and the signal of its client going away. */
   private answerChannel(req: EdgeRequest, res: EdgeResponse): { channel: PostChannel; closed: Canceller } {
     const accept = header(req, 'accept') ?? '';
-    const channel = new PostChannel(res, accept === '' || accept.includes('text/event-stream') || accept.includes('*/*'));
+    const channel = new PostChannel(res, accept === '' || acceptsType(accept, 'text/event-stream'));
     const closed = new Canceller();
     res.on('close', () => {
       if (!res.writableFinished) closed.abort();
@@ -340,7 +341,7 @@ export class HttpServer {
       res.writeHead(405, { allow: 'POST' }).end();
       return;
     }
-    if (!(header(req, 'accept') ?? '').includes('text/event-stream')) {
+    if (!acceptsType(header(req, 'accept') ?? '', 'text/event-stream')) {
       sendJson(res, 406, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Not Acceptable: GET needs Accept: text/event-stream')));
       return;
     }

@@ -69,7 +69,7 @@ export class LegacySession {
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.
     if (sink.canStream === false)
-      return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header has no text/event-stream`));
+      return Promise.reject(new RpcError(-32603, `the client cannot be asked (${req.method}) on this answer: its request's Accept header does not take text/event-stream`));
     if (call?.signal.aborted || call?.withdrawn?.aborted) return Promise.reject(new CancelledError());
     const id = `${this.idPrefix}${++this.nextId}`;
     return new Promise((resolve, reject) => {
