@@ -29,7 +29,7 @@ import type { HubCore, MessageSink, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
-import { LegacySession } from './legacy-session.js';
+import { LegacySession, SessionEndedError } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
@@ -754,6 +754,12 @@ export class Endpoint {
       // The hub's limit on the client's answer ended the call: the client, still there, is told.
       const reason = ac.signal.reason;
       if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, reason.message)));
+      // A request is answered (202 is for notifications): over HTTP as any request naming an
+      // ended session is (404), so an SDK client fails it now rather than at its own timeout.
+      if (reason instanceof SessionEndedError)
+        return ex.transport === 'http'
+          ? ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404)
+          : ex.reply(errorResponse(req.id, new RpcError(INTERNAL_ERROR, reason.message)));
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
       ex.reply(errorResponse(req.id, asRpc(err, this.log)));
     } finally {

@@ -169,7 +169,18 @@ export class LegacySession {
     this.ended = true;
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
-    for (const c of this.inflight.values()) c.abort();
+    for (const c of this.inflight.values()) c.abort(new SessionEndedError());
     this.inflight.clear();
+  }
+}
+
+/**
+ * Why a call was cancelled when its session ended under it (DELETE, a revoked credential,
+ * idleness, initialize again on stdio). Unlike a client's notifications/cancelled, its client
+ * still waits for an answer to its request, and is given one (Endpoint.legacyRequest).
+ */
+export class SessionEndedError extends CancelledError {
+  constructor() {
+    super('the client session ended while the request was in flight');
   }
 }
