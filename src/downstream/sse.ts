@@ -15,6 +15,13 @@ const SSE_HEADERS = {
  */
 export const MAX_UNREAD_BYTES = 8 * 1024 * 1024;
 
+/**
+ * How often an open stream with nothing to say sends a comment. Proxies and load balancers cut
+ * a response that is quiet for long (nginx and AWS ALB after 60 s by default); a comment is
+ * nothing to an SSE reader.
+ */
+export const KEEP_ALIVE_MS = 15_000;
+
 /** Write one SSE event carrying a JSON-RPC message. */
 export function writeEvent(res: EdgeResponse, msg: object, id?: string): void {
   res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${wireText(msg)}\n\n`);
@@ -28,7 +35,7 @@ export class SseStream implements MessageSink {
   constructor(
     private readonly res: EdgeResponse,
     extraHeaders: Record<string, string> = {},
-    keepAliveMs = 15_000,
+    keepAliveMs = KEEP_ALIVE_MS,
     private readonly maxUnreadBytes = MAX_UNREAD_BYTES,
   ) {
     res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
@@ -70,6 +77,11 @@ export class SseStream implements MessageSink {
  */
 export class PostChannel implements MessageSink {
   private sse = false;
+  /**
+   * Comments while the stream waits (a question for the user, a long call between progress
+   * reports): a proxy that cuts a quiet response would end the call (the hub cannot resume it).
+   */
+  private keepAlive: NodeJS.Timeout | undefined;
   /** Notifications left out because the client fell MAX_UNREAD_BYTES behind. */
   dropped = 0;
 
@@ -78,6 +90,7 @@ export class PostChannel implements MessageSink {
     readonly canStream: boolean,
     private readonly headers: Record<string, string> = {},
     private readonly maxUnreadBytes = MAX_UNREAD_BYTES,
+    private readonly keepAliveMs = KEEP_ALIVE_MS,
   ) {}
 
   get closed(): boolean {
@@ -99,6 +112,9 @@ export class PostChannel implements MessageSink {
     if (!this.sse) {
       this.sse = true;
       this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
+      const timer = (this.keepAlive = setInterval(() => (this.closed ? clearInterval(timer) : this.res.write(': keep-alive\n\n')), this.keepAliveMs));
+      timer.unref();
+      this.res.on('close', () => clearInterval(timer));
     } else if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) {
       this.dropped++;
       return;
@@ -110,6 +126,7 @@ export class PostChannel implements MessageSink {
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
     if (this.closed) return;
     if (this.sse) {
+      clearInterval(this.keepAlive);
       if (msg) writeEvent(this.res, msg);
       this.res.end();
       return;

@@ -20,6 +20,9 @@ function response(): { res: EdgeResponse; written: string[]; unread: { bytes: nu
       return true;
     },
     end() {},
+    on() {
+      return res;
+    },
   } as unknown as EdgeResponse;
   return { res, written, unread };
 }
