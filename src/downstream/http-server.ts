@@ -35,6 +35,9 @@ export interface HttpOptions extends OriginPolicy {
   groups?: { has(name: string): boolean };
 }
 
+const FORBIDDEN_HOST = 'Forbidden: the Host header does not name this hub (off loopback, list the host clients use as an origin in listen.allowedOrigins)';
+const FORBIDDEN_ORIGIN = 'Forbidden: Origin not allowed (listen.allowedOrigins lists the browser origins allowed besides loopback ones)';
+
 const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: 'principal:anonymous', via: 'none' };
 
 /** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
@@ -148,8 +151,11 @@ export class HttpServer {
       if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 400, message });
       return sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
     }
-    if (!hostAllowed(header(req, 'host'), this.opts) || !originAllowed(header(req, 'origin'), this.opts)) {
-      const message = 'Forbidden: Host or Origin not allowed';
+    const hostOk = hostAllowed(header(req, 'host'), this.opts);
+    if (!hostOk || !originAllowed(header(req, 'origin'), this.opts)) {
+      // Which one, and where it is allowed: a hub bound off loopback meets its own clients here
+      // first (reached by an address or name not listed), and a bare 403 would not say why.
+      const message = hostOk ? FORBIDDEN_ORIGIN : FORBIDDEN_HOST;
       // A DNS-rebinding or cross-site attempt leaves its row (rate-limited per address, as unauthenticated ones are).
       if (MCP_PATH.test(path)) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), status: 403, message });
       return sendJson(res, 403, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));

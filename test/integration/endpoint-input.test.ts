@@ -129,9 +129,11 @@ describe('bad input at the HTTP endpoint', () => {
     // Both refusals at the MCP endpoint (Origin above, Host here) left their rows.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (r) => r.filter((x) => x.errorCode === 403).length >= 2);
     expect(rows.filter((x) => x.errorCode === 403).map((x) => [x.method, x.errorMessage])).toEqual([
-      ['tools/list', 'Forbidden: Host or Origin not allowed'],
-      ['tools/list', 'Forbidden: Host or Origin not allowed'],
+      ['tools/list', 'Forbidden: Origin not allowed (listen.allowedOrigins lists the browser origins allowed besides loopback ones)'],
+      ['tools/list', 'Forbidden: the Host header does not name this hub (off loopback, list the host clients use as an origin in listen.allowedOrigins)'],
     ]);
+    // The client is told which header, and where it is allowed.
+    expect(JSON.parse(r.text).error.message).toMatch(/Host header does not name this hub.*listen\.allowedOrigins/);
   });
 
   it('two Host lines → 400 whatever they say (node:http keeps the first; a proxy may read the last), and a row', async () => {
