@@ -610,9 +610,11 @@ export class Endpoint {
   }
 
   private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
-    // Another principal's session is "not found" here too: its id must not confirm it exists.
+    // Another principal's session is "not found" here too: its id must not confirm it exists;
+    // nor is another endpoint's (/mcp, /mcp/<group>), which every other method there does not find.
     const sid = ex.header('mcp-session-id');
-    if (ex.transport === 'http' && sid !== undefined && this.sessions.get(sid)?.principal === ex.principal) {
+    const held = sid === undefined ? undefined : this.sessions.get(sid);
+    if (ex.transport === 'http' && held !== undefined && held.principal === ex.principal && held.group === ex.group) {
       const err = new RpcError(INVALID_REQUEST, 'session already initialized');
       await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);

@@ -250,6 +250,14 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
     const stream = await fetch(small, { headers: { accept: 'text/event-stream', 'mcp-session-id': s.sessionId, 'mcp-protocol-version': '2025-11-25' } });
     expect(stream.status).toBe(404);
     expect((await fetch(small, { method: 'DELETE', headers: { 'mcp-session-id': s.sessionId } })).status).toBe(404);
+    // An initialize there with it is not refused as a second one: that session is not there, so a new one opens.
+    const init = await post(small, { jsonrpc: '2.0', id: 3, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'moved', version: '1' } } }, {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-session-id': s.sessionId,
+    });
+    expect(init.status, init.text).toBe(200);
+    expect(init.headers.get('mcp-session-id')).not.toBe(s.sessionId);
     const home = await s.request(2, 'tools/call', { name: 'unt__add', arguments: { a: 1, b: 2 } });
     expect(home.body?.result).toMatchObject({ content: [{ type: 'text', text: '3' }] });
   });
