@@ -756,12 +756,12 @@ export class Endpoint {
       // The hub's limit on the client's answer ended the call: the client, still there, is told.
       const reason = ac.signal.reason;
       if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, reason.message)));
-      // A request is answered (202 is for notifications): over HTTP as any request naming an
+      // Over HTTP a request is answered (202 is for notifications), as any request naming an
       // ended session is (404), so an SDK client fails it now rather than at its own timeout.
-      if (reason instanceof SessionEndedError)
-        return ex.transport === 'http'
-          ? ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404)
-          : ex.reply(errorResponse(req.id, new RpcError(INTERNAL_ERROR, reason.message)));
+      // Not on stdio, where the session ends by EOF or by initialize again: on one pipe, an
+      // answer to the old session's id could be read as one to the new session's same id.
+      if (reason instanceof SessionEndedError && ex.transport === 'http')
+        return ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404);
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
       ex.reply(errorResponse(req.id, asRpc(err, this.log)));
     } finally {

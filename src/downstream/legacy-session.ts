@@ -177,7 +177,7 @@ export class LegacySession {
 /**
  * Why a call was cancelled when its session ended under it (DELETE, a revoked credential,
  * idleness, initialize again on stdio). Unlike a client's notifications/cancelled, its client
- * still waits for an answer to its request, and is given one (Endpoint.legacyRequest).
+ * still waits for an answer to its request, and over HTTP is given one (Endpoint.legacyRequest).
  */
 export class SessionEndedError extends CancelledError {
   constructor() {
