@@ -213,7 +213,9 @@ export class HttpServer {
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
-    const text = body.toString('utf8');
+    const decoded = body.toString('utf8');
+    // A parser may ignore a byte order mark (RFC 8259 §8.1), and Windows tools write one.
+    const text = decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;
     const batch = batchOf(text);
     let c: Classified | undefined;
     const session = batch && this.endpoint.batchSession(header(req, 'mcp-session-id'), who.principal, group, who.key);

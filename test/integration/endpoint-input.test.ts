@@ -71,6 +71,12 @@ describe('bad input at the HTTP endpoint', () => {
     expect(body).not.toHaveProperty('id');
   });
 
+  it('a body that starts with a UTF-8 byte order mark is read without it (RFC 8259 §8.1)', async () => {
+    const r = await post(url, `\uFEFF${JSON.stringify(modernBody(11, 'tools/list'))}`, modernHeaders('tools/list'));
+    expect(r.status, r.text).toBe(200);
+    expect(r.body?.id).toBe(11);
+  });
+
   it('a batch array → 400 with -32600', async () => {
     const r = await post(url, [modernBody(1, 'tools/list'), modernBody(2, 'prompts/list')], JSON_HEADERS);
     expectError(r, 400, -32600);
