@@ -36,6 +36,8 @@ export class ListCache {
   private readonly changedInFlight = new Set<string>();
   /** When each key's change was last told by onChanged. */
   private readonly toldAt = new Map<string, number>();
+  /** Changes found inside a key's window, to be told at its end. */
+  private readonly deferred = new Map<string, NodeJS.Timeout>();
   private versionCounter = 0;
   /** Observed counts, for metrics and tests. */
   readonly stats = { hits: 0, misses: 0, staleServed: 0 };
@@ -113,12 +115,28 @@ export class ListCache {
    * Whether a change found on refresh is told. Not for an entry of ttlMs 0: one that invalidate
    * made stale (clients were told then), one fetched while a change was said (the same), or one
    * never fresh (every list of it is a refresh, and a server whose list differs each time would
-   * have every client told, list again, and be told again). At most once a second per key.
+   * have every client told, list again, and be told again). At most once a second per key: a
+   * change found inside that second is told at its end, never dropped (the clients told of the
+   * previous change listed before it, and would keep a list that is gone).
    */
   private mayAnnounce(key: string, stale: ListEntry): boolean {
     if (!(stale.ttlMs > 0)) return false;
     const now = this.now();
-    if (now - (this.toldAt.get(key) ?? -Infinity) < ANNOUNCE_EVERY_MS) return false;
+    const since = now - (this.toldAt.get(key) ?? -Infinity);
+    if (since < ANNOUNCE_EVERY_MS) {
+      if (!this.deferred.has(key)) {
+        const timer = setTimeout(() => {
+          this.deferred.delete(key);
+          this.toldAt.set(key, this.now());
+          this.onChanged?.(key);
+        }, ANNOUNCE_EVERY_MS - since);
+        timer.unref();
+        this.deferred.set(key, timer);
+      }
+      return false;
+    }
+    clearTimeout(this.deferred.get(key));
+    this.deferred.delete(key);
     this.toldAt.set(key, now);
     return true;
   }
@@ -147,5 +165,10 @@ export class ListCache {
   drop(prefix: string): void {
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
+    for (const [k, timer] of this.deferred)
+      if (covers(prefix, k)) {
+        clearTimeout(timer);
+        this.deferred.delete(k);
+      }
   }
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ListCache } from '../../src/catalog/list-cache.js';
 
 /** A fetch the test answers when it likes, counting how often the cache asked. */
@@ -123,6 +123,53 @@ describe('a change found when an entry expires', () => {
     quick.set(['later']);
     await cache.get('q\0tools', quick.fetch);
     expect(told).toHaveLength(2);
+  });
+});
+
+describe('a change found inside the once-a-second window', () => {
+  it('is told at the window end, not dropped (the clients told of the one before kept that list)', async () => {
+    vi.useFakeTimers();
+    try {
+      const told: string[] = [];
+      const cache = new ListCache(Date.now, undefined, (k) => told.push(k));
+      let names = ['v1'];
+      const fetch = async () => ({ items: names.map((name) => ({ name })), ttlMs: 300, scope: 'public' as const });
+      await cache.get('s\0tools', fetch);
+      names = ['v2'];
+      vi.advanceTimersByTime(400);
+      await cache.get('s\0tools', fetch);
+      expect(told).toEqual(['s\0tools']); // v2, at once
+      names = ['v3'];
+      vi.advanceTimersByTime(400);
+      await cache.get('s\0tools', fetch);
+      expect(told).toHaveLength(1); // v3: inside the window
+      vi.advanceTimersByTime(600);
+      expect(told).toEqual(['s\0tools', 's\0tools']); // v3, at the window end
+      vi.advanceTimersByTime(5000);
+      expect(told).toHaveLength(2); // nothing more to say
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('is not told for a server dropped meanwhile', async () => {
+    vi.useFakeTimers();
+    try {
+      const told: string[] = [];
+      const cache = new ListCache(Date.now, undefined, (k) => told.push(k));
+      let n = 0;
+      const fetch = async () => ({ items: [{ name: `t${n++}` }], ttlMs: 100, scope: 'public' as const });
+      for (let i = 0; i < 3; i++) {
+        await cache.get('s\0tools', fetch);
+        vi.advanceTimersByTime(200);
+      }
+      expect(told).toHaveLength(1);
+      cache.drop('s\0');
+      vi.advanceTimersByTime(2000);
+      expect(told).toHaveLength(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
