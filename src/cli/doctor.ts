@@ -200,7 +200,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     tools = (await getJson(base, '/admin/tools?all=1', toolsAnswer).catch(() => undefined))?.tools;
   } else if (daemon === undefined && config) {
     // No daemon of ours there ('locked': one that runs its own, which are not started twice).
-    ({ servers, tools } = await lookLocally(config));
+    ({ servers, tools } = await lookLocally(config, { unreadPins: 'ignore', all: true }));
   }
   if (servers) findings.push(...upstreamFindings(servers));
   if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups));

@@ -6,7 +6,7 @@ import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
-import { lookLocally } from './local-catalog.js';
+import { lookLocally, PinsUnreadError } from './local-catalog.js';
 
 export interface ToolsExportArgs {
   format: 'openai' | 'anthropic';
@@ -87,7 +87,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
       process.exitCode = 2;
       return;
     }
-    if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
+    if (!(err instanceof NoDaemonError || err instanceof DaemonError || err instanceof PinsUnreadError)) throw err;
     process.stderr.write(`${err.message}\n`);
     // As `tools` and `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
