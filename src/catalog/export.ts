@@ -293,6 +293,8 @@ export interface OpenAiExport {
   notStrict: { name: string; reason: string }[];
   /** Per tool, the optional properties that became nullable: a null argument means "absent". */
   nullable: Record<string, string[]>;
+  /** Tools left out, and why: names the API refuses (it rejects the whole request for one). */
+  skipped: { name: string; reason: string }[];
 }
 
 export interface AnthropicExport {
@@ -305,10 +307,16 @@ export interface AnthropicExport {
 }
 
 export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
-  const out: OpenAiExport = { format: 'openai', tools: [], notStrict: [], nullable: {} };
+  const out: OpenAiExport = { format: 'openai', tools: [], notStrict: [], nullable: {}, skipped: [] };
   for (const t of tools) {
+    // Strict or not, the API checks every function name and refuses the whole request for one
+    // outside its pattern: such a tool (names.mode "spec") cannot be in a usable export.
+    if (!OPENAI_NAME.test(t.name)) {
+      out.skipped.push({ name: t.name, reason: 'the name does not match ^[a-zA-Z0-9_-]{1,64}$ (names.mode "spec")' });
+      continue;
+    }
     const fn = { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: {}, strict: false } as OpenAiTool['function'];
-    const r = OPENAI_NAME.test(t.name) ? toStrictSchema(t.inputSchema) : ({ ok: false, reason: 'the name does not match ^[A-Za-z0-9_-]{1,64}$ (names.mode "spec")' } as StrictFail);
+    const r = toStrictSchema(t.inputSchema);
     if (r.ok) {
       fn.parameters = r.schema;
       fn.strict = true;

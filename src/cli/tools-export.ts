@@ -80,6 +80,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     process.stdout.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
+    if (doc.skipped.length) process.stderr.write(`${doc.skipped.length} tool(s) left out: the API refuses their names; see "skipped"\n`);
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {

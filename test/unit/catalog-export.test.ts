@@ -261,18 +261,23 @@ describe('toOpenAi / toAnthropic', () => {
     expect(out.tools.map((t) => [t.function.name, t.function.strict])).toEqual([
       ['files__read', true],
       ['kv__put', false],
-      ['odd.name', false],
     ]);
     const read = out.tools[0].function;
     expect(read).toMatchObject({ name: 'files__read', description: 'Read a file' });
     expect(strictProblems(read.parameters)).toEqual([]);
     expect(out.nullable).toEqual({ files__read: ['/properties/encoding'] });
-    expect(out.notStrict).toEqual([
-      { name: 'kv__put', reason: expect.stringMatching(/free-form object/) },
-      { name: 'odd.name', reason: expect.stringMatching(/does not match/) },
-    ]);
+    expect(out.notStrict).toEqual([{ name: 'kv__put', reason: expect.stringMatching(/free-form object/) }]);
+    // The API refuses a request whose function names break its pattern, strict or not: left out.
+    expect(out.skipped).toEqual([{ name: 'odd.name', reason: expect.stringMatching(/does not match/) }]);
     // Non-strict tools still carry their schema as given.
     expect(out.tools[1].function.parameters).toEqual(tools[1].inputSchema);
+  });
+
+  it('OpenAI: a name over 64 characters (names.mode "spec") is left out too, whatever its schema', () => {
+    const long = `s__${'a'.repeat(62)}`;
+    const out = toOpenAi([{ name: long, inputSchema: { type: 'object', properties: {} } }, tools[0]!]);
+    expect(out.tools.map((t) => t.function.name)).toEqual(['files__read']);
+    expect(out.skipped).toEqual([{ name: long, reason: expect.stringMatching(/does not match/) }]);
   });
 
   it('exports Anthropic tools with input_schema, skipping names the API refuses', () => {
