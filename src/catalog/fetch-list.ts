@@ -31,6 +31,7 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   let scope: 'public' | 'private' = 'public';
   const modern = upstream.era === MODERN;
   let bytes = 0;
+  const given = new Set<string>();
   for (let page = 0; page < PAGE_LIMIT; page++) {
     const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
     const arr = res[kind];
@@ -47,8 +48,11 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
       // No scope means an older server: the safe reading is private.
       if (res.cacheScope !== 'public') scope = 'private';
     }
-    if (typeof res.nextCursor !== 'string') break;
+    // "" is a cursor like any other (digest §3.2), but a cursor this walk was given before would
+    // only bring the same pages again, up to PAGE_LIMIT round trips at every list.
+    if (typeof res.nextCursor !== 'string' || given.has(res.nextCursor)) break;
     cursor = res.nextCursor;
+    given.add(cursor);
   }
   let ttl = Math.max(0, staleAt - now());
   if (!modern) {

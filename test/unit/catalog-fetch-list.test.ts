@@ -51,6 +51,36 @@ describe('fetchList freshness', () => {
   });
 });
 
+describe('fetchList ends a walk that would go round', () => {
+  const looping = (nextCursor: string) => {
+    const asked: (string | undefined)[] = [];
+    const up = {
+      era: '2025-11-25',
+      capabilities: { tools: {} },
+      request: async (_m: string, params: { cursor?: string }) => {
+        asked.push(params.cursor);
+        // Pages a and b, then b's cursor again: a server that loops.
+        return { tools: [{ name: `t${asked.length}` }], nextCursor: params.cursor === undefined ? 'a' : nextCursor };
+      },
+    } as unknown as Upstream;
+    return { up, asked };
+  };
+
+  it('an empty nextCursor is a cursor (digest §3.2): sent back once, and the walk ends when it is given again', async () => {
+    const { up, asked } = looping('');
+    const got = await fetchList(up, 'tools', undefined);
+    expect(asked).toEqual([undefined, 'a', '']);
+    expect(got.items.map((t) => t.name)).toEqual(['t1', 't2', 't3']);
+  });
+
+  it('a nextCursor the walk was given before ends it: one round, not a thousand requests', async () => {
+    const { up, asked } = looping('a');
+    const got = await fetchList(up, 'tools', undefined);
+    expect(asked).toEqual([undefined, 'a']);
+    expect(got.items.map((t) => t.name)).toEqual(['t1', 't2']);
+  });
+});
+
 describe('fetchList freshness of a legacy list', () => {
   const legacy = (hears: boolean | undefined): Upstream =>
     ({
