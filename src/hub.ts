@@ -96,7 +96,7 @@ export class Hub implements HubCore {
    * Kept when a server is removed, so one added again under its id goes on from its total.
    */
   private readonly restartTotals = new Map<string, { earlier: number; last: Upstream }>();
-  private readonly listChanges: ChangeCoalescer<[kind: string, principal?: string, server?: string]>;
+  private readonly listChanges: ChangeCoalescer<[kind: string, principal: string | undefined, servers: readonly string[] | undefined]>;
   readonly catalog: Catalog;
   readonly router: Router;
   readonly mrtr: Mrtr;
@@ -181,13 +181,18 @@ export class Hub implements HubCore {
       this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)) }),
     );
     // `principal`: a change of that principal's own list only (its own upstream connection).
-    // `server`: a change of that server's part only, which clients of a group without it do not see.
-    // A burst of changes (an upstream's storm of list_changed) reaches each client as a few.
-    this.listChanges = new ChangeCoalescer((kind: string, principal?: string, server?: string) =>
-      this.events.emit('listChanged', kind, principal, server === undefined ? undefined : (group?: string) => this.catalog.groups.showsServer(group, server)),
+    // `servers`: changes of those servers' parts only, which clients of a group without any of
+    // them do not see (undefined: of the whole list). One key per kind and principal, not per
+    // server: a burst of changes (an upstream's storm of list_changed, or forty servers coming
+    // ready after a start or a reload) reaches each client as a few, not one per server.
+    this.listChanges = new ChangeCoalescer(
+      (kind: string, principal: string | undefined, servers: readonly string[] | undefined) =>
+        this.events.emit('listChanged', kind, principal, servers === undefined ? undefined : (group?: string) => servers.some((s) => this.catalog.groups.showsServer(group, s))),
+      undefined,
+      (earlier, later) => [later[0], later[1], earlier[2] === undefined || later[2] === undefined ? undefined : [...new Set([...earlier[2], ...later[2]])]],
     );
     this.catalog.on('changed', (kind: string, principal?: string, server?: string) =>
-      this.listChanges.change(JSON.stringify([kind, principal ?? null, server ?? null]), kind, principal, server),
+      this.listChanges.change(JSON.stringify([kind, principal ?? null]), kind, principal, server === undefined ? undefined : [server]),
     );
     const policy = (config.policy ?? {}) as { requestStateKey?: string; inputTimeoutMs?: number; requestStateTtlMs?: number };
     const base = config.file ? dirname(config.file) : process.cwd();

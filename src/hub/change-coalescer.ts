@@ -13,12 +13,14 @@ export class ChangeCoalescer<A extends unknown[]> {
   constructor(
     private readonly say: (...args: A) => void,
     private readonly windowMs = LIST_CHANGE_WINDOW_MS,
+    /** How the changes of one window combine (default: the latest stands for all). */
+    private readonly merge: (earlier: A, later: A) => A = (_earlier, later) => later,
   ) {}
 
   change(key: string, ...args: A): void {
     const w = this.windows.get(key);
     if (w) {
-      w.again = args;
+      w.again = w.again ? this.merge(w.again, args) : args;
       return;
     }
     this.say(...args);

@@ -35,6 +35,18 @@ describe('ChangeCoalescer', () => {
     c.close();
   });
 
+  it('combines the changes of a window with merge: one word for every server that changed in it', () => {
+    const said: string[][] = [];
+    const c = new ChangeCoalescer((servers: string[]) => void said.push(servers), 100, (a, b) => [[...a[0], ...b[0]]]);
+    c.change('tools', ['s1']);
+    c.change('tools', ['s2']);
+    c.change('tools', ['s3']);
+    expect(said).toEqual([['s1']]);
+    vi.advanceTimersByTime(100);
+    expect(said).toEqual([['s1'], ['s2', 's3']]);
+    c.close();
+  });
+
   it('says nothing more once closed', () => {
     const said: string[] = [];
     const c = new ChangeCoalescer((k: string) => void said.push(k), 100);
