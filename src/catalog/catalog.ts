@@ -143,7 +143,7 @@ export class Catalog extends EventEmitter {
     // no resource subscriptions (those go over the server's main connection).
     this.listens = new ListenManager(log, {
       subscribedUris: (key) => (serverOfListenKey(key) === key ? (opts.subscribedUris?.(key) ?? []) : []),
-      onGap: (key) => this.invalidate(serverOfListenKey(key)),
+      onGap: (key) => this.listenGap(key),
     });
     this.pins.onExternalChange?.((changed) => {
       this.pinGen++;
@@ -338,6 +338,30 @@ export class Catalog extends EventEmitter {
     for (const k of kinds) this.cache.invalidate(`${serverId}\0${k}${own}`);
     // Clients hear one resources/list_changed for both families, so a change of both is said once.
     for (const k of kinds) if (k !== 'resourceTemplates' || !kinds.includes('resources')) this.emit('changed', k, principal, serverId);
+  }
+
+  /**
+   * A listen stream to a modern server ended unasked (the server's graceful end, a proxy's time
+   * limit, a broken connection) and is opened again: a change said meanwhile was not heard. Its
+   * lists are fetched again, the tools at once and judged, and clients are told only if they
+   * differ (as after a legacy GET stream's gap): a server whose streams end every minute must
+   * not have every client told, and relisting, that every list changed every minute. Lists kept
+   * for 0 ms are the exception: a change found in one is never told (list-cache.ts), so for them
+   * the gap itself is said, as before. A principal's own stream: its own lists only.
+   */
+  private listenGap(key: string): void {
+    const serverId = serverOfListenKey(key);
+    if (key !== serverId) return this.ownListsLapsed(serverId, key.slice(serverId.length + 1));
+    const unheard = LIST_KINDS.filter((k) => {
+      const e = this.cache.peek(`${serverId}\0${k}`);
+      return e !== undefined && !(e.ttlMs > 0);
+    });
+    if (unheard.length) this.invalidate(serverId, unheard);
+    // A call waits for the tools list and its pin check, as after a list_changed.
+    if (this.cache.peek(`${serverId}\0tools`)) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
+    this.cache.expire(`${serverId}\0`);
+    const h = this.servers().find((x) => x.id === serverId);
+    if (h) void this.warm(h);
   }
 
   /**
