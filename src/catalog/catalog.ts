@@ -392,6 +392,7 @@ export class Catalog extends EventEmitter {
   close(): void {
     this.listens.closeAll();
     this.refetches.close();
+    this.cache.close();
   }
 
   async aggregate(kind: ListKind, view: View = {}): Promise<Aggregate> {

@@ -162,6 +162,12 @@ export class ListCache {
       }
   }
 
+  /** Stops: a change waiting for its window's end is not told. */
+  close(): void {
+    for (const timer of this.deferred.values()) clearTimeout(timer);
+    this.deferred.clear();
+  }
+
   drop(prefix: string): void {
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);

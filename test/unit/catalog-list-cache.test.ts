@@ -152,7 +152,7 @@ describe('a change found inside the once-a-second window', () => {
     }
   });
 
-  it('is not told for a server dropped meanwhile', async () => {
+  it('is not told for a server dropped meanwhile, nor after close', async () => {
     vi.useFakeTimers();
     try {
       const told: string[] = [];
@@ -167,6 +167,15 @@ describe('a change found inside the once-a-second window', () => {
       cache.drop('s\0');
       vi.advanceTimersByTime(2000);
       expect(told).toHaveLength(1);
+      // Nor once the cache is closed (the hub stops).
+      for (let i = 0; i < 3; i++) {
+        await cache.get('s\0tools', fetch);
+        vi.advanceTimersByTime(200);
+      }
+      expect(told).toHaveLength(2);
+      cache.close();
+      vi.advanceTimersByTime(2000);
+      expect(told).toHaveLength(2);
     } finally {
       vi.useRealTimers();
     }
