@@ -16,15 +16,21 @@ export interface RawResponse {
 export /** A raw connection that collects what the server sends and splits it into HTTP responses. */
 function rawClient(port: number, host = '127.0.0.1') {
   const socket: Socket = connect(port, host);
-  let data = Buffer.alloc(0);
+  const received: Buffer[] = [];
+  /** What follows the responses already parsed (each is parsed once: thousands of pipelined answers stay cheap to wait for). */
+  let unparsed: Buffer[] = [];
+  const out: RawResponse[] = [];
   let closed = false;
-  socket.on('data', (d) => (data = Buffer.concat([data, d])));
+  socket.on('data', (d) => {
+    received.push(d);
+    unparsed.push(d);
+  });
   socket.on('close', () => (closed = true));
   socket.on('error', () => undefined);
   /** Complete responses so far: status, lower-case headers, body (de-chunked). */
   const responses = () => {
-    const out: RawResponse[] = [];
-    let rest = data;
+    let rest = unparsed.length === 1 ? unparsed[0]! : Buffer.concat(unparsed);
+    unparsed = [rest];
     for (;;) {
       const end = rest.indexOf('\r\n\r\n');
       if (end < 0) break;
@@ -61,8 +67,9 @@ function rawClient(port: number, host = '127.0.0.1') {
         rest = Buffer.alloc(0); // no length: the body runs to the end of the connection
       } else break;
       out.push({ status: Number(lines[0]!.split(' ')[1]), headers, body: body.toString('utf8') });
+      unparsed = [rest];
     }
-    return out;
+    return out.slice();
   };
   return {
     socket,
@@ -74,7 +81,7 @@ function rawClient(port: number, host = '127.0.0.1') {
     async waitFor(n: number, ms = 5000) {
       const deadline = Date.now() + ms;
       while (responses().length < n) {
-        if (Date.now() > deadline) throw new Error(`got ${responses().length} of ${n} responses: ${JSON.stringify(data.toString('latin1'))}`);
+        if (Date.now() > deadline) throw new Error(`got ${responses().length} of ${n} responses: ${JSON.stringify(Buffer.concat(received).toString('latin1').slice(0, 4000))}`);
         await new Promise((r) => setTimeout(r, 5));
       }
       return responses();
