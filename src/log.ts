@@ -1,7 +1,7 @@
 import { Console } from 'node:console';
 import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
-import { redactConfigSecretsInJson } from './policy/config-secrets.js';
+import { redactConfigSecrets, redactConfigSecretsInJson } from './policy/config-secrets.js';
 import { redactLogText } from './policy/secret-text.js';
 
 export type { Logger };
@@ -19,11 +19,46 @@ export { redactLogText };
 function errSerializer(e: unknown): unknown {
   if (!(e instanceof Error)) return e;
   // A message may quote what an upstream or a URL said, credentials included.
-  const out: Record<string, unknown> = { type: e.name, message: redactLogText(e.message) };
+  const out: Record<string, unknown> = { type: e.name, message: clip(redactLogText(e.message)) };
   const code = (e as { code?: unknown }).code;
   if (code !== undefined) out.code = code;
   if (process.env.SWITCHYARD_LOG_STACKS === '1') out.stack = e.stack;
   return out;
+}
+
+/**
+ * The longest string a log line carries, as an upstream's stderr line (stdio-child.ts). Some
+ * logged values are a client's (the id of a malformed response it sent): unbounded, one 4 MiB
+ * request made one 4 MiB line, as often as the client liked.
+ */
+export const MAX_LOGGED_CHARS = 4096;
+
+/** `s` cut to MAX_LOGGED_CHARS, saying how much was left out; the config's secrets go first, so a cut never leaves half of one. */
+function clip(s: string): string {
+  if (s.length <= MAX_LOGGED_CHARS) return s;
+  const r = redactConfigSecrets(s);
+  return r.length <= MAX_LOGGED_CHARS ? r : `${r.slice(0, MAX_LOGGED_CHARS)}…[${r.length - MAX_LOGGED_CHARS} more chars]`;
+}
+
+/** A log object with its long strings clipped, a few levels down; the object itself when nothing is. */
+function clipStrings(v: unknown, depth: number): unknown {
+  if (typeof v === 'string') return clip(v);
+  if (depth === 0 || v === null || typeof v !== 'object' || v instanceof Error) return v;
+  if (Array.isArray(v)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const c = clipStrings(v[i], depth - 1);
+      if (c !== v[i]) (copy ??= v.slice())[i] = c;
+    }
+    return copy ?? v;
+  }
+  let copy: Record<string, unknown> | undefined;
+  for (const k of Object.keys(v)) {
+    const x = (v as Record<string, unknown>)[k];
+    const c = clipStrings(x, depth - 1);
+    if (c !== x) (copy ??= { ...(v as Record<string, unknown>) })[k] = c;
+  }
+  return copy ?? v;
 }
 
 export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ?? 'info'): Logger {
@@ -32,6 +67,7 @@ export function createLogger(level: string = process.env.SWITCHYARD_LOG_LEVEL ??
       level,
       base: { name: 'switchyard' },
       serializers: { err: errSerializer, error: errSerializer },
+      formatters: { log: (o) => clipStrings(o, 4) as Record<string, unknown> },
       // Last, on each line as written: the config's own secret values, wherever in the line
       // (policy/config-secrets.ts); nothing to do while the config has none.
       hooks: { streamWrite: redactConfigSecretsInJson },

@@ -52,3 +52,28 @@ describe('logger and the config secrets', () => {
     expect((lines[1].err as { message: string }).message).toBe('spawn failed: [redacted:config-secret]');
   });
 });
+
+const LONG_SCRIPT = `
+const { createLogger, MAX_LOGGED_CHARS } = await import(${JSON.stringify(join(ROOT, 'dist/src/log.js'))});
+const { useConfigSecrets } = await import(${JSON.stringify(join(ROOT, 'dist/src/policy/config-secrets.js'))});
+useConfigSecrets({}, ['CUTSECRET_value_77']);
+const log = createLogger('info');
+// The secret straddles the cut: a cut made first would leave its first half in the line.
+const long = 'x'.repeat(MAX_LOGGED_CHARS - 5) + 'CUTSECRET_value_77' + 'y'.repeat(100000);
+log.warn({ id: long, nested: { list: ['z'.repeat(50000)] }, err: new Error('e'.repeat(50000)) }, 'long values');
+log.flush();
+`;
+
+describe('logger and long values', () => {
+  it('cuts every long string of a line, after redacting the config secrets in it', () => {
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', LONG_SCRIPT], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr.length).toBeLessThan(20_000);
+    expect(r.stderr).not.toContain('CUTSECR');
+    const line = JSON.parse(r.stderr.trim()) as { id: string; nested: { list: string[] }; err: { message: string } };
+    expect(line.id).toContain('x[reda…'); // the mark, cut: never the secret's first half
+    expect(line.id).toMatch(/…\[\d+ more chars\]$/);
+    expect(line.nested.list[0]).toMatch(/^z+…\[45904 more chars\]$/);
+    expect(line.err.message).toMatch(/^e+…\[45904 more chars\]$/);
+  });
+});
