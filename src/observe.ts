@@ -33,23 +33,41 @@ export interface AuditObserver {
   committed?(seconds: number): void;
 }
 
+/** As the ledger's text columns: a client's id, name or method is its own to size, the feed's viewers' memory is not. */
+const MAX_TEXT = 4096;
+
+function short(v: unknown): string {
+  const s = String(v);
+  return s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s;
+}
+
+/**
+ * A hub or upstream name as the ledger keeps it: a resource URI can carry credentials (a URL's
+ * password, a token, one of the config's secrets an upstream put in a URI it lists), redacted
+ * before the cut so that no half of one is left. Tool and prompt names hold no ':'.
+ */
+function nameShown(v: string): string {
+  // Twice the length kept is redacted (not 4 MiB of a client's URI): a secret across the cut is found whole.
+  return short(v.includes(':') ? redactString(v.slice(0, 2 * MAX_TEXT)) : v);
+}
+
 export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
   const ev: AuditEvent = {
     type: 'audit',
     ts: b.ts,
-    requestId: b.requestId,
+    requestId: short(b.requestId),
     principal: b.principal,
     clientEra: b.clientEra,
-    method: b.method,
+    method: short(b.method),
     outcome: e.outcome,
     latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
   };
-  if (b.clientInfo?.name) ev.clientName = String(b.clientInfo.name);
-  if (b.hubName) ev.name = b.hubName;
+  if (b.clientInfo?.name) ev.clientName = short(b.clientInfo.name);
+  if (b.hubName) ev.name = nameShown(b.hubName);
   const server = e.server ?? b.server;
   if (server) ev.server = server;
   const upstreamName = e.upstreamName ?? b.upstreamName;
-  if (upstreamName) ev.upstreamName = upstreamName;
+  if (upstreamName) ev.upstreamName = nameShown(upstreamName);
   if (e.errorMessage) ev.errorMessage = redactString(String(e.errorMessage)).slice(0, 500);
   return ev;
 }

@@ -3,14 +3,17 @@
  * huge id or name is cut, in the log and on the live feed (/admin/events), as the ledger cuts
  * it, and what the ledger redacts the feed does not show.
  */
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacySession, LEGACY_VERSION, waitForReady } from '../helpers/wire.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 let hub: HubProcess;
+const SECRET = 'feed-secret-value-4471';
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { notes: nodeServer('examples/legacy-notes.mjs') } });
+  // The server's env holds one of the config's secrets: the hub must never show it.
+  hub = await startHub({ servers: { notes: nodeServer('examples/legacy-notes.mjs', [], { API_TOKEN: SECRET }) } });
   await waitForReady(hub.url, ['notes']);
 }, 60_000);
 
@@ -44,5 +47,48 @@ describe('a client cannot make the log carry its values whole', () => {
     expect(logged.id.startsWith('huge-id-AAAA')).toBe(true);
     expect(logged.id).toContain('more chars]');
     expect(logged.problem).toBe('result must be an object');
+  });
+});
+
+/** A viewer of /admin/events: every audit event it got so far, and the size of the largest frame. */
+async function viewer(port: number) {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}/admin/events`);
+  const audits: Record<string, unknown>[] = [];
+  let largest = 0;
+  ws.on('message', (d: Buffer) => {
+    largest = Math.max(largest, d.length);
+    const e = JSON.parse(d.toString()) as Record<string, unknown>;
+    if (e.type === 'audit') audits.push(e);
+  });
+  await new Promise((r, j) => ws.once('open', r).once('error', j));
+  return { ws, audits, largest: () => largest };
+}
+
+describe('the live feed shows what the ledger keeps', () => {
+  it("cuts a client's 2,000,000-character id and client name as the ledger does", async () => {
+    const v = await viewer(hub.port);
+    const init = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'I'.repeat(2_000_000), method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'N'.repeat(2_000_000), version: '1' } } }),
+    });
+    expect(init.status).toBe(200);
+    const e = await until('the initialize event', () => v.audits.find((a) => a.method === 'initialize'));
+    expect((e.requestId as string).length).toBe(4096);
+    expect((e.clientName as string).length).toBe(4096);
+    expect(v.largest()).toBeLessThan(20_000);
+    v.ws.close();
+  });
+
+  it("redacts the config's secret in a resource URI, as the ledger's row does", async () => {
+    const v = await viewer(hub.port);
+    const s = await legacySession(hub.url);
+    const uri = `note://x/${SECRET}`;
+    const r = await s.request(7, 'resources/read', { uri });
+    expect(r.body?.error).toBeDefined(); // no such note: still a request the feed shows
+    const e = await until('the resources/read event', () => v.audits.find((a) => a.method === 'resources/read'));
+    expect(e.name).toBe('note://x/[redacted:config-secret]');
+    expect(JSON.stringify(v.audits)).not.toContain(SECRET);
+    v.ws.close();
   });
 });
