@@ -4,7 +4,7 @@ import { credentialHeaders, type Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { arrayOf, batchOf, classify, errorResponse, parseFrame, type Classified } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { acceptsType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
@@ -221,7 +221,7 @@ export class HttpServer {
     const session = batch && this.endpoint.batchSession(header(req, 'mcp-session-id'), who.principal, group, who.key);
     if (batch && session === 'takes') {
       const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'), header(req, 'idempotency-key'));
-      if (!refused) return this.postBatch(req, res, who, group, batch);
+      if (!refused) return this.postBatch(req, res, who, group, batch, body.length);
       c = { kind: 'invalid', error: refused };
     }
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
@@ -282,7 +282,7 @@ export class HttpServer {
    * member streams (progress, a question to the client), events on one SSE stream. A batch of
    * notifications and responses only gets 202. Members run concurrently, as JSON-RPC allows.
    */
-  private async postBatch(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, batch: unknown[]): Promise<void> {
+  private async postBatch(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, batch: unknown[], batchBytes: number): Promise<void> {
     const { channel, closed } = this.answerChannel(req, res);
     const answers = new BatchAnswers(channel, batch.length);
     const sink: MessageSink = {
@@ -295,7 +295,7 @@ export class HttpServer {
     await Promise.all(
       batch.map(async (member) => {
         const c = classify(member);
-        const requestBytes = Buffer.byteLength(JSON.stringify(member) ?? '');
+        const requestBytes = memberBytes(member, batchBytes);
         const refused = await this.admit(req, who, c, requestBytes);
         if (refused) return answers.reply(refused.answer, refused);
         await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));

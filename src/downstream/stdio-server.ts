@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
@@ -155,7 +155,7 @@ export class StdioServer {
     let c: Classified | undefined;
     if (batch) {
       const refused = this.endpoint.batchRefusal(batch, undefined);
-      if (!refused) return this.batchLine(batch);
+      if (!refused) return this.batchLine(batch, buf.length);
       c = { kind: 'invalid', error: refused };
     }
     c ??= parseFrame(text);
@@ -172,14 +172,14 @@ export class StdioServer {
    * would be, and the answers go out together, as one line holding their array, once every
    * member has answered (none for a batch of notifications).
    */
-  private batchLine(members: unknown[]): void {
+  private batchLine(members: unknown[], lineBytes: number): void {
     const answers: object[] = [];
     let left = members.length;
     const deliver = (msg: object | undefined): void => {
       if (msg) answers.push(msg);
       if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
     };
-    for (const member of members) this.serve(classify(member), Buffer.byteLength(JSON.stringify(member) ?? ''), deliver);
+    for (const member of members) this.serve(classify(member), memberBytes(member, lineBytes), deliver);
   }
 
   /** One message to the endpoint, tracked until answered (`deliver`: see exchange). */

@@ -151,6 +151,20 @@ export function batchOf(text: string): unknown[] | undefined {
   }
 }
 
+/**
+ * A batch member's size as JSON. JSON.parse takes any depth, JSON.stringify overflows the stack
+ * a few thousand levels down: a member nested that deep outside params (which classify bounds)
+ * is served as a lone message would be, counted as the whole batch's size. (Over stdio the
+ * overflow ended the hub.)
+ */
+export function memberBytes(member: unknown, batchBytes: number): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(member) ?? '');
+  } catch {
+    return batchBytes;
+  }
+}
+
 /** A batch's answers as one message, each as its wire text (an answer may come pre-serialised; none of a legacy member does today). */
 export function arrayOf(messages: readonly object[]): Serialized {
   return new Serialized(`[${messages.map(wireText).join(',')}]`);

@@ -80,6 +80,21 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(r.messages.some((m) => m.method === 'notifications/progress')).toBe(true);
   });
 
+  it('answers a batch one member of which nests deeper than JSON.stringify can go (outside params), as it answers that member alone', async () => {
+    const headers = await session('2025-03-26', 'application/json');
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    // Raw text: nothing here could stringify such a member either.
+    const text = `[{"jsonrpc":"2.0","id":"d1","method":"ping","extra":${deep}},{"jsonrpc":"2.0","id":"d2","method":"tools/call","params":{"name":"a__echo","arguments":{"text":"two"}}}]`;
+    const r = await post(hub.url, text, headers);
+    expect(r.status, r.text).toBe(200);
+    const got = byId(JSON.parse(r.text) as Json[]);
+    expect(got.get('d1')?.result).toEqual({});
+    expect((got.get('d2')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:two');
+    const alone = await post(hub.url, `{"jsonrpc":"2.0","id":"d3","method":"ping","extra":${deep}}`, headers);
+    expect(alone.body?.result).toEqual({});
+    expect(hub.logs.some((l) => l.includes('Maximum call stack'))).toBe(false);
+  });
+
   it('takes a batch of notifications only with 202', async () => {
     const headers = await session('2025-03-26');
     const r = await post(hub.url, [{ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } }], headers);

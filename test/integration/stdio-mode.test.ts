@@ -484,6 +484,26 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
     }
   }, 40_000);
 
+  it('a member nested deeper than JSON.stringify can go (outside params) is answered with the others; the hub lives on', async () => {
+    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-deep-batch-')));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'deep', version: '1' } } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+      c.send(`[{"jsonrpc":"2.0","id":"d1","method":"ping","extra":${deep}},{"jsonrpc":"2.0","id":"d2","method":"ping"}]`);
+      const answers = await batchLine(c, 30_000);
+      expect(answers).toEqual([
+        { jsonrpc: '2.0', id: 'd1', result: {} },
+        { jsonrpc: '2.0', id: 'd2', result: {} },
+      ]);
+      const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
+      expect(after.result.tools.length).toBe(10);
+      expect(c.stderr).not.toContain('Maximum call stack');
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
   it('a client at 2025-11-25 still gets -32600 for a batch', async () => {
     const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-nobatch-')));
     try {
