@@ -36,6 +36,7 @@ import { listenFilterProblem, ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
+import { LogBudget } from '../log-budget.js';
 
 type Params = Record<string, unknown>;
 
@@ -97,6 +98,8 @@ export class Endpoint {
   private readonly stdioSessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
   private readonly sweeper: NodeJS.Timeout;
+  /** Malformed client responses are warned of a few a minute: a client can send any number. */
+  private readonly malformedWarnings = new LogBudget(10, 60_000);
 
   constructor(
     private readonly core: HubCore,
@@ -411,7 +414,7 @@ export class Endpoint {
       if (c.kind !== 'request') {
         // Over HTTP a session that ended is 404 (the client starts a new one), a missing id 400.
         if (stdio) {
-          if (c.kind === 'invalid') this.log.warn({ id: c.id, problem: c.error.message }, 'malformed client response dropped: no session asked anything');
+          if (c.kind === 'invalid') this.warnMalformed(c.id, c.error.message, 'malformed client response dropped: no session asked anything');
           return ex.reply(undefined, 202);
         }
         return sid === undefined
@@ -443,7 +446,7 @@ export class Endpoint {
       // A response that breaks JSON-RPC (a result or error that is not an object): the question
       // it answers fails with that problem, as one of the wrong shape would; to nothing, dropped.
       if (c.id === undefined || !session.answerMalformed(c.id, c.error.message))
-        this.log.warn({ id: c.id, problem: c.error.message }, 'malformed client response dropped: it answers no open question');
+        this.warnMalformed(c.id, c.error.message, 'malformed client response dropped: it answers no open question');
       return ex.reply(undefined, 202);
     }
     if (c.kind === 'notification') {
@@ -539,6 +542,11 @@ export class Endpoint {
    * hub is at maxSessions with every session busy; the client is told to try again (503), not
    * that its session is gone (404, after which it would start anew, losing what it had).
    */
+  private warnMalformed(id: Id | undefined, problem: string, msg: string): void {
+    const b = this.malformedWarnings.take();
+    if (b) this.log.warn(b.skipped > 0 ? { id, problem, leftOutBefore: b.skipped } : { id, problem }, msg);
+  }
+
   sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
     const held = this.sessions.get(sid);
     // Another principal's, or another endpoint's (/mcp, /mcp/<group>), is not found here.

@@ -48,6 +48,18 @@ describe('a client cannot make the log carry its values whole', () => {
     expect(logged.id).toContain('more chars]');
     expect(logged.problem).toBe('result must be an object');
   });
+
+  it('a flood of malformed responses is a few warn lines, not one per message', async () => {
+    const s = await legacySession(hub.url);
+    const before = hub.logs.filter((l) => l.includes('malformed client response dropped')).length;
+    const headers = { 'content-type': 'application/json', 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION };
+    for (let i = 0; i < 300; i += 20)
+      await Promise.all(Array.from({ length: 20 }, (_, k) => fetch(hub.url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: `m${i + k}`, result: 5 }) }).then((r) => expect(r.status).toBe(202))));
+    await new Promise((r) => setTimeout(r, 300));
+    const lines = hub.logs.filter((l) => l.includes('malformed client response dropped')).length - before;
+    expect(lines).toBeGreaterThan(0);
+    expect(lines).toBeLessThanOrEqual(10);
+  });
 });
 
 /** A viewer of /admin/events: every audit event it got so far, and the size of the largest frame. */
