@@ -390,6 +390,11 @@ export class Router {
     const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;
     if (caps?.resources?.subscribe !== true) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
     const subscriber = subscriberOf(ctx);
+    if (this.subs.countOf(subscriber) >= MAX_SUBSCRIPTIONS_PER_SESSION && this.subs.heldBy(subscriber, uri).length === 0) {
+      const err = new RpcError(INVALID_PARAMS, `this session holds ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, the most the hub keeps for one: unsubscribe from one first`, { uri });
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
+      throw err;
+    }
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     if (server.upstream.era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
     return this.subscribeLegacy(ctx, server, uri, subscriber);
@@ -469,6 +474,14 @@ export class Router {
     return this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now());
   }
 }
+
+/**
+ * Resource subscriptions one legacy session may hold: each costs the hub memory and the upstream
+ * a subscription, and a session could otherwise make any number (40,000 in 8 s, one URI each).
+ * As many as a session's memory keeps for a restarted hub (MAX_KEPT_URIS); a modern listen
+ * stream may name 256.
+ */
+const MAX_SUBSCRIPTIONS_PER_SESSION = 1_000;
 
 /** Who holds a subscription: the legacy session (a request outside one holds it alone). */
 function subscriberOf(ctx: CallContext): string {

@@ -12,6 +12,19 @@ export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
   /** Upstream subscribes in flight (join), by the same key. */
   private readonly making = new Map<string, Making>();
+  /** How many (server, connection, URI) each subscriber is counted for. */
+  private readonly held = new Map<string, number>();
+
+  /** How many subscriptions `subscriber` is counted for. */
+  countOf(subscriber: string): number {
+    return this.held.get(subscriber) ?? 0;
+  }
+
+  private counted(subscriber: string, by: 1 | -1): void {
+    const n = (this.held.get(subscriber) ?? 0) + by;
+    if (n > 0) this.held.set(subscriber, n);
+    else this.held.delete(subscriber);
+  }
 
   /** Returns true when this is the first subscriber (subscribe upstream). */
   add(server: string, uri: string, subscriber: string, conn = ''): boolean {
@@ -22,7 +35,10 @@ export class Subscriptions {
     let s = this.byUri.get(k);
     if (!s) this.byUri.set(k, (s = new Set()));
     const first = s.size === 0;
-    s.add(subscriber);
+    if (!s.has(subscriber)) {
+      s.add(subscriber);
+      this.counted(subscriber, 1);
+    }
     return first;
   }
 
@@ -99,6 +115,7 @@ export class Subscriptions {
     this.leave(this.making.get(k), subscriber);
     const s = this.byUri.get(k);
     if (!s || !s.delete(subscriber)) return false;
+    this.counted(subscriber, -1);
     if (s.size > 0) return false;
     this.byUri.delete(k);
     return true;
@@ -111,6 +128,7 @@ export class Subscriptions {
   removeSubscriber(subscriber: string): { server: string; conn: string; uri: string }[] {
     for (const m of this.making.values()) this.leave(m, subscriber);
     const emptied: { server: string; conn: string; uri: string }[] = [];
+    this.held.delete(subscriber);
     for (const [k, s] of this.byUri) {
       if (s.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);

@@ -107,4 +107,19 @@ describe('resource subscriptions made upstream (join)', () => {
     expect(await b).toEqual({ left: true });
     expect(s.uris('fs')).toEqual([]);
   });
+
+  it('counts what each subscriber holds: once per URI and connection, down on unsubscribe and when its session ends', async () => {
+    const s = new Subscriptions();
+    s.add('fs', 'file:///a', 'sess1');
+    s.add('fs', 'file:///a', 'sess1');
+    s.add('fs', 'file:///a', 'sess2');
+    await s.join('fs', 'file:///b', 'sess1', '', async () => 'made');
+    await s.join('fs', 'file:///b', 'sess1', '', async () => 'again');
+    expect([s.countOf('sess1'), s.countOf('sess2')]).toEqual([2, 1]);
+    s.remove('fs', 'file:///a', 'sess1');
+    s.remove('fs', 'file:///a', 'sess1');
+    expect(s.countOf('sess1')).toBe(1);
+    s.removeSubscriber('sess1');
+    expect([s.countOf('sess1'), s.countOf('sess2')]).toEqual([0, 1]);
+  });
 });
