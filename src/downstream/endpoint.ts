@@ -529,6 +529,12 @@ export class Endpoint {
     return null;
   }
 
+  /** A malformed client response, warned of within the budget (a client can send any number). */
+  private warnMalformed(id: Id | undefined, problem: string, msg: string): void {
+    const b = this.malformedWarnings.take();
+    if (b) this.log.warn(b.skipped > 0 ? { id, problem, leftOutBefore: b.skipped } : { id, problem }, msg);
+  }
+
   private sessionOf(ex: Exchange): LegacySession | NoRoom | undefined {
     const sid = ex.header('mcp-session-id');
     return sid === undefined ? undefined : this.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
@@ -542,11 +548,6 @@ export class Endpoint {
    * hub is at maxSessions with every session busy; the client is told to try again (503), not
    * that its session is gone (404, after which it would start anew, losing what it had).
    */
-  private warnMalformed(id: Id | undefined, problem: string, msg: string): void {
-    const b = this.malformedWarnings.take();
-    if (b) this.log.warn(b.skipped > 0 ? { id, problem, leftOutBefore: b.skipped } : { id, problem }, msg);
-  }
-
   sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
     const held = this.sessions.get(sid);
     // Another principal's, or another endpoint's (/mcp, /mcp/<group>), is not found here.
