@@ -7,6 +7,7 @@ import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
+import { takeStdout } from '../log.js';
 
 export interface ToolsExportArgs {
   format: 'openai' | 'anthropic';
@@ -74,10 +75,13 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     process.exitCode = 2;
     return;
   }
+  // The export is stdout, piped into a file a model API is given: what the plugins (loaded for a
+  // local look) or anything else in this process prints goes to stderr instead.
+  const out = takeStdout();
   try {
     const tools = await catalog(a);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
-    process.stdout.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
+    out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
     if (doc.skipped.length) process.stderr.write(`${doc.skipped.length} tool(s) left out: the API refuses their names; see "skipped"\n`);

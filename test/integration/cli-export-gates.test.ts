@@ -4,7 +4,9 @@
  * checks under `policy.poisoning: "block"` and the pins in the ledger (a changed definition
  * waiting for `tools approve`) hold tools back there too.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub } from '../helpers/hub-process.js';
@@ -65,4 +67,19 @@ describe('tools --format without the daemon holds back what the daemon holds bac
       await again.stop();
     }
   }, 90_000);
+
+  it('what plugins print while the export looks locally goes to stderr: stdout is the export alone', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-export-noisy-'));
+    mkdirSync(join(dir, 'plugins'));
+    writeFileSync(
+      join(dir, 'plugins', 'noisy.mjs'),
+      "console.log('noisy plugin loaded');\nexport default () => ({ name: 'noisy', onList() { console.log('noisy onList'); } });\n",
+    );
+    const configFile = join(dir, 'hub.config.json');
+    writeFileSync(configFile, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, servers: { rug: server([tool('t1', 'one')]) } }));
+    const r = await runCli(['tools', '--format', 'openai', '--local', '-c', configFile]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).tools.map((t: { function: { name: string } }) => t.function.name)).toEqual(['rug__t1']);
+    expect(r.stderr).toMatch(/noisy plugin loaded/);
+  }, 60_000);
 });
