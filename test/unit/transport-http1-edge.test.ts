@@ -168,6 +168,21 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   }, 30_000);
 
+  it('drops, after the keep-alive time, a connection whose client leaves its answers unread', async () => {
+    const big = 'x'.repeat(256 * 1024);
+    const { edge, port } = await start((req, res) => res.writeHead(200, { 'content-length': big.length }).end(big), { keepAliveMs: 400 });
+    const c = rawClient(port);
+    c.socket.pause(); // reads nothing
+    c.send(post('{}').repeat(200)); // 50 MiB of answers: the socket's buffers fill, then nothing moves
+    await new Promise((r) => setTimeout(r, 100));
+    const [conn] = (edge as unknown as { conns: Set<{ socket: { writableLength: number; destroyed: boolean } }> }).conns;
+    expect(conn!.socket.writableLength).toBeGreaterThan(0);
+    const t0 = Date.now();
+    while (!conn!.socket.destroyed && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
+    expect(conn!.socket.destroyed).toBe(true); // not ended and left waiting for a reader
+    c.socket.destroy();
+  });
+
   it('holds a quick answer that is not the first of its turn until the turn ends (pipelined requests answered at once)', async () => {
     const written: number[] = [];
     const { port } = await start((req, res) => {

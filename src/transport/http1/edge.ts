@@ -393,6 +393,10 @@ class Http1Connection implements ResponseOwner, Holder {
 
   private idle(): void {
     // A long call keeps its connection silent: only a connection with nothing pending is idle.
-    if (!this.current && this.since === 0) this.end();
+    if (this.current || this.since !== 0) return;
+    // Answers still unwritten after the keep-alive time without a byte taken: a client that does
+    // not read. end() would wait for it for ever (its connection, and the answers, kept).
+    if (this.socket.writableLength > 0 || this.held !== null) this.socket.destroy();
+    else this.end();
   }
 }
