@@ -16,7 +16,7 @@ import { fieldLines } from '../transport/http1/field-lines.js';
 import { endAtExpiry } from './expiry.js';
 import { MAX_UNREAD_BYTES, PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
-import { Http1Edge } from '../transport/http1/edge.js';
+import { Http1Edge, timeoutCheckMs } from '../transport/http1/edge.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 
 export interface HttpOptions extends OriginPolicy {
@@ -104,8 +104,8 @@ export class HttpServer {
     private readonly log: Logger,
   ) {
     const requestTimeoutMs = opts.requestTimeoutMs ?? 66_000;
-    // node:http checks its timeouts every 30 s by default: a shorter limit needs a shorter check.
-    this.server = createServer({ connectionsCheckingInterval: Math.min(30_000, requestTimeoutMs) }, (req, res) => this.serve(req, res));
+    // node:http checks its timeouts every 30 s by default: a request would be cut up to 30 s late.
+    this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => this.serve(req, res));
     this.server.keepAliveTimeout = 65_000;
     // The head and the body under one limit on both readers: node:http's own requestTimeout
     // (300 s) would let a trickled body hold a connection five times as long as the fast path.

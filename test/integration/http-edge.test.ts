@@ -162,3 +162,48 @@ describe('listen.requestTimeoutMs: a request trickled in is cut off on both read
     expect(r.got).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
+
+describe('listen.requestTimeoutMs is kept to within a tenth, whenever the request began', () => {
+  const LIMIT = 2000;
+  let hub: HubProcess;
+
+  beforeAll(async () => {
+    hub = await startHub({ listen: { requestTimeoutMs: LIMIT }, servers: { m: nodeServer(SDK2) } });
+    await waitForReady(hub.url, ['m']);
+  });
+  afterAll(async () => {
+    await hub?.stop();
+  });
+
+  /** Sends `bytes` and nothing more; resolves with the ms until the hub closed the connection. */
+  function stall(bytes: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const t0 = Date.now();
+      const socket = connect(hub.port, '127.0.0.1', () => socket.write(bytes));
+      socket.on('data', () => undefined);
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('still open after 10 s'));
+      }, 10_000);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(Date.now() - t0);
+      });
+    });
+  }
+
+  it('cuts trickled requests on both readers between the limit and 1.5 times it, begun at any point of the check interval', async () => {
+    const fast = `${head('tools/call', 'm__echo', { 'content-length': '500' }, hub.port)}\r\n{"jsonrpc":"2.0",`;
+    const slow = `${head('tools/call', 'm__echo', { 'transfer-encoding': 'chunked' }, hub.port)}\r\n10\r\n{"jsonrpc":"2.0"\r\n`;
+    // Begun a quarter of the limit apart: with a check as long as the limit, one of them waits
+    // for nearly two limits.
+    const runs: Promise<number>[] = [];
+    for (let i = 0; i < 4; i++) {
+      runs.push(stall(fast), stall(slow));
+      await new Promise((r) => setTimeout(r, LIMIT / 4));
+    }
+    const ms = await Promise.all(runs);
+    for (const m of ms) expect(m).toBeGreaterThanOrEqual(LIMIT - 100);
+    expect(Math.max(...ms)).toBeLessThan(LIMIT * 1.5);
+  }, 30_000);
+});

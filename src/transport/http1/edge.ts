@@ -41,6 +41,15 @@ const MAX_QUEUED_BYTES = 1 << 20;
 const SWEEP_MS = 30_000;
 
 /**
+ * How often a request timeout of `limitMs` is checked (the edge's sweep, node:http's
+ * connectionsCheckingInterval): a tenth of it, so a trickled request is cut within 10 % of the
+ * limit. Checked every min(30 s, limit), the default 66 s held a connection up to 96 s.
+ */
+export function timeoutCheckMs(limitMs: number): number {
+  return Math.min(SWEEP_MS, Math.max(50, Math.ceil(limitMs / 10)));
+}
+
+/**
  * The HTTP listener. node:http costs about 30 µs of CPU per request on this kind of machine
  * before any of the hub's work (docs/BENCHMARKS.md, "The edge"), most of it in objects and
  * stream machinery a JSON-RPC POST does not need. So the listener is a plain TCP server: a POST
@@ -69,7 +78,7 @@ export class Http1Edge {
   ) {
     // As node:http's own listener: half-open sockets (an answer may follow the client's FIN), no Nagle.
     this.listener = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
-    this.sweep = setInterval(() => this.expire(), Math.min(SWEEP_MS, opts.requestTimeoutMs)).unref();
+    this.sweep = setInterval(() => this.expire(), timeoutCheckMs(opts.requestTimeoutMs)).unref();
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
