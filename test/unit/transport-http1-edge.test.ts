@@ -183,6 +183,20 @@ describe('the HTTP edge', () => {
     c.socket.destroy();
   });
 
+  it('lets go, after the keep-alive time, of an idle connection whose client reads nothing, its answers all sent', async () => {
+    const { edge, port } = await start(echo, { keepAliveMs: 400 });
+    const c = rawClient(port);
+    c.socket.pause(); // never reads, so never sees the hub's end, nor ends its own side
+    c.send(post('{}'));
+    await new Promise((r) => setTimeout(r, 100));
+    const [conn] = (edge as unknown as { conns: Set<{ socket: { writableLength: number; destroyed: boolean } }> }).conns;
+    expect(conn!.socket.writableLength).toBe(0); // the answer is in the kernel's buffers
+    const t0 = Date.now();
+    while (!conn!.socket.destroyed && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
+    expect(conn!.socket.destroyed).toBe(true);
+    c.socket.destroy();
+  });
+
   it('holds a quick answer that is not the first of its turn until the turn ends (pipelined requests answered at once)', async () => {
     const written: number[] = [];
     const { port } = await start((req, res) => {

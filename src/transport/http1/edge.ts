@@ -405,7 +405,11 @@ class Http1Connection implements ResponseOwner, Holder {
     if (this.current || this.since !== 0) return;
     // Answers still unwritten after the keep-alive time without a byte taken: a client that does
     // not read. end() would wait for it for ever (its connection, and the answers, kept).
-    if (this.socket.writableLength > 0 || this.held !== null) this.socket.destroy();
-    else this.end();
+    if (this.socket.writableLength > 0 || this.held !== null) return void this.socket.destroy();
+    // Half-open (allowHalfOpen, as node:http's listener) the socket would then wait for the
+    // client's own end, which a client that reads nothing never sends: the descriptor is let go
+    // once the end is written, as node:http destroys a connection at its keep-alive timeout.
+    this.socket.once('finish', () => this.socket.destroy());
+    this.end();
   }
 }
