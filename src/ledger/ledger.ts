@@ -701,8 +701,11 @@ function text(v: unknown): string | null {
  * an error message, never stored. Tool and prompt names hold no ':' and pass as they are.
  */
 function nameText(v: unknown): string | null {
-  const s = text(v);
-  return s !== null && s.includes(':') ? wellFormed(redactString(s)) : s;
+  // Redacted before the cut (twice the length kept, not all of a client's 4 MiB): a secret
+  // across the cut would otherwise be stored by its first half, which no rule recognises.
+  const s = typeof v === 'string' ? v : text(v);
+  if (s === null) return null;
+  return text(s.includes(':') ? redactString(s.slice(0, 2 * MAX_TEXT)) : s);
 }
 
 /**

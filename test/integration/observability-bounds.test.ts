@@ -7,6 +7,8 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacySession, LEGACY_VERSION, waitForReady } from '../helpers/wire.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { join } from 'node:path';
+import { waitForRows } from './ledger-helpers.js';
 
 let hub: HubProcess;
 const SECRET = 'feed-secret-value-4471';
@@ -102,5 +104,18 @@ describe('the live feed shows what the ledger keeps', () => {
     expect(e.name).toBe('note://x/[redacted:config-secret]');
     expect(JSON.stringify(v.audits)).not.toContain(SECRET);
     v.ws.close();
+  });
+});
+
+describe('the ledger keeps no half of a secret', () => {
+  it("redacts a config secret that a 4096-character cut of a resource URI would split", async () => {
+    const s = await legacySession(hub.url);
+    const uri = `note://${'x'.repeat(4096 - 'note://'.length - 10)}${SECRET}`; // the secret spans the cut
+    await s.request(9, 'resources/read', { uri });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'resources/read' }, (r) => r.some((row) => String(row.tool).startsWith('note://xxxx')));
+    const row = rows.find((r) => String(r.tool).startsWith('note://xxxx'))!;
+    expect(String(row.tool).length).toBeLessThanOrEqual(4096);
+    expect(String(row.tool)).not.toContain(SECRET.slice(0, 10));
+    expect(JSON.stringify(rows)).not.toContain(SECRET.slice(0, 10));
   });
 });
