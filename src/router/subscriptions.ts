@@ -12,18 +12,16 @@ export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
   /** Upstream subscribes in flight (join), by the same key. */
   private readonly making = new Map<string, Making>();
-  /** How many (server, connection, URI) each subscriber is counted for. */
-  private readonly held = new Map<string, number>();
+  /**
+   * The keys each subscriber is counted for: a session's unsubscribe, its end and its count look
+   * at its own subscriptions, not at every session's (100 sessions of 1000 made each of those a
+   * walk of 100,000 entries).
+   */
+  private readonly bySubscriber = new Map<string, Set<string>>();
 
   /** How many subscriptions `subscriber` is counted for. */
   countOf(subscriber: string): number {
-    return this.held.get(subscriber) ?? 0;
-  }
-
-  private counted(subscriber: string, by: 1 | -1): void {
-    const n = (this.held.get(subscriber) ?? 0) + by;
-    if (n > 0) this.held.set(subscriber, n);
-    else this.held.delete(subscriber);
+    return this.bySubscriber.get(subscriber)?.size ?? 0;
   }
 
   /** Returns true when this is the first subscriber (subscribe upstream). */
@@ -37,7 +35,9 @@ export class Subscriptions {
     const first = s.size === 0;
     if (!s.has(subscriber)) {
       s.add(subscriber);
-      this.counted(subscriber, 1);
+      let mine = this.bySubscriber.get(subscriber);
+      if (!mine) this.bySubscriber.set(subscriber, (mine = new Set()));
+      mine.add(k);
     }
     return first;
   }
@@ -101,7 +101,7 @@ export class Subscriptions {
       seen.add(k);
       out.push({ server: at.server, conn: at.conn });
     };
-    for (const [k, s] of this.byUri) if (s.has(subscriber)) found(k);
+    for (const k of this.bySubscriber.get(subscriber) ?? []) if (k.endsWith(uri)) found(k);
     for (const [k, m] of this.making) if ([...m.waiting].some((t) => t.subscriber === subscriber && !t.left)) found(k);
     return out;
   }
@@ -115,7 +115,9 @@ export class Subscriptions {
     this.leave(this.making.get(k), subscriber);
     const s = this.byUri.get(k);
     if (!s || !s.delete(subscriber)) return false;
-    this.counted(subscriber, -1);
+    const mine = this.bySubscriber.get(subscriber);
+    mine?.delete(k);
+    if (mine?.size === 0) this.bySubscriber.delete(subscriber);
     if (s.size > 0) return false;
     this.byUri.delete(k);
     return true;
@@ -128,13 +130,14 @@ export class Subscriptions {
   removeSubscriber(subscriber: string): { server: string; conn: string; uri: string }[] {
     for (const m of this.making.values()) this.leave(m, subscriber);
     const emptied: { server: string; conn: string; uri: string }[] = [];
-    this.held.delete(subscriber);
-    for (const [k, s] of this.byUri) {
-      if (s.delete(subscriber) && s.size === 0) {
+    for (const k of this.bySubscriber.get(subscriber) ?? []) {
+      const s = this.byUri.get(k);
+      if (s?.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);
         emptied.push(parseKey(k));
       }
     }
+    this.bySubscriber.delete(subscriber);
     return emptied;
   }
 
