@@ -1,7 +1,8 @@
 /**
  * At most `max` log lines of one kind per window; the others are counted, and the next line
- * written says how many were left out. For warnings a client sets off at will, one per message
- * it sends (a malformed response): 10,000 of them in two seconds were 10,000 lines.
+ * written says how many were left out (or leftOut() does, at the end). For warnings a peer sets
+ * off at will, one per message it sends (a client's malformed response, a server's stdout junk):
+ * 10,000 of them in two seconds were 10,000 lines.
  */
 export class LogBudget {
   private windowStart = -Infinity;
@@ -29,5 +30,12 @@ export class LogBudget {
     const skipped = this.skipped;
     this.skipped = 0;
     return { skipped };
+  }
+
+  /** How many were left out since the last line written, counted from now on afresh: for a last word. */
+  leftOut(): number {
+    const n = this.skipped;
+    this.skipped = 0;
+    return n;
   }
 }

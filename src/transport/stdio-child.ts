@@ -13,6 +13,7 @@ import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { adoptGroup, releaseGroup } from './reaper.js';
 import { atTurnEnd, WRITE } from '../turn-end.js';
 import { childEnv, type InheritEnv } from './child-env.js';
+import { LogBudget } from '../log-budget.js';
 
 export interface StdioChildOptions {
   command: string;
@@ -74,14 +75,6 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   return err.message;
 }
 
-/**
- * Stdout lines that are not JSON-RPC logged one by one in a window; past that they are counted
- * and the count logged as the window ends: a server that prints its debugging to stdout would
- * otherwise put a warning per line into the hub's log, crowding out (and, past the log's buffer,
- * dropping) everything else.
- */
-const SKIPPED_LOGGED = 10;
-const SKIPPED_WINDOW_MS = 10_000;
 
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
@@ -299,7 +292,12 @@ export class StdioChild extends EventEmitter {
   private closing = false;
   private broke: string | undefined;
   private halfClosed: NodeJS.Timeout | undefined;
-  private readonly skipped = { logged: 0, counted: 0, window: undefined as NodeJS.Timeout | undefined };
+  /**
+   * Stdout lines that are not JSON-RPC are logged 10 per 10 s, the rest counted: a server that
+   * prints its debugging to stdout would otherwise put a warning per line into the hub's log,
+   * crowding out (and, past the log's buffer, dropping) everything else.
+   */
+  private readonly skipped = new LogBudget(10, 10_000);
 
   constructor(opts: StdioChildOptions) {
     super();
@@ -313,7 +311,8 @@ export class StdioChild extends EventEmitter {
       if (said !== undefined) e.stderr = said;
       if (this.broke !== undefined) e.broke = this.broke;
       clearTimeout(this.halfClosed);
-      this.endSkipWindow();
+      const more = this.skipped.leftOut();
+      if (more > 0) this.log.warn({ lines: more }, `skipped ${more} more stdout lines that are not JSON-RPC (not logged one by one)`);
       this.exitInfo = e;
       if (this.pid !== undefined) endGroup(this.pid);
       onExit(e);
@@ -466,26 +465,10 @@ export class StdioChild extends EventEmitter {
   }
 
   private noteSkipped(line: string, reason: string): void {
-    const s = this.skipped;
-    if (s.window === undefined) {
-      s.window = setTimeout(() => this.endSkipWindow(), SKIPPED_WINDOW_MS);
-      s.window.unref();
-    }
-    if (s.logged >= SKIPPED_LOGGED) {
-      s.counted++;
-      return;
-    }
-    s.logged++;
-    this.log.warn({ line: redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line), reason }, 'skipped a stdout line that is not JSON-RPC');
-  }
-
-  private endSkipWindow(): void {
-    const s = this.skipped;
-    clearTimeout(s.window);
-    s.window = undefined;
-    if (s.counted > 0) this.log.warn({ lines: s.counted }, `skipped ${s.counted} more stdout lines that are not JSON-RPC (not logged one by one)`);
-    s.logged = 0;
-    s.counted = 0;
+    const b = this.skipped.take();
+    if (!b) return;
+    const shown = redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line);
+    this.log.warn(b.skipped > 0 ? { line: shown, reason, leftOutBefore: b.skipped } : { line: shown, reason }, 'skipped a stdout line that is not JSON-RPC');
   }
 
   /** Immediate SIGKILL of the whole group. */
