@@ -316,6 +316,10 @@ describe('list changes reach the clients whose endpoint group shows the server',
     modern.setNotificationHandler('notifications/tools/list_changed', async () => void seen.modernGroup.push('tools'));
     const sub = await modern.listen({ toolsListChanged: true });
     await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
+    // The servers' coming ready is one change of the tools list, merged over a 250 ms window
+    // (hub/change-coalescer.ts): its last part may reach clients that connected since. Only what
+    // the calls below change is counted.
+    for (const log of Object.values(seen)) log.length = 0;
 
     const caller = await v2(hub.url);
     const add = (server: string, name: string) =>
