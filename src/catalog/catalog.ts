@@ -459,7 +459,7 @@ export class Catalog extends EventEmitter {
     if (owners.some((o) => byId(o.server).upstream.state === 'ready')) return undefined;
     const owner = owners[0];
     const h = owner && byId(owner.server);
-    if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName)) return undefined;
+    if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName, h.config.prefix)) return undefined;
     const found = { server: h, upstreamName: owner.upstreamName };
     if (kind === 'prompts') return found;
     if (!toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
@@ -547,7 +547,7 @@ export class Catalog extends EventEmitter {
       server: h,
       record,
       visible: b.byHubName.has(hubName),
-      inGroup: view.group === undefined || v.byHubName.has(hubName) || this.groups.includes(view.group, 'tools', h.id, hubName, record.upstreamName),
+      inGroup: view.group === undefined || v.byHubName.has(hubName) || this.groups.includes(view.group, 'tools', h.id, hubName, record.upstreamName, h.config.prefix),
     }));
   }
 
@@ -742,7 +742,7 @@ export class Catalog extends EventEmitter {
     for (const it of b.items) {
       const hubName = String(it[nameField]);
       const r = b.byHubName.get(hubName);
-      if (!r || !this.groups.includes(group, kind, r.server.id, hubName, r.upstreamName)) continue;
+      if (!r || !this.groups.includes(group, kind, r.server.id, hubName, r.upstreamName, r.server.config.prefix)) continue;
       items.push(it);
       byHubName.set(hubName, r);
     }

@@ -1,6 +1,6 @@
 import type { ServerToolsConfig } from '../config/types.js';
 import { globMatcher, type Matcher } from '../policy/glob.js';
-import { PREFIX_SEPARATOR } from './names.js';
+import { baseName, PREFIX_SEPARATOR } from './names.js';
 
 /**
  * Which tools a server exposes (`servers.<id>.tools.allow` / `deny`, globs on the upstream
@@ -96,16 +96,27 @@ export class Groups {
 
   /**
    * Whether group `name` shows this item; undefined group = the whole hub. Tool and prompt
-   * globs match the hub name or the upstream name (`itemMatcher`).
+   * globs match the hub name or the upstream name (`itemMatcher`). Deny globs match the name
+   * before any fixing too (`prefix` given: names.ts baseName): a tool renamed because its name
+   * reached into another server's names (a prefix "" server's `x__delete` shown as
+   * `x_delete_<hash>`) must not slip past the `*__delete` its siblings meet.
    */
-  includes(name: string | undefined, kind: ItemKind, server: string, hubName: string, upstreamName: string = hubName): boolean {
+  includes(name: string | undefined, kind: ItemKind, server: string, hubName: string, upstreamName: string = hubName, prefix?: string): boolean {
     if (name === undefined) return true;
     const g = this.groups.get(name);
     if (!g) return false;
     if (g.servers && !g.servers.has(server)) return false;
     if (kind === 'tools' && g.tools && !g.tools(hubName, upstreamName)) return false;
     if (kind === 'prompts' && g.prompts && !g.prompts(hubName, upstreamName)) return false;
-    if ((kind === 'tools' || kind === 'prompts') && g.deny && g.deny(hubName, upstreamName)) return false;
+    if ((kind === 'tools' || kind === 'prompts') && g.deny && denies(g.deny, hubName, upstreamName, prefix)) return false;
     return true;
   }
+}
+
+/** A deny list's verdict on a tool or prompt: by its hub name, upstream name, or its name before any fixing. */
+function denies(deny: ItemMatcher, hubName: string, upstreamName: string, prefix: string | undefined): boolean {
+  if (deny(hubName, upstreamName)) return true;
+  if (prefix === undefined) return false;
+  const base = baseName(prefix, upstreamName);
+  return base !== hubName && deny(base, upstreamName);
 }

@@ -2,6 +2,7 @@ import type { ServerConfig } from '../config/types.js';
 import { effectiveAnnotations } from '../catalog/annotations.js';
 import { redact } from '../ledger/redact.js';
 import { compileGlob, type Matcher } from './glob.js';
+import { baseName } from '../catalog/names.js';
 
 export interface ConfirmPolicy {
   /** Globs over hub tool names that always need the user's confirmation. */
@@ -29,7 +30,9 @@ export class Confirmer {
   }
 
   needed(hubName: string, server: ServerConfig, upstreamName: string, claimed: unknown): boolean {
-    if (this.globs.some((g) => g(hubName))) return true;
+    // The name before any fixing too: a renamed tool (catalog/filters.ts, denies) is asked about as its siblings are.
+    const base = baseName(server.prefix, upstreamName);
+    if (this.globs.some((g) => g(hubName) || (base !== hubName && g(base)))) return true;
     if (!this.policy.confirmDestructive) return false;
     const { annotations: a } = effectiveAnnotations(server.trust === 'trusted', claimed, server.tools?.byName?.[upstreamName]?.annotations);
     return a.readOnlyHint !== true && a.destructiveHint !== false;

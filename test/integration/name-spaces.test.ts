@@ -1,7 +1,8 @@
 /**
  * A prefix's names are its server's: a server with prefix "" that lists `x__echo` does not keep
  * that name once a server with prefix "x" is configured, so a policy or group written for
- * `x__…` means server x's tools. The real built hub, real stdio upstreams, a config reload.
+ * `x__…` means server x's tools; a deny glob still meets the renamed tool by the name it had.
+ * The real built hub, real stdio upstreams, a config reload.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -50,7 +51,7 @@ describe("a prefix's space", () => {
     expect(await callText('x__echo')).toBe('x__echo ran from-sq');
     const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
     config.servers.x = x;
-    config.groups = { xonly: { tools: ['x__*'] } };
+    config.groups = { xonly: { tools: ['x__*'] }, noecho: { deny: ['*__echo'] } };
     writeFileSync(hub.configFile, JSON.stringify(config));
     await until('x ready and listed', async () => (await toolNames()).length === 3);
 
@@ -61,6 +62,9 @@ describe("a prefix's space", () => {
     expect(await toolNames('/mcp/xonly')).toEqual(['x__echo']);
     expect(await callText('x__echo', '/mcp/xonly')).toBe('echo:hi from-x');
     expect(await callText(moved, '/mcp/xonly')).toMatch(/^error: Unknown tool/);
+    // A deny of `*__echo` holds the renamed tool too, by the name it had (it slipped past).
+    expect(await toolNames('/mcp/noecho')).toEqual(['echo']);
+    expect(await callText(moved, '/mcp/noecho')).toMatch(/^error: Unknown tool/);
     // /admin/tools (and `switchyard tools`) say why it was renamed.
     const admin = (await (await fetch(new URL('/admin/tools', hub.url))).json()) as { tools: Json[] };
     expect(admin.tools.map((t) => [t.name, t.server, t.upstreamName, t.flags]).sort()).toEqual([

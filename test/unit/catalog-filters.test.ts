@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import type { ServerConfig } from '../../src/config/types.js';
+import { Confirmer } from '../../src/policy/confirm.js';
 import { CONSERVATIVE_HINTS, effectiveAnnotations } from '../../src/catalog/annotations.js';
 import { Groups, toolFilter } from '../../src/catalog/filters.js';
 import { globMatcher } from '../../src/policy/glob.js';
@@ -67,5 +69,30 @@ describe('globs and groups', () => {
     expect(g.includes('xonly', 'tools', 'x', 'x__drop', 'drop')).toBe(false);
     // An empty list shows nothing of its kind.
     expect(new Groups({ none: { tools: [] } }).includes('none', 'tools', 'x', 'x__echo', 'echo')).toBe(false);
+  });
+
+  // A prefix "" server's x__delete is shown as x_delete_<hash> (a server x exists): its sibling
+  // y__delete met `*__delete`, it slipped past.
+  it('a deny glob also meets the name a renamed tool had before its fixing', () => {
+    const g = new Groups({ safe: { deny: ['*__delete'] } });
+    expect(g.includes('safe', 'tools', 'sq', 'y__delete', 'y__delete', '')).toBe(false);
+    expect(g.includes('safe', 'tools', 'sq', 'x_delete_1a2b3c', 'x__delete', '')).toBe(false);
+    expect(g.includes('safe', 'prompts', 'sq', 'x_delete_1a2b3c', 'x__delete', '')).toBe(false);
+    // Without the prefix (resources, callers that do not know it) only the shown names count.
+    expect(g.includes('safe', 'tools', 'sq', 'x_delete_1a2b3c', 'x__delete')).toBe(true);
+    expect(g.includes('safe', 'tools', 'sq', 'x__read', 'x__read', '')).toBe(true);
+    // A prefixed server's long name cut to fit is denied by what it was before the cut.
+    expect(g.includes('safe', 'tools', 'fs', 'fs__dele_9f8e7d', 'delete', 'fs')).toBe(false);
+  });
+});
+
+describe('policy.confirm globs', () => {
+  const server = (prefix: string) => ({ id: 'sq', prefix, trust: 'untrusted', tools: undefined }) as unknown as ServerConfig;
+  it('meet a renamed tool by the name it had before its fixing, as its siblings', () => {
+    const c = new Confirmer({ confirm: ['*__delete'] });
+    expect(c.needed('y__delete', server(''), 'y__delete', undefined)).toBe(true);
+    expect(c.needed('x_delete_1a2b3c', server(''), 'x__delete', undefined)).toBe(true);
+    expect(c.needed('x__read', server(''), 'x__read', undefined)).toBe(false);
+    expect(c.needed('fs__read', server('fs'), 'read', undefined)).toBe(false);
   });
 });
