@@ -3,6 +3,7 @@
  * wrapped, so every row it finishes (one-step records included) is also seen by metrics and
  * by the live feed. Works the same with the SQLite ledger and with the ledger turned off.
  */
+import { nameText, text } from './ledger/columns.js';
 import { redactString } from './ledger/redact.js';
 import type { AuditSink } from './ledger/sink.js';
 import type { AuditBegin, AuditEnd, AuditHandle } from './ledger/types.js';
@@ -33,41 +34,24 @@ export interface AuditObserver {
   committed?(seconds: number): void;
 }
 
-/** As the ledger's text columns: a client's id, name or method is its own to size, the feed's viewers' memory is not. */
-const MAX_TEXT = 4096;
-
-function short(v: unknown): string {
-  const s = String(v);
-  return s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s;
-}
-
-/**
- * A hub or upstream name as the ledger keeps it: a resource URI can carry credentials (a URL's
- * password, a token, one of the config's secrets an upstream put in a URI it lists), redacted
- * before the cut so that no half of one is left. Tool and prompt names hold no ':'.
- */
-function nameShown(v: string): string {
-  // Twice the length kept is redacted (not 4 MiB of a client's URI): a secret across the cut is found whole.
-  return short(v.includes(':') ? redactString(v.slice(0, 2 * MAX_TEXT)) : v);
-}
-
 export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
   const ev: AuditEvent = {
     type: 'audit',
     ts: b.ts,
-    requestId: short(b.requestId),
+    // A client's id, name or method is its own to size; the feed's viewers' memory is not: cut as the ledger's columns are.
+    requestId: text(b.requestId) ?? '',
     principal: b.principal,
     clientEra: b.clientEra,
-    method: short(b.method),
+    method: text(b.method) ?? '',
     outcome: e.outcome,
     latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
   };
-  if (b.clientInfo?.name) ev.clientName = short(b.clientInfo.name);
-  if (b.hubName) ev.name = nameShown(b.hubName);
+  if (b.clientInfo?.name) ev.clientName = text(b.clientInfo.name)!;
+  if (b.hubName) ev.name = nameText(b.hubName)!;
   const server = e.server ?? b.server;
   if (server) ev.server = server;
   const upstreamName = e.upstreamName ?? b.upstreamName;
-  if (upstreamName) ev.upstreamName = nameShown(upstreamName);
+  if (upstreamName) ev.upstreamName = nameText(upstreamName)!;
   if (e.errorMessage) ev.errorMessage = redactString(String(e.errorMessage)).slice(0, 500);
   return ev;
 }

@@ -75,7 +75,6 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   return err.message;
 }
 
-
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
 const OVERSIZE_HEAD = 256;
 

@@ -1,0 +1,47 @@
+/**
+ * How a row's text columns are made from what a request carried: cut to MAX_TEXT, well-formed,
+ * names that may be URIs redacted before the cut. The live feed (observe.ts) shows the same.
+ */
+import { redactString } from './redact.js';
+
+/** The longest text a column keeps. */
+export const MAX_TEXT = 4096;
+
+/** Text columns take whatever arrives (ids may be numbers) but never fail the insert. */
+export function text(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  const s = typeof v === 'string' ? v : typeof v === 'object' ? safeStringify(v) : String(v);
+  return wellFormed(s.length > MAX_TEXT ? s.slice(0, MAX_TEXT) : s);
+}
+
+/**
+ * A row's hub or upstream name. A resource URI (the name of a resources/read, a subscription,
+ * a completion's template) can carry credentials: a URL's password, a token in its query, one
+ * of the config's secret values an upstream put in the URIs it lists. They are redacted as in
+ * an error message, never stored. Tool and prompt names hold no ':' and pass as they are.
+ */
+export function nameText(v: unknown): string | null {
+  // Redacted before the cut (twice the length kept, not all of a client's 4 MiB): a secret
+  // across the cut would otherwise be stored by its first half, which no rule recognises.
+  const s = typeof v === 'string' ? v : text(v);
+  if (s === null) return null;
+  return text(s.includes(':') ? redactString(s.slice(0, 2 * MAX_TEXT)) : s);
+}
+
+/**
+ * A lone surrogate (sent on purpose in a name or an id, or half an emoji a cut left) is stored
+ * by SQLite's UTF-8 as U+FFFD: the row's hash must cover the text as stored, or `verify` would
+ * call an untouched row changed, stop there for good, and `prune` with it. So it becomes U+FFFD
+ * before the row is hashed. Well-formed text (nearly all of it) is returned as it is.
+ */
+export function wellFormed(s: string): string {
+  return s.isWellFormed() ? s : s.toWellFormed();
+}
+
+function safeStringify(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return '[unserializable]';
+  }
+}
