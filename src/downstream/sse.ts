@@ -22,6 +22,13 @@ export const MAX_UNREAD_BYTES = 8 * 1024 * 1024;
  */
 export const KEEP_ALIVE_MS = 15_000;
 
+/** A comment on `res` every `ms` while it is open; stopped when it closes (or by clearInterval). */
+function keepAlive(res: EdgeResponse, ms: number, closed: () => boolean): NodeJS.Timeout {
+  const timer = setInterval(() => !closed() && res.write(': keep-alive\n\n'), ms).unref();
+  res.on('close', () => clearInterval(timer));
+  return timer;
+}
+
 /** Write one SSE event carrying a JSON-RPC message. */
 export function writeEvent(res: EdgeResponse, msg: object, id?: string): void {
   res.write(`${id ? `id: ${id}\n` : ''}event: message\ndata: ${wireText(msg)}\n\n`);
@@ -40,11 +47,8 @@ export class SseStream implements MessageSink {
   ) {
     res.writeHead(200, { ...SSE_HEADERS, ...extraHeaders });
     res.flushHeaders();
-    this.timer = setInterval(() => !this.closed && res.write(': keep-alive\n\n'), keepAliveMs).unref();
-    res.on('close', () => {
-      this.ended = true;
-      clearInterval(this.timer);
-    });
+    this.timer = keepAlive(res, keepAliveMs, () => this.closed);
+    res.on('close', () => (this.ended = true));
   }
 
   get closed(): boolean {
@@ -112,9 +116,7 @@ export class PostChannel implements MessageSink {
     if (!this.sse) {
       this.sse = true;
       this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
-      const timer = (this.keepAlive = setInterval(() => (this.closed ? clearInterval(timer) : this.res.write(': keep-alive\n\n')), this.keepAliveMs));
-      timer.unref();
-      this.res.on('close', () => clearInterval(timer));
+      this.keepAlive = keepAlive(this.res, this.keepAliveMs, () => this.closed);
     } else if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) {
       this.dropped++;
       return;
