@@ -48,38 +48,17 @@ import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
-import type { Upstream, UpstreamSpec } from './upstream/types.js';
+import type { Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
 import { Metrics } from './metrics.js';
+import { specOf } from './hub/upstream-spec.js';
 import { auditEvent, tapAudit } from './observe.js';
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
 const STARTUP_GRACE_MS = 3_000;
-
-/** Relative paths in the config (a server's cwd) resolve against the config file's folder. */
-function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
-  return {
-    id: s.id,
-    command: s.command,
-    args: s.args,
-    env: s.env,
-    inheritEnv: s.inheritEnv,
-    cwd: s.command ? resolve(baseDir, s.cwd ?? '.') : undefined,
-    url: s.url,
-    headers: s.headers,
-    era: s.era,
-    timeoutMs: s.timeoutMs,
-    maxTotalTimeoutMs: s.maxTotalTimeoutMs,
-    probeTimeoutMs: s.probeTimeoutMs,
-    maxFrameBytes: s.maxFrameBytes,
-    maxConcurrent: s.maxConcurrent,
-    maxQueue: s.maxQueue,
-    circuitBreaker: s.circuitBreaker,
-  };
-}
 
 /**
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired

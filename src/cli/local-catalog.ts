@@ -8,7 +8,7 @@
  * model what the daemon refuses to show.
  */
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname } from 'node:path';
 import { Catalog, type ServerHandle } from '../catalog/catalog.js';
 import { MemoryNameStore, NameAssigner } from '../catalog/names.js';
 import { MemoryPinStore } from '../catalog/pins.js';
@@ -17,6 +17,8 @@ import { readPins } from '../ledger/pins.js';
 import { loadPlugins } from '../plugins/loader.js';
 import { PluginRunner } from '../plugins/runner.js';
 import { configSecretValues } from '../config/secret-values.js';
+import { ledgerDbPath } from './ledger-lock.js';
+import { specOf } from '../hub/upstream-spec.js';
 import type { HubConfig } from '../config/types.js';
 import { serverViews, toolViews, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { silentLogger } from '../log.js';
@@ -46,23 +48,7 @@ export async function lookLocally(config: HubConfig, opts: { startMs?: number; s
   const handles: ServerHandle[] = [];
   for (const s of Object.values(config.servers)) {
     if (!s.enabled || (opts.server && s.id !== opts.server)) continue;
-    const upstream = createUpstream(
-      {
-        id: s.id,
-        command: s.command,
-        args: s.args,
-        env: s.env,
-        inheritEnv: s.inheritEnv,
-        cwd: s.command ? resolve(base, s.cwd ?? '.') : undefined,
-        url: s.url,
-        headers: s.headers,
-        era: s.era,
-        timeoutMs: s.timeoutMs,
-        probeTimeoutMs: s.probeTimeoutMs,
-        maxFrameBytes: s.maxFrameBytes,
-      },
-      silentLogger,
-    );
+    const upstream = createUpstream(specOf(s, base), silentLogger);
     handles.push({ id: s.id, config: s, upstream });
   }
   const plugins = new PluginRunner(loadPlugins(config.plugins, config.file, silentLogger, () => undefined), silentLogger, () => undefined);
@@ -79,7 +65,7 @@ export async function lookLocally(config: HubConfig, opts: { startMs?: number; s
     );
     progress.end();
     const catalog = new Catalog(() => handles, new NameAssigner({ mode: config.names.mode, store: new MemoryNameStore() }), silentLogger, {
-      pins: ledgerPins(config, base, opts.unreadPins === 'ignore'),
+      pins: ledgerPins(config, opts.unreadPins === 'ignore'),
       plugins,
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
     });
@@ -98,10 +84,10 @@ export async function lookLocally(config: HubConfig, opts: { startMs?: number; s
  * for the first time are pinned here only, the ledger is not written. No ledger (none yet, or
  * `ledger.enabled: false`): every tool is new, as it would be to a hub starting now.
  */
-function ledgerPins(config: HubConfig, base: string, ignoreUnread: boolean): MemoryPinStore {
+function ledgerPins(config: HubConfig, ignoreUnread: boolean): MemoryPinStore {
   const store = new MemoryPinStore();
   if (!config.ledger.enabled) return store;
-  const path = resolve(base, config.ledger.path);
+  const path = ledgerDbPath(config);
   if (!existsSync(path)) return store;
   try {
     const db = openLedgerDb({ path, readonly: true });
