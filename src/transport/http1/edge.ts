@@ -295,16 +295,6 @@ class Http1Connection implements ResponseOwner, Holder {
     this.limitQueue();
   }
 
-  /** Everything received and not consumed, as one buffer. */
-  private joined(): Buffer | null {
-    if (this.size === 0) return null;
-    if (this.chunks.length === 1) return this.chunks[0]!;
-    const buf = Buffer.concat(this.chunks, this.size);
-    this.chunks.length = 0;
-    this.chunks.push(buf);
-    return buf;
-  }
-
   /**
    * The first `want` bytes not consumed (all of them, if fewer are here) at the front of the
    * queue as one buffer: only the chunks they span are joined. Joining the whole queue for each
@@ -371,7 +361,7 @@ class Http1Connection implements ResponseOwner, Holder {
     socket.off('timeout', this.onTimeout);
     socket.setTimeout(0);
     this.edge.forget(this);
-    const rest = this.joined();
+    const rest = this.front(this.size); // everything not consumed, as one buffer
     this.chunks = [];
     this.size = 0;
     if (rest) socket.unshift(rest);
