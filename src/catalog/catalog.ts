@@ -6,7 +6,7 @@ import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.
 import { Groups, toolFilter } from './filters.js';
 import { ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
-import { CHANGED_NOTIFICATION, LIST_KINDS, NAME_FIELD, offers, type ListKind } from './lists.js';
+import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, offers, type ListKind } from './lists.js';
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
@@ -116,6 +116,12 @@ export class Catalog extends EventEmitter {
    */
   private toolsEpoch = 0;
   private readonly toolsChangedAt = new Map<string, number>();
+  /**
+   * `server\0kind` → why that list last failed on the server's own connection, until it next
+   * succeeds: otherwise a ready server whose list is refused (too large, an error) shows 0 tools
+   * and no error anywhere but the log.
+   */
+  private readonly listFailed = new Map<string, string>();
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
@@ -383,6 +389,7 @@ export class Catalog extends EventEmitter {
     if (still) this.listens.track(still.id, still.upstream);
     else this.listens.untrack(serverId);
     this.cache.drop(`${serverId}\0`);
+    for (const k of LIST_KINDS) this.listFailed.delete(`${serverId}\0${k}`);
     this.reads.invalidate(serverId);
     // Aggregates name the old handle: nothing may be routed with them any more.
     this.dropAggregates();
@@ -591,7 +598,32 @@ export class Catalog extends EventEmitter {
     return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.now));
   }
 
+  /** Why a list of the server's own connection failed last (none since it succeeded). */
+  listError(serverId: string): string | undefined {
+    if (this.listFailed.size === 0) return undefined;
+    for (const kind of LIST_KINDS) {
+      const why = this.listFailed.get(`${serverId}\0${kind}`);
+      if (why !== undefined) return why;
+    }
+    return undefined;
+  }
+
   private async partFor(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
+    if (conn.credential !== '') return this.partOf(kind, h, conn);
+    const key = `${h.id}\0${kind}`;
+    try {
+      const part = await this.partOf(kind, h, conn);
+      if (this.listFailed.size !== 0) this.listFailed.delete(key);
+      return part;
+    } catch (err) {
+      // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.
+      const msg = String((err as Error)?.message ?? err).slice(0, 1000);
+      this.listFailed.set(key, msg.startsWith(LIST_METHOD[kind]) ? msg : `${LIST_METHOD[kind]} failed: ${msg}`);
+      throw err;
+    }
+  }
+
+  private async partOf(kind: ListKind, h: ServerHandle, conn: Connection): Promise<Part> {
     const e = await this.entryFor(h, kind, conn);
     const pk = partKey(h.id, conn.credential, kind);
     let memo = this.parts.get(pk);

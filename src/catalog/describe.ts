@@ -24,6 +24,8 @@ export interface ServerHealth extends ServerLoad {
   /** ISO time of the last state change. */
   since: string;
   lastError: string | null;
+  /** Why a list of a ready server failed last (the hub shows none of it meanwhile). */
+  listError: string | null;
   restarts: number;
 }
 
@@ -85,6 +87,7 @@ export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
     tools: catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
     since: new Date(u.since).toISOString(),
     lastError: u.lastError ?? null,
+    listError: catalog.listError(h.id) ?? null,
     restarts: u.restarts,
     ...serverLoad(h),
   };

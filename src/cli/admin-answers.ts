@@ -27,6 +27,7 @@ function isServerView(v: unknown): v is ServerView {
     stringOrNull(v.lastError) &&
     optional(v.era, stringOrNull) &&
     optional(v.stderr, stringOrNull) &&
+    optional(v.listError, stringOrNull) &&
     optional(v.serverInfo, (i) => i === null || isObj(i)) &&
     optional(v.tools, (n) => n === null || typeof n === 'number')
   );

@@ -63,6 +63,7 @@ export function upstreamFindings(servers: ServerView[]): Finding[] {
   if (servers.length === 0) return [{ level: 'warn', check: 'upstreams', message: 'no enabled servers in the config' }];
   return servers.map((s): Finding => {
     const what = `${s.id} (${s.transport}${s.era ? `, ${s.era}` : ''})`;
+    if (s.state === 'ready' && s.listError) return { level: 'warn', check: 'upstreams', message: `${what} ready, but clients see none of a list: ${s.listError}` };
     if (s.state === 'ready') return { level: 'ok', check: 'upstreams', message: `${what} ready${s.restarts ? `, ${s.restarts} restart(s)` : ''}` };
     return { level: 'fail', check: 'upstreams', message: `${what} is ${s.state}${s.lastError ? `: ${errorWithStderr(s)}` : ''}` };
   });

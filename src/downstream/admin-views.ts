@@ -22,6 +22,8 @@ export interface ServerView extends ServerLoad {
   lastError: string | null;
   /** While lastError stands: what the process's stderr said last that reads like why (stdio). */
   stderr: string | null;
+  /** Why a list of the server failed last, until one succeeds (older daemons do not say). */
+  listError?: string | null;
   /** Epoch ms of the last state change. */
   since: number;
   trust: string;
@@ -32,9 +34,9 @@ export interface ServerView extends ServerLoad {
   instructions?: { shown: boolean; flags: string[]; details?: { code: string; message: string; field: string }[] };
 }
 
-/** lastError, with the stderr reason after it when there is one (for the CLI's lines). */
-export function errorWithStderr(s: Pick<ServerView, 'lastError' | 'stderr'>): string | null {
-  if (s.lastError === null) return null;
+/** lastError, with the stderr reason after it when there is one (for the CLI's lines); else a list's failure. */
+export function errorWithStderr(s: Pick<ServerView, 'lastError' | 'stderr' | 'listError'>): string | null {
+  if (s.lastError === null) return s.listError ?? null;
   return s.stderr ? `${s.lastError} (stderr: ${s.stderr})` : s.lastError;
 }
 
@@ -70,6 +72,7 @@ export function serverViews(
   handles: Iterable<ServerHandle>,
   cacheTools: (id: string) => number | undefined,
   instructionsOf: (h: ServerHandle) => InstructionsVerdict | undefined = () => undefined,
+  listErrorOf: (id: string) => string | undefined = () => undefined,
 ): ServerView[] {
   const out: ServerView[] = [];
   for (const h of handles) {
@@ -92,6 +95,7 @@ export function serverViews(
       restarts: u.restarts,
       lastError: u.lastError ?? null,
       stderr: u.lastError !== undefined && u.lastStderr !== undefined ? u.lastStderr : null,
+      listError: listErrorOf(h.id) ?? null,
       since: u.since,
       trust: h.config.trust,
       ...(instructions ? { instructions } : {}),

@@ -166,7 +166,7 @@ export class AdminRoutes {
   }
 
   servers() {
-    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h));
+    return serverViews(this.hub.handles.values(), (id) => this.hub.catalog.cache.peek(`${id}\0tools`)?.items.length, (h) => this.hub.instructionsVerdict?.(h), (id) => this.hub.catalog.listError(id));
   }
 
   /** The config's servers that are turned off: they run nowhere, but an operator should see them. */

@@ -35,6 +35,8 @@ export interface ServerHealthView {
   era: string | null;
   since: string;
   lastError: string | null;
+  listError: string | null;
+  tools: number;
   restarts: number;
   circuit?: string;
   inFlight: number;

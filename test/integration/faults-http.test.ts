@@ -262,6 +262,29 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('has a tools/list past the limit from its start: /healthz says why it shows no tools (listError), until a list succeeds', async () => {
+    const g = await startFaultHttp(join(dir, 'pages-first.log'));
+    await g.control({ endlessList: 50 });
+    const gh = await startHub({ servers: { g: { url: g.url, cacheTtlMs: 0 } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-pages1-')) });
+    try {
+      await waitForState(gh.url, 'g', ['ready']);
+      const failed = await waitUntil('the list failure in /healthz', async () => {
+        const s = await serverHealth(gh.url, 'g');
+        return s.listError !== null && s;
+      }, 10_000);
+      expect(failed).toMatchObject({ state: 'ready', tools: 0, lastError: null });
+      expect(failed.listError).toContain('tools/list is larger than the hub takes (more than 10000 items');
+      await g.control({ endlessList: 0 });
+      expect(((await modernCall(gh.url, 'list', 'tools/list')).body?.result?.tools as { name: string }[]).map((t) => t.name)).toContain('g__echo');
+      const after = await serverHealth(gh.url, 'g');
+      expect(after.listError).toBeNull();
+      expect(after.tools).toBeGreaterThan(0);
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await g.stop();
+    }
+  });
+
   it('storms tools/list_changed on GET streams it ends at once with retry: 0: reopened about once a second, its list fetched about once a second', async () => {
     const g = await startFaultHttp(join(dir, 'storm.log'));
     await g.control({ listChanged: true, getStorm: 20 });

@@ -1,5 +1,6 @@
 /** What `switchyard servers restart` prints once the server settled, or the wait was over. */
 import { describe, expect, it } from 'vitest';
+import { upstreamFindings } from '../../src/cli/doctor.js';
 import { restartOutcome, serversTable } from '../../src/cli/servers.js';
 import type { ServerView } from '../../src/downstream/admin-views.js';
 
@@ -62,5 +63,13 @@ describe('servers table', () => {
     expect(t.trimEnd().split('\n')).toHaveLength(2);
     expect(t).toContain('x?fake  ready  2025-11-25 1');
     expect(t).toContain('Error: a?fake2  ready');
+  });
+
+  it("shows why a ready server has no tools when its list failed (listError), as doctor warns", () => {
+    const listError = 'tools/list is larger than the hub takes (more than 10000 items or 8 MiB); stopped after 200 pages';
+    const t = serversTable([view({ id: 'big', tools: 0, listError })], 0);
+    expect(t.split('\n')[1]).toMatch(new RegExp(`^big\\s+ready\\s.*\\s${listError.replace(/[()]/g, '\\$&')}$`));
+    expect(upstreamFindings([view({ id: 'big', listError })])[0]).toMatchObject({ level: 'warn', message: expect.stringContaining(listError) });
+    expect(upstreamFindings([view({ id: 'ok', listError: null })])[0]).toMatchObject({ level: 'ok' });
   });
 });
