@@ -340,7 +340,10 @@ describe('connect and a client that stopped reading', () => {
         const r = (await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call&limit=100`))).json()) as { rows: unknown[] };
         return r.rows.length > 0;
       });
-      await new Promise((r) => setTimeout(r, 500));
+      // The bridge has written as much as the pipe and this end's paused stream take: what it
+      // still holds it cannot write (a fixed wait here lost the race on a loaded machine).
+      await waitFor(async () => p.stdout!.readableLength >= p.stdout!.readableHighWaterMark);
+      await new Promise((r) => setTimeout(r, 300));
       killedAt = Date.now();
       p.kill('SIGTERM');
       if (signals === 2) {

@@ -38,15 +38,15 @@ describe('session-wide log lines of a legacy upstream', () => {
   it("reach a lone call of the one principal it served, never another principal's call", async () => {
     const alice = await session(ALICE_KEY);
     // One principal so far: a line while her call runs alone is hers (the hub cannot tell more).
-    expect(await alice(1, 'late__log_later', { text: 'alice-1', delay: 200 })).toEqual([]);
-    expect(await alice(2, 'late__wait', { ms: 700 })).toEqual(['after:alice-1']);
+    expect(await alice(1, 'late__log_later', { text: 'alice-1', delay: 600 })).toEqual([]);
+    expect(await alice(2, 'late__wait', { ms: 1200 })).toEqual(['after:alice-1']);
 
     // Bob's call is alone in flight when the line about Alice's work comes: not his.
     const bob = await session(BOB_KEY);
-    expect(await alice(3, 'late__log_later', { text: 'alice-secret', delay: 200 })).toEqual([]);
-    expect(await bob(1, 'late__wait', { ms: 700 })).toEqual([]);
+    expect(await alice(3, 'late__log_later', { text: 'alice-secret', delay: 600 })).toEqual([]);
+    expect(await bob(1, 'late__wait', { ms: 1200 })).toEqual([]);
     // And from now on nobody's lone call gets an unattributed line (two principals were served).
-    expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 200 })).toEqual([]);
-    expect(await alice(4, 'late__wait', { ms: 700 })).toEqual([]);
+    expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 600 })).toEqual([]);
+    expect(await alice(4, 'late__wait', { ms: 1200 })).toEqual([]);
   }, 30_000);
 });
