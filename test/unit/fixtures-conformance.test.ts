@@ -35,11 +35,12 @@ describe('conformance runner', () => {
     }
   });
 
-  it.each([
+  // At once: each line is a process of its own that mostly waits on the fixture.
+  it.concurrent.for([
     ['0.1', 'test/conformance/baseline-direct-0.1.json'],
     ['0.2', 'test/conformance/baseline-direct-0.2.json'],
     ['0.2-active', 'test/conformance/baseline-direct-0.2-active.json'],
-  ])('line %s: the fixture server still passes its direct baseline', async (line, baseline) => {
+  ])('line %s: the fixture server still passes its direct baseline', async ([line, baseline], { expect }) => {
     const { code, stdout } = await runScript(['--line', line, '--fixture', '--expect', baseline]);
     expect(stdout).toMatch(/all \d+ expected scenarios pass/);
     expect(code).toBe(0);
