@@ -1,17 +1,7 @@
 #!/usr/bin/env node
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { startCommand } from './start.js';
-import { configCommand } from './config.js';
-import { ledgerCommand } from './ledger.js';
-import { keysCommand } from './keys.js';
-import { stdioCommand } from './stdio.js';
-import { connectCommand } from './connect.js';
-import { initCommand } from './init.js';
-import { serversCommand } from './servers.js';
-import { reloadCommand } from './reload.js';
-import { doctorCommand } from './doctor.js';
-import { toolsCommand } from './tools.js';
+import { COMMANDS, commandsToLoad } from './commands.js';
 import { givenOnce } from './given-once.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
@@ -32,19 +22,10 @@ if (level !== undefined && !LEVELS.includes(level)) {
 }
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
-const cli = yargs(hideBin(process.argv))
-  .scriptName('switchyard')
-  .command(startCommand)
-  .command(configCommand)
-  .command(ledgerCommand)
-  .command(keysCommand)
-  .command(stdioCommand)
-  .command(connectCommand)
-  .command(initCommand)
-  .command(serversCommand)
-  .command(reloadCommand)
-  .command(doctorCommand)
-  .command(toolsCommand)
+const argv = hideBin(process.argv);
+const cli = yargs(argv).scriptName('switchyard');
+for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
+cli
   // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
   .middleware((argv) => endQuietlyWhenReaderGoes(argv._[0] === undefined ? undefined : String(argv._[0])))
   .demandCommand(1, 'Give a command; see --help.')
