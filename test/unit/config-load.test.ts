@@ -266,6 +266,25 @@ describe('problems name their key path, one line each', () => {
     for (const good of ['', 'a', 'a_b', 'a-b', 'A9', 'a_b-c_d', '-a-']) expect(problems(good), good).toEqual([]);
   });
 
+  it('refuses a timeout longer than a Node.js timer holds: such a timer fires at once, and every request would time out', () => {
+    const month = 30 * 24 * 3_600_000; // 2592000000 ms, past 2^31 - 1
+    expect(
+      problemsOf({
+        listen: { drainTimeoutMs: month },
+        policy: { inputTimeoutMs: month, requestStateTtlMs: month },
+        servers: { a: { command: 'x', timeoutMs: month, maxTotalTimeoutMs: month, probeTimeoutMs: month } },
+      }),
+    ).toEqual([
+      'listen.drainTimeoutMs: must be <= 2147483647',
+      'servers.a.timeoutMs: must be <= 2147483647',
+      'servers.a.maxTotalTimeoutMs: must be <= 2147483647',
+      'servers.a.probeTimeoutMs: must be <= 2147483647',
+      'policy.inputTimeoutMs: must be <= 2147483647',
+    ]);
+    const longest = 2 ** 31 - 1;
+    expect(configProblems({ servers: { a: { command: 'x', timeoutMs: longest, maxTotalTimeoutMs: longest } } })).toEqual([]);
+  });
+
   it('refuses a ledger.redactKeys of catastrophic shape: it runs on every key clients send', () => {
     expect(problemsOf({ ledger: { redactKeys: '(a+)+$' } })).toEqual(['ledger.redactKeys: nested repetition (a repeated group that itself repeats), which can backtrack without end on a hostile key']);
     expect(configProblems({ ledger: { redactKeys: '(pass(word)?|secret|token)' } }, NO_ENV)).toEqual([]);
