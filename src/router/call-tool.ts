@@ -177,7 +177,14 @@ export class ToolCall {
       }
     }
     if (key) {
-      const settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind)));
+      let settled: Awaited<ReturnType<typeof settleIdempotency>>;
+      try {
+        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), ctx.signal));
+      } catch (err) {
+        // Its client cancelled while it waited for the first call with this key: it ran nothing.
+        await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+        throw err;
+      }
       if (settled) {
         if ('answer' in settled) {
           const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;

@@ -1,5 +1,8 @@
 import type { AuditSink } from '../ledger/sink.js';
 import type { IdempotencyClaim, StoredAnswer } from '../ledger/types.js';
+import { CancelledError, notSent } from '../protocol/errors.js';
+import { reasonOf } from '../upstream/rpc-base.js';
+import type { Signal } from '../cancel.js';
 
 /**
  * A key is left unknown by a call that may have run without an answer the hub could keep: it
@@ -44,7 +47,9 @@ export function endedKey(keys: AuditSink['idempotency'], principal: string, key:
 /**
  * Resolve an idempotency key before forwarding a tools/call: undefined means "run it" (this
  * caller owns the key now); otherwise a stored answer to replay or a refusal to return as a
- * tool error. A waiter whose first caller gave up before forwarding claims again.
+ * tool error. A waiter whose first caller gave up before forwarding claims again. A waiter
+ * whose own client cancels (`signal`) stops waiting with a CancelledError (it sent nothing;
+ * the first call goes on).
  */
 export async function settleIdempotency(
   keys: AuditSink['idempotency'],
@@ -52,6 +57,7 @@ export async function settleIdempotency(
   key: string,
   tool: string,
   hash: string,
+  signal?: Signal,
 ): Promise<Settled | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim = keys.claim(principal, key, tool, hash);
@@ -64,12 +70,32 @@ export async function settleIdempotency(
         return settledOf(claim, key, tool);
       case 'wait':
         try {
-          return { answer: await claim.result };
+          return { answer: await unlessCancelled(claim.result, signal) };
         } catch (err) {
+          if (err instanceof CancelledError) throw err;
           if ((err as Error)?.name === 'IdempotencyAbandonedError') continue;
           return { refusal: unknownRefusal(key) };
         }
     }
   }
   return { refusal: `idempotency key "${key}" is busy; retry later` };
+}
+
+/**
+ * `answer`, or a CancelledError once `signal` aborts. The first call may run for minutes; a
+ * client that cancelled its duplicate must not be held (nor its session's slot) until then, nor
+ * answered after its cancellation, nor audited as `replayed`.
+ */
+function unlessCancelled<T>(answer: Promise<T>, signal: Signal | undefined): Promise<T> {
+  if (!signal) return answer;
+  const cancelled = () => notSent(new CancelledError(reasonOf(signal)));
+  if (signal.aborted) return Promise.reject(cancelled());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(cancelled());
+    signal.addEventListener('abort', onAbort, { once: true });
+    answer.then(
+      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
+      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
+    );
+  });
 }

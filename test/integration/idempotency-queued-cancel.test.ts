@@ -1,15 +1,17 @@
 /**
  * A keyed call cancelled before it left the hub (it waited for a slot of a busy server) frees
  * its key: nothing reached the upstream, so a retry with the key runs it, once. A keyed call
- * cancelled after it was sent keeps its key taken ("outcome unknown"): it may have run. Real
- * hub, an SDK v1 upstream limited to one request at a time, raw HTTP (the client goes away).
+ * cancelled after it was sent keeps its key taken ("outcome unknown"): it may have run. A
+ * duplicate waiting for the first call with its key stops at its own cancellation. Real hub, an
+ * SDK v1 upstream limited to one request at a time, raw HTTP (the client goes away or cancels).
  */
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
+import { LEGACY_VERSION, legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
+import { waitForRows } from './ledger-helpers.js';
 
 describe('a keyed call cancelled while it waits for a busy server', () => {
   let hub: HubProcess;
@@ -54,5 +56,27 @@ describe('a keyed call cancelled while it waits for a busy server', () => {
     await sent;
     const retry = await post(hub.url, modernBody('retry-2', 'tools/call', { name: 'a__slow', arguments: { ms: 800 } }), { ...modernHeaders('tools/call', 'a__slow'), 'idempotency-key': 'sent-key' });
     expect(JSON.stringify(retry.body)).toMatch(/unknown/i);
+  });
+
+  it('a duplicate waiting for the first call with its key stops at its own cancellation; the first goes on', async () => {
+    const a = await legacySession(hub.url);
+    const b = await legacySession(hub.url);
+    const args = { name: 'a__slow', arguments: { ms: 800 }, _meta: { 'dev.switchyard/idempotency-key': 'shared-key' } };
+    let firstDone = false;
+    const first = a.request(1, 'tools/call', args).then((r) => ((firstDone = true), r));
+    await new Promise((r) => setTimeout(r, 200));
+    const duplicate = b.request(7, 'tools/call', args).then((r) => ({ r, firstDoneThen: firstDone }));
+    await new Promise((r) => setTimeout(r, 200));
+    const h = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': b.sessionId, 'mcp-protocol-version': LEGACY_VERSION };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'not needed' } }, h);
+    const dup = await duplicate;
+    // Answered at its cancellation with nothing (no response to a cancelled request), not held until the first ends.
+    expect(dup.firstDoneThen).toBe(false);
+    expect(dup.r.body, dup.r.text).toBeUndefined();
+    const one = await first;
+    expect(one.body?.result?.isError, one.text).toBeFalsy();
+    const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'a__slow' }, (rs) => rs.filter((r) => r.idempotencyKey === 'shared-key').length === 2);
+    const byId = Object.fromEntries(rows.filter((r) => r.idempotencyKey === 'shared-key').map((r) => [r.requestId, r.outcome]));
+    expect(byId).toEqual({ '1': 'ok', '7': 'cancelled' });
   });
 });
