@@ -37,6 +37,7 @@ import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from
 import { Canceller, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
+import { progressRelay } from './progress-relay.js';
 
 type Params = Record<string, unknown>;
 
@@ -279,8 +280,7 @@ export class Endpoint {
     };
     // The exchange's own lookup: no closure per request.
     if (ex.transport === 'http') ctx.requestHeader = ex.header;
-    if (token !== undefined)
-      ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
+    if (token !== undefined) ctx.onProgress = progressRelay(sink, token);
     // Log messages reach modern callers only when this request asked for them (digest §4).
     if (level) ctx.onLog = (p) => levelAtLeast(p.level, level) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p });
     return ctx;
@@ -709,8 +709,7 @@ export class Endpoint {
           end: (why) => call?.abort(why),
         }),
     };
-    if (token !== undefined)
-      ctx.onProgress = (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken: token } });
+    if (token !== undefined) ctx.onProgress = progressRelay(sink, token);
     return ctx;
   }
 

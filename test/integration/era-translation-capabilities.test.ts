@@ -6,10 +6,15 @@
  *   refused with -32021, never passed on (digest §5.1; README "Era translation");
  * - a -32021 is no outcome to replay for an idempotency key: the retry that declares the
  *   capability runs;
- * - the hub's own -32021 for a parked call is what its ledger row says.
+ * - the hub's own -32021 for a parked call is what its ledger row says;
+ * - a legacy client of a modern server that asks in rounds hears progress that only increases,
+ *   though each round is a new upstream request counting from the start (digest §4).
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
@@ -142,5 +147,22 @@ describe('an idempotency key whose first call was refused with -32021', () => {
     const again = await call('k-3', 'nq__needcap', { sampling: {} }, { [KEY]: 'needcap-1' });
     expect((again.body?.result?.content as Json[])[0]!.text).toBe('ran with sampling');
     await expect.poll(() => row('k-3')).toMatchObject({ outcome: 'replayed' });
+  });
+});
+
+describe('a legacy client of a modern server that asks in rounds', () => {
+  it('hears progress that only increases: each round counts from the start upstream, the client sees no step back', async () => {
+    const client = new ClientV1({ name: 'legacy-progress', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: {} }));
+    await client.connect(new TransportV1(new URL(hub.url)));
+    try {
+      const seen: number[] = [];
+      const r = await client.callTool({ name: 'nq__askprogress', arguments: {} }, undefined, { onprogress: (p) => void seen.push(p.progress) });
+      expect((r.content as Json[])[0]!.text).toBe('asked and done');
+      // Upstream: 1, 2 (the first request), then 1, 2, 3 (the hub's retry with the answer).
+      expect(seen).toEqual([1, 2, 3]);
+    } finally {
+      await client.close();
+    }
   });
 });
