@@ -192,8 +192,13 @@ export class Endpoint {
   private readonly modernInflight = new KeyedTable<Canceller>();
 
   private cancelModernStdio(n: Notification): void {
-    const id = n.params?.requestId;
-    this.modernInflight.get(idKey(id))?.abort();
+    const key = idKey(n.params?.requestId);
+    const ac = this.modernInflight.get(key);
+    if (!ac) return;
+    // Cancelled, it is in flight no more for its client, which may send its id again at once
+    // (digest §1.2: a modern id differs only from those in flight); nothing more is sent for it.
+    this.modernInflight.delete(key);
+    ac.abort();
   }
 
   /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
@@ -378,7 +383,8 @@ export class Endpoint {
     } finally {
       if (ac) {
         ex.closed.removeEventListener('abort', onClose);
-        this.modernInflight.delete(idKey(req.id));
+        // Its id may be another request's by now (this one was cancelled, and the id sent again).
+        if (this.modernInflight.get(idKey(req.id)) === ac) this.modernInflight.delete(idKey(req.id));
       }
     }
   }

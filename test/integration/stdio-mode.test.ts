@@ -205,6 +205,19 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(answer.result.content[0].text).toBe('slept 600');
   });
 
+  it('an id just cancelled may name a new request at once (it is in flight no more): served, and the cancelled call still sends nothing', async () => {
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'again-1', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 400 }, _meta: META } }));
+    await new Promise((r) => setTimeout(r, 150));
+    // One write: the cancellation and the new request with the same id.
+    const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'again-1', _meta: META } };
+    const next = { jsonrpc: '2.0', id: 'again-1', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'reused' }, _meta: META } };
+    c.send(`${JSON.stringify(cancel)}\n${JSON.stringify(next)}`);
+    const answer = await c.next((m) => m.id === 'again-1');
+    expect(answer.result?.content?.[0]?.text, JSON.stringify(answer)).toBe('echo:reused');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(c.received.filter((m) => m.id === 'again-1')).toHaveLength(1);
+  });
+
   it('ids must be strings or integers a JSON number holds exactly', async () => {
     for (const id of [1.5, 2 ** 53 + 2]) {
       c.send(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"modern__echo","arguments":{"text":"x"},"_meta":${JSON.stringify(META)}}}`);
