@@ -336,9 +336,21 @@ export class HttpUpstream extends HandshakingUpstream {
         if (!this.isPending(p)) return;
         // Cut after an event id: the stream goes on from it, as one the server ended would.
         if (this._era === LEGACY && err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs, 0);
-        this.failCall(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
+        this.stopWaiting(p, err instanceof TransportError ? err : new TransportError(errMessage(err)));
       },
     );
+  }
+
+  /**
+   * The call fails because its answer stream ended or broke before the response (and could not
+   * be resumed). A legacy server may still be running it: a dropped stream is no cancellation in
+   * that era (digest §6.2), and with nobody waiting for its answer it would run on unasked. So it
+   * is told, as for a timeout. (A modern server took the closed stream as the cancellation.)
+   */
+  private stopWaiting(p: Pending, err: TransportError): void {
+    if (!this.isPending(p)) return;
+    this.failCall(p, err);
+    if (this._era === LEGACY && !err.notDelivered) this.cancelUpstream(p, `the hub stopped waiting for the answer: ${err.message}`);
   }
 
   /** The messages of a call's answer stream (a POST's, or its resumption): once its response came, the stream may not linger. */
@@ -355,7 +367,7 @@ export class HttpUpstream extends HandshakingUpstream {
     const problem = answerProblem(a, this.spec.url!);
     if (s >= 200 && s < 300) {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
-      return this.failCall(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
+      return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && !answers(a.body, p)) return this.renewSession(p);
     if (this._era === MODERN && this.spec.era === 'auto' && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
@@ -455,13 +467,13 @@ export class HttpUpstream extends HandshakingUpstream {
             return this.resume(p, a.lastEventId ?? lastEventId, a.retryMs ?? retryMs, a.messages > 0 ? 0 : idle + 1);
           }
           const why = s === 405 ? 'the upstream keeps no events to resume from (405)' : s === 404 ? 'the session is gone (404)' : `HTTP ${s}`;
-          this.failCall(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
+          this.stopWaiting(p, new TransportError(`the answer stream ended before the response and could not be resumed: ${answerProblem(a, this.spec.url!) ?? why}`, s));
         },
         (err: unknown) => {
           if (!this.isPending(p)) return;
           if (err instanceof StreamCutError) return this.resume(p, err.lastEventId, err.retryMs ?? retryMs, err.messages > 0 ? 0 : idle + 1);
           if (!(err instanceof CancelledError) && failed + 1 < RESUME_FAILURES) return this.resume(p, lastEventId, retryMs, idle + 1, failed + 1);
-          this.failCall(p, new TransportError(`the answer stream was cut before the response and could not be resumed: ${errMessage(err)}`, err instanceof TransportError ? err.status : undefined));
+          this.stopWaiting(p, new TransportError(`the answer stream was cut before the response and could not be resumed: ${errMessage(err)}`, err instanceof TransportError ? err.status : undefined));
         },
       );
     }, wait).unref();

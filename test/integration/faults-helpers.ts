@@ -92,7 +92,7 @@ export interface FaultHttp {
   proc: ChildProcess;
   logFile: string;
   /** What the server recorded, in order. */
-  log(): { method?: string; name?: string; session: string | null; status: number; executed?: boolean }[];
+  log(): { method?: string; name?: string; session: string | null; status: number; executed?: boolean; id?: unknown; requestId?: unknown }[];
   control(body: Json): Promise<void>;
   stop(): Promise<void>;
 }

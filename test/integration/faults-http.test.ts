@@ -88,6 +88,10 @@ describe('HTTP upstream faults', () => {
     const [row] = await rowsFor(db, 'h__drop');
     expect(row.outcome).toBe('unavailable');
     expect(calls(h, 'drop')).toHaveLength(1);
+    // A dropped stream is no cancellation in 2025-11-25: the server, which may still be running
+    // the call nobody waits for now, is told, on the call's session.
+    const [sent] = calls(h, 'drop');
+    await waitUntil('the cancellation', async () => h.log().some((e) => e.method === 'notifications/cancelled' && e.requestId === sent!.id && e.session === sent!.session), 3_000);
     expect((await healthOf(hub.url)).status).toBe('ok');
   });
 
@@ -99,6 +103,8 @@ describe('HTTP upstream faults', () => {
     expect(h.log().filter((e) => e.method === 'GET' && e.lastEventId === 'polled-1')).toHaveLength(1);
     const [row] = await rowsFor(db, 'h__polled');
     expect(row.outcome).toBe('unavailable');
+    const [sent] = calls(h, 'polled');
+    await waitUntil('the cancellation', async () => h.log().some((e) => e.method === 'notifications/cancelled' && e.requestId === sent!.id), 3_000);
   });
 
   it('cuts its SSE answer (a network error) after an event id: the hub resumes it with Last-Event-ID and gets the response, the call run once', async () => {
