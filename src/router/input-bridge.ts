@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CancelledError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
+import { CancelledError, InputTimeoutError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
 import { addRequired, declares, required } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
@@ -259,13 +259,18 @@ export class InputBridge {
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
-  private expire(id: string, why = `the client did not answer the input request within ${this.timeoutMs} ms`): void {
+  /**
+   * The parked call ends. `why` undefined: the client's time to answer ran out, the hub's limit
+   * (InputTimeoutError: the call's row says `timeout`, as when a legacy client does not answer,
+   * not `cancelled`, which is the client's own doing). The reason travels upstream in
+   * notifications/cancelled and into the ledger row.
+   */
+  private expire(id: string, why?: string): void {
     const p = this.parked.get(id);
     if (!p) return;
     this.parked.delete(id);
     p.collector.giveUp();
-    // The reason travels upstream in notifications/cancelled and into the ledger row.
-    p.abort.abort(why);
+    p.abort.abort(why ?? new InputTimeoutError('the input request', this.timeoutMs));
   }
 
   /** The hub stops: every parked call is cancelled, saying so (not that its client was slow). */

@@ -3,8 +3,8 @@
  * the hub's sealed requestState is refused (-32602, with a message saying why) when tampered
  * with, expired, replayed, presented by another principal or with other arguments, and any hub
  * sharing the key accepts a forwarded (modern ↔ modern) state; a modern client that never
- * retries gets its parked legacy-upstream call cancelled after policy.inputTimeoutMs, and the
- * upstream and the ledger both see the cancellation.
+ * retries gets its parked legacy-upstream call cancelled after policy.inputTimeoutMs, the
+ * upstream told and the ledger row `timeout`.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -213,7 +213,7 @@ describe('other hub instances sharing the key', () => {
 });
 
 describe.each(['ls', 'lh'])(`a modern client that never retries (%s, policy.inputTimeoutMs ${INPUT_TIMEOUT_MS})`, (server) => {
-  it('gets the parked upstream call cancelled at the timeout, and the ledger says so', async () => {
+  it('gets the parked upstream call cancelled at the timeout, and the ledger says timeout (the hub\'s limit, as for a legacy client that does not answer)', async () => {
     const who = `ghost-${server}`;
     const t0 = Date.now();
     const requestId = String(nextId);
@@ -238,7 +238,7 @@ describe.each(['ls', 'lh'])(`a modern client that never retries (%s, policy.inpu
     ).catch((e: Error) => {
       throw new Error(`${e.message}: ${JSON.stringify(seen.slice(-3))}`);
     });
-    expect(rows).toMatchObject({ method: 'tools/call', server, clientEra: '2026-07-28', upstreamEra: '2025-11-25', outcome: 'cancelled', errorMessage: expect.stringMatching(/did not answer.*1500 ms/) });
+    expect(rows).toMatchObject({ method: 'tools/call', server, clientEra: '2026-07-28', upstreamEra: '2025-11-25', outcome: 'timeout', errorMessage: expect.stringMatching(/did not answer.*1500 ms/) });
     expect(rows.latencyMs).toBeGreaterThanOrEqual(INPUT_TIMEOUT_MS - 100);
   }, 20_000);
 });
