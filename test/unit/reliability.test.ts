@@ -284,6 +284,20 @@ describe('retry rule', () => {
     setTimeout(() => ac.abort(), 20);
     await expect(p).rejects.toBeInstanceOf(CancelledError);
   });
+
+  it('stops at once when the caller cancels while the upstream is not ready again (it does not wait for it)', async () => {
+    const ac = new AbortController();
+    let ready!: (ok: boolean) => void;
+    const whenReady = () => new Promise<boolean>((r) => (ready = r)); // reconnecting, for as long as the test likes
+    const t0 = Date.now();
+    const p = withRetries('tools/call', { maxAttempts: 5, budgetMs: 10_000 }, async () => Promise.reject(new TransportError('refused', undefined, true)), { signal: ac.signal, whenReady, random: () => 0 });
+    setTimeout(() => ac.abort(), 100);
+    const settled = await Promise.race([p.then(() => 'resolved', (e: unknown) => e), new Promise((r) => setTimeout(() => r('still waiting'), 600))]);
+    ready(true);
+    expect(settled).toBeInstanceOf(CancelledError);
+    expect((settled as CancelledError).notSent).toBe(true); // nothing was delivered
+    expect(Date.now() - t0).toBeLessThan(600);
+  });
 });
 
 describe('InFlight', () => {
