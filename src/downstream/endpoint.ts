@@ -355,6 +355,9 @@ export class Endpoint {
     if (ac) {
       ex.closed.addEventListener('abort', onClose);
       this.modernInflight.set(idKey(req.id), ac);
+      // Cancelled while it waited to be let in (its turn at policy.rateLimit): the client's
+      // cancellation closed its exchange before the hub got here, and still holds.
+      if (ex.closed.aborted) ac.abort();
     }
     try {
       const family = FAMILY[req.method];
@@ -721,6 +724,10 @@ export class Endpoint {
 
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
     const ac = new Canceller();
+    // On stdio a closed exchange is a cancellation (or the hub stopping) that came while the
+    // request waited to be let in (its turn at policy.rateLimit): it still holds. (Over HTTP a
+    // closed stream is no cancellation in this era.)
+    if (ex.transport === 'stdio' && ex.closed.aborted) ac.abort();
     const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });

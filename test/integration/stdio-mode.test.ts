@@ -546,22 +546,38 @@ describe('policy.rateLimit over stdio', () => {
       // Another tool has its own bucket.
       const echo = await c.request({ jsonrpc: '2.0', id: 'e1', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'x' }, _meta: META } });
       expect(echo.result.content[0].text).toBe('echo:x');
+      // A request and its cancellation in one write: the request waits its turn at the limits,
+      // the cancellation comes meanwhile and still holds: the upstream never runs it (either era).
+      const sendCancelled = (id: string, params: Json) =>
+        c.send(`${JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params })}\n${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id } })}`);
+      sendCancelled('c1', { name: 'legacy__counter_bump', arguments: { label: 'c1' }, _meta: META });
+      const init = await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+      expect(init.result.protocolVersion).toBe('2025-11-25');
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      sendCancelled('c2', { name: 'legacy__counter_bump', arguments: { label: 'c2' } });
+      const last = await c.request({ jsonrpc: '2.0', id: 'e2', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'y' } } });
+      expect(last.result.content[0].text).toBe('echo:y');
       c.endInput();
       expect(await c.exited).toBe(0);
+      expect(c.received.filter((m) => m.id === 'c1' || m.id === 'c2')).toEqual([]);
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT request_id AS id, outcome, error_code AS code FROM audit WHERE method = 'tools/call' ORDER BY id").all()).toEqual([
           { id: 'b1', outcome: 'ok', code: null },
           { id: 'b2', outcome: 'ok', code: null },
           { id: 'b3', outcome: 'denied', code: 429 },
+          { id: 'c1', outcome: 'cancelled', code: null },
+          { id: 'c2', outcome: 'cancelled', code: null },
           { id: 'e1', outcome: 'ok', code: null },
+          { id: 'e2', outcome: 'ok', code: null },
         ]);
       } finally {
         db.close();
       }
-      // Two bumps ran, not three.
-      expect(JSON.parse(readFileSync(join(d, 'counter.json'), 'utf8'))).toMatchObject({ b1: 1, b2: 1 });
-      expect(JSON.parse(readFileSync(join(d, 'counter.json'), 'utf8')).b3).toBeUndefined();
+      // Two bumps ran, not three; the cancelled ones never.
+      const counts = JSON.parse(readFileSync(join(d, 'counter.json'), 'utf8')) as Json;
+      expect(counts).toMatchObject({ b1: 1, b2: 1 });
+      expect([counts.b3, counts.c1, counts.c2]).toEqual([undefined, undefined, undefined]);
     } finally {
       c.kill();
     }
