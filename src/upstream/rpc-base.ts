@@ -418,7 +418,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     if (msg.method === 'ping') return this.reply(JSON.stringify(resultResponse(msg.id, {})), via);
     let target: Pending | undefined;
+    // Nobody to ask: not that the client lacks the method (-32601 would say so, and a server may
+    // remember it), but that no call of the hub's is there for the question to belong to.
+    let nobody: string | undefined;
     if (via !== undefined) {
+      if (!this.isPending(via)) nobody = `the call this ${msg.method} came with has ended`;
       target = this.isPending(via) && via.opts?.onServerRequest ? via : undefined;
     } else {
       // Unattributable: it can only be a call's if that call is the one in flight. With more
@@ -429,6 +433,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         n++;
         target = p.opts?.onServerRequest ? p : undefined;
       }
+      if (n === 0) nobody = `no call of the hub's is in flight to ask ${msg.method} for`;
       if (n > 1) {
         target = undefined;
         this.log.warn({ method: msg.method, inFlight: n }, 'server request with several calls in flight; refused');
@@ -436,6 +441,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
     }
     if (target === undefined) {
+      if (nobody !== undefined) return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, nobody))), via);
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }
     const p = target;

@@ -249,6 +249,16 @@ describe('server-to-client requests from a legacy stdio upstream', () => {
     expect(JSON.parse(text(broken))).toEqual({ code: -32603, message: 'the client could not answer' });
   });
 
+  it('answers a request that comes while no call is in flight -32603 saying so, not -32601 as if the client lacked the method', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const asked: unknown[] = [];
+    await u.request('tools/call', { name: 'asklater', arguments: { ms: 50 } }, { onServerRequest: async (req) => (asked.push(req), { action: 'decline' }) });
+    await new Promise((r) => setTimeout(r, 300));
+    const late = await u.request('tools/call', { name: 'lastlate' });
+    expect(JSON.parse(text(late))).toEqual({ code: -32603, message: "no call of the hub's is in flight to ask elicitation/create for" });
+    expect(asked).toEqual([]);
+  });
+
   it('refuses a request it cannot attribute when several calls could answer', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const handler = async (): Promise<Record<string, unknown>> => ({ action: 'decline' });
