@@ -7,6 +7,7 @@ import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
+import { reasonOf } from '../upstream/rpc-base.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -140,7 +141,14 @@ export class ToolCall {
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
-    const confirmation = !keyEnded && this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
+    let confirmation: Result | undefined;
+    try {
+      confirmation = !keyEnded && this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
+    } catch (err) {
+      // Its client cancelled the call while the user was asked: cancelled, and nothing ran.
+      await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      throw err;
+    }
     if (confirmation) {
       const waiting = confirmation.resultType === 'input_required';
       await end({
@@ -324,6 +332,8 @@ export class ToolCall {
     try {
       if (ctx.askClient && accepted(await ctx.askClient(req))) return undefined;
     } catch (err) {
+      // The call was cancelled while its user was asked: that is no answer of the user's.
+      if (ctx.signal.aborted) throw err instanceof CancelledError ? err : new CancelledError(reasonOf(ctx.signal));
       this.log.debug({ err: String((err as Error)?.message ?? err) }, 'confirmation request failed');
     }
     return toolErrorResult(`Tool ${hubName} was declined by the user.`);
@@ -351,3 +361,4 @@ function firstText(result: Result): string | undefined {
   const c = (result.content as { text?: unknown }[] | undefined)?.[0];
   return typeof c?.text === 'string' ? c.text : undefined;
 }
+

@@ -134,6 +134,30 @@ describe('confirmation of risky calls', () => {
     await c.close();
   });
 
+  it('a legacy client that cancels its call while asked to confirm: audited cancelled (not denied), never forwarded', async () => {
+    const label = 'cancel-while-asked';
+    const name = 'legacy-confirm-abort';
+    const c = new V1Client({ name, version: '1' }, { capabilities: { elicitation: {} } });
+    let asked!: () => void;
+    const wasAsked = new Promise<void>((r) => (asked = r));
+    c.setRequestHandler(ElicitRequestSchema, async (_req, extra) => {
+      asked();
+      await new Promise((r) => (extra.signal.addEventListener('abort', r), setTimeout(r, 5_000)));
+      return { action: 'decline' };
+    });
+    await c.connect(new V1Transport(new URL(hub.url)));
+    const ac = new AbortController();
+    const call = c.callTool({ name: 'modern__counter_bump', arguments: { label } }, undefined, { signal: ac.signal }).catch((e: unknown) => e);
+    await wasAsked;
+    ac.abort('the user stopped it');
+    expect(await call).toBeInstanceOf(Error);
+    const rows = async () =>
+      ((await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call`))).json()) as { rows: { outcome: string }[] }).rows.map((r) => r.outcome);
+    await expect.poll(rows, { timeout: 5_000 }).toEqual(['cancelled']);
+    expect(count(label)).toBe(0);
+    await c.close();
+  });
+
   it('a declined call is audited as denied', async () => {
     const { execFileSync } = await import('node:child_process');
     const out = execFileSync(process.execPath, ['dist/src/cli/main.js', 'ledger', 'query', '--db', join(dir, 'ledger.db'), '--outcome', 'denied', '--json', '--limit', '100'], { encoding: 'utf8' });
