@@ -13,6 +13,13 @@ import type { ListenFilter, ListenHandle, Upstream } from '../upstream/types.js'
 
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 30_000;
+/**
+ * How long an acknowledged stream must have lasted for its end to start the backoff over. An
+ * acknowledgement alone says nothing: a server (or a proxy in front of it) that ends every
+ * stream right after acknowledging it would otherwise be listened to again, and every list
+ * fetched again and perhaps said changed to every client, four times a second for good.
+ */
+const LISTEN_STABLE_MS = 10_000;
 
 interface Tracked {
   id: string;
@@ -21,6 +28,8 @@ interface Tracked {
   filterKey?: string;
   retry?: NodeJS.Timeout;
   failures: number;
+  /** When the current stream was acknowledged (Date.now()); undefined until it is. */
+  ackedAt?: number;
   onState: () => void;
   /** The upstream refused listen (-32601): do not ask again until it restarts. */
   refused: boolean;
@@ -155,9 +164,10 @@ export class ListenManager {
       p?.close();
     };
     t.honoured = undefined;
+    t.ackedAt = undefined;
     const handle = t.upstream.listen!(filter, (m) => {
       if (m.method !== 'notifications/subscriptions/acknowledged') return;
-      t.failures = 0;
+      if (t.handle === handle) t.ackedAt = Date.now();
       closeReplaced();
       if (t.handle === handle) {
         const subs = (m.params.notifications as { resourceSubscriptions?: unknown } | undefined)?.resourceSubscriptions;
@@ -179,6 +189,8 @@ export class ListenManager {
         this.log.info({ server: t.id }, 'upstream does not support subscriptions/listen; relying on list TTLs');
         return;
       }
+      // Only a stream that lasted starts the backoff over (see LISTEN_STABLE_MS).
+      if (t.ackedAt !== undefined && Date.now() - t.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
       const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
       this.log.info({ server: t.id, reason: end.reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
       this.opts.onGap(t.id);

@@ -106,6 +106,23 @@ describe('ListenManager', () => {
     await waitFor(() => seen.length === 3, 1000, 'change after restart');
   });
 
+  it('a server that ends every stream right after acknowledging it is listened to again with a growing wait', async () => {
+    const { log, records } = captureLogger();
+    const u = await started(stdio('e', MUTABLE, { LISTEN_ENDS: '1' }));
+    const gaps: string[] = [];
+    const m = new ListenManager(log, { subscribedUris: () => [], onGap: (id) => void gaps.push(id) });
+    managers.push(m);
+    m.track('e', u);
+    const waits = (): number[] => records.filter((r) => String(r.msg).includes('listening again')).map((r) => Number(r.retryInMs));
+    // 250 ms doubling (±25 %): the fourth wait is at least 1.5 s; started over at each
+    // acknowledgement, every wait stayed under 313 ms and the server was asked four times a second.
+    await waitFor(() => waits().length >= 4, 6000, 'four re-listens');
+    const w = waits();
+    expect(w[3]).toBeGreaterThanOrEqual(1500);
+    expect(w[3]).toBeGreaterThan(w[0]!);
+    expect(gaps.length).toBeGreaterThanOrEqual(4);
+  });
+
   it('an upstream that does not implement listen is not asked again and again', async () => {
     const { log, records } = captureLogger();
     const u = await started(stdio('q', join(ROOT, 'test/fixtures/quirks/modern.mjs')));
