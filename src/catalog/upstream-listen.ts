@@ -1,6 +1,6 @@
 import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
-import { METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import { METHOD_NOT_FOUND, RpcError, TransportError } from '../protocol/errors.js';
 import type { ListenFilter, ListenHandle, Upstream } from '../upstream/types.js';
 
 /**
@@ -31,7 +31,7 @@ interface Tracked {
   /** When the current stream was acknowledged (Date.now()); undefined until it is. */
   ackedAt?: number;
   onState: () => void;
-  /** The upstream refused listen (-32601): do not ask again until it restarts. */
+  /** The upstream refused listen (notSupported): do not ask again until it restarts. */
   refused: boolean;
   /** The resource URIs the current stream's acknowledgement honoured; undefined until it came. */
   honoured?: ReadonlySet<string>;
@@ -184,7 +184,7 @@ export class ListenManager {
       t.handle = undefined;
       t.filterKey = undefined;
       if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
-      if (end.error instanceof RpcError && end.error.code === METHOD_NOT_FOUND) {
+      if (notSupported(end.error)) {
         t.refused = true;
         this.log.info({ server: t.id }, 'upstream does not support subscriptions/listen; relying on list TTLs');
         return;
@@ -201,4 +201,14 @@ export class ListenManager {
       t.retry.unref();
     });
   }
+}
+
+/**
+ * A listen refused as a method the server does not have: -32601, or over HTTP a 404 or 405
+ * without a JSON-RPC answer (a modern server that sends no body with its "not found", a
+ * gateway that lets no such method through). Asking again would get the same.
+ */
+function notSupported(err: Error | undefined): boolean {
+  if (err instanceof RpcError) return err.code === METHOD_NOT_FOUND;
+  return err instanceof TransportError && (err.status === 404 || err.status === 405);
 }

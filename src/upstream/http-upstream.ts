@@ -370,7 +370,9 @@ export class HttpUpstream extends HandshakingUpstream {
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && !answers(a.body, p)) return this.renewSession(p);
-    if (this._era === MODERN && this.spec.era === 'auto' && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
+    // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
+    // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
+    if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
       const why = refusedAsModern(s, a.body, p.id);
       if (why !== undefined) return this.refusedModern(p, s, why);
     }

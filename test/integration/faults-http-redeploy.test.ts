@@ -20,7 +20,8 @@ import { UpstreamRpcError, TransportError } from '../../src/protocol/errors.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import { readCounter } from './ledger-helpers.js';
 import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
-import { freePortInRange, listenInRange } from './upstream-helpers.js';
+import { captureLogger, freePortInRange, listenInRange, waitFor } from './upstream-helpers.js';
+import { ListenManager } from '../../src/catalog/upstream-listen.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
@@ -202,5 +203,46 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     expect((second as UpstreamRpcError).message).toBe('odd refusal');
     expect([u.state, discovers, u.restarts]).toEqual(['ready', 2, 1]);
     expect((await u.request('tools/call', { name: 'echo', arguments: {} })).content).toEqual([{ type: 'text', text: 'fine' }]);
+  });
+
+  it('a modern server that answers the hub\'s listen with a bare 404 is left on its TTLs: no reconnect, not asked again', async () => {
+    let discovers = 0;
+    let listens = 0;
+    const server = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const msg = JSON.parse(body);
+        const json = (status: number, m: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m));
+        if (msg.method === 'server/discover') {
+          discovers++;
+          return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: { listChanged: true } } } });
+        }
+        if (msg.method === 'subscriptions/listen') {
+          listens++;
+          return void res.writeHead(404).end();
+        }
+        json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
+      });
+    });
+    raw.push(server);
+    const port = await listenInRange(server);
+    const u = createUpstream({ id: 'nolisten', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
+      backoff: { baseMs: 50 },
+    }) as HttpUpstream;
+    upstreams.push(u);
+    await u.start();
+    const { log, records } = captureLogger();
+    const m = new ListenManager(log, { subscribedUris: () => [], onGap: () => {} });
+    try {
+      m.track('nolisten', u);
+      await waitFor(() => records.some((r) => String(r.msg).includes('does not support subscriptions/listen')), 3000, 'listen refusal');
+      // Taken as a refusal of the era, it had the server reconnected (and listened to again) every 30 s.
+      await new Promise((r) => setTimeout(r, 300));
+      expect([u.state, u.restarts, discovers, listens, m.listening('nolisten')]).toEqual(['ready', 0, 1, 1, false]);
+      expect((await u.request('tools/call', { name: 'echo', arguments: {} })).content).toEqual([{ type: 'text', text: 'fine' }]);
+    } finally {
+      m.closeAll();
+    }
   });
 });
