@@ -6,6 +6,14 @@
  */
 import { isObj } from './jsonrpc.js';
 
+/**
+ * Questions of one call open at its client at once: a legacy server's requests to the client,
+ * or the entries of one modern `input_required` round the hub asks a legacy client. Past this,
+ * a server asking hundreds in one call (a loop gone wrong, a hostile one) would have each held
+ * in the hub and put before the user at once.
+ */
+export const MAX_OPEN_ASKS = 32;
+
 /** The only methods an `inputRequests` entry (or a legacy server → client request the hub relays) may name. */
 export const INPUT_METHODS: readonly string[] = ['elicitation/create', 'sampling/createMessage', 'roots/list'];
 

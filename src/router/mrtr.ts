@@ -7,7 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
-import { inputRequestsProblem } from '../protocol/input-results.js';
+import { inputRequestsProblem, MAX_OPEN_ASKS } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
@@ -115,6 +115,10 @@ export class Mrtr {
         return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };
       }
       if (!ctx.askClient) throw new UnfinishedTurnError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
+      // Each entry is a question put to the client at once: as many as a legacy server may have open.
+      const asks = r.inputRequests === undefined ? 0 : Object.keys(r.inputRequests as Result).length;
+      if (asks > MAX_OPEN_ASKS)
+        throw new UnfinishedTurnError(INTERNAL_ERROR, `server "${server.id}" asked ${asks} questions in one input_required round; the hub puts at most ${MAX_OPEN_ASKS} before a client at once`);
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       const inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
       p = { ...params, inputResponses };

@@ -18,6 +18,7 @@ import {
 } from '../protocol/errors.js';
 import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
+import { MAX_OPEN_ASKS } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -63,14 +64,6 @@ export interface Pending {
   /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
   holds: number;
 }
-
-/**
- * Server-to-client requests of one call open at its client at once. Past this the upstream is
- * answered with an error at once: a server asking thousands of questions in one call (a loop
- * gone wrong, a hostile one) would otherwise have each of them held, with its stream frame and
- * listeners, in the hub and at the client until answered.
- */
-export const MAX_OPEN_ASKS = 32;
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
@@ -445,6 +438,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }
     const p = target;
+    // Past MAX_OPEN_ASKS the upstream is answered with an error at once: each would otherwise
+    // be held, with its stream frame and listeners, in the hub and at the client until answered.
     if (p.waits >= MAX_OPEN_ASKS) {
       p.refusedAsks = (p.refusedAsks ?? 0) + 1;
       if (p.refusedAsks === 1) this.log.warn({ method: msg.method, open: p.waits }, 'server requests refused: too many open at the client for one call');

@@ -321,6 +321,17 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     expect(after?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
   });
 
+  it('is asked nothing when one round asks more questions than a client may have open at once (40 > 32): an error naming the upstream', async () => {
+    const client = await legacyClient(hub.url);
+    const seen: RpcMessage[] = [];
+    const final = await client.call(5350, 'tools/call', { name: 'odd__many_asks' }, (m) => seen.push(m));
+    expect(final?.error, JSON.stringify(final)).toMatchObject({ code: -32603, message: expect.stringContaining('server "odd" asked 40 questions in one input_required round') });
+    expect(seen.filter((m) => m.method === 'elicitation/create')).toEqual([]);
+    // A modern client gets the round as the upstream gave it: it chooses what to put before its user.
+    const r = await post(hub.url, modernBody(5351, 'tools/call', { name: 'odd__many_asks' }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', 'odd__many_asks'));
+    expect(Object.keys((r.body?.result as Json | undefined)?.inputRequests ?? {}), r.text.slice(0, 300)).toHaveLength(40);
+  });
+
   it('a call that ends on an input_required turn the hub cannot take further leaves its idempotency key free: never replayed', async () => {
     const client = await legacyClient(hub.url);
     const params = { name: 'odd__null_request', _meta: { [META_KEY]: 'odd-unfinished' } };
