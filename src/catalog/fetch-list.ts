@@ -35,10 +35,14 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   for (let page = 0; page < PAGE_LIMIT; page++) {
     const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
     const arr = res[kind];
-    if (Array.isArray(arr)) {
-      for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
-      bytes += JSON.stringify(arr).length;
-    }
+    // A page that is no list fails the walk, as a transport error would (the stale list is
+    // served): read as an empty one, it would hide every item of the server from every client.
+    // A list has no input_required or task turn, and an unknown resultType is invalid (digest §2.2).
+    if (res.resultType !== undefined && res.resultType !== 'complete')
+      throw new Error(`${LIST_METHOD[kind]} answered with resultType ${JSON.stringify(res.resultType)}, which a list cannot have`);
+    if (!Array.isArray(arr)) throw new Error(`${LIST_METHOD[kind]} answered without its ${kind} array (page ${page + 1})`);
+    for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+    bytes += JSON.stringify(arr).length;
     // The whole list fails: a part of one is not the server's list (a cached one is served stale).
     if (items.length > LIST_ITEM_LIMIT || bytes > LIST_BYTE_LIMIT)
       throw new Error(`${LIST_METHOD[kind]} is larger than the hub takes (more than ${LIST_ITEM_LIMIT} items or ${LIST_BYTE_LIMIT / 1024 / 1024} MiB); stopped after ${page + 1} pages`);

@@ -127,3 +127,23 @@ describe('fetchList bounds', () => {
     expect(asked.pages).toBe(Math.floor(LIST_BYTE_LIMIT / pageChars) + 1);
   });
 });
+
+describe('fetchList refuses a page that is no list', () => {
+  const answering = (page: Record<string, unknown>, era = MODERN) =>
+    ({ era, capabilities: { tools: {} }, request: async () => page }) as unknown as Upstream;
+
+  it.each([
+    ['no tools array', { resultType: 'complete', ttlMs: 60_000, cacheScope: 'public' }, 'without its tools array'],
+    ['tools not an array', { resultType: 'complete', tools: { name: 'x' } }, 'without its tools array'],
+    ['an input_required turn', { resultType: 'input_required', tools: [{ name: 'a' }], requestState: 's' }, 'resultType "input_required"'],
+    ['a task', { resultType: 'task', tools: [{ name: 'a' }] }, 'resultType "task"'],
+    ['an unknown resultType', { resultType: 'partial', tools: [{ name: 'a' }] }, 'resultType "partial"'],
+  ])('%s: the walk fails, saying why (the cache then serves the list it had)', async (_what, page, why) => {
+    await expect(fetchList(answering(page), 'tools', undefined)).rejects.toThrow(why);
+  });
+
+  it('takes a legacy page (no resultType) and an empty list as they are', async () => {
+    expect((await fetchList(answering({ tools: [{ name: 'a' }] }, '2025-11-25'), 'tools', undefined)).items).toEqual([{ name: 'a' }]);
+    expect((await fetchList(answering({ resultType: 'complete', tools: [] }), 'tools', undefined)).items).toEqual([]);
+  });
+});
