@@ -23,13 +23,21 @@ function stringList(v: unknown): string[] | undefined {
   return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string') ? (v as string[]) : undefined;
 }
 
-/** A DiscoverResult needs a non-empty `supportedVersions` and a `capabilities` object. */
+/** What keeps `r` from being a DiscoverResult (a non-empty `supportedVersions` and a `capabilities` object), or undefined. */
+export function discoverProblem(r: unknown): string | undefined {
+  if (!isObj(r)) return 'not an object';
+  if (stringList(r.supportedVersions) === undefined) return 'supportedVersions is not a non-empty array of strings';
+  if (!isObj(r.capabilities)) return 'capabilities is not an object';
+  return undefined;
+}
+
 export function isDiscoverResult(r: unknown): r is Record<string, unknown> {
-  return isObj(r) && stringList(r.supportedVersions) !== undefined && isObj(r.capabilities);
+  return discoverProblem(r) === undefined;
 }
 
 function fromResult(result: Record<string, unknown>): ProbeVerdict {
-  if (!isDiscoverResult(result)) return { kind: 'legacy', reason: 'server/discover answered with something that is not a DiscoverResult' };
+  const problem = discoverProblem(result);
+  if (problem !== undefined) return { kind: 'legacy', reason: `server/discover answered with something that is not a DiscoverResult (${problem})` };
   const versions = result.supportedVersions as string[];
   return versions.includes(MODERN) ? { kind: 'modern', discover: result } : withoutModern(versions, 'server/discover');
 }

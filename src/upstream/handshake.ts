@@ -1,5 +1,5 @@
 import { LEGACY, MODERN, type Era } from '../protocol/era.js';
-import { RpcError, TransportError } from '../protocol/errors.js';
+import { RpcError, TransportError, UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { Logger } from '../log.js';
@@ -88,7 +88,7 @@ export abstract class HandshakingUpstream extends UpstreamBase {
       case 'legacy':
         if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
         await this.beforeLegacyInit(v);
-        if (await this.initializeUnlessModern()) {
+        if (await this.initializeUnlessModern().catch((err: unknown) => refusedAsModernOnly(err, v.reason))) {
           // It had `initialize` too, and a server of both eras may hold to it: a new connection,
           // whose probe then waits for its answer (a modern verdict never falls back).
           this.log.info('server/discover answered after the probe timeout: the server is modern; connecting again');
@@ -108,6 +108,18 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
   }
+}
+
+/**
+ * `initialize` after a legacy verdict, refused with -32022 naming 2026-07-28: how a modern-only
+ * server answers it (digest §2.4), so the probe's answer was a modern server's, and broken. The
+ * operator is told that, and what the probe got, not only the server's word ("unsupported").
+ * Any other failure is rethrown as it is.
+ */
+function refusedAsModernOnly(err: unknown, probeSaid: string): never {
+  if (err instanceof RpcError && err.code === UNSUPPORTED_PROTOCOL_VERSION && isObj(err.data) && Array.isArray(err.data.supported) && err.data.supported.includes(MODERN))
+    throw new Error(`${probeSaid}, and initialize was refused with -32022 naming ${MODERN}: a modern-only server whose server/discover answer must be fixed`);
+  throw err;
 }
 
 /** An `initialize` failure that says the server may no longer speak 2025-11-25. */

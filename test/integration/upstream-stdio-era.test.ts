@@ -184,6 +184,16 @@ describe('stdio era detection', () => {
     expect(perProcess(spec.logFile).flat().some((m) => m.method === 'initialize')).toBe(false);
   });
 
+  it('says what was wrong when a modern-only server answers server/discover with no DiscoverResult, and refuses initialize', async () => {
+    const spec = quirkSpec('modern', { env: { QUIRK_BAD_DISCOVER: '1' } });
+    const u = make(spec);
+    // Its own word alone ("Unsupported protocol version") hid that the server is modern and its discover answer broken.
+    await expect(u.start()).rejects.toThrow(
+      'server/discover answered with something that is not a DiscoverResult (capabilities is not an object), and initialize was refused with -32022 naming 2026-07-28: a modern-only server whose server/discover answer must be fixed',
+    );
+    expect(u.lastError).toMatch(/capabilities is not an object/);
+  });
+
   it('skips the probe when the era is configured as legacy', async () => {
     const spec = quirkSpec('legacy-exit-on-discover', { era: LEGACY });
     const u = make(spec);
