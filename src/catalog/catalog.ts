@@ -670,6 +670,9 @@ export class Catalog extends EventEmitter {
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
     const epoch = this.toolsEpoch;
+    // A modern server's DiscoverResult past its ttlMs is asked again (in the background): a
+    // family it added or dropped since shows from a later list on, and clients are told.
+    for (const h of this.servers()) h.upstream.refreshDiscover?.();
     const handles = this.ready(kind);
     const settled = await Promise.allSettled(
       handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),

@@ -3,7 +3,9 @@ import { RpcError, TransportError, UNSUPPORTED_PROTOCOL_VERSION } from '../proto
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { Logger } from '../log.js';
-import type { ProbeVerdict } from './era-probe.js';
+import { discoverProblem, type ProbeVerdict } from './era-probe.js';
+import { modernMeta } from './envelope.js';
+import { cacheTtl } from '../protocol/ttl.js';
 import { UpstreamBase, type UpstreamOptions } from './rpc-base.js';
 import type { UpstreamSpec } from './types.js';
 import { isObj } from '../protocol/jsonrpc.js';
@@ -24,6 +26,13 @@ export function serverFacts(r: Record<string, unknown>, serverInfo: unknown): {
 export function discoverFacts(d: Record<string, unknown>): ReturnType<typeof serverFacts> {
   return serverFacts(d, isObj(d._meta) ? d._meta[META_SERVER_INFO] : undefined);
 }
+
+/**
+ * The least time between two `server/discover` of a ready modern server: a DiscoverResult is a
+ * cacheable result (digest §3.3), asked again once its ttlMs is over, but a server that says 0
+ * (stale at once) is not asked at every list. Its capabilities change only with a redeploy.
+ */
+export const REDISCOVER_MIN_MS = 30_000;
 
 /**
  * Era detection and the handshake, the same for every transport (digest §2.3): a kept legacy
@@ -107,6 +116,47 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     this._capabilities = f.capabilities;
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
+    this.discoverStaleAt = Date.now() + Math.max(this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS, cacheTtl(d.ttlMs));
+  }
+
+  /** When the DiscoverResult in use goes stale (Date.now() ms); see refreshDiscover. */
+  private discoverStaleAt = Infinity;
+  private rediscovering = false;
+
+  /**
+   * A modern server is never reconnected to while it answers (an HTTP one has no connection to
+   * lose), so without this a redeploy that adds a family (prompts), drops one, or changes its
+   * instructions would stay unseen until the hub restarts. Called when the hub uses the
+   * server's capabilities (a list); the answer comes in the background, for later requests.
+   */
+  refreshDiscover(): void {
+    if (this._era !== MODERN || this._state !== 'ready' || this.rediscovering || Date.now() < this.discoverStaleAt) return;
+    this.rediscovering = true;
+    // A failure is asked again no sooner than a success would be.
+    this.discoverStaleAt = Date.now() + (this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS);
+    const before = this.described();
+    this.call('server/discover', { _meta: modernMeta({ clientInfo: this.clientInfo }) }, { timeoutMs: this.spec.timeoutMs }, true)
+      .then(
+        (d) => {
+          if (this._state !== 'ready' || this._era !== MODERN) return;
+          const problem = discoverProblem(d);
+          if (problem !== undefined || !(d.supportedVersions as string[]).includes(MODERN)) {
+            this.log.warn({ problem: problem ?? `${MODERN} is no longer listed` }, 'server/discover asked again: the answer is not taken');
+            return;
+          }
+          this.useDiscover(d);
+          if (this.described() === before) return;
+          this.log.info('server/discover asked again: capabilities, instructions or serverInfo changed');
+          this.setState('ready', 'server/discover changed');
+        },
+        (err: unknown) => this.log.warn({ err: (err as Error)?.message ?? String(err) }, 'server/discover asked again: failed'),
+      )
+      .finally(() => (this.rediscovering = false));
+  }
+
+  /** What a DiscoverResult gave, to tell a change. */
+  private described(): string {
+    return JSON.stringify([this._capabilities ?? null, this._instructions ?? null, this._serverInfo ?? null]);
   }
 }
 

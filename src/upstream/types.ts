@@ -49,6 +49,11 @@ export interface UpstreamSpec {
   limiter?: Limiter;
   /** HTTP: consecutive failures that open the circuit, and the wait before the first probe. */
   circuitBreaker?: { failures: number; cooldownMs: number };
+  /**
+   * Modern: the least time between two `server/discover` of a ready server, whatever its
+   * `ttlMs` says (default REDISCOVER_MIN_MS in handshake.ts). Not a config key: tests shorten it.
+   */
+  rediscoverMinMs?: number;
 }
 
 export interface CallOptions {
@@ -154,6 +159,13 @@ export interface Upstream extends EventEmitter {
    * their `x-mcp-header` declarations.
    */
   learnTools?(tools: readonly Record<string, unknown>[]): void;
+  /**
+   * Modern upstreams: ask `server/discover` again, in the background, when the DiscoverResult in
+   * use is stale (its ttlMs, digest §3.3). Capabilities, instructions or serverInfo that changed
+   * are taken, and said as a 'state' event ('ready', "server/discover changed"), as a restart
+   * would be. Does nothing otherwise (legacy, not ready, still fresh, already asking).
+   */
+  refreshDiscover?(): void;
   /**
    * Modern upstreams: open a `subscriptions/listen` stream with this filter. Every message of
    * the stream (the acknowledgement included) goes to `onMessage`; the change notifications are

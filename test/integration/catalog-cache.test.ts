@@ -14,8 +14,8 @@ afterEach(async () => {
   catalogs = [];
 });
 
-async function fixture(id: string, env: Record<string, string> = {}): Promise<Fixture> {
-  const f = await startMutable(id, env);
+async function fixture(id: string, env: Record<string, string> = {}, spec: Parameters<typeof startMutable>[3] = {}): Promise<Fixture> {
+  const f = await startMutable(id, env, silentLogger, spec);
   fixtures.push(f);
   return f;
 }
@@ -43,6 +43,31 @@ describe('catalog cache (real stdio upstreams)', () => {
     await sleep(450);
     await c.aggregate('tools');
     expect(f.stats()['tools/list']).toBe(2);
+  });
+
+  it('asks a modern server for server/discover again once its answer is stale: a family added by a redeploy is listed, clients told', async () => {
+    const f = await fixture('d', { DISCOVER_CAPS: JSON.stringify({ tools: {} }), LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' }, { rediscoverMinMs: 200 });
+    const c = catalogOf([{ id: 'd', config: serverConfig('d'), upstream: f.upstream }]);
+    const changed: string[] = [];
+    c.on('changed', (kind: string) => void changed.push(kind));
+    expect((await c.aggregate('resources')).items).toEqual([]);
+    // Redeployed: resources now, other instructions. Nothing is said; its discover answer (ttlMs 0) is stale.
+    await f.upstream.request('tools/call', { name: 'rediscover', arguments: { capabilities: { tools: {}, resources: {} }, instructions: 'v2' } });
+    await sleep(250);
+    await c.aggregate('tools');
+    await waitFor(() => f.upstream.capabilities?.resources !== undefined, 2000, 'the discover answer asked again');
+    expect(f.upstream.instructions).toBe('v2');
+    expect(changed).toEqual(expect.arrayContaining(['tools', 'prompts', 'resources']));
+    expect((await c.aggregate('resources')).items.map((r) => r.uri)).toEqual(['mut://doc']);
+    expect(f.stats()['server/discover']).toBe(2);
+    // Within rediscoverMinMs it is not asked again, and an answer that did not change is no change.
+    await c.aggregate('tools');
+    await sleep(250);
+    changed.length = 0;
+    await c.aggregate('tools');
+    await waitFor(() => f.stats()['server/discover'] === 3, 2000, 'asked a third time');
+    await sleep(50);
+    expect(changed).toEqual([]);
   });
 
   it('ttlMs 0 refetches every time; a private answer makes the aggregate private', async () => {

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { ServerConfig } from '../../src/config/types.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createUpstream } from '../../src/upstream/index.js';
-import type { Upstream } from '../../src/upstream/types.js';
+import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
 
 export const MUTABLE = fileURLToPath(new URL('../fixtures/catalog/mutable-server.mjs', import.meta.url));
 
@@ -21,7 +21,7 @@ export interface Fixture {
   stats(): Record<string, number>;
 }
 
-export async function startMutable(id: string, env: Record<string, string> = {}, log: Logger = silentLogger): Promise<Fixture> {
+export async function startMutable(id: string, env: Record<string, string> = {}, log: Logger = silentLogger, spec: Partial<UpstreamSpec> = {}): Promise<Fixture> {
   const statsFile = join(tmp(), 'stats.json');
   const upstream = createUpstream(
     {
@@ -33,6 +33,7 @@ export async function startMutable(id: string, env: Record<string, string> = {},
       timeoutMs: 5000,
       probeTimeoutMs: 1500,
       maxFrameBytes: 1 << 20,
+      ...spec,
     },
     log,
   );
