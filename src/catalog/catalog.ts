@@ -11,6 +11,7 @@ import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './ur
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
 import { MemoryPinStore, type PinStore } from './pins.js';
+import { LinkedResources } from './linked-resources.js';
 import { ReadCache } from './read-cache.js';
 import { RefetchGate } from './refetch-gate.js';
 import { isRouteKind, MAX_STORED_ROUTES, routesOf, type ResourceRouteStore, type ResourceRoutes, type RouteKind } from './resource-routes.js';
@@ -92,6 +93,8 @@ const BUILT_MEMO = 64;
 export class Catalog extends EventEmitter {
   readonly cache: ListCache;
   readonly reads: ReadCache;
+  /** Resources tools named without listing them, for routing reads of them (linked-resources.ts). */
+  readonly links = new LinkedResources();
   readonly pins: PinStore;
   readonly groups: Groups;
   readonly listens: ListenManager;
@@ -385,6 +388,7 @@ export class Catalog extends EventEmitter {
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */
   forget(serverId: string): void {
+    this.links.forget(serverId);
     const still = this.servers().find((h) => h.id === serverId);
     if (still) this.listens.track(still.id, still.upstream);
     else this.listens.untrack(serverId);
@@ -522,6 +526,11 @@ export class Catalog extends EventEmitter {
     const down = await this.downResource(uri, view, true);
     if (down) return down;
     for (const t of (await this.build('resourceTemplates', view.principal)).templates) if (t.matcher.test(uri) && ok(t.routed.server)) return t.routed.server;
+    // Neither listed nor templated: a link a tool of a server gave this principal (a server that
+    // offers resources, ready, shown to this view; a URI its list hides was refused above).
+    const linked = this.links.serverOf(view.principal ?? '', uri);
+    const h = linked === undefined ? undefined : this.servers().find((x) => x.id === linked);
+    if (h && h.upstream.state === 'ready' && offers(h.upstream.capabilities, 'resources') && ok(h)) return h;
     return undefined;
   }
 

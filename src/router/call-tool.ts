@@ -266,6 +266,8 @@ export class ToolCall {
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+        // The resources it links may be in no list: a read of one goes to this server (catalog.routeUri).
+        if (isFinal) this.catalog.links.note(server.id, principal, result);
         const row = endOf(this.ledger, result);
         // The hub's verdict on the upstream's result, not the upstream's own error: the row says so.
         if (checked !== raw) Object.assign(row, { errorKind: 'policy', errorMessage: firstText(checked) });

@@ -95,3 +95,16 @@ describe('resources of a server that is down', () => {
     expect(rows.find((r) => r.requestId === 'x-down')?.server).toBe('a');
   }, 40_000);
 });
+
+describe('a resource a tool linked without listing it', () => {
+  it('is read from the server whose tool named it (digest §3.4: links need not be listed); one never named is still not found', async () => {
+    await hub.stop();
+    const mutable = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
+    hub = await startHub({ servers: { k: { command: process.execPath, args: [mutable], env: { DOC_URI: 'k://doc', TOOLS: JSON.stringify([{ name: 'link', inputSchema: { type: 'object' } }]) } } } });
+    await waitForReady(hub.url, ['k']);
+    const call = await modernCall(hub.url, 'link', 'tools/call', { name: 'k__link', arguments: { uri: 'unlisted://k/1' } });
+    expect(call.body?.result?.content).toEqual([{ type: 'resource_link', uri: 'unlisted://k/1', name: 'linked' }]);
+    expect((await read('linked', 'unlisted://k/1'))?.result).toMatchObject({ contents: [{ uri: 'unlisted://k/1', text: 'linked unlisted://k/1' }] });
+    expect((await read('never', 'unlisted://k/2'))?.error).toMatchObject({ code: -32602, data: { uri: 'unlisted://k/2' } });
+  }, 40_000);
+});
