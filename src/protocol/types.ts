@@ -56,6 +56,8 @@ export interface ProgressInfo {
   progress: number;
   total?: number;
   message?: string;
+  /** The notification's own `_meta` (third-party keys), passed on as it came. */
+  _meta?: Record<string, unknown>;
 }
 
 /** A server-to-client request (legacy) or an input request (modern MRTR). */

@@ -16,7 +16,8 @@ import {
   TransportError,
   UpstreamUnavailableError,
 } from '../protocol/errors.js';
-import { errorResponse, idKey, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
+import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
 import { MAX_OPEN_ASKS } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
@@ -524,9 +525,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       if (p.timer) p.timer.refresh();
       if (!p.opts?.onProgress) return;
       if (typeof params.progress !== 'number') return;
-      const info: { progress: number; total?: number; message?: string } = { progress: params.progress };
+      const info: ProgressInfo = { progress: params.progress };
       if (typeof params.total === 'number') info.total = params.total;
       if (typeof params.message === 'string') info.message = params.message;
+      // Its keys are the server's to the client, as a result's _meta is (digest §8.4).
+      if (isObj(params._meta)) info._meta = params._meta;
       try {
         p.opts.onProgress(info);
       } catch (err) {

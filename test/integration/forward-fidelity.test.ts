@@ -64,4 +64,25 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     if (id === 'modern') expect((sentMeta['io.modelcontextprotocol/clientInfo'] as { name?: string }).name).toBe('switchyard');
     else expect(sentMeta['io.modelcontextprotocol/clientInfo']).toBeUndefined();
   });
+
+  it("passes the upstream's progress notification on with its _meta, under the client's token", async () => {
+    const name = `${id}__slow`;
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: `p-${id}`,
+        method: 'tools/call',
+        params: {
+          name,
+          arguments: { steps: 1, interval: 10, progressMeta: { 'example.com/step': 'one' } },
+          _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'mine' },
+        },
+      }),
+    });
+    const events = (await res.text()).split('\n').filter((l) => l.startsWith('data:')).map((l) => JSON.parse(l.slice(5)) as Json);
+    const progress = events.find((m) => m.method === 'notifications/progress');
+    expect(progress?.params, JSON.stringify(events)).toEqual({ progressToken: 'mine', progress: 1, total: 1, message: 'step 1', _meta: { 'example.com/step': 'one' } });
+  });
 });
