@@ -42,6 +42,8 @@ export class Mrtr {
   constructor(
     readonly sealer: RequestStateSealer,
     inputTimeoutMs: number,
+    /** The largest request the hub reads (listen.maxBodyBytes): a requestState must fit in one to come back. */
+    private readonly maxRequestBytes = Infinity,
   ) {
     this.bridge = new InputBridge(sealer, inputTimeoutMs);
   }
@@ -112,7 +114,15 @@ export class Mrtr {
       }
       if (ctx.clientEra === MODERN) {
         const up = typeof r.requestState === 'string' ? r.requestState : undefined;
-        return { ...r, requestState: this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up }) };
+        const sealed = this.sealer.seal(bind, confirmed ? { k: 'fwd', server: server.id, up, ok: 1 } : { k: 'fwd', server: server.id, up });
+        // Sealed, the upstream's state grows by half: one the client could never send back would
+        // have its retry refused as too large (413), a failure it cannot make sense of.
+        if (sealed.length >= this.maxRequestBytes)
+          throw new UnfinishedTurnError(
+            INTERNAL_ERROR,
+            `server "${server.id}" answered with a requestState of ${up?.length ?? 0} characters, ${sealed.length} once sealed for the client: more than a request to this hub may carry (listen.maxBodyBytes, ${this.maxRequestBytes} bytes), so it could never come back`,
+          );
+        return { ...r, requestState: sealed };
       }
       if (!ctx.askClient) throw new UnfinishedTurnError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
       // Each entry is a question put to the client at once: as many as a legacy server may have open.

@@ -242,7 +242,8 @@ describe('a legacy client answering with a response that is not well formed (leg
 describe('an upstream input_required the protocol does not allow', () => {
   let hub: HubProcess;
   beforeAll(async () => {
-    hub = await startHub({ servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
+    // Requests of 128 KiB at most: big_state's requestState could not come back sealed.
+    hub = await startHub({ listen: { maxBodyBytes: 131_072 }, servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
     await waitForReady(hub.url, ['odd']);
   }, 60_000);
   afterAll(async () => {
@@ -266,6 +267,14 @@ describe('an upstream input_required the protocol does not allow', () => {
     const final = await client.call(4800, 'tools/call', { name }, (m) => seen.push(m));
     expect(final?.error, JSON.stringify(final)).toMatchObject({ code: -32603, message: expect.stringContaining('server "odd" answered with a malformed input_required') });
     expect(seen.filter((m) => m.method !== undefined && m.id !== undefined)).toEqual([]);
+  });
+
+  it('a requestState too large to come back once sealed is the upstream\'s error for a modern client (a legacy one never carries it)', async () => {
+    const r = await post(hub.url, modernBody(4950, 'tools/call', { name: 'odd__big_state' }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', 'odd__big_state'));
+    expect(r.body?.error, r.text.slice(0, 300)).toMatchObject({ code: -32603, message: expect.stringContaining('server "odd" answered with a requestState of 100000 characters') });
+    const legacy = await legacyClient(hub.url);
+    const final = await legacy.call(4951, 'tools/call', { name: 'odd__big_state' }, () => undefined);
+    expect(final?.result).toMatchObject({ content: [{ type: 'text', text: expect.stringContaining('got {} state="sss') }] });
   });
 
   it('a well-formed requestState-only round still goes through (both eras)', async () => {
