@@ -69,13 +69,25 @@ export interface EnvelopeInput {
   clientInfo: Implementation;
 }
 
+/**
+ * A client's capabilities in 2026-07-28 terms: `roots` is `{}` there, `listChanged` gone with the
+ * notification it announced (digest §2.2), which a legacy client's declaration still carries.
+ */
+function modernCapabilities(c: ClientCapabilities | undefined): ClientCapabilities {
+  if (c === undefined) return {};
+  const roots: unknown = c.roots;
+  if (roots === null || typeof roots !== 'object' || !('listChanged' in roots)) return c;
+  const { listChanged: _gone, ...rest } = roots as Record<string, unknown>;
+  return { ...c, roots: rest };
+}
+
 /** The `_meta` of a modern request: the required envelope plus pass-through keys. */
 export function modernMeta(e: EnvelopeInput): Record<string, unknown> {
   const m: Record<string, unknown> = {};
   copyPassThrough(m, e.paramsMeta);
   copyPassThrough(m, e.meta);
   m[META_PROTOCOL_VERSION] = MODERN;
-  m[META_CLIENT_CAPABILITIES] = e.clientCapabilities ?? {};
+  m[META_CLIENT_CAPABILITIES] = modernCapabilities(e.clientCapabilities);
   m[META_CLIENT_INFO] = e.clientInfo;
   if (e.logLevel !== undefined) m[META_LOG_LEVEL] = e.logLevel;
   if (e.progressToken !== undefined) m.progressToken = e.progressToken;

@@ -214,6 +214,14 @@ describe('envelopes', () => {
     expect((r.structuredContent as { meta: Record<string, unknown> }).meta['io.modelcontextprotocol/clientCapabilities']).toEqual({});
   });
 
+  it("modern: a legacy client's roots.listChanged is not declared (2026-07-28 roots are {})", async () => {
+    const u = await started(quirkSpec('modern'));
+    const caps = { roots: { listChanged: true }, sampling: {} };
+    const r = await u.request('tools/call', { name: 'echo' }, { clientCapabilities: caps });
+    expect((r.structuredContent as { meta: Record<string, unknown> }).meta['io.modelcontextprotocol/clientCapabilities']).toEqual({ roots: {}, sampling: {} });
+    expect(caps.roots).toEqual({ listChanged: true }); // the client's own object is left as it is
+  });
+
   it('legacy: only pass-through keys, and no _meta at all when there are none', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const r = await u.request('tools/call', { name: 'echo' }, { meta, logLevel: 'debug', clientCapabilities: { sampling: {} } });
