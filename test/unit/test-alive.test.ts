@@ -5,8 +5,8 @@ import { alive } from '../integration/upstream-helpers.js';
 
 describe('alive()', () => {
   it('a killed process nobody has reaped yet (a zombie) is not alive; a running one is', async () => {
-    // sh starts `sleep 0` in the background, then becomes `sleep 3`, which never reaps it.
-    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 3'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // sh starts `sleep 0` in the background, then becomes `sleep 30` (killed at the end), which never reaps it.
+    const parent = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     const pid = await new Promise<number>((resolve) => parent.stdout!.once('data', (d: Buffer) => resolve(Number(String(d).trim()))));
     try {
       const state = () => execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).trim();
