@@ -62,9 +62,12 @@ function sendJson(res: EdgeResponse, status: number, body: unknown, headers: Rec
   res.end(s);
 }
 
-/** Read a body up to `max` bytes; null when it is larger (the caller answers 413). */
-function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
-  return new Promise((resolve, reject) => {
+/** The client went away (or was cut off) before its body was whole: there is no one to answer. */
+const GONE = Symbol('gone');
+
+/** Read a body up to `max` bytes; null when it is larger (the caller answers 413), GONE when it never came whole. */
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | null | typeof GONE> {
+  return new Promise((resolve) => {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > max) {
       req.resume();
@@ -84,7 +87,9 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
       chunks.push(c);
     });
     req.on('end', () => resolve(over ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
-    req.on('error', reject);
+    // 'aborted': the connection closed mid-body (the client left, or node:http cut it at the
+    // request timeout). Not a failure of the hub: rejecting made each one an error line.
+    req.on('error', () => resolve(GONE));
   });
 }
 
@@ -212,6 +217,8 @@ export class HttpServer {
     const ct = header(req, 'content-type') ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
     const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
+    // As the fast path drops a request whose body never came whole: nothing ran, nothing to record.
+    if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
     const decoded = body.toString('utf8');
     // A parser may ignore a byte order mark (RFC 8259 §8.1), and Windows tools write one.

@@ -108,6 +108,25 @@ describe('the HTTP listener: fast path and node:http', () => {
     c.socket.destroy();
   });
 
+  it('drops an upload its client abandons mid-body quietly on both readers, without an error line per client', async () => {
+    for (const framing of ['length', 'chunked'] as const) {
+      for (let i = 0; i < 3; i++) {
+        const whole = call(hub.port, `gone-${framing}-${i}`, 'never finished', framing);
+        const c = rawClient(hub.port);
+        c.send(whole.slice(0, whole.length - 12));
+        await new Promise((r) => setTimeout(r, 20));
+        c.socket.destroy();
+      }
+    }
+    // The hub saw those connections close before it answers this one, and logs at once.
+    const after = rawClient(hub.port);
+    after.send(call(hub.port, 'after-gone', 'here'));
+    expect(resultText((await after.waitFor(1))[0]!)).toBe('echo:here');
+    after.socket.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(hub.logs.filter((l) => l.includes('"level":50'))).toEqual([]);
+  });
+
   it('answers a malformed head with node:http’s error and stays up', async () => {
     const c = rawClient(hub.port);
     c.send(`POST ${PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}`);
