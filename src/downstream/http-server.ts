@@ -17,6 +17,7 @@ import { endAtExpiry } from './expiry.js';
 import { MAX_UNREAD_BYTES, PostChannel, SseStream } from './sse.js';
 import { Canceller } from '../cancel.js';
 import { Http1Edge, timeoutCheckMs } from '../transport/http1/edge.js';
+import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 
 export interface HttpOptions extends OriginPolicy {
@@ -101,6 +102,14 @@ export class HttpServer {
   /** node:http: admin pages, GET streams, upgrades, and anything the fast path hands over. */
   readonly server: Server;
   private readonly edge: Http1Edge;
+  /** node:http's requests, one at a time per connection as on the fast path. */
+  private readonly turns = new ConnectionTurns<IncomingMessage, ServerResponse>(
+    (req, res) => this.serve(req, res),
+    (req, res) => this.refuseWaiting(req, res),
+    (req) => this.readWhileWaiting(req),
+  );
+  /** Bodies of MCP POSTs read while they wait for their turn (node:http would buffer them whole). */
+  private readonly readEarly = new WeakMap<IncomingMessage, Promise<Buffer | null | typeof GONE>>();
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -110,7 +119,7 @@ export class HttpServer {
   ) {
     const requestTimeoutMs = opts.requestTimeoutMs ?? 66_000;
     // node:http checks its timeouts every 30 s by default: a request would be cut up to 30 s late.
-    this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => this.serve(req, res));
+    this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => this.turns.take(req, res));
     this.server.keepAliveTimeout = 65_000;
     // The head and the body under one limit on both readers: node:http's own requestTimeout
     // (300 s) would let a trickled body hold a connection five times as long as the fast path.
@@ -131,6 +140,25 @@ export class HttpServer {
       if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
       else res.end();
     });
+  }
+
+  /** A request that waits for its turn has its body read now, within maxBodyBytes. */
+  private readWhileWaiting(req: IncomingMessage): void {
+    if (req.method === 'POST' && MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) this.readEarly.set(req, readBody(req, this.opts.maxBodyBytes));
+  }
+
+  /** One request too many waiting on its connection: refused at once, and recorded as an edge refusal is. */
+  private refuseWaiting(req: IncomingMessage, res: ServerResponse): void {
+    const message = `Too Many Requests: more than ${MAX_WAITING} requests wait on this connection; send them on other connections or wait for the answers`;
+    const record = async (): Promise<void> => {
+      const gate = this.opts.gate;
+      if (!gate || !MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) return;
+      const who = await gate.auth.authenticate(credentialHeaders(req));
+      await gate.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 429, message });
+    };
+    record()
+      .catch((err) => this.log.error({ err }, 'recording a refused request failed'))
+      .finally(() => sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' }));
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
@@ -216,7 +244,7 @@ export class HttpServer {
   private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
-    const body = read ?? (req instanceof IncomingMessage ? await readBody(req, this.opts.maxBodyBytes) : null);
+    const body = read ?? (req instanceof IncomingMessage ? await (this.readEarly.get(req) ?? readBody(req, this.opts.maxBodyBytes)) : null);
     // As the fast path drops a request whose body never came whole: nothing ran, nothing to record.
     if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
     if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);

@@ -32,6 +32,12 @@ function call(port: number, id: string, text: string, framing: 'length' | 'chunk
   return `${head('tools/call', 'm__echo', { 'transfer-encoding': 'chunked' }, port)}\r\n${half.length.toString(16)}\r\n${half.toString()}\r\n${rest.length.toString(16)}\r\n${rest.toString()}\r\n0\r\n\r\n`;
 }
 
+/** A modern tools/call of m__slow (sleeps `ms`), chunked: node:http reads it. */
+function slowCall(port: number, id: string, ms: number): string {
+  const body = JSON.stringify(modernBody(id, 'tools/call', { name: 'm__slow', arguments: { ms } }));
+  return `${head('tools/call', 'm__slow', { 'transfer-encoding': 'chunked' }, port)}\r\n${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+}
+
 const resultText = (r: RawResponse) => (JSON.parse(r.body) as { result: { content: { text: string }[] } }).result.content[0]!.text;
 
 describe('the HTTP listener: fast path and node:http', () => {
@@ -125,6 +131,38 @@ describe('the HTTP listener: fast path and node:http', () => {
     after.socket.destroy();
     await new Promise((r) => setTimeout(r, 200));
     expect(hub.logs.filter((l) => l.includes('"level":50'))).toEqual([]);
+  });
+
+  it('runs the pipelined calls of a connection node:http reads one at a time, as the fast path does', async () => {
+    // node:http hands over every request it parses at once: one connection could fill a
+    // server's whole queue, and other clients' calls were refused "busy".
+    const c = rawClient(hub.port);
+    c.send(slowCall(hub.port, 'turn-1', 200) + slowCall(hub.port, 'turn-2', 200) + slowCall(hub.port, 'turn-3', 200));
+    const rs = await c.waitFor(3);
+    expect(rs.map((r) => (JSON.parse(r.body.split('data: ').pop()!) as { id: string }).id)).toEqual(['turn-1', 'turn-2', 'turn-3']);
+    c.socket.destroy();
+    // Each call's row begins when the hub takes it: one 200 ms call after the other (they began together).
+    const rows = await queryRows(join(hub.dir, 'ledger.db'), { tool: 'm__slow' });
+    const began = ['turn-1', 'turn-2', 'turn-3'].map((id) => Date.parse(rows.find((r) => r.requestId === id)!.ts));
+    expect(began[1]! - began[0]!).toBeGreaterThanOrEqual(190);
+    expect(began[2]! - began[1]!).toBeGreaterThanOrEqual(190);
+  });
+
+  it('refuses at once, with 429 and a row, what waits past the bound on one node:http connection, and answers the rest', async () => {
+    const c = rawClient(hub.port);
+    let bytes = slowCall(hub.port, 'bound-0', 300);
+    for (let i = 1; i <= 40; i++) bytes += call(hub.port, `bound-${i}`, String(i), 'chunked');
+    c.send(bytes);
+    const rs = await c.waitFor(41, 10_000);
+    expect(rs.slice(1, 33).map((r) => resultText(r))).toEqual(Array.from({ length: 32 }, (_, i) => `echo:${i + 1}`));
+    for (const r of rs.slice(33)) {
+      expect(r.status).toBe(429);
+      expect(r.headers['retry-after']).toBe('1');
+      expect(r.body).toMatch(/more than 32 requests wait on this connection/);
+    }
+    c.socket.destroy();
+    const rows = await queryRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' });
+    expect(rows.filter((r) => r.errorCode === 429 && r.method === 'tools/call')).toHaveLength(8);
   });
 
   it('answers a malformed head with node:http’s error and stays up', async () => {

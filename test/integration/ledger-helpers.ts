@@ -20,6 +20,7 @@ export type Json = Record<string, unknown>;
 export interface Row {
   id: number;
   seq: number | null;
+  ts: string;
   requestId: string;
   principal: string;
   clientAddress: string | null;
