@@ -26,7 +26,8 @@ export interface TurnResponse {
 export const MAX_WAITING = 32;
 
 interface Lane<Q, S> {
-  running: boolean;
+  /** The response of the request whose turn it is. */
+  running: S | undefined;
   waiting: [Q, S][];
 }
 
@@ -44,17 +45,22 @@ export class ConnectionTurns<Q extends TurnRequest, S extends TurnResponse> {
 
   take(req: Q, res: S): void {
     let lane = this.lanes.get(req.socket);
-    if (!lane) this.lanes.set(req.socket, (lane = { running: false, waiting: [] }));
+    if (!lane) this.lanes.set(req.socket, (lane = { running: undefined, waiting: [] }));
     if (!lane.running) return this.start(lane, req, res);
     if (lane.waiting.length >= MAX_WAITING) return this.refuse(req, res);
     this.waits(req);
     lane.waiting.push([req, res]);
   }
 
+  /** The response being served on `socket`, if any. */
+  current(socket: object): S | undefined {
+    return this.lanes.get(socket)?.running;
+  }
+
   private start(lane: Lane<Q, S>, req: Q, res: S): void {
-    lane.running = true;
+    lane.running = res;
     res.on('close', () => {
-      lane.running = false;
+      lane.running = undefined;
       // A connection gone takes its waiting requests with it: nobody would read their answers.
       if (req.socket.destroyed) lane.waiting.length = 0;
       const next = lane.waiting.shift();

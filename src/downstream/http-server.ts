@@ -1,5 +1,6 @@
 import { createServer, IncomingMessage, maxHeaderSize, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { credentialHeaders, type Identity } from '../auth/authenticator.js';
 import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
@@ -63,6 +64,14 @@ function sendJson(res: EdgeResponse, status: number, body: unknown, headers: Rec
   res.end(s);
 }
 
+/** node:http's answers to requests llhttp could not read (_http_server.js, socketOnError). */
+const CLIENT_ERROR_ANSWERS: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n',
+  ERR_HTTP_REQUEST_TIMEOUT: 'HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n',
+  default: 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n',
+};
+
 /** The client went away (or was cut off) before its body was whole: there is no one to answer. */
 const GONE = Symbol('gone');
 
@@ -125,6 +134,7 @@ export class HttpServer {
     // (300 s) would let a trickled body hold a connection five times as long as the fast path.
     this.server.headersTimeout = requestTimeoutMs;
     this.server.requestTimeout = requestTimeoutMs;
+    this.server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => this.clientError(err, socket));
     this.edge = new Http1Edge(this.server, (req, res) => this.serve(req, res, req.body), {
       wants: (path) => MCP_PATH.test(path),
       maxBodyBytes: opts.maxBodyBytes,
@@ -140,6 +150,20 @@ export class HttpServer {
       if (!res.headersSent) sendJson(res, 500, errorResponse(undefined, new RpcError(-32603, 'internal error')));
       else res.end();
     });
+  }
+
+  /**
+   * node:http's answer to what llhttp could not read, except for bytes after a request that
+   * carried `Connection: close`: llhttp calls them an error, and node:http's default (400, the
+   * connection destroyed) replaced the answer to that request, whose call had run. RFC 9112 §9.6:
+   * answer it, then close, and process nothing more, as the fast path does: they are ignored.
+   */
+  private clientError(err: Error & { code?: string }, socket: Duplex): void {
+    const res = this.turns.current(socket);
+    if (err.code === 'HPE_CLOSED_CONNECTION' && res && !res.writableFinished) return; // node:http closes after it
+    // node:http's own default: an answer only if none has begun on this connection.
+    if (socket.writable && !res?.headersSent) socket.write(CLIENT_ERROR_ANSWERS[err.code ?? ''] ?? CLIENT_ERROR_ANSWERS.default);
+    socket.destroy(err);
   }
 
   /** A request that waits for its turn has its body read now, within maxBodyBytes. */

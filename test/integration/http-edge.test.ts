@@ -165,6 +165,20 @@ describe('the HTTP listener: fast path and node:http', () => {
     expect(rows.filter((r) => r.errorCode === 429 && r.method === 'tools/call')).toHaveLength(8);
   });
 
+  it('answers a Connection: close request node:http reads, and ignores what was pipelined after it, as the fast path does', async () => {
+    for (const framing of ['length', 'chunked'] as const) {
+      const c = rawClient(hub.port);
+      // RFC 9112 §9.6: the close request is answered, then the connection closes; nothing after it is processed.
+      const closing = call(hub.port, `close-${framing}`, 'last', framing).replace('\r\n', '\r\nconnection: close\r\n');
+      c.send(closing + call(hub.port, `after-close-${framing}`, 'never'));
+      await c.waitClosed();
+      const rs = c.responses();
+      expect(rs.map((r) => r.status)).toEqual([200]);
+      expect(rs[0]!.headers.connection).toBe('close');
+      expect(resultText(rs[0]!)).toBe('echo:last');
+    }
+  });
+
   it('answers a malformed head with node:http’s error and stays up', async () => {
     const c = rawClient(hub.port);
     c.send(`POST ${PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}`);
