@@ -179,6 +179,15 @@ describe('the HTTP listener: fast path and node:http', () => {
     }
   });
 
+  it('answers at once when what follows a request cannot begin one (a body longer than its Content-Length said), not after the request timeout', async () => {
+    const c = rawClient(hub.port);
+    const whole = call(hub.port, 'too-long', 'x');
+    c.send(whole.replace(/content-length: \d+/, 'content-length: 10'));
+    await c.waitClosed(2_000); // the request timeout here is 66 s
+    expect(c.responses().map((r) => r.status)).toEqual([400, 400]);
+    expect(JSON.parse(c.responses()[0]!.body)).toMatchObject({ error: { code: -32700 } });
+  });
+
   it('answers a malformed head with node:http’s error and stays up', async () => {
     const c = rawClient(hub.port);
     c.send(`POST ${PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}`);

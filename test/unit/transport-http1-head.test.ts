@@ -50,10 +50,15 @@ describe('parseHead', () => {
     expect(parseHead(partial, partial.length - 1, MCP)).toBe('other');
   });
 
-  it('waits for the rest of a head, and gives up on one longer than the limit', () => {
+  it('waits for the rest of a head, and gives up on one longer than the limit or one that does not begin as a POST', () => {
     expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n')).toBe('incomplete');
     expect(head('POST /mcp HTTP/1.1\r\nHost: x\r\n\r')).toBe('incomplete');
+    expect(head('PO')).toBe('incomplete');
     expect(parseHead(Buffer.from(`POST /mcp HTTP/1.1\r\nX: ${'a'.repeat(200)}`), 100, MCP)).toBe('other');
+    // Bytes no head the fast path takes begins with go to node:http at once, not after the request timeout.
+    expect(head('"arguments":{"text":"a"}}}')).toBe('other');
+    expect(head('GET /mcp HTTP/1.1\r\nHost: x\r\n')).toBe('other');
+    expect(head('\r\nPOST /mcp')).toBe('other');
     expect(parseHead(Buffer.from(`POST /mcp HTTP/1.1\r\nX: ${'a'.repeat(200)}\r\n\r\n`), 100, MCP)).toBe('other');
   });
 

@@ -24,6 +24,7 @@ export interface RequestHead {
 export type HeadResult = RequestHead | 'incomplete' | 'other';
 
 const CRLF2 = Buffer.from('\r\n\r\n');
+const POST_SLASH = Buffer.from('POST /');
 const TOO_LONG_FOR_LENGTH = 15;
 
 // Byte classes, looked up per character: a scan of the head costs less than a regular
@@ -51,7 +52,10 @@ const CR = 0x0d;
 export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: string) => boolean): HeadResult {
   const end = buf.indexOf(CRLF2);
   // A head whose lines end in a bare LF never has CRLFCRLF: node:http answers it (400) at once.
-  if (end < 0) return buf.length > maxHeadBytes || hasBareLf(buf) ? 'other' : 'incomplete';
+  // So do bytes that cannot begin a head the fast path takes (a body longer than its
+  // Content-Length said, another method): waiting for a CRLFCRLF that may never come held such
+  // a connection, silent, for the whole request timeout.
+  if (end < 0) return buf.length > maxHeadBytes || !startsLikePost(buf) || hasBareLf(buf) ? 'other' : 'incomplete';
   if (end > maxHeadBytes) return 'other';
   const text = buf.toString('latin1', 0, end + 2); // every line, the last one's CRLF included
   if (!text.startsWith('POST /')) return 'other';
@@ -102,6 +106,12 @@ export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: strin
   const connection = headers.connection === undefined ? undefined : headers.connection.toLowerCase();
   if (connection !== undefined && connection !== 'keep-alive' && connection !== 'close') return 'other';
   return { method: 'POST', url, path, headers, contentLength: Number(length), close: connection === 'close', headBytes: end + 4 };
+}
+
+/** Whether `buf` begins as `POST /` does, as far as it goes. */
+function startsLikePost(buf: Buffer): boolean {
+  const n = Math.min(buf.length, POST_SLASH.length);
+  return buf.compare(POST_SLASH, 0, n, 0, n) === 0;
 }
 
 /** Whether some LF in `buf` does not follow a CR. */
