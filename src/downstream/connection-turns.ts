@@ -13,6 +13,8 @@
 /** What a turn needs of a request and its response (node:http's satisfy it). */
 export interface TurnRequest {
   readonly socket: { readonly destroyed: boolean };
+  /** The whole request was read, its body included. */
+  readonly complete: boolean;
 }
 export interface TurnResponse {
   on(event: 'close', listener: () => void): unknown;
@@ -26,9 +28,11 @@ export interface TurnResponse {
 export const MAX_WAITING = 32;
 
 interface Lane<Q, S> {
-  /** The response of the request whose turn it is. */
-  running: S | undefined;
+  /** The request whose turn it is, and its response. */
+  running: [Q, S] | undefined;
   waiting: [Q, S][];
+  /** Runs once nothing runs or waits (see whenIdle). */
+  idle?: () => void;
 }
 
 export class ConnectionTurns<Q extends TurnRequest, S extends TurnResponse> {
@@ -52,19 +56,27 @@ export class ConnectionTurns<Q extends TurnRequest, S extends TurnResponse> {
     lane.waiting.push([req, res]);
   }
 
-  /** The response being served on `socket`, if any. */
-  current(socket: object): S | undefined {
-    return this.lanes.get(socket)?.running;
+  /**
+   * Runs `fn` once the requests of `socket` taken so far are all answered: now if none is left,
+   * or if one of them is still being read (its body would never come whole to be answered).
+   */
+  whenIdle(socket: object, fn: () => void): void {
+    const lane = this.lanes.get(socket);
+    if (!lane?.running || !lane.running[0].complete || lane.waiting.some(([req]) => !req.complete)) return fn();
+    lane.idle = fn;
   }
 
   private start(lane: Lane<Q, S>, req: Q, res: S): void {
-    lane.running = res;
+    lane.running = [req, res];
     res.on('close', () => {
       lane.running = undefined;
       // A connection gone takes its waiting requests with it: nobody would read their answers.
       if (req.socket.destroyed) lane.waiting.length = 0;
       const next = lane.waiting.shift();
-      if (next) this.start(lane, next[0], next[1]);
+      if (next) return this.start(lane, next[0], next[1]);
+      const idle = lane.idle;
+      lane.idle = undefined;
+      idle?.();
     });
     this.run(req, res);
   }

@@ -153,17 +153,21 @@ export class HttpServer {
   }
 
   /**
-   * node:http's answer to what llhttp could not read, except for bytes after a request that
-   * carried `Connection: close`: llhttp calls them an error, and node:http's default (400, the
-   * connection destroyed) replaced the answer to that request, whose call had run. RFC 9112 §9.6:
-   * answer it, then close, and process nothing more, as the fast path does: they are ignored.
+   * node:http's answer to what llhttp could not read, given once the requests read before it are
+   * answered. node:http's default wrote it at once over the answer still to come (and destroyed
+   * the connection), so a call that had run lost its answer: after a request with
+   * `Connection: close` any byte is such an error, and bytes that cannot begin a request (a body
+   * longer than its Content-Length said) are too. The fast path answers those requests, then
+   * hands what follows over. After `Connection: close` nothing more is sent (RFC 9112 §9.6):
+   * node:http closes the connection after that answer.
    */
   private clientError(err: Error & { code?: string }, socket: Duplex): void {
-    const res = this.turns.current(socket);
-    if (err.code === 'HPE_CLOSED_CONNECTION' && res && !res.writableFinished) return; // node:http closes after it
-    // node:http's own default: an answer only if none has begun on this connection.
-    if (socket.writable && !res?.headersSent) socket.write(CLIENT_ERROR_ANSWERS[err.code ?? ''] ?? CLIENT_ERROR_ANSWERS.default);
-    socket.destroy(err);
+    if (err.code === 'HPE_CLOSED_CONNECTION') return; // node:http ends the connection after that request's answer
+    if (!err.code?.startsWith('HPE_') && err.code !== 'ERR_HTTP_REQUEST_TIMEOUT') return void socket.destroy(err); // the connection failed: nobody to answer
+    this.turns.whenIdle(socket, () => {
+      if (socket.writable) socket.write(CLIENT_ERROR_ANSWERS[err.code!] ?? CLIENT_ERROR_ANSWERS.default);
+      socket.destroy(err);
+    });
   }
 
   /** A request that waits for its turn has its body read now, within maxBodyBytes. */

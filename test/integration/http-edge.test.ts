@@ -188,6 +188,17 @@ describe('the HTTP listener: fast path and node:http', () => {
     expect(JSON.parse(c.responses()[0]!.body)).toMatchObject({ error: { code: -32700 } });
   });
 
+  it('answers a request node:http reads before it refuses what follows it, on both readers', async () => {
+    for (const framing of ['length', 'chunked'] as const) {
+      const c = rawClient(hub.port);
+      // A request, then bytes that cannot begin one: the call ran, so its answer comes first, then the 400.
+      c.send(`${call(hub.port, `before-junk-${framing}`, 'kept', framing)}"junk": no request}`);
+      await c.waitClosed(2_000);
+      expect(c.responses().map((r) => r.status)).toEqual([200, 400]);
+      expect(resultText(c.responses()[0]!)).toBe('echo:kept');
+    }
+  });
+
   it('answers a malformed head with node:http’s error and stays up', async () => {
     const c = rawClient(hub.port);
     c.send(`POST ${PATH} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\n{}`);
