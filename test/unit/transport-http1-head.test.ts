@@ -71,6 +71,8 @@ describe('parseHead', () => {
     ['a head that is only its blank line', '\r\n\r\nPOST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
     ['a header twice', `${BASE}Accept: a\r\naccept: b\r\n\r\n{}`],
     ['two Content-Lengths', `${BASE}Content-Length: 2\r\n\r\n{}`],
+    ['a Content-Length ending in a tab (llhttp refuses it)', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2\t\r\n\r\n{}'],
+    ['a Connection ending in a tab (llhttp does not read it as close)', `${BASE}Connection: close\t\r\n\r\n{}`],
     ['no Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\n\r\n'],
     ['a Content-Length that is not digits', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 2a\r\n\r\n{}'],
     ['a negative Content-Length', 'POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: -2\r\n\r\n{}'],
@@ -147,16 +149,18 @@ describe('parseHead agrees with node:http on every request it takes', () => {
     fc.stringMatching(/^[A-Za-z (),:;@\\"-]{1,8}$/),
   );
   const value = fc.oneof(
-    fc.constantFrom('application/json', 'keep-alive', 'close', 'chunked', '2', '  padded  ', ''),
+    fc.constantFrom('application/json', 'keep-alive', 'close', 'chunked', '2', '  padded  ', '', 'close\t', '\tclose', 'keep-alive \t'),
     fc.string({ unit: fc.integer({ min: 0, max: 255 }).map((c) => String.fromCharCode(c)), maxLength: 12 }),
   );
   const bodyText = fc.stringMatching(/^[ -~]{0,40}$/);
+  // Blanks around the Content-Length value: llhttp takes a space and a leading tab, refuses a trailing tab.
+  const blanks = fc.constantFrom('', ' ', '\t', ' \t', '\t ');
 
   it('for 300 generated heads, valid and not', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(name, value), { maxLength: 6 }), bodyText, fc.boolean(), async (extra, body, withLength) => {
+      fc.asyncProperty(fc.array(fc.tuple(name, value), { maxLength: 6 }), bodyText, fc.boolean(), fc.tuple(blanks, blanks), async (extra, body, withLength, [before, after]) => {
         let text = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n';
-        if (withLength) text += `Content-Length: ${body.length}\r\n`;
+        if (withLength) text += `Content-Length:${before}${body.length}${after}\r\n`;
         for (const [n, v] of extra) text += `${n}: ${v}\r\n`;
         let bytes = Buffer.from(`${text}\r\n${body}`, 'latin1');
         const ours = parseHead(bytes, 16_384, MCP);

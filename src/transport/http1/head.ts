@@ -91,6 +91,9 @@ export function parseHead(buf: Buffer, maxHeadBytes: number, wants: (path: strin
       if (c !== SP && c !== HTAB) to = i;
     }
     if (text.charCodeAt(i + 1) !== 0x0a) return 'other'; // a bare CR
+    // llhttp ends a Content-Length or Connection value at a trailing HTAB differently (400 for the
+    // length, "not close" for Connection) while it trims a space: such a head is its to read.
+    if (to < i && (key === 'content-length' || key === 'connection') && text.slice(to, i).includes('\t')) return 'other';
     i += 2;
     if (headers[key] !== undefined) return 'other';
     headers[key] = text.slice(from, to);
