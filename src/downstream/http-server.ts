@@ -178,15 +178,18 @@ export class HttpServer {
   /** One request too many waiting on its connection: refused at once, and recorded as an edge refusal is. */
   private refuseWaiting(req: IncomingMessage, res: ServerResponse): void {
     const message = `Too Many Requests: more than ${MAX_WAITING} requests wait on this connection; send them on other connections or wait for the answers`;
-    const record = async (): Promise<void> => {
+    const refuse = async (): Promise<void> => {
       const gate = this.opts.gate;
-      if (!gate || !MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) return;
-      const who = await gate.auth.authenticate(credentialHeaders(req));
-      await gate.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 429, message });
+      if (gate && MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) {
+        const who = await gate.auth.authenticate(credentialHeaders(req));
+        await gate.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 429, message });
+      }
+      sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' });
     };
-    record()
-      .catch((err) => this.log.error({ err }, 'recording a refused request failed'))
-      .finally(() => sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' }));
+    refuse().catch((err) => {
+      this.log.error({ err }, 'refusing a request failed');
+      if (!res.headersSent) sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' });
+    });
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
