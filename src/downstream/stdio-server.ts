@@ -150,6 +150,9 @@ export class StdioServer {
     }
     let text = buf.toString('utf8');
     if (text.endsWith('\r')) text = text.slice(0, -1);
+    // A byte order mark, as the HTTP reader ignores one (RFC 8259 §8.1): Windows tools (PowerShell
+    // 5's redirection, Notepad) write one before the first line.
+    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     if (text.trim() === '') return;
     const batch = this.session.current?.protocolVersion === BATCH_VERSION ? batchOf(text) : undefined;
     let c: Classified | undefined;

@@ -156,6 +156,12 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(pong.result.tools.length).toBe(10);
   });
 
+  it('reads a line that begins with a byte order mark, as the HTTP reader does', async () => {
+    c.send(`\ufeff${JSON.stringify({ jsonrpc: '2.0', id: 'bom', method: 'tools/list', params: { _meta: META } })}`);
+    const listed = await c.next((m) => m.id === 'bom');
+    expect(listed.result.tools.length).toBe(10);
+  });
+
   it('answers a JSON value that is not a message with -32600', async () => {
     c.send('[1,2,3]');
     const err = await c.next((m) => m.error?.code === -32600 && /batch/.test(m.error.message));
