@@ -362,7 +362,7 @@ describe('bad input at the HTTP endpoint', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('application/json');
     // Supervision facts (issue 6): since/lastError/restarts, load, failMode.
-    const healthy = { since: expect.any(String), lastError: null, restarts: 0, inFlight: 0, queued: 0, failMode: 'open' };
+    const healthy = { since: expect.any(String), lastError: null, listError: null, restarts: 0, inFlight: 0, queued: 0, failMode: 'open' };
     expect(await res.json()).toEqual({
       status: 'ok',
       servers: [
