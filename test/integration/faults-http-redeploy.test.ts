@@ -75,20 +75,35 @@ function serve(file: string, port: number, env: Record<string, string>): Promise
   });
 }
 
+type Json = (status: number, m: unknown) => void;
+
+/** A hand-written HTTP upstream on a port of the range: `handle` answers each POST's JSON-RPC message. */
+async function rawUpstream(handle: (msg: { id?: unknown; method?: string; params?: { name?: string } }, json: Json, res: http.ServerResponse) => void): Promise<number> {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => handle(JSON.parse(body), (status, m) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m)), res));
+  });
+  raw.push(server);
+  return listenInRange(server);
+}
+
+/** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
+function upstreamAt(id: string, port: number): HttpUpstream {
+  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
+    backoff: { baseMs: 50 },
+  }) as HttpUpstream;
+  upstreams.push(u);
+  return u;
+}
+
 describe('an HTTP upstream found modern, redeployed legacy-only at the same URL', () => {
   it('its first refused request fails as not delivered (not run), the era is probed again, and requests go on in 2025-11-25; a retried write runs once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-redeploy-'));
     const port = await freePortInRange();
     const counter = join(dir, 'counter.json');
     let server = await serve(SDK2, port, { COUNTER_FILE: counter });
-    const make = (id: string): HttpUpstream => {
-      const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
-        backoff: { baseMs: 50 },
-      }) as HttpUpstream;
-      upstreams.push(u);
-      return u;
-    };
-    const [off, on] = [make('off'), make('on')];
+    const [off, on] = [upstreamAt('off', port), upstreamAt('on', port)];
     await Promise.all([off.start(), on.start()]);
     expect([off.era, on.era]).toEqual(['2026-07-28', '2026-07-28']);
 
@@ -172,26 +187,15 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
 
   it('a modern server that refuses one request so is probed again once: found modern still, the same refusal within 30 s is relayed as an error, no reconnect', async () => {
     let discovers = 0;
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => (body += c));
-      req.on('end', () => {
-        const msg = JSON.parse(body);
-        const json = (status: number, m: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m));
-        if (msg.method === 'server/discover') {
-          discovers++;
-          return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
-        }
-        if (msg.params?.name === 'odd') return json(400, { jsonrpc: '2.0', id: null, error: { code: -32602, message: 'odd refusal' } });
-        json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
-      });
+    const port = await rawUpstream((msg, json) => {
+      if (msg.method === 'server/discover') {
+        discovers++;
+        return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+      }
+      if (msg.params?.name === 'odd') return json(400, { jsonrpc: '2.0', id: null, error: { code: -32602, message: 'odd refusal' } });
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
     });
-    raw.push(server);
-    const port = await listenInRange(server);
-    const u = createUpstream({ id: 'odd', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
-      backoff: { baseMs: 50 },
-    }) as HttpUpstream;
-    upstreams.push(u);
+    const u = upstreamAt('odd', port);
     await u.start();
     expect([u.era, discovers]).toEqual(['2026-07-28', 1]);
     const first = await u.request('tools/call', { name: 'odd', arguments: {} }).catch((e: unknown) => e);
@@ -208,29 +212,18 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
   it('a modern server that answers the hub\'s listen with a bare 404 is left on its TTLs: no reconnect, not asked again', async () => {
     let discovers = 0;
     let listens = 0;
-    const server = http.createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => (body += c));
-      req.on('end', () => {
-        const msg = JSON.parse(body);
-        const json = (status: number, m: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m));
-        if (msg.method === 'server/discover') {
-          discovers++;
-          return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: { listChanged: true } } } });
-        }
-        if (msg.method === 'subscriptions/listen') {
-          listens++;
-          return void res.writeHead(404).end();
-        }
-        json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
-      });
+    const port = await rawUpstream((msg, json, res) => {
+      if (msg.method === 'server/discover') {
+        discovers++;
+        return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: { listChanged: true } } } });
+      }
+      if (msg.method === 'subscriptions/listen') {
+        listens++;
+        return void res.writeHead(404).end();
+      }
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', content: [{ type: 'text', text: 'fine' }] } });
     });
-    raw.push(server);
-    const port = await listenInRange(server);
-    const u = createUpstream({ id: 'nolisten', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
-      backoff: { baseMs: 50 },
-    }) as HttpUpstream;
-    upstreams.push(u);
+    const u = upstreamAt('nolisten', port);
     await u.start();
     const { log, records } = captureLogger();
     const m = new ListenManager(log, { subscribedUris: () => [], onGap: () => {} });
