@@ -74,3 +74,35 @@ function abortError(): Error {
   err.name = 'AbortError';
   return err;
 }
+
+/** Why a caller's signal aborted, as a CancelledError's message. */
+export function reasonOf(signal: Signal): string {
+  const r: unknown = signal.reason;
+  if (typeof r === 'string') return r;
+  if (r instanceof Error && r.name !== 'AbortError') return r.message;
+  return 'request cancelled';
+}
+
+/**
+ * What `start()` gives, unless `signal` aborts first: then what `onAbort` returns (or throws),
+ * without waiting for it (a caller that went away is not held until a wait it no longer wants
+ * ends). Not started at all once aborted. The listener is removed either way.
+ */
+export function unlessAborted<T>(start: () => Promise<T>, signal: Signal | undefined, onAbort: () => T): Promise<T> {
+  if (!signal) return start();
+  if (signal.aborted) return new Promise<T>((resolve) => resolve(onAbort()));
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => {
+      try {
+        resolve(onAbort());
+      } catch (err) {
+        reject(err);
+      }
+    };
+    signal.addEventListener('abort', abort, { once: true });
+    start().then(
+      (v) => (signal.removeEventListener('abort', abort), resolve(v)),
+      (err: unknown) => (signal.removeEventListener('abort', abort), reject(err)),
+    );
+  });
+}

@@ -7,7 +7,7 @@ import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
-import { reasonOf } from '../upstream/rpc-base.js';
+import { reasonOf } from '../cancel.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';

@@ -1,8 +1,7 @@
 import type { AuditSink } from '../ledger/sink.js';
 import type { IdempotencyClaim, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, notSent } from '../protocol/errors.js';
-import { reasonOf } from '../upstream/rpc-base.js';
-import type { Signal } from '../cancel.js';
+import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 
 /**
  * A key is left unknown by a call that may have run without an answer the hub could keep: it
@@ -70,7 +69,12 @@ export async function settleIdempotency(
         return settledOf(claim, key, tool);
       case 'wait':
         try {
-          return { answer: await unlessCancelled(claim.result, signal) };
+          // Its own client's cancellation ends the wait (the first call may run for minutes): not
+          // held, nor answered after it, nor audited `replayed`.
+          const cancelled = (): never => {
+            throw notSent(new CancelledError(reasonOf(signal!)));
+          };
+          return { answer: await unlessAborted(() => claim.result, signal, cancelled) };
         } catch (err) {
           if (err instanceof CancelledError) throw err;
           if ((err as Error)?.name === 'IdempotencyAbandonedError') continue;
@@ -79,23 +83,4 @@ export async function settleIdempotency(
     }
   }
   return { refusal: `idempotency key "${key}" is busy; retry later` };
-}
-
-/**
- * `answer`, or a CancelledError once `signal` aborts. The first call may run for minutes; a
- * client that cancelled its duplicate must not be held (nor its session's slot) until then, nor
- * answered after its cancellation, nor audited as `replayed`.
- */
-function unlessCancelled<T>(answer: Promise<T>, signal: Signal | undefined): Promise<T> {
-  if (!signal) return answer;
-  const cancelled = () => notSent(new CancelledError(reasonOf(signal)));
-  if (signal.aborted) return Promise.reject(cancelled());
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(cancelled());
-    signal.addEventListener('abort', onAbort, { once: true });
-    answer.then(
-      (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
-      (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
-    );
-  });
 }

@@ -11,7 +11,7 @@
  * the upstream restarts, the next attempt waits for it (within the budget).
  */
 import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
-import type { Signal } from '../cancel.js';
+import { unlessAborted, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 
 export interface RetryPolicy {
@@ -113,27 +113,10 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
     await sleep(delay, h.signal).catch((e: unknown) => {
       throw e instanceof CancelledError ? cancelled() : e;
     });
-    const ready = await readyUnlessCancelled(h, deadline - now());
+    // A caller that went away while the upstream reconnects is not held for it (up to the retry
+    // budget, with its client's session slot) only to be told then that it was cancelled.
+    const ready = await unlessAborted(() => h.whenReady(deadline - now()), h.signal, () => false);
     if (h.signal?.aborted) throw cancelled();
     if (!ready) throw giveUp();
   }
-}
-
-/**
- * h.whenReady, cut short by the caller's cancellation: a caller that went away while the
- * upstream was reconnecting does not wait for it (up to the retry budget, holding its client's
- * session slot) only to be told then that it was cancelled.
- */
-function readyUnlessCancelled(h: RetryHooks, ms: number): Promise<boolean> {
-  const signal = h.signal;
-  if (!signal) return h.whenReady(ms);
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => resolve(false);
-    signal.addEventListener('abort', onAbort, { once: true });
-    h.whenReady(ms).then(
-      (ok) => (signal.removeEventListener('abort', onAbort), resolve(ok)),
-      (err: unknown) => (signal.removeEventListener('abort', onAbort), reject(err)),
-    );
-  });
 }

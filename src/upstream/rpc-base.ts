@@ -25,7 +25,7 @@ import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
-import { Canceller, type Signal } from '../cancel.js';
+import { Canceller, reasonOf, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
@@ -82,14 +82,6 @@ let tokenCounter = 0;
 /** Progress tokens unique across the hub process, so no two calls ever share one. */
 function nextToken(): string {
   return `sy-${(++tokenCounter).toString(36)}`;
-}
-
-/** Why a caller's signal aborted, as a CancelledError's message. */
-export function reasonOf(signal: Signal): string {
-  const r: unknown = signal.reason;
-  if (typeof r === 'string') return r;
-  if (r instanceof Error && r.name !== 'AbortError') return r.message;
-  return 'request cancelled';
 }
 
 export abstract class UpstreamBase extends Lifecycle implements Upstream {

@@ -8,14 +8,14 @@
  */
 import { CallGate, type GateWait } from './call-gate.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
-import { Canceller } from '../cancel.js';
+import { Canceller, reasonOf } from '../cancel.js';
 import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
-import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, reasonOf, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';

@@ -1,6 +1,34 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { Canceller, type Signal } from '../../src/cancel.js';
+import { Canceller, reasonOf, unlessAborted, type Signal } from '../../src/cancel.js';
+
+describe('unlessAborted and reasonOf', () => {
+  it("gives the wait's own outcome, or onAbort's at once when the signal aborts first", async () => {
+    expect(await unlessAborted(() => Promise.resolve(1), new Canceller().signal, () => 2)).toBe(1);
+    await expect(unlessAborted(() => Promise.reject(new Error('own')), new Canceller().signal, () => 2)).rejects.toThrow('own');
+    expect(await unlessAborted(() => Promise.resolve(1), undefined, () => 2)).toBe(1);
+    const c = new Canceller();
+    const never = new Promise<number>(() => undefined);
+    const waiting = unlessAborted(() => never, c.signal, () => 2);
+    c.abort('gone');
+    expect(await waiting).toBe(2);
+    const d = new Canceller();
+    const thrown = unlessAborted(() => never, d.signal, () => {
+      throw new Error(reasonOf(d.signal));
+    });
+    d.abort('the user stopped it');
+    await expect(thrown).rejects.toThrow('the user stopped it');
+  });
+
+  it('starts nothing once the signal has aborted', async () => {
+    const c = new Canceller();
+    c.abort();
+    let started = false;
+    expect(await unlessAborted(() => ((started = true), Promise.resolve(1)), c.signal, () => 2)).toBe(2);
+    expect(started).toBe(false);
+    expect(reasonOf(c.signal)).toBe('request cancelled');
+  });
+});
 
 describe('Canceller', () => {
   it('runs each listener once, in order, and keeps the reason', () => {
