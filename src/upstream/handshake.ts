@@ -119,6 +119,11 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     this.discoverStaleAt = Date.now() + Math.max(this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS, cacheTtl(d.ttlMs));
   }
 
+  /** The params of the hub's `server/discover`: the probe's and the later ones alike. */
+  protected discoverParams(): Record<string, unknown> {
+    return { _meta: modernMeta({ clientInfo: this.clientInfo }) };
+  }
+
   /** When the DiscoverResult in use goes stale (Date.now() ms); see refreshDiscover. */
   private discoverStaleAt = Infinity;
   private rediscovering = false;
@@ -135,7 +140,7 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     // A failure is asked again no sooner than a success would be.
     this.discoverStaleAt = Date.now() + (this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS);
     const before = this.described();
-    this.call('server/discover', { _meta: modernMeta({ clientInfo: this.clientInfo }) }, { timeoutMs: this.spec.timeoutMs }, true)
+    this.call('server/discover', this.discoverParams(), { timeoutMs: this.spec.timeoutMs }, true)
       .then(
         (d) => {
           if (this._state !== 'ready' || this._era !== MODERN) return;

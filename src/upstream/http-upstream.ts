@@ -10,7 +10,7 @@ import { CancelledError, RpcError, TransportError } from '../protocol/errors.js'
 import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
-import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor, modernMeta } from './envelope.js';
+import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor } from './envelope.js';
 import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
@@ -198,7 +198,7 @@ export class HttpUpstream extends HandshakingUpstream {
       jsonrpc: '2.0',
       id,
       method: 'server/discover',
-      params: { _meta: modernMeta({ clientInfo: this.clientInfo }) },
+      params: this.discoverParams(),
     });
     const t = timeoutSignal(this.spec.probeTimeoutMs);
     const msgs: Message[] = [];

@@ -12,7 +12,7 @@ import { Canceller, reasonOf } from '../cancel.js';
 import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
-import { LEGACY_CLIENT_CAPABILITIES, modernMeta } from './envelope.js';
+import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
@@ -114,7 +114,6 @@ export class StdioUpstream extends HandshakingUpstream {
    */
   protected async probe(): Promise<ProbeVerdict> {
     this.lateProbe = undefined;
-    const params = { _meta: modernMeta({ clientInfo: this.clientInfo }) };
     const known = this.verdict === MODERN;
     const stop = new Canceller();
     let proven!: () => void;
@@ -125,7 +124,7 @@ export class StdioUpstream extends HandshakingUpstream {
       return o;
     };
     // The verdict is noted in the call's own reactions: before anything awaiting a later answer runs.
-    const answer = this.call('server/discover', params, { timeoutMs: Math.max(this.spec.probeTimeoutMs, this.spec.timeoutMs), signal: stop.signal }, true).then(
+    const answer = this.call('server/discover', this.discoverParams(), { timeoutMs: Math.max(this.spec.probeTimeoutMs, this.spec.timeoutMs), signal: stop.signal }, true).then(
       (result) => heard({ kind: 'result', result }),
       (err: unknown) => {
         if (err instanceof RpcError) return heard({ kind: 'error', error: err.toJSON() });
