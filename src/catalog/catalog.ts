@@ -407,6 +407,10 @@ export class Catalog extends EventEmitter {
   }
 
   async aggregate(kind: ListKind, view: View = {}): Promise<Aggregate> {
+    // A modern server's DiscoverResult past its ttlMs is asked again (in the background): a
+    // family it added or dropped since shows from a later list on, and clients are told. At a
+    // client's list, not at every build (a resource read builds two or three).
+    for (const h of this.servers()) h.upstream.refreshDiscover?.();
     const b = await this.build(kind, view.principal);
     const v = this.groupView(kind, b, view.group);
     // Only a page needs the snapshot (a cursor names it): most lists fit one page.
@@ -679,9 +683,6 @@ export class Catalog extends EventEmitter {
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
     const epoch = this.toolsEpoch;
-    // A modern server's DiscoverResult past its ttlMs is asked again (in the background): a
-    // family it added or dropped since shows from a later list on, and clients are told.
-    for (const h of this.servers()) h.upstream.refreshDiscover?.();
     const handles = this.ready(kind);
     const settled = await Promise.allSettled(
       handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),
