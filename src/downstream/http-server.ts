@@ -45,6 +45,9 @@ const ANONYMOUS: Identity = { principal: 'anonymous', scopes: [], authContext: '
 /** `/mcp` serves everything; `/mcp/<group>` one configured tool group. */
 const MCP_PATH = /^\/mcp(?:\/([A-Za-z0-9_-]{1,64}))?\/?$/;
 
+/** Whether a request node:http read is for an MCP endpoint (its path, without the query). */
+const isMcpRequest = (req: IncomingMessage): boolean => MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!);
+
 function header(req: EdgeRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
@@ -172,24 +175,23 @@ export class HttpServer {
 
   /** A request that waits for its turn has its body read now, within maxBodyBytes. */
   private readWhileWaiting(req: IncomingMessage): void {
-    if (req.method === 'POST' && MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) this.readEarly.set(req, readBody(req, this.opts.maxBodyBytes));
+    if (req.method === 'POST' && isMcpRequest(req)) this.readEarly.set(req, readBody(req, this.opts.maxBodyBytes));
   }
 
   /** One request too many waiting on its connection: refused at once, and recorded as an edge refusal is. */
   private refuseWaiting(req: IncomingMessage, res: ServerResponse): void {
     const message = `Too Many Requests: more than ${MAX_WAITING} requests wait on this connection; send them on other connections or wait for the answers`;
-    const refuse = async (): Promise<void> => {
-      const gate = this.opts.gate;
-      if (gate && MCP_PATH.test((req.url ?? '/').split('?', 1)[0]!)) {
-        const who = await gate.auth.authenticate(credentialHeaders(req));
-        await gate.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 429, message });
-      }
-      sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' });
+    const gate = this.opts.gate;
+    const recorded = async (): Promise<void> => {
+      if (!gate || !isMcpRequest(req)) return;
+      const who = await gate.auth.authenticate(credentialHeaders(req));
+      await gate.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 429, message });
     };
-    refuse().catch((err) => {
-      this.log.error({ err }, 'refusing a request failed');
-      if (!res.headersSent) sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' });
-    });
+    // Answered whether or not its row could be written (a failure is logged).
+    recorded()
+      .catch((err: unknown) => this.log.error({ err }, 'recording a refused request failed'))
+      .then(() => sendJson(res, 429, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), { 'retry-after': '1' }))
+      .catch((err: unknown) => this.log.error({ err }, 'refusing a request failed'));
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
