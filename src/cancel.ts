@@ -84,6 +84,20 @@ export function reasonOf(signal: Signal): string {
 }
 
 /**
+ * The `reason` of a client's notifications/cancelled, as the hub passes it on (to the upstream's
+ * cancellation and the call's row): a non-empty string, cut to 200 characters (it is the client's
+ * free text); undefined for none, which reads "request cancelled".
+ */
+export function clientReason(params: Record<string, unknown> | undefined): string | undefined {
+  const r = params?.reason;
+  if (typeof r !== 'string' || r.trim() === '') return undefined;
+  if (r.length <= 200) return r;
+  // Not between the two halves of a surrogate pair.
+  const cut = /[\uD800-\uDBFF]/.test(r[199]) ? 199 : 200;
+  return `${r.slice(0, cut)}…`;
+}
+
+/**
  * What `start()` gives, unless `signal` aborts first: then what `onAbort` returns (or throws),
  * without waiting for it (a caller that went away is not held until a wait it no longer wants
  * ends). Not started at all once aborted. The listener is removed either way.

@@ -34,7 +34,7 @@ import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
-import { Canceller, type Signal } from '../cancel.js';
+import { Canceller, clientReason, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
 import { progressRelay } from './progress-relay.js';
@@ -198,7 +198,7 @@ export class Endpoint {
     // Cancelled, it is in flight no more for its client, which may send its id again at once
     // (digest §1.2: a modern id differs only from those in flight); nothing more is sent for it.
     this.modernInflight.delete(key);
-    ac.abort();
+    ac.abort(clientReason(n.params));
   }
 
   /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
@@ -351,13 +351,13 @@ export class Endpoint {
       return;
     }
     // Cancellable from here: a notifications/cancelled that comes while the hub waits below finds it.
-    const onClose = () => ac?.abort();
+    const onClose = () => ac?.abort(ex.closed.reason);
     if (ac) {
       ex.closed.addEventListener('abort', onClose);
       this.modernInflight.set(idKey(req.id), ac);
       // Cancelled while it waited to be let in (its turn at policy.rateLimit): the client's
       // cancellation closed its exchange before the hub got here, and still holds.
-      if (ex.closed.aborted) ac.abort();
+      if (ex.closed.aborted) ac.abort(ex.closed.reason);
     }
     try {
       const family = FAMILY[req.method];
@@ -620,7 +620,7 @@ export class Endpoint {
         session.initialized = true;
         break;
       case 'notifications/cancelled':
-        session.inflight.get(idKey(n.params?.requestId))?.abort();
+        session.inflight.get(idKey(n.params?.requestId))?.abort(clientReason(n.params));
         break;
       default:
         break; // roots/list_changed and unknown notifications: nothing to do yet
@@ -727,7 +727,7 @@ export class Endpoint {
     // On stdio a closed exchange is a cancellation (or the hub stopping) that came while the
     // request waited to be let in (its turn at policy.rateLimit): it still holds. (Over HTTP a
     // closed stream is no cancellation in this era.)
-    if (ex.transport === 'stdio' && ex.closed.aborted) ac.abort();
+    if (ex.transport === 'stdio' && ex.closed.aborted) ac.abort(ex.closed.reason);
     const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });

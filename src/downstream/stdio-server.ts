@@ -8,7 +8,7 @@ import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
 import type { LegacySession } from './legacy-session.js';
-import { Canceller } from '../cancel.js';
+import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
 
@@ -252,7 +252,7 @@ export class StdioServer {
     const o = this.open.get(key)!;
     this.open.delete(key);
     this.live.delete(o);
-    o.closed.abort();
+    o.closed.abort(clientReason(params));
   }
 
   /** `deliver`: where the answer goes instead of a line of its own (a batch's member; called once, undefined for none). */

@@ -66,8 +66,8 @@ export class Mrtr {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
     const abort = new Canceller();
-    if (ctx.signal.aborted) abort.abort();
-    else ctx.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    if (ctx.signal.aborted) abort.abort(ctx.signal.reason);
+    else ctx.signal.addEventListener('abort', () => abort.abort(ctx.signal.reason), { once: true });
     const callOpts: CallOptions = Object.assign({}, opts);
     callOpts.signal = abort.signal;
     callOpts.onServerRequest = collector.ask;

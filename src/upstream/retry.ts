@@ -11,7 +11,7 @@
  * the upstream restarts, the next attempt waits for it (within the budget).
  */
 import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
-import { unlessAborted, type Signal } from '../cancel.js';
+import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 
 export interface RetryPolicy {
@@ -52,10 +52,10 @@ export function backoffMs(n: number, random: () => number = Math.random): number
 
 function sleep(ms: number, signal: Signal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new CancelledError());
+    if (signal?.aborted) return reject(new CancelledError(reasonOf(signal)));
     const onAbort = (): void => {
       clearTimeout(t);
-      reject(new CancelledError());
+      reject(new CancelledError(reasonOf(signal!)));
     };
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
@@ -109,14 +109,14 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
     if (now() + delay >= deadline) throw giveUp();
     h.onRetry?.(n, delay, err);
     // Cancelled between attempts: nothing was sent unless an earlier attempt may have run.
-    const cancelled = (): CancelledError => (mayHaveRun ? new CancelledError() : notSent(new CancelledError()));
+    const cancelled = (e: CancelledError): CancelledError => (mayHaveRun ? e : notSent(e));
     await sleep(delay, h.signal).catch((e: unknown) => {
-      throw e instanceof CancelledError ? cancelled() : e;
+      throw e instanceof CancelledError ? cancelled(e) : e;
     });
     // A caller that went away while the upstream reconnects is not held for it (up to the retry
     // budget, with its client's session slot) only to be told then that it was cancelled.
     const ready = await unlessAborted(() => h.whenReady(deadline - now()), h.signal, () => false);
-    if (h.signal?.aborted) throw cancelled();
+    if (h.signal?.aborted) throw cancelled(new CancelledError(reasonOf(h.signal)));
     if (!ready) throw giveUp();
   }
 }

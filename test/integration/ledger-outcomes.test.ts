@@ -168,7 +168,8 @@ describe('ledger rows of real calls through the hub', () => {
     ac.abort('user gave up');
     await expect(call).rejects.toBeDefined();
     const row = (await waitForRows(db, { tool: 'f__slow', outcome: 'cancelled' }))[0];
-    expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: LEGACY });
+    // The client's reason, as the upstream was told it too (not the hub's "request cancelled").
+    expect(row).toMatchObject({ outcome: 'cancelled', server: 'f', clientEra: LEGACY, errorMessage: 'user gave up' });
     // Well under the tool's 25 s. The abort waits for the in-flight row to show in SQLite, which
     // took over 8 s once under the full suite's load: the margin is for that, not for the hub.
     expect(row.latencyMs).toBeLessThan(20_000);

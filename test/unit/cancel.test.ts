@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { Canceller, reasonOf, unlessAborted, type Signal } from '../../src/cancel.js';
+import { Canceller, clientReason, reasonOf, unlessAborted, type Signal } from '../../src/cancel.js';
 
 describe('unlessAborted and reasonOf', () => {
   it("gives the wait's own outcome, or onAbort's at once when the signal aborts first", async () => {
@@ -26,6 +26,20 @@ describe('unlessAborted and reasonOf', () => {
     let started = false;
     expect(await unlessAborted(() => ((started = true), Promise.resolve(1)), c.signal, () => 2)).toBe(2);
     expect(started).toBe(false);
+    expect(reasonOf(c.signal)).toBe('request cancelled');
+  });
+});
+
+describe('clientReason', () => {
+  it("passes a client's reason on, cut to 200 characters and never inside a surrogate pair; none reads as the hub's default", () => {
+    expect(clientReason({ requestId: 1, reason: 'user gave up' })).toBe('user gave up');
+    for (const params of [undefined, {}, { reason: '' }, { reason: '  ' }, { reason: 7 }, { reason: { text: 'x' } }]) expect(clientReason(params)).toBeUndefined();
+    const long = clientReason({ reason: 'x'.repeat(5000) })!;
+    expect(long).toBe(`${'x'.repeat(200)}…`);
+    const emoji = clientReason({ reason: `${'x'.repeat(199)}😀tail` })!;
+    expect(emoji).toBe(`${'x'.repeat(199)}…`);
+    const c = new Canceller();
+    c.abort(clientReason({}));
     expect(reasonOf(c.signal)).toBe('request cancelled');
   });
 });
