@@ -39,6 +39,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
+import { firstStarting, leftStarting } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
@@ -507,6 +508,11 @@ export class Hub implements HubCore {
     });
   }
 
+  /** The server on its first start whose space an unknown tool name lies in, if shown to the caller (a name no list showed: no hot path). */
+  private firstStarting(hubName: string, ctx: CallContext): ServerHandle | undefined {
+    return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
+  }
+
   currentCapabilities(): ServerCapabilities {
     // A server that is not ready counts with what it offered last (or, never seen, the list
     // families while it starts): its families answer "unavailable" or an empty list meanwhile
@@ -574,7 +580,10 @@ export class Hub implements HubCore {
     if (method === 'tools/call' && typeof params.name === 'string') {
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       const id = this.routes.serverOf(params.name, ctx);
-      const h = id === undefined ? undefined : this.handles.get(id);
+      let h = id === undefined ? undefined : this.handles.get(id);
+      // A name no list showed, of a server on its first start past the start-up grace: the call
+      // waits for that server (hub/first-start.ts). A name shown is answered at once, as above.
+      if (id === undefined && (h = this.firstStarting(params.name, ctx))) await leftStarting(h, h.config.timeoutMs, ctx.signal);
       if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     const result = await this.router.handle(method, params, ctx);

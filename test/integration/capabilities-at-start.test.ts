@@ -30,8 +30,12 @@ describe('capabilities while an upstream starts', () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
     hub = await startHub(config, { dir });
     // Answered after the 3 s grace, the server still starting.
-    expect(await handshake(hub.url)).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
+    const first = await legacySession(hub.url);
+    expect(first.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
+    // A call to one of its tools, which no list could show yet, waits for it (it was "Unknown tool").
+    const call = await first.request(1, 'tools/call', { name: 'slow__echo', arguments: { text: 'early' } });
+    expect(call.body?.result?.content?.[0]?.text, JSON.stringify(call.body)).toContain('early');
 
     await waitForReady(hub.url, ['slow']);
     const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };

@@ -1,0 +1,67 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import type { ServerHandle } from '../../src/catalog/catalog.js';
+import { Canceller } from '../../src/cancel.js';
+import { firstStarting, leftStarting } from '../../src/hub/first-start.js';
+
+/** A handle whose upstream is an emitter with a settable state (all first-start.ts reads). */
+function handle(id: string, prefix: string, state: string): ServerHandle & { set(s: string): void } {
+  const upstream = Object.assign(new EventEmitter(), { state });
+  return {
+    id,
+    config: { prefix } as ServerHandle['config'],
+    upstream: upstream as unknown as ServerHandle['upstream'],
+    set(s: string) {
+      upstream.state = s;
+      upstream.emit('state', s);
+    },
+  };
+}
+
+describe('firstStarting', () => {
+  const a = handle('a', 'a', 'starting');
+  const ab = handle('ab', 'a__b', 'starting');
+  const ready = handle('r', 'r', 'ready');
+  const bare = handle('bare', '', 'starting');
+  const all = [a, ab, ready, bare];
+  const shown = () => true;
+
+  it("names the server on its first start whose prefix space the name lies in (the longest prefix), when shown", () => {
+    expect(firstStarting('a__echo', all, shown)).toBe(a);
+    expect(firstStarting('a__b__echo', all, shown)).toBe(ab);
+    expect(firstStarting('a__echo', all, (id) => id !== 'a')).toBeUndefined();
+  });
+
+  it('names none for a ready server, a name in no prefix space, or a server without prefix', () => {
+    expect(firstStarting('r__echo', all, shown)).toBeUndefined();
+    expect(firstStarting('echo', all, shown)).toBeUndefined();
+    expect(firstStarting('zz__echo', all, shown)).toBeUndefined();
+  });
+});
+
+describe('leftStarting', () => {
+  it('waits through another failed attempt, and ends when the server is ready', async () => {
+    const h = handle('a', 'a', 'starting');
+    let done = false;
+    const wait = leftStarting(h, 60_000, undefined).then(() => (done = true));
+    h.set('starting');
+    await new Promise((r) => setTimeout(r, 5));
+    expect(done).toBe(false);
+    h.set('ready');
+    await wait;
+    expect(h.upstream.listenerCount('state')).toBe(0);
+  });
+
+  it('ends at its bound, or when the caller cancels, and at once for a server not starting', async () => {
+    const t0 = Date.now();
+    await leftStarting(handle('a', 'a', 'starting'), 30, undefined);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(25);
+    const c = new Canceller();
+    const h = handle('b', 'b', 'starting');
+    const wait = leftStarting(h, 60_000, c.signal);
+    c.abort('gone');
+    await wait;
+    expect(h.upstream.listenerCount('state')).toBe(0);
+    await leftStarting(handle('c', 'c', 'failed'), 60_000, undefined);
+  });
+});
