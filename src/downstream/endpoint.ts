@@ -755,7 +755,8 @@ export class Endpoint {
     if (session.inflight.size >= max) {
       const err = new RpcError(-32000, `too many requests in flight on this session (the limit is ${max}); wait for answers before sending more`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'denied', errorKind: 'policy', errorCode: err.code, errorMessage: err.message }, named(req.params));
-      return ex.reply(errorResponse(req.id, err), 429);
+      // As the hub's other 429s: when to try again (clients back off by it).
+      return ex.reply(errorResponse(req.id, err), 429, RETRY_SOON);
     }
     const key = idKey(req.id);
     if (session.inflight.has(key)) {
@@ -881,6 +882,8 @@ export const NO_ROOM = Symbol('no room for the session');
 export type NoRoom = typeof NO_ROOM;
 /** With every session busy, room comes when a client closes a stream or goes idle: a guess, not a promise. */
 export const NO_ROOM_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '5' };
+/** A session at listen.maxPendingPerSession: a place frees as soon as one of its answers comes. */
+const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
 export function noRoomError(): RpcError {
   return new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');

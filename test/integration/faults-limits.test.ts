@@ -81,6 +81,7 @@ describe('back-pressure on a legacy session', () => {
     // bound only rules out a hang.
     expect(Date.now() - t0).toBeLessThan(5_000);
     expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
     expect(third.body?.error?.code).toBe(-32000);
     expect(third.body?.error?.message).toMatch(/too many requests in flight on this session \(the limit is 2\)/);
     for (const r of await Promise.all(slow)) expect(r.body?.result?.content).toEqual([{ type: 'text', text: 'slept 800' }]);

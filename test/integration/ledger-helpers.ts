@@ -124,6 +124,7 @@ export interface Answer {
   body?: { id?: unknown; result?: Json; error?: { code: number; message: string } };
   /** Exact size of the request body sent. */
   requestBytes: number;
+  headers: Headers;
 }
 
 async function send(url: string, body: Json, headers: Record<string, string>, signal?: AbortSignal): Promise<Answer> {
@@ -135,7 +136,7 @@ async function send(url: string, body: Json, headers: Record<string, string>, si
     signal,
   });
   const reply = await res.text();
-  return { status: res.status, body: lastMessage(res.headers.get('content-type'), reply) as Answer['body'], requestBytes: Buffer.byteLength(text) };
+  return { status: res.status, body: lastMessage(res.headers.get('content-type'), reply) as Answer['body'], requestBytes: Buffer.byteLength(text), headers: res.headers };
 }
 
 /** One modern (2026-07-28) request, envelope and headers included; `meta` adds `_meta` keys. */
