@@ -81,6 +81,20 @@ export type CatalogEvent = PinEvent | PoisonEvent | DropEvent;
 /** `_meta` key of a listed item: why the hub finds it suspicious. */
 const META_FLAGS = 'dev.switchyard/flags';
 
+/**
+ * The hub offers its clients no tasks, so a tool's `execution.taskSupport` means nothing to them:
+ * one "required" the hub runs as a task itself (router/legacy-task.ts), and SDK clients refuse to
+ * call a tool marked "required" when they see no tasks. Other `execution` fields pass on.
+ */
+function withoutTaskSupport(tool: Record<string, unknown>): Record<string, unknown> {
+  const e = tool.execution;
+  if (e === null || typeof e !== 'object' || Array.isArray(e) || !('taskSupport' in e)) return tool;
+  const { taskSupport: _dropped, ...rest } = e as Record<string, unknown>;
+  if (Object.keys(rest).length > 0) tool.execution = rest;
+  else delete tool.execution;
+  return tool;
+}
+
 export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
   const field = NAME_FIELD[kind];
   const records: PartRecord[] = [];
@@ -99,7 +113,7 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
       const eff = effectiveAnnotations(trusted, it.annotations, s.config.tools.byName[name]?.annotations);
       r.annotations = eff.annotations;
       r.annotationSource = eff.source;
-      r.item = { ...it, annotations: eff.annotations };
+      r.item = withoutTaskSupport({ ...it, annotations: eff.annotations });
       // An HTTP client must drop it, and the hub could neither mirror nor check its headers.
       const bad = paramHeaderAnnotationProblem(it.inputSchema);
       if (bad) {

@@ -1,6 +1,7 @@
 import type { Logger } from '../log.js';
 import type { Catalog, Routed } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
+import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
@@ -254,6 +255,8 @@ export class ToolCall {
     }
     const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
+    // A tool its server runs only as a task: the hub drives the task, the client gets the result.
+    if (runsAsTask(server, routed.item)) forwarded.task = {};
     // A legacy client is asked what a modern upstream's input_required needs: what fails in that
     // asking (the client's refusal, its session closing…) comes after the upstream's last answer,
     // which was input_required, so it is no outcome of the call (see the catch below).

@@ -1,0 +1,48 @@
+/**
+ * Tools a 2025-11-25 server runs only as tasks (`execution.taskSupport: "required"`): the hub
+ * does not offer tasks to its clients, so it drives the task itself (digest §15) and the client
+ * gets a plain result. The call goes out with `task: {}`; the server answers at once with a
+ * CreateTaskResult; `tasks/result` then waits until the task ends and gives what the call would
+ * have given (a result or a JSON-RPC error). A call cancelled meanwhile cancels the task
+ * (`tasks/cancel`; the spec's way, not notifications/cancelled alone).
+ */
+import type { ServerHandle } from '../catalog/catalog.js';
+import { LEGACY } from '../protocol/era.js';
+import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
+import type { CallOptions } from '../upstream/types.js';
+
+type Result = Record<string, unknown>;
+
+/** Whether the hub calls this tool of this server as a task: the tool requires it and the server takes task-augmented calls. */
+export function runsAsTask(server: ServerHandle, tool: Result): boolean {
+  const execution = tool.execution as { taskSupport?: unknown } | undefined;
+  if (execution?.taskSupport !== 'required' || server.upstream.era !== LEGACY) return false;
+  const tasks = server.upstream.capabilities?.tasks as { requests?: { tools?: { call?: unknown } } } | undefined;
+  return tasks?.requests?.tools?.call !== undefined;
+}
+
+/** The task a CreateTaskResult names, or an error saying what the server answered instead. */
+function taskIdOf(server: ServerHandle, created: Result): string {
+  const task = created.task as { taskId?: unknown } | undefined;
+  if (typeof task?.taskId === 'string' && task.taskId !== '') return task.taskId;
+  throw new RpcError(INTERNAL_ERROR, `server "${server.id}" was asked to run the call as a task and did not answer with one (no task.taskId)`);
+}
+
+/** The task's outcome: what `tasks/result` gives once it ends; a cancelled call cancels the task. */
+export async function taskOutcome(server: ServerHandle, created: Result, opts: CallOptions): Promise<Result> {
+  const taskId = taskIdOf(server, created);
+  const signal = opts.signal;
+  const cancelTask = (): void => {
+    // Fire and forget: the call is over for its client whatever the server says.
+    server.upstream.request('tasks/cancel', { taskId }, { timeoutMs: 10_000 }).catch(() => undefined);
+  };
+  if (signal?.aborted) cancelTask();
+  else signal?.addEventListener('abort', cancelTask, { once: true });
+  // Not retried: a task lives in the server process the call reached.
+  const { retry: _once, ...once } = opts;
+  try {
+    return await server.upstream.request('tasks/result', { taskId }, once);
+  } finally {
+    signal?.removeEventListener('abort', cancelTask);
+  }
+}

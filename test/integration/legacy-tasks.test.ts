@@ -1,0 +1,56 @@
+/**
+ * A 2025-11-25 server's tool that runs only as a task (`execution.taskSupport: "required"`):
+ * the hub offers its clients no tasks, so it shows the tool without taskSupport, drives the
+ * task itself (`task: {}`, then `tasks/result`), and gives the client a plain result; a call
+ * cancelled meanwhile cancels the task (`tasks/cancel`). Real hub, raw legacy fixture over stdio.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
+import { modernCall, waitForRows } from './ledger-helpers.js';
+
+let hub: HubProcess;
+let log: string;
+const received = (): { method?: string; params?: Record<string, unknown> }[] =>
+  readFileSync(log, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l).in)
+    .filter(Boolean);
+
+beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-legacy-tasks-'));
+  log = join(dir, 'quirk.log');
+  hub = await startHub({ servers: { t: { command: process.execPath, args: [join(ROOT, 'test/fixtures/quirks/legacy-task.mjs')], env: { QUIRK_LOG: log } } } }, { dir });
+  await waitForReady(hub.url, ['t']);
+}, 30_000);
+afterAll(async () => void (await hub?.stop()));
+
+describe('a tool its legacy server runs only as a task', () => {
+  it('is listed without taskSupport, and called as a task whose result the client gets', async () => {
+    const list = await modernCall(hub.url, 'l', 'tools/list');
+    const tool = (list.body?.result?.tools as Record<string, unknown>[]).find((t) => t.name === 't__job');
+    expect(tool).toMatchObject({ name: 't__job', description: 'runs as a task' });
+    expect(tool).not.toHaveProperty('execution');
+    const call = await modernCall(hub.url, 'c1', 'tools/call', { name: 't__job', arguments: { ms: 20 } });
+    expect(call.body?.result?.content).toEqual([{ type: 'text', text: 'done task-1' }]);
+    const sent = received().filter((m) => m.method === 'tools/call' || m.method === 'tasks/result');
+    expect(sent.map((m) => m.method)).toEqual(['tools/call', 'tasks/result']);
+    expect(sent[0]!.params).toMatchObject({ name: 'job', task: {} });
+    expect(sent[1]!.params).toMatchObject({ taskId: 'task-1' });
+  });
+
+  it('cancels the task when its client goes away', async () => {
+    const ac = new AbortController();
+    const call = modernCall(hub.url, 'c2', 'tools/call', { name: 't__job', arguments: { ms: 60_000 } }, { signal: ac.signal }).catch(() => undefined);
+    await expect.poll(() => received().some((m) => m.method === 'tasks/result' && m.params?.taskId === 'task-2'), { timeout: 10_000 }).toBe(true);
+    ac.abort();
+    await call;
+    await expect.poll(() => received().find((m) => m.method === 'tasks/cancel')?.params, { timeout: 10_000 }).toEqual({ taskId: 'task-2' });
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 't__job', outcome: 'cancelled' });
+    expect(rows).toHaveLength(1);
+  });
+});
