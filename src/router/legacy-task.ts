@@ -28,8 +28,20 @@ function taskIdOf(server: ServerHandle, created: Result): string {
   throw new RpcError(INTERNAL_ERROR, `server "${server.id}" was asked to run the call as a task and did not answer with one (no task.taskId)`);
 }
 
+/**
+ * A call sent as a task (`params.task` set): its outcome, what `tasks/result` gives once the task
+ * ends, under the call's own progress token (progress keeps the wait alive, and reaches the
+ * client). A server that ran it as a plain call after all answered with the result itself.
+ */
+export async function asTask(server: ServerHandle, method: string, params: Result, opts: CallOptions): Promise<Result> {
+  let token: string | undefined;
+  const created = await server.upstream.request(method, params, { ...opts, onToken: (t) => (token = t) });
+  if (created.task === undefined) return created;
+  return taskOutcome(server, created, token === undefined ? opts : { ...opts, progressToken: token });
+}
+
 /** The task's outcome: what `tasks/result` gives once it ends; a cancelled call cancels the task. */
-export async function taskOutcome(server: ServerHandle, created: Result, opts: CallOptions): Promise<Result> {
+async function taskOutcome(server: ServerHandle, created: Result, opts: CallOptions): Promise<Result> {
   const taskId = taskIdOf(server, created);
   const signal = opts.signal;
   const cancelTask = (): void => {
@@ -42,6 +54,11 @@ export async function taskOutcome(server: ServerHandle, created: Result, opts: C
   const { retry: _once, ...once } = opts;
   try {
     return await server.upstream.request('tasks/result', { taskId }, once);
+  } catch (err) {
+    // Timed out, or the connection failed: nobody will fetch its result, so it need not run on.
+    // (An error the task ended with is no reason; cancelling an ended task is harmless.)
+    if (!(err instanceof RpcError) && !signal?.aborted) cancelTask();
+    throw err;
   } finally {
     signal?.removeEventListener('abort', cancelTask);
   }

@@ -10,7 +10,7 @@ import { InputBridge, InputCollector, missingCapability } from './input-bridge.j
 import { inputRequestsProblem, MAX_OPEN_ASKS } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
-import { taskOutcome } from './legacy-task.js';
+import { asTask } from './legacy-task.js';
 import { onFailure } from '../on-failure.js';
 import { setField } from '../protocol/copy.js';
 import { addRequired } from '../protocol/client-capabilities.js';
@@ -91,9 +91,8 @@ export class Mrtr {
     for (let round = 0; ; round++) {
       let r: Result;
       try {
-        r = await server.upstream.request(method, p, opts);
-        // A call the hub sent as a task (legacy-task.ts): its outcome, once the task ends.
-        if (p.task !== undefined && r.task !== undefined) r = await taskOutcome(server, r, opts);
+        if (p.task === undefined) r = await server.upstream.request(method, p, opts);
+        else r = await asTask(server, method, p, opts);
       } catch (err) {
         if (ctx.clientEra === MODERN) throw err;
         return legacyMissingCapability(err, method);

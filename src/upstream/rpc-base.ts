@@ -251,7 +251,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (left !== undefined && left <= 0) throw notSent(new TimeoutError(this.id, hard!));
     let wire = params;
     if (!internal) {
-      if (opts?.onProgress || opts?.askProgress) p.token = nextToken();
+      if (opts?.onProgress || opts?.askProgress) {
+        p.token = opts.progressToken ?? nextToken();
+        opts.onToken?.(p.token);
+      }
       const e = {
         paramsMeta: params._meta,
         meta: opts?.meta,

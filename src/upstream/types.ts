@@ -101,6 +101,14 @@ export interface CallOptions {
   meta?: Record<string, unknown>;
   /** Modern: stamped as io.modelcontextprotocol/logLevel. */
   logLevel?: LoggingLevel;
+  /** Told the progress token this request goes out with (a task's tools/call: see progressToken). */
+  onToken?: (token: string) => void;
+  /**
+   * Go out with this progress token rather than a new one. A task's `tasks/result` takes its
+   * `tools/call`'s: the server's progress for the task carries that one for the task's whole
+   * life, and it must keep the wait for the result alive (router/legacy-task.ts).
+   */
+  progressToken?: string;
 }
 
 /**

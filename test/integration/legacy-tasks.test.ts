@@ -24,7 +24,8 @@ const received = (): { method?: string; params?: Record<string, unknown> }[] =>
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-legacy-tasks-'));
   log = join(dir, 'quirk.log');
-  hub = await startHub({ servers: { t: { command: process.execPath, args: [join(ROOT, 'test/fixtures/quirks/legacy-task.mjs')], env: { QUIRK_LOG: log } } } }, { dir });
+  // A short timeoutMs: only the task's progress keeps its tasks/result waiting longer.
+  hub = await startHub({ servers: { t: { command: process.execPath, args: [join(ROOT, 'test/fixtures/quirks/legacy-task.mjs')], env: { QUIRK_LOG: log }, timeoutMs: 600 } } }, { dir });
   await waitForReady(hub.url, ['t']);
 }, 30_000);
 afterAll(async () => void (await hub?.stop()));
@@ -45,12 +46,30 @@ describe('a tool its legacy server runs only as a task', () => {
 
   it('cancels the task when its client goes away', async () => {
     const ac = new AbortController();
-    const call = modernCall(hub.url, 'c2', 'tools/call', { name: 't__job', arguments: { ms: 60_000 } }, { signal: ac.signal }).catch(() => undefined);
+    const call = modernCall(hub.url, 'c2', 'tools/call', { name: 't__job', arguments: { ms: 60_000, progress: 600 } }, { signal: ac.signal }).catch(() => undefined);
     await expect.poll(() => received().some((m) => m.method === 'tasks/result' && m.params?.taskId === 'task-2'), { timeout: 10_000 }).toBe(true);
     ac.abort();
     await call;
     await expect.poll(() => received().find((m) => m.method === 'tasks/cancel')?.params, { timeout: 10_000 }).toEqual({ taskId: 'task-2' });
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { tool: 't__job', outcome: 'cancelled' });
     expect(rows).toHaveLength(1);
+  });
+
+  it("relays the task's progress, which keeps the wait for its result alive past timeoutMs; without progress the wait times out and the task is cancelled", async () => {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'p-3' };
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 't__job' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'c3', method: 'tools/call', params: { name: 't__job', arguments: { ms: 1_800, progress: 12 }, _meta: meta } }),
+    });
+    const text = await res.text();
+    expect(text).toContain('done task-3');
+    const progress = text.split('\n').filter((l) => l.startsWith('data:') && l.includes('notifications/progress'));
+    expect(progress.length).toBeGreaterThanOrEqual(6);
+    expect(progress[0]).toContain('"progressToken":"p-3"');
+
+    const quiet = await modernCall(hub.url, 'c4', 'tools/call', { name: 't__job', arguments: { ms: 60_000 } });
+    expect(JSON.stringify(quiet.body)).toMatch(/did not answer within 600 ms/);
+    await expect.poll(() => received().find((m) => m.method === 'tasks/cancel' && m.params?.taskId === 'task-4')?.params, { timeout: 10_000 }).toEqual({ taskId: 'task-4' });
   });
 });
