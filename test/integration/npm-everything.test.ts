@@ -124,19 +124,19 @@ describe('server-everything (npm) through the hub, SDK v1 and SDK v2 clients', (
 
       // A tool the server runs only as a task (taskSupport "required"): the hub offers no tasks, so
       // it shows the tool without taskSupport (SDK v1 refused to call it) and drives the task
-      // itself, the server's question on the way included. One client: each run takes 4 s.
-      if (label.startsWith('SDK v1'))
-        it('calls a tool its server runs only as a task, and relays the question the task asks', async () => {
-          const tool = ((await peer.listTools()).tools as Json[]).find((t) => t.name === 'ev__simulate-research-query');
-          expect(tool).toBeDefined();
-          expect(tool!.execution).toBeUndefined();
-          const before = asked.length;
-          const text = textOf(await peer.callTool({ name: 'ev__simulate-research-query', arguments: { topic: 'python', ambiguous: true } }));
-          expect(text).toContain('# Research Report: python');
-          expect(text).toMatch(/\*\*Clarification\*\*: /);
-          expect(text).not.toContain('elicitation unavailable');
-          expect(asked.slice(before)).toEqual(['elicitation']);
-        }, 30_000);
+      // itself, the server's question on the way included (put to a 2026-07-28 client as an
+      // input_required round while the task waits). Each run takes 4 s.
+      it('calls a tool its server runs only as a task, and relays the question the task asks', async () => {
+        const tool = ((await peer.listTools()).tools as Json[]).find((t) => t.name === 'ev__simulate-research-query');
+        expect(tool).toBeDefined();
+        expect(tool!.execution).toBeUndefined();
+        const before = asked.length;
+        const text = textOf(await peer.callTool({ name: 'ev__simulate-research-query', arguments: { topic: 'python', ambiguous: true } }));
+        expect(text).toContain('# Research Report: python');
+        expect(text).toMatch(/\*\*Clarification\*\*: /);
+        expect(text).not.toContain('elicitation unavailable');
+        expect(asked.slice(before)).toEqual(['elicitation']);
+      }, 30_000);
 
       // The server asks for roots once, at a call of the first client, and keeps them for its
       // session, which is the hub's one connection to it (README, Era translation).
@@ -178,8 +178,8 @@ describe('server-everything (npm) through the hub, SDK v1 and SDK v2 clients', (
   }, 30_000);
 
   it('has a ledger row for every call, with its outcome (ledger query)', async () => {
-    // Three clients' calls: eight of the SDK v1 client, six of the SDK v2 client, two of the env check.
-    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'tools/call' }, (r) => r.length >= 16);
+    // Three clients' calls: eight of the SDK v1 client, seven of the SDK v2 client, two of the env check.
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'tools/call' }, (r) => r.length >= 17);
     expect(rows.filter((r) => r.outcome !== 'ok')).toEqual([]);
     expect(new Set(rows.map((r) => r.tool))).toEqual(
       new Set([
