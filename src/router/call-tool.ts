@@ -257,6 +257,9 @@ export class ToolCall {
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
     // A tool its server runs only as a task: the hub drives the task, the client gets the result.
     if (runsAsTask(server, routed.item)) forwarded.task = {};
+    // The hub declares no tasks: a client's task augmentation is ignored, as the spec has a
+    // receiver that declares none do (a server would answer a task nobody could poll).
+    else if (forwarded.task !== undefined) delete forwarded.task;
     // A legacy client is asked what a modern upstream's input_required needs: what fails in that
     // asking (the client's refusal, its session closing…) comes after the upstream's last answer,
     // which was input_required, so it is no outcome of the call (see the catch below).

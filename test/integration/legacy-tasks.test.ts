@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
-import { modernCall, waitForRows } from './ledger-helpers.js';
+import { legacySession, modernCall, waitForRows } from './ledger-helpers.js';
 
 let hub: HubProcess;
 let log: string;
@@ -42,6 +42,15 @@ describe('a tool its legacy server runs only as a task', () => {
     expect(sent.map((m) => m.method)).toEqual(['tools/call', 'tasks/result']);
     expect(sent[0]!.params).toMatchObject({ name: 'job', task: {} });
     expect(sent[1]!.params).toMatchObject({ taskId: 'task-1' });
+  });
+
+  it("runs a tool that may be a task as a plain call, a client's own task augmentation ignored (the hub offers no tasks)", async () => {
+    const tool = ((await modernCall(hub.url, 'l2', 'tools/list')).body?.result?.tools as Record<string, unknown>[]).find((t) => t.name === 't__maybe');
+    expect(tool).not.toHaveProperty('execution');
+    const s = await legacySession(hub.url);
+    const call = await s.call(1, 'tools/call', { name: 't__maybe', arguments: {}, task: { ttl: 1000 } });
+    expect(call.body?.result).toEqual({ content: [{ type: 'text', text: 'plain maybe' }] });
+    expect(received().find((m) => m.method === 'tools/call' && m.params?.name === 'maybe')?.params).not.toHaveProperty('task');
   });
 
   it('cancels the task when its client goes away', async () => {
