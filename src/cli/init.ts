@@ -31,7 +31,7 @@ export function starterConfig(file: string, servers: Record<string, ImportedServ
 
 export const initCommand: CommandModule<object, InitArgs> = {
   command: 'init',
-  describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code or Cursor config',
+  describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code, Cursor or Claude Code config',
   builder: (y: Argv) =>
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'File to write' })
