@@ -199,6 +199,8 @@ function approve(a: DbArgs): void {
 }
 
 function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
+  // tools' own options reach diff and approve, which refuse them (guarded): their help leaves them out.
+  for (const o of NOT_FOR_DB) y = y.hide(o);
   return y
     // -c is `tools`' own alias already (its builder runs first): given again, help shows it twice.
     .option('config', { type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })

@@ -39,6 +39,12 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(help, sub).toMatch(/-c, --config/);
       expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
     }
+    // diff and approve refuse tools' list options (below), so their help does not offer them.
+    for (const sub of ['diff', 'approve']) {
+      const help = (await runCli(['tools', sub, '--help'])).stdout;
+      expect(help, sub).toMatch(/--db/);
+      expect(help, sub).not.toMatch(/--format|--group|--url|--local|--json/);
+    }
     // tools' own options reach diff and approve, which read the ledger file: refused, not ignored.
     for (const args of [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']]) {
       const r = await runCli(['tools', ...args]);
