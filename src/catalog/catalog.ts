@@ -419,7 +419,7 @@ export class Catalog extends EventEmitter {
       get snapshot() {
         return (v.snapshot ??= contentSnapshot(b.scopes, v.items));
       },
-      ...this.hints(b),
+      ...this.hints(b, view.group),
     };
   }
 
@@ -575,11 +575,13 @@ export class Catalog extends EventEmitter {
     return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
   }
 
-  private hints(b: Built): { ttlMs: number; scope: 'public' | 'private' } {
+  private hints(b: Built, group: string | undefined): { ttlMs: number; scope: 'public' | 'private' } {
     let ttlMs = Infinity;
     let untilNotified = false;
     let scope: 'public' | 'private' = 'public';
     for (const p of b.parts) {
+      // A group's list is made of the servers it shows: another server's list neither dates it nor makes it private.
+      if (!this.groups.showsServer(group, p.h.id)) continue;
       const left = this.cache.remainingMs(p.e);
       if (Number.isFinite(left)) ttlMs = Math.min(ttlMs, left);
       else untilNotified = true;

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Catalog, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
+import { Groups } from '../../src/catalog/filters.js';
 import { NameAssigner } from '../../src/catalog/names.js';
 import { silentLogger } from '../../src/log.js';
 import { serverConfig, sleep, startMutable, type Fixture } from './catalog-helpers.js';
@@ -90,6 +91,19 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect((await c.aggregate('tools', {})).ttlMs).toBe(0);
     const alone = catalogOf([{ id: 'm', config: serverConfig('m'), upstream: m.upstream }]);
     expect((await alone.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
+    // A group that shows only the modern server is dated and scoped by its list alone.
+    const grouped = catalogOf(
+      [
+        { id: 'm', config: serverConfig('m'), upstream: m.upstream },
+        { id: 'l', config: serverConfig('l'), upstream: l.upstream },
+      ],
+      { groups: new Groups({ mo: { servers: ['m'] }, lo: { servers: ['l'] } }) },
+    );
+    const mo = await grouped.aggregate('tools', { group: 'mo' });
+    expect([mo.ttlMs > 3_000_000, mo.scope]).toEqual([true, 'public']);
+    const lo = await grouped.aggregate('tools', { group: 'lo' });
+    expect([lo.ttlMs, lo.scope]).toEqual([0, 'private']);
+    expect((await grouped.aggregate('tools')).ttlMs).toBe(0);
   });
 
   it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
