@@ -41,6 +41,7 @@ import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { firstStarting, leftStarting } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
+import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
@@ -232,6 +233,7 @@ export class Hub implements HubCore {
     // Should this throw, they stay registered: the caller reports the error (redacted) and exits.
     const hub = new Hub(config, openLedger(config, log), log);
     for (const v of secrets) hub.secretValues.add(v);
+    for (const m of ignoredSettings(config)) log.warn(m);
     for (const s of Object.values(config.servers)) if (s.enabled) hub.addServer(hub.buildServer(s));
     hub.forgetUnconfigured();
     return hub;
@@ -401,6 +403,7 @@ export class Hub implements HubCore {
     // Before anything starts: a new server's first stderr line may say its new token.
     for (const v of configSecretValues(next)) this.secretValues.add(v);
     useConfigSecrets(this.config, this.secretValues);
+    for (const m of ignoredSettings(next)) this.log.warn(m);
     const report = await applyReload(this.reloadTarget(), next);
     const kept = { at: new Date().toISOString(), report: { ...report } };
     report.pluginsNotLoaded = [...this.pluginsNotLoaded];

@@ -15,6 +15,7 @@ import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './le
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
 import { globMatcher } from '../policy/glob.js';
+import { ignoredSettings } from '../config/ignored-settings.js';
 
 type DoctorArgs = DaemonArgs;
 
@@ -184,6 +185,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     const exposed = configExposureProblem(config);
     if (exposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.host: ${exposed}` });
     else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
+    for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     for (const p of err.problems) findings.push({ level: 'fail', check: 'config', message: p });

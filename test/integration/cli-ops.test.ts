@@ -176,7 +176,8 @@ describe('servers, doctor and tools without a daemon', () => {
       JSON.stringify({
         listen: { port },
         ledger: { path: './ledger.db' },
-        servers: { legacy: nodeServer(SDK1), modern: nodeServer(SDK2), broken: { command: process.execPath, args: ['-e', 'process.exit(3)'] } },
+        // autoApprove on an untrusted server: ignored, which doctor says (not a config error).
+        servers: { legacy: nodeServer(SDK1), modern: { ...nodeServer(SDK2), autoApprove: true }, broken: { command: process.execPath, args: ['-e', 'process.exit(3)'] } },
       }),
     );
   });
@@ -266,7 +267,10 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.code).toBe(1);
     const f = JSON.parse(r.stdout) as Json[];
     const by = (check: string) => f.filter((x) => x.check === check);
-    expect(by('config')).toEqual([{ level: 'ok', check: 'config', message: 'hub.config.json: 3 servers' }]);
+    expect(by('config')).toEqual([
+      { level: 'ok', check: 'config', message: 'hub.config.json: 3 servers' },
+      { level: 'warn', check: 'config', message: expect.stringMatching(/^servers\.modern\.autoApprove is ignored: it applies only to a server with "trust": "trusted"/) },
+    ]);
     // Something answers on the port, but it is not a switchyard daemon.
     expect(by('daemon')[0].level).toBe('fail');
     expect(by('upstreams').map((x) => [x.level, x.message.split(' ')[0]])).toEqual([

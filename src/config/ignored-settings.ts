@@ -1,0 +1,16 @@
+/**
+ * Settings a config may hold that the hub ignores where they stand. Not config errors: a hub
+ * that ran with them must still start after an upgrade. Said instead where an operator looks:
+ * the hub's log at start and at each reload, and `switchyard doctor`.
+ */
+import type { HubConfig } from './types.js';
+
+export function ignoredSettings(config: Pick<HubConfig, 'servers'>): string[] {
+  const out: string[] = [];
+  for (const [id, s] of Object.entries(config.servers)) {
+    // catalog/part.ts approves a changed tool at once only for a trusted server.
+    if (s.autoApprove === true && s.trust !== 'trusted')
+      out.push(`servers.${id}.autoApprove is ignored: it applies only to a server with "trust": "trusted", so this one's changed tools are quarantined all the same (set trust, or drop autoApprove)`);
+  }
+  return out;
+}
