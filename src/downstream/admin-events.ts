@@ -6,7 +6,7 @@
 import type { EventEmitter } from 'node:events';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import type { Logger } from '../log.js';
 import { endAtExpiry } from './expiry.js';
 import type { AuditEvent } from '../observe.js';
@@ -30,8 +30,17 @@ export interface Admission {
   expiresAt?: number;
 }
 
+/** No viewer yet: the feed's sockets before `ws` is loaded. */
+const NONE: ReadonlySet<WebSocket> = new Set();
+
 export class AdminEvents {
-  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  /**
+   * Made (and `ws` loaded) at the first viewer: a hub nobody watches, every `switchyard stdio`
+   * among them, does not pay for loading it (~0.1 s of CPU at start).
+   */
+  private wss: WebSocketServer | undefined;
+  private loading: Promise<WebSocketServer> | undefined;
+  private closed = false;
   private queue: string[] = [];
   private scheduled = false;
   private auditOn = false;
@@ -46,13 +55,24 @@ export class AdminEvents {
     private readonly log: Logger,
   ) {
     events.on('serverState', this.onState);
-    this.wss.on('connection', (ws) => {
-      ws.on('error', () => ws.terminate());
-      ws.on('message', () => undefined); // viewers only listen
-      ws.on('close', () => this.watchAudit());
-      this.watchAudit();
-      this.sendTo(ws, JSON.stringify({ type: 'hello', ...this.hello() }));
-    });
+  }
+
+  private get clients(): ReadonlySet<WebSocket> {
+    return this.wss?.clients ?? NONE;
+  }
+
+  private server(): Promise<WebSocketServer> {
+    return (this.loading ??= import('ws').then(({ WebSocketServer }) => {
+      const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+      wss.on('connection', (ws) => {
+        ws.on('error', () => ws.terminate());
+        ws.on('message', () => undefined); // viewers only listen
+        ws.on('close', () => this.watchAudit());
+        this.watchAudit();
+        this.sendTo(ws, JSON.stringify({ type: 'hello', ...this.hello() }));
+      });
+      return (this.wss = wss);
+    }));
   }
 
   /**
@@ -61,7 +81,7 @@ export class AdminEvents {
    */
   private watchAudit(): void {
     let open = 0;
-    for (const ws of this.wss.clients) if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) open++;
+    for (const ws of this.clients) if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) open++;
     if ((open > 0) === this.auditOn) return;
     this.auditOn = open > 0;
     if (this.auditOn) this.events.on('audit', this.onAudit);
@@ -69,20 +89,22 @@ export class AdminEvents {
   }
 
   get viewers(): number {
-    return this.wss.clients.size;
+    return this.clients.size;
   }
 
   /** Take over an HTTP upgrade already checked by the caller (path, Host/Origin, admin). */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, credentialExpiresAt?: number): void {
-    if (this.wss.clients.size >= MAX_VIEWERS) {
+  async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, credentialExpiresAt?: number): Promise<void> {
+    if (this.clients.size >= MAX_VIEWERS) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => {
+    const wss = await this.server();
+    if (this.closed) return void socket.destroy();
+    wss.handleUpgrade(req, socket, head, (ws) => {
       // The viewer's credential is the feed's: it ends with it (the page asks for a new ticket).
       const stop = endAtExpiry(credentialExpiresAt, () => ws.close(4001, 'credential expired'));
       ws.on('close', stop);
-      this.wss.emit('connection', ws, req);
+      wss.emit('connection', ws, req);
     });
   }
 
@@ -97,14 +119,15 @@ export class AdminEvents {
    * credential still works.
    */
   dropViewers(): void {
-    for (const ws of this.wss.clients) ws.close(4001, 'credentials changed');
+    for (const ws of this.clients) ws.close(4001, 'credentials changed');
   }
 
   close(): void {
     this.events.off('audit', this.onAudit);
     this.events.off('serverState', this.onState);
-    for (const ws of this.wss.clients) ws.close(1001, 'hub stopping');
-    this.wss.close();
+    this.closed = true;
+    for (const ws of this.clients) ws.close(1001, 'hub stopping');
+    this.wss?.close();
   }
 
   /** Attach to a listener for /admin/events only; other upgrades are left to other listeners or refused. */
@@ -118,12 +141,12 @@ export class AdminEvents {
       socket.on('error', () => socket.destroy());
       const { status, expiresAt } = await Promise.resolve(accept(req)).catch((): Admission => ({ status: 500 }));
       if (status !== 200) return AdminEvents.refuse(socket, status, status === 403 ? 'Forbidden' : status === 401 ? 'Unauthorized' : 'Bad Request');
-      this.upgrade(req, socket, head, expiresAt);
+      await this.upgrade(req, socket, head, expiresAt);
     });
   }
 
   private push(e: object): void {
-    if (this.wss.clients.size === 0) return;
+    if (this.clients.size === 0) return;
     this.queue.push(JSON.stringify(e));
     if (this.scheduled) return;
     this.scheduled = true;
@@ -134,7 +157,7 @@ export class AdminEvents {
     this.scheduled = false;
     const batch = this.queue;
     this.queue = [];
-    for (const ws of this.wss.clients) for (const m of batch) this.sendTo(ws, m);
+    for (const ws of this.clients) for (const m of batch) this.sendTo(ws, m);
   }
 
   private sendTo(ws: WebSocket, text: string): void {

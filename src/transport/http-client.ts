@@ -9,7 +9,7 @@
  * client with a keep-alive agent, and ~50 µs less latency (docs/BENCHMARKS.md).
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Pool, type Dispatcher } from 'undici';
+import type { Dispatcher, Pool } from 'undici';
 import { redactLogText, type Logger } from '../log.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
@@ -97,9 +97,18 @@ const POST_ACCEPT = 'application/json, text/event-stream';
 /** Connect-phase failures: the request surely never reached the server. */
 const NOT_DELIVERED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 
+/**
+ * undici, loaded by the first client made: a hub without HTTP upstreams (every `switchyard
+ * stdio` an IDE starts for stdio servers) does not pay for loading it (~0.1 s of CPU).
+ */
+let undici: Promise<typeof import('undici')> | undefined;
+
 export class HttpClient {
   private readonly url: URL;
-  private readonly pool: Pool;
+  /** Set once undici is loaded (at once after the first client's construction); `ready` until then. */
+  private pool: Pool | undefined;
+  private readonly ready: Promise<void>;
+  private closed = false;
   private readonly base: Record<string, string>;
   /** @internal */ readonly maxFrameBytes: number;
   /** @internal */ readonly log: Logger;
@@ -111,7 +120,10 @@ export class HttpClient {
     // call's timeout, a notice's, the GET stream's abort), which frees its socket. No cap on
     // connections: a long call, a lingering answer stream or the GET stream each hold one, and a
     // cap would queue calls behind them (maxConcurrent already bounds the calls).
-    this.pool = new Pool(this.url.origin, { headersTimeout: 0, bodyTimeout: 0 });
+    this.ready = (undici ??= import('undici')).then((m) => {
+      this.pool = new m.Pool(this.url.origin, { headersTimeout: 0, bodyTimeout: 0 });
+      if (this.closed) this.close();
+    });
     this.base = {};
     for (const [k, v] of Object.entries(opts.headers ?? {})) this.base[k.toLowerCase()] = v;
     this.maxFrameBytes = opts.maxFrameBytes;
@@ -134,7 +146,8 @@ export class HttpClient {
 
   /** Drops the pool's connections; exchanges still running fail. */
   close(): void {
-    this.pool.destroy().catch(() => undefined);
+    this.closed = true;
+    this.pool?.destroy().catch(() => undefined);
   }
 
   private exchange(method: string, body: string | undefined, accept: string, o: HttpExchangeOptions): Promise<HttpAnswer> {
@@ -147,11 +160,16 @@ export class HttpClient {
       const ex = new Exchange(this, method, o, resolve, reject);
       o.abort?.attach(ex);
       if (o.signal) ex.follow(o.signal);
-      try {
-        this.pool.dispatch({ path: this.url.pathname + this.url.search, method, headers, body }, ex);
-      } catch (err) {
-        ex.onResponseError(undefined, err as Error);
-      }
+      const dispatch = (pool: Pool): void => {
+        try {
+          pool.dispatch({ path: this.url.pathname + this.url.search, method, headers, body }, ex);
+        } catch (err) {
+          ex.onResponseError(undefined, err as Error);
+        }
+      };
+      if (this.pool) dispatch(this.pool);
+      // The first exchanges of a new client, while undici loads (a closed client's pool refuses them).
+      else void this.ready.then(() => dispatch(this.pool!), (err: unknown) => ex.onResponseError(undefined, err as Error));
     });
   }
 }

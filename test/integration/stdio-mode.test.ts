@@ -281,6 +281,24 @@ describe('the raw line protocol of switchyard stdio', () => {
   });
 });
 
+describe('what a stdio hub loads', () => {
+  // An IDE starts one per session: undici (HTTP upstreams) and ws (the status page's feed) are
+  // loaded only when a config or a viewer needs them (~0.2 s of CPU at each start).
+  it('loads neither undici nor ws for stdio upstreams only', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-imports-'));
+    const c = new LineClient(
+      spawn(process.execPath, ['--import', join(ROOT, 'test/fixtures/imports/register.mjs'), BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }),
+    );
+    const r = await c.request({ jsonrpc: '2.0', id: 'x', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'hi' }, _meta: META } });
+    expect(r.result?.content?.[0]?.text, JSON.stringify(r)).toBe('echo:hi');
+    c.endInput();
+    expect(await c.exited).toBe(0);
+    const imported = new Set([...c.stderr.matchAll(/^IMPORTED (\S+)$/gm)].map((m) => m[1]));
+    expect(imported).toContain('pino'); // the hook sees packages
+    expect([...imported].filter((p) => p === 'undici' || p === 'ws')).toEqual([]);
+  }, 30_000);
+});
+
 describe('a modern request cancelled while a fresh hub waits to learn what its upstreams offer', () => {
   it('is cancelled: nothing is sent for it', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-early-cancel-'));
