@@ -160,17 +160,18 @@ export class HttpClient {
       const ex = new Exchange(this, method, o, resolve, reject);
       o.abort?.attach(ex);
       if (o.signal) ex.follow(o.signal);
-      const dispatch = (pool: Pool): void => {
-        try {
-          pool.dispatch({ path: this.url.pathname + this.url.search, method, headers, body }, ex);
-        } catch (err) {
-          ex.onResponseError(undefined, err as Error);
-        }
-      };
-      if (this.pool) dispatch(this.pool);
+      if (this.pool) this.dispatch(this.pool, method, headers, body, ex);
       // The first exchanges of a new client, while undici loads (a closed client's pool refuses them).
-      else void this.ready.then(() => dispatch(this.pool!), (err: unknown) => ex.onResponseError(undefined, err as Error));
+      else void this.ready.then(() => this.dispatch(this.pool!, method, headers, body, ex), (err: unknown) => ex.onResponseError(undefined, err as Error));
     });
+  }
+
+  private dispatch(pool: Pool, method: string, headers: Record<string, string>, body: string | undefined, ex: Exchange): void {
+    try {
+      pool.dispatch({ path: this.url.pathname + this.url.search, method, headers, body }, ex);
+    } catch (err) {
+      ex.onResponseError(undefined, err as Error);
+    }
   }
 }
 
