@@ -64,6 +64,8 @@ export interface Pending {
   listen?: (n: { method: string; params: Record<string, unknown> }) => void;
   /** What the call gives back when it settles (HOLDS_* bits): its limiter slot, its place in a call gate. */
   holds: number;
+  /** A `tasks/result` (router/legacy-task.ts): the task it waits for, whose requests name it. */
+  taskId?: string;
 }
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
@@ -227,6 +229,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (who !== undefined && this.servedFor !== who) this.servedFor = this.servedFor === undefined ? who : null;
     return new Promise((resolve, reject) => {
       const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline };
+      if (method === 'tasks/result' && typeof params.taskId === 'string') p.taskId = params.taskId;
       try {
         this.send(p, params);
       } catch (err) {
@@ -398,6 +401,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return undefined;
   }
 
+  /** The call waiting for `task`'s result, if any. */
+  private waiterFor(task: string | undefined): Pending | undefined {
+    if (task === undefined) return undefined;
+    for (const p of this.pending.values()) if (p.taskId === task && !p.internal) return p;
+    return undefined;
+  }
+
   private onServerRequest(msg: Request, via: Pending | undefined): void {
     if (this._era === MODERN) {
       // 2026-07-28 servers never send requests (they ask with input_required, digest §5) and
@@ -407,21 +417,38 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     if (msg.method === 'ping') return this.reply(JSON.stringify(resultResponse(msg.id, {})), via);
     let target: Pending | undefined;
+    let waiter: Pending | undefined;
     // Nobody to ask: not that the client lacks the method (-32601 would say so, and a server may
     // remember it), but that no call of the hub's is there for the question to belong to.
     let nobody: string | undefined;
     if (via !== undefined) {
       if (!this.isPending(via)) nobody = `the call this ${msg.method} came with has ended`;
       target = this.isPending(via) && via.opts?.onServerRequest ? via : undefined;
+    } else if ((waiter = this.waiterFor(relatedTask(msg.params))) !== undefined) {
+      // A task's request names its task (spec: related-task): the call waiting for its result.
+      target = waiter.opts?.onServerRequest ? waiter : undefined;
     } else {
       // Unattributable: it can only be a call's if that call is the one in flight. With more
-      // than one, answering for any of them could hand one user's request to another.
+      // than one, answering for any of them could hand one user's request to another. Calls
+      // waiting for a task count only when no other call is in flight: their task's requests
+      // name the task (above).
       let n = 0;
+      let tasks = 0;
+      let taskTarget: Pending | undefined;
       for (const p of this.pending.values()) {
         if (p.internal || p.listen) continue;
+        if (p.taskId !== undefined) {
+          tasks++;
+          taskTarget = p.opts?.onServerRequest ? p : undefined;
+          continue;
+        }
         n++;
         target = p.opts?.onServerRequest ? p : undefined;
       }
+      if (n === 0 && tasks === 1) {
+        n = 1;
+        target = taskTarget;
+      } else if (n === 0) n = tasks;
       if (n === 0) nobody = `no call of the hub's is in flight to ask ${msg.method} for`;
       if (n > 1) {
         target = undefined;
@@ -611,4 +638,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     return found?.opts?.onLog ? found : undefined;
   }
+}
+
+/** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */
+function relatedTask(params: Record<string, unknown> | undefined): string | undefined {
+  const meta = params?._meta as Record<string, unknown> | undefined;
+  const related = meta?.['io.modelcontextprotocol/related-task'] as { taskId?: unknown } | undefined;
+  return typeof related?.taskId === 'string' ? related.taskId : undefined;
 }

@@ -47,7 +47,9 @@ export class StdioUpstream extends HandshakingUpstream {
    * call that gets in at once leaves the gate when it settles (release()), without a wrapper.
    */
   protected override dispatch(method: string, params: Record<string, unknown>, opts: CallOptions | undefined, holds: number, deadline?: number): Promise<Record<string, unknown>> {
-    if (this.verdict !== LEGACY) return super.dispatch(method, params, opts, holds, deadline);
+    // A task's requests name their task (rpc-base attributes them so): waiting for its result
+    // holds no place in the gate, so tasks run side by side and other calls are not held for them.
+    if (this.verdict !== LEGACY || method === 'tasks/result') return super.dispatch(method, params, opts, holds, deadline);
     const exclusive = opts?.exclusive === true;
     if (this.gate.tryEnter(exclusive)) return super.dispatch(method, params, opts, holds | (exclusive ? HOLDS_EXCLUSIVE : HOLDS_SHARED), deadline);
     // Waiting for its turn is part of the call: its cancellation and its limits hold here too.

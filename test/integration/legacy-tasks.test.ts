@@ -8,6 +8,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { legacySession, modernCall, waitForRows } from './ledger-helpers.js';
@@ -80,5 +83,33 @@ describe('a tool its legacy server runs only as a task', () => {
     const quiet = await modernCall(hub.url, 'c4', 'tools/call', { name: 't__job', arguments: { ms: 60_000 } });
     expect(JSON.stringify(quiet.body)).toMatch(/did not answer within 600 ms/);
     await expect.poll(() => received().find((m) => m.method === 'tasks/cancel' && m.params?.taskId === 'task-4')?.params, { timeout: 10_000 }).toEqual({ taskId: 'task-4' });
+  });
+
+  // Over stdio a legacy server's request says nothing of its call, so a call whose client may be
+  // asked ran alone; a task's requests name their task, so the calls waiting for tasks run side
+  // by side, and each question reaches the client whose task asked it. Each client answers only
+  // once the other has been asked: both tasks must be waiting at once.
+  it("runs two clients' tasks side by side, each task's question put to its own client", async () => {
+    let askedBoth: () => void;
+    const both = new Promise<void>((r) => (askedBoth = r));
+    let asked = 0;
+    const client = async (who: string) => {
+      const c = new Client({ name: `tasks-${who}`, version: '1.0.0' }, { capabilities: { elicitation: {} } });
+      c.setRequestHandler(ElicitRequestSchema, async () => {
+        if (++asked === 2) askedBoth();
+        await both;
+        return { action: 'accept', content: { who } };
+      });
+      await c.connect(new StreamableHTTPClientTransport(new URL(hub.url)));
+      return c;
+    };
+    const [a, b] = await Promise.all([client('A'), client('B')]);
+    try {
+      const [ra, rb] = await Promise.all([a, b].map((c) => c.callTool({ name: 't__ask', arguments: {} }, undefined, { timeout: 15_000 })));
+      expect((ra!.content as { text: string }[])[0]!.text).toMatch(/^task-\d+ got \{"who":"A"\}$/);
+      expect((rb!.content as { text: string }[])[0]!.text).toMatch(/^task-\d+ got \{"who":"B"\}$/);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 });
