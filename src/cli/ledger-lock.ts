@@ -119,6 +119,12 @@ export function ledgerWriter(dbPath: string): { pid: number; command?: string } 
   return holder && holderAlive(holder) ? { pid: holder.pid, command: holder.command } : undefined;
 }
 
+/** The live process holding the writer lock of the ledger at `dbPath`, as "pid N, command"; undefined if none. */
+export function ledgerWriterText(dbPath: string): string | undefined {
+  const holder = ledgerWriter(dbPath);
+  return holder && `pid ${holder.pid}${holder.command ? `, ${holder.command}` : ''}`;
+}
+
 /**
  * Why `lockLedger` and the ledger's opening would fail for this process at `dbPath`, found
  * without creating, locking or changing anything (for `doctor`): the folder cannot be created

@@ -13,7 +13,7 @@ import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
 import { interpolateEnv } from '../config/interpolate.js';
 import { parseJsonText } from '../config/load.js';
-import { ledgerWriter, linkedLedger } from './ledger-lock.js';
+import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 
 /** Where the command writes; tests pass their own. */
@@ -158,7 +158,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
         const linked = writable ? linkedLedger(path) : undefined;
         if (linked) throw linked;
-        reader = LedgerReader.open({ path, writable });
+        // A writer beside a running hub of an older Switchyard must not upgrade its ledger.
+        reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
         const left = leftBehind(path, reader);
         if (left.calls) {
           const calls = `${left.calls} call${left.calls === 1 ? '' : 's'}`;

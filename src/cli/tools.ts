@@ -9,6 +9,7 @@ import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath } from './ledger.js';
+import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';
 import { exportOptions, runToolsExport, toolsExportCommand, type ToolsExportArgs } from './tools-export.js';
 
@@ -110,7 +111,8 @@ async function list(a: ListArgs): Promise<void> {
 function openDb(a: DbArgs) {
   const path = resolveLedgerPath({ config: a.config, db: a.db });
   if (!existsSync(path)) throw new Error(`no ledger database at ${path}: the hub has not pinned any tool yet`);
-  return openLedgerDb({ path });
+  // The hub writing it (an approval is picked up by it) may be of an older Switchyard: its ledger is not upgraded under it.
+  return openLedgerDb({ path, heldBy: ledgerWriterText(path) });
 }
 
 function pretty(json: string | null): string[] {

@@ -30,6 +30,24 @@ export interface OpenDbOptions {
    * is not made one. Migrating an older ledger is still done.
    */
   mustExist?: boolean;
+  /**
+   * The live process that writes this ledger (its lock's holder, as "pid N, switchyard start"),
+   * when the one opening it is another (the CLI beside a running hub). A ledger older than this
+   * code is then not upgraded: its hub is of an older Switchyard, which refuses a newer schema,
+   * so it could not start again on it after a stop or a crash.
+   */
+  heldBy?: string;
+}
+
+/** A ledger an older hub writes, which this Switchyard would have to upgrade to write. */
+export class LedgerHeldOlderError extends Error {
+  override readonly name = 'LedgerHeldOlderError';
+  constructor(dbVersion: number, codeVersion: number, holder: string) {
+    super(
+      `ledger database is at schema version ${dbVersion}, older than this Switchyard (${codeVersion}), and a hub of that older Switchyard writes it (${holder}); ` +
+        'it is not upgraded under that hub, which could then not start on it again: use that hub\'s own switchyard command, or stop the hub and start this version\'s (which upgrades it)',
+    );
+  }
 }
 
 /** SQLite says "disk I/O error" for a folder given as the database: say what it is. */
@@ -79,6 +97,8 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
     // the -wal/-shm files the same mode.
     if (created) chmodSync(path, 0o600);
     configureWriter(db);
+    const v = schemaVersion(db);
+    if (opts.heldBy !== undefined && v > 0 && v < migrations.length) throw new LedgerHeldOlderError(v, migrations.length, opts.heldBy);
     migrate(db, migrations, opts.now);
     return db;
   } catch (err) {

@@ -37,9 +37,11 @@ const PRUNE_CHUNK = 5_000;
 export class LedgerReader {
   constructor(readonly db: Database) {}
 
-  static open(opts: { path: string; writable?: boolean; migrationsDir?: string }): LedgerReader {
+  static open(opts: { path: string; writable?: boolean; migrationsDir?: string; heldBy?: string }): LedgerReader {
     // A writable reader (prune) works on a ledger that is there: it never creates one.
-    return new LedgerReader(openLedgerDb({ path: opts.path, readonly: !opts.writable, mustExist: opts.writable, migrationsDir: opts.migrationsDir }));
+    return new LedgerReader(
+      openLedgerDb({ path: opts.path, readonly: !opts.writable, mustExist: opts.writable, migrationsDir: opts.migrationsDir, heldBy: opts.heldBy }),
+    );
   }
 
   /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */

@@ -9,6 +9,7 @@ import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
+import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { parseWhen } from '../../src/ledger/when.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
@@ -310,6 +311,30 @@ describe('switchyard ledger CLI', () => {
     rmSync(`${t.db}.lock`);
     ledger.sync();
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
+  });
+
+  it('prune does not upgrade the ledger of a running hub of an older Switchyard (that hub could not start on it again)', async () => {
+    t = tempDir();
+    const raw = new Database(t.db);
+    raw.pragma('journal_mode = WAL');
+    migrate(raw, loadMigrations().slice(0, 9)); // as a hub of schema 9 left it
+    raw.close();
+    const version = () => {
+      const db = new Database(t.db, { readonly: true });
+      try {
+        return schemaVersion(db);
+      } finally {
+        db.close();
+      }
+    };
+    writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'switchyard start' })); // that hub, running
+    const held = await cli(['ledger', 'prune', '--db', t.db, '--before', '1d']);
+    expect(held.code).toBe(1);
+    expect(held.err).toMatch(/schema version 9, older than this Switchyard \(\d+\), and a hub of that older Switchyard writes it \(pid \d+, switchyard start\); it is not upgraded under that hub/);
+    expect(version()).toBe(9);
+    rmSync(`${t.db}.lock`); // stopped: the CLI may upgrade it, as this version's start would
+    expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '1d'])).code).toBe(0);
+    expect(version()).toBe(loadMigrations().length);
   });
 
   it('the note counts only calls a start would still apply: not lines of rows in SQLite already, nor of pruned rows', async () => {
