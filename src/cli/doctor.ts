@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
+import { loadMigrations, schemaVersion } from '../ledger/migrate.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
@@ -112,11 +113,15 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
   if (linked) return fail(linked.message);
   if (!existsSync(path)) return { level: 'ok', check: 'ledger', message: `${path} does not exist yet (created at the first start)` };
   try {
-    const db = openLedgerDb({ path, readonly: true });
+    // An older Switchyard's ledger is no problem for start, which upgrades it: read as it is.
+    const db = openLedgerDb({ path, readonly: true, readsOlder: true });
     try {
       const v = new LedgerReader(db).verify();
+      const version = schemaVersion(db);
+      const newest = loadMigrations().length;
+      const upgrade = version < newest ? `; at schema version ${version}, which this Switchyard's start upgrades to ${newest} (an older Switchyard then refuses it)` : '';
       return v.ok
-        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)` }
+        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)${upgrade}` }
         : { level: 'fail', check: 'ledger', message: `${path}: chain broken at row ${v.rowId ?? '?'}: ${v.reason}` };
     } finally {
       db.close();

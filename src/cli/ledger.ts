@@ -367,7 +367,9 @@ function leftBehind(dbPath: string, reader: LedgerReader): { calls: number; file
   const left = { calls: 0, files: [] as string[] };
   if (ledgerWriter(dbPath)) return left;
   const outcome = reader.db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
-  const pruned = reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck();
+  // An older Switchyard's ledger (read as it is) may have no audit_pruned yet: nothing pruned is listed.
+  const listed = reader.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_pruned'`).get() !== undefined;
+  const pruned = listed ? reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck() : { get: (_id: number): unknown => undefined };
   const counted = new Set<number>();
   for (const file of PendingFiles.paths(realLedgerPath(dbPath))) {
     const before = counted.size;

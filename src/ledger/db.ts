@@ -37,6 +37,13 @@ export interface OpenDbOptions {
    * so it could not start again on it after a stop or a crash.
    */
   heldBy?: string;
+  /**
+   * Read-only: a ledger an older Switchyard wrote is read as it is, not refused. For readers of
+   * the audit trail alone (the audit and chain_state tables, unchanged since 0001): a newer CLI
+   * beside a running older hub (which must not be upgraded under it), or an evidence copy taken
+   * from one (which must not be written at all).
+   */
+  readsOlder?: boolean;
 }
 
 /** A ledger an older hub writes, which this Switchyard would have to upgrade to write. */
@@ -73,7 +80,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
       const v = schemaVersion(db);
       if (v > migrations.length) throw new LedgerVersionError(v, migrations.length);
       if (v === 0) throw new Error(`${path} is not a Switchyard ledger (no schema version)`);
-      if (v < migrations.length) {
+      if (v < migrations.length && !opts.readsOlder) {
         throw new Error(
           `ledger database is at schema version ${v}, older than this Switchyard (${migrations.length}); start the hub once (or run a writing ledger command such as prune) to upgrade it`,
         );

@@ -40,7 +40,7 @@ export class LedgerReader {
   static open(opts: { path: string; writable?: boolean; migrationsDir?: string; heldBy?: string }): LedgerReader {
     // A writable reader (prune) works on a ledger that is there: it never creates one.
     return new LedgerReader(
-      openLedgerDb({ path: opts.path, readonly: !opts.writable, mustExist: opts.writable, migrationsDir: opts.migrationsDir, heldBy: opts.heldBy }),
+      openLedgerDb({ path: opts.path, readonly: !opts.writable, readsOlder: true, mustExist: opts.writable, migrationsDir: opts.migrationsDir, heldBy: opts.heldBy }),
     );
   }
 

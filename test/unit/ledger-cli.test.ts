@@ -5,7 +5,9 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import yargs from 'yargs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ledgerFinding } from '../../src/cli/doctor.js';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
+import type { HubConfig } from '../../src/config/types.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
@@ -335,6 +337,27 @@ describe('switchyard ledger CLI', () => {
     rmSync(`${t.db}.lock`); // stopped: the CLI may upgrade it, as this version's start would
     expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '1d'])).code).toBe(0);
     expect(version()).toBe(loadMigrations().length);
+  });
+
+  it("reading commands and doctor read an older Switchyard's ledger as it is: not refused, not upgraded", async () => {
+    t = tempDir();
+    const raw = new Database(t.db);
+    raw.pragma('journal_mode = WAL');
+    migrate(raw, loadMigrations().slice(0, 9)); // as a hub of schema 9 (before audit_pruned) left it
+    raw.prepare(`INSERT INTO audit (id, ts, request_id, principal, client_era, method, outcome) VALUES (1, 1, 'r', 'p', 'e', 'tools/list', 'in_flight')`).run();
+    raw.close();
+    // And a line that hub's pending file still held when it stopped.
+    writeFileSync(`${t.db}-pending`, line({ id: 2, ts: 2, request_id: 'q', principal: 'p', client_era: 'e', method: 'tools/call' }) + '\n');
+    const query = await cli(['ledger', 'query', '--db', t.db]);
+    expect(query).toMatchObject({ code: 0, out: expect.stringMatching(/tools\/list/) });
+    expect(query.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped/);
+    expect(await cli(['ledger', 'verify', '--db', t.db])).toMatchObject({ code: 0, out: expect.stringMatching(/^ok: 0 rows verified/) });
+    const doctor = ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig);
+    expect(doctor.level).toBe('ok');
+    expect(doctor.message).toMatch(new RegExp(`at schema version 9, which this Switchyard's start upgrades to ${loadMigrations().length}`));
+    const db = new Database(t.db, { readonly: true });
+    expect(schemaVersion(db)).toBe(9);
+    db.close();
   });
 
   it('the note counts only calls a start would still apply: not lines of rows in SQLite already, nor of pruned rows', async () => {

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
+import { openLedgerDb } from '../../src/ledger/db.js';
 import { defaultMigrationsDir, LedgerVersionError, loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
@@ -108,12 +109,20 @@ describe('ledger migrations', () => {
     expect(() => loadMigrations(t.dir)).toThrowError(/without gaps/);
   });
 
-  it('read-only open refuses a missing file and an older schema', () => {
+  it('read-only open refuses a missing file and an older schema, but the audit trail of an older one is read as it is', () => {
     t = tempDir();
     expect(() => LedgerReader.open({ path: t.db })).toThrowError(/no ledger database/);
     const raw = new Database(t.db);
     migrate(raw, all.slice(0, 1));
     raw.close();
-    expect(() => LedgerReader.open({ path: t.db })).toThrowError(/older than this Switchyard/);
+    expect(() => openLedgerDb({ path: t.db, readonly: true })).toThrowError(/older than this Switchyard/);
+    // The audit and chain_state tables are as 0001 made them: a reader of them needs no upgrade.
+    const reader = LedgerReader.open({ path: t.db });
+    expect(reader.query({})).toEqual([]);
+    expect(reader.verify().ok).toBe(true);
+    reader.close();
+    const db = new Database(t.db, { readonly: true });
+    expect(schemaVersion(db)).toBe(1);
+    db.close();
   });
 });
