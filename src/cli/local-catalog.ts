@@ -90,9 +90,12 @@ function ledgerPins(config: HubConfig, ignoreUnread: boolean): MemoryPinStore {
   const path = ledgerDbPath(config);
   if (!existsSync(path)) return store;
   try {
-    const db = openLedgerDb({ path, readonly: true });
+    // An older Switchyard's ledger (before the daemon's first start on this version) is read as
+    // it is: its pins hold back what that start would; before migration 0004 there are none.
+    const db = openLedgerDb({ path, readonly: true, readsOlder: true });
     try {
-      for (const r of readPins(db)) store.put(r);
+      const pinned = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tool_pins'`).get() !== undefined;
+      if (pinned) for (const r of readPins(db)) store.put(r);
     } finally {
       db.close();
     }

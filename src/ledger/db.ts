@@ -39,9 +39,10 @@ export interface OpenDbOptions {
   heldBy?: string;
   /**
    * Read-only: a ledger an older Switchyard wrote is read as it is, not refused. For readers of
-   * the audit trail alone (the audit and chain_state tables, unchanged since 0001): a newer CLI
-   * beside a running older hub (which must not be upgraded under it), or an evidence copy taken
-   * from one (which must not be written at all).
+   * the audit trail (the audit and chain_state tables, unchanged since 0001) and of tables whose
+   * older forms they take (tool_pins, see readPins): a newer CLI beside a running older hub
+   * (which must not be upgraded under it), an evidence copy taken from one (which must not be
+   * written at all), doctor before the first start of a newer hub.
    */
   readsOlder?: boolean;
 }

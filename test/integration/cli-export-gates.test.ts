@@ -7,7 +7,9 @@
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { loadMigrations, migrate } from '../../src/ledger/migrate.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub } from '../helpers/hub-process.js';
 
@@ -67,6 +69,23 @@ describe('tools --format without the daemon holds back what the daemon holds bac
       await again.stop();
     }
   }, 90_000);
+
+  it("an older Switchyard's ledger, before this version's first start, holds back what its pins hold back (doctor)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-export-older-'));
+    const db = new Database(join(dir, 'ledger.db'));
+    db.pragma('journal_mode = WAL');
+    migrate(db, loadMigrations().slice(0, 9)); // as a hub of schema 9 left it
+    // t1 approved by that hub with another definition than the server shows now (a rug pull).
+    db.prepare(`INSERT INTO tool_pins (server, tool, hash, body_hash, definition, first_seen_ms, approved_ms, approved_by) VALUES ('rug', 't1', ?, ?, '{}', 1, 1, 'first-seen')`).run(
+      'ab'.repeat(32),
+      'cd'.repeat(32),
+    );
+    db.close();
+    const configFile = join(dir, 'hub.config.json');
+    writeFileSync(configFile, JSON.stringify({ ledger: { path: './ledger.db' }, servers: { rug: server([tool('t1', 'one'), tool('t2', 'two')]) } }));
+    const doctor = await runCli(['doctor', '-c', configFile]);
+    expect(doctor.stdout).toMatch(/quarantine\s+rug__t1 \(rug\) is held back/);
+  }, 60_000);
 
   it('what plugins print while the export looks locally goes to stderr: stdout is the export alone', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-export-noisy-'));
