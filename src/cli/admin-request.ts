@@ -5,7 +5,7 @@
  * told by its status and content type, never printed (OtherProgramError). The daemon's address,
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
-import type { AnswerShape } from './admin-answers.js';
+import { serversAnswer, type AnswerShape } from './admin-answers.js';
 import { DaemonError, NoDaemonError } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
@@ -35,6 +35,22 @@ export function postJson<T>(
   opts: { timeoutMs?: number; key?: string; answers?: readonly number[] } = {},
 ): Promise<T> {
   return requestJson(base, path, shape, { ...opts, method: 'POST' });
+}
+
+/**
+ * `err` (a command's request) as said of a daemon of a build from before `command`: such a
+ * daemon answers the command's route as an unknown path (405, no JSON), which reads as another
+ * program on the port. When the port's /admin/servers answers as a switchyard daemon's, that is
+ * what is said, with `remedy`; otherwise undefined (the error stands as it is).
+ */
+export async function olderDaemon(err: unknown, base: string, command: string, remedy: string): Promise<DaemonError | undefined> {
+  if (!(err instanceof OtherProgramError)) return undefined;
+  try {
+    const { pid } = await getJson(base, '/admin/servers', serversAnswer);
+    return new DaemonError(`the switchyard daemon at ${base}${pid === undefined ? '' : ` (pid ${pid})`} is of a build without \`${command}\`: ${remedy}`);
+  } catch {
+    return undefined; // not a daemon's answer either
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import type { ReloadOutcome } from '../config/watch.js';
 import type { ReloadReport } from '../hub/reload.js';
 import { screenJson, screenText } from '../ledger/format.js';
 import { reloadAnswer } from './admin-answers.js';
-import { postJson } from './admin-request.js';
+import { olderDaemon, postJson } from './admin-request.js';
 import { daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
 type Outcome = ReloadOutcome<ReloadReport>;
@@ -56,7 +56,9 @@ export const reloadCommand: CommandModule<object, DaemonArgs> = {
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
-      const o = await postJson(base, '/admin/reload', reloadAnswer, { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] });
+      const o = await postJson(base, '/admin/reload', reloadAnswer, { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] }).catch(async (err: unknown) => {
+        throw (await olderDaemon(err, base, 'switchyard reload', 'send it SIGHUP, which reloads its config file')) ?? err;
+      });
       const { text, exitCode } = describeOutcome(o);
       if (argv.json) process.stdout.write(screenJson(JSON.stringify(o, null, 2)) + '\n');
       else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));

@@ -2,7 +2,7 @@ import { screenJson, screenText } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
-import { getJson, postJson } from './admin-request.js';
+import { getJson, olderDaemon, postJson } from './admin-request.js';
 import { BadUrlError, daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
 
 type ServersArgs = DaemonArgs;
@@ -99,7 +99,9 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
     await withDaemon(async () => {
-      await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`, restartAnswer);
+      await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`, restartAnswer).catch(async (err: unknown) => {
+        throw (await olderDaemon(err, base, 'switchyard servers restart', 'restart the daemon (SIGTERM, then start it again), which restarts every server')) ?? err;
+      });
       if (!argv.wait) {
         process.stdout.write(`restarting "${argv.id}"\n`);
         return;

@@ -8,6 +8,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
@@ -132,6 +133,29 @@ describe('switchyard reload', () => {
     const gone = await run(['reload', '--url', `http://127.0.0.1:${unused}`]);
     expect(gone.code).toBe(3);
     expect(gone.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+  });
+});
+
+describe('switchyard reload against a daemon of a build before it', () => {
+  it('says it is a switchyard daemon without the route and what to do instead (SIGHUP), not "another program" (reload, servers restart)', async () => {
+    // Such a daemon's answers: /admin/servers as it has always been, no route /admin/reload
+    // (a 405 without a body, as those builds gave an unknown admin path).
+    const older = createHttpServer((req, res) => {
+      if (req.url === '/admin/servers') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ servers: [], pid: 4242, version: '0.1.0' }));
+      res.writeHead(405).end();
+    });
+    await new Promise<void>((r) => older.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(older.address() as { port: number }).port}`;
+      const r = await run(['reload', '--url', url]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`the switchyard daemon at ${url} (pid 4242) is of a build without \`switchyard reload\`: send it SIGHUP, which reloads its config file\n`);
+      const restart = await run(['servers', 'restart', 'a', '--url', url]);
+      expect(restart.code).toBe(1);
+      expect(restart.stderr).toMatch(/^the switchyard daemon at .* \(pid 4242\) is of a build without `switchyard servers restart`: restart the daemon/);
+    } finally {
+      await new Promise((r) => older.close(r));
+    }
   });
 });
 
