@@ -71,9 +71,29 @@ function alive(pid: number): boolean {
  */
 function holderAlive(holder: Holder): boolean {
   if (!alive(holder.pid)) return false;
-  if (holder.started === undefined) return true;
+  if (holder.started === undefined) return runsCommand(holder);
   const now = processStart(holder.pid);
   return now === undefined || now === holder.started;
+}
+
+/**
+ * A lock without `started` was written by a build from before it (or where /proc says nothing).
+ * Its pid may be another program's since that hub died (killed before a reboot, or long ago),
+ * which kept a newer hub from starting on the ledger, said to be in use by "another switchyard
+ * process", until the lock was removed by hand. Where /proc shows the process's arguments, it is
+ * the holder only if they hold the lock's subcommand (`switchyard start`: start), as a hub's
+ * (node …/main.js start …) do; a program that happens to have it is still taken for the holder.
+ */
+function runsCommand(holder: Holder): boolean {
+  const sub = holder.command?.split(' ').at(-1);
+  if (!sub) return true;
+  let args: string[];
+  try {
+    args = readFileSync(`/proc/${holder.pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return true; // /proc says nothing: alive is all that is known
+  }
+  return args.includes(sub);
 }
 
 /**

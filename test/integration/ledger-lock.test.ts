@@ -176,9 +176,18 @@ describe('ledger writer lock', () => {
       // The lock's own process, as the hub writes it: still its holder.
       writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start', started: `${boot}:${ticks}` }));
       expect(ledgerWriter(db)?.pid).toBe(other.pid);
-      // A lock of a build that did not write when its process started: its live pid is trusted.
+      // A lock of a build that did not write when its process started: its live pid is trusted
+      // if that process runs the lock's command (a hub's arguments hold `start`), and not if it
+      // is another program now (after a reboot, or a crash long ago): the newer hub starts.
       writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start' }));
-      expect(ledgerWriter(db)?.pid).toBe(other.pid);
+      expect(ledgerWriter(db)).toBeUndefined();
+      const olderHub = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30_000)', 'start'], { stdio: 'ignore' });
+      try {
+        writeFileSync(lock, JSON.stringify({ pid: olderHub.pid, command: 'switchyard start' }));
+        expect(ledgerWriter(db)?.pid).toBe(olderHub.pid);
+      } finally {
+        olderHub.kill();
+      }
       // The process that took the lock started at another time (or in another boot): gone.
       writeFileSync(lock, JSON.stringify({ pid: other.pid, command: 'switchyard start', started: `${boot}:${Number(ticks) - 1}` }));
       expect(ledgerWriter(db)).toBeUndefined();

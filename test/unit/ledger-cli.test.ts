@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -7,6 +7,7 @@ import yargs from 'yargs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ledgerFinding } from '../../src/cli/doctor.js';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
+import { processStart } from '../../src/cli/ledger-lock.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
@@ -308,7 +309,7 @@ describe('switchyard ledger CLI', () => {
     await ledger.record(begin(), end());
     const stopped = await cli(['ledger', 'query', '--db', t.db]);
     expect(stopped.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped is in .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
-    writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'start' }));
+    writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'switchyard start', started: processStart(process.pid) }));
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
     rmSync(`${t.db}.lock`);
     ledger.sync();
@@ -329,11 +330,17 @@ describe('switchyard ledger CLI', () => {
         db.close();
       }
     };
-    writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'switchyard start' })); // that hub, running
-    const held = await cli(['ledger', 'prune', '--db', t.db, '--before', '1d']);
-    expect(held.code).toBe(1);
-    expect(held.err).toMatch(/schema version 9, older than this Switchyard \(\d+\), and a hub of that older Switchyard writes it \(pid \d+, switchyard start\); it is not upgraded under that hub/);
-    expect(version()).toBe(9);
+    // That hub, running: a process whose arguments hold `start`, its lock as those builds wrote it.
+    const hub = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30_000)', 'start'], { stdio: 'ignore' });
+    try {
+      writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: hub.pid, command: 'switchyard start' }));
+      const held = await cli(['ledger', 'prune', '--db', t.db, '--before', '1d']);
+      expect(held.code).toBe(1);
+      expect(held.err).toMatch(/schema version 9, older than this Switchyard \(\d+\), and a hub of that older Switchyard writes it \(pid \d+, switchyard start\); it is not upgraded under that hub/);
+      expect(version()).toBe(9);
+    } finally {
+      hub.kill();
+    }
     rmSync(`${t.db}.lock`); // stopped: the CLI may upgrade it, as this version's start would
     expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '1d'])).code).toBe(0);
     expect(version()).toBe(loadMigrations().length);
