@@ -136,7 +136,22 @@ function readHolder(file: string): Holder | undefined {
 /** The live process holding the writer lock of the ledger at `dbPath`, if any. */
 export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
   const holder = readHolder(`${realLedgerPath(dbPath)}.lock`);
-  return holder && holderAlive(holder) ? { pid: holder.pid, command: holder.command } : undefined;
+  if (holder && holderAlive(holder)) return { pid: holder.pid, command: holder.command };
+  const older = olderHolder(dbPath, realLedgerPath(dbPath));
+  return older && { pid: older.pid, command: older.command };
+}
+
+/**
+ * Builds from before the lock followed symlinks took it under the path they were given: a hub of
+ * such a build on a config whose ledger.path is a symlink to the database holds `<that path>.lock`,
+ * not the real path's, and a newer hub on the same config wrote beside it (and upgraded the file
+ * under it). Its live holder there is looked at (never created or taken over here).
+ */
+function olderHolder(dbPath: string, real: string): Holder | undefined {
+  const given = resolve(dbPath);
+  if (given === real) return undefined;
+  const holder = readHolder(`${given}.lock`);
+  return holder && holder.pid !== process.pid && holderAlive(holder) ? holder : undefined;
 }
 
 /** The live process holding the writer lock of the ledger at `dbPath`, as "pid N, command"; undefined if none. */
@@ -301,6 +316,12 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   const real = realLedgerPath(db);
   const file = `${real}.lock`;
   for (;;) {
+    const older = olderHolder(db, real);
+    if (older) {
+      if (Date.now() >= deadline) throw new LedgerBusyError(`${db} (${real})`, { pid: older.pid, command: older.command });
+      await sleep(100);
+      continue;
+    }
     if (create(file, command)) return refuseLinked(real, file);
     const holder = readHolder(file);
     if (holder && holderAlive(holder)) {

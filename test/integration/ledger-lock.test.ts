@@ -133,6 +133,25 @@ describe('ledger writer lock', () => {
     }
   }, 30_000);
 
+  // Builds before the lock followed symlinks took it under the path they were given: a hub of
+  // one running on the same config holds `<link>.lock`, which a newer hub must meet too.
+  it.runIf(existsSync('/proc/self/cmdline'))("an older build's lock under a symlink's own name is met by a hub given that symlink", async () => {
+    const a = join(tempDir(), 'ledger.db');
+    const link = join(tempDir(), 'ledger.db');
+    writeFileSync(a, '');
+    symlinkSync(a, link);
+    const olderHub = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 30_000)', 'start'], { stdio: 'ignore' });
+    try {
+      writeFileSync(`${link}.lock`, JSON.stringify({ pid: olderHub.pid, command: 'switchyard start' })); // as those builds wrote it
+      const [c] = await contenders([link]);
+      expect(await contend([c!])).toEqual([`busy ${olderHub.pid}`]);
+      expect(existsSync(`${a}.lock`)).toBe(false); // nothing taken beside it
+      expect(ledgerWriter(link)?.pid).toBe(olderHub.pid);
+    } finally {
+      olderHub.kill();
+    }
+  }, 30_000);
+
   it('a symlink to a ledger not created yet, or to the folder that will hold it, meets its lock too', async () => {
     const home = tempDir();
     const a = join(home, 'data', 'ledger.db'); // hub A's ledger, before its first start
