@@ -19,6 +19,7 @@ import { contentSnapshot } from './snapshot.js';
 import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
+import { LapsedLists } from './lapsed-lists.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
@@ -125,6 +126,8 @@ export class Catalog extends EventEmitter {
    * and no error anywhere but the log.
    */
   private readonly listFailed = new Map<string, string>();
+  /** Principals' own lists whose connections closed: only the most recent are kept. */
+  private readonly lapsed = new LapsedLists((serverId, principal) => this.dropOwnLists(serverId, principal));
 
   constructor(
     private readonly servers: () => readonly ServerHandle[],
@@ -225,6 +228,7 @@ export class Catalog extends EventEmitter {
     if (principal !== undefined) {
       const key = principalListenKey(h.id, principal);
       this.listens.track(key, upstream);
+      this.lapsed.opened(h.id, principal);
       const onState = (state: string) => {
         // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
         // would have said a change (legacy GET, modern listen) is gone with it.
@@ -232,6 +236,7 @@ export class Catalog extends EventEmitter {
         if (state !== 'stopped') return;
         upstream.off('state', onState);
         this.listens.untrack(key, upstream);
+        this.lapsed.closed(h.id, principal);
       };
       upstream.on('state', onState);
     }
@@ -384,6 +389,15 @@ export class Catalog extends EventEmitter {
     const own = `\0${principalConn(principal)}`;
     if (this.cache.peek(`${serverId}\0tools${own}`)) this.toolsChangedAt.set(serverId, ++this.toolsEpoch);
     for (const k of LIST_KINDS) this.cache.expire(`${serverId}\0${k}${own}`);
+  }
+
+  /** A principal's own lists of a server, gone: its next connection's lists are its first. */
+  private dropOwnLists(serverId: string, principal: string): void {
+    const credential = principalConn(principal);
+    for (const k of LIST_KINDS) {
+      this.cache.drop(`${serverId}\0${k}\0${credential}`);
+      this.parts.delete(partKey(serverId, credential, k));
+    }
   }
 
   /** Forget what is cached of a server (removed, or its config changed: then it is listened to afresh). */

@@ -52,6 +52,11 @@ export class ListCache {
     private readonly onChanged?: (key: string) => void,
   ) {}
 
+  /** Entries held (for tests). */
+  get size(): number {
+    return this.entries.size;
+  }
+
   peek(key: string): ListEntry | undefined {
     return this.entries.get(key);
   }

@@ -14,6 +14,7 @@ import { expect, it } from 'vitest';
 import { Catalog, type Connection } from '../../src/catalog/catalog.js';
 import { NameAssigner } from '../../src/catalog/names.js';
 import { principalConn } from '../../src/catalog/principal-conn.js';
+import { MAX_LAPSED } from '../../src/catalog/lapsed-lists.js';
 import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
 import { serverConfig } from '../integration/catalog-helpers.js';
@@ -65,3 +66,54 @@ for (const era of [LEGACY, MODERN])
     expect((await c.aggregate('tools', view)).items).toEqual([]);
     c.close();
   });
+
+it("principals' own lists are not kept for every principal that ever connected: past the last MAX_LAPSED closed, the oldest go", async () => {
+  // An OAuth hub meets a new `sub` every day; each used to leave its whole lists in the catalog for good.
+  const connection = (): any => {
+    const u: any = new EventEmitter();
+    u.state = 'ready';
+    u.era = LEGACY;
+    u.capabilities = { tools: { listChanged: true } };
+    u.request = async (m: string) => (m === 'tools/list' ? { tools: [REPORT] } : {});
+    return u;
+  };
+  const main = connection();
+  const h: any = { id: 'u', config: serverConfig('u'), upstream: main };
+  const own = new Map<string, any>();
+  const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
+    listAtReady: () => false,
+    connection: (_h, pr): Connection => ({ credential: principalConn(pr!), upstream: own.get(pr!) }),
+  });
+  const parts = () => (c as any).parts.size as number;
+  const principals = MAX_LAPSED + 40;
+  for (let i = 0; i < principals; i++) {
+    const who = `user-${i}`;
+    const u = connection();
+    own.set(who, u);
+    c.watchConnection(h, u, who);
+    await c.aggregate('tools', { principal: who });
+    u.state = 'stopped'; // the pool's idle sweep
+    u.emit('state', 'stopped');
+    own.delete(who);
+  }
+  expect(c.cache.size).toBe(MAX_LAPSED);
+  expect(parts()).toBe(MAX_LAPSED);
+
+  // One with a connection open keeps its list, however many close after it.
+  const kept = connection();
+  own.set('kept', kept);
+  c.watchConnection(h, kept, 'kept');
+  await c.aggregate('tools', { principal: 'kept' });
+  for (let i = 0; i < 10; i++) {
+    const who = `later-${i}`;
+    const u = connection();
+    own.set(who, u);
+    c.watchConnection(h, u, who);
+    await c.aggregate('tools', { principal: who });
+    u.state = 'stopped';
+    u.emit('state', 'stopped');
+  }
+  expect(c.cache.peek(`u\0tools\0${principalConn('kept')}`)).toBeDefined();
+  expect(c.cache.size).toBe(MAX_LAPSED + 1);
+  c.close();
+});
