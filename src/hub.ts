@@ -34,6 +34,7 @@ import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { Subscriptions } from './router/subscriptions.js';
 import { principalConn, principalOfConn } from './catalog/principal-conn.js';
+import { RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
@@ -76,7 +77,7 @@ export class Hub implements HubCore {
    * counts from 0). `earlier`: the sum of the connections replaced so far; `last`: the one counted now.
    * Kept when a server is removed, so one added again under its id goes on from its total.
    */
-  private readonly restartTotals = new Map<string, { earlier: number; last: Upstream }>();
+  private readonly restartTotals = new RestartTotals();
   private readonly listChanges: ChangeCoalescer<[kind: string, principal: string | undefined, servers: readonly string[] | undefined]>;
   readonly catalog: Catalog;
   readonly router: Router;
@@ -249,6 +250,7 @@ export class Hub implements HubCore {
     this.knownCapabilities.retain(ids);
     this.resourceRoutes?.retain(ids);
     this.instructionScreen.retain(new Set(this.handles.keys()));
+    this.restartTotals.retain(new Set(this.handles.keys()));
   }
 
   /** A server's upstream and handle, not yet registered or started; throws on a config it cannot use. */
@@ -259,8 +261,7 @@ export class Hub implements HubCore {
 
   /** Automatic restarts of the server under this id since the hub started, over every connection it had. */
   private restartsSinceStart(h: ServerHandle): number {
-    const t = this.restartTotals.get(h.id);
-    return t && t.last === h.upstream ? t.earlier + h.upstream.restarts : h.upstream.restarts;
+    return this.restartTotals.of(h.id, h.upstream);
   }
 
   private addServer(h: ServerHandle): void {
@@ -268,9 +269,7 @@ export class Hub implements HubCore {
     const upstream = h.upstream;
     // The connection it replaces (a restart, a reload, a removal and a return) is done counting:
     // its restarts so far join the total, read once so that the total never goes back.
-    const t = this.restartTotals.get(s.id);
-    if (t && t.last !== upstream) this.restartTotals.set(s.id, { earlier: t.earlier + t.last.restarts, last: upstream });
-    else if (!t) this.restartTotals.set(s.id, { earlier: 0, last: upstream });
+    this.restartTotals.connected(s.id, upstream);
     this.handles.set(s.id, h);
     this.catalog.watch(h);
     upstream.on('state', (state: string, detail?: string) => {
