@@ -453,6 +453,10 @@ export class HttpServer {
     res.on('close', () => {
       stop();
       session.lastSeen = Date.now();
+      // A closed stream is nothing to the session but its response, request and socket (some
+      // 12 KB), held while the session lives on idle (an hour by default) for every client
+      // that dropped its stream without a DELETE.
+      if (session.stream === stream) session.stream = undefined;
     });
   }
 

@@ -4,7 +4,13 @@
  * open GET stream does not, and at listen.maxSessions a new session takes the place of the one
  * idle longest, or is refused with 503 when every session is in use. Real built hub.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { Hub } from '../../src/hub.js';
+import { silentLogger } from '../../src/log.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { keepOpen, LEGACY_VERSION, legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
@@ -172,4 +178,30 @@ describe('modern listen streams at the caps (listen.maxSessions*)', () => {
     expect(burst.filter((s) => s.status === 503)).toHaveLength(7);
     for (const s of burst) s.ac.abort();
   }, 20_000);
+});
+
+describe('a GET stream its client dropped', () => {
+  it('is let go by its session, which lives on idle (the stream held its response, request and socket for the session\'s life)', async () => {
+    // In process: what a session holds is not visible from outside the hub.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-'));
+    const hub = Hub.create(parseConfig({ ledger: { enabled: false }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      const url = `http://127.0.0.1:${addr.port}/mcp`;
+      const s = await legacySession(url);
+      const stream = await openStream(url, s.sessionId);
+      const session = hub.endpoint.sessions.get(s.sessionId)!;
+      expect(session.stream).toBeDefined();
+      stream.abort();
+      const deadline = Date.now() + 5000;
+      while (session.stream !== undefined && Date.now() < deadline) await sleep(10);
+      expect(session.stream).toBeUndefined();
+      // The session goes on, and takes a new stream.
+      expect((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION })).status).toBe(200);
+      (await openStream(url, s.sessionId)).abort();
+    } finally {
+      await hub.stop(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
