@@ -32,7 +32,7 @@ import { SchemaValidator } from './policy/validate.js';
 import { Mrtr } from './router/mrtr.js';
 import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
-import { Subscriptions } from './router/subscriptions.js';
+import { MAX_SUBSCRIBED_URI_LENGTH, Subscriptions } from './router/subscriptions.js';
 import { principalConn, principalOfConn } from './catalog/principal-conn.js';
 import { RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
@@ -608,6 +608,8 @@ export class Hub implements HubCore {
     /** Modern servers whose listen filter gained URIs, and those URIs. */
     const modern = new Map<ServerHandle, string[]>();
     for (const uri of uris) {
+      // Not honoured (the acknowledgement leaves it out), as a legacy subscribe of it is refused.
+      if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
       const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
       if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;

@@ -13,7 +13,7 @@ import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { cutOffError, outcomeOfError } from './outcome.js';
-import type { Subscriptions } from './subscriptions.js';
+import { MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
@@ -383,6 +383,11 @@ export class Router {
   private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
     const method = 'resources/subscribe';
     const uri = typeof params.uri === 'string' ? params.uri : '';
+    if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
+      const err = new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`);
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
+      throw err;
+    }
     const server = await this.ownerOf(uri, ctx);
     if (!server) throw await this.notFound(method, uri, ctx);
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a

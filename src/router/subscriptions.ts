@@ -8,6 +8,15 @@
  * A subscriber is counted only with something behind it: the upstream subscription (join), a
  * listen filter, or a connection that is down and is subscribed when it is back (add).
  */
+/**
+ * The longest URI the hub keeps a subscription to (a request line's usual limit; no URI longer
+ * travels in most HTTP requests). A session's subscriptions were bounded in number only: a
+ * template matches an id of any length, so one session held up to a thousand URIs of up to a
+ * request body (4 MiB) each, in its table here, in the upstream's, and in its ledger row, written
+ * whole again at each subscribe (40 one-megabyte URIs made a 40 MB row and a 120 MB ledger).
+ */
+export const MAX_SUBSCRIBED_URI_LENGTH = 8192;
+
 export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
   /** Upstream subscribes in flight (join), by the same key. */

@@ -4,10 +4,11 @@
  * past the cap a new URI is refused, one it holds is not, and unsubscribing makes room.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { legacySession, waitForReady, type Json } from '../helpers/wire.js';
+import { heardSoFar, legacySession, modernBody, modernHeaders, waitForReady, type Json } from '../helpers/wire.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 const CAP = 1_000;
+const LONGEST = 8192;
 let hub: HubProcess;
 
 beforeAll(async () => {
@@ -38,4 +39,32 @@ describe('resource subscriptions of one legacy session', () => {
     const other = await legacySession(hub.url);
     expect((await other.request(1, 'resources/subscribe', { uri: uri(CAP + 1) })).body?.result).toEqual({});
   }, 60_000);
+});
+
+describe('a URI subscribed to', () => {
+  // A template matches an id of any length: a thousand URIs of a request body each were kept, in
+  // the session's table, upstream and in its ledger row, written whole again at each subscribe.
+  const sized = (n: number) => `demo://resource/dynamic/text/${'7'.repeat(n - uri(0).length + 1)}`;
+
+  it(`is at most ${LONGEST} characters long: a legacy subscribe of a longer one is refused, a listen stream does not honour it`, async () => {
+    expect(sized(LONGEST)).toHaveLength(LONGEST);
+    const s = await legacySession(hub.url);
+    expect((await s.request(1, 'resources/subscribe', { uri: sized(LONGEST) })).body?.result).toEqual({});
+    const over = await s.request(2, 'resources/subscribe', { uri: sized(LONGEST + 1) });
+    expect((over.body?.error as Json | undefined)?.code).toBe(-32602);
+    expect((over.body?.error as Json).message).toContain(`at most ${LONGEST} characters`);
+
+    const ac = new AbortController();
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: modernHeaders('subscriptions/listen'),
+      body: JSON.stringify(modernBody('l-1', 'subscriptions/listen', { notifications: { resourceSubscriptions: [uri(7), sized(LONGEST + 1)] } })),
+      signal: ac.signal,
+    });
+    const heard = heardSoFar(res);
+    await expect.poll(() => heard().includes('acknowledged')).toBe(true);
+    const ack = JSON.parse(heard().split('\n').find((l) => l.startsWith('data:'))!.slice(5));
+    expect(ack.params.notifications.resourceSubscriptions).toEqual([uri(7)]);
+    ac.abort();
+  });
 });
