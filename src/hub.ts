@@ -74,8 +74,8 @@ export class Hub implements HubCore {
   /**
    * Automatic restarts per server id, for switchyard_upstream_restarts_total: a counter that
    * must not go back when `servers restart` or a reload replaces the connection (a fresh one
-   * counts from 0). `earlier`: the sum of the connections replaced so far; `last`: the one counted now.
-   * Kept when a server is removed, so one added again under its id goes on from its total.
+   * counts from 0). Kept when a server is removed (its count, not its connection), so one added
+   * again under its id goes on from its total.
    */
   private readonly restartTotals = new RestartTotals();
   private readonly listChanges: ChangeCoalescer<[kind: string, principal: string | undefined, servers: readonly string[] | undefined]>;
