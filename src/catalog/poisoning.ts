@@ -322,13 +322,32 @@ const MAX_SCHEMA_TEXTS = 20_000;
 
 type Texts = { field: string; text: string; name?: boolean }[] & { unread?: string };
 
+// Keywords whose value maps names (of properties, definitions) to schemas: the names are read as
+// names, the values as schemas.
+const NAMED_SCHEMAS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas']);
+// The keywords of JSON Schema (2020-12 and draft-07) and OpenAPI's few: a key that is none of these
+// is a name or text of the upstream's own ("x-note", a key written as a sentence), read as a name.
+const KEYWORDS = new Set([
+  '$schema', '$id', '$ref', '$anchor', '$dynamicRef', '$dynamicAnchor', '$vocabulary', '$comment', '$defs', 'definitions', '$recursiveRef', '$recursiveAnchor',
+  'type', 'enum', 'const', 'title', 'description', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly', 'format', 'nullable',
+  'multipleOf', 'maximum', 'exclusiveMaximum', 'minimum', 'exclusiveMinimum', 'maxLength', 'minLength', 'pattern',
+  'maxItems', 'minItems', 'uniqueItems', 'maxContains', 'minContains', 'items', 'prefixItems', 'additionalItems', 'contains', 'unevaluatedItems',
+  'maxProperties', 'minProperties', 'required', 'dependentRequired', 'dependencies', 'properties', 'patternProperties', 'additionalProperties',
+  'propertyNames', 'unevaluatedProperties', 'dependentSchemas', 'allOf', 'anyOf', 'oneOf', 'not', 'if', 'then', 'else',
+  'contentEncoding', 'contentMediaType', 'contentSchema',
+]);
+const TYPE_NAMES = new Set(['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']);
+
 /**
- * Description-like strings inside a JSON Schema (descriptions, titles; defaults, consts, enums
- * and examples, inside arrays too), and the names of its properties, which a model reads too.
+ * The strings inside a JSON Schema, which a client hands its model with the schema: every string
+ * value (descriptions, titles, `$comment`, an upstream's own `x-…` keys, patterns; defaults,
+ * consts, enums and examples, inside arrays too; only a `type`'s type names are left out), read as
+ * text; and the names in it (of properties and definitions, `required` entries, keys that are no
+ * keyword), read as names.
  */
 function schemaTexts(schema: unknown, path: string, out: Texts, depth: number, values = false): void {
   if (schema === null || typeof schema !== 'object') {
-    if (values && typeof schema === 'string') push(out, path, schema);
+    if (typeof schema === 'string') push(out, path, schema);
     return;
   }
   if (depth > MAX_SCHEMA_DEPTH || out.length >= MAX_SCHEMA_TEXTS) {
@@ -340,14 +359,22 @@ function schemaTexts(schema: unknown, path: string, out: Texts, depth: number, v
     return;
   }
   for (const [k, v] of Object.entries(schema as Record<string, unknown>)) {
-    if (values) schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
-    else if ((k === 'description' || k === 'title') && typeof v === 'string') push(out, `${path}.${k}`, v);
     // Data, not schema: every string in it is text a model reads.
-    else if (k === 'default' || k === 'examples' || k === 'const' || k === 'enum') schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
-    else if (typeof v === 'object') {
-      if (k === 'properties' && v !== null && !Array.isArray(v)) for (const name of Object.keys(v)) push(out, `${path}.properties.${name} (name)`, name, true);
-      schemaTexts(v, `${path}.${k}`, out, depth + 1);
+    if (values || k === 'default' || k === 'examples' || k === 'const' || k === 'enum') {
+      if (values) push(out, `${path}.${k} (name)`, k, true);
+      schemaTexts(v, `${path}.${k}`, out, depth + 1, true);
+      continue;
     }
+    if (!KEYWORDS.has(k)) push(out, `${path}.${k} (name)`, k, true);
+    if (k === 'type' && (typeof v === 'string' ? TYPE_NAMES.has(v) : Array.isArray(v) && v.every((t) => typeof t === 'string' && TYPE_NAMES.has(t)))) continue;
+    if (k === 'required' && Array.isArray(v)) {
+      v.forEach((n, i) => (typeof n === 'string' ? push(out, `${path}.required[${i}]`, n, true) : schemaTexts(n, `${path}.required[${i}]`, out, depth + 1)));
+    } else if (NAMED_SCHEMAS.has(k) && v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      for (const [name, sub] of Object.entries(v)) {
+        push(out, `${path}.${k}.${name} (name)`, name, true);
+        schemaTexts(sub, `${path}.${k}.${name}`, out, depth + 2);
+      }
+    } else schemaTexts(v, `${path}.${k}`, out, depth + 1);
   }
 }
 
@@ -364,9 +391,11 @@ function push(out: Texts, field: string, text: string, name?: boolean): void {
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
   if (typeof item.name === 'string') texts.push({ field: 'name', text: item.name, name: true });
-  for (const k of ['description', 'title'] as const) if (typeof item[k] === 'string') texts.push({ field: k, text: item[k] as string });
+  // Read as data when not a string: a client that does not check the shape shows an object or an
+  // array as it is.
+  for (const k of ['description', 'title'] as const) schemaTexts(item[k], k, texts, 0, true);
   const ann = item.annotations as Record<string, unknown> | undefined;
-  if (ann && typeof ann.title === 'string') texts.push({ field: 'annotations.title', text: ann.title });
+  if (ann) schemaTexts(ann.title, 'annotations.title', texts, 0, true);
   schemaTexts(item.inputSchema, 'inputSchema', texts, 0);
   schemaTexts(item.outputSchema, 'outputSchema', texts, 0);
   if (Array.isArray(item.arguments)) {
@@ -374,7 +403,7 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
       if (a === null || typeof a !== 'object') return;
       const arg = a as Record<string, unknown>;
       if (typeof arg.name === 'string') texts.push({ field: `arguments[${i}].name`, text: arg.name, name: true });
-      for (const k of ['title', 'description'] as const) if (typeof arg[k] === 'string') texts.push({ field: `arguments[${i}].${k}`, text: arg[k] as string });
+      for (const k of ['title', 'description'] as const) schemaTexts(arg[k], `arguments[${i}].${k}`, texts, 0, true);
     });
   }
   const flags: PoisonFlag[] = [];
