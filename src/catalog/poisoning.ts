@@ -157,6 +157,7 @@ const LOOKALIKE: Record<string, string> = {
   α: 'a', ε: 'e', ι: 'i', κ: 'k', ν: 'v', ο: 'o', ρ: 'p', υ: 'u', χ: 'x',
   Α: 'A', Β: 'B', Ε: 'E', Ζ: 'Z', Η: 'H', Ι: 'I', Κ: 'K', Μ: 'M', Ν: 'N', Ο: 'O', Ρ: 'P', Τ: 'T', Υ: 'Y', Χ: 'X',
 };
+const MARKS = /\p{M}/gu;
 const LOOKALIKES = new RegExp(`[${Object.keys(LOOKALIKE).join('')}]`, 'g');
 
 // Line breaks, and whether the text before one ends a sentence (closing quotes, brackets and
@@ -166,11 +167,12 @@ const SENTENCE_END = /[.!?:;]["'”’)\]*_`]*$/;
 
 /**
  * The text the phrase rules read: compatibility forms folded (NFKC: fullwidth and styled letters
- * become ASCII), invisible characters dropped, look-alike letters read as Latin, and every run of
- * whitespace (line breaks, U+2028, no-break and ideographic spaces) one space, except a run with
- * a line break after a line that ends a sentence ([.!?:;]): that is one "\n", which the gaps of
- * a phrase rule do not cross (nor ". " within a line: see phrase). A phrase the one-line version
- * of which is flagged is flagged however it is broken mid-sentence or dressed up.
+ * become ASCII), invisible characters and combining marks dropped, look-alike letters read as
+ * Latin, and every run of whitespace (line breaks, U+2028, no-break and ideographic spaces) one
+ * space, except a run with a line break after a line that ends a sentence ([.!?:;]): that is one
+ * "\n", which the gaps of a phrase rule do not cross (nor ". " within a line: see phrase). A
+ * phrase the one-line version of which is flagged is flagged however it is broken mid-sentence or
+ * dressed up.
  */
 export function foldForMatching(text: string): string {
   return text
@@ -178,6 +180,10 @@ export function foldForMatching(text: string): string {
     .replace(HIDDEN_ALL, '')
     .normalize('NFKC')
     .replace(HIDDEN_ALL, '')
+    // Combining marks dropped: "i̲g̲n̲o̲r̲e̲" (underlined, struck through, accented letter by letter)
+    // still reads as "ignore". The phrase rules are English: no word they look for needs a mark.
+    .normalize('NFD')
+    .replace(MARKS, '')
     .replace(LOOKALIKES, (c) => LOOKALIKE[c])
     .replace(/\s+/g, (ws: string, at: number, s: string) => (LINE_BREAK.test(ws) && SENTENCE_END.test(s.slice(Math.max(0, at - 8), at)) ? '\n' : ' '));
 }
