@@ -105,6 +105,12 @@ export class Catalog extends EventEmitter {
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
+  /**
+   * Of each partition whose renames are judged by its own lists (not onePartition), every name
+   * its lists have had in this process: a tool gone from one list and back under a new name in a
+   * later one is a rename, as it is across a restart where the pins judge.
+   */
+  private readonly listedNames = new Map<string, Set<string>>();
   private readonly notifyChain = new Map<string, Promise<void>>();
   /** What list_changed sets off (invalidate, fetch again), at most once a second per list. */
   private readonly refetches = new RefetchGate();
@@ -659,13 +665,15 @@ export class Catalog extends EventEmitter {
     if (!memo || memo.version !== e.version || memo.pinGen !== this.pinGen) {
       const old = memo;
       const records = (async () => {
-        // Renames are judged against what this list had before. A list without history of its
-        // own is judged by the pins alone only where they all came from lists like it: a server
-        // whose clients may have connections of their own (listAtReady false) keeps the pins of
-        // every principal's list in one store, and a tool of alice's private list is not gone
-        // from carol's. There, as for a principal's own list, a first list has no renames.
-        const before = old ? await old.records.catch(() => undefined) : undefined;
-        const previous = before ? new Set(before.map((r) => r.upstreamName)) : this.onePartition(h, conn) ? undefined : new Set<string>();
+        // Renames are judged by the pins alone where they all came from lists like this one. A
+        // server whose clients may have connections of their own (listAtReady false) keeps the
+        // pins of every principal's list in one store, and a tool of alice's private list is not
+        // gone from carol's: there, as for a principal's own list, renames are judged against
+        // the names this partition's lists had before (none: a first list has no renames). Not
+        // only the last list's: a tool removed in one list and back renamed in the next is one.
+        if (old) await old.records.catch(() => undefined);
+        const one = this.onePartition(h, conn);
+        const previous = one ? undefined : new Set(this.listedNames.get(pk));
         const built = await buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
           previous,
           ownList: conn.credential !== '',
@@ -676,6 +684,11 @@ export class Catalog extends EventEmitter {
           report: (ev) => this.opts.report?.(ev),
         });
         if (conn.credential === '' && isRouteKind(kind)) this.opts.resourceRoutes?.put(h.id, kind, routesOf(built, kind, MAX_STORED_ROUTES));
+        if (!one && kind === 'tools') {
+          const names = this.listedNames.get(pk) ?? new Set<string>();
+          for (const r of built) names.add(r.upstreamName);
+          this.listedNames.set(pk, names);
+        }
         return built;
       })();
       const m = { version: e.version, pinGen: this.pinGen, records };

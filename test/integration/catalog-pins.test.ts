@@ -161,6 +161,17 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(await names(hub.url)).not.toContain('leg__plus');
   });
 
+  it('a tool removed in one list and back under a new name in a later one is a rename too', async () => {
+    await mutate(hub.url, 'stale', { op: 'remove', name: 'add' });
+    await expect.poll(() => names(hub.url), { timeout: 2000, interval: 50 }).not.toContain('stale__add');
+    const def = { name: 'sum', description: 'Add two numbers', inputSchema: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } } } };
+    await mutate(hub.url, 'stale', { op: 'add', def });
+    const renamed = () => audit(hub, 'catalog/quarantine').find((r) => r.server === 'stale' && r.upstream_name === 'sum');
+    await expect.poll(renamed, { timeout: 3000, interval: 50 }).toBeDefined();
+    expect(renamed()!.error_message).toContain('the approved definition of "add" under a new name');
+    expect(await names(hub.url)).not.toContain('stale__sum');
+  });
+
   it('a trusted server with autoApprove takes its change at once (audited)', async () => {
     await mutate(hub.url, 'self', { op: 'describe', tool: 'add', description: 'Adds two numbers, faster' });
     await expect.poll(async () => (await tools(hub.url)).find((t) => t.name === 'self__add')?.description, { timeout: 2000 }).toBe('Adds two numbers, faster');
