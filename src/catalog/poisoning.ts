@@ -149,9 +149,15 @@ function firstHidden(text: string): { cp: number; index: number } | undefined {
   return undefined;
 }
 
-// Letters of other scripts drawn like Latin ones (a subset of Unicode's confusables: Cyrillic and
-// Greek), read as those for the phrase rules only.
+// Letters drawn like Latin ones (a subset of Unicode's confusables: Cyrillic, Greek, Armenian,
+// Cherokee, and Latin's own dotless i and small capitals, which NFKC leaves), read as those for
+// the phrase rules only.
 const LOOKALIKE: Record<string, string> = {
+  ı: 'i', ȷ: 'j', ɑ: 'a', ɡ: 'g', ɩ: 'i', ᴀ: 'a', ʙ: 'b', ᴄ: 'c', ᴅ: 'd', ᴇ: 'e', ꜰ: 'f', ɢ: 'g', ʜ: 'h', ɪ: 'i', ᴊ: 'j', ᴋ: 'k', ʟ: 'l', ᴍ: 'm', ɴ: 'n',
+  ᴏ: 'o', ᴘ: 'p', ʀ: 'r', ꜱ: 's', ᴛ: 't', ᴜ: 'u', ᴠ: 'v', ᴡ: 'w', ʏ: 'y', ᴢ: 'z',
+  օ: 'o', ո: 'n', ս: 'u', հ: 'h', ց: 'g', զ: 'q', Օ: 'O', Ս: 'U', Տ: 'S',
+  Ꭺ: 'A', Ᏼ: 'B', Ꮯ: 'C', Ꭰ: 'D', Ꭼ: 'E', Ꮐ: 'G', Ꮋ: 'H', Ꭵ: 'i', Ꭻ: 'J', Ꮶ: 'K', Ꮮ: 'L', Ꮇ: 'M', Ꮲ: 'P', Ꭱ: 'R', Ꮪ: 'S', Ꭲ: 'T', Ꮩ: 'V', Ꮃ: 'W', Ꮓ: 'Z',
+  ѵ: 'v', Ѵ: 'V', ѡ: 'w', η: 'n', γ: 'y',
   а: 'a', е: 'e', ё: 'e', к: 'k', о: 'o', р: 'p', с: 'c', у: 'y', х: 'x', ѕ: 's', і: 'i', ї: 'i', ј: 'j', ԁ: 'd', ԛ: 'q', ԝ: 'w', һ: 'h', ӏ: 'l',
   А: 'A', В: 'B', Е: 'E', К: 'K', М: 'M', Н: 'H', О: 'O', Р: 'P', С: 'C', Т: 'T', Х: 'X', Ѕ: 'S', І: 'I', Ј: 'J', Ү: 'Y',
   α: 'a', ε: 'e', ι: 'i', κ: 'k', ν: 'v', ο: 'o', ρ: 'p', υ: 'u', χ: 'x',
