@@ -171,17 +171,32 @@ const LOOKALIKES = new RegExp(`[${Object.keys(LOOKALIKE).join('')}]`, 'g');
 const LINE_BREAK = /[\n\r\v\f\u0085\u2028\u2029]/;
 const SENTENCE_END = /[.!?:;]["'”’)\]*_`]*$/;
 
+// Character references (Markdown renders HTML's: "&lt;IMPORTANT&gt;", "&#73;gnore") and percent
+// escapes of printable ASCII ("Ignore%20all%20previous"): a model reads through both.
+const ESCAPED = /&(?:#(\d{1,7})|#x([\da-f]{1,6})|(lt|gt|amp|quot|apos|nbsp));|%([2-6][\da-f]|7[\da-e])/gi;
+const NAMED_REFS: Record<string, string> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'", nbsp: '\u00A0' };
+
+/** The text with its character references and percent escapes decoded, once. */
+function unescapeText(text: string): string {
+  if (!text.includes('&') && !text.includes('%')) return text;
+  return text.replace(ESCAPED, (m, dec?: string, hex?: string, name?: string, pct?: string) => {
+    if (name) return NAMED_REFS[name.toLowerCase()]!;
+    const cp = pct ? parseInt(pct, 16) : dec ? Number(dec) : parseInt(hex!, 16);
+    return cp > 0 && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff) ? String.fromCodePoint(cp) : m;
+  });
+}
+
 /**
- * The text the phrase rules read: compatibility forms folded (NFKC: fullwidth and styled letters
- * become ASCII), invisible characters and combining marks dropped, look-alike letters read as
- * Latin, and every run of whitespace (line breaks, U+2028, no-break and ideographic spaces) one
+ * The text the phrase rules read: character references and percent escapes decoded,
+ * compatibility forms folded (NFKC: fullwidth and styled letters become ASCII), invisible
+ * characters and combining marks dropped, look-alike letters read as Latin, and every run of whitespace (line breaks, U+2028, no-break and ideographic spaces) one
  * space, except a run with a line break after a line that ends a sentence ([.!?:;]): that is one
  * "\n", which the gaps of a phrase rule do not cross (nor ". " within a line: see phrase). A
  * phrase the one-line version of which is flagged is flagged however it is broken mid-sentence or
  * dressed up.
  */
 export function foldForMatching(text: string): string {
-  return text
+  return unescapeText(text)
     .replace(FILLERS, ' ')
     .replace(HIDDEN_ALL, '')
     .normalize('NFKC')
