@@ -1,12 +1,12 @@
 /**
  * Signs of tool poisoning in the text a model reads (descriptions, titles, parameter
- * descriptions): instructions aimed at the model, hidden Unicode, prompt markup, requests to
- * read secrets or send data elsewhere, extreme length. Heuristics: a flag is a reason for an
+ * descriptions): instructions aimed at the model, hidden Unicode, whitespace padding, prompt
+ * markup, requests to read secrets or send data elsewhere, extreme length. Heuristics: a flag is a reason for an
  * operator to look, and `policy.poisoning: "block"` hides flagged items. Used by the bundled
  * `description-checks` plugin, and for upstream server instructions (TextOptions.instructions).
  */
 
-export type PoisonCode = 'hidden-unicode' | 'model-instructions' | 'markup' | 'secret-access' | 'exfiltration' | 'extreme-length';
+export type PoisonCode = 'hidden-unicode' | 'padding' | 'model-instructions' | 'markup' | 'secret-access' | 'exfiltration' | 'extreme-length';
 
 export interface PoisonFlag {
   code: PoisonCode;
@@ -278,6 +278,23 @@ const EXFIL: RegExp[] = [
   /\bhttps?:\/\/(?=([^\s"')]{1,2048}))\1.{0,40}\b(with|containing|including)\b.{0,40}\b(contents?|data|conversation|history|secrets?|keys?|tokens?)\b/i,
 ].map(phrase);
 
+// A run of whitespace that pushes the text after it out of view (of a client that shows the
+// first lines of a description, or one line): a model reads on, the user does not. Ordinary
+// text has a few blank lines at most, and indents of a few dozen spaces.
+const PADDING_CHARS = 100;
+const PADDING_LINES = 10;
+
+/** The first run of whitespace that hides the text after it, or undefined. */
+function padding(text: string): { index: number; length: number; lines: number } | undefined {
+  // Braille blanks (U+2800) show as spaces too. Runs are taken whole (no backtracking into one).
+  for (const m of text.matchAll(/[\s\u2800]+/g)) {
+    if (m[0].length < 10 || m.index + m[0].length === text.length) continue;
+    const lines = m[0].match(/[\n\r\v\f\u0085\u2028\u2029]/g)?.length ?? 0;
+    if (m[0].length >= PADDING_CHARS || lines >= PADDING_LINES) return { index: m.index, length: m[0].length, lines };
+  }
+  return undefined;
+}
+
 /** What a flag quotes of the text: the match, on one line, at most 80 characters. */
 function quote(m: RegExpExecArray): string {
   const t = m[0].trim().replace(/\n/g, ' ');
@@ -320,6 +337,8 @@ export function checkText(text: string, field: string, opts: TextOptions = {}): 
   // hidden-character scan covers it all. Text within its length limit is read whole.
   const hidden = firstHidden(text);
   if (hidden) flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${hidden.cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
+  const pad = padding(text);
+  if (pad) flags.push({ code: 'padding', field, message: `text after ${pad.length} whitespace characters (${pad.lines} line breaks) at ${pad.index}` });
   const read = Math.max(20_000, max);
   const head = text.length > read ? text.slice(0, read) : text;
   const normal = foldForMatching(head);
