@@ -361,10 +361,11 @@ export function checkText(text: string, field: string, opts: TextOptions = {}): 
 /**
  * How far into a schema its texts are read. Schemas are bounded before this (src/policy/
  * schema-bounds.ts: depth 48, 20,000 nodes), so these only guard against a schema nobody
- * bounded; a schema past them is flagged rather than passed unread.
+ * bounded; a schema past them is flagged rather than passed unread. A bounded schema has at most
+ * 20,000 values (each one text at most) and as many names.
  */
 const MAX_SCHEMA_DEPTH = 64;
-const MAX_SCHEMA_TEXTS = 20_000;
+const MAX_SCHEMA_TEXTS = 40_000;
 
 type Texts = { field: string; text: string; name?: boolean }[] & { unread?: string };
 

@@ -125,6 +125,8 @@ describe('hidden-unicode covers every default-ignorable and bidi format characte
       $defs: { mode: { enum: ['read', 'write'], 'x-order': 2 } },
     };
     expect(fields(ordinary)).toEqual([]);
+    // A schema within the hub's bounds (20,000 values) is read whole, names and values.
+    expect(fields(Object.fromEntries(Array.from({ length: 12_000 }, (_, i) => [`x-k${i}`, 'v'])))).toEqual([]);
   });
   it('names written with underscores or in camelCase are read as words by the instruction rules', () => {
     const fields = (properties: Record<string, unknown>) => checkItem({ name: 't', description: 'fine', inputSchema: { type: 'object', properties } }).map((f) => f.code);
