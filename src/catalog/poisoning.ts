@@ -438,6 +438,8 @@ function push(out: Texts, field: string, text: string, name?: boolean): void {
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
   if (typeof item.name === 'string') texts.push({ field: 'name', text: item.name, name: true });
+  // A resource's address is listed with it, hub and clients pass it as it is: read as a name.
+  for (const k of ['uri', 'uriTemplate'] as const) if (typeof item[k] === 'string') texts.push({ field: k, text: item[k] as string, name: true });
   // Read as data when not a string: a client that does not check the shape shows an object or an
   // array as it is.
   for (const k of ['description', 'title'] as const) schemaTexts(item[k], k, texts, 0, true);
