@@ -139,7 +139,7 @@ export class Hub implements HubCore {
       this.pluginFailed(f);
     };
     this.plugins = new PluginRunner(loadPlugins(config.plugins, config.file, log, notLoaded), log, pluginFailed);
-    this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => this.instructionsFlagged(e));
+    this.instructionScreen = new InstructionScreen(instructionChecks(config.plugins), () => this.config.policy?.poisoning ?? 'warn', (e) => this.instructionsFlagged(e), () => this.handles.keys());
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {

@@ -52,6 +52,8 @@ export class InstructionScreen {
     private checks: InstructionChecks,
     private readonly policy: () => PoisoningPolicy,
     private readonly report: (e: InstructionsEvent) => void,
+    /** The ids of the configured servers (see headingOf). */
+    private readonly servers: () => Iterable<string> = () => [],
   ) {}
 
   /**
@@ -73,14 +75,29 @@ export class InstructionScreen {
    */
   verdict(server: string, text: string): InstructionsVerdict {
     const policy = this.policy();
-    const key = `${this.checks.enabled ? this.checks.maxLength : 'off'}\0${policy}\0${text}`;
+    const ids = [...this.servers()].filter((id) => id !== server);
+    const key = `${this.checks.enabled ? this.checks.maxLength : 'off'}\0${policy}\0${ids.join('\0')}\0\0${text}`;
     const last = this.last.get(server);
     if (last?.key === key) return last.verdict;
     const flags = this.checks.enabled ? checkText(text, 'instructions', { maxLength: this.checks.maxLength, instructions: true }) : [];
+    const heading = this.checks.enabled ? headingOf(text, new Set(ids)) : undefined;
+    if (heading !== undefined)
+      flags.push({ code: 'markup', field: 'instructions', message: `a line headed "[${heading}]", as the hub heads server ${heading}'s instructions: it would read as that server's` });
     const verdict: InstructionsVerdict = { flags, withheld: flags.length > 0 && policy === 'block' };
     this.last.set(server, { key, text, verdict });
     const changed = last !== undefined && last.text !== text;
     if (flags.length || changed) this.report({ server, flags, blocked: verdict.withheld, changed });
     return verdict;
   }
+}
+
+/**
+ * The id of another server that a line of these instructions starts with as `[id]`: the hub
+ * heads each server's instructions so (mergedInstructions), and such a line would pass what
+ * follows for that server's.
+ */
+function headingOf(text: string, others: ReadonlySet<string>): string | undefined {
+  if (others.size === 0) return undefined;
+  for (const m of text.matchAll(/^\s*\[([^\]\r\n]{1,200})\]/gmu)) if (others.has(m[1]!.trim())) return m[1]!.trim();
+  return undefined;
 }
