@@ -23,6 +23,25 @@ import { LapsedLists } from './lapsed-lists.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
+/** Names kept per partition for its renames (listedNames): a list holds at most 10,000 items. */
+const MAX_LISTED_NAMES = 20_000;
+
+/**
+ * `names` with `listed` as its newest, and its oldest dropped past `max` (a server that makes up
+ * names would otherwise grow it for as long as the hub runs).
+ */
+export function refreshed(names: Set<string>, listed: readonly string[], max: number): Set<string> {
+  for (const n of listed) {
+    names.delete(n);
+    names.add(n);
+  }
+  for (const n of names) {
+    if (names.size <= max) break;
+    names.delete(n);
+  }
+  return names;
+}
+
 interface Part {
   h: ServerHandle;
   conn: Connection;
@@ -403,6 +422,7 @@ export class Catalog extends EventEmitter {
     for (const k of LIST_KINDS) {
       this.cache.drop(`${serverId}\0${k}\0${credential}`);
       this.parts.delete(partKey(serverId, credential, k));
+      this.listedNames.delete(partKey(serverId, credential, k));
     }
   }
 
@@ -686,8 +706,9 @@ export class Catalog extends EventEmitter {
         if (conn.credential === '' && isRouteKind(kind)) this.opts.resourceRoutes?.put(h.id, kind, routesOf(built, kind, MAX_STORED_ROUTES));
         if (!one && kind === 'tools') {
           const names = this.listedNames.get(pk) ?? new Set<string>();
-          for (const r of built) names.add(r.upstreamName);
-          this.listedNames.set(pk, names);
+          // Refreshed, so a name still listed is the newest; the oldest go past the bound (a
+          // server that makes up names would otherwise grow the set for as long as the hub runs).
+          this.listedNames.set(pk, refreshed(names, built.map((r) => r.upstreamName), MAX_LISTED_NAMES));
         }
         return built;
       })();

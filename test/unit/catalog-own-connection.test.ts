@@ -11,7 +11,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { expect, it } from 'vitest';
-import { Catalog, type Connection } from '../../src/catalog/catalog.js';
+import { Catalog, refreshed, type Connection } from '../../src/catalog/catalog.js';
 import { NameAssigner } from '../../src/catalog/names.js';
 import { principalConn } from '../../src/catalog/principal-conn.js';
 import { MAX_LAPSED } from '../../src/catalog/lapsed-lists.js';
@@ -98,6 +98,8 @@ it("principals' own lists are not kept for every principal that ever connected: 
   }
   expect(c.cache.size).toBe(MAX_LAPSED);
   expect(parts()).toBe(MAX_LAPSED);
+  // So are the names each partition's lists had (kept to judge its renames).
+  expect((c as any).listedNames.size).toBe(MAX_LAPSED);
 
   // One with a connection open keeps its list, however many close after it.
   const kept = connection();
@@ -116,4 +118,9 @@ it("principals' own lists are not kept for every principal that ever connected: 
   expect(c.cache.peek(`u\0tools\0${principalConn('kept')}`)).toBeDefined();
   expect(c.cache.size).toBe(MAX_LAPSED + 1);
   c.close();
+});
+
+it('the names a partition has listed are refreshed by each list and bounded, the oldest going first', () => {
+  const names = refreshed(new Set(), ['a', 'b', 'c'], 4);
+  expect([...refreshed(names, ['a', 'd', 'e'], 4)]).toEqual(['c', 'a', 'd', 'e']);
 });
