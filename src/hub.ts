@@ -582,11 +582,13 @@ export class Hub implements HubCore {
     if (method === 'tools/call' && typeof params.name === 'string') {
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       const id = this.routes.serverOf(params.name, ctx);
-      let h = id === undefined ? undefined : this.handles.get(id);
-      // A name no list showed, of a server on its first start past the start-up grace: the call
-      // waits for that server (hub/first-start.ts). A name shown is answered at once, as above.
-      if (id === undefined && (h = this.firstStarting(params.name, ctx))) await leftStarting(h, h.config.timeoutMs, ctx.signal);
+      const h = id === undefined ? undefined : this.handles.get(id);
       if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      // A name no list showed, of a server on its first start past the start-up grace: the call
+      // waits for that server (hub/first-start.ts), then is routed as any (unknown if the server
+      // never came up, or does not show the tool). A name shown is answered at once, as above.
+      const starting = id === undefined ? this.firstStarting(params.name, ctx) : undefined;
+      if (starting) await leftStarting(starting, starting.config.timeoutMs, ctx.signal);
     }
     const result = await this.router.handle(method, params, ctx);
     if (method === 'tools/list') await this.routes.learn(result, ctx);
