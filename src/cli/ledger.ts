@@ -15,6 +15,7 @@ import { interpolateEnv } from '../config/interpolate.js';
 import { parseJsonText } from '../config/load.js';
 import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
+import { hasTable } from '../ledger/migrate.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -368,8 +369,7 @@ function leftBehind(dbPath: string, reader: LedgerReader): { calls: number; file
   if (ledgerWriter(dbPath)) return left;
   const outcome = reader.db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
   // An older Switchyard's ledger (read as it is) may have no audit_pruned yet: nothing pruned is listed.
-  const listed = reader.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'audit_pruned'`).get() !== undefined;
-  const pruned = listed ? reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck() : { get: (_id: number): unknown => undefined };
+  const pruned = hasTable(reader.db, 'audit_pruned') ? reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck() : { get: (_id: number): unknown => undefined };
   const counted = new Set<number>();
   for (const file of PendingFiles.paths(realLedgerPath(dbPath))) {
     const before = counted.size;

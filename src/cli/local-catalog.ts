@@ -94,8 +94,7 @@ function ledgerPins(config: HubConfig, ignoreUnread: boolean): MemoryPinStore {
     // it is: its pins hold back what that start would; before migration 0004 there are none.
     const db = openLedgerDb({ path, readonly: true, readsOlder: true });
     try {
-      const pinned = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tool_pins'`).get() !== undefined;
-      if (pinned) for (const r of readPins(db)) store.put(r);
+      for (const r of readPins(db)) store.put(r);
     } finally {
       db.close();
     }

@@ -52,10 +52,14 @@ export function loadMigrations(dir: string = defaultMigrationsDir()): Migration[
   return list;
 }
 
+/** Whether the database has table `name` (an older ledger may lack a later migration's). */
+export function hasTable(db: Database, name: string): boolean {
+  return db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?`).get(name) !== undefined;
+}
+
 /** Schema version recorded in the database; 0 for a fresh file. */
 export function schemaVersion(db: Database): number {
-  const table = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`).get();
-  if (!table) return 0;
+  if (!hasTable(db, 'schema_version')) return 0;
   const row = db.prepare('SELECT MAX(version) AS v FROM schema_version').get() as { v: number | null };
   return row.v ?? 0;
 }

@@ -2,6 +2,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import { keptVariants, type PinRecord, type PinStore } from '../catalog/pins.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
+import { hasTable } from './migrate.js';
 
 /** How often the hub looks for pins changed by another process (an approval by the CLI). */
 export const PIN_POLL_MS = 500;
@@ -73,8 +74,9 @@ export const PIN_UPSERT = `INSERT INTO tool_pins (server, tool, hash, body_hash,
     pending_since_ms = excluded.pending_since_ms, hub_writes = COALESCE(tool_pins.hub_writes, 0) + 1`;
 // hub_writes: a write that moves it is the hub's own, which the triggers of migration 0010 do not count as a change from elsewhere.
 
-/** Every pin row (the CLI reads them too). */
+/** Every pin row (the CLI reads them too; a ledger from before migration 0004 has none). */
 export function readPins(db: Database): PinRecord[] {
+  if (!hasTable(db, 'tool_pins')) return [];
   return (db.prepare('SELECT * FROM tool_pins ORDER BY server, tool').all() as PinRow[]).map(recordOf);
 }
 
@@ -221,8 +223,7 @@ export function matchPins(db: Database, name: string | undefined, server: string
   const all = readPins(db).filter((r) => server === undefined || r.server === server);
   if (name === undefined) return all;
   const byHub = new Set<string>();
-  const hasNames = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'names'`).get();
-  if (hasNames)
+  if (hasTable(db, 'names'))
     for (const r of db.prepare(`SELECT server, upstream_name FROM names WHERE kind = 'tool' AND hub_name = ?`).all(name) as { server: string; upstream_name: string }[])
       byHub.add(keyOf(r.server, r.upstream_name));
   const slash = name.indexOf('/');

@@ -445,10 +445,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         n++;
         target = p.opts?.onServerRequest ? p : undefined;
       }
-      if (n === 0 && tasks === 1) {
-        n = 1;
+      if (n === 0) {
+        // Several task waits are as ambiguous as several calls (refused below).
+        n = tasks;
         target = taskTarget;
-      } else if (n === 0) n = tasks;
+      }
       if (n === 0) nobody = `no call of the hub's is in flight to ask ${msg.method} for`;
       if (n > 1) {
         target = undefined;
