@@ -40,7 +40,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { firstStarting, leftStarting } from './hub/first-start.js';
+import { firstAttemptEnded, firstStarting, onFirstAttempt } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
@@ -510,7 +510,7 @@ export class Hub implements HubCore {
     });
   }
 
-  /** The server on its first start whose space an unknown tool name lies in, if shown to the caller (a name no list showed: no hot path). */
+  /** The server on its first attempt to start whose prefix space a name lies in, if shown to the caller (a name no route knows: no hot path). */
   private firstStarting(hubName: string, ctx: CallContext): ServerHandle | undefined {
     return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
   }
@@ -580,15 +580,19 @@ export class Hub implements HubCore {
       if (down) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
-      // A tool of a server that is down is not listed any more, but it is not unknown either.
       const id = this.routes.serverOf(params.name, ctx);
       const h = id === undefined ? undefined : this.handles.get(id);
+      // A server on its first attempt to start past the start-up grace: a call by a name an
+      // earlier process gave it, or by a name in its prefix space no list showed, waits for
+      // that attempt (hub/first-start.ts), then is routed as any (unknown if the server does
+      // not show the tool).
+      const starting = h ? (onFirstAttempt(h) ? h : undefined) : this.firstStarting(params.name, ctx);
+      if (starting) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
+      // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
-      // A name no list showed, of a server on its first start past the start-up grace: the call
-      // waits for that server (hub/first-start.ts), then is routed as any (unknown if the server
-      // never came up, or does not show the tool). A name shown is answered at once, as above.
-      const starting = id === undefined ? this.firstStarting(params.name, ctx) : undefined;
-      if (starting) await leftStarting(starting, starting.config.timeoutMs, ctx.signal);
+    } else if (method === 'prompts/get' && typeof params.name === 'string') {
+      const starting = this.firstStarting(params.name, ctx);
+      if (starting) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
     }
     const result = await this.router.handle(method, params, ctx);
     if (method === 'tools/list') await this.routes.learn(result, ctx);

@@ -4,27 +4,35 @@
  * though, and a server started by `npx` or on a loaded machine can take longer than the grace:
  * its tools were then "Unknown" (a script piping `initialize` and `tools/call` into `switchyard
  * stdio` got that for a tool it was about to have). The call waits for that server instead,
- * bounded by its timeoutMs, as long as it would wait for the server's answer.
+ * bounded by its timeoutMs, as long as it would wait for the server's answer. So does a call by a
+ * name an earlier hub process gave that server (kept in the ledger), and a `prompts/get`. Once an
+ * attempt has failed (a command that exits, a URL that refuses) the wait ends: the caller hears
+ * why at once rather than after the retries.
  */
 import type { ServerHandle } from '../catalog/catalog.js';
 import { spaceOf } from '../catalog/names.js';
 import type { Signal } from '../cancel.js';
 
+/** Still on its first attempt to start: never ready in this process, no attempt failed yet. */
+export function onFirstAttempt(h: ServerHandle): boolean {
+  return h.upstream.state === 'starting' && h.upstream.lastError === undefined;
+}
+
 /**
- * The server whose `<prefix>__` space `hubName` lies in, when it is still on its first start
- * (state 'starting': never ready in this process) and `shown` to the caller.
+ * The server whose `<prefix>__` space `hubName` lies in, when it is still on its first attempt
+ * to start and `shown` to the caller.
  */
 export function firstStarting(hubName: string, handles: Iterable<ServerHandle>, shown: (id: string) => boolean): ServerHandle | undefined {
   const byPrefix = new Map<string, ServerHandle>();
   for (const h of handles) if (h.config.prefix !== '') byPrefix.set(h.config.prefix, h);
   const owner = spaceOf(hubName, new Set(byPrefix.keys()));
   const h = owner === undefined ? undefined : byPrefix.get(owner);
-  return h && h.upstream.state === 'starting' && shown(h.id) ? h : undefined;
+  return h && onFirstAttempt(h) && shown(h.id) ? h : undefined;
 }
 
-/** Resolves once `h` leaves 'starting', after `ms`, or when `signal` aborts, whichever is first. */
-export function leftStarting(h: ServerHandle, ms: number, signal: Signal | undefined): Promise<void> {
-  if (h.upstream.state !== 'starting' || signal?.aborted) return Promise.resolve();
+/** Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` aborts, whichever is first. */
+export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined): Promise<void> {
+  if (!onFirstAttempt(h) || signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer);
@@ -32,8 +40,8 @@ export function leftStarting(h: ServerHandle, ms: number, signal: Signal | undef
       signal?.removeEventListener('abort', done);
       resolve();
     };
-    // A failed attempt that will be tried again is 'starting' once more: keep waiting.
-    const onState = (): void => void (h.upstream.state !== 'starting' && done());
+    // A failed attempt that will be tried again is 'starting' once more, with its reason.
+    const onState = (): void => void (!onFirstAttempt(h) && done());
     const timer = setTimeout(done, ms);
     h.upstream.on('state', onState);
     signal?.addEventListener('abort', done, { once: true });

@@ -126,21 +126,26 @@ describe('persistent hub names', () => {
     expect(rows.find((r) => r.requestId === 'back')?.server).toBe('a');
   }, 60_000);
 
-  it('a call to a stored name of a server still starting at start-up waits out the start-up grace first', async () => {
+  it('a call or prompt by a stored name of a server on its first start waits for it, and is answered once it is ready', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-grace-'));
     const a = fixture(SDK1, dir, { prefix: 'x' });
     const b = fixture(SDK2, dir, { prefix: 'y' }, join(dir, 'counter-b.json'));
     await listedOnce(dir, a);
 
-    // `a` takes 8 s to start; `b` is ready at once, so requests are not held for capabilities.
-    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '8000' } };
+    // `a` takes 6 s to start; `b` is ready at once, so requests are not held for capabilities.
+    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '6000' } };
     const spawned = Date.now();
     hub = await startHub({ servers: { b, a: slowA } }, { dir });
     await waitForReady(hub.url, ['b']);
-    const r = await modernCall(hub.url, 'while-starting', 'tools/call', { name: 'x__echo', arguments: { text: 'x' } });
-    // Told only once the grace (3 s from the hub's start) is over, as a call would have waited
-    // before there was an answer for such names.
-    expect(Date.now() - spawned).toBeGreaterThanOrEqual(3000);
-    expect(textOf(r.body?.result)).toMatch(/^Tool x__echo is unavailable: server "a" is (starting|failed)/);
+    // A client that kept the hub's lists from before: the names are `a`'s (the ledger says so),
+    // so both wait for its first start rather than hearing "unavailable" after the grace.
+    const [call, prompt] = await Promise.all([
+      modernCall(hub.url, 'while-starting', 'tools/call', { name: 'x__echo', arguments: { text: 'x' } }),
+      modernCall(hub.url, 'prompt-while-starting', 'prompts/get', { name: 'x__greet', arguments: { name: 'n' } }),
+    ]);
+    expect(Date.now() - spawned).toBeGreaterThanOrEqual(5000);
+    expect(textOf(call.body?.result), JSON.stringify(call.body)).toBe('echo:x');
+    expect(prompt.body?.error, JSON.stringify(prompt.body)).toBeUndefined();
+    expect(JSON.stringify(prompt.body?.result?.messages)).toContain('Hello, n!');
   }, 40_000);
 });

@@ -2,18 +2,19 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { ServerHandle } from '../../src/catalog/catalog.js';
 import { Canceller } from '../../src/cancel.js';
-import { firstStarting, leftStarting } from '../../src/hub/first-start.js';
+import { firstAttemptEnded, firstStarting } from '../../src/hub/first-start.js';
 
-/** A handle whose upstream is an emitter with a settable state (all first-start.ts reads). */
-function handle(id: string, prefix: string, state: string): ServerHandle & { set(s: string): void } {
-  const upstream = Object.assign(new EventEmitter(), { state });
+/** A handle whose upstream is an emitter with a settable state and last error (all first-start.ts reads). */
+function handle(id: string, prefix: string, state: string, lastError?: string): ServerHandle & { set(s: string, error?: string): void } {
+  const upstream = Object.assign(new EventEmitter(), { state, lastError });
   return {
     id,
     config: { prefix } as ServerHandle['config'],
     upstream: upstream as unknown as ServerHandle['upstream'],
-    set(s: string) {
+    set(s: string, error?: string) {
       upstream.state = s;
-      upstream.emit('state', s);
+      upstream.lastError = error ?? upstream.lastError;
+      upstream.emit('state', s, error);
     },
   };
 }
@@ -32,36 +33,41 @@ describe('firstStarting', () => {
     expect(firstStarting('a__echo', all, (id) => id !== 'a')).toBeUndefined();
   });
 
-  it('names none for a ready server, a name in no prefix space, or a server without prefix', () => {
+  it('names none for a ready server, one whose first attempt failed, a name in no prefix space, or a server without prefix', () => {
     expect(firstStarting('r__echo', all, shown)).toBeUndefined();
+    expect(firstStarting('f__echo', [handle('f', 'f', 'starting', 'process exited with code 1')], shown)).toBeUndefined();
     expect(firstStarting('echo', all, shown)).toBeUndefined();
     expect(firstStarting('zz__echo', all, shown)).toBeUndefined();
   });
 });
 
-describe('leftStarting', () => {
-  it('waits through another failed attempt, and ends when the server is ready', async () => {
+describe('firstAttemptEnded', () => {
+  it('ends when the server is ready, or when its first attempt fails (the caller hears why at once, not after the retries)', async () => {
     const h = handle('a', 'a', 'starting');
     let done = false;
-    const wait = leftStarting(h, 60_000, undefined).then(() => (done = true));
-    h.set('starting');
+    const wait = firstAttemptEnded(h, 60_000, undefined).then(() => (done = true));
     await new Promise((r) => setTimeout(r, 5));
     expect(done).toBe(false);
     h.set('ready');
     await wait;
     expect(h.upstream.listenerCount('state')).toBe(0);
+    const f = handle('f', 'f', 'starting');
+    const failed = firstAttemptEnded(f, 60_000, undefined);
+    f.set('starting', 'process exited with code 1');
+    await failed;
+    expect(f.upstream.listenerCount('state')).toBe(0);
   });
 
   it('ends at its bound, or when the caller cancels, and at once for a server not starting', async () => {
     const t0 = Date.now();
-    await leftStarting(handle('a', 'a', 'starting'), 30, undefined);
+    await firstAttemptEnded(handle('a', 'a', 'starting'), 30, undefined);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(25);
     const c = new Canceller();
     const h = handle('b', 'b', 'starting');
-    const wait = leftStarting(h, 60_000, c.signal);
+    const wait = firstAttemptEnded(h, 60_000, c.signal);
     c.abort('gone');
     await wait;
     expect(h.upstream.listenerCount('state')).toBe(0);
-    await leftStarting(handle('c', 'c', 'failed'), 60_000, undefined);
+    await firstAttemptEnded(handle('c', 'c', 'failed'), 60_000, undefined);
   });
 });
