@@ -1,19 +1,13 @@
 import type { ApiKeyConfig, AuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
-import { UNAUTHENTICATED } from '../policy/gate.js';
+import { ANONYMOUS } from './principals.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
 import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
 import { OAuthVerifier } from './oauth.js';
 import { fieldLines } from '../transport/http1/field-lines.js';
 
-export const ANONYMOUS = 'anonymous';
-/**
- * The ledger's own principals: no key holder or token subject may be named so (its rows could not
- * be told apart). UNAUTHENTICATED names the rows of refused requests.
- */
-export const RESERVED_PRINCIPALS: ReadonlySet<string> = new Set(['hub', ANONYMOUS, UNAUTHENTICATED]);
 /** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
 export const ADMIN_SCOPE = 'switchyard:admin';
 

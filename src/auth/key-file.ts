@@ -1,7 +1,7 @@
 import { parseJsonText } from '../config/load.js';
 import { readFileSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { generateApiKey, hashApiKey } from './api-keys.js';
-import { RESERVED_PRINCIPALS } from './authenticator.js';
+import { RESERVED_PRINCIPALS, reservedFor } from './principals.js';
 
 /** The principal pattern of the config schema (`$defs.principal`). */
 export const PRINCIPAL_RE = /^[A-Za-z0-9._@|:+-]{1,128}$/;
@@ -46,7 +46,7 @@ export function addApiKey(file: string, principal: string, scopes?: string[]): s
   // The ledger's own names, in any case: a key holder called so could not be told apart from them.
   const lower = principal.toLowerCase();
   if (RESERVED_PRINCIPALS.has(lower))
-    throw new Error(`"${principal}" is reserved: the ledger names ${lower === 'hub' ? "the hub's own rows (catalog, plugins)" : 'clients of a hub without authentication'} so`);
+    throw new Error(`"${principal}" is reserved: the ledger names ${reservedFor(lower)} so`);
   const doc = readDoc(file);
   const key = generateApiKey();
   const entry: Json = { principal, sha256: hashApiKey(key) };

@@ -5,7 +5,7 @@ import { createLocalJWKSet, createRemoteJWKSet, errors, jwksCache, jwtVerify, ty
 import type { OAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
-import { RESERVED_PRINCIPALS } from './authenticator.js';
+import { RESERVED_PRINCIPALS } from './principals.js';
 
 /** Larger bearer tokens are refused unread. */
 const MAX_TOKEN_BYTES = 16 * 1024;

@@ -2,7 +2,7 @@ import type { ServerHandle } from '../catalog/catalog.js';
 import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
 import type { Upstream, UpstreamSpec } from '../upstream/types.js';
-import { ANONYMOUS } from './authenticator.js';
+import { ANONYMOUS } from './principals.js';
 import { drained } from '../upstream/drained.js';
 
 export interface PoolOptions {

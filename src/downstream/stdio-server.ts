@@ -11,6 +11,7 @@ import type { LegacySession } from './legacy-session.js';
 import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
+import { LOCAL } from '../auth/principals.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -272,7 +273,7 @@ export class StdioServer {
     return {
       transport: 'stdio',
       header: () => undefined,
-      principal: this.opts.principal ?? 'local',
+      principal: this.opts.principal ?? LOCAL,
       requestBytes: bytes,
       sink: out,
       closed: closed.signal,

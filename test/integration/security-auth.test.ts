@@ -142,8 +142,8 @@ describe('authentication at the HTTP endpoint', () => {
     expect(r.status, r.text).toBe(200);
   });
 
-  it("a token whose subject is one of the ledger's own principals (hub, anonymous, (unauthenticated)), however written → 401 invalid_token", async () => {
-    for (const sub of ['hub', 'anonymous', '(unauthenticated)', 'HUB', 'Anonymous', '(UNAUTHENTICATED)', 'ｈｕｂ', 'ＡＮＯＮＹＭＯＵＳ']) {
+  it("a token whose subject is one of the ledger's own principals (hub, anonymous, local, (unauthenticated)), however written → 401 invalid_token", async () => {
+    for (const sub of ['hub', 'anonymous', '(unauthenticated)', 'HUB', 'Anonymous', '(UNAUTHENTICATED)', 'ｈｕｂ', 'ＡＮＯＮＹＭＯＵＳ', 'local']) {
       const r = await call(await remember(token(key, { scope: 'mcp', sub })));
       const c = expect401(r, 'invalid_token');
       expect(c.error_description, sub).toMatch(/names a principal the hub keeps for itself/);

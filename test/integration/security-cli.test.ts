@@ -60,7 +60,7 @@ describe('switchyard keys', () => {
     expect(bad.stdout).toBe('');
     expect(readFileSync(file, 'utf8')).toBe('{}');
     // The ledger's own principals: a key holder of that name could not be told from them.
-    for (const name of ['hub', 'anonymous', 'Hub', 'ANONYMOUS']) {
+    for (const name of ['hub', 'anonymous', 'Hub', 'ANONYMOUS', 'local']) {
       const reserved = run(['keys', 'add', name, '--config', file]);
       expect(reserved.status, name).toBe(2);
       expect(reserved.stderr).toContain(`"${name}" is reserved`);

@@ -68,10 +68,10 @@ describe('parseConfig defaults', () => {
     });
   });
 
-  it("refuses an API key held by one of the ledger's own principals (hub, anonymous), in any case", () => {
-    for (const principal of ['hub', 'anonymous', 'HUB', 'Hub', 'AnonyMous'])
-      expect(problemsOf({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }).join('\n'), principal).toMatch(/auth\.apiKeys\[0\]\.principal: .*not hub or anonymous/);
-    for (const principal of ['hubert', 'the-hub', 'anonymous2'])
+  it("refuses an API key held by one of the ledger's own principals (hub, anonymous, local: the client of switchyard stdio), in any case", () => {
+    for (const principal of ['hub', 'anonymous', 'HUB', 'Hub', 'AnonyMous', 'local', 'LOCAL'])
+      expect(problemsOf({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }).join('\n'), principal).toMatch(/auth\.apiKeys\[0\]\.principal: .*not hub, anonymous or local/);
+    for (const principal of ['hubert', 'the-hub', 'anonymous2', 'locally'])
       expect(parseConfig({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth.apiKeys[0]!.principal).toBe(principal);
   });
 

@@ -15,7 +15,7 @@ describe('a token subject as a principal', () => {
   });
 
   it("the ledger's own names are refused however written (case, NFKC compatibility forms)", () => {
-    for (const s of ['hub', 'HUB', 'Hub', 'ｈｕｂ', 'ℌub', 'anonymous', 'ANONYMOUS', 'Anonymous', '(unauthenticated)', '(Unauthenticated)', '﹙unauthenticated﹚', '（ＵＮＡＵＴＨＥＮＴＩＣＡＴＥＤ）'])
+    for (const s of ['hub', 'HUB', 'Hub', 'ｈｕｂ', 'ℌub', 'anonymous', 'ANONYMOUS', 'Anonymous', '(unauthenticated)', '(Unauthenticated)', '﹙unauthenticated﹚', '（ＵＮＡＵＴＨＥＮＴＩＣＡＴＥＤ）', 'local', 'Local', 'ＬＯＣＡＬ'])
       expect(problem(s), s).toMatch(/keeps for itself/);
   });
 
