@@ -2,6 +2,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../paths.js';
+import { foreignKeyHint } from './foreign-keys.js';
 import { keyPath, pointerSegments } from './keypath.js';
 
 /** Where the schema lives inside the package; users point `"$schema"` at it. */
@@ -104,7 +105,10 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
   switch (e.keyword) {
     case 'additionalProperties': {
       const known = Object.keys((e.parentSchema?.properties as object | undefined) ?? {});
-      at.push(String(params.additionalProperty));
+      const key = String(params.additionalProperty);
+      at.push(key);
+      const hint = foreignKeyHint(key, known);
+      if (hint) return { path: keyPath(at), message: `unknown key: ${hint}` };
       return { path: keyPath(at), message: `unknown key${known.length ? ` (expected one of: ${known.join(', ')})` : ''}` };
     }
     case 'required':

@@ -216,6 +216,24 @@ describe('problems name their key path, one line each', () => {
     expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
   });
 
+  it("says what the hub has instead of keys other clients put in a server entry (a Cline or Roo Code entry pasted into mcpServers)", () => {
+    const p = problemsOf({ mcpServers: { fs: { command: 'x', timeout: 60, alwaysAllow: ['read'], autoApprove: ['read_file'], transportType: 'stdio', serverUrl: 'http://h/mcp', disabledTools: ['w'], envFile: '.env' } } });
+    expect(p).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^mcpServers\.fs\.timeout: unknown key: .*timeoutMs, in milliseconds$/),
+        expect.stringMatching(/^mcpServers\.fs\.alwaysAllow: unknown key: .*policy\.confirm/),
+        expect.stringMatching(/^mcpServers\.fs\.autoApprove: must be true or false: .*Cline's autoApprove/),
+        expect.stringMatching(/^mcpServers\.fs\.transportType: unknown key: type says/),
+        expect.stringMatching(/^mcpServers\.fs\.serverUrl: unknown key: url is/),
+        expect.stringMatching(/^mcpServers\.fs\.disabledTools: unknown key: tools\.deny/),
+        expect.stringMatching(/^mcpServers\.fs\.envFile: unknown key: the hub reads no env file/),
+      ]),
+    );
+    expect(p).toHaveLength(7);
+    // Elsewhere such a key is an ordinary unknown one.
+    expect(problemsOf({ listen: { timeout: 1 } })).toEqual([expect.stringMatching(/^listen\.timeout: unknown key \(expected one of: host/)]);
+  });
+
   it('says only "must be object" for a server that is not an object', () => {
     expect(problemsOf({ servers: { s: 'node server.js' } })).toEqual(['servers.s: must be object']);
     expect(problemsOf([])).toEqual(['config: must be object']);
