@@ -56,7 +56,7 @@ import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
-import { Metrics } from './metrics.js';
+import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { auditEvent, tapAudit } from './observe.js';
 
@@ -85,8 +85,12 @@ export class Hub implements HubCore {
   readonly endpoint: Endpoint;
   readonly subs = new Subscriptions();
   private http: HttpServer | undefined;
-  /** Prometheus metrics; /metrics on the listener. */
-  readonly metrics: Metrics;
+  /**
+   * Prometheus metrics for /metrics, made by listen(): `switchyard stdio` has no listener, and
+   * does not load prom-client (as it loads no jose) at each start an IDE makes.
+   */
+  metrics: Metrics | undefined;
+  private readonly metricsSources: MetricsSources;
   private admin: AdminRoutes | undefined;
   readonly auth: Authenticator;
   /** Authentication, tool scopes and rate limits at the HTTP edge. */
@@ -182,21 +186,20 @@ export class Hub implements HubCore {
     const stateKey = loadStateKey(policy.requestStateKey, keyFile);
     const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs, config.listen.maxBodyBytes);
-    this.metrics = new Metrics({
+    this.metricsSources = {
       servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: this.restartsSinceStart(h) })),
       cacheStats: () => this.catalog.cache.stats,
       ledgerCounters: () => (ledger as { commitCounters?: () => LedgerCounters }).commitCounters?.(),
       openSessions: () => this.endpoint.sessions.size,
-    });
+    };
     // Every finished request feeds the metrics and, when someone watches, the live feed ('audit').
     const observed = tapAudit(ledger, {
-      began: () => this.metrics.callStarted(),
+      began: () => this.metrics?.callStarted(),
       ended: (b, e, began) => {
-        if (began) this.metrics.callEnded();
-        this.metrics.observeCall(b, e);
+        this.metrics?.observeCall(b, e, began);
         if (this.events.listenerCount('audit')) this.events.emit('audit', auditEvent(b, e));
       },
-      committed: (s) => this.metrics.observeCommit(s),
+      committed: (s) => this.metrics?.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
     this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e), log);
@@ -345,9 +348,21 @@ export class Hub implements HubCore {
     h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
   }
 
+  /**
+   * What only a listener needs, loaded when the hub will have one: the OAuth verifier (jose) for
+   * a config with `auth.oauth`. Its errors (an unreadable `jwksFile`) are the config's: `start`
+   * calls this before listen() to say so. Idempotent; listen() calls it too.
+   */
+  async prepareListener(): Promise<void> {
+    await this.auth.prepare();
+  }
+
   async listen(host = this.config.listen.host, port = this.config.listen.port): Promise<AddressInfo> {
     const exposed = exposureProblem(host, this.auth.required);
     if (exposed) throw new Error(exposed);
+    await this.prepareListener();
+    // Before the listener serves (and before startUpstreams): no call is missed.
+    this.metrics ??= new (await import('./metrics.js')).Metrics(this.metricsSources);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
     this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups }, this.log);

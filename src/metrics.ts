@@ -152,12 +152,9 @@ export class Metrics {
     this.inflight.inc();
   }
 
-  callEnded(): void {
-    this.inflight.dec();
-  }
-
-  /** One finished request (hot path: a few map lookups and increments, see CallSeries). */
-  observeCall(b: AuditBegin, e: AuditEnd): void {
+  /** One finished request (hot path: a few map lookups and increments, see CallSeries); `began` when callStarted counted it. */
+  observeCall(b: AuditBegin, e: AuditEnd, began: boolean): void {
+    if (began) this.inflight.dec();
     const method = METHODS.has(b.method) ? b.method : 'other';
     const server = e.server ?? b.server ?? '';
     this.calls.observe(method, server, toolLabel(b, e), e.outcome, e.latencyMs / 1000);

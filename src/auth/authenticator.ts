@@ -5,7 +5,7 @@ import { ANONYMOUS } from './principals.js';
 import { ToolScopes, missingScopes } from '../policy/scopes.js';
 import { ApiKeyStore } from './api-keys.js';
 import { bearerChallenge, PRM_PATH, protectedResourceMetadata, resourceMetadataUrl } from './challenge.js';
-import { OAuthVerifier } from './oauth.js';
+import type { OAuthVerifier } from './oauth.js';
 import { fieldLines } from '../transport/http1/field-lines.js';
 
 /** The scope that opens the operator routes (/admin/…, /metrics) once authentication is on. */
@@ -103,6 +103,8 @@ export class Authenticator {
   readonly toolScopes: ToolScopes;
   private keys: ApiKeyStore;
   private oauth: OAuthVerifier | undefined;
+  /** The verifier's class, loaded by prepare() for a config with OAuth (jose is ~175 modules). */
+  private Verifier: typeof OAuthVerifier | undefined;
   private readonly baseScopes: string[];
   private readonly requiredAtStart: boolean;
 
@@ -115,7 +117,17 @@ export class Authenticator {
     this.requiredAtStart = authRequired(cfg);
     this.toolScopes = new ToolScopes(cfg?.oauth?.toolScopes);
     this.baseScopes = cfg?.oauth?.scopes ?? [];
-    if (cfg?.oauth?.audience) this.oauth = new OAuthVerifier(cfg.oauth, cfg.oauth.audience, baseDir, log);
+  }
+
+  /** Loads the OAuth verifier of a config with `auth.oauth`, and makes it when `audience` is set (a broken `jwksFile` throws here). Before any authenticate(). */
+  async prepare(): Promise<void> {
+    if (!this.cfg?.oauth || this.Verifier) return;
+    this.Verifier = (await import('./oauth.js')).OAuthVerifier;
+    const audience = this.cfg.oauth.audience;
+    // Without `audience` the verifier is made once the listener's address is known (bindAudience):
+    // this one says now, as the config's error, what is wrong with the key set or algorithms.
+    const verifier = new this.Verifier(this.cfg.oauth, audience ?? 'http://127.0.0.1/mcp', this.baseDir, this.log);
+    if (audience) this.oauth = verifier;
   }
 
   /**
@@ -143,8 +155,8 @@ export class Authenticator {
 
   /** The hub's canonical URI once the listener is bound, for an OAuth config without `audience`. */
   bindAudience(listenUrl: string): void {
-    if (!this.cfg?.oauth || this.oauth) return;
-    this.oauth = new OAuthVerifier(this.cfg.oauth, listenUrl, this.baseDir, this.log);
+    if (!this.cfg?.oauth || this.oauth || !this.Verifier) return;
+    this.oauth = new this.Verifier(this.cfg.oauth, listenUrl, this.baseDir, this.log);
     if (!isLoopbackHost(new URL(listenUrl).hostname.replace(/^\[|\]$/g, '')))
       this.log.warn({ audience: listenUrl }, 'auth.oauth.audience is not set: tokens must name the listen address; set it to the URI clients use');
   }

@@ -52,6 +52,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
     let hub: Hub;
     try {
       hub = Hub.create(config, log);
+      await hub.prepareListener();
     } catch (err) {
       // The disk, not the config: a ledger SQLite cannot write (full, I/O error) is exit 1, named as the ledger.
       const ledger = ledgerTrouble(err, config);

@@ -31,7 +31,8 @@ export interface AdminHub {
   readonly handles: ReadonlyMap<string, ServerHandle>;
   readonly catalog: Catalog;
   readonly ledger: AuditSink;
-  readonly metrics: Metrics;
+  /** Made by the hub's listen(), before these routes. */
+  readonly metrics: Metrics | undefined;
   readonly events: EventEmitter;
   readonly config: HubConfig;
   /** A server's instructions and what the poisoning checks made of them (undefined: none given). */
@@ -214,8 +215,10 @@ export class AdminRoutes {
     try {
       switch (path) {
         case '/metrics': {
-          const text = await this.hub.metrics.text();
-          res.writeHead(200, { 'content-type': this.hub.metrics.contentType, 'cache-control': 'no-store' });
+          const metrics = this.hub.metrics;
+          if (!metrics) return false;
+          const text = await metrics.text();
+          res.writeHead(200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' });
           res.end(text);
           return true;
         }

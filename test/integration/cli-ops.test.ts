@@ -261,6 +261,18 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.stderr).not.toMatch(/\n\s+at |Options:/); // no stack, no usage text
   });
 
+  it('start with an unreadable OAuth jwksFile names the config and exits 2, with or without auth.oauth.audience', async () => {
+    for (const audience of [{ audience: 'https://hub.example/mcp' }, {}]) {
+      const own = tmp('jwks');
+      const oauth = { issuer: 'https://issuer.example', jwksFile: 'missing-jwks.json', ...audience };
+      writeFileSync(join(own, 'hub.config.json'), JSON.stringify({ listen: { port: 0 }, ledger: { enabled: false }, auth: { oauth }, servers: {} }));
+      const r = await run(['start'], { cwd: own });
+      expect([r.code, r.stdout], JSON.stringify(audience)).toEqual([2, '']);
+      expect(r.stderr).toContain(`hub.config.json: auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${join(own, 'missing-jwks.json')} (ENOENT)\n`);
+      expect(r.stderr).not.toMatch(/cannot listen|\n\s+at /);
+    }
+  });
+
   it('doctor finds the port in use and the broken upstream, and checks the rest directly', async () => {
     const r = await run(['doctor', '--json'], { cwd: d });
     expect(r.stdout, r.stderr).not.toBe('');

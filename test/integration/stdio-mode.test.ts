@@ -283,8 +283,9 @@ describe('the raw line protocol of switchyard stdio', () => {
 
 describe('what a stdio hub loads', () => {
   // An IDE starts one per session: undici (HTTP upstreams) and ws (the status page's feed) are
-  // loaded only when a config or a viewer needs them (~0.2 s of CPU at each start).
-  it('loads neither undici nor ws for stdio upstreams only', async () => {
+  // loaded only when a config or a viewer needs them (~0.2 s of CPU at each start); jose (OAuth)
+  // and prom-client (/metrics) only by a hub with a listener (~0.15 s more).
+  it('loads neither undici, ws, jose nor prom-client for stdio upstreams only', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-imports-'));
     const c = new LineClient(
       spawn(process.execPath, ['--import', join(ROOT, 'test/fixtures/imports/register.mjs'), BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }),
@@ -295,7 +296,7 @@ describe('what a stdio hub loads', () => {
     expect(await c.exited).toBe(0);
     const imported = new Set([...c.stderr.matchAll(/^IMPORTED (\S+)$/gm)].map((m) => m[1]));
     expect(imported).toContain('pino'); // the hook sees packages
-    expect([...imported].filter((p) => p === 'undici' || p === 'ws')).toEqual([]);
+    expect([...imported].filter((p) => ['undici', 'ws', 'jose', 'prom-client'].includes(p))).toEqual([]);
   }, 30_000);
 });
 
