@@ -11,7 +11,7 @@ interface InitArgs {
   force: boolean;
 }
 
-const KIND_NAMES = { 'claude-desktop': 'Claude Desktop', cursor: 'Cursor', 'claude-code': 'Claude Code', vscode: 'VS Code' } as const;
+const KIND_NAMES = { 'claude-desktop': 'Claude Desktop', cursor: 'Cursor', 'claude-code': 'Claude Code', vscode: 'VS Code', cline: 'Cline', 'roo-code': 'Roo Code', windsurf: 'Windsurf' } as const;
 
 /** `$schema` as a path relative to the new file, so editors find the schema next to the package. */
 function schemaRef(file: string): string {
@@ -31,13 +31,13 @@ export function starterConfig(file: string, servers: Record<string, ImportedServ
 
 export const initCommand: CommandModule<object, InitArgs> = {
   command: 'init',
-  describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code, Cursor or Claude Code config',
+  describe: 'Write a starter hub.config.json; --from imports the servers of a Claude Desktop, VS Code, Cursor, Claude Code, Cline, Roo Code or Windsurf config',
   builder: (y: Argv) =>
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'File to write' })
       .option('from', {
         type: 'string',
-        describe: 'A client config to import: claude_desktop_config.json, .vscode/mcp.json, ~/.cursor/mcp.json or .mcp.json',
+        describe: 'A client config to import: claude_desktop_config.json, .vscode/mcp.json, ~/.cursor/mcp.json, .mcp.json, cline_mcp_settings.json, .roo/mcp.json or windsurf/mcp_config.json',
       })
       .option('force', { type: 'boolean', default: false, describe: 'Overwrite an existing file' }) as Argv<InitArgs>,
   handler: (argv) => {

@@ -2,7 +2,9 @@
  * Reading the MCP server lists of client configs, for `switchyard init --from`:
  * Claude Desktop (`claude_desktop_config.json`, `mcpServers`), Cursor (`.cursor/mcp.json`,
  * `mcpServers`, stdio or `url`), Claude Code (`.mcp.json`, `mcpServers` with `type`) and
- * VS Code (`.vscode/mcp.json`, JSON with comments, `servers` with `type` and `inputs`).
+ * VS Code (`.vscode/mcp.json`, JSON with comments, `servers` with `type` and `inputs`); Cline,
+ * Roo Code and Windsurf files read as Claude Desktop's (`mcpServers`), with their `timeout`,
+ * `serverUrl` and approval lists.
  * Pure: the caller reads the file and writes the result.
  */
 import { homedir } from 'node:os';
@@ -11,7 +13,7 @@ import { setByHub } from './header-check.js';
 import { parseJsonText } from './load.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
-export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode';
+export type ClientKind = 'claude-desktop' | 'cursor' | 'claude-code' | 'vscode' | 'cline' | 'roo-code' | 'windsurf';
 
 /** One server in hub.config.json form (only the keys the import sets). */
 export interface ImportedServer {
@@ -22,7 +24,11 @@ export interface ImportedServer {
   url?: string;
   headers?: Record<string, string>;
   enabled?: boolean;
+  timeoutMs?: number;
 }
+
+/** The longest timeout the hub takes (a Node.js timer's limit). */
+const MAX_TIMEOUT_MS = 2_147_483_647;
 
 export interface ImportResult {
   kind: ClientKind;
@@ -86,6 +92,9 @@ export function detectKind(doc: Record<string, unknown>, path: string): ClientKi
   const p = resolve(path).replaceAll('\\', '/');
   if (p.includes('/.cursor/')) return 'cursor';
   if (basename(p) === '.mcp.json' || basename(p) === '.claude.json') return 'claude-code';
+  if (basename(p) === 'cline_mcp_settings.json') return 'cline';
+  if (p.includes('/.roo/') || basename(p) === 'mcp_settings.json') return 'roo-code';
+  if (p.includes('/windsurf/') && basename(p) === 'mcp_config.json') return 'windsurf';
   return 'claude-desktop';
 }
 
@@ -171,7 +180,7 @@ function cursorRewriter(path: string, notes: string[]): Rewriter {
     });
 }
 
-function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewriter, notes: string[]): ImportedServer | undefined {
+function convertEntry(name: string, id: string, e: Record<string, unknown>, rewrite: Rewriter, notes: string[]): ImportedServer | undefined {
   const where = `server "${name}"`;
   const str = (v: unknown) => (typeof v === 'string' ? rewrite(v, where) : undefined);
   const map = (v: unknown) => {
@@ -215,6 +224,15 @@ function convertEntry(name: string, e: Record<string, unknown>, rewrite: Rewrite
     return undefined;
   }
   if (e.disabled === true || e.enabled === false) out.enabled = false;
+  // Cline's and Roo Code's per-server timeout, in seconds.
+  if (typeof e.timeout === 'number' && Number.isFinite(e.timeout) && e.timeout > 0) out.timeoutMs = Math.min(Math.round(e.timeout * 1000), MAX_TIMEOUT_MS);
+  // Tools the client ran without asking (Cline's autoApprove, Roo Code's alwaysAllow): the client
+  // still asks, for the hub's names of them, unless its entry for the hub lists those.
+  const approved = [e.autoApprove, e.alwaysAllow].find((v): v is unknown[] => Array.isArray(v) && v.length > 0);
+  if (approved) {
+    const names = approved.filter((t): t is string => typeof t === 'string').map((t) => `${id}__${t}`);
+    notes.push(`${where}: its client ran ${names.length === 1 ? 'one tool' : 'these tools'} without asking; through the hub ${names.length === 1 ? 'it is' : 'they are'} ${names.join(', ')}: list ${names.length === 1 ? 'that name' : 'those names'} in the client's entry for the hub to keep it so (the hub itself asks before no call unless policy.confirm names it).`);
+  }
   return out;
 }
 
@@ -261,7 +279,7 @@ export function importClientConfig(text: string, path: string): ImportResult {
     }
     const id = serverId(name, taken);
     if (id !== name) notes.push(`server "${name}" is "${id}" in the hub (ids are letters, digits and "-").`);
-    const s = convertEntry(name, entry, rewrite, notes);
+    const s = convertEntry(name, id, entry, rewrite, notes);
     if (s) servers[id] = s;
   }
   return { kind, servers, notes };

@@ -28,6 +28,32 @@ describe('importClientConfig', () => {
     expect(detectKind({ mcpServers: {} }, '/w/.mcp.json')).toBe('claude-code');
     expect(detectKind({ mcpServers: {} }, '/home/u/.claude.json')).toBe('claude-code');
     expect(detectKind({ mcpServers: {} }, '/x/claude_desktop_config.json')).toBe('claude-desktop');
+    expect(detectKind({ mcpServers: {} }, '/c/saoudrizwan.claude-dev/settings/cline_mcp_settings.json')).toBe('cline');
+    expect(detectKind({ mcpServers: {} }, '/w/.roo/mcp.json')).toBe('roo-code');
+    expect(detectKind({ mcpServers: {} }, '/c/rooveterinaryinc.roo-cline/settings/mcp_settings.json')).toBe('roo-code');
+    expect(detectKind({ mcpServers: {} }, '/home/u/.codeium/windsurf/mcp_config.json')).toBe('windsurf');
+  });
+
+  it("takes Cline's and Roo Code's timeout (seconds) as timeoutMs, and names the hub's names of the tools their client ran without asking", () => {
+    const r = importClientConfig(
+      JSON.stringify({
+        mcpServers: {
+          'my fs': { command: 'x', timeout: 120, autoApprove: ['read_file', 'list_dir'] },
+          roo: { command: 'y', timeout: 1e12, alwaysAllow: ['search'] },
+          none: { command: 'z', timeout: 'soon', autoApprove: [] },
+        },
+      }),
+      '/c/cline_mcp_settings.json',
+    );
+    expect(r.kind).toBe('cline');
+    expect(r.servers['my-fs']).toEqual({ command: 'x', timeoutMs: 120_000 });
+    expect(r.servers.roo).toEqual({ command: 'y', timeoutMs: 2_147_483_647 });
+    expect(r.servers.none).toEqual({ command: 'z' });
+    expect(r.notes.filter((n) => n.includes('without asking'))).toEqual([
+      expect.stringMatching(/^server "my fs": .* they are my-fs__read_file, my-fs__list_dir: list those names in the client's entry for the hub/),
+      expect.stringMatching(/^server "roo": .* it is roo__search: list that name/),
+    ]);
+    expect(configProblems({ servers: r.servers }, {})).toEqual([]);
   });
 
   it('makes unique valid ids and skips entries it cannot use', () => {
