@@ -431,7 +431,14 @@ export class Catalog extends EventEmitter {
     this.links.forget(serverId);
     const still = this.servers().find((h) => h.id === serverId);
     if (still) this.listens.track(still.id, still.upstream);
-    else this.listens.untrack(serverId);
+    else {
+      this.listens.untrack(serverId);
+      // Removed: its lists (every principal's) and the names they had go with it, not kept for
+      // a server that may never come back (a reload that renames servers, over months).
+      for (const pk of [...this.parts.keys()]) if (pk.startsWith(`${serverId}\0`)) this.parts.delete(pk);
+      for (const pk of [...this.listedNames.keys()]) if (pk.startsWith(`${serverId}\0`)) this.listedNames.delete(pk);
+      this.notifyChain.delete(serverId);
+    }
     this.cache.drop(`${serverId}\0`);
     for (const k of LIST_KINDS) this.listFailed.delete(`${serverId}\0${k}`);
     this.reads.invalidate(serverId);

@@ -120,6 +120,37 @@ it("principals' own lists are not kept for every principal that ever connected: 
   c.close();
 });
 
+it("a server a reload removed leaves no lists behind: its own and every principal's, and the names they had", async () => {
+  const connection = (): any => {
+    const u: any = new EventEmitter();
+    u.state = 'ready';
+    u.era = LEGACY;
+    u.capabilities = { tools: { listChanged: true } };
+    u.request = async (m: string) => (m === 'tools/list' ? { tools: [REPORT] } : {});
+    return u;
+  };
+  let handles: any[] = ['u', 'v'].map((id) => ({ id, config: serverConfig(id), upstream: connection() }));
+  const own = connection();
+  const c = new Catalog(() => handles, new NameAssigner(), silentLogger, {
+    listAtReady: () => false,
+    connection: (h, pr): Connection => (pr === 'alice' ? { credential: principalConn('alice'), upstream: own } : { credential: '', upstream: h.upstream }),
+  });
+  await c.aggregate('tools', {});
+  await c.aggregate('tools', { principal: 'alice' });
+  const of = (m: Map<string, unknown>, id: string) => [...m.keys()].filter((k) => k.startsWith(`${id}\0`)).length;
+  expect(of((c as any).parts, 'u')).toBe(2);
+  expect(of((c as any).listedNames, 'u')).toBe(2);
+
+  handles = handles.filter((h) => h.id !== 'u'); // as the reload's takeOut does, then forget
+  c.forget('u');
+  expect(of((c as any).parts, 'u')).toBe(0);
+  expect(of((c as any).listedNames, 'u')).toBe(0);
+  // The server that stays keeps its lists.
+  expect(of((c as any).parts, 'v')).toBe(2);
+  expect(((await c.aggregate('tools', {})).items as any[]).map((t) => t.name)).toEqual(['v__report']);
+  c.close();
+});
+
 it('the names a partition has listed are refreshed by each list and bounded, the oldest going first', () => {
   const names = refreshed(new Set(), ['a', 'b', 'c'], 4);
   expect([...refreshed(names, ['a', 'd', 'e'], 4)]).toEqual(['c', 'a', 'd', 'e']);
