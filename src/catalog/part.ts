@@ -3,6 +3,7 @@ import { paramHeaderAnnotationProblem } from '../protocol/param-headers.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
+import { withScreenedIcons } from './icons.js';
 import { toolFilter } from './filters.js';
 import { NAME_FIELD, type ListKind } from './lists.js';
 import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
@@ -124,6 +125,7 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
     records.push(r);
   }
   const live = records.filter((r) => !r.denied);
+  if (!trusted) for (const r of live) r.item = withScreenedIcons(r.item, s.config.url);
 
   if (kind === 'tools' && live.length) {
     const { verdicts, events } = checkPins(
