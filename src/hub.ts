@@ -163,8 +163,14 @@ export class Hub implements HubCore {
     });
     this.routes = new ShownRoutes(this.catalog);
     // Said on a principal's own connection: for the subscriptions made on that connection only.
+    // A subscription outlives a reload of `groups`: a client whose group no longer shows the
+    // server is not told of its resources (seenBy), as it could no longer subscribe to them.
     this.catalog.on('resourceUpdated', (u: { server: string; uri: string; principal?: string }) =>
-      this.events.emit('resourceUpdated', { uri: u.uri, subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)) }),
+      this.events.emit('resourceUpdated', {
+        uri: u.uri,
+        subscribers: this.subs.subscribers(u.server, u.uri, u.principal === undefined ? '' : principalConn(u.principal)),
+        seenBy: (group?: string) => this.catalog.groups.showsServer(group, u.server),
+      }),
     );
     // `principal`: a change of that principal's own list only (its own upstream connection).
     // `servers`: changes of those servers' parts only, which clients of a group without any of

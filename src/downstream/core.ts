@@ -22,7 +22,8 @@ export interface HubCore {
   /**
    * 'listChanged' (kind: 'tools'|'prompts'|'resources'|'resourceTemplates', principal?: only
    * its clients, seenBy?: (group) => whether clients of that endpoint group see the change);
-   * 'resourceUpdated' ({uri, subscribers: ReadonlySet<string>}).
+   * 'resourceUpdated' ({uri, subscribers: ReadonlySet<string>, seenBy: SeenBy}: a subscriber
+   * is told only when its endpoint group shows the resource's server).
    */
   readonly events: EventEmitter;
   /** Subscriber keys of a session that went away, so upstream subscriptions can be released. */
@@ -35,7 +36,7 @@ export interface HubCore {
   health(): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 
-/** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a list change. */
+/** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a change. */
 export type SeenBy = (group: string | undefined) => boolean;
 
 /** A place to send server → client messages (a GET SSE stream, a POST's SSE stream, stdout). */
@@ -44,4 +45,11 @@ export interface MessageSink {
   readonly closed: boolean;
   /** false: nothing sent before the answer reaches the client (its Accept had no text/event-stream). */
   readonly canStream?: boolean;
+}
+
+/** What 'resourceUpdated' carries. */
+export interface ResourceUpdate {
+  uri: string;
+  subscribers: ReadonlySet<string>;
+  seenBy: SeenBy;
 }

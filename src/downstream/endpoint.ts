@@ -25,7 +25,7 @@ import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingL
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
-import type { HubCore, MessageSink, SeenBy } from './core.js';
+import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
@@ -131,10 +131,10 @@ export class Endpoint {
     this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
     this.sweeper.unref();
     core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => this.broadcastLegacy(kind, principal, seenBy));
-    core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
+    core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const key of u.subscribers) {
         const s = this.sessions.get(key) ?? this.stdioSession(key);
-        s?.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
+        if (s && u.seenBy(s.group)) s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
       }
     });
   }

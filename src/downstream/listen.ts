@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { META_SERVER_INFO, META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { Request } from '../protocol/jsonrpc.js';
-import type { HubCore, MessageSink, SeenBy } from './core.js';
+import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
 
@@ -65,9 +65,9 @@ export class ListenHub {
     /** Streams open at once, per principal and in all (as legacy sessions: listen.maxSessions*). */
     private readonly limits: { perPrincipal: number; total: number } = { perPrincipal: Infinity, total: Infinity },
   ) {
-    core.events.on('resourceUpdated', (u: { uri: string; subscribers: ReadonlySet<string> }) => {
+    core.events.on('resourceUpdated', (u: ResourceUpdate) => {
       for (const l of this.listeners)
-        if (u.subscribers.has(l.key) && !l.sink.closed)
+        if (u.subscribers.has(l.key) && !l.sink.closed && u.seenBy(l.group))
           l.sink.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri, _meta: { [META_SUBSCRIPTION_ID]: l.id } } });
     });
     core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => {

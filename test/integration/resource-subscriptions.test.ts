@@ -17,6 +17,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { waitForRows } from './ledger-helpers.js';
+import { loggedTimes, setSection } from '../helpers/config-edit.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 let hub: HubProcess;
@@ -187,6 +188,37 @@ describe('resource subscriptions', () => {
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['mod://doc']);
     await sub.close();
     await c.close();
+  });
+
+  it("a group reloaded to hide a server: its clients' subscriptions there bring no more updates (legacy and modern)", async () => {
+    const updates = { legacy: [] as string[], modern: [] as string[], root: [] as string[] };
+    const v1 = new ClientV1({ name: 'group-v1', version: '1.0.0' });
+    await v1.connect(new TransportV1(new URL('/mcp/onlyMod', hub.url)));
+    v1.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.legacy.push(n.params.uri));
+    await v1.subscribeResource({ uri: 'mod://doc' });
+    const v2 = await client('/mcp/onlyMod');
+    v2.setNotificationHandler('notifications/resources/updated', async (n) => void updates.modern.push(String(n.params.uri)));
+    const sub = await v2.listen({ resourceSubscriptions: ['mod://doc'] });
+    const root = await client();
+    root.setNotificationHandler('notifications/resources/updated', async (n) => void updates.root.push(String(n.params.uri)));
+    const rootSub = await root.listen({ resourceSubscriptions: ['mod://doc'] });
+    const reloads = hub.logs.filter((l) => l.includes('config reload: groups replaced')).length;
+    try {
+      await root.callTool({ name: 'mod__touch', arguments: { uri: 'mod://doc' } });
+      await expect.poll(() => [updates.legacy.length, updates.modern.length, updates.root.length], { timeout: 2000, interval: 20 }).toEqual([1, 1, 1]);
+
+      setSection(hub, 'groups', { onlyMod: { servers: ['leg'] } });
+      await loggedTimes(hub, 'config reload: groups replaced', reloads + 1);
+      await root.callTool({ name: 'mod__touch', arguments: { uri: 'mod://doc' } });
+      await expect.poll(() => updates.root.length, { timeout: 2000, interval: 20 }).toBe(2);
+      await new Promise((r) => setTimeout(r, 200));
+      expect([updates.legacy.length, updates.modern.length]).toEqual([1, 1]);
+    } finally {
+      setSection(hub, 'groups', { onlyMod: { servers: ['mod'] } });
+      await loggedTimes(hub, 'config reload: groups replaced', reloads + 2);
+      await Promise.all([sub.close(), rootSub.close()]);
+      await Promise.all([v1.close(), v2.close(), root.close()]);
+    }
   });
 });
 
