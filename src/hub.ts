@@ -536,11 +536,14 @@ export class Hub implements HubCore {
     return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
   }
 
-  currentCapabilities(): ServerCapabilities {
+  currentCapabilities(group?: string): ServerCapabilities {
     // A server that is not ready counts with what it offered last (or, never seen, the list
     // families while it starts): its families answer "unavailable" or an empty list meanwhile
     // rather than "method not found", and a handshake made now does not leave them out.
-    const caps = unionCapabilities(this.handles.values(), (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
+    // A group's are those of the servers it shows: another server's logging, completions or
+    // resources.subscribe would be offered where nothing gives them.
+    const shown = [...this.handles.values()].filter((h) => this.catalog.groups.showsServer(group, h.id));
+    const caps = unionCapabilities(shown, (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
     // Tools always: a legacy session keeps its handshake's capabilities, and one made while no
     // server could offer tools (none configured yet, every one failed to start) would never
     // ask for the tools of a server added by a reload or started by `servers restart`.
@@ -548,10 +551,10 @@ export class Hub implements HubCore {
     return caps;
   }
 
-  async capabilities(): Promise<ServerCapabilities> {
+  async capabilities(group?: string): Promise<ServerCapabilities> {
     const grace = this.startupGrace();
     if (grace) await grace;
-    return this.currentCapabilities();
+    return this.currentCapabilities(group);
   }
 
   instructions(group?: string): string | undefined {

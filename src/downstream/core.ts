@@ -6,10 +6,13 @@ import type { AuditEnd } from '../ledger/types.js';
 /** What the downstream edges need from the rest of the hub; nothing era-specific crosses it. */
 export interface HubCore {
   readonly serverInfo: Implementation;
-  /** The union over upstreams, waiting (bounded) for ones still starting. */
-  capabilities(): Promise<ServerCapabilities>;
+  /**
+   * The union over upstreams (those an endpoint group shows, when given: what its handshake
+   * offers), waiting (bounded) for ones still starting.
+   */
+  capabilities(group?: string): Promise<ServerCapabilities>;
   /** The same, without waiting. */
-  currentCapabilities(): ServerCapabilities;
+  currentCapabilities(group?: string): ServerCapabilities;
   /** The upstreams' instructions a client of this endpoint group gets (undefined group: `/mcp`). */
   instructions(group?: string): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;

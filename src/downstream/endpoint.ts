@@ -312,7 +312,7 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
-      const capabilities = await this.core.capabilities();
+      const capabilities = await this.core.capabilities(ex.group);
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
@@ -675,7 +675,7 @@ export class Endpoint {
       for (const [id, s] of this.stdioSessions) if (s.ended) this.stdioSessions.delete(id);
       this.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
-    const capabilities = await this.core.capabilities();
+    const capabilities = await this.core.capabilities(ex.group);
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;

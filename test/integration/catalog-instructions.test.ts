@@ -28,7 +28,8 @@ describe('upstream instructions: group view and poisoning checks', () => {
       groups: { g: { servers: ['good'] } },
       servers: {
         good: nodeServer(MUTABLE, [], { ERA: 'legacy', INSTRUCTIONS: 'Good server notes.' }),
-        other: nodeServer(MUTABLE, [], { ERA: 'modern', INSTRUCTIONS: OTHER }),
+        // Offers what `good` does not: logging and completions (a group of `good` alone must not).
+        other: nodeServer(MUTABLE, [], { ERA: 'modern', INSTRUCTIONS: OTHER, DISCOVER_CAPS: JSON.stringify({ tools: { listChanged: true }, logging: {}, completions: {} }) }),
         secret: nodeServer(MUTABLE, [], { ERA: 'modern', INSTRUCTIONS: POISONED }),
       },
     });
@@ -46,6 +47,15 @@ describe('upstream instructions: group view and poisoning checks', () => {
   it('a group endpoint gives only the instructions of the servers its group shows (legacy initialize, modern discover)', async () => {
     expect(await initialized(group())).toBe('[good] Good server notes.');
     expect(await discovered(group())).toBe('[good] Good server notes.');
+  });
+
+  it("a group endpoint offers the capabilities of the servers its group shows, not another server's (legacy initialize, modern discover)", async () => {
+    const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
+    expect((await legacySession(group())).init.body?.result?.capabilities).toEqual(own);
+    expect((await modernPost(group(), 'c', 'server/discover')).body?.result?.capabilities).toEqual(own);
+    // /mcp offers every server's.
+    expect((await legacySession(hub.url)).init.body?.result?.capabilities).toMatchObject({ ...own, logging: {}, completions: {} });
+    expect((await modernPost(hub.url, 'c', 'server/discover')).body?.result?.capabilities).toMatchObject({ ...own, logging: {}, completions: {} });
   });
 
   it('flagged instructions are left out under block, for /mcp too; clean ones of every server stay', async () => {
