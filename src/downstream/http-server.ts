@@ -384,7 +384,10 @@ export class HttpServer {
     const origin = header(req, 'origin');
     if (origin === undefined || !this.opts.allowedOrigins.includes(origin)) return false;
     res.setHeader('access-control-allow-origin', origin);
-    if (req.method !== 'OPTIONS' || !MCP_PATH.test(path)) {
+    const m = req.method === 'OPTIONS' ? MCP_PATH.exec(path) : null;
+    // A preflight of a group that does not exist goes on to the 404 a POST there gets: a 204
+    // would tell a browser app the endpoint is there.
+    if (!m || (m[1] !== undefined && !this.opts.groups?.has(m[1]))) {
       res.setHeader('access-control-expose-headers', 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate');
       return false;
     }

@@ -15,7 +15,7 @@ const APP = 'https://app.example';
 let hub: HubProcess;
 
 beforeAll(async () => {
-  hub = await startHub({ listen: { allowedOrigins: [APP] }, servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') } });
+  hub = await startHub({ listen: { allowedOrigins: [APP] }, groups: { g: { servers: ['s'] } }, servers: { s: nodeServer('test/fixtures/servers/sdk1-server.mjs') } });
   await waitForReady(hub.url, ['s']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
@@ -62,6 +62,15 @@ describe('CORS for listed browser origins', () => {
     expect(r.headers['access-control-allow-methods']).toBe('GET, POST, DELETE');
     expect(r.headers['access-control-allow-headers']).toBe('content-type, mcp-protocol-version, mcp-session-id');
     expect(r.headers.vary).toBe('Origin');
+  });
+
+  it("answers a preflight of a group's endpoint, and gives one of a group that does not exist the 404 a POST there gets", async () => {
+    const preflight = { origin: APP, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' };
+    expect((await send('OPTIONS', '/mcp/g', preflight)).status).toBe(204);
+    const none = await send('OPTIONS', '/mcp/nosuch', preflight);
+    expect(none.status).toBe(404);
+    expect(JSON.parse(none.text).error.message).toContain('no tool group named "nosuch"');
+    expect(none.headers['access-control-allow-methods']).toBeUndefined();
   });
 
   it('makes answers readable by that origin, the session id included', async () => {
