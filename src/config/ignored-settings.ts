@@ -5,12 +5,17 @@
  */
 import type { HubConfig } from './types.js';
 
-export function ignoredSettings(config: Pick<HubConfig, 'servers'>): string[] {
+export function ignoredSettings(config: Pick<HubConfig, 'servers' | 'groups'>): string[] {
   const out: string[] = [];
   for (const [id, s] of Object.entries(config.servers)) {
     // catalog/part.ts approves a changed tool at once only for a trusted server.
     if (s.autoApprove === true && s.trust !== 'trusted')
       out.push(`servers.${id}.autoApprove is ignored: it applies only to a server with "trust": "trusted", so this one's changed tools are quarantined all the same (set trust, or drop autoApprove)`);
   }
+  // A misspelt id leaves the group without that server's items, and nothing else would say so.
+  for (const [name, g] of Object.entries(config.groups ?? {}))
+    for (const id of g.servers ?? [])
+      if (!Object.hasOwn(config.servers, id))
+        out.push(`groups.${name}.servers names "${id}", which is not a configured server: /mcp/${name} shows nothing of it (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
   return out;
 }

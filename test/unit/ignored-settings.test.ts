@@ -11,4 +11,12 @@ describe('ignoredSettings', () => {
     });
     expect(said).toEqual([expect.stringMatching(/^servers\.u\.autoApprove is ignored: it applies only to a server with "trust": "trusted"/)]);
   });
+
+  it('names a server id of a group that is not configured (a disabled server is configured)', () => {
+    const said = ignoredSettings({
+      servers: { leg: server({}), off: server({ enabled: false }) },
+      groups: { ok: { servers: ['leg', 'off'] }, typo: { servers: ['leg', 'lag'] }, all: { tools: ['*'] } },
+    });
+    expect(said).toEqual(['groups.typo.servers names "lag", which is not a configured server: /mcp/typo shows nothing of it (servers: leg, off)']);
+  });
 });
