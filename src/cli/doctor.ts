@@ -15,8 +15,8 @@ import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js'
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { lookLocally } from './local-catalog.js';
-import { globMatcher } from '../policy/glob.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
+import { Groups } from '../catalog/filters.js';
 
 type DoctorArgs = DaemonArgs;
 
@@ -33,8 +33,12 @@ export const CLIENT_TOOL_CAPS: { client: string; max: number }[] = [
   { client: 'Windsurf', max: 50 },
 ];
 
-/** Tool count per endpoint: the whole catalog, and each configured group whose shape we can read. */
-export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | undefined): Finding[] {
+/**
+ * Tool count per endpoint: the whole catalog, and each configured group, counted as the hub
+ * shows it (catalog/filters.ts: servers, tool globs, `deny`; `prefixOf` a server's prefix, for
+ * the deny globs a renamed tool meets by its name before renaming).
+ */
+export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | undefined, prefixOf: (server: string) => string | undefined = () => undefined): Finding[] {
   const out: Finding[] = [];
   const check = (label: string, n: number) => {
     const over = CLIENT_TOOL_CAPS.filter((c) => n > c.max);
@@ -47,17 +51,8 @@ export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | un
     else out.push({ level: 'ok', check: 'tool caps', message: `${label} exposes ${n} tools (within ${CLIENT_TOOL_CAPS.map((c) => `${c.client} ${c.max}`).join(', ')})` });
   };
   check('the default endpoint', tools.length);
-  for (const [name, g] of Object.entries(groups ?? {})) {
-    const spec = (g ?? {}) as { servers?: unknown; tools?: unknown };
-    const servers = Array.isArray(spec.servers) ? new Set(spec.servers.map(String)) : undefined;
-    const globs = Array.isArray(spec.tools) ? globMatcher(spec.tools.map(String)) : undefined;
-    if (!servers && !globs) {
-      out.push({ level: 'warn', check: 'tool caps', message: `group "${name}": cannot count its tools (no "servers" or "tools" list)` });
-      continue;
-    }
-    const n = tools.filter((t) => (!servers || servers.has(t.server)) && (!globs || globs(t.name) || globs(t.upstreamName))).length;
-    check(`group "${name}"`, n);
-  }
+  const shown = new Groups(groups);
+  for (const name of shown.names()) check(`group "${name}"`, tools.filter((t) => shown.includes(name, 'tools', t.server, t.name, t.upstreamName, prefixOf(t.server))).length);
   return out;
 }
 
@@ -211,7 +206,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     ({ servers, tools } = await lookLocally(config, { unreadPins: 'ignore', all: true }));
   }
   if (servers) findings.push(...upstreamFindings(servers));
-  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups));
+  if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
   if (config) findings.push(ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;
 }

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { toolCaps } from '../../src/cli/doctor.js';
+import type { ToolView } from '../../src/downstream/admin-views.js';
+
+const tool = (server: string, upstreamName: string, name = `${server}__${upstreamName}`) => ({ name, server, upstreamName, era: null, trust: 'untrusted', flags: [] }) as ToolView;
+
+describe('doctor: tool caps per group', () => {
+  it('counts what each group shows, as the hub does: servers, tool globs, deny, and a group of deny only', () => {
+    const tools = [tool('a', 'read'), tool('a', 'delete'), tool('b', 'read'), tool('b', 'write')];
+    const found = toolCaps(tools, {
+      none: { servers: ['a'], deny: ['a__*'] },
+      reads: { tools: ['read'] },
+      safe: { deny: ['*__delete', 'write'] },
+      // A glob with the hub's separator is read on hub names only.
+      hubOnly: { tools: ['*__read'] },
+    });
+    expect(found.map((f) => f.message)).toEqual([
+      expect.stringMatching(/^the default endpoint exposes 4 tools/),
+      expect.stringMatching(/^group "none" exposes 0 tools/),
+      expect.stringMatching(/^group "reads" exposes 2 tools/),
+      expect.stringMatching(/^group "safe" exposes 2 tools/),
+      expect.stringMatching(/^group "hubOnly" exposes 2 tools/),
+    ]);
+  });
+});
