@@ -500,6 +500,10 @@ export class Hub implements HubCore {
     // Names remembered per group for servers that are down: a group that no longer shows one
     // must answer "unknown tool" for it, not "unavailable".
     this.routes.forgetAll();
+    const gone = (group: string) => !this.catalog.groups.has(group);
+    const ended = this.endpoint.endSessionsOfGroups(gone);
+    const streams = this.endpoint.listen.endStreamsOfGroups(gone);
+    if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams }, 'config reload: sessions and streams of removed groups ended');
   }
 
   /**

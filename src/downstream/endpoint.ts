@@ -873,6 +873,17 @@ export class Endpoint {
     for (const [id, s] of this.sessions) if ((principals.has(s.principal) || removed(s.key) || removed(s.streamKey)) && this.endSession(id)) n++;
     return n + (this.memory?.forgetOpenedBy(keys) ?? 0);
   }
+
+  /**
+   * Sessions opened on `/mcp/<group>` of a group a reload removed end at once, GET streams
+   * included: their every request would get the path's 404, while a GET stream stayed open,
+   * told nothing, and the session held its place.
+   */
+  endSessionsOfGroups(gone: (group: string) => boolean): number {
+    let n = 0;
+    for (const [id, s] of this.sessions) if (s.group !== undefined && gone(s.group) && this.endSession(id)) n++;
+    return n;
+  }
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();

@@ -218,6 +218,17 @@ export class ListenHub {
     return n;
   }
 
+  /** The streams opened on `/mcp/<group>` of a group a reload removed end now, as a session there does; how many. */
+  endStreamsOfGroups(gone: (group: string) => boolean): number {
+    let n = 0;
+    for (const l of [...this.listeners])
+      if (l.group !== undefined && gone(l.group)) {
+        l.close();
+        n++;
+      }
+    return n;
+  }
+
   closeAll(): void {
     for (const l of this.listeners) this.finish(l);
     this.listeners.clear();

@@ -7,6 +7,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -73,6 +74,33 @@ describe('groups reloaded while the hub runs', () => {
     // The upstream kept its connection throughout.
     expect((await health(hub.url)).servers.find((s) => s.id === 's')).toMatchObject({ state: 'ready', restarts: before.restarts, since: before.since });
     await client.close();
+  });
+
+  it("a removed group's legacy sessions and listen streams end at once; another group's go on", async () => {
+    rewrite({ gone: { servers: ['s'] }, stays: { servers: ['s'] } });
+    await reloaded(3);
+    const legacy = async (group: string) => {
+      const c = new Client({ name: `in-${group}`, version: '1.0.0' });
+      await c.connect(new StreamableHTTPClientTransport(new URL(at(group))));
+      return c;
+    };
+    const [gone, stays] = [await legacy('gone'), await legacy('stays')];
+    const modern = new ClientV2({ name: 'listen-gone', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await modern.connect(new TransportV2(new URL(at('gone'))));
+    const sub = await modern.listen({ toolsListChanged: true });
+    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
+    try {
+      rewrite({ stays: { servers: ['s'] } });
+      await reloaded(4);
+      expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r('still open'), 3_000))])).toBe('graceful');
+      const line = hub.logs.filter((l) => l.includes('sessions and streams of removed groups ended')).at(-1);
+      expect(line && JSON.parse(line)).toMatchObject({ sessions: 1, listenStreams: 1 });
+      expect((await stays.listTools()).tools.map((t) => t.name)).toEqual(['s__alpha', 's__beta', 's__gamma']);
+    } finally {
+      rewrite(undefined);
+      await reloaded(5);
+      await Promise.all([gone.close(), stays.close(), modern.close()]);
+    }
   });
 });
 
