@@ -9,19 +9,27 @@ import { lastFlush } from './last-flush.js';
 
 interface StdioArgs {
   config: string;
+  group?: string;
 }
 
 export const stdioCommand: CommandModule<object, StdioArgs> = {
   command: 'stdio',
   describe: 'Serve the hub over stdin/stdout (both protocol eras), for clients that spawn a command',
   builder: (y: Argv) =>
-    y.option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' }) as Argv<StdioArgs>,
+    y
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+      .option('group', { alias: 'g', type: 'string', describe: 'Serve only this tool group (groups.<name>), as /mcp/<name> does over HTTP: for a client that takes few tools' }) as Argv<StdioArgs>,
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
     consoleToStderr(); // before any plugin loads
     const stdout = takeStdout();
     const log = createLogger();
     const config = loadConfigOrExit(argv.config);
+    if (argv.group !== undefined && !Object.hasOwn(config.groups ?? {}, argv.group)) {
+      const names = Object.keys(config.groups ?? {});
+      process.stderr.write(`switchyard stdio: no tool group named ${JSON.stringify(argv.group)} in ${argv.config} (${names.length ? `groups: ${names.join(', ')}` : 'it has no groups'})\n`);
+      process.exit(2);
+    }
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', 10_000);
@@ -54,6 +62,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       onSessionClosed: (key) => hub.sessionClosed(key),
       endListens: () => hub.endpoint.listen.closeAll(),
       gate: hub.gate,
+      group: argv.group,
     });
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));

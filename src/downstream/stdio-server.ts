@@ -20,6 +20,8 @@ export interface StdioServerOptions {
   drainMs?: number;
   /** The principal of everything arriving on this pipe (whoever spawned the process). */
   principal?: string;
+  /** The tool group this pipe shows (`switchyard stdio --group`), as `/mcp/<group>` does over HTTP. */
+  group?: string;
   /**
    * The hub ends its open listen streams gracefully (ListenHub.closeAll: each listen request
    * answered, digest §4.1): called as this server stops, before its exchanges are cut.
@@ -274,6 +276,7 @@ export class StdioServer {
       transport: 'stdio',
       header: () => undefined,
       principal: this.opts.principal ?? LOCAL,
+      group: this.opts.group,
       requestBytes: bytes,
       sink: out,
       closed: closed.signal,

@@ -4,7 +4,7 @@
  * against the legacy and modern fixture upstreams; then the raw line protocol (bad lines,
  * oversized lines, cancellation, clean exit at EOF, nothing but protocol on stdout).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -279,6 +279,26 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(c.nonProtocolLines).toEqual([]);
     expect(c.stderr).toMatch(/stdio hub stopping/);
   });
+});
+
+describe('switchyard stdio --group', () => {
+  it("serves one tool group, as /mcp/<group> does: its tools only; an unknown group is a usage error", async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-group-'));
+    const file = writeConfig(d, { groups: { small: { servers: ['modern'], tools: ['modern__echo'] } } });
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file, '--group', 'small'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const list = await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list', params: { _meta: META } });
+    expect((list.result?.tools as Json[]).map((t) => t.name)).toEqual(['modern__echo']);
+    const other = await c.request({ jsonrpc: '2.0', id: 'o', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'x' }, _meta: META } });
+    expect(other.error?.message, JSON.stringify(other)).toBe('Unknown tool: legacy__echo');
+    const echo = await c.request({ jsonrpc: '2.0', id: 'e', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'hi' }, _meta: META } });
+    expect(echo.result?.content?.[0]?.text).toBe('echo:hi');
+    c.endInput();
+    expect(await c.exited).toBe(0);
+
+    const bad = spawnSync(process.execPath, [BIN, 'stdio', '--config', file, '--group', 'big'], { cwd: ROOT, encoding: 'utf8', input: '' });
+    expect([bad.status, bad.stdout]).toEqual([2, '']);
+    expect(bad.stderr).toContain(`switchyard stdio: no tool group named "big" in ${file} (groups: small)`);
+  }, 30_000);
 });
 
 describe('what a stdio hub loads', () => {
