@@ -18,6 +18,8 @@ export interface KeyHolder {
   scopes: string[];
   /** The key's configured hash (lower-case hex): names the key without being it. */
   key: string;
+  /** The tool groups whose endpoints alone it may use; undefined: every endpoint. */
+  groups?: ReadonlySet<string>;
 }
 
 /**
@@ -28,7 +30,7 @@ export class ApiKeyStore {
   private readonly entries: { hash: Buffer; holder: KeyHolder }[];
 
   constructor(keys: readonly ApiKeyConfig[]) {
-    this.entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), holder: { principal: k.principal, scopes: k.scopes ?? [], key: k.sha256.toLowerCase() } }));
+    this.entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), holder: { principal: k.principal, scopes: k.scopes ?? [], key: k.sha256.toLowerCase(), groups: k.groups ? new Set(k.groups) : undefined } }));
   }
 
   get size(): number {

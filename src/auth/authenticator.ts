@@ -29,6 +29,8 @@ export interface Identity {
    * when a reload removes that key, even if the principal keeps another (a rotated key).
    */
   key?: string;
+  /** The tool groups whose endpoints alone this credential may use (`auth.apiKeys[].groups`); undefined: every endpoint. */
+  groups?: ReadonlySet<string>;
 }
 
 /** A refusal to send as is: status, headers (WWW-Authenticate) and a short reason for the body. */
@@ -172,7 +174,7 @@ export class Authenticator {
     if (token === '') return this.malformed('malformed Authorization header');
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);
-      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key };
+      if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key, groups: holder.groups };
     }
     if (this.cfg?.oauth && token.split('.').length === 3) {
       if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet');

@@ -41,16 +41,21 @@ function keysOf(doc: Json): Json[] {
 }
 
 /** Adds a new key for `principal` to the config file; returns the key (the file holds only its hash). */
-export function addApiKey(file: string, principal: string, scopes?: string[]): string {
+export function addApiKey(file: string, principal: string, scopes?: string[], groups?: string[]): string {
   if (!PRINCIPAL_RE.test(principal)) throw new Error('a principal is 1-128 characters of letters, digits and ._@|:+-');
   // The ledger's own names, in any case: a key holder called so could not be told apart from them.
   const lower = principal.toLowerCase();
   if (RESERVED_PRINCIPALS.has(lower))
     throw new Error(`"${principal}" is reserved: the ledger names ${reservedFor(lower)} so`);
   const doc = readDoc(file);
+  // A key limited to a group the config has not could use no endpoint (the config check says so too).
+  const configured = doc.groups !== null && typeof doc.groups === 'object' ? doc.groups : {};
+  const unknown = (groups ?? []).filter((g) => !Object.hasOwn(configured, g));
+  if (unknown.length) throw new Error(`no tool group named ${unknown.map((g) => JSON.stringify(g)).join(', ')} (${Object.keys(configured).join(', ') || 'the config has no groups'})`);
   const key = generateApiKey();
   const entry: Json = { principal, sha256: hashApiKey(key) };
   if (scopes?.length) entry.scopes = scopes;
+  if (groups?.length) entry.groups = [...new Set(groups)];
   keysOf(doc).push(entry);
   writeDoc(file, doc);
   return key;
@@ -66,10 +71,11 @@ export function removeApiKeys(file: string, principal: string): number {
   return keys.length - kept.length;
 }
 
-export function listApiKeys(file: string): { principal: string; hashPrefix: string; scopes: string[] }[] {
+export function listApiKeys(file: string): { principal: string; hashPrefix: string; scopes: string[]; groups: string[] }[] {
   return keysOf(readDoc(file)).map((k) => ({
     principal: String(k.principal),
     hashPrefix: String(k.sha256 ?? '').slice(0, 12),
     scopes: Array.isArray(k.scopes) ? (k.scopes as string[]) : [],
+    groups: Array.isArray(k.groups) ? (k.groups as string[]) : [],
   }));
 }

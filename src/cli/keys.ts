@@ -5,6 +5,7 @@ interface KeyArgs {
   config: string;
   principal?: string;
   scope?: string[];
+  group?: string[];
 }
 
 const configOption = { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' } as const;
@@ -26,11 +27,12 @@ const addCommand: CommandModule<object, KeyArgs> = {
     y
       .positional('principal', { type: 'string', describe: 'Who holds the key (as the ledger names them)' })
       .option('config', configOption)
-      .option('scope', { type: 'string', array: true, describe: 'A scope the key grants (repeatable)' }) as Argv<KeyArgs>,
+      .option('scope', { type: 'string', array: true, describe: 'A scope the key grants (repeatable)' })
+      .option('group', { type: 'string', array: true, describe: 'A tool group whose endpoint /mcp/<group> the key may use; given, the key may use only those (repeatable)' }) as Argv<KeyArgs>,
   handler: (args) => {
     let key: string;
     try {
-      key = addApiKey(args.config, String(args.principal), args.scope);
+      key = addApiKey(args.config, String(args.principal), args.scope, args.group);
     } catch (e) {
       return fail(`${args.config}: ${problem(e)}`);
     }
@@ -61,7 +63,7 @@ const listCommand: CommandModule<object, KeyArgs> = {
   handler: (args) => {
     try {
       for (const k of listApiKeys(args.config))
-        process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}\n`);
+        process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);
     } catch (e) {
       fail(`${args.config}: ${problem(e)}`);
     }

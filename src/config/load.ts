@@ -33,6 +33,21 @@ interface RawConfig extends Pick<HubConfig, 'listen' | 'names' | 'pageSize' | 'a
   mcpServers?: Record<string, RawServer>;
 }
 
+/** A key limited to a group the config has not could use no endpoint at all: a typo, said at once. */
+function keyGroupProblems(value: unknown): string[] {
+  const v = value as { auth?: { apiKeys?: unknown }; groups?: unknown } | null;
+  if (!Array.isArray(v?.auth?.apiKeys)) return [];
+  const groups = v.groups !== null && typeof v.groups === 'object' ? v.groups : {};
+  const out: string[] = [];
+  v.auth.apiKeys.forEach((k: unknown, i: number) => {
+    const named = (k as { groups?: unknown } | null)?.groups;
+    if (!Array.isArray(named)) return;
+    for (const g of named)
+      if (typeof g === 'string' && !Object.hasOwn(groups, g)) out.push(`auth.apiKeys[${i}].groups: "${g}" is not a configured group (${Object.keys(groups).join(', ') || 'the config has none'})`);
+  });
+  return out;
+}
+
 /** Interpolates, validates and fills defaults; `value` is meaningful only without problems. */
 function check(json: unknown, env: Env): { problems: string[]; value: unknown; interpolated: Interpolated['values'] } {
   const interpolated = interpolateEnv(json, env);
@@ -45,6 +60,7 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   const stateMs = typeof policy?.requestStateTtlMs === 'number' ? policy.requestStateTtlMs : DEFAULT_REQUEST_STATE_TTL_MS;
   if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
+  problems.push(...keyGroupProblems(value));
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {

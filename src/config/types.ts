@@ -80,6 +80,8 @@ export interface ApiKeyConfig {
   sha256: string;
   /** Scopes the key grants (for `auth.oauth.toolScopes`); none by default. */
   scopes?: string[];
+  /** The tool groups whose endpoints (`/mcp/<group>`) alone the key may use; unset: every endpoint. */
+  groups?: string[];
 }
 
 /** The hub as an OAuth 2.1 resource server (digest §7). */

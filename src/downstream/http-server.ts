@@ -34,7 +34,7 @@ export interface HttpOptions extends OriginPolicy {
   /** Authentication, tool scopes and rate limits; absent: everyone is anonymous and unlimited. */
   gate?: EdgeGate;
   /** Configured tool groups: `/mcp/<group>` serves only what the group shows. */
-  groups?: { has(name: string): boolean };
+  groups?: { has(name: string): boolean; showsServer(name: string | undefined, server: string): boolean };
 }
 
 const FORBIDDEN_HOST = 'Forbidden: the Host header does not name this hub (off loopback, list the host clients use as an origin in listen.allowedOrigins)';
@@ -240,12 +240,21 @@ export class HttpServer {
       // Server ids and states are for clients that may use them; a load balancer needs only the
       // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
       const h = this.core.health();
-      return sendJson(res, h.status === 'ok' ? 200 : 503, who.ok ? h : { status: h.status });
+      const body = !who.ok ? { status: h.status } : who.groups ? { ...h, servers: h.servers.filter((s) => [...who.groups!].some((g) => this.opts.groups?.showsServer(g, s.id))) } : h;
+      return sendJson(res, h.status === 'ok' ? 200 : 503, body);
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');
       if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message });
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
+    }
+    const m = MCP_PATH.exec(path);
+    // A key limited to some groups' endpoints (auth.apiKeys[].groups) uses those alone: the other
+    // endpoints, and the operator routes, show what its groups do not.
+    if (who.groups && !(m && m[1] !== undefined && who.groups.has(m[1]))) {
+      const message = `Forbidden: this API key may use only ${[...who.groups].map((g) => `/mcp/${g}`).join(', ')}`;
+      if (m) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 403, message });
+      return sendJson(res, 403, m ? errorResponse(undefined, new RpcError(INVALID_REQUEST, message)) : { error: message });
     }
     if (gate && (path === '/metrics' || path === '/admin' || path.startsWith('/admin/'))) {
       // The operator routes read everyone's ledger rows: with authentication on, only an admin may.
@@ -254,7 +263,6 @@ export class HttpServer {
     }
     // The fast path takes MCP paths only, so the other routes always come through node:http.
     if (this.opts.routes && req instanceof IncomingMessage && (await this.opts.routes(req, res as ServerResponse, path, who))) return;
-    const m = MCP_PATH.exec(path);
     if (!m) return sendJson(res, 404, { error: 'not found' });
     const group = m[1];
     if (group !== undefined && !this.opts.groups?.has(group)) {

@@ -216,6 +216,13 @@ describe('problems name their key path, one line each', () => {
     expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
   });
 
+  it('refuses an API key limited to a group the config has not (it could use no endpoint)', () => {
+    const key = (groups: unknown) => ({ auth: { apiKeys: [{ principal: 'bob', sha256: 'a'.repeat(64), groups }] }, groups: { small: { servers: ['a'] } }, servers: { a: { command: 'x' } } });
+    expect(problemsOf(key(['small', 'smal']))).toEqual(['auth.apiKeys[0].groups: "smal" is not a configured group (small)']);
+    expect(problemsOf(key([]))).toEqual([expect.stringMatching(/^auth\.apiKeys\[0\]\.groups: /)]);
+    expect(parseConfig(key(['small']), undefined, NO_ENV).auth.apiKeys[0]!.groups).toEqual(['small']);
+  });
+
   it("says what the hub has instead of keys other clients put in a server entry (a Cline or Roo Code entry pasted into mcpServers)", () => {
     const p = problemsOf({ mcpServers: { fs: { command: 'x', timeout: 60, alwaysAllow: ['read'], autoApprove: ['read_file'], transportType: 'stdio', serverUrl: 'http://h/mcp', disabledTools: ['w'], envFile: '.env' } } });
     expect(p).toEqual(

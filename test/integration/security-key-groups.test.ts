@@ -1,0 +1,68 @@
+/**
+ * An API key limited to tool groups (`auth.apiKeys[].groups`) uses those groups' endpoints
+ * alone: `/mcp`, another group's endpoint and the operator routes refuse it (403, audited), and
+ * `/healthz` names only its groups' servers. Without it a group was a view, not a boundary: any
+ * key could use `/mcp`. The real built hub, two fixture upstreams, raw HTTP.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../helpers/auth.js';
+import { runCli } from '../helpers/cli.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { SDK1, SDK2, waitForRows } from './ledger-helpers.js';
+
+const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
+const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
+
+describe('an API key limited to tool groups', () => {
+  let hub: HubProcess;
+  let n = 0;
+  beforeAll(async () => {
+    const apiKeys = [
+      { principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['switchyard:admin'] },
+      { principal: 'bob', sha256: sha256Hex(BOB), groups: ['small'] },
+    ];
+    hub = await startHub({ auth: { apiKeys }, groups: { small: { servers: ['a'] }, other: { servers: ['b'] } }, servers: { a: nodeServer(SDK1), b: nodeServer(SDK2) } });
+    const ready = async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers: Json[] }).servers.every((s) => s.state === 'ready');
+    for (let i = 0; i < 200 && !(await ready()); i++) await new Promise((r) => setTimeout(r, 50));
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  const call = (path: string, key: string, method = 'tools/list') =>
+    post(`${new URL(hub.url).origin}${path}`, modernBody(`r${++n}`, method), { ...modernHeaders(method), authorization: `Bearer ${key}` });
+  const get = async (path: string, key: string) => {
+    const r = await fetch(new URL(path, hub.url), { headers: { authorization: `Bearer ${key}` } });
+    return { status: r.status, body: (await r.json()) as Json };
+  };
+
+  it('uses its groups alone: /mcp, another group and the operator routes refuse it; healthz names its servers only', async () => {
+    const own = await call('/mcp/small', BOB);
+    expect(own.status).toBe(200);
+    expect(((own.body?.result?.tools as Json[]) ?? []).every((t) => String(t.name).startsWith('a__'))).toBe(true);
+    for (const path of ['/mcp', '/mcp/other']) {
+      const r = await call(path, BOB);
+      expect(r.status, path).toBe(403);
+      expect(r.body?.error?.message).toBe('Forbidden: this API key may use only /mcp/small');
+    }
+    for (const path of ['/metrics', '/admin/servers']) expect((await get(path, BOB)).status, path).toBe(403);
+    expect(((await get('/healthz', BOB)).body.servers as Json[]).map((s) => s.id)).toEqual(['a']);
+
+    // Another key is not limited.
+    expect((await call('/mcp', ALICE)).status).toBe(200);
+    expect(((await get('/healthz', ALICE)).body.servers as Json[]).map((s) => s.id).sort()).toEqual(['a', 'b']);
+    // The refusals are audited, under bob.
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'bob' }, (r) => r.filter((x) => x.errorMessage?.startsWith('Forbidden')).length >= 2);
+    expect(rows.filter((x) => x.errorMessage?.startsWith('Forbidden')).length).toBe(2);
+  });
+
+  it('keys add --group names groups the config has, and refuses one it has not', async () => {
+    const bad = await runCli(['keys', 'add', 'carol', '--group', 'nope', '--config', hub.configFile]);
+    expect([bad.code, bad.stdout]).toEqual([2, '']);
+    expect(bad.stderr).toContain('no tool group named "nope" (small, other)');
+    const ok = await runCli(['keys', 'add', 'carol', '--group', 'small', '--config', hub.configFile]);
+    expect(ok.code, ok.stderr).toBe(0);
+    const list = await runCli(['keys', 'list', '--config', hub.configFile]);
+    expect(list.stdout).toMatch(/^carol\t[0-9a-f]{12}…\tgroups: small$/m);
+  });
+});
