@@ -35,7 +35,10 @@ const QUARANTINE_INPUT_MAX = 64;
 
 /** Deepest argument value accepted (JSON nesting). */
 const MAX_ARGS_DEPTH = 64;
-/** Compiled schemas kept; past this the oldest are compiled again when next needed. */
+/**
+ * Compiled schemas kept; past this the oldest are compiled again when next needed. Also how many
+ * schemas one pair of ajv instances compiles before a fresh pair takes over.
+ */
 const CACHE_MAX = 4096;
 const COMPILE_WARN_MS = 500;
 
@@ -76,6 +79,8 @@ export interface ValidatorOptions {
   patternBudgetMs?: number;
   /** Time budget of every pattern check of one value together (default 5 times patternBudgetMs). */
   patternTotalMs?: number;
+  /** See CACHE_MAX. */
+  cacheMax?: number;
 }
 
 export class SchemaValidator {
@@ -84,9 +89,13 @@ export class SchemaValidator {
   private readonly sandbox: RegexSandbox;
   private readonly patterns: SafeRegExpEngine;
   private readonly patternTotalMs: number;
-  private readonly ajv: Record<Dialect, Ajv | Ajv2020>;
+  private readonly ajvOptions: Options;
+  private ajv!: Record<Dialect, Ajv | Ajv2020>;
+  /** Schemas the current `ajv` pair has compiled (or tried to). */
+  private onInstance = 0;
+  private readonly cacheMax: number;
   private readonly byHash = new Map<string, Entry>();
-  private readonly byObject = new WeakMap<object, Entry>();
+  private byObject = new WeakMap<object, Entry>();
   private readonly limits: SchemaLimits;
   /** Schemas compiled so far (each copy's private `$id`). */
   private compiled = 0;
@@ -99,7 +108,8 @@ export class SchemaValidator {
     this.sandbox = new RegexSandbox(opts.patternBudgetMs ?? 100);
     this.patterns = safeRegExpEngine(this.sandbox);
     this.patternTotalMs = opts.patternTotalMs ?? 5 * this.sandbox.budgetMs;
-    const options: Options = {
+    this.cacheMax = opts.cacheMax ?? CACHE_MAX;
+    this.ajvOptions = {
       strict: false, // upstream schemas carry vendor keywords (x-mcp-header …) and unknown formats
       allErrors: false, // one error is enough, and bounds the work on hostile input
       validateFormats: false,
@@ -107,7 +117,20 @@ export class SchemaValidator {
       logger: false,
       code: { regExp: this.patterns },
     };
-    this.ajv = { '2020-12': new Ajv2020(options), 'draft-07': new Ajv(options) };
+    this.freshAjv();
+  }
+
+  /**
+   * A new pair of ajv instances, and every compiled schema forgotten (found again by its hash,
+   * compiled on the new pair). An ajv instance keeps each schema it compiled, its patterns and
+   * generated code in its scope for as long as it lives, removeSchema or not: 20,000 schemas of
+   * an upstream whose schemas change held 180 MB. Quarantines (no validator) are kept.
+   */
+  private freshAjv(): void {
+    this.ajv = { '2020-12': new Ajv2020(this.ajvOptions), 'draft-07': new Ajv(this.ajvOptions) };
+    this.onInstance = 0;
+    this.byObject = new WeakMap();
+    for (const [hash, e] of this.byHash) if ('validate' in e) this.byHash.delete(hash);
   }
 
   checkArgs(hubName: string, tool: { inputSchema?: unknown; outputSchema?: unknown }, args: unknown): ArgsVerdict {
@@ -197,13 +220,7 @@ export class SchemaValidator {
     let entry = this.byHash.get(hash);
     if (!entry) {
       entry = this.compile(schema, serialised, dialect);
-      if (this.byHash.size >= CACHE_MAX) {
-        const oldest = this.byHash.keys().next().value!;
-        const gone = this.byHash.get(oldest)!;
-        this.byHash.delete(oldest);
-        // ajv keeps every schema it compiled: without this the bound bounds nothing.
-        if ('validate' in gone) for (const a of Object.values(this.ajv)) a.removeSchema(gone.validate.schema as object);
-      }
+      if (this.byHash.size >= this.cacheMax) this.byHash.delete(this.byHash.keys().next().value!);
       this.byHash.set(hash, entry);
     }
     if (isObj) this.byObject.set(schema, entry);
@@ -221,6 +238,8 @@ export class SchemaValidator {
       out = `its bounds could not be checked (${String((err as Error)?.message ?? err).slice(0, 120)})`;
     }
     if (out) return { unusable: `hostile schema: ${out}` };
+    if (this.onInstance >= this.cacheMax) this.freshAjv();
+    this.onInstance++;
     const ajv = this.ajv[dialect];
     const t0 = performance.now();
     try {

@@ -204,6 +204,26 @@ describe('SchemaValidator', () => {
     }
   });
 
+  it('keeps no more than its bound of compiled schemas however many it has seen (ajv keeps what it compiled until a fresh instance takes over)', () => {
+    const small = new SchemaValidator(silentLogger, { cacheMax: 50 });
+    try {
+      const schemaOf = (i: number) => ({ type: 'object', properties: { [`p${i}`]: { type: 'string', pattern: `^a${i}$` } } });
+      for (let i = 0; i < 300; i++) {
+        expect(small.checkArgs(`gen${i}`, { inputSchema: schemaOf(i) }, { [`p${i}`]: `a${i}` })).toEqual({ ok: true });
+        expect(small.checkArgs(`gen${i}`, { inputSchema: schemaOf(i) }, { [`p${i}`]: 'b' })).toMatchObject({ ok: false, kind: 'invalid', pointer: `/p${i}` });
+      }
+      // What ajv holds on to: every compiled schema stays in its instance's scope (removeSchema
+      // leaves it there), so only a fresh instance lets them go.
+      const ajv = (small as unknown as { ajv: Record<'2020-12', { scope: { _scope: { schema?: unknown[]; pattern?: unknown[] } } }> }).ajv['2020-12'];
+      expect(ajv.scope._scope.schema?.length ?? 0).toBeLessThan(100); // 50, and the meta-schemas
+      expect(ajv.scope._scope.pattern?.length ?? 0).toBeLessThan(100);
+      // An early schema is compiled again when it comes back, and still checked.
+      expect(small.checkArgs('gen0', { inputSchema: schemaOf(0) }, { p0: 'b' })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/p0' });
+    } finally {
+      small.close();
+    }
+  });
+
   it('quarantines a schema whose $refs loop without end (allOf), rather than blaming the arguments', () => {
     const loop = { type: 'object', properties: { x: { $ref: '#/$defs/A' } }, $defs: { A: { allOf: [{ $ref: '#/$defs/B' }] }, B: { allOf: [{ $ref: '#/$defs/A' }] } } };
     expect(v.checkArgs('loop', { inputSchema: loop }, { x: 1 })).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/refers to itself without end/) });
