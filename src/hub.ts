@@ -315,8 +315,9 @@ export class Hub implements HubCore {
     const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
       void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
     if (e.kind === 'dropped') {
-      this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
-      return record('catalog/drop', 'denied', `x-mcp-header: ${e.reason}`);
+      if (e.rule === 'schema') this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its schemas are not of the shape clients read (one such tool fails their whole list)');
+      else this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
+      return record('catalog/drop', 'denied', `${e.rule}: ${e.reason}`);
     }
     if (e.kind === 'poisoning') {
       const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;

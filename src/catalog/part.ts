@@ -1,5 +1,6 @@
 import type { ServerConfig } from '../config/types.js';
 import { paramHeaderAnnotationProblem } from '../protocol/param-headers.js';
+import { toolSchemaProblem } from './tool-schemas.js';
 import type { PluginRunner } from '../plugins/runner.js';
 import type { ItemFlag } from '../plugins/types.js';
 import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
@@ -68,9 +69,13 @@ export interface PoisonEvent {
   flags: ItemFlag[];
 }
 
-/** A tool no conforming HTTP client may use, so the hub never shows it (digest §3.4, §8.12). */
+/**
+ * A tool the hub never shows: one no conforming HTTP client may use (`x-mcp-header`, digest
+ * §3.4, §8.12), or one whose schemas no client can read (`schema`, catalog/tool-schemas.ts).
+ */
 export interface DropEvent {
   kind: 'dropped';
+  rule: 'x-mcp-header' | 'schema';
   server: string;
   tool: string;
   reason: string;
@@ -115,11 +120,16 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
       r.annotations = eff.annotations;
       r.annotationSource = eff.source;
       r.item = withoutTaskSupport({ ...it, annotations: eff.annotations });
+      // A client could not read the list it is in: dropped, so the rest of the list reaches clients.
+      const shape = toolSchemaProblem(it);
       // An HTTP client must drop it, and the hub could neither mirror nor check its headers.
-      const bad = paramHeaderAnnotationProblem(it.inputSchema);
-      if (bad) {
+      const bad = shape ? null : paramHeaderAnnotationProblem(it.inputSchema);
+      if (shape) {
+        r.hidden = `dropped: ${shape}`;
+        deps.report({ kind: 'dropped', rule: 'schema', server: s.id, tool: name, reason: shape });
+      } else if (bad) {
         r.hidden = `dropped: its x-mcp-header annotation breaks the rules (${bad})`;
-        deps.report({ kind: 'dropped', server: s.id, tool: name, reason: bad });
+        deps.report({ kind: 'dropped', rule: 'x-mcp-header', server: s.id, tool: name, reason: bad });
       }
     }
     records.push(r);

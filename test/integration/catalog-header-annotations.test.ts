@@ -3,10 +3,14 @@
  * §8.12: an HTTP client M! drop them, and the hub could neither mirror nor check their
  * headers), logged, audited and shown as held back to the operator; a valid annotation's tool
  * stays. Real built hub, a raw modern stdio fixture listing such tools, raw HTTP to see what the
- * hub itself sends (an SDK client might drop them on its own).
+ * hub itself sends (an SDK client might drop them on its own). So are tools whose schemas are
+ * not of the shape clients read (catalog/tool-schemas.ts): the SDK clients list the rest.
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
@@ -16,9 +20,16 @@ const TOOLS = [
   { name: 'region', description: 'Valid: a string mirrored as Mcp-Param-Region', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } } },
   { name: 'ratio', description: 'Invalid: a number property', inputSchema: { type: 'object', properties: { ratio: { type: 'number', 'x-mcp-header': 'Ratio' } } } },
   { name: 'listed', description: 'Invalid: under items', inputSchema: { type: 'object', properties: { tags: { type: 'array', items: { type: 'string', 'x-mcp-header': 'Tag' } } } } },
+  // Schemas no client can read, each of which failed the whole list for the SDK clients.
+  { name: 'null_input', description: 'inputSchema null', inputSchema: null },
+  { name: 'no_input', description: 'No inputSchema' },
+  { name: 'string_type', description: 'inputSchema of type string', inputSchema: { type: 'string' } },
+  { name: 'required_text', description: 'required is a string', inputSchema: { type: 'object', required: 'a' } },
+  { name: 'props_list', description: 'properties is a list', inputSchema: { type: 'object', properties: [{ type: 'string' }] } },
+  { name: 'output_list', description: 'outputSchema is a list', inputSchema: { type: 'object' }, outputSchema: [] },
 ];
 
-describe('tools with an invalid x-mcp-header annotation', () => {
+describe('tools with an invalid x-mcp-header annotation, or schemas no client can read', () => {
   let hub: HubProcess;
   beforeAll(async () => {
     hub = await startHub({ servers: { m: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', TOOLS: JSON.stringify(TOOLS) }) } });
@@ -36,7 +47,7 @@ describe('tools with an invalid x-mcp-header annotation', () => {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
     try {
       await expect
-        .poll(() => db.prepare("SELECT upstream_name AS tool, outcome, error_message AS why FROM audit WHERE method = 'catalog/drop' ORDER BY upstream_name").all(), { timeout: 5_000 })
+        .poll(() => db.prepare("SELECT upstream_name AS tool, outcome, error_message AS why FROM audit WHERE method = 'catalog/drop' AND error_message LIKE 'x-mcp-header:%' ORDER BY upstream_name").all(), { timeout: 5_000 })
         .toEqual([
           { tool: 'listed', outcome: 'denied', why: expect.stringMatching(/items: "Tag" is not on a property reached through properties alone/) },
           { tool: 'ratio', outcome: 'denied', why: expect.stringMatching(/"Ratio" is on a property of type "number"/) },
@@ -49,5 +60,35 @@ describe('tools with an invalid x-mcp-header annotation', () => {
     const all = ((await (await fetch(new URL('/admin/tools?all=1', hub.url))).json()) as { tools: Json[] }).tools;
     const ratio = all.find((t) => String(t.name ?? t.upstreamName).includes('ratio'));
     expect(JSON.stringify(ratio)).toMatch(/dropped: its x-mcp-header annotation breaks the rules/);
+  });
+
+  it('tools whose schemas clients cannot read are dropped, so the SDK clients of both eras can list the rest', async () => {
+    const v1 = new ClientV1({ name: 'v1', version: '1' });
+    await v1.connect(new TransportV1(new URL(hub.url)));
+    const v2 = new ClientV2({ name: 'v2', version: '1' });
+    await v2.connect(new TransportV2(new URL(hub.url)));
+    try {
+      expect((await v1.listTools()).tools.map((t) => t.name).sort()).toEqual(['m__echo', 'm__region']);
+      expect((await v2.listTools()).tools.map((t) => t.name).sort()).toEqual(['m__echo', 'm__region']);
+    } finally {
+      await v1.close();
+      await v2.close();
+    }
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+    try {
+      await expect
+        .poll(() => db.prepare("SELECT upstream_name AS tool, error_message AS why FROM audit WHERE method = 'catalog/drop' AND error_message LIKE 'schema:%' ORDER BY upstream_name").all(), { timeout: 5_000 })
+        .toEqual([
+          { tool: 'no_input', why: 'schema: its inputSchema is missing' },
+          { tool: 'null_input', why: 'schema: its inputSchema is not an object' },
+          { tool: 'output_list', why: 'schema: its outputSchema is not an object' },
+          { tool: 'props_list', why: 'schema: its inputSchema.properties is not an object' },
+          { tool: 'required_text', why: 'schema: its inputSchema.required is not a list of names' },
+          { tool: 'string_type', why: 'schema: its inputSchema has type "string", not "object"' },
+        ]);
+    } finally {
+      db.close();
+    }
+    expect(hub.logs.some((l) => l.includes('tool dropped: its schemas are not of the shape clients read'))).toBe(true);
   });
 });
