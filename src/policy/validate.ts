@@ -60,6 +60,22 @@ function dialectOf(schema: unknown): Dialect | { unsupported: string } {
   return { unsupported: s };
 }
 
+/** The base the hub gives a root without `$id` (`.invalid`: no such host, and nothing is fetched anyway). */
+const PRIVATE_BASE = 'https://switchyard.invalid/';
+
+/**
+ * An unresolved `$ref` as the schema's author wrote it: a pointer into the schema itself that
+ * finds nothing is a definition it lacks, not a document the hub would not fetch, and neither
+ * names the private base the hub gave the root.
+ */
+function missingRefReason(ref: string, rootId: string | undefined): string {
+  const doc = ref.split('#')[0];
+  if (rootId !== undefined && doc === rootId.split('#')[0])
+    return `the schema refers to ${JSON.stringify(ref.slice(doc.length).slice(0, 200))}, which it does not define`;
+  const shown = ref.startsWith(PRIVATE_BASE) ? ref.slice(PRIVATE_BASE.length).replace(/^\d+\//, '') : ref;
+  return `the schema references ${JSON.stringify(shown.slice(0, 200))}, which the hub does not fetch`;
+}
+
 function escapeToken(t: string): string {
   return t.replace(/~/g, '~0').replace(/\//g, '~1');
 }
@@ -242,14 +258,16 @@ export class SchemaValidator {
     this.onInstance++;
     const ajv = this.ajv[dialect];
     const t0 = performance.now();
+    // Compile a private copy: ajv caches by object, and the upstream's object may be mutated later.
+    const copy = JSON.parse(serialised) as Record<string, unknown>;
     try {
-      // Compile a private copy: ajv caches by object, and the upstream's object may be mutated later.
-      const copy = JSON.parse(serialised) as Record<string, unknown>;
       // Named as ajv knows the dialect (dialectOf took http:// or a missing '#' for the same one).
       if (copy.$schema !== undefined) copy.$schema = CANONICAL[dialect];
       // A root without `$id` has no base for `$ref: "#"` (a recursive tree), which ajv then
       // cannot resolve; a name of its own gives it one (addUsedSchema: false keeps it private).
-      if (typeof copy === 'object' && copy !== null && copy.$id === undefined) copy.$id = `urn:switchyard:schema:${++this.compiled}`;
+      // A URL, not a URN: a relative `$ref` ("defs.json") resolves against it to something that
+      // can be named in the refusal (against a URN ajv failed with "URN without nid").
+      if (typeof copy === 'object' && copy !== null && copy.$id === undefined) copy.$id = `${PRIVATE_BASE}${++this.compiled}/root.json`;
       const validate = ajv.compile(copy);
       const ms = performance.now() - t0;
       if (ms > COMPILE_WARN_MS) this.log.warn({ ms: Math.round(ms) }, 'slow schema compile');
@@ -257,8 +275,7 @@ export class SchemaValidator {
     } catch (err) {
       if (err instanceof HostilePatternError) return { unusable: `hostile schema: ${err.message}` };
       const e = err as { missingRef?: string; message?: string };
-      if (e.missingRef !== undefined)
-        return { unusable: `the schema references ${JSON.stringify(String(e.missingRef).slice(0, 200))}, which the hub does not fetch` };
+      if (e.missingRef !== undefined) return { unusable: missingRefReason(String(e.missingRef), typeof copy?.$id === 'string' ? copy.$id : undefined) };
       return { unusable: `the schema is invalid: ${String(e.message ?? err).slice(0, 200)}` };
     }
   }

@@ -236,6 +236,23 @@ describe('SchemaValidator', () => {
     expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/does not fetch/) });
   });
 
+  it('tells an unresolved $ref as the schema wrote it: a local one it does not define, a relative one the hub does not fetch', () => {
+    const refusal = (name: string, inputSchema: unknown) => v.checkArgs(name, { inputSchema }, { a: 1 });
+    expect(refusal('noDef', { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } })).toEqual({
+      ok: false,
+      kind: 'unusable',
+      reason: 'the schema refers to "#/$defs/missing", which it does not define',
+    });
+    expect(refusal('ownId', { $id: 'https://x.test/s.json', type: 'object', properties: { a: { $ref: '#/$defs/missing' } } })).toMatchObject({
+      reason: 'the schema refers to "#/$defs/missing", which it does not define',
+    });
+    expect(refusal('relative', { type: 'object', properties: { a: { $ref: 'defs.json#/a' } } })).toEqual({
+      ok: false,
+      kind: 'unusable',
+      reason: 'the schema references "defs.json#/a", which the hub does not fetch',
+    });
+  });
+
   it('names draft-07 and 2020-12 in either spelling ajv would not know (http/https, with or without #)', () => {
     for (const $schema of ['https://json-schema.org/draft-07/schema#', 'http://json-schema.org/draft-07/schema', 'http://json-schema.org/draft/2020-12/schema', 'https://json-schema.org/draft/2020-12/schema#']) {
       const schema = { $schema, type: 'object', properties: { n: { type: 'integer' } } };
