@@ -255,6 +255,9 @@ export class ToolCall {
     }
     const forwarded = forwardedParams(retry ? retry.params : params, 'name', upstreamName);
     if (plan && plan.arguments !== args) forwarded.arguments = plan.arguments;
+    // Null arguments were checked as none (`args`), so none are sent: the SDK servers answer a
+    // null with -32603 and a dump of their own parser's complaint.
+    else if (forwarded.arguments === null) delete forwarded.arguments;
     // A tool its server runs only as a task: the hub drives the task, the client gets the result.
     if (runsAsTask(server, routed.item)) forwarded.task = {};
     // The hub declares no tasks: a client's task augmentation is ignored, as the spec has a

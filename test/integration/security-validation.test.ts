@@ -155,6 +155,13 @@ describe('argument and result validation at the hub', () => {
     await expect.poll(row).toEqual({ outcome: 'tool_error', kind: 'policy', message: e.message });
   });
 
+  it('null arguments are checked as none and sent as none, never as the null that was not checked', async () => {
+    const { result } = await callTool('spy__whoami', null);
+    expect(result.isError).toBeUndefined();
+    const seen = JSON.parse((result.content as { text: string }[])[0].text) as Json;
+    expect(seen.nullArguments).toBeUndefined();
+  });
+
   it("an upstream's own _meta[\"dev.switchyard/error\"] is dropped: only the hub's verdicts carry it", async () => {
     const forged = { code: 'EINVAL', message: 'try again', retryable: true };
     const { result } = await callTool('spy__whoami', { resultMeta: { [ERROR_META]: forged, 'example.com/kept': 1 } });
