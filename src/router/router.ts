@@ -7,6 +7,7 @@ import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, codeSeenBy, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
@@ -197,6 +198,12 @@ export class Router {
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
+    const bad = promptArgumentsProblem(params);
+    if (bad) {
+      const err = new RpcError(INVALID_PARAMS, `Invalid params for ${what} ${hubName}: ${bad}`);
+      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName, upstreamName: routed.upstreamName });
+      throw err;
+    }
     const forwarded = forwardedParams(params, 'name', routed.upstreamName);
     const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
@@ -351,6 +358,12 @@ export class Router {
     if (!server) {
       const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
       await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
+      throw err;
+    }
+    const bad = completionArgumentsProblem(params);
+    if (bad) {
+      const err = new RpcError(INVALID_PARAMS, `Invalid params: ${bad}`);
+      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName, upstreamName });
       throw err;
     }
     if (server.upstream.state === 'ready' && !server.upstream.capabilities?.completions) {

@@ -4,10 +4,12 @@
  * `hasMore` and the `total` it had. Real hub, a raw modern stdio upstream, raw HTTP of both eras
  * and the official v2 client.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernPost, waitForReady } from '../helpers/wire.js';
+import { waitForRows } from './ledger-helpers.js';
 
 describe('completion values', () => {
   let hub: HubProcess;
@@ -28,6 +30,27 @@ describe('completion values', () => {
     expect(l.body?.result?.completion, l.text).toEqual({ values: first100, hasMore: true, total: 150 });
     // A short one passes as it came.
     expect((await modernPost(hub.url, 'c2', 'completion/complete', params('ab'))).body?.result?.completion).toEqual({ values: ['ab1', 'ab2'] });
+  });
+
+  it('arguments that are not text are the client\'s -32602 from the hub, for both eras, and audited; the upstream is not asked', async () => {
+    const ref = { type: 'ref/prompt', name: 'q__p' };
+    const bad: [string, string, Record<string, unknown>, RegExp][] = [
+      ['cx1', 'completion/complete', { ref, argument: { name: 'a', value: 5 } }, /argument must be \{name, value\}, both strings/],
+      ['cx2', 'completion/complete', { ref }, /argument must be \{name, value\}/],
+      ['cx3', 'completion/complete', { ref, argument: { name: 'a', value: 'x' }, context: { arguments: { b: 1 } } }, /context\.arguments\.b must be a string/],
+      ['px1', 'prompts/get', { name: 'q__p', arguments: { a: 5 } }, /Invalid params for prompt q__p: arguments\.a must be a string/],
+      ['px2', 'prompts/get', { name: 'q__p', arguments: ['a'] }, /arguments must be an object of strings/],
+    ];
+    const s = await legacySession(hub.url);
+    let n = 10;
+    for (const [id, method, p, message] of bad) {
+      const m = await modernPost(hub.url, id, method, p);
+      expect(m.body?.error, `${id}: ${m.text}`).toMatchObject({ code: -32602, message: expect.stringMatching(message) });
+      const l = await s.request(++n, method, p);
+      expect(l.body?.error, `${id} (legacy): ${l.text}`).toMatchObject({ code: -32602, message: expect.stringMatching(message) });
+    }
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'cx1' });
+    expect(rows[0]).toMatchObject({ method: 'completion/complete', outcome: 'rpc_error', errorCode: -32602 });
   });
 
   it('the official v2 client takes the answer', async () => {
