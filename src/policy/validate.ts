@@ -129,6 +129,10 @@ export class SchemaValidator {
       strict: false, // upstream schemas carry vendor keywords (x-mcp-header …) and unknown formats
       allErrors: false, // one error is enough, and bounds the work on hostile input
       validateFormats: false,
+      // multipleOf by the quotient's distance from a whole number: as division of binary
+      // fractions, 0.07 / 0.01 is 7.000000000000001, and ajv's default (is the quotient an
+      // integer?) refused 159 of the first 1,000 amounts in cents against multipleOf 0.01.
+      multipleOfPrecision: 6,
       addUsedSchema: false, // `$id`s of one tool never leak into another's `$ref`s
       logger: false,
       code: { regExp: this.patterns },

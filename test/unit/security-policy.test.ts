@@ -253,6 +253,16 @@ describe('SchemaValidator', () => {
     });
   });
 
+  it('multipleOf takes decimal amounts whose binary quotient is off by a rounding error (0.07 of 0.01), and still refuses what is not a multiple', () => {
+    const cents = { type: 'object', properties: { p: { type: 'number', multipleOf: 0.01 } } };
+    const refused = Array.from({ length: 1000 }, (_, k) => k / 100).filter((p) => !v.checkArgs('cents', { inputSchema: cents }, { p }).ok);
+    expect(refused).toEqual([]);
+    expect(v.checkArgs('cents', { inputSchema: cents }, { p: 0.015 })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/p' });
+    const tenths = { type: 'object', properties: { p: { type: 'number', multipleOf: 0.1 } } };
+    expect(v.checkArgs('tenths', { inputSchema: tenths }, { p: 0.3 })).toEqual({ ok: true });
+    expect(v.checkArgs('tenths', { inputSchema: tenths }, { p: 0.35 })).toMatchObject({ ok: false, kind: 'invalid' });
+  });
+
   it('names draft-07 and 2020-12 in either spelling ajv would not know (http/https, with or without #)', () => {
     for (const $schema of ['https://json-schema.org/draft-07/schema#', 'http://json-schema.org/draft-07/schema', 'http://json-schema.org/draft/2020-12/schema', 'https://json-schema.org/draft/2020-12/schema#']) {
       const schema = { $schema, type: 'object', properties: { n: { type: 'integer' } } };
