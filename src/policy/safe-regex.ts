@@ -156,6 +156,23 @@ export function classifyPattern(p: string): PatternClass {
   return { kind: 'native' };
 }
 
+/** What Unicode mode lets a backslash escape as itself (`-` too, but only in a class). */
+const SYNTAX_CHARACTERS = new Set('^$\\.*+?()[]{}|/');
+
+/**
+ * A pattern whose escaped punctuation Unicode mode refuses (`\-` outside a class, `\_`, `\'`,
+ * `\#`: ECMA-262 without `u` reads each as the character itself, and so does every other
+ * dialect servers write patterns in) with each such escape spelt `\u{…}`, which means that
+ * character in and out of classes alike. ajv asks for Unicode mode, and `^\d{3}\-\d{4}$`
+ * quarantined its tool. Letter escapes are left alone: `\Z` or `(?P<n>…)` (Python's) are no
+ * ECMA-262 and still fail.
+ */
+export function withUnicodeEscapes(pattern: string): string {
+  return pattern.replace(/\\(.)/gsu, (m, c: string) =>
+    /[A-Za-z0-9]/.test(c) || SYNTAX_CHARACTERS.has(c) ? m : `\\u{${c.codePointAt(0)!.toString(16)}}`,
+  );
+}
+
 /** ajv's RegExpEngine: `(pattern, flags) → {test}`, plus `code` (used only for standalone code). */
 export interface SafeRegExpEngine {
   (pattern: string, flags: string): { test(s: string): boolean; toString(): string };
@@ -178,7 +195,15 @@ export function safeRegExpEngine(sandbox: RegexSandbox): SafeRegExpEngine {
   const engine = ((pattern: string, flags: string) => {
     const cls = classifyPattern(pattern);
     if (cls.kind === 'reject') throw new HostilePatternError(`pattern ${JSON.stringify(pattern.slice(0, 80))} is refused: ${cls.why} can backtrack catastrophically`);
-    const re = new RegExp(pattern, flags); // throws on a syntax error, failing the compile
+    let source = pattern;
+    let re: RegExp;
+    try {
+      re = new RegExp(source, flags);
+    } catch (err) {
+      if (!flags.includes('u')) throw err;
+      source = withUnicodeEscapes(pattern);
+      re = new RegExp(source, flags); // throws on a syntax error, failing the compile
+    }
     const key = `/${pattern}/${flags}`;
     return {
       test(s: string): boolean {
@@ -186,9 +211,9 @@ export function safeRegExpEngine(sandbox: RegexSandbox): SafeRegExpEngine {
         if (cls.kind === 'native' && s.length <= NATIVE_INPUT_MAX) return re.test(s);
         const left = deadline - performance.now();
         if (left <= 0) throw new PatternBudgetError(pattern, total, s.length, true);
-        if (left >= sandbox.budgetMs) return sandbox.test(pattern, flags, s);
+        if (left >= sandbox.budgetMs) return sandbox.test(source, flags, s);
         try {
-          return sandbox.test(pattern, flags, s, Math.max(1, Math.floor(left)));
+          return sandbox.test(source, flags, s, Math.max(1, Math.floor(left)));
         } catch (err) {
           // What ran out was the value's budget, not this pattern's own.
           throw err instanceof PatternBudgetError ? new PatternBudgetError(pattern, total, s.length, true) : err;

@@ -263,6 +263,24 @@ describe('SchemaValidator', () => {
     expect(v.checkArgs('tenths', { inputSchema: tenths }, { p: 0.35 })).toMatchObject({ ok: false, kind: 'invalid' });
   });
 
+  it('a pattern with escaped punctuation Unicode mode refuses (\\-, \\_) means what it says, in-process and in the sandbox; other dialects stay refused', () => {
+    const tool = (pattern: string) => ({ inputSchema: { type: 'object', properties: { p: { type: 'string', pattern } } } });
+    const phone = tool('^\\d{3}\\-\\d{4}$');
+    expect(v.checkArgs('phone', phone, { p: '555-1234' })).toEqual({ ok: true });
+    expect(v.checkArgs('phone', phone, { p: '555x1234' })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/p' });
+    // In a class the escaped hyphen is no range: a, _, - and z only.
+    const cls = tool('^[a\\_\\-z]+$');
+    expect(v.checkArgs('cls', cls, { p: 'a_-z' })).toEqual({ ok: true });
+    expect(v.checkArgs('cls', cls, { p: 'b' })).toMatchObject({ ok: false, kind: 'invalid' });
+    // A lookahead runs in the sandbox, which gets the same reading.
+    const look = tool('^(?=.*\\_)\\w+$');
+    expect(v.checkArgs('look', look, { p: 'a_b' })).toEqual({ ok: true });
+    expect(v.checkArgs('look', look, { p: 'ab' })).toMatchObject({ ok: false, kind: 'invalid' });
+    // Python's \Z and named groups are no ECMA-262: the tool stays quarantined.
+    expect(v.checkArgs('python', tool('^a\\Z'), { p: 'a' })).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/Invalid escape/) });
+    expect(v.flagged.has('phone')).toBe(false);
+  });
+
   it('names draft-07 and 2020-12 in either spelling ajv would not know (http/https, with or without #)', () => {
     for (const $schema of ['https://json-schema.org/draft-07/schema#', 'http://json-schema.org/draft-07/schema', 'http://json-schema.org/draft/2020-12/schema', 'https://json-schema.org/draft/2020-12/schema#']) {
       const schema = { $schema, type: 'object', properties: { n: { type: 'integer' } } };
