@@ -55,10 +55,12 @@ export function toLegacyResult(method: string, r: Result): Result {
     let changed = false;
     const tools = (out.tools as Result[]).map((t) => {
       const os = t.outputSchema as Result | undefined;
-      if (os === undefined || os.type === 'object') return t;
+      const input = withObjectProperties(t.inputSchema);
+      const output = os === undefined || os.type !== 'object' ? undefined : withObjectProperties(os);
+      if (input === t.inputSchema && output === os) return t;
       changed = true;
       const { outputSchema: _o, ...rest } = t;
-      return rest;
+      return output === undefined ? { ...rest, inputSchema: input } : { ...rest, inputSchema: input, outputSchema: output };
     });
     if (changed) out.tools = tools;
   } else if (method === 'tools/call' && 'structuredContent' in out) {
@@ -66,6 +68,20 @@ export function toLegacyResult(method: string, r: Result): Result {
     if (sc === null || typeof sc !== 'object' || Array.isArray(sc)) delete out.structuredContent;
   }
   return out;
+}
+
+/**
+ * A schema whose root `properties` holds boolean schemas, with each spelt as the object that
+ * means the same (`true` is `{}`, `false` is `{"not": {}}`): the 2025-11-25 types have a map of
+ * objects there, and the v1 SDK client refuses a whole tools/list that has a boolean in it.
+ * Anything else is returned as it is.
+ */
+function withObjectProperties(schema: unknown): unknown {
+  const props = (schema as Result | null)?.properties;
+  if (props === null || typeof props !== 'object' || Array.isArray(props)) return schema;
+  if (!Object.values(props).some((p) => typeof p === 'boolean')) return schema;
+  const spelt = Object.fromEntries(Object.entries(props).map(([k, p]) => [k, p === true ? {} : p === false ? { not: {} } : p]));
+  return { ...(schema as Result), properties: spelt };
 }
 
 /** Era-specific error codes: resource-not-found is -32002 for legacy clients and -32602 for modern ones. */

@@ -20,6 +20,8 @@ const TOOLS = [
   { name: 'region', description: 'Valid: a string mirrored as Mcp-Param-Region', inputSchema: { type: 'object', properties: { region: { type: 'string', 'x-mcp-header': 'Region' } } } },
   { name: 'ratio', description: 'Invalid: a number property', inputSchema: { type: 'object', properties: { ratio: { type: 'number', 'x-mcp-header': 'Ratio' } } } },
   { name: 'listed', description: 'Invalid: under items', inputSchema: { type: 'object', properties: { tags: { type: 'array', items: { type: 'string', 'x-mcp-header': 'Tag' } } } } },
+  // Boolean property schemas: valid JSON Schema, which the 2025-11-25 types (and the v1 SDK client) have as objects.
+  { name: 'bools', description: 'Boolean property schemas', inputSchema: { type: 'object', properties: { any: true, none: false } }, outputSchema: { type: 'object', properties: { any: true } } },
   // Schemas no client can read, each of which failed the whole list for the SDK clients.
   { name: 'null_input', description: 'inputSchema null', inputSchema: null },
   { name: 'no_input', description: 'No inputSchema' },
@@ -39,7 +41,7 @@ describe('tools with an invalid x-mcp-header annotation, or schemas no client ca
 
   it('are not listed, cannot be called, and are logged, audited and shown held back; a valid one stays', async () => {
     const listed = await modernPost(hub.url, 1, 'tools/list');
-    expect((listed.body?.result?.tools as Json[]).map((t) => t.name).sort()).toEqual(['m__echo', 'm__region']);
+    expect((listed.body?.result?.tools as Json[]).map((t) => t.name).sort()).toEqual(['m__bools', 'm__echo', 'm__region']);
 
     const call = await modernPost(hub.url, 2, 'tools/call', { name: 'm__ratio', arguments: { ratio: 0.5 } });
     expect(call.body?.error?.message).toMatch(/m__ratio/);
@@ -62,14 +64,19 @@ describe('tools with an invalid x-mcp-header annotation, or schemas no client ca
     expect(JSON.stringify(ratio)).toMatch(/dropped: its x-mcp-header annotation breaks the rules/);
   });
 
-  it('tools whose schemas clients cannot read are dropped, so the SDK clients of both eras can list the rest', async () => {
+  it('tools whose schemas clients cannot read are dropped, so the SDK clients of both eras can list the rest (boolean property schemas spelt as objects for legacy ones)', async () => {
     const v1 = new ClientV1({ name: 'v1', version: '1' });
     await v1.connect(new TransportV1(new URL(hub.url)));
     const v2 = new ClientV2({ name: 'v2', version: '1' });
     await v2.connect(new TransportV2(new URL(hub.url)));
     try {
-      expect((await v1.listTools()).tools.map((t) => t.name).sort()).toEqual(['m__echo', 'm__region']);
-      expect((await v2.listTools()).tools.map((t) => t.name).sort()).toEqual(['m__echo', 'm__region']);
+      const legacy = (await v1.listTools()).tools;
+      expect(legacy.map((t) => t.name).sort()).toEqual(['m__bools', 'm__echo', 'm__region']);
+      expect((await v2.listTools()).tools.map((t) => t.name).sort()).toEqual(['m__bools', 'm__echo', 'm__region']);
+      // To a legacy client a boolean property schema is the object that means the same.
+      const bools = legacy.find((t) => t.name === 'm__bools')!;
+      expect(bools.inputSchema.properties).toEqual({ any: {}, none: { not: {} } });
+      expect(bools.outputSchema?.properties).toEqual({ any: {} });
     } finally {
       await v1.close();
       await v2.close();
