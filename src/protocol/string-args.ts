@@ -14,9 +14,18 @@ function stringMapProblem(where: string, map: unknown): string | undefined {
   return undefined;
 }
 
-/** What is wrong with a prompts/get request's arguments, or undefined. */
-export function promptArgumentsProblem(params: Record<string, unknown>): string | undefined {
-  return stringMapProblem('arguments', params.arguments);
+/**
+ * What is wrong with a prompts/get request's arguments, or undefined: not text, or without one
+ * the prompt as listed (`declared`, its `arguments`) marks required, which the digest makes
+ * -32602 too (§3.1); an upstream that does not check would fill its template with nothing.
+ */
+export function promptArgumentsProblem(params: Record<string, unknown>, declared: unknown): string | undefined {
+  const shape = stringMapProblem('arguments', params.arguments);
+  if (shape || !Array.isArray(declared)) return shape;
+  const given = isObj(params.arguments) ? params.arguments : {};
+  for (const d of declared)
+    if (isObj(d) && d.required === true && typeof d.name === 'string' && !Object.hasOwn(given, d.name)) return `the required argument ${JSON.stringify(d.name)} is missing`;
+  return undefined;
 }
 
 /** What is wrong with a completion/complete request's argument and context, or undefined. */

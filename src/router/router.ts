@@ -198,7 +198,8 @@ export class Router {
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
       throw err;
     }
-    const bad = promptArgumentsProblem(params);
+    // A server that is down has no listed prompt here (downItem): only the arguments' shape is checked.
+    const bad = promptArgumentsProblem(params, 'item' in routed ? (routed.item as Result).arguments : undefined);
     if (bad) {
       const err = new RpcError(INVALID_PARAMS, `Invalid params for ${what} ${hubName}: ${bad}`);
       await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName, upstreamName: routed.upstreamName });

@@ -32,7 +32,7 @@ describe('completion values', () => {
     expect((await modernPost(hub.url, 'c2', 'completion/complete', params('ab'))).body?.result?.completion).toEqual({ values: ['ab1', 'ab2'] });
   });
 
-  it('arguments that are not text are the client\'s -32602 from the hub, for both eras, and audited; the upstream is not asked', async () => {
+  it('arguments that are not text, or a required prompt argument left out, are the client\'s -32602 from the hub, for both eras, and audited; the upstream is not asked', async () => {
     const ref = { type: 'ref/prompt', name: 'q__p' };
     const bad: [string, string, Record<string, unknown>, RegExp][] = [
       ['cx1', 'completion/complete', { ref, argument: { name: 'a', value: 5 } }, /argument must be \{name, value\}, both strings/],
@@ -40,6 +40,8 @@ describe('completion values', () => {
       ['cx3', 'completion/complete', { ref, argument: { name: 'a', value: 'x' }, context: { arguments: { b: 1 } } }, /context\.arguments\.b must be a string/],
       ['px1', 'prompts/get', { name: 'q__p', arguments: { a: 5 } }, /Invalid params for prompt q__p: arguments\.a must be a string/],
       ['px2', 'prompts/get', { name: 'q__p', arguments: ['a'] }, /arguments must be an object of strings/],
+      ['px3', 'prompts/get', { name: 'q__p', arguments: {} }, /Invalid params for prompt q__p: the required argument "a" is missing/],
+      ['px4', 'prompts/get', { name: 'q__p' }, /the required argument "a" is missing/],
     ];
     const s = await legacySession(hub.url);
     let n = 10;
@@ -49,6 +51,8 @@ describe('completion values', () => {
       const l = await s.request(++n, method, p);
       expect(l.body?.error, `${id} (legacy): ${l.text}`).toMatchObject({ code: -32602, message: expect.stringMatching(message) });
     }
+    const given = await modernPost(hub.url, 'p-ok', 'prompts/get', { name: 'q__p', arguments: { a: 'x' } });
+    expect(given.body?.result?.messages, given.text).toEqual([{ role: 'user', content: { type: 'text', text: 'a=x' } }]);
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'cx1' });
     expect(rows[0]).toMatchObject({ method: 'completion/complete', outcome: 'rpc_error', errorCode: -32602 });
   });
