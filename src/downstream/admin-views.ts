@@ -53,7 +53,7 @@ export interface ToolView {
   outputSchema?: unknown;
   /** The annotations the hub sends and acts on (trusted server or config, else conservative). */
   annotations?: unknown;
-  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "renamed:reserved", "quarantined", "pin:changed", "poisoning:markup". */
+  /** e.g. "renamed:collision", "renamed:sanitized", "renamed:too-long", "renamed:reserved", "quarantined", "quarantined:schema", "pin:changed", "poisoning:markup". */
   flags: string[];
   /** What the upstream itself claimed (untrusted display data). */
   claimedAnnotations?: unknown;
@@ -61,6 +61,8 @@ export interface ToolView {
   annotationSource?: string;
   /** The pinned definition: "approved", or "changed" / "renamed" waiting for `switchyard tools approve`. */
   pin?: { state: string; hash: string; renamedFrom?: string };
+  /** Listed, but every call is refused (ESCHEMA): why its schemas cannot be used, as a call found. */
+  schemaQuarantine?: string;
   /** false: clients do not see it (with `hidden` saying why); listed only with ?all=1. */
   visible?: boolean;
   hidden?: string;
@@ -117,7 +119,13 @@ export function renameReason(h: ServerHandle, upstreamName: string, hubName: str
  * The tool list with where each tool comes from and what is odd about it: what clients see
  * (of one group, if given), or with `all` every tool the hub knows, held-back ones included.
  */
-export async function toolViews(catalog: Catalog, mode: NameMode, filter: { server?: string; group?: string; all?: boolean } = {}): Promise<ToolView[]> {
+export async function toolViews(
+  catalog: Catalog,
+  mode: NameMode,
+  filter: { server?: string; group?: string; all?: boolean } = {},
+  /** Why calls to a tool are refused because its schemas cannot be used (SchemaValidator.flagged). */
+  schemaQuarantine: (hubName: string) => string | undefined = () => undefined,
+): Promise<ToolView[]> {
   const out: ToolView[] = [];
   for (const { hubName: name, server, record: r, visible, inGroup } of await catalog.toolRecords({ group: filter.group })) {
     if ((!visible && !filter.all) || !inGroup) continue;
@@ -128,6 +136,8 @@ export async function toolViews(catalog: Catalog, mode: NameMode, filter: { serv
     if (reason) flags.push(`renamed:${reason}`);
     if (r.pin && r.pin.state !== 'approved') flags.push(`pin:${r.pin.state}`);
     if (!visible) flags.push(r.hidden?.startsWith('quarantined') ? 'quarantined' : 'hidden');
+    const refused = schemaQuarantine(name);
+    if (refused) flags.push('quarantined:schema');
     for (const f of r.flags) if (f.category !== 'pinning') flags.push(`${f.category ?? 'flag'}:${f.code}`);
     const v: ToolView = {
       name,
@@ -139,6 +149,7 @@ export async function toolViews(catalog: Catalog, mode: NameMode, filter: { serv
       visible,
     };
     if (r.hidden) v.hidden = r.hidden;
+    if (refused) v.schemaQuarantine = refused;
     if (r.pin) v.pin = { state: r.pin.state, hash: r.pin.hash, ...(r.pin.renamedFrom ? { renamedFrom: r.pin.renamedFrom } : {}) };
     if (r.upstream.annotations !== undefined) v.claimedAnnotations = r.upstream.annotations;
     if (r.annotationSource) v.annotationSource = r.annotationSource;

@@ -37,6 +37,8 @@ export interface AdminHub {
   readonly config: HubConfig;
   /** A server's instructions and what the poisoning checks made of them (undefined: none given). */
   instructionsVerdict?(h: ServerHandle): InstructionsVerdict | undefined;
+  /** Tools whose calls are refused because their schemas cannot be used: hub name → why. */
+  readonly validator?: { readonly flagged: ReadonlyMap<string, string> };
   /** A fresh connection for one running server (POST /admin/servers/<id>/restart); throws for an unknown one. */
   restartServer?(id: string): void;
   /** Read the config file again and apply it (POST /admin/reload); absent for a hub with no file to read. */
@@ -239,7 +241,7 @@ export class AdminRoutes {
             json(res, 404, { error: `no server named "${server}" (servers: ${[...this.hub.handles.keys()].join(', ') || 'none'})` });
             return true;
           }
-          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server, group, all: q.get('all') === '1' });
+          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server, group, all: q.get('all') === '1' }, (n) => this.hub.validator?.flagged.get(n));
           json(res, 200, { tools });
           return true;
         }

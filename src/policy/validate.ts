@@ -100,7 +100,11 @@ export interface ValidatorOptions {
 }
 
 export class SchemaValidator {
-  /** Quarantined tools: hub name → why. */
+  /**
+   * Quarantined tools, as calls found them: hub name → why (shown to operators: admin
+   * /admin/tools, doctor). A tool whose schemas can be used again leaves it; at most `cacheMax`
+   * names, the oldest forgotten first.
+   */
   readonly flagged = new Map<string, string>();
   private readonly sandbox: RegexSandbox;
   private readonly patterns: SafeRegExpEngine;
@@ -154,6 +158,13 @@ export class SchemaValidator {
   }
 
   checkArgs(hubName: string, tool: { inputSchema?: unknown; outputSchema?: unknown }, args: unknown): ArgsVerdict {
+    const verdict = this.argsVerdict(hubName, tool, args);
+    // Its schemas can be used (again: the server changed them): no longer quarantined.
+    if (verdict.ok || verdict.kind === 'invalid') this.flagged.delete(hubName);
+    return verdict;
+  }
+
+  private argsVerdict(hubName: string, tool: { inputSchema?: unknown; outputSchema?: unknown }, args: unknown): ArgsVerdict {
     // A result that could never be checked is found now, before the tool runs for nothing.
     if (tool.outputSchema !== undefined) {
       const out = this.entry(hubName, tool.outputSchema);
@@ -299,6 +310,7 @@ export class SchemaValidator {
 
   private noteUnusable(hubName: string, entry: Entry): Entry {
     if ('unusable' in entry && this.flagged.get(hubName) !== entry.unusable) {
+      if (!this.flagged.has(hubName) && this.flagged.size >= this.cacheMax) this.flagged.delete(this.flagged.keys().next().value!);
       this.flagged.set(hubName, entry.unusable);
       this.log.warn({ tool: hubName, reason: entry.unusable }, 'tool quarantined: its schema cannot be used safely');
     }

@@ -116,6 +116,12 @@ describe('argument and result validation at the hub', () => {
     const quarantined = () => hub.logs.filter((l) => l.includes('tool quarantined')).join('\n');
     for (let i = 0; i < 100 && !tools.every((t) => quarantined().includes(`spy__${t}`)); i++) await new Promise((r) => setTimeout(r, 20));
     for (const t of tools) expect(quarantined()).toContain(`spy__${t}`);
+    // Operators see them too (switchyard tools, doctor): listed, every call refused.
+    const views = ((await (await fetch(new URL('/admin/tools', hub.url))).json()) as { tools: Json[] }).tools;
+    const draft04 = views.find((t) => t.name === 'spy__draft04')!;
+    expect(draft04.flags).toContain('quarantined:schema');
+    expect(draft04.schemaQuarantine).toMatch(/unsupported JSON Schema dialect/);
+    expect(views.find((t) => t.name === 'spy__strict_args')!.flags).not.toContain('quarantined:schema');
   });
 
   it('a pattern that backtracks past its time budget quarantines the tool without stalling the hub', async () => {

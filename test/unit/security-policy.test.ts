@@ -183,6 +183,9 @@ describe('SchemaValidator', () => {
     const d2019 = { $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object' };
     expect(v.checkArgs('t3', { inputSchema: d2019 }, {})).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/unsupported JSON Schema dialect/) });
     expect(v.flagged.get('t3')).toMatch(/unsupported/);
+    // Its server changes the schema to one the hub can use: no longer quarantined.
+    expect(v.checkArgs('t3', { inputSchema: { type: 'object' } }, {})).toEqual({ ok: true });
+    expect(v.flagged.has('t3')).toBe(false);
   });
 
   it('keeps each tool\'s $id to itself and compiles a schema once', () => {
