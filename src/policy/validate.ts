@@ -86,7 +86,22 @@ function describe(e: ErrorObject): { pointer: string; reason: string } {
   if (e.keyword === 'required') return { pointer: `${e.instancePath}/${escapeToken(String(p.missingProperty))}`, reason: 'is required' };
   if (e.keyword === 'additionalProperties' || e.keyword === 'unevaluatedProperties')
     return { pointer: `${e.instancePath}/${escapeToken(String(p.additionalProperty ?? p.unevaluatedProperty))}`, reason: 'is not an allowed property' };
+  // ajv says only "must be equal to one of the allowed values" / "to constant": the values are
+  // what a model needs to correct its call (digest §3.1: tool errors are for self-correction).
+  if (e.keyword === 'enum' && Array.isArray(p.allowedValues)) return { pointer: e.instancePath, reason: `must be one of ${listed(p.allowedValues)}` };
+  if (e.keyword === 'const') return { pointer: e.instancePath, reason: `must be ${listed([p.allowedValue])}` };
   return { pointer: e.instancePath, reason: (e.message ?? `fails ${e.keyword}`).slice(0, 200) };
+}
+
+/** Values as JSON, comma-separated, cut at about 200 characters (an enum may hold thousands). */
+function listed(values: unknown[]): string {
+  let out = '';
+  for (const [i, v] of values.entries()) {
+    const next = (i ? ', ' : '') + (JSON.stringify(v) ?? 'null');
+    if (out.length + next.length > 200) return out ? `${out}, … (${values.length} values)` : `${next.slice(0, 200)}…`;
+    out += next;
+  }
+  return out;
 }
 
 export interface ValidatorOptions {

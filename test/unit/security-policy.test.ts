@@ -256,6 +256,15 @@ describe('SchemaValidator', () => {
     });
   });
 
+  it('an enum or const refusal names the values a caller may give (cut short for a long enum)', () => {
+    const tool = { inputSchema: { type: 'object', properties: { c: { const: 'x' }, e: { enum: [1, 'two', null] }, big: { enum: Array.from({ length: 300 }, (_, i) => `value-${i}`) } } } };
+    expect(v.checkArgs('choices', tool, { c: 'y' })).toEqual({ ok: false, kind: 'invalid', pointer: '/c', reason: 'must be "x"' });
+    expect(v.checkArgs('choices', tool, { e: 3 })).toEqual({ ok: false, kind: 'invalid', pointer: '/e', reason: 'must be one of 1, "two", null' });
+    const big = v.checkArgs('choices', tool, { big: 'nope' });
+    expect(big).toMatchObject({ ok: false, kind: 'invalid', pointer: '/big', reason: expect.stringMatching(/^must be one of "value-0", "value-1", .*, … \(300 values\)$/) });
+    expect((big as { reason: string }).reason.length).toBeLessThan(260);
+  });
+
   it('multipleOf takes decimal amounts whose binary quotient is off by a rounding error (0.07 of 0.01), and still refuses what is not a multiple', () => {
     const cents = { type: 'object', properties: { p: { type: 'number', multipleOf: 0.01 } } };
     const refused = Array.from({ length: 1000 }, (_, k) => k / 100).filter((p) => !v.checkArgs('cents', { inputSchema: cents }, { p }).ok);
