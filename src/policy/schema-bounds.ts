@@ -1,7 +1,7 @@
 /**
  * Cheap structural bounds on a tool's JSON Schema, checked before ajv ever sees it: ajv's
- * compile time grows with the size of the schema, so bounding size, depth and node count
- * bounds the compile (a hostile upstream cannot stall the hub with one tools/list).
+ * compile time grows with the size of the schema, so bounding size, depth, node and object
+ * counts bounds the compile (a hostile upstream cannot stall the hub with one tools/list).
  */
 export interface SchemaLimits {
   /** Serialised size in bytes. */
@@ -10,6 +10,13 @@ export interface SchemaLimits {
   maxDepth: number;
   /** Objects, arrays and values together. */
   maxNodes: number;
+  /**
+   * Objects (subschemas, and maps such as `properties`): ajv, reporting the first error, nests
+   * the code of each check in the one before, so its compile recurses as deep as the schema has
+   * subschemas in all. 3,000 one-keyword properties (well within the other bounds) took 12 s
+   * to overflow its stack, and the tool was quarantined as a `$ref` loop.
+   */
+  maxObjects: number;
   /** Entries of one `enum`. */
   maxEnum: number;
   /**
@@ -20,7 +27,7 @@ export interface SchemaLimits {
   maxExpandedNodes: number;
 }
 
-export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 256 * 1024, maxDepth: 48, maxNodes: 20_000, maxEnum: 5_000, maxExpandedNodes: 50_000 };
+export const DEFAULT_SCHEMA_LIMITS: SchemaLimits = { maxBytes: 256 * 1024, maxDepth: 48, maxNodes: 20_000, maxObjects: 1_000, maxEnum: 5_000, maxExpandedNodes: 50_000 };
 
 /** `$ref` hops followed in one chain before the schema is refused (a stack bound for the count). */
 const MAX_REF_CHAIN = 256;
@@ -30,6 +37,7 @@ export function schemaOutOfBounds(schema: unknown, serialised: string, limits: S
   if (Buffer.byteLength(serialised) > limits.maxBytes) return `schema larger than ${limits.maxBytes} bytes`;
   const stack: { v: unknown; d: number }[] = [{ v: schema, d: 1 }];
   let nodes = 0;
+  let objects = 0;
   while (stack.length) {
     const { v, d } = stack.pop()!;
     if (++nodes > limits.maxNodes) return `schema has more than ${limits.maxNodes} nodes`;
@@ -39,6 +47,7 @@ export function schemaOutOfBounds(schema: unknown, serialised: string, limits: S
       for (const x of v) stack.push({ v: x, d: d + 1 });
       continue;
     }
+    if (++objects > limits.maxObjects) return `schema has more than ${limits.maxObjects} objects (subschemas and maps of them)`;
     const o = v as Record<string, unknown>;
     if (Array.isArray(o.enum) && o.enum.length > limits.maxEnum) return `enum with more than ${limits.maxEnum} values`;
     for (const k in o) stack.push({ v: o[k], d: d + 1 });

@@ -227,6 +227,15 @@ describe('SchemaValidator', () => {
     }
   });
 
+  it('a flat schema of thousands of properties is refused by its count at once, not compiled into a stack overflow (misread as a $ref loop)', () => {
+    const flat = (n: number) => ({ type: 'object', properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string' }])) });
+    const t0 = performance.now();
+    const r = v.checkArgs('flat3000', { inputSchema: flat(3000) }, { p1: 'a' });
+    expect(r).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/more than 1000 objects/) });
+    expect(performance.now() - t0).toBeLessThan(2_000); // compiled, it took 12 s to overflow
+    expect(v.checkArgs('flat200', { inputSchema: flat(200) }, { p1: 1 })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/p1' });
+  });
+
   it('quarantines a schema whose $refs loop without end (allOf), rather than blaming the arguments', () => {
     const loop = { type: 'object', properties: { x: { $ref: '#/$defs/A' } }, $defs: { A: { allOf: [{ $ref: '#/$defs/B' }] }, B: { allOf: [{ $ref: '#/$defs/A' }] } } };
     expect(v.checkArgs('loop', { inputSchema: loop }, { x: 1 })).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/refers to itself without end/) });
