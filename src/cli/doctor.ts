@@ -69,10 +69,12 @@ export function upstreamFindings(servers: ServerView[]): Finding[] {
 export function toolFindings(tools: ToolView[]): Finding[] {
   const out: Finding[] = [];
   const renamed = tools.filter((t) => t.flags.some((f) => f.startsWith('renamed')));
-  const held = tools.filter((t) => t.flags.some((f) => f === 'quarantined' || f.startsWith('quarantined:') || f.startsWith('pin:')));
+  // Dropped tools too (an x-mcp-header or schemas no client can read): a server lists them, no client sees them.
+  const dropped = (t: ToolView) => t.hidden?.startsWith('dropped:') === true;
+  const held = tools.filter((t) => dropped(t) || t.flags.some((f) => f === 'quarantined' || f.startsWith('quarantined:') || f.startsWith('pin:')));
   for (const t of renamed)
     out.push({ level: 'warn', check: 'tool names', message: `${t.server}/${t.upstreamName} is "${t.name}" for clients (${t.flags.filter((f) => f.startsWith('renamed')).join(', ')})` });
-  for (const t of held) out.push({ level: 'warn', check: 'quarantine', message: `${t.name} (${t.server}) is held back: ${t.flags.join(', ')}` });
+  for (const t of held) out.push({ level: 'warn', check: 'quarantine', message: `${t.name} (${t.server}) is held back: ${dropped(t) ? t.hidden : t.flags.join(', ')}` });
   if (!renamed.length) out.push({ level: 'ok', check: 'tool names', message: 'no tool had to be renamed' });
   if (!held.length) out.push({ level: 'ok', check: 'quarantine', message: 'no tool is quarantined' });
   return out;

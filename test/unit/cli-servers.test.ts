@@ -1,8 +1,8 @@
 /** What `switchyard servers restart` prints once the server settled, or the wait was over. */
 import { describe, expect, it } from 'vitest';
-import { upstreamFindings } from '../../src/cli/doctor.js';
+import { toolFindings, upstreamFindings } from '../../src/cli/doctor.js';
 import { restartOutcome, serversTable } from '../../src/cli/servers.js';
-import type { ServerView } from '../../src/downstream/admin-views.js';
+import type { ServerView, ToolView } from '../../src/downstream/admin-views.js';
 
 const view = (over: Partial<ServerView>): ServerView => ({
   id: 'a',
@@ -71,5 +71,21 @@ describe('servers table', () => {
     expect(t.split('\n')[1]).toMatch(new RegExp(`^big\\s+ready\\s.*\\s${listError.replace(/[()]/g, '\\$&')}$`));
     expect(upstreamFindings([view({ id: 'big', listError })])[0]).toMatchObject({ level: 'warn', message: expect.stringContaining(listError) });
     expect(upstreamFindings([view({ id: 'ok', listError: null })])[0]).toMatchObject({ level: 'ok' });
+  });
+});
+
+describe('doctor on tools', () => {
+  const tool = (name: string, extra: Partial<ToolView>): ToolView => ({ name, server: 's', upstreamName: name, era: 'legacy', trust: 'untrusted', flags: [], ...extra });
+
+  it('warns of tools held back: dropped ones (schemas no client can read, a bad x-mcp-header) and schema quarantines too', () => {
+    const findings = toolFindings([
+      tool('s__ok', {}),
+      tool('s__nullschema', { visible: false, hidden: 'dropped: its inputSchema is not an object', flags: ['hidden'] }),
+      tool('s__d04', { flags: ['quarantined:schema'], schemaQuarantine: 'unsupported JSON Schema dialect' }),
+    ]).filter((f) => f.check === 'quarantine');
+    expect(findings).toEqual([
+      { level: 'warn', check: 'quarantine', message: 's__nullschema (s) is held back: dropped: its inputSchema is not an object' },
+      { level: 'warn', check: 'quarantine', message: 's__d04 (s) is held back: quarantined:schema' },
+    ]);
   });
 });
