@@ -29,6 +29,7 @@ const TOOLS = [
   { name: 'required_text', description: 'required is a string', inputSchema: { type: 'object', required: 'a' } },
   { name: 'props_list', description: 'properties is a list', inputSchema: { type: 'object', properties: [{ type: 'string' }] } },
   { name: 'output_list', description: 'outputSchema is a list', inputSchema: { type: 'object' }, outputSchema: [] },
+  { name: 'null_prop', description: 'a property schema that is null', inputSchema: { type: 'object', properties: { a: null } } },
 ];
 
 describe('tools with an invalid x-mcp-header annotation, or schemas no client can read', () => {
@@ -88,6 +89,7 @@ describe('tools with an invalid x-mcp-header annotation, or schemas no client ca
         .toEqual([
           { tool: 'no_input', why: 'schema: its inputSchema is missing' },
           { tool: 'null_input', why: 'schema: its inputSchema is not an object' },
+          { tool: 'null_prop', why: 'schema: its inputSchema.properties["a"] is not a schema' },
           { tool: 'output_list', why: 'schema: its outputSchema is not an object' },
           { tool: 'props_list', why: 'schema: its inputSchema.properties is not an object' },
           { tool: 'required_text', why: 'schema: its inputSchema.required is not a list of names' },
