@@ -112,6 +112,8 @@ export interface ValidatorOptions {
   patternTotalMs?: number;
   /** See CACHE_MAX. */
   cacheMax?: number;
+  /** A compile longer than this is logged (default COMPILE_WARN_MS). */
+  compileWarnMs?: number;
 }
 
 export class SchemaValidator {
@@ -129,6 +131,7 @@ export class SchemaValidator {
   /** Schemas the current `ajv` pair has compiled (or tried to). */
   private onInstance = 0;
   private readonly cacheMax: number;
+  private readonly compileWarnMs: number;
   private readonly byHash = new Map<string, Entry>();
   private byObject = new WeakMap<object, Entry>();
   private readonly limits: SchemaLimits;
@@ -144,6 +147,7 @@ export class SchemaValidator {
     this.patterns = safeRegExpEngine(this.sandbox);
     this.patternTotalMs = opts.patternTotalMs ?? 5 * this.sandbox.budgetMs;
     this.cacheMax = opts.cacheMax ?? CACHE_MAX;
+    this.compileWarnMs = opts.compileWarnMs ?? COMPILE_WARN_MS;
     this.ajvOptions = {
       strict: false, // upstream schemas carry vendor keywords (x-mcp-header …) and unknown formats
       allErrors: false, // one error is enough, and bounds the work on hostile input
@@ -267,7 +271,7 @@ export class SchemaValidator {
     const hash = createHash('sha256').update(typeof dialect === 'string' ? dialect : 'x').update('\0').update(serialised).digest('base64url');
     let entry = this.byHash.get(hash);
     if (!entry) {
-      entry = this.compile(schema, serialised, dialect);
+      entry = this.compile(hubName, schema, serialised, dialect);
       if (this.byHash.size >= this.cacheMax) this.byHash.delete(this.byHash.keys().next().value!);
       this.byHash.set(hash, entry);
     }
@@ -275,7 +279,7 @@ export class SchemaValidator {
     return this.noteUnusable(hubName, entry);
   }
 
-  private compile(schema: unknown, serialised: string, dialect: Dialect | { unsupported: string }): Entry {
+  private compile(hubName: string, schema: unknown, serialised: string, dialect: Dialect | { unsupported: string }): Entry {
     if (typeof dialect !== 'string') return { unusable: `unsupported JSON Schema dialect ${JSON.stringify(dialect.unsupported.slice(0, 120))} (the hub checks 2020-12 and draft-07)` };
     if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object' || Array.isArray(schema)))
       return { unusable: 'the schema is not an object' };
@@ -302,7 +306,8 @@ export class SchemaValidator {
       if (typeof copy === 'object' && copy !== null && copy.$id === undefined) copy.$id = `${PRIVATE_BASE}${++this.compiled}/root.json`;
       const validate = ajv.compile(copy);
       const ms = performance.now() - t0;
-      if (ms > COMPILE_WARN_MS) this.log.warn({ ms: Math.round(ms) }, 'slow schema compile');
+      // Named: the compile held every client's requests, and the operator needs to know whose schema did.
+      if (ms > this.compileWarnMs) this.log.warn({ tool: hubName, ms: Math.round(ms) }, 'slow schema compile');
       return { validate };
     } catch (err) {
       if (err instanceof HostilePatternError) return { unusable: `hostile schema: ${err.message}` };

@@ -207,6 +207,18 @@ describe('SchemaValidator', () => {
     }
   });
 
+  it('a slow schema compile is logged with the tool whose schema it was', () => {
+    const warned: unknown[] = [];
+    const log = { ...silentLogger, warn: (obj: unknown) => void warned.push(obj) } as typeof silentLogger;
+    const timed = new SchemaValidator(log, { compileWarnMs: -1 });
+    try {
+      expect(timed.checkArgs('srv__slow', { inputSchema: { type: 'object' } }, {})).toEqual({ ok: true });
+      expect(warned).toEqual([{ tool: 'srv__slow', ms: expect.any(Number) }]);
+    } finally {
+      timed.close();
+    }
+  });
+
   it('keeps no more than its bound of compiled schemas however many it has seen (ajv keeps what it compiled until a fresh instance takes over)', () => {
     const small = new SchemaValidator(silentLogger, { cacheMax: 50 });
     try {
