@@ -206,6 +206,9 @@ export class Router {
       throw err;
     }
     const forwarded = forwardedParams(params, 'name', routed.upstreamName);
+    // Null arguments were checked as none, so none are sent (as for tools/call): the SDK servers
+    // answer a null with -32603 and their parser's complaint.
+    if (forwarded.arguments === null) delete forwarded.arguments;
     const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
     return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
   }

@@ -53,6 +53,9 @@ describe('completion values', () => {
     }
     const given = await modernPost(hub.url, 'p-ok', 'prompts/get', { name: 'q__p', arguments: { a: 'x' } });
     expect(given.body?.result?.messages, given.text).toEqual([{ role: 'user', content: { type: 'text', text: 'a=x' } }]);
+    // Null arguments are none, as for tools/call: sent as none (an SDK server answers null with -32603).
+    const none = await modernPost(hub.url, 'p-null', 'prompts/get', { name: 'q__free', arguments: null });
+    expect(none.body?.result?.messages, none.text).toEqual([{ role: 'user', content: { type: 'text', text: 'arguments=undefined' } }]);
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'cx1' });
     expect(rows[0]).toMatchObject({ method: 'completion/complete', outcome: 'rpc_error', errorCode: -32602 });
   });
