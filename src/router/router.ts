@@ -375,6 +375,8 @@ export class Router {
       return { completion: { values: [] } };
     }
     const forwarded = forwardedParams(params, 'ref', forwardedRef);
+    // A null context was checked as none, and is sent as none (as null arguments are).
+    if (forwarded.context === null) delete forwarded.context;
     return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet));
   }
 

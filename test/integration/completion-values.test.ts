@@ -56,6 +56,8 @@ describe('completion values', () => {
     // Null arguments are none, as for tools/call: sent as none (an SDK server answers null with -32603).
     const none = await modernPost(hub.url, 'p-null', 'prompts/get', { name: 'q__free', arguments: null });
     expect(none.body?.result?.messages, none.text).toEqual([{ role: 'user', content: { type: 'text', text: 'arguments=undefined' } }]);
+    const noContext = await modernPost(hub.url, 'c-null', 'completion/complete', { ref, argument: { name: 'a', value: 'context' }, context: null });
+    expect(noContext.body?.result?.completion, noContext.text).toEqual({ values: ['context=undefined'] });
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'cx1' });
     expect(rows[0]).toMatchObject({ method: 'completion/complete', outcome: 'rpc_error', errorCode: -32602 });
   });
