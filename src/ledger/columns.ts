@@ -17,15 +17,18 @@ export function text(v: unknown): string | null {
 /**
  * A row's hub or upstream name. A resource URI (the name of a resources/read, a subscription,
  * a completion's template) can carry credentials: a URL's password, a token in its query, one
- * of the config's secret values an upstream put in the URIs it lists. They are redacted as in
- * an error message, never stored. Tool and prompt names hold no ':' and pass as they are.
+ * of the config's secret values an upstream put in the URIs it lists. So can the name of a tool
+ * or prompt no server has, which is whatever the client sent (a pasted token, `ghp_…`): its
+ * row's error message ("Unknown tool: …") is redacted, and the name beside it must be too.
+ * Every name is redacted as an error message is, never stored (a catalog name of a known tool
+ * comes out as it went in, at a fraction of a microsecond).
  */
 export function nameText(v: unknown): string | null {
   // Redacted before the cut (twice the length kept, not all of a client's 4 MiB): a secret
   // across the cut would otherwise be stored by its first half, which no rule recognises.
   const s = typeof v === 'string' ? v : text(v);
   if (s === null) return null;
-  return text(s.includes(':') ? redactString(s.slice(0, 2 * MAX_TEXT)) : s);
+  return text(redactString(s.slice(0, 2 * MAX_TEXT)));
 }
 
 /**

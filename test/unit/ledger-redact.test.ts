@@ -168,6 +168,24 @@ describe('redaction', () => {
     }
   });
 
+  it('a tool or prompt name no server has is the client\'s text: a token in it is redacted, as in its error message', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const gh = 'ghp_0123456789abcdefghijABCDEFGHIJ0123456789';
+    const sk = 'sk-proj-abcdefghijklmnopqrstuvwxyz012345';
+    await ledger.record(begin({ method: 'tools/call', hubName: gh }), end({ outcome: 'rpc_error', errorCode: -32602, errorMessage: `Unknown tool: ${gh}` }));
+    await ledger.record(begin({ method: 'prompts/get', hubName: sk }), end({ outcome: 'rpc_error', errorCode: -32602, errorMessage: `Unknown prompt: ${sk}` }));
+    await ledger.record(begin({ method: 'tools/call', hubName: 'notes__add', upstreamName: 'add' }), end());
+    const rows = ledger.query({}).reverse();
+    expect(rows.map((r) => [r.hubName, r.errorMessage])).toEqual([
+      ['[redacted:github-token]', 'Unknown tool: [redacted:github-token]'],
+      ['[redacted:api-key]', 'Unknown prompt: [redacted:api-key]'],
+      ['notes__add', null],
+    ]);
+    expect(JSON.stringify(rows)).not.toMatch(/ghp_0123|sk-proj/);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+  });
+
   it('uses the configured pattern (a regex source string) and caps huge bodies', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db, storeBodies: true, redactKeys: '^ssn$', maxBodyBytes: 100 });
