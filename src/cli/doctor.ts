@@ -1,4 +1,4 @@
-import { screenJson, screenText } from '../ledger/format.js';
+import { inFlightNote, screenJson, screenText } from '../ledger/format.js';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, resolve } from 'node:path';
@@ -118,7 +118,7 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
       const newest = loadMigrations().length;
       const upgrade = version < newest ? `; at schema version ${version}, which this Switchyard's start upgrades to ${newest} (an older Switchyard then refuses it)` : '';
       return v.ok
-        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)${upgrade}` }
+        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)${v.inFlight.rows ? `; ${inFlightNote(v.inFlight)}` : ''}${upgrade}` }
         : { level: 'fail', check: 'ledger', message: `${path}: chain broken at row ${v.rowId ?? '?'}: ${v.reason}` };
     } finally {
       db.close();

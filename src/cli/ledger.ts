@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { OUTCOMES } from '../ledger/types.js';
-import { csvRow, CSV_COLUMNS, csvLine, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
@@ -290,6 +290,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           const where = r.rowId === null && r.seq === null ? '' : ` at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'})`;
           io.out(screenText(`FAILED${where}: ${r.reason}`) + '\n');
         }
+        if (r.ok && r.inFlight.rows > 0) io.err(`switchyard ledger: note: ${inFlightNote(r.inFlight)}\n`);
         if (!r.ok) io.setExitCode(1);
       },
     ),

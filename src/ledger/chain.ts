@@ -183,8 +183,20 @@ export class ChainWriter {
 }
 
 export type VerifyResult =
-  | { ok: true; rows: number; anchorSeq: number; headSeq: number; headHash: string; witnesses: number }
+  | { ok: true; rows: number; anchorSeq: number; headSeq: number; headHash: string; witnesses: number; inFlight: InFlight }
   | { ok: false; rowId: number | null; seq: number | null; reason: string };
+
+/**
+ * The rows still in flight, which no chain covers yet: a call running, or one a stopped hub left,
+ * which its next start finishes as `unknown` and chains like any other. A row inserted by hand
+ * as in flight looks the same, so a verify that passes says how many there are, and which.
+ */
+export interface InFlight {
+  rows: number;
+  /** The lowest and highest id among them (null without any). */
+  firstId: number | null;
+  lastId: number | null;
+}
 
 /**
  * A chain position and its hash, recorded outside the database (`ledger verify` prints the
@@ -297,7 +309,8 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
   } else if (expected - 1 !== uptoSeq) {
     return { ok: false, rowId: last?.id ?? null, seq: expected - 1, reason: `chain ends at seq ${expected - 1}, expected to reach ${uptoSeq}` };
   }
-  return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1, headHash: prev, witnesses: witnesses.length };
+  const inFlight = db.prepare(`SELECT count(*) AS rows, min(id) AS firstId, max(id) AS lastId FROM audit WHERE outcome = 'in_flight'`).get() as InFlight;
+  return { ok: true, rows: count, anchorSeq: state.anchor_seq, headSeq: expected - 1, headHash: prev, witnesses: witnesses.length, inFlight };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { AuditRow } from './rows.js';
 import type { StatsRow } from './reader.js';
+import type { InFlight } from './chain.js';
 
 /** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
 export function rowJson(r: AuditRow): Record<string, unknown> {
@@ -116,4 +117,14 @@ export const STATS_HEADER = ['server', 'method', 'name', 'calls', 'errors', 'err
 export function statsCells(s: StatsRow): string[] {
   const ms = (v: number | null): string => (v === null ? '' : String(Math.round(v)));
   return [s.server ?? '-', s.method, s.name ?? '-', String(s.calls), String(s.errors), (s.errorRate * 100).toFixed(1), ms(s.p50Ms), ms(s.p95Ms)];
+}
+
+/**
+ * What a passing verify did not check: rows in flight are in no chain, and a stopped hub's next
+ * start chains each as `unknown`, a row inserted by hand as in flight too. Said, with the ids,
+ * so a row that no call left is looked at before a start vouches for it.
+ */
+export function inFlightNote(f: InFlight): string {
+  const ids = f.rows === 1 ? `id ${f.firstId}` : `ids ${f.firstId}..${f.lastId}`;
+  return `${f.rows} row${f.rows === 1 ? ' is' : 's are'} in flight (${ids}), in no chain and not verified: calls still running, or left by a hub that stopped (its next start chains them as unknown)`;
 }

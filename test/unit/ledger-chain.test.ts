@@ -52,7 +52,7 @@ describe('ledger hash chain', () => {
     const l = await filled(20);
     l.begin(begin());
     await l.whenCommitted();
-    expect(l.verify()).toEqual({ ok: true, rows: 20, anchorSeq: 0, headSeq: 20, headHash: linkAt(t.db, 20).hash, witnesses: 0 });
+    expect(l.verify()).toEqual({ ok: true, rows: 20, anchorSeq: 0, headSeq: 20, headHash: linkAt(t.db, 20).hash, witnesses: 0, inFlight: { rows: 1, firstId: expect.any(Number), lastId: expect.any(Number) } });
   });
 
   it('names the row whose outcome was changed by raw SQL', async () => {
