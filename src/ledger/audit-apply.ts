@@ -1,6 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Logger } from '../log.js';
-import { ChainWriter, ColumnsDigest } from './chain.js';
+import { ChainWriter, ColumnsDigest, formatWitness } from './chain.js';
 import { GroupCommit } from './group-commit.js';
 
 type Params = Record<string, unknown>;
@@ -74,7 +74,13 @@ export class AuditApplier {
     private readonly db: Database,
     log: Logger,
   ) {
-    this.chain = new ChainWriter(db);
+    // The head moving under the running hub is reported once per change, with the witness that shows it.
+    this.chain = new ChainWriter(db, (found, wrote) =>
+      log.error(
+        { headInFile: formatWitness(found), headWritten: formatWitness(wrote) },
+        `ledger: the chain's head in the file is ${formatWitness(found)}, not the ${formatWitness(wrote)} this hub wrote last: the ledger was changed outside the hub (rows removed from the chain's end, or the chain rewritten); \`switchyard ledger verify --witness ${formatWitness(wrote)}\` shows it`,
+      ),
+    );
     this.gc = new GroupCommit(db, { before: () => this.chain.startBatch(), after: () => this.chain.endBatch() }, log);
     // Parameters are positional: better-sqlite3 binds an array of values about twice as fast as
     // an object's named values (2.9 against 5.7 µs for a row's 26, measured).

@@ -123,6 +123,12 @@ export function readChainState(db: Database): ChainState {
 
 const MISSING_STATE = "the ledger's chain state (its anchor and head, table chain_state) is gone: the file was changed outside the hub, and the chain cannot be checked";
 
+/**
+ * Called when the head in the file is not one this writer left there: rows were removed from the
+ * chain's end and the head set back, or the chain rewritten, by something other than the hub.
+ */
+export type HeadMoved = (found: Witness, wrote: Witness) => void;
+
 /** Appends rows to the chain inside the writer's transaction (one batch at a time). */
 export class ChainWriter {
   private readonly getState: Statement;
@@ -131,8 +137,19 @@ export class ChainWriter {
   private seq = 0;
   private hash = GENESIS_HASH;
   private dirty = false;
+  /**
+   * The head this writer found or left at its last batch, and the one its last batch wrote
+   * (committed or rolled back: either may be in the file now). Only this writer moves the head
+   * while it runs (prune moves the anchor), so any other head at the next batch was put there
+   * by hand: the tail the witnesses in the log do not reach yet is anchored in this memory.
+   */
+  private held: Witness | undefined;
+  private wrote: Witness | undefined;
 
-  constructor(db: Database) {
+  constructor(
+    db: Database,
+    private readonly onMoved?: HeadMoved,
+  ) {
     this.getState = db.prepare('SELECT head_seq, head_hash FROM chain_state WHERE id = 1');
     this.setRow = db.prepare('UPDATE audit SET seq = ?, hash = ? WHERE id = ?');
     this.setHead = db.prepare('UPDATE chain_state SET head_seq = ?, head_hash = ? WHERE id = 1');
@@ -141,6 +158,12 @@ export class ChainWriter {
   /** Re-reads the head inside the transaction: the database, not memory, is the truth. */
   startBatch(): void {
     const s = this.getState.get() as { head_seq: number; head_hash: string };
+    const found = { seq: s.head_seq, hash: s.head_hash };
+    if (this.held && !sameLink(found, this.held) && !(this.wrote && sameLink(found, this.wrote))) {
+      this.onMoved?.(found, this.wrote ?? this.held);
+    }
+    this.held = found;
+    this.wrote = undefined;
     this.seq = s.head_seq;
     this.hash = s.head_hash;
     this.dirty = false;
@@ -177,9 +200,16 @@ export class ChainWriter {
   }
 
   endBatch(): void {
-    if (this.dirty) this.setHead.run(this.seq, this.hash);
+    if (this.dirty) {
+      this.setHead.run(this.seq, this.hash);
+      this.wrote = { seq: this.seq, hash: this.hash };
+    }
     this.dirty = false;
   }
+}
+
+function sameLink(a: Witness, b: Witness): boolean {
+  return a.seq === b.seq && a.hash === b.hash;
 }
 
 export type VerifyResult =

@@ -280,6 +280,39 @@ describe('witnesses: heads kept outside the file', () => {
     expect(l.verify([hashes[11]!])).toMatchObject({ ok: true, headSeq: 12 });
   });
 
+  it('a running hub whose chain end is cut by hand (head set back to match) logs it at its next batch, with the witness that shows it', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    const moved = (): { headInFile: string; headWritten: string; msg: string }[] =>
+      logged.map((l) => JSON.parse(l) as { headInFile?: string; headWritten: string; msg: string }).flatMap((l) => (l.headInFile === undefined ? [] : [l as { headInFile: string; headWritten: string; msg: string }]));
+    const l = Ledger.open({ path: t.db, log });
+    ledger = l;
+    for (let i = 0; i < 5; i++) await l.record(begin({ ts: BASE + i }), end());
+    l.sync();
+    await l.record(begin({ ts: BASE + 5 }), end()); // batches go on as usual: nothing said
+    l.sync();
+    expect(moved()).toEqual([]);
+    const written = linkAt(t.db, 6);
+    // The last two rows deleted and the head set to the row before them: verify alone passes.
+    const raw = new Database(t.db);
+    raw.prepare('DELETE FROM audit WHERE seq >= 5').run();
+    const four = linkAt(t.db, 4);
+    raw.prepare('UPDATE chain_state SET head_seq = ?, head_hash = ? WHERE id = 1').run(four.seq, four.hash);
+    raw.close();
+    await l.record(begin({ ts: BASE + 6 }), end());
+    l.sync();
+    const seen = await until(moved, (m) => m.length === 1, 5_000);
+    expect(seen[0]).toMatchObject({ headInFile: `4:${four.hash}`, headWritten: `6:${written.hash}` });
+    expect(seen[0]!.msg).toContain(`switchyard ledger verify --witness 6:${written.hash}`);
+    expect(l.verify()).toMatchObject({ ok: true, headSeq: 5 });
+    expect(l.verify([written])).toMatchObject({ ok: false, seq: 6 });
+    await l.record(begin({ ts: BASE + 7 }), end()); // once: the hub goes on from the head in the file
+    l.sync();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(moved()).toHaveLength(1);
+  });
+
   it('the hub logs the head at open, when it moved (every headLogMs) and at close, in the form --witness takes', async () => {
     t = tempDir();
     const logged: string[] = [];
