@@ -334,6 +334,11 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       (reader, a, before) => {
         const n = reader.prune(before);
         io.out(`pruned ${n} rows older than ${new Date(before).toISOString()}\n`);
+        // Rows deleted from the chain's start by hand, the anchor moved after them, look like a
+        // prune to verify and to every witness recorded after them. The anchor a real prune left,
+        // kept elsewhere as a witness, is what fails then ("was pruned"): printed to be kept.
+        const anchor = reader.anchor();
+        io.out(`anchor: ${formatWitness(anchor)}\n`);
       },
     ),
   };

@@ -268,7 +268,7 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
         ok: false,
         rowId: null,
         seq: w.seq,
-        reason: `the witness's row (seq ${w.seq}) was pruned: the chain now starts after seq ${state.anchor_seq}, so this witness can no longer be checked; use one recorded later`,
+        reason: `the witness's row (seq ${w.seq}) was pruned: the chain now starts after seq ${state.anchor_seq}, so this witness can no longer be checked; if no prune you ran (see the anchor it printed) reached seq ${state.anchor_seq}, rows were deleted from the chain's start by hand; else use a witness recorded later`,
       };
     }
     if (w.seq === state.anchor_seq && w.hash !== state.anchor_hash) {

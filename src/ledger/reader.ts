@@ -169,6 +169,12 @@ export class LedgerReader {
     return readChainState(this.db).head_seq;
   }
 
+  /** Where the chain starts: the last row a prune deleted (0 and the genesis hash before any). */
+  anchor(): Witness {
+    const s = readChainState(this.db);
+    return { seq: s.anchor_seq, hash: s.anchor_hash };
+  }
+
   /**
    * Runs `read` in one read transaction: every read in it sees the same snapshot, whatever the
    * hub commits meanwhile (outside one, each statement sees the latest commit).

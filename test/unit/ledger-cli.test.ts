@@ -256,9 +256,26 @@ describe('switchyard ledger CLI', () => {
   it('prune deletes old finished rows and the chain still verifies', async () => {
     await seeded();
     const r = await cli(['ledger', 'prune', '--db', t.db, '--before', '110m']);
-    expect(r).toMatchObject({ code: 0, out: `pruned 3 rows older than ${new Date(NOW - 110 * 60_000).toISOString()}\n` });
-    const v = await cli(['ledger', 'verify', '--db', t.db]);
-    expect(v.out).toMatch(/^ok: 3 rows verified \(chain seq 4\.\.6\)\nhead: 6:/);
+    // The new anchor, to keep as a witness: rows deleted from the start by hand later fail it.
+    const when = new Date(NOW - 110 * 60_000).toISOString();
+    expect(r).toMatchObject({ code: 0, out: expect.stringMatching(new RegExp(`^pruned 3 rows older than ${when.replace(/\./g, '\\.')}\nanchor: 3:[0-9a-f]{64}\n$`)) });
+    const kept = /^anchor: (3:[0-9a-f]{64})$/m.exec(r.out)![1]!;
+    const v = await cli(['ledger', 'verify', '--db', t.db, '--witness', kept]);
+    expect(v.out).toMatch(/^ok: 3 rows verified \(chain seq 4\.\.6\), 1 witness held\nhead: 6:/);
+    // A "prune" by hand (row seq 4 deleted, the anchor moved onto it) passes a plain verify, and
+    // a witness of the head; the anchor the real prune printed fails it.
+    const copy = join(t.dir, 'copy.db');
+    ledger!.sync();
+    new Database(t.db).exec(`VACUUM INTO '${copy}'`);
+    const raw = new Database(copy);
+    const four = raw.prepare('SELECT hash FROM audit WHERE seq = 4').pluck().get() as string;
+    raw.prepare('DELETE FROM audit WHERE seq = 4').run();
+    raw.prepare('UPDATE chain_state SET anchor_seq = 4, anchor_hash = ? WHERE id = 1').run(four);
+    raw.close();
+    const head = /^head: (.+)$/m.exec(v.out)![1]!;
+    expect((await cli(['ledger', 'verify', '--db', copy, '--witness', head])).code).toBe(0);
+    const caught = await cli(['ledger', 'verify', '--db', copy, '--witness', kept]);
+    expect(caught, caught.out + caught.err).toMatchObject({ code: 1, out: expect.stringMatching(/FAILED at row - \(seq 3\): the witness's row \(seq 3\) was pruned: .*if no prune you ran .* reached seq 4, rows were deleted from the chain's start by hand/) });
     // The running writer's in-flight row is untouched and it keeps chaining after the prune.
     expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
     await ledger!.record(begin({ ts: NOW }), end());
