@@ -282,6 +282,7 @@ export class Endpoint {
       logLevel: level,
       requestBytes: ex.requestBytes,
       idempotencyKey: idempotencyKeyOf(req, ex),
+      idempotencyClash: idempotencyClashOf(req, ex),
     };
     // The exchange's own lookup: no closure per request.
     if (ex.transport === 'http') ctx.requestHeader = ex.header;
@@ -704,6 +705,7 @@ export class Endpoint {
       requestBytes: ex.requestBytes,
       sessionKey: session.id,
       idempotencyKey: idempotencyKeyOf(req, ex),
+      idempotencyClash: idempotencyClashOf(req, ex),
       onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
       // A URL-mode elicitation relayed to this client, completed upstream (digest §5.2).
       onElicitationComplete: (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p }),
@@ -909,6 +911,18 @@ function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
   if (typeof m === 'string' && m) return m;
   // An empty one is passed on as it is, for the call to refuse: ignored, a retry would run again.
   return ex.header('idempotency-key')?.trim();
+}
+
+/**
+ * An Idempotency-Key header beside a `_meta` key that names another: the call cannot keep both
+ * (the `_meta` one would be kept and the header dropped, so a retry under the header alone, as
+ * an HTTP layer sends it, would run again). Undefined when they agree or one is missing.
+ */
+function idempotencyClashOf(req: Request, ex: Exchange): string | undefined {
+  if (req.method !== 'tools/call') return undefined;
+  const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
+  const h = ex.header('idempotency-key')?.trim();
+  return typeof m === 'string' && m && h && h !== m ? h : undefined;
 }
 
 /** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */

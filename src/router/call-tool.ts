@@ -101,7 +101,9 @@ export class ToolCall {
           ? new RpcError(INVALID_PARAMS, 'Invalid params: the Idempotency-Key header must not be empty')
           : ctx.idempotencyKey !== undefined && ctx.idempotencyKey.length > MAX_KEY_LENGTH // stored whole, and quoted in refusals
             ? new RpcError(INVALID_PARAMS, `Invalid params: an idempotency key holds at most ${MAX_KEY_LENGTH} characters (this one ${ctx.idempotencyKey.length})`)
-            : undefined;
+            : ctx.idempotencyClash !== undefined
+              ? new RpcError(INVALID_PARAMS, `Invalid params: the Idempotency-Key header and _meta["${META_IDEMPOTENCY_KEY}"] name different keys; send one, or the same in both`)
+              : undefined;
     const refusal = tooDeep ?? badKey;
     if (refusal) {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });

@@ -38,6 +38,8 @@ export interface CallContext {
   /** `_meta` keys that travel through unchanged. */
   meta?: Record<string, unknown>;
   idempotencyKey?: string;
+  /** An Idempotency-Key header that names another key than `_meta`'s (idempotencyKey): the call is refused. */
+  idempotencyClash?: string;
   requestBytes?: number;
   /** A legacy session id or undefined; used to scope per-session state (subscriptions, log level). */
   sessionKey?: string;

@@ -186,6 +186,19 @@ describe('idempotency keys through the hub', () => {
     expect(counterM()).not.toHaveProperty('bad-key');
   });
 
+  it('an Idempotency-Key header beside a _meta key naming another is refused (-32602) in both eras, not half ignored: the upstream is not called', async () => {
+    const args = { name: 'm__counter_bump', arguments: { label: 'clash' } };
+    const modern = await modernCall(hub.url, 'clash-1', 'tools/call', args, { meta: { [META_KEY]: 'clash-meta' }, headers: { 'idempotency-key': 'clash-hdr' } });
+    const old = await legacy.call('clash-2', 'tools/call', { ...args, _meta: { [META_KEY]: 'clash-meta' } }, { 'idempotency-key': 'clash-hdr' });
+    for (const r of [modern, old]) expect(r.body?.error, JSON.stringify(r.body)).toMatchObject({ code: -32602, message: expect.stringContaining('name different keys') });
+    expect(counterM()).not.toHaveProperty('clash');
+    // The same key in both is one key: it runs once and replays.
+    const same = { meta: { [META_KEY]: 'clash-same' }, headers: { 'idempotency-key': 'clash-same' } };
+    expect(resultOf(await modernCall(hub.url, 'clash-3', 'tools/call', args, same)).structuredContent).toEqual({ label: 'clash', count: 1 });
+    expect(resultOf(await modernCall(hub.url, 'clash-4', 'tools/call', args, { headers: { 'idempotency-key': 'clash-same' } })).structuredContent).toEqual({ label: 'clash', count: 1 });
+    expect(counterM().clash).toBe(1);
+  });
+
   it('a key is replayed by a new daemon after the old one was SIGKILLed', async () => {
     const h = { 'idempotency-key': 'restart-k' };
     const before = resultOf(await legacy.call('r1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'restart' } }, h));
