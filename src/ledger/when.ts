@@ -1,6 +1,9 @@
 /** The largest distance from 1970 a Date holds (ECMA-262 time values). */
 const MAX_DATE_MS = 8.64e15;
 
+/** A date, or a date and time (`T` or a space between), seconds and their fraction optional, and an optional offset (Z, ±HH:MM, ±HHMM). */
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/;
+
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /**
@@ -17,15 +20,18 @@ export function parseWhen(text: string, now: number = Date.now()): number {
     if (Math.abs(t) <= MAX_DATE_MS) return t;
     throw new Error(`not a time: "${text}" is further back than a date can be`);
   }
-  // Only things that look like dates: Date.parse alone accepts odd strings like "1".
-  const d = /^(\d{4})-(\d{2})-(\d{2})/.exec(s);
+  // ISO 8601 only, handed to Date.parse in its one exact form: Date.parse alone accepts odd
+  // strings ("1"), and reads a date alone as UTC but a date and time as local time, and other
+  // shapes it guesses at ("2026-12-04 10:00 PM", "2026-12-04, 22:20") as local time too.
+  const d = ISO.exec(s);
   if (d) {
     // Date.parse rolls a day past its month's end over (2026-02-30 is March 2): refused.
     const [year, month, day] = [Number(d[1]), Number(d[2]), Number(d[3])];
-    if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) throw new Error(`not a date: "${text}" (${d[0]} is no day of the calendar)`);
-    // Without an offset, UTC, as every time the ledger prints is: Date.parse reads a date alone
-    // as UTC but a date and time as local time, so "2026-12-04" and "2026-12-04T00:00" differed.
-    const t = Date.parse(/^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(s) ? `${s.replace(' ', 'T')}Z` : s);
+    if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) throw new Error(`not a date: "${text}" (${d[1]}-${d[2]}-${d[3]} is no day of the calendar)`);
+    // Without an offset, UTC, as every time the ledger prints is.
+    const [, , , , hh = '00', mm = '00', ss = '00', frac = '', zone] = d;
+    const offset = zone === undefined || /^z$/i.test(zone) ? 'Z' : zone.includes(':') ? zone : `${zone.slice(0, 3)}:${zone.slice(3)}`;
+    const t = Date.parse(`${d[1]}-${d[2]}-${d[3]}T${hh}:${mm}:${ss}${frac}${offset}`);
     if (Number.isFinite(t)) return t;
   }
   throw new Error(`not a time: "${text}" (use a duration back from now such as 30m, 1h, 2d, or an ISO date such as 2026-01-31T12:00:00Z)`);

@@ -548,6 +548,11 @@ describe('switchyard ledger CLI', () => {
       for (const s of ['2026-12-04', '2026-12-04T00:00', '2026-12-04 00:00', '2026-12-04T00:00:00', '2026-12-04T00:00:00.000', '2026-12-04T00:00:00Z', '2026-12-03T19:00:00-05:00']) {
         expect(parseWhen(s, NOW), s).toBe(Date.UTC(2026, 11, 4));
       }
+      expect(parseWhen('2026-12-04T01:00+0100', NOW)).toBe(Date.UTC(2026, 11, 4));
+      // Shapes Date.parse guesses at, as local time (New York's midnight + 5 h): refused, not read as another instant.
+      for (const s of ['2026-12-04 12:00 AM', '2026-12-04, 00:00', '2026-12-04 00:00 EST', '2026-12-04 Z']) {
+        expect(() => parseWhen(s, NOW), s).toThrow(/not a time/);
+      }
     } finally {
       if (tz === undefined) delete process.env.TZ;
       else process.env.TZ = tz;
