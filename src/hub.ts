@@ -602,11 +602,14 @@ export class Hub implements HubCore {
   }
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    // A call whose idempotency key's call has ended is answered from the key before anything
+    // else (README): a server down now does not undo a call that ran and whose answer is kept.
+    const answered = (): boolean => method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
     if (GUARDED_METHODS.has(method)) {
       const grace = this.startupGrace();
       if (grace) await grace;
       const down = failClosedBlocker(this.handles.values());
-      if (down) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (down && !answered()) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
       const id = this.routes.serverOf(params.name, ctx);
@@ -616,9 +619,9 @@ export class Hub implements HubCore {
       // that attempt (hub/first-start.ts), then is routed as any (unknown if the server does
       // not show the tool).
       const starting = h ? (onFirstAttempt(h) ? h : undefined) : this.firstStarting(params.name, ctx);
-      if (starting) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
+      if (starting && !answered()) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
-      if (h && h.upstream.state !== 'ready') return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (h && h.upstream.state !== 'ready' && !answered()) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else if (method === 'prompts/get' && typeof params.name === 'string') {
       const starting = this.firstStarting(params.name, ctx);
       if (starting) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);

@@ -66,6 +66,34 @@ export class ToolCall {
     this.opts = deps.opts;
   }
 
+  /**
+   * Whether this call's idempotency key belongs to a call that has ended (its answer or a refusal
+   * is kept), so the call is answered from it whatever the state of its server now. Claims nothing.
+   */
+  keyEnded(params: Result, ctx: CallContext): boolean {
+    const key = ctx.idempotencyKey;
+    if (!key || typeof params.name !== 'string' || ctx.idempotencyClash !== undefined) return false;
+    let hash: string;
+    try {
+      hash = argsHash(params.arguments ?? {});
+    } catch {
+      return false; // too deep to hash: refused as such by call()
+    }
+    return endedKey(this.ledger.idempotency, ctx.principal, key, params.name, hash) !== undefined;
+  }
+
+  /** A key's kept answer (audited `replayed`), or its refusal (`denied`). */
+  private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number): Promise<Result> {
+    if ('answer' in settled) {
+      const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
+      await end({ outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
+      if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
+      return settled.answer.result;
+    }
+    await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
+    return toolErrorResult(settled.refusal);
+  }
+
   async call(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
@@ -109,6 +137,11 @@ export class ToolCall {
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: refusal.code, errorMessage: refusal.message, latencyMs: 0 });
       throw refusal;
     }
+    // A key whose call has ended is answered even when its tool cannot be routed now: the hub
+    // lets such a call past the refusals of a server that is down or restarting (keyEnded), and
+    // "unavailable" would tell the client that a call which ran, and whose answer is kept, did not.
+    const endedUnrouted = !routed && ctx.idempotencyKey && hash !== undefined ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey, hubName, hash) : undefined;
+    if (endedUnrouted) return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(begin).finish(e), t0);
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });
@@ -196,16 +229,7 @@ export class ToolCall {
         await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
         throw err;
       }
-      if (settled) {
-        if ('answer' in settled) {
-          const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
-          await end({ outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
-          if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
-          return settled.answer.result;
-        }
-        await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
-        return toolErrorResult(settled.refusal);
-      }
+      if (settled) return this.answerSettled(settled, end, t0);
     }
     // A retry whose requestState opened (and so was used up) but which surely never reached the
     // upstream gives that use back: the client may send it again (RELIABILITY: safe to retry).

@@ -64,6 +64,11 @@ export class Router {
   private readonly tools: ToolCall;
   private readonly paged = new PagedLists();
 
+  /** A tools/call whose idempotency key's call has ended: answered from the key, whatever its server's state (ToolCall.keyEnded). */
+  keyEnded(params: Record<string, unknown>, ctx: CallContext): boolean {
+    return this.tools.keyEnded(params, ctx);
+  }
+
   /** A reloaded `policy.confirm` / `confirmDestructive`: read by the next call (ToolCall reads these options per call). */
   setConfirmer(c: Confirmer): void {
     this.opts.confirmer = c;

@@ -6,16 +6,18 @@
  * another tool is refused without calling the upstream. Keys are per principal: the hub has
  * only `anonymous` until auth exists, so that part opens the hub-written ledger file directly.
  */
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { argsHash } from '../../src/ledger/canonical.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import {
   fixture,
+  health,
   legacySession,
   META_KEY,
   modernCall,
@@ -42,6 +44,8 @@ function config(): Json {
     servers: {
       f: fixture(SDK1, dir, {}, join(dir, 'counter-f.json')),
       m: fixture(SDK2, dir, {}, join(dir, 'counter-m.json')),
+      // SDK1 until the file `down` exists: then it cannot start again.
+      d: { command: process.execPath, args: [join(dir, 'downable.mjs')], env: { COUNTER_FILE: join(dir, 'counter-d.json') } },
     },
   };
 }
@@ -75,6 +79,10 @@ function bare(r: Json): Json {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-idem-'));
   db = join(dir, 'ledger.db');
+  writeFileSync(
+    join(dir, 'downable.mjs'),
+    `import { existsSync } from 'node:fs';\nif (existsSync(${JSON.stringify(join(dir, 'down'))})) process.exit(1);\nawait import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});\n`,
+  );
   await boot();
 }, 40_000);
 
@@ -214,6 +222,23 @@ describe('idempotency keys through the hub', () => {
     const old = resultOf(await legacy.call('r3', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'hdr-seq' } }, { 'idempotency-key': 'hdr-seq' }));
     expect(old.structuredContent).toEqual({ label: 'hdr-seq', count: 1 });
     expect(counterF()['hdr-seq']).toBe(1);
+  });
+
+  it("a key whose call ended is answered from it while its server is down (not 'unavailable' for a call that ran)", async () => {
+    await waitForReady(hub.url, ['d']);
+    const call = (id: string, headers: Record<string, string> = { 'idempotency-key': 'down-k' }) =>
+      modernCall(hub.url, id, 'tools/call', { name: 'd__counter_bump', arguments: { label: 'down' } }, { headers });
+    const first = resultOf(await call('d1'));
+    expect(first.structuredContent).toEqual({ label: 'down', count: 1 });
+    writeFileSync(join(dir, 'down'), '');
+    expect(existsSync(join(dir, 'down'))).toBe(true);
+    await fetch(new URL('/admin/servers/d/restart', hub.url), { method: 'POST' }); // its first attempt fails
+    expect((await health(hub.url)).servers.find((x) => x.id === 'd')?.state).not.toBe('ready');
+    const unkeyed = resultOf(await call('d2', {}));
+    expect([unkeyed.isError, textOf(unkeyed)]).toEqual([true, expect.stringMatching(/^Tool d__counter_bump is unavailable/)]);
+    expect(bare(resultOf(await call('d3')))).toEqual(bare(first));
+    expect(readCounter(join(dir, 'counter-d.json')).down).toBe(1);
+    expect(await outcomesOf('down-k')).toEqual(['ok', 'replayed']);
   });
 
   // Hub-level impossible for now: every caller is `anonymous` until auth exists. So the hub's
