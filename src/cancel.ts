@@ -75,6 +75,20 @@ function abortError(): Error {
   return err;
 }
 
+/**
+ * A signal that follows `signal`, unless `wanted()` says, when it aborts, that the work is still
+ * wanted by another caller: then it never fires, and the work runs to its end.
+ */
+export function unlessWanted(signal: Signal, wanted: () => boolean): Signal {
+  const own = new Canceller();
+  const follow = (): void => {
+    if (!wanted()) own.abort(signal.reason);
+  };
+  if (signal.aborted) follow();
+  else signal.addEventListener('abort', follow, { once: true });
+  return own.signal;
+}
+
 /** Why a caller's signal aborted, as a CancelledError's message. */
 export function reasonOf(signal: Signal): string {
   const r: unknown = signal.reason;

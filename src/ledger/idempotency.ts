@@ -34,6 +34,8 @@ interface Live {
   created: number;
   waiter: Waiter;
   pendingWrites: number;
+  /** Requests waiting now for this call's answer (its duplicates, joined). */
+  waiters: number;
 }
 
 interface DbEntry {
@@ -100,7 +102,7 @@ export class IdempotencyStore {
     const id = mapKey(principal, key);
     const known = this.lookup(id, principal, key, tool, argsHash);
     if (known) return known;
-    const entry: Live = { tool, argsHash, state: 'in_flight', created: this.now(), waiter: waiter(), pendingWrites: 0 };
+    const entry: Live = { tool, argsHash, state: 'in_flight', created: this.now(), waiter: waiter(), pendingWrites: 0, waiters: 0 };
     this.live.set(id, entry);
     // OR REPLACE: an expired entry under the same key is purged by the new claim.
     this.write(id, entry, () =>
@@ -125,7 +127,7 @@ export class IdempotencyStore {
     const live = this.live.get(id);
     if (live && live.state !== 'abandoned') {
       if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
-      if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise };
+      if (live.state === 'in_flight') return { kind: 'wait', result: live.waiter.promise, join: () => join(live) };
       if (live.state === 'unknown') return { kind: 'unknown' };
       return { kind: 'replay', answer: live.answer as StoredAnswer };
     }
@@ -141,6 +143,16 @@ export class IdempotencyStore {
       return { kind: 'unknown' };
     }
     return undefined;
+  }
+
+  /**
+   * Whether a duplicate waits now for the answer of this key's call in flight here. A client that
+   * gave up on the first request (its connection closed) and sent it again with the key waits for
+   * it: the first call must then run on, not be cancelled under it (the key would be unknown).
+   */
+  awaited(principal: string, key: string): boolean {
+    const live = this.live.get(mapKey(principal, key));
+    return live !== undefined && live.state === 'in_flight' && live.waiters > 0;
   }
 
   /** Records the answer of a 'new' claim; waiters receive it once it is committed. */
@@ -227,6 +239,17 @@ export class IdempotencyStore {
         if (entry.state !== 'in_flight' && entry.pendingWrites === 0 && this.live.get(id) === entry) this.live.delete(id);
       });
   }
+}
+
+/** Counts one wait on a call in flight; the function returned ends it (once). */
+function join(live: Live): () => void {
+  live.waiters++;
+  let left = false;
+  return () => {
+    if (left) return;
+    left = true;
+    live.waiters--;
+  };
 }
 
 function mapKey(principal: string, key: string): string {

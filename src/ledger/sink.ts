@@ -21,6 +21,8 @@ export interface AuditSink {
     abandon(principal: string, key: string): void;
     /** The call may have run but its outcome is not known: the key stays refused. */
     markUnknown(principal: string, key: string): void;
+    /** Whether another request waits now for the answer of the key's call in flight. */
+    awaited?(principal: string, key: string): boolean;
   };
   close(): Promise<void>;
   /** Persistent hub-name assignments, so names survive restarts. */

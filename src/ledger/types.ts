@@ -53,7 +53,9 @@ export interface AuditHandle {
 /** Result of claiming an idempotency key for a tools/call. */
 export type IdempotencyClaim =
   | { kind: 'new' } // caller must run the call, then complete() or abandon()
-  | { kind: 'wait'; result: Promise<StoredAnswer> } // same call in flight: wait for its answer
+  // Same call in flight: wait for its answer. `join` counts the wait (its return ends it), so
+  // the first call is not cancelled under a retry that waits for it (IdempotencyStore.awaited).
+  | { kind: 'wait'; result: Promise<StoredAnswer>; join?: () => () => void }
   | { kind: 'replay'; answer: StoredAnswer } // completed earlier: replay, do not call upstream
   | { kind: 'conflict'; tool: string } // same key, other tool or arguments
   | { kind: 'unknown' }; // an earlier attempt died mid-call: outcome unknown

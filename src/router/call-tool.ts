@@ -8,7 +8,7 @@ import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
-import { reasonOf } from '../cancel.js';
+import { reasonOf, unlessWanted } from '../cancel.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -347,7 +347,17 @@ export class ToolCall {
           throw err;
         },
       );
-    return this.mrtr.run(ctx, conn, Object.assign(callOptions(ctx, conn), { retry: toolRetry(server.config, upstreamName, routed.item) }), bind, body, ended);
+    const opts = Object.assign(callOptions(ctx, conn), { retry: toolRetry(server.config, upstreamName, routed.item) });
+    if (!key) return this.mrtr.run(ctx, conn, opts, bind, body, ended);
+    // A keyed call whose client goes away (a closed connection, a cancellation) while a retry
+    // with its key waits for it runs on: cancelled, it would leave the key unknown and the retry
+    // refused, though the retry is what the client sent instead. Its own client is answered
+    // nothing, as for any cancelled request; the retry gets the answer.
+    const keys = this.ledger.idempotency;
+    opts.signal = unlessWanted(ctx.signal, () => keys.awaited?.(principal, key) === true);
+    const r = await this.mrtr.run(ctx, conn, opts, bind, body, ended);
+    if (ctx.signal.aborted) throw new CancelledError(reasonOf(ctx.signal));
+    return r;
   }
 
   /**

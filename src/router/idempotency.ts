@@ -67,7 +67,8 @@ export async function settleIdempotency(
       case 'conflict':
       case 'unknown':
         return settledOf(claim, key, tool);
-      case 'wait':
+      case 'wait': {
+        const leave = claim.join?.();
         try {
           // Its own client's cancellation ends the wait (the first call may run for minutes): not
           // held, nor answered after it, nor audited `replayed`.
@@ -79,7 +80,10 @@ export async function settleIdempotency(
           if (err instanceof CancelledError) throw err;
           if ((err as Error)?.name === 'IdempotencyAbandonedError') continue;
           return { refusal: unknownRefusal(key) };
+        } finally {
+          leave?.();
         }
+      }
     }
   }
   return { refusal: `idempotency key "${key}" is busy; retry later` };

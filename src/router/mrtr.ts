@@ -67,8 +67,10 @@ export class Mrtr {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
     const abort = new Canceller();
-    if (ctx.signal.aborted) abort.abort(ctx.signal.reason);
-    else ctx.signal.addEventListener('abort', () => abort.abort(ctx.signal.reason), { once: true });
+    // The call's own signal (opts), which a keyed call's retry waiting for it may hold off.
+    const signal = opts.signal ?? ctx.signal;
+    if (signal.aborted) abort.abort(signal.reason);
+    else signal.addEventListener('abort', () => abort.abort(signal.reason), { once: true });
     const callOpts: CallOptions = Object.assign({}, opts);
     callOpts.signal = abort.signal;
     callOpts.onServerRequest = collector.ask;

@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { argsHash } from '../../src/ledger/canonical.js';
@@ -222,6 +223,30 @@ describe('idempotency keys through the hub', () => {
     const old = resultOf(await legacy.call('r3', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'hdr-seq' } }, { 'idempotency-key': 'hdr-seq' }));
     expect(old.structuredContent).toEqual({ label: 'hdr-seq', count: 1 });
     expect(counterF()['hdr-seq']).toBe(1);
+  });
+
+  it('a client that gives up on a keyed call and sends it again gets its answer: the first is not cancelled under the retry waiting for it', async () => {
+    const reader = new Database(db, { readonly: true });
+    const rowOf = (requestId: string) => reader.prepare(`SELECT 1 FROM audit WHERE idempotency_key = 'gave-up' AND request_id = ?`).get(requestId);
+    const until = async (ok: () => unknown): Promise<void> => {
+      for (let i = 0; i < 500 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(ok()).toBeTruthy();
+    };
+    try {
+      const slow = { name: 'f__slow', arguments: { ms: 1000 } };
+      const headers = { 'idempotency-key': 'gave-up' };
+      const ac = new AbortController();
+      const first = modernCall(hub.url, 'gu1', 'tools/call', slow, { headers, signal: ac.signal }).catch((err: Error) => err.name);
+      await until(() => rowOf('gu1'));
+      const retry = modernCall(hub.url, 'gu2', 'tools/call', slow, { headers });
+      await until(() => rowOf('gu2')); // its row began: it waits for the first call's answer
+      ac.abort(); // the client gives up on the first request
+      expect(await first).toBe('AbortError');
+      expect(textOf(resultOf(await retry))).toBe('slept 1000');
+      expect(await outcomesOf('gave-up')).toEqual(['ok', 'replayed']);
+    } finally {
+      reader.close();
+    }
   });
 
   it("a key whose call ended is answered from it while its server is down (not 'unavailable' for a call that ran)", async () => {
