@@ -344,6 +344,29 @@ export function verifyChain(db: Database, uptoSeq?: number, witnesses: readonly 
 }
 
 /**
+ * What a look at the chain's two ends finds wrong, or undefined: the head row missing, holding
+ * another hash, or rows chained past it (the end cut, or rows added, by hand); the first row
+ * after the anchor missing (its start cut without moving the anchor). A few index lookups, so
+ * the hub does it at every start; `verify` walks every row in between.
+ */
+export function chainEndsProblem(db: Database): string | undefined {
+  const state = chainStateRow(db);
+  if (state === undefined) return MISSING_STATE;
+  const hashAt = db.prepare('SELECT hash FROM audit WHERE seq = ?').pluck();
+  if (state.head_seq === state.anchor_seq) {
+    if (state.head_hash !== state.anchor_hash) return `its head (seq ${state.head_seq}) is at its anchor but holds another hash`;
+  } else {
+    const head = hashAt.get(state.head_seq) as string | undefined;
+    if (head === undefined) return `no row holds its head, seq ${state.head_seq} (rows deleted from its end?)`;
+    if (head !== state.head_hash) return `the row at its head, seq ${state.head_seq}, holds another hash than the head`;
+    if (hashAt.get(state.anchor_seq + 1) === undefined) return `no row holds its first seq, ${state.anchor_seq + 1}, after the anchor (rows deleted from its start?)`;
+  }
+  const past = db.prepare('SELECT quote(seq) FROM audit WHERE seq > ? LIMIT 1').pluck().get(state.head_seq) as string | undefined;
+  if (past !== undefined) return `a row has seq ${past.slice(0, 40)}, past its head (seq ${state.head_seq})`;
+  return undefined;
+}
+
+/**
  * A row whose seq the walk cannot reach: the walk reads numbers up to MAX_SAFE_INTEGER (what
  * a chain position can be), but SQLite stores whatever a hand-made INSERT gives the column,
  * and a text, a blob or a larger number all sort after those in the seq index. One range of

@@ -2,7 +2,7 @@ import { existsSync, unlinkSync } from 'node:fs';
 import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
-import { ChainWriter, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
+import { ChainWriter, chainEndsProblem, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
 import { openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
 import { GroupCommit } from './group-commit.js';
@@ -198,6 +198,13 @@ export class Ledger {
     this.finalize = db.prepare(`UPDATE audit SET ${ended},
       server = COALESCE(@server, server), upstream_name = COALESCE(@upstream_name, upstream_name),
       upstream_era = COALESCE(@upstream_era, upstream_era) WHERE id = @id AND outcome = 'in_flight' RETURNING *`);
+
+    // The file as the last hub left it, before this one chains anything onto it: its ends must
+    // hold together, or it was changed outside the hub (verify walks the rest).
+    const broken = chainEndsProblem(db);
+    if (broken !== undefined) {
+      this.log.error({ chain: broken }, `ledger: the hash chain does not hold together at its ends: ${broken}; the file was changed outside the hub (\`switchyard ledger verify\` names the first row that does not match)`);
+    }
 
     // Named by the file's real path, as its lock is: a hub reaching it through a symlink finds
     // what one that used another spelling of its path left behind.

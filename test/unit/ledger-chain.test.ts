@@ -313,6 +313,35 @@ describe('witnesses: heads kept outside the file', () => {
     expect(moved()).toHaveLength(1);
   });
 
+  it('a start finds the chain cut or grown at its ends by hand and logs it; a whole chain, pruned or not, says nothing', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(line) });
+    const said = (): string[] => logged.map((l) => JSON.parse(l) as { chain?: string }).flatMap((l) => (l.chain === undefined ? [] : [l.chain]));
+    const reopen = async (): Promise<void> => {
+      await Ledger.open({ path: t.db, log }).close();
+    };
+    const l = Ledger.open({ path: t.db, log });
+    for (let i = 0; i < 6; i++) await l.record(begin({ ts: BASE + i }), end());
+    l.prune(BASE + 2); // seq 1, 2 go: the anchor moves
+    await l.close();
+    await reopen();
+    expect(said()).toEqual([]);
+    const raw = new Database(t.db);
+    raw.prepare('DELETE FROM audit WHERE seq = 6').run(); // the end cut, the head left
+    raw.close();
+    await reopen();
+    expect(said()).toEqual(['no row holds its head, seq 6 (rows deleted from its end?)']);
+    expect(logged.find((l) => l.includes('"chain"'))).toContain('changed outside the hub');
+    const again = new Database(t.db);
+    const five = linkAt(t.db, 5);
+    again.prepare('UPDATE chain_state SET head_seq = 5, head_hash = ? WHERE id = 1').run(five.hash); // …and the head set back: only a witness shows that
+    again.prepare('DELETE FROM audit WHERE seq = 3').run(); // the start cut, the anchor left
+    again.close();
+    await reopen();
+    expect(said().at(-1)).toBe('no row holds its first seq, 3, after the anchor (rows deleted from its start?)');
+  });
+
   it('the hub logs the head at open, when it moved (every headLogMs) and at close, in the form --witness takes', async () => {
     t = tempDir();
     const logged: string[] = [];
