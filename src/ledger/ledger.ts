@@ -566,7 +566,11 @@ export class Ledger {
       chain.endBatch();
       return this.db.prepare(`UPDATE idempotency SET state = 'unknown', completed_ms = ? WHERE state = 'in_flight'`).run(now).changes;
     }).immediate();
-    if (rows.length || keys) this.log.warn({ rows: rows.length, idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
+    // Which rows, by id (the first 100): a row inserted by hand as in flight is chained here like
+    // a killed hub's call, and the log of this start is where an auditor can still tell them apart.
+    if (rows.length || keys) {
+      this.log.warn({ rows: rows.length, ids: rows.slice(0, 100).map((r) => r.id), idempotencyKeys: keys }, 'ledger: calls in flight when the hub last stopped are now marked unknown');
+    }
   }
 
   /** A begin's values, in BEGIN_COLS order (a pending file's line; see PendingRecord). */

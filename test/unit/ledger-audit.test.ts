@@ -302,9 +302,13 @@ describe('ledger audit rows and group commit', () => {
     const b = await ledger.beginCommitted(begin({ requestId: 'done' }));
     await b.finish(end());
     await ledger.close();
-    ledger = Ledger.open({ path: t.db });
+    const logged: string[] = [];
+    ledger = Ledger.open({ path: t.db, log: pino({ level: 'info' }, { write: (line: string) => void logged.push(line) }) });
     const rows = ledger.query({});
     expect(rows.find((r) => r.id === a.rowId)).toMatchObject({ outcome: 'unknown', seq: 2 });
+    // The start names the rows it chained so: one inserted by hand as in flight would be among them.
+    const said = logged.map((l) => JSON.parse(l) as { msg: string; rows?: number; ids?: number[] }).find((l) => l.msg.includes('now marked unknown'));
+    expect(said).toMatchObject({ rows: 1, ids: [a.rowId] });
     expect(ledger.verify()).toMatchObject({ ok: true, rows: 2 });
     // New ids continue after the old ones.
     expect(ledger.begin(begin()).rowId).toBeGreaterThan(b.rowId);
