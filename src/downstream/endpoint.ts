@@ -161,7 +161,9 @@ export class Endpoint {
     // A malformed response is still a response: JSON-RPC never answers one. It goes where a
     // well-formed one would (the question it answers, which fails with its problem) or nowhere.
     if (c.kind === 'invalid' && !c.response) {
-      await this.recordRefused({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target }, ex, c.error);
+      const rows = c.members ? refusedMembers(c.members) : [];
+      if (rows.length === 0) rows.push({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target });
+      for (const r of rows) await this.recordRefused(r, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
@@ -923,6 +925,28 @@ function idempotencyClashOf(req: Request, ex: Exchange): string | undefined {
   const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
   const h = ex.header('idempotency-key')?.trim();
   return typeof m === 'string' && m && h && h !== m ? h : undefined;
+}
+
+/** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */
+const MAX_BATCH_ROWS = 64;
+
+/**
+ * The requests of a batch refused whole, each to be recorded under its own id, method and tool
+ * (a batch of tools/call refused for one Idempotency-Key had a single `(invalid)` row, with no
+ * request id nor tool to find it by). Notifications and junk have none; a batch over the cap
+ * (refused for its size) keeps its single row, so no body buys more rows than the cap.
+ */
+function refusedMembers(members: readonly unknown[]): { id?: Id; method: string; target?: string }[] {
+  if (members.length > MAX_BATCH_ROWS) return [];
+  const rows: { id?: Id; method: string; target?: string }[] = [];
+  for (const m of members) {
+    if (m === null || typeof m !== 'object' || Array.isArray(m)) continue;
+    const o = m as { id?: unknown; method?: unknown; params?: unknown };
+    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
+    const params = o.params !== null && typeof o.params === 'object' ? (o.params as Params) : undefined;
+    rows.push({ id: o.id, method: o.method, target: targetOf(params) });
+  }
+  return rows;
 }
 
 /** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */

@@ -298,10 +298,12 @@ export class HttpServer {
     if (batch && session === 'takes') {
       const refused = this.endpoint.batchRefusal(batch, header(req, 'mcp-protocol-version'), header(req, 'idempotency-key'));
       if (!refused) return this.postBatch(req, res, who, group, batch, body.length);
-      c = { kind: 'invalid', error: refused };
+      c = { kind: 'invalid', error: refused, members: batch };
     }
     // Not even JSON is still a message that reached the hub: the endpoint answers and records it.
+    // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
+    if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
     const refused = await this.admit(req, who, c, body.length);
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);

@@ -42,6 +42,8 @@ export type Classified =
       target?: string;
       /** It has a result or an error: an answer to request `id`. */
       response?: true;
+      /** A batch refused whole: its members, whose requests are recorded one by one. */
+      members?: readonly unknown[];
     };
 
 // Integers only (digest §1.1), and only those a JSON number keeps exactly: a larger one would

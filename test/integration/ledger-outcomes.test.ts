@@ -261,7 +261,8 @@ describe('ledger rows of real calls through the hub', () => {
         sql.prepare(`SELECT request_id AS requestId, method, outcome, error_code AS code, client_era AS era, request_bytes AS bytes FROM audit WHERE ${where}`).all(...args);
       expect(row(`method = '(invalid)' AND error_code = -32700`)).toEqual([expect.objectContaining({ requestId: '', outcome: 'rpc_error', era: LEGACY, bytes: Buffer.byteLength(broken) })]);
       expect(row(`request_id = 'bad-params'`)).toEqual([expect.objectContaining({ method: '(invalid)', code: -32600 })]);
-      expect(row(`method = '(invalid)' AND error_message LIKE '%batch%'`)).toHaveLength(1);
+      // A batch refused whole: its request's row under its own id and method.
+      expect(row(`request_id = 'in-a-batch'`)).toEqual([expect.objectContaining({ method: 'tools/call', outcome: 'rpc_error', code: -32600 })]);
       expect(row(`method = '(invalid)' AND error_message LIKE '%never null%'`)).toHaveLength(1);
       expect(row(`request_id = 'no-session'`)).toEqual([expect.objectContaining({ method: 'tools/call', outcome: 'rpc_error', code: -32600, era: LEGACY })]);
       expect(row(`request_id = 'unknown-session'`)).toEqual([expect.objectContaining({ method: 'tools/call', code: -32001 })]);

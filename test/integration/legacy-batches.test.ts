@@ -102,7 +102,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(r.text).toBe('');
   });
 
-  it('refuses whole, with one ledger row, a batch over the in-flight limit, one holding an initialize or a modern message, and an empty one', async () => {
+  it('refuses whole a batch over the in-flight limit (one ledger row), one holding an initialize or a modern message (a row per request), and an empty one (one row)', async () => {
     const headers = await session('2025-03-26', 'application/json');
     const ping = (id: string) => ({ jsonrpc: '2.0', id, method: 'ping' });
     const modern = { jsonrpc: '2.0', id: 'm', method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } };
@@ -120,9 +120,16 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
       expect(String((r.body?.error as Json).message)).toMatch(why);
     }
     const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /at most 64|initialize cannot|2026-07-28 era|empty batch/.test(String(row.errorMessage)));
-    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(4);
-    // None of their members ran.
-    expect((await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-)/.test(row.requestId))).toEqual([]);
+    // 1 for the batch over the cap, 2 + 2 for the requests of the next two, 1 for the empty one.
+    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(6);
+    // None of their members ran: the over-cap batch's have no row, the others' say refused.
+    const members = (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-|i$|m$)/.test(row.requestId));
+    expect(members.map((row) => [row.requestId, row.method, row.outcome]).sort()).toEqual([
+      ['i', 'initialize', 'rpc_error'],
+      ['m', 'tools/list', 'rpc_error'],
+      ['with-init', 'ping', 'rpc_error'],
+      ['with-modern', 'ping', 'rpc_error'],
+    ]);
   });
 
   // The header key was every member's: a second call with it was refused as "other arguments",
@@ -133,6 +140,12 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     const two = await post(hub.url, [echo('k1', 'same'), echo('k2', 'same')], { ...headers, 'idempotency-key': 'batch-key' });
     expect(two.status, two.text).toBe(400);
     expect(two.body?.error).toMatchObject({ code: -32600, message: expect.stringMatching(/Idempotency-Key header names one call/) });
+    // Each call refused has its own row, found by its id and tool (there was one `(invalid)` row for both).
+    const refused = async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => row.requestId === 'k1' || row.requestId === 'k2');
+    await expect.poll(async () => (await refused()).map((row) => [row.requestId, row.method, row.tool, row.outcome, row.errorCode]).sort(), { timeout: 5000 }).toEqual([
+      ['k1', 'tools/call', 'a__echo', 'rpc_error', -32600],
+      ['k2', 'tools/call', 'a__echo', 'rpc_error', -32600],
+    ]);
     const one = await post(hub.url, [echo('k3', 'once'), { jsonrpc: '2.0', id: 'k4', method: 'tools/list' }], { ...headers, 'idempotency-key': 'batch-key' });
     expect(one.status, one.text).toBe(200);
     expect(((byId(JSON.parse(one.text) as Json[]).get('k3')?.result as { content: { text: string }[] }).content[0]!.text)).toBe('echo:once');
