@@ -518,7 +518,7 @@ export class Endpoint {
   }
 
   /**
-   * Why a batch the session takes is refused whole (one invalid message, one ledger row), or
+   * Why a batch the session takes is refused whole (one invalid message; a row per request, refusedMembers), or
    * null. At most maxPendingPerSession members: its members run at once, and each costs a row.
    * No initialize (the revision forbids it), no message of the modern era, no other version.
    */
