@@ -536,8 +536,8 @@ export class Hub implements HubCore {
     });
   }
 
-  /** The server on its first attempt to start whose prefix space a name lies in, if shown to the caller (a name no route knows: no hot path). */
-  private firstStarting(hubName: string, ctx: CallContext): ServerHandle | undefined {
+  /** The servers on their first attempt to start a name no route knows may be of, if shown to the caller (no hot path). */
+  private firstStarting(hubName: string, ctx: CallContext): ServerHandle[] {
     return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
   }
 
@@ -615,16 +615,16 @@ export class Hub implements HubCore {
       const id = this.routes.serverOf(params.name, ctx);
       const h = id === undefined ? undefined : this.handles.get(id);
       // A server on its first attempt to start past the start-up grace: a call by a name an
-      // earlier process gave it, or by a name in its prefix space no list showed, waits for
-      // that attempt (hub/first-start.ts), then is routed as any (unknown if the server does
-      // not show the tool).
-      const starting = h ? (onFirstAttempt(h) ? h : undefined) : this.firstStarting(params.name, ctx);
-      if (starting && !answered()) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
+      // earlier process gave it, or by a name in its prefix space no list showed (for a server
+      // without prefix: any name in no prefix space), waits for that attempt
+      // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
+      const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
+      if (starting.length > 0 && !answered()) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready' && !answered()) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else if (method === 'prompts/get' && typeof params.name === 'string') {
       const starting = this.firstStarting(params.name, ctx);
-      if (starting) await firstAttemptEnded(starting, starting.config.timeoutMs, ctx.signal);
+      if (starting.length > 0) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
     }
     const result = await this.router.handle(method, params, ctx);
     if (method === 'tools/list') await this.routes.learn(result, ctx);

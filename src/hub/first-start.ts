@@ -19,15 +19,21 @@ export function onFirstAttempt(h: ServerHandle): boolean {
 }
 
 /**
- * The server whose `<prefix>__` space `hubName` lies in, when it is still on its first attempt
- * to start and `shown` to the caller.
+ * The servers a name no route knows may belong to, when on their first attempt to start and
+ * `shown` to the caller: the one whose `<prefix>__` space the name lies in; for a name in no
+ * prefix space, every server without a prefix (`"prefix": ""`), since such a server may own
+ * any name outside the other prefixes' spaces (its tools were "Unknown" while it started).
  */
-export function firstStarting(hubName: string, handles: Iterable<ServerHandle>, shown: (id: string) => boolean): ServerHandle | undefined {
+export function firstStarting(hubName: string, handles: Iterable<ServerHandle>, shown: (id: string) => boolean): ServerHandle[] {
   const byPrefix = new Map<string, ServerHandle>();
-  for (const h of handles) if (h.config.prefix !== '') byPrefix.set(h.config.prefix, h);
+  const bare: ServerHandle[] = [];
+  for (const h of handles) {
+    if (h.config.prefix !== '') byPrefix.set(h.config.prefix, h);
+    else bare.push(h);
+  }
   const owner = spaceOf(hubName, new Set(byPrefix.keys()));
-  const h = owner === undefined ? undefined : byPrefix.get(owner);
-  return h && onFirstAttempt(h) && shown(h.id) ? h : undefined;
+  const candidates = owner === undefined ? bare : [byPrefix.get(owner)!];
+  return candidates.filter((h) => onFirstAttempt(h) && shown(h.id));
 }
 
 /** Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` aborts, whichever is first. */

@@ -18,7 +18,8 @@ import { setSection } from '../helpers/config-edit.js';
 // Tools, and resources with subscribe; no prompts, no completions.
 const MUTABLE = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
 const slow = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), MUTABLE], env: { ERA: 'legacy', START_DELAY_MS: '6000' } };
-const config = { servers: { slow } };
+// The same, unprefixed: any name in no prefix space may be one of its tools.
+const config = { servers: { slow, bare: { ...slow, prefix: '' } } };
 
 let hub: HubProcess | undefined;
 afterEach(async () => void (await hub?.stop()));
@@ -33,11 +34,15 @@ describe('capabilities while an upstream starts', () => {
     const first = await legacySession(hub.url);
     expect(first.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
+    // A call of a server without prefix: an unknown name may be one of its tools, so it waits (it was
+    // "Unknown tool" at once, which the conformance client scenario tools_call showed).
+    const bare = await first.request(2, 'tools/call', { name: 'echo', arguments: { text: 'bare' } });
+    expect(bare.body?.result?.content?.[0]?.text, JSON.stringify(bare.body)).toContain('bare');
     // A call to one of its tools, which no list could show yet, waits for it (it was "Unknown tool").
     const call = await first.request(1, 'tools/call', { name: 'slow__echo', arguments: { text: 'early' } });
     expect(call.body?.result?.content?.[0]?.text, JSON.stringify(call.body)).toContain('early');
 
-    await waitForReady(hub.url, ['slow']);
+    await waitForReady(hub.url, ['slow', 'bare']);
     const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
     expect(await handshake(hub.url)).toEqual(own);
     await hub.stop();

@@ -28,16 +28,24 @@ describe('firstStarting', () => {
   const shown = () => true;
 
   it("names the server on its first start whose prefix space the name lies in (the longest prefix), when shown", () => {
-    expect(firstStarting('a__echo', all, shown)).toBe(a);
-    expect(firstStarting('a__b__echo', all, shown)).toBe(ab);
-    expect(firstStarting('a__echo', all, (id) => id !== 'a')).toBeUndefined();
+    expect(firstStarting('a__echo', all, shown)).toEqual([a]);
+    expect(firstStarting('a__b__echo', all, shown)).toEqual([ab]);
+    expect(firstStarting('a__echo', all, (id) => id !== 'a')).toEqual([]);
   });
 
-  it('names none for a ready server, one whose first attempt failed, a name in no prefix space, or a server without prefix', () => {
-    expect(firstStarting('r__echo', all, shown)).toBeUndefined();
-    expect(firstStarting('f__echo', [handle('f', 'f', 'starting', 'process exited with code 1')], shown)).toBeUndefined();
-    expect(firstStarting('echo', all, shown)).toBeUndefined();
-    expect(firstStarting('zz__echo', all, shown)).toBeUndefined();
+  it('names the servers without prefix on their first start for a name in no prefix space (they may own any such name)', () => {
+    const bare2 = handle('bare2', '', 'starting');
+    expect(firstStarting('echo', all, shown)).toEqual([bare]);
+    expect(firstStarting('zz__echo', [...all, bare2], shown)).toEqual([bare, bare2]);
+    expect(firstStarting('echo', all, (id) => id !== 'bare')).toEqual([]);
+    // A name in a prefix space is that server's, not a bare server's.
+    expect(firstStarting('a__echo', all, shown)).toEqual([a]);
+  });
+
+  it('names none for a ready server, or one whose first attempt failed', () => {
+    expect(firstStarting('r__echo', all, shown)).toEqual([]);
+    expect(firstStarting('f__echo', [handle('f', 'f', 'starting', 'process exited with code 1')], shown)).toEqual([]);
+    expect(firstStarting('echo', [ready, handle('f', '', 'starting', 'process exited with code 1')], shown)).toEqual([]);
   });
 });
 
