@@ -16,10 +16,10 @@ describe('official conformance client scenarios, the hub as the client', () => {
   it.concurrent.for(CI_RUNS)(
     '%s: every check ends as in the baseline',
     async (key, { expect }) => {
-      const r = await runOne(parseRun(key), { timeoutMs: 45_000 });
+      const r = await runOne(parseRun(key), { timeoutMs: 60_000 });
       expect(r.checks.length, r.output).toBeGreaterThan(0);
       expect(compare(summarise(r.checks), baseline.runs[key]), r.output).toEqual([]);
     },
-    120_000,
+    150_000,
   );
 });
