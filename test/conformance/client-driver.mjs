@@ -90,7 +90,7 @@ function answerElicitation(params) {
 }
 
 /** Scenarios whose mock lists no tools, or whose checks need no call. */
-const NO_TOOLS = new Set(['initialize', 'request-metadata', 'json-schema-ref-no-deref']);
+const NO_TOOLS = new Set(['initialize', 'request-metadata']);
 
 /** The hub's tools, once it lists any (a client would re-list on list_changed; polling is simpler). */
 async function listedTools(client) {
@@ -137,6 +137,10 @@ async function exercise(client) {
     case 'http-invalid-tool-headers':
       // Every tool the hub still lists gets called: the mock fails any invalid one that arrives.
       for (const t of tools) await call(t.name, Object.fromEntries(Object.keys(t.inputSchema?.properties ?? {}).map((k) => [k, 'x'])));
+      break;
+    case 'json-schema-ref-no-deref':
+      // Calling it makes the hub validate the arguments against a schema with a network $ref.
+      await call('lookup_user', { id: 'user-1' });
       break;
     case 'json-schema-2020-12-preservation': {
       const focal = tools.find((t) => t.name === 'json_schema_2020_12_tool');
