@@ -196,6 +196,8 @@ export class Authenticator {
 
   /** null when `identity` may use the operator routes; otherwise a 403 naming the admin scope. */
   checkAdmin(identity: Identity): Refusal | null {
+    // A key limited to tool groups sees those groups only; the operator routes show every server.
+    if (identity.groups) return { status: 403, message: 'a key limited to tool groups cannot use the operator routes', headers: {} };
     if (!this.required || identity.scopes.includes(ADMIN_SCOPE)) return null;
     return this.insufficientScope([ADMIN_SCOPE], 'the operator routes need the admin scope');
   }

@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -14,6 +15,8 @@ import { SDK1, SDK2, waitForRows } from './ledger-helpers.js';
 
 const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
 const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
+/** Limited to a group, and given the admin scope all the same. */
+const DANA = 'sy_dana-keygroups-key-0123456789abcdefghijklmnopqrs';
 
 describe('an API key limited to tool groups', () => {
   let hub: HubProcess;
@@ -22,6 +25,7 @@ describe('an API key limited to tool groups', () => {
     const apiKeys = [
       { principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['switchyard:admin'] },
       { principal: 'bob', sha256: sha256Hex(BOB), groups: ['small'] },
+      { principal: 'dana', sha256: sha256Hex(DANA), groups: ['small'], scopes: ['switchyard:admin'] },
     ];
     hub = await startHub({ auth: { apiKeys }, groups: { small: { servers: ['a'] }, other: { servers: ['b'] } }, servers: { a: nodeServer(SDK1), b: nodeServer(SDK2) } });
     const ready = async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers: Json[] }).servers.every((s) => s.state === 'ready');
@@ -54,6 +58,17 @@ describe('an API key limited to tool groups', () => {
     // The refusals are audited, under bob.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'bob' }, (r) => r.filter((x) => x.errorMessage?.startsWith('Forbidden')).length >= 2);
     expect(rows.filter((x) => x.errorMessage?.startsWith('Forbidden')).length).toBe(2);
+  });
+
+  it('with the admin scope too, it opens neither the operator routes nor the live feed', async () => {
+    for (const path of ['/metrics', '/admin/servers']) expect((await get(path, DANA)).status, path).toBe(403);
+    const status = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(new URL(hub.url).origin.replace('http', 'ws') + '/admin/events', { headers: { authorization: `Bearer ${DANA}` } });
+      ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on('open', () => (ws.close(), resolve(101)));
+      ws.on('error', () => undefined);
+    });
+    expect(status).toBe(403);
   });
 
   it('keys add --group names groups the config has, and refuses one it has not', async () => {
