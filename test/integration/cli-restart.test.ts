@@ -48,10 +48,11 @@ describe('switchyard servers restart', () => {
     const before = (await health(hub.url)).servers.find((s) => s.id === 'a') as unknown as Json;
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('a__slow');
     const other = (await health(hub.url)).servers.find((s) => s.id === 'c');
-    const slow = client.callTool({ name: 'a__slow', arguments: { ms: 1_500 } });
+    const slow = client.callTool({ name: 'a__slow', arguments: { ms: 3_000 } });
     // In flight on the old connection before the restart (a fixed wait lost that race under load).
     const inFlight = async (): Promise<unknown> => ((await health(hub.url)).servers.find((s) => s.id === 'a') as unknown as Json).inFlight;
-    for (let i = 0; i < 50 && (await inFlight()) !== 1; i++) await new Promise((r) => setTimeout(r, 20));
+    // Up to 2.5 s of the call's 3 (1 s was not enough once on a CI run: the call had not reached the server yet).
+    for (let i = 0; i < 125 && (await inFlight()) !== 1; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await inFlight()).toBe(1);
 
     const r = await run(['servers', 'restart', 'a', '--url', hub.url]);
@@ -60,7 +61,7 @@ describe('switchyard servers restart', () => {
     expect(after.state).toBe('ready');
     expect(Date.parse(after.since as string)).toBeGreaterThan(Date.parse(before.since as string));
 
-    expect(textOf((await slow) as Json)).toBe('slept 1500'); // the old connection drained
+    expect(textOf((await slow) as Json)).toBe('slept 3000'); // the old connection drained
     expect(textOf((await client.callTool({ name: 'a__echo', arguments: { text: 'again' } })) as Json)).toBe('echo:again');
     expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(1);
 
