@@ -601,15 +601,20 @@ export class Hub implements HubCore {
     return this.inflight.track(this.route(method, params, ctx));
   }
 
+  /**
+   * A call whose idempotency key's call has ended is answered from the key before anything else
+   * (README): a server down or starting now does not undo a call that ran and whose answer is kept.
+   */
+  private answeredFromKey(method: string, params: Record<string, unknown>, ctx: CallContext): boolean {
+    return method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
+  }
+
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
-    // A call whose idempotency key's call has ended is answered from the key before anything
-    // else (README): a server down now does not undo a call that ran and whose answer is kept.
-    const answered = (): boolean => method === 'tools/call' && ctx.idempotencyKey !== undefined && this.router.keyEnded(params, ctx);
     if (GUARDED_METHODS.has(method)) {
       const grace = this.startupGrace();
       if (grace) await grace;
       const down = failClosedBlocker(this.handles.values());
-      if (down && !answered()) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (down && !this.answeredFromKey(method, params, ctx)) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
       const id = this.routes.serverOf(params.name, ctx);
@@ -619,9 +624,9 @@ export class Hub implements HubCore {
       // without prefix: any name in no prefix space), waits for that attempt
       // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
       const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
-      if (starting.length > 0 && !answered()) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+      if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       // A tool of a server that is down is not listed any more, but it is not unknown either.
-      if (h && h.upstream.state !== 'ready' && !answered()) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else if (method === 'prompts/get' && typeof params.name === 'string') {
       const starting = this.firstStarting(params.name, ctx);
       if (starting.length > 0) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));

@@ -270,6 +270,7 @@ export class Endpoint {
     const token = meta.progressToken;
     const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
     const sink = ex.sink;
+    const idem = idempotencyOf(req, ex);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
@@ -283,8 +284,8 @@ export class Endpoint {
       meta: passThroughMeta(meta),
       logLevel: level,
       requestBytes: ex.requestBytes,
-      idempotencyKey: idempotencyKeyOf(req, ex),
-      idempotencyClash: idempotencyClashOf(req, ex),
+      idempotencyKey: idem?.key,
+      idempotencyClash: idem?.clash,
     };
     // The exchange's own lookup: no closure per request.
     if (ex.transport === 'http') ctx.requestHeader = ex.header;
@@ -692,6 +693,7 @@ export class Endpoint {
     const meta = req.params?._meta as Params | undefined;
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
+    const idem = idempotencyOf(req, ex);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
@@ -706,8 +708,8 @@ export class Endpoint {
       logLevel: session.logLevel,
       requestBytes: ex.requestBytes,
       sessionKey: session.id,
-      idempotencyKey: idempotencyKeyOf(req, ex),
-      idempotencyClash: idempotencyClashOf(req, ex),
+      idempotencyKey: idem?.key,
+      idempotencyClash: idem?.clash,
       onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
       // A URL-mode elicitation relayed to this client, completed upstream (digest §5.2).
       onElicitationComplete: (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p }),
@@ -907,24 +909,19 @@ export function noRoomError(): RpcError {
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;
 
-function idempotencyKeyOf(req: Request, ex: Exchange): string | undefined {
-  if (req.method !== 'tools/call') return undefined;
-  const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
-  if (typeof m === 'string' && m) return m;
-  // An empty one is passed on as it is, for the call to refuse: ignored, a retry would run again.
-  return ex.header('idempotency-key')?.trim();
-}
-
 /**
- * An Idempotency-Key header beside a `_meta` key that names another: the call cannot keep both
- * (the `_meta` one would be kept and the header dropped, so a retry under the header alone, as
- * an HTTP layer sends it, would run again). Undefined when they agree or one is missing.
+ * A tools/call's idempotency key (`_meta`'s, else the header's) and, when the header names
+ * another beside `_meta`'s, that one (`clash`): the call cannot keep both (the `_meta` key would
+ * be kept and the header dropped, so a retry under the header alone, as an HTTP layer sends it,
+ * would run again), and is refused. Undefined for other methods and a call without a key.
  */
-function idempotencyClashOf(req: Request, ex: Exchange): string | undefined {
+function idempotencyOf(req: Request, ex: Exchange): { key: string; clash?: string } | undefined {
   if (req.method !== 'tools/call') return undefined;
   const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
   const h = ex.header('idempotency-key')?.trim();
-  return typeof m === 'string' && m && h && h !== m ? h : undefined;
+  if (typeof m === 'string' && m) return { key: m, clash: h && h !== m ? h : undefined };
+  // An empty one is passed on as it is, for the call to refuse: ignored, a retry would run again.
+  return h === undefined ? undefined : { key: h };
 }
 
 /** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */

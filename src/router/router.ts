@@ -103,6 +103,12 @@ export class Router {
     return this.noted(this.ledger.record(beginOf(method, ctx, extra), { latencyMs: 0, ...end }), method);
   }
 
+  /** Records a request the router answers with a JSON-RPC error of its own, and gives the error to throw. */
+  private async refused(method: string, ctx: CallContext, err: RpcError, extra?: Partial<AuditBegin>, facts?: Pick<AuditEnd, 'server' | 'upstreamName'>): Promise<RpcError> {
+    await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, ...facts }, extra);
+    return err;
+  }
+
   /**
    * A row of what ran, or needed no upstream, that the ledger could not write (a full disk) is
    * logged, not the request's failure: only calls are refused when rows cannot be written (they
@@ -129,9 +135,7 @@ export class Router {
       case 'resources/unsubscribe':
         return this.unsubscribe(params, ctx);
       default: {
-        const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`);
-        await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
-        throw err;
+        throw await this.refused(method, ctx, new RpcError(METHOD_NOT_FOUND, `method not found: ${method}`));
       }
     }
   }
@@ -199,16 +203,12 @@ export class Router {
     // forward answers that the server is unavailable, and the row says which one.
     const routed = hubName ? ((await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view)) : undefined;
     if (!routed) {
-      const err = new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`);
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
-      throw err;
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
     // A server that is down has no listed prompt here (downItem): only the arguments' shape is checked.
     const bad = promptArgumentsProblem(params, 'item' in routed ? (routed.item as Result).arguments : undefined);
     if (bad) {
-      const err = new RpcError(INVALID_PARAMS, `Invalid params for ${what} ${hubName}: ${bad}`);
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName, upstreamName: routed.upstreamName });
-      throw err;
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Invalid params for ${what} ${hubName}: ${bad}`), { hubName, upstreamName: routed.upstreamName });
     }
     const forwarded = forwardedParams(params, 'name', routed.upstreamName);
     // Null arguments were checked as none, so none are sent (as for tools/call): the SDK servers
@@ -365,15 +365,11 @@ export class Router {
       server = (await this.catalog.templateOwner(ref.uri, view)) ?? (await this.catalog.routeUri(ref.uri, view)) ?? (await this.catalog.downResource(ref.uri, view));
     }
     if (!server) {
-      const err = new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`);
-      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName });
-      throw err;
+      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`), { hubName });
     }
     const bad = completionArgumentsProblem(params);
     if (bad) {
-      const err = new RpcError(INVALID_PARAMS, `Invalid params: ${bad}`);
-      await this.recordLocal('completion/complete', ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName, upstreamName });
-      throw err;
+      throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Invalid params: ${bad}`), { hubName, upstreamName });
     }
     if (server.upstream.state === 'ready' && !server.upstream.capabilities?.completions) {
       await this.recordLocal('completion/complete', ctx, { outcome: 'ok', server: server.id }, { hubName, upstreamName });
@@ -392,25 +388,19 @@ export class Router {
   }
 
   private async notFound(method: string, uri: string, ctx: CallContext): Promise<RpcError> {
-    const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
-    await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
-    return err;
+    return this.refused(method, ctx, new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri }), { hubName: uri });
   }
 
   /** A subscription the hub cannot keep: the client would wait for updates that never come. */
   private async unwatched(method: string, ctx: CallContext, server: ServerHandle, uri: string, why: string): Promise<RpcError> {
-    const err = new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (${why})`, { uri });
-    await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
-    return err;
+    return this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the upstream does not watch ${uri} for updates (${why})`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
   }
 
   private async subscribe(params: Result, ctx: CallContext): Promise<Result> {
     const method = 'resources/subscribe';
     const uri = typeof params.uri === 'string' ? params.uri : '';
     if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
-      const err = new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`);
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, { hubName: uri });
-      throw err;
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`), { hubName: uri });
     }
     const server = await this.ownerOf(uri, ctx);
     if (!server) throw await this.notFound(method, uri, ctx);
@@ -420,9 +410,7 @@ export class Router {
     if (caps?.resources?.subscribe !== true) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
     const subscriber = subscriberOf(ctx);
     if (this.subs.countOf(subscriber) >= MAX_SUBSCRIPTIONS_PER_SESSION && this.subs.heldBy(subscriber, uri).length === 0) {
-      const err = new RpcError(INVALID_PARAMS, `this session holds ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, the most the hub keeps for one: unsubscribe from one first`, { uri });
-      await this.recordLocal(method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, server: server.id, upstreamName: uri }, { hubName: uri });
-      throw err;
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `this session holds ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, the most the hub keeps for one: unsubscribe from one first`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
     }
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
     if (server.upstream.era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
