@@ -76,12 +76,6 @@ export const startCommand: CommandModule<object, StartArgs> = {
       await hub.stop();
       process.exit(1);
     }
-    // Only once the port is ours: a hub that cannot serve spawns nothing. No request is read
-    // before this line runs (it follows the listen callback without yielding to I/O).
-    hub.startUpstreams();
-    log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
-    const advice = gcAdvice(process.execArgv, usableCpus());
-    if (advice) log.info(advice);
     const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch });
     process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
@@ -101,7 +95,15 @@ export const startCommand: CommandModule<object, StartArgs> = {
       log.flush();
       process.exit(0);
     };
+    // Before the line that says the hub listens: until Node has a handler, SIGTERM's default
+    // action kills the process outright, and a supervisor may stop the hub as soon as it reads it.
     process.on('SIGTERM', () => void stop('SIGTERM'));
     process.on('SIGINT', () => void stop('SIGINT'));
+    // Only once the port is ours: a hub that cannot serve spawns nothing. No request is read
+    // before this line runs (it follows the listen callback without yielding to I/O).
+    hub.startUpstreams();
+    log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
+    const advice = gcAdvice(process.execArgv, usableCpus());
+    if (advice) log.info(advice);
   },
 };

@@ -79,7 +79,8 @@ export async function startHub(
     stdout: () => stdout,
     stop: (signal = 'SIGTERM') =>
       new Promise((res) => {
-        if (proc.exitCode !== null) return res(proc.exitCode);
+        // Gone already (by its exit or a signal): 'exit' will not come again.
+        if (proc.exitCode !== null || proc.signalCode !== null) return res(proc.exitCode);
         proc.once('exit', (code) => {
           if (stdout) logs.push(`STDOUT WAS WRITTEN: ${stdout}`);
           res(code);
