@@ -63,7 +63,7 @@ export async function startConformanceHub({ era = 'auto', logFile, env = {} } = 
     url,
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
         child.once('exit', (code) => {
           log?.end();
           fs.rmSync(dir, { recursive: true, force: true });

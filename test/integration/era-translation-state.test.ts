@@ -136,7 +136,7 @@ function stdioHub(config: Json): { request(msg: Json): Promise<RpcMessage>; stop
       proc.stdin!.write(JSON.stringify(msg) + '\n');
     }),
     stop: () => new Promise((resolve) => {
-      if (proc.exitCode !== null) return resolve();
+      if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
       proc.once('exit', () => resolve());
       proc.stdin!.end();
     }),
