@@ -46,7 +46,7 @@ import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
 import { applyReload, changedAnything, restartServer, type ReloadReport, type ReloadTarget } from './hub/reload.js';
 import type { ReloadOutcome } from './config/watch.js';
-import { restartOnlyValues } from './config/reload.js';
+import { lostEndpoint, restartOnlyValues } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
@@ -461,17 +461,18 @@ export class Hub implements HubCore {
       applyPlugins: (p) => this.applyPlugins(p),
       pluginFilesChanged: (p) => pluginSources(p, this.config.file) !== this.pluginSourcesLoaded,
       applyPageSize: (n) => this.router.setPageSize(n),
-      credentialsRevoked: (p, k) => this.credentialsRevoked(p, k),
+      credentialsRevoked: (p, k, n) => this.credentialsRevoked(p, k, n),
       forgetUnconfigured: () => this.forgetUnconfigured(),
     };
   }
 
-  private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void {
+  private credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>, narrowed: ReadonlyMap<string, ReadonlySet<string>>): void {
     // Any key change: a viewer's socket, or a ticket not yet used, does not say which credential opened it.
     this.admin?.events.dropViewers();
     this.admin?.tickets.revokeAll();
-    const ended = this.endpoint.endSessionsOf(principals, keys);
-    const streams = this.endpoint.listen.endStreamsOf(principals, keys);
+    const lost = lostEndpoint(keys, narrowed);
+    const ended = this.endpoint.endSessionsOf(principals, keys, lost);
+    const streams = this.endpoint.listen.endStreamsOf(principals, lost);
     if (ended || streams) this.log.info({ sessions: ended, listenStreams: streams, principals: [...principals] }, 'config reload: sessions and streams of revoked credentials ended');
   }
 

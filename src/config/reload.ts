@@ -162,6 +162,38 @@ export function reloadableApiKeys(prev: HubConfig, next: HubConfig, authOn = aut
   return authOn && keysDiffer(prev, next) ? (next.auth?.apiKeys ?? []) : undefined;
 }
 
+/**
+ * Keys a reload kept (same hash, same principal) whose `groups` now leave out an endpoint they
+ * could use: hash → the groups left to them. What such a key holds open (a GET stream, a listen
+ * stream, a legacy session) on an endpoint it lost must end, as for a revoked key; each of its
+ * requests is checked against the new groups anyway. A new key, or one moved to another
+ * principal (revoked whole), is not listed.
+ */
+export function narrowedKeyGroups(prev: readonly ApiKeyConfig[], next: readonly ApiKeyConfig[]): Map<string, ReadonlySet<string>> {
+  const before = new Map(prev.map((k) => [k.sha256.toLowerCase(), k]));
+  const narrowed = new Map<string, ReadonlySet<string>>();
+  for (const k of next) {
+    const was = before.get(k.sha256.toLowerCase());
+    if (!k.groups || !was || was.principal !== k.principal) continue;
+    const now = new Set(k.groups);
+    if (!was.groups || was.groups.some((g) => !now.has(g))) narrowed.set(k.sha256.toLowerCase(), now);
+  }
+  return narrowed;
+}
+
+/** Whether what a key (its hash) opened on an endpoint (`group`; undefined: `/mcp`) must end. */
+export type LostEndpoint = (key: string | undefined, group: string | undefined) => boolean;
+
+/** The key was removed, or its groups (`narrowed`, above) no longer include that endpoint. */
+export function lostEndpoint(removed: ReadonlySet<string>, narrowed: ReadonlyMap<string, ReadonlySet<string>>): LostEndpoint {
+  return (key, group) => {
+    if (key === undefined) return false;
+    if (removed.has(key)) return true;
+    const left = narrowed.get(key);
+    return left !== undefined && (group === undefined || !left.has(group));
+  };
+}
+
 /** One line for the log: what a reload did. */
 export function describeDiff(d: ServerDiff): { added: string[]; removed: string[]; restarted: string[]; updated: string[] } {
   return {

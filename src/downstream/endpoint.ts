@@ -29,6 +29,7 @@ import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
+import type { LostEndpoint } from '../config/reload.js';
 import { LegacySession, SessionEndedError } from './legacy-session.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
@@ -870,13 +871,13 @@ export class Endpoint {
 
   /**
    * Sessions of principals whose credentials were revoked, or opened with a removed API key
-   * (`keys`: their hashes), end at once, GET streams included; so do those the ledger remembers
-   * for a restarted hub (SessionMemory.forgetOpenedBy), which no hub of it takes back then.
+   * (`keys`: their hashes) or one whose groups no longer include their endpoint (`lost`), end at
+   * once, GET streams included; so do those the ledger remembers for a restarted hub opened with
+   * a removed key (SessionMemory.forgetOpenedBy), which no hub of it takes back then.
    */
-  endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS): number {
+  endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS, lost: LostEndpoint = (k) => k !== undefined && keys.has(k)): number {
     let n = 0;
-    const removed = (k: string | undefined) => k !== undefined && keys.has(k);
-    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || removed(s.key) || removed(s.streamKey)) && this.endSession(id)) n++;
+    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || lost(s.key, s.group) || lost(s.streamKey, s.group)) && this.endSession(id)) n++;
     return n + (this.memory?.forgetOpenedBy(keys) ?? 0);
   }
 

@@ -4,6 +4,7 @@ import type { Request } from '../protocol/jsonrpc.js';
 import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
+import type { LostEndpoint } from '../config/reload.js';
 
 interface Listener {
   id: string | number;
@@ -207,11 +208,14 @@ export class ListenHub {
     return true;
   }
 
-  /** The streams of principals whose credentials were revoked, or opened with a removed API key, end now; how many. */
-  endStreamsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = new Set()): number {
+  /**
+   * The streams of principals whose credentials were revoked, or opened with a removed API key
+   * or one whose groups no longer include their endpoint (`lost`), end now; how many.
+   */
+  endStreamsOf(principals: ReadonlySet<string>, lost: LostEndpoint = () => false): number {
     let n = 0;
     for (const l of [...this.listeners])
-      if (principals.has(l.principal) || (l.credentialKey !== undefined && keys.has(l.credentialKey))) {
+      if (principals.has(l.principal) || lost(l.credentialKey, l.group)) {
         l.close();
         n++;
       }

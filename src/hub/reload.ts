@@ -3,7 +3,7 @@ import type { HubConfig, PolicyConfig, ServerConfig } from '../config/types.js';
 import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import type { PrincipalUpstreams } from '../auth/upstream-pool.js';
-import { canonical, describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
+import { canonical, describeDiff, diffServers, narrowedKeyGroups, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../config/reload.js';
 import type { ShownRoutes } from './shown-routes.js';
 import { drained } from '../upstream/drained.js';
 
@@ -35,9 +35,10 @@ export interface ReloadTarget {
   pluginFilesChanged(plugins: HubConfig['plugins']): boolean;
   /**
    * API keys were replaced: what the revoked ones opened (sessions, streams, the live feed)
-   * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed.
+   * ends. `principals`: those left with no key; `keys`: the hashes of the keys removed;
+   * `narrowed`: kept keys' hashes → the groups left to them (what they opened elsewhere ends).
    */
-  credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>): void;
+  credentialsRevoked(principals: ReadonlySet<string>, keys: ReadonlySet<string>, narrowed: ReadonlyMap<string, ReadonlySet<string>>): void;
   /** The servers section was replaced: what the hub kept of servers no longer in it goes. */
   forgetUnconfigured(): void;
 }
@@ -100,7 +101,7 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     const removed = new Set(old.filter((k) => holder.get(k.sha256.toLowerCase()) !== k.principal).map((k) => k.sha256.toLowerCase()));
     hub.auth.replaceKeys(keys);
     applied.push('auth.apiKeys');
-    hub.credentialsRevoked(gone, removed);
+    hub.credentialsRevoked(gone, removed, narrowedKeyGroups(old, keys));
     // The keys in force, with the rest of the running auth: a change there (OAuth settings) is
     // not in force until a restart, and the next reload must still see it, and see key changes
     // against these keys.

@@ -4,7 +4,11 @@
  * `/healthz` names only its groups' servers. Without it a group was a view, not a boundary: any
  * key could use `/mcp`. The real built hub, two fixture upstreams, raw HTTP.
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
@@ -17,6 +21,8 @@ const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
 const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
 /** Limited to a group, and given the admin scope all the same. */
 const DANA = 'sy_dana-keygroups-key-0123456789abcdefghijklmnopqrs';
+/** Limited to both groups, then to one by a reload. */
+const ERIN = 'sy_erin-keygroups-key-0123456789abcdefghijklmnopqrs';
 
 describe('an API key limited to tool groups', () => {
   let hub: HubProcess;
@@ -26,6 +32,7 @@ describe('an API key limited to tool groups', () => {
       { principal: 'alice', sha256: sha256Hex(ALICE), scopes: ['switchyard:admin'] },
       { principal: 'bob', sha256: sha256Hex(BOB), groups: ['small'] },
       { principal: 'dana', sha256: sha256Hex(DANA), groups: ['small'], scopes: ['switchyard:admin'] },
+      { principal: 'erin', sha256: sha256Hex(ERIN), groups: ['small', 'other'] },
     ];
     hub = await startHub({ auth: { apiKeys }, groups: { small: { servers: ['a'] }, other: { servers: ['b'] } }, servers: { a: nodeServer(SDK1), b: nodeServer(SDK2) } });
     const ready = async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers: Json[] }).servers.every((s) => s.state === 'ready');
@@ -69,6 +76,33 @@ describe('an API key limited to tool groups', () => {
       ws.on('error', () => undefined);
     });
     expect(status).toBe(403);
+  });
+
+  it('a reload that takes a group from a key ends what the key holds open there; its other group goes on', async () => {
+    const origin = new URL(hub.url).origin;
+    const legacy = async (group: string) => {
+      const c = new Client({ name: `erin-${group}`, version: '1.0.0' });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp/${group}`), { requestInit: { headers: { authorization: `Bearer ${ERIN}` } } }));
+      return c;
+    };
+    const [kept, lost] = [await legacy('small'), await legacy('other')];
+    const modern = new ClientV2({ name: 'erin-listen', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await modern.connect(new TransportV2(new URL(`${origin}/mcp/other`), { requestInit: { headers: { authorization: `Bearer ${ERIN}` } } }));
+    const sub = await modern.listen({ toolsListChanged: true });
+    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
+    try {
+      const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; groups?: string[] }[] } };
+      config.auth.apiKeys.find((k) => k.principal === 'erin')!.groups = ['small'];
+      writeFileSync(hub.configFile, JSON.stringify(config));
+      expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r('still open'), 5_000))])).toBe('graceful');
+      const ended = () => hub.logs.find((l) => l.includes('sessions and streams of revoked credentials ended'));
+      await expect.poll(ended, { timeout: 5_000, interval: 20 }).toBeDefined();
+      expect(JSON.parse(ended()!)).toMatchObject({ sessions: 1, listenStreams: 1 });
+      expect((await kept.listTools()).tools.every((t) => t.name.startsWith('a__'))).toBe(true);
+      expect((await call('/mcp/other', ERIN)).status).toBe(403);
+    } finally {
+      await Promise.all([kept.close(), lost.close(), modern.close()]);
+    }
   });
 
   it('keys add --group names groups the config has, and refuses one it has not', async () => {

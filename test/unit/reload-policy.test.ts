@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { canonical, describeDiff, diffServers, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
+import { canonical, describeDiff, diffServers, lostEndpoint, narrowedKeyGroups, reloadableApiKeys, reloadableGroups, reloadablePlugins, reloadablePolicy, restartOnlyChanges } from '../../src/config/reload.js';
 import { callPolicy, toolIsIdempotent } from '../../src/router/call-policy.js';
 import { LineDecoder, responseIdOf } from '../../src/transport/stdio-child.js';
 
@@ -152,6 +152,18 @@ describe('config reload diff', () => {
     expect(restartOnlyChanges(one, changed)).toEqual(['auth']);
     // OAuth alone: nothing to swap in
     expect(reloadableApiKeys(one, cfg(withOauth(keys(['alice', 'a']))))).toBeUndefined();
+  });
+
+  it('names the kept keys whose groups left out an endpoint they could use, and what each may still use', () => {
+    const k = (principal: string, sha: string, groups?: string[]) => ({ principal, sha256: sha.repeat(64), ...(groups ? { groups } : {}) });
+    const before = [k('a', 'a'), k('b', 'b', ['x', 'y']), k('c', 'c', ['x']), k('d', 'd', ['x']), k('e', 'e', ['x'])];
+    const after = [k('a', 'a', ['x']), k('b', 'b', ['y']), k('c', 'c', ['x', 'y']), k('moved', 'd', ['y']), k('f', 'f', ['x'])];
+    // a: every endpoint → x; b: lost x; c widened, d moved to another principal (revoked whole), e gone, f new: not listed.
+    expect(narrowedKeyGroups(before, after)).toEqual(new Map([['a'.repeat(64), new Set(['x'])], ['b'.repeat(64), new Set(['y'])]]));
+    const lost = lostEndpoint(new Set(['e'.repeat(64)]), narrowedKeyGroups(before, after));
+    expect([lost('a'.repeat(64), undefined), lost('a'.repeat(64), 'x'), lost('b'.repeat(64), 'x'), lost('b'.repeat(64), 'y'), lost('e'.repeat(64), 'x'), lost('c'.repeat(64), 'y'), lost(undefined, 'x')]).toEqual([
+      true, false, true, false, true, false, false,
+    ]);
   });
 });
 
