@@ -29,7 +29,10 @@ export interface Identity {
    * when a reload removes that key, even if the principal keeps another (a rotated key).
    */
   key?: string;
-  /** The tool groups whose endpoints alone this credential may use (`auth.apiKeys[].groups`); undefined: every endpoint. */
+  /**
+   * The tool groups whose endpoints alone this credential may use (`auth.apiKeys[].groups`, or
+   * a token issued for group resources alone, `auth.oauth.groupResources`); undefined: every endpoint.
+   */
   groups?: ReadonlySet<string>;
 }
 
@@ -167,47 +170,65 @@ export class Authenticator {
     return this.oauth?.audience;
   }
 
-  async authenticate(h: HeaderLookup): Promise<AuthOutcome> {
+  /**
+   * The resource a client of `group`'s endpoint authorises for: the group's own with
+   * `auth.oauth.groupResources` (RFC 8707: each endpoint a client connects to is a resource),
+   * otherwise the hub's.
+   */
+  resourceOf(group: string | undefined): string | undefined {
+    const resource = this.resource;
+    return resource && group !== undefined && this.cfg?.oauth?.groupResources ? `${resource.replace(/\/+$/, '')}/${group}` : resource;
+  }
+
+  /** `group`: the tool group whose endpoint was asked (`/mcp/<group>`), which a challenge names the resource of. */
+  async authenticate(h: HeaderLookup, group?: string): Promise<AuthOutcome> {
     if (!this.required) return { ok: true, principal: ANONYMOUS, scopes: [], authContext: authContextOf(ANONYMOUS), via: 'none' };
     const token = bearerToken(h);
-    if (token === undefined) return this.unauthorized(undefined, 'authentication required');
-    if (token === '') return this.malformed('malformed Authorization header');
+    if (token === undefined) return this.unauthorized(undefined, 'authentication required', group);
+    if (token === '') return this.malformed('malformed Authorization header', group);
     if (this.keys.size > 0) {
       const holder = this.keys.lookup(token);
       if (holder) return { ok: true, principal: holder.principal, scopes: holder.scopes, authContext: authContextOf(holder.principal), via: 'apiKey', key: holder.key, groups: holder.groups };
     }
     if (this.cfg?.oauth && token.split('.').length === 3) {
-      if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet');
+      if (!this.oauth) return this.unauthorized('invalid_token', 'the hub does not know its own address yet', group);
       const v = await this.oauth.verify(token);
-      if (!v.ok) return this.unauthorized('invalid_token', v.description);
+      if (!v.ok) return this.unauthorized('invalid_token', v.description, group);
       const missing = missingScopes(v.scopes, this.baseScopes);
-      if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires'), principal: v.principal };
-      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt };
+      if (missing.length) return { ...this.insufficientScope(this.baseScopes, 'the token lacks scopes the hub requires', group), principal: v.principal };
+      return { ok: true, principal: v.principal, scopes: v.scopes, authContext: authContextOf(v.principal), via: 'oauth', expiresAt: v.expiresAt, groups: v.groups };
     }
-    return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key');
+    return this.unauthorized('invalid_token', this.cfg?.oauth ? 'the token is not valid' : 'unknown API key', group);
   }
 
-  /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed. */
-  checkToolScopes(identity: Identity, hubName: string): Refusal | null {
+  /** null when `identity` may call `hubName`; otherwise the 403 step-up challenge naming every scope needed (for `group`'s resource). */
+  checkToolScopes(identity: Identity, hubName: string, group?: string): Refusal | null {
     const needed = this.toolScopes.required(hubName);
     if (needed.length === 0 || missingScopes(identity.scopes, needed).length === 0) return null;
-    return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`);
+    return this.insufficientScope([...new Set([...this.baseScopes, ...needed])], `calling ${hubName} needs scope ${needed.join(' ')}`, group);
   }
 
   /** null when `identity` may use the operator routes; otherwise a 403 naming the admin scope. */
   checkAdmin(identity: Identity): Refusal | null {
     // A key limited to tool groups sees those groups only; the operator routes show every server.
-    if (identity.groups) return { status: 403, message: 'a key limited to tool groups cannot use the operator routes', headers: {} };
+    if (identity.groups) return { status: 403, message: `a ${identity.via === 'oauth' ? 'token' : 'key'} limited to tool groups cannot use the operator routes`, headers: {} };
     if (!this.required || identity.scopes.includes(ADMIN_SCOPE)) return null;
     return this.insufficientScope([ADMIN_SCOPE], 'the operator routes need the admin scope');
   }
 
-  /** The PRM document for a well-known path, or undefined when the path is not one of ours. */
-  metadataFor(path: string): Record<string, unknown> | undefined {
-    const resource = this.resource;
+  /**
+   * The PRM document for a well-known path, or undefined when the path is not one of ours. With
+   * group resources, a configured group's (`hasGroup`) under the hub's own path names the group's.
+   */
+  metadataFor(path: string, hasGroup: (group: string) => boolean = () => false): Record<string, unknown> | undefined {
+    let resource = this.resource;
     if (!this.cfg?.oauth || !resource) return undefined;
     const own = new URL(resourceMetadataUrl(resource)).pathname;
-    if (path !== PRM_PATH && path !== `${PRM_PATH}/mcp` && path !== own) return undefined;
+    if (path !== PRM_PATH && path !== `${PRM_PATH}/mcp` && path !== own) {
+      const group = this.cfg.oauth.groupResources ? groupUnder(path, [`${PRM_PATH}/mcp/`, `${own.replace(/\/+$/, '')}/`]) : undefined;
+      if (group === undefined || !hasGroup(group)) return undefined;
+      resource = this.resourceOf(group)!;
+    }
     return protectedResourceMetadata({
       resource,
       issuer: this.cfg.oauth.issuer,
@@ -215,26 +236,35 @@ export class Authenticator {
     });
   }
 
-  private challengeParams(): Record<string, string | undefined> {
-    const resource = this.resource;
+  private challengeParams(group: string | undefined): Record<string, string | undefined> {
+    const resource = this.resourceOf(group);
     // The realm in both: the CLI tells the hub's own refusal from another program's by it.
     return resource ? { resource_metadata: resourceMetadataUrl(resource), realm: 'switchyard' } : { realm: 'switchyard' };
   }
 
-  private unauthorized(error: string | undefined, description: string): { ok: false } & Refusal {
+  private unauthorized(error: string | undefined, description: string, group: string | undefined): { ok: false } & Refusal {
     const scope = this.baseScopes.length ? this.baseScopes.join(' ') : undefined;
-    const header = bearerChallenge({ ...this.challengeParams(), scope, error, error_description: error ? description : undefined });
+    const header = bearerChallenge({ ...this.challengeParams(group), scope, error, error_description: error ? description : undefined });
     return { ok: false, status: 401, headers: { 'www-authenticate': header }, message: `Unauthorized: ${description}` };
   }
 
   /** A Bearer header that is not one token: 400 with an invalid_request challenge (RFC 6750 §3.1, digest §7). */
-  private malformed(description: string): { ok: false } & Refusal {
-    const header = bearerChallenge({ ...this.challengeParams(), error: 'invalid_request', error_description: description });
+  private malformed(description: string, group: string | undefined): { ok: false } & Refusal {
+    const header = bearerChallenge({ ...this.challengeParams(group), error: 'invalid_request', error_description: description });
     return { ok: false, status: 400, headers: { 'www-authenticate': header }, message: `Bad Request: ${description}` };
   }
 
-  private insufficientScope(scopes: string[], description: string): { ok: false } & Refusal {
-    const header = bearerChallenge({ error: 'insufficient_scope', scope: scopes.join(' '), ...this.challengeParams(), error_description: description });
+  private insufficientScope(scopes: string[], description: string, group?: string): { ok: false } & Refusal {
+    const header = bearerChallenge({ error: 'insufficient_scope', scope: scopes.join(' '), ...this.challengeParams(group), error_description: description });
     return { ok: false, status: 403, headers: { 'www-authenticate': header }, message: `Forbidden: ${description}` };
   }
+}
+
+/** The group name a well-known path ends with under one of `prefixes` (one path segment), if any. */
+function groupUnder(path: string, prefixes: readonly string[]): string | undefined {
+  for (const prefix of prefixes) {
+    const rest = path.startsWith(prefix) ? path.slice(prefix.length) : undefined;
+    if (rest && /^[A-Za-z0-9_-]{1,64}$/.test(rest)) return rest;
+  }
+  return undefined;
 }

@@ -32,7 +32,7 @@ interface KeySet {
 
 export type TokenVerdict =
   /** `expiresAt`: the token's `exp`, epoch ms (streams it opens end then). */
-  | { ok: true; principal: string; scopes: string[]; expiresAt: number }
+  | { ok: true; principal: string; scopes: string[]; expiresAt: number; groups?: ReadonlySet<string> }
   /** `description` is safe to send to the client (RFC 6750 error_description); it names no key or secret. */
   | { ok: false; description: string };
 
@@ -108,7 +108,7 @@ function describe(err: unknown): string {
 export class OAuthVerifier {
   private readonly keys: KeySet;
   readonly algorithms: string[];
-  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number; version: number | undefined }>();
+  private readonly verified = new Map<string, { principal: string; scopes: string[]; until: number; expiresAt: number; groups: ReadonlySet<string> | undefined; version: number | undefined }>();
 
   constructor(
     private readonly cfg: OAuthConfig,
@@ -142,16 +142,19 @@ export class OAuthVerifier {
     // Read before verifying: if the set changes meanwhile, the token is checked again next time.
     const version = this.keys.version();
     const known = this.verified.get(id);
-    if (known && Date.now() < known.until && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt };
+    if (known && Date.now() < known.until && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups };
     if (known) this.verified.delete(id);
     try {
       const { payload, protectedHeader } = await jwtVerify(token, this.keys.getKey, {
         issuer: this.cfg.issuer,
-        audience: this.audience,
+        // With group resources the audience is checked below: jose takes a list, not a pattern.
+        audience: this.cfg.groupResources ? undefined : this.audience,
         algorithms: this.algorithms,
         clockTolerance: this.cfg.clockToleranceSec,
         requiredClaims: ['exp'],
       });
+      const groups = this.cfg.groupResources ? audienceGroups(payload.aud, this.audience) : undefined;
+      if (groups === null) return { ok: false, description: 'the token is not meant for this resource' };
       if (!accessTokenType(protectedHeader.typ)) return { ok: false, description: `the token is typed ${JSON.stringify(protectedHeader.typ)}, not an access token` };
       const problem = principalProblem(payload[this.cfg.principalClaim], this.cfg.principalClaim);
       if (problem !== undefined) return { ok: false, description: problem };
@@ -161,14 +164,30 @@ export class OAuthVerifier {
       const expiresAt = (payload.exp as number) * 1000;
       const until = Math.min(Date.now() + VERIFIED_TTL_MS, expiresAt);
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
-      this.verified.set(id, { principal, scopes, until, expiresAt, version });
-      return { ok: true, principal, scopes, expiresAt };
+      this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });
+      return { ok: true, principal, scopes, expiresAt, groups };
     } catch (err) {
       const description = describe(err);
       this.log.debug({ reason: description, code: (err as { code?: string })?.code }, 'bearer token refused');
       return { ok: false, description };
     }
   }
+}
+
+/** A tool group's name, as `/mcp/<group>` takes it. */
+const GROUP_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * The groups a token's `aud` limits it to, when `/mcp/<group>` is a resource of its own
+ * (`<audience>/<group>`): undefined when it names the hub's audience itself (every endpoint),
+ * null when it names neither (not meant for this hub). Exact strings, as RFC 8707 resources are.
+ */
+export function audienceGroups(aud: unknown, audience: string): ReadonlySet<string> | undefined | null {
+  const named = typeof aud === 'string' ? [aud] : Array.isArray(aud) ? aud.filter((a): a is string => typeof a === 'string') : [];
+  if (named.includes(audience)) return undefined;
+  const prefix = `${audience.replace(/\/+$/, '')}/`;
+  const groups = new Set(named.filter((a) => a.startsWith(prefix) && GROUP_NAME.test(a.slice(prefix.length))).map((a) => a.slice(prefix.length)));
+  return groups.size ? groups : null;
 }
 
 /**

@@ -100,6 +100,8 @@ export interface OAuthConfig {
   algorithms: string[];
   /** The claim naming the principal. */
   principalClaim: string;
+  /** `/mcp/<group>` is a resource of its own, `<audience>/<group>`; a token for such resources alone is limited to them. */
+  groupResources: boolean;
   clockToleranceSec: number;
   /** Least time between JWKS fetches (or jwksFile reads) caused by an unknown kid. */
   jwksCooldownMs: number;

@@ -229,13 +229,15 @@ export class HttpServer {
     if (this.cors(req, res, path)) return;
     const gate = this.opts.gate;
     if (path.startsWith('/.well-known/oauth-protected-resource') && req.method === 'GET') {
-      const doc = gate?.auth.metadataFor(path);
+      const doc = gate?.auth.metadataFor(path, (g) => this.opts.groups?.has(g) ?? false);
       return doc ? sendJson(res, 200, doc, { 'cache-control': 'max-age=300' }) : sendJson(res, 404, { error: 'not found' });
     }
     // The status page's static files need no credential (admin.ts, isStatusPageFile); what
     // they show comes from routes that do.
     if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
-    const who = gate ? await gate.auth.authenticate(credentialHeaders(req)) : ({ ok: true, ...ANONYMOUS } as const);
+    const m = MCP_PATH.exec(path);
+    // A challenge names the resource of the endpoint asked (its group's, with group resources).
+    const who = gate ? await gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
     if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
       // Server ids and states are for clients that may use them; a load balancer needs only the
       // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
@@ -248,11 +250,11 @@ export class HttpServer {
       if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message });
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
-    const m = MCP_PATH.exec(path);
-    // A key limited to some groups' endpoints (auth.apiKeys[].groups) uses those alone: the other
-    // endpoints, and the operator routes, show what its groups do not.
+    // A key limited to some groups' endpoints (auth.apiKeys[].groups), or a token issued for group
+    // resources alone, uses those alone: the other endpoints, and the operator routes, show what
+    // its groups do not.
     if (who.groups && !(m && m[1] !== undefined && who.groups.has(m[1]))) {
-      const message = `Forbidden: this API key may use only ${[...who.groups].map((g) => `/mcp/${g}`).join(', ')}`;
+      const message = `Forbidden: this ${who.via === 'oauth' ? 'token' : 'API key'} may use only ${[...who.groups].map((g) => `/mcp/${g}`).join(', ')}`;
       if (m) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 403, message });
       return sendJson(res, 403, m ? errorResponse(undefined, new RpcError(INVALID_REQUEST, message)) : { error: message });
     }
@@ -304,7 +306,7 @@ export class HttpServer {
     // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
     if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
-    const refused = await this.admit(req, who, c, body.length);
+    const refused = await this.admit(req, who, c, body.length, group);
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
@@ -313,10 +315,10 @@ export class HttpServer {
   }
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
-  private async admit(req: EdgeRequest, who: Identity, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
+  private async admit(req: EdgeRequest, who: Identity, c: Classified, requestBytes: number, group: string | undefined): Promise<(EdgeRefusal & { answer: object }) | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes });
+    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group });
     return refused && { ...refused, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)) };
   }
 
@@ -374,7 +376,7 @@ export class HttpServer {
       batch.map(async (member) => {
         const c = classify(member);
         const requestBytes = memberBytes(member, batchBytes);
-        const refused = await this.admit(req, who, c, requestBytes);
+        const refused = await this.admit(req, who, c, requestBytes, group);
         if (refused) return answers.reply(refused.answer, refused);
         await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
       }),

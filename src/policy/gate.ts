@@ -14,6 +14,8 @@ export interface EdgeRefusal extends Omit<Refusal, 'status'> {
 export interface RequestFacts {
   clientAddress?: string;
   requestBytes?: number;
+  /** The tool group whose endpoint was asked (`/mcp/<group>`): a step-up challenge names its resource. */
+  group?: string;
 }
 
 /** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
@@ -106,7 +108,7 @@ export class EdgeGate {
    */
   async admit(who: Identity, req: Request | undefined, facts: RequestFacts): Promise<EdgeRefusal | null> {
     const tool = toolOf(req);
-    const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool));
+    const refusal: EdgeRefusal | null = (tool === undefined ? null : (this.auth.checkToolScopes(who, tool, facts.group) as EdgeRefusal | null)) ?? this.overLimit(who.principal, bucketTool(req, tool));
     if (refusal) await this.refused(who.principal, req, tool, refusal, facts);
     return refusal;
   }

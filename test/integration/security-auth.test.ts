@@ -195,6 +195,8 @@ describe('authentication at the HTTP endpoint', () => {
   it('a token for another resource (another MCP server\'s URI) → 401', async () => {
     expect401(await call(await remember(token(key, { scope: 'mcp', aud: 'https://other-server.test/mcp' }))), 'invalid_token');
     expect401(await call(await remember(token(key, { scope: 'mcp', aud: ['https://a.test/mcp', 'https://b.test/mcp'] }))), 'invalid_token');
+    // A group's resource is the hub's only with auth.oauth.groupResources (off here).
+    expect401(await call(await remember(token(key, { scope: 'mcp', aud: `${AUDIENCE}/small` }))), 'invalid_token');
   });
 
   it('a wrong issuer → 401', async () => {
