@@ -376,8 +376,13 @@ export class Router {
       return { completion: { values: [] } };
     }
     const forwarded = forwardedParams(params, 'ref', forwardedRef);
-    // A null context was checked as none, and is sent as none (as null arguments are).
+    // A null context, or null context arguments, were checked as none, and are sent as none (as
+    // null arguments are): an SDK server answers null with -32603.
     if (forwarded.context === null) delete forwarded.context;
+    else if ((forwarded.context as Result | undefined)?.arguments === null) {
+      const { arguments: _none, ...context } = forwarded.context as Result;
+      forwarded.context = context;
+    }
     return atMost100(await this.forward('completion/complete', forwarded, ctx, server, { hubName, upstreamName }, t0, undefined, completionVet));
   }
 

@@ -58,6 +58,8 @@ describe('completion values', () => {
     expect(none.body?.result?.messages, none.text).toEqual([{ role: 'user', content: { type: 'text', text: 'arguments=undefined' } }]);
     const noContext = await modernPost(hub.url, 'c-null', 'completion/complete', { ref, argument: { name: 'a', value: 'context' }, context: null });
     expect(noContext.body?.result?.completion, noContext.text).toEqual({ values: ['context=undefined'] });
+    const noContextArgs = await modernPost(hub.url, 'c-null-args', 'completion/complete', { ref, argument: { name: 'a', value: 'context' }, context: { arguments: null, extra: 1 } });
+    expect(noContextArgs.body?.result?.completion, noContextArgs.text).toEqual({ values: ['context={"extra":1}'] });
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { 'request-id': 'cx1' });
     expect(rows[0]).toMatchObject({ method: 'completion/complete', outcome: 'rpc_error', errorCode: -32602 });
   });
