@@ -157,14 +157,17 @@ export class StdioServer {
     // 5's redirection, Notepad) write one before the first line.
     if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     if (text.trim() === '') return;
-    const batch = this.session.current?.protocolVersion === BATCH_VERSION ? batchOf(text) : undefined;
+    const members = batchOf(text);
+    const batch = this.session.current?.protocolVersion === BATCH_VERSION ? members : undefined;
     let c: Classified | undefined;
     if (batch) {
       const refused = this.endpoint.batchRefusal(batch, undefined);
       if (!refused) return this.batchLine(batch, buf.length);
-      c = { kind: 'invalid', error: refused };
+      c = { kind: 'invalid', error: refused, members: batch };
     }
     c ??= parseFrame(text);
+    // A batch refused whole (one this session's revision has not, too) has a row per request, as over HTTP.
+    if (members && c.kind === 'invalid' && c.members === undefined) c = { ...c, members };
     const p = this.serve(c, buf.length);
     if (c.kind === 'request' && c.msg.method === 'initialize') {
       this.held = [];

@@ -506,7 +506,8 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
   };
 
   it('gets the answers of its members together, as one line holding their array; a batch holding an initialize is refused whole', async () => {
-    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-')));
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-'));
+    const c = start(d);
     try {
       const init = await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, 30_000);
       expect(init.result.protocolVersion).toBe('2025-03-26');
@@ -534,6 +535,11 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
       const refused = await c.next((m) => m.error?.code === -32600 && /initialize/.test(m.error.message));
       expect(refused.id).toBeUndefined();
       expect(c.received.some((m) => m.id === 'i1')).toBe(false);
+      // Each request of the batch refused whole has its row, under its own id.
+      for (const [id, method] of [['i1', 'ping'], ['i2', 'initialize']]) {
+        const rows = await waitForRows(join(d, 'ledger.db'), { 'request-id': id });
+        expect(rows.map((r) => [r.method, r.outcome]), id).toEqual([[method, 'rpc_error']]);
+      }
       // The session is the one it had: a plain request still works in it.
       const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
       expect(after.result.tools.length).toBe(10);
@@ -563,13 +569,16 @@ describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
   }, 40_000);
 
   it('a client at 2025-11-25 still gets -32600 for a batch', async () => {
-    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-nobatch-')));
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-nobatch-'));
+    const c = start(d);
     try {
       await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'late', version: '1' } } }, 30_000);
       c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'tools/list' }]));
+      c.send(JSON.stringify([{ jsonrpc: '2.0', id: 'nb1', method: 'tools/list' }]));
       const err = await c.next((m) => m.error?.code === -32600 && /batch/.test(m.error.message));
       expect(err.id).toBeUndefined();
+      const rows = await waitForRows(join(d, 'ledger.db'), { 'request-id': 'nb1' });
+      expect(rows.map((r) => [r.method, r.outcome])).toEqual([['tools/list', 'rpc_error']]);
       expect(c.nonProtocolLines).toEqual([]);
     } finally {
       c.kill();
