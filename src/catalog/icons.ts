@@ -53,3 +53,36 @@ export function withScreenedIcons(item: Record<string, unknown>, serverUrl: stri
   }
   return { ...item, icons: kept };
 }
+
+/** A content block with only the icons an untrusted server may show (the same object when none go). */
+function screenedBlock(block: unknown, serverUrl: string | undefined): unknown {
+  return block !== null && typeof block === 'object' && (block as { icons?: unknown }).icons !== undefined ? withScreenedIcons(block as Record<string, unknown>, serverUrl) : block;
+}
+
+/**
+ * A tool result (`content`) or a prompt (`messages[].content`) of an untrusted server, its
+ * content blocks' icons screened as its listed items' are: a `resource_link` carries a
+ * resource's icons, which the client shows as the listed ones. The same object when no block has
+ * an icon to drop (the usual result: one pass over its blocks, nothing copied).
+ */
+export function withScreenedContentIcons(result: Record<string, unknown>, serverUrl: string | undefined): Record<string, unknown> {
+  const content = result.content;
+  if (Array.isArray(content)) {
+    let screened: unknown[] | undefined;
+    for (let i = 0; i < content.length; i++) {
+      const kept = screenedBlock(content[i], serverUrl);
+      if (kept !== content[i]) (screened ??= [...content])[i] = kept;
+    }
+    return screened ? { ...result, content: screened } : result;
+  }
+  const messages = result.messages;
+  if (!Array.isArray(messages)) return result;
+  let screened: unknown[] | undefined;
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as { content?: unknown } | null;
+    if (m === null || typeof m !== 'object') continue;
+    const kept = screenedBlock(m.content, serverUrl);
+    if (kept !== m.content) (screened ??= [...messages])[i] = { ...m, content: kept };
+  }
+  return screened ? { ...result, messages: screened } : result;
+}

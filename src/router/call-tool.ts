@@ -24,6 +24,7 @@ import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
 import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { withScreenedContentIcons } from '../catalog/icons.js';
 
 /**
  * The router options tools/call reads. The router hands over its own options object, read per
@@ -301,6 +302,8 @@ export class ToolCall {
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;
         if (isFinal && plugins && pluginTool && plan) result = await plugins.afterCall(pluginTool, principal, ctx.group, plan, result);
+        // Icons of the resources it links: an untrusted server's, screened as its listed items' are.
+        if (isFinal && server.config.trust !== 'trusted') result = withScreenedContentIcons(result, server.config.url);
         // The resources it links may be in no list: a read of one goes to this server (catalog.routeUri).
         if (isFinal) this.catalog.links.note(server.id, principal, result);
         const row = endOf(this.ledger, result);

@@ -26,6 +26,7 @@ import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
 import { PagedLists } from './paged-lists.js';
+import { withScreenedContentIcons } from '../catalog/icons.js';
 
 export interface RouterOptions {
   pageSize: number;
@@ -215,7 +216,9 @@ export class Router {
     // answer a null with -32603 and their parser's complaint.
     if (forwarded.arguments === null) delete forwarded.arguments;
     const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
-    return this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
+    const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
+    // Icons in its messages (a resource_link's): an untrusted server's, screened as its listed items' are.
+    return routed.server.config.trust === 'trusted' ? result : withScreenedContentIcons(result, routed.server.config.url);
   }
 
   private async forward(
