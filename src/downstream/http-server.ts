@@ -20,6 +20,7 @@ import { Canceller } from '../cancel.js';
 import { Http1Edge, timeoutCheckMs } from '../transport/http1/edge.js';
 import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
+import { toOriginForm } from './request-target.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
@@ -131,7 +132,10 @@ export class HttpServer {
   ) {
     const requestTimeoutMs = opts.requestTimeoutMs ?? 66_000;
     // node:http checks its timeouts every 30 s by default: a request would be cut up to 30 s late.
-    this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => this.turns.take(req, res));
+    this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => {
+      toOriginForm(req);
+      this.turns.take(req, res);
+    });
     this.server.keepAliveTimeout = 65_000;
     // The head and the body under one limit on both readers: node:http's own requestTimeout
     // (300 s) would let a trickled body hold a connection five times as long as the fast path.

@@ -105,6 +105,23 @@ describe('the HTTP listener: fast path and node:http', () => {
     for (const id of ['move-1', 'move-3', 'move-4']) expect(ids).toContain(id);
   });
 
+  it('takes a request in absolute form (as through a proxy), judging the host it names, not its Host field (RFC 9112 §3.2.2)', async () => {
+    const send = async (target: string, host: string) => {
+      const c = rawClient(hub.port);
+      const body = JSON.stringify(modernBody(`abs-${host}`, 'tools/list'));
+      const h = { host, ...modernHeaders('tools/list'), 'content-length': String(Buffer.byteLength(body)) };
+      c.send(`POST ${target} HTTP/1.1\r\n${Object.entries(h).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`);
+      const [r] = await c.waitFor(1);
+      c.socket.destroy();
+      return r!;
+    };
+    const served = await send(`http://127.0.0.1:${hub.port}/mcp?x=1`, 'proxy.example.com');
+    expect(served.status, served.body).toBe(200);
+    expect((JSON.parse(served.body) as { result: { tools: unknown[] } }).result.tools.length).toBeGreaterThan(0);
+    // A rebinding attempt in the target is refused, whatever the Host field says.
+    expect((await send(`HTTP://evil.example.com:${hub.port}/mcp`, `127.0.0.1:${hub.port}`)).status).toBe(403);
+  });
+
   it('refuses a Host it does not serve on the fast path, as on node:http', async () => {
     const c = rawClient(hub.port);
     const body = JSON.stringify(modernBody('evil-1', 'tools/list'));
