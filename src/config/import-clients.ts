@@ -282,5 +282,12 @@ export function importClientConfig(text: string, path: string): ImportResult {
     const s = convertEntry(name, id, entry, rewrite, notes);
     if (s) servers[id] = s;
   }
+  // The client gave its servers its own whole environment; the hub gives a baseline, so a server
+  // that read, say, AWS_PROFILE or a token exported in the shell would start without it.
+  const stdio = Object.entries(servers).filter(([, s]) => s.command !== undefined).map(([id]) => id);
+  if (stdio.length)
+    notes.push(
+      `${stdio.join(', ')}: a stdio server gets only a baseline of the hub's environment (PATH, HOME, USER, SHELL, LANG, TZ, TMPDIR …), not the client's whole one: name what one reads in its "inheritEnv" (["AWS_*"]), or set it in "env".`,
+    );
   return { kind, servers, notes };
 }

@@ -128,6 +128,13 @@ describe('importClientConfig', () => {
     expect(r.notes.join('\n')).toMatch(/"gh" has secret-looking values in headers \(X-Api-Key\)/);
   });
 
+  it("says that stdio servers get a baseline of the hub's environment, not the client's whole one (naming them, not HTTP ones)", () => {
+    const r = importClientConfig(JSON.stringify({ servers: { aws: { command: 'npx', args: ['aws-mcp'] }, gh: { type: 'http', url: 'https://x/mcp' } } }), '/w/.vscode/mcp.json');
+    const note = r.notes.find((n) => n.includes('baseline'));
+    expect(note).toMatch(/^aws: a stdio server gets only a baseline of the hub's environment .*"inheritEnv"/);
+    expect(importClientConfig(JSON.stringify({ servers: { gh: { type: 'http', url: 'https://x/mcp' } } }), '/w/.vscode/mcp.json').notes.some((n) => n.includes('baseline'))).toBe(false);
+  });
+
   it('leaves out headers the hub sets itself, so the imported config loads', () => {
     const r = importClientConfig(
       JSON.stringify({
