@@ -34,6 +34,9 @@ parentPort.on('message', ({ sab, pattern, flags, input }) => {
 
 const STARTUP_BUDGET_MS = 5_000;
 
+/** The least time a check that ran past its budget is given when it is run again (RegexSandbox.backtracks). */
+const CONFIRM_MIN_MS = 500;
+
 export class PatternBudgetError extends Error {
   override readonly name = 'PatternBudgetError';
   constructor(
@@ -47,6 +50,8 @@ export class PatternBudgetError extends Error {
      * any one pattern.
      */
     readonly shared = false,
+    /** The check that ran out (its pattern as the sandbox ran it, flags and string), to run it again: see RegexSandbox.backtracks. */
+    readonly check?: { flags: string; input: string },
   ) {
     super(shared ? `checking the patterns took longer than ${budgetMs} ms in all` : `checking the pattern took longer than ${budgetMs} ms`);
   }
@@ -66,11 +71,29 @@ export class RegexSandbox {
     const waited = Atomics.wait(cell, 0, 0, budgetMs);
     if (waited === 'timed-out') {
       this.kill();
-      throw new PatternBudgetError(pattern, budgetMs, input.length);
+      throw new PatternBudgetError(pattern, budgetMs, input.length, false, { flags, input });
     }
     const r = Atomics.load(cell, 0);
     if (r === 3) throw new Error('invalid pattern');
     return r === 1;
+  }
+
+  /**
+   * Whether a check that ran past its budget backtracks, or only met a busy machine: run again
+   * with five times its budget, half a second at least (on a fresh worker), a pattern that
+   * backtracks exponentially on the same string is still running (its time grows by a factor
+   * per character, not by a few milliseconds), while one whose worker was not scheduled in time
+   * finishes.
+   */
+  backtracks(err: PatternBudgetError): boolean {
+    if (!err.check) return true;
+    try {
+      this.test(err.pattern, err.check.flags, err.check.input, Math.max(5 * err.budgetMs, CONFIRM_MIN_MS));
+      return false;
+    } catch (again) {
+      if (again instanceof PatternBudgetError) return true;
+      throw again;
+    }
   }
 
   close(): void {

@@ -33,6 +33,9 @@ export type OutputVerdict = { ok: true } | { ok: false; pointer: string; reason:
  */
 const QUARANTINE_INPUT_MAX = 64;
 
+/** SchemaValidator.runOnce's answer for "check the value again". */
+const AGAIN = Symbol('again');
+
 /** Deepest argument value accepted (JSON nesting). */
 const MAX_ARGS_DEPTH = 64;
 /**
@@ -220,6 +223,19 @@ export class SchemaValidator {
     validate: ValidateFunction,
     data: unknown,
   ): { ok: true } | { error: { pointer: string; reason: string }; ok?: undefined } | { unusable: string; ok?: undefined } {
+    for (let attempt = 1; ; attempt++) {
+      const verdict = this.runOnce(hubName, schema, validate, data, attempt);
+      if (verdict !== AGAIN) return verdict;
+    }
+  }
+
+  private runOnce(
+    hubName: string,
+    schema: unknown,
+    validate: ValidateFunction,
+    data: unknown,
+    attempt: number,
+  ): { ok: true } | { error: { pointer: string; reason: string }; ok?: undefined } | { unusable: string; ok?: undefined } | typeof AGAIN {
     try {
       // The pattern checks of this value share one budget (safeRegExpEngine.begin).
       this.patterns.begin(this.patternTotalMs);
@@ -236,7 +252,14 @@ export class SchemaValidator {
         // tool is not taken from everyone else by one caller.
         if (err.inputLength > QUARANTINE_INPUT_MAX)
           return { error: { pointer: '', reason: `has a string of ${err.inputLength} characters that took longer than ${err.budgetMs} ms to check against a pattern of the schema; too costly to check, so not accepted` } };
-        // A short one past it: the pattern backtracks catastrophically.
+        // A short one past it: the pattern backtracks catastrophically, or the sandbox's thread
+        // was not run in time on a busy machine, which would take the tool from everyone until a
+        // restart. The check is run again with more time first: a pattern that backtracks is
+        // still running then; otherwise the value is checked once more, as it came.
+        if (!this.sandbox.backtracks(err)) {
+          if (attempt < 2) return AGAIN;
+          return { error: { pointer: '', reason: `took longer than ${err.budgetMs} ms to check against a pattern of the schema while the hub was busy; try again` } };
+        }
         const reason = `a pattern check took longer than ${err.budgetMs} ms (catastrophic backtracking)`;
         this.quarantine(hubName, schema, reason);
         return { unusable: reason };

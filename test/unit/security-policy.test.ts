@@ -384,10 +384,32 @@ describe('SchemaValidator', () => {
     const t0 = performance.now();
     const r = v.checkArgs('bulk', tool, { to });
     expect(performance.now() - t0).toBeLessThan(1_500); // the budget of all of them: 500 ms
-    expect(r).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/in all .*too costly to check/) });
+    // Refused for the time of all of them; on a loaded machine one check alone may pass its own
+    // budget first (that string is long: refused alike, the tool kept).
+    expect(r).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/(in all|of 406 characters) .*too costly to check/) });
     // The value is refused, not the tool.
     expect(v.checkArgs('bulk', tool, { to: ['bob@example.com'] })).toEqual({ ok: true });
     expect(v.flagged.has('bulk')).toBe(false);
+  });
+
+  it('a short string past the budget only because the sandbox was not run in time does not quarantine the tool; a pattern that backtracks does', () => {
+    // No sandboxed check answers within 0 ms, as if the machine were too busy to run the
+    // sandbox's thread: the check run again with more time tells a pattern that finishes from
+    // one that backtracks. Before, any short string past the budget quarantined its tool until
+    // a restart.
+    const busy = new SchemaValidator(silentLogger, { patternBudgetMs: 0, patternTotalMs: 60_000 });
+    try {
+      const lookahead = { inputSchema: { type: 'object', properties: { d: { type: 'string', pattern: '^(?=.*[0-9])[a-z0-9]+$' } } } };
+      expect(busy.checkArgs('lookahead', lookahead, { d: 'abc1' })).toMatchObject({ ok: false, kind: 'invalid', reason: expect.stringMatching(/while the hub was busy; try again/) });
+      expect(busy.flagged.has('lookahead')).toBe(false);
+      const sneaky = { inputSchema: { type: 'object', properties: { s: { type: 'string', pattern: '^(a|aa)*$' } } } };
+      const t0 = performance.now();
+      expect(busy.checkArgs('sneaky', sneaky, { s: `${'a'.repeat(60)}b` })).toMatchObject({ ok: false, kind: 'unusable', reason: expect.stringMatching(/catastrophic backtracking/) });
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      expect(busy.flagged.get('sneaky')).toMatch(/catastrophic/);
+    } finally {
+      busy.close();
+    }
   });
 
   it('checks structuredContent only for successful results with an outputSchema', () => {
