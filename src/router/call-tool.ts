@@ -142,7 +142,11 @@ export class ToolCall {
     // lets such a call past the refusals of a server that is down or restarting (keyEnded), and
     // "unavailable" would tell the client that a call which ran, and whose answer is kept, did not.
     const endedUnrouted = !routed && ctx.idempotencyKey && hash !== undefined ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey, hubName, hash) : undefined;
-    if (endedUnrouted) return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(begin).finish(e), t0);
+    if (endedUnrouted) {
+      // Its row names the server whose tool it was, as far as the names it had say.
+      const owner = this.catalog.downItem('tools', hubName, view);
+      return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(owner ? { ...begin, server: owner.server.id, upstreamName: owner.upstreamName } : begin).finish(e), t0);
+    }
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
       await this.ledger.record(begin, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message, latencyMs: 0 });

@@ -264,6 +264,8 @@ describe('idempotency keys through the hub', () => {
     expect(bare(resultOf(await call('d3')))).toEqual(bare(first));
     expect(readCounter(join(dir, 'counter-d.json')).down).toBe(1);
     expect(await outcomesOf('down-k')).toEqual(['ok', 'replayed']);
+    // The replay's row names the server, as the call's does.
+    expect((await queryRows(db)).filter((r) => r.idempotencyKey === 'down-k').map((r) => r.server)).toEqual(['d', 'd']);
   });
 
   // Hub-level impossible for now: every caller is `anonymous` until auth exists. So the hub's
