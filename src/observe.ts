@@ -14,6 +14,8 @@ export interface AuditEvent {
   ts: number;
   requestId: string;
   principal: string;
+  /** The tool group whose endpoint the request came through. */
+  group?: string;
   clientEra: string;
   clientName?: string;
   method: string;
@@ -46,6 +48,7 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
     outcome: e.outcome,
     latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
   };
+  if (b.group) ev.group = b.group;
   if (b.clientInfo?.name) ev.clientName = text(b.clientInfo.name)!;
   if (b.hubName) ev.name = nameText(b.hubName)!;
   const server = e.server ?? b.server;

@@ -45,6 +45,7 @@ interface FilterArgs extends CommonArgs {
   server?: string | string[];
   tool?: string | string[];
   principal?: string | string[];
+  group?: string | string[];
   outcome?: string | string[];
   method?: string | string[];
   requestId?: string | string[];
@@ -117,6 +118,7 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
     server: oneText('--server', a.server),
     tool: oneText('--tool', a.tool),
     principal: oneText('--principal', a.principal),
+    group: oneText('--group', a.group),
     outcome: oneText('--outcome', a.outcome),
     method: oneText('--method', a.method),
     requestId: oneText('--request-id', a.requestId),
@@ -131,6 +133,7 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('server', { type: 'string', describe: 'Only this server id' })
     .option('tool', { type: 'string', describe: 'Only this hub-side tool/prompt name or resource uri' })
     .option('principal', { type: 'string', describe: 'Only this principal' })
+    .option('group', { type: 'string', describe: "Only requests through this tool group's endpoint (/mcp/<group>, stdio --group)" })
     // A misspelt outcome would match nothing and look like "no such calls": a usage error instead.
     .option('outcome', { type: 'string', choices: OUTCOMES, describe: 'Only this outcome' })
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })

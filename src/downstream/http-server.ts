@@ -310,7 +310,7 @@ export class HttpServer {
     // A batch no session takes is refused whole, each of its requests recorded.
     c ??= parseFrame(text);
     if (batch && c.kind === 'invalid' && session !== 'gone' && c.members === undefined) c = { ...c, members: batch };
-    const refused = await this.admit(req, who, c, body.length, group);
+    const refused = await this.admit(req, who, group, c, body.length);
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
@@ -319,7 +319,7 @@ export class HttpServer {
   }
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */
-  private async admit(req: EdgeRequest, who: Identity, c: Classified, requestBytes: number, group: string | undefined): Promise<(EdgeRefusal & { answer: object }) | null> {
+  private async admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
     const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group });
@@ -380,7 +380,7 @@ export class HttpServer {
       batch.map(async (member) => {
         const c = classify(member);
         const requestBytes = memberBytes(member, batchBytes);
-        const refused = await this.admit(req, who, c, requestBytes, group);
+        const refused = await this.admit(req, who, group, c, requestBytes);
         if (refused) return answers.reply(refused.answer, refused);
         await this.endpoint.message(c, this.exchange(req, who, group, requestBytes, closed, sink, (msg) => answers.reply(msg)));
       }),
@@ -425,9 +425,18 @@ export class HttpServer {
     sendJson(res, status, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
   }
 
-  private unreadFacts(req: EdgeRequest): { header: (n: string) => string | undefined; clientAddress?: string; requestBytes?: number } {
+  private unreadFacts(req: EdgeRequest): { header: (n: string) => string | undefined; clientAddress?: string; requestBytes?: number; group?: string } {
     const length = Number(header(req, 'content-length'));
-    return { header: (n) => header(req, n), clientAddress: req.socket.remoteAddress, requestBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined };
+    return { header: (n) => header(req, n), clientAddress: req.socket.remoteAddress, requestBytes: Number.isSafeInteger(length) && length >= 0 ? length : undefined, group: this.groupOf(req) };
+  }
+
+  /**
+   * The configured tool group whose endpoint a refused request was sent to, for its row: a path
+   * naming no configured group names no group (its 404's message quotes what it asked for).
+   */
+  private groupOf(req: EdgeRequest): string | undefined {
+    const g = MCP_PATH.exec((req.url ?? '/').split('?', 1)[0]!)?.[1];
+    return g !== undefined && this.opts.groups?.has(g) ? g : undefined;
   }
 
   private getStream(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {

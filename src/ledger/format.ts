@@ -10,6 +10,7 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
     ts: new Date(r.ts).toISOString(),
     requestId: r.requestId,
     principal: r.principal,
+    group: r.group,
     clientAddress: r.clientAddress,
     clientEra: r.clientEra,
     clientName: r.clientName,
@@ -95,12 +96,13 @@ export function table(header: string[], rawRows: string[][]): string {
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-export const ROW_HEADER = ['time', 'principal', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key'];
+export const ROW_HEADER = ['time', 'principal', 'group', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key'];
 
 export function rowCells(r: AuditRow): string[] {
   return [
     new Date(r.ts).toISOString(),
     r.principal,
+    r.group ?? '-',
     r.method,
     r.server ?? '-',
     r.hubName ?? '-',

@@ -593,6 +593,7 @@ export class Ledger {
       text(b.argsHash),
       finiteOrNull(b.requestBytes),
       this.body(b.args),
+      text(b.group),
     ];
   }
 

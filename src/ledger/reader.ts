@@ -35,6 +35,9 @@ const PRUNE_CHUNK = 5_000;
  * read-only (or, for prune, writable) connection, by the CLI next to a running hub.
  */
 export class LedgerReader {
+  /** Whether the audit table has tool_group (migration 0013); known once asked. */
+  private groups: boolean | undefined;
+
   constructor(readonly db: Database) {}
 
   static open(opts: { path: string; writable?: boolean; migrationsDir?: string; heldBy?: string }): LedgerReader {
@@ -44,9 +47,22 @@ export class LedgerReader {
     );
   }
 
+  /**
+   * The filter's WHERE clause. A ledger an older Switchyard writes (read as it is) has no
+   * tool_group column: a group filter there is refused by name, not an SQL error, nor an empty
+   * answer that would say no call came through the group.
+   */
+  private where(filter: AuditFilter): ReturnType<typeof whereClause> {
+    if (filter.group !== undefined) {
+      this.groups ??= (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = 'tool_group'`).get() as unknown) !== undefined;
+      if (!this.groups) throw new Error('this ledger does not record tool groups yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says which group it came through');
+    }
+    return whereClause(filter);
+  }
+
   /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */
   query(filter: AuditFilter = {}): AuditRow[] {
-    const { sql, params } = whereClause(filter);
+    const { sql, params } = this.where(filter);
     const order = filter.afterSeq !== undefined ? 'seq ASC' : filter.afterId !== undefined ? 'id ASC' : 'ts DESC, id DESC';
     const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
     const rows = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY ${order} LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
@@ -55,7 +71,7 @@ export class LedgerReader {
 
   /** The last `n` finished rows matching, in chain (finalization) order. */
   lastFinished(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): AuditRow[] {
-    const { sql, params } = whereClause(filter);
+    const { sql, params } = this.where(filter);
     const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
     const limit = rowLimit(n, 0);
     const rows = this.db.prepare(`SELECT * FROM audit ${cond} ORDER BY seq DESC LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
@@ -64,14 +80,14 @@ export class LedgerReader {
 
   /** Every matching row, oldest first by id, streamed (export). `limit` is ignored. */
   *iterate(filter: Omit<AuditFilter, 'limit'> = {}): Generator<AuditRow> {
-    const { sql, params } = whereClause(filter);
+    const { sql, params } = this.where(filter);
     const it = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY id ASC`).iterate(params) as IterableIterator<AuditDbRow>;
     for (const r of it) yield toAuditRow(r);
   }
 
   /** Calls, error rate and latency percentiles per (server, method, name), finished rows only. */
   stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
-    const { sql, params } = whereClause(filter);
+    const { sql, params } = this.where(filter);
     const cond = sql ? `${sql} AND outcome <> 'in_flight'` : `WHERE outcome <> 'in_flight'`;
     const it = this.db
       .prepare(`SELECT server, method, hub_name, outcome, latency_ms FROM audit ${cond}`)

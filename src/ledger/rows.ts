@@ -28,6 +28,8 @@ export interface AuditDbRow {
   result_json: string | null;
   seq: number | null;
   hash: string | null;
+  /** Absent in a ledger before migration 0013 (read as it is by the CLI). */
+  tool_group?: string | null;
 }
 
 /** An audit row as the library hands it out. Bodies stay JSON text (already redacted). */
@@ -38,6 +40,8 @@ export interface AuditRow {
   ts: number;
   requestId: string;
   principal: string;
+  /** The tool group whose endpoint the request came through; null for `/mcp` (and rows before groups were recorded). */
+  group: string | null;
   clientAddress: string | null;
   clientEra: string;
   clientName: string | null;
@@ -68,6 +72,7 @@ export function toAuditRow(r: AuditDbRow): AuditRow {
     ts: r.ts,
     requestId: r.request_id,
     principal: r.principal,
+    group: r.tool_group ?? null,
     clientAddress: r.client_address,
     clientEra: r.client_era,
     clientName: r.client_name,
@@ -97,6 +102,8 @@ export interface AuditFilter {
   /** The hub-side name (tool/prompt name or resource uri). */
   tool?: string;
   principal?: string;
+  /** The tool group whose endpoint the request came through (`/mcp/<group>`). */
+  group?: string;
   outcome?: string;
   method?: string;
   /** The request's JSON-RPC id, as stored (a number's digits). */
@@ -127,6 +134,7 @@ export function whereClause(f: AuditFilter): { sql: string; params: Record<strin
   add('server = @server', 'server', f.server);
   add('hub_name = @tool', 'tool', f.tool);
   add('principal = @principal', 'principal', f.principal);
+  add('tool_group = @group', 'group', f.group);
   add('outcome = @outcome', 'outcome', f.outcome);
   add('method = @method', 'method', f.method);
   add('request_id = @requestId', 'requestId', f.requestId);

@@ -9,6 +9,8 @@ export interface AuditBegin {
   ts: number; // epoch ms
   requestId: string; // downstream JSON-RPC id, as a string
   principal: string; // 'anonymous' when unauthenticated
+  /** The tool group whose endpoint (`/mcp/<group>`, `stdio --group`) the request came through. */
+  group?: string;
   clientAddress?: string;
   clientEra: string;
   clientInfo?: { name?: string; version?: string } | undefined;

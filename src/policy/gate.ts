@@ -14,7 +14,7 @@ export interface EdgeRefusal extends Omit<Refusal, 'status'> {
 export interface RequestFacts {
   clientAddress?: string;
   requestBytes?: number;
-  /** The tool group whose endpoint was asked (`/mcp/<group>`): a step-up challenge names its resource. */
+  /** The configured tool group whose endpoint the request came to (`/mcp/<group>`, `stdio --group`): its row names it, and a step-up challenge its resource. */
   group?: string;
 }
 
@@ -81,6 +81,7 @@ export class EdgeGate {
         ts: Date.now(),
         requestId: '',
         principal: r.principal ?? UNAUTHENTICATED,
+        group: r.group,
         clientAddress: r.clientAddress,
         clientEra: r.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
         method: method && method.length <= 128 ? method : UNREAD_MESSAGE,
@@ -150,6 +151,7 @@ export class EdgeGate {
         ts: Date.now(),
         requestId: req ? String(req.id) : '',
         principal,
+        group: facts.group,
         clientAddress: facts.clientAddress,
         clientEra: meta?.[META_PROTOCOL_VERSION] !== undefined ? MODERN : LEGACY,
         method: req?.method ?? INVALID_MESSAGE,

@@ -104,6 +104,7 @@ export function beginOf(method: string, ctx: CallContext, extra?: Partial<AuditB
     ts: Date.now(),
     requestId: String(ctx.requestId),
     principal: ctx.principal,
+    group: ctx.group,
     clientAddress: ctx.clientAddress,
     clientEra: ctx.clientEra,
     clientInfo: ctx.clientInfo,

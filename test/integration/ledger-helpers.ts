@@ -23,6 +23,8 @@ export interface Row {
   ts: string;
   requestId: string;
   principal: string;
+  /** The tool group whose endpoint the request came through (null: `/mcp`). */
+  group: string | null;
   clientAddress: string | null;
   clientEra: string;
   clientName: string | null;

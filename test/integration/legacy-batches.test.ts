@@ -15,19 +15,19 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
   let hub: HubProcess;
 
   beforeAll(async () => {
-    hub = await startHub({ servers: { a: nodeServer(SDK1) } });
+    hub = await startHub({ servers: { a: nodeServer(SDK1) }, groups: { g: { servers: ['a'] } } });
     await waitForReady(hub.url, ['a']);
   });
   afterAll(async () => {
     await hub?.stop();
   });
 
-  async function session(version: string, accept = 'application/json, text/event-stream'): Promise<Record<string, string>> {
+  async function session(version: string, accept = 'application/json, text/event-stream', url = hub.url): Promise<Record<string, string>> {
     const base = { 'content-type': 'application/json', accept };
-    const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, base);
+    const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, base);
     expect((init.body?.result as Json | undefined)?.protocolVersion).toBe(version);
     const headers = { ...base, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': version };
-    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
+    await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, headers);
     return headers;
   }
 
@@ -189,5 +189,22 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     await expect
       .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => row.errorCode === -32001 && row.method === '(invalid)').length, { timeout: 5000 })
       .toBe(2);
+  });
+
+  it("on a tool group's endpoint every member's row names the group, members of a batch refused whole too", async () => {
+    const url = new URL('/mcp/g', hub.url).href;
+    const headers = await session('2025-03-26', 'application/json', url);
+    const ok = await post(url, [{ jsonrpc: '2.0', id: 'g1', method: 'tools/call', params: { name: 'a__echo', arguments: { text: 'g' } } }, { jsonrpc: '2.0', id: 'g2', method: 'tools/list' }], headers);
+    expect(ok.status, ok.text).toBe(200);
+    const init = { jsonrpc: '2.0', id: 'g-init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+    expect((await post(url, [{ jsonrpc: '2.0', id: 'g-ping', method: 'ping' }, init], headers)).status).toBe(400);
+    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'), { group: 'g' })).filter((row) => row.requestId.startsWith('g'));
+    await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(4);
+    expect((await rows()).map((row) => [row.requestId, row.outcome, row.group]).sort()).toEqual([
+      ['g-init', 'rpc_error', 'g'],
+      ['g-ping', 'rpc_error', 'g'],
+      ['g1', 'ok', 'g'],
+      ['g2', 'ok', 'g'],
+    ]);
   });
 });

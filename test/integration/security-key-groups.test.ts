@@ -15,7 +15,7 @@ import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
-import { SDK1, SDK2, waitForRows } from './ledger-helpers.js';
+import { queryRows, SDK1, SDK2, waitForRows } from './ledger-helpers.js';
 
 const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
 const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
@@ -65,6 +65,27 @@ describe('an API key limited to tool groups', () => {
     // The refusals are audited, under bob.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'bob' }, (r) => r.filter((x) => x.errorMessage?.startsWith('Forbidden')).length >= 2);
     expect(rows.filter((x) => x.errorMessage?.startsWith('Forbidden')).length).toBe(2);
+  });
+
+  it('each row names the group whose endpoint the request came through, refusals too; `ledger query --group` finds them', async () => {
+    const db = join(hub.dir, 'ledger.db');
+    const echo = (path: string, key: string, id: string) =>
+      post(`${new URL(hub.url).origin}${path}`, modernBody(id, 'tools/call', { name: 'a__echo', arguments: { text: id } }), { ...modernHeaders('tools/call', 'a__echo'), authorization: `Bearer ${key}` });
+    expect((await echo('/mcp/small', BOB, 'grp-small')).body?.result).toBeDefined();
+    expect((await echo('/mcp', ALICE, 'grp-all')).body?.result).toBeDefined();
+    // Refused by the router (group `other` shows no a__echo), and at the edge before routing (bob may not use `other`).
+    expect((await echo('/mcp/other', ALICE, 'grp-other')).body?.error).toBeDefined();
+    expect((await echo('/mcp/other', BOB, 'grp-forbidden')).status).toBe(403);
+    const small = await waitForRows(db, { group: 'small' }, (r) => r.some((x) => x.requestId === 'grp-small' && x.outcome === 'ok'));
+    expect(small.every((x) => x.group === 'small')).toBe(true);
+    expect(small.find((x) => x.requestId === 'grp-small')).toMatchObject({ principal: 'bob', tool: 'a__echo', server: 'a', outcome: 'ok' });
+    // (The first test's tools/list refused on /mcp/other is there too.)
+    const other = await waitForRows(db, { group: 'other', method: 'tools/call' }, (r) => r.length >= 2);
+    expect(other.map((x) => [x.principal, x.method, x.outcome, x.group])).toEqual([
+      ['alice', 'tools/call', 'rpc_error', 'other'],
+      ['bob', 'tools/call', 'denied', 'other'],
+    ]);
+    expect((await queryRows(db, { 'request-id': 'grp-all' })).map((x) => x.group)).toEqual([null]);
   });
 
   it('with the admin scope too, it opens neither the operator routes nor the live feed', async () => {

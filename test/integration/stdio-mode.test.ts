@@ -294,6 +294,15 @@ describe('switchyard stdio --group', () => {
     expect(echo.result?.content?.[0]?.text).toBe('echo:hi');
     c.endInput();
     expect(await c.exited).toBe(0);
+    // Its rows name the group, the refusal's too (the hub closed the ledger at exit: all in SQLite).
+    const db = new Database(join(d, 'ledger.db'), { readonly: true });
+    const rows = db.prepare(`SELECT request_id, outcome, tool_group FROM audit WHERE request_id IN ('l', 'o', 'e') ORDER BY id`).all();
+    db.close();
+    expect(rows).toEqual([
+      { request_id: 'l', outcome: 'ok', tool_group: 'small' },
+      { request_id: 'o', outcome: 'rpc_error', tool_group: 'small' },
+      { request_id: 'e', outcome: 'ok', tool_group: 'small' },
+    ]);
 
     const bad = spawnSync(process.execPath, [BIN, 'stdio', '--config', file, '--group', 'big'], { cwd: ROOT, encoding: 'utf8', input: '' });
     expect([bad.status, bad.stdout]).toEqual([2, '']);

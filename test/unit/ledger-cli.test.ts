@@ -9,11 +9,12 @@ import { ledgerFinding } from '../../src/cli/doctor.js';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
 import { processStart } from '../../src/cli/ledger-lock.js';
 import type { HubConfig } from '../../src/config/types.js';
-import { rowDigest } from '../../src/ledger/chain.js';
+import { ChainWriter, rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
 import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { parseWhen } from '../../src/ledger/when.js';
+import type { AuditDbRow } from '../../src/ledger/rows.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
@@ -83,7 +84,7 @@ describe('switchyard ledger CLI', () => {
     const all = await cli(['ledger', 'query', '--db', t.db]);
     expect(all.code).toBe(0);
     const lines = all.out.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^time\s+principal\s+method\s+server\s+tool\s+eras\s+outcome\s+code\s+ms\s+idem-key$/);
+    expect(lines[0]).toMatch(/^time\s+principal\s+group\s+method\s+server\s+tool\s+eras\s+outcome\s+code\s+ms\s+idem-key$/);
     expect(lines).toHaveLength(8);
     expect(lines[1]).toContain('fs__read');
     expect(lines[7]).toContain('in_flight');
@@ -146,6 +147,94 @@ describe('switchyard ledger CLI', () => {
       argsHash: 'ab'.repeat(32),
       args: { q: 'say "hi", ok' },
     });
+  });
+
+  it('--group keeps the requests that came through that tool group; the table, --json and CSV show the group', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const rows: [string, string | undefined][] = [
+      ['via-small', 'small'],
+      ['via-all', undefined],
+      ['via-other', 'other'],
+      ['via-small-2', 'small'],
+    ];
+    for (const [requestId, group] of rows) await ledger.record(begin({ ts: NOW - 60_000, requestId, group }), end());
+    ledger.sync();
+    const json = await cli(['ledger', 'query', '--db', t.db, '--json', '--group', 'small']);
+    expect(json.code, json.err).toBe(0);
+    expect(json.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { requestId: string; group: string | null })).toEqual([
+      expect.objectContaining({ requestId: 'via-small', group: 'small' }),
+      expect.objectContaining({ requestId: 'via-small-2', group: 'small' }),
+    ]);
+    const all = await cli(['ledger', 'query', '--db', t.db, '--json']);
+    expect(all.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { group: string | null }).group)).toEqual(['small', null, 'other', 'small']);
+    const table = (await cli(['ledger', 'query', '--db', t.db])).out.trimEnd().split('\n');
+    expect(table[0]).toMatch(/^time\s+principal\s+group\s+method/);
+    expect(table.slice(1).map((l) => l.split(/\s+/)[2])).toEqual(['small', '-', 'other', 'small']);
+    // The same filter reaches tail, stats and export; CSV has the column.
+    expect((await cli(['ledger', 'tail', '--db', t.db, '--json', '--group', 'other'])).out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(['via-other']);
+    expect(JSON.parse((await cli(['ledger', 'stats', '--db', t.db, '--json', '--group', 'small'])).out)).toMatchObject({ calls: 2 });
+    const csv = (await cli(['ledger', 'export', '--db', t.db, '--format', 'csv', '--group', 'other'])).out.trimEnd().split('\n');
+    const header = csv[0].split(',');
+    expect(csv).toHaveLength(2);
+    expect(csv[1].split(',')[header.indexOf('group')]).toBe('other');
+    expect((await cli(['ledger', 'query', '--db', t.db, '--group', 'nope', '--json'])).out).toBe('');
+    const twice = await cli(['ledger', 'query', '--db', t.db, '--group', 'a', '--group', 'b']);
+    expect([twice.code, twice.err]).toEqual([2, 'switchyard ledger: --group must be given once\n']);
+  });
+
+  it('rows chained before the group column verify after the upgrade, and so do rows with one; a group edited by hand fails verify', async () => {
+    t = tempDir();
+    // A ledger as a hub before migration 0013 left it, its rows chained as that hub chained them
+    // (the digest of the row as stored, which had no tool_group).
+    const raw = new Database(t.db);
+    raw.pragma('journal_mode = WAL');
+    const all = loadMigrations();
+    const groupAt = all.findIndex((m) => m.name === 'audit_group');
+    migrate(raw, all.slice(0, groupAt));
+    const chain = new ChainWriter(raw);
+    raw.transaction(() => {
+      chain.startBatch();
+      for (const id of [1, 2]) {
+        const row = raw
+          .prepare(`INSERT INTO audit (id, ts, request_id, principal, client_era, method, hub_name, outcome, latency_ms) VALUES (?, ?, ?, 'p', 'e', 'tools/call', 'fs__read', 'ok', 1) RETURNING *`)
+          .get(id, NOW - 60_000 + id, `old-${id}`) as AuditDbRow;
+        expect(Object.keys(row)).not.toContain('tool_group');
+        chain.append(row);
+      }
+      chain.endBatch();
+    })();
+    raw.close();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.record(begin({ ts: NOW - 1000, requestId: 'new-small', group: 'small' }), end());
+    await ledger.record(begin({ ts: NOW - 500, requestId: 'new-all' }), end());
+    ledger.sync();
+    await ledger.close();
+    expect(await cli(['ledger', 'verify', '--db', t.db])).toMatchObject({ code: 0, out: expect.stringMatching(/^ok: 4 rows verified/) });
+    const edit = (sql: string, ...args: unknown[]) => {
+      const db = new Database(t.db);
+      db.prepare(sql).run(...args);
+      db.close();
+    };
+    const idOf = (requestId: string) => {
+      const db = new Database(t.db, { readonly: true });
+      const id = db.prepare('SELECT id FROM audit WHERE request_id = ?').pluck().get(requestId) as number;
+      db.close();
+      return id;
+    };
+    // A row's group changed, given to a row that had none, or taken away: each fails, naming the row.
+    for (const [requestId, to, back] of [
+      ['new-small', 'other', 'small'],
+      ['old-1', 'small', null],
+      ['new-all', 'small', null],
+      ['new-small', null, 'small'],
+    ] as const) {
+      edit('UPDATE audit SET tool_group = ? WHERE request_id = ?', to, requestId);
+      const bad = await cli(['ledger', 'verify', '--db', t.db]);
+      expect([bad.code, bad.out], `${requestId} → ${to}`).toEqual([1, expect.stringMatching(new RegExp(`^FAILED at row ${idOf(requestId)} \\(seq \\d+\\): hash mismatch`))]);
+      edit('UPDATE audit SET tool_group = ? WHERE request_id = ?', back, requestId);
+    }
+    expect((await cli(['ledger', 'verify', '--db', t.db])).code).toBe(0);
   });
 
   it('stats per server and tool, as a table and as JSON', async () => {
@@ -385,6 +474,9 @@ describe('switchyard ledger CLI', () => {
     expect(query).toMatchObject({ code: 0, out: expect.stringMatching(/tools\/list/) });
     expect(query.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped/);
     expect(await cli(['ledger', 'verify', '--db', t.db])).toMatchObject({ code: 0, out: expect.stringMatching(/^ok: 0 rows verified/) });
+    // It has no tool_group: a group filter is refused by name, not answered with no rows.
+    expect(await cli(['ledger', 'query', '--db', t.db, '--group', 'small'])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/does not record tool groups yet/) });
+    expect((await cli(['ledger', 'query', '--db', t.db, '--json'])).out).toMatch(/"group":null/);
     const doctor = ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig);
     expect(doctor.level).toBe('ok');
     expect(doctor.message).toMatch(new RegExp(`at schema version 9, which this Switchyard's start upgrades to ${loadMigrations().length}`));

@@ -453,4 +453,40 @@ describe('ledger pending file', () => {
       { s: expect.objectContaining({ id: h.rowId, request_id: 'now' }), e: expect.objectContaining({ outcome: 'timeout', server: 'fs', upstream_name: 'read' }) },
     ]);
   });
+  it('lines written before tool_group (each a value shorter) are applied without a group; this hub writes the group a call came through', async () => {
+    t = tempDir();
+    // A hub before migration 0013 wrote a begin's values without tool_group (the last of them).
+    const before = (s: Record<string, unknown>, e?: Record<string, unknown>): string => {
+      const v = JSON.parse(line(s, e)) as unknown[];
+      v.splice(BEGIN_COLS.indexOf('tool_group'), 1);
+      return JSON.stringify(v);
+    };
+    const s = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' });
+    const lines = [
+      before(s(1, 'old-done')),
+      before(s(1, 'old-done'), { outcome: 'ok', latency_ms: 3, server: 's' }),
+      before(s(2, 'old-open')),
+      line({ ...s(3, 'new-done'), tool_group: 'small' }, { outcome: 'ok', latency_ms: 4, server: 's' }),
+    ];
+    expect(lines.map((l) => (JSON.parse(l) as unknown[]).length)).toEqual([BEGIN_COLS.length - 1, BEGIN_COLS.length - 1 + FIN_COLS.length, BEGIN_COLS.length - 1, BEGIN_COLS.length + FIN_COLS.length]);
+    writeFileSync(pendingOf(t.db), lines.join('\n') + '\n');
+    ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.group]).sort()).toEqual([
+      ['new-done', 'ok', 4, 'small'],
+      ['old-done', 'ok', 3, null],
+      ['old-open', 'unknown', null, null],
+    ]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+    // The group rides the in-flight row and its finish, through the ingest thread.
+    const h = await ledger.beginCommitted(begin({ requestId: 'live', group: 'small' }));
+    expect(ledger.query({ requestId: 'live' }).map((r) => [r.outcome, r.group])).toEqual([['in_flight', 'small']]);
+    await h.finish(end());
+    await ledger.record(begin({ requestId: 'live-all' }), end());
+    expect(ledger.query({ group: 'small' }).map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+      ['live', 'ok'],
+      ['new-done', 'ok'],
+    ]);
+    expect(ledger.query({ requestId: 'live-all' }).map((r) => r.group)).toEqual([null]);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 5 });
+  });
 });
