@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
 
-const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000' };
+const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000' };
 
 describe('rate limits', () => {
   let hub: HubProcess;
@@ -20,6 +20,7 @@ describe('rate limits', () => {
       auth: { apiKeys: Object.entries(KEYS).map(([principal, key]) => ({ principal, sha256: sha256Hex(key) })) },
       policy: { rateLimit: { perPrincipal: { burst: 5, perSecond: 0.2 }, tools: { 'modern__add': { burst: 2, perSecond: 0.1 } } } },
       servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+      groups: { mod: { servers: ['modern'] } },
     });
     await waitForReadyWith(hub.url, ['modern'], KEYS.alice);
   }, 60_000);
@@ -28,15 +29,15 @@ describe('rate limits', () => {
     await hub?.stop();
   });
 
-  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`): Promise<RawReply> {
+  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`, path = '/mcp'): Promise<RawReply> {
     const name = typeof params.name === 'string' ? params.name : undefined;
-    return post(hub.url, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
+    return post(new URL(path, hub.url).href, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
   }
 
   function row(requestId: string): Record<string, unknown> {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
-      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name FROM audit WHERE request_id = ?').get(requestId) as never;
+      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, tool_group FROM audit WHERE request_id = ?').get(requestId) as never;
     } finally {
       db.close();
     }
@@ -69,9 +70,17 @@ describe('rate limits', () => {
     expect(over.status).toBe(429);
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(over.body?.error?.message).toMatch(/modern__add/);
-    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429 });
+    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: null });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
+  });
+
+  it("a refusal on a tool group's endpoint names the group in its row", async () => {
+    const add = (id?: string) => call('frank', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, id, '/mcp/mod');
+    expect((await add()).status).toBe(200);
+    expect((await add()).status).toBe(200);
+    expect((await add('frank-add-over')).status).toBe(429);
+    await expect.poll(() => row('frank-add-over')).toMatchObject({ principal: 'frank', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: 'mod' });
   });
 
   it('messages that are not JSON-RPC count against the limit too: a flood of them is refused with 429, not one row each', async () => {
