@@ -14,14 +14,16 @@ beforeAll(() => {
   Ledger.open({ path: t.db }).close(); // schema and indexes exactly as shipped
   const db = new Database(t.db);
   db.pragma('synchronous = OFF');
-  const ins = db.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, hub_name, server, outcome, latency_ms, seq, hash)
-    VALUES (?, ?, ?, '2026-07-28', 'tools/call', ?, ?, ?, ?, NULL, NULL)`);
+  const ins = db.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, hub_name, server, outcome, latency_ms, tool_group, seq, hash)
+    VALUES (?, ?, ?, '2026-07-28', 'tools/call', ?, ?, ?, ?, ?, NULL, NULL)`);
   const t0 = performance.now();
   db.transaction(() => {
-    // 30 days of traffic over 20 servers and 50 principals, oldest first.
+    // 30 days of traffic over 20 servers and 50 principals, oldest first; a fifth of it through
+    // tool group g1, one call in 5,000 through g2, the rest through /mcp.
     for (let i = 0; i < ROWS; i++) {
       const ts = NOW - 30 * DAY + Math.floor((i / ROWS) * 30 * DAY);
-      ins.run(ts, String(i), `p${i % 50}`, `tool${i % 7}`, `s${i % 20}`, i % 97 ? 'ok' : 'rpc_error', (i % 1000) / 3);
+      const group = i % 5 === 0 ? 'g1' : i % 5000 === 1 ? 'g2' : null;
+      ins.run(ts, String(i), `p${i % 50}`, `tool${i % 7}`, `s${i % 20}`, i % 97 ? 'ok' : 'rpc_error', (i % 1000) / 3, group);
     }
   })();
   db.close();
@@ -38,6 +40,10 @@ describe('ledger performance', () => {
       { server: 's7', since: NOW - 7 * DAY, until: NOW - 6 * DAY, limit: 1000 },
       { principal: 'p3', since: NOW - DAY, limit: 100 },
       { outcome: 'rpc_error', limit: 100 },
+      { group: 'g1', limit: 100 },
+      // A group seldom used: its own index (audit_group_ts), not a walk of every row by time.
+      { group: 'g2', limit: 100 },
+      { group: 'g2', since: NOW - DAY, limit: 100 },
       { since: NOW - 2 * DAY, limit: 100 },
     ];
     for (const filter of cases) {
@@ -58,6 +64,8 @@ describe('ledger performance', () => {
     }
     const plan = reader.db.prepare(`EXPLAIN QUERY PLAN SELECT * FROM audit WHERE server = 's7' AND ts >= 0 ORDER BY ts DESC, id DESC LIMIT 100`).all() as { detail: string }[];
     expect(plan.map((p) => p.detail).join(' ')).toMatch(/USING INDEX audit_server_ts/);
+    const byGroup = reader.db.prepare(`EXPLAIN QUERY PLAN SELECT * FROM audit WHERE tool_group = 'g2' ORDER BY ts DESC, id DESC LIMIT 100`).all() as { detail: string }[];
+    expect(byGroup.map((p) => p.detail).join(' ')).toMatch(/^SEARCH audit USING INDEX audit_group_ts \(tool_group=\?\)$/);
     reader.close();
   });
 
