@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import type { Catalog, Routed } from '../catalog/catalog.js';
+import type { Catalog, Routed, View } from '../catalog/catalog.js';
 import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
@@ -18,7 +18,7 @@ import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
-import { endedKey, settleIdempotency } from './idempotency.js';
+import { endedKey, settleIdempotency, type ShownTool } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -83,6 +83,14 @@ export class ToolCall {
     return endedKey(this.ledger.idempotency, ctx.principal, key, params.name, hash) !== undefined;
   }
 
+  /**
+   * Which tool names a refusal of this caller's key may tell (ShownTool): a client of a tool
+   * group, those of the tools its group shows now; any other, every one (its principal called it).
+   */
+  private shownTo(ctx: CallContext, view: View): ShownTool {
+    return ctx.group === undefined ? undefined : (name) => this.catalog.knownTool(name, view) !== undefined;
+  }
+
   /** A key's kept answer (audited `replayed`), or its refusal (`denied`). */
   private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number): Promise<Result> {
     if ('answer' in settled) {
@@ -141,7 +149,8 @@ export class ToolCall {
     // A key whose call has ended is answered even when its tool cannot be routed now: the hub
     // lets such a call past the refusals of a server that is down or restarting (keyEnded), and
     // "unavailable" would tell the client that a call which ran, and whose answer is kept, did not.
-    const endedUnrouted = !routed && ctx.idempotencyKey && hash !== undefined ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey, hubName, hash) : undefined;
+    const shown = ctx.idempotencyKey ? this.shownTo(ctx, view) : undefined;
+    const endedUnrouted = !routed && ctx.idempotencyKey && hash !== undefined ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey, hubName, hash, shown) : undefined;
     if (endedUnrouted) {
       // Its row names the server whose tool it was, as far as the names it had say.
       const owner = this.catalog.downItem('tools', hubName, view);
@@ -178,7 +187,7 @@ export class ToolCall {
     // asked: a client that sends its last request again (its response lost) gets the stored
     // answer, not -32602 for a requestState used up, nor a confirmation of a call that has run
     // (declined, it would read as not run). Plugins still see it, as they see every replay.
-    const keyEnded = key ? endedKey(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind)) : undefined;
+    const keyEnded = key ? endedKey(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), shown) : undefined;
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
@@ -228,7 +237,7 @@ export class ToolCall {
     if (key) {
       let settled: Awaited<ReturnType<typeof settleIdempotency>>;
       try {
-        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), ctx.signal));
+        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), ctx.signal, shown));
       } catch (err) {
         // Its client cancelled while it waited for the first call with this key: it ran nothing.
         await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });

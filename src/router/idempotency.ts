@@ -20,15 +20,22 @@ function unknownRefusal(key: string): string {
 
 type Settled = { answer: StoredAnswer } | { refusal: string };
 
+/**
+ * Whether the caller may be told a tool's name: a client of a tool group (`/mcp/<group>`) sees
+ * only the group's tools, and a key is its principal's on every endpoint, so the call that used
+ * it may have been of a tool the group hides. Undefined: every name may be told.
+ */
+export type ShownTool = ((hubName: string) => boolean) | undefined;
+
 /** A claim's answer other than 'new' and 'wait', as settleIdempotency gives it. */
-function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'wait' }>, key: string, tool: string): Settled {
+function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'wait' }>, key: string, tool: string, shown: ShownTool): Settled {
   switch (claim.kind) {
     case 'replay':
       return { answer: claim.answer };
-    case 'conflict':
-      return {
-        refusal: `idempotency key "${key}" was already used for ${claim.tool === tool ? 'this tool with other arguments' : `tool "${claim.tool}"`}; use a new key`,
-      };
+    case 'conflict': {
+      const other = claim.tool === tool ? 'this tool with other arguments' : shown === undefined || shown(claim.tool) ? `tool "${claim.tool}"` : 'another tool';
+      return { refusal: `idempotency key "${key}" was already used for ${other}; use a new key` };
+    }
     case 'unknown':
       return { refusal: unknownRefusal(key) };
   }
@@ -38,9 +45,9 @@ function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'w
  * A key whose call has ended (its answer, or a refusal), or that another call holds with other
  * arguments: undefined when it is free or its call still runs. Claims nothing.
  */
-export function endedKey(keys: AuditSink['idempotency'], principal: string, key: string, tool: string, hash: string): Settled | undefined {
+export function endedKey(keys: AuditSink['idempotency'], principal: string, key: string, tool: string, hash: string, shown?: ShownTool): Settled | undefined {
   const known = keys.peek?.(principal, key, tool, hash);
-  return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool) : undefined;
+  return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool, shown) : undefined;
 }
 
 /**
@@ -57,6 +64,7 @@ export async function settleIdempotency(
   tool: string,
   hash: string,
   signal?: Signal,
+  shown?: ShownTool,
 ): Promise<Settled | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const claim = keys.claim(principal, key, tool, hash);
@@ -66,7 +74,7 @@ export async function settleIdempotency(
       case 'replay':
       case 'conflict':
       case 'unknown':
-        return settledOf(claim, key, tool);
+        return settledOf(claim, key, tool, shown);
       case 'wait': {
         const leave = claim.join?.();
         try {

@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { queryRows, SDK1, SDK2, waitForRows } from './ledger-helpers.js';
 
 const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
@@ -86,6 +86,24 @@ describe('an API key limited to tool groups', () => {
       ['bob', 'tools/call', 'denied', 'other'],
     ]);
     expect((await queryRows(db, { 'request-id': 'grp-all' })).map((x) => x.group)).toEqual([null]);
+  });
+
+  it("an idempotency key's refusal on a group's endpoint names the other call's tool only if the group shows it", async () => {
+    const keyed = (path: string, id: string, name: string, text: string) =>
+      post(`${new URL(hub.url).origin}${path}`, modernBody(id, 'tools/call', { name, arguments: { text } }, { ...modernMeta(), 'dev.switchyard/idempotency-key': 'shared-key' }), {
+        ...modernHeaders('tools/call', name),
+        authorization: `Bearer ${ALICE}`,
+      });
+    // Alice's key is hers on every endpoint: used on /mcp for b__echo, which group `small` does not show.
+    expect((await keyed('/mcp', 'idem-1', 'b__echo', 'x')).body?.result?.isError).toBeFalsy();
+    const textOf = (r: Awaited<ReturnType<typeof keyed>>) => String(((r.body?.result?.content as Json[] | undefined)?.[0] as Json | undefined)?.text);
+    const small = await keyed('/mcp/small', 'idem-2', 'a__echo', 'x');
+    expect(textOf(small)).toBe('idempotency key "shared-key" was already used for another tool; use a new key');
+    // Nor a name it does not route at all (answered from the key, as for a server that is down).
+    expect(textOf(await keyed('/mcp/small', 'idem-3', 'nothing__here', 'x'))).toBe('idempotency key "shared-key" was already used for another tool; use a new key');
+    // Where the tool is shown, the refusal names it, as before.
+    expect(textOf(await keyed('/mcp', 'idem-4', 'a__echo', 'x'))).toBe('idempotency key "shared-key" was already used for tool "b__echo"; use a new key');
+    expect(textOf(await keyed('/mcp/other', 'idem-5', 'b__echo', 'y'))).toBe('idempotency key "shared-key" was already used for this tool with other arguments; use a new key');
   });
 
   it('with the admin scope too, it opens neither the operator routes nor the live feed', async () => {
