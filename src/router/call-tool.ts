@@ -80,7 +80,17 @@ export class ToolCall {
     } catch {
       return false; // too deep to hash: refused as such by call()
     }
+    if (ctx.group !== undefined && !this.groupHas(params.name, viewOf(ctx))) return false;
     return endedKey(this.ledger.idempotency, ctx.principal, key, params.name, hash) !== undefined;
+  }
+
+  /**
+   * Whether a tool group's view holds a tool name: shown now, or of a server that is down and
+   * would show it once back. A key is its principal's on every endpoint, but the answer kept for
+   * a tool the group hides is not for the group's clients (nor its name: shownTo).
+   */
+  private groupHas(hubName: string, view: View): boolean {
+    return this.catalog.knownTool(hubName, view) !== undefined || this.catalog.downItem('tools', hubName, view) !== undefined;
   }
 
   /**
@@ -150,7 +160,9 @@ export class ToolCall {
     // lets such a call past the refusals of a server that is down or restarting (keyEnded), and
     // "unavailable" would tell the client that a call which ran, and whose answer is kept, did not.
     const shown = ctx.idempotencyKey ? this.shownTo(ctx, view) : undefined;
-    const endedUnrouted = !routed && ctx.idempotencyKey && hash !== undefined ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey, hubName, hash, shown) : undefined;
+    // A client of a tool group, though, only for a tool its group shows (groupHas).
+    const fromKey = !routed && ctx.idempotencyKey && hash !== undefined && (ctx.group === undefined || this.groupHas(hubName, view));
+    const endedUnrouted = fromKey ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey!, hubName, hash!, shown) : undefined;
     if (endedUnrouted) {
       // Its row names the server whose tool it was, as far as the names it had say.
       const owner = this.catalog.downItem('tools', hubName, view);

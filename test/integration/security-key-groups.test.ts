@@ -99,11 +99,26 @@ describe('an API key limited to tool groups', () => {
     const textOf = (r: Awaited<ReturnType<typeof keyed>>) => String(((r.body?.result?.content as Json[] | undefined)?.[0] as Json | undefined)?.text);
     const small = await keyed('/mcp/small', 'idem-2', 'a__echo', 'x');
     expect(textOf(small)).toBe('idempotency key "shared-key" was already used for another tool; use a new key');
-    // Nor a name it does not route at all (answered from the key, as for a server that is down).
-    expect(textOf(await keyed('/mcp/small', 'idem-3', 'nothing__here', 'x'))).toBe('idempotency key "shared-key" was already used for another tool; use a new key');
+    // A name the group has not is unknown there, key or not (not answered from the key, as a tool of a server that is down is).
+    expect((await keyed('/mcp/small', 'idem-3', 'nothing__here', 'x')).body?.error?.message).toBe('Unknown tool: nothing__here');
     // Where the tool is shown, the refusal names it, as before.
     expect(textOf(await keyed('/mcp', 'idem-4', 'a__echo', 'x'))).toBe('idempotency key "shared-key" was already used for tool "b__echo"; use a new key');
     expect(textOf(await keyed('/mcp/other', 'idem-5', 'b__echo', 'y'))).toBe('idempotency key "shared-key" was already used for this tool with other arguments; use a new key');
+  });
+
+  it("a key's kept answer is not replayed on a group's endpoint that does not show its tool", async () => {
+    const keyed = (path: string, id: string) =>
+      post(`${new URL(hub.url).origin}${path}`, modernBody(id, 'tools/call', { name: 'b__echo', arguments: { text: 'kept' } }, { ...modernMeta(), 'dev.switchyard/idempotency-key': 'kept-key' }), {
+        ...modernHeaders('tools/call', 'b__echo'),
+        authorization: `Bearer ${ALICE}`,
+      });
+    expect((await keyed('/mcp', 'kept-1')).body?.result?.content).toBeDefined();
+    // The same call again on /mcp/small, which does not show b__echo: unknown there, as without the key.
+    const small = await keyed('/mcp/small', 'kept-2');
+    expect(small.body?.result).toBeUndefined();
+    expect(small.body?.error?.message).toBe('Unknown tool: b__echo');
+    // Where the tool is shown, the kept answer is replayed.
+    expect((await keyed('/mcp/other', 'kept-3')).body?.result?.content).toBeDefined();
   });
 
   it('with the admin scope too, it opens neither the operator routes nor the live feed', async () => {
