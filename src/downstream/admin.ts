@@ -100,7 +100,7 @@ function json(res: ServerResponse, status: number, body: unknown, headers: Recor
 
 function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
   const f: AuditFilter = {};
-  for (const k of ['server', 'tool', 'principal', 'outcome', 'method', 'requestId', 'client'] as const) {
+  for (const k of ['server', 'tool', 'principal', 'group', 'outcome', 'method', 'requestId', 'client'] as const) {
     const v = q.get(k);
     if (v) f[k] = v;
   }

@@ -21,8 +21,8 @@ let hub: HubProcess;
 let base: string;
 
 /** One modern tools/call over HTTP, headers mirrored as the spec wants. */
-async function call(name: string, args: Json, id: string | number = Math.random().toString(36).slice(2)): Promise<Json> {
-  const res = await fetch(hub.url, {
+async function call(name: string, args: Json, id: string | number = Math.random().toString(36).slice(2), path = '/mcp'): Promise<Json> {
+  const res = await fetch(new URL(path, hub.url), {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': name },
     body: JSON.stringify({
@@ -62,6 +62,7 @@ beforeAll(async () => {
       // Same prefix as the other server: its tool names collide and get renamed.
       modern: { ...nodeServer(SDK2), prefix: 'legacy' },
     },
+    groups: { g: { servers: ['legacy'] } },
   });
   base = new URL(hub.url).origin;
   const end = Date.now() + 20_000;
@@ -161,6 +162,11 @@ describe('/admin routes', () => {
     const client = one[0]!.clientName as string;
     expect((await getJson(`/admin/ledger?requestId=ledger-probe&client=${encodeURIComponent(client)}`)).body.rows).toHaveLength(1);
     expect((await getJson('/admin/ledger?requestId=ledger-probe&client=someone-else')).body.rows).toEqual([]);
+    // The tool group a call came through: its rows name it, and `group` filters.
+    expect(one[0]!.group).toBeNull();
+    await call('legacy__echo', { text: 'through a group' }, 'ledger-probe-g', '/mcp/g');
+    const viaGroup = (await getJson('/admin/ledger?group=g&method=tools/call')).body.rows as Json[];
+    expect(viaGroup.map((r) => [r.requestId, r.group])).toEqual([['ledger-probe-g', 'g']]);
     expect((await getJson('/admin/ledger?since=yesterday-ish')).status).toBe(400);
     expect((await getJson('/admin/ledger?limit=-1')).status).toBe(400);
     const none = await getJson('/admin/ledger?limit=0');
