@@ -270,6 +270,10 @@ describe('/admin/events', () => {
     expect(ev).toMatchObject({ method: 'tools/call', name: 'legacy__add', server: 'legacy', upstreamName: 'add', outcome: 'ok', clientEra: MODERN, clientName: 'observer' });
     expect(ev.latencyMs).toBeGreaterThanOrEqual(0);
     expect(JSON.stringify(ev)).not.toMatch(/"a":1/); // arguments never travel on the feed
+    expect(ev.group).toBeUndefined();
+    // A call through a tool group's endpoint says which.
+    await call('legacy__add', { a: 1, b: 2 }, 'live-g', '/mcp/g');
+    expect(await next((m) => m.type === 'audit' && m.requestId === 'live-g')).toMatchObject({ name: 'legacy__add', outcome: 'ok', group: 'g' });
     ws.close();
   });
 
