@@ -15,7 +15,7 @@ import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
-import { queryRows, SDK1, SDK2, waitForRows } from './ledger-helpers.js';
+import { queryRows, SDK1, SDK2, waitForRows, type Row } from './ledger-helpers.js';
 
 const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
 const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
@@ -76,16 +76,21 @@ describe('an API key limited to tool groups', () => {
     // Refused by the router (group `other` shows no a__echo), and at the edge before routing (bob may not use `other`).
     expect((await echo('/mcp/other', ALICE, 'grp-other')).body?.error).toBeDefined();
     expect((await echo('/mcp/other', BOB, 'grp-forbidden')).status).toBe(403);
-    const small = await waitForRows(db, { group: 'small' }, (r) => r.some((x) => x.requestId === 'grp-small' && x.outcome === 'ok'));
-    expect(small.every((x) => x.group === 'small')).toBe(true);
-    expect(small.find((x) => x.requestId === 'grp-small')).toMatchObject({ principal: 'bob', tool: 'a__echo', server: 'a', outcome: 'ok' });
-    // (The first test's tools/list refused on /mcp/other is there too.)
-    const other = await waitForRows(db, { group: 'other', method: 'tools/call' }, (r) => r.length >= 2);
-    expect(other.map((x) => [x.principal, x.method, x.outcome, x.group])).toEqual([
-      ['alice', 'tools/call', 'rpc_error', 'other'],
-      ['bob', 'tools/call', 'denied', 'other'],
+    // And before any credential was accepted (its body unread, so no request id).
+    expect((await echo('/mcp/small', 'sy_not-a-key-of-this-hub-0123456789abcdefghijklmnop', 'grp-nokey')).status).toBe(401);
+    // Every row once they are all in (one CLI run while waiting), then `--group small` alone.
+    const byId = (rows: Row[], id: string) => rows.find((x) => x.requestId === id);
+    const all = await waitForRows(db, {}, (r) => byId(r, 'grp-small')?.outcome === 'ok' && byId(r, 'grp-other') !== undefined && byId(r, 'grp-all') !== undefined && r.some((x) => x.principal === '(unauthenticated)'));
+    expect(byId(all, 'grp-all')?.group).toBeNull();
+    // Both refusals on /mcp/other name that group (the edge's read no body: no request id).
+    expect(all.filter((x) => x.group === 'other' && x.method === 'tools/call').map((x) => [x.principal, x.outcome, x.requestId])).toEqual([
+      ['alice', 'rpc_error', 'grp-other'],
+      ['bob', 'denied', ''],
     ]);
-    expect((await queryRows(db, { 'request-id': 'grp-all' })).map((x) => x.group)).toEqual([null]);
+    const small = await queryRows(db, { group: 'small' });
+    expect(small.every((x) => x.group === 'small')).toBe(true);
+    expect(byId(small, 'grp-small')).toMatchObject({ principal: 'bob', tool: 'a__echo', server: 'a', outcome: 'ok' });
+    expect(small.find((x) => x.principal === '(unauthenticated)')).toMatchObject({ method: 'tools/call', outcome: 'denied', errorCode: 401 });
   });
 
   it("an idempotency key's refusal on a group's endpoint names the other call's tool only if the group shows it", async () => {
