@@ -284,7 +284,8 @@ describe('the raw line protocol of switchyard stdio', () => {
 describe('switchyard stdio --group', () => {
   it("serves one tool group, as /mcp/<group> does: its tools only; an unknown group is a usage error", async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-group-'));
-    const file = writeConfig(d, { groups: { small: { servers: ['modern'], tools: ['modern__echo'] } } });
+    // Three requests a principal may send at once: the fourth is refused at the edge, before routing.
+    const file = writeConfig(d, { groups: { small: { servers: ['modern'], tools: ['modern__echo'] } }, policy: { rateLimit: { perPrincipal: { burst: 3, perSecond: 0.01 } } } });
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file, '--group', 'small'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     const list = await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list', params: { _meta: META } });
     expect((list.result?.tools as Json[]).map((t) => t.name)).toEqual(['modern__echo']);
@@ -292,16 +293,19 @@ describe('switchyard stdio --group', () => {
     expect(other.error?.message, JSON.stringify(other)).toBe('Unknown tool: legacy__echo');
     const echo = await c.request({ jsonrpc: '2.0', id: 'e', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'hi' }, _meta: META } });
     expect(echo.result?.content?.[0]?.text).toBe('echo:hi');
+    const over = await c.request({ jsonrpc: '2.0', id: 'r', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'again' }, _meta: META } });
+    expect(over.error?.message).toMatch(/^Too Many Requests/);
     c.endInput();
     expect(await c.exited).toBe(0);
-    // Its rows name the group, the refusal's too (the hub closed the ledger at exit: all in SQLite).
+    // Its rows name the group, the refusals' too (the hub closed the ledger at exit: all in SQLite).
     const db = new Database(join(d, 'ledger.db'), { readonly: true });
-    const rows = db.prepare(`SELECT request_id, outcome, tool_group FROM audit WHERE request_id IN ('l', 'o', 'e') ORDER BY id`).all();
+    const rows = db.prepare(`SELECT request_id, outcome, tool_group FROM audit WHERE request_id IN ('l', 'o', 'e', 'r') ORDER BY id`).all();
     db.close();
     expect(rows).toEqual([
       { request_id: 'l', outcome: 'ok', tool_group: 'small' },
       { request_id: 'o', outcome: 'rpc_error', tool_group: 'small' },
       { request_id: 'e', outcome: 'ok', tool_group: 'small' },
+      { request_id: 'r', outcome: 'denied', tool_group: 'small' },
     ]);
 
     const bad = spawnSync(process.execPath, [BIN, 'stdio', '--config', file, '--group', 'big'], { cwd: ROOT, encoding: 'utf8', input: '' });
