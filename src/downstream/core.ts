@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import type { AuditEnd } from '../ledger/types.js';
+import type { SessionStreams } from './resumable.js';
 
 /** What the downstream edges need from the rest of the hub; nothing era-specific crosses it. */
 export interface HubCore {
@@ -48,6 +49,8 @@ export interface MessageSink {
   readonly closed: boolean;
   /** false: nothing sent before the answer reaches the client (its Accept had no text/event-stream). */
   readonly canStream?: boolean;
+  /** A legacy HTTP session's streams, which this answer joins once it streams (resumable.ts). */
+  resumeIn?: SessionStreams;
 }
 
 /** What 'resourceUpdated' carries. */

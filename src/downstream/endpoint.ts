@@ -31,6 +31,7 @@ import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { LegacySession, SessionEndedError } from './legacy-session.js';
+import { SessionStreams } from './resumable.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
@@ -452,6 +453,8 @@ export class Endpoint {
       return ex.reply(errorResponse(c.msg.id, err), 404);
     }
     session.lastSeen = Date.now();
+    // A new message of the session: the answers it read in full on this connection are let go (resumable.ts).
+    if (session.streams !== undefined && session.streams.size > 0 && ex.connection !== undefined) session.streams.acknowledge(ex.connection);
     if (c.kind === 'response') {
       if (!session.answer(c.msg)) this.log.debug({ id: c.msg.id }, 'late or unknown client response dropped');
       return ex.reply(undefined, 202);
@@ -773,6 +776,8 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, err), 400);
     }
     session.inflight.set(key, ac);
+    // Over HTTP its answer stream, if it becomes one, is resumable (digest §6.2; resumable.ts).
+    if (ex.transport === 'http' && ex.sink.canStream) ex.sink.resumeIn = session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id);
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
       if (result.resultType === 'input_required') {
@@ -811,7 +816,9 @@ export class Endpoint {
    * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
    */
   private endIdleSessions(before: number): void {
+    const now = Date.now();
     for (const [id, s] of this.sessions) {
+      s.streams?.sweep(now);
       if (s.lastSeen < before && !busy(s)) this.endSession(id);
       else this.memory?.touch(id, s.lastSeen);
     }
@@ -862,6 +869,8 @@ export class Endpoint {
     if (!s) return false;
     this.sessions.delete(id);
     s.close();
+    // What it kept for reconnections goes with it: a later Last-Event-ID gets the session's 404.
+    s.streams?.clear();
     // Its GET stream ends too: a session that is gone must not go on receiving notifications.
     (s.stream as { end?: () => void } | undefined)?.end?.();
     this.core.sessionClosed(id);
@@ -894,6 +903,14 @@ export class Endpoint {
 }
 
 const NO_KEYS: ReadonlySet<string> = new Set();
+
+/**
+ * Whether a session's streams start with a priming event (an id and empty data): 2025-11-25's
+ * rule; an older client (2025-03-26, 2025-06-18) may take an event without data for an error.
+ */
+export function primes(protocolVersion: string): boolean {
+  return protocolVersion >= '2025-11-25';
+}
 
 /** Endpoint.sessionFor's answer for a session it would take back if the hub had room (503, not 404). */
 export const NO_ROOM = Symbol('no room for the session');

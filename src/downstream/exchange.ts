@@ -10,6 +10,8 @@ export interface Exchange {
   /** Lower-case header lookup (HTTP); stdio has none. */
   header(name: string): string | undefined;
   readonly clientAddress?: string;
+  /** The connection it came on (HTTP: its socket), which a session's next message acknowledges answers by. */
+  readonly connection?: object;
   readonly principal: string;
   /** The tool group of the endpoint path `/mcp/<group>`, if any. */
   readonly group?: string;

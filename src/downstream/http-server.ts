@@ -9,7 +9,8 @@ import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, typ
 import { acceptsType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
-import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
+import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
+import { SessionStreams, type ResumableStream } from './resumable.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
@@ -329,7 +330,7 @@ export class HttpServer {
   /** Where a POST's answer goes (JSON, or SSE once something streams), and the signal of its client going away. */
   private answerChannel(req: EdgeRequest, res: EdgeResponse): { channel: PostChannel; closed: Canceller } {
     const accept = header(req, 'accept') ?? '';
-    const channel = new PostChannel(res, accept === '' || acceptsType(accept, 'text/event-stream'));
+    const channel = new PostChannel(res, req.socket, accept === '' || acceptsType(accept, 'text/event-stream'));
     const closed = new Canceller();
     res.on('close', () => {
       if (!res.writableFinished) closed.abort();
@@ -345,6 +346,7 @@ export class HttpServer {
       transport: 'http',
       header: (n) => header(req, n),
       clientAddress: req.socket.remoteAddress,
+      connection: req.socket,
       // Only the credential names the principal; nothing in the body or its _meta can.
       principal: who.principal,
       authContext: who.authContext,
@@ -466,26 +468,45 @@ export class HttpServer {
       sendJson(res, sid === undefined ? 400 : 404, errorResponse(undefined, new RpcError(sid === undefined ? INVALID_REQUEST : -32001, sid === undefined ? 'Mcp-Session-Id header is required' : 'Session not found')));
       return;
     }
-    if (session.stream && !session.stream.closed) {
-      sendJson(res, 409, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Conflict: only one GET stream per session')));
-      return;
+    const lastEventId = header(req, 'last-event-id');
+    let stream: ResumableStream;
+    if (lastEventId !== undefined) {
+      // A reconnection: the rest of the stream that id names (a POST's answer stream, or the
+      // standalone stream), never another session's (digest §6.2; resumable.ts).
+      const found = session.streams?.find(lastEventId) ?? { problem: 'Last-Event-ID does not name an event of this session' };
+      if ('problem' in found) {
+        sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Bad Request: ${found.problem}`)));
+        return;
+      }
+      stream = found.stream;
+      stream.resume(res, req.socket, found.after, { 'mcp-session-id': session.id });
+      if (!stream.standalone) return this.endAtExpiry(res, who);
+      session.stream = stream;
+    } else {
+      const open = session.stream as ResumableStream | undefined;
+      if (open && !open.closed && open.connected) {
+        sendJson(res, 409, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Conflict: only one GET stream per session')));
+        return;
+      }
+      stream = (session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id)).open(res, req.socket, true);
+      session.stream = stream;
     }
-    const stream = (session.stream = new SseStream(res, { 'mcp-session-id': session.id }));
     // The key that opened the stream may not be the one that opened the session: either removed ends it.
     session.streamKey = who.key;
     // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
     session.lastSeen = Date.now();
-    // The token that opened it is the stream's credential: it ends with it (the client comes
-    // back with a fresh one). The session stays; its requests are checked one by one.
-    const stop = endAtExpiry(who.expiresAt, () => stream.end());
-    res.on('close', () => {
-      stop();
-      session.lastSeen = Date.now();
-      // A closed stream is nothing to the session but its response, request and socket (some
-      // 12 KB), held while the session lives on idle (an hour by default) for every client
-      // that dropped its stream without a DELETE.
-      if (session.stream === stream) session.stream = undefined;
-    });
+    this.endAtExpiry(res, who);
+    res.on('close', () => (session.lastSeen = Date.now()));
+  }
+
+  /**
+   * The token that opened a stream's connection is its credential: the connection ends with it
+   * (the client comes back with a fresh one and Last-Event-ID). The session stays; its requests
+   * are checked one by one.
+   */
+  private endAtExpiry(res: EdgeResponse, who: Identity): void {
+    const stop = endAtExpiry(who.expiresAt, () => res.end());
+    res.on('close', stop);
   }
 
   private deleteSession(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined): void {

@@ -5,6 +5,7 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } f
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
+import type { SessionStreams } from './resumable.js';
 import { declares } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
@@ -36,6 +37,8 @@ export class LegacySession {
   /** The API key that opened its GET stream: the session ends when that key is removed too. */
   streamKey: string | undefined;
   readonly inflight = new KeyedTable<Canceller>();
+  /** Its resumable SSE streams and what they keep for a reconnection (HTTP; made at its first streamed answer). */
+  streams: SessionStreams | undefined;
   /**
    * Names this session object in the ids of its questions. Another hub given the same key, or
    * this hub restarted, serves the session with an object of its own: counted from 1 alone, its

@@ -1,8 +1,9 @@
 import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { Serialized, wireText } from '../protocol/serialized.js';
+import type { ResumableStream, SessionStreams } from './resumable.js';
 
-const SSE_HEADERS = {
+export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
   'cache-control': 'no-cache, no-transform',
   'x-accel-buffering': 'no',
@@ -88,9 +89,18 @@ export class PostChannel implements MessageSink {
   private keepAlive: NodeJS.Timeout | undefined;
   /** Notifications left out because the client fell MAX_UNREAD_BYTES behind. */
   dropped = 0;
+  /**
+   * The legacy HTTP session whose streams this answer joins once it streams (resumable.ts);
+   * set by the endpoint for a request of a session. A plain JSON answer never uses it.
+   */
+  resumeIn: SessionStreams | undefined;
+  /** This answer's resumable stream, once it streams in a session. */
+  private stream: ResumableStream | undefined;
 
   constructor(
     private readonly res: EdgeResponse,
+    /** The connection it answers on (the request's socket): see SessionStreams.acknowledge. */
+    private readonly connection: object,
     readonly canStream: boolean,
     private readonly headers: Record<string, string> = {},
     private readonly maxUnreadBytes = MAX_UNREAD_BYTES,
@@ -105,6 +115,11 @@ export class PostChannel implements MessageSink {
     return this.sse;
   }
 
+  /** Its stream is resumable: a cut connection does not lose what is sent after it. */
+  get resumable(): boolean {
+    return this.resumeIn !== undefined && this.canStream;
+  }
+
   /**
    * A message before the final answer. Dropped when the client cannot take a stream; a
    * progress or log notification is also dropped while the client is more than
@@ -112,10 +127,23 @@ export class PostChannel implements MessageSink {
    * client that does not read. Requests to the client and the final answer are always written.
    */
   send(msg: object): void {
+    // A resumable stream goes on being written (kept for its client) after a cut.
+    const stream = this.stream;
+    if (stream !== undefined) {
+      if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) this.dropped++;
+      else stream.send(msg);
+      return;
+    }
     if (this.closed || !this.canStream) return;
     if (!this.sse) {
       this.sse = true;
       this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
+      if (this.resumeIn !== undefined) {
+        // Its own keep-alive and the priming event come with it.
+        this.stream = this.resumeIn.open(this.res, this.connection, false);
+        this.stream.send(msg);
+        return;
+      }
       this.keepAlive = keepAlive(this.res, this.keepAliveMs, () => this.closed);
     } else if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) {
       this.dropped++;
@@ -126,6 +154,7 @@ export class PostChannel implements MessageSink {
 
   /** The final answer; `status` only matters while nothing has been streamed. */
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
+    if (this.stream !== undefined) return this.stream.finish(msg);
     if (this.closed) return;
     if (this.sse) {
       clearInterval(this.keepAlive);

@@ -30,7 +30,7 @@ function response(): { res: EdgeResponse; written: string[]; unread: { bytes: nu
 describe("a call's answer channel to a client that does not read", () => {
   it('leaves out progress and log lines past the bound, never a withdrawal, a completion or a request', () => {
     const { res, written, unread } = response();
-    const ch = new PostChannel(res, true, {}, 1000);
+    const ch = new PostChannel(res, {}, true, {}, 1000);
     ch.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1 } });
     unread.bytes = 2000;
     ch.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 2 } });

@@ -1,0 +1,250 @@
+/**
+ * A legacy (2025-11-25) client's answer stream survives a cut connection (digest §6.2): the
+ * hub's events carry ids, a priming event (an id, `retry:`, empty data) comes first, the call
+ * goes on meanwhile, and a GET with Last-Event-ID gets the rest of that stream, the answer
+ * included, within the replay bounds; another session's id gets nothing. Real built hub, the
+ * SDK v1 fixture upstream, the official SDK v1 client through a TCP proxy that drops the
+ * connection, and raw HTTP.
+ */
+import net from 'node:net';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LEGACY_VERSION, legacySession, parseMessages, waitForReady } from '../helpers/wire.js';
+import { SDK1, waitForRows } from './ledger-helpers.js';
+import { rawClient } from '../helpers/raw-http.js';
+
+const COUNTER = join(mkdtempSync(join(tmpdir(), 'switchyard-resume-')), 'counter.json');
+let hub: HubProcess;
+let db: string;
+
+beforeAll(async () => {
+  hub = await startHub({ servers: { s: nodeServer(SDK1, [], { COUNTER_FILE: COUNTER, CHATTER_TOOL: '1' }) } });
+  db = join(hub.dir, 'ledger.db');
+  await waitForReady(hub.url, ['s']);
+}, 60_000);
+afterAll(async () => void (await hub?.stop()));
+
+/**
+ * A TCP proxy in front of the hub that drops a connection (both sides) once the hub has sent it
+ * `cutAfter`: the network failing under a call's answer stream.
+ */
+async function cuttingProxy(target: number, cutAfter: string): Promise<{ url: string; cuts: number; close(): void }> {
+  const state = { cuts: 0 };
+  const server = net.createServer((client) => {
+    const up = net.connect(target, '127.0.0.1');
+    let seen = '';
+    client.on('data', (d) => up.write(d));
+    up.on('data', (d: Buffer) => {
+      client.write(d);
+      seen = (seen + d.toString('latin1')).slice(-4096);
+      if (seen.includes(cutAfter)) {
+        state.cuts++;
+        client.destroy();
+        up.destroy();
+      }
+    });
+    client.on('error', () => up.destroy());
+    up.on('error', () => client.destroy());
+    client.on('close', () => up.destroy());
+    up.on('close', () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    get cuts() {
+      return state.cuts;
+    },
+    close: () => server.close(),
+  };
+}
+
+const counted = (label: string): number => (JSON.parse(readFileSync(COUNTER, 'utf8')) as Record<string, number>)[label] ?? 0;
+
+interface SseEvent {
+  id?: string;
+  retry?: string;
+  data: string;
+}
+
+function events(text: string): SseEvent[] {
+  return text
+    .split('\n\n')
+    .filter((e) => e.trim() && !e.startsWith(':'))
+    .map((e) => {
+      const ev: SseEvent = { data: '' };
+      for (const line of e.split('\n')) {
+        const i = line.indexOf(':');
+        const [k, v] = i < 0 ? [line, ''] : [line.slice(0, i), line.slice(i + 1).replace(/^ /, '')];
+        if (k === 'id') ev.id = v;
+        else if (k === 'retry') ev.retry = v;
+        else if (k === 'data') ev.data += v;
+      }
+      return ev;
+    });
+}
+
+/** A raw legacy session's headers. */
+async function rawSession(): Promise<{ sid: string; h: Record<string, string> }> {
+  const s = await legacySession(hub.url);
+  return { sid: s.sessionId, h: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION } };
+}
+
+/** POSTs a call, reads its answer stream until `until` holds of what came, then cuts the connection. */
+async function callAndCut(h: Record<string, string>, body: object, until: (evs: SseEvent[]) => boolean): Promise<SseEvent[]> {
+  const ac = new AbortController();
+  const res = await fetch(hub.url, { method: 'POST', headers: h, body: JSON.stringify(body), signal: ac.signal });
+  expect(res.headers.get('content-type')).toContain('text/event-stream');
+  let text = '';
+  const dec = new TextDecoder();
+  try {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += dec.decode(chunk, { stream: true });
+      if (until(events(text))) break;
+    }
+  } finally {
+    ac.abort();
+  }
+  return events(text);
+}
+
+function resume(h: Record<string, string>, lastEventId: string): Promise<Response> {
+  return fetch(hub.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': h['mcp-session-id']!, 'mcp-protocol-version': LEGACY_VERSION, 'last-event-id': lastEventId } });
+}
+
+describe("a legacy call's answer stream cut mid-call", () => {
+  it('the official SDK v1 client reconnects with Last-Event-ID and gets the result; the tool ran once, one ledger row', async () => {
+    // Cut once the first progress report has gone through: the priming event came before it.
+    const proxy = await cuttingProxy(hub.port, 'notifications/progress');
+    const client = new Client({ name: 'resume-sdk1', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(proxy.url), {
+      reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 3 },
+    });
+    const errors: string[] = [];
+    transport.onerror = (e) => errors.push(String(e));
+    try {
+      await client.connect(transport);
+      const label = `resume-${Date.now()}`;
+      const progress: number[] = [];
+      const result = await client.callTool({ name: 's__slow', arguments: { ms: 800, label } }, undefined, { onprogress: (p) => progress.push(p.progress), timeout: 15_000 });
+      expect(result.content).toEqual([{ type: 'text', text: 'slept 800' }]);
+      expect(proxy.cuts).toBeGreaterThanOrEqual(1);
+      expect(errors.join('\n')).toMatch(/disconnected/);
+      // Every report reached the client once: the replay starts after the last event it had.
+      expect(progress).toEqual([...new Set(progress)]);
+      expect(progress.at(-1)).toBe(800);
+      expect(counted(label)).toBe(1);
+      const rows = await waitForRows(db, { tool: 's__slow' }, (r) => r.some((x) => x.clientName === 'resume-sdk1'));
+      expect(rows.filter((r) => r.clientName === 'resume-sdk1')).toHaveLength(1);
+      expect(rows.find((r) => r.clientName === 'resume-sdk1')!.outcome).toBe('ok');
+    } finally {
+      await client.close().catch(() => undefined);
+      proxy.close();
+    }
+  }, 30_000);
+
+  it('raw: the priming event, ids of one stream, and a replay of the rest that ends with the answer; acknowledged, it is let go', async () => {
+    const { h } = await rawSession();
+    const got = await callAndCut(h, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 's__slow', arguments: { ms: 600 }, _meta: { progressToken: 'p7' } } }, (evs) => evs.some((e) => e.data.includes('notifications/progress')));
+    const [priming, first] = got;
+    expect(priming).toMatchObject({ data: '', retry: '1000' });
+    expect(priming!.id).toMatch(/^[\w-]+\.\d+\.0$/);
+    const stream = priming!.id!.replace(/0$/, '');
+    expect(first!.id).toBe(`${stream}1`);
+    const res = await resume(h, first!.id!);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const rest = events(await res.text()); // the stream ends after the answer
+    expect(rest.length).toBeGreaterThan(1);
+    expect(rest.every((e) => e.id!.startsWith(stream))).toBe(true);
+    expect(rest.map((e) => Number(e.id!.slice(stream.length)))).toEqual(rest.map((_, i) => i + 2));
+    const answer = JSON.parse(rest.at(-1)!.data);
+    expect(answer).toMatchObject({ id: 7, result: { content: [{ type: 'text', text: 'slept 600' }] } });
+    // A request on another connection acknowledges nothing: the bytes may be lost with theirs.
+    await fetch(hub.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'ping' }) }).then((r) => r.text());
+    // Read in full on a connection, then a new request of the session on it: the stream is let go.
+    const conn = rawClient(hub.port);
+    const head = (method: string, extra: Record<string, string>) =>
+      `${method} /mcp HTTP/1.1\r\nhost: 127.0.0.1:${hub.port}\r\n${Object.entries({ ...h, ...extra })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('')}`;
+    conn.send(`${head('GET', { accept: 'text/event-stream', 'last-event-id': first!.id! }).replace(/content-type: [^\r]*\r\n/, '')}\r\n`);
+    const [again] = await conn.waitFor(1);
+    expect(again!.status).toBe(200);
+    expect(again!.body).toContain('slept 600');
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' });
+    conn.send(`${head('POST', { 'content-length': String(Buffer.byteLength(ping)) })}\r\n${ping}`);
+    expect((await conn.waitFor(2))[1]!.status).toBe(200);
+    conn.socket.destroy();
+    const gone = await resume(h, first!.id!);
+    expect(gone.status).toBe(400);
+    expect(await gone.text()).toMatch(/no longer kept/);
+  }, 20_000);
+
+  it('raw: the replay keeps at most 256 events and 1 MiB of a stream, the answer always; another session, or a made-up id, gets 400 and nothing of it', async () => {
+    const a = await rawSession();
+    const b = await rawSession();
+    const call = (id: number, count: number, pad: number) =>
+      callAndCut(a.h, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 's__chatter', arguments: { count, pad, ms: 0 }, _meta: { progressToken: `c${id}` } } }, (evs) => evs.length >= 2);
+    const [p1] = await call(21, 400, 10);
+    const [p2] = await call(22, 40, 64 * 1024);
+    await waitForRows(db, { tool: 's__chatter' }, (r) => r.filter((x) => x.outcome === 'ok').length >= 2);
+
+    // By count: 400 reports and the answer (events 1..401): the last 256 are kept.
+    const r1 = await resume(a.h, p1!.id!);
+    expect(r1.status).toBe(200);
+    const e1 = events(await r1.text());
+    expect(e1).toHaveLength(256);
+    expect(e1[0]!.id).toBe(p1!.id!.replace(/0$/, '146'));
+    expect(JSON.parse(e1.at(-1)!.data)).toMatchObject({ id: 21, result: { content: [{ text: 'chattered 400' }] } });
+
+    // By size: 40 reports of 64 KiB (2.6 MB): what is kept is under 1 MiB, and ends with the answer.
+    const r2 = await resume(a.h, p2!.id!);
+    const t2 = await r2.text();
+    expect(Buffer.byteLength(t2)).toBeLessThanOrEqual(1024 * 1024);
+    const e2 = events(t2);
+    expect(e2.length).toBeGreaterThan(1);
+    expect(e2.length).toBeLessThan(20);
+    expect(JSON.parse(e2.at(-1)!.data)).toMatchObject({ id: 22, result: { content: [{ text: 'chattered 40' }] } });
+
+    // Session b, with a's id: nothing of a's stream, and no hint it exists.
+    const foreign = await resume(b.h, p1!.id!);
+    expect(foreign.status).toBe(400);
+    const body = await foreign.text();
+    expect(body).toMatch(/does not name an event of this session/);
+    expect(body).not.toMatch(/chatter|progress/);
+    // Made up, or of a stream a never had.
+    for (const made of ['1', 'nope', `${p1!.id!.split('.')[0]}.999.0`, p1!.id!.replace(/0$/, '9999')]) expect((await resume(a.h, made)).status).toBe(400);
+    // An unknown session is 404, as for any request naming it.
+    const unknown = await fetch(hub.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': 'no-such-session', 'mcp-protocol-version': LEGACY_VERSION, 'last-event-id': p1!.id! } });
+    expect(unknown.status).toBe(404);
+    // Ended, its streams go with it.
+    await fetch(hub.url, { method: 'DELETE', headers: a.h });
+    expect((await resume(a.h, p1!.id!)).status).toBe(404);
+  }, 30_000);
+
+  it('raw: the standalone GET stream is primed too, and a reconnection with its Last-Event-ID takes it over', async () => {
+    const { h } = await rawSession();
+    const ac = new AbortController();
+    const res = await fetch(hub.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': h['mcp-session-id']!, 'mcp-protocol-version': LEGACY_VERSION }, signal: ac.signal });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const { value } = await reader.read();
+    const [priming] = events(new TextDecoder().decode(value));
+    expect(priming).toMatchObject({ data: '', retry: '1000' });
+    ac.abort();
+    const back = await resume(h, priming!.id!);
+    expect(back.status).toBe(200);
+    back.body?.cancel().catch(() => undefined);
+  }, 20_000);
+});
+
+// parseMessages is the suite's reader of SSE answers: the hub's ids and priming events must not upset it.
+it('an answer stream with ids and a priming event still parses as the suite reads SSE', () => {
+  expect(parseMessages('text/event-stream', 'id: a.1.0\nretry: 1000\ndata: \n\nid: a.1.1\nevent: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }]);
+});
