@@ -30,7 +30,7 @@ import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
-import { LegacySession, SessionEndedError } from './legacy-session.js';
+import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
 import { SessionStreams } from './resumable.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
@@ -722,8 +722,9 @@ export class Endpoint {
           signal,
           withdrawn,
           timeoutMs: this.limits.inputTimeoutMs,
-          // Over HTTP the question travels on this POST's answer stream, which the hub cannot
-          // resume (no event ids): once it closes, the question can never be answered.
+          // Over HTTP the question travels on this POST's answer stream: once its connection
+          // closes the question is withdrawn and the call ends (a resumed stream replays that),
+          // rather than held open for a reconnection that may never come.
           gone: ex.transport === 'http' ? ex.closed : undefined,
           end: (why) => call?.abort(why),
         }),
@@ -794,6 +795,8 @@ export class Endpoint {
       // ended session is (404), so an SDK client fails it now rather than at its own timeout.
       // Not on stdio, where the session ends by EOF or by initialize again: on one pipe, an
       // answer to the old session's id could be read as one to the new session's same id.
+      // Ended by the hub, not by its client, which resumes the stream and waits for the answer.
+      if (reason instanceof AnswerStreamClosedError) return ex.reply(errorResponse(req.id, new RpcError(INTERNAL_ERROR, reason.message)));
       if (reason instanceof SessionEndedError && ex.transport === 'http')
         return ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404);
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);

@@ -62,7 +62,7 @@ export class LegacySession {
    * for the client's answer. Refused at once when the client did not declare the capability.
    * `call` bounds the wait: the call's cancellation withdraws the question; so does the client
    * not answering within `timeoutMs`, or the channel that carried the question closing for good
-   * (`gone`: the hub cannot resume a POST's answer stream, so no answer could come), and then
+   * (`gone`: the question is not held open for a reconnection of a POST's answer stream), and then
    * the call that asked ends too (`end`). Withdrawn means the client hears notifications/cancelled
    * for it (digest §4) and the asker an error.
    */
@@ -101,7 +101,7 @@ export class LegacySession {
         else void withdraw('the server that asked withdrew it', new CancelledError('the server withdrew its request'));
       };
       const onGone = (): void => {
-        const err = new CancelledError(`the client's answer stream closed while it was asked ${req.method}; the hub cannot resume that stream, so no answer can come`);
+        const err = new AnswerStreamClosedError(req.method);
         if (withdraw('the stream that carried it closed', err)) call!.end(err);
       };
       this.pending.set(id, {
@@ -185,5 +185,15 @@ export class LegacySession {
 export class SessionEndedError extends CancelledError {
   constructor() {
     super('the client session ended while the request was in flight');
+  }
+}
+
+/**
+ * Why a call ended when the answer stream that carried its question closed (LegacySession.ask,
+ * `gone`). Its client still waits for an answer, which a resumed stream gives it (Endpoint.legacyRequest).
+ */
+export class AnswerStreamClosedError extends CancelledError {
+  constructor(method: string) {
+    super(`the client's answer stream closed while it was asked ${method}; a question is not held open for a reconnection, so no answer can come`);
   }
 }

@@ -84,7 +84,8 @@ export class PostChannel implements MessageSink {
   private sse = false;
   /**
    * Comments while the stream waits (a question for the user, a long call between progress
-   * reports): a proxy that cuts a quiet response would end the call (the hub cannot resume it).
+   * reports): a proxy that cuts a quiet response would cut the answer off (a session's
+   * stream has its own, in ResumableStream; outside one the hub cannot resume it).
    */
   private keepAlive: NodeJS.Timeout | undefined;
   /** Notifications left out because the client fell MAX_UNREAD_BYTES behind. */
@@ -107,7 +108,10 @@ export class PostChannel implements MessageSink {
     private readonly keepAliveMs = KEEP_ALIVE_MS,
   ) {}
 
+  /** Nothing sent now reaches its client: its connection is gone and, if it has one, its resumable stream finished or let go. */
   get closed(): boolean {
+    const s = this.stream;
+    if (s !== undefined) return s.finished || s.closed;
     return this.res.destroyed || this.res.writableEnded;
   }
 

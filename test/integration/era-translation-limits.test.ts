@@ -97,7 +97,7 @@ describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
     ac.abort(); // the client is gone: its socket closes, and it says nothing
     await call;
     const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined).then(rowOf(`${up}__elicit_form`, id)))!;
-    // Ended long before inputTimeoutMs: the question could never be answered (the hub cannot resume that stream).
+    // Ended long before inputTimeoutMs: a question is not held open for a reconnection of its stream.
     expect(row.latencyMs).toBeLessThan(INPUT_TIMEOUT_MS / 2);
     expect(row.outcome).toBe('cancelled');
     expect(row.errorMessage).toMatch(/stream closed/);

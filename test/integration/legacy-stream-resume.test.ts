@@ -23,9 +23,9 @@ let hub: HubProcess;
 let db: string;
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { s: nodeServer(SDK1, [], { COUNTER_FILE: COUNTER, CHATTER_TOOL: '1' }) } });
+  hub = await startHub({ servers: { s: nodeServer(SDK1, [], { COUNTER_FILE: COUNTER, CHATTER_TOOL: '1' }), leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
   db = join(hub.dir, 'ledger.db');
-  await waitForReady(hub.url, ['s']);
+  await waitForReady(hub.url, ['s', 'leg']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -90,8 +90,8 @@ function events(text: string): SseEvent[] {
 }
 
 /** A raw legacy session's headers. */
-async function rawSession(): Promise<{ sid: string; h: Record<string, string> }> {
-  const s = await legacySession(hub.url);
+async function rawSession(capabilities: Record<string, unknown> = {}): Promise<{ sid: string; h: Record<string, string> }> {
+  const s = await legacySession(hub.url, { capabilities });
   return { sid: s.sessionId, h: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION } };
 }
 
@@ -227,6 +227,19 @@ describe("a legacy call's answer stream cut mid-call", () => {
     await fetch(hub.url, { method: 'DELETE', headers: a.h });
     expect((await resume(a.h, p1!.id!)).status).toBe(404);
   }, 30_000);
+
+  it('raw: a question open at the cut is withdrawn and the call ends, and the resumed stream says so: the question, its withdrawal, an error answer', async () => {
+    const { h } = await rawSession({ elicitation: {} });
+    const got = await callAndCut(h, { jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 'leg__elicit_form', arguments: { who: 'cut' } } }, (evs) => evs.some((e) => e.data.includes('elicitation/create')));
+    const question = got.find((e) => e.data.includes('elicitation/create'))!;
+    const row = await waitForRows(db, { tool: 'leg__elicit_form' }, (r) => r.some((x) => x.requestId === '31'));
+    expect(row.find((x) => x.requestId === '31')!.outcome).toBe('cancelled');
+    const res = await resume(h, question.id!);
+    expect(res.status).toBe(200);
+    const rest = events(await res.text()).map((e) => JSON.parse(e.data) as { id?: unknown; method?: string; error?: { message: string } });
+    expect(rest[0]).toMatchObject({ method: 'notifications/cancelled', params: { requestId: JSON.parse(question.data).id } });
+    expect(rest.at(-1)).toMatchObject({ id: 31, error: { message: expect.stringMatching(/answer stream closed/) } });
+  }, 20_000);
 
   it('raw: the standalone GET stream is primed too, and a reconnection with its Last-Event-ID takes it over', async () => {
     const { h } = await rawSession();
