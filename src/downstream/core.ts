@@ -49,6 +49,8 @@ export interface MessageSink {
   readonly closed: boolean;
   /** false: nothing sent before the answer reaches the client (its Accept had no text/event-stream). */
   readonly canStream?: boolean;
+  /** false: kept for a reconnection, with no connection carrying it now (a cut resumable stream). */
+  readonly connected?: boolean;
   /** A legacy HTTP session's streams, which this answer joins once it streams (resumable.ts). */
   resumeIn?: SessionStreams;
 }

@@ -85,9 +85,12 @@ const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
 const DEFAULT_MAX_SESSIONS = 10_000;
 const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100;
 
-/** A session with its GET stream open or a call in flight is in use, however quiet. */
+/**
+ * A session with its GET stream open or a call in flight is in use, however quiet. A GET stream
+ * kept for its client's reconnection (ResumableStream) is open only while a connection carries it.
+ */
 function busy(s: LegacySession): boolean {
-  return (s.stream !== undefined && !s.stream.closed) || s.inflight.size > 0;
+  return (s.stream !== undefined && !s.stream.closed && s.stream.connected !== false) || s.inflight.size > 0;
 }
 
 /**

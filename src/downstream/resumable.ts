@@ -190,7 +190,7 @@ export class ResumableStream implements MessageSink {
   attach(res: EdgeResponse, connection: object, prime: boolean): void {
     this.conn = res;
     this.since = 0;
-    if (prime) res.write(`id: ${this.prefix}0\nretry: ${RETRY_MS}\ndata: \n\n`);
+    if (prime) res.write(`id: ${this.prefix}0\nretry: ${RETRY_MS}\ndata:\n\n`);
     this.keepAlive = setInterval(() => this.connected && this.conn!.write(': keep-alive\n\n'), KEEP_ALIVE_MS).unref();
     res.on('close', () => {
       if (this.conn !== res) return; // taken over by a reconnection

@@ -122,7 +122,7 @@ function messagesOf(body: string): Json[] {
   if (body.trimStart().startsWith('{') || body.trimStart().startsWith('[')) return [JSON.parse(body) as Json].flat();
   return body
     .split('\n')
-    .filter((l) => l.startsWith('data:'))
+    .filter((l) => l.startsWith('data:') && l.slice(5).trim() !== '') // not a priming event's empty data
     .map((l) => JSON.parse(l.slice(5)) as Json);
 }
 

@@ -181,7 +181,7 @@ describe('modern listen streams at the caps (listen.maxSessions*)', () => {
 });
 
 describe('a GET stream its client dropped', () => {
-  it('is let go by its session, which lives on idle (the stream held its response, request and socket for the session\'s life)', async () => {
+  it('no longer holds its connection, and the session lives on idle (the stream held its response, request and socket for the session\'s life)', async () => {
     // In process: what a session holds is not visible from outside the hub.
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-'));
     const hub = Hub.create(parseConfig({ ledger: { enabled: false }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
@@ -193,9 +193,12 @@ describe('a GET stream its client dropped', () => {
       const session = hub.endpoint.sessions.get(s.sessionId)!;
       expect(session.stream).toBeDefined();
       stream.abort();
+      // Kept, without its connection, for its client's reconnection with Last-Event-ID (resumable.ts).
+      const held = () => (session.stream as { conn?: unknown } | undefined)?.conn;
       const deadline = Date.now() + 5000;
-      while (session.stream !== undefined && Date.now() < deadline) await sleep(10);
-      expect(session.stream).toBeUndefined();
+      while (held() !== undefined && Date.now() < deadline) await sleep(10);
+      expect(held()).toBeUndefined();
+      expect(session.stream?.connected).toBe(false);
       // The session goes on, and takes a new stream.
       expect((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION })).status).toBe(200);
       (await openStream(url, s.sessionId)).abort();
