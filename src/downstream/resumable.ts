@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { wireText } from '../protocol/serialized.js';
-import { KEEP_ALIVE_MS, MAX_UNREAD_BYTES, SSE_HEADERS } from './sse.js';
+import { droppable, KEEP_ALIVE_MS, MAX_UNREAD_BYTES, SSE_HEADERS } from './sse.js';
 
 /**
  * Resumable SSE streams of a legacy (2025-11-25) HTTP session (digest §6.2): every event carries
@@ -155,6 +155,8 @@ export class ResumableStream implements MessageSink {
   deliveredOn: WeakRef<object> | undefined;
   /** When it finished, or its connection was cut (0: neither); REPLAY_KEEP_MS counts from there. */
   private since = 0;
+  /** Progress and log notifications not written to a connection more than MAX_UNREAD_BYTES behind (still kept). */
+  dropped = 0;
   /** Let go by its session: nothing more is kept (a live connection still gets what comes). */
   private forgotten = false;
 
@@ -207,8 +209,12 @@ export class ResumableStream implements MessageSink {
     if (!this.forgotten) this.keep(text);
     const c = this.conn;
     if (c === undefined || c.destroyed || c.writableEnded) return;
-    // The standalone stream of a client this far behind is cut: it reconnects and is replayed what is kept.
-    if (this.standalone && c.writableLength > MAX_UNREAD_BYTES) return void c.destroy();
+    if (c.writableLength > MAX_UNREAD_BYTES) {
+      // The standalone stream of a client this far behind is cut: it reconnects and is replayed
+      // what is kept. A call's stream leaves out progress and logs, as PostChannel does.
+      if (this.standalone) return void c.destroy();
+      if (droppable(msg)) return void this.dropped++;
+    }
     c.write(text);
   }
 

@@ -131,13 +131,8 @@ export class PostChannel implements MessageSink {
    * client that does not read. Requests to the client and the final answer are always written.
    */
   send(msg: object): void {
-    // A resumable stream goes on being written (kept for its client) after a cut.
-    const stream = this.stream;
-    if (stream !== undefined) {
-      if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) this.dropped++;
-      else stream.send(msg);
-      return;
-    }
+    // A resumable stream goes on (kept for its client) after a cut, and bounds what it writes itself.
+    if (this.stream !== undefined) return this.stream.send(msg);
     if (this.closed || !this.canStream) return;
     if (!this.sse) {
       this.sse = true;
@@ -187,6 +182,6 @@ export class PostChannel implements MessageSink {
  */
 const DROPPABLE = new Set(['notifications/progress', 'notifications/message']);
 
-function droppable(msg: object): boolean {
+export function droppable(msg: object): boolean {
   return !(msg instanceof Serialized) && !('id' in msg) && DROPPABLE.has((msg as { method?: unknown }).method as string);
 }

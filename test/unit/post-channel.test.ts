@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PostChannel } from '../../src/downstream/sse.js';
+import { MAX_UNREAD_BYTES, PostChannel } from '../../src/downstream/sse.js';
+import { SessionStreams } from '../../src/downstream/resumable.js';
 import type { EdgeResponse } from '../../src/transport/http1/types.js';
 
 /** A response whose unread bytes the test sets: what the channel writes is kept. */
@@ -20,6 +21,10 @@ function response(): { res: EdgeResponse; written: string[]; unread: { bytes: nu
       return true;
     },
     end() {},
+    flushHeaders() {},
+    destroy() {
+      (res as { destroyed: boolean }).destroyed = true;
+    },
     on() {
       return res;
     },
@@ -41,5 +46,33 @@ describe("a call's answer channel to a client that does not read", () => {
     const methods = written.map((w) => JSON.parse(w.slice(w.indexOf('data: ') + 6)).method);
     expect(methods).toEqual(['notifications/progress', 'notifications/cancelled', 'notifications/elicitation/complete', 'elicitation/create']);
     expect(ch.dropped).toBe(2);
+  });
+});
+
+describe("a legacy session's resumable answer stream, resumed by a client that does not read", () => {
+  it('leaves progress past the bound out of what it writes to the new connection, keeps it for a replay, and still writes requests and the answer', () => {
+    const post = response();
+    const ch = new PostChannel(post.res, {}, true);
+    ch.resumeIn = new SessionStreams(true, 'sid');
+    const progress = (n: number) => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: n } });
+    ch.send(progress(1));
+    const [priming, first] = post.written;
+    expect(priming).toMatch(/^id: [\w-]+\.1\.0\nretry: 1000\ndata:\n\n$/);
+    const id = /^id: (\S+)/.exec(first!)![1]!;
+    // The POST's connection is cut; the client comes back on a GET and stops reading.
+    const get = response();
+    const found = ch.resumeIn.find(id);
+    if ('problem' in found) throw new Error(found.problem);
+    found.stream.resume(get.res, {}, found.after, {});
+    get.unread.bytes = MAX_UNREAD_BYTES + 1;
+    ch.send(progress(2));
+    ch.send({ jsonrpc: '2.0', id: 'sy-2', method: 'elicitation/create', params: {} });
+    ch.end({ jsonrpc: '2.0', id: 7, result: {} });
+    const sent = (w: string[]) => w.map((t) => JSON.parse(t.slice(t.indexOf('data: ') + 6)) as { method?: string; id?: unknown });
+    expect(sent(get.written)).toEqual([expect.objectContaining({ method: 'elicitation/create' }), expect.objectContaining({ id: 7 })]);
+    // All of it is kept: a client that reads comes back for it.
+    const again = response();
+    found.stream.resume(again.res, {}, found.after, {});
+    expect(sent(again.written.join('').split(/(?<=\n\n)/)).map((m) => m.method ?? m.id)).toEqual(['notifications/progress', 'elicitation/create', 7]);
   });
 });
