@@ -31,7 +31,7 @@ import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
-import { SessionStreams } from './resumable.js';
+import { ReplayBudget, SessionStreams } from './resumable.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
@@ -103,6 +103,8 @@ export class Endpoint {
   /** Legacy sessions of stdio hubs (one per process, or one per initialize), by id. */
   private readonly stdioSessions = new Map<string, LegacySession>();
   readonly listen: ListenHub;
+  /** What every legacy session's resumable streams keep, together (resumable.ts). */
+  readonly replayBudget = new ReplayBudget();
   private readonly sweeper: NodeJS.Timeout;
   /** Malformed client responses are warned of a few a minute: a client can send any number. */
   private readonly malformedWarnings = new LogBudget(10, 60_000);
@@ -781,7 +783,7 @@ export class Endpoint {
     }
     session.inflight.set(key, ac);
     // Over HTTP its answer stream, if it becomes one, is resumable (digest §6.2; resumable.ts).
-    if (ex.transport === 'http' && ex.sink.canStream) ex.sink.resumeIn = session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id);
+    if (ex.transport === 'http' && ex.sink.canStream) ex.sink.resumeIn = session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id, this.replayBudget);
     try {
       const result = await this.core.handle(req.method, req.params ?? {}, ctx);
       if (result.resultType === 'input_required') {

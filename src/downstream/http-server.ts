@@ -488,7 +488,7 @@ export class HttpServer {
         sendJson(res, 409, errorResponse(undefined, new RpcError(INVALID_REQUEST, 'Conflict: only one GET stream per session')));
         return;
       }
-      stream = (session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id)).open(res, req.socket, true);
+      stream = (session.streams ??= new SessionStreams(primes(session.protocolVersion), session.id, this.endpoint.replayBudget)).open(res, req.socket, true);
       session.stream = stream;
     }
     // The key that opened the stream may not be the one that opened the session: either removed ends it.

@@ -27,6 +27,34 @@ export const REPLAY_KEEP_MS = 5 * 60_000;
 /** Finished streams a session keeps at most (beyond: the oldest go); the live ones are its calls in flight. */
 export const REPLAY_MAX_FINISHED = 16;
 
+/**
+ * Bytes kept for replays across the hub, every session's streams together. Without it the
+ * per-stream and per-session bounds still let one principal's hundred sessions, each with
+ * sixteen finished streams of 1 MiB, hold 1.6 GB for five minutes.
+ */
+export const REPLAY_MAX_TOTAL_BYTES = 64 * 1024 * 1024;
+
+/**
+ * What the hub keeps for replays, all sessions together: past `max` bytes the streams that
+ * finished longest ago are let go first; with none left, the stream being written keeps only
+ * its newest event. One per Endpoint.
+ */
+export class ReplayBudget {
+  bytes = 0;
+  /** Finished streams that keep events, in the order they finished. */
+  readonly finished = new Set<ResumableStream>();
+
+  constructor(readonly max = REPLAY_MAX_TOTAL_BYTES) {}
+
+  /** Over the budget: the oldest finished streams go until it is not. */
+  settle(): void {
+    for (const s of this.finished) {
+      if (this.bytes <= this.max) return;
+      s.letGo();
+    }
+  }
+}
+
 /** Why a Last-Event-ID cannot be resumed: not one this session gave (400), or its stream is no longer kept (400 too). */
 export type Unresumable = { problem: string };
 
@@ -46,6 +74,7 @@ export class SessionStreams {
   constructor(
     readonly prime: boolean,
     private readonly sessionId: string,
+    readonly budget: ReplayBudget,
   ) {}
 
   /** A new stream on `res`, whose SSE head is written (by the caller for a POST, here for a GET). */
@@ -224,6 +253,7 @@ export class ResumableStream implements MessageSink {
     if (msg) this.send(msg);
     this.finished = true;
     this.since = Date.now();
+    if (!this.forgotten) this.owner.budget.finished.add(this);
     clearInterval(this.keepAlive);
     const c = this.conn;
     if (c !== undefined && !c.writableEnded) c.end();
@@ -272,19 +302,32 @@ export class ResumableStream implements MessageSink {
 
   forget(): void {
     this.forgotten = true;
+    const budget = this.owner.budget;
+    budget.bytes -= this.bytes;
+    budget.finished.delete(this);
     this.kept = [];
     this.sizes = [];
     this.bytes = 0;
   }
 
+  /** The hub's budget needs its room: its session lets it go. */
+  letGo(): void {
+    this.owner.drop(this);
+  }
+
   private keep(text: string): void {
     const n = Buffer.byteLength(text);
+    const budget = this.owner.budget;
     this.kept.push(text);
     this.sizes.push(n);
     this.bytes += n;
-    while (this.kept.length > 1 && (this.kept.length > REPLAY_MAX_EVENTS || this.bytes > REPLAY_MAX_BYTES)) {
+    budget.bytes += n;
+    if (budget.bytes > budget.max) budget.settle();
+    while (this.kept.length > 1 && (this.kept.length > REPLAY_MAX_EVENTS || this.bytes > REPLAY_MAX_BYTES || budget.bytes > budget.max)) {
       this.kept.shift();
-      this.bytes -= this.sizes.shift()!;
+      const m = this.sizes.shift()!;
+      this.bytes -= m;
+      budget.bytes -= m;
       this.firstKept++;
     }
   }

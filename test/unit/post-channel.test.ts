@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_UNREAD_BYTES, PostChannel } from '../../src/downstream/sse.js';
-import { SessionStreams } from '../../src/downstream/resumable.js';
+import { ReplayBudget, SessionStreams } from '../../src/downstream/resumable.js';
 import type { EdgeResponse } from '../../src/transport/http1/types.js';
 
 /** A response whose unread bytes the test sets: what the channel writes is kept. */
@@ -53,7 +53,7 @@ describe("a legacy session's resumable answer stream, resumed by a client that d
   it('leaves progress past the bound out of what it writes to the new connection, keeps it for a replay, and still writes requests and the answer', () => {
     const post = response();
     const ch = new PostChannel(post.res, {}, true);
-    ch.resumeIn = new SessionStreams(true, 'sid');
+    ch.resumeIn = new SessionStreams(true, 'sid', new ReplayBudget());
     const progress = (n: number) => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: n } });
     ch.send(progress(1));
     const [priming, first] = post.written;
@@ -74,5 +74,46 @@ describe("a legacy session's resumable answer stream, resumed by a client that d
     const again = response();
     found.stream.resume(again.res, {}, found.after, {});
     expect(sent(again.written.join('').split(/(?<=\n\n)/)).map((m) => m.method ?? m.id)).toEqual(['notifications/progress', 'elicitation/create', 7]);
+  });
+});
+
+describe('what the hub keeps for replays, all sessions together', () => {
+  it('past its budget lets go of the streams that finished longest ago first, then keeps only the newest event of the one being written', () => {
+    const budget = new ReplayBudget(4000);
+    const a = new SessionStreams(true, 'a', budget);
+    const b = new SessionStreams(true, 'b', budget);
+    const big = (n: number) => ({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `${n}`.padEnd(1000, 'x') } });
+    const idOf = (w: string[]) => /^id: (\S+)/.exec(w.at(-1)!)![1]!;
+    const ra = response();
+    const sa = a.open(ra.res, {}, false);
+    sa.send(big(1));
+    sa.finish({ jsonrpc: '2.0', id: 1, result: {} });
+    const older = idOf(ra.written);
+    const ra2 = response();
+    const sa2 = a.open(ra2.res, {}, false);
+    sa2.send(big(2));
+    sa2.finish({ jsonrpc: '2.0', id: 2, result: {} });
+    const newer = idOf(ra2.written);
+    expect(budget.bytes).toBeGreaterThan(2000);
+    expect(budget.bytes).toBeLessThan(4000);
+    // Another session's stream takes the hub over its budget: a's oldest finished stream goes, not its newer one.
+    const rb = response();
+    const sb = b.open(rb.res, {}, false);
+    sb.send(big(3));
+    sb.send(big(4));
+    expect(a.find(older)).toMatchObject({ problem: expect.stringMatching(/no longer kept/) });
+    expect(a.find(newer)).toMatchObject({ stream: sa2 });
+    expect(budget.bytes).toBeLessThanOrEqual(4000);
+    // With no finished stream left to let go, the stream being written keeps only its newest events.
+    for (let i = 5; i < 12; i++) sb.send(big(i));
+    expect(a.find(newer)).toMatchObject({ problem: expect.stringMatching(/no longer kept/) });
+    expect(budget.bytes).toBeLessThanOrEqual(4000);
+    const again = response();
+    sb.resume(again.res, {}, 0, {});
+    expect(again.written.join('')).toContain('11xxx');
+    expect(again.written.join('')).not.toContain('5xxx');
+    // A session that ends gives its bytes back.
+    b.clear();
+    expect(budget.bytes).toBe(0);
   });
 });
