@@ -10,7 +10,7 @@ import { acceptsType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
 import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
-import { SessionStreams, type ResumableStream } from './resumable.js';
+import { notOurs, SessionStreams, type ResumableStream } from './resumable.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
@@ -469,17 +469,20 @@ export class HttpServer {
       return;
     }
     const lastEventId = header(req, 'last-event-id');
+    // A reconnection: the rest of the stream that id names (a POST's answer stream, or the
+    // standalone stream), never another session's (digest §6.2; resumable.ts).
+    const resumed = lastEventId === undefined ? undefined : (session.streams?.find(lastEventId) ?? notOurs(lastEventId));
+    // A call's stream that cannot be resumed has nothing to give; a standalone one that cannot
+    // (an id of an earlier hub process that took the session back, or of a stream let go) is
+    // opened anew, as without Last-Event-ID: refused, the client would hear no notifications again.
+    if (resumed !== undefined && 'problem' in resumed && !resumed.standalone) {
+      sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Bad Request: ${resumed.problem}`)));
+      return;
+    }
     let stream: ResumableStream;
-    if (lastEventId !== undefined) {
-      // A reconnection: the rest of the stream that id names (a POST's answer stream, or the
-      // standalone stream), never another session's (digest §6.2; resumable.ts).
-      const found = session.streams?.find(lastEventId) ?? { problem: 'Last-Event-ID does not name an event of this session' };
-      if ('problem' in found) {
-        sendJson(res, 400, errorResponse(undefined, new RpcError(INVALID_REQUEST, `Bad Request: ${found.problem}`)));
-        return;
-      }
-      stream = found.stream;
-      stream.resume(res, req.socket, found.after, { 'mcp-session-id': session.id });
+    if (resumed !== undefined && !('problem' in resumed)) {
+      stream = resumed.stream;
+      stream.resume(res, req.socket, resumed.after, { 'mcp-session-id': session.id });
       if (!stream.standalone) return this.endAtExpiry(res, who);
       session.stream = stream;
     } else {

@@ -55,11 +55,25 @@ export class ReplayBudget {
   }
 }
 
-/** Why a Last-Event-ID cannot be resumed: not one this session gave (400), or its stream is no longer kept (400 too). */
-export type Unresumable = { problem: string };
+/**
+ * Why a Last-Event-ID cannot be resumed: not one this session gave, or its stream is no longer
+ * kept. `standalone`: it has the form of a standalone GET stream's id (of any session, or of an
+ * earlier hub process): the client gets a new stream rather than none (HttpServer.getStream).
+ */
+export type Unresumable = { problem: string; standalone: boolean };
+
+/** `<tag>.<stream>.<seq>`, the stream number marked `g` for a standalone GET stream. */
+const EVENT_ID = /^([\w-]{1,64})\.(g?)([1-9]\d{0,9})\.(0|[1-9]\d{0,15})$/;
+const NOT_OURS = 'Last-Event-ID does not name an event of this session';
+
+/** A Last-Event-ID sent to a session that has no streams (none yet, or taken back by a restarted hub). */
+export function notOurs(lastEventId: string): Unresumable {
+  return { problem: NOT_OURS, standalone: EVENT_ID.exec(lastEventId)?.[2] === 'g' };
+}
 
 /**
- * The resumable streams of one session. Its ids are `<tag>.<stream>.<seq>`: the random tag
+ * The resumable streams of one session. Its ids are `<tag>.<stream>.<seq>` (the standalone
+ * GET stream's number marked `g`, so an id of it is known for one later): the random tag
  * tells this session's ids from another's (or an earlier hub process's), so a foreign id finds
  * nothing; a session looks only in its own streams, so no id can reach another's events.
  */
@@ -79,7 +93,7 @@ export class SessionStreams {
 
   /** A new stream on `res`, whose SSE head is written (by the caller for a POST, here for a GET). */
   open(res: EdgeResponse, connection: object, standalone: boolean): ResumableStream {
-    const s = new ResumableStream(this, ++this.last, `${this.tag}.${this.last}.`, standalone);
+    const s = new ResumableStream(this, ++this.last, `${this.tag}.${standalone ? 'g' : ''}${this.last}.`, standalone);
     this.streams.set(s.no, s);
     if (standalone) {
       // A new GET stream (no Last-Event-ID) starts afresh: the old one's events are not its.
@@ -95,17 +109,19 @@ export class SessionStreams {
 
   /** The stream and place a Last-Event-ID names, or why it cannot be resumed. */
   find(lastEventId: string): { stream: ResumableStream; after: number } | Unresumable {
-    const parts = lastEventId.split('.');
-    if (parts.length !== 3 || parts[0] !== this.tag || !/^[1-9]\d{0,9}$/.test(parts[1]!) || !/^(0|[1-9]\d{0,15})$/.test(parts[2]!))
-      return { problem: 'Last-Event-ID does not name an event of this session' };
-    const no = Number(parts[1]);
-    const after = Number(parts[2]);
+    const m = EVENT_ID.exec(lastEventId);
+    if (!m) return { problem: NOT_OURS, standalone: false };
+    const standalone = m[2] === 'g';
+    const no = Number(m[3]);
+    const after = Number(m[4]);
+    if (m[1] !== this.tag || no > this.last) return { problem: NOT_OURS, standalone };
     const stream = this.streams.get(no);
-    if (!stream) {
-      if (no > this.last) return { problem: 'Last-Event-ID does not name an event of this session' };
-      return { problem: `the events of that stream are no longer kept (a stream is kept ${REPLAY_KEEP_MS / 1000} s after its answer or its cut, and until its client's next request on the connection that delivered its answer)` };
-    }
-    if (after > stream.lastSeq) return { problem: 'Last-Event-ID does not name an event of this session' };
+    if (stream === undefined)
+      return {
+        problem: `the events of that stream are no longer kept (a stream is kept ${REPLAY_KEEP_MS / 1000} s after its answer or its cut, and until its client's next request on the connection that delivered its answer)`,
+        standalone,
+      };
+    if (stream.standalone !== standalone || after > stream.lastSeq) return { problem: NOT_OURS, standalone };
     return { stream, after };
   }
 

@@ -251,9 +251,21 @@ describe("a legacy call's answer stream cut mid-call", () => {
     const [priming] = events(new TextDecoder().decode(value));
     expect(priming).toMatchObject({ data: '', retry: '1000' });
     ac.abort();
+    expect(priming!.id).toMatch(/^[\w-]+\.g\d+\.0$/);
     const back = await resume(h, priming!.id!);
     expect(back.status).toBe(200);
     back.body?.cancel().catch(() => undefined);
+    // A standalone stream's id this session cannot resume (an earlier hub process's, which took
+    // the session back; another session's): a new stream, of this session, rather than none.
+    const other = await rawSession();
+    const ac2 = new AbortController();
+    const fresh = await fetch(hub.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': other.sid, 'mcp-protocol-version': LEGACY_VERSION, 'last-event-id': priming!.id! }, signal: ac2.signal });
+    expect(fresh.status).toBe(200);
+    const first = await (fresh.body as ReadableStream<Uint8Array>).getReader().read();
+    const [newPriming] = events(new TextDecoder().decode(first.value));
+    expect(newPriming!.id).toMatch(/^[\w-]+\.g\d+\.0$/);
+    expect(newPriming!.id!.split('.')[0]).not.toBe(priming!.id!.split('.')[0]);
+    ac2.abort();
   }, 20_000);
 });
 
