@@ -481,6 +481,9 @@ export class HttpServer {
     }
     let stream: ResumableStream;
     if (resumed !== undefined && !('problem' in resumed)) {
+      // Over, and the client has all of it (a call cancelled or ended without an answer): 204,
+      // which an SDK client takes as the end, where an empty stream would have it come back.
+      if (resumed.stream.finished && resumed.after >= resumed.stream.lastSeq) return void res.writeHead(204, { 'mcp-session-id': session.id }).end();
       stream = resumed.stream;
       stream.resume(res, req.socket, resumed.after, { 'mcp-session-id': session.id });
       if (!stream.standalone) return this.endAtExpiry(res, who);

@@ -165,19 +165,25 @@ describe("a legacy call's answer stream cut mid-call", () => {
     expect(rest.map((e) => Number(e.id!.slice(stream.length)))).toEqual(rest.map((_, i) => i + 2));
     const answer = JSON.parse(rest.at(-1)!.data);
     expect(answer).toMatchObject({ id: 7, result: { content: [{ type: 'text', text: 'slept 600' }] } });
-    // A request on another connection acknowledges nothing: the bytes may be lost with theirs.
-    await fetch(hub.url, { method: 'POST', headers: h, body: JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'ping' }) }).then((r) => r.text());
-    // Read in full on a connection, then a new request of the session on it: the stream is let go.
-    const conn = rawClient(hub.port);
+    // From its last event there is nothing more: 204, so a client does not come back for more.
+    const over = await resume(h, rest.at(-1)!.id!);
+    expect(over.status).toBe(204);
     const head = (method: string, extra: Record<string, string>) =>
       `${method} /mcp HTTP/1.1\r\nhost: 127.0.0.1:${hub.port}\r\n${Object.entries({ ...h, ...extra })
         .map(([k, v]) => `${k}: ${v}\r\n`)
         .join('')}`;
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' });
+    // A request on another connection acknowledges nothing: the bytes may be lost with theirs.
+    const elsewhere = rawClient(hub.port);
+    elsewhere.send(`${head('POST', { 'content-length': String(Buffer.byteLength(ping)) })}\r\n${ping}`);
+    expect((await elsewhere.waitFor(1))[0]!.status).toBe(200);
+    elsewhere.socket.destroy();
+    // Read in full on a connection, then a new request of the session on it: the stream is let go.
+    const conn = rawClient(hub.port);
     conn.send(`${head('GET', { accept: 'text/event-stream', 'last-event-id': first!.id! }).replace(/content-type: [^\r]*\r\n/, '')}\r\n`);
     const [again] = await conn.waitFor(1);
     expect(again!.status).toBe(200);
     expect(again!.body).toContain('slept 600');
-    const ping = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' });
     conn.send(`${head('POST', { 'content-length': String(Buffer.byteLength(ping)) })}\r\n${ping}`);
     expect((await conn.waitFor(2))[1]!.status).toBe(200);
     conn.socket.destroy();
