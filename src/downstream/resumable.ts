@@ -36,8 +36,8 @@ export const REPLAY_MAX_TOTAL_BYTES = 64 * 1024 * 1024;
 
 /**
  * What the hub keeps for replays, all sessions together: past `max` bytes the streams that
- * finished longest ago are let go first; with none left, the stream being written keeps only
- * its newest event. One per Endpoint.
+ * finished longest ago are let go first; with none left, the stream being written drops its
+ * oldest events until the budget holds (its newest always stays). One per Endpoint.
  */
 export class ReplayBudget {
   bytes = 0;
@@ -81,7 +81,7 @@ export class SessionStreams {
   private readonly tag = randomBytes(6).toString('base64url');
   private last = 0;
   private readonly streams = new Map<number, ResumableStream>();
-  /** The standalone GET stream (its number), while kept. */
+  /** The standalone GET stream, while kept. */
   standalone: ResumableStream | undefined;
 
   /** `prime`: the session's version takes a priming event (2025-11-25: an event with an id and empty data). */
