@@ -299,11 +299,12 @@ function create(file: string, command: string): boolean {
 
 /**
  * Takes the writer lock of the config's ledger (nothing when the ledger is off), waiting up to
- * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart).
- * Released when this process exits. Throws LedgerBusyError, LedgerUnusableError (a ledger it
- * could not create or write), or LedgerLinkedError when the database has other names.
+ * `waitMs` for a live holder to go away (a client's short-lived probe process, a restart);
+ * `waiting` is told once when it starts to wait, and for whom. Released when this process
+ * exits. Throws LedgerBusyError, LedgerUnusableError (a ledger it could not create or write),
+ * or LedgerLinkedError when the database has other names.
  */
-export async function lockLedger(config: HubConfig, command: string, waitMs: number): Promise<void> {
+export async function lockLedger(config: HubConfig, command: string, waitMs: number, waiting?: (holder: { pid: number; command?: string }) => void): Promise<void> {
   if (!config.ledger.enabled) return;
   const db = ledgerDbPath(config);
   const deadline = Date.now() + waitMs;
@@ -315,11 +316,17 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   // must meet that hub's lock, or two hubs write one database.
   const real = realLedgerPath(db);
   const file = `${real}.lock`;
+  let told = false;
+  const waitFor = (holder: { pid: number; command?: string }): Promise<void> => {
+    if (!told) waiting?.({ pid: holder.pid, command: holder.command });
+    told = true;
+    return sleep(100);
+  };
   for (;;) {
     const older = olderHolder(db, real);
     if (older) {
       if (Date.now() >= deadline) throw new LedgerBusyError(`${db} (${real})`, { pid: older.pid, command: older.command });
-      await sleep(100);
+      await waitFor(older);
       continue;
     }
     if (create(file, command)) return refuseLinked(real, file);
@@ -327,7 +334,7 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
     if (holder && holderAlive(holder)) {
       if (holder.pid === process.pid) return refuseLinked(real, file);
       if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, { pid: holder.pid, command: holder.command });
-      await sleep(100);
+      await waitFor(holder);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
       await sleep(50); // being written this instant, most likely
     } else if (!takeOver(file)) {

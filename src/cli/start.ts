@@ -8,6 +8,7 @@ import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
+import { ServeSignals } from './serve-signals.js';
 
 interface StartArgs {
   config: string;
@@ -35,6 +36,14 @@ export const startCommand: CommandModule<object, StartArgs> = {
   handler: async (argv) => {
     consoleToStderr(); // before any plugin loads
     const log = createLogger();
+    // First: a signal from here on is handled (serve-signals.ts). Nothing is started until the
+    // hub exists, so a stop before that is an exit.
+    const signals = new ServeSignals(log);
+    signals.onStop((signal) => {
+      log.info({ signal }, 'stopped before starting');
+      log.flush();
+      process.exit(0);
+    });
     const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;
     const exposed = configExposureProblem(config, host);
@@ -43,15 +52,27 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.exit(2);
     }
     try {
-      await lockLedger(config, 'switchyard start', 3_000);
+      await lockLedger(config, 'switchyard start', 3_000, (holder) =>
+        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 3 s for it`),
+      );
     } catch (err) {
       if (!(err instanceof LedgerLockError)) throw err;
       process.stderr.write(`${err.message}\n`);
       process.exit(2);
     }
     let hub: Hub;
+    /** A stop signal came while the hub started: it stops there, before it serves or spawns anything. */
+    const stopIfAsked = async (): Promise<void> => {
+      if (!signals.stopping) return;
+      await hub.stop();
+      log.info({ signal: signals.stopping }, 'stopped before serving');
+      log.flush();
+      process.exit(0);
+    };
     try {
       hub = Hub.create(config, log);
+      // From here a stop waits for the step under way to end: the hub's stop needs it ended.
+      signals.onStop((signal) => log.info({ signal }, 'stop signal while starting: the hub stops once the step under way ends'));
       await hub.prepareListener();
     } catch (err) {
       // The disk, not the config: a ledger SQLite cannot write (full, I/O error) is exit 1, named as the ledger.
@@ -64,6 +85,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.stderr.write(`${argv.config}: ${redactLogText((err as Error).message)}\n`);
       process.exit(2);
     }
+    await stopIfAsked();
     const port = argv.port ?? config.listen.port;
     let addr: AddressInfo;
     try {
@@ -76,34 +98,25 @@ export const startCommand: CommandModule<object, StartArgs> = {
       await hub.stop();
       process.exit(1);
     }
+    await stopIfAsked();
     const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch });
-    process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
-    let stopping = false;
-    const stop = async (signal: string) => {
-      if (stopping) {
-        // A second signal: stop waiting for calls in flight.
-        log.warn({ signal }, 'second stop signal; exiting now');
-        log.flush();
-        process.exit(1);
-      }
-      stopping = true;
+    // Before the line that says the hub listens: a supervisor may act on it at once.
+    signals.onStop(async (signal) => {
       watcher.close();
       log.info({ signal, inFlight: hub.inflight.count }, 'shutting down: draining calls in flight');
       await hub.stop();
       log.info('stopped');
       log.flush();
       process.exit(0);
-    };
-    // Before the line that says the hub listens: until Node has a handler, SIGTERM's default
-    // action kills the process outright, and a supervisor may stop the hub as soon as it reads it.
-    process.on('SIGTERM', () => void stop('SIGTERM'));
-    process.on('SIGINT', () => void stop('SIGINT'));
+    });
     // Only once the port is ours: a hub that cannot serve spawns nothing. No request is read
     // before this line runs (it follows the listen callback without yielding to I/O).
     hub.startUpstreams();
     log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
     const advice = gcAdvice(process.execArgv, usableCpus());
     if (advice) log.info(advice);
+    // After the first start of the upstreams, which a reload's changes then act on.
+    signals.onReload(() => void watcher.reloadNow('SIGHUP'));
   },
 };

@@ -6,6 +6,7 @@ import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { lastFlush } from './last-flush.js';
+import { ServeSignals } from './serve-signals.js';
 
 interface StdioArgs {
   config: string;
@@ -24,6 +25,14 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     consoleToStderr(); // before any plugin loads
     const stdout = takeStdout();
     const log = createLogger();
+    // First: a signal from here on is handled (serve-signals.ts). Until the hub exists nothing
+    // is started, and nothing was written to stdout: a stop is an exit.
+    const signals = new ServeSignals(log);
+    signals.onStop((signal) => {
+      log.info({ signal }, 'stopped before starting');
+      log.flush();
+      process.exit(0);
+    });
     const config = loadConfigOrExit(argv.config);
     if (argv.group !== undefined && !Object.hasOwn(config.groups ?? {}, argv.group)) {
       const names = Object.keys(config.groups ?? {});
@@ -32,7 +41,9 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     }
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
-      await lockLedger(config, 'switchyard stdio', 10_000);
+      await lockLedger(config, 'switchyard stdio', 10_000, (holder) =>
+        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 10 s for it`),
+      );
     } catch (err) {
       if (!(err instanceof LedgerLockError)) throw err;
       process.stderr.write(`switchyard stdio: ${err.message}\n`);
@@ -65,14 +76,13 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       group: argv.group,
     });
     const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
-    process.on('SIGHUP', () => void watcher.reloadNow('SIGHUP'));
     let stopping = false;
     /**
      * As `start` does (docs/RELIABILITY.md, Stopping): new requests are refused (answered), calls
      * in flight finish for up to listen.drainTimeoutMs (stdin is still read meanwhile: a client's
      * answer to a question, a cancellation), then the upstreams close, the ledger is flushed, and
      * the process exits 0. At stdin EOF the server has drained already. A second signal exits at
-     * once with 1.
+     * once with 1 (ServeSignals; a signal after stdin EOF too).
      */
     const stop = async (reason: string, signal = false) => {
       if (stopping) {
@@ -96,8 +106,9 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       await lastFlush(stdout, log);
       process.exit(0);
     };
-    process.on('SIGTERM', () => void stop('SIGTERM', true));
-    process.on('SIGINT', () => void stop('SIGINT', true));
+    signals.onStop((signal) => void stop(signal, true));
+    // After the first start of the upstreams, which a reload's changes then act on.
+    signals.onReload(() => void watcher.reloadNow('SIGHUP'));
     await server.run();
     await stop('stdin closed');
   },
