@@ -40,6 +40,8 @@ export function shippedNodeFlags(root = HUB_ROOT, env = process.env) {
   if (env.SWITCHYARD_BENCH_NODE_FLAGS !== undefined) return env.SWITCHYARD_BENCH_NODE_FLAGS.split(/\s+/).filter(Boolean);
   const start = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).scripts?.start ?? '';
   const words = start.trim().split(/\s+/);
+  // `exec node …`: the shell npm runs the script in becomes the hub (package.json).
+  if (words[0] === 'exec') words.shift();
   if (words[0] !== 'node') return [];
   const script = words.findIndex((w) => w.endsWith('cli/main.js'));
   const flags = words.slice(1, script < 0 ? 1 : script);

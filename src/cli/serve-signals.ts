@@ -1,5 +1,15 @@
 import type { Logger } from '../log.js';
 
+/**
+ * The same stop signal again within this long of the first is the same request, delivered
+ * twice: a terminal's Ctrl-C reaches every process of its foreground job, so under `npm start`
+ * the hub gets one SIGINT from the terminal and one that npm passes on; systemd's default
+ * KillMode sends SIGTERM to every process of the unit, npm too, which passes it on. Taken as a
+ * second signal, it skipped the drain and exited 1. A person who means "now" presses again
+ * after seeing the hub drain.
+ */
+export const SAME_REQUEST_MS = 500;
+
 type StopSignal = 'SIGTERM' | 'SIGINT';
 
 /**
@@ -21,6 +31,7 @@ type StopSignal = 'SIGTERM' | 'SIGINT';
 export class ServeSignals {
   /** The stop signal received, once one came (the first). */
   stopping: StopSignal | undefined;
+  private firstAt = 0;
   private stop: ((signal: StopSignal) => void) | undefined;
   private reload: (() => void) | undefined;
   private hupWaiting = false;
@@ -33,7 +44,7 @@ export class ServeSignals {
 
   /**
    * How to stop from now on; a signal received before this is acted on at once. A second
-   * signal exits at once with 1, whatever this is.
+   * signal (not the same one within SAME_REQUEST_MS) exits at once with 1, whatever this is.
    */
   onStop(stop: (signal: StopSignal) => void): void {
     this.stop = stop;
@@ -51,11 +62,16 @@ export class ServeSignals {
 
   private stopSignal(signal: StopSignal): void {
     if (this.stopping) {
+      if (signal === this.stopping && Date.now() - this.firstAt < SAME_REQUEST_MS) {
+        this.log.debug({ signal }, 'the same stop signal again at once: taken as the same request');
+        return;
+      }
       this.log.warn({ signal }, 'second stop signal; exiting now');
       this.log.flush();
       process.exit(1);
     }
     this.stopping = signal;
+    this.firstAt = Date.now();
     this.stop?.(signal);
   }
 

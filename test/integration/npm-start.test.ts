@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ROOT } from '../helpers/hub-process.js';
 import { commandOf, liveProcesses } from '../helpers/procs.js';
+import { descendants, expectAllGone } from './faults-helpers.js';
 
 const BUDGET_MS = 5_000;
 const NOTES_TOOLS = ['notes__add_note', 'notes__list_notes', 'notes__search_notes'];
@@ -43,6 +44,8 @@ function listeningUrl(proc: ChildProcess, stderr: string[]): Promise<string> {
 describe('npm start', () => {
   let proc: ChildProcess | undefined;
   let client: Client | undefined;
+  /** What npm and the hub wrote to stderr. */
+  const stderr: string[] = [];
 
   /** Live (not zombie) processes of a process group. */
   const groupMembers = (pgid: number): number[] => liveProcesses().filter((p) => p.pgrp === pgid).map((p) => p.pid);
@@ -69,7 +72,6 @@ describe('npm start', () => {
       detached: true,
     });
     proc.stdout!.resume();
-    const stderr: string[] = [];
     const url = await listeningUrl(proc, stderr);
     expect(new URL(url).hostname).toBe('127.0.0.1');
 
@@ -98,22 +100,22 @@ describe('npm start', () => {
     expect(saved).toMatchObject({ content: [{ type: 'text', text: expect.stringMatching(/^Saved note #\d+: npm start$/) }], structuredContent: { title: 'npm start' } });
   }, 30_000);
 
-  // npm exits when its shell does, not when the hub does (a grandchild): a hub that hangs at exit
-  // (it once looped on a log write to a closed pipe) would outlive this test unnoticed.
-  it('stops on SIGTERM with every process it started: npm, its shell, the hub and both upstreams', async () => {
+  // A supervisor that started `npm start` signals the process it started, npm, and nothing else
+  // (`docker stop` with npm as the container's command, a process manager). npm passes SIGTERM
+  // on to the script's shell; a shell that had not exec'd the hub died of it, npm exited, and
+  // the hub ran on with the port and the ledger, orphaned (or, in a container, was SIGKILLed
+  // with it: no drain). npm exits when the hub does, with its code.
+  it('stops on a SIGTERM sent to npm alone: the hub drains and exits 0, so does npm, and nothing it started is left', async () => {
     const pid = proc!.pid!;
-    expect(groupMembers(pid).length).toBeGreaterThanOrEqual(3);
+    // npm, the hub, both upstreams and the hub's watchdog (the upstreams and the watchdog have process groups of their own).
+    const tree = [pid, ...descendants(pid)];
+    expect(tree.length, tree.map((p) => `${p} ${commandOf(p)}`).join('; ')).toBeGreaterThanOrEqual(5);
     await client?.close().catch(() => {});
     client = undefined;
-    const exited = new Promise((r) => proc!.once('exit', r));
-    process.kill(-pid, 'SIGTERM');
-    await exited;
-    const deadline = Date.now() + 10_000;
-    let left = groupMembers(pid);
-    while (left.length > 0 && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      left = groupMembers(pid);
-    }
-    expect(left, `still running: ${left.map((p) => `${p} ${commandOf(p)}`).join('; ')}`).toEqual([]);
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc!.once('exit', (code, signal) => r({ code, signal })));
+    process.kill(pid, 'SIGTERM');
+    expect(await exited, stderr.join('')).toEqual({ code: 0, signal: null });
+    expect(stderr.join('')).toContain('"msg":"stopped"');
+    await expectAllGone(tree, 10_000);
   }, 20_000);
 });

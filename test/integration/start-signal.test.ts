@@ -111,7 +111,7 @@ describe('a serving command signalled while it starts', () => {
     expect(existsSync(spawned)).toBe(false);
   }, 30_000);
 
-  it('start: a SIGHUP before it listens is not its end: it serves, then reads the config again', async () => {
+  it('start: a SIGHUP before it listens is not its end: it serves, then reads the config again; a SIGINT that comes twice at once is one stop', async () => {
     const hub = serve('start', { servers: {} }, { nodeArgs: ['--import', join(ROOT, 'test/fixtures/hold-before-listen.mjs')] });
     await hub.line(/HOLDING BEFORE LISTEN/);
     hub.proc.kill('SIGHUP');
@@ -120,7 +120,11 @@ describe('a serving command signalled while it starts', () => {
     await hub.line(/"msg":"config reloaded"/);
     expect(hub.proc.exitCode).toBeNull();
     expect(hub.proc.signalCode).toBeNull();
-    hub.proc.kill('SIGTERM');
+    // Ctrl-C under `npm start`: the terminal's SIGINT and the one npm passes on come together.
+    hub.proc.kill('SIGINT');
+    await hub.line(/shutting down: draining calls in flight/);
+    hub.proc.kill('SIGINT');
     expect(await hub.ended, hub.logs.join('\n')).toEqual({ code: 0, signal: null });
+    expect(hub.logs.some((l) => l.includes('second stop signal'))).toBe(false);
   }, 30_000);
 });

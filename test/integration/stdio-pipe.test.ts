@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForRows } from './ledger-helpers.js';
+import { SAME_REQUEST_MS } from '../../src/cli/serve-signals.js';
 
 type Json = Record<string, any>;
 
@@ -140,7 +141,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       second.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
       await sleep(300);
       second.proc.kill('SIGTERM');
-      await sleep(500);
+      // Past the time within which the same signal again is the same request (a Ctrl-C under npm).
+      await sleep(SAME_REQUEST_MS + 300);
       expect(second.proc.exitCode).toBeNull(); // draining
       second.proc.kill('SIGTERM');
       expect(await exitWithin(second, 3_000)).toBe(1);
@@ -182,7 +184,7 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
         await sleep(1_500);
         c.proc.kill('SIGTERM');
         if (signals === 2) {
-          await sleep(300);
+          await sleep(SAME_REQUEST_MS + 300);
           c.proc.kill('SIGTERM');
           expect(await exitWithin(c, 3_000)).toBe(1);
         } else expect(await exitWithin(c, 12_000)).toBe(0);

@@ -48,6 +48,8 @@ describe('the Node flags the hub is shipped and measured with', () => {
       const pkg = (start: string) => writeFileSync(join(dir, 'package.json'), JSON.stringify({ scripts: { start } }));
       pkg('node --a --b=1 dist/src/cli/main.js start --port 1');
       expect(shippedNodeFlags(dir, {})).toEqual(['--a', '--b=1']);
+      pkg('exec node --a dist/src/cli/main.js start');
+      expect(shippedNodeFlags(dir, {})).toEqual(['--a']);
       pkg('node dist/src/cli/main.js start');
       expect(shippedNodeFlags(dir, {})).toEqual([]);
       pkg('tsx src/cli/main.ts start');
