@@ -9,7 +9,7 @@
 import { CallGate, type GateWait } from './call-gate.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { Canceller, reasonOf } from '../cancel.js';
-import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
 import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
@@ -207,8 +207,11 @@ export class StdioUpstream extends HandshakingUpstream {
     return this._lastStderr;
   }
 
-  /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES). */
+  /** Starts the process; rejects when it cannot be started at all (ENOENT, EACCES), or once closed. */
   private async spawn(): Promise<void> {
+    // close() fails the handshake in flight, which may read as a process that exited on the
+    // probe and so ask for a new one: none after the close, which nothing would close.
+    if (this.closed) throw new UpstreamUnavailableError(this.id, 'stopped');
     const s = this.spec;
     let child: StdioChild;
     try {

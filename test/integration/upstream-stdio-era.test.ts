@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
 import { createUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
-import { captureLogger, perProcess, QUIRKS, quirkSpec, ROOT, tmpDir } from './upstream-helpers.js';
+import { captureLogger, perProcess, QUIRKS, quirkSpec, ROOT, tmpDir, waitFor } from './upstream-helpers.js';
 
 const START_DELAY = join(ROOT, 'test/fixtures/start-delay.mjs');
 const open: Upstream[] = [];
@@ -130,6 +130,26 @@ describe('stdio era detection', () => {
     expect(procs).toHaveLength(2);
     expect(procs[0][0].method).toBe('server/discover');
     expect(procs[1].map((m) => m.method)).toEqual(['initialize', 'notifications/initialized', 'tools/call']);
+  });
+
+  // A hub stopped, or a server restarted or removed by a reload, while a server makes its first
+  // start: close() fails the probe in flight, which read as "the process exited on the probe"
+  // and spawned a new process after the close, which nothing closed (the hub's stop had already
+  // returned; the watchdog killed it when the hub exited, or it ran on under a running hub
+  // until its initialize failed).
+  it('spawns no new process when closed while its era probe is in flight', async () => {
+    const { log, records } = captureLogger();
+    const spec = quirkSpec('legacy-32601', { env: { START_DELAY_MS: '1500' } });
+    const u = createUpstream({ ...spec, args: ['--import', START_DELAY, ...spec.args!] }, log, { backoff: { baseMs: 50 } });
+    open.push(u);
+    const started = u.start().catch((err: Error) => err);
+    await waitFor(() => records.some((r) => r.msg === 'spawned'), 5_000, 'the first spawn');
+    await u.close();
+    expect(await started).toMatchObject({ message: expect.stringMatching(/stopped/) });
+    // A respawn would follow the probe's failure at once.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(records.filter((r) => r.msg === 'spawned'), JSON.stringify(records)).toHaveLength(1);
+    expect(u.state).toBe('stopped');
   });
 
   it('detects an SDK v2 server of both eras that is slow to start as modern', async () => {
