@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { configExposureProblem } from '../auth/exposure.js';
-import { watchConfig } from '../config/watch.js';
+import { configText, watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
@@ -44,6 +44,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
       log.flush();
       process.exit(0);
     });
+    // Before the load: an edit from here on is applied once the hub serves (watchConfig).
+    const loadedText = configText(argv.config);
     const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;
     const exposed = configExposureProblem(config, host);
@@ -99,7 +101,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.exit(1);
     }
     await stopIfAsked();
-    const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch });
+    const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch, loadedText });
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
     // Before the line that says the hub listens: a supervisor may act on it at once.
     signals.onStop(async (signal) => {

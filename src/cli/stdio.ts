@@ -1,7 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { StdioServer } from '../downstream/stdio-server.js';
-import { watchConfig } from '../config/watch.js';
+import { configText, watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
@@ -33,6 +33,8 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       log.flush();
       process.exit(0);
     });
+    // Before the load: an edit from here on is applied once the hub serves (watchConfig).
+    const loadedText = configText(argv.config);
     const config = loadConfigOrExit(argv.config);
     if (argv.group !== undefined && !Object.hasOwn(config.groups ?? {}, argv.group)) {
       const names = Object.keys(config.groups ?? {});
@@ -75,7 +77,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       gate: hub.gate,
       group: argv.group,
     });
-    const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)));
+    const watcher = watchConfig(argv.config, log, async (next) => void (await hub.reload(next)), { loadedText });
     let stopping = false;
     /**
      * As `start` does (docs/RELIABILITY.md, Stopping): new requests are refused (answered), calls

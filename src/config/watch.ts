@@ -35,6 +35,17 @@ export interface WatchOptions {
   debounceMs?: number;
   /** Watch the file for changes (default true); SIGHUP works either way. */
   watchFile?: boolean;
+  /**
+   * The file's text when the running config was read (configText, just before loading it):
+   * the watch starts later, after the hub's start, and an edit made meanwhile must not pass
+   * for applied. Default: the text when the watch starts.
+   */
+  loadedText?: string;
+}
+
+/** The config file's text, or undefined when it cannot be read. */
+export function configText(file: string): string | undefined {
+  return readText(resolve(file));
 }
 
 function readText(file: string): string | undefined {
@@ -48,7 +59,7 @@ function readText(file: string): string | undefined {
 export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) => Promise<R>, opts: WatchOptions = {}): ConfigWatcher<R> {
   const path = resolve(file);
   const debounceMs = opts.debounceMs ?? 250;
-  let lastText = readText(path);
+  let lastText = 'loadedText' in opts ? opts.loadedText : readText(path);
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<ReloadOutcome<R>> | undefined;
   let again: string | undefined;
@@ -104,6 +115,11 @@ export function watchConfig<R>(file: string, log: Logger, apply: (c: HubConfig) 
         timer.unref();
       });
       watcher.on('error', (err) => log.warn({ err: err.message, file: path }, 'config file watch stopped; SIGHUP still reloads'));
+      // Edited while the hub started (after its config was read, before this watch): applied now.
+      if (readText(path) !== lastText) {
+        timer = setTimeout(() => void reloadNow('file changed'), debounceMs);
+        timer.unref();
+      }
     } catch (err) {
       log.warn({ err: (err as Error).message, file: path }, 'cannot watch the config file; SIGHUP still reloads');
     }

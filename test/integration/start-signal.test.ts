@@ -9,7 +9,7 @@
  * binding the port while the event loop runs.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -39,7 +39,7 @@ function serve(
   command: 'start' | 'stdio',
   config: Record<string, unknown>,
   opts: { nodeArgs?: string[] } = {},
-): { proc: ChildProcess; dir: string; logs: string[]; line(re: RegExp, ms?: number): Promise<string>; ended: Promise<{ code: number | null; signal: NodeJS.Signals | null }>; stdout(): string } {
+): { proc: ChildProcess; dir: string; configFile: string; logs: string[]; line(re: RegExp, ms?: number): Promise<string>; ended: Promise<{ code: number | null; signal: NodeJS.Signals | null }>; stdout(): string } {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-signal-'));
   const configFile = join(dir, 'hub.config.json');
   writeFileSync(configFile, JSON.stringify({ ledger: { path: join(dir, 'ledger.db') }, ...config }));
@@ -76,7 +76,7 @@ function serve(
       look();
       void ended.then(() => setTimeout(() => look() || reject(new Error(`exited without a line ${re}:\n${logs.join('\n')}`)), 50));
     });
-  return { proc, dir, logs, line, ended, stdout: () => out };
+  return { proc, dir, configFile, logs, line, ended, stdout: () => out };
 }
 
 /** A server whose start leaves a file behind: whether the hub spawned it at all. */
@@ -126,5 +126,19 @@ describe('a serving command signalled while it starts', () => {
     hub.proc.kill('SIGINT');
     expect(await hub.ended, hub.logs.join('\n')).toEqual({ code: 0, signal: null });
     expect(hub.logs.some((l) => l.includes('second stop signal'))).toBe(false);
+  }, 30_000);
+
+  // Read before the lock, the ledger and the port; watched only once the hub serves. The watch
+  // took the file as it was then for the running config, so an edit made meanwhile (a deploy
+  // writing the config right after starting the hub) was never applied, and passed for applied.
+  it('start: an edit of the config file while it starts is applied once it serves', async () => {
+    const hub = serve('start', { servers: {} }, { nodeArgs: ['--import', join(ROOT, 'test/fixtures/hold-before-listen.mjs')] });
+    await hub.line(/HOLDING BEFORE LISTEN/);
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Record<string, unknown>;
+    writeFileSync(hub.configFile, JSON.stringify({ ...config, pageSize: 7 }));
+    await hub.line(/switchyard listening/);
+    expect(await hub.line(/"msg":"config reloaded"/, 10_000)).toContain('"applied":["pageSize"]');
+    hub.proc.kill('SIGTERM');
+    expect(await hub.ended, hub.logs.join('\n')).toEqual({ code: 0, signal: null });
   }, 30_000);
 });
