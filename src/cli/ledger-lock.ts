@@ -5,10 +5,11 @@
  * next to the database (its real path: symlinks resolved) says who writes it; a lock whose
  * process is gone is taken over.
  */
-import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
+import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
 
 /** The ledger cannot be written by this process: said in one line, exit 2. */
 export class LedgerLockError extends Error {}
@@ -51,6 +52,8 @@ interface Holder {
   command?: string;
   /** `<boot id>:<start time in clock ticks>` of the holder, where /proc tells it (processStart). */
   started?: string;
+  /** The holder's PID namespace, where /proc tells it: its pid means nothing in another one. */
+  pidns?: string;
 }
 
 function alive(pid: number): boolean {
@@ -69,7 +72,23 @@ function alive(pid: number): boolean {
  * another program's now: taken as the holder, it kept every hub from starting on the ledger
  * until the lock file was removed by hand.
  */
-function holderAlive(holder: Holder): boolean {
+function holderAlive(holder: Holder, real?: string): boolean {
+  if (seenAlive(holder)) return true;
+  // A holder in another PID namespace (a container) is not seen: its OS lock tells.
+  return real !== undefined && holder.pidns !== undefined && holder.pidns !== pidNamespace() && ownerLockHeldElsewhere(real);
+}
+
+/** This process's PID namespace, as Linux names it (`pid:[4026531836]`); undefined elsewhere. */
+function pidNamespace(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
+  }
+}
+
+/** As this process's PID namespace sees it (another container's hub is not seen: ledger-owner.ts). */
+function seenAlive(holder: Holder): boolean {
   if (!alive(holder.pid)) return false;
   if (holder.started === undefined) return runsCommand(holder);
   const now = processStart(holder.pid);
@@ -124,9 +143,10 @@ function mtime(file: string): number {
 
 function readHolder(file: string): Holder | undefined {
   try {
-    const v = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; command?: unknown; started?: unknown };
+    const v = JSON.parse(readFileSync(file, 'utf8')) as { pid?: unknown; command?: unknown; started?: unknown; pidns?: unknown };
     if (typeof v.pid !== 'number') return undefined;
-    return { pid: v.pid, command: typeof v.command === 'string' ? v.command : undefined, started: typeof v.started === 'string' ? v.started : undefined };
+    const str = (x: unknown) => (typeof x === 'string' ? x : undefined);
+    return { pid: v.pid, command: str(v.command), started: str(v.started), pidns: str(v.pidns) };
   } catch {
     return undefined; // being written right now, or garbage: treated as stale below
   }
@@ -135,8 +155,9 @@ function readHolder(file: string): Holder | undefined {
 
 /** The live process holding the writer lock of the ledger at `dbPath`, if any. */
 export function ledgerWriter(dbPath: string): { pid: number; command?: string } | undefined {
-  const holder = readHolder(`${realLedgerPath(dbPath)}.lock`);
-  if (holder && holderAlive(holder)) return { pid: holder.pid, command: holder.command };
+  const real = realLedgerPath(dbPath);
+  const holder = readHolder(`${real}.lock`);
+  if (holder && holderAlive(holder, real)) return { pid: holder.pid, command: holder.command };
   const older = olderHolder(dbPath, realLedgerPath(dbPath));
   return older && { pid: older.pid, command: older.command };
 }
@@ -213,7 +234,7 @@ const TAKEOVER_STALE_MS = 2_000;
 /** Whether the lock at `file` is left by a process that is gone (or is an old unreadable file). */
 function stale(file: string): boolean {
   const holder = readHolder(file);
-  if (holder) return !holderAlive(holder);
+  if (holder) return !holderAlive(holder, file.slice(0, -'.lock'.length));
   let since: number;
   try {
     since = statSync(file).mtimeMs;
@@ -286,8 +307,7 @@ function create(file: string, command: string): boolean {
     throw err;
   }
   try {
-    const started = processStart(process.pid);
-    writeSync(fd, JSON.stringify(started === undefined ? { pid: process.pid, command } : { pid: process.pid, command, started }));
+    writeSync(fd, JSON.stringify({ pid: process.pid, command, started: processStart(process.pid), pidns: pidNamespace() }));
   } finally {
     closeSync(fd);
   }
@@ -329,10 +349,22 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
       await waitFor(older);
       continue;
     }
-    if (create(file, command)) return refuseLinked(real, file);
+    if (create(file, command)) {
+      if (takeOwnerLock(real)) return refuseLinked(real, file);
+      // The lock file was gone, but a hub in another PID namespace holds the ledger.
+      unlinkQuietly(file);
+      const foreign = { pid: 0, command: 'a switchyard process in another PID namespace (a container)' };
+      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, foreign);
+      await waitFor(foreign);
+      continue;
+    }
     const holder = readHolder(file);
-    if (holder && holderAlive(holder)) {
-      if (holder.pid === process.pid) return refuseLinked(real, file);
+    if (holder && holderAlive(holder, real)) {
+      // Taken over while it was looked at (the OS lock is the new holder's): look again.
+      const now = readHolder(file);
+      if (now?.pid !== holder.pid || now.started !== holder.started) continue;
+      // Another container's hub may have this process's pid (1, say): its start time tells.
+      if (holder.pid === process.pid && holder.started === processStart(process.pid)) return refuseLinked(real, file);
       if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, { pid: holder.pid, command: holder.command });
       await waitFor(holder);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
@@ -361,6 +393,7 @@ function refuseLinked(real: string, lock: string): void {
   const linked = linkedLedger(real);
   if (!linked) return;
   unlinkQuietly(lock);
+  releaseOwnerLock();
   throw linked;
 }
 

@@ -14,6 +14,8 @@ import { runCli } from '../helpers/cli.js';
 import { ROOT, startHub } from '../helpers/hub-process.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/ledger/lock-contender.mjs');
+/** A PID namespace of its own, with its own /proc, as a container has (root only). */
+const canUnshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
 
 interface Contender {
   pid: number;
@@ -247,5 +249,24 @@ describe('ledger writer lock', () => {
     unlinkSync(join(hub.dir, 'ledger.db'));
     const [c] = await contenders([other]);
     expect(await contend([c!])).toEqual(['locked']);
+  }, 30_000);
+
+  // Two containers on one volume (or a hub in a container next to one on the host): each saw
+  // the other's pid as gone (pid 1 there is this namespace's init, with another start time),
+  // took the lock over, and both wrote the ledger. The holder's OS lock is seen from there.
+  it.runIf(canUnshare)('a hub in another PID namespace holds the ledger: a hub starting here is refused, naming it', async () => {
+    const hub = await startHub({ servers: {} }, { wrap: ['unshare', '--pid', '--fork', '--mount-proc', '--kill-child'] });
+    try {
+      // As a starting hub asks (lockLedger), here, outside that namespace.
+      const [c] = await contenders([join(hub.dir, 'ledger.db')]);
+      expect(await contend([c!])).toEqual(['busy 1']);
+      expect(ledgerWriter(join(hub.dir, 'ledger.db'))).toEqual({ pid: 1, command: 'switchyard start' });
+    } finally {
+      // unshare ignores SIGTERM while it waits: the hub (its child, pid 1 in there) is told.
+      const inner = readFileSync(`/proc/${hub.proc.pid}/task/${hub.proc.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+      const exited = new Promise((r) => hub.proc.once('exit', r));
+      for (const pid of inner) process.kill(pid, 'SIGTERM');
+      await exited;
+    }
   }, 30_000);
 });
