@@ -136,7 +136,9 @@ export abstract class Lifecycle extends EventEmitter {
       // Whatever the upstream said on the way goes to /healthz, the logs and failMode's answers.
       const msg = redactErrorText(errMessage(err));
       this._lastError = msg;
-      this.log.warn({ err: msg }, 'upstream could not start');
+      // Closed meanwhile (the hub stopping, a reload retiring it): that is why, and no failure.
+      if (this.closed) this.log.debug({ err: msg }, 'upstream start ended by its close');
+      else this.log.warn({ err: msg }, 'upstream could not start');
       void this.disconnect().catch(() => undefined);
       if (!this.closed) this.scheduleRetry(msg);
       throw err;

@@ -150,6 +150,8 @@ describe('stdio era detection', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(records.filter((r) => r.msg === 'spawned'), JSON.stringify(records)).toHaveLength(1);
     expect(u.state).toBe('stopped');
+    // A close is no failure to start: nothing at warn level says one.
+    expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).toEqual([]);
   });
 
   it('detects an SDK v2 server of both eras that is slow to start as modern', async () => {
