@@ -66,11 +66,12 @@ export function headerProblems(value: unknown): string[] {
     const servers = root[key];
     if (!servers || typeof servers !== 'object') continue;
     for (const [id, s] of Object.entries(servers)) {
-      const server = (s ?? {}) as { headers?: unknown; credentials?: unknown; command?: unknown; url?: unknown };
+      const server = (s ?? {}) as { headers?: unknown; credentials?: unknown; command?: unknown; url?: unknown; oauth?: unknown };
       out.push(...headerMapProblems(`${key}.${id}.headers`, server.headers));
       // Said, not ignored: an operator who wrote them expects each principal's calls kept apart.
       if (server.credentials !== undefined && server.command !== undefined && server.url === undefined)
         out.push(`${key}.${id}.credentials: per-principal credentials are headers sent to an HTTP upstream (url); a stdio server (command) is one process serving every principal, so they cannot apply`);
+      if (server.oauth !== undefined) out.push(...oauthProblems(`${key}.${id}`, server));
       if (server.credentials && typeof server.credentials === 'object') {
         for (const [who, c] of Object.entries(server.credentials)) {
           out.push(...headerMapProblems(`${key}.${id}.credentials.${who}.headers`, (c as { headers?: unknown } | null)?.headers));
@@ -78,5 +79,19 @@ export function headerProblems(value: unknown): string[] {
       }
     }
   }
+  return out;
+}
+
+/**
+ * `oauth` beside what it cannot go with: a stdio server (no HTTP to carry a token), a static
+ * Authorization header (one of the two would be sent, silently), per-principal credentials
+ * (the token is the hub's own identity, the same for every principal).
+ */
+function oauthProblems(at: string, server: { headers?: unknown; credentials?: unknown; command?: unknown; url?: unknown }): string[] {
+  const out: string[] = [];
+  if (server.command !== undefined && server.url === undefined) out.push(`${at}.oauth: OAuth is for an HTTP upstream (url); a stdio server (command) takes no token`);
+  const headers = server.headers !== null && typeof server.headers === 'object' ? Object.keys(server.headers) : [];
+  if (headers.some((h) => h.toLowerCase() === 'authorization')) out.push(`${at}.oauth: the server also has an Authorization header; with oauth the hub sends the tokens it obtains, so remove one of the two`);
+  if (server.credentials !== undefined) out.push(`${at}.oauth: per-principal credentials cannot go with oauth (the client-credentials token is the hub's own, the same for every principal); remove one of the two`);
   return out;
 }

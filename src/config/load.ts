@@ -171,6 +171,7 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
   if (s.cwd !== undefined) server.cwd = resolve(base, s.cwd);
   if (s.url !== undefined) server.url = s.url;
   if (s.credentials !== undefined) server.credentials = s.credentials;
+  if (s.oauth !== undefined) server.oauth = s.oauth;
   if (s.cacheTtlMs !== undefined) server.cacheTtlMs = s.cacheTtlMs;
   if (s.autoApprove !== undefined) server.autoApprove = s.autoApprove;
   return server;

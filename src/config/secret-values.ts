@@ -6,6 +6,8 @@ import type { HubConfig } from './types.js';
  * them in logs, errors, the ledger and the admin views). A value counts by where it sits, the
  * same whether it was written literally or brought in by `${env:NAME}`:
  * - each string of `servers.<id>.credentials`;
+ * - a server's `oauth.clientSecret` and `oauth.privateKey` (the access tokens the hub obtains
+ *   with them are added at run time by src/upstream/oauth-client.ts);
  * - a server's `headers`: the value of a header whose name says it is a credential
  *   (SECRET_NAME), and what `${env:…}` brought into any header;
  * - a server's `env`: the value of a variable whose name says it is a credential;
@@ -35,6 +37,7 @@ function secretAt(config: HubConfig, at: KeySegments, value: string): boolean {
   const [top, second, third, fourth] = at;
   if (top === 'servers' || top === 'mcpServers') {
     if (third === 'credentials' || third === 'headers') return true;
+    if (third === 'oauth') return fourth === 'clientSecret' || fourth === 'privateKey';
     if (third === 'env') return typeof fourth === 'string' && SECRET_NAME.test(fourth);
     if (third === 'url' && at.length === 3 && typeof second === 'string') {
       const url = config.servers[second]?.url;
@@ -80,6 +83,8 @@ export function configSecretValues(config: HubConfig): string[] {
     named(s.headers, header);
     named(s.env, (v) => typeof v === 'string' && out.add(v));
     strings(s.credentials);
+    if (s.oauth?.clientSecret !== undefined) out.add(s.oauth.clientSecret);
+    if (s.oauth?.privateKey !== undefined) out.add(s.oauth.privateKey);
     if (typeof s.url === 'string') urlSecrets(s.url, out);
   }
   const key = (config.policy as { requestStateKey?: unknown } | undefined)?.requestStateKey;

@@ -141,6 +141,21 @@ export interface PrincipalCredentials {
   headers: Record<string, string>;
 }
 
+/**
+ * `servers.<id>.oauth`: the hub as an OAuth 2.1 client of an HTTP upstream, client-credentials
+ * grant (src/upstream/oauth-client.ts). The schema guarantees clientSecret or privateKey.
+ */
+export interface UpstreamOAuthConfig {
+  clientId: string;
+  clientSecret?: string;
+  /** PKCS#8 PEM, for private_key_jwt. */
+  privateKey?: string;
+  signingAlgorithm?: string;
+  /** Asked for instead of the challenge's or the metadata's scopes. */
+  scopes?: string[];
+  tokenEndpointAuth?: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
+}
+
 export interface ServerConfig {
   id: string;
   command?: string;
@@ -151,6 +166,8 @@ export interface ServerConfig {
   cwd?: string;
   url?: string;
   headers: Record<string, string>;
+  /** HTTP servers: tokens the hub obtains itself (client credentials) instead of a static Authorization header. */
+  oauth?: UpstreamOAuthConfig;
   /** Per-principal upstream credentials (HTTP servers); each such principal gets its own connection. */
   credentials?: Record<string, PrincipalCredentials>;
   prefix: string; // defaults to the id; '' exposes names unchanged

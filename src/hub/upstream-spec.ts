@@ -14,6 +14,7 @@ export function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     cwd: s.command ? resolve(baseDir, s.cwd ?? '.') : undefined,
     url: s.url,
     headers: s.headers,
+    oauth: s.oauth,
     era: s.era,
     timeoutMs: s.timeoutMs,
     maxTotalTimeoutMs: s.maxTotalTimeoutMs,

@@ -17,6 +17,7 @@ import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
+import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
@@ -105,7 +106,8 @@ function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; ti
 }
 
 export class HttpUpstream extends HandshakingUpstream {
-  private readonly http: HttpClient;
+  /** The HttpClient, or OAuthHttp around it when the server has `oauth`. */
+  private readonly http: HttpExchanges;
   private session: string | undefined;
   /** Headers of every legacy request after initialize; rebuilt when the session changes. */
   private legacyHeaders: Record<string, string> = {};
@@ -132,7 +134,8 @@ export class HttpUpstream extends HandshakingUpstream {
     // probed with growing backoff (up to maxMs) so that it is back soon after it is.
     super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
-    this.http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
+    const http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
+    this.http = spec.oauth ? new OAuthHttp(http, OAuthClient.acquire(spec.oauth, spec.url, this.log)) : http;
     this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
@@ -376,11 +379,20 @@ export class HttpUpstream extends HandshakingUpstream {
       const why = refusedAsModern(s, a.body, p.id);
       if (why !== undefined) return this.refusedModern(p, s, why);
     }
-    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: the upstream refused the hub's credentials`, s));
+    if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${this.refusal(a)}`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
     if (s >= 500) return this.failCall(p, new TransportError(`HTTP ${s}${rpc ? `: ${rpc.message}` : ''}`, s));
     this.failCall(p, rpc ?? new TransportError(problem ?? `HTTP ${s}`, s));
+  }
+
+  /** What a 401 or 403 means, in words an operator can act on. */
+  private refusal(a: HttpAnswer): string {
+    if (!this.spec.oauth) return "the upstream refused the hub's credentials";
+    const c = parseBearerChallenge(a.headers['www-authenticate']);
+    if (a.status === 403 && c?.error === 'insufficient_scope')
+      return `the upstream wants scopes the hub's OAuth token lacks even after asking for more${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}; set servers.${this.id}.oauth.scopes or grant the client those scopes`;
+    return a.status === 401 ? "the upstream refused the hub's OAuth token, a freshly obtained one too" : "the upstream refused the hub's OAuth token (403)";
   }
 
   /**

@@ -12,6 +12,7 @@ import type {
 import type { Signal } from '../cancel.js';
 import type { Limiter } from './limiter.js';
 import type { InheritEnv } from '../transport/child-env.js';
+import type { UpstreamOAuthConfig } from '../config/types.js';
 
 export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
 
@@ -28,6 +29,8 @@ export interface UpstreamSpec {
   /** Streamable HTTP */
   url?: string;
   headers?: Record<string, string>;
+  /** Tokens the hub obtains itself with the client-credentials grant (oauth-client.ts). */
+  oauth?: UpstreamOAuthConfig;
   /** 'auto' probes; a fixed era skips the probe. */
   era: 'auto' | Era;
   /** Idle timeout of a request; each progress notification restarts it. */

@@ -155,18 +155,38 @@ async function exercise(client) {
   }
 }
 
+/**
+ * The client-credentials scenarios (auth/client-credentials-basic, -jwt) hand the client its
+ * pre-registered credentials in MCP_CONFORMANCE_CONTEXT: client_id with client_secret, or with
+ * private_key_pem and signing_algorithm. They become the upstream's `oauth` settings, the secret
+ * and the key brought in by `${env:…}` as an operator would (the config file never holds them).
+ */
+function oauthFromContext() {
+  if (typeof context.client_id !== 'string') return { env: {} };
+  if (typeof context.client_secret === 'string')
+    return { oauth: { clientId: context.client_id, clientSecret: '${env:CONFCLIENT_OAUTH_SECRET}' }, env: { CONFCLIENT_OAUTH_SECRET: context.client_secret } };
+  if (typeof context.private_key_pem === 'string') {
+    const oauth = { clientId: context.client_id, privateKey: '${env:CONFCLIENT_OAUTH_KEY}', tokenEndpointAuth: 'private_key_jwt' };
+    if (typeof context.signing_algorithm === 'string') oauth.signingAlgorithm = context.signing_algorithm;
+    return { oauth, env: { CONFCLIENT_OAUTH_KEY: context.private_key_pem } };
+  }
+  return { env: {} };
+}
+
 /** The built hub on a free port, with the mock as its only upstream; resolves with its MCP URL. */
 async function startHub(dir) {
   const configFile = path.join(dir, 'hub.config.json');
   // probeTimeoutMs: the mock checks every message against the spec's JSON schema, and its first
   // answer can take seconds on a loaded machine (past the default 5 s the first start fails).
   const config = { ledger: { path: path.join(dir, 'ledger.db') }, servers: { mock: { url, prefix: '', probeTimeoutMs: 20_000 } } };
+  const { oauth, env: oauthEnv } = oauthFromContext();
+  if (oauth) config.servers.mock.oauth = oauth;
   fs.writeFileSync(configFile, JSON.stringify(config, null, 2));
   // At least info: the "switchyard listening" line says where it listens. Without a log file,
   // only its warnings and errors reach the suite's output.
   const child = spawn(process.execPath, [BIN, 'start', '--config', configFile, '--port', '0'], {
     cwd: ROOT,
-    env: { ...process.env, SWITCHYARD_LOG_LEVEL: hubLog ? 'debug' : 'info' },
+    env: { ...process.env, ...oauthEnv, SWITCHYARD_LOG_LEVEL: hubLog ? 'debug' : 'info' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));

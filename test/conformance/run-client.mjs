@@ -70,6 +70,9 @@ export const RUNS = [
   '0.2 json-schema-2020-12-preservation@2025-11-25',
 ];
 
+/** Scenarios of extensions (no spec revision introduces them); see runOne. */
+const EXTENSION_SCENARIOS = new Set(['auth/client-credentials-basic', 'auth/client-credentials-jwt']);
+
 export function parseRun(key) {
   const m = /^(0\.1|0\.2) ([\w/-]+)@([\d-]+)(?:~(legacy|modern))?$/.exec(key);
   if (!m) throw new Error(`not a run: ${key}`);
@@ -84,6 +87,9 @@ export function runOne(run, { timeoutMs, keepDir }) {
   args.push('--timeout', String(timeoutMs), '-o', path.join(dir, 'out'));
   // 0.1.16 has no --spec-version for these; the 0.2 line runs each scenario at the one asked for.
   if (run.line === '0.2') args.push('--spec-version', run.version);
+  // Extension scenarios (SEP-1046 client credentials) sit on no spec revision's timeline: the
+  // 0.2 line skips them at any --spec-version unless forced, and then runs them at that version.
+  if (run.line === '0.2' && EXTENSION_SCENARIOS.has(run.scenario)) args.push('--force');
   const env = { ...process.env, CONFCLIENT_DEADLINE_MS: String(timeoutMs - 2_000) };
   if (run.downstream) env.CONFCLIENT_DOWNSTREAM = run.downstream;
   if (keepDir) env.CONFCLIENT_HUB_LOG = path.join(dir, 'hub.log');

@@ -1,0 +1,517 @@
+/**
+ * The hub as an OAuth 2.1 client of one HTTP upstream, client-credentials grant (digest §7;
+ * the MCP extension io.modelcontextprotocol/oauth-client-credentials, SEP-1046): machine to
+ * machine, no browser.
+ *
+ * Driven by the server's 401: its `WWW-Authenticate: Bearer resource_metadata=…, scope=…` leads
+ * to the Protected Resource Metadata (RFC 9728; else the well-known paths, path-specific
+ * first), whose `authorization_servers[0]` leads to the authorization server's metadata
+ * (RFC 8414, then OpenID discovery), whose `token_endpoint` is asked for a token with
+ * `grant_type=client_credentials`, `resource=<the server's URI>` (RFC 8707) and the scopes (the
+ * config's, else the challenge's, else the metadata's `scopes_supported`). The token is kept in
+ * memory only, sent as `Authorization: Bearer` on every request, replaced shortly before it
+ * expires, once after a 401 that names it, and with more scopes after a 403
+ * `insufficient_scope` (a bounded number of times per request).
+ *
+ * The secret, the private key and every token are secret values of the process
+ * (policy/config-secrets.ts): an upstream or authorization server that echoes one has it
+ * redacted in logs, errors and the ledger. Errors say which step failed and what the other side
+ * answered (status, OAuth `error`), never a credential.
+ */
+import { randomUUID } from 'node:crypto';
+import { importPKCS8, SignJWT } from 'jose';
+import type { UpstreamOAuthConfig } from '../config/types.js';
+import type { Logger } from '../log.js';
+import { dropConfigSecrets, redactConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
+import { TransportError } from '../protocol/errors.js';
+import type { HttpAnswer, HttpExchangeOptions } from '../transport/http-client.js';
+
+/** How long one metadata or token request may take. */
+const OAUTH_REQUEST_TIMEOUT_MS = 10_000;
+/** A token is replaced this long before it expires at most (and at 90 % of its life at least). */
+const EXPIRY_MARGIN_MS = 60_000;
+/** Scope step-ups one request may cause (each must ask for a scope not asked for before). */
+export const MAX_STEP_UPS = 2;
+/** After a failed token request, later requests fail with its error for this long (no storm on the AS). */
+const FAILURE_COOLDOWN_MS = 1_000;
+/** The longest metadata document read. */
+const MAX_METADATA_BYTES = 256 * 1024;
+const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+/** Algorithms a client assertion may use (the schema's enum). */
+const KNOWN_ALGS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
+
+/** The Bearer parameters of a WWW-Authenticate header (RFC 6750 §3, RFC 9728 §5.1). */
+export interface BearerChallenge {
+  resourceMetadata?: string;
+  scope?: string[];
+  error?: string;
+}
+
+/** The Bearer challenge of a WWW-Authenticate header, if it has one. */
+export function parseBearerChallenge(header: string | string[] | undefined): BearerChallenge | undefined {
+  const text = Array.isArray(header) ? header.join(', ') : header;
+  if (!text) return undefined;
+  const at = /(?:^|[\s,])Bearer(?:\s+|$)/i.exec(text);
+  if (!at) return undefined;
+  const rest = text.slice(at.index + at[0].length);
+  const out: BearerChallenge = {};
+  // auth-param = token BWS "=" BWS ( token / quoted-string ); a new scheme (a token not followed by "=") ends the list.
+  const param = /\s*,?\s*([A-Za-z0-9_.-]+)\s*=\s*("((?:[^"\\]|\\.)*)"|[^\s,"]*)\s*/y;
+  for (let m = param.exec(rest); m; m = param.exec(rest)) {
+    const value = m[3] !== undefined ? m[3].replace(/\\(.)/g, '$1') : m[2]!;
+    const name = m[1]!.toLowerCase();
+    if (name === 'resource_metadata') out.resourceMetadata = value;
+    else if (name === 'scope') out.scope = value.split(' ').filter((s) => s.length > 0);
+    else if (name === 'error') out.error = value;
+  }
+  return out;
+}
+
+/** The server's canonical URI (RFC 8707, digest §7): lower-case scheme and host, no query, fragment or trailing slash. */
+export function canonicalResource(url: string): string {
+  const u = new URL(url);
+  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/+$/, '');
+  return `${u.protocol}//${u.host}${path}`;
+}
+
+/** Whether a PRM `resource` names this server: the same origin, and a path that is the server's or one of its parents. */
+function resourceCovers(resource: string, serverUrl: string): boolean {
+  let r: URL;
+  let s: URL;
+  try {
+    r = new URL(resource);
+    s = new URL(serverUrl);
+  } catch {
+    return false;
+  }
+  if (r.origin !== s.origin || r.hash !== '' || r.search !== '') return false;
+  const rp = r.pathname.replace(/\/+$/, '');
+  const sp = s.pathname.replace(/\/+$/, '');
+  return rp === '' || sp === rp || sp.startsWith(`${rp}/`);
+}
+
+/** Where a URL points, for a message: origin and path (a query may hold what is not ours to show). */
+function where(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname === '/' ? '' : u.pathname}`;
+  } catch {
+    return '(not a URL)';
+  }
+}
+
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/** A failure of the OAuth client: what failed and what the other side said, never a credential. */
+export class OAuthError extends TransportError {
+  constructor(message: string, status?: number) {
+    // Nothing reached the upstream with this request (it was refused, or never sent): safe to send again.
+    super(redactConfigSecrets(`OAuth: ${message}`), status, true);
+  }
+}
+
+interface Discovered {
+  /** The `resource` the token is asked for (the PRM's, which covers this server). */
+  resource: string;
+  issuer: string;
+  tokenEndpoint: string;
+  /** The PRM's scopes_supported. */
+  scopesSupported?: string[];
+  authMethods?: string[];
+  signingAlgs?: string[];
+  grantTypes?: string[];
+  /** The PRM URL the discovery came from (a 401 naming another one discovers again). */
+  prmUrl: string;
+}
+
+interface Token {
+  value: string;
+  /** Date.now() after which it is replaced before use (Infinity: until a 401). */
+  renewAt: number;
+  /** The scopes it was asked with. */
+  scopes: string[];
+}
+
+/** Anything with the HttpClient's exchanges: the client itself, or OAuthHttp around it. */
+export interface HttpExchanges {
+  post(body: string, o?: HttpExchangeOptions): Promise<HttpAnswer>;
+  get(o?: HttpExchangeOptions): Promise<HttpAnswer>;
+  delete(o?: HttpExchangeOptions): Promise<HttpAnswer>;
+  close(): void;
+}
+
+/** One client per `servers.<id>.oauth` object: every connection to that server (per-principal ones too) shares its token. */
+const clients = new WeakMap<UpstreamOAuthConfig, OAuthClient>();
+
+export class OAuthClient {
+  private token: Token | undefined;
+  private discovered: Discovered | undefined;
+  /** The scopes asked for from now on: the first choice, and every scope a challenge added. */
+  private scopes: string[] | undefined;
+  private inflight: Promise<string> | undefined;
+  private failure: { err: OAuthError; at: number } | undefined;
+  private refs = 0;
+
+  /** The client of this server's `oauth` settings (one per config object), with one more user. */
+  static acquire(config: UpstreamOAuthConfig, serverUrl: string, log: Logger): OAuthClient {
+    let c = clients.get(config);
+    if (!c) {
+      c = new OAuthClient(config, serverUrl, log);
+      clients.set(config, c);
+    }
+    c.refs++;
+    return c;
+  }
+
+  private constructor(
+    private readonly config: UpstreamOAuthConfig,
+    private readonly serverUrl: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** One user fewer; the last one forgets the token (and stops redacting it). */
+  release(): void {
+    if (--this.refs > 0) return;
+    clients.delete(this.config);
+    this.token = undefined;
+    dropConfigSecrets(this);
+  }
+
+  /** The token to send now, if there is one that is not about to expire. */
+  current(): string | undefined {
+    const t = this.token;
+    return t !== undefined && Date.now() < t.renewAt ? t.value : undefined;
+  }
+
+  /** A token was obtained once and is now about to expire: get the next one before sending. */
+  get due(): boolean {
+    return this.token !== undefined && Date.now() >= this.token.renewAt;
+  }
+
+  /**
+   * A token in place of `used` (the one a 401 or an expiry condemned, or none), asked once
+   * however many requests need it; resolves at once when another request replaced it already.
+   */
+  renew(used: string | undefined, challenge?: BearerChallenge): Promise<string> {
+    const now = this.current();
+    if (now !== undefined && now !== used) return Promise.resolve(now);
+    if (this.inflight) return this.inflight;
+    if (this.failure && Date.now() - this.failure.at < FAILURE_COOLDOWN_MS) return Promise.reject(this.failure.err);
+    // A later challenge may name scopes the first choice lacked; the first choice is made in obtain().
+    if (challenge?.scope && this.scopes !== undefined) this.scopes = union(this.scopes, challenge.scope);
+    return this.fetchToken(challenge);
+  }
+
+  /**
+   * After a 403 `insufficient_scope` to a request sent with `used`: a token with the scopes asked
+   * for so far and the challenged ones (digest §7: the union), or undefined when the challenge
+   * adds no scope (asking again would be refused again).
+   */
+  stepUp(used: string | undefined, challenge: BearerChallenge): Promise<string | undefined> {
+    const now = this.current();
+    if (now !== undefined && now !== used) return Promise.resolve(now);
+    if (this.inflight) return this.inflight;
+    const had = this.scopes ?? this.token?.scopes ?? [];
+    const wanted = union(had, challenge.scope ?? []);
+    if (wanted.length === had.length) return Promise.resolve(undefined);
+    this.log.info({ scopes: wanted }, 'OAuth: the upstream asked for more scopes (403 insufficient_scope); asking for a new token');
+    this.scopes = wanted;
+    return this.fetchToken(challenge);
+  }
+
+  private fetchToken(challenge: BearerChallenge | undefined): Promise<string> {
+    const p = this.obtain(challenge).then(
+      (t) => {
+        this.failure = undefined;
+        return t;
+      },
+      (err: unknown) => {
+        const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
+        this.failure = { err: e, at: Date.now() };
+        // What was found may be what failed (an AS that moved): the next attempt looks again.
+        this.discovered = undefined;
+        throw e;
+      },
+    );
+    this.inflight = p.finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  private async obtain(challenge: BearerChallenge | undefined): Promise<string> {
+    if (!this.discovered || (challenge?.resourceMetadata !== undefined && challenge.resourceMetadata !== this.discovered.prmUrl)) {
+      this.discovered = await this.discover(challenge);
+    }
+    const d = this.discovered;
+    this.scopes ??= this.config.scopes ?? challenge?.scope ?? d.scopesSupported ?? [];
+    const scopes = this.scopes;
+    const value = await this.requestToken(d, scopes);
+    return value;
+  }
+
+  /** RFC 9728 then RFC 8414 / OpenID discovery (digest §7). */
+  private async discover(challenge: BearerChallenge | undefined): Promise<Discovered> {
+    const u = new URL(this.serverUrl);
+    const path = u.pathname.replace(/\/+$/, '');
+    const candidates: string[] = [];
+    const named = challenge?.resourceMetadata;
+    if (named !== undefined && /^https?:\/\//i.test(named)) candidates.push(named);
+    if (path !== '') candidates.push(`${u.origin}/.well-known/oauth-protected-resource${path}`);
+    candidates.push(`${u.origin}/.well-known/oauth-protected-resource`);
+    const tried: string[] = [];
+    let prm: Record<string, unknown> | undefined;
+    let prmUrl = '';
+    for (const c of candidates) {
+      const r = await this.getJson(c);
+      if ('doc' in r) {
+        prm = r.doc;
+        prmUrl = c;
+        break;
+      }
+      tried.push(`${where(c)} (${r.why})`);
+    }
+    if (!prm) throw new OAuthError(`discovery: no protected resource metadata for ${where(this.serverUrl)}; tried ${tried.join(', ')}`);
+    const resource = typeof prm.resource === 'string' ? prm.resource : canonicalResource(this.serverUrl);
+    if (!resourceCovers(resource, this.serverUrl))
+      throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(this.serverUrl)}); no token is asked for it`);
+    const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
+    if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
+    const issuer = servers[0]!;
+    const as = await this.authServerMetadata(issuer);
+    const tokenEndpoint = as.token_endpoint;
+    if (typeof tokenEndpoint !== 'string' || !/^https?:\/\//i.test(tokenEndpoint)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no token endpoint`);
+    const te = new URL(tokenEndpoint);
+    if (te.protocol !== 'https:' && !isLoopback(te.hostname))
+      throw new OAuthError(`the token endpoint ${where(tokenEndpoint)} is plain http on a host that is not loopback: the hub sends client credentials over https only`);
+    const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
+    const d: Discovered = {
+      resource,
+      issuer,
+      tokenEndpoint,
+      prmUrl,
+      scopesSupported: strings(prm.scopes_supported),
+      authMethods: strings(as.token_endpoint_auth_methods_supported),
+      signingAlgs: strings(as.token_endpoint_auth_signing_alg_values_supported),
+      grantTypes: strings(as.grant_types_supported),
+    };
+    if (d.grantTypes && !d.grantTypes.includes('client_credentials'))
+      throw new OAuthError(`the authorization server ${where(issuer)} does not offer the client_credentials grant (grant_types_supported: ${d.grantTypes.join(', ') || 'none'})`);
+    this.log.info({ issuer: where(issuer), tokenEndpoint: where(tokenEndpoint), resource: where(resource) }, 'OAuth: discovered the authorization server');
+    return d;
+  }
+
+  /** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */
+  private async authServerMetadata(issuer: string): Promise<Record<string, unknown>> {
+    const u = new URL(issuer);
+    const path = u.pathname.replace(/\/+$/, '');
+    const candidates = [`${u.origin}/.well-known/oauth-authorization-server${path}`, `${u.origin}/.well-known/openid-configuration${path}`];
+    if (path !== '') candidates.push(`${u.origin}${path}/.well-known/openid-configuration`);
+    const tried: string[] = [];
+    for (const c of candidates) {
+      const r = await this.getJson(c);
+      if (!('doc' in r)) {
+        tried.push(`${where(c)} (${r.why})`);
+        continue;
+      }
+      if (r.doc.issuer !== issuer) {
+        tried.push(`${where(c)} (names issuer ${typeof r.doc.issuer === 'string' ? where(r.doc.issuer) : 'none'})`);
+        continue;
+      }
+      return r.doc;
+    }
+    throw new OAuthError(`discovery: no authorization server metadata for ${where(issuer)}; tried ${tried.join(', ')}`);
+  }
+
+  /** A JSON object at `url`, or why not. Redirects are followed: these requests carry no credential. */
+  private async getJson(url: string): Promise<{ doc: Record<string, unknown> } | { why: string }> {
+    let res: Response;
+    try {
+      res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+    } catch (err) {
+      return { why: netWhy(err) };
+    }
+    if (!res.ok) {
+      await res.body?.cancel().catch(() => undefined);
+      return { why: `HTTP ${res.status}` };
+    }
+    const text = await readLimited(res, MAX_METADATA_BYTES);
+    if (text === undefined) return { why: `larger than ${MAX_METADATA_BYTES} bytes` };
+    try {
+      const doc = JSON.parse(text) as unknown;
+      if (doc !== null && typeof doc === 'object' && !Array.isArray(doc)) return { doc: doc as Record<string, unknown> };
+    } catch {
+      // said below
+    }
+    return { why: 'not a JSON object' };
+  }
+
+  /** The client-credentials token request (OAuth 2.1 §4.2, RFC 8707 `resource`). */
+  private async requestToken(d: Discovered, scopes: string[]): Promise<string> {
+    const body = new URLSearchParams({ grant_type: 'client_credentials', resource: d.resource });
+    if (scopes.length > 0) body.set('scope', scopes.join(' '));
+    const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+    const method = this.authMethod(d);
+    if (method === 'client_secret_basic') {
+      // RFC 6749 §2.3.1: each part form-encoded before the Basic encoding.
+      const pair = `${formEncode(this.config.clientId)}:${formEncode(this.config.clientSecret!)}`;
+      headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
+    } else if (method === 'client_secret_post') {
+      body.set('client_id', this.config.clientId);
+      body.set('client_secret', this.config.clientSecret!);
+    } else {
+      body.set('client_id', this.config.clientId);
+      body.set('client_assertion_type', ASSERTION_TYPE);
+      body.set('client_assertion', await this.assertion(d));
+    }
+    let res: Response;
+    try {
+      // Never redirected: the credentials would go along to wherever it points.
+      res = await fetch(d.tokenEndpoint, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+    } catch (err) {
+      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)}: ${netWhy(err)}`);
+    }
+    const text = (await readLimited(res, MAX_METADATA_BYTES)) ?? '';
+    let json: Record<string, unknown> = {};
+    try {
+      const v = JSON.parse(text) as unknown;
+      if (v !== null && typeof v === 'object' && !Array.isArray(v)) json = v as Record<string, unknown>;
+    } catch {
+      // said below
+    }
+    if (!res.ok) {
+      const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
+      const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
+      const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
+      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (client ${this.config.clientId}, ${method})`, res.status);
+    }
+    const access = json.access_token;
+    if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered without an access_token`, res.status);
+    const type = typeof json.token_type === 'string' ? json.token_type : '';
+    if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
+    const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
+    const lifeMs = Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn * 1000 : undefined;
+    const renewAt = lifeMs === undefined ? Infinity : Date.now() + lifeMs - Math.min(EXPIRY_MARGIN_MS, lifeMs / 10);
+    this.token = { value: access, renewAt, scopes };
+    // Redacted wherever it might be echoed (an upstream's error, a log line).
+    useConfigSecrets(this, [access]);
+    this.log.info({ expiresInSec: lifeMs === undefined ? undefined : Math.round(lifeMs / 1000), scopes, method }, 'OAuth: obtained an access token');
+    return access;
+  }
+
+  /** The configured method, else private_key_jwt with a key, else basic unless the AS lists only post (RFC 8414's default is basic). */
+  private authMethod(d: Discovered): 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' {
+    if (this.config.tokenEndpointAuth) return this.config.tokenEndpointAuth;
+    if (this.config.privateKey !== undefined && this.config.clientSecret === undefined) return 'private_key_jwt';
+    const listed = d.authMethods;
+    if (listed && !listed.includes('client_secret_basic') && listed.includes('client_secret_post')) return 'client_secret_post';
+    return 'client_secret_basic';
+  }
+
+  /** A client assertion (RFC 7523 §2.2): iss = sub = client id, aud = the issuer, one minute, single use. */
+  private async assertion(d: Discovered): Promise<string> {
+    const alg = this.config.signingAlgorithm ?? d.signingAlgs?.find((a) => KNOWN_ALGS.has(a)) ?? 'RS256';
+    let key: Awaited<ReturnType<typeof importPKCS8>>;
+    try {
+      key = await importPKCS8(this.config.privateKey!, alg);
+    } catch (err) {
+      // jose's message names the problem (not PKCS#8, wrong key type for alg), never the key.
+      throw new OAuthError(`oauth.privateKey cannot sign ${alg} client assertions: ${(err as Error).message}`);
+    }
+    return new SignJWT({})
+      .setProtectedHeader({ alg, typ: 'JWT' })
+      .setIssuer(this.config.clientId)
+      .setSubject(this.config.clientId)
+      .setAudience(d.issuer)
+      .setJti(randomUUID())
+      .setIssuedAt()
+      .setExpirationTime('60s')
+      .sign(key);
+  }
+}
+
+/**
+ * The HttpClient's exchanges with the server's OAuth token on each (`Authorization: Bearer`):
+ * one about to expire is replaced first; a 401 has a new token asked for and the exchange sent
+ * again once (the refused request did not run); a 403 `insufficient_scope` has the scopes
+ * stepped up, at most MAX_STEP_UPS times. An answer that is still 401 or 403 is returned as it
+ * is (the upstream then says the server refused the hub's credentials). A token that cannot be
+ * obtained fails the exchange with an OAuthError saying why.
+ */
+export class OAuthHttp implements HttpExchanges {
+  constructor(
+    private readonly http: HttpExchanges,
+    private readonly oauth: OAuthClient,
+  ) {}
+
+  post(body: string, o: HttpExchangeOptions = {}): Promise<HttpAnswer> {
+    return this.run((h) => this.http.post(body, h === o.headers ? o : { ...o, headers: h }), o);
+  }
+
+  get(o: HttpExchangeOptions = {}): Promise<HttpAnswer> {
+    return this.run((h) => this.http.get(h === o.headers ? o : { ...o, headers: h }), o);
+  }
+
+  delete(o: HttpExchangeOptions = {}): Promise<HttpAnswer> {
+    return this.run((h) => this.http.delete(h === o.headers ? o : { ...o, headers: h }), o);
+  }
+
+  close(): void {
+    this.oauth.release();
+    this.http.close();
+  }
+
+  private async run(send: (headers: Record<string, string> | undefined) => Promise<HttpAnswer>, o: HttpExchangeOptions): Promise<HttpAnswer> {
+    const withToken = (t: string | undefined): Record<string, string> | undefined => (t === undefined ? o.headers : { ...o.headers, authorization: `Bearer ${t}` });
+    let token = this.oauth.current() ?? (this.oauth.due ? await this.oauth.renew(undefined) : undefined);
+    let a = await send(withToken(token));
+    if (a.status === 401) {
+      token = await this.oauth.renew(token, parseBearerChallenge(a.headers['www-authenticate']));
+      a = await send(withToken(token));
+    }
+    for (let n = 0; n < MAX_STEP_UPS && a.status === 403; n++) {
+      const c = parseBearerChallenge(a.headers['www-authenticate']);
+      if (c?.error !== 'insufficient_scope') break;
+      const next = await this.oauth.stepUp(token, c);
+      if (next === undefined) break;
+      token = next;
+      a = await send(withToken(token));
+    }
+    return a;
+  }
+}
+
+function union(a: readonly string[], b: readonly string[]): string[] {
+  return [...new Set([...a, ...b])];
+}
+
+/** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */
+function formEncode(s: string): string {
+  return encodeURIComponent(s).replace(/%20/g, '+');
+}
+
+function netWhy(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError') return `no answer within ${OAUTH_REQUEST_TIMEOUT_MS} ms`;
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** The body as text, or undefined past `limit` bytes. */
+async function readLimited(res: Response, limit: number): Promise<string | undefined> {
+  if (!res.body) return '';
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
