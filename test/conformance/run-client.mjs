@@ -40,9 +40,11 @@ const PACKAGES = {
  * "LINE SCENARIO@VERSION[~DOWNSTREAM]": VERSION is the spec version the mock runs at;
  * DOWNSTREAM overrides the driver's own era, which otherwise follows VERSION (the hub translates
  * between the eras, so either must satisfy the mock). RUNS is every non-auth client scenario of
- * both lines, at each revision it is listed for, plus two with the driver in the other era.
+ * both lines, at each revision it is listed for, plus two with the driver in the other era, and
+ * the client-credentials scenarios (the hub's own OAuth client toward its upstream, SEP-1046).
  * CI_RUNS (the vitest check) is each scenario once, at the revision that scores the most, and
- * the era-translated MRTR run: the 0.1.16 mocks are the 0.2 line's legacy four again.
+ * the era-translated MRTR run: the 0.1.16 mocks are the 0.2 line's legacy four again; and each
+ * client-credentials scenario once, one per era.
  */
 export const CI_RUNS = [
   '0.2 initialize@2025-11-25',
@@ -57,6 +59,8 @@ export const CI_RUNS = [
   '0.2 http-invalid-tool-headers@2026-07-28',
   '0.2 json-schema-ref-no-deref@2026-07-28',
   '0.2 json-schema-2020-12-preservation@2026-07-28',
+  '0.2 auth/client-credentials-basic@2026-07-28',
+  '0.2 auth/client-credentials-jwt@2025-11-25',
 ];
 
 export const RUNS = [
@@ -68,6 +72,10 @@ export const RUNS = [
   '0.2 tools_call@2025-11-25',
   '0.2 elicitation-sep1034-client-defaults@2025-11-25~modern',
   '0.2 json-schema-2020-12-preservation@2025-11-25',
+  '0.1 auth/client-credentials-basic@2025-11-25',
+  '0.1 auth/client-credentials-jwt@2025-11-25',
+  '0.2 auth/client-credentials-basic@2025-11-25',
+  '0.2 auth/client-credentials-jwt@2026-07-28',
 ];
 
 /** Scenarios of extensions (no spec revision introduces them); see runOne. */

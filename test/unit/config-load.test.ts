@@ -502,6 +502,33 @@ describe('upstream headers', () => {
     expect(problems).toEqual([expect.stringMatching(/^servers\.s\.credentials: per-principal credentials are headers sent to an HTTP upstream/)]);
   });
 
+  it('takes servers.<id>.oauth on a url server, and says what it cannot go with', () => {
+    const url = 'http://127.0.0.1:9/mcp';
+    const c = parseConfig({ servers: { h: { url, oauth: { clientId: 'hub', clientSecret: 'client-secret-1', scopes: ['mcp:read'] } } } }, undefined, NO_ENV);
+    expect(c.servers.h!.oauth).toEqual({ clientId: 'hub', clientSecret: 'client-secret-1', scopes: ['mcp:read'] });
+    const problems = problemsOf({
+      servers: {
+        s: { command: 'node', oauth: { clientId: 'hub', clientSecret: 'sssssssss' } },
+        a: { url, headers: { authorization: 'Bearer x' }, oauth: { clientId: 'hub', clientSecret: 'sssssssss' } },
+        p: { url, credentials: { alice: { headers: { 'X-Token': 'a' } } }, oauth: { clientId: 'hub', clientSecret: 'sssssssss' } },
+        n: { url, oauth: { clientId: 'hub' } },
+        j: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', tokenEndpointAuth: 'private_key_jwt' } },
+        q: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', scopes: ['two words'] } },
+      },
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^servers\.s\.oauth: OAuth is for an HTTP upstream/),
+        expect.stringMatching(/^servers\.a\.oauth: the server also has an Authorization header/),
+        expect.stringMatching(/^servers\.p\.oauth: per-principal credentials cannot go with oauth/),
+        expect.stringMatching(/oauth needs clientSecret or privateKey/),
+        expect.stringMatching(/private_key_jwt.*needs oauth\.privateKey/),
+        expect.stringMatching(/^servers\.q\.oauth\.scopes/),
+      ]),
+    );
+    expect(problems.join('\n')).not.toContain('sssssssss');
+  });
+
   it('refuses every header the hub sets itself, in any case, in mcpServers too', () => {
     const own = ['Accept', 'content-type', 'Content-Length', 'Transfer-Encoding', 'Connection', 'Keep-Alive', 'Upgrade', 'TE', 'Trailer', 'Expect'];
     const mcp = ['MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Mcp-Session-Id', 'Last-Event-ID', 'Mcp-Param-Region'];

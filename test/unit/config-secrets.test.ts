@@ -57,6 +57,22 @@ describe('the secret values of a config', () => {
     expect(values).not.toContain('pre-');
   });
 
+  it("include a server's oauth client secret and private key, literal or brought in by ${env:…}, and not its client id", () => {
+    const c = parseConfig(
+      {
+        servers: {
+          a: { url: 'https://a.example/mcp', oauth: { clientId: 'client-id-a', clientSecret: 'pre-${env:CS}' } },
+          b: { url: 'https://b.example/mcp', oauth: { clientId: 'client-id-b', privateKey: 'literal-private-key-pem' } },
+        },
+      },
+      undefined,
+      { CS: 'oauth-env-secret-1' },
+    );
+    const values = configSecretValues(c);
+    expect(values).toEqual(expect.arrayContaining(['oauth-env-secret-1', 'pre-oauth-env-secret-1', 'literal-private-key-pem']));
+    expect(values).not.toContain('client-id-a');
+  });
+
   it('leave out interpolated values where no secret sits: args, a url host or path, cwd, env under ordinary names, listener, ledger', () => {
     const env = {
       HOST: '127.0.0.10',
