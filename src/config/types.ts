@@ -147,6 +147,8 @@ export interface PrincipalCredentials {
  */
 export interface UpstreamOAuthConfig {
   clientId: string;
+  /** The authorization server the client is registered with; the credentials go to no other. */
+  issuer?: string;
   clientSecret?: string;
   /** PKCS#8 PEM, for private_key_jwt. */
   privateKey?: string;

@@ -152,6 +152,8 @@ export class OAuthClient {
   /** The scopes asked for from now on: the first choice, and every scope a challenge added. */
   private scopes: string[] | undefined;
   private inflight: Promise<string> | undefined;
+  /** Without oauth.issuer: the issuer of the first discovery (see pickIssuer). */
+  private boundIssuer: string | undefined;
   private failure: { err: OAuthError; at: number } | undefined;
   private refs = 0;
 
@@ -278,7 +280,7 @@ export class OAuthClient {
       throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(this.serverUrl)}); no token is asked for it`);
     const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
     if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
-    const issuer = servers[0]!;
+    const issuer = this.pickIssuer(servers, prmUrl);
     const as = await this.authServerMetadata(issuer);
     const tokenEndpoint = as.token_endpoint;
     if (typeof tokenEndpoint !== 'string' || !/^https?:\/\//i.test(tokenEndpoint)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no token endpoint`);
@@ -300,6 +302,26 @@ export class OAuthClient {
       throw new OAuthError(`the authorization server ${where(issuer)} does not offer the client_credentials grant (grant_types_supported: ${d.grantTypes.join(', ') || 'none'})`);
     this.log.info({ issuer: where(issuer), tokenEndpoint: where(tokenEndpoint), resource: where(resource) }, 'OAuth: discovered the authorization server');
     return d;
+  }
+
+  /**
+   * The authorization server to send the credentials to. They were registered with one (digest
+   * §7: credentials are bound to their issuer), and the upstream names it: a server that named
+   * another would have the secret sent wherever it pointed. So the configured `issuer` must be
+   * among those named; without one, the first issuer found is kept for the life of this client,
+   * and a later discovery naming another is refused.
+   */
+  private pickIssuer(named: string[], prmUrl: string): string {
+    const want = this.config.issuer ?? this.boundIssuer;
+    if (want === undefined) {
+      this.boundIssuer = named[0]!;
+      return named[0]!;
+    }
+    if (named.includes(want)) return want;
+    const why = this.config.issuer !== undefined ? 'oauth.issuer' : 'the issuer this client first used';
+    throw new OAuthError(
+      `discovery: the protected resource metadata at ${where(prmUrl)} names ${named.map(where).join(', ')} as authorization server, not ${where(want)} (${why}); the client credentials are not sent elsewhere`,
+    );
   }
 
   /** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */

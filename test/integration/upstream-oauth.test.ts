@@ -21,7 +21,7 @@ const SECRET = 'upstream-oauth-secret-7f3a9c';
 const WRONG = 'upstream-oauth-wrong-secret-41d2';
 
 interface Stats {
-  tokenRequests: { grantType: string; resource: string; scope: string | null; method: 'basic' | 'post' }[];
+  tokenRequests: { clientId: string; grantType: string; resource: string; scope: string | null; method: 'basic' | 'post' }[];
   unauthorized: number;
   forbidden: number;
   issued: string[];
@@ -48,6 +48,8 @@ beforeAll(async () => {
         p: { url: fixture.url, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
         // The same server under another URL (the fixture counts only the first one's requests).
         bad: { url: `${fixture.url}?tenant=bad`, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_WRONG}', tokenEndpointAuth: 'client_secret_post' } },
+        // Registered with another authorization server than the one this server names.
+        pinned: { url: `${fixture.url}?tenant=pinned`, oauth: { clientId: 'pinned-client', issuer: 'https://as.example', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
       },
     },
     { dir, args: ['--no-watch'], env: { UPSTREAM_OAUTH_SECRET: SECRET, UPSTREAM_OAUTH_WRONG: WRONG } },
@@ -118,17 +120,29 @@ describe('OAuth client credentials toward an HTTP upstream', () => {
     expect((await stats()).forbidden).toBe(forbidden + 1);
   });
 
-  it('says why a server whose secret the authorization server refuses is down, without the secret', async () => {
+  /** The server's lastError, once it has one. */
+  async function lastErrorOf(id: string): Promise<string> {
     const deadline = Date.now() + 20_000;
     let lastError = '';
     while (Date.now() < deadline) {
       const servers = ((await (await fetch(new URL('/admin/servers', hub.url))).json()) as { servers: { id: string; lastError: string | null }[] }).servers;
-      lastError = servers.find((s) => s.id === 'bad')?.lastError ?? '';
+      lastError = servers.find((s) => s.id === id)?.lastError ?? '';
       if (lastError) break;
       await new Promise((r) => setTimeout(r, 100));
     }
+    return lastError;
+  }
+
+  it('says why a server whose secret the authorization server refuses is down, without the secret', async () => {
+    const lastError = await lastErrorOf('bad');
     expect(lastError).toMatch(/OAuth: token endpoint http:\/\/127\.0\.0\.1:\d+\/as\/token answered HTTP 401 invalid_client: unknown client or wrong secret/);
     expect(lastError).not.toContain(WRONG);
+  });
+
+  it('sends the credentials to no authorization server but the configured issuer', async () => {
+    const lastError = await lastErrorOf('pinned');
+    expect(lastError).toMatch(/names http:\/\/127\.0\.0\.1:\d+\/as as authorization server, not https:\/\/as\.example \(oauth\.issuer\); the client credentials are not sent elsewhere/);
+    expect((await stats()).tokenRequests.filter((r) => r.clientId === 'pinned-client')).toEqual([]);
   });
 
   it('never lets the secret or a token into the logs or the ledger, even one the upstream echoes', async () => {
