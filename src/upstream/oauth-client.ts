@@ -131,6 +131,8 @@ interface Token {
   value: string;
   /** Date.now() after which it is replaced before use (Infinity: until a 401). */
   renewAt: number;
+  /** Date.now() at which it expires (Infinity: not said). */
+  expiresAt: number;
   /** The scopes it was asked with. */
   scopes: string[];
 }
@@ -186,6 +188,15 @@ export class OAuthClient {
   current(): string | undefined {
     const t = this.token;
     return t !== undefined && Date.now() < t.renewAt ? t.value : undefined;
+  }
+
+  /**
+   * The token about to expire, while it has not: what a request may still use when its
+   * replacement cannot be had now (the authorization server down for a moment).
+   */
+  lastResort(): string | undefined {
+    const t = this.token;
+    return t !== undefined && Date.now() < t.expiresAt ? t.value : undefined;
   }
 
   /** A token was obtained once and is now about to expire: get the next one before sending. */
@@ -383,7 +394,7 @@ export class OAuthClient {
       body.set('client_id', this.config.clientId);
       body.set('client_secret', this.config.clientSecret!);
     } else {
-      body.set('client_id', this.config.clientId);
+      // No client_id: the assertion's `sub` names the client (RFC 7523 §3; the extension's example).
       body.set('client_assertion_type', ASSERTION_TYPE);
       body.set('client_assertion', await this.assertion(d));
     }
@@ -414,8 +425,9 @@ export class OAuthClient {
     if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
     const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
     const lifeMs = Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn * 1000 : undefined;
-    const renewAt = lifeMs === undefined ? Infinity : Date.now() + lifeMs - Math.min(EXPIRY_MARGIN_MS, lifeMs / 10);
-    this.token = { value: access, renewAt, scopes };
+    const expiresAt = lifeMs === undefined ? Infinity : Date.now() + lifeMs;
+    const renewAt = expiresAt - (lifeMs === undefined ? 0 : Math.min(EXPIRY_MARGIN_MS, lifeMs / 10));
+    this.token = { value: access, renewAt, expiresAt, scopes };
     // Redacted wherever it might be echoed (an upstream's error, a log line).
     useConfigSecrets(this, [access]);
     this.log.info({ expiresInSec: lifeMs === undefined ? undefined : Math.round(lifeMs / 1000), scopes, method }, 'OAuth: obtained an access token');
@@ -484,9 +496,20 @@ export class OAuthHttp implements HttpExchanges {
     this.http.close();
   }
 
+  /** The next token for one about to expire; that one still, if it has not expired and no next one can be had now. */
+  private async renewDue(): Promise<string> {
+    try {
+      return await this.oauth.renew(undefined);
+    } catch (err) {
+      const old = this.oauth.lastResort();
+      if (old === undefined) throw err;
+      return old;
+    }
+  }
+
   private async run(send: (headers: Record<string, string> | undefined) => Promise<HttpAnswer>, o: HttpExchangeOptions): Promise<HttpAnswer> {
     const withToken = (t: string | undefined): Record<string, string> | undefined => (t === undefined ? o.headers : { ...o.headers, authorization: `Bearer ${t}` });
-    let token = this.oauth.current() ?? (this.oauth.due ? await this.oauth.renew(undefined) : undefined);
+    let token = this.oauth.current() ?? (this.oauth.due ? await this.renewDue() : undefined);
     let a = await send(withToken(token));
     if (a.status === 401) {
       token = await this.oauth.renew(token, parseBearerChallenge(a.headers['www-authenticate']));

@@ -1,0 +1,81 @@
+/**
+ * The upstream OAuth client (src/upstream/oauth-client.ts) against a small authorization server
+ * and protected-resource metadata on loopback, in process: the parts whose timing the
+ * integration test (upstream-oauth.test.ts) cannot reach without long waits.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
+import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
+
+let server: Server;
+let base = '';
+let tokenStatus = 200;
+let issued = 0;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    const json = (status: number, body: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.url === '/.well-known/oauth-protected-resource/mcp') return json(200, { resource: `${base}/mcp`, authorization_servers: [base] });
+    if (req.url === '/.well-known/oauth-authorization-server') return json(200, { issuer: base, token_endpoint: `${base}/token` });
+    if (req.url === '/token' && req.method === 'POST') {
+      req.resume();
+      req.on('end', () => (tokenStatus === 200 ? json(200, { access_token: `unit-token-${++issued}`, token_type: 'bearer', expires_in: 100 }) : json(tokenStatus, { error: 'temporarily_unavailable' })));
+      return;
+    }
+    json(404, {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+afterEach(() => {
+  vi.restoreAllMocks();
+  tokenStatus = 200;
+});
+
+/** The upstream's side of the exchanges: 401 to a request without a token, 200 otherwise; records what was sent. */
+function upstream(): HttpExchanges & { sent: (string | undefined)[] } {
+  const sent: (string | undefined)[] = [];
+  const answer = (o: HttpExchangeOptions = {}): Promise<HttpAnswer> => {
+    const auth = o.headers?.authorization;
+    sent.push(auth);
+    return Promise.resolve(auth ? { status: 200, headers: {}, messages: 1 } : { status: 401, headers: { 'www-authenticate': 'Bearer realm="x"' }, messages: 0 });
+  };
+  return { sent, post: (_b, o) => answer(o), get: answer, delete: answer, close: () => undefined };
+}
+
+describe('the upstream OAuth client', () => {
+  it('keeps using a token about to expire when its replacement cannot be had, until it expires', async () => {
+    const peer = upstream();
+    const http = new OAuthHttp(peer, OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, silentLogger));
+    await http.post('{}');
+    expect(peer.sent).toEqual([undefined, 'Bearer unit-token-1']);
+    const now = Date.now();
+    tokenStatus = 503;
+    // 95 s into a 100 s token: due for renewal (the last 10 %), not expired.
+    vi.spyOn(Date, 'now').mockReturnValue(now + 95_000);
+    expect((await http.post('{}')).status).toBe(200);
+    expect(peer.sent.at(-1)).toBe('Bearer unit-token-1');
+    // Expired: the replacement's failure is the request's.
+    vi.spyOn(Date, 'now').mockReturnValue(now + 101_000);
+    await expect(http.post('{}')).rejects.toThrow(/OAuth: token endpoint http:\/\/127\.0\.0\.1:\d+\/token answered HTTP 503 temporarily_unavailable/);
+    http.close();
+  });
+
+  it('reads the Bearer challenge and the canonical resource', () => {
+    expect(parseBearerChallenge('Basic realm="a", Bearer error="insufficient_scope", scope="a b", resource_metadata="https://x/.well-known/oauth-protected-resource"')).toEqual({
+      error: 'insufficient_scope',
+      scope: ['a', 'b'],
+      resourceMetadata: 'https://x/.well-known/oauth-protected-resource',
+    });
+    expect(parseBearerChallenge('Basic realm="a"')).toBeUndefined();
+    expect(canonicalResource('HTTPS://Example.COM:8443/mcp/?q=1#f')).toBe('https://example.com:8443/mcp');
+  });
+});
