@@ -178,8 +178,8 @@ export class OAuthClient {
 
   /** One user fewer; the last one forgets the token (and stops redacting it). */
   release(): void {
-    if (--this.refs > 0) return;
-    clients.delete(this.config);
+    if (this.refs === 0 || --this.refs > 0) return;
+    if (clients.get(this.config) === this) clients.delete(this.config);
     this.token = undefined;
     dropConfigSecrets(this);
   }
