@@ -5,6 +5,7 @@
  * upstream whose reconnect handshake is the half-open probe.
  */
 import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+import { OAuthError } from './oauth-client.js';
 
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
@@ -12,11 +13,14 @@ export type Evidence = 'healthy' | 'unwell' | 'none';
 
 /**
  * What one finished call says about the server. An answer, even a JSON-RPC error, is health;
- * a refused credential or a cancellation by our own caller says nothing about it.
+ * a refused credential, a token that could not be had or a cancellation by our own caller says
+ * nothing about it.
  */
 export function evidenceOf(err: Error | undefined): Evidence {
   if (err === undefined || err instanceof RpcError) return 'healthy';
   if (err instanceof CancelledError) return 'none';
+  // No token to be had (the authorization server refused the client, or is away) says nothing of the server itself.
+  if (err instanceof OAuthError) return 'none';
   if (err instanceof TransportError) return err.status === 401 || err.status === 403 ? 'none' : 'unwell';
   // A deadline the caller chose shorter than the server's own is no sign the server is unwell:
   // otherwise one client with a tiny limit could open the circuit for everyone.

@@ -32,7 +32,7 @@ const OAUTH_REQUEST_TIMEOUT_MS = 10_000;
 const EXPIRY_MARGIN_MS = 60_000;
 /** Scope step-ups one request may cause (each must ask for a scope not asked for before). */
 export const MAX_STEP_UPS = 2;
-/** After a failed token request, later requests fail with its error for this long (no storm on the AS). */
+/** After a failed token request, the same request (the same scopes) fails with its error for this long (no storm on the AS). */
 const FAILURE_COOLDOWN_MS = 1_000;
 /** The longest metadata document read. */
 const MAX_METADATA_BYTES = 256 * 1024;
@@ -151,12 +151,13 @@ const clients = new WeakMap<UpstreamOAuthConfig, OAuthClient>();
 export class OAuthClient {
   private token: Token | undefined;
   private discovered: Discovered | undefined;
-  /** The scopes asked for from now on: the first choice, and every scope a challenge added. */
+  /** The scopes of the last token obtained: the first choice, and every scope a challenge added since. */
   private scopes: string[] | undefined;
   private inflight: Promise<string> | undefined;
   /** Without oauth.issuer: the issuer of the first discovery (see pickIssuer). */
   private boundIssuer: string | undefined;
-  private failure: { err: OAuthError; at: number } | undefined;
+  /** The last failed token request, and the scopes it asked for (undefined: the first choice). */
+  private failure: { err: OAuthError; at: number; scopes: string | undefined } | undefined;
   private refs = 0;
 
   /** The client of this server's `oauth` settings (one per config object), with one more user. */
@@ -212,10 +213,8 @@ export class OAuthClient {
     const now = this.current();
     if (now !== undefined && now !== used) return Promise.resolve(now);
     if (this.inflight) return this.inflight;
-    if (this.failure && Date.now() - this.failure.at < FAILURE_COOLDOWN_MS) return Promise.reject(this.failure.err);
     // A later challenge may name scopes the first choice lacked; the first choice is made in obtain().
-    if (challenge?.scope && this.scopes !== undefined) this.scopes = union(this.scopes, challenge.scope);
-    return this.fetchToken(challenge);
+    return this.fetchToken(challenge, challenge?.scope && this.scopes !== undefined ? union(this.scopes, challenge.scope) : this.scopes);
   }
 
   /**
@@ -231,19 +230,23 @@ export class OAuthClient {
     const wanted = union(had, challenge.scope ?? []);
     if (wanted.length === had.length) return Promise.resolve(undefined);
     this.log.info({ scopes: wanted }, 'OAuth: the upstream asked for more scopes (403 insufficient_scope); asking for a new token');
-    this.scopes = wanted;
-    return this.fetchToken(challenge);
+    return this.fetchToken(challenge, wanted);
   }
 
-  private fetchToken(challenge: BearerChallenge | undefined): Promise<string> {
-    const p = this.obtain(challenge).then(
+  /** A new token with `scopes` (undefined: the first choice, see obtain), asked once for every waiter. */
+  private fetchToken(challenge: BearerChallenge | undefined, scopes: string[] | undefined): Promise<string> {
+    const key = scopes?.join(' ');
+    const f = this.failure;
+    // The same request failed a moment ago: its answer stands (no storm on the authorization server).
+    if (f && f.scopes === key && Date.now() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
+    const p = this.obtain(challenge, scopes).then(
       (t) => {
         this.failure = undefined;
         return t;
       },
       (err: unknown) => {
         const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
-        this.failure = { err: e, at: Date.now() };
+        this.failure = { err: e, at: Date.now(), scopes: key };
         // What was found may be what failed (an AS that moved): the next attempt looks again.
         this.discovered = undefined;
         throw e;
@@ -253,14 +256,16 @@ export class OAuthClient {
     return this.inflight;
   }
 
-  private async obtain(challenge: BearerChallenge | undefined): Promise<string> {
+  private async obtain(challenge: BearerChallenge | undefined, scopes: string[] | undefined): Promise<string> {
     if (!this.discovered || (challenge?.resourceMetadata !== undefined && challenge.resourceMetadata !== this.discovered.prmUrl)) {
       this.discovered = await this.discover(challenge);
     }
     const d = this.discovered;
-    this.scopes ??= this.config.scopes ?? challenge?.scope ?? d.scopesSupported ?? [];
-    const scopes = this.scopes;
-    const value = await this.requestToken(d, scopes);
+    const ask = scopes ?? this.config.scopes ?? challenge?.scope ?? d.scopesSupported ?? [];
+    const value = await this.requestToken(d, ask);
+    // Kept only once granted: a scope the authorization server refuses (a challenge may name
+    // one the client was never allowed) would otherwise be asked for, and refused, for good.
+    this.scopes = ask;
     return value;
   }
 

@@ -45,7 +45,8 @@ beforeAll(async () => {
     {
       ledger: { path: join(dir, 'ledger.db'), storeBodies: true },
       servers: {
-        p: { url: fixture.url, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
+        // A short circuit breaker: an OAuth failure counted against the server would open it.
+        p: { url: fixture.url, circuitBreaker: { failures: 1, cooldownMs: 5000 }, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
         // The same server under another URL (the fixture counts only the first one's requests).
         bad: { url: `${fixture.url}?tenant=bad`, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_WRONG}', tokenEndpointAuth: 'client_secret_post' } },
         // Registered with another authorization server than the one this server names.
@@ -118,6 +119,19 @@ describe('OAuth client credentials toward an HTTP upstream', () => {
     // The stepped-up token serves later calls too.
     expect(text(await call('p__admin_echo', { text: 'again' }))).toBe('admin:again');
     expect((await stats()).forbidden).toBe(forbidden + 1);
+  });
+
+  it('keeps the scopes it had when a step-up is refused by the authorization server', async () => {
+    const a = await call('p__forbidden_echo', { text: 'x' });
+    expect(JSON.stringify(a.body)).toMatch(/OAuth: token endpoint .* answered HTTP 400 invalid_scope/);
+    expect((await basicRequests()).at(-1)!.scope).toBe('mcp admin forbidden');
+    // No token to be had is no sign the server is unwell: its circuit stays closed.
+    const servers = ((await (await fetch(new URL('/admin/servers', hub.url))).json()) as { servers: { id: string; circuit: string; state: string }[] }).servers;
+    expect(servers.find((s) => s.id === 'p')).toMatchObject({ state: 'ready', circuit: 'closed' });
+    // The next token (after a 401) is asked with the scopes granted before, not the refused one.
+    await control('/revoke');
+    expect(text(await call('p__admin_echo', { text: 'still' }))).toBe('admin:still');
+    expect((await basicRequests()).at(-1)!.scope).toBe('mcp admin');
   });
 
   /** The server's lastError, once it has one. */
