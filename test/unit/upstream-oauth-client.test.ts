@@ -14,6 +14,8 @@ let server: Server;
 let base = '';
 let tokenStatus = 200;
 let issued = 0;
+/** Token requests, answered or refused. */
+let posts = 0;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -23,7 +25,12 @@ beforeAll(async () => {
     };
     if (req.url === '/.well-known/oauth-protected-resource/mcp') return json(200, { resource: `${base}/mcp`, authorization_servers: [base] });
     if (req.url === '/.well-known/oauth-authorization-server') return json(200, { issuer: base, token_endpoint: `${base}/token` });
+    // Metadata that names another resource, and an authorization server whose metadata names another issuer.
+    if (req.url === '/.well-known/oauth-protected-resource/other') return json(200, { resource: 'https://evil.example.com/mcp', authorization_servers: [base] });
+    if (req.url === '/.well-known/oauth-protected-resource/liar') return json(200, { resource: `${base}/liar`, authorization_servers: [`${base}/liar-as`] });
+    if (req.url === '/.well-known/oauth-authorization-server/liar-as') return json(200, { issuer: 'https://evil.example.com', token_endpoint: 'https://evil.example.com/token' });
     if (req.url === '/token' && req.method === 'POST') {
+      posts++;
       req.resume();
       req.on('end', () => (tokenStatus === 200 ? json(200, { access_token: `unit-token-${++issued}`, token_type: 'bearer', expires_in: 100 }) : json(tokenStatus, { error: 'temporarily_unavailable' })));
       return;
@@ -67,6 +74,19 @@ describe('the upstream OAuth client', () => {
     vi.spyOn(Date, 'now').mockReturnValue(now + 101_000);
     await expect(http.post('{}')).rejects.toThrow(/OAuth: token endpoint http:\/\/127\.0\.0\.1:\d+\/token answered HTTP 503 temporarily_unavailable/);
     http.close();
+  });
+
+  it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
+    for (const [path, why] of [
+      ['other', /is for https:\/\/evil\.example\.com\/mcp, not for this server/],
+      ['liar', /no authorization server metadata for http:\/\/127\.0\.0\.1:\d+\/liar-as; tried .*\(names issuer https:\/\/evil\.example\.com\)/],
+    ] as const) {
+      const before = posts;
+      const http = new OAuthHttp(upstream(), OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/${path}`, silentLogger));
+      await expect(http.post('{}')).rejects.toThrow(why);
+      expect(posts).toBe(before);
+      http.close();
+    }
   });
 
   it('reads the Bearer challenge and the canonical resource', () => {
