@@ -219,6 +219,8 @@ export class HttpUpstream extends HandshakingUpstream {
         if (c.kind === 'response') msgs.push(c.msg);
       }
       v = httpVerdict(a.status, msgs, id);
+      if (v.kind === 'no-evidence' && a.status === 401 && !this.spec.oauth && parseBearerChallenge(a.headers['www-authenticate']) !== undefined)
+        v = { kind: 'no-evidence', reason: `${v.reason} (the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${this.id}.oauth, or a token in its headers)` };
     } catch (err) {
       v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${this.spec.probeTimeoutMs} ms` : errMessage(err) };
     } finally {

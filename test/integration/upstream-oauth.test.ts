@@ -49,6 +49,8 @@ beforeAll(async () => {
         p: { url: fixture.url, circuitBreaker: { failures: 1, cooldownMs: 5000 }, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
         // The same server under another URL (the fixture counts only the first one's requests).
         bad: { url: `${fixture.url}?tenant=bad`, oauth: { clientId: 'hub-client', clientSecret: '${env:UPSTREAM_OAUTH_WRONG}', tokenEndpointAuth: 'client_secret_post' } },
+        // No oauth at all.
+        plain: { url: `${fixture.url}?tenant=plain` },
         // Registered with another authorization server than the one this server names.
         pinned: { url: `${fixture.url}?tenant=pinned`, oauth: { clientId: 'pinned-client', issuer: 'https://as.example', clientSecret: '${env:UPSTREAM_OAUTH_SECRET}' } },
       },
@@ -151,6 +153,10 @@ describe('OAuth client credentials toward an HTTP upstream', () => {
     const lastError = await lastErrorOf('bad');
     expect(lastError).toMatch(/OAuth: token endpoint http:\/\/127\.0\.0\.1:\d+\/as\/token answered HTTP 401 invalid_client: unknown client or wrong secret/);
     expect(lastError).not.toContain(WRONG);
+  });
+
+  it('tells the operator of a server without oauth that it asks for an OAuth token', async () => {
+    expect(await lastErrorOf('plain')).toMatch(/HTTP 401: authorization required \(the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers\.plain\.oauth, or a token in its headers\)/);
   });
 
   it('sends the credentials to no authorization server but the configured issuer', async () => {
