@@ -24,6 +24,7 @@ import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { dropConfigSecrets, redactConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { TransportError } from '../protocol/errors.js';
+import { isLoopbackHost } from '../downstream/origin.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../transport/http-client.js';
 
 /** How long one metadata or token request may take. */
@@ -98,11 +99,6 @@ function where(url: string): string {
   } catch {
     return '(not a URL)';
   }
-}
-
-function isLoopback(host: string): boolean {
-  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
-  return h === 'localhost' || h.endsWith('.localhost') || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
 }
 
 /** A failure of the OAuth client: what failed and what the other side said, never a credential. */
@@ -301,7 +297,7 @@ export class OAuthClient {
     const tokenEndpoint = as.token_endpoint;
     if (typeof tokenEndpoint !== 'string' || !/^https?:\/\//i.test(tokenEndpoint)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no token endpoint`);
     const te = new URL(tokenEndpoint);
-    if (te.protocol !== 'https:' && !isLoopback(te.hostname))
+    if (te.protocol !== 'https:' && !isLoopbackHost(te.hostname))
       throw new OAuthError(`the token endpoint ${where(tokenEndpoint)} is plain http on a host that is not loopback: the hub sends client credentials over https only`);
     const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
     const d: Discovered = {
