@@ -40,7 +40,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { firstAttemptEnded, firstStarting, onFirstAttempt } from './hub/first-start.js';
+import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
 import { dropConfigSecrets, useConfigSecrets } from './policy/config-secrets.js';
@@ -628,8 +628,10 @@ export class Hub implements HubCore {
       if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
-    } else if (method === 'prompts/get' && typeof params.name === 'string') {
-      const starting = this.firstStarting(params.name, ctx);
+    } else {
+      // A prompt names its server as a tool does; so does the completion of a prompt's argument.
+      const prompt = promptNamed(method, params);
+      const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
       if (starting.length > 0) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
     }
     const result = await this.router.handle(method, params, ctx);

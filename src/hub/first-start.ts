@@ -5,7 +5,8 @@
  * its tools were then "Unknown" (a script piping `initialize` and `tools/call` into `switchyard
  * stdio` got that for a tool it was about to have). The call waits for that server instead,
  * bounded by its timeoutMs, as long as it would wait for the server's answer. So does a call by a
- * name an earlier hub process gave that server (kept in the ledger), and a `prompts/get`. Once an
+ * name an earlier hub process gave that server (kept in the ledger), a `prompts/get`, and a
+ * `completion/complete` of a prompt's argument (it was "Unknown completion reference"). Once an
  * attempt has failed (a command that exits, a URL that refuses) the wait ends: the caller hears
  * why at once rather than after the retries.
  */
@@ -34,6 +35,14 @@ export function firstStarting(hubName: string, handles: Iterable<ServerHandle>, 
   const owner = spaceOf(hubName, new Set(byPrefix.keys()));
   const candidates = owner === undefined ? bare : [byPrefix.get(owner)!];
   return candidates.filter((h) => onFirstAttempt(h) && shown(h.id));
+}
+
+/** The prompt a request names: a `prompts/get`'s, or the one whose argument a `completion/complete` completes. */
+export function promptNamed(method: string, params: Record<string, unknown>): string | undefined {
+  if (method === 'prompts/get') return typeof params.name === 'string' ? params.name : undefined;
+  if (method !== 'completion/complete') return undefined;
+  const ref = params.ref as { type?: unknown; name?: unknown } | null | undefined;
+  return ref?.type === 'ref/prompt' && typeof ref.name === 'string' ? ref.name : undefined;
 }
 
 /** Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` aborts, whichever is first. */

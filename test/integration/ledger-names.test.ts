@@ -126,7 +126,7 @@ describe('persistent hub names', () => {
     expect(rows.find((r) => r.requestId === 'back')?.server).toBe('a');
   }, 60_000);
 
-  it('a call or prompt by a stored name of a server on its first start waits for it, and is answered once it is ready', async () => {
+  it("a call, a prompt or a prompt argument's completion by a stored name of a server on its first start waits for it, and is answered once it is ready", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-grace-'));
     const a = fixture(SDK1, dir, { prefix: 'x' });
     const b = fixture(SDK2, dir, { prefix: 'y' }, join(dir, 'counter-b.json'));
@@ -138,14 +138,17 @@ describe('persistent hub names', () => {
     hub = await startHub({ servers: { b, a: slowA } }, { dir });
     await waitForReady(hub.url, ['b']);
     // A client that kept the hub's lists from before: the names are `a`'s (the ledger says so),
-    // so both wait for its first start rather than hearing "unavailable" after the grace.
-    const [call, prompt] = await Promise.all([
+    // so all three wait for its first start rather than hearing "unavailable" (or, for the
+    // completion, "Unknown completion reference") after the grace.
+    const [call, prompt, completion] = await Promise.all([
       modernCall(hub.url, 'while-starting', 'tools/call', { name: 'x__echo', arguments: { text: 'x' } }),
       modernCall(hub.url, 'prompt-while-starting', 'prompts/get', { name: 'x__greet', arguments: { name: 'n' } }),
+      modernCall(hub.url, 'complete-while-starting', 'completion/complete', { ref: { type: 'ref/prompt', name: 'x__greet' }, argument: { name: 'name', value: 'al' } }),
     ]);
     expect(Date.now() - spawned).toBeGreaterThanOrEqual(5000);
     expect(textOf(call.body?.result), JSON.stringify(call.body)).toBe('echo:x');
     expect(prompt.body?.error, JSON.stringify(prompt.body)).toBeUndefined();
     expect(JSON.stringify(prompt.body?.result?.messages)).toContain('Hello, n!');
+    expect(completion.body?.result?.completion, JSON.stringify(completion.body)).toMatchObject({ values: ['alice', 'albert'] });
   }, 40_000);
 });
