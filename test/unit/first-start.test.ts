@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { ServerHandle } from '../../src/catalog/catalog.js';
 import { Canceller } from '../../src/cancel.js';
-import { firstAttemptEnded, firstStarting } from '../../src/hub/first-start.js';
+import { firstAttemptEnded, firstStarting, promptNamed } from '../../src/hub/first-start.js';
 
 /** A handle whose upstream is an emitter with a settable state and last error (all first-start.ts reads). */
 function handle(id: string, prefix: string, state: string, lastError?: string): ServerHandle & { set(s: string, error?: string): void } {
@@ -77,5 +77,17 @@ describe('firstAttemptEnded', () => {
     await wait;
     expect(h.upstream.listenerCount('state')).toBe(0);
     await firstAttemptEnded(handle('c', 'c', 'failed'), 60_000, undefined);
+  });
+});
+
+describe('promptNamed', () => {
+  it("names a prompts/get's prompt, and the prompt a completion/complete completes an argument of; nothing else", () => {
+    expect(promptNamed('prompts/get', { name: 'x__greet' })).toBe('x__greet');
+    expect(promptNamed('completion/complete', { ref: { type: 'ref/prompt', name: 'x__greet' }, argument: { name: 'n', value: 'a' } })).toBe('x__greet');
+    expect(promptNamed('completion/complete', { ref: { type: 'ref/resource', uri: 'file:///x' } })).toBeUndefined();
+    expect(promptNamed('completion/complete', { ref: null })).toBeUndefined();
+    expect(promptNamed('completion/complete', { ref: 'x__greet' })).toBeUndefined();
+    expect(promptNamed('prompts/get', { name: 7 })).toBeUndefined();
+    expect(promptNamed('tools/call', { name: 'x__greet' })).toBeUndefined();
   });
 });
