@@ -3,6 +3,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** A process as /proc shows it (Linux only, like the rest of the suite). */
 export interface Proc {
   pid: number;
+  /** Its parent. */
+  ppid: number;
   /** Its process group. */
   pgrp: number;
 }
@@ -19,8 +21,8 @@ export function liveProcesses(): Proc[] {
       continue; // gone meanwhile
     }
     // pid (comm) state ppid pgrp …: comm may hold spaces and parentheses, so read after the last ')'.
-    const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (state !== 'Z') out.push({ pid: Number(d), pgrp: Number(pgrp) });
+    const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (state !== 'Z') out.push({ pid: Number(d), ppid: Number(ppid), pgrp: Number(pgrp) });
   }
   return out;
 }
@@ -40,5 +42,18 @@ export function environOf(pid: number): string[] {
     return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
   } catch {
     return [];
+  }
+}
+
+/**
+ * Milliseconds a process's main thread has spent ready to run but waiting for a CPU (the run
+ * queue: schedstat's second field), since it started; 0 once it is gone. What a loaded machine
+ * adds to a wall-clock time, which the process's own work does not.
+ */
+export function cpuWaitMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
+  } catch {
+    return 0;
   }
 }
