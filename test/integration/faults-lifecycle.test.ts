@@ -67,7 +67,8 @@ describe('hub SIGKILL', () => {
       }
     };
     const workers = Array.from({ length: 12 }, (_, w) => worker(w));
-    await sleep(1_500);
+    // Killed under load, once it has served some (a fixed 1.5 s saw 14 answers on a loaded machine).
+    await waitUntil('more than 20 calls answered', async () => answered > 20);
     const tree = descendants(hub.proc.pid!);
     expect(tree).toContain(grandchild);
     expect(tree.length).toBeGreaterThanOrEqual(5); // 3 servers, the grandchild, the watchdog
@@ -111,9 +112,10 @@ describe('hub SIGTERM', () => {
     await waitForState(hub.url, 'a', ['ready']);
     const tree = descendants(hub.proc.pid!);
     const slow = callTool(hub.url, 'a__slow', { ms: 1500 });
-    await sleep(300);
+    await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
     const exited = hub.stop('SIGTERM');
-    await sleep(200);
+    // The hub stops accepting as it logs this (a fixed 200 ms was too short on a loaded machine).
+    await waitUntil('the hub draining', async () => hub.logs.some((l) => l.includes('draining calls in flight')));
     // New work is refused (the listener is closed).
     await expect(callTool(hub.url, 'a__echo', { text: 'late' })).rejects.toThrow();
     const a = await slow;
@@ -132,7 +134,7 @@ describe('hub SIGTERM', () => {
     const hub = await start({ listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
     const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
-    await sleep(300);
+    await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
     const t0 = Date.now();
     const exited = hub.stop('SIGTERM');
     const a = await slow;
