@@ -19,7 +19,6 @@
  * answered (status, OAuth `error`), never a credential.
  */
 import { randomUUID } from 'node:crypto';
-import { importPKCS8, SignJWT } from 'jose';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { dropConfigSecrets, redactConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
@@ -447,6 +446,9 @@ export class OAuthClient {
   /** A client assertion (RFC 7523 §2.2): iss = sub = client id, aud = the issuer, one minute, single use. */
   private async assertion(d: Discovered): Promise<string> {
     const alg = this.config.signingAlgorithm ?? d.signingAlgs?.find((a) => KNOWN_ALGS.has(a)) ?? 'RS256';
+    // Loaded here, by the one grant that signs: a hub whose upstreams use no private_key_jwt (an
+    // IDE's stdio hub above all) never loads jose.
+    const { importPKCS8, SignJWT } = await import('jose');
     let key: Awaited<ReturnType<typeof importPKCS8>>;
     try {
       key = await importPKCS8(this.config.privateKey!, alg);
