@@ -32,7 +32,12 @@ export class ServeSignals {
   /** The stop signal received, once one came (the first). */
   stopping: StopSignal | undefined;
   private firstAt = 0;
-  private stop: ((signal: StopSignal) => void) | undefined;
+  /** Until the command says otherwise (onStop): nothing is started yet, so a stop is an exit. */
+  private stop: (signal: StopSignal) => void = (signal) => {
+    this.log.info({ signal }, 'stopped before starting');
+    this.log.flush();
+    process.exit(0);
+  };
   private reload: (() => void) | undefined;
   private hupWaiting = false;
 
@@ -72,7 +77,7 @@ export class ServeSignals {
     }
     this.stopping = signal;
     this.firstAt = Date.now();
-    this.stop?.(signal);
+    this.stop(signal);
   }
 
   private hangUp(): void {

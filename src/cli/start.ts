@@ -39,11 +39,6 @@ export const startCommand: CommandModule<object, StartArgs> = {
     // First: a signal from here on is handled (serve-signals.ts). Nothing is started until the
     // hub exists, so a stop before that is an exit.
     const signals = new ServeSignals(log);
-    signals.onStop((signal) => {
-      log.info({ signal }, 'stopped before starting');
-      log.flush();
-      process.exit(0);
-    });
     // Before the load: an edit from here on is applied once the hub serves (watchConfig).
     const loadedText = configText(argv.config);
     const config = loadConfigOrExit(argv.config);

@@ -28,11 +28,6 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     // First: a signal from here on is handled (serve-signals.ts). Until the hub exists nothing
     // is started, and nothing was written to stdout: a stop is an exit.
     const signals = new ServeSignals(log);
-    signals.onStop((signal) => {
-      log.info({ signal }, 'stopped before starting');
-      log.flush();
-      process.exit(0);
-    });
     // Before the load: an edit from here on is applied once the hub serves (watchConfig).
     const loadedText = configText(argv.config);
     const config = loadConfigOrExit(argv.config);
