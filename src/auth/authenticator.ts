@@ -1,4 +1,5 @@
 import type { ApiKeyConfig, AuthConfig } from '../config/types.js';
+import { GROUP_NAME } from '../catalog/filters.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { ANONYMOUS } from './principals.js';
@@ -264,7 +265,7 @@ export class Authenticator {
 function groupUnder(path: string, prefixes: readonly string[]): string | undefined {
   for (const prefix of prefixes) {
     const rest = path.startsWith(prefix) ? path.slice(prefix.length) : undefined;
-    if (rest && /^[A-Za-z0-9_-]{1,64}$/.test(rest)) return rest;
+    if (rest && GROUP_NAME.test(rest)) return rest;
   }
   return undefined;
 }

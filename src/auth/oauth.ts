@@ -3,6 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwksCache, jwtVerify, type ExportedJWKSCache, type JWTVerifyGetKey } from 'jose';
 import type { OAuthConfig } from '../config/types.js';
+import { GROUP_NAME } from '../catalog/filters.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { RESERVED_PRINCIPALS } from './principals.js';
@@ -173,9 +174,6 @@ export class OAuthVerifier {
     }
   }
 }
-
-/** A tool group's name, as `/mcp/<group>` takes it. */
-const GROUP_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
  * The groups a token's `aud` limits it to, when `/mcp/<group>` is a resource of its own
