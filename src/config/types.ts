@@ -21,6 +21,8 @@ export interface HubConfig {
     requestTimeoutMs: number;
     /** On SIGTERM, how long calls in flight may take before the upstreams are closed under them. */
     drainTimeoutMs: number;
+    /** A tools/call quiet this long (up to twice) is answered as an SSE stream; 0: never. */
+    quietCallStreamMs: number;
   };
   ledger: {
     path: string;

@@ -22,12 +22,15 @@ import { Http1Edge, timeoutCheckMs } from '../transport/http1/edge.js';
 import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 import { toOriginForm } from './request-target.js';
+import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
   maxBodyBytes: number;
   /** Time a client has to send a request's head and body; default 66 s (node:http's headersTimeout). */
   requestTimeoutMs?: number;
+  /** A tools/call quiet this long (up to twice) becomes an SSE stream; 0: never (quiet-answers.ts). */
+  quietCallStreamMs?: number;
   /**
    * Other routes on this listener (admin, metrics), tried before /mcp; true when handled. With
    * authentication on, they are reached only with valid credentials, and get the caller.
@@ -124,6 +127,8 @@ export class HttpServer {
   );
   /** Bodies of MCP POSTs read while they wait for their turn (node:http would buffer them whole). */
   private readonly readEarly = new WeakMap<IncomingMessage, Promise<Buffer | null | typeof GONE>>();
+  /** Calls still quiet after a few seconds become streams (quiet-answers.ts). */
+  private readonly quietAnswers: QuietAnswers | undefined;
 
   constructor(
     private readonly endpoint: Endpoint,
@@ -132,6 +137,8 @@ export class HttpServer {
     private readonly log: Logger,
   ) {
     const requestTimeoutMs = opts.requestTimeoutMs ?? 66_000;
+    const quietMs = opts.quietCallStreamMs ?? QUIET_TICK_MS;
+    this.quietAnswers = quietMs > 0 ? new QuietAnswers(quietMs) : undefined;
     // node:http checks its timeouts every 30 s by default: a request would be cut up to 30 s late.
     this.server = createServer({ connectionsCheckingInterval: timeoutCheckMs(requestTimeoutMs) }, (req, res) => {
       toOriginForm(req);
@@ -314,6 +321,8 @@ export class HttpServer {
     const refused = await this.admit(req, who, group, c, body.length);
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
+    // A call may run for minutes; other requests' answers carry headers fixed at their end (a session id).
+    if (this.quietAnswers && c.kind === 'request' && c.msg.method === 'tools/call') channel.watchQuiet(this.quietAnswers);
     const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
     if (session === 'gone') return this.endpoint.batchWithoutSession(ex);
     await this.endpoint.message(c, ex);

@@ -2,6 +2,7 @@ import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { Serialized, wireText } from '../protocol/serialized.js';
 import type { ResumableStream, SessionStreams } from './resumable.js';
+import type { QuietAnswer, QuietAnswers } from './quiet-answers.js';
 
 export const SSE_HEADERS = {
   'content-type': 'text/event-stream',
@@ -80,8 +81,10 @@ export class SseStream implements MessageSink {
  * sent before the final answer (progress, logs, a server → client request); then it becomes an
  * SSE stream. Most calls therefore cost one small JSON write.
  */
-export class PostChannel implements MessageSink {
+export class PostChannel implements MessageSink, QuietAnswer {
   private sse = false;
+  /** Watching this answer's silence (a tools/call's): see quiet-answers.ts. */
+  private quiet: QuietAnswers | undefined;
   /**
    * Comments while the stream waits (a question for the user, a long call between progress
    * reports): a proxy that cuts a quiet response would cut the answer off (a session's
@@ -135,15 +138,8 @@ export class PostChannel implements MessageSink {
     if (this.stream !== undefined) return this.stream.send(msg);
     if (this.closed || !this.canStream) return;
     if (!this.sse) {
-      this.sse = true;
-      this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
-      if (this.resumeIn !== undefined) {
-        // Its own keep-alive and the priming event come with it.
-        this.stream = this.resumeIn.open(this.res, this.connection, false);
-        this.stream.send(msg);
-        return;
-      }
-      this.keepAlive = keepAlive(this.res, this.keepAliveMs, () => this.closed);
+      const stream = this.open();
+      if (stream !== undefined) return stream.send(msg);
     } else if (this.res.writableLength > this.maxUnreadBytes && droppable(msg)) {
       this.dropped++;
       return;
@@ -151,8 +147,32 @@ export class PostChannel implements MessageSink {
     writeEvent(this.res, msg);
   }
 
+  /** Turn a still quiet answer into a stream (its keep-alive comments reach the client). */
+  watchQuiet(quiet: QuietAnswers): void {
+    if (!this.canStream) return;
+    this.quiet = quiet;
+    quiet.watch(this);
+  }
+
+  beginStream(): void {
+    if (this.sse || this.closed || !this.canStream) return;
+    this.open();
+    this.res.flushHeaders();
+  }
+
+  /** The SSE head, and the resumable stream (its own keep-alive and priming event) in a session. */
+  private open(): ResumableStream | undefined {
+    this.sse = true;
+    this.quiet?.unwatch(this);
+    this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
+    if (this.resumeIn !== undefined) return (this.stream = this.resumeIn.open(this.res, this.connection, false));
+    this.keepAlive = keepAlive(this.res, this.keepAliveMs, () => this.closed);
+    return undefined;
+  }
+
   /** The final answer; `status` only matters while nothing has been streamed. */
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
+    this.quiet?.unwatch(this);
     if (this.stream !== undefined) return this.stream.finish(msg);
     if (this.closed) return;
     if (this.sse) {

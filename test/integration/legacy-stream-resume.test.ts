@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { LEGACY_VERSION, legacySession, parseMessages, waitForReady } from '../helpers/wire.js';
+import { LEGACY_VERSION, legacySession, modernBody, modernHeaders, parseMessages, waitForReady } from '../helpers/wire.js';
 import { SDK1, waitForRows } from './ledger-helpers.js';
 import { rawClient } from '../helpers/raw-http.js';
 
@@ -23,7 +23,8 @@ let hub: HubProcess;
 let db: string;
 
 beforeAll(async () => {
-  hub = await startHub({ servers: { s: nodeServer(SDK1, [], { COUNTER_FILE: COUNTER, CHATTER_TOOL: '1' }), leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+  // A call quiet for 300–600 ms becomes a stream (listen.quietCallStreamMs; 5 s by default).
+  hub = await startHub({ listen: { quietCallStreamMs: 300 }, servers: { s: nodeServer(SDK1, [], { COUNTER_FILE: COUNTER, CHATTER_TOOL: '1' }), leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
   db = join(hub.dir, 'ledger.db');
   await waitForReady(hub.url, ['s', 'leg']);
 }, 60_000);
@@ -116,6 +117,34 @@ async function callAndCut(h: Record<string, string>, body: object, until: (evs: 
 function resume(h: Record<string, string>, lastEventId: string): Promise<Response> {
   return fetch(hub.url, { method: 'GET', headers: { accept: 'text/event-stream', 'mcp-session-id': h['mcp-session-id']!, 'mcp-protocol-version': LEGACY_VERSION, 'last-event-id': lastEventId } });
 }
+
+describe('a quiet call (nothing streamed before its answer) becomes a stream after listen.quietCallStreamMs', () => {
+  it('legacy: its stream is primed and resumable, so a cut while it is quiet loses nothing; the tool ran once', async () => {
+    const { h } = await rawSession();
+    const label = `quiet-${Date.now()}`;
+    // No progress token: nothing would be sent before the answer, which used to be plain JSON.
+    const got = await callAndCut(h, { jsonrpc: '2.0', id: 31, method: 'tools/call', params: { name: 's__slow', arguments: { ms: 1500, label } } }, (evs) => evs.length >= 1);
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatchObject({ data: '', retry: '1000' });
+    const res = await resume(h, got[0]!.id!);
+    expect(res.status).toBe(200);
+    const rest = events(await res.text());
+    expect(JSON.parse(rest.at(-1)!.data)).toMatchObject({ id: 31, result: { content: [{ type: 'text', text: 'slept 1500' }] } });
+    expect(counted(label)).toBe(1);
+  }, 20_000);
+
+  it('modern: a long call is answered on a stream, a quick one as plain JSON', async () => {
+    const post = (id: number, ms: number) =>
+      fetch(hub.url, { method: 'POST', headers: modernHeaders('tools/call', 's__slow'), body: JSON.stringify(modernBody(id, 'tools/call', { name: 's__slow', arguments: { ms } })) });
+    const quick = await post(41, 0);
+    expect(quick.headers.get('content-type')).toBe('application/json');
+    expect(JSON.parse(await quick.text())).toMatchObject({ id: 41, result: { content: [{ text: 'slept 0' }] } });
+    const long = await post(42, 1500);
+    expect(long.headers.get('content-type')).toContain('text/event-stream');
+    const [answer] = parseMessages(long.headers.get('content-type'), await long.text());
+    expect(answer).toMatchObject({ id: 42, result: { content: [{ text: 'slept 1500' }] } });
+  }, 20_000);
+});
 
 describe("a legacy call's answer stream cut mid-call", () => {
   it('the official SDK v1 client reconnects with Last-Event-ID and gets the result; the tool ran once, one ledger row', async () => {

@@ -35,6 +35,7 @@ describe('parseConfig defaults', () => {
       maxSessionsPerPrincipal: 100,
       requestTimeoutMs: 66000,
       drainTimeoutMs: 10000,
+      quietCallStreamMs: 5000,
     });
     expect(c.ledger).toEqual({
       path: '/etc/hub/data/ledger.db',
@@ -212,7 +213,7 @@ describe('problems name their key path, one line each', () => {
     const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [] } } });
     expect(p).toHaveLength(3);
     expect(p[0]).toMatch(/^mcpservers: unknown key \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
-    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs)');
+    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
     expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
   });
 
