@@ -352,7 +352,8 @@ export class Hub implements HubCore {
   }
 
   private startServer(h: ServerHandle): void {
-    h.upstream.start().catch((err) => this.log.warn({ server: h.id, err: String(err?.message ?? err) }, 'upstream failed to start'));
+    // Its attempt logged why (redacted), or nothing for a stop during it; it retries on its own.
+    h.upstream.start().catch(() => undefined);
   }
 
   /**

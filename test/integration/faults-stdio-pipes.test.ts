@@ -107,6 +107,10 @@ describe('stdio upstreams that mistreat their pipes', () => {
       return h.lastError ? h : undefined;
     });
     expect(s.lastError).toBe('process could not start: its working directory /nonexistent/switchyard-cwd does not exist (cwd)');
+    // Said once per attempt, not again by the hub that started it.
+    const lines = hub.logs.filter((l) => l.includes('"server":"nowhere"') && l.includes('"level":40'));
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.every((l) => l.includes('"msg":"upstream could not start"'))).toBe(true);
   });
 
   it('is configured with a working directory that is a file: said as a start failure too', async () => {
