@@ -53,6 +53,8 @@ export interface MessageSink {
   readonly connected?: boolean;
   /** A legacy HTTP session's streams, which this answer joins once it streams (resumable.ts). */
   resumeIn?: SessionStreams;
+  /** true: what it sends after a cut is kept for its client's reconnection (resumable.ts). */
+  readonly resumable?: boolean;
 }
 
 /** What 'resourceUpdated' carries. */

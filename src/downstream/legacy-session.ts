@@ -62,8 +62,8 @@ export class LegacySession {
    * for the client's answer. Refused at once when the client did not declare the capability.
    * `call` bounds the wait: the call's cancellation withdraws the question; so does the client
    * not answering within `timeoutMs`, or the channel that carried the question closing for good
-   * (`gone`: the question is not held open for a reconnection of a POST's answer stream), and then
-   * the call that asked ends too (`end`). Withdrawn means the client hears notifications/cancelled
+   * (`gone`: given for a stream that cannot be resumed; a resumable one keeps the question for
+   * its client's reconnection), and then the call that asked ends too (`end`). Withdrawn means the client hears notifications/cancelled
    * for it (digest §4) and the asker an error.
    */
   ask(sink: MessageSink, req: InputRequest, call?: AskingCall): Promise<Record<string, unknown>> {
@@ -189,11 +189,11 @@ export class SessionEndedError extends CancelledError {
 }
 
 /**
- * Why a call ended when the answer stream that carried its question closed (LegacySession.ask,
- * `gone`). Its client still waits for an answer, which a resumed stream gives it (Endpoint.legacyRequest).
+ * Why a call ended when the answer stream that carried its question closed and cannot be
+ * resumed (LegacySession.ask, `gone`: a batch's stream).
  */
 export class AnswerStreamClosedError extends CancelledError {
   constructor(method: string) {
-    super(`the client's answer stream closed while it was asked ${method}; a question is not held open for a reconnection, so no answer can come`);
+    super(`the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`);
   }
 }
