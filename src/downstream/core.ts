@@ -53,8 +53,12 @@ export interface MessageSink {
   readonly connected?: boolean;
   /** A legacy HTTP session's streams, which this answer joins once it streams (resumable.ts). */
   resumeIn?: SessionStreams;
-  /** true: what it sends after a cut is kept for its client's reconnection (resumable.ts). */
-  readonly resumable?: boolean;
+  /**
+   * A resumable stream (what it sends after a cut is kept for its client's reconnection):
+   * `cb` hears each cut (false) and reconnection (true) until the returned function is called.
+   * Undefined: not one (yet).
+   */
+  watchConnection?(cb: (connected: boolean) => void): (() => void) | undefined;
 }
 
 /** What 'resourceUpdated' carries. */

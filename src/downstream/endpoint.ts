@@ -727,12 +727,10 @@ export class Endpoint {
           signal,
           withdrawn,
           timeoutMs: this.limits.inputTimeoutMs,
-          // Over HTTP the question travels on this POST's answer stream. A resumable one keeps
-          // it for the client's reconnection, which replays it: the question waits for its
-          // answer (up to inputTimeoutMs) as if nothing happened, as a cut is no cancellation in
-          // this era. Any other stream's question is withdrawn once its connection closes, and
-          // the call ends: no answer could come.
-          gone: ex.transport === 'http' && !sink.resumable ? ex.closed : undefined,
+          // Over HTTP the question travels on this POST's answer stream: once its connection
+          // closes the question is withdrawn and the call ends, unless the stream is resumable
+          // and its client reconnects in time (LegacySession.ask).
+          gone: ex.transport === 'http' ? ex.closed : undefined,
           end: (why) => call?.abort(why),
         }),
     };

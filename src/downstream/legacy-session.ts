@@ -17,7 +17,7 @@ export interface AskingCall {
   readonly timeoutMs?: number;
   /** Aborts when the upstream that asked withdraws the question (or its call ended): withdrawn at the client too, the call goes on. */
   readonly withdrawn?: Signal;
-  /** Aborts when the channel that carries the question is gone for good (an HTTP POST's answer stream). */
+  /** Aborts when the connection that carries the question closes (an HTTP POST's answer stream). */
   readonly gone?: Signal;
   /** Ends the call: the question timed out (InputTimeoutError) or can no longer be answered. */
   end(why: Error): void;
@@ -61,10 +61,11 @@ export class LegacySession {
    * Send a server → client request on `sink` (the channel of the call that caused it) and wait
    * for the client's answer. Refused at once when the client did not declare the capability.
    * `call` bounds the wait: the call's cancellation withdraws the question; so does the client
-   * not answering within `timeoutMs`, or the channel that carried the question closing for good
-   * (`gone`: given for a stream that cannot be resumed; a resumable one keeps the question for
-   * its client's reconnection), and then the call that asked ends too (`end`). Withdrawn means the client hears notifications/cancelled
-   * for it (digest §4) and the asker an error.
+   * not answering within `timeoutMs`, or the connection that carried the question closing
+   * (`gone`), and then the call that asked ends too (`end`). On a resumable stream a cut
+   * withdraws it only if the client has not reconnected within reconnectGrace(timeoutMs): its
+   * reconnection replays the question, and a cut is no cancellation in this era. Withdrawn
+   * means the client hears notifications/cancelled for it (digest §4) and the asker an error.
    */
   ask(sink: MessageSink, req: InputRequest, call?: AskingCall): Promise<Record<string, unknown>> {
     if (!declares(this.capabilities, req.method, req.params))
@@ -77,9 +78,13 @@ export class LegacySession {
     const id = `${this.idPrefix}${++this.nextId}`;
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      let grace: NodeJS.Timeout | undefined;
+      let unwatch: (() => void) | undefined;
       const done = (): void => {
         this.pending.delete(id);
         if (timer) clearTimeout(timer);
+        if (grace) clearTimeout(grace);
+        unwatch?.();
         call?.signal.removeEventListener('abort', onAbort);
         call?.gone?.removeEventListener('abort', onGone);
         call?.withdrawn?.removeEventListener('abort', onWithdrawn);
@@ -101,8 +106,20 @@ export class LegacySession {
         else void withdraw('the server that asked withdrew it', new CancelledError('the server withdrew its request'));
       };
       const onGone = (): void => {
+        if (unwatch !== undefined) return; // a resumable stream: onConnection decides
         const err = new AnswerStreamClosedError(req.method);
         if (withdraw('the stream that carried it closed', err)) call!.end(err);
+      };
+      const onConnection = (connected: boolean): void => {
+        if (connected) grace = void clearTimeout(grace);
+        else if (grace === undefined) {
+          const ms = reconnectGrace(call!.timeoutMs);
+          grace = setTimeout(() => {
+            const err = new AnswerStreamClosedError(req.method, ms);
+            if (withdraw(`the stream that carried it closed and its client did not reconnect within ${ms} ms`, err)) call!.end(err);
+          }, ms);
+          grace.unref();
+        }
       };
       this.pending.set(id, {
         method: req.method,
@@ -131,6 +148,11 @@ export class LegacySession {
       const msg: Record<string, unknown> = { jsonrpc: '2.0', id, method: req.method };
       if (req.params) msg.params = req.params;
       sink.send(msg);
+      // The send made the answer a stream; a resumable one is watched for cuts and reconnections.
+      if (call?.gone !== undefined && this.pending.has(id)) {
+        unwatch = sink.watchConnection?.(onConnection);
+        if (unwatch !== undefined && sink.connected === false) onConnection(false);
+      }
       // Closed between the check above and now (the send found no one): it can never be answered.
       if (call?.gone?.aborted) onGone();
     });
@@ -189,11 +211,24 @@ export class SessionEndedError extends CancelledError {
 }
 
 /**
- * Why a call ended when the answer stream that carried its question closed and cannot be
- * resumed (LegacySession.ask, `gone`: a batch's stream).
+ * Why a call ended when the answer stream that carried its question closed (LegacySession.ask,
+ * `gone`): one that cannot be resumed (a batch's), or a resumable one whose client did not
+ * come back in time.
  */
 export class AnswerStreamClosedError extends CancelledError {
-  constructor(method: string) {
-    super(`the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`);
+  /** `graceMs`: the stream was resumable, and its client did not reconnect within it. */
+  constructor(method: string, graceMs?: number) {
+    super(
+      graceMs === undefined
+        ? `the client's answer stream closed while it was asked ${method}; that stream cannot be resumed, so no answer can come`
+        : `the client's answer stream closed while it was asked ${method}, and the client did not reconnect within ${graceMs} ms`,
+    );
   }
+}
+
+/** How long a question waits for its client to reconnect after a cut: 5 s, or half its answer time if that is shorter. */
+export const RECONNECT_GRACE_MS = 5_000;
+
+export function reconnectGrace(timeoutMs: number | undefined): number {
+  return timeoutMs === undefined || timeoutMs === Infinity ? RECONNECT_GRACE_MS : Math.min(RECONNECT_GRACE_MS, Math.max(1, Math.floor(timeoutMs / 2)));
 }

@@ -204,6 +204,8 @@ export class ResumableStream implements MessageSink {
   dropped = 0;
   /** Let go by its session: nothing more is kept (a live connection still gets what comes). */
   private forgotten = false;
+  /** Who hears its cuts and reconnections (a question waiting on it: LegacySession.ask). */
+  private watchers: Set<(connected: boolean) => void> | undefined;
 
   constructor(
     private readonly owner: SessionStreams,
@@ -237,6 +239,7 @@ export class ResumableStream implements MessageSink {
   attach(res: EdgeResponse, connection: object, prime: boolean): void {
     this.conn = res;
     this.since = 0;
+    this.tell(true);
     if (prime) res.write(`id: ${this.prefix}0\nretry: ${RETRY_MS}\ndata:\n\n`);
     this.keepAlive = setInterval(() => this.connected && this.conn!.write(': keep-alive\n\n'), KEEP_ALIVE_MS).unref();
     res.on('close', () => {
@@ -244,8 +247,20 @@ export class ResumableStream implements MessageSink {
       clearInterval(this.keepAlive);
       this.conn = undefined;
       if (this.finished && res.writableFinished) this.deliveredOn = new WeakRef(connection);
-      else if (!this.finished) this.since = Date.now();
+      else if (!this.finished) {
+        this.since = Date.now();
+        this.tell(false);
+      }
     });
+  }
+
+  watchConnection(cb: (connected: boolean) => void): () => void {
+    (this.watchers ??= new Set()).add(cb);
+    return () => void this.watchers?.delete(cb);
+  }
+
+  private tell(connected: boolean): void {
+    if (this.watchers !== undefined) for (const cb of [...this.watchers]) cb(connected);
   }
 
   /** An event, kept and written to the connection if there is one. */

@@ -147,6 +147,15 @@ export class PostChannel implements MessageSink, QuietAnswer {
     writeEvent(this.res, msg);
   }
 
+  watchConnection(cb: (connected: boolean) => void): (() => void) | undefined {
+    return this.stream?.watchConnection(cb);
+  }
+
+  /** A connection carries it now (always, until a cut of a resumable stream). */
+  get connected(): boolean {
+    return this.stream === undefined ? !this.closed : this.stream.connected;
+  }
+
   /** Turn a still quiet answer into a stream (its keep-alive comments reach the client). */
   watchQuiet(quiet: QuietAnswers): void {
     if (!this.canStream) return;
