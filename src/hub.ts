@@ -551,10 +551,14 @@ export class Hub implements HubCore {
     // resources.subscribe would be offered where nothing gives them.
     const shown = [...this.handles.values()].filter((h) => this.catalog.groups.showsServer(group, h.id));
     const caps = unionCapabilities(shown, (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities));
-    // Tools always: a legacy session keeps its handshake's capabilities, and one made while no
-    // server could offer tools (none configured yet, every one failed to start) would never
-    // ask for the tools of a server added by a reload or started by `servers restart`.
+    // The list families always: a legacy session keeps its handshake's capabilities, and one
+    // made while no server offered tools, prompts or resources (none configured yet, every one
+    // failed to start, none of the kind) would never ask for those of a server added by a
+    // reload or started by `servers restart`. An empty list is a true answer meanwhile.
+    // (Subscriptions, logging and completions stay what the servers give.)
     caps.tools ??= { listChanged: true };
+    caps.prompts ??= { listChanged: true };
+    caps.resources ??= { listChanged: true };
     return caps;
   }
 

@@ -2,8 +2,9 @@
  * What the hub says it offers while an upstream is still starting, past the start-up grace: a
  * legacy session keeps the capabilities of its handshake, so a family left out then is never
  * asked for. A server never seen ready counts with the list families; one seen ready in an
- * earlier hub process (the ledger keeps it) with exactly what it offered then; tools are offered
- * whatever the servers, so a session gets the tools of a server added later. Real hub, real
+ * earlier hub process (the ledger keeps it) with exactly what it offered then (subscriptions,
+ * logging, completions); the list families are offered whatever the servers, so a session gets
+ * the tools, prompts and resources of a server added later. Real hub, real
  * fixture upstream made slow to start, raw legacy handshakes over loopback HTTP.
  */
 import { mkdtempSync } from 'node:fs';
@@ -43,7 +44,8 @@ describe('capabilities while an upstream starts', () => {
     expect(call.body?.result?.content?.[0]?.text, JSON.stringify(call.body)).toContain('early');
 
     await waitForReady(hub.url, ['slow', 'bare']);
-    const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
+    // What it offered (subscribe), and the list families, which are always offered.
+    const own = { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
     expect(await handshake(hub.url)).toEqual(own);
     await hub.stop();
 
@@ -77,15 +79,18 @@ describe('capabilities while an upstream starts', () => {
   }, 40_000);
 
   // A handshake made while no server could offer tools left them out, and the session never
-  // asked for the tools of a server a reload added later (it got -32601 for tools/list).
-  it('offers tools while no server can, so a session sees the tools of a server a reload adds', async () => {
+  // asked for the tools of a server a reload added later (it got -32601 for tools/list); so
+  // with prompts and resources, which it still left out once tools were always offered.
+  it('offers the list families while no server can, so a session sees the tools, prompts and resources of a server a reload adds', async () => {
     hub = await startHub({ servers: { broken: { command: join(tmpdir(), 'no-such-mcp-server') } } });
     await expect.poll(async () => (await health(hub!.url)).servers[0]?.state, { timeout: 20_000 }).toBe('failed');
     const s = await legacySession(hub.url);
-    expect(s.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true } });
+    expect(s.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
     expect((await s.request(1, 'tools/list')).body?.result).toEqual({ tools: [] });
-    setSection(hub, 'servers', { broken: { command: join(tmpdir(), 'no-such-mcp-server') }, added: { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy' } } });
-    await waitForReady(hub.url, ['added']);
+    expect((await s.request(3, 'prompts/list')).body?.result).toEqual({ prompts: [] });
+    setSection(hub, 'servers', { broken: { command: join(tmpdir(), 'no-such-mcp-server') }, added: { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy' } }, greeter: { command: process.execPath, args: [join(ROOT, 'test/fixtures/servers/sdk1-server.mjs')] } });
+    await waitForReady(hub.url, ['added', 'greeter']);
     await expect.poll(async () => ((await s.request(2, 'tools/list')).body?.result?.tools ?? []).map((t: { name: string }) => t.name), { timeout: 10_000 }).toContain('added__echo');
+    expect(((await s.request(4, 'prompts/list')).body?.result?.prompts ?? []).map((p: { name: string }) => p.name)).toContain('greeter__greet');
   }, 40_000);
 });

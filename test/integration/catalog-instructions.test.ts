@@ -50,7 +50,8 @@ describe('upstream instructions: group view and poisoning checks', () => {
   });
 
   it("a group endpoint offers the capabilities of the servers its group shows, not another server's (legacy initialize, modern discover)", async () => {
-    const own = { tools: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
+    // Its server's subscriptions, and the list families (always offered), not the other's logging or completions.
+    const own = { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true, subscribe: true } };
     expect((await legacySession(group())).init.body?.result?.capabilities).toEqual(own);
     expect((await modernPost(group(), 'c', 'server/discover')).body?.result?.capabilities).toEqual(own);
     // /mcp offers every server's.
