@@ -35,7 +35,7 @@ afterAll(async () => void (await hub?.stop()));
  * A TCP proxy in front of the hub that drops a connection (both sides) once the hub has sent it
  * `cutAfter`: the network failing under a call's answer stream.
  */
-async function cuttingProxy(target: number, cutAfter: string): Promise<{ url: string; cuts: number; close(): void }> {
+async function cuttingProxy(target: number, cutAfter: string | RegExp): Promise<{ url: string; cuts: number; close(): void }> {
   const state = { cuts: 0 };
   const server = net.createServer((client) => {
     const up = net.connect(target, '127.0.0.1');
@@ -44,7 +44,7 @@ async function cuttingProxy(target: number, cutAfter: string): Promise<{ url: st
     up.on('data', (d: Buffer) => {
       client.write(d);
       seen = (seen + d.toString('latin1')).slice(-4096);
-      if (seen.includes(cutAfter)) {
+      if (typeof cutAfter === 'string' ? seen.includes(cutAfter) : cutAfter.test(seen)) {
         state.cuts++;
         client.destroy();
         up.destroy();
@@ -133,6 +133,26 @@ describe('a quiet call (nothing streamed before its answer) becomes a stream aft
     expect(JSON.parse(rest.at(-1)!.data)).toMatchObject({ id: 31, result: { content: [{ type: 'text', text: 'slept 1500' }] } });
     expect(counted(label)).toBe(1);
   }, 20_000);
+
+  it('legacy: the official SDK v1 client, its quiet call cut right after the priming event (a proxy idle timeout), reconnects and gets the result', async () => {
+    // A POST's priming event (a GET stream's ids are marked `g`): nothing else came on it yet.
+    const proxy = await cuttingProxy(hub.port, /id: [\w-]+\.\d+\.0\nretry: 1000\n/);
+    const client = new Client({ name: 'quiet-sdk1', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(proxy.url), {
+      reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 3 },
+    });
+    try {
+      await client.connect(transport);
+      const label = `quiet-sdk-${Date.now()}`;
+      const result = await client.callTool({ name: 's__slow', arguments: { ms: 1500, label } }, undefined, { timeout: 15_000 });
+      expect(result.content).toEqual([{ type: 'text', text: 'slept 1500' }]);
+      expect(proxy.cuts).toBeGreaterThanOrEqual(1);
+      expect(counted(label)).toBe(1);
+    } finally {
+      await client.close().catch(() => undefined);
+      proxy.close();
+    }
+  }, 30_000);
 
   it('modern: a long call is answered on a stream, a quick one as plain JSON', async () => {
     const post = (id: number, ms: number) =>
