@@ -298,12 +298,14 @@ describe('problems name their key path, one line each', () => {
       problemsOf({
         listen: { drainTimeoutMs: month },
         policy: { inputTimeoutMs: month, requestStateTtlMs: month },
-        servers: { a: { command: 'x', timeoutMs: month, maxTotalTimeoutMs: month, probeTimeoutMs: month } },
+        servers: { a: { command: 'x', timeoutMs: month, maxTotalTimeoutMs: month, probeTimeoutMs: month, circuitBreaker: { cooldownMs: month } } },
       }),
     ).toEqual([
       'listen.drainTimeoutMs: must be <= 2147483647',
       'servers.a.timeoutMs: must be <= 2147483647',
       'servers.a.maxTotalTimeoutMs: must be <= 2147483647',
+      // Not a timeout, but a timer all the same: an open circuit was probed again at once.
+      'servers.a.circuitBreaker.cooldownMs: must be <= 2147483647',
       'servers.a.probeTimeoutMs: must be <= 2147483647',
       'policy.inputTimeoutMs: must be <= 2147483647',
     ]);
