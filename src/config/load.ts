@@ -61,6 +61,11 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
   problems.push(...keyGroupProblems(value));
+  // The schema checks its shape only: "99999999999999d" (or an integer past 2^53) has no exact
+  // millisecond count, and was taken silently as the default 24h.
+  const ttl = (value as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
+  if (ttl !== undefined && durationMs(ttl) === undefined && !problems.some((p) => p.startsWith('ledger.idempotencyTtl:')))
+    problems.push(`ledger.idempotencyTtl: too long (at most ${Number.MAX_SAFE_INTEGER} ms)`);
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {
@@ -129,7 +134,7 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
       enabled: raw.ledger.enabled,
       storeBodies: raw.ledger.storeBodies,
       redactKeys: raw.ledger.redactKeys,
-      idempotencyTtlMs: durationMs(raw.ledger.idempotencyTtl) as number, // the schema admits only valid ones
+      idempotencyTtlMs: durationMs(raw.ledger.idempotencyTtl) as number, // check() refused any other
     },
     names: raw.names,
     pageSize: raw.pageSize,

@@ -122,6 +122,11 @@ describe('parseConfig defaults', () => {
     expect(parseConfig({ ledger: { idempotencyTtl: ttl } }, undefined, NO_ENV).ledger.idempotencyTtlMs).toBe(ms);
   });
 
+  it('refuses an idempotencyTtl of the right shape but too long to count in milliseconds (it was taken as 24h)', () => {
+    for (const ttl of ['99999999999999d', 2 ** 53 + 2]) expect(problemsOf({ ledger: { idempotencyTtl: ttl } }), String(ttl)).toEqual([`ledger.idempotencyTtl: too long (at most ${Number.MAX_SAFE_INTEGER} ms)`]);
+    expect(configProblems({ ledger: { idempotencyTtl: '36500d' } }, NO_ENV)).toEqual([]);
+  });
+
   it('splits tools into allow/deny and per-tool settings', () => {
     const c = parseConfig(
       {
