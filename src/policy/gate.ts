@@ -4,6 +4,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 import { TokenBuckets, type BucketSpec, type RateLimiter } from './rate-limit.js';
 
 /** A refusal at the edge, with the status the HTTP transport sends (403 step-up, 429). */
@@ -54,7 +55,7 @@ export class EdgeGate {
   private readonly inAll = new TokenBuckets();
   /** Unauthenticated refusals not recorded since the last report, and when that was. */
   private unrecorded = 0;
-  private reportedAt = 0;
+  private reportedAt = -Infinity;
 
   constructor(
     readonly auth: Authenticator,
@@ -94,7 +95,7 @@ export class EdgeGate {
   private mayRecordUnauthenticated(address: string): boolean {
     if (this.perAddress.take(address, UNAUTHENTICATED_PER_ADDRESS) === 0 && this.inAll.take('', UNAUTHENTICATED_IN_ALL) === 0) return true;
     this.unrecorded++;
-    const now = Date.now();
+    const now = monotonicNow();
     if (now - this.reportedAt >= THROTTLE_REPORT_MS) {
       this.log?.warn({ unrecorded: this.unrecorded }, 'unauthenticated requests refused faster than the ledger records them; the rest are counted here');
       this.reportedAt = now;

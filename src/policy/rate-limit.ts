@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { monotonicNow } from '../monotonic.js';
 import { GlobTable } from './glob.js';
 
 /** One token bucket: `burst` tokens at most, refilled at `perSecond`. */
@@ -39,7 +40,7 @@ const SWEEP_AT = 50_000;
 export class TokenBuckets {
   private readonly buckets = new Map<string, Bucket>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = monotonicNow) {}
 
   /** Take one token: 0 when granted, otherwise the milliseconds until one is available. */
   take(key: string, spec: BucketSpec): number {
@@ -86,7 +87,7 @@ export class RateLimiter {
 
   constructor(
     private readonly spec: RateLimitSpec = {},
-    now: () => number = Date.now,
+    now: () => number = monotonicNow,
   ) {
     this.buckets = new TokenBuckets(now);
     this.toolTable = new GlobTable(spec.tools ?? {});

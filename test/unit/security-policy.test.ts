@@ -452,6 +452,22 @@ describe('token buckets', () => {
     expect(new RateLimiter({}).enabled).toBe(false);
   });
 
+  it('RateLimiter: a wall clock stepped back (NTP, an operator) does not lock a principal out for the length of the step', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const l = new RateLimiter({ perPrincipal: { burst: 1, perSecond: 1000 } });
+      expect(l.check('alice')).toEqual({ ok: true });
+      step = -3_600_000;
+      await new Promise((r) => setTimeout(r, 5)); // a token a millisecond: one is back
+      // Measured on the wall clock, the bucket owed an hour of refill: 429 with Retry-After 3600.
+      expect(l.check('alice')).toEqual({ ok: true });
+    } finally {
+      wall.mockRestore();
+    }
+  });
+
   it("RateLimiter: a client's over-long tool names are not held as they are (a megabyte each, for as long as the buckets live)", () => {
     v8.setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
