@@ -1,3 +1,5 @@
+import { monotonicNow } from './monotonic.js';
+
 /**
  * At most `max` log lines of one kind per window; the others are counted, and the next line
  * written says how many were left out (or leftOut() does, at the end). For warnings a peer sets
@@ -12,7 +14,7 @@ export class LogBudget {
   constructor(
     private readonly max: number,
     private readonly windowMs: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
   ) {}
 
   /** Undefined: leave this line out. Otherwise write it, with `skipped` (left out since the last one written) if not 0. */

@@ -1,5 +1,5 @@
 /** LogBudget: a few lines of one kind per window, and the count of those left out in the next one written. */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LogBudget } from '../../src/log-budget.js';
 
 describe('LogBudget', () => {
@@ -13,5 +13,22 @@ describe('LogBudget', () => {
     now += 1;
     expect(b.take()).toEqual({ skipped: 501 });
     expect(b.take()).toEqual({ skipped: 0 });
+  });
+
+  it('a wall clock stepped back does not silence the kind for the length of the step', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const b = new LogBudget(1, 200);
+      expect(b.take()).toEqual({ skipped: 0 });
+      expect(b.take()).toBeUndefined();
+      step = -3_600_000;
+      await new Promise((r) => setTimeout(r, 250)); // the window is over
+      // Measured on the wall clock, the window began an hour in the future: nothing written for an hour.
+      expect(b.take()).toEqual({ skipped: 1 });
+    } finally {
+      wall.mockRestore();
+    }
   });
 });
