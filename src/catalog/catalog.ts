@@ -20,6 +20,7 @@ import { uriKey } from './uri-key.js';
 import { ListenManager } from './upstream-listen.js';
 import { principalConn, principalOfConn } from './principal-conn.js';
 import { LapsedLists } from './lapsed-lists.js';
+import { monotonicNow } from '../monotonic.js';
 
 export type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 
@@ -79,6 +80,7 @@ interface Built extends GroupView {
 }
 
 export interface CatalogOptions {
+  /** The clock of pins and caches alike (tests); without it, Date.now() and monotonicNow(). */
   now?: () => number;
   pins?: PinStore;
   plugins?: PluginRunner;
@@ -134,7 +136,10 @@ export class Catalog extends EventEmitter {
   /** What list_changed sets off (invalidate, fetch again), at most once a second per list. */
   private readonly refetches = new RefetchGate();
   private policy: PartPolicy;
+  /** Wall-clock time, for what is stored (pins). */
   private readonly now: () => number;
+  /** For how long lists and reads stay fresh: a wall-clock step must not stretch or cut that. */
+  private readonly cacheNow: () => number;
   private pinGen = 0;
   /** The shared tools list each principal's connection last learned from (entryFor). */
   private readonly taught = new WeakMap<object, readonly unknown[]>();
@@ -163,8 +168,9 @@ export class Catalog extends EventEmitter {
     super();
     this.setMaxListeners(0);
     this.now = opts.now ?? Date.now;
+    this.cacheNow = opts.now ?? monotonicNow;
     this.cache = new ListCache(
-      this.now,
+      this.cacheNow,
       (key, err) => log.warn({ key: key.replace(/\0/g, '/'), err: String((err as Error)?.message ?? err) }, 'list refresh failed; serving the stale entry'),
       // Found changed when its entry expired (no list_changed from the server): clients hear it now.
       (key) => {
@@ -172,7 +178,7 @@ export class Catalog extends EventEmitter {
         this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own === undefined ? undefined : principalOfConn(own), server);
       },
     );
-    this.reads = new ReadCache(this.now);
+    this.reads = new ReadCache(this.cacheNow);
     this.pins = opts.pins ?? new MemoryPinStore();
     this.groups = opts.groups ?? new Groups(undefined);
     this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
@@ -657,7 +663,7 @@ export class Catalog extends EventEmitter {
       }
     }
     const key = conn.credential === '' ? shared : `${shared}\0${conn.credential}`;
-    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.now));
+    return this.cache.get(key, () => fetchList(conn.upstream, kind, h.config.cacheTtlMs, this.cacheNow));
   }
 
   /** Why a list of the server's own connection failed last (none since it succeeded). */

@@ -3,6 +3,7 @@ import { MODERN } from '../protocol/era.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import type { ListEntry } from './list-cache.js';
 import { LIST_METHOD, declaresListChanged, type ListKind } from './lists.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
@@ -23,7 +24,7 @@ export const LIST_BYTE_LIMIT = 32 * 1024 * 1024;
  * scope is private if any page is not `public`. A legacy one's until `list_changed` when
  * declared and the server has a way to say it, else 30 s, always private; `cacheTtlMs` (config) instead of either when set.
  */
-export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined, now: () => number = Date.now): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
+export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: number | undefined, now: () => number = monotonicNow): Promise<Omit<ListEntry, 'receivedAt' | 'version'>> {
   const items: Record<string, unknown>[] = [];
   let cursor: string | undefined;
   /** When the first page to go stale does. */

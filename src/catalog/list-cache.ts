@@ -6,6 +6,8 @@
  * `<server>\0<kind>\0<credential>` for a per-principal one, so a prefix `<server>\0` covers
  * every entry of a server.
  */
+import { monotonicNow } from '../monotonic.js';
+
 export interface ListEntry {
   items: Record<string, unknown>[];
   receivedAt: number;
@@ -43,7 +45,7 @@ export class ListCache {
   readonly stats = { hits: 0, misses: 0, staleServed: 0 };
 
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
     private readonly onStale?: (key: string, err: unknown) => void,
     /**
      * A refresh found the list changed, and nobody had said so (an upstream that declares no

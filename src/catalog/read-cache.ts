@@ -5,6 +5,7 @@
  * its upstream, drop the entries at once. Interim `input_required` results and results of MRTR
  * retries are never stored.
  */
+import { monotonicNow } from '../monotonic.js';
 
 export interface CachedRead {
   result: Record<string, unknown>;
@@ -53,7 +54,7 @@ export class ReadCache {
   private floor = 0;
 
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
     private readonly maxEntries = READ_CACHE_MAX_ENTRIES,
   ) {}
 

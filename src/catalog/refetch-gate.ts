@@ -1,3 +1,5 @@
+import { monotonicNow } from '../monotonic.js';
+
 /** The least time between two refetches of one list that its server said changed. */
 export const REFETCH_INTERVAL_MS = 1_000;
 
@@ -22,7 +24,7 @@ export class RefetchGate {
 
   constructor(
     private readonly intervalMs = REFETCH_INTERVAL_MS,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
   ) {}
 
   run(key: string, job: () => Promise<unknown>): void {

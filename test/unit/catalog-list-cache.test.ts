@@ -218,4 +218,24 @@ describe('ListCache.expire (a notification stream was down)', () => {
     cache.expire('s\0');
     expect((await cache.get('s\0tools', fetch)).items).toEqual([{ name: 'v2' }]);
   });
+
+  it('freshness is measured on the monotonic clock: a wall clock stepped back does not keep a list fresh for the step', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const cache = new ListCache();
+      let n = 0;
+      const fetch = async () => ({ items: [{ n: ++n }], ttlMs: 50, scope: 'public' as const });
+      await cache.get('s\0tools', fetch);
+      step = -3_600_000;
+      await new Promise((r) => setTimeout(r, 80));
+      // On the wall clock the list was received an hour ahead: fresh (and told to clients so) for an hour.
+      const e = await cache.get('s\0tools', fetch);
+      expect(e.items).toEqual([{ n: 2 }]);
+      expect(cache.remainingMs(e)).toBeLessThanOrEqual(50);
+    } finally {
+      wall.mockRestore();
+    }
+  });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { cacheableRead, ReadCache } from '../../src/catalog/read-cache.js';
 
 describe('resources/read cache', () => {
@@ -64,5 +64,20 @@ describe('resources/read cache', () => {
     expect(c.get('s', '', 'a://other')).toBeUndefined();
     c.put('s', '', 'a://other', { contents: [] }, 1000, 'public', c.mark());
     expect(c.get('s', '', 'a://other')).toBeDefined();
+  });
+
+  it('freshness is measured on the monotonic clock: a wall clock stepped back does not keep a read for the step', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const c = new ReadCache();
+      c.put('s', 'alice', 'a://x', { contents: [{ uri: 'a://x', text: 'x' }] }, 50, 'private');
+      step = -3_600_000;
+      await new Promise((r) => setTimeout(r, 80));
+      expect(c.get('s', 'alice', 'a://x')).toBeUndefined();
+    } finally {
+      wall.mockRestore();
+    }
   });
 });
