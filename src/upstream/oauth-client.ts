@@ -21,6 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, redactConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { TransportError } from '../protocol/errors.js';
 import { isLoopbackHost } from '../downstream/origin.js';
@@ -151,7 +152,7 @@ export class OAuthClient {
   private inflight: Promise<string> | undefined;
   /** Without oauth.issuer: the issuer of the first discovery (see pickIssuer). */
   private boundIssuer: string | undefined;
-  /** The last failed token request, and the scopes it asked for (undefined: the first choice). */
+  /** The last failed token request (`at`: monotonicNow()), and the scopes it asked for (undefined: the first choice). */
   private failure: { err: OAuthError; at: number; scopes: string | undefined } | undefined;
   private refs = 0;
 
@@ -233,7 +234,7 @@ export class OAuthClient {
     const key = scopes?.join(' ');
     const f = this.failure;
     // The same request failed a moment ago: its answer stands (no storm on the authorization server).
-    if (f && f.scopes === key && Date.now() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
+    if (f && f.scopes === key && monotonicNow() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
     const p = this.obtain(challenge, scopes).then(
       (t) => {
         this.failure = undefined;
@@ -241,7 +242,7 @@ export class OAuthClient {
       },
       (err: unknown) => {
         const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
-        this.failure = { err: e, at: Date.now(), scopes: key };
+        this.failure = { err: e, at: monotonicNow(), scopes: key };
         // What was found may be what failed (an AS that moved): the next attempt looks again.
         this.discovered = undefined;
         throw e;

@@ -76,6 +76,21 @@ describe('the upstream OAuth client', () => {
     http.close();
   });
 
+  it('a failed token request answers for the next ones for its second of cool-down, not for as long as a wall-clock step back', async () => {
+    const real = Date.now;
+    let step = 0;
+    vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    const http = new OAuthHttp(upstream(), OAuthClient.acquire({ clientId: 'stepped', clientSecret: 'unit-secret-123' }, `${base}/mcp`, silentLogger));
+    tokenStatus = 503;
+    await expect(http.post('{}')).rejects.toThrow(/HTTP 503/);
+    step = -3_600_000;
+    tokenStatus = 200;
+    await new Promise((r) => setTimeout(r, 1_100));
+    // On the wall clock the failure was an hour ahead: its error answered every request for the hour.
+    expect((await http.post('{}')).status).toBe(200);
+    http.close();
+  });
+
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
     for (const [path, why] of [
       ['other', /is for https:\/\/evil\.example\.com\/mcp, not for this server/],
