@@ -3,6 +3,7 @@ import { RpcError, TransportError, UNSUPPORTED_PROTOCOL_VERSION } from '../proto
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 import { discoverProblem, type ProbeVerdict } from './era-probe.js';
 import { modernMeta } from './envelope.js';
 import { cacheTtl } from '../protocol/ttl.js';
@@ -116,7 +117,7 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     this._capabilities = f.capabilities;
     this._serverInfo = f.serverInfo;
     this._instructions = f.instructions;
-    this.discoverStaleAt = Date.now() + Math.max(this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS, cacheTtl(d.ttlMs));
+    this.discoverStaleAt = monotonicNow() + Math.max(this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS, cacheTtl(d.ttlMs));
   }
 
   /** The params of the hub's `server/discover`: the probe's and the later ones alike. */
@@ -124,7 +125,7 @@ export abstract class HandshakingUpstream extends UpstreamBase {
     return { _meta: modernMeta({ clientInfo: this.clientInfo }) };
   }
 
-  /** When the DiscoverResult in use goes stale (Date.now() ms); see refreshDiscover. */
+  /** When the DiscoverResult in use goes stale (monotonicNow() ms); see refreshDiscover. */
   private discoverStaleAt = Infinity;
   private rediscovering = false;
 
@@ -135,10 +136,10 @@ export abstract class HandshakingUpstream extends UpstreamBase {
    * server's capabilities (a list); the answer comes in the background, for later requests.
    */
   refreshDiscover(): void {
-    if (this._era !== MODERN || this._state !== 'ready' || this.rediscovering || Date.now() < this.discoverStaleAt) return;
+    if (this._era !== MODERN || this._state !== 'ready' || this.rediscovering || monotonicNow() < this.discoverStaleAt) return;
     this.rediscovering = true;
     // A failure is asked again no sooner than a success would be.
-    this.discoverStaleAt = Date.now() + (this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS);
+    this.discoverStaleAt = monotonicNow() + (this.spec.rediscoverMinMs ?? REDISCOVER_MIN_MS);
     const before = this.described();
     this.call('server/discover', this.discoverParams(), { timeoutMs: this.spec.timeoutMs }, true)
       .then(

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Catalog, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
 import { Groups } from '../../src/catalog/filters.js';
 import { NameAssigner } from '../../src/catalog/names.js';
@@ -69,6 +69,25 @@ describe('catalog cache (real stdio upstreams)', () => {
     await waitFor(() => f.stats()['server/discover'] === 3, 2000, 'asked a third time');
     await sleep(50);
     expect(changed).toEqual([]);
+  });
+
+  it('a wall clock stepped back an hour keeps neither a list nor a discover answer past its time: freshness is monotonic', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const f = await fixture('w', { LIST_TTL_MS: '300', CACHE_SCOPE: 'public' }, { rediscoverMinMs: 200 });
+      const c = catalogOf([{ id: 'w', config: serverConfig('w'), upstream: f.upstream }]);
+      await c.aggregate('tools');
+      step = -3_600_000;
+      await sleep(350);
+      // On the wall clock both were received an hour ahead, and stayed fresh for the hour.
+      await c.aggregate('tools');
+      expect(f.stats()['tools/list']).toBe(2);
+      await waitFor(() => f.stats()['server/discover'] === 2, 2000, 'the discover answer asked again');
+    } finally {
+      wall.mockRestore();
+    }
   });
 
   it('ttlMs 0 refetches every time; a private answer makes the aggregate private', async () => {
