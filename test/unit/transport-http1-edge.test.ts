@@ -5,7 +5,7 @@
  */
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Http1Edge, type Http1Request } from '../../src/transport/http1/edge.js';
 import { InvalidHeaderError, type Http1Response } from '../../src/transport/http1/response.js';
 import { rawClient } from '../helpers/raw-http.js';
@@ -415,6 +415,23 @@ describe('the HTTP edge', () => {
     const t0 = Date.now();
     await c.waitClosed(10_000);
     expect(Date.now() - t0).toBeLessThan(5000); // not the keep-alive time (20 s)
+  });
+
+  it('drops a slow request in time though the wall clock steps back meanwhile (the limit is monotonic)', async () => {
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 20_000 });
+      const c = rawClient(port);
+      c.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      await new Promise((r) => setTimeout(r, 20)); // its head is being received
+      step = -3_600_000;
+      // On the wall clock it began an hour ahead: held for the hour (here, the keep-alive time).
+      await c.waitClosed(5_000);
+    } finally {
+      wall.mockRestore();
+    }
   });
 
   it('on stop: closes idle connections at once, lets a pending answer out with Connection: close, takes no new connection', async () => {

@@ -4,6 +4,7 @@ import { parseHead, type RequestHead } from './head.js';
 import { Http1Response, type ResponseOwner } from './response.js';
 import { TurnWrites, type Holder } from './turn-writes.js';
 import { HOLD_FROM } from '../../turn-end.js';
+import { monotonicNow } from '../../monotonic.js';
 
 /** A request of the fast path: its head, its whole body and the socket it came on. */
 export class Http1Request {
@@ -128,7 +129,7 @@ export class Http1Edge {
   }
 
   private expire(): void {
-    const now = Date.now();
+    const now = monotonicNow();
     for (const c of this.conns) c.expireIfSlow(now, this.opts.requestTimeoutMs);
   }
 }
@@ -141,7 +142,7 @@ class Http1Connection implements ResponseOwner, Holder {
   /** How many bytes the request being received needs in all; nothing is parsed before. */
   private needed = 0;
   private current: Http1Response | null = null;
-  /** When the request being received began (0: none); for the request timeout. */
+  /** When the request being received began (monotonicNow(), never 0 once the hub listens; 0: none); for the request timeout. */
   private since = 0;
   private closeAfter = false;
   /** The response to a request that carried `Connection: close`. */
@@ -330,7 +331,7 @@ class Http1Connection implements ResponseOwner, Holder {
     // that does not end within them is too long anyway (parseHead says 'other').
     let buf = this.front(maxHead + 4);
     if (!buf) return;
-    if (this.since === 0) this.since = Date.now();
+    if (this.since === 0) this.since = monotonicNow();
     const head = parseHead(buf, maxHead, this.edge.opts.wants);
     if (head === 'incomplete') return;
     if (head === 'other' || head.contentLength > this.edge.opts.maxBodyBytes) return this.handOver();
