@@ -13,6 +13,7 @@
 import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface RetryPolicy {
   /** Attempts in all, the first included. */
@@ -72,6 +73,7 @@ export interface RetryHooks {
   onRetry?: (attempt: number, delayMs: number, err: Error) => void;
   /** When the call must be over (its total limit): no attempt starts, nor wait lasts, past it. */
   until?: number;
+  /** The clock of `until` (default monotonicNow). */
   now?: () => number;
   random?: () => number;
 }
@@ -82,7 +84,7 @@ export interface RetryHooks {
  * bookkeeping (idempotency keys) treats the call as possibly executed.
  */
 export function withRetries<T>(method: string, policy: RetryPolicy, attempt: () => Promise<T>, h: RetryHooks): Promise<T> {
-  const budget = (h.now ?? Date.now)() + policy.budgetMs;
+  const budget = (h.now ?? monotonicNow)() + policy.budgetMs;
   const deadline = h.until === undefined ? budget : Math.min(budget, h.until);
   // Only a failure enters the retry loop.
   return onFailure(attempt, (err) => retryAfter(err as Error, deadline, method, policy, attempt, h));
@@ -90,7 +92,7 @@ export function withRetries<T>(method: string, policy: RetryPolicy, attempt: () 
 
 /** The retry loop, from the first attempt's failure `first`. */
 async function retryAfter<T>(first: Error, deadline: number, method: string, policy: RetryPolicy, attempt: () => Promise<T>, h: RetryHooks): Promise<T> {
-  const now = h.now ?? Date.now;
+  const now = h.now ?? monotonicNow;
   let mayHaveRun = false;
   let err = first;
   for (let n = 1; ; n++) {

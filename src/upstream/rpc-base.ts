@@ -27,6 +27,7 @@ import { upstreamError } from './upstream-error.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import { Canceller, reasonOf, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
+import { monotonicNow } from '../monotonic.js';
 
 export { errMessage, type UpstreamOptions } from './lifecycle.js';
 
@@ -43,7 +44,7 @@ export interface Pending {
   timer: NodeJS.Timeout | undefined;
   /** The hard cap (maxTotalTimeoutMs): its timer, and the time left of it while paused. */
   hardTimer?: NodeJS.Timeout;
-  /** When the whole call must be over (Date.now() ms), retries and waits included; see deadlineFor. */
+  /** When the whole call must be over (monotonicNow() ms), retries and waits included; see deadlineFor. */
   deadline?: number;
   hardLeftMs?: number;
   hardSince?: number;
@@ -150,7 +151,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    */
   protected deadlineFor(opts: CallOptions | undefined): number | undefined {
     const total = opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs;
-    return total !== undefined && total < Infinity ? Date.now() + total : undefined;
+    return total !== undefined && total < Infinity ? monotonicNow() + total : undefined;
   }
 
   /**
@@ -160,7 +161,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   protected waitBudget(opts: CallOptions | undefined, deadline: number | undefined): { until: number | undefined; ms: number } {
     const until = deadline ?? this.deadlineFor(opts);
     const idle = opts?.timeoutMs ?? this.spec.timeoutMs;
-    return { until, ms: until === undefined ? idle : Math.min(idle, until - Date.now()) };
+    return { until, ms: until === undefined ? idle : Math.min(idle, until - monotonicNow()) };
   }
 
   private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions, deadline?: number): Promise<Record<string, unknown>> {
@@ -250,7 +251,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // A caller that went away, or whose time ran out, while the call waited is not sent at all.
     if (opts?.signal?.aborted) throw notSent(new CancelledError(reasonOf(opts.signal)));
     const hard = internal || listen ? undefined : (opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs);
-    const left = hard === undefined || p.deadline === undefined ? hard : Math.min(hard, p.deadline - Date.now());
+    const left = hard === undefined || p.deadline === undefined ? hard : Math.min(hard, p.deadline - monotonicNow());
     if (left !== undefined && left <= 0) throw notSent(new TimeoutError(this.id, hard!));
     let wire = params;
     if (!internal) {
@@ -273,7 +274,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (!listen) p.timer = setTimeout(() => this.onTimeout(p), timeoutMs);
     if (hard !== undefined && hard < Infinity) {
       p.hardLeftMs = left;
-      p.hardSince = Date.now();
+      p.hardSince = monotonicNow();
       p.hardTimer = setTimeout(() => this.onTimeout(p, hard), left);
     }
     if (opts?.signal) {
@@ -508,7 +509,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (p.hardTimer) {
       clearTimeout(p.hardTimer);
       p.hardTimer = undefined;
-      p.hardLeftMs = Math.max(0, p.hardLeftMs! - (Date.now() - p.hardSince!));
+      p.hardLeftMs = Math.max(0, p.hardLeftMs! - (monotonicNow() - p.hardSince!));
     }
   }
 
@@ -517,7 +518,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     p.timer = setTimeout(() => this.onTimeout(p), p.timeoutMs);
     if (p.hardLeftMs !== undefined) {
       const total = p.opts?.maxTotalTimeoutMs ?? this.spec.maxTotalTimeoutMs!;
-      p.hardSince = Date.now();
+      p.hardSince = monotonicNow();
       p.hardTimer = setTimeout(() => this.onTimeout(p, total), p.hardLeftMs);
     }
   }

@@ -247,6 +247,26 @@ describe('server-to-client requests from a legacy stdio upstream', () => {
     expect(JSON.parse(text(r))).toEqual({ action: 'accept', content: { name: 'Ada' } });
   });
 
+  it('the hard limit paused while the client answers resumes with what it had left, though the wall clock stepped before', async () => {
+    const u = await started(quirkSpec('legacy-32601'));
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const r = u.request('tools/call', { name: 'elicit' }, {
+        timeoutMs: 2_000,
+        maxTotalTimeoutMs: 2_000,
+        onServerRequest: async () => ({ action: 'accept', content: { name: 'Ada' } }),
+      });
+      step = 3_600_000; // while the upstream works: a laptop resumed from sleep, NTP
+      // Counted on the wall clock, the limit was used up by the time the client was asked: the
+      // call timed out the moment the answer resumed it.
+      expect(JSON.parse(text(await r))).toEqual({ action: 'accept', content: { name: 'Ada' } });
+    } finally {
+      wall.mockRestore();
+    }
+  });
+
   it('answers -32601 when no call can answer, and an RpcError from the handler travels back', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const none = await u.request('tools/call', { name: 'elicit' });
