@@ -9,6 +9,7 @@ import type { Era } from '../protocol/era.js';
 import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import { redactErrorText } from '../policy/secret-text.js';
+import { monotonicNow } from '../monotonic.js';
 import { RestartPolicy, type BackoffOptions } from './backoff.js';
 import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
@@ -154,7 +155,8 @@ export abstract class Lifecycle extends EventEmitter {
   }
 
   private scheduleRetry(reason: string, minDelayMs = 0): void {
-    const p = this.policy.onFailure(Date.now());
+    // Monotonic: a wall clock stepped back would keep old crashes inside the crash-loop window.
+    const p = this.policy.onFailure(monotonicNow());
     const failed = p.failed;
     const delayMs = Math.max(p.delayMs, minDelayMs);
     this.retryTimer = setTimeout(() => {

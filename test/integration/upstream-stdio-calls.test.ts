@@ -4,7 +4,7 @@
  * faults, crashes and restarts.
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -379,6 +379,27 @@ describe('supervision', () => {
     expect(u.restarts).toBe(1);
     expect(text(await u.request('tools/call', { name: 'x' }))).toBe('survived');
     expect(perProcess(spec.logFile)).toHaveLength(2);
+  });
+
+  it('a crash older than the crash-loop window does not count, though the wall clock stepped back since', async () => {
+    const once = join(tmpDir(), 'crashed');
+    const real = Date.now;
+    let step = 0;
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    try {
+      const u = await started(quirkSpec('crash-mid-call', { env: { QUIRK_CRASH_ONCE: once } }), silentLogger, { backoff: { baseMs: 10, crashLimit: 2, windowMs: 300 } });
+      await u.request('tools/call', { name: 'x' }).catch(() => undefined);
+      await waitFor(() => u.state === 'ready', 5000, 'restart');
+      step = -3_600_000;
+      await new Promise((r) => setTimeout(r, 350));
+      rmSync(once);
+      await u.request('tools/call', { name: 'x' }).catch(() => undefined);
+      // On the wall clock the first crash was an hour ahead, inside the window: a crash loop, failed.
+      expect(u.state).toBe('restarting');
+      await waitFor(() => u.state === 'ready', 5000, 'second restart');
+    } finally {
+      wall.mockRestore();
+    }
   });
 
   it('marks a crash loop failed and keeps retrying slowly; start() rejects with the cause', async () => {
