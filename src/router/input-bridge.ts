@@ -6,6 +6,7 @@ import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
 import type { Canceller, Signal } from '../cancel.js';
+import { monotonicNow } from '../monotonic.js';
 
 type Result = Record<string, unknown>;
 
@@ -32,7 +33,7 @@ interface Waiting {
   req: InputRequest;
   resolve: (r: Result) => void;
   reject: (e: unknown) => void;
-  /** When the client must have answered it (Date.now() ms): set when it is first put to the client, kept across retries. */
+  /** When the client must have answered it (monotonicNow() ms): set when it is first put to the client, kept across retries. */
   deadline?: number;
 }
 
@@ -223,8 +224,9 @@ export class InputBridge {
     collector.targets = {};
     // One limit per question, from when the client was first asked it, however many retries
     // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
-    // stdio upstream alone, for another timeoutMs).
-    const now = Date.now();
+    // stdio upstream alone, for another timeoutMs). Monotonic: a wall-clock step between the
+    // first ask and a retry would otherwise give the client the step's length more, or none.
+    const now = monotonicNow();
     const timer = setTimeout(() => this.expire(id), Math.max(0, collector.deadline(now, this.timeoutMs) - now));
     timer.unref();
     this.parked.set(id, { run, collector, abort, timer });
