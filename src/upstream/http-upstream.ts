@@ -17,8 +17,32 @@ import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from './oauth-client.js';
+import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges } from './oauth-client.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
+import { redactErrorText } from '../policy/secret-text.js';
+
+/** The most of a server's `error_description` a reason repeats. */
+const MAX_DESCRIPTION_CHARS = 200;
+
+/** Header names that carry a credential (a key or a token) in `headers`. */
+const CREDENTIAL_HEADER = /auth|key|token/i;
+
+/**
+ * What an operator should do about a 401 to the hub's own credentials. When the hub sent one
+ * (a header such as Authorization or X-Api-Key) and the challenge names an `error`
+ * (`invalid_token`…), that credential was refused — a wrong key for a Switchyard hub behind this
+ * one, say — and advice to set up OAuth would send the operator the wrong way. Otherwise the
+ * server wants a credential. (The `error` alone cannot tell: SDK servers send `invalid_token`
+ * for a request without any.)
+ */
+function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: string, headers: Record<string, string> | undefined): string | undefined {
+  if (challenge === undefined) return undefined;
+  const sent = Object.keys(headers ?? {}).some((h) => CREDENTIAL_HEADER.test(h));
+  if (challenge.error === undefined || !sent)
+    return `the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${id}.oauth, or a token in its headers`;
+  const said = challenge.description ? `: ${redactErrorText(challenge.description.slice(0, MAX_DESCRIPTION_CHARS))}` : '';
+  return `the server refused the credential the hub sent (${redactErrorText(challenge.error.slice(0, 64))}${said}): check the credential in servers.${id}.headers (or .credentials)`;
+}
 
 const GET_RETRY_MAX_MS = 30_000;
 /**
@@ -219,8 +243,10 @@ export class HttpUpstream extends HandshakingUpstream {
         if (c.kind === 'response') msgs.push(c.msg);
       }
       v = httpVerdict(a.status, msgs, id);
-      if (v.kind === 'no-evidence' && a.status === 401 && !this.spec.oauth && parseBearerChallenge(a.headers['www-authenticate']) !== undefined)
-        v = { kind: 'no-evidence', reason: `${v.reason} (the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${this.id}.oauth, or a token in its headers)` };
+      if (v.kind === 'no-evidence' && a.status === 401 && !this.spec.oauth) {
+        const advice = unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), this.id, this.spec.headers);
+        if (advice) v = { kind: 'no-evidence', reason: `${v.reason} (${advice})` };
+      }
     } catch (err) {
       v = { kind: 'no-evidence', reason: t.timedOut() ? `no answer within ${this.spec.probeTimeoutMs} ms` : errMessage(err) };
     } finally {

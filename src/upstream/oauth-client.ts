@@ -46,6 +46,8 @@ export interface BearerChallenge {
   resourceMetadata?: string;
   scope?: string[];
   error?: string;
+  /** `error_description`: the server's words for `error`, as sent (untrusted text). */
+  description?: string;
 }
 
 /** The Bearer challenge of a WWW-Authenticate header, if it has one. */
@@ -64,6 +66,7 @@ export function parseBearerChallenge(header: string | string[] | undefined): Bea
     if (name === 'resource_metadata') out.resourceMetadata = value;
     else if (name === 'scope') out.scope = value.split(' ').filter((s) => s.length > 0);
     else if (name === 'error') out.error = value;
+    else if (name === 'error_description') out.description = value;
   }
   return out;
 }

@@ -1,0 +1,81 @@
+/**
+ * A hub chained behind a hub: a team's hub (API keys) as an HTTP upstream of a developer's
+ * hub. Both are the real built CLI; the inner one serves a fixture server over stdio.
+ */
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { waitForReady } from '../helpers/wire.js';
+import { text } from './faults-helpers.js';
+import { modernCall } from './ledger-helpers.js';
+
+const KEY = 'sy_chain_team_key_0123456789';
+const WRONG = 'sy_chain_wrong_key_9876543210';
+
+let inner: HubProcess;
+let outer: HubProcess;
+
+beforeAll(async () => {
+  inner = await startHub(
+    {
+      auth: { apiKeys: [{ principal: 'team', sha256: createHash('sha256').update(KEY).digest('hex') }] },
+      servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+    },
+    { args: ['--no-watch'] },
+  );
+  await innerReady();
+  outer = await startHub(
+    {
+      servers: {
+        team: { url: inner.url, headers: { 'X-Api-Key': KEY } },
+        wrong: { url: inner.url, headers: { 'X-Api-Key': WRONG } },
+      },
+    },
+    { args: ['--no-watch'] },
+  );
+  await waitForReady(outer.url, ['team']);
+}, 60_000);
+
+afterAll(async () => {
+  await outer?.stop();
+  await inner?.stop();
+});
+
+/** The inner hub shows its server's details only to a key holder. */
+async function innerReady(): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const h = (await (await fetch(new URL('/healthz', inner.url), { headers: { 'x-api-key': KEY } })).json()) as { servers?: { state: string }[] };
+    if (h.servers?.[0]?.state === 'ready') return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('the inner hub’s server is not ready');
+}
+
+/** A server's lastError on the outer hub, once it has one. */
+async function lastErrorOf(id: string): Promise<string> {
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    const servers = ((await (await fetch(new URL('/admin/servers', outer.url))).json()) as { servers: { id: string; lastError: string | null }[] }).servers;
+    const e = servers.find((s) => s.id === id)?.lastError;
+    if (e) return e;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return '';
+}
+
+describe('a hub behind a hub', () => {
+  it('serves the inner hub’s tools under both hubs’ prefixes', async () => {
+    const a = await modernCall(outer.url, 1, 'tools/call', { name: 'team__modern__echo', arguments: { text: 'two hops' } });
+    expect(text(a)).toBe('echo:two hops');
+  });
+
+  it('says a refused API key was refused (in the inner hub’s words), not that OAuth is needed, and never shows it', async () => {
+    const lastError = await lastErrorOf('wrong');
+    expect(lastError).toMatch(/HTTP 401: authorization required \(the server refused the credential the hub sent \(invalid_token: unknown API key\): check the credential in servers\.wrong\.headers/);
+    expect(lastError).not.toMatch(/oauth/i);
+    expect(lastError).not.toContain(WRONG);
+    expect(outer.logs.join('\n')).not.toContain(WRONG);
+    expect(outer.logs.join('\n')).not.toContain(KEY);
+  });
+});
