@@ -134,7 +134,13 @@ export class Mrtr {
       if (asks > MAX_OPEN_ASKS)
         throw new UnfinishedTurnError(INTERNAL_ERROR, `server "${server.id}" asked ${asks} questions in one input_required round; the hub puts at most ${MAX_OPEN_ASKS} before a client at once`);
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
-      const inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
+      let inputResponses: Result;
+      try {
+        inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
+      } catch (err) {
+        if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
+        throw err;
+      }
       p = { ...params, inputResponses };
       // Echoed byte-exact; absent stays absent (digest §5.1).
       if (r.requestState !== undefined) p.requestState = r.requestState;
@@ -195,6 +201,28 @@ export class Mrtr {
     else forwarded.requestState = body.up;
     return { kind: 'forward', server: body.server, params: forwarded, confirmed: body.ok === 1 };
   }
+}
+
+/**
+ * A legacy client's round that failed (the client refused a question, left it unanswered, or
+ * cancelled the call) leaves a modern upstream waiting for a retry that will not come. One that
+ * holds the call meanwhile — a hub behind this one parking a legacy server's call — would hold
+ * it, and that server's other calls with it, until its own input time limit. Its elicitations
+ * are answered `cancel` in one last retry (digest §5.3 B.6), whose answer nobody waits for;
+ * sampling and roots have no such answer and are left out (a round of only those sends nothing).
+ */
+function dismissUpstream(method: string, server: ServerHandle, params: Result, r: Result, opts: CallOptions): void {
+  const answers: Result = {};
+  const asked = r.inputRequests && typeof r.inputRequests === 'object' ? Object.entries(r.inputRequests as Record<string, InputRequest>) : [];
+  for (const [k, req] of asked) if (req?.method === 'elicitation/create') setField(answers, k, { action: 'cancel' });
+  if (Object.keys(answers).length === 0) return;
+  const last: Result = { ...params, inputResponses: answers };
+  if (r.requestState !== undefined) last.requestState = r.requestState;
+  // Not the call's signal (it may be what ended the call) nor its sinks: the call is over.
+  const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: opts.clientCapabilities, principal: opts.principal };
+  Promise.resolve()
+    .then(() => server.upstream.request(method, last, once))
+    .catch(() => undefined);
 }
 
 /** A modern client of a legacy upstream: its call is parked when the upstream asks (Mrtr.run). */

@@ -3,8 +3,12 @@
  * hub. Both are the real built CLI; the inner one serves a fixture server over stdio.
  */
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { text } from './faults-helpers.js';
 import { modernCall } from './ledger-helpers.js';
@@ -19,7 +23,11 @@ beforeAll(async () => {
   inner = await startHub(
     {
       auth: { apiKeys: [{ principal: 'team', sha256: createHash('sha256').update(KEY).digest('hex') }] },
-      servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs') },
+      servers: {
+        modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs'),
+        // Legacy stdio: a modern caller's call that asks the user is parked in the inner hub.
+        ev: { command: join(ROOT, 'node_modules/.bin/mcp-server-everything') },
+      },
     },
     { args: ['--no-watch'] },
   );
@@ -46,7 +54,7 @@ async function innerReady(): Promise<void> {
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     const h = (await (await fetch(new URL('/healthz', inner.url), { headers: { 'x-api-key': KEY } })).json()) as { servers?: { state: string }[] };
-    if (h.servers?.[0]?.state === 'ready') return;
+    if (h.servers?.length && h.servers.every((x) => x.state === 'ready')) return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('the inner hub’s server is not ready');
@@ -78,4 +86,24 @@ describe('a hub behind a hub', () => {
     expect(outer.logs.join('\n')).not.toContain(WRONG);
     expect(outer.logs.join('\n')).not.toContain(KEY);
   });
+
+  it('lets the inner hub’s server go when the IDE cancels a call while it is asked something', async () => {
+    // The outer hub speaks 2026-07-28 to the inner one, which parks the legacy server's call
+    // (and that server's other calls) until a retry: the cancel must reach it as an answer.
+    const ide = new Client({ name: 'chain-ide', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    const gaveUp = new AbortController();
+    ide.setRequestHandler(ElicitRequestSchema, () => {
+      setTimeout(() => gaveUp.abort('the user closed the dialog'), 20);
+      return new Promise<never>(() => undefined);
+    });
+    await ide.connect(new StreamableHTTPClientTransport(new URL(outer.url)));
+    try {
+      await expect(ide.callTool({ name: 'team__ev__trigger-elicitation-request', arguments: {} }, undefined, { signal: gaveUp.signal })).rejects.toThrow();
+      // Without the word the inner hub waits policy.inputTimeoutMs (60 s) before it lets the server go.
+      const next = await ide.callTool({ name: 'team__ev__echo', arguments: { message: 'free again' } }, undefined, { timeout: 15_000 });
+      expect(JSON.stringify(next.content)).toContain('Echo: free again');
+    } finally {
+      await ide.close();
+    }
+  }, 30_000);
 });
