@@ -44,6 +44,9 @@ function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: string, 
   return `the server refused the credential the hub sent (${redactErrorText(challenge.error.slice(0, 64))}${said}): check the credential in servers.${id}.headers (or .credentials)`;
 }
 
+/** The error code of a 404 for an unknown session (SDK servers, and Switchyard's own endpoint). */
+const SESSION_NOT_FOUND = -32001;
+
 const GET_RETRY_MAX_MS = 30_000;
 /**
  * The least wait (±20 %) before the GET stream is opened again after the server ended it, even
@@ -91,6 +94,16 @@ function answers(body: string | undefined, p: Pending): boolean {
   if (c.kind !== 'response') return false;
   const id = c.msg.id;
   return (typeof id === 'number' || typeof id === 'string') && Number(id) === p.id;
+}
+
+/**
+ * Whether a 404's body is the session-gone error (-32001, the code SDK servers give an unknown
+ * session) even though it names the request: a Switchyard hub answers an ended session so, with
+ * the request's id, which `answers` alone would take for the request's own answer — and an
+ * outer hub would then never open a new session with it.
+ */
+function sessionNotFound(body: string | undefined): boolean {
+  return bodyError(body)?.code === SESSION_NOT_FOUND;
 }
 
 /**
@@ -400,7 +413,7 @@ export class HttpUpstream extends HandshakingUpstream {
       if (this._era === LEGACY && a.lastEventId !== undefined && problem === undefined) return this.resume(p, a.lastEventId, a.retryMs, 0);
       return this.stopWaiting(p, new TransportError(problem ?? (s === 202 ? 'the upstream accepted the request without answering it' : 'the answer ended without a response'), s));
     }
-    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && !answers(a.body, p)) return this.renewSession(p);
+    if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && (!answers(a.body, p) || sessionNotFound(a.body))) return this.renewSession(p);
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
     if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {

@@ -70,6 +70,8 @@ const rpcBodies = (seen: Seen[]): { id?: unknown; method?: string; params?: Reco
 describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let sessions: Map<string, { transport: StreamableHTTPServerTransport; server: McpServerV1 }>;
   let aborted: string[];
+  /** Answer an unknown session's request with its own id, as a Switchyard hub does. */
+  let goneWithId: boolean;
   let url: string;
   let seen: Seen[];
 
@@ -112,6 +114,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   beforeEach(async () => {
     sessions = new Map();
     aborted = [];
+    goneWithId = false;
     ({ url, seen } = await listen(async (req, res, body) => {
       const sid = req.headers['mcp-session-id'] as string | undefined;
       const parsed = body ? JSON.parse(body) : undefined;
@@ -119,7 +122,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
       if (known) return known.transport.handleRequest(req, res, parsed);
       if (sid) {
         res.writeHead(404, { 'content-type': 'application/json' });
-        return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+        return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: goneWithId ? (parsed?.id ?? null) : null }));
       }
       if (req.method === 'POST' && isInitializeRequest(parsed)) {
         const server = v1Server();
@@ -238,6 +241,20 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(states).toEqual([['ready', 'session renewed']]);
     const calls = seen.filter((s) => s.body.includes('"tools/call"'));
     expect(calls.map((c) => c.headers['mcp-session-id'])).toEqual([first, u.sessionId]);
+    expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+
+  it('renews a session whose 404 names the request (a Switchyard hub behind this one answers so)', async () => {
+    goneWithId = true;
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close();
+    const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'back' } });
+    expect(text(r)).toBe('back');
+    expect(u.sessionId).not.toBe(first);
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
   });
 
