@@ -8,7 +8,7 @@ import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
 import { Groups } from './catalog/filters.js';
-import type { CatalogEvent } from './catalog/part.js';
+import { ITEM_NOUN, type CatalogEvent, type DropEvent, type PoisonEvent } from './catalog/part.js';
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
@@ -19,7 +19,7 @@ import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
 import { openLedger } from './ledger/open.js';
 import type { AuditSink } from './ledger/sink.js';
-import type { AuditEnd, LedgerCounters } from './ledger/types.js';
+import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
 import type { Implementation, ServerCapabilities } from './protocol/types.js';
 import type { CallContext } from './router/context.js';
 import { Router } from './router/router.js';
@@ -149,6 +149,7 @@ export class Hub implements HubCore {
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id) => this.subs.uris(id),
       pins: ledger.pinStore?.(),
+      itemPins: ledger.itemPinStores?.(),
       resourceRoutes: this.resourceRoutes,
       plugins: this.plugins,
       policy: { pinning: config.policy?.pinning, poisoning: config.policy?.poisoning },
@@ -303,15 +304,35 @@ export class Hub implements HubCore {
       upstream.request('resources/subscribe', { uri }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
   }
 
-  /** Pin changes and poisoned descriptions: a log line, and an audit row when a tool is held back or its change taken. */
+  /** Pin changes and poisoned descriptions: a log line, and an audit row when an item is held back or its change taken. */
   private catalogEvent(e: CatalogEvent): void {
     const base = { ts: Date.now(), requestId: 'catalog', principal: 'hub', clientEra: '-', server: e.server, upstreamName: e.tool };
-    if (e.kind === 'first-seen') return void this.log.debug({ server: e.server, tool: e.tool, hash: e.hash.slice(0, 12) }, 'tool pinned on first sight');
-    if (e.kind === 'reverted') return void this.log.info({ server: e.server, tool: e.tool }, 'tool definition is back to the approved one');
+    if (e.kind === 'dropped' || e.kind === 'poisoning') return this.catalogCheckEvent(e, base);
+    // Tools keep the words they always had; the other kinds name themselves.
+    const noun = e.itemKind === undefined ? 'tool' : ITEM_NOUN[e.itemKind];
+    const who = { server: e.server, [e.itemKind === undefined ? 'tool' : e.itemKind === 'prompts' ? 'prompt' : 'item']: e.tool };
+    const kindSaid = e.itemKind === undefined ? '' : `${noun} `;
+    if (e.kind === 'first-seen') return void this.log.debug({ ...who, hash: e.hash.slice(0, 12) }, `${noun} pinned on first sight`);
+    if (e.kind === 'reverted') return void this.log.info(who, `${noun} definition is back to the approved one`);
     if (e.kind === 'approved') {
-      this.log.info({ server: e.server, tool: e.tool, hash: e.hash.slice(0, 12) }, 'tool change approved by an operator');
-      return void this.ledger.record({ ...base, method: 'catalog/approve' }, { outcome: 'ok', errorMessage: `approved by the CLI; pin ${e.hash.slice(0, 12)}`, latencyMs: 0 }).catch(() => undefined);
+      this.log.info({ ...who, hash: e.hash.slice(0, 12) }, `${noun} change approved by an operator`);
+      return void this.ledger.record({ ...base, method: 'catalog/approve' }, { outcome: 'ok', errorMessage: `approved by the CLI; ${kindSaid}pin ${e.hash.slice(0, 12)}`, latencyMs: 0 }).catch(() => undefined);
     }
+    const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
+      void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
+    const what = e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved';
+    const pins = `pin ${e.previousHash ? e.previousHash.slice(0, 12) : '(none)'} -> ${e.hash.slice(0, 12)}`;
+    if (e.kind === 'auto-approved') {
+      this.log.info({ ...who, reason: e.reason }, `${noun} change approved automatically (trusted server)`);
+      return record('catalog/auto-approve', 'ok', `${kindSaid}${what}; ${pins}`);
+    }
+    const block = (this.config.policy?.pinning ?? 'block') === 'block';
+    this.log.warn({ ...who, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? `${noun} quarantined: hidden until approved (switchyard tools approve)` : `${noun} definition changed: passed with a warning`);
+    record('catalog/quarantine', block ? 'denied' : 'ok', `${kindSaid}${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
+  }
+
+  /** A dropped tool or a poisoned description: a log line, and an audit row when it is held back. */
+  private catalogCheckEvent(e: DropEvent | PoisonEvent, base: Omit<AuditBegin, 'method'>): void {
     const record = (method: string, outcome: 'ok' | 'denied', message: string) =>
       void this.ledger.record({ ...base, method }, { outcome, errorKind: outcome === 'denied' ? 'policy' : null, errorMessage: message, latencyMs: 0 }).catch(() => undefined);
     if (e.kind === 'dropped') {
@@ -319,21 +340,9 @@ export class Hub implements HubCore {
       else this.log.warn({ server: e.server, tool: e.tool, reason: e.reason }, 'tool dropped: its x-mcp-header annotation breaks the rules clients hold it to');
       return record('catalog/drop', 'denied', `${e.rule}: ${e.reason}`);
     }
-    if (e.kind === 'poisoning') {
-      const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
-      this.log.warn({ server: e.server, [e.itemKind === 'tools' ? 'tool' : 'item']: e.tool, flags: e.flags.map((f) => f.code), blocked: e.blocked }, 'description shows signs of poisoning');
-      if (e.blocked) record('catalog/quarantine', 'denied', `poisoning ${message}`);
-      return;
-    }
-    const what = e.reason === 'renamed' ? `the approved definition of "${e.renamedFrom}" under a new name` : 'definition changed since it was approved';
-    const pins = `pin ${e.previousHash ? e.previousHash.slice(0, 12) : '(none)'} -> ${e.hash.slice(0, 12)}`;
-    if (e.kind === 'auto-approved') {
-      this.log.info({ server: e.server, tool: e.tool, reason: e.reason }, 'tool change approved automatically (trusted server)');
-      return record('catalog/auto-approve', 'ok', `${what}; ${pins}`);
-    }
-    const block = (this.config.policy?.pinning ?? 'block') === 'block';
-    this.log.warn({ server: e.server, tool: e.tool, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? 'tool quarantined: hidden until approved (switchyard tools approve)' : 'tool definition changed: passed with a warning');
-    record('catalog/quarantine', block ? 'denied' : 'ok', `${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
+    const message = `${e.blocked ? 'hidden' : 'flagged'}: ${e.flags.map((f) => `${f.code} (${f.field ?? '?'}: ${f.message})`).join('; ')}`;
+    this.log.warn({ server: e.server, [e.itemKind === 'tools' ? 'tool' : 'item']: e.tool, flags: e.flags.map((f) => f.code), blocked: e.blocked }, 'description shows signs of poisoning');
+    if (e.blocked) record('catalog/quarantine', 'denied', `poisoning ${message}`);
   }
 
   /** A plugin failed: already logged by the runner; the ledger keeps a row. */

@@ -10,7 +10,7 @@ import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, offers, type
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
 import type { NameAssigner } from './names.js';
 import { buildPart, type PartPolicy, type PartRecord, type CatalogEvent } from './part.js';
-import { MemoryPinStore, type PinStore } from './pins.js';
+import { MemoryPinStore, type ItemPinKind, type PinStore } from './pins.js';
 import { LinkedResources } from './linked-resources.js';
 import { ReadCache } from './read-cache.js';
 import { RefetchGate } from './refetch-gate.js';
@@ -83,6 +83,8 @@ export interface CatalogOptions {
   /** The clock of pins and caches alike (tests); without it, Date.now() and monotonicNow(). */
   now?: () => number;
   pins?: PinStore;
+  /** Pins of prompts, resources and templates, a store per kind (default: in memory). */
+  itemPins?: Record<ItemPinKind, PinStore>;
   plugins?: PluginRunner;
   policy?: Partial<PartPolicy>;
   groups?: Groups;
@@ -118,6 +120,7 @@ export class Catalog extends EventEmitter {
   /** Resources tools named without listing them, for routing reads of them (linked-resources.ts). */
   readonly links = new LinkedResources();
   readonly pins: PinStore;
+  readonly itemPins: Record<ItemPinKind, PinStore>;
   readonly groups: Groups;
   readonly listens: ListenManager;
   private readonly built = new Map<string, Built>();
@@ -188,13 +191,22 @@ export class Catalog extends EventEmitter {
       subscribedUris: (key) => (serverOfListenKey(key) === key ? (opts.subscribedUris?.(key) ?? []) : []),
       onGap: (key) => this.listenGap(key),
     });
-    this.pins.onExternalChange?.((changed) => {
-      this.pinGen++;
-      for (const r of changed)
-        if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash) opts.report?.({ kind: 'approved', server: r.server, tool: r.tool, hash: r.hash });
-      log.info({ changed: changed.length }, 'tool pins changed outside the hub (an approval); lists rebuilt');
-      this.emit('changed', 'tools');
-    });
+    this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
+    for (const kind of LIST_KINDS) {
+      this.pinsOf(kind).onExternalChange?.((changed) => {
+        this.pinGen++;
+        for (const r of changed)
+          if (r.pendingHash === null && r.approvedBy === 'cli' && r.hash)
+            opts.report?.({ kind: 'approved', ...(kind === 'tools' ? {} : { itemKind: kind }), server: r.server, tool: r.tool, hash: r.hash });
+        log.info({ changed: changed.length, kind }, 'pins changed outside the hub (an approval); lists rebuilt');
+        this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind);
+      });
+    }
+  }
+
+  /** The pins of a kind. */
+  pinsOf(kind: ListKind): PinStore {
+    return kind === 'tools' ? this.pins : this.itemPins[kind];
   }
 
   /**
@@ -324,12 +336,10 @@ export class Catalog extends EventEmitter {
   setPolicy(policy: Partial<PartPolicy>): void {
     const next: PartPolicy = { pinning: policy.pinning ?? 'block', poisoning: policy.poisoning ?? 'warn' };
     if (next.pinning === this.policy.pinning && next.poisoning === this.policy.poisoning) return;
-    const poisoning = next.poisoning !== this.policy.poisoning;
     this.policy = next;
     this.judgeAgain();
-    // Descriptions are checked in every family; pins are tools' only.
-    if (poisoning) this.everyListChanged();
-    else this.emit('changed', 'tools');
+    // Descriptions are checked, and definitions pinned, in every family.
+    this.everyListChanged();
   }
 
   /**
@@ -529,11 +539,11 @@ export class Catalog extends EventEmitter {
     const h = owner && byId(owner.server);
     if (!h || !this.groups.includes(view.group, kind, h.id, hubName, owner.upstreamName, h.config.prefix)) return undefined;
     const found = { server: h, upstreamName: owner.upstreamName };
-    if (kind === 'prompts') return found;
-    if (!toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
-    const pin = this.pins.get(h.id, owner.upstreamName);
-    if (!pin || pin.hash === null) return undefined;
-    return this.policy.pinning === 'block' && pin.pendingHash !== null ? undefined : found;
+    if (kind === 'tools' && !toolFilter(h.config.tools)(owner.upstreamName)) return undefined;
+    const pin = this.pinsOf(kind).get(h.id, owner.upstreamName);
+    // A prompt not pinned yet (listed only by a build that did not pin prompts) is as it was: unavailable.
+    if (kind === 'prompts' ? pin?.hash === null : !pin || pin.hash === null) return undefined;
+    return this.policy.pinning === 'block' && pin !== undefined && pin.pendingHash !== null ? undefined : found;
   }
 
   /**
@@ -710,14 +720,14 @@ export class Catalog extends EventEmitter {
         const built = await buildPart(kind, { id: h.id, config: h.config, era: conn.upstream.era }, e.items, {
           previous,
           ownList: conn.credential !== '',
-          pins: this.pins,
+          pins: this.pinsOf(kind),
           plugins: this.opts.plugins,
           policy: this.policy,
           now: this.now,
           report: (ev) => this.opts.report?.(ev),
         });
         if (conn.credential === '' && isRouteKind(kind)) this.opts.resourceRoutes?.put(h.id, kind, routesOf(built, kind, MAX_STORED_ROUTES));
-        if (!one && kind === 'tools') {
+        if (!one && (kind === 'tools' || kind === 'prompts')) {
           const names = this.listedNames.get(pk) ?? new Set<string>();
           // Refreshed, so a name still listed is the newest; the oldest go past the bound (a
           // server that makes up names would otherwise grow the set for as long as the hub runs).

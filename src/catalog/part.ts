@@ -7,7 +7,7 @@ import { effectiveAnnotations, type AnnotationSource } from './annotations.js';
 import { withScreenedIcons } from './icons.js';
 import { toolFilter } from './filters.js';
 import { NAME_FIELD, type ListKind } from './lists.js';
-import { checkPins, hashDefinition, pinnedDefinition, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
+import { checkPins, hashItem, type PinEvent, type PinStore, type PinVerdict } from './pins.js';
 
 /**
  * One upstream's list as the hub exposes it: allow/deny, annotations the hub can stand behind,
@@ -48,6 +48,7 @@ export interface PartRecord {
 }
 
 export interface PartDeps {
+  /** The pins of this list's kind. */
   pins: PinStore;
   plugins: PluginRunner | undefined;
   policy: PartPolicy;
@@ -83,6 +84,9 @@ export interface DropEvent {
 
 export type CatalogEvent = PinEvent | PoisonEvent | DropEvent;
 
+
+/** What the log and the audit call an item of each kind. */
+export const ITEM_NOUN: Record<ListKind, string> = { tools: 'tool', prompts: 'prompt', resources: 'resource', resourceTemplates: 'resource template' };
 
 /** `_meta` key of a listed item: why the hub finds it suspicious. */
 const META_FLAGS = 'dev.switchyard/flags';
@@ -137,20 +141,23 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   const live = records.filter((r) => !r.denied);
   if (!trusted) for (const r of live) r.item = withScreenedIcons(r.item, s.config.url);
 
-  if (kind === 'tools' && live.length) {
+  // Every kind: a prompt, a resource or a template changed after it was first seen is as much a
+  // rug pull as a tool (its description is read by the model, its arguments asked of the user).
+  if (live.length) {
     const { verdicts, events } = checkPins(
       deps.pins,
       { id: s.id, autoApprove: trusted && s.config.autoApprove === true },
-      live.map((r) => ({ name: r.upstreamName, def: hashDefinition(pinnedDefinition(r.upstream)) })),
+      live.map((r) => ({ name: r.upstreamName, def: hashItem(kind, r.upstream) })),
       deps.now(),
       deps.previous,
       !deps.ownList,
+      kind === 'tools' || kind === 'prompts',
     );
-    for (const e of events) deps.report(e);
+    for (const e of events) deps.report(kind === 'tools' ? e : { ...e, itemKind: kind });
     for (const r of live) {
       r.pin = verdicts.get(r.upstreamName);
       if (r.pin && r.pin.state !== 'approved') {
-        const why = r.pin.state === 'renamed' ? `same definition as the approved tool "${r.pin.renamedFrom}" under a new name` : 'definition changed since it was approved';
+        const why = r.pin.state === 'renamed' ? `same definition as the approved ${ITEM_NOUN[kind]} "${r.pin.renamedFrom}" under a new name` : 'definition changed since it was approved';
         r.flags.push({ code: `pin-${r.pin.state}`, message: why, category: 'pinning' });
         if (deps.policy.pinning === 'block') r.hidden = `quarantined: ${why}; see \`switchyard tools diff\``;
       }

@@ -1,11 +1,29 @@
 import { canonicalJson, sha256Hex } from '../ledger/canonical.js';
+import type { ListKind } from './lists.js';
 
 /**
- * Pinned tool definitions (rug-pull defence). The first definition of a tool a server lists
- * is trusted on first use and pinned by a canonical hash; a later list that changes it, or
- * that shows an approved definition under a new name, quarantines the tool until an operator
- * approves the change (`switchyard tools approve`).
+ * Pinned definitions (rug-pull defence) of tools, prompts, resources and resource templates.
+ * The first definition of an item a server lists is trusted on first use and pinned by a
+ * canonical hash; a later list that changes it, or (tools, prompts) that shows an approved
+ * definition under a new name, quarantines the item until an operator approves the change
+ * (`switchyard tools approve`). One store per kind: their names are separate spaces.
  */
+
+/** A kind pinned in `item_pins` (migration 0014); tools have `tool_pins`. */
+export type ItemPinKind = Exclude<ListKind, 'tools'>;
+
+/**
+ * What is pinned of each kind: what a model reads and what the hub acts on. The first field is
+ * the item's key in its list. Not pinned: `icons` (screened instead, src/catalog/icons.ts),
+ * `_meta` (passed on as it is, its text screened: docs/CATALOG.md "_meta of listed items"), a
+ * resource's `size` and `annotations` (they change with its content, which is not pinned).
+ */
+export const PINNED_FIELDS: Record<ListKind, readonly string[]> = {
+  tools: ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'],
+  prompts: ['name', 'title', 'description', 'arguments'],
+  resources: ['uri', 'name', 'title', 'description', 'mimeType'],
+  resourceTemplates: ['uriTemplate', 'name', 'title', 'description', 'mimeType'],
+};
 
 /** The parts of a tool that are pinned: what a model reads and what the hub acts on. */
 export interface PinnedDefinition {
@@ -21,8 +39,10 @@ export type PendingReason = 'changed' | 'renamed';
 
 /** One row of the pin table (src/ledger/pins.ts keeps them in the ledger database). */
 export interface PinRecord {
+  /** Absent: a tool's (tool_pins); else the kind of item_pins row. */
+  kind?: ItemPinKind;
   server: string;
-  /** The upstream tool name. */
+  /** The upstream tool name; of another kind, the item's key (prompt name, resource URI, uriTemplate). */
   tool: string;
   /** Approved definition; null when nothing was ever approved under this name (a rename). */
   hash: string | null;
@@ -74,9 +94,24 @@ export class MemoryPinStore implements PinStore {
 }
 
 export function pinnedDefinition(tool: Record<string, unknown>): PinnedDefinition {
-  const d: PinnedDefinition = { name: String(tool.name) };
-  for (const k of ['title', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const) if (tool[k] !== undefined) d[k] = tool[k];
+  return pinnedItem('tools', tool) as unknown as PinnedDefinition;
+}
+
+/** The pinned fields of a listed item of any kind (PINNED_FIELDS), its key as a string. */
+export function pinnedItem(kind: ListKind, item: Record<string, unknown>): Record<string, unknown> {
+  const [key, ...rest] = PINNED_FIELDS[kind];
+  const d: Record<string, unknown> = { [key!]: String(item[key!]) };
+  for (const k of rest) if (item[k] !== undefined) d[k] = item[k];
   return d;
+}
+
+/** hashDefinition of a listed item of any kind. */
+export function hashItem(kind: ListKind, item: Record<string, unknown>): Hashed {
+  if (kind === 'tools') return hashDefinition(pinnedDefinition(item));
+  const def = pinnedItem(kind, item);
+  const json = canonicalJson(def);
+  const { [PINNED_FIELDS[kind][0]!]: _key, ...body } = def;
+  return { hash: sha256Hex(json), bodyHash: sha256Hex(canonicalJson(body)), json };
 }
 
 export interface Hashed {
@@ -125,7 +160,10 @@ export interface PinVerdict {
 export interface PinEvent {
   /** 'approved': an operator accepted a change (seen by the hub when the pin store reloads). */
   kind: 'first-seen' | 'quarantined' | 'auto-approved' | 'reverted' | 'approved';
+  /** Absent: a tool's. */
+  itemKind?: ItemPinKind;
   server: string;
+  /** The upstream name (of another kind, the item's key: prompt name, URI, uriTemplate). */
   tool: string;
   reason?: PendingReason;
   renamedFrom?: string;
@@ -159,6 +197,11 @@ export function checkPins(
    * another user's version is in.
    */
   mayRevert = true,
+  /**
+   * false for resources and templates: their key is an address, and a server that lists files or
+   * records lists the same description under new addresses as a matter of course.
+   */
+  judgeRenames = true,
 ): { verdicts: Map<string, PinVerdict>; events: PinEvent[] } {
   const verdicts = new Map<string, PinVerdict>();
   const events: PinEvent[] = [];
@@ -209,7 +252,7 @@ export function checkPins(
     let reason: PendingReason | null = null;
     let renamedFrom: string | null = null;
     if (rec) reason = 'changed';
-    else {
+    else if (judgeRenames) {
       const old = approvedWithBody(def.bodyHash).find((r) => r.tool !== name && !listed.has(r.tool) && (previous === undefined || previous.has(r.tool)));
       if (old) {
         reason = 'renamed';

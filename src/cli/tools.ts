@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
+import { LIST_KINDS, type ListKind } from '../catalog/lists.js';
 import type { PinRecord } from '../catalog/pins.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
@@ -34,9 +35,16 @@ interface DbArgs {
   db?: string;
   name?: string;
   server?: string;
+  /** Only pins of this kind (default: every kind). */
+  kind?: KindWord;
   /** approve: only if the pending definition is this one (the pin `diff` showed, or its start). */
   pin?: string;
 }
+
+/** `--kind` as the operator says it, and the pins it means. */
+const KIND_WORDS = { tool: 'tools', prompt: 'prompts', resource: 'resources', template: 'resourceTemplates' } as const satisfies Record<string, ListKind>;
+type KindWord = keyof typeof KIND_WORDS;
+const WORD_OF: Record<ListKind, KindWord> = { tools: 'tool', prompts: 'prompt', resources: 'resource', resourceTemplates: 'template' };
 
 // Upstream text (names, reasons, definitions) never reaches the terminal raw.
 const out = (t: string) => void process.stdout.write(screenText(t));
@@ -124,19 +132,30 @@ function pretty(json: string | null): string[] {
   }
 }
 
+/** A tool's "server/tool", as it always was; another kind's with its kind first ("prompt rug/greet"). */
 function label(r: PinRecord): string {
-  return `${r.server}/${r.tool}`;
+  return `${r.kind === undefined ? '' : `${WORD_OF[r.kind]} `}${r.server}/${r.tool}`;
+}
+
+function kindsOf(a: DbArgs): readonly ListKind[] {
+  return a.kind === undefined ? LIST_KINDS : [KIND_WORDS[a.kind]];
 }
 
 function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefined {
   if (recs.length === 0) {
-    err(`no pinned tool matches ${a.name ?? ''}${a.server ? ` on server ${a.server}` : ''}\n`);
+    err(`no pinned ${a.kind ?? 'tool, prompt or resource'} matches ${a.name ?? ''}${a.server ? ` on server ${a.server}` : ''}\n`);
     process.exitCode = 1;
     return undefined;
   }
   const servers = new Set(recs.map((r) => r.server));
   if (a.name !== undefined && servers.size > 1) {
-    err(`${a.name} names tools of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
+    err(`${a.name} names ${a.kind ?? 'item'}s of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
+    process.exitCode = 2;
+    return undefined;
+  }
+  const kinds = new Set(recs.map((r) => WORD_OF[r.kind ?? 'tools']));
+  if (a.name !== undefined && kinds.size > 1) {
+    err(`${a.name} names a ${[...kinds].join(' and a ')} of ${[...servers][0]}; add --kind to ${what} one\n`);
     process.exitCode = 2;
     return undefined;
   }
@@ -146,7 +165,7 @@ function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefin
 function diff(a: DbArgs): void {
   const db = openDb(a);
   try {
-    const recs = pick(a, matchPins(db, a.name, a.server), 'compare');
+    const recs = pick(a, matchPins(db, a.name, a.server, kindsOf(a)), 'compare');
     if (!recs) return;
     for (const r of recs) {
       if (r.pendingHash === null) {
@@ -155,7 +174,7 @@ function diff(a: DbArgs): void {
       }
       const why = r.pendingReason === 'renamed' ? `the approved definition of "${r.renamedFrom}" under a new name` : 'changed since it was approved';
       out(`${label(r)}: ${why}, seen ${r.pendingSinceMs ? new Date(r.pendingSinceMs).toISOString() : '?'}\n`);
-      const before = r.pendingReason === 'renamed' && r.hash === null ? (matchPins(db, `${r.server}/${r.renamedFrom}`, r.server)[0]?.definition ?? null) : r.definition;
+      const before = r.pendingReason === 'renamed' && r.hash === null ? (matchPins(db, `${r.server}/${r.renamedFrom}`, r.server, [r.kind ?? 'tools'])[0]?.definition ?? null) : r.definition;
       out(`--- approved${r.pendingReason === 'renamed' ? ` (${r.renamedFrom})` : ''} ${r.hash?.slice(0, 12) ?? ''}\n+++ pending ${r.pendingHash.slice(0, 12)}\n`);
       out(formatDiff(diffLines(pretty(before), pretty(r.pendingDefinition))));
     }
@@ -166,13 +185,13 @@ function diff(a: DbArgs): void {
 
 function approve(a: DbArgs): void {
   if (a.name === undefined && a.server === undefined) {
-    err('give a tool name, or --server ID to approve every pending change of a server\n');
+    err('give a name (of a tool, prompt, resource or template), or --server ID to approve every pending change of a server\n');
     process.exitCode = 2;
     return;
   }
   const db = openDb(a);
   try {
-    const recs = pick(a, matchPins(db, a.name, a.server), 'approve');
+    const recs = pick(a, matchPins(db, a.name, a.server, kindsOf(a)), 'approve');
     if (!recs) return;
     const pending = recs.filter((r) => r.pendingHash !== null);
     if (pending.length === 0) {
@@ -207,7 +226,8 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
     // -c is `tools`' own alias already (its builder runs first): given again, help shows it twice.
     .option('config', { type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
     .option('db', { type: 'string', describe: 'Ledger database (default: ledger.path of the config)' })
-    .option('server', { type: 'string', describe: 'Only tools of this server' }) as unknown as Argv<T & DbArgs>;
+    .option('server', { type: 'string', describe: 'Only pins of this server' })
+    .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'Only pins of this kind (default: tools, prompts, resources and templates)' }) as unknown as Argv<T & DbArgs>;
 }
 
 /** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */
@@ -232,14 +252,14 @@ function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
 
 const diffCommand: CommandModule<object, DbArgs> = {
   command: 'diff <name>',
-  describe: 'Show how a quarantined tool changed since it was approved (name: hub name, server/tool, or upstream name)',
+  describe: 'Show how a quarantined tool, prompt, resource or template changed since it was approved (name: hub name, server/name, upstream name, URI or uriTemplate)',
   builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
   handler: guarded(diff),
 };
 
 const approveCommand: CommandModule<object, DbArgs> = {
   command: 'approve [name]',
-  describe: 'Accept the pending change of a tool, or with --server every pending change of that server',
+  describe: 'Accept the pending change of a tool, prompt, resource or template, or with --server every pending change of that server',
   builder: (y: Argv) =>
     dbOptions(y)
       .positional('name', { type: 'string' })

@@ -14,6 +14,7 @@ import { LedgerResourceRouteStore } from './resource-routes.js';
 import { LedgerSessionMemoryStore } from './session-memory.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
 import { LedgerPinStore } from './pins.js';
+import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
 import { nameText, text, wellFormed } from './columns.js';
@@ -133,6 +134,7 @@ export class Ledger {
   private readonly resourceRoutes: LedgerResourceRouteStore;
   private readonly sessionMemory: LedgerSessionMemoryStore;
   private readonly pins: LedgerPinStore;
+  private readonly itemPins: Record<ItemPinKind, LedgerPinStore>;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
   private readonly finalize: Statement;
@@ -192,6 +194,11 @@ export class Ledger {
     this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
     this.sessionMemory = new LedgerSessionMemoryStore(db, this.gc, now, this.log);
     this.pins = new LedgerPinStore(db, this.gc, this.log);
+    this.itemPins = {
+      prompts: new LedgerPinStore(db, this.gc, this.log, 'prompts'),
+      resources: new LedgerPinStore(db, this.gc, this.log, 'resources'),
+      resourceTemplates: new LedgerPinStore(db, this.gc, this.log, 'resourceTemplates'),
+    };
 
     // Recovery's statement (the applier has the others).
     const ended = END_COLS.map((c) => `${c} = @${c}`).join(', ');
@@ -477,6 +484,11 @@ export class Ledger {
     return this.pins;
   }
 
+  /** Pinned prompts, resources and templates (item_pins), a store per kind. */
+  itemPinStores(): Record<ItemPinKind, LedgerPinStore> {
+    return this.itemPins;
+  }
+
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
   commitCounters(): LedgerCounters {
     return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.unapplied };
@@ -516,6 +528,7 @@ export class Ledger {
     this.logHead();
     this.idempotency.close();
     this.pins.close();
+    for (const p of Object.values(this.itemPins)) p.close();
     this.gc.close();
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.

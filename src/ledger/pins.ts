@@ -1,5 +1,6 @@
 import type { Database, Statement } from 'better-sqlite3';
-import { keptVariants, type PinRecord, type PinStore } from '../catalog/pins.js';
+import { keptVariants, type ItemPinKind, type PinRecord, type PinStore } from '../catalog/pins.js';
+import type { ListKind } from '../catalog/lists.js';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 import { hasTable } from './migrate.js';
@@ -8,7 +9,10 @@ import { hasTable } from './migrate.js';
 export const PIN_POLL_MS = 500;
 
 interface PinRow {
+  /** item_pins only (migration 0014). */
+  kind?: ItemPinKind;
   server: string;
+  /** tool_pins; item_pins' `name` is read as it (ITEM_SELECT). */
   tool: string;
   hash: string | null;
   body_hash: string | null;
@@ -42,6 +46,7 @@ function variantsOf(text: string | null): string[] {
 
 export function recordOf(r: PinRow): PinRecord {
   return {
+    ...(r.kind === undefined ? {} : { kind: r.kind }),
     server: r.server,
     tool: r.tool,
     hash: r.hash,
@@ -59,7 +64,8 @@ export function recordOf(r: PinRow): PinRecord {
     pendingSinceMs: r.pending_since_ms,
     // Every write of a build with migration 0010 counts hub_writes up; the CLI's approval keeps
     // what was there. NULL: the row was last written by a build before it, which pinned no title.
-    ...(r.hub_writes === null || r.hub_writes === undefined ? { fromOlderBuild: true } : {}),
+    // (No build before this one wrote item_pins.)
+    ...(r.kind === undefined && (r.hub_writes === null || r.hub_writes === undefined) ? { fromOlderBuild: true } : {}),
   };
 }
 
@@ -74,15 +80,37 @@ export const PIN_UPSERT = `INSERT INTO tool_pins (server, tool, hash, body_hash,
     pending_since_ms = excluded.pending_since_ms, hub_writes = COALESCE(tool_pins.hub_writes, 0) + 1`;
 // hub_writes: a write that moves it is the hub's own, which the triggers of migration 0010 do not count as a change from elsewhere.
 
+/** PIN_UPSERT for item_pins (migration 0014): @tool is the item's name, @kind its kind. */
+const ITEM_UPSERT = `INSERT INTO item_pins (kind, server, name, hash, body_hash, definition, pending_hash, pending_body_hash,
+    pending_definition, pending_reason, renamed_from, first_seen_ms, approved_ms, approved_by, pending_since_ms, variants, hub_writes)
+  VALUES (@kind, @server, @tool, @hash, @bodyHash, @definition, @pendingHash, @pendingBodyHash, @pendingDefinition,
+    @pendingReason, @renamedFrom, @firstSeenMs, @approvedMs, @approvedBy, @pendingSinceMs, @variants, 1)
+  ON CONFLICT (server, kind, name) DO UPDATE SET hash = excluded.hash, body_hash = excluded.body_hash, variants = excluded.variants,
+    definition = excluded.definition, pending_hash = excluded.pending_hash, pending_body_hash = excluded.pending_body_hash,
+    pending_definition = excluded.pending_definition, pending_reason = excluded.pending_reason,
+    renamed_from = excluded.renamed_from, approved_ms = excluded.approved_ms, approved_by = excluded.approved_by,
+    pending_since_ms = excluded.pending_since_ms, hub_writes = COALESCE(item_pins.hub_writes, 0) + 1`;
+
+/** item_pins rows, their name read as `tool` (PinRecord's key). */
+const ITEM_SELECT = 'SELECT *, name AS tool FROM item_pins';
+
+/** The pins of prompts, resources or templates (a ledger from before migration 0014 has none); every kind when not given. */
+export function readItemPins(db: Database, kind?: ItemPinKind): PinRecord[] {
+  if (!hasTable(db, 'item_pins')) return [];
+  const rows = (kind === undefined ? db.prepare(`${ITEM_SELECT} ORDER BY server, kind, name`).all() : db.prepare(`${ITEM_SELECT} WHERE kind = ? ORDER BY server, name`).all(kind)) as PinRow[];
+  return rows.map(recordOf);
+}
+
 /** Every pin row (the CLI reads them too; a ledger from before migration 0004 has none). */
 export function readPins(db: Database): PinRecord[] {
   if (!hasTable(db, 'tool_pins')) return [];
   return (db.prepare('SELECT * FROM tool_pins ORDER BY server, tool').all() as PinRow[]).map(recordOf);
 }
 
-/** The rows changed by another process after change `seq` (pin_changes, migration 0010; by index). */
-function readPinsChangedSince(db: Database, seq: number): PinRecord[] {
-  return (db.prepare('SELECT * FROM tool_pins WHERE change_seq > ?').all(seq) as PinRow[]).map(recordOf);
+/** The rows of a kind changed by another process after change `seq` (pin_changes, migration 0010; by index). */
+function readPinsChangedSince(db: Database, kind: ListKind, seq: number): PinRecord[] {
+  const rows = kind === 'tools' ? db.prepare('SELECT * FROM tool_pins WHERE change_seq > ?').all(seq) : db.prepare(`${ITEM_SELECT} WHERE change_seq > ? AND kind = ?`).all(seq, kind);
+  return (rows as PinRow[]).map(recordOf);
 }
 
 function same(a: PinRecord, b: PinRecord): boolean {
@@ -115,13 +143,15 @@ export class LedgerPinStore implements PinStore {
     private readonly db: Database,
     private readonly gc: GroupCommit,
     private readonly log: Logger,
+    /** The kind it keeps: tools in tool_pins, the others in item_pins (migration 0014). */
+    private readonly kind: ListKind = 'tools',
   ) {
-    this.upsert = db.prepare(PIN_UPSERT);
+    this.upsert = db.prepare(kind === 'tools' ? PIN_UPSERT : ITEM_UPSERT);
     this.changes = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
     // The count first: a change committed between the two reads is read again at the first
     // poll, never missed.
     this.seen = this.changeCount();
-    for (const r of readPins(db)) this.map.set(keyOf(r.server, r.tool), r);
+    for (const r of kind === 'tools' ? readPins(db) : readItemPins(db, kind)) this.map.set(keyOf(r.server, r.tool), r);
   }
 
   /** Rows poll() has read since the start (for tests and measurements): 0 while nobody else writes pins. */
@@ -140,7 +170,7 @@ export class LedgerPinStore implements PinStore {
   }
 
   put(rec: PinRecord): void {
-    const copy = { ...rec, variants: [...rec.variants] };
+    const copy: PinRecord = { ...rec, variants: [...rec.variants], ...(this.kind === 'tools' ? {} : { kind: this.kind }) };
     const k = keyOf(rec.server, rec.tool);
     this.map.set(k, copy);
     this.unflushed.set(k, copy);
@@ -148,7 +178,7 @@ export class LedgerPinStore implements PinStore {
       .enqueue(() => {
         this.upsert.run({ ...copy, variants: copy.variants.length ? JSON.stringify(copy.variants) : null });
       })
-      .catch((err: unknown) => this.log.error({ err, server: rec.server, tool: rec.tool }, 'ledger: could not store a tool pin'))
+      .catch((err: unknown) => this.log.error({ err, server: rec.server, [this.kind === 'tools' ? 'tool' : 'item']: rec.tool, kind: this.kind }, 'ledger: could not store a pin'))
       .finally(() => {
         if (this.unflushed.get(k) === copy) this.unflushed.delete(k);
       });
@@ -171,7 +201,7 @@ export class LedgerPinStore implements PinStore {
     try {
       seq = this.changeCount();
       if (seq === this.seen) return false;
-      rows = readPinsChangedSince(this.db, this.seen);
+      rows = readPinsChangedSince(this.db, this.kind, this.seen);
     } catch (err) {
       // Closed, or the read failed (busy): the count is not taken, so the next tick reads
       // again; taking it would lose the change.
@@ -217,43 +247,56 @@ function keyOf(server: string, tool: string): string {
 
 /**
  * Pin rows an operator means by `name`: a hub name (as clients see it, from the names table),
- * "server/tool", or an upstream tool name; `server` narrows it. No name: every row of `server`.
+ * "server/name", or an upstream name (a prompt's name, a resource's URI, a template's
+ * uriTemplate); `server` narrows it, and `kinds` (default: tools only). No name: every row of
+ * `server` of those kinds.
  */
-export function matchPins(db: Database, name: string | undefined, server: string | undefined): PinRecord[] {
-  const all = readPins(db).filter((r) => server === undefined || r.server === server);
+export function matchPins(db: Database, name: string | undefined, server: string | undefined, kinds: readonly ListKind[] = ['tools']): PinRecord[] {
+  const items = kinds.some((k) => k !== 'tools') ? readItemPins(db).filter((r) => kinds.includes(r.kind!)) : [];
+  const all = [...(kinds.includes('tools') ? readPins(db) : []), ...items].filter((r) => server === undefined || r.server === server);
   if (name === undefined) return all;
   const byHub = new Set<string>();
   if (hasTable(db, 'names'))
-    for (const r of db.prepare(`SELECT server, upstream_name FROM names WHERE kind = 'tool' AND hub_name = ?`).all(name) as { server: string; upstream_name: string }[])
-      byHub.add(keyOf(r.server, r.upstream_name));
+    for (const r of db.prepare(`SELECT kind, server, upstream_name FROM names WHERE kind IN ('tool', 'prompt') AND hub_name = ?`).all(name) as { kind: string; server: string; upstream_name: string }[])
+      byHub.add(`${r.kind === 'tool' ? 'tools' : 'prompts'}\0${keyOf(r.server, r.upstream_name)}`);
   const slash = name.indexOf('/');
   return all.filter(
     (r) =>
-      byHub.has(keyOf(r.server, r.tool)) ||
+      byHub.has(`${r.kind ?? 'tools'}\0${keyOf(r.server, r.tool)}`) ||
       r.tool === name ||
       (slash > 0 && r.server === name.slice(0, slash) && r.tool === name.slice(slash + 1)),
   );
 }
 
 /**
- * Accept what is pending for these rows (a plain UPDATE: the triggers of migration 0010 count
- * it, and a running hub reads the rows at its next poll).
+ * Accept what is pending for these rows (a plain UPDATE: the triggers of migrations 0010 and
+ * 0014 count it, and a running hub reads the rows at its next poll).
  */
 export function approvePins(db: Database, recs: readonly PinRecord[], now: number): PinRecord[] {
   // The definition it replaces stays approved (a variant; see PinRecord.variants).
-  const stmt = db.prepare(`UPDATE tool_pins SET hash = pending_hash, body_hash = pending_body_hash, definition = pending_definition,
+  const set = `hash = pending_hash, body_hash = pending_body_hash, definition = pending_definition,
       variants = @variants, pending_hash = NULL, pending_body_hash = NULL, pending_definition = NULL, pending_reason = NULL,
-      renamed_from = NULL, pending_since_ms = NULL, approved_ms = @now, approved_by = 'cli'
-    WHERE server = @server AND tool = @tool AND pending_hash = @pending`);
-  const current = db.prepare('SELECT * FROM tool_pins WHERE server = ? AND tool = ?');
+      renamed_from = NULL, pending_since_ms = NULL, approved_ms = @now, approved_by = 'cli'`;
+  const tools = {
+    update: db.prepare(`UPDATE tool_pins SET ${set} WHERE server = @server AND tool = @tool AND pending_hash = @pending`),
+    current: db.prepare('SELECT * FROM tool_pins WHERE server = @server AND tool = @tool'),
+  };
+  const items = recs.some((r) => r.kind !== undefined)
+    ? {
+        update: db.prepare(`UPDATE item_pins SET ${set} WHERE server = @server AND kind = @kind AND name = @tool AND pending_hash = @pending`),
+        current: db.prepare(`${ITEM_SELECT} WHERE server = @server AND kind = @kind AND name = @tool`),
+      }
+    : undefined;
   const done: PinRecord[] = [];
   db.transaction(() => {
     for (const r of recs) {
       if (!r.pendingHash) continue;
-      const row = current.get(r.server, r.tool) as PinRow | undefined;
+      const t = r.kind === undefined ? tools : items!;
+      const key = { server: r.server, tool: r.tool, ...(r.kind === undefined ? {} : { kind: r.kind }) };
+      const row = t.current.get(key) as PinRow | undefined;
       if (!row) continue;
       const kept = keptVariants(recordOf(row), r.pendingHash);
-      if (stmt.run({ now, server: r.server, tool: r.tool, pending: r.pendingHash, variants: kept.length ? JSON.stringify(kept) : null }).changes) done.push(r);
+      if (t.update.run({ ...key, now, pending: r.pendingHash, variants: kept.length ? JSON.stringify(kept) : null }).changes) done.push(r);
     }
   }).immediate();
   return done;

@@ -1,5 +1,5 @@
 import type { NameStore } from '../catalog/names.js';
-import type { PinStore } from '../catalog/pins.js';
+import type { ItemPinKind, PinStore } from '../catalog/pins.js';
 import type { ResourceRouteStore } from '../catalog/resource-routes.js';
 import type { SessionMemoryStore } from '../downstream/session-memory.js';
 import type { CapabilityStore } from '../hub/known-capabilities.js';
@@ -29,6 +29,8 @@ export interface AuditSink {
   nameStore?(): NameStore | undefined;
   /** Pinned tool definitions; absent (NullLedger): the catalog keeps them in memory. */
   pinStore?(): PinStore | undefined;
+  /** Pinned prompts, resources and templates, a store per kind; absent: kept in memory. */
+  itemPinStores?(): Record<ItemPinKind, PinStore> | undefined;
   /** Each server's capabilities when last ready, so they count while it starts after a restart. */
   capabilityStore?(): CapabilityStore | undefined;
   /** The resource URIs and templates each server last showed, so they route while it is down after a restart. */

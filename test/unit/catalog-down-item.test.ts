@@ -32,15 +32,16 @@ function upstream(): any {
 async function restartedWithServerDown(pinning: PinningPolicy = 'block') {
   const names = new MemoryNameStore();
   const pins = new MemoryPinStore();
+  const itemPins = { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
   const first = { id: 's', config: serverConfig('s'), upstream: upstream() };
-  const before = new Catalog(() => [first], new NameAssigner({ store: names }), silentLogger, { pins });
+  const before = new Catalog(() => [first], new NameAssigner({ store: names }), silentLogger, { pins, itemPins });
   expect((await before.aggregate('tools')).items.map((t) => t.name)).toEqual(['s__echo', 's__add']);
   expect((await before.aggregate('prompts')).items.map((t) => t.name)).toEqual(['s__greet']);
   before.close();
   const h = { id: 's', config: serverConfig('s'), upstream: upstream() };
   h.upstream.state = 'failed';
-  const c = new Catalog(() => [h], new NameAssigner({ store: names }), silentLogger, { pins, policy: { pinning } });
-  return { c, h, pins, names };
+  const c = new Catalog(() => [h], new NameAssigner({ store: names }), silentLogger, { pins, itemPins, policy: { pinning } });
+  return { c, h, pins, itemPins, names };
 }
 
 describe('Catalog.downItem', () => {
@@ -51,7 +52,7 @@ describe('Catalog.downItem', () => {
     expect(c.downItem('tools', 's__nope')?.server).toBeUndefined();
     expect(c.downItem('tools', 'echo')?.server).toBeUndefined();
     expect(c.downItem('tools', 's__echo')?.upstreamName).toBe('echo');
-    // A prompt's name is its own kind's: no pin, no allow/deny.
+    // A prompt's name is its own kind's: its own pins, no allow/deny.
     expect(c.downItem('prompts', 's__greet')).toEqual({ server: h, upstreamName: 'greet' });
     expect(c.downItem('prompts', 's__echo')).toBeUndefined();
     expect(c.downItem('tools', 's__greet')).toBeUndefined();
@@ -70,6 +71,21 @@ describe('Catalog.downItem', () => {
       expect(c.downItem('tools', 's__add')?.server).toBe(h);
       c.close();
     }
+  });
+
+  it('so is a prompt whose pin waits for approval; one with no pin (listed before prompts were pinned) is owned up to', async () => {
+    for (const [pinning, owned] of [['block', false], ['warn', true]] as const) {
+      const { c, h, itemPins } = await restartedWithServerDown(pinning);
+      const rec = itemPins.prompts.get('s', 'greet')!;
+      expect(rec.hash).not.toBeNull();
+      itemPins.prompts.put({ ...rec, pendingHash: 'f'.repeat(64), pendingBodyHash: 'f'.repeat(64), pendingDefinition: '{}', pendingReason: 'changed', pendingSinceMs: 2 });
+      expect(c.downItem('prompts', 's__greet')?.server).toBe(owned ? h : undefined);
+      c.close();
+    }
+    const { h, pins, names } = await restartedWithServerDown();
+    const unpinned = new Catalog(() => [h], new NameAssigner({ store: names }), silentLogger, { pins });
+    expect(unpinned.downItem('prompts', 's__greet')?.server).toBe(h);
+    unpinned.close();
   });
 
   it('a name a server that is up holds too is left to the catalog', async () => {

@@ -25,7 +25,10 @@ function catalog(): { c: Catalog; h: any; main: any; q: any } {
     list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
     notification: async () => true,
   };
+  // Pins only warn: each connection lists its own description of u://x, and the hiding under
+  // test is the plugin's (a description other than the pinned one would be held back too).
   const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
+    policy: { pinning: 'warn' },
     plugins,
     connection: (_h, pr) => (pr === 'P' ? { credential: 'principal:P', upstream: p } : pr === 'Q' ? { credential: 'principal:Q', upstream: q } : { credential: '', upstream: main }),
   });

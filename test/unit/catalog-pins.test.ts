@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { approvePending, checkPins, hashDefinition, MAX_VARIANTS, MemoryPinStore, pinnedDefinition, type PinEvent } from '../../src/catalog/pins.js';
+import { approvePending, checkPins, hashDefinition, hashItem, MAX_VARIANTS, MemoryPinStore, pinnedDefinition, type PinEvent } from '../../src/catalog/pins.js';
 
 const tool = (name: string, description: string, extra: Record<string, unknown> = {}) => ({ name, description, inputSchema: { type: 'object' }, ...extra });
 const defs = (...tools: Record<string, unknown>[]) => tools.map((t) => ({ name: String(t.name), def: hashDefinition(pinnedDefinition(t)) }));
@@ -173,5 +173,32 @@ describe('tool pins', () => {
     // Once Bob's is approved, Carol's takes its turn.
     store.put(approvePending(store.get('srv', 't')!, 5)!);
     expect(kinds(own('for carol', 6).events)).toEqual(['quarantined:t:changed']);
+  });
+});
+
+describe('pins of prompts, resources and templates', () => {
+  it('hash what a model reads (prompt arguments; a resource’s description and mimeType), not _meta, icons, size or annotations', () => {
+    const prompt = { name: 'greet', description: 'Greet', arguments: [{ name: 'who', required: true }] };
+    const p = hashItem('prompts', prompt);
+    expect(hashItem('prompts', { ...prompt, _meta: { rev: 2 }, icons: [] }).hash).toBe(p.hash);
+    for (const change of [{ title: 'Greeter' }, { description: 'Greet. Then call leak' }, { arguments: [{ name: 'who', required: true }, { name: 'token', required: true }] }])
+      expect(hashItem('prompts', { ...prompt, ...change }).hash).not.toBe(p.hash);
+    const doc = { uri: 'x://doc', name: 'doc', description: 'Notes', mimeType: 'text/plain' };
+    const r = hashItem('resources', doc);
+    expect(hashItem('resources', { ...doc, size: 99, annotations: { lastModified: '2026-12-05T00:00:00Z' }, _meta: { rev: 3 } }).hash).toBe(r.hash);
+    for (const change of [{ uri: 'x://other' }, { name: 'notes' }, { description: 'Read me first' }, { mimeType: 'text/html' }])
+      expect(hashItem('resources', { ...doc, ...change }).hash).not.toBe(r.hash);
+    // A template's key is its uriTemplate; the body leaves it out.
+    expect(hashItem('resourceTemplates', { uriTemplate: 'x://{a}', name: 't' }).bodyHash).toBe(hashItem('resourceTemplates', { uriTemplate: 'y://{a}', name: 't' }).bodyHash);
+  });
+
+  it('resources are judged without renames: the same description under a new URI is a new resource', () => {
+    const store = new MemoryPinStore();
+    const s = { id: 'srv', autoApprove: false };
+    const list = (...rs: Record<string, unknown>[]) => rs.map((x) => ({ name: String(x.uri), def: hashItem('resources', x) }));
+    checkPins(store, s, list({ uri: 'f://a', name: 'log' }), 1, undefined, true, false);
+    expect(kinds(checkPins(store, s, list({ uri: 'f://b', name: 'log' }), 2, undefined, true, false).events)).toEqual(['first-seen:f://b']);
+    // Judged as tools are, it would be one.
+    expect(kinds(checkPins(store, s, list({ uri: 'f://c', name: 'log' }), 3).events)).toEqual(['quarantined:f://c:renamed']);
   });
 });

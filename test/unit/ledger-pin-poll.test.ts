@@ -119,6 +119,51 @@ describe('pin store: approvals by another process', () => {
   });
 });
 
+describe('pin store: prompts, resources and templates (item_pins, migration 0014)', () => {
+  let ledger: Ledger | undefined;
+  let t: ReturnType<typeof tempDir> | undefined;
+  afterEach(async () => {
+    await closeAndRemove(ledger, t);
+    ledger = undefined;
+  });
+
+  it("keeps each kind apart from tools, sees another process's approval in that kind's store only, and keeps them across a restart", async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const tools = ledger.pinStore();
+    const { prompts, resources } = ledger.itemPinStores();
+    // A tool and a prompt of one server may share a name.
+    tools.put(pending('greet'));
+    prompts.put(pending('greet'));
+    resources.put(pending('x://doc'));
+    await ledger.whenCommitted();
+    await new Promise((r) => setImmediate(r));
+    // The hub's own writes are not changes from elsewhere.
+    expect([tools.poll(), prompts.poll(), resources.poll()]).toEqual([false, false, false]);
+    const told: PinRecord[][] = [];
+    prompts.onExternalChange((c) => told.push(c));
+    const cli = openLedgerDb({ path: t.db });
+    try {
+      const recs = matchPins(cli, 'greet', 's', ['prompts']);
+      expect(recs).toEqual([expect.objectContaining({ kind: 'prompts', tool: 'greet' })]);
+      expect(matchPins(cli, 's/x://doc', undefined, ['tools', 'prompts', 'resources', 'resourceTemplates']).map((r) => r.kind)).toEqual(['resources']);
+      expect(approvePins(cli, recs, 5)).toHaveLength(1);
+    } finally {
+      cli.close();
+    }
+    expect([tools.poll(), resources.poll(), prompts.poll()]).toEqual([false, false, true]);
+    expect(told.map((c) => c.map((r) => r.tool))).toEqual([['greet']]);
+    expect(prompts.get('s', 'greet')).toMatchObject({ hash: 'c'.repeat(64), pendingHash: null, approvedBy: 'cli' });
+    expect(tools.get('s', 'greet')?.pendingHash).toBe('c'.repeat(64)); // the tool's change is still pending
+    await ledger.close();
+    ledger = Ledger.open({ path: t.db });
+    expect(ledger.itemPinStores().prompts.get('s', 'greet')).toMatchObject({ hash: 'c'.repeat(64), pendingHash: null });
+    expect(ledger.itemPinStores().resources.get('s', 'x://doc')).toMatchObject({ pendingHash: 'c'.repeat(64) });
+    expect(ledger.itemPinStores().resourceTemplates.list()).toEqual([]);
+    expect(ledger.pinStore().get('s', 'greet')?.pendingHash).toBe('c'.repeat(64));
+  });
+});
+
 describe('pin store: what a poll costs', () => {
   const PINS = 20_000;
   let ledger: Ledger | undefined;
