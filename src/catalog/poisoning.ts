@@ -433,7 +433,7 @@ function push(out: Texts, field: string, text: string, name?: boolean): void {
 /**
  * Every flag of a listed item (tool, prompt, resource, template): its name, title and
  * description, its schemas' texts and property names, its prompt arguments' names, titles and
- * descriptions. Names are read as names (TextOptions.name).
+ * descriptions, the strings and keys of its `_meta`. Names are read as names (TextOptions.name).
  */
 export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {}): PoisonFlag[] {
   const texts: Texts = [];
@@ -458,5 +458,13 @@ export function checkItem(item: Record<string, unknown>, opts: PoisonOptions = {
   const flags: PoisonFlag[] = [];
   for (const t of texts) flags.push(...checkText(t.text, t.field, t.name ? { ...opts, name: true } : opts));
   if (texts.unread) flags.push({ code: 'extreme-length', field: texts.unread, message: `the schema is too deep or has too many texts to check (from ${texts.unread} on)` });
+  // `_meta` goes downstream as the upstream gave it (unknown keys pass unchanged), and some
+  // clients hand parts of it to the model (a widget's description): every string in it, and its
+  // keys, are read as data, as a schema's values are. Not for length: nothing bounds what a
+  // server keeps there (a content security policy, an embedded icon), and a long value is no sign.
+  const meta: Texts = [];
+  schemaTexts(item._meta, '_meta', meta, 0, true);
+  for (const t of meta) flags.push(...checkText(t.text, t.field, t.name ? { ...opts, name: true } : opts).filter((f) => f.code !== 'extreme-length'));
+  if (meta.unread) flags.push({ code: 'extreme-length', field: meta.unread, message: `_meta is too deep or has too many texts to check (from ${meta.unread} on)` });
   return flags;
 }
