@@ -8,6 +8,8 @@ import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
+import { readItemPins } from '../ledger/pins.js';
+import type { PinRecord } from '../catalog/pins.js';
 import { loadMigrations, schemaVersion } from '../ledger/migrate.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
@@ -128,6 +130,39 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
   }
 }
 
+/** Past this many, held prompts, resources and templates are counted, not named. */
+const HELD_NAMED = 20;
+
+/**
+ * Prompts, resources and templates with a change waiting for approval (item_pins, read from the
+ * ledger file: the daemon's tool view has tools only). Nothing when there is none, or no ledger.
+ */
+export function heldItemFindings(config: HubConfig): Finding[] {
+  if (!config.ledger.enabled) return [];
+  const path = ledgerDbPath(config);
+  if (!existsSync(path)) return [];
+  let held: PinRecord[];
+  try {
+    const db = openLedgerDb({ path, readonly: true, readsOlder: true });
+    try {
+      held = readItemPins(db).filter((r) => r.pendingHash !== null);
+    } finally {
+      db.close();
+    }
+  } catch {
+    return []; // ledgerFinding says what is wrong with the file
+  }
+  const word = { prompts: 'prompt', resources: 'resource', resourceTemplates: 'template' } as const;
+  const state = (config.policy?.pinning ?? 'block') === 'block' ? 'is held back' : 'is shown flagged (pinning: warn)';
+  const out: Finding[] = held.slice(0, HELD_NAMED).map((r) => ({
+    level: 'warn',
+    check: 'quarantine',
+    message: `${word[r.kind!]} ${r.server}/${r.tool} ${state}: ${r.pendingReason === 'renamed' ? `the approved definition of "${r.renamedFrom}" under a new name` : 'changed since it was approved'} (switchyard tools diff)`,
+  }));
+  if (held.length > HELD_NAMED) out.push({ level: 'warn', check: 'quarantine', message: `and ${held.length - HELD_NAMED} more prompts, resources or templates held back` });
+  return out;
+}
+
 function portFree(host: string, port: number): Promise<NodeJS.ErrnoException | null> {
   return new Promise((resolveFree) => {
     const srv = createServer();
@@ -209,7 +244,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   }
   if (servers) findings.push(...upstreamFindings(servers));
   if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
-  if (config) findings.push(ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
+  if (config) findings.push(...heldItemFindings(config), ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;
 }
 

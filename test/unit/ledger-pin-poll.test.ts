@@ -8,6 +8,8 @@
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PinRecord } from '../../src/catalog/pins.js';
+import { heldItemFindings } from '../../src/cli/doctor.js';
+import type { HubConfig } from '../../src/config/types.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
 import { approvePins, matchPins, PIN_UPSERT, readPins } from '../../src/ledger/pins.js';
@@ -161,6 +163,10 @@ describe('pin store: prompts, resources and templates (item_pins, migration 0014
     expect(ledger.itemPinStores().resources.get('s', 'x://doc')).toMatchObject({ pendingHash: 'c'.repeat(64) });
     expect(ledger.itemPinStores().resourceTemplates.list()).toEqual([]);
     expect(ledger.pinStore().get('s', 'greet')?.pendingHash).toBe('c'.repeat(64));
+    // `switchyard doctor` names what is held (its daemon's tool view has tools only).
+    const config = (pinning?: 'warn') => ({ ledger: { enabled: true, path: t!.db }, policy: { pinning } }) as unknown as HubConfig;
+    expect(heldItemFindings(config()).map((f) => `${f.level} ${f.message}`)).toEqual(['warn resource s/x://doc is held back: changed since it was approved (switchyard tools diff)']);
+    expect(heldItemFindings(config('warn'))[0]?.message).toMatch(/^resource s\/x:\/\/doc is shown flagged \(pinning: warn\)/);
   });
 });
 
