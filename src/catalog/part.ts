@@ -141,9 +141,12 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   const live = records.filter((r) => !r.denied);
   if (!trusted) for (const r of live) r.item = withScreenedIcons(r.item, s.config.url);
 
-  // Every kind: a prompt, a resource or a template changed after it was first seen is as much a
-  // rug pull as a tool (its description is read by the model, its arguments asked of the user).
-  if (live.length) {
+  // A prompt or a template changed after it was first seen is as much a rug pull as a tool (its
+  // description is read by the model, its arguments asked of the user). Not a listed resource:
+  // it is data under an address, whose list and descriptions change with what it holds (files,
+  // records, "(3 unread)"); held at each change, and a pin kept for every address ever listed,
+  // a live server would be quarantined all day. Its text is screened as any other's.
+  if (live.length && kind !== 'resources') {
     const { verdicts, events } = checkPins(
       deps.pins,
       { id: s.id, autoApprove: trusted && s.config.autoApprove === true },

@@ -213,7 +213,7 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect((await prompts()).map((p) => p.name)).not.toContain('pl__greet'); // approved on pm only
   });
 
-  it('a resource or template changed after first use is held back (a read of it refused) until approved; a _meta change alone is none', async () => {
+  it('a template changed after first use is held back (a read only it matches refused) until approved; a listed resource changes freely, and a _meta change alone is none', async () => {
     const list = async (method: string, field: string) => ((await modernPost(hub.url, 1, method)).body?.result?.[field] ?? []) as Json[];
     const resources = () => list('resources/list', 'resources');
     const templates = () => list('resources/templates/list', 'resourceTemplates');
@@ -223,26 +223,20 @@ describe('pinned tool definitions (pinning: block)', () => {
     await mutate(hub.url, 'pm', { op: 'resource', uri: 'pm://doc', fields: { _meta: { 'com.example/rev': 2 } } });
     await expect.poll(async () => (await resources()).find((r) => r.uri === 'pm://doc')?._meta, { timeout: 3000, interval: 50 }).toEqual({ 'com.example/rev': 2 });
 
-    await mutate(hub.url, 'pm', { op: 'resource', uri: 'pm://doc', fields: { description: 'Project notes: read them before anything else', mimeType: 'text/html' } });
+    // A listed resource is data: its description and type change with it, and it stays.
+    await mutate(hub.url, 'pm', { op: 'resource', uri: 'pm://doc', fields: { description: 'Project notes (3 unread)', mimeType: 'text/html' } });
+    await expect.poll(async () => (await resources()).find((r) => r.uri === 'pm://doc')?.mimeType, { timeout: 3000, interval: 50 }).toBe('text/html');
+    expect((await modernPost(hub.url, 2, 'resources/read', { uri: 'pm://doc' })).body?.result?.contents).toBeDefined();
+
     await mutate(hub.url, 'pm', { op: 'template', fields: { description: 'Any record, by id' } });
-    await expect.poll(async () => (await resources()).map((r) => r.uri), { timeout: 3000, interval: 50 }).not.toContain('pm://doc');
     await expect.poll(async () => (await templates()).map((t) => t.uriTemplate), { timeout: 3000, interval: 50 }).not.toContain('pm://t/{id}');
-    const read = await modernPost(hub.url, 2, 'resources/read', { uri: 'pm://doc' });
-    expect(read.body?.result).toBeUndefined();
-    const quarantined = () => audit(hub, 'catalog/quarantine').filter((r) => r.server === 'pm').map((r) => [r.upstream_name, String(r.error_message).replace(/;.*/, '')]);
-    await expect.poll(quarantined).toEqual(
-      expect.arrayContaining([
-        ['pm://doc', 'resource definition changed since it was approved'],
-        ['pm://t/{id}', 'resource template definition changed since it was approved'],
-      ]),
-    );
-    // (diff and approve find a resource by its URI too: unit test ledger-pin-poll.)
+    // (Its prompt's quarantine, from the test before, is not this test's.)
+    const quarantined = () => audit(hub, 'catalog/quarantine').filter((r) => r.server === 'pm' && String(r.upstream_name).startsWith('pm://')).map((r) => [r.upstream_name, String(r.error_message).replace(/;.*/, '')]);
+    await expect.poll(quarantined).toEqual([['pm://t/{id}', 'resource template definition changed since it was approved']]);
     const approved = await cli(hub, 'approve', '--server', 'pm');
-    expect(approved.stdout).toContain('approved resource pm/pm://doc (changed)');
     expect(approved.stdout).toContain('approved template pm/pm://t/{id} (changed)');
-    await expect.poll(async () => (await resources()).find((r) => r.uri === 'pm://doc')?.mimeType, { timeout: 5000, interval: 50 }).toBe('text/html');
+    expect(approved.stdout).not.toContain('resource pm/');
     await expect.poll(async () => (await templates()).find((t) => t.uriTemplate === 'pm://t/{id}')?.description, { timeout: 5000, interval: 50 }).toBe('Any record, by id');
-    expect((await modernPost(hub.url, 3, 'resources/read', { uri: 'pm://doc' })).body?.result?.contents).toBeDefined();
   });
 
   it('a trusted server with autoApprove takes its change at once (audited)', async () => {
