@@ -274,8 +274,10 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (this.sse.result.retryMs !== undefined) a.retryMs = this.sse.result.retryMs;
       return this.settle(undefined);
     }
-    const text = this.size === 0 ? '' : this.parts.length === 1 ? this.parts[0].toString('utf8') : Buffer.concat(this.parts, this.size).toString('utf8');
+    const decoded = this.size === 0 ? '' : this.parts.length === 1 ? this.parts[0].toString('utf8') : Buffer.concat(this.parts, this.size).toString('utf8');
     this.parts = [];
+    // A byte order mark may be ignored (RFC 8259 §8.1), as the event stream's is (SseFeed); some Windows stacks write one.
+    const text = decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;
     if (a.status >= 300) {
       if (text.length > 0) a.body = text;
     } else if (text.length > 0) {

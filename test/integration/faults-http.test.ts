@@ -195,6 +195,12 @@ describe('HTTP upstream faults', () => {
     expect(text(a)).toBe('bom ok');
   });
 
+  it('opens its JSON answer with a byte order mark: ignored, the answer read (it was skipped as no JSON-RPC)', async () => {
+    const a = await callTool(hub.url, 'h__bomjson');
+    expect(isToolError(a), text(a)).toBe(false);
+    expect(text(a)).toBe('bomjson ok');
+  });
+
   it('is a modern server that sends a request on its answer stream (its era forbids it): not relayed, not answered, the call still answered', async () => {
     const roots = { 'io.modelcontextprotocol/clientCapabilities': { roots: {} } };
     const modern = await callTool(hub.url, 'mo__asks', {}, roots);
