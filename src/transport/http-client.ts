@@ -14,6 +14,8 @@ import { redactLogText, type Logger } from '../log.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { SseFeed } from './sse.js';
+import { ACCEPT_ENCODING, codingOf, decodable, decoderFor, type Coding } from './content-coding.js';
+import type { Transform } from 'node:stream';
 import type { Signal } from '../cancel.js';
 
 export interface HttpClientOptions {
@@ -155,6 +157,7 @@ export class HttpClient {
       if (o.signal?.aborted || o.abort?.aborted) return reject(new CancelledError());
       const headers: Record<string, string> = Object.assign({}, this.base);
       headers.accept = accept;
+      headers['accept-encoding'] ??= ACCEPT_ENCODING;
       if (o.headers) for (const k in o.headers) headers[k] = o.headers[k];
       if (body !== undefined) headers['content-type'] = 'application/json';
       const ex = new Exchange(this, method, o, resolve, reject);
@@ -190,6 +193,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   private unfollow: (() => void) | undefined;
   /** endSoon's timer. */
   private lingering: NodeJS.Timeout | undefined;
+  /** A compressed answer's coding, and its decoder once the first bytes came: what it gives out is the body. */
+  private coding: Coding | undefined;
+  private decoder: Transform | undefined;
 
   constructor(
     private readonly client: HttpClient,
@@ -232,17 +238,32 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
     if (status < 200) return; // 1xx: the answer is still to come
     this.answer = { status, headers, messages: 0 };
+    const coding = codingOf(headers['content-encoding']);
     if (status >= 300) {
-      this.limit = ERROR_BODY_LIMIT;
+      // An error body in a coding the hub cannot decode is left unread: its status still tells.
+      this.limit = coding === undefined || decodable(coding) ? ERROR_BODY_LIMIT : 0;
       this.truncate = true;
-      return;
+    } else {
+      if (coding !== undefined && !decodable(coding)) {
+        const err = new TransportError(`HTTP ${status} answer in content coding "${coding}", which the hub cannot decode (it asks for Accept-Encoding: ${ACCEPT_ENCODING})`, status);
+        this.settle(err);
+        return controller.abort(err);
+      }
+      this.limit = this.client.maxFrameBytes;
+      const ct = headers['content-type'];
+      if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
     }
-    this.limit = this.client.maxFrameBytes;
-    const ct = headers['content-type'];
-    if (typeof ct === 'string' && ct.toLowerCase().startsWith('text/event-stream')) this.sse = new SseFeed(this.client.maxFrameBytes, (e) => this.deliver(e.data));
+    if (coding !== undefined && decodable(coding)) this.coding = coding;
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    if (this.coding !== undefined) return this.decode(controller, chunk);
+    this.take(controller, chunk);
+  }
+
+  /** The answer's body bytes (decoded, if it came compressed): fed to the event stream, or collected. */
+  private take(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.settled) return;
     if (this.sse) {
       try {
@@ -266,7 +287,50 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
   }
 
+  /**
+   * Compressed bytes go through the decoder, whose output is taken as the body's. Its limits
+   * (maxFrameBytes, the error body's) count decoded bytes, so a small bomb is cut as a large
+   * body is; the answer waits while the decoder is behind.
+   */
+  private decode(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const d = this.decoder ?? (this.decoder = this.decoderOf(controller, chunk));
+    if (!d.write(chunk)) {
+      controller.pause();
+      d.once('drain', () => controller.resume());
+    }
+  }
+
+  private decoderOf(controller: Dispatcher.DispatchController, first: Buffer): Transform {
+    const d = decoderFor(this.coding!, first);
+    // Called back by the decoder, not by undici: what throws fails this exchange, not the hub.
+    const guarded = (f: () => void): void => {
+      try {
+        f();
+      } catch (err) {
+        this.settle(err as Error);
+        controller.abort(err as Error);
+      }
+    };
+    d.on('data', (out: Buffer) => guarded(() => this.take(controller, out)));
+    d.on('end', () => guarded(() => this.finish()));
+    d.on('error', (err: Error) => {
+      // A broken error body leaves the status to tell; a broken answer fails the exchange.
+      if (this.answer!.status >= 300) return this.finish();
+      const e = new TransportError(`the answer's ${this.coding} content coding is broken: ${err.message}`, this.answer!.status);
+      this.settle(e);
+      controller.abort(e);
+    });
+    return d;
+  }
+
   onResponseEnd(): void {
+    if (this.settled || !this.answer) return;
+    // A compressed answer ends when its decoder has given out all it holds.
+    if (this.decoder) return void this.decoder.end();
+    this.finish();
+  }
+
+  private finish(): void {
     const a = this.answer;
     if (this.settled || !a) return;
     if (this.sse) {
@@ -318,6 +382,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.settled = true;
     this.unfollow?.();
     if (this.lingering) clearTimeout(this.lingering);
+    this.decoder?.destroy();
     if (err === undefined) return this.resolve(this.answer!);
     // Whatever broke, a cancelled exchange is reported as cancelled.
     if (this.o.signal?.aborted || this.o.abort?.aborted) return this.reject(new CancelledError());

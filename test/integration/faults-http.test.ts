@@ -201,6 +201,20 @@ describe('HTTP upstream faults', () => {
     expect(text(a)).toBe('bomjson ok');
   });
 
+  it('compresses its answers (gzip, br, deflate; JSON and SSE) though the hub asks for identity: decoded; a coding the hub cannot decode, or a bomb, fails saying so', async () => {
+    for (const tool of ['gzip', 'br', 'deflate', 'gzipsse']) {
+      const a = await callTool(hub.url, `h__${tool}`);
+      expect(isToolError(a), text(a)).toBe(false);
+      expect(text(a)).toBe(`${tool} ok`);
+    }
+    expect(calls(h, 'gzip')[0].acceptEncoding).toBe('identity');
+    const zstd = await callTool(hub.url, 'h__zstd');
+    expect(text(zstd)).toContain('HTTP 200 answer in content coding "zstd", which the hub cannot decode');
+    const bomb = await callTool(hub.url, 'h__gzipbomb');
+    expect(text(bomb)).toContain('HTTP answer larger than 4194304 bytes');
+    expect(text(await callTool(hub.url, 'h__echo', { after: 'bomb' }))).toBe('{"after":"bomb"}');
+  });
+
   it('is a modern server that sends a request on its answer stream (its era forbids it): not relayed, not answered, the call still answered', async () => {
     const roots = { 'io.modelcontextprotocol/clientCapabilities': { roots: {} } };
     const modern = await callTool(hub.url, 'mo__asks', {}, roots);

@@ -6,6 +6,7 @@ import { silentLogger } from '../../src/log.js';
 import type { Classified } from '../../src/protocol/jsonrpc.js';
 import { CancelledError } from '../../src/protocol/errors.js';
 import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
+import { deflateRawSync, gzipSync } from 'node:zlib';
 
 const servers: http.Server[] = [];
 const clients: HttpClient[] = [];
@@ -50,6 +51,8 @@ describe('HttpClient', () => {
       'content-type': 'application/json',
       authorization: 'Bearer t0k',
       'mcp-method': 'ping',
+      // No compressed answers asked for (transport/content-coding.ts).
+      'accept-encoding': 'identity',
     });
   });
 
@@ -88,6 +91,20 @@ describe('HttpClient', () => {
     const c = client(url, 4096);
     expect((await c.post('err')).body).toHaveLength(64 * 1024);
     await expect(c.post('ok')).rejects.toMatchObject({ name: 'TransportError', message: 'HTTP answer larger than 4096 bytes' });
+  });
+
+  it('decodes a raw deflate answer sent as deflate, and a gzipped error body, whose limit counts decoded bytes', async () => {
+    const url = await serve((_req, res, body) => {
+      if (body === 'err') return void res.writeHead(500, { 'content-encoding': 'gzip' }).end(gzipSync(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"${'e'.repeat(200_000)}"}}`));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'deflate' }).end(deflateRawSync('{"jsonrpc":"2.0","id":1,"result":{"raw":true}}'));
+    });
+    const c = client(url);
+    const got: Classified[] = [];
+    await c.post('ok', { onMessage: (m) => got.push(m) });
+    expect(got[0]).toMatchObject({ kind: 'response', msg: { id: 1, result: { raw: true } } });
+    const err = await c.post('err');
+    expect(err.body!.startsWith('{"jsonrpc":"2.0","id":null,"error":{"code":-32603')).toBe(true);
+    expect(err.body).toHaveLength(64 * 1024);
   });
 
   it('reuses keep-alive connections for sequential requests', async () => {
