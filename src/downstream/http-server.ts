@@ -66,6 +66,14 @@ function isJsonType(ct: string): boolean {
   return next === '' || next === ';' || next === ' ' || next === '\t';
 }
 
+/** A Content-Encoding that names no coding. */
+function isIdentity(coding: string): boolean {
+  const c = coding.trim().toLowerCase();
+  return c === '' || c === 'identity';
+}
+
+const IDENTITY_ONLY: Readonly<Record<string, string>> = { 'accept-encoding': 'identity' };
+
 function sendJson(res: EdgeResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const s = JSON.stringify(body);
   res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
@@ -299,6 +307,13 @@ export class HttpServer {
   private async post(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, read: Buffer | undefined): Promise<void> {
     const ct = header(req, 'content-type') ?? '';
     if (!isJsonType(ct)) return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: Content-Type must be application/json');
+    // A compressed body is refused, not read as JSON (a parse error, or worse, a plain body that
+    // claims a coding served as if it had none): RFC 9110 §15.5.16's 415 with the codings taken.
+    // Decoding would put a decompression bomb within any client's reach, for bodies that small.
+    const coding = header(req, 'content-encoding');
+    if (coding !== undefined && !isIdentity(coding)) {
+      return this.refuseUnread(req, res, who, 415, 'Unsupported Media Type: the hub takes request bodies uncompressed (no Content-Encoding)', IDENTITY_ONLY);
+    }
     const body = read ?? (req instanceof IncomingMessage ? await (this.readEarly.get(req) ?? readBody(req, this.opts.maxBodyBytes)) : null);
     // As the fast path drops a request whose body never came whole: nothing ran, nothing to record.
     if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
@@ -431,9 +446,9 @@ export class HttpServer {
   }
 
   /** An authenticated request refused before its body was parsed: recorded, then answered. */
-  private async refuseUnread(req: EdgeRequest, res: EdgeResponse, who: Identity, status: 413 | 415, message: string): Promise<void> {
+  private async refuseUnread(req: EdgeRequest, res: EdgeResponse, who: Identity, status: 413 | 415, message: string, headers?: Record<string, string>): Promise<void> {
     await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status, message });
-    sendJson(res, status, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)));
+    sendJson(res, status, errorResponse(undefined, new RpcError(INVALID_REQUEST, message)), headers);
   }
 
   private unreadFacts(req: EdgeRequest): { header: (n: string) => string | undefined; clientAddress?: string; requestBytes?: number; group?: string } {

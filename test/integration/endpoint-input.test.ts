@@ -24,6 +24,7 @@ import {
 import { join } from 'node:path';
 import { waitForRows } from './ledger-helpers.js';
 import { rawClient } from '../helpers/raw-http.js';
+import { gzipSync } from 'node:zlib';
 
 const MAX_BODY = 1024;
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -117,6 +118,17 @@ describe('bad input at the HTTP endpoint', () => {
     // A longer type that starts the same is another type; parameters and case are fine.
     expect((await post(url, JSON.stringify(modernBody(6, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'application/jsonfoo' })).status).toBe(415);
     expect((await post(url, JSON.stringify(modernBody(7, 'tools/list')), { ...modernHeaders('tools/list'), 'content-type': 'Application/JSON; charset=utf-8' })).status).toBe(200);
+  });
+
+  it('a body with a Content-Encoding → 415 naming the one taken (RFC 9110 §15.5.16); identity is served', async () => {
+    const body = JSON.stringify(modernBody(8, 'tools/list'));
+    const gz = await fetch(url, { method: 'POST', headers: { ...modernHeaders('tools/list'), 'content-encoding': 'gzip' }, body: gzipSync(body) });
+    expect(gz.status).toBe(415);
+    expect(gz.headers.get('accept-encoding')).toBe('identity');
+    expect(await gz.json()).toMatchObject({ error: { code: -32600, message: expect.stringContaining('uncompressed') } });
+    // A plain body that claims a coding was served as if it had none.
+    expect((await post(url, body, { ...modernHeaders('tools/list'), 'content-encoding': 'gzip' })).status).toBe(415);
+    expect((await post(url, body, { ...modernHeaders('tools/list'), 'content-encoding': 'Identity' })).status).toBe(200);
   });
 
   it('a foreign Origin → 403', async () => {

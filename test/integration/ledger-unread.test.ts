@@ -51,13 +51,17 @@ interface UnreadRow {
 }
 
 /** Rows of requests refused unread, straight from SQLite (every column the test names). */
-async function unreadRows(where: string, atLeast = 1): Promise<UnreadRow[]> {
-  await waitForRows(db, { outcome: 'denied' }, (r) => r.length >= atLeast);
-  const d = new Database(db, { readonly: true });
-  try {
-    return d.prepare(`SELECT principal, method, client_era, outcome, error_code, error_message, request_bytes FROM audit WHERE ${where} ORDER BY id`).all() as UnreadRow[];
-  } finally {
-    d.close();
+async function unreadRows(where: string, atLeast = 1, ownWhere = false): Promise<UnreadRow[]> {
+  if (!ownWhere) await waitForRows(db, { outcome: 'denied' }, (r) => r.length >= atLeast);
+  for (const end = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 50))) {
+    const d = new Database(db, { readonly: true });
+    try {
+      const rows = d.prepare(`SELECT principal, method, client_era, outcome, error_code, error_message, request_bytes FROM audit WHERE ${where} ORDER BY id`).all() as UnreadRow[];
+      // `ownWhere`: polled until `where` itself finds `atLeast` rows (no CLI run per poll).
+      if (!ownWhere || rows.length >= atLeast || Date.now() > end) return rows;
+    } finally {
+      d.close();
+    }
   }
 }
 
@@ -70,6 +74,14 @@ describe('rows for requests refused before their body is read', () => {
     expect(rows).toEqual([
       { principal: 'alice', method: 'tools/list', client_era: '2026-07-28', outcome: 'denied', error_code: 415, error_message: expect.stringContaining('Unsupported Media Type'), request_bytes: Buffer.byteLength(body) },
     ]);
+  });
+
+  it('415 for a compressed body: recorded as the wrong Content-Type is, its message naming why', async () => {
+    const body = JSON.stringify(modernBody(3, 'tools/list'));
+    const r = await post(hub.url, body, { ...modernHeaders('tools/list'), 'content-encoding': 'gzip', authorization: `Bearer ${ALICE_KEY}` });
+    expect(r.status).toBe(415);
+    const rows = await unreadRows(`error_code = 415 AND error_message LIKE '%uncompressed%'`, 1, true);
+    expect(rows).toEqual([{ principal: 'alice', method: 'tools/list', client_era: '2026-07-28', outcome: 'denied', error_code: 415, error_message: expect.stringContaining('Content-Encoding'), request_bytes: Buffer.byteLength(body) }]);
   });
 
   it('413: without a method header, under (unread); a chunked body has no size to record', async () => {
