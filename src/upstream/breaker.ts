@@ -13,15 +13,17 @@ export type Evidence = 'healthy' | 'unwell' | 'none';
 
 /**
  * What one finished call says about the server. An answer, even a JSON-RPC error, is health;
- * a refused credential, a token that could not be had or a cancellation by our own caller says
- * nothing about it.
+ * a refused credential, a rate limit, a token that could not be had or a cancellation by our own
+ * caller says nothing about it.
  */
 export function evidenceOf(err: Error | undefined): Evidence {
   if (err === undefined || err instanceof RpcError) return 'healthy';
   if (err instanceof CancelledError) return 'none';
   // No token to be had (the authorization server refused the client, or is away) says nothing of the server itself.
   if (err instanceof OAuthError) return 'none';
-  if (err instanceof TransportError) return err.status === 401 || err.status === 403 ? 'none' : 'unwell';
+  // A 429 is a server well enough to count the hub's requests: opening the circuit would end its
+  // session and make every one of its tools unavailable, for a limit a caller's burst reached.
+  if (err instanceof TransportError) return err.status === 401 || err.status === 403 || err.status === 429 ? 'none' : 'unwell';
   // A deadline the caller chose shorter than the server's own is no sign the server is unwell:
   // otherwise one client with a tiny limit could open the circuit for everyone.
   if (err instanceof TimeoutError) return err.callers ? 'none' : 'unwell';

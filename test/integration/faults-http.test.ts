@@ -391,6 +391,24 @@ describe('HTTP upstream faults', () => {
     expect(text(await callTool(hub.url, 'k__echo', { r: 3 }))).toBe('{"r":3}');
   }, 40_000);
 
+  it('answers 429 (rate limited): the error says so and how long it asks to wait; the circuit stays closed, the session kept', async () => {
+    const before = calls(cb, 'echo').at(-1)?.session;
+    const answers = [];
+    for (const retryAfter of [undefined, 0, 86_400, 'Wed, 21 Oct 2015 07:28:00 GMT']) answers.push(text(await callTool(hub.url, 'cb__busy429', retryAfter === undefined ? {} : { retryAfter })));
+    expect(answers).toEqual([
+      'Tool cb__busy429 failed: HTTP 429: the upstream is rate-limiting the hub',
+      'Tool cb__busy429 failed: HTTP 429: the upstream is rate-limiting the hub; it asks to wait 0 s (Retry-After)',
+      'Tool cb__busy429 failed: HTTP 429: the upstream is rate-limiting the hub; it asks to wait 86400 s (Retry-After)',
+      'Tool cb__busy429 failed: HTTP 429: the upstream is rate-limiting the hub; it asks to wait 0 s (Retry-After)',
+    ]);
+    expect(text(await callTool(hub.url, 'cb__busy503', { retryAfter: 5 }))).toBe('Tool cb__busy503 failed: HTTP 503; it asks to wait 5 s (Retry-After)');
+    // Four 429s in a row (the circuit opens at 3 failures): none counted, the server still in use.
+    expect((await serverHealth(hub.url, 'cb')).circuit).toBe('closed');
+    expect(text(await callTool(hub.url, 'cb__echo', { after: 429 }))).toBe('{"after":429}');
+    if (before !== undefined) expect(calls(cb, 'echo').at(-1)!.session).toBe(before);
+    expect(calls(cb, 'busy429')).toHaveLength(4); // not sent again
+  });
+
   it('answers 503 to everything: after 3 failures the circuit opens, calls stop reaching it, a probe closes it', async () => {
     expect(text(await callTool(hub.url, 'cb__echo', { i: -1 }))).toBe('{"i":-1}');
     await cb.control({ mode: '503' });

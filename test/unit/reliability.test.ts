@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
+import { retryAfterSeconds, statusText } from '../../src/upstream/status-text.js';
 import { CallGate } from '../../src/upstream/call-gate.js';
 import { Limiter, LimitError } from '../../src/upstream/limiter.js';
 import { Canceller } from '../../src/cancel.js';
@@ -175,11 +176,12 @@ describe('CallGate', () => {
 });
 
 describe('circuit breaker evidence', () => {
-  it('answers are health; 401/403 and cancellations say nothing; transport failures and timeouts count', () => {
+  it('answers are health; 401/403/429 and cancellations say nothing; transport failures and timeouts count', () => {
     expect(evidenceOf(undefined)).toBe('healthy');
     expect(evidenceOf(new RpcError(-32602, 'bad'))).toBe('healthy');
     expect(evidenceOf(new TransportError('HTTP 401', 401))).toBe('none');
     expect(evidenceOf(new TransportError('HTTP 403', 403))).toBe('none');
+    expect(evidenceOf(new TransportError('HTTP 429: the upstream is rate-limiting the hub', 429))).toBe('none');
     expect(evidenceOf(new CancelledError())).toBe('none');
     expect(evidenceOf(new TransportError('HTTP 503', 503))).toBe('unwell');
     expect(evidenceOf(new TransportError('ECONNREFUSED', undefined, true))).toBe('unwell');
@@ -187,6 +189,16 @@ describe('circuit breaker evidence', () => {
     const callers = new TimeoutError('s', 5);
     callers.callers = true; // the caller's own, shorter limit
     expect(evidenceOf(callers)).toBe('none');
+  });
+
+  it("a bare status in words: 429 is rate limiting; Retry-After in seconds or as a date, on 429 and 503", () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(statusText(429, {}, now)).toBe('HTTP 429: the upstream is rate-limiting the hub');
+    expect(statusText(429, { 'retry-after': ' 120 ' }, now)).toBe('HTTP 429: the upstream is rate-limiting the hub; it asks to wait 120 s (Retry-After)');
+    expect(statusText(503, { 'retry-after': 'Thu, 01 Jan 2026 00:01:30 GMT' }, now)).toBe('HTTP 503; it asks to wait 90 s (Retry-After)');
+    expect(retryAfterSeconds({ 'retry-after': 'soon' }, now)).toBeUndefined();
+    expect(retryAfterSeconds({ 'retry-after': '-5' }, now)).toBeUndefined();
+    expect(statusText(500, { 'retry-after': '5' }, now)).toBe('HTTP 500');
   });
 
   it('opens on the Nth consecutive failure; a success or reset starts over', () => {

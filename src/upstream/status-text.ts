@@ -1,0 +1,23 @@
+/**
+ * A bare HTTP status from an upstream (no JSON-RPC answer in its body), in words a user can act
+ * on: a 429 says that the upstream is rate-limiting the hub, and a Retry-After (RFC 9110 §10.2.3,
+ * on a 429 or a 503) how long it asks the hub to wait.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** Retry-After in whole seconds from `now`: delay-seconds or an HTTP-date; undefined if absent or unreadable. */
+export function retryAfterSeconds(headers: IncomingHttpHeaders, now = Date.now()): number | undefined {
+  const v = headers['retry-after'];
+  const text = (Array.isArray(v) ? v[0] : v)?.trim();
+  if (!text) return undefined;
+  if (/^\d+$/.test(text)) return Number(text);
+  // An HTTP-date names its day and month (Date.parse would read '-5' as a year).
+  const at = /[a-z]/i.test(text) ? Date.parse(text) : NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
+}
+
+export function statusText(status: number, headers: IncomingHttpHeaders, now = Date.now()): string {
+  const wait = status === 429 || status === 503 ? retryAfterSeconds(headers, now) : undefined;
+  const asks = wait === undefined ? '' : `; it asks to wait ${wait} s (Retry-After)`;
+  return status === 429 ? `HTTP 429: the upstream is rate-limiting the hub${asks}` : `HTTP ${status}${asks}`;
+}
