@@ -132,6 +132,8 @@ export function notSent<E extends CancelledError | TimeoutError>(e: E): E {
 export class TransportError extends HubError {
   override readonly name = 'TransportError';
   override readonly kind = 'transport';
+  /** How long the server asked the hub to wait before another request (its Retry-After), in ms. */
+  retryAfterMs?: number;
   constructor(
     message: string,
     readonly status?: number,

@@ -17,7 +17,7 @@ import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { statusText } from './status-text.js';
+import { statusError, statusText } from './status-text.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges } from './oauth-client.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { redactErrorText } from '../policy/secret-text.js';
@@ -424,8 +424,8 @@ export class HttpUpstream extends HandshakingUpstream {
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${this.refusal(a)}`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
-    if (s >= 500) return this.failCall(p, new TransportError(`${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`, s));
-    this.failCall(p, rpc ?? new TransportError(problem ?? statusText(s, a.headers), s));
+    if (s >= 500) return this.failCall(p, statusError(s, a.headers, `${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`));
+    this.failCall(p, rpc ?? (problem ? new TransportError(problem, s) : statusError(s, a.headers)));
   }
 
   /** What a 401 or 403 means, in words an operator can act on. */

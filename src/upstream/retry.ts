@@ -7,8 +7,9 @@
  *    trusted configuration calls idempotent (decided by the router, passed as `idempotent`);
  *  - an answer (JSON-RPC error), a refused credential (401/403), a cancellation or a timeout:
  *    never.
- * Attempts are spaced by exponential backoff with jitter, all inside one time budget; while
- * the upstream restarts, the next attempt waits for it (within the budget).
+ * Attempts are spaced by exponential backoff with jitter (or by a server's Retry-After, if
+ * longer), all inside one time budget; while the upstream restarts, the next attempt waits for
+ * it (within the budget).
  */
 import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
@@ -107,7 +108,8 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
     const giveUp = (): Error =>
       mayHaveRun && notDelivered(err) ? new TransportError(`${err.message} (an earlier attempt may have run)`) : err;
     if (n >= policy.maxAttempts || !mayRetry(err, method, policy) || h.signal?.aborted) throw giveUp();
-    const delay = backoffMs(n, h.random);
+    // Never sooner than the server asked (Retry-After): a wait past the budget is no retry at all.
+    const delay = Math.max(backoffMs(n, h.random), err instanceof TransportError ? (err.retryAfterMs ?? 0) : 0);
     if (now() + delay >= deadline) throw giveUp();
     h.onRetry?.(n, delay, err);
     // Cancelled between attempts: nothing was sent unless an earlier attempt may have run.

@@ -4,6 +4,7 @@
  * on a 429 or a 503) how long it asks the hub to wait.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { TransportError } from '../protocol/errors.js';
 
 /** Retry-After in whole seconds from `now`: delay-seconds or an HTTP-date; undefined if absent or unreadable. */
 export function retryAfterSeconds(headers: IncomingHttpHeaders, now = Date.now()): number | undefined {
@@ -20,4 +21,12 @@ export function statusText(status: number, headers: IncomingHttpHeaders, now = D
   const wait = status === 429 || status === 503 ? retryAfterSeconds(headers, now) : undefined;
   const asks = wait === undefined ? '' : `; it asks to wait ${wait} s (Retry-After)`;
   return status === 429 ? `HTTP 429: the upstream is rate-limiting the hub${asks}` : `HTTP ${status}${asks}`;
+}
+
+/** The failure of a bare `status`: its words, and the wait its Retry-After asks for (retries keep to it). */
+export function statusError(status: number, headers: IncomingHttpHeaders, message = statusText(status, headers)): TransportError {
+  const err = new TransportError(message, status);
+  const wait = status === 429 || status === 503 ? retryAfterSeconds(headers) : undefined;
+  if (wait !== undefined) err.retryAfterMs = wait * 1000;
+  return err;
 }

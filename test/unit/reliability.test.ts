@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { evidenceOf, FailureStreak } from '../../src/upstream/breaker.js';
-import { retryAfterSeconds, statusText } from '../../src/upstream/status-text.js';
+import { retryAfterSeconds, statusError, statusText } from '../../src/upstream/status-text.js';
 import { CallGate } from '../../src/upstream/call-gate.js';
 import { Limiter, LimitError } from '../../src/upstream/limiter.js';
 import { Canceller } from '../../src/cancel.js';
@@ -199,6 +199,9 @@ describe('circuit breaker evidence', () => {
     expect(retryAfterSeconds({ 'retry-after': 'soon' }, now)).toBeUndefined();
     expect(retryAfterSeconds({ 'retry-after': '-5' }, now)).toBeUndefined();
     expect(statusText(500, { 'retry-after': '5' }, now)).toBe('HTTP 500');
+    // The wait goes with the error, for the retry loop to keep to.
+    expect(statusError(429, { 'retry-after': '2' })).toMatchObject({ status: 429, retryAfterMs: 2000 });
+    expect(statusError(500, { 'retry-after': '2' }).retryAfterMs).toBeUndefined();
   });
 
   it('opens on the Nth consecutive failure; a success or reset starts over', () => {
@@ -260,6 +263,23 @@ describe('retry rule', () => {
     const p = withRetries('tools/call', tool, throwing, hooks);
     expect(await p).toBe('ok');
     expect(n).toBe(2);
+  });
+
+  it("waits as long as a server's Retry-After asks, if longer than the backoff: past the budget, no retry at all", async () => {
+    const busy = (ms: number | undefined) => () => {
+      const err = new TransportError('HTTP 503', 503);
+      err.retryAfterMs = ms;
+      return Promise.reject(err);
+    };
+    let n = 0;
+    const policy = { maxAttempts: 3, budgetMs: 3_000 };
+    const counted = (f: () => Promise<never>) => () => (n++, f());
+    await expect(withRetries('tools/list', policy, counted(busy(60_000)), { whenReady: async () => true })).rejects.toMatchObject({ status: 503 });
+    expect(n).toBe(1);
+    const waits: number[] = [];
+    n = 0;
+    await expect(withRetries('tools/list', policy, counted(busy(300)), { whenReady: async () => true, random: () => 0, onRetry: (_a, ms) => waits.push(ms) })).rejects.toMatchObject({ status: 503 });
+    expect([n, waits]).toEqual([3, [300, 300]]); // not the 50 and 100 ms of the backoff
   });
 
   it('after an attempt that may have run, a later "not delivered" failure is reported as possibly run', async () => {
