@@ -17,7 +17,7 @@ import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
-import { statusError, statusText } from './status-text.js';
+import { retryAfterSeconds, statusError, statusText } from './status-text.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges } from './oauth-client.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { redactErrorText } from '../policy/secret-text.js';
@@ -545,9 +545,12 @@ export class HttpUpstream extends HandshakingUpstream {
     const ctl = new AbortController();
     this.getStream = ctl;
     const session = this.session;
-    const again = (why: string, from?: string, retryMs?: number): void => {
+    const again = (why: string, from?: string, retryMs?: number, atLeastMs = 0): void => {
       const backoff = Math.min(GET_RETRY_MAX_MS, 1000 * 2 ** this.getFailures++);
-      const delay = retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, Math.max(retryMs, GET_RETRY_MIN_MS * (0.8 + 0.4 * Math.random())));
+      const delay = Math.max(
+        Math.min(GET_RETRY_MAX_MS, atLeastMs),
+        retryMs === undefined ? backoff : Math.min(GET_RETRY_MAX_MS, Math.max(retryMs, GET_RETRY_MIN_MS * (0.8 + 0.4 * Math.random()))),
+      );
       this.log.debug({ why, delay }, 'GET stream ended');
       setTimeout(() => {
         if (this.getStream !== ctl || this.closed || this.session !== session || this._era !== LEGACY) return;
@@ -569,7 +572,9 @@ export class HttpUpstream extends HandshakingUpstream {
           // one that brought messages waits at least GET_RETRY_MIN_MS.
           return again('closed by the server', from, from !== undefined && a.messages > 0 ? a.retryMs : undefined);
         }
-        if (a.status >= 500) return again(`HTTP ${a.status}`, lastEventId);
+        // A server unwell, busy (429, as long as its Retry-After asks, up to the longest backoff)
+        // or slow (408): the stream is wanted still. Given up, no notification would come.
+        if (a.status >= 500 || a.status === 429 || a.status === 408) return again(`HTTP ${a.status}`, lastEventId, undefined, (retryAfterSeconds(a.headers) ?? 0) * 1000);
         // Only while ready: otherwise the lifecycle is reconnecting (an open circuit keeps its cooldown).
         if (a.status === 404 && session !== undefined && this.getWorked === session && this._state === 'ready') {
           // The session is gone (digest §6.2: initialize again). Waiting for the next call to

@@ -243,6 +243,20 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('answers its GET stream 429 (busy): the hub asks again later, not never (no notification would come)', async () => {
+    const gets = (status: number) => h.log().filter((e) => e.method === 'GET' && e.status === status).length;
+    const [busy, open] = [gets(429), gets(200)];
+    await h.control({ getStatus: 429, expire: true });
+    try {
+      expect(text(await callTool(hub.url, 'h__echo', { get: 429 }))).toBe('{"get":429}'); // a new session, whose GET is answered 429
+      await waitUntil('a GET answered 429', async () => gets(429) > busy, 10_000);
+      await h.control({ getOpen: true });
+      await waitUntil('the GET stream open', async () => gets(200) > open, 10_000);
+    } finally {
+      await h.control({ getStatus: 405, getOpen: false, cutGets: true });
+    }
+  });
+
   it('loses its GET stream (no event id to resume from): its lists, kept until list_changed, are fetched again', async () => {
     const g = await startFaultHttp(join(dir, 'gap.log'));
     await g.control({ getOpen: true, listChanged: true });
