@@ -17,7 +17,7 @@ export type ProbeVerdict =
   | { kind: 'unsupported'; supported: string[] }
   | { kind: 'legacy'; reason: string; respawn?: boolean }
   /** HTTP only: auth, server or network trouble says nothing about the era. */
-  | { kind: 'no-evidence'; reason: string };
+  | { kind: 'no-evidence'; reason: string; /** A busy server's Retry-After. */ retryAfterMs?: number };
 
 function stringList(v: unknown): string[] | undefined {
   return Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string') ? (v as string[]) : undefined;

@@ -93,8 +93,13 @@ export abstract class HandshakingUpstream extends UpstreamBase {
       case 'unsupported':
         throw new Error(`server speaks only protocol versions ${v.supported.join(', ')}; the hub speaks ${MODERN}`);
       case 'modern-retry':
-      case 'no-evidence':
         throw new Error(`server/discover failed: ${v.reason}`);
+      case 'no-evidence': {
+        const err = new TransportError(`server/discover failed: ${v.reason}`);
+        // How long a busy server asked to be left alone: the next attempt waits for it (Lifecycle).
+        err.retryAfterMs = v.retryAfterMs;
+        throw err;
+      }
       case 'legacy':
         if (this.spec.era === MODERN) throw new Error(`configured as ${MODERN}, but ${v.reason}`);
         await this.beforeLegacyInit(v);

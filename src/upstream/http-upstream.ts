@@ -257,6 +257,10 @@ export class HttpUpstream extends HandshakingUpstream {
         if (c.kind === 'response') msgs.push(c.msg);
       }
       v = httpVerdict(a.status, msgs, id);
+      if (v.kind === 'no-evidence' && (a.status === 429 || a.status === 503)) {
+        const busy = statusError(a.status, a.headers);
+        v = { kind: 'no-evidence', reason: busy.message, retryAfterMs: busy.retryAfterMs };
+      }
       if (v.kind === 'no-evidence' && a.status === 401 && !this.spec.oauth) {
         const advice = unauthorizedAdvice(parseBearerChallenge(a.headers['www-authenticate']), this.id, this.spec.headers);
         if (advice) v = { kind: 'no-evidence', reason: `${v.reason} (${advice})` };
@@ -297,7 +301,7 @@ export class HttpUpstream extends HandshakingUpstream {
       t.clear();
     }
     if (a.status < 200 || a.status >= 300) {
-      throw bodyError(a.body) ?? new TransportError(`initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`, a.status);
+      throw bodyError(a.body) ?? statusError(a.status, a.headers, `initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`);
     }
     if (error) throw error;
     if (!result) throw new TransportError(`initialize: ${answerProblem(a, this.spec.url!) ?? 'no result in the answer'}`, a.status);

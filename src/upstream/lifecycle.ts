@@ -6,13 +6,16 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { Era } from '../protocol/era.js';
-import { UpstreamUnavailableError } from '../protocol/errors.js';
+import { TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import { redactErrorText } from '../policy/secret-text.js';
 import { monotonicNow } from '../monotonic.js';
 import { RestartPolicy, type BackoffOptions } from './backoff.js';
 import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
+
+/** The longest wait a server's Retry-After gets before the next attempt to connect. */
+const RETRY_AFTER_CAP_MS = 60_000;
 
 export interface UpstreamOptions {
   /** The hub's identity toward upstreams (default: switchyard and its package version). */
@@ -141,7 +144,9 @@ export abstract class Lifecycle extends EventEmitter {
       if (this.closed) this.log.debug({ err: msg }, 'upstream start ended by its close');
       else this.log.warn({ err: msg }, 'upstream could not start');
       void this.disconnect().catch(() => undefined);
-      if (!this.closed) this.scheduleRetry(msg);
+      // A server that asked to be left alone for a while (Retry-After) is, up to a minute (the
+      // retry interval of a failed one): sooner is refused again, and a crash loop to it.
+      if (!this.closed) this.scheduleRetry(msg, err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0);
       throw err;
     }
     this.attempting = false;

@@ -243,6 +243,23 @@ describe('HTTP upstream faults', () => {
     }
   });
 
+  it('answers its handshake 429 with Retry-After: 1: the next attempt to connect waits that second (not 250 ms), and the error says why', async () => {
+    const r = await startFaultHttp(join(dir, 'init429.log'));
+    await r.control({ mode: '429' });
+    const gh = await startHub({ servers: { r: { url: r.url } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-init429-')) });
+    try {
+      // The era probe, server/discover, is what it refuses (an initialize if the era is configured).
+      const inits = () => r.log().filter((e) => e.status === 429);
+      await waitUntil('two refused handshakes', async () => inits().length >= 2, 10_000);
+      const [first, second] = inits();
+      expect(second.at - first.at).toBeGreaterThanOrEqual(950);
+      expect((await serverHealth(gh.url, 'r')).lastError).toBe('server/discover failed: HTTP 429: the upstream is rate-limiting the hub; it asks to wait 1 s (Retry-After)');
+    } finally {
+      expect(await gh.stop()).toBe(0);
+      await r.stop();
+    }
+  });
+
   it('answers its GET stream 429 (busy): the hub asks again later, not never (no notification would come)', async () => {
     const gets = (status: number) => h.log().filter((e) => e.method === 'GET' && e.status === status).length;
     const [busy, open] = [gets(429), gets(200)];
