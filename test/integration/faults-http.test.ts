@@ -260,20 +260,6 @@ describe('HTTP upstream faults', () => {
     }
   });
 
-  it('answers its GET stream 429 (busy): the hub asks again later, not never (no notification would come)', async () => {
-    const gets = (status: number) => h.log().filter((e) => e.method === 'GET' && e.status === status).length;
-    const [busy, open] = [gets(429), gets(200)];
-    await h.control({ getStatus: 429, expire: true });
-    try {
-      expect(text(await callTool(hub.url, 'h__echo', { get: 429 }))).toBe('{"get":429}'); // a new session, whose GET is answered 429
-      await waitUntil('a GET answered 429', async () => gets(429) > busy, 10_000);
-      await h.control({ getOpen: true });
-      await waitUntil('the GET stream open', async () => gets(200) > open, 10_000);
-    } finally {
-      await h.control({ getStatus: 405, getOpen: false, cutGets: true });
-    }
-  });
-
   it('loses its GET stream (no event id to resume from): its lists, kept until list_changed, are fetched again', async () => {
     const g = await startFaultHttp(join(dir, 'gap.log'));
     await g.control({ getOpen: true, listChanged: true });
@@ -534,5 +520,25 @@ describe('HTTP upstream faults', () => {
     expect(text(await callTool(hub.url, 're__echo', { n: 3 }))).toBe('{"n":3}');
     expect(re.log().some((e) => e.method === 'server/discover' && e.era === 'modern')).toBe(true);
   }, 30_000);
+
+  it('answers its GET stream 429 (busy): the hub asks again later, not never (no notification would come)', async () => {
+    const gets = (status: number) => h.log().filter((e) => e.method === 'GET' && e.status === status).length;
+    const [busy, open] = [gets(429), gets(200)];
+    await h.control({ getStatus: 429, expire: true });
+    try {
+      expect(text(await callTool(hub.url, 'h__echo', { get: 429 }))).toBe('{"get":429}'); // a new session, whose GET is answered 429
+      await waitUntil('a GET answered 429', async () => gets(429) > busy, 10_000);
+      await h.control({ getOpen: true });
+      await waitUntil('the GET stream open', async () => gets(200) > open, 10_000);
+    } finally {
+      // A new session, whose GET is refused (405) as before: nothing of this stream is left to
+      // retry. Its lists, no longer kept until list_changed, are fetched again by the next call.
+      const refused = gets(405);
+      await h.control({ getStatus: 405, getOpen: false, expire: true });
+      expect(text(await callTool(hub.url, 'h__echo', { get: 405 }))).toBe('{"get":405}');
+      await waitUntil('the new session refused its GET', async () => gets(405) > refused);
+      expect(text(await callTool(hub.url, 'h__echo', { get: 'listed' }))).toBe('{"get":"listed"}');
+    }
+  });
 });
 
