@@ -6,8 +6,12 @@
  * `identity`. Some servers and proxies compress all the same: gzip, deflate and br are decoded;
  * another coding fails the answer with a message naming it (not as a body that is no JSON-RPC).
  */
+import { createRequire } from 'node:module';
 import type { Transform } from 'node:stream';
-import { createBrotliDecompress, createGunzip, createInflate, createInflateRaw } from 'node:zlib';
+
+/** node:zlib, loaded by the first compressed answer: most hubs never get one, and it costs ~5 ms at start. */
+let zlib: typeof import('node:zlib') | undefined;
+const loadZlib = (): typeof import('node:zlib') => (zlib ??= createRequire(import.meta.url)('node:zlib') as typeof import('node:zlib'));
 
 /** The Accept-Encoding of every request to an upstream. */
 export const ACCEPT_ENCODING = 'identity';
@@ -36,8 +40,9 @@ export function decodable(c: string): c is Coding {
  * (RFC 9110 §8.4.1.2), but some servers send the raw deflate stream under that name.
  */
 export function decoderFor(coding: Coding, first: Buffer): Transform {
-  if (coding === 'gzip') return createGunzip();
-  if (coding === 'br') return createBrotliDecompress();
+  const z = loadZlib();
+  if (coding === 'gzip') return z.createGunzip();
+  if (coding === 'br') return z.createBrotliDecompress();
   const zlibHeader = first.length >= 2 && (first[0]! & 0x0f) === 8 && ((first[0]! << 8) | first[1]!) % 31 === 0;
-  return zlibHeader ? createInflate() : createInflateRaw();
+  return zlibHeader ? z.createInflate() : z.createInflateRaw();
 }
