@@ -19,6 +19,8 @@ export const COMMANDS: Record<string, () => Promise<Command>> = {
   reload: async () => (await import('./reload.js')).reloadCommand,
   doctor: async () => (await import('./doctor.js')).doctorCommand,
   tools: async () => (await import('./tools.js')).toolsCommand,
+  login: async () => (await import('./login.js')).loginCommand,
+  logout: async () => (await import('./login.js')).logoutCommand,
 };
 
 /**

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { oauthTokenFile } from '../paths.js';
 import { classifyPattern } from '../policy/safe-regex.js';
 import { duplicateKeys } from './duplicate-keys.js';
 import { durationMs } from './duration.js';
@@ -141,6 +142,8 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
     servers,
   };
   if (file) config.file = resolve(file);
+  // Where `switchyard login` keeps a user's tokens; derived, so the CLI and the daemon agree.
+  for (const s of Object.values(servers)) if (s.oauth?.grant === 'authorization_code') s.oauthTokenFile = oauthTokenFile(config.ledger.path, base, s.id);
   if (raw.auth) config.auth = raw.auth;
   if (raw.policy) config.policy = raw.policy;
   if (raw.plugins) config.plugins = raw.plugins;

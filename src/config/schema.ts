@@ -69,6 +69,8 @@ export function validateAgainstSchema(doc: unknown, skipPaths: ReadonlySet<strin
   if (validate(doc)) return [];
   const lines: { path: string; message: string; isType: boolean }[] = [];
   for (const e of validate.errors ?? []) {
+    // "must match the then schema" only repeats the errors of that branch, which are reported.
+    if (e.keyword === 'if') continue;
     const line = describe(e, doc, customMessage);
     lines.push({ ...line, isType: e.keyword === 'type' && customMessage.get(e.parentSchema as object) === undefined });
   }

@@ -144,11 +144,18 @@ export interface PrincipalCredentials {
 }
 
 /**
- * `servers.<id>.oauth`: the hub as an OAuth 2.1 client of an HTTP upstream, client-credentials
- * grant (src/upstream/oauth-client.ts). The schema guarantees clientSecret or privateKey.
+ * `servers.<id>.oauth`: the hub as an OAuth 2.1 client of an HTTP upstream. The default grant,
+ * client credentials (src/upstream/oauth-client.ts), needs clientId and clientSecret or
+ * privateKey (the schema sees to it). `grant: "authorization_code"` is a user's login
+ * (`switchyard login <id>`, src/upstream/oauth-login.ts): the client is pre-registered (clientId,
+ * clientSecret for a confidential one), a Client ID Metadata Document (clientMetadataUrl), or
+ * registered dynamically; the tokens are kept in the state directory (oauth-token-store.ts).
  */
 export interface UpstreamOAuthConfig {
-  clientId: string;
+  /** Default client_credentials. */
+  grant?: 'client_credentials' | 'authorization_code';
+  /** Required for client_credentials; for authorization_code, a pre-registered client. */
+  clientId?: string;
   /** The authorization server the client is registered with; the credentials go to no other. */
   issuer?: string;
   clientSecret?: string;
@@ -157,7 +164,11 @@ export interface UpstreamOAuthConfig {
   signingAlgorithm?: string;
   /** Asked for instead of the challenge's or the metadata's scopes. */
   scopes?: string[];
-  tokenEndpointAuth?: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt';
+  tokenEndpointAuth?: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';
+  /** authorization_code: an https URL of the hub's Client ID Metadata Document, used as client_id where the AS supports it. */
+  clientMetadataUrl?: string;
+  /** authorization_code: the loopback port of the redirect (default: any free port). */
+  redirectPort?: number;
 }
 
 export interface ServerConfig {
@@ -172,6 +183,8 @@ export interface ServerConfig {
   headers: Record<string, string>;
   /** HTTP servers: tokens the hub obtains itself (client credentials) instead of a static Authorization header. */
   oauth?: UpstreamOAuthConfig;
+  /** oauth.grant authorization_code: the file of the tokens `switchyard login` stored (derived from the state directory, not configured). */
+  oauthTokenFile?: string;
   /** Per-principal upstream credentials (HTTP servers); each such principal gets its own connection. */
   credentials?: Record<string, PrincipalCredentials>;
   prefix: string; // defaults to the id; '' exposes names unchanged

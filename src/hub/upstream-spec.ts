@@ -15,6 +15,7 @@ export function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     url: s.url,
     headers: s.headers,
     oauth: s.oauth,
+    oauthTokenFile: s.oauthTokenFile,
     era: s.era,
     timeoutMs: s.timeoutMs,
     maxTotalTimeoutMs: s.maxTotalTimeoutMs,

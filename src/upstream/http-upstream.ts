@@ -18,7 +18,9 @@ import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
-import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges } from './oauth-client.js';
+import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
+import { StoredTokenSource } from './oauth-stored-client.js';
+import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
 import { redactErrorText } from '../policy/secret-text.js';
 
@@ -143,6 +145,13 @@ function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; ti
   return { signal: ctl.signal, clear: () => clearTimeout(t), timedOut: () => ctl.signal.aborted };
 }
 
+/** The server's tokens: a user's stored login (grant authorization_code), else the hub's own client credentials. */
+function tokenSource(spec: UpstreamSpec, oauth: UpstreamOAuthConfig, url: string, log: Logger): TokenSource {
+  if (oauth.grant !== 'authorization_code') return OAuthClient.acquire(oauth, url, log);
+  if (spec.oauthTokenFile === undefined) throw new Error(`server "${spec.id}": oauth.grant authorization_code needs the token file (the config's state directory)`);
+  return StoredTokenSource.acquire(spec.oauthTokenFile, spec.id, url, oauth.clientSecret, log);
+}
+
 export class HttpUpstream extends HandshakingUpstream {
   /** The HttpClient, or OAuthHttp around it when the server has `oauth`. */
   private readonly http: HttpExchanges;
@@ -173,7 +182,7 @@ export class HttpUpstream extends HandshakingUpstream {
     super(spec, log, { ...opts, backoff: { crashLimit: Infinity, ...opts?.backoff } });
     if (!spec.url) throw new Error(`server "${spec.id}": an HTTP upstream needs a url`);
     const http = new HttpClient({ url: spec.url, headers: spec.headers, maxFrameBytes: spec.maxFrameBytes, log: this.log });
-    this.http = spec.oauth ? new OAuthHttp(http, OAuthClient.acquire(spec.oauth, spec.url, this.log)) : http;
+    this.http = spec.oauth ? new OAuthHttp(http, tokenSource(spec, spec.oauth, spec.url, this.log)) : http;
     this.streak = new FailureStreak(spec.circuitBreaker?.failures ?? Infinity);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
@@ -436,6 +445,11 @@ export class HttpUpstream extends HandshakingUpstream {
   private refusal(a: HttpAnswer): string {
     if (!this.spec.oauth) return "the upstream refused the hub's credentials";
     const c = parseBearerChallenge(a.headers['www-authenticate']);
+    if (this.spec.oauth.grant === 'authorization_code') {
+      if (a.status === 401) return `the upstream refused the stored login's token, a refreshed one too; run \`switchyard login ${this.id}\``;
+      const more = c?.error === 'insufficient_scope' ? ` wants scopes the login did not grant${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}` : ' refused the stored login\'s token (403)';
+      return `the upstream${more}; add them to servers.${this.id}.oauth.scopes and run \`switchyard login ${this.id}\` again`;
+    }
     if (a.status === 403 && c?.error === 'insufficient_scope')
       return `the upstream wants scopes the hub's OAuth token lacks even after asking for more${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}; set servers.${this.id}.oauth.scopes or grant the client those scopes`;
     return a.status === 401 ? "the upstream refused the hub's OAuth token, a freshly obtained one too" : "the upstream refused the hub's OAuth token (403)";

@@ -22,95 +22,24 @@ import { randomUUID } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
-import { dropConfigSecrets, redactConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
-import { TransportError } from '../protocol/errors.js';
+import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { isLoopbackHost } from '../downstream/origin.js';
+import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
+import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, jsonObject, netWhy, protectedResource, readLimited, strings, where } from './oauth-discovery.js';
+
+export { canonicalResource, OAuthError } from './oauth-discovery.js';
+export { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../transport/http-client.js';
 
-/** How long one metadata or token request may take. */
-const OAUTH_REQUEST_TIMEOUT_MS = 10_000;
 /** A token is replaced this long before it expires at most (and at 90 % of its life at least). */
 const EXPIRY_MARGIN_MS = 60_000;
 /** Scope step-ups one request may cause (each must ask for a scope not asked for before). */
 export const MAX_STEP_UPS = 2;
 /** After a failed token request, the same request (the same scopes) fails with its error for this long (no storm on the AS). */
 const FAILURE_COOLDOWN_MS = 1_000;
-/** The longest metadata document read. */
-const MAX_METADATA_BYTES = 256 * 1024;
 const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** Algorithms a client assertion may use (the schema's enum). */
 const KNOWN_ALGS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
-
-/** The Bearer parameters of a WWW-Authenticate header (RFC 6750 §3, RFC 9728 §5.1). */
-export interface BearerChallenge {
-  resourceMetadata?: string;
-  scope?: string[];
-  error?: string;
-  /** `error_description`: the server's words for `error`, as sent (untrusted text). */
-  description?: string;
-}
-
-/** The Bearer challenge of a WWW-Authenticate header, if it has one. */
-export function parseBearerChallenge(header: string | string[] | undefined): BearerChallenge | undefined {
-  const text = Array.isArray(header) ? header.join(', ') : header;
-  if (!text) return undefined;
-  const at = /(?:^|[\s,])Bearer(?:\s+|$)/i.exec(text);
-  if (!at) return undefined;
-  const rest = text.slice(at.index + at[0].length);
-  const out: BearerChallenge = {};
-  // auth-param = token BWS "=" BWS ( token / quoted-string ); a new scheme (a token not followed by "=") ends the list.
-  const param = /\s*,?\s*([A-Za-z0-9_.-]+)\s*=\s*("((?:[^"\\]|\\.)*)"|[^\s,"]*)\s*/y;
-  for (let m = param.exec(rest); m; m = param.exec(rest)) {
-    const value = m[3] !== undefined ? m[3].replace(/\\(.)/g, '$1') : m[2]!;
-    const name = m[1]!.toLowerCase();
-    if (name === 'resource_metadata') out.resourceMetadata = value;
-    else if (name === 'scope') out.scope = value.split(' ').filter((s) => s.length > 0);
-    else if (name === 'error') out.error = value;
-    else if (name === 'error_description') out.description = value;
-  }
-  return out;
-}
-
-/** The server's canonical URI (RFC 8707, digest §7): lower-case scheme and host, no query, fragment or trailing slash. */
-export function canonicalResource(url: string): string {
-  const u = new URL(url);
-  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/+$/, '');
-  return `${u.protocol}//${u.host}${path}`;
-}
-
-/** Whether a PRM `resource` names this server: the same origin, and a path that is the server's or one of its parents. */
-function resourceCovers(resource: string, serverUrl: string): boolean {
-  let r: URL;
-  let s: URL;
-  try {
-    r = new URL(resource);
-    s = new URL(serverUrl);
-  } catch {
-    return false;
-  }
-  if (r.origin !== s.origin || r.hash !== '' || r.search !== '') return false;
-  const rp = r.pathname.replace(/\/+$/, '');
-  const sp = s.pathname.replace(/\/+$/, '');
-  return rp === '' || sp === rp || sp.startsWith(`${rp}/`);
-}
-
-/** Where a URL points, for a message: origin and path (a query may hold what is not ours to show). */
-function where(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '(not a URL)';
-  }
-}
-
-/** A failure of the OAuth client: what failed and what the other side said, never a credential. */
-export class OAuthError extends TransportError {
-  constructor(message: string, status?: number) {
-    // Nothing reached the upstream with this request (it was refused, or never sent): safe to send again.
-    super(redactConfigSecrets(`OAuth: ${message}`), status, true);
-  }
-}
 
 interface Discovered {
   /** The `resource` the token is asked for (the PRM's, which covers this server). */
@@ -144,10 +73,25 @@ export interface HttpExchanges {
   close(): void;
 }
 
+/** Where OAuthHttp gets its tokens: the client-credentials client, or a login's stored tokens (oauth-stored-client.ts). */
+export interface TokenSource {
+  /** The token to send now, if there is one that is not about to expire. */
+  current(): string | undefined;
+  /** A token about to expire (or unusable otherwise), while it still works: what a request may use when no new one can be had. */
+  lastResort(): string | undefined;
+  /** Get a token before sending (the one held is about to expire, or none is held yet and sending without one is pointless). */
+  readonly due: boolean;
+  /** A token in place of `used` (a 401 or an expiry condemned it). */
+  renew(used: string | undefined, challenge?: BearerChallenge): Promise<string>;
+  /** After a 403 insufficient_scope: a token with more scopes, or undefined when none can be had. */
+  stepUp(used: string | undefined, challenge: BearerChallenge): Promise<string | undefined>;
+  release(): void;
+}
+
 /** One client per `servers.<id>.oauth` object: every connection to that server (per-principal ones too) shares its token. */
 const clients = new WeakMap<UpstreamOAuthConfig, OAuthClient>();
 
-export class OAuthClient {
+export class OAuthClient implements TokenSource {
   private token: Token | undefined;
   private discovered: Discovered | undefined;
   /** The scopes of the last token obtained: the first choice, and every scope a challenge added since. */
@@ -270,45 +214,20 @@ export class OAuthClient {
 
   /** RFC 9728 then RFC 8414 / OpenID discovery (digest §7). */
   private async discover(challenge: BearerChallenge | undefined): Promise<Discovered> {
-    const u = new URL(this.serverUrl);
-    const path = u.pathname.replace(/\/+$/, '');
-    const candidates: string[] = [];
-    const named = challenge?.resourceMetadata;
-    if (named !== undefined && /^https?:\/\//i.test(named)) candidates.push(named);
-    if (path !== '') candidates.push(`${u.origin}/.well-known/oauth-protected-resource${path}`);
-    candidates.push(`${u.origin}/.well-known/oauth-protected-resource`);
-    const tried: string[] = [];
-    let prm: Record<string, unknown> | undefined;
-    let prmUrl = '';
-    for (const c of candidates) {
-      const r = await this.getJson(c);
-      if ('doc' in r) {
-        prm = r.doc;
-        prmUrl = c;
-        break;
-      }
-      tried.push(`${where(c)} (${r.why})`);
-    }
-    if (!prm) throw new OAuthError(`discovery: no protected resource metadata for ${where(this.serverUrl)}; tried ${tried.join(', ')}`);
-    const resource = typeof prm.resource === 'string' ? prm.resource : canonicalResource(this.serverUrl);
-    if (!resourceCovers(resource, this.serverUrl))
-      throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(this.serverUrl)}); no token is asked for it`);
-    const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
-    if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
-    const issuer = this.pickIssuer(servers, prmUrl);
-    const as = await this.authServerMetadata(issuer);
+    const { resource, prmUrl, authorizationServers, scopesSupported } = await protectedResource(this.serverUrl, challenge);
+    const issuer = this.pickIssuer(authorizationServers, prmUrl);
+    const as = await authServerMetadata(issuer);
     const tokenEndpoint = as.token_endpoint;
     if (typeof tokenEndpoint !== 'string' || !/^https?:\/\//i.test(tokenEndpoint)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no token endpoint`);
     const te = new URL(tokenEndpoint);
     if (te.protocol !== 'https:' && !isLoopbackHost(te.hostname))
       throw new OAuthError(`the token endpoint ${where(tokenEndpoint)} is plain http on a host that is not loopback: the hub sends client credentials over https only`);
-    const strings = (v: unknown): string[] | undefined => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
     const d: Discovered = {
       resource,
       issuer,
       tokenEndpoint,
       prmUrl,
-      scopesSupported: strings(prm.scopes_supported),
+      scopesSupported,
       authMethods: strings(as.token_endpoint_auth_methods_supported),
       signingAlgs: strings(as.token_endpoint_auth_signing_alg_values_supported),
       grantTypes: strings(as.grant_types_supported),
@@ -339,51 +258,6 @@ export class OAuthClient {
     );
   }
 
-  /** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */
-  private async authServerMetadata(issuer: string): Promise<Record<string, unknown>> {
-    const u = new URL(issuer);
-    const path = u.pathname.replace(/\/+$/, '');
-    const candidates = [`${u.origin}/.well-known/oauth-authorization-server${path}`, `${u.origin}/.well-known/openid-configuration${path}`];
-    if (path !== '') candidates.push(`${u.origin}${path}/.well-known/openid-configuration`);
-    const tried: string[] = [];
-    for (const c of candidates) {
-      const r = await this.getJson(c);
-      if (!('doc' in r)) {
-        tried.push(`${where(c)} (${r.why})`);
-        continue;
-      }
-      if (r.doc.issuer !== issuer) {
-        tried.push(`${where(c)} (names issuer ${typeof r.doc.issuer === 'string' ? where(r.doc.issuer) : 'none'})`);
-        continue;
-      }
-      return r.doc;
-    }
-    throw new OAuthError(`discovery: no authorization server metadata for ${where(issuer)}; tried ${tried.join(', ')}`);
-  }
-
-  /** A JSON object at `url`, or why not. Redirects are followed: these requests carry no credential. */
-  private async getJson(url: string): Promise<{ doc: Record<string, unknown> } | { why: string }> {
-    let res: Response;
-    try {
-      res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
-    } catch (err) {
-      return { why: netWhy(err) };
-    }
-    if (!res.ok) {
-      await res.body?.cancel().catch(() => undefined);
-      return { why: `HTTP ${res.status}` };
-    }
-    const text = await readLimited(res, MAX_METADATA_BYTES);
-    if (text === undefined) return { why: `larger than ${MAX_METADATA_BYTES} bytes` };
-    try {
-      const doc = JSON.parse(text) as unknown;
-      if (doc !== null && typeof doc === 'object' && !Array.isArray(doc)) return { doc: doc as Record<string, unknown> };
-    } catch {
-      // said below
-    }
-    return { why: 'not a JSON object' };
-  }
-
   /** The client-credentials token request (OAuth 2.1 §4.2, RFC 8707 `resource`). */
   private async requestToken(d: Discovered, scopes: string[]): Promise<string> {
     const body = new URLSearchParams({ grant_type: 'client_credentials', resource: d.resource });
@@ -392,10 +266,10 @@ export class OAuthClient {
     const method = this.authMethod(d);
     if (method === 'client_secret_basic') {
       // RFC 6749 §2.3.1: each part form-encoded before the Basic encoding.
-      const pair = `${formEncode(this.config.clientId)}:${formEncode(this.config.clientSecret!)}`;
+      const pair = `${formEncode(this.config.clientId!)}:${formEncode(this.config.clientSecret!)}`;
       headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
     } else if (method === 'client_secret_post') {
-      body.set('client_id', this.config.clientId);
+      body.set('client_id', this.config.clientId!);
       body.set('client_secret', this.config.clientSecret!);
     } else {
       // No client_id: the assertion's `sub` names the client (RFC 7523 §3; the extension's example).
@@ -410,18 +284,12 @@ export class OAuthClient {
       throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)}: ${netWhy(err)}`);
     }
     const text = (await readLimited(res, MAX_METADATA_BYTES)) ?? '';
-    let json: Record<string, unknown> = {};
-    try {
-      const v = JSON.parse(text) as unknown;
-      if (v !== null && typeof v === 'object' && !Array.isArray(v)) json = v as Record<string, unknown>;
-    } catch {
-      // said below
-    }
+    const json = jsonObject(text) ?? {};
     if (!res.ok) {
       const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
       const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
       const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
-      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (client ${this.config.clientId}, ${method})`, res.status);
+      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (client ${this.config.clientId!}, ${method})`, res.status);
     }
     const access = json.access_token;
     if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered without an access_token`, res.status);
@@ -440,7 +308,9 @@ export class OAuthClient {
 
   /** The configured method, else private_key_jwt with a key, else basic unless the AS lists only post (RFC 8414's default is basic). */
   private authMethod(d: Discovered): 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' {
-    if (this.config.tokenEndpointAuth) return this.config.tokenEndpointAuth;
+    // The schema leaves "none" to the authorization-code grant.
+    const set = this.config.tokenEndpointAuth;
+    if (set !== undefined && set !== 'none') return set;
     if (this.config.privateKey !== undefined && this.config.clientSecret === undefined) return 'private_key_jwt';
     const listed = d.authMethods;
     if (listed && !listed.includes('client_secret_basic') && listed.includes('client_secret_post')) return 'client_secret_post';
@@ -462,8 +332,8 @@ export class OAuthClient {
     }
     return new SignJWT({})
       .setProtectedHeader({ alg, typ: 'JWT' })
-      .setIssuer(this.config.clientId)
-      .setSubject(this.config.clientId)
+      .setIssuer(this.config.clientId!)
+      .setSubject(this.config.clientId!)
       .setAudience(d.issuer)
       .setJti(randomUUID())
       .setIssuedAt()
@@ -483,7 +353,7 @@ export class OAuthClient {
 export class OAuthHttp implements HttpExchanges {
   constructor(
     private readonly http: HttpExchanges,
-    private readonly oauth: OAuthClient,
+    private readonly oauth: TokenSource,
   ) {}
 
   post(body: string, o: HttpExchangeOptions = {}): Promise<HttpAnswer> {
@@ -541,29 +411,4 @@ function union(a: readonly string[], b: readonly string[]): string[] {
 /** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */
 function formEncode(s: string): string {
   return encodeURIComponent(s).replace(/%20/g, '+');
-}
-
-function netWhy(err: unknown): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError') return `no answer within ${OAUTH_REQUEST_TIMEOUT_MS} ms`;
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
-}
-
-/** The body as text, or undefined past `limit` bytes. */
-async function readLimited(res: Response, limit: number): Promise<string | undefined> {
-  if (!res.body) return '';
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  const reader = res.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel().catch(() => undefined);
-      return undefined;
-    }
-    parts.push(value);
-  }
-  return Buffer.concat(parts).toString('utf8');
 }

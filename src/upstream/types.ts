@@ -29,8 +29,10 @@ export interface UpstreamSpec {
   /** Streamable HTTP */
   url?: string;
   headers?: Record<string, string>;
-  /** Tokens the hub obtains itself with the client-credentials grant (oauth-client.ts). */
+  /** Tokens the hub obtains itself (client credentials, oauth-client.ts) or a user's login stored (authorization code, oauth-stored-client.ts). */
   oauth?: UpstreamOAuthConfig;
+  /** oauth.grant authorization_code: the file `switchyard login` stores the tokens in. */
+  oauthTokenFile?: string;
   /** 'auto' probes; a fixed era skips the probe. */
   era: 'auto' | Era;
   /** Idle timeout of a request; each progress notification restarts it. */

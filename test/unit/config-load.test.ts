@@ -537,6 +537,39 @@ describe('upstream headers', () => {
     expect(problems.join('\n')).not.toContain('sssssssss');
   });
 
+  it('takes oauth.grant "authorization_code" (a user\'s login), with its token file in the state directory, and refuses what does not go with it', () => {
+    const url = 'http://127.0.0.1:9/mcp';
+    const c = parseConfig({ ledger: { path: '/var/lib/sy/ledger.db' }, servers: { u: { url, oauth: { grant: 'authorization_code', scopes: ['mcp'] } }, m: { url, oauth: { grant: 'authorization_code', clientMetadataUrl: 'https://hub.example/client.json', redirectPort: 7633 } } } }, undefined, NO_ENV);
+    expect(c.servers.u!.oauth).toEqual({ grant: 'authorization_code', scopes: ['mcp'] });
+    expect(c.servers.u!.oauthTokenFile).toBe('/var/lib/sy/oauth-tokens/u.json');
+    expect(c.servers.m!.oauth?.clientMetadataUrl).toBe('https://hub.example/client.json');
+    // The client-credentials grant has no token file: its tokens live in memory only.
+    expect(parseConfig({ servers: { h: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss' } } } }, undefined, NO_ENV).servers.h!.oauthTokenFile).toBeUndefined();
+    const problems = problemsOf({
+      servers: {
+        k: { url, oauth: { grant: 'authorization_code', clientId: 'hub', privateKey: 'pem' } },
+        s: { url, oauth: { grant: 'authorization_code', clientSecret: 'sssssssss' } },
+        b: { url, oauth: { grant: 'authorization_code', clientId: 'hub', tokenEndpointAuth: 'client_secret_basic' } },
+        n: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', tokenEndpointAuth: 'none' } },
+        r: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', redirectPort: 7633 } },
+        i: { url, oauth: { clientSecret: 'sssssssss' } },
+        h: { url, oauth: { grant: 'authorization_code', clientMetadataUrl: 'http://hub.example/client.json' } },
+      },
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^servers\.k\.oauth.*takes no privateKey or signingAlgorithm/),
+        expect.stringMatching(/^servers\.s\.oauth.*clientSecret needs oauth\.clientId/),
+        expect.stringMatching(/^servers\.b\.oauth.*client_secret_basic.*needs oauth\.clientSecret/),
+        expect.stringMatching(/^servers\.n\.oauth.*"none" is for grant "authorization_code"/),
+        expect.stringMatching(/^servers\.r\.oauth.*redirectPort are for grant "authorization_code"/),
+        expect.stringMatching(/^servers\.i\.oauth.*needs clientId/),
+        expect.stringMatching(/^servers\.h\.oauth\.clientMetadataUrl/),
+      ]),
+    );
+    expect(problems.join('\n')).not.toContain('sssssssss');
+  });
+
   it('refuses every header the hub sets itself, in any case, in mcpServers too', () => {
     const own = ['Accept', 'content-type', 'Content-Length', 'Transfer-Encoding', 'Connection', 'Keep-Alive', 'Upgrade', 'TE', 'Trailer', 'Expect'];
     const mcp = ['MCP-Protocol-Version', 'Mcp-Method', 'Mcp-Name', 'Mcp-Session-Id', 'Last-Event-ID', 'Mcp-Param-Region'];

@@ -1,0 +1,160 @@
+/**
+ * `switchyard login <id>` and `switchyard logout <id>`: a user's authorization-code login to one
+ * HTTP upstream whose `oauth.grant` is "authorization_code" (src/upstream/oauth-login.ts), and
+ * its removal. The authorization URL goes to stderr; a browser is opened only when asked
+ * (`--open`, the platform's opener; `--opener CMD`, a command run with the URL in
+ * $SWITCHYARD_LOGIN_URL). After a login a running daemon is asked to restart the server so
+ * that it uses the new tokens at once (a ready one would pick them up on its next request anyway).
+ */
+import { spawn } from 'node:child_process';
+import type { Argv, CommandModule } from 'yargs';
+import type { HubConfig, ServerConfig } from '../config/types.js';
+import { restartAnswer } from './admin-answers.js';
+import { postJson } from './admin-request.js';
+import { loadConfigOrExit } from './config-or-exit.js';
+import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
+
+interface LoginArgs {
+  server: string;
+  config: string;
+  url?: string;
+  open: boolean;
+  opener?: string;
+  timeout: number;
+}
+
+interface LogoutArgs {
+  server: string;
+  config: string;
+}
+
+function fail(message: string, code = 2): void {
+  process.stderr.write(`${message}\n`);
+  process.exitCode = code;
+}
+
+/** The server to log in to or out of, or why it cannot be (said, exit 2). */
+function authCodeServer(config: HubConfig, id: string, file: string): ServerConfig | undefined {
+  const s = config.servers[id];
+  if (s === undefined) {
+    fail(`${file}: no server "${id}" (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
+    return undefined;
+  }
+  if (s.url === undefined || s.oauth?.grant !== 'authorization_code' || s.oauthTokenFile === undefined) {
+    fail(`${file}: servers.${id} is not an HTTP server with oauth.grant "authorization_code"; a login is for those only`);
+    return undefined;
+  }
+  return s;
+}
+
+/** The platform's way to open a URL in the user's browser. */
+function platformOpener(): { cmd: string; args: string[] } {
+  if (process.platform === 'darwin') return { cmd: 'open', args: [] };
+  if (process.platform === 'win32') return { cmd: 'cmd', args: ['/c', 'start', '""'] };
+  return { cmd: 'xdg-open', args: [] };
+}
+
+/** Runs the opener; its failure is said, not fatal (the URL is on stderr for the user to open). */
+function runOpener(url: string, opener: string | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const child =
+      opener !== undefined
+        ? spawn(opener, { shell: true, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SWITCHYARD_LOGIN_URL: url } })
+        : (() => {
+            const p = platformOpener();
+            return spawn(p.cmd, [...p.args, url], { stdio: 'ignore', detached: process.platform !== 'win32' });
+          })();
+    child.once('error', (err) => {
+      process.stderr.write(`could not open a browser (${err.message}); open the URL above yourself\n`);
+      resolve();
+    });
+    child.once('spawn', () => {
+      child.unref();
+      resolve();
+    });
+  });
+}
+
+const loginCommand: CommandModule<object, LoginArgs> = {
+  command: 'login <server>',
+  describe: 'Log the hub in to an HTTP server with oauth.grant "authorization_code" (a browser, PKCE); the tokens are stored for the daemon',
+  builder: (y: Argv) =>
+    y
+      .positional('server', { type: 'string', demandOption: true, describe: 'The server id' })
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+      .option('open', { type: 'boolean', default: false, describe: "Open the authorization URL in the platform's browser" })
+      .option('opener', { type: 'string', describe: 'A shell command that opens the authorization URL, given in $SWITCHYARD_LOGIN_URL (implies --open)' })
+      .option('timeout', { type: 'number', default: 300, describe: 'Seconds to wait for the authorization' })
+      .option('url', { type: 'string', describe: 'A running daemon to tell of the new login, e.g. http://127.0.0.1:7410 (default: from the config)' })
+      .check((a) => {
+        if (!(typeof a.timeout === 'number' && a.timeout > 0)) throw new BadUrlError('--timeout must be a number of seconds above 0');
+        return true;
+      }) as unknown as Argv<LoginArgs>,
+  handler: async (argv) => {
+    const config = loadConfigOrExit(argv.config);
+    const s = authCodeServer(config, argv.server, argv.config);
+    if (!s) return;
+    const { login } = await import('../upstream/oauth-login.js');
+    let result;
+    try {
+      result = await login({
+        serverId: s.id,
+        serverUrl: s.url!,
+        oauth: s.oauth!,
+        headers: s.headers,
+        tokenFile: s.oauthTokenFile!,
+        timeoutMs: argv.timeout * 1000,
+        say: (line) => process.stderr.write(`${line}\n`),
+        open: async (url) => {
+          process.stderr.write(`Open this URL to authorize switchyard for "${s.id}":\n\n  ${url}\n\n`);
+          if (argv.open || argv.opener !== undefined) await runOpener(url, argv.opener);
+          process.stderr.write('waiting for the authorization…\n');
+        },
+      });
+    } catch (err) {
+      return fail(`login to "${s.id}" failed: ${(err as Error).message.replace(/^OAuth: /, '')}`, 1);
+    }
+    const t = result.tokens;
+    const life = t.expiresAt === undefined ? 'no expiry given' : `expires in ${Math.round((t.expiresAt - Date.now()) / 1000)} s`;
+    process.stderr.write(
+      `logged in to "${s.id}": tokens stored in ${s.oauthTokenFile} (${life}${t.refreshToken ? ', refreshable' : ', no refresh token'}${t.scopes.length ? `; scopes ${t.scopes.join(' ')}` : ''})\n`,
+    );
+    await tellDaemon(argv, s.id);
+  },
+};
+
+/** A running daemon restarts the server, which then starts with the new tokens; no daemon, nothing to do. */
+async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
+  let base: string;
+  try {
+    base = daemonBase(argv.url, argv.config);
+  } catch {
+    return;
+  }
+  try {
+    await postJson(base, `/admin/servers/${encodeURIComponent(id)}/restart`, restartAnswer, { timeoutMs: 5_000 });
+    process.stderr.write(`the daemon at ${base} restarted "${id}" with the new login\n`);
+  } catch (err) {
+    if (err instanceof NoDaemonError) return;
+    process.stderr.write(`the daemon at ${base} was not told (${(err as Error).message}); it uses the login at its next attempt, or run \`switchyard servers restart ${id}\`\n`);
+  }
+}
+
+const logoutCommand: CommandModule<object, LogoutArgs> = {
+  command: 'logout <server>',
+  describe: "Remove the tokens `switchyard login` stored for a server (the daemon's next request needs a new login)",
+  builder: (y: Argv) =>
+    y
+      .positional('server', { type: 'string', demandOption: true, describe: 'The server id' })
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' }) as unknown as Argv<LogoutArgs>,
+  handler: async (argv) => {
+    const config = loadConfigOrExit(argv.config);
+    const s = authCodeServer(config, argv.server, argv.config);
+    if (!s) return;
+    const { removeTokenFile } = await import('../upstream/oauth-token-store.js');
+    const had = removeTokenFile(s.oauthTokenFile!);
+    process.stderr.write(had ? `logged out of "${s.id}": removed ${s.oauthTokenFile}\n` : `no login stored for "${s.id}"\n`);
+  },
+};
+
+export { loginCommand, logoutCommand };

@@ -1,0 +1,179 @@
+/**
+ * Finding an HTTP upstream's authorization server (digest §7), shared by the hub's two OAuth
+ * clients: the client-credentials grant (oauth-client.ts) and the authorization-code login
+ * (oauth-login.ts). The Protected Resource Metadata (RFC 9728: the challenge's
+ * `resource_metadata`, else the well-known paths, path-specific first) names the authorization
+ * servers; their metadata is read by RFC 8414 then OpenID discovery, and its `issuer` must be the
+ * one asked about. These requests carry no credential.
+ */
+import { redactConfigSecrets } from '../policy/config-secrets.js';
+import { TransportError } from '../protocol/errors.js';
+import type { BearerChallenge } from './oauth-challenge.js';
+
+/** How long one metadata or token request may take. */
+export const OAUTH_REQUEST_TIMEOUT_MS = 10_000;
+/** The longest metadata document (or token answer) read. */
+export const MAX_METADATA_BYTES = 256 * 1024;
+
+/** A failure of an OAuth client: what failed and what the other side said, never a credential. */
+export class OAuthError extends TransportError {
+  constructor(message: string, status?: number) {
+    // Nothing reached the upstream with this request (it was refused, or never sent): safe to send again.
+    super(redactConfigSecrets(`OAuth: ${message}`), status, true);
+  }
+}
+
+/** The server's canonical URI (RFC 8707, digest §7): lower-case scheme and host, no query, fragment or trailing slash. */
+export function canonicalResource(url: string): string {
+  const u = new URL(url);
+  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/+$/, '');
+  return `${u.protocol}//${u.host}${path}`;
+}
+
+/** Whether a PRM `resource` names this server: the same origin, and a path that is the server's or one of its parents. */
+function resourceCovers(resource: string, serverUrl: string): boolean {
+  let r: URL;
+  let s: URL;
+  try {
+    r = new URL(resource);
+    s = new URL(serverUrl);
+  } catch {
+    return false;
+  }
+  if (r.origin !== s.origin || r.hash !== '' || r.search !== '') return false;
+  const rp = r.pathname.replace(/\/+$/, '');
+  const sp = s.pathname.replace(/\/+$/, '');
+  return rp === '' || sp === rp || sp.startsWith(`${rp}/`);
+}
+
+/** Where a URL points, for a message: origin and path (a query may hold what is not ours to show). */
+export function where(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname === '/' ? '' : u.pathname}`;
+  } catch {
+    return '(not a URL)';
+  }
+}
+
+/** What the server's Protected Resource Metadata says. */
+export interface ProtectedResource {
+  /** The `resource` a token is asked for (the PRM's, which covers this server). */
+  resource: string;
+  /** The PRM URL it came from. */
+  prmUrl: string;
+  /** Its authorization_servers (http(s) URLs only), at least one. */
+  authorizationServers: string[];
+  scopesSupported?: string[];
+}
+
+/** RFC 9728 (digest §7): the challenge's PRM, else the path-specific then the root well-known one. */
+export async function protectedResource(serverUrl: string, challenge: BearerChallenge | undefined): Promise<ProtectedResource> {
+  const u = new URL(serverUrl);
+  const path = u.pathname.replace(/\/+$/, '');
+  const candidates: string[] = [];
+  const named = challenge?.resourceMetadata;
+  if (named !== undefined && /^https?:\/\//i.test(named)) candidates.push(named);
+  if (path !== '') candidates.push(`${u.origin}/.well-known/oauth-protected-resource${path}`);
+  candidates.push(`${u.origin}/.well-known/oauth-protected-resource`);
+  const tried: string[] = [];
+  let prm: Record<string, unknown> | undefined;
+  let prmUrl = '';
+  for (const c of candidates) {
+    const r = await getJson(c);
+    if ('doc' in r) {
+      prm = r.doc;
+      prmUrl = c;
+      break;
+    }
+    tried.push(`${where(c)} (${r.why})`);
+  }
+  if (!prm) throw new OAuthError(`discovery: no protected resource metadata for ${where(serverUrl)}; tried ${tried.join(', ')}`);
+  const resource = typeof prm.resource === 'string' ? prm.resource : canonicalResource(serverUrl);
+  if (!resourceCovers(resource, serverUrl))
+    throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(serverUrl)}); no token is asked for it`);
+  const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
+  if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
+  return { resource, prmUrl, authorizationServers: servers, scopesSupported: strings(prm.scopes_supported) };
+}
+
+/** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */
+export async function authServerMetadata(issuer: string): Promise<Record<string, unknown>> {
+  const u = new URL(issuer);
+  const path = u.pathname.replace(/\/+$/, '');
+  const candidates = [`${u.origin}/.well-known/oauth-authorization-server${path}`, `${u.origin}/.well-known/openid-configuration${path}`];
+  if (path !== '') candidates.push(`${u.origin}${path}/.well-known/openid-configuration`);
+  const tried: string[] = [];
+  for (const c of candidates) {
+    const r = await getJson(c);
+    if (!('doc' in r)) {
+      tried.push(`${where(c)} (${r.why})`);
+      continue;
+    }
+    if (r.doc.issuer !== issuer) {
+      tried.push(`${where(c)} (names issuer ${typeof r.doc.issuer === 'string' ? where(r.doc.issuer) : 'none'})`);
+      continue;
+    }
+    return r.doc;
+  }
+  throw new OAuthError(`discovery: no authorization server metadata for ${where(issuer)}; tried ${tried.join(', ')}`);
+}
+
+/** The strings of a metadata array, or undefined when it is none. */
+export function strings(v: unknown): string[] | undefined {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined;
+}
+
+/** A JSON object at `url`, or why not. Redirects are followed: these requests carry no credential. */
+async function getJson(url: string): Promise<{ doc: Record<string, unknown> } | { why: string }> {
+  let res: Response;
+  try {
+    res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+  } catch (err) {
+    return { why: netWhy(err) };
+  }
+  if (!res.ok) {
+    await res.body?.cancel().catch(() => undefined);
+    return { why: `HTTP ${res.status}` };
+  }
+  const text = await readLimited(res, MAX_METADATA_BYTES);
+  if (text === undefined) return { why: `larger than ${MAX_METADATA_BYTES} bytes` };
+  const doc = jsonObject(text);
+  return doc ? { doc } : { why: 'not a JSON object' };
+}
+
+/** `text` as a JSON object, or undefined. */
+export function jsonObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const v = JSON.parse(text) as unknown;
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, unknown>;
+  } catch {
+    // not JSON
+  }
+  return undefined;
+}
+
+export function netWhy(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === 'TimeoutError') return `no answer within ${OAUTH_REQUEST_TIMEOUT_MS} ms`;
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/** The body as text, or undefined past `limit` bytes. */
+export async function readLimited(res: Response, limit: number): Promise<string | undefined> {
+  if (!res.body) return '';
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      return undefined;
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}

@@ -1,0 +1,154 @@
+/**
+ * `switchyard login <id>`: the authorization-code grant with PKCE (OAuth 2.1 §4.1, digest §7)
+ * toward one HTTP upstream, run once by a user; the daemon then uses and refreshes the stored
+ * tokens (oauth-stored-client.ts).
+ *
+ * The server is asked once without a token: its 401 challenge leads to the Protected Resource
+ * Metadata and the authorization server's metadata as the client-credentials client finds them
+ * (oauth-discovery.ts). The client is chosen (oauth-register.ts), a loopback redirect listens
+ * (oauth-loopback.ts), and the authorization URL (S256 challenge, `state`, `resource` = the
+ * PRM's resource, the scopes) is handed to `open` (the CLI prints it, and opens a browser when
+ * asked). The redirect's `state` must be ours and its `iss` the issuer (RFC 9207); the code is
+ * exchanged with the verifier and the same `resource`, and the tokens are written to the token
+ * file (mode 0600). Nothing here logs a code, a verifier or a token.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { UpstreamOAuthConfig } from '../config/types.js';
+import { isLoopbackHost } from '../downstream/origin.js';
+import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
+import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, protectedResource, strings, where } from './oauth-discovery.js';
+import { listenForRedirect } from './oauth-loopback.js';
+import { loginClient, type LoginClient } from './oauth-register.js';
+import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
+import { writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+
+export interface LoginOptions {
+  serverId: string;
+  serverUrl: string;
+  oauth: UpstreamOAuthConfig;
+  /** The server's configured headers (sent with the first, unauthenticated request). */
+  headers?: Record<string, string>;
+  tokenFile: string;
+  /** Shows the user the authorization URL (and opens a browser when asked); the redirect is awaited meanwhile. */
+  open: (url: string) => void | Promise<void>;
+  /** How long the user has to authorize. */
+  timeoutMs: number;
+  /** Progress for the user (stderr); never given a secret. */
+  say: (line: string) => void;
+}
+
+export interface LoginResult {
+  tokens: StoredTokens;
+  client: LoginClient['how'];
+}
+
+export async function login(o: LoginOptions): Promise<LoginResult> {
+  const challenge = await firstChallenge(o.serverUrl, o.headers ?? {});
+  const prm = await protectedResource(o.serverUrl, challenge);
+  const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, prm.prmUrl);
+  const as = await authServerMetadata(issuer);
+  const authorizationEndpoint = endpoint(as, 'authorization_endpoint', issuer);
+  const tokenEndpoint = endpoint(as, 'token_endpoint', issuer);
+  checkTokenEndpoint(tokenEndpoint);
+  const ae = new URL(authorizationEndpoint);
+  if (ae.protocol !== 'https:' && !isLoopbackHost(ae.hostname))
+    throw new OAuthError(`the authorization endpoint ${where(authorizationEndpoint)} is plain http on a host that is not loopback`);
+  // Digest §7: PKCE is mandatory, and the client must see in the metadata that the server does it.
+  const methods = strings(as.code_challenge_methods_supported) ?? [];
+  if (!methods.includes('S256'))
+    throw new OAuthError(`the authorization server ${where(issuer)} does not advertise PKCE S256 (code_challenge_methods_supported: ${methods.join(', ') || 'absent'}); the login needs it`);
+
+  let scopes = o.oauth.scopes ?? challenge?.scope ?? prm.scopesSupported ?? [];
+  // Digest §7: offline_access may be asked for when the authorization server lists it (it is what gets a refresh token from some).
+  if (!scopes.includes('offline_access') && (strings(as.scopes_supported) ?? []).includes('offline_access')) scopes = [...scopes, 'offline_access'];
+
+  const state = b64url(randomBytes(24));
+  const verifier = b64url(randomBytes(32));
+  const redirect = await listenForRedirect(state, o.timeoutMs, o.oauth.redirectPort);
+  try {
+    const client = await loginClient(o.oauth, as, issuer, redirect.redirectUri);
+    o.say(`authorization server ${where(issuer)}; client ${client.how === 'configured' ? 'from the config' : client.how === 'registered' ? 'registered dynamically' : 'by its metadata document'}`);
+    const url = new URL(authorizationEndpoint);
+    url.searchParams.set('response_type', 'code');
+    url.searchParams.set('client_id', client.clientId);
+    url.searchParams.set('redirect_uri', redirect.redirectUri);
+    url.searchParams.set('state', state);
+    url.searchParams.set('code_challenge', b64url(createHash('sha256').update(verifier).digest()));
+    url.searchParams.set('code_challenge_method', 'S256');
+    url.searchParams.set('resource', prm.resource);
+    if (scopes.length > 0) url.searchParams.set('scope', scopes.join(' '));
+    await o.open(url.toString());
+    const { params } = await redirect.callback;
+    const error = params.get('error');
+    if (error !== null) {
+      const desc = params.get('error_description');
+      throw new OAuthError(`the authorization server refused: ${error.slice(0, 100)}${desc ? `: ${desc.slice(0, 300)}` : ''}`);
+    }
+    // RFC 9207 (digest §7): the issuer recorded before redirecting, compared as a plain string.
+    const iss = params.get('iss');
+    if (iss !== null && iss !== issuer) throw new OAuthError(`the authorization response names issuer ${JSON.stringify(iss.slice(0, 200))}, not ${issuer}: refused (a mix-up attack, or a misconfigured server)`);
+    if (iss === null && as.authorization_response_iss_parameter_supported === true)
+      throw new OAuthError(`the authorization server ${where(issuer)} says it sends iss in its responses, and this one has none: refused`);
+    const code = params.get('code');
+    if (code === null || code === '') throw new OAuthError('the authorization response has no code');
+    const a = await tokenRequest(
+      tokenEndpoint,
+      { grant_type: 'authorization_code', code, redirect_uri: redirect.redirectUri, code_verifier: verifier, resource: prm.resource },
+      client,
+    );
+    const tokens: StoredTokens = {
+      serverUrl: canonicalResource(o.serverUrl),
+      resource: prm.resource,
+      issuer,
+      tokenEndpoint,
+      clientId: client.clientId,
+      clientAuth: client.clientAuth,
+      accessToken: a.accessToken,
+      scopes: a.scopes ?? scopes,
+      obtainedAt: Date.now(),
+    };
+    // A configured secret stays in the config (and its ${env:…}); a registered one is the login's own.
+    if (client.how === 'registered' && client.clientSecret !== undefined) tokens.clientSecret = client.clientSecret;
+    if (a.refreshToken !== undefined) tokens.refreshToken = a.refreshToken;
+    if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
+    writeTokenFile(o.tokenFile, tokens);
+    return { tokens, client: client.how };
+  } finally {
+    redirect.close();
+  }
+}
+
+/** The server's Bearer challenge to a request without a token (undefined: it did not ask for one). */
+async function firstChallenge(serverUrl: string, headers: Record<string, string>): Promise<BearerChallenge | undefined> {
+  let res: Response;
+  try {
+    res = await fetch(serverUrl, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      redirect: 'manual',
+      signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS),
+    });
+  } catch (err) {
+    throw new OAuthError(`the server ${where(serverUrl)} could not be reached: ${(err as Error).message}`);
+  }
+  await res.body?.cancel().catch(() => undefined);
+  return res.status === 401 || res.status === 403 ? parseBearerChallenge(res.headers.get('www-authenticate') ?? undefined) : undefined;
+}
+
+/** The configured issuer, which the server must name; else the first it names. */
+function pickIssuer(named: string[], configured: string | undefined, prmUrl: string): string {
+  if (configured === undefined) return named[0]!;
+  if (named.includes(configured)) return configured;
+  throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names ${named.map(where).join(', ')} as authorization server, not ${where(configured)} (oauth.issuer)`);
+}
+
+function endpoint(as: Record<string, unknown>, name: string, issuer: string): string {
+  const v = as[name];
+  if (typeof v !== 'string' || !/^https?:\/\//i.test(v)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no ${name}`);
+  return v;
+}
+
+function b64url(b: Buffer): string {
+  return b.toString('base64url');
+}

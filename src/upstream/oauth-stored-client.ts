@@ -1,0 +1,153 @@
+/**
+ * The daemon's side of the authorization-code grant: the tokens `switchyard login <id>` stored
+ * (oauth-token-store.ts) as a TokenSource for OAuthHttp. The file is read again whenever it
+ * changed (a new login is used by the next request, no restart), the access token is refreshed
+ * with the refresh token shortly before it expires or after a 401, and the refreshed tokens are
+ * written back. No stored token, or one that can no longer be refreshed, fails the request with
+ * an OAuthError that says to run `switchyard login <id>`: a user must consent again, which the
+ * daemon cannot do.
+ */
+import type { Logger } from '../log.js';
+import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
+import type { BearerChallenge } from './oauth-challenge.js';
+import type { TokenSource } from './oauth-client.js';
+import { OAuthError, canonicalResource } from './oauth-discovery.js';
+import { tokenRequest } from './oauth-token-request.js';
+import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+
+/** A token is refreshed this long before it expires at most (and at 90 % of its life at least). */
+const EXPIRY_MARGIN_MS = 60_000;
+/** After a failed refresh, requests fail with its error for this long (no storm on the authorization server). */
+const FAILURE_COOLDOWN_MS = 1_000;
+
+/** One per token file: every connection to the server (per-principal ones too) shares it, and one refresh serves them all. */
+const sources = new Map<string, StoredTokenSource>();
+
+export class StoredTokenSource implements TokenSource {
+  private read: { tokens: StoredTokens | undefined; stamp: string; problem?: string } = { tokens: undefined, stamp: '' };
+  private inflight: Promise<string> | undefined;
+  private failure: { err: OAuthError; at: number; stamp: string } | undefined;
+  private refs = 0;
+
+  static acquire(file: string, serverId: string, serverUrl: string, clientSecret: string | undefined, log: Logger): StoredTokenSource {
+    let s = sources.get(file);
+    if (!s) {
+      s = new StoredTokenSource(file, serverId, serverUrl, clientSecret, log);
+      sources.set(file, s);
+    }
+    s.refs++;
+    return s;
+  }
+
+  private constructor(
+    private readonly file: string,
+    private readonly serverId: string,
+    private readonly serverUrl: string,
+    /** The configured secret of a pre-registered confidential client (the file holds only a registered one's). */
+    private readonly clientSecret: string | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  release(): void {
+    if (this.refs === 0 || --this.refs > 0) return;
+    if (sources.get(this.file) === this) sources.delete(this.file);
+    dropConfigSecrets(this);
+  }
+
+  /** The stored tokens as the file holds them now (read again when it changed). */
+  private tokens(): StoredTokens | undefined {
+    const stamp = tokenFileStamp(this.file);
+    if (stamp !== this.read.stamp) {
+      this.read = readTokenFile(this.file);
+      const t = this.read.tokens;
+      // Redacted wherever an upstream or an authorization server might echo one.
+      useConfigSecrets(this, t ? [t.accessToken, ...(t.refreshToken ? [t.refreshToken] : []), ...(t.clientSecret ? [t.clientSecret] : [])] : []);
+    }
+    const t = this.read.tokens;
+    // A login for another URL (the config changed since) is not this server's.
+    return t !== undefined && t.serverUrl === canonicalResource(this.serverUrl) ? t : undefined;
+  }
+
+  current(): string | undefined {
+    const t = this.tokens();
+    return t !== undefined && Date.now() < renewAt(t) ? t.accessToken : undefined;
+  }
+
+  lastResort(): string | undefined {
+    const t = this.tokens();
+    return t !== undefined && (t.expiresAt === undefined || Date.now() < t.expiresAt) ? t.accessToken : undefined;
+  }
+
+  /** No usable token held: ask renew() before sending, which refreshes or says to log in. */
+  get due(): boolean {
+    return this.current() === undefined;
+  }
+
+  renew(used: string | undefined): Promise<string> {
+    const now = this.current();
+    if (now !== undefined && now !== used) return Promise.resolve(now);
+    if (this.inflight) return this.inflight;
+    const stamp = this.read.stamp;
+    const f = this.failure;
+    if (f && f.stamp === stamp && Date.now() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
+    const p = this.refresh(used).catch((err: unknown) => {
+      const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
+      this.failure = { err: e, at: Date.now(), stamp };
+      throw e;
+    });
+    this.inflight = p.finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  /** More scopes need the user's consent: a new login, not something the daemon can get. */
+  stepUp(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+
+  private login(why: string): OAuthError {
+    return new OAuthError(`servers.${this.serverId}: ${why}; run \`switchyard login ${this.serverId}\``);
+  }
+
+  private async refresh(used: string | undefined): Promise<string> {
+    const t = this.tokens();
+    if (t === undefined) {
+      if (this.read.problem !== undefined) throw this.login(`the stored login is unusable (${this.read.problem})`);
+      if (this.read.tokens !== undefined) throw this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
+      throw this.login('no login stored for this server (grant authorization_code)');
+    }
+    if (t.refreshToken === undefined)
+      throw this.login(used === t.accessToken || used === undefined ? 'the stored access token expired or was refused, and there is no refresh token' : 'the access token was refused');
+    const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: t.refreshToken, resource: t.resource };
+    let a;
+    try {
+      a = await tokenRequest(t.tokenEndpoint, params, { clientId: t.clientId, clientSecret: t.clientSecret ?? this.clientSecret, clientAuth: t.clientAuth });
+    } catch (err) {
+      // invalid_grant: the refresh token expired or was revoked; only a new login helps.
+      if ((err as { oauthError?: string }).oauthError === 'invalid_grant') throw this.login(`the refresh token was refused (${(err as Error).message.replace(/^OAuth: /, '')})`);
+      throw err;
+    }
+    const next: StoredTokens = {
+      ...t,
+      accessToken: a.accessToken,
+      // Without a new one (no rotation) the old refresh token stays good.
+      refreshToken: a.refreshToken ?? t.refreshToken,
+      expiresAt: a.expiresAt,
+      scopes: a.scopes ?? t.scopes,
+      obtainedAt: Date.now(),
+    };
+    if (next.expiresAt === undefined) delete next.expiresAt;
+    // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
+    if (tokenFileStamp(this.file) === this.read.stamp) writeTokenFile(this.file, next);
+    else this.log.info('OAuth: a new login was stored during the refresh; using it');
+    this.read = { tokens: undefined, stamp: '' };
+    const now = this.tokens();
+    this.log.info({ expiresInSec: next.expiresAt === undefined ? undefined : Math.round((next.expiresAt - Date.now()) / 1000), scopes: next.scopes }, 'OAuth: refreshed the stored access token');
+    return now?.accessToken ?? next.accessToken;
+  }
+}
+
+function renewAt(t: StoredTokens): number {
+  if (t.expiresAt === undefined) return Infinity;
+  const life = Math.max(0, t.expiresAt - t.obtainedAt);
+  return t.expiresAt - Math.min(EXPIRY_MARGIN_MS, life / 10);
+}

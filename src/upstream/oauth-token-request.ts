@@ -1,0 +1,75 @@
+/**
+ * One request to an authorization server's token endpoint for the authorization-code grant and
+ * its refreshes (OAuth 2.1 §4.1.3, §4.3): the code exchange of `switchyard login` and the
+ * daemon's refresh (oauth-stored-client.ts). Never redirected (a client secret or a code would go
+ * along); errors name the endpoint, the HTTP status and the OAuth `error`, never a token.
+ */
+import { isLoopbackHost } from '../downstream/origin.js';
+import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, where } from './oauth-discovery.js';
+import type { ClientAuth } from './oauth-token-store.js';
+
+export interface TokenClient {
+  clientId: string;
+  clientSecret?: string;
+  clientAuth: ClientAuth;
+}
+
+export interface TokenAnswer {
+  accessToken: string;
+  refreshToken?: string;
+  /** Epoch ms, when the answer said a lifetime. */
+  expiresAt?: number;
+  /** The granted scopes, when the answer said them. */
+  scopes?: string[];
+}
+
+/** A token endpoint the hub may send a code, a refresh token or a secret to: https, or plain http on loopback. */
+export function checkTokenEndpoint(url: string): void {
+  const u = new URL(url);
+  if (u.protocol !== 'https:' && !isLoopbackHost(u.hostname))
+    throw new OAuthError(`the token endpoint ${where(url)} is plain http on a host that is not loopback: the hub sends codes and tokens over https only`);
+}
+
+export async function tokenRequest(endpoint: string, params: Record<string, string>, client: TokenClient): Promise<TokenAnswer> {
+  checkTokenEndpoint(endpoint);
+  const body = new URLSearchParams(params);
+  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+  if (client.clientAuth === 'client_secret_basic' && client.clientSecret !== undefined) {
+    // RFC 6749 §2.3.1: each part form-encoded before the Basic encoding.
+    const pair = `${formEncode(client.clientId)}:${formEncode(client.clientSecret)}`;
+    headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
+  } else {
+    body.set('client_id', client.clientId);
+    if (client.clientAuth === 'client_secret_post' && client.clientSecret !== undefined) body.set('client_secret', client.clientSecret);
+  }
+  let res: Response;
+  try {
+    res = await fetch(endpoint, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+  } catch (err) {
+    throw new OAuthError(`token endpoint ${where(endpoint)}: ${netWhy(err)}`);
+  }
+  const json = jsonObject((await readLimited(res, MAX_METADATA_BYTES)) ?? '') ?? {};
+  if (!res.ok) {
+    const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
+    const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
+    const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
+    const e = new OAuthError(`token endpoint ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${params.grant_type}, client ${client.clientId})`, res.status);
+    (e as OAuthError & { oauthError?: string }).oauthError = typeof json.error === 'string' ? json.error : undefined;
+    throw e;
+  }
+  const access = json.access_token;
+  if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(endpoint)} answered without an access_token`, res.status);
+  const type = typeof json.token_type === 'string' ? json.token_type : '';
+  if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(endpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
+  const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
+  const out: TokenAnswer = { accessToken: access };
+  if (typeof json.refresh_token === 'string' && json.refresh_token.length > 0) out.refreshToken = json.refresh_token;
+  if (Number.isFinite(expiresIn) && expiresIn > 0) out.expiresAt = Date.now() + expiresIn * 1000;
+  if (typeof json.scope === 'string') out.scopes = json.scope.split(' ').filter((s) => s.length > 0);
+  return out;
+}
+
+/** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */
+export function formEncode(s: string): string {
+  return encodeURIComponent(s).replace(/%20/g, '+');
+}

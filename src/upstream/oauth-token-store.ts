@@ -1,0 +1,95 @@
+/**
+ * The tokens a user's `switchyard login <id>` obtained for one upstream (grant
+ * authorization_code), kept in the hub's state directory (paths.ts, oauthTokenFile): one JSON
+ * file per server, mode 0600 in a folder of mode 0700, replaced whole (write then rename) so a
+ * reader never sees half a file. The daemon reads it when it needs a token and writes refreshed
+ * tokens back; `switchyard logout <id>` removes it. Nothing here logs: the file holds bearer
+ * and refresh tokens (and a dynamically registered client's secret).
+ */
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+/** How the client authenticates at the token endpoint (RFC 7591 token_endpoint_auth_method). */
+export type ClientAuth = 'none' | 'client_secret_basic' | 'client_secret_post';
+
+export interface StoredTokens {
+  /** The server URL the login was for: a config that now names another URL needs a new login. */
+  serverUrl: string;
+  /** The RFC 8707 resource the tokens were asked for. */
+  resource: string;
+  issuer: string;
+  tokenEndpoint: string;
+  clientId: string;
+  /** A dynamically registered confidential client's secret (a configured one stays in the config). */
+  clientSecret?: string;
+  clientAuth: ClientAuth;
+  accessToken: string;
+  refreshToken?: string;
+  /** Epoch ms; absent: the authorization server said no lifetime. */
+  expiresAt?: number;
+  scopes: string[];
+  /** Epoch ms of the login (or of the last refresh). */
+  obtainedAt: number;
+}
+
+/** The file's identity and contents as last read, so a changed file (a new login) is read again. */
+export interface TokenFileRead {
+  tokens: StoredTokens | undefined;
+  /** mtime and size: what tells a rewritten file. */
+  stamp: string;
+  /** Why the file is there but unusable (not JSON, fields missing). */
+  problem?: string;
+}
+
+/** The file's stamp, or '' when there is none. */
+export function tokenFileStamp(file: string): string {
+  try {
+    const st = statSync(file);
+    return `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch {
+    return '';
+  }
+}
+
+export function readTokenFile(file: string): TokenFileRead {
+  const stamp = tokenFileStamp(file);
+  if (stamp === '') return { tokens: undefined, stamp };
+  let v: unknown;
+  try {
+    v = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return { tokens: undefined, stamp, problem: `${file} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'not JSON'})` };
+  }
+  const t = v as Partial<StoredTokens> | null;
+  const str = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
+  if (!t || typeof t !== 'object' || !str(t.accessToken) || !str(t.tokenEndpoint) || !str(t.clientId) || !str(t.serverUrl) || !str(t.resource))
+    return { tokens: undefined, stamp, problem: `${file} is not a token file of switchyard login` };
+  return { tokens: t as StoredTokens, stamp };
+}
+
+export function writeTokenFile(file: string, tokens: StoredTokens): void {
+  const dir = dirname(file);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
+  // Created 0600 (not chmod'ed after): no moment when another user could read it.
+  writeFileSync(tmp, `${JSON.stringify(tokens, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    chmodSync(tmp, 0o600); // a umask cannot widen it, but an odd filesystem may have set other bits
+    renameSync(tmp, file);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+/** Removes the file; whether there was one. */
+export function removeTokenFile(file: string): boolean {
+  try {
+    rmSync(file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * A user's login to an HTTP upstream (servers.<id>.oauth.grant "authorization_code"): the real
+ * built `switchyard login` toward oauth-protected-server.mjs, whose authorization server
+ * registers clients dynamically, checks the PKCE verifier and the `resource`, approves at once and
+ * redirects straight back (the test's opener, follow-login.mjs, fetches the URL and follows the
+ * redirects as a browser would). The daemon runs meanwhile: without a login the server's start
+ * fails saying to log in; after `switchyard login` the next call works without a restart of the
+ * daemon; a refused token is refreshed with the stored refresh token and written back; `logout`
+ * removes the tokens; a response naming another issuer is refused; and no token reaches the
+ * logs, the ledger or the CLI's output.
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, type CliRun } from '../helpers/cli.js';
+import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { text, waitUntil } from './faults-helpers.js';
+import { modernCall, type Answer } from './ledger-helpers.js';
+
+interface Stats {
+  tokenRequests: { clientId: string; grantType: string; resource: string; scope: string | null; codeVerifier?: boolean; redirectUri?: string | null }[];
+  issued: string[];
+  authorizations: Record<string, string>[];
+  registrations: Record<string, unknown>[];
+  lastAccepted?: string;
+}
+
+let fixture: HttpFixture;
+let hub: HubProcess;
+let tokenFile: string;
+let n = 0;
+const cliOutput: string[] = [];
+
+const origin = (): string => new URL(fixture.url).origin;
+const stats = async (): Promise<Stats> => (await fetch(`${origin()}/stats`)).json() as Promise<Stats>;
+const control = (path: string): Promise<Response> => fetch(`${origin()}${path}`, { method: 'POST' });
+const call = (name: string, args: Record<string, unknown> = {}): Promise<Answer> => modernCall(hub.url, `lg${++n}`, 'tools/call', { name, arguments: args });
+const stored = (): { accessToken: string; refreshToken?: string; clientId: string; resource: string } => JSON.parse(readFileSync(tokenFile, 'utf8'));
+
+async function cli(...args: string[]): Promise<CliRun> {
+  const r = await runCli([...args, '--config', hub.configFile]);
+  cliOutput.push(r.stdout, r.stderr);
+  return r;
+}
+/** `daemon`: the address login tells of the new tokens (default: the hub's). */
+const login = (daemon = hub.url): Promise<CliRun> => cli('login', 'u', '--opener', `"${process.execPath}" "${join(ROOT, 'test/fixtures/follow-login.mjs')}"`, '--timeout', '20', '--url', daemon);
+
+/** An address where nothing listens (a free port, closed again). */
+async function closedPortUrl(): Promise<string> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return `http://127.0.0.1:${port}`;
+}
+
+async function lastErrorOf(id: string): Promise<string> {
+  return waitUntil(`a lastError of ${id}`, async () => {
+    const servers = ((await (await fetch(new URL('/admin/servers', hub.url))).json()) as { servers: { id: string; lastError: string | null }[] }).servers;
+    return servers.find((s) => s.id === id)?.lastError ?? undefined;
+  });
+}
+
+beforeAll(async () => {
+  fixture = await startHttpFixture('test/fixtures/servers/oauth-protected-server.mjs');
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-login-'));
+  tokenFile = join(dir, 'oauth-tokens', 'u.json');
+  hub = await startHub({ ledger: { path: join(dir, 'ledger.db'), storeBodies: true }, servers: { u: { url: fixture.url, oauth: { grant: 'authorization_code' } } } }, { dir, args: ['--no-watch'] });
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await fixture?.stop();
+});
+
+describe('switchyard login: the authorization-code grant toward an HTTP upstream', () => {
+  it('fails the start of a server with no stored login, saying to run switchyard login', async () => {
+    expect(await lastErrorOf('u')).toMatch(/OAuth: servers\.u: no login stored for this server \(grant authorization_code\); run `switchyard login u`/);
+    // Nothing was sent to the authorization server: the daemon cannot log a user in.
+    expect((await stats()).tokenRequests).toEqual([]);
+  });
+
+  it('registers, authorizes with PKCE S256 and the resource, stores the tokens 0600, and the running daemon uses them', async () => {
+    const r = await login();
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/Open this URL to authorize switchyard for "u":\n\n {2}http:\/\/127\.0\.0\.1:\d+\/as\/authorize\?/);
+    expect(r.stderr).toContain('client registered dynamically');
+    const s = await stats();
+    expect(s.registrations).toHaveLength(1);
+    expect(s.registrations[0]).toMatchObject({ application_type: 'native', token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'] });
+    expect((s.registrations[0]!.redirect_uris as string[])[0]).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+    expect(s.authorizations).toHaveLength(1);
+    expect(s.authorizations[0]).toMatchObject({ response_type: 'code', code_challenge_method: 'S256', resource: fixture.url, scope: 'mcp' });
+    expect(s.authorizations[0]!.state!.length).toBeGreaterThan(20);
+    expect(s.tokenRequests).toHaveLength(1);
+    expect(s.tokenRequests[0]).toMatchObject({ grantType: 'authorization_code', resource: fixture.url, codeVerifier: true });
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    expect(statSync(join(tokenFile, '..')).mode & 0o777).toBe(0o700);
+    const t = stored();
+    expect(t.clientId).toMatch(/^dyn-/);
+    expect(t.refreshToken).toMatch(/^ref-/);
+    expect(r.stderr).toContain('restarted "u" with the new login');
+    // At once: the daemon was told (its own retry of the failed start may be seconds away).
+    expect(text(await call('u__whoami'))).toBe('client hub-client scopes mcp');
+  });
+
+  it('refreshes a refused token with the refresh token and writes the new tokens back', async () => {
+    const before = stored();
+    await control('/revoke');
+    expect(text(await call('u__whoami'))).toContain('scopes mcp');
+    const refreshes = (await stats()).tokenRequests.filter((r) => r.grantType === 'refresh_token');
+    expect(refreshes).toHaveLength(1);
+    expect(refreshes[0]).toMatchObject({ clientId: before.clientId, resource: fixture.url });
+    const after = stored();
+    expect(after.accessToken).not.toBe(before.accessToken);
+    expect(after.refreshToken).not.toBe(before.refreshToken);
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    // The new one serves the next calls; no more refreshes.
+    expect(text(await call('u__whoami'))).toContain('scopes mcp');
+    expect((await stats()).tokenRequests.filter((r) => r.grantType === 'refresh_token')).toHaveLength(1);
+  });
+
+  it('refuses an authorization response that names another issuer (RFC 9207), keeping the stored login', async () => {
+    const before = readFileSync(tokenFile, 'utf8');
+    await control('/iss?mode=wrong');
+    try {
+      const r = await login();
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/login to "u" failed: the authorization response names issuer "https:\/\/evil\.example", not http:\/\/127\.0\.0\.1:\d+\/as: refused/);
+      expect(readFileSync(tokenFile, 'utf8')).toBe(before);
+    } finally {
+      await control('/iss?mode=correct');
+    }
+  });
+
+  it('uses a new login at the next call of a running server, the daemon not told', async () => {
+    const old = stored().accessToken;
+    const r = await login(await closedPortUrl());
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('restarted');
+    const now = stored().accessToken;
+    expect(now).not.toBe(old);
+    expect(text(await call('u__whoami'))).toContain('scopes mcp');
+    expect((await stats()).lastAccepted).toBe(now);
+  });
+
+  it('logout removes the stored tokens, and the next call says to log in', async () => {
+    const r = await cli('logout', 'u');
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(tokenFile)).toBe(false);
+    const a = await call('u__whoami');
+    expect(JSON.stringify(a.body)).toMatch(/no login stored for this server \(grant authorization_code\); run `switchyard login u`/);
+  });
+
+  it('never lets a token into the logs, the ledger or the CLI output', async () => {
+    const { issued } = await stats();
+    expect(issued.length).toBeGreaterThanOrEqual(4);
+    await hub.stop();
+    const ledger = readdirSync(hub.dir)
+      .filter((f) => f.startsWith('ledger.db'))
+      .map((f) => readFileSync(join(hub.dir, f)).toString('latin1'))
+      .join('\n');
+    const logs = hub.logs.join('\n');
+    expect(logs).toContain('OAuth: refreshed the stored access token');
+    for (const secret of issued) {
+      expect(logs).not.toContain(secret);
+      expect(ledger).not.toContain(secret);
+      expect(cliOutput.join('\n')).not.toContain(secret);
+    }
+  });
+});
