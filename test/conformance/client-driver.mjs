@@ -160,8 +160,31 @@ async function exercise(client) {
  * pre-registered credentials in MCP_CONFORMANCE_CONTEXT: client_id with client_secret, or with
  * private_key_pem and signing_algorithm. They become the upstream's `oauth` settings, the secret
  * and the key brought in by `${env:…}` as an operator would (the config file never holds them).
+ *
+ * Every other auth/* scenario is the authorization-code flow: the upstream gets
+ * `oauth.grant: "authorization_code"` (with the context's pre-registered client_id and secret
+ * when it gives one, and the suite's Client ID Metadata Document URL for auth/basic-cimd), and
+ * the driver runs `switchyard login` once the hub runs (see login below).
  */
+const CLIENT_CREDENTIALS = new Set(['auth/client-credentials-basic', 'auth/client-credentials-jwt']);
+const AUTH_CODE = scenario.startsWith('auth/') && !CLIENT_CREDENTIALS.has(scenario);
+/** The URL the suite's CIMD scenario expects as client_id (the SDK's own conformance client uses it too). */
+const CIMD_URL = 'https://conformance-test.local/client-metadata.json';
+
 function oauthFromContext() {
+  if (AUTH_CODE) {
+    const oauth = { grant: 'authorization_code' };
+    const env = {};
+    if (typeof context.client_id === 'string') {
+      oauth.clientId = context.client_id;
+      if (typeof context.client_secret === 'string') {
+        oauth.clientSecret = '${env:CONFCLIENT_OAUTH_SECRET}';
+        env.CONFCLIENT_OAUTH_SECRET = context.client_secret;
+      }
+    }
+    if (scenario === 'auth/basic-cimd') oauth.clientMetadataUrl = CIMD_URL;
+    return { oauth, env };
+  }
   if (typeof context.client_id !== 'string') return { env: {} };
   if (typeof context.client_secret === 'string')
     return { oauth: { clientId: context.client_id, clientSecret: '${env:CONFCLIENT_OAUTH_SECRET}' }, env: { CONFCLIENT_OAUTH_SECRET: context.client_secret } };
@@ -171,6 +194,29 @@ function oauthFromContext() {
     return { oauth, env: { CONFCLIENT_OAUTH_KEY: context.private_key_pem } };
   }
   return { env: {} };
+}
+
+/**
+ * `switchyard login mock` against the running hub's config, as a user would after the hub said
+ * the server needs a login; the suite's authorization server approves at once and redirects
+ * straight back, so the opener (test/fixtures/follow-login.mjs) only fetches the URL and follows
+ * the redirects. The login tells the hub (--url), which restarts the upstream with the tokens.
+ */
+function login(hub) {
+  return new Promise((resolve, reject) => {
+    const opener = `"${process.execPath}" "${path.join(ROOT, 'test/fixtures/follow-login.mjs')}"`;
+    const child = spawn(process.execPath, [BIN, 'login', 'mock', '--config', hub.configFile, '--opener', opener, '--timeout', '20', '--url', hub.url], {
+      cwd: ROOT,
+      env: { ...process.env, ...hub.env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (d) => {
+      err += d;
+      if (hubLog) fs.appendFileSync(hubLog, d);
+    });
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`switchyard login exited ${code}: ${err.trim().split('\n').at(-1)}`))));
+  });
 }
 
 /** The built hub on a free port, with the mock as its only upstream; resolves with its MCP URL. */
@@ -212,6 +258,8 @@ async function startHub(dir) {
   });
   return {
     url: hubUrl,
+    configFile,
+    env: oauthEnv,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM');
       await exited;
@@ -237,6 +285,7 @@ async function main() {
   let hub;
   try {
     hub = await startHub(dir);
+    if (AUTH_CODE) await login(hub);
     await upstreamReady(hub.url);
     const client = modern ? await connectModern(hub.url) : await connectLegacy(hub.url);
     try {

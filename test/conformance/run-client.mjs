@@ -41,10 +41,12 @@ const PACKAGES = {
  * DOWNSTREAM overrides the driver's own era, which otherwise follows VERSION (the hub translates
  * between the eras, so either must satisfy the mock). RUNS is every non-auth client scenario of
  * both lines, at each revision it is listed for, plus two with the driver in the other era, and
- * the client-credentials scenarios (the hub's own OAuth client toward its upstream, SEP-1046).
+ * the client-credentials scenarios (the hub's own OAuth client toward its upstream, SEP-1046),
+ * and the authorization-code ones (AUTH_CODE_RUNS).
  * CI_RUNS (the vitest check) is each scenario once, at the revision that scores the most, and
  * the era-translated MRTR run: the 0.1.16 mocks are the 0.2 line's legacy four again; and each
- * client-credentials scenario once, one per era.
+ * client-credentials scenario once, one per era; and one authorization-code scenario (the PRM
+ * found only through the challenge, an issuer with a path, dynamic registration, iss).
  */
 export const CI_RUNS = [
   '0.2 initialize@2025-11-25',
@@ -61,6 +63,49 @@ export const CI_RUNS = [
   '0.2 json-schema-2020-12-preservation@2026-07-28',
   '0.2 auth/client-credentials-basic@2026-07-28',
   '0.2 auth/client-credentials-jwt@2025-11-25',
+  '0.2 auth/metadata-var3@2026-07-28',
+];
+
+/**
+ * The authorization-code scenarios (`switchyard login`, then the hub with the stored tokens; see
+ * client-driver.mjs): every one of the 0.2 line at 2026-07-28 (the 2025-03-26 ones are of a
+ * revision the hub does not speak), and a few at 2025-11-25 and on the 0.1 line.
+ */
+const AUTH_CODE_RUNS = [
+  ...[
+    'metadata-default',
+    'metadata-var1',
+    'metadata-var2',
+    'basic-cimd',
+    'scope-from-www-authenticate',
+    'scope-from-scopes-supported',
+    'scope-omitted-when-undefined',
+    'scope-step-up',
+    'scope-retry-limit',
+    'token-endpoint-auth-basic',
+    'token-endpoint-auth-post',
+    'token-endpoint-auth-none',
+    'pre-registration',
+    'resource-mismatch',
+    'offline-access-scope',
+    'offline-access-not-supported',
+    'authorization-server-migration',
+    'iss-supported',
+    'iss-not-advertised',
+    'iss-supported-missing',
+    'iss-wrong-issuer',
+    'iss-unexpected',
+    'iss-normalized',
+    'metadata-issuer-mismatch',
+  ].map((s) => `0.2 auth/${s}@2026-07-28`),
+  '0.2 auth/metadata-default@2025-11-25',
+  '0.2 auth/token-endpoint-auth-basic@2025-11-25',
+  '0.2 auth/scope-from-www-authenticate@2025-11-25',
+  '0.2 auth/pre-registration@2025-11-25',
+  '0.1 auth/metadata-default@2025-11-25',
+  '0.1 auth/basic-cimd@2025-11-25',
+  '0.1 auth/token-endpoint-auth-post@2025-11-25',
+  '0.1 auth/scope-from-scopes-supported@2025-11-25',
 ];
 
 export const RUNS = [
@@ -76,6 +121,7 @@ export const RUNS = [
   '0.1 auth/client-credentials-jwt@2025-11-25',
   '0.2 auth/client-credentials-basic@2025-11-25',
   '0.2 auth/client-credentials-jwt@2026-07-28',
+  ...AUTH_CODE_RUNS,
 ];
 
 /** Scenarios of extensions (no spec revision introduces them); see runOne. */
