@@ -50,7 +50,8 @@ function authCodeServer(config: HubConfig, id: string, file: string): ServerConf
 /** The platform's way to open a URL in the user's browser. */
 function platformOpener(): { cmd: string; args: string[] } {
   if (process.platform === 'darwin') return { cmd: 'open', args: [] };
-  if (process.platform === 'win32') return { cmd: 'cmd', args: ['/c', 'start', '""'] };
+  // Not `cmd /c start`: cmd would take the URL's `&` for its own command separator.
+  if (process.platform === 'win32') return { cmd: 'rundll32', args: ['url.dll,FileProtocolHandler'] };
   return { cmd: 'xdg-open', args: [] };
 }
 

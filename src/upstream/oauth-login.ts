@@ -16,7 +16,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, protectedResource, strings, where } from './oauth-discovery.js';
 import { listenForRedirect } from './oauth-loopback.js';
 import { loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
@@ -130,7 +130,7 @@ async function firstChallenge(serverUrl: string, headers: Record<string, string>
       signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS),
     });
   } catch (err) {
-    throw new OAuthError(`the server ${where(serverUrl)} could not be reached: ${(err as Error).message}`);
+    throw new OAuthError(`the server ${where(serverUrl)} could not be reached: ${netWhy(err)}`);
   }
   await res.body?.cancel().catch(() => undefined);
   return res.status === 401 || res.status === 403 ? parseBearerChallenge(res.headers.get('www-authenticate') ?? undefined) : undefined;
