@@ -17,10 +17,10 @@ import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
 import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, protectedResource, strings, where } from './oauth-discovery.js';
-import { listenForRedirect } from './oauth-loopback.js';
+import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
-import { writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { readTokenFile, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
 export interface LoginOptions {
   serverId: string;
@@ -64,10 +64,19 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
 
   const state = b64url(randomBytes(24));
   const verifier = b64url(randomBytes(32));
-  const redirect = await listenForRedirect(state, o.timeoutMs, o.oauth.redirectPort);
+  // The client an earlier login registered with this issuer is this login's too (a new
+  // registration at each login would leave the authorization server a client per login), when
+  // its redirect port can be had again; a client is never taken to another issuer (digest §7).
+  const prior = o.oauth.clientId === undefined ? readTokenFile(o.tokenFile).tokens : undefined;
+  const reuse = prior?.registeredRedirectUri !== undefined && prior.issuer === issuer ? prior : undefined;
+  const redirect = await listenAt(state, o.timeoutMs, o.oauth.redirectPort, reuse?.registeredRedirectUri);
   try {
-    const client = await loginClient(o.oauth, as, issuer, redirect.redirectUri);
-    o.say(`authorization server ${where(issuer)}; client ${client.how === 'configured' ? 'from the config' : client.how === 'registered' ? 'registered dynamically' : 'by its metadata document'}`);
+    const client: LoginClient =
+      reuse !== undefined && redirect.redirectUri === reuse.registeredRedirectUri
+        ? { clientId: reuse.clientId, clientSecret: reuse.clientSecret, clientAuth: reuse.clientAuth, how: 'registered before' }
+        : await loginClient(o.oauth, as, issuer, redirect.redirectUri);
+    const how = { configured: 'from the config', registered: 'registered dynamically', 'registered before': 'registered by an earlier login', 'metadata document': 'by its metadata document' };
+    o.say(`authorization server ${where(issuer)}; client ${how[client.how]}`);
     const url = new URL(authorizationEndpoint);
     url.searchParams.set('response_type', 'code');
     url.searchParams.set('client_id', client.clientId);
@@ -108,7 +117,10 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
       obtainedAt: Date.now(),
     };
     // A configured secret stays in the config (and its ${env:…}); a registered one is the login's own.
-    if (client.how === 'registered' && client.clientSecret !== undefined) tokens.clientSecret = client.clientSecret;
+    if (client.how === 'registered' || client.how === 'registered before') {
+      tokens.registeredRedirectUri = redirect.redirectUri;
+      if (client.clientSecret !== undefined) tokens.clientSecret = client.clientSecret;
+    }
     if (a.refreshToken !== undefined) tokens.refreshToken = a.refreshToken;
     if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
     writeTokenFile(o.tokenFile, tokens);
@@ -116,6 +128,19 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
   } finally {
     redirect.close();
   }
+}
+
+/** The redirect listener: on the port an earlier registration named when it is free, else as configured (a free port by default). */
+async function listenAt(state: string, timeoutMs: number, configured: number | undefined, registered: string | undefined): Promise<LoopbackRedirect> {
+  const port = registered !== undefined && configured === undefined ? Number(new URL(registered).port) : undefined;
+  if (port !== undefined && port > 0) {
+    try {
+      return await listenForRedirect(state, timeoutMs, port);
+    } catch {
+      // Taken by now: a new registration with a new port.
+    }
+  }
+  return listenForRedirect(state, timeoutMs, configured);
 }
 
 /** The server's Bearer challenge to a request without a token (undefined: it did not ask for one). */

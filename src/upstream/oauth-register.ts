@@ -14,7 +14,7 @@ export interface LoginClient {
   clientId: string;
   clientSecret?: string;
   clientAuth: ClientAuth;
-  how: 'configured' | 'metadata document' | 'registered';
+  how: 'configured' | 'metadata document' | 'registered' | 'registered before';
 }
 
 export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string, unknown>, issuer: string, redirectUri: string): Promise<LoginClient> {

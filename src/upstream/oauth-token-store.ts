@@ -24,6 +24,8 @@ export interface StoredTokens {
   /** A dynamically registered confidential client's secret (a configured one stays in the config). */
   clientSecret?: string;
   clientAuth: ClientAuth;
+  /** A client the login registered (RFC 7591): the redirect URI it was registered with, so the next login can be it again. */
+  registeredRedirectUri?: string;
   accessToken: string;
   refreshToken?: string;
   /** Epoch ms; absent: the authorization server said no lifetime. */

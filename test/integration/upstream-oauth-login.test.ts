@@ -142,6 +142,9 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     const r = await login(await closedPortUrl());
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('restarted');
+    // The client the first login registered, on its redirect port again: no client per login.
+    expect(r.stderr).toContain('client registered by an earlier login');
+    expect((await stats()).registrations).toHaveLength(1);
     const now = stored().accessToken;
     expect(now).not.toBe(old);
     expect(text(await call('u__whoami'))).toContain('scopes mcp');
