@@ -124,6 +124,13 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     expect((await stats()).tokenRequests.filter((r) => r.grantType === 'refresh_token')).toHaveLength(1);
   });
 
+  it('says that more scopes need a new login (the daemon cannot ask the user), on a 403 insufficient_scope', async () => {
+    const a = await call('u__admin_echo', { text: 'x' });
+    expect(JSON.stringify(a.body)).toMatch(/the upstream wants scopes the login did not grant \(it names: mcp admin\); add them to servers\.u\.oauth\.scopes and run `switchyard login u` again/);
+    // Nothing was asked of the token endpoint for it.
+    expect((await stats()).tokenRequests.filter((r) => r.grantType !== 'authorization_code' && r.grantType !== 'refresh_token')).toEqual([]);
+  });
+
   it('refuses an authorization response that names another issuer (RFC 9207), keeping the stored login', async () => {
     const before = readFileSync(tokenFile, 'utf8');
     await control('/iss?mode=wrong');
