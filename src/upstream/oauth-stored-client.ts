@@ -8,6 +8,7 @@
  * daemon cannot do.
  */
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import type { BearerChallenge } from './oauth-challenge.js';
 import type { TokenSource } from './oauth-client.js';
@@ -89,10 +90,11 @@ export class StoredTokenSource implements TokenSource {
     if (this.inflight) return this.inflight;
     const stamp = this.read.stamp;
     const f = this.failure;
-    if (f && f.stamp === stamp && Date.now() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
+    // Monotonic: a wall clock stepped back would put the failure ahead, and its error would answer until then.
+    if (f && f.stamp === stamp && monotonicNow() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
     const p = this.refresh(used).catch((err: unknown) => {
       const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
-      this.failure = { err: e, at: Date.now(), stamp };
+      this.failure = { err: e, at: monotonicNow(), stamp };
       throw e;
     });
     this.inflight = p.finally(() => (this.inflight = undefined));

@@ -9,6 +9,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
+import { writeTokenFile } from '../../src/upstream/oauth-token-store.js';
 
 let server: Server;
 let base = '';
@@ -89,6 +94,28 @@ describe('the upstream OAuth client', () => {
     // On the wall clock the failure was an hour ahead: its error answered every request for the hour.
     expect((await http.post('{}')).status).toBe(200);
     http.close();
+  });
+
+  it("a login's failed refresh answers for the next requests for its second of cool-down, not for as long as a wall-clock step back", async () => {
+    const real = Date.now;
+    let step = 0;
+    vi.spyOn(Date, 'now').mockImplementation(() => real() + step);
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    const t0 = real();
+    writeTokenFile(file, {
+      serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'stored', clientAuth: 'none',
+      accessToken: 'unit-refused-token', refreshToken: 'unit-refresh-token', scopes: [], obtainedAt: t0,
+    });
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    tokenStatus = 503;
+    // The upstream refused its access token (a 401): renewed with the refresh token.
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(/HTTP 503/);
+    step = -3_600_000;
+    tokenStatus = 200;
+    await new Promise((r) => setTimeout(r, 1_100));
+    // On the wall clock the failure was an hour ahead: its error answered every request for the hour.
+    await expect(source.renew('unit-refused-token')).resolves.toMatch(/^unit-token-/);
+    source.release();
   });
 
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
