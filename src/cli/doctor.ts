@@ -130,11 +130,11 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
   }
 }
 
-/** Past this many, held prompts, resources and templates are counted, not named. */
+/** Past this many, held prompts and templates are counted, not named. */
 const HELD_NAMED = 20;
 
 /**
- * Prompts, resources and templates with a change waiting for approval (item_pins, read from the
+ * Prompts and templates with a change waiting for approval (item_pins, read from the
  * ledger file: the daemon's tool view has tools only). Nothing when there is none, or no ledger.
  */
 export function heldItemFindings(config: HubConfig): Finding[] {
@@ -145,7 +145,10 @@ export function heldItemFindings(config: HubConfig): Finding[] {
   try {
     const db = openLedgerDb({ path, readonly: true, readsOlder: true });
     try {
-      held = readItemPins(db).filter((r) => r.pendingHash !== null);
+      // Only what a list would hold back: a listed resource is not pinned (a row of one was
+      // written by the builds that pinned them), and a server gone from the config holds
+      // nothing back (its pins are kept, docs/CATALOG.md, and its pending changes with them).
+      held = readItemPins(db).filter((r) => r.pendingHash !== null && r.kind !== 'resources' && Object.hasOwn(config.servers, r.server));
     } finally {
       db.close();
     }
@@ -159,7 +162,7 @@ export function heldItemFindings(config: HubConfig): Finding[] {
     check: 'quarantine',
     message: `${word[r.kind!]} ${r.server}/${r.tool} ${state}: ${r.pendingReason === 'renamed' ? `the approved definition of "${r.renamedFrom}" under a new name` : 'changed since it was approved'} (switchyard tools diff)`,
   }));
-  if (held.length > HELD_NAMED) out.push({ level: 'warn', check: 'quarantine', message: `and ${held.length - HELD_NAMED} more prompts, resources or templates held back` });
+  if (held.length > HELD_NAMED) out.push({ level: 'warn', check: 'quarantine', message: `and ${held.length - HELD_NAMED} more prompts or templates held back` });
   return out;
 }
 

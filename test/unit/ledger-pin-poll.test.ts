@@ -163,10 +163,15 @@ describe('pin store: prompts, resources and templates (item_pins, migration 0014
     expect(ledger.itemPinStores().resources.get('s', 'x://doc')).toMatchObject({ pendingHash: 'c'.repeat(64) });
     expect(ledger.itemPinStores().resourceTemplates.list()).toEqual([]);
     expect(ledger.pinStore().get('s', 'greet')?.pendingHash).toBe('c'.repeat(64));
-    // `switchyard doctor` names what is held (its daemon's tool view has tools only).
-    const config = (pinning?: 'warn') => ({ ledger: { enabled: true, path: t!.db }, policy: { pinning } }) as unknown as HubConfig;
-    expect(heldItemFindings(config()).map((f) => `${f.level} ${f.message}`)).toEqual(['warn resource s/x://doc is held back: changed since it was approved (switchyard tools diff)']);
-    expect(heldItemFindings(config('warn'))[0]?.message).toMatch(/^resource s\/x:\/\/doc is shown flagged \(pinning: warn\)/);
+    // `switchyard doctor` names what is held (its daemon's tool view has tools only): a template
+    // or a prompt of a configured server. Not a listed resource (no longer pinned: the row is an
+    // earlier build's), nor anything of a server gone from the config (its pins are kept).
+    ledger.itemPinStores().resourceTemplates.put(pending('t://{id}'));
+    ledger.itemPinStores().prompts.put({ ...pending('greet'), server: 'gone' });
+    await ledger.whenCommitted();
+    const config = (pinning?: 'warn') => ({ ledger: { enabled: true, path: t!.db }, policy: { pinning }, servers: { s: {} } }) as unknown as HubConfig;
+    expect(heldItemFindings(config()).map((f) => `${f.level} ${f.message}`)).toEqual(['warn template s/t://{id} is held back: changed since it was approved (switchyard tools diff)']);
+    expect(heldItemFindings(config('warn'))[0]?.message).toMatch(/^template s\/t:\/\/\{id\} is shown flagged \(pinning: warn\)/);
   });
 });
 
