@@ -6,6 +6,20 @@
  * even beside a wildcard.
  */
 export function acceptsType(header: string, type: string): boolean {
+  return weighs(header, type, 0);
+}
+
+/**
+ * Whether an Accept header names a media type itself, with a weight above zero: not through a
+ * wildcard range (any type, any text type), nor by being absent. What a client asks for, not
+ * merely what it puts up with.
+ */
+export function namesType(header: string, type: string): boolean {
+  return weighs(header, type, 2);
+}
+
+/** Whether the most specific range naming `type` (of at least `least`: 0 any, 1 its family, 2 itself) weighs above zero. */
+function weighs(header: string, type: string, least: number): boolean {
   // What the SDK clients send, on every POST: answered without splitting it (a tenth of the time).
   if (COMMON.has(header)) return header.includes(type);
   const t = type.toLowerCase();
@@ -22,7 +36,7 @@ export function acceptsType(header: string, type: string): boolean {
     weight = s > specificity ? q : Math.max(weight, q);
     specificity = s;
   }
-  return specificity >= 0 && weight > 0;
+  return specificity >= least && weight > 0;
 }
 
 /** The `q` parameter of a media range's parameters; 1 when absent or unreadable (taken, as before it was read at all). */

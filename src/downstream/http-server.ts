@@ -6,7 +6,7 @@ import type { Logger } from '../log.js';
 import type { EdgeGate, EdgeRefusal } from '../policy/gate.js';
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, type Classified } from '../protocol/jsonrpc.js';
-import { acceptsType } from './accept.js';
+import { acceptsType, namesType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
 import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
@@ -337,10 +337,19 @@ export class HttpServer {
     if (refused) return sendJson(res, refused.status, refused.answer, refused.headers);
     const { channel, closed } = this.answerChannel(req, res);
     // A call may run for minutes; other requests' answers carry headers fixed at their end (a session id).
-    if (this.quietAnswers && c.kind === 'request' && c.msg.method === 'tools/call') channel.watchQuiet(this.quietAnswers);
+    if (c.kind === 'request' && c.msg.method === 'tools/call') this.watchQuiet(req, channel);
     const ex = this.exchange(req, who, group, body.length, closed, channel, (msg, status, headers) => channel.end(msg, status, headers), () => new SseStream(res));
     if (session === 'gone') return this.endpoint.batchWithoutSession(ex);
     await this.endpoint.message(c, ex);
+  }
+
+  /**
+   * A call still quiet after a few seconds becomes a stream (quiet-answers.ts), for a client
+   * whose Accept names text/event-stream: one that only puts up with any type (`curl`'s
+   * default, or no Accept at all) asked for JSON, and would get a stream for its slow calls alone.
+   */
+  private watchQuiet(req: EdgeRequest, channel: PostChannel): void {
+    if (this.quietAnswers && namesType(header(req, 'accept') ?? '', 'text/event-stream')) channel.watchQuiet(this.quietAnswers);
   }
 
   /** The edge's admission of one message (tool scopes, rate limit): a refusal to send, or null. */

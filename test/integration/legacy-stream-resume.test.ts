@@ -165,6 +165,20 @@ describe('a quiet call (nothing streamed before its answer) becomes a stream aft
     const [answer] = parseMessages(long.headers.get('content-type'), await long.text());
     expect(answer).toMatchObject({ id: 42, result: { content: [{ text: 'slept 1500' }] } });
   }, 20_000);
+
+  it("a client whose Accept does not name text/event-stream (curl's */*, or none) gets its long call as plain JSON", async () => {
+    const post = (id: number, accept: string | undefined) => {
+      const headers: Record<string, string> = modernHeaders('tools/call', 's__slow');
+      if (accept === undefined) delete headers.accept;
+      else headers.accept = accept;
+      return fetch(hub.url, { method: 'POST', headers, body: JSON.stringify(modernBody(id, 'tools/call', { name: 's__slow', arguments: { ms: 1000 } })) });
+    };
+    const answers = await Promise.all([post(43, '*/*'), post(44, undefined), post(45, 'application/json, text/*')]);
+    for (const [i, res] of answers.entries()) {
+      expect(res.headers.get('content-type')).toBe('application/json');
+      expect(JSON.parse(await res.text())).toMatchObject({ id: 43 + i, result: { content: [{ text: 'slept 1000' }] } });
+    }
+  }, 20_000);
 });
 
 describe("a legacy call's answer stream cut mid-call", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acceptsType } from '../../src/downstream/accept.js';
+import { acceptsType, namesType } from '../../src/downstream/accept.js';
 
 const SSE = 'text/event-stream';
 
@@ -24,5 +24,19 @@ describe('acceptsType (RFC 9110 §12.5.1)', () => {
     ['text/event-stream;q=bogus', true],
   ])('%j: %s', (header, expected) => {
     expect(acceptsType(header, SSE)).toBe(expected);
+  });
+});
+
+describe('namesType: the type named itself, not taken through a wildcard (the quiet-call stream asks for this)', () => {
+  it.each([
+    ['application/json, text/event-stream', true],
+    ['Text/Event-Stream;q=0.5, */*', true],
+    ['*/*', false],
+    ['text/*', false],
+    ['application/json, */*', false],
+    ['', false],
+    ['*/*, text/event-stream;q=0', false],
+  ])('%j: %s', (header, expected) => {
+    expect(namesType(header, SSE)).toBe(expected);
   });
 });
