@@ -403,6 +403,8 @@ export class HttpServer {
    */
   private async postBatch(req: EdgeRequest, res: EdgeResponse, who: Identity, group: string | undefined, batch: unknown[], batchBytes: number): Promise<void> {
     const { channel, closed } = this.answerChannel(req, res);
+    // Its answers leave together, so one slow call keeps the whole batch's answer quiet.
+    if (batch.some(isToolCall)) this.watchQuiet(req, channel);
     const answers = new BatchAnswers(channel, batch.length);
     const sink: MessageSink = {
       send: (msg) => answers.send(msg),
@@ -561,6 +563,11 @@ export class HttpServer {
     }
     res.writeHead(200).end();
   }
+}
+
+/** A batch member that is a tools/call request (one a quiet answer is watched for). */
+function isToolCall(member: unknown): boolean {
+  return typeof member === 'object' && member !== null && (member as { method?: unknown }).method === 'tools/call' && 'id' in member;
 }
 
 /**

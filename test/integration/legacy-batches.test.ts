@@ -15,7 +15,8 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
   let hub: HubProcess;
 
   beforeAll(async () => {
-    hub = await startHub({ servers: { a: nodeServer(SDK1) }, groups: { g: { servers: ['a'] } } });
+    // A tools/call quiet for 500 ms to 1 s becomes a stream (listen.quietCallStreamMs; 5 s by default).
+    hub = await startHub({ listen: { quietCallStreamMs: 500 }, servers: { a: nodeServer(SDK1) }, groups: { g: { servers: ['a'] } } });
     await waitForReady(hub.url, ['a']);
   });
   afterAll(async () => {
@@ -78,6 +79,24 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect((got.get('s1')?.result as { content: { text: string }[] }).content[0]!.text).toBe('slept 300');
     expect((got.get('s2')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:two');
     expect(r.messages.some((m) => m.method === 'notifications/progress')).toBe(true);
+  });
+
+  it('streams the answers once a member call is still quiet after listen.quietCallStreamMs, as a lone call is streamed', async () => {
+    const headers = await session('2025-03-26');
+    const r = await post(
+      hub.url,
+      [
+        { jsonrpc: '2.0', id: 'q1', method: 'tools/call', params: { name: 'a__slow', arguments: { ms: 1200 } } },
+        { jsonrpc: '2.0', id: 'q2', method: 'tools/call', params: { name: 'a__echo', arguments: { text: 'quick' } } },
+      ],
+      headers,
+    );
+    expect(r.status).toBe(200);
+    // Keep-alive comments can reach the client while the slow member runs: a proxy does not cut it.
+    expect(r.headers.get('content-type')).toContain('text/event-stream');
+    const got = byId(r.messages as unknown as Json[]);
+    expect((got.get('q1')?.result as { content: { text: string }[] }).content[0]!.text).toBe('slept 1200');
+    expect((got.get('q2')?.result as { content: { text: string }[] }).content[0]!.text).toBe('echo:quick');
   });
 
   it('answers a batch one member of which nests deeper than JSON.stringify can go (outside params), as it answers that member alone', async () => {
