@@ -36,8 +36,12 @@ describe('the ledger ingest thread', () => {
     // The thread takes the rows in one transaction. On this thread that would have held the
     // loop for all of it: 311–514 ms for 40,000 chained rows (the applier alone, in-process, on
     // this machine; 184–424 ms for 20,000, too close to a bound that must also allow the whole
-    // suite's load, under which 101 ms was seen once).
-    expect(delay.max / 1e6).toBeLessThan(200);
+    // suite's load, under which 101 ms was seen once), that is for about the whole wait. A
+    // machine loaded enough to stall this process 480 ms (a CI run beside other test runs) also
+    // makes the wait longer: the longest stall must then be a part of it, never all of it.
+    const waited = Date.now() - t0;
+    const stall = delay.max / 1e6;
+    expect(stall < 200 || stall < waited / 2, `longest stall ${stall} ms of a ${waited} ms wait`).toBe(true);
     expect(ledger.verify()).toMatchObject({ ok: true, rows: ROWS });
   });
 
