@@ -112,6 +112,9 @@ export class StoredTokenSource implements TokenSource {
 
   private async refresh(used: string | undefined): Promise<string> {
     const t = this.tokens();
+    // The file as this refresh read it: a request meanwhile may read a newer login (or find a
+    // logout) into this.read, and that must not make the refresh of the old login look current.
+    const readStamp = this.read.stamp;
     if (t === undefined) {
       if (this.read.problem !== undefined) throw this.login(`the stored login is unusable (${this.read.problem})`);
       if (this.read.tokens !== undefined) throw this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
@@ -139,8 +142,8 @@ export class StoredTokenSource implements TokenSource {
     };
     if (next.expiresAt === undefined) delete next.expiresAt;
     // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
-    if (tokenFileStamp(this.file) === this.read.stamp) writeTokenFile(this.file, next);
-    else this.log.info('OAuth: a new login was stored during the refresh; using it');
+    if (tokenFileStamp(this.file) === readStamp) writeTokenFile(this.file, next);
+    else this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
     this.read = { tokens: undefined, stamp: '' };
     const now = this.tokens();
     this.log.info({ expiresInSec: next.expiresAt === undefined ? undefined : Math.round((next.expiresAt - Date.now()) / 1000), scopes: next.scopes }, 'OAuth: refreshed the stored access token');

@@ -9,11 +9,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
-import { writeTokenFile } from '../../src/upstream/oauth-token-store.js';
+import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 
 let server: Server;
 let base = '';
@@ -21,6 +21,10 @@ let tokenStatus = 200;
 let issued = 0;
 /** Token requests, answered or refused. */
 let posts = 0;
+/** While set, token requests are answered only once it settles (a slow authorization server). */
+let tokenGate: Promise<void> | undefined;
+/** The body of a successful token answer, when not the default one. */
+let tokenBody: ((n: number) => Record<string, unknown>) | undefined;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -37,7 +41,13 @@ beforeAll(async () => {
     if (req.url === '/token' && req.method === 'POST') {
       posts++;
       req.resume();
-      req.on('end', () => (tokenStatus === 200 ? json(200, { access_token: `unit-token-${++issued}`, token_type: 'bearer', expires_in: 100 }) : json(tokenStatus, { error: 'temporarily_unavailable' })));
+      req.on('end', () => {
+        void (tokenGate ?? Promise.resolve()).then(() => {
+          if (tokenStatus !== 200) return json(tokenStatus, { error: 'temporarily_unavailable' });
+          const n = ++issued;
+          json(200, tokenBody?.(n) ?? { access_token: `unit-token-${n}`, token_type: 'bearer', expires_in: 100 });
+        });
+      });
       return;
     }
     json(404, {});
@@ -50,7 +60,17 @@ afterAll(() => new Promise<void>((r) => server.close(() => r())));
 afterEach(() => {
   vi.restoreAllMocks();
   tokenStatus = 200;
+  tokenGate = undefined;
+  tokenBody = undefined;
 });
+
+/** A stored login toward the unit server's /mcp, as `switchyard login` writes it. */
+function storedLogin(file: string, accessToken: string, extra: Partial<StoredTokens> = {}): void {
+  writeTokenFile(file, {
+    serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'stored', clientAuth: 'none',
+    accessToken, refreshToken: 'unit-refresh-token', scopes: [], obtainedAt: Date.now(), ...extra,
+  });
+}
 
 /** The upstream's side of the exchanges: 401 to a request without a token, 200 otherwise; records what was sent. */
 function upstream(): HttpExchanges & { sent: (string | undefined)[] } {
@@ -116,6 +136,29 @@ describe('the upstream OAuth client', () => {
     // On the wall clock the failure was an hour ahead: its error answered every request for the hour.
     await expect(source.renew('unit-refused-token')).resolves.toMatch(/^unit-token-/);
     source.release();
+  });
+
+  it('a refresh in flight when a new login (or a logout) is stored leaves it standing, though a request read it meanwhile', async () => {
+    for (const change of ['login', 'logout'] as const) {
+      const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+      storedLogin(file, 'unit-old-login');
+      const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+      let open!: () => void;
+      tokenGate = new Promise((r) => (open = r));
+      const before = posts;
+      // The upstream refused the old login's token: a refresh, held at the token endpoint.
+      const refreshed = source.renew('unit-old-login');
+      await vi.waitFor(() => expect(posts).toBe(before + 1), { timeout: 5_000, interval: 10 });
+      if (change === 'login') storedLogin(file, 'unit-new-login', { expiresAt: Date.now() + 3_600_000 });
+      else rmSync(file);
+      // Another request reads the file meanwhile.
+      expect(source.current()).toBe(change === 'login' ? 'unit-new-login' : undefined);
+      open();
+      await refreshed;
+      if (change === 'login') expect(JSON.parse(readFileSync(file, 'utf8')).accessToken).toBe('unit-new-login');
+      else expect(existsSync(file)).toBe(false);
+      source.release();
+    }
   });
 
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
