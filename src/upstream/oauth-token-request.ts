@@ -64,7 +64,9 @@ export async function tokenRequest(endpoint: string, params: Record<string, stri
   const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
   const out: TokenAnswer = { accessToken: access };
   if (typeof json.refresh_token === 'string' && json.refresh_token.length > 0) out.refreshToken = json.refresh_token;
-  if (Number.isFinite(expiresIn) && expiresIn > 0) out.expiresAt = Date.now() + expiresIn * 1000;
+  // A lifetime past what a number holds (Infinity, which JSON stores as null) is no lifetime said.
+  const expiresAt = Date.now() + expiresIn * 1000;
+  if (expiresIn > 0 && Number.isFinite(expiresAt)) out.expiresAt = expiresAt;
   if (typeof json.scope === 'string') out.scopes = json.scope.split(' ').filter((s) => s.length > 0);
   return out;
 }

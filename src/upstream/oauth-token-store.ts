@@ -67,6 +67,11 @@ export function readTokenFile(file: string): TokenFileRead {
   const str = (x: unknown): boolean => typeof x === 'string' && x.length > 0;
   if (!t || typeof t !== 'object' || !str(t.accessToken) || !str(t.tokenEndpoint) || !str(t.clientId) || !str(t.serverUrl) || !str(t.resource))
     return { tokens: undefined, stamp, problem: `${file} is not a token file of switchyard login` };
+  // Times that are no finite number (a file edited by hand; null, as JSON wrote an Infinity) would
+  // make the token never current, and every request refresh it: no lifetime said, instead.
+  if (t.expiresAt !== undefined && !(typeof t.expiresAt === 'number' && Number.isFinite(t.expiresAt))) delete t.expiresAt;
+  if (!(typeof t.obtainedAt === 'number' && Number.isFinite(t.obtainedAt))) t.obtainedAt = 0;
+  if (!Array.isArray(t.scopes) || !t.scopes.every((s) => typeof s === 'string')) t.scopes = [];
   return { tokens: t as StoredTokens, stamp };
 }
 

@@ -161,6 +161,25 @@ describe('the upstream OAuth client', () => {
     }
   });
 
+  it('a refreshed token whose lifetime is past a number (expires_in 1e306), or a stored expiry that is none, is current: no refresh per request', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(file, 'unit-refused-token');
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    tokenBody = (n) => ({ access_token: `unit-token-${n}`, token_type: 'Bearer', expires_in: 1e306 });
+    const token = await source.renew('unit-refused-token');
+    // Date.now() + 1e309 ms is Infinity, which the file held as null: never current, refreshed at every request.
+    expect(source.current()).toBe(token);
+    expect(source.due).toBe(false);
+    expect(JSON.parse(readFileSync(file, 'utf8')).expiresAt).toBeUndefined();
+    source.release();
+    // A file edited by hand: times that are no numbers, scopes that are no list.
+    const edited = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(edited, 'unit-edited-token', { expiresAt: 'tomorrow', obtainedAt: null, scopes: 'mcp' } as unknown as Partial<StoredTokens>);
+    const again = StoredTokenSource.acquire(edited, 'u', `${base}/mcp`, undefined, silentLogger);
+    expect(again.current()).toBe('unit-edited-token');
+    again.release();
+  });
+
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
     for (const [path, why] of [
       ['other', /is for https:\/\/evil\.example\.com\/mcp, not for this server/],
