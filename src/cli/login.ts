@@ -9,6 +9,7 @@
 import { spawn } from 'node:child_process';
 import type { Argv, CommandModule } from 'yargs';
 import type { HubConfig, ServerConfig } from '../config/types.js';
+import { screenText } from '../ledger/format.js';
 import { restartAnswer } from './admin-answers.js';
 import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
@@ -113,12 +114,13 @@ const loginCommand: CommandModule<object, LoginArgs> = {
         },
       });
     } catch (err) {
-      return fail(`login to "${s.id}" failed: ${(err as Error).message.replace(/^OAuth: /, '')}`, 1);
+      // The message carries the authorization server's own words (error, error_description): no terminal control through them.
+      return fail(`login to "${s.id}" failed: ${screenText((err as Error).message.replace(/^OAuth: /, ''))}`, 1);
     }
     const t = result.tokens;
     const life = t.expiresAt === undefined ? 'no expiry given' : `expires in ${Math.round((t.expiresAt - Date.now()) / 1000)} s`;
     process.stderr.write(
-      `logged in to "${s.id}": tokens stored in ${s.oauthTokenFile} (${life}${t.refreshToken ? ', refreshable' : ', no refresh token'}${t.scopes.length ? `; scopes ${t.scopes.join(' ')}` : ''})\n`,
+      `logged in to "${s.id}": tokens stored in ${s.oauthTokenFile} (${life}${t.refreshToken ? ', refreshable' : ', no refresh token'}${t.scopes.length ? `; scopes ${screenText(t.scopes.join(' '))}` : ''})\n`,
     );
     await tellDaemon(argv, s.id);
   },

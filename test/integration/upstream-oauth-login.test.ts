@@ -144,6 +144,19 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     }
   });
 
+  it("shows the authorization server's refusal with its terminal control characters made harmless", async () => {
+    const q = new URLSearchParams({ error: 'access_denied\x1b]0;owned\x07', description: 'no \x1b[2J\x1b[31mred\x1b[0m \u202eevil' });
+    await control(`/deny?${q}`);
+    try {
+      const r = await login();
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('login to "u" failed: the authorization server refused: access_denied?]0;owned?: no ?[2J?[31mred?[0m ?evil');
+      expect(r.stderr).not.toMatch(/[\x1b\x07\u202e]/);
+    } finally {
+      await control('/deny');
+    }
+  });
+
   it('uses a new login at the next call of a running server, the daemon not told', async () => {
     const old = stored().accessToken;
     const r = await login(await closedPortUrl());
