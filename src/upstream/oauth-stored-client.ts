@@ -21,13 +21,17 @@ const EXPIRY_MARGIN_MS = 60_000;
 /** After a failed refresh, requests fail with its error for this long (no storm on the authorization server). */
 const FAILURE_COOLDOWN_MS = 1_000;
 
+/** The errors that only a new login can end (made by StoredTokenSource.login). */
+const NEEDS_LOGIN = new WeakSet<OAuthError>();
+
 /** One per token file: every connection to the server (per-principal ones too) shares it, and one refresh serves them all. */
 const sources = new Map<string, StoredTokenSource>();
 
 export class StoredTokenSource implements TokenSource {
   private read: { tokens: StoredTokens | undefined; stamp: string; problem?: string } = { tokens: undefined, stamp: '' };
   private inflight: Promise<string> | undefined;
-  private failure: { err: OAuthError; at: number; stamp: string } | undefined;
+  /** The last failed refresh; `final` when only a new login helps (it answers until the file changes). */
+  private failure: { err: OAuthError; at: number; stamp: string; final: boolean } | undefined;
   private refs = 0;
 
   static acquire(file: string, serverId: string, serverUrl: string, clientSecret: string | undefined, log: Logger): StoredTokenSource {
@@ -91,10 +95,12 @@ export class StoredTokenSource implements TokenSource {
     const stamp = this.read.stamp;
     const f = this.failure;
     // Monotonic: a wall clock stepped back would put the failure ahead, and its error would answer until then.
-    if (f && f.stamp === stamp && monotonicNow() - f.at < FAILURE_COOLDOWN_MS) return Promise.reject(f.err);
+    // A refresh token refused (invalid_grant), or none: the same file never does better, and the
+    // authorization server is not asked again with it; a new login (or logout) changes the stamp.
+    if (f && f.stamp === stamp && (f.final || monotonicNow() - f.at < FAILURE_COOLDOWN_MS)) return Promise.reject(f.err);
     const p = this.refresh(used).catch((err: unknown) => {
       const e = err instanceof OAuthError ? err : new OAuthError(String((err as Error)?.message ?? err));
-      this.failure = { err: e, at: monotonicNow(), stamp };
+      this.failure = { err: e, at: monotonicNow(), stamp, final: NEEDS_LOGIN.has(e) };
       throw e;
     });
     this.inflight = p.finally(() => (this.inflight = undefined));
@@ -107,7 +113,9 @@ export class StoredTokenSource implements TokenSource {
   }
 
   private login(why: string): OAuthError {
-    return new OAuthError(`servers.${this.serverId}: ${why}; run \`switchyard login ${this.serverId}\``);
+    const e = new OAuthError(`servers.${this.serverId}: ${why}; run \`switchyard login ${this.serverId}\``);
+    NEEDS_LOGIN.add(e);
+    return e;
   }
 
   private async refresh(used: string | undefined): Promise<string> {

@@ -25,6 +25,8 @@ let posts = 0;
 let tokenGate: Promise<void> | undefined;
 /** The body of a successful token answer, when not the default one. */
 let tokenBody: ((n: number) => Record<string, unknown>) | undefined;
+/** The OAuth error of a refused token request. */
+let tokenError = 'temporarily_unavailable';
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -43,7 +45,7 @@ beforeAll(async () => {
       req.resume();
       req.on('end', () => {
         void (tokenGate ?? Promise.resolve()).then(() => {
-          if (tokenStatus !== 200) return json(tokenStatus, { error: 'temporarily_unavailable' });
+          if (tokenStatus !== 200) return json(tokenStatus, { error: tokenError });
           const n = ++issued;
           json(200, tokenBody?.(n) ?? { access_token: `unit-token-${n}`, token_type: 'bearer', expires_in: 100 });
         });
@@ -62,6 +64,7 @@ afterEach(() => {
   tokenStatus = 200;
   tokenGate = undefined;
   tokenBody = undefined;
+  tokenError = 'temporarily_unavailable';
 });
 
 /** A stored login toward the unit server's /mcp, as `switchyard login` writes it. */
@@ -178,6 +181,26 @@ describe('the upstream OAuth client', () => {
     const again = StoredTokenSource.acquire(edited, 'u', `${base}/mcp`, undefined, silentLogger);
     expect(again.current()).toBe('unit-edited-token');
     again.release();
+  });
+
+  it('a refresh token refused (invalid_grant) is not sent again: the error, saying to log in, stands until a new login is stored', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(file, 'unit-refused-token');
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    tokenStatus = 400;
+    tokenError = 'invalid_grant';
+    const before = posts;
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(/the refresh token was refused .*; run `switchyard login u`/);
+    // Past the cool-down of a passing failure: the same refused refresh token is not tried again.
+    await new Promise((r) => setTimeout(r, 1_100));
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(/run `switchyard login u`/);
+    expect(posts).toBe(before + 1);
+    // A new login stored: its refresh token is tried.
+    tokenStatus = 200;
+    storedLogin(file, 'unit-relogged-token', { expiresAt: Date.now() - 1 });
+    await expect(source.renew('unit-relogged-token')).resolves.toMatch(/^unit-token-/);
+    expect(posts).toBe(before + 2);
+    source.release();
   });
 
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
