@@ -7,6 +7,7 @@
  * loopback redirect.
  */
 import type { UpstreamOAuthConfig } from '../config/types.js';
+import { isLoopbackHost } from '../downstream/origin.js';
 import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, strings, where } from './oauth-discovery.js';
 import type { ClientAuth } from './oauth-token-store.js';
 
@@ -38,6 +39,11 @@ export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string,
     const cimd = as.client_id_metadata_document_supported === true ? ' or oauth.clientMetadataUrl (it supports client ID metadata documents)' : '';
     throw new OAuthError(`the authorization server ${where(issuer)} offers no dynamic client registration: set oauth.clientId (a client registered there)${cimd}`);
   }
+  // As the other endpoints of a login: a registration in clear off loopback could be answered by
+  // anyone on the path (a client id and secret of theirs).
+  const u = new URL(endpoint);
+  if (u.protocol !== 'https:' && !isLoopbackHost(u.hostname))
+    throw new OAuthError(`the registration endpoint ${where(endpoint)} is plain http on a host that is not loopback: refused`);
   return register(endpoint, redirectUri);
 }
 

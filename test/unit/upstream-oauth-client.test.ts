@@ -13,6 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
+import { loginClient } from '../../src/upstream/oauth-register.js';
 import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 
 let server: Server;
@@ -201,6 +202,12 @@ describe('the upstream OAuth client', () => {
     await expect(source.renew('unit-relogged-token')).resolves.toMatch(/^unit-token-/);
     expect(posts).toBe(before + 2);
     source.release();
+  });
+
+  it('registers no login client at a plain-http registration endpoint off loopback, as it uses no such authorization or token endpoint', async () => {
+    await expect(loginClient({}, { registration_endpoint: 'http://as.invalid/register' }, 'https://as.invalid', 'http://127.0.0.1:1/callback')).rejects.toThrow(
+      /the registration endpoint http:\/\/as\.invalid\/register is plain http on a host that is not loopback: refused/,
+    );
   });
 
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
