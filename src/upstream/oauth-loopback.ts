@@ -56,7 +56,8 @@ export async function listenForRedirect(state: string, timeoutMs: number, port =
   });
   const addr = server.address();
   const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
-  const timer = setTimeout(() => fail(new Error(`no authorization arrived within ${Math.round(timeoutMs / 1000)} s`)), timeoutMs);
+  // setTimeout takes at most 2^31-1 ms and fires at once past it (a --timeout of 25 days or more).
+  const timer = setTimeout(() => fail(new Error(`no authorization arrived within ${Math.round(timeoutMs / 1000)} s`)), Math.min(timeoutMs, 2 ** 31 - 1));
   timer.unref();
   return {
     redirectUri: `http://127.0.0.1:${bound}/callback`,

@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { loginClient } from '../../src/upstream/oauth-register.js';
+import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 
 let server: Server;
@@ -208,6 +209,18 @@ describe('the upstream OAuth client', () => {
     await expect(loginClient({}, { registration_endpoint: 'http://as.invalid/register' }, 'https://as.invalid', 'http://127.0.0.1:1/callback')).rejects.toThrow(
       /the registration endpoint http:\/\/as\.invalid\/register is plain http on a host that is not loopback: refused/,
     );
+  });
+
+  it("a login's redirect listener waits out a timeout past setTimeout's range (--timeout of 25 days and more)", async () => {
+    const redirect = await listenForRedirect('unit-state', 3_000_000_000);
+    try {
+      await new Promise((r) => setTimeout(r, 20));
+      const res = await fetch(`${redirect.redirectUri}?code=c&state=unit-state`);
+      expect(res.status).toBe(200);
+      expect((await redirect.callback).params.get('code')).toBe('c');
+    } finally {
+      redirect.close();
+    }
   });
 
   it('asks no token for metadata of another resource, nor of an authorization server that names another issuer', async () => {
