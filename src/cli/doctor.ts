@@ -19,6 +19,7 @@ import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './dae
 import { lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
+import { loginFindings } from './login-state.js';
 
 type DoctorArgs = DaemonArgs;
 
@@ -247,13 +248,13 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   }
   if (servers) findings.push(...upstreamFindings(servers));
   if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
-  if (config) findings.push(...heldItemFindings(config), ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
+  if (config) findings.push(...heldItemFindings(config), ...loginFindings(config), ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;
 }
 
 export const doctorCommand: CommandModule<object, DoctorArgs> = {
   command: 'doctor',
-  describe: 'Check the config, the daemon, its port, the upstreams, tool names, quarantine, client tool caps and the ledger',
+  describe: 'Check the config, the daemon, its port, the upstreams, tool names, quarantine, client tool caps, upstream logins and the ledger',
   builder: (y: Argv) =>
     daemonOptions(y, { config: 'Config file', json: 'Print the findings as JSON' }),
   handler: async (argv) => {

@@ -25,6 +25,15 @@ function doctor(cwd: string): Promise<{ code: number | null; findings: Record<st
   });
 }
 
+describe('doctor and upstream logins', () => {
+  it('says that a server of oauth.grant authorization_code has no login stored, and how to make one', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-login-'));
+    writeFileSync(join(d, 'hub.config.json'), JSON.stringify({ listen: { port: 0 }, ledger: { path: './ledger.db' }, servers: { u: { url: 'http://127.0.0.1:1/mcp', oauth: { grant: 'authorization_code', clientId: 'c' } } } }));
+    const { findings } = await doctor(d);
+    expect(findings).toContainEqual({ level: 'warn', check: 'login', message: 'servers.u: no login stored (oauth.grant authorization_code): its calls fail until you run `switchyard login u`' });
+  }, 30_000);
+});
+
 describe('doctor and the ledger', () => {
   it('verifies a healthy chain and names the row of a tampered one', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-ledger-'));

@@ -1,0 +1,54 @@
+/**
+ * `switchyard doctor`'s word on each authorization-code login (src/cli/login-state.ts), read
+ * from real token files as `switchyard login` writes them.
+ */
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { loginFindings } from '../../src/cli/login-state.js';
+import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+
+const URL_ = 'https://mcp.example.com/mcp';
+
+function setup() {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-doctor-login-'));
+  const server = { url: URL_, oauth: { grant: 'authorization_code', clientId: 'c' } };
+  const config = parseConfig({ ledger: { path: join(dir, 'ledger.db') }, servers: { u: server, off: { ...server, disabled: true } } }, join(dir, 'hub.config.json'));
+  const file = config.servers.u!.oauthTokenFile!;
+  const tokens = (over: Partial<StoredTokens> = {}): StoredTokens => ({
+    serverUrl: URL_, resource: URL_, issuer: 'https://as.example.com', tokenEndpoint: 'https://as.example.com/token', clientId: 'c', clientAuth: 'none',
+    accessToken: 'doctor-secret-access-token', scopes: [], obtainedAt: 1_000, ...over,
+  });
+  return { config, file, tokens };
+}
+
+const said = (f: { level: string; message: string }[]) => f.map((x) => `${x.level}: ${x.message}`);
+
+describe('doctor: upstream logins', () => {
+  it('says what to do for a login missing, unusable, for another URL, or expired for good; ok otherwise; never shows a token', () => {
+    const { config, file, tokens } = setup();
+    expect(said(loginFindings(config, 10_000))).toEqual(['warn: servers.u: no login stored (oauth.grant authorization_code): its calls fail until you run `switchyard login u`']);
+    writeTokenFile(file, tokens());
+    writeFileSync(file, 'not json', { mode: 0o600 });
+    expect(said(loginFindings(config, 10_000))[0]).toMatch(/^fail: servers\.u: the stored login is unusable \(.* cannot be read as JSON .*\); run `switchyard login u`$/);
+    writeTokenFile(file, tokens({ serverUrl: 'https://elsewhere.example.com/mcp' }));
+    expect(said(loginFindings(config, 10_000))).toEqual(['warn: servers.u: the stored login is for https://elsewhere.example.com/mcp, not for its url; run `switchyard login u`']);
+    writeTokenFile(file, tokens({ expiresAt: 5_000 }));
+    expect(said(loginFindings(config, 10_000))).toEqual(['warn: servers.u: the stored access token expired and there is no refresh token; run `switchyard login u`']);
+    writeTokenFile(file, tokens({ expiresAt: 5_000, refreshToken: 'doctor-secret-refresh' }));
+    expect(said(loginFindings(config, 10_000))).toEqual(['ok: servers.u: logged in (expired, refreshed at the next call, refreshable)']);
+    writeTokenFile(file, tokens({ expiresAt: 10_000 + 3_600_000 }));
+    const ok = said(loginFindings(config, 10_000));
+    expect(ok).toEqual(['ok: servers.u: logged in (expires in 60 min)']);
+    expect(JSON.stringify(ok)).not.toMatch(/doctor-secret/);
+  });
+
+  it('warns of a token file other users can read', () => {
+    const { config, file, tokens } = setup();
+    writeTokenFile(file, tokens());
+    chmodSync(file, 0o644);
+    expect(said(loginFindings(config, 10_000))).toEqual(['ok: servers.u: logged in (no expiry given)', `warn: servers.u: ${file} is readable by other users (mode 644): \`chmod 600\` it`]);
+  });
+});
