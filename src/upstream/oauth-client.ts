@@ -25,18 +25,15 @@ import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, jsonObject, netWhy, protectedResource, readLimited, strings, where } from './oauth-discovery.js';
+import { OAuthError, authServerMetadata, protectedResource, strings, where } from './oauth-discovery.js';
+import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 
 export { canonicalResource, OAuthError } from './oauth-discovery.js';
 export { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../transport/http-client.js';
 
-/** A token is replaced this long before it expires at most (and at 90 % of its life at least). */
-const EXPIRY_MARGIN_MS = 60_000;
 /** Scope step-ups one request may cause (each must ask for a scope not asked for before). */
 export const MAX_STEP_UPS = 2;
-/** After a failed token request, the same request (the same scopes) fails with its error for this long (no storm on the AS). */
-const FAILURE_COOLDOWN_MS = 1_000;
 const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** Algorithms a client assertion may use (the schema's enum). */
 const KNOWN_ALGS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
@@ -260,50 +257,23 @@ export class OAuthClient implements TokenSource {
 
   /** The client-credentials token request (OAuth 2.1 §4.2, RFC 8707 `resource`). */
   private async requestToken(d: Discovered, scopes: string[]): Promise<string> {
-    const body = new URLSearchParams({ grant_type: 'client_credentials', resource: d.resource });
-    if (scopes.length > 0) body.set('scope', scopes.join(' '));
-    const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+    const params: Record<string, string> = { grant_type: 'client_credentials', resource: d.resource };
+    if (scopes.length > 0) params.scope = scopes.join(' ');
     const method = this.authMethod(d);
-    if (method === 'client_secret_basic') {
-      // RFC 6749 §2.3.1: each part form-encoded before the Basic encoding.
-      const pair = `${formEncode(this.config.clientId!)}:${formEncode(this.config.clientSecret!)}`;
-      headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
-    } else if (method === 'client_secret_post') {
-      body.set('client_id', this.config.clientId!);
-      body.set('client_secret', this.config.clientSecret!);
-    } else {
-      // No client_id: the assertion's `sub` names the client (RFC 7523 §3; the extension's example).
-      body.set('client_assertion_type', ASSERTION_TYPE);
-      body.set('client_assertion', await this.assertion(d));
+    if (method === 'private_key_jwt') {
+      params.client_assertion_type = ASSERTION_TYPE;
+      params.client_assertion = await this.assertion(d);
     }
-    let res: Response;
-    try {
-      // Never redirected: the credentials would go along to wherever it points.
-      res = await fetch(d.tokenEndpoint, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
-    } catch (err) {
-      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)}: ${netWhy(err)}`);
-    }
-    const text = (await readLimited(res, MAX_METADATA_BYTES)) ?? '';
-    const json = jsonObject(text) ?? {};
-    if (!res.ok) {
-      const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
-      const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
-      const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
-      throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (client ${this.config.clientId!}, ${method})`, res.status);
-    }
-    const access = json.access_token;
-    if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} answered without an access_token`, res.status);
-    const type = typeof json.token_type === 'string' ? json.token_type : '';
-    if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(d.tokenEndpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
-    const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
-    const lifeMs = Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn * 1000 : undefined;
-    const expiresAt = lifeMs === undefined ? Infinity : Date.now() + lifeMs;
-    const renewAt = expiresAt - (lifeMs === undefined ? 0 : Math.min(EXPIRY_MARGIN_MS, lifeMs / 10));
-    this.token = { value: access, renewAt, expiresAt, scopes };
+    const clientId = this.config.clientId!;
+    const a = await tokenRequest(d.tokenEndpoint, params, { clientId, clientSecret: this.config.clientSecret, clientAuth: method }, `client ${clientId}, ${method}`);
+    const lifeMs = a.expiresAt === undefined ? undefined : a.expiresAt - Date.now();
+    const expiresAt = a.expiresAt ?? Infinity;
+    const renewAt = lifeMs === undefined ? Infinity : renewTime(expiresAt, lifeMs);
+    this.token = { value: a.accessToken, renewAt, expiresAt, scopes };
     // Redacted wherever it might be echoed (an upstream's error, a log line).
-    useConfigSecrets(this, [access]);
+    useConfigSecrets(this, [a.accessToken]);
     this.log.info({ expiresInSec: lifeMs === undefined ? undefined : Math.round(lifeMs / 1000), scopes, method }, 'OAuth: obtained an access token');
-    return access;
+    return a.accessToken;
   }
 
   /** The configured method, else private_key_jwt with a key, else basic unless the AS lists only post (RFC 8414's default is basic). */
@@ -408,7 +378,3 @@ function union(a: readonly string[], b: readonly string[]): string[] {
   return [...new Set([...a, ...b])];
 }
 
-/** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */
-function formEncode(s: string): string {
-  return encodeURIComponent(s).replace(/%20/g, '+');
-}

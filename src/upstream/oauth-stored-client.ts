@@ -13,13 +13,9 @@ import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js
 import type { BearerChallenge } from './oauth-challenge.js';
 import type { TokenSource } from './oauth-client.js';
 import { OAuthError, canonicalResource } from './oauth-discovery.js';
-import { tokenRequest } from './oauth-token-request.js';
+import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
-/** A token is refreshed this long before it expires at most (and at 90 % of its life at least). */
-const EXPIRY_MARGIN_MS = 60_000;
-/** After a failed refresh, requests fail with its error for this long (no storm on the authorization server). */
-const FAILURE_COOLDOWN_MS = 1_000;
 
 /** The errors that only a new login can end (made by StoredTokenSource.login). */
 const NEEDS_LOGIN = new WeakSet<OAuthError>();
@@ -161,6 +157,5 @@ export class StoredTokenSource implements TokenSource {
 
 function renewAt(t: StoredTokens): number {
   if (t.expiresAt === undefined) return Infinity;
-  const life = Math.max(0, t.expiresAt - t.obtainedAt);
-  return t.expiresAt - Math.min(EXPIRY_MARGIN_MS, life / 10);
+  return renewTime(t.expiresAt, Math.max(0, t.expiresAt - t.obtainedAt));
 }

@@ -1,8 +1,9 @@
 /**
- * One request to an authorization server's token endpoint for the authorization-code grant and
- * its refreshes (OAuth 2.1 §4.1.3, §4.3): the code exchange of `switchyard login` and the
- * daemon's refresh (oauth-stored-client.ts). Never redirected (a client secret or a code would go
- * along); errors name the endpoint, the HTTP status and the OAuth `error`, never a token.
+ * One request to an authorization server's token endpoint, for every grant the hub uses: client
+ * credentials (oauth-client.ts, OAuth 2.1 §4.2), the code exchange of `switchyard login` and the
+ * daemon's refresh (oauth-stored-client.ts, §4.1.3, §4.3). Never redirected (a client secret or a
+ * code would go along); errors name the endpoint, the HTTP status and the OAuth `error`, never a
+ * token.
  */
 import { isLoopbackHost } from '../downstream/origin.js';
 import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, where } from './oauth-discovery.js';
@@ -11,7 +12,18 @@ import type { ClientAuth } from './oauth-token-store.js';
 export interface TokenClient {
   clientId: string;
   clientSecret?: string;
-  clientAuth: ClientAuth;
+  /** `private_key_jwt`: the assertion is in the params, and no client_id (its `sub` names the client, RFC 7523 §3). */
+  clientAuth: ClientAuth | 'private_key_jwt';
+}
+
+/** A token is replaced this long before it expires at most (and at 90 % of its life at least). */
+const EXPIRY_MARGIN_MS = 60_000;
+/** After a failed token request, the same request fails with its error for this long (no storm on the authorization server). */
+export const FAILURE_COOLDOWN_MS = 1_000;
+
+/** When a token of `lifeMs` that expires at `expiresAt` is replaced before use. */
+export function renewTime(expiresAt: number, lifeMs: number): number {
+  return expiresAt - Math.min(EXPIRY_MARGIN_MS, lifeMs / 10);
 }
 
 export interface TokenAnswer {
@@ -30,7 +42,8 @@ export function checkTokenEndpoint(url: string): void {
     throw new OAuthError(`the token endpoint ${where(url)} is plain http on a host that is not loopback: the hub sends codes and tokens over https only`);
 }
 
-export async function tokenRequest(endpoint: string, params: Record<string, string>, client: TokenClient): Promise<TokenAnswer> {
+/** `said`: how the refusal names the request (default: the grant and the client). */
+export async function tokenRequest(endpoint: string, params: Record<string, string>, client: TokenClient, said = `${params.grant_type}, client ${client.clientId}`): Promise<TokenAnswer> {
   checkTokenEndpoint(endpoint);
   const body = new URLSearchParams(params);
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
@@ -38,7 +51,7 @@ export async function tokenRequest(endpoint: string, params: Record<string, stri
     // RFC 6749 §2.3.1: each part form-encoded before the Basic encoding.
     const pair = `${formEncode(client.clientId)}:${formEncode(client.clientSecret)}`;
     headers.authorization = `Basic ${Buffer.from(pair, 'utf8').toString('base64')}`;
-  } else {
+  } else if (client.clientAuth !== 'private_key_jwt') {
     body.set('client_id', client.clientId);
     if (client.clientAuth === 'client_secret_post' && client.clientSecret !== undefined) body.set('client_secret', client.clientSecret);
   }
@@ -53,7 +66,7 @@ export async function tokenRequest(endpoint: string, params: Record<string, stri
     const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
     const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
     const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
-    const e = new OAuthError(`token endpoint ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${params.grant_type}, client ${client.clientId})`, res.status);
+    const e = new OAuthError(`token endpoint ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${said})`, res.status);
     (e as OAuthError & { oauthError?: string }).oauthError = typeof json.error === 'string' ? json.error : undefined;
     throw e;
   }
