@@ -13,7 +13,7 @@ import { LedgerCapabilityStore } from './capabilities.js';
 import { LedgerResourceRouteStore } from './resource-routes.js';
 import { LedgerSessionMemoryStore } from './session-memory.js';
 import { PendingFiles, type PendingFilesOptions } from './pending-files.js';
-import { LedgerPinStore } from './pins.js';
+import { LedgerPinStore, PinChangeWatch } from './pins.js';
 import type { ItemPinKind } from '../catalog/pins.js';
 import { LedgerReader, type StatsRow } from './reader.js';
 import { DEFAULT_REDACT_KEYS, redact, redactString } from './redact.js';
@@ -193,11 +193,12 @@ export class Ledger {
     this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
     this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
     this.sessionMemory = new LedgerSessionMemoryStore(db, this.gc, now, this.log);
-    this.pins = new LedgerPinStore(db, this.gc, this.log);
+    const pinWatch = new PinChangeWatch(db, this.log);
+    this.pins = new LedgerPinStore(db, this.gc, this.log, pinWatch);
     this.itemPins = {
-      prompts: new LedgerPinStore(db, this.gc, this.log, 'prompts'),
-      resources: new LedgerPinStore(db, this.gc, this.log, 'resources'),
-      resourceTemplates: new LedgerPinStore(db, this.gc, this.log, 'resourceTemplates'),
+      prompts: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'prompts'),
+      resources: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'resources'),
+      resourceTemplates: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'resourceTemplates'),
     };
 
     // Recovery's statement (the applier has the others).

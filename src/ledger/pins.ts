@@ -126,6 +126,7 @@ function same(a: PinRecord, b: PinRecord): boolean {
  * number of pins, nor with the hub's own writes (they are not counted). (It used to re-read the
  * whole table whenever `PRAGMA data_version` moved, which the hub's own ledger thread moves
  * after every batch: seconds of the event loop every 500 ms under traffic with 80k pins.)
+ * The stores of one ledger share a PinChangeWatch: one timer and one read of the count.
  */
 export class LedgerPinStore implements PinStore {
   private readonly map = new Map<string, PinRecord>();
@@ -137,12 +138,12 @@ export class LedgerPinStore implements PinStore {
   /** pin_changes.seq when last read: the changes made elsewhere up to it are in the map. */
   private seen: number;
   private polledRows = 0;
-  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly db: Database,
     private readonly gc: GroupCommit,
     private readonly log: Logger,
+    private readonly watch: PinChangeWatch,
     /** The kind it keeps: tools in tool_pins, the others in item_pins (migration 0014). */
     private readonly kind: ListKind = 'tools',
   ) {
@@ -186,9 +187,7 @@ export class LedgerPinStore implements PinStore {
 
   onExternalChange(cb: (changed: PinRecord[]) => void): void {
     this.listeners.push(cb);
-    if (this.timer) return;
-    this.timer = setInterval(() => this.poll(), PIN_POLL_MS);
-    this.timer.unref();
+    this.watch.add(this);
   }
 
   /**
@@ -197,15 +196,25 @@ export class LedgerPinStore implements PinStore {
    */
   poll(): boolean {
     let seq: number;
-    let rows: PinRecord[];
     try {
       seq = this.changeCount();
-      if (seq === this.seen) return false;
+    } catch (err) {
+      this.readFailed(err);
+      return false;
+    }
+    return this.pollTo(seq);
+  }
+
+  /** poll() with the count already read (PinChangeWatch reads it once for every store). */
+  pollTo(seq: number): boolean {
+    // The count only grows; an older one (read before this store's own poll()) has nothing new.
+    if (seq <= this.seen) return false;
+    let rows: PinRecord[];
+    try {
       rows = readPinsChangedSince(this.db, this.kind, this.seen);
     } catch (err) {
-      // Closed, or the read failed (busy): the count is not taken, so the next tick reads
-      // again; taking it would lose the change.
-      if (this.db.open) this.log.warn({ err }, 'ledger: could not read the changed tool pins; retrying');
+      // The count is not taken, so the next tick reads again; taking it would lose the change.
+      this.readFailed(err);
       return false;
     }
     // Rows committed after the count was read are read again next time: same() finds them unchanged.
@@ -232,12 +241,62 @@ export class LedgerPinStore implements PinStore {
   }
 
   close(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.watch.remove(this);
+  }
+
+  private readFailed(err: unknown): void {
+    // Closed, or the read failed (busy): the next tick reads again.
+    if (this.db.open) this.log.warn({ err, kind: this.kind }, 'ledger: could not read the changed pins; retrying');
   }
 
   private changeCount(): number {
     return this.changes.get() as number;
+  }
+}
+
+/**
+ * One timer and one read of pin_changes for all the pin stores of a ledger that have a
+ * listener (four kinds would read the one counter four times every PIN_POLL_MS); a store
+ * reads its rows only when the count moved past what it has seen.
+ */
+export class PinChangeWatch {
+  private readonly stores = new Set<LedgerPinStore>();
+  private readonly count: Statement;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly db: Database,
+    private readonly log: Logger,
+  ) {
+    this.count = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
+  }
+
+  add(store: LedgerPinStore): void {
+    this.stores.add(store);
+    if (this.timer) return;
+    this.timer = setInterval(() => this.tick(), PIN_POLL_MS);
+    this.timer.unref();
+  }
+
+  remove(store: LedgerPinStore): void {
+    this.stores.delete(store);
+    if (this.stores.size || !this.timer) return;
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Reads the count once and lets each store catch up to it; false when none changed. */
+  tick(): boolean {
+    let seq: number;
+    try {
+      seq = this.count.get() as number;
+    } catch (err) {
+      if (this.db.open) this.log.warn({ err }, 'ledger: could not read the pin change count; retrying');
+      return false;
+    }
+    let changed = false;
+    for (const s of this.stores) if (s.pollTo(seq)) changed = true;
+    return changed;
   }
 }
 

@@ -6,13 +6,13 @@
  * ledger thread moves after each batch (seconds of the event loop every 500 ms with 80k pins).
  */
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { PinRecord } from '../../src/catalog/pins.js';
 import { heldItemFindings } from '../../src/cli/doctor.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
-import { approvePins, matchPins, PIN_UPSERT, readPins } from '../../src/ledger/pins.js';
+import { approvePins, matchPins, PIN_POLL_MS, PIN_UPSERT, readPins } from '../../src/ledger/pins.js';
 import { begin, closeAndRemove, end, tempDir, until } from './ledger-helpers.js';
 
 function pending(tool: string): PinRecord {
@@ -268,6 +268,35 @@ describe('pin store: what a poll costs', () => {
     expect(store.poll()).toBe(false);
     expect(read.rows).toBe(1);
   }, 60_000);
+
+  it('the four stores of a ledger share one timer and one read of the count; each tells only of its kind', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const stores = { tools: ledger.pinStore(), ...ledger.itemPinStores() };
+    stores.tools.put(pending('greet'));
+    stores.prompts.put(pending('greet'));
+    await ledger.whenCommitted();
+    await new Promise((r) => setImmediate(r)); // the puts' bookkeeping after their commit
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const told: string[] = [];
+      for (const [kind, store] of Object.entries(stores)) store.onExternalChange((c) => told.push(`${kind}:${c.map((r) => r.tool).join()}`));
+      expect(vi.getTimerCount()).toBe(1);
+      const cli = openLedgerDb({ path: t.db });
+      try {
+        expect(approvePins(cli, matchPins(cli, 'greet', 's', ['prompts']), 5)).toHaveLength(1);
+      } finally {
+        cli.close();
+      }
+      vi.advanceTimersByTime(PIN_POLL_MS);
+      expect(told).toEqual(['prompts:greet']);
+      expect(stores.prompts.rowsPolled + stores.tools.rowsPolled + stores.resources.rowsPolled + stores.resourceTemplates.rowsPolled).toBe(1);
+      for (const store of Object.values(stores)) store.close();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 
   it('any write of another process is seen (an UPDATE by hand, an INSERT), by index; the hub writing such a row again is not', async () => {
     t = tempDir();
