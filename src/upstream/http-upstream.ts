@@ -15,6 +15,7 @@ import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js'
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { RETRY_AFTER_CAP_MS } from './lifecycle.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
@@ -205,7 +206,10 @@ export class HttpUpstream extends HandshakingUpstream {
     this.tripped = true;
     const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
     this.streak.reset();
-    this.trip(reason, this.spec.circuitBreaker?.cooldownMs ?? 0);
+    // The last failure's Retry-After (a 503 asking for a while) outlasts a shorter cool-down:
+    // a probe sooner is refused again.
+    const asked = err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0;
+    this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, asked));
   }
 
   /** The legacy session id, if any (for status and tests; never log it). */

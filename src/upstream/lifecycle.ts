@@ -15,7 +15,7 @@ import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
 
 /** The longest wait a server's Retry-After gets before the next attempt to connect. */
-const RETRY_AFTER_CAP_MS = 60_000;
+export const RETRY_AFTER_CAP_MS = 60_000;
 
 export interface UpstreamOptions {
   /** The hub's identity toward upstreams (default: switchyard and its package version). */

@@ -92,7 +92,7 @@ export interface FaultHttp {
   proc: ChildProcess;
   logFile: string;
   /** What the server recorded, in order. */
-  log(): { method?: string; name?: string; session: string | null; status: number; executed?: boolean; id?: unknown; requestId?: unknown }[];
+  log(): { method?: string; name?: string; session: string | null; status: number; executed?: boolean; id?: unknown; requestId?: unknown; /** Date.now() when recorded. */ at?: number }[];
   control(body: Json): Promise<void>;
   stop(): Promise<void>;
 }

@@ -426,6 +426,16 @@ describe('HTTP upstream faults', () => {
     expect(calls(cb, 'busy429')).toHaveLength(4); // not sent again
   });
 
+  it("a circuit opened by 503s asking to wait (Retry-After: 2) probes no sooner than asked, not after its shorter cool-down", async () => {
+    await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    for (let i = 0; i < 3; i++) expect(text(await callTool(hub.url, 'cb__busy503', { retryAfter: 2 }))).toMatch(/HTTP 503; it asks to wait 2 s/);
+    const lastRefusal = Number(calls(cb, 'busy503').at(-1)!.at);
+    await waitForState(hub.url, 'cb', ['ready'], 20_000);
+    const probe = cb.log().find((e) => Number(e.at) > lastRefusal);
+    expect(probe).toBeDefined();
+    expect(Number(probe!.at) - lastRefusal).toBeGreaterThanOrEqual(1_950); // the cool-down is 300 ms
+  }, 30_000);
+
   it('answers 503 to everything: after 3 failures the circuit opens, calls stop reaching it, a probe closes it', async () => {
     expect(text(await callTool(hub.url, 'cb__echo', { i: -1 }))).toBe('{"i":-1}');
     await cb.control({ mode: '503' });
