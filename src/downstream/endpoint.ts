@@ -33,6 +33,7 @@ import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
 import { ReplayBudget, SessionStreams } from './resumable.js';
 import { decodeHeaderValue } from '../protocol/header-value.js';
+import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
@@ -278,6 +279,7 @@ export class Endpoint {
     const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
     const sink = ex.sink;
     const idem = idempotencyOf(req, ex);
+    const span = spanOfMeta(meta);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
@@ -288,7 +290,8 @@ export class Endpoint {
       clientInfo: meta[META_CLIENT_INFO] as Implementation | undefined,
       clientCapabilities: meta[META_CLIENT_CAPABILITIES] as ClientCapabilities,
       signal,
-      meta: passThroughMeta(meta),
+      meta: passThroughMeta(meta, span),
+      span,
       logLevel: level,
       requestBytes: ex.requestBytes,
       idempotencyKey: idem?.key,
@@ -420,7 +423,7 @@ export class Endpoint {
     const session = stdio ? stdio.current : this.sessionOf(ex);
     if (!session && stdio && c.kind === 'request' && c.msg.method === 'ping') {
       // Before initialize a client may send ping, and only ping (digest §2.1); it is answered.
-      const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes };
+      const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes, span: spanOfMeta(c.msg.params?._meta) };
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(c.msg.id, {}), 200);
     }
@@ -499,6 +502,7 @@ export class Endpoint {
       clientCapabilities: {},
       signal: new Canceller().signal,
       requestBytes: ex.requestBytes,
+      span: spanOfMeta(req.params?._meta),
     };
     const hubName = req.target ?? targetOf(req.params);
     return this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
@@ -703,6 +707,7 @@ export class Endpoint {
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
     const idem = idempotencyOf(req, ex);
+    const span = spanOfMeta(meta);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
@@ -713,7 +718,8 @@ export class Endpoint {
       clientInfo: session.clientInfo,
       clientCapabilities: session.capabilities,
       signal,
-      meta: passThroughMeta(meta),
+      meta: passThroughMeta(meta, span),
+      span,
       logLevel: session.logLevel,
       requestBytes: ex.requestBytes,
       sessionKey: session.id,

@@ -1,4 +1,5 @@
 import { setField } from './copy.js';
+import { formatTraceparent, type TraceSpan } from './trace-context.js';
 
 /** Reserved `_meta` keys of the 2026-07-28 era (digest §2.2). */
 export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
@@ -19,12 +20,23 @@ const ENVELOPE_KEYS = new Set([
   'progressToken',
 ]);
 
-/** The `_meta` keys that travel with a call across the hub unchanged (trace context, third-party keys). */
-export function passThroughMeta(meta: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
-  if (!meta) return undefined;
+/**
+ * The `_meta` keys that travel with a call across the hub (trace context, third-party keys), in
+ * the copy the edge makes anyway. With `span` (the hub's span for the request, see
+ * trace-context.ts) `traceparent` names it, the caller's parent of it; `tracestate` goes on
+ * unchanged under a caller's trace, and is dropped when the hub started a new one (the spec: a
+ * traceparent that cannot be parsed restarts the trace and deletes tracestate, whose entries
+ * describe the trace the upstream would no longer be in). `baggage` is no part of the trace's
+ * identity (a W3C specification of its own) and always goes on.
+ */
+export function passThroughMeta(meta: Record<string, unknown> | undefined, span?: TraceSpan): Record<string, unknown> | undefined {
   let out: Record<string, unknown> | undefined;
+  if (span) out = { traceparent: formatTraceparent(span) };
+  if (!meta) return out;
+  const restarted = span !== undefined && span.parentSpanId === undefined;
   for (const k in meta) {
     if (ENVELOPE_KEYS.has(k) || k === META_IDEMPOTENCY_KEY) continue;
+    if (span && (k === 'traceparent' || (k === 'tracestate' && restarted))) continue;
     setField((out ??= {}), k, meta[k]);
   }
   return out;

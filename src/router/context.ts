@@ -2,6 +2,7 @@ import type { Era } from '../protocol/era.js';
 import type { Id } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel, ProgressInfo } from '../protocol/types.js';
 import type { Signal } from '../cancel.js';
+import type { TraceSpan } from '../protocol/trace-context.js';
 
 /**
  * One downstream request in era-neutral form. The downstream edge builds it; the core never
@@ -35,8 +36,10 @@ export interface CallContext {
   askClient?: (req: InputRequest, withdrawn?: Signal) => Promise<Record<string, unknown>>;
   /** A legacy upstream's notifications/elicitation/complete for a question relayed to this client. */
   onElicitationComplete?: (params: Record<string, unknown>) => void;
-  /** `_meta` keys that travel through unchanged. */
+  /** `_meta` keys that travel on: the client's pass-through keys, `traceparent` naming `span`. */
   meta?: Record<string, unknown>;
+  /** The hub's span for this request (W3C trace context): what its row records, the parent of what it forwards. */
+  span?: TraceSpan;
   idempotencyKey?: string;
   /** An Idempotency-Key header that names another key than `_meta`'s (idempotencyKey): the call is refused. */
   idempotencyClash?: string;

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { perProcess } from './upstream-helpers.js';
 import { QUIRKS, waitForState } from './faults-helpers.js';
-import { modernCall, type Json } from './ledger-helpers.js';
+import { legacySession, modernCall, type Json } from './ledger-helpers.js';
 
 let hub: HubProcess;
 let dir: string;
@@ -63,6 +63,28 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     expect(Object.hasOwn(sentMeta, 'm')).toBe(false);
     if (id === 'modern') expect((sentMeta['io.modelcontextprotocol/clientInfo'] as { name?: string }).name).toBe('switchyard');
     else expect(sentMeta['io.modelcontextprotocol/clientInfo']).toBeUndefined();
+  });
+
+  it('passes a W3C trace on as a span of the hub’s under the client’s (or one it starts), from either era', async () => {
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const parent = '00f067aa0ba902b7';
+    const sentWith = (mark: string) => received(id).find((m) => (m.params as Json).arguments && ((m.params as Json).arguments as Json).mark === mark)?.params as Json | undefined;
+    const meta = { traceparent: `00-${trace}-${parent}-00`, tracestate: 'congo=t61rcWkgMzE', baggage: 'user=7' };
+    expect((await modernCall(hub.url, `t-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'modern' } }, { meta })).status).toBe(200);
+    const underCaller = sentWith('modern')?._meta as Json;
+    expect(underCaller.traceparent).toMatch(new RegExp(`^00-${trace}-[0-9a-f]{16}-00$`));
+    expect(underCaller.traceparent).not.toContain(parent);
+    expect([underCaller.tracestate, underCaller.baggage]).toEqual([meta.tracestate, meta.baggage]);
+    // A legacy client whose traceparent is no valid one: the hub starts a trace (sampled), and
+    // the tracestate of the trace it left goes no further.
+    const legacy = await legacySession(hub.url);
+    const bad = { traceparent: `00-${trace.toUpperCase()}-${parent}-01`, tracestate: 'congo=t61rcWkgMzE', baggage: 'user=7' };
+    expect((await legacy.call(`t-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'legacy' }, _meta: bad })).status).toBe(200);
+    const started = sentWith('legacy')?._meta as Json;
+    expect(started.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect(started.traceparent).not.toContain(trace);
+    expect(started.tracestate).toBeUndefined();
+    expect(started.baggage).toBe('user=7');
   });
 
   it("passes the upstream's progress notification on with its _meta, under the client's token", async () => {
