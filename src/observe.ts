@@ -16,6 +16,8 @@ export interface AuditEvent {
   principal: string;
   /** The tool group whose endpoint the request came through. */
   group?: string;
+  /** The W3C trace id of the request's span (its ledger row's). */
+  traceId?: string;
   clientEra: string;
   clientName?: string;
   method: string;
@@ -49,6 +51,7 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
     latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
   };
   if (b.group) ev.group = b.group;
+  if (b.traceId) ev.traceId = b.traceId;
   if (b.clientInfo?.name) ev.clientName = text(b.clientInfo.name)!;
   if (b.hubName) ev.name = nameText(b.hubName)!;
   const server = e.server ?? b.server;

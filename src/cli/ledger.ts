@@ -50,6 +50,7 @@ interface FilterArgs extends CommonArgs {
   method?: string | string[];
   requestId?: string | string[];
   client?: string | string[];
+  traceId?: string | string[];
   since?: string | string[];
   until?: string | string[];
 }
@@ -112,6 +113,18 @@ function timeOption(option: string, value: unknown, now: number): number {
   }
 }
 
+/**
+ * `--trace-id`: a W3C trace id, 32 hex digits. Stored as the spec writes it, in lower case; one
+ * pasted in upper case is the same id. Anything else would match no row and read as "no such
+ * calls": a usage error instead.
+ */
+function traceIdOption(value: string | string[] | undefined): string | undefined {
+  const v = oneText('--trace-id', value);
+  if (v === undefined) return undefined;
+  if (!/^[0-9a-fA-F]{32}$/.test(v)) throw new UsageError(`--trace-id must be a W3C trace id, 32 hex digits (the second field of a traceparent), not ${JSON.stringify(v.slice(0, 80))}`);
+  return v.toLowerCase();
+}
+
 function filterOf(a: FilterArgs, now: number): AuditFilter {
   const when = (option: string, s: string | string[] | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
   return {
@@ -123,6 +136,7 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
     method: oneText('--method', a.method),
     requestId: oneText('--request-id', a.requestId),
     client: oneText('--client', a.client),
+    traceId: traceIdOption(a.traceId),
     since: when('--since', a.since),
     until: when('--until', a.until),
   };
@@ -139,6 +153,7 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
     .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })
+    .option('trace-id', { type: 'string', describe: "Only the rows of this W3C trace (32 hex digits): one call's rows in chained hubs' ledgers share it" })
     .option('since', { type: 'string', describe: 'From this time: 30m, 1h, 2d back, or an ISO date' })
     .option('until', { type: 'string', describe: 'Before this time: duration back or ISO date' });
 }

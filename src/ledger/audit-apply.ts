@@ -7,29 +7,33 @@ type Params = Record<string, unknown>;
 
 /**
  * The columns a begin writes, and the end's columns a finish adds (FIN_COLS: with the late facts).
- * tool_group (migration 0013) came last, so a line written before it is the same line without
- * it: OLD_BEGIN_N values (see valuesOf).
+ * tool_group (migration 0013), then the trace columns (0015), came last, so a line written
+ * before them is the same line without them (see OLDER_BEGINS, valuesOf).
  */
 export const BEGIN_COLS = ['id', 'ts', 'request_id', 'principal', 'client_address', 'client_era', 'client_name', 'client_version', 'method',
-  'hub_name', 'server', 'upstream_name', 'upstream_era', 'idempotency_key', 'args_hash', 'request_bytes', 'args_json', 'tool_group'] as const;
+  'hub_name', 'server', 'upstream_name', 'upstream_era', 'idempotency_key', 'args_hash', 'request_bytes', 'args_json', 'tool_group',
+  'trace_id', 'span_id', 'parent_span_id'] as const;
 export const END_COLS = ['outcome', 'error_kind', 'error_code', 'error_message', 'latency_ms', 'response_bytes', 'result_json'] as const;
 /** A finished row's columns, in the order of its values (linkedValues). */
 export const LINKED_COLS = [...BEGIN_COLS, ...END_COLS, 'seq', 'hash'] as const;
 const SEQ_AT = LINKED_COLS.indexOf('seq');
 const HASH_AT = LINKED_COLS.indexOf('hash');
 const linkedDigest = new ColumnsDigest(LINKED_COLS);
-/** The most finished rows one INSERT takes (27 parameters each). */
+/** The most finished rows one INSERT takes (30 parameters each). */
 const MAX_RUN = 16;
 
 /** What a finish adds to its begin's values: the end's columns, then the late facts. */
 export const FIN_COLS = [...END_COLS, 'server', 'upstream_name', 'upstream_era'] as const;
 const BEGIN_N = BEGIN_COLS.length;
 const FINISHED_N = BEGIN_N + FIN_COLS.length;
-/** A begin's values as hubs before tool_group wrote them (its line one value shorter, a finished one too). */
-const GROUP_AT = BEGIN_COLS.indexOf('tool_group');
-const OLD_BEGIN_N = GROUP_AT;
-const OLD_FINISHED_N = OLD_BEGIN_N + FIN_COLS.length;
-if (GROUP_AT !== BEGIN_N - 1) throw new Error('audit columns: tool_group must stay the last of a begin (older lines are the same without it)');
+/**
+ * How many values a begin had as older hubs wrote it: before tool_group, and before the trace
+ * columns. A finished line of theirs is as many longer as FIN_COLS. No two of these lengths, or
+ * of this hub's, are the same.
+ */
+const OLDER_BEGINS = [BEGIN_COLS.indexOf('tool_group'), BEGIN_COLS.indexOf('trace_id')] as const;
+if (OLDER_BEGINS[1] !== OLDER_BEGINS[0] + 1 || BEGIN_COLS.indexOf('parent_span_id') !== BEGIN_N - 1)
+  throw new Error('audit columns: tool_group, then the trace columns, must stay the last of a begin (older lines are the same without them)');
 
 /**
  * A line of the pending file. A begin is the JSON array of its BEGIN_COLS values; a finished
@@ -249,11 +253,13 @@ function valuesOf(r: PendingRecord): unknown[] | undefined {
   if (Array.isArray(r)) {
     if (typeof r[0] !== 'number') return undefined;
     if (r.length === BEGIN_N || r.length === FINISHED_N) return r;
-    // A line from before tool_group (a pending file an older hub left): it came through no group
-    // this ledger knows of, so the column is null, as in the rows the migration found.
-    if (r.length === OLD_BEGIN_N || r.length === OLD_FINISHED_N) {
-      r.splice(GROUP_AT, 0, null);
-      return r;
+    // A line from before tool_group or the trace columns (a pending file an older hub left): what
+    // it did not record is null, as in the rows the migrations found.
+    for (const n of OLDER_BEGINS) {
+      if (r.length === n || r.length === n + FIN_COLS.length) {
+        r.splice(n, 0, ...Array<null>(BEGIN_N - n).fill(null));
+        return r;
+      }
     }
     return undefined;
   }
@@ -280,6 +286,6 @@ const LINKED_FROM: readonly number[] = linkedValues(Array.from({ length: FINISHE
  * upstream) are the finish's. One literal on purpose: it is built for every row.
  */
 export function linkedValues(r: unknown[]): unknown[] {
-  return [r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[25], r[26], r[27], r[13], r[14], r[15], r[16], r[17],
-    r[18], r[19], r[20], r[21], r[22], r[23], r[24], null, null];
+  return [r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[28], r[29], r[30], r[13], r[14], r[15], r[16], r[17],
+    r[18], r[19], r[20], r[21], r[22], r[23], r[24], r[25], r[26], r[27], null, null];
 }

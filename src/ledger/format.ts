@@ -29,6 +29,11 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
     responseBytes: r.responseBytes,
     idempotencyKey: r.idempotencyKey,
     argsHash: r.argsHash,
+    // Its span in a W3C trace: rows of one call in chained hubs' ledgers share the trace id, and
+    // the inner hub's parentSpanId is the outer hub's spanId.
+    traceId: r.traceId,
+    spanId: r.spanId,
+    parentSpanId: r.parentSpanId,
     args: parseOrText(r.argsJson),
     result: parseOrText(r.resultJson),
     // The row's link in the hash chain: an export can be held against the database later.
@@ -96,7 +101,7 @@ export function table(header: string[], rawRows: string[][]): string {
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-export const ROW_HEADER = ['time', 'principal', 'group', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key'];
+export const ROW_HEADER = ['time', 'principal', 'group', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key', 'trace'];
 
 export function rowCells(r: AuditRow): string[] {
   return [
@@ -111,6 +116,7 @@ export function rowCells(r: AuditRow): string[] {
     r.errorCode === null ? '' : String(r.errorCode),
     r.latencyMs === null ? '' : String(Math.round(r.latencyMs)),
     r.idempotencyKey ?? '',
+    r.traceId ?? '',
   ];
 }
 

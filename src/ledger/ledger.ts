@@ -608,6 +608,9 @@ export class Ledger {
       finiteOrNull(b.requestBytes),
       this.body(b.args),
       text(b.group),
+      text(b.traceId),
+      text(b.spanId),
+      text(b.parentSpanId),
     ];
   }
 

@@ -35,8 +35,9 @@ const PRUNE_CHUNK = 5_000;
  * read-only (or, for prune, writable) connection, by the CLI next to a running hub.
  */
 export class LedgerReader {
-  /** Whether the audit table has tool_group (migration 0013); known once asked. */
+  /** Whether the audit table has tool_group (migration 0013), trace_id (0015); known once asked. */
   private groups: boolean | undefined;
+  private traces: boolean | undefined;
 
   constructor(readonly db: Database) {}
 
@@ -56,6 +57,10 @@ export class LedgerReader {
     if (filter.group !== undefined) {
       this.groups ??= (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = 'tool_group'`).get() as unknown) !== undefined;
       if (!this.groups) throw new Error('this ledger does not record tool groups yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says which group it came through');
+    }
+    if (filter.traceId !== undefined) {
+      this.traces ??= (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = 'trace_id'`).get() as unknown) !== undefined;
+      if (!this.traces) throw new Error('this ledger does not record trace ids yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says which trace it was in');
     }
     return whereClause(filter);
   }

@@ -30,6 +30,10 @@ export interface AuditDbRow {
   hash: string | null;
   /** Absent in a ledger before migration 0013 (read as it is by the CLI). */
   tool_group?: string | null;
+  /** Absent in a ledger before migration 0015. */
+  trace_id?: string | null;
+  span_id?: string | null;
+  parent_span_id?: string | null;
 }
 
 /** An audit row as the library hands it out. Bodies stay JSON text (already redacted). */
@@ -63,6 +67,12 @@ export interface AuditRow {
   argsJson: string | null;
   resultJson: string | null;
   hash: string | null;
+  /** The request's W3C trace id; null in rows before traces were recorded (and refusals before a body was read). */
+  traceId: string | null;
+  /** The hub's span id for the request: the parent span id of what it forwarded. */
+  spanId: string | null;
+  /** The caller's span id, when the request came with a valid traceparent (null: the hub started the trace). */
+  parentSpanId: string | null;
 }
 
 export function toAuditRow(r: AuditDbRow): AuditRow {
@@ -94,6 +104,9 @@ export function toAuditRow(r: AuditDbRow): AuditRow {
     argsJson: r.args_json,
     resultJson: r.result_json,
     hash: r.hash,
+    traceId: r.trace_id ?? null,
+    spanId: r.span_id ?? null,
+    parentSpanId: r.parent_span_id ?? null,
   };
 }
 
@@ -110,6 +123,8 @@ export interface AuditFilter {
   requestId?: string;
   /** The client's name (clientInfo.name) as it said it. */
   client?: string;
+  /** The W3C trace id (32 lowercase hex digits) of the request's span. */
+  traceId?: string;
   /** Epoch ms, inclusive. */
   since?: number;
   /** Epoch ms, exclusive. */
@@ -139,6 +154,7 @@ export function whereClause(f: AuditFilter): { sql: string; params: Record<strin
   add('method = @method', 'method', f.method);
   add('request_id = @requestId', 'requestId', f.requestId);
   add('client_name = @client', 'client', f.client);
+  add('trace_id = @traceId', 'traceId', f.traceId);
   add('ts >= @since', 'since', f.since);
   add('ts < @until', 'until', f.until);
   add('id > @afterId', 'afterId', f.afterId);

@@ -24,6 +24,10 @@ export interface AuditBegin {
   requestBytes?: number;
   /** Only stored when ledger.storeBodies is on (redacted by the ledger). */
   args?: unknown;
+  /** The request's span in a W3C trace (see src/protocol/trace-context.ts): its trace id, the hub's span id, the caller's span id. */
+  traceId?: string;
+  spanId?: string;
+  parentSpanId?: string;
 }
 
 export interface AuditEnd {

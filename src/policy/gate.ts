@@ -3,6 +3,7 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import { META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { spanOfMeta } from '../protocol/trace-context.js';
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
 import { TokenBuckets, type BucketSpec, type RateLimiter } from './rate-limit.js';
@@ -147,6 +148,8 @@ export class EdgeGate {
   /** The audit row of a request the gate refused. */
   private async refused(principal: string, req: Request | undefined, tool: string | undefined, refusal: EdgeRefusal, facts: RequestFacts): Promise<void> {
     const meta = req?.params?._meta as Record<string, unknown> | undefined;
+    // The hub's span for it as for any request, so a traced call refused here is found by its trace id.
+    const span = req ? spanOfMeta(meta) : undefined;
     await this.audit(
       {
         ts: Date.now(),
@@ -158,6 +161,9 @@ export class EdgeGate {
         method: req?.method ?? INVALID_MESSAGE,
         hubName: tool,
         requestBytes: facts.requestBytes,
+        traceId: span?.traceId,
+        spanId: span?.spanId,
+        parentSpanId: span?.parentSpanId,
       },
       { outcome: 'denied', errorKind: 'policy', errorCode: refusal.status, errorMessage: refusal.message, latencyMs: 0 },
     );

@@ -100,6 +100,7 @@ function withUpstream(server: ServerHandle, upstream: Upstream): ServerHandle {
 }
 
 export function beginOf(method: string, ctx: CallContext, extra?: Partial<AuditBegin>): AuditBegin {
+  const span = ctx.span;
   return {
     ts: Date.now(),
     requestId: String(ctx.requestId),
@@ -111,6 +112,9 @@ export function beginOf(method: string, ctx: CallContext, extra?: Partial<AuditB
     method,
     idempotencyKey: ctx.idempotencyKey,
     requestBytes: ctx.requestBytes,
+    traceId: span?.traceId,
+    spanId: span?.spanId,
+    parentSpanId: span?.parentSpanId,
     ...extra,
   };
 }

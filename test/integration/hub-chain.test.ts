@@ -3,6 +3,7 @@
  * hub. Both are the real built CLI; the inner one serves a fixture server over stdio.
  */
 import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -11,7 +12,7 @@ import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { text } from './faults-helpers.js';
-import { modernCall } from './ledger-helpers.js';
+import { modernCall, sleep, waitForRows } from './ledger-helpers.js';
 
 const KEY = 'sy_chain_team_key_0123456789';
 const WRONG = 'sy_chain_wrong_key_9876543210';
@@ -76,6 +77,38 @@ describe('a hub behind a hub', () => {
   it('serves the inner hub’s tools under both hubs’ prefixes', async () => {
     const a = await modernCall(outer.url, 1, 'tools/call', { name: 'team__modern__echo', arguments: { text: 'two hops' } });
     expect(text(a)).toBe('echo:two hops');
+  });
+
+  it('records one call under one trace id in both hubs’ ledgers, the inner row’s parent span being the outer row’s span', async () => {
+    // Without a traceparent the outer hub starts the trace; with one, both hubs' spans are under the client's.
+    const client = { trace: '4bf92f3577b34da6a3ce929d0e0e4736', span: '00f067aa0ba902b7' };
+    const calls = { 'traced-by-hub': undefined, 'traced-by-client': { traceparent: `00-${client.trace}-${client.span}-00` } };
+    const answers = await Promise.all(Object.entries(calls).map(([id, meta]) => modernCall(outer.url, id, 'tools/call', { name: 'team__modern__echo', arguments: { text: id } }, { meta })));
+    expect(answers.map(text)).toEqual(Object.keys(calls).map((id) => `echo:${id}`));
+    // The rows read from the files as they land (a CLI run costs a second or more on a loaded machine); one `ledger query --trace-id` below.
+    type Span = { request_id: string; method: string; trace_id: string; span_id: string; parent_span_id: string | null };
+    const landed = async (db: string, sql: string, ...args: unknown[]): Promise<Span[]> => {
+      let rows: Span[] = [];
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await sleep(50)) {
+        const d = new Database(db, { readonly: true });
+        rows = d.prepare(`SELECT request_id, method, trace_id, span_id, parent_span_id FROM audit WHERE outcome = 'ok' AND ${sql} ORDER BY id`).all(...args) as Span[];
+        d.close();
+        if (rows.length) return rows;
+      }
+      throw new Error(`no rows for ${sql}`);
+    };
+    const outerRows = await landed(join(outer.dir, 'ledger.db'), `request_id IN ('traced-by-hub', 'traced-by-client') AND (SELECT count(*) FROM audit WHERE outcome = 'ok' AND request_id IN ('traced-by-hub', 'traced-by-client')) = 2`);
+    const byId = Object.fromEntries(outerRows.map((r) => [r.request_id, r]));
+    const [hub, mine] = [byId['traced-by-hub']!, byId['traced-by-client']!];
+    expect([hub.trace_id, hub.span_id, hub.parent_span_id]).toEqual([expect.stringMatching(/^[0-9a-f]{32}$/), expect.stringMatching(/^[0-9a-f]{16}$/), null]);
+    expect([mine.trace_id, mine.parent_span_id]).toEqual([client.trace, client.span]);
+    const innerDb = join(inner.dir, 'ledger.db');
+    expect((await landed(innerDb, 'trace_id = ?', client.trace)).map((r) => [r.method, r.trace_id, r.parent_span_id])).toEqual([['tools/call', client.trace, mine.span_id]]);
+    // The trace the outer hub started, found in the inner hub's ledger by the CLI.
+    const inner1 = await waitForRows(innerDb, { 'trace-id': hub.trace_id, outcome: 'ok' });
+    expect(inner1.map((r) => [r.method, r.tool, r.traceId, r.parentSpanId])).toEqual([['tools/call', 'modern__echo', hub.trace_id, hub.span_id]]);
+    expect(inner1[0]!.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(inner1[0]!.spanId).not.toBe(hub.span_id);
   });
 
   it('says a refused API key was refused (in the inner hub’s words), not that OAuth is needed, and never shows it', async () => {

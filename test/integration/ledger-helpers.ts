@@ -43,6 +43,10 @@ export interface Row {
   responseBytes: number | null;
   idempotencyKey: string | null;
   argsHash: string | null;
+  /** The request's span in a W3C trace. */
+  traceId: string | null;
+  spanId: string | null;
+  parentSpanId: string | null;
 }
 
 export interface CliResult {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type RawReply } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernMeta, post, type RawReply } from '../helpers/wire.js';
 
 const KEYS = { alice: 'sy_alice-rate-key-0000000000000000000000000000000', bob: 'sy_bob-rate-key-00000000000000000000000000000000000', carol: 'sy_carol-rate-key-000000000000000000000000000000000', dave: 'sy_dave-rate-key-0000000000000000000000000000000000', erin: 'sy_erin-rate-key-0000000000000000000000000000000000', frank: 'sy_frank-rate-key-000000000000000000000000000000000' };
 
@@ -29,15 +29,15 @@ describe('rate limits', () => {
     await hub?.stop();
   });
 
-  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`, path = '/mcp'): Promise<RawReply> {
+  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`, path = '/mcp', meta?: Record<string, unknown>): Promise<RawReply> {
     const name = typeof params.name === 'string' ? params.name : undefined;
-    return post(new URL(path, hub.url).href, modernBody(id, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
+    return post(new URL(path, hub.url).href, modernBody(id, method, params, { ...modernMeta(), ...meta }), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
   }
 
   function row(requestId: string): Record<string, unknown> {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
-      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, tool_group FROM audit WHERE request_id = ?').get(requestId) as never;
+      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, tool_group, trace_id, parent_span_id FROM audit WHERE request_id = ?').get(requestId) as never;
     } finally {
       db.close();
     }
@@ -66,11 +66,12 @@ describe('rate limits', () => {
     const add = (id?: string) => call('bob', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, id);
     expect((await add()).status).toBe(200);
     expect((await add()).status).toBe(200);
-    const over = await add('bob-add-over');
+    // A traced call refused here is found under its trace id.
+    const over = await call('bob', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, 'bob-add-over', '/mcp', { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' });
     expect(over.status).toBe(429);
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(over.body?.error?.message).toMatch(/modern__add/);
-    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: null });
+    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: null, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', parent_span_id: '00f067aa0ba902b7' });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
   });

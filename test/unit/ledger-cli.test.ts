@@ -84,7 +84,7 @@ describe('switchyard ledger CLI', () => {
     const all = await cli(['ledger', 'query', '--db', t.db]);
     expect(all.code).toBe(0);
     const lines = all.out.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^time\s+principal\s+group\s+method\s+server\s+tool\s+eras\s+outcome\s+code\s+ms\s+idem-key$/);
+    expect(lines[0]).toMatch(/^time\s+principal\s+group\s+method\s+server\s+tool\s+eras\s+outcome\s+code\s+ms\s+idem-key\s+trace$/);
     expect(lines).toHaveLength(8);
     expect(lines[1]).toContain('fs__read');
     expect(lines[7]).toContain('in_flight');
@@ -181,6 +181,62 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'query', '--db', t.db, '--group', 'nope', '--json'])).out).toBe('');
     const twice = await cli(['ledger', 'query', '--db', t.db, '--group', 'a', '--group', 'b']);
     expect([twice.code, twice.err]).toEqual([2, 'switchyard ledger: --group must be given once\n']);
+  });
+
+  it('--trace-id keeps the rows of one W3C trace; --json, CSV and the table show its ids; the chain covers them', async () => {
+    t = tempDir();
+    // A ledger as a hub before migration 0015 left it, a row chained there (no trace columns).
+    const raw = new Database(t.db);
+    raw.pragma('journal_mode = WAL');
+    const all = loadMigrations();
+    migrate(raw, all.slice(0, all.findIndex((m) => m.name === 'audit_trace')));
+    const chain = new ChainWriter(raw);
+    raw.transaction(() => {
+      chain.startBatch();
+      const row = raw.prepare(`INSERT INTO audit (id, ts, request_id, principal, client_era, method, outcome, latency_ms) VALUES (1, ?, 'old', 'p', 'e', 'tools/call', 'ok', 1) RETURNING *`).get(NOW - 90_000) as AuditDbRow;
+      expect(Object.keys(row)).not.toContain('trace_id');
+      chain.append(row);
+      chain.endBatch();
+    })();
+    raw.close();
+    const [A, B] = ['4bf92f3577b34da6a3ce929d0e0e4736', '0af7651916cd43dd8448eb211c80319c'];
+    ledger = Ledger.open({ path: t.db });
+    await ledger.record(begin({ ts: NOW - 60_000, requestId: 'a-outer', traceId: A, spanId: '00f067aa0ba902b7' }), end());
+    await ledger.record(begin({ ts: NOW - 50_000, requestId: 'b', traceId: B, spanId: '1111111111111111' }), end());
+    await ledger.record(begin({ ts: NOW - 40_000, requestId: 'a-inner', traceId: A, spanId: 'b7ad6b7169203331', parentSpanId: '00f067aa0ba902b7' }), end());
+    ledger.sync();
+    await ledger.close();
+    // Pasted in upper case it is the same id.
+    const json = await cli(['ledger', 'query', '--db', t.db, '--json', '--trace-id', A.toUpperCase()]);
+    expect(json.code, json.err).toBe(0);
+    expect(json.out.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ requestId: 'a-outer', traceId: A, spanId: '00f067aa0ba902b7', parentSpanId: null }),
+      expect.objectContaining({ requestId: 'a-inner', traceId: A, spanId: 'b7ad6b7169203331', parentSpanId: '00f067aa0ba902b7' }),
+    ]);
+    const table = (await cli(['ledger', 'query', '--db', t.db, '--trace-id', B])).out.trimEnd().split('\n');
+    expect(table).toHaveLength(2);
+    expect(table[1]).toMatch(new RegExp(`\\s${B}$`));
+    const csv = (await cli(['ledger', 'export', '--db', t.db, '--format', 'csv', '--trace-id', B])).out.trimEnd().split('\n');
+    const header = csv[0].split(',');
+    expect(['traceId', 'spanId', 'parentSpanId'].map((c) => csv[1].split(',')[header.indexOf(c)])).toEqual([B, '1111111111111111', '']);
+    expect((await cli(['ledger', 'query', '--db', t.db, '--json', '--trace-id', 'f'.repeat(32)])).out).toBe('');
+    for (const bad of ['4bf92f35', `00-${A}-00f067aa0ba902b7-01`, 'g'.repeat(32)]) {
+      expect(await cli(['ledger', 'query', '--db', t.db, '--trace-id', bad]), bad).toMatchObject({ code: 2, err: expect.stringMatching(/--trace-id must be a W3C trace id, 32 hex digits/) });
+    }
+    // The old row and the new ones verify as one chain; a trace or span id edited by hand fails.
+    expect(await cli(['ledger', 'verify', '--db', t.db])).toMatchObject({ code: 0, out: expect.stringMatching(/^ok: 4 rows verified/) });
+    for (const [column, requestId, to] of [['trace_id', 'a-inner', B], ['parent_span_id', 'a-inner', null], ['span_id', 'old', '00f067aa0ba902b7']] as const) {
+      const db = new Database(t.db);
+      const id = db.prepare('SELECT id FROM audit WHERE request_id = ?').pluck().get(requestId) as number;
+      const was = db.prepare(`SELECT ${column} FROM audit WHERE id = ?`).pluck().get(id);
+      db.prepare(`UPDATE audit SET ${column} = ? WHERE id = ?`).run(to, id);
+      db.close();
+      const verified = await cli(['ledger', 'verify', '--db', t.db]);
+      expect([verified.code, verified.out], column).toEqual([1, expect.stringMatching(new RegExp(`^FAILED at row ${id} \\(seq \\d+\\): hash mismatch`))]);
+      const back = new Database(t.db);
+      back.prepare(`UPDATE audit SET ${column} = ? WHERE id = ?`).run(was, id);
+      back.close();
+    }
   });
 
   it('rows chained before the group column verify after the upgrade, and so do rows with one; a group edited by hand fails verify', async () => {
@@ -476,6 +532,7 @@ describe('switchyard ledger CLI', () => {
     expect(await cli(['ledger', 'verify', '--db', t.db])).toMatchObject({ code: 0, out: expect.stringMatching(/^ok: 0 rows verified/) });
     // It has no tool_group: a group filter is refused by name, not answered with no rows.
     expect(await cli(['ledger', 'query', '--db', t.db, '--group', 'small'])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/does not record tool groups yet/) });
+    expect(await cli(['ledger', 'query', '--db', t.db, '--trace-id', '4bf92f3577b34da6a3ce929d0e0e4736'])).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/does not record trace ids yet/) });
     expect((await cli(['ledger', 'query', '--db', t.db, '--json'])).out).toMatch(/"group":null/);
     const doctor = ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig);
     expect(doctor.level).toBe('ok');

@@ -453,40 +453,48 @@ describe('ledger pending file', () => {
       { s: expect.objectContaining({ id: h.rowId, request_id: 'now' }), e: expect.objectContaining({ outcome: 'timeout', server: 'fs', upstream_name: 'read' }) },
     ]);
   });
-  it('lines written before tool_group (each a value shorter) are applied without a group; this hub writes the group a call came through', async () => {
+  it('lines written before tool_group or the trace columns (shorter by those) are applied without them; this hub writes the group a call came through', async () => {
     t = tempDir();
-    // A hub before migration 0013 wrote a begin's values without tool_group (the last of them).
-    const before = (s: Record<string, unknown>, e?: Record<string, unknown>): string => {
+    // A hub before migration 0013 wrote a begin's values without tool_group and the trace
+    // columns (the last of them), one before 0015 without the trace columns.
+    const older = (upTo: string) => (s: Record<string, unknown>, e?: Record<string, unknown>): string => {
       const v = JSON.parse(line(s, e)) as unknown[];
-      v.splice(BEGIN_COLS.indexOf('tool_group'), 1);
-      return JSON.stringify(v);
+      return JSON.stringify([...v.slice(0, BEGIN_COLS.indexOf(upTo as never)), ...v.slice(BEGIN_COLS.length)]);
     };
+    const before = older('tool_group');
+    const beforeTrace = older('trace_id');
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
     const s = (id: number, requestId: string) => ({ id, ts: 1, request_id: requestId, principal: 'p', client_era: 'e', method: 'tools/call', server: 's' });
     const lines = [
       before(s(1, 'old-done')),
       before(s(1, 'old-done'), { outcome: 'ok', latency_ms: 3, server: 's' }),
       before(s(2, 'old-open')),
-      line({ ...s(3, 'new-done'), tool_group: 'small' }, { outcome: 'ok', latency_ms: 4, server: 's' }),
+      beforeTrace({ ...s(4, 'group-done'), tool_group: 'small' }, { outcome: 'ok', latency_ms: 5, server: 's' }),
+      line({ ...s(3, 'new-done'), tool_group: 'small', trace_id: trace, span_id: '00f067aa0ba902b7' }, { outcome: 'ok', latency_ms: 4, server: 's' }),
     ];
-    expect(lines.map((l) => (JSON.parse(l) as unknown[]).length)).toEqual([BEGIN_COLS.length - 1, BEGIN_COLS.length - 1 + FIN_COLS.length, BEGIN_COLS.length - 1, BEGIN_COLS.length + FIN_COLS.length]);
+    const [GROUP, TRACE] = [BEGIN_COLS.indexOf('tool_group'), BEGIN_COLS.indexOf('trace_id')];
+    expect(lines.map((l) => (JSON.parse(l) as unknown[]).length)).toEqual([GROUP, GROUP + FIN_COLS.length, GROUP, TRACE + FIN_COLS.length, BEGIN_COLS.length + FIN_COLS.length]);
     writeFileSync(pendingOf(t.db), lines.join('\n') + '\n');
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
-    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.group]).sort()).toEqual([
-      ['new-done', 'ok', 4, 'small'],
-      ['old-done', 'ok', 3, null],
-      ['old-open', 'unknown', null, null],
+    expect(ledger.query({}).map((r) => [r.requestId, r.outcome, r.latencyMs, r.group, r.traceId, r.spanId]).sort()).toEqual([
+      ['group-done', 'ok', 5, 'small', null, null],
+      ['new-done', 'ok', 4, 'small', trace, '00f067aa0ba902b7'],
+      ['old-done', 'ok', 3, null, null, null],
+      ['old-open', 'unknown', null, null, null, null],
     ]);
-    expect(ledger.verify()).toMatchObject({ ok: true, rows: 3 });
+    expect(ledger.query({ traceId: trace }).map((r) => r.requestId)).toEqual(['new-done']);
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 4 });
     // The group rides the in-flight row and its finish, through the ingest thread.
     const h = await ledger.beginCommitted(begin({ requestId: 'live', group: 'small' }));
     expect(ledger.query({ requestId: 'live' }).map((r) => [r.outcome, r.group])).toEqual([['in_flight', 'small']]);
     await h.finish(end());
     await ledger.record(begin({ requestId: 'live-all' }), end());
     expect(ledger.query({ group: 'small' }).map((r) => [r.requestId, r.outcome]).sort()).toEqual([
+      ['group-done', 'ok'],
       ['live', 'ok'],
       ['new-done', 'ok'],
     ]);
     expect(ledger.query({ requestId: 'live-all' }).map((r) => r.group)).toEqual([null]);
-    expect(ledger.verify()).toMatchObject({ ok: true, rows: 5 });
+    expect(ledger.verify()).toMatchObject({ ok: true, rows: 6 });
   });
 });
