@@ -104,6 +104,12 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
     const v = q.get(k);
     if (v) f[k] = v;
   }
+  // A W3C trace id as `ledger query --trace-id` takes it: any other text would match no row.
+  const trace = q.get('traceId');
+  if (trace) {
+    if (!/^[0-9a-fA-F]{32}$/.test(trace)) throw new BadQuery('traceId must be a W3C trace id, 32 hex digits');
+    f.traceId = trace.toLowerCase();
+  }
   for (const k of ['since', 'until'] as const) {
     const v = q.get(k);
     if (!v) continue;

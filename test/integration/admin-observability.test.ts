@@ -162,6 +162,11 @@ describe('/admin routes', () => {
     const client = one[0]!.clientName as string;
     expect((await getJson(`/admin/ledger?requestId=ledger-probe&client=${encodeURIComponent(client)}`)).body.rows).toHaveLength(1);
     expect((await getJson('/admin/ledger?requestId=ledger-probe&client=someone-else')).body.rows).toEqual([]);
+    // One trace's rows, by its W3C trace id (the hub started this one: the call came without).
+    const trace = one[0]!.traceId as string;
+    expect(trace).toMatch(/^[0-9a-f]{32}$/);
+    expect(((await getJson(`/admin/ledger?traceId=${trace.toUpperCase()}`)).body.rows as Json[]).map((r) => [r.requestId, r.traceId, r.parentSpanId])).toEqual([['ledger-probe', trace, null]]);
+    expect((await getJson('/admin/ledger?traceId=abc')).status).toBe(400);
     // The tool group a call came through: its rows name it, and `group` filters.
     expect(one[0]!.group).toBeNull();
     await call('legacy__echo', { text: 'through a group' }, 'ledger-probe-g', '/mcp/g');
