@@ -13,12 +13,17 @@ export function declares(caps: ClientCapabilities, method: string, params?: Reco
     case 'elicitation/create':
       return elicits(caps, params?.mode === 'url' ? 'url' : 'form');
     case 'sampling/createMessage':
-      return !!caps.sampling && (params?.tools === undefined || !!(caps.sampling as { tools?: unknown }).tools);
+      return !!caps.sampling && (!usesTools(params) || !!(caps.sampling as { tools?: unknown }).tools);
     case 'roots/list':
       return !!caps.roots;
     default:
       return false;
   }
+}
+
+/** A tool-enabled sampling request: `tools` or `toolChoice` (either needs `sampling.tools`; 2025-11-25 sampling). */
+function usesTools(params: Record<string, unknown> | undefined): boolean {
+  return params?.tools !== undefined || params?.toolChoice !== undefined;
 }
 
 /** Whether the client takes elicitations of this mode. */
@@ -35,7 +40,7 @@ export function required(method: string, params?: Record<string, unknown>): Reco
     case 'elicitation/create':
       return { elicitation: params?.mode === 'url' ? { url: {} } : { form: {} } };
     case 'sampling/createMessage':
-      return { sampling: params?.tools === undefined ? {} : { tools: {} } };
+      return { sampling: usesTools(params) ? { tools: {} } : {} };
     case 'roots/list':
       return { roots: {} };
     default:

@@ -34,11 +34,14 @@ export const HUB_CLIENT_INFO: Implementation = Object.freeze({ name: 'switchyard
 /**
  * What the hub declares at a legacy `initialize`: everything it can relay from some downstream
  * client. Whether *this* call's client can do it is decided when a request arrives
- * (CallOptions.onServerRequest); without a handler the upstream gets -32601.
+ * (CallOptions.onServerRequest); without a handler the upstream gets -32601. `sampling.tools`
+ * too: a server refuses tool-enabled sampling itself when it is not declared (SDK 1.x does),
+ * so no client that declares it could ever be asked. Not `sampling.context`: a client's
+ * "thisServer" context through the hub is every upstream's, not the asking server's.
  */
 export const LEGACY_CLIENT_CAPABILITIES: ClientCapabilities = Object.freeze({
   elicitation: { form: {}, url: {} },
-  sampling: {},
+  sampling: { tools: {} },
   roots: { listChanged: false },
 });
 

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { META_CAPS, legacySession, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
-import { UPSTREAMS, legacyUser, modernUser, startTranslationHub, textOf, type TranslationHub, type User } from '../fixtures/translation/peers.js';
+import { UPSTREAMS, USER_CAPABILITIES, legacyUser, modernUser, startTranslationHub, textOf, type TranslationHub, type User } from '../fixtures/translation/peers.js';
 
 const ROUNDS = 3;
 let th: TranslationHub;
@@ -92,6 +92,51 @@ describe('a read the user answered for is never cached (digest §3.3)', () => {
       await Promise.all([a.close(), m.close()]);
     }
   }, 60_000);
+});
+
+describe('tool-enabled sampling from a legacy upstream (sampling.tools)', () => {
+  const TOOL_USE = { role: 'assistant', content: [{ type: 'tool_use', id: 'tu1', name: 'get_weather', input: { city: 'Paris' } }], model: 'm', stopReason: 'toolUse' };
+  const ANSWERED = 'sampled tool_use:get_weather({"city":"Paris"}) stop=toolUse';
+
+  // The hub declared sampling without tools at the upstream's initialize, and an SDK 1.x server
+  // refuses tool-enabled sampling then: no client could ever be asked, whatever it declared.
+  it.each(['ls', 'lh'])('a legacy client that declares it is asked, and its tool_use reaches the upstream (%s)', async (id) => {
+    const u = await legacyUser(th.url, `tools-${id}`, undefined, { ...USER_CAPABILITIES, sampling: { tools: {} } });
+    try {
+      u.script.sample = () => TOOL_USE;
+      const r = await u.callTool(`${id}__sample_tools`);
+      expect(textOf(r), JSON.stringify(r)).toBe(ANSWERED);
+      expect(u.asks).toEqual([{ method: 'sampling/createMessage', params: expect.objectContaining({ tools: [expect.objectContaining({ name: 'get_weather' })], toolChoice: { mode: 'auto' } }) }]);
+    } finally {
+      await u.close();
+    }
+  });
+
+  it.each(['ls', 'lh'])('a modern client that declares it gets the request, and its retry answers the upstream (%s)', async (id) => {
+    const name = `${id}__sample_tools`;
+    const caps = { sampling: { tools: {} } };
+    const first = await post(th.url, modernBody(1, 'tools/call', { name, arguments: {} }, modernMeta({ [META_CAPS]: caps })), modernHeaders('tools/call', name));
+    const asked = first.body?.result as Json;
+    expect(asked, first.text).toMatchObject({ resultType: 'input_required' });
+    const [[key, req]] = Object.entries(asked.inputRequests as Record<string, Json>);
+    expect(req).toMatchObject({ method: 'sampling/createMessage', params: { tools: [expect.objectContaining({ name: 'get_weather' })] } });
+    const retry = await post(
+      th.url,
+      modernBody(2, 'tools/call', { name, arguments: {}, inputResponses: { [key]: TOOL_USE }, requestState: asked.requestState }, modernMeta({ [META_CAPS]: caps })),
+      modernHeaders('tools/call', name),
+    );
+    expect(textOf(retry.body?.result as Json), retry.text).toBe(ANSWERED);
+  });
+
+  it.each(['ls', 'lh'])('a client that declares sampling without tools is never asked: -32021 naming sampling.tools, or a refusal upstream (%s)', async (id) => {
+    const name = `${id}__sample_tools`;
+    const m = await post(th.url, modernBody(1, 'tools/call', { name, arguments: {} }, modernMeta({ [META_CAPS]: { sampling: {} } })), modernHeaders('tools/call', name));
+    expect(m.body?.error, m.text).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: { tools: {} } } } });
+    const s = await legacySession(th.url, { capabilities: { sampling: {} } });
+    const r = await s.request(7, 'tools/call', { name, arguments: {} });
+    expect(r.messages.filter((x) => x.method !== undefined), r.text).toEqual([]);
+    expect(r.body?.result, r.text).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/^sampling refused: .*did not declare/) }] });
+  });
 });
 
 describe('a client that did not declare the capability is never asked', () => {

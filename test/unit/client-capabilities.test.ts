@@ -26,6 +26,9 @@ describe('client capabilities', () => {
     expect(declares({ sampling: {} }, 'sampling/createMessage', { messages: [] })).toBe(true);
     expect(declares({ sampling: {} }, 'sampling/createMessage', { messages: [], tools: [] })).toBe(false);
     expect(declares({ sampling: { tools: {} } }, 'sampling/createMessage', { messages: [], tools: [] })).toBe(true);
+    // A toolChoice alone makes it tool-enabled too (SDK 1.x refuses either without sampling.tools).
+    expect(declares({ sampling: {} }, 'sampling/createMessage', { messages: [], toolChoice: { mode: 'none' } })).toBe(false);
+    expect(declares({ sampling: { tools: {} } }, 'sampling/createMessage', { messages: [], toolChoice: { mode: 'none' } })).toBe(true);
     expect(declares({}, 'sampling/createMessage', {})).toBe(false);
     expect(declares({ roots: {} }, 'roots/list')).toBe(true);
     expect(declares({}, 'roots/list')).toBe(false);
@@ -37,6 +40,7 @@ describe('client capabilities', () => {
     expect(required('elicitation/create', { mode: 'url' })).toEqual({ elicitation: { url: {} } });
     expect(required('sampling/createMessage', { tools: [] })).toEqual({ sampling: { tools: {} } });
     expect(required('sampling/createMessage', {})).toEqual({ sampling: {} });
+    expect(required('sampling/createMessage', { toolChoice: { mode: 'auto' } })).toEqual({ sampling: { tools: {} } });
     expect(required('roots/list')).toEqual({ roots: {} });
   });
 
