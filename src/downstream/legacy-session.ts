@@ -6,7 +6,7 @@ import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import type { SessionStreams } from './resumable.js';
-import { declares } from '../protocol/client-capabilities.js';
+import { declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 
 /** The call on whose behalf the hub asks its client something (LegacySession.ask). */
@@ -69,7 +69,7 @@ export class LegacySession {
    */
   ask(sink: MessageSink, req: InputRequest, call?: AskingCall): Promise<Record<string, unknown>> {
     if (!declares(this.capabilities, req.method, req.params))
-      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
+      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare ${requiredNames(required(req.method, req.params))}, which ${req.method} needs`));
     if (sink.closed) return Promise.reject(new RpcError(-32603, 'the client is no longer connected'));
     // A question nobody can hear would wait for the upstream's own timeout: refused at once.
     if (sink.canStream === false)

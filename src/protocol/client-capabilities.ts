@@ -49,6 +49,21 @@ export function required(method: string, params?: Record<string, unknown>): Reco
 }
 
 /**
+ * What `required()` (or several merged) names, as a person reads it: `sampling.tools`,
+ * `elicitation.url`, `roots`. The family alone would tell a client that declared `sampling`
+ * but not its `tools` that it did not declare sampling.
+ */
+export function requiredNames(need: Record<string, unknown>): string {
+  const names: string[] = [];
+  for (const [family, value] of Object.entries(need)) {
+    const members = isObj(value) ? Object.keys(value) : [];
+    if (members.length === 0) names.push(family);
+    else for (const m of members) names.push(`${family}.${m}`);
+  }
+  return names.join(', ');
+}
+
+/**
  * Adds one request's `required()` to what several need, member by member within a family: a
  * round asking a form and a URL elicitation needs `elicitation: {form, url}`, not whichever
  * came last.

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CancelledError, InputTimeoutError, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError } from '../protocol/errors.js';
-import { addRequired, declares, required } from '../protocol/client-capabilities.js';
+import { addRequired, declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { INPUT_METHODS, inputResultProblem, normalInputResult } from '../protocol/input-results.js';
 import type { ClientCapabilities, InputRequest } from '../protocol/types.js';
 import type { CallOptions } from '../upstream/types.js';
@@ -65,7 +65,7 @@ export class InputCollector {
     if (need) {
       this.missing = addRequired(this.missing ?? {}, need);
       this.woken();
-      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare support for ${req.method}`));
+      return Promise.reject(new RpcError(METHOD_NOT_FOUND, `the client did not declare ${requiredNames(need)}, which ${req.method} needs`));
     }
     return new Promise((resolve, reject) => {
       const key = `input-${++this.next}`;

@@ -13,7 +13,8 @@ import { Canceller, type Signal } from '../cancel.js';
 import { asTask } from './legacy-task.js';
 import { onFailure } from '../on-failure.js';
 import { setField } from '../protocol/copy.js';
-import { addRequired } from '../protocol/client-capabilities.js';
+import { addRequired, requiredNames } from '../protocol/client-capabilities.js';
+import { isObj } from '../protocol/jsonrpc.js';
 
 type Result = Record<string, unknown>;
 
@@ -305,7 +306,7 @@ export const isCapabilityRefusal = (r: object): boolean => capabilityRefusals.ha
 function legacyMissingCapability(err: unknown, method: string): Result {
   if (!(err instanceof RpcError) || err.code !== MISSING_CLIENT_CAPABILITY) throw err;
   const need = (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities;
-  const names = need && typeof need === 'object' ? Object.keys(need).join(', ') : '';
+  const names = isObj(need) ? requiredNames(need) : '';
   const why = `the upstream needs a client capability this client did not declare${names ? `: ${names}` : ''}`;
   if (method === 'tools/call') {
     const r = { content: [{ type: 'text', text: why }], isError: true };

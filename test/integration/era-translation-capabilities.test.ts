@@ -134,6 +134,13 @@ describe("a modern upstream's input_required for a capability the client did not
     expect(r.messages.filter((m) => m.method === 'sampling/createMessage')).toEqual([]);
     expect(r.body?.result).toMatchObject({ isError: true, content: [{ text: 'the upstream needs a client capability this client did not declare: sampling' }] });
   });
+
+  it('names the member a legacy client lacks, not the family it declared (form-only, asked for a URL too)', async () => {
+    const s = await legacySession(hub.url, { capabilities: { elicitation: { form: {} } } });
+    const r = await s.request(1, 'tools/call', { name: 'nq__asktwo', arguments: {} });
+    expect(r.messages.filter((m) => m.method === 'elicitation/create')).toEqual([]);
+    expect(r.body?.result, r.text).toMatchObject({ isError: true, content: [{ text: 'the upstream needs a client capability this client did not declare: elicitation.url' }] });
+  });
 });
 
 describe('an idempotency key whose first call was refused with -32021', () => {

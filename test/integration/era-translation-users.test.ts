@@ -135,7 +135,7 @@ describe('tool-enabled sampling from a legacy upstream (sampling.tools)', () => 
     const s = await legacySession(th.url, { capabilities: { sampling: {} } });
     const r = await s.request(7, 'tools/call', { name, arguments: {} });
     expect(r.messages.filter((x) => x.method !== undefined), r.text).toEqual([]);
-    expect(r.body?.result, r.text).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/^sampling refused: .*did not declare/) }] });
+    expect(r.body?.result, r.text).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/^sampling refused: .*did not declare sampling\.tools/) }] });
   });
 });
 
