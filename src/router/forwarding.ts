@@ -35,12 +35,17 @@ const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
  * this request (digest §8.4, §8.16). Asks (elicitation, sampling, roots) and extensions go as the
  * client declared them, but not tasks (the 2026 extension, or the 2025-11-25 `tasks`
  * capability): the hub routes no `tasks/*` method, so a task an upstream created for it could
- * never be polled, and its answer would be lost. The client's own object when nothing is taken.
+ * never be polled, and its answer would be lost. Nor `sampling.context`: it lets a server ask
+ * for `includeContext: "thisServer"`, and the client's server is the hub, so the context it
+ * attached would be every upstream's, handed to the one that asked. (A legacy upstream is not
+ * told it either: LEGACY_CLIENT_CAPABILITIES.) The client's own object when nothing is taken.
  */
 export function relayedCapabilities(caps: CallContext['clientCapabilities']): CallContext['clientCapabilities'] {
   const ext = caps.extensions;
   const extTasks = ext !== undefined && ext !== null && typeof ext === 'object' && TASKS_EXTENSION in ext;
-  if (caps.tasks === undefined && !extTasks) return caps;
+  const sampling = caps.sampling;
+  const context = sampling !== undefined && sampling !== null && typeof sampling === 'object' && sampling.context !== undefined;
+  if (caps.tasks === undefined && !extTasks && !context) return caps;
   // The client chose the keys: copyOf keeps a "__proto__" one a field, as Object.assign would not.
   const out = copyOf(caps);
   delete out.tasks;
@@ -48,6 +53,11 @@ export function relayedCapabilities(caps: CallContext['clientCapabilities']): Ca
     const rest = copyOf(ext);
     delete rest[TASKS_EXTENSION];
     out.extensions = rest;
+  }
+  if (context) {
+    const rest = copyOf(sampling);
+    delete rest.context;
+    out.sampling = rest;
   }
   return out;
 }

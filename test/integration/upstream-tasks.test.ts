@@ -31,6 +31,14 @@ describe('tasks are not declared to upstreams, nor their results passed on', () 
     expect(capsSeen(await call('c2', 'q__echo', { sampling: {}, extensions: { 'x.example/e': { a: 1 } } }))).toEqual({ sampling: {}, extensions: { 'x.example/e': { a: 1 } } });
   });
 
+  // The client's server is the hub: a "thisServer" context it attached would be every upstream's.
+  it('sampling.context is not passed upstream (either era of client); the rest of sampling is', async () => {
+    expect(capsSeen(await call('x1', 'q__echo', { sampling: { context: {}, tools: {} }, roots: {} }))).toEqual({ sampling: { tools: {} }, roots: {} });
+    const s = await legacySession(hub.url, { capabilities: { sampling: { context: {} } } });
+    const r = await s.request(1, 'tools/call', { name: 'q__echo', arguments: { text: 'x' } });
+    expect(((r.body?.result?.structuredContent as Json).meta as Json)[META_CAPS]).toEqual({ sampling: {} });
+  });
+
   it("a legacy session's tasks capability is not passed to a modern upstream either", async () => {
     const s = await legacySession(hub.url, { capabilities: { tasks: { requests: { elicitation: { create: {} } } }, elicitation: {} } });
     const r = await s.request(1, 'tools/call', { name: 'q__echo', arguments: { text: 'x' } });

@@ -1,6 +1,7 @@
 /**
  * What the hub declares to an upstream on a client's behalf (src/router/forwarding.ts
- * relayedCapabilities): the client's capabilities without tasks, which the hub cannot relay;
+ * relayedCapabilities): the client's capabilities without tasks, which the hub cannot relay, nor
+ * sampling.context;
  * the client's own object, not a copy, when there is nothing to take (the common case, per call).
  */
 import { describe, expect, it } from 'vitest';
@@ -20,6 +21,13 @@ describe('relayedCapabilities', () => {
     expect(caps.extensions).toHaveProperty(['io.modelcontextprotocol/tasks']);
     expect(caps).toHaveProperty('tasks');
     expect(relayedCapabilities({ extensions: { 'io.modelcontextprotocol/tasks': {} } })).toEqual({ extensions: {} });
+  });
+
+  it('takes out sampling.context (a "thisServer" context through the hub would be every upstream\'s), keeping the rest of sampling', () => {
+    const caps = { sampling: { context: {}, tools: {} }, roots: {} };
+    expect(relayedCapabilities(caps)).toEqual({ sampling: { tools: {} }, roots: {} });
+    expect(caps.sampling).toHaveProperty('context');
+    expect(relayedCapabilities({ sampling: { context: {} } })).toEqual({ sampling: {} });
   });
 
   it('keeps a key the client spelled "__proto__" a field of the copy, not its prototype', () => {
