@@ -5,6 +5,7 @@
  * one that breaks the protocol is told as the upstream's fault, not the client's.
  */
 import { isObj } from './jsonrpc.js';
+import { setField } from './copy.js';
 
 /**
  * Questions of one call open at its client at once: a legacy server's requests to the client,
@@ -61,6 +62,34 @@ export function normalInputResult(method: string, value: Record<string, unknown>
   if (method !== 'elicitation/create' || !('content' in value) || (value.content !== null && value.action === 'accept')) return value;
   const { content: _dropped, ...rest } = value;
   return rest;
+}
+
+/**
+ * A server's request as the hub puts it to a client: a sampling request's `includeContext`
+ * other than "none" left out (the schemas' default). The hub declares `sampling.context` to no
+ * upstream, and a client that honoured it anyway would attach the context of its server — the
+ * hub, so every upstream's — or of all its servers, for the one upstream that asked. The
+ * request itself when there is nothing to leave out.
+ */
+export function relayedInput<R extends { method: string; params?: Record<string, unknown> }>(req: R): R {
+  const ctx = req.params?.includeContext;
+  if (req.method !== 'sampling/createMessage' || ctx === undefined || ctx === 'none') return req;
+  const { includeContext: _dropped, ...params } = req.params!;
+  return { ...req, params };
+}
+
+/** `inputRequests` with each entry as relayedInput leaves it: the same object when none changes. */
+export function relayedInputs(requests: unknown): unknown {
+  if (!isObj(requests)) return requests;
+  let out: Record<string, unknown> | undefined;
+  for (const [k, r] of Object.entries(requests)) {
+    if (!isObj(r) || typeof r.method !== 'string') continue;
+    const relayed = relayedInput(r as { method: string; params?: Record<string, unknown> });
+    if (relayed === r) continue;
+    out ??= { ...requests };
+    setField(out, k, relayed);
+  }
+  return out ?? requests;
 }
 
 /**

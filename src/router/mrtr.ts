@@ -7,7 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { CONFIRM_KEY, verdict } from '../policy/confirm.js';
 import { InputBridge, InputCollector, missingCapability } from './input-bridge.js';
-import { inputRequestsProblem, MAX_OPEN_ASKS } from '../protocol/input-results.js';
+import { inputRequestsProblem, MAX_OPEN_ASKS, relayedInputs } from '../protocol/input-results.js';
 import { RequestStateSealer, StateError, type Binding, type StateBody } from './request-state.js';
 import { Canceller, type Signal } from '../cancel.js';
 import { asTask } from './legacy-task.js';
@@ -127,7 +127,9 @@ export class Mrtr {
             INTERNAL_ERROR,
             `server "${server.id}" answered with a requestState of ${up?.length ?? 0} characters, ${sealed.length} once sealed for the client: more than a request to this hub may carry (listen.maxBodyBytes, ${this.maxRequestBytes} bytes), so it could never come back`,
           );
-        return { ...r, requestState: sealed };
+        const forwarded: Result = { ...r, requestState: sealed };
+        if (r.inputRequests !== undefined) forwarded.inputRequests = relayedInputs(r.inputRequests);
+        return forwarded;
       }
       if (!ctx.askClient) throw new UnfinishedTurnError(INTERNAL_ERROR, 'the upstream needs input from the user and this client cannot be asked');
       // Each entry is a question put to the client at once: as many as a legacy server may have open.
@@ -137,7 +139,7 @@ export class Mrtr {
       if (round >= MAX_ROUNDS) throw new UnfinishedTurnError(INTERNAL_ERROR, `the upstream still needed input after ${MAX_ROUNDS} rounds`);
       let inputResponses: Result;
       try {
-        inputResponses = await this.askAll(r.inputRequests, ctx.askClient);
+        inputResponses = await this.askAll(relayedInputs(r.inputRequests), ctx.askClient);
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
         throw err;

@@ -19,7 +19,7 @@ import {
 import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, relayedInput } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -478,7 +478,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (msg.method === 'elicitation/create' && typeof eid === 'string') (p.urlElicitations ??= new Set()).add(eid);
     let answer: Promise<Record<string, unknown>>;
     try {
-      answer = p.opts!.onServerRequest!({ method: msg.method, params: msg.params }, withdrawn.signal);
+      answer = p.opts!.onServerRequest!(relayedInput({ method: msg.method, params: msg.params }), withdrawn.signal);
     } catch (err) {
       answer = Promise.reject(err);
     }

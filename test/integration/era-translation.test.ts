@@ -76,6 +76,17 @@ for (const c of CLIENTS) {
         ]);
       });
 
+      // The hub declares sampling.context to no upstream: a client that honoured an
+      // includeContext would attach its server's context, the hub's, every upstream's.
+      it('sampling with includeContext: the client is asked without it', async () => {
+        user.asks.length = 0;
+        const r = await user.callTool(tool('sample_context'));
+        expect(textOf(r)).toBe(`sampled text=hi from ${c.era}-${up.id}`);
+        expect(user.asks).toHaveLength(1);
+        expect(user.asks[0].params).toMatchObject({ messages: [{ role: 'user', content: { type: 'text', text: 'Summarise' } }] });
+        expect(user.asks[0].params).not.toHaveProperty('includeContext');
+      });
+
       it('roots: the upstream gets the client’s roots', async () => {
         user.asks.length = 0;
         const r = await user.callTool(tool('roots'));
