@@ -200,7 +200,7 @@ export class ToolCall {
     // answer, not -32602 for a requestState used up, nor a confirmation of a call that has run
     // (declined, it would read as not run). Plugins still see it, as they see every replay.
     const keyEnded = key ? endedKey(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), shown) : undefined;
-    const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
+    const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
     let confirmation: Result | undefined;

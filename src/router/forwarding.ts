@@ -159,6 +159,7 @@ export function isRetry(params: Result, ctx: CallContext): boolean {
 
 export async function retryOf(
   mrtr: Mrtr,
+  ledger: AuditSink,
   record: (end: AuditEnd) => Promise<void>,
   method: string,
   params: Result,
@@ -176,7 +177,8 @@ export async function retryOf(
     }
     if (retry.kind === 'confirm') return { params: retry.params, confirmed: retry.accepted };
     const result = await retry.result;
-    await record(Object.assign(outcomeOfResult(result), { latencyMs: performance.now() - t0 }));
+    // This request is the one that carries the call's answer to the client: its row has its size.
+    await record(Object.assign(endOf(ledger, result), { latencyMs: performance.now() - t0 }));
     return { result };
   } catch (err) {
     await record(Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 }));

@@ -233,7 +233,7 @@ export class Router {
     vet?: (result: Result) => Promise<void>,
   ): Promise<Result> {
     const begin = beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era });
-    const retry = bind ? await retryOf(this.mrtr, (e) => this.ledger.record(begin, e), method, forwarded, ctx, bind, server, t0) : undefined;
+    const retry = bind ? await retryOf(this.mrtr, this.ledger, (e) => this.ledger.record(begin, e), method, forwarded, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     const params = retry ? retry.params : forwarded;
     const audit = this.ledger.begin(begin);

@@ -45,7 +45,7 @@ function call(id: string, name: string, caps: Json, meta: Json = {}, extra: Json
 function row(requestId: string): Json | undefined {
   const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
   try {
-    return db.prepare('SELECT outcome, error_code, error_message FROM audit WHERE request_id = ?').get(requestId) as Json | undefined;
+    return db.prepare('SELECT outcome, error_code, error_message, response_bytes FROM audit WHERE request_id = ?').get(requestId) as Json | undefined;
   } finally {
     db.close();
   }
@@ -65,6 +65,11 @@ describe('a modern client of a parked legacy call', () => {
     });
     expect((retry.body?.result?.content as Json[])[0]!.text).toBe('after progress: action=accept content={"name":"Ada"}');
     expect(progressOf(retry.messages)).toEqual(['p-retry', 'p-retry']);
+    // The retry carried the call's answer to the client: its row has that answer's size (the
+    // first request's row, finished when the call ended, measured the same result).
+    await expect.poll(() => row('p-2')).toMatchObject({ outcome: 'ok', response_bytes: expect.any(Number) });
+    expect(row('p-2')!.response_bytes).toBe(row('p-1')!.response_bytes);
+    expect(row('p-2')!.response_bytes as number).toBeGreaterThan(50);
   });
 
   it('that asks for a capability the client lacks is refused with -32021, and its row says so', async () => {
