@@ -154,8 +154,10 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })
     .option('trace-id', { type: 'string', describe: "Only the rows of this W3C trace (32 hex digits): one call's rows in chained hubs' ledgers share it" })
-    .option('since', { type: 'string', describe: 'From this time: 30m, 1h, 2d back, or an ISO date' })
-    .option('until', { type: 'string', describe: 'Before this time: duration back or ISO date' });
+    // requiresArg: the next word is the value even when it starts with a dash (`--since -1h`
+    // was read as the flags -1 and -h, "Unknown arguments").
+    .option('since', { type: 'string', requiresArg: true, describe: 'From this time: 30m (or -30m), 1h, 2d back, or an ISO date' })
+    .option('until', { type: 'string', requiresArg: true, describe: 'Before this time: duration back or ISO date' });
 }
 
 /** Builds `ledger <sub>`; `ledgerCommand` is the one main.ts mounts. */
@@ -343,7 +345,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     command: 'prune',
     describe: 'Delete finished rows older than --before, keeping the chain verifiable',
     builder: (y) =>
-      y.option('before', { type: 'string', demandOption: true, describe: 'Duration back (30d) or ISO date' }) as unknown as Argv<
+      y.option('before', { type: 'string', demandOption: true, requiresArg: true, describe: 'Duration back (30d) or ISO date' }) as unknown as Argv<
         CommonArgs & { before: string }
       >,
     handler: run(

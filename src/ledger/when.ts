@@ -7,13 +7,14 @@ const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /**
- * A point in time from the CLI: a duration back from now ("30m", "1h", "2d", "1.5h") or an
- * ISO 8601 date/time (UTC unless it names an offset). Returns epoch ms, or throws with a message
+ * A point in time from the CLI: a duration back from now ("30m", "1h", "2d", "1.5h"; with a
+ * minus, "-1h", as many write it, the same) or an ISO 8601 date/time (UTC unless it names an
+ * offset). Returns epoch ms, or throws with a message
  * fit for a person.
  */
 export function parseWhen(text: string, now: number = Date.now()): number {
   const s = text.trim();
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/.exec(s);
+  const m = /^-?(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/.exec(s);
   if (m) {
     const t = Math.round(now - Number(m[1]) * UNIT_MS[m[2]]);
     // A duration of 400 digits is Infinity: a time no Date holds fails later (prune prints it after pruning).

@@ -91,6 +91,9 @@ describe('switchyard ledger CLI', () => {
     expect(lines[3]).toMatch(/fs__write .*rpc_error\s+-32602\s+30\s+key-30/);
     const recentFs = await cli(['ledger', 'query', '--db', t.db, '--server', 'fs', '--since', '1h']);
     expect(recentFs.out.trimEnd().split('\n')).toHaveLength(3);
+    // A duration written with a minus, as a separate word: yargs read `-1h` as the flags -1 and -h ("Unknown arguments").
+    expect(await cli(['ledger', 'query', '--db', t.db, '--server', 'fs', '--since', '-1h'])).toEqual(recentFs);
+    expect(await cli(['ledger', 'query', '--db', t.db, '--server', 'fs', '--since=-1h', '--until', '-0s'])).toEqual(recentFs);
     const mem = await cli(['ledger', 'query', '--db', t.db, '--tool', 'mem__store', '--outcome', 'timeout', '--until', new Date(NOW).toISOString()]);
     expect(mem.out.trimEnd().split('\n')).toHaveLength(2);
     const limited = await cli(['ledger', 'query', '--db', t.db, '--limit', '2']);
