@@ -1,11 +1,13 @@
 /**
  * The daemon's side of the authorization-code grant: the tokens `switchyard login <id>` stored
  * (oauth-token-store.ts) as a TokenSource for OAuthHttp. The file is read again whenever it
- * changed (a new login is used by the next request, no restart), the access token is refreshed
- * with the refresh token shortly before it expires or after a 401, and the refreshed tokens are
- * written back. No stored token, or one that can no longer be refreshed, fails the request with
- * an OAuthError that says to run `switchyard login <id>`: a user must consent again, which the
- * daemon cannot do.
+ * changed (a new login is used by the next request, no restart),
+ * the access token is refreshed with the refresh token shortly before it expires or after a
+ * 401, and the refreshed tokens are written back. Refreshed tokens that cannot be written (a full disk, a read-only
+ * folder) are used from memory and written at a later request: with rotation, the old refresh
+ * token in the file is spent already, and losing the new one would end the login. No stored
+ * token, or one that can no longer be refreshed, fails the request with an OAuthError that says
+ * to run `switchyard login <id>`: a user must consent again, which the daemon cannot do.
  */
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
@@ -25,6 +27,12 @@ const sources = new Map<string, StoredTokenSource>();
 
 export class StoredTokenSource implements TokenSource {
   private read: { tokens: StoredTokens | undefined; stamp: string; problem?: string } = { tokens: undefined, stamp: '' };
+  /**
+   * Refreshed tokens the file could not take (`base`: the file's stamp then). They stand while
+   * the file is unchanged, and are written at the next request; a file changed since (a new
+   * login, a logout, another process's refresh) stands instead.
+   */
+  private unsaved: { tokens: StoredTokens; base: string; warned: boolean } | undefined;
   private inflight: Promise<string> | undefined;
   /** The last failed refresh; `final` when only a new login helps (it answers until the file changes). */
   private failure: { err: OAuthError; at: number; stamp: string; final: boolean } | undefined;
@@ -55,18 +63,61 @@ export class StoredTokenSource implements TokenSource {
     dropConfigSecrets(this);
   }
 
-  /** The stored tokens as the file holds them now (read again when it changed). */
+  /** The stored tokens as the file holds them now (read again when it changed), or the refreshed ones it could not take yet. */
   private tokens(): StoredTokens | undefined {
-    const stamp = tokenFileStamp(this.file);
-    if (stamp !== this.read.stamp) {
-      this.read = readTokenFile(this.file);
-      const t = this.read.tokens;
-      // Redacted wherever an upstream or an authorization server might echo one.
-      useConfigSecrets(this, t ? [t.accessToken, ...(t.refreshToken ? [t.refreshToken] : []), ...(t.clientSecret ? [t.clientSecret] : [])] : []);
-    }
-    const t = this.read.tokens;
+    this.look();
+    return this.held();
+  }
+
+  /** The tokens as last looked at. */
+  private held(): StoredTokens | undefined {
+    const t = this.unsaved?.tokens ?? this.read.tokens;
     // A login for another URL (the config changed since) is not this server's.
     return t !== undefined && t.serverUrl === canonicalResource(this.serverUrl) ? t : undefined;
+  }
+
+  /** Reads the file again if it changed, and writes tokens it could not take before. */
+  private look(): void {
+    const stamp = tokenFileStamp(this.file);
+    if (this.unsaved !== undefined) {
+      if (stamp === this.unsaved.base) return this.save(this.unsaved.tokens, stamp);
+      this.unsaved = undefined;
+    }
+    if (stamp !== this.read.stamp) {
+      this.read = readTokenFile(this.file);
+      this.redact();
+    }
+  }
+
+  /** The tokens held are redacted wherever an upstream or an authorization server might echo one. */
+  private redact(): void {
+    const held = [this.read.tokens, this.unsaved?.tokens].filter((t): t is StoredTokens => t !== undefined);
+    useConfigSecrets(
+      this,
+      held.flatMap((t) => [t.accessToken, ...(t.refreshToken ? [t.refreshToken] : []), ...(t.clientSecret ? [t.clientSecret] : [])]),
+    );
+  }
+
+  /**
+   * Writes refreshed tokens over the file whose stamp is `base`; kept in memory when that fails,
+   * and tried again at the next request. Warned of once per failing spell, without a secret.
+   */
+  private save(tokens: StoredTokens, base: string): void {
+    try {
+      const stamp = writeTokenFile(this.file, tokens);
+      if (this.unsaved?.warned) this.log.info({ file: this.file }, 'OAuth: the refreshed tokens are stored now');
+      this.unsaved = undefined;
+      this.read = { tokens, stamp };
+    } catch (err) {
+      const warned = this.unsaved?.warned === true;
+      this.unsaved = { tokens, base, warned: true };
+      if (!warned)
+        this.log.warn(
+          { file: this.file, code: (err as NodeJS.ErrnoException).code },
+          'OAuth: the refreshed tokens could not be written to the token file; they are used from memory and written at a later request (until then another process holding this login has only the old ones)',
+        );
+    }
+    this.redact();
   }
 
   current(): string | undefined {
@@ -115,18 +166,11 @@ export class StoredTokenSource implements TokenSource {
   }
 
   private async refresh(used: string | undefined): Promise<string> {
-    const t = this.tokens();
+    const t = this.needsRefresh(used);
     // The file as this refresh read it: a request meanwhile may read a newer login (or find a
     // logout) into this.read, and that must not make the refresh of the old login look current.
-    const readStamp = this.read.stamp;
-    if (t === undefined) {
-      if (this.read.problem !== undefined) throw this.login(`the stored login is unusable (${this.read.problem})`);
-      if (this.read.tokens !== undefined) throw this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
-      throw this.login('no login stored for this server (grant authorization_code)');
-    }
-    if (t.refreshToken === undefined)
-      throw this.login(used === t.accessToken || used === undefined ? 'the stored access token expired or was refused, and there is no refresh token' : 'the access token was refused');
-    const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: t.refreshToken, resource: t.resource };
+    const readStamp = this.unsaved?.base ?? this.read.stamp;
+    const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: t.refreshToken!, resource: t.resource };
     let a;
     try {
       a = await tokenRequest(t.tokenEndpoint, params, { clientId: t.clientId, clientSecret: t.clientSecret ?? this.clientSecret, clientAuth: t.clientAuth });
@@ -145,13 +189,29 @@ export class StoredTokenSource implements TokenSource {
       obtainedAt: Date.now(),
     };
     if (next.expiresAt === undefined) delete next.expiresAt;
-    // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
-    if (tokenFileStamp(this.file) === readStamp) writeTokenFile(this.file, next);
-    else this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
-    this.read = { tokens: undefined, stamp: '' };
-    const now = this.tokens();
     this.log.info({ expiresInSec: next.expiresAt === undefined ? undefined : Math.round((next.expiresAt - Date.now()) / 1000), scopes: next.scopes }, 'OAuth: refreshed the stored access token');
-    return now?.accessToken ?? next.accessToken;
+    // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
+    if (tokenFileStamp(this.file) !== readStamp) {
+      this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
+      this.unsaved = undefined;
+      this.look();
+      return this.tokens()?.accessToken ?? next.accessToken;
+    }
+    this.save(next, readStamp);
+    return next.accessToken;
+  }
+
+  /** The stored tokens, if they have a refresh token; else the error that says to log in. */
+  private needsRefresh(used: string | undefined): StoredTokens {
+    const t = this.tokens();
+    if (t === undefined) {
+      if (this.read.problem !== undefined) throw this.login(`the stored login is unusable (${this.read.problem})`);
+      if (this.read.tokens !== undefined) throw this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
+      throw this.login('no login stored for this server (grant authorization_code)');
+    }
+    if (t.refreshToken === undefined)
+      throw this.login(used === t.accessToken || used === undefined ? 'the stored access token expired or was refused, and there is no refresh token' : 'the access token was refused');
+    return t;
   }
 }
 

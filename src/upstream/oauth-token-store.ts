@@ -1,12 +1,13 @@
 /**
  * The tokens a user's `switchyard login <id>` obtained for one upstream (grant
  * authorization_code), kept in the hub's state directory (paths.ts, oauthTokenFile): one JSON
- * file per server, mode 0600 in a folder of mode 0700, replaced whole (write then rename) so a
- * reader never sees half a file. The daemon reads it when it needs a token and writes refreshed
- * tokens back; `switchyard logout <id>` removes it. Nothing here logs: the file holds bearer
- * and refresh tokens (and a dynamically registered client's secret).
+ * file per server, mode 0600 in a folder of mode 0700, replaced whole (a temporary file in the
+ * same folder, fsync'ed, renamed over it) so a reader never sees half a file and a crash never
+ * leaves none. The daemon reads it when it needs a token and writes refreshed tokens back;
+ * `switchyard logout <id>` removes it. Nothing here logs: the file holds bearer and refresh
+ * tokens (and a dynamically registered client's secret).
  */
-import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -47,11 +48,14 @@ export interface TokenFileRead {
 /** The file's stamp, or '' when there is none. */
 export function tokenFileStamp(file: string): string {
   try {
-    const st = statSync(file);
-    return `${st.mtimeMs}:${st.size}:${st.ino}`;
+    return stampOf(statSync(file));
   } catch {
     return '';
   }
+}
+
+function stampOf(st: Stats): string {
+  return `${st.mtimeMs}:${st.size}:${st.ino}`;
 }
 
 export function readTokenFile(file: string): TokenFileRead {
@@ -75,18 +79,51 @@ export function readTokenFile(file: string): TokenFileRead {
   return { tokens: t as StoredTokens, stamp };
 }
 
-export function writeTokenFile(file: string, tokens: StoredTokens): void {
+/** Writes the tokens in place of the file's; returns the stamp the file now has. */
+export function writeTokenFile(file: string, tokens: StoredTokens): string {
+  return writeJsonFile(file, tokens);
+}
+
+/**
+ * Replaces `file` whole: a temporary file in the same folder, created 0600 (not chmod'ed after:
+ * no moment when another user could read it), written and fsync'ed, then renamed over the file,
+ * and the folder fsync'ed, so that neither a crash nor a full disk leaves a torn or empty file.
+ * A failed write leaves the old file as it was and no temporary one behind. Returns the stamp
+ * (the rename keeps the inode and its mtime).
+ */
+function writeJsonFile(file: string, value: unknown): string {
   const dir = dirname(file);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
-  // Created 0600 (not chmod'ed after): no moment when another user could read it.
-  writeFileSync(tmp, `${JSON.stringify(tokens, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  let fd: number | undefined;
   try {
-    chmodSync(tmp, 0o600); // a umask cannot widen it, but an odd filesystem may have set other bits
+    fd = openSync(tmp, 'wx', 0o600);
+    writeFileSync(fd, `${JSON.stringify(value, null, 2)}\n`);
+    fchmodSync(fd, 0o600); // a umask cannot widen it, but an odd filesystem may have set other bits
+    fsyncSync(fd);
+    const stamp = stampOf(fstatSync(fd));
+    closeSync(fd);
+    fd = undefined;
     renameSync(tmp, file);
+    syncFolder(dir);
+    return stamp;
   } catch (err) {
+    if (fd !== undefined) closeSync(fd);
     rmSync(tmp, { force: true });
     throw err;
+  }
+}
+
+/** The rename made durable; a filesystem that cannot fsync a folder has the rename all the same. */
+function syncFolder(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, 'r');
+    fsyncSync(fd);
+  } catch {
+    // EISDIR/EINVAL on some platforms: nothing more to do.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

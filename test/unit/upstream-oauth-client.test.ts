@@ -9,13 +9,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { Writable } from 'node:stream';
+import pino from 'pino';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import type { Logger } from '../../src/log.js';
 
 let server: Server;
 let base = '';
@@ -29,6 +33,8 @@ let tokenGate: Promise<void> | undefined;
 let tokenBody: ((n: number) => Record<string, unknown>) | undefined;
 /** The OAuth error of a refused token request. */
 let tokenError = 'temporarily_unavailable';
+/** The form of the last token request. */
+let lastTokenForm = new URLSearchParams();
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -44,8 +50,10 @@ beforeAll(async () => {
     if (req.url === '/.well-known/oauth-authorization-server/liar-as') return json(200, { issuer: 'https://evil.example.com', token_endpoint: 'https://evil.example.com/token' });
     if (req.url === '/token' && req.method === 'POST') {
       posts++;
-      req.resume();
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
+        lastTokenForm = new URLSearchParams(body);
         void (tokenGate ?? Promise.resolve()).then(() => {
           if (tokenStatus !== 200) return json(tokenStatus, { error: tokenError });
           const n = ++issued;
@@ -75,6 +83,35 @@ function storedLogin(file: string, accessToken: string, extra: Partial<StoredTok
     serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'stored', clientAuth: 'none',
     accessToken, refreshToken: 'unit-refresh-token', scopes: [], obtainedAt: Date.now(), ...extra,
   });
+}
+
+/** A logger that keeps its lines (JSON) in `lines`. */
+function keptLog(): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(...chunk.toString().split('\n').filter(Boolean)), done()) });
+  return { log: pino({ level: 'info' }, sink) as unknown as Logger, lines };
+}
+
+/**
+ * Makes a folder read-only for this process, or says it cannot (`false`): root writes through a
+ * mode 0500, so as root the folder is made immutable (chattr +i) instead.
+ */
+function readOnly(dir: string, on: boolean): boolean {
+  if (process.getuid?.() === 0) {
+    try {
+      execFileSync('chattr', [on ? '+i' : '-i', dir], { stdio: 'ignore' });
+    } catch {
+      return false;
+    }
+  } else chmodSync(dir, on ? 0o500 : 0o700);
+  if (!on) return true;
+  try {
+    writeFileSync(join(dir, 'probe'), '');
+    rmSync(join(dir, 'probe'));
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** The upstream's side of the exchanges: 401 to a request without a token, 200 otherwise; records what was sent. */
@@ -164,6 +201,43 @@ describe('the upstream OAuth client', () => {
       else expect(existsSync(file)).toBe(false);
       source.release();
     }
+  });
+
+  it('refreshed tokens the token file cannot take (a read-only folder) are used from memory, their rotated refresh token spent next, and written at a later request', async (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const file = join(dir, 'u.json');
+    storedLogin(file, 'unit-refused-token');
+    const before = readFileSync(file, 'utf8');
+    if (!readOnly(dir, true)) return ctx.skip();
+    const { log, lines } = keptLog();
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, log);
+    tokenBody = (n) => ({ access_token: `unit-token-${n}`, token_type: 'Bearer', expires_in: 100, refresh_token: `unit-rotated-${n}` });
+    try {
+      // The refresh spent the stored refresh token (rotation): its answer is all the login has left.
+      const first = await source.renew('unit-refused-token');
+      expect(first).toMatch(/^unit-token-\d+$/);
+      expect(source.current()).toBe(first);
+      expect(readFileSync(file, 'utf8')).toBe(before);
+      // Refused again: the rotated refresh token held in memory is the one sent, not the spent one in the file.
+      const second = await source.renew(first);
+      expect(lastTokenForm.get('refresh_token')).toBe(`unit-rotated-${first.slice('unit-token-'.length)}`);
+      expect(source.current()).toBe(second);
+      const warnings = lines.filter((l) => l.includes('could not be written'));
+      expect(warnings).toHaveLength(1);
+      for (const secret of [first, second, 'unit-refresh-token', 'unit-rotated']) expect(lines.join('\n')).not.toContain(secret);
+    } finally {
+      readOnly(dir, false);
+    }
+    await Promise.resolve();
+    // Writable again: the next request stores the tokens in use, 0600, and no temporary file is left.
+    expect(source.current()).toMatch(/^unit-token-/);
+    const now = JSON.parse(readFileSync(file, 'utf8')) as StoredTokens;
+    expect(now.accessToken).toBe(source.current());
+    expect(now.refreshToken).toMatch(/^unit-rotated-/);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(readdirSync(dir)).toEqual(['u.json']);
+    expect(lines.some((l) => l.includes('the refreshed tokens are stored now'))).toBe(true);
+    source.release();
   });
 
   it('a refreshed token whose lifetime is past a number (expires_in 1e306), or a stored expiry that is none, is current: no refresh per request', async () => {
