@@ -1,7 +1,7 @@
 /**
  * The daemon's side of the authorization-code grant: the tokens `switchyard login <id>` stored
  * (oauth-token-store.ts) as a TokenSource for OAuthHttp. The file is read again whenever it
- * changed (a new login is used by the next request, no restart),
+ * changed (a new login is used by the next request, no restart; one stat per request tells),
  * the access token is refreshed with the refresh token shortly before it expires or after a
  * 401, and the refreshed tokens are written back. Refreshed tokens that cannot be written (a full disk, a read-only
  * folder) are used from memory and written at a later request: with rotation, the old refresh
@@ -27,6 +27,8 @@ const sources = new Map<string, StoredTokenSource>();
 
 export class StoredTokenSource implements TokenSource {
   private read: { tokens: StoredTokens | undefined; stamp: string; problem?: string } = { tokens: undefined, stamp: '' };
+  /** Set while this run of synchronous code has looked at the file already: one stat per request, however many questions it asks. */
+  private looked = false;
   /**
    * Refreshed tokens the file could not take (`base`: the file's stamp then). They stand while
    * the file is unchanged, and are written at the next request; a file changed since (a new
@@ -76,8 +78,11 @@ export class StoredTokenSource implements TokenSource {
     return t !== undefined && t.serverUrl === canonicalResource(this.serverUrl) ? t : undefined;
   }
 
-  /** Reads the file again if it changed, and writes tokens it could not take before. */
-  private look(): void {
+  /** Reads the file again if it changed (at most once per run of synchronous code, unless `fresh`), and writes tokens it could not take before. */
+  private look(fresh = false): void {
+    if (this.looked && !fresh) return;
+    this.looked = true;
+    queueMicrotask(() => (this.looked = false));
     const stamp = tokenFileStamp(this.file);
     if (this.unsaved !== undefined) {
       if (stamp === this.unsaved.base) return this.save(this.unsaved.tokens, stamp);
@@ -125,8 +130,9 @@ export class StoredTokenSource implements TokenSource {
     return t !== undefined && Date.now() < renewAt(t) ? t.accessToken : undefined;
   }
 
+  /** Asked after renew() failed, which looked at the file just now: no second look. */
   lastResort(): string | undefined {
-    const t = this.tokens();
+    const t = this.held();
     return t !== undefined && (t.expiresAt === undefined || Date.now() < t.expiresAt) ? t.accessToken : undefined;
   }
 
@@ -194,7 +200,7 @@ export class StoredTokenSource implements TokenSource {
     if (tokenFileStamp(this.file) !== readStamp) {
       this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
       this.unsaved = undefined;
-      this.look();
+      this.look(true);
       return this.tokens()?.accessToken ?? next.accessToken;
     }
     this.save(next, readStamp);

@@ -59,13 +59,25 @@ function stampOf(st: Stats): string {
 }
 
 export function readTokenFile(file: string): TokenFileRead {
-  const stamp = tokenFileStamp(file);
-  if (stamp === '') return { tokens: undefined, stamp };
+  // The stamp of the file whose text is read (one open: a file replaced between a stat and a
+  // read would pair the new text with the old stamp, or the other way round).
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { tokens: undefined, stamp: '' };
+    return { tokens: undefined, stamp: tokenFileStamp(file), problem: `${file} cannot be read as JSON (${code ?? 'not readable'})` };
+  }
+  let stamp = '';
   let v: unknown;
   try {
-    v = JSON.parse(readFileSync(file, 'utf8'));
+    stamp = stampOf(fstatSync(fd));
+    v = JSON.parse(readFileSync(fd, 'utf8'));
   } catch (err) {
     return { tokens: undefined, stamp, problem: `${file} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'not JSON'})` };
+  } finally {
+    closeSync(fd);
   }
   const t = v as Partial<StoredTokens> | null;
   const str = (x: unknown): boolean => typeof x === 'string' && x.length > 0;

@@ -9,8 +9,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import fs, { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { syncBuiltinESMExports } from 'node:module';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { tmpdir } from 'node:os';
@@ -238,6 +239,36 @@ describe('the upstream OAuth client', () => {
     expect(readdirSync(dir)).toEqual(['u.json']);
     expect(lines.some((l) => l.includes('the refreshed tokens are stored now'))).toBe(true);
     source.release();
+  });
+
+  it("a login's token file is looked at once per request: with a current token, an expired one without a refresh token, and none stored", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const file = join(dir, 'u.json');
+    const stats = vi.spyOn(fs, 'statSync');
+    syncBuiltinESMExports();
+    const looks = (): number => stats.mock.calls.filter(([p]) => p === file).length;
+    try {
+      const peer = upstream();
+      const http = new OAuthHttp(peer, StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger));
+      // None stored: the request fails saying to log in, after one look.
+      await expect(http.post('{}')).rejects.toThrow(/no login stored/);
+      expect(looks()).toBe(1);
+      storedLogin(file, 'unit-current-token', { expiresAt: Date.now() + 3_600_000 });
+      stats.mockClear();
+      await http.post('{}');
+      await http.post('{}');
+      expect(looks()).toBe(2);
+      expect(peer.sent.at(-1)).toBe('Bearer unit-current-token');
+      // Expired with no refresh token: one look, and the error says to log in.
+      storedLogin(file, 'unit-expired-token', { expiresAt: Date.now() - 1, refreshToken: undefined });
+      stats.mockClear();
+      await expect(http.post('{}')).rejects.toThrow(/no refresh token; run `switchyard login u`/);
+      expect(looks()).toBe(1);
+      http.close();
+    } finally {
+      stats.mockRestore();
+      syncBuiltinESMExports();
+    }
   });
 
   it('a refreshed token whose lifetime is past a number (expires_in 1e306), or a stored expiry that is none, is current: no refresh per request', async () => {
