@@ -3,7 +3,10 @@
  * (oauth-token-store.ts) as a TokenSource for OAuthHttp. The file is read again whenever it
  * changed (a new login is used by the next request, no restart; one stat per request tells),
  * the access token is refreshed with the refresh token shortly before it expires or after a
- * 401, and the refreshed tokens are written back. Refreshed tokens that cannot be written (a full disk, a read-only
+ * 401, and the refreshed tokens are written back. Other processes may hold the same login (a
+ * daemon and a `switchyard stdio` hub): a refresh takes the file's lock and reads the file again
+ * first, and tokens another process refreshed meanwhile are used as they are, so a rotating
+ * refresh token is spent once. Refreshed tokens that cannot be written (a full disk, a read-only
  * folder) are used from memory and written at a later request: with rotation, the old refresh
  * token in the file is spent already, and losing the new one would end the login. No stored
  * token, or one that can no longer be refreshed, fails the request with an OAuthError that says
@@ -16,7 +19,7 @@ import type { BearerChallenge } from './oauth-challenge.js';
 import type { TokenSource } from './oauth-client.js';
 import { OAuthError, canonicalResource } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
-import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { lockTokenFile, readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
 
 /** The errors that only a new login can end (made by StoredTokenSource.login). */
@@ -172,39 +175,52 @@ export class StoredTokenSource implements TokenSource {
   }
 
   private async refresh(used: string | undefined): Promise<string> {
-    const t = this.needsRefresh(used);
-    // The file as this refresh read it: a request meanwhile may read a newer login (or find a
-    // logout) into this.read, and that must not make the refresh of the old login look current.
-    const readStamp = this.unsaved?.base ?? this.read.stamp;
-    const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: t.refreshToken!, resource: t.resource };
-    let a;
+    this.needsRefresh(used);
+    const release = await lockTokenFile(this.file);
+    if (release === undefined)
+      throw new OAuthError(`servers.${this.serverId}: another switchyard process is refreshing this login and holds ${this.file}.lock; try again`);
     try {
-      a = await tokenRequest(t.tokenEndpoint, params, { clientId: t.clientId, clientSecret: t.clientSecret ?? this.clientSecret, clientAuth: t.clientAuth });
-    } catch (err) {
-      // invalid_grant: the refresh token expired or was revoked; only a new login helps.
-      if ((err as { oauthError?: string }).oauthError === 'invalid_grant') throw this.login(`the refresh token was refused (${(err as Error).message.replace(/^OAuth: /, '')})`);
-      throw err;
-    }
-    const next: StoredTokens = {
-      ...t,
-      accessToken: a.accessToken,
-      // Without a new one (no rotation) the old refresh token stays good.
-      refreshToken: a.refreshToken ?? t.refreshToken,
-      expiresAt: a.expiresAt,
-      scopes: a.scopes ?? t.scopes,
-      obtainedAt: Date.now(),
-    };
-    if (next.expiresAt === undefined) delete next.expiresAt;
-    this.log.info({ expiresInSec: next.expiresAt === undefined ? undefined : Math.round((next.expiresAt - Date.now()) / 1000), scopes: next.scopes }, 'OAuth: refreshed the stored access token');
-    // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
-    if (tokenFileStamp(this.file) !== readStamp) {
-      this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
-      this.unsaved = undefined;
+      // Read again under the lock: another process may have refreshed while this one waited, and
+      // its tokens are the ones to use (its refresh may have spent the refresh token held here).
       this.look(true);
-      return this.tokens()?.accessToken ?? next.accessToken;
+      const t = this.needsRefresh(used);
+      const fresh = Date.now() < renewAt(t) ? t.accessToken : undefined;
+      if (fresh !== undefined && fresh !== used) return fresh;
+      // The file as this refresh read it: a request meanwhile may read a newer login (or find a
+      // logout) into this.read, and that must not make the refresh of the old login look current.
+      const readStamp = this.unsaved?.base ?? this.read.stamp;
+      const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: t.refreshToken!, resource: t.resource };
+      let a;
+      try {
+        a = await tokenRequest(t.tokenEndpoint, params, { clientId: t.clientId, clientSecret: t.clientSecret ?? this.clientSecret, clientAuth: t.clientAuth });
+      } catch (err) {
+        // invalid_grant: the refresh token expired or was revoked; only a new login helps.
+        if ((err as { oauthError?: string }).oauthError === 'invalid_grant') throw this.login(`the refresh token was refused (${(err as Error).message.replace(/^OAuth: /, '')})`);
+        throw err;
+      }
+      const next: StoredTokens = {
+        ...t,
+        accessToken: a.accessToken,
+        // Without a new one (no rotation) the old refresh token stays good.
+        refreshToken: a.refreshToken ?? t.refreshToken,
+        expiresAt: a.expiresAt,
+        scopes: a.scopes ?? t.scopes,
+        obtainedAt: Date.now(),
+      };
+      if (next.expiresAt === undefined) delete next.expiresAt;
+      this.log.info({ expiresInSec: next.expiresAt === undefined ? undefined : Math.round((next.expiresAt - Date.now()) / 1000), scopes: next.scopes }, 'OAuth: refreshed the stored access token');
+      // A login that replaced the file meanwhile wins: its tokens are newer than this refresh.
+      if (tokenFileStamp(this.file) !== readStamp) {
+        this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
+        this.unsaved = undefined;
+        this.look(true);
+        return this.tokens()?.accessToken ?? next.accessToken;
+      }
+      this.save(next, readStamp);
+      return next.accessToken;
+    } finally {
+      release();
     }
-    this.save(next, readStamp);
-    return next.accessToken;
   }
 
   /** The stored tokens, if they have a refresh token; else the error that says to log in. */

@@ -4,10 +4,13 @@
  * file per server, mode 0600 in a folder of mode 0700, replaced whole (a temporary file in the
  * same folder, fsync'ed, renamed over it) so a reader never sees half a file and a crash never
  * leaves none. The daemon reads it when it needs a token and writes refreshed tokens back;
- * `switchyard logout <id>` removes it. Nothing here logs: the file holds bearer and refresh
- * tokens (and a dynamically registered client's secret).
+ * `switchyard logout <id>` removes it. Refreshes by
+ * several processes over one file (a daemon and a `switchyard stdio` hub) take turns through a
+ * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
+ * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
 import { closeSync, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 
@@ -147,5 +150,90 @@ export function removeTokenFile(file: string): boolean {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
+  }
+}
+
+/** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
+export const LOCK_STALE_MS = 30_000;
+/** How long a refresh waits for another process's; that one's token request gives up after 10 s (OAUTH_REQUEST_TIMEOUT_MS). */
+export const LOCK_WAIT_MS = 12_000;
+const LOCK_POLL_MS = 25;
+/** The locks this process holds: one naming this pid and not among them is a crashed predecessor's (pid 1 in a container, each time). */
+const heldLocks = new Set<string>();
+
+/**
+ * The lock of the token file's refresh, shared by every process over that file (a daemon, a
+ * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
+ * pid and host. One whose holder is gone (that pid is no process of this host) or that is older
+ * than LOCK_STALE_MS is taken over. Resolves to its release, or undefined when another holder
+ * kept it for `waitMs`. A folder where no lock can be created (read-only, full) has none: the
+ * refresh goes ahead alone, there being no other way.
+ */
+export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
+  const lock = `${file}.lock`;
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    let fd: number;
+    try {
+      mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+      fd = openSync(lock, 'wx', 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return () => undefined;
+      if (takeOverStale(lock)) continue;
+      if (Date.now() >= deadline) return undefined;
+      await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
+      continue;
+    }
+    try {
+      writeFileSync(fd, JSON.stringify({ pid: process.pid, host: hostname() }));
+    } catch {
+      // Held all the same; an empty lock is judged by its age alone.
+    } finally {
+      closeSync(fd);
+    }
+    heldLocks.add(lock);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      heldLocks.delete(lock);
+      rmSync(lock, { force: true });
+    };
+  }
+}
+
+/** Removes a lock whose holder is gone; whether it is gone now (removed, or removed by its holder meanwhile). */
+function takeOverStale(lock: string): boolean {
+  let st: Stats;
+  let holder: { pid?: unknown; host?: unknown } = {};
+  try {
+    st = statSync(lock);
+    holder = (JSON.parse(readFileSync(lock, 'utf8')) as typeof holder | null) ?? {};
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
+    // Not JSON (written half, or not at all): judged by its age.
+    try {
+      st = statSync(lock);
+    } catch {
+      return true;
+    }
+  }
+  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
+  if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return false;
+  // Only the lock judged stale: one a faster process took over and created since has another inode.
+  try {
+    if (statSync(lock).ino === st.ino) rmSync(lock);
+  } catch {
+    // Gone already.
+  }
+  return true;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

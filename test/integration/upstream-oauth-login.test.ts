@@ -5,9 +5,10 @@
  * redirects straight back (the test's opener, follow-login.mjs, fetches the URL and follows the
  * redirects as a browser would). The daemon runs meanwhile: without a login the server's start
  * fails saying to log in; after `switchyard login` the next call works without a restart of the
- * daemon; a refused token is refreshed with the stored refresh token and written back; `logout`
- * removes the tokens; a response naming another issuer is refused; and no token reaches the
- * logs, the ledger or the CLI's output.
+ * daemon; a refused token is refreshed with the stored refresh token and written back, and a
+ * second daemon over the same token file refreshes in turn with it, spending the rotating
+ * refresh token once; `logout` removes the tokens; a response naming another issuer is refused;
+ * and no token reaches the logs, the ledger or the CLI's output.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -31,6 +32,7 @@ interface Stats {
 
 let fixture: HttpFixture;
 let hub: HubProcess;
+let other: HubProcess;
 let tokenFile: string;
 let n = 0;
 const cliOutput: string[] = [];
@@ -69,10 +71,16 @@ beforeAll(async () => {
   fixture = await startHttpFixture('test/fixtures/servers/oauth-protected-server.mjs');
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-login-'));
   tokenFile = join(dir, 'oauth-tokens', 'u.json');
-  hub = await startHub({ ledger: { path: join(dir, 'ledger.db'), storeBodies: true }, servers: { u: { url: fixture.url, oauth: { grant: 'authorization_code' } } } }, { dir, args: ['--no-watch'] });
+  const servers = { u: { url: fixture.url, oauth: { grant: 'authorization_code' } } };
+  [hub, other] = await Promise.all([
+    startHub({ ledger: { path: join(dir, 'ledger.db'), storeBodies: true }, servers }, { dir, args: ['--no-watch'] }),
+    // A second process over the same login: its ledger beside the first one's, so the same state directory and token file.
+    startHub({ ledger: { path: join(dir, 'other.db') }, servers }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-login-other-')), args: ['--no-watch'] }),
+  ]);
 }, 60_000);
 
 afterAll(async () => {
+  await other?.stop();
   await hub?.stop();
   await fixture?.stop();
 });
@@ -122,6 +130,27 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     // The new one serves the next calls; no more refreshes.
     expect(text(await call('u__whoami'))).toContain('scopes mcp');
     expect((await stats()).tokenRequests.filter((r) => r.grantType === 'refresh_token')).toHaveLength(1);
+  });
+
+  it('a second process over the same login (another daemon) takes turns refreshing: the rotating refresh token is spent once, and both go on', async () => {
+    // Started without a login: told of it as `switchyard login` tells a daemon.
+    expect((await fetch(new URL('/admin/servers/u/restart', other.url), { method: 'POST' })).status).toBe(200);
+    try {
+      const callOther = (): Promise<Answer> => modernCall(other.url, `lo${++n}`, 'tools/call', { name: 'u__whoami', arguments: {} });
+      expect(text(await callOther())).toContain('scopes mcp');
+      const refreshes = async (): Promise<number> => (await stats()).tokenRequests.filter((r) => r.grantType === 'refresh_token').length;
+      const before = await refreshes();
+      // Both refused at once, and the refresh answered late: both processes want to refresh together.
+      await control('/revoke');
+      await control('/refresh-delay?ms=400');
+      const [a, b] = await Promise.all([call('u__whoami'), callOther()]);
+      expect(text(a)).toContain('scopes mcp');
+      expect(text(b)).toContain('scopes mcp');
+      expect(await refreshes()).toBe(before + 1);
+      expect(other.logs.join('\n') + hub.logs.join('\n')).not.toContain('the refresh token was refused');
+    } finally {
+      await control('/refresh-delay?ms=0');
+    }
   });
 
   it('says that more scopes need a new login (the daemon cannot ask the user), on a 403 insufficient_scope', async () => {
@@ -187,7 +216,8 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
       .filter((f) => f.startsWith('ledger.db'))
       .map((f) => readFileSync(join(hub.dir, f)).toString('latin1'))
       .join('\n');
-    const logs = hub.logs.join('\n');
+    await other.stop();
+    const logs = [...hub.logs, ...other.logs].join('\n');
     expect(logs).toContain('OAuth: refreshed the stored access token');
     for (const secret of issued) {
       expect(logs).not.toContain(secret);

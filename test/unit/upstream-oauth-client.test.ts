@@ -9,12 +9,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import fs, { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import fs, { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { syncBuiltinESMExports } from 'node:module';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { loginClient } from '../../src/upstream/oauth-register.js';
@@ -239,6 +239,27 @@ describe('the upstream OAuth client', () => {
     expect(readdirSync(dir)).toEqual(['u.json']);
     expect(lines.some((l) => l.includes('the refreshed tokens are stored now'))).toBe(true);
     source.release();
+  });
+
+  it("a refresh takes over a stale lock of the token file (its process gone, or too old), and leaves none behind", async () => {
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    const lockOf = (file: string): string => `${file}.lock`;
+    for (const stale of ['dead pid', 'old'] as const) {
+      const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+      storedLogin(file, 'unit-refused-token');
+      if (stale === 'dead pid') writeFileSync(lockOf(file), JSON.stringify({ pid: gone, host: hostname() }));
+      else {
+        writeFileSync(lockOf(file), '');
+        utimesSync(lockOf(file), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+      }
+      const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+      const t0 = Date.now();
+      await expect(source.renew('unit-refused-token'), stale).resolves.toMatch(/^unit-token-/);
+      // Not the 12 s a live holder is waited for.
+      expect(Date.now() - t0, stale).toBeLessThan(5_000);
+      expect(existsSync(lockOf(file)), stale).toBe(false);
+      source.release();
+    }
   });
 
   it("a login's token file is looked at once per request: with a current token, an expired one without a refresh token, and none stored", async () => {
