@@ -5,8 +5,11 @@
  * (`--open`, the platform's opener; `--opener CMD`, a command run with the URL in
  * $SWITCHYARD_LOGIN_URL). After a login a running daemon is asked to restart the server so
  * that it uses the new tokens at once (a ready one would pick them up on its next request anyway).
+ * A logout removes the tokens and keeps a client the login registered (the next login is that
+ * client again, not one more registration at the authorization server) unless --forget-client.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import type { HubConfig, ServerConfig } from '../config/types.js';
 import { screenText } from '../ledger/format.js';
@@ -27,6 +30,7 @@ interface LoginArgs {
 interface LogoutArgs {
   server: string;
   config: string;
+  forgetClient: boolean;
 }
 
 function fail(message: string, code = 2): void {
@@ -145,18 +149,37 @@ async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
 
 const logoutCommand: CommandModule<object, LogoutArgs> = {
   command: 'logout <server>',
-  describe: "Remove the tokens `switchyard login` stored for a server (the daemon's next request needs a new login)",
+  describe:
+    "Remove the tokens `switchyard login` stored for a server (the daemon's next request needs a new login); a client the login registered is kept for the next login unless --forget-client",
   builder: (y: Argv) =>
     y
       .positional('server', { type: 'string', demandOption: true, describe: 'The server id' })
-      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' }) as unknown as Argv<LogoutArgs>,
+      .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
+      .option('forget-client', {
+        type: 'boolean',
+        default: false,
+        describe: 'Forget the dynamically registered client too (the next login registers a new one)',
+      }) as unknown as Argv<LogoutArgs>,
   handler: async (argv) => {
     const config = loadConfigOrExit(argv.config);
     const s = authCodeServer(config, argv.server, argv.config);
     if (!s) return;
-    const { removeTokenFile } = await import('../upstream/oauth-token-store.js');
-    const had = removeTokenFile(s.oauthTokenFile!);
-    process.stderr.write(had ? `logged out of "${s.id}": removed ${s.oauthTokenFile}\n` : `no login stored for "${s.id}"\n`);
+    const { clientFileOf, readStoredClient, removeStoredClient, removeTokenFile, writeStoredClient } = await import('../upstream/oauth-token-store.js');
+    const file = s.oauthTokenFile!;
+    const client = readStoredClient(file);
+    // A login made before the registration was kept apart has it in the token file only: kept
+    // apart now, so that the next login is that client again rather than a new registration.
+    if (client !== undefined && !argv.forgetClient && !existsSync(clientFileOf(file))) writeStoredClient(file, client);
+    const had = removeTokenFile(file);
+    const forgot = argv.forgetClient && removeStoredClient(file);
+    const about =
+      client === undefined
+        ? ''
+        : forgot || argv.forgetClient
+          ? `; forgot the client registered with ${screenText(client.issuer)} (the next login registers a new one)`
+          : `; kept the client registered with ${screenText(client.issuer)} for the next login (--forget-client forgets it)`;
+    if (had) process.stderr.write(`logged out of "${s.id}": removed ${file}${about}\n`);
+    else process.stderr.write(`no login stored for "${s.id}"${about}\n`);
   },
 };
 

@@ -20,7 +20,7 @@ import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalReso
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
-import { readTokenFile, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { readStoredClient, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
 export interface LoginOptions {
   serverId: string;
@@ -67,8 +67,9 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
   // The client an earlier login registered with this issuer is this login's too (a new
   // registration at each login would leave the authorization server a client per login), when
   // its redirect port can be had again; a client is never taken to another issuer (digest §7).
-  const prior = o.oauth.clientId === undefined ? readTokenFile(o.tokenFile).tokens : undefined;
-  const reuse = prior?.registeredRedirectUri !== undefined && prior.issuer === issuer ? prior : undefined;
+  // It is kept across a logout (oauth-token-store.ts: the client file).
+  const prior = o.oauth.clientId === undefined ? readStoredClient(o.tokenFile) : undefined;
+  const reuse = prior?.issuer === issuer ? prior : undefined;
   const redirect = await listenAt(state, o.timeoutMs, o.oauth.redirectPort, reuse?.registeredRedirectUri);
   try {
     const client: LoginClient =
@@ -124,6 +125,15 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
     if (a.refreshToken !== undefined) tokens.refreshToken = a.refreshToken;
     if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
     writeTokenFile(o.tokenFile, tokens);
+    if (tokens.registeredRedirectUri !== undefined) {
+      const kept = { issuer, clientId: client.clientId, clientAuth: client.clientAuth, registeredRedirectUri: tokens.registeredRedirectUri };
+      try {
+        writeStoredClient(o.tokenFile, client.clientSecret !== undefined ? { ...kept, clientSecret: client.clientSecret } : kept);
+      } catch (err) {
+        // The token file names the client too: a later login finds it there while the login lasts.
+        o.say(`the registered client could not be kept apart from the tokens (${(err as NodeJS.ErrnoException).code ?? 'error'}); a logout forgets it`);
+      }
+    }
     return { tokens, client: client.how };
   } finally {
     redirect.close();

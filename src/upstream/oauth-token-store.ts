@@ -4,7 +4,9 @@
  * file per server, mode 0600 in a folder of mode 0700, replaced whole (a temporary file in the
  * same folder, fsync'ed, renamed over it) so a reader never sees half a file and a crash never
  * leaves none. The daemon reads it when it needs a token and writes refreshed tokens back;
- * `switchyard logout <id>` removes it. Refreshes by
+ * `switchyard logout <id>` removes it. A client the login registered is kept beside it as well
+ * (`<id>.client.json`), which a logout leaves unless told to forget it: the next login is that
+ * client again rather than one more registration at the authorization server. Refreshes by
  * several processes over one file (a daemon and a `switchyard stdio` hub) take turns through a
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
@@ -151,6 +153,45 @@ export function removeTokenFile(file: string): boolean {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
   }
+}
+
+/** A client a login registered (RFC 7591), kept across logouts so that the next login is it again. */
+export interface StoredClient {
+  issuer: string;
+  clientId: string;
+  clientSecret?: string;
+  clientAuth: ClientAuth;
+  registeredRedirectUri: string;
+}
+
+/** Where the registration of the login whose tokens are in `tokenFile` is kept (server ids have no dot: no clash with a token file). */
+export function clientFileOf(tokenFile: string): string {
+  return tokenFile.replace(/(\.json)?$/, '.client.json');
+}
+
+/** The registered client kept for this login; else the one in its token file (a login made before the two were kept apart). */
+export function readStoredClient(tokenFile: string): StoredClient | undefined {
+  const str = (x: unknown): x is string => typeof x === 'string' && x.length > 0;
+  for (const file of [clientFileOf(tokenFile), tokenFile]) {
+    let v: Partial<StoredClient> | null;
+    try {
+      v = JSON.parse(readFileSync(file, 'utf8')) as Partial<StoredClient> | null;
+    } catch {
+      continue;
+    }
+    if (v && typeof v === 'object' && str(v.issuer) && str(v.clientId) && str(v.registeredRedirectUri) && str(v.clientAuth))
+      return { issuer: v.issuer, clientId: v.clientId, clientAuth: v.clientAuth, registeredRedirectUri: v.registeredRedirectUri, ...(str(v.clientSecret) ? { clientSecret: v.clientSecret } : {}) };
+  }
+  return undefined;
+}
+
+export function writeStoredClient(tokenFile: string, client: StoredClient): void {
+  writeJsonFile(clientFileOf(tokenFile), client);
+}
+
+/** Forgets the registered client kept for this login; whether there was one. */
+export function removeStoredClient(tokenFile: string): boolean {
+  return removeTokenFile(clientFileOf(tokenFile));
 }
 
 /** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */

@@ -7,8 +7,9 @@
  * fails saying to log in; after `switchyard login` the next call works without a restart of the
  * daemon; a refused token is refreshed with the stored refresh token and written back, and a
  * second daemon over the same token file refreshes in turn with it, spending the rotating
- * refresh token once; `logout` removes the tokens; a response naming another issuer is refused;
- * and no token reaches the logs, the ledger or the CLI's output.
+ * refresh token once; `logout` removes the tokens (keeping the registered client, which the next
+ * login is again, unless --forget-client); a response naming another issuer is refused; and no
+ * token reaches the logs, the ledger or the CLI's output.
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -41,6 +42,7 @@ const origin = (): string => new URL(fixture.url).origin;
 const stats = async (): Promise<Stats> => (await fetch(`${origin()}/stats`)).json() as Promise<Stats>;
 const control = (path: string): Promise<Response> => fetch(`${origin()}${path}`, { method: 'POST' });
 const call = (name: string, args: Record<string, unknown> = {}): Promise<Answer> => modernCall(hub.url, `lg${++n}`, 'tools/call', { name, arguments: args });
+const clientFile = (): string => tokenFile.replace(/\.json$/, '.client.json');
 const stored = (): { accessToken: string; refreshToken?: string; clientId: string; resource: string } => JSON.parse(readFileSync(tokenFile, 'utf8'));
 
 async function cli(...args: string[]): Promise<CliRun> {
@@ -186,24 +188,34 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     }
   });
 
+  it('logout removes the stored tokens but keeps the registered client, and the next call says to log in', async () => {
+    const r = await cli('logout', 'u');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login \(--forget-client forgets it\)/);
+    expect(existsSync(tokenFile)).toBe(false);
+    expect(statSync(clientFile()).mode & 0o777).toBe(0o600);
+    const a = await call('u__whoami');
+    expect(JSON.stringify(a.body)).toMatch(/no login stored for this server \(grant authorization_code\); run `switchyard login u`/);
+  });
+
   it('uses a new login at the next call of a running server, the daemon not told', async () => {
-    const old = stored().accessToken;
     const r = await login(await closedPortUrl());
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('restarted');
-    // The client the first login registered, on its redirect port again: no client per login.
+    // The client the first login registered (the logout kept it), on its redirect port again: no client per login.
     expect(r.stderr).toContain('client registered by an earlier login');
     expect((await stats()).registrations).toHaveLength(1);
     const now = stored().accessToken;
-    expect(now).not.toBe(old);
     expect(text(await call('u__whoami'))).toContain('scopes mcp');
     expect((await stats()).lastAccepted).toBe(now);
   });
 
-  it('logout removes the stored tokens, and the next call says to log in', async () => {
-    const r = await cli('logout', 'u');
+  it('logout --forget-client removes the registered client too, and the next call says to log in', async () => {
+    const r = await cli('logout', 'u', '--forget-client');
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; forgot the client registered with http:\/\/127\.0\.0\.1:\d+\/as \(the next login registers a new one\)/);
     expect(existsSync(tokenFile)).toBe(false);
+    expect(existsSync(clientFile())).toBe(false);
     const a = await call('u__whoami');
     expect(JSON.stringify(a.body)).toMatch(/no login stored for this server \(grant authorization_code\); run `switchyard login u`/);
   });
