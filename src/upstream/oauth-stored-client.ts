@@ -64,6 +64,10 @@ export class StoredTokenSource implements TokenSource {
 
   release(): void {
     if (this.refs === 0 || --this.refs > 0) return;
+    // Tokens the file could not take outlive the connection (a restart of the server closes it
+    // before the next one acquires): the file's refresh token is spent, and a new source reading
+    // it would end the login.
+    if (this.unsaved !== undefined) return;
     if (sources.get(this.file) === this) sources.delete(this.file);
     dropConfigSecrets(this);
   }

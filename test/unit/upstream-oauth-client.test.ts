@@ -211,7 +211,7 @@ describe('the upstream OAuth client', () => {
     const before = readFileSync(file, 'utf8');
     if (!readOnly(dir, true)) return ctx.skip();
     const { log, lines } = keptLog();
-    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, log);
+    let source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, log);
     tokenBody = (n) => ({ access_token: `unit-token-${n}`, token_type: 'Bearer', expires_in: 100, refresh_token: `unit-rotated-${n}` });
     try {
       // The refresh spent the stored refresh token (rotation): its answer is all the login has left.
@@ -222,6 +222,10 @@ describe('the upstream OAuth client', () => {
       // Refused again: the rotated refresh token held in memory is the one sent, not the spent one in the file.
       const second = await source.renew(first);
       expect(lastTokenForm.get('refresh_token')).toBe(`unit-rotated-${first.slice('unit-token-'.length)}`);
+      expect(source.current()).toBe(second);
+      // The server restarted (its connection closed, then a new one): the tokens in memory are the new connection's.
+      source.release();
+      source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, log);
       expect(source.current()).toBe(second);
       const warnings = lines.filter((l) => l.includes('could not be written'));
       expect(warnings).toHaveLength(1);
