@@ -71,6 +71,7 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
   const prior = o.oauth.clientId === undefined ? readStoredClient(o.tokenFile) : undefined;
   const reuse = prior?.issuer === issuer ? prior : undefined;
   const redirect = await listenAt(state, o.timeoutMs, o.oauth.redirectPort, reuse?.registeredRedirectUri);
+  let reused = false;
   try {
     const client: LoginClient =
       reuse !== undefined && redirect.redirectUri === reuse.registeredRedirectUri
@@ -78,6 +79,7 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
         : await loginClient(o.oauth, as, issuer, redirect.redirectUri);
     const how = { configured: 'from the config', registered: 'registered dynamically', 'registered before': 'registered by an earlier login', 'metadata document': 'by its metadata document' };
     o.say(`authorization server ${where(issuer)}; client ${how[client.how]}`);
+    reused = client.how === 'registered before';
     const url = new URL(authorizationEndpoint);
     url.searchParams.set('response_type', 'code');
     url.searchParams.set('client_id', client.clientId);
@@ -135,9 +137,24 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
       }
     }
     return { tokens, client: client.how };
+  } catch (err) {
+    throw reused ? forgottenClientHint(err, o.serverId) : err;
   } finally {
     redirect.close();
   }
+}
+
+/**
+ * A login with a client an earlier one registered that got no authorization (an authorization
+ * server that no longer knows a client shows the user an error page and redirects nowhere) or
+ * had it refused: the error says how to register anew, which nothing else would tell.
+ */
+function forgottenClientHint(err: unknown, serverId: string): unknown {
+  const message = (err as Error)?.message ?? '';
+  if (!/no authorization arrived|invalid_client|unauthorized_client/.test(message)) return err;
+  return new OAuthError(
+    `${message.replace(/^OAuth: /, '')}; the client an earlier login registered was used again: if the authorization server no longer knows it, run \`switchyard logout ${serverId} --forget-client\` and log in again`,
+  );
 }
 
 /** The redirect listener: on the port an earlier registration named when it is free, else as configured (a free port by default). */

@@ -210,7 +210,12 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     expect((await stats()).lastAccepted).toBe(now);
   });
 
-  it('logout --forget-client removes the registered client too, and the next call says to log in', async () => {
+  it('a login whose kept client the authorization server no longer knows says to forget it; logout --forget-client removes it too, and the next call says to log in', async () => {
+    await control('/forget-clients');
+    // The authorization server answers its error page to the browser and redirects nowhere.
+    const stale = await cli('login', 'u', '--opener', `"${process.execPath}" "${join(ROOT, 'test/fixtures/follow-login.mjs')}"`, '--timeout', '1', '--url', await closedPortUrl());
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toMatch(/login to "u" failed: no authorization arrived within 1 s; the client an earlier login registered was used again: if the authorization server no longer knows it, run `switchyard logout u --forget-client` and log in again/);
     const r = await cli('logout', 'u', '--forget-client');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; forgot the client registered with http:\/\/127\.0\.0\.1:\d+\/as \(the next login registers a new one\)/);
