@@ -7,7 +7,7 @@
 import { statSync } from 'node:fs';
 import type { HubConfig } from '../config/types.js';
 import { canonicalResource } from '../upstream/oauth-discovery.js';
-import { readTokenFile } from '../upstream/oauth-token-store.js';
+import { clientFileOf, readTokenFile } from '../upstream/oauth-token-store.js';
 import type { Finding } from './doctor.js';
 
 export function loginFindings(config: HubConfig, now = Date.now()): Finding[] {
@@ -27,10 +27,13 @@ export function loginFindings(config: HubConfig, now = Date.now()): Finding[] {
       const life = t.expiresAt === undefined ? 'no expiry given' : t.expiresAt <= now ? 'expired, refreshed at the next call' : `expires in ${Math.round((t.expiresAt - now) / 60_000)} min`;
       out.push({ level: 'ok', check: 'login', message: `servers.${s.id}: logged in (${life}${t.refreshToken ? ', refreshable' : ''})` });
     }
-    // Created 0600; one widened since (a copy, a restore) lets other local users take the tokens.
-    const mode = fileMode(file);
-    if (mode !== undefined && (mode & 0o077) !== 0)
-      out.push({ level: 'warn', check: 'login', message: `servers.${s.id}: ${file} is readable by other users (mode ${(mode & 0o777).toString(8)}): \`chmod 600\` it` });
+    // Created 0600; one widened since (a copy, a restore) lets other local users take the tokens,
+    // or the registered client's secret (kept beside them, across logouts).
+    for (const f of [file, clientFileOf(file)]) {
+      const mode = fileMode(f);
+      if (mode !== undefined && (mode & 0o077) !== 0)
+        out.push({ level: 'warn', check: 'login', message: `servers.${s.id}: ${f} is readable by other users (mode ${(mode & 0o777).toString(8)}): \`chmod 600\` it` });
+    }
   }
   return out;
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { loginFindings } from '../../src/cli/login-state.js';
-import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { clientFileOf, writeStoredClient, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 
 const URL_ = 'https://mcp.example.com/mcp';
 
@@ -45,10 +45,18 @@ describe('doctor: upstream logins', () => {
     expect(JSON.stringify(ok)).not.toMatch(/doctor-secret/);
   });
 
-  it('warns of a token file other users can read', () => {
+  it('warns of a token file, or a kept client registration, other users can read', () => {
     const { config, file, tokens } = setup();
     writeTokenFile(file, tokens());
     chmodSync(file, 0o644);
     expect(said(loginFindings(config, 10_000))).toEqual(['ok: servers.u: logged in (no expiry given)', `warn: servers.u: ${file} is readable by other users (mode 644): \`chmod 600\` it`]);
+    chmodSync(file, 0o600);
+    // A registered confidential client's secret, kept after a logout.
+    writeStoredClient(file, { issuer: 'https://as.example.com', clientId: 'dyn-1', clientSecret: 'doctor-secret-client', clientAuth: 'client_secret_basic', registeredRedirectUri: 'http://127.0.0.1:1/callback' });
+    chmodSync(clientFileOf(file), 0o640);
+    expect(said(loginFindings(config, 10_000))).toEqual([
+      'ok: servers.u: logged in (no expiry given)',
+      `warn: servers.u: ${clientFileOf(file)} is readable by other users (mode 640): \`chmod 600\` it`,
+    ]);
   });
 });
