@@ -48,6 +48,13 @@ export class StoredTokenSource implements TokenSource {
     if (!s) {
       s = new StoredTokenSource(file, serverId, serverUrl, clientSecret, log);
       sources.set(file, s);
+    } else if (s.serverUrl !== serverUrl || s.clientSecret !== clientSecret) {
+      // A reload builds the new connection before the old one closes, and finds this source:
+      // the settings in force are the new ones (a url moved, a secret rotated), and a failure of
+      // the old ones says nothing of them.
+      s.serverUrl = serverUrl;
+      s.clientSecret = clientSecret;
+      s.failure = undefined;
     }
     s.refs++;
     return s;
@@ -56,9 +63,9 @@ export class StoredTokenSource implements TokenSource {
   private constructor(
     private readonly file: string,
     private readonly serverId: string,
-    private readonly serverUrl: string,
+    private serverUrl: string,
     /** The configured secret of a pre-registered confidential client (the file holds only a registered one's). */
-    private readonly clientSecret: string | undefined,
+    private clientSecret: string | undefined,
     private readonly log: Logger,
   ) {}
 

@@ -266,6 +266,21 @@ describe('the upstream OAuth client', () => {
     }
   });
 
+  it("a reload's new connection over the same token file has its settings in force (a url moved), though the old connection is open still", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(file, 'unit-old-url-token');
+    const old = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    expect(old.current()).toBe('unit-old-url-token');
+    // The reload builds the new connection first, then retires the old one.
+    const moved = StoredTokenSource.acquire(file, 'u', `${base}/moved`, undefined, silentLogger);
+    old.release();
+    // The user logs in for the new url.
+    storedLogin(file, 'unit-new-url-token', { serverUrl: `${base}/moved`, resource: `${base}/moved` });
+    await Promise.resolve();
+    expect(moved.current()).toBe('unit-new-url-token');
+    moved.release();
+  });
+
   it("a login's token file is looked at once per request: with a current token, an expired one without a refresh token, and none stored", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
     const file = join(dir, 'u.json');
