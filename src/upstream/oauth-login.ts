@@ -18,7 +18,7 @@ import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
 import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, protectedResource, strings, where } from './oauth-discovery.js';
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
-import { loginClient, type LoginClient } from './oauth-register.js';
+import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
 import { readStoredClient, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
@@ -68,8 +68,7 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
   // registration at each login would leave the authorization server a client per login), when
   // its redirect port can be had again; a client is never taken to another issuer (digest §7).
   // It is kept across a logout (oauth-token-store.ts: the client file).
-  const prior = o.oauth.clientId === undefined ? readStoredClient(o.tokenFile) : undefined;
-  const reuse = prior?.issuer === issuer ? prior : undefined;
+  const reuse = clientToReuse(o.oauth, as, issuer, readStoredClient(o.tokenFile));
   const redirect = await listenAt(state, o.timeoutMs, o.oauth.redirectPort, reuse?.registeredRedirectUri);
   let reused = false;
   try {

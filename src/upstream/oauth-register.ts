@@ -9,13 +9,25 @@
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, strings, where } from './oauth-discovery.js';
-import type { ClientAuth } from './oauth-token-store.js';
+import type { ClientAuth, StoredClient } from './oauth-token-store.js';
 
 export interface LoginClient {
   clientId: string;
   clientSecret?: string;
   clientAuth: ClientAuth;
   how: 'configured' | 'metadata document' | 'registered' | 'registered before';
+}
+
+/**
+ * The client an earlier login registered, when this login would otherwise register one: not when
+ * the config names a client, nor when the hub's metadata document is the client (both come
+ * first, and a registration kept from before they were set must not shadow them), nor at
+ * another issuer (digest §7: a client is never taken to another).
+ */
+export function clientToReuse(oauth: UpstreamOAuthConfig, as: Record<string, unknown>, issuer: string, prior: StoredClient | undefined): StoredClient | undefined {
+  if (prior === undefined || prior.issuer !== issuer || oauth.clientId !== undefined) return undefined;
+  if (oauth.clientMetadataUrl !== undefined && as.client_id_metadata_document_supported === true) return undefined;
+  return prior;
 }
 
 export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string, unknown>, issuer: string, redirectUri: string): Promise<LoginClient> {

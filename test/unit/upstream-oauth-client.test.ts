@@ -17,7 +17,7 @@ import pino from 'pino';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
-import { loginClient } from '../../src/upstream/oauth-register.js';
+import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import type { Logger } from '../../src/log.js';
@@ -348,6 +348,18 @@ describe('the upstream OAuth client', () => {
     await expect(source.renew('unit-relogged-token')).resolves.toMatch(/^unit-token-/);
     expect(posts).toBe(before + 2);
     source.release();
+  });
+
+  it('a login takes the client an earlier one registered only when it would register one: not over a configured client or the metadata document, nor at another issuer', () => {
+    const prior = { issuer: 'https://as.example.com', clientId: 'dyn-1', clientAuth: 'none' as const, registeredRedirectUri: 'http://127.0.0.1:1/callback' };
+    const cimd = { client_id_metadata_document_supported: true };
+    expect(clientToReuse({}, {}, prior.issuer, prior)).toBe(prior);
+    expect(clientToReuse({ clientMetadataUrl: 'https://hub.example.com/client.json' }, {}, prior.issuer, prior)).toBe(prior);
+    // Set since the registration: the metadata document comes first.
+    expect(clientToReuse({ clientMetadataUrl: 'https://hub.example.com/client.json' }, cimd, prior.issuer, prior)).toBeUndefined();
+    expect(clientToReuse({ clientId: 'configured' }, {}, prior.issuer, prior)).toBeUndefined();
+    expect(clientToReuse({}, {}, 'https://other.example.com', prior)).toBeUndefined();
+    expect(clientToReuse({}, {}, prior.issuer, undefined)).toBeUndefined();
   });
 
   it('registers no login client at a plain-http registration endpoint off loopback, as it uses no such authorization or token endpoint', async () => {
