@@ -264,10 +264,11 @@ function takeOverStale(lock: string): boolean {
   // Only the lock judged stale: one a faster process took over and created since has another inode.
   try {
     if (statSync(lock).ino === st.ino) rmSync(lock);
-  } catch {
-    // Gone already.
+    return true;
+  } catch (err) {
+    // Gone already; else it cannot be removed (a folder by that name): waited for, not spun on.
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
   }
-  return true;
 }
 
 function processAlive(pid: number): boolean {

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import fs, { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import fs, { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { syncBuiltinESMExports } from 'node:module';
 import { Writable } from 'node:stream';
@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
-import { writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { lockTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import type { Logger } from '../../src/log.js';
 
 let server: Server;
@@ -264,6 +264,13 @@ describe('the upstream OAuth client', () => {
       expect(existsSync(lockOf(file)), stale).toBe(false);
       source.release();
     }
+  });
+
+  it('a lock that cannot be removed (a folder by its name, stale by its age) is waited for until the bound, not spun on', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    mkdirSync(`${file}.lock`);
+    utimesSync(`${file}.lock`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
   });
 
   it("a reload's new connection over the same token file has its settings in force (a url moved), though the old connection is open still", async () => {
