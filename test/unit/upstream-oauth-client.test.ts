@@ -209,7 +209,7 @@ describe('the upstream OAuth client', () => {
     const file = join(dir, 'u.json');
     storedLogin(file, 'unit-refused-token');
     const before = readFileSync(file, 'utf8');
-    if (!readOnly(dir, true)) return ctx.skip();
+    if (!readOnly(dir, true)) return ctx.skip('cannot make a folder read-only here (chattr +i as root, mode 0500 otherwise)');
     const { log, lines } = keptLog();
     let source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, log);
     tokenBody = (n) => ({ access_token: `unit-token-${n}`, token_type: 'Bearer', expires_in: 100, refresh_token: `unit-rotated-${n}` });
