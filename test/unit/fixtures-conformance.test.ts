@@ -1,7 +1,10 @@
-// The conformance pipeline end to end: the Node 20 shim, the official conformance CLIs
-// (both lines), the dual-era fixture server and run.mjs's baseline comparison. If the
-// fixture regresses against its recorded direct baseline, the hub-level comparison the
-// baselines exist for would be meaningless, so this must stay green.
+// The conformance pipeline's own parts: the Node 20 shim lets both official conformance CLIs
+// start, and run.mjs's baseline comparison flags a server without the surface (the known false
+// passes included). The fixture against its recorded direct baselines is not run here: the
+// CI check (integration/conformance.test.ts) runs every line through the hub against the same
+// baselines, so a fixture that regressed fails there; `run.mjs --line L --fixture --expect
+// baseline-direct-L.json` then tells the fixture from the hub (docs/CONFORMANCE.md). Running
+// the three lines directly as well cost about a minute of a CI worker.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -34,17 +37,6 @@ describe('conformance runner', () => {
       expect(out).toContain('server [options]');
     }
   });
-
-  // At once: each line is a process of its own that mostly waits on the fixture.
-  it.concurrent.for([
-    ['0.1', 'test/conformance/baseline-direct-0.1.json'],
-    ['0.2', 'test/conformance/baseline-direct-0.2.json'],
-    ['0.2-active', 'test/conformance/baseline-direct-0.2-active.json'],
-  ])('line %s: the fixture server still passes its direct baseline', async ([line, baseline], { expect }) => {
-    const { code, stdout } = await runScript(['--line', line, '--fixture', '--expect', baseline]);
-    expect(stdout).toMatch(/all \d+ expected scenarios pass/);
-    expect(code).toBe(0);
-  }, 120_000);
 
   it('flags a server without the surface, including the known false passes', async () => {
     const child = spawn(process.execPath, [path.join(ROOT, 'test/fixtures/servers/sdk1-server.mjs'), '--http', '0'], {
