@@ -616,7 +616,18 @@ export class HttpUpstream extends HandshakingUpstream {
         this.emit('gap');
       },
       (err: unknown) => {
-        if (this.getStream === ctl && !ctl.signal.aborted) again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
+        if (this.getStream !== ctl || ctl.signal.aborted) return;
+        // A server that refuses the connection (or whose name no longer resolves) is down: said at
+        // once (`restarting`, probed with the handshake's backoff) rather than at the next call's
+        // failure, with /healthz and `servers` showing it ready meanwhile. Calls in flight are
+        // not cut (their own streams may still answer). Any other failure (a cut, a reset, a
+        // timeout) keeps reconnecting the stream: the server may be there.
+        if (err instanceof TransportError && err.notDelivered && this._state === 'ready' && this.session === session) {
+          this.getStream = undefined;
+          this.trip(`the server cannot be reached (its notification stream could not reconnect): ${errMessage(err)}`, 0);
+          return;
+        }
+        again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
       },
     );
   }

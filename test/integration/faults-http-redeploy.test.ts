@@ -239,3 +239,24 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     }
   });
 });
+
+describe('a legacy HTTP upstream that goes away', () => {
+  it('is restarting as soon as its notification stream finds the server refusing connections, with no call needed, and ready again once it is back', async () => {
+    const port = await freePortInRange();
+    let server = await serve(SDK1, port, {});
+    const u = upstreamAt('gone', port);
+    const states: string[] = [];
+    u.on('state', (s: string) => states.push(s));
+    await u.start();
+    expect(u.era).toBe('2025-11-25');
+    await server.stop();
+    // The GET stream is cut, reconnects after its backoff (1 s) and is refused: the server is down.
+    await waitFor(() => u.state === 'restarting', 10_000);
+    expect(String(u.lastError)).toMatch(/cannot be reached .*ECONNREFUSED/);
+    server = await serve(SDK1, port, {});
+    await waitFor(() => u.state === 'ready', 15_000);
+    // Reconnection attempts while it was down say `restarting` again, each with its reason.
+    expect(states.filter((s, i) => s !== states[i - 1])).toEqual(['ready', 'restarting', 'ready']);
+    await server.stop();
+  }, 40_000);
+});
