@@ -60,7 +60,7 @@ export const initCommand: CommandModule<object, InitArgs> = {
         return;
       }
       try {
-        const r = importClientConfig(text, argv.from);
+        const r = importClientConfig(text, argv.from, dirname(file));
         servers = r.servers;
         notes = r.notes;
         summary = `${Object.keys(servers).length} server(s) imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;

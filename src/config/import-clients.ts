@@ -163,8 +163,7 @@ function claudeCodeRewriter(notes: string[]): Rewriter {
  * `.cursor/mcp.json`) `${workspaceFolder}` become paths.
  */
 function cursorRewriter(path: string, notes: string[]): Rewriter {
-  const dir = dirname(resolve(path));
-  const workspace = basename(dir) === '.cursor' && resolve(dirname(dir)) !== resolve(homedir()) ? dirname(dir) : undefined;
+  const workspace = startFolder('cursor', path);
   return (s, where) =>
     s.replace(/\$\{([^}]*)\}/g, (m, inner: string) => {
       if (inner.startsWith('env:')) return m;
@@ -180,7 +179,36 @@ function cursorRewriter(path: string, notes: string[]): Rewriter {
     });
 }
 
-function convertEntry(name: string, id: string, e: Record<string, unknown>, rewrite: Rewriter, notes: string[]): ImportedServer | undefined {
+/**
+ * The folder the client starts this file's stdio servers in, where their relative `command`,
+ * `args` and `cwd` point: the workspace of a `.vscode/mcp.json` or a project's `.cursor/mcp.json`,
+ * the project of Claude Code's `.mcp.json`. Undefined for a user-level file (no one folder).
+ */
+function startFolder(kind: ClientKind, path: string): string | undefined {
+  const dir = dirname(resolve(path));
+  if (kind === 'vscode') return basename(dir) === '.vscode' ? dirname(dir) : undefined;
+  if (kind === 'cursor') return basename(dir) === '.cursor' && resolve(dirname(dir)) !== resolve(homedir()) ? dirname(dir) : undefined;
+  if (kind === 'claude-code') return basename(path) === '.mcp.json' ? dir : undefined;
+  return undefined;
+}
+
+/** Where a stdio entry runs: the client's start folder, given as `cwd` when the hub's own default (the config's folder) differs. */
+function runFolder(cwd: string | undefined, folder: string | undefined, hubDir: string | undefined, where: string, notes: string[]): string | undefined {
+  if (folder === undefined) return cwd;
+  if (cwd !== undefined) return resolve(folder, cwd);
+  if (hubDir === undefined || resolve(hubDir) === folder) return undefined;
+  notes.push(`${where} runs in ${folder} as its client started it there (its "cwd"), so relative paths in its command and args still hold.`);
+  return folder;
+}
+
+function convertEntry(
+  name: string,
+  id: string,
+  e: Record<string, unknown>,
+  rewrite: Rewriter,
+  notes: string[],
+  place: { folder?: string; hubDir?: string } = {},
+): ImportedServer | undefined {
   const where = `server "${name}"`;
   const str = (v: unknown) => (typeof v === 'string' ? rewrite(v, where) : undefined);
   const map = (v: unknown) => {
@@ -202,7 +230,8 @@ function convertEntry(name: string, id: string, e: Record<string, unknown>, rewr
       if (secrets.length)
         notes.push(`${where} has secret-looking values in env (${secrets.map(([k]) => k).join(', ')}): consider "\${env:NAME}" so they stay out of the file.`);
     }
-    if (typeof e.cwd === 'string') out.cwd = str(e.cwd);
+    const cwd = runFolder(str(e.cwd), place.folder, place.hubDir, where, notes);
+    if (cwd !== undefined) out.cwd = cwd;
     if (typeof e.envFile === 'string') notes.push(`${where} reads an envFile (${e.envFile}); the hub does not: move those variables into env or the hub's environment.`);
   } else if (url) {
     out.url = url;
@@ -236,8 +265,11 @@ function convertEntry(name: string, id: string, e: Record<string, unknown>, rewr
   return out;
 }
 
-/** Parses a client config file's text into hub servers, with notes for the user. */
-export function importClientConfig(text: string, path: string): ImportResult {
+/**
+ * Parses a client config file's text into hub servers, with notes for the user. `hubDir` is the
+ * folder of the hub config being written (its stdio servers' default working folder).
+ */
+export function importClientConfig(text: string, path: string, hubDir?: string): ImportResult {
   let doc: unknown;
   try {
     // Never V8's own message: it quotes a slice of the file, which may hold a token.
@@ -259,15 +291,16 @@ export function importClientConfig(text: string, path: string): ImportResult {
   const taken = new Set<string>();
   const servers: Record<string, ImportedServer> = {};
   // ~/.claude.json keeps each project's own servers under projects["/path"].mcpServers.
-  const entries: [string, unknown][] = isObj(list) ? Object.entries(list) : [];
+  const fileFolder = startFolder(kind, path);
+  const entries: [string, unknown, string | undefined][] = isObj(list) ? Object.entries(list).map(([n, e]) => [n, e, fileFolder]) : [];
   if (kind === 'claude-code' && isObj(doc.projects))
     for (const [project, p] of Object.entries(doc.projects))
       if (isObj(p) && isObj(p.mcpServers))
         for (const [name, entry] of Object.entries(p.mcpServers)) {
           notes.push(`server "${name}" comes from the project ${project} (Claude Code starts it only there; the hub serves it everywhere).`);
-          entries.push([name, entry]);
+          entries.push([name, entry, resolve(project)]);
         }
-  for (const [name, entry] of entries) {
+  for (const [name, entry, folder] of entries) {
     if (!isObj(entry)) {
       notes.push(`server "${name}" was skipped: not an object.`);
       continue;
@@ -279,7 +312,7 @@ export function importClientConfig(text: string, path: string): ImportResult {
     }
     const id = serverId(name, taken);
     if (id !== name) notes.push(`server "${name}" is "${id}" in the hub (ids are letters, digits and "-").`);
-    const s = convertEntry(name, id, entry, rewrite, notes);
+    const s = convertEntry(name, id, entry, rewrite, notes, { folder, hubDir });
     if (s) servers[id] = s;
   }
   // The client gave its servers its own whole environment; the hub gives a baseline, so a server

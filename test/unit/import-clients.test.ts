@@ -114,6 +114,25 @@ describe('importClientConfig', () => {
     expect(importClientConfig(JSON.stringify({ projects: { '/a': { mcpServers: { only: { command: 'o' } } } } }), '/home/u/.claude.json').servers).toEqual({ only: { command: 'o' } });
   });
 
+  it("keeps a project file's stdio servers in the folder their client starts them in, when the hub config is written elsewhere", () => {
+    const text = JSON.stringify({ servers: { rel: { type: 'stdio', command: 'node', args: ['server.mjs'] }, sub: { command: 'node', args: ['s.mjs'], cwd: 'tools' }, web: { type: 'http', url: 'http://127.0.0.1:9/mcp' } } });
+    const elsewhere = importClientConfig(text, '/src/app/.vscode/mcp.json', '/home/u/hub');
+    expect(elsewhere.servers).toEqual({
+      rel: { command: 'node', args: ['server.mjs'], cwd: '/src/app' },
+      sub: { command: 'node', args: ['s.mjs'], cwd: '/src/app/tools' },
+      web: { url: 'http://127.0.0.1:9/mcp' },
+    });
+    expect(elsewhere.notes.join('\n')).toMatch(/server "rel" runs in \/src\/app as its client started it there/);
+    // Written in the workspace itself: the hub's default (the config's folder) is that folder already.
+    expect(importClientConfig(text, '/src/app/.vscode/mcp.json', '/src/app').servers.rel).toEqual({ command: 'node', args: ['server.mjs'] });
+    const claudeCode = JSON.stringify({ mcpServers: { p: { command: './bin/p' } }, projects: { '/src/other': { mcpServers: { q: { command: 'q' } } } } });
+    expect(importClientConfig(claudeCode, '/src/app/.mcp.json', '/home/u').servers.p).toEqual({ command: './bin/p', cwd: '/src/app' });
+    expect(importClientConfig(claudeCode, '/home/u/.claude.json', '/home/u').servers).toEqual({ p: { command: './bin/p' }, q: { command: 'q', cwd: '/src/other' } });
+    expect(importClientConfig(JSON.stringify({ mcpServers: { c: { command: 'c' } } }), '/src/app/.cursor/mcp.json', '/home/u').servers.c).toEqual({ command: 'c', cwd: '/src/app' });
+    // A user-level file names no folder: its entries stay as they are.
+    expect(importClientConfig(JSON.stringify({ mcpServers: { d: { command: 'd' } } }), '/x/claude_desktop_config.json', '/home/u').servers.d).toEqual({ command: 'd' });
+  });
+
   it("resolves Cursor's ${userHome} and a project's ${workspaceFolder}; keeps what it cannot, with a note", () => {
     const project = importClientConfig(JSON.stringify({ mcpServers: { local: { command: 'python', args: ['${workspaceFolder}/server.py', '${userHome}/x', '${env:HOME}'] } } }), '/src/app/.cursor/mcp.json');
     expect(project.servers.local!.args).toEqual(['/src/app/server.py', expect.stringMatching(/\/x$/), '${env:HOME}']);
