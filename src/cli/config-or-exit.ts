@@ -1,5 +1,6 @@
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
+import { configProblemLines } from './config-problems.js';
 
 /** The config for a command that cannot run without one: each problem on its own line, exit 2. */
 export function loadConfigOrExit(file: string): HubConfig {
@@ -7,7 +8,7 @@ export function loadConfigOrExit(file: string): HubConfig {
     return loadConfig(file);
   } catch (err) {
     if (err instanceof ConfigError) {
-      for (const p of err.problems) process.stderr.write(`${file}: ${p}\n`);
+      for (const p of configProblemLines(err, file)) process.stderr.write(`${file}: ${p}\n`);
       process.exit(2);
     }
     throw err;

@@ -1,6 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
+import { configProblemLines } from './config-problems.js';
 
 interface ValidateArgs {
   config: string;
@@ -25,7 +26,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
-      process.stderr.write(`${args.config}: invalid config\n${e.problems.map((p) => `  ${p}\n`).join('')}`);
+      process.stderr.write(`${args.config}: invalid config\n${configProblemLines(e, args.config).map((p) => `  ${p}\n`).join('')}`);
       // As `start` and `reload` answer the same file: 2, a config error (README, exit codes).
       process.exitCode = 2;
     }

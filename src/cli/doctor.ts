@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
+import { configProblemLines } from './config-problems.js';
 import type { HubConfig } from '../config/types.js';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
@@ -229,7 +230,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    for (const p of err.problems) findings.push({ level: 'fail', check: 'config', message: p });
+    for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: p });
   }
   const base = daemonBase(url, configFile);
   // Port 0 means "any free port": there is no fixed address to find a daemon at.

@@ -2,6 +2,7 @@ import { screenJson } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
 import { ConfigError, loadConfig } from '../config/load.js';
+import { configProblemLines } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
@@ -88,7 +89,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {
-      process.stderr.write(`${a.config}: invalid config\n${err.problems.map((p) => `  ${p}\n`).join('')}`);
+      process.stderr.write(`${a.config}: invalid config\n${configProblemLines(err, a.config).map((p) => `  ${p}\n`).join('')}`);
       process.exitCode = 2;
       return;
     }

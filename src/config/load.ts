@@ -13,10 +13,13 @@ import { DEFAULT_INPUT_TIMEOUT_MS, DEFAULT_REQUEST_STATE_TTL_MS, type HubConfig,
 /** An unusable config: one line per problem, each naming its key path. */
 export class ConfigError extends Error {
   readonly problems: string[];
-  constructor(problems: string[], file?: string) {
+  /** The file is not there at all (a first run, or a wrong --config), not a file with problems. */
+  readonly missing: boolean;
+  constructor(problems: string[], file?: string, missing = false) {
     super(`invalid config${file ? ` ${file}` : ''}:\n${problems.map((p) => `  ${p}`).join('\n')}`);
     this.name = 'ConfigError';
     this.problems = problems;
+    this.missing = missing;
   }
 }
 
@@ -201,7 +204,8 @@ export function loadConfig(file: string, env: Env = process.env): HubConfig {
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ConfigError([`config: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? 'error'})`], file);
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ConfigError([`config: cannot read ${file} (${code ?? 'error'})`], file, code === 'ENOENT');
   }
   let json: unknown;
   const body = text.replace(/^\uFEFF/, '');

@@ -67,7 +67,13 @@ describe('switchyard config validate', () => {
   it('reports a missing file and broken JSON without a stack trace', () => {
     const missing = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, 'absent.json')], { encoding: 'utf8' });
     expect(missing.status).toBe(2);
-    expect(missing.stderr).toMatch(/config: cannot read .*absent\.json \(ENOENT\)\n$/);
+    // A first run has no config yet: the line says what to run, quoted for a shell when it has to be.
+    expect(missing.stderr).toMatch(/config: cannot read .*absent\.json \(ENOENT\): no such file; `switchyard init --config \/.*absent\.json` writes a starter config there/);
+    const spaced = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, "it's absent.json")], { encoding: 'utf8' });
+    expect(spaced.stderr).toContain(`\`switchyard init --config '${join(dir, "it'\\''s absent.json")}'\``);
+    const empty = mkdtempSync(join(dir, 'empty-'));
+    const here = spawnSync(process.execPath, [CLI, 'config', 'validate'], { cwd: empty, encoding: 'utf8' });
+    expect([here.status, here.stderr]).toEqual([2, expect.stringContaining('no such file; `switchyard init` writes a starter config here (--from FILE imports an IDE\'s servers), or give the path of yours with --config\n')]);
     const broken = validate('{"servers": ');
     expect(broken.status).toBe(2);
     expect(broken.stderr).toBe('hub.config.json: invalid config\n  config: not valid JSON (unexpected end of input)\n');
