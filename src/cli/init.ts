@@ -4,6 +4,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { packageRoot } from '../paths.js';
+import { shellArg } from './shell-arg.js';
 
 interface InitArgs {
   config: string;
@@ -83,7 +84,9 @@ export const initCommand: CommandModule<object, InitArgs> = {
       if (!(err instanceof ConfigError)) throw err;
       out.push('the file does not validate yet:', ...err.problems.map((p) => `  ${p}`));
     }
-    out.push(`next: switchyard config validate --config ${argv.config} && switchyard start --config ${argv.config}`);
+    // A line to paste into a shell: a path with spaces or quotes is one word there too.
+    const config = shellArg(argv.config);
+    out.push(`next: switchyard config validate --config ${config} && switchyard start --config ${config}`);
     process.stdout.write(out.join('\n') + '\n');
   },
 };

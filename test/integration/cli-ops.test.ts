@@ -79,6 +79,9 @@ describe('switchyard init', () => {
     chmodSync(join(d, 'hub.config.json'), 0o644);
     expect((await run(['init', '--force'], { cwd: d })).code).toBe(0);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
+    // The next-step line pastes into a shell as it is, a file name with a space included.
+    const spaced = await run(['init', '-c', "Dev's hub.json"], { cwd: d });
+    expect(spaced.stdout).toContain(`next: switchyard config validate --config 'Dev'\\''s hub.json' && switchyard start --config 'Dev'\\''s hub.json'\n`);
   });
 
   it('imports the servers of a Claude Desktop config', async () => {
