@@ -17,7 +17,7 @@ import { serversAnswer, toolsAnswer } from './admin-answers.js';
 import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
-import { lookLocally } from './local-catalog.js';
+import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
 import { loginFindings } from './login-state.js';
@@ -60,12 +60,22 @@ export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | un
   return out;
 }
 
-export function upstreamFindings(servers: ServerView[]): Finding[] {
+/**
+ * `waitedMs`: the servers were started here and given that long; one still starting then did not
+ * come up in that time (say an `npx -y` first run still downloading), which "is starting" hid.
+ */
+export function upstreamFindings(servers: ServerView[], waitedMs?: number): Finding[] {
   if (servers.length === 0) return [{ level: 'warn', check: 'upstreams', message: 'no enabled servers in the config' }];
   return servers.map((s): Finding => {
     const what = `${s.id} (${s.transport}${s.era ? `, ${s.era}` : ''})`;
     if (s.state === 'ready' && s.listError) return { level: 'warn', check: 'upstreams', message: `${what} ready, but clients see none of a list: ${s.listError}` };
     if (s.state === 'ready') return { level: 'ok', check: 'upstreams', message: `${what} ready${s.restarts ? `, ${s.restarts} restart(s)` : ''}` };
+    if (s.state === 'starting' && waitedMs !== undefined)
+      return {
+        level: 'fail',
+        check: 'upstreams',
+        message: `${what} was not ready after ${waitedMs / 1000} s${s.lastError ? ` (last attempt: ${errorWithStderr(s)})` : ' (no answer to the handshake yet: a first `npx -y` or `uvx` run may still be downloading it; run the command by hand to see)'}`,
+      };
     return { level: 'fail', check: 'upstreams', message: `${what} is ${s.state}${s.lastError ? `: ${errorWithStderr(s)}` : ''}` };
   });
 }
@@ -239,6 +249,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   const daemon = anyPort ? undefined : await findDaemon(base, url ? undefined : config, findings);
   let servers: ServerView[] | undefined;
   let tools: ToolView[] | undefined;
+  let waitedMs: number | undefined;
   if (typeof daemon === 'object') {
     servers = daemon.servers;
     // ?all=1: held-back (quarantined, hidden) tools too; the caps count only what clients see.
@@ -246,8 +257,9 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   } else if (daemon === undefined && config) {
     // No daemon of ours there ('locked': one that runs its own, which are not started twice).
     ({ servers, tools } = await lookLocally(config, { unreadPins: 'ignore', all: true }));
+    waitedMs = LOCAL_START_MS;
   }
-  if (servers) findings.push(...upstreamFindings(servers));
+  if (servers) findings.push(...upstreamFindings(servers, waitedMs));
   if (tools) findings.push(...toolFindings(tools), ...toolCaps(tools.filter((t) => t.visible !== false), config?.groups, (id) => config?.servers[id]?.prefix));
   if (config) findings.push(...heldItemFindings(config), ...loginFindings(config), ledgerFinding(config, typeof daemon === 'object' ? daemon.pid : daemon === 'locked' ? 'unknown' : undefined));
   return findings;

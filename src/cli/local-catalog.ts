@@ -31,11 +31,14 @@ export interface LocalLook {
   tools: ToolView[];
 }
 
-/** Starts every enabled upstream (at most `startMs` each), lists the tools, closes them. */
+/** How long a look waits for each upstream to start (a command's first run may be installing it). */
+export const LOCAL_START_MS = 15_000;
+
 /** The ledger's pins could not be read: an export would not know what the daemon holds back. */
 export class PinsUnreadError extends Error {}
 
 /**
+ * Starts every enabled upstream (at most `startMs` each), lists the tools, closes them.
  * `all`: held-back (quarantined, hidden) tools too, as the daemon's `/admin/tools?all=1`.
  * `unreadPins: "ignore"` (doctor, which checks the ledger itself): a ledger that cannot be read
  * is taken as no pins; otherwise PinsUnreadError.
@@ -57,7 +60,7 @@ export async function lookLocally(config: HubConfig, opts: { startMs?: number; s
     await Promise.all(
       handles.map(async (h) => {
         let timer: NodeJS.Timeout | undefined;
-        const limit = new Promise<void>((r) => (timer = setTimeout(r, opts.startMs ?? 15_000)));
+        const limit = new Promise<void>((r) => (timer = setTimeout(r, opts.startMs ?? LOCAL_START_MS)));
         await Promise.race([h.upstream.start().catch(() => undefined), limit]);
         clearTimeout(timer);
         progress.tick(h.id);

@@ -72,6 +72,14 @@ describe('servers table', () => {
     expect(upstreamFindings([view({ id: 'big', listError })])[0]).toMatchObject({ level: 'warn', message: expect.stringContaining(listError) });
     expect(upstreamFindings([view({ id: 'ok', listError: null })])[0]).toMatchObject({ level: 'ok' });
   });
+
+  it('says a server doctor started itself was not ready in the time it was given, not that it "is starting"', () => {
+    const [silent, failing] = upstreamFindings([view({ id: 'fs', state: 'starting', era: null }), view({ id: 'web', transport: 'http', state: 'starting', era: null, lastError: 'server/discover failed: HTTP POST failed: ENOTFOUND' })], 15_000);
+    expect(silent).toEqual({ level: 'fail', check: 'upstreams', message: expect.stringMatching(/^fs \(stdio\) was not ready after 15 s \(no answer to the handshake yet: a first `npx -y` or `uvx` run may still be downloading it/) });
+    expect(failing!.message).toBe('web (http) was not ready after 15 s (last attempt: server/discover failed: HTTP POST failed: ENOTFOUND)');
+    // The daemon's own view: a server starting there is just that.
+    expect(upstreamFindings([view({ id: 'fs', state: 'starting', era: null })])[0]!.message).toBe('fs (stdio) is starting');
+  });
 });
 
 describe('doctor on tools', () => {
