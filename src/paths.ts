@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,4 +26,20 @@ export function stateDir(ledgerPath: string, configDir: string): string {
 /** Where `switchyard login <id>` keeps the server's tokens (src/upstream/oauth-token-store.ts). */
 export function oauthTokenFile(ledgerPath: string, configDir: string, serverId: string): string {
   return join(stateDir(ledgerPath, configDir), 'oauth-tokens', `${encodeURIComponent(serverId)}.json`);
+}
+
+/**
+ * mkdir -p for a folder of the hub's state. The topmost folder this creates gets a `.gitignore`
+ * of `*`: the state holds the state key, login tokens and the audit rows, and a config made in a
+ * project (`switchyard init` there, as docs/IDE-SETUP.md has it) puts `data/` inside that
+ * project's repository, where `git add -A` would take them. A folder already there is left alone.
+ */
+export function makeStateDir(dir: string, mode?: number): void {
+  const made = mkdirSync(dir, { recursive: true, mode });
+  if (made === undefined) return;
+  try {
+    writeFileSync(join(made, '.gitignore'), "# Switchyard's state (keys, login tokens, the ledger): not for version control\n*\n", { flag: 'wx' });
+  } catch {
+    // Only a courtesy: the state itself is what must be written.
+  }
 }

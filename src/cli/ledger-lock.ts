@@ -5,8 +5,9 @@
  * next to the database (its real path: symlinks resolved) says who writes it; a lock whose
  * process is gone is taken over.
  */
-import { accessSync, closeSync, constants, mkdirSync, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { accessSync, closeSync, constants, openSync, readFileSync, readlinkSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { makeStateDir } from '../paths.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
@@ -331,7 +332,7 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   // Said as doctor says it, where mkdir or SQLite would give an errno (ENOTDIR) or "disk I/O error".
   const unusable = ledgerUnwritable(db);
   if (unusable !== undefined) throw new LedgerUnusableError(`ledger.path ${config.ledger.path}: ${unusable}`);
-  mkdirSync(dirname(db), { recursive: true });
+  makeStateDir(dirname(db));
   // Keyed by the file itself: a ledger.path that is a symlink to another config's ledger
   // must meet that hub's lock, or two hubs write one database.
   const real = realLedgerPath(db);

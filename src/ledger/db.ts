@@ -1,5 +1,6 @@
-import { chmodSync, existsSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { makeStateDir } from '../paths.js';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './migrate.js';
@@ -94,7 +95,7 @@ export function openLedgerDb(opts: OpenDbOptions): Database.Database {
   }
   if (opts.mustExist && !existsSync(path)) throw new Error(`no ledger database at ${path}`);
   notAFolder(path);
-  if (!opts.mustExist) mkdirSync(dirname(path), { recursive: true });
+  if (!opts.mustExist) makeStateDir(dirname(path));
   const created = !existsSync(path);
   loadSqliteWithUris();
   // fileMustExist: a file removed since the check above is not created either.

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { makeStateDir } from '../paths.js';
 import { argsHash } from '../ledger/canonical.js';
 import { openJson, sealJson } from '../sealed.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS } from '../config/types.js';
@@ -131,7 +132,7 @@ export function loadStateKey(configured: string | undefined, keyFile: string): B
     if (k.length === 32) return k;
   }
   const k = randomBytes(32);
-  mkdirSync(dirname(keyFile), { recursive: true });
+  makeStateDir(dirname(keyFile));
   writeFileSync(keyFile, k.toString('hex') + '\n', { mode: 0o600 });
   chmodSync(keyFile, 0o600);
   return k;

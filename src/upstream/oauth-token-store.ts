@@ -11,9 +11,10 @@
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
-import { closeSync, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
+import { makeStateDir } from '../paths.js';
 import { randomBytes } from 'node:crypto';
 
 /** How the client authenticates at the token endpoint (RFC 7591 token_endpoint_auth_method). */
@@ -110,7 +111,7 @@ export function writeTokenFile(file: string, tokens: StoredTokens): string {
  */
 function writeJsonFile(file: string, value: unknown): string {
   const dir = dirname(file);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makeStateDir(dir, 0o700);
   const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
   let fd: number | undefined;
   try {
@@ -216,7 +217,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
   for (;;) {
     let fd: number;
     try {
-      mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+      makeStateDir(dirname(file), 0o700);
       fd = openSync(lock, 'wx', 0o600);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return () => undefined;

@@ -72,6 +72,10 @@ describe('switchyard init', () => {
     expect(statSync(join(d, cfg.$schema)).isFile()).toBe(true);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
     expect((await run(['config', 'validate'], { cwd: d })).stdout).toBe('ok: 0 servers\n');
+    // The first run makes data/ (state key, ledger) where the config is, often a project's
+    // repository: the folder keeps itself out of git.
+    expect((await run(['stdio'], { cwd: d })).code).toBe(0);
+    expect(readFileSync(join(d, 'data', '.gitignore'), 'utf8')).toMatch(/^\*$/m);
     const again = await run(['init'], { cwd: d });
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists; pass --force/);
