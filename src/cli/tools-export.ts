@@ -35,7 +35,8 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
     .option('local', {
       type: 'boolean',
       default: false,
-      describe: 'Connect to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)',
+      // `tools` lists only what the daemon holds (pins, quarantine): there --local is for --format.
+      describe: `${formatRequired ? 'Connect' : 'With --format: connect'} to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)`,
     }) as unknown as Argv<T & ToolsExportArgs>;
 }
 

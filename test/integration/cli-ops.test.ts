@@ -39,6 +39,8 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(help, sub).toMatch(/-c, --config/);
       expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
     }
+    // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
+    expect((await runCli(['tools', '--help'])).stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
     // diff and approve refuse tools' list options (below), so their help does not offer them.
     for (const sub of ['diff', 'approve']) {
       const help = (await runCli(['tools', sub, '--help'])).stdout;
