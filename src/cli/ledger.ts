@@ -59,7 +59,7 @@ interface FilterArgs extends CommonArgs {
 const TAIL_PAGE = 1000;
 
 /** Usage errors (exit 2) as opposed to a failed check (exit 1). */
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 /**
  * A row count as yargs hands it over: NaN for text (`-n abc`), an array when given twice, a

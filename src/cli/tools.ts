@@ -9,7 +9,7 @@ import { screenJson, screenText, table } from '../ledger/format.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
-import { resolveLedgerPath } from './ledger.js';
+import { resolveLedgerPath, UsageError } from './ledger.js';
 import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';
 import { exportOptions, runToolsExport, toolsExportCommand, type ToolsExportArgs } from './tools-export.js';
@@ -245,7 +245,8 @@ function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
       fn(a);
     } catch (e) {
       err(`${(e as Error).message}\n`);
-      process.exitCode = 1;
+      // A config file that is not there (or names no usable ledger.path) is 2, as for `ledger`.
+      process.exitCode = e instanceof UsageError ? 2 : 1;
     }
   };
 }

@@ -39,8 +39,6 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(help, sub).toMatch(/-c, --config/);
       expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
     }
-    // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
-    expect((await runCli(['tools', '--help'])).stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
     // diff and approve refuse tools' list options (below), so their help does not offer them.
     for (const sub of ['diff', 'approve']) {
       const help = (await runCli(['tools', sub, '--help'])).stdout;
@@ -59,6 +57,16 @@ describe('exit codes and errors of the CLI itself', () => {
     expect(r.code).toBe(1);
     expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^switchyard: E(EXIST|NOTDIR)/)]);
     expect(r.stdout).toBe('');
+  });
+});
+
+describe('tools without a daemon or a config', () => {
+  it('offers --local for --format only, and takes a missing --config of diff and approve as a usage error', async () => {
+    // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
+    expect((await runCli(['tools', '--help'])).stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
+    // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
+    const noConfig = await runCli(['tools', 'diff', 'x', '-c', join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')]);
+    expect([noConfig.code, noConfig.stderr]).toEqual([2, expect.stringMatching(/^config file not found: /)]);
   });
 });
 
