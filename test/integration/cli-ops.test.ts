@@ -82,10 +82,6 @@ describe('switchyard init', () => {
     expect(statSync(join(d, cfg.$schema)).isFile()).toBe(true);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
     expect((await run(['config', 'validate'], { cwd: d })).stdout).toBe('ok: 0 servers\n');
-    // The first run makes data/ (state key, ledger) where the config is, often a project's
-    // repository: the folder keeps itself out of git.
-    expect((await run(['stdio'], { cwd: d })).code).toBe(0);
-    expect(readFileSync(join(d, 'data', '.gitignore'), 'utf8')).toMatch(/^\*$/m);
     const again = await run(['init'], { cwd: d });
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists; pass --force/);
@@ -93,9 +89,16 @@ describe('switchyard init', () => {
     chmodSync(join(d, 'hub.config.json'), 0o644);
     expect((await run(['init', '--force'], { cwd: d })).code).toBe(0);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
-    // The next-step line pastes into a shell as it is, a file name with a space included.
+  });
+
+  it('pastes the next-step line into a shell as it is, and the first run keeps data/ out of git', async () => {
+    const d = tmp('init-first-run');
     const spaced = await run(['init', '-c', "Dev's hub.json"], { cwd: d });
     expect(spaced.stdout).toContain(`next: switchyard config validate --config 'Dev'\\''s hub.json' && switchyard start --config 'Dev'\\''s hub.json'\n`);
+    // The first run makes data/ (state key, ledger) where the config is, often a project's
+    // repository: the folder keeps itself out of git.
+    expect((await run(['stdio', '-c', "Dev's hub.json"], { cwd: d })).code).toBe(0);
+    expect(readFileSync(join(d, 'data', '.gitignore'), 'utf8')).toMatch(/^\*$/m);
   });
 
   it('imports the servers of a Claude Desktop config', async () => {
