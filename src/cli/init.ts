@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
@@ -43,6 +43,12 @@ export const initCommand: CommandModule<object, InitArgs> = {
       .option('force', { type: 'boolean', default: false, describe: 'Overwrite an existing file' }) as Argv<InitArgs>,
   handler: (argv) => {
     const file = resolve(argv.config);
+    // "already exists; pass --force" would send the user on to EISDIR.
+    if (existsSync(file) && statSync(file).isDirectory()) {
+      process.stderr.write(`${argv.config} is a folder: give the file to write, such as ${shellArg(join(argv.config, 'hub.config.json'))}\n`);
+      process.exitCode = 2;
+      return;
+    }
     if (existsSync(file) && !argv.force) {
       process.stderr.write(`${argv.config} already exists; pass --force to overwrite it\n`);
       process.exitCode = 1;

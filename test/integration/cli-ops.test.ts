@@ -91,8 +91,11 @@ describe('switchyard init', () => {
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
   });
 
-  it('pastes the next-step line into a shell as it is, and the first run keeps data/ out of git', async () => {
+  it('refuses a folder for --config, pastes the next-step line into a shell as it is, and the first run keeps data/ out of git', async () => {
     const d = tmp('init-first-run');
+    // A folder for --config is refused as such (not "already exists; pass --force", then EISDIR).
+    const folder = await run(['init', '-c', '.', '--force'], { cwd: d });
+    expect([folder.code, folder.stderr]).toEqual([2, '. is a folder: give the file to write, such as hub.config.json\n']);
     const spaced = await run(['init', '-c', "Dev's hub.json"], { cwd: d });
     expect(spaced.stdout).toContain(`next: switchyard config validate --config 'Dev'\\''s hub.json' && switchyard start --config 'Dev'\\''s hub.json'\n`);
     // The first run makes data/ (state key, ledger) where the config is, often a project's
