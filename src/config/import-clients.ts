@@ -117,7 +117,8 @@ interface Rewriter {
  * `${env:X}` is already the hub's syntax.
  */
 function vscodeRewriter(path: string, inputs: Map<string, { description?: string; password?: boolean }>, notes: string[]): Rewriter {
-  const workspace = basename(dirname(resolve(path))) === '.vscode' ? dirname(dirname(resolve(path))) : dirname(resolve(path));
+  // A user-level mcp.json (in VS Code's settings folder) serves whatever workspace is open: no one folder.
+  const workspace = startFolder('vscode', path);
   const needed = new Map<string, string>();
   const rewrite: Rewriter = (s, where) =>
     s.replace(/\$\{([^}]*)\}/g, (m, inner: string) => {
@@ -134,7 +135,7 @@ function vscodeRewriter(path: string, inputs: Map<string, { description?: string
         }
         return `\${env:${env}}`;
       }
-      if (inner === 'workspaceFolder') {
+      if (inner === 'workspaceFolder' && workspace) {
         notes.push(`${where}: \${workspaceFolder} was replaced by ${workspace}.`);
         return workspace;
       }

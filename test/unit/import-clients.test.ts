@@ -133,6 +133,14 @@ describe('importClientConfig', () => {
     expect(importClientConfig(JSON.stringify({ mcpServers: { d: { command: 'd' } } }), '/x/claude_desktop_config.json', '/home/u').servers.d).toEqual({ command: 'd' });
   });
 
+  it("keeps ${workspaceFolder} of VS Code's user-level mcp.json as text, with a note (it names whatever workspace is open)", () => {
+    const text = JSON.stringify({ servers: { s: { type: 'stdio', command: 'node', args: ['${workspaceFolder}/s.mjs'] } } });
+    const user = importClientConfig(text, '/home/u/.config/Code/User/mcp.json');
+    expect(user.servers.s!.args).toEqual(['${workspaceFolder}/s.mjs']);
+    expect(user.notes.join('\n')).toMatch(/the VS Code variable "\$\{workspaceFolder\}" has no hub equivalent and was kept as text/);
+    expect(importClientConfig(text, '/src/app/.vscode/mcp.json').servers.s!.args).toEqual(['/src/app/s.mjs']);
+  });
+
   it("resolves Cursor's ${userHome} and a project's ${workspaceFolder}; keeps what it cannot, with a note", () => {
     const project = importClientConfig(JSON.stringify({ mcpServers: { local: { command: 'python', args: ['${workspaceFolder}/server.py', '${userHome}/x', '${env:HOME}'] } } }), '/src/app/.cursor/mcp.json');
     expect(project.servers.local!.args).toEqual(['/src/app/server.py', expect.stringMatching(/\/x$/), '${env:HOME}']);
