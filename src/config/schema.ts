@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../paths.js';
 import { foreignKeyHint } from './foreign-keys.js';
+import { nearKey } from './near-key.js';
 import { keyPath, pointerSegments } from './keypath.js';
 
 /** Where the schema lives inside the package; users point `"$schema"` at it. */
@@ -111,7 +112,8 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
       at.push(key);
       const hint = foreignKeyHint(key, known);
       if (hint) return { path: keyPath(at), message: `unknown key: ${hint}` };
-      return { path: keyPath(at), message: `unknown key${known.length ? ` (expected one of: ${known.join(', ')})` : ''}` };
+      const near = nearKey(key, known);
+      return { path: keyPath(at), message: `unknown key${near ? `: did you mean "${near}"?` : ''}${known.length ? ` (expected one of: ${known.join(', ')})` : ''}` };
     }
     case 'required':
       at.push(String(params.missingProperty));

@@ -214,12 +214,17 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ servers: { empty: {} } })).toEqual(['servers.empty: must have exactly one of "command" or "url"']);
   });
 
-  it('rejects unknown keys at every level (typos), naming the known ones at the top', () => {
-    const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [] } } });
-    expect(p).toHaveLength(3);
-    expect(p[0]).toMatch(/^mcpservers: unknown key \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
-    expect(p[1]).toBe('listen.prot: unknown key (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
-    expect(p[2]).toMatch(/^servers\.a\.argz: unknown key/);
+  it('rejects unknown keys at every level (typos), naming the one meant when it is near, and the known ones', () => {
+    const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [], timeoutMS: 5, Header: {} } }, zzz: 1 });
+    expect(p).toHaveLength(6);
+    expect(p[0]).toMatch(/^mcpservers: unknown key: did you mean "mcpServers"\? \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
+    expect(p[1]).toMatch(/^zzz: unknown key \(expected one of: \$schema, /);
+    expect(p[2]).toBe('listen.prot: unknown key: did you mean "port"? (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
+    expect(p.slice(3)).toEqual([
+      expect.stringMatching(/^servers\.a\.argz: unknown key: did you mean "args"\? \(/),
+      expect.stringMatching(/^servers\.a\.timeoutMS: unknown key: did you mean "timeoutMs"\? \(/),
+      expect.stringMatching(/^servers\.a\.Header: unknown key: did you mean "headers"\? \(/),
+    ]);
   });
 
   it('refuses an API key limited to a group the config has not (it could use no endpoint)', () => {
