@@ -19,7 +19,8 @@ import { hasTable } from '../ledger/migrate.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
-  out(text: string): void;
+  /** A promise when the output takes no more for now: a command with more to write waits for it. */
+  out(text: string): void | Promise<void>;
   err(text: string): void;
   setExitCode(code: number): void;
   /** Ends `tail -f` (the real binary just gets SIGINT). */
@@ -29,7 +30,10 @@ export interface LedgerCliIo {
 }
 
 const processIo: LedgerCliIo = {
-  out: (t) => void process.stdout.write(t),
+  // A pipe's reader slower than the ledger is read (gzip, ssh, a pager) would otherwise leave
+  // every row not yet taken queued in this process: an export of the whole ledger in memory.
+  // A reader that goes ends the process (broken-pipe.ts), so no wait is left hanging.
+  out: (t) => (process.stdout.write(t) ? undefined : new Promise((res) => process.stdout.once('drain', res))),
   err: (t) => void process.stderr.write(t),
   setExitCode: (c) => {
     process.exitCode = c;
@@ -195,10 +199,10 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       }
     };
 
-  const printRows = (rows: AuditRow[], json: boolean, header: boolean): void => {
-    if (json) io.out(rows.map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
-    else if (header) io.out(table(ROW_HEADER, rows.map(rowCells)));
-    else if (rows.length) io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
+  const printRows = (rows: AuditRow[], json: boolean, header: boolean): void | Promise<void> => {
+    if (json) return io.out(rows.map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
+    else if (header) return io.out(table(ROW_HEADER, rows.map(rowCells)));
+    else if (rows.length) return io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
   };
 
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
@@ -244,7 +248,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           await sleep(pollMs, io.signal);
           for (;;) {
             const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
-            if (page.rows.length) printRows(page.rows, a.json, false);
+            // Waited for, as export does: a reader slower than the hub writes must not make this grow.
+            if (page.rows.length) await printRows(page.rows, a.json, false);
             // A full page: more may follow in this snapshot, from its last row on. A short one
             // held every matching row up to the snapshot's head.
             if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;
@@ -326,17 +331,19 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     handler: run(
       false,
       (a) => filterOf(a, now()),
-      (reader, a, filter) => {
+      async (reader, a, filter) => {
         const csv = a.format === 'csv';
         let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
-        for (const r of reader.iterate(filter)) {
-          buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
-          if (buf.length > 1 << 16) {
-            io.out(buf);
-            buf = '';
+        for (const page of reader.pages(filter)) {
+          for (const r of page) {
+            buf += (csv ? csvRow(r) : screenJson(JSON.stringify(rowJson(r)))) + '\n';
+            if (buf.length > 1 << 16) {
+              await io.out(buf);
+              buf = '';
+            }
           }
         }
-        if (buf) io.out(buf);
+        if (buf) await io.out(buf);
       },
     ),
   };

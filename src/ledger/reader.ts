@@ -27,6 +27,8 @@ export class LedgerChainError extends Error {
 const DEFAULT_LIMIT = 100;
 /** The most rows one query returns; `ledger export` streams any number. */
 export const MAX_LIMIT = 100_000;
+/** Rows an export reads at a time. */
+const EXPORT_PAGE = 1000;
 /** Rows deleted per prune transaction, so a running hub never waits long for the lock. */
 const PRUNE_CHUNK = 5_000;
 
@@ -83,11 +85,27 @@ export class LedgerReader {
     return rows.reverse().map(toAuditRow);
   }
 
-  /** Every matching row, oldest first by id, streamed (export). `limit` is ignored. */
-  *iterate(filter: Omit<AuditFilter, 'limit'> = {}): Generator<AuditRow> {
+  /**
+   * Every matching row, oldest first by id, a page at a time (export). The matching ids are
+   * read first, in one pass however the filter is served (8 bytes a row, not the rows), then the
+   * rows a page at a time, each page a read of its own and no statement open between pages: a
+   * caller that waits there for a slow reader of its output (`export | gzip`, a pager) holds no
+   * snapshot meanwhile, which would keep the hub's WAL from being rewound for as long. Paging by
+   * `id > last … LIMIT` instead would sort every row still to come for each page whenever an
+   * index serves the filter (quadratic). A page repeats the filter (an in-flight row may have
+   * finished since) and fetches by id only (NOT INDEXED: by an index of the filter it would walk
+   * every match per page); a row pruned meanwhile is left out.
+   */
+  *pages(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
     const { sql, params } = this.where(filter);
-    const it = this.db.prepare(`SELECT * FROM audit ${sql} ORDER BY id ASC`).iterate(params) as IterableIterator<AuditDbRow>;
-    for (const r of it) yield toAuditRow(r);
+    const ids = this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY id ASC`).pluck().all(params) as number[];
+    const page = this.db.prepare(
+      `SELECT * FROM audit NOT INDEXED ${sql ? `${sql} AND` : 'WHERE'} id IN (SELECT value FROM json_each(@pageIds)) ORDER BY id ASC`,
+    );
+    for (let i = 0; i < ids.length; i += size) {
+      const rows = (page.all({ ...params, pageIds: JSON.stringify(ids.slice(i, i + size)) }) as AuditDbRow[]).map(toAuditRow);
+      if (rows.length) yield rows;
+    }
   }
 
   /** Calls, error rate and latency percentiles per (server, method, name), finished rows only. */

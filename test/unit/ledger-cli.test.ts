@@ -30,12 +30,13 @@ interface Run {
 }
 
 /** Runs `ledger …` through yargs in this process, capturing what it prints. */
-async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: string) => void } = {}): Promise<Run> {
+/** `onOut` sees all the output so far; a promise it returns is the output not taking more until it settles. */
+async function cli(args: string[], opts: { signal?: AbortSignal; onOut?: (s: string) => void | Promise<void> } = {}): Promise<Run> {
   const r: Run = { out: '', err: '', code: 0 };
   const cmd = makeLedgerCommand({
     out: (s) => {
       r.out += s;
-      opts.onOut?.(r.out);
+      return opts.onOut?.(r.out);
     },
     err: (s) => (r.err += s),
     setExitCode: (c) => (r.code = c),
@@ -399,6 +400,37 @@ describe('switchyard ledger CLI', () => {
     expect(lines[1]).toContain('"{""q"":""say \\""hi\\"", ok""}"');
     const bad = await cli(['ledger', 'export', '--db', t.db, '--format', 'xml']).catch((e: Error) => e);
     expect(bad).toBeInstanceOf(Error);
+  });
+
+  it('export waits while its output takes no more, and holds no read of the ledger open meanwhile', async () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const raw = new Database(t.db);
+    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, hub_name, server, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/call', 'fs__read', 'fs', 'in_flight')`);
+    // About 1 MB of JSON lines: many writes of the export's 64 KiB, several of its pages.
+    raw.transaction(() => {
+      for (let i = 0; i < 2500; i++) ins.run(NOW - 4000 + i, `r${i}`);
+    })();
+    ins.run(NOW, 'in-the-wal'); // the export's snapshot, while it has one, holds WAL frames
+    let writes = 0;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const run = cli(['ledger', 'export', '--db', t.db], { onOut: () => (++writes === 1 ? held : undefined) });
+    await until(() => writes, (n) => n > 0, 5000);
+    await new Promise((r) => setTimeout(r, 50));
+    // A pipe's slow reader: nothing more is produced (queued in memory) until it takes more.
+    expect(writes).toBe(1);
+    // And the hub's WAL can be rewound meanwhile: no snapshot is kept for the rows still to come.
+    ins.run(NOW + 1, 'after-the-start');
+    expect((raw.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[])[0].busy).toBe(0);
+    release();
+    const r = await run;
+    expect(r.code).toBe(0);
+    const ids = r.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { requestId: string }).requestId);
+    // Every row there when it began, once each, oldest first; none given an id after it began.
+    expect(ids).toEqual([...Array.from({ length: 2500 }, (_, i) => `r${i}`), 'in-the-wal']);
+    expect(writes).toBeGreaterThan(10);
+    raw.close();
   });
 
   it('prune deletes old finished rows and the chain still verifies', async () => {
