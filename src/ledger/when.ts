@@ -32,8 +32,11 @@ export function parseWhen(text: string, now: number = Date.now()): number {
     // Without an offset, UTC, as every time the ledger prints is.
     const [, , , , hh = '00', mm = '00', ss = '00', frac = '', zone] = d;
     const offset = zone === undefined || /^z$/i.test(zone) ? 'Z' : zone.includes(':') ? zone : `${zone.slice(0, 3)}:${zone.slice(3)}`;
-    const t = Date.parse(`${d[1]}-${d[2]}-${d[3]}T${hh}:${mm}:${ss}${frac}${offset}`);
-    if (Number.isFinite(t)) return t;
+    // The fraction is added here: Date.parse drops the digits past milliseconds, which put a
+    // row of that very millisecond on the wrong side of the time (`--until …:07.123999`, as
+    // Python prints microseconds, left out the rows at .123).
+    const t = Date.parse(`${d[1]}-${d[2]}-${d[3]}T${hh}:${mm}:${ss}${offset}`);
+    if (Number.isFinite(t)) return t + (frac ? Number(`0${frac}`) * 1000 : 0);
   }
   throw new Error(`not a time: "${text}" (use a duration back from now such as 30m, 1h, 2d, or an ISO date such as 2026-01-31T12:00:00Z)`);
 }

@@ -744,6 +744,17 @@ describe('switchyard ledger CLI', () => {
   });
 
   // Date.parse rolls a day past its month's end over: --since 2026-02-30 was taken as March 2.
+  it('a time with digits past the millisecond keeps them: the rows of that millisecond fall on the right side', async () => {
+    await seeded();
+    // The row of mem__load, and its time as Python prints one (microseconds): 999 µs after it.
+    const iso = new Date(NOW - 0.25 * 3_600_000).toISOString().replace('Z', '999Z');
+    const tools = async (opt: string): Promise<string[]> =>
+      (await cli(['ledger', 'query', '--json', '--db', t.db, opt, iso])).out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { tool: string }).tool);
+    expect(await tools('--until')).toContain('mem__load');
+    expect(await tools('--since')).toEqual(['fs__slow']);
+    expect(parseWhen('2026-12-04T00:00:00.5Z', NOW)).toBe(Date.UTC(2026, 11, 4) + 500);
+  });
+
   it('a date that is no day of the calendar is refused (exit 2), not rolled over', async () => {
     for (const d of ['2026-02-30', '2026-04-31', '2026-02-29', '2100-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-02-30T12:00:00Z']) {
       expect(() => parseWhen(d, NOW), d).toThrow(/is no day of the calendar/);
