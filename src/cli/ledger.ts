@@ -205,6 +205,15 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     else if (rows.length) return io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
   };
 
+  /**
+   * A table with only its header reads as output cut short, or as a filter that was not
+   * applied: said in words, on stderr (stdout stays the table). JSON lines stay silent: no
+   * line is the answer there.
+   */
+  const noRows = (json: boolean, what: string): void => {
+    if (!json) io.err(`switchyard ledger: note: no ${what} match\n`);
+  };
+
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
     command: 'query',
     describe: 'List audit rows (newest N, printed oldest first)',
@@ -218,6 +227,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       (reader, a, filter) => {
         const rows = reader.query(filter).reverse();
         printRows(rows, a.json, true);
+        if (!rows.length) noRows(a.json, 'rows');
       },
     ),
   };
@@ -241,6 +251,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // between, never printed.
         const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, n), head: reader.headSeq() }));
         printRows(start.rows, a.json, true);
+        if (!start.rows.length && n > 0 && !a.follow) noRows(a.json, 'finished calls');
         if (!a.follow) return;
         let last = Math.max(start.rows.at(-1)?.seq ?? 0, start.head);
         const pollMs = io.pollMs ?? 500;
@@ -277,6 +288,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         const rows = reader.stats(filter);
         if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
         else io.out(table(STATS_HEADER, rows.map(statsCells)));
+        if (!rows.length) noRows(a.json, 'finished calls');
       },
     ),
   };

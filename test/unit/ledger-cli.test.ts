@@ -101,6 +101,22 @@ describe('switchyard ledger CLI', () => {
     expect(limited.out.trimEnd().split('\n')).toHaveLength(3);
   });
 
+  it('a table with no rows says so on stderr; JSON lines and tail -n 0 do not', async () => {
+    await seeded();
+    const none = ['--db', t.db, '--server', 'nosuch'];
+    for (const cmd of [['query'], ['tail'], ['stats']]) {
+      const r = await cli(['ledger', ...cmd, ...none]);
+      expect(r.code, cmd[0]).toBe(0);
+      expect(r.out.trimEnd().split('\n'), cmd[0]).toHaveLength(1); // the header
+      expect(r.err, cmd[0]).toMatch(/^switchyard ledger: note: no (rows|finished calls) match\n$/);
+      expect(await cli(['ledger', ...cmd, ...none, '--json']), cmd[0]).toEqual({ out: '', err: '', code: 0 });
+    }
+    // Finished calls only: the one in flight is not one.
+    expect((await cli(['ledger', 'stats', '--db', t.db, '--tool', 'fs__slow'])).err).toMatch(/no finished calls match/);
+    expect((await cli(['ledger', 'tail', '-n', '0', '--db', t.db])).err).toBe('');
+    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
+  });
+
   it('query filters by method, request id and client name too', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
@@ -516,7 +532,8 @@ describe('switchyard ledger CLI', () => {
     const stopped = await cli(['ledger', 'query', '--db', t.db]);
     expect(stopped.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped is in .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
     writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'switchyard start', started: processStart(process.pid) }));
-    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
+    // Only that the table is empty (the row is on its way in).
+    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('switchyard ledger: note: no rows match\n');
     rmSync(`${t.db}.lock`);
     ledger.sync();
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
