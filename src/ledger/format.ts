@@ -55,11 +55,14 @@ export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0 } as AuditRow));
 /**
  * Characters an upstream could use to take over a terminal (C0 but tab and newline, DEL, C1:
  * ESC sequences, OSC titles, clipboard writes) or to make text read otherwise than it is
- * stored (bidi overrides and isolates). Upstream text (names, errors, serverInfo) reaches the
- * CLI's output, so none of it goes out raw.
+ * stored: bidi overrides and isolates, and every other character a terminal shows as nothing
+ * (format characters such as U+200B, line and paragraph separators, lone surrogates, the
+ * default-ignorable ones such as variation selectors and tags), with which a row's tool
+ * `f__echo\u200b` reads as `f__echo`. Upstream and client text (names, methods, errors,
+ * serverInfo) reaches the CLI's output, so none of it goes out raw.
  */
-const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/gu;
+const UNSAFE_IN_JSON = /[\u007f-\u009f\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Default_Ignorable_Code_Point}]/gu;
 
 /** Text for a terminal: each unsafe character shown as '?'. */
 export function screenText(s: string): string {
@@ -68,7 +71,8 @@ export function screenText(s: string): string {
 
 /** JSON for a terminal: the unsafe characters JSON.stringify leaves as they are, escaped (the same JSON). */
 export function screenJson(json: string): string {
-  return json.replace(UNSAFE_IN_JSON, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  // Each UTF-16 unit of the match: a character past U+FFFF (a tag) is two escapes in JSON.
+  return json.replace(UNSAFE_IN_JSON, (c) => [...Array(c.length).keys()].map((i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''));
 }
 
 export function csvLine(values: unknown[]): string {

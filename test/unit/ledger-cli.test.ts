@@ -117,6 +117,28 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
   });
 
+  it('invisible characters in a name are shown, not hidden: `?` in the table and CSV, escaped in JSON', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    // What a client can make a row say: a tool that reads as fs__read, a method as tools/call.
+    const tool = 'fs__read\u200b';
+    const method = 'tools/call\u2028\u{e0041}\u00ad\ufeff';
+    await ledger.record(begin({ hubName: tool, method, server: null }), end({ outcome: 'rpc_error', errorMessage: 'no\u2060 such tool\u2029' }));
+    ledger.sync();
+    const raw = /[\u200b\u2028\u2029\u2060\u00ad\ufeff\u{e0041}]/u;
+    const table = (await cli(['ledger', 'query', '--db', t.db])).out;
+    expect(table).not.toMatch(raw);
+    expect(table).toContain(' fs__read? ');
+    expect(table).toContain(' tools/call???? ');
+    const csv = (await cli(['ledger', 'export', '--format', 'csv', '--db', t.db])).out;
+    expect(csv).not.toMatch(raw);
+    expect(csv).toContain(',no? such tool?,');
+    const json = (await cli(['ledger', 'query', '--json', '--db', t.db])).out;
+    expect(json).not.toMatch(raw);
+    expect(json).toContain('"tool":"fs__read\\u200b"');
+    expect(JSON.parse(json)).toMatchObject({ tool, method, errorMessage: 'no\u2060 such tool\u2029' });
+  });
+
   it('query filters by method, request id and client name too', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
