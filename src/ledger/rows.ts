@@ -137,13 +137,19 @@ export interface AuditFilter {
   afterSeq?: number;
 }
 
-/** WHERE clause and parameters for a filter; column names match the indexes. */
+/**
+ * WHERE clause and parameters for a filter; column names match the indexes. With afterSeq
+ * (`tail -f`, each poll) the other columns are written `+col`, which no index serves: SQLite
+ * would otherwise walk every row ever of `--server x` by its index (fetching each to test its
+ * seq) and sort them, at every poll, where the chain's own index holds just the new rows.
+ */
 export function whereClause(f: AuditFilter): { sql: string; params: Record<string, unknown> } {
   const parts: string[] = [];
   const params: Record<string, unknown> = {};
+  const byChain = f.afterSeq !== undefined;
   const add = (cond: string, name: string, value: unknown): void => {
     if (value === undefined || value === null) return;
-    parts.push(cond);
+    parts.push(byChain && name !== 'afterSeq' ? `+${cond}` : cond);
     params[name] = value;
   };
   add('server = @server', 'server', f.server);

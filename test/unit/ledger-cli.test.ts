@@ -14,7 +14,7 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { LedgerReader } from '../../src/ledger/reader.js';
 import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { parseWhen } from '../../src/ledger/when.js';
-import type { AuditDbRow } from '../../src/ledger/rows.js';
+import { whereClause, type AuditDbRow } from '../../src/ledger/rows.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
@@ -678,6 +678,27 @@ describe('switchyard ledger CLI', () => {
   // after the other, each on a snapshot of its own, so rows committed in between were counted
   // as read and never printed. The reader's reads are the seam: right after the first page, and
   // after an empty poll, rows are committed (Ledger.sync() waits for the ingest thread's commit).
+  it("tail -f's polls read the rows past its chain position by the chain's index, whatever the filter", () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const reader = LedgerReader.open({ path: t.db });
+    try {
+      const prepared: string[] = [];
+      const prepare = reader.db.prepare.bind(reader.db);
+      vi.spyOn(reader.db, 'prepare').mockImplementation(((sql: string) => (prepared.push(sql), prepare(sql))) as typeof reader.db.prepare);
+      for (const f of [{ server: 's' }, { group: 'g', since: 1 }, { principal: 'p', outcome: 'ok', tool: 't', until: 5 }, {}]) {
+        prepared.length = 0;
+        reader.query({ ...f, afterSeq: 10, limit: 1000 });
+        const sql = prepared.find((q) => q.startsWith('SELECT * FROM audit'))!;
+        const plan = (reader.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ ...whereClause({ ...f, afterSeq: 10 }).params, limit: 1000 }) as { detail: string }[]).map((r) => r.detail);
+        // By a filter's own index it walked every row of that server (or group, or time) ever, and sorted them, each poll.
+        expect(plan, JSON.stringify(f)).toEqual([expect.stringMatching(/^SEARCH audit USING INDEX \S+ \(seq>\?\)$/)]);
+      }
+    } finally {
+      reader.close();
+    }
+  });
+
   it('tail -f prints rows committed between its reads of the page and of the head', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db, ingestDelayMs: 3_600_000, backgroundCheckpoint: false });
