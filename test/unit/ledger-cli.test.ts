@@ -471,6 +471,29 @@ describe('switchyard ledger CLI', () => {
     raw.close();
   });
 
+  it('query --json writes its lines a chunk at a time, each waited for', async () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const raw = new Database(t.db);
+    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', 'in_flight')`);
+    raw.transaction(() => {
+      for (let i = 0; i < 1200; i++) ins.run(NOW - 1200 + i, `r${i}`);
+    })();
+    raw.close();
+    let writes = 0;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const run = cli(['ledger', 'query', '--json', '--limit', '1200', '--db', t.db], { onOut: () => (++writes === 1 ? held : undefined) });
+    await until(() => writes, (n) => n > 0, 5000);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(writes).toBe(1);
+    release();
+    const r = await run;
+    // Not one string of every line (with the lines and the bytes written, three copies of 100,000 rows).
+    expect(writes).toBeGreaterThan(1);
+    expect(r.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(Array.from({ length: 1200 }, (_, i) => `r${i}`));
+  });
+
   it('prune deletes old finished rows and the chain still verifies', async () => {
     await seeded();
     const r = await cli(['ledger', 'prune', '--db', t.db, '--before', '110m']);
