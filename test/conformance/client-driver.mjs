@@ -35,11 +35,19 @@ const modern = (process.env.CONFCLIENT_DOWNSTREAM ?? (version === MODERN ? 'mode
 // The suite kills the command after its --timeout (30 s by default) and scores what it saw;
 // leave just before that so a hang shows up as this driver's own error.
 const deadlineMs = Number(process.env.CONFCLIENT_DEADLINE_MS ?? 28_000);
+/** The hub this driver started: stopped with it however it ends (an exit skips `finally`). */
+let hubChild;
+const leave = (code) => {
+  if (hubChild && hubChild.exitCode === null && hubChild.signalCode === null) hubChild.kill('SIGKILL');
+  process.exit(code);
+};
 const hardStop = setTimeout(() => {
   console.error(`client-driver: ${scenario} did not finish in ${deadlineMs} ms`);
-  process.exit(2);
+  leave(2);
 }, deadlineMs);
 hardStop.unref();
+// The suite's own timeout ends the command with a signal: the hub must not outlive it.
+for (const sig of ['SIGTERM', 'SIGINT']) process.once(sig, () => leave(sig === 'SIGTERM' ? 143 : 130));
 
 const hubLog = process.env.CONFCLIENT_HUB_LOG;
 const log = (...a) => {
@@ -235,6 +243,7 @@ async function startHub(dir) {
     env: { ...process.env, ...oauthEnv, SWITCHYARD_LOG_LEVEL: hubLog ? 'debug' : 'info' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  hubChild = child;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const hubUrl = await new Promise((resolve, reject) => {
     let buf = '';

@@ -6,6 +6,10 @@
 // baseline-direct-L.json` then tells the fixture from the hub (docs/CONFORMANCE.md). Running
 // the three lines directly as well cost about a minute of a CI worker.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -37,6 +41,50 @@ describe('conformance runner', () => {
       expect(out).toContain('server [options]');
     }
   });
+
+  it("the client driver's hub does not outlive the driver when its deadline ends it", async () => {
+    // An upstream that takes requests and never answers: the hub's probe hangs, so the driver
+    // is still waiting for it to be ready when its deadline comes.
+    const silent = http.createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-driver-'));
+    // The driver makes its hub's folder under TMPDIR: the hub is the process naming this folder.
+    // (No hub log: a hub at debug level dies of its closed stderr at its next line anyway.)
+    const hubPids = (): number[] =>
+      readdirSync('/proc')
+        .filter((d) => /^\d+$/.test(d))
+        .filter((d) => {
+          try {
+            return readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(dir) && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('start');
+          } catch {
+            return false;
+          }
+        })
+        .map(Number);
+    try {
+      const code = await new Promise<number | null>((resolve) => {
+        const driver = spawn(process.execPath, ['test/conformance/client-driver.mjs', `http://127.0.0.1:${(silent.address() as AddressInfo).port}/mcp`], {
+          cwd: ROOT,
+          env: { ...process.env, TMPDIR: dir, MCP_CONFORMANCE_SCENARIO: 'initialize', CONFCLIENT_DEADLINE_MS: '4000' },
+          stdio: 'ignore',
+        });
+        children.push(driver);
+        driver.once('exit', resolve);
+      });
+      expect(code).toBe(2);
+      let left = hubPids();
+      for (let i = 0; i < 30 && left.length; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        left = hubPids();
+      }
+      for (const pid of left) process.kill(pid, 'SIGKILL');
+      expect(left).toEqual([]);
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   it('flags a server without the surface, including the known false passes', async () => {
     const child = spawn(process.execPath, [path.join(ROOT, 'test/fixtures/servers/sdk1-server.mjs'), '--http', '0'], {
