@@ -236,6 +236,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         const rows = reader.query(filter).reverse();
         await printRows(rows, a.json, true);
         if (!rows.length) noRows(a.json, 'rows');
+        // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
+        else if (!a.json && rows.length === filter.limit) io.err(`switchyard ledger: note: the newest ${rows.length} matching rows; more may match (--limit N shows more)\n`);
       },
     ),
   };

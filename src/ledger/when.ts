@@ -1,8 +1,8 @@
 /** The largest distance from 1970 a Date holds (ECMA-262 time values). */
 const MAX_DATE_MS = 8.64e15;
 
-/** A date, or a date and time (`T` or a space between), seconds and their fraction optional, and an optional offset (Z, ±HH:MM, ±HHMM). */
-const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/;
+/** A date, or a date and time (`T` or a space between), seconds and their fraction optional, and an optional offset (Z, ±HH:MM, ±HHMM, ±HH). */
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(\.\d+)?)?([Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -31,7 +31,8 @@ export function parseWhen(text: string, now: number = Date.now()): number {
     if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) throw new Error(`not a date: "${text}" (${d[1]}-${d[2]}-${d[3]} is no day of the calendar)`);
     // Without an offset, UTC, as every time the ledger prints is.
     const [, , , , hh = '00', mm = '00', ss = '00', frac = '', zone] = d;
-    const offset = zone === undefined || /^z$/i.test(zone) ? 'Z' : zone.includes(':') ? zone : `${zone.slice(0, 3)}:${zone.slice(3)}`;
+    // ±HH (an hour-only offset, as ISO 8601 allows and PostgreSQL prints) is ±HH:00.
+    const offset = zone === undefined || /^z$/i.test(zone) ? 'Z' : zone.includes(':') ? zone : zone.length === 3 ? `${zone}:00` : `${zone.slice(0, 3)}:${zone.slice(3)}`;
     // The fraction is added here: Date.parse drops the digits past milliseconds, which put a
     // row of that very millisecond on the wrong side of the time (`--until …:07.123999`, as
     // Python prints microseconds, left out the rows at .123).

@@ -99,6 +99,10 @@ describe('switchyard ledger CLI', () => {
     expect(mem.out.trimEnd().split('\n')).toHaveLength(2);
     const limited = await cli(['ledger', 'query', '--db', t.db, '--limit', '2']);
     expect(limited.out.trimEnd().split('\n')).toHaveLength(3);
+    // Cut at the limit: said on stderr, as a table of every match would read the same.
+    expect(limited.err).toBe('switchyard ledger: note: the newest 2 matching rows; more may match (--limit N shows more)\n');
+    expect(mem.err).toBe('');
+    expect((await cli(['ledger', 'query', '--db', t.db, '--limit', '2', '--json'])).err).toBe('');
   });
 
   it('a table with no rows says so on stderr; JSON lines and tail -n 0 do not', async () => {
@@ -816,6 +820,9 @@ describe('switchyard ledger CLI', () => {
         expect(parseWhen(s, NOW), s).toBe(Date.UTC(2026, 11, 4));
       }
       expect(parseWhen('2026-12-04T01:00+0100', NOW)).toBe(Date.UTC(2026, 11, 4));
+      // An hour-only offset (ISO 8601; PostgreSQL prints times so).
+      expect(parseWhen('2026-12-04 01:00:00+01', NOW)).toBe(Date.UTC(2026, 11, 4));
+      expect(parseWhen('2026-12-03T19:00-05', NOW)).toBe(Date.UTC(2026, 11, 4));
       // Shapes Date.parse guesses at, as local time (New York's midnight + 5 h): refused, not read as another instant.
       for (const s of ['2026-12-04 12:00 AM', '2026-12-04, 00:00', '2026-12-04 00:00 EST', '2026-12-04 Z']) {
         expect(() => parseWhen(s, NOW), s).toThrow(/not a time/);
