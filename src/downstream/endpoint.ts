@@ -12,7 +12,7 @@ import {
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
-import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { BATCH_VERSION, errorResponse, idKey, isObj, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -703,7 +703,10 @@ export class Endpoint {
 
   /** `call`: the request's own canceller, which a question the client cannot or does not answer ends (LegacySession.ask). */
   private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal, call?: Canceller): CallContext {
-    const meta = req.params?._meta as Params | undefined;
+    // A `_meta` that is no object (a string, an array) is none: copied key by key, the one
+    // forwarded upstream was {"0": "s", "1": "t", …}.
+    const raw = req.params?._meta;
+    const meta = isObj(raw) ? raw : undefined;
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
     const idem = idempotencyOf(req, ex);

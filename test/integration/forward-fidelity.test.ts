@@ -87,6 +87,17 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     expect(started.baggage).toBe('user=7');
   });
 
+  it('forwards a legacy client’s _meta that is no object (a string, an array) as none, not as keys "0", "1", …', async () => {
+    const legacy = await legacySession(hub.url);
+    for (const [mark, meta] of [['string', 'str'], ['array', ['a', 'b']]] as const) {
+      expect((await legacy.call(`nm-${id}-${mark}`, 'tools/call', { name: `${id}__echo`, arguments: { mark }, _meta: meta })).status).toBe(200);
+      const sent = received(id).find((m) => ((m.params as Json).arguments as Json | undefined)?.mark === mark)?.params as Json | undefined;
+      const sentMeta = sent?._meta as Json;
+      expect(sentMeta.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(Object.keys(sentMeta).filter((k) => /^\d+$/.test(k))).toEqual([]);
+    }
+  });
+
   it("passes the upstream's progress notification on with its _meta, under the client's token", async () => {
     const name = `${id}__slow`;
     const res = await fetch(hub.url, {
