@@ -1,9 +1,9 @@
 /**
  * W3C Trace Context (`traceparent`, https://www.w3.org/TR/trace-context/) for the hub as one hop
  * of a trace: a request's `_meta.traceparent` names the caller's span; the hub is a span of its
- * own under it (same trace id, a new span id, the flags kept), and what it forwards names the
- * hub's span as the parent. Without a usable traceparent the hub starts the trace, so hubs in a
- * chain still share one trace id. The ledger records each request's span (trace id, span id,
+ * own under it (same trace id, a new span id, the flags less reserved bits), and what it
+ * forwards names the hub's span as the parent. Without a usable traceparent the hub starts
+ * the trace, so hubs in a chain still share one trace id. The ledger records each request's span (trace id, span id,
  * the parent's span id): rows of one call in two hubs' ledgers share the trace id.
  */
 import { randomFillSync } from 'node:crypto';
@@ -38,6 +38,11 @@ const ZERO_SPAN = '0'.repeat(16);
 /** `version-traceid-parentid-flags`: 2 + 32 + 16 + 2 hex digits and three dashes. */
 const V00_LENGTH = 55;
 
+/** The flags version 00 defines: sampled (0x01) and, in Level 2, random trace id (0x02). */
+const SAMPLED = 0x01;
+const V00_FLAGS = 0x03;
+const FLAGS_TEXT = ['00', '01', '02', '03'] as const;
+
 /** A traceparent's first 55 characters: version, trace id, parent id, flags (lowercase hex only, HEXDIGLC). */
 const FIELDS = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}/;
 
@@ -45,7 +50,7 @@ const FIELDS = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}/;
  * The span a `traceparent` value names, or undefined when it is none the spec accepts: not a
  * string, version `ff`, a trace id or parent id of all zeros, anything not lowercase hex, a
  * version-00 value of any length but 55. A later version is read as the spec says: its first
- * 55 characters as version 00, followed by nothing or a dash.
+ * 55 characters as version 00, followed by nothing or a dash. Reserved flags are cleared.
  */
 export function parseTraceparent(v: unknown): TraceParent | undefined {
   if (typeof v !== 'string' || v.length < V00_LENGTH || !FIELDS.test(v)) return undefined;
@@ -54,8 +59,10 @@ export function parseTraceparent(v: unknown): TraceParent | undefined {
   const traceId = v.slice(3, 35);
   const parentId = v.slice(36, 52);
   if (traceId === ZERO_TRACE || parentId === ZERO_SPAN) return undefined;
-  // A later version's other flags may mean something else there: only the sampled bit is read.
-  const flags = v00 ? v.slice(53, 55) : (parseInt(v.slice(53, 55), 16) & 1) === 1 ? '01' : '00';
+  // Version 00 defines sampled (and Level 2 random, which describes the trace id kept); its other
+  // bits are reserved and the spec has them set to zero. A later version's flags may mean
+  // something else there: only the sampled bit is read.
+  const flags = FLAGS_TEXT[parseInt(v.slice(53, 55), 16) & (v00 ? V00_FLAGS : SAMPLED)]!;
   return { traceId, parentId, flags };
 }
 

@@ -26,6 +26,10 @@ describe('parseTraceparent', () => {
     expect(parseTraceparent(`00-${TRACE}-${PARENT}-00`)?.flags).toBe('00');
     // Flags beyond sampled (Level 2's random-trace-id bit) are kept: the trace id is kept too.
     expect(parseTraceparent(`00-${TRACE}-${PARENT}-03`)?.flags).toBe('03');
+    // The other bits are reserved, and the spec has a vendor set them to zero: not passed on.
+    expect(parseTraceparent(`00-${TRACE}-${PARENT}-ff`)?.flags).toBe('03');
+    expect(parseTraceparent(`00-${TRACE}-${PARENT}-fc`)?.flags).toBe('00');
+    expect(parseTraceparent(`00-${TRACE}-${PARENT}-09`)?.flags).toBe('01');
   });
 
   it.each([
