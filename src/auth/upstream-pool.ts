@@ -23,12 +23,13 @@ interface Pooled {
 }
 
 /**
- * Per-principal connections to HTTP upstreams, made on first use, so that no upstream session
- * (nor upstream credential) is shared across users. A principal gets its own connection when
- * the server has `credentials.<principal>`, or when the hub authenticates its clients and the
- * upstream is not known to be stateless (modern): a legacy session is per user. Everyone else
- * shares the server's main connection. The downstream token is never among the headers: they
- * come from the config only.
+ * Per-principal connections to upstreams, made on first use, so that no upstream session (nor
+ * upstream credential, nor process) is shared across users. To an HTTP server a principal gets
+ * its own connection when the server has `credentials.<principal>`, or when the hub
+ * authenticates its clients and the upstream is not known to be stateless (modern): a legacy
+ * session is per user. A stdio server with `processPerPrincipal` gets a process per
+ * authenticated principal. Everyone else shares the server's main connection. The downstream
+ * token is never among the headers: they come from the config only.
  */
 export class PrincipalUpstreams {
   private readonly pool = new Map<string, Pooled>();
@@ -55,7 +56,8 @@ export class PrincipalUpstreams {
 
   /** Whether `principal`'s calls to `h` need a connection of their own. */
   isolated(h: ServerHandle, principal: string): boolean {
-    if (!h.config.url) return false; // one stdio process serves every principal (documented)
+    // One stdio process serves every principal unless the config asks for one each.
+    if (!h.config.url) return h.config.processPerPrincipal === true && this.authRequired && principal !== ANONYMOUS;
     if (h.config.credentials?.[principal]) return true;
     return this.authRequired && principal !== ANONYMOUS && h.upstream.era !== MODERN;
   }
@@ -65,7 +67,7 @@ export class PrincipalUpstreams {
    * connection is not what every client is shown (and not the version to pin first).
    */
   splits(h: ServerHandle): boolean {
-    if (!h.config.url) return false;
+    if (!h.config.url) return h.config.processPerPrincipal === true && this.authRequired;
     if (Object.keys(h.config.credentials ?? {}).length > 0) return true;
     return this.authRequired && h.upstream.era !== MODERN;
   }

@@ -179,6 +179,7 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
   };
   if (s.command !== undefined) server.command = s.command;
   if (s.inheritEnv !== undefined) server.inheritEnv = s.inheritEnv;
+  if (s.processPerPrincipal) server.processPerPrincipal = true;
   if (s.cwd !== undefined) server.cwd = resolve(base, s.cwd);
   if (s.url !== undefined) server.url = s.url;
   if (s.credentials !== undefined) server.credentials = s.credentials;

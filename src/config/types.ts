@@ -178,6 +178,8 @@ export interface ServerConfig {
   env: Record<string, string>;
   /** What of the hub's own environment the process gets: a baseline (undefined), all (true), only `env` (false), or the baseline and these names (`PREFIX*`). */
   inheritEnv?: boolean | string[];
+  /** A stdio server: each principal's calls go to a process of its own (auth/upstream-pool.ts); authentication on only. */
+  processPerPrincipal?: boolean;
   cwd?: string;
   url?: string;
   headers: Record<string, string>;

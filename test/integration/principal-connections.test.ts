@@ -5,11 +5,11 @@
  * its calls in flight finish before it is closed. The real built hub, with API keys, over
  * loopback HTTP to the http-faults fixture.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
 
@@ -22,8 +22,11 @@ const KEYS = {
 let fault: FaultHttp;
 let hub: HubProcess;
 let n = 0;
+/** The pids of the `own` stdio server's processes, one a line, as each starts. */
+const pids = join(process.env.TMPDIR ?? '/tmp', `own-conn-pids-${process.pid}.log`);
 
 beforeAll(async () => {
+  rmSync(pids, { force: true });
   fault = await startFaultHttp(join(process.env.TMPDIR ?? '/tmp', `own-conn-${process.pid}.log`));
   hub = await startHub(
     {
@@ -34,21 +37,41 @@ beforeAll(async () => {
           { principal: 'ops', sha256: sha256Hex(KEYS.ops), scopes: ['switchyard:admin'] },
         ],
       },
-      servers: { h: { url: fault.url, maxConcurrent: 1, maxQueue: 0 } },
+      servers: {
+        h: { url: fault.url, maxConcurrent: 1, maxQueue: 0 },
+        own: { ...nodeServer('test/fixtures/faults/stdio-pipes.mjs', [], { FAULT_LOG: pids }), processPerPrincipal: true },
+      },
     },
     { args: ['--no-watch'] },
   );
-  await waitForReadyWith(hub.url, ['h'], KEYS.alice);
+  await waitForReadyWith(hub.url, ['h', 'own'], KEYS.alice);
 }, 60_000);
 
 afterAll(async () => {
   await hub?.stop();
   await fault?.stop();
+  rmSync(pids, { force: true });
 });
 
 function slow(who: keyof typeof KEYS, ms: number): Promise<Answer> {
   return modernCall(hub.url, `own${++n}`, 'tools/call', { name: 'h__slow', arguments: { ms } }, { headers: { authorization: `Bearer ${KEYS[who]}` } });
 }
+
+describe('a stdio server with processPerPrincipal', () => {
+  it("gives each principal a process of its own, started at its first call and kept for the next", async () => {
+    const started = (): string[] => readFileSync(pids, 'utf8').split('\n').filter(Boolean);
+    const call = async (who: keyof typeof KEYS, arg: string): Promise<Answer> =>
+      modernCall(hub.url, `own${++n}`, 'tools/call', { name: 'own__echo', arguments: { arg } }, { headers: { authorization: `Bearer ${KEYS[who]}` } });
+    const main = started();
+    expect(main).toHaveLength(1); // the server's own process (its list, its health)
+    expect(text(await call('alice', 'a1'))).toContain('a1');
+    expect(text(await call('bob', 'b1'))).toContain('b1');
+    expect(text(await call('alice', 'a2'))).toContain('a2');
+    const all = started();
+    expect(all).toHaveLength(3);
+    expect(new Set(all).size).toBe(3);
+  });
+});
 
 describe("a principal's own upstream connection", () => {
   it("takes its calls' slots from the server's maxConcurrent: two principals never have more in flight", async () => {

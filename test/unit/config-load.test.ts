@@ -193,6 +193,10 @@ describe('mcpServers alias', () => {
     expect(problemsOf({ servers: { a: { command: 'x', enabled: true, disabled: true } } })).toEqual([
       'servers.a: use either "enabled" or "disabled", not both',
     ]);
+    // A process per principal is a stdio server's: a url server's principals have their own connections already.
+    expect(problemsOf({ servers: { a: { url: 'http://127.0.0.1:9/mcp', processPerPrincipal: true } } })).toEqual([
+      'servers.a: "processPerPrincipal" is for a server with "command" (a url server\'s principals get connections of their own already: see "credentials")',
+    ]);
   });
 });
 
