@@ -226,10 +226,14 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
       await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
       continue;
     }
+    // A nonce tells this lock from one created after it at the same path (the inode number of a
+    // removed file is soon given again).
+    let mine = JSON.stringify({ pid: process.pid, host: hostname(), nonce: randomBytes(8).toString('hex') });
     try {
-      writeFileSync(fd, JSON.stringify({ pid: process.pid, host: hostname() }));
+      writeFileSync(fd, mine);
     } catch {
       // Held all the same; an empty lock is judged by its age alone.
+      mine = '';
     } finally {
       closeSync(fd);
     }
@@ -238,8 +242,17 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
     return () => {
       if (released) return;
       released = true;
-      heldLocks.delete(lock);
-      rmSync(lock, { force: true });
+      // Only this lock: one taken over meanwhile (judged stale by its age, as after a wall clock
+      // stepped forward) is its new holder's, and removing it would let a third process refresh
+      // with the refresh token that holder is spending.
+      try {
+        if (readFileSync(lock, 'utf8') !== mine) return;
+        heldLocks.delete(lock);
+        rmSync(lock, { force: true });
+      } catch {
+        heldLocks.delete(lock);
+        // Gone already.
+      }
     };
   }
 }

@@ -266,6 +266,21 @@ describe('the upstream OAuth client', () => {
     }
   });
 
+  it("a refresh lock taken over from its holder (judged stale by its age, as after a wall clock stepped forward) is not removed by that holder's release", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    const first = await lockTokenFile(file);
+    expect(first).toBeDefined();
+    utimesSync(`${file}.lock`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    const second = await lockTokenFile(file, 200);
+    expect(second).toBeDefined();
+    first!();
+    // The second holder's lock stands: a third refresh waits for it.
+    expect(existsSync(`${file}.lock`)).toBe(true);
+    await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
+    second!();
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
   it('a lock that cannot be removed (a folder by its name, stale by its age) is waited for until the bound, not spun on', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
     mkdirSync(`${file}.lock`);
