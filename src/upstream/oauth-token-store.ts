@@ -11,7 +11,7 @@
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
-import { closeSync, fchmodSync, fstatSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { makeStateDir } from '../paths.js';
@@ -259,25 +259,25 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
 
 /** Removes a lock whose holder is gone; whether it is gone now (removed, or removed by its holder meanwhile). */
 function takeOverStale(lock: string): boolean {
+  // The lock itself, not what it may point to: a symlink by its name pointing nowhere is no
+  // ENOENT "gone" at each try (the loop spun on it synchronously, and the process hung).
   let st: Stats;
+  try {
+    st = lstatSync(lock);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
   let holder: { pid?: unknown; host?: unknown } = {};
   try {
-    st = statSync(lock);
     holder = (JSON.parse(readFileSync(lock, 'utf8')) as typeof holder | null) ?? {};
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
-    // Not JSON (written half, or not at all): judged by its age.
-    try {
-      st = statSync(lock);
-    } catch {
-      return true;
-    }
+  } catch {
+    // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
   const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
   if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return false;
   // Only the lock judged stale: one a faster process took over and created since has another inode.
   try {
-    if (statSync(lock).ino === st.ino) rmSync(lock);
+    if (lstatSync(lock).ino === st.ino) rmSync(lock);
     return true;
   } catch (err) {
     // Gone already; else it cannot be removed (a folder by that name): waited for, not spun on.

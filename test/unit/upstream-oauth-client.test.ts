@@ -16,6 +16,8 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { packageRoot } from '../../src/paths.js';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
@@ -286,6 +288,24 @@ describe('the upstream OAuth client', () => {
     mkdirSync(`${file}.lock`);
     utimesSync(`${file}.lock`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
     await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
+  });
+
+  it('a lock that is a symlink pointing nowhere is waited for, and taken over when old, not spun on', () => {
+    // In a child with a deadline: a synchronous spin would hang this worker past any test timeout.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const store = JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src/upstream/oauth-token-store.js')).href);
+    const script = `import { lockTokenFile } from ${store};
+import { lutimesSync, symlinkSync } from 'node:fs';
+const file = process.argv[1] + '/u.json';
+symlinkSync(process.argv[1] + '/nowhere', file + '.lock');
+const fresh = await lockTokenFile(file, 200);
+const old = new Date(Date.now() - 60_000);
+lutimesSync(file + '.lock', old, old);
+const stale = await lockTokenFile(file, 200);
+console.log(fresh === undefined, typeof stale);`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, dir], { encoding: 'utf8', timeout: 10_000 });
+    expect(r.error, r.stderr).toBeUndefined();
+    expect(r.stdout.trim(), r.stderr).toBe('true function');
   });
 
   it("a reload's new connection over the same token file has its settings in force (a url moved), though the old connection is open still", async () => {
