@@ -267,21 +267,34 @@ function takeOverStale(lock: string): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ENOENT';
   }
+  const text = lockText(lock);
   let holder: { pid?: unknown; host?: unknown } = {};
   try {
-    holder = (JSON.parse(readFileSync(lock, 'utf8')) as typeof holder | null) ?? {};
+    holder = (JSON.parse(text) as typeof holder | null) ?? {};
   } catch {
     // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
   const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
   if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return false;
-  // Only the lock judged stale: one a faster process took over and created since has another inode.
+  // Only the lock judged stale, not one a faster process took over and created since. Its inode
+  // number alone does not tell (a removed file's is soon given again, and the fresh lock was
+  // removed, letting two processes refresh at once); its mtime and text (a nonce) do.
   try {
-    if (lstatSync(lock).ino === st.ino) rmSync(lock);
+    const now = lstatSync(lock);
+    if (now.ino === st.ino && now.mtimeMs === st.mtimeMs && lockText(lock) === text) rmSync(lock);
     return true;
   } catch (err) {
     // Gone already; else it cannot be removed (a folder by that name): waited for, not spun on.
     return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/** The lock's text; '' when there is none to read (a folder, a symlink pointing nowhere). */
+function lockText(lock: string): string {
+  try {
+    return readFileSync(lock, 'utf8');
+  } catch {
+    return '';
   }
 }
 

@@ -290,6 +290,35 @@ describe('the upstream OAuth client', () => {
     await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
   });
 
+  it("a stale lock taken over by a faster process meanwhile (its new lock with the old one's inode number) is left to it", async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    const lock = `${file}.lock`;
+    const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
+    writeFileSync(lock, JSON.stringify({ pid: gone, host: hostname() }));
+    // Another process (alive: this one's parent) takes the dead holder's lock over just after this
+    // one read it; the file system gives its new lock the removed one's inode number (as it does
+    // at once): the same file, written again, stands for it.
+    const fresh = JSON.stringify({ pid: process.ppid, host: hostname(), nonce: 'other' });
+    const real = fs.readFileSync;
+    let raced = false;
+    const read = vi.spyOn(fs, 'readFileSync').mockImplementation(((p: fs.PathOrFileDescriptor, o?: unknown) => {
+      const text = real(p, o as BufferEncoding);
+      if (p === lock && !raced) {
+        raced = true;
+        writeFileSync(lock, fresh);
+      }
+      return text;
+    }) as typeof fs.readFileSync);
+    syncBuiltinESMExports();
+    try {
+      await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
+    } finally {
+      read.mockRestore();
+      syncBuiltinESMExports();
+    }
+    expect(readFileSync(lock, 'utf8')).toBe(fresh);
+  });
+
   it('a lock that is a symlink pointing nowhere is waited for, and taken over when old, not spun on', () => {
     // In a child with a deadline: a synchronous spin would hang this worker past any test timeout.
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
