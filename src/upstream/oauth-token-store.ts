@@ -11,7 +11,7 @@
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
-import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { makeStateDir } from '../paths.js';
@@ -109,9 +109,10 @@ export function writeTokenFile(file: string, tokens: StoredTokens): string {
  * A failed write leaves the old file as it was and no temporary one behind. Returns the stamp
  * (the rename keeps the inode and its mtime).
  */
-function writeJsonFile(file: string, value: unknown): string {
+function writeJsonFile(name: string, value: unknown): string {
+  makeStateDir(dirname(name), 0o700);
+  const file = realFile(name);
   const dir = dirname(file);
-  makeStateDir(dir, 0o700);
   const tmp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
   let fd: number | undefined;
   try {
@@ -129,6 +130,21 @@ function writeJsonFile(file: string, value: unknown): string {
     if (fd !== undefined) closeSync(fd);
     rmSync(tmp, { force: true });
     throw err;
+  }
+}
+
+/**
+ * The file a symlink by this name points to, else the name itself. A token file kept elsewhere
+ * through a symlink (shared by the state folders of two configs, or a dotfile manager's) is
+ * written in place of its target: the rename replaced the symlink by a file, the target kept the
+ * refresh token the refresh had spent, and a process reading it was refused (invalid_grant).
+ * The lock is the target's too, so that processes over either name take turns.
+ */
+function realFile(name: string): string {
+  try {
+    return realpathSync(name);
+  } catch {
+    return name;
   }
 }
 
@@ -212,7 +228,7 @@ const heldLocks = new Set<string>();
  * refresh goes ahead alone, there being no other way.
  */
 export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
-  const lock = `${file}.lock`;
+  const lock = `${realFile(file)}.lock`;
   const deadline = Date.now() + waitMs;
   for (;;) {
     let fd: number;

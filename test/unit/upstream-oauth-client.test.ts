@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { silentLogger } from '../../src/log.js';
 import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
-import fs, { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import fs, { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { syncBuiltinESMExports } from 'node:module';
 import { Writable } from 'node:stream';
@@ -245,6 +245,25 @@ describe('the upstream OAuth client', () => {
     expect(readdirSync(dir)).toEqual(['u.json']);
     expect(lines.some((l) => l.includes('the refreshed tokens are stored now'))).toBe(true);
     source.release();
+  });
+
+  it('a token file that is a symlink is written in place of its target (the symlink kept), and locked as its target', async () => {
+    const vault = mkdtempSync(join(tmpdir(), 'switchyard-stored-vault-'));
+    const target = join(vault, 'u.json');
+    storedLogin(target, 'unit-refused-token');
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    symlinkSync(target, file);
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    const token = await source.renew('unit-refused-token');
+    source.release();
+    expect(lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(readFileSync(target, 'utf8')).accessToken).toBe(token);
+    expect(statSync(target).mode & 0o777).toBe(0o600);
+    expect(readdirSync(vault)).toEqual(['u.json']);
+    // A process over the target's own name waits for one over the symlink.
+    const release = await lockTokenFile(file);
+    await expect(lockTokenFile(target, 200)).resolves.toBeUndefined();
+    release!();
   });
 
   it("a refresh takes over a stale lock of the token file (its process gone, or too old), and leaves none behind", async () => {
