@@ -11,7 +11,7 @@
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
-import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { makeStateDir } from '../paths.js';
@@ -224,8 +224,8 @@ const heldLocks = new Set<string>();
  * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
  * pid and host. One whose holder is gone (that pid is no process of this host) or that is older
  * than LOCK_STALE_MS is taken over. Resolves to its release, or undefined when another holder
- * kept it for `waitMs`. A folder where no lock can be created (read-only, full) has none: the
- * refresh goes ahead alone, there being no other way.
+ * kept it for `waitMs`. A folder where no lock can be created (read-only, full), or where a stale
+ * one cannot be removed, has none: the refresh goes ahead alone, there being no other way.
  */
 export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
   const lock = `${realFile(file)}.lock`;
@@ -237,7 +237,10 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
       fd = openSync(lock, 'wx', 0o600);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return () => undefined;
-      if (takeOverStale(lock)) continue;
+      const stale = takeOverStale(lock);
+      // A stale lock the folder does not let go of (made read-only since) is as no lock at all.
+      if (stale === 'stuck') return () => undefined;
+      if (stale === 'gone') continue;
       if (Date.now() >= deadline) return undefined;
       await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
       continue;
@@ -273,15 +276,18 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
   }
 }
 
-/** Removes a lock whose holder is gone; whether it is gone now (removed, or removed by its holder meanwhile). */
-function takeOverStale(lock: string): boolean {
+/**
+ * Removes a lock whose holder is gone. 'gone': it is (removed, or removed by its holder
+ * meanwhile); 'held': it stands; 'stuck': it is stale, and the folder does not let it be removed.
+ */
+function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
   // The lock itself, not what it may point to: a symlink by its name pointing nowhere is no
   // ENOENT "gone" at each try (the loop spun on it synchronously, and the process hung).
   let st: Stats;
   try {
     st = lstatSync(lock);
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
   }
   const text = lockText(lock);
   let holder: { pid?: unknown; host?: unknown } = {};
@@ -291,17 +297,23 @@ function takeOverStale(lock: string): boolean {
     // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
   const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
-  if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return false;
+  if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return 'held';
   // Only the lock judged stale, not one a faster process took over and created since. Its inode
   // number alone does not tell (a removed file's is soon given again, and the fresh lock was
   // removed, letting two processes refresh at once); its mtime and text (a nonce) do.
   try {
     const now = lstatSync(lock);
-    if (now.ino === st.ino && now.mtimeMs === st.mtimeMs && lockText(lock) === text) rmSync(lock);
-    return true;
+    if (now.ino === st.ino && now.mtimeMs === st.mtimeMs && lockText(lock) === text) {
+      // A folder by that name cannot be removed: waited for, not spun on.
+      if (now.isDirectory()) return 'held';
+      unlinkSync(lock);
+    }
+    return 'gone';
   } catch (err) {
-    // Gone already; else it cannot be removed (a folder by that name): waited for, not spun on.
-    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+    // Gone already; else a read-only folder keeps it for good: a refresh there failed at every
+    // turn, after the whole wait, where no lock can be taken at all.
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
   }
 }
 

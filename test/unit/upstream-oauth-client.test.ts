@@ -356,6 +356,21 @@ console.log(fresh === undefined, typeof stale);`;
     expect(r.stdout.trim(), r.stderr).toBe('true function');
   });
 
+  it('a stale lock left in a folder made read-only since is as no lock: the refresh goes ahead alone, not failing after the whole wait', async (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const file = join(dir, 'u.json');
+    writeFileSync(`${file}.lock`, JSON.stringify({ pid: 1, host: 'another-host' }));
+    utimesSync(`${file}.lock`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    if (!readOnly(dir, true)) return ctx.skip('cannot make a folder read-only here (chattr +i as root, mode 0500 otherwise)');
+    try {
+      const release = await lockTokenFile(file, 1_000);
+      expect(release).toBeTypeOf('function');
+      release!();
+    } finally {
+      readOnly(dir, false);
+    }
+  });
+
   it("a reload's new connection over the same token file has its settings in force (a url moved), though the old connection is open still", async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
     storedLogin(file, 'unit-old-url-token');
