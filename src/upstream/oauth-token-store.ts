@@ -11,9 +11,9 @@
  * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
-import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { makeStateDir } from '../paths.js';
 import { randomBytes } from 'node:crypto';
 
@@ -125,6 +125,7 @@ function writeJsonFile(name: string, value: unknown): string {
     fd = undefined;
     renameSync(tmp, file);
     syncFolder(dir);
+    removeLeftovers(file, LEFTOVER_AGE_MS);
     return stamp;
   } catch (err) {
     if (fd !== undefined) closeSync(fd);
@@ -161,8 +162,37 @@ function syncFolder(dir: string): void {
   }
 }
 
-/** Removes the file; whether there was one. */
+/** How old another write's temporary file must be to be taken for a dead process's: a write takes milliseconds. */
+const LEFTOVER_AGE_MS = 60_000;
+
+/**
+ * Removes the temporary files of `file` that writes left when their process died before the
+ * rename (a kill, a power cut): each holds tokens, which a logout left behind and which stayed
+ * for good. Only those older than `ageMs`, a younger one being perhaps another process's write.
+ */
+function removeLeftovers(file: string, ageMs: number): void {
+  const dir = dirname(file);
+  const prefix = `${basename(file)}.`;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !/^[0-9a-f]{12}\.tmp$/.test(name.slice(prefix.length))) continue;
+    try {
+      const tmp = join(dir, name);
+      if (Date.now() - lstatSync(tmp).mtimeMs >= ageMs) unlinkSync(tmp);
+    } catch {
+      // Gone meanwhile, or not ours to remove: nothing more to do.
+    }
+  }
+}
+
+/** Removes the file (and what writes of it left behind); whether there was one. */
 export function removeTokenFile(file: string): boolean {
+  removeLeftovers(realFile(file), 0);
   try {
     rmSync(file);
     return true;

@@ -21,7 +21,7 @@ import { packageRoot } from '../../src/paths.js';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
-import { lockTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { lockTokenFile, removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import type { Logger } from '../../src/log.js';
 
 let server: Server;
@@ -264,6 +264,22 @@ describe('the upstream OAuth client', () => {
     const release = await lockTokenFile(file);
     await expect(lockTokenFile(target, 200)).resolves.toBeUndefined();
     release!();
+  });
+
+  it('temporary token files a killed write left (they hold tokens) are removed by the next write when old, and by the logout', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const file = join(dir, 'u.json');
+    const old = new Date(Date.now() - 120_000);
+    for (const name of ['u.json.0123456789ab.tmp', 'u.client.json.0123456789ab.tmp']) {
+      writeFileSync(join(dir, name), '{"refreshToken":"left"}');
+      utimesSync(join(dir, name), old, old);
+    }
+    // Another process's write in flight: not touched by a write.
+    writeFileSync(join(dir, 'u.json.ba9876543210.tmp'), '{"refreshToken":"in flight"}');
+    storedLogin(file, 'unit-token');
+    expect(readdirSync(dir).sort()).toEqual(['u.client.json.0123456789ab.tmp', 'u.json', 'u.json.ba9876543210.tmp']);
+    expect(removeTokenFile(file)).toBe(true);
+    expect(readdirSync(dir)).toEqual(['u.client.json.0123456789ab.tmp']);
   });
 
   it("a refresh takes over a stale lock of the token file (its process gone, or too old), and leaves none behind", async () => {
