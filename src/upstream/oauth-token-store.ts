@@ -194,7 +194,9 @@ function removeLeftovers(file: string, ageMs: number): void {
 export function removeTokenFile(file: string): boolean {
   removeLeftovers(realFile(file), 0);
   try {
-    rmSync(file);
+    // unlink, not rm: a folder that does not let it go (read-only, immutable) is said as such;
+    // rm took EPERM for a folder to empty and said "ENOTDIR: not a directory, scandir".
+    unlinkSync(file);
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;

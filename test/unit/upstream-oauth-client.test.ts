@@ -282,6 +282,19 @@ describe('the upstream OAuth client', () => {
     expect(readdirSync(dir)).toEqual(['u.client.json.0123456789ab.tmp']);
   });
 
+  it('a logout in a folder that does not let the token file go says so (permission), not ENOTDIR of a folder to empty', (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
+    const file = join(dir, 'u.json');
+    storedLogin(file, 'unit-token');
+    if (!readOnly(dir, true)) return ctx.skip('cannot make a folder read-only here (chattr +i as root, mode 0500 otherwise)');
+    try {
+      expect(() => removeTokenFile(file)).toThrow(/^(EPERM|EACCES|EROFS)\b.*unlink/);
+    } finally {
+      readOnly(dir, false);
+    }
+    expect(existsSync(file)).toBe(true);
+  });
+
   it("a refresh takes over a stale lock of the token file (its process gone, or too old), and leaves none behind", async () => {
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
     const lockOf = (file: string): string => `${file}.lock`;
