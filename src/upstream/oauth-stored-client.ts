@@ -19,7 +19,8 @@ import type { BearerChallenge } from './oauth-challenge.js';
 import type { TokenSource } from './oauth-client.js';
 import { OAuthError, canonicalResource } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
-import { lockTokenFile, readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { lockTokenFile } from './oauth-token-lock.js';
 
 
 /** The errors that only a new login can end (made by StoredTokenSource.login). */

@@ -8,11 +8,10 @@
  * (`<id>.client.json`), which a logout leaves unless told to forget it: the next login is that
  * client again rather than one more registration at the authorization server. Refreshes by
  * several processes over one file (a daemon and a `switchyard stdio` hub) take turns through a
- * lock file (lockTokenFile), so one rotating refresh token is spent once. Nothing here logs: the
+ * lock file (oauth-token-lock.ts), so one rotating refresh token is spent once. Nothing here logs: the
  * files hold bearer and refresh tokens (and a dynamically registered client's secret).
  */
 import { closeSync, fchmodSync, fstatSync, fsyncSync, lstatSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
-import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { makeStateDir } from '../paths.js';
 import { randomBytes } from 'node:crypto';
@@ -141,7 +140,7 @@ function writeJsonFile(name: string, value: unknown): string {
  * refresh token the refresh had spent, and a process reading it was refused (invalid_grant).
  * The lock is the target's too, so that processes over either name take turns.
  */
-function realFile(name: string): string {
+export function realFile(name: string): string {
   try {
     return realpathSync(name);
   } catch {
@@ -241,128 +240,4 @@ export function writeStoredClient(tokenFile: string, client: StoredClient): void
 /** Forgets the registered client kept for this login; whether there was one. */
 export function removeStoredClient(tokenFile: string): boolean {
   return removeTokenFile(clientFileOf(tokenFile));
-}
-
-/** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
-export const LOCK_STALE_MS = 30_000;
-/** How long a refresh waits for another process's; that one's token request gives up after 10 s (OAUTH_REQUEST_TIMEOUT_MS). */
-export const LOCK_WAIT_MS = 12_000;
-const LOCK_POLL_MS = 25;
-/** The locks this process holds: one naming this pid and not among them is a crashed predecessor's (pid 1 in a container, each time). */
-const heldLocks = new Set<string>();
-
-/**
- * The lock of the token file's refresh, shared by every process over that file (a daemon, a
- * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
- * pid and host. One whose holder is gone (that pid is no process of this host) or that is older
- * than LOCK_STALE_MS is taken over. Resolves to its release, or undefined when another holder
- * kept it for `waitMs`. A folder where no lock can be created (read-only, full), or where a stale
- * one cannot be removed, has none: the refresh goes ahead alone, there being no other way.
- */
-export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
-  const lock = `${realFile(file)}.lock`;
-  const deadline = Date.now() + waitMs;
-  for (;;) {
-    let fd: number;
-    try {
-      makeStateDir(dirname(file), 0o700);
-      fd = openSync(lock, 'wx', 0o600);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return () => undefined;
-      const stale = takeOverStale(lock);
-      // A stale lock the folder does not let go of (made read-only since) is as no lock at all.
-      if (stale === 'stuck') return () => undefined;
-      if (stale === 'gone') continue;
-      if (Date.now() >= deadline) return undefined;
-      await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
-      continue;
-    }
-    // A nonce tells this lock from one created after it at the same path (the inode number of a
-    // removed file is soon given again).
-    let mine = JSON.stringify({ pid: process.pid, host: hostname(), nonce: randomBytes(8).toString('hex') });
-    try {
-      writeFileSync(fd, mine);
-    } catch {
-      // Held all the same; an empty lock is judged by its age alone.
-      mine = '';
-    } finally {
-      closeSync(fd);
-    }
-    heldLocks.add(lock);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      // Only this lock: one taken over meanwhile (judged stale by its age, as after a wall clock
-      // stepped forward) is its new holder's, and removing it would let a third process refresh
-      // with the refresh token that holder is spending.
-      try {
-        if (readFileSync(lock, 'utf8') !== mine) return;
-        heldLocks.delete(lock);
-        rmSync(lock, { force: true });
-      } catch {
-        heldLocks.delete(lock);
-        // Gone already.
-      }
-    };
-  }
-}
-
-/**
- * Removes a lock whose holder is gone. 'gone': it is (removed, or removed by its holder
- * meanwhile); 'held': it stands; 'stuck': it is stale, and the folder does not let it be removed.
- */
-function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
-  // The lock itself, not what it may point to: a symlink by its name pointing nowhere is no
-  // ENOENT "gone" at each try (the loop spun on it synchronously, and the process hung).
-  let st: Stats;
-  try {
-    st = lstatSync(lock);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
-  }
-  const text = lockText(lock);
-  let holder: { pid?: unknown; host?: unknown } = {};
-  try {
-    holder = (JSON.parse(text) as typeof holder | null) ?? {};
-  } catch {
-    // Not JSON (written half, or not at all), or no file to read: judged by its age.
-  }
-  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
-  if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return 'held';
-  // Only the lock judged stale, not one a faster process took over and created since. Its inode
-  // number alone does not tell (a removed file's is soon given again, and the fresh lock was
-  // removed, letting two processes refresh at once); its mtime and text (a nonce) do.
-  try {
-    const now = lstatSync(lock);
-    if (now.ino === st.ino && now.mtimeMs === st.mtimeMs && lockText(lock) === text) {
-      // A folder by that name cannot be removed: waited for, not spun on.
-      if (now.isDirectory()) return 'held';
-      unlinkSync(lock);
-    }
-    return 'gone';
-  } catch (err) {
-    // Gone already; else a read-only folder keeps it for good: a refresh there failed at every
-    // turn, after the whole wait, where no lock can be taken at all.
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
-  }
-}
-
-/** The lock's text; '' when there is none to read (a folder, a symlink pointing nowhere). */
-function lockText(lock: string): string {
-  try {
-    return readFileSync(lock, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

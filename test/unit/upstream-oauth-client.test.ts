@@ -21,7 +21,8 @@ import { packageRoot } from '../../src/paths.js';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
-import { lockTokenFile, removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
 import type { Logger } from '../../src/log.js';
 
 let server: Server;
@@ -370,7 +371,7 @@ describe('the upstream OAuth client', () => {
   it('a lock that is a symlink pointing nowhere is waited for, and taken over when old, not spun on', () => {
     // In a child with a deadline: a synchronous spin would hang this worker past any test timeout.
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-stored-'));
-    const store = JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src/upstream/oauth-token-store.js')).href);
+    const store = JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src/upstream/oauth-token-lock.js')).href);
     const script = `import { lockTokenFile } from ${store};
 import { lutimesSync, symlinkSync } from 'node:fs';
 const file = process.argv[1] + '/u.json';
