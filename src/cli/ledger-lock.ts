@@ -11,6 +11,7 @@ import { makeStateDir } from '../paths.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
+import { processAlive } from '../process-alive.js';
 
 /** The ledger cannot be written by this process: said in one line, exit 2. */
 export class LedgerLockError extends Error {}
@@ -57,15 +58,6 @@ interface Holder {
   pidns?: string;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * The holder is still the process that took the lock: alive, and, when the lock says when that
  * process started and /proc can say when the one with its pid did, the same. A hub killed
@@ -90,7 +82,7 @@ function pidNamespace(): string | undefined {
 
 /** As this process's PID namespace sees it (another container's hub is not seen: ledger-owner.ts). */
 function seenAlive(holder: Holder): boolean {
-  if (!alive(holder.pid)) return false;
+  if (!processAlive(holder.pid)) return false;
   if (holder.started === undefined) return runsCommand(holder);
   const now = processStart(holder.pid);
   return now === undefined || now === holder.started;

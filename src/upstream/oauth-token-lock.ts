@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { makeStateDir } from '../paths.js';
+import { processAlive } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
 
 /** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
@@ -122,14 +123,5 @@ function lockText(lock: string): string {
     return readFileSync(lock, 'utf8');
   } catch {
     return '';
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
