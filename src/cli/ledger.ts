@@ -16,6 +16,7 @@ import { parseJsonText } from '../config/load.js';
 import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { hasTable } from '../ledger/migrate.js';
+import { traceIdQuery } from '../protocol/trace-context.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -128,8 +129,9 @@ function timeOption(option: string, value: unknown, now: number): number {
 function traceIdOption(value: string | string[] | undefined): string | undefined {
   const v = oneText('--trace-id', value);
   if (v === undefined) return undefined;
-  if (!/^[0-9a-fA-F]{32}$/.test(v)) throw new UsageError(`--trace-id must be a W3C trace id, 32 hex digits (the second field of a traceparent), not ${JSON.stringify(v.slice(0, 80))}`);
-  return v.toLowerCase();
+  const id = traceIdQuery(v);
+  if (id === undefined) throw new UsageError(`--trace-id must be a W3C trace id, 32 hex digits (the second field of a traceparent), not ${JSON.stringify(v.slice(0, 80))}`);
+  return id;
 }
 
 function filterOf(a: FilterArgs, now: number): AuditFilter {

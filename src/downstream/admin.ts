@@ -25,6 +25,7 @@ import { AdminTickets } from './admin-tickets.js';
 import { serverViews, toolViews } from './admin-views.js';
 import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
+import { traceIdQuery } from '../protocol/trace-context.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -107,8 +108,9 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
   // A W3C trace id as `ledger query --trace-id` takes it: any other text would match no row.
   const trace = q.get('traceId');
   if (trace) {
-    if (!/^[0-9a-fA-F]{32}$/.test(trace)) throw new BadQuery('traceId must be a W3C trace id, 32 hex digits');
-    f.traceId = trace.toLowerCase();
+    const id = traceIdQuery(trace);
+    if (id === undefined) throw new BadQuery('traceId must be a W3C trace id, 32 hex digits');
+    f.traceId = id;
   }
   for (const k of ['since', 'until'] as const) {
     const v = q.get(k);

@@ -134,7 +134,6 @@ export class LedgerPinStore implements PinStore {
   private readonly listeners: ((changed: PinRecord[]) => void)[] = [];
   /** Puts not committed yet: a re-read of the table must not lose them. */
   private readonly unflushed = new Map<string, PinRecord>();
-  private readonly changes: Statement;
   /** pin_changes.seq when last read: the changes made elsewhere up to it are in the map. */
   private seen: number;
   private polledRows = 0;
@@ -148,10 +147,9 @@ export class LedgerPinStore implements PinStore {
     private readonly kind: ListKind = 'tools',
   ) {
     this.upsert = db.prepare(kind === 'tools' ? PIN_UPSERT : ITEM_UPSERT);
-    this.changes = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
     // The count first: a change committed between the two reads is read again at the first
     // poll, never missed.
-    this.seen = this.changeCount();
+    this.seen = watch.count();
     for (const r of kind === 'tools' ? readPins(db) : readItemPins(db, kind)) this.map.set(keyOf(r.server, r.tool), r);
   }
 
@@ -197,7 +195,7 @@ export class LedgerPinStore implements PinStore {
   poll(): boolean {
     let seq: number;
     try {
-      seq = this.changeCount();
+      seq = this.watch.count();
     } catch (err) {
       this.readFailed(err);
       return false;
@@ -248,10 +246,6 @@ export class LedgerPinStore implements PinStore {
     // Closed, or the read failed (busy): the next tick reads again.
     if (this.db.open) this.log.warn({ err, kind: this.kind }, 'ledger: could not read the changed pins; retrying');
   }
-
-  private changeCount(): number {
-    return this.changes.get() as number;
-  }
 }
 
 /**
@@ -261,14 +255,19 @@ export class LedgerPinStore implements PinStore {
  */
 export class PinChangeWatch {
   private readonly stores = new Set<LedgerPinStore>();
-  private readonly count: Statement;
+  private readonly countStmt: Statement;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly db: Database,
     private readonly log: Logger,
   ) {
-    this.count = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
+    this.countStmt = db.prepare('SELECT seq FROM pin_changes WHERE id = 1').pluck();
+  }
+
+  /** pin_changes.seq now: the changes other processes made to pins, counted (migration 0010). */
+  count(): number {
+    return this.countStmt.get() as number;
   }
 
   add(store: LedgerPinStore): void {
@@ -289,7 +288,7 @@ export class PinChangeWatch {
   tick(): boolean {
     let seq: number;
     try {
-      seq = this.count.get() as number;
+      seq = this.count();
     } catch (err) {
       if (this.db.open) this.log.warn({ err }, 'ledger: could not read the pin change count; retrying');
       return false;

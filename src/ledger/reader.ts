@@ -37,9 +37,8 @@ const PRUNE_CHUNK = 5_000;
  * read-only (or, for prune, writable) connection, by the CLI next to a running hub.
  */
 export class LedgerReader {
-  /** Whether the audit table has tool_group (migration 0013), trace_id (0015); known once asked. */
-  private groups: boolean | undefined;
-  private traces: boolean | undefined;
+  /** Whether the audit table has a column a filter needs (tool_group of 0013, trace_id of 0015); known once asked. */
+  private readonly columns = new Map<string, boolean>();
 
   constructor(readonly db: Database) {}
 
@@ -56,15 +55,18 @@ export class LedgerReader {
    * answer that would say no call came through the group.
    */
   private where(filter: AuditFilter): ReturnType<typeof whereClause> {
-    if (filter.group !== undefined) {
-      this.groups ??= (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = 'tool_group'`).get() as unknown) !== undefined;
-      if (!this.groups) throw new Error('this ledger does not record tool groups yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says which group it came through');
-    }
-    if (filter.traceId !== undefined) {
-      this.traces ??= (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = 'trace_id'`).get() as unknown) !== undefined;
-      if (!this.traces) throw new Error('this ledger does not record trace ids yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says which trace it was in');
-    }
+    if (filter.group !== undefined) this.needColumn('tool_group', 'tool groups', 'which group it came through');
+    if (filter.traceId !== undefined) this.needColumn('trace_id', 'trace ids', 'which trace it was in');
     return whereClause(filter);
+  }
+
+  private needColumn(column: string, what: string, says: string): void {
+    let has = this.columns.get(column);
+    if (has === undefined) {
+      has = (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = ?`).get(column) as unknown) !== undefined;
+      this.columns.set(column, has);
+    }
+    if (!has) throw new Error(`this ledger does not record ${what} yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says ${says}`);
   }
 
   /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */

@@ -78,6 +78,15 @@ export function childSpan(parent: TraceParent | undefined, ids: IdSource = rando
   return { traceId: parent.traceId, spanId, parentSpanId: parent.parentId, flags: parent.flags };
 }
 
+/**
+ * A trace id an operator gave (`ledger --trace-id`, `/admin/ledger?traceId=`), as the ledger
+ * stores it: lower case, so one pasted in upper case is the same id; undefined when it is no
+ * trace id (32 hex digits), which would match no row and read as "no such calls".
+ */
+export function traceIdQuery(text: string): string | undefined {
+  return /^[0-9a-fA-F]{32}$/.test(text) ? text.toLowerCase() : undefined;
+}
+
 /** The traceparent naming `span` as the parent of what it sends on (always version 00). */
 export function formatTraceparent(span: TraceSpan): string {
   return `00-${span.traceId}-${span.spanId}-${span.flags}`;

@@ -15,7 +15,7 @@ import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js'
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
-import { RETRY_AFTER_CAP_MS } from './lifecycle.js';
+import { askedWaitMs } from './lifecycle.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
@@ -208,8 +208,7 @@ export class HttpUpstream extends HandshakingUpstream {
     this.streak.reset();
     // The last failure's Retry-After (a 503 asking for a while) outlasts a shorter cool-down:
     // a probe sooner is refused again.
-    const asked = err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0;
-    this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, asked));
+    this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
   }
 
   /** The legacy session id, if any (for status and tests; never log it). */

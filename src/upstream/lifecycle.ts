@@ -15,7 +15,12 @@ import { HUB_CLIENT_INFO } from './envelope.js';
 import type { UpstreamSpec, UpstreamState } from './types.js';
 
 /** The longest wait a server's Retry-After gets before the next attempt to connect. */
-export const RETRY_AFTER_CAP_MS = 60_000;
+const RETRY_AFTER_CAP_MS = 60_000;
+
+/** How long a failure asks the next connection to wait (its Retry-After), up to RETRY_AFTER_CAP_MS; 0 when it asks nothing. */
+export function askedWaitMs(err: unknown): number {
+  return err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0;
+}
 
 export interface UpstreamOptions {
   /** The hub's identity toward upstreams (default: switchyard and its package version). */
@@ -146,7 +151,7 @@ export abstract class Lifecycle extends EventEmitter {
       void this.disconnect().catch(() => undefined);
       // A server that asked to be left alone for a while (Retry-After) is, up to a minute (the
       // retry interval of a failed one): sooner is refused again, and a crash loop to it.
-      if (!this.closed) this.scheduleRetry(msg, err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0);
+      if (!this.closed) this.scheduleRetry(msg, askedWaitMs(err));
       throw err;
     }
     this.attempting = false;
