@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /**
  * Whether a process of this pid exists on this host (signal 0: nothing is sent). EPERM is one
  * that exists under another user; ESRCH none. Lock files (the ledger's, a login's refresh lock)
@@ -9,5 +11,23 @@ export function processAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * When process `pid` started, as `<boot id>:<start time>` (Linux: the boot's random id and
+ * field 22 of /proc/<pid>/stat, clock ticks since boot), so that a pid used again, after a
+ * reboot or later in the same boot, is told apart. Undefined where /proc does not say.
+ */
+export function processStart(pid: number): string | undefined {
+  try {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = fields[19]; // field 22: the fields after the name start at field 3
+    return boot && ticks && /^[0-9]+$/.test(ticks) ? `${boot}:${ticks}` : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -11,7 +11,7 @@ import { makeStateDir } from '../paths.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
-import { processAlive } from '../process-alive.js';
+import { processAlive, processStart } from '../process-alive.js';
 
 /** The ledger cannot be written by this process: said in one line, exit 2. */
 export class LedgerLockError extends Error {}
@@ -106,24 +106,6 @@ function runsCommand(holder: Holder): boolean {
     return true; // /proc says nothing: alive is all that is known
   }
   return args.includes(sub);
-}
-
-/**
- * When process `pid` started, as `<boot id>:<start time>` (Linux: the boot's random id and
- * field 22 of /proc/<pid>/stat, clock ticks since boot), so that a pid used again, after a
- * reboot or later in the same boot, is told apart. Undefined where /proc does not say.
- */
-export function processStart(pid: number): string | undefined {
-  try {
-    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = fields[19]; // field 22: the fields after the name start at field 3
-    return boot && ticks && /^[0-9]+$/.test(ticks) ? `${boot}:${ticks}` : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 function mtime(file: string): number {

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { makeStateDir } from '../paths.js';
-import { processAlive } from '../process-alive.js';
+import { processAlive, processStart } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
 
 /** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
@@ -22,7 +22,8 @@ const heldLocks = new Set<string>();
 /**
  * The lock of the token file's refresh, shared by every process over that file (a daemon, a
  * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
- * pid and host. One whose holder is gone (that pid is no process of this host) or that is older
+ * pid, host and start time. One whose holder is gone (that pid is no process of this host, or
+ * one started at another time than the holder: a crashed holder's pid used again) or that is older
  * than LOCK_STALE_MS is taken over. Resolves to its release, or undefined when another holder
  * kept it for `waitMs`. A folder where no lock can be created (read-only, full), or where a stale
  * one cannot be removed, has none: the refresh goes ahead alone, there being no other way.
@@ -47,7 +48,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
     }
     // A nonce tells this lock from one created after it at the same path (the inode number of a
     // removed file is soon given again).
-    let mine = JSON.stringify({ pid: process.pid, host: hostname(), nonce: randomBytes(8).toString('hex') });
+    let mine = JSON.stringify({ pid: process.pid, host: hostname(), started: processStart(process.pid), nonce: randomBytes(8).toString('hex') });
     try {
       writeFileSync(fd, mine);
     } catch {
@@ -90,13 +91,13 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
     return (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'gone' : 'held';
   }
   const text = lockText(lock);
-  let holder: { pid?: unknown; host?: unknown } = {};
+  let holder: { pid?: unknown; host?: unknown; started?: unknown } = {};
   try {
     holder = (JSON.parse(text) as typeof holder | null) ?? {};
   } catch {
     // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
-  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !processAlive(holder.pid));
+  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !holderRuns(holder.pid, holder.started));
   if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return 'held';
   // Only the lock judged stale, not one a faster process took over and created since. Its inode
   // number alone does not tell (a removed file's is soon given again, and the fresh lock was
@@ -115,6 +116,18 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
   }
+}
+
+/**
+ * The holder's pid is a process that started when the holder did. A pid alone, once its holder
+ * crashed and another program got it, held every refresh of the login off for LOCK_STALE_MS
+ * (30 s), longer than a refresh waits (12 s): each failed meanwhile.
+ */
+function holderRuns(pid: number, started: unknown): boolean {
+  if (!processAlive(pid)) return false;
+  if (typeof started !== 'string') return true; // an older build's lock, or no /proc: alive is all that is known
+  const now = processStart(pid);
+  return now === undefined || now === started;
 }
 
 /** The lock's text; '' when there is none to read (a folder, a symlink pointing nowhere). */

@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { processStart } from '../../src/cli/ledger-lock.js';
+import { processStart } from '../../src/process-alive.js';
 import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 let hub: HubProcess | undefined;

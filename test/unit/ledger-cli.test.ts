@@ -7,7 +7,7 @@ import yargs from 'yargs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ledgerFinding } from '../../src/cli/doctor.js';
 import { makeLedgerCommand, resolveLedgerPath } from '../../src/cli/ledger.js';
-import { processStart } from '../../src/cli/ledger-lock.js';
+import { processStart } from '../../src/process-alive.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { ChainWriter, rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';

@@ -23,6 +23,7 @@ import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
+import { processStart } from '../../src/process-alive.js';
 import type { Logger } from '../../src/log.js';
 
 let server: Server;
@@ -296,13 +297,15 @@ describe('the upstream OAuth client', () => {
     expect(existsSync(file)).toBe(true);
   });
 
-  it("a refresh takes over a stale lock of the token file (its process gone, or too old), and leaves none behind", async () => {
+  it("a refresh takes over a stale lock of the token file (its process gone, its pid another process's since, or too old), and leaves none behind", async () => {
     const gone = spawnSync(process.execPath, ['-e', '0']).pid!;
     const lockOf = (file: string): string => `${file}.lock`;
-    for (const stale of ['dead pid', 'old'] as const) {
+    for (const stale of ['dead pid', 'reused pid', 'old'] as const) {
       const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
       storedLogin(file, 'unit-refused-token');
       if (stale === 'dead pid') writeFileSync(lockOf(file), JSON.stringify({ pid: gone, host: hostname() }));
+      // A crashed holder's pid now another process's (this one's parent, started at another time).
+      else if (stale === 'reused pid') writeFileSync(lockOf(file), JSON.stringify({ pid: process.ppid, host: hostname(), started: `${processStart(process.ppid)}0` }));
       else {
         writeFileSync(lockOf(file), '');
         utimesSync(lockOf(file), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
