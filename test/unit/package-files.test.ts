@@ -3,14 +3,16 @@
  * the package's folder whatever the cwd, is in it; the repository's tests, bench and CI are not.
  * A cheap check of the list, not a pack (which takes seconds).
  */
-import { readFileSync } from 'node:fs';
+import { execSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_RELATIVE_PATH } from '../../src/config/schema.js';
 import { ADMIN_PAGE_DIR } from '../../src/downstream/admin.js';
 import { packageRoot } from '../../src/paths.js';
 
-const pkg = JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { files?: string[]; bin: Record<string, string> };
+const pkg = JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { files?: string[]; bin: Record<string, string>; scripts: Record<string, string> };
 const shipped = (path: string) => (pkg.files ?? []).some((f) => path === f || path.startsWith(`${f}/`));
 
 describe('the npm package', () => {
@@ -34,5 +36,15 @@ describe('the npm package', () => {
   it('leaves out the tests, the bench, CI and the examples (which need devDependencies)', () => {
     for (const path of ['test/unit/package-files.test.ts', 'bench/run.mjs', '.ci/run', 'examples/legacy-notes.mjs', 'hub.config.json', 'vitest.config.ts'])
       expect(shipped(path), path).toBe(false);
+  });
+
+  it('is packed from a fresh build: the compiled files of a deleted source are not shipped', () => {
+    // npm pack runs prepack, then prepare (the build): tsc alone leaves dist/ files it no longer makes.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-pack-'));
+    mkdirSync(join(dir, 'dist/src'), { recursive: true });
+    writeFileSync(join(dir, 'dist/src/deleted-since.js'), '');
+    execSync(pkg.scripts.prepack!, { cwd: dir, stdio: 'ignore' });
+    expect(existsSync(join(dir, 'dist/src/deleted-since.js'))).toBe(false);
+    expect(pkg.scripts.prepare).toMatch(/build/);
   });
 });
