@@ -7,9 +7,13 @@ import { shellArg } from './shell-arg.js';
  */
 export function configProblemLines(err: ConfigError, file: string): string[] {
   if (!err.missing) return err.problems;
-  const hint =
-    file === 'hub.config.json'
-      ? "`switchyard init` writes a starter config here (--from FILE imports an IDE's servers), or give the path of yours with --config"
-      : `\`switchyard init --config ${shellArg(file)}\` writes a starter config there (--from FILE imports an IDE's servers)`;
+  const hint = missingConfigHint(file);
   return err.problems.map((p) => `${p}: no such file; ${hint}`);
+}
+
+/** What to run when the config `file` is not there. */
+export function missingConfigHint(file: string): string {
+  return file === 'hub.config.json'
+    ? "`switchyard init` writes a starter config here (--from FILE imports an IDE's servers), or give the path of yours with --config"
+    : `\`switchyard init --config ${shellArg(file)}\` writes a starter config there (--from FILE imports an IDE's servers)`;
 }

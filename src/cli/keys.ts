@@ -1,5 +1,6 @@
 import type { Argv, CommandModule } from 'yargs';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
+import { missingConfigHint } from './config-problems.js';
 
 interface KeyArgs {
   config: string;
@@ -15,9 +16,9 @@ function fail(message: string, code = 2): void {
   process.exitCode = code;
 }
 
-function problem(e: unknown): string {
+function problem(e: unknown, file: string): string {
   const code = (e as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' ? 'config file not found' : code ? `cannot use the file (${code})` : (e as Error).message;
+  return code === 'ENOENT' ? `config file not found; ${missingConfigHint(file)}` : code ? `cannot use the file (${code})` : (e as Error).message;
 }
 
 const addCommand: CommandModule<object, KeyArgs> = {
@@ -34,7 +35,7 @@ const addCommand: CommandModule<object, KeyArgs> = {
     try {
       key = addApiKey(args.config, String(args.principal), args.scope, args.group);
     } catch (e) {
-      return fail(`${args.config}: ${problem(e)}`);
+      return fail(`${args.config}: ${problem(e, args.config)}`);
     }
     process.stdout.write(`${key}\n`);
     process.stderr.write(`API key for ${args.principal} added to ${args.config}. It is shown only this once. A running hub takes it on its next reload (at once when it watches the config), or on a restart if it ran without authentication.\n`);
@@ -51,7 +52,7 @@ const removeCommand: CommandModule<object, KeyArgs> = {
       if (n === 0) return fail(`no API key of ${args.principal} in ${args.config}`, 1);
       process.stdout.write(`removed ${n} key${n === 1 ? '' : 's'} of ${args.principal}\n`);
     } catch (e) {
-      fail(`${args.config}: ${problem(e)}`);
+      fail(`${args.config}: ${problem(e, args.config)}`);
     }
   },
 };
@@ -65,7 +66,7 @@ const listCommand: CommandModule<object, KeyArgs> = {
       for (const k of listApiKeys(args.config))
         process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);
     } catch (e) {
-      fail(`${args.config}: ${problem(e)}`);
+      fail(`${args.config}: ${problem(e, args.config)}`);
     }
   },
 };

@@ -68,7 +68,8 @@ describe('switchyard keys', () => {
     }
     const missing = run(['keys', 'add', 'erin', '--config', join(dir, 'nope.json')]);
     expect(missing.status).toBe(2);
-    expect(missing.stderr).toMatch(/config file not found/);
+    // A first run has no config yet: the line says what makes one.
+    expect(missing.stderr).toMatch(/config file not found; `switchyard init --config \/.*nope\.json` writes a starter config there/);
     // A config that is not valid JSON is located, never quoted: it may hold a literal secret.
     writeFileSync(file, '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
     const broken = run(['keys', 'add', 'erin', '--config', file]);
