@@ -216,7 +216,8 @@ async function findDaemon(base: string, config: HubConfig | undefined, findings:
       findings.push({ level: 'warn', check: 'upstreams', message: `not checked: something answers at ${base}, perhaps a daemon running them` });
       return 'locked';
     }
-    findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}; checking the upstreams directly` });
+    // With no usable config there are no upstreams to check either.
+    findings.push({ level: 'ok', check: 'daemon', message: `no daemon at ${base}${config ? '; checking the upstreams directly' : ''}` });
     if (!config) return undefined;
     const { host, port } = config.listen;
     const e = await portFree(host, port);

@@ -117,7 +117,10 @@ async function list(a: ListArgs): Promise<void> {
 }
 
 function openDb(a: DbArgs) {
-  const path = resolveLedgerPath({ config: a.config, db: a.db });
+  // `tools`' --config has its default even where not given (daemonOptions): with no config file of
+  // that name, the ledger is ./data/ledger.db, as for `ledger`, not "config file not found".
+  const config = a.config === 'hub.config.json' && !existsSync(a.config) ? undefined : a.config;
+  const path = resolveLedgerPath({ config, db: a.db });
   if (!existsSync(path)) throw new Error(`no ledger database at ${path}: the hub has not pinned any tool yet`);
   // The hub writing it (an approval is picked up by it) may be of an older Switchyard: its ledger is not upgraded under it.
   return openLedgerDb({ path, heldBy: ledgerWriterText(path) });

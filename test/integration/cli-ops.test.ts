@@ -67,6 +67,18 @@ describe('tools without a daemon or a config', () => {
     // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
     const noConfig = await runCli(['tools', 'diff', 'x', '-c', join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')]);
     expect([noConfig.code, noConfig.stderr]).toEqual([2, expect.stringMatching(/^config file not found: /)]);
+    // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.
+    const bare = tmp('bare');
+    const diff = await runCli(['tools', 'diff', 'x'], { cwd: bare });
+    expect([diff.code, diff.stderr]).toEqual([1, `no ledger database at ${join(bare, 'data', 'ledger.db')}: the hub has not pinned any tool yet\n`]);
+    // doctor with no config has no upstreams to check: it does not say it checks them.
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((r) => closed.close(r));
+    const doctor = await runCli(['doctor', '--url', `http://127.0.0.1:${port}`], { cwd: bare });
+    expect(doctor.stdout).toMatch(/switchyard init/);
+    expect(doctor.stdout).toContain(`no daemon at http://127.0.0.1:${port}\n`);
   });
 });
 
