@@ -279,7 +279,7 @@ export class Endpoint {
     const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
     const sink = ex.sink;
     const idem = idempotencyOf(req, ex);
-    const span = spanOfMeta(meta);
+    const span = spanOfMeta(meta, ex);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,
@@ -423,7 +423,7 @@ export class Endpoint {
     const session = stdio ? stdio.current : this.sessionOf(ex);
     if (!session && stdio && c.kind === 'request' && c.msg.method === 'ping') {
       // Before initialize a client may send ping, and only ping (digest §2.1); it is answered.
-      const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes, span: spanOfMeta(c.msg.params?._meta) };
+      const ctx: CallContext = { requestId: c.msg.id, principal: ex.principal, clientEra: LEGACY, clientCapabilities: {}, signal: new Canceller().signal, requestBytes: ex.requestBytes, span: spanOfMeta(c.msg.params?._meta, ex) };
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(c.msg.id, {}), 200);
     }
@@ -502,7 +502,7 @@ export class Endpoint {
       clientCapabilities: {},
       signal: new Canceller().signal,
       requestBytes: ex.requestBytes,
-      span: spanOfMeta(req.params?._meta),
+      span: spanOfMeta(req.params?._meta, ex),
     };
     const hubName = req.target ?? targetOf(req.params);
     return this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
@@ -710,7 +710,7 @@ export class Endpoint {
     const token = meta?.progressToken;
     const sink: MessageSink = ex.sink;
     const idem = idempotencyOf(req, ex);
-    const span = spanOfMeta(meta);
+    const span = spanOfMeta(meta, ex);
     const ctx: CallContext = {
       requestId: req.id,
       principal: ex.principal,

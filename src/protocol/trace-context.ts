@@ -92,9 +92,20 @@ export function formatTraceparent(span: TraceSpan): string {
   return `00-${span.traceId}-${span.spanId}-${span.flags}`;
 }
 
-/** The hub's span for a request whose `_meta` is `meta` (anything a client sent). */
-export function spanOfMeta(meta: unknown, ids: IdSource = randomHex): TraceSpan {
-  const tp = meta !== null && typeof meta === 'object' ? (meta as Record<string, unknown>).traceparent : undefined;
+/** Where an HTTP request's headers are read (a downstream Exchange); stdio has none. */
+export interface HeaderSource {
+  header(name: string): string | undefined;
+}
+
+/**
+ * The hub's span for a request whose `_meta` is `meta` (anything a client sent). The `_meta`
+ * traceparent is MCP's; without one, the HTTP request's `traceparent` header counts: an
+ * OpenTelemetry-instrumented HTTP client (fetch, undici) sends it there, and its calls started
+ * a trace of their own here, cut off from the client's.
+ */
+export function spanOfMeta(meta: unknown, http?: HeaderSource, ids: IdSource = randomHex): TraceSpan {
+  let tp = meta !== null && typeof meta === 'object' ? (meta as Record<string, unknown>).traceparent : undefined;
+  if (tp === undefined) tp = http?.header('traceparent');
   return childSpan(tp === undefined ? undefined : parseTraceparent(tp), ids);
 }
 

@@ -79,10 +79,10 @@ describe('the hub’s span', () => {
   });
 
   it('of a request’s _meta: its traceparent if valid, else a new trace', () => {
-    expect(spanOfMeta({ traceparent: VALID }, ids('b7ad6b7169203331')).parentSpanId).toBe(PARENT);
-    expect(spanOfMeta({ traceparent: 'garbage' }, ids(TRACE, PARENT)).parentSpanId).toBeUndefined();
-    expect(spanOfMeta(undefined, ids(TRACE, PARENT))).toEqual({ traceId: TRACE, spanId: PARENT, flags: '01' });
-    expect(spanOfMeta(null, ids(TRACE, PARENT)).traceId).toBe(TRACE);
+    expect(spanOfMeta({ traceparent: VALID }, undefined, ids('b7ad6b7169203331')).parentSpanId).toBe(PARENT);
+    expect(spanOfMeta({ traceparent: 'garbage' }, undefined, ids(TRACE, PARENT)).parentSpanId).toBeUndefined();
+    expect(spanOfMeta(undefined, undefined, ids(TRACE, PARENT))).toEqual({ traceId: TRACE, spanId: PARENT, flags: '01' });
+    expect(spanOfMeta(null, undefined, ids(TRACE, PARENT)).traceId).toBe(TRACE);
   });
 
   it('draws random lowercase hex ids, all different', () => {
