@@ -1,4 +1,5 @@
 import { screenJson, screenText } from '../ledger/format.js';
+import { alignColumns } from '../text-columns.js';
 import type { Argv, CommandModule } from 'yargs';
 import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
@@ -22,9 +23,7 @@ const oneLine = (s: string): string => s.replace(/[\t\n]/g, '?');
 
 /** Fixed-width columns; the last column is free text. */
 export function columns(cells: string[][]): string {
-  const rows = cells.map((r) => r.map(oneLine));
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (i === r.length - 1 ? 0 : r[i].length))));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n') + '\n';
+  return alignColumns(cells.map((r) => r.map(oneLine)));
 }
 
 export function serversTable(servers: ServerView[], now = Date.now(), disabled: readonly string[] = []): string {

@@ -1,6 +1,7 @@
 import type { AuditRow } from './rows.js';
 import type { StatsRow } from './reader.js';
 import type { InFlight } from './chain.js';
+import { alignColumns } from '../text-columns.js';
 
 /** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
 export function rowJson(r: AuditRow): Record<string, unknown> {
@@ -96,13 +97,7 @@ export function csvRow(r: AuditRow): string {
 export function table(header: string[], rawRows: string[][]): string {
   // Names come from clients and upstreams: never let them put terminal control sequences on screen.
   const rows = rawRows.map((r) => r.map((c) => screenText(c).replace(/[\t\n]/g, '?')));
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+  return alignColumns([header, ...rows]);
 }
 
 export const ROW_HEADER = ['time', 'principal', 'group', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key', 'trace'];
