@@ -174,6 +174,7 @@ function buildServer(id: string, s: RawServer, base: string): ServerConfig {
     circuitBreaker: s.circuitBreaker,
     era: s.era,
     probeTimeoutMs: s.probeTimeoutMs,
+    healthCheckMs: s.healthCheckMs,
     maxFrameBytes: s.maxFrameBytes,
     tools: buildTools(s.tools),
   };

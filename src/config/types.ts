@@ -207,6 +207,8 @@ export interface ServerConfig {
   circuitBreaker: { failures: number; cooldownMs: number };
   era: 'auto' | Era;
   probeTimeoutMs: number;
+  /** url servers without a notification stream: idle this long, they are checked for reachability (0: never). */
+  healthCheckMs: number;
   maxFrameBytes: number;
   /**
    * List (and resources/read) freshness in ms, overriding the upstream's own ttlMs when set.

@@ -20,6 +20,7 @@ export function specOf(s: ServerConfig, baseDir: string): UpstreamSpec {
     timeoutMs: s.timeoutMs,
     maxTotalTimeoutMs: s.maxTotalTimeoutMs,
     probeTimeoutMs: s.probeTimeoutMs,
+    healthCheckMs: s.healthCheckMs,
     maxFrameBytes: s.maxFrameBytes,
     maxConcurrent: s.maxConcurrent,
     maxQueue: s.maxQueue,

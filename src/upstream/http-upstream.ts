@@ -16,6 +16,7 @@ import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { askedWaitMs } from './lifecycle.js';
+import { monotonicNow } from '../monotonic.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
@@ -176,6 +177,10 @@ export class HttpUpstream extends HandshakingUpstream {
   private refusalReconnect = false;
   /** When such a reconnect last found the server modern still (see REFUSAL_REPROBE_MS). */
   private stillModernAt = -Infinity;
+  /** The next health check (checkHealth), while ready. */
+  private healthTimer: NodeJS.Timeout | undefined;
+  /** When a call last ended or the server became ready (monotonicNow()): idle since. */
+  private activeAt = 0;
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     // The crash-loop cap is for processes that keep dying; a remote server that is away is
@@ -189,6 +194,8 @@ export class HttpUpstream extends HandshakingUpstream {
       if (s !== 'ready') return;
       this.tripped = false;
       this.streak.reset();
+      this.activeAt = monotonicNow();
+      this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     });
   }
 
@@ -199,6 +206,7 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   protected override onCallEnd(p: Pending, err: Error | undefined): void {
+    this.activeAt = monotonicNow();
     // After the call's own cancellation, if it has one (sent right after this), not before it.
     const s = p.session;
     if (s !== undefined && this.retiring.has(s)) setImmediate(() => this.retiring.has(s) && this.retire(s));
@@ -695,7 +703,46 @@ export class HttpUpstream extends HandshakingUpstream {
     this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
   }
 
+  /**
+   * A server that sends the hub nothing on its own (a modern one not listened to, a legacy one
+   * without a GET stream) and gets no calls would be shown ready however long it has been down:
+   * /healthz, `servers` and failMode's answers said so until the next call failed. Idle `ms`,
+   * it is asked something cheap (legacy: ping, which also keeps its session in use; modern:
+   * server/discover); a connection refused (or a name that no longer resolves) marks it down,
+   * as the GET stream's failure does. Anything answered, even an error, is a server there.
+   */
+  private armHealthCheck(ms: number, inMs = ms): void {
+    if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
+    this.healthTimer = setTimeout(() => {
+      this.healthTimer = undefined;
+      this.checkHealth(ms);
+    }, inMs);
+    this.healthTimer.unref();
+  }
+
+  private checkHealth(ms: number): void {
+    // Not ready: armed again when it is (its reconnect probes it meanwhile).
+    if (this.closed || this._state !== 'ready') return;
+    const idle = monotonicNow() - this.activeAt;
+    // Calls or a listen stream in flight, the GET stream open, or a call lately: nothing to ask.
+    if (this.pending.size > 0 || this.getStream !== undefined || idle < ms) return this.armHealthCheck(ms, Math.max(1_000, ms - idle));
+    const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
+    this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(
+      () => this.armHealthCheck(ms),
+      (err: unknown) => {
+        if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
+          this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
+          return;
+        }
+        this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
+        this.armHealthCheck(ms);
+      },
+    );
+  }
+
   override close(): Promise<void> {
+    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
+    this.healthTimer = undefined;
     // Stop reading every answer stream; the base class then fails the calls.
     for (const p of this.pending.values()) p.ctl?.abort();
     return super.close();

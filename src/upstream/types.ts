@@ -41,6 +41,11 @@ export interface UpstreamSpec {
   maxTotalTimeoutMs?: number;
   /** Bound on the stdio era probe (silence past it means legacy). */
   probeTimeoutMs: number;
+  /**
+   * HTTP: idle this long (nothing in flight, no call ended since) with no notification stream
+   * open, the server is checked for reachability; 0 or unset: never.
+   */
+  healthCheckMs?: number;
   /** Largest frame accepted from the upstream (bytes). */
   maxFrameBytes: number;
   /** Requests in flight at once (default unlimited) and how many may wait beyond that (default 0). */

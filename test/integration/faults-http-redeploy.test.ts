@@ -89,8 +89,8 @@ async function rawUpstream(handle: (msg: { id?: unknown; method?: string; params
 }
 
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
-function upstreamAt(id: string, port: number): HttpUpstream {
-  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
+function upstreamAt(id: string, port: number, healthCheckMs?: number): HttpUpstream {
+  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
     backoff: { baseMs: 50 },
   }) as HttpUpstream;
   upstreams.push(u);
@@ -259,4 +259,29 @@ describe('a legacy HTTP upstream that goes away', () => {
     expect(states.filter((s, i) => s !== states[i - 1])).toEqual(['ready', 'restarting', 'ready']);
     await server.stop();
   }, 40_000);
+});
+
+describe('an HTTP upstream that sends nothing on its own (modern, not listened to)', () => {
+  it('is checked while idle: kept ready while it answers, restarting once it refuses connections, with no call needed', async () => {
+    let discovers = 0;
+    const up = await rawUpstream((msg, json) => {
+      if (msg.method === 'server/discover') discovers++;
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    });
+    const there = upstreamAt('there', up, 200);
+    await there.start();
+    // Idle, it is asked server/discover again and again, and answers: ready, never restarted.
+    await waitFor(() => discovers >= 3, 5_000, 'health checks');
+    expect([there.state, there.restarts]).toEqual(['ready', 0]);
+
+    const port = await freePortInRange();
+    const server = await serve(SDK2, port, {});
+    const u = upstreamAt('quiet', port, 200);
+    await u.start();
+    expect(u.era).toBe('2026-07-28');
+    await server.stop();
+    // Without the check it stayed `ready` until a call failed.
+    await waitFor(() => u.state === 'restarting', 5_000, 'found down');
+    expect(String(u.lastError)).toMatch(/cannot be reached \(health check after \d+ s idle\): .*ECONNREFUSED/);
+  }, 30_000);
 });

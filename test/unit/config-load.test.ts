@@ -64,6 +64,7 @@ describe('parseConfig defaults', () => {
       circuitBreaker: { failures: 5, cooldownMs: 5000 },
       era: 'auto',
       probeTimeoutMs: 5000,
+      healthCheckMs: 30000,
       maxFrameBytes: 4 * 1024 * 1024,
       tools: { byName: {} },
     });
