@@ -25,7 +25,7 @@ import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAuthError, authServerMetadata, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAuthError, authServerMetadata, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 
 export { canonicalResource, OAuthError } from './oauth-discovery.js';
@@ -243,16 +243,8 @@ export class OAuthClient implements TokenSource {
    * and a later discovery naming another is refused.
    */
   private pickIssuer(named: string[], prmUrl: string): string {
-    const want = this.config.issuer ?? this.boundIssuer;
-    if (want === undefined) {
-      this.boundIssuer = named[0]!;
-      return named[0]!;
-    }
-    if (named.includes(want)) return want;
     const why = this.config.issuer !== undefined ? 'oauth.issuer' : 'the issuer this client first used';
-    throw new OAuthError(
-      `discovery: the protected resource metadata at ${where(prmUrl)} names ${named.map(where).join(', ')} as authorization server, not ${where(want)} (${why}); the client credentials are not sent elsewhere`,
-    );
+    return (this.boundIssuer = pickIssuer(named, this.config.issuer ?? this.boundIssuer, why, prmUrl));
   }
 
   /** The client-credentials token request (OAuth 2.1 §4.2, RFC 8707 `resource`). */

@@ -56,6 +56,18 @@ export function where(url: string): string {
   }
 }
 
+/**
+ * The authorization server to use of those a resource's metadata names (`named`): `want` (the
+ * configured oauth.issuer, or the one a client first used), which must be among them, the
+ * client's credentials going nowhere else (digest §7); without one, the first named.
+ * `why` says where `want` came from, for the refusal.
+ */
+export function pickIssuer(named: string[], want: string | undefined, why: string, prmUrl: string): string {
+  if (want === undefined) return named[0]!;
+  if (named.includes(want)) return want;
+  throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names ${named.map(where).join(', ')} as authorization server, not ${where(want)} (${why}); the client credentials are not sent elsewhere`);
+}
+
 /** What the server's Protected Resource Metadata says. */
 export interface ProtectedResource {
   /** The `resource` a token is asked for (the PRM's, which covers this server). */

@@ -16,7 +16,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
@@ -45,7 +45,7 @@ export interface LoginResult {
 export async function login(o: LoginOptions): Promise<LoginResult> {
   const challenge = await firstChallenge(o.serverUrl, o.headers ?? {});
   const prm = await protectedResource(o.serverUrl, challenge);
-  const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, prm.prmUrl);
+  const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, 'oauth.issuer', prm.prmUrl);
   const as = await authServerMetadata(issuer);
   const authorizationEndpoint = endpoint(as, 'authorization_endpoint', issuer);
   const tokenEndpoint = endpoint(as, 'token_endpoint', issuer);
@@ -185,13 +185,6 @@ async function firstChallenge(serverUrl: string, headers: Record<string, string>
   }
   await res.body?.cancel().catch(() => undefined);
   return res.status === 401 || res.status === 403 ? parseBearerChallenge(res.headers.get('www-authenticate') ?? undefined) : undefined;
-}
-
-/** The configured issuer, which the server must name; else the first it names. */
-function pickIssuer(named: string[], configured: string | undefined, prmUrl: string): string {
-  if (configured === undefined) return named[0]!;
-  if (named.includes(configured)) return configured;
-  throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names ${named.map(where).join(', ')} as authorization server, not ${where(configured)} (oauth.issuer)`);
 }
 
 function endpoint(as: Record<string, unknown>, name: string, issuer: string): string {
