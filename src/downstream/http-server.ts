@@ -356,7 +356,7 @@ export class HttpServer {
   private async admit(req: EdgeRequest, who: Identity, group: string | undefined, c: Classified, requestBytes: number): Promise<(EdgeRefusal & { answer: object }) | null> {
     // A response, well formed or not, answers the hub's own question: never refused as a request.
     if ((c.kind !== 'request' && c.kind !== 'invalid') || (c.kind === 'invalid' && c.response) || !this.opts.gate) return null;
-    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group });
+    const refused = await this.opts.gate.admit(who, c.kind === 'request' ? c.msg : undefined, { clientAddress: req.socket.remoteAddress, requestBytes, group, traceparent: header(req, 'traceparent') });
     return refused && { ...refused, answer: errorResponse(c.kind === 'request' ? c.msg.id : undefined, new RpcError(INVALID_REQUEST, refused.message)) };
   }
 

@@ -18,6 +18,8 @@ export interface RequestFacts {
   requestBytes?: number;
   /** The configured tool group whose endpoint the request came to (`/mcp/<group>`, `stdio --group`): its row names it, and a step-up challenge its resource. */
   group?: string;
+  /** The HTTP request's traceparent header (see spanOfMeta): a refused row is found under the client's trace too. */
+  traceparent?: string;
 }
 
 /** A request refused before its body was read: not authenticated (401/403), too large (413), not JSON (415). */
@@ -149,7 +151,8 @@ export class EdgeGate {
   private async refused(principal: string, req: Request | undefined, tool: string | undefined, refusal: EdgeRefusal, facts: RequestFacts): Promise<void> {
     const meta = req?.params?._meta as Record<string, unknown> | undefined;
     // The hub's span for it as for any request, so a traced call refused here is found by its trace id.
-    const span = req ? spanOfMeta(meta) : undefined;
+    const tp = facts.traceparent;
+    const span = req ? spanOfMeta(meta, tp === undefined ? undefined : { header: () => tp }) : undefined;
     await this.audit(
       {
         ts: Date.now(),

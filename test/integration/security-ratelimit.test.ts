@@ -29,9 +29,9 @@ describe('rate limits', () => {
     await hub?.stop();
   });
 
-  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`, path = '/mcp', meta?: Record<string, unknown>): Promise<RawReply> {
+  function call(who: keyof typeof KEYS, method = 'tools/list', params: Record<string, unknown> = {}, id = `rl${++n}`, path = '/mcp', meta?: Record<string, unknown>, headers: Record<string, string> = {}): Promise<RawReply> {
     const name = typeof params.name === 'string' ? params.name : undefined;
-    return post(new URL(path, hub.url).href, modernBody(id, method, params, { ...modernMeta(), ...meta }), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}` });
+    return post(new URL(path, hub.url).href, modernBody(id, method, params, { ...modernMeta(), ...meta }), { ...modernHeaders(method, name), authorization: `Bearer ${KEYS[who]}`, ...headers });
   }
 
   function row(requestId: string): Record<string, unknown> {
@@ -74,6 +74,10 @@ describe('rate limits', () => {
     await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: null, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', parent_span_id: '00f067aa0ba902b7' });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
+    // So is one whose trace came in a traceparent header (OpenTelemetry's HTTP instrumentation).
+    const headed = await call('bob', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, 'bob-add-header', '/mcp', undefined, { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' });
+    expect(headed.status).toBe(429);
+    await expect.poll(() => row('bob-add-header')).toMatchObject({ outcome: 'denied', trace_id: '0af7651916cd43dd8448eb211c80319c', parent_span_id: 'b7ad6b7169203331' });
   });
 
   it("a refusal on a tool group's endpoint names the group in its row", async () => {
