@@ -9,6 +9,8 @@ export interface HubConfig {
     port: number;
     allowedOrigins: string[];
     maxBodyBytes: number;
+    /** Most client connections open at once (unset: from the open-file limit, connection-cap.ts). */
+    maxConnections?: number;
     /** Requests one legacy session may have in flight; more are refused at once. */
     maxPendingPerSession: number;
     /** A legacy HTTP session idle this long (no request, stream or call in flight) ends. */

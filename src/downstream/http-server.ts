@@ -23,6 +23,8 @@ import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 import { toOriginForm } from './request-target.js';
 import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
+import { defaultMaxConnections } from '../transport/connection-cap.js';
+import { LogBudget } from '../log-budget.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
@@ -31,6 +33,8 @@ export interface HttpOptions extends OriginPolicy {
   requestTimeoutMs?: number;
   /** A tools/call quiet this long (up to twice) becomes an SSE stream; 0: never (quiet-answers.ts). */
   quietCallStreamMs?: number;
+  /** Most connections open at once; unset: from the open-file limit (connection-cap.ts). */
+  maxConnections?: number;
   /**
    * Other routes on this listener (admin, metrics), tried before /mcp; true when handled. With
    * authentication on, they are reached only with valid credentials, and get the caller.
@@ -165,6 +169,15 @@ export class HttpServer {
       keepAliveMs: this.server.keepAliveTimeout,
       requestTimeoutMs: this.server.headersTimeout,
     });
+    const cap = opts.maxConnections ?? defaultMaxConnections();
+    if (cap !== undefined) {
+      this.edge.listener.maxConnections = cap;
+      const said = new LogBudget(1, 60_000);
+      this.edge.listener.on('drop', () => {
+        const line = said.take();
+        if (line) this.log.warn({ maxConnections: cap, leftOut: line.skipped || undefined }, `a client connection was closed as it arrived: ${cap} are open (listen.maxConnections)`);
+      });
+    }
   }
 
   private serve(req: EdgeRequest, res: EdgeResponse, body?: Buffer): void {

@@ -315,3 +315,32 @@ describe('listen.requestTimeoutMs is kept to within a tenth, whenever the reques
     expect(Math.max(...ms)).toBeLessThan(LIMIT * 1.5);
   }, 30_000);
 });
+
+describe('listen.maxConnections', () => {
+  it('closes a connection past the cap as it arrives (logged once), and takes new ones once others close', async () => {
+    const hub = await startHub({ listen: { maxConnections: 3 }, servers: {} });
+    try {
+      const open = (): Promise<{ socket: ReturnType<typeof connect>; closed: Promise<void> }> =>
+        new Promise((resolve, reject) => {
+          const socket = connect(hub.port, '127.0.0.1', () => resolve({ socket, closed: new Promise((r) => socket.once('close', () => r())) }));
+          socket.once('error', reject);
+        });
+      const held = [await open(), await open(), await open()];
+      // Each held connection is in (its request answered).
+      for (const h of held) {
+        h.socket.write(`GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:${hub.port}\r\n\r\n`);
+        await new Promise((r) => h.socket.once('data', r));
+      }
+      const extra = await open();
+      // Closed by the hub as it arrived, without waiting for a request.
+      await Promise.race([extra.closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the connection past the cap was not closed')), 5_000))]);
+      await expect.poll(() => hub.logs.some((l) => l.includes('a client connection was closed as it arrived: 3 are open (listen.maxConnections)'))).toBe(true);
+      held[0]!.socket.destroy();
+      await held[0]!.closed;
+      await expect.poll(async () => (await fetch(`http://127.0.0.1:${hub.port}/healthz`).catch(() => undefined))?.status, { timeout: 5_000 }).toBe(200);
+      for (const h of held) h.socket.destroy();
+    } finally {
+      expect(await hub.stop()).toBe(0);
+    }
+  });
+});

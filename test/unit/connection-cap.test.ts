@@ -1,0 +1,27 @@
+/** The listener's default connection cap: the open-file limit less a reserve for the hub's own descriptors. */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { defaultMaxConnections, openFileLimit } from '../../src/transport/connection-cap.js';
+
+describe('the default connection cap', () => {
+  it('keeps 256 descriptors of a large limit, a quarter of a small one', () => {
+    expect(defaultMaxConnections(20_000)).toBe(19_744);
+    expect(defaultMaxConnections(1024)).toBe(768);
+    expect(defaultMaxConnections(100)).toBe(75);
+    expect(defaultMaxConnections(1)).toBe(1);
+  });
+
+  it("reads the soft limit from /proc's limits, and none when it is unlimited or not there", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-limits-'));
+    const file = (soft: string) => {
+      const f = join(dir, `${soft}.txt`);
+      writeFileSync(f, `Limit                     Soft Limit           Hard Limit           Units     \nMax processes             63711                63711                processes \nMax open files            ${soft.padEnd(20)} 1048576              files     \n`);
+      return f;
+    };
+    expect(openFileLimit(file('1024'))).toBe(1024);
+    expect(openFileLimit(file('unlimited'))).toBeUndefined();
+    expect(openFileLimit(join(dir, 'none'))).toBeUndefined();
+  });
+});
