@@ -72,6 +72,8 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
     }
     if (!dir.isDirectory()) return `its working directory ${cwd} is not a directory (cwd)`;
   }
+  if (err.code === 'EMFILE' || err.code === 'ENFILE')
+    return `${err.message}: the hub has no file descriptors left for its pipes (too many open files: see listen.maxConnections, and the limit \`ulimit -n\`)`;
   return err.message;
 }
 
@@ -341,6 +343,10 @@ export class StdioChild extends EventEmitter {
       if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd) });
       else this.log.warn({ err: err.message }, 'child process error');
     });
+    // Out of file descriptors (EMFILE, ENFILE), Node sets no pipes up and says why by 'error' on
+    // the next tick (above): reading the missing pipes threw a TypeError ("Cannot read properties
+    // of undefined (reading 'on')") that became the server's error.
+    if (!this.proc.stdin || !this.proc.stdout || !this.proc.stderr) return;
     this.proc.on('exit', (code, signal) => {
       // Let stdout and stderr drain first so a final response written just before exiting is
       // not lost, nor the stderr line that says why it exited; a grandchild holding a pipe open

@@ -1,9 +1,13 @@
 /** Line framing of child stdout, and the child process wrapper against real processes. */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Socket } from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
 import { pino } from 'pino';
 import { silentLogger } from '../../src/log.js';
+import { packageRoot } from '../../src/paths.js';
 import { LineDecoder, StdioChild, stderrReason } from '../../src/transport/stdio-child.js';
 
 function decode(chunks: (string | Buffer)[], max = 1024): { lines: string[]; dropped: number[] } {
@@ -73,6 +77,26 @@ describe('LineDecoder', () => {
 
 describe('StdioChild', () => {
   const script = (src: string): string[] => ['-e', src];
+
+  it('out of file descriptors, reports EMFILE as the reason it could not start (not a TypeError of the missing pipes)', () => {
+    // A process of its own under a low limit (prlimit), its descriptors used up but two.
+    const dist = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src', p)).href);
+    const src = `import { openSync, closeSync } from 'node:fs';
+const { StdioChild } = await import(${dist('transport/stdio-child.js')});
+const { silentLogger } = await import(${dist('log.js')});
+const fds = [];
+try { for (;;) fds.push(openSync('/dev/null', 'r')); } catch {}
+closeSync(fds.pop()); closeSync(fds.pop());
+let exit;
+try {
+  exit = await new StdioChild({ command: process.execPath, args: ['-e', '0'], maxFrameBytes: 1024, log: silentLogger }).exit;
+} catch (err) { exit = { thrown: String(err) }; }
+for (const fd of fds) closeSync(fd);
+process.stdout.write(JSON.stringify(exit));`;
+    const r = spawnSync('prlimit', ['--nofile=64:64', process.execPath, '--input-type=module', '-e', src], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ code: null, signal: null, error: expect.stringMatching(/EMFILE: the hub has no file descriptors left for its pipes \(too many open files: see listen\.maxConnections/) });
+  });
 
   it('emits JSON-RPC lines as messages (a byte order mark before one ignored), skips the rest, and reports the exit', async () => {
     const c = new StdioChild({
