@@ -724,8 +724,10 @@ export class HttpUpstream extends HandshakingUpstream {
     // Not ready: armed again when it is (its reconnect probes it meanwhile).
     if (this.closed || this._state !== 'ready') return;
     const idle = monotonicNow() - this.activeAt;
-    // Calls or a listen stream in flight, the GET stream open, or a call lately: nothing to ask.
-    if (this.pending.size > 0 || this.getStream !== undefined || idle < ms) return this.armHealthCheck(ms, Math.max(1_000, ms - idle));
+    // Calls or a listen stream in flight, or the GET stream open: they would find it down.
+    if (this.pending.size > 0 || this.getStream !== undefined) return this.armHealthCheck(ms);
+    // A call lately: idle `ms` from its end.
+    if (idle < ms) return this.armHealthCheck(ms, ms - idle);
     const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
     this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(
       () => this.armHealthCheck(ms),
