@@ -283,5 +283,30 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     // Without the check it stayed `ready` until a call failed.
     await waitFor(() => u.state === 'restarting', 5_000, 'found down');
     expect(String(u.lastError)).toMatch(/cannot be reached \(health check after \d+ s idle\): .*ECONNREFUSED/);
+
+    // A legacy server without a GET stream (405) is pinged on its session.
+    const pings: unknown[] = [];
+    const legacy = http.createServer((req, res) => {
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const msg = JSON.parse(body) as { id?: unknown; method: string };
+        if (msg.id === undefined) return void res.writeHead(202).end();
+        if (msg.method === 'server/discover') return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' } }));
+        if (msg.method === 'ping') pings.push(req.headers['mcp-session-id']);
+        const result = msg.method === 'initialize' ? { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw-legacy', version: '1' } } : {};
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'raw-session' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+      });
+    });
+    raw.push(legacy);
+    const l = upstreamAt('legacy-quiet', await listenInRange(legacy), 200);
+    await l.start();
+    expect(l.era).toBe('2025-11-25');
+    await waitFor(() => pings.length >= 2, 5_000, 'pings');
+    expect(pings[0]).toBe('raw-session');
+    legacy.closeAllConnections();
+    legacy.close();
+    await waitFor(() => l.state === 'restarting', 5_000, 'legacy found down');
   }, 30_000);
 });
