@@ -19,38 +19,12 @@ import { askedWaitMs } from './lifecycle.js';
 import { monotonicNow } from '../monotonic.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
+import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice } from './http-answers.js';
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
-import { OAuthClient, OAuthHttp, parseBearerChallenge, type BearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
+import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
 import { StoredTokenSource } from './oauth-stored-client.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
-import { redactErrorText } from '../policy/secret-text.js';
-
-/** The most of a server's `error_description` a reason repeats. */
-const MAX_DESCRIPTION_CHARS = 200;
-
-/** Header names that carry a credential (a key or a token) in `headers`. */
-const CREDENTIAL_HEADER = /auth|key|token/i;
-
-/**
- * What an operator should do about a 401 to the hub's own credentials. When the hub sent one
- * (a header such as Authorization or X-Api-Key) and the challenge names an `error`
- * (`invalid_token`…), that credential was refused — a wrong key for a Switchyard hub behind this
- * one, say — and advice to set up OAuth would send the operator the wrong way. Otherwise the
- * server wants a credential. (The `error` alone cannot tell: SDK servers send `invalid_token`
- * for a request without any.)
- */
-function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: string, headers: Record<string, string> | undefined): string | undefined {
-  if (challenge === undefined) return undefined;
-  const sent = Object.keys(headers ?? {}).some((h) => CREDENTIAL_HEADER.test(h));
-  if (challenge.error === undefined || !sent)
-    return `the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${id}.oauth, or a token in its headers`;
-  const said = challenge.description ? `: ${redactErrorText(challenge.description.slice(0, MAX_DESCRIPTION_CHARS))}` : '';
-  return `the server refused the credential the hub sent (${redactErrorText(challenge.error.slice(0, 64))}${said}): check the credential in servers.${id}.headers (or .credentials)`;
-}
-
-/** The error code of a 404 for an unknown session (SDK servers, and Switchyard's own endpoint). */
-const SESSION_NOT_FOUND = -32001;
 
 const GET_RETRY_MAX_MS = 30_000;
 /**
@@ -80,66 +54,6 @@ const RESUME_FAILURES = 3;
  * modern server that refuses some request that way is not reconnected to at each such call.
  */
 const REFUSAL_REPROBE_MS = 30_000;
-
-/** A JSON-RPC error carried in a non-2xx body, if there is one. */
-function bodyError(body: string | undefined): RpcError | undefined {
-  if (!body) return undefined;
-  const c = parseFrame(body);
-  return c.kind === 'response' && 'error' in c.msg ? upstreamError(c.msg.error) : undefined;
-}
-
-/**
- * Whether a non-2xx body is a JSON-RPC response to `p` (its id, not an id-less error): the
- * server dispatched the request and answered it, so a 404 carrying one (a modern-style
- * "method not found") is that answer, not a session that is gone.
- */
-function answers(body: string | undefined, p: Pending): boolean {
-  if (!body) return false;
-  const c = parseFrame(body);
-  if (c.kind !== 'response') return false;
-  const id = c.msg.id;
-  return (typeof id === 'number' || typeof id === 'string') && Number(id) === p.id;
-}
-
-/**
- * Whether a 404's body is the session-gone error (-32001, the code SDK servers give an unknown
- * session) even though it names the request: a Switchyard hub answers an ended session so, with
- * the request's id, which `answers` alone would take for the request's own answer — and an
- * outer hub would then never open a new session with it.
- */
-function sessionNotFound(body: string | undefined): boolean {
-  return bodyError(body)?.code === SESSION_NOT_FOUND;
-}
-
-/**
- * Why an answer carrying no JSON-RPC message is no answer, in words an operator can act on:
- * a redirect (never followed: the hub's credentials would go along to wherever it points) or a
- * 2xx body that is not JSON-RPC (a login page, a proxy, the wrong path). Undefined otherwise.
- */
-function answerProblem(a: HttpAnswer, base: string): string | undefined {
-  const s = a.status;
-  if (s >= 300 && s < 400) {
-    const to = redirectTarget(a.headers.location, base);
-    return `HTTP ${s}: the upstream redirects${to ? ` to ${to}` : ''}; the hub does not follow redirects (its credentials would go along), so point the server's url at the new address`;
-  }
-  if (s >= 200 && s < 300 && a.body !== undefined) {
-    const ct = String(a.headers['content-type'] ?? '').split(';', 1)[0]!.trim();
-    return `HTTP ${s} with ${ct ? `content type ${ct}` : 'no content type'} instead of JSON-RPC: is the server's url its MCP endpoint?`;
-  }
-  return undefined;
-}
-
-/** Where a redirect points, without what may be secret in a URL (credentials, query, fragment). */
-function redirectTarget(location: string | string[] | undefined, base: string): string | undefined {
-  const raw = Array.isArray(location) ? location[0] : location;
-  if (!raw) return undefined;
-  try {
-    const u = new URL(raw, base);
-    return u.protocol === 'http:' || u.protocol === 'https:' ? `${u.origin}${u.pathname}` : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
   const ctl = new AbortController();
