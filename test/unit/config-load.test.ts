@@ -224,7 +224,7 @@ describe('problems name their key path, one line each', () => {
     expect(p).toHaveLength(6);
     expect(p[0]).toMatch(/^mcpservers: unknown key: did you mean "mcpServers"\? \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
     expect(p[1]).toMatch(/^zzz: unknown key \(expected one of: \$schema, /);
-    expect(p[2]).toBe('listen.prot: unknown key: did you mean "port"? (expected one of: host, port, allowedOrigins, maxBodyBytes, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
+    expect(p[2]).toBe('listen.prot: unknown key: did you mean "port"? (expected one of: host, port, allowedOrigins, maxBodyBytes, maxConnections, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
     expect(p.slice(3)).toEqual([
       expect.stringMatching(/^servers\.a\.argz: unknown key: did you mean "args"\? \(/),
       expect.stringMatching(/^servers\.a\.timeoutMS: unknown key: did you mean "timeoutMs"\? \(/),
