@@ -8,7 +8,7 @@ import { drained } from '../upstream/drained.js';
 export interface PoolOptions {
   /** A pooled connection unused this long is closed. */
   idleMs?: number;
-  /** Most pooled connections at once; the least recently used one is closed past it. */
+  /** Most pooled connections at once; past it the least recently used one is closed, if one is idle (held() says which are not). */
   max?: number;
   /** Each principal's own connection as it is made, so its notifications are heard (Catalog.watchConnection). */
   onConnection?: (h: ServerHandle, upstream: Upstream, principal: string) => void;
@@ -138,25 +138,35 @@ export class PrincipalUpstreams {
     await Promise.allSettled(all.map((p) => p.upstream.close()));
   }
 
-  /** A connection holding subscriptions is in use however long since its last call: closing it would end them unseen. */
-  private held(key: string): boolean {
+  /**
+   * A connection holding subscriptions is in use however long since its last call: closing it
+   * would end them unseen. So is one with a call still running: closed, that principal's call
+   * failed ("server was closed"), whether its call outlasted idleMs or other principals' first
+   * calls filled the pool.
+   */
+  private held(key: string, p: Pooled): boolean {
+    if (p.upstream.busy === true) return true;
     if (!this.inUse) return false;
     const [server, principal] = JSON.parse(key) as [string, string];
     return this.inUse(server, principal);
   }
 
   private sweep(): void {
-    const cutoff = Date.now() - this.idleMs;
-    for (const [k, p] of this.pool)
-      if (p.lastUsed < cutoff && !this.held(k)) {
+    const now = Date.now();
+    const cutoff = now - this.idleMs;
+    for (const [k, p] of this.pool) {
+      if (p.lastUsed >= cutoff) continue;
+      if (p.upstream.busy === true) p.lastUsed = now; // idle from when it was last seen busy, not from when its call began
+      else if (!this.held(k, p)) {
         this.pool.delete(k);
         void p.upstream.close();
       }
+    }
   }
 
   private evictOldest(): void {
     let oldest: [string, Pooled] | undefined;
-    for (const e of this.pool) if ((!oldest || e[1].lastUsed < oldest[1].lastUsed) && !this.held(e[0])) oldest = e;
+    for (const e of this.pool) if ((!oldest || e[1].lastUsed < oldest[1].lastUsed) && !this.held(e[0], e[1])) oldest = e;
     if (oldest) {
       this.pool.delete(oldest[0]);
       void oldest[1].upstream.close();

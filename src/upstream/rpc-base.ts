@@ -113,6 +113,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return this.limiter.load;
   }
 
+  get busy(): boolean {
+    for (const p of this.pending.values()) if (!p.internal && !p.listen) return true;
+    return false;
+  }
+
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
     if (!opts?.retry || opts.retry.maxAttempts <= 1) return this.requestOnce(method, params, opts);
     // One limit for every attempt: a retry does not start the caller's total over.

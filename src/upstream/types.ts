@@ -153,6 +153,11 @@ export interface Upstream extends EventEmitter {
   readonly restarts: number;
   /** Requests in flight and waiting for a slot (see maxConcurrent / maxQueue). */
   readonly load: { active: number; queued: number };
+  /**
+   * Whether a call sent on this connection itself is still unanswered (its listen streams and
+   * handshake aside); `load` counts every connection sharing its limiter.
+   */
+  readonly busy?: boolean;
   /** Where its requests take their slots (maxConcurrent / maxQueue); other connections to the server may share it (UpstreamSpec.limiter). */
   readonly limiter: Limiter;
   /** Connect, detect the era and handshake. Resolves when ready; rejects if it could not start. */

@@ -1,12 +1,17 @@
 /**
  * Which principals get a connection of their own to an upstream (PrincipalUpstreams.isolated),
  * and which servers may have such connections at all (splits: their main connection's tools
- * list is then not listed at ready, Catalog.listAtReady).
+ * list is then not listed at ready, Catalog.listAtReady); which are closed (idle, or past the
+ * pool's bound), and that one with a call running never is (a real stdio fixture).
  */
+import { join } from 'node:path';
 import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PrincipalUpstreams } from '../../src/auth/upstream-pool.js';
 import type { ServerHandle } from '../../src/catalog/catalog.js';
+import { createUpstream } from '../../src/upstream/index.js';
+import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
+import { ROOT } from '../helpers/hub-process.js';
 
 const pools: PrincipalUpstreams[] = [];
 afterEach(() => {
@@ -72,4 +77,38 @@ describe('PrincipalUpstreams idle sweep', () => {
     expect(closed).toEqual(['alice']);
     expect(p.size).toBe(1);
   });
+});
+
+describe('PrincipalUpstreams and calls in flight', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it("closes no connection whose call still runs: not for another principal's connection past max, nor as idle (a call longer than idleMs)", async () => {
+    // The pool's clock (Date) moves only when the test says; its sweeper's timer is real.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const fixture = join(ROOT, 'test/fixtures/servers/sdk1-server.mjs');
+    const spec = { id: 's', command: process.execPath, args: [fixture], era: 'auto', timeoutMs: 10_000, probeTimeoutMs: 5_000, maxFrameBytes: 1 << 22 } as UpstreamSpec;
+    // Alice's connection is a real stdio server; bob's an idle stand-in (it never calls).
+    const closed: string[] = [];
+    const idle = { start: async () => undefined, close: async () => void closed.push('bob'), on: () => undefined, busy: false } as unknown as Upstream;
+    let made = 0;
+    const p = new PrincipalUpstreams((s, l) => (made++ === 0 ? createUpstream(s, l) : idle), () => spec, true, pino({ level: 'silent' }), { idleMs: 30, max: 1 });
+    pools.push(p);
+    const h = { id: 's', config: { id: 's', command: process.execPath, processPerPrincipal: true }, upstream: { era: undefined } } as unknown as ServerHandle;
+    const alice = await p.for(h, 'alice');
+    const call = alice.request('tools/call', { name: 'slow', arguments: { ms: 600 } });
+    // Bob's first call takes the pool past max while alice's runs.
+    expect(await p.for(h, 'bob')).toBe(idle);
+    expect(p.existing(h, 'alice')).toBe(alice);
+    // Both are past idleMs: the sweep closes bob's, and keeps alice's while her call runs.
+    vi.setSystemTime(Date.now() + 60_000);
+    const deadline = performance.now() + 5_000;
+    while (closed.length === 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(closed).toEqual(['bob']);
+    expect(p.existing(h, 'alice')).toBe(alice);
+    await expect(call).resolves.toMatchObject({ content: [{ type: 'text', text: 'slept 600' }] });
+    // Idle once its call is over: swept then.
+    vi.setSystemTime(Date.now() + 60_000);
+    while (p.size > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(p.size).toBe(0);
+  }, 20_000);
 });
