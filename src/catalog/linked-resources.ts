@@ -9,12 +9,20 @@ import { isObj } from '../protocol/jsonrpc.js';
 
 /** Links kept, over every principal and server. */
 export const MAX_LINKED = 4096;
+/**
+ * Links kept for one principal: past it, that principal's oldest go. Without it one client
+ * whose tools answer with thousands of links (a search, a directory listing) pushed every other
+ * user's links out, and their reads of those resources were "not found".
+ */
+export const MAX_LINKED_PER_PRINCIPAL = 1024;
 /** Longer URIs are not kept (a key of that size per link would be the table's cost). */
 const MAX_URI_LENGTH = 2048;
 
 export class LinkedResources {
   /** `<principal>\0<uri>` → server id, oldest first. */
   private readonly byKey = new Map<string, string>();
+  /** Each principal's keys, oldest first (the same order as in byKey). */
+  private readonly byPrincipal = new Map<string, Set<string>>();
 
   /** The URIs the content blocks of a tool's result (`result.content`) name, as `server`'s for `principal`. */
   note(server: string, principal: string, result: Record<string, unknown>): void {
@@ -26,9 +34,13 @@ export class LinkedResources {
       if (typeof uri !== 'string' || uri.length === 0 || uri.length > MAX_URI_LENGTH) continue;
       const key = `${principal}\0${uri}`;
       // Named again: the newest.
-      this.byKey.delete(key);
+      this.drop(key);
       this.byKey.set(key, server);
-      if (this.byKey.size > MAX_LINKED) this.byKey.delete(this.byKey.keys().next().value!);
+      let mine = this.byPrincipal.get(principal);
+      if (!mine) this.byPrincipal.set(principal, (mine = new Set()));
+      mine.add(key);
+      if (mine.size > MAX_LINKED_PER_PRINCIPAL) this.drop(mine.values().next().value!);
+      else if (this.byKey.size > MAX_LINKED) this.drop(this.byKey.keys().next().value!);
     }
   }
 
@@ -39,6 +51,15 @@ export class LinkedResources {
 
   /** A server removed or reconfigured: its links are not its successor's. */
   forget(server: string): void {
-    for (const [k, s] of this.byKey) if (s === server) this.byKey.delete(k);
+    for (const [k, s] of this.byKey) if (s === server) this.drop(k);
+  }
+
+  private drop(key: string): void {
+    if (!this.byKey.delete(key)) return;
+    // A principal holds no NUL (an API key's name is [A-Za-z0-9._@|:+-], a token's has no control character).
+    const principal = key.slice(0, key.indexOf('\0'));
+    const mine = this.byPrincipal.get(principal);
+    mine?.delete(key);
+    if (mine?.size === 0) this.byPrincipal.delete(principal);
   }
 }

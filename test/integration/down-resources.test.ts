@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, waitForReady, waitForRows, type Json } from './ledger-helpers.js';
 
@@ -98,14 +99,28 @@ describe('resources of a server that is down', () => {
 });
 
 describe('a resource a tool linked without listing it', () => {
-  it('is read from the server whose tool named it (digest §3.4: links need not be listed); one never named is still not found', async () => {
+  it("is read from the server whose tool named it (digest §3.4: links need not be listed); one never named is still not found; another user's thousands of links do not push it out", async () => {
     await hub.stop();
     const mutable = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
-    hub = await startHub({ servers: { k: { command: process.execPath, args: [mutable], env: { DOC_URI: 'k://doc', TOOLS: JSON.stringify([{ name: 'link', inputSchema: { type: 'object' } }]) } } } });
-    await waitForReady(hub.url, ['k']);
-    const call = await modernCall(hub.url, 'link', 'tools/call', { name: 'k__link', arguments: { uri: 'unlisted://k/1' } });
+    const keys = { alice: 'sy_down-resources-alice-000000000000000000000000', bob: 'sy_down-resources-bob-1111111111111111111111111111' };
+    hub = await startHub({
+      auth: { apiKeys: Object.entries(keys).map(([principal, key]) => ({ principal, sha256: sha256Hex(key) })) },
+      servers: { k: { command: process.execPath, args: [mutable], env: { DOC_URI: 'k://doc', TOOLS: JSON.stringify([{ name: 'link', inputSchema: { type: 'object' } }]) } } },
+    });
+    await waitForReadyWith(hub.url, ['k'], keys.alice);
+    const as = (who: keyof typeof keys) => ({ headers: { authorization: `Bearer ${keys[who]}` } });
+    const link = (who: keyof typeof keys, args: Json) => modernCall(hub.url, `link-${who}`, 'tools/call', { name: 'k__link', arguments: args }, as(who));
+    const readAs = async (who: keyof typeof keys, uri: string) => (await modernCall(hub.url, `read-${who}`, 'resources/read', { uri }, as(who))).body;
+    const call = await link('alice', { uri: 'unlisted://k/1' });
     expect(call.body?.result?.content).toEqual([{ type: 'resource_link', uri: 'unlisted://k/1', name: 'linked' }]);
-    expect((await read('linked', 'unlisted://k/1'))?.result).toMatchObject({ contents: [{ uri: 'unlisted://k/1', text: 'linked unlisted://k/1' }] });
-    expect((await read('never', 'unlisted://k/2'))?.error).toMatchObject({ code: -32602, data: { uri: 'unlisted://k/2' } });
+    expect((await readAs('alice', 'unlisted://k/1'))?.result).toMatchObject({ contents: [{ uri: 'unlisted://k/1', text: 'linked unlisted://k/1' }] });
+    expect((await readAs('alice', 'unlisted://k/2'))?.error).toMatchObject({ code: -32602, data: { uri: 'unlisted://k/2' } });
+    // Links are each user's: bob was not linked alice's.
+    expect((await readAs('bob', 'unlisted://k/1'))?.error).toMatchObject({ code: -32602 });
+    // Bob is linked one; alice's next result links more than the hub keeps for everyone.
+    expect((await link('bob', { uri: 'unlisted://k/bob' })).status).toBe(200);
+    expect(((await link('alice', { uri: 'unlisted://k/many', count: 4200 })).body?.result?.content as Json[]).length).toBe(4200);
+    expect((await readAs('bob', 'unlisted://k/bob'))?.result).toMatchObject({ contents: [{ uri: 'unlisted://k/bob', text: 'linked unlisted://k/bob' }] });
+    expect((await readAs('alice', 'unlisted://k/many-4199'))?.result).toMatchObject({ contents: [{ text: 'linked unlisted://k/many-4199' }] });
   }, 40_000);
 });
