@@ -147,7 +147,7 @@ export class Hub implements HubCore {
     this.knownCapabilities = new KnownCapabilities(ledger.capabilityStore?.());
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
-      subscribedUris: (id) => this.subs.uris(id),
+      subscribedUris: (id, conn) => this.subs.uris(id, conn),
       pins: ledger.pinStore?.(),
       itemPins: ledger.itemPinStores?.(),
       resourceRoutes: this.resourceRoutes,
@@ -665,25 +665,26 @@ export class Hub implements HubCore {
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
     const view = { principal, group };
-    /** Modern servers whose listen filter gained URIs, and those URIs. */
-    const modern = new Map<ServerHandle, string[]>();
+    /** Modern servers whose listen filter gained URIs, and those URIs (`own`: on this principal's own connection). */
+    const modern = new Map<ServerHandle, { own: boolean; list: string[] }>();
     for (const uri of uris) {
       // Not honoured (the acknowledgement leaves it out), as a legacy subscribe of it is refused.
       if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
       const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
       if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;
-      if (h.upstream.state === 'ready' && h.upstream.era === MODERN) {
-        this.subs.add(h.id, uri, subscriber);
-        const list = modern.get(h) ?? [];
-        list.push(uri);
-        modern.set(h, list);
-        continue;
-      }
-      // A legacy subscription lives on the connection this principal's calls use (as Router's).
+      // A subscription lives on the connection this principal's calls use (as Router's): a
+      // modern one in that connection's listen filter.
       const own = h.upstream.state === 'ready' && this.upstreams.isolated(h, principal);
       const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
       const conn = own ? principalConn(principal) : '';
+      if (h.upstream.state === 'ready' && h.upstream.era === MODERN) {
+        this.subs.add(h.id, uri, subscriber, conn);
+        const at = modern.get(h) ?? { own, list: [] };
+        at.list.push(uri);
+        modern.set(h, at);
+        continue;
+      }
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
       const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }) : Promise.resolve(undefined));
       const joined = await this.subs.join(h.id, uri, subscriber, conn, make).catch(() => undefined);
@@ -693,14 +694,15 @@ export class Hub implements HubCore {
     }
     // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):
     // one re-listen per server with all of them, and what it leaves out is not honoured here.
-    for (const [h, list] of modern) {
-      this.catalog.subscriptionsChanged(h.id);
-      const ok = await this.catalog.listens.honours(h.id, list, LISTEN_ACK_WAIT_MS);
+    for (const [h, { own, list }] of modern) {
+      const whose = own ? principal : undefined;
+      this.catalog.subscriptionsChanged(h.id, whose);
+      const ok = await this.catalog.listenHonours(h.id, whose, list, LISTEN_ACK_WAIT_MS);
       const refused = ok === undefined ? [] : list.filter((u) => !ok.includes(u));
-      for (const u of refused) this.subs.remove(h.id, u, subscriber);
+      for (const u of refused) this.subs.remove(h.id, u, subscriber, own ? principalConn(principal) : '');
       if (refused.length) {
         this.log.info({ server: h.id, refused: refused.length }, 'upstream did not honour resource subscriptions in its listen acknowledgement');
-        this.catalog.subscriptionsChanged(h.id);
+        this.catalog.subscriptionsChanged(h.id, whose);
       }
       for (const u of list) if (!refused.includes(u)) honoured.push(u);
     }
@@ -712,7 +714,7 @@ export class Hub implements HubCore {
   sessionClosed(sessionKey: string): void {
     for (const { server, conn, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);
-      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server);
+      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server, conn === '' ? undefined : principalOfConn(conn));
       else if (h) {
         // On the connection it was made on (a principal's own one may have been closed since:
         // its upstream session, and the subscription, went with it).

@@ -97,7 +97,7 @@ export interface CatalogOptions {
    */
   listAtReady?: (h: ServerHandle) => boolean;
   /** Resource URIs of a server some client subscribed to (they go into its listen filter). */
-  subscribedUris?: (serverId: string) => string[];
+  subscribedUris?: (serverId: string, conn: string) => string[];
   /** Pin events and poisoned items, for the log and the ledger. */
   report?: (e: CatalogEvent) => void;
   /** Resource URIs and templates each server last showed, kept across restarts (downResource). */
@@ -185,10 +185,13 @@ export class Catalog extends EventEmitter {
     this.pins = opts.pins ?? new MemoryPinStore();
     this.groups = opts.groups ?? new Groups(undefined);
     this.policy = { pinning: opts.policy?.pinning ?? 'block', poisoning: opts.policy?.poisoning ?? 'warn' };
-    // Keys are server ids, or principalListenKey()s of principals' own connections, which carry
-    // no resource subscriptions (those go over the server's main connection).
+    // Keys are server ids, or principalListenKey()s of principals' own connections, each with the
+    // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).
     this.listens = new ListenManager(log, {
-      subscribedUris: (key) => (serverOfListenKey(key) === key ? (opts.subscribedUris?.(key) ?? []) : []),
+      subscribedUris: (key) => {
+        const serverId = serverOfListenKey(key);
+        return opts.subscribedUris?.(serverId, key === serverId ? '' : principalConn(key.slice(serverId.length + 1))) ?? [];
+      },
       onGap: (key) => this.listenGap(key),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
@@ -381,9 +384,14 @@ export class Catalog extends EventEmitter {
     for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
   }
 
-  /** The resource subscriptions of a server changed: its listen filter follows. */
-  subscriptionsChanged(serverId: string): void {
-    this.listens.refresh(serverId);
+  /** The resource subscriptions made on a connection of a server changed (`principal`: its own one): its listen filter follows. */
+  subscriptionsChanged(serverId: string, principal?: string): void {
+    this.listens.refresh(principal === undefined ? serverId : principalListenKey(serverId, principal));
+  }
+
+  /** Which of `uris` the listen stream of that connection honours (ListenManager.honours). */
+  listenHonours(serverId: string, principal: string | undefined, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
+    return this.listens.honours(principal === undefined ? serverId : principalListenKey(serverId, principal), uris, waitMs);
   }
 
   /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */

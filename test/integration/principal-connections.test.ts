@@ -2,8 +2,9 @@
  * Each principal's own connection to a legacy HTTP upstream (authentication on) is held to what
  * the server's connection is held to: its calls take their slots from the server's
  * maxConcurrent / maxQueue, and a reload that restarts the server, or `servers restart`, lets
- * its calls in flight finish before it is closed. The real built hub, with API keys, over
- * loopback HTTP to the http-faults fixture.
+ * its calls in flight finish before it is closed. A stdio server with processPerPrincipal gives
+ * each principal a process, which holds that principal's resource subscriptions too. The real
+ * built hub, with API keys, over loopback HTTP to the http-faults fixture.
  */
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +13,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
+import { heardSoFar, modernBody, modernHeaders } from '../helpers/wire.js';
 
 const KEYS = {
   alice: 'sy_alice-own-connection-key-000000000000000000000',
@@ -40,11 +42,12 @@ beforeAll(async () => {
       servers: {
         h: { url: fault.url, maxConcurrent: 1, maxQueue: 0 },
         own: { ...nodeServer('test/fixtures/faults/stdio-pipes.mjs', [], { FAULT_LOG: pids }), processPerPrincipal: true },
+        mod: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'mod://doc', TOOLS: JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
       },
     },
     { args: ['--no-watch'] },
   );
-  await waitForReadyWith(hub.url, ['h', 'own'], KEYS.alice);
+  await waitForReadyWith(hub.url, ['h', 'own', 'mod'], KEYS.alice);
 }, 60_000);
 
 afterAll(async () => {
@@ -70,6 +73,24 @@ describe('a stdio server with processPerPrincipal', () => {
     const all = started();
     expect(all).toHaveLength(3);
     expect(new Set(all).size).toBe(3);
+  });
+
+  it("subscribes a principal's resources on its own process: a modern server's update there reaches that principal's listen stream", async () => {
+    const ac = new AbortController();
+    const res = await fetch(hub.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${KEYS.alice}` },
+      body: JSON.stringify(modernBody('l-own', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['mod://doc'] } })),
+      signal: ac.signal,
+    });
+    const heard = heardSoFar(res);
+    await expect.poll(() => heard().includes('acknowledged')).toBe(true);
+    expect(heard()).toContain('mod://doc'); // honoured
+    // The resource changes in alice's process (her call's): it says so on her process's listen stream.
+    const touched = await modernCall(hub.url, `own${++n}`, 'tools/call', { name: 'mod__touch', arguments: { uri: 'mod://doc' } }, { headers: { authorization: `Bearer ${KEYS.alice}` } });
+    expect(text(touched)).toBe('touched');
+    await expect.poll(() => heard().includes('notifications/resources/updated'), { timeout: 3000 }).toBe(true);
+    ac.abort();
   });
 });
 

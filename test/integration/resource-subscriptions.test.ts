@@ -226,19 +226,26 @@ describe('resource subscriptions of principals with upstream connections of thei
   const ALICE = 'sy_alice-subs-key-000000000000000000000000000000000';
   const BOB = 'sy_bob-subs-key-11111111111111111111111111111111111';
   let up: HttpFixture;
+  let perUser: HttpFixture;
   let authed: HubProcess;
   beforeAll(async () => {
     up = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs');
-    // Authentication on: each principal talks to a legacy HTTP server over a session of its own.
+    perUser = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { RESOURCES: '1' });
+    // Authentication on: each principal talks to a legacy HTTP server over a session of its own,
+    // and to a modern one with its own credentials.
     authed = await startHub({
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE) }, { principal: 'bob', sha256: sha256Hex(BOB) }] },
-      servers: { web: { url: up.url } },
+      servers: {
+        web: { url: up.url },
+        pu: { url: perUser.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } } },
+      },
     });
-    await waitForReadyWith(authed.url, ['web'], ALICE);
+    await waitForReadyWith(authed.url, ['web', 'pu'], ALICE);
   }, 60_000);
   afterAll(async () => {
     await authed?.stop();
     await up?.stop();
+    await perUser?.stop();
   });
 
   const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -277,6 +284,41 @@ describe('resource subscriptions of principals with upstream connections of thei
     const carol = await session(ALICE);
     expect(await told(carol)).toBe('told 0');
     await carol.end();
+  });
+
+  it("to a modern server with credentials, a principal subscribes in its own connection's listen stream: watched as that user, told to that user's clients", async () => {
+    const alice = await session(ALICE);
+    const bob = await session(BOB);
+    expect((await alice.call('resources/read', { uri: 'u://alice/doc' })).body?.result).toMatchObject({ contents: [{ text: "alice's doc" }] });
+    // The server watches a user's resources for that user only: under the hub's own (shared)
+    // credentials it would leave them out, and the client would be refused.
+    expect((await alice.call('resources/subscribe', { uri: 'u://alice/doc' })).body).toMatchObject({ result: {} });
+    const ac = new AbortController();
+    const res = await fetch(authed.url, {
+      method: 'POST',
+      headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${BOB}` },
+      body: JSON.stringify(modernBody('l-pu', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['u://bob/doc'] } })),
+      signal: ac.signal,
+    });
+    const bobStream = heardSoFar(res);
+    await expect.poll(() => bobStream().includes('acknowledged')).toBe(true);
+    expect(bobStream()).toContain('u://bob/doc'); // honoured
+    const stats = async () => ((await (await fetch(new URL('/stats', perUser.url))).json()) as { subscribed: Record<string, string[]> }).subscribed;
+    await expect.poll(async () => [(await stats()).alice, (await stats()).bob], { timeout: 3000 }).toEqual([['u://alice/doc'], ['u://bob/doc']]);
+    expect((await stats()).shared ?? []).toEqual([]);
+    // An update said on alice's connection reaches alice's session, not bob's clients.
+    await fetch(new URL('/touch?user=alice', perUser.url), { method: 'POST' });
+    await expect.poll(() => alice.updates(), { timeout: 3000 }).toBe(1);
+    await fetch(new URL('/touch?user=bob', perUser.url), { method: 'POST' });
+    await expect.poll(() => bobStream().split('notifications/resources/updated').length - 1, { timeout: 3000 }).toBe(1);
+    expect([alice.updates(), bob.updates()]).toEqual([1, 0]);
+    expect(bobStream()).not.toContain('u://alice/doc');
+    // Unsubscribed, and bob's stream gone: each connection's filter lets its URI go.
+    expect((await alice.call('resources/unsubscribe', { uri: 'u://alice/doc' })).body).toMatchObject({ result: {} });
+    ac.abort();
+    await expect.poll(async () => [(await stats()).alice, (await stats()).bob], { timeout: 3000 }).toEqual([[], []]);
+    await alice.end();
+    await bob.end();
   });
 
   it("a modern client's listen stream subscribes on its principal's own upstream session too", async () => {
