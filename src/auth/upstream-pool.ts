@@ -93,7 +93,9 @@ export class PrincipalUpstreams {
       // Its calls take their slots from the server's own connection: maxConcurrent and maxQueue
       // bound the server, whoever calls (each connection had its own, so N principals had N times
       // maxConcurrent calls in flight to it).
-      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter }, this.log.child({ principal }));
+      // No health check of its own (healthCheckMs): the server's main connection's tells /healthz
+      // whether it can be reached, and N principals' connections would ask it N times as often.
+      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter, healthCheckMs: 0 }, this.log.child({ principal }));
       this.onConnection?.(h, upstream, principal);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');

@@ -79,6 +79,17 @@ describe('PrincipalUpstreams idle sweep', () => {
   });
 });
 
+describe("PrincipalUpstreams' connections", () => {
+  it("are made without a health check of their own: the server's main connection has one for /healthz", async () => {
+    const specs: UpstreamSpec[] = [];
+    const stub = { start: async () => undefined, close: async () => undefined, on: () => undefined } as unknown as Upstream;
+    const p = new PrincipalUpstreams((s) => (specs.push(s), stub), () => ({ id: 's', url: 'http://127.0.0.1:1/mcp', healthCheckMs: 30_000 }) as UpstreamSpec, false, pino({ level: 'silent' }));
+    pools.push(p);
+    await p.for(handle({ url: 'http://127.0.0.1:1/mcp', credentials: { alice: { headers: {} } } }, '2026-07-28'), 'alice');
+    expect(specs.map((s) => s.healthCheckMs)).toEqual([0]);
+  });
+});
+
 describe('PrincipalUpstreams and calls in flight', () => {
   afterEach(() => void vi.useRealTimers());
 
