@@ -163,7 +163,7 @@ export function consoleToStderr(): void {
 }
 
 /** What `switchyard stdio` writes its frames to. */
-export type ProtocolOut = Pick<NodeJS.WriteStream, 'write' | 'on'>;
+export type ProtocolOut = Pick<NodeJS.WriteStream, 'write' | 'on' | 'writableLength'>;
 
 /**
  * stdout for the protocol alone (`switchyard stdio`): `process.stdout.write` itself is pointed
@@ -175,7 +175,13 @@ export function takeStdout(): ProtocolOut {
   const out = process.stdout;
   const write = out.write.bind(out) as NodeJS.WriteStream['write'];
   out.write = process.stderr.write.bind(process.stderr) as NodeJS.WriteStream['write'];
-  return { write, on: out.on.bind(out) };
+  return {
+    write,
+    on: out.on.bind(out),
+    get writableLength() {
+      return out.writableLength;
+    },
+  };
 }
 
 /** A logger that drops everything, for library use and tests. */

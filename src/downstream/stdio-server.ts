@@ -12,6 +12,7 @@ import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { LOCAL } from '../auth/principals.js';
+import { droppable, MAX_UNREAD_BYTES } from './sse.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -61,6 +62,8 @@ export class StdioServer {
   private stopped = false;
   /** stdin is paused because stdout's buffer is full (the client is not reading): resumed on 'drain'. */
   private throttled = false;
+  /** Progress and log notifications left out since the client fell MAX_UNREAD_BYTES behind (see write); told at 'drain'. */
+  private dropped = 0;
   /** The drain under way (stdin EOF, or a stop signal), which ends in stop(). */
   private draining: Promise<void> | undefined;
   private finish: (() => void) | undefined;
@@ -70,8 +73,8 @@ export class StdioServer {
   constructor(
     private readonly endpoint: Endpoint,
     private readonly input: Readable,
-    /** write() returning false and 'drain' are its back-pressure (a Writable's). */
-    private readonly output: Pick<NodeJS.WritableStream, 'write' | 'on'>,
+    /** write() returning false and 'drain' are its back-pressure (a Writable's); writableLength how far the client is behind. */
+    private readonly output: Pick<NodeJS.WriteStream, 'write' | 'on' | 'writableLength'>,
     private readonly log: Logger,
     private readonly opts: StdioServerOptions,
   ) {
@@ -101,6 +104,10 @@ export class StdioServer {
     });
     // The client read what was waiting: read its input again.
     this.output.on('drain', () => {
+      if (this.dropped > 0) {
+        this.log.warn({ dropped: this.dropped }, `stdout: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
+        this.dropped = 0;
+      }
       if (!this.throttled) return;
       this.throttled = false;
       if (!this.stopped) this.input.resume();
@@ -316,9 +323,13 @@ export class StdioServer {
    * One message on stdout. When stdout's buffer is full (write() says so: the client is not
    * reading), stdin is paused until it drains: no new work is read whose answers would pile up
    * in memory. What is already running still answers into the buffer (bounded by what was read).
+   * Not so what an upstream sends while it runs: a flood of progress or log notifications would
+   * all be held for a client that does not read, so past MAX_UNREAD_BYTES they are left out,
+   * as on an HTTP answer stream (sse.ts). Answers and requests to the client are always written.
    */
   private write(msg: object): void {
     if (this.outClosed) return;
+    if (this.output.writableLength > MAX_UNREAD_BYTES && droppable(msg)) return void this.dropped++;
     let line: string;
     try {
       line = wireText(msg);

@@ -174,6 +174,27 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
     }
   }, 40_000);
 
+  it("is not buffered for without bound when an upstream floods a call's log lines: past 8 MiB they are left out, the answer is not", async () => {
+    const FLOOD = 2_000; // 2,000 log lines of ~8 KiB: 16 MiB, twice the bound
+    const { file, ledger } = configDir('switchyard-stdio-log-flood-', { servers: { f: nodeServer('test/fixtures/quirks/flood.mjs') } });
+    const c = stdioHub(file);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.proc.stdout!.pause();
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'flood', method: 'tools/call', params: { name: 'f__flood', arguments: { n: FLOOD, log: true }, _meta: { ...META, 'io.modelcontextprotocol/logLevel': 'info' } } }));
+      // Answered upstream: every line of the flood has reached the hub before it.
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      c.proc.stdout!.resume();
+      expect((await c.next((m) => m.id === 'flood', 15_000)).result?.content).toEqual([{ type: 'text', text: `sent ${FLOOD}` }]);
+      const lines = c.received.filter((m) => m.method === 'notifications/message').length;
+      expect(lines).toBeGreaterThan(0);
+      expect(lines).toBeLessThan(FLOOD * 0.75);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     for (const signals of [1, 2]) {
       const { c } = twoServerHub('switchyard-stdio-unread-stop-');
