@@ -151,6 +151,23 @@ export function redactErrorsIn(v: unknown): unknown {
   return walk(v, redactErrorText, { left: MAX_STRINGS }, 0);
 }
 
+/**
+ * An upstream's `notifications/message` params as a client may see them: its `data` (often a
+ * string, which redactErrorsIn would pass over as it passes over a resource's base64 `data`)
+ * and `logger` get the rules of error text. A server's debug line can hold the token it was
+ * given or a header it sent; the client sees it as the hub's output, as it sees an error.
+ * The same params object when nothing changed.
+ */
+export function redactLogMessage(params: Record<string, unknown>): Record<string, unknown> {
+  const { data, logger } = params;
+  const d = typeof data === 'string' ? redactErrorText(data) : redactErrorsIn(data);
+  const l = typeof logger === 'string' ? redactErrorText(logger) : logger;
+  if (d === data && l === logger) return params;
+  const out: Record<string, unknown> = { ...params, data: d };
+  if (l !== logger) out.logger = l;
+  return out;
+}
+
 const MAX_DEPTH = 32;
 const MAX_STRINGS = 10_000;
 

@@ -24,6 +24,7 @@ import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
+import { redactLogMessage } from '../policy/secret-text.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import { Canceller, reasonOf, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
@@ -583,7 +584,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const p = this.logTarget(via);
       if (p !== undefined) {
         try {
-          p.opts!.onLog!(params);
+          p.opts!.onLog!(redactLogMessage(params));
         } catch (err) {
           this.log.warn({ err: errMessage(err) }, 'log handler threw');
         }

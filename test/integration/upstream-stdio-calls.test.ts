@@ -326,6 +326,14 @@ describe('notifications/message', () => {
     await other;
     expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'mine' }]);
   });
+
+  it("has credentials in its data redacted before a call's client sees it, as an upstream error's are", async () => {
+    const u = await started(quirkSpec('modern'));
+    const logs: unknown[] = [];
+    const token = 'ghp_' + 'a1B2c3D4e5'.repeat(4).slice(0, 36);
+    await u.request('tools/call', { name: 'log', arguments: { text: `retrying with ${token}` } }, { logLevel: 'info', onLog: (p) => logs.push(p) });
+    expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'retrying with [redacted:github-token]' }]);
+  });
 });
 
 describe('framing faults', () => {
