@@ -376,7 +376,8 @@ export class Endpoint {
     try {
       const family = FAMILY[req.method];
       // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
-      if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities()[family] ?? (await this.core.capabilities())[family])) {
+      // The capabilities of what the client's endpoint shows (/mcp/<group>), as its discover says.
+      if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities(ctx.group)[family] ?? (await this.core.capabilities(ctx.group))[family])) {
         const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
@@ -771,7 +772,7 @@ export class Endpoint {
       return ex.reply(resultResponse(req.id, {}));
     }
     const family = FAMILY[req.method];
-    if (!family || !this.core.currentCapabilities()[family]) {
+    if (!family || !this.core.currentCapabilities(session.group)[family]) {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err));

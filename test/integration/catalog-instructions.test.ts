@@ -59,6 +59,14 @@ describe('upstream instructions: group view and poisoning checks', () => {
     expect((await modernPost(hub.url, 'c', 'server/discover')).body?.result?.capabilities).toMatchObject({ ...own, logging: {}, completions: {} });
   });
 
+  it('a group endpoint answers a family it does not offer with -32601, as /mcp does (completion/complete)', async () => {
+    const complete = { ref: { type: 'ref/prompt', name: 'other__p' }, argument: { name: 'a', value: 'x' } };
+    const modern = await modernPost(group(), 'cc', 'completion/complete', complete);
+    expect(modern.status).toBe(404);
+    expect(modern.body?.error?.code, modern.text).toBe(-32601);
+    expect((await (await legacySession(group())).request(1, 'completion/complete', complete)).body?.error?.code).toBe(-32601);
+  });
+
   it('flagged instructions are left out under block, for /mcp too; clean ones of every server stay', async () => {
     const all = `[good] Good server notes.\n\n[other] ${OTHER}`;
     expect(await initialized(hub.url)).toBe(all);
