@@ -24,7 +24,7 @@ import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
-import { redactLogMessage } from '../policy/secret-text.js';
+import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
 import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import { Canceller, reasonOf, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
@@ -557,7 +557,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       if (typeof params.progress !== 'number') return;
       const info: ProgressInfo = { progress: params.progress };
       if (typeof params.total === 'number') info.total = params.total;
-      if (typeof params.message === 'string') info.message = params.message;
+      // Upstream text the client shows its user, as a log line's: credentials redacted.
+      if (typeof params.message === 'string') info.message = redactErrorText(params.message);
       // Its keys are the server's to the client, as a result's _meta is (digest §8.4).
       if (isObj(params._meta)) info._meta = params._meta;
       try {

@@ -90,6 +90,14 @@ describe.each([
     expect(b.map((p) => p.progress)).toEqual([1, 2]);
   });
 
+  it("has credentials in a progress message redacted before the call's client sees it, as in a log line", async () => {
+    const u = await started(quirkSpec(fixture));
+    const seen: ProgressInfo[] = [];
+    const token = 'ghp_' + 'a1B2c3D4e5'.repeat(4).slice(0, 36);
+    await u.request('tools/call', { name: 'slow', arguments: { steps: 1, interval: 10, message: `cloning with ${token}` } }, { onProgress: (p) => seen.push(p) });
+    expect(seen).toEqual([{ progress: 1, total: 1, message: 'cloning with [redacted:github-token] 1' }]);
+  });
+
   it('times out, cancels upstream with the upstream id, and keeps working', async () => {
     const spec = quirkSpec(fixture);
     const u = await started(spec);
