@@ -6,6 +6,7 @@ import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
 import { lastFlush } from './last-flush.js';
+import { droppable, MAX_UNREAD_BYTES } from '../downstream/sse.js';
 
 interface ConnectArgs {
   url: string;
@@ -44,10 +45,15 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
     /**
      * One message on stdout. When its buffer is full (the client is not reading), stdin is
      * paused until it drains, as `stdio` does: no new request is read whose answer would pile up
-     * in this process's memory. What is already in flight still answers into the buffer.
+     * in this process's memory. What is already in flight still answers into the buffer; the
+     * progress and log notifications it streams meanwhile are left out past MAX_UNREAD_BYTES, as
+     * the hub's own answer streams do (the bridge reads the hub's stream as fast as it comes,
+     * so the hub never sees this client fall behind).
      */
     let throttled = false;
+    let dropped = 0;
     const write = (msg: object) => {
+      if (process.stdout.writableLength > MAX_UNREAD_BYTES && droppable(msg)) return void dropped++;
       if (!process.stdout.write(JSON.stringify(msg) + '\n') && !throttled) {
         throttled = true;
         process.stdin.pause();
@@ -55,6 +61,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
     };
     process.stdout.on('drain', () => {
+      if (dropped > 0) {
+        log.warn({ dropped }, `connect: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
+        dropped = 0;
+      }
       if (!throttled) return;
       throttled = false;
       process.stdin.resume();

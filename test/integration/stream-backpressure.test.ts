@@ -4,9 +4,11 @@
  * stream alike), and what the client can still read is about that much, not everything sent.
  * The real built hub, a raw upstream that floods 8,000-character resource updates, raw sockets.
  */
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { LineClient } from '../helpers/line-client.js';
 import { LEGACY_VERSION, modernBody, modernPost, post, waitForReady } from '../helpers/wire.js';
 
 const URI = 'flood://' + 'x'.repeat(8000 - 'flood://'.length); // as flood.mjs's (the hub subscribes to URIs of up to 8,192 characters)
@@ -106,5 +108,29 @@ describe('a stream whose client stops reading', () => {
     const port = new URL(hub.url).port;
     const s = await stalledStream(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAccept: text/event-stream\r\nMcp-Session-Id: ${sid}\r\nMCP-Protocol-Version: ${LEGACY_VERSION}\r\n\r\n`);
     await expectDropped(s);
+  }, 60_000);
+
+  it("`switchyard connect`, whose client stops reading its stdout, leaves out a call's log lines past 8 MiB, not its answer", async () => {
+    const name = 'connect-log-flood';
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const answered = async () =>
+      ((await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call`))).json()) as { rows: unknown[] }).rows.length > 0;
+    try {
+      await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name, version: '1' } } });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      c.proc.stdout!.pause();
+      // 2,000 log lines of ~8 KiB: 16 MiB, twice the bound (a legacy session with no level set gets every line).
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'f__flood', arguments: { n: 2_000, log: true } } }));
+      const deadline = Date.now() + 20_000;
+      while (!(await answered()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 1_000)); // the bridge has read the rest of the answer stream
+      c.proc.stdout!.resume();
+      expect((await c.next((m) => m.id === 2, 15_000)).result?.content).toEqual([{ type: 'text', text: 'sent 2000' }]);
+      const lines = c.received.filter((m) => m.method === 'notifications/message').length;
+      expect(lines).toBeGreaterThan(0);
+      expect(lines).toBeLessThan(1_500);
+    } finally {
+      c.kill();
+    }
   }, 60_000);
 });
