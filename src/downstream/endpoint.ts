@@ -67,10 +67,14 @@ const LIST_FIELD: Record<string, string> = {
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
 const NAMED: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
 
+/**
+ * Whether a log line goes to a client that chose `min` (undefined: none chosen, all go). A line
+ * of no level the spec knows never goes: it is malformed, passes no level a client chose, and a
+ * client that checks what it gets (the SDKs do) would report it as an error.
+ */
 function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
-  if (!min) return true;
   const i = LOG_LEVELS.indexOf(level as LoggingLevel);
-  return i < 0 || i >= LOG_LEVELS.indexOf(min);
+  return i >= 0 && (!min || i >= LOG_LEVELS.indexOf(min));
 }
 
 /**

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { LEGACY_VERSION, post } from '../helpers/wire.js';
+import { LEGACY_VERSION, modernBody, modernHeaders, modernMeta, post } from '../helpers/wire.js';
 
 const ALICE_KEY = 'sy_alice-logs-key-000000000000000000000000000000';
 const BOB_KEY = 'sy_bob-logs-key-1111111111111111111111111111111111';
@@ -16,9 +16,9 @@ let hub: HubProcess;
 beforeAll(async () => {
   hub = await startHub({
     auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
-    servers: { late: nodeServer('test/fixtures/servers/legacy-late-log.mjs') },
+    servers: { late: nodeServer('test/fixtures/servers/legacy-late-log.mjs'), q: nodeServer('test/fixtures/quirks/modern.mjs') },
   });
-  await waitForReadyWith(hub.url, ['late'], ALICE_KEY);
+  await waitForReadyWith(hub.url, ['late', 'q'], ALICE_KEY);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -49,4 +49,17 @@ describe('session-wide log lines of a legacy upstream', () => {
     expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 600 })).toEqual([]);
     expect(await alice(4, 'late__wait', { ms: 1200 })).toEqual([]);
   }, 30_000);
+});
+
+describe('log lines of no level the spec knows', () => {
+  it('are not relayed, whatever level the client chose (a client that checks them reports an error)', async () => {
+    const headers = { ...modernHeaders('tools/call', 'q__log'), authorization: `Bearer ${ALICE_KEY}` };
+    const said = async (id: string, level: string, chosen: string) =>
+      (await post(hub.url, modernBody(id, 'tools/call', { name: 'q__log', arguments: { level, text: level } }, modernMeta({ 'io.modelcontextprotocol/logLevel': chosen })), headers)).messages
+        .filter((m) => m.method === 'notifications/message')
+        .map((m) => String((m.params as { data?: unknown }).data));
+    expect(await said('l1', 'error', 'debug')).toEqual(['error']);
+    expect(await said('l2', 'verbose', 'debug')).toEqual([]);
+    expect(await said('l3', 'verbose', 'error')).toEqual([]);
+  });
 });
