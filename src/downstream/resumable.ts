@@ -14,7 +14,10 @@ import { droppable, KEEP_ALIVE_MS, MAX_UNREAD_BYTES, SSE_HEADERS } from './sse.j
 
 /** The `retry:` of the priming event: how long a client waits before it reconnects (ms). */
 export const RETRY_MS = 1_000;
-/** Events kept per stream for a replay; the oldest go first (the newest, the answer, always stays). */
+/**
+ * Events kept per stream for a replay; the oldest progress and log notifications go first, then
+ * the oldest of the rest (the newest, the answer, always stays).
+ */
 export const REPLAY_MAX_EVENTS = 256;
 /** Bytes of events kept per stream, as for REPLAY_MAX_EVENTS. */
 export const REPLAY_MAX_BYTES = 1024 * 1024;
@@ -184,10 +187,11 @@ export class SessionStreams {
  */
 export class ResumableStream implements MessageSink {
   private seq = 0;
-  /** The kept events, oldest first: `kept[i]` is event `firstKept + i`. */
+  /** The kept events, oldest first: `kept[i]` is event `seqs[i]`, `light[i]` if it is a progress or log notification. */
   private kept: string[] = [];
   private sizes: number[] = [];
-  private firstKept = 1;
+  private seqs: number[] = [];
+  private light: boolean[] = [];
   private bytes = 0;
   private conn: EdgeResponse | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
@@ -266,7 +270,7 @@ export class ResumableStream implements MessageSink {
   /** An event, kept and written to the connection if there is one. */
   send(msg: object): void {
     const text = `id: ${this.prefix}${++this.seq}\nevent: message\ndata: ${wireText(msg)}\n\n`;
-    if (!this.forgotten) this.keep(text);
+    if (!this.forgotten) this.keep(text, this.seq, droppable(msg));
     const c = this.conn;
     if (c === undefined || c.destroyed || c.writableEnded) return;
     if (c.writableLength > MAX_UNREAD_BYTES) {
@@ -310,7 +314,8 @@ export class ResumableStream implements MessageSink {
     clearInterval(this.keepAlive);
     if (old !== undefined && !old.writableEnded) old.destroy();
     res.writeHead(200, { ...SSE_HEADERS, ...headers });
-    const from = Math.max(after + 1, this.firstKept) - this.firstKept;
+    let from = 0;
+    while (from < this.seqs.length && this.seqs[from]! <= after) from++;
     // One write for the lot: the replay of a long stream is not a thousand syscalls.
     if (from < this.kept.length) res.write(from === 0 ? this.kept.join('') : this.kept.slice(from).join(''));
     else res.flushHeaders();
@@ -338,6 +343,8 @@ export class ResumableStream implements MessageSink {
     budget.finished.delete(this);
     this.kept = [];
     this.sizes = [];
+    this.seqs = [];
+    this.light = [];
     this.bytes = 0;
   }
 
@@ -346,20 +353,29 @@ export class ResumableStream implements MessageSink {
     this.owner.drop(this);
   }
 
-  private keep(text: string): void {
+  /**
+   * A flood of progress or log lines pushes those out, not a question to the client or a
+   * withdrawal before them: a client that reconnects is replayed what it must answer or know.
+   */
+  private keep(text: string, seq: number, light: boolean): void {
     const n = Buffer.byteLength(text);
     const budget = this.owner.budget;
     this.kept.push(text);
     this.sizes.push(n);
+    this.seqs.push(seq);
+    this.light.push(light);
     this.bytes += n;
     budget.bytes += n;
     if (budget.bytes > budget.max) budget.settle();
     while (this.kept.length > 1 && (this.kept.length > REPLAY_MAX_EVENTS || this.bytes > REPLAY_MAX_BYTES || budget.bytes > budget.max)) {
-      this.kept.shift();
-      const m = this.sizes.shift()!;
+      let i = this.light.indexOf(true);
+      if (i < 0 || i === this.kept.length - 1) i = 0;
+      this.kept.splice(i, 1);
+      this.seqs.splice(i, 1);
+      this.light.splice(i, 1);
+      const m = this.sizes.splice(i, 1)[0]!;
       this.bytes -= m;
       budget.bytes -= m;
-      this.firstKept++;
     }
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_UNREAD_BYTES, PostChannel } from '../../src/downstream/sse.js';
-import { ReplayBudget, SessionStreams } from '../../src/downstream/resumable.js';
+import { REPLAY_MAX_EVENTS, ReplayBudget, SessionStreams } from '../../src/downstream/resumable.js';
 import type { EdgeResponse } from '../../src/transport/http1/types.js';
 
 /** A response whose unread bytes the test sets: what the channel writes is kept. */
@@ -74,6 +74,36 @@ describe("a legacy session's resumable answer stream, resumed by a client that d
     const again = response();
     found.stream.resume(again.res, {}, found.after, {});
     expect(sent(again.written.join('').split(/(?<=\n\n)/)).map((m) => m.method ?? m.id)).toEqual(['notifications/progress', 'elicitation/create', 7]);
+  });
+});
+
+describe("a legacy session's resumable answer stream flooded with log lines", () => {
+  it('keeps the question to the client and the answer for a replay, letting the oldest log lines go instead', () => {
+    const streams = new SessionStreams(true, 'sid', new ReplayBudget());
+    const post = response();
+    const s = streams.open(post.res, {}, false);
+    s.send({ jsonrpc: '2.0', id: 'sy-1', method: 'elicitation/create', params: {} });
+    for (let i = 0; i < REPLAY_MAX_EVENTS + 50; i++) s.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `line ${i}` } });
+    s.finish({ jsonrpc: '2.0', id: 7, result: {} });
+    // The client lost the connection before reading any of it, and comes back.
+    const again = response();
+    s.resume(again.res, {}, 0, {});
+    const events = again.written.join('').split(/(?<=\n\n)/).filter((t) => t.includes('data: {'));
+    const sent = events.map((t) => JSON.parse(t.slice(t.indexOf('data: ') + 6)) as { method?: string; id?: unknown; params?: { data?: string } });
+    expect(sent).toHaveLength(REPLAY_MAX_EVENTS);
+    expect(sent[0]).toMatchObject({ method: 'elicitation/create' });
+    expect(sent.at(-1)).toMatchObject({ id: 7 });
+    // The newest log lines (all but the question's and the answer's room), in order.
+    expect(sent[1]!.params?.data).toBe(`line ${REPLAY_MAX_EVENTS + 50 - (REPLAY_MAX_EVENTS - 2)}`);
+    expect(sent.at(-2)!.params?.data).toBe(`line ${REPLAY_MAX_EVENTS + 49}`);
+    // A client that had the question resumes after it, without it.
+    const qid = /^id: (\S+)/.exec(events[0]!)![1]!;
+    const found = streams.find(qid);
+    if ('problem' in found) throw new Error(found.problem);
+    const later = response();
+    s.resume(later.res, {}, found.after, {});
+    expect(later.written.join('')).not.toContain('elicitation/create');
+    expect(later.written.join('')).toContain(`line ${REPLAY_MAX_EVENTS + 49}`);
   });
 });
 
