@@ -195,6 +195,31 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
     }
   }, 40_000);
 
+  it('is not buffered for without bound when an upstream floods resources/updated: past 8 MiB the latest is held and sent once it reads', async () => {
+    const FLOOD = 2_000; // 2,000 updates of an ~8 KiB URI: 16 MiB, twice the bound
+    const uri = 'flood://' + 'x'.repeat(8000 - 'flood://'.length); // as flood.mjs's
+    const { file, ledger } = configDir('switchyard-stdio-update-flood-', { servers: { f: nodeServer('test/fixtures/quirks/flood.mjs') } });
+    const c = stdioHub(file);
+    try {
+      await initialize(c);
+      expect((await c.request({ jsonrpc: '2.0', id: 's', method: 'resources/subscribe', params: { uri } })).result).toEqual({});
+      c.proc.stdout!.pause();
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'flood', method: 'tools/call', params: { name: 'f__flood', arguments: { n: FLOOD } } }));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      c.proc.stdout!.resume();
+      await c.next((m) => m.id === 'flood', 15_000);
+      const isUpdate = (m: Json) => m.method === 'notifications/resources/updated' && m.params?.uri === uri;
+      // The one held back comes once the client has read what was waiting: after the answer.
+      const answer = c.received.findIndex((m) => m.id === 'flood');
+      await c.next((m) => isUpdate(m) && c.received.indexOf(m) > answer, 15_000);
+      const updates = c.received.filter(isUpdate).length;
+      expect(updates).toBeLessThan(FLOOD * 0.75);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     for (const signals of [1, 2]) {
       const { c } = twoServerHub('switchyard-stdio-unread-stop-');
