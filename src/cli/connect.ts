@@ -6,7 +6,7 @@ import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
 import { lastFlush } from './last-flush.js';
-import { droppable, MAX_UNREAD_BYTES } from '../downstream/sse.js';
+import { changeKey, droppable, MAX_UNREAD_BYTES } from '../downstream/sse.js';
 
 interface ConnectArgs {
   url: string;
@@ -48,12 +48,19 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
      * in this process's memory. What is already in flight still answers into the buffer; the
      * progress and log notifications it streams meanwhile are left out past MAX_UNREAD_BYTES, as
      * the hub's own answer streams do (the bridge reads the hub's stream as fast as it comes,
-     * so the hub never sees this client fall behind).
+     * so the hub never sees this client fall behind), and of change notifications only the latest
+     * of each is kept, as `stdio` does.
      */
     let throttled = false;
     let dropped = 0;
+    /** Change notifications held back meanwhile, the latest of each kind (changeKey): written at 'drain'. */
+    const changes = new Map<string, object>();
     const write = (msg: object) => {
-      if (process.stdout.writableLength > MAX_UNREAD_BYTES && droppable(msg)) return void dropped++;
+      if (process.stdout.writableLength > MAX_UNREAD_BYTES) {
+        if (droppable(msg)) return void dropped++;
+        const key = changeKey(msg);
+        if (key !== undefined) return void changes.set(key, msg);
+      }
       if (!process.stdout.write(JSON.stringify(msg) + '\n') && !throttled) {
         throttled = true;
         process.stdin.pause();
@@ -65,6 +72,9 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
         log.warn({ dropped }, `connect: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
         dropped = 0;
       }
+      const held = [...changes.values()];
+      changes.clear();
+      for (const msg of held) write(msg);
       if (!throttled) return;
       throttled = false;
       process.stdin.resume();

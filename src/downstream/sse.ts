@@ -1,6 +1,7 @@
 import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { Serialized, wireText } from '../protocol/serialized.js';
+import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import type { ResumableStream, SessionStreams } from './resumable.js';
 import type { QuietAnswer, QuietAnswers } from './quiet-answers.js';
 
@@ -213,4 +214,17 @@ const DROPPABLE = new Set(['notifications/progress', 'notifications/message']);
 
 export function droppable(msg: object): boolean {
   return !(msg instanceof Serialized) && !('id' in msg) && DROPPABLE.has((msg as { method?: unknown }).method as string);
+}
+
+const CHANGED = new Set(['notifications/resources/updated', 'notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
+
+/**
+ * What a change notification is about (its kind, URI and listen stream), or undefined for any
+ * other message: of several with one key, the latest tells a client all the others did (that
+ * something changed), so a writer to a client far behind may keep that one alone.
+ */
+export function changeKey(msg: object): string | undefined {
+  const m = msg as { id?: unknown; method?: unknown; params?: { uri?: unknown; _meta?: Record<string, unknown> } };
+  if (msg instanceof Serialized || m.id !== undefined || typeof m.method !== 'string' || !CHANGED.has(m.method)) return undefined;
+  return JSON.stringify([m.method, m.params?.uri ?? null, m.params?._meta?.[META_SUBSCRIPTION_ID] ?? null]);
 }

@@ -12,8 +12,7 @@ import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { LOCAL } from '../auth/principals.js';
-import { droppable, MAX_UNREAD_BYTES } from './sse.js';
-import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -65,7 +64,7 @@ export class StdioServer {
   private throttled = false;
   /** Progress and log notifications left out since the client fell MAX_UNREAD_BYTES behind (see write); told at 'drain'. */
   private dropped = 0;
-  /** Change notifications held back meanwhile, the latest of each kind (coalesceKey): sent at 'drain'. */
+  /** Change notifications held back meanwhile, the latest of each kind (changeKey): sent at 'drain'. */
   private readonly changes = new Map<string, object>();
   /** The drain under way (stdin EOF, or a stop signal), which ends in stop(). */
   private draining: Promise<void> | undefined;
@@ -340,7 +339,7 @@ export class StdioServer {
       // Nor a flood of resources/updated (or list_changed): each says only "it changed", so the
       // latest of each is held and sent once the client has read (an HTTP client's stream is cut
       // instead, and it reconnects; a pipe cannot be).
-      const key = coalesceKey(msg);
+      const key = changeKey(msg);
       if (key !== undefined) return void this.changes.set(key, msg);
     }
     let line: string;
@@ -390,12 +389,3 @@ export class StdioServer {
 /** Whether a message's params claim the modern era (Endpoint's classification, without headers on stdio). */
 const isModern = (params: Record<string, unknown> | undefined): boolean => classifyEra(undefined, params, undefined).era === 'modern';
 const modernKey = (id: unknown): string => `modern ${idKey(id)}`;
-
-const CHANGED = new Set(['notifications/resources/updated', 'notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/list_changed']);
-
-/** What a change notification is about (its kind, URI and listen stream), or undefined for any other message. */
-function coalesceKey(msg: object): string | undefined {
-  const m = msg as { id?: unknown; method?: unknown; params?: { uri?: unknown; _meta?: Record<string, unknown> } };
-  if (m.id !== undefined || typeof m.method !== 'string' || !CHANGED.has(m.method)) return undefined;
-  return JSON.stringify([m.method, m.params?.uri ?? null, m.params?._meta?.[META_SUBSCRIPTION_ID] ?? null]);
-}

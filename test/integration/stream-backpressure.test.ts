@@ -133,4 +133,29 @@ describe('a stream whose client stops reading', () => {
       c.kill();
     }
   }, 60_000);
+
+  it('`switchyard connect`, whose client stops reading its stdout, keeps only the latest of a flood of resources/updated past 8 MiB', async () => {
+    const name = 'connect-update-flood';
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const answered = async () =>
+      ((await (await fetch(hub.url.replace('/mcp', `/admin/ledger?client=${name}&method=tools/call`))).json()) as { rows: unknown[] }).rows.length > 0;
+    const isUpdate = (m: Record<string, any>) => m.method === 'notifications/resources/updated' && m.params?.uri === URI;
+    try {
+      await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name, version: '1' } } });
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      expect((await c.request({ jsonrpc: '2.0', id: 2, method: 'resources/subscribe', params: { uri: URI } })).result).toEqual({});
+      c.proc.stdout!.pause();
+      // 2,000 updates of an ~8 KiB URI: 16 MiB, twice the bound.
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'f__flood', arguments: { n: 2_000 } } }));
+      const deadline = Date.now() + 20_000;
+      while (!(await answered()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 1_000)); // the bridge has read the rest of the hub's streams
+      c.proc.stdout!.resume();
+      await c.next((m) => m.id === 3, 15_000);
+      await c.next(isUpdate, 15_000);
+      expect(c.received.filter(isUpdate).length).toBeLessThan(1_500);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
 });
