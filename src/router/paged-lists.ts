@@ -1,4 +1,5 @@
 import type { View } from '../catalog/types.js';
+import { NAME_FIELD, type ListKind } from '../catalog/lists.js';
 
 /** How long a list a client is paging through is kept after its last page was served. */
 export const PAGED_LIST_KEEP_MS = 5 * 60_000;
@@ -11,9 +12,14 @@ export const MAX_KEPT = 256;
  */
 export const MAX_KEPT_PER_PRINCIPAL = 32;
 
-interface Kept {
+/** What is kept of a list a cursor names: the order of its items. */
+export interface KeptList {
+  /** Each item's name (its hub name, URI or template), in the list's order. */
+  names: readonly unknown[];
+}
+
+interface Kept extends KeptList {
   principal: string;
-  items: readonly Record<string, unknown>[];
   until: number;
 }
 
@@ -24,17 +30,24 @@ interface Kept {
  * otherwise make every cursor stale, and nobody could page past the first page) or changed.
  * Bound to the view (principal and group) that was served the first page: a cursor handed to
  * someone else never shows them another principal's private list.
+ *
+ * Only names are kept: a page shows the items as the hub has them now (the router maps the
+ * names), so the items themselves are not needed, and holding them would hold every old
+ * aggregate (5,000 tools of 2 KB kept 32 times: most of a gigabyte) for as long as its cursor lives.
  */
 export class PagedLists {
   private readonly kept = new Map<string, Kept>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  remember(view: View, kind: string, snapshot: string, items: readonly Record<string, unknown>[]): void {
+  /** Keeps (or keeps longer, as the most recently served) the list `snapshot` names; `items` are read only when it is new. */
+  remember(view: View, kind: ListKind, snapshot: string, items: readonly Record<string, unknown>[]): void {
     const k = keyOf(view, kind, snapshot);
     const principal = view.principal ?? '';
+    // The same snapshot is the same list: its names need not be taken again at every first page.
+    const names = this.kept.get(k)?.names ?? items.map((it) => it[NAME_FIELD[kind]]);
     this.kept.delete(k); // re-inserted: Map order is least recently served first
-    this.kept.set(k, { principal, items, until: this.now() + PAGED_LIST_KEEP_MS });
+    this.kept.set(k, { principal, names, until: this.now() + PAGED_LIST_KEEP_MS });
     let oldest: string | undefined;
     let mine = 0;
     for (const [key, e] of this.kept) if (e.principal === principal && mine++ === 0) oldest = key;
@@ -42,7 +55,7 @@ export class PagedLists {
     else if (this.kept.size > MAX_KEPT) this.kept.delete(this.kept.keys().next().value!);
   }
 
-  recall(view: View, kind: string, snapshot: string): readonly Record<string, unknown>[] | undefined {
+  recall(view: View, kind: ListKind, snapshot: string): KeptList | undefined {
     const k = keyOf(view, kind, snapshot);
     const e = this.kept.get(k);
     if (!e) return undefined;
@@ -51,7 +64,7 @@ export class PagedLists {
       return undefined;
     }
     e.until = this.now() + PAGED_LIST_KEEP_MS;
-    return e.items;
+    return e;
   }
 }
 

@@ -25,7 +25,7 @@ import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf,
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
-import { PagedLists } from './paged-lists.js';
+import { PagedLists, type KeptList } from './paged-lists.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 
 export interface RouterOptions {
@@ -150,25 +150,25 @@ export class Router {
       if (grace) await grace;
       const agg = await this.catalog.aggregate(kind, viewOf(ctx));
       let offset = 0;
-      let items: readonly Record<string, unknown>[] = agg.items;
+      // The names of the list the cursor came from, when it is no longer the current one (kept a while).
+      let kept: KeptList | undefined;
       let snapshot: string | undefined;
       if (params.cursor !== undefined) {
         const c = typeof params.cursor === 'string' ? decodeCursor(params.cursor, this.opts.cursorKey) : null;
-        // The list the cursor came from, when it is no longer the current one (kept a while).
-        const from = c && c.snapshot !== agg.snapshot ? this.paged.recall(viewOf(ctx), kind, c.snapshot) : items;
-        if (!c || !from || c.offset > from.length) throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
+        if (c && c.snapshot !== agg.snapshot) kept = this.paged.recall(viewOf(ctx), kind, c.snapshot);
+        if (!c || (c.snapshot !== agg.snapshot && !kept) || c.offset > (kept?.names.length ?? agg.items.length))
+          throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
         offset = c.offset;
-        items = from;
         snapshot = c.snapshot;
       }
       const end = offset + this.opts.pageSize;
       // A kept list gives the order and the membership of the client's pages; what they show is
       // the current list's: an item since removed, hidden (a reload, a quarantine, a group
       // change) or changed is left out or shown as it is now.
-      result = { [kind]: items === agg.items ? this.page(items, offset, end) : asNow(kind, agg.items, items.slice(offset, end)) };
-      if (end < items.length) {
+      result = { [kind]: kept ? asNow(kind, agg.items, kept.names.slice(offset, end)) : this.page(agg.items, offset, end) };
+      if (end < (kept?.names.length ?? agg.items.length)) {
         snapshot ??= agg.snapshot;
-        this.paged.remember(viewOf(ctx), kind, snapshot, items);
+        this.paged.remember(viewOf(ctx), kind, snapshot, agg.items);
         result.nextCursor = encodeCursor({ offset: end, snapshot }, this.opts.cursorKey);
       }
       result.ttlMs = agg.ttlMs;
@@ -522,14 +522,14 @@ function subscriberOf(ctx: CallContext): string {
 /** Each current list's items by their key (name, URI or template), for pages of kept lists. */
 const byKey = new WeakMap<readonly Record<string, unknown>[], Map<unknown, Record<string, unknown>>>();
 
-/** `page` (of a kept list) as the current list `now` has its items: those it no longer has left out. */
-function asNow(kind: ListKind, now: readonly Record<string, unknown>[], page: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+/** `page` (names of a kept list) as the current list `now` has their items: those it no longer has left out. */
+function asNow(kind: ListKind, now: readonly Record<string, unknown>[], page: readonly unknown[]): Record<string, unknown>[] {
   const field = NAME_FIELD[kind];
   let m = byKey.get(now);
   if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[field], it]))));
   const out: Record<string, unknown>[] = [];
-  for (const it of page) {
-    const cur = m.get(it[field]);
+  for (const name of page) {
+    const cur = m.get(name);
     if (cur) out.push(cur);
   }
   return out;

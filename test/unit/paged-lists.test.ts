@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { MAX_KEPT, MAX_KEPT_PER_PRINCIPAL, PAGED_LIST_KEEP_MS, PagedLists } from '../../src/router/paged-lists.js';
 
@@ -8,7 +10,7 @@ describe('PagedLists', () => {
     const p = new PagedLists(() => 0);
     const list = items(3);
     p.remember({ principal: 'alice' }, 'tools', 'snap', list);
-    expect(p.recall({ principal: 'alice' }, 'tools', 'snap')).toBe(list);
+    expect(p.recall({ principal: 'alice' }, 'tools', 'snap')?.names).toEqual(['t0', 't1', 't2']);
     expect(p.recall({ principal: 'bob' }, 'tools', 'snap')).toBeUndefined();
     expect(p.recall({ principal: 'alice', group: 'g' }, 'tools', 'snap')).toBeUndefined();
     expect(p.recall({ principal: 'alice' }, 'prompts', 'snap')).toBeUndefined();
@@ -51,5 +53,25 @@ describe('PagedLists', () => {
     p.remember({ principal: 'bob' }, 'tools', 'bnew', items(1));
     expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`)).toBeDefined();
     expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL + 1}`)).toBeUndefined();
+  });
+
+  it('keeps the names of a list, not its items: an old aggregate is not held for as long as its cursor lives', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const p = new PagedLists(() => 0);
+    let list: Record<string, unknown>[] | undefined = items(3).map((t) => ({ ...t, description: 'd'.repeat(1000) }));
+    const item = new WeakRef(list[1]!);
+    p.remember({}, 'tools', 's', list);
+    list = undefined;
+    // A WeakRef's target lives at least to the end of the turn that made it.
+    await new Promise((r) => setImmediate(r));
+    gc();
+    expect(item.deref()).toBeUndefined();
+    expect(p.recall({}, 'tools', 's')?.names).toEqual(['t0', 't1', 't2']);
+    // Resources and templates are named by their URI and uriTemplate.
+    p.remember({}, 'resources', 'r', [{ uri: 'a://1', name: 'one' }]);
+    p.remember({}, 'resourceTemplates', 't', [{ uriTemplate: 'a://{x}', name: 'any' }]);
+    expect(p.recall({}, 'resources', 'r')?.names).toEqual(['a://1']);
+    expect(p.recall({}, 'resourceTemplates', 't')?.names).toEqual(['a://{x}']);
   });
 });
