@@ -12,10 +12,12 @@ export const MAX_KEPT = 256;
  */
 export const MAX_KEPT_PER_PRINCIPAL = 32;
 
-/** What is kept of a list a cursor names: the order of its items. */
+/** What is kept of a list a cursor names: the order of its items, and the scope its pages carry. */
 export interface KeptList {
   /** Each item's name (its hub name, URI or template), in the list's order. */
   names: readonly unknown[];
+  /** The cacheScope of its first page: every page of one list carries the same (digest §3.2). */
+  scope: 'public' | 'private';
 }
 
 interface Kept extends KeptList {
@@ -40,14 +42,18 @@ export class PagedLists {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** Keeps (or keeps longer, as the most recently served) the list `snapshot` names; `items` are read only when it is new. */
-  remember(view: View, kind: ListKind, snapshot: string, items: readonly Record<string, unknown>[]): void {
+  /**
+   * Keeps (or keeps longer, as the most recently served) the list `snapshot` names; `items` and
+   * `scope` are read only when it is new (a kept list keeps the scope of its first page).
+   */
+  remember(view: View, kind: ListKind, snapshot: string, items: readonly Record<string, unknown>[], scope: 'public' | 'private'): void {
     const k = keyOf(view, kind, snapshot);
     const principal = view.principal ?? '';
     // The same snapshot is the same list: its names need not be taken again at every first page.
-    const names = this.kept.get(k)?.names ?? items.map((it) => it[NAME_FIELD[kind]]);
+    const had = this.kept.get(k);
+    const names = had?.names ?? items.map((it) => it[NAME_FIELD[kind]]);
     this.kept.delete(k); // re-inserted: Map order is least recently served first
-    this.kept.set(k, { principal, names, until: this.now() + PAGED_LIST_KEEP_MS });
+    this.kept.set(k, { principal, names, scope: had?.scope ?? scope, until: this.now() + PAGED_LIST_KEEP_MS });
     let oldest: string | undefined;
     let mine = 0;
     for (const [key, e] of this.kept) if (e.principal === principal && mine++ === 0) oldest = key;

@@ -156,7 +156,11 @@ export class Router {
       if (params.cursor !== undefined) {
         const c = typeof params.cursor === 'string' ? decodeCursor(params.cursor, this.opts.cursorKey) : null;
         if (c && c.snapshot !== agg.snapshot) kept = this.paged.recall(viewOf(ctx), kind, c.snapshot);
-        if (!c || (c.snapshot !== agg.snapshot && !kept) || c.offset > (kept?.names.length ?? agg.items.length))
+        // Every page of one list carries its first page's cacheScope (digest §3.2), and a page
+        // of a list gone private since must not pass for public (a client caches the pages it
+        // walked as one list, with the first page's scope): that list is over, it is listed again.
+        const gonePrivate = kept?.scope === 'public' && agg.scope === 'private';
+        if (!c || (c.snapshot !== agg.snapshot && !kept) || gonePrivate || c.offset > (kept?.names.length ?? agg.items.length))
           throw new RpcError(INVALID_PARAMS, 'invalid or expired cursor; list again from the start');
         offset = c.offset;
         snapshot = c.snapshot;
@@ -168,11 +172,11 @@ export class Router {
       result = { [kind]: kept ? asNow(kind, agg.items, kept.names.slice(offset, end)) : this.page(agg.items, offset, end) };
       if (end < (kept?.names.length ?? agg.items.length)) {
         snapshot ??= agg.snapshot;
-        this.paged.remember(viewOf(ctx), kind, snapshot, agg.items);
+        this.paged.remember(viewOf(ctx), kind, snapshot, agg.items, agg.scope);
         result.nextCursor = encodeCursor({ offset: end, snapshot }, this.opts.cursorKey);
       }
       result.ttlMs = agg.ttlMs;
-      result.cacheScope = agg.scope;
+      result.cacheScope = kept?.scope ?? agg.scope;
     } catch (err) {
       await this.noted(this.ledger.record(begin, Object.assign(outcomeOfError(err), { latencyMs: performance.now() - t0 })), method);
       throw asRpcError(err);

@@ -24,10 +24,10 @@ async function hubIn(dir: string, env: NodeJS.ProcessEnv = {}, server: Json = {}
   return hub;
 }
 
-async function page(url: string, cursor?: string): Promise<{ names: string[]; next?: string; error?: { code: number; message: string } }> {
+async function page(url: string, cursor?: string): Promise<{ names: string[]; next?: string; scope?: unknown; error?: { code: number; message: string } }> {
   const a = await modernCall(url, 'list', 'tools/list', cursor === undefined ? {} : { cursor });
   const r = a.body?.result;
-  return { names: ((r?.tools ?? []) as Json[]).map((t) => String(t.name)), next: r?.nextCursor as string | undefined, error: a.body?.error };
+  return { names: ((r?.tools ?? []) as Json[]).map((t) => String(t.name)), next: r?.nextCursor as string | undefined, scope: r?.cacheScope, error: a.body?.error };
 }
 
 async function everyName(url: string): Promise<string[]> {
@@ -104,5 +104,34 @@ describe('list cursors outlive the hub process', () => {
     }
     expect(rest).not.toContain(`s__${gone}`);
     expect([...p1.names, ...rest].sort()).toEqual((await everyName(hub.url)).sort());
+  }, 40_000);
+
+  it("every page of one list carries its first page's cacheScope; a list gone private since a public first page is listed again (-32602)", async () => {
+    // The upstream's scope alternates answer by answer (ttlMs 0): each page's list is another snapshot.
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { ERA: 'modern', LIST_TTL_MS: '0', SCOPE_FLIP: '1' }) }, pageSize: 2 });
+    hubs.push(hub);
+    await waitForReady(hub.url, ['s']);
+    // Private first pages whose walk ends, and public ones refused when the list went private.
+    let privateWalks = 0;
+    let refused = 0;
+    for (let walk = 0; walk < 20 && !(privateWalks && refused); walk++) {
+      const first = await page(hub.url);
+      let cursor = first.next;
+      while (cursor) {
+        const p = await page(hub.url, cursor);
+        if (p.error) {
+          // Only a public list can end so: a private one's pages are served as private.
+          expect([first.scope, p.error.code]).toEqual(['public', -32602]);
+          refused++;
+          break;
+        }
+        expect(p.scope).toBe(first.scope);
+        cursor = p.next;
+      }
+      if (!cursor && first.scope === 'private') privateWalks++;
+      // A first page alone: the next walk starts at the other scope.
+      if (first.scope === 'public') await page(hub.url);
+    }
+    expect([privateWalks > 0, refused > 0]).toEqual([true, true]);
   }, 40_000);
 });

@@ -9,7 +9,7 @@ describe('PagedLists', () => {
   it("gives a list back only to the view that was served it: another principal's or group's cursor finds nothing", () => {
     const p = new PagedLists(() => 0);
     const list = items(3);
-    p.remember({ principal: 'alice' }, 'tools', 'snap', list);
+    p.remember({ principal: 'alice' }, 'tools', 'snap', list, 'public');
     expect(p.recall({ principal: 'alice' }, 'tools', 'snap')?.names).toEqual(['t0', 't1', 't2']);
     expect(p.recall({ principal: 'bob' }, 'tools', 'snap')).toBeUndefined();
     expect(p.recall({ principal: 'alice', group: 'g' }, 'tools', 'snap')).toBeUndefined();
@@ -19,7 +19,7 @@ describe('PagedLists', () => {
   it('forgets a list not paged for PAGED_LIST_KEEP_MS; each page served keeps it longer', () => {
     let now = 0;
     const p = new PagedLists(() => now);
-    p.remember({}, 'tools', 's', items(2));
+    p.remember({}, 'tools', 's', items(2), 'public');
     now = PAGED_LIST_KEEP_MS - 1;
     expect(p.recall({}, 'tools', 's')).toBeDefined();
     now += PAGED_LIST_KEEP_MS - 1;
@@ -31,7 +31,7 @@ describe('PagedLists', () => {
   it(`keeps at most ${MAX_KEPT} lists, the least recently served going first`, () => {
     const p = new PagedLists(() => 0);
     const who = (i: number) => ({ principal: `p${i % 32}` });
-    for (let i = 0; i <= MAX_KEPT; i++) p.remember(who(i), 'tools', `s${i}`, items(1));
+    for (let i = 0; i <= MAX_KEPT; i++) p.remember(who(i), 'tools', `s${i}`, items(1), 'public');
     expect(p.recall(who(0), 'tools', 's0')).toBeUndefined();
     expect(p.recall(who(1), 'tools', 's1')).toBeDefined();
     expect(p.recall(who(MAX_KEPT), 'tools', `s${MAX_KEPT}`)).toBeDefined();
@@ -39,18 +39,18 @@ describe('PagedLists', () => {
 
   it(`keeps at most ${MAX_KEPT_PER_PRINCIPAL} lists of one principal: its own least recently served go, nobody else's`, () => {
     const p = new PagedLists(() => 0);
-    p.remember({ principal: 'alice' }, 'tools', 'a', items(1));
-    p.remember({}, 'tools', 'anon', items(1));
+    p.remember({ principal: 'alice' }, 'tools', 'a', items(1), 'public');
+    p.remember({}, 'tools', 'anon', items(1), 'public');
     // bob's upstream reorders at every fetch: each first page is a new snapshot.
-    for (let i = 0; i < 10 * MAX_KEPT; i++) p.remember({ principal: 'bob' }, 'tools', `b${i}`, items(1));
+    for (let i = 0; i < 10 * MAX_KEPT; i++) p.remember({ principal: 'bob' }, 'tools', `b${i}`, items(1), 'public');
     expect(p.recall({ principal: 'alice' }, 'tools', 'a')).toBeDefined();
     expect(p.recall({}, 'tools', 'anon')).toBeDefined();
     const bobs = Array.from({ length: 10 * MAX_KEPT }, (_, i) => p.recall({ principal: 'bob' }, 'tools', `b${i}`) !== undefined);
     expect(bobs.filter(Boolean)).toHaveLength(MAX_KEPT_PER_PRINCIPAL);
     expect(bobs.slice(-MAX_KEPT_PER_PRINCIPAL).every(Boolean)).toBe(true);
     // A list served again is the most recent again.
-    p.remember({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`, items(1));
-    p.remember({ principal: 'bob' }, 'tools', 'bnew', items(1));
+    p.remember({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`, items(1), 'public');
+    p.remember({ principal: 'bob' }, 'tools', 'bnew', items(1), 'public');
     expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL}`)).toBeDefined();
     expect(p.recall({ principal: 'bob' }, 'tools', `b${10 * MAX_KEPT - MAX_KEPT_PER_PRINCIPAL + 1}`)).toBeUndefined();
   });
@@ -61,7 +61,7 @@ describe('PagedLists', () => {
     const p = new PagedLists(() => 0);
     let list: Record<string, unknown>[] | undefined = items(3).map((t) => ({ ...t, description: 'd'.repeat(1000) }));
     const item = new WeakRef(list[1]!);
-    p.remember({}, 'tools', 's', list);
+    p.remember({}, 'tools', 's', list, 'public');
     list = undefined;
     // A WeakRef's target lives at least to the end of the turn that made it.
     await new Promise((r) => setImmediate(r));
@@ -69,8 +69,8 @@ describe('PagedLists', () => {
     expect(item.deref()).toBeUndefined();
     expect(p.recall({}, 'tools', 's')?.names).toEqual(['t0', 't1', 't2']);
     // Resources and templates are named by their URI and uriTemplate.
-    p.remember({}, 'resources', 'r', [{ uri: 'a://1', name: 'one' }]);
-    p.remember({}, 'resourceTemplates', 't', [{ uriTemplate: 'a://{x}', name: 'any' }]);
+    p.remember({}, 'resources', 'r', [{ uri: 'a://1', name: 'one' }], 'public');
+    p.remember({}, 'resourceTemplates', 't', [{ uriTemplate: 'a://{x}', name: 'any' }], 'public');
     expect(p.recall({}, 'resources', 'r')?.names).toEqual(['a://1']);
     expect(p.recall({}, 'resourceTemplates', 't')?.names).toEqual(['a://{x}']);
   });
