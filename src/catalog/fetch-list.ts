@@ -7,8 +7,12 @@ import { monotonicNow } from '../monotonic.js';
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
 export const DEFAULT_LEGACY_TTL_MS = 30_000;
-/** Upstream pages per list; a server that never ends its cursor chain is cut off. */
-const PAGE_LIMIT = 1000;
+/**
+ * Upstream pages per list. A server whose cursors never end (a new one on every page) fails its
+ * list, as one past the item or byte limit does: what the hub fetched of it is not its list, and
+ * taken as the whole, its later items were "unknown tool" with no list error to say why.
+ */
+export const LIST_PAGE_LIMIT = 1000;
 /**
  * Items of one upstream list, and their size as JSON (characters). A real server lists tens to a
  * few thousand; one that pages on without end (each page up to maxFrameBytes) would have the
@@ -33,7 +37,9 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   const modern = upstream.era === MODERN;
   let bytes = 0;
   const given = new Set<string>();
-  for (let page = 0; page < PAGE_LIMIT; page++) {
+  for (let page = 0; ; page++) {
+    if (page === LIST_PAGE_LIMIT)
+      throw new Error(`${LIST_METHOD[kind]} did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages, as many as the hub takes`);
     const res = await upstream.request(LIST_METHOD[kind], cursor === undefined ? {} : { cursor });
     const arr = res[kind];
     // A page that is no list fails the walk, as a transport error would (the stale list is
@@ -54,7 +60,7 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
       if (res.cacheScope !== 'public') scope = 'private';
     }
     // "" is a cursor like any other (digest §3.2), but a cursor this walk was given before would
-    // only bring the same pages again, up to PAGE_LIMIT round trips at every list.
+    // only bring the same pages again, up to LIST_PAGE_LIMIT round trips at every list.
     if (typeof res.nextCursor !== 'string' || given.has(res.nextCursor)) break;
     cursor = res.nextCursor;
     given.add(cursor);

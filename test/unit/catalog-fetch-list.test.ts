@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { MODERN } from '../../src/protocol/era.js';
-import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT } from '../../src/catalog/fetch-list.js';
+import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT, LIST_PAGE_LIMIT } from '../../src/catalog/fetch-list.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
 function pagedUpstream(pages: { ttlMs?: number; takesMs: number; scope?: string }[], clock: { t: number }): Upstream {
@@ -115,6 +115,13 @@ describe('fetchList bounds', () => {
     const asked = { pages: 0 };
     await expect(fetchList(endless(100, 10, asked), 'tools', undefined)).rejects.toThrow(`tools/list is larger than the hub takes (more than ${LIST_ITEM_LIMIT} items`);
     expect(asked.pages).toBe(LIST_ITEM_LIMIT / 100 + 1);
+  });
+
+  it('fails a list whose cursors never end, saying so, having asked for no page past the page limit', async () => {
+    const asked = { pages: 0 };
+    // Empty pages, each with a new cursor: neither the item nor the byte limit is ever reached.
+    await expect(fetchList(endless(0, 0, asked), 'tools', undefined)).rejects.toThrow(`tools/list did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages`);
+    expect(asked.pages).toBe(LIST_PAGE_LIMIT);
   });
 
   it('fails a list larger than the byte limit, however few its items', async () => {
