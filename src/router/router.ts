@@ -26,6 +26,7 @@ import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
 import { PagedLists, type KeptList } from './paged-lists.js';
+import { pageEnd } from './page-end.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 
 export interface RouterOptions {
@@ -165,11 +166,11 @@ export class Router {
         offset = c.offset;
         snapshot = c.snapshot;
       }
-      const end = offset + this.opts.pageSize;
       // A kept list gives the order and the membership of the client's pages; what they show is
       // the current list's: an item since removed, hidden (a reload, a quarantine, a group
       // change) or changed is left out or shown as it is now.
-      result = { [kind]: kept ? asNow(kind, agg.items, kept.names.slice(offset, end)) : this.page(agg.items, offset, end) };
+      const { end, items } = kept ? this.keptPage(kind, agg.items, kept.names, offset) : this.page(agg.items, offset);
+      result = { [kind]: items };
       if (end < (kept?.names.length ?? agg.items.length)) {
         snapshot ??= agg.snapshot;
         this.paged.remember(viewOf(ctx), kind, snapshot, agg.items, agg.scope);
@@ -186,15 +187,31 @@ export class Router {
   }
 
   /** Pages of one aggregate keep their identity, so the edge serialises each page once. */
-  private pages = new WeakMap<readonly unknown[], Map<number, readonly unknown[]>>();
+  private pages = new WeakMap<readonly unknown[], Map<number, Page>>();
 
-  private page(items: readonly Record<string, unknown>[], offset: number, end: number): readonly unknown[] {
-    if (offset === 0 && end >= items.length) return items;
+  /** The page of the current list at `offset`: at most pageSize items, and PAGE_BYTE_LIMIT bytes of them. */
+  private page(items: readonly Record<string, unknown>[], offset: number): Page {
     let byOffset = this.pages.get(items);
     if (!byOffset) this.pages.set(items, (byOffset = new Map()));
     let p = byOffset.get(offset);
-    if (!p) byOffset.set(offset, (p = items.slice(offset, end)));
+    if (!p) {
+      const end = pageEnd(items.length, offset, this.opts.pageSize, (i) => items[i]);
+      p = { end, items: offset === 0 && end === items.length ? items : items.slice(offset, end) };
+      byOffset.set(offset, p);
+    }
     return p;
+  }
+
+  /** The page of a kept list at `offset`, its names shown as the current list `now` has them. */
+  private keptPage(kind: ListKind, now: readonly Record<string, unknown>[], names: readonly unknown[], offset: number): Page {
+    const m = byKeyOf(kind, now);
+    const end = pageEnd(names.length, offset, this.opts.pageSize, (i) => m.get(names[i]));
+    const items: Record<string, unknown>[] = [];
+    for (let i = offset; i < end; i++) {
+      const cur = m.get(names[i]);
+      if (cur) items.push(cur);
+    }
+    return { end, items };
   }
 
   /** Forward a request to the upstream that owns a prompt name, with the name mapped back. */
@@ -526,17 +543,16 @@ function subscriberOf(ctx: CallContext): string {
 /** Each current list's items by their key (name, URI or template), for pages of kept lists. */
 const byKey = new WeakMap<readonly Record<string, unknown>[], Map<unknown, Record<string, unknown>>>();
 
-/** `page` (names of a kept list) as the current list `now` has their items: those it no longer has left out. */
-function asNow(kind: ListKind, now: readonly Record<string, unknown>[], page: readonly unknown[]): Record<string, unknown>[] {
-  const field = NAME_FIELD[kind];
+function byKeyOf(kind: ListKind, now: readonly Record<string, unknown>[]): Map<unknown, Record<string, unknown>> {
   let m = byKey.get(now);
-  if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[field], it]))));
-  const out: Record<string, unknown>[] = [];
-  for (const name of page) {
-    const cur = m.get(name);
-    if (cur) out.push(cur);
-  }
-  return out;
+  if (!m) byKey.set(now, (m = new Map(now.map((it) => [it[NAME_FIELD[kind]], it]))));
+  return m;
+}
+
+/** One page of a list: its items, and where the next page starts. */
+interface Page {
+  end: number;
+  items: readonly Record<string, unknown>[];
 }
 
 /** The URIs a resources/read answer's contents name. */

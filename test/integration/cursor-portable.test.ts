@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, waitForReady, type Json } from './ledger-helpers.js';
+import { PAGE_BYTE_LIMIT } from '../../src/router/page-end.js';
 
 const hubs: HubProcess[] = [];
 afterEach(async () => {
@@ -133,5 +134,25 @@ describe('list cursors outlive the hub process', () => {
       if (first.scope === 'public') await page(hub.url);
     }
     expect([privateWalks > 0, refused > 0]).toEqual([true, true]);
+  }, 40_000);
+
+  it('a page holds at most PAGE_BYTE_LIMIT bytes of items, however many pageSize allows: 4.4 MB of tools come in two pages, each tool once', async () => {
+    // 110 tools of 40 KB: in one page of the default 1000; a larger list so (12 MB) is a message the SDKs' stdio clients drop (10 MiB is their limit).
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/paging-server.mjs', [], { N: '110', PAGE: '50', PAD: '40000', PAD_META: '1', LIST_TTL_MS: '60000' }) } });
+    hubs.push(hub);
+    await waitForReady(hub.url, ['s']);
+    const names: string[] = [];
+    const sizes: number[] = [];
+    let cursor: string | undefined;
+    do {
+      const a = await modernCall(hub.url, 'big', 'tools/list', cursor === undefined ? {} : { cursor });
+      const r = a.body!.result!;
+      sizes.push(JSON.stringify(r.tools).length);
+      names.push(...(r.tools as Json[]).map((t) => String(t.name)));
+      cursor = r.nextCursor as string | undefined;
+    } while (cursor);
+    expect(sizes.length).toBe(2);
+    for (const n of sizes) expect(n).toBeLessThanOrEqual(PAGE_BYTE_LIMIT);
+    expect(names).toEqual(Array.from({ length: 110 }, (_, i) => `s__i${i}`));
   }, 40_000);
 });

@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { MAX_KEPT, MAX_KEPT_PER_PRINCIPAL, PAGED_LIST_KEEP_MS, PagedLists } from '../../src/router/paged-lists.js';
+import { pageEnd, PAGE_BYTE_LIMIT } from '../../src/router/page-end.js';
 
 const items = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `t${i}` }));
 
@@ -73,5 +74,32 @@ describe('PagedLists', () => {
     p.remember({}, 'resourceTemplates', 't', [{ uriTemplate: 'a://{x}', name: 'any' }], 'public');
     expect(p.recall({}, 'resources', 'r')?.names).toEqual(['a://1']);
     expect(p.recall({}, 'resourceTemplates', 't')?.names).toEqual(['a://{x}']);
+  });
+});
+
+describe('pageEnd', () => {
+  /** Items whose JSON is `bytes` long each (as UTF-8). */
+  const sized = (n: number, bytes: number) => Array.from({ length: n }, (_, i) => ({ name: `t${i}`, d: 'x'.repeat(bytes - JSON.stringify({ name: `t${i}`, d: '' }).length) }));
+
+  it('ends a page at pageSize items, or before the item that would take it past the byte limit', () => {
+    const small = sized(10, 100);
+    expect(pageEnd(small.length, 0, 4, (i) => small[i])).toBe(4);
+    expect(pageEnd(small.length, 8, 4, (i) => small[i])).toBe(10);
+    // 12 items of 1 MiB: four fit in 4 MiB (with their commas, a fifth does not).
+    const big = sized(12, 1024 * 1024 - 1);
+    expect(pageEnd(big.length, 0, 1000, (i) => big[i])).toBe(PAGE_BYTE_LIMIT / (1024 * 1024));
+    expect(pageEnd(big.length, 10, 1000, (i) => big[i])).toBe(12);
+    // Non-ASCII counts as the bytes it is sent as.
+    const wide = [{ name: 'é'.repeat(600) }, { name: 'é'.repeat(600) }];
+    expect(pageEnd(2, 0, 10, (i) => wide[i], 2000)).toBe(1);
+  });
+
+  it('never ends a page before its first item: one larger than the limit is a page of its own', () => {
+    const huge = sized(3, 5 * 1024 * 1024);
+    expect(pageEnd(3, 0, 1000, (i) => huge[i])).toBe(1);
+    expect(pageEnd(3, 1, 1000, (i) => huge[i])).toBe(2);
+    // Places whose item is gone take no room, and do not count as the first item.
+    const some = [undefined, undefined, huge[0], huge[1]];
+    expect(pageEnd(4, 0, 1000, (i) => some[i])).toBe(3);
   });
 });
