@@ -699,7 +699,9 @@ export class Catalog extends EventEmitter {
     const key = `${h.id}\0${kind}`;
     try {
       const part = await this.partOf(kind, h, conn);
-      if (this.listFailed.size !== 0) this.listFailed.delete(key);
+      // It failed with no list to serve instead: clients that listed meanwhile were shown none
+      // of its items, and nothing else tells them (no entry changed; a legacy client has no TTL).
+      if (this.listFailed.size !== 0 && this.listFailed.delete(key)) this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, undefined, h.id);
       return part;
     } catch (err) {
       // Upstream errors come redacted (upstream/upstream-error.ts); the hub's own say no secrets.

@@ -181,6 +181,26 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect(c.cache.stats.staleServed).toBe(1);
   });
 
+  it('a list that failed with nothing to serve instead, when it succeeds again, is told to clients: those that listed meanwhile lack its items', async () => {
+    const ok = await fixture('ok', { LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' });
+    const f = await fixture('f', { LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' });
+    await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
+    const c = catalogOf([
+      { id: 'ok', config: serverConfig('ok'), upstream: ok.upstream },
+      { id: 'f', config: serverConfig('f'), upstream: f.upstream },
+    ]);
+    const changed: unknown[][] = [];
+    c.on('changed', (...args: unknown[]) => void changed.push(args));
+    expect(names((await c.aggregate('tools')).items).some((n) => n.startsWith('f__'))).toBe(false);
+    expect(changed).toEqual([]);
+    await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: false } });
+    expect(names((await c.aggregate('tools')).items)).toContain('f__echo');
+    expect(changed).toEqual([['tools', undefined, 'f']]);
+    // Once: the next list is no news.
+    await c.aggregate('tools');
+    expect(changed).toHaveLength(1);
+  });
+
   it('private entries are partitioned by the upstream authorization context; public ones are shared', async () => {
     const shared = await fixture('p', { CACHE_SCOPE: 'public', LIST_TTL_MS: '60000' });
     const alice = await fixture('p-alice', { CACHE_SCOPE: 'private', LIST_TTL_MS: '60000', TOOLS: JSON.stringify([{ name: 'alice_only', inputSchema: { type: 'object' } }]) });
