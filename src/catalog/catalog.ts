@@ -74,6 +74,8 @@ interface Built extends GroupView {
    */
   shadowed?: { item: Record<string, unknown>; routed: Routed }[];
   parts: Part[];
+  /** Ready servers whose list failed with none to serve instead: left out, and asked again at the next list. */
+  failed: readonly string[];
   views: Map<string, GroupView>;
   /** Catalog.toolsEpoch when the lists it was built from were asked for (see readyTool). */
   epoch: number;
@@ -660,8 +662,10 @@ export class Catalog extends EventEmitter {
       if (p.e.scope === 'private' || p.conn.credential !== '') scope = 'private';
     }
     // Nothing but a notification revalidates a part kept until list_changed: a client that does
-    // not listen must ask again, however long the other parts stay fresh.
-    if (untilNotified || !Number.isFinite(ttlMs)) ttlMs = 0;
+    // not listen must ask again, however long the other parts stay fresh. Nor may a list that
+    // lacks a server whose list failed be kept: the next list may have its items.
+    const lacking = b.failed.some((id) => this.groups.showsServer(group, id));
+    if (untilNotified || lacking || !Number.isFinite(ttlMs)) ttlMs = 0;
     return { ttlMs, scope };
   }
 
@@ -771,9 +775,13 @@ export class Catalog extends EventEmitter {
       handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),
     );
     const parts: Part[] = [];
+    const failed: string[] = [];
     settled.forEach((s, i) => {
       if (s.status === 'fulfilled') parts.push(s.value);
-      else this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+      else {
+        failed.push(handles[i].id);
+        this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
+      }
     });
     let key = '';
     let creds = '';
@@ -790,11 +798,12 @@ export class Catalog extends EventEmitter {
     const prev = this.built.get(memoKey);
     if (prev && prev.key === key) {
       prev.parts = parts; // same versions; fresher entries for the TTL hints
+      prev.failed = failed;
       prev.epoch = epoch; // and checked again since any change
       if (kind === 'tools') this.latestTools = prev;
       return prev;
     }
-    const built = this.assemble(kind, parts, key, epoch);
+    const built = this.assemble(kind, parts, failed, key, epoch);
     if (kind === 'tools') this.latestTools = built;
     this.built.delete(memoKey);
     this.built.set(memoKey, built);
@@ -802,7 +811,7 @@ export class Catalog extends EventEmitter {
     return built;
   }
 
-  private assemble(kind: ListKind, parts: Part[], key: string, epoch: number): Built {
+  private assemble(kind: ListKind, parts: Part[], failed: readonly string[], key: string, epoch: number): Built {
     const scopes = parts.map((p) => `${p.h.id}${p.e.scope === 'private' || p.conn.credential !== '' ? ':private' : ''}`).join('|');
     const byHubName = new Map<string, Routed>();
     const items: Record<string, unknown>[] = [];
@@ -856,7 +865,7 @@ export class Catalog extends EventEmitter {
         }
       }
     }
-    return { key, scopes, items, byHubName, all, templates, hidden, shadowed, parts, views: new Map(), epoch };
+    return { key, scopes, items, byHubName, all, templates, hidden, shadowed, parts, failed, views: new Map(), epoch };
   }
 
   /** What one group shows of an aggregate (memoised with it). */

@@ -125,6 +125,25 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect((await grouped.aggregate('tools')).ttlMs).toBe(0);
   });
 
+  it('a list that lacks a server whose list failed has ttlMs 0 (the next list may have its items); a group without that server keeps its own', async () => {
+    const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
+    const f = await fixture('f', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
+    await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
+    const c = catalogOf(
+      [
+        { id: 'm', config: serverConfig('m'), upstream: m.upstream },
+        { id: 'f', config: serverConfig('f'), upstream: f.upstream },
+      ],
+      { groups: new Groups({ mo: { servers: ['m'] } }) },
+    );
+    expect((await c.aggregate('tools')).ttlMs).toBe(0);
+    // Built again from the same parts (the memo): still lacking f.
+    expect((await c.aggregate('tools')).ttlMs).toBe(0);
+    expect((await c.aggregate('tools', { group: 'mo' })).ttlMs).toBeGreaterThan(3_000_000);
+    await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: false } });
+    expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
+  });
+
   it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
     const f = await fixture('f', { LIST_TTL_MS: '0', SCOPE_FLIP: '1' });
     const c = catalogOf([{ id: 'f', config: serverConfig('f'), upstream: f.upstream }]);
