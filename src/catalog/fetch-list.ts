@@ -48,6 +48,10 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     if (res.resultType !== undefined && res.resultType !== 'complete')
       throw new Error(`${LIST_METHOD[kind]} answered with resultType ${JSON.stringify(res.resultType)}, which a list cannot have`);
     if (!Array.isArray(arr)) throw new Error(`${LIST_METHOD[kind]} answered without its ${kind} array (page ${page + 1})`);
+    // A cursor is a string (both eras' schemas; null is taken as none): read as the end, any
+    // other value would hide the rest of the list with no error to say so.
+    if (res.nextCursor !== undefined && res.nextCursor !== null && typeof res.nextCursor !== 'string')
+      throw new Error(`${LIST_METHOD[kind]} answered with a nextCursor that is no string (page ${page + 1}): ${JSON.stringify(res.nextCursor).slice(0, 40)}`);
     for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
     bytes += JSON.stringify(arr).length;
     // The whole list fails: a part of one is not the server's list (a cached one is served stale).

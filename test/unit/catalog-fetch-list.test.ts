@@ -149,6 +149,19 @@ describe('fetchList refuses a page that is no list', () => {
     await expect(fetchList(answering(page), 'tools', undefined)).rejects.toThrow(why);
   });
 
+  it('fails a list whose nextCursor is no string (the rest of it would be lost unsaid); a null one is the end', async () => {
+    const paged = (nextCursor: unknown): Upstream =>
+      ({
+        era: '2025-11-25',
+        capabilities: { tools: {} },
+        request: async (_m: string, params: { cursor?: unknown }) => ({ tools: [{ name: `t${String(params.cursor ?? 0)}` }], ...(params.cursor === undefined ? { nextCursor } : {}) }),
+      }) as unknown as Upstream;
+    await expect(fetchList(paged(2), 'tools', undefined)).rejects.toThrow('tools/list answered with a nextCursor that is no string (page 1): 2');
+    await expect(fetchList(paged({ page: 2 }), 'tools', undefined)).rejects.toThrow(/nextCursor that is no string/);
+    expect((await fetchList(paged(null), 'tools', undefined)).items.map((t) => t.name)).toEqual(['t0']);
+    expect((await fetchList(paged('2'), 'tools', undefined)).items.map((t) => t.name)).toEqual(['t0', 't2']);
+  });
+
   it('takes a legacy page (no resultType) and an empty list as they are', async () => {
     expect((await fetchList(answering({ tools: [{ name: 'a' }] }, '2025-11-25'), 'tools', undefined)).items).toEqual([{ name: 'a' }]);
     expect((await fetchList(answering({ resultType: 'complete', tools: [] }), 'tools', undefined)).items).toEqual([]);
