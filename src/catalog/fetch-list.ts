@@ -2,7 +2,7 @@ import type { Upstream } from '../upstream/types.js';
 import { MODERN } from '../protocol/era.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import type { ListEntry } from './list-cache.js';
-import { LIST_METHOD, declaresListChanged, type ListKind } from './lists.js';
+import { LIST_METHOD, NAME_FIELD, declaresListChanged, type ListKind } from './lists.js';
 import { monotonicNow } from '../monotonic.js';
 
 /** Legacy upstreams without listChanged get this freshness unless `cacheTtlMs` says otherwise. */
@@ -13,6 +13,13 @@ export const DEFAULT_LEGACY_TTL_MS = 30_000;
  * taken as the whole, its later items were "unknown tool" with no list error to say why.
  */
 export const LIST_PAGE_LIMIT = 1000;
+/**
+ * Pages in a row that bring no item the walk had not had (empty, or items it was given already)
+ * while their cursor goes on: a server going round under new cursors each time, or paging on
+ * with nothing, fails its list here rather than at LIST_PAGE_LIMIT, a thousand round trips that
+ * every client's list waits for (the aggregate waits for each part).
+ */
+export const LIST_STALL_PAGES = 10;
 /**
  * Items of one upstream list, and their size as JSON (characters). A real server lists tens to a
  * few thousand; one that pages on without end (each page up to maxFrameBytes) would have the
@@ -37,6 +44,8 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
   const modern = upstream.era === MODERN;
   let bytes = 0;
   const given = new Set<string>();
+  const names = new Set<unknown>();
+  let stalled = 0;
   for (let page = 0; ; page++) {
     if (page === LIST_PAGE_LIMIT)
       throw new Error(`${LIST_METHOD[kind]} did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages, as many as the hub takes`);
@@ -52,7 +61,17 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     // other value would hide the rest of the list with no error to say so.
     if (res.nextCursor !== undefined && res.nextCursor !== null && typeof res.nextCursor !== 'string')
       throw new Error(`${LIST_METHOD[kind]} answered with a nextCursor that is no string (page ${page + 1}): ${JSON.stringify(res.nextCursor).slice(0, 40)}`);
-    for (const it of arr) if (it && typeof it === 'object' && !Array.isArray(it)) items.push(it as Record<string, unknown>);
+    let fresh = false;
+    for (const it of arr)
+      if (it && typeof it === 'object' && !Array.isArray(it)) {
+        items.push(it as Record<string, unknown>);
+        const name = (it as Record<string, unknown>)[NAME_FIELD[kind]];
+        if (!names.has(name)) {
+          names.add(name);
+          fresh = true;
+        }
+      }
+    stalled = fresh ? 0 : stalled + 1;
     bytes += JSON.stringify(arr).length;
     // The whole list fails: a part of one is not the server's list (a cached one is served stale).
     if (items.length > LIST_ITEM_LIMIT || bytes > LIST_BYTE_LIMIT)
@@ -66,6 +85,8 @@ export async function fetchList(upstream: Upstream, kind: ListKind, cacheTtlMs: 
     // "" is a cursor like any other (digest §3.2), but a cursor this walk was given before would
     // only bring the same pages again, up to LIST_PAGE_LIMIT round trips at every list.
     if (typeof res.nextCursor !== 'string' || given.has(res.nextCursor)) break;
+    if (stalled === LIST_STALL_PAGES)
+      throw new Error(`${LIST_METHOD[kind]} did not end: ${LIST_STALL_PAGES} pages in a row brought nothing new, and its server gave a next cursor still`);
     cursor = res.nextCursor;
     given.add(cursor);
   }

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { MODERN } from '../../src/protocol/era.js';
-import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT, LIST_PAGE_LIMIT } from '../../src/catalog/fetch-list.js';
+import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT, LIST_PAGE_LIMIT, LIST_STALL_PAGES } from '../../src/catalog/fetch-list.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
 function pagedUpstream(pages: { ttlMs?: number; takesMs: number; scope?: string }[], clock: { t: number }): Upstream {
@@ -119,9 +119,35 @@ describe('fetchList bounds', () => {
 
   it('fails a list whose cursors never end, saying so, having asked for no page past the page limit', async () => {
     const asked = { pages: 0 };
-    // Empty pages, each with a new cursor: neither the item nor the byte limit is ever reached.
-    await expect(fetchList(endless(0, 0, asked), 'tools', undefined)).rejects.toThrow(`tools/list did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages`);
+    // One new tool a page, each with a new cursor: neither the item nor the byte limit is reached.
+    await expect(fetchList(endless(1, 0, asked), 'tools', undefined)).rejects.toThrow(`tools/list did not end: its server gave a next cursor on each of ${LIST_PAGE_LIMIT} pages`);
     expect(asked.pages).toBe(LIST_PAGE_LIMIT);
+  });
+
+  it(`fails a list after ${LIST_STALL_PAGES} pages in a row that bring nothing new, empty or the same items under new cursors`, async () => {
+    const empty = { pages: 0 };
+    await expect(fetchList(endless(0, 0, empty), 'tools', undefined)).rejects.toThrow(`tools/list did not end: ${LIST_STALL_PAGES} pages in a row brought nothing new`);
+    expect(empty.pages).toBe(LIST_STALL_PAGES);
+    // The first page again and again, each time under a new cursor (a server going round).
+    let asked = 0;
+    const round = {
+      era: MODERN,
+      capabilities: { tools: {} },
+      request: async () => ({ resultType: 'complete', tools: [{ name: 'a' }, { name: 'b' }], ttlMs: 0, cacheScope: 'public', nextCursor: `c${++asked}` }),
+    } as unknown as Upstream;
+    await expect(fetchList(round, 'tools', undefined)).rejects.toThrow(/brought nothing new/);
+    expect(asked).toBe(LIST_STALL_PAGES + 1);
+    // Empty pages between new items are no stall.
+    let i = 0;
+    const sparse = {
+      era: MODERN,
+      capabilities: { tools: {} },
+      request: async () => {
+        i++;
+        return { resultType: 'complete', tools: i % 5 === 0 ? [{ name: `t${i}` }] : [], ttlMs: 0, cacheScope: 'public', ...(i < 100 ? { nextCursor: String(i) } : {}) };
+      },
+    } as unknown as Upstream;
+    expect((await fetchList(sparse, 'tools', undefined)).items).toHaveLength(20);
   });
 
   it('fails a list larger than the byte limit, however few its items', async () => {
