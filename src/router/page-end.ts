@@ -3,11 +3,11 @@ import { itemText } from '../catalog/snapshot.js';
 /**
  * Most bytes of items one page of an aggregated list holds, whatever `pageSize` allows. The
  * official SDKs' stdio clients (v1 and v2) drop the connection at a message over 10 MiB
- * (ReadBuffer), and a page of 1,000 tools of 12 KB each is one; 4 MiB, the largest message
- * the hub takes from an upstream by default (maxFrameBytes), leaves room for escaping and the
- * envelope.
+ * (ReadBuffer), and a page of 1,000 tools of 12 KB each is one. Half the largest message a hub
+ * takes from an upstream by default (maxFrameBytes, 4 MiB), so that a hub chained behind
+ * another takes its every page, envelope and all.
  */
-export const PAGE_BYTE_LIMIT = 4 * 1024 * 1024;
+export const PAGE_BYTE_LIMIT = 2 * 1024 * 1024;
 
 /** Each item's size as UTF-8 JSON, for as long as the item lives (items are never changed in place). */
 const sizes = new WeakMap<object, number>();

@@ -136,9 +136,9 @@ describe('list cursors outlive the hub process', () => {
     expect([privateWalks > 0, refused > 0]).toEqual([true, true]);
   }, 40_000);
 
-  it('a page holds at most PAGE_BYTE_LIMIT bytes of items, however many pageSize allows: 4.4 MB of tools come in two pages, each tool once', async () => {
-    // 110 tools of 40 KB: in one page of the default 1000; a larger list so (12 MB) is a message the SDKs' stdio clients drop (10 MiB is their limit).
-    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/paging-server.mjs', [], { N: '110', PAGE: '50', PAD: '40000', PAD_META: '1', LIST_TTL_MS: '60000' }) } });
+  it('a page holds at most PAGE_BYTE_LIMIT bytes of items, however many pageSize allows: 2.4 MB of tools come in two pages, each tool once', async () => {
+    // 60 tools of 40 KB: in one page of the default 1000; a larger list so (12 MB) is a message the SDKs' stdio clients drop (10 MiB is their limit).
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/paging-server.mjs', [], { N: '60', PAGE: '30', PAD: '40000', PAD_META: '1', LIST_TTL_MS: '60000' }) } });
     hubs.push(hub);
     await waitForReady(hub.url, ['s']);
     const names: string[] = [];
@@ -153,6 +153,6 @@ describe('list cursors outlive the hub process', () => {
     } while (cursor);
     expect(sizes.length).toBe(2);
     for (const n of sizes) expect(n).toBeLessThanOrEqual(PAGE_BYTE_LIMIT);
-    expect(names).toEqual(Array.from({ length: 110 }, (_, i) => `s__i${i}`));
+    expect(names).toEqual(Array.from({ length: 60 }, (_, i) => `s__i${i}`));
   }, 40_000);
 });

@@ -85,10 +85,10 @@ describe('pageEnd', () => {
     const small = sized(10, 100);
     expect(pageEnd(small.length, 0, 4, (i) => small[i])).toBe(4);
     expect(pageEnd(small.length, 8, 4, (i) => small[i])).toBe(10);
-    // 12 items of 1 MiB: four fit in 4 MiB (with their commas, a fifth does not).
+    // Items of 1 MiB: PAGE_BYTE_LIMIT / 1 MiB fit (with their commas, one more does not).
     const big = sized(12, 1024 * 1024 - 1);
     expect(pageEnd(big.length, 0, 1000, (i) => big[i])).toBe(PAGE_BYTE_LIMIT / (1024 * 1024));
-    expect(pageEnd(big.length, 10, 1000, (i) => big[i])).toBe(12);
+    expect(pageEnd(big.length, 11, 1000, (i) => big[i])).toBe(12);
     // Non-ASCII counts as the bytes it is sent as.
     const wide = [{ name: 'é'.repeat(600) }, { name: 'é'.repeat(600) }];
     expect(pageEnd(2, 0, 10, (i) => wide[i], 2000)).toBe(1);
