@@ -492,7 +492,7 @@ export class Catalog extends EventEmitter {
       get snapshot() {
         return (v.snapshot ??= contentSnapshot(b.scopes, v.items));
       },
-      ...this.hints(b, view.group),
+      ...this.hints(kind, b, view.group),
     };
   }
 
@@ -648,7 +648,13 @@ export class Catalog extends EventEmitter {
     return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
   }
 
-  private hints(b: Built, group: string | undefined): { ttlMs: number; scope: 'public' | 'private' } {
+  /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind when last up. */
+  private isDown(h: ServerHandle, kind: ListKind): boolean {
+    const state = h.upstream.state;
+    return state !== 'ready' && state !== 'stopped' && offers(h.upstream.capabilities, kind);
+  }
+
+  private hints(kind: ListKind, b: Built, group: string | undefined): { ttlMs: number; scope: 'public' | 'private' } {
     let ttlMs = Infinity;
     let untilNotified = false;
     let scope: 'public' | 'private' = 'public';
@@ -663,8 +669,10 @@ export class Catalog extends EventEmitter {
     }
     // Nothing but a notification revalidates a part kept until list_changed: a client that does
     // not listen must ask again, however long the other parts stay fresh. Nor may a list that
-    // lacks a server whose list failed be kept: the next list may have its items.
-    const lacking = b.failed.some((id) => this.groups.showsServer(group, id));
+    // lacks a server whose list failed be kept, or one that lacks a server that is down
+    // (restarting, or failed and retried) and offered this list when it was up: the next list
+    // may have its items (clients are told when it is back, but only those that listen hear it).
+    const lacking = b.failed.some((id) => this.groups.showsServer(group, id)) || this.servers().some((h) => this.isDown(h, kind) && this.groups.showsServer(group, h.id));
     if (untilNotified || lacking || !Number.isFinite(ttlMs)) ttlMs = 0;
     return { ttlMs, scope };
   }

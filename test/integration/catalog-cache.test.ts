@@ -144,6 +144,28 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
   });
 
+  it('a list that lacks a server it shows because that server is down (restarting) has ttlMs 0: it is back any moment', async () => {
+    const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
+    // Restarted only after a minute: down for the whole test.
+    const f = await startMutable('f', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' }, silentLogger, {}, { backoff: { baseMs: 60_000, maxMs: 60_000, jitter: 0 } });
+    fixtures.push(f);
+    const c = catalogOf(
+      [
+        { id: 'm', config: serverConfig('m'), upstream: m.upstream },
+        { id: 'f', config: serverConfig('f'), upstream: f.upstream },
+      ],
+      { groups: new Groups({ mo: { servers: ['m'] } }) },
+    );
+    expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
+    process.kill(f.upstream.pid!, 'SIGKILL');
+    await waitFor(() => f.upstream.state === 'restarting', 5000, 'f restarting');
+    const down = await c.aggregate('tools');
+    expect(names(down.items).some((n) => n.startsWith('f__'))).toBe(false);
+    expect(down.ttlMs).toBe(0);
+    // A group that does not show it is not dated by it.
+    expect((await c.aggregate('tools', { group: 'mo' })).ttlMs).toBeGreaterThan(3_000_000);
+  });
+
   it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
     const f = await fixture('f', { LIST_TTL_MS: '0', SCOPE_FLIP: '1' });
     const c = catalogOf([{ id: 'f', config: serverConfig('f'), upstream: f.upstream }]);

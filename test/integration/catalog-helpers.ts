@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ServerConfig } from '../../src/config/types.js';
 import { silentLogger, type Logger } from '../../src/log.js';
-import { createUpstream } from '../../src/upstream/index.js';
+import { createUpstream, type UpstreamOptions } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
 
 export const MUTABLE = fileURLToPath(new URL('../fixtures/catalog/mutable-server.mjs', import.meta.url));
@@ -21,7 +21,7 @@ export interface Fixture {
   stats(): Record<string, number>;
 }
 
-export async function startMutable(id: string, env: Record<string, string> = {}, log: Logger = silentLogger, spec: Partial<UpstreamSpec> = {}): Promise<Fixture> {
+export async function startMutable(id: string, env: Record<string, string> = {}, log: Logger = silentLogger, spec: Partial<UpstreamSpec> = {}, opts?: UpstreamOptions): Promise<Fixture> {
   const statsFile = join(tmp(), 'stats.json');
   const upstream = createUpstream(
     {
@@ -36,6 +36,7 @@ export async function startMutable(id: string, env: Record<string, string> = {},
       ...spec,
     },
     log,
+    opts,
   );
   await upstream.start();
   return {
