@@ -678,8 +678,14 @@ export class Hub implements HubCore {
       const own = h.upstream.state === 'ready' && this.upstreams.isolated(h, principal);
       const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
       const conn = own ? principalConn(principal) : '';
-      if (h.upstream.state === 'ready' && h.upstream.era === MODERN) {
-        this.subs.add(h.id, uri, subscriber, conn);
+      if (h.upstream.era === MODERN) {
+        // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
+        if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;
+        // Down: in its filter when it is back (as Router's).
+        if (h.upstream.state !== 'ready') {
+          honoured.push(uri);
+          continue;
+        }
         const at = modern.get(h) ?? { own, list: [] };
         at.list.push(uri);
         modern.set(h, at);

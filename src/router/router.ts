@@ -14,7 +14,7 @@ import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { cutOffError, outcomeOfError } from './outcome.js';
-import { MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
+import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn, principalOfConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
@@ -454,7 +454,11 @@ export class Router {
     const conn = found instanceof Promise ? await found : found;
     const whose = conn.upstream === server.upstream ? undefined : ctx.principal;
     const connKey = whose === undefined ? '' : principalConn(whose);
-    if (this.subs.add(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id, whose);
+    const added = this.subs.addToFilter(server.id, uri, subscriber, connKey, ctx.principal);
+    if (!added) {
+      throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `this user's subscriptions to server "${server.id}" would pass ${LISTEN_SHARE.maxUris} URIs or ${LISTEN_SHARE.maxChars} characters of URIs, the most the hub puts in its listen filter for one user: unsubscribe from some first`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
+    }
+    if (added.first) this.catalog.subscriptionsChanged(server.id, whose);
     // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
     // told {} for one it left out would wait for updates that never come. Asked for every
     // subscriber, not only the first: a second one may come while the first waits for it.

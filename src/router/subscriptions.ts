@@ -17,6 +17,28 @@
  */
 export const MAX_SUBSCRIBED_URI_LENGTH = 8192;
 
+/**
+ * What one principal may put in the listen filter of one connection of a modern server: distinct
+ * URIs, and their characters. The hub re-listens with the whole filter at every change, and the
+ * server's connection is shared: a principal's ten thousand long URIs made each other user's
+ * subscribe wait for megabytes to be sent, parsed and acknowledged (300 URIs of 7000 characters
+ * took 43 s to make, Bob's one subscribe went from 8 ms to 578 ms meanwhile), with no bound but
+ * 100 sessions of 1000. Each principal has a share of its own, so another's subscriptions are
+ * never refused for it; a URI held by two principals counts in both shares. An IDE watching a
+ * few hundred files (URIs of 100 characters or so) stays well inside both numbers.
+ */
+export interface ListenShareLimits {
+  maxUris: number;
+  maxChars: number;
+}
+export const LISTEN_SHARE: ListenShareLimits = { maxUris: 512, maxChars: 64 * 1024 };
+
+/** A principal's part of one connection's listen filter: each URI, with how many of its subscribers hold it. */
+interface Share {
+  readonly uris: Map<string, number>;
+  chars: number;
+}
+
 export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
   /** Upstream subscribes in flight (join), by the same key. */
@@ -27,6 +49,12 @@ export class Subscriptions {
    * walk of 100,000 entries).
    */
   private readonly bySubscriber = new Map<string, Set<string>>();
+  /** Listen-filter shares, by `${server}\0${conn}\0${principal}`. */
+  private readonly shares = new Map<string, Share>();
+  /** The principal a listen-filter subscriber is charged to, and the keys it is charged for. */
+  private readonly charged = new Map<string, { principal: string; keys: Set<string> }>();
+
+  constructor(private readonly limits: ListenShareLimits = LISTEN_SHARE) {}
 
   /** How many subscriptions `subscriber` is counted for. */
   countOf(subscriber: string): number {
@@ -36,6 +64,43 @@ export class Subscriptions {
   /** Returns true when this is the first subscriber (subscribe upstream). */
   add(server: string, uri: string, subscriber: string, conn = ''): boolean {
     return this.count(key(server, conn, uri), subscriber);
+  }
+
+  /**
+   * Counts `subscriber` in the listen filter of connection `conn` of a modern server, charged to
+   * `principal` (ListenShareLimits). Undefined when the URI would take the principal past its
+   * share: nothing is counted then. Otherwise `first` as add's.
+   */
+  addToFilter(server: string, uri: string, subscriber: string, conn: string, principal: string): { first: boolean } | undefined {
+    const k = key(server, conn, uri);
+    if (this.byUri.get(k)?.has(subscriber)) return { first: false };
+    const sk = `${server}\0${conn}\0${principal}`;
+    let share = this.shares.get(sk);
+    const held = share?.uris.get(uri);
+    if (held === undefined && ((share?.uris.size ?? 0) >= this.limits.maxUris || (share?.chars ?? 0) + uri.length > this.limits.maxChars)) return undefined;
+    if (!share) this.shares.set(sk, (share = { uris: new Map(), chars: 0 }));
+    share.uris.set(uri, (held ?? 0) + 1);
+    if (held === undefined) share.chars += uri.length;
+    let mine = this.charged.get(subscriber);
+    if (!mine) this.charged.set(subscriber, (mine = { principal, keys: new Set() }));
+    mine.keys.add(k);
+    return { first: this.count(k, subscriber) };
+  }
+
+  /** `subscriber` no longer holds key `k`: its principal's share lets the URI go with its last holder. */
+  private uncharge(k: string, subscriber: string): void {
+    const mine = this.charged.get(subscriber);
+    if (!mine?.keys.delete(k)) return;
+    if (mine.keys.size === 0) this.charged.delete(subscriber);
+    const { server, conn, uri } = parseKey(k);
+    const sk = `${server}\0${conn}\0${mine.principal}`;
+    const share = this.shares.get(sk);
+    const held = share?.uris.get(uri);
+    if (!share || held === undefined) return;
+    if (held > 1) return void share.uris.set(uri, held - 1);
+    share.uris.delete(uri);
+    share.chars -= uri.length;
+    if (share.uris.size === 0) this.shares.delete(sk);
   }
 
   private count(k: string, subscriber: string): boolean {
@@ -124,6 +189,7 @@ export class Subscriptions {
     this.leave(this.making.get(k), subscriber);
     const s = this.byUri.get(k);
     if (!s || !s.delete(subscriber)) return false;
+    this.uncharge(k, subscriber);
     const mine = this.bySubscriber.get(subscriber);
     mine?.delete(k);
     if (mine?.size === 0) this.bySubscriber.delete(subscriber);
@@ -140,6 +206,7 @@ export class Subscriptions {
     for (const m of this.making.values()) this.leave(m, subscriber);
     const emptied: { server: string; conn: string; uri: string }[] = [];
     for (const k of this.bySubscriber.get(subscriber) ?? []) {
+      this.uncharge(k, subscriber);
       const s = this.byUri.get(k);
       if (s?.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);

@@ -238,9 +238,11 @@ describe('resource subscriptions of principals with upstream connections of thei
       servers: {
         web: { url: up.url },
         pu: { url: perUser.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } } },
+        // Modern, shared by every principal: one listen filter for all of them.
+        mod: nodeServer(MUTABLE, [], { ERA: 'modern', TEMPLATE: 'mod://doc/{id}' }),
       },
     });
-    await waitForReadyWith(authed.url, ['web', 'pu'], ALICE);
+    await waitForReadyWith(authed.url, ['web', 'pu', 'mod'], ALICE);
   }, 60_000);
   afterAll(async () => {
     await authed?.stop();
@@ -319,6 +321,50 @@ describe('resource subscriptions of principals with upstream connections of thei
     await expect.poll(async () => [(await stats()).alice, (await stats()).bob], { timeout: 3000 }).toEqual([[], []]);
     await alice.end();
     await bob.end();
+  });
+
+  it("one principal's share of a shared modern server's listen filter is bounded (64 KiB of URIs): past it its subscriptions are refused, another's are not", async () => {
+    // Eight URIs of 8192 characters fill alice's share; each re-listen sends the whole filter.
+    const long = (who: string, n: number) => `mod://doc/${who}${n}-`.padEnd(8192, 'x');
+    const alice = await session(ALICE);
+    const bob = await session(BOB);
+    for (let i = 0; i < 8; i++) expect((await alice.call('resources/subscribe', { uri: long('a', i) })).body, `#${i}`).toMatchObject({ result: {} });
+    const over = (await alice.call('resources/subscribe', { uri: long('a', 8) })).body;
+    expect(over?.error?.code).toBe(-32602);
+    expect(over?.error?.message).toContain('the most the hub puts in its listen filter for one user');
+    // One she holds is not refused.
+    expect((await alice.call('resources/subscribe', { uri: long('a', 0) })).body).toMatchObject({ result: {} });
+    // Her listen stream's acknowledgement leaves such a URI out (and keeps one she holds).
+    const listen = async (key: string, uris: string[]) => {
+      const ac = new AbortController();
+      const res = await fetch(authed.url, {
+        method: 'POST',
+        headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${key}` },
+        body: JSON.stringify(modernBody('l-share', 'subscriptions/listen', { notifications: { resourceSubscriptions: uris } })),
+        signal: ac.signal,
+      });
+      const heard = heardSoFar(res);
+      await expect.poll(() => heard().includes('acknowledged')).toBe(true);
+      const ack = JSON.parse(heard().split('\n').find((l) => l.startsWith('data:'))!.slice(5));
+      return { honoured: ack.params.notifications.resourceSubscriptions as string[] | undefined, close: () => ac.abort() };
+    };
+    const aliceStream = await listen(ALICE, [long('a', 2), long('a', 10)]);
+    expect(aliceStream.honoured).toEqual([long('a', 2)]);
+    // Bob's room is his own, by either way of subscribing.
+    expect((await bob.call('resources/subscribe', { uri: long('b', 0) })).body).toMatchObject({ result: {} });
+    const bobStream = await listen(BOB, [long('b', 1), long('b', 2)]);
+    expect(bobStream.honoured).toEqual([long('b', 1), long('b', 2)]);
+    // Unsubscribed, a URI makes room again.
+    expect((await alice.call('resources/unsubscribe', { uri: long('a', 1) })).body).toMatchObject({ result: {} });
+    expect((await alice.call('resources/subscribe', { uri: long('a', 11) })).body).toMatchObject({ result: {} });
+    // Sessions and streams that end give their share back.
+    aliceStream.close();
+    bobStream.close();
+    await alice.end();
+    await bob.end();
+    const again = await session(ALICE);
+    await expect.poll(async () => (await again.call('resources/subscribe', { uri: long('a', 12) })).body?.result, { timeout: 3000 }).toEqual({});
+    await again.end();
   });
 
   it("a modern client's listen stream subscribes on its principal's own upstream session too", async () => {

@@ -31,6 +31,34 @@ describe('resource subscriptions', () => {
   });
 });
 
+describe("a principal's share of a listen filter", () => {
+  it('bounds its distinct URIs and their characters per server connection; others have their own; leaving gives it back', () => {
+    const s = new Subscriptions({ maxUris: 3, maxChars: 16 });
+    expect(s.addToFilter('m', 'x://1', 'a1', '', 'alice')).toEqual({ first: true });
+    expect(s.addToFilter('m', 'x://2', 'a1', '', 'alice')).toEqual({ first: true });
+    // Another session of hers holding a URI she holds costs nothing more.
+    expect(s.addToFilter('m', 'x://2', 'a2', '', 'alice')).toEqual({ first: false });
+    // 18 characters: past 16.
+    expect(s.addToFilter('m', 'x://3333', 'a1', '', 'alice')).toBeUndefined();
+    expect(s.addToFilter('m', 'x:3', 'a1', '', 'alice')).toEqual({ first: true });
+    // Three URIs: at the count (15 characters would do).
+    expect(s.addToFilter('m', 'x:', 'a2', '', 'alice')).toBeUndefined();
+    expect(s.uris('m').sort()).toEqual(['x://1', 'x://2', 'x:3']);
+    // Bob's share is his own; another server, or her own connection, another share.
+    expect(s.addToFilter('m', 'x://4', 'b1', '', 'bob')).toEqual({ first: true });
+    expect(s.addToFilter('m', 'x://1', 'b1', '', 'bob')).toEqual({ first: false });
+    expect(s.addToFilter('n', 'x://4', 'a1', '', 'alice')).toEqual({ first: true });
+    expect(s.addToFilter('m', 'x://4', 'a1', 'principal:alice', 'alice')).toEqual({ first: true });
+    // x://2 is let go by both her sessions before it makes room.
+    s.remove('m', 'x://2', 'a1');
+    expect(s.addToFilter('m', 'x://5', 'a1', '', 'alice')).toBeUndefined();
+    s.removeSubscriber('a2');
+    expect(s.addToFilter('m', 'x://5', 'a1', '', 'alice')).toEqual({ first: true });
+    s.removeSubscriber('a1');
+    for (const u of ['x://6', 'x://7', 'x://8']) expect(s.addToFilter('m', u, 'a3', '', 'alice')).toEqual({ first: true });
+  });
+});
+
 describe('resource subscriptions made upstream (join)', () => {
   /** An upstream subscribe the test settles. */
   function upstream() {
