@@ -2,8 +2,9 @@
  * How many client connections the hub's listener takes at once when the config does not say
  * (`listen.maxConnections`). Each is a file descriptor; so are the ledger's files, each stdio
  * upstream's pipes and each upstream connection. A flood of connections up to the process's
- * open-file limit left none for those: a pending-file switch, a server's restart or an
- * upstream request failed with EMFILE until the flood ended. A reserve is kept for them.
+ * open-file limit left none for those: a stdio server killed meanwhile could not be started
+ * again (spawn EMFILE, five times, so `failed` for a minute), and a pending-file switch or a new
+ * upstream connection would fail the same way until the flood ended. A reserve is kept for them.
  */
 import { readFileSync } from 'node:fs';
 
