@@ -62,6 +62,13 @@ import { auditEvent, tapAudit } from './observe.js';
 
 /** How long a first list or handshake waits for upstreams that are still starting. */
 const STARTUP_GRACE_MS = 3_000;
+/**
+ * How long /healthz answers "refusing" after a ledger write failed (none succeeding since).
+ * Only a write finds out that the disk has room again, and a load balancer that took the hub
+ * out of rotation on the 503 sends it none: past this, the hub is shown serving again, so that
+ * the next call tries.
+ */
+const LEDGER_FAILURE_SHOWN_MS = 10_000;
 
 /**
  * The composition root: upstreams, catalog, router, ledger and the downstream endpoint, wired
@@ -732,12 +739,18 @@ export class Hub implements HubCore {
 
   /**
    * "ok" only while the hub serves calls: "stopping" while it drains, "refusing" while a
-   * failMode "closed" server is not ready (every call is refused then, whatever its server).
+   * failMode "closed" server is not ready (every call is refused then, whatever its server),
+   * and while the ledger cannot write (every call it would forward is refused then).
    */
   health(): { status: string; reason?: string; servers: ServerHealth[] } {
     const servers = [...this.handles.values()].map((h) => serverHealth(h, this.catalog));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
-    return down ? { status: 'refusing', reason: down.message, servers } : { status: 'ok', servers };
+    if (down) return { status: 'refusing', reason: down.message, servers };
+    const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
+    if (ledger && Date.now() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {
+      return { status: 'refusing', reason: `the audit ledger cannot write (${ledger.code}); the hub does not run calls it cannot record`, servers };
+    }
+    return { status: 'ok', servers };
   }
 }

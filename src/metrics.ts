@@ -121,6 +121,7 @@ export class Metrics {
       });
     ledger('switchyard_ledger_batches_total', 'Ledger group commits (writes of the pending file)', (c) => c.batches);
     ledger('switchyard_ledger_writes_total', 'Audit rows (begun or finished) carried by those writes', (c) => c.writes);
+    ledger('switchyard_ledger_write_failures_total', 'Writes of audit rows that failed (a full disk, an I/O error): the hub refuses the calls it cannot record', (c) => c.writeFailures);
     ledger('switchyard_ledger_thread_restarts_total', 'Ledger ingest threads that ended and were replaced', (c) => c.threadRestarts);
     new Gauge({
       name: 'switchyard_ledger_batches_unapplied',

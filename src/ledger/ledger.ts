@@ -492,7 +492,8 @@ export class Ledger {
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */
   commitCounters(): LedgerCounters {
-    return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.unapplied };
+    const { failures, failing } = this.pending.status;
+    return { ...this.pending.counters, threadRestarts: this.ingester.restarts, batchesUnapplied: this.ingester.unapplied, writeFailures: failures, writeFailing: failing };
   }
 
   query(filter: AuditFilter = {}): AuditRow[] {

@@ -1,4 +1,4 @@
-import { PendingLog } from './pending-log.js';
+import { PendingLog, WriteStatus } from './pending-log.js';
 
 /**
  * The ledger's two pending files, written in turns. Rows move into SQLite on another thread
@@ -31,10 +31,12 @@ export class PendingFiles {
   private gen = 0;
   /** Emptying a file failed (warned once per streak by the ledger). */
   truncateFailing = false;
+  /** How the last write of either file went. */
+  readonly status = new WriteStatus();
 
   constructor(dbPath: string, opts: PendingFilesOptions = {}) {
     const [a, b] = PendingFiles.paths(dbPath);
-    this.files = [new PendingLog(a), new PendingLog(b)];
+    this.files = [new PendingLog(a, this.status), new PendingLog(b, this.status)];
     this.switchBytes = opts.switchBytes ?? 0;
     this.switchAfterMs = opts.switchAfterMs ?? 0;
   }

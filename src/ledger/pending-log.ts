@@ -20,6 +20,18 @@ import { atTurnEnd, COMMIT } from '../turn-end.js';
  * One writer per file (the hub's ledger lock). A hub that dies leaves the lines for the next
  * start to apply.
  */
+/**
+ * How the last write of either pending file went, shared by the two: while it failed, every
+ * call the hub would forward is refused, which /healthz and /metrics must show (the hub's
+ * upstreams and listener are fine meanwhile, so nothing else would).
+ */
+export class WriteStatus {
+  /** The last write failed: its error code and when (Date.now()); cleared by the next that succeeds. */
+  failing: { code: string; at: number } | undefined = undefined;
+  /** Writes that failed since the start. */
+  failures = 0;
+}
+
 export class PendingLog {
   private fd: number;
   private lines: string[] = [];
@@ -45,7 +57,10 @@ export class PendingLog {
   bytes = 0;
   since = 0;
 
-  constructor(readonly path: string) {
+  constructor(
+    readonly path: string,
+    readonly status = new WriteStatus(),
+  ) {
     this.fd = openSync(path, 'a', 0o600);
   }
 
@@ -180,9 +195,12 @@ export class PendingLog {
       writeAll(this.fd, out);
     } catch (err) {
       this.torn = true;
+      this.status.failing = { code: errorCode(err), at: Date.now() };
+      this.status.failures++;
       throw err;
     }
     this.torn = false;
+    this.status.failing = undefined;
     this.header = '';
     if (!this.used) this.since = performance.now();
     this.used = true;
@@ -231,8 +249,11 @@ const WRITTEN = Promise.resolve();
  * JSON-RPC error that says why, rather than an anonymous internal error.
  */
 function writeFailed(err: unknown): RpcError {
-  const code = (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
-  return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${code}); the hub does not run calls it cannot record`);
+  return new RpcError(INTERNAL_ERROR, `the audit ledger cannot write (${errorCode(err)}); the hub does not run calls it cannot record`);
+}
+
+function errorCode(err: unknown): string {
+  return (err as NodeJS.ErrnoException)?.code ?? (err instanceof Error ? err.message : String(err));
 }
 
 /** A rejected promise that is never reported as unhandled (a caller may not wait for it). */

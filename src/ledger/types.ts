@@ -80,4 +80,8 @@ export interface LedgerCounters {
   threadRestarts: number;
   /** Batches handed to the ingest thread and not yet committed in SQLite. */
   batchesUnapplied: number;
+  /** Writes of the pending files that failed (a full disk, an I/O error). */
+  writeFailures: number;
+  /** The last write failed (its error code, and when): calls are refused until one succeeds. */
+  writeFailing?: { code: string; at: number };
 }

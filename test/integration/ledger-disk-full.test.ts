@@ -16,6 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT } from '../helpers/hub-process.js';
 import Database from 'better-sqlite3';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
 import { fixture, health, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
@@ -178,8 +179,17 @@ describe('a full disk under a running hub', () => {
     // A new call is refused before it runs.
     const refused = await modernCall(url, 'refused-1', 'tools/call', { name: 'f__echo', arguments: { text: 'no room' } });
     expect(refused.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write .*does not run calls it cannot record/) });
+    // A load balancer or a monitor sees it: it answered 200 "ok" while every call was refused.
+    const refusing = await fetch(new URL('/healthz', url));
+    expect(refusing.status).toBe(503);
+    expect(await refusing.json()).toMatchObject({ status: 'refusing', reason: expect.stringMatching(/audit ledger cannot write/) });
+    expect(metricValue(await scrape(url), 'switchyard_ledger_write_failures_total')).toBeGreaterThan(0);
 
     execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=unlimited:']);
+    // The next write that succeeds makes it "ok" again.
+    let n = 0;
+    await expect.poll(async () => (await modernCall(url, `room-${n++}`, 'tools/call', { name: 'f__echo', arguments: { text: 'room' } })).body?.result !== undefined, { timeout: 10_000, interval: 100 }).toBe(true);
+    expect((await fetch(new URL('/healthz', url))).status).toBe(200);
     proc.kill('SIGTERM');
     expect(await Promise.race([exited(proc), sleep(10_000).then(() => 'hung' as const)])).toBe(0);
     const ledger = Ledger.open({ path: db, backgroundCheckpoint: false });
