@@ -37,7 +37,7 @@ import { principalConn, principalOfConn } from './catalog/principal-conn.js';
 import { RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
-import { failClosedBlocker, GUARDED_METHODS, refuseClosed } from './router/fail-mode.js';
+import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
@@ -636,7 +636,11 @@ export class Hub implements HubCore {
       const grace = this.startupGrace();
       if (grace) await grace;
       const down = failClosedBlocker(this.handles.values());
-      if (down && !this.answeredFromKey(method, params, ctx)) return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      if (down && !this.answeredFromKey(method, params, ctx)) {
+        // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
+        const shown = this.catalog.groups.showsServer(ctx.group, down.server);
+        return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x), shown);
+      }
     }
     if (method === 'tools/call' && typeof params.name === 'string') {
       const id = this.routes.serverOf(params.name, ctx);
@@ -741,12 +745,13 @@ export class Hub implements HubCore {
    * "ok" only while the hub serves calls: "stopping" while it drains, "refusing" while a
    * failMode "closed" server is not ready (every call is refused then, whatever its server),
    * and while the ledger cannot write (every call it would forward is refused then).
+   * `shows`: the servers the caller may know of (a key limited to tool groups); undefined: all.
    */
-  health(): { status: string; reason?: string; servers: ServerHealth[] } {
-    const servers = [...this.handles.values()].map((h) => serverHealth(h, this.catalog));
+  health(shows?: (server: string) => boolean): { status: string; reason?: string; servers: ServerHealth[] } {
+    const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
-    if (down) return { status: 'refusing', reason: down.message, servers };
+    if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
     const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
     if (ledger && Date.now() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {
       return { status: 'refusing', reason: `the audit ledger cannot write (${ledger.code}); the hub does not run calls it cannot record`, servers };

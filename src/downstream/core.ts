@@ -37,7 +37,8 @@ export interface HubCore {
    * honoured (routed to an upstream that can report updates). Released by sessionClosed.
    */
   subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
-  health(): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
+  /** `shows`: the servers the caller may know of (their lines, and a server named in `reason`); undefined: all. */
+  health(shows?: (server: string) => boolean): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 
 /** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a change. */

@@ -274,9 +274,9 @@ export class HttpServer {
     if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
       // Server ids and states are for clients that may use them; a load balancer needs only the
       // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
-      const h = this.core.health();
-      const body = !who.ok ? { status: h.status } : who.groups ? { ...h, servers: h.servers.filter((s) => [...who.groups!].some((g) => this.opts.groups?.showsServer(g, s.id))) } : h;
-      return sendJson(res, h.status === 'ok' ? 200 : 503, body);
+      const groups = who.ok ? who.groups : undefined;
+      const h = this.core.health(groups && ((id) => [...groups].some((g) => this.opts.groups?.showsServer(g, id) === true)));
+      return sendJson(res, h.status === 'ok' ? 200 : 503, who.ok ? h : { status: h.status });
     }
     if (!who.ok) {
       this.log.debug({ path, status: who.status, reason: who.message, clientAddress: req.socket.remoteAddress }, 'request refused: not authenticated');

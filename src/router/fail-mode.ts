@@ -26,12 +26,22 @@ export function failClosedBlocker(handles: Iterable<ServerHandle>): UpstreamUnav
   return undefined;
 }
 
+/**
+ * What a caller whose view does not show the blocking server is told (a key limited to tool
+ * groups that do not show it): that the hub refuses, not which server, nor why (its lastError).
+ */
+export const UNNAMED_BLOCKER = 'the hub refuses calls while a server it depends on (failMode "closed") is not ready';
+
 type Record_ = (method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'>, extra?: Partial<AuditBegin>) => Promise<void>;
 
-/** The answer to a guarded call refused by `err`, with its audit row. */
-export async function refuseClosed(method: string, params: Record<string, unknown>, ctx: CallContext, err: UpstreamUnavailableError, record: Record_): Promise<Record<string, unknown>> {
+/**
+ * The answer to a guarded call refused by `err`, with its audit row (which names the server
+ * whatever the caller may see). `shown`: the caller's view shows the blocking server.
+ */
+export async function refuseClosed(method: string, params: Record<string, unknown>, ctx: CallContext, err: UpstreamUnavailableError, record: Record_, shown = true): Promise<Record<string, unknown>> {
   const target = typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined;
   await record(method, ctx, outcomeOfError(err), target === undefined ? undefined : { hubName: target });
-  if (method === 'tools/call') return toolErrorResult(err.message);
-  throw new RpcError(INTERNAL_ERROR, err.message, { server: err.server, state: err.state, failMode: 'closed' });
+  const message = shown ? err.message : UNNAMED_BLOCKER;
+  if (method === 'tools/call') return toolErrorResult(message);
+  throw new RpcError(INTERNAL_ERROR, message, shown ? { server: err.server, state: err.state, failMode: 'closed' } : { failMode: 'closed' });
 }

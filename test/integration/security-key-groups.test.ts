@@ -173,4 +173,27 @@ describe('an API key limited to tool groups', () => {
     const list = await runCli(['keys', 'list', '--config', hub.configFile]);
     expect(list.stdout).toMatch(/^carol\t[0-9a-f]{12}…\tgroups: small$/m);
   });
+
+  it('a fail-closed server outside its groups that is down: healthz and its calls say the hub refuses, not which server nor why', async () => {
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { servers: Record<string, Json> };
+    config.servers.guard = { command: process.execPath, args: ['-e', 'process.exit(3)'], failMode: 'closed' };
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    try {
+      // The operator sees which server, and why.
+      await expect.poll(async () => (await get('/healthz', ALICE)).body.reason, { timeout: 10_000, interval: 50 }).toMatch(/server "guard" \(failMode "closed"\) is \w+/);
+      const hz = await get('/healthz', BOB);
+      expect(hz.status).toBe(503);
+      expect(hz.body).toMatchObject({ status: 'refusing', reason: expect.stringMatching(/refuses calls while a server it depends on/) });
+      expect(JSON.stringify(hz.body)).not.toContain('guard');
+      const refused = await post(`${new URL(hub.url).origin}/mcp/small`, modernBody(`r${++n}`, 'tools/call', { name: 'a__echo', arguments: { text: 'x' } }), {
+        ...modernHeaders('tools/call', 'a__echo'),
+        authorization: `Bearer ${BOB}`,
+      });
+      expect(refused.body?.result?.isError).toBe(true);
+      expect(JSON.stringify(refused.body)).not.toMatch(/guard|code 3/);
+    } finally {
+      delete config.servers.guard;
+      writeFileSync(hub.configFile, JSON.stringify(config));
+    }
+  });
 });
