@@ -271,7 +271,9 @@ export class HttpServer {
     const m = MCP_PATH.exec(path);
     // A challenge names the resource of the endpoint asked (its group's, with group resources).
     const who = gate ? await gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
-    if (path === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+    if (path === '/healthz') {
+      // A monitor set to the wrong method is told so, as by /metrics, not that nothing is here.
+      if (req.method !== 'GET' && req.method !== 'HEAD') return void res.writeHead(405, { allow: 'GET, HEAD' }).end();
       // Server ids and states are for clients that may use them; a load balancer needs only the
       // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
       const groups = who.ok ? who.groups : undefined;

@@ -382,6 +382,9 @@ describe('bad input at the HTTP endpoint', () => {
         { id: 'modern', state: 'ready', era: MODERN_VERSION, tools: 5, ...healthy },
       ],
     });
+    // Another method is a method it does not take (as /metrics says), not a path that is not there.
+    const post = await fetch(new URL('/healthz', url), { method: 'POST' });
+    expect([post.status, post.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
   });
 });
 
