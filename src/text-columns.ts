@@ -28,14 +28,27 @@ function wide(cp: number): boolean {
   );
 }
 
-/** The columns `s` takes on a terminal. */
+/** Emoji drawn two columns wide on their own (Unicode's Emoji_Presentation: 🚀 ✅ ⚡ 🫠 and the flags' letters). */
+const EMOJI = /^\p{Emoji_Presentation}$/u;
+/** A pictograph made an emoji by the variation selector after it (❤️). */
+const AS_EMOJI = /^\p{Extended_Pictographic}\ufe0f/u;
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
+
+/**
+ * The columns `s` takes on a terminal. A character as the user sees it (a grapheme: a base and
+ * what joins it) takes the columns of its base: a skin tone, the rest of a ZWJ family, a flag's
+ * second letter or a combining mark adds none (each counted as an emoji of its own put 2 to 4
+ * columns of padding too few after 👍🏽, and emoji outside two blocks, 🚀 or ✅, counted one).
+ */
 export function displayWidth(s: string): number {
   // Plain ASCII (nearly every cell) is its length.
   if (/^[\x20-\x7e]*$/.test(s)) return s.length;
   let w = 0;
-  for (const ch of s) {
-    if (ZERO_WIDTH.test(ch)) continue;
-    w += wide(ch.codePointAt(0)!) ? 2 : 1;
+  for (const { segment } of graphemes.segment(s)) {
+    const base = String.fromCodePoint(segment.codePointAt(0)!);
+    if (ZERO_WIDTH.test(base)) continue;
+    w += wide(base.codePointAt(0)!) || EMOJI.test(base) || AS_EMOJI.test(segment) ? 2 : 1;
   }
   return w;
 }

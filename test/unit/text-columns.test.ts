@@ -15,6 +15,12 @@ describe('columns on a terminal', () => {
     expect(displayWidth('ＡＢ')).toBe(4);
   });
 
+  it('counts an emoji two columns whatever its block, and what joins it none', () => {
+    for (const e of ['🚀', '✅', '⚡', '🫠', '❤️', '👍🏽', '🇯🇵', '👨‍👩‍👧']) expect([e, displayWidth(e)]).toEqual([e, 2]);
+    expect(displayWidth('ok👍🏽')).toBe(4);
+  });
+
+
   it('pads by those columns, so the column after a wide name starts where the others do', () => {
     const out = alignColumns([
       ['name', 'server', 'note'],
