@@ -17,9 +17,11 @@ function age(ms: number): string {
 
 /**
  * Upstream text (serverInfo, an error, stderr) on one line: screenText leaves newlines and
- * tabs, with which a server could forge rows of the table or lines of an answer.
+ * tabs, with which a server could forge rows of the table or lines of an answer. Screened here,
+ * before the columns are measured: screened after, each joiner or variation selector in a
+ * cell became a '?' the padding had not counted, and the columns after it were shifted.
  */
-const oneLine = (s: string): string => s.replace(/[\t\n]/g, '?');
+const oneLine = (s: string): string => screenText(s).replace(/[\t\n]/g, '?');
 
 /** Fixed-width columns; the last column is free text. */
 export function columns(cells: string[][]): string {

@@ -21,6 +21,13 @@ describe('columns on a terminal', () => {
   });
 
 
+  it('lines the servers table up after a name with a joiner or variation selector (shown as ?)', () => {
+    const view = { transport: 'stdio', state: 'ready', era: '2025-11-25', protocolVersion: '2025-11-25', tools: 1, restarts: 0, lastError: null, since: 0, trust: 'untrusted', inFlight: 0, queued: 0, failMode: 'open' } as const;
+    const rows = [{ ...view, id: 'a\u200db', serverInfo: { name: 'x', version: '1' } }, { ...view, id: 'ab', serverInfo: { name: 'x', version: '1' } }] as ServerView[];
+    const lines = serversTable(rows, 0).trimEnd().split('\n');
+    expect(lines[1]!.indexOf('ready')).toBe(lines[2]!.indexOf('ready'));
+  });
+
   it('pads by those columns, so the column after a wide name starts where the others do', () => {
     const out = alignColumns([
       ['name', 'server', 'note'],
