@@ -160,12 +160,27 @@ export function redactErrorsIn(v: unknown): unknown {
  */
 export function redactLogMessage(params: Record<string, unknown>): Record<string, unknown> {
   const { data, logger } = params;
-  const d = typeof data === 'string' ? redactErrorText(data) : redactErrorsIn(data);
+  const d = typeof data === 'string' ? redactErrorText(data) : redactLogData(data);
   const l = typeof logger === 'string' ? redactErrorText(logger) : logger;
   if (d === data && l === logger) return params;
   const out: Record<string, unknown> = { ...params, data: d };
   if (l !== logger) out.logger = l;
   return out;
+}
+
+/**
+ * A log line's structured `data`, redacted. The walk of a result passes over keys and, for
+ * bounded work, what lies past MAX_DEPTH or MAX_STRINGS; a tool's result is the client's own
+ * answer, but a server's debug dump is anything the server holds (a map keyed by token, a
+ * config 40 levels down, a list of 20,000 headers) and the client sees it as the hub's output.
+ * Its JSON text, redacted, says whether anything was left: if so the line goes as that text.
+ */
+function redactLogData(data: unknown): unknown {
+  if (data === null || typeof data !== 'object') return data;
+  const walked = redactErrorsIn(data);
+  const text = JSON.stringify(walked);
+  const redacted = redactErrorText(text);
+  return redacted === text ? walked : redacted;
 }
 
 const MAX_DEPTH = 32;

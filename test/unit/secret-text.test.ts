@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { LOG_SECRET_RULES, redactLogText, redactSecretsIn, redactSecretText, SECRET_RULES, type SecretRule } from '../../src/policy/secret-text.js';
+import { LOG_SECRET_RULES, redactLogMessage, redactLogText, redactSecretsIn, redactSecretText, SECRET_RULES, type SecretRule } from '../../src/policy/secret-text.js';
 
 describe('log-only credential assignments', () => {
   it.each([
@@ -74,6 +74,18 @@ describe('redactSecretsIn (tool results)', () => {
     const out = redactSecretsIn(many) as string[];
     expect(out.slice(0, 10_000).every((s) => s === '[redacted:aws-access-key]')).toBe(true);
     expect(out[10_000]).toBe(KEY);
+  });
+
+  it("an upstream's log line: no credential left in its data past the walk's depth or string budget, nor in a key", () => {
+    const clean = { level: 'info', data: { a: ['b', { c: 1 }] } };
+    expect(redactLogMessage(clean)).toBe(clean);
+    expect(redactLogMessage({ level: 'info', data: { k: KEY } })).toEqual({ level: 'info', data: { k: '[redacted:aws-access-key]' } });
+    const many = [...Array.from({ length: 10_000 }, () => 'x'), KEY];
+    for (const data of [nest(40, KEY), nest(40, KEY, inObject), many, { [KEY]: true }]) {
+      const out = JSON.stringify(redactLogMessage({ level: 'debug', data }));
+      expect(out).not.toContain(KEY);
+      expect(out).toContain('[redacted:aws-access-key]');
+    }
   });
 });
 
