@@ -163,6 +163,7 @@ export class Hub implements HubCore {
       groups: new Groups(config.groups),
       report: (e) => this.catalogEvent(e),
       listAtReady: (h) => !this.upstreams.splits(h),
+      capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
       // A principal with its own upstream connection has its own private list partition.
       connection: async (h, principal) =>
         principal !== undefined && this.upstreams.isolated(h, principal)

@@ -1,3 +1,4 @@
+import type { ServerCapabilities } from '../protocol/types.js';
 import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import type { PluginRunner } from '../plugins/runner.js';
@@ -104,6 +105,13 @@ export interface CatalogOptions {
   report?: (e: CatalogEvent) => void;
   /** Resource URIs and templates each server last showed, kept across restarts (downResource). */
   resourceRoutes?: ResourceRouteStore;
+  /**
+   * What a server offers, ready or not (hub/known-capabilities.ts: what it offered when last
+   * ready, in this process or an earlier one, or every list family while it first starts). A
+   * server started afresh (its first start, `servers restart`, a reload) has no capabilities of
+   * its own until it is ready. Unset: its own.
+   */
+  capabilitiesOf?: (h: ServerHandle) => ServerCapabilities | undefined;
 }
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
@@ -648,10 +656,10 @@ export class Catalog extends EventEmitter {
     return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
   }
 
-  /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind when last up. */
+  /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind (capabilitiesOf). */
   private isDown(h: ServerHandle, kind: ListKind): boolean {
     const state = h.upstream.state;
-    return state !== 'ready' && state !== 'stopped' && offers(h.upstream.capabilities, kind);
+    return state !== 'ready' && state !== 'stopped' && offers(this.opts.capabilitiesOf ? this.opts.capabilitiesOf(h) : h.upstream.capabilities, kind);
   }
 
   private hints(kind: ListKind, b: Built, group: string | undefined): { ttlMs: number; scope: 'public' | 'private' } {

@@ -5,6 +5,8 @@ import { NameAssigner } from '../../src/catalog/names.js';
 import { silentLogger } from '../../src/log.js';
 import { serverConfig, sleep, startMutable, type Fixture } from './catalog-helpers.js';
 import { waitFor } from './upstream-helpers.js';
+import { createUpstream } from '../../src/upstream/index.js';
+import { KnownCapabilities } from '../../src/hub/known-capabilities.js';
 
 let fixtures: Fixture[] = [];
 let catalogs: Catalog[] = [];
@@ -164,6 +166,28 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect(down.ttlMs).toBe(0);
     // A group that does not show it is not dated by it.
     expect((await c.aggregate('tools', { group: 'mo' })).ttlMs).toBeGreaterThan(3_000_000);
+  });
+
+  it('a server not ready since it was started (first start, restart, reload) counts as down by what the hub knows it offers: ttlMs 0', async () => {
+    const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
+    // A server that never answers its handshake (it exits as its stdin closes): starting for the whole test, with no capabilities of its own.
+    const spec = { id: 's', command: process.execPath, args: ['-e', "process.stdin.on('data', () => {}).on('end', () => process.exit(0))"], env: {}, era: 'auto', timeoutMs: 60_000, probeTimeoutMs: 60_000, maxFrameBytes: 1 << 20 } as const;
+    const slow = createUpstream(spec, silentLogger);
+    fixtures.push({ upstream: slow } as Fixture);
+    void slow.start().catch(() => undefined);
+    const known = new KnownCapabilities();
+    const c = catalogOf(
+      [
+        { id: 'm', config: serverConfig('m'), upstream: m.upstream },
+        { id: 's', config: serverConfig('s'), upstream: slow },
+      ],
+      { capabilitiesOf: (h) => known.of(h.id, h.upstream.state, h.upstream.capabilities) },
+    );
+    expect(slow.state).toBe('starting');
+    const list = await c.aggregate('tools');
+    expect(names(list.items).every((n) => n.startsWith('m__'))).toBe(true);
+    // It carried m's hour: a modern client that does not listen kept a list without s's tools that long.
+    expect(list.ttlMs).toBe(0);
   });
 
   it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
