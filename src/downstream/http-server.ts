@@ -23,7 +23,7 @@ import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 import { toOriginForm } from './request-target.js';
 import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
-import { defaultMaxConnections } from '../transport/connection-cap.js';
+import { ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
 import { LogBudget } from '../log-budget.js';
 
 export interface HttpOptions extends OriginPolicy {
@@ -162,22 +162,23 @@ export class HttpServer {
     this.server.headersTimeout = requestTimeoutMs;
     this.server.requestTimeout = requestTimeoutMs;
     this.server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => this.clientError(err, socket));
+    const max = opts.maxConnections ?? defaultMaxConnections();
+    const said = new LogBudget(1, 60_000);
+    const cap =
+      max === undefined
+        ? undefined
+        : new ConnectionCap(max, () => {
+            const line = said.take();
+            if (line) this.log.warn({ maxConnections: max, leftOut: line.skipped || undefined }, `a client connection was refused (503) as it arrived: ${max} are open (listen.maxConnections)`);
+          });
     this.edge = new Http1Edge(this.server, (req, res) => this.serve(req, res, req.body), {
+      cap,
       wants: (path) => MCP_PATH.test(path),
       maxBodyBytes: opts.maxBodyBytes,
       maxHeadBytes: maxHeaderSize,
       keepAliveMs: this.server.keepAliveTimeout,
       requestTimeoutMs: this.server.headersTimeout,
     });
-    const cap = opts.maxConnections ?? defaultMaxConnections();
-    if (cap !== undefined) {
-      this.edge.listener.maxConnections = cap;
-      const said = new LogBudget(1, 60_000);
-      this.edge.listener.on('drop', () => {
-        const line = said.take();
-        if (line) this.log.warn({ maxConnections: cap, leftOut: line.skipped || undefined }, `a client connection was closed as it arrived: ${cap} are open (listen.maxConnections)`);
-      });
-    }
   }
 
   private serve(req: EdgeRequest, res: EdgeResponse, body?: Buffer): void {

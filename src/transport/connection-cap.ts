@@ -7,6 +7,7 @@
  * upstream connection would fail the same way until the flood ended. A reserve is kept for them.
  */
 import { readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 
 /** Descriptors kept for the hub's own files, processes and upstream connections (or a quarter of a small limit). */
 const RESERVE = 256;
@@ -28,4 +29,62 @@ export function openFileLimit(limits = '/proc/self/limits'): number | undefined 
 export function defaultMaxConnections(limit = openFileLimit()): number | undefined {
   if (limit === undefined) return undefined;
   return Math.max(1, limit - Math.min(RESERVE, Math.ceil(limit / 4)));
+}
+
+/**
+ * Connections past the cap being answered at once; past these, one more is closed unanswered:
+ * a flood must not hold the descriptors the cap keeps, for the time an answer takes to go out.
+ */
+const MAX_REFUSING = 64;
+/** How long a refused connection is kept for its answer to be read, at most. */
+const REFUSAL_LINGER_MS = 2_000;
+const REFUSAL_BODY = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'the hub has as many client connections open as it takes (listen.maxConnections): try again shortly' } });
+const REFUSAL =
+  'HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\n' +
+  `content-length: ${Buffer.byteLength(REFUSAL_BODY)}\r\nconnection: close\r\n\r\n${REFUSAL_BODY}`;
+
+/**
+ * The listener's cap on open client connections. One past it is answered 503 (Retry-After) and
+ * closed: closed unanswered as it arrived (node's `maxConnections`), a request sent on it was
+ * never failed by Node's fetch (undici, which the official SDK clients use), which waited on it
+ * until the client's own timeout, a minute or more, where it should have been told to retry.
+ */
+export class ConnectionCap {
+  private open = 0;
+  private refusing = 0;
+
+  constructor(
+    readonly max: number,
+    /** Each connection refused (`answered`: told 503, else closed unanswered in a flood). */
+    private readonly refused: (answered: boolean) => void,
+  ) {}
+
+  /** Whether `socket` is taken; if not, it is answered and closed here. */
+  admit(socket: Socket): boolean {
+    if (this.open < this.max) {
+      this.open++;
+      socket.once('close', () => this.open--);
+      return true;
+    }
+    if (this.refusing >= MAX_REFUSING) {
+      this.refused(false);
+      socket.destroy();
+      return false;
+    }
+    this.refused(true);
+    this.refusing++;
+    // At the latest then, however the client trickles bytes (an idle timeout would be reset by each).
+    const linger = setTimeout(() => socket.destroy(), REFUSAL_LINGER_MS);
+    socket.once('close', () => {
+      clearTimeout(linger);
+      this.refusing--;
+    });
+    socket.on('error', () => socket.destroy());
+    // Its request is read and dropped: a socket closed with input unread is reset, and the
+    // client may lose the answer with it. Closed once the client has read it and closed its side.
+    socket.resume();
+    socket.once('end', () => socket.destroy());
+    socket.end(REFUSAL);
+    return false;
+  }
 }

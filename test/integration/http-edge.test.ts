@@ -317,7 +317,7 @@ describe('listen.requestTimeoutMs is kept to within a tenth, whenever the reques
 });
 
 describe('listen.maxConnections', () => {
-  it('closes a connection past the cap as it arrives (logged once), and takes new ones once others close', async () => {
+  it('answers a connection past the cap 503 and closes it as it arrives (logged once), and takes new ones once others close', async () => {
     const hub = await startHub({ listen: { maxConnections: 3 }, servers: {} });
     try {
       const open = (): Promise<{ socket: ReturnType<typeof connect>; closed: Promise<void> }> =>
@@ -332,9 +332,16 @@ describe('listen.maxConnections', () => {
         await new Promise((r) => h.socket.once('data', r));
       }
       const extra = await open();
-      // Closed by the hub as it arrived, without waiting for a request.
+      let told = '';
+      extra.socket.on('data', (d: Buffer) => (told += d.toString()));
+      // Answered and closed by the hub as it arrived, without waiting for a request.
       await Promise.race([extra.closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the connection past the cap was not closed')), 5_000))]);
-      await expect.poll(() => hub.logs.some((l) => l.includes('a client connection was closed as it arrived: 3 are open (listen.maxConnections)'))).toBe(true);
+      expect(told).toMatch(/^HTTP\/1\.1 503 /);
+      await expect.poll(() => hub.logs.some((l) => l.includes('a client connection was refused (503) as it arrived: 3 are open (listen.maxConnections)'))).toBe(true);
+      // Node's fetch (the official SDK clients') is told to try again: a connection closed
+      // unanswered left its request waiting until the client's own timeout.
+      const refused = await fetch(`http://127.0.0.1:${hub.port}/mcp`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(5_000) }).catch((e: unknown) => e);
+      expect(refused instanceof Response ? [refused.status, refused.headers.get('retry-after')] : refused).toEqual([503, '1']);
       held[0]!.socket.destroy();
       await held[0]!.closed;
       await expect.poll(async () => (await fetch(`http://127.0.0.1:${hub.port}/healthz`).catch(() => undefined))?.status, { timeout: 5_000 }).toBe(200);

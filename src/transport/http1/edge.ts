@@ -1,6 +1,7 @@
 import type { Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { parseHead, type RequestHead } from './head.js';
+import type { ConnectionCap } from '../connection-cap.js';
 import { Http1Response, type ResponseOwner } from './response.js';
 import { TurnWrites, type Holder } from './turn-writes.js';
 import { HOLD_FROM } from '../../turn-end.js';
@@ -35,6 +36,8 @@ export interface Http1EdgeOptions {
   keepAliveMs: number;
   /** Time allowed for a request's head and body to arrive (node:http's `headersTimeout`). */
   requestTimeoutMs: number;
+  /** The cap on open connections (listen.maxConnections); none: no cap. */
+  cap?: ConnectionCap;
 }
 
 /** Bytes a connection may hold unread while its response is pending (pipelined requests). */
@@ -125,6 +128,7 @@ export class Http1Edge {
 
   private accept(socket: Socket): void {
     if (!this.accepting) return void socket.destroy();
+    if (this.opts.cap && !this.opts.cap.admit(socket)) return;
     this.conns.add(new Http1Connection(socket, this));
   }
 
