@@ -6,7 +6,7 @@
  * Modern servers get the full envelope and the mirrored routing headers on every POST.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
-import { CancelledError, RpcError, TransportError } from '../protocol/errors.js';
+import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
@@ -17,6 +17,7 @@ import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { askedWaitMs } from './lifecycle.js';
 import { monotonicNow } from '../monotonic.js';
+import { tcpReachable } from '../transport/tcp-reachable.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { upstreamError } from './upstream-error.js';
 import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice } from './http-answers.js';
@@ -648,6 +649,17 @@ export class HttpUpstream extends HandshakingUpstream {
       (err: unknown) => {
         if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
           this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
+          return;
+        }
+        // No answer in time: a slow server, or a host that is gone without refusing anything
+        // (powered off, frozen, a dropped route: no RST comes, the check's request sat on a
+        // kept-alive socket or in a connect that never completes). Only a new connection tells.
+        if (err instanceof TimeoutError && !this.closed && this._state === 'ready') {
+          void tcpReachable(this.spec.url!, this.spec.probeTimeoutMs).then((why) => {
+            if (why !== undefined && !this.closed && this._state === 'ready' && this.pending.size === 0) {
+              this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle: no answer, and ${why})`, 0);
+            } else this.armHealthCheck(ms);
+          });
           return;
         }
         this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');

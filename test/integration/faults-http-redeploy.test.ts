@@ -10,7 +10,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync } from 'node:fs';
+import { connect as netConnect } from 'node:net';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -309,4 +310,50 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     legacy.close();
     await waitFor(() => l.state === 'restarting', 5_000, 'legacy found down');
   }, 30_000);
+
+  it('is restarting once its host stops answering without refusing (frozen, or gone: no RST), not only on a refusal', async () => {
+    // A legacy server in a process of its own, its accept queue as short as can be: stopped
+    // (SIGSTOP) with that queue full, no connection to it completes and nothing is refused.
+    const child = spawn(process.execPath, ['-e', FROZEN_SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let said = '';
+    child.stdout!.on('data', (d: Buffer) => (said += d.toString()));
+    const sockets: ReturnType<typeof netConnect>[] = [];
+    try {
+      await waitFor(() => said.includes('\n'), 5_000, 'its port');
+      const port = Number(said.split('\n')[0]);
+      const u = createUpstream({ id: 'frozen', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 300, maxFrameBytes: 1 << 20, healthCheckMs: 100 }, silentLogger, { backoff: { baseMs: 60_000 } }) as HttpUpstream;
+      upstreams.push(u);
+      await u.start();
+      expect(u.era).toBe('2025-11-25');
+      // Stopped once its GET stream was refused (a GET left hanging would be a stream open, and no check runs then).
+      await waitFor(() => said.includes('no GET stream'), 5_000, 'the GET refused');
+      child.kill('SIGSTOP');
+      await waitFor(() => readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]?.startsWith('T') === true, 5_000, 'stopped');
+      for (let i = 0; i < 4; i++) sockets.push(netConnect(port, '127.0.0.1').on('error', () => {}));
+      // Its pings got no answer, and a new connection did not complete: down, where it was shown ready for as long as it was gone.
+      await waitFor(() => u.state === 'restarting', 5_000, 'found down');
+      expect(String(u.lastError)).toMatch(/cannot be reached \(health check after \d+ s idle: no answer, and a new connection to 127\.0\.0\.1:\d+ did not complete within 300 ms\)/);
+    } finally {
+      for (const s of sockets) s.destroy();
+      child.kill('SIGKILL');
+    }
+  }, 30_000);
 });
+
+/** A raw legacy HTTP server (no GET stream) listening with an accept queue of one; prints its port, then that it refused a GET stream. */
+const FROZEN_SERVER = `
+const http = require('node:http');
+const server = http.createServer((req, res) => {
+  if (req.method !== 'POST') return void res.writeHead(405).end(() => console.log('no GET stream'));
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', () => {
+    const msg = JSON.parse(body);
+    if (msg.id === undefined) return void res.writeHead(202).end();
+    if (msg.method === 'server/discover') return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' } }));
+    const result = msg.method === 'initialize' ? { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'frozen', version: '1' } } : {};
+    res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'f' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+  });
+});
+server.listen({ port: 0, host: '127.0.0.1', backlog: 1 }, () => console.log(server.address().port));
+`;
