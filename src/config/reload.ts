@@ -24,6 +24,8 @@ const LIVE_KEYS: ReadonlySet<string> = new Set([
   'timeoutMs',
   'maxTotalTimeoutMs',
   'autoApprove',
+  // Only when the hub asks an idle server whether it is there: no reason to end its sessions.
+  'healthCheckMs',
 ]);
 
 /** Hub-level sections a reload cannot change. */

@@ -152,7 +152,8 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.handles.set(s.id, { ...h, config: s });
     // The connection keeps going; its own limits are the new ones (the breaker judges by them).
     const limits = { timeoutMs: s.timeoutMs, maxTotalTimeoutMs: s.maxTotalTimeoutMs };
-    h.upstream.retime(limits);
+    // The idle check is the main connection's alone (principals' connections have none).
+    h.upstream.retime({ ...limits, healthCheckMs: s.healthCheckMs });
     hub.upstreams.retime(s.id, limits);
     hub.catalog.forget(s.id);
     hub.routes.forgetServer(s.id);

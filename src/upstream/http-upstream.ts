@@ -25,7 +25,7 @@ import { retryAfterSeconds, statusError, statusText } from './status-text.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
 import { StoredTokenSource } from './oauth-stored-client.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
-import type { CallOptions, UpstreamSpec } from './types.js';
+import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 /**
@@ -630,14 +630,16 @@ export class HttpUpstream extends HandshakingUpstream {
     if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
     this.healthTimer = setTimeout(() => {
       this.healthTimer = undefined;
-      this.checkHealth(ms);
+      this.checkHealth();
     }, inMs);
     this.healthTimer.unref();
   }
 
-  private checkHealth(ms: number): void {
+  private checkHealth(): void {
+    // The interval as it is now (a reload may have changed it since this check was armed).
+    const ms = this.spec.healthCheckMs ?? 0;
     // Not ready: armed again when it is (its reconnect probes it meanwhile).
-    if (this.closed || this._state !== 'ready') return;
+    if (this.closed || this._state !== 'ready' || ms <= 0) return;
     const idle = monotonicNow() - this.activeAt;
     // Calls or a listen stream in flight, or the GET stream open: they would find it down.
     if (this.pending.size > 0 || this.getStream !== undefined) return this.armHealthCheck(ms);
@@ -645,7 +647,7 @@ export class HttpUpstream extends HandshakingUpstream {
     if (idle < ms) return this.armHealthCheck(ms, ms - idle);
     const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
     this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(
-      () => this.armHealthCheck(ms),
+      () => this.armHealthCheck(this.spec.healthCheckMs ?? 0),
       (err: unknown) => {
         if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
           this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
@@ -658,14 +660,24 @@ export class HttpUpstream extends HandshakingUpstream {
           void tcpReachable(this.spec.url!, this.spec.probeTimeoutMs).then((why) => {
             if (why !== undefined && !this.closed && this._state === 'ready' && this.pending.size === 0) {
               this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle: no answer, and ${why})`, 0);
-            } else this.armHealthCheck(ms);
+            } else this.armHealthCheck(this.spec.healthCheckMs ?? 0);
           });
           return;
         }
         this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
-        this.armHealthCheck(ms);
+        this.armHealthCheck(this.spec.healthCheckMs ?? 0);
       },
     );
+  }
+
+  /** A reload's new interval counts from now: the check armed under the old one is dropped. */
+  override retime(limits: UpstreamLimits): void {
+    const was = this.spec.healthCheckMs;
+    super.retime(limits);
+    if (this.spec.healthCheckMs === was) return;
+    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
+    this.healthTimer = undefined;
+    if (this._state === 'ready') this.armHealthCheck(this.spec.healthCheckMs ?? 0);
   }
 
   override close(): Promise<void> {

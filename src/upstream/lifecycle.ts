@@ -12,7 +12,7 @@ import { redactErrorText } from '../policy/secret-text.js';
 import { monotonicNow } from '../monotonic.js';
 import { RestartPolicy, type BackoffOptions } from './backoff.js';
 import { HUB_CLIENT_INFO } from './envelope.js';
-import type { UpstreamSpec, UpstreamState } from './types.js';
+import type { UpstreamLimits, UpstreamSpec, UpstreamState } from './types.js';
 
 /** The longest wait a server's Retry-After gets before the next attempt to connect. */
 const RETRY_AFTER_CAP_MS = 60_000;
@@ -110,8 +110,9 @@ export abstract class Lifecycle extends EventEmitter {
     this.emit('state', s, detail);
   }
 
-  retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void {
+  retime(limits: UpstreamLimits): void {
     this.spec = { ...this.spec, timeoutMs: limits.timeoutMs, maxTotalTimeoutMs: limits.maxTotalTimeoutMs };
+    if (limits.healthCheckMs !== undefined) this.spec.healthCheckMs = limits.healthCheckMs;
   }
 
   start(): Promise<void> {

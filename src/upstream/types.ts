@@ -133,6 +133,14 @@ export interface CallOptions {
  *  - 'notification' ({method, params}): notifications not tied to a call, e.g.
  *    notifications/tools/list_changed, notifications/resources/updated, notifications/message.
  */
+/** What a reload may change of a running connection (Upstream.retime). */
+export interface UpstreamLimits {
+  timeoutMs: number;
+  maxTotalTimeoutMs?: number;
+  /** The idle check's interval (url servers); unset: as it was. */
+  healthCheckMs?: number;
+}
+
 export interface Upstream extends EventEmitter {
   readonly id: string;
   readonly state: UpstreamState;
@@ -168,7 +176,7 @@ export interface Upstream extends EventEmitter {
    * The server's own time limits changed (a reload): calls from now on are bounded by these,
    * and a timeout is judged the server's (breaker evidence) or a caller's own against them.
    */
-  retime(limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void;
+  retime(limits: UpstreamLimits): void;
   close(): Promise<void>;
   /**
    * False while the server's list changes cannot reach the hub: a legacy HTTP server without a

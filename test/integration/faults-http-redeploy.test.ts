@@ -274,6 +274,14 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     // Idle, it is asked server/discover again and again, and answers: ready, never restarted.
     await waitFor(() => discovers >= 3, 5_000, 'health checks');
     expect([there.state, there.restarts]).toEqual(['ready', 0]);
+    // A reload's new interval applies to the running connection: 0 stops the checks, another starts them again.
+    there.retime({ timeoutMs: 5000, healthCheckMs: 0 });
+    const before = discovers;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(discovers).toBe(before);
+    there.retime({ timeoutMs: 5000, healthCheckMs: 100 });
+    await waitFor(() => discovers >= before + 2, 5_000, 'health checks again');
+    expect([there.state, there.restarts]).toEqual(['ready', 0]);
 
     const port = await freePortInRange();
     const server = await serve(SDK2, port, {});

@@ -147,7 +147,8 @@ describe('applyReload', () => {
     await applyReload(t, cfg({ a: { url: 'http://127.0.0.1:9/mcp', timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 } }));
     expect(handles.get('a')!.upstream).toBe(upstream);
     expect(upstream.closed).toBe(false);
-    expect(upstream.limits).toEqual([{ timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]);
+    // The idle check's interval too (as configured: the default), but not for principals' connections, which have none.
+    expect(upstream.limits).toEqual([{ timeoutMs: 1_000, maxTotalTimeoutMs: 5_000, healthCheckMs: 30_000 }]);
     expect(pooled).toEqual([['a', { timeoutMs: 1_000, maxTotalTimeoutMs: 5_000 }]]);
   });
 

@@ -55,6 +55,7 @@ describe('config reload diff', () => {
       ['timeoutMs', 1_234],
       ['maxTotalTimeoutMs', 123_456],
       ['autoApprove', true],
+      ['healthCheckMs', 5_000],
     ];
     for (const [key, value] of live) expect([key, changed(key, value)]).toEqual([key, 'updated']);
     const connection: [string, unknown, ('a' | 'c')?][] = [
