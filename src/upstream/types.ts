@@ -121,6 +121,14 @@ export interface CallOptions {
   progressToken?: string;
 }
 
+/** What a reload may change of a running connection (Upstream.retime). */
+export interface UpstreamLimits {
+  timeoutMs: number;
+  maxTotalTimeoutMs?: number;
+  /** The idle check's interval (url servers); unset: as it was. */
+  healthCheckMs?: number;
+}
+
 /**
  * One upstream MCP server, whatever its transport and era. `request` takes era-neutral params
  * (no envelope `_meta`) and resolves with the result object as the upstream sent it
@@ -133,14 +141,6 @@ export interface CallOptions {
  *  - 'notification' ({method, params}): notifications not tied to a call, e.g.
  *    notifications/tools/list_changed, notifications/resources/updated, notifications/message.
  */
-/** What a reload may change of a running connection (Upstream.retime). */
-export interface UpstreamLimits {
-  timeoutMs: number;
-  maxTotalTimeoutMs?: number;
-  /** The idle check's interval (url servers); unset: as it was. */
-  healthCheckMs?: number;
-}
-
 export interface Upstream extends EventEmitter {
   readonly id: string;
   readonly state: UpstreamState;
