@@ -6,7 +6,7 @@ import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
 import { lastFlush } from './last-flush.js';
-import { changeKey, droppable, MAX_UNREAD_BYTES } from '../downstream/sse.js';
+import { FarBehind } from '../downstream/far-behind.js';
 
 interface ConnectArgs {
   url: string;
@@ -46,21 +46,14 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
      * One message on stdout. When its buffer is full (the client is not reading), stdin is
      * paused until it drains, as `stdio` does: no new request is read whose answer would pile up
      * in this process's memory. What is already in flight still answers into the buffer; the
-     * progress and log notifications it streams meanwhile are left out past MAX_UNREAD_BYTES, as
-     * the hub's own answer streams do (the bridge reads the hub's stream as fast as it comes,
-     * so the hub never sees this client fall behind), and of change notifications only the latest
-     * of each is kept, as `stdio` does.
+     * notifications it streams meanwhile are left out or held back while the client is far
+     * behind, as `stdio` does (far-behind.ts): the bridge reads the hub's stream as fast as it
+     * comes, so the hub never sees this client fall behind.
      */
     let throttled = false;
-    let dropped = 0;
-    /** Change notifications held back meanwhile, the latest of each kind (changeKey): written at 'drain'. */
-    const changes = new Map<string, object>();
+    const behind = new FarBehind();
     const write = (msg: object) => {
-      if (process.stdout.writableLength > MAX_UNREAD_BYTES) {
-        if (droppable(msg)) return void dropped++;
-        const key = changeKey(msg);
-        if (key !== undefined) return void changes.set(key, msg);
-      }
+      if (behind.takes(msg, process.stdout.writableLength)) return;
       if (!process.stdout.write(JSON.stringify(msg) + '\n') && !throttled) {
         throttled = true;
         process.stdin.pause();
@@ -68,13 +61,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
     };
     process.stdout.on('drain', () => {
-      if (dropped > 0) {
-        log.warn({ dropped }, `connect: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
-        dropped = 0;
-      }
-      const held = [...changes.values()];
-      changes.clear();
-      for (const msg of held) write(msg);
+      for (const msg of behind.drained(log, 'connect')) write(msg);
       if (!throttled) return;
       throttled = false;
       process.stdin.resume();

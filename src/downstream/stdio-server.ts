@@ -12,7 +12,7 @@ import { Canceller, clientReason } from '../cancel.js';
 import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { LOCAL } from '../auth/principals.js';
-import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
+import { FarBehind } from './far-behind.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -62,10 +62,8 @@ export class StdioServer {
   private stopped = false;
   /** stdin is paused because stdout's buffer is full (the client is not reading): resumed on 'drain'. */
   private throttled = false;
-  /** Progress and log notifications left out since the client fell MAX_UNREAD_BYTES behind (see write); told at 'drain'. */
-  private dropped = 0;
-  /** Change notifications held back meanwhile, the latest of each kind (changeKey): sent at 'drain'. */
-  private readonly changes = new Map<string, object>();
+  /** What is left out or held back while the client is far behind (see write); said and sent at 'drain'. */
+  private readonly behind = new FarBehind();
   /** The drain under way (stdin EOF, or a stop signal), which ends in stop(). */
   private draining: Promise<void> | undefined;
   private finish: (() => void) | undefined;
@@ -106,13 +104,7 @@ export class StdioServer {
     });
     // The client read what was waiting: read its input again.
     this.output.on('drain', () => {
-      if (this.dropped > 0) {
-        this.log.warn({ dropped: this.dropped }, `stdout: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
-        this.dropped = 0;
-      }
-      const changes = [...this.changes.values()];
-      this.changes.clear();
-      for (const msg of changes) this.write(msg);
+      for (const msg of this.behind.drained(this.log, 'stdout')) this.write(msg);
       if (!this.throttled) return;
       this.throttled = false;
       if (!this.stopped) this.input.resume();
@@ -328,20 +320,12 @@ export class StdioServer {
    * One message on stdout. When stdout's buffer is full (write() says so: the client is not
    * reading), stdin is paused until it drains: no new work is read whose answers would pile up
    * in memory. What is already running still answers into the buffer (bounded by what was read).
-   * Not so what an upstream sends while it runs: a flood of progress or log notifications would
-   * all be held for a client that does not read, so past MAX_UNREAD_BYTES they are left out,
-   * as on an HTTP answer stream (sse.ts). Answers and requests to the client are always written.
+   * Not so what an upstream sends while it runs: a flood of notifications is left out or held
+   * back while the client is far behind (far-behind.ts).
    */
   private write(msg: object): void {
     if (this.outClosed) return;
-    if (this.output.writableLength > MAX_UNREAD_BYTES) {
-      if (droppable(msg)) return void this.dropped++;
-      // Nor a flood of resources/updated (or list_changed): each says only "it changed", so the
-      // latest of each is held and sent once the client has read (an HTTP client's stream is cut
-      // instead, and it reconnects; a pipe cannot be).
-      const key = changeKey(msg);
-      if (key !== undefined) return void this.changes.set(key, msg);
-    }
+    if (this.behind.takes(msg, this.output.writableLength)) return;
     let line: string;
     try {
       line = wireText(msg);

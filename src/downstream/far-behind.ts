@@ -1,0 +1,40 @@
+import type { Logger } from '../log.js';
+import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
+
+/**
+ * What a pipe writer (`switchyard stdio`'s stdout, `switchyard connect`'s) does with a message
+ * while its client is more than MAX_UNREAD_BYTES behind: a flood of progress or log
+ * notifications would all be held in memory for a client that does not read, so they are left
+ * out, as on an HTTP answer stream (sse.ts); of change notifications (resources/updated,
+ * list_changed), which each say only "it changed", the latest of each is held and written once
+ * the client has read (an HTTP client's stream is cut instead, and it reconnects; a pipe cannot
+ * be). Answers and requests to the client are always written.
+ */
+export class FarBehind {
+  private dropped = 0;
+  private readonly held = new Map<string, object>();
+
+  /** True when `msg` was left out or held, for a client `unread` bytes behind; false: write it. */
+  takes(msg: object, unread: number): boolean {
+    if (unread <= MAX_UNREAD_BYTES) return false;
+    if (droppable(msg)) {
+      this.dropped++;
+      return true;
+    }
+    const key = changeKey(msg);
+    if (key === undefined) return false;
+    this.held.set(key, msg);
+    return true;
+  }
+
+  /** At 'drain': says (once) how many were left out, and gives the held messages to write now. */
+  drained(log: Logger, who: string): object[] {
+    if (this.dropped > 0) {
+      log.warn({ dropped: this.dropped }, `${who}: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
+      this.dropped = 0;
+    }
+    const held = [...this.held.values()];
+    this.held.clear();
+    return held;
+  }
+}
