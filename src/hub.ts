@@ -677,8 +677,8 @@ export class Hub implements HubCore {
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
     const view = { principal, group };
-    /** Modern servers whose listen filter gained URIs, and those URIs (`own`: on this principal's own connection). */
-    const modern = new Map<ServerHandle, { own: boolean; list: string[] }>();
+    /** Modern servers whose listen filter gained URIs, and those URIs (`conn`: the connection whose filter, as Subscriptions names it). */
+    const modern = new Map<ServerHandle, { conn: string; list: string[] }>();
     for (const uri of uris) {
       // Not honoured (the acknowledgement leaves it out), as a legacy subscribe of it is refused.
       if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
@@ -698,7 +698,7 @@ export class Hub implements HubCore {
           honoured.push(uri);
           continue;
         }
-        const at = modern.get(h) ?? { own, list: [] };
+        const at = modern.get(h) ?? { conn, list: [] };
         at.list.push(uri);
         modern.set(h, at);
         continue;
@@ -712,15 +712,14 @@ export class Hub implements HubCore {
     }
     // A modern server says in its listen acknowledgement which URIs it honours (digest §4.1):
     // one re-listen per server with all of them, and what it leaves out is not honoured here.
-    for (const [h, { own, list }] of modern) {
-      const whose = own ? principal : undefined;
-      this.catalog.subscriptionsChanged(h.id, whose);
-      const ok = await this.catalog.listenHonours(h.id, whose, list, LISTEN_ACK_WAIT_MS);
+    for (const [h, { conn, list }] of modern) {
+      this.catalog.subscriptionsChanged(h.id, conn);
+      const ok = await this.catalog.listenHonours(h.id, conn, list, LISTEN_ACK_WAIT_MS);
       const refused = ok === undefined ? [] : list.filter((u) => !ok.includes(u));
-      for (const u of refused) this.subs.remove(h.id, u, subscriber, own ? principalConn(principal) : '');
+      for (const u of refused) this.subs.remove(h.id, u, subscriber, conn);
       if (refused.length) {
         this.log.info({ server: h.id, refused: refused.length }, 'upstream did not honour resource subscriptions in its listen acknowledgement');
-        this.catalog.subscriptionsChanged(h.id, whose);
+        this.catalog.subscriptionsChanged(h.id, conn);
       }
       for (const u of list) if (!refused.includes(u)) honoured.push(u);
     }
@@ -732,7 +731,7 @@ export class Hub implements HubCore {
   sessionClosed(sessionKey: string): void {
     for (const { server, conn, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);
-      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server, conn === '' ? undefined : principalOfConn(conn));
+      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server, conn);
       else if (h) {
         // On the connection it was made on (a principal's own one may have been closed since:
         // its upstream session, and the subscription, went with it).

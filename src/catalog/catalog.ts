@@ -394,14 +394,18 @@ export class Catalog extends EventEmitter {
     for (const k of LIST_KINDS) if (k !== 'resourceTemplates') this.emit('changed', k);
   }
 
-  /** The resource subscriptions made on a connection of a server changed (`principal`: its own one): its listen filter follows. */
-  subscriptionsChanged(serverId: string, principal?: string): void {
-    this.listens.refresh(principal === undefined ? serverId : principalListenKey(serverId, principal));
+  /**
+   * The resource subscriptions made on connection `conn` of a server changed (its `conn` in
+   * router/subscriptions.ts: '' the server's own, principalConn() a principal's): its listen
+   * filter follows.
+   */
+  subscriptionsChanged(serverId: string, conn = ''): void {
+    this.listens.refresh(listenKeyOf(serverId, conn));
   }
 
   /** Which of `uris` the listen stream of that connection honours (ListenManager.honours). */
-  listenHonours(serverId: string, principal: string | undefined, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
-    return this.listens.honours(principal === undefined ? serverId : principalListenKey(serverId, principal), uris, waitMs);
+  listenHonours(serverId: string, conn: string, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
+    return this.listens.honours(listenKeyOf(serverId, conn), uris, waitMs);
   }
 
   /** `principal`: only that principal's own partition (its connection's credential) changed, and only its clients are told. */
@@ -936,4 +940,9 @@ function recordKey(r: PartRecord): string {
     recordKeys.set(r, k);
   }
   return k;
+}
+
+/** The listen stream of a server's connection `conn` (a subscriptions `conn`: '' the server's own). */
+function listenKeyOf(serverId: string, conn: string): string {
+  return conn === '' ? serverId : principalListenKey(serverId, principalOfConn(conn));
 }

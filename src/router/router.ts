@@ -15,7 +15,7 @@ import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { cutOffError, outcomeOfError } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
-import { principalConn, principalOfConn } from '../catalog/principal-conn.js';
+import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
@@ -452,19 +452,18 @@ export class Router {
     // credentials) watches the URI as that user, and what it says reaches that user's subscribers only.
     const found = server.upstream.state === 'ready' ? connectionFor(this.opts, server, ctx) : { upstream: server.upstream };
     const conn = found instanceof Promise ? await found : found;
-    const whose = conn.upstream === server.upstream ? undefined : ctx.principal;
-    const connKey = whose === undefined ? '' : principalConn(whose);
+    const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
     const added = this.subs.addToFilter(server.id, uri, subscriber, connKey, ctx.principal);
     if (!added) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `this user's subscriptions to server "${server.id}" would pass ${LISTEN_SHARE.maxUris} URIs or ${LISTEN_SHARE.maxChars} characters of URIs, the most the hub puts in its listen filter for one user: unsubscribe from some first`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
     }
-    if (added.first) this.catalog.subscriptionsChanged(server.id, whose);
+    if (added.first) this.catalog.subscriptionsChanged(server.id, connKey);
     // The server's listen acknowledgement says which URIs it watches (digest §4.1): a client
     // told {} for one it left out would wait for updates that never come. Asked for every
     // subscriber, not only the first: a second one may come while the first waits for it.
-    const ok = conn.upstream.state === 'ready' ? await this.catalog.listenHonours(server.id, whose, [uri], LISTEN_ACK_WAIT_MS) : undefined;
+    const ok = conn.upstream.state === 'ready' ? await this.catalog.listenHonours(server.id, connKey, [uri], LISTEN_ACK_WAIT_MS) : undefined;
     if (ok !== undefined && !ok.includes(uri)) {
-      if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id, whose);
+      if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id, connKey);
       throw await this.unwatched(method, ctx, server, uri, 'its listen acknowledgement left it out');
     }
     await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
@@ -521,7 +520,7 @@ export class Router {
   private async release(ctx: CallContext, server: ServerHandle, connKey: string, uri: string, subscriber: string): Promise<Result | undefined> {
     const last = this.subs.remove(server.id, uri, subscriber, connKey);
     if (!last) return undefined;
-    if (server.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey === '' ? undefined : principalOfConn(connKey));
+    if (server.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
     const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
     // Only on the connection it was made on: should this principal's calls have moved to the
