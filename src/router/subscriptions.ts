@@ -61,15 +61,10 @@ export class Subscriptions {
     return this.bySubscriber.get(subscriber)?.size ?? 0;
   }
 
-  /** Returns true when this is the first subscriber (subscribe upstream). */
-  add(server: string, uri: string, subscriber: string, conn = ''): boolean {
-    return this.count(key(server, conn, uri), subscriber);
-  }
-
   /**
    * Counts `subscriber` in the listen filter of connection `conn` of a modern server, charged to
    * `principal` (ListenShareLimits). Undefined when the URI would take the principal past its
-   * share: nothing is counted then. Otherwise `first` as add's.
+   * share: nothing is counted then. Otherwise `first`: the URI's first subscriber on that connection.
    */
   addToFilter(server: string, uri: string, subscriber: string, conn: string, principal: string): { first: boolean } | undefined {
     const k = key(server, conn, uri);
