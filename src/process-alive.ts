@@ -31,3 +31,17 @@ export function processStart(pid: number): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * Whether the lock holder `pid` still runs: a process of that pid exists and, when the holder
+ * wrote when it started (`started`, processStart) and /proc can say when this one did, the two
+ * agree. A holder that crashed leaves its pid, and the pid may be another program's since (after
+ * a reboot, or later in the same boot). Without `started` (an older build's lock, or no /proc)
+ * alive is all that is known here.
+ */
+export function holderRuns(pid: number, started: string | undefined): boolean {
+  if (!processAlive(pid)) return false;
+  if (started === undefined) return true;
+  const now = processStart(pid);
+  return now === undefined || now === started;
+}

@@ -11,7 +11,7 @@ import { makeStateDir } from '../paths.js';
 import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
-import { processAlive, processStart } from '../process-alive.js';
+import { holderRuns, processStart } from '../process-alive.js';
 
 /** The ledger cannot be written by this process: said in one line, exit 2. */
 export class LedgerLockError extends Error {}
@@ -82,10 +82,7 @@ function pidNamespace(): string | undefined {
 
 /** As this process's PID namespace sees it (another container's hub is not seen: ledger-owner.ts). */
 function seenAlive(holder: Holder): boolean {
-  if (!processAlive(holder.pid)) return false;
-  if (holder.started === undefined) return runsCommand(holder);
-  const now = processStart(holder.pid);
-  return now === undefined || now === holder.started;
+  return holderRuns(holder.pid, holder.started) && (holder.started !== undefined || runsCommand(holder));
 }
 
 /**

@@ -8,7 +8,7 @@ import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { makeStateDir } from '../paths.js';
-import { processAlive, processStart } from '../process-alive.js';
+import { holderRuns, processStart } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
 
 /** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
@@ -97,7 +97,7 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
   } catch {
     // Not JSON (written half, or not at all), or no file to read: judged by its age.
   }
-  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !holderRuns(holder.pid, holder.started));
+  const dead = holder.host === hostname() && typeof holder.pid === 'number' && (holder.pid === process.pid ? !heldLocks.has(lock) : !holderRuns(holder.pid, typeof holder.started === 'string' ? holder.started : undefined));
   if (!dead && Date.now() - st.mtimeMs < LOCK_STALE_MS) return 'held';
   // Only the lock judged stale, not one a faster process took over and created since. Its inode
   // number alone does not tell (a removed file's is soon given again, and the fresh lock was
@@ -116,18 +116,6 @@ function takeOverStale(lock: string): 'gone' | 'held' | 'stuck' {
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? 'gone' : code === 'EACCES' || code === 'EPERM' || code === 'EROFS' ? 'stuck' : 'held';
   }
-}
-
-/**
- * The holder's pid is a process that started when the holder did. A pid alone, once its holder
- * crashed and another program got it, held every refresh of the login off for LOCK_STALE_MS
- * (30 s), longer than a refresh waits (12 s): each failed meanwhile.
- */
-function holderRuns(pid: number, started: unknown): boolean {
-  if (!processAlive(pid)) return false;
-  if (typeof started !== 'string') return true; // an older build's lock, or no /proc: alive is all that is known
-  const now = processStart(pid);
-  return now === undefined || now === started;
 }
 
 /** The lock's text; '' when there is none to read (a folder, a symlink pointing nowhere). */
