@@ -1,5 +1,5 @@
 import { setField } from './copy.js';
-import { formatTraceparent, type TraceSpan } from './trace-context.js';
+import { formatTraceparent, type HeaderSource, type TraceSpan } from './trace-context.js';
 
 /** Reserved `_meta` keys of the 2026-07-28 era (digest §2.2). */
 export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
@@ -27,11 +27,20 @@ const ENVELOPE_KEYS = new Set([
  * unchanged under a caller's trace, and is dropped when the hub started a new one (the spec: a
  * traceparent that cannot be parsed restarts the trace and deletes tracestate, whose entries
  * describe the trace the upstream would no longer be in). `baggage` is no part of the trace's
- * identity (a W3C specification of its own) and always goes on.
+ * identity (a W3C specification of its own) and always goes on. A trace `span` continues from
+ * the HTTP `traceparent` header (`_meta` naming none, see spanOfMeta) goes on with that
+ * request's `tracestate` header: the vendors' entries of the client's trace, which its tracer
+ * sends beside the traceparent.
  */
-export function passThroughMeta(meta: Record<string, unknown> | undefined, span?: TraceSpan): Record<string, unknown> | undefined {
+export function passThroughMeta(meta: Record<string, unknown> | undefined, span?: TraceSpan, http?: HeaderSource): Record<string, unknown> | undefined {
   let out: Record<string, unknown> | undefined;
-  if (span) out = { traceparent: formatTraceparent(span) };
+  if (span) {
+    out = { traceparent: formatTraceparent(span) };
+    if (http && span.parentSpanId !== undefined && meta?.traceparent === undefined) {
+      const state = http.header('tracestate');
+      if (state) out.tracestate = state;
+    }
+  }
   if (!meta) return out;
   const restarted = span !== undefined && span.parentSpanId === undefined;
   for (const k in meta) {

@@ -86,15 +86,22 @@ describe.each(['modern', 'legacy'])('tools/call to a %s upstream', (id) => {
     expect(started.tracestate).toBeUndefined();
     expect(started.baggage).toBe('user=7');
     // An OpenTelemetry-instrumented HTTP client puts it in a `traceparent` header: taken when
-    // `_meta` names none, from either era; `_meta`'s (MCP's own) wins over it.
-    const header = { traceparent: `00-${trace}-${parent}-01` };
+    // `_meta` names none, from either era, with its `tracestate` header; `_meta`'s (MCP's own)
+    // wins over both.
+    const header = { traceparent: `00-${trace}-${parent}-01`, tracestate: 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE' };
     expect((await modernCall(hub.url, `th-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'modern-header' } }, { headers: header })).status).toBe(200);
     expect((sentWith('modern-header')?._meta as Json).traceparent).toMatch(new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`));
+    expect((sentWith('modern-header')?._meta as Json).tracestate).toBe(header.tracestate);
     expect((await legacy.call(`th-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'legacy-header' } }, header)).status).toBe(200);
     expect((sentWith('legacy-header')?._meta as Json).traceparent).toMatch(new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`));
+    expect((sentWith('legacy-header')?._meta as Json).tracestate).toBe(header.tracestate);
     const other = '0af7651916cd43dd8448eb211c80319c';
     expect((await modernCall(hub.url, `tb-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'both' } }, { headers: header, meta: { traceparent: `00-${other}-${parent}-01` } })).status).toBe(200);
     expect((sentWith('both')?._meta as Json).traceparent).toMatch(new RegExp(`^00-${other}-`));
+    expect((sentWith('both')?._meta as Json).tracestate).toBeUndefined();
+    // A header traceparent no one can read starts a trace: its tracestate stays behind.
+    expect((await modernCall(hub.url, `tx-${id}`, 'tools/call', { name: `${id}__echo`, arguments: { mark: 'bad-header' } }, { headers: { ...header, traceparent: 'nonsense' } })).status).toBe(200);
+    expect((sentWith('bad-header')?._meta as Json).tracestate).toBeUndefined();
   });
 
   it('forwards a legacy client’s _meta that is no object (a string, an array) as none, not as keys "0", "1", …', async () => {
