@@ -357,7 +357,7 @@ export class Hub implements HubCore {
   private pluginFailed(f: PluginFailure): void {
     void this.ledger
       .record(
-        { ts: Date.now(), requestId: 'plugin', principal: 'hub', clientEra: '-', method: `plugin/${f.hook}`, server: f.server, hubName: f.tool },
+        { ts: Date.now(), requestId: 'plugin', principal: 'hub', clientEra: '-', method: `plugin/${f.hook}`, server: f.server, hubName: f.tool, group: f.group },
         { outcome: 'rpc_error', errorKind: null, errorCode: -32603, errorMessage: `plugin ${f.plugin} failed in ${f.hook}: ${f.message}`, latencyMs: 0 },
       )
       .catch(() => undefined);

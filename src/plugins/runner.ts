@@ -16,6 +16,8 @@ export interface PluginFailure {
   message: string;
   server?: string;
   tool?: string;
+  /** The tool group of the call's endpoint: its row is among the group's (`ledger --group`). */
+  group?: string;
 }
 
 export const DEFAULT_HOOK_TIMEOUT_MS = 5_000;
@@ -163,7 +165,7 @@ export class PluginRunner {
    * undefined. A hook that returns at once (redact-secrets' afterCall, on every call) needs no
    * timer: nothing could have cut it short anyway, so only a promise races the timeout.
    */
-  private async guard<T>(p: Plugin, hook: PluginFailure['hook'], where: { server?: string; tool?: string }, fn: () => T | Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+  private async guard<T>(p: Plugin, hook: PluginFailure['hook'], where: Pick<PluginFailure, 'server' | 'tool' | 'group'>, fn: () => T | Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
     let timer: NodeJS.Timeout | undefined;
     try {
       const out = fn();
@@ -271,7 +273,7 @@ export class PluginRunner {
       if (!p.beforeCall) continue;
       const given = JSON.parse(current) as Record<string, unknown>;
       const ctx = new HookContext(tool, principal, group, given, this.logOf(p), plan, p.name);
-      const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName }, () => {
+      const r = await this.guard(p, 'beforeCall', { server: tool.server.id, tool: tool.hubName, group }, () => {
         const out = p.beforeCall!(ctx);
         return isThenable(out) ? out.then((v) => beforeOutcome(v, given)) : beforeOutcome(out, given);
       });
@@ -301,7 +303,7 @@ export class PluginRunner {
       const ctx = new HookContext(tool, principal, group, plan.arguments, this.logOf(p), plan, p.name);
       const own = HUB_PLUGINS.has(p);
       const given = current;
-      const where = { server: tool.server.id, tool: tool.hubName };
+      const where = { server: tool.server.id, tool: tool.hubName, group };
       const r = await this.guard(p, 'afterCall', where, () => {
         // A result came in as JSON (no deeper than MAX_MESSAGE_DEPTH): it can be copied.
         const out = p.afterCall!(ctx, own ? given : structuredClone(given));

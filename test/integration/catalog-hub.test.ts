@@ -287,6 +287,12 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
     const row = auditRows(hub, 'plugin/beforeCall')[0];
     expect(row.error_message).toContain('plugin throwing failed in beforeCall: plugin bug');
     expect(auditRows(hub, 'plugin/afterCall')[0].error_message).toContain('late bug');
+    // Through a group's endpoint, the failure's row is among the group's rows (`ledger --group`).
+    const g = await v2(hub.url.replace(/\/mcp$/, '/mcp/small'));
+    expect((await g.callTool({ name: 'unt__echo', arguments: { text: 'grouped' } })).content).toEqual([{ type: 'text', text: 'echo:grouped' }]);
+    await g.close();
+    await expect.poll(() => auditRows(hub, 'plugin/beforeCall').filter((r) => r.tool_group === 'small' && r.server === 'unt').length, { timeout: 3000 }).toBeGreaterThanOrEqual(1);
+    expect(auditRows(hub, 'plugin/beforeCall').some((r) => r.tool_group === null)).toBe(true);
   });
 });
 
