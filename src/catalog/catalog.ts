@@ -85,6 +85,8 @@ interface Built extends GroupView {
 export interface CatalogOptions {
   /** The clock of pins and caches alike (tests); without it, Date.now() and monotonicNow(). */
   now?: () => number;
+  /** How long a list that failed is not fetched again (tests); LIST_RETRY_MS without it. */
+  listRetryMs?: number;
   pins?: PinStore;
   /** Pins of prompts, resources and templates, a store per kind (default: in memory). */
   itemPins?: Record<ItemPinKind, PinStore>;
@@ -190,6 +192,7 @@ export class Catalog extends EventEmitter {
         const [server, kind, own] = key.split('\0') as [string, ListKind, string | undefined];
         this.emit('changed', kind === 'resourceTemplates' ? 'resources' : kind, own === undefined ? undefined : principalOfConn(own), server);
       },
+      opts.listRetryMs,
     );
     this.reads = new ReadCache(this.cacheNow);
     this.pins = opts.pins ?? new MemoryPinStore();

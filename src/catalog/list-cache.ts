@@ -2,7 +2,7 @@
  * Per-upstream list cache: one entry per (server, list kind, authorization context), fresh for
  * the upstream's own `ttlMs` (modern) or until its `list_changed` / a configured TTL (legacy,
  * which gives no hints). Concurrent misses share one upstream fetch; a failed refresh serves
- * the stale entry. Keys are `<server>\0<kind>` for the server's own credentials and
+ * the stale entry, and a failed fetch is not tried again for LIST_RETRY_MS. Keys are `<server>\0<kind>` for the server's own credentials and
  * `<server>\0<kind>\0<credential>` for a per-principal one, so a prefix `<server>\0` covers
  * every entry of a server.
  */
@@ -16,11 +16,24 @@ export interface ListEntry {
   scope: 'public' | 'private';
   /** Bumped on every change of content, so aggregates can be versioned. */
   version: number;
+  /** Its refresh failed: served stale, and not fetched again, until then. */
+  retryAt?: number;
 }
 
 export type Fetcher = () => Promise<Omit<ListEntry, 'receivedAt' | 'version'>>;
 
 const ANNOUNCE_EVERY_MS = 1000;
+
+/**
+ * How long a list whose fetch failed is not asked for again: meanwhile its stale entry is served,
+ * or, with none, the same error. Otherwise every client's list (each a refresh: a failed list
+ * is never fresh) was one more request to an upstream that is failing, however many clients
+ * listed a second. A list_changed or a restart of the server ends the wait at once (invalidate).
+ */
+export const LIST_RETRY_MS = 5_000;
+
+/** Failures kept at most (lists of principals that never listed again are forgotten past it). */
+const MAX_FAILURES = 10_000;
 
 /**
  * Whether `prefix` names `key` or a group of keys it heads, whole fields only: `a\0tools`
@@ -38,6 +51,8 @@ export class ListCache {
   private readonly changedInFlight = new Set<string>();
   /** When each key's change was last told by onChanged. */
   private readonly toldAt = new Map<string, number>();
+  /** Keys whose last fetch failed, until when they are not fetched again, and why. */
+  private readonly failures = new Map<string, { until: number; err: unknown }>();
   /** Changes found inside a key's window, to be told at its end. */
   private readonly deferred = new Map<string, NodeJS.Timeout>();
   private versionCounter = 0;
@@ -52,6 +67,7 @@ export class ListCache {
      * listChanged, a listen stream that is not there): clients are to be told now.
      */
     private readonly onChanged?: (key: string) => void,
+    private readonly retryMs = LIST_RETRY_MS,
   ) {}
 
   /** Entries held (for tests). */
@@ -67,8 +83,9 @@ export class ListCache {
     return this.now() < e.receivedAt + e.ttlMs;
   }
 
+  /** How long `e` may be served as it is: while fresh, or, stale after a failed refresh, until it is tried again. */
   remainingMs(e: ListEntry): number {
-    return Math.max(0, e.receivedAt + e.ttlMs - this.now());
+    return Math.max(0, Math.max(e.receivedAt + e.ttlMs, e.retryAt ?? -Infinity) - this.now());
   }
 
   /** The entry when it is fresh (counted as a hit), else undefined; no fetch. */
@@ -87,6 +104,15 @@ export class ListCache {
       this.stats.hits++;
       return e;
     }
+    const failed = this.failures.get(key);
+    if (failed !== undefined) {
+      if (this.now() < failed.until) {
+        if (!e) throw failed.err;
+        this.stats.staleServed++;
+        return e;
+      }
+      this.failures.delete(key);
+    }
     this.stats.misses++;
     let p = this.inflight.get(key);
     if (!p) {
@@ -100,6 +126,7 @@ export class ListCache {
   private async refresh(key: string, fetch: Fetcher, stale: ListEntry | undefined): Promise<ListEntry> {
     try {
       const got = await fetch();
+      this.failures.delete(key);
       const same = stale && JSON.stringify(stale.items) === JSON.stringify(got.items);
       const entry: ListEntry = { ...got, receivedAt: this.now(), version: same ? stale.version : ++this.versionCounter };
       // A list_changed that came while this list was on its way: served once, fetched again next.
@@ -109,7 +136,12 @@ export class ListCache {
       return entry;
     } catch (err) {
       this.changedInFlight.delete(key);
+      const until = this.now() + this.retryMs;
+      this.failures.delete(key);
+      if (this.failures.size >= MAX_FAILURES) this.failures.delete(this.failures.keys().next().value!);
+      this.failures.set(key, { until, err });
       if (stale) {
+        stale.retryAt = until;
         this.stats.staleServed++;
         this.onStale?.(key, err);
         return stale;
@@ -150,6 +182,7 @@ export class ListCache {
 
   /** Make entries stale at once (list_changed, upstream restart). Keeps them for stale serving. */
   invalidate(prefix: string): void {
+    this.forgetFailures(prefix);
     for (const [k, e] of this.entries) if (covers(prefix, k)) e.ttlMs = 0;
     for (const k of this.inflight.keys()) if (covers(prefix, k)) this.changedInFlight.add(k);
   }
@@ -159,6 +192,7 @@ export class ListCache {
    * was down). The next list fetches them again and tells clients only if they differ.
    */
   expire(prefix: string): void {
+    this.forgetFailures(prefix);
     const now = this.now();
     for (const [k, e] of this.entries)
       if (covers(prefix, k) && e.ttlMs > 0) {
@@ -175,7 +209,19 @@ export class ListCache {
     this.deferred.clear();
   }
 
+  /** Failed lists under `prefix` may be fetched at once again (their server said something changed). */
+  private forgetFailures(prefix: string): void {
+    if (this.failures.size === 0) return;
+    for (const k of [...this.failures.keys()])
+      if (covers(prefix, k)) {
+        this.failures.delete(k);
+        const e = this.entries.get(k);
+        if (e) e.retryAt = undefined;
+      }
+  }
+
   drop(prefix: string): void {
+    this.forgetFailures(prefix);
     for (const k of [...this.entries.keys()]) if (covers(prefix, k)) this.entries.delete(k);
     for (const k of [...this.toldAt.keys()]) if (covers(prefix, k)) this.toldAt.delete(k);
     for (const [k, timer] of this.deferred)

@@ -136,7 +136,8 @@ describe('catalog cache (real stdio upstreams)', () => {
         { id: 'm', config: serverConfig('m'), upstream: m.upstream },
         { id: 'f', config: serverConfig('f'), upstream: f.upstream },
       ],
-      { groups: new Groups({ mo: { servers: ['m'] } }) },
+      // Asked again at once once it works (the wait after a failure is the next test's).
+      { groups: new Groups({ mo: { servers: ['m'] } }), listRetryMs: 0 },
     );
     expect((await c.aggregate('tools')).ttlMs).toBe(0);
     // Built again from the same parts (the memo): still lacking f.
@@ -246,14 +247,45 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect(c.cache.stats.staleServed).toBe(1);
   });
 
+  it('a list that failed is not asked again for LIST_RETRY_MS, whether a stale one is served or none: clients listing meanwhile do not reach the failing upstream; a list_changed ends the wait', async () => {
+    const st = await fixture('st', { LIST_TTL_MS: '50' });
+    const none = await fixture('no', { LIST_TTL_MS: '50' });
+    await none.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
+    const c = catalogOf([
+      { id: 'st', config: serverConfig('st'), upstream: st.upstream },
+      { id: 'no', config: serverConfig('no'), upstream: none.upstream },
+    ]);
+    const a = await c.aggregate('tools');
+    await sleep(80);
+    await st.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
+    for (let i = 0; i < 20; i++) {
+      const b = await c.aggregate('tools');
+      expect(b.items).toEqual(a.items);
+    }
+    expect(st.stats()['tools/list']).toBe(2);
+    expect(none.stats()['tools/list']).toBe(1);
+    expect(c.cache.stats.staleServed).toBe(20);
+    // The server says its list changed: asked again at once.
+    const changed = new Promise((r) => c.once('changed', r));
+    await st.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: false } });
+    await st.upstream.request('tools/call', { name: 'mutate', arguments: { op: 'storm', n: 1 } });
+    await changed;
+    expect(names((await c.aggregate('tools')).items)).toEqual(names(a.items));
+    expect(st.stats()['tools/list']).toBe(3);
+    expect(c.cache.stats.staleServed).toBe(20);
+  });
+
   it('a list that failed with nothing to serve instead, when it succeeds again, is told to clients: those that listed meanwhile lack its items', async () => {
     const ok = await fixture('ok', { LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' });
     const f = await fixture('f', { LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' });
     await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
-    const c = catalogOf([
-      { id: 'ok', config: serverConfig('ok'), upstream: ok.upstream },
-      { id: 'f', config: serverConfig('f'), upstream: f.upstream },
-    ]);
+    const c = catalogOf(
+      [
+        { id: 'ok', config: serverConfig('ok'), upstream: ok.upstream },
+        { id: 'f', config: serverConfig('f'), upstream: f.upstream },
+      ],
+      { listRetryMs: 0 },
+    );
     const changed: unknown[][] = [];
     c.on('changed', (...args: unknown[]) => void changed.push(args));
     expect(names((await c.aggregate('tools')).items).some((n) => n.startsWith('f__'))).toBe(false);

@@ -30,7 +30,8 @@ describe('the list cache', () => {
   });
 
   it('only the keys under the prefix are marked, and a failed fetch leaves no mark behind', async () => {
-    const cache = new ListCache(() => 1000);
+    // No wait after a failure (the next test's): the fetch after it is the one looked at.
+    const cache = new ListCache(() => 1000, undefined, undefined, 0);
     const f = held();
     const a = cache.get('a\0tools', f.fetch);
     const b = cache.get('b\0tools', f.fetch);
@@ -50,6 +51,36 @@ describe('the list cache', () => {
     await again;
     void cache.get('c\0tools', c.fetch);
     expect(c.asked).toHaveLength(1); // the mark went with the failed fetch
+  });
+
+  it('a failed fetch is not tried again before its wait is over: the same error, or the stale entry with the time to the retry; a change said ends the wait', async () => {
+    let now = 1000;
+    const cache = new ListCache(() => now, undefined, undefined, 5000);
+    let fetches = 0;
+    const failing = () => (fetches++, Promise.reject(new Error('down')));
+    await expect(cache.get('n\0tools', failing)).rejects.toThrow('down');
+    now += 4999;
+    await expect(cache.get('n\0tools', failing)).rejects.toThrow('down');
+    expect(fetches).toBe(1);
+    now += 1;
+    await expect(cache.get('n\0tools', failing)).rejects.toThrow('down');
+    expect(fetches).toBe(2);
+    cache.invalidate('n\0');
+    await expect(cache.get('n\0tools', failing)).rejects.toThrow('down');
+    expect(fetches).toBe(3);
+
+    const ok = () => Promise.resolve({ items: [{ name: 'a' }], ttlMs: 100, scope: 'public' as const });
+    const e = await cache.get('s\0tools', ok);
+    now += 200;
+    expect(cache.remainingMs(e)).toBe(0);
+    fetches = 0;
+    expect(await cache.get('s\0tools', failing)).toBe(e);
+    expect(cache.remainingMs(e)).toBe(5000);
+    now += 3000;
+    expect(await cache.get('s\0tools', failing)).toBe(e);
+    expect(fetches).toBe(1);
+    expect(cache.remainingMs(e)).toBe(2000);
+    expect(cache.stats.staleServed).toBe(2);
   });
 
   it("a principal's partition is its key alone: alice's change leaves alice2's list fresh, a kind's covers both", async () => {
