@@ -5,7 +5,7 @@ import type { PluginRunner } from '../plugins/runner.js';
 import type { Upstream } from '../upstream/types.js';
 import type { Aggregate, Connection, Routed, ServerHandle, View } from './types.js';
 import { Groups, toolFilter } from './filters.js';
-import { ListCache, type ListEntry } from './list-cache.js';
+import { LIST_RETRY_MS, ListCache, type ListEntry } from './list-cache.js';
 import { fetchList } from './fetch-list.js';
 import { CHANGED_NOTIFICATION, LIST_KINDS, LIST_METHOD, NAME_FIELD, offers, type ListKind } from './lists.js';
 import { MAX_TEMPLATE_LENGTH, templateMatcher, type TemplateMatcher } from './uri-template.js';
@@ -118,6 +118,15 @@ export interface CatalogOptions {
 
 export { DEFAULT_LEGACY_TTL_MS } from './fetch-list.js';
 const BUILT_MEMO = 64;
+
+/**
+ * The most freshness a list lacking a server it shows (down, or its list failed) is given: the
+ * next list may have that server's items, but not before the hub asks it again (a failed list
+ * LIST_RETRY_MS after it failed; a server restarting within seconds, a failed one once a minute).
+ * At 0, for as long as the server stayed down, a modern client keeping lists by their ttlMs
+ * listed again at every turn.
+ */
+export const LACKING_TTL_MS = LIST_RETRY_MS;
 
 /**
  * Aggregates the lists of every upstream, names tools and prompts collision-free, and routes
@@ -684,11 +693,13 @@ export class Catalog extends EventEmitter {
     }
     // Nothing but a notification revalidates a part kept until list_changed: a client that does
     // not listen must ask again, however long the other parts stay fresh. Nor may a list that
-    // lacks a server whose list failed be kept, or one that lacks a server that is down
+    // lacks a server whose list failed be kept long, or one that lacks a server that is down
     // (restarting, or failed and retried) and offered this list when it was up: the next list
     // may have its items (clients are told when it is back, but only those that listen hear it).
     const lacking = b.failed.some((id) => this.groups.showsServer(group, id)) || this.servers().some((h) => this.isDown(h, kind) && this.groups.showsServer(group, h.id));
-    if (untilNotified || lacking || !Number.isFinite(ttlMs)) ttlMs = 0;
+    if (untilNotified) ttlMs = 0;
+    else if (lacking) ttlMs = Math.min(ttlMs, LACKING_TTL_MS);
+    else if (!Number.isFinite(ttlMs)) ttlMs = 0;
     return { ttlMs, scope };
   }
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Catalog, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
+import { Catalog, LACKING_TTL_MS, type Connection, type ServerHandle } from '../../src/catalog/catalog.js';
 import { Groups } from '../../src/catalog/filters.js';
 import { NameAssigner } from '../../src/catalog/names.js';
 import { silentLogger } from '../../src/log.js';
@@ -127,7 +127,7 @@ describe('catalog cache (real stdio upstreams)', () => {
     expect((await grouped.aggregate('tools')).ttlMs).toBe(0);
   });
 
-  it('a list that lacks a server whose list failed has ttlMs 0 (the next list may have its items); a group without that server keeps its own', async () => {
+  it('a list that lacks a server whose list failed has ttlMs LACKING_TTL_MS at most (the next list may have its items); a group without that server keeps its own', async () => {
     const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
     const f = await fixture('f', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
     await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: true } });
@@ -139,15 +139,15 @@ describe('catalog cache (real stdio upstreams)', () => {
       // Asked again at once once it works (the wait after a failure is the next test's).
       { groups: new Groups({ mo: { servers: ['m'] } }), listRetryMs: 0 },
     );
-    expect((await c.aggregate('tools')).ttlMs).toBe(0);
+    expect((await c.aggregate('tools')).ttlMs).toBe(LACKING_TTL_MS);
     // Built again from the same parts (the memo): still lacking f.
-    expect((await c.aggregate('tools')).ttlMs).toBe(0);
+    expect((await c.aggregate('tools')).ttlMs).toBe(LACKING_TTL_MS);
     expect((await c.aggregate('tools', { group: 'mo' })).ttlMs).toBeGreaterThan(3_000_000);
     await f.upstream.request('tools/call', { name: 'fail_lists', arguments: { on: false } });
     expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
   });
 
-  it('a list that lacks a server it shows because that server is down (restarting) has ttlMs 0: it is back any moment', async () => {
+  it('a list that lacks a server it shows because that server is down (restarting) has ttlMs LACKING_TTL_MS at most, however long it stays down: it is back any moment', async () => {
     const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
     // Restarted only after a minute: down for the whole test.
     const f = await startMutable('f', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' }, silentLogger, {}, { backoff: { baseMs: 60_000, maxMs: 60_000, jitter: 0 } });
@@ -157,19 +157,21 @@ describe('catalog cache (real stdio upstreams)', () => {
         { id: 'm', config: serverConfig('m'), upstream: m.upstream },
         { id: 'f', config: serverConfig('f'), upstream: f.upstream },
       ],
-      { groups: new Groups({ mo: { servers: ['m'] } }) },
+      { groups: new Groups({ mo: { servers: ['m'] }, fo: { servers: ['f'] } }) },
     );
     expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
     process.kill(f.upstream.pid!, 'SIGKILL');
     await waitFor(() => f.upstream.state === 'restarting', 5000, 'f restarting');
     const down = await c.aggregate('tools');
     expect(names(down.items).some((n) => n.startsWith('f__'))).toBe(false);
-    expect(down.ttlMs).toBe(0);
+    expect(down.ttlMs).toBe(LACKING_TTL_MS);
+    // A list of none but down servers: bounded too, not 0 (a client keeping lists by ttlMs asked at every turn).
+    expect((await c.aggregate('tools', { group: 'fo' })).ttlMs).toBe(LACKING_TTL_MS);
     // A group that does not show it is not dated by it.
     expect((await c.aggregate('tools', { group: 'mo' })).ttlMs).toBeGreaterThan(3_000_000);
   });
 
-  it('a server not ready since it was started (first start, restart, reload) counts as down by what the hub knows it offers: ttlMs 0', async () => {
+  it('a server not ready since it was started (first start, restart, reload) counts as down by what the hub knows it offers: ttlMs LACKING_TTL_MS at most', async () => {
     const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
     // A server that never answers its handshake (it exits as its stdin closes): starting for the whole test, with no capabilities of its own.
     const spec = { id: 's', command: process.execPath, args: ['-e', "process.stdin.on('data', () => {}).on('end', () => process.exit(0))"], env: {}, era: 'auto', timeoutMs: 60_000, probeTimeoutMs: 60_000, maxFrameBytes: 1 << 20 } as const;
@@ -188,7 +190,7 @@ describe('catalog cache (real stdio upstreams)', () => {
     const list = await c.aggregate('tools');
     expect(names(list.items).every((n) => n.startsWith('m__'))).toBe(true);
     // It carried m's hour: a modern client that does not listen kept a list without s's tools that long.
-    expect(list.ttlMs).toBe(0);
+    expect(list.ttlMs).toBe(LACKING_TTL_MS);
   });
 
   it('a snapshot has one cacheScope: the same items under another scope are another snapshot', async () => {
