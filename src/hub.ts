@@ -51,7 +51,7 @@ import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
 import { createUpstream } from './upstream/index.js';
-import type { Upstream } from './upstream/types.js';
+import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
 import { mergedInstructions, serverHealth, unionCapabilities, type ServerHealth } from './catalog/describe.js';
 import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
@@ -726,6 +726,20 @@ export class Hub implements HubCore {
     // In the order asked for.
     const yes = new Set(honoured);
     return uris.filter((u) => yes.has(u));
+  }
+
+  /**
+   * Each legacy server this client's endpoint shows hears it, on the principal's own connection
+   * and on the server's main one, where the calls on that connection have been this principal's
+   * alone (Upstream.rootsChanged); a modern server asks for roots in each request that needs them.
+   */
+  rootsChanged(principal: string, group: string | undefined, ask: AskClient): void {
+    for (const h of this.handles.values()) {
+      if (!this.catalog.groups.showsServer(group, h.id)) continue;
+      const own = this.upstreams.existing(h, principal);
+      for (const conn of own === undefined || own === h.upstream ? [h.upstream] : [h.upstream, own])
+        if (conn.rootsChanged?.(principal, ask)) this.log.debug({ server: h.id, principal }, "client roots changed: told the server");
+    }
   }
 
   sessionClosed(sessionKey: string): void {

@@ -3,6 +3,7 @@ import type { Implementation, ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import type { AuditEnd } from '../ledger/types.js';
 import type { SessionStreams } from './resumable.js';
+import type { AskClient } from '../upstream/types.js';
 
 /** What the downstream edges need from the rest of the hub; nothing era-specific crosses it. */
 export interface HubCore {
@@ -37,6 +38,11 @@ export interface HubCore {
    * honoured (routed to an upstream that can report updates). Released by sessionClosed.
    */
   subscribeResources?(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]>;
+  /**
+   * A legacy client of `principal` on endpoint `group` said its roots changed
+   * (`notifications/roots/list_changed`); `ask` puts a server's roots/list to it.
+   */
+  rootsChanged?(principal: string, group: string | undefined, ask: AskClient): void;
   /** `shows`: the servers the caller may know of (their lines, and a server named in `reason`); undefined: all. */
   health(shows?: (server: string) => boolean): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }

@@ -644,9 +644,28 @@ export class Endpoint {
       case 'notifications/cancelled':
         session.inflight.get(idKey(n.params?.requestId))?.abort(clientReason(n.params));
         break;
+      case 'notifications/roots/list_changed':
+        this.rootsChanged(session);
+        break;
       default:
-        break; // roots/list_changed and unknown notifications: nothing to do yet
+        break; // unknown notifications: nothing to do
     }
+  }
+
+  /**
+   * Passed on to the servers only if the client can be asked for its roots outside a call (on
+   * its GET stream, or stdout): a server that hears of the change asks at once, with no call of
+   * the client's to carry the question, and an unanswerable ask would change nothing.
+   */
+  private rootsChanged(session: LegacySession): void {
+    if (!session.capabilities.roots || !this.core.rootsChanged) return;
+    if (!askable(session)) return this.log.debug({ principal: session.principal }, 'client roots changed, but it has no stream to be asked on: not passed on');
+    const idle = new Canceller().signal;
+    this.core.rootsChanged(session.principal, session.group, (req, withdrawn) => {
+      if (!askable(session)) return Promise.reject(new RpcError(INTERNAL_ERROR, 'the client that said its roots changed can no longer be asked'));
+      // No call of its own: bounded by the time a client has to answer, and ends nothing else.
+      return session.ask(session.stream!, req, { signal: idle, withdrawn, timeoutMs: this.limits.inputTimeoutMs, end: () => undefined });
+    });
   }
 
   private async initialize(req: Request, ex: Exchange, stdio?: { current?: LegacySession }): Promise<void> {
@@ -1004,3 +1023,8 @@ function asRpc(err: unknown, log: Logger): RpcError {
 }
 
 export type { Id };
+
+/** Whether a session can be sent a request outside any of its calls: it is open, with a stream that reaches it. */
+function askable(s: LegacySession): boolean {
+  return !s.ended && s.stream !== undefined && !s.stream.closed && s.stream.connected !== false;
+}

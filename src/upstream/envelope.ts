@@ -38,11 +38,13 @@ export const HUB_CLIENT_INFO: Implementation = Object.freeze({ name: 'switchyard
  * too: a server refuses tool-enabled sampling itself when it is not declared (SDK 1.x does),
  * so no client that declares it could ever be asked. Not `sampling.context`: a client's
  * "thisServer" context through the hub is every upstream's, not the asking server's.
+ * `roots.listChanged`: a client's change is passed on where its principal alone uses the
+ * connection (Upstream.rootsChanged).
  */
 export const LEGACY_CLIENT_CAPABILITIES: ClientCapabilities = Object.freeze({
   elicitation: { form: {}, url: {} },
   sampling: { tools: {} },
-  roots: { listChanged: false },
+  roots: { listChanged: true },
 });
 
 /** Keys the edge owns; never taken from the caller's pass-through `_meta`. */

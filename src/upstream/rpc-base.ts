@@ -4,7 +4,7 @@
  * and routing of server-to-client traffic. Subclasses supply the bytes: transmit, cancel, reply
  * (and, through Lifecycle, connect/disconnect).
  */
-import { MODERN } from '../protocol/era.js';
+import { LEGACY, MODERN } from '../protocol/era.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import {
   CancelledError,
@@ -25,7 +25,7 @@ import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
 import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
-import type { CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
+import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
 import { Canceller, reasonOf, type Signal } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
@@ -96,6 +96,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readonly byToken = new KeyedTable<Pending>();
   /** Server-to-client requests relayed to a call's client and not yet answered, by the upstream's request id. */
   private readonly serverAsks = new Map<string, { p: Pending; withdrawn: Canceller }>();
+  /** The client that last said its roots changed, which answers roots/list sent outside any call (rootsChanged). */
+  private rootsFrom: { principal: string; ask: AskClient } | undefined;
+  /** Its answer on the way: roots/list sent meanwhile share it, so the client is asked once at a time. */
+  private rootsAnswer: Promise<Record<string, unknown>> | undefined;
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -105,6 +109,41 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Send an answer to a server-to-client request that arrived on `via` (or unattached). */
   protected abstract reply(frame: string, via: Pending | undefined): void;
   abstract notify(method: string, params?: Record<string, unknown>): void;
+
+  /**
+   * Passed on only where the calls on this connection have all been `principal`'s (all of them
+   * with authentication off; a principal's own connection; a shared one no one else has used):
+   * the server's follow-up roots/list comes outside any call, and answered by this client, the
+   * roots it keeps would be one user's in another's calls.
+   */
+  rootsChanged(principal: string, ask: AskClient): boolean {
+    if (this._era !== LEGACY || this._state !== 'ready' || this.servedFor !== principal) return false;
+    this.rootsFrom = { principal, ask };
+    this.notify('notifications/roots/list_changed');
+    return true;
+  }
+
+  /** A roots/list outside any call, answered by the client that said its roots changed. */
+  private askRoots(msg: Request, from: { ask: AskClient }): void {
+    let answer = this.rootsAnswer;
+    if (answer === undefined) {
+      try {
+        answer = from.ask(relayedInput({ method: msg.method, params: msg.params }));
+      } catch (err) {
+        answer = Promise.reject(err);
+      }
+      const mine = answer;
+      this.rootsAnswer = mine;
+      const clear = (): void => {
+        if (this.rootsAnswer === mine) this.rootsAnswer = undefined;
+      };
+      mine.then(clear, clear);
+    }
+    answer.then(
+      (result) => this.reply(JSON.stringify(resultResponse(msg.id, result)), undefined),
+      (err: unknown) => this.reply(JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer'))), undefined),
+    );
+  }
 
   protected failInFlight(message: string): void {
     this.failAll(() => new TransportError(message));
@@ -465,6 +504,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       }
     }
     if (target === undefined) {
+      // Outside any call a roots/list (a server asking after a list_changed the hub passed on, or
+      // as it starts) goes to the client that said its roots changed, while this connection's
+      // calls are still its principal's alone.
+      const from = this.rootsFrom;
+      if (nobody !== undefined && via === undefined && msg.method === 'roots/list' && from !== undefined && this.servedFor === from.principal) return this.askRoots(msg, from);
       if (nobody !== undefined) return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, nobody))), via);
       return this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(METHOD_NOT_FOUND, `client does not support ${msg.method}`))), via);
     }

@@ -66,6 +66,9 @@ export interface UpstreamSpec {
   rediscoverMinMs?: number;
 }
 
+/** Puts a server's request to a client (elicitation, sampling, roots) and resolves with its answer. */
+export type AskClient = (req: InputRequest, withdrawn?: Signal) => Promise<Record<string, unknown>>;
+
 export interface CallOptions {
   signal?: Signal;
   timeoutMs?: number;
@@ -94,7 +97,7 @@ export interface CallOptions {
    * aborts when the upstream no longer wants the answer (its notifications/cancelled for the
    * request, or the call ended): nothing is sent back then.
    */
-  onServerRequest?: (req: InputRequest, withdrawn?: Signal) => Promise<Record<string, unknown>>;
+  onServerRequest?: AskClient;
   /**
    * A legacy upstream's notifications/elicitation/complete for a URL-mode elicitation this call
    * relayed (found by its elicitationId). Absent: dropped.
@@ -172,6 +175,13 @@ export interface Upstream extends EventEmitter {
   start(): Promise<void>;
   request(method: string, params: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>>;
   notify(method: string, params?: Record<string, unknown>): void;
+  /**
+   * A client of `principal` said its roots changed (a legacy `notifications/roots/list_changed`):
+   * passed on to a legacy server whose calls on this connection were that principal's alone, and
+   * `ask` (that client) answers its `roots/list` sent outside any call from now on. False when
+   * nothing was passed on (a modern server hears of roots only in a request's input_required).
+   */
+  rootsChanged?(principal: string, ask: AskClient): boolean;
   /**
    * The server's own time limits changed (a reload): calls from now on are bounded by these,
    * and a timeout is judged the server's (breaker evidence) or a caller's own against them.

@@ -10,6 +10,7 @@ import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { FAULTS, rowsFor, waitForState } from './faults-helpers.js';
 import { join } from 'node:path';
+import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 
 let hub: HubProcess;
 
@@ -48,4 +49,65 @@ describe('a stdio server asking its client many questions at once', () => {
       await client.close();
     }
   }, 60_000);
+});
+
+/**
+ * A client's notifications/roots/list_changed reaches a legacy server whose calls have been that
+ * client's principal's alone, and the server's asks that follow, outside any call, go to that
+ * client, once however many the server sends; once another principal has used the server's
+ * connection, the change is no longer passed on (the roots it asked for would be one user's
+ * in another's calls).
+ */
+describe("a client's roots/list_changed", () => {
+  const KEYS = { alice: 'sk-roots-alice-0123456789', bob: 'sk-roots-bob-0123456789' };
+  let authHub: HubProcess;
+
+  beforeAll(async () => {
+    authHub = await startHub({
+      auth: { apiKeys: Object.entries(KEYS).map(([principal, key]) => ({ principal, sha256: sha256Hex(key) })) },
+      servers: { asker: { ...nodeServer(`${FAULTS}/stdio-asker.mjs`, [], { ROOTS_ASKS: '40' }), timeoutMs: 20_000 } },
+    });
+    await waitForReadyWith(authHub.url, ['asker'], KEYS.alice);
+  }, 60_000);
+  afterAll(async () => void (await authHub?.stop()));
+
+  async function user(who: keyof typeof KEYS): Promise<{ client: V1Client; asked: () => number; heard: () => Promise<{ notified: number; ok: number; errors: number; roots: string[] }> }> {
+    const client = new V1Client({ name: `roots-${who}`, version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    let asked = 0;
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      await new Promise((r) => setTimeout(r, 100));
+      return { roots: [{ uri: `file:///home/${who}/${asked}` }] };
+    });
+    await client.connect(new V1Transport(new URL(authHub.url), { requestInit: { headers: { authorization: `Bearer ${KEYS[who]}` } } }));
+    const heard = async () => JSON.parse((((await client.callTool({ name: 'asker__roots', arguments: {} })).content as { text: string }[])[0]!.text)) as never;
+    return { client, asked: () => asked, heard };
+  }
+
+  it('is passed on while the server has served that principal alone, its asks answered by that client at once; not after another principal used it', async () => {
+    const alice = await user('alice');
+    const bob = await user('bob');
+    try {
+      expect(await alice.heard()).toEqual({ notified: 0, ok: 0, errors: 0, roots: [] });
+      await alice.client.sendRootsListChanged();
+      const end = Date.now() + 10_000;
+      let h = await alice.heard();
+      while (Date.now() < end && h.ok + h.errors < 40) {
+        await new Promise((r) => setTimeout(r, 50));
+        h = await alice.heard();
+      }
+      // Forty asks at once, one question to the client, every ask answered with its roots.
+      expect(h).toEqual({ notified: 1, ok: 40, errors: 0, roots: ['file:///home/alice/1'] });
+      expect(alice.asked()).toBe(1);
+      // bob's call: the connection is no longer alice's alone.
+      await bob.heard();
+      await alice.client.sendRootsListChanged();
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await alice.heard()).notified).toBe(1);
+      expect(alice.asked() + bob.asked()).toBe(1);
+    } finally {
+      await alice.client.close();
+      await bob.client.close();
+    }
+  }, 30_000);
 });

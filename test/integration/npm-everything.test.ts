@@ -29,6 +29,8 @@ interface Peer {
   complete(p: Json): Promise<Json>;
   readResource(p: Json): Promise<Json>;
   close(): Promise<void>;
+  /** Legacy only: the client's roots become `who`'s, and it says so (notifications/roots/list_changed). */
+  rootsChanged?(who: string): Promise<void>;
 }
 
 /** The client's side of what the server asks mid-call: the same answers in both eras. */
@@ -42,9 +44,11 @@ async function connectV1(url: string, asked: string[]): Promise<Peer> {
   const c = new ClientV1({ name: 'everything-v1', version: '1.0.0' }, { capabilities: CAPS });
   c.setRequestHandler(CreateMessageRequestSchema, async () => (asked.push('sampling'), answers.sampling() as never));
   c.setRequestHandler(ElicitRequestSchema, async () => (asked.push('elicitation'), answers.elicitation() as never));
-  c.setRequestHandler(ListRootsRequestSchema, async () => (asked.push('roots'), answers.roots('v1')));
+  let rootsOf = 'v1';
+  c.setRequestHandler(ListRootsRequestSchema, async () => (asked.push('roots'), answers.roots(rootsOf)));
   await c.connect(new TransportV1(new URL(url)));
   return {
+    rootsChanged: (who) => ((rootsOf = who), c.sendRootsListChanged()),
     listTools: () => c.listTools() as Promise<Json>,
     callTool: (p, onprogress) => c.callTool(p as never, undefined, onprogress ? { onprogress } : undefined) as Promise<Json>,
     getPrompt: (p) => c.getPrompt(p as never) as Promise<Json>,
@@ -144,6 +148,21 @@ describe('server-everything (npm) through the hub, SDK v1 and SDK v2 clients', (
         it('relays its roots request to the client whose call made it', async () => {
           expect(textOf(await peer.callTool({ name: 'ev__get-roots-list', arguments: {} }))).toContain(`${ROOT_URI}/v1`);
           expect(asked.filter((a) => a === 'roots')).toEqual(['roots']);
+        }, 30_000);
+
+      // It keeps them, and asks again (outside any call) when told they changed: the hub passes the
+      // client's notifications/roots/list_changed on and puts that ask to the client (its GET stream).
+      if (label.startsWith('SDK v1'))
+        it("passes the client's roots/list_changed on: the server asks again and keeps the new roots", async () => {
+          await peer.rootsChanged!('v1-moved');
+          const end = Date.now() + 10_000;
+          let text = '';
+          while (Date.now() < end && !text.includes(`${ROOT_URI}/v1-moved`)) {
+            await new Promise((r) => setTimeout(r, 50));
+            text = textOf(await peer.callTool({ name: 'ev__get-roots-list', arguments: {} }));
+          }
+          expect(text).toContain(`${ROOT_URI}/v1-moved`);
+          expect(asked.filter((a) => a === 'roots')).toEqual(['roots', 'roots']);
         }, 30_000);
 
       it('passes structured content, prompts, completion and templated resources through', async () => {

@@ -52,7 +52,7 @@ describe('stdio era detection', () => {
       const init = procs[0][1].params!;
       expect(init.protocolVersion).toBe('2025-11-25');
       expect(init.clientInfo).toMatchObject({ name: 'switchyard' });
-      expect(init.capabilities).toEqual({ elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: { listChanged: false } });
+      expect(init.capabilities).toEqual({ elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: { listChanged: true } });
       // The probe carried the full modern envelope.
       expect(procs[0][0].params!._meta).toMatchObject({
         'io.modelcontextprotocol/protocolVersion': MODERN,
