@@ -729,16 +729,19 @@ export class Hub implements HubCore {
   }
 
   /**
-   * Each legacy server this client's endpoint shows hears it, on the principal's own connection
-   * and on the server's main one, where the calls on that connection have been this principal's
-   * alone (Upstream.rootsChanged); a modern server asks for roots in each request that needs them.
+   * Each legacy server this client's endpoint shows hears it, on the connection that is this
+   * principal's: with authentication off, the server's main one (every client is the one
+   * principal); with it on, only the principal's own connection (per-principal credentials, a
+   * legacy HTTP session, processPerPrincipal). A shared connection may serve anyone next, and the
+   * roots a server keeps act for whoever calls (server-filesystem makes them its allowed
+   * directories, in place of the configured ones). A modern server asks for roots in each
+   * request that needs them.
    */
   rootsChanged(principal: string, group: string | undefined, ask: AskClient): void {
     for (const h of this.handles.values()) {
       if (!this.catalog.groups.showsServer(group, h.id)) continue;
-      const own = this.upstreams.existing(h, principal);
-      for (const conn of own === undefined || own === h.upstream ? [h.upstream] : [h.upstream, own])
-        if (conn.rootsChanged?.(principal, ask)) this.log.debug({ server: h.id, principal }, "client roots changed: told the server");
+      const conn = this.auth.required ? this.upstreams.existing(h, principal) : h.upstream;
+      if (conn?.rootsChanged?.(principal, ask)) this.log.debug({ server: h.id, principal }, 'client roots changed: told the server');
     }
   }
 

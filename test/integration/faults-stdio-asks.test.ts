@@ -10,6 +10,8 @@ import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { FAULTS, rowsFor, waitForState } from './faults-helpers.js';
 import { join } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 
 let hub: HubProcess;
@@ -52,26 +54,32 @@ describe('a stdio server asking its client many questions at once', () => {
 });
 
 /**
- * A client's notifications/roots/list_changed reaches a legacy server whose calls have been that
- * client's principal's alone, and the server's asks that follow, outside any call, go to that
- * client, once however many the server sends; once another principal has used the server's
- * connection, the change is no longer passed on (the roots it asked for would be one user's
- * in another's calls).
+ * With authentication on, a client's notifications/roots/list_changed reaches a legacy server
+ * only on its principal's own connection (here processPerPrincipal), and the server's asks that
+ * follow, outside any call, go to that client, once however many the server sends. A server's
+ * shared connection is not told, even while no one else has used it: the roots it would keep
+ * act for whoever calls next.
  */
 describe("a client's roots/list_changed", () => {
   const KEYS = { alice: 'sk-roots-alice-0123456789', bob: 'sk-roots-bob-0123456789' };
   let authHub: HubProcess;
+  const heardFile = join(mkdtempSync(join(tmpdir(), 'switchyard-roots-')), 'heard.json');
 
   beforeAll(async () => {
     authHub = await startHub({
       auth: { apiKeys: Object.entries(KEYS).map(([principal, key]) => ({ principal, sha256: sha256Hex(key) })) },
-      servers: { asker: { ...nodeServer(`${FAULTS}/stdio-asker.mjs`, [], { ROOTS_ASKS: '40' }), timeoutMs: 20_000 } },
+      servers: {
+        // A process writes what it heard to HEARD_FILE once told something (only alice's is).
+        own: { ...nodeServer(`${FAULTS}/stdio-asker.mjs`, [], { ROOTS_ASKS: '40', HEARD_FILE: heardFile }), processPerPrincipal: true, timeoutMs: 20_000 },
+        shared: { ...nodeServer(`${FAULTS}/stdio-asker.mjs`), timeoutMs: 20_000 },
+      },
     });
-    await waitForReadyWith(authHub.url, ['asker'], KEYS.alice);
+    await waitForReadyWith(authHub.url, ['own', 'shared'], KEYS.alice);
   }, 60_000);
   afterAll(async () => void (await authHub?.stop()));
 
-  async function user(who: keyof typeof KEYS): Promise<{ client: V1Client; asked: () => number; heard: () => Promise<{ notified: number; ok: number; errors: number; roots: string[] }> }> {
+  type Heard = { notified: number; ok: number; errors: number; roots: string[] };
+  async function user(who: keyof typeof KEYS): Promise<{ client: V1Client; asked: () => number; heard: (server: string) => Promise<Heard> }> {
     const client = new V1Client({ name: `roots-${who}`, version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
     let asked = 0;
     client.setRequestHandler(ListRootsRequestSchema, async () => {
@@ -80,31 +88,30 @@ describe("a client's roots/list_changed", () => {
       return { roots: [{ uri: `file:///home/${who}/${asked}` }] };
     });
     await client.connect(new V1Transport(new URL(authHub.url), { requestInit: { headers: { authorization: `Bearer ${KEYS[who]}` } } }));
-    const heard = async () => JSON.parse((((await client.callTool({ name: 'asker__roots', arguments: {} })).content as { text: string }[])[0]!.text)) as never;
+    const heard = async (server: string) => JSON.parse((((await client.callTool({ name: `${server}__roots`, arguments: {} })).content as { text: string }[])[0]!.text)) as Heard;
     return { client, asked: () => asked, heard };
   }
 
-  it('is passed on while the server has served that principal alone, its asks answered by that client at once; not after another principal used it', async () => {
+  it("is passed on on the principal's own connection, its asks answered by that client at once; not on a shared one", async () => {
     const alice = await user('alice');
     const bob = await user('bob');
     try {
-      expect(await alice.heard()).toEqual({ notified: 0, ok: 0, errors: 0, roots: [] });
+      expect(await alice.heard('own')).toEqual({ notified: 0, ok: 0, errors: 0, roots: [] });
+      expect((await alice.heard('shared')).notified).toBe(0);
       await alice.client.sendRootsListChanged();
+      // Looked at in its file, with no call in flight meanwhile: a legacy stdio server's request
+      // says nothing of what it belongs to, and a call in flight alone would be taken for its asker.
       const end = Date.now() + 10_000;
-      let h = await alice.heard();
-      while (Date.now() < end && h.ok + h.errors < 40) {
-        await new Promise((r) => setTimeout(r, 50));
-        h = await alice.heard();
-      }
+      const read = (): Heard | undefined => (existsSync(heardFile) ? (JSON.parse(readFileSync(heardFile, 'utf8')) as Heard) : undefined);
+      while (Date.now() < end && (read()?.ok ?? 0) + (read()?.errors ?? 0) < 40) await new Promise((r) => setTimeout(r, 20));
+      const h = await alice.heard('own');
       // Forty asks at once, one question to the client, every ask answered with its roots.
-      expect(h).toEqual({ notified: 1, ok: 40, errors: 0, roots: ['file:///home/alice/1'] });
+      expect(h, JSON.stringify(h)).toEqual({ notified: 1, ok: 40, errors: 0, roots: ['file:///home/alice/1'] });
       expect(alice.asked()).toBe(1);
-      // bob's call: the connection is no longer alice's alone.
-      await bob.heard();
-      await alice.client.sendRootsListChanged();
-      await new Promise((r) => setTimeout(r, 300));
-      expect((await alice.heard()).notified).toBe(1);
-      expect(alice.asked() + bob.asked()).toBe(1);
+      // The shared process, which only alice has used, heard nothing; nor did bob's own.
+      expect((await alice.heard('shared')).notified).toBe(0);
+      expect((await bob.heard('own')).notified).toBe(0);
+      expect(bob.asked()).toBe(0);
     } finally {
       await alice.client.close();
       await bob.client.close();
