@@ -111,10 +111,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   abstract notify(method: string, params?: Record<string, unknown>): void;
 
   /**
-   * Passed on only where the calls on this connection have all been `principal`'s (all of them
-   * with authentication off; a principal's own connection; a shared one no one else has used):
-   * the server's follow-up roots/list comes outside any call, and answered by this client, the
-   * roots it keeps would be one user's in another's calls.
+   * The hub tells only a connection that is `principal`'s (Hub.rootsChanged: its own, or any with
+   * authentication off). Checked here too: once another principal's call has been on this
+   * connection, the server's follow-up roots/list (outside any call) answered by this client
+   * would have the roots it keeps be one user's in another's calls.
    */
   rootsChanged(principal: string, ask: AskClient): boolean {
     if (this._era !== LEGACY || this._state !== 'ready' || this.servedFor !== principal) return false;
