@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { META_SUBSCRIPTION_ID } from '../protocol/meta.js';
 import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
 
 /**
@@ -8,14 +9,18 @@ import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
  * out, as on an HTTP answer stream (sse.ts); of change notifications (resources/updated,
  * list_changed), which each say only "it changed", the latest of each is held and written once
  * the client has read (an HTTP client's stream is cut instead, and it reconnects; a pipe cannot
- * be). Answers and requests to the client are always written.
+ * be). Answers and requests to the client are always written. A listen stream's closing
+ * response drops what is held for that stream: written after it, a notification would name a
+ * subscription the client has seen end (a stop while the client is far behind did that).
  */
 export class FarBehind {
   private dropped = 0;
-  private readonly held = new Map<string, object>();
+  private readonly held = new Map<string, { msg: object; subscription: unknown }>();
 
   /** True when `msg` was left out or held, for a client `unread` bytes behind; false: write it. */
   takes(msg: object, unread: number): boolean {
+    const ended = endedSubscription(msg);
+    if (ended !== undefined) for (const [key, h] of this.held) if (h.subscription === ended) this.held.delete(key);
     if (unread <= MAX_UNREAD_BYTES) return false;
     if (droppable(msg)) {
       this.dropped++;
@@ -23,7 +28,7 @@ export class FarBehind {
     }
     const key = changeKey(msg);
     if (key === undefined) return false;
-    this.held.set(key, msg);
+    this.held.set(key, { msg, subscription: (msg as { params?: { _meta?: Record<string, unknown> } }).params?._meta?.[META_SUBSCRIPTION_ID] });
     return true;
   }
 
@@ -33,8 +38,15 @@ export class FarBehind {
       log.warn({ dropped: this.dropped }, `${who}: progress and log notifications left out while the client was more than ${MAX_UNREAD_BYTES} bytes behind`);
       this.dropped = 0;
     }
-    const held = [...this.held.values()];
+    const held = [...this.held.values()].map((h) => h.msg);
     this.held.clear();
     return held;
   }
+}
+
+/** The subscription a listen stream's closing response ends (its result's subscriptionId), or undefined for any other message. */
+function endedSubscription(msg: object): unknown {
+  const m = msg as { id?: unknown; method?: unknown; result?: { _meta?: Record<string, unknown> } };
+  if (m.id === undefined || m.method !== undefined || typeof m.result !== 'object' || m.result === null) return undefined;
+  return m.result._meta?.[META_SUBSCRIPTION_ID];
 }

@@ -220,6 +220,34 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
     }
   }, 40_000);
 
+  it('stopped while far behind, never sends a held change notification after the listen stream it belongs to ended', async () => {
+    const FLOOD = 2_000;
+    const uri = 'flood://' + 'x'.repeat(8000 - 'flood://'.length);
+    const { file, ledger } = configDir('switchyard-stdio-held-after-end-', { servers: { f: nodeServer('test/fixtures/quirks/flood.mjs') } });
+    const c = stdioHub(file);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'L', method: 'subscriptions/listen', params: { _meta: META, notifications: { resourceSubscriptions: [uri] } } }));
+      await c.next((m) => m.method === 'notifications/subscriptions/acknowledged', 15_000);
+      c.proc.stdout!.pause();
+      c.send(JSON.stringify(call('flood', 'f__flood', { n: FLOOD })));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      // The stop ends the listen stream gracefully (its response) while the latest update is held.
+      c.proc.kill('SIGTERM');
+      await sleep(500);
+      c.proc.stdout!.resume();
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      const end = c.received.findIndex((m) => m.id === 'L');
+      expect(c.received[end]?.result?.resultType).toBe('complete');
+      const isUpdate = (m: Json) => m.method === 'notifications/resources/updated';
+      expect(c.received.filter(isUpdate).length).toBeGreaterThan(0);
+      expect(c.received.slice(end + 1).filter(isUpdate)).toEqual([]);
+      expect(c.nonProtocolLines).toEqual([]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     for (const signals of [1, 2]) {
       const { c } = twoServerHub('switchyard-stdio-unread-stop-');
