@@ -7,6 +7,7 @@ import { consoleToStderr, createLogger, redactLogText, takeStdout } from '../log
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { lastFlush } from './last-flush.js';
 import { ServeSignals } from './serve-signals.js';
+import { whenEndedEmpty } from './stdin-gone.js';
 
 interface StdioArgs {
   config: string;
@@ -36,11 +37,19 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       process.stderr.write(`switchyard stdio: no tool group named ${JSON.stringify(argv.group)} in ${argv.config} (${names.length ? `groups: ${names.join(', ')}` : 'it has no groups'})\n`);
       process.exit(2);
     }
+    let stopWatching = (): void => undefined;
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
-      await lockLedger(config, 'switchyard stdio', 10_000, (holder) =>
-        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 10 s for it`),
-      );
+      await lockLedger(config, 'switchyard stdio', 10_000, (holder) => {
+        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 10 s for it`);
+        // Unless the client is gone: nothing would be left to serve once the ledger is free.
+        stopWatching = whenEndedEmpty(process.stdin, () => {
+          log.info('stdin closed while waiting for the ledger, nothing asked: exiting');
+          log.flush();
+          process.exit(0);
+        });
+      });
+      stopWatching();
     } catch (err) {
       if (!(err instanceof LedgerLockError)) throw err;
       process.stderr.write(`switchyard stdio: ${err.message}\n`);

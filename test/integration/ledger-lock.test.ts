@@ -251,6 +251,34 @@ describe('ledger writer lock', () => {
     expect(await contend([c!])).toEqual(['locked']);
   }, 30_000);
 
+  // A client that went away while its `switchyard stdio` waited for the ledger (held by the
+  // daemon, or a client's earlier probe) left it waiting out the full 10 s, then exit 2.
+  it('switchyard stdio waiting for the ledger stops at once, 0, when its stdin ends with nothing sent; a request sent first is still served', async () => {
+    const hub = await startHub({ servers: {} });
+    try {
+      const t0 = Date.now();
+      const r = await runCli(['stdio', '--config', hub.configFile], { env: { SWITCHYARD_LOG_LEVEL: 'info' } });
+      expect(r.code, r.stderr).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(6_000);
+      expect(r.stderr).toContain('stdin closed while waiting for the ledger');
+      expect(r.stdout).toBe('');
+      // A request, then EOF: the client may still read the answer once the ledger is free.
+      const p = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } });
+      let out = '';
+      let err = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (err += d));
+      const exited = new Promise<number | null>((res) => p.once('exit', res));
+      p.stdin.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
+      for (const until = Date.now() + 10_000; !err.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(err);
+      await hub.stop();
+      expect(await exited, err).toBe(0);
+      expect(JSON.parse(out.trim())).toMatchObject({ id: 1, result: {} });
+    } finally {
+      await hub.stop();
+    }
+  }, 30_000);
+
   // Two containers on one volume (or a hub in a container next to one on the host): each saw
   // the other's pid as gone (pid 1 there is this namespace's init, with another start time),
   // took the lock over, and both wrote the ledger. The holder's OS lock is seen from there.
