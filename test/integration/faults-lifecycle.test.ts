@@ -11,8 +11,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { rawClient } from '../helpers/raw-http.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
-import { ledgerCli, modernCall, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
+import { ledgerCli, modernCall, queryRows, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
 import { quirkLog } from './upstream-helpers.js';
 import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil } from './faults-helpers.js';
 
@@ -144,6 +145,46 @@ describe('hub SIGTERM', () => {
     expect(await exited).toBe(0);
     const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
     expect(row.outcome).toBe('unavailable');
+  }, 30_000);
+});
+
+describe('hub SIGTERM, requests on connections accepted before it', () => {
+  /** A whole modern tools/call as raw HTTP/1.1. */
+  const rawCall = (port: number, id: string, name: string, args: Json): string => {
+    const body = JSON.stringify(modernBody(id, 'tools/call', { name, arguments: args }));
+    const head = Object.entries(modernHeaders('tools/call', name)).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    return `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n${head}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  };
+
+  // The drain closed every connection not serving a request at its start: one the client had
+  // just opened, one whose request was half sent, and a request pipelined behind a call all
+  // got a cut connection, no answer and no row.
+  it('are answered (refused: the hub is shutting down), each with a row, and the connection then closes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-unread-'));
+    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir });
+    await waitForState(hub.url, 'a', ['ready']);
+    const fresh = rawClient(hub.port);
+    const half = rawClient(hub.port);
+    const behind = rawClient(hub.port);
+    const halfCall = rawCall(hub.port, 'half', 'a__echo', { text: 'half' });
+    half.send(halfCall.slice(0, 80));
+    behind.send(rawCall(hub.port, 'first', 'a__slow', { ms: 1500 }) + rawCall(hub.port, 'behind', 'a__echo', { text: 'behind' }));
+    await new Promise<void>((r) => (fresh.socket.connecting ? fresh.socket.once('connect', () => r()) : r()));
+    await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
+    const exited = hub.stop('SIGTERM');
+    await waitUntil('the hub draining', async () => hub.logs.some((l) => l.includes('draining calls in flight')));
+    fresh.send(rawCall(hub.port, 'fresh', 'a__echo', { text: 'fresh' }));
+    half.send(halfCall.slice(80));
+    for (const [c, n] of [[fresh, 1], [half, 1], [behind, 2]] as const) {
+      const answers = await c.waitFor(n, 10_000);
+      expect(answers.at(-1)!.body).toContain('shutting down');
+      expect(answers.at(-1)!.headers.connection).toBe('close');
+      await c.waitClosed();
+    }
+    expect(behind.responses()[0]!.body).toContain('slept 1500');
+    expect(await exited).toBe(0);
+    const rows = await queryRows(join(dir, 'ledger.db'), { method: 'tools/call' });
+    expect(rows.map((r) => [r.requestId, r.outcome]).sort()).toEqual([['behind', 'unavailable'], ['first', 'ok'], ['fresh', 'unavailable'], ['half', 'unavailable']]);
   }, 30_000);
 });
 

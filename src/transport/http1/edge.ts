@@ -148,9 +148,10 @@ class Http1Connection implements ResponseOwner, Holder {
   private current: Http1Response | null = null;
   /** When the request being received began (monotonicNow(), never 0 once the hub listens; 0: none); for the request timeout. */
   private since = 0;
-  private closeAfter = false;
-  /** The response to a request that carried `Connection: close`. */
+  /** The response after which the connection ends: its request carried `Connection: close`, or it said so while the edge stopped. */
   private closingResponse: Http1Response | null = null;
+  /** A request was read on this connection (or it went to node:http): until then it is one the client has just opened. */
+  private served = false;
   private paused = false;
   /** The client reads its answers slower than it sends requests: the next waits for 'drain'. */
   private waiting = false;
@@ -180,7 +181,12 @@ class Http1Connection implements ResponseOwner, Holder {
   }
 
   closesAfter(res: Http1Response): boolean {
-    return this.closeAfter || this.edge.closing || res === this.closingResponse;
+    if (res === this.closingResponse) return true;
+    // Stopping: a request pipelined behind this one is answered too, then the connection ends.
+    if (!this.edge.closing || this.size > 0) return false;
+    // Said in its head: the connection ends after it, whatever arrives meanwhile.
+    this.closingResponse = res;
+    return true;
   }
 
   // The first answer of a turn leaves at once, later ones at the turn's end (TurnWrites), with
@@ -265,9 +271,16 @@ class Http1Connection implements ResponseOwner, Holder {
     }
   }
 
+  /**
+   * At the edge's stop. A connection with a request under way (being served, received in part,
+   * or pipelined) or just opened (its first request on its way) is left to answer it: the
+   * draining hub refuses new work with an answer and a ledger row, and the answer ends the
+   * connection (closesAfter). Ended at the stop's start, they were cut unanswered. An idle
+   * keep-alive connection ends now, as node:http's closeIdleConnections does.
+   */
   closeWhenIdle(): void {
-    if (this.current) this.closeAfter = true;
-    else this.end();
+    if (this.current || this.size > 0 || !this.served) return;
+    this.end();
   }
 
   /** The request being served is answered or abandoned. */
@@ -349,6 +362,7 @@ class Http1Connection implements ResponseOwner, Holder {
     this.since = 0;
     const res = new Http1Response(this);
     this.current = res;
+    this.served = true;
     this.edge.serving++;
     this.edge.lastServed = res;
     if (head.close) this.closingResponse = res;
