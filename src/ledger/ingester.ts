@@ -109,6 +109,11 @@ export class Ingester {
     return Atomics.load(this.shared, 0);
   }
 
+  /** SQLite refused the thread's last batch (a full disk): it is retried every retryMs. */
+  get refusing(): boolean {
+    return Atomics.load(this.shared, 1) === THREAD_REFUSED;
+  }
+
   /** The number the next batch sent will have. */
   get next(): number {
     return this.sent + 1;

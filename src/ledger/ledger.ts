@@ -103,6 +103,13 @@ const INGEST_RESTART_MS = 1000;
 const SYNC_TIMEOUT_MS = 10_000;
 /** How long close() waits for the ingest thread; what it has not committed stays in the files. */
 const CLOSE_TIMEOUT_MS = 10_000;
+/**
+ * While SQLite refuses the thread's batches (a full disk), close() waits one retry for them,
+ * not CLOSE_TIMEOUT_MS: a hub stopped with its disk full took over 10 s to exit, past a
+ * supervisor's patience (`docker stop` waits 10 s) after the drain, for nothing more kept: what
+ * is in the pending files goes in at the next start either way.
+ */
+const CLOSE_REFUSED_MS = INGEST_RETRY_MS + 500;
 /** PASSIVE checkpoints on the ingest thread (see WRITER_AUTOCHECKPOINT_PAGES in db.ts). */
 const CHECKPOINT_EVERY_MS = 100;
 const PURGE_EVERY_MS = 60 * 60 * 1000;
@@ -525,7 +532,7 @@ export class Ledger {
     clearInterval(this.purgeTimer);
     clearInterval(this.headTimer);
     this.ingest(true);
-    const ingested = await this.ingester.whenApplied(this.handed, CLOSE_TIMEOUT_MS);
+    const ingested = await this.whenIngested();
     await this.ingester.stop();
     this.logHead();
     this.idempotency.close();
@@ -535,6 +542,19 @@ export class Ledger {
     this.pending.close(ingested);
     // The thread's connection went first, so closing this one (the last) folds the WAL in.
     this.db.close();
+  }
+
+  /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */
+  private async whenIngested(): Promise<boolean> {
+    const deadline = Date.now() + CLOSE_TIMEOUT_MS;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      if (await this.ingester.whenApplied(this.handed, Math.min(left, CLOSE_REFUSED_MS))) return true;
+      if (this.ingester.refusing) break;
+    }
+    this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
+    return false;
   }
 
   /** Logs the chain's head as `ledger verify --witness` reads it, unless it is the one logged last. */

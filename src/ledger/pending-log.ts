@@ -212,10 +212,14 @@ export class PendingLog {
     return { batches: this.writes, writes: this.records };
   }
 
-  /** Flushes, closes, and removes the file if nothing in it is left to apply. */
+  /**
+   * Flushes, closes, and removes the file if nothing in it is left to apply: everything is
+   * committed (`empty`), or no write succeeded since it was emptied (what it holds is the torn
+   * part of a failed one, which a start would skip).
+   */
   close(empty: boolean): void {
     this.flush();
-    if (empty) this.truncate();
+    if (empty || !this.used) this.truncate();
     const size = fstatSync(this.fd).size;
     closeSync(this.fd);
     this.fd = -1;

@@ -8,7 +8,7 @@
  * every answered call has its row, and a refused one says it was refused.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -202,6 +202,20 @@ describe('a full disk under a running hub', () => {
       await ledger.close();
     }
   }, 60_000);
+
+  // Stopped while every write failed, the hub waited the ledger's full 10 s for SQLite (retried
+  // each second, refused each time) and left the pending file holding the 1 byte of a torn write.
+  it('stops on SIGTERM promptly while the disk is still full, leaving no pending file that holds only a torn write', async () => {
+    const { dir, url } = await startHubIn('switchyard-disk-full-stop-', () => '');
+    execFileSync('prlimit', ['--pid', String(proc!.pid), '--fsize=1:']);
+    const refused = await modernCall(url, 'full-1', 'tools/call', { name: 'f__echo', arguments: { text: 'no room' } });
+    expect(refused.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write/) });
+    const t0 = Date.now();
+    proc!.kill('SIGTERM');
+    expect(await Promise.race([exited(proc!), sleep(15_000).then(() => 'hung' as const)])).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(7_000);
+    expect(readdirSync(join(dir, 'data')).filter((f) => f.includes('-pending'))).toEqual([]);
+  }, 40_000);
 });
 
 /** How many of these requests have a committed in_flight row (read beside the running hub). */
