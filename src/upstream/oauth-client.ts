@@ -25,7 +25,8 @@ import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAuthError, authServerMetadata, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAuthError, allowedEndpoint, authServerMetadata, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAuthUrlPolicy } from './oauth-url-policy.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 
 export { canonicalResource, OAuthError } from './oauth-discovery.js';
@@ -99,6 +100,8 @@ export class OAuthClient implements TokenSource {
   /** The last failed token request (`at`: monotonicNow()), and the scopes it asked for (undefined: the first choice). */
   private failure: { err: OAuthError; at: number; scopes: string | undefined } | undefined;
   private refs = 0;
+  /** Where what the server names may send this client (oauth-url-policy.ts). */
+  private readonly urls: OAuthUrlPolicy;
 
   /** The client of this server's `oauth` settings (one per config object), with one more user. */
   static acquire(config: UpstreamOAuthConfig, serverUrl: string, log: Logger): OAuthClient {
@@ -115,7 +118,9 @@ export class OAuthClient implements TokenSource {
     private readonly config: UpstreamOAuthConfig,
     private readonly serverUrl: string,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.urls = new OAuthUrlPolicy(serverUrl, config.issuer);
+  }
 
   /** One user fewer; the last one forgets the token (and stops redacting it). */
   release(): void {
@@ -211,14 +216,15 @@ export class OAuthClient implements TokenSource {
 
   /** RFC 9728 then RFC 8414 / OpenID discovery (digest §7). */
   private async discover(challenge: BearerChallenge | undefined): Promise<Discovered> {
-    const { resource, prmUrl, authorizationServers, scopesSupported } = await protectedResource(this.serverUrl, challenge);
+    const { resource, prmUrl, authorizationServers, scopesSupported } = await protectedResource(this.serverUrl, challenge, this.urls);
     const issuer = this.pickIssuer(authorizationServers, prmUrl);
-    const as = await authServerMetadata(issuer);
+    const as = await authServerMetadata(issuer, this.urls);
     const tokenEndpoint = as.token_endpoint;
     if (typeof tokenEndpoint !== 'string' || !/^https?:\/\//i.test(tokenEndpoint)) throw new OAuthError(`discovery: the authorization server ${where(issuer)} names no token endpoint`);
     const te = new URL(tokenEndpoint);
     if (te.protocol !== 'https:' && !isLoopbackHost(te.hostname))
       throw new OAuthError(`the token endpoint ${where(tokenEndpoint)} is plain http on a host that is not loopback: the hub sends client credentials over https only`);
+    await allowedEndpoint(tokenEndpoint, 'token endpoint', issuer, this.urls);
     const d: Discovered = {
       resource,
       issuer,

@@ -4,16 +4,20 @@
  * (oauth-login.ts). The Protected Resource Metadata (RFC 9728: the challenge's
  * `resource_metadata`, else the well-known paths, path-specific first) names the authorization
  * servers; their metadata is read by RFC 8414 then OpenID discovery, and its `issuer` must be the
- * one asked about. These requests carry no credential.
+ * one asked about. These requests carry no credential, and go only where the URL policy lets
+ * what the upstream names send them (oauth-url-policy.ts), redirects included.
  */
 import { redactConfigSecrets } from '../policy/config-secrets.js';
 import { TransportError } from '../protocol/errors.js';
 import type { BearerChallenge } from './oauth-challenge.js';
+import type { OAuthUrlPolicy } from './oauth-url-policy.js';
 
 /** How long one metadata or token request may take. */
 export const OAUTH_REQUEST_TIMEOUT_MS = 10_000;
 /** The longest metadata document (or token answer) read. */
 export const MAX_METADATA_BYTES = 256 * 1024;
+/** Redirects a metadata request follows (each checked as the URL it came from). */
+const MAX_REDIRECTS = 3;
 
 /** A failure of an OAuth client: what failed and what the other side said, never a credential. */
 export class OAuthError extends TransportError {
@@ -80,7 +84,7 @@ export interface ProtectedResource {
 }
 
 /** RFC 9728 (digest §7): the challenge's PRM, else the path-specific then the root well-known one. */
-export async function protectedResource(serverUrl: string, challenge: BearerChallenge | undefined): Promise<ProtectedResource> {
+export async function protectedResource(serverUrl: string, challenge: BearerChallenge | undefined, policy: OAuthUrlPolicy): Promise<ProtectedResource> {
   const u = new URL(serverUrl);
   const path = u.pathname.replace(/\/+$/, '');
   const candidates: string[] = [];
@@ -92,7 +96,7 @@ export async function protectedResource(serverUrl: string, challenge: BearerChal
   let prm: Record<string, unknown> | undefined;
   let prmUrl = '';
   for (const c of candidates) {
-    const r = await getJson(c);
+    const r = await getJson(c, policy);
     if ('doc' in r) {
       prm = r.doc;
       prmUrl = c;
@@ -110,14 +114,16 @@ export async function protectedResource(serverUrl: string, challenge: BearerChal
 }
 
 /** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */
-export async function authServerMetadata(issuer: string): Promise<Record<string, unknown>> {
+export async function authServerMetadata(issuer: string, policy: OAuthUrlPolicy): Promise<Record<string, unknown>> {
+  const refused = await policy.refusal(issuer);
+  if (refused !== undefined) throw new OAuthError(`discovery: the authorization server ${where(issuer)} is not asked: ${refused}`);
   const u = new URL(issuer);
   const path = u.pathname.replace(/\/+$/, '');
   const candidates = [`${u.origin}/.well-known/oauth-authorization-server${path}`, `${u.origin}/.well-known/openid-configuration${path}`];
   if (path !== '') candidates.push(`${u.origin}${path}/.well-known/openid-configuration`);
   const tried: string[] = [];
   for (const c of candidates) {
-    const r = await getJson(c);
+    const r = await getJson(c, policy);
     if (!('doc' in r)) {
       tried.push(`${where(c)} (${r.why})`);
       continue;
@@ -131,18 +137,42 @@ export async function authServerMetadata(issuer: string): Promise<Record<string,
   throw new OAuthError(`discovery: no authorization server metadata for ${where(issuer)}; tried ${tried.join(', ')}`);
 }
 
+/** `url`, an endpoint the authorization server's metadata names (`name`), if the policy lets the hub use it (it sends credentials there). */
+export async function allowedEndpoint(url: string, name: string, issuer: string, policy: OAuthUrlPolicy): Promise<string> {
+  const refused = await policy.refusal(url);
+  if (refused !== undefined) throw new OAuthError(`discovery: the ${name} ${where(url)} of the authorization server ${where(issuer)} is not used: ${refused}`);
+  return url;
+}
+
 /** The strings of a metadata array, or undefined when it is none. */
 export function strings(v: unknown): string[] | undefined {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined;
 }
 
-/** A JSON object at `url`, or why not. Redirects are followed: these requests carry no credential. */
-async function getJson(url: string): Promise<{ doc: Record<string, unknown> } | { why: string }> {
-  let res: Response;
-  try {
-    res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
-  } catch (err) {
-    return { why: netWhy(err) };
+/**
+ * A JSON object at `url`, or why not. Redirects are followed a few times, each target held to the
+ * policy as the URL itself (the request carries no credential, but may be pointed anywhere).
+ */
+async function getJson(url: string, policy: OAuthUrlPolicy): Promise<{ doc: Record<string, unknown> } | { why: string }> {
+  let res: Response | undefined;
+  let at = url;
+  for (let hops = 0; ; hops++) {
+    const refused = await policy.refusal(at);
+    if (refused !== undefined) return { why: at === url ? `not asked: ${refused}` : `redirected to ${where(at)}, not followed: ${refused}` };
+    try {
+      res = await fetch(at, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+    } catch (err) {
+      return { why: netWhy(err) };
+    }
+    const next = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
+    if (next === null) break;
+    await res.body?.cancel().catch(() => undefined);
+    if (hops === MAX_REDIRECTS) return { why: `more than ${MAX_REDIRECTS} redirects` };
+    try {
+      at = new URL(next, at).toString();
+    } catch {
+      return { why: `HTTP ${res.status} to a Location that is not a URL` };
+    }
   }
   if (!res.ok) {
     await res.body?.cancel().catch(() => undefined);

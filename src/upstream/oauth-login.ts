@@ -16,10 +16,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, authServerMetadata, canonicalResource, netWhy, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, allowedEndpoint, authServerMetadata, canonicalResource, netWhy, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
+import { OAuthUrlPolicy } from './oauth-url-policy.js';
 import { readStoredClient, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
 export interface LoginOptions {
@@ -44,12 +45,14 @@ export interface LoginResult {
 
 export async function login(o: LoginOptions): Promise<LoginResult> {
   const challenge = await firstChallenge(o.serverUrl, o.headers ?? {});
-  const prm = await protectedResource(o.serverUrl, challenge);
+  const urls = new OAuthUrlPolicy(o.serverUrl, o.oauth.issuer);
+  const prm = await protectedResource(o.serverUrl, challenge, urls);
   const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, 'oauth.issuer', prm.prmUrl);
-  const as = await authServerMetadata(issuer);
+  const as = await authServerMetadata(issuer, urls);
   const authorizationEndpoint = endpoint(as, 'authorization_endpoint', issuer);
   const tokenEndpoint = endpoint(as, 'token_endpoint', issuer);
   checkTokenEndpoint(tokenEndpoint);
+  await allowedEndpoint(tokenEndpoint, 'token endpoint', issuer, urls);
   const ae = new URL(authorizationEndpoint);
   if (ae.protocol !== 'https:' && !isLoopbackHost(ae.hostname))
     throw new OAuthError(`the authorization endpoint ${where(authorizationEndpoint)} is plain http on a host that is not loopback`);
@@ -75,7 +78,7 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
     const client: LoginClient =
       reuse !== undefined && redirect.redirectUri === reuse.registeredRedirectUri
         ? { clientId: reuse.clientId, clientSecret: reuse.clientSecret, clientAuth: reuse.clientAuth, how: 'registered before' }
-        : await loginClient(o.oauth, as, issuer, redirect.redirectUri);
+        : await loginClient(o.oauth, as, issuer, redirect.redirectUri, urls);
     const how = { configured: 'from the config', registered: 'registered dynamically', 'registered before': 'registered by an earlier login', 'metadata document': 'by its metadata document' };
     o.say(`authorization server ${where(issuer)}; client ${how[client.how]}`);
     reused = client.how === 'registered before';

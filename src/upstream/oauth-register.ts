@@ -8,8 +8,9 @@
  */
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
-import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, strings, where } from './oauth-discovery.js';
+import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, allowedEndpoint, jsonObject, netWhy, readLimited, strings, where } from './oauth-discovery.js';
 import type { ClientAuth, StoredClient } from './oauth-token-store.js';
+import type { OAuthUrlPolicy } from './oauth-url-policy.js';
 
 export interface LoginClient {
   clientId: string;
@@ -30,7 +31,7 @@ export function clientToReuse(oauth: UpstreamOAuthConfig, as: Record<string, unk
   return prior;
 }
 
-export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string, unknown>, issuer: string, redirectUri: string): Promise<LoginClient> {
+export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string, unknown>, issuer: string, redirectUri: string, urls: OAuthUrlPolicy): Promise<LoginClient> {
   if (oauth.clientId !== undefined) {
     const secret = oauth.clientSecret;
     const listed = strings(as.token_endpoint_auth_methods_supported);
@@ -56,6 +57,7 @@ export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string,
   const u = new URL(endpoint);
   if (u.protocol !== 'https:' && !isLoopbackHost(u.hostname))
     throw new OAuthError(`the registration endpoint ${where(endpoint)} is plain http on a host that is not loopback: refused`);
+  await allowedEndpoint(endpoint, 'registration endpoint', issuer, urls);
   return register(endpoint, redirectUri);
 }
 

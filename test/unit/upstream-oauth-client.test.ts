@@ -20,6 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../../src/paths.js';
 import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
+import { OAuthUrlPolicy } from '../../src/upstream/oauth-url-policy.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
@@ -52,6 +53,12 @@ beforeAll(async () => {
     // Metadata that names another resource, and an authorization server whose metadata names another issuer.
     if (req.url === '/.well-known/oauth-protected-resource/other') return json(200, { resource: 'https://evil.example.com/mcp', authorization_servers: [base] });
     if (req.url === '/.well-known/oauth-protected-resource/liar') return json(200, { resource: `${base}/liar`, authorization_servers: [`${base}/liar-as`] });
+    // Metadata that sends the hub to a cloud metadata address: as an authorization server, and by a redirect.
+    if (req.url === '/.well-known/oauth-protected-resource/imds') return json(200, { resource: `${base}/imds`, authorization_servers: ['http://169.254.169.254'] });
+    if (req.url === '/.well-known/oauth-protected-resource/hop') {
+      res.writeHead(302, { location: 'http://[::ffff:169.254.169.254]/latest/meta-data/' });
+      return res.end();
+    }
     if (req.url === '/.well-known/oauth-authorization-server/liar-as') return json(200, { issuer: 'https://evil.example.com', token_endpoint: 'https://evil.example.com/token' });
     if (req.url === '/token' && req.method === 'POST') {
       posts++;
@@ -120,12 +127,12 @@ function readOnly(dir: string, on: boolean): boolean {
 }
 
 /** The upstream's side of the exchanges: 401 to a request without a token, 200 otherwise; records what was sent. */
-function upstream(): HttpExchanges & { sent: (string | undefined)[] } {
+function upstream(challenge = 'Bearer realm="x"'): HttpExchanges & { sent: (string | undefined)[] } {
   const sent: (string | undefined)[] = [];
   const answer = (o: HttpExchangeOptions = {}): Promise<HttpAnswer> => {
     const auth = o.headers?.authorization;
     sent.push(auth);
-    return Promise.resolve(auth ? { status: 200, headers: {}, messages: 1 } : { status: 401, headers: { 'www-authenticate': 'Bearer realm="x"' }, messages: 0 });
+    return Promise.resolve(auth ? { status: 200, headers: {}, messages: 1 } : { status: 401, headers: { 'www-authenticate': challenge }, messages: 0 });
   };
   return { sent, post: (_b, o) => answer(o), get: answer, delete: answer, close: () => undefined };
 }
@@ -501,7 +508,7 @@ console.log(fresh === undefined, typeof stale);`;
   });
 
   it('registers no login client at a plain-http registration endpoint off loopback, as it uses no such authorization or token endpoint', async () => {
-    await expect(loginClient({}, { registration_endpoint: 'http://as.invalid/register' }, 'https://as.invalid', 'http://127.0.0.1:1/callback')).rejects.toThrow(
+    await expect(loginClient({}, { registration_endpoint: 'http://as.invalid/register' }, 'https://as.invalid', 'http://127.0.0.1:1/callback', new OAuthUrlPolicy('https://as.invalid/mcp', undefined))).rejects.toThrow(
       /the registration endpoint http:\/\/as\.invalid\/register is plain http on a host that is not loopback: refused/,
     );
   });
@@ -529,6 +536,34 @@ console.log(fresh === undefined, typeof stale);`;
       expect(posts).toBe(before);
       http.close();
     }
+  });
+
+  it('is not sent by what an upstream names to a cloud metadata address: a challenge, an authorization server, a redirect', async () => {
+    for (const [path, challenge, why] of [
+      ['nowhere', 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/"', /tried http:\/\/169\.254\.169\.254\/latest\/meta-data\/ \(not asked: 169\.254\.169\.254 is a link-local address/],
+      ['imds', undefined, /the authorization server http:\/\/169\.254\.169\.254 is not asked: 169\.254\.169\.254 is a link-local address .*oauth\.issuer/],
+      ['hop', undefined, /redirected to http:\/\/\[::ffff:a9fe:a9fe\]\/latest\/meta-data\/, not followed: ::ffff:a9fe:a9fe is a link-local address/],
+    ] as const) {
+      const http = new OAuthHttp(upstream(challenge), OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/${path}`, silentLogger));
+      await expect(http.post('{}')).rejects.toThrow(why);
+      http.close();
+    }
+  });
+
+  it("holds URLs an upstream names to its own kind of address, plain http to loopback, except the server's and oauth.issuer's hosts", async () => {
+    const pub = new OAuthUrlPolicy('https://93.184.215.14/mcp', undefined);
+    expect(await pub.refusal('http://127.0.0.1:7410/admin/servers')).toMatch(/127\.0\.0\.1 is a loopback address and the server is not on one/);
+    expect(await pub.refusal('https://10.1.2.3/as')).toMatch(/10\.1\.2\.3 is a private address/);
+    expect(await pub.refusal('https://[fd00:ec2::254]/')).toMatch(/is a link-local address/);
+    expect(await pub.refusal('https://0x7f.1/')).toMatch(/127\.0\.0\.1 is a loopback address/);
+    expect(await pub.refusal('http://93.184.215.15/as')).toMatch(/plain http/);
+    expect(await pub.refusal('https://93.184.215.15/as')).toBeUndefined();
+    expect(await pub.refusal('http://93.184.215.14/.well-known/oauth-protected-resource')).toBeUndefined();
+    expect(await new OAuthUrlPolicy('https://93.184.215.14/mcp', 'https://10.1.2.3/as').refusal('https://10.1.2.3/token')).toBeUndefined();
+    const lan = new OAuthUrlPolicy('https://10.0.0.5/mcp', undefined);
+    expect(await lan.refusal('https://10.9.9.9/as')).toBeUndefined();
+    expect(await lan.refusal('https://169.254.169.254/')).toMatch(/link-local/);
+    expect(await new OAuthUrlPolicy('http://localhost:9/mcp', undefined).refusal('http://[::1]:8/as')).toBeUndefined();
   });
 
   it('reads the Bearer challenge and the canonical resource', () => {
