@@ -5,8 +5,9 @@
  * (`--open`, the platform's opener; `--opener CMD`, a command run with the URL in
  * $SWITCHYARD_LOGIN_URL). After a login a running daemon is asked to restart the server so
  * that it uses the new tokens at once (a ready one would pick them up on its next request anyway).
- * A logout removes the tokens and keeps a client the login registered (the next login is that
- * client again, not one more registration at the authorization server) unless --forget-client.
+ * A logout revokes the tokens at the authorization server where it offers revocation (RFC 7009,
+ * unless --no-revoke), removes them, and keeps a client the login registered (the next login is
+ * that client again, not one more registration at the authorization server) unless --forget-client.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -31,6 +32,7 @@ interface LogoutArgs {
   server: string;
   config: string;
   forgetClient: boolean;
+  revoke: boolean;
 }
 
 function fail(message: string, code = 2): void {
@@ -150,7 +152,7 @@ async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
 const logoutCommand: CommandModule<object, LogoutArgs> = {
   command: 'logout <server>',
   describe:
-    "Remove the tokens `switchyard login` stored for a server (the daemon's next request needs a new login); a client the login registered is kept for the next login unless --forget-client",
+    "Revoke (where the authorization server offers it) and remove the tokens `switchyard login` stored for a server (the daemon's next request needs a new login); a client the login registered is kept for the next login unless --forget-client",
   builder: (y: Argv) =>
     y
       .positional('server', { type: 'string', demandOption: true, describe: 'The server id' })
@@ -159,18 +161,38 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
         type: 'boolean',
         default: false,
         describe: 'Forget the dynamically registered client too (the next login registers a new one)',
+      })
+      .option('revoke', {
+        type: 'boolean',
+        default: true,
+        describe: "Revoke the tokens at the authorization server's revocation endpoint first (RFC 7009); --no-revoke only removes them here",
       }) as unknown as Argv<LogoutArgs>,
   handler: async (argv) => {
     const config = loadConfigOrExit(argv.config);
     const s = authCodeServer(config, argv.server, argv.config);
     if (!s) return;
-    const { clientFileOf, readStoredClient, removeStoredClient, removeTokenFile, writeStoredClient } = await import('../upstream/oauth-token-store.js');
+    const { clientFileOf, readStoredClient, readTokenFile, removeStoredClient, removeTokenFile, writeStoredClient } = await import('../upstream/oauth-token-store.js');
     const file = s.oauthTokenFile!;
     const client = readStoredClient(file);
+    // Revoked before the file goes (a logout cut short leaves them to revoke at the next one), under
+    // the refresh lock: a daemon refreshing meanwhile would write a refresh token the revocation
+    // never saw, and the removal would leave it valid and unknown.
+    let release: (() => void) | undefined;
+    let revoked = '';
+    if (argv.revoke && readTokenFile(file).tokens !== undefined) {
+      release = await (await import('../upstream/oauth-token-lock.js')).lockTokenFile(file);
+      const tokens = readTokenFile(file).tokens;
+      if (tokens !== undefined) revoked = `; ${screenText(await (await import('../upstream/oauth-revoke.js')).revokeLogin(tokens, s.url!, s.oauth!))}`;
+    }
     // A login made before the registration was kept apart has it in the token file only: kept
     // apart now, so that the next login is that client again rather than a new registration.
     if (client !== undefined && !argv.forgetClient && !existsSync(clientFileOf(file))) writeStoredClient(file, client);
-    const had = removeTokenFile(file);
+    let had: boolean;
+    try {
+      had = removeTokenFile(file);
+    } finally {
+      release?.();
+    }
     const forgot = argv.forgetClient && removeStoredClient(file);
     const about =
       client === undefined
@@ -178,7 +200,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
         : forgot || argv.forgetClient
           ? `; forgot the client registered with ${screenText(client.issuer)} (the next login registers a new one)`
           : `; kept the client registered with ${screenText(client.issuer)} for the next login (--forget-client forgets it)`;
-    if (had) process.stderr.write(`logged out of "${s.id}": removed ${file}${about}\n`);
+    if (had) process.stderr.write(`logged out of "${s.id}": removed ${file}${revoked}${about}\n`);
     else process.stderr.write(`no login stored for "${s.id}"${about}\n`);
   },
 };

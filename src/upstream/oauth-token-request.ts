@@ -36,15 +36,42 @@ export interface TokenAnswer {
 }
 
 /** A token endpoint the hub may send a code, a refresh token or a secret to: https, or plain http on loopback. */
-export function checkTokenEndpoint(url: string): void {
+export function checkTokenEndpoint(url: string, what = 'token endpoint'): void {
   const u = new URL(url);
   if (u.protocol !== 'https:' && !isLoopbackHost(u.hostname))
-    throw new OAuthError(`the token endpoint ${where(url)} is plain http on a host that is not loopback: the hub sends codes and tokens over https only`);
+    throw new OAuthError(`the ${what} ${where(url)} is plain http on a host that is not loopback: the hub sends codes and tokens over https only`);
 }
 
 /** `said`: how the refusal names the request (default: the grant and the client). */
 export async function tokenRequest(endpoint: string, params: Record<string, string>, client: TokenClient, said = `${params.grant_type}, client ${client.clientId}`): Promise<TokenAnswer> {
-  checkTokenEndpoint(endpoint);
+  const { res, json } = await clientPost(endpoint, params, client, said, 'token endpoint');
+  const access = json.access_token;
+  if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(endpoint)} answered without an access_token`, res.status);
+  const type = typeof json.token_type === 'string' ? json.token_type : '';
+  if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(endpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
+  const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
+  const out: TokenAnswer = { accessToken: access };
+  if (typeof json.refresh_token === 'string' && json.refresh_token.length > 0) out.refreshToken = json.refresh_token;
+  // A lifetime past what a number holds (Infinity, which JSON stores as null) is no lifetime said.
+  const expiresAt = Date.now() + expiresIn * 1000;
+  if (expiresIn > 0 && Number.isFinite(expiresAt)) out.expiresAt = expiresAt;
+  if (typeof json.scope === 'string') out.scopes = json.scope.split(' ').filter((s) => s.length > 0);
+  return out;
+}
+
+/**
+ * A form POST to one of the authorization server's endpoints that take the client's
+ * authentication (the token endpoint; the revocation endpoint, RFC 7009 §2.1): its JSON answer
+ * when 2xx, else an OAuthError naming the endpoint (`what`), the status and the OAuth `error`.
+ */
+export async function clientPost(
+  endpoint: string,
+  params: Record<string, string>,
+  client: TokenClient,
+  said: string,
+  what: string,
+): Promise<{ res: Response; json: Record<string, unknown> }> {
+  checkTokenEndpoint(endpoint, what);
   const body = new URLSearchParams(params);
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (client.clientAuth === 'client_secret_basic' && client.clientSecret !== undefined) {
@@ -59,29 +86,18 @@ export async function tokenRequest(endpoint: string, params: Record<string, stri
   try {
     res = await fetch(endpoint, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
   } catch (err) {
-    throw new OAuthError(`token endpoint ${where(endpoint)}: ${netWhy(err)}`);
+    throw new OAuthError(`${what} ${where(endpoint)}: ${netWhy(err)}`);
   }
   const json = jsonObject((await readLimited(res, MAX_METADATA_BYTES)) ?? '') ?? {};
   if (!res.ok) {
     const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
     const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
     const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
-    const e = new OAuthError(`token endpoint ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${said})`, res.status);
+    const e = new OAuthError(`${what} ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${said})`, res.status);
     (e as OAuthError & { oauthError?: string }).oauthError = typeof json.error === 'string' ? json.error : undefined;
     throw e;
   }
-  const access = json.access_token;
-  if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(endpoint)} answered without an access_token`, res.status);
-  const type = typeof json.token_type === 'string' ? json.token_type : '';
-  if (type.toLowerCase() !== 'bearer') throw new OAuthError(`token endpoint ${where(endpoint)} issued a token of type ${JSON.stringify(type.slice(0, 40))}; the hub sends Bearer tokens only`, res.status);
-  const expiresIn = typeof json.expires_in === 'number' ? json.expires_in : typeof json.expires_in === 'string' ? Number(json.expires_in) : NaN;
-  const out: TokenAnswer = { accessToken: access };
-  if (typeof json.refresh_token === 'string' && json.refresh_token.length > 0) out.refreshToken = json.refresh_token;
-  // A lifetime past what a number holds (Infinity, which JSON stores as null) is no lifetime said.
-  const expiresAt = Date.now() + expiresIn * 1000;
-  if (expiresIn > 0 && Number.isFinite(expiresAt)) out.expiresAt = expiresAt;
-  if (typeof json.scope === 'string') out.scopes = json.scope.split(' ').filter((s) => s.length > 0);
-  return out;
+  return { res, json };
 }
 
 /** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */

@@ -28,6 +28,7 @@ interface Stats {
   issued: string[];
   authorizations: Record<string, string>[];
   registrations: Record<string, unknown>[];
+  revocations: { token: string; hint: string; clientId: string; known: boolean }[];
   lastAccepted?: string;
 }
 
@@ -188,10 +189,18 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     }
   });
 
-  it('logout removes the stored tokens but keeps the registered client, and the next call says to log in', async () => {
+  it('logout revokes the tokens at the authorization server and removes them, keeps the registered client, and the next call says to log in', async () => {
+    const had = stored();
     const r = await cli('logout', 'u');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login \(--forget-client forgets it\)/);
+    expect(r.stderr).toMatch(
+      /logged out of "u": removed \S+u\.json; revoked the tokens at http:\/\/127\.0\.0\.1:\d+\/as\/revoke; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login \(--forget-client forgets it\)/,
+    );
+    // RFC 7009: the refresh token first (it ends the grant), then the access token, each known to the server until then.
+    expect((await stats()).revocations).toEqual([
+      { token: had.refreshToken, hint: 'refresh_token', clientId: had.clientId, known: true },
+      { token: had.accessToken, hint: 'access_token', clientId: had.clientId, known: true },
+    ]);
     expect(existsSync(tokenFile)).toBe(false);
     expect(statSync(clientFile()).mode & 0o777).toBe(0o600);
     const a = await call('u__whoami');
@@ -218,7 +227,7 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     expect(stale.stderr).toMatch(/login to "u" failed: no authorization arrived within 1 s; the client an earlier login registered was used again: if the authorization server no longer knows it, run `switchyard logout u --forget-client` and log in again/);
     const r = await cli('logout', 'u', '--forget-client');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; forgot the client registered with http:\/\/127\.0\.0\.1:\d+\/as \(the next login registers a new one\)/);
+    expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; revoked the tokens at \S+; forgot the client registered with http:\/\/127\.0\.0\.1:\d+\/as \(the next login registers a new one\)/);
     expect(existsSync(tokenFile)).toBe(false);
     expect(existsSync(clientFile())).toBe(false);
     const a = await call('u__whoami');
