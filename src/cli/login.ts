@@ -26,6 +26,7 @@ interface LoginArgs {
   open: boolean;
   opener?: string;
   timeout: number;
+  scope?: string[];
 }
 
 interface LogoutArgs {
@@ -93,6 +94,11 @@ const loginCommand: CommandModule<object, LoginArgs> = {
       .option('open', { type: 'boolean', default: false, describe: "Open the authorization URL in the platform's browser" })
       .option('opener', { type: 'string', describe: 'A shell command that opens the authorization URL, given in $SWITCHYARD_LOGIN_URL (implies --open)' })
       .option('timeout', { type: 'number', default: 300, describe: 'Seconds to wait for the authorization' })
+      .option('scope', {
+        type: 'string',
+        array: true,
+        describe: 'More scopes to ask for (space-separated, or the option repeated), kept with those of the login stored now: what a server that answers 403 insufficient_scope wants',
+      })
       .option('url', { type: 'string', describe: 'A running daemon to tell of the new login, e.g. http://127.0.0.1:7410 (default: from the config)' })
       .check((a) => {
         if (!(typeof a.timeout === 'number' && a.timeout > 0)) throw new BadUrlError('--timeout must be a number of seconds above 0');
@@ -112,6 +118,7 @@ const loginCommand: CommandModule<object, LoginArgs> = {
         headers: s.headers,
         tokenFile: s.oauthTokenFile!,
         timeoutMs: argv.timeout * 1000,
+        moreScopes: (argv.scope ?? []).flatMap((x) => String(x).split(' ')).filter((x) => x.length > 0),
         say: (line) => process.stderr.write(`${line}\n`),
         open: async (url) => {
           process.stderr.write(`Open this URL to authorize switchyard for "${s.id}":\n\n  ${url}\n\n`);

@@ -24,6 +24,7 @@ import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice 
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
 import { StoredTokenSource } from './oauth-stored-client.js';
+import { shellArg } from '../cli/shell-arg.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
 
@@ -373,8 +374,12 @@ export class HttpUpstream extends HandshakingUpstream {
     const c = parseBearerChallenge(a.headers['www-authenticate']);
     if (this.spec.oauth.grant === 'authorization_code') {
       if (a.status === 401) return `the upstream refused the stored login's token, a refreshed one too; run \`switchyard login ${this.id}\``;
-      const more = c?.error === 'insufficient_scope' ? ` wants scopes the login did not grant${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}` : ' refused the stored login\'s token (403)';
-      return `the upstream${more}; add them to servers.${this.id}.oauth.scopes and run \`switchyard login ${this.id}\` again`;
+      // Digest §7: a step-up is a new authorization with the scopes held and the challenged ones,
+      // which needs the user: `login --scope` asks for that union.
+      if (c?.error === 'insufficient_scope' && c.scope !== undefined && c.scope.length > 0)
+        return `the upstream wants scopes the login did not grant (it names: ${c.scope.join(' ')}); run \`switchyard login ${this.id} --scope ${shellArg(c.scope.join(' '))}\` (to ask for them at every login, add them to servers.${this.id}.oauth.scopes)`;
+      const more = c?.error === 'insufficient_scope' ? ' wants scopes the login did not grant (it names none)' : " refused the stored login's token (403)";
+      return `the upstream${more}; add what it needs to servers.${this.id}.oauth.scopes and run \`switchyard login ${this.id}\` again`;
     }
     if (a.status === 403 && c?.error === 'insufficient_scope')
       return `the upstream wants scopes the hub's OAuth token lacks even after asking for more${c.scope ? ` (it names: ${c.scope.join(' ')})` : ''}; set servers.${this.id}.oauth.scopes or grant the client those scopes`;

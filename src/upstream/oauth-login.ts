@@ -21,7 +21,7 @@ import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
 import { OAuthUrlPolicy } from './oauth-url-policy.js';
-import { readStoredClient, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
+import { readStoredClient, readTokenFile, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
 export interface LoginOptions {
   serverId: string;
@@ -34,6 +34,11 @@ export interface LoginOptions {
   open: (url: string) => void | Promise<void>;
   /** How long the user has to authorize. */
   timeoutMs: number;
+  /**
+   * `--scope`: a step-up (digest §7): the login asks for these, and keeps the scopes the login
+   * stored now has (the union, as a 403 insufficient_scope asks), besides the usual ones.
+   */
+  moreScopes?: string[];
   /** Progress for the user (stderr); never given a secret. */
   say: (line: string) => void;
 }
@@ -62,6 +67,11 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
     throw new OAuthError(`the authorization server ${where(issuer)} does not advertise PKCE S256 (code_challenge_methods_supported: ${methods.join(', ') || 'absent'}); the login needs it`);
 
   let scopes = o.oauth.scopes ?? challenge?.scope ?? prm.scopesSupported ?? [];
+  if (o.moreScopes !== undefined && o.moreScopes.length > 0) {
+    const now = readTokenFile(o.tokenFile).tokens;
+    const had = now !== undefined && now.serverUrl === canonicalResource(o.serverUrl) ? now.scopes : [];
+    scopes = [...new Set([...scopes, ...had, ...o.moreScopes])];
+  }
   // Digest §7: offline_access may be asked for when the authorization server lists it (it is what gets a refresh token from some).
   if (!scopes.includes('offline_access') && (strings(as.scopes_supported) ?? []).includes('offline_access')) scopes = [...scopes, 'offline_access'];
 

@@ -52,7 +52,8 @@ async function cli(...args: string[]): Promise<CliRun> {
   return r;
 }
 /** `daemon`: the address login tells of the new tokens (default: the hub's). */
-const login = (daemon = hub.url): Promise<CliRun> => cli('login', 'u', '--opener', `"${process.execPath}" "${join(ROOT, 'test/fixtures/follow-login.mjs')}"`, '--timeout', '20', '--url', daemon);
+const login = (daemon = hub.url, ...more: string[]): Promise<CliRun> =>
+  cli('login', 'u', '--opener', `"${process.execPath}" "${join(ROOT, 'test/fixtures/follow-login.mjs')}"`, '--timeout', '20', '--url', daemon, ...more);
 
 /** An address where nothing listens (a free port, closed again). */
 async function closedPortUrl(): Promise<string> {
@@ -156,11 +157,16 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     }
   });
 
-  it('says that more scopes need a new login (the daemon cannot ask the user), on a 403 insufficient_scope', async () => {
+  it('says that more scopes need a new login (the daemon cannot ask the user) naming the command, on a 403 insufficient_scope; login --scope asks for them and the ones held', async () => {
     const a = await call('u__admin_echo', { text: 'x' });
-    expect(JSON.stringify(a.body)).toMatch(/the upstream wants scopes the login did not grant \(it names: mcp admin\); add them to servers\.u\.oauth\.scopes and run `switchyard login u` again/);
+    expect(JSON.stringify(a.body)).toMatch(/the upstream wants scopes the login did not grant \(it names: mcp admin\); run `switchyard login u --scope 'mcp admin'`/);
     // Nothing was asked of the token endpoint for it.
     expect((await stats()).tokenRequests.filter((r) => r.grantType !== 'authorization_code' && r.grantType !== 'refresh_token')).toEqual([]);
+    // Digest §7: the union of the scopes held (mcp, from the metadata) and those asked for.
+    const r = await login(hub.url, '--scope', 'admin');
+    expect(r.code, r.stderr).toBe(0);
+    expect((await stats()).authorizations.at(-1)?.scope).toBe('mcp admin');
+    expect(text(await call('u__admin_echo', { text: 'x' }))).toBe('admin:x');
   });
 
   it('refuses an authorization response that names another issuer (RFC 9207), keeping the stored login', async () => {
