@@ -7,7 +7,9 @@
  * own host or private network, or anything over plain http.
  *
  * The rule: a URL on the configured server's host, or on `oauth.issuer`'s (the operator named
- * both), is taken as it is. Any other must be https (plain http on loopback only), and every
+ * both), is taken as it is, over https or the scheme the operator wrote for that host (not plain
+ * http named by an https server: metadata read in clear could be rewritten on the way to name
+ * another authorization server). Any other must be https (plain http on loopback only), and every
  * address its host resolves to must be public, or of the same kind as the configured server's
  * own (a server on loopback may name loopback ones, a server on a private network private ones:
  * it could reach them anyway). Link-local and cloud metadata addresses, and reserved ones
@@ -68,14 +70,23 @@ async function addressesOf(hostname: string): Promise<string[]> {
 
 /** The hosts the operator named, and the kinds of address the configured server is on (resolved once, when first needed). */
 export class OAuthUrlPolicy {
-  private readonly trusted: Set<string>;
+  /** Host → the schemes the operator wrote for it (https always). */
+  private readonly trusted = new Map<string, Set<string>>();
   private serverKinds: Set<Kind> | undefined;
 
   constructor(
     private readonly serverUrl: string,
     issuer: string | undefined,
   ) {
-    this.trusted = new Set([hostOf(serverUrl), ...(issuer !== undefined ? [hostOf(issuer)] : [])].filter((h) => h !== ''));
+    for (const named of issuer !== undefined ? [serverUrl, issuer] : [serverUrl]) {
+      try {
+        const u = new URL(named);
+        const host = u.hostname.toLowerCase();
+        this.trusted.set(host, new Set([...(this.trusted.get(host) ?? ['https:']), u.protocol]));
+      } catch {
+        // Not a URL: trusts nothing.
+      }
+    }
   }
 
   /** Why the hub does not request `url`, which the upstream (or its authorization server) named; undefined when it may. */
@@ -87,7 +98,7 @@ export class OAuthUrlPolicy {
       return 'not a URL';
     }
     if (u.protocol !== 'https:' && u.protocol !== 'http:') return `${u.protocol} is not http(s)`;
-    if (this.trusted.has(u.hostname.toLowerCase())) return undefined;
+    if (this.trusted.get(u.hostname.toLowerCase())?.has(u.protocol)) return undefined;
     let addrs: string[];
     try {
       addrs = await addressesOf(u.hostname);

@@ -558,7 +558,10 @@ console.log(fresh === undefined, typeof stale);`;
     expect(await pub.refusal('https://0x7f.1/')).toMatch(/127\.0\.0\.1 is a loopback address/);
     expect(await pub.refusal('http://93.184.215.15/as')).toMatch(/plain http/);
     expect(await pub.refusal('https://93.184.215.15/as')).toBeUndefined();
-    expect(await pub.refusal('http://93.184.215.14/.well-known/oauth-protected-resource')).toBeUndefined();
+    // The server's own host, but plain http for an https server: refused (a downgrade).
+    expect(await pub.refusal('http://93.184.215.14/.well-known/oauth-protected-resource')).toMatch(/plain http/);
+    expect(await pub.refusal('https://93.184.215.14/.well-known/oauth-protected-resource')).toBeUndefined();
+    expect(await new OAuthUrlPolicy('http://93.184.215.14/mcp', undefined).refusal('http://93.184.215.14/.well-known/oauth-protected-resource')).toBeUndefined();
     expect(await new OAuthUrlPolicy('https://93.184.215.14/mcp', 'https://10.1.2.3/as').refusal('https://10.1.2.3/token')).toBeUndefined();
     const lan = new OAuthUrlPolicy('https://10.0.0.5/mcp', undefined);
     expect(await lan.refusal('https://10.9.9.9/as')).toBeUndefined();
