@@ -35,6 +35,12 @@ import type { HttpAnswer, HttpExchangeOptions } from '../transport/http-client.j
 
 /** Scope step-ups one request may cause (each must ask for a scope not asked for before). */
 export const MAX_STEP_UPS = 2;
+/**
+ * The most scopes a step-up asks for: a server naming a new scope at each 403 (and an
+ * authorization server that grants whatever is asked) would otherwise grow the set, and every
+ * token request with it, for as long as the hub runs.
+ */
+export const MAX_SCOPES = 64;
 const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** Algorithms a client assertion may use (the schema's enum). */
 const KNOWN_ALGS = new Set(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']);
@@ -174,6 +180,10 @@ export class OAuthClient implements TokenSource {
     const had = this.scopes ?? this.token?.scopes ?? [];
     const wanted = union(had, challenge.scope ?? []);
     if (wanted.length === had.length) return Promise.resolve(undefined);
+    if (wanted.length > MAX_SCOPES) {
+      this.log.warn({ asked: wanted.length, max: MAX_SCOPES }, 'OAuth: the upstream asks for more scopes than the hub asks for in one token (403 insufficient_scope); not stepping up');
+      return Promise.resolve(undefined);
+    }
     this.log.info({ scopes: wanted }, 'OAuth: the upstream asked for more scopes (403 insufficient_scope); asking for a new token');
     return this.fetchToken(challenge, wanted);
   }

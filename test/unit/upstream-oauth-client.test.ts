@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { canonicalResource, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
+import { canonicalResource, MAX_SCOPES, OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges } from '../../src/upstream/oauth-client.js';
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
 import fs, { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -567,6 +567,24 @@ console.log(fresh === undefined, typeof stale);`;
     expect(await lan.refusal('https://10.9.9.9/as')).toBeUndefined();
     expect(await lan.refusal('https://169.254.169.254/')).toMatch(/link-local/);
     expect(await new OAuthUrlPolicy('http://localhost:9/mcp', undefined).refusal('http://[::1]:8/as')).toBeUndefined();
+  });
+
+  it('a server naming a new scope at every 403 has the step-ups stop at the scope cap, not grow the token request for good', async () => {
+    let n = 0;
+    const peer: HttpExchanges = {
+      post: (_b, o) => Promise.resolve(o?.headers?.authorization ? { status: 403, headers: { 'www-authenticate': `Bearer error="insufficient_scope", scope="s${++n}"` }, messages: 0 } : { status: 401, headers: {}, messages: 0 }),
+      get: () => Promise.resolve({ status: 405, headers: {}, messages: 0 }),
+      delete: () => Promise.resolve({ status: 405, headers: {}, messages: 0 }),
+      close: () => undefined,
+    };
+    const http = new OAuthHttp(peer, OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, silentLogger));
+    // Two step-ups per request, one scope each.
+    for (let i = 0; i < MAX_SCOPES / 2; i++) expect((await http.post('{}')).status).toBe(403);
+    const asked = posts;
+    expect((await http.post('{}')).status).toBe(403);
+    expect(posts).toBe(asked);
+    expect((lastTokenForm.get('scope') ?? '').split(' ').length).toBeLessThanOrEqual(MAX_SCOPES);
+    http.close();
   });
 
   it('reads the Bearer challenge and the canonical resource', () => {
