@@ -273,7 +273,7 @@ export class OAuthClient implements TokenSource {
       params.client_assertion = await this.assertion(d);
     }
     const clientId = this.config.clientId!;
-    const a = await tokenRequest(d.tokenEndpoint, params, { clientId, clientSecret: this.config.clientSecret, clientAuth: method }, `client ${clientId}, ${method}`);
+    const a = await tokenRequest(d.tokenEndpoint, params, { clientId, clientSecret: this.config.clientSecret, clientAuth: method }, `client ${clientId}, ${method}`, this.urls);
     const lifeMs = a.expiresAt === undefined ? undefined : a.expiresAt - Date.now();
     const expiresAt = a.expiresAt ?? Infinity;
     const renewAt = lifeMs === undefined ? Infinity : renewTime(expiresAt, lifeMs);

@@ -160,7 +160,7 @@ async function getJson(url: string, policy: OAuthUrlPolicy): Promise<{ doc: Reco
     const refused = await policy.refusal(at);
     if (refused !== undefined) return { why: at === url ? `not asked: ${refused}` : `redirected to ${where(at)}, not followed: ${refused}` };
     try {
-      res = await fetch(at, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+      res = await policy.fetch(at, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
     } catch (err) {
       return { why: netWhy(err) };
     }

@@ -119,6 +119,8 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
       tokenEndpoint,
       { grant_type: 'authorization_code', code, redirect_uri: redirect.redirectUri, code_verifier: verifier, resource: prm.resource },
       client,
+      undefined,
+      urls,
     );
     const tokens: StoredTokens = {
       serverUrl: canonicalResource(o.serverUrl),

@@ -58,10 +58,10 @@ export async function loginClient(oauth: UpstreamOAuthConfig, as: Record<string,
   if (u.protocol !== 'https:' && !isLoopbackHost(u.hostname))
     throw new OAuthError(`the registration endpoint ${where(endpoint)} is plain http on a host that is not loopback: refused`);
   await allowedEndpoint(endpoint, 'registration endpoint', issuer, urls);
-  return register(endpoint, redirectUri);
+  return register(endpoint, redirectUri, urls);
 }
 
-async function register(endpoint: string, redirectUri: string): Promise<LoginClient> {
+async function register(endpoint: string, redirectUri: string, urls: OAuthUrlPolicy): Promise<LoginClient> {
   const body = {
     client_name: 'Switchyard',
     redirect_uris: [redirectUri],
@@ -73,7 +73,7 @@ async function register(endpoint: string, redirectUri: string): Promise<LoginCli
   };
   let res: Response;
   try {
-    res = await fetch(endpoint, {
+    res = await urls.fetch(endpoint, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify(body),

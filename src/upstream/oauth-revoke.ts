@@ -16,9 +16,9 @@ import { OAuthUrlPolicy } from './oauth-url-policy.js';
 /** What the logout tells the user of the revocation (one clause, no token). */
 export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: UpstreamOAuthConfig): Promise<string> {
   let endpoint: string;
+  // The issuer the login used was held to the policy then; it is trusted as the login's.
+  const urls = new OAuthUrlPolicy(serverUrl, oauth.issuer ?? t.issuer);
   try {
-    // The issuer the login used was held to the policy then; it is trusted as the login's.
-    const urls = new OAuthUrlPolicy(serverUrl, oauth.issuer ?? t.issuer);
     const as = await authServerMetadata(t.issuer, urls);
     const e = as.revocation_endpoint;
     if (typeof e !== 'string' || !/^https?:\/\//i.test(e)) return `the authorization server ${where(t.issuer)} offers no token revocation: the tokens stay valid until they expire`;
@@ -32,7 +32,7 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
   const failed: string[] = [];
   for (const [token, hint] of tokens) {
     try {
-      await clientPost(endpoint, { token, token_type_hint: hint }, client, `${hint}, client ${t.clientId}`, 'revocation endpoint');
+      await clientPost(endpoint, { token, token_type_hint: hint }, client, `${hint}, client ${t.clientId}`, 'revocation endpoint', urls);
     } catch (err) {
       failed.push(`the ${hint.replace('_', ' ')} (${reason(err, t)})`);
     }

@@ -8,6 +8,7 @@
 import { isLoopbackHost } from '../downstream/origin.js';
 import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, where } from './oauth-discovery.js';
 import type { ClientAuth } from './oauth-token-store.js';
+import type { OAuthUrlPolicy } from './oauth-url-policy.js';
 
 export interface TokenClient {
   clientId: string;
@@ -43,8 +44,14 @@ export function checkTokenEndpoint(url: string, what = 'token endpoint'): void {
 }
 
 /** `said`: how the refusal names the request (default: the grant and the client). */
-export async function tokenRequest(endpoint: string, params: Record<string, string>, client: TokenClient, said = `${params.grant_type}, client ${client.clientId}`): Promise<TokenAnswer> {
-  const { res, json } = await clientPost(endpoint, params, client, said, 'token endpoint');
+export async function tokenRequest(
+  endpoint: string,
+  params: Record<string, string>,
+  client: TokenClient,
+  said = `${params.grant_type}, client ${client.clientId}`,
+  urls?: OAuthUrlPolicy,
+): Promise<TokenAnswer> {
+  const { res, json } = await clientPost(endpoint, params, client, said, 'token endpoint', urls);
   const access = json.access_token;
   if (typeof access !== 'string' || access.length === 0) throw new OAuthError(`token endpoint ${where(endpoint)} answered without an access_token`, res.status);
   const type = typeof json.token_type === 'string' ? json.token_type : '';
@@ -70,6 +77,8 @@ export async function clientPost(
   client: TokenClient,
   said: string,
   what: string,
+  /** The discovery's URL policy, whose fetch connects only to allowed addresses (none: an endpoint a login stored). */
+  urls?: OAuthUrlPolicy,
 ): Promise<{ res: Response; json: Record<string, unknown> }> {
   checkTokenEndpoint(endpoint, what);
   const body = new URLSearchParams(params);
@@ -84,7 +93,8 @@ export async function clientPost(
   }
   let res: Response;
   try {
-    res = await fetch(endpoint, { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
+    const init: RequestInit = { method: 'POST', headers, body: body.toString(), redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) };
+    res = await (urls !== undefined ? urls.fetch(endpoint, init) : fetch(endpoint, init));
   } catch (err) {
     throw new OAuthError(`${what} ${where(endpoint)}: ${netWhy(err)}`);
   }

@@ -17,11 +17,14 @@
  * (an authorization server on a private network for a public server) is trusted by naming it in
  * `oauth.issuer`.
  *
- * The addresses are resolved before the request; the request resolves again (a DNS answer that
- * changes in between is not caught here: an egress proxy is the defence for that).
+ * The addresses are resolved before the request, for the error; the request's own connection
+ * (OAuthUrlPolicy.fetch) checks the addresses it connects to again, so that a DNS answer that
+ * changes in between (DNS rebinding) is caught too.
  */
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP } from 'node:net';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import type { Agent } from 'undici';
 import { isLoopbackHost } from '../downstream/origin.js';
 
 type Kind = 'public' | 'loopback' | 'private' | 'link-local' | 'reserved';
@@ -73,6 +76,8 @@ export class OAuthUrlPolicy {
   /** Host → the schemes the operator wrote for it (https always). */
   private readonly trusted = new Map<string, Set<string>>();
   private serverKinds: Set<Kind> | undefined;
+  /** undici's, connecting only to allowed addresses (made at the first fetch). */
+  private agent: Agent | undefined;
 
   constructor(
     private readonly serverUrl: string,
@@ -105,13 +110,40 @@ export class OAuthUrlPolicy {
     } catch (err) {
       return `its host does not resolve (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
     }
-    const server = await this.kinds();
+    const bad = this.badAddress(addrs, await this.kinds());
+    if (bad !== undefined) return bad;
+    if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) return "plain http to a host other than the server's, oauth.issuer's or loopback";
+    return undefined;
+  }
+
+  /**
+   * fetch (a URL refusal() let pass), its connection held to the same rule: the addresses it
+   * connects to are checked as resolved for it, not as they were a moment before.
+   */
+  async fetch(url: string, init: RequestInit): Promise<Response> {
+    const u = await (undici ??= import('undici'));
+    this.agent ??= new u.Agent({ connect: { lookup: this.lookup } });
+    return (await u.fetch(url, { ...(init as object), dispatcher: this.agent })) as unknown as Response;
+  }
+
+  /** The resolver of the fetch's connections: a host the operator named is taken as it resolves, any other only to allowed addresses. */
+  private readonly lookup: LookupFunction = (hostname, options, callback) => {
+    dnsLookup(hostname, { ...(options as LookupOptions), all: true }, (err, addrs: LookupAddress[]) => {
+      if (err) return callback(err, '', 0);
+      const bad = this.trusted.has(hostname.toLowerCase()) ? undefined : this.badAddress(addrs.map((a) => a.address), this.serverKinds ?? new Set(['public']));
+      if (bad !== undefined) return callback(new Error(`not connected: ${bad}`), '', 0);
+      if ((options as LookupOptions).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addrs);
+      callback(null, addrs[0]!.address, addrs[0]!.family);
+    });
+  };
+
+  /** Why one of `addrs` may not be asked, the server being on addresses of `server`'s kinds; undefined when all may. */
+  private badAddress(addrs: string[], server: Set<Kind>): string | undefined {
     for (const a of addrs) {
       const kind = addressKind(a);
       if (kind !== 'public' && !server.has(kind))
         return `${a} is a ${kind} address and the server is not on one (the host of oauth.issuer, when set, is trusted)`;
     }
-    if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) return "plain http to a host other than the server's, oauth.issuer's or loopback";
     return undefined;
   }
 
@@ -127,6 +159,8 @@ export class OAuthUrlPolicy {
     return this.serverKinds;
   }
 }
+
+let undici: Promise<typeof import('undici')> | undefined;
 
 function hostOf(url: string): string {
   try {

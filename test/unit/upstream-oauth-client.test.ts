@@ -567,6 +567,12 @@ console.log(fresh === undefined, typeof stale);`;
     expect(await lan.refusal('https://10.9.9.9/as')).toBeUndefined();
     expect(await lan.refusal('https://169.254.169.254/')).toMatch(/link-local/);
     expect(await new OAuthUrlPolicy('http://localhost:9/mcp', undefined).refusal('http://[::1]:8/as')).toBeUndefined();
+    // The connection itself is held to the rule, as its host resolves then (a DNS answer changed since refusal() looked).
+    const cause = await pub.fetch(`http://localhost:${new URL(base).port}/.well-known/oauth-authorization-server`, {}).then(
+      () => 'connected',
+      (err: Error) => String((err.cause as Error | undefined)?.message),
+    );
+    expect(cause).toMatch(/^not connected: (127\.0\.0\.1|::1) is a loopback address/);
   });
 
   it('a server naming a new scope at every 403 has the step-ups stop at the scope cap, not grow the token request for good', async () => {
