@@ -38,7 +38,7 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
     }
   }
   if (failed.length === 0) return `revoked the tokens at ${where(endpoint)}`;
-  return `the authorization server did not revoke ${failed.join(' nor ')}: ${failed.length === 1 ? 'it stays' : 'they stay'} valid until it expires`;
+  return `the authorization server did not revoke ${failed.join(' nor ')}: ${failed.length === 1 ? 'it stays valid until it expires' : 'they stay valid until they expire'}`;
 }
 
 /** The error's words, without a token of the login (an authorization server may quote the one it refused). */
