@@ -1,5 +1,5 @@
 import type { ConfigError } from '../config/load.js';
-import { shellArg } from './shell-arg.js';
+import { shellArg } from '../shell-arg.js';
 
 /**
  * The lines to print for an unusable config. A file that is not there is most often a first run

@@ -4,7 +4,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { packageRoot } from '../paths.js';
-import { shellArg } from './shell-arg.js';
+import { shellArg } from '../shell-arg.js';
 
 interface InitArgs {
   config: string;

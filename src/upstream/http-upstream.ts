@@ -24,7 +24,7 @@ import { answerProblem, answers, bodyError, sessionNotFound, unauthorizedAdvice 
 import { retryAfterSeconds, statusError, statusText } from './status-text.js';
 import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type TokenSource } from './oauth-client.js';
 import { StoredTokenSource } from './oauth-stored-client.js';
-import { shellArg } from '../cli/shell-arg.js';
+import { shellArg } from '../shell-arg.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
 
