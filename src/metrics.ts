@@ -54,6 +54,8 @@ export class Metrics {
   private readonly calls = new CallSeries(LATENCY_BUCKETS, OK_OUTCOMES);
   private readonly commit: Histogram<string>;
   private readonly inflight: Gauge<string>;
+  /** Requests answered `input_required`: rounds of a call, counted apart from the calls. */
+  private readonly rounds: Counter<string>;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -74,6 +76,12 @@ export class Metrics {
       registers,
     });
     this.inflight = new Gauge({ name: 'switchyard_calls_in_flight', help: 'Forwarded calls not finished yet', registers });
+    this.rounds = new Counter({
+      name: 'switchyard_input_rounds_total',
+      help: 'Requests answered input_required (the client was asked for input and retries): rounds of a call, which switchyard_calls_total counts once, at the request that gets its answer',
+      labelNames: ['method', 'server', 'tool'],
+      registers,
+    });
     new Gauge({
       name: 'switchyard_upstream_state',
       help: 'Upstream state: 1 for the state each upstream is in, 0 for the others',
@@ -158,6 +166,8 @@ export class Metrics {
     if (began) this.inflight.dec();
     const method = METHODS.has(b.method) ? b.method : 'other';
     const server = e.server ?? b.server ?? '';
+    // One call, however many rounds it took: a round is no call (nor its latency the call's).
+    if (e.outcome === 'input_required') return void this.rounds.inc({ method, server, tool: toolLabel(b, e) });
     this.calls.observe(method, server, toolLabel(b, e), e.outcome, e.latencyMs / 1000);
   }
 

@@ -110,10 +110,14 @@ export class LedgerReader {
     }
   }
 
-  /** Calls, error rate and latency percentiles per (server, method, name), finished rows only. */
+  /**
+   * Calls, error rate and latency percentiles per (server, method, name), finished rows only. A
+   * row answered `input_required` is a round of a call, not a call: the call is counted at the
+   * row of the request that got its answer (as /metrics counts it).
+   */
   stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
     const { sql, params } = this.where(filter);
-    const cond = sql ? `${sql} AND outcome <> 'in_flight'` : `WHERE outcome <> 'in_flight'`;
+    const cond = `${sql ? `${sql} AND` : 'WHERE'} outcome NOT IN ('in_flight', 'input_required')`;
     const it = this.db
       .prepare(`SELECT server, method, hub_name, outcome, latency_ms FROM audit ${cond}`)
       .iterate(params) as IterableIterator<Pick<AuditDbRow, 'server' | 'method' | 'hub_name' | 'outcome' | 'latency_ms'>>;

@@ -1,5 +1,5 @@
 /** The ledger's boundary types. The router records every call; the CLI reads. */
-export const OUTCOMES = ['in_flight', 'ok', 'tool_error', 'rpc_error', 'timeout', 'cancelled', 'denied', 'unavailable', 'replayed', 'unknown'] as const;
+export const OUTCOMES = ['in_flight', 'ok', 'input_required', 'tool_error', 'rpc_error', 'timeout', 'cancelled', 'denied', 'unavailable', 'replayed', 'unknown'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
 /** Which layer a failure came from; kept apart as the issue asks. */

@@ -23,7 +23,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, inCallTrace, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 
 /**
@@ -115,6 +115,7 @@ export class ToolCall {
 
   async call(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
+    ctx = inCallTrace(this.mrtr.sealer, params, ctx);
     const hubName = typeof params.name === 'string' ? params.name : '';
     const args = params.arguments ?? {};
     // The digest goes into the ledger's row and an idempotency claim; without either it is
@@ -193,7 +194,7 @@ export class ToolCall {
     // meanwhile leaves the call `unknown` at its next start, not without a row.
     const audit = this.ledger.begin(begin);
     const end = (e: AuditEnd): Promise<void> => audit.finish(e);
-    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args };
+    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args, span: ctx.span };
     const key = ctx.idempotencyKey;
     // A key whose call has ended is answered before a retry's requestState is opened or the user
     // asked: a client that sends its last request again (its response lost) gets the stored
@@ -214,7 +215,7 @@ export class ToolCall {
     if (confirmation) {
       const waiting = confirmation.resultType === 'input_required';
       await end({
-        outcome: waiting ? 'ok' : 'denied',
+        outcome: waiting ? 'input_required' : 'denied',
         errorKind: waiting ? null : 'policy',
         errorMessage: waiting ? 'awaiting the user\'s confirmation' : String((confirmation.content as { text?: string }[])[0]?.text),
         latencyMs: performance.now() - t0,
@@ -265,8 +266,14 @@ export class ToolCall {
      * `answer`: a known outcome to store for replay. `ran`: false when the upstream surely never
      * saw the call (the key is freed), true when it may have run (the key becomes unknown).
      */
+    /**
+     * This request's row when a retry of its client carries the call's end instead (a parked
+     * call, Mrtr.run): this request was answered `input_required`, a round; the end is the retry's.
+     */
+    let handedOn: (() => boolean) | undefined;
     const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
       finished = true;
+      if (handedOn?.()) end = { outcome: 'input_required', errorKind: null };
       if (key) {
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(principal, key, answer);
@@ -320,7 +327,8 @@ export class ToolCall {
     // which was input_required, so it is no outcome of the call (see the catch below).
     const askClient = ctx.askClient;
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
-    const body = async (opts: CallOptions): Promise<Result> => {
+    const body = async (opts: CallOptions, parkedRun?: () => boolean): Promise<Result> => {
+      handedOn = parkedRun;
       try {
         const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true));
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';

@@ -9,7 +9,8 @@ import type { CallContext } from './context.js';
 import { callPolicy } from './call-policy.js';
 import { outcomeOfError, outcomeOfResult } from './outcome.js';
 import type { Mrtr } from './mrtr.js';
-import type { Binding } from './request-state.js';
+import type { Binding, RequestStateSealer } from './request-state.js';
+import { formatTraceparent, type TraceSpan } from '../protocol/trace-context.js';
 
 // Shared by the router's forwarding paths and tools/call (call-tool.ts), so neither imports the other's helpers.
 
@@ -155,6 +156,22 @@ export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions
 /** A modern client's retry of an input_required answer (it carries requestState). */
 export function isRetry(params: Result, ctx: CallContext): boolean {
   return ctx.clientEra === MODERN && params.requestState !== undefined;
+}
+
+/**
+ * A retry's context, in the trace of the request whose `input_required` it answers: its row (and
+ * what it forwards) carry that trace id, its parent span being that request's span, so the rows
+ * of one call's rounds are found together (`ledger query --trace-id`). Only when the hub started
+ * this request's trace: a client that sent a traceparent placed the retry in a trace itself.
+ */
+export function inCallTrace(sealer: RequestStateSealer, params: Result, ctx: CallContext): CallContext {
+  const span = ctx.span;
+  if (!span || span.parentSpanId !== undefined || !isRetry(params, ctx)) return ctx;
+  const first = sealer.traceOf(params.requestState, ctx.principal);
+  if (!first) return ctx;
+  const joined: TraceSpan = { traceId: first.traceId, spanId: span.spanId, parentSpanId: first.spanId, flags: span.flags };
+  const meta = ctx.meta?.traceparent === undefined ? ctx.meta : { ...ctx.meta, traceparent: formatTraceparent(joined) };
+  return { ...ctx, span: joined, meta };
 }
 
 export async function retryOf(

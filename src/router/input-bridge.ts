@@ -53,6 +53,12 @@ export class InputCollector {
    * it (the first, then each retry that resumes it; none while it is parked).
    */
   targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
+  /**
+   * A retry of the client waits for the call, its first request having been answered
+   * `input_required`: the call's end is that retry's row's outcome, the first row's a round.
+   * False while the call is parked (should it end so, no request would carry its outcome).
+   */
+  handedOn = false;
 
   /** `caps`: what the request now waiting for the call declared: the first, then each retry that resumes it. */
   constructor(private caps: ClientCapabilities) {}
@@ -222,6 +228,7 @@ export class InputBridge {
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
+    collector.handedOn = false;
     // One limit per question, from when the client was first asked it, however many retries
     // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
     // stdio upstream alone, for another timeoutMs). Monotonic: a wall-clock step between the
@@ -256,6 +263,7 @@ export class InputBridge {
     };
     signal.addEventListener('abort', onAbort, { once: true });
     p.collector.targets = targets;
+    p.collector.handedOn = true;
     // The retry's own capabilities, not the first request's, say what the client may be asked.
     p.collector.retried(inputResponses, caps);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));

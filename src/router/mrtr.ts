@@ -55,15 +55,17 @@ export class Mrtr {
    * cannot be asked mid-call, so the call is parked and the client answers `input_required`
    * (recipe A); everyone else runs straight through. `ended` sees a parked run settle, URL-step
    * rounds included, even when a later request of the client takes its result (a run straight
-   * through is `body` alone, which finishes its own row).
+   * through is `body` alone, which finishes its own row). `handedOn`, given to both for a parked
+   * run: whether a retry of the client, not its first request, now waits for the call's end
+   * (the first was answered `input_required`, so the call's outcome is the retry's row's).
    */
   run(
     ctx: CallContext,
     server: ServerHandle,
     opts: CallOptions,
     bind: Binding,
-    body: (opts: CallOptions) => Promise<Result>,
-    ended: (run: Promise<Result>) => Promise<Result> = (r) => r,
+    body: (opts: CallOptions, handedOn?: () => boolean) => Promise<Result>,
+    ended: (run: Promise<Result>, handedOn?: () => boolean) => Promise<Result> = (r) => r,
   ): Promise<Result> {
     if (!parks(ctx, server)) return body(opts);
     const collector = new InputCollector(ctx.clientCapabilities);
@@ -79,7 +81,8 @@ export class Mrtr {
     collector.targets = { onProgress: opts.onProgress, onLog: opts.onLog };
     if (opts.onProgress) callOpts.onProgress = (p) => collector.targets.onProgress?.(p);
     if (opts.onLog) callOpts.onLog = (l) => collector.targets.onLog?.(l);
-    const run = ended(withUrlSteps(() => body(callOpts), collector, bind.method));
+    const handedOn = () => collector.handedOn;
+    const run = ended(withUrlSteps(() => body(callOpts, handedOn), collector, bind.method), handedOn);
     return this.bridge.settle(run, collector, abort, bind);
   }
 

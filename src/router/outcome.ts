@@ -3,6 +3,9 @@ import type { AuditEnd } from '../ledger/types.js';
 
 /** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
 export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd, 'outcome' | 'errorKind'> {
+  // An MRTR round: the client was asked for input and retries; the call's outcome is on the row
+  // of the request that gets its answer (metrics and `ledger stats` count that one, not each round).
+  if (result.resultType === 'input_required') return { outcome: 'input_required', errorKind: null };
   return result.isError === true ? { outcome: 'tool_error', errorKind: 'tool' } : { outcome: 'ok', errorKind: null };
 }
 

@@ -31,6 +31,8 @@ interface Envelope {
   e: number; // expiry, epoch ms
   n: string; // nonce, for single use
   b: StateBody;
+  /** The trace id and span id of the request answered with this state (see traceOf). */
+  tr?: [string, string];
 }
 
 export interface Binding {
@@ -40,6 +42,8 @@ export interface Binding {
   /** The arguments' digest (argsHash), or the arguments to work it out from when a state is sealed or opened. */
   argsDigest?: string;
   args?: unknown;
+  /** The request's span: the retry's row joins its trace (traceOf), so a call's rounds are one trace. */
+  span?: { traceId: string; spanId: string };
 }
 
 /**
@@ -71,7 +75,24 @@ export class RequestStateSealer {
 
   seal(bind: Binding, body: StateBody): string {
     const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: argsDigestOf(bind), e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
+    if (bind.span) env.tr = [bind.span.traceId, bind.span.spanId];
     return VERSION + sealJson(this.key, env);
+  }
+
+  /**
+   * The trace id and span id of the request a state of `principal`'s answered, or undefined (not
+   * one of ours, another principal's, sealed without them). Consumes nothing and checks nothing
+   * else: open() still decides whether the retry is taken.
+   */
+  traceOf(state: unknown, principal: string): { traceId: string; spanId: string } | undefined {
+    if (typeof state !== 'string' || !state.startsWith(VERSION)) return undefined;
+    try {
+      const env = openJson(this.key, state.slice(VERSION.length)) as Envelope;
+      const tr = env.p === principal ? env.tr : undefined;
+      return Array.isArray(tr) && typeof tr[0] === 'string' && typeof tr[1] === 'string' ? { traceId: tr[0], spanId: tr[1] } : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Opens and consumes a state; throws StateError with a message fit for the client. */

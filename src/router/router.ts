@@ -21,7 +21,7 @@ import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, inCallTrace, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -253,6 +253,10 @@ export class Router {
     /** Throws to refuse an answer (before its row is finished). */
     vet?: (result: Result) => Promise<void>,
   ): Promise<Result> {
+    if (bind) {
+      ctx = inCallTrace(this.mrtr.sealer, forwarded, ctx);
+      bind.span = ctx.span;
+    }
     const begin = beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era });
     const retry = bind ? await retryOf(this.mrtr, this.ledger, (e) => this.ledger.record(begin, e), method, forwarded, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
@@ -261,7 +265,11 @@ export class Router {
     await this.ledger.whenCommitted();
     const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
-    const body = async (opts: CallOptions): Promise<Result> => {
+    // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
+    let handedOn: (() => boolean) | undefined;
+    const finish = (e: AuditEnd): Promise<void> => audit.finish(handedOn?.() ? { outcome: 'input_required', errorKind: null, latencyMs: e.latencyMs } : e);
+    const body = async (opts: CallOptions, parkedRun?: () => boolean): Promise<Result> => {
+      handedOn = parkedRun;
       try {
         if (conn.upstream.state !== 'ready')
           throw new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);
@@ -270,7 +278,7 @@ export class Router {
           : await conn.upstream.request(method, params, opts);
         if (vet) await vet(result);
         // Answered even when the row cannot be finished (it stays in flight: unknown at the next start).
-        await this.noted(audit.finish({ outcome: 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 }), method);
+        await this.noted(finish({ outcome: result.resultType === 'input_required' ? 'input_required' : 'ok', responseBytes: bytesOf(this.ledger, result), result, latencyMs: performance.now() - t0 }), method);
         return result;
       } catch (caught) {
         const err = cutOffError(caught, opts.signal);
@@ -279,7 +287,7 @@ export class Router {
         // Surely never delivered: the retry's requestState may be sent again (see call-tool.ts).
         if (retry && notDelivered(err)) this.mrtr.sealer.release(forwarded.requestState);
         const normalised = this.normaliseNotFound(method, params, err);
-        await this.noted(audit.finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 })), method);
+        await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, normalised), { latencyMs: performance.now() - t0 })), method);
         throw asRpcError(normalised);
       }
     };
@@ -290,7 +298,7 @@ export class Router {
     const ended = (run: Promise<Result>): Promise<Result> =>
       run.catch(async (err: unknown) => {
         // The first finish counts: when `body`'s could not be written, this gives back its failure.
-        await this.noted(audit.finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
+        await this.noted(finish(Object.assign(this.outcomeSeenBy(ctx, err), { latencyMs: performance.now() - t0 })), method);
         throw err;
       });
     return this.mrtr.run(ctx, conn, opts, bind, body, ended);

@@ -17,6 +17,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
 import { legacySession, META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RpcMessage } from '../helpers/wire.js';
 
 const LEGACY = 'test/fixtures/translation/legacy-server.mjs';
@@ -45,13 +46,40 @@ function call(id: string, name: string, caps: Json, meta: Json = {}, extra: Json
 function row(requestId: string): Json | undefined {
   const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
   try {
-    return db.prepare('SELECT outcome, error_code, error_message, response_bytes FROM audit WHERE request_id = ?').get(requestId) as Json | undefined;
+    return db.prepare('SELECT outcome, error_code, error_message, response_bytes, trace_id, span_id, parent_span_id FROM audit WHERE request_id = ?').get(requestId) as Json | undefined;
   } finally {
     db.close();
   }
 }
 
 const progressOf = (messages: RpcMessage[]) => messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params!.progressToken);
+
+describe('a call of several input_required rounds', () => {
+  // An operator's call count and error rate count calls, not rounds: a round's row says
+  // input_required, the call's outcome is on the row of the request that got its answer, and
+  // the rounds' rows are one trace (`ledger query --trace-id`).
+  for (const [tool, parked] of [['ms__elicit_form', false], ['ls__elicit_form', true]] as const) {
+    it(`counts once in /metrics and its rounds are linked (${parked ? 'a parked legacy call' : 'a modern upstream'})`, async () => {
+      const caps = { elicitation: { form: {} } };
+      const id = `rounds-${tool}`;
+      const first = await call(`${id}-1`, tool, caps);
+      expect(first.body?.result?.resultType).toBe('input_required');
+      const [key] = Object.keys(first.body!.result!.inputRequests as Json);
+      const retry = await call(`${id}-2`, tool, caps, {}, {
+        requestState: first.body!.result!.requestState,
+        inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } },
+      });
+      expect((retry.body?.result?.content as Json[])[0]!.text).toBe('action=accept content={"name":"Ada"}');
+      await expect.poll(() => row(`${id}-1`)?.outcome).toBe('input_required');
+      await expect.poll(() => row(`${id}-2`)?.outcome).toBe('ok');
+      expect(row(`${id}-2`)).toMatchObject({ trace_id: row(`${id}-1`)!.trace_id, parent_span_id: row(`${id}-1`)!.span_id });
+      const text = await scrape(hub.url);
+      expect(metricValue(text, 'switchyard_calls_total', { method: 'tools/call', tool })).toBe(1);
+      expect(metricValue(text, 'switchyard_calls_total', { tool, outcome: 'ok' })).toBe(1);
+      expect(metricValue(text, 'switchyard_input_rounds_total', { method: 'tools/call', tool })).toBe(1);
+    });
+  }
+});
 
 describe('a modern client of a parked legacy call', () => {
   it("gets the call's progress on the retry that resumed it, under the retry's token", async () => {
@@ -65,11 +93,13 @@ describe('a modern client of a parked legacy call', () => {
     });
     expect((retry.body?.result?.content as Json[])[0]!.text).toBe('after progress: action=accept content={"name":"Ada"}');
     expect(progressOf(retry.messages)).toEqual(['p-retry', 'p-retry']);
-    // The retry carried the call's answer to the client: its row has that answer's size (the
-    // first request's row, finished when the call ended, measured the same result).
+    // The retry carried the call's answer to the client: its row has the call's outcome and that
+    // answer's size; the first request's row (finished when the call ended) is the round it was.
     await expect.poll(() => row('p-2')).toMatchObject({ outcome: 'ok', response_bytes: expect.any(Number) });
-    expect(row('p-2')!.response_bytes).toBe(row('p-1')!.response_bytes);
     expect(row('p-2')!.response_bytes as number).toBeGreaterThan(50);
+    expect(row('p-1')).toMatchObject({ outcome: 'input_required', response_bytes: null });
+    // One call in one trace: the retry's row names the first request's span as its parent.
+    expect(row('p-2')).toMatchObject({ trace_id: row('p-1')!.trace_id, parent_span_id: row('p-1')!.span_id });
   });
 
   it('that asks for a capability the client lacks is refused with -32021, and its row says so', async () => {
@@ -94,7 +124,9 @@ describe('a retry of a parked legacy call that no longer declares what the call 
     const r = await call('rc-2', 'ls__three_rounds', {}, {}, { requestState: q1.state, inputResponses: { [q1.key]: { action: 'accept', content: { answer: 'one' } } } });
     expect(r.status, r.text).toBe(400);
     expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
-    await expect.poll(() => row('rc-1')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+    // The call's end is the retry's (the request that got it); the first request was a round.
+    await expect.poll(() => row('rc-2')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+    await expect.poll(() => row('rc-1')).toMatchObject({ outcome: 'input_required' });
   });
 
   it('leaves its question unanswered: it is not asked again but refused with -32021', async () => {

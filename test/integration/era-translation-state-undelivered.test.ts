@@ -106,7 +106,7 @@ describe('a retry of an input_required that never reached the upstream', () => {
     expect(replayed.body?.error, replayed.text).toMatchObject({ code: -32602, message: 'requestState was already used' });
 
     const outcomes = (await queryRows(join(hub.dir, 'ledger.db'), { tool: name })).map((r) => r.outcome);
-    expect(outcomes[0]).toBe('ok');
+    expect(outcomes[0]).toBe('input_required');
     expect(outcomes).toContain('unavailable');
     expect(outcomes.slice(-2)).toEqual(['ok', 'rpc_error']);
   }, 60_000);

@@ -57,7 +57,7 @@ describe('a keyed call that has ended, sent again', () => {
     expect(counter()).toEqual({ ended: 1 });
     const rows = (await exportRows(join(dir, 'ledger.db'))).filter((r) => r.idempotencyKey === 'ended-1');
     expect(rows.map((r) => [r.requestId, r.outcome])).toEqual([
-      ['c1', 'ok'],
+      ['c1', 'input_required'], // asked for the user's confirmation: a round
       ['c2', 'ok'],
       ['c3', 'replayed'],
       ['c4', 'replayed'],

@@ -199,7 +199,8 @@ describe('server-everything (npm) through the hub, SDK v1 and SDK v2 clients', (
   it('has a ledger row for every call, with its outcome (ledger query)', async () => {
     // Three clients' calls: eight of the SDK v1 client, seven of the SDK v2 client, two of the env check.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { method: 'tools/call' }, (r) => r.length >= 17);
-    expect(rows.filter((r) => r.outcome !== 'ok')).toEqual([]);
+    // The SDK v2 client's calls the server asks something of were answered input_required first (a round).
+    expect(rows.filter((r) => r.outcome !== 'ok' && r.outcome !== 'input_required')).toEqual([]);
     expect(new Set(rows.map((r) => r.tool))).toEqual(
       new Set([
         'ev__echo',
