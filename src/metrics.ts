@@ -168,7 +168,9 @@ export class Metrics {
     const server = e.server ?? b.server ?? '';
     // One call, however many rounds it took: a round is no call (nor its latency the call's).
     if (e.outcome === 'input_required') return void this.rounds.inc({ method, server, tool: toolLabel(b, e) });
-    this.calls.observe(method, server, toolLabel(b, e), e.outcome, e.latencyMs / 1000);
+    // A replayed error is the error its client got again: counted as one (switchyard_call_errors_total).
+    const outcome = e.outcome === 'replayed' && e.errorKind ? 'replayed_error' : e.outcome;
+    this.calls.observe(method, server, toolLabel(b, e), outcome, e.latencyMs / 1000);
   }
 
   observeCommit(seconds: number): void {

@@ -119,8 +119,8 @@ export class LedgerReader {
     const { sql, params } = this.where(filter);
     const cond = `${sql ? `${sql} AND` : 'WHERE'} outcome NOT IN ('in_flight', 'input_required')`;
     const it = this.db
-      .prepare(`SELECT server, method, hub_name, outcome, latency_ms FROM audit ${cond}`)
-      .iterate(params) as IterableIterator<Pick<AuditDbRow, 'server' | 'method' | 'hub_name' | 'outcome' | 'latency_ms'>>;
+      .prepare(`SELECT server, method, hub_name, outcome, error_kind, latency_ms FROM audit ${cond}`)
+      .iterate(params) as IterableIterator<Pick<AuditDbRow, 'server' | 'method' | 'hub_name' | 'outcome' | 'error_kind' | 'latency_ms'>>;
     const groups = new Map<string, { row: StatsRow; latencies: number[] }>();
     for (const r of it) {
       const k = JSON.stringify([r.server, r.method, r.hub_name]);
@@ -133,7 +133,8 @@ export class LedgerReader {
         groups.set(k, g);
       }
       g.row.calls++;
-      if (r.outcome !== 'ok' && r.outcome !== 'replayed') g.row.errors++;
+      // A replayed error (error_kind set) is the error its client got again, as /metrics counts it.
+      if ((r.outcome !== 'ok' && r.outcome !== 'replayed') || (r.outcome === 'replayed' && r.error_kind !== null)) g.row.errors++;
       g.row.outcomes[r.outcome] = (g.row.outcomes[r.outcome] ?? 0) + 1;
       if (r.latency_ms !== null) g.latencies.push(r.latency_ms);
     }

@@ -101,11 +101,22 @@ export class ToolCall {
     return ctx.group === undefined ? undefined : (name) => this.catalog.knownTool(name, view) !== undefined;
   }
 
-  /** A key's kept answer (audited `replayed`), or its refusal (`denied`). */
+  /**
+   * A key's kept answer (audited `replayed`), or its refusal (`denied`). A kept error (a tool
+   * error, a JSON-RPC error) is replayed as one: the row says which (errorKind, errorCode), so
+   * /metrics and `ledger stats` count it as the error its client got again, not a success.
+   */
   private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number): Promise<Result> {
     if ('answer' in settled) {
-      const replayed = 'result' in settled.answer ? bytesOf(this.ledger, settled.answer.result) : undefined;
-      await end({ outcome: 'replayed', responseBytes: replayed, latencyMs: performance.now() - t0 });
+      const a = settled.answer;
+      const replayed = 'result' in a ? bytesOf(this.ledger, a.result) : undefined;
+      const failed: Partial<AuditEnd> =
+        'error' in a
+          ? { errorKind: 'jsonrpc', errorCode: a.error.code, errorMessage: a.error.message }
+          : a.result.isError === true
+            ? { errorKind: 'tool' }
+            : {};
+      await end({ outcome: 'replayed', ...failed, responseBytes: replayed, latencyMs: performance.now() - t0 });
       if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
       return settled.answer.result;
     }

@@ -15,6 +15,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
 import { fixture, LEGACY, ledgerCli, legacySession, MODERN, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
 
 let hub: HubProcess;
@@ -211,6 +212,26 @@ describe('ledger rows of real calls through the hub', () => {
     expect(rows[1].responseBytes).toBe(rows[0].responseBytes);
     expect(rows[2]).toMatchObject({ errorKind: 'policy', clientName: 'ledger-raw-legacy' });
     expect(rows[2].errorMessage).toContain('other arguments');
+  });
+
+  it('a replayed error is still an error: its row says which, /metrics and `ledger stats` count it as one', async () => {
+    const s = await legacySession(hub.url);
+    const key = { 'idempotency-key': 'outcomes-fail' };
+    const first = await s.call(1, 'tools/call', { name: 'f__fail', arguments: {} }, key);
+    const again = await s.call(2, 'tools/call', { name: 'f__fail', arguments: {} }, key);
+    expect(again.body?.result).toEqual(first.body?.result);
+    expect(again.body?.result?.isError).toBe(true);
+    const rows = (await queryRows(db, { tool: 'f__fail' })).filter((r) => r.idempotencyKey === 'outcomes-fail');
+    expect(rows.map((r) => [r.outcome, r.errorKind])).toEqual([
+      ['tool_error', 'tool'],
+      ['replayed', 'tool'],
+    ]);
+    const metrics = await scrape(hub.url);
+    expect(metricValue(metrics, 'switchyard_call_errors_total', { tool: 'f__fail', outcome: 'replayed_error' })).toBe(1);
+    expect(metricValue(metrics, 'switchyard_call_errors_total', { tool: 'f__fail' })).toBe(metricValue(metrics, 'switchyard_calls_total', { tool: 'f__fail' }));
+    const stats = await ledgerCli(db, ['stats', '--json', '--tool', 'f__fail']);
+    const line = JSON.parse(stats.stdout.trim().split('\n')[0]!) as { calls: number; errors: number };
+    expect(line.errors).toBe(line.calls);
   });
 
   it('prompts, resources and completions: rows name what the client asked for, found or not', async () => {
