@@ -768,6 +768,12 @@ export class Hub implements HubCore {
     const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
+    // In the start-up grace a call waits for a server still starting (startupGrace) rather than
+    // being refused: "starting", not "refusing", still 503 (not serving yet, but it will).
+    if (down && down.state === 'starting' && Date.now() < this.startedAt + STARTUP_GRACE_MS) {
+      const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
+      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${STARTUP_GRACE_MS / 1000} s from the hub's start`, servers };
+    }
     if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
     const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
     if (ledger && Date.now() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {

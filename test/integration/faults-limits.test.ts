@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernCall, queryRows, SDK1, type Json } from './ledger-helpers.js';
 import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
 
@@ -67,6 +67,34 @@ describe('failMode closed', () => {
     const hz = await fetch(new URL('/healthz', hub.url));
     expect(hz.status).toBe(200);
     expect(((await hz.json()) as { status: string }).status).toBe('ok');
+  });
+});
+
+describe('failMode closed, a server still starting', () => {
+  it('/healthz says "starting", not "refusing", in the start-up grace, in which calls wait for it', async () => {
+    const t0 = Date.now();
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-starting-'));
+    const slow = nodeServer(SDK1);
+    const starting = await startHub(
+      {
+        servers: {
+          ok: nodeServer(SDK1),
+          guard: { ...slow, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(slow.args as string[])], env: { START_DELAY_MS: '1500' }, failMode: 'closed' },
+        },
+      },
+      { dir },
+    );
+    try {
+      const hz = await fetch(new URL('/healthz', starting.url));
+      const body = (await hz.json()) as { status: string; reason?: string; servers: { id: string; state: string }[] };
+      // Within the grace (3 s from the hub's start, which came after t0) while guard starts.
+      if (Date.now() - t0 < 2_500 && body.servers.find((s) => s.id === 'guard')?.state === 'starting') {
+        expect(hz.status).toBe(503);
+        expect(body).toMatchObject({ status: 'starting', reason: expect.stringContaining('server "guard"') });
+      } else console.warn('faults-limits: the hub started too slowly to see its start-up grace; /healthz not checked');
+    } finally {
+      await starting.stop();
+    }
   });
 });
 
