@@ -655,6 +655,19 @@ export class Catalog extends EventEmitter {
     return this.opts.connection?.(h, principal) ?? { credential: '', upstream: h.upstream };
   }
 
+  /**
+   * A server's tool count in /healthz, without touching any upstream or cache entry: the names
+   * of its own list, each once (a server whose cursor went back to the start lists some twice,
+   * and the hub shows each once).
+   */
+  toolCount(server: string): number {
+    const items = this.cache.peek(`${server}\0tools`)?.items;
+    if (!items) return 0;
+    const names = new Set<string>();
+    for (const it of items) if (typeof it.name === 'string') names.add(it.name);
+    return names.size;
+  }
+
   /** Every tool the hub knows, hidden ones included, with why (the data of `switchyard tools`). */
   async toolRecords(view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
     const b = await this.build('tools', view.principal);

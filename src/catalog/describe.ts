@@ -84,7 +84,7 @@ export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
     id: h.id,
     state: u.state,
     era: u.era ?? null,
-    tools: catalog.cache.peek(`${h.id}\0tools`)?.items.length ?? 0,
+    tools: catalog.toolCount(h.id),
     since: new Date(u.since).toISOString(),
     lastError: u.lastError ?? null,
     listError: catalog.listError(h.id) ?? null,

@@ -155,4 +155,14 @@ describe('list cursors outlive the hub process', () => {
     for (const n of sizes) expect(n).toBeLessThanOrEqual(PAGE_BYTE_LIMIT);
     expect(names).toEqual(Array.from({ length: 60 }, (_, i) => `s__i${i}`));
   }, 40_000);
+
+  it('an upstream whose cursor goes back to the start: each tool is listed once, and /healthz counts each once', async () => {
+    const hub = await startHub({ servers: { s: nodeServer('test/fixtures/catalog/paging-server.mjs', [], { N: '10', PAGE: '3', CURSORS: 'restart', LIST_TTL_MS: '60000' }) } });
+    hubs.push(hub);
+    await waitForReady(hub.url, ['s']);
+    const list = await modernCall(hub.url, 'round', 'tools/list');
+    expect((list.body!.result!.tools as Json[]).map((t) => String(t.name))).toEqual(Array.from({ length: 10 }, (_, i) => `s__i${i}`));
+    const health = (await (await fetch(new URL('/healthz', hub.url))).json()) as { servers: { id: string; tools: number }[] };
+    expect(health.servers.find((x) => x.id === 's')?.tools).toBe(10);
+  }, 40_000);
 });
