@@ -763,9 +763,10 @@ export class Hub implements HubCore {
    * failMode "closed" server is not ready (every call is refused then, whatever its server),
    * and while the ledger cannot write (every call it would forward is refused then).
    * `shows`: the servers the caller may know of (a key limited to tool groups); undefined: all.
+   * `groups`: that key's groups, whose tools alone its counts count.
    */
-  health(shows?: (server: string) => boolean): { status: string; reason?: string; servers: ServerHealth[] } {
-    const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog));
+  health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): { status: string; reason?: string; servers: ServerHealth[] } {
+    const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog, groups));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
     // In the start-up grace a call waits for a server still starting (startupGrace) rather than

@@ -658,13 +658,19 @@ export class Catalog extends EventEmitter {
   /**
    * A server's tool count in /healthz, without touching any upstream or cache entry: the names
    * of its own list, each once (a server whose cursor went back to the start lists some twice,
-   * and the hub shows each once).
+   * and the hub shows each once); for a caller limited to tool groups, the tools of the server
+   * those groups show in the aggregate built last (none before any list).
    */
-  toolCount(server: string): number {
+  toolCount(server: string, groups?: Iterable<string>): number {
     const items = this.cache.peek(`${server}\0tools`)?.items;
     if (!items) return 0;
     const names = new Set<string>();
-    for (const it of items) if (typeof it.name === 'string') names.add(it.name);
+    if (groups === undefined) {
+      for (const it of items) if (typeof it.name === 'string') names.add(it.name);
+      return names.size;
+    }
+    const last = this.latestTools;
+    if (last) for (const g of groups) for (const [hubName, r] of this.groupView('tools', last, g).byHubName) if (r.server.id === server) names.add(hubName);
     return names.size;
   }
 

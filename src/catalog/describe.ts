@@ -78,13 +78,14 @@ export function mergedInstructions(
   return parts.length ? parts.join('\n\n') : undefined;
 }
 
-export function serverHealth(h: ServerHandle, catalog: Catalog): ServerHealth {
+/** `groups`: a caller limited to these tool groups, whose count is of the tools they show. */
+export function serverHealth(h: ServerHandle, catalog: Catalog, groups?: Iterable<string>): ServerHealth {
   const u = h.upstream;
   return {
     id: h.id,
     state: u.state,
     era: u.era ?? null,
-    tools: catalog.toolCount(h.id),
+    tools: catalog.toolCount(h.id, groups),
     since: new Date(u.since).toISOString(),
     lastError: u.lastError ?? null,
     listError: catalog.listError(h.id) ?? null,

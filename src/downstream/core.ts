@@ -44,7 +44,7 @@ export interface HubCore {
    */
   rootsChanged?(principal: string, group: string | undefined, ask: AskClient): void;
   /** `shows`: the servers the caller may know of (their lines, and a server named in `reason`); undefined: all. */
-  health(shows?: (server: string) => boolean): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
+  health(shows?: (server: string) => boolean, groups?: ReadonlySet<string>): { status: string; reason?: string; servers: { id: string; state: string; era: string | null; tools: number }[] };
 }
 
 /** Whether clients of an endpoint group (`/mcp/<group>`; undefined: `/mcp`) see a change. */

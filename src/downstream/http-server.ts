@@ -278,7 +278,7 @@ export class HttpServer {
       // Server ids and states are for clients that may use them; a load balancer needs only the
       // status, and the code: 503 while the hub would not serve a call (stopping, or refusing).
       const groups = who.ok ? who.groups : undefined;
-      const h = this.core.health(groups && ((id) => [...groups].some((g) => this.opts.groups?.showsServer(g, id) === true)));
+      const h = this.core.health(groups && ((id) => [...groups].some((g) => this.opts.groups?.showsServer(g, id) === true)), groups);
       return sendJson(res, h.status === 'ok' ? 200 : 503, who.ok ? h : { status: h.status });
     }
     if (!who.ok) {

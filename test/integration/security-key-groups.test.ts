@@ -23,6 +23,8 @@ const BOB = 'sy_bob-keygroups-key-0123456789abcdefghijklmnopqrst';
 const DANA = 'sy_dana-keygroups-key-0123456789abcdefghijklmnopqrs';
 /** Limited to both groups, then to one by a reload. */
 const ERIN = 'sy_erin-keygroups-key-0123456789abcdefghijklmnopqrs';
+/** Limited to a group that shows one tool of its server. */
+const FRANK = 'sy_frank-keygroups-key-0123456789abcdefghijklmnopqr';
 
 describe('an API key limited to tool groups', () => {
   let hub: HubProcess;
@@ -33,8 +35,13 @@ describe('an API key limited to tool groups', () => {
       { principal: 'bob', sha256: sha256Hex(BOB), groups: ['small'] },
       { principal: 'dana', sha256: sha256Hex(DANA), groups: ['small'], scopes: ['switchyard:admin'] },
       { principal: 'erin', sha256: sha256Hex(ERIN), groups: ['small', 'other'] },
+      { principal: 'frank', sha256: sha256Hex(FRANK), groups: ['narrow'] },
     ];
-    hub = await startHub({ auth: { apiKeys }, groups: { small: { servers: ['a'] }, other: { servers: ['b'] } }, servers: { a: nodeServer(SDK1), b: nodeServer(SDK2) } });
+    hub = await startHub({
+      auth: { apiKeys },
+      groups: { small: { servers: ['a'] }, other: { servers: ['b'] }, narrow: { servers: ['a'], tools: ['a__echo', 'a__fail'], deny: ['a__fail'] } },
+      servers: { a: nodeServer(SDK1), b: nodeServer(SDK2) },
+    });
     const ready = async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE}` } })).json()) as { servers: Json[] }).servers.every((s) => s.state === 'ready');
     for (let i = 0; i < 200 && !(await ready()); i++) await new Promise((r) => setTimeout(r, 50));
   }, 60_000);
@@ -65,6 +72,16 @@ describe('an API key limited to tool groups', () => {
     // The refusals are audited, under bob.
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'bob' }, (r) => r.filter((x) => x.errorMessage?.startsWith('Forbidden')).length >= 2);
     expect(rows.filter((x) => x.errorMessage?.startsWith('Forbidden')).length).toBe(2);
+  });
+
+  it("counts in /healthz only the tools its groups show, not its servers' whole lists", async () => {
+    const listed = await call('/mcp/narrow', FRANK);
+    expect(((listed.body?.result?.tools as Json[]) ?? []).map((t) => t.name)).toEqual(['a__echo']);
+    const mine = (await get('/healthz', FRANK)).body.servers as Json[];
+    expect(mine.map((s) => [s.id, s.tools])).toEqual([['a', 1]]);
+    // A key of the whole hub counts the server's own list.
+    const all = (await get('/healthz', ALICE)).body.servers as Json[];
+    expect(all.find((s) => s.id === 'a')!.tools as number).toBeGreaterThan(1);
   });
 
   it('each row names the group whose endpoint the request came through, refusals too; `ledger query --group` finds them', async () => {
@@ -167,7 +184,7 @@ describe('an API key limited to tool groups', () => {
   it('keys add --group names groups the config has, and refuses one it has not', async () => {
     const bad = await runCli(['keys', 'add', 'carol', '--group', 'nope', '--config', hub.configFile]);
     expect([bad.code, bad.stdout]).toEqual([2, '']);
-    expect(bad.stderr).toContain('no tool group named "nope" (small, other)');
+    expect(bad.stderr).toContain('no tool group named "nope" (small, other, narrow)');
     const ok = await runCli(['keys', 'add', 'carol', '--group', 'small', '--config', hub.configFile]);
     expect(ok.code, ok.stderr).toBe(0);
     const list = await runCli(['keys', 'list', '--config', hub.configFile]);
