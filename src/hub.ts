@@ -217,7 +217,7 @@ export class Hub implements HubCore {
       committed: (s) => this.metrics?.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
-    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(b, e), log);
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(this.withToolServer(b), e), log);
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream, principal) => {
         this.catalog.watchConnection(h, upstream, principal);
@@ -337,6 +337,18 @@ export class Hub implements HubCore {
     const block = (this.config.policy?.pinning ?? 'block') === 'block';
     this.log.warn({ ...who, reason: e.reason, renamedFrom: e.renamedFrom, blocked: block }, block ? `${noun} quarantined: hidden until approved (switchyard tools approve)` : `${noun} definition changed: passed with a warning`);
     record('catalog/quarantine', block ? 'denied' : 'ok', `${kindSaid}${what}; ${pins}${block ? '' : ' (pinning: warn)'}`);
+  }
+
+  /**
+   * A tools/call the edge refused (a rate limit, a credential of the wrong group…) names the
+   * server of its tool when the catalog showed that tool to the caller's group: its row is then
+   * found under the server (`ledger query --server`, `ledger stats`) and /metrics counts it under
+   * the tool, as the tool's calls refused, not under no tool at all. An unknown name stays none.
+   */
+  private withToolServer(b: AuditBegin): AuditBegin {
+    if (b.method !== 'tools/call' || b.server !== undefined || !b.hubName) return b;
+    const known = this.catalog.knownTool(b.hubName, { principal: b.principal, group: b.group });
+    return known ? { ...b, server: known.server.id, upstreamName: known.upstreamName, upstreamEra: known.server.upstream.era } : b;
   }
 
   /** A dropped tool or a poisoned description: a log line, and an audit row when it is held back. */

@@ -37,7 +37,7 @@ describe('rate limits', () => {
   function row(requestId: string): Record<string, unknown> {
     const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
     try {
-      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, tool_group, trace_id, parent_span_id FROM audit WHERE request_id = ?').get(requestId) as never;
+      return db.prepare('SELECT principal, outcome, error_kind, error_code, method, hub_name, server, tool_group, trace_id, parent_span_id FROM audit WHERE request_id = ?').get(requestId) as never;
     } finally {
       db.close();
     }
@@ -71,7 +71,8 @@ describe('rate limits', () => {
     expect(over.status).toBe(429);
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(over.body?.error?.message).toMatch(/modern__add/);
-    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: null, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', parent_span_id: '00f067aa0ba902b7' });
+    // The row names the tool's server (as /metrics labels it): found under it, its refusals among its tool's calls.
+    await expect.poll(() => row('bob-add-over')).toMatchObject({ principal: 'bob', outcome: 'denied', hub_name: 'modern__add', server: 'modern', error_code: 429, tool_group: null, trace_id: '4bf92f3577b34da6a3ce929d0e0e4736', parent_span_id: '00f067aa0ba902b7' });
     // Bob's other requests still pass (his principal bucket has tokens left).
     expect((await call('bob', 'tools/call', { name: 'modern__echo', arguments: { text: 'x' } })).status).toBe(200);
     // So is one whose trace came in a traceparent header (OpenTelemetry's HTTP instrumentation).
@@ -85,7 +86,7 @@ describe('rate limits', () => {
     expect((await add()).status).toBe(200);
     expect((await add()).status).toBe(200);
     expect((await add('frank-add-over')).status).toBe(429);
-    await expect.poll(() => row('frank-add-over')).toMatchObject({ principal: 'frank', outcome: 'denied', hub_name: 'modern__add', error_code: 429, tool_group: 'mod' });
+    await expect.poll(() => row('frank-add-over')).toMatchObject({ principal: 'frank', outcome: 'denied', hub_name: 'modern__add', server: 'modern', error_code: 429, tool_group: 'mod' });
   });
 
   it('messages that are not JSON-RPC count against the limit too: a flood of them is refused with 429, not one row each', async () => {
