@@ -12,7 +12,7 @@ export interface StatsRow {
   /** Tool/prompt name or resource uri; null for methods without one (e.g. tools/list). */
   name: string | null;
   calls: number;
-  /** Finished calls whose outcome is neither ok nor replayed. */
+  /** Finished calls whose outcome is neither ok nor replayed, and replayed ones of a kept error. */
   errors: number;
   errorRate: number;
   p50Ms: number | null;

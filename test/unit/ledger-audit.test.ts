@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
-import type { AuditBegin } from '../../src/ledger/types.js';
+import type { AuditBegin, AuditEnd } from '../../src/ledger/types.js';
 import { closeAndRemove, begin, end, keyed, tempDir } from './ledger-helpers.js';
 
 let t: ReturnType<typeof tempDir>;
@@ -393,6 +393,21 @@ describe('ledger audit rows and group commit', () => {
     expect(stats).toEqual([
       { server: 'other', method: 'tools/list', name: null, calls: 1, errors: 0, errorRate: 0, p50Ms: 3, p95Ms: 3, outcomes: { ok: 1 } },
       { server: 's', method: 'tools/call', name: 't', calls: 20, errors: 4, errorRate: 0.2, p50Ms: 10, p95Ms: 19, outcomes: { timeout: 4, replayed: 1, ok: 15 } },
+    ]);
+  });
+
+  it('stats count calls, not input_required rounds, and a replayed error as an error (as /metrics does)', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const row = (e: Partial<AuditEnd>) => ledger.record(begin({ server: 's', hubName: 'r' }), end({ latencyMs: 1, ...e }));
+    await row({ outcome: 'input_required' });
+    await row({ outcome: 'ok' }); // the round's retry, which got the call's answer
+    await row({ outcome: 'tool_error', errorKind: 'tool' });
+    await row({ outcome: 'replayed', errorKind: 'tool' }); // that error, replayed
+    await row({ outcome: 'replayed' });
+    await ledger.whenCommitted();
+    expect(ledger.stats({})).toEqual([
+      { server: 's', method: 'tools/call', name: 'r', calls: 4, errors: 2, errorRate: 0.5, p50Ms: 1, p95Ms: 1, outcomes: { ok: 1, tool_error: 1, replayed: 2 } },
     ]);
   });
 
