@@ -783,7 +783,8 @@ export class Hub implements HubCore {
     const down = failClosedBlocker(this.handles.values());
     // In the start-up grace a call waits for a server still starting (startupGrace) rather than
     // being refused: "starting", not "refusing", still 503 (not serving yet, but it will).
-    if (down && down.state === 'starting' && Date.now() < this.startedAt + STARTUP_GRACE_MS) {
+    const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || h.upstream.state === 'starting';
+    if (down && Date.now() < this.startedAt + STARTUP_GRACE_MS && [...this.handles.values()].every(waitedFor)) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
       return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${STARTUP_GRACE_MS / 1000} s from the hub's start`, servers };
     }
