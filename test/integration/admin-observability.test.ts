@@ -86,6 +86,7 @@ describe('/metrics', () => {
       switchyard_calls_total: 'counter',
       switchyard_call_errors_total: 'counter',
       switchyard_call_duration_seconds: 'histogram',
+      switchyard_input_rounds_total: 'counter',
       switchyard_upstream_state: 'gauge',
       switchyard_upstream_restarts_total: 'counter',
       switchyard_cache_hits_total: 'counter',
