@@ -53,7 +53,7 @@ describe('reserved error codes from an upstream', () => {
         .poll(() => db.prepare("SELECT request_id AS id, outcome, error_code AS code FROM audit WHERE request_id IN ('m-32022', 'idem-1', 'idem-2') ORDER BY request_id").all(), { timeout: 5_000 })
         .toEqual([
           { id: 'idem-1', outcome: 'rpc_error', code: -32022 },
-          { id: 'idem-2', outcome: 'replayed', code: null },
+          { id: 'idem-2', outcome: 'replayed', code: -32022 }, // the kept error, replayed
           { id: 'm-32022', outcome: 'rpc_error', code: -32022 },
         ]);
     } finally {
