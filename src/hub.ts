@@ -346,9 +346,13 @@ export class Hub implements HubCore {
    * the tool, as the tool's calls refused, not under no tool at all. An unknown name stays none.
    */
   private withToolServer(b: AuditBegin): AuditBegin {
-    if (b.method !== 'tools/call' || b.server !== undefined || !b.hubName) return b;
-    const known = this.catalog.knownTool(b.hubName, { principal: b.principal, group: b.group });
-    return known ? { ...b, server: known.server.id, upstreamName: known.upstreamName, upstreamEra: known.server.upstream.era } : b;
+    return b.server === undefined ? { ...b, ...this.toolServerOf(b.method, b.hubName, b.principal, b.group) } : b;
+  }
+
+  /** The server (upstream name and era) of a tools/call's tool, as the catalog showed it to this caller's group; none when it did not. */
+  private toolServerOf(method: string, hubName: string | undefined, principal: string, group: string | undefined): Partial<AuditBegin> {
+    const known = method === 'tools/call' && hubName ? this.catalog.knownTool(hubName, { principal, group }) : undefined;
+    return known ? { server: known.server.id, upstreamName: known.upstreamName, upstreamEra: known.server.upstream.era } : {};
   }
 
   /** A dropped tool or a poisoned description: a log line, and an audit row when it is held back. */
@@ -652,7 +656,8 @@ export class Hub implements HubCore {
       if (down && !this.answeredFromKey(method, params, ctx)) {
         // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).
         const shown = this.catalog.groups.showsServer(ctx.group, down.server);
-        return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, x), shown);
+        // Its row names its tool's server, as a rate limit's does (withToolServer): the message names the blocker.
+        return refuseClosed(method, params, ctx, down, (m, c, e, x) => this.router.recordLocal(m, c, e, { ...x, ...this.toolServerOf(m, x?.hubName, c.principal, c.group) }), shown);
       }
     }
     if (method === 'tools/call' && typeof params.name === 'string') {

@@ -46,6 +46,8 @@ describe('failMode closed', () => {
     expect(text(a)).toMatch(/refuses calls while server "guard" \(failMode "closed"\) is (starting|restarting|failed): process exited with code 3/);
     const [row] = await rowsFor(db, 'ok__echo');
     expect(row.outcome).toBe('unavailable');
+    // Found under its tool's server (and counted under its tool in /metrics); the message names the blocker.
+    expect(row.server).toBe('ok');
     const p = await modernCall(hub.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'bob' } });
     expect(p.body?.error?.message).toMatch(/server "guard"/);
     expect(p.body?.error?.code).toBe(-32603);
