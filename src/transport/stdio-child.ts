@@ -33,6 +33,8 @@ export interface ExitInfo {
   signal: NodeJS.Signals | null;
   /** Set when the process could not be started at all (e.g. ENOENT). */
   error?: string;
+  /** With `error`: the hub itself had no file descriptors left for the pipes (EMFILE, ENFILE), no fault of the command's. */
+  hubShort?: boolean;
   /** What its stderr said last that looks like the reason (redacted, shortened), if anything. */
   stderr?: string;
   /** Set when the hub ended it because one of its pipes closed while it ran (`closed its stdout`). */
@@ -75,6 +77,21 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   if (err.code === 'EMFILE' || err.code === 'ENFILE')
     return `${err.message}: the hub has no file descriptors left for its pipes (too many open files: see listen.maxConnections, and the limit \`ulimit -n\`)`;
   return err.message;
+}
+
+/** The spawn failed for want of the hub's own file descriptors: any command would have. */
+export function hubShortOfDescriptors(err: NodeJS.ErrnoException): boolean {
+  return err.code === 'EMFILE' || err.code === 'ENFILE';
+}
+
+/** A spawn that threw; `hubShort` as in ExitInfo. */
+export class SpawnError extends Error {
+  constructor(
+    message: string,
+    readonly hubShort: boolean,
+  ) {
+    super(message);
+  }
 }
 
 /** How much of an over-long line is kept, at each end, to read the id of a response from it. */
@@ -330,7 +347,7 @@ export class StdioChild extends EventEmitter {
       });
     } catch (err) {
       // Some failures (ENOTDIR, E2BIG) are thrown rather than reported as an 'error' event.
-      throw new Error(spawnFailure(err as NodeJS.ErrnoException, opts.cwd));
+      throw new SpawnError(spawnFailure(err as NodeJS.ErrnoException, opts.cwd), hubShortOfDescriptors(err as NodeJS.ErrnoException));
     }
     this.pid = this.proc.pid;
     if (this.pid !== undefined) {
@@ -340,7 +357,7 @@ export class StdioChild extends EventEmitter {
 
     this.proc.on('error', (err) => {
       // Spawn failures (ENOENT, EACCES) may come without an 'exit'.
-      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd) });
+      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd), ...(hubShortOfDescriptors(err) ? { hubShort: true } : {}) });
       else this.log.warn({ err: err.message }, 'child process error');
     });
     // Out of file descriptors (EMFILE, ENFILE), Node sets no pipes up and says why by 'error' on

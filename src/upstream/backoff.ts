@@ -47,6 +47,16 @@ export class RestartPolicy {
     return { delayMs: Math.max(0, Math.round(exp * scale)), failed: false };
   }
 
+  /**
+   * A start that failed for the hub's own want, not the server's: nothing is counted. Tried
+   * again after `retryMs` (jittered), or at the slow interval of a server already `failed`.
+   */
+  onHubShort(retryMs: number): { delayMs: number; failed: boolean } {
+    if (this.failed) return { delayMs: this.opts.failedRetryMs, failed: true };
+    const scale = 1 - this.opts.jitter + 2 * this.opts.jitter * this.random();
+    return { delayMs: Math.round(retryMs * scale), failed: false };
+  }
+
   /** The upstream came up: leave `failed`; recent failures still count toward the limit. */
   onReady(): void {
     this.failed = false;

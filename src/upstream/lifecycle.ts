@@ -22,6 +22,25 @@ export function askedWaitMs(err: unknown): number {
   return err instanceof TransportError ? Math.min(err.retryAfterMs ?? 0, RETRY_AFTER_CAP_MS) : 0;
 }
 
+/**
+ * How soon a start that failed for the hub's own want (HubShortError) is tried again: no backoff
+ * grows and no crash loop counts it, so the server is back about this soon after the hub has
+ * descriptors again.
+ */
+export const HUB_SHORT_RETRY_MS = 1_000;
+
+/**
+ * A start that failed for want of the hub's own resources (no file descriptors left for a
+ * child's pipes: any command would have failed), no fault of the server's: it does not count
+ * toward the crash-loop limit, which would have the server `failed`, and retried only once a
+ * minute, for the hub's own trouble.
+ */
+export class HubShortError extends TransportError {
+  constructor(message: string) {
+    super(message, undefined, true);
+  }
+}
+
 export interface UpstreamOptions {
   /** The hub's identity toward upstreams (default: switchyard and its package version). */
   clientInfo?: Implementation;
@@ -152,7 +171,7 @@ export abstract class Lifecycle extends EventEmitter {
       void this.disconnect().catch(() => undefined);
       // A server that asked to be left alone for a while (Retry-After) is, up to a minute (the
       // retry interval of a failed one): sooner is refused again, and a crash loop to it.
-      if (!this.closed) this.scheduleRetry(msg, askedWaitMs(err));
+      if (!this.closed) this.scheduleRetry(msg, askedWaitMs(err), err instanceof HubShortError);
       throw err;
     }
     this.attempting = false;
@@ -165,9 +184,9 @@ export abstract class Lifecycle extends EventEmitter {
     this.setState('ready');
   }
 
-  private scheduleRetry(reason: string, minDelayMs = 0): void {
+  private scheduleRetry(reason: string, minDelayMs = 0, hubShort = false): void {
     // Monotonic: a wall clock stepped back would keep old crashes inside the crash-loop window.
-    const p = this.policy.onFailure(monotonicNow());
+    const p = hubShort ? this.policy.onHubShort(HUB_SHORT_RETRY_MS) : this.policy.onFailure(monotonicNow());
     const failed = p.failed;
     const delayMs = Math.max(p.delayMs, minDelayMs);
     this.retryTimer = setTimeout(() => {

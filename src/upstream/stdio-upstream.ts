@@ -11,7 +11,8 @@ import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
 import { Canceller, reasonOf } from '../cancel.js';
 import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Logger } from '../log.js';
-import { StdioChild, type ExitInfo } from '../transport/stdio-child.js';
+import { SpawnError, StdioChild, type ExitInfo } from '../transport/stdio-child.js';
+import { HubShortError } from './lifecycle.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
@@ -218,7 +219,8 @@ export class StdioUpstream extends HandshakingUpstream {
       child = new StdioChild({ command: s.command!, args: s.args, env: s.env, inheritEnv: s.inheritEnv, cwd: s.cwd, maxFrameBytes: s.maxFrameBytes, log: this.log });
     } catch (err) {
       // Thrown by spawn itself (ENOTDIR, E2BIG, a NUL in an argument): said as any other start failure.
-      throw new TransportError(`process could not start: ${errMessage(err)}`, undefined, true);
+      const why = `process could not start: ${errMessage(err)}`;
+      throw err instanceof SpawnError && err.hubShort ? new HubShortError(why) : new TransportError(why, undefined, true);
     }
     this.child = child;
     this.log.debug({ pid: child.pid }, 'spawned');
@@ -233,7 +235,8 @@ export class StdioUpstream extends HandshakingUpstream {
     });
     if (child.pid === undefined) {
       const e = await child.exit;
-      throw new TransportError(`process could not start: ${e.error ?? 'unknown error'}`, undefined, true);
+      const why = `process could not start: ${e.error ?? 'unknown error'}`;
+      throw e.hubShort ? new HubShortError(why) : new TransportError(why, undefined, true);
     }
   }
 

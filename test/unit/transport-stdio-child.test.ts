@@ -10,6 +10,12 @@ import { silentLogger } from '../../src/log.js';
 import { packageRoot } from '../../src/paths.js';
 import { LineDecoder, StdioChild, stderrReason } from '../../src/transport/stdio-child.js';
 
+/** A legacy stdio server answering initialize, for an upstream to start against. */
+const LEGACY_ECHO = `require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id !== undefined) process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: {}, serverInfo: { name: 'e', version: '1' } } }) + '\\n');
+});`;
+
 function decode(chunks: (string | Buffer)[], max = 1024): { lines: string[]; dropped: number[] } {
   const lines: string[] = [];
   const dropped: number[] = [];
@@ -95,7 +101,35 @@ for (const fd of fds) closeSync(fd);
 process.stdout.write(JSON.stringify(exit));`;
     const r = spawnSync('prlimit', ['--nofile=64:64', process.execPath, '--input-type=module', '-e', src], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ code: null, signal: null, error: expect.stringMatching(/EMFILE: the hub has no file descriptors left for its pipes \(too many open files: see listen\.maxConnections/) });
+    expect(JSON.parse(r.stdout)).toEqual({ code: null, signal: null, hubShort: true, error: expect.stringMatching(/EMFILE: the hub has no file descriptors left for its pipes \(too many open files: see listen\.maxConnections/) });
+  });
+
+  it("a stdio server the hub cannot spawn for its own want of descriptors is no crash loop: never failed, ready again about a second after they are back", () => {
+    // Backoff from 10 ms: counted as crashes, five attempts in the 400 ms without descriptors
+    // made it `failed`, retried only after failedRetryMs (60 s), long after they were back.
+    const dist = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src', p)).href);
+    const src = `import { openSync, closeSync } from 'node:fs';
+const { createUpstream } = await import(${dist('upstream/index.js')});
+const { silentLogger } = await import(${dist('log.js')});
+const u = createUpstream({ id: 's', command: process.execPath, args: ['-e', ${JSON.stringify(LEGACY_ECHO)}], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1024 }, silentLogger, { backoff: { baseMs: 10 } });
+const states = [];
+u.on('state', (s, d) => states.push([s, d]));
+const fds = [];
+try { for (;;) fds.push(openSync('/dev/null', 'r')); } catch {}
+closeSync(fds.pop()); closeSync(fds.pop());
+const first = await u.start().then(() => 'ready', (e) => e.message);
+await new Promise((r) => setTimeout(r, 400));
+for (const fd of fds) closeSync(fd);
+const ready = await u.whenReady(5000);
+await u.close();
+process.stdout.write(JSON.stringify({ first, ready, states: states.map(([s]) => s), reason: states[0][1] }));`;
+    const r = spawnSync('prlimit', ['--nofile=256:256', process.execPath, '--input-type=module', '-e', src], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { first: string; ready: boolean; states: string[]; reason: string };
+    expect(out.first).toMatch(/process could not start: .*EMFILE: the hub has no file descriptors left/);
+    expect(out.reason).toBe(out.first);
+    expect(out.states).not.toContain('failed');
+    expect(out.ready).toBe(true);
   });
 
   it('emits JSON-RPC lines as messages (a byte order mark before one ignored), skips the rest, and reports the exit', async () => {
