@@ -624,12 +624,16 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   /**
-   * A server that sends the hub nothing on its own (a modern one not listened to, a legacy one
-   * without a GET stream) and gets no calls would be shown ready however long it has been down:
-   * /healthz, `servers` and failMode's answers said so until the next call failed. Idle `ms`,
-   * it is asked something cheap (legacy: ping, which also keeps its session in use; modern:
-   * server/discover); a connection refused (or a name that no longer resolves) marks it down,
-   * as the GET stream's failure does. Anything answered, even an error, is a server there.
+   * A server that gets no calls would be shown ready however long it has been down or hung:
+   * /healthz, `servers` and failMode's answers said so until the next call failed (and, hung,
+   * only after that call's whole timeout). Idle `ms`, it is asked something cheap (legacy: ping,
+   * which also keeps its session in use; modern: server/discover), bounded by probeTimeoutMs.
+   * Anything answered, even an error, is a server there. A connection refused (or a name that
+   * no longer resolves) marks it down, as the GET stream's failure does; so does no answer at
+   * all, whether no new connection completes (a host gone or frozen) or one does (a process
+   * hung, or a host gone behind something that still accepts): either way calls would only
+   * wait out their timeout, so they are refused at once while it reconnects, and it is ready
+   * again once its handshake is answered.
    */
   private armHealthCheck(ms: number, inMs = ms): void {
     if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
@@ -646,33 +650,37 @@ export class HttpUpstream extends HandshakingUpstream {
     // Not ready: armed again when it is (its reconnect probes it meanwhile).
     if (this.closed || this._state !== 'ready' || ms <= 0) return;
     const idle = monotonicNow() - this.activeAt;
-    // Calls or a listen stream in flight, or the GET stream open: they would find it down.
+    // Calls in flight: they find out themselves (their timeouts are breaker evidence).
     if (this.pending.size > 0 || this.getStream !== undefined) return this.armHealthCheck(ms);
     // A call lately: idle `ms` from its end.
     if (idle < ms) return this.armHealthCheck(ms, ms - idle);
+    const activeAt = this.activeAt;
     const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
-    this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(
-      () => this.armHealthCheck(this.spec.healthCheckMs ?? 0),
-      (err: unknown) => {
-        if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
-          this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
-          return;
-        }
-        // No answer in time: a slow server, or a host that is gone without refusing anything
-        // (powered off, frozen, a dropped route: no RST comes, the check's request sat on a
-        // kept-alive socket or in a connect that never completes). Only a new connection tells.
-        if (err instanceof TimeoutError && !this.closed && this._state === 'ready') {
-          void tcpReachable(this.spec.url!, this.spec.probeTimeoutMs).then((why) => {
-            if (why !== undefined && !this.closed && this._state === 'ready' && this.pending.size === 0) {
-              this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle: no answer, and ${why})`, 0);
-            } else this.armHealthCheck(this.spec.healthCheckMs ?? 0);
-          });
-          return;
-        }
+    const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+    this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(again, (err: unknown) => {
+      if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
+        this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
+        return;
+      }
+      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready') {
         this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
-        this.armHealthCheck(this.spec.healthCheckMs ?? 0);
-      },
-    );
+        return again();
+      }
+      // No answer in time. A new connection tells a host gone or frozen (no RST comes: the
+      // check sat on a kept-alive socket or in a connect that never completes) from a process
+      // that accepts but does not answer; both are down for the hub's calls.
+      void tcpReachable(this.spec.url!, this.spec.probeTimeoutMs).then((why) => {
+        // A call answered meanwhile: the server answers after all.
+        if (this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
+        const after = `health check after ${Math.round(idle / 1000)} s idle`;
+        this.trip(
+          why !== undefined
+            ? `the server cannot be reached (${after}: no answer, and ${why})`
+            : `the server is not answering (${after}: no answer within ${this.spec.probeTimeoutMs} ms, though a new connection to it completes)`,
+          0,
+        );
+      });
+    });
   }
 
   /** A reload's new interval counts from now: the check armed under the old one is dropped. */

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { silentLogger } from '../../src/log.js';
-import { UpstreamRpcError, TransportError } from '../../src/protocol/errors.js';
+import { UpstreamRpcError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import { readCounter } from './ledger-helpers.js';
 import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
@@ -90,8 +90,8 @@ async function rawUpstream(handle: (msg: { id?: unknown; method?: string; params
 }
 
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
-function upstreamAt(id: string, port: number, healthCheckMs?: number): HttpUpstream {
-  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
+function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000): HttpUpstream {
+  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
     backoff: { baseMs: 50 },
   }) as HttpUpstream;
   upstreams.push(u);
@@ -317,6 +317,28 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     legacy.closeAllConnections();
     legacy.close();
     await waitFor(() => l.state === 'restarting', 5_000, 'legacy found down');
+  }, 30_000);
+
+  it('is not ready while it accepts connections but answers nothing (a hung process): calls refused at once, not after their timeout; ready again once it answers', async () => {
+    let hung = false;
+    const port = await rawUpstream((msg, json) => {
+      if (hung) return; // held: the process is there, and answers nothing
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, content: [] } });
+    });
+    const u = upstreamAt('hung', port, 100, 500);
+    const reasons: string[] = [];
+    u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
+    u.start().catch(() => undefined);
+    expect(await u.whenReady(10_000)).toBe(true);
+    hung = true;
+    // A new connection completes: it stayed `ready` until a call waited out its whole timeout.
+    await waitFor(() => u.state === 'restarting', 10_000, 'found hung');
+    expect(reasons[0]).toMatch(/^the server is not answering \(health check after \d+ s idle: no answer within 500 ms, though a new connection to it completes\)$/);
+    const refused = await u.request('tools/call', { name: 'x', arguments: {} }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UpstreamUnavailableError);
+    expect((refused as Error).message).toMatch(/server "hung" is restarting/);
+    hung = false;
+    expect(await u.whenReady(10_000)).toBe(true);
   }, 30_000);
 
   it('is restarting once its host stops answering without refusing (frozen, or gone: no RST), not only on a refusal', async () => {
