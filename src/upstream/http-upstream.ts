@@ -633,7 +633,9 @@ export class HttpUpstream extends HandshakingUpstream {
    * all, whether no new connection completes (a host gone or frozen) or one does (a process
    * hung, or a host gone behind something that still accepts): either way calls would only
    * wait out their timeout, so they are refused at once while it reconnects, and it is ready
-   * again once its handshake is answered.
+   * again once its handshake is answered. An open notification stream (the legacy GET, a
+   * modern listen) is no reason to skip the check: a host that vanishes without a FIN or RST
+   * leaves that stream open, silent, until TCP keepalive gives up, minutes later.
    */
   private armHealthCheck(ms: number, inMs = ms): void {
     if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
@@ -651,7 +653,7 @@ export class HttpUpstream extends HandshakingUpstream {
     if (this.closed || this._state !== 'ready' || ms <= 0) return;
     const idle = monotonicNow() - this.activeAt;
     // Calls in flight: they find out themselves (their timeouts are breaker evidence).
-    if (this.pending.size > 0 || this.getStream !== undefined) return this.armHealthCheck(ms);
+    if (this.busy) return this.armHealthCheck(ms);
     // A call lately: idle `ms` from its end.
     if (idle < ms) return this.armHealthCheck(ms, ms - idle);
     const activeAt = this.activeAt;

@@ -42,8 +42,8 @@ export interface UpstreamSpec {
   /** Bound on the stdio era probe (silence past it means legacy). */
   probeTimeoutMs: number;
   /**
-   * HTTP: idle this long (nothing in flight, no call ended since) with no notification stream
-   * open, the server is checked for reachability; 0 or unset: never.
+   * HTTP: idle this long (no call in flight, none ended since), notification streams open or
+   * not, the server is checked for an answer; 0 or unset: never.
    */
   healthCheckMs?: number;
   /** Largest frame accepted from the upstream (bytes). */

@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { connect as netConnect } from 'node:net';
+import { connect as netConnect, createServer as netServer, type Socket } from 'node:net';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,7 @@ afterAll(async () => {
     r.closeAllConnections();
     r.close();
   }
+  for (const r of relayed) r.close();
   if (hub) expect(await hub.stop()).toBe(0);
   await Promise.all(running.map((f) => f.stop()));
 });
@@ -88,6 +89,28 @@ async function rawUpstream(handle: (msg: { id?: unknown; method?: string; params
   raw.push(server);
   return listenInRange(server);
 }
+
+/**
+ * A TCP relay to `port` (on a port of the range) that can stop forwarding without closing
+ * anything, as a host that vanished silently does (powered off, a dropped route: no FIN, no
+ * RST); `thaw` forwards again.
+ */
+async function silentRelay(port: number): Promise<{ port: number; freeze(): void; thaw(): void }> {
+  let frozen = false;
+  const sockets: Socket[] = [];
+  const relay = netServer((c) => {
+    const up = netConnect(port, '127.0.0.1');
+    sockets.push(c, up);
+    for (const [from, to] of [[c, up], [up, c]] as const) {
+      from.on('data', (d: Buffer) => void (frozen || to.write(d)));
+      from.on('end', () => to.end());
+      from.on('error', () => to.destroy());
+    }
+  });
+  relayed.push({ close: () => (sockets.forEach((x) => x.destroy()), relay.close()) });
+  return { port: await listenInRange(relay as unknown as http.Server), freeze: () => void (frozen = true), thaw: () => void (frozen = false) };
+}
+const relayed: { close(): void }[] = [];
 
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
 function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000): HttpUpstream {
@@ -340,6 +363,57 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     hung = false;
     expect(await u.whenReady(10_000)).toBe(true);
   }, 30_000);
+
+  it('is checked while its notification stream (legacy GET, modern listen) is open: a host that vanishes silently is not ready, and is again once back', async () => {
+    // Legacy, its GET stream held open.
+    let gets = 0;
+    const legacy = http.createServer((req, res) => {
+      if (req.method === 'GET') {
+        gets++;
+        return void res.writeHead(200, { 'content-type': 'text/event-stream' }).write(': open\n\n');
+      }
+      if (req.method !== 'POST') return void res.writeHead(200).end();
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const msg = JSON.parse(body) as { id?: unknown; method: string };
+        if (msg.id === undefined) return void res.writeHead(202).end();
+        if (msg.method === 'server/discover') return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' } }));
+        const result = msg.method === 'initialize' ? { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw-legacy', version: '1' } } : {};
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'raw-session' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result }));
+      });
+    });
+    raw.push(legacy);
+    // Modern, its subscriptions/listen held open once acknowledged.
+    let listens = 0;
+    const modern = await rawUpstream((msg, json, res) => {
+      if (msg.method !== 'subscriptions/listen') return json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: { listChanged: true } } } });
+      listens++;
+      const ack = { jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: { toolsListChanged: true } } };
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).write(`data: ${JSON.stringify(ack)}\n\n`);
+    });
+    const [lr, mr] = [await silentRelay(await listenInRange(legacy)), await silentRelay(modern)];
+    const [l, m] = [upstreamAt('vanish-legacy', lr.port, 100, 500), upstreamAt('vanish-modern', mr.port, 100, 500)];
+    const listener = new ListenManager(silentLogger, { subscribedUris: () => [], onGap: () => {} });
+    try {
+      for (const u of [l, m]) u.start().catch(() => undefined);
+      expect(await Promise.all([l.whenReady(10_000), m.whenReady(10_000)])).toEqual([true, true]);
+      listener.track('vanish-modern', m);
+      await waitFor(() => gets >= 1 && listens >= 1, 5_000, 'both streams open');
+      lr.freeze();
+      mr.freeze();
+      // The open stream kept the check from running: both stayed `ready` until TCP keepalive gave up.
+      await waitFor(() => l.state === 'restarting' && m.state === 'restarting', 10_000, 'both found gone');
+      expect(listener.listening('vanish-modern')).toBe(false);
+      lr.thaw();
+      mr.thaw();
+      expect(await Promise.all([l.whenReady(15_000), m.whenReady(15_000)])).toEqual([true, true]);
+      // Listened to again, and the legacy stream opened again, on the new connections.
+      await waitFor(() => gets >= 2 && listens >= 2, 5_000, 'both streams open again');
+    } finally {
+      listener.closeAll();
+    }
+  }, 40_000);
 
   it('is restarting once its host stops answering without refusing (frozen, or gone: no RST), not only on a refusal', async () => {
     // A legacy server in a process of its own, its accept queue as short as can be: stopped
