@@ -17,7 +17,8 @@ import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
-import type { CallOptions, UpstreamSpec } from './types.js';
+import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
+import { monotonicNow } from '../monotonic.js';
 
 const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';
 
@@ -38,9 +39,75 @@ export class StdioUpstream extends HandshakingUpstream {
 
   private readonly gate = new CallGate();
 
+  /** The next health check (checkHealth), while ready. */
+  private healthTimer: NodeJS.Timeout | undefined;
+  /** When a call last ended or the server became ready (monotonicNow()): idle since. */
+  private activeAt = 0;
+
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
+    this.on('state', (s: string) => {
+      if (s !== 'ready') return;
+      this.activeAt = monotonicNow();
+      this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+    });
+  }
+
+  protected override onCallEnd(): void {
+    this.activeAt = monotonicNow();
+  }
+
+  /**
+   * A process that is alive but answers nothing (hung, or no longer reading its stdin) would
+   * be shown ready for good, each call to it waiting out its whole timeout, and nothing would
+   * ever restart it. Idle `healthCheckMs` (no call in flight, none ended since), it is asked
+   * something cheap (legacy: ping; modern: server/discover). Left unanswered for the server's
+   * own call timeout (timeoutMs: as long as any call may take to be answered, so a process
+   * busy for a while is not taken for a hung one), it is ended and restarted as after a crash
+   * (a crash loop of it counts as such). Any answer, an error included, is a process that is there.
+   */
+  private armHealthCheck(ms: number, inMs = ms): void {
+    if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
+    this.healthTimer = setTimeout(() => {
+      this.healthTimer = undefined;
+      this.checkHealth();
+    }, inMs);
+    this.healthTimer.unref();
+  }
+
+  private checkHealth(): void {
+    const ms = this.spec.healthCheckMs ?? 0;
+    if (this.closed || this._state !== 'ready' || ms <= 0) return;
+    if (this.busy) return this.armHealthCheck(ms);
+    const idle = monotonicNow() - this.activeAt;
+    if (idle < ms) return this.armHealthCheck(ms, ms - idle);
+    const [child, activeAt, waitMs] = [this.child, this.activeAt, this.spec.timeoutMs];
+    const [method, params] = this._era === MODERN ? ['server/discover', this.discoverParams()] : ['ping', {}];
+    const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+    this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
+      // A call answered meanwhile, or the process already replaced: it is not this check's to end.
+      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.activeAt !== activeAt || !child) return again();
+      this.child = undefined;
+      child.kill();
+      this.lost(`process stopped answering (${method} unanswered for ${waitMs} ms after ${Math.round(idle / 1000)} s idle), and was ended`);
+    });
+  }
+
+  /** A reload's new interval counts from now. */
+  override retime(limits: UpstreamLimits): void {
+    const was = this.spec.healthCheckMs;
+    super.retime(limits);
+    if (this.spec.healthCheckMs === was) return;
+    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
+    this.healthTimer = undefined;
+    if (this._state === 'ready') this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+  }
+
+  override close(): Promise<void> {
+    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
+    this.healthTimer = undefined;
+    return super.close();
   }
 
   /**

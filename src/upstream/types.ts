@@ -42,8 +42,9 @@ export interface UpstreamSpec {
   /** Bound on the stdio era probe (silence past it means legacy). */
   probeTimeoutMs: number;
   /**
-   * HTTP: idle this long (no call in flight, none ended since), notification streams open or
-   * not, the server is checked for an answer; 0 or unset: never.
+   * Idle this long (no call in flight, none ended since), notification streams open or not,
+   * the server is checked for an answer (HTTP: within probeTimeoutMs, else restarting; stdio:
+   * within timeoutMs, else the process is ended and restarted); 0 or unset: never.
    */
   healthCheckMs?: number;
   /** Largest frame accepted from the upstream (bytes). */

@@ -32,6 +32,7 @@ beforeAll(async () => {
         crash: quirk('crash-mid-call'),
         hang: fault({ QUIRK_LOG: join(dir, 'hang.log') }, { timeoutMs: 800 }),
         deaf: fault({}, { timeoutMs: 1500 }),
+        stuck: fault({}, { timeoutMs: 800, healthCheckMs: 200 }),
         garbage: quirk('garbage'),
         big: fault({ FAULT_BIG_BYTES: String(300_000) }, { maxFrameBytes: 100_000, timeoutMs: 20_000 }),
         slowstart: fault({ FAULT_START_DELAY_MS: '9000' }, { probeTimeoutMs: 1000 }),
@@ -155,6 +156,20 @@ describe('stdio upstream faults', () => {
     const refused = answers.filter((a) => /server "deaf" is not reading its input \(\d+ MiB waiting\); the call was not sent/.test(text(a)));
     expect(refused.length, answers.map((a) => text(a).slice(0, 120)).join("\n")).toBeGreaterThanOrEqual(8);
     expect(Date.now() - t0).toBeLessThan(15_000);
+  }, 30_000);
+
+  it('stays alive but answers nothing (stops reading its input): its idle check is left unanswered, it is ended and restarted, and answers again', async () => {
+    await waitForState(hub.url, 'stuck', ['ready']);
+    expect(text(await callTool(hub.url, 'stuck__deaf'))).toBe('deaf from now on');
+    // Shown ready, and never restarted, while every call waited out its whole timeout.
+    const h = await waitUntil('ended and restarted', async () => {
+      const s = await serverHealth(hub.url, 'stuck');
+      return s.restarts >= 1 && s.state === 'ready' ? s : undefined;
+    });
+    expect(h.lastError).toMatch(/^process stopped answering \(ping unanswered for 800 ms after \d+ s idle\), and was ended$/);
+    expect(text(await callTool(hub.url, 'stuck__echo', { again: true }))).toBe('{"again":true}');
+    const metrics = await (await fetch(new URL('/metrics', hub.url))).text();
+    expect(metrics).toMatch(/switchyard_upstream_restarts_total\{server="stuck"\} [1-9]/);
   }, 30_000);
 
   it('answers with a result nested 5,000 levels deep: that call fails at once (not at its timeout), the next works', async () => {
