@@ -628,8 +628,9 @@ export class HttpUpstream extends HandshakingUpstream {
    * /healthz, `servers` and failMode's answers said so until the next call failed (and, hung,
    * only after that call's whole timeout). Idle `ms`, it is asked something cheap (legacy: ping,
    * which also keeps its session in use; modern: server/discover), bounded by probeTimeoutMs.
-   * Anything answered, even an error, is a server there. A connection refused (or a name that
-   * no longer resolves) marks it down, as the GET stream's failure does; so does no answer at
+   * An answer, even an error, is a server there, but a 5xx is a server failing (a proxy whose
+   * backend is gone answers every request 502 at once): it marks it down. So does a connection
+   * refused (or a name that no longer resolves), as the GET stream's failure does, and no answer at
    * all, whether no new connection completes (a host gone or frozen) or one does (a process
    * hung, or a host gone behind something that still accepts): either way calls would only
    * wait out their timeout, so they are refused at once while it reconnects, and it is ready
@@ -664,7 +665,14 @@ export class HttpUpstream extends HandshakingUpstream {
         this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
         return;
       }
-      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready') {
+      if (this.closed || this._state !== 'ready') return again();
+      // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
+      // every request 502 at once): every call would fail the same way.
+      if (err instanceof TransportError && err.status !== undefined && err.status >= 500) {
+        this.trip(`the server is failing (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, askedWaitMs(err));
+        return;
+      }
+      if (!(err instanceof TimeoutError)) {
         this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
         return again();
       }

@@ -364,6 +364,24 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     expect(await u.whenReady(10_000)).toBe(true);
   }, 30_000);
 
+  it('answers every request 502 (a proxy whose backend is gone): not ready, with that reason, until it answers again', async () => {
+    let gone = false;
+    const port = await rawUpstream((msg, json, res) => {
+      if (gone) return void res.writeHead(502, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>');
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    });
+    const u = upstreamAt('proxied', port, 100);
+    const reasons: string[] = [];
+    u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
+    await u.start();
+    gone = true;
+    // An answer of a sort: it was taken for a server that is there, and shown ready while every call failed.
+    await waitFor(() => u.state === 'restarting', 10_000, 'found failing');
+    expect(reasons[0]).toMatch(/^the server is failing \(health check after \d+ s idle\): HTTP 502/);
+    gone = false;
+    expect(await u.whenReady(10_000)).toBe(true);
+  }, 30_000);
+
   it('is checked while its notification stream (legacy GET, modern listen) is open: a host that vanishes silently is not ready, and is again once back', async () => {
     // Legacy, its GET stream held open.
     let gets = 0;
