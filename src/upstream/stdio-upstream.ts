@@ -41,31 +41,28 @@ export class StdioUpstream extends HandshakingUpstream {
 
   /** The next health check (checkHealth), while ready. */
   private healthTimer: NodeJS.Timeout | undefined;
-  /** When a call last ended or the server became ready (monotonicNow()): idle since. */
-  private activeAt = 0;
+  /** When the process last said anything, or became ready (monotonicNow()): silent since. */
+  private heardAt = 0;
 
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
     this.on('state', (s: string) => {
       if (s !== 'ready') return;
-      this.activeAt = monotonicNow();
+      this.heardAt = monotonicNow();
       this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     });
-  }
-
-  protected override onCallEnd(): void {
-    this.activeAt = monotonicNow();
   }
 
   /**
    * A process that is alive but answers nothing (hung, or no longer reading its stdin) would
    * be shown ready for good, each call to it waiting out its whole timeout, and nothing would
-   * ever restart it. Idle `healthCheckMs` (no call in flight, none ended since), it is asked
-   * something cheap (legacy: ping; modern: server/discover). Left unanswered for the server's
-   * own call timeout (timeoutMs: as long as any call may take to be answered, so a process
+   * ever restart it. Silent for `healthCheckMs` (nothing at all heard from it, calls in flight
+   * or not: a hung server under steady traffic is never idle), it is asked something cheap
+   * (legacy: ping; modern: server/discover). If it then stays silent for its own call timeout
+   * (timeoutMs: a call in flight that long without a word has timed out anyway, so a process
    * busy for a while is not taken for a hung one), it is ended and restarted as after a crash
-   * (a crash loop of it counts as such). Any answer, an error included, is a process that is there.
+   * (a crash loop of it counts as such). Anything it says, an error included, is a process there.
    */
   private armHealthCheck(ms: number, inMs = ms): void {
     if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
@@ -79,18 +76,17 @@ export class StdioUpstream extends HandshakingUpstream {
   private checkHealth(): void {
     const ms = this.spec.healthCheckMs ?? 0;
     if (this.closed || this._state !== 'ready' || ms <= 0) return;
-    if (this.busy) return this.armHealthCheck(ms);
-    const idle = monotonicNow() - this.activeAt;
-    if (idle < ms) return this.armHealthCheck(ms, ms - idle);
-    const [child, activeAt, waitMs] = [this.child, this.activeAt, this.spec.timeoutMs];
+    const silent = monotonicNow() - this.heardAt;
+    if (silent < ms) return this.armHealthCheck(ms, ms - silent);
+    const [child, heardAt, waitMs] = [this.child, this.heardAt, this.spec.timeoutMs];
     const [method, params] = this._era === MODERN ? ['server/discover', this.discoverParams()] : ['ping', {}];
     const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
-      // A call answered meanwhile, or the process already replaced: it is not this check's to end.
-      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.activeAt !== activeAt || !child) return again();
+      // It said something meanwhile, or the process was already replaced: not this check's to end.
+      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || !child) return again();
       this.child = undefined;
       child.kill();
-      this.lost(`process stopped answering (${method} unanswered for ${waitMs} ms after ${Math.round(idle / 1000)} s idle), and was ended`);
+      this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
     });
   }
 
@@ -292,7 +288,9 @@ export class StdioUpstream extends HandshakingUpstream {
     this.child = child;
     this.log.debug({ pid: child.pid }, 'spawned');
     child.on('message', (c) => {
-      if (this.child === child) this.handleMessage(c);
+      if (this.child !== child) return;
+      this.heardAt = monotonicNow();
+      this.handleMessage(c);
     });
     child.on('exit', (e: ExitInfo) => this.onExit(child, e));
     child.on('dropped', (d: { id: number | string | undefined; what: string }) => {

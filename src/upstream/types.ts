@@ -42,9 +42,10 @@ export interface UpstreamSpec {
   /** Bound on the stdio era probe (silence past it means legacy). */
   probeTimeoutMs: number;
   /**
-   * Idle this long (no call in flight, none ended since), notification streams open or not,
-   * the server is checked for an answer (HTTP: within probeTimeoutMs, else restarting; stdio:
-   * within timeoutMs, else the process is ended and restarted); 0 or unset: never.
+   * HTTP: idle this long (no call in flight, none ended since), notification streams open or
+   * not, the server is checked for an answer within probeTimeoutMs, else restarting. stdio:
+   * silent this long (calls in flight or not), it is pinged, and ended and restarted if it stays
+   * silent for timeoutMs. 0 or unset: never.
    */
   healthCheckMs?: number;
   /** Largest frame accepted from the upstream (bytes). */

@@ -158,15 +158,19 @@ describe('stdio upstream faults', () => {
     expect(Date.now() - t0).toBeLessThan(15_000);
   }, 30_000);
 
-  it('stays alive but answers nothing (stops reading its input): its idle check is left unanswered, it is ended and restarted, and answers again', async () => {
+  it('stays alive but answers nothing (stops reading its input), calls coming all the while: found silent, ended and restarted, and answers again', async () => {
     await waitForState(hub.url, 'stuck', ['ready']);
     expect(text(await callTool(hub.url, 'stuck__deaf'))).toBe('deaf from now on');
-    // Shown ready, and never restarted, while every call waited out its whole timeout.
+    // A call every 100 ms: never idle. It was shown ready, and never restarted, while every call waited out its whole timeout.
+    const calls: Promise<unknown>[] = [];
     const h = await waitUntil('ended and restarted', async () => {
+      calls.push(callTool(hub.url, 'stuck__echo', {}));
+      await new Promise((r) => setTimeout(r, 100));
       const s = await serverHealth(hub.url, 'stuck');
       return s.restarts >= 1 && s.state === 'ready' ? s : undefined;
     });
-    expect(h.lastError).toMatch(/^process stopped answering \(ping unanswered for 800 ms after \d+ s idle\), and was ended$/);
+    await Promise.all(calls);
+    expect(h.lastError).toMatch(/^process stopped answering \(silent for \d+ s, a ping unanswered for 800 ms\), and was ended$/);
     expect(text(await callTool(hub.url, 'stuck__echo', { again: true }))).toBe('{"again":true}');
     const metrics = await (await fetch(new URL('/metrics', hub.url))).text();
     expect(metrics).toMatch(/switchyard_upstream_restarts_total\{server="stuck"\} [1-9]/);
