@@ -76,6 +76,9 @@ export class StdioUpstream extends HandshakingUpstream {
   private checkHealth(): void {
     const ms = this.spec.healthCheckMs ?? 0;
     if (this.closed || this._state !== 'ready' || ms <= 0) return;
+    // Waiting for a client's answer to its own request (an elicitation a user may take minutes
+    // over), its silence is expected: the call's timeout is paused too.
+    if (this.awaitsClient()) return this.armHealthCheck(ms);
     const silent = monotonicNow() - this.heardAt;
     if (silent < ms) return this.armHealthCheck(ms, ms - silent);
     const [child, heardAt, waitMs] = [this.child, this.heardAt, this.spec.timeoutMs];
@@ -83,11 +86,17 @@ export class StdioUpstream extends HandshakingUpstream {
     const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
       // It said something meanwhile, or the process was already replaced: not this check's to end.
-      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || !child) return again();
+      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
       this.child = undefined;
       child.kill();
       this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
     });
+  }
+
+  /** A call waits for the client's answer to a request the server made (its timeout paused). */
+  private awaitsClient(): boolean {
+    for (const p of this.pending.values()) if (p.waits > 0) return true;
+    return false;
   }
 
   /** A reload's new interval counts from now. */

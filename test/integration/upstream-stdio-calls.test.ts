@@ -255,6 +255,29 @@ describe('server-to-client requests from a legacy stdio upstream', () => {
     expect(JSON.parse(text(r))).toEqual({ action: 'accept', content: { name: 'Ada' } });
   });
 
+  it("is not taken for hung while it waits, silent, for the client's answer, however long the client takes", async () => {
+    // Answers nothing else (a ping included) until the client answered: a server that waits in line.
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+let waiting = null;
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (waiting !== null) {
+    if (m.id === 'q1' && m.method === undefined) send({ jsonrpc: '2.0', id: waiting, result: { content: [{ type: 'text', text: 'answered' }] } }), (waiting = null);
+    return;
+  }
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  waiting = m.id;
+  send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
+});`;
+    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
+    // Its health check, silent 100 ms and then 300 ms more, ended it while the user was still answering.
+    const r = await u.request('tools/call', { name: 'ask' }, { onServerRequest: () => new Promise((res) => setTimeout(() => res({ action: 'accept', content: {} }), 1000)) });
+    expect(text(r)).toBe('answered');
+    expect(u.restarts).toBe(0);
+  });
+
   it('the hard limit paused while the client answers resumes with what it had left, though the wall clock stepped before', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const real = Date.now;
