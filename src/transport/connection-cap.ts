@@ -3,7 +3,7 @@
  * (`listen.maxConnections`). Each is a file descriptor; so are the ledger's files, each stdio
  * upstream's pipes and each upstream connection. A flood of connections up to the process's
  * open-file limit left none for those: a stdio server killed meanwhile could not be started
- * again (spawn EMFILE, five times, so `failed` for a minute), and a pending-file switch or a new
+ * again (spawn EMFILE, retried each second until descriptors are free), and a pending-file switch or a new
  * upstream connection would fail the same way until the flood ended. A reserve is kept for them.
  */
 import { readFileSync } from 'node:fs';
