@@ -273,7 +273,8 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
 });`;
     const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
     // Its health check, silent 100 ms and then 300 ms more, ended it while the user was still answering.
-    const r = await u.request('tools/call', { name: 'ask' }, { onServerRequest: () => new Promise((res) => setTimeout(() => res({ action: 'accept', content: {} }), 1000)) });
+    // The call's own limit long (a loaded machine may take a while to get the question out); the ping's is 300 ms.
+    const r = await u.request('tools/call', { name: 'ask' }, { timeoutMs: 10_000, onServerRequest: () => new Promise((res) => setTimeout(() => res({ action: 'accept', content: {} }), 1000)) });
     expect(text(r)).toBe('answered');
     expect(u.restarts).toBe(0);
   });
