@@ -551,7 +551,7 @@ export class HttpUpstream extends HandshakingUpstream {
         // timeout) keeps reconnecting the stream: the server may be there.
         if (err instanceof TransportError && err.notDelivered && this._state === 'ready' && this.session === session) {
           this.getStream = undefined;
-          this.trip(`the server cannot be reached (its notification stream could not reconnect): ${errMessage(err)}`, 0);
+          this.foundDown(`the server cannot be reached (its notification stream could not reconnect): ${errMessage(err)}`, 0);
           return;
         }
         again(errMessage(err), err instanceof StreamCutError ? err.lastEventId : lastEventId);
@@ -662,14 +662,14 @@ export class HttpUpstream extends HandshakingUpstream {
     const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(again, (err: unknown) => {
       if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
-        this.trip(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
+        this.foundDown(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
         return;
       }
       if (this.closed || this._state !== 'ready') return again();
       // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
       // every request 502 at once): every call would fail the same way.
       if (err instanceof TransportError && err.status !== undefined && err.status >= 500) {
-        this.trip(`the server is failing (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, askedWaitMs(err));
+        this.foundDown(`the server is failing (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, askedWaitMs(err));
         return;
       }
       if (!(err instanceof TimeoutError)) {
@@ -683,7 +683,7 @@ export class HttpUpstream extends HandshakingUpstream {
         // A call answered meanwhile: the server answers after all.
         if (this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
         const after = `health check after ${Math.round(idle / 1000)} s idle`;
-        this.trip(
+        this.foundDown(
           why !== undefined
             ? `the server cannot be reached (${after}: no answer, and ${why})`
             : `the server is not answering (${after}: no answer within ${this.spec.probeTimeoutMs} ms, though a new connection to it completes)`,
@@ -691,6 +691,17 @@ export class HttpUpstream extends HandshakingUpstream {
         );
       });
     });
+  }
+
+  /**
+   * The server found down or unwell without a call (health check, GET stream): its calls are
+   * refused and its handshake probes it, as for an open circuit, and /healthz says so (circuit
+   * `open`, then `half-open`) rather than `closed` beside `restarting`.
+   */
+  private foundDown(reason: string, minDelayMs: number): void {
+    if (this._state !== 'ready') return;
+    this.tripped = true;
+    this.trip(reason, minDelayMs);
   }
 
   /** A reload's new interval counts from now: the check armed under the old one is dropped. */

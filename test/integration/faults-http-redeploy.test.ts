@@ -357,11 +357,14 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     // A new connection completes: it stayed `ready` until a call waited out its whole timeout.
     await waitFor(() => u.state === 'restarting', 10_000, 'found hung');
     expect(reasons[0]).toMatch(/^the server is not answering \(health check after \d+ s idle: no answer within 500 ms, though a new connection to it completes\)$/);
+    // Its calls refused and its handshake probing it, as an open circuit's: said so, not `closed` beside `restarting`.
+    expect(u.circuit).toMatch(/^(open|half-open)$/);
     const refused = await u.request('tools/call', { name: 'x', arguments: {} }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UpstreamUnavailableError);
     expect((refused as Error).message).toMatch(/server "hung" is restarting/);
     hung = false;
     expect(await u.whenReady(10_000)).toBe(true);
+    expect(u.circuit).toBe('closed');
   }, 30_000);
 
   it('answers every request 502 (a proxy whose backend is gone): not ready, with that reason, until it answers again', async () => {
