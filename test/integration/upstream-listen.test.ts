@@ -158,3 +158,60 @@ describe('ListenManager: a filter that changes', () => {
     expect(m.listening('m')).toBe(true);
   });
 });
+
+describe('ListenManager: a burst of changes', () => {
+  it('is a few re-listens, one being opened at a time, and each URI is answered by a stream that asked for it', async () => {
+    const u = await started(stdio('b', MUTABLE));
+    // Counts the streams the manager opens, and how many are open at once.
+    const listen = u.listen!.bind(u);
+    let opened = 0;
+    let open = 0;
+    let peak = 0;
+    u.listen = (filter, sink) => {
+      opened++;
+      peak = Math.max(peak, ++open);
+      const h = listen(filter, sink);
+      void h.ended.then(() => open--);
+      return h;
+    };
+    const uris = new Set<string>();
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: () => {} });
+    managers.push(m);
+    m.track('b', u);
+    await waitFor(() => m.listening('b'), 3000, 'listening');
+    expect(await m.honours('b', [], 3000)).toEqual([]);
+    opened = 0;
+    // 200 subscribes, each a change of the filter, each waiting for its answer: ten turns of the
+    // event loop with twenty each (each turn opens one stream at most, so the count does not
+    // depend on how fast the server answers).
+    const asked: Promise<{ uri: string; honoured: string[] | undefined }>[] = [];
+    for (let turn = 0; turn < 10; turn++) {
+      for (let i = 0; i < 20; i++) {
+        const uri = `x://doc/${turn}-${i}`;
+        uris.add(uri);
+        m.refresh('b');
+        asked.push(m.honours('b', [uri], 5000).then((honoured) => ({ uri, honoured })));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    for (const a of await Promise.all(asked)) expect(a.honoured, a.uri).toEqual([a.uri]);
+    // Each change opened a stream of its own: 200, up to 200 open at once. (Three: the one
+    // replaced is counted until its end settles, after its successor's successor is opened.)
+    expect(opened).toBeLessThanOrEqual(11);
+    expect(peak).toBeLessThanOrEqual(3);
+    // And as many unsubscribes.
+    opened = 0;
+    const all = [...uris];
+    for (let turn = 0; turn < 10; turn++) {
+      for (const uri of all.slice(turn * 20, turn * 20 + 20)) {
+        uris.delete(uri);
+        m.refresh('b');
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    await waitFor(() => open === 1, 3000, 'one stream left');
+    expect(opened).toBeLessThanOrEqual(11);
+    expect(peak).toBeLessThanOrEqual(3);
+    expect(await m.honours('b', [], 3000)).toEqual([]);
+  });
+});
