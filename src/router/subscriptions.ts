@@ -41,6 +41,13 @@ interface Share {
 
 export class Subscriptions {
   private readonly byUri = new Map<string, Set<string>>(); // `${server}\0${conn}\0${uri}` → subscribers
+  /**
+   * The URIs held on each connection (`${server}\0${conn}`), as byUri's keys: a re-listen's
+   * filter, a restart's renewal and an update's subscribers look at that connection's own, not
+   * at every server's (100 sessions of 1000 URIs on one server made each re-listen to another,
+   * and each update from it, a walk of 100,000 keys).
+   */
+  private readonly byConn = new Map<string, Set<string>>();
   /** Upstream subscribes in flight (join), by the same key. */
   private readonly making = new Map<string, Making>();
   /**
@@ -100,7 +107,10 @@ export class Subscriptions {
 
   private count(k: string, subscriber: string): boolean {
     let s = this.byUri.get(k);
-    if (!s) this.byUri.set(k, (s = new Set()));
+    if (!s) {
+      this.byUri.set(k, (s = new Set()));
+      this.indexed(k, true);
+    }
     const first = s.size === 0;
     if (!s.has(subscriber)) {
       s.add(subscriber);
@@ -190,6 +200,7 @@ export class Subscriptions {
     if (mine?.size === 0) this.bySubscriber.delete(subscriber);
     if (s.size > 0) return false;
     this.byUri.delete(k);
+    this.indexed(k, false);
     return true;
   }
 
@@ -205,11 +216,24 @@ export class Subscriptions {
       const s = this.byUri.get(k);
       if (s?.delete(subscriber) && s.size === 0) {
         this.byUri.delete(k);
+        this.indexed(k, false);
         emptied.push(parseKey(k));
       }
     }
     this.bySubscriber.delete(subscriber);
     return emptied;
+  }
+
+  /** Key `k` of byUri came (`held`) or went: byConn follows. */
+  private indexed(k: string, held: boolean): void {
+    const at = k.indexOf('\0', k.indexOf('\0') + 1);
+    const c = k.slice(0, at);
+    const uri = k.slice(at + 1);
+    let uris = this.byConn.get(c);
+    if (held) {
+      if (!uris) this.byConn.set(c, (uris = new Set()));
+      uris.add(uri);
+    } else if (uris?.delete(uri) && uris.size === 0) this.byConn.delete(c);
   }
 
   private leave(m: Making | undefined, subscriber: string): void {
@@ -224,19 +248,24 @@ export class Subscriptions {
   subscribers(server: string, uri: string, conn = ''): ReadonlySet<string> {
     const prefix = `${server}\0${conn}\0`;
     const exact = this.byUri.get(prefix + uri);
+    const held = this.byConn.get(`${server}\0${conn}`);
+    if (!held) return new Set();
+    // The parents it may have are its prefixes at a "/" (two for each); the fewer of those and
+    // the connection's URIs is looked through.
+    let slashes = 0;
+    for (let i = uri.indexOf('/'); i >= 0; i = uri.indexOf('/', i + 1)) slashes++;
+    const parents = 2 * slashes < held.size ? parentsOf(uri) : [...held].filter((p) => isSubResource(uri, p));
     let all: Set<string> | undefined;
-    for (const [k, s] of this.byUri) {
-      if (s === exact || !k.startsWith(prefix)) continue;
-      const parent = k.slice(prefix.length);
-      if (isSubResource(uri, parent)) for (const who of s) (all ??= new Set(exact)).add(who);
+    for (const parent of parents) {
+      const s = this.byUri.get(prefix + parent);
+      if (s && s !== exact) for (const who of s) (all ??= new Set(exact)).add(who);
     }
     return all ?? exact ?? new Set();
   }
 
   /** The URIs subscribed on one connection of a server (the main one: a modern upstream's listen filter, a restart's renewal). */
   uris(server: string, conn = ''): string[] {
-    const prefix = `${server}\0${conn}\0`;
-    return [...this.byUri.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length));
+    return [...(this.byConn.get(`${server}\0${conn}`) ?? [])];
   }
 }
 
@@ -269,6 +298,16 @@ function key(server: string, conn: string, uri: string): string {
 function parseKey(k: string): { server: string; conn: string; uri: string } {
   const [server, conn, ...rest] = k.split('\0');
   return { server: server!, conn: conn!, uri: rest.join('\0') };
+}
+
+/** Every `parent` that `uri` lies under (isSubResource): its prefixes that end at a "/" or before one. */
+function parentsOf(uri: string): string[] {
+  const out: string[] = [];
+  for (let i = uri.indexOf('/'); i >= 0; i = uri.indexOf('/', i + 1)) {
+    if (i > 0) out.push(uri.slice(0, i));
+    if (i + 1 < uri.length) out.push(uri.slice(0, i + 1));
+  }
+  return out;
 }
 
 /** `uri` lies under `parent`: a path below it (at a "/" boundary), not merely a longer name. */

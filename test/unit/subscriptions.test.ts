@@ -166,4 +166,24 @@ describe('resource subscriptions made upstream (join)', () => {
     expect(performance.now() - t0).toBeLessThan(1000);
     expect([s.countOf('sess7'), s.countOf('sess9'), s.uris('fs').length]).toEqual([1000, 0, 99_000]);
   });
+
+  it("looks at one connection's URIs only: a re-listen's filter and an update's subscribers stay cheap among 100,000", () => {
+    const s = new Subscriptions({ maxUris: Infinity, maxChars: Infinity });
+    for (let sess = 0; sess < 100; sess++) for (let i = 0; i < 1000; i++) s.addToFilter('fs', `file:///d${sess}/${i}`, `sess${sess}`, '', `p${sess}`);
+    s.addToFilter('small', 'x://a', 'A', '', 'alice');
+    s.addToFilter('fs', 'file:///d7', 'B', '', 'bob');
+    const t0 = performance.now();
+    for (let i = 0; i < 2000; i++) {
+      expect(s.uris('small')).toEqual(['x://a']);
+      expect(s.uris('fs', 'principal:bob')).toEqual([]);
+      expect([...s.subscribers('fs', `file:///d7/${i % 1000}`)].sort()).toEqual(['B', 'sess7']);
+    }
+    // Each walked every server's keys: a minute here (generous: the machine may be loaded).
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect([...s.subscribers('fs', 'file:///d7/x/y')]).toEqual(['B']);
+    expect([...s.subscribers('small', 'x://a/b')]).toEqual(['A']);
+    expect(s.uris('fs')).toHaveLength(100_001);
+    s.removeSubscriber('A');
+    expect(s.uris('small')).toEqual([]);
+  });
 });
