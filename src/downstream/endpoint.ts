@@ -841,6 +841,10 @@ export class Endpoint {
       ex.reply(errorResponse(req.id, asRpc(err, this.log)));
     } finally {
       session.inflight.delete(key);
+      // Ended while it was made (a DELETE, idleness, or on stdio an initialize again, in the
+      // middle of a burst): its subscriptions were released before this one was counted, which
+      // nothing would release. (A stdio session is not in `sessions`: ended is what says it.)
+      if (req.method === 'resources/subscribe' && session.ended) this.core.sessionClosed(session.id);
     }
   }
 

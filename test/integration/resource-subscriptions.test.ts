@@ -367,6 +367,22 @@ describe('resource subscriptions of principals with upstream connections of thei
     await again.end();
   });
 
+  it('a session that ends in the middle of a burst of subscribes leaves none of them held', async () => {
+    // Eight URIs of 8000 characters fill bob's share of mod's listen filter: one left held by a
+    // session that is gone would refuse a later one of his for good.
+    const long = (tag: string, n: number) => `mod://doc/${tag}${n}-`.padEnd(8000, 'x');
+    for (let round = 0; round < 3; round++) {
+      const s = await session(BOB);
+      const burst = Array.from({ length: 8 }, (_, i) => s.call('resources/subscribe', { uri: long(`r${round}-`, i) }).catch(() => undefined));
+      await new Promise((r) => setTimeout(r, 5 * round));
+      await s.end();
+      await Promise.all(burst);
+    }
+    const again = await session(BOB);
+    for (let i = 0; i < 8; i++) expect((await again.call('resources/subscribe', { uri: long('after', i) })).body, `#${i}`).toMatchObject({ result: {} });
+    await again.end();
+  });
+
   it("a modern client's listen stream subscribes on its principal's own upstream session too", async () => {
     const ac = new AbortController();
     const res = await fetch(authed.url, {
