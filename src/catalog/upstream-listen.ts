@@ -110,13 +110,16 @@ export class ListenManager {
    * Which of `uris` the server's stream honours, as its acknowledgement says (digest §4.1: the
    * subset it will honour); waits up to `waitMs` for the acknowledgement of a stream that asked
    * for them all (one being opened, or the next one, which a change made meanwhile waits for).
-   * Undefined when there is no stream to ask (not listening, or no answer in time): the caller
-   * decides.
+   * None when the server refused to listen (-32601). Undefined when there is no stream to ask
+   * (not listening yet, or no answer in time): the caller decides.
    */
   honours(id: string, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
     const t = this.tracked.get(id);
+    // It does not listen at all: nothing it is asked to watch would ever be said to change.
+    if (t?.refused) return Promise.resolve([]);
     if (!t?.handle) return Promise.resolve(undefined);
     const answer = (): string[] | undefined => {
+      if (t.refused) return [];
       const h = t.honoured;
       return h && uris.every((u) => t.asked.has(u)) ? uris.filter((u) => h.has(u)) : undefined;
     };
@@ -217,6 +220,7 @@ export class ListenManager {
       if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
       if (notSupported(end.error)) {
         t.refused = true;
+        for (const w of t.waiters) if (w()) t.waiters.delete(w);
         this.log.info({ server: t.id }, 'upstream does not support subscriptions/listen; relying on list TTLs');
         return;
       }

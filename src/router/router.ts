@@ -472,7 +472,7 @@ export class Router {
     const ok = conn.upstream.state === 'ready' ? await this.catalog.listenHonours(server.id, connKey, [uri], LISTEN_ACK_WAIT_MS) : undefined;
     if (ok !== undefined && !ok.includes(uri)) {
       if (this.subs.remove(server.id, uri, subscriber, connKey)) this.catalog.subscriptionsChanged(server.id, connKey);
-      throw await this.unwatched(method, ctx, server, uri, 'its listen acknowledgement left it out');
+      throw await this.unwatched(method, ctx, server, uri, 'its listen stream leaves it out');
     }
     await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
     return {};

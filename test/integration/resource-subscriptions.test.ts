@@ -410,8 +410,15 @@ describe("a modern upstream's listen acknowledgement", () => {
   beforeAll(async () => {
     yes = await startHttpFixture('test/fixtures/catalog/modern-subs-http.mjs', { DOC_URI: 'yes://doc' });
     no = await startHttpFixture('test/fixtures/catalog/modern-subs-http.mjs', { DOC_URI: 'no://doc', NOSUBS: '1' });
-    h2 = await startHub({ servers: { yes: { url: yes.url }, no: { url: no.url } } });
-    await waitForReady(h2.url, ['yes', 'no']);
+    h2 = await startHub({
+      servers: {
+        yes: { url: yes.url },
+        no: { url: no.url },
+        // Declares resources.subscribe, but answers subscriptions/listen -32601.
+        deaf: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
+      },
+    });
+    await waitForReady(h2.url, ['yes', 'no', 'deaf']);
   }, 60_000);
   afterAll(async () => {
     await h2?.stop();
@@ -436,6 +443,20 @@ describe("a modern upstream's listen acknowledgement", () => {
     await expect(c.subscribeResource({ uri: 'yes://doc' })).resolves.toEqual({});
     await expect(c.subscribeResource({ uri: 'no://doc' })).rejects.toThrow(/does not watch no:\/\/doc for updates/);
     await c.close();
+  });
+
+  it('a server that refuses to listen at all honours no subscription: a client is not told {} to wait for updates that never come', async () => {
+    const c = new ClientV1({ name: 'deaf-v1', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h2.url)));
+    await c.listResources();
+    await expect(c.subscribeResource({ uri: 'deaf://doc' })).rejects.toThrow(/does not watch deaf:\/\/doc for updates/);
+    await c.close();
+    const m = new ClientV2({ name: 'deaf-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h2.url)));
+    const sub = await m.listen({ resourceSubscriptions: ['yes://doc', 'deaf://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['yes://doc']);
+    await sub.close();
+    await m.close();
   });
 
   it('refuses every one of several legacy clients subscribing together, not only the first', async () => {
