@@ -50,7 +50,7 @@ interface Tracked {
   /** The resource URIs the current stream asked for. */
   asked: ReadonlySet<string>;
   /** Waiting for an acknowledgement that answers for their URIs (honours); true: answered, let go. */
-  waiters: Set<() => boolean>;
+  waiters: Set<(final?: boolean) => boolean>;
 }
 
 /** How long a client's subscription waits for a modern upstream to acknowledge its resource URIs. */
@@ -118,16 +118,18 @@ export class ListenManager {
     // It does not listen at all: nothing it is asked to watch would ever be said to change.
     if (t?.refused) return Promise.resolve([]);
     if (!t?.handle) return Promise.resolve(undefined);
-    const answer = (): string[] | undefined => {
+    // `final`: the acknowledged stream's filter is the whole current one (nothing changed while
+    // it was opened): a URI it did not ask for is no longer wanted (unsubscribed meanwhile).
+    const answer = (final = false): string[] | undefined => {
       if (t.refused) return [];
       const h = t.honoured;
-      return h && uris.every((u) => t.asked.has(u)) ? uris.filter((u) => h.has(u)) : undefined;
+      return h && (final || uris.every((u) => t.asked.has(u))) ? uris.filter((u) => h.has(u)) : undefined;
     };
     const now = answer();
     if (now) return Promise.resolve(now);
     return new Promise((resolve) => {
-      const waiter = (): boolean => {
-        const a = answer();
+      const waiter = (final?: boolean): boolean => {
+        const a = answer(final);
         if (!a) return false;
         clearTimeout(timer);
         resolve(a);
@@ -205,6 +207,7 @@ export class ListenManager {
       this.log.debug({ server: t.id, honoured: m.params.notifications }, 'upstream listen acknowledged');
       // What changed while it was opened.
       if (this.tracked.get(t.id) === t) this.sync(t);
+      if (t.handle === handle) for (const w of t.waiters) if (w(true)) t.waiters.delete(w);
     });
     t.handle = handle;
     t.filterKey = key;

@@ -215,3 +215,25 @@ describe('ListenManager: a burst of changes', () => {
     expect(await m.honours('b', [], 3000)).toEqual([]);
   });
 });
+
+describe('ListenManager: a URI unsubscribed while its stream waits for the one being opened', () => {
+  it('is answered at the next acknowledgement, as not honoured, not after the whole wait', async () => {
+    const u = await started(stdio('r', MUTABLE));
+    const uris = new Set<string>();
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: () => {} });
+    managers.push(m);
+    m.track('r', u);
+    expect(await m.honours('r', [], 3000)).toEqual([]);
+    uris.add('x://a');
+    m.refresh('r'); // opened now
+    uris.add('x://b');
+    m.refresh('r'); // waits for the one being opened
+    const t0 = performance.now();
+    const b = m.honours('r', ['x://b'], 5000);
+    uris.delete('x://b'); // unsubscribed before it went into any stream
+    m.refresh('r');
+    expect(await m.honours('r', ['x://a'], 3000)).toEqual(['x://a']);
+    expect(await b).toEqual([]);
+    expect(performance.now() - t0).toBeLessThan(3000);
+  });
+});
