@@ -212,7 +212,12 @@ export class ListenManager {
     t.handle = handle;
     t.filterKey = key;
     // Given up as a drop (its end below): the changes behind it must not wait for good.
-    const slow = setTimeout(() => t.handle === handle && t.ackedAt === undefined && handle.close(), LISTEN_ACK_TIMEOUT_MS);
+    let unacknowledged = false;
+    const slow = setTimeout(() => {
+      if (t.handle !== handle || t.ackedAt !== undefined) return;
+      unacknowledged = true;
+      handle.close();
+    }, LISTEN_ACK_TIMEOUT_MS);
     slow.unref();
     void handle.ended.then((end) => {
       clearTimeout(slow);
@@ -230,7 +235,8 @@ export class ListenManager {
       // Only a stream that lasted starts the backoff over (see LISTEN_STABLE_MS).
       if (t.ackedAt !== undefined && Date.now() - t.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
       const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
-      this.log.info({ server: t.id, reason: end.reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
+      const reason = unacknowledged ? `not acknowledged in ${LISTEN_ACK_TIMEOUT_MS / 1000} s` : end.reason;
+      this.log.info({ server: t.id, reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
       this.opts.onGap(t.id);
       t.retry = setTimeout(() => {
         t.retry = undefined;
