@@ -8,7 +8,8 @@ import { discoverProblem, type ProbeVerdict } from './era-probe.js';
 import { modernMeta } from './envelope.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { UpstreamBase, type UpstreamOptions } from './rpc-base.js';
-import type { UpstreamSpec } from './types.js';
+import type { UpstreamLimits, UpstreamSpec } from './types.js';
+import { HealthTimer } from './health-timer.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
 /** The parts of a DiscoverResult or InitializeResult the hub keeps. */
@@ -44,9 +45,37 @@ export abstract class HandshakingUpstream extends UpstreamBase {
   /** The era verdict, kept across reconnects and respawns; a configured era is fixed. */
   protected verdict: Era | undefined;
 
+  /** The next health check (checkHealth, `servers.<id>.healthCheckMs`), while ready. */
+  private readonly health = new HealthTimer(() => this.checkHealth());
+
   constructor(spec: UpstreamSpec, log: Logger, opts?: UpstreamOptions) {
     super(spec, log, opts);
     if (spec.era !== 'auto') this.verdict = spec.era;
+    this.on('state', (s: string) => {
+      if (s === 'ready') this.armHealthCheck();
+    });
+  }
+
+  /** Whether the server still answers, as the transport can tell; runs when the health timer fires. */
+  protected abstract checkHealth(): void;
+
+  /** The next check in `inMs` (the configured interval by default). */
+  protected armHealthCheck(ms = this.spec.healthCheckMs ?? 0, inMs = ms): void {
+    if (!this.closed) this.health.arm(ms, inMs);
+  }
+
+  /** A reload's new interval counts from now: the check armed under the old one is dropped. */
+  override retime(limits: UpstreamLimits): void {
+    const was = this.spec.healthCheckMs;
+    super.retime(limits);
+    if (this.spec.healthCheckMs === was) return;
+    this.health.drop();
+    if (this._state === 'ready') this.armHealthCheck();
+  }
+
+  override close(): Promise<void> {
+    this.health.drop();
+    return super.close();
   }
 
   protected abstract probe(): Promise<ProbeVerdict>;

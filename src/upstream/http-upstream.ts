@@ -26,7 +26,7 @@ import { OAuthClient, OAuthHttp, parseBearerChallenge, type HttpExchanges, type 
 import { StoredTokenSource } from './oauth-stored-client.js';
 import { shellArg } from '../shell-arg.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
-import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
+import type { CallOptions, UpstreamSpec } from './types.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 /**
@@ -93,8 +93,6 @@ export class HttpUpstream extends HandshakingUpstream {
   private refusalReconnect = false;
   /** When such a reconnect last found the server modern still (see REFUSAL_REPROBE_MS). */
   private stillModernAt = -Infinity;
-  /** The next health check (checkHealth), while ready. */
-  private healthTimer: NodeJS.Timeout | undefined;
   /** When a call last ended or the server became ready (monotonicNow()): idle since. */
   private activeAt = 0;
 
@@ -111,7 +109,6 @@ export class HttpUpstream extends HandshakingUpstream {
       this.tripped = false;
       this.streak.reset();
       this.activeAt = monotonicNow();
-      this.armHealthCheck(this.spec.healthCheckMs ?? 0);
     });
   }
 
@@ -638,16 +635,7 @@ export class HttpUpstream extends HandshakingUpstream {
    * modern listen) is no reason to skip the check: a host that vanishes without a FIN or RST
    * leaves that stream open, silent, until TCP keepalive gives up, minutes later.
    */
-  private armHealthCheck(ms: number, inMs = ms): void {
-    if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
-    this.healthTimer = setTimeout(() => {
-      this.healthTimer = undefined;
-      this.checkHealth();
-    }, inMs);
-    this.healthTimer.unref();
-  }
-
-  private checkHealth(): void {
+  protected checkHealth(): void {
     // The interval as it is now (a reload may have changed it since this check was armed).
     const ms = this.spec.healthCheckMs ?? 0;
     // Not ready: armed again when it is (its reconnect probes it meanwhile).
@@ -659,7 +647,7 @@ export class HttpUpstream extends HandshakingUpstream {
     if (idle < ms) return this.armHealthCheck(ms, ms - idle);
     const activeAt = this.activeAt;
     const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
-    const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+    const again = (): void => this.armHealthCheck();
     this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(again, (err: unknown) => {
       if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
         this.foundDown(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
@@ -704,19 +692,7 @@ export class HttpUpstream extends HandshakingUpstream {
     this.trip(reason, minDelayMs);
   }
 
-  /** A reload's new interval counts from now: the check armed under the old one is dropped. */
-  override retime(limits: UpstreamLimits): void {
-    const was = this.spec.healthCheckMs;
-    super.retime(limits);
-    if (this.spec.healthCheckMs === was) return;
-    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
-    this.healthTimer = undefined;
-    if (this._state === 'ready') this.armHealthCheck(this.spec.healthCheckMs ?? 0);
-  }
-
   override close(): Promise<void> {
-    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
-    this.healthTimer = undefined;
     // Stop reading every answer stream; the base class then fails the calls.
     for (const p of this.pending.values()) p.ctl?.abort();
     return super.close();

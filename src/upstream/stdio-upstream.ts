@@ -17,7 +17,7 @@ import { LEGACY_CLIENT_CAPABILITIES } from './envelope.js';
 import { stdioVerdict, type ProbeVerdict, type StdioProbeOutcome } from './era-probe.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
 import { errMessage, HOLDS_EXCLUSIVE, HOLDS_SHARED, type Pending, type UpstreamOptions } from './rpc-base.js';
-import type { CallOptions, UpstreamLimits, UpstreamSpec } from './types.js';
+import type { CallOptions, UpstreamSpec } from './types.js';
 import { monotonicNow } from '../monotonic.js';
 
 const isModern = (v: ProbeVerdict | undefined): boolean => v?.kind === 'modern' || v?.kind === 'modern-retry';
@@ -39,8 +39,6 @@ export class StdioUpstream extends HandshakingUpstream {
 
   private readonly gate = new CallGate();
 
-  /** The next health check (checkHealth), while ready. */
-  private healthTimer: NodeJS.Timeout | undefined;
   /** When the process last said anything, or became ready (monotonicNow()): silent since. */
   private heardAt = 0;
 
@@ -48,9 +46,7 @@ export class StdioUpstream extends HandshakingUpstream {
     super(spec, log, opts);
     if (!spec.command) throw new Error(`server "${spec.id}": a stdio upstream needs a command`);
     this.on('state', (s: string) => {
-      if (s !== 'ready') return;
-      this.heardAt = monotonicNow();
-      this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+      if (s === 'ready') this.heardAt = monotonicNow();
     });
   }
 
@@ -64,16 +60,7 @@ export class StdioUpstream extends HandshakingUpstream {
    * busy for a while is not taken for a hung one), it is ended and restarted as after a crash
    * (a crash loop of it counts as such). Anything it says, an error included, is a process there.
    */
-  private armHealthCheck(ms: number, inMs = ms): void {
-    if (ms <= 0 || this.healthTimer !== undefined || this.closed) return;
-    this.healthTimer = setTimeout(() => {
-      this.healthTimer = undefined;
-      this.checkHealth();
-    }, inMs);
-    this.healthTimer.unref();
-  }
-
-  private checkHealth(): void {
+  protected checkHealth(): void {
     const ms = this.spec.healthCheckMs ?? 0;
     if (this.closed || this._state !== 'ready' || ms <= 0) return;
     // Waiting for a client's answer to its own request (an elicitation a user may take minutes
@@ -83,7 +70,7 @@ export class StdioUpstream extends HandshakingUpstream {
     if (silent < ms) return this.armHealthCheck(ms, ms - silent);
     const [child, heardAt, waitMs] = [this.child, this.heardAt, this.spec.timeoutMs];
     const [method, params] = this._era === MODERN ? ['server/discover', this.discoverParams()] : ['ping', {}];
-    const again = (): void => this.armHealthCheck(this.spec.healthCheckMs ?? 0);
+    const again = (): void => this.armHealthCheck();
     this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
       // It said something meanwhile, or the process was already replaced: not this check's to end.
       if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
@@ -97,22 +84,6 @@ export class StdioUpstream extends HandshakingUpstream {
   private awaitsClient(): boolean {
     for (const p of this.pending.values()) if (p.waits > 0) return true;
     return false;
-  }
-
-  /** A reload's new interval counts from now. */
-  override retime(limits: UpstreamLimits): void {
-    const was = this.spec.healthCheckMs;
-    super.retime(limits);
-    if (this.spec.healthCheckMs === was) return;
-    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
-    this.healthTimer = undefined;
-    if (this._state === 'ready') this.armHealthCheck(this.spec.healthCheckMs ?? 0);
-  }
-
-  override close(): Promise<void> {
-    if (this.healthTimer !== undefined) clearTimeout(this.healthTimer);
-    this.healthTimer = undefined;
-    return super.close();
   }
 
   /**
