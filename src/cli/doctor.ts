@@ -1,7 +1,6 @@
 import { inFlightNote, screenJson, screenText } from '../ledger/format.js';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';

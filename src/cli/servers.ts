@@ -1,7 +1,7 @@
 import { screenJson, screenText } from '../ledger/format.js';
 import { alignColumns } from '../text-columns.js';
 import type { Argv, CommandModule } from 'yargs';
-import { errorWithStderr, type ServerView, type ToolView } from '../downstream/admin-views.js';
+import { errorWithStderr, type ServerView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, olderDaemon, postJson } from './admin-request.js';
 import { BadUrlError, daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';

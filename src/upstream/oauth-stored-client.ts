@@ -15,7 +15,6 @@
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
-import type { BearerChallenge } from './oauth-challenge.js';
 import type { TokenSource } from './oauth-client.js';
 import { OAuthError, canonicalResource } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';

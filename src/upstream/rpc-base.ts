@@ -26,7 +26,7 @@ import { withRetries } from './retry.js';
 import { upstreamError } from './upstream-error.js';
 import { redactErrorText, redactLogMessage } from '../policy/secret-text.js';
 import type { AskClient, CallOptions, ListenEnd, ListenFilter, ListenHandle, Upstream } from './types.js';
-import { Canceller, reasonOf, type Signal } from '../cancel.js';
+import { Canceller, reasonOf } from '../cancel.js';
 import { IdTable, KeyedTable } from '../keyed-table.js';
 import { monotonicNow } from '../monotonic.js';
 
