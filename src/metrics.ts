@@ -6,7 +6,7 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { CallSeries } from './call-series.js';
-import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
+import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
   servers(): Iterable<{ id: string; state: string; restarts: number }>;
@@ -169,7 +169,7 @@ export class Metrics {
     // One call, however many rounds it took: a round is no call (nor its latency the call's).
     if (e.outcome === 'input_required') return void this.rounds.inc({ method, server, tool: toolLabel(b, e) });
     // A replayed error is the error its client got again: counted as one (switchyard_call_errors_total).
-    const outcome = e.outcome === 'replayed' && e.errorKind ? 'replayed_error' : e.outcome;
+    const outcome = shownOutcome(e.outcome, e.errorKind);
     this.calls.observe(method, server, toolLabel(b, e), outcome, e.latencyMs / 1000);
   }
 

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
-import { OUTCOMES } from '../ledger/types.js';
+import { SHOWN_OUTCOMES } from '../ledger/types.js';
 import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
@@ -158,7 +158,7 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('principal', { type: 'string', describe: 'Only this principal' })
     .option('group', { type: 'string', describe: "Only requests through this tool group's endpoint (/mcp/<group>, stdio --group)" })
     // A misspelt outcome would match nothing and look like "no such calls": a usage error instead.
-    .option('outcome', { type: 'string', choices: OUTCOMES, describe: 'Only this outcome' })
+    .option('outcome', { type: 'string', choices: SHOWN_OUTCOMES, describe: 'Only this outcome (replayed: a replayed success; replayed_error: a replayed error, as /metrics counts them)' })
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
     .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })

@@ -2,6 +2,7 @@ import type { AuditRow } from './rows.js';
 import type { StatsRow } from './reader.js';
 import type { InFlight } from './chain.js';
 import { alignColumns } from '../text-columns.js';
+import { shownOutcome } from './types.js';
 
 /** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
 export function rowJson(r: AuditRow): Record<string, unknown> {
@@ -111,7 +112,7 @@ export function rowCells(r: AuditRow): string[] {
     r.server ?? '-',
     r.hubName ?? '-',
     `${r.clientEra}→${r.upstreamEra ?? '?'}`,
-    r.outcome,
+    shownOutcome(r.outcome, r.errorKind),
     r.errorCode === null ? '' : String(r.errorCode),
     r.latencyMs === null ? '' : String(Math.round(r.latencyMs)),
     r.idempotencyKey ?? '',

@@ -4,6 +4,7 @@ import { readChainState, verifyChain, type VerifyResult, type Witness } from './
 import { recordRow, type PendingRecord } from './audit-apply.js';
 import { PendingFiles } from './pending-files.js';
 import { realLedgerPath } from './real-path.js';
+import { shownOutcome, type Outcome } from './types.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
@@ -133,9 +134,10 @@ export class LedgerReader {
         groups.set(k, g);
       }
       g.row.calls++;
-      // A replayed error (error_kind set) is the error its client got again, as /metrics counts it.
-      if ((r.outcome !== 'ok' && r.outcome !== 'replayed') || (r.outcome === 'replayed' && r.error_kind !== null)) g.row.errors++;
-      g.row.outcomes[r.outcome] = (g.row.outcomes[r.outcome] ?? 0) + 1;
+      // A replayed error (`replayed_error`) is the error its client got again, as /metrics counts it.
+      const shown = shownOutcome(r.outcome as Outcome, r.error_kind);
+      if (shown !== 'ok' && shown !== 'replayed') g.row.errors++;
+      g.row.outcomes[shown] = (g.row.outcomes[shown] ?? 0) + 1;
       if (r.latency_ms !== null) g.latencies.push(r.latency_ms);
     }
     const out: StatsRow[] = [];

@@ -1,4 +1,4 @@
-import type { ErrorKind, Outcome } from './types.js';
+import { REPLAYED_ERROR, type ErrorKind, type Outcome } from './types.js';
 
 /** An audit row as the database holds it (snake_case columns). */
 export interface AuditDbRow {
@@ -117,6 +117,7 @@ export interface AuditFilter {
   principal?: string;
   /** The tool group whose endpoint the request came through (`/mcp/<group>`). */
   group?: string;
+  /** A stored outcome, `replayed` only of a success, or `replayed_error` (see shownOutcome). */
   outcome?: string;
   method?: string;
   /** The request's JSON-RPC id, as stored (a number's digits). */
@@ -156,7 +157,11 @@ export function whereClause(f: AuditFilter): { sql: string; params: Record<strin
   add('hub_name = @tool', 'tool', f.tool);
   add('principal = @principal', 'principal', f.principal);
   add('tool_group = @group', 'group', f.group);
-  add('outcome = @outcome', 'outcome', f.outcome);
+  if (f.outcome === 'replayed' || f.outcome === REPLAYED_ERROR) {
+    // Stored as `replayed` either way: a kept error's replay is told by its error_kind (shownOutcome).
+    add('outcome = @outcome', 'outcome', 'replayed');
+    parts.push(`${byChain ? '+' : ''}error_kind IS ${f.outcome === 'replayed' ? '' : 'NOT '}NULL`);
+  } else add('outcome = @outcome', 'outcome', f.outcome);
   add('method = @method', 'method', f.method);
   add('request_id = @requestId', 'requestId', f.requestId);
   add('client_name = @client', 'client', f.client);

@@ -2,6 +2,20 @@
 export const OUTCOMES = ['in_flight', 'ok', 'input_required', 'tool_error', 'rpc_error', 'timeout', 'cancelled', 'denied', 'unavailable', 'replayed', 'unknown'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
+/**
+ * A `replayed` row of a kept error (errorKind set) is the error its client got again: shown and
+ * selected as `replayed_error`, the outcome label /metrics counts it under, so that `replayed`
+ * (in the table, `ledger stats` and `--outcome`) is a replayed success only, as on /metrics.
+ */
+export const REPLAYED_ERROR = 'replayed_error';
+/** The outcomes an operator reads and filters by (`ledger query|tail|stats`, /metrics): the stored ones and `replayed_error`. */
+export const SHOWN_OUTCOMES = [...OUTCOMES, REPLAYED_ERROR] as const;
+export type ShownOutcome = (typeof SHOWN_OUTCOMES)[number];
+
+export function shownOutcome(outcome: Outcome, errorKind: string | null | undefined): ShownOutcome {
+  return outcome === 'replayed' && errorKind ? REPLAYED_ERROR : outcome;
+}
+
 /** Which layer a failure came from; kept apart as the issue asks. */
 export type ErrorKind = 'transport' | 'jsonrpc' | 'tool' | 'policy' | null;
 

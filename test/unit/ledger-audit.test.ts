@@ -407,7 +407,7 @@ describe('ledger audit rows and group commit', () => {
     await row({ outcome: 'replayed' });
     await ledger.whenCommitted();
     expect(ledger.stats({})).toEqual([
-      { server: 's', method: 'tools/call', name: 'r', calls: 4, errors: 2, errorRate: 0.5, p50Ms: 1, p95Ms: 1, outcomes: { ok: 1, tool_error: 1, replayed: 2 } },
+      { server: 's', method: 'tools/call', name: 'r', calls: 4, errors: 2, errorRate: 0.5, p50Ms: 1, p95Ms: 1, outcomes: { ok: 1, tool_error: 1, replayed_error: 1, replayed: 1 } },
     ]);
   });
 

@@ -354,6 +354,27 @@ describe('switchyard ledger CLI', () => {
     ]);
   });
 
+  it('a replayed error reads and filters as replayed_error, apart from a replayed success, as /metrics labels them', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const at = (m: number, requestId: string) => begin({ ts: NOW - m * 60_000, requestId, hubName: 'fs__write', idempotencyKey: `k-${requestId}` });
+    await ledger.record(at(3, 'first'), end({ outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: -32001, latencyMs: 5 }));
+    await ledger.record(at(2, 'again-error'), end({ outcome: 'replayed', errorKind: 'jsonrpc', errorCode: -32001, latencyMs: 1 }));
+    await ledger.record(at(1, 'again-ok'), end({ outcome: 'replayed', latencyMs: 1 }));
+    await ledger.whenCommitted();
+    ledger.sync();
+    const outcomes = async (...args: string[]) =>
+      (await cli(['ledger', 'query', '--db', t.db, ...args])).out.trimEnd().split('\n').slice(1).map((l) => l.split(/\s+/).slice(7, 9).join(' '));
+    expect(await outcomes()).toEqual(['rpc_error -32001', 'replayed_error -32001', 'replayed 1']);
+    expect(await outcomes('--outcome', 'replayed_error')).toEqual(['replayed_error -32001']);
+    expect(await outcomes('--outcome', 'replayed')).toEqual(['replayed 1']);
+    // The same selection in chain order (tail -f's polls) and in stats, whose outcomes say which.
+    expect((await cli(['ledger', 'tail', '--db', t.db, '--outcome', 'replayed_error'])).out).toContain('replayed_error');
+    const stats = JSON.parse((await cli(['ledger', 'stats', '--db', t.db, '--json'])).out) as { calls: number; errors: number; outcomes: Record<string, number> };
+    expect(stats).toMatchObject({ calls: 3, errors: 2, outcomes: { rpc_error: 1, replayed_error: 1, replayed: 1 } });
+    expect((await cli(['ledger', 'stats', '--db', t.db, '--json', '--outcome', 'replayed_error'])).out).toContain('"calls":1,"errors":1');
+  });
+
   it('verify exits 0 on an intact chain and 1 naming the altered row', async () => {
     const l = await seeded();
     const ok = await cli(['ledger', 'verify', '--db', t.db]);
