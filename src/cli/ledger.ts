@@ -297,10 +297,15 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => filterOf(a, now()),
       (reader, a, filter) => {
-        const rows = reader.stats(filter);
+        const { rows, hubEvents } = reader.callStats(filter);
         if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
         else io.out(table(STATS_HEADER, rows.map(statsCells)));
         if (!rows.length) noRows(a.json, 'finished calls');
+        // Not calls (/metrics counts none of them either), but not hidden: said where to find them.
+        if (hubEvents && !a.json) {
+          const n = hubEvents === 1 ? "1 row of the hub's own events" : `${hubEvents} rows of the hub's own events`;
+          io.err(`switchyard ledger: note: ${n} (catalog quarantines and drops, plugin failures) not counted as calls: \`ledger query --principal hub\` lists them, \`ledger stats --principal hub\` counts them\n`);
+        }
       },
     ),
   };

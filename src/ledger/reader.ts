@@ -5,6 +5,7 @@ import { recordRow, type PendingRecord } from './audit-apply.js';
 import { PendingFiles } from './pending-files.js';
 import { realLedgerPath } from './real-path.js';
 import { shownOutcome, type Outcome } from './types.js';
+import { HUB } from '../auth/principals.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
 
 export interface StatsRow {
@@ -117,13 +118,28 @@ export class LedgerReader {
    * row of the request that got its answer (as /metrics counts it).
    */
   stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
+    return this.callStats(filter).rows;
+  }
+
+  /**
+   * stats(), and how many rows of the hub's own events (principal `hub`: a tool quarantined or
+   * dropped by the catalog, a plugin that failed) it left out. Those are no request of a client,
+   * which /metrics never counts either: counted as calls, they made a server's `catalog/drop` or
+   * `plugin/onCall` read as its failed calls. Asked for by `--principal hub`, they are counted.
+   */
+  callStats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): { rows: StatsRow[]; hubEvents: number } {
     const { sql, params } = this.where(filter);
     const cond = `${sql ? `${sql} AND` : 'WHERE'} outcome NOT IN ('in_flight', 'input_required')`;
     const it = this.db
-      .prepare(`SELECT server, method, hub_name, outcome, error_kind, latency_ms FROM audit ${cond}`)
-      .iterate(params) as IterableIterator<Pick<AuditDbRow, 'server' | 'method' | 'hub_name' | 'outcome' | 'error_kind' | 'latency_ms'>>;
+      .prepare(`SELECT principal, server, method, hub_name, outcome, error_kind, latency_ms FROM audit ${cond}`)
+      .iterate(params) as IterableIterator<Pick<AuditDbRow, 'principal' | 'server' | 'method' | 'hub_name' | 'outcome' | 'error_kind' | 'latency_ms'>>;
     const groups = new Map<string, { row: StatsRow; latencies: number[] }>();
+    let hubEvents = 0;
     for (const r of it) {
+      if (r.principal === HUB && filter.principal !== HUB) {
+        hubEvents++;
+        continue;
+      }
       const k = JSON.stringify([r.server, r.method, r.hub_name]);
       let g = groups.get(k);
       if (!g) {
@@ -148,7 +164,7 @@ export class LedgerReader {
       row.p95Ms = percentile(latencies, 0.95);
       out.push(row);
     }
-    return out.sort((a, b) => cmp(a.server, b.server) || cmp(a.method, b.method) || cmp(a.name, b.name));
+    return { rows: out.sort((a, b) => cmp(a.server, b.server) || cmp(a.method, b.method) || cmp(a.name, b.name)), hubEvents };
   }
 
   /** The whole chain; each witness's row must still hold the witness's hash. */

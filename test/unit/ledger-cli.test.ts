@@ -375,6 +375,28 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'stats', '--db', t.db, '--json', '--outcome', 'replayed_error'])).out).toContain('"calls":1,"errors":1');
   });
 
+  it("stats counts clients' requests only, as /metrics does: the hub's own event rows are said apart, and counted when asked for", async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const hubRow = { requestId: 'catalog', principal: 'hub', clientEra: '-', server: 'fs', clientInfo: undefined };
+    await ledger.record(begin({ ts: NOW - 3000, hubName: 'fs__read' }), end({ latencyMs: 5 }));
+    await ledger.record(begin({ ...hubRow, ts: NOW - 2000, method: 'catalog/quarantine', hubName: undefined }), end({ outcome: 'denied', errorKind: 'policy', latencyMs: 0 }));
+    await ledger.record(begin({ ...hubRow, ts: NOW - 1000, requestId: 'plugin', method: 'plugin/onCall', hubName: 'fs__read' }), end({ outcome: 'rpc_error', errorCode: -32603, latencyMs: 0 }));
+    await ledger.whenCommitted();
+    ledger.sync();
+    const r = await cli(['ledger', 'stats', '--db', t.db]);
+    expect(r.out.trimEnd().split('\n').slice(1)).toEqual([expect.stringMatching(/^fs\s+tools\/call\s+fs__read\s+1\s+0\s+0\.0\s/)]);
+    expect(r.err).toBe(
+      "switchyard ledger: note: 2 rows of the hub's own events (catalog quarantines and drops, plugin failures) not counted as calls: `ledger query --principal hub` lists them, `ledger stats --principal hub` counts them\n",
+    );
+    expect((await cli(['ledger', 'stats', '--db', t.db, '--json'])).err).toBe('');
+    const hub = (await cli(['ledger', 'stats', '--db', t.db, '--json', '--principal', 'hub'])).out.trimEnd().split('\n').map((l) => JSON.parse(l) as { method: string; errors: number });
+    expect(hub.map((o) => [o.method, o.errors])).toEqual([
+      ['catalog/quarantine', 1],
+      ['plugin/onCall', 1],
+    ]);
+  });
+
   it('verify exits 0 on an intact chain and 1 naming the altered row', async () => {
     const l = await seeded();
     const ok = await cli(['ledger', 'verify', '--db', t.db]);
