@@ -65,6 +65,12 @@ export abstract class Lifecycle extends EventEmitter {
   protected _serverInfo: Implementation | undefined;
   protected _instructions: string | undefined;
   protected _lastError: string | undefined;
+  /**
+   * Why a ready connection was lost (or its circuit opened), until the next one is: the reason
+   * an operator looks for. The failures of the attempts to reconnect (often a timeout of the
+   * handshake) are said after it in lastError, not instead of it.
+   */
+  private downReason: string | undefined;
   private _since = Date.now();
   private _restarts = 0;
 
@@ -164,7 +170,7 @@ export abstract class Lifecycle extends EventEmitter {
       this.attempting = false;
       // Whatever the upstream said on the way goes to /healthz, the logs and failMode's answers.
       const msg = redactErrorText(errMessage(err));
-      this._lastError = msg;
+      this._lastError = this.downReason === undefined ? msg : `${this.downReason}; the last attempt to reconnect failed: ${msg}`;
       // Closed meanwhile (the hub stopping, a reload retiring it): that is why, and no failure.
       if (this.closed) this.log.debug({ err: msg }, 'upstream start ended by its close');
       else this.log.warn({ err: msg }, 'upstream could not start');
@@ -180,6 +186,9 @@ export abstract class Lifecycle extends EventEmitter {
       throw new UpstreamUnavailableError(this.id, 'stopped');
     }
     this.everReady = true;
+    // Back: what stays to be read is why it went down, not how its attempts to reconnect failed.
+    if (this.downReason !== undefined) this._lastError = this.downReason;
+    this.downReason = undefined;
     this.policy.onReady();
     this.setState('ready');
   }
@@ -201,7 +210,7 @@ export abstract class Lifecycle extends EventEmitter {
   protected lost(reason: string): void {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
-    this._lastError = reason;
+    this._lastError = this.downReason = reason;
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
     this.scheduleRetry(reason);
@@ -214,7 +223,7 @@ export abstract class Lifecycle extends EventEmitter {
   protected trip(reason: string, minDelayMs: number): void {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
-    this._lastError = reason;
+    this._lastError = this.downReason = reason;
     this.log.warn({ reason }, 'circuit opened');
     this.scheduleRetry(reason, minDelayMs);
   }

@@ -442,6 +442,23 @@ describe('supervision', () => {
     }
   });
 
+  it('lastError keeps why it went down while attempts to reconnect fail, and says it alone once back', async () => {
+    const dir = tmpDir();
+    const broken = join(dir, 'broken');
+    const script = join(dir, 'wrapper.mjs');
+    // Crashes at every call; started while \`broken\` exists, exits at once.
+    writeFileSync(script, `import { existsSync } from 'node:fs';\nif (existsSync(${JSON.stringify(broken)})) process.exit(3);\nawait import(${JSON.stringify(join(ROOT, 'test/fixtures/quirks/crash-mid-call.mjs'))});\n`);
+    const u = await started({ ...quirkSpec('crash-mid-call'), args: [script] }, silentLogger, { backoff: { baseMs: 20, crashLimit: 1000 } });
+    writeFileSync(broken, '');
+    await u.request('tools/call', { name: 'x' }).catch(() => undefined);
+    await waitFor(() => u.restarts >= 1 && /code 3/.test(u.lastError ?? ''), 5000, 'a failed attempt');
+    expect(u.lastError).toBe('process exited with code 1; the last attempt to reconnect failed: process exited with code 3');
+    await expect(u.request('tools/list', {})).rejects.toThrow(/exited with code 1; the last attempt to reconnect failed/);
+    rmSync(broken);
+    await waitFor(() => u.state === 'ready', 5000, 'back');
+    expect(u.lastError).toBe('process exited with code 1');
+  });
+
   it('marks a crash loop failed and keeps retrying slowly; start() rejects with the cause', async () => {
     const dir = tmpDir();
     const script = join(dir, 'dies.mjs');
