@@ -129,8 +129,10 @@ export abstract class Lifecycle extends EventEmitter {
 
   protected setState(s: UpstreamState, detail?: string): void {
     if (s === this._state && detail === undefined) return;
+    // `since` is when it entered the state (/healthz, servers' SINCE): each failed attempt of a
+    // server restarting for an hour is said again (detail), not a new state.
+    if (s !== this._state) this._since = Date.now();
     this._state = s;
-    this._since = Date.now();
     this.log.info({ state: s, detail }, 'upstream state');
     this.emit('state', s, detail);
   }

@@ -459,6 +459,20 @@ describe('supervision', () => {
     expect(u.lastError).toBe('process exited with code 1');
   });
 
+  it('since is when it entered its state, not the last of its failed attempts there', async () => {
+    const script = join(tmpDir(), 'dies.mjs');
+    writeFileSync(script, 'process.exit(3)\n');
+    const u = createUpstream({ id: 'dies', command: process.execPath, args: [script], era: 'auto', timeoutMs: 2000, probeTimeoutMs: 500, maxFrameBytes: 65536 }, silentLogger, {
+      backoff: { baseMs: 30, crashLimit: 1000 },
+    });
+    open.push(u);
+    await u.start().catch(() => undefined);
+    const since = u.since;
+    await new Promise((r) => u.once('state', r)); // the next attempt failed too
+    expect(u.state).toBe('starting');
+    expect(u.since).toBe(since);
+  });
+
   it('marks a crash loop failed and keeps retrying slowly; start() rejects with the cause', async () => {
     const dir = tmpDir();
     const script = join(dir, 'dies.mjs');
