@@ -168,6 +168,8 @@ export class Metrics {
     const server = e.server ?? b.server ?? '';
     // One call, however many rounds it took: a round is no call (nor its latency the call's).
     if (e.outcome === 'input_required') return void this.rounds.inc({ method, server, tool: toolLabel(b, e) });
+    // Its request was answered input_required (a round), and its row carries the call's end too.
+    if (e.answeredInputRequired) this.rounds.inc({ method, server, tool: toolLabel(b, e) });
     // A replayed error is the error its client got again: counted as one (switchyard_call_errors_total).
     const outcome = shownOutcome(e.outcome, e.errorKind);
     this.calls.observe(method, server, toolLabel(b, e), outcome, e.latencyMs / 1000);

@@ -53,6 +53,11 @@ export interface AuditEnd {
   responseBytes?: number;
   /** Only stored when ledger.storeBodies is on (redacted by the ledger). */
   result?: unknown;
+  /**
+   * Not stored: this request was answered `input_required`, though its row carries the call's
+   * end (a parked call that ended before its client retried): /metrics counts the round too.
+   */
+  answeredInputRequired?: true;
   /** Late facts, e.g. the upstream chosen after routing. */
   server?: string;
   upstreamName?: string;

@@ -18,6 +18,7 @@ import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
+import { firstRowEnd, type FirstRequest } from './input-bridge.js';
 import { endedKey, settleIdempotency, type ShownTool } from './idempotency.js';
 import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
@@ -278,13 +279,13 @@ export class ToolCall {
      * saw the call (the key is freed), true when it may have run (the key becomes unknown).
      */
     /**
-     * This request's row when a retry of its client carries the call's end instead (a parked
-     * call, Mrtr.run): this request was answered `input_required`, a round; the end is the retry's.
+     * Where this request stands in a parked call (Mrtr.run): answered `input_required`, its row
+     * a round, when a retry of its client carries the call's end instead (firstRowEnd).
      */
-    let handedOn: (() => boolean) | undefined;
+    let first: (() => FirstRequest) | undefined;
     const finish = (end: Omit<AuditEnd, 'latencyMs'>, answer: StoredAnswer | undefined, ran: boolean) => {
       finished = true;
-      if (handedOn?.()) end = { outcome: 'input_required', errorKind: null };
+      end = firstRowEnd(first?.(), end);
       if (key) {
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
         if (answer) this.ledger.idempotency.complete(principal, key, answer);
@@ -338,8 +339,8 @@ export class ToolCall {
     // which was input_required, so it is no outcome of the call (see the catch below).
     const askClient = ctx.askClient;
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
-    const body = async (opts: CallOptions, parkedRun?: () => boolean): Promise<Result> => {
-      handedOn = parkedRun;
+    const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
+      first = parkedRun;
       try {
         const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true));
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';

@@ -7,6 +7,7 @@ import type { CallOptions } from '../upstream/types.js';
 import { StateError, type Binding, type RequestStateSealer } from './request-state.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { monotonicNow } from '../monotonic.js';
+import type { AuditEnd } from '../ledger/types.js';
 
 type Result = Record<string, unknown>;
 
@@ -37,6 +38,18 @@ interface Waiting {
   deadline?: number;
 }
 
+/** See InputCollector.first. */
+export type FirstRequest = 'waiting' | 'asked' | 'handed-on';
+
+/**
+ * The end of a parked call's first row (Mrtr.run): a round when a retry carries the call's end;
+ * the call's end, and a round too, when the call ended while parked, its client not back.
+ */
+export function firstRowEnd<E extends Omit<AuditEnd, 'latencyMs'>>(first: FirstRequest | undefined, end: E): E | Pick<AuditEnd, 'outcome' | 'errorKind'> {
+  if (first === 'handed-on') return { outcome: 'input_required', errorKind: null };
+  return first === 'asked' ? { ...end, answeredInputRequired: true } : end;
+}
+
 /**
  * Collects the server → client requests a legacy upstream makes during one call whose client
  * is modern: each becomes an entry of an `input_required` answer, and the client's retry
@@ -54,11 +67,13 @@ export class InputCollector {
    */
   targets: Pick<CallOptions, 'onProgress' | 'onLog'> = {};
   /**
-   * A retry of the client waits for the call, its first request having been answered
-   * `input_required`: the call's end is that retry's row's outcome, the first row's a round.
-   * False while the call is parked (should it end so, no request would carry its outcome).
+   * Where the call's first request stands (its row is the one the run finishes): `waiting` for
+   * the call; `asked`, answered `input_required` while the call is parked (should it end so, no
+   * request would carry its outcome: the first row carries it, and was a round too);
+   * `handed-on`, answered so, and a retry of the client waits for the call: the call's end is
+   * that retry's row's outcome, the first row's a round.
    */
-  handedOn = false;
+  first: FirstRequest = 'waiting';
 
   /** `caps`: what the request now waiting for the call declared: the first, then each retry that resumes it. */
   constructor(private caps: ClientCapabilities) {}
@@ -228,7 +243,7 @@ export class InputBridge {
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
-    collector.handedOn = false;
+    collector.first = 'asked';
     // One limit per question, from when the client was first asked it, however many retries
     // come meanwhile without its answer (each would otherwise park the call, and hold a legacy
     // stdio upstream alone, for another timeoutMs). Monotonic: a wall-clock step between the
@@ -263,7 +278,7 @@ export class InputBridge {
     };
     signal.addEventListener('abort', onAbort, { once: true });
     p.collector.targets = targets;
-    p.collector.handedOn = true;
+    p.collector.first = 'handed-on';
     // The retry's own capabilities, not the first request's, say what the client may be asked.
     p.collector.retried(inputResponses, caps);
     return this.settle(p.run, p.collector, p.abort, bind).finally(() => signal.removeEventListener('abort', onAbort));

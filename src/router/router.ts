@@ -17,6 +17,7 @@ import { cutOffError, outcomeOfError } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
+import { firstRowEnd, type FirstRequest } from './input-bridge.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
@@ -266,10 +267,10 @@ export class Router {
     const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
     // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
-    let handedOn: (() => boolean) | undefined;
-    const finish = (e: AuditEnd): Promise<void> => audit.finish(handedOn?.() ? { outcome: 'input_required', errorKind: null, latencyMs: e.latencyMs } : e);
-    const body = async (opts: CallOptions, parkedRun?: () => boolean): Promise<Result> => {
-      handedOn = parkedRun;
+    let first: (() => FirstRequest) | undefined;
+    const finish = (e: AuditEnd): Promise<void> => audit.finish({ ...firstRowEnd(first?.(), e), latencyMs: e.latencyMs });
+    const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
+      first = parkedRun;
       try {
         if (conn.upstream.state !== 'ready')
           throw new UpstreamUnavailableError(server.id, conn.upstream.state, conn.upstream.lastError);

@@ -14,6 +14,7 @@ import { createInterface } from 'node:readline';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
 import { LEGACY_FIXTURE, USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 
@@ -215,6 +216,12 @@ describe('other hub instances sharing the key', () => {
 describe.each(['ls', 'lh'])(`a modern client that never retries (%s, policy.inputTimeoutMs ${INPUT_TIMEOUT_MS})`, (server) => {
   it('gets the parked upstream call cancelled at the timeout, and the ledger says timeout (the hub\'s limit, as for a legacy client that does not answer)', async () => {
     const who = `ghost-${server}`;
+    const tool = `${server}__elicit_form`;
+    const counts = async () => {
+      const text = await scrape(th.url);
+      return { rounds: metricValue(text, 'switchyard_input_rounds_total', { tool }), timeouts: metricValue(text, 'switchyard_calls_total', { tool, outcome: 'timeout' }) };
+    };
+    const before = await counts();
     const t0 = Date.now();
     const requestId = String(nextId);
     const first = await firstRound(th.url, `${server}__elicit_form`, { who });
@@ -240,5 +247,7 @@ describe.each(['ls', 'lh'])(`a modern client that never retries (%s, policy.inpu
     });
     expect(rows).toMatchObject({ method: 'tools/call', server, clientEra: '2026-07-28', upstreamEra: '2025-11-25', outcome: 'timeout', errorMessage: expect.stringMatching(/did not answer.*1500 ms/) });
     expect(rows.latencyMs).toBeGreaterThanOrEqual(INPUT_TIMEOUT_MS - 100);
+    // Its request was answered input_required, a round, and its row carries the call's end: both counted.
+    expect(await counts()).toEqual({ rounds: before.rounds + 1, timeouts: before.timeouts + 1 });
   }, 20_000);
 });
