@@ -40,6 +40,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
+import { beginInCallTrace, inCallTrace } from './router/forwarding.js';
 import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
@@ -217,7 +218,7 @@ export class Hub implements HubCore {
       committed: (s) => this.metrics?.observeCommit(s),
     });
     this.auth = new Authenticator(config.auth, base, log);
-    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e) => observed.record(this.withToolServer(b), e), log);
+    this.gate = new EdgeGate(this.auth, new RateLimiter(config.policy?.rateLimit), (b, e, params) => observed.record(beginInCallTrace(this.mrtr.sealer, params, this.withToolServer(b)), e), log);
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream, principal) => {
         this.catalog.watchConnection(h, upstream, principal);
@@ -633,6 +634,9 @@ export class Hub implements HubCore {
   }
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
+    // A retry's rows are in its call's trace however it ends: refused here (draining, its
+    // server down or failMode closed) as well as forwarded (call-tool and router do it too).
+    ctx = inCallTrace(this.mrtr.sealer, params, ctx);
     if (this.draining) {
       const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
       return this.recordLocal(method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message }).then(() => Promise.reject(err));

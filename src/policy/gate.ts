@@ -63,7 +63,8 @@ export class EdgeGate {
   constructor(
     readonly auth: Authenticator,
     private limiter: RateLimiter,
-    private readonly audit: (b: AuditBegin, e: AuditEnd) => Promise<void>,
+    /** `params`: the refused request's (a retry's row joins its call's trace: beginInCallTrace). */
+    private readonly audit: (b: AuditBegin, e: AuditEnd, params?: Record<string, unknown>) => Promise<void>,
     private readonly log?: Logger,
   ) {}
 
@@ -169,6 +170,7 @@ export class EdgeGate {
         parentSpanId: span?.parentSpanId,
       },
       { outcome: 'denied', errorKind: 'policy', errorCode: refusal.status, errorMessage: refusal.message, latencyMs: 0 },
+      req?.params,
     );
   }
 }

@@ -174,6 +174,16 @@ export function inCallTrace(sealer: RequestStateSealer, params: Result, ctx: Cal
   return { ...ctx, span: joined, meta };
 }
 
+/**
+ * The row of a retry refused before it had a context (the edge gate: a rate limit, a scope), in
+ * its call's trace as inCallTrace puts one that has: a call's rows are one trace however they end.
+ */
+export function beginInCallTrace(sealer: RequestStateSealer, params: Result | undefined, b: AuditBegin): AuditBegin {
+  if (b.traceId === undefined || b.parentSpanId !== undefined || b.clientEra !== MODERN || params?.requestState === undefined) return b;
+  const first = sealer.traceOf(params.requestState, b.principal);
+  return first ? { ...b, traceId: first.traceId, parentSpanId: first.spanId } : b;
+}
+
 export async function retryOf(
   mrtr: Mrtr,
   ledger: AuditSink,

@@ -7,7 +7,8 @@ import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextproto
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as V2Client, StreamableHTTPClientTransport as V2Transport } from '@modelcontextprotocol/client';
 import { startHub, nodeServer, type HubProcess } from '../helpers/hub-process.js';
-import { waitForReady } from '../helpers/wire.js';
+import Database from 'better-sqlite3';
+import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady } from '../helpers/wire.js';
 
 type Action = 'accept' | 'decline' | 'cancel';
 
@@ -178,7 +179,7 @@ describe('confirmation under a per-tool rate limit', () => {
   beforeAll(async () => {
     hub = await startHub(
       {
-        policy: { confirm: ['*__counter_bump'], rateLimit: { perTool: { burst: 1, perSecond: 0.001 } } },
+        policy: { confirm: ['*__counter_bump', '*__echo'], rateLimit: { perTool: { burst: 1, perSecond: 0.001 }, perPrincipal: { burst: 40, perSecond: 0.001 } } },
         servers: { modern: nodeServer('test/fixtures/servers/sdk2-modern-server.mjs', [], { COUNTER_FILE: counter }) },
       },
       { dir },
@@ -200,5 +201,30 @@ describe('confirmation under a per-tool rate limit', () => {
     await expect(c.callTool({ name: 'modern__counter_bump', arguments: { label: 'limited' } })).rejects.toThrow(/429|Too Many Requests/);
     expect(count('limited')).toBe(1);
     await c.close();
+  });
+
+  it("a retry refused at the edge (the principal's rate limit) is in its call's trace, as a forwarded one is", async () => {
+    const ask = (id: string, extra: Record<string, unknown> = {}) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: 'modern__echo', arguments: { text: 'x' }, ...extra }, modernMeta({ [META_CAPS]: { elicitation: { form: {} } } })), modernHeaders('tools/call', 'modern__echo'));
+    const first = await ask('edge-1');
+    const result = first.body?.result as { resultType?: string; requestState?: string; inputRequests?: Record<string, unknown> } | undefined;
+    expect(result?.resultType, first.text).toBe('input_required');
+    // The principal's bucket (40) emptied: the next request of any kind is refused.
+    for (let i = 0; i < 41 && (await post(hub.url, modernBody(`drain-${i}`, 'tools/list', {}, modernMeta()), modernHeaders('tools/list'))).status !== 429; i++);
+    const inputResponses = Object.fromEntries(Object.keys(result!.inputRequests!).map((k) => [k, { action: 'accept', content: {} }]));
+    const retry = await ask('edge-2', { requestState: result!.requestState, inputResponses });
+    expect(retry.status).toBe(429);
+    const rowOf = (id: string) => {
+      const db = new Database(join(dir, 'ledger.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT outcome, trace_id, span_id, parent_span_id FROM audit WHERE request_id = ?').get(id) as Record<string, string | null> | undefined;
+      } finally {
+        db.close();
+      }
+    };
+    await expect.poll(() => rowOf('edge-2')?.outcome).toBe('denied');
+    const [a, b] = [rowOf('edge-1')!, rowOf('edge-2')!];
+    expect(b).toMatchObject({ trace_id: a.trace_id, parent_span_id: a.span_id });
+    expect(b.span_id).not.toBe(a.span_id);
   });
 });
