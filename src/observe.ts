@@ -6,7 +6,7 @@
 import { nameText, text } from './ledger/columns.js';
 import { redactString } from './ledger/redact.js';
 import type { AuditSink } from './ledger/sink.js';
-import type { AuditBegin, AuditEnd, AuditHandle } from './ledger/types.js';
+import { shownOutcome, type AuditBegin, type AuditEnd, type AuditHandle } from './ledger/types.js';
 
 /** What /admin/events streams for each finished request: no arguments, no results. */
 export interface AuditEvent {
@@ -24,6 +24,7 @@ export interface AuditEvent {
   name?: string;
   server?: string;
   upstreamName?: string;
+  /** As `ledger query` shows it: a replayed error is `replayed_error` (shownOutcome). */
   outcome: string;
   errorMessage?: string;
   latencyMs: number;
@@ -47,7 +48,7 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
     principal: b.principal,
     clientEra: b.clientEra,
     method: text(b.method) ?? '',
-    outcome: e.outcome,
+    outcome: shownOutcome(e.outcome, e.errorKind),
     latencyMs: Math.round((e.latencyMs ?? 0) * 1000) / 1000,
   };
   if (b.group) ev.group = b.group;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { NullLedger } from '../../src/ledger/sink.js';
-import { tapAudit, type AuditObserver } from '../../src/observe.js';
+import { auditEvent, tapAudit, type AuditObserver } from '../../src/observe.js';
 import { begin, end, tempDir } from './ledger-helpers.js';
 
 const nextTurn = () => new Promise<void>((r) => setImmediate(r));
@@ -71,5 +71,11 @@ describe('tapAudit (metrics and the live feed see every finished request)', () =
     expect(times.every((s) => s >= 0 && s < 1)).toBe(true);
     await ledger.close();
     t.cleanup();
+  });
+
+  it("the live feed shows a replayed error as replayed_error, as ledger query and /metrics do, not as a replayed success", () => {
+    expect(auditEvent(begin(), end({ outcome: 'replayed', errorKind: 'jsonrpc', errorCode: -32001 })).outcome).toBe('replayed_error');
+    expect(auditEvent(begin(), end({ outcome: 'replayed', errorKind: 'tool' })).outcome).toBe('replayed_error');
+    expect(auditEvent(begin(), end({ outcome: 'replayed' })).outcome).toBe('replayed');
   });
 });
