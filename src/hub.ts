@@ -635,7 +635,7 @@ export class Hub implements HubCore {
 
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
     // A retry's rows are in its call's trace however it ends: refused here (draining, its
-    // server down or failMode closed) as well as forwarded (call-tool and router do it too).
+    // server down or failMode closed) or forwarded (its state is sealed with the joined span).
     ctx = inCallTrace(this.mrtr.sealer, params, ctx);
     if (this.draining) {
       const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');

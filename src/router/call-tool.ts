@@ -24,7 +24,7 @@ import { argsDigestOf, type Binding } from './request-state.js';
 import { CONFIRM_KEY, accepted, type Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { META_IDEMPOTENCY_KEY } from '../protocol/meta.js';
-import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, inCallTrace, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, endOf, connectionFor, forwardedParams, isRetry, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { withScreenedContentIcons } from '../catalog/icons.js';
 
 /**
@@ -127,7 +127,6 @@ export class ToolCall {
 
   async call(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
-    ctx = inCallTrace(this.mrtr.sealer, params, ctx);
     const hubName = typeof params.name === 'string' ? params.name : '';
     const args = params.arguments ?? {};
     // The digest goes into the ledger's row and an idempotency claim; without either it is

@@ -22,7 +22,7 @@ import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { MODERN } from '../protocol/era.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, inCallTrace, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -254,10 +254,8 @@ export class Router {
     /** Throws to refuse an answer (before its row is finished). */
     vet?: (result: Result) => Promise<void>,
   ): Promise<Result> {
-    if (bind) {
-      ctx = inCallTrace(this.mrtr.sealer, forwarded, ctx);
-      bind.span = ctx.span;
-    }
+    // A retry's context is in its call's trace already (Hub.handle: inCallTrace), its state sealed with it.
+    if (bind) bind.span = ctx.span;
     const begin = beginOf(method, ctx, { ...names, server: server.id, upstreamEra: server.upstream.era });
     const retry = bind ? await retryOf(this.mrtr, this.ledger, (e) => this.ledger.record(begin, e), method, forwarded, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
