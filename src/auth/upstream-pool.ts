@@ -93,9 +93,12 @@ export class PrincipalUpstreams {
       // Its calls take their slots from the server's own connection: maxConcurrent and maxQueue
       // bound the server, whoever calls (each connection had its own, so N principals had N times
       // maxConcurrent calls in flight to it).
-      // No health check of its own (healthCheckMs): the server's main connection's tells /healthz
-      // whether it can be reached, and N principals' connections would ask it N times as often.
-      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter, healthCheckMs: 0 }, this.log.child({ principal }));
+      // A url server's: no health check of its own (healthCheckMs): the server's main connection's
+      // tells /healthz whether it can be reached, and N principals' connections would ask it N
+      // times as often. A principal's own process (processPerPrincipal) keeps its own: it may hang
+      // alone, and nothing else would find it (its calls would time out, for good).
+      const healthCheckMs = h.config.url ? 0 : base.healthCheckMs;
+      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter, healthCheckMs }, this.log.child({ principal }));
       this.onConnection?.(h, upstream, principal);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
@@ -113,7 +116,7 @@ export class PrincipalUpstreams {
   }
 
   /** One server's time limits changed (a reload): its pooled connections take them too. */
-  retime(serverId: string, limits: { timeoutMs: number; maxTotalTimeoutMs?: number }): void {
+  retime(serverId: string, limits: { timeoutMs: number; maxTotalTimeoutMs?: number; healthCheckMs?: number }): void {
     for (const [k, p] of this.pool) if ((JSON.parse(k) as string[])[0] === serverId) p.upstream.retime(limits);
   }
 

@@ -152,9 +152,9 @@ export async function applyReload(hub: ReloadTarget, next: HubConfig): Promise<R
     hub.handles.set(s.id, { ...h, config: s });
     // The connection keeps going; its own limits are the new ones (the breaker judges by them).
     const limits = { timeoutMs: s.timeoutMs, maxTotalTimeoutMs: s.maxTotalTimeoutMs };
-    // The idle check is the main connection's alone (principals' connections have none).
+    // A url server's idle check is its main connection's alone; a principal's own process has one too.
     h.upstream.retime({ ...limits, healthCheckMs: s.healthCheckMs });
-    hub.upstreams.retime(s.id, limits);
+    hub.upstreams.retime(s.id, s.url ? limits : { ...limits, healthCheckMs: s.healthCheckMs });
     hub.catalog.forget(s.id);
     hub.routes.forgetServer(s.id);
   }

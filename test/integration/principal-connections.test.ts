@@ -42,12 +42,15 @@ beforeAll(async () => {
       servers: {
         h: { url: fault.url, maxConcurrent: 1, maxQueue: 0 },
         own: { ...nodeServer('test/fixtures/faults/stdio-pipes.mjs', [], { FAULT_LOG: pids }), processPerPrincipal: true },
+        // Each principal's own process is health-checked like the server's (at the interval a
+        // reload sets: the test turns it on): one that hangs is restarted.
+        stuck: { ...nodeServer('test/fixtures/faults/stdio-faults.mjs', []), processPerPrincipal: true, timeoutMs: 800, healthCheckMs: 0 },
         mod: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'mod://doc', TOOLS: JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
       },
     },
     { args: ['--no-watch'] },
   );
-  await waitForReadyWith(hub.url, ['h', 'own', 'mod'], KEYS.alice);
+  await waitForReadyWith(hub.url, ['h', 'own', 'mod', 'stuck'], KEYS.alice);
 }, 60_000);
 
 afterAll(async () => {
@@ -92,6 +95,24 @@ describe('a stdio server with processPerPrincipal', () => {
     await expect.poll(() => heard().includes('notifications/resources/updated'), { timeout: 3000 }).toBe(true);
     ac.abort();
   });
+
+  it("ends and restarts a principal's own process that stays alive but answers nothing, as the server's own (at the healthCheckMs a reload set)", async () => {
+    const call = (who: keyof typeof KEYS, name: string, args: Record<string, unknown> = {}): Promise<Answer> =>
+      modernCall(hub.url, `own${++n}`, 'tools/call', { name, arguments: args }, { headers: { authorization: `Bearer ${KEYS[who]}` } });
+    // Bob's process starts before the reload, alice's after it.
+    expect(text(await call('bob', 'stuck__echo'))).toBe('{}');
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8'));
+    config.servers.stuck.healthCheckMs = 200;
+    writeFileSync(hub.configFile, JSON.stringify(config));
+    hub.proc.kill('SIGHUP');
+    await expect.poll(() => hub.logs.some((l) => l.includes('config reloaded') && l.includes('"stuck"')), { timeout: 10_000 }).toBe(true);
+    const deafThenBack = async (who: keyof typeof KEYS): Promise<void> => {
+      expect(text(await call(who, 'stuck__deaf'))).toBe('deaf from now on');
+      // Its next calls waited out their whole timeout, for good: nothing ever checked that process.
+      await expect.poll(async () => text(await call(who, 'stuck__echo', { again: true })), { timeout: 15_000, interval: 300 }).toBe('{"again":true}');
+    };
+    await Promise.all([deafThenBack('bob'), deafThenBack('alice')]);
+  }, 30_000);
 });
 
 describe("a principal's own upstream connection", () => {
