@@ -73,7 +73,9 @@ export class StdioUpstream extends HandshakingUpstream {
     const again = (): void => this.armHealthCheck();
     this.call(method, params, { timeoutMs: waitMs }, true).then(again, (err: unknown) => {
       // It said something meanwhile, or the process was already replaced: not this check's to end.
-      if (!(err instanceof TimeoutError) || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
+      // Nor once a reload turned checks off (healthCheckMs 0): the operator asked for none.
+      const off = (this.spec.healthCheckMs ?? 0) <= 0;
+      if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
       this.child = undefined;
       child.kill();
       this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);

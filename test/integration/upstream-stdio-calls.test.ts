@@ -279,6 +279,19 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     expect(u.restarts).toBe(0);
   });
 
+  it('a health check turned off by a reload (healthCheckMs 0) ends no process, not even the check then in flight', async () => {
+    const spec = { id: 'deaf', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 600, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 } as const;
+    const u = await started({ ...spec });
+    expect(text(await u.request('tools/call', { name: 'deaf' }))).toBe('deaf from now on');
+    // Silent 100 ms: its ping is on its way (unanswered: the process reads nothing now).
+    await new Promise((r) => setTimeout(r, 300));
+    u.retime({ timeoutMs: spec.timeoutMs, healthCheckMs: 0 });
+    // The ping left unanswered for 600 ms ended the process, though the operator had turned checks off.
+    await new Promise((r) => setTimeout(r, 900));
+    expect(u.restarts).toBe(0);
+    expect(u.state).toBe('ready');
+  });
+
   it('the hard limit paused while the client answers resumes with what it had left, though the wall clock stepped before', async () => {
     const u = await started(quirkSpec('legacy-32601'));
     const real = Date.now;
