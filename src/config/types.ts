@@ -209,7 +209,7 @@ export interface ServerConfig {
   circuitBreaker: { failures: number; cooldownMs: number };
   era: 'auto' | Era;
   probeTimeoutMs: number;
-  /** url servers without a notification stream: idle this long, they are checked for reachability (0: never). */
+  /** url servers idle this long, stdio ones silent this long, are checked for an answer (0: never): see the schema. */
   healthCheckMs: number;
   maxFrameBytes: number;
   /**

@@ -624,8 +624,8 @@ export class HttpUpstream extends HandshakingUpstream {
    * A server that gets no calls would be shown ready however long it has been down or hung:
    * /healthz, `servers` and failMode's answers said so until the next call failed (and, hung,
    * only after that call's whole timeout). Idle `ms`, it is asked something cheap (legacy: ping,
-   * which also keeps its session in use; modern: server/discover), bounded by probeTimeoutMs.
-   * An answer, even an error, is a server there, but a 5xx is a server failing (a proxy whose
+   * which also keeps its session in use; modern: server/discover), waited for as long as a call
+   * (timeoutMs). An answer, even an error, is a server there, but a 5xx is a server failing (a proxy whose
    * backend is gone answers every request 502 at once): it marks it down. So does a connection
    * refused (or a name that no longer resolves), as the GET stream's failure does, and no answer at
    * all, whether no new connection completes (a host gone or frozen) or one does (a process
@@ -648,37 +648,63 @@ export class HttpUpstream extends HandshakingUpstream {
     const activeAt = this.activeAt;
     const [method, params] = this._era === LEGACY ? ['ping', {}] : ['server/discover', this.discoverParams()];
     const again = (): void => this.armHealthCheck();
-    this.call(method, params, { timeoutMs: this.spec.probeTimeoutMs }, true).then(again, (err: unknown) => {
-      if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
-        this.foundDown(`the server cannot be reached (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, 0);
-        return;
-      }
-      if (this.closed || this._state !== 'ready') return again();
-      // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
-      // every request 502 at once): every call would fail the same way.
-      if (err instanceof TransportError && err.status !== undefined && err.status >= 500) {
-        this.foundDown(`the server is failing (health check after ${Math.round(idle / 1000)} s idle): ${errMessage(err)}`, askedWaitMs(err));
-        return;
-      }
-      if (!(err instanceof TimeoutError)) {
-        this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
-        return again();
-      }
-      // No answer in time. A new connection tells a host gone or frozen (no RST comes: the
-      // check sat on a kept-alive socket or in a connect that never completes) from a process
-      // that accepts but does not answer; both are down for the hub's calls.
-      void tcpReachable(this.spec.url!, this.spec.probeTimeoutMs).then((why) => {
-        // A call answered meanwhile: the server answers after all.
-        if (this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
-        const after = `health check after ${Math.round(idle / 1000)} s idle`;
-        this.foundDown(
-          why !== undefined
-            ? `the server cannot be reached (${after}: no answer, and ${why})`
-            : `the server is not answering (${after}: no answer within ${this.spec.probeTimeoutMs} ms, though a new connection to it completes)`,
-          0,
-        );
+    const after = `health check after ${Math.round(idle / 1000)} s idle`;
+    const probeMs = this.spec.probeTimeoutMs;
+    // Unanswered, the check waits as long as a call would (timeoutMs): a server slow to answer
+    // (a busy or cold one) answers calls too, and taken for down at probeTimeoutMs it was
+    // restarted at every check, its calls refused meanwhile. A host gone or frozen is found
+    // sooner: at probeTimeoutMs a new connection is tried, and one that does not complete
+    // either (no RST comes: the check sat on a kept-alive socket) marks it down then.
+    let over = false;
+    const gone = setTimeout(() => {
+      void tcpReachable(this.spec.url!, probeMs).then((why) => {
+        if (over || why === undefined || this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return;
+        over = true;
+        this.foundDown(`the server cannot be reached (${after}: no answer, and ${why})`, 0);
       });
-    });
+    }, probeMs);
+    gone.unref();
+    const waitMs = Math.max(probeMs, this.spec.timeoutMs);
+    this.call(method, params, { timeoutMs: waitMs }, true).then(
+      () => {
+        clearTimeout(gone);
+        if (!over) again();
+        over = true;
+      },
+      (err: unknown) => {
+        clearTimeout(gone);
+        // Found gone meanwhile: its reconnect has the server in hand (and checks it once ready).
+        if (over) return;
+        over = true;
+        if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
+          this.foundDown(`the server cannot be reached (${after}): ${errMessage(err)}`, 0);
+          return;
+        }
+        if (this.closed || this._state !== 'ready') return again();
+        // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
+        // every request 502 at once): every call would fail the same way.
+        if (err instanceof TransportError && err.status !== undefined && err.status >= 500) {
+          this.foundDown(`the server is failing (${after}): ${errMessage(err)}`, askedWaitMs(err));
+          return;
+        }
+        if (!(err instanceof TimeoutError)) {
+          this.log.debug({ err: errMessage(err) }, 'health check: answered, or failed in a way that says the server is there');
+          return again();
+        }
+        // No answer for as long as a call waits. A new connection tells a host gone from a
+        // process that accepts but does not answer; both are down for the hub's calls.
+        void tcpReachable(this.spec.url!, probeMs).then((why) => {
+          // A call answered meanwhile: the server answers after all.
+          if (this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
+          this.foundDown(
+            why !== undefined
+              ? `the server cannot be reached (${after}: no answer, and ${why})`
+              : `the server is not answering (${after}: no answer within ${waitMs} ms, though a new connection to it completes)`,
+            0,
+          );
+        });
+      },
+    );
   }
 
   /**

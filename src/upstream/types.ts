@@ -43,7 +43,8 @@ export interface UpstreamSpec {
   probeTimeoutMs: number;
   /**
    * HTTP: idle this long (no call in flight, none ended since), notification streams open or
-   * not, the server is checked for an answer within probeTimeoutMs, else restarting. stdio:
+   * not, the server is checked for an answer within timeoutMs (within probeTimeoutMs when a new
+   * connection to it does not complete either), else restarting. stdio:
    * silent this long (calls in flight or not), it is pinged, and ended and restarted if it stays
    * silent for timeoutMs. 0 or unset: never.
    */
@@ -130,7 +131,7 @@ export interface CallOptions {
 export interface UpstreamLimits {
   timeoutMs: number;
   maxTotalTimeoutMs?: number;
-  /** The idle check's interval (url servers); unset: as it was. */
+  /** The idle check's interval; unset: as it was. */
   healthCheckMs?: number;
 }
 

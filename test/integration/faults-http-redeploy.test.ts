@@ -113,8 +113,8 @@ async function silentRelay(port: number): Promise<{ port: number; freeze(): void
 const relayed: { close(): void }[] = [];
 
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
-function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000): HttpUpstream {
-  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
+function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000, timeoutMs = 5000): HttpUpstream {
+  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
     backoff: { baseMs: 50 },
   }) as HttpUpstream;
   upstreams.push(u);
@@ -348,7 +348,7 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
       if (hung) return; // held: the process is there, and answers nothing
       json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, content: [] } });
     });
-    const u = upstreamAt('hung', port, 100, 500);
+    const u = upstreamAt('hung', port, 100, 500, 800);
     const reasons: string[] = [];
     u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
     u.start().catch(() => undefined);
@@ -356,7 +356,7 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     hung = true;
     // A new connection completes: it stayed `ready` until a call waited out its whole timeout.
     await waitFor(() => u.state === 'restarting', 10_000, 'found hung');
-    expect(reasons[0]).toMatch(/^the server is not answering \(health check after \d+ s idle: no answer within 500 ms, though a new connection to it completes\)$/);
+    expect(reasons[0]).toMatch(/^the server is not answering \(health check after \d+ s idle: no answer within 800 ms, though a new connection to it completes\)$/);
     // Its calls refused and its handshake probing it, as an open circuit's: said so, not `closed` beside `restarting`.
     expect(u.circuit).toMatch(/^(open|half-open)$/);
     const refused = await u.request('tools/call', { name: 'x', arguments: {} }).catch((e: unknown) => e);
@@ -414,7 +414,7 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
       res.writeHead(200, { 'content-type': 'text/event-stream' }).write(`data: ${JSON.stringify(ack)}\n\n`);
     });
     const [lr, mr] = [await silentRelay(await listenInRange(legacy)), await silentRelay(modern)];
-    const [l, m] = [upstreamAt('vanish-legacy', lr.port, 100, 500), upstreamAt('vanish-modern', mr.port, 100, 500)];
+    const [l, m] = [upstreamAt('vanish-legacy', lr.port, 100, 500, 800), upstreamAt('vanish-modern', mr.port, 100, 500, 800)];
     const listener = new ListenManager(silentLogger, { subscribedUris: () => [], onGap: () => {} });
     try {
       for (const u of [l, m]) u.start().catch(() => undefined);
@@ -435,6 +435,27 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
       listener.closeAll();
     }
   }, 40_000);
+
+  it('is not taken for down while it answers its checks slowly, later than probeTimeoutMs but within timeoutMs (a busy or cold server)', async () => {
+    let slowChecks = 0;
+    let slow = false;
+    const port = await rawUpstream((msg, json) => {
+      const answer = { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, content: [] } };
+      if (!slow || msg.method !== 'server/discover') return json(200, answer);
+      slowChecks++;
+      setTimeout(() => json(200, answer), 400);
+    });
+    const u = upstreamAt('slow', port, 100, 200, 3000);
+    u.start().catch(() => undefined);
+    expect(await u.whenReady(10_000)).toBe(true);
+    const states: string[] = [];
+    u.on('state', (s: string) => states.push(s));
+    slow = true;
+    // Each check answered 400 ms after it was sent: taken for down at 200 ms, it was restarted at every check.
+    await waitFor(() => slowChecks >= 3, 10_000, 'three slow checks');
+    expect(states).toEqual([]);
+    expect([u.state, u.restarts]).toEqual(['ready', 0]);
+  }, 30_000);
 
   it('is restarting once its host stops answering without refusing (frozen, or gone: no RST), not only on a refusal', async () => {
     // A legacy server in a process of its own, its accept queue as short as can be: stopped
