@@ -658,7 +658,7 @@ export class HttpUpstream extends HandshakingUpstream {
     let over = false;
     const gone = setTimeout(() => {
       void tcpReachable(this.spec.url!, probeMs).then((why) => {
-        if (over || why === undefined || this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return;
+        if (over || why === undefined || this.checksOff || this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return;
         over = true;
         this.foundDown(`the server cannot be reached (${after}: no answer, and ${why})`, 0);
       });
@@ -676,6 +676,8 @@ export class HttpUpstream extends HandshakingUpstream {
         // Found gone meanwhile: its reconnect has the server in hand (and checks it once ready).
         if (over) return;
         over = true;
+        // A reload turned checks off (healthCheckMs 0) while this one waited: the operator asked for none.
+        if (this.checksOff) return;
         if (err instanceof TransportError && err.notDelivered && this._state === 'ready') {
           this.foundDown(`the server cannot be reached (${after}): ${errMessage(err)}`, 0);
           return;
@@ -695,7 +697,7 @@ export class HttpUpstream extends HandshakingUpstream {
         // process that accepts but does not answer; both are down for the hub's calls.
         void tcpReachable(this.spec.url!, probeMs).then((why) => {
           // A call answered meanwhile: the server answers after all.
-          if (this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
+          if (this.checksOff || this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
           this.foundDown(
             why !== undefined
               ? `the server cannot be reached (${after}: no answer, and ${why})`
@@ -705,6 +707,10 @@ export class HttpUpstream extends HandshakingUpstream {
         });
       },
     );
+  }
+
+  private get checksOff(): boolean {
+    return (this.spec.healthCheckMs ?? 0) <= 0;
   }
 
   /**

@@ -365,6 +365,12 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     hung = false;
     expect(await u.whenReady(10_000)).toBe(true);
     expect(u.circuit).toBe('closed');
+    // A reload that turns the checks off while one waits: that one marks nothing down either.
+    hung = true;
+    await new Promise((r) => setTimeout(r, 250));
+    u.retime({ timeoutMs: 800, healthCheckMs: 0 });
+    await new Promise((r) => setTimeout(r, 1_200));
+    expect(u.state).toBe('ready');
   }, 30_000);
 
   it('answers every request 502 (a proxy whose backend is gone): not ready, with that reason, until it answers again', async () => {
