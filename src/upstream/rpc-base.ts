@@ -686,8 +686,14 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         found = p;
       }
     } else {
-      if (this.pending.size !== 1 || this.servedFor === null) return undefined;
-      found = this.pending.values()[0];
+      if (this.servedFor === null) return undefined;
+      // The hub's own requests (a health check's ping, a list) are no calls a line could be about:
+      // a server busy with a call answers a ping sent meanwhile after it, so one waits at its end.
+      for (const p of this.pending.values()) {
+        if (p.internal || p.listen) continue;
+        if (found) return undefined;
+        found = p;
+      }
     }
     return found?.opts?.onLog ? found : undefined;
   }

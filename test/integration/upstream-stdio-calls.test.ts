@@ -363,6 +363,35 @@ describe('notifications/message', () => {
     expect(events).toEqual([{ method: 'notifications/message', params: { level: 'info', logger: 'quirk', data: 'shared' } }]);
   });
 
+  it("legacy: goes to the call alone in flight while the hub's own health check waits too", async () => {
+    // Busy with the call (silent 400 ms), it takes the health check's ping after it: its log line
+    // comes while the ping waits, and the call is still the only call in flight.
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+let busy = false;
+const held = [];
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {}, logging: {} }, serverInfo: { name: 'in-line', version: '1' } } });
+  if (m.method !== 'tools/call') return busy ? held.push(m.id) : send({ jsonrpc: '2.0', id: m.id, result: {} });
+  busy = true;
+  setTimeout(() => {
+    send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'mine' } });
+    send({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'done' }] } });
+    busy = false;
+    for (const id of held.splice(0)) send({ jsonrpc: '2.0', id, result: {} });
+  }, 400);
+});`;
+    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 3000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
+    const logs: unknown[] = [];
+    const events: unknown[] = [];
+    u.on('notification', (n: unknown) => events.push(n));
+    expect(text(await u.request('tools/call', { name: 'work' }, { onLog: (p) => logs.push(p) }))).toBe('done');
+    // With the ping waiting, two requests were in flight: the line was no call's.
+    expect(logs).toEqual([{ level: 'info', data: 'mine' }]);
+    expect(events).toEqual([]);
+  });
+
   it('modern: goes to the only call that set a log level', async () => {
     const u = await started(quirkSpec('modern'));
     const logs: unknown[] = [];
