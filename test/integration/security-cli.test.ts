@@ -76,7 +76,7 @@ describe('switchyard keys', () => {
     expect(broken.status).toBe(2);
     expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);
     expect(broken.stderr).not.toContain('SECRET');
-  });
+  }, 60_000); // eight CLI processes: at a load of 10 and more they took over 30 s
 });
 
 describe('switchyard keys through a symlinked config', () => {
