@@ -65,6 +65,20 @@ export function normalInputResult(method: string, value: Record<string, unknown>
 }
 
 /**
+ * A `roots/list` answer as a legacy server takes it: roots whose URI is not `file://` left out
+ * (2025-11-25 allows only those; the SDK v1 server refuses the whole answer for one other, so
+ * one remote or virtual workspace of the client would cost the call every root). `dropped` is
+ * how many were left out; the answer itself when none was.
+ */
+export function fileRootsOnly(value: Record<string, unknown>): { result: Record<string, unknown>; dropped: number } {
+  const roots = value.roots;
+  if (!Array.isArray(roots)) return { result: value, dropped: 0 };
+  const kept = roots.filter((r) => isObj(r) && typeof r.uri === 'string' && r.uri.startsWith('file://'));
+  if (kept.length === roots.length) return { result: value, dropped: 0 };
+  return { result: { ...value, roots: kept }, dropped: roots.length - kept.length };
+}
+
+/**
  * A server's request as the hub puts it to a client: a sampling request's `includeContext`
  * other than "none" left out (the schemas' default). The hub declares `sampling.context` to no
  * upstream, and a client that honoured it anyway would attach the context of its server — the

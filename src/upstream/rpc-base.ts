@@ -19,7 +19,7 @@ import {
 import { errorResponse, idKey, isObj, resultResponse, type Classified, type Notification, type Request } from '../protocol/jsonrpc.js';
 import type { ProgressInfo } from '../protocol/types.js';
 import { legacyMeta, modernMeta, withMeta } from './envelope.js';
-import { MAX_OPEN_ASKS, relayedInput } from '../protocol/input-results.js';
+import { MAX_OPEN_ASKS, fileRootsOnly, relayedInput } from '../protocol/input-results.js';
 import { errMessage, Lifecycle } from './lifecycle.js';
 import { Limiter, LimitError } from './limiter.js';
 import { withRetries } from './retry.js';
@@ -140,9 +140,19 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       mine.then(clear, clear);
     }
     answer.then(
-      (result) => this.reply(JSON.stringify(resultResponse(msg.id, result)), undefined),
+      (result) => this.reply(this.answerFrame(msg, result), undefined),
       (err: unknown) => this.reply(JSON.stringify(errorResponse(msg.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, 'the client could not answer'))), undefined),
     );
+  }
+
+  /** The frame of a client's answer to the server's `msg`; a roots answer with only the roots the server may take. */
+  private answerFrame(msg: Request, result: Record<string, unknown>): string {
+    if (msg.method === 'roots/list') {
+      const { result: kept, dropped } = fileRootsOnly(result);
+      if (dropped > 0) this.log.warn({ dropped, kept: (kept.roots as unknown[]).length }, 'client roots that are not file:// URIs left out of the answer to roots/list (2025-11-25 allows no others)');
+      result = kept;
+    }
+    return JSON.stringify(resultResponse(msg.id, result));
   }
 
   protected failInFlight(message: string): void {
@@ -534,7 +544,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     answer
       .then(
-        (result) => JSON.stringify(resultResponse(msg.id, result)),
+        (result) => this.answerFrame(msg, result),
         (err: unknown) => {
           // A question withdrawn (the call was cancelled, or the upstream withdrew it) is no failure.
           if (!(err instanceof RpcError) && !(err instanceof CancelledError)) this.log.warn({ method: msg.method, err: errMessage(err) }, 'server request handler failed');
