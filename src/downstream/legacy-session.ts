@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CancelledError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, RpcError } from '../protocol/errors.js';
+import { CancelledError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, ClientRpcError, RpcError } from '../protocol/errors.js';
 import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
@@ -166,7 +166,8 @@ export class LegacySession {
     const p = this.pending.get(String(msg.id));
     if (!p) return false;
     if ('error' in msg) {
-      p.reject(RpcError.from(msg.error));
+      const e = RpcError.from(msg.error);
+      p.reject(new ClientRpcError(e.code, e.message, e.data));
       return true;
     }
     const problem = inputResultProblem(p.method, msg.result);

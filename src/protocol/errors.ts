@@ -62,6 +62,12 @@ export class RpcError extends Error {
  */
 export class UpstreamRpcError extends RpcError {}
 
+/**
+ * A client's error answer to a question the hub put to it (elicitation, sampling, roots), as
+ * opposed to one the hub raised while asking (no answer in time, an answer of the wrong shape).
+ */
+export class ClientRpcError extends RpcError {}
+
 /** Base of every failure the hub itself observes (as opposed to an error a peer answered). */
 export class HubError extends Error {
   override readonly name: string = 'HubError';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { ClientRpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -166,7 +166,7 @@ export class Mrtr {
     const round = new Canceller();
     let answers: Result[];
     try {
-      answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req), round.signal)));
+      answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req), round.signal).catch((err: unknown) => Promise.reject(refusalOf(req.method, err)))));
     } catch (err) {
       round.abort('the call that asked ended: another question of the same round failed');
       throw err;
@@ -208,6 +208,19 @@ export class Mrtr {
     else forwarded.requestState = body.up;
     return { kind: 'forward', server: body.server, params: forwarded, confirmed: body.ok === 1 };
   }
+}
+
+/**
+ * A legacy client's error for a question of a modern upstream's round, as the call ends with it.
+ * No `inputResponses` value carries an error (digest §5.1), so the call ends at the client with
+ * it. A code JSON-RPC reserves (-32768..-32000) reads as about the request it answers: the
+ * client's -32601 for `roots/list` (it has no roots) would say tools/call was not found. Such a
+ * one becomes -32603 naming the refused question, as a turn the hub could not take further; the
+ * client's own codes (sampling's `-1`, the user said no) stay as they are.
+ */
+function refusalOf(method: string, err: unknown): unknown {
+  if (!(err instanceof ClientRpcError) || err.code < -32768 || err.code > -32000) return err;
+  return new UnfinishedTurnError(INTERNAL_ERROR, `the client refused ${method} (error ${err.code}: ${err.message})`);
 }
 
 /**

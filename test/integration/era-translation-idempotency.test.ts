@@ -11,7 +11,7 @@ import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../
 import { META_KEY, queryRows } from './ledger-helpers.js';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
 let th: TranslationHub;
 let nextId = 1;
@@ -147,6 +147,26 @@ describe("a legacy client that refuses what a modern upstream's input_required a
         ['rpc_error', -1],
         ['ok', null],
       ]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  // A code JSON-RPC reserves reads as about the request it answers: passed on as it was, the
+  // client's -32601 for roots/list said tools/call was not found. No inputResponses value can
+  // carry an error (digest §5.1), so the upstream hears nothing and the call ends at the client.
+  it('that refuses roots/list with -32601 gets an error naming the refused question, not -32601 for its tools/call', async () => {
+    const client = new ClientV1({ name: 'rootless', version: '1.0.0' }, { capabilities: USER_CAPABILITIES });
+    client.setRequestHandler(ListRootsRequestSchema, () => {
+      throw new McpError(-32601, 'Method not found');
+    });
+    await client.connect(new TransportV1(new URL(th.url)));
+    try {
+      const err = await client.callTool({ name: 'ms__roots', arguments: {} }, undefined, { timeout: 30_000 }).then(
+        () => undefined,
+        (e: { code?: number; message?: string }) => e,
+      );
+      expect(err).toMatchObject({ code: -32603, message: expect.stringContaining('the client refused roots/list (error -32601: ') });
     } finally {
       await client.close();
     }
