@@ -1,3 +1,4 @@
+import { answeredId, type BodyEnds } from './oversize-body.js';
 import { INVALID_MESSAGE } from '../policy/gate.js';
 import type { Logger } from '../log.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/era.js';
@@ -558,6 +559,23 @@ export class Endpoint {
     if (headerKey && members.filter((m) => (m as { method?: unknown } | null)?.method === 'tools/call').length > 1)
       return new RpcError(INVALID_REQUEST, 'an Idempotency-Key header names one call, and this batch holds several tools/call: give each its own _meta "dev.switchyard/idempotency-key"');
     return null;
+  }
+
+  /**
+   * A POST of session `sid` refused as larger than `max` bytes (413): when its ends show a
+   * response (oversize-body.ts), the question it answers fails at once, rather than waiting out
+   * policy.inputTimeoutMs for an answer its client will not send again. Without an id, the one
+   * question open on the session is the one it answers; with several open, none can be told.
+   */
+  answerTooLarge(sid: string, principal: string, group: string | undefined, ends: BodyEnds, max: number): void {
+    const session = this.sessions.get(sid);
+    if (!session || session.principal !== principal || session.group !== group) return;
+    const seen = answeredId(ends);
+    if (seen.response === false) return;
+    const open = session.openQuestions;
+    const id = seen.id ?? (seen.response && open.length === 1 ? open[0] : undefined);
+    const problem = `it was larger than the hub takes (listen.maxBodyBytes, ${max} bytes) and was refused with 413`;
+    if (id !== undefined ? !session.answerMalformed(id, problem) : seen.response) this.warnMalformed(seen.id, problem, 'oversize client response dropped: it answers no open question the hub can tell');
   }
 
   /** A malformed client response, warned of within the budget (a client can send any number). */

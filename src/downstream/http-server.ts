@@ -11,6 +11,7 @@ import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
 import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
 import { notOurs, SessionStreams, type ResumableStream } from './resumable.js';
+import { BodyEnds, type TooLarge } from './oversize-body.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';
 import { hostAllowed, originAllowed, type OriginPolicy } from './origin.js';
@@ -95,31 +96,36 @@ const CLIENT_ERROR_ANSWERS: Record<string, string> = {
 /** The client went away (or was cut off) before its body was whole: there is no one to answer. */
 const GONE = Symbol('gone');
 
-/** Read a body up to `max` bytes; null when it is larger (the caller answers 413), GONE when it never came whole. */
-function readBody(req: IncomingMessage, max: number): Promise<Buffer | null | typeof GONE> {
+/**
+ * Read a body up to `max` bytes; TooLarge when it is larger (the caller answers 413; its ends
+ * are kept as it drains, oversize-body.ts), GONE when it never came whole.
+ */
+function readBody(req: IncomingMessage, max: number): Promise<Buffer | TooLarge | typeof GONE> {
   return new Promise((resolve) => {
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > max) {
-      req.resume();
-      return resolve(null);
-    }
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] = [];
     let size = 0;
-    let over = false;
+    let ends: BodyEnds | undefined;
+    let drained: ((e: BodyEnds) => void) | undefined;
+    const tooLarge = (): void => {
+      ends = new BodyEnds();
+      for (const c of chunks) ends.add(c);
+      chunks = [];
+      resolve({ ends: new Promise((r) => (drained = r)) });
+    };
+    // Refused at once, its body drained as it comes (only its ends kept).
+    if (Number.isFinite(declared) && declared > max) tooLarge();
     req.on('data', (c: Buffer) => {
-      if (over) return;
+      if (ends) return ends.add(c);
       size += c.length;
-      if (size > max) {
-        over = true;
-        chunks.length = 0;
-        return;
-      }
       chunks.push(c);
+      if (size > max) tooLarge();
     });
-    req.on('end', () => resolve(over ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    req.on('end', () => (ends ? drained?.(ends) : resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks))));
     // 'aborted': the connection closed mid-body (the client left, or node:http cut it at the
     // request timeout). Not a failure of the hub: rejecting made each one an error line.
-    req.on('error', () => resolve(GONE));
+    // An oversize body cut short still has its head, which may say which question it answers.
+    req.on('error', () => (ends ? drained?.(ends) : resolve(GONE)));
   });
 }
 
@@ -138,7 +144,7 @@ export class HttpServer {
     (req) => this.readWhileWaiting(req),
   );
   /** Bodies of MCP POSTs read while they wait for their turn (node:http would buffer them whole). */
-  private readonly readEarly = new WeakMap<IncomingMessage, Promise<Buffer | null | typeof GONE>>();
+  private readonly readEarly = new WeakMap<IncomingMessage, Promise<Buffer | TooLarge | typeof GONE>>();
   /** Calls still quiet after a few seconds become streams (quiet-answers.ts). */
   private readonly quietAnswers: QuietAnswers | undefined;
 
@@ -333,7 +339,12 @@ export class HttpServer {
     const body = read ?? (req instanceof IncomingMessage ? await (this.readEarly.get(req) ?? readBody(req, this.opts.maxBodyBytes)) : null);
     // As the fast path drops a request whose body never came whole: nothing ran, nothing to record.
     if (body === GONE) return this.log.debug({ clientAddress: req.socket.remoteAddress }, 'request dropped: the connection closed before its body was whole');
-    if (body === null) return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
+    if (body === null || !Buffer.isBuffer(body)) {
+      // A legacy client's answer to a question the hub asked: the question fails once the body has drained.
+      const sid = header(req, 'mcp-session-id');
+      if (body !== null && sid !== undefined) void body.ends.then((ends) => this.endpoint.answerTooLarge(sid, who.principal, group, ends, this.opts.maxBodyBytes));
+      return this.refuseUnread(req, res, who, 413, `Payload Too Large: the limit is ${this.opts.maxBodyBytes} bytes`);
+    }
     const decoded = body.toString('utf8');
     // A parser may ignore a byte order mark (RFC 8259 §8.1), and Windows tools write one.
     const text = decoded.charCodeAt(0) === 0xfeff ? decoded.slice(1) : decoded;

@@ -188,6 +188,11 @@ export class LegacySession {
     return true;
   }
 
+  /** The ids of the questions put to the client and not yet answered. */
+  get openQuestions(): string[] {
+    return [...this.pending.keys()];
+  }
+
   /** close() was called: nothing more is sent to it. */
   ended = false;
 

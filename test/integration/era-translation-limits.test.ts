@@ -295,7 +295,7 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
   let hub: HubProcess;
   beforeAll(async () => {
     // Long enough that no question's own timer explains what these tests see.
-    hub = await startHub({ policy: { inputTimeoutMs: 30_000 }, servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
+    hub = await startHub({ listen: { maxBodyBytes: 65_536 }, policy: { inputTimeoutMs: 30_000 }, servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
     await waitForReady(hub.url, ['odd']);
   }, 60_000);
   afterAll(async () => {
@@ -312,6 +312,29 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     });
     expect(asked).toHaveLength(1);
     expect(final?.result, JSON.stringify(final)).toMatchObject({ content: [{ type: 'text', text: 'got {"__proto__":{"action":"accept","content":{"n":7}}} state=null' }] });
+  });
+
+  // Refused with 413, the answer left its question open: the call waited out policy.inputTimeoutMs
+  // and ended "the client did not answer". The id is read from either end of the body (the SDK v1
+  // client writes it last); with none there, the one question open on the session is the one.
+  it('whose answer is larger than listen.maxBodyBytes (413) has its question fail at once, naming the limit', async () => {
+    const client = await legacyClient(hub.url);
+    const content = { n: 'x'.repeat(70_000) };
+    const shapes: ((id: unknown) => Json)[] = [
+      (id) => ({ result: { action: 'accept', content }, id }),
+      (id) => ({ id, result: { action: 'accept', content } }),
+      (id) => ({ result: { action: 'accept', content }, id, note: 'id not at either end' }),
+    ];
+    for (const [i, shape] of shapes.entries()) {
+      const t0 = Date.now();
+      let sent: Promise<number> | undefined;
+      const final = await client.call(5600 + i, 'tools/call', { name: 'odd__proto_key' }, (m) => {
+        if (m.method === 'elicitation/create') sent = client.send(shape(m.id)).then((r) => r.status);
+      });
+      expect(final?.error, JSON.stringify(final)).toMatchObject({ code: -32603, message: expect.stringContaining('larger than the hub takes (listen.maxBodyBytes, 65536 bytes)') });
+      expect(Date.now() - t0, `shape ${i}`).toBeLessThan(15_000);
+      expect(await sent).toBe(413);
+    }
   });
 
   it('has a question still open withdrawn (notifications/cancelled) when its sibling in the same round is refused and the call ends', async () => {
