@@ -87,15 +87,22 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
      * As `start` does (docs/RELIABILITY.md, Stopping): new requests are refused (answered), calls
      * in flight finish for up to listen.drainTimeoutMs (stdin is still read meanwhile: a client's
      * answer to a question, a cancellation), then the upstreams close, the ledger is flushed, and
-     * the process exits 0. At stdin EOF the server has drained already. A second signal exits at
-     * once with 1 (ServeSignals; a signal after stdin EOF too).
+     * the process exits 0. At stdin EOF the server has drained already.
+     *
+     * stdin EOF is the client's first request to stop, and a client that then signals has given
+     * the drain all the time it means to: the official SDK's stdio client closes stdin, waits
+     * 2 s, sends SIGTERM, and SIGKILLs 2 s later, which would leave a call still draining with no
+     * outcome (`unknown` at the next start). So the first stop signal after stdin EOF ends what
+     * still runs at once (cancelled, each with its row), and the stop goes on to exit 0. A
+     * second signal exits at once with 1 (ServeSignals).
      */
     const stop = async (reason: string, signal = false) => {
       if (stopping) {
         if (!signal) return;
-        log.warn({ signal: reason }, 'second stop signal; exiting now');
-        log.flush();
-        process.exit(1);
+        // Only the stop begun at stdin EOF gets here: a signal's own stop is signalled again through ServeSignals.
+        log.info({ signal: reason, inFlight: hub.inflight.count }, 'stop signal after stdin closed: ending what still runs now');
+        void server.stop();
+        return;
       }
       stopping = true;
       watcher.close();
@@ -103,7 +110,8 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       const deadline = Date.now() + drainMs;
       if (signal) {
         hub.stopAccepting();
-        await server.drain(drainMs);
+        if (server.inputEnded) log.info({ signal: reason, inFlight: hub.inflight.count }, 'stop signal after stdin closed: ending what still runs now');
+        await (server.inputEnded ? server.stop() : server.drain(drainMs));
       } else await server.stop();
       await hub.stop(Math.max(0, deadline - Date.now()));
       log.flush();

@@ -340,8 +340,12 @@ export class StdioServer {
     }
   }
 
+  /** stdin ended (EOF, or it failed): the client asked the hub to stop. */
+  inputEnded = false;
+
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
+    this.inputEnded = true;
     if (this.stopped) return;
     this.reader.end();
     await this.drain();
