@@ -497,6 +497,7 @@ export class Endpoint {
     ex: Exchange,
     err: RpcError,
     era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+    end: Parameters<HubCore['recordLocal']>[2] = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message },
   ): Promise<void> {
     const ctx: CallContext = {
       requestId: req.id ?? '',
@@ -511,7 +512,18 @@ export class Endpoint {
       span: spanOfMeta(req.params?._meta, ex),
     };
     const hubName = req.target ?? targetOf(req.params);
-    return this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, hubName === undefined ? undefined : { hubName });
+    return this.core.recordLocal(req.method, ctx, end, hubName === undefined ? undefined : { hubName });
+  }
+
+  /**
+   * A request read but never served: the stdio server stopped while it waited behind an
+   * initialize being answered. Answered and recorded as one that comes while the hub drains
+   * (`unavailable`), not left without an answer or a row.
+   */
+  async refuseUnserved(msg: Request, ex: Exchange): Promise<void> {
+    const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
+    await this.recordRefused(msg, ex, err, undefined, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
+    ex.reply(errorResponse(msg.id, err));
   }
 
   /**

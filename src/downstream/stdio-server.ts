@@ -129,6 +129,7 @@ export class StdioServer {
     for (const o of this.live) o.closed.abort();
     this.live.clear();
     this.open.clear();
+    this.refuseHeld();
     const s = this.session.current;
     this.session.current = undefined;
     if (s) {
@@ -218,6 +219,22 @@ export class StdioServer {
       .finally(() => this.pending.delete(p));
     this.pending.add(p);
     return p;
+  }
+
+  /**
+   * Stopped with lines still held behind an initialize: each request among them is answered
+   * (while stdout takes lines) and recorded, as one refused while the hub drains; release()
+   * would drop them unanswered once stopped.
+   */
+  private refuseHeld(): void {
+    const lines = this.held ?? [];
+    this.held = null;
+    for (const buf of lines) {
+      const c = parseFrame(buf.toString('utf8').replace(/^\uFEFF/, '').trim());
+      if (c.kind !== 'request') continue;
+      const ex = this.exchange(c.msg.id, undefined, buf.length);
+      void this.endpoint.refuseUnserved(c.msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
+    }
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */

@@ -421,6 +421,40 @@ describe('a legacy client that does not wait for the initialize answer', () => {
   }, 40_000);
 });
 
+describe('a legacy client that does not wait for the initialize answer, of a hub that stops first', () => {
+  // The initialize waits to learn what a server slow to start offers, past the drain: the lines
+  // held behind it were dropped at the stop, neither answered nor recorded.
+  it('has the requests held behind the initialize answered and recorded as refused (unavailable)', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-held-stop-'));
+    const file = join(d, 'hub.config.json');
+    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '5000' } };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { drainTimeoutMs: 200 }, servers: { legacy: slow } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    try {
+      c.send(
+        [
+          { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
+          { jsonrpc: '2.0', method: 'notifications/initialized' },
+          { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
+        ]
+          .map((m) => JSON.stringify(m))
+          .join('\n'),
+      );
+      c.endInput();
+      expect(await c.exited).toBe(0);
+      expect(c.received.find((m) => m.id === 'list')?.error, JSON.stringify(c.received)).toMatchObject({ code: -32603, message: expect.stringContaining('shutting down') });
+      const db = new Database(join(d, 'ledger.db'), { readonly: true });
+      try {
+        expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);
+      } finally {
+        db.close();
+      }
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 /** `switchyard stdio` over one legacy mutable server (mutable-server.mjs, `mut`, its doc mut://doc). */
 function mutableStdio(prefix: string): LineClient {
   const d = mkdtempSync(join(tmpdir(), prefix));
