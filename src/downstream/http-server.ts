@@ -126,6 +126,8 @@ function readBody(req: IncomingMessage, max: number): Promise<Buffer | TooLarge 
     // request timeout). Not a failure of the hub: rejecting made each one an error line.
     // An oversize body cut short still has its head, which may say which question it answers.
     req.on('error', () => (ends ? drained?.(ends) : resolve(GONE)));
+    // A connection node:http closes once the 413 is sent may end the body with neither.
+    req.on('close', () => ends && drained?.(ends));
   });
 }
 
