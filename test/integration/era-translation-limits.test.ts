@@ -84,58 +84,62 @@ const rowOf = (tool: string, requestId: number) => (rows: Row[]) => rows.find((r
 
 // ls: legacy over stdio (its call gate: a call that may ask runs alone); lh: legacy over HTTP;
 // ms: modern, whose input_required the hub turns into a question on the legacy client's stream.
-describe.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
-  it('vanishes while asked (its POST stream cut, no notifications/cancelled, no reconnection): the call ends once the reconnection grace is over, the upstream is told, the row is cancelled', async () => {
-    const client = await legacyClient(th.url);
-    const who = `vanished-${up}`;
-    const id = 4100 + up.charCodeAt(1);
-    const ac = new AbortController();
-    let asked!: () => void;
-    const questionArrived = new Promise<void>((r) => (asked = r));
-    const sent = Date.now();
-    const call = client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => m.method === 'elicitation/create' && asked(), ac.signal).catch(() => undefined);
-    await questionArrived;
-    const askedAfter = Date.now() - sent;
-    ac.abort(); // the client is gone: its socket closes, and it says nothing
-    await call;
-    const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined).then(rowOf(`${up}__elicit_form`, id)))!;
-    // Ended before inputTimeoutMs once asked: a question on a resumable stream waits for a
-    // reconnection only for its grace (half of inputTimeoutMs here, 5 s at most). Judged from
-    // the question on, not from the call's start: a loaded machine may take a second or two
-    // to get as far as asking.
-    expect(row.latencyMs! - askedAfter, `latency ${row.latencyMs} ms, asked after ${askedAfter} ms`).toBeLessThan(INPUT_TIMEOUT_MS);
-    expect(row.outcome).toBe('cancelled');
-    expect(row.errorMessage).toMatch(up === 'ms' ? /stream closed|did not reconnect/ : new RegExp(`stream closed .*did not reconnect within ${INPUT_TIMEOUT_MS / 2} ms`));
-    if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
-    // Another user's plain call to that upstream is not held behind it.
-    const t0 = Date.now();
-    const other = await modernPost(th.url, id + 1, 'tools/call', { name: `${up}__echo`, arguments: { text: 'next' } });
-    expect(other.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:next' }] });
-    expect(Date.now() - t0).toBeLessThan(3000);
-  }, 30_000);
+// Each upstream's tests wait out a limit: the upstreams' suites run at once (concurrent), the
+// tests of one in turn (sequential: ls's gate would hold the second behind the first).
+describe('legacy clients asked', () => {
+  describe.concurrent.each(['ls', 'lh', 'ms'])('a legacy client asked for %s', (up) => {
+    it.sequential('vanishes while asked (its POST stream cut, no notifications/cancelled, no reconnection): the call ends once the reconnection grace is over, the upstream is told, the row is cancelled', async () => {
+      const client = await legacyClient(th.url);
+      const who = `vanished-${up}`;
+      const id = 4100 + up.charCodeAt(1);
+      const ac = new AbortController();
+      let asked!: () => void;
+      const questionArrived = new Promise<void>((r) => (asked = r));
+      const sent = Date.now();
+      const call = client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => m.method === 'elicitation/create' && asked(), ac.signal).catch(() => undefined);
+      await questionArrived;
+      const askedAfter = Date.now() - sent;
+      ac.abort(); // the client is gone: its socket closes, and it says nothing
+      await call;
+      const row = (await waitForRows(db, { tool: `${up}__elicit_form` }, (rows) => rowOf(`${up}__elicit_form`, id)(rows) !== undefined).then(rowOf(`${up}__elicit_form`, id)))!;
+      // Ended before inputTimeoutMs once asked: a question on a resumable stream waits for a
+      // reconnection only for its grace (half of inputTimeoutMs here, 5 s at most). Judged from
+      // the question on, not from the call's start: a loaded machine may take a second or two
+      // to get as far as asking.
+      expect(row.latencyMs! - askedAfter, `latency ${row.latencyMs} ms, asked after ${askedAfter} ms`).toBeLessThan(INPUT_TIMEOUT_MS);
+      expect(row.outcome).toBe('cancelled');
+      expect(row.errorMessage).toMatch(up === 'ms' ? /stream closed|did not reconnect/ : new RegExp(`stream closed .*did not reconnect within ${INPUT_TIMEOUT_MS / 2} ms`));
+      if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+      // Another user's plain call to that upstream is not held behind it.
+      const t0 = Date.now();
+      const other = await modernPost(th.url, id + 1, 'tools/call', { name: `${up}__echo`, arguments: { text: 'next' } });
+      expect(other.body?.result).toMatchObject({ content: [{ type: 'text', text: 'echo:next' }] });
+      expect(Date.now() - t0).toBeLessThan(3000);
+    }, 30_000);
 
-  it('stays but never answers: after inputTimeoutMs the question is withdrawn, the upstream told, the client gets an error, the row is timeout', async () => {
-    const client = await legacyClient(th.url);
-    const who = `silent-${up}`;
-    const id = 4200 + up.charCodeAt(1);
-    const seen: RpcMessage[] = [];
-    const t0 = Date.now();
-    const final = await client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => seen.push(m));
-    const took = Date.now() - t0;
-    expect(took).toBeGreaterThanOrEqual(INPUT_TIMEOUT_MS - 200);
-    expect(took).toBeLessThan(INPUT_TIMEOUT_MS + 5000);
-    const question = seen.find((m) => m.method === 'elicitation/create');
-    expect(question).toBeDefined();
-    // Withdrawn on the same stream, for the id the hub gave it (digest §4).
-    expect(seen).toContainEqual(expect.objectContaining({ method: 'notifications/cancelled', params: expect.objectContaining({ requestId: question!.id }) }));
-    expect(final?.result).toMatchObject({ isError: true });
-    expect(JSON.stringify(final?.result)).toContain(`did not answer elicitation/create within ${INPUT_TIMEOUT_MS} ms`);
-    const row = rowOf(`${up}__elicit_form`, id)(await queryRows(db, { tool: `${up}__elicit_form` }))!;
-    expect(row.outcome).toBe('timeout');
-    if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
-    // A late answer finds nothing waiting: accepted and dropped.
-    expect((await client.send({ id: question!.id, result: { action: 'accept', content: { name: 'late' } } })).status).toBe(202);
-  }, 30_000);
+    it.sequential('stays but never answers: after inputTimeoutMs the question is withdrawn, the upstream told, the client gets an error, the row is timeout', async () => {
+      const client = await legacyClient(th.url);
+      const who = `silent-${up}`;
+      const id = 4200 + up.charCodeAt(1);
+      const seen: RpcMessage[] = [];
+      const t0 = Date.now();
+      const final = await client.call(id, 'tools/call', { name: `${up}__elicit_form`, arguments: { who } }, (m) => seen.push(m));
+      const took = Date.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(INPUT_TIMEOUT_MS - 200);
+      expect(took).toBeLessThan(INPUT_TIMEOUT_MS + 5000);
+      const question = seen.find((m) => m.method === 'elicitation/create');
+      expect(question).toBeDefined();
+      // Withdrawn on the same stream, for the id the hub gave it (digest §4).
+      expect(seen).toContainEqual(expect.objectContaining({ method: 'notifications/cancelled', params: expect.objectContaining({ requestId: question!.id }) }));
+      expect(final?.result).toMatchObject({ isError: true });
+      expect(JSON.stringify(final?.result)).toContain(`did not answer elicitation/create within ${INPUT_TIMEOUT_MS} ms`);
+      const row = rowOf(`${up}__elicit_form`, id)(await queryRows(db, { tool: `${up}__elicit_form` }))!;
+      expect(row.outcome).toBe('timeout');
+      if (up !== 'ms') await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+      // A late answer finds nothing waiting: accepted and dropped.
+      expect((await client.send({ id: question!.id, result: { action: 'accept', content: { name: 'late' } } })).status).toBe(202);
+    }, 30_000);
+  });
 });
 
 
@@ -144,25 +148,28 @@ function modernCall(id: number, name: string, params: Json = {}) {
   return post(th.url, modernBody(id, 'tools/call', { name, ...params }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
 }
 
-describe.each(['ls', 'lh'])('a modern client parked on %s', (up) => {
-  it('retrying without answers does not keep the call parked past inputTimeoutMs from the first ask', async () => {
-    const who = `stalling-${up}`;
-    const args = { arguments: { who } };
-    const t0 = Date.now();
-    let id = 4300 + up.charCodeAt(1) * 10;
-    let r = await modernCall(id, `${up}__elicit_form`, args);
-    expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
-    // An empty retry every second: each is asked again, until the question's time is up.
-    let parkedFor = 0;
-    while (r.body?.result?.resultType === 'input_required' && Date.now() - t0 < INPUT_TIMEOUT_MS * 3) {
-      await sleep(1000);
-      parkedFor = Date.now() - t0;
-      r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: {}, requestState: r.body.result.requestState });
-    }
-    expect(parkedFor).toBeLessThan(INPUT_TIMEOUT_MS + 1500);
-    expect(r.body?.error).toMatchObject({ code: -32602 });
-    await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
-  }, 30_000);
+// As above: the upstreams' suites at once.
+describe('modern clients parked', () => {
+  describe.concurrent.each(['ls', 'lh'])('a modern client parked on %s', (up) => {
+    it.sequential('retrying without answers does not keep the call parked past inputTimeoutMs from the first ask', async () => {
+      const who = `stalling-${up}`;
+      const args = { arguments: { who } };
+      const t0 = Date.now();
+      let id = 4300 + up.charCodeAt(1) * 10;
+      let r = await modernCall(id, `${up}__elicit_form`, args);
+      expect(r.body?.result).toMatchObject({ resultType: 'input_required' });
+      // An empty retry every second: each is asked again, until the question's time is up.
+      let parkedFor = 0;
+      while (r.body?.result?.resultType === 'input_required' && Date.now() - t0 < INPUT_TIMEOUT_MS * 3) {
+        await sleep(1000);
+        parkedFor = Date.now() - t0;
+        r = await modernCall(++id, `${up}__elicit_form`, { ...args, inputResponses: {}, requestState: r.body.result.requestState });
+      }
+      expect(parkedFor).toBeLessThan(INPUT_TIMEOUT_MS + 1500);
+      expect(r.body?.error).toMatchObject({ code: -32602 });
+      await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), 2000);
+    }, 30_000);
+  });
 });
 
 /** The key of the first input request of an input_required result. */
