@@ -115,57 +115,6 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
     }
   });
 
-  it('opens a new session by itself when the daemon restarted, so the client goes on', async () => {
-    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
-    const port = first.port;
-    const client = new ClientV1({ name: 'bridge-renew', version: '1.0.0' });
-    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
-    let second: HubProcess | undefined;
-    try {
-      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
-      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'before' } })).content).toEqual([{ type: 'text', text: 'echo:before' }]);
-      await first.stop();
-      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port });
-      await waitFor(async () => {
-        const h = (await (await fetch(second!.url.replace('/mcp', '/healthz'))).json()) as { servers: { state: string }[] };
-        return h.servers.every((s) => s.state === 'ready');
-      }, 20_000);
-      // The old session is unknown to the new daemon: the bridge renews it and sends the call again.
-      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'after' } })).content).toEqual([{ type: 'text', text: 'echo:after' }]);
-      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'again' } })).content).toEqual([{ type: 'text', text: 'echo:again' }]);
-    } finally {
-      await client.close();
-      await second?.stop();
-    }
-  }, 60_000);
-
-  it('holds its notification stream through a daemon that was away for longer than a few seconds', async () => {
-    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
-    const client = new ClientV1({ name: 'bridge-away', version: '1.0.0' });
-    const changed: string[] = [];
-    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));
-    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
-    let second: HubProcess | undefined;
-    try {
-      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
-      await first.stop();
-      // Away for 6 s (the bridge used to give its stream up after 4), then back on the same port and files.
-      await new Promise((r) => setTimeout(r, 6_000));
-      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: first.port, dir: first.dir });
-      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
-      // The bridge tries its stream again every 3 s at most while the daemon is away.
-      await new Promise((r) => setTimeout(r, 4_000));
-      changed.length = 0;
-      // A server added to the running daemon: its clients hear of it with no request of theirs.
-      setSection(second, 'servers', { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) });
-      await waitFor(async () => changed.length > 0, 20_000);
-      expect((await client.listTools()).tools.map((t) => t.name)).toContain('extra__echo');
-    } finally {
-      await client.close();
-      await second?.stop();
-    }
-  }, 60_000);
-
   it('sends nothing for a request the legacy client cancelled, and tells a string id from a number', async () => {
     const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     try {
@@ -230,27 +179,6 @@ describe('connect bridges a modern client (SDK v2, auto negotiation)', () => {
       c.kill();
     }
   });
-
-  it('ends the session a second initialize replaces, so the daemon holds one per bridge', async () => {
-    const own = await startHub({ servers: { legacy: nodeServer(SDK1) } });
-    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', own.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
-    const init = (id: number) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'again', version: '1' } } });
-    try {
-      for (const id of [1, 2, 3]) {
-        expect((await c.request(init(id))).result.protocolVersion).toBe('2025-11-25');
-        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      }
-      await waitFor(async () => metricValue(await scrape(own.url), 'switchyard_open_sessions') === 1);
-      // and it stays at one (nothing else ends or opens one)
-      await new Promise((r) => setTimeout(r, 500));
-      expect(metricValue(await scrape(own.url), 'switchyard_open_sessions')).toBe(1);
-      const r = await c.request({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'third' } } });
-      expect(r.result.content[0].text).toBe('echo:third');
-    } finally {
-      c.kill();
-      await own.stop();
-    }
-  }, 60_000);
 
   it("takes the daemon's address alone for its /mcp endpoint, and says what to fix on a 404 of another path", async () => {
     const origin = new URL(hub.url).origin;
@@ -399,10 +327,84 @@ describe('connect input handling', () => {
   });
 });
 
-// Since the stream is held for as long as the daemon is away, a key revoked meanwhile had it
-// asked for every 3 s for the bridge's life, said only at debug level.
-describe('connect whose key is revoked', () => {
-  it('gives the notification stream up at its 401, saying so once', async () => {
+// Each with a daemon of its own, and mostly waiting (for a daemon to start, to be away, for
+// a retry): run at once. The tests above count the shared daemon's sessions, so they do not.
+describe.concurrent('connect against a daemon of its own', () => {
+  it('opens a new session by itself when the daemon restarted, so the client goes on', async () => {
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const port = first.port;
+    const client = new ClientV1({ name: 'bridge-renew', version: '1.0.0' });
+    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
+    let second: HubProcess | undefined;
+    try {
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'before' } })).content).toEqual([{ type: 'text', text: 'echo:before' }]);
+      await first.stop();
+      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port });
+      await waitFor(async () => {
+        const h = (await (await fetch(second!.url.replace('/mcp', '/healthz'))).json()) as { servers: { state: string }[] };
+        return h.servers.every((s) => s.state === 'ready');
+      }, 20_000);
+      // The old session is unknown to the new daemon: the bridge renews it and sends the call again.
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'after' } })).content).toEqual([{ type: 'text', text: 'echo:after' }]);
+      expect((await client.callTool({ name: 'legacy__echo', arguments: { text: 'again' } })).content).toEqual([{ type: 'text', text: 'echo:again' }]);
+    } finally {
+      await client.close();
+      await second?.stop();
+    }
+  }, 60_000);
+
+  it('holds its notification stream through a daemon that was away for longer than a few seconds', async () => {
+    const first = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const client = new ClientV1({ name: 'bridge-away', version: '1.0.0' });
+    const changed: string[] = [];
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));
+    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
+    let second: HubProcess | undefined;
+    try {
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      await first.stop();
+      // Away for 6 s (the bridge used to give its stream up after 4), then back on the same port and files.
+      await new Promise((r) => setTimeout(r, 6_000));
+      second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: first.port, dir: first.dir });
+      await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
+      // The bridge tries its stream again every 3 s at most while the daemon is away.
+      await new Promise((r) => setTimeout(r, 4_000));
+      changed.length = 0;
+      // A server added to the running daemon: its clients hear of it with no request of theirs.
+      setSection(second, 'servers', { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) });
+      await waitFor(async () => changed.length > 0, 20_000);
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('extra__echo');
+    } finally {
+      await client.close();
+      await second?.stop();
+    }
+  }, 60_000);
+
+  it('ends the session a second initialize replaces, so the daemon holds one per bridge', async () => {
+    const own = await startHub({ servers: { legacy: nodeServer(SDK1) } });
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', own.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const init = (id: number) => ({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'again', version: '1' } } });
+    try {
+      for (const id of [1, 2, 3]) {
+        expect((await c.request(init(id))).result.protocolVersion).toBe('2025-11-25');
+        c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      }
+      await waitFor(async () => metricValue(await scrape(own.url), 'switchyard_open_sessions') === 1);
+      // and it stays at one (nothing else ends or opens one)
+      await new Promise((r) => setTimeout(r, 500));
+      expect(metricValue(await scrape(own.url), 'switchyard_open_sessions')).toBe(1);
+      const r = await c.request({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'third' } } });
+      expect(r.result.content[0].text).toBe('echo:third');
+    } finally {
+      c.kill();
+      await own.stop();
+    }
+  }, 60_000);
+
+  // Since the stream is held for as long as the daemon is away, a key revoked meanwhile had it
+  // asked for every 3 s for the bridge's life, said only at debug level.
+  it('whose key is revoked gives the notification stream up at its 401, saying so once', async () => {
     const KEY = 'sy_bridge-revoked-key-0123456789abcdefghijklmnop';
     const OTHER = 'sy_bridge-other-key-0123456789abcdefghijklmnopqr';
     const hub = await startHub({ auth: { apiKeys: [{ principal: 'bridge', sha256: sha256Hex(KEY) }] }, servers: { a: nodeServer(SDK1) } });
