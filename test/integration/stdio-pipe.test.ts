@@ -91,10 +91,12 @@ describe('a legacy stdio client answering a question with a response that is not
   }, 60_000);
 });
 
+// Each test runs a hub of its own and mostly waits (a 6.5 s call, a drain, signals apart): the
+// two run at once.
 describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutMs 30000)', () => {
   const DRAIN = { listen: { drainTimeoutMs: 30_000 } };
 
-  it('at stdin EOF answers a call that runs past the old fixed 5 s, then exits 0', async () => {
+  it.concurrent('at stdin EOF answers a call that runs past the old fixed 5 s, then exits 0', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-eof-drain-', DRAIN);
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
@@ -111,45 +113,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     }
   }, 40_000);
 
-  // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
-  // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  it('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: its row cancelled, exit 0', async () => {
-    const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2) }, ...DRAIN });
-    const c = stdioHub(file);
-    try {
-      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
-      c.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
-      await sleep(300);
-      c.endInput();
-      await sleep(500);
-      expect(c.proc.exitCode).toBeNull(); // draining
-      c.proc.kill('SIGTERM');
-      expect(await exitWithin(c, 2_000)).toBe(0);
-      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'cancelled']]);
-    } finally {
-      c.kill();
-    }
-  }, 40_000);
-
-  // Its upstream closing after stdin EOF (one that ignores EOF and SIGTERM takes seconds), the
-  // client's SIGTERM was taken as a second stop signal: exit 1 at once, the upstream orphaned.
-  it('a SIGTERM while the stop begun at stdin EOF closes its upstreams is no second signal: exit 0 once they are closed', async () => {
-    const { file } = configDir('switchyard-stdio-eof-closing-', { servers: { stubborn: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_STUBBORN: '1' }) } });
-    const c = stdioHub(file);
-    try {
-      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
-      await c.request(call('e', 'stubborn__echo', { text: 'hi' }), 30_000);
-      c.endInput();
-      await sleep(700);
-      expect(c.proc.exitCode).toBeNull(); // closing the upstream
-      c.proc.kill('SIGTERM');
-      expect(await exitWithin(c, 15_000)).toBe(0);
-    } finally {
-      c.kill();
-    }
-  }, 40_000);
-
-  it('on SIGTERM refuses new requests with an answer, lets the call in flight answer, then exits 0; a second signal exits at once with 1', async () => {
+  it.concurrent('on SIGTERM refuses new requests with an answer, lets the call in flight answer, then exits 0; a second signal exits at once with 1', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-sigterm-drain-', DRAIN, 'info');
     const stopping = async (): Promise<void> => {
       for (const until = Date.now() + 10_000; !c.stderr.includes('stdio hub stopping'); await sleep(20)) if (Date.now() > until) throw new Error(`not stopping: ${c.stderr.slice(-1000)}`);
@@ -189,6 +153,44 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       second.kill();
     }
   }, 60_000);
+
+  // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
+  // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
+  it('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: its row cancelled, exit 0', async () => {
+    const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2) }, ...DRAIN });
+    const c = stdioHub(file);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
+      await sleep(300);
+      c.endInput();
+      await sleep(500);
+      expect(c.proc.exitCode).toBeNull(); // draining
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 2_000)).toBe(0);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'cancelled']]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
+  // Its upstream closing after stdin EOF (one that ignores EOF and SIGTERM takes seconds), the
+  // client's SIGTERM was taken as a second stop signal: exit 1 at once, the upstream orphaned.
+  it('a SIGTERM while the stop begun at stdin EOF closes its upstreams is no second signal: exit 0 once they are closed', async () => {
+    const { file } = configDir('switchyard-stdio-eof-closing-', { servers: { stubborn: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_STUBBORN: '1' }) } });
+    const c = stdioHub(file);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      await c.request(call('e', 'stubborn__echo', { text: 'hi' }), 30_000);
+      c.endInput();
+      await sleep(700);
+      expect(c.proc.exitCode).toBeNull(); // closing the upstream
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
 });
 
 describe('a client of `switchyard stdio` that stops reading stdout', () => {
