@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { LongFirstSequencer } from './test/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -9,5 +10,7 @@ export default defineConfig({
     // Integration tests spawn real processes and bind loopback ports; two cores here.
     maxWorkers: 2,
     globalSetup: ['test/global-setup.ts'],
+    // Small files of long runs first, so that none ends the run alone (test/sequencer.ts).
+    sequence: { sequencer: LongFirstSequencer },
   },
 });

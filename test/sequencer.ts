@@ -1,0 +1,22 @@
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+/**
+ * Small files that run long, started first. Without a results cache (CI's fresh checkout)
+ * vitest starts the largest files first, so a small file of long runs came last and kept one
+ * worker busy alone at the end: conformance-client.test.ts (1.4 KB, ~90 s of conformance
+ * runs) ended the suite ~45 s after the other worker was done. Add a file here when it is
+ * small and takes a minute or more.
+ */
+const FIRST = ['test/integration/conformance-client.test.ts', 'test/integration/era-translation-conformance.test.ts'];
+
+export class LongFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (f: TestSpecification): number => {
+      const i = FIRST.findIndex((p) => f.moduleId.endsWith(`/${p}`));
+      return i < 0 ? FIRST.length : i;
+    };
+    // Array.prototype.sort is stable: the rest keep vitest's order.
+    return sorted.sort((a, b) => rank(a) - rank(b));
+  }
+}
