@@ -194,12 +194,14 @@ describe('the raw line protocol of switchyard stdio', () => {
   });
 
   it('cancels a modern call on notifications/cancelled and sends nothing for it', async () => {
-    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-1', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 3000 }, _meta: META } }));
+    // A call cancelled 300 ms into its 1.5 s; not cancelled, its answer would come within the wait below.
+    const sent = Date.now();
+    c.send(JSON.stringify({ jsonrpc: '2.0', id: 'slow-1', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 1500 }, _meta: META } }));
     await new Promise((r) => setTimeout(r, 300));
     c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow-1', _meta: META } }));
     const after = await c.request({ jsonrpc: '2.0', id: 'after-cancel', method: 'tools/call', params: { name: 'modern__echo', arguments: { text: 'z' }, _meta: META } });
     expect(after.result.content[0].text).toBe('echo:z');
-    await new Promise((r) => setTimeout(r, 3200));
+    await new Promise((r) => setTimeout(r, Math.max(0, sent + 1500 + 1200 - Date.now())));
     expect(c.received.some((m) => m.id === 'slow-1')).toBe(false);
   });
 
