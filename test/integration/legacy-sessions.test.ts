@@ -39,6 +39,10 @@ describe('legacy sessions that are not ended by their client', () => {
     const text = await (await fetch(new URL('/metrics', hub.url))).text();
     return Number(/^switchyard_open_sessions (\d+)/m.exec(text)?.[1]);
   };
+  /** Until the hub holds `n` sessions (polled: a list would keep an idle session alive). */
+  const sessionsReach = async (n: number): Promise<void> => {
+    for (const until = Date.now() + 10_000; (await sessions()) !== n; await sleep(100)) if (Date.now() > until) throw new Error(`open sessions: ${await sessions()}, not ${n}`);
+  };
 
   it('end when idle past the timeout, unless a GET stream is open', async () => {
     const idle = await legacySession(hub.url);
@@ -46,7 +50,7 @@ describe('legacy sessions that are not ended by their client', () => {
     const stream = await openStream(hub.url, watched.sessionId);
     try {
       expect((await list(idle.sessionId)).status).toBe(200);
-      await sleep(2600); // past the timeout, and past a sweep (every second here)
+      await sessionsReach(1); // past the timeout, and past a sweep (every second here)
       const gone = await list(idle.sessionId);
       expect(gone.status).toBe(404);
       expect(gone.body).toMatchObject({ error: { code: -32001 } });
@@ -57,8 +61,7 @@ describe('legacy sessions that are not ended by their client', () => {
   }, 20_000);
 
   it('at maxSessions, a new session takes the place of the idlest; with every session in use, 503', async () => {
-    await sleep(2600); // the sessions of the test before are gone
-    expect(await sessions()).toBe(0);
+    await sessionsReach(0); // the sessions of the test before are gone
     const a = await legacySession(hub.url);
     await sleep(20);
     const b = await legacySession(hub.url);
