@@ -140,6 +140,8 @@ export class TransportError extends HubError {
   override readonly kind = 'transport';
   /** How long the server asked the hub to wait before another request (its Retry-After), in ms. */
   retryAfterMs?: number;
+  /** An HTTP 5xx whose body was the server's own JSON-RPC error: the server answered (no proxy in its place). */
+  rpcBody?: boolean;
   constructor(
     message: string,
     readonly status?: number,

@@ -361,7 +361,11 @@ export class HttpUpstream extends HandshakingUpstream {
     if (s === 401 || s === 403) return this.failCall(p, new TransportError(`HTTP ${s}: ${this.refusal(a)}`, s));
     const rpc = bodyError(a.body);
     // A 5xx is the server failing, whatever its body says: transport trouble (and breaker evidence).
-    if (s >= 500) return this.failCall(p, statusError(s, a.headers, `${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`));
+    if (s >= 500) {
+      const err = statusError(s, a.headers, `${statusText(s, a.headers)}${rpc ? `: ${rpc.message}` : ''}`);
+      if (rpc) err.rpcBody = true;
+      return this.failCall(p, err);
+    }
     this.failCall(p, rpc ?? (problem ? new TransportError(problem, s) : statusError(s, a.headers)));
   }
 
@@ -684,8 +688,10 @@ export class HttpUpstream extends HandshakingUpstream {
         }
         if (this.closed || this._state !== 'ready') return again();
         // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
-        // every request 502 at once): every call would fail the same way.
-        if (err instanceof TransportError && err.status !== undefined && err.status >= 500) {
+        // every request 502 at once): every call would fail the same way. Not a 5xx carrying the
+        // server's own JSON-RPC error: that is the server, there (one without `ping` answers it
+        // 500 -32601, and was taken for down at every idle check).
+        if (err instanceof TransportError && err.status !== undefined && err.status >= 500 && !err.rpcBody) {
           this.foundDown(`the server is failing (${after}): ${errMessage(err)}`, askedWaitMs(err));
           return;
         }

@@ -391,6 +391,26 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     expect(await u.whenReady(10_000)).toBe(true);
   }, 30_000);
 
+  it("answers its check 500 with a JSON-RPC error of its own (a server without the method): there, so still ready", async () => {
+    let checks = 0;
+    let started = false;
+    const port = await rawUpstream((msg, json) => {
+      if (started && msg.method === 'server/discover') {
+        checks++;
+        return json(500, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+      }
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    });
+    const u = upstreamAt('no-discover-check', port, 100);
+    const states: string[] = [];
+    u.on('state', (s: string) => states.push(s));
+    await u.start();
+    started = true;
+    await waitFor(() => checks >= 3, 10_000, 'checks');
+    expect(u.state).toBe('ready');
+    expect(states).not.toContain('restarting');
+  }, 30_000);
+
   it('is checked while its notification stream (legacy GET, modern listen) is open: a host that vanishes silently is not ready, and is again once back', async () => {
     // Legacy, its GET stream held open.
     let gets = 0;
