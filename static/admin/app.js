@@ -99,6 +99,9 @@ function addCall(e) {
   document.getElementById('feed-empty').hidden = true;
 }
 
+/** How often the servers' calls in flight and queued are read again while the page is live. */
+const LOAD_REFRESH_MS = 3000;
+
 let toolTimer;
 function refreshToolsSoon() {
   clearTimeout(toolTimer);
@@ -127,11 +130,19 @@ async function connect() {
     return;
   }
   const ws = new WebSocket(url);
+  // Calls in flight and queued change with no event of their own: read again every few seconds
+  // while live (a figure read during the hub's first list fetches stayed 1 until a state change).
+  let loads;
   ws.onopen = () => {
     conn.textContent = 'live';
     conn.className = 'badge on';
+    loads = setInterval(() => getJson('/admin/servers').then((r) => {
+      for (const v of r.servers) servers.set(v.id, v);
+      renderServers();
+    }).catch(() => {}), LOAD_REFRESH_MS);
   };
   ws.onclose = () => {
+    clearInterval(loads);
     conn.textContent = 'disconnected — retrying';
     conn.className = 'badge off';
     setTimeout(connect, 2000);
