@@ -790,9 +790,10 @@ export class Hub implements HubCore {
     const servers = [...this.handles.values()].filter((h) => !shows || shows(h.id)).map((h) => serverHealth(h, this.catalog, groups));
     if (this.draining) return { status: 'stopping', servers };
     const down = failClosedBlocker(this.handles.values());
-    // In the start-up grace a call waits for a server still starting (startupGrace) rather than
-    // being refused: "starting", not "refusing", still 503 (not serving yet, but it will).
-    const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || h.upstream.state === 'starting';
+    // In the start-up grace a call waits for a server on its first attempt to start (startupGrace,
+    // which ends at the attempt's end) rather than being refused: "starting", not "refusing",
+    // still 503. A failed attempt is `starting` again, with its reason: calls are refused then.
+    const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || onFirstAttempt(h);
     if (down && Date.now() < this.startedAt + STARTUP_GRACE_MS && [...this.handles.values()].every(waitedFor)) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
       return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${STARTUP_GRACE_MS / 1000} s from the hub's start`, servers };
