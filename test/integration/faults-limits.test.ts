@@ -98,6 +98,28 @@ describe('failMode closed, a server still starting', () => {
       await starting.stop();
     }
   });
+
+  it('/healthz says "refusing", not "starting", in the grace once the first attempt has failed: calls no longer wait then', async () => {
+    // e62b6d2, 7866eca: a fail-closed server whose first attempt failed is `starting` again (or
+    // `restarting`) with its reason, and calls are refused at once, so "starting" would be untrue.
+    const started = await startHub({ servers: { guard: { command: process.execPath, args: ['-e', 'process.exit(3)'], failMode: 'closed' } } });
+    try {
+      // The hub's grace runs from its start, after its first log line (the ledger's, logged as it
+      // opens): read from there, not from the spawn, a node loaded by other work takes seconds for.
+      const bootAt = (JSON.parse(started.logs[0]!) as { time: number }).time;
+      const h = await waitUntil('a failed attempt', async () => {
+        const res = await fetch(new URL('/healthz', started.url));
+        const body = (await res.json()) as { status: string; servers: { id: string; lastError: string | null }[] };
+        return body.servers[0]?.lastError ? { status: res.status, body, at: Date.now() } : undefined;
+      }, 5_000);
+      if (h.at - bootAt < 2_800) {
+        expect(h.status).toBe(503);
+        expect(h.body.status).toBe('refusing');
+      } else console.warn('faults-limits: the hub started too slowly to see its start-up grace; /healthz not checked');
+    } finally {
+      await started.stop();
+    }
+  });
 });
 
 describe('back-pressure on a legacy session', () => {
