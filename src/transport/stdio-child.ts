@@ -14,6 +14,7 @@ import { adoptGroup, releaseGroup } from './reaper.js';
 import { atTurnEnd, WRITE } from '../turn-end.js';
 import { childEnv, type InheritEnv } from './child-env.js';
 import { LogBudget } from '../log-budget.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface StdioChildOptions {
   command: string;
@@ -47,11 +48,30 @@ const MAX_STDERR_LINE = 4096;
 const STDERR_TAIL = 20;
 const ERROR_LINE = /error|cannot|can't|not found|no such|denied|failed|invalid|refused|missing|unable/i;
 
-/** The line of a dying process's stderr that most likely says why: the last that sounds like an error, else the last. */
-export function stderrReason(tail: readonly string[]): string | undefined {
-  const lines = tail.filter((l) => l.trim() !== '' && !/^Node\.js v\d/.test(l));
-  const line = lines.findLast((l) => ERROR_LINE.test(l)) ?? lines.at(-1);
-  return line === undefined ? undefined : line.trim().slice(0, LOG_SNIPPET);
+/** A stderr line and when it was read (monotonicNow). */
+export interface StderrLine {
+  text: string;
+  at: number;
+}
+/**
+ * How long before the exit a line may have been written and still be taken for its cause: one
+ * that reads like an error, up to ERROR_LINE_MS; any other (a usage text, `bye`), up to
+ * LAST_LINE_MS. A server's ordinary log line written long before (`listening on stdio`), or an
+ * error it got over an hour ago, was shown as why it exited when something else ended it.
+ */
+const ERROR_LINE_MS = 30_000;
+const LAST_LINE_MS = 2_000;
+
+/**
+ * The line of a dying process's stderr that most likely says why: the last that sounds like an
+ * error, else the last, each if written shortly enough before the exit (`exitAt`, monotonicNow;
+ * a bare string is a line of that moment).
+ */
+export function stderrReason(tail: readonly (string | StderrLine)[], exitAt = 0): string | undefined {
+  const lines = tail.map((l) => (typeof l === 'string' ? { text: l, at: exitAt } : l)).filter((l) => l.text.trim() !== '' && !/^Node\.js v\d/.test(l.text));
+  const last = lines.at(-1);
+  const line = lines.findLast((l) => ERROR_LINE.test(l.text) && exitAt - l.at <= ERROR_LINE_MS) ?? (last && exitAt - last.at <= LAST_LINE_MS ? last : undefined);
+  return line === undefined ? undefined : line.text.trim().slice(0, LOG_SNIPPET);
 }
 
 /**
@@ -306,7 +326,7 @@ export class StdioChild extends EventEmitter {
   private exitInfo: ExitInfo | undefined;
   private readonly exited: Promise<ExitInfo>;
   private readonly log: Logger;
-  private readonly stderrTail: string[] = [];
+  private readonly stderrTail: StderrLine[] = [];
   private closing = false;
   private broke: string | undefined;
   private halfClosed: NodeJS.Timeout | undefined;
@@ -325,7 +345,7 @@ export class StdioChild extends EventEmitter {
     this.exited = new Promise((r) => (onExit = r));
     const finish = (e: ExitInfo): void => {
       if (this.exitInfo) return;
-      const said = stderrReason(this.stderrTail);
+      const said = stderrReason(this.stderrTail, monotonicNow());
       if (said !== undefined) e.stderr = said;
       if (this.broke !== undefined) e.broke = this.broke;
       clearTimeout(this.halfClosed);
@@ -403,7 +423,7 @@ export class StdioChild extends EventEmitter {
       (line) => {
         const text = redactLogText(line);
         this.log.info({ stderr: text }, 'child stderr');
-        this.stderrTail.push(text);
+        this.stderrTail.push({ text, at: monotonicNow() });
         if (this.stderrTail.length > STDERR_TAIL) this.stderrTail.shift();
       },
       (bytes) => this.log.info({ bytes }, 'child stderr: long line omitted'),

@@ -180,6 +180,16 @@ process.stdout.write(JSON.stringify({ first, ready, states: states.map(([s]) => 
     expect(exit.stderr).toBe('fatal: gave up');
   });
 
+  it("does not give an ordinary log line written well before the exit as its reason (stderr: … read as the cause)", async () => {
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stderr.write('listening on stdio\\n'); setTimeout(() => process.exit(1), 2300);`),
+      maxFrameBytes: 1024,
+      log: silentLogger,
+    });
+    expect((await c.exit).stderr).toBeUndefined();
+  });
+
   it('logs the first stdout lines that are not JSON-RPC one by one, then only how many more there were', async () => {
     const logged: { msg: string; line?: string; lines?: number }[] = [];
     const log = pino({ level: 'warn' }, { write: (l: string) => void logged.push(JSON.parse(l)) });
@@ -287,5 +297,14 @@ describe('stderrReason', () => {
     expect(stderrReason(['starting', 'bye'])).toBe('bye');
     expect(stderrReason(['', 'Node.js v20.20.2'])).toBeUndefined();
     expect(stderrReason(['x'.repeat(500) + ' error'])!.length).toBe(200);
+  });
+
+  it('takes a line for the reason only if written shortly before the exit: an error-like one within 30 s, any other within 2 s', () => {
+    const at = (text: string, ago: number) => ({ text, at: 100_000 - ago });
+    expect(stderrReason([at('listening on stdio', 2_500)], 100_000)).toBeUndefined();
+    expect(stderrReason([at('listening on stdio', 1_000)], 100_000)).toBe('listening on stdio');
+    expect(stderrReason([at('Error: db gone', 20_000), at('retrying', 19_000)], 100_000)).toBe('Error: db gone');
+    expect(stderrReason([at('Error: bad config, using defaults', 3_600_000), at('listening on stdio', 3_500_000)], 100_000)).toBeUndefined();
+    expect(stderrReason([at('Error: bad config, using defaults', 3_600_000), at('usage: server --root DIR', 10)], 100_000)).toBe('usage: server --root DIR');
   });
 });
