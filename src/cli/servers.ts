@@ -29,7 +29,7 @@ export function columns(cells: string[][]): string {
 }
 
 export function serversTable(servers: ServerView[], now = Date.now(), disabled: readonly string[] = []): string {
-  const rows = [['ID', 'STATE', 'ERA', 'SERVER', 'TOOLS', 'CALLS', 'RESTARTS', 'SINCE', 'LAST ERROR']];
+  const rows = [['ID', 'STATE', 'ERA', 'SERVER', 'TOOLS', 'IN FLIGHT', 'RESTARTS', 'SINCE', 'LAST ERROR']];
   for (const s of servers) {
     rows.push([
       s.id,

@@ -369,7 +369,7 @@ describe('servers, doctor and tools against a running daemon', () => {
     const r = await run(['servers', '--url', hub.url]);
     expect(r.code).toBe(0);
     const lines = r.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+CALLS\s+RESTARTS\s+SINCE\s+LAST ERROR$/);
+    expect(lines[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+IN FLIGHT\s+RESTARTS\s+SINCE\s+LAST ERROR$/);
     expect(lines[1]).toMatch(/^legacy\s+ready\s+2025-11-25\s+sdk1-legacy 1\.0\.0\s+5\s+0\s+0\s+/);
     expect(lines[2]).toMatch(/^modern\s+ready\s+2026-07-28\s+sdk2-modern 1\.0\.0\s+5\s+0\s+0\s+/);
     const json = JSON.parse((await run(['servers', '--json', '--url', hub.url])).stdout);

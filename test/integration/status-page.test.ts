@@ -77,6 +77,8 @@ describe('status page', () => {
       ['notes', 'stdio', '2025-11-25', 'ready'],
       ['clock', 'stdio', MODERN, 'ready'],
     ]);
+    // Calls in flight now, not finished ones (`ledger stats` counts those): said by the header.
+    expect(await page.$$eval('#servers thead th', (ths) => ths.map((th) => th.textContent))).toContain('In flight');
     await page.waitForFunction(() => document.querySelectorAll('#tools tbody tr').length === 10, undefined, { timeout: 15_000 });
     const tools = await page.$$eval('#tools tbody tr td:first-child', (tds) => tds.map((td) => td.textContent));
     expect(tools).toEqual(expect.arrayContaining(['notes__echo', 'clock__add']));

@@ -50,7 +50,7 @@ describe('servers table', () => {
       ],
       0,
     ).split('\n');
-    expect(t[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+CALLS\s+RESTARTS/);
+    expect(t[0]).toMatch(/^ID\s+STATE\s+ERA\s+SERVER\s+TOOLS\s+IN FLIGHT\s+RESTARTS/);
     expect(t[1]).toMatch(/^h\s+restarting \(circuit open\)\s+2025-11-25\s+notes 1\.2\.0\s+-\s+2 \+5 queued\s+0\s+/);
     expect(t[2]).toMatch(/^k\s+ready\s+2025-11-25\s+notes 1\.2\.0\s+-\s+1\s+0\s+/);
   });
