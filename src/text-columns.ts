@@ -56,11 +56,19 @@ export function displayWidth(s: string): number {
 /** Rows of cells, each column padded to its widest cell and two spaces apart; the last column is free text. */
 export function alignColumns(rows: string[][]): string {
   const widths: number[] = [];
-  for (const r of rows) for (let i = 0; i < r.length - 1; i++) widths[i] = Math.max(widths[i] ?? 0, displayWidth(r[i]!));
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c + ' '.repeat(widths[i]! - displayWidth(c))))
-      .join('  ')
-      .trimEnd();
-  return rows.map(line).join('\n') + '\n';
+  for (const r of rows) widen(widths, r);
+  return rows.map((r) => alignedLine(r, widths)).join('\n') + '\n';
+}
+
+/** Widens `widths` to a row's cells (all but the last, free, column): a table written a part at a time measures every row first. */
+export function widen(widths: number[], cells: string[]): void {
+  for (let i = 0; i < cells.length - 1; i++) widths[i] = Math.max(widths[i] ?? 0, displayWidth(cells[i]!));
+}
+
+/** One row of alignColumns' output, without its newline, with the widths of every row. */
+export function alignedLine(cells: string[], widths: readonly number[]): string {
+  return cells
+    .map((c, i) => (i === cells.length - 1 ? c : c + ' '.repeat(Math.max(0, (widths[i] ?? 0) - displayWidth(c)))))
+    .join('  ')
+    .trimEnd();
 }

@@ -3,7 +3,8 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { SHOWN_OUTCOMES } from '../ledger/types.js';
-import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table } from '../ledger/format.js';
+import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
+import { alignedLine, widen } from '../text-columns.js';
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
@@ -235,11 +236,24 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
       async (reader, a, filter) => {
-        const rows = reader.query(filter).reverse();
-        await printRows(rows, a.json, true);
-        if (!rows.length) noRows(a.json, 'rows');
+        // Written as read, a page of rows at a time, each write waited for: 100,000 rows with
+        // their bodies were held at once before the first line. Only the ids are held (8 bytes a
+        // row); a table's columns are measured over every row first, a pass of its own.
+        const ids = reader.queryIds(filter);
+        const widths: number[] = [];
+        if (!a.json) {
+          widen(widths, ROW_HEADER);
+          for (const page of reader.queryPages(ids, filter)) for (const r of page) widen(widths, tableCells(rowCells(r)));
+          await io.out(alignedLine(ROW_HEADER, widths) + '\n');
+        }
+        let shown = 0;
+        for (const page of reader.queryPages(ids, filter)) {
+          shown += page.length;
+          await io.out(page.map((r) => (a.json ? screenJson(JSON.stringify(rowJson(r))) : alignedLine(tableCells(rowCells(r)), widths)) + '\n').join(''));
+        }
+        if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
-        else if (!a.json && rows.length === filter.limit) io.err(`switchyard ledger: note: the newest ${rows.length} matching rows; more may match (--limit N shows more)\n`);
+        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown} matching rows; more may match (--limit N shows more)\n`);
       },
     ),
   };

@@ -96,9 +96,12 @@ export function csvRow(r: AuditRow): string {
 
 /** Left-aligned text table; the last column is not padded. */
 export function table(header: string[], rawRows: string[][]): string {
-  // Names come from clients and upstreams: never let them put terminal control sequences on screen.
-  const rows = rawRows.map((r) => r.map((c) => screenText(c).replace(/[\t\n]/g, '?')));
-  return alignColumns([header, ...rows]);
+  return alignColumns([header, ...rawRows.map(tableCells)]);
+}
+
+/** A row's cells as table() shows them: names come from clients and upstreams, and never put terminal control sequences on screen. */
+export function tableCells(raw: string[]): string[] {
+  return raw.map((c) => screenText(c).replace(/[\t\n]/g, '?'));
 }
 
 export const ROW_HEADER = ['time', 'principal', 'group', 'method', 'server', 'tool', 'eras', 'outcome', 'code', 'ms', 'idem-key', 'trace'];

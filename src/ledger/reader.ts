@@ -103,8 +103,30 @@ export class LedgerReader {
   *pages(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
     const { sql, params } = this.where(filter);
     const ids = this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY id ASC`).pluck().all(params) as number[];
+    yield* this.pagesOf(ids, filter, 'id ASC', size);
+  }
+
+  /**
+   * The ids of query()'s rows (the newest `limit` matching), oldest first: `ledger query` reads
+   * them a page at a time from these (queryPages), as export does, and never holds 100,000 rows
+   * with their bodies.
+   */
+  queryIds(filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}): number[] {
+    const { sql, params } = this.where(filter);
+    const limit = rowLimit(filter.limit ?? DEFAULT_LIMIT, 1);
+    return (this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY ts DESC, id DESC LIMIT @limit`).pluck().all({ ...params, limit }) as number[]).reverse();
+  }
+
+  /** The rows of queryIds(filter), oldest first, a page at a time (as pages(): a row pruned since is left out). */
+  queryPages(ids: readonly number[], filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
+    const { limit: _, ...rest } = filter;
+    return this.pagesOf(ids, rest, 'ts ASC, id ASC', size);
+  }
+
+  private *pagesOf(ids: readonly number[], filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, order: string, size: number): Generator<AuditRow[]> {
+    const { sql, params } = this.where(filter);
     const page = this.db.prepare(
-      `SELECT * FROM audit NOT INDEXED ${sql ? `${sql} AND` : 'WHERE'} id IN (SELECT value FROM json_each(@pageIds)) ORDER BY id ASC`,
+      `SELECT * FROM audit NOT INDEXED ${sql ? `${sql} AND` : 'WHERE'} id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`,
     );
     for (let i = 0; i < ids.length; i += size) {
       const rows = (page.all({ ...params, pageIds: JSON.stringify(ids.slice(i, i + size)) }) as AuditDbRow[]).map(toAuditRow);

@@ -15,6 +15,7 @@ import { LedgerReader } from '../../src/ledger/reader.js';
 import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { parseWhen } from '../../src/ledger/when.js';
 import { whereClause, type AuditDbRow } from '../../src/ledger/rows.js';
+import { ROW_HEADER, rowCells, rowJson, table } from '../../src/ledger/format.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
@@ -539,6 +540,36 @@ describe('switchyard ledger CLI', () => {
     // Not one string of every line (with the lines and the bytes written, three copies of 100,000 rows).
     expect(writes).toBeGreaterThan(1);
     expect(r.out.trimEnd().split('\n').map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(Array.from({ length: 1200 }, (_, i) => `r${i}`));
+  });
+
+  it('query writes its rows as it reads them, a page at a time, table or JSON, the table as table() would', async () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const raw = new Database(t.db);
+    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, outcome) VALUES (?, ?, 'alice', '2026-07-28', 'tools/list', 'in_flight')`);
+    raw.transaction(() => {
+      for (let i = 0; i < 1200; i++) ins.run(NOW - 1200 + i, `r${i}`);
+    })();
+    for (const json of [false, true]) {
+      raw.prepare(`UPDATE audit SET method = 'tools/list' WHERE request_id = 'r1199'`).run();
+      let first = '';
+      // While the first write waits, the newest row changes: read after the output began, it shows so.
+      const r = await cli(['ledger', 'query', '--limit', '1200', '--db', t.db, ...(json ? ['--json'] : [])], {
+        onOut: (all) => {
+          if (first) return;
+          first = all;
+          raw.prepare(`UPDATE audit SET method = 'tools/call' WHERE request_id = 'r1199'`).run();
+        },
+      });
+      expect(r.code, r.err).toBe(0);
+      expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
+      const reader = new LedgerReader(new Database(t.db, { readonly: true }));
+      const rows = reader.query({ limit: 1200 }).reverse();
+      reader.close();
+      expect(rows.at(-1)).toMatchObject({ requestId: 'r1199', method: 'tools/call' });
+      expect(r.out).toBe(json ? rows.map((x) => JSON.stringify(rowJson(x)) + '\n').join('') : table(ROW_HEADER, rows.map(rowCells)));
+    }
+    raw.close();
   });
 
   it('prune deletes old finished rows and the chain still verifies', async () => {
