@@ -18,6 +18,7 @@ import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { hasTable } from '../ledger/migrate.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
+import { requestIdQuery } from '../ledger/request-id.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -135,6 +136,12 @@ function traceIdOption(value: string | string[] | undefined): string | undefined
   return id;
 }
 
+/** `--request-id`, read as request-id.ts says: `1` the number, `'"1"'` the string, `abc` a string. */
+function requestIdOption(value: string | string[] | undefined): ReturnType<typeof requestIdQuery> | undefined {
+  const v = oneText('--request-id', value);
+  return v === undefined ? undefined : requestIdQuery(v);
+}
+
 function filterOf(a: FilterArgs, now: number): AuditFilter {
   const when = (option: string, s: string | string[] | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
   return {
@@ -144,7 +151,7 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
     group: oneText('--group', a.group),
     outcome: oneText('--outcome', a.outcome),
     method: oneText('--method', a.method),
-    requestId: oneText('--request-id', a.requestId),
+    requestId: requestIdOption(a.requestId)?.stored,
     client: oneText('--client', a.client),
     traceId: traceIdOption(a.traceId),
     since: when('--since', a.since),
@@ -161,7 +168,10 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     // A misspelt outcome would match nothing and look like "no such calls": a usage error instead.
     .option('outcome', { type: 'string', choices: SHOWN_OUTCOMES, describe: 'Only this outcome (replayed: a replayed success; replayed_error: a replayed error, as /metrics counts them)' })
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
-    .option('request-id', { type: 'string', describe: "Only the rows of this JSON-RPC request id (the client's)" })
+    .option('request-id', {
+      type: 'string',
+      describe: `Only the rows of this JSON-RPC request id (the client's), in its JSON form: 1 the number, '"1"' the string (a different request), abc the string abc; rows of the other type are told of on stderr`,
+    })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })
     .option('trace-id', { type: 'string', describe: "Only the rows of this W3C trace (32 hex digits): one call's rows in chained hubs' ledgers share it" })
     // requiresArg: the next word is the value even when it starts with a dash (`--since -1h`
@@ -225,6 +235,16 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     if (!json) io.err(`switchyard ledger: note: no ${what} match\n`);
   };
 
+  /**
+   * `--request-id 1` selects the number 1; rows of the string "1" (another request) are not
+   * listed, but said to be there, with the option that lists them (and the other way round).
+   */
+  const otherIdNote = (reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
+    const q = requestIdOption(a.requestId);
+    if (!q?.other || !reader.queryIds({ ...filter, requestId: q.other.stored, limit: 1 }).length) return;
+    io.err(`switchyard ledger: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`);
+  };
+
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
     command: 'query',
     describe: 'List audit rows (newest N, printed oldest first)',
@@ -251,6 +271,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           shown += page.length;
           await io.out(page.map((r) => (a.json ? screenJson(JSON.stringify(rowJson(r))) : alignedLine(tableCells(rowCells(r)), widths)) + '\n').join(''));
         }
+        otherIdNote(reader, a, filter);
         if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
         else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown} matching rows; more may match (--limit N shows more)\n`);
@@ -275,6 +296,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // position moves to the head (so rows a filter skips are not scanned again) only as read
         // in the same snapshot as the rows: a head read after them may hold rows committed in
         // between, never printed.
+        otherIdNote(reader, a, filter);
         const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, n), head: reader.headSeq() }));
         await printRows(start.rows, a.json, true);
         if (!start.rows.length && n > 0 && !a.follow) noRows(a.json, 'finished calls');
@@ -311,6 +333,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => filterOf(a, now()),
       (reader, a, filter) => {
+        otherIdNote(reader, a, filter);
         const { rows, hubEvents } = reader.callStats(filter);
         if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
         else io.out(table(STATS_HEADER, rows.map(statsCells)));
@@ -375,6 +398,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => filterOf(a, now()),
       async (reader, a, filter) => {
+        otherIdNote(reader, a, filter);
         const csv = a.format === 'csv';
         let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
         for (const page of reader.pages(filter)) {

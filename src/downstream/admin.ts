@@ -26,6 +26,7 @@ import { serverViews, toolViews } from './admin-views.js';
 import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
+import { requestIdQuery } from '../ledger/request-id.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -105,6 +106,8 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
     const v = q.get(k);
     if (v) f[k] = v;
   }
+  // As `ledger query --request-id` takes it: `1` the number, `"1"` the string.
+  if (f.requestId !== undefined) f.requestId = requestIdQuery(f.requestId).stored;
   // A W3C trace id as `ledger query --trace-id` takes it: any other text would match no row.
   const trace = q.get('traceId');
   if (trace) {

@@ -3,6 +3,8 @@ import type { StatsRow } from './reader.js';
 import type { InFlight } from './chain.js';
 import { alignColumns } from '../text-columns.js';
 import { shownOutcome } from './types.js';
+import { requestIdOf } from './request-id.js';
+import { HUB } from '../auth/principals.js';
 
 /** The shape of one audit row in `ledger query --json`, `tail --json` and `export`. */
 export function rowJson(r: AuditRow): Record<string, unknown> {
@@ -10,7 +12,8 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
     id: r.id,
     seq: r.seq,
     ts: new Date(r.ts).toISOString(),
-    requestId: r.requestId,
+    // The id's own text and its type: the number 1 and the string "1" are different requests.
+    ...requestIdFields(r),
     principal: r.principal,
     group: r.group,
     clientAddress: r.clientAddress,
@@ -43,6 +46,12 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
   };
 }
 
+/** `requestIdType` null: no client's request (the hub's own rows, a message with no id). */
+function requestIdFields(r: AuditRow): { requestId: string; requestIdType: 'number' | 'string' | null } {
+  const { type, text } = requestIdOf(r.requestId);
+  return { requestId: text, requestIdType: r.principal === HUB || r.requestId === '' ? null : type };
+}
+
 function parseOrText(json: string | null): unknown {
   if (json === null) return null;
   try {
@@ -52,7 +61,7 @@ function parseOrText(json: string | null): unknown {
   }
 }
 
-export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0 } as AuditRow));
+export const CSV_COLUMNS = Object.keys(rowJson({ ts: 0, requestId: '' } as AuditRow));
 
 /**
  * Characters an upstream could use to take over a terminal (C0 but tab and newline, DEL, C1:

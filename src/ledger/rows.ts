@@ -120,7 +120,7 @@ export interface AuditFilter {
   /** A stored outcome, `replayed` only of a success, or `replayed_error` (see shownOutcome). */
   outcome?: string;
   method?: string;
-  /** The request's JSON-RPC id, as stored (a number's digits). */
+  /** The request's JSON-RPC id, as stored (request-id.ts: a number's digits, a string that could read as one in its JSON form). */
   requestId?: string;
   /** The client's name (clientInfo.name) as it said it. */
   client?: string;

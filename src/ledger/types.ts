@@ -21,7 +21,7 @@ export type ErrorKind = 'transport' | 'jsonrpc' | 'tool' | 'policy' | null;
 
 export interface AuditBegin {
   ts: number; // epoch ms
-  requestId: string; // downstream JSON-RPC id, as a string
+  requestId: string; // downstream JSON-RPC id, as stored (requestIdText: a string of a number's text in its JSON form)
   principal: string; // 'anonymous' when unauthenticated
   /** The tool group whose endpoint (`/mcp/<group>`, `stdio --group`) the request came through. */
   group?: string;

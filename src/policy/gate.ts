@@ -7,6 +7,7 @@ import { spanOfMeta } from '../protocol/trace-context.js';
 import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
 import { TokenBuckets, type BucketSpec, type RateLimiter } from './rate-limit.js';
+import { requestIdText } from '../ledger/request-id.js';
 
 /** A refusal at the edge, with the status the HTTP transport sends (403 step-up, 429). */
 export interface EdgeRefusal extends Omit<Refusal, 'status'> {
@@ -157,7 +158,7 @@ export class EdgeGate {
     await this.audit(
       {
         ts: Date.now(),
-        requestId: req ? String(req.id) : '',
+        requestId: req ? requestIdText(req.id) : '',
         principal,
         group: facts.group,
         clientAddress: facts.clientAddress,

@@ -11,6 +11,7 @@ import { outcomeOfError, outcomeOfResult } from './outcome.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding, RequestStateSealer } from './request-state.js';
 import { formatTraceparent, type TraceSpan } from '../protocol/trace-context.js';
+import { requestIdText } from '../ledger/request-id.js';
 
 // Shared by the router's forwarding paths and tools/call (call-tool.ts), so neither imports the other's helpers.
 
@@ -114,7 +115,7 @@ export function beginOf(method: string, ctx: CallContext, extra?: Partial<AuditB
   const span = ctx.span;
   return {
     ts: Date.now(),
-    requestId: String(ctx.requestId),
+    requestId: requestIdText(ctx.requestId),
     principal: ctx.principal,
     group: ctx.group,
     clientAddress: ctx.clientAddress,

@@ -22,6 +22,8 @@ export interface Row {
   seq: number | null;
   ts: string;
   requestId: string;
+  /** The id's JSON type (the number 1 and the string "1" are different requests); null: no client's request. */
+  requestIdType: 'number' | 'string' | null;
   principal: string;
   /** The tool group whose endpoint the request came through (null: `/mcp`). */
   group: string | null;

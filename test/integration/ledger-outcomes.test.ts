@@ -141,6 +141,24 @@ describe('ledger rows of real calls through the hub', () => {
     expect(row).toMatchObject({ outcome: 'tool_error', errorKind: 'tool', server: 'f', upstreamName: 'fail' });
   });
 
+  it('the number id 7310 and the string id "7310" are different requests: --request-id selects one, the output says which, the other is told of', async () => {
+    for (const id of [7310, '7310', 'r-7310']) expect((await modernCall(hub.url, id, 'tools/call', { name: 'f__add', arguments: { a: 1, b: 2 } })).body?.result?.structuredContent).toEqual({ sum: 3 });
+    await waitForRows(db, { method: 'tools/call', tool: 'f__add' }, (rows) => rows.filter((r) => r.requestId.endsWith('7310')).length === 3);
+    const pick = async (value: string) => {
+      const r = await ledgerCli(db, ['query', '--json', '--request-id', value]);
+      expect(r.code, r.stderr).toBe(0);
+      return { rows: r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row), err: r.stderr };
+    };
+    const num = await pick('7310');
+    expect(num.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'number']]);
+    expect(num.err).toContain(`note: request id the number 7310 only; the string "7310", a different request id, has rows too: --request-id '"7310"' lists them`);
+    const str = await pick('"7310"');
+    expect(str.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'string']]);
+    expect(str.err).toContain('--request-id 7310 lists them');
+    // A string id that reads as no number is found by its text, as it always was.
+    expect((await pick('r-7310')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['r-7310', 'string']]);
+  });
+
   it('rpc_error with its code: an unknown tool is -32602', async () => {
     await expect(v1.callTool({ name: 'nope__missing', arguments: {} })).rejects.toMatchObject({ code: -32602 });
     const row = await onlyRow({ tool: 'nope__missing' });
