@@ -215,15 +215,36 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       }
     };
 
-  const printRows = async (rows: AuditRow[], json: boolean, header: boolean): Promise<void> => {
-    // JSON lines a chunk at a time, each waited for: 100,000 rows (query's limit) as one
-    // string, its lines and the bytes written were three copies of them at once.
+  /** A page of `tail -f`'s new rows (a table's lines without its header, aligned among themselves). */
+  const printRows = async (rows: AuditRow[], json: boolean): Promise<void> => {
+    // JSON lines a chunk at a time, each waited for: a page as one string, its lines and the
+    // bytes written were three copies of it at once.
     if (json) {
       for (let i = 0; i < rows.length; i += JSON_CHUNK) {
         await io.out(rows.slice(i, i + JSON_CHUNK).map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
       }
-    } else if (header) return io.out(table(ROW_HEADER, rows.map(rowCells)));
-    else if (rows.length) return io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
+    } else if (rows.length) return io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
+  };
+
+  /**
+   * Rows with their header, written as read, a page at a time, each write waited for (query,
+   * tail's first rows): up to 100,000 rows with their bodies were held at once before the first
+   * line. The caller holds only the ids (8 bytes a row); a table's columns are measured over
+   * every row first, in a pass of its own, so it reads as table() writes it. How many were written.
+   */
+  const writeRows = async (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<number> => {
+    const widths: number[] = [];
+    if (!json) {
+      widen(widths, ROW_HEADER);
+      for (const page of pages()) for (const r of page) widen(widths, tableCells(rowCells(r)));
+      await io.out(alignedLine(ROW_HEADER, widths) + '\n');
+    }
+    let shown = 0;
+    for (const page of pages()) {
+      shown += page.length;
+      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(rowJson(r))) : alignedLine(tableCells(rowCells(r)), widths)) + '\n').join(''));
+    }
+    return shown;
   };
 
   /**
@@ -256,21 +277,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
       async (reader, a, filter) => {
-        // Written as read, a page of rows at a time, each write waited for: 100,000 rows with
-        // their bodies were held at once before the first line. Only the ids are held (8 bytes a
-        // row); a table's columns are measured over every row first, a pass of its own.
         const ids = reader.queryIds(filter);
-        const widths: number[] = [];
-        if (!a.json) {
-          widen(widths, ROW_HEADER);
-          for (const page of reader.queryPages(ids, filter)) for (const r of page) widen(widths, tableCells(rowCells(r)));
-          await io.out(alignedLine(ROW_HEADER, widths) + '\n');
-        }
-        let shown = 0;
-        for (const page of reader.queryPages(ids, filter)) {
-          shown += page.length;
-          await io.out(page.map((r) => (a.json ? screenJson(JSON.stringify(rowJson(r))) : alignedLine(tableCells(rowCells(r)), widths)) + '\n').join(''));
-        }
+        const shown = await writeRows(() => reader.rowsOf(ids, filter, 'ts'), a.json);
         otherIdNote(reader, a, filter);
         if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
@@ -297,18 +305,18 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // in the same snapshot as the rows: a head read after them may hold rows committed in
         // between, never printed.
         otherIdNote(reader, a, filter);
-        const start = reader.snapshot(() => ({ rows: reader.lastFinished(filter, n), head: reader.headSeq() }));
-        await printRows(start.rows, a.json, true);
-        if (!start.rows.length && n > 0 && !a.follow) noRows(a.json, 'finished calls');
+        const start = reader.snapshot(() => ({ ...reader.lastFinishedIds(filter, n), head: reader.headSeq() }));
+        const shown = await writeRows(() => reader.rowsOf(start.ids, filter, 'seq'), a.json);
+        if (!shown && n > 0 && !a.follow) noRows(a.json, 'finished calls');
         if (!a.follow) return;
-        let last = Math.max(start.rows.at(-1)?.seq ?? 0, start.head);
+        let last = Math.max(start.lastSeq, start.head);
         const pollMs = io.pollMs ?? 500;
         while (!io.signal?.aborted) {
           await sleep(pollMs, io.signal);
           for (;;) {
             const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
             // Waited for, as export does: a reader slower than the hub writes must not make this grow.
-            if (page.rows.length) await printRows(page.rows, a.json, false);
+            if (page.rows.length) await printRows(page.rows, a.json);
             // A full page: more may follow in this snapshot, from its last row on. A short one
             // held every matching row up to the snapshot's head.
             if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;

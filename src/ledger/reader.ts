@@ -108,7 +108,7 @@ export class LedgerReader {
 
   /**
    * The ids of query()'s rows (the newest `limit` matching), oldest first: `ledger query` reads
-   * them a page at a time from these (queryPages), as export does, and never holds 100,000 rows
+   * them a page at a time from these (rowsOf), as export does, and never holds 100,000 rows
    * with their bodies.
    */
   queryIds(filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}): number[] {
@@ -117,10 +117,22 @@ export class LedgerReader {
     return (this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY ts DESC, id DESC LIMIT @limit`).pluck().all({ ...params, limit }) as number[]).reverse();
   }
 
-  /** The rows of queryIds(filter), oldest first, a page at a time (as pages(): a row pruned since is left out). */
-  queryPages(ids: readonly number[], filter: Omit<AuditFilter, 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
+  /**
+   * The rows of these ids, matching the filter, a page at a time (as pages(): a row pruned since
+   * is left out), in the order they were read in: of queryIds() (`ts`), of lastFinishedIds() (`seq`).
+   */
+  rowsOf(ids: readonly number[], filter: Omit<AuditFilter, 'afterId' | 'afterSeq'>, order: 'ts' | 'seq', size = EXPORT_PAGE): Generator<AuditRow[]> {
     const { limit: _, ...rest } = filter;
-    return this.pagesOf(ids, rest, 'ts ASC, id ASC', size);
+    return this.pagesOf(ids, rest, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size);
+  }
+
+  /** lastFinished()'s rows as ids, in chain order, and the last one's chain position (0: none). */
+  lastFinishedIds(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): { ids: number[]; lastSeq: number } {
+    const { sql, params } = this.where(filter);
+    const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
+    const limit = rowLimit(n, 0);
+    const rows = this.db.prepare(`SELECT id, seq FROM audit ${cond} ORDER BY seq DESC LIMIT @limit`).raw().all({ ...params, limit }) as [number, number][];
+    return { ids: rows.map((r) => r[0]).reverse(), lastSeq: rows[0]?.[1] ?? 0 };
   }
 
   private *pagesOf(ids: readonly number[], filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, order: string, size: number): Generator<AuditRow[]> {

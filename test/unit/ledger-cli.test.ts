@@ -572,6 +572,32 @@ describe('switchyard ledger CLI', () => {
     raw.close();
   });
 
+  it('tail writes its first rows as it reads them too, as table() would', async () => {
+    t = tempDir();
+    const l = Ledger.open({ path: t.db });
+    for (let i = 0; i < 1200; i++) l.begin(begin({ ts: NOW - 1200 + i, requestId: `r${i}`, method: 'tools/list' })).finish(end());
+    await l.whenCommitted();
+    l.sync();
+    l.close();
+    const raw = new Database(t.db);
+    let first = '';
+    const r = await cli(['ledger', 'tail', '-n', '1200', '--db', t.db], {
+      onOut: (all) => {
+        if (first) return;
+        first = all;
+        raw.prepare(`UPDATE audit SET method = 'tools/call' WHERE request_id = 'r1199'`).run();
+      },
+    });
+    expect(r.code, r.err).toBe(0);
+    expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
+    const reader = new LedgerReader(new Database(t.db, { readonly: true }));
+    const rows = reader.lastFinished({}, 1200);
+    reader.close();
+    raw.close();
+    expect(rows.at(-1)).toMatchObject({ requestId: 'r1199', method: 'tools/call' });
+    expect(r.out).toBe(table(ROW_HEADER, rows.map(rowCells)));
+  });
+
   it('prune deletes old finished rows and the chain still verifies', async () => {
     await seeded();
     const r = await cli(['ledger', 'prune', '--db', t.db, '--before', '110m']);
@@ -809,11 +835,11 @@ describe('switchyard ledger CLI', () => {
     await l.record(begin({ hubName: 'race__first' }), end()); // pending: committed by the spy below
     let commitAfterFirst = true;
     let commitAfterEmptyPoll = false;
-    const lastFinished = LedgerReader.prototype.lastFinished;
+    const firstIds = LedgerReader.prototype.lastFinishedIds;
     const query = LedgerReader.prototype.query;
     const spies = [
-      vi.spyOn(LedgerReader.prototype, 'lastFinished').mockImplementation(function (this: LedgerReader, ...args) {
-        const rows = lastFinished.apply(this, args);
+      vi.spyOn(LedgerReader.prototype, 'lastFinishedIds').mockImplementation(function (this: LedgerReader, ...args) {
+        const rows = firstIds.apply(this, args);
         if (commitAfterFirst) l.sync();
         commitAfterFirst = false;
         return rows;
