@@ -163,6 +163,14 @@ describe('/admin routes', () => {
     const client = one[0]!.clientName as string;
     expect((await getJson(`/admin/ledger?requestId=ledger-probe&client=${encodeURIComponent(client)}`)).body.rows).toHaveLength(1);
     expect((await getJson('/admin/ledger?requestId=ledger-probe&client=someone-else')).body.rows).toEqual([]);
+    // The number 7311 and the string "7311" are different requests: requestId= takes the id's
+    // JSON form, as `ledger query --request-id` does; a row keeps a string of digits in its JSON form.
+    await call('legacy__echo', { text: 'n' }, 7311);
+    await call('legacy__echo', { text: 's' }, '7311');
+    const byId = async (q: string) => ((await getJson(`/admin/ledger?method=tools/call&requestId=${encodeURIComponent(q)}`)).body.rows as Json[]).map((r) => r.requestId);
+    expect(await byId('7311')).toEqual(['7311']);
+    expect(await byId('"7311"')).toEqual(['"7311"']);
+    expect(await byId('"ledger-probe"')).toEqual(['ledger-probe']);
     // One trace's rows, by its W3C trace id (the hub started this one: the call came without).
     const trace = one[0]!.traceId as string;
     expect(trace).toMatch(/^[0-9a-f]{32}$/);
