@@ -8,10 +8,12 @@ import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { lastFlush } from './last-flush.js';
 import { ServeSignals } from './serve-signals.js';
 import { whenEndedEmpty } from './stdin-gone.js';
+import { refuseRead } from './refuse-read.js';
 
 interface StdioArgs {
   config: string;
   group?: string;
+  'ledger-wait-ms': number;
 }
 
 export const stdioCommand: CommandModule<object, StdioArgs> = {
@@ -20,7 +22,8 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
   builder: (y: Argv) =>
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
-      .option('group', { alias: 'g', type: 'string', describe: 'Serve only this tool group (groups.<name>), as /mcp/<name> does over HTTP: for a client that takes few tools' }) as Argv<StdioArgs>,
+      .option('group', { alias: 'g', type: 'string', describe: 'Serve only this tool group (groups.<name>), as /mcp/<name> does over HTTP: for a client that takes few tools' })
+      .option('ledger-wait-ms', { type: 'number', default: 10_000, describe: 'How long to wait for another hub holding the ledger to let it go before exiting 2' }) as Argv<StdioArgs>,
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
     consoleToStderr(); // before any plugin loads
@@ -40,8 +43,8 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     let stopWatching = (): void => undefined;
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
-      await lockLedger(config, 'switchyard stdio', 10_000, (holder) => {
-        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 10 s for it`);
+      await lockLedger(config, 'switchyard stdio', argv['ledger-wait-ms'], (holder) => {
+        log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to ${argv['ledger-wait-ms'] / 1000} s for it`);
         // Unless the client is gone: nothing would be left to serve once the ledger is free.
         stopWatching = whenEndedEmpty(process.stdin, () => {
           log.info('stdin closed while waiting for the ledger, nothing asked: exiting');
@@ -52,7 +55,10 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       stopWatching();
     } catch (err) {
       if (!(err instanceof LedgerLockError)) throw err;
+      stopWatching();
       process.stderr.write(`switchyard stdio: ${err.message}\n`);
+      // A request the client sent while this waited is answered, saying why, before the exit.
+      if ((await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${err.message}`)) > 0) await lastFlush(stdout, log);
       process.exit(2);
     }
     let hub: Hub;

@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ledgerWriter } from '../../src/cli/ledger-lock.js';
 import { runCli } from '../helpers/cli.js';
+import { LineClient } from '../helpers/line-client.js';
 import { ROOT, startHub } from '../helpers/hub-process.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/ledger/lock-contender.mjs');
@@ -262,6 +263,17 @@ describe('ledger writer lock', () => {
       expect(Date.now() - t0).toBeLessThan(6_000);
       expect(r.stderr).toContain('stdin closed while waiting for the ledger');
       expect(r.stdout).toBe('');
+      // Requests sent while it waits, stdin kept open, and the wait runs out: each is answered
+      // (naming the lock) before the exit 2, and stdout holds nothing else.
+      const busy = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+      busy.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }));
+      expect(await busy.exited, busy.stderr).toBe(2);
+      expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603]]);
+      expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
+      expect(busy.nonProtocolLines).toEqual([]);
+      expect(busy.stderr).toContain('switchyard stdio: the ledger');
       // A request, then EOF: the client may still read the answer once the ledger is free.
       const p = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } });
       let out = '';
