@@ -331,7 +331,8 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
-      const capabilities = await this.core.capabilities(ex.group);
+      const capabilities = await this.capabilitiesWhileOpen(ex);
+      if (!capabilities) return this.recordUnanswered(req.method, ctx);
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
@@ -746,13 +747,37 @@ export class Endpoint {
       for (const [id, s] of this.stdioSessions) if (s.ended) this.stdioSessions.delete(id);
       this.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
-    const capabilities = await this.core.capabilities(ex.group);
+    const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
+    const capabilities = await this.capabilitiesWhileOpen(ex);
+    if (!capabilities) return this.recordUnanswered('initialize', ctx);
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
-    const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
     await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
     ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id });
+  }
+
+  /**
+   * What an initialize or server/discover answers with, waited for (a fresh hub's upstreams still
+   * starting: every `switchyard stdio` spawn) only while its exchange is open; undefined once it
+   * closed: the stdio hub stopping (stdin EOF past the drain, a signal), the client cancelling,
+   * an HTTP client gone. Its answer could not be sent any more, yet its row said ok.
+   */
+  private async capabilitiesWhileOpen(ex: Exchange): Promise<ServerCapabilities | undefined> {
+    if (ex.closed.aborted) return undefined;
+    let onClose = (): void => undefined;
+    const closed = new Promise<undefined>((r) => (onClose = () => r(undefined)));
+    ex.closed.addEventListener('abort', onClose, { once: true });
+    try {
+      return await Promise.race([this.core.capabilities(ex.group), closed]);
+    } finally {
+      ex.closed.removeEventListener('abort', onClose);
+    }
+  }
+
+  /** The row of a request whose exchange closed before it could be answered (capabilitiesWhileOpen): cancelled, nothing sent. */
+  private recordUnanswered(method: string, ctx: CallContext): Promise<void> {
+    return this.core.recordLocal(method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: 'ended before it was answered: the hub stopped or the client went away while it waited for the servers to start' });
   }
 
   /** `call`: the request's own canceller, which a question the client cannot or does not answer ends (LegacySession.ask). */

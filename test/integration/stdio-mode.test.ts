@@ -435,6 +435,8 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
     try {
       c.send(
         [
+          // A modern client's discover waits for the servers as the initialize does.
+          { jsonrpc: '2.0', id: 'disc', method: 'server/discover', params: { _meta: META } },
           { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
           { jsonrpc: '2.0', method: 'notifications/initialized' },
           { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
@@ -445,9 +447,16 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
       c.endInput();
       expect(await c.exited).toBe(0);
       expect(c.received.find((m) => m.id === 'list')?.error, JSON.stringify(c.received)).toMatchObject({ code: -32603, message: expect.stringContaining('shutting down') });
+      expect(c.nonProtocolLines).toEqual([]);
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);
+        // The initialize and the discover the stop cut short were answered nothing: not ok.
+        expect(c.received.filter((m) => m.id === 'init' || m.id === 'disc')).toEqual([]);
+        expect(db.prepare("SELECT request_id AS id, outcome FROM audit WHERE request_id IN ('init', 'disc') ORDER BY request_id").all()).toEqual([
+          { id: 'disc', outcome: 'cancelled' },
+          { id: 'init', outcome: 'cancelled' },
+        ]);
       } finally {
         db.close();
       }
