@@ -518,13 +518,17 @@ export class Endpoint {
 
   /**
    * A request read but never served: the stdio server stopped while it waited behind an
-   * initialize being answered. Answered and recorded as one that comes while the hub drains
+   * initialize being answered, or it came once the server had stopped. Answered and recorded as one that comes while the hub drains
    * (`unavailable`), not left without an answer or a row.
    */
   async refuseUnserved(msg: Request, ex: Exchange): Promise<void> {
     const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
-    await this.recordRefused(msg, ex, err, undefined, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
-    ex.reply(errorResponse(msg.id, err));
+    try {
+      await this.recordRefused(msg, ex, err, undefined, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
+    } finally {
+      // Answered even once the ledger has closed (the last moments of a stop).
+      ex.reply(errorResponse(msg.id, err));
+    }
   }
 
   /**

@@ -118,14 +118,17 @@ export class StdioServer {
     return this.done;
   }
 
-  /** Stop at once: in-flight calls are cancelled, listen streams end, the session closes. */
+  /**
+   * Stop at once: in-flight calls are cancelled, listen streams end, the session closes. stdin
+   * is still read until the process exits (the hub closing its upstreams may take seconds):
+   * each request that comes is answered as refused (line), never left unread and unanswered.
+   */
   async stop(): Promise<void> {
     if (this.stopped) return this.done;
     // While stdout still takes lines: a stream cut without its response reads as a dropped
     // connection, which the client may reconnect to (digest §4.1).
     this.opts.endListens?.();
     this.stopped = true;
-    this.input.pause();
     for (const o of this.live) o.closed.abort();
     this.live.clear();
     this.open.clear();
@@ -141,7 +144,7 @@ export class StdioServer {
   }
 
   private onData(chunk: Buffer): void {
-    if (!this.stopped) this.reader.push(chunk);
+    this.reader.push(chunk);
   }
 
   /**
@@ -152,6 +155,7 @@ export class StdioServer {
   private held: Buffer[] | null = null;
 
   private line(buf: Buffer): void {
+    if (this.stopped) return this.refuse(buf);
     if (this.held) {
       this.held.push(buf);
       return;
@@ -229,12 +233,15 @@ export class StdioServer {
   private refuseHeld(): void {
     const lines = this.held ?? [];
     this.held = null;
-    for (const buf of lines) {
-      const c = parseFrame(buf.toString('utf8').replace(/^\uFEFF/, '').trim());
-      if (c.kind !== 'request') continue;
-      const ex = this.exchange(c.msg.id, undefined, buf.length);
-      void this.endpoint.refuseUnserved(c.msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
-    }
+    for (const buf of lines) this.refuse(buf);
+  }
+
+  /** A line read once stopped (or held when it stopped): a request in it is answered and recorded as refused (unavailable). */
+  private refuse(buf: Buffer): void {
+    const c = parseFrame(buf.toString('utf8').replace(/^\uFEFF/, '').trim());
+    if (c.kind !== 'request') return;
+    const ex = this.exchange(c.msg.id, undefined, buf.length);
+    void this.endpoint.refuseUnserved(c.msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */
@@ -363,8 +370,8 @@ export class StdioServer {
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
     this.inputEnded = true;
-    if (this.stopped) return;
     this.reader.end();
+    if (this.stopped) return;
     await this.drain();
   }
 

@@ -174,6 +174,32 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     }
   }, 40_000);
 
+  // The drain over, the hub closes its upstreams (one that ignores EOF and SIGTERM takes
+  // seconds): a request sent meanwhile was left unread, the client waiting for its answer.
+  it.concurrent('a request sent while a SIGTERM\'s stop closes the upstreams is answered, refused, before the exit', async () => {
+    const { file, ledger } = configDir('switchyard-stdio-sigterm-closing-', { servers: { stubborn: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_STUBBORN: '1' }) } });
+    const c = stdioHub(file, 'info');
+    try {
+      await c.request(call('e', 'stubborn__echo', { text: 'hi' }), 30_000);
+      c.proc.kill('SIGTERM');
+      // Nothing in flight: the drain ends as it begins, and the upstream is being closed.
+      for (const until = Date.now() + 10_000; !c.stderr.includes('stdio hub stopping'); await sleep(20)) if (Date.now() > until) throw new Error(c.stderr.slice(-1000));
+      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }));
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
+        ['late', expect.stringContaining('shutting down')],
+        ['late-legacy', expect.stringContaining('shutting down')],
+      ]);
+      expect(c.nonProtocolLines).toEqual([]);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([
+        ['e', 'ok'],
+        ['late', 'unavailable'],
+      ]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+
   // Its upstream closing after stdin EOF (one that ignores EOF and SIGTERM takes seconds), the
   // client's SIGTERM was taken as a second stop signal: exit 1 at once, the upstream orphaned.
   it('a SIGTERM while the stop begun at stdin EOF closes its upstreams is no second signal: exit 0 once they are closed', async () => {
