@@ -30,7 +30,8 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     const stdout = takeStdout();
     const log = createLogger();
     // First: a signal from here on is handled (serve-signals.ts). Until the hub exists nothing
-    // is started, and nothing was written to stdout: a stop is an exit.
+    // is started, and nothing was written to stdout: a stop is an exit (once the ledger's lock
+    // is waited for, with what the client asked answered: exitUnserved).
     const signals = new ServeSignals(log);
     // Before the load: an edit from here on is applied once the hub serves (watchConfig).
     const loadedText = configText(argv.config);
@@ -41,6 +42,22 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       process.exit(2);
     }
     let stopWatching = (): void => undefined;
+    /**
+     * Exits before serving, `reason` on stderr: a request the client sent by now (an initialize
+     * written right after the spawn, while this waited for the ledger) is answered with it first,
+     * not left waiting for an answer that never comes (refuseRead).
+     */
+    let exiting = false;
+    const exitUnserved = async (code: number, reason: string): Promise<never> => {
+      exiting = true;
+      stopWatching();
+      process.stderr.write(`switchyard stdio: ${reason}\n`);
+      if ((await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${reason}`)) > 0) await lastFlush(stdout, log);
+      log.flush();
+      process.exit(code);
+    };
+    // A stop signal while the ledger is waited for (up to --ledger-wait-ms).
+    signals.onStop((signal) => void exitUnserved(0, `stopped by ${signal} before it could serve`));
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', argv['ledger-wait-ms'], (holder) => {
@@ -53,28 +70,22 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
         });
       });
       stopWatching();
+      // Stopped while it waited: the exit is under way (its answers being written), nothing starts.
+      if (exiting) return await new Promise<never>(() => undefined);
     } catch (err) {
+      if (exiting) return await new Promise<never>(() => undefined);
       if (!(err instanceof LedgerLockError)) throw err;
-      stopWatching();
-      process.stderr.write(`switchyard stdio: ${err.message}\n`);
-      // A request the client sent while this waited is answered, saying why, before the exit.
-      if ((await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${err.message}`)) > 0) await lastFlush(stdout, log);
-      process.exit(2);
+      return exitUnserved(2, err.message);
     }
     let hub: Hub;
     try {
       hub = Hub.create(config, log);
     } catch (err) {
       const ledger = ledgerTrouble(err, config);
-      if (ledger) {
-        process.stderr.write(`switchyard stdio: ${ledger}\n`);
-        process.exit(1);
-      }
+      if (ledger) return exitUnserved(1, ledger);
       // As `start` does: one line, no stack (a stack may quote a config value, a URL with its
       // credentials), and the client's log gets it on stderr.
-      process.stderr.write(`switchyard stdio: ${argv.config}: ${redactLogText((err as Error).message)}
-`);
-      process.exit(2);
+      return exitUnserved(2, `${argv.config}: ${redactLogText((err as Error).message)}`);
     }
     hub.startUpstreams();
     const drainMs = config.listen.drainTimeoutMs;

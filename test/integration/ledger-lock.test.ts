@@ -274,6 +274,14 @@ describe('ledger writer lock', () => {
       expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
       expect(busy.nonProtocolLines).toEqual([]);
       expect(busy.stderr).toContain('switchyard stdio: the ledger');
+      // The same with a stop signal while it waits: answered, exit 0.
+      const stopped = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+      stopped.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+      for (const until = Date.now() + 10_000; !stopped.stderr.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(stopped.stderr);
+      stopped.proc.kill('SIGTERM');
+      expect(await stopped.exited, stopped.stderr).toBe(0);
+      expect(stopped.received).toMatchObject([{ id: 'init', error: { code: -32603, message: expect.stringContaining('stopped by SIGTERM before it could serve') } }]);
+      expect(stopped.nonProtocolLines).toEqual([]);
       // A request, then EOF: the client may still read the answer once the ledger is free.
       const p = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } });
       let out = '';
