@@ -372,6 +372,7 @@ export class StdioServer {
     this.inputEnded = true;
     this.reader.end();
     if (this.stopped) return;
+    if (this.pending.size > 0) this.log.info({ inFlight: this.pending.size, drainMs: this.opts.drainMs }, 'stdin closed: what is in flight may answer before the hub stops');
     await this.drain();
   }
 

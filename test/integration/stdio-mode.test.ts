@@ -272,12 +272,14 @@ describe('the raw line protocol of switchyard stdio', () => {
     expect(r.result).toEqual({ content: [{ type: 'text', text: 'echo:old' }] });
   });
 
-  it('answers what is in flight at EOF, then exits 0, with nothing but protocol on stdout', async () => {
+  it('answers what is in flight at EOF, then exits 0, with nothing but protocol on stdout; a last line without its newline is read', async () => {
     c.send(JSON.stringify({ jsonrpc: '2.0', id: 'last', method: 'tools/call', params: { name: 'modern__slow', arguments: { ms: 300 }, _meta: META } }));
-    c.endInput();
+    // Clients that write their last message with end(json) leave out the newline: EOF ends the line.
+    c.proc.stdin!.end(JSON.stringify({ jsonrpc: '2.0', id: 'tail', method: 'ping' }));
     const code = await c.exited;
     expect(code).toBe(0);
     expect(c.received.find((m) => m.id === 'last')?.result.content[0].text).toBe('slept 300');
+    expect(c.received.find((m) => m.id === 'tail')?.result).toEqual({});
     expect(c.nonProtocolLines).toEqual([]);
     expect(c.stderr).toMatch(/stdio hub stopping/);
   });
@@ -429,7 +431,9 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
   it('has the requests held behind the initialize answered and recorded as refused (unavailable)', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-held-stop-'));
     const file = join(d, 'hub.config.json');
-    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '5000' } };
+    // A server that never answers its handshake, as one still starting, and ends at once at the
+    // end of its stdin: the hub's stop need not wait out the SIGTERM grace of a sleeping one.
+    const slow = { command: process.execPath, args: ['-e', 'process.stdin.resume()'] };
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { drainTimeoutMs: 200 }, servers: { legacy: slow } }));
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     try {

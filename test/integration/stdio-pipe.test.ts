@@ -41,6 +41,12 @@ function twoServerHub(prefix: string, config: Json = {}, logLevel = 'warn'): { c
 
 const call = (id: string | number, name: string, args: Json): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: META } });
 
+/** Until the hub logs its stop or its drain at stdin EOF (log level info): stdin EOF or a signal was taken. */
+async function stopBegun(c: LineClient): Promise<void> {
+  const begun = () => c.stderr.includes('stdio hub stopping') || c.stderr.includes('stdin closed: what is in flight may answer');
+  for (const until = Date.now() + 10_000; !begun(); await sleep(20)) if (Date.now() > until) throw new Error(`not stopping: ${c.stderr.slice(-1000)}`);
+}
+
 /** Resolves with the exit code, or 'running' if the process has not exited within `ms`. */
 const exitWithin = (c: LineClient, ms: number): Promise<number | null | 'running'> => Promise.race([c.exited, sleep(ms).then(() => 'running' as const)]);
 
@@ -91,8 +97,8 @@ describe('a legacy stdio client answering a question with a response that is not
   }, 60_000);
 });
 
-// Each test runs a hub of its own and mostly waits (a 6.5 s call, a drain, signals apart): the
-// two run at once.
+// Each test runs a hub of its own and mostly waits (a 6.5 s call, a drain, an upstream's close,
+// signals apart): they run at once.
 describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutMs 30000)', () => {
   const DRAIN = { listen: { drainTimeoutMs: 30_000 } };
 
@@ -115,15 +121,12 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   it.concurrent('on SIGTERM refuses new requests with an answer, lets the call in flight answer, then exits 0; a second signal exits at once with 1', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-sigterm-drain-', DRAIN, 'info');
-    const stopping = async (): Promise<void> => {
-      for (const until = Date.now() + 10_000; !c.stderr.includes('stdio hub stopping'); await sleep(20)) if (Date.now() > until) throw new Error(`not stopping: ${c.stderr.slice(-1000)}`);
-    };
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 2_000 })));
       await sleep(300);
       c.proc.kill('SIGTERM');
-      await stopping();
+      await stopBegun(c);
       // Still reading stdin: a new request is answered, refused.
       const late = await c.request(call('late', 'modern__echo', { text: 'late' }));
       expect(JSON.stringify(late)).toContain('shutting down');
@@ -156,15 +159,15 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
   // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  it('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: its row cancelled, exit 0', async () => {
+  it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: its row cancelled, exit 0', async () => {
     const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2) }, ...DRAIN });
-    const c = stdioHub(file);
+    const c = stdioHub(file, 'info');
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      // Read before the EOF (one pipe, in order): in flight when the drain begins.
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
-      await sleep(300);
       c.endInput();
-      await sleep(500);
+      await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // draining
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 2_000)).toBe(0);
@@ -183,7 +186,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       await c.request(call('e', 'stubborn__echo', { text: 'hi' }), 30_000);
       c.proc.kill('SIGTERM');
       // Nothing in flight: the drain ends as it begins, and the upstream is being closed.
-      for (const until = Date.now() + 10_000; !c.stderr.includes('stdio hub stopping'); await sleep(20)) if (Date.now() > until) throw new Error(c.stderr.slice(-1000));
+      await stopBegun(c);
       c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }));
       expect(await exitWithin(c, 15_000)).toBe(0);
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
@@ -202,14 +205,14 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // Its upstream closing after stdin EOF (one that ignores EOF and SIGTERM takes seconds), the
   // client's SIGTERM was taken as a second stop signal: exit 1 at once, the upstream orphaned.
-  it('a SIGTERM while the stop begun at stdin EOF closes its upstreams is no second signal: exit 0 once they are closed', async () => {
+  it.concurrent('a SIGTERM while the stop begun at stdin EOF closes its upstreams is no second signal: exit 0 once they are closed', async () => {
     const { file } = configDir('switchyard-stdio-eof-closing-', { servers: { stubborn: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_STUBBORN: '1' }) } });
-    const c = stdioHub(file);
+    const c = stdioHub(file, 'info');
     try {
-      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       await c.request(call('e', 'stubborn__echo', { text: 'hi' }), 30_000);
       c.endInput();
-      await sleep(700);
+      // Nothing in flight: the stop goes straight on to closing the upstream (seconds for this one).
+      await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // closing the upstream
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 15_000)).toBe(0);
