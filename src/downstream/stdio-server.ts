@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
@@ -236,12 +236,31 @@ export class StdioServer {
     for (const buf of lines) this.refuse(buf);
   }
 
-  /** A line read once stopped (or held when it stopped): a request in it is answered and recorded as refused (unavailable). */
+  /**
+   * A line read once stopped (or held when it stopped): a request in it is answered and recorded
+   * as refused (unavailable); so is each request of a batch, their answers together in one array.
+   */
   private refuse(buf: Buffer): void {
-    const c = parseFrame(buf.toString('utf8').replace(/^\uFEFF/, '').trim());
-    if (c.kind !== 'request') return;
-    const ex = this.exchange(c.msg.id, undefined, buf.length);
-    void this.endpoint.refuseUnserved(c.msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
+    const text = buf.toString('utf8').replace(/^\uFEFF/, '').trim();
+    const members = batchOf(text);
+    if (!members) {
+      const c = parseFrame(text);
+      if (c.kind === 'request') this.refuseRequest(c.msg, buf.length);
+      return;
+    }
+    const requests = members.filter((m) => classify(m).kind === 'request');
+    const answers: object[] = [];
+    let left = requests.length;
+    const deliver = (msg: object | undefined): void => {
+      if (msg) answers.push(msg);
+      if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
+    };
+    for (const m of requests) this.refuseRequest(m as Request, memberBytes(m, buf.length), deliver);
+  }
+
+  private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void): void {
+    const ex = this.exchange(msg.id, undefined, bytes, deliver);
+    void this.endpoint.refuseUnserved(msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */
