@@ -98,7 +98,8 @@ describe('a legacy stdio client answering a question with a response that is not
 });
 
 // Each test runs a hub of its own and mostly waits (a 6.5 s call, a drain, an upstream's close,
-// signals apart): they run at once.
+// signals apart): they run at once, each given 60 s (five hubs starting together on a loaded
+// 2-vCPU machine took up to 48 s).
 describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutMs 30000)', () => {
   const DRAIN = { listen: { drainTimeoutMs: 30_000 } };
 
@@ -117,7 +118,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   it.concurrent('on SIGTERM refuses new requests with an answer, lets the call in flight answer, then exits 0; a second signal exits at once with 1', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-sigterm-drain-', DRAIN, 'info');
@@ -175,7 +176,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   // The drain over, the hub closes its upstreams (one that ignores EOF and SIGTERM takes
   // seconds): a request sent meanwhile was left unread, the client waiting for its answer.
@@ -201,7 +202,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   // Its upstream closing after stdin EOF (one that ignores EOF and SIGTERM takes seconds), the
   // client's SIGTERM was taken as a second stop signal: exit 1 at once, the upstream orphaned.
@@ -219,7 +220,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 });
 
 describe('a client of `switchyard stdio` that stops reading stdout', () => {
