@@ -225,7 +225,11 @@ export class StoredTokenSource implements TokenSource {
         this.log.info('OAuth: a new login (or a logout) was stored during the refresh; it stands');
         this.unsaved = undefined;
         this.look(true);
-        return this.tokens()?.accessToken ?? next.accessToken;
+        const now = this.tokens();
+        if (now !== undefined) return now.accessToken;
+        // A logout: the user is logged out here, and the request waiting for this refresh is not
+        // sent with its token (it went through before, and the login seemed to outlive the logout).
+        throw this.missing();
       }
       this.save(next, readStamp);
       return next.accessToken;
@@ -234,14 +238,17 @@ export class StoredTokenSource implements TokenSource {
     }
   }
 
+  /** Why no stored tokens are this server's (none, unusable, another url's), saying to log in. */
+  private missing(): OAuthError {
+    if (this.read.problem !== undefined) return this.login(`the stored login is unusable (${this.read.problem})`);
+    if (this.read.tokens !== undefined) return this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
+    return this.login('no login stored for this server (grant authorization_code)');
+  }
+
   /** The stored tokens, if they have a refresh token; else the error that says to log in. */
   private needsRefresh(used: string | undefined): StoredTokens {
     const t = this.tokens();
-    if (t === undefined) {
-      if (this.read.problem !== undefined) throw this.login(`the stored login is unusable (${this.read.problem})`);
-      if (this.read.tokens !== undefined) throw this.login(`the stored login is for ${this.read.tokens.serverUrl}, not for this server's url`);
-      throw this.login('no login stored for this server (grant authorization_code)');
-    }
+    if (t === undefined) throw this.missing();
     if (t.refreshToken === undefined)
       throw this.login(used === t.accessToken || used === undefined ? 'the stored access token expired or was refused, and there is no refresh token' : 'the access token was refused');
     return t;

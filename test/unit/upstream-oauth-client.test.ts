@@ -192,7 +192,7 @@ describe('the upstream OAuth client', () => {
     source.release();
   });
 
-  it('a refresh in flight when a new login (or a logout) is stored leaves it standing, though a request read it meanwhile', async () => {
+  it('a refresh in flight when a new login (or a logout) is stored leaves it standing, though a request read it meanwhile, and its request is not sent with the refreshed token after a logout', async () => {
     for (const change of ['login', 'logout'] as const) {
       const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
       storedLogin(file, 'unit-old-login');
@@ -208,9 +208,14 @@ describe('the upstream OAuth client', () => {
       // Another request reads the file meanwhile.
       expect(source.current()).toBe(change === 'login' ? 'unit-new-login' : undefined);
       open();
-      await refreshed;
-      if (change === 'login') expect(JSON.parse(readFileSync(file, 'utf8')).accessToken).toBe('unit-new-login');
-      else expect(existsSync(file)).toBe(false);
+      if (change === 'login') {
+        await expect(refreshed).resolves.toBe('unit-new-login');
+        expect(JSON.parse(readFileSync(file, 'utf8')).accessToken).toBe('unit-new-login');
+      } else {
+        // The request that waited for the refresh is not sent with its token: the user logged out.
+        await expect(refreshed).rejects.toThrow(/no login stored for this server .*; run `switchyard login u`/);
+        expect(existsSync(file)).toBe(false);
+      }
       source.release();
     }
   });
