@@ -183,13 +183,14 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
     const client = readStoredClient(file);
     // Revoked before the file goes (a logout cut short leaves them to revoke at the next one), under
     // the refresh lock: a daemon refreshing meanwhile would write a refresh token the revocation
-    // never saw, and the removal would leave it valid and unknown.
+    // never saw, and the removal would leave it valid and unknown. Without revocation too: a
+    // refresh writing its tokens as the file is removed would put the login back after the logout.
     let release: (() => void) | undefined;
     let revoked = '';
-    if (argv.revoke && readTokenFile(file).tokens !== undefined) {
+    if (readTokenFile(file).tokens !== undefined) {
       release = await (await import('../upstream/oauth-token-lock.js')).lockTokenFile(file);
       const tokens = readTokenFile(file).tokens;
-      if (tokens !== undefined) revoked = `; ${screenText(await (await import('../upstream/oauth-revoke.js')).revokeLogin(tokens, s.url!, s.oauth!))}`;
+      if (argv.revoke && tokens !== undefined) revoked = `; ${screenText(await (await import('../upstream/oauth-revoke.js')).revokeLogin(tokens, s.url!, s.oauth!))}`;
     }
     // A login made before the registration was kept apart has it in the token file only: kept
     // apart now, so that the next login is that client again rather than a new registration.

@@ -11,10 +11,11 @@
  * login is again, unless --forget-client); a response naming another issuer is refused; and no
  * token reaches the logs, the ledger or the CLI's output.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, type CliRun } from '../helpers/cli.js';
@@ -223,6 +224,47 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     const now = stored().accessToken;
     expect(text(await call('u__whoami'))).toContain('scopes mcp');
     expect((await stats()).lastAccepted).toBe(now);
+  });
+
+  it('logout --no-revoke removes the tokens without asking the authorization server, through the refresh lock (a stale one taken over)', async () => {
+    const kept = readFileSync(tokenFile, 'utf8');
+    const revocations = (await stats()).revocations.length;
+    // A lock a crashed refresh left: the logout takes turns with refreshes as a revoking one does, and takes it over.
+    writeFileSync(`${tokenFile}.lock`, JSON.stringify({ pid: spawnSync(process.execPath, ['-e', '0']).pid, host: hostname() }));
+    try {
+      const r = await cli('logout', 'u', '--no-revoke');
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/logged out of "u": removed \S+u\.json; kept the client registered with http:\/\/127\.0\.0\.1:\d+\/as for the next login/);
+      expect(r.stderr).not.toMatch(/revoke|stay valid/);
+      expect((await stats()).revocations).toHaveLength(revocations);
+      expect(existsSync(tokenFile)).toBe(false);
+      expect(existsSync(`${tokenFile}.lock`)).toBe(false);
+      expect(JSON.stringify((await call('u__whoami')).body)).toMatch(/no login stored for this server/);
+    } finally {
+      // Not revoked: the same login, put back, works again.
+      writeFileSync(tokenFile, kept, { mode: 0o600 });
+      rmSync(`${tokenFile}.lock`, { force: true });
+    }
+    expect(text(await call('u__whoami'))).toContain('scopes mcp');
+  });
+
+  it('logout from an authorization server that offers no revocation says the tokens stay valid, and removes them', async () => {
+    const kept = readFileSync(tokenFile, 'utf8');
+    const revocations = (await stats()).revocations.length;
+    await control('/revocation?on=0');
+    try {
+      const r = await cli('logout', 'u');
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(
+        /logged out of "u": removed \S+u\.json; the authorization server http:\/\/127\.0\.0\.1:\d+\/as offers no token revocation: the tokens stay valid until they expire; kept the client/,
+      );
+      expect((await stats()).revocations).toHaveLength(revocations);
+      expect(existsSync(tokenFile)).toBe(false);
+    } finally {
+      await control('/revocation?on=1');
+      writeFileSync(tokenFile, kept, { mode: 0o600 });
+    }
+    expect(text(await call('u__whoami'))).toContain('scopes mcp');
   });
 
   it('a login whose kept client the authorization server no longer knows says to forget it; logout --forget-client removes it too, and the next call says to log in', async () => {
