@@ -164,6 +164,8 @@ export interface UpstreamOAuthConfig {
   /** PKCS#8 PEM, for private_key_jwt. */
   privateKey?: string;
   signingAlgorithm?: string;
+  /** private_key_jwt: the client assertion's `aud` (default the issuer; some older servers want the token endpoint URL). */
+  assertionAudience?: 'issuer' | 'token_endpoint';
   /** Asked for instead of the challenge's or the metadata's scopes. */
   scopes?: string[];
   tokenEndpointAuth?: 'client_secret_basic' | 'client_secret_post' | 'private_key_jwt' | 'none';

@@ -295,7 +295,11 @@ export class OAuthClient implements TokenSource {
     return 'client_secret_basic';
   }
 
-  /** A client assertion (RFC 7523 §2.2): iss = sub = client id, aud = the issuer, one minute, single use. */
+  /**
+   * A client assertion (RFC 7523 §2.2): iss = sub = client id, one minute, single use. Its aud is
+   * the issuer, as RFC 7523bis and the SDK have it (the token endpoint URL was the older reading,
+   * which some servers still want: oauth.assertionAudience "token_endpoint").
+   */
   private async assertion(d: Discovered): Promise<string> {
     const alg = this.config.signingAlgorithm ?? d.signingAlgs?.find((a) => KNOWN_ALGS.has(a)) ?? 'RS256';
     // Loaded here, by the one grant that signs: a hub whose upstreams use no private_key_jwt (an
@@ -312,7 +316,7 @@ export class OAuthClient implements TokenSource {
       .setProtectedHeader({ alg, typ: 'JWT' })
       .setIssuer(this.config.clientId!)
       .setSubject(this.config.clientId!)
-      .setAudience(d.issuer)
+      .setAudience(this.config.assertionAudience === 'token_endpoint' ? d.tokenEndpoint : d.issuer)
       .setJti(randomUUID())
       .setIssuedAt()
       .setExpirationTime('60s')

@@ -564,6 +564,10 @@ describe('upstream headers', () => {
         r: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', redirectPort: 7633 } },
         i: { url, oauth: { clientSecret: 'sssssssss' } },
         h: { url, oauth: { grant: 'authorization_code', clientMetadataUrl: 'http://hub.example/client.json' } },
+        // An assertion's audience is for private_key_jwt alone, and one of two names.
+        aa: { url, oauth: { grant: 'authorization_code', assertionAudience: 'issuer' } },
+        as: { url, oauth: { clientId: 'hub', clientSecret: 'sssssssss', assertionAudience: 'token_endpoint' } },
+        ax: { url, oauth: { clientId: 'hub', privateKey: 'pem', assertionAudience: 'https://as.example/token' } },
       },
     });
     expect(problems).toEqual(
@@ -575,8 +579,12 @@ describe('upstream headers', () => {
         expect.stringMatching(/^servers\.r\.oauth.*redirectPort are for grant "authorization_code"/),
         expect.stringMatching(/^servers\.i\.oauth.*needs clientId/),
         expect.stringMatching(/^servers\.h\.oauth\.clientMetadataUrl/),
+        expect.stringMatching(/^servers\.aa\.oauth.*assertionAudience is for private_key_jwt client assertions, of the client_credentials grant/),
+        expect.stringMatching(/^servers\.as\.oauth.*assertionAudience is for private_key_jwt client assertions: it needs oauth\.privateKey/),
+        expect.stringMatching(/^servers\.ax\.oauth\.assertionAudience/),
       ]),
     );
+    expect(parseConfig({ servers: { j: { url, oauth: { clientId: 'hub', privateKey: 'pem', assertionAudience: 'token_endpoint' } } } }, undefined, NO_ENV).servers.j!.oauth?.assertionAudience).toBe('token_endpoint');
     expect(problems.join('\n')).not.toContain('sssssssss');
   });
 

@@ -11,6 +11,7 @@ import { canonicalResource, MAX_SCOPES, OAuthClient, OAuthHttp, parseBearerChall
 import type { HttpAnswer, HttpExchangeOptions } from '../../src/transport/http-client.js';
 import fs, { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { syncBuiltinESMExports } from 'node:module';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -596,6 +597,20 @@ console.log(fresh === undefined, typeof stale);`;
     expect(posts).toBe(asked);
     expect((lastTokenForm.get('scope') ?? '').split(' ').length).toBeLessThanOrEqual(MAX_SCOPES);
     http.close();
+  });
+
+  it("signs a private_key_jwt assertion for the issuer by default, and for the token endpoint with oauth.assertionAudience \"token_endpoint\"", async () => {
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    for (const [audience, aud] of [[undefined, () => base], ['issuer', () => base], ['token_endpoint', () => `${base}/token`]] as const) {
+      const config = { clientId: 'jwt-client', privateKey: pem, signingAlgorithm: 'ES256', ...(audience !== undefined ? { assertionAudience: audience } : {}) };
+      const http = new OAuthHttp(upstream(), OAuthClient.acquire(config, `${base}/mcp`, silentLogger));
+      expect((await http.post('{}')).status).toBe(200);
+      expect(lastTokenForm.get('client_assertion_type')).toBe('urn:ietf:params:oauth:client-assertion-type:jwt-bearer');
+      const claims = JSON.parse(Buffer.from(lastTokenForm.get('client_assertion')!.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+      expect(claims, String(audience)).toMatchObject({ iss: 'jwt-client', sub: 'jwt-client', aud: aud() });
+      http.close();
+    }
   });
 
   it('reads the Bearer challenge and the canonical resource', () => {
