@@ -25,7 +25,7 @@ import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAuthError, allowedEndpoint, authServerMetadata, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
+import { OAuthError, allowedEndpoint, authServerMetadata, noted, pickIssuer, protectedResource, strings, where, type ProtectedResource } from './oauth-discovery.js';
 import { OAuthUrlPolicy } from './oauth-url-policy.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 
@@ -57,6 +57,10 @@ interface Discovered {
   grantTypes?: string[];
   /** The PRM URL the discovery came from (a 401 naming another one discovers again). */
   prmUrl: string;
+  /** The challenge's resource_metadata the discovery was made for (refused, when not prmUrl: a 401 naming it again is no news). */
+  named?: string;
+  /** Said in the errors of this discovery's token requests: the challenge's resource_metadata was refused, and the fallback used. */
+  refusedNamed?: string;
 }
 
 interface Token {
@@ -212,12 +216,18 @@ export class OAuthClient implements TokenSource {
   }
 
   private async obtain(challenge: BearerChallenge | undefined, scopes: string[] | undefined): Promise<string> {
-    if (!this.discovered || (challenge?.resourceMetadata !== undefined && challenge.resourceMetadata !== this.discovered.prmUrl)) {
+    const named = challenge?.resourceMetadata;
+    if (!this.discovered || (named !== undefined && named !== this.discovered.prmUrl && named !== this.discovered.named)) {
       this.discovered = await this.discover(challenge);
     }
     const d = this.discovered;
     const ask = scopes ?? this.config.scopes ?? challenge?.scope ?? d.scopesSupported ?? [];
-    const value = await this.requestToken(d, ask);
+    let value: string;
+    try {
+      value = await this.requestToken(d, ask);
+    } catch (err) {
+      throw noted(err, d.refusedNamed);
+    }
     // Kept only once granted: a scope the authorization server refuses (a challenge may name
     // one the client was never allowed) would otherwise be asked for, and refused, for good.
     this.scopes = ask;
@@ -226,7 +236,21 @@ export class OAuthClient implements TokenSource {
 
   /** RFC 9728 then RFC 8414 / OpenID discovery (digest §7). */
   private async discover(challenge: BearerChallenge | undefined): Promise<Discovered> {
-    const { resource, prmUrl, authorizationServers, scopesSupported } = await protectedResource(this.serverUrl, challenge, this.urls);
+    const prm = await protectedResource(this.serverUrl, challenge, this.urls, (url, why) =>
+      this.log.warn(
+        { resourceMetadata: url, reason: why },
+        "OAuth: the upstream's challenge names a resource_metadata URL the hub does not ask (the URL policy refused it); the well-known locations are tried instead",
+      ),
+    );
+    try {
+      return await this.discoverFrom(prm, challenge?.resourceMetadata);
+    } catch (err) {
+      throw noted(err, prm.refusedNamed);
+    }
+  }
+
+  /** The authorization server of the protected resource metadata found. */
+  private async discoverFrom({ resource, prmUrl, authorizationServers, scopesSupported, refusedNamed }: ProtectedResource, named: string | undefined): Promise<Discovered> {
     const issuer = this.pickIssuer(authorizationServers, prmUrl);
     const as = await authServerMetadata(issuer, this.urls);
     const tokenEndpoint = as.token_endpoint;
@@ -240,6 +264,8 @@ export class OAuthClient implements TokenSource {
       issuer,
       tokenEndpoint,
       prmUrl,
+      named,
+      refusedNamed,
       scopesSupported,
       authMethods: strings(as.token_endpoint_auth_methods_supported),
       signingAlgs: strings(as.token_endpoint_auth_signing_alg_values_supported),

@@ -54,6 +54,8 @@ function resourceCovers(resource: string, serverUrl: string): boolean {
 export function where(url: string): string {
   try {
     const u = new URL(url);
+    // Not http(s) (file:, data:, javascript:): its path may be anything, its contents even.
+    if (u.origin === 'null') return `(a ${u.protocol} URL)`;
     return `${u.origin}${u.pathname === '/' ? '' : u.pathname}`;
   } catch {
     return '(not a URL)';
@@ -81,36 +83,73 @@ export interface ProtectedResource {
   /** Its authorization_servers (http(s) URLs only), at least one. */
   authorizationServers: string[];
   scopesSupported?: string[];
+  /**
+   * The challenge's resource_metadata when the URL policy refused it (the well-known locations
+   * served instead): a clause for any later error, which may come of that fallback.
+   */
+  refusedNamed?: string;
 }
 
-/** RFC 9728 (digest §7): the challenge's PRM, else the path-specific then the root well-known one. */
-export async function protectedResource(serverUrl: string, challenge: BearerChallenge | undefined, policy: OAuthUrlPolicy): Promise<ProtectedResource> {
+/**
+ * RFC 9728 (digest §7): the challenge's PRM, else the path-specific then the root well-known one.
+ * A challenge's `resource_metadata` that the URL policy refuses is told to `onRefused` at once
+ * (where it points, without its query, and why), not only in the error of a discovery that
+ * fails: the fallback may find other metadata, and what comes of it should not be a mystery.
+ */
+export async function protectedResource(
+  serverUrl: string,
+  challenge: BearerChallenge | undefined,
+  policy: OAuthUrlPolicy,
+  onRefused?: (where: string, why: string) => void,
+): Promise<ProtectedResource> {
   const u = new URL(serverUrl);
   const path = u.pathname.replace(/\/+$/, '');
   const candidates: string[] = [];
+  // Taken as it is (a URL that is not http(s), or none, is the policy's refusal to say).
   const named = challenge?.resourceMetadata;
-  if (named !== undefined && /^https?:\/\//i.test(named)) candidates.push(named);
+  if (named !== undefined) candidates.push(named);
   if (path !== '') candidates.push(`${u.origin}/.well-known/oauth-protected-resource${path}`);
   candidates.push(`${u.origin}/.well-known/oauth-protected-resource`);
   const tried: string[] = [];
   let prm: Record<string, unknown> | undefined;
   let prmUrl = '';
-  for (const c of candidates) {
+  let refusedNamed: string | undefined;
+  for (const [i, c] of candidates.entries()) {
     const r = await getJson(c, policy);
     if ('doc' in r) {
       prm = r.doc;
       prmUrl = c;
       break;
     }
+    if (i === 0 && named !== undefined && r.refused) {
+      refusedNamed = `the resource_metadata of the server's challenge, ${where(c)}, was not asked: ${r.why}`;
+      onRefused?.(where(c), r.why);
+    }
     tried.push(`${where(c)} (${r.why})`);
   }
   if (!prm) throw new OAuthError(`discovery: no protected resource metadata for ${where(serverUrl)}; tried ${tried.join(', ')}`);
-  const resource = typeof prm.resource === 'string' ? prm.resource : canonicalResource(serverUrl);
-  if (!resourceCovers(resource, serverUrl))
-    throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(serverUrl)}); no token is asked for it`);
-  const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
-  if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
-  return { resource, prmUrl, authorizationServers: servers, scopesSupported: strings(prm.scopes_supported) };
+  try {
+    const resource = typeof prm.resource === 'string' ? prm.resource : canonicalResource(serverUrl);
+    if (!resourceCovers(resource, serverUrl))
+      throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} is for ${where(resource)}, not for this server (${where(serverUrl)}); no token is asked for it`);
+    const servers = Array.isArray(prm.authorization_servers) ? prm.authorization_servers.filter((s): s is string => typeof s === 'string' && /^https?:\/\//i.test(s)) : [];
+    if (servers.length === 0) throw new OAuthError(`discovery: the protected resource metadata at ${where(prmUrl)} names no authorization server`);
+    return { resource, prmUrl, authorizationServers: servers, scopesSupported: strings(prm.scopes_supported), ...(refusedNamed !== undefined ? { refusedNamed } : {}) };
+  } catch (err) {
+    throw noted(err, refusedNamed);
+  }
+}
+
+/**
+ * `err` with `note` added (an OAuthError; anything else as it is): a discovery that went on past
+ * a refused resource_metadata says so in whatever error comes of it.
+ */
+export function noted(err: unknown, note: string | undefined): unknown {
+  if (note === undefined || !(err instanceof OAuthError) || err.message.includes(note)) return err;
+  const e = new OAuthError(`${err.message.replace(/^OAuth: /, '')} (${note})`, err.status);
+  const oauthError = (err as OAuthError & { oauthError?: string }).oauthError;
+  if (oauthError !== undefined) (e as OAuthError & { oauthError?: string }).oauthError = oauthError;
+  return e;
 }
 
 /** RFC 8414 §3.1 and OpenID Connect discovery, in the digest's order; the `issuer` must be the one asked about. */
@@ -153,12 +192,12 @@ export function strings(v: unknown): string[] | undefined {
  * A JSON object at `url`, or why not. Redirects are followed a few times, each target held to the
  * policy as the URL itself (the request carries no credential, but may be pointed anywhere).
  */
-async function getJson(url: string, policy: OAuthUrlPolicy): Promise<{ doc: Record<string, unknown> } | { why: string }> {
+async function getJson(url: string, policy: OAuthUrlPolicy): Promise<{ doc: Record<string, unknown> } | { why: string; refused?: true }> {
   let res: Response | undefined;
   let at = url;
   for (let hops = 0; ; hops++) {
     const refused = await policy.refusal(at);
-    if (refused !== undefined) return { why: at === url ? `not asked: ${refused}` : `redirected to ${where(at)}, not followed: ${refused}` };
+    if (refused !== undefined) return { why: at === url ? `not asked: ${refused}` : `redirected to ${where(at)}, not followed: ${refused}`, refused: true };
     try {
       res = await policy.fetch(at, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(OAUTH_REQUEST_TIMEOUT_MS) });
     } catch (err) {

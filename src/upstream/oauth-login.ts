@@ -16,7 +16,20 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
-import { OAUTH_REQUEST_TIMEOUT_MS, OAuthError, allowedEndpoint, authServerMetadata, canonicalResource, netWhy, pickIssuer, protectedResource, strings, where } from './oauth-discovery.js';
+import {
+  OAUTH_REQUEST_TIMEOUT_MS,
+  OAuthError,
+  allowedEndpoint,
+  authServerMetadata,
+  canonicalResource,
+  netWhy,
+  noted,
+  pickIssuer,
+  protectedResource,
+  strings,
+  where,
+  type ProtectedResource,
+} from './oauth-discovery.js';
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
@@ -51,7 +64,19 @@ export interface LoginResult {
 export async function login(o: LoginOptions): Promise<LoginResult> {
   const challenge = await firstChallenge(o.serverUrl, o.headers ?? {});
   const urls = new OAuthUrlPolicy(o.serverUrl, o.oauth.issuer);
-  const prm = await protectedResource(o.serverUrl, challenge, urls);
+  const prm = await protectedResource(o.serverUrl, challenge, urls, (url, why) =>
+    o.say(`warning: the server's challenge names resource_metadata ${url}, which is not asked (${why}); trying the well-known locations`),
+  );
+  try {
+    return await loginWith(o, challenge, urls, prm);
+  } catch (err) {
+    // Whatever fails after the fallback may come of it: the error says what was refused.
+    throw noted(err, prm.refusedNamed);
+  }
+}
+
+/** The login, the server's protected resource metadata found. */
+async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined, urls: OAuthUrlPolicy, prm: ProtectedResource): Promise<LoginResult> {
   const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, 'oauth.issuer', prm.prmUrl);
   const as = await authServerMetadata(issuer, urls);
   const authorizationEndpoint = endpoint(as, 'authorization_endpoint', issuer);

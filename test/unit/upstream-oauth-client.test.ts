@@ -23,6 +23,7 @@ import { StoredTokenSource } from '../../src/upstream/oauth-stored-client.js';
 import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js';
 import { OAuthUrlPolicy } from '../../src/upstream/oauth-url-policy.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
+import { login } from '../../src/upstream/oauth-login.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
 import { processStart } from '../../src/process-alive.js';
@@ -58,6 +59,11 @@ beforeAll(async () => {
     if (req.url === '/.well-known/oauth-protected-resource/imds') return json(200, { resource: `${base}/imds`, authorization_servers: ['http://169.254.169.254'] });
     if (req.url === '/.well-known/oauth-protected-resource/hop') {
       res.writeHead(302, { location: 'http://[::ffff:169.254.169.254]/latest/meta-data/' });
+      return res.end();
+    }
+    // A server whose challenge names cloud metadata (its query a signature), for a login.
+    if (req.url === '/refused-login' && req.method === 'POST') {
+      res.writeHead(401, { 'www-authenticate': 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/iam?X-Amz-Signature=unit-query-secret"' });
       return res.end();
     }
     if (req.url === '/.well-known/oauth-authorization-server/liar-as') return json(200, { issuer: 'https://evil.example.com', token_endpoint: 'https://evil.example.com/token' });
@@ -554,6 +560,49 @@ console.log(fresh === undefined, typeof stale);`;
       await expect(http.post('{}')).rejects.toThrow(why);
       http.close();
     }
+  });
+
+  it("warns of a challenge's resource_metadata the URL policy refuses (where it points and why, no query), though the well-known metadata serves; a later failure says it too", async () => {
+    const imds = 'http://169.254.169.254/latest/meta-data/iam?X-Amz-Signature=unit-query-secret';
+    const refusedLines = (lines: string[]): Record<string, unknown>[] =>
+      lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => String(l.msg).includes('resource_metadata URL the hub does not ask'));
+    // The well-known metadata of /mcp serves: a token, and a warning line all the same.
+    const { log, lines } = keptLog();
+    const http = new OAuthHttp(upstream(`Bearer resource_metadata="${imds}"`), OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, log));
+    expect((await http.post('{}')).status).toBe(200);
+    expect(refusedLines(lines)).toEqual([
+      expect.objectContaining({ level: 40, resourceMetadata: 'http://169.254.169.254/latest/meta-data/iam', reason: expect.stringMatching(/^not asked: 169\.254\.169\.254 is a link-local address/) }),
+    ]);
+    expect(lines.join('\n')).not.toContain('unit-query-secret');
+    http.close();
+    // A URL that is not http(s) is refused as such, not dropped unsaid; and the error of a discovery
+    // that goes wrong after the fallback (an authorization server naming another issuer) says both.
+    for (const [named, shown, reason] of [
+      [imds, 'http://169.254.169.254/latest/meta-data/iam', /not asked: 169\.254\.169\.254 is a link-local address/],
+      ['file:///etc/passwd', '(a file: URL)', /not asked: file: is not http\(s\)/],
+    ] as const) {
+      const kept = keptLog();
+      const liar = new OAuthHttp(upstream(`Bearer resource_metadata="${named}"`), OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/liar`, kept.log));
+      const err = await liar.post('{}').then(() => undefined, (e: Error) => e.message);
+      expect(err).toMatch(/no authorization server metadata for http:\/\/127\.0\.0\.1:\d+\/liar-as; tried .*\(names issuer https:\/\/evil\.example\.com\)/);
+      expect(err).toContain(`the resource_metadata of the server's challenge, ${shown}, was not asked: `);
+      expect(err).toMatch(reason);
+      expect(err).not.toContain('unit-query-secret');
+      expect(refusedLines(kept.lines)).toEqual([expect.objectContaining({ resourceMetadata: shown, reason: expect.stringMatching(reason) })]);
+      liar.close();
+    }
+  });
+
+  it("a login says of a challenge's resource_metadata the URL policy refuses, and its error names it", async () => {
+    const said: string[] = [];
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-login-unit-'));
+    const err = await login({
+      serverId: 'u', serverUrl: `${base}/refused-login`, oauth: { grant: 'authorization_code' }, tokenFile: join(dir, 'u.json'),
+      open: () => undefined, timeoutMs: 1_000, say: (l) => said.push(l),
+    }).then(() => undefined, (e: Error) => e.message);
+    expect(said).toEqual([expect.stringMatching(/^warning: the server's challenge names resource_metadata http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam, which is not asked \(not asked: 169\.254\.169\.254 is a link-local address.*\); trying the well-known locations$/)]);
+    expect(err).toMatch(/no protected resource metadata for http:\/\/127\.0\.0\.1:\d+\/refused-login; tried http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam \(not asked: 169\.254\.169\.254 is a link-local address/);
+    expect(said.join('\n') + err).not.toContain('unit-query-secret');
   });
 
   it("holds URLs an upstream names to its own kind of address, plain http to loopback, except the server's and oauth.issuer's hosts", async () => {
