@@ -568,8 +568,12 @@ console.log(fresh === undefined, typeof stale);`;
       lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => String(l.msg).includes('resource_metadata URL the hub does not ask'));
     // The well-known metadata of /mcp serves: a token, and a warning line all the same.
     const { log, lines } = keptLog();
-    const http = new OAuthHttp(upstream(`Bearer resource_metadata="${imds}"`), OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, log));
+    const client = OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, log);
+    const http = new OAuthHttp(upstream(`Bearer resource_metadata="${imds}"`), client);
     expect((await http.post('{}')).status).toBe(200);
+    // A 401 naming the same refused URL again is no news: the discovery made for it stands (no second warning).
+    const first = client.current();
+    expect(await client.renew(first, parseBearerChallenge(`Bearer resource_metadata="${imds}"`))).not.toBe(first);
     expect(refusedLines(lines)).toEqual([
       expect.objectContaining({ level: 40, resourceMetadata: 'http://169.254.169.254/latest/meta-data/iam', reason: expect.stringMatching(/^not asked: 169\.254\.169\.254 is a link-local address/) }),
     ]);
