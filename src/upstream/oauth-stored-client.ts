@@ -179,8 +179,9 @@ export class StoredTokenSource implements TokenSource {
     return Promise.resolve(undefined);
   }
 
-  private login(why: string): OAuthError {
-    const e = new OAuthError(`servers.${this.serverId}: ${why}; run \`switchyard login ${this.serverId}\``);
+  /** An error only the user can end (`fix`: what to do, by default a new login); the same file's refresh is not tried again. */
+  private login(why: string, fix = `run \`switchyard login ${this.serverId}\``): OAuthError {
+    const e = new OAuthError(`servers.${this.serverId}: ${why}; ${fix}`);
     NEEDS_LOGIN.add(e);
     return e;
   }
@@ -206,7 +207,24 @@ export class StoredTokenSource implements TokenSource {
         a = await tokenRequest(t.tokenEndpoint, params, { clientId: t.clientId, clientSecret: t.clientSecret ?? this.clientSecret, clientAuth: t.clientAuth });
       } catch (err) {
         // invalid_grant: the refresh token expired or was revoked; only a new login helps.
-        if ((err as { oauthError?: string }).oauthError === 'invalid_grant') throw this.login(`the refresh token was refused (${(err as Error).message.replace(/^OAuth: /, '')})`);
+        const code = (err as { oauthError?: string }).oauthError;
+        const said = (err as Error).message.replace(/^OAuth: /, '');
+        if (code === 'invalid_grant') throw this.login(`the refresh token was refused (${said})`);
+        // The client itself refused: the fix is the user's, and the error says which. A client a
+        // login registered that the authorization server forgot is refused for good (not asked
+        // again every second, as after a passing failure), and the next login would use it again:
+        // it must be forgotten first. A configured one may be put right at the authorization
+        // server, with nothing changed here: asked again after the cool-down.
+        if (code === 'invalid_client' || code === 'unauthorized_client') {
+          if (t.registeredRedirectUri !== undefined)
+            throw this.login(
+              `the authorization server refused the client an earlier login registered (${said})`,
+              `run \`switchyard logout ${this.serverId} --forget-client\`, then \`switchyard login ${this.serverId}\``,
+            );
+          throw new OAuthError(
+            `servers.${this.serverId}: the authorization server refused the client ${t.clientId} (${said}); check servers.${this.serverId}.oauth.clientSecret (a reload takes a new one), or run \`switchyard login ${this.serverId}\` with the client now configured`,
+          );
+        }
         throw err;
       }
       const next: StoredTokens = {

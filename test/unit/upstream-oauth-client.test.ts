@@ -507,6 +507,30 @@ console.log(fresh === undefined, typeof stale);`;
     source.release();
   });
 
+  it('a refresh refused for its client (invalid_client) says what to do by how the client came (registered: forget it, and it is not sent again; configured: the secret)', async () => {
+    tokenStatus = 401;
+    tokenError = 'invalid_client';
+    const registered = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(registered, 'unit-refused-token', { registeredRedirectUri: 'http://127.0.0.1:1/callback' });
+    const source = StoredTokenSource.acquire(registered, 'u', `${base}/mcp`, undefined, silentLogger);
+    const before = posts;
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(
+      /servers\.u: the authorization server refused the client an earlier login registered \(token endpoint .* answered HTTP 401 invalid_client.*\); run `switchyard logout u --forget-client`, then `switchyard login u`$/,
+    );
+    // Past the cool-down of a passing failure: the refused client is not tried again.
+    await new Promise((r) => setTimeout(r, 1_100));
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(/--forget-client/);
+    expect(posts).toBe(before + 1);
+    source.release();
+    const configured = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'c.json');
+    storedLogin(configured, 'unit-refused-token', { clientId: 'desk', clientAuth: 'client_secret_basic' });
+    const other = StoredTokenSource.acquire(configured, 'c', `${base}/mcp`, 'unit-secret-123', silentLogger);
+    await expect(other.renew('unit-refused-token')).rejects.toThrow(
+      /servers\.c: the authorization server refused the client desk \(.*invalid_client.*\); check servers\.c\.oauth\.clientSecret \(a reload takes a new one\), or run `switchyard login c` with the client now configured$/,
+    );
+    other.release();
+  });
+
   it('a login takes the client an earlier one registered only when it would register one: not over a configured client or the metadata document, nor at another issuer', () => {
     const prior = { issuer: 'https://as.example.com', clientId: 'dyn-1', clientAuth: 'none' as const, registeredRedirectUri: 'http://127.0.0.1:1/callback' };
     const cimd = { client_id_metadata_document_supported: true };
