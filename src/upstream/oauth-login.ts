@@ -206,7 +206,17 @@ async function listenAt(state: string, timeoutMs: number, configured: number | u
       // Taken by now: a new registration with a new port.
     }
   }
-  return listenForRedirect(state, timeoutMs, configured);
+  try {
+    return await listenForRedirect(state, timeoutMs, configured);
+  } catch (err) {
+    if (configured === undefined) throw err;
+    // The bare listen error named neither the setting nor what to do.
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    const why = code === 'EADDRINUSE' ? 'another program listens there (another login still waiting?): end it and try again' : 'choose another port';
+    throw new OAuthError(
+      `the redirect cannot listen on 127.0.0.1:${configured}, the port of oauth.redirectPort (${code}); ${why}, or register the client with another redirect port and set oauth.redirectPort to it`,
+    );
+  }
 }
 
 /** The server's Bearer challenge to a request without a token (undefined: it did not ask for one). */

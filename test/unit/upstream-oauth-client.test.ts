@@ -51,7 +51,8 @@ beforeAll(async () => {
       res.end(JSON.stringify(body));
     };
     if (req.url === '/.well-known/oauth-protected-resource/mcp') return json(200, { resource: `${base}/mcp`, authorization_servers: [base] });
-    if (req.url === '/.well-known/oauth-authorization-server') return json(200, { issuer: base, token_endpoint: `${base}/token` });
+    if (req.url === '/.well-known/oauth-authorization-server')
+      return json(200, { issuer: base, token_endpoint: `${base}/token`, authorization_endpoint: `${base}/authorize`, code_challenge_methods_supported: ['S256'] });
     // Metadata that names another resource, and an authorization server whose metadata names another issuer.
     if (req.url === '/.well-known/oauth-protected-resource/other') return json(200, { resource: 'https://evil.example.com/mcp', authorization_servers: [base] });
     if (req.url === '/.well-known/oauth-protected-resource/liar') return json(200, { resource: `${base}/liar`, authorization_servers: [`${base}/liar-as`] });
@@ -631,6 +632,23 @@ console.log(fresh === undefined, typeof stale);`;
     expect(said).toEqual([expect.stringMatching(/^warning: the server's challenge names resource_metadata http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam, which is not asked \(not asked: 169\.254\.169\.254 is a link-local address.*\); trying the well-known locations$/)]);
     expect(err).toMatch(/no protected resource metadata for http:\/\/127\.0\.0\.1:\d+\/refused-login; tried http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam \(not asked: 169\.254\.169\.254 is a link-local address/);
     expect(said.join('\n') + err).not.toContain('unit-query-secret');
+  });
+
+  it('a login whose oauth.redirectPort another program listens on says so, naming the setting and what to do', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const err = await login({
+        serverId: 'u', serverUrl: `${base}/mcp`, oauth: { grant: 'authorization_code', clientId: 'desk', redirectPort: port },
+        tokenFile: join(mkdtempSync(join(tmpdir(), 'switchyard-login-unit-')), 'u.json'), open: () => undefined, timeoutMs: 1_000, say: () => undefined,
+      }).then(() => undefined, (e: Error) => e.message);
+      expect(err).toBe(
+        `OAuth: the redirect cannot listen on 127.0.0.1:${port}, the port of oauth.redirectPort (EADDRINUSE); another program listens there (another login still waiting?): end it and try again, or register the client with another redirect port and set oauth.redirectPort to it`,
+      );
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
   });
 
   it("holds URLs an upstream names to its own kind of address, plain http to loopback, except the server's and oauth.issuer's hosts", async () => {
