@@ -33,6 +33,7 @@ import {
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
+import { lockTokenFile } from './oauth-token-lock.js';
 import { OAuthUrlPolicy } from './oauth-url-policy.js';
 import { readStoredClient, readTokenFile, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
@@ -165,7 +166,14 @@ async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined
     }
     if (a.refreshToken !== undefined) tokens.refreshToken = a.refreshToken;
     if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
-    writeTokenFile(o.tokenFile, tokens);
+    // Under the refresh lock: a daemon's refresh of the old login writing as this one is stored
+    // (between its look at the file and its rename) would put the old login back over the new one.
+    const release = await lockTokenFile(o.tokenFile);
+    try {
+      writeTokenFile(o.tokenFile, tokens);
+    } finally {
+      release?.();
+    }
     if (tokens.registeredRedirectUri !== undefined) {
       const kept = { issuer, clientId: client.clientId, clientAuth: client.clientAuth, registeredRedirectUri: tokens.registeredRedirectUri };
       try {

@@ -215,7 +215,10 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
   });
 
   it('uses a new login at the next call of a running server, the daemon not told', async () => {
+    // A lock a crashed refresh left: the login stores its tokens taking turns with refreshes, and takes it over.
+    writeFileSync(`${tokenFile}.lock`, JSON.stringify({ pid: spawnSync(process.execPath, ['-e', '0']).pid, host: hostname() }));
     const r = await login(await closedPortUrl());
+    expect(existsSync(`${tokenFile}.lock`)).toBe(false);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).not.toContain('restarted');
     // The client the first login registered (the logout kept it), on its redirect port again: no client per login.
