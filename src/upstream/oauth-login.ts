@@ -15,6 +15,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { isLoopbackHost } from '../downstream/origin.js';
+import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import { parseBearerChallenge, type BearerChallenge } from './oauth-challenge.js';
 import {
   OAUTH_REQUEST_TIMEOUT_MS,
@@ -68,16 +69,28 @@ export async function login(o: LoginOptions): Promise<LoginResult> {
   const prm = await protectedResource(o.serverUrl, challenge, urls, (url, why) =>
     o.say(`warning: the server's challenge names resource_metadata ${url}, which is not asked (${why}); trying the well-known locations`),
   );
+  // The login's own secrets (the client secret, the PKCE verifier, the code), redacted from its
+  // errors while it runs: an authorization server that echoes one in its error_description had
+  // it printed on the user's terminal (and whatever keeps its output).
+  const secrets = {};
   try {
-    return await loginWith(o, challenge, urls, prm);
+    return await loginWith(o, challenge, urls, prm, (more) => useConfigSecrets(secrets, [...(o.oauth.clientSecret ? [o.oauth.clientSecret] : []), ...more]));
   } catch (err) {
     // Whatever fails after the fallback may come of it: the error says what was refused.
     throw noted(err, prm.refusedNamed);
+  } finally {
+    dropConfigSecrets(secrets);
   }
 }
 
-/** The login, the server's protected resource metadata found. */
-async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined, urls: OAuthUrlPolicy, prm: ProtectedResource): Promise<LoginResult> {
+/** The login, the server's protected resource metadata found; `secret` is told the values to redact from its errors. */
+async function loginWith(
+  o: LoginOptions,
+  challenge: BearerChallenge | undefined,
+  urls: OAuthUrlPolicy,
+  prm: ProtectedResource,
+  secret: (values: string[]) => void,
+): Promise<LoginResult> {
   const issuer = pickIssuer(prm.authorizationServers, o.oauth.issuer, 'oauth.issuer', prm.prmUrl);
   const as = await authServerMetadata(issuer, urls);
   const authorizationEndpoint = endpoint(as, 'authorization_endpoint', issuer);
@@ -103,6 +116,7 @@ async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined
 
   const state = b64url(randomBytes(24));
   const verifier = b64url(randomBytes(32));
+  secret([verifier]);
   // The client an earlier login registered with this issuer is this login's too (a new
   // registration at each login would leave the authorization server a client per login), when
   // its redirect port can be had again; a client is never taken to another issuer (digest §7).
@@ -115,6 +129,7 @@ async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined
       reuse !== undefined && redirect.redirectUri === reuse.registeredRedirectUri
         ? { clientId: reuse.clientId, clientSecret: reuse.clientSecret, clientAuth: reuse.clientAuth, how: 'registered before' }
         : await loginClient(o.oauth, as, issuer, redirect.redirectUri, urls);
+    if (client.clientSecret !== undefined) secret([verifier, client.clientSecret]);
     const how = { configured: 'from the config', registered: 'registered dynamically', 'registered before': 'registered by an earlier login', 'metadata document': 'by its metadata document' };
     o.say(`authorization server ${where(issuer)}; client ${how[client.how]}`);
     reused = client.how === 'registered before';
@@ -141,6 +156,7 @@ async function loginWith(o: LoginOptions, challenge: BearerChallenge | undefined
       throw new OAuthError(`the authorization server ${where(issuer)} says it sends iss in its responses, and this one has none: refused`);
     const code = params.get('code');
     if (code === null || code === '') throw new OAuthError('the authorization response has no code');
+    secret([verifier, code, ...(client.clientSecret !== undefined ? [client.clientSecret] : [])]);
     const a = await tokenRequest(
       tokenEndpoint,
       { grant_type: 'authorization_code', code, redirect_uri: redirect.redirectUri, code_verifier: verifier, resource: prm.resource },

@@ -24,7 +24,7 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
     if (typeof e !== 'string' || !/^https?:\/\//i.test(e)) return `the authorization server ${where(t.issuer)} offers no token revocation: the tokens stay valid until they expire`;
     endpoint = await allowedEndpoint(e, 'revocation endpoint', t.issuer, urls);
   } catch (err) {
-    return `the tokens were not revoked (${reason(err, t)}): they stay valid until they expire`;
+    return `the tokens were not revoked (${reason(err, t, oauth.clientSecret)}): they stay valid until they expire`;
   }
   const client = { clientId: t.clientId, clientSecret: t.clientSecret ?? oauth.clientSecret, clientAuth: t.clientAuth };
   // The refresh token first: revoking it ends the grant's access tokens too at most servers (RFC 7009 §2.1).
@@ -34,7 +34,7 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
     try {
       await clientPost(endpoint, { token, token_type_hint: hint }, client, `${hint}, client ${t.clientId}`, 'revocation endpoint', urls);
     } catch (err) {
-      failed.push(`the ${hint.replace('_', ' ')} (${reason(err, t)})`);
+      failed.push(`the ${hint.replace('_', ' ')} (${reason(err, t, oauth.clientSecret)})`);
     }
   }
   if (failed.length === 0) return `revoked the tokens at ${where(endpoint)}`;
@@ -42,8 +42,9 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
 }
 
 /** The error's words, without a token of the login (an authorization server may quote the one it refused). */
-function reason(err: unknown, t: StoredTokens): string {
+/** Why a step failed, without a token or the client's secret (a registered one's, or the configured one) an authorization server echoed. */
+function reason(err: unknown, t: StoredTokens, configuredSecret: string | undefined): string {
   let m = (err instanceof OAuthError ? err.message : String((err as Error)?.message ?? err)).replace(/^OAuth: /, '');
-  for (const secret of [t.accessToken, t.refreshToken, t.clientSecret]) if (secret) m = m.split(secret).join('[redacted]');
+  for (const secret of [t.accessToken, t.refreshToken, t.clientSecret, configuredSecret]) if (secret) m = m.split(secret).join('[redacted]');
   return m;
 }

@@ -24,6 +24,7 @@ import { clientToReuse, loginClient } from '../../src/upstream/oauth-register.js
 import { OAuthUrlPolicy } from '../../src/upstream/oauth-url-policy.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { login } from '../../src/upstream/oauth-login.js';
+import { revokeLogin } from '../../src/upstream/oauth-revoke.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
 import { processStart } from '../../src/process-alive.js';
@@ -43,6 +44,8 @@ let tokenBody: ((n: number) => Record<string, unknown>) | undefined;
 let tokenError = 'temporarily_unavailable';
 /** The form of the last token request. */
 let lastTokenForm = new URLSearchParams();
+/** The error_description of a refused token request (none by default). */
+let tokenDescription: ((form: URLSearchParams) => string) | undefined;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -52,7 +55,17 @@ beforeAll(async () => {
     };
     if (req.url === '/.well-known/oauth-protected-resource/mcp') return json(200, { resource: `${base}/mcp`, authorization_servers: [base] });
     if (req.url === '/.well-known/oauth-authorization-server')
-      return json(200, { issuer: base, token_endpoint: `${base}/token`, authorization_endpoint: `${base}/authorize`, code_challenge_methods_supported: ['S256'] });
+      return json(200, { issuer: base, token_endpoint: `${base}/token`, authorization_endpoint: `${base}/authorize`, revocation_endpoint: `${base}/revoke`, code_challenge_methods_supported: ['S256'] });
+    // A revocation endpoint that refuses, quoting what it was sent.
+    if (req.url === '/revoke' && req.method === 'POST') {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const f = new URLSearchParams(body);
+        json(400, { error: 'invalid_request', error_description: `not revoking ${f.get('token')} for ${f.get('client_id')}:${f.get('client_secret')}` });
+      });
+      return;
+    }
     // Metadata that names another resource, and an authorization server whose metadata names another issuer.
     if (req.url === '/.well-known/oauth-protected-resource/other') return json(200, { resource: 'https://evil.example.com/mcp', authorization_servers: [base] });
     if (req.url === '/.well-known/oauth-protected-resource/liar') return json(200, { resource: `${base}/liar`, authorization_servers: [`${base}/liar-as`] });
@@ -68,6 +81,15 @@ beforeAll(async () => {
       return res.end();
     }
     if (req.url === '/.well-known/oauth-authorization-server/liar-as') return json(200, { issuer: 'https://evil.example.com', token_endpoint: 'https://evil.example.com/token' });
+    // The authorization endpoint of a login: approves at once, straight back to the redirect.
+    if (req.url?.startsWith('/authorize?')) {
+      const q = new URL(req.url, base).searchParams;
+      const back = new URL(q.get('redirect_uri')!);
+      back.searchParams.set('code', 'unit-login-code-5f1e');
+      back.searchParams.set('state', q.get('state')!);
+      res.writeHead(302, { location: back.toString() });
+      return res.end();
+    }
     if (req.url === '/token' && req.method === 'POST') {
       posts++;
       let body = '';
@@ -75,7 +97,7 @@ beforeAll(async () => {
       req.on('end', () => {
         lastTokenForm = new URLSearchParams(body);
         void (tokenGate ?? Promise.resolve()).then(() => {
-          if (tokenStatus !== 200) return json(tokenStatus, { error: tokenError });
+          if (tokenStatus !== 200) return json(tokenStatus, { error: tokenError, ...(tokenDescription ? { error_description: tokenDescription(lastTokenForm) } : {}) });
           const n = ++issued;
           json(200, tokenBody?.(n) ?? { access_token: `unit-token-${n}`, token_type: 'bearer', expires_in: 100 });
         });
@@ -95,6 +117,7 @@ afterEach(() => {
   tokenGate = undefined;
   tokenBody = undefined;
   tokenError = 'temporarily_unavailable';
+  tokenDescription = undefined;
 });
 
 /** A stored login toward the unit server's /mcp, as `switchyard login` writes it. */
@@ -632,6 +655,32 @@ console.log(fresh === undefined, typeof stale);`;
     expect(said).toEqual([expect.stringMatching(/^warning: the server's challenge names resource_metadata http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam, which is not asked \(not asked: 169\.254\.169\.254 is a link-local address.*\); trying the well-known locations$/)]);
     expect(err).toMatch(/no protected resource metadata for http:\/\/127\.0\.0\.1:\d+\/refused-login; tried http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam \(not asked: 169\.254\.169\.254 is a link-local address/);
     expect(said.join('\n') + err).not.toContain('unit-query-secret');
+  });
+
+  it("a login's error never shows its client secret, code or PKCE verifier, though the authorization server echoes them", async () => {
+    tokenStatus = 400;
+    tokenError = 'invalid_grant';
+    tokenDescription = (f) => `refused code ${f.get('code')} verifier ${f.get('code_verifier')} secret ${f.get('client_secret')}`;
+    let verifier = '';
+    const err = await login({
+      serverId: 'u', serverUrl: `${base}/mcp`, oauth: { grant: 'authorization_code', clientId: 'desk', clientSecret: 'unit-login-secret-42', tokenEndpointAuth: 'client_secret_post' },
+      tokenFile: join(mkdtempSync(join(tmpdir(), 'switchyard-login-unit-')), 'u.json'), timeoutMs: 5_000, say: () => undefined,
+      open: async (url) => void (await (await fetch(url, { redirect: 'follow' })).text()),
+    }).then(() => undefined, (e: Error) => e.message);
+    verifier = lastTokenForm.get('code_verifier') ?? '';
+    expect(verifier.length).toBeGreaterThan(20);
+    expect(err).toMatch(/token endpoint http:\/\/127\.0\.0\.1:\d+\/token answered HTTP 400 invalid_grant: refused code \[redacted:config-secret\] verifier \[redacted:config-secret\] secret \[redacted:config-secret\]/);
+    for (const s of ['unit-login-code-5f1e', verifier, 'unit-login-secret-42']) expect(err).not.toContain(s);
+  });
+
+  it("a logout's account of a refused revocation shows neither the tokens nor the configured client secret the authorization server echoed", async () => {
+    const t: StoredTokens = {
+      serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'desk', clientAuth: 'client_secret_post',
+      accessToken: 'unit-revoked-access', refreshToken: 'unit-revoked-refresh', scopes: [], obtainedAt: Date.now(),
+    };
+    const said = await revokeLogin(t, `${base}/mcp`, { grant: 'authorization_code', clientId: 'desk', clientSecret: 'unit-logout-secret-77' });
+    expect(said).toMatch(/^the authorization server did not revoke the refresh token \(.*HTTP 400 invalid_request: not revoking \[redacted\] for desk:\[redacted\].*\) nor the access token/);
+    for (const s of ['unit-revoked-access', 'unit-revoked-refresh', 'unit-logout-secret-77']) expect(said).not.toContain(s);
   });
 
   it('a login whose oauth.redirectPort another program listens on says so, naming the setting and what to do', async () => {
