@@ -64,11 +64,17 @@ export interface LoginResult {
 }
 
 export async function login(o: LoginOptions): Promise<LoginResult> {
-  const challenge = await firstChallenge(o.serverUrl, o.headers ?? {});
+  const { status, challenge } = await firstChallenge(o.serverUrl, o.headers ?? {});
   const urls = new OAuthUrlPolicy(o.serverUrl, o.oauth.issuer);
-  const prm = await protectedResource(o.serverUrl, challenge, urls, (url, why) =>
-    o.say(`warning: the server's challenge names resource_metadata ${url}, which is not asked (${why}); trying the well-known locations`),
-  );
+  let prm: ProtectedResource;
+  try {
+    prm = await protectedResource(o.serverUrl, challenge, urls, (url, why) =>
+      o.say(`warning: the server's challenge names resource_metadata ${url}, which is not asked (${why}); trying the well-known locations`),
+    );
+  } catch (err) {
+    // No metadata, and a server that did not ask for a token: the list of URLs tried is not what the user needs to hear.
+    throw noted(err, noTokenAsked(status, o.serverId));
+  }
   // The login's own secrets (the client secret, the PKCE verifier, the code), redacted from its
   // errors while it runs: an authorization server that echoes one in its error_description had
   // it printed on the user's terminal (and whatever keeps its output).
@@ -243,8 +249,17 @@ async function listenAt(state: string, timeoutMs: number, configured: number | u
   }
 }
 
-/** The server's Bearer challenge to a request without a token (undefined: it did not ask for one). */
-async function firstChallenge(serverUrl: string, headers: Record<string, string>): Promise<BearerChallenge | undefined> {
+/** What the answer to a request without a token says of a server with no protected resource metadata (undefined: it asked for a token). */
+function noTokenAsked(status: number, id: string): string | undefined {
+  if (status === 401 || status === 403) return undefined;
+  const answered = `the server answered a request without a token with HTTP ${status}`;
+  if (status >= 200 && status < 300) return `${answered}: it may need no login (then servers.${id}.oauth can go)`;
+  if (status === 404) return `${answered}: is servers.${id}.url right?`;
+  return `${answered}, not 401`;
+}
+
+/** The status of the server's answer to a request without a token, and its Bearer challenge (undefined: it did not ask for one). */
+async function firstChallenge(serverUrl: string, headers: Record<string, string>): Promise<{ status: number; challenge: BearerChallenge | undefined }> {
   let res: Response;
   try {
     res = await fetch(serverUrl, {
@@ -258,7 +273,7 @@ async function firstChallenge(serverUrl: string, headers: Record<string, string>
     throw new OAuthError(`the server ${where(serverUrl)} could not be reached: ${netWhy(err)}`);
   }
   await res.body?.cancel().catch(() => undefined);
-  return res.status === 401 || res.status === 403 ? parseBearerChallenge(res.headers.get('www-authenticate') ?? undefined) : undefined;
+  return { status: res.status, challenge: res.status === 401 || res.status === 403 ? parseBearerChallenge(res.headers.get('www-authenticate') ?? undefined) : undefined };
 }
 
 function endpoint(as: Record<string, unknown>, name: string, issuer: string): string {

@@ -75,6 +75,8 @@ beforeAll(async () => {
       res.writeHead(302, { location: 'http://[::ffff:169.254.169.254]/latest/meta-data/' });
       return res.end();
     }
+    // A server that takes requests without a token, for a login.
+    if (req.url === '/open' && req.method === 'POST') return json(200, { jsonrpc: '2.0', id: 1, result: {} });
     // A server whose challenge names cloud metadata (its query a signature), for a login.
     if (req.url === '/refused-login' && req.method === 'POST') {
       res.writeHead(401, { 'www-authenticate': 'Bearer resource_metadata="http://169.254.169.254/latest/meta-data/iam?X-Amz-Signature=unit-query-secret"' });
@@ -681,6 +683,19 @@ console.log(fresh === undefined, typeof stale);`;
     const said = await revokeLogin(t, `${base}/mcp`, { grant: 'authorization_code', clientId: 'desk', clientSecret: 'unit-logout-secret-77' });
     expect(said).toMatch(/^the authorization server did not revoke the refresh token \(.*HTTP 400 invalid_request: not revoking \[redacted\] for desk:\[redacted\].*\) nor the access token/);
     for (const s of ['unit-revoked-access', 'unit-revoked-refresh', 'unit-logout-secret-77']) expect(said).not.toContain(s);
+  });
+
+  it("a login to a server that asks no token (or is not there) says so, not only the metadata URLs tried", async () => {
+    for (const [path, hint] of [
+      ['open', 'the server answered a request without a token with HTTP 200: it may need no login (then servers.u.oauth can go)'],
+      ['nothing-here', 'the server answered a request without a token with HTTP 404: is servers.u.url right?'],
+    ] as const) {
+      const err = await login({
+        serverId: 'u', serverUrl: `${base}/${path}`, oauth: { grant: 'authorization_code' }, tokenFile: join(mkdtempSync(join(tmpdir(), 'switchyard-login-unit-')), 'u.json'),
+        open: () => undefined, timeoutMs: 1_000, say: () => undefined,
+      }).then(() => undefined, (e: Error) => e.message);
+      expect(err).toMatch(new RegExp(`^OAuth: discovery: no protected resource metadata for http://127\\.0\\.0\\.1:\\d+/${path}; tried .* \\(${hint.replace(/[().?]/g, '\\$&')}\\)$`));
+    }
   });
 
   it('a login whose oauth.redirectPort another program listens on says so, naming the setting and what to do', async () => {
