@@ -61,6 +61,8 @@ export interface ListenManagerOptions {
   subscribedUris(serverId: string): string[];
   /** A stream ended unexpectedly: notifications may have been missed. */
   onGap(serverId: string): void;
+  /** How long a stream may wait for its acknowledgement (default LISTEN_ACK_TIMEOUT_MS; shorter in tests). */
+  ackTimeoutMs?: number;
 }
 
 export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | undefined {
@@ -77,11 +79,14 @@ export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | un
 
 export class ListenManager {
   private readonly tracked = new Map<string, Tracked>();
+  private readonly ackTimeoutMs: number;
 
   constructor(
     private readonly log: Logger,
     private readonly opts: ListenManagerOptions,
-  ) {}
+  ) {
+    this.ackTimeoutMs = opts.ackTimeoutMs ?? LISTEN_ACK_TIMEOUT_MS;
+  }
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
@@ -217,7 +222,7 @@ export class ListenManager {
       if (t.handle !== handle || t.ackedAt !== undefined) return;
       unacknowledged = true;
       handle.close();
-    }, LISTEN_ACK_TIMEOUT_MS);
+    }, this.ackTimeoutMs);
     slow.unref();
     void handle.ended.then((end) => {
       clearTimeout(slow);
@@ -235,7 +240,7 @@ export class ListenManager {
       // Only a stream that lasted starts the backoff over (see LISTEN_STABLE_MS).
       if (t.ackedAt !== undefined && Date.now() - t.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
       const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
-      const reason = unacknowledged ? `not acknowledged in ${LISTEN_ACK_TIMEOUT_MS / 1000} s` : end.reason;
+      const reason = unacknowledged ? `not acknowledged in ${this.ackTimeoutMs / 1000} s` : end.reason;
       this.log.info({ server: t.id, reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
       this.opts.onGap(t.id);
       t.retry = setTimeout(() => {

@@ -237,3 +237,38 @@ describe('ListenManager: a URI unsubscribed while its stream waits for the one b
     expect(performance.now() - t0).toBeLessThan(3000);
   });
 });
+
+describe('ListenManager: a stream the server never acknowledges', () => {
+  it('is given up as a drop after the acknowledgement timeout, and the change waiting behind it goes into the next stream', async () => {
+    const { log, records } = captureLogger();
+    const u = await started(stdio('s', MUTABLE, { LISTEN_UNACKED: '1' }));
+    // Counts the streams the manager opens, and how many are still open.
+    const listen = u.listen!.bind(u);
+    let opened = 0;
+    let open = 0;
+    u.listen = (filter, sink) => {
+      opened++;
+      open++;
+      const h = listen(filter, sink);
+      void h.ended.then(() => open--);
+      return h;
+    };
+    const uris = new Set<string>();
+    const gaps: string[] = [];
+    const m = new ListenManager(log, { subscribedUris: () => [...uris], onGap: (id) => void gaps.push(id), ackTimeoutMs: 300 });
+    managers.push(m);
+    m.track('s', u);
+    await waitFor(() => m.listening('s'), 3000, 'the first stream opened');
+    // A subscription made while the first stream waits for an acknowledgement that never comes.
+    uris.add('x://a');
+    m.refresh('s');
+    const t0 = performance.now();
+    expect(await m.honours('s', ['x://a'], 5000)).toEqual(['x://a']);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
+    expect(records.some((r) => r.reason === 'not acknowledged in 0.3 s')).toBe(true);
+    expect(gaps).toEqual(['s']);
+    // The first stream was closed (the server told so), the second is the one open.
+    expect(opened).toBe(2);
+    await waitFor(() => open === 1, 1000, 'the unacknowledged stream closed');
+  });
+});
