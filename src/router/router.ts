@@ -20,7 +20,8 @@ import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
 import { firstRowEnd, type FirstRequest } from './input-bridge.js';
 import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
-import { MODERN } from '../protocol/era.js';
+import { LEGACY, MODERN } from '../protocol/era.js';
+import { readyWithin } from '../upstream/ready-within.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
@@ -438,8 +439,17 @@ export class Router {
     if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `the hub keeps resource subscriptions to URIs of at most ${MAX_SUBSCRIBED_URI_LENGTH} characters`), { hubName: uri });
     }
-    const server = await this.ownerOf(uri, ctx);
+    let server = await this.ownerOf(uri, ctx);
     if (!server) throw await this.notFound(method, uri, ctx);
+    // A server starting or restarting, unless known to be legacy (whose subscription is kept and
+    // made when it is back, Hub.resubscribe): what a modern one watches only its listen
+    // acknowledgement says, once it is back. Answered {} meanwhile, a URI it leaves out (or every
+    // URI, when it does not listen) had the client wait for updates that never come. The
+    // subscribe waits for it, as long as a call waits for an answer (timeoutMs), and is then
+    // made as to a ready server (on the connection this principal's calls use, known only
+    // then). Not back by then: kept, and in its listen filter once it is.
+    if (server.upstream.state !== 'ready' && server.upstream.era !== LEGACY && (await readyWithin(server.upstream, server.config.timeoutMs, ctx.signal)))
+      server = (await this.ownerOf(uri, ctx)) ?? server;
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
     // server without resources.subscribe never says that a resource changed.
     const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;

@@ -44,6 +44,11 @@ afterAll(async () => {
   await subs?.stop();
 });
 
+/** The mutable fixture, started 0.7 s after its process. */
+function slowStart(env: Record<string, string>): Record<string, unknown> {
+  return { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { START_DELAY_MS: '700', ...env } };
+}
+
 async function client(path = '/mcp'): Promise<ClientV2> {
   const c = new ClientV2({ name: 'subs', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   await c.connect(new TransportV2(new URL(path, hub.url)));
@@ -414,11 +419,13 @@ describe("a modern upstream's listen acknowledgement", () => {
       servers: {
         yes: { url: yes.url },
         no: { url: no.url },
-        // Declares resources.subscribe, but answers subscriptions/listen -32601.
-        deaf: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
+        // Declares resources.subscribe, but answers subscriptions/listen -32601. Slow to start
+        // (as is `late`, which listens), so a restart leaves it down for a while.
+        deaf: slowStart({ ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
+        late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc' }),
       },
     });
-    await waitForReady(h2.url, ['yes', 'no', 'deaf']);
+    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late']);
   }, 60_000);
   afterAll(async () => {
     await h2?.stop();
@@ -458,6 +465,26 @@ describe("a modern upstream's listen acknowledgement", () => {
     await sub.close();
     await m.close();
   });
+
+  it("a legacy client's subscribe while the server restarts waits for it: refused when it does not listen, made when it does", async () => {
+    const c = new ClientV1({ name: 'restart-v1', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h2.url)));
+    const updates: string[] = [];
+    c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+    await c.listResources();
+    for (const id of ['deaf', 'late']) {
+      expect((await fetch(new URL(`/admin/servers/${id}/restart`, h2.url), { method: 'POST' })).status).toBe(200);
+      expect((await waitForState(h2.url, id, ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+      const asked = c.subscribeResource({ uri: `${id}://doc` });
+      // Answered {} at once, as if it would be watched: deaf never says a resource changed.
+      if (id === 'deaf') await expect(asked).rejects.toThrow(/does not watch deaf:\/\/doc for updates/);
+      else await expect(asked).resolves.toEqual({});
+      expect((await waitForState(h2.url, id, ['ready'], 100)).state).toBe('ready');
+    }
+    await c.callTool({ name: 'late__touch', arguments: { uri: 'late://doc' } });
+    await expect.poll(() => updates, { timeout: 2000, interval: 20 }).toEqual(['late://doc']);
+    await c.close();
+  }, 15_000);
 
   it('refuses every one of several legacy clients subscribing together, not only the first', async () => {
     const clients = await Promise.all(
