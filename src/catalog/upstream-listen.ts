@@ -114,7 +114,8 @@ export class ListenManager {
   /**
    * Which of `uris` the server's stream honours, as its acknowledgement says (digest §4.1: the
    * subset it will honour); waits up to `waitMs` for the acknowledgement of a stream that asked
-   * for them all (one being opened, or the next one, which a change made meanwhile waits for).
+   * for them all (one being opened, the next one, which a change made meanwhile waits for, or
+   * the one opened again after a drop).
    * None when the server refused to listen (-32601). Undefined when there is no stream to ask
    * (not listening yet, or no answer in time): the caller decides.
    */
@@ -122,7 +123,9 @@ export class ListenManager {
     const t = this.tracked.get(id);
     // It does not listen at all: nothing it is asked to watch would ever be said to change.
     if (t?.refused) return Promise.resolve([]);
-    if (!t?.handle) return Promise.resolve(undefined);
+    // A stream that dropped is opened again after its backoff: its acknowledgement answers, if
+    // it comes in time (answered undefined at once, a subscribe was told {} unchecked).
+    if (!t || (!t.handle && !t.retry)) return Promise.resolve(undefined);
     // `final`: the acknowledged stream's filter is the whole current one (nothing changed while
     // it was opened): a URI it did not ask for is no longer wanted (unsubscribed meanwhile).
     const answer = (final = false): string[] | undefined => {

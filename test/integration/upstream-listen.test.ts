@@ -272,3 +272,22 @@ describe('ListenManager: a stream the server never acknowledges', () => {
     await waitFor(() => open === 1, 1000, 'the unacknowledged stream closed');
   });
 });
+
+describe('ListenManager: a URI subscribed while the stream waits to be opened again after a drop', () => {
+  it("is answered by the new stream's acknowledgement, not left unanswered", async () => {
+    const u = await started(stdio('d', MUTABLE));
+    const uris = new Set<string>();
+    const gaps: string[] = [];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: (id) => void gaps.push(id) });
+    managers.push(m);
+    m.track('d', u);
+    expect(await m.honours('d', [], 3000)).toEqual([]);
+    // The server ends the stream: the manager listens again after a backoff of about 250 ms.
+    await u.request('tools/call', { name: 'drop', arguments: {} });
+    await waitFor(() => gaps.length === 1, 2000, 'the drop');
+    expect(m.listening('d')).toBe(false);
+    uris.add('x://b');
+    m.refresh('d');
+    expect(await m.honours('d', ['x://b'], 3000)).toEqual(['x://b']);
+  });
+});
