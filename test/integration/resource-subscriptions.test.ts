@@ -233,6 +233,9 @@ describe('resource subscriptions of principals with upstream connections of thei
   let up: HttpFixture;
   let perUser: HttpFixture;
   let authed: HubProcess;
+  /** What `mod` was sent: its requests by method, and listenBytes (mutable-server.mjs). */
+  const modStats = join(mkdtempSync(join(tmpdir(), 'subs-stats-')), 'mod.json');
+  const statsOfMod = (): Record<string, number> => JSON.parse(readFileSync(modStats, 'utf8')) as Record<string, number>;
   beforeAll(async () => {
     up = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs');
     perUser = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { RESOURCES: '1' });
@@ -244,7 +247,7 @@ describe('resource subscriptions of principals with upstream connections of thei
         web: { url: up.url },
         pu: { url: perUser.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } }, bob: { headers: { authorization: 'Bearer bob-upstream' } } } },
         // Modern, shared by every principal: one listen filter for all of them.
-        mod: nodeServer(MUTABLE, [], { ERA: 'modern', TEMPLATE: 'mod://doc/{id}' }),
+        mod: nodeServer(MUTABLE, [], { ERA: 'modern', TEMPLATE: 'mod://doc/{id}', STATS_FILE: modStats }),
       },
     });
     await waitForReadyWith(authed.url, ['web', 'pu', 'mod'], ALICE);
@@ -326,6 +329,37 @@ describe('resource subscriptions of principals with upstream connections of thei
     await expect.poll(async () => [(await stats()).alice, (await stats()).bob], { timeout: 3000 }).toEqual([[], []]);
     await alice.end();
     await bob.end();
+  });
+
+  it('sequential subscribes to a shared modern server: what each costs upstream (listen streams, bytes), for one principal and with another holding many', async () => {
+    const N = 64;
+    const uri = (who: string, i: number) => `mod://doc/${who}-seq-${String(i).padStart(4, '0')}-`.padEnd(100, 'x');
+    // Each awaited by its client, as an IDE opening files one by one: no two in one re-listen.
+    const measure = async (who: string, key: string) => {
+      const s = await session(key);
+      const before = statsOfMod();
+      const t0 = performance.now();
+      for (let i = 0; i < N; i++) expect((await s.call('resources/subscribe', { uri: uri(who, i) })).body, `#${i}`).toMatchObject({ result: {} });
+      const ms = performance.now() - t0;
+      const after = statsOfMod();
+      const listens = after['subscriptions/listen']! - (before['subscriptions/listen'] ?? 0);
+      const bytes = after.listenBytes! - (before.listenBytes ?? 0);
+      // What the N URIs weigh once.
+      const once = N * (uri(who, 0).length + 3);
+      console.log(`${who}: ${N} sequential subscribes, ${listens} listen streams, ${bytes} bytes (${(bytes / once).toFixed(1)}x the URIs once), ${ms.toFixed(0)} ms`);
+      return { s, listens, bytes, once };
+    };
+    const alice = await measure('alice', ALICE);
+    // Bob's subscribes to the same connection: its filter holds Alice's URIs too.
+    const bob = await measure('bob', BOB);
+    // Each subscribe is one re-listen with the whole filter: about N/2 times the URIs' weight,
+    // and for Bob, with Alice's N in the filter too, about 3N/2 times.
+    expect(alice.listens).toBeLessThanOrEqual(N + 1);
+    expect(bob.listens).toBeLessThanOrEqual(N + 1);
+    expect(alice.bytes).toBeLessThan(N * alice.once);
+    expect(bob.bytes).toBeLessThan(2 * N * bob.once);
+    await alice.s.end();
+    await bob.s.end();
   });
 
   it("one principal's share of a shared modern server's listen filter is bounded (64 KiB of URIs): past it its subscriptions are refused, another's are not", async () => {
