@@ -4,17 +4,30 @@ import { METHOD_NOT_FOUND, RpcError, TransportError } from '../protocol/errors.j
 import type { ListenFilter, ListenHandle, Upstream } from '../upstream/types.js';
 
 /**
- * The hub's own `subscriptions/listen` to every modern upstream (digest §8.6): one stream per
- * upstream with the union of what the hub needs (list changes of the families the upstream
- * offers, plus the resource URIs some client subscribed to), opened when the upstream becomes
- * ready, re-opened after a drop (with backoff; the lists are invalidated because changes may
- * have been missed meanwhile) and when the filter changes.
+ * The hub's own `subscriptions/listen` to every modern upstream connection (digest §8.6): what
+ * the hub needs (list changes of the families the upstream offers, plus the resource URIs some
+ * client subscribed to), opened when the upstream becomes ready, re-opened after a drop (with
+ * backoff; the lists are invalidated because changes may have been missed meanwhile) and
+ * followed as the resource subscriptions change.
  *
  * One stream is being opened at a time: changes that come while it waits for its
  * acknowledgement go into the next one, opened when it is acknowledged. A burst of subscribes
  * (or a session's end) is then a few re-listens, not one each: 480 subscribes from eight
  * sessions opened 480 streams (up to 120 open at once, 475 for as many unsubscribes) and sent
  * 11 MB of filters upstream.
+ *
+ * The filter is spread over a few streams (several may be open at once, digest §4.1), so that
+ * a change does not send it whole again: the oldest (the base) carries the list-change flags,
+ * newer ones only the URIs added since, each at most half as many as the one before it. New
+ * URIs go into a new stream together with the newest streams that would otherwise break that
+ * rule, which it replaces once acknowledged (closed only then: a change said in between reaches
+ * one of them); so the streams are a few (about log2 of the URIs), and a URI is sent again a
+ * few times, not at each later subscribe. Subscribes awaited one by one (an IDE opening files)
+ * each sent the whole filter: 64 of them 237 KB of filters, 64 more by another user of the same
+ * connection 659 KB. A URI unsubscribed stays in its stream until that stream holds more such
+ * URIs than wanted ones (an update of it reaches nobody: none subscribes to it): then it is
+ * opened again, with the newer ones, without them, so unsubscribes one by one do not send the
+ * filter whole again either.
  */
 
 const RETRY_MIN_MS = 250;
@@ -33,22 +46,31 @@ const LISTEN_STABLE_MS = 10_000;
  */
 const LISTEN_ACK_TIMEOUT_MS = 10_000;
 
+/** One of a connection's listen streams. */
+interface Stream {
+  handle: ListenHandle;
+  /** The resource URIs it asked for. */
+  asked: ReadonlySet<string>;
+  /** Those its acknowledgement honoured; undefined until it came. */
+  honoured?: ReadonlySet<string>;
+  /** When it was acknowledged (Date.now()); undefined until it is. */
+  ackedAt?: number;
+  /** Its list-change flags (the base's; `{}` for a stream of URIs only). */
+  flagsKey: string;
+}
+
 interface Tracked {
   id: string;
   upstream: Upstream;
-  handle?: ListenHandle;
-  filterKey?: string;
+  /** The acknowledged streams, oldest (the base, with the list-change flags) first. */
+  streams: Stream[];
+  /** The stream being opened, and the newest `streams` from `from` on, which it replaces once acknowledged. */
+  opening?: { stream: Stream; from: number };
   retry?: NodeJS.Timeout;
   failures: number;
-  /** When the current stream was acknowledged (Date.now()); undefined until it is. */
-  ackedAt?: number;
   onState: () => void;
   /** The upstream refused listen (notSupported): do not ask again until it restarts. */
   refused: boolean;
-  /** The resource URIs the current stream's acknowledgement honoured; undefined until it came. */
-  honoured?: ReadonlySet<string>;
-  /** The resource URIs the current stream asked for. */
-  asked: ReadonlySet<string>;
   /** Waiting for an acknowledgement that answers for their URIs (honours); true: answered, let go. */
   waiters: Set<(final?: boolean) => boolean>;
 }
@@ -77,6 +99,12 @@ export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | un
   return Object.keys(f).length ? f : undefined;
 }
 
+/** A filter's list-change flags, as a key. */
+function flagsKeyOf(f: ListenFilter): string {
+  const { resourceSubscriptions: _uris, ...flags } = f;
+  return JSON.stringify(flags);
+}
+
 export class ListenManager {
   private readonly tracked = new Map<string, Tracked>();
   private readonly ackTimeoutMs: number;
@@ -90,7 +118,7 @@ export class ListenManager {
 
   track(id: string, upstream: Upstream): void {
     this.untrack(id);
-    const t: Tracked = { id, upstream, failures: 0, refused: false, onState: () => this.sync(t), asked: new Set(), waiters: new Set() };
+    const t: Tracked = { id, upstream, streams: [], failures: 0, refused: false, onState: () => this.sync(t), waiters: new Set() };
     this.tracked.set(id, t);
     upstream.on('state', t.onState);
     this.sync(t);
@@ -112,12 +140,12 @@ export class ListenManager {
   }
 
   /**
-   * Which of `uris` the server's stream honours, as its acknowledgement says (digest §4.1: the
-   * subset it will honour); waits up to `waitMs` for the acknowledgement of a stream that asked
-   * for them all (one being opened, the next one, which a change made meanwhile waits for, or
-   * the one opened again after a drop).
-   * None when the server refused to listen (-32601). Undefined when there is no stream to ask
-   * (not listening yet, or no answer in time): the caller decides.
+   * Which of `uris` the server's streams honour, as their acknowledgements say (digest §4.1:
+   * the subset each will honour): each URI as the newest stream that asked for it says. Waits
+   * up to `waitMs` for the acknowledgement of a stream that asked for a URI no acknowledged one
+   * did (one being opened, the next one, which a change made meanwhile waits for, or the one
+   * opened again after a drop). None when the server refused to listen (-32601). Undefined when
+   * there is no stream to ask (not listening yet, or no answer in time): the caller decides.
    */
   honours(id: string, uris: readonly string[], waitMs: number): Promise<string[] | undefined> {
     const t = this.tracked.get(id);
@@ -125,13 +153,21 @@ export class ListenManager {
     if (t?.refused) return Promise.resolve([]);
     // A stream that dropped is opened again after its backoff: its acknowledgement answers, if
     // it comes in time (answered undefined at once, a subscribe was told {} unchecked).
-    if (!t || (!t.handle && !t.retry)) return Promise.resolve(undefined);
-    // `final`: the acknowledged stream's filter is the whole current one (nothing changed while
-    // it was opened): a URI it did not ask for is no longer wanted (unsubscribed meanwhile).
+    if (!t || (t.streams.length === 0 && !t.opening && !t.retry)) return Promise.resolve(undefined);
+    // `final`: the streams were just brought up to date with the subscriptions (sync after an
+    // acknowledgement): a URI no stream asked for is no longer wanted (unsubscribed meanwhile).
     const answer = (final = false): string[] | undefined => {
       if (t.refused) return [];
-      const h = t.honoured;
-      return h && (final || uris.every((u) => t.asked.has(u))) ? uris.filter((u) => h.has(u)) : undefined;
+      if (t.streams.length === 0) return undefined;
+      const out: string[] = [];
+      for (const u of uris) {
+        if (t.opening?.stream.asked.has(u)) return undefined;
+        const s = newestAsking(t.streams, u);
+        if (!s) {
+          if (!final) return undefined;
+        } else if (s.honoured!.has(u)) out.push(u);
+      }
+      return out;
     };
     const now = answer();
     if (now) return Promise.resolve(now);
@@ -153,20 +189,26 @@ export class ListenManager {
 
   /** Whether a listen stream to this server is open (for status and tests). */
   listening(id: string): boolean {
-    return this.tracked.get(id)?.handle !== undefined;
+    const t = this.tracked.get(id);
+    return t !== undefined && (t.streams.length > 0 || t.opening !== undefined);
   }
 
   closeAll(): void {
     for (const id of [...this.tracked.keys()]) this.untrack(id);
   }
 
+  /** Every stream closed, and a re-listen scheduled is not made. */
   private stop(t: Tracked): void {
     if (t.retry) clearTimeout(t.retry);
     t.retry = undefined;
-    const h = t.handle;
-    t.handle = undefined;
-    t.filterKey = undefined;
-    h?.close();
+    this.closeStreams(t);
+  }
+
+  private closeStreams(t: Tracked): void {
+    const all = t.opening ? [...t.streams, t.opening.stream] : t.streams;
+    t.streams = [];
+    t.opening = undefined;
+    for (const s of all) s.handle.close();
   }
 
   private sync(t: Tracked): void {
@@ -178,61 +220,77 @@ export class ListenManager {
     }
     if (t.refused) return;
     // One opening at a time: its acknowledgement syncs again, with whatever changed meanwhile.
-    if (t.handle && t.ackedAt === undefined) return;
+    if (t.opening) return;
+    if (t.retry && t.streams.length === 0) return; // a re-listen is scheduled; it will use the current filter
     const filter = filterFor(u, this.opts.subscribedUris(t.id));
-    const key = JSON.stringify(filter ?? null);
-    if (t.handle && t.filterKey === key) return;
-    if (t.retry && !t.handle) return; // a re-listen is scheduled; it will use the current filter
-    // A stream whose filter changed is closed only once its successor is acknowledged: a change
-    // the server says in between reaches one of them (closing first would lose it).
-    const prev = t.handle;
-    if (prev) {
-      t.handle = undefined;
-      t.filterKey = undefined;
-    } else this.stop(t);
-    if (filter) this.open(t, filter, key, prev);
-    else prev?.close();
+    if (!filter) return this.closeStreams(t);
+    const wanted = new Set(filter.resourceSubscriptions);
+    const flagsKey = flagsKeyOf(filter);
+    const streams = t.streams;
+    const live = streams.map((s) => [...s.asked].filter((x) => wanted.has(x)));
+    const added = [...wanted].filter((x) => !streams.some((s) => s.asked.has(x)));
+    // The newest streams from `from` on are replaced by the one opened now: all of them when
+    // the flags changed (or there is none yet), from the oldest that holds more URIs no longer
+    // wanted than wanted ones, and then as many of the newest as hold less than twice the URIs
+    // the new one would (each stream at least twice as big as the next one: a few streams).
+    let from = streams.length;
+    if (streams.length === 0 || streams[0]!.flagsKey !== flagsKey) from = 0;
+    else {
+      const stale = live.findIndex((l, i) => l.length * 2 < streams[i]!.asked.size);
+      if (stale >= 0) from = stale;
+    }
+    let size = added.length;
+    for (let i = from; i < streams.length; i++) size += live[i]!.length;
+    if (from > 0 && added.length === 0 && from === streams.length) return; // nothing to change
+    while (from > 0 && size > 0 && live[from - 1]!.length < 2 * size) size += live[--from]!.length;
+    if (from > 0 && size === 0) {
+      // Only URIs no longer wanted in them: closed, nothing replaces them.
+      for (const s of streams.splice(from)) s.handle.close();
+      return;
+    }
+    const uris = [...added, ...live.slice(from).flat()].sort();
+    // The base is the whole filter; a newer stream the URIs alone.
+    const f: ListenFilter = from === 0 ? { ...filter } : { resourceSubscriptions: uris };
+    if (from === 0) {
+      if (uris.length) f.resourceSubscriptions = uris;
+      else delete f.resourceSubscriptions;
+    }
+    this.open(t, f, from === 0 ? flagsKey : '{}', from);
   }
 
-  private open(t: Tracked, filter: ListenFilter, key: string, prev?: ListenHandle): void {
-    let replaced = prev;
-    const closeReplaced = (): void => {
-      const p = replaced;
-      replaced = undefined;
-      p?.close();
-    };
-    t.honoured = undefined;
-    t.ackedAt = undefined;
-    t.asked = new Set(filter.resourceSubscriptions);
-    const handle = t.upstream.listen!(filter, (m) => {
-      if (m.method !== 'notifications/subscriptions/acknowledged' || t.handle !== handle || t.ackedAt !== undefined) return;
+  private open(t: Tracked, filter: ListenFilter, flagsKey: string, from: number): void {
+    const stream: Stream = { handle: undefined as unknown as ListenHandle, asked: new Set(filter.resourceSubscriptions), flagsKey };
+    const mine = (): boolean => t.opening?.stream === stream || t.streams.includes(stream);
+    t.opening = { stream, from };
+    stream.handle = t.upstream.listen!(filter, (m) => {
+      if (m.method !== 'notifications/subscriptions/acknowledged' || t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
       clearTimeout(slow);
-      t.ackedAt = Date.now();
-      closeReplaced();
+      stream.ackedAt = Date.now();
       const subs = (m.params.notifications as { resourceSubscriptions?: unknown } | undefined)?.resourceSubscriptions;
-      t.honoured = new Set(Array.isArray(subs) ? subs.filter((u): u is string => typeof u === 'string') : []);
-      for (const w of t.waiters) if (w()) t.waiters.delete(w);
-      this.log.debug({ server: t.id, honoured: m.params.notifications }, 'upstream listen acknowledged');
+      stream.honoured = new Set(Array.isArray(subs) ? subs.filter((u): u is string => typeof u === 'string') : []);
+      // It takes the place of those it replaces, closed only now: a change said while it was
+      // opened reached one of them.
+      const replaced = t.streams.splice(t.opening.from, t.streams.length, stream);
+      t.opening = undefined;
+      for (const s of replaced) s.handle.close();
+      this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
       // What changed while it was opened.
       if (this.tracked.get(t.id) === t) this.sync(t);
-      if (t.handle === handle) for (const w of t.waiters) if (w(true)) t.waiters.delete(w);
+      for (const w of t.waiters) if (w(true)) t.waiters.delete(w);
     });
-    t.handle = handle;
-    t.filterKey = key;
     // Given up as a drop (its end below): the changes behind it must not wait for good.
     let unacknowledged = false;
     const slow = setTimeout(() => {
-      if (t.handle !== handle || t.ackedAt !== undefined) return;
+      if (t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
       unacknowledged = true;
-      handle.close();
+      stream.handle.close();
     }, this.ackTimeoutMs);
     slow.unref();
-    void handle.ended.then((end) => {
+    void stream.handle.ended.then((end) => {
       clearTimeout(slow);
-      closeReplaced();
-      if (t.handle !== handle) return; // closed by us, or replaced
-      t.handle = undefined;
-      t.filterKey = undefined;
+      if (!mine()) return; // closed by us, or replaced
+      // Any stream's end is a drop of them all: listened to again from the whole filter.
+      this.closeStreams(t);
       if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
       if (notSupported(end.error)) {
         t.refused = true;
@@ -241,7 +299,7 @@ export class ListenManager {
         return;
       }
       // Only a stream that lasted starts the backoff over (see LISTEN_STABLE_MS).
-      if (t.ackedAt !== undefined && Date.now() - t.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
+      if (stream.ackedAt !== undefined && Date.now() - stream.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
       const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
       const reason = unacknowledged ? `not acknowledged in ${this.ackTimeoutMs / 1000} s` : end.reason;
       this.log.info({ server: t.id, reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');
@@ -253,6 +311,12 @@ export class ListenManager {
       t.retry.unref();
     });
   }
+}
+
+/** The newest of `streams` that asked for `uri`. */
+function newestAsking(streams: readonly Stream[], uri: string): Stream | undefined {
+  for (let i = streams.length - 1; i >= 0; i--) if (streams[i]!.asked.has(uri)) return streams[i];
+  return undefined;
 }
 
 /**

@@ -19,11 +19,12 @@ export const MAX_SUBSCRIBED_URI_LENGTH = 8192;
 
 /**
  * What one principal may put in the listen filter of one connection of a modern server: distinct
- * URIs, and their characters. The hub re-listens with the whole filter at every change, and the
- * server's connection is shared: a principal's ten thousand long URIs made each other user's
- * subscribe wait for megabytes to be sent, parsed and acknowledged (300 URIs of 7000 characters
- * took 43 s to make, Bob's one subscribe went from 8 ms to 578 ms meanwhile), with no bound but
- * 100 sessions of 1000. Each principal has a share of its own, so another's subscriptions are
+ * URIs, and their characters. The hub's listen streams send the filter again (each URI a few
+ * times, its base whole now and then: catalog/upstream-listen.ts), and the server's connection
+ * is shared. When each change re-sent the whole filter, a principal's ten thousand long URIs
+ * made each other user's subscribe wait for megabytes to be sent, parsed and acknowledged (300
+ * URIs of 7000 characters took 43 s to make, Bob's one subscribe went from 8 ms to 578 ms
+ * meanwhile), with no bound but 100 sessions of 1000. Each principal has a share of its own, so another's subscriptions are
  * never refused for it; a URI held by two principals counts in both shares. An IDE watching a
  * few hundred files (URIs of 100 characters or so) stays well inside both numbers.
  */

@@ -331,35 +331,46 @@ describe('resource subscriptions of principals with upstream connections of thei
     await bob.end();
   });
 
-  it('sequential subscribes to a shared modern server: what each costs upstream (listen streams, bytes), for one principal and with another holding many', async () => {
+  it('sequential subscribes and unsubscribes to a shared modern server cost upstream about N log N, not N squared, and an unsubscribed URI is told to nobody', async () => {
     const N = 64;
     const uri = (who: string, i: number) => `mod://doc/${who}-seq-${String(i).padStart(4, '0')}-`.padEnd(100, 'x');
-    // Each awaited by its client, as an IDE opening files one by one: no two in one re-listen.
-    const measure = async (who: string, key: string) => {
-      const s = await session(key);
+    // What the N URIs weigh once.
+    const once = N * (uri('alice', 0).length + 3);
+    // Each awaited by its client, as an IDE opening (or closing) files one by one: no two in one re-listen.
+    const sequential = async (who: string, s: Awaited<ReturnType<typeof session>>, method: string) => {
       const before = statsOfMod();
       const t0 = performance.now();
-      for (let i = 0; i < N; i++) expect((await s.call('resources/subscribe', { uri: uri(who, i) })).body, `#${i}`).toMatchObject({ result: {} });
+      for (let i = 0; i < N; i++) expect((await s.call(method, { uri: uri(who, i) })).body, `${method} #${i}`).toMatchObject({ result: {} });
       const ms = performance.now() - t0;
       const after = statsOfMod();
       const listens = after['subscriptions/listen']! - (before['subscriptions/listen'] ?? 0);
       const bytes = after.listenBytes! - (before.listenBytes ?? 0);
-      // What the N URIs weigh once.
-      const once = N * (uri(who, 0).length + 3);
-      console.log(`${who}: ${N} sequential subscribes, ${listens} listen streams, ${bytes} bytes (${(bytes / once).toFixed(1)}x the URIs once), ${ms.toFixed(0)} ms`);
-      return { s, listens, bytes, once };
+      console.log(`${who}: ${N} sequential ${method}, ${listens} listen streams, ${bytes} bytes (${(bytes / once).toFixed(1)}x the URIs once), ${ms.toFixed(0)} ms`);
+      return { listens, bytes };
     };
-    const alice = await measure('alice', ALICE);
+    const alice = await session(ALICE);
+    const bob = await session(BOB);
+    const a = await sequential('alice', alice, 'resources/subscribe');
     // Bob's subscribes to the same connection: its filter holds Alice's URIs too.
-    const bob = await measure('bob', BOB);
-    // Each subscribe is one re-listen with the whole filter: about N/2 times the URIs' weight,
-    // and for Bob, with Alice's N in the filter too, about 3N/2 times.
-    expect(alice.listens).toBeLessThanOrEqual(N + 1);
-    expect(bob.listens).toBeLessThanOrEqual(N + 1);
-    expect(alice.bytes).toBeLessThan(N * alice.once);
-    expect(bob.bytes).toBeLessThan(2 * N * bob.once);
-    await alice.s.end();
-    await bob.s.end();
+    const b = await sequential('bob', bob, 'resources/subscribe');
+    const gone = await sequential('alice', alice, 'resources/unsubscribe');
+    // Each subscribe was one re-listen with the whole filter: Alice's 36 times the URIs'
+    // weight, Bob's (Alice's in the filter too) 100 times; now about log2 N times each.
+    expect(a.listens).toBeLessThanOrEqual(N + 1);
+    expect(b.listens).toBeLessThanOrEqual(N + 1);
+    expect(a.bytes).toBeLessThan(12 * once);
+    expect(b.bytes).toBeLessThan(12 * once);
+    // A URI unsubscribed stays in its stream until that stream holds more of them than wanted
+    // ones (then it is opened again without them): not the whole filter again at each.
+    expect(gone.bytes).toBeLessThan(12 * once);
+    // Unsubscribed, Alice's URIs reach her no more, whichever stream still names them; Bob's do.
+    await bob.call('tools/call', { name: 'mod__touch', arguments: { uri: uri('alice', 1) } });
+    await bob.call('tools/call', { name: 'mod__touch', arguments: { uri: uri('bob', 1) } });
+    await expect.poll(() => bob.updates(), { timeout: 2000 }).toBe(1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(alice.updates()).toBe(0);
+    await alice.end();
+    await bob.end();
   });
 
   it("one principal's share of a shared modern server's listen filter is bounded (64 KiB of URIs): past it its subscriptions are refused, another's are not", async () => {

@@ -9,7 +9,7 @@ import { ListenManager } from '../../src/catalog/upstream-listen.js';
 import { silentLogger } from '../../src/log.js';
 import { createUpstream } from '../../src/upstream/index.js';
 import type { StdioUpstream } from '../../src/upstream/stdio-upstream.js';
-import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
+import type { ListenFilter, Upstream, UpstreamSpec } from '../../src/upstream/types.js';
 import { ROOT } from '../helpers/hub-process.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { MUTABLE } from './catalog-helpers.js';
@@ -167,8 +167,10 @@ describe('ListenManager: a burst of changes', () => {
     let opened = 0;
     let open = 0;
     let peak = 0;
+    let last: ListenFilter | undefined;
     u.listen = (filter, sink) => {
       opened++;
+      last = filter;
       peak = Math.max(peak, ++open);
       const h = listen(filter, sink);
       void h.ended.then(() => open--);
@@ -195,10 +197,12 @@ describe('ListenManager: a burst of changes', () => {
       await new Promise((r) => setImmediate(r));
     }
     for (const a of await Promise.all(asked)) expect(a.honoured, a.uri).toEqual([a.uri]);
-    // Each change opened a stream of its own: 200, up to 200 open at once. (Three: the one
-    // replaced is counted until its end settles, after its successor's successor is opened.)
+    // Each change opened a stream of its own: 200, up to 200 open at once. Now a few: the
+    // streams that hold the filter (each at least twice the next, so at most 1 + log2 of the
+    // URIs), the one being opened, and one it replaced, counted until its end settles.
+    const few = 3 + Math.floor(Math.log2(200));
     expect(opened).toBeLessThanOrEqual(11);
-    expect(peak).toBeLessThanOrEqual(3);
+    expect(peak).toBeLessThanOrEqual(few);
     // And as many unsubscribes.
     opened = 0;
     const all = [...uris];
@@ -211,8 +215,10 @@ describe('ListenManager: a burst of changes', () => {
     }
     await waitFor(() => open === 1, 3000, 'one stream left');
     expect(opened).toBeLessThanOrEqual(11);
-    expect(peak).toBeLessThanOrEqual(3);
+    expect(peak).toBeLessThanOrEqual(few);
     expect(await m.honours('b', [], 3000)).toEqual([]);
+    // The one left asks for none of them: the server no longer watches them.
+    expect(last?.resourceSubscriptions).toBeUndefined();
   });
 });
 
@@ -289,5 +295,56 @@ describe('ListenManager: a URI subscribed while the stream waits to be opened ag
     uris.add('x://b');
     m.refresh('d');
     expect(await m.honours('d', ['x://b'], 3000)).toEqual(['x://b']);
+  });
+});
+
+describe('ListenManager: subscribes one by one', () => {
+  it('are spread over a few streams, each URI asked for a few times, its updates heard once; a drop listens again with the whole filter', async () => {
+    const u = await started(stdio('o', MUTABLE));
+    const filters: ListenFilter[] = [];
+    let open = 0;
+    const listen = u.listen!.bind(u);
+    u.listen = (filter, sink) => {
+      filters.push(filter);
+      open++;
+      const h = listen(filter, sink);
+      void h.ended.then(() => open--);
+      return h;
+    };
+    const updated: string[] = [];
+    u.on('notification', (n: { method: string; params: { uri?: string } }) => void (n.method === 'notifications/resources/updated' && updated.push(n.params.uri!)));
+    const uris = new Set<string>();
+    const gaps: string[] = [];
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: (id) => void gaps.push(id) });
+    managers.push(m);
+    m.track('o', u);
+    expect(await m.honours('o', [], 3000)).toEqual([]);
+    const N = 16;
+    for (let i = 0; i < N; i++) {
+      const uri = `x://s/${i}`;
+      uris.add(uri);
+      m.refresh('o');
+      expect(await m.honours('o', [uri], 3000)).toEqual([uri]);
+    }
+    // Each subscribe sent the whole filter: 1 + 2 + … + 16 = 136 URIs. Now each URI about log2 N times.
+    const asked = filters.reduce((n, f) => n + (f.resourceSubscriptions?.length ?? 0), 0);
+    expect(asked).toBeLessThanOrEqual(N * (1 + Math.log2(N)));
+    // Only the base asks for list changes.
+    expect(filters.filter((f) => f.toolsListChanged).length).toBeLessThan(filters.length);
+    await waitFor(() => open <= 1 + Math.log2(N), 1000, 'a few streams open');
+    // Each URI is in one stream: its update is heard once.
+    for (const uri of uris) await u.request('tools/call', { name: 'touch', arguments: { uri } });
+    await waitFor(() => updated.length >= N, 2000, 'every update');
+    expect([...updated].sort()).toEqual([...uris].sort());
+    // The server ends every stream: one gap, then one stream with the whole filter.
+    const before = filters.length;
+    await u.request('tools/call', { name: 'drop', arguments: {} });
+    await waitFor(() => gaps.length === 1 && filters.length > before && m.listening('o'), 3000, 'listening again');
+    expect(await m.honours('o', [...uris], 3000)).toEqual([...uris]);
+    expect(filters.slice(before)).toHaveLength(1);
+    expect(filters[before]!.resourceSubscriptions).toEqual([...uris].sort());
+    expect(filters[before]!.toolsListChanged).toBe(true);
+    await u.request('tools/call', { name: 'touch', arguments: { uri: 'x://s/7' } });
+    await waitFor(() => updated.length === N + 1, 2000, 'an update after the drop');
   });
 });
