@@ -22,6 +22,7 @@ import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
+import { reasonOf } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
@@ -448,8 +449,16 @@ export class Router {
     // subscribe waits for it, as long as a call waits for an answer (timeoutMs), and is then
     // made as to a ready server (on the connection this principal's calls use, known only
     // then). Not back by then: kept, and in its listen filter once it is.
-    if (server.upstream.state !== 'ready' && server.upstream.era !== LEGACY && (await readyWithin(server.upstream, server.config.timeoutMs, ctx.signal)))
-      server = (await this.ownerOf(uri, ctx)) ?? server;
+    if (server.upstream.state !== 'ready' && server.upstream.era !== LEGACY) {
+      if (await readyWithin(server.upstream, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
+      // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
+      // client was never told of).
+      if (ctx.signal?.aborted) {
+        const err = new CancelledError(reasonOf(ctx.signal));
+        await this.recordLocal(method, ctx, { ...outcomeOfError(err), server: server.id, upstreamName: uri }, { hubName: uri });
+        throw err;
+      }
+    }
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
     // server without resources.subscribe never says that a resource changed.
     const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;

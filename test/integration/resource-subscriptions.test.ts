@@ -531,6 +531,26 @@ describe("a modern upstream's listen acknowledgement", () => {
     await c.close();
   }, 15_000);
 
+  it('a subscribe cancelled while it waits for the server to be back holds nothing', async () => {
+    const c = new ClientV1({ name: 'cancel-v1', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h2.url)));
+    const updates: string[] = [];
+    c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+    await c.listResources();
+    expect((await fetch(new URL('/admin/servers/late/restart', h2.url), { method: 'POST' })).status).toBe(200);
+    expect((await waitForState(h2.url, 'late', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    const ac = new AbortController();
+    const asked = c.subscribeResource({ uri: 'late://doc' }, { signal: ac.signal });
+    setTimeout(() => ac.abort(), 100);
+    await expect(asked).rejects.toThrow();
+    await waitForState(h2.url, 'late', ['ready']);
+    // Still subscribed after all, the client would hear of a resource it did not subscribe to.
+    await c.callTool({ name: 'late__touch', arguments: { uri: 'late://doc' } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(updates).toEqual([]);
+    await c.close();
+  }, 15_000);
+
   it('refuses every one of several legacy clients subscribing together, not only the first', async () => {
     const clients = await Promise.all(
       [1, 2, 3].map(async (n) => {
