@@ -125,11 +125,25 @@ export class HttpUpstream extends HandshakingUpstream {
     if (s !== undefined && this.retiring.has(s)) setImmediate(() => this.retiring.has(s) && this.retire(s));
     if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
     this.tripped = true;
+    // Opened by a call left unanswered, it is back on probation: its handshake is answered, but
+    // that says nothing of its calls (rpc-base noteUnanswered), and a circuit closed by it alone
+    // would take a whole streak of timeouts again, opening and closing for good.
+    if (err instanceof TimeoutError) this.probation = true;
     const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
     this.streak.reset();
     // The last failure's Retry-After (a 503 asking for a while) outlasts a shorter cool-down:
     // a probe sooner is refused again.
     this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
+  }
+
+  /**
+   * Calls left unanswered (rpc-base noteUnanswered): the circuit opens, as after a streak of
+   * failures (its cool-down, calls refused meanwhile), and the handshake probes the server.
+   */
+  protected callsUnanswered(reason: string): void {
+    if (this._state !== 'ready') return;
+    this.streak.reset();
+    this.foundDown(reason, this.spec.circuitBreaker?.cooldownMs ?? 0);
   }
 
   /** The legacy session id, if any (for status and tests; never log it). */

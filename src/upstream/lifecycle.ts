@@ -126,6 +126,8 @@ export abstract class Lifecycle extends EventEmitter {
   protected abstract disconnect(): Promise<void>;
   /** Fail every call in flight (the connection is gone or closing). */
   protected abstract failInFlight(message: string): void;
+  /** A connect attempt succeeded; called just before the state becomes `ready`. */
+  protected connected(): void {}
 
   protected setState(s: UpstreamState, detail?: string): void {
     if (s === this._state && detail === undefined) return;
@@ -192,6 +194,7 @@ export abstract class Lifecycle extends EventEmitter {
     if (this.downReason !== undefined) this._lastError = this.downReason;
     this.downReason = undefined;
     this.policy.onReady();
+    this.connected();
     this.setState('ready');
   }
 

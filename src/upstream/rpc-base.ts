@@ -68,7 +68,17 @@ export interface Pending {
   holds: number;
   /** A `tasks/result` (router/legacy-task.ts): the task it waits for, whose requests name it. */
   taskId?: string;
+  /** Which ready connection it was sent on (UpstreamBase.readyCount): see noteUnanswered. */
+  readonly gen: number;
 }
+
+/**
+ * Public calls in a row that time out (the server's own limit) with no call answered and no
+ * progress heard in between, after which the server is taken for one that takes calls but
+ * answers none (see UpstreamBase.noteUnanswered). One long call is one timeout; any answer
+ * (a result, a JSON-RPC error, a progress notification) starts the count over.
+ */
+export const UNANSWERED_CALLS = 3;
 
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
@@ -101,6 +111,22 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Its answer on the way: roots/list sent meanwhile share it, so the client is asked once at a time. */
   private rootsAnswer: Promise<Record<string, unknown>> | undefined;
   readonly limiter: Limiter = this.spec.limiter ?? new Limiter(this.spec.maxConcurrent ?? Infinity, this.spec.maxQueue ?? 0);
+  /** How many times the connection became ready: a call remembers the one it was sent on (Pending.gen). */
+  private readyCount = 0;
+  /** Calls of this ready connection that timed out in a row, no call answered since the first (see UNANSWERED_CALLS). */
+  private unanswered = 0;
+  /**
+   * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since:
+   * its handshake and pings are answered, so the next timeout, before any call is answered,
+   * takes it down again rather than after UNANSWERED_CALLS more (each waiting out its timeout).
+   */
+  protected probation = false;
+
+  /** A new connection is up: calls sent from now on are its (their timeouts count, not older ones'). */
+  protected override connected(): void {
+    this.readyCount++;
+    this.unanswered = 0;
+  }
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
   protected abstract transmit(p: Pending, frame: string, params: Record<string, unknown>): void;
@@ -263,8 +289,46 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   protected onCallEnd(_p: Pending, _err: Error | undefined): void {}
 
   private ended(p: Pending, err: Error | undefined): void {
-    if (!p.internal && !p.listen) this.onCallEnd(p, err);
+    if (p.internal || p.listen) return;
+    this.noteUnanswered(p, err);
+    this.onCallEnd(p, err);
   }
+
+  /** A call answered, or progress heard for one: the server is working its calls. */
+  private callAnswered(): void {
+    this.unanswered = 0;
+    this.probation = false;
+  }
+
+  /**
+   * A server that answers the hub's pings and handshakes but leaves its calls unanswered (a
+   * worker hung, a lock never released) would stay `ready` for good, every call waiting out its
+   * whole timeout. UNANSWERED_CALLS such timeouts in a row (one on probation), with no other
+   * call answered in between (a list's answer does not count), take it down:
+   * lastError says why, its calls are refused at once meanwhile, and the transport restarts it
+   * (stdio: the process is ended and started again; HTTP: the circuit opens and the handshake
+   * probes it). A caller's own shorter limit says nothing of the server; nor does a call sent
+   * before the connection last became ready (HTTP calls in flight outlive a reconnect).
+   */
+  private noteUnanswered(p: Pending, err: Error | undefined): void {
+    // A list answered is no sign its calls are: like a ping, it is bookkeeping (the hub fetches
+    // the lists of every server that becomes ready, which would end each probation at once).
+    if (err === undefined || err instanceof RpcError) return isList(p.method) ? undefined : this.callAnswered();
+    if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
+    const n = ++this.unanswered;
+    if (n < (this.probation ? 1 : UNANSWERED_CALLS)) return;
+    this.unanswered = 0;
+    this.probation = true;
+    const ms = err.ms;
+    this.callsUnanswered(
+      n === 1
+        ? `a call got no answer within its timeout (${ms} ms) again, before any was answered since the server was back: it still takes calls without answering them`
+        : `${n} calls in a row got no answer within their timeout (${ms} ms), none answered in between: the server takes calls without answering them`,
+    );
+  }
+
+  /** Take the server down for calls it leaves unanswered (noteUnanswered), and start it again. */
+  protected abstract callsUnanswered(reason: string): void;
 
   /**
    * Send a request. Public calls get the era envelope; internal (handshake) calls pass their
@@ -284,7 +348,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const who = opts?.principal;
     if (who !== undefined && this.servedFor !== who) this.servedFor = this.servedFor === undefined ? who : null;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline };
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline, gen: this.readyCount };
       if (method === 'tasks/result' && typeof params.taskId === 'string') p.taskId = params.taskId;
       try {
         this.send(p, params);
@@ -607,6 +671,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       const p = t === undefined ? undefined : this.byToken.get(typeof t === 'string' ? t : String(t));
       if (p === undefined) return;
       if (p.timer) p.timer.refresh();
+      this.callAnswered();
       if (!p.opts?.onProgress) return;
       if (typeof params.progress !== 'number') return;
       const info: ProgressInfo = { progress: params.progress };
@@ -707,6 +772,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     }
     return found?.opts?.onLog ? found : undefined;
   }
+}
+
+/** A `tools/list`, `resources/list`, `resources/templates/list` or `prompts/list`. */
+function isList(method: string): boolean {
+  return method.endsWith('/list');
 }
 
 /** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */

@@ -82,6 +82,15 @@ export class StdioUpstream extends HandshakingUpstream {
     });
   }
 
+  /** Calls left unanswered (rpc-base noteUnanswered): the process is ended and started again, as after a crash. */
+  protected callsUnanswered(reason: string): void {
+    const child = this.child;
+    if (this.closed || this._state !== 'ready' || !child) return;
+    this.child = undefined;
+    child.kill();
+    this.lost(`${reason}; the process was ended`);
+  }
+
   /** A call waits for the client's answer to a request the server made (its timeout paused). */
   private awaitsClient(): boolean {
     for (const p of this.pending.values()) if (p.waits > 0) return true;

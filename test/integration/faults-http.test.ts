@@ -28,6 +28,8 @@ beforeAll(async () => {
     {
       servers: {
         h: { url: h.url, timeoutMs: 5000 },
+        // mo's legacy endpoint, which nothing else uses: its reconnects leave h's log as it was.
+        hu: { url: mo.url, timeoutMs: 300, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 5, cooldownMs: 1000 } },
         k: { url: k.url, retry: { maxAttempts: 3, budgetMs: 3000 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
@@ -37,7 +39,7 @@ beforeAll(async () => {
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  await Promise.all(['h', 'k', 'cb', 'mo', 're'].map((id) => waitForState(hub.url, id, ['ready'])));
+  await Promise.all(['h', 'hu', 'k', 'cb', 'mo', 're'].map((id) => waitForState(hub.url, id, ['ready'])));
 }, 60_000);
 
 afterAll(async () => {
@@ -488,6 +490,32 @@ describe('HTTP upstream faults', () => {
     // Its cancellation went to the session the call was on.
     await waitUntil('the cancellation', async () => cb.log().some((e) => e.method === 'notifications/cancelled' && e.session === old));
   }, 40_000);
+
+  it('takes calls but answers none (its handshake answered): 3 timeouts in a row open the circuit, calls are refused at once, and once back 1 more opens it again; an answer in between resets the count', async () => {
+    const hangs = (n: number) => Promise.all(Array.from({ length: n }, () => callTool(hub.url, 'hu__hang')));
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 300 ms/);
+    expect(text(await callTool(hub.url, 'hu__echo', { between: 1 }))).toBe('{"between":1}');
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 300 ms/);
+    expect(await serverHealth(hub.url, 'hu')).toMatchObject({ state: 'ready', circuit: 'closed' });
+    // The third in a row: before, it took the breaker's 5, and its probe, answered, closed the circuit for 5 more.
+    await hangs(1);
+    const down = await serverHealth(hub.url, 'hu');
+    expect(down.state).toBe('restarting');
+    expect(down.lastError).toBe('3 calls in a row got no answer within their timeout (300 ms), none answered in between: the server takes calls without answering them');
+    const reached = calls(mo, 'hang').length;
+    const refused = await callTool(hub.url, 'hu__hang');
+    expect(text(refused)).toMatch(/server "hu" is restarting: 3 calls in a row got no answer/);
+    expect(calls(mo, 'hang')).toHaveLength(reached);
+    await waitForState(hub.url, 'hu', ['ready']);
+    await hangs(1);
+    const again = await serverHealth(hub.url, 'hu');
+    expect(again.circuit).not.toBe('closed');
+    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again, before any was answered since the server was back/);
+    await waitForState(hub.url, 'hu', ['ready']);
+    expect(text(await callTool(hub.url, 'hu__echo', { after: 1 }))).toBe('{"after":1}');
+    await hangs(1);
+    expect(await serverHealth(hub.url, 'hu')).toMatchObject({ state: 'ready', circuit: 'closed' });
+  }, 30_000);
 
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
     await waitForState(hub.url, 'cb', ['ready'], 20_000);

@@ -31,8 +31,9 @@ beforeAll(async () => {
       servers: {
         crash: quirk('crash-mid-call'),
         hang: fault({ QUIRK_LOG: join(dir, 'hang.log') }, { timeoutMs: 800 }),
-        deaf: fault({}, { timeoutMs: 1500 }),
+        deaf: fault({}, { timeoutMs: 3000 }),
         stuck: fault({}, { timeoutMs: 800, healthCheckMs: 200 }),
+        mute: fault({}, { timeoutMs: 600, healthCheckMs: 200 }),
         garbage: quirk('garbage'),
         big: fault({ FAULT_BIG_BYTES: String(300_000) }, { maxFrameBytes: 100_000, timeoutMs: 20_000 }),
         slowstart: fault({ FAULT_START_DELAY_MS: '9000' }, { probeTimeoutMs: 1000 }),
@@ -148,8 +149,11 @@ describe('stdio upstream faults', () => {
     // One call every 20 ms: each is written on its own (calls of one turn leave in one write), so
     // the 19th or so finds 16 MiB waiting, well within the first calls' 1.5 s timeout.
     const calls: Promise<Awaited<ReturnType<typeof callTool>>>[] = [];
+    // Each with a limit of its own (1.5 s), which says nothing of the server: the server's own
+    // timeouts, three in a row, would have it restarted (its backlog gone) before 16 MiB waited
+    // on a slow machine.
     for (let i = 0; i < 30; i++) {
-      calls.push(callTool(hub.url, 'deaf__echo', { big }));
+      calls.push(callTool(hub.url, 'deaf__echo', { big }, { 'dev.switchyard/timeoutMs': 1500 }));
       await new Promise((r) => setTimeout(r, 20));
     }
     const answers = await Promise.all(calls);
@@ -163,8 +167,10 @@ describe('stdio upstream faults', () => {
     expect(text(await callTool(hub.url, 'stuck__deaf'))).toBe('deaf from now on');
     // A call every 100 ms: never idle. It was shown ready, and never restarted, while every call waited out its whole timeout.
     const calls: Promise<unknown>[] = [];
+    // Each call with a limit of its own, shorter than the server's: their timeouts are not the
+    // server's (three of those in a row would restart it first, for unanswered calls), the ping's is.
     const h = await waitUntil('ended and restarted', async () => {
-      calls.push(callTool(hub.url, 'stuck__echo', {}));
+      calls.push(callTool(hub.url, 'stuck__echo', {}, { 'dev.switchyard/timeoutMs': 700 }));
       await new Promise((r) => setTimeout(r, 100));
       const s = await serverHealth(hub.url, 'stuck');
       return s.restarts >= 1 && s.state === 'ready' ? s : undefined;
@@ -174,6 +180,36 @@ describe('stdio upstream faults', () => {
     expect(text(await callTool(hub.url, 'stuck__echo', { again: true }))).toBe('{"again":true}');
     const metrics = await (await fetch(new URL('/metrics', hub.url))).text();
     expect(metrics).toMatch(/switchyard_upstream_restarts_total\{server="stuck"\} [1-9]/);
+  }, 30_000);
+
+  it('answers its pings but leaves its calls unanswered: after 3 timeouts in a row the process is restarted, then after 1 more; an answer in between resets the count', async () => {
+    await waitForState(hub.url, 'mute', ['ready']);
+    const hangs = (n: number) => Promise.all(Array.from({ length: n }, () => callTool(hub.url, 'mute__hang')));
+    // A slow tool among answered calls (its pings answered meanwhile, every 100 ms of silence): no restart.
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    expect(text(await callTool(hub.url, 'mute__echo', { between: 1 }))).toBe('{"between":1}');
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: 0 });
+    // Three in a row with nothing answered: shown ready for good before, each call waiting 600 ms.
+    await hangs(1);
+    const down = await waitUntil('restarted for unanswered calls', async () => {
+      const s = await serverHealth(hub.url, 'mute');
+      return s.restarts >= 1 ? s : undefined;
+    });
+    expect(down.lastError).toBe('3 calls in a row got no answer within their timeout (600 ms), none answered in between: the server takes calls without answering them; the process was ended');
+    // Back on probation: its handshake is answered, but the next unanswered call ends it again.
+    await waitForState(hub.url, 'mute', ['ready']);
+    await hangs(1);
+    const again = await waitUntil('restarted again', async () => {
+      const s = await serverHealth(hub.url, 'mute');
+      return s.restarts >= 2 ? s : undefined;
+    });
+    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(600 ms\) again, before any was answered since the server was back/);
+    await waitForState(hub.url, 'mute', ['ready']);
+    expect(text(await callTool(hub.url, 'mute__echo', { after: 1 }))).toBe('{"after":1}');
+    // Answered: off probation, one timeout is one timeout again.
+    await hangs(1);
+    expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: again.restarts });
   }, 30_000);
 
   it('answers with a result nested 5,000 levels deep: that call fails at once (not at its timeout), the next works', async () => {
