@@ -34,7 +34,7 @@ export interface ExitInfo {
   signal: NodeJS.Signals | null;
   /** Set when the process could not be started at all (e.g. ENOENT). */
   error?: string;
-  /** With `error`: the hub itself had no file descriptors left for the pipes (EMFILE, ENFILE), no fault of the command's. */
+  /** With `error`: the hub itself had no file descriptors left for the pipes (EMFILE, ENFILE), or could start no process (EAGAIN, ENOMEM), no fault of the command's. */
   hubShort?: boolean;
   /** What its stderr said last that looks like the reason (redacted, shortened), if anything. */
   stderr?: string;
@@ -96,12 +96,19 @@ export function spawnFailure(err: NodeJS.ErrnoException, cwd: string | undefined
   }
   if (err.code === 'EMFILE' || err.code === 'ENFILE')
     return `${err.message}: the hub has no file descriptors left for its pipes (too many open files: see listen.maxConnections, and the limit \`ulimit -n\`)`;
+  if (err.code === 'EAGAIN') return `${err.message}: the hub may start no more processes now (its user's process limit, \`ulimit -u\`, or the system's, is reached)`;
+  if (err.code === 'ENOMEM') return `${err.message}: the hub has no memory left to start a process`;
   return err.message;
 }
 
-/** The spawn failed for want of the hub's own file descriptors: any command would have. */
-export function hubShortOfDescriptors(err: NodeJS.ErrnoException): boolean {
-  return err.code === 'EMFILE' || err.code === 'ENFILE';
+/**
+ * The spawn failed for want of the hub's own resources, whatever the command: file descriptors
+ * for the pipes (EMFILE, ENFILE), a process of its own under the process limit (EAGAIN, which
+ * fork returns at RLIMIT_NPROC or the system's limit), memory to fork with (ENOMEM). No crash of
+ * the server's: see HubShortError.
+ */
+export function hubShortOf(err: NodeJS.ErrnoException): boolean {
+  return err.code === 'EMFILE' || err.code === 'ENFILE' || err.code === 'EAGAIN' || err.code === 'ENOMEM';
 }
 
 /** A spawn that threw; `hubShort` as in ExitInfo. */
@@ -367,7 +374,7 @@ export class StdioChild extends EventEmitter {
       });
     } catch (err) {
       // Some failures (ENOTDIR, E2BIG) are thrown rather than reported as an 'error' event.
-      throw new SpawnError(spawnFailure(err as NodeJS.ErrnoException, opts.cwd), hubShortOfDescriptors(err as NodeJS.ErrnoException));
+      throw new SpawnError(spawnFailure(err as NodeJS.ErrnoException, opts.cwd), hubShortOf(err as NodeJS.ErrnoException));
     }
     this.pid = this.proc.pid;
     if (this.pid !== undefined) {
@@ -377,7 +384,7 @@ export class StdioChild extends EventEmitter {
 
     this.proc.on('error', (err) => {
       // Spawn failures (ENOENT, EACCES) may come without an 'exit'.
-      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd), ...(hubShortOfDescriptors(err) ? { hubShort: true } : {}) });
+      if (this.proc.pid === undefined || this.proc.exitCode !== null) finish({ code: null, signal: null, error: spawnFailure(err, opts.cwd), ...(hubShortOf(err) ? { hubShort: true } : {}) });
       else this.log.warn({ err: err.message }, 'child process error');
     });
     // Out of file descriptors (EMFILE, ENFILE), Node sets no pipes up and says why by 'error' on

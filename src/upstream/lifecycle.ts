@@ -31,7 +31,8 @@ export const HUB_SHORT_RETRY_MS = 1_000;
 
 /**
  * A start that failed for want of the hub's own resources (no file descriptors left for a
- * child's pipes: any command would have failed), no fault of the server's: it does not count
+ * child's pipes, no process or memory to fork: any command would have failed), no fault of the
+ * server's: it does not count
  * toward the crash-loop limit, which would have the server `failed`, and retried only once a
  * minute, for the hub's own trouble.
  */

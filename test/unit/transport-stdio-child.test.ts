@@ -1,5 +1,7 @@
 /** Line framing of child stdout, and the child process wrapper against real processes. */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Socket } from 'node:net';
@@ -130,6 +132,58 @@ process.stdout.write(JSON.stringify({ first, ready, states: states.map(([s]) => 
     expect(out.reason).toBe(out.first);
     expect(out.states).not.toContain('failed');
     expect(out.ready).toBe(true);
+  });
+
+  // The real limit: RLIMIT_NPROC lowered (prlimit) to the tasks the hub already has, so its fork
+  // fails with EAGAIN. Root is never held to it: as root, the hub (and prlimit, which may change
+  // only a process of its own uid without CAP_SYS_RESOURCE) run as nobody, which must be able to
+  // read dist/ (not so in a checkout under /root: then the case is skipped).
+  const asNobody = process.getuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : [];
+  const nobodyReads = (file: string): boolean =>
+    asNobody.length === 0 || spawnSync(asNobody[0]!, [...asNobody.slice(1), process.execPath, '-e', `require('node:fs').accessSync(${JSON.stringify(file)})`]).status === 0;
+  it.skipIf(!nobodyReads(join(packageRoot, 'dist/src/upstream/index.js')))('a stdio server the hub cannot spawn for want of processes (EAGAIN at its process limit) is no crash loop either: never failed, ready again about a second after the limit is lifted', async () => {
+    const dist = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src', p)).href);
+    const src = `import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+const { createUpstream } = await import(${dist('upstream/index.js')});
+const { silentLogger } = await import(${dist('log.js')});
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const u = createUpstream({ id: 's', command: process.execPath, args: ['-e', ${JSON.stringify(LEGACY_ECHO)}], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1024 }, silentLogger, { backoff: { baseMs: 10 } });
+const states = [];
+u.on('state', (s, d) => states.push([s, d]));
+process.stdout.write('threads ' + /Threads:\\s+(\\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))[1] + '\\n');
+await lines.next();
+const first = await u.start().then(() => 'ready', (e) => e.message);
+await new Promise((r) => setTimeout(r, 400));
+process.stdout.write('lift\\n');
+await lines.next();
+const ready = await u.whenReady(5000);
+await u.close();
+process.stdout.write(JSON.stringify({ first, ready, states: states.map(([s]) => s), reason: states[0][1] }) + '\\n');
+process.exit(0);`;
+    const argv = [...asNobody, process.execPath, '--input-type=module', '-e', src];
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      const out = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+      const line = async () => String((await out.next()).value);
+      const threads = /^threads (\d+)$/.exec(await line())![1];
+      const soft = /Max processes\s+(\S+)/.exec(readFileSync(`/proc/${child.pid}/limits`, 'utf8'))![1];
+      const limit = [...asNobody, 'prlimit', '--pid', String(child.pid)];
+      const prlimit = (v: string) => expect(spawnSync(limit[0]!, [...limit.slice(1), `--nproc=${v}:`], { encoding: 'utf8' }).stderr).toBe('');
+      prlimit(threads);
+      child.stdin!.write('go\n');
+      expect(await line()).toBe('lift');
+      prlimit(soft);
+      child.stdin!.write('go\n');
+      const r = JSON.parse(await line()) as { first: string; ready: boolean; states: string[]; reason: string };
+      expect(r.first).toMatch(/process could not start: .*EAGAIN: the hub may start no more processes now/);
+      expect(r.reason).toBe(r.first);
+      // Counted as crashes, five attempts in the 400 ms made it `failed`, retried only after 60 s.
+      expect(r.states).not.toContain('failed');
+      expect(r.ready).toBe(true);
+    } finally {
+      child.kill();
+    }
   });
 
   it('emits JSON-RPC lines as messages (a byte order mark before one ignored), skips the rest, and reports the exit', async () => {
