@@ -301,6 +301,10 @@ export class Catalog extends EventEmitter {
         // Closed (idle, evicted from the pool, reconfigured) or reconnecting: the stream that
         // would have said a change (legacy GET, modern listen) is gone with it.
         if (state === 'stopped' || state === 'restarting' || state === 'failed') this.ownListsLapsed(h.id, principal);
+        // Back (or up at last): a list that failed while it was not, refused as `restarting`, is
+        // fetched at the next list, not LIST_RETRY_MS later with the server ready all the while
+        // (the main connection's lists are invalidated at each of its state changes, see watch()).
+        if (state === 'ready') for (const k of LIST_KINDS) this.cache.retryNow(`${h.id}\0${k}\0${principalConn(principal)}`);
         if (state !== 'stopped') return;
         upstream.off('state', onState);
         this.listens.untrack(key, upstream);

@@ -28,7 +28,8 @@ const ANNOUNCE_EVERY_MS = 1000;
  * How long a list whose fetch failed is not asked for again: meanwhile its stale entry is served,
  * or, with none, the same error. Otherwise every client's list (each a refresh: a failed list
  * is never fresh) was one more request to an upstream that is failing, however many clients
- * listed a second. A list_changed or a restart of the server ends the wait at once (invalidate).
+ * listed a second. A list_changed or a restart of the server ends the wait at once (invalidate),
+ * as a principal's own connection becoming ready does (retryNow).
  */
 export const LIST_RETRY_MS = 5_000;
 
@@ -207,6 +208,11 @@ export class ListCache {
   close(): void {
     for (const timer of this.deferred.values()) clearTimeout(timer);
     this.deferred.clear();
+  }
+
+  /** Lists under `prefix` that failed are fetched again at their next get (their connection is back); the others are left as they are. */
+  retryNow(prefix: string): void {
+    this.forgetFailures(prefix);
   }
 
   /** Failed lists under `prefix` may be fetched at once again (their server said something changed). */

@@ -17,6 +17,7 @@ import { principalConn } from '../../src/catalog/principal-conn.js';
 import { MAX_LAPSED } from '../../src/catalog/lapsed-lists.js';
 import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
+import { UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { serverConfig } from '../integration/catalog-helpers.js';
 
 const REPORT = { name: 'report', description: 'Weekly report', inputSchema: { type: 'object' } };
@@ -76,6 +77,30 @@ for (const era of [LEGACY, MODERN])
     expect((await c.aggregate('tools', view)).items).toEqual([]);
     c.close();
   });
+
+it("a list of a principal's connection fetched while it was restarting is fetched again as soon as it is ready, not LIST_RETRY_MS later", async () => {
+  const main = legacyConnection();
+  const h: any = { id: 'u', config: serverConfig('u'), upstream: main };
+  const own = legacyConnection();
+  own.state = 'restarting';
+  own.request = async () => {
+    throw new UpstreamUnavailableError('u', 'restarting', 'process exited with code 1');
+  };
+  const c = new Catalog(() => [h], new NameAssigner(), silentLogger, {
+    listAtReady: () => false,
+    connection: (): Connection => ({ credential: principalConn('alice'), upstream: own }),
+  });
+  c.watchConnection(h, own, 'alice');
+  const view = { principal: 'alice' };
+  expect((await c.aggregate('tools', view)).items).toEqual([]);
+  // Back: its tools are alice's again at her next list (they stayed failed for 5 s, however
+  // often she listed, the server ready all the while).
+  own.request = legacyConnection().request;
+  own.state = 'ready';
+  own.emit('state', 'ready');
+  expect(((await c.aggregate('tools', view)).items as any[]).map((t) => t.description)).toEqual(['Weekly report']);
+  c.close();
+});
 
 it("principals' own lists are not kept for every principal that ever connected: past the last MAX_LAPSED closed, the oldest go", async () => {
   // An OAuth hub meets a new `sub` every day; each used to leave its whole lists in the catalog for good.
