@@ -57,6 +57,9 @@ const RESUME_FAILURES = 3;
  */
 const REFUSAL_REPROBE_MS = 30_000;
 
+/** A health check answered 5xx short of the breaker's limit is repeated this soon (or at healthCheckMs if sooner). */
+const HEALTH_RECHECK_MS = 1_000;
+
 function timeoutSignal(ms: number): { signal: AbortSignal; clear: () => void; timedOut: () => boolean } {
   const ctl = new AbortController();
   const t = setTimeout(() => ctl.abort(), ms);
@@ -704,9 +707,17 @@ export class HttpUpstream extends HandshakingUpstream {
         // Answered, but as a server that is unwell (a 5xx: a proxy whose backend is gone answers
         // every request 502 at once): every call would fail the same way. Not a 5xx carrying the
         // server's own JSON-RPC error: that is the server, there (one without `ping` answers it
-        // 500 -32601, and was taken for down at every idle check).
+        // 500 -32601, and was taken for down at every idle check). One such answer is one failure
+        // toward the circuit breaker, as a call's 5xx is: one 502 of a proxy mid-redeploy had it
+        // down at once (for a Retry-After's length), where calls take circuitBreaker.failures.
+        // Short of that, it is checked again soon (after what a Retry-After asks), so an idle
+        // server whose every answer is a 5xx is down within seconds, not intervals.
         if (err instanceof TransportError && err.status !== undefined && err.status >= 500 && !err.rpcBody) {
-          this.foundDown(`the server is failing (${after}): ${errMessage(err)}`, askedWaitMs(err));
+          const why = `the server is failing (${after}): ${errMessage(err)}`;
+          if (!this.streak.record('unwell', why)) return this.armHealthCheck(ms, Math.max(Math.min(ms, HEALTH_RECHECK_MS), askedWaitMs(err)));
+          const n = this.streak.count;
+          this.streak.reset();
+          this.foundDown(`${why} (${n} consecutive failures)`, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
           return;
         }
         if (!(err instanceof TimeoutError)) {

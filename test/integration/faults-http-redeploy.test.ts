@@ -113,8 +113,8 @@ async function silentRelay(port: number): Promise<{ port: number; freeze(): void
 const relayed: { close(): void }[] = [];
 
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
-function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000, timeoutMs = 5000): HttpUpstream {
-  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs }, silentLogger, {
+function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000, timeoutMs = 5000, circuitBreaker?: { failures: number; cooldownMs: number }): HttpUpstream {
+  const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs, circuitBreaker }, silentLogger, {
     backoff: { baseMs: 50 },
   }) as HttpUpstream;
   upstreams.push(u);
@@ -373,20 +373,25 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     expect(u.state).toBe('ready');
   }, 30_000);
 
-  it('answers every request 502 (a proxy whose backend is gone): not ready, with that reason, until it answers again', async () => {
+  it('answers every request 502 (a proxy whose backend is gone): not ready, with that reason, once its checks reach the breaker\'s limit; until it answers again', async () => {
     let gone = false;
+    let bad = 0;
     const port = await rawUpstream((msg, json, res) => {
-      if (gone) return void res.writeHead(502, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>');
+      if (gone) return void (bad++, res.writeHead(502, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>'));
       json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
     });
-    const u = upstreamAt('proxied', port, 100);
+    const u = upstreamAt('proxied', port, 100, 2000, 5000, { failures: 3, cooldownMs: 0 });
     const reasons: string[] = [];
-    u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
+    const badAtDown: number[] = [];
+    u.on('state', (s: string, d?: string) => s === 'restarting' && (reasons.push(String(d)), badAtDown.push(bad)));
     await u.start();
     gone = true;
     // An answer of a sort: it was taken for a server that is there, and shown ready while every call failed.
     await waitFor(() => u.state === 'restarting', 10_000, 'found failing');
-    expect(reasons[0]).toMatch(/^the server is failing \(health check after \d+ s idle\): HTTP 502/);
+    expect(reasons[0]).toMatch(/^the server is failing \(health check after \d+ s idle\): HTTP 502.*\(3 consecutive failures\)$/);
+    // Each check answered 502 is one failure toward the circuit breaker, as a call's is: the first
+    // had it down at once, where calls take circuitBreaker.failures.
+    expect(badAtDown[0]).toBe(3);
     gone = false;
     expect(await u.whenReady(10_000)).toBe(true);
   }, 30_000);
