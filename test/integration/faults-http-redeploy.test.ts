@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { silentLogger } from '../../src/log.js';
-import { UpstreamRpcError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
+import { TimeoutError, UpstreamRpcError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import { readCounter } from './ledger-helpers.js';
 import { callTool, isToolError, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
@@ -394,6 +394,26 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     expect(badAtDown[0]).toBe(3);
     gone = false;
     expect(await u.whenReady(10_000)).toBe(true);
+  }, 30_000);
+
+  it('leaves its calls unanswered, its handshake answered: a circuit the breaker opened on timeouts does not close for another whole streak of them', async () => {
+    const port = await rawUpstream((msg, json) => {
+      if (msg.method === 'tools/call') return; // held: answered never
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    });
+    const u = upstreamAt('held', port, undefined, 2000, 200, { failures: 2, cooldownMs: 0 });
+    const reasons: string[] = [];
+    u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
+    await u.start();
+    const call = () => u.request('tools/call', { name: 'x', arguments: {} }).catch((e: unknown) => e);
+    for (let i = 0; i < 2; i++) expect(await call()).toBeInstanceOf(TimeoutError);
+    expect(reasons[0]).toMatch(/^circuit open after 2 consecutive failures; last: server "held" did not answer within 200 ms/);
+    expect(await u.whenReady(5_000)).toBe(true);
+    // Its probe, the handshake, was answered: that says nothing of its calls. Closed as if well, it
+    // opened again only after 2 more timeouts, and so on for good.
+    expect(await call()).toBeInstanceOf(TimeoutError);
+    expect(u.state).toBe('restarting');
+    expect(reasons[1]).toMatch(/^a call got no answer within its timeout \(200 ms\) again/);
   }, 30_000);
 
   it("answers its check 500 with a JSON-RPC error of its own (a server without the method): there, so still ready", async () => {
