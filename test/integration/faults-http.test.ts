@@ -309,7 +309,8 @@ describe('HTTP upstream faults', () => {
 
   it('has a tools/list past the limit from its start: /healthz says why it shows no tools (listError), until a list succeeds', async () => {
     const g = await startFaultHttp(join(dir, 'pages-first.log'));
-    await g.control({ endlessList: 50 });
+    // Its GET stream held open, for the list_changed below.
+    await g.control({ endlessList: 50, listChanged: true, getOpen: true });
     const gh = await startHub({ servers: { g: { url: g.url, cacheTtlMs: 0 } } }, { dir: mkdtempSync(join(tmpdir(), 'switchyard-faults-pages1-')) });
     try {
       await waitForState(gh.url, 'g', ['ready']);
@@ -320,7 +321,11 @@ describe('HTTP upstream faults', () => {
       expect(failed).toMatchObject({ state: 'ready', tools: 0, lastError: null });
       expect(failed.listError).toContain('tools/list is larger than the hub takes (more than 10000 items');
       await g.control({ endlessList: 0 });
-      // A failed list is asked again LIST_RETRY_MS (5 s) after it failed, not at every client's list.
+      // A failed list is asked again LIST_RETRY_MS (5 s) after it failed, not at every client's
+      // list, or at once when the server says its list changed (catalog-cache.test.ts has both):
+      // said here, so that the test does not wait the 5 s out.
+      await waitUntil('the GET stream open', async () => g.log().some((e) => e.method === 'GET' && e.status === 200));
+      await g.control({ notify: 'notifications/tools/list_changed' });
       await waitUntil('listed again', async () => ((await modernCall(gh.url, 'list', 'tools/list')).body?.result?.tools as { name: string }[]).some((t) => t.name === 'g__echo'), 10_000);
       const after = await serverHealth(gh.url, 'g');
       expect(after.listError).toBeNull();
