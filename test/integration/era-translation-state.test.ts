@@ -6,7 +6,7 @@
  * retries gets its parked legacy-upstream call cancelled after policy.inputTimeoutMs, the
  * upstream told and the ledger row `timeout`.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT, nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, waitForReady, type Json, type RawReply, type RpcMessage } from '../helpers/wire.js';
+import { queryRows } from './ledger-helpers.js';
 import { LEGACY_FIXTURE, USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 
 const KEY = randomBytes(32).toString('hex');
@@ -55,13 +56,9 @@ function tamper(state: string): string {
   return state.slice(0, i) + (state[i] === 'A' ? 'B' : 'A') + state.slice(i + 1);
 }
 
-function ledgerRows(dir: string, tool: string): Promise<Json[]> {
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, [BIN, 'ledger', 'query', '--db', join(dir, 'ledger.db'), '--json', '--tool', tool], { cwd: ROOT }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`${err.message}\n${stderr}`));
-      resolve(stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Json));
-    });
-  });
+/** `ledger query --json --tool <tool>` (its command in this process: ledger-helpers.ts). */
+async function ledgerRows(dir: string, tool: string): Promise<Json[]> {
+  return (await queryRows(join(dir, 'ledger.db'), { tool })) as unknown as Json[];
 }
 
 async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> {

@@ -1,11 +1,14 @@
 /**
- * Shared by the ledger acceptance tests: the real `switchyard ledger` CLI, raw requests of
- * both eras with full control over ids, headers and `_meta`, and fixture configs.
+ * Shared by the ledger acceptance tests: the `switchyard ledger` CLI (the built binary, or its
+ * own command run in this process), raw requests of both eras with full control over ids,
+ * headers and `_meta`, and fixture configs.
  * Protocol constants are spelled out on purpose rather than imported from src/.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import yargs from 'yargs';
+import { makeLedgerCommand } from '../../src/cli/ledger.js';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 
 export const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -67,10 +70,40 @@ export function ledgerCli(db: string, args: string[]): Promise<CliResult> {
   });
 }
 
-/** `ledger query --json` with filters (e.g. `{tool: 'f__echo', outcome: 'ok'}`), oldest first. */
+/**
+ * `switchyard ledger <args…> --db <db>` run in this process: the command the binary mounts
+ * (makeLedgerCommand: the same options, filters, read-only open and output), its output
+ * captured. What tests poll with: a node process started at every 100 ms poll cost a few
+ * hundred ms of CPU each (a second or more on a loaded machine), minutes of the suite.
+ * `ledgerCli` runs the binary itself; the cli-*.test.ts files and ledger-outcomes check it.
+ */
+export async function ledgerInProcess(db: string, args: string[]): Promise<CliResult> {
+  const r: CliResult = { code: 0, stdout: '', stderr: '' };
+  const cmd = makeLedgerCommand({
+    out: (t) => void (r.stdout += t),
+    err: (t) => void (r.stderr += t),
+    setExitCode: (c) => (r.code = c),
+  });
+  try {
+    await yargs(['ledger', ...args, '--db', db])
+      .command(cmd)
+      .strict()
+      .exitProcess(false)
+      .fail((msg, err) => {
+        throw err ?? new Error(msg);
+      })
+      .parseAsync();
+  } catch (err) {
+    // The binary's usage errors (yargs: unknown option, missing subcommand) exit 2.
+    r.stderr += `${(err as Error).message}\n`;
+    r.code = 2;
+  }
+  return r;
+}
+
 /** Every row of the ledger at `db`, as `switchyard ledger export` prints them. */
 export async function exportRows(db: string): Promise<Row[]> {
-  const r = await ledgerCli(db, ['export']);
+  const r = await ledgerInProcess(db, ['export']);
   if (r.code !== 0) throw new Error(`ledger export exited ${r.code}: ${r.stderr}`);
   return r.stdout
     .split('\n')
@@ -78,10 +111,11 @@ export async function exportRows(db: string): Promise<Row[]> {
     .map((l) => JSON.parse(l) as Row);
 }
 
+/** `ledger query --json` with filters (e.g. `{tool: 'f__echo', outcome: 'ok'}`), oldest first. */
 export async function queryRows(db: string, filter: Record<string, string> = {}, limit = 1000): Promise<Row[]> {
   const args = ['query', '--json', '--limit', String(limit)];
   for (const [k, v] of Object.entries(filter)) args.push(`--${k}`, v);
-  const r = await ledgerCli(db, args);
+  const r = await ledgerInProcess(db, args);
   if (r.code !== 0) throw new Error(`ledger query failed (${r.code}): ${r.stderr}`);
   return r.stdout
     .split('\n')

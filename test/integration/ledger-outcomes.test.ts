@@ -1,8 +1,9 @@
 /**
  * Acceptance: every outcome kind the ledger knows, produced by a real call through the real
- * hub and found again with the real `switchyard ledger query --json`, with the facts a row
- * must carry (client era and info, hub name, server, upstream name and era, sizes); then
- * `ledger verify` passes, and fails naming the row once a row is altered behind its back.
+ * hub and found again with `switchyard ledger query --json` (its command run in this process,
+ * and the binary checked to print the same), with the facts a row must carry (client era and
+ * info, hub name, server, upstream name and era, sizes); then `ledger verify` passes, and fails
+ * naming the row once a row is altered behind its back.
  * (`unknown`, the outcome of calls cut off by a crash, is in ledger-crash.test.ts.)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -351,6 +352,13 @@ describe('ledger verify on the hub-written file', () => {
     expect(rows).toBeGreaterThan(15);
 
     await hub.stop();
+    // The rows the tests above waited for were read by the ledger command in this process
+    // (ledger-helpers.ts): the binary prints the same.
+    const all = await queryRows(db);
+    expect(all.length).toBeGreaterThan(15);
+    const bin = await ledgerCli(db, ['query', '--json', '--limit', '1000']);
+    expect(bin.code, bin.stderr).toBe(0);
+    expect(bin.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row)).toEqual(all);
     const target = (await queryRows(db, { tool: 'f__fail' }))[0];
     const raw = new Database(db);
     raw.prepare(`UPDATE audit SET outcome = 'ok', error_kind = NULL WHERE id = ?`).run(target.id);
