@@ -7,7 +7,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it, vi, type TestContext } from 'vitest';
 import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -17,15 +17,18 @@ import { ledgerCli, modernCall, queryRows, sleep, SDK1, SDK2, type Json } from '
 import { quirkLog } from './upstream-helpers.js';
 import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil } from './faults-helpers.js';
 
-const hubs: HubProcess[] = [];
-afterEach(async () => {
-  // A hub already killed by a test has nothing left to stop (stop() would wait for its exit).
-  for (const h of hubs.splice(0)) if (h.proc.exitCode === null && h.proc.signalCode === null) await h.stop('SIGKILL');
-});
-
-async function start(config: Record<string, unknown>, opts: { dir?: string; args?: string[] } = {}): Promise<HubProcess> {
+/**
+ * A hub of this test's own, killed when the test ends if it is still up: each test cleans up
+ * only what it started, so the tests of a describe.concurrent block run side by side (their
+ * time is mostly waits: hub starts, slow calls, drains). Hooks of the test's own context: a
+ * file-wide afterEach cannot tell concurrent tests apart.
+ */
+async function start(t: Pick<TestContext, 'onTestFinished'>, config: Record<string, unknown>, opts: { dir?: string; args?: string[] } = {}): Promise<HubProcess> {
   const h = await startHub(config, opts);
-  hubs.push(h);
+  // A hub already killed by a test has nothing left to stop (stop() would wait for its exit).
+  t.onTestFinished(async () => {
+    if (h.proc.exitCode === null && h.proc.signalCode === null) await h.stop('SIGKILL');
+  });
   return h;
 }
 
@@ -39,8 +42,14 @@ function rewrite(file: string, change: (c: { servers: Record<string, Json> } & J
   writeFileSync(file, JSON.stringify(c, null, 2));
 }
 
+// Alone: its twelve callers load the machine, and it counts the hub's processes. The describe
+// blocks after it run side by side (describe.concurrent), each test with its own hub; three
+// at a time (at each level: three blocks, three tests in a block) on this file's worker, so
+// that hubs starting together on two cores do not push a test to its timeout.
+vi.setConfig({ maxConcurrency: 3 });
+
 describe('hub SIGKILL', () => {
-  it('under load leaves no child, grandchild or watchdog behind; restarted, its ledger verifies', async () => {
+  it('under load leaves no child, grandchild or watchdog behind; restarted, its ledger verifies', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-kill-'));
     const gLog = join(dir, 'g.log');
     const config = {
@@ -50,7 +59,7 @@ describe('hub SIGKILL', () => {
         g: nodeServer(`${QUIRKS}/spawns-grandchild.mjs`, [], { QUIRK_LOG: gLog, QUIRK_STUBBORN: '1' }),
       },
     };
-    const hub = await start(config, { dir });
+    const hub = await start(t, config, { dir });
     await Promise.all(['a', 'm', 'g'].map((id) => waitForState(hub.url, id, ['ready'])));
     const grandchild = await waitUntil('grandchild pid', async () => quirkLog(gLog).find((e) => e.grandchild !== undefined)?.grandchild);
     let stop = false;
@@ -80,7 +89,7 @@ describe('hub SIGKILL', () => {
     // The stubborn server ignores stdin EOF and SIGTERM: only the watchdog's SIGKILL ends it.
     await expectAllGone(tree);
 
-    const again = await start(config, { dir });
+    const again = await start(t, config, { dir });
     const v = await ledgerCli(join(dir, 'ledger.db'), ['verify']);
     expect(v.code, v.stdout + v.stderr).toBe(0);
     await waitForState(again.url, 'a', ['ready']);
@@ -91,12 +100,12 @@ describe('hub SIGKILL', () => {
   }, 60_000);
 });
 
-describe('a server restarted by the operator', () => {
-  it('leaves no grandchild behind when its leader exits at the end of stdin and the grandchild ignores SIGTERM', async () => {
+describe.concurrent('a server restarted by the operator', () => {
+  it('leaves no grandchild behind when its leader exits at the end of stdin and the grandchild ignores SIGTERM', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grandchild-'));
     const gLog = join(dir, 'g.log');
     // The leader (an npx-like wrapper) exits when its stdin ends; what it started ignores SIGTERM.
-    const hub = await start({ servers: { g: nodeServer(`${QUIRKS}/spawns-grandchild.mjs`, [], { QUIRK_LOG: gLog, QUIRK_GRANDCHILD_STUBBORN: '1' }) } }, { dir });
+    const hub = await start(t, { servers: { g: nodeServer(`${QUIRKS}/spawns-grandchild.mjs`, [], { QUIRK_LOG: gLog, QUIRK_GRANDCHILD_STUBBORN: '1' }) } }, { dir });
     await waitForState(hub.url, 'g', ['ready']);
     const first = await waitUntil('grandchild pid', async () => quirkLog(gLog).find((e) => e.grandchild !== undefined)?.grandchild);
     expect((await fetch(new URL('/admin/servers/g/restart', hub.url), { method: 'POST' })).status).toBe(200);
@@ -106,10 +115,10 @@ describe('a server restarted by the operator', () => {
   }, 30_000);
 });
 
-describe('hub SIGTERM', () => {
-  it('stops accepting, lets a call in flight finish, closes the upstreams and exits 0', async () => {
+describe.concurrent('hub SIGTERM', () => {
+  it('stops accepting, lets a call in flight finish, closes the upstreams and exits 0', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-'));
-    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { servers: { a: nodeServer(SDK1) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
     const tree = descendants(hub.proc.pid!);
     const slow = callTool(hub.url, 'a__slow', { ms: 1500 });
@@ -130,9 +139,9 @@ describe('hub SIGTERM', () => {
     expect(row.outcome).toBe('ok');
   }, 30_000);
 
-  it('at the drain deadline, calls still running get an answer and a row before the exit', async () => {
+  it('at the drain deadline, calls still running get an answer and a row before the exit', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term2-'));
-    const hub = await start({ listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
     const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
     await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
@@ -148,7 +157,7 @@ describe('hub SIGTERM', () => {
   }, 30_000);
 });
 
-describe('hub SIGTERM, requests on connections accepted before it', () => {
+describe.concurrent('hub SIGTERM, requests on connections accepted before it', () => {
   /** A whole modern tools/call as raw HTTP/1.1. */
   const rawCall = (port: number, id: string, name: string, args: Json): string => {
     const body = JSON.stringify(modernBody(id, 'tools/call', { name, arguments: args }));
@@ -159,9 +168,9 @@ describe('hub SIGTERM, requests on connections accepted before it', () => {
   // The drain closed every connection not serving a request at its start: one the client had
   // just opened, one whose request was half sent, and a request pipelined behind a call all
   // got a cut connection, no answer and no row.
-  it('are answered (refused: the hub is shutting down), each with a row, and the connection then closes', async () => {
+  it('are answered (refused: the hub is shutting down), each with a row, and the connection then closes', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-unread-'));
-    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { servers: { a: nodeServer(SDK1) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
     const fresh = rawClient(hub.port);
     const half = rawClient(hub.port);
@@ -188,10 +197,10 @@ describe('hub SIGTERM, requests on connections accepted before it', () => {
   }, 30_000);
 });
 
-describe('hot reload', () => {
-  it('adds, removes and restarts servers while a call runs on another; rejects an invalid config', async () => {
+describe.concurrent('hot reload', () => {
+  it('adds, removes and restarts servers while a call runs on another; rejects an invalid config', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-reload-'));
-    const hub = await start({ servers: { a: nodeServer(SDK1), b: nodeServer(SDK1), c: nodeServer(SDK2) } }, { dir });
+    const hub = await start(t, { servers: { a: nodeServer(SDK1), b: nodeServer(SDK1), c: nodeServer(SDK2) } }, { dir });
     await Promise.all(['a', 'b', 'c'].map((id) => waitForState(hub.url, id, ['ready'])));
     expect(toolNames(await modernCall(hub.url, 'l0', 'tools/list'))).toEqual(expect.arrayContaining(['a__echo', 'b__echo', 'c__echo']));
     const aBefore = await serverHealth(hub.url, 'a');
@@ -241,11 +250,11 @@ describe('hot reload', () => {
     expect(text(await callTool(hub.url, 'a__echo', { text: 'still' }))).toBe('echo:still');
   }, 60_000);
 
-  it('swaps API keys in: a removed key stops working at once (the last one too), an added one works', async () => {
+  it('swaps API keys in: a removed key stops working at once (the last one too), an added one works', async (t) => {
     const OLD = 'sy_old-reload-key-0123456789abcdefghijklmnopqrstuvw';
     const NEW = 'sy_new-reload-key-0123456789abcdefghijklmnopqrstuvw';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-keys-'));
-    const hub = await start({ auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD) }] }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD) }] }, servers: { a: nodeServer(SDK1) } }, { dir });
     let n = 0;
     const list = async (key: string) => (await post(hub.url, modernBody(++n, 'tools/list'), { ...modernHeaders('tools/list'), authorization: `Bearer ${key}` })).status;
     await waitUntil('old key accepted', async () => ((await list(OLD)) === 200 ? true : undefined));
@@ -279,11 +288,11 @@ describe('hot reload', () => {
     expect(hub.logs.join('\n')).not.toMatch(/sy_(old|new)-reload-key/);
   }, 30_000);
 
-  it("ends what a revoked key opened: its legacy session's GET stream, its listen stream, and the live feed", async () => {
+  it("ends what a revoked key opened: its legacy session's GET stream, its listen stream, and the live feed", async (t) => {
     const OLD = 'sy_old-revoke-key-0123456789abcdefghijklmnopqrstuvw';
     const NEW = 'sy_new-revoke-key-0123456789abcdefghijklmnopqrstuvw';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-revoke-'));
-    const hub = await start({ auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD), scopes: ['switchyard:admin'] }] }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { auth: { apiKeys: [{ principal: 'old', sha256: sha256Hex(OLD), scopes: ['switchyard:admin'] }] }, servers: { a: nodeServer(SDK1) } }, { dir });
     const auth = { authorization: `Bearer ${OLD}` };
     const legacy = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...auth };
     const init = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'revoked', version: '1' } } }, legacy);
@@ -340,13 +349,13 @@ describe('hot reload', () => {
     expect(refused).toBe(401);
   }, 30_000);
 
-  it('a key rotated for the same principal ends what the old key opened, and only that', async () => {
+  it('a key rotated for the same principal ends what the old key opened, and only that', async (t) => {
     const OLD = 'sy_old-rotate-key-0123456789abcdefghijklmnopqrstuvw';
     const NEW = 'sy_new-rotate-key-0123456789abcdefghijklmnopqrstuvw';
     const OTHER = 'sy_other-rotate-key-0123456789abcdefghijklmnopqrstu';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-rotate-'));
     const keys = (...ks: string[]) => ks.map((k) => ({ principal: 'alice', sha256: sha256Hex(k) }));
-    const hub = await start({ auth: { apiKeys: keys(OLD, OTHER) }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { auth: { apiKeys: keys(OLD, OTHER) }, servers: { a: nodeServer(SDK1) } }, { dir });
     // What each key opens: a legacy session with its GET stream, and a modern listen stream.
     const open = async (key: string) => {
       const legacy = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
@@ -386,11 +395,11 @@ describe('hot reload', () => {
     expect(still.status).toBe(200);
   }, 30_000);
 
-  it('a GET stream opened with another key than its session ends when that key is given to another principal', async () => {
+  it('a GET stream opened with another key than its session ends when that key is given to another principal', async (t) => {
     const FIRST = 'sy_first-moved-key-0123456789abcdefghijklmnopqrstuv';
     const MOVED = 'sy_moved-moved-key-0123456789abcdefghijklmnopqrstuv';
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-moved-'));
-    const hub = await start(
+    const hub = await start(t, 
       { auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(FIRST) }, { principal: 'alice', sha256: sha256Hex(MOVED) }] }, servers: { a: nodeServer(SDK1) } },
       { dir },
     );
@@ -413,11 +422,11 @@ describe('hot reload', () => {
     expect(await Promise.race([ended, sleep(5_000).then(() => 'open' as const)])).toBe('ended');
   }, 30_000);
 
-  it("a reload that shortens a server's timeout makes the new limit the server's own: its timeouts open the circuit", async () => {
+  it("a reload that shortens a server's timeout makes the new limit the server's own: its timeouts open the circuit", async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-retime-'));
     const f = await startFaultHttp(join(dir, 'f.log'));
     try {
-      const hub = await start({ servers: { f: { url: f.url, timeoutMs: 60_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 60_000 } } } }, { dir });
+      const hub = await start(t, { servers: { f: { url: f.url, timeoutMs: 60_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 60_000 } } } }, { dir });
       await waitForState(hub.url, 'f', ['ready']);
       rewrite(hub.configFile, (c) => {
         c.servers.f!.timeoutMs = 800;
@@ -435,9 +444,9 @@ describe('hot reload', () => {
     }
   }, 30_000);
 
-  it('with --no-watch, a changed file waits for SIGHUP', async () => {
+  it('with --no-watch, a changed file waits for SIGHUP', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-hup-'));
-    const hub = await start({ servers: { a: nodeServer(SDK1) } }, { dir, args: ['--no-watch'] });
+    const hub = await start(t, { servers: { a: nodeServer(SDK1) } }, { dir, args: ['--no-watch'] });
     await waitForState(hub.url, 'a', ['ready']);
     rewrite(hub.configFile, (c) => {
       c.servers.e = nodeServer(SDK2);
