@@ -9,6 +9,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import yargs from 'yargs';
 import { makeLedgerCommand } from '../../src/cli/ledger.js';
+import { ledgerWriter } from '../../src/cli/ledger-lock.js';
+import { recordRow, type PendingRecord } from '../../src/ledger/audit-apply.js';
+import { hasTable } from '../../src/ledger/migrate.js';
+import { PendingFiles } from '../../src/ledger/pending-files.js';
+import { LedgerReader } from '../../src/ledger/reader.js';
+import { realLedgerPath } from '../../src/ledger/real-path.js';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 
 export const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -101,8 +107,46 @@ export async function ledgerInProcess(db: string, args: string[]): Promise<CliRe
   return r;
 }
 
+/**
+ * Rows a running hub has written to its pending files and its ledger thread has not yet put
+ * into SQLite (a few ms after each, later on a loaded machine). A call's finished row is in
+ * the pending file before the call is answered, so once this is 0 every answered call's row
+ * can be read. 0 with no hub running: what a stopped hub left waits for its next start.
+ */
+function rowsOnTheirWay(db: string): number {
+  if (!ledgerWriter(db)) return 0;
+  let reader: LedgerReader | undefined;
+  try {
+    reader = LedgerReader.open({ path: db });
+    const outcome = reader.db.prepare('SELECT outcome FROM audit WHERE id = ?').pluck();
+    const pruned = hasTable(reader.db, 'audit_pruned') ? reader.db.prepare('SELECT 1 FROM audit_pruned WHERE id = ?').pluck() : undefined;
+    const ids = new Set<number>();
+    for (const r of PendingFiles.read(realLedgerPath(db)) as PendingRecord[]) {
+      const row = recordRow(r);
+      if (!row) continue;
+      const now = outcome.get(row.id);
+      if (now === undefined ? pruned?.get(row.id) === undefined : now === 'in_flight' && row.done) ids.add(row.id);
+    }
+    return ids.size;
+  } catch {
+    return 0; // no database yet, or one the command itself will report on
+  } finally {
+    reader?.close();
+  }
+}
+
+/**
+ * Waits (at most 5 s, then reads anyway) until SQLite holds every row the hub had written when
+ * called: a read right after an answer then finds its row. The ledger command in a process of
+ * its own took long enough to start that it mostly did; in this process it would not.
+ */
+async function settled(db: string): Promise<void> {
+  for (const deadline = Date.now() + 5_000; rowsOnTheirWay(db) > 0 && Date.now() < deadline; ) await sleep(10);
+}
+
 /** Every row of the ledger at `db`, as `switchyard ledger export` prints them. */
 export async function exportRows(db: string): Promise<Row[]> {
+  await settled(db);
   const r = await ledgerInProcess(db, ['export']);
   if (r.code !== 0) throw new Error(`ledger export exited ${r.code}: ${r.stderr}`);
   return r.stdout
@@ -115,6 +159,7 @@ export async function exportRows(db: string): Promise<Row[]> {
 export async function queryRows(db: string, filter: Record<string, string> = {}, limit = 1000): Promise<Row[]> {
   const args = ['query', '--json', '--limit', String(limit)];
   for (const [k, v] of Object.entries(filter)) args.push(`--${k}`, v);
+  await settled(db);
   const r = await ledgerInProcess(db, args);
   if (r.code !== 0) throw new Error(`ledger query failed (${r.code}): ${r.stderr}`);
   return r.stdout
