@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForRows } from './ledger-helpers.js';
@@ -223,7 +223,11 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
   }, 60_000);
 });
 
-describe('a client of `switchyard stdio` that stops reading stdout', () => {
+// Every test here runs a hub of its own and cleans up in its own finally, so those of a block
+// can run side by side: three at a time on this file's worker (the floods load two cores).
+vi.setConfig({ maxConcurrency: 3 });
+
+describe.concurrent('a client of `switchyard stdio` that stops reading stdout', () => {
   it('has its stdin left unread until stdout drains (no work piles up), and is served again once it reads', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-backpressure-');
     try {
@@ -340,7 +344,7 @@ describe('a client of `switchyard stdio` that stops reading stdout', () => {
 });
 
 describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
-  it('a cancellation ends only the call of its own era; the other is answered', async () => {
+  it.concurrent('a cancellation ends only the call of its own era; the other is answered', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-cross-era-');
     try {
       await initialize(c);
@@ -383,7 +387,7 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
     }
   }, 40_000);
 
-  it('a request refused as a duplicate id leaves the original as it was: stopping still ends it', async () => {
+  it.concurrent('a request refused as a duplicate id leaves the original as it was: stopping still ends it', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-dup-stop-', { listen: { drainTimeoutMs: 1_000 } });
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
