@@ -43,9 +43,9 @@ function rewrite(file: string, change: (c: { servers: Record<string, Json> } & J
 }
 
 // Alone: its twelve callers load the machine, and it counts the hub's processes. The describe
-// blocks after it run side by side (describe.concurrent), each test with its own hub; three
-// at a time (at each level: three blocks, three tests in a block) on this file's worker, so
-// that hubs starting together on two cores do not push a test to its timeout.
+// blocks after it run side by side (describe.concurrent), each test with its own hub; at most
+// three blocks at once and three tests of a block (vitest limits each level), so that hubs
+// starting together on two cores do not push a test to its timeout.
 vi.setConfig({ maxConcurrency: 3 });
 
 describe('hub SIGKILL', () => {
