@@ -188,7 +188,7 @@ function diff(a: DbArgs): void {
 
 function approve(a: DbArgs): void {
   if (a.name === undefined && a.server === undefined) {
-    err('give a name (of a tool, prompt, resource or template), or --server ID to approve every pending change of a server\n');
+    err('give a name (of a tool, prompt or resource template), or --server ID to approve every pending change of a server\n');
     process.exitCode = 2;
     return;
   }
@@ -230,7 +230,7 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
     .option('config', { type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
     .option('db', { type: 'string', describe: 'Ledger database (default: ledger.path of the config)' })
     .option('server', { type: 'string', describe: 'Only pins of this server' })
-    .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'Only pins of this kind (default: tools, prompts, resources and templates)' }) as unknown as Argv<T & DbArgs>;
+    .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'Only pins of this kind (default: every kind; resource: pins of listed resources an older Switchyard kept, as they are pinned no more)' }) as unknown as Argv<T & DbArgs>;
 }
 
 /** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */
@@ -256,14 +256,14 @@ function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
 
 const diffCommand: CommandModule<object, DbArgs> = {
   command: 'diff <name>',
-  describe: 'Show how a quarantined tool, prompt, resource or template changed since it was approved (name: hub name, server/name, upstream name, URI or uriTemplate)',
+  describe: 'Show how a quarantined tool, prompt or resource template changed since it was approved (name: hub name, server/name, upstream name or uriTemplate)',
   builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
   handler: guarded(diff),
 };
 
 const approveCommand: CommandModule<object, DbArgs> = {
   command: 'approve [name]',
-  describe: 'Accept the pending change of a tool, prompt, resource or template, or with --server every pending change of that server',
+  describe: 'Accept the pending change of a tool, prompt or resource template, or with --server every pending change of that server',
   builder: (y: Argv) =>
     dbOptions(y)
       .positional('name', { type: 'string' })
