@@ -10,7 +10,7 @@ import type { Logger } from '../log.js';
  *    result is cached with the list), to flag, hide or rewrite items.
  *  - beforeCall: before a tools/call is forwarded; may deny it or replace its arguments.
  *  - afterCall: after the upstream answered a tools/call; may replace the result.
- *  - onNotification: for each notification from an upstream; may drop it.
+ *  - onNotification: for each list_changed or resources/updated notification from an upstream, before the hub acts on it; may drop it (a call's progress and log lines do not pass through it).
  */
 
 export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
