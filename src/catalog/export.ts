@@ -293,6 +293,12 @@ export interface OpenAiExport {
   notStrict: { name: string; reason: string }[];
   /** Per tool, the optional properties that became nullable: a null argument means "absent". */
   nullable: Record<string, string[]>;
+  /**
+   * Per strict tool, what its schema lost to strict mode (validation keywords the API does not
+   * take, oneOf read as anyOf): the model no longer sees those constraints, the hub still
+   * checks the arguments against them; said, so a caller is not surprised by its refusals.
+   */
+  loosened: Record<string, string[]>;
   /** Tools left out, and why: names the API refuses (it rejects the whole request for one). */
   skipped: { name: string; reason: string }[];
 }
@@ -307,7 +313,7 @@ export interface AnthropicExport {
 }
 
 export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
-  const out: OpenAiExport = { format: 'openai', tools: [], notStrict: [], nullable: {}, skipped: [] };
+  const out: OpenAiExport = { format: 'openai', tools: [], notStrict: [], nullable: {}, loosened: {}, skipped: [] };
   for (const t of tools) {
     // Strict or not, the API checks every function name and refuses the whole request for one
     // outside its pattern: such a tool (names.mode "spec") cannot be in a usable export.
@@ -321,6 +327,7 @@ export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
       fn.parameters = r.schema;
       fn.strict = true;
       if (r.nullable.length) out.nullable[t.name] = r.nullable;
+      if (r.loosened.length) out.loosened[t.name] = r.loosened;
     } else {
       fn.parameters = plainSchema(t.inputSchema);
       out.notStrict.push({ name: t.name, reason: r.reason });

@@ -86,6 +86,8 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     if (doc.format === 'openai' && doc.notStrict.length)
       process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
+    if (doc.format === 'openai' && Object.keys(doc.loosened).length)
+      process.stderr.write(`${Object.keys(doc.loosened).length} strict tool(s) lost constraints the API does not take (the hub still checks them); see "loosened"\n`);
     if (doc.skipped.length) process.stderr.write(`${doc.skipped.length} tool(s) left out: the API refuses their names; see "skipped"\n`);
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).

@@ -250,7 +250,7 @@ describe('OpenAI strict-mode conversion', () => {
 
 describe('toOpenAi / toAnthropic', () => {
   const tools = [
-    { name: 'files__read', description: 'Read a file', inputSchema: { type: 'object', properties: { path: { type: 'string' }, encoding: { type: 'string' } }, required: ['path'] } },
+    { name: 'files__read', description: 'Read a file', inputSchema: { type: 'object', properties: { path: { type: 'string', minLength: 1 }, encoding: { type: 'string' } }, required: ['path'] } },
     { name: 'kv__put', description: 'Store values', inputSchema: { type: 'object', properties: { values: { type: 'object', additionalProperties: true } }, required: ['values'] } },
     { name: 'odd.name', inputSchema: { type: 'object', properties: {} } },
   ];
@@ -266,6 +266,8 @@ describe('toOpenAi / toAnthropic', () => {
     expect(read).toMatchObject({ name: 'files__read', description: 'Read a file' });
     expect(strictProblems(read.parameters)).toEqual([]);
     expect(out.nullable).toEqual({ files__read: ['/properties/encoding'] });
+    // What strict mode cost a strict tool's schema is said per tool (the hub still checks it).
+    expect(out.loosened).toEqual({ files__read: ['/properties/path: "minLength" dropped'] });
     expect(out.notStrict).toEqual([{ name: 'kv__put', reason: expect.stringMatching(/free-form object/) }]);
     // The API refuses a request whose function names break its pattern, strict or not: left out.
     expect(out.skipped).toEqual([{ name: 'odd.name', reason: expect.stringMatching(/does not match/) }]);
