@@ -3,6 +3,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { COMMANDS, commandsToLoad } from './commands.js';
 import { givenOnce } from './given-once.js';
+import { keepQuotedValues } from './quoted-values.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
 
@@ -22,7 +23,7 @@ if (level !== undefined && !LEVELS.includes(level)) {
 }
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
-const argv = hideBin(process.argv);
+const argv = keepQuotedValues(hideBin(process.argv));
 const cli = yargs(argv).scriptName('switchyard');
 for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
 cli

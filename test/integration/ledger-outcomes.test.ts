@@ -146,7 +146,7 @@ describe('ledger rows of real calls through the hub', () => {
     for (const id of [7310, '7310', 'r-7310']) expect((await modernCall(hub.url, id, 'tools/call', { name: 'f__add', arguments: { a: 1, b: 2 } })).body?.result?.structuredContent).toEqual({ sum: 3 });
     await waitForRows(db, { method: 'tools/call', tool: 'f__add' }, (rows) => rows.filter((r) => r.requestId.endsWith('7310')).length === 3);
     const pick = async (value: string) => {
-      const r = await ledgerCli(db, ['query', '--json', '--request-id', value]);
+      const r = await ledgerCli(db, ['query', '--json', ...(value.startsWith('=') ? [`--request-id${value}`] : ['--request-id', value])]);
       expect(r.code, r.stderr).toBe(0);
       return { rows: r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row), err: r.stderr };
     };
@@ -156,6 +156,8 @@ describe('ledger rows of real calls through the hub', () => {
     const str = await pick('"7310"');
     expect(str.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'string']]);
     expect(str.err).toContain('--request-id 7310 lists them');
+    // Written after `=`, the quotes are the id's too (yargs strips them there: the number's rows, listed as the string's).
+    expect((await pick('="7310"')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'string']]);
     // A string id that reads as no number is found by its text, as it always was.
     expect((await pick('r-7310')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['r-7310', 'string']]);
   });
