@@ -49,6 +49,10 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
      */
     let exiting = false;
     const exitUnserved = async (code: number, reason: string): Promise<never> => {
+      // One exit: a stop signal while it reads and answers (the wait ran out, the hub could not be
+      // made) would read stdin beside it, say another reason and exit 0 as soon as its own read went
+      // quiet, perhaps before the first one's answers were flushed.
+      if (exiting) return new Promise<never>(() => undefined);
       exiting = true;
       stopWatching();
       process.stderr.write(`switchyard stdio: ${reason}\n`);

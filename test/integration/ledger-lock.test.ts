@@ -275,6 +275,24 @@ describe('ledger writer lock', () => {
       expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
       expect(busy.nonProtocolLines).toEqual([]);
       expect(busy.stderr).toContain('switchyard stdio: the ledger');
+      // A stop signal while those answers are read and written (the client writing on): the one exit, 2, its reason once.
+      const late = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+      late.proc.stdin!.on('error', () => undefined);
+      let lateCode: number | null | undefined;
+      void late.exited.then((c) => (lateCode = c));
+      late.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+      for (const until = Date.now() + 10_000; !late.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) {
+        if (Date.now() > until) throw new Error(late.stderr);
+        late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      }
+      late.proc.kill('SIGTERM');
+      for (let i = 0; lateCode === undefined && i < 100; i++) {
+        late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      expect(await late.exited, late.stderr).toBe(2);
+      expect(late.stderr).not.toContain('stopped by SIGTERM');
+      expect(late.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603]]);
       // The same with a stop signal while it waits: answered, exit 0.
       const stopped = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
       stopped.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
@@ -298,7 +316,7 @@ describe('ledger writer lock', () => {
     } finally {
       await hub.stop();
     }
-  }, 30_000);
+  }, 45_000);
 
   // Two containers on one volume (or a hub in a container next to one on the host): each saw
   // the other's pid as gone (pid 1 there is this namespace's init, with another start time),
