@@ -239,23 +239,30 @@ export class StdioServer {
   /**
    * A line read once stopped (or held when it stopped): a request in it is answered and recorded
    * as refused (unavailable); so is each request of a batch, their answers together in one array.
+   * A malformed message (no JSON, params no object: a request with its id) is answered with its
+   * error, as before the stop: its client may be waiting on that id.
    */
   private refuse(buf: Buffer): void {
     const text = buf.toString('utf8').replace(/^\uFEFF/, '').trim();
+    if (text === '') return;
     const members = batchOf(text);
     if (!members) {
       const c = parseFrame(text);
       if (c.kind === 'request') this.refuseRequest(c.msg, buf.length);
+      else if (c.kind === 'invalid' && !c.response) void this.serve(c, buf.length);
       return;
     }
-    const requests = members.filter((m) => classify(m).kind === 'request');
+    const answered = members.map((m) => ({ m, c: classify(m) })).filter(({ c }) => c.kind === 'request' || (c.kind === 'invalid' && !c.response));
     const answers: object[] = [];
-    let left = requests.length;
+    let left = answered.length;
     const deliver = (msg: object | undefined): void => {
       if (msg) answers.push(msg);
       if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
     };
-    for (const m of requests) this.refuseRequest(m as Request, memberBytes(m, buf.length), deliver);
+    for (const { m, c } of answered) {
+      if (c.kind === 'request') this.refuseRequest(c.msg, memberBytes(m, buf.length), deliver);
+      else void this.serve(c, memberBytes(m, buf.length), deliver);
+    }
   }
 
   private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void): void {

@@ -445,7 +445,8 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
           { jsonrpc: '2.0', method: 'notifications/initialized' },
           { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
           // A batch held too: its requests are answered together.
-          [{ jsonrpc: '2.0', id: 'b1', method: 'tools/list' }, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { jsonrpc: '2.0', id: 'b2', method: 'ping' }],
+          // (A malformed member with its id, b3, answered with its error.)
+          [{ jsonrpc: '2.0', id: 'b1', method: 'tools/list' }, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { jsonrpc: '2.0', id: 'b2', method: 'ping' }, { jsonrpc: '2.0', id: 'b3', method: 'ping', params: [1] }],
         ]
           .map((m) => JSON.stringify(m))
           .join('\n'),
@@ -454,7 +455,7 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
       expect(await c.exited).toBe(0);
       expect(c.received.find((m) => m.id === 'list')?.error, JSON.stringify(c.received)).toMatchObject({ code: -32603, message: expect.stringContaining('shutting down') });
       // The batch's answer is the one line that is not a lone message: an array.
-      expect(c.nonProtocolLines.map((l) => JSON.parse(l).map((m: Json) => [m.id, m.error?.code]))).toEqual([[['b1', -32603], ['b2', -32603]]]);
+      expect(c.nonProtocolLines.map((l) => (JSON.parse(l) as Json[]).map((m) => [m.id, m.error?.code]).sort())).toEqual([[['b1', -32603], ['b2', -32603], ['b3', -32600]]]);
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);

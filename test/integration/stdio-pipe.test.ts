@@ -188,11 +188,13 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       c.proc.kill('SIGTERM');
       // Nothing in flight: the drain ends as it begins, and the upstream is being closed.
       await stopBegun(c);
-      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }));
+      // A malformed request too (params no object): answered with its error, as before the stop.
+      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-bad', method: 'ping', params: [1] }));
       expect(await exitWithin(c, 15_000)).toBe(0);
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
         ['late', expect.stringContaining('shutting down')],
         ['late-legacy', expect.stringContaining('shutting down')],
+        ['late-bad', 'params must be an object'],
       ]);
       expect(c.nonProtocolLines).toEqual([]);
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([
