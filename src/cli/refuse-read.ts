@@ -13,7 +13,8 @@ const READ_MS = 1_000;
  * session exists, nothing ran), one line each on `out`, so none is left waiting for an answer
  * that never comes. What stdin holds is read (paused mode: nothing was read from it yet) until it
  * ends or stays quiet for QUIET_MS; a last line without its newline counts once stdin ended.
- * Notifications, responses and lines that are not a request get nothing, as JSON-RPC says.
+ * Notifications, responses and lines that are not a request get nothing, as JSON-RPC says; a
+ * malformed request with its id gets its error.
  */
 export async function refuseRead(input: Readable, out: { write(chunk: string): unknown }, reason: string): Promise<number> {
   let text = '';
@@ -43,8 +44,10 @@ export async function refuseRead(input: Readable, out: { write(chunk: string): u
   let answered = 0;
   for (const raw of lines) {
     const c = parseFrame(raw.replace(/^\uFEFF/, '').trim());
-    if (c.kind !== 'request') continue;
-    out.write(JSON.stringify(errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason))) + '\n');
+    // A malformed request with its id (params no object): its client waits on that id too.
+    if (c.kind === 'invalid' && !c.response && c.id !== undefined) out.write(JSON.stringify(errorResponse(c.id, c.error)) + '\n');
+    else if (c.kind !== 'request') continue;
+    else out.write(JSON.stringify(errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason))) + '\n');
     answered++;
   }
   return answered;

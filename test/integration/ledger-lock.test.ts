@@ -270,8 +270,9 @@ describe('ledger writer lock', () => {
       busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
       busy.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
       busy.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }));
+      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'bad', method: 'ping', params: [1] }));
       expect(await busy.exited, busy.stderr).toBe(2);
-      expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603]]);
+      expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603], ['bad', -32600]]);
       expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
       expect(busy.nonProtocolLines).toEqual([]);
       expect(busy.stderr).toContain('switchyard stdio: the ledger');
