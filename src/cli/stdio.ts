@@ -9,6 +9,7 @@ import { lastFlush } from './last-flush.js';
 import { ServeSignals } from './serve-signals.js';
 import { whenEndedEmpty } from './stdin-gone.js';
 import { refuseRead } from './refuse-read.js';
+import { BadUrlError } from './daemon-client.js';
 
 interface StdioArgs {
   config: string;
@@ -23,7 +24,13 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     y
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
       .option('group', { alias: 'g', type: 'string', describe: 'Serve only this tool group (groups.<name>), as /mcp/<name> does over HTTP: for a client that takes few tools' })
-      .option('ledger-wait-ms', { type: 'number', default: 10_000, describe: 'How long to wait for another hub holding the ledger to let it go before exiting 2' }) as Argv<StdioArgs>,
+      .option('ledger-wait-ms', { type: 'number', default: 10_000, describe: 'How long to wait for another hub holding the ledger to let it go before exiting 2' })
+      // Not a number (`--ledger-wait-ms 10s`: NaN) was a wait that never ran out.
+      .check((a) => {
+        const ms = a['ledger-wait-ms'] as number;
+        if (!(Number.isFinite(ms) && ms >= 0)) throw new BadUrlError('--ledger-wait-ms must be a number of milliseconds, 0 or more');
+        return true;
+      }) as Argv<StdioArgs>,
   handler: async (argv) => {
     // stdout is the protocol channel: logs go to stderr only (src/log.ts).
     consoleToStderr(); // before any plugin loads

@@ -276,6 +276,9 @@ describe('ledger writer lock', () => {
       expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
       expect(busy.nonProtocolLines).toEqual([]);
       expect(busy.stderr).toContain('switchyard stdio: the ledger');
+      // A wait that is no number (NaN) never ran out: a usage error instead.
+      const nan = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '10s']);
+      expect([nan.code, nan.stderr.trim()]).toEqual([2, 'switchyard: --ledger-wait-ms must be a number of milliseconds, 0 or more']);
       // A stop signal while those answers are read and written (the client writing on): the one exit, 2, its reason once.
       const late = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
       late.proc.stdin!.on('error', () => undefined);
