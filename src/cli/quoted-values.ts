@@ -1,8 +1,9 @@
 /**
- * Options whose value may be written in quotes that are part of it: `--request-id` takes a
- * request id's JSON form (`'"1"'` the string "1", `1` the number; src/ledger/request-id.ts).
+ * Options whose value may be written in quotes that are part of it: `--request-id` (yargs takes
+ * `--requestId` too) takes a request id's JSON form (`'"1"'` the string "1", `1` the number;
+ * src/ledger/request-id.ts).
  */
-const QUOTES_KEPT = ['--request-id'];
+const QUOTES_KEPT = ['--request-id', '--requestId'];
 
 /**
  * The command line with `--request-id="1"` given as `--request-id '"1"'`: yargs strips the
