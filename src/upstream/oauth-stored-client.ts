@@ -16,7 +16,7 @@ import type { Logger } from '../log.js';
 import { monotonicNow } from '../monotonic.js';
 import { dropConfigSecrets, useConfigSecrets } from '../policy/config-secrets.js';
 import type { TokenSource } from './oauth-client.js';
-import { OAuthError, canonicalResource } from './oauth-discovery.js';
+import { OAuthError, canonicalResource, where } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 import { lockTokenFile } from './oauth-token-lock.js';
@@ -222,7 +222,7 @@ export class StoredTokenSource implements TokenSource {
               `run \`switchyard logout ${this.serverId} --forget-client\`, then \`switchyard login ${this.serverId}\``,
             );
           throw new OAuthError(
-            `servers.${this.serverId}: the authorization server refused the client ${t.clientId} (${said}); check servers.${this.serverId}.oauth.clientSecret (a reload takes a new one), or run \`switchyard login ${this.serverId}\` with the client now configured`,
+            `servers.${this.serverId}: the authorization server refused the client ${t.clientId} (${said}); ${this.clientCheck(t)}, or run \`switchyard login ${this.serverId}\` with the client now configured`,
           );
         }
         throw err;
@@ -254,6 +254,18 @@ export class StoredTokenSource implements TokenSource {
     } finally {
       release();
     }
+  }
+
+  /**
+   * What to check of a refused client the config gave (not one a login registered): its secret
+   * only when it has one. A public client (a configured clientId without a secret, or the
+   * metadata document's URL as its id) was told to check a clientSecret it never had.
+   */
+  private clientCheck(t: StoredTokens): string {
+    const id = `servers.${this.serverId}.oauth`;
+    if ((t.clientSecret ?? this.clientSecret) !== undefined) return `check ${id}.clientSecret (a reload takes a new one)`;
+    if (/^https:\/\//i.test(t.clientId)) return `check that the authorization server can fetch the client metadata document ${where(t.clientId)} (${id}.clientMetadataUrl) and takes what it says`;
+    return `check ${id}.clientId (a public client: no secret is sent)`;
   }
 
   /** Why no stored tokens are this server's (none, unusable, another url's), saying to log in. */

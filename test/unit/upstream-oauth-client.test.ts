@@ -555,6 +555,19 @@ console.log(fresh === undefined, typeof stale);`;
       /servers\.c: the authorization server refused the client desk \(.*invalid_client.*\); check servers\.c\.oauth\.clientSecret \(a reload takes a new one\), or run `switchyard login c` with the client now configured$/,
     );
     other.release();
+    // A public client has no secret to check: its id, or its metadata document.
+    const pub = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'p.json');
+    storedLogin(pub, 'unit-refused-token', { clientId: 'desk-public' });
+    const publicSource = StoredTokenSource.acquire(pub, 'p', `${base}/mcp`, undefined, silentLogger);
+    await expect(publicSource.renew('unit-refused-token')).rejects.toThrow(/refused the client desk-public \(.*\); check servers\.p\.oauth\.clientId \(a public client: no secret is sent\), or run `switchyard login p`/);
+    publicSource.release();
+    const doc = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'd.json');
+    storedLogin(doc, 'unit-refused-token', { clientId: 'https://hub.example.com/client.json' });
+    const docSource = StoredTokenSource.acquire(doc, 'd', `${base}/mcp`, undefined, silentLogger);
+    await expect(docSource.renew('unit-refused-token')).rejects.toThrow(
+      /check that the authorization server can fetch the client metadata document https:\/\/hub\.example\.com\/client\.json \(servers\.d\.oauth\.clientMetadataUrl\) and takes what it says, or run `switchyard login d`/,
+    );
+    docSource.release();
   });
 
   it('a login takes the client an earlier one registered only when it would register one: not over a configured client or the metadata document, nor at another issuer', () => {
