@@ -107,7 +107,8 @@ export class StdioServer {
       for (const msg of this.behind.drained(this.log, 'stdout')) this.write(msg);
       if (!this.throttled) return;
       this.throttled = false;
-      if (!this.stopped) this.input.resume();
+      // Stopped too: stdin is read until the exit (stop()), each request answered refused.
+      this.input.resume();
     });
     this.input.on('data', (chunk: Buffer | string) => this.onData(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
     this.input.on('end', () => void this.onEnd());

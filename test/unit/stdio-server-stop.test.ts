@@ -1,0 +1,55 @@
+/** StdioServer once stopped, in process: a fake endpoint, stdin and a stdout whose reader is slow. */
+import { PassThrough, Writable } from 'node:stream';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { StdioServer } from '../../src/downstream/stdio-server.js';
+import type { Endpoint } from '../../src/downstream/endpoint.js';
+import type { Exchange } from '../../src/downstream/exchange.js';
+import type { Logger } from '../../src/log.js';
+import { RpcError } from '../../src/protocol/errors.js';
+import { errorResponse, resultResponse, type Classified, type Request } from '../../src/protocol/jsonrpc.js';
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (const end = Date.now() + 3_000; !cond(); await new Promise((r) => setTimeout(r, 5))) if (Date.now() > end) throw new Error(`timed out: ${what}`);
+}
+
+describe('StdioServer stopped', () => {
+  // stdin was paused while the client did not read stdout; stop() no longer pauses it (a request
+  // sent once stopped is answered), but a 'drain' after the stop did not resume it: unread.
+  it('reads stdin again when stdout drains after the stop (paused while the client was behind): a request then is answered, refused', async () => {
+    const input = new PassThrough();
+    const written: string[] = [];
+    const held: (() => void)[] = [];
+    // Takes a write only when told (held): the client is not reading.
+    const output = new Writable({
+      highWaterMark: 16,
+      write(chunk: Buffer, _enc, done) {
+        written.push(chunk.toString());
+        held.push(done);
+      },
+    });
+    const refused: unknown[] = [];
+    const endpoint = {
+      message: async (c: Classified, ex: Exchange) => {
+        if (c.kind === 'request') ex.reply(resultResponse(c.msg.id, { pad: 'x'.repeat(100) }));
+      },
+      refuseUnserved: async (msg: Request, ex: Exchange) => {
+        refused.push(msg.id);
+        ex.reply(errorResponse(msg.id, new RpcError(-32603, 'the hub is shutting down')));
+      },
+      batchRefusal: () => null,
+    } as unknown as Endpoint;
+    const server = new StdioServer(endpoint, input, output, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 1 << 20 });
+    void server.run();
+    input.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
+    await until(() => input.isPaused(), 'stdin paused for the full stdout');
+    await server.stop();
+    // The client reads what was waiting, then sends a request.
+    while (held.length) held.shift()!();
+    input.write(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) + '\n');
+    await until(() => refused.length === 1, 'the request after the stop refused');
+    expect(refused).toEqual([2]);
+    await until(() => written.some((l) => l.includes('"id":2')), 'its answer written');
+    while (held.length) held.shift()!();
+  });
+});
