@@ -17,6 +17,10 @@ import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
+import { clearStaleSocket, listenPrivately } from './downstream/admin-socket.js';
+import type { Admission } from './downstream/admin-events.js';
+import { ADMIN_MAX_CONNECTIONS, defaultMaxConnections } from './transport/connection-cap.js';
+import type { IncomingMessage } from 'node:http';
 import { openLedger } from './ledger/open.js';
 import type { AuditSink } from './ledger/sink.js';
 import type { AuditBegin, AuditEnd, LedgerCounters } from './ledger/types.js';
@@ -93,6 +97,8 @@ export class Hub implements HubCore {
   readonly endpoint: Endpoint;
   readonly subs = new Subscriptions();
   private http: HttpServer | undefined;
+  /** The admin listener (listen.admin), made by listenAdmin(). */
+  private adminHttp: HttpServer | undefined;
   /**
    * Prometheus metrics for /metrics, made by listen(): `switchyard stdio` has no listener, and
    * does not load prom-client (as it loads no jose) at each start an IDE makes.
@@ -407,22 +413,65 @@ export class Hub implements HubCore {
     this.metrics ??= new (await import('./metrics.js')).Metrics(this.metricsSources);
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
-    this.http = new HttpServer(this.endpoint, this, { ...this.config.listen, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups }, this.log);
-    // The live feed shows every principal's calls: with authentication on, only to an admin.
-    admin.attach(this.http.server, async (req) => {
-      const who = await this.auth.authenticate(credentialHeaders(req));
-      if (!who.ok) return { status: who.status };
-      return this.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
-    });
+    // With an admin listener of its own, its connections come out of the default cap's share.
+    const maxConnections = this.config.listen.maxConnections ?? (this.config.listen.admin ? defaultMaxConnections(undefined, ADMIN_MAX_CONNECTIONS) : undefined);
+    this.http = new HttpServer(
+      this.endpoint,
+      this,
+      { ...this.config.listen, maxConnections, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups },
+      this.log,
+    );
+    admin.attach(this.http.server, this.authorizeAdminEvents);
     const addr = await this.http.listen(host, port);
     this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
     return addr;
+  }
+
+  /** The live feed shows every principal's calls: with authentication on, only to an admin. */
+  private readonly authorizeAdminEvents = async (req: IncomingMessage): Promise<Admission> => {
+    const who = await this.auth.authenticate(credentialHeaders(req));
+    if (!who.ok) return { status: who.status };
+    return this.auth.checkAdmin(who) ? { status: 403 } : { status: 200, expiresAt: who.expiresAt };
+  };
+
+  /**
+   * The operator's own listener (listen.admin), once listen() has run: the admin routes and
+   * /healthz, on connections counted apart from the MCP listener's (a flood of MCP clients at
+   * listen.maxConnections does not lock the operator out). Its address (a socket's path, or
+   * host:port); undefined without one. Authentication is as on the main listener; without it,
+   * a connection over the socket (mode 0600) is the operator's, as a loopback one is.
+   */
+  async listenAdmin(): Promise<string | undefined> {
+    const at = this.config.listen.admin;
+    const admin = this.admin;
+    if (!at || !admin) return undefined;
+    const local = 'path' in at;
+    const host = local ? 'localhost' : (at.host ?? '127.0.0.1');
+    if (!local) {
+      const exposed = exposureProblem(host, this.auth.required);
+      if (exposed) throw new Error(`listen.admin: ${exposed}`);
+    }
+    const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
+    const http = (this.adminHttp = new HttpServer(
+      this.endpoint,
+      this,
+      { ...this.config.listen, ...policy, port: local ? 0 : at.port, adminOnly: true, routes: (req, res, path, who) => admin.route(req, res, path, who, local), gate: this.gate, groups: this.catalog.groups },
+      this.log,
+    ));
+    admin.attach(http.server, this.authorizeAdminEvents, local);
+    if (local) {
+      await clearStaleSocket(at.path);
+      return (await listenPrivately(at.path, (p) => http.listenPath(p))) as string;
+    }
+    const addr = await http.listen(host, at.port);
+    return `${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
   }
 
   /** Refuse new work from now on (answered: the hub is shutting down), as stop() does first; calls in flight go on. */
   stopAccepting(): void {
     this.draining = true;
     this.http?.stopAccepting();
+    this.adminHttp?.stopAccepting();
   }
 
   /**
@@ -444,6 +493,7 @@ export class Hub implements HubCore {
     // The calls failed by the closing upstreams still write their answers and audit rows.
     await this.inflight.idle(1_000);
     await this.http?.close();
+    await this.adminHttp?.close();
     this.validator.close();
     await this.plugins.close();
     await this.ledger.close();

@@ -19,5 +19,7 @@ export function exposureProblem(host: string, authRequired: boolean): string | u
  * so that neither says ok to a config start refuses.
  */
 export function configExposureProblem(config: HubConfig, host: string = config.listen.host): string | undefined {
-  return exposureProblem(host, authRequired(config.auth));
+  const admin = config.listen.admin;
+  const adminProblem = admin && 'port' in admin ? exposureProblem(admin.host ?? '127.0.0.1', authRequired(config.auth)) : undefined;
+  return exposureProblem(host, authRequired(config.auth)) ?? (adminProblem && `listen.admin: ${adminProblem}`);
 }

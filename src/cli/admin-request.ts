@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, NoDaemonError } from './daemon-client.js';
+import { DaemonError, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -61,7 +61,10 @@ export function switchyardChallenge(header: string | null, base: string): boolea
   if (!header || !/^\s*Bearer\b/i.test(header)) return false;
   if (/\brealm="switchyard"/i.test(header) || /\bscope="[^"]*\bswitchyard:admin\b/.test(header)) return true;
   const prm = /\bresource_metadata="([^"]*)"/.exec(header)?.[1];
-  return prm !== undefined && prm.startsWith(`${base}/.well-known/oauth-protected-resource`);
+  if (prm === undefined) return false;
+  // Over the admin socket the metadata is named at the hub's HTTP address, which the CLI does not know.
+  if (socketOf(base) !== undefined) return /^https?:\/\/[^/]+\/\.well-known\/oauth-protected-resource/.test(prm);
+  return prm.startsWith(`${base}/.well-known/oauth-protected-resource`);
 }
 
 /** The message of an admin route's JSON error: {error: "…"}, or a JSON-RPC error object from the edge (401). */
@@ -108,13 +111,18 @@ async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>,
   const headers: Record<string, string> = { accept: 'application/json' };
   const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
   if (key) headers.authorization = `Bearer ${key}`;
-  let res: Response;
+  let res: Pick<Response, 'status' | 'ok' | 'headers' | 'text'>;
+  const socket = socketOf(base);
+  const init = { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) };
   try {
-    res = await fetch(base + path, { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) });
+    res = socket === undefined ? await fetch(base + path, init) : await overSocket(socket, path, init);
   } catch (err) {
     const code = (err as { cause?: { code?: string } }).cause?.code;
-    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL')
+    // A socket file that is not there, or that a hub no longer running left behind: no daemon.
+    if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EADDRNOTAVAIL' || (socket !== undefined && code === 'ENOENT'))
       throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
+    if (socket !== undefined && code === 'EACCES')
+      throw new DaemonError(`${base}: permission denied: the admin socket (listen.admin.path) is open to the daemon's user alone; run the command as that user`);
     if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
     const cause = (err as { cause?: { message?: string } }).cause?.message;
     throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
@@ -124,6 +132,23 @@ async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>,
   // JSON, but not what a hub sends: another program (its fields would be read as a hub's).
   if (!shape(a.body)) throw new OtherProgramError(notAHub(base, path));
   return a.body;
+}
+
+/**
+ * A request over the admin socket (listen.admin.path): undici's own fetch, which takes a
+ * dispatcher that connects there (Node's global fetch has no such option of its own). The
+ * answer is read whole before the dispatcher closes.
+ */
+async function overSocket(socketPath: string, path: string, init: { method: string; headers: Record<string, string>; signal: AbortSignal }): Promise<Pick<Response, 'status' | 'ok' | 'headers' | 'text'>> {
+  const { Agent, fetch: viaSocket } = await import('undici');
+  const dispatcher = new Agent({ connect: { socketPath } });
+  try {
+    const res = await viaSocket(`http://localhost${path}`, { ...init, dispatcher });
+    const text = await res.text();
+    return { status: res.status, ok: res.ok, headers: res.headers, text: async () => text };
+  } finally {
+    void dispatcher.close();
+  }
 }
 
 /** What the commands say of a JSON answer of the wrong shape (the route without its query). */

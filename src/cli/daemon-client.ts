@@ -3,7 +3,7 @@
  * `withDaemon` turns into exit codes; the requests themselves are admin-request.ts's.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import { parseJsonText } from '../config/load.js';
 
@@ -58,11 +58,24 @@ export function httpUrl(s: string): URL | undefined {
   }
 }
 
-/** The daemon's base URL (no path) from --url (a base or the /mcp endpoint) or the config's listen. */
+/** A daemon base naming the admin socket (listen.admin.path): `unix:` and the socket's path. */
+export const UNIX_BASE = 'unix:';
+
+/** The socket path of a `unix:` base, or undefined for an http(s) one. */
+export function socketOf(base: string): string | undefined {
+  return base.startsWith(UNIX_BASE) ? base.slice(UNIX_BASE.length) : undefined;
+}
+
+/**
+ * The daemon's admin address: a base URL (no path) or `unix:<socket path>`, from --url (a base,
+ * the /mcp endpoint, or unix:<path>) or the config: its admin listener (listen.admin), where a
+ * flood of MCP connections cannot crowd the CLI out, else its listen address.
+ */
 export function daemonBase(url: string | undefined, configFile: string): string {
   if (url !== undefined) {
+    if (url.startsWith(UNIX_BASE) && url.length > UNIX_BASE.length) return UNIX_BASE + resolve(url.slice(UNIX_BASE.length));
     const u = httpUrl(url);
-    if (!u) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410, got ${JSON.stringify(url)}`);
+    if (!u) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket's path), got ${JSON.stringify(url)}`);
     return u.origin;
   }
   let host = '127.0.0.1';
@@ -75,9 +88,17 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   if (existsSync(file)) {
     try {
       // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
-      const cfg = parseJsonText(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown } };
-      if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
-      if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
+      const cfg = parseJsonText(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } } };
+      const admin = cfg.listen?.admin;
+      // As the daemon reads it: relative to the config file's folder.
+      if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) return UNIX_BASE + resolve(dirname(file), admin.path);
+      if (typeof admin?.port === 'number') {
+        host = typeof admin.host === 'string' && !admin.host.includes('${') ? admin.host : '127.0.0.1';
+        port = admin.port;
+      } else {
+        if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
+        if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
+      }
     } catch {
       // an unreadable config: the defaults are the best guess; `doctor` reports the config itself
     }

@@ -95,6 +95,19 @@ export const startCommand: CommandModule<object, StartArgs> = {
       await hub.stop();
       process.exit(1);
     }
+    // The operator's own listener (listen.admin), before upstreams start, as the main one.
+    let adminAt: string | undefined;
+    try {
+      adminAt = await hub.listenAdmin();
+    } catch (err) {
+      const a = config.listen.admin!;
+      const where = 'path' in a ? a.path : `${a.host ?? '127.0.0.1'}:${a.port}`;
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'EADDRINUSE' ? 'the address is in use (another hub, or another program)' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+      process.stderr.write(`switchyard start: cannot listen on ${where} (listen.admin): ${why}\n`);
+      await hub.stop();
+      process.exit(1);
+    }
     await stopIfAsked();
     const watcher = watchConfig(argv.config, log, (next) => hub.reload(next), { watchFile: argv.watch, loadedText });
     hub.reloadConfigFile = () => watcher.reloadNow('POST /admin/reload');
@@ -110,7 +123,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
     // Only once the port is ours: a hub that cannot serve spawns nothing. No request is read
     // before this line runs (it follows the listen callback without yielding to I/O).
     hub.startUpstreams();
-    log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, servers: hub.handles.size }, 'switchyard listening');
+    log.info({ url: `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`, admin: adminAt, servers: hub.handles.size }, 'switchyard listening');
     const advice = gcAdvice(process.execArgv, usableCpus());
     if (advice) log.info(advice);
     // After the first start of the upstreams, which a reload's changes then act on.

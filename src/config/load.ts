@@ -65,6 +65,10 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
   problems.push(...keyGroupProblems(value));
+  // Both listeners on one port: the second could never bind, and `start` would fail on it.
+  const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown } } } | null)?.listen;
+  if (typeof listen?.admin?.port === 'number' && listen.admin.port === (listen.port ?? 7410))
+    problems.push(`listen.admin.port: must differ from listen.port (${listen.admin.port}): the admin listener is a listener of its own`);
   // The schema checks its shape only: "99999999999999d" (or an integer past 2^53) has no exact
   // millisecond count, and was taken silently as the default 24h.
   const ttl = (value as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
@@ -132,7 +136,8 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
   for (const [id, s] of Object.entries(raw.servers ?? raw.mcpServers ?? {})) servers[id] = buildServer(id, s, base);
 
   const config: HubConfig = {
-    listen: raw.listen,
+    // The admin socket's path, as ledger.path, is relative to the config file's folder.
+    listen: raw.listen.admin && 'path' in raw.listen.admin ? { ...raw.listen, admin: { path: resolve(base, raw.listen.admin.path) } } : raw.listen,
     ledger: {
       path: raw.ledger.path === ':memory:' ? raw.ledger.path : resolve(base, raw.ledger.path),
       enabled: raw.ledger.enabled,

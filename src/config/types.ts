@@ -11,6 +11,8 @@ export interface HubConfig {
     maxBodyBytes: number;
     /** Most client connections open at once (unset: from the open-file limit, connection-cap.ts). */
     maxConnections?: number;
+    /** The operator's own listener (admin routes and /healthz), counted apart from maxConnections. */
+    admin?: AdminListen;
     /** Requests one legacy session may have in flight; more are refused at once. */
     maxPendingPerSession: number;
     /** A legacy HTTP session idle this long (no request, stream or call in flight) ends. */
@@ -48,6 +50,12 @@ export interface HubConfig {
   /** Named tool groups, selected by the endpoint path `/mcp/<group>`. */
   groups?: Record<string, GroupConfig>;
 }
+
+/**
+ * `listen.admin`: a unix socket (`path`, absolute once loaded; mode 0600) or a TCP address
+ * (`port`, `host` default 127.0.0.1) for the admin routes alone.
+ */
+export type AdminListen = { path: string } | { host?: string; port: number };
 
 /** `plugins`: bundled plugins run first, then the folder's files in name order, then `paths` in order. */
 export interface PluginsConfig {

@@ -1,8 +1,8 @@
 /**
- * Operator routes on the hub's own listener: /metrics (Prometheus), /admin/servers,
+ * Operator routes on the hub's own listener (and on the admin listener, listen.admin): /metrics (Prometheus), /admin/servers,
  * /admin/tools, /admin/ledger, /admin/ticket, the /admin/events WebSocket and the status page
  * at /admin/. Without authentication the operator is whoever connects over loopback
- * (isAdmin). With authentication on, the HTTP edge asks for an admin credential instead
+ * (isAdmin), or over the admin socket (listen.admin.path, admin-socket.ts). With authentication on, the HTTP edge asks for an admin credential instead
  * (except for the page's own files, isStatusPageFile), wherever the caller connects from.
  */
 import type { EventEmitter } from 'node:events';
@@ -157,7 +157,7 @@ export class AdminRoutes {
    * authentication on) answers 200, or 401/403 for a caller without the admin scope. A
    * `?ticket=` from POST /admin/ticket stands in for the credential, once (AdminTickets).
    */
-  attach(server: Server, authorize?: (req: IncomingMessage) => Promise<Admission>): void {
+  attach(server: Server, authorize?: (req: IncomingMessage) => Promise<Admission>, local = false): void {
     this.events.attach(server, async (req): Promise<Admission> => {
       if (!hostAllowed(req.headers.host, this.policy) || !adminOriginAllowed(req.headers.origin, req.headers.host, this.policy)) return { status: 403 };
       const ticket = new URL(req.url ?? '/', 'http://x').searchParams.get('ticket');
@@ -167,7 +167,7 @@ export class AdminRoutes {
         admitted = redeemed ? { status: 200, expiresAt: redeemed.credentialExpiresAt } : { status: 401 };
       } else if (authorize) admitted = await authorize(req);
       if (admitted.status !== 200) return admitted;
-      return this.operator(req) ? admitted : { status: 403 };
+      return this.operator(req, local) ? admitted : { status: 403 };
     });
   }
 
@@ -175,8 +175,9 @@ export class AdminRoutes {
     this.events.close();
   }
 
-  private operator(req: IncomingMessage): boolean {
-    return this.authenticated || isAdmin(req);
+  /** `local`: the request came over the admin socket (listen.admin.path, mode 0600), which only the hub's user can open. */
+  private operator(req: IncomingMessage, local: boolean): boolean {
+    return this.authenticated || local || isAdmin(req);
   }
 
   servers() {
@@ -190,10 +191,10 @@ export class AdminRoutes {
       .map((s) => s.id);
   }
 
-  /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). */
-  async route(req: IncomingMessage, res: ServerResponse, path: string, who?: Identity): Promise<boolean> {
+  /** Handles /metrics and /admin/…; false for any other path (the caller goes on routing). `local` as for operator(). */
+  async route(req: IncomingMessage, res: ServerResponse, path: string, who?: Identity, local = false): Promise<boolean> {
     if (path !== '/metrics' && path !== '/admin' && !path.startsWith('/admin/')) return false;
-    if (!this.operator(req)) {
+    if (!this.operator(req, local)) {
       json(res, 403, { error: 'admin routes need an admin principal' });
       return true;
     }

@@ -24,7 +24,7 @@ import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 import { toOriginForm } from './request-target.js';
 import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
-import { ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
+import { ADMIN_MAX_CONNECTIONS, ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
 import { LogBudget } from '../log-budget.js';
 
 export interface HttpOptions extends OriginPolicy {
@@ -45,7 +45,14 @@ export interface HttpOptions extends OriginPolicy {
   gate?: EdgeGate;
   /** Configured tool groups: `/mcp/<group>` serves only what the group shows. */
   groups?: { has(name: string): boolean; showsServer(name: string | undefined, server: string): boolean };
+  /**
+   * The admin listener (listen.admin): the operator routes, /metrics and /healthz, no MCP
+   * endpoint, and a connection cap of its own (ADMIN_MAX_CONNECTIONS), never the MCP one.
+   */
+  adminOnly?: boolean;
 }
+
+const NOT_ON_ADMIN = 'Not Found: this is the admin listener (listen.admin); MCP clients use the address of listen.host and listen.port';
 
 const FORBIDDEN_HOST = 'Forbidden: the Host header does not name this hub (off loopback, list the host clients use as an origin in listen.allowedOrigins)';
 const FORBIDDEN_ORIGIN = 'Forbidden: Origin not allowed (listen.allowedOrigins lists the browser origins allowed besides loopback ones)';
@@ -170,18 +177,24 @@ export class HttpServer {
     this.server.headersTimeout = requestTimeoutMs;
     this.server.requestTimeout = requestTimeoutMs;
     this.server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => this.clientError(err, socket));
-    const max = opts.maxConnections ?? defaultMaxConnections();
+    const max = opts.adminOnly ? ADMIN_MAX_CONNECTIONS : (opts.maxConnections ?? defaultMaxConnections());
+    const setting = opts.adminOnly ? 'listen.admin, a cap of its own' : 'listen.maxConnections';
     const said = new LogBudget(1, 60_000);
     const cap =
       max === undefined
         ? undefined
-        : new ConnectionCap(max, () => {
-            const line = said.take();
-            if (line) this.log.warn({ maxConnections: max, leftOut: line.skipped || undefined }, `a client connection was refused (503) as it arrived: ${max} are open (listen.maxConnections)`);
-          });
+        : new ConnectionCap(
+            max,
+            () => {
+              const line = said.take();
+              if (line) this.log.warn({ maxConnections: max, leftOut: line.skipped || undefined }, `a client connection was refused (503) as it arrived: ${max} are open (${setting})`);
+            },
+            setting,
+          );
     this.edge = new Http1Edge(this.server, (req, res) => this.serve(req, res, req.body), {
       cap,
-      wants: (path) => MCP_PATH.test(path),
+      // The admin listener has no MCP endpoint: everything goes to node:http, which refuses those paths.
+      wants: (path) => !opts.adminOnly && MCP_PATH.test(path),
       maxBodyBytes: opts.maxBodyBytes,
       maxHeadBytes: maxHeaderSize,
       keepAliveMs: this.server.keepAliveTimeout,
@@ -240,6 +253,11 @@ export class HttpServer {
     return this.edge.listen(host, port);
   }
 
+  /** Listen on a unix socket at `path` (the admin listener's `listen.admin.path`). */
+  listenPath(path: string): Promise<AddressInfo | string> {
+    return this.edge.listenOn({ path });
+  }
+
   /** Take no new connections or requests; connections close once their answer is out. */
   stopAccepting(): void {
     this.edge.stopAccepting();
@@ -252,6 +270,7 @@ export class HttpServer {
   /** `body`: already read by the fast path; otherwise read here. */
   private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0];
+    if (this.opts.adminOnly && MCP_PATH.test(path)) return sendJson(res, 404, { error: NOT_ON_ADMIN });
     // node:http keeps the first of two Host lines; a proxy in front may route by the last, so the
     // two would read one request two ways: refused, as RFC 9112 §3.2 says a server must.
     if ((fieldLines(req.rawHeaders, 'host')?.length ?? 1) > 1) {

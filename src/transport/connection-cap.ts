@@ -25,10 +25,13 @@ export function openFileLimit(limits = '/proc/self/limits'): number | undefined 
   }
 }
 
-/** The cap for an open-file limit of `limit`: the limit less the reserve, a quarter kept of a small one. */
-export function defaultMaxConnections(limit = openFileLimit()): number | undefined {
+/**
+ * The cap for an open-file limit of `limit`: the limit less the reserve, a quarter kept of a
+ * small one, and less `alsoKept` (the admin listener's own connections, when it has one).
+ */
+export function defaultMaxConnections(limit = openFileLimit(), alsoKept = 0): number | undefined {
   if (limit === undefined) return undefined;
-  return Math.max(1, limit - Math.min(RESERVE, Math.ceil(limit / 4)));
+  return Math.max(1, limit - Math.min(RESERVE, Math.ceil(limit / 4)) - alsoKept);
 }
 
 /**
@@ -38,10 +41,19 @@ export function defaultMaxConnections(limit = openFileLimit()): number | undefin
 const MAX_REFUSING = 64;
 /** How long a refused connection is kept for its answer to be read, at most. */
 const REFUSAL_LINGER_MS = 2_000;
-const REFUSAL_BODY = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'the hub has as many client connections open as it takes (listen.maxConnections): try again shortly' } });
-const REFUSAL =
-  'HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\n' +
-  `content-length: ${Buffer.byteLength(REFUSAL_BODY)}\r\nconnection: close\r\n\r\n${REFUSAL_BODY}`;
+/** The 503 a refused connection is told, naming the setting whose cap it met. */
+function refusal(setting: string): string {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: `the hub has as many client connections open as it takes (${setting}): try again shortly` } });
+  return 'HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: application/json\r\n' + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
+}
+
+/**
+ * Connections the admin listener (listen.admin) takes at once: its own count, never the MCP
+ * listener's, so a flood of MCP clients cannot lock the operator out. Few are needed (the CLI
+ * opens one at a time, a status page a handful); the cap keeps a flood of the admin listener
+ * itself from taking the descriptors, and comes out of the MCP listener's default cap.
+ */
+export const ADMIN_MAX_CONNECTIONS = 64;
 
 /**
  * The listener's cap on open client connections. One past it is answered 503 (Retry-After) and
@@ -52,12 +64,17 @@ const REFUSAL =
 export class ConnectionCap {
   private open = 0;
   private refusing = 0;
+  private readonly refusal: string;
 
   constructor(
     readonly max: number,
     /** Each connection refused (`answered`: told 503, else closed unanswered in a flood). */
     private readonly refused: (answered: boolean) => void,
-  ) {}
+    /** The setting a refusal names. */
+    setting = 'listen.maxConnections',
+  ) {
+    this.refusal = refusal(setting);
+  }
 
   /** Whether `socket` is taken; if not, it is answered and closed here. */
   admit(socket: Socket): boolean {
@@ -84,7 +101,7 @@ export class ConnectionCap {
     // client may lose the answer with it. Closed once the client has read it and closed its side.
     socket.resume();
     socket.once('end', () => socket.destroy());
-    socket.end(REFUSAL);
+    socket.end(this.refusal);
     return false;
   }
 }

@@ -5,11 +5,14 @@
  * from the fast path to node:http mid-stream (pipelined bytes included) and keep working;
  * non-ASCII answers are framed right; every call has its ledger row.
  */
+import { existsSync, statSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { rawClient, type RawResponse } from '../helpers/raw-http.js';
+import { runCli } from '../helpers/cli.js';
 import { modernBody, modernHeaders, waitForReady } from '../helpers/wire.js';
 import { queryRows, SDK2 } from './ledger-helpers.js';
 
@@ -316,10 +319,27 @@ describe('listen.requestTimeoutMs is kept to within a tenth, whenever the reques
   }, 30_000);
 });
 
+/** A GET over a unix socket: its status and body. */
+function getOverSocket(socketPath: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ socketPath, path, headers: { host: 'localhost' } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.setTimeout(5_000, () => req.destroy(new Error('no answer over the socket')));
+    req.end();
+  });
+}
+
 describe('listen.maxConnections', () => {
-  it('answers a connection past the cap 503 and closes it as it arrives (logged once), and takes new ones once others close', async () => {
-    const hub = await startHub({ listen: { maxConnections: 3 }, servers: {} });
+  it('answers a connection past the cap 503 and closes it as it arrives (logged once), and takes new ones once others close; the admin socket (listen.admin.path) still serves the CLI meanwhile', async () => {
+    // A relative admin path is relative to the config file's folder (the CLI reads it from there too).
+    const hub = await startHub({ listen: { maxConnections: 3, admin: { path: 'admin.sock' } }, servers: {} });
+    const socketPath = join(hub.dir, 'admin.sock');
     try {
+      expect(statSync(socketPath).mode & 0o777).toBe(0o600);
       const open = (): Promise<{ socket: ReturnType<typeof connect>; closed: Promise<void> }> =>
         new Promise((resolve, reject) => {
           const socket = connect(hub.port, '127.0.0.1', () => resolve({ socket, closed: new Promise((r) => socket.once('close', () => r())) }));
@@ -342,6 +362,15 @@ describe('listen.maxConnections', () => {
       // unanswered left its request waiting until the client's own timeout.
       const refused = await fetch(`http://127.0.0.1:${hub.port}/mcp`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(5_000) }).catch((e: unknown) => e);
       expect(refused instanceof Response ? [refused.status, refused.headers.get('retry-after')] : refused).toEqual([503, '1']);
+      // The MCP listener is full; the operator's CLI finds the admin socket in the config and is served there.
+      const servers = await runCli(['servers', '--config', hub.configFile, '--json']);
+      expect([servers.code, servers.stderr, servers.stdout]).toEqual([0, '', '[]\n']);
+      const reload = await runCli(['reload', '--config', hub.configFile]);
+      expect([reload.code, reload.stderr]).toEqual([0, '']);
+      expect(reload.stdout).toMatch(/^reloaded/);
+      // /healthz too; the MCP endpoint is not there (a flood cannot move over to it).
+      expect(await getOverSocket(socketPath, '/healthz')).toMatchObject({ status: 200 });
+      expect((await getOverSocket(socketPath, '/mcp')).status).toBe(404);
       held[0]!.socket.destroy();
       await held[0]!.closed;
       await expect.poll(async () => (await fetch(`http://127.0.0.1:${hub.port}/healthz`).catch(() => undefined))?.status, { timeout: 5_000 }).toBe(200);
@@ -349,5 +378,7 @@ describe('listen.maxConnections', () => {
     } finally {
       expect(await hub.stop()).toBe(0);
     }
+    // The socket file goes with the hub.
+    expect(existsSync(socketPath)).toBe(false);
   });
 });

@@ -224,12 +224,33 @@ describe('problems name their key path, one line each', () => {
     expect(p).toHaveLength(6);
     expect(p[0]).toMatch(/^mcpservers: unknown key: did you mean "mcpServers"\? \(expected one of: \$schema, listen, .*mcpServers.*\)$/);
     expect(p[1]).toMatch(/^zzz: unknown key \(expected one of: \$schema, /);
-    expect(p[2]).toBe('listen.prot: unknown key: did you mean "port"? (expected one of: host, port, allowedOrigins, maxBodyBytes, maxConnections, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
+    expect(p[2]).toBe('listen.prot: unknown key: did you mean "port"? (expected one of: host, port, allowedOrigins, maxBodyBytes, maxConnections, admin, maxPendingPerSession, sessionIdleTimeoutMs, maxSessions, maxSessionsPerPrincipal, requestTimeoutMs, drainTimeoutMs, quietCallStreamMs)');
     expect(p.slice(3)).toEqual([
       expect.stringMatching(/^servers\.a\.argz: unknown key: did you mean "args"\? \(/),
       expect.stringMatching(/^servers\.a\.timeoutMS: unknown key: did you mean "timeoutMs"\? \(/),
       expect.stringMatching(/^servers\.a\.Header: unknown key: did you mean "headers"\? \(/),
     ]);
+  });
+
+  it('checks listen.admin: a socket path (relative to the config file) or a TCP port apart from listen.port, never both or neither', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-listen-'));
+    expect(parseConfig({ listen: { admin: { path: 'run/admin.sock' } } }, join(dir, 'hub.config.json'), NO_ENV).listen.admin).toEqual({ path: join(dir, 'run/admin.sock') });
+    expect(parseConfig({ listen: { admin: { port: 7411 } } }, undefined, NO_ENV).listen.admin).toEqual({ port: 7411 });
+    expect(parseConfig({ listen: { admin: { host: '::1', port: 7411 } } }, undefined, NO_ENV).listen.admin).toEqual({ host: '::1', port: 7411 });
+    // Without it, nothing changes: no admin listener.
+    expect(parseConfig({}, undefined, NO_ENV).listen.admin).toBeUndefined();
+    const either = 'listen.admin: give either "path" (a unix socket) or "port" (a TCP port, with "host" if not 127.0.0.1), not both';
+    expect(problemsOf({ listen: { admin: { path: 'a.sock', port: 7411 } } })).toEqual([either]);
+    expect(problemsOf({ listen: { admin: { path: 'a.sock', host: '127.0.0.1' } } })).toEqual([either]);
+    expect(problemsOf({ listen: { admin: {} } })).toEqual([either]);
+    expect(problemsOf({ listen: { admin: { host: '127.0.0.1' } } })).toEqual([either]);
+    // Port 0 would leave the CLI nowhere to find it; one port for both listeners could never bind.
+    expect(problemsOf({ listen: { admin: { port: 0 } } })).toEqual(['listen.admin.port: must be >= 1']);
+    expect(problemsOf({ listen: { port: 7500, admin: { port: 7500 } } })).toEqual(['listen.admin.port: must differ from listen.port (7500): the admin listener is a listener of its own']);
+    expect(problemsOf({ listen: { admin: { port: 7410 } } })).toEqual(['listen.admin.port: must differ from listen.port (7410): the admin listener is a listener of its own']);
+    expect(problemsOf({ listen: { admin: { path: '' } } })).toEqual(['listen.admin.path: must NOT have fewer than 1 characters']);
+    expect(problemsOf({ listen: { admin: { socket: 'a.sock' } } })).toEqual([either, 'listen.admin.socket: unknown key (expected one of: path, host, port)']);
+    expect(problemsOf({ listen: { admin: 'a.sock' } })).toEqual(['listen.admin: must be object']);
   });
 
   it('refuses an API key limited to a group the config has not (it could use no endpoint)', () => {

@@ -19,4 +19,18 @@ describe('daemonBase', () => {
     expect(daemonBase(undefined, file)).toBe('http://127.0.0.1:7410');
     expect(daemonBase('http://127.0.0.1:9000/mcp', file)).toBe('http://127.0.0.1:9000');
   });
+
+  it('goes to the admin listener (listen.admin) when the config has one: its socket, relative to the config file, or its port', () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-daemon-base-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ listen: { port: 7500, admin: { path: 'run/admin.sock' } } }));
+    expect(daemonBase(undefined, file)).toBe(`unix:${join(d, 'run/admin.sock')}`);
+    writeFileSync(file, JSON.stringify({ listen: { host: '127.0.0.1', port: 7500, admin: { port: 7501 } } }));
+    expect(daemonBase(undefined, file)).toBe('http://127.0.0.1:7501');
+    writeFileSync(file, JSON.stringify({ listen: { port: 7500, admin: { host: '::', port: 7501 } } }));
+    expect(daemonBase(undefined, file)).toBe('http://[::1]:7501');
+    // --url still decides; unix: names a socket.
+    expect(daemonBase('http://127.0.0.1:9000', file)).toBe('http://127.0.0.1:9000');
+    expect(daemonBase('unix:/run/switchyard/admin.sock', file)).toBe('unix:/run/switchyard/admin.sock');
+  });
 });

@@ -86,13 +86,18 @@ export class Http1Edge {
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
+    return this.listenOn({ host, port }) as Promise<AddressInfo>;
+  }
+
+  /** Listen on a TCP address or (`path`) a unix socket; the address, or the socket's path. */
+  listenOn(at: { host: string; port: number } | { path: string }): Promise<AddressInfo | string> {
     return new Promise((resolve, reject) => {
       this.listener.once('error', reject);
-      this.listener.listen(port, host, () => {
+      this.listener.listen(at, () => {
         this.listener.off('error', reject);
         // node:http tracks its connections (idle closing, header and request timeouts) from 'listening'.
         this.fallback.emit('listening');
-        resolve(this.listener.address() as AddressInfo);
+        resolve(this.listener.address() as AddressInfo | string);
       });
     });
   }

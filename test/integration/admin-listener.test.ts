@@ -1,0 +1,152 @@
+/**
+ * The operator's own listener (listen.admin), in process: a flood of MCP connections at
+ * listen.maxConnections refuses the admin routes on the MCP listener, never on the admin one
+ * (TCP or unix socket); authentication there is as on the main listener; a socket file a dead
+ * hub left is replaced, any other file never. The CLI over the socket, against the real built
+ * hub during a flood, is in http-edge.test.ts (listen.maxConnections).
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { Hub } from '../../src/hub.js';
+import { silentLogger } from '../../src/log.js';
+import { sha256Hex } from '../helpers/auth.js';
+
+const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
+const USER_KEY = 'sy_admin-listener-user-key-0123456789abcdefghijklm';
+
+function hubWith(listen: Record<string, unknown>, extra: Record<string, unknown> = {}): { hub: Hub; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
+  return { hub: Hub.create(parseConfig({ ledger: { enabled: false }, listen, servers: {}, ...extra }, join(dir, 'hub.config.json'), {}), silentLogger), dir };
+}
+
+/** A port free a moment ago (the config must name it: the CLI reads it from there). */
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Connections held open to `port`, each with one request answered (so each is in, past the cap's check). */
+async function holdConnections(port: number, n: number): Promise<Socket[]> {
+  const held: Socket[] = [];
+  for (let i = 0; i < n; i++) {
+    const s = await new Promise<Socket>((resolve, reject) => {
+      const c = connect(port, '127.0.0.1', () => resolve(c));
+      c.once('error', reject);
+    });
+    s.write(`GET /healthz HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`);
+    await new Promise((r) => s.once('data', r));
+    held.push(s);
+  }
+  return held;
+}
+
+function overSocket(socketPath: string, path: string, opts: { method?: string; key?: string } = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { host: 'localhost' };
+    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+    const req = httpRequest({ socketPath, path, method: opts.method ?? 'GET', headers }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.setTimeout(5_000, () => req.destroy(new Error('no answer over the socket')));
+    req.end();
+  });
+}
+
+describe('listen.admin', () => {
+  it('a TCP admin listener serves the admin routes and /healthz while the MCP listener is full, and has no MCP endpoint', async () => {
+    const adminPort = await freePort();
+    const { hub } = hubWith({ maxConnections: 2, admin: { port: adminPort } });
+    let held: Socket[] = [];
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      expect(await hub.listenAdmin()).toBe(`127.0.0.1:${adminPort}`);
+      held = await holdConnections(addr.port, 2);
+      // The MCP listener refuses the operator with everyone else...
+      const main = await fetch(`http://127.0.0.1:${addr.port}/admin/servers`, { signal: AbortSignal.timeout(5_000) });
+      expect(main.status).toBe(503);
+      // ...the admin listener does not.
+      const admin = `http://127.0.0.1:${adminPort}`;
+      const servers = await fetch(`${admin}/admin/servers`, { signal: AbortSignal.timeout(5_000) });
+      expect([servers.status, ((await servers.json()) as { servers: unknown[] }).servers]).toEqual([200, []]);
+      expect((await fetch(`${admin}/healthz`)).status).toBe(200);
+      const mcp = await fetch(`${admin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
+      expect([mcp.status, ((await mcp.json()) as { error: string }).error]).toEqual([404, expect.stringContaining('this is the admin listener (listen.admin)')]);
+    } finally {
+      for (const s of held) s.destroy();
+      await hub.stop(0);
+    }
+  });
+
+  it('over the admin socket, with authentication on, the admin routes still want an admin key (as on the main listener)', async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'admin.sock' } }, { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] }, { principal: 'user', sha256: sha256Hex(USER_KEY) }] } });
+    const sock = join(dir, 'admin.sock');
+    try {
+      await hub.listen('127.0.0.1', 0);
+      expect(await hub.listenAdmin()).toBe(sock);
+      expect(statSync(sock).mode & 0o777).toBe(0o600);
+      expect((await overSocket(sock, '/admin/servers')).status).toBe(401);
+      expect((await overSocket(sock, '/admin/servers', { key: USER_KEY })).status).toBe(403);
+      expect((await overSocket(sock, '/admin/servers', { key: ADMIN_KEY })).status).toBe(200);
+      expect((await overSocket(sock, '/admin/reload', { method: 'POST', key: USER_KEY })).status).toBe(403);
+    } finally {
+      await hub.stop(0);
+    }
+    expect(existsSync(sock)).toBe(false);
+  });
+
+  it('refuses a TCP admin listener off loopback without authentication', async () => {
+    const { hub } = hubWith({ admin: { host: '0.0.0.0', port: await freePort() } });
+    try {
+      await hub.listen('127.0.0.1', 0);
+      await expect(hub.listenAdmin()).rejects.toThrow(/^listen\.admin: refusing to listen on 0\.0\.0\.0 without authentication/);
+    } finally {
+      await hub.stop(0);
+    }
+  });
+
+  it('replaces a socket file a killed hub left, never another file, nor a socket something answers on', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
+    const sock = join(dir, 'admin.sock');
+    // A process that dies with its socket listening leaves the file behind (kill -9, a crash).
+    const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    await new Promise((r) => child.once('exit', r));
+    expect(statSync(sock).isSocket()).toBe(true);
+    const first = Hub.create(parseConfig({ ledger: { enabled: false }, listen: { admin: { path: sock } }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    const second = Hub.create(parseConfig({ ledger: { enabled: false }, listen: { admin: { path: sock } }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      await first.listen('127.0.0.1', 0);
+      expect(await first.listenAdmin()).toBe(sock);
+      expect((await overSocket(sock, '/healthz')).status).toBe(200);
+      // A second hub on the same socket: the first one answers there, so it is not taken over.
+      await second.listen('127.0.0.1', 0);
+      await expect(second.listenAdmin()).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      expect((await overSocket(sock, '/healthz')).status).toBe(200);
+    } finally {
+      await second.stop(0);
+      await first.stop(0);
+    }
+    const file = join(dir, 'notes.txt');
+    writeFileSync(file, 'mine');
+    const third = Hub.create(parseConfig({ ledger: { enabled: false }, listen: { admin: { path: file } }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      await third.listen('127.0.0.1', 0);
+      await expect(third.listenAdmin()).rejects.toThrow(/is a file that is not a socket: it is left alone/);
+      expect(readFileSync(file, 'utf8')).toBe('mine');
+    } finally {
+      await third.stop(0);
+    }
+  });
+});
