@@ -19,7 +19,11 @@ export function exposureProblem(host: string, authRequired: boolean): string | u
  * so that neither says ok to a config start refuses.
  */
 export function configExposureProblem(config: HubConfig, host: string = config.listen.host): string | undefined {
+  return exposureProblem(host, authRequired(config.auth));
+}
+
+/** The same refusal for a TCP admin listener (listen.admin.host; a unix socket is no network address). */
+export function adminExposureProblem(config: HubConfig): string | undefined {
   const admin = config.listen.admin;
-  const adminProblem = admin && 'port' in admin ? exposureProblem(admin.host ?? '127.0.0.1', authRequired(config.auth)) : undefined;
-  return exposureProblem(host, authRequired(config.auth)) ?? (adminProblem && `listen.admin: ${adminProblem}`);
+  return admin && 'port' in admin ? exposureProblem(admin.host ?? '127.0.0.1', authRequired(config.auth)) : undefined;
 }

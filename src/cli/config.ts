@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
-import { configExposureProblem } from '../auth/exposure.js';
+import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { configProblemLines } from './config-problems.js';
 
@@ -23,6 +23,8 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       // What start refuses beyond the schema, with the same words: valid only if start takes it.
       const exposed = configExposureProblem(config);
       if (exposed) throw new ConfigError([`listen.host: ${exposed}`]);
+      const adminExposed = adminExposureProblem(config);
+      if (adminExposed) throw new ConfigError([`listen.admin.host: ${adminExposed}`]);
       process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;

@@ -18,7 +18,7 @@ export interface DaemonArgs {
 export function daemonOptions(y: Argv, describe: { config?: string; json?: string } = {}): Argv<DaemonArgs> {
   return y
     .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: describe.config ?? 'Config file (for the daemon address)' })
-    .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410 (default: from the config)' })
+    .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410, or unix:PATH for an admin socket (default: from the config, its listen.admin first)' })
     .option('json', { type: 'boolean', default: false, describe: describe.json ?? 'Print JSON' }) as Argv<DaemonArgs>;
 }
 

@@ -2,7 +2,7 @@ import { inFlightNote, screenJson, screenText } from '../ledger/format.js';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
-import { configExposureProblem } from '../auth/exposure.js';
+import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { configProblemLines } from './config-problems.js';
 import type { HubConfig } from '../config/types.js';
@@ -235,7 +235,9 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     config = loadConfig(configFile);
     // As start and config validate judge it (auth/exposure.ts): a config start refuses is not ok here.
     const exposed = configExposureProblem(config);
+    const adminExposed = adminExposureProblem(config);
     if (exposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.host: ${exposed}` });
+    else if (adminExposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.admin.host: ${adminExposed}` });
     else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {

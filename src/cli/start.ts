@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
-import { configExposureProblem } from '../auth/exposure.js';
+import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { configText, watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
@@ -43,7 +43,8 @@ export const startCommand: CommandModule<object, StartArgs> = {
     const loadedText = configText(argv.config);
     const config = loadConfigOrExit(argv.config);
     const host = argv.host ?? config.listen.host;
-    const exposed = configExposureProblem(config, host);
+    const adminExposed = adminExposureProblem(config);
+    const exposed = configExposureProblem(config, host) ?? (adminExposed && `listen.admin.host: ${adminExposed}`);
     if (exposed) {
       process.stderr.write(`${exposed}\n`);
       process.exit(2);

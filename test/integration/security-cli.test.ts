@@ -157,4 +157,19 @@ describe('a config start refuses for its listen.host without authentication', ()
     writeFileSync(file, JSON.stringify({ ...config, auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex('sy_test') }] } }));
     expect(run(['config', 'validate', '--config', file])).toMatchObject({ status: 0, stdout: 'ok: 0 servers\n' });
   });
+
+  it('the same for a TCP admin listener (listen.admin.host) off loopback: start, config validate and doctor refuse it, naming the key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-admin-'));
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ listen: { port: 0, admin: { host: '192.0.2.1', port: 7411 } }, ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
+    const start = run(['start', '--config', file]);
+    expect([start.status, start.stdout]).toEqual([2, '']);
+    expect(start.stderr).toMatch(/^listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    const validate = run(['config', 'validate', '--config', file]);
+    expect([validate.status, validate.stdout]).toEqual([2, '']);
+    expect(validate.stderr).toMatch(/invalid config\n {2}listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    const doctor = run(['doctor', '--json', '--url', 'http://127.0.0.1:1', '--config', file]);
+    const findings = JSON.parse(doctor.stdout) as { level: string; check: string; message: string }[];
+    expect(findings.filter((f) => f.check === 'config')).toEqual([{ level: 'fail', check: 'config', message: expect.stringContaining('listen.admin.host: refusing to listen on 192.0.2.1') }]);
+  });
 });

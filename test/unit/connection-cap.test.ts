@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { defaultMaxConnections, openFileLimit } from '../../src/transport/connection-cap.js';
+import { ADMIN_MAX_CONNECTIONS, defaultMaxConnections, openFileLimit } from '../../src/transport/connection-cap.js';
 
 describe('the default connection cap', () => {
   it('keeps 256 descriptors of a large limit, a quarter of a small one', () => {
@@ -11,6 +11,12 @@ describe('the default connection cap', () => {
     expect(defaultMaxConnections(1024)).toBe(768);
     expect(defaultMaxConnections(100)).toBe(75);
     expect(defaultMaxConnections(1)).toBe(1);
+  });
+
+  it("keeps the admin listener's own connections (listen.admin) out of it too", () => {
+    expect(defaultMaxConnections(20_000, ADMIN_MAX_CONNECTIONS)).toBe(19_744 - 64);
+    expect(defaultMaxConnections(100, ADMIN_MAX_CONNECTIONS)).toBe(11);
+    expect(defaultMaxConnections(40, ADMIN_MAX_CONNECTIONS)).toBe(1);
   });
 
   it("reads the soft limit from /proc's limits, and none when it is unlimited or not there", () => {
