@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, NoDaemonError, socketOf } from './daemon-client.js';
+import { DaemonError, fallbackOf, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -107,7 +107,25 @@ export function readAnswer(
   return { error: new DaemonError(`${base}${path}: ${said}`) };
 }
 
-async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] }): Promise<T> {
+async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {
+  try {
+    return await requestAt(base, path, shape, opts);
+  } catch (err) {
+    // The config names an admin listener the running daemon does not have yet (started before
+    // it was added): it serves the admin routes on its main listener too.
+    const main = fallbackOf(base);
+    if (!(err instanceof NoDaemonError) || main === undefined) throw err;
+    try {
+      return await requestAt(main, path, shape, opts);
+    } catch (second) {
+      throw second instanceof NoDaemonError ? new NoDaemonError(`no switchyard daemon is running at ${base} (listen.admin) nor at ${main} (start one with \`switchyard start\`)`) : second;
+    }
+  }
+}
+
+type RequestOptions = { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] };
+
+async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const key = opts.key ?? process.env.SWITCHYARD_API_KEY;
   if (key) headers.authorization = `Bearer ${key}`;

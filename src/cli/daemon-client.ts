@@ -89,22 +89,43 @@ export function daemonBase(url: string | undefined, configFile: string): string 
     try {
       // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).
       const cfg = parseJsonText(readFileSync(file, 'utf8')) as { listen?: { host?: unknown; port?: unknown; admin?: { path?: unknown; host?: unknown; port?: unknown } } };
+      if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
+      if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
       const admin = cfg.listen?.admin;
       // As the daemon reads it: relative to the config file's folder.
-      if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) return UNIX_BASE + resolve(dirname(file), admin.path);
+      if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) return withFallback(UNIX_BASE + resolve(dirname(file), admin.path), httpBase(host, port));
       if (typeof admin?.port === 'number') {
-        host = typeof admin.host === 'string' && !admin.host.includes('${') ? admin.host : '127.0.0.1';
-        port = admin.port;
-      } else {
-        if (typeof cfg.listen?.host === 'string' && !cfg.listen.host.includes('${')) host = cfg.listen.host;
-        if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
+        const adminHost = typeof admin.host === 'string' && !admin.host.includes('${') ? admin.host : '127.0.0.1';
+        return withFallback(httpBase(adminHost, admin.port), httpBase(host, port));
       }
     } catch {
       // an unreadable config: the defaults are the best guess; `doctor` reports the config itself
     }
   }
+  return httpBase(host, port);
+}
+
+function httpBase(host: string, port: number): string {
   // A wildcard bind is reached over loopback.
   if (host === '0.0.0.0') host = '127.0.0.1';
   if (host === '::') host = '::1';
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * Admin bases read from a config (listen.admin) → the config's main listener. listen is
+ * restart-only: a daemon started before listen.admin was added to its config has no admin
+ * listener yet, but serves the admin routes on its main one, where `reload` and the rest
+ * must still reach it (admin-request.ts asks there when nothing listens at the admin base).
+ */
+const FALLBACKS = new Map<string, string>();
+
+function withFallback(admin: string, main: string): string {
+  FALLBACKS.set(admin, main);
+  return admin;
+}
+
+/** Where to ask when no daemon listens at `base`: the main listener of the config that named it as the admin one. */
+export function fallbackOf(base: string): string | undefined {
+  return FALLBACKS.get(base);
 }

@@ -16,6 +16,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
 import { sha256Hex } from '../helpers/auth.js';
+import { runCli } from '../helpers/cli.js';
 
 const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
 const USER_KEY = 'sy_admin-listener-user-key-0123456789abcdefghijklm';
@@ -105,6 +106,21 @@ describe('listen.admin', () => {
       await hub.stop(0);
     }
     expect(existsSync(sock)).toBe(false);
+  });
+
+  it('the CLI reaches a daemon started before listen.admin was added to its config on its main listener (listen is restart-only)', async () => {
+    const { hub, dir } = hubWith({});
+    const file = join(dir, 'hub.config.json');
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      writeFileSync(file, JSON.stringify({ listen: { port: addr.port, admin: { path: 'admin.sock' } }, servers: {} }));
+      const servers = await runCli(['servers', '--config', file, '--json']);
+      expect([servers.code, servers.stderr, servers.stdout]).toEqual([0, '', '[]\n']);
+    } finally {
+      await hub.stop(0);
+    }
+    const none = await runCli(['servers', '--config', file]);
+    expect([none.code, none.stderr]).toEqual([3, `no switchyard daemon is running at unix:${join(dir, 'admin.sock')} (listen.admin) nor at http://127.0.0.1:${JSON.parse(readFileSync(file, 'utf8')).listen.port} (start one with \`switchyard start\`)\n`]);
   });
 
   it('refuses a TCP admin listener off loopback without authentication', async () => {
