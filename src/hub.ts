@@ -438,7 +438,7 @@ export class Hub implements HubCore {
    * The operator's own listener (listen.admin), once listen() has run: the admin routes and
    * /healthz, on connections counted apart from the MCP listener's (a flood of MCP clients at
    * listen.maxConnections does not lock the operator out). Its address (a socket's path, or
-   * host:port); undefined without one. Authentication is as on the main listener; without it,
+   * its http:// base); undefined without one. Authentication is as on the main listener; without it,
    * a connection over the socket (mode 0600) is the operator's, as a loopback one is.
    */
   async listenAdmin(): Promise<string | undefined> {
@@ -464,7 +464,7 @@ export class Hub implements HubCore {
       return (await listenPrivately(at.path, (p) => http.listenPath(p))) as string;
     }
     const addr = await http.listen(host, at.port);
-    return `${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
+    return `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
   }
 
   /** Refuse new work from now on (answered: the hub is shutting down), as stop() does first; calls in flight go on. */

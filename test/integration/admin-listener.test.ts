@@ -12,6 +12,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { parseConfig } from '../../src/config/load.js';
 import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
@@ -73,7 +74,7 @@ describe('listen.admin', () => {
     let held: Socket[] = [];
     try {
       const addr = await hub.listen('127.0.0.1', 0);
-      expect(await hub.listenAdmin()).toBe(`127.0.0.1:${adminPort}`);
+      expect(await hub.listenAdmin()).toBe(`http://127.0.0.1:${adminPort}`);
       held = await holdConnections(addr.port, 2);
       // The MCP listener refuses the operator with everyone else...
       const main = await fetch(`http://127.0.0.1:${addr.port}/admin/servers`, { signal: AbortSignal.timeout(5_000) });
@@ -83,6 +84,14 @@ describe('listen.admin', () => {
       const servers = await fetch(`${admin}/admin/servers`, { signal: AbortSignal.timeout(5_000) });
       expect([servers.status, ((await servers.json()) as { servers: unknown[] }).servers]).toEqual([200, []]);
       expect((await fetch(`${admin}/healthz`)).status).toBe(200);
+      // The status page's live feed too.
+      const ws = new WebSocket(`ws://127.0.0.1:${adminPort}/admin/events`);
+      const first = await new Promise<string>((resolve, reject) => {
+        ws.once('message', (d) => resolve(String(d)));
+        ws.once('error', reject);
+      });
+      ws.close();
+      expect(JSON.parse(first)).toMatchObject({ servers: [] });
       const mcp = await fetch(`${admin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
       expect([mcp.status, ((await mcp.json()) as { error: string }).error]).toEqual([404, expect.stringContaining('this is the admin listener (listen.admin)')]);
     } finally {
