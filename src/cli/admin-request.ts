@@ -62,9 +62,11 @@ export function switchyardChallenge(header: string | null, base: string): boolea
   if (/\brealm="switchyard"/i.test(header) || /\bscope="[^"]*\bswitchyard:admin\b/.test(header)) return true;
   const prm = /\bresource_metadata="([^"]*)"/.exec(header)?.[1];
   if (prm === undefined) return false;
-  // Over the admin socket the metadata is named at the hub's HTTP address, which the CLI does not know.
+  // Over the admin socket the metadata is named at the hub's HTTP address, which the CLI may not know.
   if (socketOf(base) !== undefined) return /^https?:\/\/[^/]+\/\.well-known\/oauth-protected-resource/.test(prm);
-  return prm.startsWith(`${base}/.well-known/oauth-protected-resource`);
+  // A TCP admin listener (listen.admin.port) names the metadata at the main listener's address.
+  const main = fallbackOf(base);
+  return prm.startsWith(`${base}/.well-known/oauth-protected-resource`) || (main !== undefined && prm.startsWith(`${main}/.well-known/oauth-protected-resource`));
 }
 
 /** The message of an admin route's JSON error: {error: "…"}, or a JSON-RPC error object from the edge (401). */

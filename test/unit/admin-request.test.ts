@@ -5,7 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AdminKeyRefused, OtherProgramError, readAnswer, switchyardChallenge } from '../../src/cli/admin-request.js';
-import { DaemonError } from '../../src/cli/daemon-client.js';
+import { daemonBase, DaemonError } from '../../src/cli/daemon-client.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const BASE = 'http://127.0.0.1:7410';
 const answer = (status: number, headers: Record<string, string>) => ({ status, ok: status >= 200 && status < 300, headers: new Headers(headers) });
@@ -20,6 +23,17 @@ describe('switchyardChallenge', () => {
     expect(switchyardChallenge('Basic realm="router admin"', BASE)).toBe(false);
     expect(switchyardChallenge('Basic realm="switchyard"', BASE)).toBe(false);
     expect(switchyardChallenge(null, BASE)).toBe(false);
+  });
+
+  it("knows the OAuth challenge of a hub's admin listener (listen.admin), which names the metadata at the main listener", () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-challenge-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ listen: { port: 7500, admin: { port: 7501 } } }));
+    const admin = daemonBase(undefined, file);
+    expect(admin).toBe('http://127.0.0.1:7501');
+    expect(switchyardChallenge('Bearer resource_metadata="http://127.0.0.1:7500/.well-known/oauth-protected-resource/mcp", scope="mcp"', admin)).toBe(true);
+    expect(switchyardChallenge('Bearer resource_metadata="http://127.0.0.1:7502/.well-known/oauth-protected-resource/mcp", scope="mcp"', admin)).toBe(false);
+    expect(switchyardChallenge('Bearer resource_metadata="http://127.0.0.1:7500/.well-known/oauth-protected-resource/mcp"', `unix:${join(d, 'admin.sock')}`)).toBe(true);
   });
 });
 
