@@ -121,7 +121,8 @@ function httpBase(host: string, port: number): string {
 const FALLBACKS = new Map<string, string>();
 
 function withFallback(admin: string, main: string): string {
-  FALLBACKS.set(admin, main);
+  // Port 0 (any free port): the main listener has no address to find it at.
+  if (!main.endsWith(':0')) FALLBACKS.set(admin, main);
   return admin;
 }
 

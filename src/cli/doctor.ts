@@ -245,8 +245,8 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: p });
   }
   const base = daemonBase(url, configFile);
-  // Port 0 means "any free port": there is no fixed address to find a daemon at.
-  const anyPort = !url && config?.listen.port === 0;
+  // Port 0 means "any free port": there is no fixed address to find a daemon at (unless it has an admin listener).
+  const anyPort = !url && config?.listen.port === 0 && config.listen.admin === undefined;
   if (anyPort) findings.push({ level: 'ok', check: 'daemon', message: 'listen.port is 0 (any free port): pass --url to check a running daemon; checking the upstreams directly' });
   const daemon = anyPort ? undefined : await findDaemon(base, url ? undefined : config, findings);
   let servers: ServerView[] | undefined;

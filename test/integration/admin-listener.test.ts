@@ -132,6 +132,21 @@ describe('listen.admin', () => {
     expect([none.code, none.stderr]).toEqual([3, `no switchyard daemon is running at unix:${join(dir, 'admin.sock')} (listen.admin) nor at http://127.0.0.1:${JSON.parse(readFileSync(file, 'utf8')).listen.port} (start one with \`switchyard start\`)\n`]);
   });
 
+  it('doctor looks for the daemon at the admin socket even when listen.port is 0 (any free port)', async () => {
+    const { hub, dir } = hubWith({ port: 0, admin: { path: 'admin.sock' } });
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { enabled: false }, listen: { port: 0, admin: { path: 'admin.sock' } }, servers: {} }));
+    try {
+      await hub.listen('127.0.0.1', 0);
+      await hub.listenAdmin();
+      const doctor = await runCli(['doctor', '--json', '--config', file]);
+      const findings = JSON.parse(doctor.stdout) as { check: string; message: string }[];
+      expect(findings.find((f) => f.check === 'daemon')?.message).toMatch(new RegExp(`^switchyard \\S+ running at unix:${join(dir, 'admin.sock')} \\(pid ${process.pid}\\)$`));
+    } finally {
+      await hub.stop(0);
+    }
+  });
+
   it('refuses a TCP admin listener off loopback without authentication', async () => {
     const { hub } = hubWith({ admin: { host: '0.0.0.0', port: await freePort() } });
     try {

@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { daemonBase } from '../../src/cli/daemon-client.js';
+import { daemonBase, fallbackOf } from '../../src/cli/daemon-client.js';
 
 describe('daemonBase', () => {
   it("reads listen from a config saved with a byte-order mark, as the daemon does", () => {
@@ -29,6 +29,10 @@ describe('daemonBase', () => {
     expect(daemonBase(undefined, file)).toBe('http://127.0.0.1:7501');
     writeFileSync(file, JSON.stringify({ listen: { port: 7500, admin: { host: '::', port: 7501 } } }));
     expect(daemonBase(undefined, file)).toBe('http://[::1]:7501');
+    // Where to ask when nothing listens there (a daemon started before listen.admin was added): the main listener, if it has a port.
+    expect(fallbackOf(daemonBase(undefined, file))).toBe('http://127.0.0.1:7500');
+    writeFileSync(file, JSON.stringify({ listen: { port: 0, admin: { path: 'other.sock' } } }));
+    expect(fallbackOf(daemonBase(undefined, file))).toBeUndefined();
     // --url still decides; unix: names a socket.
     expect(daemonBase('http://127.0.0.1:9000', file)).toBe('http://127.0.0.1:9000');
     expect(daemonBase('unix:/run/switchyard/admin.sock', file)).toBe('unix:/run/switchyard/admin.sock');
