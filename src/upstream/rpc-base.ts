@@ -70,6 +70,8 @@ export interface Pending {
   taskId?: string;
   /** Which ready connection it was sent on (UpstreamBase.readyCount): see noteUnanswered. */
   readonly gen: number;
+  /** UpstreamBase.answers when it was sent: any answer since (or progress) says the server was working meanwhile. */
+  readonly answeredAtSend: number;
 }
 
 /**
@@ -115,6 +117,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readyCount = 0;
   /** Calls of this ready connection that timed out in a row, no call answered since the first (see UNANSWERED_CALLS). */
   private unanswered = 0;
+  /** Calls answered and progress heard, ever: a call remembers the count it was sent at (Pending.answeredAtSend). */
+  private answers = 0;
   /**
    * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since:
    * its handshake and pings are answered, so the next timeout, before any call is answered,
@@ -296,6 +300,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   /** A call answered, or progress heard for one: the server is working its calls. */
   private callAnswered(): void {
+    this.answers++;
     this.unanswered = 0;
     this.probation = false;
   }
@@ -315,6 +320,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // the lists of every server that becomes ready, which would end each probation at once).
     if (err === undefined || err instanceof RpcError) return isList(p.method) ? undefined : this.callAnswered();
     if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
+    // A call answered, or progress heard (its own included), since this one was sent: the server
+    // was working its calls meanwhile, and this one is slow, not unanswered. Otherwise calls
+    // started together (a slow tool called three times at once) that outlast their timeout
+    // together, or report progress until the total limit (maxTotalTimeoutMs) stops them, would
+    // take down a server that answered other calls, or reported progress, all along.
+    if (p.answeredAtSend !== this.answers) return;
     const n = ++this.unanswered;
     if (n < (this.probation ? 1 : UNANSWERED_CALLS)) return;
     this.unanswered = 0;
@@ -348,7 +359,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const who = opts?.principal;
     if (who !== undefined && this.servedFor !== who) this.servedFor = this.servedFor === undefined ? who : null;
     return new Promise((resolve, reject) => {
-      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline, gen: this.readyCount };
+      const p: Pending = { id, method, opts, timeoutMs, internal, resolve, reject, timer: undefined, token: undefined, waits: 0, onAbort: undefined, listen, holds, deadline, gen: this.readyCount, answeredAtSend: this.answers };
       if (method === 'tasks/result' && typeof params.taskId === 'string') p.taskId = params.taskId;
       try {
         this.send(p, params);

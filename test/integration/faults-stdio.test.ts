@@ -212,6 +212,19 @@ describe('stdio upstream faults', () => {
     expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: again.restarts });
   }, 30_000);
 
+  it('a slow tool called three times at once, another call answered while they run: their timeouts together are no hung server', async () => {
+    await waitForState(hub.url, 'mute', ['ready']);
+    expect(text(await callTool(hub.url, 'mute__echo', { first: 1 }))).toBe('{"first":1}');
+    const before = (await serverHealth(hub.url, 'mute')).restarts;
+    const slow = Array.from({ length: 3 }, () => callTool(hub.url, 'mute__hang'));
+    await waitUntil('three in flight', async () => (await serverHealth(hub.url, 'mute')).inFlight === 3);
+    // Answered while the three wait: the server works its calls. Before, the three timeouts
+    // that followed, none answered between them, ended the process.
+    expect(text(await callTool(hub.url, 'mute__echo', { between: 1 }))).toBe('{"between":1}');
+    for (const a of await Promise.all(slow)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: before });
+  }, 20_000);
+
   it('answers with a result nested 5,000 levels deep: that call fails at once (not at its timeout), the next works', async () => {
     const t0 = Date.now();
     const a = await callTool(hub.url, 'big__deep');
@@ -246,6 +259,18 @@ describe('stdio upstream faults', () => {
     const [row] = await rowsFor(db, 'capped__slow');
     expect(row.outcome).toBe('timeout');
   });
+
+  it('three calls reporting progress until maxTotalTimeoutMs stops them together: no hung server, not restarted', async () => {
+    await waitForState(hub.url, 'capped', ['ready']);
+    const before = (await serverHealth(hub.url, 'capped')).restarts;
+    // Progress every 350 ms (within the 400 ms idle timeout), the last before the 1.2 s limit at
+    // 1.05 s: the three limits fire with no progress between them.
+    const all = await Promise.all(['q1', 'q2', 'q3'].map((t) => callTool(hub.url, 'capped__slow', { steps: 10, interval: 350 }, { progressToken: t })));
+    for (const a of all) expect(text(a)).toMatch(/did not finish within its limit of 1200 ms/);
+    // Progress heard all along: before, the three total limits in a row ended the process as one
+    // that takes calls without answering them.
+    expect(await serverHealth(hub.url, 'capped')).toMatchObject({ state: 'ready', restarts: before });
+  }, 20_000);
 
   it('a caller may shorten the limit with _meta dev.switchyard/timeoutMs, never lengthen it', async () => {
     const t0 = Date.now();
