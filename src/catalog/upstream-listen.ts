@@ -49,8 +49,8 @@ const LISTEN_ACK_TIMEOUT_MS = 10_000;
 /** One of a connection's listen streams. */
 interface Stream {
   handle: ListenHandle;
-  /** The resource URIs it asked for. */
-  asked: ReadonlySet<string>;
+  /** The resource URIs it asked for (less those it left out that are no longer wanted: see sync). */
+  asked: Set<string>;
   /** Those its acknowledgement honoured; undefined until it came. */
   honoured?: ReadonlySet<string>;
   /** When it was acknowledged (Date.now()); undefined until it is. */
@@ -227,6 +227,11 @@ export class ListenManager {
     const wanted = new Set(filter.resourceSubscriptions);
     const flagsKey = flagsKeyOf(filter);
     const streams = t.streams;
+    // A URI a stream's acknowledgement left out, no longer wanted (its subscribe was refused for
+    // that): that stream does not watch it, so it is forgotten there. Subscribed again, it is
+    // then asked for again (the server may watch it by now), not answered by the old
+    // acknowledgement for as long as that stream, kept for its other URIs, lives.
+    for (const s of streams) if (s.honoured) for (const x of s.asked) if (!wanted.has(x) && !s.honoured.has(x)) s.asked.delete(x);
     const live = streams.map((s) => [...s.asked].filter((x) => wanted.has(x)));
     const added = [...wanted].filter((x) => !streams.some((s) => s.asked.has(x)));
     // The newest streams from `from` on are replaced by the one opened now: all of them when

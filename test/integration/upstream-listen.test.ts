@@ -348,3 +348,45 @@ describe('ListenManager: subscribes one by one', () => {
     await waitFor(() => updated.length === N + 1, 2000, 'an update after the drop');
   });
 });
+
+describe('ListenManager: a URI the server left out of its acknowledgement, subscribed again later', () => {
+  it('is asked for again, not answered by the old acknowledgement for as long as that stream lives', async () => {
+    const u = await started(stdio('n', MUTABLE));
+    // The server leaves x://u out of its first acknowledgement that names it (it could not
+    // watch it then), and watches it when asked again.
+    const filters: ListenFilter[] = [];
+    const listen = u.listen!.bind(u);
+    let declined = false;
+    u.listen = (filter, sink) => {
+      filters.push(filter);
+      return listen(filter, (m) => {
+        const n = m.params.notifications as { resourceSubscriptions?: string[] } | undefined;
+        if (m.method === 'notifications/subscriptions/acknowledged' && !declined && n?.resourceSubscriptions?.includes('x://u')) {
+          declined = true;
+          n.resourceSubscriptions = n.resourceSubscriptions.filter((x) => x !== 'x://u');
+        }
+        sink(m);
+      });
+    };
+    const uris = new Set(['x://a', 'x://b', 'x://c']);
+    const m = new ListenManager(silentLogger, { subscribedUris: () => [...uris], onGap: () => {} });
+    managers.push(m);
+    m.track('n', u);
+    expect(await m.honours('n', [...uris], 3000)).toEqual([...uris]);
+    // Subscribed together (one stream): x://u left out, so its subscribe is refused (the router
+    // removes it); x://d stays.
+    uris.add('x://d');
+    uris.add('x://u');
+    m.refresh('n');
+    expect(await m.honours('n', ['x://d', 'x://u'], 3000)).toEqual(['x://d']);
+    uris.delete('x://u');
+    m.refresh('n');
+    // Subscribed again: before, the stream that asked for it (and still carried x://d) answered
+    // at once that it was left out, and the server was never asked again.
+    const before = filters.length;
+    uris.add('x://u');
+    m.refresh('n');
+    expect(await m.honours('n', ['x://u'], 3000)).toEqual(['x://u']);
+    expect(filters.slice(before).some((f) => f.resourceSubscriptions?.includes('x://u'))).toBe(true);
+  });
+});
