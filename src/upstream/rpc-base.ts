@@ -326,6 +326,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // together, or report progress until the total limit (maxTotalTimeoutMs) stops them, would
     // take down a server that answered other calls, or reported progress, all along.
     if (p.answeredAtSend !== this.answers) return;
+    // A call waits for the client's answer to the server's own question (an elicitation a user
+    // may take minutes over): a server that takes its calls one at a time waits for it too, the
+    // others in line behind it, and ending it would end that call under the user (the health
+    // check spares it for the same reason).
+    if (this.awaitsClient()) return;
     const n = ++this.unanswered;
     if (n < (this.probation ? 1 : UNANSWERED_CALLS)) return;
     this.unanswered = 0;
@@ -336,6 +341,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         ? `a call got no answer within its timeout (${ms} ms) again, before any was answered since the server was back: it still takes calls without answering them`
         : `${n} calls in a row got no answer within their timeout (${ms} ms), none answered in between: the server takes calls without answering them`,
     );
+  }
+
+  /** A call waits for the client's answer to a request the server made (its timeout paused). */
+  protected awaitsClient(): boolean {
+    for (const p of this.pending.values()) if (p.waits > 0) return true;
+    return false;
   }
 
   /** Take the server down for calls it leaves unanswered (noteUnanswered), and start it again. */

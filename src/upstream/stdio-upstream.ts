@@ -91,12 +91,6 @@ export class StdioUpstream extends HandshakingUpstream {
     this.lost(`${reason}; the process was ended`);
   }
 
-  /** A call waits for the client's answer to a request the server made (its timeout paused). */
-  private awaitsClient(): boolean {
-    for (const p of this.pending.values()) if (p.waits > 0) return true;
-    return false;
-  }
-
   /**
    * Legacy stdio cannot say which call a server → client request belongs to: see CallGate. A
    * call that gets in at once leaves the gate when it settles (release()), without a wrapper.

@@ -279,6 +279,38 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     expect(u.restarts).toBe(0);
   });
 
+  it("calls timing out while another waits for the client's answer are no hung server: the process is not ended under the user", async () => {
+    // Takes its calls one at a time: the others wait in line behind the one asking the user.
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+let waiting = null;
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (waiting !== null) {
+    if (m.id === 'q1' && m.method === undefined) send({ jsonrpc: '2.0', id: waiting, result: { content: [{ type: 'text', text: 'answered' }] } }), (waiting = null);
+    return;
+  }
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  waiting = m.id;
+  send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
+});`;
+    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
+    let answer!: () => void;
+    const asked = new Promise<void>((res) => (answer = res));
+    let reply!: (r: Record<string, unknown>) => void;
+    const ask = u.request('tools/call', { name: 'ask' }, { onServerRequest: () => (answer(), new Promise((res) => (reply = res))) });
+    await asked;
+    // Three calls in line behind it, each out of time (the server's own 300 ms) while the user thinks.
+    const late = await Promise.allSettled([1, 2, 3].map(() => u.request('tools/call', { name: 'other' })));
+    for (const l of late) expect(l.status === 'rejected' && String(l.reason)).toMatch(/did not answer within 300 ms/);
+    // Before, those three ended the process as one that answers no calls, and the user's answer with it.
+    reply({ action: 'accept', content: {} });
+    expect(text(await ask)).toBe('answered');
+    expect(u.restarts).toBe(0);
+    expect(u.state).toBe('ready');
+  });
+
   it('a health check turned off by a reload (healthCheckMs 0) ends no process, not even the check then in flight', async () => {
     const spec = { id: 'deaf', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 600, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 } as const;
     const u = await started({ ...spec });
