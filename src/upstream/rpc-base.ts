@@ -475,7 +475,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private onTimeout(p: Pending, hardMs?: number): void {
     if (!this.settle(p)) return;
     const err = new TimeoutError(this.id, hardMs ?? p.timeoutMs);
-    err.callers = hardMs !== undefined ? hardMs < (this.spec.maxTotalTimeoutMs ?? Infinity) : p.timeoutMs < this.spec.timeoutMs;
+    // A caller's own limit is one shorter than the server's: its timeoutMs, or its
+    // maxTotalTimeoutMs when that is shorter still (the router passes the smaller of the two as
+    // each call's timeoutMs, which is then the server's own, not a caller's).
+    const own = Math.min(this.spec.timeoutMs, this.spec.maxTotalTimeoutMs ?? Infinity);
+    err.callers = hardMs !== undefined ? hardMs < (this.spec.maxTotalTimeoutMs ?? Infinity) : p.timeoutMs < own;
     if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
     else if (p.token !== undefined) err.message = `server "${this.id}" did not answer within ${p.timeoutMs} ms (nor report progress)`;
     this.ended(p, err);

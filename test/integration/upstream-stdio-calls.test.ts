@@ -311,6 +311,15 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     expect(u.state).toBe('ready');
   });
 
+  it('maxTotalTimeoutMs below timeoutMs: calls it cuts short (the router passes the cap as their timeout) still count as the server\'s own, and three end a hung process', async () => {
+    const u = await started({ id: 'capped-hang', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 5000, maxTotalTimeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
+    // As router/call-policy.ts sends them: timeoutMs min(timeoutMs, maxTotalTimeoutMs), no caller's limit.
+    const late = await Promise.allSettled([1, 2, 3].map(() => u.request('tools/call', { name: 'hang' }, { timeoutMs: 300, maxTotalTimeoutMs: 300 })));
+    for (const l of late) expect(l.status).toBe('rejected');
+    // Before, each was taken for a caller's shorter limit (300 < 5000): never counted, the hung process kept for good.
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer within their timeout \(300 ms\)/);
+  });
+
   it('a health check turned off by a reload (healthCheckMs 0) ends no process, not even the check then in flight', async () => {
     const spec = { id: 'deaf', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 600, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 } as const;
     const u = await started({ ...spec });
