@@ -326,6 +326,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // together, or report progress until the total limit (maxTotalTimeoutMs) stops them, would
     // take down a server that answered other calls, or reported progress, all along.
     if (p.answeredAtSend !== this.answers) return;
+    // A `tasks/result` waits, by the spec, until its task ends: one out of time is a long task
+    // (the server answered its tools/call at once), and ending the server would end its tasks.
+    if (p.taskId !== undefined) return;
     // A call waits for the client's answer to the server's own question (an elicitation a user
     // may take minutes over): a server that takes its calls one at a time waits for it too, the
     // others in line behind it, and ending it would end that call under the user (the health

@@ -295,7 +295,9 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
   waiting = m.id;
   send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
 });`;
-    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
+    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 0 });
+    // Shortened once started: a loaded machine may take longer to answer its initialize.
+    u.retime({ timeoutMs: 300 });
     let answer!: () => void;
     const asked = new Promise<void>((res) => (answer = res));
     let reply!: (r: Record<string, unknown>) => void;
@@ -318,6 +320,20 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     for (const l of late) expect(l.status).toBe('rejected');
     // Before, each was taken for a caller's shorter limit (300 < 5000): never counted, the hung process kept for good.
     expect(u.lastError).toMatch(/^3 calls in a row got no answer within their timeout \(300 ms\)/);
+  });
+
+  it("tasks outlasting their tasks/result wait are long tasks, not calls left unanswered: the process running them is not ended", async () => {
+    const u = await started(quirkSpec('legacy-task', { era: '2025-11-25', healthCheckMs: 0 }));
+    u.retime({ timeoutMs: 300 }); // once started: a loaded machine may take longer to answer its initialize
+    const created = await Promise.all([1, 2, 3].map(() => u.request('tools/call', { name: 'job', task: {}, arguments: { ms: 1500 } })));
+    const ids = created.map((c) => (c.task as { taskId: string }).taskId);
+    // tasks/result waits until the task ends, by the spec: these three out of time together.
+    const waits = await Promise.allSettled(ids.map((taskId) => u.request('tasks/result', { taskId })));
+    for (const w of waits) expect(w.status === 'rejected' && String(w.reason)).toMatch(/did not answer within 300 ms/);
+    // Before, the three ended the process, and the tasks in it, as one that answers no calls.
+    expect(u.restarts).toBe(0);
+    expect(u.state).toBe('ready');
+    expect(u.lastError).toBeUndefined();
   });
 
   it('a health check turned off by a reload (healthCheckMs 0) ends no process, not even the check then in flight', async () => {
