@@ -271,7 +271,8 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
   waiting = m.id;
   send({ jsonrpc: '2.0', id: 'q1', method: 'elicitation/create', params: { mode: 'form', message: 'x?', requestedSchema: { type: 'object', properties: {} } } });
 });`;
-    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 300, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
+    const u = await started({ id: 'in-line', command: process.execPath, args: ['-e', src], era: '2025-11-25', timeoutMs: 5000, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 });
+    u.retime({ timeoutMs: 300 }); // once started: a loaded machine took more than 300 ms to answer initialize
     // Its health check, silent 100 ms and then 300 ms more, ended it while the user was still answering.
     // The call's own limit long (a loaded machine may take a while to get the question out); the ping's is 300 ms.
     const r = await u.request('tools/call', { name: 'ask' }, { timeoutMs: 10_000, onServerRequest: () => new Promise((res) => setTimeout(() => res({ action: 'accept', content: {} }), 1000)) });
