@@ -121,7 +121,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
      * the drain all the time it means to: the official SDK's stdio client closes stdin, waits
      * 2 s, sends SIGTERM, and SIGKILLs 2 s later, which would leave a call still draining with no
      * outcome (`unknown` at the next start). So the first stop signal after stdin EOF ends what
-     * still runs at once (cancelled, each with its row), and the stop goes on to exit 0. A
+     * still runs at once (answered -32603 and audited unavailable: HubStoppingError), and the stop goes on to exit 0. A
      * second signal exits at once with 1 (ServeSignals).
      */
     const stop = async (reason: string, signal = false) => {

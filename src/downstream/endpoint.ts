@@ -5,6 +5,7 @@ import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/er
 import {
   CancelledError,
   HEADER_MISMATCH,
+  HubStoppingError,
   InputTimeoutError,
   INVALID_PARAMS,
   INTERNAL_ERROR,
@@ -332,7 +333,7 @@ export class Endpoint {
     }
     if (req.method === 'server/discover') {
       const capabilities = await this.capabilitiesWhileOpen(ex);
-      if (!capabilities) return this.recordUnanswered(req.method, ctx);
+      if (!capabilities) return this.unanswered(req, ex, ctx);
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
@@ -398,6 +399,8 @@ export class Endpoint {
         ex.reply(listResponse(req.id, field, items, rest));
       } else ex.reply(resultResponse(req.id, modern));
     } catch (err) {
+      // The hub's stop ended it (stdio): the client still waits, and is told (its row says unavailable).
+      if (signal.reason instanceof HubStoppingError) return ex.reply(errorResponse(req.id, stoppedError(signal.reason)));
       if (err instanceof CancelledError || signal.aborted) {
         ex.reply(undefined, 202); // the stream is gone or the client cancelled: nothing more is sent
         return;
@@ -753,7 +756,7 @@ export class Endpoint {
     } else this.sessions.set(session.id, session);
     const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
     const capabilities = await this.capabilitiesWhileOpen(ex);
-    if (!capabilities) return this.recordUnanswered('initialize', ctx);
+    if (!capabilities) return this.unanswered(req, ex, ctx);
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
@@ -779,9 +782,18 @@ export class Endpoint {
     }
   }
 
-  /** The row of a request whose exchange closed before it could be answered (capabilitiesWhileOpen): cancelled, nothing sent. */
-  private recordUnanswered(method: string, ctx: CallContext): Promise<void> {
-    return this.core.recordLocal(method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: 'ended before it was answered: the hub stopped or the client went away while it waited for the servers to start' });
+  /**
+   * A request whose exchange closed before it could be answered (capabilitiesWhileOpen): the
+   * client went away or cancelled, cancelled and nothing sent; the hub's stop (stdio), whose
+   * client still waits, is told so, its row unavailable.
+   */
+  private async unanswered(req: Request, ex: Exchange, ctx: CallContext): Promise<void> {
+    const reason = ex.closed.reason;
+    if (reason instanceof HubStoppingError) {
+      await this.core.recordLocal(req.method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: reason.message });
+      return ex.reply(errorResponse(req.id, stoppedError(reason)));
+    }
+    return this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: 'ended before it was answered: the hub stopped or the client went away while it waited for the servers to start' });
   }
 
   /** `call`: the request's own canceller, which a question the client cannot or does not answer ends (LegacySession.ask). */
@@ -894,6 +906,8 @@ export class Endpoint {
       // answer to the old session's id could be read as one to the new session's same id.
       // Ended by the hub, not by its client, which resumes the stream and waits for the answer.
       if (reason instanceof AnswerStreamClosedError) return ex.reply(errorResponse(req.id, new RpcError(INTERNAL_ERROR, reason.message)));
+      // The hub's stop ended it (stdio): the client still waits, and is told (its row says unavailable).
+      if (reason instanceof HubStoppingError) return ex.reply(errorResponse(req.id, stoppedError(reason)));
       if (reason instanceof SessionEndedError && ex.transport === 'http')
         return ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404);
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
@@ -1077,6 +1091,11 @@ function targetOf(params: Params | undefined): string | undefined {
 function named(params: Params | undefined): { hubName: string } | undefined {
   const hubName = targetOf(params);
   return hubName === undefined ? undefined : { hubName };
+}
+
+/** What a client is told of a request the hub's stop ended: -32603, as one refused while the hub drains (refuseUnserved). */
+function stoppedError(reason: HubStoppingError): RpcError {
+  return new RpcError(INTERNAL_ERROR, reason.message);
 }
 
 function asRpc(err: unknown, log: Logger): RpcError {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CancelledError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, ClientRpcError, RpcError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, ClientRpcError, RpcError } from '../protocol/errors.js';
 import type { Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
@@ -196,11 +196,12 @@ export class LegacySession {
   /** close() was called: nothing more is sent to it. */
   ended = false;
 
-  close(): void {
+  /** `stopping`: the hub's stop ends it (the stdio hub), whose calls still running are answered so (HubStoppingError). */
+  close(stopping?: HubStoppingError): void {
     this.ended = true;
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
-    for (const c of this.inflight.values()) c.abort(new SessionEndedError());
+    for (const c of this.inflight.values()) c.abort(stopping ?? new SessionEndedError());
     this.inflight.clear();
   }
 }

@@ -1,7 +1,7 @@
 import { wireText } from '../protocol/serialized.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
-import { INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
@@ -120,9 +120,13 @@ export class StdioServer {
   }
 
   /**
-   * Stop at once: in-flight calls are cancelled, listen streams end, the session closes. stdin
-   * is still read until the process exits (the hub closing its upstreams may take seconds):
-   * each request that comes is answered as refused (line), never left unread and unanswered.
+   * Stop at once: listen streams end, the session closes, and the requests still running are
+   * ended (HubStoppingError), each answered -32603 `the hub is shutting down` with its row
+   * (`unavailable`): a client whose stdin is open waits for those answers (a stop signal, or
+   * the drain time after one running out); after stdin EOF one may be gone, and a line to a
+   * stdout nobody reads is harmless (write drops what a closed one cannot take). stdin is still
+   * read until the process exits (the hub closing its upstreams may take seconds): each request
+   * that comes is answered as refused (line), never left unread and unanswered.
    */
   async stop(): Promise<void> {
     if (this.stopped) return this.done;
@@ -130,14 +134,15 @@ export class StdioServer {
     // connection, which the client may reconnect to (digest §4.1).
     this.opts.endListens?.();
     this.stopped = true;
-    for (const o of this.live) o.closed.abort();
+    const stopping = new HubStoppingError();
+    for (const o of this.live) o.closed.abort(stopping);
     this.live.clear();
     this.open.clear();
     this.refuseHeld();
     const s = this.session.current;
     this.session.current = undefined;
     if (s) {
-      s.close();
+      s.close(stopping);
       this.opts.onSessionClosed?.(s.id);
     }
     this.finish?.();
@@ -342,8 +347,15 @@ export class StdioServer {
         if (answered) return;
         answered = true;
         if (!entry.streaming) settle();
-        if (deliver) deliver(msg && !closed.signal.aborted ? msg : undefined);
-        else if (msg && !closed.signal.aborted) this.write(msg);
+        // Ended by the client (a cancellation): nothing more is sent for it. Ended by the hub's
+        // stop (HubStoppingError): the client still waits for its answer, which says so; a path
+        // that has none to give (the endpoint answers each it knows) is given that one.
+        const reason = closed.signal.reason;
+        const stopped = reason instanceof HubStoppingError;
+        if (stopped && !msg && id !== undefined) msg = errorResponse(id, new RpcError(INTERNAL_ERROR, reason.message));
+        const sent = msg && (!closed.signal.aborted || stopped) ? msg : undefined;
+        if (deliver) deliver(sent);
+        else if (sent) this.write(sent);
       },
       stream: () => {
         entry.streaming = true;

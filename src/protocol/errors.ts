@@ -127,6 +127,22 @@ export class CancelledError extends HubError {
 }
 
 /**
+ * The hub's own stop ended a request still running (`switchyard stdio`: its drain time ran out,
+ * or a stop signal came after stdin closed). Unlike a client's cancellation, its client still
+ * waits for an answer: it is told, -32603 as a request refused while the hub drains, and its
+ * row says `unavailable`, as that one's does (and as a call over HTTP that the closing
+ * upstreams fail at the drain deadline).
+ */
+export class HubStoppingError extends HubError {
+  override readonly name = 'HubStoppingError';
+  override readonly kind = 'unavailable';
+  /** `notSent`: ended before its request left the hub (a CancelledError's notSent, which this one stands for). */
+  constructor(readonly notSent = false) {
+    super('the hub is shutting down: the request was still running when it stopped, and was ended (it may have been carried out in part); send it again once the hub is back');
+  }
+}
+
+/**
  * `e`, marked as raised before its request left the hub (it waited for a slot, or for a retry):
  * an idempotency key it held is freed, not kept as "outcome unknown".
  */

@@ -5,7 +5,7 @@ import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, HEADER_MISMATCH, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessWanted } from '../cancel.js';
@@ -374,7 +374,8 @@ export class ToolCall {
         const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
         const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
         await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
-        if (err instanceof RpcError || err instanceof CancelledError) throw err;
+        // The hub stopping: its client gets the -32603 of a request refused while it drains (Endpoint).
+        if (err instanceof RpcError || err instanceof CancelledError || err instanceof HubStoppingError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
           return toolErrorResult(`Tool ${hubName} failed: ${err.message}`);
         this.log.error({ err, server: server.id }, 'tools/call failed');

@@ -1,4 +1,4 @@
-import { CancelledError, HubError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubError, HubStoppingError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { AuditEnd } from '../ledger/types.js';
 
 /** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
@@ -18,12 +18,15 @@ export function outcomeOfResult(result: Record<string, unknown>): Pick<AuditEnd,
 export function cutOffError(caught: unknown, signal: { readonly reason: unknown } | undefined): unknown {
   const reason = signal?.reason;
   if (reason instanceof InputTimeoutError) return reason;
+  // The hub stopping ended it: its client is told so (HubStoppingError), not left unanswered.
+  if (caught instanceof CancelledError && reason instanceof HubStoppingError) return new HubStoppingError(caught.notSent);
   return caught instanceof CancelledError && reason instanceof RpcError ? reason : caught;
 }
 
 export function outcomeOfError(err: unknown): Pick<AuditEnd, 'outcome' | 'errorKind' | 'errorCode' | 'errorMessage'> {
   if (err instanceof RpcError) return { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message };
   if (err instanceof TimeoutError) return { outcome: 'timeout', errorKind: 'transport', errorMessage: err.message };
+  if (err instanceof HubStoppingError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };
   if (err instanceof CancelledError) return { outcome: 'cancelled', errorKind: null, errorMessage: err.message };
   if (err instanceof UpstreamUnavailableError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };
   if (err instanceof TransportError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };

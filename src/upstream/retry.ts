@@ -11,7 +11,7 @@
  * longer), all inside one time budget; while the upstream restarts, the next attempt waits for
  * it (within the budget).
  */
-import { CancelledError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, notSent, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { onFailure } from '../on-failure.js';
 import { monotonicNow } from '../monotonic.js';
@@ -33,7 +33,7 @@ export function notDelivered(err: unknown): boolean {
   return (
     err instanceof UpstreamUnavailableError ||
     (err instanceof TransportError && err.notDelivered) ||
-    ((err instanceof CancelledError || err instanceof TimeoutError) && err.notSent)
+    ((err instanceof CancelledError || err instanceof TimeoutError || err instanceof HubStoppingError) && err.notSent)
   );
 }
 

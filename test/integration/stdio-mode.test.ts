@@ -459,11 +459,15 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);
-        // The initialize and the discover the stop cut short were answered nothing: not ok.
-        expect(c.received.filter((m) => m.id === 'init' || m.id === 'disc')).toEqual([]);
+        // The initialize and the discover the stop cut short are not ok: their client, which may
+        // still read stdout, is told the hub is shutting down, and their rows say so (unavailable).
+        expect(c.received.filter((m) => m.id === 'init' || m.id === 'disc').map((m) => [m.id, m.error?.code, m.error?.message]).sort()).toEqual([
+          ['disc', -32603, expect.stringContaining('the hub is shutting down')],
+          ['init', -32603, expect.stringContaining('the hub is shutting down')],
+        ]);
         expect(db.prepare("SELECT request_id AS id, outcome FROM audit WHERE request_id IN ('init', 'disc') ORDER BY request_id").all()).toEqual([
-          { id: 'disc', outcome: 'cancelled' },
-          { id: 'init', outcome: 'cancelled' },
+          { id: 'disc', outcome: 'unavailable' },
+          { id: 'init', outcome: 'unavailable' },
         ]);
       } finally {
         db.close();

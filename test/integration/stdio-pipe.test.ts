@@ -160,7 +160,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
   // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: its row cancelled, exit 0', async () => {
+  it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: answered -32603, its row unavailable, exit 0', async () => {
     const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2) }, ...DRAIN });
     const c = stdioHub(file, 'info');
     try {
@@ -172,7 +172,9 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       expect(c.proc.exitCode).toBeNull(); // draining
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 2_000)).toBe(0);
-      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'cancelled']]);
+      // Answered all the same while stdout is open (a client that closed stdin may still read it).
+      expect(c.received.find((m) => m.id === 'long')?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'unavailable']]);
     } finally {
       c.kill();
     }
@@ -389,20 +391,32 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
     }
   }, 40_000);
 
-  it.concurrent('a request refused as a duplicate id leaves the original as it was: stopping still ends it', async () => {
-    const { c, ledger } = twoServerHub('switchyard-stdio-dup-stop-', { listen: { drainTimeoutMs: 1_000 } });
+  // Cut at the drain deadline, a call still running was cancelled with its row but never
+  // answered (over HTTP the closing upstreams fail it with an answer): its client, its stdin
+  // still open, waited for an answer that never came.
+  it.concurrent('a request refused as a duplicate id leaves the original as it was: a SIGTERM\'s drain deadline ends it, answered -32603 (the hub is shutting down), as the legacy call then still running', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-dup-stop-', { listen: { drainTimeoutMs: 300 } }, 'info');
     try {
+      await initialize(c);
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.send(JSON.stringify(call('dup', 'modern__slow', { ms: 20_000 })));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'old', method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 } } }));
       await sleep(300);
       const refused = await c.request(call('dup', 'modern__echo', { text: 'second' }));
       expect(refused.error?.message).toContain('already in flight');
-      c.endInput();
+      // stdin stays open: the client waits for its answers.
+      c.proc.kill('SIGTERM');
+      const [dup, old] = await Promise.all([c.next((m) => m.id === 'dup' && m !== refused, 10_000), c.next((m) => m.id === 'old', 10_000)]);
+      for (const m of [dup, old]) expect(m.error, JSON.stringify(m)).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect(await exitWithin(c, 15_000)).toBe(0);
-      // Cancelled at the drain deadline, so nothing more is written for it.
-      expect(c.received.filter((m) => m.id === 'dup')).toEqual([refused]);
+      expect(c.received.filter((m) => m.id === 'dup')).toEqual([refused, dup]);
+      expect(c.nonProtocolLines).toEqual([]);
       const rows = await queryRows(ledger, { method: 'tools/call' });
-      expect(rows.filter((r) => r.requestId === 'dup').map((r) => r.outcome).sort()).toEqual(['cancelled', 'rpc_error']);
+      expect(rows.map((r) => [r.requestId, r.clientEra, r.outcome]).sort()).toEqual([
+        ['dup', '2026-07-28', 'rpc_error'],
+        ['dup', '2026-07-28', 'unavailable'],
+        ['old', '2025-11-25', 'unavailable'],
+      ]);
     } finally {
       c.kill();
     }
