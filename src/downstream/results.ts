@@ -1,11 +1,9 @@
 import {
-  codeSeenBy,
+  errorSeenBy,
   HEADER_MISMATCH,
-  INTERNAL_ERROR,
   MISSING_CLIENT_CAPABILITY,
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
-  UpstreamRpcError,
 } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation } from '../protocol/types.js';
@@ -84,23 +82,9 @@ function withObjectProperties(schema: unknown): unknown {
   return { ...(schema as Result), properties: spelt };
 }
 
-/** Era-specific error codes: resource-not-found is -32002 for legacy clients and -32602 for modern ones. */
+/** Era-specific error codes: resource-not-found is -32002 for legacy clients and -32602 for modern ones (errorSeenBy). */
 export function toModernError(err: RpcError): RpcError {
-  if (err instanceof UpstreamRpcError && isReserved(err.code) && err.code !== MISSING_CLIENT_CAPABILITY)
-    return new RpcError(INTERNAL_ERROR, `the upstream answered ${err.code}: ${err.message}`, err.data);
-  const code = codeSeenBy(true, err.code);
-  return code === err.code ? err : new RpcError(code, err.message, err.data);
-}
-
-/**
- * -32020…-32099 are the spec's (digest §1.3: implementations M!N emit the undefined ones). An
- * upstream's is not passed to a modern client as it is: its -32020 (header mismatch) or -32022
- * (unsupported version) is about the request the hub sent, and would tell the client its own
- * headers or version were wrong; an undefined one must not be emitted at all. Its -32021 is
- * passed on: the capability it names is the client's to declare.
- */
-function isReserved(code: number): boolean {
-  return code >= -32099 && code <= -32020;
+  return errorSeenBy(true, err);
 }
 
 /**

@@ -68,6 +68,23 @@ export class UpstreamRpcError extends RpcError {}
  */
 export class ClientRpcError extends RpcError {}
 
+/**
+ * The error a client of the era given is sent for `err`: resource-not-found as codeSeenBy says,
+ * and, to a modern client, an upstream's code of -32020…-32099 (the spec's: implementations M!N
+ * emit the undefined ones, digest §1.3) as -32603 naming that code in its message: its -32020
+ * (header mismatch) or -32022 (unsupported version) is about the request the hub sent, and would
+ * tell the client its own headers or version were wrong. Its -32021 is passed on: the capability
+ * it names is the client's to declare. A legacy client gets the upstream's code as it is.
+ * The ledger records this error, what the client got (outcomeSeenBy): the upstream's code is in its message.
+ */
+export function errorSeenBy(modernClient: boolean, err: RpcError): RpcError {
+  if (!modernClient) return err;
+  if (err instanceof UpstreamRpcError && err.code >= -32099 && err.code <= -32020 && err.code !== MISSING_CLIENT_CAPABILITY)
+    return new RpcError(INTERNAL_ERROR, `the upstream answered ${err.code}: ${err.message}`, err.data);
+  const code = codeSeenBy(true, err.code);
+  return code === err.code ? err : new RpcError(code, err.message, err.data);
+}
+
 /** Base of every failure the hub itself observes (as opposed to an error a peer answered). */
 export class HubError extends Error {
   override readonly name: string = 'HubError';

@@ -5,7 +5,7 @@ import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessWanted } from '../cancel.js';
@@ -14,7 +14,7 @@ import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
 import { toolRetry } from './call-policy.js';
-import { cutOffError, outcomeOfError, toolErrorResult } from './outcome.js';
+import { cutOffError, outcomeOfError, outcomeSeenBy, toolErrorResult } from './outcome.js';
 import { elicits } from '../protocol/client-capabilities.js';
 import { paramHeaderProblem } from '../protocol/param-headers.js';
 import { awaitsUrlSteps, isCapabilityRefusal, UnfinishedTurnError, type Mrtr } from './mrtr.js';
@@ -107,19 +107,21 @@ export class ToolCall {
    * error, a JSON-RPC error) is replayed as one: the row says which (errorKind, errorCode), so
    * /metrics and `ledger stats` count it as the error its client got again, not a success.
    */
-  private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number): Promise<Result> {
+  private async answerSettled(settled: { answer: StoredAnswer } | { refusal: string }, end: (e: AuditEnd) => Promise<void>, t0: number, ctx: CallContext): Promise<Result> {
     if ('answer' in settled) {
       const a = settled.answer;
       const replayed = 'result' in a ? bytesOf(this.ledger, a.result) : undefined;
-      const failed: Partial<AuditEnd> =
-        'error' in a
-          ? { errorKind: 'jsonrpc', errorCode: a.error.code, errorMessage: a.error.message }
-          : a.result.isError === true
-            ? { errorKind: 'tool' }
-            : {};
+      const error = 'error' in a ? (a.upstream ? new UpstreamRpcError(a.error.code, a.error.message, a.error.data) : RpcError.from(a.error)) : undefined;
+      // The error as this client is sent it (the first call's client may have been of the other era).
+      const seen = error && errorSeenBy(ctx.clientEra === MODERN, error);
+      const failed: Partial<AuditEnd> = seen
+        ? { errorKind: 'jsonrpc', errorCode: seen.code, errorMessage: seen.message }
+        : 'result' in a && a.result.isError === true
+          ? { errorKind: 'tool' }
+          : {};
       await end({ outcome: 'replayed', ...failed, responseBytes: replayed, latencyMs: performance.now() - t0 });
-      if ('error' in settled.answer) throw settled.answer.upstream ? new UpstreamRpcError(settled.answer.error.code, settled.answer.error.message, settled.answer.error.data) : RpcError.from(settled.answer.error);
-      return settled.answer.result;
+      if (error) throw error;
+      return (a as { result: Result }).result;
     }
     await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
     return toolErrorResult(settled.refusal);
@@ -178,7 +180,7 @@ export class ToolCall {
     if (endedUnrouted) {
       // Its row names the server whose tool it was, as far as the names it had say.
       const owner = this.catalog.downItem('tools', hubName, view);
-      return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(owner ? { ...begin, server: owner.server.id, upstreamName: owner.upstreamName } : begin).finish(e), t0);
+      return this.answerSettled(endedUnrouted, (e) => this.ledger.begin(owner ? { ...begin, server: owner.server.id, upstreamName: owner.upstreamName } : begin).finish(e), t0, ctx);
     }
     if (!routed) {
       const err = new RpcError(INVALID_PARAMS, `Unknown tool: ${hubName || '(no name)'}`);
@@ -267,7 +269,7 @@ export class ToolCall {
         await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
         throw err;
       }
-      if (settled) return this.answerSettled(settled, end, t0);
+      if (settled) return this.answerSettled(settled, end, t0, ctx);
     }
     // A retry whose requestState opened (and so was used up) but which surely never reached the
     // upstream gives that use back: the client may send it again (RELIABILITY: safe to retry).
@@ -373,7 +375,7 @@ export class ToolCall {
         const capability = err instanceof RpcError && err.code === MISSING_CLIENT_CAPABILITY;
         const noOutcome = err instanceof UnfinishedTurnError || (err instanceof RpcError && failedAsking.has(err));
         const stored = err instanceof RpcError && !capability && !noOutcome ? storedError(err) : undefined;
-        await finishRan(outcomeOfError(err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
+        await finishRan(outcomeSeenBy(ctx.clientEra === MODERN, err), stored, capability ? err !== caught : !notDelivered && !noOutcome);
         // The hub stopping: its client gets the -32603 of a request refused while it drains (Endpoint).
         if (err instanceof RpcError || err instanceof CancelledError || err instanceof HubStoppingError) throw err;
         if (err instanceof TimeoutError || err instanceof TransportError || err instanceof UpstreamUnavailableError)
@@ -391,7 +393,7 @@ export class ToolCall {
           return result;
         },
         async (err: unknown) => {
-          if (!finished) await finish(outcomeOfError(err), undefined, false);
+          if (!finished) await finish(outcomeSeenBy(ctx.clientEra === MODERN, err), undefined, false);
           throw err;
         },
       );

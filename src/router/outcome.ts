@@ -1,4 +1,4 @@
-import { CancelledError, HubError, HubStoppingError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, errorSeenBy, HubError, HubStoppingError, InputTimeoutError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { AuditEnd } from '../ledger/types.js';
 
 /** Classify how a forwarded call ended, keeping transport, JSON-RPC and tool failures apart. */
@@ -32,6 +32,16 @@ export function outcomeOfError(err: unknown): Pick<AuditEnd, 'outcome' | 'errorK
   if (err instanceof TransportError) return { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message };
   if (err instanceof HubError) return { outcome: 'unknown', errorKind: 'transport', errorMessage: err.message };
   return { outcome: 'unknown', errorKind: null, errorMessage: 'internal error' };
+}
+
+/**
+ * The outcome of `err` as the ledger records it: with the error its client was sent, which for a
+ * modern client may not be the upstream's own (errorSeenBy: -32002 is -32602; a code of the
+ * spec's reserved range is -32603, the upstream's code in the message). `ledger query` shows what
+ * the client saw; the message keeps what the upstream said.
+ */
+export function outcomeSeenBy(modernClient: boolean, err: unknown): ReturnType<typeof outcomeOfError> {
+  return outcomeOfError(err instanceof RpcError ? errorSeenBy(modernClient, err) : err);
 }
 
 /** A tool-call failure the model can read and act on, instead of a protocol error. */

@@ -6,14 +6,14 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, codeSeenBy, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
-import { cutOffError, outcomeOfError } from './outcome.js';
+import { cutOffError, outcomeOfError, outcomeSeenBy } from './outcome.js';
 import { LISTEN_SHARE, MAX_SUBSCRIBED_URI_LENGTH, type Subscriptions } from './subscriptions.js';
 import { principalConn } from '../catalog/principal-conn.js';
 import { awaitsUrlSteps, type Mrtr } from './mrtr.js';
@@ -307,9 +307,7 @@ export class Router {
 
   /** The outcome of `err` as the ledger records it: with the error code this client sees. */
   private outcomeSeenBy(ctx: CallContext, err: unknown): ReturnType<typeof outcomeOfError> {
-    const o = outcomeOfError(err);
-    if (typeof o.errorCode === 'number') o.errorCode = codeSeenBy(ctx.clientEra === MODERN, o.errorCode);
-    return o;
+    return outcomeSeenBy(ctx.clientEra === MODERN, err);
   }
 
   /** Resource-not-found is -32002 in the legacy era and -32602 + data.uri in the modern one; the core uses -32002. */
