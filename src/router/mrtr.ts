@@ -230,8 +230,13 @@ function refusalOf(method: string, err: unknown): unknown {
  * it, and that server's other calls with it, until its own input time limit. Its elicitations
  * are answered `cancel` in one last retry (digest §5.3 B.6), whose answer nobody waits for;
  * sampling and roots have no such answer and are left out (a round of only those sends nothing).
+ * Only a round with a requestState: an upstream holds a call for a retry only by what its
+ * requestState names (a hub's parked call is found by it). One without holds nothing, as a
+ * stateless server does: the retry would only run the tool again from its start (what it does
+ * before it asks, done twice), for an answer nobody reads.
  */
 function dismissUpstream(method: string, server: ServerHandle, params: Result, r: Result, opts: CallOptions): void {
+  if (r.requestState === undefined) return;
   const answers: Result = {};
   const asked = r.inputRequests && typeof r.inputRequests === 'object' ? Object.entries(r.inputRequests as Record<string, InputRequest>) : [];
   for (const [k, req] of asked) if (req?.method === 'elicitation/create') setField(answers, k, { action: 'cancel' });

@@ -152,6 +152,29 @@ describe("a legacy client that refuses what a modern upstream's input_required a
     }
   });
 
+  // A round that failed was ended upstream with one last retry answering `cancel` (meant for an
+  // upstream holding the call, found by its requestState): one that gave no requestState holds
+  // nothing, and the retry only ran its tool again from the start.
+  it('does not have a stateless round (no requestState) run again upstream to be told cancel', async () => {
+    const client = new ClientV1({ name: 'refusing-stateless', version: '1.0.0' }, { capabilities: USER_CAPABILITIES });
+    client.setRequestHandler(ElicitRequestSchema, () => {
+      throw new McpError(-1, 'the user said no');
+    });
+    await client.connect(new TransportV1(new URL(th.url)));
+    try {
+      await expect(client.callTool({ name: 'ms__elicit_form', arguments: { who: 'Refuser' } }, undefined, { timeout: 30_000 })).rejects.toThrow(/the user said no/);
+      const ran = (what: string) => th.hub.logs.some((l) => l.includes(`elicit_form ran for Refuser: ${what}`));
+      expect(ran('asking')).toBe(true);
+      // The same upstream answers a call made after it: a last retry would have been sent before
+      // it (its stderr line may come a moment after that answer).
+      expect(await client.callTool({ name: 'ms__echo', arguments: { text: 'after' } })).toMatchObject({ content: [{ type: 'text', text: 'echo:after' }] });
+      for (const until = Date.now() + 1_000; Date.now() < until && !ran('cancel'); ) await new Promise((r) => setTimeout(r, 50));
+      expect(ran('cancel')).toBe(false);
+    } finally {
+      await client.close();
+    }
+  });
+
   // A code JSON-RPC reserves reads as about the request it answers: passed on as it was, the
   // client's -32601 for roots/list said tools/call was not found. No inputResponses value can
   // carry an error (digest §5.1), so the upstream hears nothing and the call ends at the client.
