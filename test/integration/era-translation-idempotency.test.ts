@@ -195,3 +195,32 @@ describe("a legacy client that refuses what a modern upstream's input_required a
     }
   });
 });
+
+// Last in this file: it kills the modern stdio server (which is back, ready, when it ends).
+describe('a modern client whose retry of an input_required comes while the server restarts after a crash', () => {
+  // The retry was refused at once ("unavailable"), as a first call is: the user's answer lost
+  // unless the client sent it again by itself, which no client does for a tool error.
+  it('waits a little for the server to be back, and is answered', async () => {
+    const name = 'ms__elicit_form';
+    const send = async (params: Json): Promise<Json> => {
+      const id = nextId++;
+      const r = await post(th.url, modernBody(id, 'tools/call', params, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+      const m = r.messages.find((x) => x.id === id);
+      if (!m) throw new Error(`${r.status} ${r.text}`);
+      return m as Json;
+    };
+    const first = await send({ name, arguments: { who: 'Crash' } });
+    const state = (first.result as Json | undefined)?.requestState;
+    expect(state, JSON.stringify(first)).toMatch(/^sy1\./);
+    // Its pid, from the hub's debug log of the spawn.
+    const spawned = th.hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+    const pid = spawned.filter((l) => l.server === 'ms').at(-1)?.pid as number;
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid, 'SIGKILL');
+    const health = async () => ((await (await fetch(new URL('/healthz', th.url))).json()) as { servers: { id: string; state: string }[] }).servers.find((s) => s.id === 'ms')!.state;
+    for (const until = Date.now() + 10_000; (await health()) === 'ready'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('the server never went down');
+    const retry = await send({ name, arguments: { who: 'Crash' }, requestState: state, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
+    expect(retry.result, JSON.stringify(retry)).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
+    expect(retry.result?.isError).toBeUndefined();
+  }, 30_000);
+});

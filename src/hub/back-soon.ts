@@ -1,0 +1,43 @@
+/**
+ * A modern client's retry of an `input_required` (it carries the requestState of a round) to a
+ * server that is restarting: after a crash a stdio server is back within a second or so (the
+ * first backoff is 250 ms), and the user has answered the round's questions already. Refused at
+ * once, as a first call is ("unavailable": RELIABILITY.md), the answer is lost unless the client
+ * retries again by itself, which clients do not do for a tool error: the model calls the tool
+ * anew and the user is asked again. So such a retry waits a little for the server to be ready
+ * again (RETRY_WAIT_MS at most, and no longer than the call's own timeout), then is routed as
+ * any call, refused if the server is still down. Only a modern upstream's round: its state is in
+ * the requestState, which the restarted process takes; a legacy upstream's parked call ended
+ * with the process. A first call is still refused at once (it has nothing to lose), and a server
+ * `failed` (a crash loop) or `stopped` is not waited for.
+ */
+import type { ServerHandle } from '../catalog/catalog.js';
+import type { Signal } from '../cancel.js';
+import { MODERN } from '../protocol/era.js';
+import { onFirstAttempt } from './first-start.js';
+
+/** The longest a retry waits for its server to be back. */
+export const RETRY_WAIT_MS = 5_000;
+
+/** Down for now, and on its way back: a crash's restart under way (not its first start, which first-start.ts waits for). */
+export function backSoon(h: ServerHandle): boolean {
+  const s = h.upstream.state;
+  return h.upstream.era === MODERN && (s === 'restarting' || (s === 'starting' && !onFirstAttempt(h)));
+}
+
+/** Resolves once `h` is no longer on its way back (ready, failed, stopped), after `ms`, or when `signal` aborts, whichever is first. */
+export function backOrGivenUp(h: ServerHandle, ms: number, signal: Signal | undefined): Promise<void> {
+  if (!backSoon(h) || signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      h.upstream.off('state', onState);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const onState = (): void => void (!backSoon(h) && done());
+    const timer = setTimeout(done, ms);
+    h.upstream.on('state', onState);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
