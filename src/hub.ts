@@ -492,6 +492,8 @@ export class Hub implements HubCore {
     this.admin?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
     await this.upstreams.closeAll();
+    // What waits on the hub alone (a legacy client's answer to a relayed question) is ended too.
+    this.endpoint.stopCalls();
     // The calls failed by the closing upstreams still write their answers and audit rows.
     await this.inflight.idle(1_000);
     await this.http?.close();

@@ -981,6 +981,19 @@ export class Endpoint {
     clearInterval(this.sweeper);
   }
 
+  /**
+   * The hub stops, its drain time over and its upstreams closed, which failed each call waiting
+   * on one. A legacy call still running waits on the hub alone (its client's answer to a question
+   * relayed from a modern upstream's input_required, a confirmation): nothing else would end it,
+   * and the hub exited with its client unanswered and its row in flight. Each is ended so
+   * (HubStoppingError): answered -32603 `the hub is shutting down` while its connection is still
+   * open, and recorded `unavailable`. The sessions stay open: a restarted hub takes them back.
+   */
+  stopCalls(): void {
+    const stopping = new HubStoppingError();
+    for (const s of [...this.sessions.values(), ...this.stdioSessions.values()]) for (const call of s.inflight.values()) call.abort(stopping);
+  }
+
   /** DELETE (HTTP), stdin EOF or idleness: the session ends and its subscriptions are released. */
   endSession(id: string): boolean {
     const s = this.sessions.get(id);

@@ -15,6 +15,10 @@ import { rawClient } from '../helpers/raw-http.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 import { ledgerCli, modernCall, queryRows, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
 import { quirkLog } from './upstream-helpers.js';
+import { MODERN_FIXTURE, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil } from './faults-helpers.js';
 
 /**
@@ -139,21 +143,42 @@ describe.concurrent('hub SIGTERM', () => {
     expect(row.outcome).toBe('ok');
   }, 30_000);
 
-  it('at the drain deadline, calls still running get an answer and a row before the exit', async (t) => {
+  // A legacy client's call waiting for its answer to a question the hub relayed from a modern
+  // upstream's input_required waits on the hub alone: closing the upstreams did not end it, and
+  // the hub exited with the client unanswered (its own timeout) and the row in flight.
+  it('at the drain deadline, calls still running get an answer and a row before the exit, one waiting for its client\'s answer too', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term2-'));
-    const hub = await start(t, { listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1) } }, { dir });
+    const hub = await start(t, { listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1), ms: nodeServer(MODERN_FIXTURE) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
+    await waitForState(hub.url, 'ms', ['ready']);
+    const asker = new ClientV1({ name: 'never-answers', version: '1' }, { capabilities: USER_CAPABILITIES });
+    let asked = false;
+    asker.setRequestHandler(ElicitRequestSchema, () => {
+      asked = true;
+      return new Promise<never>(() => undefined);
+    });
+    await asker.connect(new TransportV1(new URL(hub.url)));
+    const waiting = asker.callTool({ name: 'ms__elicit_form', arguments: {} }, undefined, { timeout: 20_000 }).then(
+      () => undefined,
+      (e: { code?: number; message?: string }) => e,
+    );
     const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
     await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
+    await waitUntil('the question asked', async () => asked);
     const t0 = Date.now();
     const exited = hub.stop('SIGTERM');
     const a = await slow;
     expect(Date.now() - t0).toBeLessThan(4_000);
     expect(isToolError(a)).toBe(true);
     expect(text(a)).toMatch(/was closed|connection lost/);
+    expect(await waiting).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+    expect(Date.now() - t0).toBeLessThan(4_000);
     expect(await exited).toBe(0);
     const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
     expect(row.outcome).toBe('unavailable');
+    const [asking] = await rowsFor(join(dir, 'ledger.db'), 'ms__elicit_form');
+    expect(asking).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
+    await asker.close().catch(() => undefined);
   }, 30_000);
 });
 
