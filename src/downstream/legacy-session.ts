@@ -199,6 +199,9 @@ export class LegacySession {
   /** `stopping`: the hub's stop ends it (the stdio hub), whose calls still running are answered so (HubStoppingError). */
   close(stopping?: HubStoppingError): void {
     this.ended = true;
+    // The hub's stop ends the calls first: one waiting for its client's answer to a question then
+    // ends as stopped (its row unavailable), not with the question's 'session closed'.
+    if (stopping) for (const c of this.inflight.values()) c.abort(stopping);
     for (const p of this.pending.values()) p.reject(new RpcError(-32603, 'session closed'));
     this.pending.clear();
     for (const c of this.inflight.values()) c.abort(stopping ?? new SessionEndedError());

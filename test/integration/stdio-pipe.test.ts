@@ -12,6 +12,7 @@ import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 import { queryRows, waitForRows } from './ledger-helpers.js';
 import { SAME_REQUEST_MS } from '../../src/cli/serve-signals.js';
+import { MODERN_FIXTURE } from '../fixtures/translation/peers.js';
 
 type Json = Record<string, any>;
 
@@ -417,6 +418,25 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
         ['dup', '2026-07-28', 'unavailable'],
         ['old', '2025-11-25', 'unavailable'],
       ]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
+describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
+  // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
+  it('has its call answered -32603 (the hub is shutting down) and recorded unavailable', async () => {
+    const { file, ledger } = configDir('switchyard-stdio-asked-stop-', { listen: { drainTimeoutMs: 300 }, servers: { ms: nodeServer(MODERN_FIXTURE) } });
+    const c = stdioHub(file);
+    try {
+      await initialize(c, { elicitation: {} });
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'q', method: 'tools/call', params: { name: 'ms__elicit_form', arguments: {} } }));
+      await c.next((m) => m.method === 'elicitation/create', 20_000);
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => m.id === 'q').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome, r.errorMessage])).toEqual([['q', 'unavailable', expect.stringContaining('the hub is shutting down')]]);
     } finally {
       c.kill();
     }
