@@ -120,8 +120,8 @@ export class ToolCall {
           ? { errorKind: 'tool' }
           : {};
       await end({ outcome: 'replayed', ...failed, responseBytes: replayed, latencyMs: performance.now() - t0 });
-      if (error) throw error;
-      return (a as { result: Result }).result;
+      if ('error' in a) throw error as RpcError;
+      return a.result;
     }
     await end({ outcome: 'denied', errorKind: 'policy', errorMessage: settled.refusal, latencyMs: 0 });
     return toolErrorResult(settled.refusal);
