@@ -46,7 +46,8 @@ import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { beginInCallTrace, inCallTrace, isRetry } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
-import { backOrGivenUp, backSoon, RETRY_WAIT_MS } from './hub/back-soon.js';
+import { backSoon, RETRY_WAIT_MS } from './hub/back-soon.js';
+import { readyWithin } from './upstream/ready-within.js';
 import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
 import { ignoredSettings } from './config/ignored-settings.js';
@@ -729,7 +730,7 @@ export class Hub implements HubCore {
       if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       if (h && backSoon(h) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx))
-        await backOrGivenUp(h, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+        await readyWithin(h.upstream, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {

@@ -5,14 +5,13 @@
  * once, as a first call is ("unavailable": RELIABILITY.md), the answer is lost unless the client
  * retries again by itself, which clients do not do for a tool error: the model calls the tool
  * anew and the user is asked again. So such a retry waits a little for the server to be ready
- * again (RETRY_WAIT_MS at most, and no longer than the call's own timeout), then is routed as
+ * again (RETRY_WAIT_MS at most, and no longer than the call's own timeout: readyWithin), then is routed as
  * any call, refused if the server is still down. Only a modern upstream's round: its state is in
  * the requestState, which the restarted process takes; a legacy upstream's parked call ended
  * with the process. A first call is still refused at once (it has nothing to lose), and a server
  * `failed` (a crash loop) or `stopped` is not waited for.
  */
 import type { ServerHandle } from '../catalog/catalog.js';
-import type { Signal } from '../cancel.js';
 import { MODERN } from '../protocol/era.js';
 import { onFirstAttempt } from './first-start.js';
 
@@ -23,21 +22,4 @@ export const RETRY_WAIT_MS = 5_000;
 export function backSoon(h: ServerHandle): boolean {
   const s = h.upstream.state;
   return h.upstream.era === MODERN && (s === 'restarting' || (s === 'starting' && !onFirstAttempt(h)));
-}
-
-/** Resolves once `h` is no longer on its way back (ready, failed, stopped), after `ms`, or when `signal` aborts, whichever is first. */
-export function backOrGivenUp(h: ServerHandle, ms: number, signal: Signal | undefined): Promise<void> {
-  if (!backSoon(h) || signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      h.upstream.off('state', onState);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const onState = (): void => void (!backSoon(h) && done());
-    const timer = setTimeout(done, ms);
-    h.upstream.on('state', onState);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
