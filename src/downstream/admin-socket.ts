@@ -12,6 +12,10 @@ import { connect } from 'node:net';
  * crash, a kill -9) is removed, as nothing answers on it. Throws, with `code` EADDRINUSE, when
  * something answers there (another hub), and when the file there is not a socket (it is
  * someone's file, never removed here).
+ *
+ * Only a refused connection (ECONNREFUSED) says nobody listens: a listener too busy to take one
+ * more (its backlog full: EAGAIN) or a socket this user may not open (another user's: EACCES)
+ * is live, and removing it would take a running hub's socket from under it.
  */
 export async function clearStaleSocket(path: string): Promise<void> {
   let isSocket: boolean;
@@ -22,15 +26,18 @@ export async function clearStaleSocket(path: string): Promise<void> {
     throw err;
   }
   if (!isSocket) throw Object.assign(new Error(`${path} is a file that is not a socket: it is left alone (move it, or set listen.admin.path to another path)`), { code: 'EEXIST' });
-  const answered = await new Promise<boolean>((resolve) => {
+  const refused = await new Promise<string | undefined>((resolve) => {
     const s = connect(path);
     s.once('connect', () => {
       s.destroy();
-      resolve(true);
+      resolve(undefined);
     });
-    s.once('error', () => resolve(false));
+    s.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'unknown'));
   });
-  if (answered) throw Object.assign(new Error(`something listens on ${path} (another hub?)`), { code: 'EADDRINUSE' });
+  if (refused === 'ENOENT') return; // gone meanwhile
+  if (refused === undefined) throw Object.assign(new Error(`something listens on ${path} (another hub?)`), { code: 'EADDRINUSE' });
+  if (refused === 'EACCES') throw Object.assign(new Error(`${path} is a socket this user may not open (another user's?): it is left alone`), { code: 'EACCES' });
+  if (refused !== 'ECONNREFUSED') throw Object.assign(new Error(`something listens on ${path} but did not take a connection (${refused}: another hub, too busy?): it is left alone`), { code: 'EADDRINUSE' });
   unlinkSync(path);
 }
 

@@ -5,12 +5,13 @@
  * hub left is replaced, any other file never. The CLI over the socket, against the real built
  * hub during a flood, is in http-edge.test.ts (listen.maxConnections).
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { parseConfig } from '../../src/config/load.js';
@@ -154,6 +155,54 @@ describe('listen.admin', () => {
       await expect(hub.listenAdmin()).rejects.toThrow(/^listen\.admin: refusing to listen on 0\.0\.0\.0 without authentication/);
     } finally {
       await hub.stop(0);
+    }
+  });
+
+  it('never takes the socket of a live listener too busy to take a connection (its backlog full) for a stale one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
+    const sock = join(dir, 'admin.sock');
+    // A hub whose event loop is busy: it accepts nothing, so once its backlog is full a connect is EAGAIN, not ECONNREFUSED.
+    const busy = spawn(process.execPath, ['-e', `require('net').createServer().listen({ path: ${JSON.stringify(sock)}, backlog: 1 }, () => { console.log('up'); const end = Date.now() + 20000; while (Date.now() < end); })`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const held: Socket[] = [];
+    const hub = Hub.create(parseConfig({ ledger: { enabled: false }, listen: { admin: { path: sock } }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      await new Promise((r) => busy.stdout.once('data', r));
+      for (let full = false; !full && held.length < 64; ) {
+        const c = connect(sock);
+        held.push(c);
+        full = (await new Promise<string | undefined>((r) => (c.once('connect', () => r(undefined)), c.once('error', (e: NodeJS.ErrnoException) => r(e.code))))) === 'EAGAIN';
+      }
+      await hub.listen('127.0.0.1', 0);
+      await expect(hub.listenAdmin()).rejects.toMatchObject({ code: 'EADDRINUSE', message: expect.stringContaining('it is left alone') });
+      expect(statSync(sock).isSocket()).toBe(true);
+    } finally {
+      for (const c of held) c.destroy();
+      busy.kill('SIGKILL');
+      await hub.stop(0);
+    }
+  });
+
+  it("never removes another user's live socket it may not open (EACCES) as a stale one", async (ctx) => {
+    const dist = join(import.meta.dirname, '../../dist/src/downstream/admin-socket.js');
+    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+    if (process.getuid?.() !== 0 || spawnSync(asNobody[0]!, [...asNobody.slice(1), process.execPath, '-e', `require('node:fs').accessSync(${JSON.stringify(dist)})`]).status !== 0)
+      return ctx.skip('needs root (to be another user with setpriv) and a checkout that user may read');
+    // A folder both may write, without the sticky bit: nothing but the probe keeps nobody's hub from
+    // unlinking root's socket. Under /tmp itself: this run's TMPDIR is root's alone (0700).
+    const dir = mkdtempSync('/tmp/switchyard-admin-');
+    chmodSync(dir, 0o777);
+    const sock = join(dir, 'admin.sock');
+    const live = createServer((c) => c.end('live\n'));
+    await new Promise<void>((r) => live.listen(sock, () => r()));
+    chmodSync(sock, 0o600);
+    try {
+      const src = `import(${JSON.stringify(pathToFileURL(dist).href)}).then((m) => m.clearStaleSocket(${JSON.stringify(sock)})).then(() => console.log('cleared'), (e) => console.log(e.code))`;
+      const probe = spawnSync(asNobody[0]!, [...asNobody.slice(1), process.execPath, '-e', src], { encoding: 'utf8' });
+      expect(probe.stdout.trim()).toBe('EACCES');
+      expect(statSync(sock).isSocket()).toBe(true);
+    } finally {
+      await new Promise((r) => live.close(r));
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
