@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, fallbackOf, NoDaemonError, socketOf } from './daemon-client.js';
+import { DaemonError, fallbackOf, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -133,6 +133,8 @@ async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, o
   if (key) headers.authorization = `Bearer ${key}`;
   let res: Pick<Response, 'status' | 'ok' | 'headers' | 'text'>;
   const socket = socketOf(base);
+  const foreign = foreignSocket(base);
+  if (foreign) throw new DaemonError(foreign);
   const init = { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) };
   try {
     res = socket === undefined ? await fetch(base + path, init) : await overSocket(socket, path, init);

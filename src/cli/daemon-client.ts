@@ -2,7 +2,7 @@
  * Where CLI commands find a running daemon (--url, or the config's `listen`) and the errors
  * `withDaemon` turns into exit codes; the requests themselves are admin-request.ts's.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import { parseJsonText } from '../config/load.js';
@@ -93,7 +93,11 @@ export function daemonBase(url: string | undefined, configFile: string): string 
       if (typeof cfg.listen?.port === 'number') port = cfg.listen.port;
       const admin = cfg.listen?.admin;
       // As the daemon reads it: relative to the config file's folder.
-      if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) return withFallback(UNIX_BASE + resolve(dirname(file), admin.path), httpBase(host, port));
+      if (typeof admin?.path === 'string' && admin.path !== '' && !admin.path.includes('${')) {
+        const base = UNIX_BASE + resolve(dirname(file), admin.path);
+        CONFIG_OWNERS.set(base, { uid: statSync(file).uid, file });
+        return withFallback(base, httpBase(host, port));
+      }
       if (typeof admin?.port === 'number') {
         const adminHost = typeof admin.host === 'string' && !admin.host.includes('${') ? admin.host : '127.0.0.1';
         return withFallback(httpBase(adminHost, admin.port), httpBase(host, port));
@@ -129,4 +133,29 @@ function withFallback(admin: string, main: string): string {
 /** Where to ask when no daemon listens at `base`: the main listener of the config that named it as the admin one. */
 export function fallbackOf(base: string): string | undefined {
   return FALLBACKS.get(base);
+}
+
+/** Admin socket bases read from a config → that config file's owner (a user who may run its hub). */
+const CONFIG_OWNERS = new Map<string, { uid: number; file: string }>();
+
+/**
+ * Why the CLI does not ask the socket a config named (listen.admin.path), or undefined: it
+ * belongs to a user who is neither this one, root, nor the config file's owner. While the hub
+ * is stopped its path is free, and in a folder others may write (/tmp) another user's program
+ * can listen there: it would be sent the admin key (SWITCHYARD_API_KEY) and trusted for its
+ * answers. A socket named with --url unix:PATH is asked as named.
+ */
+export function foreignSocket(base: string): string | undefined {
+  const owner = CONFIG_OWNERS.get(base);
+  const path = socketOf(base);
+  const me = process.getuid?.();
+  if (owner === undefined || path === undefined || me === undefined) return undefined;
+  let uid: number;
+  try {
+    uid = lstatSync(path).uid;
+  } catch {
+    return undefined; // not there: connecting says so
+  }
+  if (uid === me || uid === 0 || uid === owner.uid) return undefined;
+  return `${base}: the admin socket belongs to uid ${uid}, neither this user, root nor the owner of ${owner.file}, so it was not asked (another user's program may listen there while the hub is stopped); give --url ${base} to ask it anyway`;
 }

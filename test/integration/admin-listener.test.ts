@@ -206,6 +206,33 @@ describe('listen.admin', () => {
     }
   });
 
+  it("the CLI sends no admin key to a socket at the config's listen.admin.path that another user made while the hub was stopped", async (ctx) => {
+    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+    if (process.getuid?.() !== 0) return ctx.skip('needs root (to be another user with setpriv)');
+    // /tmp-like: a folder anyone may make a name in. Under /tmp itself: this run's TMPDIR is root's alone (0700).
+    const dir = mkdtempSync('/tmp/switchyard-admin-');
+    chmodSync(dir, 0o1777);
+    const sock = join(dir, 'admin.sock');
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ listen: { port: await freePort(), admin: { path: sock } }, servers: {} }));
+    const src = `require('http').createServer((q, s) => { console.log('AUTH ' + q.headers.authorization); s.setHeader('content-type', 'application/json'); s.end(JSON.stringify({ version: '9', pid: 1, servers: [], disabled: [] })); }).listen(${JSON.stringify(sock)}, () => { require('fs').chmodSync(${JSON.stringify(sock)}, 0o777); console.log('up'); })`;
+    const spy = spawn(asNobody[0]!, [...asNobody.slice(1), process.execPath, '-e', src], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let seen = '';
+    spy.stdout.on('data', (d: Buffer) => (seen += d.toString()));
+    try {
+      await expect.poll(() => seen, { timeout: 5_000 }).toContain('up');
+      const run = await runCli(['servers', '--config', file], { env: { SWITCHYARD_API_KEY: ADMIN_KEY } });
+      expect([run.code, run.stderr]).toEqual([1, expect.stringContaining('the admin socket belongs to uid 65534, neither this user, root nor the owner of')]);
+      expect(seen).not.toContain('AUTH');
+      // Named by hand, it is asked.
+      const named = await runCli(['servers', '--url', `unix:${sock}`, '--json']);
+      expect([named.code, named.stdout]).toEqual([0, '[]\n']);
+    } finally {
+      spy.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('replaces a socket file a killed hub left, never another file, nor a socket something answers on', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
     const sock = join(dir, 'admin.sock');
