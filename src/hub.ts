@@ -17,7 +17,7 @@ import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
-import { clearStaleSocket, listenPrivately } from './downstream/admin-socket.js';
+import { clearStaleSocket, listenPrivately, type AdminSocket } from './downstream/admin-socket.js';
 import type { Admission } from './downstream/admin-events.js';
 import { ADMIN_MAX_CONNECTIONS, defaultMaxConnections } from './transport/connection-cap.js';
 import type { IncomingMessage } from 'node:http';
@@ -102,6 +102,8 @@ export class Hub implements HubCore {
   private http: HttpServer | undefined;
   /** The admin listener (listen.admin), made by listenAdmin(). */
   private adminHttp: HttpServer | undefined;
+  /** The admin listener's socket file (listen.admin.path), removed at stop. */
+  private adminSocket: AdminSocket | undefined;
   /**
    * Prometheus metrics for /metrics, made by listen(): `switchyard stdio` has no listener, and
    * does not load prom-client (as it loads no jose) at each start an IDE makes.
@@ -464,7 +466,8 @@ export class Hub implements HubCore {
     admin.attach(http.server, this.authorizeAdminEvents, local);
     if (local) {
       await clearStaleSocket(at.path);
-      return (await listenPrivately(at.path, (p) => http.listenPath(p))) as string;
+      this.adminSocket = await listenPrivately(at.path, (p) => http.listenPath(p));
+      return at.path;
     }
     const addr = await http.listen(host, at.port);
     return `http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}`;
@@ -499,6 +502,7 @@ export class Hub implements HubCore {
     await this.inflight.idle(1_000);
     await this.http?.close();
     await this.adminHttp?.close();
+    this.adminSocket?.release();
     this.validator.close();
     await this.plugins.close();
     await this.ledger.close();

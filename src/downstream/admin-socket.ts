@@ -1,11 +1,15 @@
 /**
  * The admin listener's unix socket (listen.admin.path). On a loopback TCP port no address tells
  * the operator's CLI from any other local process; a socket file with mode 0600 does: only the
- * hub's user (and root) can connect. Made under a umask that leaves it so from the moment it
- * exists, not only once a chmod after it catches up.
+ * hub's user (and root) can connect. It is made in a folder of the hub's own (mode 0700), made
+ * 0600 there, and only then linked at its path: it is never open to others, not even between
+ * the bind and a chmod, and no process-wide umask is changed for it (a umask is the whole
+ * process's: files and folders other code makes at that moment, on libuv's threads, would get
+ * it too, a folder without its owner's x).
  */
-import { chmodSync, lstatSync, unlinkSync } from 'node:fs';
+import { chmodSync, linkSync, lstatSync, mkdtempSync, rmdirSync, unlinkSync } from 'node:fs';
 import { connect } from 'node:net';
+import { dirname, join } from 'node:path';
 
 /**
  * Make way for the socket at `path`: a socket file a hub that is not running left behind (a
@@ -41,17 +45,49 @@ export async function clearStaleSocket(path: string): Promise<void> {
   unlinkSync(path);
 }
 
-/** `listen(path)` (which binds before it returns) under a umask that leaves the socket to the hub's user alone. */
-export async function listenPrivately<T>(path: string, listen: (path: string) => Promise<T>): Promise<T> {
-  const before = process.umask(0o177);
-  let listening: Promise<T>;
+/** The admin socket once linked at its path; `release()` removes it (if it is still this one). */
+export interface AdminSocket {
+  path: string;
+  release(): void;
+}
+
+/**
+ * `listen(at)` on a socket made in a fresh folder beside `path` (mkdtemp: mode 0700 whatever
+ * the umask), made 0600, then hard-linked at `path` (EEXIST when something took the path
+ * meanwhile: never replaced) and the folder removed. The listener keeps its socket through the
+ * link; as node no longer knows its path, release() (at stop) removes it.
+ */
+export async function listenPrivately(path: string, listen: (at: string) => Promise<unknown>): Promise<AdminSocket> {
+  // A short name: a socket's path has a length limit (about 107 bytes).
+  const dir = mkdtempSync(join(dirname(path), '.'));
+  const inner = join(dir, 's');
+  let linked = false;
   try {
-    listening = listen(path);
+    await listen(inner);
+    chmodSync(inner, 0o600);
+    linkSync(inner, path);
+    linked = true;
   } finally {
-    process.umask(before);
+    try {
+      unlinkSync(inner);
+    } catch {
+      // never bound (the listen failed)
+    }
+    rmdirSync(dir);
   }
-  const at = await listening;
-  // Whatever the platform made of the umask, the mode is 0600 before the first request is read.
-  chmodSync(path, 0o600);
-  return at;
+  const { dev, ino } = lstatSync(path);
+  return {
+    path,
+    release: () => {
+      if (!linked) return;
+      linked = false;
+      try {
+        const now = lstatSync(path);
+        // Another hub's socket there now (this one's was removed by hand) is left to it.
+        if (now.dev === dev && now.ino === ino) unlinkSync(path);
+      } catch {
+        // gone already
+      }
+    },
+  };
 }

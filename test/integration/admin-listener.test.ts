@@ -6,13 +6,14 @@
  * hub during a flood, is in http-edge.test.ts (listen.maxConnections).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { mkdir } from 'node:fs/promises';
+import { describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { parseConfig } from '../../src/config/load.js';
 import { Hub } from '../../src/hub.js';
@@ -113,6 +114,29 @@ describe('listen.admin', () => {
       expect((await overSocket(sock, '/admin/servers', { key: ADMIN_KEY })).status).toBe(200);
       expect((await overSocket(sock, '/admin/reload', { method: 'POST', key: USER_KEY })).status).toBe(403);
     } finally {
+      await hub.stop(0);
+    }
+    expect(existsSync(sock)).toBe(false);
+  });
+
+  it("makes the admin socket 0600 without touching the process's umask (which files and folders made meanwhile on libuv's threads would get too)", async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'admin.sock' } });
+    const sock = join(dir, 'admin.sock');
+    const umask = vi.spyOn(process, 'umask');
+    try {
+      await hub.listen('127.0.0.1', 0);
+      // Folders made at the same moment by other code: each keeps the mode the umask gives it (0700 | 0755), with its x.
+      const made = Array.from({ length: 20 }, (_, i) => mkdir(join(dir, `d${i}`)));
+      expect(await hub.listenAdmin()).toBe(sock);
+      await Promise.all(made);
+      expect(umask.mock.calls.filter((c) => c.length > 0)).toEqual([]);
+      expect(statSync(sock).mode & 0o777).toBe(0o600);
+      for (let i = 0; i < 20; i++) expect(statSync(join(dir, `d${i}`)).mode & 0o100).toBe(0o100);
+      // Nothing left beside it (the folder it was made in).
+      expect(readdirSync(dir).filter((f) => f.startsWith('.'))).toEqual([]);
+      expect((await overSocket(sock, '/admin/servers')).status).toBe(200);
+    } finally {
+      umask.mockRestore();
       await hub.stop(0);
     }
     expect(existsSync(sock)).toBe(false);
