@@ -9,7 +9,7 @@ import { silentLogger } from '../../src/log.js';
 import { GlobTable, compileGlob } from '../../src/policy/glob.js';
 import { RateLimiter, TokenBuckets } from '../../src/policy/rate-limit.js';
 import { classifyPattern } from '../../src/policy/safe-regex.js';
-import { depthExceeds, schemaOutOfBounds } from '../../src/policy/schema-bounds.js';
+import { depthExceeds, schemaOutOfBounds, type SchemaLimits } from '../../src/policy/schema-bounds.js';
 import { ToolScopes, missingScopes } from '../../src/policy/scopes.js';
 import { SchemaValidator } from '../../src/policy/validate.js';
 
@@ -135,7 +135,7 @@ describe('schema bounds', () => {
   });
 
   it('holds each limit exactly: at the limit is in, one past it is out', () => {
-    const L = { maxBytes: 100, maxDepth: 3, maxNodes: 10, maxEnum: 2 };
+    const L: SchemaLimits = { maxBytes: 100, maxDepth: 3, maxNodes: 10, maxObjects: 5, maxEnum: 2, maxExpandedNodes: 10 };
     const ok = (schema: unknown, serialised = '{}') => expect(schemaOutOfBounds(schema, serialised, L), JSON.stringify(schema)).toBeUndefined();
     // Bytes, not characters: "é" is two.
     ok({}, 'é'.repeat(50));
@@ -158,6 +158,13 @@ describe('schema bounds', () => {
     ok({ enum: 'abc' });
     expect(schemaOutOfBounds({ enum: [1, 2, 3] }, '{}', L)).toBe('enum with more than 2 values');
     expect(schemaOutOfBounds({ anyOf: [{ enum: [1, 2, 3] }] }, '{}', L)).toBe('enum with more than 2 values');
+    // Objects (arrays are not).
+    ok({ a: {}, b: {}, c: {}, d: [[], []] });
+    ok({ a: {}, b: {}, c: {}, d: {} });
+    expect(schemaOutOfBounds({ a: {}, b: {}, c: {}, d: {}, e: {} }, '{}', L)).toBe('schema has more than 5 objects (subschemas and maps of them)');
+    // Nodes once local $refs are read in place: a (3 nodes) counted again where p names it.
+    ok({ $defs: { a: { x: 1, y: 2 } }, p: { $ref: '#/$defs/a' } });
+    expect(schemaOutOfBounds({ $defs: { a: { x: 1, y: 2 } }, p: { $ref: '#/$defs/a' }, z: 0 }, '{}', L)).toBe('schema expands to more than 10 nodes through its $refs');
 
     expect(depthExceeds({ a: { b: {} } }, 3)).toBe(false);
     expect(depthExceeds({ a: { b: { c: 1, d: null } } }, 3)).toBe(false);
