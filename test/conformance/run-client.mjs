@@ -133,7 +133,11 @@ export function parseRun(key) {
   return { key, line: m[1], scenario: m[2], version: m[3], downstream: m[4] };
 }
 
-/** One scenario through the CLI; resolves with its checks (an empty list when it wrote none) and output. */
+/**
+ * One scenario through the CLI; resolves with its checks (an empty list when it wrote none) and output.
+ * @param {{ key: string; line: string; scenario: string; version: string; downstream?: string }} run
+ * @param {{ timeoutMs: number; keepDir?: string }} options keepDir: where to keep the run's files (else a temporary directory, removed)
+ */
 export function runOne(run, { timeoutMs, keepDir }) {
   const dir = keepDir ? path.join(keepDir, run.key.replace(/[^\w.@~-]+/g, '_')) : fs.mkdtempSync(path.join(os.tmpdir(), 'switchyard-confclient-run-'));
   fs.mkdirSync(dir, { recursive: true });

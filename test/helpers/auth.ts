@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { writeFileSync } from 'node:fs';
-import { exportJWK, generateKeyPair, SignJWT, base64url, type JWK } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, base64url, type CryptoKey, type JWK } from 'jose';
 
 export const ISSUER = 'https://issuer.test';
 export const AUDIENCE = 'https://hub.test/mcp';
@@ -20,7 +20,7 @@ export interface SigningKey {
 export async function signingKey(kid: string, alg = 'ES256'): Promise<SigningKey> {
   const { privateKey, publicKey } = await generateKeyPair(alg, { extractable: true });
   const publicJwk = { ...(await exportJWK(publicKey)), kid, alg, use: 'sig' };
-  return { kid, alg, privateKey: privateKey as CryptoKey, publicJwk };
+  return { kid, alg, privateKey, publicJwk };
 }
 
 export function jwksOf(keys: SigningKey[]): { keys: JWK[] } {

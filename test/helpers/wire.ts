@@ -26,6 +26,11 @@ export interface RpcMessage {
   error?: { code: number; message: string; data?: unknown };
 }
 
+/** The text of a tool result's first content block, as sent (undefined when it has none). */
+export function firstText(result: Json | undefined): unknown {
+  return (result?.content as Json[] | undefined)?.[0]?.text;
+}
+
 /** The required per-request `_meta` of a modern request. */
 export function modernMeta(extra: Json = {}): Json {
   return { [META_VERSION]: MODERN_VERSION, [META_CAPS]: {}, [META_INFO]: { name: 'raw-test', version: '1.0.0' }, ...extra };

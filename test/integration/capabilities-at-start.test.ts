@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { health, legacySession, modernPost, waitForReady } from '../helpers/wire.js';
+import { firstText, health, legacySession, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 import { setSection } from '../helpers/config-edit.js';
 
 // Tools, and resources with subscribe; no prompts, no completions.
@@ -38,10 +38,10 @@ describe('capabilities while an upstream starts', () => {
     // A call of a server without prefix: an unknown name may be one of its tools, so it waits (it was
     // "Unknown tool" at once, which the conformance client scenario tools_call showed).
     const bare = await first.request(2, 'tools/call', { name: 'echo', arguments: { text: 'bare' } });
-    expect(bare.body?.result?.content?.[0]?.text, JSON.stringify(bare.body)).toContain('bare');
+    expect(firstText(bare.body?.result), JSON.stringify(bare.body)).toContain('bare');
     // A call to one of its tools, which no list could show yet, waits for it (it was "Unknown tool").
     const call = await first.request(1, 'tools/call', { name: 'slow__echo', arguments: { text: 'early' } });
-    expect(call.body?.result?.content?.[0]?.text, JSON.stringify(call.body)).toContain('early');
+    expect(firstText(call.body?.result), JSON.stringify(call.body)).toContain('early');
 
     await waitForReady(hub.url, ['slow', 'bare']);
     // What it offered (subscribe), and the list families, which are always offered.
@@ -90,7 +90,7 @@ describe('capabilities while an upstream starts', () => {
     expect((await s.request(3, 'prompts/list')).body?.result).toEqual({ prompts: [] });
     setSection(hub, 'servers', { broken: { command: join(tmpdir(), 'no-such-mcp-server') }, added: { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy' } }, greeter: { command: process.execPath, args: [join(ROOT, 'test/fixtures/servers/sdk1-server.mjs')] } });
     await waitForReady(hub.url, ['added', 'greeter']);
-    await expect.poll(async () => ((await s.request(2, 'tools/list')).body?.result?.tools ?? []).map((t: { name: string }) => t.name), { timeout: 10_000 }).toContain('added__echo');
-    expect(((await s.request(4, 'prompts/list')).body?.result?.prompts ?? []).map((p: { name: string }) => p.name)).toContain('greeter__greet');
+    await expect.poll(async () => (((await s.request(2, 'tools/list')).body?.result?.tools as Json[] | undefined) ?? []).map((t) => t.name), { timeout: 10_000 }).toContain('added__echo');
+    expect((((await s.request(4, 'prompts/list')).body?.result?.prompts as Json[] | undefined) ?? []).map((p) => p.name)).toContain('greeter__greet');
   }, 40_000);
 });

@@ -5,7 +5,7 @@ import { NameAssigner } from '../../src/catalog/names.js';
 import { silentLogger } from '../../src/log.js';
 import { serverConfig, sleep, startMutable, type Fixture } from './catalog-helpers.js';
 import { waitFor } from './upstream-helpers.js';
-import { createUpstream } from '../../src/upstream/index.js';
+import { createUpstream, type StdioUpstream, type UpstreamSpec } from '../../src/upstream/index.js';
 import { KnownCapabilities } from '../../src/hub/known-capabilities.js';
 
 let fixtures: Fixture[] = [];
@@ -160,7 +160,7 @@ describe('catalog cache (real stdio upstreams)', () => {
       { groups: new Groups({ mo: { servers: ['m'] }, fo: { servers: ['f'] } }) },
     );
     expect((await c.aggregate('tools')).ttlMs).toBeGreaterThan(3_000_000);
-    process.kill(f.upstream.pid!, 'SIGKILL');
+    process.kill((f.upstream as StdioUpstream).pid!, 'SIGKILL'); // startMutable's servers are stdio
     await waitFor(() => f.upstream.state === 'restarting', 5000, 'f restarting');
     const down = await c.aggregate('tools');
     expect(names(down.items).some((n) => n.startsWith('f__'))).toBe(false);
@@ -174,7 +174,7 @@ describe('catalog cache (real stdio upstreams)', () => {
   it('a server not ready since it was started (first start, restart, reload) counts as down by what the hub knows it offers: ttlMs LACKING_TTL_MS at most', async () => {
     const m = await fixture('m', { LIST_TTL_MS: '3600000', CACHE_SCOPE: 'public' });
     // A server that never answers its handshake (it exits as its stdin closes): starting for the whole test, with no capabilities of its own.
-    const spec = { id: 's', command: process.execPath, args: ['-e', "process.stdin.on('data', () => {}).on('end', () => process.exit(0))"], env: {}, era: 'auto', timeoutMs: 60_000, probeTimeoutMs: 60_000, maxFrameBytes: 1 << 20 } as const;
+    const spec: UpstreamSpec = { id: 's', command: process.execPath, args: ['-e', "process.stdin.on('data', () => {}).on('end', () => process.exit(0))"], env: {}, era: 'auto', timeoutMs: 60_000, probeTimeoutMs: 60_000, maxFrameBytes: 1 << 20 };
     const slow = createUpstream(spec, silentLogger);
     fixtures.push({ upstream: slow } as Fixture);
     void slow.start().catch(() => undefined);

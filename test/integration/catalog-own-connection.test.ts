@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, post, type Json, type RpcMessage } from '../helpers/wire.js';
 
 /** The pool's size (src/auth/upstream-pool.ts): one more principal's connection evicts the oldest. */
 const POOL_MAX = 256;
@@ -37,7 +37,7 @@ describe("a principal's own legacy connection closed: its list is fetched and ch
     await up?.stop();
   });
 
-  const as = async (key: string, method: string, params: Json = {}, name?: string): Promise<Json> => {
+  const as = async (key: string, method: string, params: Json = {}, name?: string): Promise<RpcMessage> => {
     const r = await post(hub.url, modernBody(1, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${key}` });
     if (!r.body) throw new Error(`${r.status} ${r.text}`);
     return r.body;

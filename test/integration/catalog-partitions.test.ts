@@ -9,7 +9,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { execFile } from 'node:child_process';
 import { BIN, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { heardSoFar, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
+import { firstText, heardSoFar, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 
 async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -207,7 +207,7 @@ describe("a principal's connection answered from the shared public list", () => 
     // (The hub checks the client's own mirror too, as the server would.)
     const r = await as(ALICE_KEY, 3, 'tools/call', { name: 'u__regional', arguments: { region: 'eu-west' } }, 'u__regional', { 'mcp-param-region': 'eu-west' });
     expect(r.body?.error).toBeUndefined();
-    expect(r.body?.result?.content?.[0]?.text).toBe('regional for alice');
+    expect(firstText(r.body?.result)).toBe('regional for alice');
   });
 });
 

@@ -15,11 +15,11 @@ describe('official conformance client scenarios, the hub as the client', () => {
   // Each run is three processes (the suite, the driver, a hub); vitest runs up to five at once.
   it.concurrent.for(CI_RUNS)(
     '%s: every check ends as in the baseline',
+    { timeout: 150_000 },
     async (key, { expect }) => {
       const r = await runOne(parseRun(key), { timeoutMs: 60_000 });
       expect(r.checks.length, r.output).toBeGreaterThan(0);
       expect(compare(summarise(r.checks), baseline.runs[key]), r.output).toEqual([]);
     },
-    150_000,
   );
 });

@@ -63,6 +63,7 @@ describe('official conformance suites through the hub', () => {
 
   it.concurrent.for(RUNS)(
     'line $line, upstream era $era: every scenario that passes directly passes through the hub',
+    { timeout: 180_000 },
     async (run, { expect }) => {
       const { line, baseline } = run;
       const hub = hubs.get(key(run))!;
@@ -82,7 +83,6 @@ describe('official conformance suites through the hub', () => {
       expect(hub.stdout()).toBe('');
       expect(await servers()).toEqual([expect.objectContaining({ id: 'conformance', state: 'ready', era })]);
     },
-    180_000,
   );
 });
 
@@ -102,7 +102,7 @@ describe('resource subscriptions through the hub reach the subscribing legacy se
     await Promise.all([...hubs.values()].map((h) => h.stop()));
   });
 
-  it.concurrent.for(ERAS)('upstream era %s: updated after subscribe, silent after unsubscribe', async (era, { expect }) => {
+  it.concurrent.for(ERAS)('upstream era %s: updated after subscribe, silent after unsubscribe', { timeout: 30_000 }, async (era, { expect }) => {
     const hub = hubs.get(era)!;
     const client = new Client({ name: 'conformance-relay-test', version: '1.0.0' });
     const updates: string[] = [];
@@ -122,5 +122,5 @@ describe('resource subscriptions through the hub reach the subscribing legacy se
     } finally {
       await client.close();
     }
-  }, 30_000);
+  });
 });

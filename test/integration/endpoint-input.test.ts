@@ -20,6 +20,7 @@ import {
   rawHttp,
   waitForReady,
   type RawReply,
+  type RpcMessage,
 } from '../helpers/wire.js';
 import { join } from 'node:path';
 import { waitForRows } from './ledger-helpers.js';
@@ -60,10 +61,11 @@ describe('bad input at the HTTP endpoint', () => {
     expect(hub.stdout()).toBe('');
   });
 
-  function expectError(r: RawReply, status: number, code: number): NonNullable<RawReply['body']> {
+  /** The reply's body, which it checked has an error. */
+  function expectError(r: RawReply, status: number, code: number): RpcMessage & { error: NonNullable<RpcMessage['error']> } {
     expect(r.status, r.text).toBe(status);
     expect(r.body, r.text).toMatchObject({ jsonrpc: '2.0', error: { code, message: expect.any(String) } });
-    return r.body!;
+    return r.body as RpcMessage & { error: NonNullable<RpcMessage['error']> };
   }
 
   it('invalid JSON → 400 with -32700', async () => {

@@ -86,13 +86,34 @@ export async function rowsFor(db: string, tool: string, n = 1): Promise<Row[]> {
   });
 }
 
+/** One line of http-faults.mjs's FAULT_LOG (its header says which kinds carry which fields). */
+export interface FaultEntry {
+  method?: string;
+  name?: string;
+  session: string | null;
+  status: number;
+  executed?: boolean;
+  id?: unknown;
+  requestId?: unknown;
+  /** A GET's Last-Event-ID (null when it sent none). */
+  lastEventId?: string | null;
+  /** The Accept-Encoding of the gzip/gzipsse/zstd calls (null when none was sent). */
+  acceptEncoding?: string | null;
+  /** A DELETE's: whether the session it ended was one the server had issued. */
+  known?: boolean;
+  /** 'modern' on what came in the modern era. */
+  era?: string;
+  /** Date.now() when recorded. */
+  at?: number;
+}
+
 export interface FaultHttp {
   url: string;
   port: number;
   proc: ChildProcess;
   logFile: string;
   /** What the server recorded, in order. */
-  log(): { method?: string; name?: string; session: string | null; status: number; executed?: boolean; id?: unknown; requestId?: unknown; /** Date.now() when recorded. */ at?: number }[];
+  log(): FaultEntry[];
   control(body: Json): Promise<void>;
   stop(): Promise<void>;
 }

@@ -254,7 +254,7 @@ describe('HTTP upstream faults', () => {
       const inits = () => r.log().filter((e) => e.status === 429);
       await waitUntil('two refused handshakes', async () => inits().length >= 2, 10_000);
       const [first, second] = inits();
-      expect(second.at - first.at).toBeGreaterThanOrEqual(950);
+      expect(Number(second.at) - Number(first.at)).toBeGreaterThanOrEqual(950);
       expect((await serverHealth(gh.url, 'r')).lastError).toBe('server/discover failed: HTTP 429: the upstream is rate-limiting the hub; it asks to wait 1 s (Retry-After)');
     } finally {
       expect(await gh.stop()).toBe(0);

@@ -22,9 +22,10 @@ import { fixture, health, legacySession, modernCall, SDK1, sleep, textOf, waitFo
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
 const FILE_CAP_KIB = 160;
 
-let proc: ChildProcess | undefined;
+/** The hub last started, killed after the tests whatever they did. */
+let lastHub: ChildProcess | undefined;
 afterAll(() => {
-  proc?.kill('SIGKILL');
+  lastHub?.kill('SIGKILL');
 });
 
 function freePort(): Promise<number> {
@@ -46,7 +47,7 @@ function exited(p: ChildProcess): Promise<number | null> {
  * A hub over one SDK v1 server in a fresh folder, its stderr appended to `hub.log` there;
  * `prepare(log)` readies that file and gives the shell's words before `exec` (a `ulimit`).
  */
-async function startHubIn(prefix: string, prepare: (log: string) => string): Promise<{ dir: string; db: string; url: string }> {
+async function startHubIn(prefix: string, prepare: (log: string) => string): Promise<{ dir: string; db: string; url: string; proc: ChildProcess }> {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const db = join(dir, 'data', 'ledger.db');
   const port = await freePort();
@@ -54,18 +55,19 @@ async function startHubIn(prefix: string, prepare: (log: string) => string): Pro
   writeFileSync(configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ledger: { path: db }, servers: { f: fixture(SDK1, dir) } }));
   const log = join(dir, 'hub.log');
   const before = prepare(log);
-  proc = spawn('bash', ['-c', `${before}exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], { cwd: ROOT, stdio: 'ignore' });
+  const child = spawn('bash', ['-c', `${before}exec "$@" 2>>"${log}"`, 'hub', process.execPath, BIN, 'start', '--config', configFile], { cwd: ROOT, stdio: 'ignore' });
+  lastHub = child;
   const url = `http://127.0.0.1:${port}/mcp`;
   const deadline = Date.now() + 15_000;
   while (!(await health(url).catch(() => undefined)) && Date.now() < deadline) await sleep(50);
   await waitForReady(url, ['f']);
-  return { dir, db, url };
+  return { dir, db, url, proc: child };
 }
 
 describe('a full disk under a running hub', () => {
   it('refuses calls naming the ledger, keeps serving, serves again once there is room, and loses no answered call', async () => {
     // stderr goes to a capped file that is nearly full already: the start-up lines fill it.
-    const { dir, db, url } = await startHubIn('switchyard-disk-full-', (log) => {
+    const { dir, db, url, proc } = await startHubIn('switchyard-disk-full-', (log) => {
       writeFileSync(log, `${'-'.repeat(FILE_CAP_KIB * 1024 - 512 - 1)}\n`);
       return `ulimit -S -f ${FILE_CAP_KIB}; `;
     });
@@ -117,7 +119,7 @@ describe('a full disk under a running hub', () => {
     expect(back).toBe(true);
     // Were the key still claimed by the refused call, this retry would wait for it (an
     // answered one is replayed).
-    const retried = await modernCall(url, 'keyed-2', 'tools/call', keyed, { ...key, signal: AbortSignal.timeout(5_000) }).catch((err: Error) => ({ body: { error: err.message } }));
+    const retried = await modernCall(url, 'keyed-2', 'tools/call', keyed, { ...key, signal: AbortSignal.timeout(5_000) }).catch((err: Error) => ({ body: { result: undefined, error: err.message } }));
     expect(retried.body?.result, JSON.stringify(retried.body)).toBeDefined();
     if (keyRefused) answered.push('keyed-2'); // else a replay, whose row is `replayed`
 
@@ -144,7 +146,7 @@ describe('a full disk under a running hub', () => {
   }, 90_000);
 
   it('answers a call that ran before the disk filled, and keeps answering lists, initialize and ping while it is full', async () => {
-    const { db, url } = await startHubIn('switchyard-disk-full-ran-', () => '');
+    const { db, url, proc } = await startHubIn('switchyard-disk-full-ran-', () => '');
 
     // The call is forwarded (its row committed), then every file the hub writes is full.
     const running = modernCall(url, 'ran-1', 'tools/call', { name: 'f__slow', arguments: { ms: 1500 } });
@@ -206,13 +208,13 @@ describe('a full disk under a running hub', () => {
   // Stopped while every write failed, the hub waited the ledger's full 10 s for SQLite (retried
   // each second, refused each time) and left the pending file holding the 1 byte of a torn write.
   it('stops on SIGTERM promptly while the disk is still full, leaving no pending file that holds only a torn write', async () => {
-    const { dir, url } = await startHubIn('switchyard-disk-full-stop-', () => '');
-    execFileSync('prlimit', ['--pid', String(proc!.pid), '--fsize=1:']);
+    const { dir, url, proc } = await startHubIn('switchyard-disk-full-stop-', () => '');
+    execFileSync('prlimit', ['--pid', String(proc.pid), '--fsize=1:']);
     const refused = await modernCall(url, 'full-1', 'tools/call', { name: 'f__echo', arguments: { text: 'no room' } });
     expect(refused.body?.error).toMatchObject({ code: -32603, message: expect.stringMatching(/audit ledger cannot write/) });
     const t0 = Date.now();
-    proc!.kill('SIGTERM');
-    expect(await Promise.race([exited(proc!), sleep(15_000).then(() => 'hung' as const)])).toBe(0);
+    proc.kill('SIGTERM');
+    expect(await Promise.race([exited(proc), sleep(15_000).then(() => 'hung' as const)])).toBe(0);
     expect(Date.now() - t0).toBeLessThan(7_000);
     expect(readdirSync(join(dir, 'data')).filter((f) => f.includes('-pending'))).toEqual([]);
   }, 40_000);

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { firstText, modernPost, waitForReady, type Json } from '../helpers/wire.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const tool = (name: string) => ({ name, description: `the ${name} tool`, inputSchema: { type: 'object', properties: { text: { type: 'string' } } } });
@@ -28,7 +28,7 @@ async function toolNames(path = ''): Promise<string[]> {
 
 async function callText(name: string, path = ''): Promise<string> {
   const r = await modernPost(new URL(path, hub.url).href, ++id, 'tools/call', { name, arguments: { text: 'hi' } });
-  return r.body?.result ? String(r.body.result.content?.[0]?.text) : `error: ${r.body?.error?.message}`;
+  return r.body?.result ? String(firstText(r.body.result)) : `error: ${r.body?.error?.message}`;
 }
 
 async function until(what: string, ok: () => boolean | Promise<boolean>): Promise<void> {
@@ -50,7 +50,7 @@ describe("a prefix's space", () => {
     expect(await toolNames()).toEqual(['echo', 'x__echo']);
     expect(await callText('x__echo')).toBe('x__echo ran from-sq');
     const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Json;
-    config.servers.x = x;
+    (config.servers as Json).x = x;
     config.groups = { xonly: { tools: ['x__*'] }, noecho: { deny: ['*__echo'] } };
     writeFileSync(hub.configFile, JSON.stringify(config));
     await until('x ready and listed', async () => (await toolNames()).length === 3);

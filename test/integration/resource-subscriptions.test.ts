@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
+import { firstText, heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { descendants, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
@@ -277,7 +277,7 @@ describe('resource subscriptions of principals with upstream connections of thei
       },
     };
   }
-  const told = async (s: Awaited<ReturnType<typeof session>>) => String((await s.call('tools/call', { name: 'web__touch', arguments: { uri: 'subs://doc' } })).body?.result?.content?.[0]?.text);
+  const told = async (s: Awaited<ReturnType<typeof session>>) => String(firstText((await s.call('tools/call', { name: 'web__touch', arguments: { uri: 'subs://doc' } })).body?.result));
 
   it("each principal's subscription is made on its own upstream session, its updates come from there, and each is ended there", async () => {
     const alice = await session(ALICE);
@@ -445,7 +445,7 @@ describe('resource subscriptions of principals with upstream connections of thei
     await expect.poll(() => heard().includes('acknowledged')).toBe(true);
     expect(heard()).toContain('subs://doc'); // honoured
     const alice = await session(ALICE);
-    const text = async (name: string, args: Record<string, unknown> = {}) => String((await alice.call('tools/call', { name, arguments: args })).body?.result?.content?.[0]?.text);
+    const text = async (name: string, args: Record<string, unknown> = {}) => String(firstText((await alice.call('tools/call', { name, arguments: args })).body?.result));
     // alice's calls and her stream's subscription share her own upstream session.
     expect(await text('web__whose', { uri: 'subs://doc' })).toBe(await text('web__me'));
     ac.abort();

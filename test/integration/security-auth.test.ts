@@ -397,7 +397,7 @@ describe('authentication at the HTTP endpoint', () => {
     expect((await open('?ticket=not-a-ticket')).status).toBe(401);
     expect((await open('?ticket=')).status).toBe(401);
     // A ticket does not open the other operator routes.
-    const other = await (await ticket(ROOT_KEY)).json();
+    const other = (await (await ticket(ROOT_KEY)).json()) as { ticket: string };
     expect((await fetch(new URL(`/admin/servers?ticket=${other.ticket}`, hub.url))).status).toBe(401);
   });
 

@@ -11,6 +11,18 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { sha256Hex } from '../helpers/auth.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
+// The functions given to waitForFunction/evaluate run in the page, not in Node: these name the
+// little of the DOM they use (a DOM lib for the whole test program would make browser globals
+// look valid in the Node code of every test).
+interface PageElement {
+  readonly textContent: string | null;
+}
+declare const document: {
+  getElementById(id: string): PageElement | null;
+  querySelectorAll(selectors: string): ArrayLike<PageElement> & Iterable<PageElement>;
+};
+declare const sessionStorage: { getItem(key: string): string | null };
+
 const CHROMIUM = '/usr/bin/chromium';
 const MODERN = '2026-07-28';
 

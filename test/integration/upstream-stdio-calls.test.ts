@@ -338,7 +338,7 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
   });
 
   it('a health check turned off by a reload (healthCheckMs 0) ends no process, not even the check then in flight', async () => {
-    const spec = { id: 'deaf', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 600, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 } as const;
+    const spec: UpstreamSpec = { id: 'deaf', command: process.execPath, args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')], era: '2025-11-25', timeoutMs: 600, probeTimeoutMs: 1000, maxFrameBytes: 1 << 20, healthCheckMs: 100 };
     const u = await started({ ...spec });
     expect(text(await u.request('tools/call', { name: 'deaf' }))).toBe('deaf from now on');
     // Silent 100 ms: its ping is on its way (unanswered: the process reads nothing now).

@@ -127,7 +127,13 @@ describe('Catalog.downResource', () => {
 
   it('after a restart of the hub, from what the route store kept (the first lists of this process not made yet)', async () => {
     const stored = new Map<string, ResourceRoutes>();
-    const resourceRoutes: ResourceRouteStore = { get: (s, k) => stored.get(`${s}/${k}`), put: (s, k, r) => void stored.set(`${s}/${k}`, r) };
+    const resourceRoutes: ResourceRouteStore = {
+      get: (s, k) => stored.get(`${s}/${k}`),
+      put: (s, k, r) => void stored.set(`${s}/${k}`, r),
+      retain: (servers) => {
+        for (const key of stored.keys()) if (!servers.has(key.slice(0, key.lastIndexOf('/')))) stored.delete(key);
+      },
+    };
     const first = await listedResources(resourceRoutes);
     first.c.close();
     expect(stored.get('s/resources')).toEqual({ shown: ['u://ok'], hidden: ['u://t/bad'] });
@@ -164,7 +170,7 @@ async function listedResources(resourceRoutes?: ResourceRouteStore) {
         ? { resourceTemplates: [{ uriTemplate: 'u://t/{id}', name: 't' }] }
         : {};
   const plugins: any = {
-    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
+    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i): [number, string | undefined] => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
     notification: async () => true,
   };
   const h = { id: 's', config: serverConfig('s'), upstream: u };

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { toAnthropic, toOpenAi, toStrictSchema } from '../../src/catalog/export.js';
+import { toAnthropic, toOpenAi, toStrictSchema, type StrictOk } from '../../src/catalog/export.js';
 
 type Json = Record<string, any>;
 
@@ -118,7 +118,7 @@ describe('OpenAI strict-mode conversion', () => {
       ),
     );
     expect(r.ok, JSON.stringify(r)).toBe(true);
-    const schema = (r as { schema: { properties: object; $defs: object } }).schema;
+    const schema = (r as StrictOk).schema as { properties: object; $defs: object };
     expect(Object.keys(schema.properties)).toEqual(['a', '__proto__', 'constructor']);
     expect(Object.getOwnPropertyDescriptor(schema.properties, 'constructor')?.value).toMatchObject({ type: ['integer', 'null'] });
     expect(Object.getOwnPropertyDescriptor(schema.$defs, '__proto__')?.value).toEqual({ type: 'string' });
@@ -126,10 +126,10 @@ describe('OpenAI strict-mode conversion', () => {
 
   it('keeps a property named __proto__ (as data, listed in required)', () => {
     const r = toStrictSchema(JSON.parse('{"type": "object", "properties": {"__proto__": {"type": "string"}, "b": {"type": "string"}}, "required": ["__proto__", "b"]}'));
-    const props = (r as { schema: { properties: Record<string, unknown>; required: string[] } }).schema.properties;
+    const props = (r as StrictOk).schema.properties as Record<string, unknown>;
     expect(Object.keys(props)).toEqual(['__proto__', 'b']);
     expect(Object.getOwnPropertyDescriptor(props, '__proto__')?.value).toEqual({ type: 'string' });
-    expect((r as { schema: { required: string[] } }).schema.required).toEqual(['__proto__', 'b']);
+    expect((r as StrictOk).schema.required).toEqual(['__proto__', 'b']);
   });
 
   it('closes nested objects at every level', () => {

@@ -5,7 +5,7 @@
  * the pages come; the upstream is a stub answering pages (what is tested is the reading of them).
  */
 import { describe, expect, it } from 'vitest';
-import { MODERN } from '../../src/protocol/era.js';
+import { MODERN, type Era } from '../../src/protocol/era.js';
 import { fetchList, LIST_BYTE_LIMIT, LIST_ITEM_LIMIT, LIST_PAGE_LIMIT, LIST_STALL_PAGES } from '../../src/catalog/fetch-list.js';
 import type { Upstream } from '../../src/upstream/types.js';
 
@@ -162,7 +162,7 @@ describe('fetchList bounds', () => {
 });
 
 describe('fetchList refuses a page that is no list', () => {
-  const answering = (page: Record<string, unknown>, era = MODERN) =>
+  const answering = (page: Record<string, unknown>, era: Era = MODERN) =>
     ({ era, capabilities: { tools: {} }, request: async () => page }) as unknown as Upstream;
 
   it.each([

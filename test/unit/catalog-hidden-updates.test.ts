@@ -22,7 +22,7 @@ function catalog(): { c: Catalog; h: any; main: any; q: any } {
   const main = fake('fine'), p = fake('BAD'), q = fake('fine');
   const h: any = { id: 's', config: serverConfig('s'), upstream: main };
   const plugins: any = {
-    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i) => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
+    list: async (_k: string, _s: unknown, items: any[]) => ({ items, flags: new Map(), hidden: new Map(items.map((it, i): [number, string | undefined] => [i, it.description === 'BAD' ? 'plugin' : undefined]).filter(([, v]) => v)) }),
     notification: async () => true,
   };
   // Pins only warn: each connection lists its own description of u://x, and the hiding under

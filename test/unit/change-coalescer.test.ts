@@ -37,7 +37,7 @@ describe('ChangeCoalescer', () => {
 
   it('combines the changes of a window with merge: one word for every server that changed in it', () => {
     const said: string[][] = [];
-    const c = new ChangeCoalescer((servers: string[]) => void said.push(servers), 100, (a, b) => [[...a[0], ...b[0]]]);
+    const c = new ChangeCoalescer((servers: string[]) => void said.push(servers), 100, (a, b) => [[...a[0], ...b[0]]] as [string[]]);
     c.change('tools', ['s1']);
     c.change('tools', ['s2']);
     c.change('tools', ['s3']);

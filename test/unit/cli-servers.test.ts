@@ -14,6 +14,7 @@ const view = (over: Partial<ServerView>): ServerView => ({
   tools: null,
   restarts: 0,
   lastError: null,
+  stderr: null,
   since: 0,
   trust: 'untrusted',
   inFlight: 0,

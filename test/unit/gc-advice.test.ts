@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { availableParallelism } from 'node:os';
 import { cgroupCpus, gcAdvice, SINGLE_THREADED_GC, usableCpus } from '../../src/cli/gc-advice.js';
-// @ts-expect-error plain JavaScript of the bench, without types
 import { shippedNodeFlags } from '../../bench/lib/targets.mjs';
 import { ROOT } from '../helpers/hub-process.js';
 

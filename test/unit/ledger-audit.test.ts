@@ -398,8 +398,8 @@ describe('ledger audit rows and group commit', () => {
 
   it('stats count calls, not input_required rounds, and a replayed error as an error (as /metrics does)', async () => {
     t = tempDir();
-    ledger = Ledger.open({ path: t.db });
-    const row = (e: Partial<AuditEnd>) => ledger.record(begin({ server: 's', hubName: 'r' }), end({ latencyMs: 1, ...e }));
+    const l = (ledger = Ledger.open({ path: t.db }));
+    const row = (e: Partial<AuditEnd>) => l.record(begin({ server: 's', hubName: 'r' }), end({ latencyMs: 1, ...e }));
     await row({ outcome: 'input_required' });
     await row({ outcome: 'ok' }); // the round's retry, which got the call's answer
     await row({ outcome: 'tool_error', errorKind: 'tool' });

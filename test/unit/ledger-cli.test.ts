@@ -128,7 +128,7 @@ describe('switchyard ledger CLI', () => {
     // What a client can make a row say: a tool that reads as fs__read, a method as tools/call.
     const tool = 'fs__read\u200b';
     const method = 'tools/call\u2028\u{e0041}\u00ad\ufeff';
-    await ledger.record(begin({ hubName: tool, method, server: null }), end({ outcome: 'rpc_error', errorMessage: 'no\u2060 such tool\u2029' }));
+    await ledger.record(begin({ hubName: tool, method, server: undefined }), end({ outcome: 'rpc_error', errorMessage: 'no\u2060 such tool\u2029' }));
     ledger.sync();
     const raw = /[\u200b\u2028\u2029\u2060\u00ad\ufeff\u{e0041}]/u;
     const table = (await cli(['ledger', 'query', '--db', t.db])).out;
@@ -856,7 +856,7 @@ describe('switchyard ledger CLI', () => {
     try {
       const ac = new AbortController();
       let out = '';
-      const running = cli(['ledger', 'tail', '--db', t.db, '-n', '5', '-f', '--json'], { signal: ac.signal, onOut: (o) => (out = o) });
+      const running = cli(['ledger', 'tail', '--db', t.db, '-n', '5', '-f', '--json'], { signal: ac.signal, onOut: (o) => void (out = o) });
       expect(await until(() => out, (o) => o.includes('race__first'), 3_000)).toContain('race__first');
       await l.record(begin({ hubName: 'race__second' }), end());
       commitAfterEmptyPoll = true;

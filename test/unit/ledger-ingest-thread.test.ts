@@ -46,16 +46,16 @@ describe('the ledger ingest thread', () => {
   });
 
   it('if the thread ends, rows stay in the pending files, readers do not hang, and a stop before its replacement leaves them to the next start', async () => {
-    const { logged, worker } = await withOneRow('error');
+    const { logged, worker, l } = await withOneRow('error');
     await worker.terminate();
     await new Promise((r) => setTimeout(r, 20)); // its exit event
     expect(logged.join('')).toMatch(/ingest thread ended/);
-    const h = await ledger.beginCommitted(begin({ requestId: 'after' }));
+    const h = await l.beginCommitted(begin({ requestId: 'after' }));
     await h.finish(end({ outcome: 'tool_error', errorKind: 'tool' }));
     const t0 = Date.now();
-    expect(ledger.query({}).map((r) => r.requestId)).toEqual(['before']);
+    expect(l.query({}).map((r) => r.requestId)).toEqual(['before']);
     expect(Date.now() - t0).toBeLessThan(3000);
-    await ledger.close();
+    await l.close();
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(ledger.query({}).map((r) => [r.requestId, r.outcome])).toEqual([
       ['after', 'tool_error'],
@@ -121,7 +121,7 @@ describe('the ledger ingest thread', () => {
 });
 
 /** A fresh ledger (logging at `level`) holding row 'before' in SQLite, and its thread. */
-async function withOneRow(level: string): Promise<{ logged: string[]; worker: { terminate(): Promise<number> } }> {
+async function withOneRow(level: string): Promise<{ logged: string[]; worker: { terminate(): Promise<number> }; l: Ledger }> {
   t = tempDir();
   const logged: string[] = [];
   const log = pino({ level }, { write: (line: string) => void logged.push(line) });
@@ -130,7 +130,7 @@ async function withOneRow(level: string): Promise<{ logged: string[]; worker: { 
   await l.record(begin({ requestId: 'before' }), end());
   l.sync();
   // No public way to kill it: reach the worker as a crash would.
-  return { logged, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
+  return { logged, l, worker: (l as unknown as { ingester: { worker: { terminate(): Promise<number> } } }).ingester.worker };
 }
 
 function opened(): Ledger {

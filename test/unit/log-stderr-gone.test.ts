@@ -32,7 +32,7 @@ async function runWithFifoStderr(code: string, reader: 'closed' | 'never-reads')
   const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', wfd] });
   closeSync(wfd);
   let stdout = '';
-  child.stdout.on('data', (d) => (stdout += d));
+  child.stdout!.on('data', (d) => (stdout += d)); // stdio[1] is 'pipe'
   const status = await new Promise<number | null>((resolve) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');

@@ -32,7 +32,7 @@ describe('a JWKS file', () => {
     file = join(dir, 'jwks.json');
     writeJwks(file, [k1]);
     verifier = new OAuthVerifier(
-      { issuer: ISSUER, jwksFile: 'jwks.json', scopes: [], toolScopes: {}, algorithms: ['RS256'], principalClaim: 'sub', clockToleranceSec: 30, jwksCooldownMs: COOLDOWN_MS },
+      { issuer: ISSUER, jwksFile: 'jwks.json', scopes: [], toolScopes: {}, algorithms: ['RS256'], principalClaim: 'sub', clockToleranceSec: 30, jwksCooldownMs: COOLDOWN_MS, groupResources: false },
       AUDIENCE,
       dir,
       silentLogger,
