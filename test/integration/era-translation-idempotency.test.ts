@@ -221,6 +221,6 @@ describe('a modern client whose retry of an input_required comes while the serve
     for (const until = Date.now() + 10_000; (await health()) === 'ready'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('the server never went down');
     const retry = await send({ name, arguments: { who: 'Crash' }, requestState: state, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
     expect(retry.result, JSON.stringify(retry)).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
-    expect(retry.result?.isError).toBeUndefined();
+    expect((retry.result as { isError?: boolean } | undefined)?.isError).toBeUndefined();
   }, 30_000);
 });

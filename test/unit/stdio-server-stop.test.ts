@@ -39,7 +39,7 @@ describe('StdioServer stopped', () => {
       },
       batchRefusal: () => null,
     } as unknown as Endpoint;
-    const server = new StdioServer(endpoint, input, output, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 1 << 20 });
+    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 1 << 20 });
     void server.run();
     input.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
     await until(() => input.isPaused(), 'stdin paused for the full stdout');
