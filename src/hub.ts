@@ -246,6 +246,7 @@ export class Hub implements HubCore {
       startupGrace: () => this.startupGrace(),
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
+      connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
       validator: this.validator,
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),

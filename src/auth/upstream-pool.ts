@@ -63,6 +63,15 @@ export class PrincipalUpstreams {
   }
 
   /**
+   * Whether isolated() tells for `principal` without the server's own connection being ready: a
+   * url server's, short of the principal's own credentials, turns on the era that connection
+   * learns at its handshake (unknown before it, and a restart may learn another).
+   */
+  knownBeforeReady(h: ServerHandle, principal: string): boolean {
+    return !h.config.url || h.config.credentials?.[principal] !== undefined;
+  }
+
+  /**
    * Whether some principal may get a connection of its own to `h`: then the list of its main
    * connection is not what every client is shown (and not the version to pin first).
    */

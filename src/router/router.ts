@@ -44,6 +44,12 @@ export interface RouterOptions {
   confirmer?: Confirmer;
   /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
   upstreamFor?: UpstreamFor;
+  /**
+   * Whether upstreamFor's choice for `principal` is known while the server's own connection is
+   * not ready (a stdio server's processPerPrincipal, a principal's own credentials): else it turns
+   * on what that connection learns at its handshake (its era), known once it is ready.
+   */
+  connectionKnown?: (server: ServerHandle, principal: string) => boolean;
   /** Checks tool arguments and structured results against the tool's schemas. */
   validator?: SchemaValidator;
   /** Plugin hooks around tool calls (beforeCall, afterCall). */
@@ -447,8 +453,13 @@ export class Router {
     // subscribe waits for it, as long as a call waits for an answer (timeoutMs), and is then
     // made as to a ready server (on the connection this principal's calls use, known only
     // then). Not back by then: kept, and in its listen filter once it is.
-    if (server.upstream.state !== 'ready' && server.upstream.era !== LEGACY) {
-      if (await readyWithin(server.upstream, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
+    // Waited for on the connection this principal's calls use, when known: its own process (or
+    // connection) restarting while the server's is ready, a subscribe answered {} at once was
+    // never checked against what that one watches; the server's restarting while its own is
+    // ready, it waited for nothing, and then went into the server's listen filter, not its own.
+    const used = ((await this.connectionOf(server, ctx)) ?? server).upstream;
+    if (used.state !== 'ready' && used.era !== LEGACY) {
+      if (await readyWithin(used, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
       // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
       // client was never told of).
       if (ctx.signal?.aborted) {
@@ -474,8 +485,7 @@ export class Router {
     const method = 'resources/subscribe';
     // In the listen filter of the connection this principal's calls use: its own one (its own
     // credentials) watches the URI as that user, and what it says reaches that user's subscribers only.
-    const found = server.upstream.state === 'ready' ? connectionFor(this.opts, server, ctx) : { upstream: server.upstream };
-    const conn = found instanceof Promise ? await found : found;
+    const conn = (await this.connectionOf(server, ctx)) ?? server;
     const connKey = conn.upstream === server.upstream ? '' : principalConn(ctx.principal);
     const added = this.subs.addToFilter(server.id, uri, subscriber, connKey, ctx.principal);
     if (!added) {
@@ -492,6 +502,15 @@ export class Router {
     }
     await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
     return {};
+  }
+
+  /**
+   * The connection this principal's calls to `server` use, if it is known now (connectionKnown):
+   * undefined while the server's own connection, not ready, has yet to tell.
+   */
+  private async connectionOf(server: ServerHandle, ctx: CallContext): Promise<ServerHandle | undefined> {
+    if (server.upstream.state !== 'ready' && this.opts.connectionKnown?.(server, ctx.principal) !== true) return undefined;
+    return connectionFor(this.opts, server, ctx);
   }
 
   private async subscribeLegacy(ctx: CallContext, server: ServerHandle, uri: string, subscriber: string): Promise<Result> {

@@ -13,7 +13,7 @@ import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
-import { heardSoFar, modernBody, modernHeaders } from '../helpers/wire.js';
+import { heardSoFar, modernBody, modernHeaders, post } from '../helpers/wire.js';
 
 const KEYS = {
   alice: 'sy_alice-own-connection-key-000000000000000000000',
@@ -46,11 +46,13 @@ beforeAll(async () => {
         // reload sets: the test turns it on): one that hangs is restarted.
         stuck: { ...nodeServer('test/fixtures/faults/stdio-faults.mjs', []), processPerPrincipal: true, timeoutMs: 800, healthCheckMs: 0 },
         mod: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'mod://doc', TOOLS: JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
+        // A modern server whose listen stream never watches its one resource; its exit tool crashes the process.
+        out: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'out://doc', LISTEN_LEAVES_OUT: 'out://doc', TOOLS: JSON.stringify([{ name: 'exit', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
       },
     },
     { args: ['--no-watch'] },
   );
-  await waitForReadyWith(hub.url, ['h', 'own', 'mod', 'stuck'], KEYS.alice);
+  await waitForReadyWith(hub.url, ['h', 'own', 'mod', 'stuck', 'out'], KEYS.alice);
 }, 60_000);
 
 afterAll(async () => {
@@ -94,6 +96,22 @@ describe('a stdio server with processPerPrincipal', () => {
     expect(text(touched)).toBe('touched');
     await expect.poll(() => heard().includes('notifications/resources/updated'), { timeout: 3000 }).toBe(true);
     ac.abort();
+  });
+
+  it("a legacy client's resources/subscribe while its principal's own process restarts waits for that process, not the server's (ready), and is checked there", async () => {
+    const auth = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${KEYS.alice}` };
+    const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'subs', version: '1' } } }, auth);
+    const h = { ...auth, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+    await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+    // Alice's own process, ready, leaves the URI out of what it watches: refused.
+    const first = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: 'out://doc' } }, h);
+    expect(first.body?.error?.message).toContain('its listen stream leaves it out');
+    // It crashes (the server's own process stays ready): restarting when her subscribe comes.
+    const crashed = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'out__exit', arguments: {} } }, h);
+    expect(JSON.stringify(crashed.body)).toMatch(/connection lost|exit/i);
+    // Answered {} at once, it was never checked against what her restarted process watches.
+    const again = await post(hub.url, { jsonrpc: '2.0', id: 3, method: 'resources/subscribe', params: { uri: 'out://doc' } }, h);
+    expect(again.body?.error?.message).toContain('its listen stream leaves it out');
   });
 
   it("ends and restarts a principal's own process that stays alive but answers nothing, as the server's own (at the healthCheckMs a reload set)", async () => {
