@@ -38,7 +38,7 @@ import { Confirmer, type ConfirmPolicy } from './policy/confirm.js';
 import { RequestStateSealer, loadStateKey } from './router/request-state.js';
 import { MAX_SUBSCRIBED_URI_LENGTH, Subscriptions } from './router/subscriptions.js';
 import { principalConn, principalOfConn } from './catalog/principal-conn.js';
-import { RestartTotals } from './hub/restart-totals.js';
+import { PrincipalRestartTotals, RestartTotals } from './hub/restart-totals.js';
 import { KnownCapabilities } from './hub/known-capabilities.js';
 import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
@@ -93,6 +93,7 @@ export class Hub implements HubCore {
    * again under its id goes on from its total.
    */
   private readonly restartTotals = new RestartTotals();
+  private readonly principalRestarts = new PrincipalRestartTotals();
   private readonly listChanges: ChangeCoalescer<[kind: string, principal: string | undefined, servers: readonly string[] | undefined]>;
   readonly catalog: Catalog;
   readonly router: Router;
@@ -214,7 +215,7 @@ export class Hub implements HubCore {
     const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs, config.listen.maxBodyBytes);
     this.metricsSources = {
-      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: this.restartsSinceStart(h) })),
+      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: this.restartsSinceStart(h), principalRestarts: this.principalRestarts.of(h.id) })),
       cacheStats: () => this.catalog.cache.stats,
       ledgerCounters: () => (ledger as { commitCounters?: () => LedgerCounters }).commitCounters?.(),
       openSessions: () => this.endpoint.sessions.size,
@@ -233,8 +234,12 @@ export class Hub implements HubCore {
     this.upstreams = new PrincipalUpstreams((spec, l) => createUpstream(spec, l), (h) => specOf(h.config, base), this.auth.required, log, {
       onConnection: (h, upstream, principal) => {
         this.catalog.watchConnection(h, upstream, principal);
+        this.principalRestarts.opened(h.id, upstream);
         // Its subscriptions, like the main connection's, are asked for again when it is back.
-        upstream.on('state', (state: string) => state === 'ready' && this.resubscribe(h, upstream, principalConn(principal)));
+        upstream.on('state', (state: string) => {
+          if (state === 'ready') this.resubscribe(h, upstream, principalConn(principal));
+          else if (state === 'stopped') this.principalRestarts.closed(h.id, upstream);
+        });
       },
       // Its subscriptions keep a principal's connection open while the principal makes no call.
       inUse: (serverId, principal) => this.subs.uris(serverId, principalConn(principal)).length > 0,

@@ -9,7 +9,8 @@ import { CallSeries } from './call-series.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
-  servers(): Iterable<{ id: string; state: string; restarts: number }>;
+  /** restarts: of the server's own connection; principalRestarts: of principals' own ones, summed. */
+  servers(): Iterable<{ id: string; state: string; restarts: number; principalRestarts?: number }>;
   cacheStats(): { hits: number; misses: number; staleServed: number };
   /** Group-commit counters of a SQLite ledger; undefined when the ledger is off. */
   ledgerCounters(): LedgerCounters | undefined;
@@ -94,13 +95,23 @@ export class Metrics {
     });
     new Counter({
       name: 'switchyard_upstream_restarts_total',
-      help: 'Automatic restarts of each upstream since the hub started, over every connection it had (servers restart and reloads keep the count)',
+      help: "Automatic restarts of each upstream's own connection since the hub started, over every one it had (servers restart and reloads keep the count); principals' own connections in switchyard_upstream_principal_restarts_total",
       labelNames: ['server'],
       registers,
       collect() {
         this.reset();
         // prom-client counters have no set(): reset per scrape and add the owner's total.
         for (const s of sources.servers()) this.inc({ server: s.id }, s.restarts);
+      },
+    });
+    new Counter({
+      name: 'switchyard_upstream_principal_restarts_total',
+      help: "Automatic restarts of principals' own connections to each upstream (processPerPrincipal processes, per-principal HTTP connections) since the hub started, summed over principals",
+      labelNames: ['server'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of sources.servers()) this.inc({ server: s.id }, s.principalRestarts ?? 0);
       },
     });
     const cache = (name: string, help: string, pick: (s: ReturnType<MetricsSources['cacheStats']>) => number) =>

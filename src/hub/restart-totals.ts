@@ -31,3 +31,34 @@ export class RestartTotals {
     return t && t.last === upstream ? t.earlier + upstream.restarts : upstream.restarts;
   }
 }
+
+/**
+ * Automatic restarts of principals' own connections to each server id (processPerPrincipal
+ * processes, per-principal HTTP connections) since the hub started, summed over principals: the
+ * metric is labelled by server only, as principal names are unbounded. A connection closed (idle,
+ * evicted, its server restarted or removed) leaves its count here, not itself.
+ */
+export class PrincipalRestartTotals {
+  private readonly totals = new Map<string, { earlier: number; live: Set<Counted> }>();
+
+  /** A principal's connection to server `id`, counted from now until closed(). */
+  opened(id: string, upstream: Counted): void {
+    const t = this.totals.get(id) ?? { earlier: 0, live: new Set<Counted>() };
+    t.live.add(upstream);
+    this.totals.set(id, t);
+  }
+
+  /** It is done counting: its restarts so far join the total. */
+  closed(id: string, upstream: Counted): void {
+    const t = this.totals.get(id);
+    if (t?.live.delete(upstream)) t.earlier += upstream.restarts;
+  }
+
+  of(id: string): number {
+    const t = this.totals.get(id);
+    if (!t) return 0;
+    let n = t.earlier;
+    for (const u of t.live) n += u.restarts;
+    return n;
+  }
+}

@@ -89,6 +89,7 @@ describe('/metrics', () => {
       switchyard_input_rounds_total: 'counter',
       switchyard_upstream_state: 'gauge',
       switchyard_upstream_restarts_total: 'counter',
+      switchyard_upstream_principal_restarts_total: 'counter',
       switchyard_cache_hits_total: 'counter',
       switchyard_cache_misses_total: 'counter',
       switchyard_ledger_commit_seconds: 'histogram',

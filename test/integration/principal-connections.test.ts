@@ -10,6 +10,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
+import { metricValue } from '../helpers/prometheus.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
@@ -112,6 +113,11 @@ describe('a stdio server with processPerPrincipal', () => {
     // Answered {} at once, it was never checked against what her restarted process watches.
     const again = await post(hub.url, { jsonrpc: '2.0', id: 3, method: 'resources/subscribe', params: { uri: 'out://doc' } }, h);
     expect(again.body?.error?.message).toContain('its listen stream leaves it out');
+    // Her process's restart is counted (by server, summed over principals), apart from the server's own connection's.
+    const res = await fetch(new URL('/metrics', hub.url), { headers: { authorization: `Bearer ${KEYS.ops}` } });
+    const metrics = await res.text();
+    expect(metricValue(metrics, 'switchyard_upstream_principal_restarts_total', { server: 'out' })).toBe(1);
+    expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'out' })).toBe(0);
   });
 
   it("ends and restarts a principal's own process that stays alive but answers nothing, as the server's own (at the healthCheckMs a reload set)", async () => {

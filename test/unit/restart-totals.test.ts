@@ -6,7 +6,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { expect, it } from 'vitest';
-import { RestartTotals } from '../../src/hub/restart-totals.js';
+import { PrincipalRestartTotals, RestartTotals } from '../../src/hub/restart-totals.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -33,4 +33,22 @@ it('counts restarts over every connection of an id, across a removal and a retur
   const back = { restarts: 0 };
   totals.connected('b', back); // b returns: its earlier restarts still count
   expect(totals.of('b', back)).toBe(4);
+});
+
+it("sums principals' own connections' restarts by server id, keeping a closed one's count but not the connection", () => {
+  const totals = new PrincipalRestartTotals();
+  const alice = { restarts: 1 };
+  const bob = { restarts: 0 };
+  totals.opened('s', alice);
+  totals.opened('s', bob);
+  expect(totals.of('s')).toBe(1);
+  bob.restarts = 2;
+  expect(totals.of('s')).toBe(3);
+  totals.closed('s', alice); // idle, evicted, or its server restarted
+  totals.closed('s', alice); // counted once
+  alice.restarts = 9; // no longer read
+  expect(totals.of('s')).toBe(3);
+  totals.opened('s', { restarts: 0 }); // alice again: a fresh connection
+  expect(totals.of('s')).toBe(3);
+  expect(totals.of('other')).toBe(0);
 });
