@@ -19,7 +19,7 @@ import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
 import { clearStaleSocket, listenPrivately, type AdminSocket } from './downstream/admin-socket.js';
 import type { Admission } from './downstream/admin-events.js';
-import { ADMIN_MAX_CONNECTIONS, defaultMaxConnections } from './transport/connection-cap.js';
+import { adminMaxConnections, defaultMaxConnections } from './transport/connection-cap.js';
 import type { IncomingMessage } from 'node:http';
 import { openLedger } from './ledger/open.js';
 import type { AuditSink } from './ledger/sink.js';
@@ -425,7 +425,7 @@ export class Hub implements HubCore {
     const policy = { listenHost: host, allowedOrigins: this.config.listen.allowedOrigins };
     const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
     // With an admin listener of its own, its connections come out of the default cap's share.
-    const maxConnections = this.config.listen.maxConnections ?? (this.config.listen.admin ? defaultMaxConnections(undefined, ADMIN_MAX_CONNECTIONS) : undefined);
+    const maxConnections = this.config.listen.maxConnections ?? (this.config.listen.admin ? defaultMaxConnections(undefined, adminMaxConnections()) : undefined);
     this.http = new HttpServer(
       this.endpoint,
       this,

@@ -24,7 +24,7 @@ import { ConnectionTurns, MAX_WAITING } from './connection-turns.js';
 import type { EdgeRequest, EdgeResponse } from '../transport/http1/types.js';
 import { toOriginForm } from './request-target.js';
 import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
-import { ADMIN_MAX_CONNECTIONS, ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
+import { adminMaxConnections, ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
 import { LogBudget } from '../log-budget.js';
 
 export interface HttpOptions extends OriginPolicy {
@@ -47,7 +47,7 @@ export interface HttpOptions extends OriginPolicy {
   groups?: { has(name: string): boolean; showsServer(name: string | undefined, server: string): boolean };
   /**
    * The admin listener (listen.admin): the operator routes, /metrics and /healthz, no MCP
-   * endpoint, and a connection cap of its own (ADMIN_MAX_CONNECTIONS), never the MCP one.
+   * endpoint, and a connection cap of its own (adminMaxConnections), never the MCP one.
    */
   adminOnly?: boolean;
 }
@@ -177,7 +177,7 @@ export class HttpServer {
     this.server.headersTimeout = requestTimeoutMs;
     this.server.requestTimeout = requestTimeoutMs;
     this.server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => this.clientError(err, socket));
-    const max = opts.adminOnly ? ADMIN_MAX_CONNECTIONS : (opts.maxConnections ?? defaultMaxConnections());
+    const max = opts.adminOnly ? adminMaxConnections() : (opts.maxConnections ?? defaultMaxConnections());
     const setting = opts.adminOnly ? 'listen.admin, a cap of its own' : 'listen.maxConnections';
     const said = new LogBudget(1, 60_000);
     const cap =

@@ -31,7 +31,23 @@ export function openFileLimit(limits = '/proc/self/limits'): number | undefined 
  */
 export function defaultMaxConnections(limit = openFileLimit(), alsoKept = 0): number | undefined {
   if (limit === undefined) return undefined;
-  return Math.max(1, limit - Math.min(RESERVE, Math.ceil(limit / 4)) - alsoKept);
+  return Math.max(1, shared(limit) - alsoKept);
+}
+
+/** What both listeners may hold of a limit: all of it less the reserve. */
+function shared(limit: number): number {
+  return limit - Math.min(RESERVE, Math.ceil(limit / 4));
+}
+
+/**
+ * The admin listener's cap for an open-file limit of `limit`: ADMIN_MAX_CONNECTIONS, but at most a
+ * quarter of what the MCP listener then gets (a fifth of what both may hold). A fixed 64 below a
+ * limit of about 86 ate into the reserve kept for the ledger and upstreams (the MCP listener's
+ * cap, floored at 1, could not give way).
+ */
+export function adminMaxConnections(limit = openFileLimit()): number {
+  if (limit === undefined) return ADMIN_MAX_CONNECTIONS;
+  return Math.max(1, Math.min(ADMIN_MAX_CONNECTIONS, Math.floor(shared(limit) / 5)));
 }
 
 /**
@@ -51,7 +67,8 @@ function refusal(setting: string): string {
  * Connections the admin listener (listen.admin) takes at once: its own count, never the MCP
  * listener's, so a flood of MCP clients cannot lock the operator out. Few are needed (the CLI
  * opens one at a time, a status page a handful); the cap keeps a flood of the admin listener
- * itself from taking the descriptors, and comes out of the MCP listener's default cap.
+ * itself from taking the descriptors, and comes out of the MCP listener's default cap. Less
+ * under a small open-file limit (adminMaxConnections).
  */
 export const ADMIN_MAX_CONNECTIONS = 64;
 
