@@ -98,7 +98,8 @@ export function diffServers(prev: Record<string, ServerConfig>, next: Record<str
 export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = authRequired(prev.auth)): string[] {
   const differs = (k: (typeof RESTART_ONLY)[number]) =>
     k === 'auth' ? canonical(withoutKeys(prev.auth)) !== canonical(withoutKeys(next.auth)) || (!authOn && keysDiffer(prev, next)) : canonical(prev[k]) !== canonical(next[k]);
-  const sections: string[] = RESTART_ONLY.filter(differs);
+  // Named by the key that changed (listen.admin, not listen: the operator looks for what to restart for).
+  const sections: string[] = RESTART_ONLY.filter(differs).flatMap((k) => (k === 'auth' ? [k] : changedKeys(k, prev[k], next[k])));
   for (const k of POLICY_RESTART_ONLY) if (canonical(prev.policy?.[k]) !== canonical(next.policy?.[k])) sections.push(`policy.${k}`);
   return sections;
 }
@@ -110,6 +111,14 @@ export function restartOnlyChanges(prev: HubConfig, next: HubConfig, authOn = au
 export function restartOnlyValues(next: HubConfig, sections: readonly string[]): string {
   const at = (path: string): unknown => path.split('.').reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], next);
   return canonical(sections.map((s) => [s, at(s)]));
+}
+
+/** `section`'s keys whose values differ, as key paths; the section itself unless both are objects. */
+function changedKeys(section: string, a: unknown, b: unknown): string[] {
+  const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isObject(a) || !isObject(b)) return [section];
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((k) => canonical(a[k]) !== canonical(b[k]));
+  return keys.length ? keys.map((k) => `${section}.${k}`) : [section];
 }
 
 function withoutKeys(auth: HubConfig['auth']): unknown {

@@ -54,7 +54,7 @@ describe('switchyard reload', () => {
       'reloaded:\n' +
         '  servers added: b\n' +
         '  applied: pageSize\n' +
-        '  changed, but only a restart applies them (the running values are kept): listen\n',
+        '  changed, but only a restart applies them (the running values are kept): listen.port\n',
     );
     await waitForReady(hub.url, ['a', 'b']);
 
@@ -69,10 +69,10 @@ describe('switchyard reload', () => {
         restarted: [],
         updated: [],
         applied: [],
-        restartOnly: ['listen'],
+        restartOnly: ['listen.port'],
         pluginsFailed: [],
         pluginsNotLoaded: [],
-        earlier: { at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), report: { added: ['b'], removed: [], restarted: [], updated: [], applied: ['pageSize'], restartOnly: ['listen'], pluginsFailed: [] } },
+        earlier: { at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), report: { added: ['b'], removed: [], restarted: [], updated: [], applied: ['pageSize'], restartOnly: ['listen.port'], pluginsFailed: [] } },
       },
     });
     expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);
@@ -108,13 +108,13 @@ describe('switchyard reload', () => {
     const again = await run(['reload', '--url', hub.url]);
     expect([again.code, again.stdout]).toEqual([1, '']);
     expect(again.stderr).toMatch(
-      /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/,
+      /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\.port\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/,
     );
     edit(hub, (c) => {
       delete c.plugins;
     });
     // (listen still differs from the first test's edit: it waits for a restart.)
-    expect((await run(['reload', '--url', hub.url])).stdout).toBe('reloaded:\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen\n');
+    expect((await run(['reload', '--url', hub.url])).stdout).toBe('reloaded:\n  applied: plugins\n  changed, but only a restart applies them (the running values are kept): listen.port\n');
   });
 
   it('the route acts only on POST and refuses another origin; with no daemon the command exits 3', async () => {

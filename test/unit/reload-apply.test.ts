@@ -194,7 +194,7 @@ describe('applyReload', () => {
     next.pageSize = 9;
     next.plugins = { disable: ['broken'] };
     next.listen = { ...next.listen, port: 1 };
-    expect(await applyReload(t, next)).toEqual({ added: [], removed: [], restarted: [], updated: [], applied: ['pageSize', 'plugins'], restartOnly: ['listen'], pluginsFailed: ['broken.mjs: no default export'] });
+    expect(await applyReload(t, next)).toEqual({ added: [], removed: [], restarted: [], updated: [], applied: ['pageSize', 'plugins'], restartOnly: ['listen.port'], pluginsFailed: ['broken.mjs: no default export'] });
     expect(await applyReload(t, next)).toMatchObject({ applied: [], pluginsFailed: [] }); // nothing new: nothing loaded
   });
 });

@@ -92,7 +92,11 @@ describe('config reload diff', () => {
   });
 
   it('names the hub-level sections a reload cannot change', () => {
-    expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen']);
+    expect(restartOnlyChanges(cfg(base), cfg({ ...base, listen: { port: 1 }, pageSize: 5 }))).toEqual(['listen.port']);
+    // named by the key that changed: listen.admin alone is not "listen"
+    const admin = cfg({ ...base, listen: { admin: { path: 'admin.sock' } } });
+    expect(restartOnlyChanges(cfg(base), admin)).toEqual(['listen.admin']);
+    expect(restartOnlyChanges(admin, cfg({ ...base, listen: { admin: { path: 'other.sock' }, port: 2 } }))).toEqual(['listen.admin', 'listen.port']);
     expect(restartOnlyChanges(cfg(base), cfg(base))).toEqual([]);
   });
 
