@@ -196,8 +196,11 @@ export class LegacySession {
   /** close() was called: nothing more is sent to it. */
   ended = false;
 
-  /** `stopping`: the hub's stop ends it (the stdio hub), whose calls still running are answered so (HubStoppingError). */
-  close(stopping?: HubStoppingError): void {
+  /**
+   * `stopping`: the hub's stop ends it (the stdio hub), whose calls still running are answered so
+   * (HubStoppingError), or end cancelled for the client gone (a CancelledError: stdout broke).
+   */
+  close(stopping?: HubStoppingError | CancelledError): void {
     this.ended = true;
     // The hub's stop ends the calls first: one waiting for its client's answer to a question then
     // ends as stopped (its row unavailable), not with the question's 'session closed'.

@@ -1,7 +1,7 @@
 import { wireText } from '../protocol/serialized.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
-import { HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import type { MessageSink } from './core.js';
@@ -33,6 +33,9 @@ export interface StdioServerOptions {
   /** `policy.rateLimit`, as the HTTP edge holds its requests to it (the pipe's principal's buckets). */
   gate?: Pick<EdgeGate, 'limiting' | 'admitLocal'>;
 }
+
+/** Why what was running ended when stdout broke. */
+const CLIENT_GONE = 'the client went away: its end of stdout was closed while the request was in flight';
 
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
 interface Open {
@@ -126,7 +129,8 @@ export class StdioServer {
    * the drain time after one running out); after stdin EOF one may be gone, and a line to a
    * stdout nobody reads is harmless (write drops what a closed one cannot take). stdin is still
    * read until the process exits (the hub closing its upstreams may take seconds): each request
-   * that comes is answered as refused (line), never left unread and unanswered.
+   * that comes is answered as refused (line), never left unread and unanswered. stdout broken
+   * (the client gone), they are ended cancelled instead.
    */
   async stop(): Promise<void> {
     if (this.stopped) return this.done;
@@ -134,7 +138,9 @@ export class StdioServer {
     // connection, which the client may reconnect to (digest §4.1).
     this.opts.endListens?.();
     this.stopped = true;
-    const stopping = new HubStoppingError();
+    // stdout closed (EPIPE): the client is gone, and nobody is told anything: what was running
+    // is recorded cancelled, as the client went away, not as the hub shutting down on it.
+    const stopping = this.outClosed ? new CancelledError(CLIENT_GONE) : new HubStoppingError();
     for (const o of this.live) o.closed.abort(stopping);
     this.live.clear();
     this.open.clear();

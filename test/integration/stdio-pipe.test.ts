@@ -424,6 +424,28 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
   }, 40_000);
 });
 
+describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
+  // Recorded unavailable "the hub is shutting down": nobody was told anything, the client was gone.
+  it('records them cancelled (the client went away), in both eras, and exits', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-epipe-');
+    try {
+      await initialize(c);
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'old', method: 'tools/call', params: { name: 'modern__slow', arguments: { ms: 20_000 } } }));
+      c.send(JSON.stringify(call('new', 'modern__slow', { ms: 20_000 })));
+      await sleep(300);
+      c.proc.stdout!.destroy();
+      // Its answer is the next line written: EPIPE.
+      c.send(JSON.stringify(call('echo', 'modern__echo', { text: 'x' })));
+      expect(await exitWithin(c, 15_000)).not.toBe('running');
+      const rows = await waitForRows(ledger, { method: 'tools/call' }, (r) => r.length >= 3);
+      const of = (id: string) => rows.find((r) => r.requestId === id);
+      for (const id of ['old', 'new']) expect([of(id)?.outcome, of(id)?.errorMessage], id).toEqual(['cancelled', expect.stringContaining('the client went away')]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
   it('has its call answered -32603 (the hub is shutting down) and recorded unavailable', async () => {
