@@ -57,7 +57,9 @@ import type { ReloadOutcome } from './config/watch.js';
 import { lostEndpoint, restartOnlyValues } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
-import { INTERNAL_ERROR, RpcError } from './protocol/errors.js';
+import { CancelledError, INTERNAL_ERROR, notSent, RpcError } from './protocol/errors.js';
+import { cutOffError, outcomeOfError } from './router/outcome.js';
+import { reasonOf } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
 import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -737,10 +739,23 @@ export class Hub implements HubCore {
       // without prefix: any name in no prefix space), waits for that attempt
       // (hub/first-start.ts), then is routed as any (unknown if the server does not show the tool).
       const starting = h ? (onFirstAttempt(h) ? [h] : []) : this.firstStarting(params.name, ctx);
-      if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+      let waited = false;
+      if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) {
+        waited = true;
+        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+      }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
-      if (h && backSoon(h) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx))
+      if (h && backSoon(h) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx)) {
+        waited = true;
         await readyWithin(h.upstream, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+      }
+      // Its client cancelled it (or the hub's stop ended it) while it waited: so its row says, not
+      // that its server was down, and it is answered as any call ended so (nothing was sent).
+      if (waited && ctx.signal.aborted) {
+        const err = cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+        await this.router.recordLocal(method, ctx, outcomeOfError(err), { hubName: params.name, ...(h && { server: h.id, upstreamEra: h.upstream.era }) });
+        throw err;
+      }
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
-import { META_KEY, queryRows } from './ledger-helpers.js';
+import { META_KEY, queryRows, type Row } from './ledger-helpers.js';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -222,5 +222,30 @@ describe('a modern client whose retry of an input_required comes while the serve
     const retry = await send({ name, arguments: { who: 'Crash' }, requestState: state, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
     expect(retry.result, JSON.stringify(retry)).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
     expect((retry.result as { isError?: boolean } | undefined)?.isError).toBeUndefined();
+  }, 30_000);
+
+  // The wait ends at the client's cancellation; its row said `unavailable` (the server down),
+  // as if the hub had refused it, though the client went away while it waited.
+  it('cancelled by its client while it waits: recorded cancelled, not unavailable', async () => {
+    const name = 'ms__elicit_form';
+    const id = `cancel-wait-${nextId++}`;
+    const first = await post(th.url, modernBody(nextId++, 'tools/call', { name, arguments: { who: 'Gone' } }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
+    const state = ((first.messages.at(-1) as Json).result as Json | undefined)?.requestState;
+    expect(state, first.text).toMatch(/^sy1\./);
+    const spawned = th.hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+    process.kill(spawned.filter((l) => l.server === 'ms').at(-1)?.pid as number, 'SIGKILL');
+    const health = async () => ((await (await fetch(new URL('/healthz', th.url))).json()) as { servers: { id: string; state: string }[] }).servers.find((s) => s.id === 'ms')!.state;
+    for (const until = Date.now() + 10_000; (await health()) === 'ready'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('the server never went down');
+    const ac = new AbortController();
+    const body = modernBody(id, 'tools/call', { name, arguments: { who: 'Gone' }, requestState: state, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } }, modernMeta({ [META_CAPS]: USER_CAPABILITIES }));
+    const sent = fetch(th.url, { method: 'POST', headers: modernHeaders('tools/call', name), body: JSON.stringify(body), signal: ac.signal }).then((r) => r.text()).catch(() => undefined);
+    setTimeout(() => ac.abort(), 30);
+    await sent;
+    let row: Row | undefined;
+    for (const until = Date.now() + 10_000; !row && Date.now() < until; await new Promise((r) => setTimeout(r, 50)))
+      row = (await queryRows(join(th.hub.dir, 'ledger.db'), { tool: name })).find((r) => r.requestId === id && r.outcome !== 'in_flight');
+    expect(row && [row.outcome, row.errorKind]).toEqual(['cancelled', null]);
+    // Back for the next test file's callers.
+    for (const until = Date.now() + 10_000; (await health()) !== 'ready'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('the server never came back');
   }, 30_000);
 });
