@@ -7,7 +7,7 @@ import { MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { callPolicy } from './call-policy.js';
-import { outcomeOfResult, outcomeSeenBy } from './outcome.js';
+import { cutOffError, outcomeOfResult, outcomeSeenBy } from './outcome.js';
 import type { Mrtr } from './mrtr.js';
 import type { Binding, RequestStateSealer } from './request-state.js';
 import { formatTraceparent, type TraceSpan } from '../protocol/trace-context.js';
@@ -209,7 +209,8 @@ export async function retryOf(
     await record(Object.assign(endOf(ledger, result), { latencyMs: performance.now() - t0 }));
     return { result };
   } catch (err) {
-    await record(Object.assign(outcomeSeenBy(ctx.clientEra === MODERN, err), { latencyMs: performance.now() - t0 }));
+    // Ended by the hub's stop (its client is answered so: HubStoppingError), not cancelled by its client.
+    await record(Object.assign(outcomeSeenBy(ctx.clientEra === MODERN, cutOffError(err, ctx.signal)), { latencyMs: performance.now() - t0 }));
     throw err;
   }
 }

@@ -465,6 +465,39 @@ describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\
   }, 40_000);
 });
 
+describe('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
+  // The retry was answered the stop's -32603, but its row (which carries the call's end) said
+  // `cancelled`: the parked call's end was recorded as a cancellation, not the stop that ended it.
+  it('has the retry answered -32603 and recorded unavailable', async () => {
+    const { file, ledger } = configDir('switchyard-stdio-parked-stop-', { listen: { drainTimeoutMs: 300 }, servers: { tl: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+    const c = stdioHub(file, 'debug');
+    let pid: number | undefined;
+    try {
+      const meta = { ...META, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+      const first = await c.request({ jsonrpc: '2.0', id: 'r1', method: 'tools/call', params: { name: 'tl__three_rounds', arguments: {}, _meta: meta } }, 30_000);
+      expect(first.result?.resultType, JSON.stringify(first)).toBe('input_required');
+      const key = Object.keys(first.result.inputRequests)[0]!;
+      pid = c.stderr.split('\n').filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json).find((l) => l.server === 'tl')?.pid;
+      expect(pid).toBeGreaterThan(0);
+      // The upstream hears the answer but does not go on: the retry waits on the parked call.
+      process.kill(pid!, 'SIGSTOP');
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'r2', method: 'tools/call', params: { name: 'tl__three_rounds', arguments: {}, requestState: first.result.requestState, inputResponses: { [key]: { action: 'accept', content: { answer: 'a' } } }, _meta: meta } }));
+      await waitForRows(ledger, { 'request-id': 'r2' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
+      c.proc.kill('SIGTERM');
+      await c.next((m) => m.id === 'r2', 15_000);
+      // Let it go on, to hear its stdin close and exit at once (not at the hub's SIGKILL).
+      process.kill(pid!, 'SIGCONT');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => m.id === 'r2').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
+      const rows = await queryRows(ledger, { method: 'tools/call' });
+      expect(rows.map((r) => [r.requestId, r.outcome]).sort()).toEqual([['r1', 'input_required'], ['r2', 'unavailable']]);
+    } finally {
+      if (pid) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
