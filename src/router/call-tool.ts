@@ -265,8 +265,9 @@ export class ToolCall {
       try {
         settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), ctx.signal, shown));
       } catch (err) {
-        // Its client cancelled while it waited for the first call with this key: it ran nothing.
-        await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+        // Its client cancelled while it waited for the first call with this key: it ran nothing
+        // (the hub's stop: unavailable, as its client is answered).
+        await end({ ...outcomeOfError(cutOffError(err, ctx.signal)), latencyMs: performance.now() - t0 });
         throw err;
       }
       if (settled) return this.answerSettled(settled, end, t0, ctx);

@@ -498,6 +498,29 @@ describe('a modern client of `switchyard stdio` whose retry waits on a parked ca
   }, 40_000);
 });
 
+describe('a call of `switchyard stdio` waiting for the first call with its idempotency key when a SIGTERM\'s drain time runs out', () => {
+  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
+  it('is answered -32603 and recorded unavailable', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-key-stop-'));
+    const { file, ledger } = configDir('switchyard-stdio-key-stop-', { listen: { drainTimeoutMs: 300 }, servers: twoServers(dir) });
+    const c = stdioHub(file);
+    try {
+      const keyed = (id: string): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 }, _meta: { ...META, 'dev.switchyard/idempotency-key': 'k-stop' } } });
+      await c.request({ jsonrpc: '2.0', id: 'list', method: 'tools/list', params: { _meta: META } }, 30_000);
+      c.send(JSON.stringify(keyed('first')));
+      await waitForRows(ledger, { 'request-id': 'first' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
+      c.send(JSON.stringify(keyed('second')));
+      await waitForRows(ledger, { 'request-id': 'second' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => m.id === 'second').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
+      expect((await queryRows(ledger, { 'request-id': 'second' })).map((r) => r.outcome)).toEqual(['unavailable']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
