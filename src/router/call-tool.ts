@@ -221,8 +221,9 @@ export class ToolCall {
     try {
       confirmation = !keyEnded && this.opts.confirmer?.active ? await this.confirm(ctx, routed, hubName, args, bind, retry?.confirmed) : undefined;
     } catch (err) {
-      // Its client cancelled the call while the user was asked: cancelled, and nothing ran.
-      await end({ ...outcomeOfError(err), latencyMs: performance.now() - t0 });
+      // Its client cancelled the call while the user was asked: cancelled, and nothing ran (the
+      // hub's stop: unavailable, as its client is answered).
+      await end({ ...outcomeOfError(cutOffError(err, ctx.signal)), latencyMs: performance.now() - t0 });
       throw err;
     }
     if (confirmation) {

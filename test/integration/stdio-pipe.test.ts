@@ -521,6 +521,26 @@ describe('a call of `switchyard stdio` waiting for the first call with its idemp
   }, 40_000);
 });
 
+describe('a legacy client of `switchyard stdio` asked to confirm a call (policy.confirm) when a SIGTERM\'s drain time runs out', () => {
+  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
+  it('has its call answered -32603 and recorded unavailable, never forwarded', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-confirm-stop-'));
+    const { file, ledger } = configDir('switchyard-stdio-confirm-stop-', { listen: { drainTimeoutMs: 300 }, policy: { confirm: ['legacy__counter_bump'] }, servers: twoServers(dir) });
+    const c = stdioHub(file);
+    try {
+      await initialize(c, { elicitation: {} });
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'legacy__counter_bump', arguments: { label: 'x' } } }));
+      await c.next((m) => m.method === 'elicitation/create', 20_000);
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => m.id === 'b').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['b', 'unavailable']]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
