@@ -498,43 +498,29 @@ describe('a modern client of `switchyard stdio` whose retry waits on a parked ca
   }, 40_000);
 });
 
-describe('a call of `switchyard stdio` waiting for the first call with its idempotency key when a SIGTERM\'s drain time runs out', () => {
-  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
-  it('is answered -32603 and recorded unavailable', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-key-stop-'));
-    const { file, ledger } = configDir('switchyard-stdio-key-stop-', { listen: { drainTimeoutMs: 300 }, servers: twoServers(dir) });
-    const c = stdioHub(file);
-    try {
-      const keyed = (id: string): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 }, _meta: { ...META, 'dev.switchyard/idempotency-key': 'k-stop' } } });
-      await c.request({ jsonrpc: '2.0', id: 'list', method: 'tools/list', params: { _meta: META } }, 30_000);
-      c.send(JSON.stringify(keyed('first')));
-      await waitForRows(ledger, { 'request-id': 'first' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
-      c.send(JSON.stringify(keyed('second')));
-      await waitForRows(ledger, { 'request-id': 'second' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
-      c.proc.kill('SIGTERM');
-      expect(await exitWithin(c, 15_000)).toBe(0);
-      expect(c.received.filter((m) => m.id === 'second').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
-      expect((await queryRows(ledger, { 'request-id': 'second' })).map((r) => r.outcome)).toEqual(['unavailable']);
-    } finally {
-      c.kill();
-    }
-  }, 40_000);
-});
-
-describe('a legacy client of `switchyard stdio` asked to confirm a call (policy.confirm) when a SIGTERM\'s drain time runs out', () => {
-  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
-  it('has its call answered -32603 and recorded unavailable, never forwarded', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-confirm-stop-'));
-    const { file, ledger } = configDir('switchyard-stdio-confirm-stop-', { listen: { drainTimeoutMs: 300 }, policy: { confirm: ['legacy__counter_bump'] }, servers: twoServers(dir) });
+describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
+  // Each was answered the stop's -32603, but its row said `cancelled`, as if its client had
+  // cancelled it: a keyed call waiting for the first call with its key, and a legacy client's
+  // call waiting for its user's confirmation (policy.confirm), never forwarded.
+  it('are answered -32603 and recorded unavailable: one waiting for its key\'s first call, one for its confirmation', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-stdio-waits-stop-'));
+    const { file, ledger } = configDir('switchyard-stdio-waits-stop-', { listen: { drainTimeoutMs: 300 }, policy: { confirm: ['legacy__counter_bump'] }, servers: twoServers(dir) });
     const c = stdioHub(file);
     try {
       await initialize(c, { elicitation: {} });
-      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'legacy__counter_bump', arguments: { label: 'x' } } }));
+      const keyed = (id: string): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'legacy__slow', arguments: { ms: 20_000 }, _meta: { ...META, 'dev.switchyard/idempotency-key': 'k-stop' } } });
+      c.send(JSON.stringify(keyed('first')));
+      await waitForRows(ledger, { 'request-id': 'first' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
+      c.send(JSON.stringify(keyed('second')));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'confirm', method: 'tools/call', params: { name: 'legacy__counter_bump', arguments: { label: 'x' } } }));
       await c.next((m) => m.method === 'elicitation/create', 20_000);
+      await waitForRows(ledger, { 'request-id': 'second' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 15_000)).toBe(0);
-      expect(c.received.filter((m) => m.id === 'b').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
-      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['b', 'unavailable']]);
+      for (const id of ['second', 'confirm']) {
+        expect(c.received.filter((m) => m.id === id).map((m) => m.error), id).toEqual([{ code: -32603, message: expect.stringContaining('the hub is shutting down') }]);
+        expect((await queryRows(ledger, { 'request-id': id })).map((r) => r.outcome), id).toEqual(['unavailable']);
+      }
     } finally {
       c.kill();
     }
