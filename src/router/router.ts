@@ -461,10 +461,10 @@ export class Router {
     if (used.state !== 'ready' && used.era !== LEGACY) {
       if (await readyWithin(used, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
       // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
-      // client was never told of).
+      // client was never told of). Ended by the hub's stop: unavailable, as its client is answered.
       if (ctx.signal?.aborted) {
         const err = new CancelledError(reasonOf(ctx.signal));
-        await this.recordLocal(method, ctx, { ...outcomeOfError(err), server: server.id, upstreamName: uri }, { hubName: uri });
+        await this.recordLocal(method, ctx, { ...outcomeOfError(cutOffError(err, ctx.signal)), server: server.id, upstreamName: uri }, { hubName: uri });
         throw err;
       }
     }

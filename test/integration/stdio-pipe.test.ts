@@ -527,6 +527,34 @@ describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain
   }, 40_000);
 });
 
+describe('a legacy resources/subscribe of `switchyard stdio` waiting for its server back when a SIGTERM\'s drain time runs out', () => {
+  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
+  it('is answered -32603 and recorded unavailable', async () => {
+    const late = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, 'test/fixtures/catalog/mutable-server.mjs')], env: { START_DELAY_MS: '1000', ERA: 'modern', DOC_URI: 'late://doc' } };
+    const { file, ledger } = configDir('switchyard-stdio-subscribe-stop-', { listen: { drainTimeoutMs: 300 }, servers: { late } });
+    const c = stdioHub(file, 'debug');
+    try {
+      await initialize(c);
+      await c.request({ jsonrpc: '2.0', id: 'list', method: 'resources/list' }, 20_000);
+      const pid = c.stderr.split('\n').filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json).at(-1)?.pid as number;
+      expect(pid).toBeGreaterThan(0);
+      process.kill(pid, 'SIGKILL');
+      const down = () => c.stderr.split('\n').some((l) => l.includes('"msg":"upstream state"') && /"state":"(restarting|starting)"/.test(l) && l.includes('"time"') && c.stderr.indexOf(l) > c.stderr.indexOf(`"pid":${pid}`));
+      for (const until = Date.now() + 10_000; !down(); await sleep(20)) if (Date.now() > until) throw new Error('the server never went down');
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'sub', method: 'resources/subscribe', params: { uri: 'late://doc' } }));
+      // Its wait (the server is back over 1 s after its restart) leaves no trace to poll for: read, it waits.
+      await sleep(300);
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      // Ended running (not refused as read after the signal).
+      expect(c.received.filter((m) => m.id === 'sub').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('still running when it stopped') }]);
+      expect((await queryRows(ledger, { 'request-id': 'sub' })).map((r) => r.outcome)).toEqual(['unavailable']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
