@@ -337,9 +337,11 @@ export class ToolCall {
     // The hub declares no tasks: a client's task augmentation is ignored, as the spec has a
     // receiver that declares none do (a server would answer a task nobody could poll).
     else if (forwarded.task !== undefined) delete forwarded.task;
-    // A legacy client is asked what a modern upstream's input_required needs: what fails in that
-    // asking (the client's refusal, its session closing…) comes after the upstream's last answer,
-    // which was input_required, so it is no outcome of the call (see the catch below).
+    // A legacy client is asked what a modern upstream's input_required needs: what the client
+    // answers in that asking (its refusal, its error) comes after the upstream's last answer,
+    // which was input_required, so it is no outcome of the call (see the catch below). The hub's
+    // stop ending the call meanwhile is not the client's answer: its key is left unknown, as for
+    // a client's cancellation then (safe: a retry with the key is refused, never run twice).
     const askClient = ctx.askClient;
     const asking: CallContext = askClient ? { ...ctx, askClient: (r, withdrawn) => askClient(r, withdrawn).catch(askedAndFailed) } : ctx;
     const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
