@@ -432,7 +432,7 @@ describe('servers, doctor and tools against a running daemon', () => {
     for (const cmd of ['servers', 'doctor', 'tools']) {
       const r = await run([cmd, '--url', 'notaurl']);
       expect(r.code, cmd).toBe(2);
-      expect(r.stderr.trim()).toBe('switchyard: --url must be an http(s) URL such as http://127.0.0.1:7410, got "notaurl"');
+      expect(r.stderr.trim()).toBe('switchyard: --url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket\'s path), got "notaurl"');
       expect(r.stdout).toBe('');
     }
   });
