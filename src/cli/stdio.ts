@@ -67,8 +67,12 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       log.flush();
       process.exit(code);
     };
-    // A stop signal while the ledger is waited for (up to --ledger-wait-ms).
-    signals.onStop((signal) => void exitUnserved(0, `stopped by ${signal} before it could serve`));
+    // A stop signal while the ledger is waited for (up to --ledger-wait-ms): logged as any stop
+    // before starting is (serve-signals.ts), then what the client asked is answered.
+    signals.onStop((signal) => {
+      log.info({ signal }, 'stopped before starting');
+      void exitUnserved(0, `stopped by ${signal} before it could serve`);
+    });
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', argv['ledger-wait-ms'], (holder) => {
