@@ -40,9 +40,10 @@ function jsonRpcError(res, status, code, message) {
 /**
  * Serve `createServer()` (an SDK v1 McpServer factory) with sessions on POST/GET/DELETE `path`.
  * `transportOptions()` adds options to each session's transport (an event store and a retry
- * interval make its streams resumable).
+ * interval make its streams resumable). `holdMs(body)`, if given, is how long a POST with that
+ * body waits before it is handled and answered (test fixtures: a message slow on the network).
  */
-export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {}, transportOptions = () => ({}) } = {}) {
+export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {}, transportOptions = () => ({}), holdMs = () => 0 } = {}) {
   const sessions = new Map();
 
   const server = http.createServer(async (req, res) => {
@@ -54,6 +55,8 @@ export async function serveLegacySessions(createServer, { port = 0, path = '/mcp
       if (!isLoopbackRequest(req)) return jsonRpcError(res, 403, -32000, 'Forbidden: non-loopback Host or Origin');
       const sessionId = req.headers['mcp-session-id'];
       const body = req.method === 'POST' ? await readJsonBody(req) : undefined;
+      const hold = body === undefined ? 0 : holdMs(body);
+      if (hold > 0) await new Promise((r) => setTimeout(r, hold));
 
       if (typeof sessionId === 'string') {
         const transport = sessions.get(sessionId);

@@ -600,7 +600,10 @@ export class HttpUpstream extends HandshakingUpstream {
       // A disconnect is not a cancellation in legacy; say it, then stop reading.
       const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
       // To the session the request went to, which a reconnect may have replaced since.
-      this.postNotice(frame, this.sessionHeaders(p.session)).catch(() => undefined);
+      p.cancelSent = this.postNotice(frame, this.sessionHeaders(p.session)).then(
+        () => undefined,
+        () => undefined,
+      );
     }
     p.ctl?.abort();
   }

@@ -59,6 +59,13 @@ export interface Pending {
   onAbort: (() => void) | undefined;
   /** Transport scratch (HTTP: what cuts the POST short, session, retry state). */
   ctl?: { abort(): void };
+  /**
+   * HTTP: the POST of its notifications/cancelled, settled once the server took it. The answer to
+   * a question the call asked goes after it: on another connection it could arrive first, and a
+   * server whose question was answered (with an error) ends the call before the cancellation
+   * finds it, so its handler is never told.
+   */
+  cancelSent?: Promise<void>;
   frame?: string;
   session?: string;
   retried?: boolean;
@@ -650,7 +657,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         this.resumeTimer(p);
         // Cancelled by the upstream itself: it wants no answer (digest §4).
         if (withdrawn.signal.reason === WITHDRAWN_BY_SERVER) return;
-        this.reply(frame, via);
+        if (p.cancelSent === undefined) this.reply(frame, via);
+        else void p.cancelSent.then(() => this.reply(frame, via));
       });
   }
 

@@ -21,9 +21,18 @@ const EVENTS = join(dir, 'events.log');
 let th: TranslationHub;
 let db: string;
 
+/**
+ * lh holds each notifications/cancelled POST this long before it takes it: the hub's answer to
+ * the withdrawn question (an error), sent on another connection, would overtake it, and the
+ * server, its question answered, end the call before the cancellation came. The hub sends that
+ * answer only once the cancellation was taken, so lh hears it all the same (it failed now and
+ * then on a loaded machine, when the answer overtook it by chance).
+ */
+const CANCEL_HOLD_MS = 300;
+
 beforeAll(async () => {
   writeFileSync(EVENTS, '');
-  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS });
+  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS, CANCEL_HOLD_MS: String(CANCEL_HOLD_MS) });
   db = join(th.hub.dir, 'ledger.db');
 }, 60_000);
 
