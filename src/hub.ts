@@ -428,13 +428,15 @@ export class Hub implements HubCore {
     const admin = (this.admin = new AdminRoutes(this, policy, this.log, this.auth.required));
     // With an admin listener of its own, its connections come out of the default cap's share.
     const maxConnections = this.config.listen.maxConnections ?? (this.config.listen.admin ? defaultMaxConnections(undefined, adminMaxConnections()) : undefined);
+    // listen.admin.exclusive: the operator routes only where the operator alone can reach them.
+    const operatorRoutesElsewhere = this.config.listen.admin?.exclusive === true;
     this.http = new HttpServer(
       this.endpoint,
       this,
-      { ...this.config.listen, maxConnections, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups },
+      { ...this.config.listen, maxConnections, listenHost: host, port, routes: (req, res, path, who) => admin.route(req, res, path, who), gate: this.gate, groups: this.catalog.groups, operatorRoutesElsewhere },
       this.log,
     );
-    admin.attach(this.http.server, this.authorizeAdminEvents);
+    if (!operatorRoutesElsewhere) admin.attach(this.http.server, this.authorizeAdminEvents);
     const addr = await this.http.listen(host, port);
     this.auth.bindAudience(`http://${addr.address.includes(':') ? `[${addr.address}]` : addr.address}:${addr.port}/mcp`);
     return addr;

@@ -137,7 +137,7 @@ export function parseConfig(json: unknown, file?: string, env: Env = process.env
 
   const config: HubConfig = {
     // The admin socket's path, as ledger.path, is relative to the config file's folder.
-    listen: raw.listen.admin && 'path' in raw.listen.admin ? { ...raw.listen, admin: { path: resolve(base, raw.listen.admin.path) } } : raw.listen,
+    listen: raw.listen.admin && 'path' in raw.listen.admin ? { ...raw.listen, admin: { ...raw.listen.admin, path: resolve(base, raw.listen.admin.path) } } : raw.listen,
     ledger: {
       path: raw.ledger.path === ':memory:' ? raw.ledger.path : resolve(base, raw.ledger.path),
       enabled: raw.ledger.enabled,

@@ -53,9 +53,10 @@ export interface HubConfig {
 
 /**
  * `listen.admin`: a unix socket (`path`, absolute once loaded; mode 0600) or a TCP address
- * (`port`, `host` default 127.0.0.1) for the admin routes alone.
+ * (`port`, `host` default 127.0.0.1) for the admin routes alone; `exclusive`: the main listener
+ * no longer serves them (only /healthz and MCP there).
  */
-export type AdminListen = { path: string } | { host?: string; port: number };
+export type AdminListen = ({ path: string } | { host?: string; port: number }) & { exclusive?: boolean };
 
 /** `plugins`: bundled plugins run first, then the folder's files in name order, then `paths` in order. */
 export interface PluginsConfig {

@@ -50,9 +50,17 @@ export interface HttpOptions extends OriginPolicy {
    * endpoint, and a connection cap of its own (adminMaxConnections), never the MCP one.
    */
   adminOnly?: boolean;
+  /** The main listener of a hub whose admin listener takes the operator routes alone (listen.admin.exclusive). */
+  operatorRoutesElsewhere?: boolean;
 }
 
 const NOT_ON_ADMIN = 'Not Found: this is the admin listener (listen.admin); MCP clients use the address of listen.host and listen.port';
+const ON_ADMIN_ONLY = 'Not Found: the operator routes are served on the admin listener only (listen.admin.exclusive)';
+
+/** The operator's routes: the admin API, the status page and its live feed, /metrics (not /healthz). */
+function isOperatorPath(path: string): boolean {
+  return path === '/metrics' || path === '/admin' || path.startsWith('/admin/');
+}
 
 const FORBIDDEN_HOST = 'Forbidden: the Host header does not name this hub (off loopback, list the host clients use as an origin in listen.allowedOrigins)';
 const FORBIDDEN_ORIGIN = 'Forbidden: Origin not allowed (listen.allowedOrigins lists the browser origins allowed besides loopback ones)';
@@ -271,6 +279,7 @@ export class HttpServer {
   private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0];
     if (this.opts.adminOnly && MCP_PATH.test(path)) return sendJson(res, 404, { error: NOT_ON_ADMIN });
+    if (this.opts.operatorRoutesElsewhere && isOperatorPath(path)) return sendJson(res, 404, { error: ON_ADMIN_ONLY });
     // node:http keeps the first of two Host lines; a proxy in front may route by the last, so the
     // two would read one request two ways: refused, as RFC 9112 §3.2 says a server must.
     if ((fieldLines(req.rawHeaders, 'host')?.length ?? 1) > 1) {
@@ -321,7 +330,7 @@ export class HttpServer {
       if (m) await this.opts.gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: 403, message });
       return sendJson(res, 403, m ? errorResponse(undefined, new RpcError(INVALID_REQUEST, message)) : { error: message });
     }
-    if (gate && (path === '/metrics' || path === '/admin' || path.startsWith('/admin/'))) {
+    if (gate && isOperatorPath(path)) {
       // The operator routes read everyone's ledger rows: with authentication on, only an admin may.
       const refused = gate.auth.checkAdmin(who);
       if (refused) return sendJson(res, refused.status, { error: refused.message }, refused.headers);

@@ -20,6 +20,7 @@ import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
+import { modernBody, modernHeaders } from '../helpers/wire.js';
 
 const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
 const USER_KEY = 'sy_admin-listener-user-key-0123456789abcdefghijklm';
@@ -98,6 +99,37 @@ describe('listen.admin', () => {
       expect([mcp.status, ((await mcp.json()) as { error: string }).error]).toEqual([404, expect.stringContaining('this is the admin listener (listen.admin)')]);
     } finally {
       for (const s of held) s.destroy();
+      await hub.stop(0);
+    }
+  });
+
+  it('exclusive: the operator routes only on the admin listener; the main one keeps MCP and /healthz and says where they went', async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'admin.sock', exclusive: true } });
+    const sock = join(dir, 'admin.sock');
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      expect(await hub.listenAdmin()).toBe(sock);
+      const main = `http://127.0.0.1:${addr.port}`;
+      for (const path of ['/admin/servers', '/admin/', '/admin', '/metrics']) {
+        const r = await fetch(`${main}${path}`, { signal: AbortSignal.timeout(5_000) });
+        expect([path, r.status, ((await r.json()) as { error: string }).error]).toEqual([path, 404, expect.stringContaining('on the admin listener only (listen.admin.exclusive)')]);
+      }
+      // The live feed is not on the main listener either.
+      const ws = new WebSocket(`ws://127.0.0.1:${addr.port}/admin/events`);
+      const refused = await new Promise<string>((resolve) => {
+        ws.once('open', () => resolve('open'));
+        ws.once('unexpected-response', (_req, res) => resolve(`status ${res.statusCode}`));
+        ws.once('error', () => resolve('error'));
+      });
+      ws.terminate();
+      expect(refused).not.toBe('open');
+      expect((await fetch(`${main}/healthz`)).status).toBe(200);
+      const list = await fetch(`${main}/mcp`, { method: 'POST', headers: modernHeaders('tools/list'), body: JSON.stringify(modernBody(1, 'tools/list')) });
+      expect([list.status, ((await list.json()) as { result?: unknown }).result]).toEqual([200, expect.objectContaining({ tools: [] })]);
+      // The socket serves them, as without exclusive.
+      expect((await overSocket(sock, '/admin/servers')).status).toBe(200);
+      expect((await overSocket(sock, '/metrics')).body).toContain('switchyard_');
+    } finally {
       await hub.stop(0);
     }
   });
