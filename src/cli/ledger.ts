@@ -18,7 +18,7 @@ import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { hasTable } from '../ledger/migrate.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
-import { requestIdQuery } from '../ledger/request-id.js';
+import { requestIdQuery, type RequestIdQuery } from '../ledger/request-id.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -137,9 +137,14 @@ function traceIdOption(value: string | string[] | undefined): string | undefined
 }
 
 /** `--request-id`, read as request-id.ts says: `1` the number, `'"1"'` the string, `abc` a string. */
-function requestIdOption(value: string | string[] | undefined): ReturnType<typeof requestIdQuery> | undefined {
+function requestIdOption(value: string | string[] | undefined): RequestIdQuery | undefined {
   const v = oneText('--request-id', value);
-  return v === undefined ? undefined : requestIdQuery(v);
+  if (v === undefined) return undefined;
+  try {
+    return requestIdQuery(v);
+  } catch (err) {
+    throw new UsageError(`--request-id: ${(err as Error).message}`);
+  }
 }
 
 function filterOf(a: FilterArgs, now: number): AuditFilter {
@@ -259,11 +264,16 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
   /**
    * `--request-id 1` selects the number 1; rows of the string "1" (another request) are not
    * listed, but said to be there, with the option that lists them (and the other way round).
+   * An id longer than a row keeps is matched by the start kept: said, as other ids with that
+   * start are listed too.
    */
-  const otherIdNote = (reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
+  const requestIdNotes = (reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
     const q = requestIdOption(a.requestId);
+    if (q?.cut !== undefined) {
+      io.err(screenJson(`switchyard ledger: note: request id ${q.what} is longer than a ledger row keeps: rows hold its first ${q.cut} characters, and the rows of every id that starts with them are listed (requestIdCut in --json)\n`));
+    }
     if (!q?.other || !reader.queryIds({ ...filter, requestId: q.other.stored, limit: 1 }).length) return;
-    io.err(`switchyard ledger: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`);
+    io.err(screenJson(`switchyard ledger: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`));
   };
 
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
@@ -279,7 +289,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       async (reader, a, filter) => {
         const ids = reader.queryIds(filter);
         const shown = await writeRows(() => reader.rowsOf(ids, filter, 'ts'), a.json);
-        otherIdNote(reader, a, filter);
+        requestIdNotes(reader, a, filter);
         if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
         else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown} matching rows; more may match (--limit N shows more)\n`);
@@ -304,7 +314,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // position moves to the head (so rows a filter skips are not scanned again) only as read
         // in the same snapshot as the rows: a head read after them may hold rows committed in
         // between, never printed.
-        otherIdNote(reader, a, filter);
+        requestIdNotes(reader, a, filter);
         const start = reader.snapshot(() => ({ ...reader.lastFinishedIds(filter, n), head: reader.headSeq() }));
         const shown = await writeRows(() => reader.rowsOf(start.ids, filter, 'seq'), a.json);
         if (!shown && n > 0 && !a.follow) noRows(a.json, 'finished calls');
@@ -341,7 +351,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => filterOf(a, now()),
       (reader, a, filter) => {
-        otherIdNote(reader, a, filter);
+        requestIdNotes(reader, a, filter);
         const { rows, hubEvents } = reader.callStats(filter);
         if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
         else io.out(table(STATS_HEADER, rows.map(statsCells)));
@@ -406,7 +416,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       false,
       (a) => filterOf(a, now()),
       async (reader, a, filter) => {
-        otherIdNote(reader, a, filter);
+        requestIdNotes(reader, a, filter);
         const csv = a.format === 'csv';
         let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
         for (const page of reader.pages(filter)) {

@@ -107,7 +107,13 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
     if (v) f[k] = v;
   }
   // As `ledger query --request-id` takes it: `1` the number, `"1"` the string.
-  if (f.requestId !== undefined) f.requestId = requestIdQuery(f.requestId).stored;
+  if (f.requestId !== undefined) {
+    try {
+      f.requestId = requestIdQuery(f.requestId).stored;
+    } catch (err) {
+      throw new BadQuery((err as Error).message); // a number past 2^53: it would select another id
+    }
+  }
   // A W3C trace id as `ledger query --trace-id` takes it: any other text would match no row.
   const trace = q.get('traceId');
   if (trace) {

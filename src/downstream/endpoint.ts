@@ -504,7 +504,7 @@ export class Endpoint {
     end: Parameters<HubCore['recordLocal']>[2] = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message },
   ): Promise<void> {
     const ctx: CallContext = {
-      requestId: req.id ?? '',
+      requestId: req.id,
       principal: ex.principal,
       authContext: ex.authContext,
       group: ex.group,

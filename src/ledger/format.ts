@@ -46,10 +46,14 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
   };
 }
 
-/** `requestIdType` null: no client's request (the hub's own rows, a message with no id). */
-function requestIdFields(r: AuditRow): { requestId: string; requestIdType: 'number' | 'string' | null } {
-  const { type, text } = requestIdOf(r.requestId);
-  return { requestId: text, requestIdType: r.principal === HUB || r.requestId === '' ? null : type };
+/**
+ * `requestIdType` null: no client's request (the hub's own rows, a message with no id; the
+ * string id "" is a string). `requestIdCut`: the id was longer than a row keeps, `requestId` is
+ * its start (request-id.ts).
+ */
+function requestIdFields(r: AuditRow): { requestId: string; requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
+  const { type, text, cut } = requestIdOf(r.requestId);
+  return { requestId: text, requestIdType: r.principal === HUB || r.requestId === '' ? null : type, requestIdCut: cut };
 }
 
 function parseOrText(json: string | null): unknown {
@@ -100,6 +104,9 @@ export function csvLine(values: unknown[]): string {
 
 export function csvRow(r: AuditRow): string {
   const o = rowJson(r);
+  // A number id is written as the number (no formula a spreadsheet could run): as text, the
+  // guard below made the id -1 `'-1`, which reads as another id than the string "-1" is.
+  if (o.requestIdType === 'number' && String(Number(o.requestId)) === o.requestId) o.requestId = Number(o.requestId);
   return csvLine(CSV_COLUMNS.map((c) => o[c]));
 }
 

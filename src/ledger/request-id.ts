@@ -3,45 +3,102 @@
  * different requests (the number 1 and the string "1"), which String(id) made one: `ledger query
  * --request-id 1` listed both, and nothing told them apart. Stored now as: a number as its
  * digits (as it always was); a string as itself (as it always was), unless it would read as a
- * number or starts with a quote, then as its JSON form (`"1"`, with the quotes). So every row
- * of a string id that is no number keeps its text, and one text is one id. Rows written before
- * hold a string id of digits as bare digits: read as the number.
+ * number, starts with a quote or is empty, then as its JSON form (`"1"`, `""`, with the quotes).
+ * So every row of a string id that is no number keeps its text, and one text is one id; the
+ * empty text is a row with no id (a message refused before it had a valid one, the hub's own).
+ * Rows written before hold a string id of digits as bare digits: read as the number; and the
+ * empty string as empty text: read as no id.
+ *
+ * A column keeps MAX_TEXT characters. An id whose stored text would be longer (a string: the
+ * hub takes ids of any length) is stored cut, in a form no whole id has: the JSON form of its
+ * first characters, then CUT (`"abc…"…`): still a string, and seen to be cut. Every id with
+ * those first characters is stored the same, which `--request-id` says when it is given one.
  */
+import { MAX_TEXT } from './columns.js';
 
 /** JSON's number grammar: what String(n) writes for a number id, and what a string must not look like bare. */
 const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
-/** The stored text of a request's id (an id the JSON-RPC message had no valid form of: String of it, as before). */
+/** After the closing quote of a cut id's JSON form: a whole id's JSON form ends at its quote. */
+const CUT = '…';
+
+/**
+ * The stored text of a request's id; '' for none (a message refused before it had a valid
+ * id). An id the JSON-RPC message had no valid form of: String of it, as before.
+ */
 export function requestIdText(id: unknown): string {
-  if (typeof id === 'string') return JSON_NUMBER.test(id) || id.startsWith('"') ? JSON.stringify(id) : id;
-  return String(id);
+  if (id === undefined) return '';
+  if (typeof id !== 'string') return String(id);
+  const stored = id === '' || JSON_NUMBER.test(id) || id.startsWith('"') ? JSON.stringify(id) : id;
+  return stored.length <= MAX_TEXT ? stored : cutText(id);
 }
 
-/** An id's type and its own text (a string's without the quotes it may be stored with), from the stored text. */
-export function requestIdOf(stored: string): { type: 'number' | 'string'; text: string } {
-  if (JSON_NUMBER.test(stored)) return { type: 'number', text: stored };
+/** An id too long to keep: the JSON form of as many of its first characters (whole code points) as fit, then CUT. */
+function cutText(id: string): string {
+  let kept = 0;
+  let size = 2 + CUT.length;
+  for (const ch of id) {
+    const w = JSON.stringify(ch).length - 2; // `"` is `\"`, a control `\u001b`
+    if (size + w > MAX_TEXT) break;
+    size += w;
+    kept += ch.length;
+  }
+  return JSON.stringify(id.slice(0, kept)) + CUT;
+}
+
+/**
+ * An id's type and its own text (a string's without the quotes it may be stored with), from the
+ * stored text; `cut`: only its first characters were kept. '' (no id) reads as the string ''.
+ */
+export function requestIdOf(stored: string): { type: 'number' | 'string'; text: string; cut: boolean } {
+  if (JSON_NUMBER.test(stored)) return { type: 'number', text: stored, cut: false };
   if (stored.startsWith('"')) {
+    const cut = stored.endsWith(`"${CUT}`);
     try {
-      const s = JSON.parse(stored) as unknown;
-      if (typeof s === 'string') return { type: 'string', text: s };
+      const s = JSON.parse(cut ? stored.slice(0, -CUT.length) : stored) as unknown;
+      if (typeof s === 'string') return { type: 'string', text: s, cut };
     } catch {
       // Not one this hub stored: the text as it is.
     }
   }
-  return { type: 'string', text: stored };
+  return { type: 'string', text: stored, cut: false };
+}
+
+/** A string id as a note shows it: JSON (no control character raw), a long one by its start and length. */
+function shown(s: string): string {
+  return s.length > 64 ? `${JSON.stringify(s.slice(0, 40))}… (${s.length} characters)` : JSON.stringify(s);
+}
+
+export interface RequestIdQuery {
+  /** The text rows of this id hold. */
+  stored: string;
+  /** The id in words. */
+  what: string;
+  /** Only the first this many characters of the id are kept (it is longer than a row holds): rows of every id starting with them match. */
+  cut?: number;
+  /** For a number, or a string of a number's text: the id of the other type, whose rows are told of, not listed, and the option value that lists them. */
+  other?: { stored: string; what: string; option: string };
 }
 
 /**
  * What `--request-id` (and /admin/ledger's `requestId`) selects, as stored: the value read as the
- * id's JSON form when it is one (`1` the number, `'"1"'` the string), else as a string (`abc`).
- * `what`: the id in words. `other`: for a number, or a string of a number's text, the id of the
- * other type, whose rows are told of, not listed, and the option value that lists them.
+ * id's JSON form when it is one (`1` the number, `'"1"'` the string, `'""'` the empty string),
+ * else as a string (`abc`). A number no JSON number keeps exactly (past 2^53) is refused
+ * (RangeError): read as a double it would select another id (9007199254740993 is
+ * 9007199254740992), and the hub records no such number id (it refuses the request).
  */
-export function requestIdQuery(value: string): { stored: string; what: string; other?: { stored: string; what: string; option: string } } {
-  // As the hub stored it: the number's String() (`1.0` is 1).
+export function requestIdQuery(value: string): RequestIdQuery {
   if (JSON_NUMBER.test(value)) {
-    const n = String(JSON.parse(value));
-    return { stored: n, what: `the number ${n}`, other: { stored: JSON.stringify(value), what: `the string ${JSON.stringify(value)}`, option: `'${JSON.stringify(value)}'` } };
+    const v = JSON.parse(value) as number;
+    if (!Number.isFinite(v) || Math.abs(v) > Number.MAX_SAFE_INTEGER) {
+      const n = value.length > 64 ? `${value.slice(0, 40)}… (${value.length} characters)` : value;
+      throw new RangeError(
+        `request id ${n} is no number a request id can be (an integer of at most 2^53 - 1 in size: the hub refuses a request with another, and its row has no id); in quotes ('"${value.length > 64 ? '…' : value}"') it is the string`,
+      );
+    }
+    // As the hub stored it: the number's String() (`1.0` is 1).
+    const n = String(v);
+    return { stored: n, what: `the number ${n}`, other: { stored: requestIdText(value), what: `the string ${shown(value)}`, option: `'${JSON.stringify(value)}'` } };
   }
   let s: unknown = value;
   if (value.startsWith('"')) {
@@ -53,8 +110,13 @@ export function requestIdQuery(value: string): { stored: string; what: string; o
     if (typeof s !== 'string') s = value;
   }
   const str = s as string;
-  const what = `the string ${JSON.stringify(str)}`;
-  if (!JSON_NUMBER.test(str)) return { stored: requestIdText(str), what };
-  const n = String(JSON.parse(str));
-  return { stored: requestIdText(str), what, other: { stored: n, what: `the number ${n}`, option: n } };
+  const stored = requestIdText(str);
+  const q: RequestIdQuery = { stored, what: `the string ${shown(str)}` };
+  const of = requestIdOf(stored);
+  if (of.cut) q.cut = of.text.length;
+  if (JSON_NUMBER.test(str)) {
+    const n = JSON.parse(str) as number;
+    if (Number.isFinite(n) && Math.abs(n) <= Number.MAX_SAFE_INTEGER) q.other = { stored: String(n), what: `the number ${n}`, option: String(n) };
+  }
+  return q;
 }

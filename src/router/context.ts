@@ -9,7 +9,8 @@ import type { TraceSpan } from '../protocol/trace-context.js';
  * looks at initialize, version headers, session ids or resultType.
  */
 export interface CallContext {
-  requestId: Id;
+  /** The client's JSON-RPC id; undefined for a message refused before it had a valid one (its row has no id). */
+  requestId: Id | undefined;
   principal: string;
   /** The tool group the client selected with the endpoint path `/mcp/<group>`; undefined = all. */
   group?: string;

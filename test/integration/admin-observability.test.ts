@@ -172,6 +172,11 @@ describe('/admin routes', () => {
     expect(await byId('7311')).toEqual(['7311']);
     expect(await byId('"7311"')).toEqual(['"7311"']);
     expect(await byId('"ledger-probe"')).toEqual(['ledger-probe']);
+    // The empty string is an id (kept as `""`), not the rows with none; a number past 2^53 would select another id: refused.
+    await call('legacy__echo', { text: 'e' }, '');
+    expect(await byId('""')).toEqual(['""']);
+    const past = await getJson('/admin/ledger?requestId=9007199254740993');
+    expect([past.status, JSON.stringify(past.body)]).toEqual([400, expect.stringContaining('no number a request id can be')]);
     // One trace's rows, by its W3C trace id (the hub started this one: the call came without).
     const trace = one[0]!.traceId as string;
     expect(trace).toMatch(/^[0-9a-f]{32}$/);

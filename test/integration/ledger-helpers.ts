@@ -33,6 +33,8 @@ export interface Row {
   requestId: string;
   /** The id's JSON type (the number 1 and the string "1" are different requests); null: no client's request. */
   requestIdType: 'number' | 'string' | null;
+  /** The id was longer than a row keeps: requestId is its start. */
+  requestIdCut: boolean;
   principal: string;
   /** The tool group whose endpoint the request came through (null: `/mcp`). */
   group: string | null;

@@ -17,7 +17,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
-import { fixture, LEGACY, ledgerCli, legacySession, MODERN, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
+import { fixture, LEGACY, ledgerCli, ledgerInProcess, legacySession, MODERN, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
 
 let hub: HubProcess;
 let db: string;
@@ -160,6 +160,50 @@ describe('ledger rows of real calls through the hub', () => {
     expect((await pick('="7310"')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'string']]);
     // A string id that reads as no number is found by its text, as it always was.
     expect((await pick('r-7310')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['r-7310', 'string']]);
+  });
+
+  it('the string id "" is an id; an id longer than a row keeps is kept cut, still a string, and found by --request-id; a negative number id is a number in CSV', async () => {
+    const digits = '9'.repeat(5000); // a string of a number's text: kept in its JSON form, cut without its closing quote before
+    const escaped = 'k"\u0001'.repeat(2000); // its JSON form is three times as long
+    const add = (id: string | number) => modernCall(hub.url, id, 'tools/call', { name: 'f__add', arguments: { a: 2, b: 5 } }, { clientName: 'ids-probe' });
+    for (const id of ['', digits, escaped, -7312]) expect((await add(id)).body?.result?.structuredContent, String(id).slice(0, 9)).toEqual({ sum: 7 });
+    // An id no request can have: refused, and its row has no id (not the string "").
+    const refused = await add(1.5);
+    expect(refused.body?.error?.code).toBe(-32600);
+    const all = await waitForRows(db, { client: 'ids-probe' }, (rows) => rows.length === 4);
+    const noId = (await waitForRows(db, { method: '(invalid)' }, (rows) => rows.some((r) => r.requestBytes === refused.requestBytes))).filter((r) => r.requestBytes === refused.requestBytes);
+    all.push(...noId);
+    expect(all.map((r) => [r.requestId.slice(0, 12), r.requestIdType, r.requestIdCut, r.outcome])).toEqual([
+      ['', 'string', false, 'ok'],
+      ['999999999999', 'string', true, 'ok'],
+      ['k"\u0001k"\u0001k"\u0001k"\u0001', 'string', true, 'ok'],
+      ['-7312', 'number', false, 'ok'],
+      ['', null, false, 'rpc_error'], // the message with id 1.5
+    ]);
+    // Cut visibly: the start of the id, as long as the row's column (4096) holds in its JSON form.
+    expect(all[1]!.requestId).toBe('9'.repeat(4093));
+    expect(escaped.startsWith(all[2]!.requestId) && JSON.stringify(all[2]!.requestId).length + 1 <= 4096 && all[2]!.requestId.length > 1300).toBe(true);
+    const pick = async (...args: string[]) => {
+      const r = await ledgerInProcess(db, ['query', '--json', '--client', 'ids-probe', ...args]);
+      return { code: r.code, err: r.stderr, ids: r.stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as Row).requestId.slice(0, 12)) };
+    };
+    // `--request-id ''` and `'""'` are the string "", not the rows with no id.
+    expect(await pick('--request-id', '')).toEqual({ code: 0, err: '', ids: [''] });
+    expect((await pick('--request-id', '""')).ids).toEqual(['']);
+    // The whole id finds its row, with a note that only its start is compared.
+    const long = await pick('--request-id', JSON.stringify(digits));
+    expect(long.ids).toEqual(['999999999999']);
+    expect(long.err).toContain('note: request id the string "9999999999999999999999999999999999999999"… (5000 characters) is longer than a ledger row keeps: rows hold its first 4093 characters');
+    expect((await pick('--request-id', escaped)).ids).toEqual(['k"\u0001k"\u0001k"\u0001k"\u0001']);
+    // Unquoted, those digits are a number no id can be (read as a double it was another one): said, exit 2.
+    const number = await pick('--request-id', digits);
+    expect(number.code).toBe(2);
+    expect(number.err).toContain("is no number a request id can be (an integer of at most 2^53 - 1 in size");
+    expect((await pick('--request-id', '-7312')).ids).toEqual(['-7312']);
+    // CSV: the number -7312 as a number; text starting with a minus is kept from spreadsheets' formulas, a number needs no such guard.
+    const csv = (await ledgerInProcess(db, ['export', '--format', 'csv', '--client', 'ids-probe', '--request-id', '-7312'])).stdout.split('\n');
+    expect(csv[0]).toMatch(/^id,seq,ts,requestId,requestIdType,requestIdCut,/);
+    expect(csv[1]).toMatch(/^\d+,\d+,[^,]+,-7312,number,false,/);
   });
 
   it('rpc_error with its code: an unknown tool is -32602', async () => {

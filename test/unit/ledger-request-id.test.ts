@@ -3,19 +3,48 @@ import { describe, expect, it } from 'vitest';
 import { requestIdOf, requestIdQuery, requestIdText } from '../../src/ledger/request-id.js';
 
 describe('request ids in the ledger', () => {
-  it('stores a number as its digits, a string as itself unless it would read as a number or starts with a quote', () => {
-    expect([1, 1.5, '1', '-2e3', 'abc', '"q', ''].map(requestIdText)).toEqual(['1', '1.5', '"1"', '"-2e3"', 'abc', '"\\"q"', '']);
-    for (const id of [1, 1.5, '1', '-2e3', 'abc', '"q', 'x"']) {
-      expect(requestIdOf(requestIdText(id)), String(id)).toEqual({ type: typeof id, text: String(id) });
+  it('stores a number as its digits, a string as itself unless it would read as a number, starts with a quote or is empty', () => {
+    expect([1, 1.5, '1', '-2e3', 'abc', '"q', '', undefined].map(requestIdText)).toEqual(['1', '1.5', '"1"', '"-2e3"', 'abc', '"\\"q"', '""', '']);
+    for (const id of [1, 1.5, '1', '-2e3', 'abc', '"q', 'x"', '']) {
+      expect(requestIdOf(requestIdText(id)), String(id)).toEqual({ type: typeof id, text: String(id), cut: false });
     }
+  });
+
+  it('keeps an id longer than a row holds cut, in a form no whole id has: a string still, its start, marked cut', () => {
+    for (const id of ['x'.repeat(5000), '7'.repeat(4095), '"'.repeat(3000), 'a\u0001'.repeat(2500), '🚀'.repeat(3000)]) {
+      const stored = requestIdText(id);
+      expect(stored.length, id.slice(0, 4)).toBeLessThanOrEqual(4096);
+      expect(stored.length, id.slice(0, 4)).toBeGreaterThan(4090);
+      const of = requestIdOf(stored);
+      expect(of.type).toBe('string');
+      expect(of.cut).toBe(true);
+      expect(id.startsWith(of.text) && of.text.length < id.length).toBe(true);
+      expect(of.text.isWellFormed(), 'cut between whole characters').toBe(true);
+    }
+    // A whole id as long as a row holds is kept whole; so is a string that merely ends the way a cut one does.
+    expect(requestIdOf(requestIdText('y'.repeat(4096)))).toEqual({ type: 'string', text: 'y'.repeat(4096), cut: false });
+    expect(requestIdOf(requestIdText('"a"…'))).toEqual({ type: 'string', text: '"a"…', cut: false });
+    expect(requestIdOf(requestIdText('a"…'))).toEqual({ type: 'string', text: 'a"…', cut: false });
   });
 
   it('reads --request-id as the JSON form of the id when it is one, else as a string', () => {
     expect(requestIdQuery('1')).toMatchObject({ stored: '1', other: { stored: '"1"', option: `'"1"'` } });
+    expect(requestIdQuery('-1')).toMatchObject({ stored: '-1', what: 'the number -1' });
     expect(requestIdQuery('1.0')).toMatchObject({ stored: '1', what: 'the number 1' });
     expect(requestIdQuery('"1"')).toMatchObject({ stored: '"1"', other: { stored: '1', option: '1' } });
     expect(requestIdQuery('"abc"')).toEqual({ stored: 'abc', what: 'the string "abc"' });
     expect(requestIdQuery('abc')).toEqual({ stored: 'abc', what: 'the string "abc"' });
     expect(requestIdQuery('"q')).toEqual({ stored: '"\\"q"', what: 'the string "\\"q"' });
+    // The empty string is an id: not the rows with none.
+    expect(requestIdQuery('')).toEqual({ stored: '""', what: 'the string ""' });
+    expect(requestIdQuery('""')).toEqual({ stored: '""', what: 'the string ""' });
+    // An id longer than a row keeps: stored as the row has it, and how much of it is compared.
+    const long = 'z'.repeat(5000);
+    expect(requestIdQuery(long)).toEqual({ stored: requestIdText(long), what: 'the string "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"… (5000 characters)', cut: 4093 });
+    expect(requestIdQuery(`"${'8'.repeat(5000)}"`)).toMatchObject({ stored: requestIdText('8'.repeat(5000)), cut: 4093 });
+    // A number no JSON number keeps exactly: read as a double it was another id.
+    expect(() => requestIdQuery('9007199254740993')).toThrow(/request id 9007199254740993 is no number a request id can be .*in quotes \('"9007199254740993"'\) it is the string/);
+    expect(() => requestIdQuery('1e400')).toThrow(RangeError);
+    expect(requestIdQuery('9007199254740991')).toMatchObject({ stored: '9007199254740991' });
   });
 });
