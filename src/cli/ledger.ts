@@ -220,24 +220,38 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       }
     };
 
-  /** A page of `tail -f`'s new rows (a table's lines without its header, aligned among themselves). */
-  const printRows = async (rows: AuditRow[], json: boolean): Promise<void> => {
+  /** A table row's line in the table's columns, widened first to it if it is wider (never narrowed). */
+  const tableLine = (r: AuditRow, widths: number[]): string => {
+    const cells = tableCells(rowCells(r));
+    widen(widths, cells);
+    return alignedLine(cells, widths);
+  };
+
+  /**
+   * A page of `tail -f`'s new rows, in the columns of the lines before (`widths`, the table's so
+   * far): aligned among themselves only, each page had columns of its own, narrower than the
+   * header's or wider, jumping from one page to the next. A column is widened for a wider cell
+   * (the rows to come are unknown) and kept so: never narrowed again.
+   */
+  const printRows = async (rows: AuditRow[], json: boolean, widths: number[]): Promise<void> => {
     // JSON lines a chunk at a time, each waited for: a page as one string, its lines and the
     // bytes written were three copies of it at once.
     if (json) {
       for (let i = 0; i < rows.length; i += JSON_CHUNK) {
         await io.out(rows.slice(i, i + JSON_CHUNK).map((r) => screenJson(JSON.stringify(rowJson(r))) + '\n').join(''));
       }
-    } else if (rows.length) return io.out(table(ROW_HEADER, rows.map(rowCells)).split('\n').slice(1).join('\n'));
+    } else if (rows.length) return io.out(rows.map((r) => tableLine(r, widths) + '\n').join(''));
   };
 
   /**
    * Rows with their header, written as read, a page at a time, each write waited for (query,
    * tail's first rows): up to 100,000 rows with their bodies were held at once before the first
    * line. The caller holds only the ids (8 bytes a row); a table's columns are measured over
-   * every row first, in a pass of its own, so it reads as table() writes it. How many were written.
+   * every row first, in a pass of its own, so it reads as table() writes it (a row that finished
+   * between the passes, its cells wider now, widens its columns from there on). How many were
+   * written, and the table's column widths (`tail -f` goes on in them).
    */
-  const writeRows = async (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<number> => {
+  const writeRows = async (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<{ shown: number; widths: number[] }> => {
     const widths: number[] = [];
     if (!json) {
       widen(widths, ROW_HEADER);
@@ -247,9 +261,9 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     let shown = 0;
     for (const page of pages()) {
       shown += page.length;
-      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(rowJson(r))) : alignedLine(tableCells(rowCells(r)), widths)) + '\n').join(''));
+      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(rowJson(r))) : tableLine(r, widths)) + '\n').join(''));
     }
-    return shown;
+    return { shown, widths };
   };
 
   /**
@@ -288,7 +302,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
       async (reader, a, filter) => {
         const ids = reader.queryIds(filter);
-        const shown = await writeRows(() => reader.rowsOf(ids, filter, 'ts'), a.json);
+        const { shown } = await writeRows(() => reader.rowsOf(ids, 'ts'), a.json);
         requestIdNotes(reader, a, filter);
         if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
@@ -316,7 +330,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // between, never printed.
         requestIdNotes(reader, a, filter);
         const start = reader.snapshot(() => ({ ...reader.lastFinishedIds(filter, n), head: reader.headSeq() }));
-        const shown = await writeRows(() => reader.rowsOf(start.ids, filter, 'seq'), a.json);
+        const { shown, widths } = await writeRows(() => reader.rowsOf(start.ids, 'seq'), a.json);
         if (!shown && n > 0 && !a.follow) noRows(a.json, 'finished calls');
         if (!a.follow) return;
         let last = Math.max(start.lastSeq, start.head);
@@ -326,7 +340,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           for (;;) {
             const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
             // Waited for, as export does: a reader slower than the hub writes must not make this grow.
-            if (page.rows.length) await printRows(page.rows, a.json);
+            if (page.rows.length) await printRows(page.rows, a.json, widths);
             // A full page: more may follow in this snapshot, from its last row on. A short one
             // held every matching row up to the snapshot's head.
             if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;

@@ -80,15 +80,6 @@ export class LedgerReader {
     return rows.map(toAuditRow);
   }
 
-  /** The last `n` finished rows matching, in chain (finalization) order. */
-  lastFinished(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): AuditRow[] {
-    const { sql, params } = this.where(filter);
-    const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
-    const limit = rowLimit(n, 0);
-    const rows = this.db.prepare(`SELECT * FROM audit ${cond} ORDER BY seq DESC LIMIT @limit`).all({ ...params, limit }) as AuditDbRow[];
-    return rows.reverse().map(toAuditRow);
-  }
-
   /**
    * Every matching row, oldest first by id, a page at a time (export). The matching ids are
    * read first, in one pass however the filter is served (8 bytes a row, not the rows), then the
@@ -96,14 +87,15 @@ export class LedgerReader {
    * caller that waits there for a slow reader of its output (`export | gzip`, a pager) holds no
    * snapshot meanwhile, which would keep the hub's WAL from being rewound for as long. Paging by
    * `id > last … LIMIT` instead would sort every row still to come for each page whenever an
-   * index serves the filter (quadratic). A page repeats the filter (an in-flight row may have
-   * finished since) and fetches by id only (NOT INDEXED: by an index of the filter it would walk
-   * every match per page); a row pruned meanwhile is left out.
+   * index serves the filter (quadratic). The rows are those the filter matched when the ids were
+   * read, each as it is when its page is read: a call in flight then that finished since is
+   * listed, finished (the filter is not asked again: `--outcome in_flight` left it out, and a
+   * query's table counted a row it never printed). A row pruned meanwhile is left out.
    */
   *pages(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}, size = EXPORT_PAGE): Generator<AuditRow[]> {
     const { sql, params } = this.where(filter);
     const ids = this.db.prepare(`SELECT id FROM audit ${sql} ORDER BY id ASC`).pluck().all(params) as number[];
-    yield* this.pagesOf(ids, filter, 'id ASC', size);
+    yield* this.pagesOf(ids, 'id ASC', size);
   }
 
   /**
@@ -118,15 +110,15 @@ export class LedgerReader {
   }
 
   /**
-   * The rows of these ids, matching the filter, a page at a time (as pages(): a row pruned since
-   * is left out), in the order they were read in: of queryIds() (`ts`), of lastFinishedIds() (`seq`).
+   * The rows of these ids, a page at a time, each as it is when its page is read (as pages(): a
+   * row pruned since is left out), in the order they were read in: of queryIds() (`ts`), of
+   * lastFinishedIds() (`seq`).
    */
-  rowsOf(ids: readonly number[], filter: Omit<AuditFilter, 'afterId' | 'afterSeq'>, order: 'ts' | 'seq', size = EXPORT_PAGE): Generator<AuditRow[]> {
-    const { limit: _, ...rest } = filter;
-    return this.pagesOf(ids, rest, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size);
+  rowsOf(ids: readonly number[], order: 'ts' | 'seq', size = EXPORT_PAGE): Generator<AuditRow[]> {
+    return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size);
   }
 
-  /** lastFinished()'s rows as ids, in chain order, and the last one's chain position (0: none). */
+  /** The ids of the last `n` finished rows matching, in chain (finalization) order, and the last one's chain position (0: none). */
   lastFinishedIds(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, n: number): { ids: number[]; lastSeq: number } {
     const { sql, params } = this.where(filter);
     const cond = sql ? `${sql} AND seq IS NOT NULL` : 'WHERE seq IS NOT NULL';
@@ -135,13 +127,11 @@ export class LedgerReader {
     return { ids: rows.map((r) => r[0]).reverse(), lastSeq: rows[0]?.[1] ?? 0 };
   }
 
-  private *pagesOf(ids: readonly number[], filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, order: string, size: number): Generator<AuditRow[]> {
-    const { sql, params } = this.where(filter);
-    const page = this.db.prepare(
-      `SELECT * FROM audit NOT INDEXED ${sql ? `${sql} AND` : 'WHERE'} id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`,
-    );
+  private *pagesOf(ids: readonly number[], order: string, size: number): Generator<AuditRow[]> {
+    // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
+    const page = this.db.prepare(`SELECT * FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`);
     for (let i = 0; i < ids.length; i += size) {
-      const rows = (page.all({ ...params, pageIds: JSON.stringify(ids.slice(i, i + size)) }) as AuditDbRow[]).map(toAuditRow);
+      const rows = (page.all({ pageIds: JSON.stringify(ids.slice(i, i + size)) }) as AuditDbRow[]).map(toAuditRow);
       if (rows.length) yield rows;
     }
   }

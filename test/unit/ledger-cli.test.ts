@@ -591,7 +591,7 @@ describe('switchyard ledger CLI', () => {
     expect(r.code, r.err).toBe(0);
     expect(first.trimEnd().split('\n').length, 'the first write').toBeLessThan(1200);
     const reader = new LedgerReader(new Database(t.db, { readonly: true }));
-    const rows = reader.lastFinished({}, 1200);
+    const rows = [...reader.rowsOf(reader.lastFinishedIds({}, 1200).ids, 'seq')].flat();
     reader.close();
     raw.close();
     expect(rows.at(-1)).toMatchObject({ requestId: 'r1199', method: 'tools/call' });
@@ -870,6 +870,63 @@ describe('switchyard ledger CLI', () => {
     } finally {
       for (const s of spies) s.mockRestore();
     }
+  });
+
+  // Each page of tail -f was aligned on its own: a row of short names had columns narrower
+  // than the header's, the next page's wider or narrower again.
+  it('tail -f writes its later rows in the columns of the lines before: widened for a wider cell, never narrowed', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    const l = ledger;
+    await l.record(begin({ hubName: 'fs__read' }), end());
+    l.sync();
+    const ac = new AbortController();
+    let out = '';
+    const running = cli(['ledger', 'tail', '--db', t.db, '-n', '1', '-f'], { signal: ac.signal, onOut: (o) => void (out = o) });
+    await until(() => out, (o) => o.includes('fs__read'), 3_000);
+    // One page each: a row of short names, one with a longer tool name than any before, a short one again.
+    for (const [principal, hubName] of [['bo', 'a__b'], ['bo', 'fs__a_much_longer_name'], ['bo', 'c__d']]) {
+      await l.record(begin({ principal, hubName }), end());
+      l.sync();
+      expect(await until(() => out, (o) => o.includes(hubName), 3_000)).toContain(hubName);
+    }
+    ac.abort();
+    const r = await running;
+    expect(r.code, r.err).toBe(0);
+    const lines = r.out.trimEnd().split('\n');
+    expect(lines).toHaveLength(5);
+    const eras = lines.map((x, i) => x.indexOf(i === 0 ? 'eras' : '2026-07-28→'));
+    const [header, wide] = [eras[0]!, eras[3]!];
+    expect(wide).toBeGreaterThan(header);
+    expect(eras).toEqual([header, header, header, wide, wide]);
+  });
+
+  it('query lists the rows its filter picked as they are when read: a call that finished meanwhile is listed, finished, not left out', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    for (const hubName of ['fs__one', 'fs__two', 'fs__three']) ledger.begin(begin({ ts: NOW - 60_000, hubName }));
+    await ledger.whenCommitted();
+    ledger.sync();
+    const raw = new Database(t.db);
+    let finished = false;
+    // The table's header is written after its columns are measured and before its rows are read: fs__two ends in between.
+    const r = await cli(['ledger', 'query', '--db', t.db, '--outcome', 'in_flight'], {
+      onOut: () => {
+        if (!finished) raw.prepare(`UPDATE audit SET outcome = 'unavailable' WHERE hub_name = 'fs__two'`).run();
+        finished = true;
+      },
+    });
+    raw.close();
+    expect(r.code, r.err).toBe(0);
+    const lines = r.out.trimEnd().split('\n');
+    expect(lines.map((x) => x.match(/fs__\w+|unavailable|in_flight/g))).toEqual([
+      null,
+      ['fs__one', 'in_flight'],
+      ['fs__two', 'unavailable'],
+      ['fs__three', 'in_flight'],
+    ]);
+    // Its wider cell widened the column for it and the rows after it.
+    expect(lines[3]!.indexOf('in_flight')).toBe(lines[2]!.indexOf('unavailable'));
   });
 
   // `tail -n abc` reached SQL as LIMIT NaN ("no such column: NaN", exit 1); yargs hands over
