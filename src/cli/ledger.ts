@@ -175,6 +175,9 @@ function filterOptions<T>(y: Argv<T>): Argv<T> {
     .option('method', { type: 'string', describe: 'Only this JSON-RPC method (tools/call, tools/list, resources/read, …)' })
     .option('request-id', {
       type: 'string',
+      // Its value can be the empty string (`--request-id ''`, an id like any other): left out by
+      // mistake (`--request-id --json`), it read as that id and listed its rows or none.
+      requiresArg: true,
       describe: `Only the rows of this JSON-RPC request id (the client's), in its JSON form: 1 the number, '"1"' the string (a different request), abc the string abc; rows of the other type are told of on stderr`,
     })
     .option('client', { type: 'string', describe: 'Only this client (the name it gave in clientInfo)' })

@@ -16,6 +16,7 @@ import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate
 import { parseWhen } from '../../src/ledger/when.js';
 import { whereClause, type AuditDbRow } from '../../src/ledger/rows.js';
 import { ROW_HEADER, rowCells, rowJson, table } from '../../src/ledger/format.js';
+import { requestIdText } from '../../src/ledger/request-id.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
 const NOW = 1_800_000_000_000;
@@ -166,6 +167,12 @@ describe('switchyard ledger CLI', () => {
     expect((await pick('--request-id', 'r-1')).map((r) => r.method)).toEqual(['tools/list', 'resources/read']);
     expect((await pick('--client', 'vscode', '--method', 'resources/read')).map((r) => r.requestId)).toEqual(['r-1']);
     expect(await pick('--client', 'nobody')).toEqual([]);
+    // The string id "" is an id (kept as `""`): `--request-id ''` lists its rows, not those with no id; a value left out is no "".
+    await ledger.record(begin({ ts: NOW - 30_000, method: 'tools/call', requestId: requestIdText('') }), end());
+    await ledger.record(begin({ ts: NOW - 20_000, method: 'ping', requestId: requestIdText(undefined) }), end());
+    ledger.sync();
+    expect((await pick('--request-id', '')).map((r) => [r.method, r.requestId, (r as { requestIdType?: unknown }).requestIdType])).toEqual([['tools/call', '', 'string']]);
+    await expect(cli(['ledger', 'query', '--db', t.db, '--request-id', '--json'])).rejects.toThrow(/Not enough arguments following: request-id/);
     // The same filters reach export and stats.
     const exported = await cli(['ledger', 'export', '--db', t.db, '--client', 'cursor']);
     expect(exported.out.trimEnd().split('\n')).toHaveLength(2);
