@@ -3,7 +3,8 @@
  * different requests (the number 1 and the string "1"), which String(id) made one: `ledger query
  * --request-id 1` listed both, and nothing told them apart. Stored now as: a number as its
  * digits (as it always was); a string as itself (as it always was), unless it would read as a
- * number, starts with a quote or is empty, then as its JSON form (`"1"`, `""`, with the quotes).
+ * number, starts with a quote, is empty or holds a lone surrogate, then as its JSON form (`"1"`,
+ * `""`, with the quotes).
  * So every row of a string id that is no number keeps its text, and one text is one id; the
  * empty text is a row with no id (a message refused before it had a valid one, the hub's own).
  * Rows written before hold a string id of digits as bare digits: read as the number; and the
@@ -29,7 +30,9 @@ const CUT = '…';
 export function requestIdText(id: unknown): string {
   if (id === undefined) return '';
   if (typeof id !== 'string') return String(id);
-  const stored = id === '' || JSON_NUMBER.test(id) || id.startsWith('"') ? JSON.stringify(id) : id;
+  // A lone surrogate (valid in a JSON string as `\ud800`) would be stored as U+FFFD (columns.ts):
+  // the id "\ud800" as the id "\ufffd". Its JSON form escapes it, and keeps it.
+  const stored = id === '' || JSON_NUMBER.test(id) || id.startsWith('"') || !id.isWellFormed() ? JSON.stringify(id) : id;
   return stored.length <= MAX_TEXT ? stored : cutText(id);
 }
 

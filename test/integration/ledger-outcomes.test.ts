@@ -162,15 +162,15 @@ describe('ledger rows of real calls through the hub', () => {
     expect((await pick('r-7310')).rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['r-7310', 'string']]);
   });
 
-  it('the string id "" is an id; an id longer than a row keeps is kept cut, still a string, and found by --request-id; a negative number id is a number in CSV', async () => {
+  it('the string id "" is an id; an id longer than a row keeps is kept cut, still a string, and found by --request-id; a lone surrogate is kept; a negative number id is a number in CSV', async () => {
     const digits = '9'.repeat(5000); // a string of a number's text: kept in its JSON form, cut without its closing quote before
     const escaped = 'k"\u0001'.repeat(2000); // its JSON form is three times as long
     const add = (id: string | number) => modernCall(hub.url, id, 'tools/call', { name: 'f__add', arguments: { a: 2, b: 5 } }, { clientName: 'ids-probe' });
-    for (const id of ['', digits, escaped, -7312]) expect((await add(id)).body?.result?.structuredContent, String(id).slice(0, 9)).toEqual({ sum: 7 });
+    for (const id of ['', digits, escaped, -7312, 'lone\ud800']) expect((await add(id)).body?.result?.structuredContent, String(id).slice(0, 9)).toEqual({ sum: 7 });
     // An id no request can have: refused, and its row has no id (not the string "").
     const refused = await add(1.5);
     expect(refused.body?.error?.code).toBe(-32600);
-    const all = await waitForRows(db, { client: 'ids-probe' }, (rows) => rows.length === 4);
+    const all = await waitForRows(db, { client: 'ids-probe' }, (rows) => rows.length === 5);
     const noId = (await waitForRows(db, { method: '(invalid)' }, (rows) => rows.some((r) => r.requestBytes === refused.requestBytes))).filter((r) => r.requestBytes === refused.requestBytes);
     all.push(...noId);
     expect(all.map((r) => [r.requestId.slice(0, 12), r.requestIdType, r.requestIdCut, r.outcome])).toEqual([
@@ -178,6 +178,7 @@ describe('ledger rows of real calls through the hub', () => {
       ['999999999999', 'string', true, 'ok'],
       ['k"\u0001k"\u0001k"\u0001k"\u0001', 'string', true, 'ok'],
       ['-7312', 'number', false, 'ok'],
+      ['lone\ud800', 'string', false, 'ok'], // stored as U+FFFD before: another id's text
       ['', null, false, 'rpc_error'], // the message with id 1.5
     ]);
     // Cut visibly: the start of the id, as long as the row's column (4096) holds in its JSON form.
@@ -200,6 +201,8 @@ describe('ledger rows of real calls through the hub', () => {
     expect(number.code).toBe(2);
     expect(number.err).toContain("is no number a request id can be (an integer of at most 2^53 - 1 in size");
     expect((await pick('--request-id', '-7312')).ids).toEqual(['-7312']);
+    expect((await pick('--request-id', '"lone\\ud800"')).ids).toEqual(['lone\ud800']);
+    expect((await pick('--request-id', 'lone\ufffd')).ids).toEqual([]);
     // CSV: the number -7312 as a number; text starting with a minus is kept from spreadsheets' formulas, a number needs no such guard.
     const csv = (await ledgerInProcess(db, ['export', '--format', 'csv', '--client', 'ids-probe', '--request-id', '-7312'])).stdout.split('\n');
     expect(csv[0]).toMatch(/^id,seq,ts,requestId,requestIdType,requestIdCut,/);

@@ -5,7 +5,9 @@ import { requestIdOf, requestIdQuery, requestIdText } from '../../src/ledger/req
 describe('request ids in the ledger', () => {
   it('stores a number as its digits, a string as itself unless it would read as a number, starts with a quote or is empty', () => {
     expect([1, 1.5, '1', '-2e3', 'abc', '"q', '', undefined].map(requestIdText)).toEqual(['1', '1.5', '"1"', '"-2e3"', 'abc', '"\\"q"', '""', '']);
-    for (const id of [1, 1.5, '1', '-2e3', 'abc', '"q', 'x"', '']) {
+    // A lone surrogate is kept, escaped: stored bare it became U+FFFD, another id's text.
+    expect(requestIdText('a\ud800')).toBe('"a\\ud800"');
+    for (const id of [1, 1.5, '1', '-2e3', 'abc', '"q', 'x"', '', 'a\ud800', '\udc00b']) {
       expect(requestIdOf(requestIdText(id)), String(id)).toEqual({ type: typeof id, text: String(id), cut: false });
     }
   });
