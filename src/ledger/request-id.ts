@@ -61,10 +61,29 @@ export function requestIdOf(stored: string): { type: 'number' | 'string'; text: 
       const s = JSON.parse(cut ? stored.slice(0, -CUT.length) : stored) as unknown;
       if (typeof s === 'string') return { type: 'string', text: s, cut };
     } catch {
+      const start = stored.length === MAX_TEXT ? cutByColumn(stored) : undefined;
+      if (start !== undefined) return { type: 'string', text: start, cut: true };
       // Not one this hub stored: the text as it is.
     }
   }
   return { type: 'string', text: stored, cut: false };
+}
+
+/**
+ * The start of a string id a hub before this one stored in its JSON form and the column cut
+ * at MAX_TEXT, its closing quote gone (and perhaps half an escape): read as the text with its
+ * quote, it was another id.
+ */
+function cutByColumn(stored: string): string | undefined {
+  for (let drop = 0; drop <= 5; drop++) {
+    try {
+      const s = JSON.parse(`${stored.slice(0, stored.length - drop)}"`) as unknown;
+      if (typeof s === 'string') return s;
+    } catch {
+      // Half an escape (`\`, `\u00`) at the end: one character fewer.
+    }
+  }
+  return undefined;
 }
 
 /** A string id as a note shows it: JSON (no control character raw), a long one by its start and length. */

@@ -23,6 +23,12 @@ describe('request ids in the ledger', () => {
       expect(id.startsWith(of.text) && of.text.length < id.length).toBe(true);
       expect(of.text.isWellFormed(), 'cut between whole characters').toBe(true);
     }
+    // Rows of a hub before: the JSON form cut by the column (4096), with no closing quote, half an escape perhaps.
+    for (const id of ['5'.repeat(5000), `"${'q'.repeat(4100)}`, `"${'\u0001'.repeat(700)}`]) {
+      const old = JSON.stringify(id).slice(0, 4096);
+      const of = requestIdOf(old);
+      expect(of.cut && of.type === 'string' && id.startsWith(of.text) && of.text.length > 600, id.slice(0, 4)).toBe(true);
+    }
     // A whole id as long as a row holds is kept whole; so is a string that merely ends the way a cut one does.
     expect(requestIdOf(requestIdText('y'.repeat(4096)))).toEqual({ type: 'string', text: 'y'.repeat(4096), cut: false });
     expect(requestIdOf(requestIdText('"a"…'))).toEqual({ type: 'string', text: '"a"…', cut: false });
