@@ -49,21 +49,67 @@ function rebuild(): void {
   const values = new Set([...byOwner.values()].flat());
   const text = new Set<string>();
   const json = new Set<string>();
-  for (const v of values) {
-    text.add(v);
-    // An upstream that puts the value in a URL or a query string sends it encoded.
-    const encoded = encodeURIComponent(v);
-    if (encoded !== v) text.add(encoded);
-    json.add(JSON.stringify(v).slice(1, -1));
-    if (encoded !== v) json.add(JSON.stringify(encoded).slice(1, -1));
-  }
-  const longestFirst = (s: Set<string>): string[] => [...s].sort((a, b) => b.length - a.length);
+  for (const v of values)
+    for (const f of secretForms(v)) {
+      text.add(f);
+      json.add(jsonEscaped(f));
+    }
   inText = longestFirst(text);
   inJson = longestFirst(json);
 }
 
-function replaceAll(text: string, values: readonly string[]): string {
-  if (values.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+function longestFirst(s: Iterable<string>): string[] {
+  return [...s].sort((a, b) => b.length - a.length);
+}
+
+/** The inside of the JSON string of `s` (a value as a JSON text quotes it). */
+function jsonEscaped(s: string): string {
+  return JSON.stringify(s).slice(1, -1);
+}
+
+/**
+ * Every form in which the secret `v` may come back in text the other side wrote: as it is;
+ * URL-encoded (a query string) and form-encoded (a form body as URLSearchParams writes it, the
+ * parts of a Basic authorization); JSON-escaped (a JSON text quoted in a message); and base64,
+ * standard and URL-safe (a Basic authorization echoed: base64 of `id:secret`). Inside a longer
+ * base64 text a value starts at one of three positions, and the characters that encode it
+ * alone differ with each: all three are forms, without the characters at either end that
+ * also encode a neighbour's bits (redacted with the rest, they leave a character or two of
+ * the text around).
+ */
+export function secretForms(v: string): string[] {
+  const textual = new Set([v, encodeURIComponent(v), new URLSearchParams({ v }).toString().slice(2)]);
+  const out = new Set<string>();
+  for (const t of textual) {
+    out.add(t);
+    out.add(jsonEscaped(t));
+  }
+  for (const t of [v, new URLSearchParams({ v }).toString().slice(2)]) {
+    const bytes = Buffer.from(t, 'utf8');
+    for (let k = 0; k < 3; k++) {
+      const b64 = Buffer.concat([Buffer.alloc(k), bytes]).toString('base64');
+      const core = b64.slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + bytes.length)) / 6));
+      if (core.length < MIN_SECRET_LENGTH) continue;
+      out.add(core);
+      out.add(core.replace(/\+/g, '-').replace(/\//g, '_'));
+    }
+  }
+  return [...out];
+}
+
+/**
+ * `text` with the given secrets (values this process sent, which a config does not hold: a
+ * login's tokens, a client assertion) replaced by CONFIG_SECRET_MARK in every form
+ * secretForms knows. Empty values are passed over.
+ */
+export function redactSecretValues(text: string, secrets: Iterable<string | undefined>): string {
+  const forms = new Set<string>();
+  for (const v of secrets) if (v) for (const f of secretForms(v)) forms.add(f);
+  return replaceAll(text, longestFirst(forms), 1);
+}
+
+function replaceAll(text: string, values: readonly string[], shortest = MIN_SECRET_LENGTH): string {
+  if (values.length === 0 || text.length < shortest) return text;
   let out = text;
   for (const v of values) if (out.includes(v)) out = out.split(v).join(CONFIG_SECRET_MARK);
   return out;

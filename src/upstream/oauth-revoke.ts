@@ -8,6 +8,7 @@
  * logged out here, and that never waits on the other side. Nothing here says a token.
  */
 import type { UpstreamOAuthConfig } from '../config/types.js';
+import { CONFIG_SECRET_MARK, redactSecretValues } from '../policy/config-secrets.js';
 import { OAuthError, allowedEndpoint, authServerMetadata, where } from './oauth-discovery.js';
 import { clientPost } from './oauth-token-request.js';
 import type { StoredTokens } from './oauth-token-store.js';
@@ -41,10 +42,13 @@ export async function revokeLogin(t: StoredTokens, serverUrl: string, oauth: Ups
   return `the authorization server did not revoke ${failed.join(' nor ')}: ${failed.length === 1 ? 'it stays valid until it expires' : 'they stay valid until they expire'}`;
 }
 
-/** The error's words, without a token of the login (an authorization server may quote the one it refused). */
-/** Why a step failed, without a token or the client's secret (a registered one's, or the configured one) an authorization server echoed. */
+/**
+ * Why a step failed, without a token or the client's secret (a registered one's, or the
+ * configured one) an authorization server echoed, in whatever encoding it quoted them
+ * (policy/config-secrets.ts: URL- or form-encoded, JSON-escaped, base64 as in a Basic
+ * authorization).
+ */
 function reason(err: unknown, t: StoredTokens, configuredSecret: string | undefined): string {
-  let m = (err instanceof OAuthError ? err.message : String((err as Error)?.message ?? err)).replace(/^OAuth: /, '');
-  for (const secret of [t.accessToken, t.refreshToken, t.clientSecret, configuredSecret]) if (secret) m = m.split(secret).join('[redacted]');
-  return m;
+  const m = (err instanceof OAuthError ? err.message : String((err as Error)?.message ?? err)).replace(/^OAuth: /, '');
+  return redactSecretValues(m, [t.accessToken, t.refreshToken, t.clientSecret, configuredSecret]).split(CONFIG_SECRET_MARK).join('[redacted]');
 }

@@ -7,6 +7,7 @@
  */
 import { isLoopbackHost } from '../downstream/origin.js';
 import { MAX_METADATA_BYTES, OAUTH_REQUEST_TIMEOUT_MS, OAuthError, jsonObject, netWhy, readLimited, where } from './oauth-discovery.js';
+import { redactSecretValues } from '../policy/config-secrets.js';
 import type { ClientAuth } from './oauth-token-store.js';
 import type { OAuthUrlPolicy } from './oauth-url-policy.js';
 
@@ -100,15 +101,26 @@ export async function clientPost(
   }
   const json = jsonObject((await readLimited(res, MAX_METADATA_BYTES)) ?? '') ?? {};
   if (!res.ok) {
-    const error = typeof json.error === 'string' ? ` ${json.error.slice(0, 100)}` : '';
-    const desc = typeof json.error_description === 'string' ? `: ${json.error_description.slice(0, 300)}` : '';
+    // What the server says may quote what it was sent (the form, the Basic authorization, each
+    // in any encoding): every secret of this request is taken out of its words before they are
+    // cut, as a cut would leave the rest of one that no redaction knows any more.
+    const sent: (string | undefined)[] = [...SECRET_PARAMS].map((k) => params[k]);
+    sent.push(client.clientSecret, headers.authorization?.slice('Basic '.length));
+    const quoted = (x: unknown, max: number): string | undefined => (typeof x === 'string' ? redactSecretValues(x, sent).slice(0, max) : undefined);
+    const oauthError = quoted(json.error, 100);
+    const description = quoted(json.error_description, 300);
+    const error = oauthError !== undefined ? ` ${oauthError}` : '';
+    const desc = description !== undefined ? `: ${description}` : '';
     const redirect = res.status >= 300 && res.status < 400 ? ' (a redirect, not followed)' : '';
     const e = new OAuthError(`${what} ${where(endpoint)} answered HTTP ${res.status}${redirect}${error}${desc} (${said})`, res.status);
-    (e as OAuthError & { oauthError?: string }).oauthError = typeof json.error === 'string' ? json.error : undefined;
+    (e as OAuthError & { oauthError?: string }).oauthError = typeof json.error === 'string' ? redactSecretValues(json.error, sent) : undefined;
     throw e;
   }
   return { res, json };
 }
+
+/** The parameters of a request to the token or revocation endpoint that carry a credential. */
+const SECRET_PARAMS = new Set(['client_secret', 'client_assertion', 'assertion', 'code', 'code_verifier', 'refresh_token', 'token', 'password', 'subject_token', 'actor_token']);
 
 /** application/x-www-form-urlencoded, as RFC 6749 §2.3.1 asks of a Basic client id and secret. */
 export function formEncode(s: string): string {

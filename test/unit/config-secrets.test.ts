@@ -192,6 +192,22 @@ describe('redaction of the registered values', () => {
     expect(JSON.parse(redactConfigSecretsInJson(line))).toEqual({ msg: 'upstream said', url: `GET /?k=${M}&q=${M}` });
   });
 
+  it('finds a value base64-encoded at any position of a longer base64 text (a Basic authorization echoed), form-encoded, and JSON-escaped in plain text', () => {
+    use(['basic pass~word!9', 'quote"in-secret']);
+    for (const prefix of ['', 'a', 'al', 'alice:']) {
+      const b64 = Buffer.from(`${prefix}basic pass~word!9 tail`).toString('base64');
+      for (const said of [`upstream saw Basic ${b64}`, `upstream saw ${b64.replace(/\+/g, '-').replace(/\//g, '_')}`]) {
+        const out = redactConfigSecrets(said);
+        expect(out, said).toContain(M);
+        // What is left of the base64 text decodes to no more than a character of the value at each end.
+        expect(out.replace(/^.* /, '').replace(M, '').length, said).toBeLessThanOrEqual(b64.length - 20);
+      }
+      expect(JSON.parse(redactConfigSecretsInJson(JSON.stringify({ msg: `Basic ${b64}` }))).msg, prefix).toContain(M);
+    }
+    expect(redactConfigSecrets('body k=basic+pass%7Eword%219&x=1')).toBe(`body k=${M}&x=1`);
+    expect(redactConfigSecrets('said {"k":"quote\\"in-secret"}')).toBe(`said {"k":"${M}"}`);
+  });
+
   it('is the union of the owners, and an owner that stops takes its values with it', () => {
     const a = use(['owner-a-secret']);
     use(['owner-b-secret']);

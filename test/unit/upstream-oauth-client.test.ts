@@ -46,6 +46,8 @@ let tokenError = 'temporarily_unavailable';
 let lastTokenForm = new URLSearchParams();
 /** The error_description of a refused token request (none by default). */
 let tokenDescription: ((form: URLSearchParams) => string) | undefined;
+/** The error_description of a refused revocation, when not the default one: from the form, the authorization header and the body as sent. */
+let revokeDescription: ((form: URLSearchParams, authorization: string | undefined, body: string) => string) | undefined;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -62,7 +64,7 @@ beforeAll(async () => {
       req.on('data', (d: Buffer) => (body += d.toString()));
       req.on('end', () => {
         const f = new URLSearchParams(body);
-        json(400, { error: 'invalid_request', error_description: `not revoking ${f.get('token')} for ${f.get('client_id')}:${f.get('client_secret')}` });
+        json(400, { error: 'invalid_request', error_description: revokeDescription?.(f, req.headers.authorization, body) ?? `not revoking ${f.get('token')} for ${f.get('client_id')}:${f.get('client_secret')}` });
       });
       return;
     }
@@ -120,6 +122,7 @@ afterEach(() => {
   tokenBody = undefined;
   tokenError = 'temporarily_unavailable';
   tokenDescription = undefined;
+  revokeDescription = undefined;
 });
 
 /** A stored login toward the unit server's /mcp, as `switchyard login` writes it. */
@@ -696,6 +699,38 @@ console.log(fresh === undefined, typeof stale);`;
     const said = await revokeLogin(t, `${base}/mcp`, { grant: 'authorization_code', clientId: 'desk', clientSecret: 'unit-logout-secret-77' });
     expect(said).toMatch(/^the authorization server did not revoke the refresh token \(.*HTTP 400 invalid_request: not revoking \[redacted\] for desk:\[redacted\].*\) nor the access token/);
     for (const s of ['unit-revoked-access', 'unit-revoked-refresh', 'unit-logout-secret-77']) expect(said).not.toContain(s);
+  });
+
+  it("a logout's account of a refused revocation shows no secret the authorization server quoted encoded: URL- or form-encoded, JSON-escaped, in the Basic authorization", async () => {
+    const secret = 'unit/logout+secret "77" ~!';
+    const t: StoredTokens = {
+      serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'desk', clientAuth: 'client_secret_basic',
+      accessToken: 'unit+revoked/access=', refreshToken: 'unit-revoked-refresh!(1)', scopes: [], obtainedAt: Date.now(),
+    };
+    revokeDescription = (f, auth, body) =>
+      `token ${encodeURIComponent(f.get('token')!)} json ${JSON.stringify({ token: f.get('token') })} body ${body} auth ${auth} decoded ${Buffer.from(auth!.slice(6), 'base64').toString()} rewrapped ${Buffer.from(`x${secret}`).toString('base64url')}`;
+    const said = await revokeLogin(t, `${base}/mcp`, { grant: 'authorization_code', clientId: 'desk', clientSecret: secret });
+    expect(said).toMatch(/^the authorization server did not revoke the refresh token \(.*HTTP 400 invalid_request: token \[redacted\] json .*\) nor the access token/);
+    const forms = (v: string): string[] => [v, encodeURIComponent(v), new URLSearchParams({ v }).toString().slice(2), JSON.stringify(v).slice(1, -1), Buffer.from(v).toString('base64').slice(0, 12)];
+    for (const v of [t.accessToken, t.refreshToken!, secret]) for (const f of forms(v)) expect(said, f).not.toContain(f);
+    expect(said).not.toContain(Buffer.from(`desk:${new URLSearchParams({ v: secret }).toString().slice(2)}`).toString('base64'));
+    expect(said).not.toContain(Buffer.from(`x${secret}`).toString('base64url').slice(4, 20));
+  });
+
+  it('an authorization server that quotes the client assertion it refused has it redacted whole, not cut after 300 characters', async () => {
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const pem = privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    tokenStatus = 400;
+    tokenError = 'invalid_client';
+    tokenDescription = (f) => `assertion ${f.get('client_assertion')} refused`;
+    const http = new OAuthHttp(upstream(), OAuthClient.acquire({ clientId: 'jwt-refused', privateKey: pem, signingAlgorithm: 'RS256' }, `${base}/mcp`, silentLogger));
+    const err = await http.post('{}').then(() => '', (e: Error) => e.message);
+    http.close();
+    const assertion = lastTokenForm.get('client_assertion')!;
+    expect(assertion.length).toBeGreaterThan(300);
+    expect(err).toMatch(/answered HTTP 400 invalid_client: assertion \[redacted:config-secret\] refused \(client jwt-refused, private_key_jwt\)/);
+    // No piece of it either: its signature's first characters are what a cut at 300 left.
+    for (const seg of assertion.split('.')) expect(err).not.toContain(seg.slice(0, 16));
   });
 
   it("a login to a server that asks no token (or is not there) says so, not only the metadata URLs tried", async () => {
