@@ -11,6 +11,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import type { HubConfig, ServerConfig } from '../config/types.js';
 import { screenText } from '../ledger/format.js';
@@ -18,6 +19,7 @@ import { restartAnswer } from './admin-answers.js';
 import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
+import { oauthTokenFile } from '../paths.js';
 
 interface LoginArgs {
   server: string;
@@ -176,40 +178,28 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
       }) as unknown as Argv<LogoutArgs>,
   handler: async (argv) => {
     const config = loadConfigOrExit(argv.config);
-    const s = authCodeServer(config, argv.server, argv.config);
-    if (!s) return;
-    const { clientFileOf, readStoredClient, readTokenFile, removeStoredClient, removeTokenFile, writeStoredClient } = await import('../upstream/oauth-token-store.js');
-    const file = s.oauthTokenFile!;
-    const client = readStoredClient(file);
-    // Revoked before the file goes (a logout cut short leaves them to revoke at the next one), under
-    // the refresh lock: a daemon refreshing meanwhile would write a refresh token the revocation
-    // never saw, and the removal would leave it valid and unknown. Without revocation too: a
-    // refresh writing its tokens as the file is removed would put the login back after the logout.
-    let release: (() => void) | undefined;
-    let revoked = '';
-    if (readTokenFile(file).tokens !== undefined) {
-      release = await (await import('../upstream/oauth-token-lock.js')).lockTokenFile(file);
-      const tokens = readTokenFile(file).tokens;
-      if (argv.revoke && tokens !== undefined) revoked = `; ${screenText(await (await import('../upstream/oauth-revoke.js')).revokeLogin(tokens, s.url!, s.oauth!))}`;
+    const s = config.servers[argv.server];
+    const loginServer = s?.url !== undefined && s.oauth?.grant === 'authorization_code' && s.oauthTokenFile !== undefined;
+    // A server that no longer logs in (its oauth.grant changed, its url gone, the server removed)
+    // may have a login stored from before: its refresh token stays valid for months, and the
+    // logout is what revokes and removes it. Where the login would be, as the config derives it.
+    const file = loginServer ? s.oauthTokenFile! : oauthTokenFile(config.ledger.path, config.file !== undefined ? dirname(config.file) : process.cwd(), argv.server);
+    const { clientFileOf } = await import('../upstream/oauth-token-store.js');
+    if (!loginServer) {
+      if (!existsSync(file) && !existsSync(clientFileOf(file))) return void authCodeServer(config, argv.server, argv.config);
+      process.stderr.write(
+        `${argv.config}: ${s === undefined ? `no server "${argv.server}"` : `servers.${argv.server} no longer logs in (no oauth.grant "authorization_code")`}; logging out of the login stored for it before\n`,
+      );
     }
-    // A login made before the registration was kept apart has it in the token file only: kept
-    // apart now, so that the next login is that client again rather than a new registration.
-    if (client !== undefined && !argv.forgetClient && !existsSync(clientFileOf(file))) writeStoredClient(file, client);
-    let had: boolean;
-    try {
-      had = removeTokenFile(file);
-    } finally {
-      release?.();
-    }
-    const forgot = argv.forgetClient && removeStoredClient(file);
-    const about =
-      client === undefined
-        ? ''
-        : forgot || argv.forgetClient
-          ? `; forgot the client registered with ${screenText(client.issuer)} (the next login registers a new one)`
-          : `; kept the client registered with ${screenText(client.issuer)} for the next login (--forget-client forgets it)`;
-    if (had) process.stderr.write(`logged out of "${s.id}": removed ${file}${revoked}${about}\n`);
-    else process.stderr.write(`no login stored for "${s.id}"${about}\n`);
+    const { logout } = await import('./logout.js');
+    process.exitCode = await logout({
+      id: argv.server,
+      file,
+      ...(loginServer ? { serverUrl: s.url, oauth: s.oauth } : { oauth: s?.oauth }),
+      revoke: argv.revoke,
+      forgetClient: argv.forgetClient,
+      say: (line) => process.stderr.write(`${line}\n`),
+    });
   },
 };
 

@@ -3,7 +3,7 @@
  * take turns refreshing it, so that a rotating refresh token is spent once (see
  * oauth-token-store.ts for the file itself).
  */
-import { closeSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
+import { closeSync, futimesSync, lstatSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, type Stats } from 'node:fs';
 import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -11,22 +11,25 @@ import { makeStateDir } from '../paths.js';
 import { holderRuns, processStart } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
 
-/** How long a refresh lock is held at most: past it (its holder hung, or on another host), it is taken over. */
+/** How long a refresh lock may go untouched: past it (its holder hung or gone, on another host too), it is taken over. */
 export const LOCK_STALE_MS = 30_000;
 /** How long a refresh waits for another process's; that one's token request gives up after 10 s (OAUTH_REQUEST_TIMEOUT_MS). */
 export const LOCK_WAIT_MS = 12_000;
 const LOCK_POLL_MS = 25;
+/** How often a held lock is touched (its mtime set to now): well within LOCK_STALE_MS, so a live holder's lock never looks stale. */
+export const LOCK_HEARTBEAT_MS = LOCK_STALE_MS / 3;
 /** The locks this process holds: one naming this pid and not among them is a crashed predecessor's (pid 1 in a container, each time). */
 const heldLocks = new Set<string>();
 
 /**
  * The lock of the token file's refresh, shared by every process over that file (a daemon, a
  * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
- * pid, host and start time. One whose holder is gone (that pid is no process of this host, or
- * one started at another time than the holder: a crashed holder's pid used again) or that is older
- * than LOCK_STALE_MS is taken over. Resolves to its release, or undefined when another holder
- * kept it for `waitMs`. A folder where no lock can be created (read-only, full), or where a stale
- * one cannot be removed, has none: the refresh goes ahead alone, there being no other way.
+ * pid, host and start time, and touched every LOCK_HEARTBEAT_MS while held. One whose holder is
+ * gone (that pid is no process of this host, or one started at another time than the holder: a
+ * crashed holder's pid used again) or that was last touched over LOCK_STALE_MS ago is taken
+ * over. Resolves to its release, or undefined when another holder kept it for `waitMs`. A folder
+ * where no lock can be created (read-only, full), or where a stale one cannot be removed, has
+ * none: the refresh goes ahead alone, there being no other way.
  */
 export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
   const lock = `${realFile(file)}.lock`;
@@ -54,14 +57,28 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
     } catch {
       // Held all the same; an empty lock is judged by its age alone.
       mine = '';
-    } finally {
-      closeSync(fd);
     }
     heldLocks.add(lock);
+    // Touched while held: its age says how long ago its holder was last seen at work, not how
+    // long it has held the lock. A holder that works past LOCK_STALE_MS (a logout revoking at a
+    // slow authorization server, a refresh and its write) keeps it; one hung or gone stops
+    // touching it, and is taken over once that is LOCK_STALE_MS ago. The descriptor, not the
+    // path: a lock taken over and created again by another process is never touched by this one.
+    const heartbeat = setInterval(() => {
+      try {
+        const now = new Date();
+        futimesSync(fd, now, now);
+      } catch {
+        // A file system that does not let its times be set: judged by its age, as before.
+      }
+    }, LOCK_HEARTBEAT_MS);
+    heartbeat.unref();
     let released = false;
     return () => {
       if (released) return;
       released = true;
+      clearInterval(heartbeat);
+      closeSync(fd);
       // Only this lock: one taken over meanwhile (judged stale by its age, as after a wall clock
       // stepped forward) is its new holder's, and removing it would let a third process refresh
       // with the refresh token that holder is spending.
@@ -75,6 +92,28 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
       }
     };
   }
+}
+
+/** Who holds the lock of the token file and since when it was last touched, as far as its text says; undefined when there is no lock. */
+export function lockHolder(file: string): { pid?: number; host?: string; ageMs: number } | undefined {
+  const lock = `${realFile(file)}.lock`;
+  let st: Stats;
+  try {
+    st = lstatSync(lock);
+  } catch {
+    return undefined;
+  }
+  let holder: { pid?: unknown; host?: unknown } = {};
+  try {
+    holder = (JSON.parse(lockText(lock)) as typeof holder | null) ?? {};
+  } catch {
+    // Not JSON: no holder to name.
+  }
+  return {
+    ...(typeof holder.pid === 'number' ? { pid: holder.pid } : {}),
+    ...(typeof holder.host === 'string' ? { host: holder.host } : {}),
+    ageMs: Math.max(0, Date.now() - st.mtimeMs),
+  };
 }
 
 /**

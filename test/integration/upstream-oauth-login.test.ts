@@ -285,6 +285,37 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     expect(JSON.stringify(a.body)).toMatch(/no login stored for this server \(grant authorization_code\); run `switchyard login u`/);
   });
 
+  it('logout revokes and removes a login stored for a server that no longer logs in (its oauth.grant changed, or the server removed)', async () => {
+    const l = await login(await closedPortUrl());
+    expect(l.code, l.stderr).toBe(0);
+    const had = stored();
+    const before = (await stats()).revocations.length;
+    const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Record<string, unknown>;
+    const changed = join(hub.dir, 'left-login.json');
+    const logoutWith = async (servers: Record<string, unknown>, ...more: string[]): Promise<CliRun> => {
+      writeFileSync(changed, JSON.stringify({ ...config, servers }));
+      const r = await runCli(['logout', 'u', ...more, '--config', changed]);
+      cliOutput.push(r.stdout, r.stderr);
+      return r;
+    };
+    // Moved to the client-credentials grant: another client, whose secret the revocation must not carry.
+    const r = await logoutWith({ u: { url: fixture.url, oauth: { clientId: 'hub-client', clientSecret: 'hub-client-secret-0000' } } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(
+      /left-login\.json: servers\.u no longer logs in \(no oauth\.grant "authorization_code"\); logging out of the login stored for it before\nlogged out of "u": removed \S+u\.json; revoked the tokens at http:\/\/127\.0\.0\.1:\d+\/as\/revoke; kept the client registered/,
+    );
+    expect((await stats()).revocations.slice(before)).toEqual([
+      { token: had.refreshToken, hint: 'refresh_token', clientId: had.clientId, known: true },
+      { token: had.accessToken, hint: 'access_token', clientId: had.clientId, known: true },
+    ]);
+    expect(existsSync(tokenFile)).toBe(false);
+    // The server gone from the config: the client the login registered can still be forgotten.
+    const gone = await logoutWith({ v: { url: fixture.url } }, '--forget-client');
+    expect(gone.code, gone.stderr).toBe(0);
+    expect(gone.stderr).toMatch(/left-login\.json: no server "u"; logging out of the login stored for it before\nno login stored for "u"; forgot the client registered with/);
+    expect(existsSync(clientFile())).toBe(false);
+  });
+
   it('never lets a token into the logs, the ledger or the CLI output', async () => {
     const { issued } = await stats();
     expect(issued.length).toBeGreaterThanOrEqual(4);

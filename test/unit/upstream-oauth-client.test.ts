@@ -26,7 +26,8 @@ import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { login } from '../../src/upstream/oauth-login.js';
 import { revokeLogin } from '../../src/upstream/oauth-revoke.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
-import { lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
+import { LOCK_STALE_MS, lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
+import { logout } from '../../src/cli/logout.js';
 import { processStart } from '../../src/process-alive.js';
 import type { Logger } from '../../src/log.js';
 
@@ -380,6 +381,45 @@ describe('the upstream OAuth client', () => {
     expect(existsSync(`${file}.lock`)).toBe(true);
     await expect(lockTokenFile(file, 200)).resolves.toBeUndefined();
     second!();
+    expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it('a refresh lock held past LOCK_STALE_MS by a holder still at work (it touches the lock while held) is not taken over', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    vi.useFakeTimers({ toFake: ['Date', 'setInterval', 'clearInterval'] });
+    try {
+      const first = await lockTokenFile(file);
+      expect(first).toBeDefined();
+      // A logout revoking at a slow authorization server, or a refresh and its write, past the bound.
+      vi.advanceTimersByTime(LOCK_STALE_MS + 5_000);
+      await expect(lockTokenFile(file, 0)).resolves.toBeUndefined();
+      first!();
+      expect(existsSync(`${file}.lock`)).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('a logout that finds the refresh lock held says it waits, and when still held stops saying so, revoking and removing nothing; released, it goes on', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(file, 'unit-logout-locked');
+    const held = await lockTokenFile(file);
+    const said: string[] = [];
+    const opts = { id: 'u', file, serverUrl: `${base}/mcp`, revoke: false, forgetClient: false, say: (l: string) => void said.push(l) };
+    const waiting = `another switchyard process (pid ${process.pid} on ${hostname()}) is refreshing or storing this login (it holds ${file}.lock); waiting for it…`;
+    expect(await logout({ ...opts, lockWaitMs: 100 })).toBe(1);
+    expect(said).toEqual([
+      waiting,
+      `logout of "u" stopped: another switchyard process (pid ${process.pid} on ${hostname()}) still holds ${file}.lock; nothing was revoked or removed. Run the logout again once it is done, or end that process`,
+    ]);
+    expect(existsSync(file)).toBe(true);
+    said.length = 0;
+    const later = logout({ ...opts, lockWaitMs: 10_000 });
+    await vi.waitFor(() => expect(said).toEqual([waiting]));
+    held!();
+    expect(await later).toBe(0);
+    expect(said).toEqual([waiting, `logged out of "u": removed ${file}`]);
+    expect(existsSync(file)).toBe(false);
     expect(existsSync(`${file}.lock`)).toBe(false);
   });
 
