@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { screenText } from '../ledger/format.js';
-import { LOCK_STALE_MS, lockHolder, lockTokenFile } from '../upstream/oauth-token-lock.js';
+import { LOCK_STALE_MS, lockHolderText, lockTokenFile } from '../upstream/oauth-token-lock.js';
 import { clientFileOf, readStoredClient, readTokenFile, removeStoredClient, removeTokenFile, writeStoredClient, type StoredTokens } from '../upstream/oauth-token-store.js';
 
 /**
@@ -43,14 +43,14 @@ export async function logout(o: LogoutOptions): Promise<number> {
   if (readTokenFile(file).tokens !== undefined) {
     release = await lockTokenFile(file, 0);
     if (release === undefined) {
-      o.say(`another switchyard process${holderText(file)} is refreshing or storing this login (it holds ${file}.lock); waiting for it…`);
+      o.say(`another switchyard process${lockHolderText(file)} is refreshing or storing this login (it holds ${file}.lock); waiting for it…`);
       release = await lockTokenFile(file, o.lockWaitMs ?? LOGOUT_LOCK_WAIT_MS);
     }
     if (release === undefined) {
       // Still at work (a holder gone or hung stops touching the lock, and is taken over): going
       // ahead would race its write, and could leave a refresh token it obtained valid and unknown.
       o.say(
-        `logout of "${id}" stopped: another switchyard process${holderText(file)} still holds ${file}.lock; nothing was revoked or removed. Run the logout again once it is done, or end that process`,
+        `logout of "${id}" stopped: another switchyard process${lockHolderText(file)} still holds ${file}.lock; nothing was revoked or removed. Run the logout again once it is done, or end that process`,
       );
       return 1;
     }
@@ -95,12 +95,4 @@ function configuredFor(t: StoredTokens, oauth: UpstreamOAuthConfig | undefined):
   if (oauth === undefined) return {};
   const same = oauth.clientId === t.clientId && (oauth.issuer === undefined || oauth.issuer === t.issuer);
   return { ...(oauth.issuer === t.issuer ? { issuer: oauth.issuer } : {}), ...(same && oauth.clientSecret !== undefined ? { clientSecret: oauth.clientSecret } : {}) };
-}
-
-/** " (pid N on H)" of the lock's holder, as far as the lock says. */
-function holderText(file: string): string {
-  const h = lockHolder(file);
-  if (h === undefined) return '';
-  const who = [h.pid !== undefined ? `pid ${h.pid}` : '', h.host !== undefined ? `on ${screenText(h.host)}` : ''].filter((x) => x).join(' ');
-  return who ? ` (${who})` : '';
 }

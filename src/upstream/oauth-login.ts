@@ -34,7 +34,7 @@ import {
 import { listenForRedirect, type LoopbackRedirect } from './oauth-loopback.js';
 import { clientToReuse, loginClient, type LoginClient } from './oauth-register.js';
 import { checkTokenEndpoint, tokenRequest } from './oauth-token-request.js';
-import { lockTokenFile } from './oauth-token-lock.js';
+import { LOCK_STALE_MS, lockHolderText, lockTokenFile } from './oauth-token-lock.js';
 import { OAuthUrlPolicy } from './oauth-url-policy.js';
 import { readStoredClient, readTokenFile, writeStoredClient, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
 
@@ -56,6 +56,8 @@ export interface LoginOptions {
   moreScopes?: string[];
   /** Progress for the user (stderr); never given a secret. */
   say: (line: string) => void;
+  /** How long the storing of the tokens waits for another process's hold of the refresh lock, after the usual wait (default LOCK_STALE_MS and 5 s). */
+  lockWaitMs?: number;
 }
 
 export interface LoginResult {
@@ -190,7 +192,7 @@ async function loginWith(
     if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
     // Under the refresh lock: a daemon's refresh of the old login writing as this one is stored
     // (between its look at the file and its rename) would put the old login back over the new one.
-    const release = await lockTokenFile(o.tokenFile);
+    const release = await storeLock(o);
     try {
       writeTokenFile(o.tokenFile, tokens);
     } finally {
@@ -284,4 +286,23 @@ function endpoint(as: Record<string, unknown>, name: string, issuer: string): st
 
 function b64url(b: Buffer): string {
   return b.toString('base64url');
+}
+
+/**
+ * The refresh lock for storing the login's tokens. Another process holding it is said, and
+ * waited for past LOCK_STALE_MS (a holder gone or hung is taken over by then). One still at
+ * work after that (a logout revoking, which would remove the new login once done) is said too,
+ * and the tokens are stored all the same: the user's consent is in them, and it is theirs to
+ * check (`switchyard doctor`) rather than to give again.
+ */
+async function storeLock(o: LoginOptions): Promise<(() => void) | undefined> {
+  const now = await lockTokenFile(o.tokenFile, 0);
+  if (now !== undefined) return now;
+  o.say(`another switchyard process${lockHolderText(o.tokenFile)} is refreshing, storing or logging out of this login (it holds ${o.tokenFile}.lock); waiting for it…`);
+  const later = await lockTokenFile(o.tokenFile, o.lockWaitMs ?? LOCK_STALE_MS + 5_000);
+  if (later === undefined)
+    o.say(
+      `warning: another switchyard process${lockHolderText(o.tokenFile)} still holds ${o.tokenFile}.lock; the tokens are stored without waiting longer (if it is a logout, it may remove them: \`switchyard doctor\` says whether the login is stored)`,
+    );
+  return later;
 }

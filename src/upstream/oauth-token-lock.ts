@@ -111,9 +111,17 @@ export function lockHolder(file: string): { pid?: number; host?: string; ageMs: 
   }
   return {
     ...(typeof holder.pid === 'number' ? { pid: holder.pid } : {}),
-    ...(typeof holder.host === 'string' ? { host: holder.host } : {}),
+    // A host name's characters only: the text is said on the user's terminal.
+    ...(typeof holder.host === 'string' && /^[A-Za-z0-9._-]{1,253}$/.test(holder.host) ? { host: holder.host } : {}),
     ageMs: Math.max(0, Date.now() - st.mtimeMs),
   };
+}
+
+/** " (pid N on H)" of the lock's holder, as far as its lock says; '' when it says nothing. */
+export function lockHolderText(file: string): string {
+  const h = lockHolder(file);
+  const who = [h?.pid !== undefined ? `pid ${h.pid}` : '', h?.host !== undefined ? `on ${h.host}` : ''].filter((x) => x).join(' ');
+  return who ? ` (${who})` : '';
 }
 
 /**

@@ -731,6 +731,26 @@ console.log(fresh === undefined, typeof stale);`;
     for (const s of ['unit-login-code-5f1e', verifier, 'unit-login-secret-42']) expect(err).not.toContain(s);
   });
 
+  it('a login whose tokens find the refresh lock held says it waits, and when still held stores them all the same, saying so', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-login-unit-')), 'u.json');
+    const held = await lockTokenFile(file);
+    const said: string[] = [];
+    try {
+      const r = await login({
+        serverId: 'u', serverUrl: `${base}/mcp`, oauth: { grant: 'authorization_code', clientId: 'desk' }, tokenFile: file, timeoutMs: 5_000, say: (l) => said.push(l), lockWaitMs: 100,
+        open: async (url) => void (await (await fetch(url, { redirect: 'follow' })).text()),
+      });
+      expect(JSON.parse(readFileSync(file, 'utf8')).accessToken).toBe(r.tokens.accessToken);
+    } finally {
+      held!();
+    }
+    const holder = `another switchyard process (pid ${process.pid} on ${hostname()})`;
+    expect(said.filter((l) => l.includes('.lock'))).toEqual([
+      `${holder} is refreshing, storing or logging out of this login (it holds ${file}.lock); waiting for it…`,
+      `warning: ${holder} still holds ${file}.lock; the tokens are stored without waiting longer (if it is a logout, it may remove them: \`switchyard doctor\` says whether the login is stored)`,
+    ]);
+  });
+
   it("a logout's account of a refused revocation shows neither the tokens nor the configured client secret the authorization server echoed", async () => {
     const t: StoredTokens = {
       serverUrl: `${base}/mcp`, resource: `${base}/mcp`, issuer: base, tokenEndpoint: `${base}/token`, clientId: 'desk', clientAuth: 'client_secret_post',
