@@ -4,11 +4,14 @@
  * token file alone (never shown: it holds bearer and refresh tokens), so it answers with no
  * daemon running, before the first call would fail.
  */
-import { statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { canonicalResource } from '../upstream/oauth-discovery.js';
 import { clientFileOf, readTokenFile } from '../upstream/oauth-token-store.js';
 import type { Finding } from './doctor.js';
+import { screenText } from '../ledger/format.js';
+import { stateDir } from '../paths.js';
 
 export function loginFindings(config: HubConfig, now = Date.now()): Finding[] {
   const out: Finding[] = [];
@@ -34,6 +37,39 @@ export function loginFindings(config: HubConfig, now = Date.now()): Finding[] {
       if (mode !== undefined && (mode & 0o077) !== 0)
         out.push({ level: 'warn', check: 'login', message: `servers.${s.id}: ${f} is readable by other users (mode ${(mode & 0o777).toString(8)}): \`chmod 600\` it` });
     }
+  }
+  out.push(...leftLogins(config));
+  return out;
+}
+
+/**
+ * Logins stored for servers that no longer log in (oauth.grant changed, or the server removed):
+ * no daemon uses them, but their refresh tokens stay valid until revoked, and only a logout
+ * (which finds them where the state directory keeps them) does it.
+ */
+function leftLogins(config: HubConfig): Finding[] {
+  const dir = join(stateDir(config.ledger.path, config.file !== undefined ? dirname(config.file) : process.cwd()), 'oauth-tokens');
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  const out: Finding[] = [];
+  for (const name of names) {
+    const m = /^([^.]+)\.json$/.exec(name);
+    if (m === null) continue;
+    let id: string;
+    try {
+      id = decodeURIComponent(m[1]!);
+    } catch {
+      continue;
+    }
+    const s = config.servers[id];
+    if (s?.oauth?.grant === 'authorization_code' && s.url !== undefined) continue;
+    if (readTokenFile(join(dir, name)).tokens === undefined) continue;
+    const why = s === undefined ? `the config has no server "${id}"` : `servers.${id} no longer logs in (no oauth.grant "authorization_code")`;
+    out.push({ level: 'warn', check: 'login', message: `${screenText(why)}, but a login of it is stored in ${join(dir, name)}: its refresh token stays valid until revoked; run \`switchyard logout ${screenText(id)}\`` });
   }
   return out;
 }

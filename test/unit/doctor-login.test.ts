@@ -59,4 +59,28 @@ describe('doctor: upstream logins', () => {
       `warn: servers.u: ${clientFileOf(file)} is readable by other users (mode 640): \`chmod 600\` it`,
     ]);
   });
+
+  it('warns of a login stored for a server that no longer logs in (its grant changed, or removed from the config), naming the logout', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-doctor-login-'));
+    const config = parseConfig(
+      { ledger: { path: join(dir, 'ledger.db') }, servers: { u: { url: URL_, oauth: { grant: 'authorization_code' } }, cc: { url: URL_, oauth: { clientId: 'c', clientSecret: 'doctor-cc-secret' } } } },
+      join(dir, 'hub.config.json'),
+    );
+    const file = config.servers.u!.oauthTokenFile!;
+    const stored = (id: string): string => join(file, '..', `${id}.json`);
+    const tokens: StoredTokens = {
+      serverUrl: URL_, resource: URL_, issuer: 'https://as.example.com', tokenEndpoint: 'https://as.example.com/token', clientId: 'c', clientAuth: 'none',
+      accessToken: 'doctor-secret-access-token', refreshToken: 'doctor-secret-refresh', scopes: [], obtainedAt: 1_000,
+    };
+    for (const id of ['u', 'cc', 'gone']) writeTokenFile(stored(id), tokens);
+    // A client kept after a logout is no login.
+    writeStoredClient(stored('kept'), { issuer: 'https://as.example.com', clientId: 'dyn-1', clientAuth: 'none', registeredRedirectUri: 'http://127.0.0.1:1/callback' });
+    const f = said(loginFindings(config, 10_000));
+    expect(f).toEqual([
+      'ok: servers.u: logged in (no expiry given, refreshable)',
+      `warn: servers.cc no longer logs in (no oauth.grant "authorization_code"), but a login of it is stored in ${stored('cc')}: its refresh token stays valid until revoked; run \`switchyard logout cc\``,
+      `warn: the config has no server "gone", but a login of it is stored in ${stored('gone')}: its refresh token stays valid until revoked; run \`switchyard logout gone\``,
+    ]);
+    expect(JSON.stringify(f)).not.toMatch(/doctor-secret/);
+  });
 });
