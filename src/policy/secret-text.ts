@@ -146,6 +146,18 @@ export function redactErrorText(text: string): string {
   return redactConfigSecrets(redactSecretText(text));
 }
 
+/** How far past an excerpt's end the text is redacted with it: a secret that starts in the excerpt ends within this. */
+const EXCERPT_MARGIN = 8192;
+
+/**
+ * The first `max` characters of `text`, redacted before the cut: cut first, a secret across the
+ * end left its first part, which neither a rule (too short for its shape) nor a configured
+ * value (not whole) recognises any more.
+ */
+export function redactedExcerpt(text: string, max: number, redact: (s: string) => string = redactErrorText): string {
+  return redact(text.length > max + EXCERPT_MARGIN ? text.slice(0, max + EXCERPT_MARGIN) : text).slice(0, max);
+}
+
 /** redactSecretsIn with redactErrorText: an upstream error's `data`. */
 export function redactErrorsIn(v: unknown): unknown {
   return walk(v, redactErrorText, { left: MAX_STRINGS }, 0);

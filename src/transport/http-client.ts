@@ -11,6 +11,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher, Pool } from 'undici';
 import { redactLogText, type Logger } from '../log.js';
+import { redactedExcerpt } from '../policy/secret-text.js';
 import { CancelledError, TransportError } from '../protocol/errors.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { SseFeed } from './sse.js';
@@ -368,7 +369,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private deliver(text: string): void {
     const c = parseFrame(text);
     if (c.kind === 'invalid') {
-      this.client.log.warn({ reason: c.error.message, snippet: redactLogText(text.slice(0, 200)) }, 'skipped an HTTP answer that is not JSON-RPC');
+      this.client.log.warn({ reason: c.error.message, snippet: redactedExcerpt(text, 200, redactLogText) }, 'skipped an HTTP answer that is not JSON-RPC');
       // A response the hub refuses still names its call, which the upstream fails at once.
       if (!(c.response && c.id !== undefined)) return;
     }

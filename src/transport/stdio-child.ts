@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { statSync, type Stats } from 'node:fs';
 import { EventEmitter } from 'node:events';
 import { redactLogText, type Logger } from '../log.js';
+import { redactedExcerpt } from '../policy/secret-text.js';
 import { parseFrame, type Classified } from '../protocol/jsonrpc.js';
 import { adoptGroup, releaseGroup } from './reaper.js';
 import { atTurnEnd, WRITE } from '../turn-end.js';
@@ -516,7 +517,8 @@ export class StdioChild extends EventEmitter {
   private noteSkipped(line: string, reason: string): void {
     const b = this.skipped.take();
     if (!b) return;
-    const shown = redactLogText(line.length > LOG_SNIPPET ? line.slice(0, LOG_SNIPPET) + '…' : line);
+    // Redacted before the cut: a secret across it would leave its first part, which no rule recognises.
+    const shown = redactedExcerpt(line, LOG_SNIPPET, redactLogText) + (line.length > LOG_SNIPPET ? '…' : '');
     this.log.warn(b.skipped > 0 ? { line: shown, reason, leftOutBefore: b.skipped } : { line: shown, reason }, 'skipped a stdout line that is not JSON-RPC');
   }
 

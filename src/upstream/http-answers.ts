@@ -6,7 +6,7 @@
 import { parseFrame } from '../protocol/jsonrpc.js';
 import type { RpcError } from '../protocol/errors.js';
 import type { HttpAnswer } from '../transport/http-client.js';
-import { redactErrorText } from '../policy/secret-text.js';
+import { redactedExcerpt } from '../policy/secret-text.js';
 import type { BearerChallenge } from './oauth-client.js';
 import type { Pending } from './rpc-base.js';
 import { upstreamError } from './upstream-error.js';
@@ -30,8 +30,9 @@ export function unauthorizedAdvice(challenge: BearerChallenge | undefined, id: s
   const sent = Object.keys(headers ?? {}).some((h) => CREDENTIAL_HEADER.test(h));
   if (challenge.error === undefined || !sent)
     return `the server asks for an OAuth bearer token: give the hub a client of its authorization server in servers.${id}.oauth, or a token in its headers`;
-  const said = challenge.description ? `: ${redactErrorText(challenge.description.slice(0, MAX_DESCRIPTION_CHARS))}` : '';
-  return `the server refused the credential the hub sent (${redactErrorText(challenge.error.slice(0, 64))}${said}): check the credential in servers.${id}.headers (or .credentials)`;
+  // The server may quote the credential it refused: redacted before the cut, or its start would show.
+  const said = challenge.description ? `: ${redactedExcerpt(challenge.description, MAX_DESCRIPTION_CHARS)}` : '';
+  return `the server refused the credential the hub sent (${redactedExcerpt(challenge.error, 64)}${said}): check the credential in servers.${id}.headers (or .credentials)`;
 }
 
 /** The error code of a 404 for an unknown session (SDK servers, and Switchyard's own endpoint). */

@@ -21,6 +21,7 @@ import {
 } from '../../src/policy/config-secrets.js';
 import { redactErrorsIn, redactErrorText, redactLogText, redactSecretsIn, redactSecretText } from '../../src/policy/secret-text.js';
 import { upstreamError } from '../../src/upstream/upstream-error.js';
+import { unauthorizedAdvice } from '../../src/upstream/http-answers.js';
 
 const M = CONFIG_SECRET_MARK;
 const owners: object[] = [];
@@ -230,6 +231,13 @@ describe('redaction of the registered values', () => {
     expect([e.message, e.data]).toEqual([`upstream auth failed for key ${M}`, { key: M }]);
     expect(errorResponse(1, new RpcError(-32603, said)).error.message).toBe(`upstream auth failed for key ${M}`);
     expect(errorResponse(1, { code: -32603, message: said }).error.message).toBe(`upstream auth failed for key ${M}`);
+  });
+
+  it("redacts a server's refusal of the hub's credential before cutting it: a key it quotes across the cut shows no part of it", () => {
+    use(['quoted-api-key-0123456789']);
+    const advice = unauthorizedAdvice({ error: 'invalid_token', description: `${'x'.repeat(190)} quoted-api-key-0123456789` }, 'up', { 'x-api-key': 'quoted-api-key-0123456789' });
+    expect(advice).toContain(`${'x'.repeat(9)} [redacted): check`);
+    expect(advice).not.toContain('quoted-api');
   });
 
   it('is not part of the shape rules the redact-secrets plugin applies to tool results', () => {

@@ -7,6 +7,7 @@ import type { Classified } from '../../src/protocol/jsonrpc.js';
 import { CancelledError } from '../../src/protocol/errors.js';
 import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
 import { deflateRawSync, gzipSync } from 'node:zlib';
+import pino from 'pino';
 
 const servers: http.Server[] = [];
 const clients: HttpClient[] = [];
@@ -105,6 +106,20 @@ describe('HttpClient', () => {
     const err = await c.post('err');
     expect(err.body!.startsWith('{"jsonrpc":"2.0","id":null,"error":{"code":-32603')).toBe(true);
     expect(err.body).toHaveLength(64 * 1024);
+  });
+
+  it('logs a skipped answer redacted before it is cut to 200 characters: a token across the cut shows no part of it', async () => {
+    const url = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`data: ${'x'.repeat(180)} Bearer abcdefghijklmnopqrstuvwxyz0123456789\n\nid: 1\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n`);
+    });
+    const logged: { msg: string; snippet?: string }[] = [];
+    const c = new HttpClient({ url, headers: {}, maxFrameBytes: 1 << 20, log: pino({ level: 'warn' }, { write: (l: string) => void logged.push(JSON.parse(l)) }) });
+    clients.push(c);
+    expect(await c.post('{}', { onMessage: () => undefined })).toMatchObject({ status: 200, messages: 1 });
+    const snippet = logged.find((l) => l.msg === 'skipped an HTTP answer that is not JSON-RPC')?.snippet;
+    expect(snippet).toMatch(/^x{180} Bearer \[redac/);
+    expect(snippet).not.toContain('abcdefgh');
   });
 
   it('reuses keep-alive connections for sequential requests', async () => {

@@ -272,6 +272,21 @@ process.exit(0);`;
     expect(logged.filter((l) => l.msg !== one[0]!.msg)).toEqual([expect.objectContaining({ lines: 4990, msg: 'skipped 4990 more stdout lines that are not JSON-RPC (not logged one by one)' })]);
   });
 
+  it('redacts a skipped line before cutting it to its 200 characters: a token across the cut shows no part of it', async () => {
+    const logged: { msg: string; line?: string }[] = [];
+    const log = pino({ level: 'warn' }, { write: (l: string) => void logged.push(JSON.parse(l)) });
+    const c = new StdioChild({
+      command: process.execPath,
+      args: script(`process.stdout.write('x'.repeat(180) + ' Bearer abcdefghijklmnopqrstuvwxyz0123456789\\n', () => process.exit(0));`),
+      maxFrameBytes: 1024,
+      log,
+    });
+    await c.exit;
+    const line = logged.find((l) => l.msg === 'skipped a stdout line that is not JSON-RPC')?.line;
+    expect(line).toMatch(/^x{180} Bearer \[redac/);
+    expect(line).not.toContain('abcdefgh');
+  });
+
   /** A child that echoes its stdin to stdout and exits when stdin ends; `got`: what came back. */
   const echoChild = () => {
     const c = new StdioChild({
