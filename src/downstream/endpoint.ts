@@ -522,9 +522,19 @@ export class Endpoint {
   /**
    * A request read but never served: the stdio server stopped while it waited behind an
    * initialize being answered, or it came once the server had stopped. Answered and recorded as one that comes while the hub drains
-   * (`unavailable`), not left without an answer or a row.
+   * (`unavailable`), not left without an answer or a row. `clientGone`: why nobody can be told
+   * (its client closed stdout): recorded `cancelled` with that reason, as the calls running then
+   * are, and not answered.
    */
-  async refuseUnserved(msg: Request, ex: Exchange): Promise<void> {
+  async refuseUnserved(msg: Request, ex: Exchange, clientGone?: string): Promise<void> {
+    if (clientGone !== undefined) {
+      try {
+        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, clientGone), undefined, { outcome: 'cancelled', errorKind: null, errorMessage: clientGone });
+      } finally {
+        ex.reply(undefined);
+      }
+      return;
+    }
     const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
     try {
       await this.recordRefused(msg, ex, err, undefined, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });

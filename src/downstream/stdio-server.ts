@@ -37,6 +37,9 @@ export interface StdioServerOptions {
 /** Why what was running ended when stdout broke. */
 const CLIENT_GONE = 'the client went away: its end of stdout was closed while the request was in flight';
 
+/** Why a request read but never served (held behind an initialize, or read once stopped) got no answer when stdout broke. */
+const UNSERVED_CLIENT_GONE = 'the client went away: its end of stdout was closed before the request was served';
+
 /** One open exchange: an answer still owed, or a modern listen stream still open. */
 interface Open {
   closed: Canceller;
@@ -277,9 +280,10 @@ export class StdioServer {
     }
   }
 
+  /** stdout closed (EPIPE): nobody can be told, so it is recorded as the client's leaving (cancelled), as what was running then is. */
   private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void): void {
     const ex = this.exchange(msg.id, undefined, bytes, deliver);
-    void this.endpoint.refuseUnserved(msg, ex).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
+    void this.endpoint.refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : undefined).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */

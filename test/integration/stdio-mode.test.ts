@@ -478,6 +478,40 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
   }, 40_000);
 });
 
+describe('a legacy client that does not wait for the initialize answer, and closes stdout first', () => {
+  // Recorded unavailable 'the hub is shutting down': a refusal nobody was or could be told, the
+  // client gone (calls running then are recorded cancelled since cdd6ff1).
+  it('has the requests held behind the initialize recorded cancelled (the client went away), not refused', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-held-gone-'));
+    const file = join(d, 'hub.config.json');
+    const slow = { command: process.execPath, args: ['-e', 'process.stdin.resume()'] };
+    // A line over maxBodyBytes is answered at once, held or not: the write that meets the closed stdout.
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { maxBodyBytes: 1000 }, servers: { legacy: slow } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    c.proc.stdin!.on('error', () => undefined);
+    try {
+      c.send(
+        [
+          { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
+          { jsonrpc: '2.0', method: 'notifications/initialized' },
+          { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
+          [{ jsonrpc: '2.0', id: 'b1', method: 'tools/list' }],
+        ]
+          .map((m) => JSON.stringify(m))
+          .join('\n'),
+      );
+      c.proc.stdout!.destroy();
+      c.send('x'.repeat(2000));
+      expect(await c.exited).toBe(0);
+      const rows = await waitForRows(join(d, 'ledger.db'), {}, (r) => ['init', 'list', 'b1'].every((id) => r.some((x) => x.requestId === id)));
+      const of = (id: string) => rows.filter((r) => r.requestId === id).map((r) => [r.outcome, r.errorMessage]);
+      for (const id of ['init', 'list', 'b1']) expect(of(id), id).toEqual([['cancelled', expect.stringContaining('the client went away')]]);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
 /** `switchyard stdio` over one legacy mutable server (mutable-server.mjs, `mut`, its doc mut://doc). */
 function mutableStdio(prefix: string): LineClient {
   const d = mkdtempSync(join(tmpdir(), prefix));
