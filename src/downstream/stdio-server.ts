@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
+import { lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
@@ -89,7 +90,7 @@ export class StdioServer {
       opts.maxLineBytes,
       (line) => this.line(line),
       // Through the endpoint like any refused message: answered, and given its ledger row.
-      () => void this.serve({ kind: 'invalid', error: new RpcError(INVALID_REQUEST, `message too large: the limit is ${opts.maxLineBytes} bytes per line`) }, opts.maxLineBytes),
+      () => void this.serve({ kind: 'invalid', error: lineTooLarge(opts.maxLineBytes) }, opts.maxLineBytes),
     );
     const self = this;
     this.out = {
@@ -175,12 +176,8 @@ export class StdioServer {
       this.held.push(buf);
       return;
     }
-    let text = buf.toString('utf8');
-    if (text.endsWith('\r')) text = text.slice(0, -1);
-    // A byte order mark, as the HTTP reader ignores one (RFC 8259 §8.1): Windows tools (PowerShell
-    // 5's redirection, Notepad) write one before the first line.
-    if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    if (text.trim() === '') return;
+    const text = lineText(buf);
+    if (text === undefined) return;
     const members = batchOf(text);
     const batch = this.session.current?.protocolVersion === BATCH_VERSION ? members : undefined;
     let c: Classified | undefined;
@@ -255,28 +252,26 @@ export class StdioServer {
    * A line read once stopped (or held when it stopped): a request in it is answered and recorded
    * as refused (unavailable); so is each request of a batch, their answers together in one array.
    * A malformed message (no JSON, params no object: a request with its id) is answered with its
-   * error, as before the stop: its client may be waiting on that id.
+   * error, as before the stop: its client may be waiting on that id (unservedLine, which
+   * `switchyard stdio` exiting before it could serve reads lines with too).
    */
   private refuse(buf: Buffer): void {
-    const text = buf.toString('utf8').replace(/^\uFEFF/, '').trim();
-    if (text === '') return;
-    const members = batchOf(text);
-    if (!members) {
-      const c = parseFrame(text);
-      if (c.kind === 'request') this.refuseRequest(c.msg, buf.length);
-      else if (c.kind === 'invalid' && !c.response) void this.serve(c, buf.length);
-      return;
+    const text = lineText(buf);
+    if (text === undefined) return;
+    const { batch, owed } = unservedLine(text);
+    let deliver: ((msg: object | undefined) => void) | undefined;
+    if (batch) {
+      const answers: object[] = [];
+      let left = owed.length;
+      deliver = (msg) => {
+        if (msg) answers.push(msg);
+        if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
+      };
     }
-    const answered = members.map((m) => ({ m, c: classify(m) })).filter(({ c }) => c.kind === 'request' || (c.kind === 'invalid' && !c.response));
-    const answers: object[] = [];
-    let left = answered.length;
-    const deliver = (msg: object | undefined): void => {
-      if (msg) answers.push(msg);
-      if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
-    };
-    for (const { m, c } of answered) {
-      if (c.kind === 'request') this.refuseRequest(c.msg, memberBytes(m, buf.length), deliver);
-      else void this.serve(c, memberBytes(m, buf.length), deliver);
+    for (const { c, member } of owed) {
+      const bytes = batch ? memberBytes(member, buf.length) : buf.length;
+      if (c.kind === 'request') this.refuseRequest(c.msg, bytes, deliver);
+      else void this.serve(c, bytes, deliver);
     }
   }
 

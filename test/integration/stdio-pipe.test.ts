@@ -192,13 +192,15 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Nothing in flight: the drain ends as it begins, and the upstream is being closed.
       await stopBegun(c);
       // A malformed request too (params no object): answered with its error, as before the stop.
-      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-bad', method: 'ping', params: [1] }));
+      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-bad', method: 'ping', params: [1] }) + '\n[]');
       expect(await exitWithin(c, 15_000)).toBe(0);
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
         ['late', expect.stringContaining('shutting down')],
         ['late-legacy', expect.stringContaining('shutting down')],
         ['late-bad', 'params must be an object'],
       ]);
+      // An empty array is one invalid message (JSON-RPC), answered as such when stopped too.
+      expect(c.received.filter((m) => m.id === undefined).map((m) => [m.error?.code, m.error?.message])).toEqual([[-32600, 'an empty batch']]);
       expect(c.nonProtocolLines).toEqual([]);
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([
         ['e', 'ok'],

@@ -1,0 +1,49 @@
+import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
+import { batchOf, classify, parseFrame, type Classified, type Request } from '../protocol/jsonrpc.js';
+
+/**
+ * What a line of a stdio client holds, read the one way by the serving pipe (StdioServer) and
+ * by `switchyard stdio` exiting before it could serve (cli/refuse-read.ts): two readings of the
+ * same input told a client different things (a batch, a line that is no JSON, an over-long one).
+ * The framing itself is LineReader's, on bytes, so a character split across two reads is whole.
+ */
+
+/** The text of one line (UTF-8), a trailing CR and a leading byte order mark dropped; undefined when blank. */
+export function lineText(line: Buffer): string | undefined {
+  let text = line.toString('utf8');
+  if (text.endsWith('\r')) text = text.slice(0, -1);
+  // A byte order mark, as the HTTP reader ignores one (RFC 8259 §8.1): Windows tools (PowerShell
+  // 5's redirection, Notepad) write one before the first line.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  return text.trim() === '' ? undefined : text;
+}
+
+/** What a line longer than `maxBytes` is answered with (never read whole, so without its id). */
+export const lineTooLarge = (maxBytes: number): RpcError => new RpcError(INVALID_REQUEST, `message too large: the limit is ${maxBytes} bytes per line`);
+
+/** A message owed an answer: a request, or a malformed message that is no response (its client may wait on its id). */
+export type Owed = { kind: 'request'; msg: Request } | (Extract<Classified, { kind: 'invalid' }> & { response?: undefined });
+
+/**
+ * The messages of a line the hub will not serve (it stops, or could not start) that are owed an
+ * answer, in order: each request (refused) and each malformed message that is no response
+ * (answered with its error), as JSON-RPC has it; notifications and responses get nothing.
+ * `batch`: the line is a JSON array, whose answers go out together as one array (none if none is
+ * owed); `member`: the member's own value (its size). An empty array is one invalid message.
+ */
+export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; member?: unknown }[] } {
+  const members = batchOf(text);
+  if (members?.length === 0) return { batch: false, owed: [{ c: { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'an empty batch') } }] };
+  if (!members) {
+    const c = parseFrame(text);
+    return { batch: false, owed: isOwed(c) ? [{ c }] : [] };
+  }
+  const owed: { c: Owed; member?: unknown }[] = [];
+  for (const member of members) {
+    const c = classify(member);
+    if (isOwed(c)) owed.push({ c, member });
+  }
+  return { batch: true, owed };
+}
+
+const isOwed = (c: Classified): c is Owed => c.kind === 'request' || (c.kind === 'invalid' && !c.response);
