@@ -1,54 +1,152 @@
+import { fstatSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
+import { lineText, lineTooLarge, unservedLine } from '../downstream/stdio-lines.js';
+import type { ProtocolOut } from '../log.js';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
-import { errorResponse, parseFrame } from '../protocol/jsonrpc.js';
+import { arrayOf, errorResponse } from '../protocol/jsonrpc.js';
+import { wireText } from '../protocol/serialized.js';
+import { LineReader } from '../transport/line-reader.js';
 
-/** How long more input is waited for once none is buffered (a client's write split in two). */
+/** How long stdin must stay quiet (nothing read, no line begun, every answer written) before the exit. */
 const QUIET_MS = 100;
-/** The longest the whole read may take: a client writing on and on does not keep the process up. */
-const READ_MS = 1_000;
+/** The longest this may take: a client writing on and on, or not reading stdout, does not keep the process up. */
+const REFUSE_MS = 3_000;
 
 /**
- * `switchyard stdio` exiting before it could serve (the ledger's lock not had within its wait):
- * every request its client has sent by now is answered with `reason` (-32603 in either era: no
- * session exists, nothing ran), one line each on `out`, so none is left waiting for an answer
- * that never comes. What stdin holds is read (paused mode: nothing was read from it yet) until it
- * ends or stays quiet for QUIET_MS; a last line without its newline counts once stdin ended.
- * Notifications, responses and lines that are not a request get nothing, as JSON-RPC says; a
- * malformed request with its id gets its error.
+ * `switchyard stdio` exiting before it could serve (the ledger's lock not had within its wait, a
+ * stop signal while it waited, the hub not made): every frame its client sends until the exit is
+ * answered as a stopped pipe answers it (unservedLine, shared with StdioServer), one line each
+ * on `out` as it is read, so none is left waiting for an answer that never comes: each request
+ * -32603 with `reason` (either era: no session exists, nothing ran), a malformed message with its
+ * error, a batch's answers together, a line over `maxLineBytes` as too large (never buffered).
+ *
+ * stdin is read until it ends, or until it has been quiet for QUIET_MS with every answer written
+ * (a line begun waits for its end: a write split in two); while stdout is full (the client not
+ * reading) stdin is left unread, so memory holds at most one line and what stdout has not taken.
+ * Then what the pipe holds at that moment is read at once and answered, and the caller exits
+ * right after (no await between): a request is lost only if written in the instant between that
+ * last read and the exit, or after REFUSE_MS. Resolves with how many answers were written, and how
+ * many of them stdout had not taken yet (REFUSE_MS ran out: the client is not reading it).
  */
-export async function refuseRead(input: Readable, out: { write(chunk: string): unknown }, reason: string): Promise<number> {
-  let text = '';
-  let ended = input.readableEnded;
-  const deadline = Date.now() + READ_MS;
-  for (;;) {
-    let chunk: Buffer | string | null;
-    while ((chunk = input.read() as Buffer | string | null) !== null) text += chunk.toString();
-    if (ended || Date.now() >= deadline) break;
-    ended = await new Promise<boolean>((res) => {
-      const done = (v: boolean) => {
-        clearTimeout(timer);
-        input.off('readable', onReadable);
-        input.off('end', onEnd);
-        res(v);
-      };
-      const onReadable = () => done(false);
-      const onEnd = () => done(true);
-      const timer = setTimeout(() => done(input.readableEnded), Math.min(QUIET_MS, Math.max(0, deadline - Date.now())));
-      input.on('readable', onReadable);
-      input.on('end', onEnd);
-    });
-    if (!ended && input.readableLength === 0) break; // quiet: all the client sent is here
-  }
-  const lines = text.split('\n');
-  if (!ended) lines.pop(); // cut short: not a line yet
+export async function refuseRead(input: Readable, out: ProtocolOut, reason: string, maxLineBytes: number): Promise<{ answered: number; unsent: number }> {
   let answered = 0;
-  for (const raw of lines) {
-    const c = parseFrame(raw.replace(/^\uFEFF/, '').trim());
-    // A malformed request with its id (params no object): its client waits on that id too.
-    if (c.kind === 'invalid' && !c.response && c.id !== undefined) out.write(JSON.stringify(errorResponse(c.id, c.error)) + '\n');
-    else if (c.kind !== 'request') continue;
-    else out.write(JSON.stringify(errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason))) + '\n');
+  let ended = false;
+  let gone = false; // stdout broke: nobody can be told anything
+  let done = false;
+  /** Answers not yet handed to the pipe. */
+  let unflushed = 0;
+  let lastRead = Date.now();
+  let wake: () => void = () => undefined;
+  const send = (msg: object): void => {
     answered++;
+    if (gone) return;
+    unflushed++;
+    const taken = out.write(wireText(msg) + '\n', () => {
+      unflushed--;
+      wake();
+    });
+    // stdout full: read no more until it drains ('drain' below).
+    if (!taken) input.pause();
+  };
+  const reader = new LineReader(
+    maxLineBytes,
+    (line) => {
+      const text = lineText(line);
+      if (text === undefined) return;
+      const { batch, owed } = unservedLine(text);
+      const answers = owed.map(({ c }) => (c.kind === 'request' ? errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason)) : errorResponse(c.id, c.error)));
+      if (!batch) for (const a of answers) send(a);
+      else if (answers.length > 0) send(arrayOf(answers));
+    },
+    () => send(errorResponse(undefined, lineTooLarge(maxLineBytes))),
+  );
+  const onData = (chunk: Buffer | string): void => {
+    lastRead = Date.now();
+    reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    wake();
+  };
+  const onEnd = (): void => {
+    if (ended) return;
+    ended = true;
+    reader.end(); // a last line without its newline counts
+    wake();
+  };
+  const onDrain = (): void => {
+    if (!ended && !done) input.resume();
+    wake();
+  };
+  const onOutError = (): void => {
+    gone = true;
+    wake();
+  };
+  input.on('data', onData);
+  input.on('end', onEnd);
+  input.on('error', onEnd);
+  out.on('drain', onDrain);
+  out.on('error', onOutError);
+  input.resume();
+  if (input.readableEnded) onEnd();
+  const deadline = Date.now() + REFUSE_MS;
+  try {
+    for (;;) {
+      const now = Date.now();
+      const written = gone || unflushed === 0;
+      const quietFor = QUIET_MS - (now - lastRead);
+      if (now >= deadline || (written && (ended || (quietFor <= 0 && !reader.midLine)))) {
+        // The last read: what the pipe holds now, answered (then written, before the caller exits).
+        const before = answered;
+        const more = readLeft(input, onData, onEnd);
+        if ((!more && answered === before) || now >= deadline) break;
+        continue;
+      }
+      // Until something comes (a chunk, the end, an answer written, stdout drained) or the quiet is long enough.
+      await new Promise<void>((res) => {
+        const timer = setTimeout(() => wake(), Math.max(1, Math.min(quietFor > 0 ? quietFor : Infinity, deadline - now)));
+        wake = () => {
+          clearTimeout(timer);
+          wake = () => undefined;
+          res();
+        };
+      });
+    }
+  } finally {
+    done = true;
+    input.pause();
+    input.off('data', onData);
+    input.off('end', onEnd);
+    input.off('error', onEnd);
   }
-  return answered;
+  return { answered, unsent: gone ? 0 : unflushed };
+}
+
+/**
+ * Reads what `input` holds right now, without waiting: its own buffer, then (a pipe or socket,
+ * which Node reads non-blocking) what the kernel holds on its descriptor. Whether anything came.
+ */
+function readLeft(input: Readable, onData: (chunk: Buffer) => void, onEnd: () => void): boolean {
+  let more = false;
+  input.pause();
+  // read() hands each chunk to the 'data' listener (onData) too.
+  while (input.read() !== null) more = true;
+  const fd = (input as { fd?: unknown }).fd;
+  if (typeof fd !== 'number' || input.readableEnded) return more;
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFIFO() && !st.isSocket()) return more;
+    const buf = Buffer.allocUnsafe(64 * 1024);
+    // At most 1 MiB: a client writing on and on is not read for ever.
+    for (let i = 0; i < 16; i++) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) {
+        onEnd();
+        return more;
+      }
+      more = true;
+      onData(Buffer.from(buf.subarray(0, n)));
+    }
+    return more;
+  } catch {
+    // EAGAIN: nothing more now (or the descriptor cannot be read: nothing to add).
+    return more;
+  }
 }

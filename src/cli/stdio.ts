@@ -50,20 +50,22 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     }
     let stopWatching = (): void => undefined;
     /**
-     * Exits before serving, `reason` on stderr: a request the client sent by now (an initialize
-     * written right after the spawn, while this waited for the ledger) is answered with it first,
-     * not left waiting for an answer that never comes (refuseRead).
+     * Exits before serving, `reason` on stderr: each request the client sends until the exit (an
+     * initialize written right after the spawn, while this waited for the ledger) is answered
+     * with it, not left waiting for an answer that never comes (refuseRead).
      */
     let exiting = false;
     const exitUnserved = async (code: number, reason: string): Promise<never> => {
       // One exit: a stop signal while it reads and answers (the wait ran out, the hub could not be
       // made) would read stdin beside it, say another reason and exit 0 as soon as its own read went
-      // quiet, perhaps before the first one's answers were flushed.
+      // quiet, perhaps before the first one's answers were written.
       if (exiting) return new Promise<never>(() => undefined);
       exiting = true;
       stopWatching();
       process.stderr.write(`switchyard stdio: ${reason}\n`);
-      if ((await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${reason}`)) > 0) await lastFlush(stdout, log);
+      // No await between its last read of stdin and the exit: a request read is a request answered.
+      const { unsent } = await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${reason}`, config.listen.maxBodyBytes);
+      if (unsent > 0) log.warn({ unsent }, 'stdout not read by the client: exiting with answers unsent');
       log.flush();
       process.exit(code);
     };

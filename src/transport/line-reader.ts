@@ -34,6 +34,11 @@ export class LineReader {
     }
   }
 
+  /** Part of a line is read (or being skipped), its end not yet. */
+  get midLine(): boolean {
+    return this.skipping || this.size > 0;
+  }
+
   /** The input ended: a last line without its newline still counts. */
   end(): void {
     if (this.skipping || this.size > 0) this.endLine();
