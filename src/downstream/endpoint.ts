@@ -524,12 +524,14 @@ export class Endpoint {
    * initialize being answered, or it came once the server had stopped. Answered and recorded as one that comes while the hub drains
    * (`unavailable`), not left without an answer or a row. `clientGone`: why nobody can be told
    * (its client closed stdout): recorded `cancelled` with that reason, as the calls running then
-   * are, and not answered.
+   * are, and not answered. Its row names the era its `_meta` claims (stdio has no header: a modern
+   * request was recorded legacy).
    */
   async refuseUnserved(msg: Request, ex: Exchange, clientGone?: string): Promise<void> {
+    const era = classifyEra(msg.method, msg.params, ex.header('mcp-protocol-version')).era === 'modern' ? MODERN : LEGACY;
     if (clientGone !== undefined) {
       try {
-        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, clientGone), undefined, { outcome: 'cancelled', errorKind: null, errorMessage: clientGone });
+        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, clientGone), era, { outcome: 'cancelled', errorKind: null, errorMessage: clientGone });
       } finally {
         ex.reply(undefined);
       }
@@ -537,7 +539,7 @@ export class Endpoint {
     }
     const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
     try {
-      await this.recordRefused(msg, ex, err, undefined, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
+      await this.recordRefused(msg, ex, err, era, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
     } finally {
       // Answered even once the ledger has closed (the last moments of a stop).
       ex.reply(errorResponse(msg.id, err));
