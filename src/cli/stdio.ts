@@ -1,5 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
-import { loadConfigOrExit } from './config-or-exit.js';
+import { ConfigError, loadConfig } from '../config/load.js';
+import type { HubConfig } from '../config/types.js';
+import { configProblemLines } from './config-problems.js';
 import { StdioServer } from '../downstream/stdio-server.js';
 import { configText, watchConfig } from '../config/watch.js';
 import { Hub } from '../hub.js';
@@ -10,6 +12,9 @@ import { ServeSignals } from './serve-signals.js';
 import { whenEndedEmpty } from './stdin-gone.js';
 import { refuseRead } from './refuse-read.js';
 import { BadUrlError } from './daemon-client.js';
+
+/** listen.maxBodyBytes's default (the config schema's), for the lines read before a config is loaded. */
+const DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024;
 
 interface StdioArgs {
   config: string;
@@ -40,41 +45,54 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     // is started, and nothing was written to stdout: a stop is an exit (once the ledger's lock
     // is waited for, with what the client asked answered: exitUnserved).
     const signals = new ServeSignals(log);
-    // Before the load: an edit from here on is applied once the hub serves (watchConfig).
-    const loadedText = configText(argv.config);
-    const config = loadConfigOrExit(argv.config);
-    if (argv.group !== undefined && !Object.hasOwn(config.groups ?? {}, argv.group)) {
-      const names = Object.keys(config.groups ?? {});
-      process.stderr.write(`switchyard stdio: no tool group named ${JSON.stringify(argv.group)} in ${argv.config} (${names.length ? `groups: ${names.join(', ')}` : 'it has no groups'})\n`);
-      process.exit(2);
-    }
     let stopWatching = (): void => undefined;
+    /** The longest line read (listen.maxBodyBytes), its default until the config is loaded. */
+    let maxLineBytes = DEFAULT_MAX_LINE_BYTES;
     /**
-     * Exits before serving, `reason` on stderr: each request the client sends until the exit (an
-     * initialize written right after the spawn, while this waited for the ledger) is answered
-     * with it, not left waiting for an answer that never comes (refuseRead).
+     * Exits before serving, `reason` on stderr (unless `said` there already): each request the
+     * client sends until the exit (an initialize written right after the spawn, while this waited
+     * for the ledger) is answered with it, not left waiting for an answer that never comes
+     * (refuseRead).
      */
     let exiting = false;
-    const exitUnserved = async (code: number, reason: string): Promise<never> => {
+    const exitUnserved = async (code: number, reason: string, said = false): Promise<never> => {
       // One exit: a stop signal while it reads and answers (the wait ran out, the hub could not be
       // made) would read stdin beside it, say another reason and exit 0 as soon as its own read went
       // quiet, perhaps before the first one's answers were written.
       if (exiting) return new Promise<never>(() => undefined);
       exiting = true;
       stopWatching();
-      process.stderr.write(`switchyard stdio: ${reason}\n`);
+      if (!said) process.stderr.write(`switchyard stdio: ${reason}\n`);
       // No await between its last read of stdin and the exit: a request read is a request answered.
-      const { unsent } = await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${reason}`, config.listen.maxBodyBytes);
+      const { unsent } = await refuseRead(process.stdin, stdout, `switchyard stdio cannot serve: ${reason}`, maxLineBytes);
       if (unsent > 0) log.warn({ unsent }, 'stdout not read by the client: exiting with answers unsent');
       log.flush();
       process.exit(code);
     };
-    // A stop signal while the ledger is waited for (up to --ledger-wait-ms): logged as any stop
-    // before starting is (serve-signals.ts), then what the client asked is answered.
+    // A stop signal before it serves (the ledger waited for, up to --ledger-wait-ms; an exit
+    // unserved under way is the one exit): logged as any stop before starting is
+    // (serve-signals.ts), then what the client asks is answered.
     signals.onStop((signal) => {
       log.info({ signal }, 'stopped before starting');
       void exitUnserved(0, `stopped by ${signal} before it could serve`);
     });
+    // Before the load: an edit from here on is applied once the hub serves (watchConfig).
+    const loadedText = configText(argv.config);
+    let config: HubConfig;
+    try {
+      config = loadConfig(argv.config);
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      // Each problem on its own line, as every command says them; the client is told the first.
+      const lines = configProblemLines(err, argv.config);
+      for (const p of lines) process.stderr.write(`${argv.config}: ${p}\n`);
+      return exitUnserved(2, `${argv.config}: ${lines[0] ?? 'not a usable config'}${lines.length > 1 ? ` (and ${lines.length - 1} more problems: see its stderr)` : ''}`, true);
+    }
+    maxLineBytes = config.listen.maxBodyBytes;
+    if (argv.group !== undefined && !Object.hasOwn(config.groups ?? {}, argv.group)) {
+      const names = Object.keys(config.groups ?? {});
+      return exitUnserved(2, `no tool group named ${JSON.stringify(argv.group)} in ${argv.config} (${names.length ? `groups: ${names.join(', ')}` : 'it has no groups'})`);
+    }
     try {
       // A client's version probe may run a second copy of this command a moment earlier: wait for it.
       await lockLedger(config, 'switchyard stdio', argv['ledger-wait-ms'], (holder) => {

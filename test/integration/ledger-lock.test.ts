@@ -326,81 +326,96 @@ describe('ledger writer lock', () => {
   // Exiting unserved (the wait ran out), it read stdin until it was quiet for 100 ms, then
   // answered what it had read: a line that came later (a write split in two, a client slow to
   // read stdout) was never read; a batch or a line that is no JSON got nothing, an over-long
-  // line was buffered whole, and a character split across two reads came out garbled.
+  // line was buffered whole, and a character split across two reads came out garbled. Each
+  // case runs a `switchyard stdio` of its own, side by side.
   it('switchyard stdio exiting unserved answers every frame its client sent as a stopped pipe does, until it exits', async () => {
     const dir = tempDir();
     // The lock names this (live) process: each stdio waits its --ledger-wait-ms, then exits 2.
     writeFileSync(join(dir, 'ledger.db.lock'), JSON.stringify({ pid: process.pid, command: 'switchyard start', started: processStart(process.pid) }));
     writeFileSync(join(dir, 'small.json'), JSON.stringify({ servers: {}, ledger: { path: join(dir, 'ledger.db') }, listen: { maxBodyBytes: 2000 } }));
     writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: join(dir, 'ledger.db') } }));
-    const waiting = (config: string): LineClient => {
-      const c = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', join(dir, config), '--ledger-wait-ms', '200'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
-      c.proc.stdin!.on('error', () => undefined);
-      return c;
-    };
+    writeFileSync(join(dir, 'bad.json'), JSON.stringify({ servers: 5, ledger: { path: join(dir, 'ledger.db') } }));
+    const request = (id: string): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' });
     const ranOut = async (c: LineClient): Promise<void> => {
       for (const until = Date.now() + 15_000; !c.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) if (Date.now() > until) throw new Error(c.stderr);
     };
-    const request = (id: string): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' });
+    /** `talk` with a `switchyard stdio` of `config`, killed if still running at its end. */
+    const stdio = async (config: string, args: string[], talk: (c: LineClient) => Promise<void>): Promise<void> => {
+      const c = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', join(dir, config), '--ledger-wait-ms', '200', ...args], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+      c.proc.stdin!.on('error', () => undefined);
+      try {
+        await talk(c);
+      } finally {
+        c.kill();
+      }
+    };
 
-    const a = waiting('small.json');
-    try {
-      a.send('[' + request('b1') + ',{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b2","method":"ping","params":[1]}]');
-      a.send('{oops');
-      a.send('[]');
-      a.send(JSON.stringify({ jsonrpc: '2.0', id: 'huge', method: 'tools/list', params: { pad: 'x'.repeat(3000) } }));
-      await ranOut(a);
-      // One request in two writes, 300 ms apart, cut inside the two bytes of its id's "ü".
-      const split = Buffer.from(request('ü-split') + '\n');
-      const cut = split.indexOf(Buffer.from('ü')) + 1;
-      a.proc.stdin!.write(split.subarray(0, cut));
-      await new Promise((res) => setTimeout(res, 300));
-      a.proc.stdin!.write(split.subarray(cut));
-      expect(await a.exited, a.stderr).toBe(2);
-      // The batch's answer is the one line that is no lone message: an array.
-      expect(a.nonProtocolLines.map((l) => (JSON.parse(l) as { id: string; error: { code: number } }[]).map((m) => [m.id, m.error.code]))).toEqual([[['b1', -32603], ['b2', -32600]]]);
-      expect(a.received.map((m) => [m.id, m.error?.code, m.error?.message.slice(0, 20)])).toEqual([
-        [undefined, -32700, 'parse error: invalid'],
-        [undefined, -32600, 'an empty batch'],
-        // Never buffered whole: told so, as a serving pipe does.
-        [undefined, -32600, 'message too large: t'],
-        ['ü-split', -32603, 'switchyard stdio can'],
-      ]);
-    } finally {
-      a.kill();
-    }
-
-    // A client slow to read stdout: its later request is read once it reads, and answered.
-    const b = waiting('hub.config.json');
-    try {
-      b.proc.stdout!.pause();
-      b.send(JSON.stringify({ jsonrpc: '2.0', id: 'x'.repeat(1_000_000), method: 'tools/list' }));
-      await ranOut(b);
-      await new Promise((res) => setTimeout(res, 300));
-      b.send(request('late'));
-      await new Promise((res) => setTimeout(res, 300));
-      b.proc.stdout!.resume();
-      expect(await b.exited, b.stderr).toBe(2);
-      expect(b.received.map((m) => [String(m.id).length, m.error?.code])).toEqual([
-        [1_000_000, -32603],
-        [4, -32603],
-      ]);
-      expect(b.nonProtocolLines).toEqual([]);
-    } finally {
-      b.kill();
-    }
-
-    // A client gone (its stdout closed): the answer's write fails (EPIPE), which ended the process
-    // by an uncaught error, exit 1 and a stack on stderr, instead of its own exit 2.
-    const gone = waiting('hub.config.json');
-    try {
-      gone.proc.stdout!.destroy();
-      gone.send(request('gone'));
-      expect(await gone.exited, gone.stderr).toBe(2);
-      expect(gone.stderr).not.toContain('EPIPE');
-    } finally {
-      gone.kill();
-    }
+    await Promise.all([
+      stdio('small.json', [], async (a) => {
+        a.send('[' + request('b1') + ',{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b2","method":"ping","params":[1]}]');
+        a.send('{oops');
+        a.send('[]');
+        a.send(JSON.stringify({ jsonrpc: '2.0', id: 'huge', method: 'tools/list', params: { pad: 'x'.repeat(3000) } }));
+        await ranOut(a);
+        // One request in two writes, 300 ms apart, cut inside the two bytes of its id's "ü".
+        const split = Buffer.from(request('ü-split') + '\n');
+        const cut = split.indexOf(Buffer.from('ü')) + 1;
+        a.proc.stdin!.write(split.subarray(0, cut));
+        await new Promise((res) => setTimeout(res, 300));
+        a.proc.stdin!.write(split.subarray(cut));
+        expect(await a.exited, a.stderr).toBe(2);
+        // The batch's answer is the one line that is no lone message: an array.
+        expect(a.nonProtocolLines.map((l) => (JSON.parse(l) as { id: string; error: { code: number } }[]).map((m) => [m.id, m.error.code]))).toEqual([[['b1', -32603], ['b2', -32600]]]);
+        expect(a.received.map((m) => [m.id, m.error?.code, m.error?.message.slice(0, 20)])).toEqual([
+          [undefined, -32700, 'parse error: invalid'],
+          [undefined, -32600, 'an empty batch'],
+          // Never buffered whole: told so, as a serving pipe does.
+          [undefined, -32600, 'message too large: t'],
+          ['ü-split', -32603, 'switchyard stdio can'],
+        ]);
+      }),
+      // A client slow to read stdout: its later request is read once it reads, and answered.
+      stdio('hub.config.json', [], async (b) => {
+        b.proc.stdout!.pause();
+        b.send(JSON.stringify({ jsonrpc: '2.0', id: 'x'.repeat(1_000_000), method: 'tools/list' }));
+        await ranOut(b);
+        await new Promise((res) => setTimeout(res, 300));
+        b.send(request('late'));
+        await new Promise((res) => setTimeout(res, 300));
+        b.proc.stdout!.resume();
+        expect(await b.exited, b.stderr).toBe(2);
+        expect(b.received.map((m) => [String(m.id).length, m.error?.code])).toEqual([
+          [1_000_000, -32603],
+          [4, -32603],
+        ]);
+        expect(b.nonProtocolLines).toEqual([]);
+      }),
+      // A client gone (its stdout closed): the answer's write fails (EPIPE), which ended the
+      // process by an uncaught error, exit 1 and a stack on stderr, instead of its own exit 2.
+      stdio('hub.config.json', [], async (gone) => {
+        gone.proc.stdout!.destroy();
+        gone.send(request('gone'));
+        expect(await gone.exited, gone.stderr).toBe(2);
+        expect(gone.stderr).not.toContain('EPIPE');
+      }),
+      // Exiting before the ledger is even asked for: a config with problems, a group it has not.
+      // The client's requests got no answer, only the exit 2 (the hub not made was answered).
+      ...(
+        [
+          ['bad.json', [], `${join(dir, 'bad.json')}: `],
+          ['hub.config.json', ['--group', 'none'], `switchyard stdio: no tool group named "none" in ${join(dir, 'hub.config.json')} (it has no groups)`],
+        ] as const
+      ).map(([config, args, said]) =>
+        stdio(config, [...args], async (c) => {
+          c.send(request('early'));
+          c.endInput();
+          expect(await c.exited, c.stderr).toBe(2);
+          expect(c.stderr).toContain(said);
+          expect(c.received.map((m) => [m.id, m.error?.code])).toEqual([['early', -32603]]);
+          expect(c.received[0]!.error.message).toContain(`switchyard stdio cannot serve: ${said.replace('switchyard stdio: ', '')}`);
+        }),
+      ),
+    ]);
   }, 45_000);
 
   // Two containers on one volume (or a hub in a container next to one on the host): each saw
