@@ -176,6 +176,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
     // After the first start of the upstreams, which a reload's changes then act on.
     signals.onReload(() => void watcher.reloadNow('SIGHUP'));
     await server.run();
-    await stop('stdin closed');
+    // The run ends at stdin EOF (drained), or when stdout broke (the client gone: stopped at once).
+    await stop(server.outputClosed ? 'stdout closed' : 'stdin closed');
   },
 };

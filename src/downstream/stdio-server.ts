@@ -411,6 +411,11 @@ export class StdioServer {
   /** stdin ended (EOF, or it failed): the client asked the hub to stop. */
   inputEnded = false;
 
+  /** stdout broke (EPIPE): the client went away, which stopped the server. */
+  get outputClosed(): boolean {
+    return this.outClosed;
+  }
+
   /** stdin ended: let answers in progress finish (bounded), then stop. */
   private async onEnd(): Promise<void> {
     this.inputEnded = true;

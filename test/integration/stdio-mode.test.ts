@@ -487,7 +487,7 @@ describe('a legacy client that does not wait for the initialize answer, and clos
     const slow = { command: process.execPath, args: ['-e', 'process.stdin.resume()'] };
     // A line over maxBodyBytes is answered at once, held or not: the write that meets the closed stdout.
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { maxBodyBytes: 1000 }, servers: { legacy: slow } }));
-    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
     c.proc.stdin!.on('error', () => undefined);
     try {
       c.send(
@@ -506,6 +506,8 @@ describe('a legacy client that does not wait for the initialize answer, and clos
       const rows = await waitForRows(join(d, 'ledger.db'), {}, (r) => ['init', 'list', 'b1'].every((id) => r.some((x) => x.requestId === id)));
       const of = (id: string) => rows.filter((r) => r.requestId === id).map((r) => [r.outcome, r.errorMessage]);
       for (const id of ['init', 'list', 'b1']) expect(of(id), id).toEqual([['cancelled', expect.stringContaining('the client went away')]]);
+      // Its log says why it stopped (it said 'stdin closed', stdin still open).
+      expect(c.stderr).toMatch(/"reason":"stdout closed".*"msg":"stdio hub stopping"/);
     } finally {
       c.kill();
     }
