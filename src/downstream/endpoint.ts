@@ -522,16 +522,16 @@ export class Endpoint {
   /**
    * A request read but never served: the stdio server stopped while it waited behind an
    * initialize being answered, or it came once the server had stopped. Answered and recorded as one that comes while the hub drains
-   * (`unavailable`), not left without an answer or a row. `clientGone`: why nobody can be told
-   * (its client closed stdout): recorded `cancelled` with that reason, as the calls running then
-   * are, and not answered. Its row names the era its `_meta` claims (stdio has no header: a modern
+   * (`unavailable`), not left without an answer or a row. `unanswered`: why it gets no answer
+   * (its client closed stdout, or cancelled it): recorded `cancelled` with that reason, as a call
+   * running then is. Its row names the era its `_meta` claims (stdio has no header: a modern
    * request was recorded legacy).
    */
-  async refuseUnserved(msg: Request, ex: Exchange, clientGone?: string): Promise<void> {
+  async refuseUnserved(msg: Request, ex: Exchange, unanswered?: string): Promise<void> {
     const era = classifyEra(msg.method, msg.params, ex.header('mcp-protocol-version')).era === 'modern' ? MODERN : LEGACY;
-    if (clientGone !== undefined) {
+    if (unanswered !== undefined) {
       try {
-        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, clientGone), era, { outcome: 'cancelled', errorKind: null, errorMessage: clientGone });
+        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, unanswered), era, { outcome: 'cancelled', errorKind: null, errorMessage: unanswered });
       } finally {
         ex.reply(undefined);
       }

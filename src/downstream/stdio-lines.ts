@@ -1,5 +1,5 @@
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { batchOf, classify, parseFrame, type Classified, type Request } from '../protocol/jsonrpc.js';
+import { batchOf, classify, parseFrame, type Classified, type Params, type Request } from '../protocol/jsonrpc.js';
 
 /**
  * What a line of a stdio client holds, read the one way by the serving pipe (StdioServer) and
@@ -30,20 +30,19 @@ export type Owed = { kind: 'request'; msg: Request } | (Extract<Classified, { ki
  * (answered with its error), as JSON-RPC has it; notifications and responses get nothing.
  * `batch`: the line is a JSON array, whose answers go out together as one array (none if none is
  * owed); `member`: the member's own value (its size). An empty array is one invalid message.
+ * `cancels`: the params of each notifications/cancelled in it (a request it names, read before,
+ * is owed nothing: MCP has the receiver of a cancellation send no response).
  */
-export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; member?: unknown }[] } {
+export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; member?: unknown }[]; cancels: Params[] } {
   const members = batchOf(text);
-  if (members?.length === 0) return { batch: false, owed: [{ c: { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'an empty batch') } }] };
-  if (!members) {
-    const c = parseFrame(text);
-    return { batch: false, owed: isOwed(c) ? [{ c }] : [] };
-  }
+  if (members?.length === 0) return { batch: false, owed: [{ c: { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'an empty batch') } }], cancels: [] };
   const owed: { c: Owed; member?: unknown }[] = [];
-  for (const member of members) {
-    const c = classify(member);
+  const cancels: Params[] = [];
+  for (const [c, member] of members ? members.map((m) => [classify(m), m] as const) : [[parseFrame(text), undefined] as const]) {
     if (isOwed(c)) owed.push({ c, member });
+    else if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') cancels.push(c.msg.params ?? {});
   }
-  return { batch: true, owed };
+  return { batch: members !== undefined, owed, cancels };
 }
 
 const isOwed = (c: Classified): c is Owed => c.kind === 'request' || (c.kind === 'invalid' && !c.response);

@@ -2,7 +2,7 @@ import { wireText } from '../protocol/serialized.js';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../log.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Request } from '../protocol/jsonrpc.js';
+import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
 import { lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
 import type { MessageSink } from './core.js';
@@ -243,9 +243,26 @@ export class StdioServer {
    * would drop them unanswered once stopped.
    */
   private refuseHeld(): void {
-    const lines = this.held ?? [];
+    const lines = (this.held ?? []).map((buf) => {
+      const text = lineText(buf);
+      return text === undefined ? undefined : { buf, ...unservedLine(text) };
+    });
     this.held = null;
-    for (const buf of lines) this.refuse(buf);
+    // A request its client cancelled in a line held behind it (the last cancellation of its id),
+    // as if served and then cancelled: recorded cancelled with the client's reason, not answered.
+    const cancelledAt = new Map<string, { at: number; params: Params }>();
+    lines.forEach((l, at) =>
+      l?.cancels.forEach((params) => {
+        if (typeof params.requestId === 'string' || typeof params.requestId === 'number') cancelledAt.set(idKey(params.requestId), { at, params });
+      }),
+    );
+    lines.forEach((l, i) => {
+      if (!l) return;
+      this.refuseLine(l.buf, l, (id) => {
+        const c = cancelledAt.get(idKey(id));
+        return c && c.at > i ? (clientReason(c.params) ?? 'request cancelled') : undefined;
+      });
+    });
   }
 
   /**
@@ -257,8 +274,11 @@ export class StdioServer {
    */
   private refuse(buf: Buffer): void {
     const text = lineText(buf);
-    if (text === undefined) return;
-    const { batch, owed } = unservedLine(text);
+    if (text !== undefined) this.refuseLine(buf, unservedLine(text));
+  }
+
+  /** refuse() of a line read already; `cancelled`: the client's reason, for a request it cancelled after. */
+  private refuseLine(buf: Buffer, { batch, owed }: ReturnType<typeof unservedLine>, cancelled?: (id: Id) => string | undefined): void {
     let deliver: ((msg: object | undefined) => void) | undefined;
     if (batch) {
       const answers: object[] = [];
@@ -270,15 +290,18 @@ export class StdioServer {
     }
     for (const { c, member } of owed) {
       const bytes = batch ? memberBytes(member, buf.length) : buf.length;
-      if (c.kind === 'request') this.refuseRequest(c.msg, bytes, deliver);
+      if (c.kind === 'request') this.refuseRequest(c.msg, bytes, deliver, cancelled?.(c.msg.id));
       else void this.serve(c, bytes, deliver);
     }
   }
 
-  /** stdout closed (EPIPE): nobody can be told, so it is recorded as the client's leaving (cancelled), as what was running then is. */
-  private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void): void {
+  /**
+   * stdout closed (EPIPE): nobody can be told, so it is recorded as the client's leaving
+   * (cancelled), as what was running then is; so is one the client `cancelled` (its reason).
+   */
+  private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void, cancelled?: string): void {
     const ex = this.exchange(msg.id, undefined, bytes, deliver);
-    void this.endpoint.refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : undefined).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
+    void this.endpoint.refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : cancelled).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */

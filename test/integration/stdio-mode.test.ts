@@ -444,6 +444,9 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
           { jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'eager', version: '1' } } },
           { jsonrpc: '2.0', method: 'notifications/initialized' },
           { jsonrpc: '2.0', id: 'list', method: 'tools/list' },
+          // One its client cancels behind it: as if served, then cancelled (was answered, refused).
+          { jsonrpc: '2.0', id: 'dropped', method: 'tools/list' },
+          { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'dropped', reason: 'no longer needed' } },
           // A batch held too: its requests are answered together.
           // (A malformed member with its id, b3, answered with its error.)
           [{ jsonrpc: '2.0', id: 'b1', method: 'tools/list' }, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { jsonrpc: '2.0', id: 'b2', method: 'ping' }, { jsonrpc: '2.0', id: 'b3', method: 'ping', params: [1] }],
@@ -459,6 +462,8 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);
+        expect(c.received.filter((m) => m.id === 'dropped')).toEqual([]);
+        expect(db.prepare("SELECT outcome, error_message AS message FROM audit WHERE request_id = 'dropped'").all()).toEqual([{ outcome: 'cancelled', message: 'no longer needed' }]);
         // The initialize and the discover the stop cut short are not ok: their client, which may
         // still read stdout, is told the hub is shutting down, and their rows say so (unavailable).
         expect(c.received.filter((m) => m.id === 'init' || m.id === 'disc').map((m) => [m.id, m.error?.code, m.error?.message]).sort()).toEqual([
