@@ -13,8 +13,8 @@ const QUIET_MS = 100;
 const REFUSE_MS = 3_000;
 
 /**
- * `switchyard stdio` exiting before it could serve (the ledger's lock not had within its wait, a
- * stop signal while it waited, the hub not made): every frame its client sends until the exit is
+ * `switchyard stdio` exiting before it could serve (a config it cannot use, an unknown --group,
+ * the ledger's lock not had within its wait, a stop signal meanwhile, the hub not made): every frame its client sends until the exit is
  * answered as a stopped pipe answers it (unservedLine, shared with StdioServer), one line each
  * on `out` as it is read, so none is left waiting for an answer that never comes: each request
  * -32603 with `reason` (either era: no session exists, nothing ran), a malformed message with its
