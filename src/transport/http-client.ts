@@ -33,7 +33,14 @@ export interface HttpClientOptions {
  */
 export class ExchangeAbort {
   aborted = false;
+  /**
+   * The server's answer began (its status line came), or the exchange ended without one. A
+   * legacy server dispatches a POSTed request before it answers the POST, so from then on a
+   * message about that request (its cancellation) finds it there.
+   */
+  heard = false;
   private exchange: { cancel(): void; endSoon(ms: number): void } | undefined;
+  private onHeard: (() => void) | undefined;
 
   abort(): void {
     if (this.aborted) return;
@@ -48,6 +55,22 @@ export class ExchangeAbort {
    */
   answered(ms: number): void {
     this.exchange?.endSoon(ms);
+  }
+
+  /** `fn` once heard (at once if it was): one at a time, the latest. */
+  whenHeard(fn: () => void): void {
+    if (this.heard) return fn();
+    this.onHeard = fn;
+  }
+
+  /** @internal the answer began, or the exchange ended. */
+  hear(): void {
+    if (this.heard) return;
+    this.heard = true;
+    const fn = this.onHeard;
+    this.onHeard = undefined;
+    // Out of undici's callback: what it does may start exchanges of its own.
+    if (fn) queueMicrotask(fn);
   }
 
   /** @internal the exchange to cut, at once if abort() came first. */
@@ -239,6 +262,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
     if (status < 200) return; // 1xx: the answer is still to come
     this.answer = { status, headers, messages: 0 };
+    this.o.abort?.hear();
     const coding = codingOf(headers['content-encoding']);
     if (status >= 300) {
       // An error body in a coding the hub cannot decode is left unread: its status still tells.
@@ -384,6 +408,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.unfollow?.();
     if (this.lingering) clearTimeout(this.lingering);
     this.decoder?.destroy();
+    this.o.abort?.hear();
     if (err === undefined) return this.resolve(this.answer!);
     // Whatever broke, a cancelled exchange is reported as cancelled.
     if (this.o.signal?.aborted || this.o.abort?.aborted) return this.reject(new CancelledError());

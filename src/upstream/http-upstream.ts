@@ -42,6 +42,11 @@ const DELETE_TIMEOUT_MS = 2_000;
  * shorter. A server that never answers them would otherwise hold one socket for each, for good.
  */
 const NOTICE_TIMEOUT_MS = 5_000;
+/**
+ * The most a legacy cancellation waits for its request's POST to be answered (the server to have
+ * taken the request: see cancelUpstream), or the server's timeoutMs if shorter.
+ */
+const UNTAKEN_CANCEL_WAIT_MS = 2_000;
 /** How long an answer stream may stay open after its response before the hub closes it. */
 const ANSWERED_STREAM_LINGER_MS = 1_000;
 /** How long to wait before resuming a stream whose server named no `retry:` (the SSE default is the client's). */
@@ -480,6 +485,8 @@ export class HttpUpstream extends HandshakingUpstream {
       if (stream !== this.session && !(stream !== undefined && this.retiring.has(stream)))
         return this.failCall(p, new TransportError('the session was renewed before the answer stream could be resumed'));
       const ctl = new ExchangeAbort();
+      // Its request was taken long ago (its POST was answered): a cancellation need not wait for this.
+      ctl.heard = true;
       p.ctl = ctl;
       this.http.get({ headers: { ...this.sessionHeaders(stream), 'last-event-id': lastEventId }, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
         (a) => {
@@ -596,16 +603,39 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   protected cancelUpstream(p: Pending, reason: string): void {
-    if (this._era === LEGACY) {
-      // A disconnect is not a cancellation in legacy; say it, then stop reading.
-      const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
-      // To the session the request went to, which a reconnect may have replaced since.
-      p.cancelSent = this.postNotice(frame, this.sessionHeaders(p.session)).then(
+    const ctl = p.ctl;
+    if (this._era !== LEGACY) return void ctl?.abort();
+    // A disconnect is not a cancellation in legacy; say it, then stop reading.
+    const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
+    // To the session the request went to, which a reconnect may have replaced since.
+    const headers = this.sessionHeaders(p.session);
+    const send = (): Promise<void> =>
+      this.postNotice(frame, headers).then(
         () => undefined,
         () => undefined,
       );
+    if (!(ctl instanceof ExchangeAbort) || ctl.heard) {
+      p.cancelSent = send();
+      return void ctl?.abort();
     }
-    p.ctl?.abort();
+    // The request's POST is unanswered still: the server may not have it yet (it dispatches a
+    // request before it answers its POST), and a cancellation that came first would find no such
+    // request, the call then running on unasked. It goes once the answer begins, or after
+    // UNTAKEN_CANCEL_WAIT_MS (a server answering in JSON answers only at the end). Its POST is
+    // cut then, not now: a POST cut before its answer began ends at once, and so would the wait.
+    p.cancelSent = new Promise<void>((done) => {
+      const go = (): void => {
+        clearTimeout(t);
+        if (sent) return;
+        sent = true;
+        void send().then(done);
+        ctl.abort();
+      };
+      let sent = false;
+      const t = setTimeout(go, Math.min(this.spec.timeoutMs, UNTAKEN_CANCEL_WAIT_MS));
+      t.unref();
+      ctl.whenHeard(go);
+    });
   }
 
   /**

@@ -572,6 +572,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       return;
     }
     if (msg.method === 'ping') return this.reply(JSON.stringify(resultResponse(msg.id, {})), via);
+    // A question on the stream of a call the hub cancelled (its stream is read until the
+    // cancellation was taken): answered, an error, only after that cancellation, which the
+    // answer would otherwise overtake (as in onServerRequest's end), ending the call unaware.
+    if (via?.cancelSent !== undefined && !this.isPending(via)) {
+      const sent = via.cancelSent;
+      return void sent.then(() => this.reply(JSON.stringify(errorResponse(msg.id, new RpcError(INTERNAL_ERROR, `the call this ${msg.method} came with has ended`))), via));
+    }
     let target: Pending | undefined;
     let waiter: Pending | undefined;
     // Nobody to ask: not that the client lacks the method (-32601 would say so, and a server may

@@ -29,10 +29,16 @@ let db: string;
  * then on a loaded machine, when the answer overtook it by chance).
  */
 const CANCEL_HOLD_MS = 300;
+/**
+ * lh holds a tools/call POST whose `who` starts with `held` this long (longer than a
+ * cancellation): the client's cancellation of a call just sent reaches the hub while the server
+ * has yet to take the request.
+ */
+const CALL_HOLD_MS = 600;
 
 beforeAll(async () => {
   writeFileSync(EVENTS, '');
-  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS, CANCEL_HOLD_MS: String(CANCEL_HOLD_MS) });
+  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS, CANCEL_HOLD_MS: String(CANCEL_HOLD_MS), CALL_HOLD_MS: String(CALL_HOLD_MS) });
   db = join(th.hub.dir, 'ledger.db');
 }, 60_000);
 
@@ -155,6 +161,25 @@ describe('legacy clients asked', () => {
   });
 });
 
+describe('a call to lh cancelled while its request is on its way (its POST held by the server)', () => {
+  it('is cancelled upstream all the same: the cancellation goes once the server took the request, and a question the call asked meanwhile is answered after it', async () => {
+    const client = await legacyClient(th.url);
+    const who = 'held-cancel';
+    const id = 4300;
+    const ac = new AbortController();
+    const call = client.call(id, 'tools/call', { name: 'lh__elicit_form', arguments: { who } }, () => undefined, ac.signal).catch(() => undefined);
+    // The hub sent it: the server has it, held.
+    await until('the server holds the request', () => events().includes(`held ${who}`), HEARD_WITHIN_MS);
+    // Sent at once, the cancellation found no such request (the server dropped it) and the call
+    // ran on. Sent once the server's answer began, it is held: the question the call asked at
+    // once (on that answer's stream) has the hub's error answer (the call is over for the hub),
+    // which would overtake it and end the call before it came, unless it waits for it.
+    expect((await client.send({ method: 'notifications/cancelled', params: { requestId: id, reason: 'changed my mind' } })).status).toBe(202);
+    await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), HEARD_WITHIN_MS);
+    ac.abort();
+    await call;
+  }, 30_000);
+});
 
 /** A modern tools/call declaring everything a user can be asked, raw (the retry's fields as given). */
 function modernCall(id: number, name: string, params: Json = {}) {
