@@ -811,8 +811,7 @@ export class Hub implements HubCore {
       }
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
       const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }) : Promise.resolve(undefined));
-      const joined = await this.subs.join(h.id, uri, subscriber, conn, make).catch(() => undefined);
-      if (joined?.unheld) upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri })).catch(() => undefined);
       if (!joined || joined.left) continue;
       honoured.push(uri);
     }
@@ -859,7 +858,7 @@ export class Hub implements HubCore {
         // On the connection it was made on (a principal's own one may have been closed since:
         // its upstream session, and the subscription, went with it).
         const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
-        if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+        if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri })).catch(() => {});
       }
     }
   }

@@ -528,9 +528,8 @@ export class Router {
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const make = (): Promise<Result> => (conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local());
-    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make);
-    // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it.
-    if (joined.unheld) conn.upstream.request('resources/unsubscribe', { uri }).catch(() => {});
+    // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake).
+    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }));
     return joined.made ?? local();
   }
 
@@ -569,7 +568,7 @@ export class Router {
     // Only on the connection it was made on: should this principal's calls have moved to the
     // server's own one since (a reload), an unsubscribe there would end other sessions' subscription.
     if (conn.upstream.state !== 'ready' || (connKey === '') !== (conn.upstream === server.upstream)) return undefined;
-    return this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now());
+    return this.subs.unsubscribing(server.id, connKey, uri, () => this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now()));
   }
 }
 

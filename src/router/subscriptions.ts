@@ -51,6 +51,8 @@ export class Subscriptions {
   private readonly byConn = new Map<string, Set<string>>();
   /** Upstream subscribes in flight (join), by the same key. */
   private readonly making = new Map<string, Making>();
+  /** Upstream unsubscribes in flight (unsubscribing), by the same key: settled once answered. */
+  private readonly leaving = new Map<string, Promise<void>>();
   /**
    * The keys each subscriber is counted for: a session's unsubscribe, its end and its count look
    * at its own subscriptions, not at every session's (100 sessions of 1000 made each of those a
@@ -129,7 +131,7 @@ export class Subscriptions {
    * attempt of its own (so one transient failure does not fail them all), the others waiting
    * again. Throws what this subscriber's own attempt threw; nothing of it is counted then.
    */
-  async join<T>(server: string, uri: string, subscriber: string, conn: string, make: () => Promise<T>): Promise<Joined<T>> {
+  async join<T>(server: string, uri: string, subscriber: string, conn: string, make: () => Promise<T>, unmake?: () => Promise<unknown>): Promise<Joined<T>> {
     const k = key(server, conn, uri);
     const ticket: Ticket = { subscriber, left: false };
     for (;;) {
@@ -144,18 +146,28 @@ export class Subscriptions {
       this.count(k, subscriber);
       return {};
     }
-    return this.make(k, ticket, make);
+    return this.make(k, ticket, make, unmake);
   }
 
-  /** The first subscriber's attempt: who waited for it is counted when it succeeds. */
-  private async make<T>(k: string, ticket: Ticket, make: () => Promise<T>): Promise<Joined<T>> {
+  /**
+   * The first subscriber's attempt: who waited for it is counted when it succeeds. Made only once
+   * an unsubscribe of the URI there still on its way was answered: sent on another connection
+   * (legacy HTTP), the subscribe could reach the server first, which then held nothing for the
+   * subscribers counted here. Made, with nobody staying, it is let go upstream with `unmake`.
+   */
+  private async make<T>(k: string, ticket: Ticket, make: () => Promise<T>, unmake?: () => Promise<unknown>): Promise<Joined<T>> {
     let settle = (): void => undefined;
     const pending: Making = { settled: new Promise<void>((r) => (settle = r)), waiting: new Set([ticket]) };
     this.making.set(k, pending);
     try {
+      const leaving = this.leaving.get(k);
+      if (leaving !== undefined) await leaving;
       const made = await make();
       const staying = [...pending.waiting].filter((t) => !t.left);
-      if (staying.length === 0) return { made, unheld: true };
+      if (staying.length === 0) {
+        if (unmake) this.unsubscribeNow(k, unmake).catch(() => undefined);
+        return { made, unheld: true };
+      }
       for (const t of staying) this.count(k, t.subscriber);
       return ticket.left ? { made, left: true } : { made };
     } catch (err) {
@@ -166,6 +178,28 @@ export class Subscriptions {
       this.making.delete(k);
       settle();
     }
+  }
+
+  /**
+   * Sends (`send`) the upstream unsubscribe of `uri` on connection `conn` of `server`, its last
+   * subscriber gone (remove, removeSubscriber): a subscribe of it there is made only once that is
+   * answered (make).
+   */
+  unsubscribing<T>(server: string, conn: string, uri: string, send: () => Promise<T>): Promise<T> {
+    return this.unsubscribeNow(key(server, conn, uri), send);
+  }
+
+  private unsubscribeNow<T>(k: string, send: () => Promise<T>): Promise<T> {
+    const sent = send();
+    const answered = sent.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.leaving.set(k, answered);
+    void answered.then(() => {
+      if (this.leaving.get(k) === answered) this.leaving.delete(k);
+    });
+    return sent;
   }
 
   /**

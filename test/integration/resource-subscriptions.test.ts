@@ -24,7 +24,8 @@ let hub: HubProcess;
 let subs: HttpFixture;
 
 beforeAll(async () => {
-  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs');
+  // Its unsubscribes are slow on the network: a subscribe sent after one could overtake it.
+  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { UNSUBSCRIBE_HOLD_MS: '300' });
   hub = await startHub({
     groups: { onlyMod: { servers: ['mod'] } },
     servers: {
@@ -107,6 +108,35 @@ describe('resource subscriptions', () => {
     await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBeGreaterThan(1);
     await sub.close();
     await c.close();
+  });
+
+  it("a legacy HTTP upstream's unsubscribe still on its way when another client subscribes to that URI: the subscribe goes after it, and the server holds it", async () => {
+    const legacy = async (name: string) => {
+      const c = new ClientV1({ name, version: '1.0.0' });
+      await c.connect(new TransportV1(new URL(hub.url)));
+      const updates: string[] = [];
+      c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+      return { c, updates };
+    };
+    const text = async (c: ClientV1, name: string, args: Record<string, unknown> = {}) => firstText(await c.callTool({ name, arguments: args }));
+    const a = await legacy('unsub-a');
+    const b = await legacy('unsub-b');
+    expect(await a.c.subscribeResource({ uri: 'subs://doc' })).toEqual({});
+    expect(await text(a.c, 'web__touch', { uri: 'subs://doc' })).toBe('told 1');
+    const held = Number(await text(a.c, 'web__held'));
+    // a, the last subscriber, lets go: the hub unsubscribes upstream, and the server holds that POST.
+    const unsubscribed = a.c.unsubscribeResource({ uri: 'subs://doc' });
+    await waitUntil('the unsubscribe held by the server', async () => (Number(await text(b.c, 'web__held')) > held ? true : undefined), 5_000);
+    // Sent at once, b's subscribe reached the server first, the unsubscribe then ended it, and b,
+    // told {}, heard no more.
+    expect(await b.c.subscribeResource({ uri: 'subs://doc' })).toEqual({});
+    expect(await unsubscribed).toEqual({});
+    expect(await text(b.c, 'web__touch', { uri: 'subs://doc' })).toBe('told 1');
+    await expect.poll(() => b.updates, { timeout: 2000, interval: 20 }).toEqual(['subs://doc']);
+    expect(a.updates).toEqual(['subs://doc']);
+    await b.c.unsubscribeResource({ uri: 'subs://doc' });
+    await a.c.close();
+    await b.c.close();
   });
 
   it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {

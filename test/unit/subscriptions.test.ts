@@ -136,6 +136,39 @@ describe('resource subscriptions made upstream (join)', () => {
     expect(s.uris('fs')).toEqual([]);
   });
 
+  it('a subscribe is made upstream only once an unsubscribe of that URI on that connection was answered: on another connection it could overtake it', async () => {
+    const s = new Subscriptions();
+    const up = upstream();
+    let answer!: () => void;
+    const gone = s.unsubscribing('fs', '', 'x://a', () => new Promise<void>((r) => (answer = r)));
+    const b = s.join('fs', 'x://a', 'B', '', up.make);
+    // Another URI, or another connection, does not wait.
+    const c = s.join('fs', 'x://a', 'C', 'principal:carol', up.make);
+    await settle();
+    expect(up.calls).toHaveLength(1);
+    answer();
+    await gone;
+    await settle();
+    expect(up.calls).toHaveLength(2);
+    up.calls[0]!.resolve('c');
+    up.calls[1]!.resolve('b');
+    expect([await b, await c]).toEqual([{ made: 'b' }, { made: 'c' }]);
+    // Made with nobody staying, it is let go (unmake), and the next subscribe waits for that too.
+    const d = s.join('fs', 'x://b', 'D', '', up.make, () => new Promise<void>((r) => (answer = r)));
+    await settle();
+    s.remove('fs', 'x://b', 'D');
+    up.calls[2]!.resolve('d');
+    expect(await d).toEqual({ made: 'd', unheld: true });
+    const e = s.join('fs', 'x://b', 'E', '', up.make);
+    await settle();
+    expect(up.calls).toHaveLength(3);
+    answer();
+    await settle();
+    expect(up.calls).toHaveLength(4);
+    up.calls[3]!.resolve('e');
+    expect(await e).toEqual({ made: 'e' });
+  });
+
   it('counts what each subscriber holds: once per URI and connection, down on unsubscribe and when its session ends', async () => {
     const s = new Subscriptions();
     s.addToFilter('fs', 'file:///a', 'sess1', '', 'alice');
