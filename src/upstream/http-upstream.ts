@@ -267,8 +267,8 @@ export class HttpUpstream extends HandshakingUpstream {
     const f = serverFacts(result, result.serverInfo);
     const sid = a.headers['mcp-session-id'];
     const old = this.session;
-    this.session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
-    this.legacyHeaders = this.session ? { 'mcp-protocol-version': version, 'mcp-session-id': this.session } : { 'mcp-protocol-version': version };
+    const session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
+    const headers: Record<string, string> = session ? { 'mcp-protocol-version': version, 'mcp-session-id': session } : { 'mcp-protocol-version': version };
     this._era = LEGACY;
     this._protocolVersion = version;
     this._capabilities = f.capabilities;
@@ -278,13 +278,20 @@ export class HttpUpstream extends HandshakingUpstream {
     // every renewal of the session, which later 404s join) for good.
     const nt = timeoutSignal(this.spec.timeoutMs);
     try {
-      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers: this.legacyHeaders, signal: nt.signal });
+      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers, signal: nt.signal });
       if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
     } catch (err) {
       throw nt.timedOut() ? new TransportError(`notifications/initialized: no answer within ${this.spec.timeoutMs} ms`) : err;
     } finally {
       nt.clear();
     }
+    // The new session is the calls' only once notifications/initialized was taken there. A
+    // renewal runs while the upstream is ready: a call sent meanwhile on the new session (another
+    // POST, another connection) could reach the server before it, and a server may refuse
+    // requests until then (the Python SDK's refuse all but ping). Sent to the old one, it meets
+    // the 404 and waits for this renewal (renew).
+    this.session = session;
+    this.legacyHeaders = headers;
     this.getFailures = 0;
     this.openGetStream();
     // A reconnect (a circuit that opened, a lost connection) leaves the old session open on the

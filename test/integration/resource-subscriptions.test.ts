@@ -25,7 +25,8 @@ let subs: HttpFixture;
 
 beforeAll(async () => {
   // Its unsubscribes are slow on the network: a subscribe sent after one could overtake it.
-  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { UNSUBSCRIBE_HOLD_MS: '300' });
+  // So are its notifications/initialized, before which a session refuses calls (as Python's do).
+  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { UNSUBSCRIBE_HOLD_MS: '300', INITIALIZED_HOLD_MS: '400', STRICT_INITIALIZED: '1' });
   hub = await startHub({
     groups: { onlyMod: { servers: ['mod'] } },
     servers: {
@@ -137,6 +138,32 @@ describe('resource subscriptions', () => {
     await b.c.unsubscribeResource({ uri: 'subs://doc' });
     await a.c.close();
     await b.c.close();
+  });
+
+  it('a call sent while the hub renews its legacy HTTP session goes to the new session only once its notifications/initialized was taken (a strict server refuses it before)', async () => {
+    const c = await client();
+    let stderr = '';
+    const heard = (d: Buffer): void => void (stderr += d.toString());
+    subs.proc.stderr!.on('data', heard);
+    const held = (): number => stderr.split('holding notifications/initialized').length - 1;
+    const me = async (): Promise<unknown> => firstText(await c.callTool({ name: 'web__me', arguments: {} }));
+    try {
+      const before = await me();
+      await c.callTool({ name: 'web__forget', arguments: {} });
+      await waitUntil('the session forgotten', async () => stderr.includes('session forgotten') || undefined, 5_000);
+      const n = held();
+      // Meets the 404: the hub renews the session, and this call waits for that.
+      const first = me();
+      await waitUntil("the new session's notifications/initialized held", async () => held() > n || undefined, 5_000);
+      // Sent meanwhile. On the new session at once, it came before notifications/initialized and was refused.
+      const second = me();
+      const [a, b] = await Promise.all([first, second]);
+      expect(a).not.toBe(before);
+      expect(b).toBe(a);
+    } finally {
+      subs.proc.stderr!.off('data', heard);
+      await c.close();
+    }
   });
 
   it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {
