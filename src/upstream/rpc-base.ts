@@ -156,6 +156,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   rootsChanged(principal: string, ask: AskClient): boolean {
     if (this._era !== LEGACY || this._state !== 'ready' || this.servedFor !== principal) return false;
     this.rootsFrom = { principal, ask };
+    // A roots/list the server sends from now on is about this change: it does not share the
+    // answer to one asked before it (its question still at the client, which may answer with
+    // the roots it had then), or the server would keep those for good.
+    this.rootsAnswer = undefined;
     this.notify('notifications/roots/list_changed');
     return true;
   }

@@ -13,6 +13,9 @@ import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { USER_CAPABILITIES, startTranslationHub, type TranslationHub } from '../fixtures/translation/peers.js';
 import { META_KEY, queryRows, sleep, waitForRows, type Row } from './ledger-helpers.js';
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const INPUT_TIMEOUT_MS = 4000;
 const RELAY_FIXTURE = 'test/fixtures/translation/legacy-relay.mjs';
@@ -38,7 +41,8 @@ const CALL_HOLD_MS = 600;
 
 beforeAll(async () => {
   writeFileSync(EVENTS, '');
-  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS } }, { EVENTS_FILE: EVENTS, CANCEL_HOLD_MS: String(CANCEL_HOLD_MS), CALL_HOLD_MS: String(CALL_HOLD_MS) });
+  // lhOnly: an endpoint whose clients' roots changes reach lh alone.
+  th = await startTranslationHub({ policy: { inputTimeoutMs: INPUT_TIMEOUT_MS }, groups: { lhOnly: { servers: ['lh'] } } }, { EVENTS_FILE: EVENTS, CANCEL_HOLD_MS: String(CANCEL_HOLD_MS), CALL_HOLD_MS: String(CALL_HOLD_MS) });
   db = join(th.hub.dir, 'ledger.db');
 }, 60_000);
 
@@ -178,6 +182,41 @@ describe('a call to lh cancelled while its request is on its way (its POST held 
     await until('the upstream hears the cancellation', () => events().includes(`cancelled elicit_form ${who}`), HEARD_WITHIN_MS);
     ac.abort();
     await call;
+  }, 30_000);
+});
+
+describe("a legacy client's roots changing again while lh's roots/list of the first change is still at the client", () => {
+  it("lh's roots/list after the second change asks the client again: it does not get the answer the client began before it", async () => {
+    let roots = 'file:///before';
+    let asked = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const client = new ClientV1({ name: 'roots-twice', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    // Each answer is the roots as they were when asked; those asked before the change wait for the gate.
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      const now = roots;
+      if (now === 'file:///before') await gate;
+      return { roots: [{ uri: now }] };
+    });
+    await client.connect(new TransportV1(new URL('/mcp/lhOnly', th.url)));
+    try {
+      // A call first: lh's connection carries this principal's calls, so it hears of its roots.
+      expect(JSON.stringify(await client.callTool({ name: 'lh__echo', arguments: { text: 'roots' } }))).toContain('echo:roots');
+      // The client's GET stream, on which it is asked outside any call, is open once it is asked there.
+      await until('lh asks for the roots', async () => {
+        if (asked === 0) await client.sendRootsListChanged();
+        return asked > 0 || undefined;
+      }, HEARD_WITHIN_MS);
+      roots = 'file:///after';
+      await client.sendRootsListChanged();
+      // Shared with the question still open at the client, its answer would be the roots before.
+      await until('lh is told the roots after the change', () => events().some((e) => e === 'roots legacy-http file:///after'), HEARD_WITHIN_MS);
+      expect(asked).toBeGreaterThanOrEqual(2);
+    } finally {
+      release();
+      await client.close();
+    }
   }, 30_000);
 });
 
