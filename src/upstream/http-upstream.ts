@@ -662,8 +662,14 @@ export class HttpUpstream extends HandshakingUpstream {
     );
   }
 
-  protected reply(frame: string): void {
-    this.postNotice(frame, this.era === LEGACY ? this.legacyHeaders : { 'mcp-protocol-version': MODERN }).then(
+  /**
+   * An answer to a request the server sent on a call's stream goes to that call's session: a
+   * reconnect (an open circuit) may have replaced it while the client was asked, and the new
+   * session, which never asked, drops it, the call then waiting out its timeout.
+   */
+  protected reply(frame: string, via: Pending | undefined): void {
+    const headers = this.era !== LEGACY ? { 'mcp-protocol-version': MODERN } : via?.session !== undefined ? this.sessionHeaders(via.session) : this.legacyHeaders;
+    this.postNotice(frame, headers).then(
       (a) => {
         if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its request');
       },

@@ -220,6 +220,42 @@ describe("a legacy client's roots changing again while lh's roots/list of the fi
   }, 30_000);
 });
 
+describe('a call whose legacy HTTP session the hub replaced (its circuit opened) while its question was at the client', () => {
+  let up: HttpFixture;
+  let hub: HubProcess;
+  let stderr = '';
+  beforeAll(async () => {
+    // A held call outlasts timeoutMs: one failure opens the circuit, and the hub connects again (a new session).
+    up = await startHttpFixture('test/fixtures/translation/legacy-server.mjs', { SERVER_NAME: 'legacy-trip', CALL_HOLD_MS: '2500' });
+    up.proc.stderr!.on('data', (d: Buffer) => void (stderr += d.toString()));
+    hub = await startHub({ servers: { lt: { url: up.url, timeoutMs: 1500, circuitBreaker: { failures: 1, cooldownMs: 0 } } } });
+    await waitForReady(hub.url, ['lt']);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.stop();
+    await up?.stop();
+  });
+
+  it("has the client's answer reach the session that asked, not the one that replaced it", async () => {
+    const sessions = (): number => stderr.split(' opened').length - 1;
+    const client = await legacyClient(hub.url);
+    let question: RpcMessage | undefined;
+    const final = client.call(4400, 'tools/call', { name: 'lt__elicit_form', arguments: { who: 'replaced' } }, (m) => {
+      if (m.method === 'elicitation/create') question = m;
+    });
+    await until('the question', () => question, HEARD_WITHIN_MS);
+    const before = sessions();
+    const other = await modernPost(hub.url, 4401, 'tools/call', { name: 'lt__elicit_form', arguments: { who: 'held-trip' } });
+    expect(JSON.stringify(other.body)).toMatch(/did not answer within 1500 ms/);
+    await until('a new session', () => sessions() > before || undefined, HEARD_WITHIN_MS);
+    await waitForReady(hub.url, ['lt']);
+    // Posted with the new session's id, the answer was dropped there; the call waited out its timeout.
+    expect((await client.send({ id: question!.id, result: { action: 'accept', content: { name: 'Ann' } } })).status).toBe(202);
+    const answer = await final;
+    expect(JSON.stringify(answer?.result)).toContain('action=accept content={\\"name\\":\\"Ann\\"}');
+  }, 30_000);
+});
+
 /** A modern tools/call declaring everything a user can be asked, raw (the retry's fields as given). */
 function modernCall(id: number, name: string, params: Json = {}) {
   return post(th.url, modernBody(id, 'tools/call', { name, ...params }, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders('tools/call', name));
