@@ -684,7 +684,11 @@ export class HttpUpstream extends HandshakingUpstream {
       return;
     }
     const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
-    this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
+    const send = (): void => void this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
+    // The session is being renewed: the old one is gone, and the new one is the calls' only once
+    // its notifications/initialized was taken (initialize). Said on it then, in order.
+    if (this.renewing !== undefined) return void this.renewing.then(send, send);
+    send();
   }
 
   /**

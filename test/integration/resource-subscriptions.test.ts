@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ListRootsRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
@@ -160,6 +160,32 @@ describe('resource subscriptions', () => {
       const [a, b] = await Promise.all([first, second]);
       expect(a).not.toBe(before);
       expect(b).toBe(a);
+    } finally {
+      subs.proc.stderr!.off('data', heard);
+      await c.close();
+    }
+  });
+
+  it("a client's roots change said while the hub renews its legacy HTTP session reaches the server, on the new session once it is open", async () => {
+    const c = new ClientV1({ name: 'roots-renewal', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } });
+    c.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///work' }] }));
+    await c.connect(new TransportV1(new URL(hub.url)));
+    let stderr = '';
+    const heard = (d: Buffer): void => void (stderr += d.toString());
+    subs.proc.stderr!.on('data', heard);
+    const held = (): number => stderr.split('holding notifications/initialized').length - 1;
+    const tool = async (name: string): Promise<unknown> => firstText(await c.callTool({ name, arguments: {} }));
+    try {
+      const changes = Number(await tool('web__roots_changed'));
+      await tool('web__forget');
+      await waitUntil('the session forgotten', async () => stderr.includes('session forgotten') || undefined, 5_000);
+      const n = held();
+      const renewed = tool('web__me');
+      await waitUntil("the new session's notifications/initialized held", async () => held() > n || undefined, 5_000);
+      // Said on the session that is gone (the new one not yet the calls'), it was lost.
+      await c.sendRootsListChanged();
+      await renewed;
+      await waitUntil('the server hears of the change', async () => Number(await tool('web__roots_changed')) > changes || undefined, 5_000);
     } finally {
       subs.proc.stderr!.off('data', heard);
       await c.close();
