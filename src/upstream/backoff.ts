@@ -28,6 +28,8 @@ export class RestartPolicy {
   private readonly opts: BackoffOptions;
   private failures: number[] = [];
   private failed = false;
+  /** Times in a row the server was taken down as hung (onHung), none served well since (onServedWell). */
+  private hung = 0;
 
   constructor(opts: Partial<BackoffOptions> = {}, private readonly random: () => number = Math.random) {
     this.opts = { ...DEFAULT_BACKOFF, ...opts };
@@ -55,6 +57,27 @@ export class RestartPolicy {
     if (this.failed) return { delayMs: this.opts.failedRetryMs, failed: true };
     const scale = 1 - this.opts.jitter + 2 * this.opts.jitter * this.random();
     return { delayMs: Math.round(retryMs * scale), failed: false };
+  }
+
+  /**
+   * A server taken down for being hung (alive, but its calls or the hub's checks left
+   * unanswered), not for crashing: not counted toward the crash-loop limit, which is for a
+   * process that cannot start or keeps dying (a hung one with a short timeoutMs reached it within
+   * a minute, and `failed` had it retried once a minute, as one that cannot start). Its own
+   * backoff instead: baseMs, doubling at each hang in a row, at most maxMs, so a server that
+   * hangs again after every restart is not restarted in a tight loop, and one that stays hung
+   * is tried about every maxMs (plus its timeout) for as long as it does. onServedWell starts it over.
+   */
+  onHung(): { delayMs: number; failed: boolean } {
+    const o = this.opts;
+    const exp = Math.min(o.maxMs, o.baseMs * 2 ** this.hung++);
+    const scale = 1 - o.jitter + 2 * o.jitter * this.random();
+    return { delayMs: Math.max(0, Math.round(exp * scale)), failed: false };
+  }
+
+  /** The server answered its calls again (its probation ended): its next hang waits baseMs again. */
+  onServedWell(): void {
+    this.hung = 0;
   }
 
   /** The upstream came up: leave `failed`; recent failures still count toward the limit. */

@@ -151,7 +151,7 @@ export class HttpUpstream extends HandshakingUpstream {
   protected callsUnanswered(reason: string): void {
     if (this._state !== 'ready') return;
     this.streak.reset();
-    this.foundDown(reason, this.spec.circuitBreaker?.cooldownMs ?? 0);
+    this.foundDown(reason, this.spec.circuitBreaker?.cooldownMs ?? 0, true);
   }
 
   /** The legacy session id, if any (for status and tests; never log it). */
@@ -799,10 +799,10 @@ export class HttpUpstream extends HandshakingUpstream {
    * refused and its handshake probes it, as for an open circuit, and /healthz says so (circuit
    * `open`, then `half-open`) rather than `closed` beside `restarting`.
    */
-  private foundDown(reason: string, minDelayMs: number): void {
+  private foundDown(reason: string, minDelayMs: number, hung = false): void {
     if (this._state !== 'ready') return;
     this.tripped = true;
-    this.trip(reason, minDelayMs);
+    this.trip(reason, minDelayMs, hung);
   }
 
   override close(): Promise<void> {

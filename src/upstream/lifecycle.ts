@@ -199,9 +199,10 @@ export abstract class Lifecycle extends EventEmitter {
     this.setState('ready');
   }
 
-  private scheduleRetry(reason: string, minDelayMs = 0, hubShort = false): void {
+  /** `hung`: taken down for being hung, not crashed (RestartPolicy.onHung). */
+  private scheduleRetry(reason: string, minDelayMs = 0, hubShort = false, hung = false): void {
     // Monotonic: a wall clock stepped back would keep old crashes inside the crash-loop window.
-    const p = hubShort ? this.policy.onHubShort(HUB_SHORT_RETRY_MS) : this.policy.onFailure(monotonicNow());
+    const p = hubShort ? this.policy.onHubShort(HUB_SHORT_RETRY_MS) : hung ? this.policy.onHung() : this.policy.onFailure(monotonicNow());
     const failed = p.failed;
     const delayMs = Math.max(p.delayMs, minDelayMs);
     this.retryTimer = setTimeout(() => {
@@ -212,26 +213,35 @@ export abstract class Lifecycle extends EventEmitter {
     this.setState(failed ? 'failed' : this.everReady ? 'restarting' : 'starting', reason);
   }
 
-  /** The subclass lost a ready connection: fail what was in flight and restart. */
-  protected lost(reason: string): void {
+  /** The server answered its calls again after it was taken down as hung: its hung backoff starts over. */
+  protected servedWell(): void {
+    this.policy.onServedWell();
+  }
+
+  /**
+   * The subclass lost a ready connection: fail what was in flight and restart. `hung`: it ended
+   * a process that was alive but answered nothing (RestartPolicy.onHung), no crash.
+   */
+  protected lost(reason: string, hung = false): void {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
     this._lastError = this.downReason = reason;
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
-    this.scheduleRetry(reason);
+    this.scheduleRetry(reason, 0, false, hung);
   }
 
   /**
    * Stop taking calls without dropping the ones in flight (their own streams may still
-   * answer), and reconnect after at least `minDelayMs`: an open circuit breaker.
+   * answer), and reconnect after at least `minDelayMs`: an open circuit breaker. `hung`: for
+   * calls it left unanswered (RestartPolicy.onHung).
    */
-  protected trip(reason: string, minDelayMs: number): void {
+  protected trip(reason: string, minDelayMs: number, hung = false): void {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
     this._lastError = this.downReason = reason;
     this.log.warn({ reason }, 'circuit opened');
-    this.scheduleRetry(reason, minDelayMs);
+    this.scheduleRetry(reason, minDelayMs, false, hung);
   }
 
   close(): Promise<void> {

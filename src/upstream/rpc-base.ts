@@ -313,7 +313,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private callAnswered(): void {
     this.answers++;
     this.unanswered = 0;
+    if (this.probation) this.endProbation();
+  }
+
+  /** Off probation: the server works its calls, and a hang of it now is a first one again (RestartPolicy.onServedWell). */
+  private endProbation(): void {
     this.probation = false;
+    this.servedWell();
   }
 
   /**
@@ -363,7 +369,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return false;
   }
 
-  /** Take the server down for calls it leaves unanswered (noteUnanswered), and start it again. */
+  /**
+   * Take the server down for calls it leaves unanswered (noteUnanswered), and start it again:
+   * as a server hung, not crashed (Lifecycle.lost and trip with `hung`: its own backoff, and no
+   * count toward the crash-loop limit).
+   */
   protected abstract callsUnanswered(reason: string): void;
 
   /**

@@ -57,8 +57,9 @@ export class StdioUpstream extends HandshakingUpstream {
    * or not: a hung server under steady traffic is never idle), it is asked something cheap
    * (legacy: ping; modern: server/discover). If it then stays silent for its own call timeout
    * (timeoutMs: a call in flight that long without a word has timed out anyway, so a process
-   * busy for a while is not taken for a hung one), it is ended and restarted as after a crash
-   * (a crash loop of it counts as such). Anything it says, an error included, is a process there.
+   * busy for a while is not taken for a hung one), it is ended and restarted, as a hung server
+   * (RestartPolicy.onHung: its own growing delay, no count toward the crash-loop limit). Anything
+   * it says, an error included, is a process there.
    */
   protected checkHealth(): void {
     const ms = this.spec.healthCheckMs ?? 0;
@@ -78,17 +79,17 @@ export class StdioUpstream extends HandshakingUpstream {
       if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
       this.child = undefined;
       child.kill();
-      this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
+      this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`, true);
     });
   }
 
-  /** Calls left unanswered (rpc-base noteUnanswered): the process is ended and started again, as after a crash. */
+  /** Calls left unanswered (rpc-base noteUnanswered): the process is ended and started again, as a hung one (not a crash). */
   protected callsUnanswered(reason: string): void {
     const child = this.child;
     if (this.closed || this._state !== 'ready' || !child) return;
     this.child = undefined;
     child.kill();
-    this.lost(`${reason}; the process was ended`);
+    this.lost(`${reason}; the process was ended`, true);
   }
 
   /**

@@ -499,6 +499,84 @@ describe('framing faults', () => {
   });
 });
 
+describe('a server that takes calls but answers none (calls left unanswered)', () => {
+  // The fault fixture's `hang` is never answered, its pings and handshake are. The server's own
+  // limit on a call is maxTotalTimeoutMs (200 ms) here: its handshake keeps timeoutMs (5 s), which
+  // a loaded machine may need to start node.
+  const hung = (extra: Partial<UpstreamSpec> = {}): UpstreamSpec => ({
+    id: 'hung',
+    command: process.execPath,
+    args: [join(ROOT, 'test/fixtures/faults/stdio-faults.mjs')],
+    era: '2025-11-25',
+    timeoutMs: 5000,
+    maxTotalTimeoutMs: 200,
+    probeTimeoutMs: 1000,
+    maxFrameBytes: 1 << 20,
+    healthCheckMs: 0,
+    ...extra,
+  });
+  // As router/call-policy.ts sends them: timeoutMs min(timeoutMs, maxTotalTimeoutMs).
+  const hang = (u: Upstream, n = 1) => Promise.allSettled(Array.from({ length: n }, () => u.request('tools/call', { name: 'hang' }, { timeoutMs: 200, maxTotalTimeoutMs: 200 })));
+
+  it('restarted again and again for it, it is never `failed` as a crash loop, and waits longer before each restart', async () => {
+    const u = await started(hung(), silentLogger, { backoff: { baseMs: 40, crashLimit: 3, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
+    const states: [UpstreamState, number][] = [];
+    u.on('state', (s: UpstreamState) => states.push([s, Date.now()]));
+    await hang(u, 3);
+    for (let i = 1; i <= 2; i++) {
+      await waitFor(() => u.state === 'ready' && u.restarts === i, 5000, `back after restart ${i}`);
+      // On probation: one more call left unanswered takes it down again.
+      await hang(u);
+      expect(u.state, u.lastError).not.toBe('ready');
+    }
+    // Before, each restart for calls left unanswered counted toward the crash-loop limit: the third
+    // within 60 s had it `failed`, retried once a minute (here: 10), as if it crashed at start.
+    expect(u.state).toBe('restarting');
+    expect(u.lastError).toMatch(/^a call got no answer within its timeout \(200 ms\) again, before any was answered since the server was back: it still takes calls without answering them; the process was ended$/);
+    await waitFor(() => u.state === 'ready' && u.restarts === 3, 5000, 'back after restart 3');
+    expect(states.map(([s]) => s)).toEqual(['restarting', 'ready', 'restarting', 'ready', 'restarting', 'ready']);
+    // Each wait twice the one before (40, 80, 160 ms), the start of node on top.
+    const waits = [0, 2, 4].map((i) => states[i + 1][1] - states[i][1]);
+    expect(waits[2], String(waits)).toBeGreaterThanOrEqual(160);
+    expect(waits[1], String(waits)).toBeGreaterThanOrEqual(80);
+    // A call answered: the server works its calls, and the next restart waits the first delay again.
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { a: 1 } }))).toBe('{"a":1}');
+    await hang(u, 3);
+    expect(u.state).toBe('restarting');
+  });
+
+  it('a crash after restarts for calls left unanswered is the first of a crash loop, not its last', async () => {
+    const u = await started(hung(), silentLogger, { backoff: { baseMs: 20, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
+    await hang(u, 3);
+    await waitFor(() => u.state === 'ready' && u.restarts === 1, 5000, 'back');
+    await hang(u);
+    await waitFor(() => u.state === 'ready' && u.restarts === 2, 5000, 'back again');
+    process.kill((u as unknown as { pid: number }).pid, 'SIGKILL');
+    await waitFor(() => u.state !== 'ready', 5000, 'down');
+    expect(u.state).toBe('restarting');
+  });
+
+
+  it('one that answers nothing at all and is not called: found by the health check alone (healthCheckMs of silence, then timeoutMs), ended and restarted as hung, no crash', async () => {
+    const u = await started(hung({ maxTotalTimeoutMs: undefined }), silentLogger, { backoff: { baseMs: 50, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000 } });
+    for (let i = 1; i <= 2; i++) {
+      // Shortened once started: a loaded machine may take longer to answer its initialize. Its new
+      // process gets that time again (the limit of its handshake is timeoutMs), checks off.
+      u.retime({ timeoutMs: 400, healthCheckMs: 100 });
+      u.once('state', () => u.retime({ timeoutMs: 5000, healthCheckMs: 0 }));
+      expect(text(await u.request('tools/call', { name: 'deaf' }))).toBe('deaf from now on');
+      const t0 = Date.now();
+      await waitFor(() => u.restarts === i, 5000, `found hung, ${i}`);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(400);
+      expect(u.lastError).toMatch(/^process stopped answering \(silent for \d+ s, a ping unanswered for 400 ms\), and was ended$/);
+      // Before, each was a crash toward the limit (2 here): the second had it `failed`.
+      expect(u.state).toBe('restarting');
+      await waitFor(() => u.state === 'ready', 5000, 'back');
+    }
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { b: 1 } }))).toBe('{"b":1}');
+  });
+});
+
 describe('supervision', () => {
   it('fails the calls in flight when the process crashes, then restarts it', async () => {
     const once = join(tmpDir(), 'crashed');

@@ -274,6 +274,15 @@ describe('restart policy', () => {
     expect([1, 2, 3].map((t) => hi.onFailure(t).delayMs)).toEqual([1200, 2400, 2400]);
   });
 
+  it('a server taken down as hung: its own doubling delay, capped, never `failed`, and no crash toward the limit; served well, it starts over', () => {
+    const p = new RestartPolicy({ baseMs: 100, maxMs: 1000, crashLimit: 2, windowMs: 60_000, failedRetryMs: 60_000, jitter: 0 });
+    expect([1, 2, 3, 4, 5, 6].map(() => p.onHung())).toEqual([100, 200, 400, 800, 1000, 1000].map((delayMs) => ({ delayMs, failed: false })));
+    // Six hangs within the window, yet a crash now is the first of a loop.
+    expect(p.onFailure(10)).toEqual({ delayMs: 100, failed: false });
+    p.onServedWell();
+    expect(p.onHung()).toEqual({ delayMs: 100, failed: false });
+  });
+
   it('forgets failures older than the window', () => {
     const p = new RestartPolicy({ baseMs: 100, crashLimit: 3, windowMs: 1000, jitter: 0 });
     p.onFailure(0);
