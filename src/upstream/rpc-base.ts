@@ -89,6 +89,17 @@ export interface Pending {
  */
 export const UNANSWERED_CALLS = 3;
 
+/**
+ * Probation (see UpstreamBase.probation) ends with the first call answered, or once the server
+ * has been back this many of its own call limits (timeoutMs, or maxTotalTimeoutMs when shorter:
+ * 10 minutes at the default 60 s) with no call left unanswered: with nothing but lists and pings
+ * meanwhile (its tools not called, overnight), a call timing out then says how the server is now,
+ * not that the hang it was restarted for goes on, and is one timeout of three again. Counted in
+ * its limits, not a fixed time: a server whose calls may take 10 minutes would otherwise be off
+ * probation before one of them could show it still hung.
+ */
+export const PROBATION_LIMITS = 10;
+
 /** Why a server-to-client request was withdrawn when the upstream itself cancelled it: it wants no answer then. */
 const WITHDRAWN_BY_SERVER = 'the server withdrew its request';
 
@@ -127,16 +138,42 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Calls answered and progress heard, ever: a call remembers the count it was sent at (Pending.answeredAtSend). */
   private answers = 0;
   /**
-   * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since:
-   * its handshake and pings are answered, so the next timeout, before any call is answered,
-   * takes it down again rather than after UNANSWERED_CALLS more (each waiting out its timeout).
+   * Taken down as hung (calls left unanswered; stdio: its health check unanswered; HTTP: a
+   * circuit opened by timeouts) and back since: its handshake and pings are answered, so the
+   * next timeout, before any call is answered, takes it down again rather than after
+   * UNANSWERED_CALLS more (each waiting out its timeout). Ends at the first call answered, or
+   * after PROBATION_LIMITS (onProbation).
    */
   protected probation = false;
+  /** When the connection last became ready (monotonicNow()): probation lapses PROBATION_LIMITS after. */
+  private backAt = 0;
 
   /** A new connection is up: calls sent from now on are its (their timeouts count, not older ones'). */
   protected override connected(): void {
     this.readyCount++;
     this.unanswered = 0;
+    this.backAt = monotonicNow();
+  }
+
+  /** The server's own limit on a call: its timeoutMs, or its maxTotalTimeoutMs when shorter. */
+  private ownLimitMs(): number {
+    return Math.min(this.spec.timeoutMs, this.spec.maxTotalTimeoutMs ?? Infinity);
+  }
+
+  /** Whether it is still on probation: it lapses once back PROBATION_LIMITS of its limits with no call left unanswered. */
+  private onProbation(): boolean {
+    if (this.probation && monotonicNow() - this.backAt >= PROBATION_LIMITS * this.ownLimitMs()) this.endProbation();
+    return this.probation;
+  }
+
+  /**
+   * The server is being taken down as hung: on probation once back. A probation that lapsed
+   * meanwhile ends first, so a server that served well since its last hang is restarted after
+   * the first delay again (RestartPolicy.onServedWell), not a longer one.
+   */
+  protected wentHung(): void {
+    this.onProbation();
+    this.probation = true;
   }
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -352,9 +389,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // check spares it for the same reason).
     if (this.awaitsClient()) return;
     const n = ++this.unanswered;
-    if (n < (this.probation ? 1 : UNANSWERED_CALLS)) return;
+    if (n < (this.onProbation() ? 1 : UNANSWERED_CALLS)) return;
     this.unanswered = 0;
-    this.probation = true;
+    this.wentHung();
     const ms = err.ms;
     this.callsUnanswered(
       n === 1
@@ -502,7 +539,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // A caller's own limit is one shorter than the server's: its timeoutMs, or its
     // maxTotalTimeoutMs when that is shorter still (the router passes the smaller of the two as
     // each call's timeoutMs, which is then the server's own, not a caller's).
-    const own = Math.min(this.spec.timeoutMs, this.spec.maxTotalTimeoutMs ?? Infinity);
+    const own = this.ownLimitMs();
     err.callers = hardMs !== undefined ? hardMs < (this.spec.maxTotalTimeoutMs ?? Infinity) : p.timeoutMs < own;
     if (hardMs !== undefined) err.message = `server "${this.id}" did not finish within its limit of ${hardMs} ms (progress does not extend it)`;
     else if (p.token !== undefined) err.message = `server "${this.id}" did not answer within ${p.timeoutMs} ms (nor report progress)`;

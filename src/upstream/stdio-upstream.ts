@@ -79,6 +79,7 @@ export class StdioUpstream extends HandshakingUpstream {
       if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
       this.child = undefined;
       child.kill();
+      this.wentHung();
       this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`, true);
     });
   }

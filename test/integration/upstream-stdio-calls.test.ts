@@ -516,7 +516,7 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
     ...extra,
   });
   // As router/call-policy.ts sends them: timeoutMs min(timeoutMs, maxTotalTimeoutMs).
-  const hang = (u: Upstream, n = 1) => Promise.allSettled(Array.from({ length: n }, () => u.request('tools/call', { name: 'hang' }, { timeoutMs: 200, maxTotalTimeoutMs: 200 })));
+  const hang = (u: Upstream, n = 1, ms = 200) => Promise.allSettled(Array.from({ length: n }, () => u.request('tools/call', { name: 'hang' }, { timeoutMs: ms, maxTotalTimeoutMs: ms })));
 
   it('restarted again and again for it, it is never `failed` as a crash loop, and waits longer before each restart', async () => {
     const u = await started(hung(), silentLogger, { backoff: { baseMs: 40, crashLimit: 3, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
@@ -557,6 +557,22 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
   });
 
 
+  it('probation ends once the server has been back ten of its timeouts without a call left unanswered: one timeout then is one timeout', async () => {
+    const u = await started(hung({ maxTotalTimeoutMs: 100 }));
+    await hang(u, 3, 100);
+    await waitFor(() => u.state === 'ready' && u.restarts === 1, 5000, 'back');
+    const back = Date.now();
+    // Nothing but the hub's own lists and pings meanwhile: no call answered, none left unanswered.
+    await new Promise((r) => setTimeout(r, 10 * 100 + 100 - (Date.now() - back)));
+    await hang(u, 1, 100);
+    // Before, it stayed on probation for good: one timeout, hours later, ended the process.
+    expect(u.state).toBe('ready');
+    expect(u.restarts).toBe(1);
+    await hang(u, 2, 100);
+    await waitFor(() => u.restarts === 2, 5000, 'three in a row');
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
+  });
+
   it('one that answers nothing at all and is not called: found by the health check alone (healthCheckMs of silence, then timeoutMs), ended and restarted as hung, no crash', async () => {
     const u = await started(hung({ maxTotalTimeoutMs: undefined }), silentLogger, { backoff: { baseMs: 50, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000 } });
     for (let i = 1; i <= 2; i++) {
@@ -573,6 +589,12 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
       expect(u.state).toBe('restarting');
       await waitFor(() => u.state === 'ready', 5000, 'back');
     }
+    // Back on probation, as after calls left unanswered: one such call takes it down again.
+    u.retime({ timeoutMs: 300, healthCheckMs: 0 });
+    u.once('state', () => u.retime({ timeoutMs: 5000, healthCheckMs: 0 }));
+    await hang(u, 1, 300);
+    expect(u.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again/);
+    await waitFor(() => u.state === 'ready' && u.restarts === 3, 5000, 'back again');
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { b: 1 } }))).toBe('{"b":1}');
   });
 });
