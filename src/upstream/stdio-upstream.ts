@@ -77,10 +77,8 @@ export class StdioUpstream extends HandshakingUpstream {
       // Nor once a reload turned checks off (healthCheckMs 0): the operator asked for none.
       const off = (this.spec.healthCheckMs ?? 0) <= 0;
       if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
-      this.child = undefined;
-      child.kill();
       this.wentHung();
-      this.lost(`process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`, true);
+      this.endHung(child, `process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
     });
   }
 
@@ -88,9 +86,19 @@ export class StdioUpstream extends HandshakingUpstream {
   protected callsUnanswered(reason: string): void {
     const child = this.child;
     if (this.closed || this._state !== 'ready' || !child) return;
+    this.endHung(child, `${reason}; the process was ended`);
+  }
+
+  /**
+   * Ends a process found hung and restarts it (as hung: Lifecycle.lost). The stderr line kept
+   * from an earlier process that exited goes: shown beside this lastError (/admin/servers), it
+   * read as why this one was ended, which the hub did, for `reason`.
+   */
+  private endHung(child: StdioChild, reason: string): void {
     this.child = undefined;
+    this._lastStderr = undefined;
     child.kill();
-    this.lost(`${reason}; the process was ended`, true);
+    this.lost(reason, true);
   }
 
   /**

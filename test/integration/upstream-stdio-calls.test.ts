@@ -573,6 +573,26 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
     expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
   });
 
+  it("ended for it, it is not shown with the stderr of an earlier process that crashed: the hub ended this one, and no line of that one says why", async () => {
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'in-line', version: '1' } } });
+  if (m.method !== 'tools/call') return send({ jsonrpc: '2.0', id: m.id, result: {} });
+  if (m.params.name === 'crash') console.error('Error: out of disk'), process.exit(1);
+});`;
+    const u = await started({ ...hung(), id: 'in-line', args: ['-e', src] });
+    await u.request('tools/call', { name: 'crash' }).catch(() => undefined);
+    await waitFor(() => u.state === 'ready' && u.restarts === 1, 5000, 'back after the crash');
+    expect(u.lastStderr).toBe('Error: out of disk');
+    await hang(u, 3);
+    await waitFor(() => u.restarts === 2, 5000, 'restarted for calls left unanswered');
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
+    // Before, /admin/servers (and so `switchyard servers`, doctor) said "3 calls in a row … (stderr: Error: out of disk)".
+    expect(u.lastStderr).toBeUndefined();
+  });
+
   it('one that answers nothing at all and is not called: found by the health check alone (healthCheckMs of silence, then timeoutMs), ended and restarted as hung, no crash', async () => {
     const u = await started(hung({ maxTotalTimeoutMs: undefined }), silentLogger, { backoff: { baseMs: 50, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000 } });
     for (let i = 1; i <= 2; i++) {
