@@ -519,7 +519,7 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
   const hang = (u: Upstream, n = 1, ms = 200) => Promise.allSettled(Array.from({ length: n }, () => u.request('tools/call', { name: 'hang' }, { timeoutMs: ms, maxTotalTimeoutMs: ms })));
 
   it('restarted again and again for it, it is never `failed` as a crash loop, and waits longer before each restart', async () => {
-    const u = await started(hung(), silentLogger, { backoff: { baseMs: 40, crashLimit: 3, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
+    const u = await started(hung(), silentLogger, { backoff: { baseMs: 100, crashLimit: 3, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
     const states: [UpstreamState, number][] = [];
     u.on('state', (s: UpstreamState) => states.push([s, Date.now()]));
     await hang(u, 3);
@@ -535,14 +535,18 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
     expect(u.lastError).toMatch(/^a call got no answer within its timeout \(200 ms\) again, before any was answered since the server was back: it still takes calls without answering them; the process was ended$/);
     await waitFor(() => u.state === 'ready' && u.restarts === 3, 5000, 'back after restart 3');
     expect(states.map(([s]) => s)).toEqual(['restarting', 'ready', 'restarting', 'ready', 'restarting', 'ready']);
-    // Each wait twice the one before (40, 80, 160 ms), the start of node on top.
+    // Each wait twice the one before (100, 200, 400 ms), the start of node on top.
     const waits = [0, 2, 4].map((i) => states[i + 1][1] - states[i][1]);
-    expect(waits[2], String(waits)).toBeGreaterThanOrEqual(160);
-    expect(waits[1], String(waits)).toBeGreaterThanOrEqual(80);
-    // A call answered: the server works its calls, and the next restart waits the first delay again.
+    expect(waits[2], String(waits)).toBeGreaterThanOrEqual(400);
+    expect(waits[1], String(waits)).toBeGreaterThanOrEqual(200);
+    // A call answered: the server works its calls, and the next restart waits the first delay
+    // (100 ms) again, not the fourth (800 ms): its new process is there well before.
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { a: 1 } }))).toBe('{"a":1}');
     await hang(u, 3);
     expect(u.state).toBe('restarting');
+    const down = Date.now();
+    await waitFor(() => (u as unknown as { pid?: number }).pid !== undefined, 5000, 'a new process');
+    expect(Date.now() - down).toBeLessThan(500);
   });
 
   it('a crash after restarts for calls left unanswered is the first of a crash loop, not its last', async () => {
