@@ -138,13 +138,18 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** Calls answered and progress heard, ever: a call remembers the count it was sent at (Pending.answeredAtSend). */
   private answers = 0;
   /**
-   * Taken down as hung (calls left unanswered; stdio: its health check unanswered; HTTP: a
-   * circuit opened by timeouts) and back since: its handshake and pings are answered, so the
-   * next timeout, before any call is answered, takes it down again rather than after
-   * UNANSWERED_CALLS more (each waiting out its timeout). Ends at the first call answered, or
-   * after PROBATION_LIMITS (onProbation).
+   * Taken down for calls left unanswered (or, HTTP, a circuit opened by timeouts) and back since:
+   * its handshake and pings are answered, so the next timeout, before any call is answered,
+   * takes it down again rather than after UNANSWERED_CALLS more (each waiting out its timeout).
+   * Ends at the first call answered, or after PROBATION_LIMITS (onProbation).
    */
   protected probation = false;
+  /**
+   * Taken down as hung either way (also: a stdio process its health check found silent) and
+   * back since, not yet serving well: a hang now is one more in a row (RestartPolicy.onHung).
+   * Ends as probation does.
+   */
+  private hungBack = false;
   /** When the connection last became ready (monotonicNow()): probation lapses PROBATION_LIMITS after. */
   private backAt = 0;
 
@@ -162,18 +167,23 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   /** Whether it is still on probation: it lapses once back PROBATION_LIMITS of its limits with no call left unanswered. */
   private onProbation(): boolean {
-    if (this.probation && monotonicNow() - this.backAt >= PROBATION_LIMITS * this.ownLimitMs()) this.endProbation();
+    if ((this.probation || this.hungBack) && monotonicNow() - this.backAt >= PROBATION_LIMITS * this.ownLimitMs()) this.endProbation();
     return this.probation;
   }
 
   /**
-   * The server is being taken down as hung: on probation once back. A probation that lapsed
-   * meanwhile ends first, so a server that served well since its last hang is restarted after
-   * the first delay again (RestartPolicy.onServedWell), not a longer one.
+   * The server is being taken down as hung; `probation`: for calls left unanswered, and so on
+   * probation once back. Not a process its health check found silent: that check may fire on a
+   * machine too loaded to let a well server answer in time, and a probation then would have
+   * the next slow call restart a server that only shared a busy machine; one still hung is found
+   * again by the check, or by UNANSWERED_CALLS. A probation that lapsed meanwhile ends first, so
+   * a server that served well since its last hang is restarted after the first delay again
+   * (RestartPolicy.onServedWell), not a longer one.
    */
-  protected wentHung(): void {
+  protected wentHung(probation: boolean): void {
     this.onProbation();
-    this.probation = true;
+    this.hungBack = true;
+    if (probation) this.probation = true;
   }
 
   /** Send a serialised request (`params` as on the wire); a failure to send is reported with failCall. */
@@ -350,12 +360,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private callAnswered(): void {
     this.answers++;
     this.unanswered = 0;
-    if (this.probation) this.endProbation();
+    if (this.probation || this.hungBack) this.endProbation();
   }
 
   /** Off probation: the server works its calls, and a hang of it now is a first one again (RestartPolicy.onServedWell). */
   private endProbation(): void {
     this.probation = false;
+    this.hungBack = false;
     this.servedWell();
   }
 
@@ -391,7 +402,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const n = ++this.unanswered;
     if (n < (this.onProbation() ? 1 : UNANSWERED_CALLS)) return;
     this.unanswered = 0;
-    this.wentHung();
+    this.wentHung(true);
     const ms = err.ms;
     this.callsUnanswered(
       n === 1

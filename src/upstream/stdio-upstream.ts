@@ -77,7 +77,7 @@ export class StdioUpstream extends HandshakingUpstream {
       // Nor once a reload turned checks off (healthCheckMs 0): the operator asked for none.
       const off = (this.spec.healthCheckMs ?? 0) <= 0;
       if (!(err instanceof TimeoutError) || off || this.closed || this._state !== 'ready' || this.child !== child || this.heardAt !== heardAt || this.awaitsClient() || !child) return again();
-      this.wentHung();
+      this.wentHung(false);
       this.endHung(child, `process stopped answering (silent for ${Math.round((monotonicNow() - heardAt) / 1000)} s, a ${method} unanswered for ${waitMs} ms), and was ended`);
     });
   }

@@ -598,7 +598,9 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
   });
 
   it('one that answers nothing at all and is not called: found by the health check alone (healthCheckMs of silence, then timeoutMs), ended and restarted as hung, no crash', async () => {
-    const u = await started(hung({ maxTotalTimeoutMs: undefined }), silentLogger, { backoff: { baseMs: 50, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000 } });
+    const u = await started(hung({ maxTotalTimeoutMs: undefined }), silentLogger, { backoff: { baseMs: 400, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
+    let downAt = 0;
+    u.on('state', (s: UpstreamState) => s === 'restarting' && (downAt = Date.now()));
     for (let i = 1; i <= 2; i++) {
       // Shortened once started: a loaded machine may take longer to answer its initialize. Its new
       // process gets that time again (the limit of its handshake is timeoutMs), checks off.
@@ -608,17 +610,19 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
       const t0 = Date.now();
       await waitFor(() => u.restarts === i, 5000, `found hung, ${i}`);
       expect(Date.now() - t0).toBeGreaterThanOrEqual(400);
+      // Its `deaf` call answered since the first: served well, the second waits the first delay
+      // (400 ms) again, not twice that.
+      expect(Date.now() - downAt).toBeLessThan(700);
       expect(u.lastError).toMatch(/^process stopped answering \(silent for \d+ s, a ping unanswered for 400 ms\), and was ended$/);
       // Before, each was a crash toward the limit (2 here): the second had it `failed`.
       expect(u.state).toBe('restarting');
       await waitFor(() => u.state === 'ready', 5000, 'back');
     }
-    // Back on probation, as after calls left unanswered: one such call takes it down again.
+    // Not on probation (the check may fire on a machine too loaded for a well server to answer
+    // in time): a call left unanswered now is one of three.
     u.retime({ timeoutMs: 300, healthCheckMs: 0 });
-    u.once('state', () => u.retime({ timeoutMs: 5000, healthCheckMs: 0 }));
     await hang(u, 1, 300);
-    expect(u.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again/);
-    await waitFor(() => u.state === 'ready' && u.restarts === 3, 5000, 'back again');
+    expect([u.state, u.restarts]).toEqual(['ready', 2]);
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { b: 1 } }))).toBe('{"b":1}');
   });
 });
