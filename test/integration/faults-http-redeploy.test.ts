@@ -416,6 +416,31 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     expect(reasons[1]).toMatch(/^a call got no answer within its timeout \(200 ms\) again/);
   }, 30_000);
 
+  it('taken down for calls left unanswered again and again: each reopening waits longer (its own backoff), not the first delay of a crash window long past', async () => {
+    const port = await rawUpstream((msg, json) => {
+      if (msg.method === 'tools/call') return; // held: answered never
+      json(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } });
+    });
+    // The server's own limit on a call 200 ms (maxTotalTimeoutMs), its handshake's 5 s; a crash
+    // window of 1 ms: each failure in it would be the first.
+    const u = createUpstream({ id: 'held-again', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, maxTotalTimeoutMs: 200, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 }, silentLogger, {
+      backoff: { baseMs: 300, windowMs: 1, jitter: 0 },
+    }) as HttpUpstream;
+    upstreams.push(u);
+    const [downs, ups]: [number[], number[]] = [[], []];
+    u.on('state', (s: string) => (s === 'restarting' ? downs.push(Date.now()) : s === 'ready' && ups.push(Date.now())));
+    await u.start();
+    const call = () => u.request('tools/call', { name: 'x', arguments: {} }, { timeoutMs: 200, maxTotalTimeoutMs: 200 }).catch((e: unknown) => e);
+    await Promise.all([call(), call(), call()]);
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
+    expect(await u.whenReady(5_000)).toBe(true);
+    expect(await call()).toBeInstanceOf(TimeoutError);
+    expect(u.lastError).toMatch(/^a call got no answer within its timeout \(200 ms\) again/);
+    expect(await u.whenReady(5_000)).toBe(true);
+    // 300 ms, then 600: before, the crash window (long past) had each reopening wait 300 ms.
+    expect(ups[2] - downs[1], String([downs, ups])).toBeGreaterThanOrEqual(580);
+  }, 30_000);
+
   it("answers its check 500 with a JSON-RPC error of its own (a server without the method): there, so still ready", async () => {
     let checks = 0;
     let started = false;
