@@ -46,7 +46,7 @@ import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
 import { beginInCallTrace, inCallTrace, isRetry } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
-import { backSoon, RETRY_WAIT_MS } from './hub/back-soon.js';
+import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
 import { firstAttemptEnded, firstStarting, onFirstAttempt, promptNamed } from './hub/first-start.js';
 import { configSecretValues } from './config/secret-values.js';
@@ -749,15 +749,9 @@ export class Hub implements HubCore {
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       if (h && backSoon(h) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx)) {
         waited = true;
-        await readyWithin(h.upstream, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+        await this.backWithin(h, ctx);
       }
-      // Its client cancelled it (or the hub's stop ended it) while it waited: so its row says, not
-      // that its server was down, and it is answered as any call ended so (nothing was sent).
-      if (waited && ctx.signal.aborted) {
-        const err = cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
-        await this.router.recordLocal(method, ctx, outcomeOfError(err), { hubName: params.name, ...(h && { server: h.id, upstreamEra: h.upstream.era }) });
-        throw err;
-      }
+      if (waited) await this.endedWhileWaiting(method, params, ctx, h);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
       if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {
@@ -765,10 +759,35 @@ export class Hub implements HubCore {
       const prompt = promptNamed(method, params);
       const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
       if (starting.length > 0) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+      // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
+      // its state names the server): its retry waits for that server back as a tool call's does.
+      const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal) ?? '') : undefined;
+      if (back && backSoon(back)) {
+        await this.backWithin(back, ctx);
+        await this.endedWhileWaiting(method, params, ctx, back);
+      }
     }
     const result = await this.router.handle(method, params, ctx);
     if (method === 'tools/list') await this.routes.learn(result, ctx);
     return result;
+  }
+
+  /** A retry's short wait for its server on its way back (hub/back-soon.ts), within the request's own timeout. */
+  private backWithin(h: ServerHandle, ctx: CallContext): Promise<boolean> {
+    return readyWithin(h.upstream, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+  }
+
+  /**
+   * A request its client cancelled (or the hub's stop ended) while it waited for its server: so
+   * its row says, not that its server was down, and it is answered as any request ended so
+   * (nothing was sent). Nothing when it was not.
+   */
+  private async endedWhileWaiting(method: string, params: Record<string, unknown>, ctx: CallContext, h: ServerHandle | undefined): Promise<void> {
+    if (!ctx.signal.aborted) return;
+    const err = cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+    const target = typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined;
+    await this.router.recordLocal(method, ctx, outcomeOfError(err), { hubName: target, ...(h && { server: h.id, upstreamEra: h.upstream.era }) });
+    throw err;
   }
 
   recordLocal(method: string, ctx: CallContext, end: Omit<AuditEnd, 'latencyMs'> & { latencyMs?: number }, extra?: { hubName?: string }): Promise<void> {

@@ -9,11 +9,16 @@
  * any call, refused if the server is still down. Only a modern upstream's round: its state is in
  * the requestState, which the restarted process takes; a legacy upstream's parked call ended
  * with the process. A first call is still refused at once (it has nothing to lose), and a server
- * `failed` (a crash loop) or `stopped` is not waited for.
+ * `failed` (a crash loop) or `stopped` is not waited for. The same for every request that has
+ * rounds (ROUND_METHODS): a `resources/read` or `prompts/get` that asked its user carries an
+ * answer as a tool call's retry does, and was refused at once while a tool call's waited.
  */
 import type { ServerHandle } from '../catalog/catalog.js';
 import { MODERN } from '../protocol/era.js';
 import { onFirstAttempt } from './first-start.js';
+
+/** The requests that go in `input_required` rounds (completion/complete has none): their retries wait. */
+export const ROUND_METHODS: ReadonlySet<string> = new Set(['tools/call', 'resources/read', 'prompts/get']);
 
 /** The longest a retry waits for its server to be back. */
 export const RETRY_WAIT_MS = 5_000;

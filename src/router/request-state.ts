@@ -95,6 +95,21 @@ export class RequestStateSealer {
     }
   }
 
+  /**
+   * The server whose round a state of `principal`'s forwarded (a modern upstream's), or
+   * undefined (not one of ours, another principal's, a parked call's or a confirmation's).
+   * Consumes nothing and checks nothing else, as traceOf: open() still decides.
+   */
+  serverOf(state: unknown, principal: string): string | undefined {
+    if (typeof state !== 'string' || !state.startsWith(VERSION)) return undefined;
+    try {
+      const env = openJson(this.key, state.slice(VERSION.length)) as Envelope;
+      return env.p === principal && env.b?.k === 'fwd' && typeof env.b.server === 'string' ? env.b.server : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** Opens and consumes a state; throws StateError with a message fit for the client. */
   open(state: unknown, bind: Binding): StateBody {
     if (typeof state !== 'string' || !state.startsWith(VERSION)) throw new StateError('requestState was not issued by this hub');

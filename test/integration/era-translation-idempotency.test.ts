@@ -224,6 +224,41 @@ describe('a modern client whose retry of an input_required comes while the serve
     expect((retry.result as { isError?: boolean } | undefined)?.isError).toBeUndefined();
   }, 30_000);
 
+  // A read's and a prompt's round carry the user's answer as a tool call's does: their retries
+  // were refused at once ("unavailable") while a tool call's waited.
+  it('a resources/read and a prompts/get retry wait too, and are answered (their rows ok)', async () => {
+    const uri = 'consent://modern-stdio/doc';
+    const send = async (method: string, name: string, params: Json): Promise<Json> => {
+      const id = `round-${nextId++}`;
+      const r = await post(th.url, modernBody(id, method, params, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), modernHeaders(method, name));
+      const m = r.messages.find((x) => x.id === id);
+      if (!m) throw new Error(`${r.status} ${r.text}`);
+      return m as Json;
+    };
+    const read = await send('resources/read', uri, { uri });
+    const prompt = await send('prompts/get', 'ms__greeting', { name: 'ms__greeting' });
+    const readState = (read.result as Json | undefined)?.requestState;
+    const promptState = (prompt.result as Json | undefined)?.requestState;
+    expect(readState, JSON.stringify(read)).toMatch(/^sy1\./);
+    expect(promptState, JSON.stringify(prompt)).toMatch(/^sy1\./);
+    const spawned = th.hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+    process.kill(spawned.filter((l) => l.server === 'ms').at(-1)?.pid as number, 'SIGKILL');
+    const health = async () => ((await (await fetch(new URL('/healthz', th.url))).json()) as { servers: { id: string; state: string }[] }).servers.find((s) => s.id === 'ms')!.state;
+    for (const until = Date.now() + 10_000; (await health()) === 'ready'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('the server never went down');
+    const answer = { who: { action: 'accept', content: { name: 'Ada' } } };
+    const [readAgain, promptAgain] = await Promise.all([
+      send('resources/read', uri, { uri, requestState: readState, inputResponses: answer }),
+      send('prompts/get', 'ms__greeting', { name: 'ms__greeting', requestState: promptState, inputResponses: answer }),
+    ]);
+    expect(readAgain.result, JSON.stringify(readAgain)).toMatchObject({ contents: [{ uri, text: expect.stringContaining('doc for Ada') }] });
+    expect(promptAgain.result, JSON.stringify(promptAgain)).toMatchObject({ messages: [{ content: { type: 'text', text: 'Greet Ada' } }] });
+    const rows = (await queryRows(join(th.hub.dir, 'ledger.db'), {})).filter((r) => r.requestId === readAgain.id || r.requestId === promptAgain.id);
+    expect(rows.map((r) => [r.method, r.outcome]).sort()).toEqual([
+      ['prompts/get', 'ok'],
+      ['resources/read', 'ok'],
+    ]);
+  }, 30_000);
+
   // The wait ends at the client's cancellation; its row said `unavailable` (the server down),
   // as if the hub had refused it, though the client went away while it waited.
   it('cancelled by its client while it waits: recorded cancelled, not unavailable', async () => {
