@@ -233,16 +233,15 @@ function refusalOf(method: string, err: unknown): unknown {
  * Only a round with a requestState: an upstream holds a call for a retry only by what its
  * requestState names (a hub's parked call is found by it). One without holds nothing, as a
  * stateless server does: the retry would only run the tool again from its start (what it does
- * before it asks, done twice), for an answer nobody reads.
+ * before it asks, done twice), for an answer nobody reads. An empty one names nothing either.
  */
 function dismissUpstream(method: string, server: ServerHandle, params: Result, r: Result, opts: CallOptions): void {
-  if (r.requestState === undefined) return;
+  if (typeof r.requestState !== 'string' || r.requestState === '') return;
   const answers: Result = {};
   const asked = r.inputRequests && typeof r.inputRequests === 'object' ? Object.entries(r.inputRequests as Record<string, InputRequest>) : [];
   for (const [k, req] of asked) if (req?.method === 'elicitation/create') setField(answers, k, { action: 'cancel' });
   if (Object.keys(answers).length === 0) return;
-  const last: Result = { ...params, inputResponses: answers };
-  if (r.requestState !== undefined) last.requestState = r.requestState;
+  const last: Result = { ...params, inputResponses: answers, requestState: r.requestState };
   // Not the call's signal (it may be what ended the call) nor its sinks: the call is over.
   const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: opts.clientCapabilities, principal: opts.principal };
   Promise.resolve()

@@ -478,6 +478,28 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     expect(after?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
   });
 
+  // The last `cancel` retry of a failed round is for an upstream holding the call by its
+  // requestState (47f6ffc): an empty one names nothing, and the retry only ran the tool again.
+  // A null one is no string: the round is malformed, and nobody is asked.
+  it.each([
+    ['empty_state', 'the user said no'],
+    ['null_state', 'malformed input_required: requestState must be a string'],
+  ])('%s: the round the client refused gets no last cancel retry upstream', async (tool, why) => {
+    const client = await legacyClient(hub.url);
+    const name = `odd__${tool}`;
+    const final = await client.call(5700, 'tools/call', { name }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, error: { code: -1, message: 'the user said no' } });
+    });
+    expect(final?.error?.message, JSON.stringify(final)).toContain(why);
+    // The same upstream answers a call made after it, in order: a last retry would have come before it.
+    const after = await client.call(5701, 'tools/call', { name: 'odd__state_only' }, () => undefined);
+    expect(after?.result).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
+    const retried = (t: string) => hub.logs.some((l) => l.includes(`odd: ${t} retried`));
+    for (const until = Date.now() + 2_000; !retried('state_only') && Date.now() < until; ) await sleep(50);
+    expect(retried('state_only')).toBe(true);
+    expect(retried(tool)).toBe(false);
+  });
+
   it('is asked nothing when one round asks more questions than a client may have open at once (40 > 32): an error naming the upstream', async () => {
     const client = await legacyClient(hub.url);
     const seen: RpcMessage[] = [];
