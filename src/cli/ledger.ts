@@ -3,12 +3,12 @@ import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
 import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { SHOWN_OUTCOMES } from '../ledger/types.js';
-import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
+import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, KEY_HEADER, keyCells, keyJson, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
 import { alignedLine, widen } from '../text-columns.js';
 import { recordRow, type PendingRecord } from '../ledger/audit-apply.js';
 import { PendingFiles } from '../ledger/pending-files.js';
 import { PendingLog } from '../ledger/pending-log.js';
-import { LedgerReader, MAX_LIMIT } from '../ledger/reader.js';
+import { LedgerReader, MAX_LIMIT, type KeyRow } from '../ledger/reader.js';
 import { formatWitness, parseWitness } from '../ledger/chain.js';
 import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
@@ -450,6 +450,34 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     ),
   };
 
+  const keys: CommandModule<CommonArgs, CommonArgs & { principal?: string | string[]; key?: string | string[]; state?: string | string[]; limit: number; json: boolean }> = {
+    command: 'keys',
+    describe: 'List idempotency keys: their tool, state, and what a retry with each gets (never the kept answer)',
+    builder: (y) =>
+      y
+        .option('principal', { type: 'string', describe: 'Only keys of this principal' })
+        .option('key', { type: 'string', describe: 'Only this key' })
+        .option('state', { type: 'string', choices: ['in_flight', 'done', 'unknown'], describe: 'Only keys in this state (unknown: the call may have run and left no answer; a retry is refused)' })
+        .option('limit', { type: 'number', default: 50, describe: 'At most this many keys, the latest' })
+        .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<
+        CommonArgs & { principal?: string; key?: string; state?: string; limit: number; json: boolean }
+      >,
+    handler: run(
+      false,
+      (a) => ({
+        filter: { principal: oneText('--principal', a.principal), key: oneText('--key', a.key), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
+        limit: wholeNumber('--limit', a.limit, 1),
+      }),
+      async (reader, a, o) => {
+        const found = reader.keys(o.filter, o.limit);
+        if (a.json) return void (await io.out(found.map((k) => screenJson(JSON.stringify(keyJson(k))) + '\n').join('')));
+        if (found.length === 0) return noRows(false, 'idempotency keys');
+        await io.out(table(KEY_HEADER, found.map(keyCells)) + '\n');
+        if (found.length === o.limit) io.err(`switchyard ledger: note: the latest ${found.length} matching keys; more may match (--limit N shows more)\n`);
+      },
+    ),
+  };
+
   const prune: CommandModule<CommonArgs, CommonArgs & { before: string }> = {
     command: 'prune',
     describe: 'Delete finished rows older than --before, keeping the chain verifiable',
@@ -474,7 +502,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
 
   return {
     command: 'ledger',
-    describe: 'Read the audit ledger: query, tail, stats, verify, export, prune',
+    describe: 'Read the audit ledger: query, tail, stats, verify, export, keys, prune',
     builder: (y) =>
       y
         .option('db', { type: 'string', describe: 'Ledger file (default: ledger.path from the config)' })
@@ -484,6 +512,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .command(stats as unknown as CommandModule)
         .command(verify as unknown as CommandModule)
         .command(exportCmd as unknown as CommandModule)
+        .command(keys as unknown as CommandModule)
         .command(prune as unknown as CommandModule)
         .demandCommand(1, 'Give a ledger subcommand; see --help.'),
     handler: () => undefined,

@@ -1,5 +1,5 @@
 import type { AuditRow } from './rows.js';
-import type { StatsRow } from './reader.js';
+import type { KeyRow, StatsRow } from './reader.js';
 import type { InFlight } from './chain.js';
 import { alignColumns } from '../text-columns.js';
 import { shownOutcome } from './types.js';
@@ -154,4 +154,28 @@ export function statsCells(s: StatsRow): string[] {
 export function inFlightNote(f: InFlight): string {
   const ids = f.rows === 1 ? `id ${f.firstId}` : `ids ${f.firstId}..${f.lastId}`;
   return `${f.rows} row${f.rows === 1 ? ' is' : 's are'} in flight (${ids}), in no chain and not verified: calls still running, or left by a hub that stopped (its next start chains them as unknown)`;
+}
+
+export const KEY_HEADER = ['principal', 'key', 'tool', 'state', 'created', 'ended', 'a retry with it'];
+
+/** What a retry with a key in this state gets (router/idempotency.ts). */
+const RETRY_GETS: Record<KeyRow['state'], string> = {
+  done: 'gets the kept answer (replayed)',
+  unknown: 'is refused: the call may have run; check its effect, then use a new key',
+  in_flight: 'waits for the call (refused as unknown if its hub stopped during it)',
+};
+
+export function keyJson(k: KeyRow): Record<string, unknown> {
+  return {
+    principal: k.principal,
+    key: k.key,
+    tool: k.tool,
+    state: k.state,
+    created: new Date(k.createdMs).toISOString(),
+    ended: k.completedMs === null ? null : new Date(k.completedMs).toISOString(),
+  };
+}
+
+export function keyCells(k: KeyRow): string[] {
+  return [k.principal, k.key, k.tool, k.state, new Date(k.createdMs).toISOString(), k.completedMs === null ? '-' : new Date(k.completedMs).toISOString(), RETRY_GETS[k.state] ?? '?'];
 }

@@ -4,6 +4,7 @@ import { readChainState, verifyChain, type VerifyResult, type Witness } from './
 import { recordRow, type PendingRecord } from './audit-apply.js';
 import { PendingFiles } from './pending-files.js';
 import { realLedgerPath } from './real-path.js';
+import { hasTable } from './migrate.js';
 import { shownOutcome, type Outcome } from './types.js';
 import { HUB } from '../auth/principals.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
@@ -29,6 +30,16 @@ export class LedgerChainError extends Error {
 const DEFAULT_LIMIT = 100;
 /** The most rows one query returns; `ledger export` streams any number. */
 export const MAX_LIMIT = 100_000;
+
+/** An idempotency key as `ledger keys` shows it (ledger/idempotency.ts keeps it). */
+export interface KeyRow {
+  principal: string;
+  key: string;
+  tool: string;
+  state: 'in_flight' | 'done' | 'unknown';
+  createdMs: number;
+  completedMs: number | null;
+}
 /** Rows an export reads at a time. */
 const EXPORT_PAGE = 1000;
 /** Rows deleted per prune transaction, so a running hub never waits long for the lock. */
@@ -247,6 +258,26 @@ export class LedgerReader {
     const res = this.db.prepare('DELETE FROM audit WHERE seq IS NOT NULL AND seq <= ?').run(cut);
     this.db.prepare('UPDATE chain_state SET anchor_seq = ?, anchor_hash = ? WHERE id = 1').run(cut, anchor.hash);
     return res.changes;
+  }
+
+  /**
+   * Idempotency keys, the latest first (by their call's end, or its start while it runs), at
+   * most `limit`: who sent each, for which tool, and its state; never the answer kept for it.
+   * None in a ledger older than the table.
+   */
+  keys(filter: { principal?: string; key?: string; state?: KeyRow['state'] }, limit: number): KeyRow[] {
+    if (!hasTable(this.db, 'idempotency')) return [];
+    const cond: string[] = [];
+    if (filter.principal !== undefined) cond.push('principal = @principal');
+    if (filter.key !== undefined) cond.push('key = @key');
+    if (filter.state !== undefined) cond.push('state = @state');
+    const rows = this.db
+      .prepare(
+        `SELECT principal, key, tool, state, created_ms, completed_ms FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
+         ORDER BY COALESCE(completed_ms, created_ms) DESC, key LIMIT @limit`,
+      )
+      .all({ ...filter, limit: rowLimit(limit, 1) }) as { principal: string; key: string; tool: string; state: KeyRow['state']; created_ms: number; completed_ms: number | null }[];
+    return rows.map((r) => ({ principal: r.principal, key: r.key, tool: r.tool, state: r.state, createdMs: r.created_ms, completedMs: r.completed_ms }));
   }
 
   maxId(): number {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { BIN, nodeServer, ROOT } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
+import { runCli } from '../helpers/cli.js';
 import { queryRows, waitForRows } from './ledger-helpers.js';
 import { SAME_REQUEST_MS } from '../../src/cli/serve-signals.js';
 import { MODERN_FIXTURE } from '../fixtures/translation/peers.js';
@@ -451,12 +452,15 @@ describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls i
 
 describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
-  it('has its call answered -32603 (the hub is shutting down) and recorded unavailable', async () => {
+  // Its idempotency key is left unknown (call-tool.ts: the stop is no answer of the client's):
+  // a retry with it on the next hub is refused with what to do, and the ledger shows both.
+  it('has its call answered -32603 (the hub is shutting down) and recorded unavailable; a retry of its key is refused saying what to do', async () => {
     const { file, ledger } = configDir('switchyard-stdio-asked-stop-', { listen: { drainTimeoutMs: 300 }, servers: { ms: nodeServer(MODERN_FIXTURE) } });
+    const keyed = (id: string): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'ms__elicit_form', arguments: {}, _meta: { 'dev.switchyard/idempotency-key': 'k-asked' } } });
     const c = stdioHub(file);
     try {
       await initialize(c, { elicitation: {} });
-      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'q', method: 'tools/call', params: { name: 'ms__elicit_form', arguments: {} } }));
+      c.send(JSON.stringify(keyed('q')));
       await c.next((m) => m.method === 'elicitation/create', 20_000);
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 15_000)).toBe(0);
@@ -465,6 +469,25 @@ describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\
     } finally {
       c.kill();
     }
+    const again = stdioHub(file);
+    try {
+      await initialize(again, { elicitation: {} });
+      const r = await again.request(keyed('q2'), 20_000);
+      expect(r.result, JSON.stringify(r)).toMatchObject({ isError: true, content: [{ text: expect.stringMatching(/idempotency key "k-asked" .* outcome is unknown.*check the effect, then use a new key/) }] });
+      again.endInput();
+      expect(await exitWithin(again, 15_000)).toBe(0);
+    } finally {
+      again.kill();
+    }
+    expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome, r.idempotencyKey])).toEqual([
+      ['q', 'unavailable', 'k-asked'],
+      ['q2', 'denied', 'k-asked'],
+    ]);
+    // Its state before any retry tells it: `ledger query` shows the row, not whether the key is free.
+    const keys = await runCli(['ledger', 'keys', '--config', file]);
+    expect(keys.code, keys.stderr).toBe(0);
+    const line = keys.stdout.split('\n').find((l) => l.includes('k-asked'));
+    expect(line).toMatch(/local\s+k-asked\s+ms__elicit_form\s+unknown\s+.*is refused: the call may have run; check its effect, then use a new key/);
   }, 40_000);
 });
 

@@ -1098,3 +1098,37 @@ describe('switchyard ledger CLI', () => {
     expect(run('ledger').status).not.toBe(0); // a subcommand is required
   });
 });
+
+describe('switchyard ledger keys', () => {
+  // A key left unknown (the hub stopped during its call) is refused to a retry; only the table
+  // said so, which no command read: `ledger query` shows the call's row, not the key's state.
+  it('lists each key with its state and what a retry with it gets, never its kept answer; filters by principal, key and state', async () => {
+    await seeded();
+    const db = new Database(t.db);
+    const put = db.prepare('INSERT INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+    put.run('alice', 'k-done', 'fs__write', 'ab', 'done', JSON.stringify({ result: { content: [{ type: 'text', text: 'SECRET-ANSWER' }] } }), NOW - 3_000, NOW - 2_000);
+    put.run('alice', 'k-lost', 'fs__write', 'ab', 'unknown', null, NOW - 1_500, NOW - 1_000);
+    put.run('bob', 'k-run', 'mem__store', 'cd', 'in_flight', null, NOW - 500, null);
+    db.close();
+    const all = await cli(['ledger', '--db', t.db, 'keys']);
+    expect(all.code, all.err).toBe(0);
+    const lines = all.out.trim().split('\n');
+    expect(lines[0]).toMatch(/^principal\s+key\s+tool\s+state\s+created\s+ended\s+a retry with it$/);
+    expect(lines.slice(1).map((l) => l.split(/\s{2,}/).slice(0, 4))).toEqual([
+      ['bob', 'k-run', 'mem__store', 'in_flight'],
+      ['alice', 'k-lost', 'fs__write', 'unknown'],
+      ['alice', 'k-done', 'fs__write', 'done'],
+    ]);
+    expect(lines[2]).toContain('is refused: the call may have run; check its effect, then use a new key');
+    expect(all.out).not.toContain('SECRET-ANSWER');
+    const lost = await cli(['ledger', '--db', t.db, 'keys', '--state', 'unknown', '--json']);
+    expect(lost.out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+      { principal: 'alice', key: 'k-lost', tool: 'fs__write', state: 'unknown', created: new Date(NOW - 1_500).toISOString(), ended: new Date(NOW - 1_000).toISOString() },
+    ]);
+    expect((await cli(['ledger', '--db', t.db, 'keys', '--principal', 'bob', '--json'])).out).toContain('"k-run"');
+    const none = await cli(['ledger', '--db', t.db, 'keys', '--key', 'nope']);
+    expect([none.code, none.out, none.err]).toEqual([0, '', 'switchyard ledger: note: no idempotency keys match\n']);
+    const bad = await cli(['ledger', '--db', t.db, 'keys', '--state', 'lost']).catch((e: Error) => ({ code: 2, err: e.message }));
+    expect(bad.err).toMatch(/Choices|lost/);
+  });
+});
