@@ -758,7 +758,12 @@ export class Hub implements HubCore {
       // A prompt names its server as a tool does; so does the completion of a prompt's argument.
       const prompt = promptNamed(method, params);
       const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
-      if (starting.length > 0) await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+      if (starting.length > 0) {
+        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+        // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
+        // made of it (`Unknown prompt`, the server's state), which its client never got.
+        await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
+      }
       // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
       // its state names the server): its retry waits for that server back as a tool call's does.
       const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal) ?? '') : undefined;

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernCall, queryRows } from './ledger-helpers.js';
+import { modernBody, modernHeaders } from '../helpers/wire.js';
 import { callTool, FAULTS, healthOf, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
 
 let hub: HubProcess;
@@ -67,6 +68,14 @@ describe('stdio upstream faults', () => {
     expect(Date.now() - t0).toBeLessThan(5_000);
     const names = (list.body?.result?.tools as { name: string }[]).map((t) => t.name);
     expect(names).toContain('crash__echo');
+    // A prompt by a name in its prefix space waits for it too; cancelled meanwhile, its row said
+    // what came after the wait (`Unknown prompt`, rpc_error), an answer its client never got.
+    const ac = new AbortController();
+    const cancelled = fetch(hub.url, { method: 'POST', headers: modernHeaders('prompts/get', 'slowstart__p'), body: JSON.stringify(modernBody('p-cancel', 'prompts/get', { name: 'slowstart__p' })), signal: ac.signal }).catch(() => undefined);
+    setTimeout(() => ac.abort(), 200);
+    await cancelled;
+    const row = await waitUntil('the cancelled prompt\'s row', async () => (await queryRows(db, { method: 'prompts/get' })).find((r) => r.requestId === 'p-cancel'), 10_000);
+    expect([row.outcome, row.errorKind, row.server]).toEqual(['cancelled', null, 'slowstart']);
     // A call by one of its names (no list showed them yet) waits for it (hub/first-start.ts).
     const early = await callTool(hub.url, 'slowstart__echo', { a: 1 });
     expect(text(early), JSON.stringify(early.body)).toBe('{"a":1}');
