@@ -747,9 +747,10 @@ export class Hub implements HubCore {
         await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
-      if (h && backSoon(h) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx)) {
+      const used = h && this.usedBy(h, ctx);
+      if (h && used && backSoon(used) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx)) {
         waited = true;
-        await this.backWithin(h, ctx);
+        await this.backWithin(h, used, ctx);
       }
       if (waited) await this.endedWhileWaiting(method, params, ctx, h);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
@@ -767,8 +768,9 @@ export class Hub implements HubCore {
       // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
       // its state names the server): its retry waits for that server back as a tool call's does.
       const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal) ?? '') : undefined;
-      if (back && backSoon(back)) {
-        await this.backWithin(back, ctx);
+      const used = back && this.usedBy(back, ctx);
+      if (back && used && backSoon(used)) {
+        await this.backWithin(back, used, ctx);
         await this.endedWhileWaiting(method, params, ctx, back);
       }
     }
@@ -777,9 +779,18 @@ export class Hub implements HubCore {
     return result;
   }
 
-  /** A retry's short wait for its server on its way back (hub/back-soon.ts), within the request's own timeout. */
-  private backWithin(h: ServerHandle, ctx: CallContext): Promise<boolean> {
-    return readyWithin(h.upstream, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+  /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */
+  private backWithin(h: ServerHandle, u: Upstream, ctx: CallContext): Promise<boolean> {
+    return readyWithin(u, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+  }
+
+  /**
+   * The connection this principal's calls to `h` use, as far as it is known without making one:
+   * its own (processPerPrincipal, own credentials), which may restart after a crash while the
+   * server's is ready, or the server's. A retry there waited for nothing, and was refused.
+   */
+  private usedBy(h: ServerHandle, ctx: CallContext): Upstream | undefined {
+    return this.upstreams.isolated(h, ctx.principal) ? this.upstreams.existing(h, ctx.principal) : h.upstream;
   }
 
   /**

@@ -13,9 +13,8 @@
  * rounds (ROUND_METHODS): a `resources/read` or `prompts/get` that asked its user carries an
  * answer as a tool call's retry does, and was refused at once while a tool call's waited.
  */
-import type { ServerHandle } from '../catalog/catalog.js';
+import type { Upstream } from '../upstream/types.js';
 import { MODERN } from '../protocol/era.js';
-import { onFirstAttempt } from './first-start.js';
 
 /** The requests that go in `input_required` rounds (completion/complete has none): their retries wait. */
 export const ROUND_METHODS: ReadonlySet<string> = new Set(['tools/call', 'resources/read', 'prompts/get']);
@@ -23,8 +22,12 @@ export const ROUND_METHODS: ReadonlySet<string> = new Set(['tools/call', 'resour
 /** The longest a retry waits for its server to be back. */
 export const RETRY_WAIT_MS = 5_000;
 
-/** Down for now, and on its way back: a crash's restart under way (not its first start, which first-start.ts waits for). */
-export function backSoon(h: ServerHandle): boolean {
-  const s = h.upstream.state;
-  return h.upstream.era === MODERN && (s === 'restarting' || (s === 'starting' && !onFirstAttempt(h)));
+/**
+ * Down for now, and on its way back: a crash's restart under way (not its first start, which
+ * first-start.ts waits for: starting with no attempt failed yet). Any connection: the server's
+ * own, or a principal's own (processPerPrincipal, own credentials), which restarts by itself.
+ */
+export function backSoon(u: Upstream): boolean {
+  const s = u.state;
+  return u.era === MODERN && (s === 'restarting' || (s === 'starting' && u.lastError !== undefined));
 }

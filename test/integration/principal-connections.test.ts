@@ -14,7 +14,8 @@ import { metricValue } from '../helpers/prometheus.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { startFaultHttp, text, type FaultHttp } from './faults-helpers.js';
 import { modernCall, type Answer } from './ledger-helpers.js';
-import { heardSoFar, modernBody, modernHeaders, post } from '../helpers/wire.js';
+import { heardSoFar, META_CAPS, modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
+import { MODERN_FIXTURE, USER_CAPABILITIES } from '../fixtures/translation/peers.js';
 
 const KEYS = {
   alice: 'sy_alice-own-connection-key-000000000000000000000',
@@ -49,11 +50,13 @@ beforeAll(async () => {
         mod: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'mod://doc', TOOLS: JSON.stringify([{ name: 'touch', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
         // A modern server whose listen stream never watches its one resource; its exit tool crashes the process.
         out: { ...nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { DOC_URI: 'out://doc', LISTEN_LEAVES_OUT: 'out://doc', TOOLS: JSON.stringify([{ name: 'exit', inputSchema: { type: 'object' } }]) }), processPerPrincipal: true },
+        // A modern server whose tools ask the user (MRTR input_required).
+        ask: { ...nodeServer(MODERN_FIXTURE, [], { SERVER_NAME: 'ask' }), processPerPrincipal: true },
       },
     },
     { args: ['--no-watch'] },
   );
-  await waitForReadyWith(hub.url, ['h', 'own', 'mod', 'stuck', 'out'], KEYS.alice);
+  await waitForReadyWith(hub.url, ['h', 'own', 'mod', 'stuck', 'out', 'ask'], KEYS.alice);
 }, 60_000);
 
 afterAll(async () => {
@@ -118,6 +121,30 @@ describe('a stdio server with processPerPrincipal', () => {
     const metrics = await res.text();
     expect(metricValue(metrics, 'switchyard_upstream_principal_restarts_total', { server: 'out' })).toBe(1);
     expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'out' })).toBe(0);
+  });
+
+  // The server's own process ready, the retry waited for nothing: refused at once ("restarting"),
+  // the user's answer lost, as it was for the server's own process before back-soon.ts.
+  it("a modern client's retry of a round while its principal's own process restarts after a crash waits for that process, and is answered", async () => {
+    const name = 'ask__elicit_form';
+    const send = async (params: Json): Promise<Json> => {
+      const id = `ask${++n}`;
+      const r = await post(hub.url, modernBody(id, 'tools/call', params, modernMeta({ [META_CAPS]: USER_CAPABILITIES })), { ...modernHeaders('tools/call', name), authorization: `Bearer ${KEYS.alice}` });
+      const m = r.messages.find((x) => x.id === id);
+      if (!m) throw new Error(`${r.status} ${r.text}`);
+      return m as Json;
+    };
+    const first = await send({ name, arguments: { who: 'Own' } });
+    const state = (first.result as Json | undefined)?.requestState;
+    expect(state, JSON.stringify(first)).toMatch(/^sy1\./);
+    const spawned = hub.logs.filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json);
+    const pid = spawned.filter((l) => l.server === 'ask' && l.principal === 'alice').at(-1)?.pid as number;
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid, 'SIGKILL');
+    const restarts = async () => metricValue(await (await fetch(new URL('/metrics', hub.url), { headers: { authorization: `Bearer ${KEYS.ops}` } })).text(), 'switchyard_upstream_principal_restarts_total', { server: 'ask' });
+    for (const until = Date.now() + 10_000; (await restarts()) < 1; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('her process never went down');
+    const retry = await send({ name, arguments: { who: 'Own' }, requestState: state, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
+    expect(retry.result, JSON.stringify(retry)).toMatchObject({ content: [{ type: 'text', text: 'action=accept content={"name":"Ada"}' }] });
   });
 
   it("ends and restarts a principal's own process that stays alive but answers nothing, as the server's own (at the healthCheckMs a reload set)", async () => {
