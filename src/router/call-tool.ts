@@ -4,11 +4,11 @@ import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
-import type { AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
+import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
-import { reasonOf, unlessWanted } from '../cancel.js';
+import { reasonOf, unlessAborted, unlessWanted } from '../cancel.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -127,6 +127,31 @@ export class ToolCall {
     return toolErrorResult(settled.refusal);
   }
 
+  /**
+   * The tool a name routes to when that takes a list (none built yet, or one changed since):
+   * that waits for every server's list, the slowest one's too. Its client's cancellation, or the
+   * hub's stop, ends it then, recorded so (nothing was sent): it held a stop signal after stdin
+   * EOF (`switchyard stdio`) until the drain time ran out, its client unanswered meanwhile.
+   */
+  private async resolved(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
+    try {
+      return await unlessAborted(
+        () => this.catalog.resolveTool(hubName, view),
+        ctx.signal,
+        () => {
+          throw cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+        },
+      );
+    } catch (err) {
+      if (ctx.signal.aborted) {
+        await this.ledger
+          .record(beginOf('tools/call', ctx, names), { ...outcomeOfError(err), latencyMs: performance.now() - t0 })
+          .catch((e: unknown) => this.log.error({ err: e instanceof Error ? e.message : String(e) }, 'audit row not written'));
+      }
+      throw err;
+    }
+  }
+
   async call(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
@@ -144,7 +169,7 @@ export class ToolCall {
     const grace = this.opts.startupGrace();
     if (grace) await grace;
     const view = viewOf(ctx);
-    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.catalog.resolveTool(hubName, view))) : undefined;
+    const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
     const begin = beginOf('tools/call', ctx, {
       hubName,
       argsHash: hash,

@@ -22,7 +22,7 @@ import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
-import { reasonOf } from '../cancel.js';
+import { reasonOf, unlessAborted } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
@@ -156,9 +156,16 @@ export class Router {
     const begin = beginOf(method, ctx);
     let result: Result;
     try {
+      // Ended by its client or by the hub's stop while it waits (the start-up grace, a server's
+      // slow list): it ends then, as a call does, not when the slowest server answers. It held a
+      // stop signal after stdin EOF (`switchyard stdio`) until its drain time ran out, the
+      // calls ended with it unanswered meanwhile. The lists go on being fetched, for the next.
+      const ended = (): never => {
+        throw cutOffError(new CancelledError(reasonOf(ctx.signal)), ctx.signal);
+      };
       const grace = this.opts.startupGrace();
-      if (grace) await grace;
-      const agg = await this.catalog.aggregate(kind, viewOf(ctx));
+      if (grace) await unlessAborted(() => grace, ctx.signal, ended);
+      const agg = await unlessAborted(() => this.catalog.aggregate(kind, viewOf(ctx)), ctx.signal, ended);
       let offset = 0;
       // The names of the list the cursor came from, when it is no longer the current one (kept a while).
       let kept: KeptList | undefined;

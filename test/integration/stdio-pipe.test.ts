@@ -162,13 +162,18 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
   // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call still draining at once: answered -32603, its row unavailable, exit 0', async () => {
-    const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2) }, ...DRAIN });
+  // A list then still waiting on a server's slow list, and a call whose tool could only be found
+  // by that list, did not end at the stop: the hub ran on until the drain time was out, neither
+  // answered (nor the client's SIGKILL 2 s later, its rows in flight).
+  it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call and the list still draining at once: answered -32603, their rows unavailable, exit 0', async () => {
+    const slowList = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { LIST_DELAY_MS: '30000' });
+    const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2), slowlist: slowList }, ...DRAIN });
     const c = stdioHub(file, 'info');
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       // Read before the EOF (one pipe, in order): in flight when the drain begins.
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'list', method: 'tools/list', params: { _meta: META } }));
       c.endInput();
       await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // draining
@@ -177,6 +182,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Answered all the same while stdout is open (a client that closed stdin may still read it).
       expect(c.received.find((m) => m.id === 'long')?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'unavailable']]);
+      expect(c.received.filter((m) => m.id === 'list'), JSON.stringify(c.received)).toEqual([{ jsonrpc: '2.0', id: 'list', error: expect.objectContaining({ code: -32603, message: expect.stringContaining('the hub is shutting down') }) }]);
+      expect((await queryRows(ledger, { method: 'tools/list' })).map((r) => [r.requestId, r.outcome])).toEqual([['list', 'unavailable']]);
     } finally {
       c.kill();
     }
