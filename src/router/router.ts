@@ -6,7 +6,7 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
@@ -230,6 +230,22 @@ export class Router {
     return { end, items };
   }
 
+  /**
+   * What `find` finds: a route, which takes the servers' lists when none is built yet (or one
+   * changed since), the slowest server's too. The request's client cancelling it, or the hub's
+   * stop, ends it then, recorded so (nothing was sent), as a list (Router.list) and a call.
+   */
+  private async found<T>(method: string, ctx: CallContext, extra: Partial<AuditBegin>, find: () => Promise<T>): Promise<T> {
+    try {
+      return await unlessAborted(find, ctx.signal, () => {
+        throw cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+      });
+    } catch (err) {
+      if (ctx.signal?.aborted) await this.recordLocal(method, ctx, outcomeOfError(err), extra);
+      throw err;
+    }
+  }
+
   /** Forward a request to the upstream that owns a prompt name, with the name mapped back. */
   private async forwardNamed(method: string, params: Result, ctx: CallContext, what: 'prompt'): Promise<Result> {
     const t0 = performance.now();
@@ -239,7 +255,7 @@ export class Router {
     const view = viewOf(ctx);
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
-    const routed = hubName ? ((await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view)) : undefined;
+    const routed = hubName ? await this.found(method, ctx, { hubName }, async () => (await this.catalog.resolvePrompt(hubName, view)) ?? this.catalog.downItem('prompts', hubName, view)) : undefined;
     if (!routed) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `Unknown ${what}: ${hubName || '(no name)'}`), { hubName });
     }
@@ -340,7 +356,7 @@ export class Router {
     const view = viewOf(ctx);
     // A resource of a server that is down is not listed, but it is not missing either: the
     // forward answers that the server is unavailable.
-    const server = uri ? ((await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
+    const server = uri ? await this.found('resources/read', ctx, { hubName: uri }, async () => (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view))) : undefined;
     if (!server) {
       const err = new RpcError(LEGACY_RESOURCE_NOT_FOUND, `Resource not found: ${uri}`, { uri });
       await this.recordLocal('resources/read', ctx, this.outcomeSeenBy(ctx, err), { hubName: uri });

@@ -162,11 +162,11 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
   // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  // A list then still waiting on a server's slow list, and a call whose tool could only be found
-  // by that list, did not end at the stop: the hub ran on until the drain time was out, neither
+  // A list then still waiting on a server's slow list, and a call, a prompt or a read found only
+  // by such a list, did not end at the stop: the hub ran on until the drain time was out, neither
   // answered (nor the client's SIGKILL 2 s later, its rows in flight).
   it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call and the list still draining at once: answered -32603, their rows unavailable, exit 0', async () => {
-    const slowList = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { LIST_DELAY_MS: '30000' });
+    const slowList = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { LIST_DELAY_MS: '30000', LIST_DELAY_KINDS: 'prompts/list,resources/list', PROMPTS: '1' });
     const { file, ledger } = configDir('switchyard-stdio-eof-sigterm-', { servers: { modern: nodeServer(SDK2), slowlist: slowList }, ...DRAIN });
     const c = stdioHub(file, 'info');
     try {
@@ -174,6 +174,9 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Read before the EOF (one pipe, in order): in flight when the drain begins.
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'list', method: 'tools/list', params: { _meta: META } }));
+      // So a prompt and a resource, found only by those lists.
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'prompt', method: 'prompts/get', params: { name: 'slowlist__greet', arguments: { who: 'x' }, _meta: META } }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'read', method: 'resources/read', params: { uri: 'mut://doc', _meta: META } }));
       c.endInput();
       await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // draining
@@ -182,8 +185,10 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Answered all the same while stdout is open (a client that closed stdin may still read it).
       expect(c.received.find((m) => m.id === 'long')?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'unavailable']]);
-      expect(c.received.filter((m) => m.id === 'list'), JSON.stringify(c.received)).toEqual([{ jsonrpc: '2.0', id: 'list', error: expect.objectContaining({ code: -32603, message: expect.stringContaining('the hub is shutting down') }) }]);
-      expect((await queryRows(ledger, { method: 'tools/list' })).map((r) => [r.requestId, r.outcome])).toEqual([['list', 'unavailable']]);
+      for (const [id, method] of [['list', 'tools/list'], ['prompt', 'prompts/get'], ['read', 'resources/read']]) {
+        expect(c.received.filter((m) => m.id === id), JSON.stringify(c.received)).toEqual([{ jsonrpc: '2.0', id, error: expect.objectContaining({ code: -32603, message: expect.stringContaining('the hub is shutting down') }) }]);
+        expect((await queryRows(ledger, { method })).map((r) => [r.requestId, r.outcome])).toEqual([[id, 'unavailable']]);
+      }
     } finally {
       c.kill();
     }
