@@ -415,14 +415,16 @@ export class Router {
     // A prompt or resource of a server that is down is its own still (as for prompts/get and
     // resources/read): the forward answers that the server is unavailable.
     if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
-      const routed = (await this.catalog.resolvePrompt(ref.name, view)) ?? this.catalog.downItem('prompts', ref.name, view);
+      const name = ref.name;
+      const routed = await this.found('completion/complete', ctx, { hubName }, async () => (await this.catalog.resolvePrompt(name, view)) ?? this.catalog.downItem('prompts', name, view));
       if (routed) {
         server = routed.server;
         upstreamName = routed.upstreamName;
         forwardedRef = { ...ref, name: routed.upstreamName };
       }
     } else if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      server = (await this.catalog.templateOwner(ref.uri, view)) ?? (await this.catalog.routeUri(ref.uri, view)) ?? (await this.catalog.downResource(ref.uri, view));
+      const uri = ref.uri;
+      server = await this.found('completion/complete', ctx, { hubName }, async () => (await this.catalog.templateOwner(uri, view)) ?? (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view)));
     }
     if (!server) {
       throw await this.refused('completion/complete', ctx, new RpcError(INVALID_PARAMS, `Unknown completion reference: ${ref.name ?? ref.uri ?? '(none)'}`), { hubName });

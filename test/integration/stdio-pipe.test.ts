@@ -162,8 +162,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 
   // The official SDK's stdio client closes stdin, waits 2 s, sends SIGTERM and SIGKILLs 2 s
   // later: the signal went on waiting for the EOF drain, the SIGKILL left the row in_flight.
-  // A list then still waiting on a server's slow list, and a call, a prompt or a read found only
-  // by such a list, did not end at the stop: the hub ran on until the drain time was out, neither
+  // A list then still waiting on a server's slow list, and a call, a prompt, a read or a
+  // completion found only by such a list, did not end at the stop: the hub ran on until the drain time was out, neither
   // answered (nor the client's SIGKILL 2 s later, its rows in flight).
   it.concurrent('at stdin EOF then SIGTERM (the SDK client\'s close) ends the call and the list still draining at once: answered -32603, their rows unavailable, exit 0', async () => {
     const slowList = nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { LIST_DELAY_MS: '30000', LIST_DELAY_KINDS: 'prompts/list,resources/list', PROMPTS: '1' });
@@ -177,6 +177,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // So a prompt and a resource, found only by those lists.
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'prompt', method: 'prompts/get', params: { name: 'slowlist__greet', arguments: { who: 'x' }, _meta: META } }));
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'read', method: 'resources/read', params: { uri: 'mut://doc', _meta: META } }));
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'complete', method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'slowlist__greet' }, argument: { name: 'who', value: 'a' }, _meta: META } }));
       c.endInput();
       await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // draining
@@ -185,7 +186,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Answered all the same while stdout is open (a client that closed stdin may still read it).
       expect(c.received.find((m) => m.id === 'long')?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'unavailable']]);
-      for (const [id, method] of [['list', 'tools/list'], ['prompt', 'prompts/get'], ['read', 'resources/read']]) {
+      for (const [id, method] of [['list', 'tools/list'], ['prompt', 'prompts/get'], ['read', 'resources/read'], ['complete', 'completion/complete']]) {
         expect(c.received.filter((m) => m.id === id), JSON.stringify(c.received)).toEqual([{ jsonrpc: '2.0', id, error: expect.objectContaining({ code: -32603, message: expect.stringContaining('the hub is shutting down') }) }]);
         expect((await queryRows(ledger, { method })).map((r) => [r.requestId, r.outcome])).toEqual([[id, 'unavailable']]);
       }
