@@ -27,6 +27,7 @@ import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery } from '../ledger/request-id.js';
+import { requestIdTyping } from '../ledger/format.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -329,7 +330,9 @@ export class AdminRoutes {
       json(res, 404, { error: 'the ledger is disabled (ledger.enabled: false)' });
       return true;
     }
-    const rows = l.query(ledgerFilter(q, Date.now()));
+    // requestId as stored (a string of digits in its JSON form), and its type beside it: the
+    // number 1 and the string "1" are told apart without knowing how a row stores them.
+    const rows = l.query(ledgerFilter(q, Date.now())).map((r) => ({ ...r, ...requestIdTyping(r) }));
     json(res, 200, { rows });
     return true;
   }

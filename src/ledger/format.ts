@@ -56,6 +56,12 @@ function requestIdFields(r: AuditRow): { requestId: string; requestIdType: 'numb
   return { requestId: text, requestIdType: r.principal === HUB || r.requestId === '' ? null : type, requestIdCut: cut };
 }
 
+/** A row's id type and cut, as rowJson gives them, for readers that keep `requestId` as stored (/admin/ledger). */
+export function requestIdTyping(r: AuditRow): { requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
+  const { requestIdType, requestIdCut } = requestIdFields(r);
+  return { requestIdType, requestIdCut };
+}
+
 function parseOrText(json: string | null): unknown {
   if (json === null) return null;
   try {
