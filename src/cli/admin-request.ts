@@ -11,6 +11,12 @@ import { DaemonError, fallbackOf, foreignSocket, NoDaemonError, socketOf } from 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
 
+/**
+ * A switchyard daemon answered on its main listener, and serves the admin routes on its admin
+ * listener alone (listen.admin.exclusive): the command was pointed (--url) at the wrong one.
+ */
+export class AdminListenerElsewhere extends DaemonError {}
+
 /** What answered is not a switchyard daemon: its answer is not the JSON the admin routes give (or not of their shape). */
 export class OtherProgramError extends DaemonError {}
 
@@ -100,6 +106,14 @@ export function readAnswer(
   if (res.ok || answers.includes(res.status)) return { body };
   const msg = errorMessage(body);
   const said = `HTTP ${res.status}${msg ? `: ${msg}` : ''}`;
+  // The main listener of a daemon whose operator routes are on its admin listener alone: what
+  // to do, not only the 404 (doctor took it for a busy daemon or another program).
+  if (res.status === 404 && msg?.includes('(listen.admin.exclusive)'))
+    return {
+      error: new AdminListenerElsewhere(
+        `a switchyard daemon runs at ${base}, and serves the admin routes on its admin listener alone (listen.admin.exclusive): give --url that listener's address (listen.admin's host and port, or unix: and its socket's path), or --config the daemon's config file, where the CLI finds it`,
+      ),
+    };
   if ((res.status === 401 || res.status === 403) && switchyardChallenge(res.headers.get('www-authenticate'), base)) {
     if (res.status === 403)
       return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base}; the key in SWITCHYARD_API_KEY is not an admin key (${said}): set it to a key with the switchyard:admin scope`) };

@@ -13,7 +13,7 @@ import type { PinRecord } from '../catalog/pins.js';
 import { loadMigrations, schemaVersion } from '../ledger/migrate.js';
 import { LedgerReader } from '../ledger/reader.js';
 import { serversAnswer, toolsAnswer } from './admin-answers.js';
-import { AdminKeyRefused, getJson, OtherProgramError } from './admin-request.js';
+import { AdminKeyRefused, AdminListenerElsewhere, getJson, OtherProgramError } from './admin-request.js';
 import { ledgerDbPath, ledgerUnwritable, ledgerWriter, linkedLedger } from './ledger-lock.js';
 import { daemonBase, daemonOptions, NoDaemonError, type DaemonArgs } from './daemon-client.js';
 import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
@@ -198,9 +198,10 @@ async function findDaemon(base: string, config: HubConfig | undefined, findings:
     findings.push({ level: 'ok', check: 'daemon', message: `switchyard ${daemon.version ?? ''} running at ${base} (pid ${daemon.pid ?? '?'})` });
     return daemon;
   } catch (err) {
-    if (err instanceof AdminKeyRefused) {
+    if (err instanceof AdminKeyRefused || err instanceof AdminListenerElsewhere) {
       findings.push({ level: 'fail', check: 'daemon', message: err.message });
-      findings.push({ level: 'warn', check: 'upstreams', message: 'not checked: the daemon runs them (with its admin key in SWITCHYARD_API_KEY, doctor asks it)' });
+      const how = err instanceof AdminKeyRefused ? 'with its admin key in SWITCHYARD_API_KEY' : 'at its admin listener';
+      findings.push({ level: 'warn', check: 'upstreams', message: `not checked: the daemon runs them (${how}, doctor asks it)` });
       return 'locked';
     }
     if (err instanceof OtherProgramError) {

@@ -129,6 +129,14 @@ describe('listen.admin', () => {
       // The socket serves them, as without exclusive.
       expect((await overSocket(sock, '/admin/servers')).status).toBe(200);
       expect((await overSocket(sock, '/metrics')).body).toContain('switchyard_');
+      // The CLI pointed at the main listener says where to go, and doctor does not take the
+      // daemon for a busy one or another program.
+      const servers = await runCli(['servers', '--url', main]);
+      expect([servers.code, servers.stderr]).toEqual([1, expect.stringContaining(`a switchyard daemon runs at ${main}, and serves the admin routes on its admin listener alone (listen.admin.exclusive): give --url that listener's address`)]);
+      const doctor = await runCli(['doctor', '--json', '--url', main, '--config', join(dir, 'none.json')]);
+      const findings = JSON.parse(doctor.stdout) as { check: string; message: string }[];
+      expect(findings.find((f) => f.check === 'daemon')?.message).toMatch(/^a switchyard daemon runs at .*\(listen\.admin\.exclusive\): give --url/);
+      expect(findings.find((f) => f.check === 'upstreams')?.message).toBe('not checked: the daemon runs them (at its admin listener, doctor asks it)');
     } finally {
       await hub.stop(0);
     }
