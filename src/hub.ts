@@ -767,7 +767,7 @@ export class Hub implements HubCore {
       }
       // A read's or a prompt's round is answered as a tool call's is (the user answered it, and
       // its state names the server): its retry waits for that server back as a tool call's does.
-      const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal) ?? '') : undefined;
+      const back = ROUND_METHODS.has(method) && isRetry(params, ctx) ? this.handles.get(this.mrtr.sealer.serverOf(params.requestState, ctx.principal, method, method === 'resources/read' ? params.uri : params.name) ?? '') : undefined;
       const used = back && this.usedBy(back, ctx);
       if (back && used && backSoon(used)) {
         await this.backWithin(back, used, ctx);

@@ -96,15 +96,18 @@ export class RequestStateSealer {
   }
 
   /**
-   * The server whose round a state of `principal`'s forwarded (a modern upstream's), or
-   * undefined (not one of ours, another principal's, a parked call's or a confirmation's).
-   * Consumes nothing and checks nothing else, as traceOf: open() still decides.
+   * The server whose round a state of `principal`'s forwarded (a modern upstream's) for this
+   * method and target, or undefined (not one of ours, another principal's, another request's,
+   * expired or used already, a parked call's or a confirmation's). Consumes nothing, as
+   * traceOf: open() still decides. The retry of a state open() will refuse waits for no server
+   * (up to RETRY_WAIT_MS while it restarts) only to be refused then.
    */
-  serverOf(state: unknown, principal: string): string | undefined {
+  serverOf(state: unknown, principal: string, method: string, target: unknown): string | undefined {
     if (typeof state !== 'string' || !state.startsWith(VERSION)) return undefined;
     try {
       const env = openJson(this.key, state.slice(VERSION.length)) as Envelope;
-      return env.p === principal && env.b?.k === 'fwd' && typeof env.b.server === 'string' ? env.b.server : undefined;
+      if (env.p !== principal || env.m !== method || env.t !== target || !(env.e > this.now()) || this.used.has(env.n)) return undefined;
+      return env.b?.k === 'fwd' && typeof env.b.server === 'string' ? env.b.server : undefined;
     } catch {
       return undefined;
     }

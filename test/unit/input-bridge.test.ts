@@ -34,3 +34,25 @@ describe('InputBridge', () => {
     }
   });
 });
+
+describe('RequestStateSealer.serverOf', () => {
+  it("names the server of a state open() would take; not of one expired, used, or another request's (its retry would wait for that server only to be refused)", () => {
+    let now = 1_000_000;
+    const sealer = new RequestStateSealer(randomBytes(32), 60_000, () => now);
+    const bind = { principal: 'p', method: 'prompts/get', target: 'greet', args: {} };
+    const state = () => sealer.seal({ ...bind }, { k: 'fwd', server: 'srv' });
+    const s = state();
+    expect(sealer.serverOf(s, 'p', 'prompts/get', 'greet')).toBe('srv');
+    // Another principal's, another method's or target's, a forged one.
+    expect([sealer.serverOf(s, 'q', 'prompts/get', 'greet'), sealer.serverOf(s, 'p', 'resources/read', 'greet'), sealer.serverOf(s, 'p', 'prompts/get', 'other')]).toEqual([undefined, undefined, undefined]);
+    expect([sealer.serverOf(`${s.slice(0, -4)}AAAA`, 'p', 'prompts/get', 'greet'), sealer.serverOf('sy1.', 'p', 'prompts/get', 'greet'), sealer.serverOf(42, 'p', 'prompts/get', 'greet')]).toEqual([undefined, undefined, undefined]);
+    // Used once already.
+    sealer.open(s, { ...bind });
+    expect(sealer.serverOf(s, 'p', 'prompts/get', 'greet')).toBeUndefined();
+    // Expired.
+    const late = state();
+    now += 60_000;
+    expect(sealer.serverOf(late, 'p', 'prompts/get', 'greet')).toBeUndefined();
+    expect(() => sealer.open(late, { ...bind })).toThrow(/expired/);
+  });
+});
