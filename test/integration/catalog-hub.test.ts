@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { legacySession, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -71,6 +71,23 @@ describe('cache and change propagation through the hub', () => {
     // Honest hints: a legacy part is private and one part is stale at once.
     expect(all[0].cacheScope).toBe('private');
     expect(all[0].ttlMs).toBe(0);
+  });
+
+  it('a list its client gave up on is recorded cancelled, and the next one is served from the fetch that went on', async () => {
+    const before = count(stats, 'tools/list');
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const cut = fetch(new URL('/mcp', hub.url), { method: 'POST', headers: modernHeaders('tools/list'), body: JSON.stringify(modernBody('cut-list', 'tools/list')), signal: ac.signal });
+    // Once the slow server's list was asked for (its ttl is 0: each list asks again).
+    await expect.poll(() => count(stats, 'tools/list'), { timeout: 5_000, interval: 20 }).toBe(before + 1);
+    ac.abort();
+    await expect(cut).rejects.toThrow();
+    const next = await listTools(hub.url, 9001);
+    expect(toolNames(next)).toEqual(expect.arrayContaining(['slow__echo']));
+    // Served by the fetch the cancelled list began: no second one, and no second 1.5 s wait.
+    expect(count(stats, 'tools/list') - before).toBe(1);
+    expect(Date.now() - t0).toBeLessThan(2_900);
+    await expect.poll(() => auditRows(hub, 'tools/list').filter((r) => String(r.request_id).includes('cut-list')).map((r) => r.outcome), { timeout: 5_000, interval: 50 }).toEqual(['cancelled']);
   });
 
   it('a legacy list_changed and a modern listen notification reach legacy and modern clients within 1 s', async () => {
