@@ -6,9 +6,12 @@
  *
  * Process-wide, as the logger is: each hub in the process registers its config's values
  * (useConfigSecrets, again at each reload) and drops them when it stops; the union is redacted.
- * The cost is one substring search per value, paid only by the text of errors and log lines:
- * tool results are not searched (they are the upstream's answer to the client).
+ * The cost is one pass over the text (form-index.ts), whatever the number of values and their
+ * forms, paid by the text of errors, log lines and ledger rows: tool results are not searched
+ * (they are the upstream's answer to the client).
  */
+
+import { FormIndex } from './form-index.js';
 
 export const CONFIG_SECRET_MARK = '[redacted:config-secret]';
 
@@ -23,9 +26,9 @@ const NUMERIC = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 const byOwner = new Map<object, readonly string[]>();
 /** What to look for in text, longest first (a value inside another is found after it). */
-let inText: readonly string[] = [];
+let inText = new FormIndex([]);
 /** The same, as they appear inside a JSON string (a serialised log line). */
-let inJson: readonly string[] = [];
+let inJson = new FormIndex([]);
 
 /** Set (or replace) the values of one owner (a hub): those of its config as it runs now. */
 export function useConfigSecrets(owner: object, values: Iterable<string>): void {
@@ -54,8 +57,8 @@ function rebuild(): void {
       text.add(f);
       json.add(jsonEscaped(f));
     }
-  inText = longestFirst(text);
-  inJson = longestFirst(json);
+  inText = new FormIndex(longestFirst(text));
+  inJson = new FormIndex(longestFirst(json));
 }
 
 function longestFirst(s: Iterable<string>): string[] {
@@ -78,7 +81,7 @@ function jsonEscaped(s: string): string {
  * the text around).
  */
 export function secretForms(v: string): string[] {
-  const textual = new Set([v, encodeURIComponent(v), new URLSearchParams({ v }).toString().slice(2)]);
+  const textual = new Set([v, uriEncoded(v), new URLSearchParams({ v }).toString().slice(2)]);
   const out = new Set<string>();
   for (const t of textual) {
     out.add(t);
@@ -95,6 +98,18 @@ export function secretForms(v: string): string[] {
     }
   }
   return [...out];
+}
+
+/**
+ * `v` URL-encoded; `v` itself when it cannot be (a lone surrogate: encodeURIComponent threw
+ * "URI malformed", and a hub whose config or token held one failed to start or to take it).
+ */
+function uriEncoded(v: string): string {
+  try {
+    return encodeURIComponent(v);
+  } catch {
+    return v;
+  }
 }
 
 /**
@@ -117,7 +132,8 @@ function replaceAll(text: string, values: readonly string[], shortest = MIN_SECR
 
 /** `text` with every configured secret value replaced by CONFIG_SECRET_MARK. */
 export function redactConfigSecrets(text: string): string {
-  return replaceAll(text, inText);
+  if (inText.forms.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  return replaceAll(text, inText.present(text));
 }
 
 /**
@@ -127,8 +143,10 @@ export function redactConfigSecrets(text: string): string {
  * values anywhere is returned as it is, without the scan.
  */
 export function redactConfigSecretsInJson(text: string): string {
-  if (inJson.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
-  if (!inJson.some((v) => text.includes(v))) return text;
+  if (inJson.forms.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  // The values in the line: the string tokens, parts of it, are searched for these alone.
+  const present = inJson.present(text);
+  if (present.length === 0) return text;
   let out = '';
   let from = 0; // text before this is in `out`
   let open = text.indexOf('"');
@@ -137,7 +155,7 @@ export function redactConfigSecretsInJson(text: string): string {
     let close = text.indexOf('"', open + 1);
     while (close >= 0 && escapedAt(text, close)) close = text.indexOf('"', close + 1);
     const end = close < 0 ? text.length : close;
-    out += text.slice(from, open + 1) + redactJsonStringBody(text.slice(open + 1, end));
+    out += text.slice(from, open + 1) + redactJsonStringBody(text.slice(open + 1, end), present);
     from = end;
     if (close < 0) break;
     open = text.indexOf('"', close + 1);
@@ -156,10 +174,10 @@ function escapedAt(s: string, i: number): boolean {
  * The inside of one JSON string token, each value replaced where it starts at a character of
  * its own (never after the backslash of an escape: `\n` followed by the rest of a value).
  */
-function redactJsonStringBody(body: string): string {
+function redactJsonStringBody(body: string, values: readonly string[]): string {
   if (body.length < MIN_SECRET_LENGTH) return body;
   let s = body;
-  for (const v of inJson) {
+  for (const v of values) {
     if (!s.includes(v)) continue;
     let out = '';
     let from = 0;

@@ -4,7 +4,7 @@
  * shape the credential rules know, but the hub knows the value, and replaces it on every
  * error and log path; tool results (the redact-secrets plugin's shape rules) are left alone.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { configSecretValues } from '../../src/config/secret-values.js';
 import { redactString } from '../../src/ledger/redact.js';
@@ -17,6 +17,7 @@ import {
   MIN_SECRET_LENGTH,
   redactConfigSecrets,
   redactConfigSecretsInJson,
+  secretForms,
   useConfigSecrets,
 } from '../../src/policy/config-secrets.js';
 import { redactErrorsIn, redactErrorText, redactLogText, redactSecretsIn, redactSecretText } from '../../src/policy/secret-text.js';
@@ -207,6 +208,41 @@ describe('redaction of the registered values', () => {
     }
     expect(redactConfigSecrets('body k=basic+pass%7Eword%219&x=1')).toBe(`body k=${M}&x=1`);
     expect(redactConfigSecrets('said {"k":"quote\\"in-secret"}')).toBe(`said {"k":"${M}"}`);
+  });
+
+  it('with many values configured, finds each of them (and every form) as a search per form does, in one pass over the text', () => {
+    // Values of many lengths, ASCII and not, some inside others, some sharing their start.
+    let seed = 7;
+    const rnd = (n: number): number => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % n);
+    const alphabet = [...'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_/+=%. é€😀'];
+    const word = (n: number): string => Array.from({ length: n }, () => alphabet[rnd(alphabet.length)]).join('');
+    const values = Array.from({ length: 60 }, (_, i) => (i % 10 === 0 ? `shared-start-${word(8)}` : word(8 + rnd(40))));
+    values.push(`${values[1]}-longer`, values[2].slice(0, 12));
+    use(values);
+    const forms = [...new Set(values.flatMap((v) => secretForms(v)))];
+    for (let round = 0; round < 200; round++) {
+      const parts = Array.from({ length: 1 + rnd(6) }, () => (rnd(3) === 0 ? forms[rnd(forms.length)] : word(rnd(300))));
+      const text = parts.join(rnd(2) ? ' ' : '');
+      // The reference: a substring search for each form, longest first.
+      let want = text;
+      if (text.length >= MIN_SECRET_LENGTH) for (const f of [...forms].sort((a, b) => b.length - a.length)) if (want.includes(f)) want = want.split(f).join(M);
+      expect(redactConfigSecrets(text), text).toBe(want);
+    }
+    // No search per form: a text is read once (a 200-character line took 700 searches with 60 values).
+    const includes = vi.spyOn(String.prototype, 'includes');
+    try {
+      redactConfigSecrets('a log line about a tool call that went fine, '.repeat(5));
+      redactConfigSecretsInJson(JSON.stringify({ msg: 'a log line about a tool call that went fine' }));
+      expect(includes.mock.calls.length).toBeLessThan(10);
+    } finally {
+      includes.mockRestore();
+    }
+  });
+
+  it('takes a value with a lone surrogate (valid JSON, no URL encoding), and finds it as it is', () => {
+    use(['pw-\ud800-0123456789']);
+    expect(redactConfigSecrets('said pw-\ud800-0123456789 here')).toBe(`said ${M} here`);
+    expect(redactConfigSecretsInJson(JSON.stringify({ m: 'said pw-\ud800-0123456789' }))).toBe(JSON.stringify({ m: `said ${M}` }));
   });
 
   it('is the union of the owners, and an owner that stops takes its values with it', () => {
