@@ -747,8 +747,9 @@ export class Hub implements HubCore {
         await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
-      const used = h && this.usedBy(h, ctx);
-      if (h && used && backSoon(used) && isRetry(params, ctx) && !this.answeredFromKey(method, params, ctx)) {
+      // isRetry first: the connection's lookup is paid by retries alone, not by every call.
+      const used = h && isRetry(params, ctx) ? this.usedBy(h, ctx) : undefined;
+      if (h && used && backSoon(used) && !this.answeredFromKey(method, params, ctx)) {
         waited = true;
         await this.backWithin(h, used, ctx);
       }
