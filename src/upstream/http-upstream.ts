@@ -6,7 +6,7 @@
  * Modern servers get the full envelope and the mirrored routing headers on every POST.
  */
 import { LEGACY, LEGACY_VERSIONS, MODERN } from '../protocol/era.js';
-import { CancelledError, RpcError, TimeoutError, TransportError } from '../protocol/errors.js';
+import { CancelledError, RpcError, TimeoutError, TransportError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { parseFrame, type Classified, type Message } from '../protocol/jsonrpc.js';
 import type { Logger } from '../log.js';
 import { ExchangeAbort, HttpClient, StreamCutError, type HttpAnswer } from '../transport/http-client.js';
@@ -284,6 +284,20 @@ export class HttpUpstream extends HandshakingUpstream {
       throw nt.timedOut() ? new TransportError(`notifications/initialized: no answer within ${this.spec.timeoutMs} ms`) : err;
     } finally {
       nt.clear();
+    }
+    // Closed meanwhile (the hub stopping, a reload removing the server), as a renewal of the
+    // session may be: the new session is nobody's. Made the current one, it had a GET stream
+    // opened on it and the renewal said the closed upstream `ready` again; its close's DELETE
+    // went to the old one. It is ended here instead.
+    if (this.closed) {
+      if (session !== undefined) {
+        const t = timeoutSignal(DELETE_TIMEOUT_MS);
+        void this.http
+          .delete({ headers, signal: t.signal })
+          .catch(() => undefined)
+          .finally(t.clear);
+      }
+      throw new UpstreamUnavailableError(this.id, 'stopped');
     }
     // The new session is the calls' only once notifications/initialized was taken there. A
     // renewal runs while the upstream is ready: a call sent meanwhile on the new session (another

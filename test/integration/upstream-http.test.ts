@@ -72,6 +72,8 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let aborted: string[];
   /** Answer an unknown session's request with its own id, as a Switchyard hub does. */
   let goneWithId: boolean;
+  /** Set: a notifications/initialized POST is held until the test lets it go on (release). */
+  let holdInitialized: ((release: () => void) => void) | undefined;
   let url: string;
   let seen: Seen[];
 
@@ -115,10 +117,12 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     sessions = new Map();
     aborted = [];
     goneWithId = false;
+    holdInitialized = undefined;
     ({ url, seen } = await listen(async (req, res, body) => {
       const sid = req.headers['mcp-session-id'] as string | undefined;
       const parsed = body ? JSON.parse(body) : undefined;
       const known = sid ? sessions.get(sid) : undefined;
+      if (known && holdInitialized && parsed?.method === 'notifications/initialized') return holdInitialized(() => void known.transport.handleRequest(req, res, parsed));
       if (known) return known.transport.handleRequest(req, res, parsed);
       if (sid) {
         res.writeHead(404, { 'content-type': 'application/json' });
@@ -256,6 +260,33 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(text(r)).toBe('back');
     expect(u.sessionId).not.toBe(first);
     expect(rpcBodies(seen).filter((b) => b.method === 'initialize')).toHaveLength(2);
+  });
+
+  it('closed while it renews the session, it stays stopped: the new session is ended, no stream opened on it', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    const states: UpstreamState[] = [];
+    u.on('state', (s: UpstreamState) => states.push(s));
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close();
+    let release: (() => void) | undefined;
+    holdInitialized = (r) => (release = r);
+    const call = u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
+    await waitFor(() => release !== undefined, 5000, 'the renewal at notifications/initialized');
+    const closing = u.close();
+    // Taken while the hub ends the old session (its DELETE): the renewal goes on from there.
+    release!();
+    await closing;
+    expect(await call).toBeInstanceOf(Error);
+    const renewed = [...sessions.keys()].find((k) => k !== first)!;
+    // Not `ready` again after `stopped`, and nothing opened on (or left of) the new session.
+    await waitFor(() => seen.some((s) => s.method === 'DELETE' && s.headers['mcp-session-id'] === renewed), 3000, 'the new session ended');
+    expect(states).toEqual(['stopped']);
+    expect(u.state).toBe('stopped');
+    expect(u.sessionId).toBeUndefined();
+    expect(seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === renewed)).toBe(false);
   });
 
   it('ends the session with DELETE on close', async () => {
