@@ -479,7 +479,12 @@ export class HttpUpstream extends HandshakingUpstream {
       this.log.info('legacy session expired; initializing again');
       this.gone = stale;
       this.renewing ??= this.initialize()
-        .then(() => this.setState('ready', 'session renewed'))
+        // Said only while ready: a renewal a call in flight set off after the circuit opened
+        // (a 404 it met then) would otherwise have it `ready` again before its cool-down, a
+        // reconnect still scheduled, which says `ready` itself (the hub resubscribes then).
+        .then(() => {
+          if (this._state === 'ready') this.setState('ready', 'session renewed');
+        })
         .finally(() => (this.renewing = undefined));
     }
     return this.renewing ?? Promise.resolve();

@@ -489,6 +489,43 @@ function rawLegacy(req: IncomingMessage, res: ServerResponse, body: string): voi
   reply({ error: { code: -32601, message: 'Method not found' } });
 }
 
+describe('legacy: a session renewed while the circuit is open', () => {
+  it('leaves it restarting until its cool-down is over (the renewal does not say it ready)', async () => {
+    let n = 0;
+    const live = new Set<string>();
+    let held: ServerResponse | undefined;
+    const { url, seen } = await listen((req, res, body) => {
+      if (req.method !== 'POST') return void res.writeHead(req.method === 'GET' ? 405 : 200).end();
+      const msg = JSON.parse(body) as { id?: number; method?: string; params?: { name?: string } };
+      if (msg.method === 'initialize') {
+        live.add(`s${++n}`);
+        return void res
+          .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': `s${n}` })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '0' } } }));
+      }
+      // The first 'held' call is answered (404) when the test says so; a later one never.
+      if (msg.params?.name === 'held') return void (held ??= res);
+      if (!live.has(req.headers['mcp-session-id'] as string)) return void res.writeHead(404).end();
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      if (msg.params?.name === 'fail') return void res.writeHead(500).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: 'ok' }] } }));
+    });
+    const u = make(spec(url, { era: '2025-11-25', circuitBreaker: { failures: 1, cooldownMs: 10_000 } }));
+    await u.start();
+    const call = u.request('tools/call', { name: 'held' }, { timeoutMs: 1000 }).catch((e: Error) => e);
+    await waitFor(() => held !== undefined, 5000, 'the held call');
+    await expect(u.request('tools/call', { name: 'fail' })).rejects.toThrow(/500/);
+    expect([u.state, u.circuit]).toEqual(['restarting', 'open']);
+    // The server forgot the session: the held call meets its 404 and renews it, then goes again.
+    live.clear();
+    held!.writeHead(404).end();
+    await waitFor(() => seen.filter((s) => s.body.includes('"held"')).length === 2, 5000, 'the call sent again on the renewed session');
+    expect([u.state, u.circuit]).toEqual(['restarting', 'open']);
+    // Failed by the close (afterEach).
+    void call;
+  });
+});
+
 describe('probe outcomes that are not modern', () => {
   it('takes a 2xx with an in-band -32601 as legacy; works without a session and without a GET stream', async () => {
     const { url, seen } = await listen(rawLegacy);
