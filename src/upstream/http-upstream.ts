@@ -288,11 +288,12 @@ export class HttpUpstream extends HandshakingUpstream {
     // Closed meanwhile (the hub stopping, a reload removing the server), as a renewal of the
     // session may be: the new session is nobody's. Made the current one, it had a GET stream
     // opened on it and the renewal said the closed upstream `ready` again; its close's DELETE
-    // went to the old one. It is ended here instead.
+    // went to the old one. It is ended here instead while that close awaits the old one's DELETE
+    // (best effort: the pool is closed once that is answered).
     if (this.closed) {
       if (session !== undefined) {
         const t = timeoutSignal(DELETE_TIMEOUT_MS);
-        void this.http
+        await this.http
           .delete({ headers, signal: t.signal })
           .catch(() => undefined)
           .finally(t.clear);
