@@ -73,8 +73,13 @@ export class ExchangeAbort {
     if (fn) queueMicrotask(fn);
   }
 
-  /** @internal the exchange to cut, at once if abort() came first. */
+  /**
+   * @internal the exchange to cut, at once if abort() came first. A second one (the request sent
+   * again: OAuthHttp after a 401 or a 403) is unheard until its own answer begins: the answer
+   * heard was the refusal, and the server has not taken this one yet.
+   */
   attach(exchange: { cancel(): void; endSoon(ms: number): void }): void {
+    if (this.exchange !== undefined) this.heard = false;
     this.exchange = exchange;
     if (this.aborted) exchange.cancel();
   }

@@ -188,6 +188,29 @@ describe('HttpClient', () => {
     ]);
   });
 
+  it('ExchangeAbort sent again (OAuthHttp after a 401) is unheard until the new answer begins', async () => {
+    let n = 0;
+    let held: ServerResponse | undefined;
+    const url = await serve((_req, res) => {
+      if (++n === 1) return void res.writeHead(401).end();
+      held = res;
+    });
+    const c = client(url);
+    const abort = new ExchangeAbort();
+    expect((await c.post('{"jsonrpc":"2.0","id":1,"method":"x"}', { abort })).status).toBe(401);
+    expect(abort.heard).toBe(true);
+    const again = c.post('{"jsonrpc":"2.0","id":1,"method":"x"}', { abort });
+    again.catch(() => undefined); // failed by the client's close should an expectation fail first
+    for (const end = Date.now() + 5000; held === undefined && Date.now() < end; ) await new Promise((r) => setTimeout(r, 10));
+    // The server has this one now, but the hub has heard nothing of it yet: a cancellation waits.
+    expect(abort.heard).toBe(false);
+    let told = false;
+    abort.whenHeard(() => (told = true));
+    held!.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":{}}');
+    expect((await again).status).toBe(200);
+    expect([abort.heard, told]).toEqual([true, true]);
+  });
+
   it('ExchangeAbort cuts an exchange short: mid-answer, and before it was sent', async () => {
     let closedByClient!: () => void;
     const gone = new Promise<void>((r) => (closedByClient = r));
