@@ -561,6 +561,31 @@ describe('probe outcomes that are not modern', () => {
     });
   }
 
+  it('a call cancelled while its POST is unanswered (JSON: only at the end) holds it at most until the close', async () => {
+    const { url, seen, server } = await listen((req, res, body) => {
+      if (body.includes('"hold"')) return; // a JSON answer comes at the end: never, here
+      rawLegacy(req, res, body);
+    });
+    const u = make(spec(url));
+    await u.start();
+    const acs = [new AbortController(), new AbortController(), new AbortController()];
+    const calls = acs.map((ac) => u.request('tools/call', { name: 'hold' }, { signal: ac.signal }).catch((e: Error) => e));
+    await waitFor(() => seen.filter((s) => s.body.includes('"hold"')).length === 3, 5000, 'the held calls');
+    for (const ac of acs) ac.abort('changed my mind');
+    for (const r of await Promise.all(calls)) expect(r).toBeInstanceOf(Error);
+    // Their cancellations wait for the server to take them (2 s at most): other calls do not.
+    const t0 = Date.now();
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
+    expect(Date.now() - t0).toBeLessThan(1000);
+    // The close does not wait for them, and ends their POSTs (no socket left for the 2 s).
+    await u.close();
+    expect(Date.now() - t0).toBeLessThan(1000);
+    const open = (): Promise<number> => new Promise((r) => server.getConnections((_e, n) => r(n)));
+    let n = await open();
+    for (const end = Date.now() + 1000; n > 0 && Date.now() < end; n = await open()) await new Promise((r) => setTimeout(r, 20));
+    expect(n).toBe(0);
+  });
+
   it('takes a probe timeout as an outage, not as legacy', async () => {
     const { url } = await listen(() => undefined);
     const u = make(spec(url, { probeTimeoutMs: 200 }));
