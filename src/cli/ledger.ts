@@ -14,6 +14,7 @@ import type { AuditFilter, AuditRow } from '../ledger/rows.js';
 import { parseWhen } from '../ledger/when.js';
 import { interpolateEnv } from '../config/interpolate.js';
 import { parseJsonText } from '../config/load.js';
+import { durationMs } from '../config/duration.js';
 import { ledgerWriter, ledgerWriterText, linkedLedger } from './ledger-lock.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { hasTable } from '../ledger/migrate.js';
@@ -110,6 +111,32 @@ export function resolveLedgerPath(args: CommonArgs): string {
   if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
   const p = (value as { ledger: { path?: unknown } }).ledger.path;
   return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
+}
+
+/** ledger.idempotencyTtl's default (ledger.ts). */
+const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * How long the hub remembers an idempotency key (`ledger.idempotencyTtl` of the config, as the
+ * hub reads it; 24h without one): a key past it counts as absent to a retry, though it stays in
+ * the table until the hub's hourly purge. Read from the config file whichever file --db names.
+ */
+export function resolveKeyTtlMs(args: CommonArgs): number {
+  const file = resolve(args.config ?? 'hub.config.json');
+  if (!existsSync(file)) return DEFAULT_KEY_TTL_MS;
+  let cfg: unknown;
+  try {
+    cfg = parseJsonText(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  const raw = (cfg as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
+  if (raw === undefined) return DEFAULT_KEY_TTL_MS;
+  const { value, problems } = interpolateEnv({ ledger: { idempotencyTtl: raw } }, process.env);
+  if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
+  const ms = durationMs((value as { ledger: { idempotencyTtl?: unknown } }).ledger.idempotencyTtl);
+  if (ms === undefined) throw new UsageError(`${file}: ledger.idempotencyTtl must be a whole number of milliseconds or a duration such as "24h"`);
+  return ms;
 }
 
 /** A time option (--since, --until, --before): epoch ms, or a UsageError saying why not. */
@@ -467,12 +494,14 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       (a) => ({
         filter: { principal: oneText('--principal', a.principal), key: oneText('--key', a.key), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
         limit: wholeNumber('--limit', a.limit, 1),
+        // Keys ended before this count as absent to a retry (the hub's lookup), though not yet purged.
+        expiredBefore: (io.now ?? Date.now)() - resolveKeyTtlMs(a),
       }),
       async (reader, a, o) => {
         const found = reader.keys(o.filter, o.limit);
-        if (a.json) return void (await io.out(found.map((k) => screenJson(JSON.stringify(keyJson(k))) + '\n').join('')));
+        if (a.json) return void (await io.out(found.map((k) => screenJson(JSON.stringify(keyJson(k, o.expiredBefore))) + '\n').join('')));
         if (found.length === 0) return noRows(false, 'idempotency keys');
-        await io.out(table(KEY_HEADER, found.map(keyCells)) + '\n');
+        await io.out(table(KEY_HEADER, found.map((k) => keyCells(k, o.expiredBefore))) + '\n');
         if (found.length === o.limit) io.err(`switchyard ledger: note: the latest ${found.length} matching keys; more may match (--limit N shows more)\n`);
       },
     ),

@@ -171,7 +171,16 @@ const RETRY_GETS: Record<KeyRow['state'], string> = {
   in_flight: 'waits for the call (refused as unknown if its hub stopped during it)',
 };
 
-export function keyJson(k: KeyRow): Record<string, unknown> {
+/**
+ * Whether a retry finds the key absent: its call ended (or began, with no end) at or before
+ * `expiredBefore` (now less ledger.idempotencyTtl), as IdempotencyStore.lookup reads it. An
+ * in-flight key a running hub holds is never expired to it; one left in the table is read so.
+ */
+function keyExpired(k: KeyRow, expiredBefore: number): boolean {
+  return (k.completedMs ?? k.createdMs) <= expiredBefore;
+}
+
+export function keyJson(k: KeyRow, expiredBefore: number): Record<string, unknown> {
   return {
     principal: k.principal,
     key: k.key,
@@ -179,9 +188,12 @@ export function keyJson(k: KeyRow): Record<string, unknown> {
     state: k.state,
     created: new Date(k.createdMs).toISOString(),
     ended: k.completedMs === null ? null : new Date(k.completedMs).toISOString(),
+    // Past ledger.idempotencyTtl: a retry with it runs the call as new, whatever its state says.
+    expired: k.state !== 'in_flight' && keyExpired(k, expiredBefore),
   };
 }
 
-export function keyCells(k: KeyRow): string[] {
-  return [k.principal, k.key, k.tool, k.state, new Date(k.createdMs).toISOString(), k.completedMs === null ? '-' : new Date(k.completedMs).toISOString(), RETRY_GETS[k.state] ?? '?'];
+export function keyCells(k: KeyRow, expiredBefore: number): string[] {
+  const retry = k.state !== 'in_flight' && keyExpired(k, expiredBefore) ? 'runs the call as new: the key expired (ledger.idempotencyTtl)' : (RETRY_GETS[k.state] ?? '?');
+  return [k.principal, k.key, k.tool, k.state, new Date(k.createdMs).toISOString(), k.completedMs === null ? '-' : new Date(k.completedMs).toISOString(), retry];
 }

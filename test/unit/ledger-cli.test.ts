@@ -1123,12 +1123,43 @@ describe('switchyard ledger keys', () => {
     expect(all.out).not.toContain('SECRET-ANSWER');
     const lost = await cli(['ledger', '--db', t.db, 'keys', '--state', 'unknown', '--json']);
     expect(lost.out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
-      { principal: 'alice', key: 'k-lost', tool: 'fs__write', state: 'unknown', created: new Date(NOW - 1_500).toISOString(), ended: new Date(NOW - 1_000).toISOString() },
+      { principal: 'alice', key: 'k-lost', tool: 'fs__write', state: 'unknown', created: new Date(NOW - 1_500).toISOString(), ended: new Date(NOW - 1_000).toISOString(), expired: false },
     ]);
     expect((await cli(['ledger', '--db', t.db, 'keys', '--principal', 'bob', '--json'])).out).toContain('"k-run"');
     const none = await cli(['ledger', '--db', t.db, 'keys', '--key', 'nope']);
     expect([none.code, none.out, none.err]).toEqual([0, '', 'switchyard ledger: note: no idempotency keys match\n']);
     const bad = await cli(['ledger', '--db', t.db, 'keys', '--state', 'lost']).catch((e: Error) => ({ code: 2, err: e.message }));
     expect(bad.err).toMatch(/Choices|lost/);
+  });
+
+  // A key past ledger.idempotencyTtl (from its call's end) counts as absent: a retry with it runs
+  // the call as new (idempotency.ts lookup), though the hub purges it only hourly. Listed as
+  // 'done' (replayed) or 'unknown' (refused), an operator was told the opposite of what happens.
+  it('says a key past ledger.idempotencyTtl is expired: a retry with it runs the call as new, neither replayed nor refused', async () => {
+    await seeded();
+    const db = new Database(t.db);
+    const put = db.prepare('INSERT INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+    const H = 3_600_000;
+    put.run('alice', 'k-old-done', 'fs__write', 'ab', 'done', '{"result":{}}', NOW - 26 * H, NOW - 25 * H);
+    put.run('alice', 'k-old-lost', 'fs__write', 'ab', 'unknown', null, NOW - 26 * H, NOW - 25 * H);
+    put.run('alice', 'k-2h', 'fs__write', 'ab', 'unknown', null, NOW - 3 * H, NOW - 2 * H);
+    db.close();
+    // No config: the default TTL, 24h.
+    const byDefault = await cli(['ledger', '--db', t.db, 'keys', '--json']);
+    expect(byDefault.out.trim().split('\n').map((l) => JSON.parse(l) as { key: string; expired: boolean }).map((k) => [k.key, k.expired])).toEqual([
+      ['k-2h', false],
+      ['k-old-done', true],
+      ['k-old-lost', true],
+    ]);
+    const table = (await cli(['ledger', '--db', t.db, 'keys'])).out.trim().split('\n');
+    expect(table[2]).toMatch(/k-old-done .*runs the call as new: the key expired/);
+    expect(table[3]).toMatch(/k-old-lost .*runs the call as new: the key expired/);
+    expect(table.slice(2).join('\n')).not.toMatch(/is refused|kept answer/);
+    // The config's ledger.idempotencyTtl (1h): the key of 2 hours ago is expired too.
+    const cfg = join(t.dir, 'ttl.config.json');
+    writeFileSync(cfg, JSON.stringify({ ledger: { path: t.db, idempotencyTtl: '1h' } }));
+    const short = await cli(['ledger', '--config', cfg, 'keys', '--key', 'k-2h', '--json']);
+    expect(short.err).toBe('');
+    expect(JSON.parse(short.out)).toMatchObject({ key: 'k-2h', state: 'unknown', expired: true });
   });
 });
