@@ -31,17 +31,20 @@ export type Owed = { kind: 'request'; msg: Request } | (Extract<Classified, { ki
  * `batch`: the line is a JSON array, whose answers go out together as one array (none if none is
  * owed); `member`: the member's own value (its size). An empty array is one invalid message.
  * `cancels`: the params of each notifications/cancelled in it (a request it names, read before,
- * is owed nothing: MCP has the receiver of a cancellation send no response).
+ * is owed nothing: MCP has the receiver of a cancellation send no response). `at`: the
+ * message's place in the line (0 for a lone message), so a cancellation later in the same
+ * batch than its request is told from one before it.
  */
-export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; member?: unknown }[]; cancels: Params[] } {
+export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; member?: unknown; at: number }[]; cancels: { params: Params; at: number }[] } {
   const members = batchOf(text);
-  if (members?.length === 0) return { batch: false, owed: [{ c: { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'an empty batch') } }], cancels: [] };
-  const owed: { c: Owed; member?: unknown }[] = [];
-  const cancels: Params[] = [];
-  for (const [c, member] of members ? members.map((m) => [classify(m), m] as const) : [[parseFrame(text), undefined] as const]) {
-    if (isOwed(c)) owed.push({ c, member });
-    else if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') cancels.push(c.msg.params ?? {});
-  }
+  if (members?.length === 0) return { batch: false, owed: [{ c: { kind: 'invalid', error: new RpcError(INVALID_REQUEST, 'an empty batch') }, at: 0 }], cancels: [] };
+  const owed: { c: Owed; member?: unknown; at: number }[] = [];
+  const cancels: { params: Params; at: number }[] = [];
+  const messages = members ? members.map((m) => [classify(m), m] as const) : [[parseFrame(text), undefined] as const];
+  messages.forEach(([c, member], at) => {
+    if (isOwed(c)) owed.push({ c, member, at });
+    else if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled') cancels.push({ params: c.msg.params ?? {}, at });
+  });
   return { batch: members !== undefined, owed, cancels };
 }
 

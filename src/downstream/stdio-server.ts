@@ -248,19 +248,20 @@ export class StdioServer {
       return text === undefined ? undefined : { buf, ...unservedLine(text) };
     });
     this.held = null;
-    // A request its client cancelled in a line held behind it (the last cancellation of its id),
-    // as if served and then cancelled: recorded cancelled with the client's reason, not answered.
-    const cancelledAt = new Map<string, { at: number; params: Params }>();
-    lines.forEach((l, at) =>
-      l?.cancels.forEach((params) => {
-        if (typeof params.requestId === 'string' || typeof params.requestId === 'number') cancelledAt.set(idKey(params.requestId), { at, params });
+    // A request its client cancelled behind it (the last cancellation of its id: in a later line,
+    // or later in the same batch), as if served and then cancelled: recorded cancelled with the
+    // client's reason, not answered.
+    const cancelledAt = new Map<string, { line: number; at: number; params: Params }>();
+    lines.forEach((l, line) =>
+      l?.cancels.forEach(({ params, at }) => {
+        if (typeof params.requestId === 'string' || typeof params.requestId === 'number') cancelledAt.set(idKey(params.requestId), { line, at, params });
       }),
     );
     lines.forEach((l, i) => {
       if (!l) return;
-      this.refuseLine(l.buf, l, (id) => {
+      this.refuseLine(l.buf, l, (id, at) => {
         const c = cancelledAt.get(idKey(id));
-        return c && c.at > i ? (clientReason(c.params) ?? 'request cancelled') : undefined;
+        return c && (c.line > i || (c.line === i && c.at > at)) ? (clientReason(c.params) ?? 'request cancelled') : undefined;
       });
     });
   }
@@ -278,7 +279,7 @@ export class StdioServer {
   }
 
   /** refuse() of a line read already; `cancelled`: the client's reason, for a request it cancelled after. */
-  private refuseLine(buf: Buffer, { batch, owed }: ReturnType<typeof unservedLine>, cancelled?: (id: Id) => string | undefined): void {
+  private refuseLine(buf: Buffer, { batch, owed }: ReturnType<typeof unservedLine>, cancelled?: (id: Id, at: number) => string | undefined): void {
     let deliver: ((msg: object | undefined) => void) | undefined;
     if (batch) {
       const answers: object[] = [];
@@ -288,9 +289,9 @@ export class StdioServer {
         if (--left === 0 && answers.length > 0) this.write(arrayOf(answers));
       };
     }
-    for (const { c, member } of owed) {
+    for (const { c, member, at } of owed) {
       const bytes = batch ? memberBytes(member, buf.length) : buf.length;
-      if (c.kind === 'request') this.refuseRequest(c.msg, bytes, deliver, cancelled?.(c.msg.id));
+      if (c.kind === 'request') this.refuseRequest(c.msg, bytes, deliver, cancelled?.(c.msg.id, at));
       else void this.serve(c, bytes, deliver);
     }
   }

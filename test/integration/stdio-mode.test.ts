@@ -449,7 +449,18 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
           { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'dropped', reason: 'no longer needed' } },
           // A batch held too: its requests are answered together.
           // (A malformed member with its id, b3, answered with its error.)
-          [{ jsonrpc: '2.0', id: 'b1', method: 'tools/list' }, { jsonrpc: '2.0', method: 'notifications/roots/list_changed' }, { jsonrpc: '2.0', id: 'b2', method: 'ping' }, { jsonrpc: '2.0', id: 'b3', method: 'ping', params: [1] }],
+          // b4, cancelled later in the same batch, is not answered either (it was: -32603, unavailable);
+          // b5, whose cancellation came before it, is.
+          [
+            { jsonrpc: '2.0', id: 'b1', method: 'tools/list' },
+            { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
+            { jsonrpc: '2.0', id: 'b2', method: 'ping' },
+            { jsonrpc: '2.0', id: 'b3', method: 'ping', params: [1] },
+            { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'b5', reason: 'too early' } },
+            { jsonrpc: '2.0', id: 'b4', method: 'tools/list' },
+            { jsonrpc: '2.0', id: 'b5', method: 'tools/list' },
+            { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'b4', reason: 'b4 not needed' } },
+          ],
         ]
           .map((m) => JSON.stringify(m))
           .join('\n'),
@@ -458,12 +469,16 @@ describe('a legacy client that does not wait for the initialize answer, of a hub
       expect(await c.exited).toBe(0);
       expect(c.received.find((m) => m.id === 'list')?.error, JSON.stringify(c.received)).toMatchObject({ code: -32603, message: expect.stringContaining('shutting down') });
       // The batch's answer is the one line that is not a lone message: an array.
-      expect(c.nonProtocolLines.map((l) => (JSON.parse(l) as Json[]).map((m) => [m.id, m.error?.code]).sort())).toEqual([[['b1', -32603], ['b2', -32603], ['b3', -32600]]]);
+      expect(c.nonProtocolLines.map((l) => (JSON.parse(l) as Json[]).map((m) => [m.id, m.error?.code]).sort())).toEqual([[['b1', -32603], ['b2', -32603], ['b3', -32600], ['b5', -32603]]]);
       const db = new Database(join(d, 'ledger.db'), { readonly: true });
       try {
         expect(db.prepare("SELECT outcome FROM audit WHERE request_id = 'list'").all()).toEqual([{ outcome: 'unavailable' }]);
         expect(c.received.filter((m) => m.id === 'dropped')).toEqual([]);
         expect(db.prepare("SELECT outcome, error_message AS message FROM audit WHERE request_id = 'dropped'").all()).toEqual([{ outcome: 'cancelled', message: 'no longer needed' }]);
+        expect(db.prepare("SELECT request_id AS id, outcome, error_message AS message FROM audit WHERE request_id IN ('b4', 'b5') ORDER BY request_id").all()).toEqual([
+          { id: 'b4', outcome: 'cancelled', message: 'b4 not needed' },
+          { id: 'b5', outcome: 'unavailable', message: expect.stringContaining('shutting down') },
+        ]);
         // The initialize and the discover the stop cut short are not ok: their client, which may
         // still read stdout, is told the hub is shutting down, and their rows say so (unavailable).
         expect(c.received.filter((m) => m.id === 'init' || m.id === 'disc').map((m) => [m.id, m.error?.code, m.error?.message]).sort()).toEqual([
