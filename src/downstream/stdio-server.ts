@@ -115,7 +115,7 @@ export class StdioServer {
       if (!this.throttled) return;
       this.throttled = false;
       // Stopped too: stdin is read until the exit (stop()), each request answered refused.
-      this.input.resume();
+      this.readAgain();
     });
     this.input.on('data', (chunk: Buffer | string) => this.onData(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
     this.input.on('end', () => void this.onEnd());
@@ -149,6 +149,8 @@ export class StdioServer {
     this.live.clear();
     this.open.clear();
     this.refuseHeld();
+    // stdin is read until the exit, each request answered refused.
+    if (this.heldFull) this.readAgain();
     const s = this.session.current;
     this.session.current = undefined;
     if (s) {
@@ -169,11 +171,28 @@ export class StdioServer {
    * the initialize is served once the session exists, as if it had waited.
    */
   private held: Buffer[] | null = null;
+  /** The bytes of the lines held. */
+  private heldBytes = 0;
+  /**
+   * stdin is paused because the lines held passed heldMax: a client that writes on behind an
+   * initialize waiting for slow servers' starts is read no further until it is answered (every
+   * line was held, in memory without bound: 75 MB written in 8 s took the process past 600 MB).
+   */
+  private heldFull = false;
+
+  private get heldMax(): number {
+    return Math.max(this.opts.maxLineBytes, 1024 * 1024);
+  }
 
   private line(buf: Buffer): void {
     if (this.stopped) return this.refuse(buf);
     if (this.held) {
       this.held.push(buf);
+      this.heldBytes += buf.length;
+      if (this.heldBytes > this.heldMax && !this.heldFull) {
+        this.heldFull = true;
+        this.input.pause();
+      }
       return;
     }
     const text = lineText(buf);
@@ -248,6 +267,7 @@ export class StdioServer {
       return text === undefined ? undefined : { buf, ...unservedLine(text) };
     });
     this.held = null;
+    this.heldBytes = 0;
     // A request its client cancelled behind it (the last cancellation of its id: in a later line,
     // or later in the same batch), as if served and then cancelled: recorded cancelled with the
     // client's reason, not answered.
@@ -309,14 +329,27 @@ export class StdioServer {
   private release(): void {
     const lines = this.held ?? [];
     this.held = null;
+    this.heldBytes = 0;
     for (let i = 0; i < lines.length; i++) {
       if (this.stopped) return;
       this.line(lines[i]!);
       if (this.held) {
-        (this.held as Buffer[]).push(...lines.slice(i + 1));
-        return;
+        const rest = lines.slice(i + 1);
+        (this.held as Buffer[]).push(...rest);
+        this.heldBytes += rest.reduce((n, b) => n + b.length, 0);
+        // Still past heldMax: stdin stays paused until this initialize is answered too.
+        if (this.heldBytes > this.heldMax) return;
+        break;
       }
     }
+    this.readAgain();
+  }
+
+  /** stdin read again, unless stdout is full (throttled) or held lines are still past heldMax. */
+  private readAgain(): void {
+    if (this.heldFull && this.held !== null && this.heldBytes > this.heldMax) return;
+    this.heldFull = false;
+    if (!this.throttled) this.input.resume();
   }
 
   /**

@@ -53,3 +53,43 @@ describe('StdioServer stopped', () => {
     while (held.length) held.shift()!();
   });
 });
+
+describe('StdioServer holding lines behind an initialize', () => {
+  // Every line a client wrote behind an initialize waiting for slow servers was held in memory,
+  // stdin read on without bound (75 MB written in 8 s took a hub past 600 MB).
+  it('reads stdin no further while the lines held pass 1 MiB, and again once the initialize is answered; every held request then served in order', async () => {
+    const input = new PassThrough();
+    const written: string[] = [];
+    const output = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        written.push(chunk.toString());
+        done();
+      },
+    });
+    let answerInit: () => void = () => undefined;
+    const served: unknown[] = [];
+    const endpoint = {
+      message: async (c: Classified, ex: Exchange) => {
+        if (c.kind !== 'request') return;
+        if (c.msg.method === 'initialize') await new Promise<void>((res) => (answerInit = res));
+        else served.push(c.msg.id);
+        ex.reply(resultResponse(c.msg.id, {}));
+      },
+      refuseUnserved: async () => undefined,
+      batchRefusal: () => null,
+    } as unknown as Endpoint;
+    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 4096 });
+    void server.run();
+    input.write(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }) + '\n');
+    const pad = 'x'.repeat(1000);
+    const lines = Array.from({ length: 1500 }, (_, i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'ping', params: { pad } }) + '\n');
+    input.write(lines.join(''));
+    await until(() => input.isPaused(), 'stdin paused past 1 MiB held');
+    expect(served).toEqual([]);
+    answerInit();
+    await until(() => served.length === 1500, 'every held request served');
+    expect(input.isPaused()).toBe(false);
+    expect(served).toEqual(lines.map((_, i) => i));
+    await server.stop();
+  });
+});
