@@ -342,7 +342,7 @@ export class StdioServer {
         break;
       }
     }
-    this.readAgain();
+    if (this.heldFull) this.readAgain();
   }
 
   /** stdin read again, unless stdout is full (throttled) or held lines are still past heldMax. */
