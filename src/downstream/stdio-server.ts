@@ -295,7 +295,14 @@ export class StdioServer {
    */
   private refuse(buf: Buffer): void {
     const text = lineText(buf);
-    if (text !== undefined) this.refuseLine(buf, unservedLine(text));
+    if (text === undefined) return;
+    const l = unservedLine(text);
+    // A batch member its client cancels later in the same batch: not answered, recorded
+    // cancelled (the client's reason), as refuseHeld has it and as serving would have cancelled it.
+    this.refuseLine(buf, l, (id, at) => {
+      const c = l.cancels.findLast((x) => x.at > at && (typeof x.params.requestId === 'string' || typeof x.params.requestId === 'number') && idKey(x.params.requestId) === idKey(id));
+      return c ? (clientReason(c.params) ?? 'request cancelled') : undefined;
+    });
   }
 
   /** refuse() of a line read already; `cancelled`: the client's reason, for a request it cancelled after. */

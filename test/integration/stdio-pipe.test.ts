@@ -206,7 +206,13 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       // Nothing in flight: the drain ends as it begins, and the upstream is being closed.
       await stopBegun(c);
       // A malformed request too (params no object): answered with its error, as before the stop.
-      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-bad', method: 'ping', params: [1] }) + '\n[]');
+      c.send(JSON.stringify(call('late', 'stubborn__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-legacy', method: 'ping' }) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-bad', method: 'ping', params: [1] }) + '\n[]\n' +
+        // A batch member its client cancels later in the batch: no answer (it had -32603), recorded cancelled.
+        JSON.stringify([
+          { jsonrpc: '2.0', id: 'late-b1', method: 'ping' },
+          { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'late-b1', reason: 'b1 not needed' } },
+          { jsonrpc: '2.0', id: 'late-b2', method: 'ping' },
+        ]));
       expect(await exitWithin(c, 15_000)).toBe(0);
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
         ['late', expect.stringContaining('shutting down')],
@@ -215,7 +221,11 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       ]);
       // An empty array is one invalid message (JSON-RPC), answered as such when stopped too.
       expect(c.received.filter((m) => m.id === undefined).map((m) => [m.error?.code, m.error?.message])).toEqual([[-32600, 'an empty batch']]);
-      expect(c.nonProtocolLines).toEqual([]);
+      expect(c.nonProtocolLines.map((l) => (JSON.parse(l) as { id: string; error: { code: number } }[]).map((m) => [m.id, m.error.code]))).toEqual([[['late-b2', -32603]]]);
+      expect((await queryRows(ledger, { method: 'ping' })).filter((r) => String(r.requestId).startsWith('late-b')).map((r) => [r.requestId, r.outcome, r.errorMessage]).sort()).toEqual([
+        ['late-b1', 'cancelled', 'b1 not needed'],
+        ['late-b2', 'unavailable', expect.stringContaining('shutting down')],
+      ]);
       // Each in its era (a modern one was recorded legacy: stdio has no version header).
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome, r.clientEra])).toEqual([
         ['e', 'ok', MODERN],
