@@ -1,6 +1,6 @@
 import { fstatSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { lineText, lineTooLarge, unservedLine } from '../downstream/stdio-lines.js';
+import { cancelledLater, lineText, lineTooLarge, unservedLine } from '../downstream/stdio-lines.js';
 import type { ProtocolOut } from '../log.js';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 import { arrayOf, errorResponse } from '../protocol/jsonrpc.js';
@@ -53,8 +53,11 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
     (line) => {
       const text = lineText(line);
       if (text === undefined) return;
-      const { batch, owed } = unservedLine(text);
-      const answers = owed.map(({ c }) => (c.kind === 'request' ? errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason)) : errorResponse(c.id, c.error)));
+      const { batch, owed, cancels } = unservedLine(text);
+      // A batch member its client cancels later in the batch is owed no answer (as StdioServer's refuse).
+      const answers = owed
+        .filter(({ c, at }) => c.kind !== 'request' || cancelledLater(cancels, c.msg.id, at) === undefined)
+        .map(({ c }) => (c.kind === 'request' ? errorResponse(c.msg.id, new RpcError(INTERNAL_ERROR, reason)) : errorResponse(c.id, c.error)));
       if (!batch) for (const a of answers) send(a);
       else if (answers.length > 0) send(arrayOf(answers));
     },

@@ -1,5 +1,5 @@
 import { INVALID_REQUEST, RpcError } from '../protocol/errors.js';
-import { batchOf, classify, parseFrame, type Classified, type Params, type Request } from '../protocol/jsonrpc.js';
+import { batchOf, classify, idKey, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
 
 /**
  * What a line of a stdio client holds, read the one way by the serving pipe (StdioServer) and
@@ -49,3 +49,13 @@ export function unservedLine(text: string): { batch: boolean; owed: { c: Owed; m
 }
 
 const isOwed = (c: Classified): c is Owed => c.kind === 'request' || (c.kind === 'invalid' && !c.response);
+
+/**
+ * The params of the last notifications/cancelled of `id` after place `at` in the same line (a
+ * batch member its client cancels later in the batch), or undefined: such a request is owed no
+ * answer (MCP), as serving the batch would have cancelled it.
+ */
+export function cancelledLater(cancels: readonly { params: Params; at: number }[], id: Id, at: number): Params | undefined {
+  const key = idKey(id);
+  return cancels.findLast((x) => x.at > at && (typeof x.params.requestId === 'string' || typeof x.params.requestId === 'number') && idKey(x.params.requestId) === key)?.params;
+}

@@ -4,7 +4,7 @@ import type { Logger } from '../log.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
-import { lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
+import { cancelledLater, lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
 import type { Exchange } from './exchange.js';
@@ -300,8 +300,8 @@ export class StdioServer {
     // A batch member its client cancels later in the same batch: not answered, recorded
     // cancelled (the client's reason), as refuseHeld has it and as serving would have cancelled it.
     this.refuseLine(buf, l, (id, at) => {
-      const c = l.cancels.findLast((x) => x.at > at && (typeof x.params.requestId === 'string' || typeof x.params.requestId === 'number') && idKey(x.params.requestId) === idKey(id));
-      return c ? (clientReason(c.params) ?? 'request cancelled') : undefined;
+      const c = cancelledLater(l.cancels, id, at);
+      return c ? (clientReason(c) ?? 'request cancelled') : undefined;
     });
   }
 

@@ -352,7 +352,8 @@ describe('ledger writer lock', () => {
 
     await Promise.all([
       stdio('small.json', [], async (a) => {
-        a.send('[' + request('b1') + ',{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b2","method":"ping","params":[1]}]');
+        // b3, cancelled later in the same batch, is owed no answer (it had one).
+        a.send('[' + request('b1') + ',{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b2","method":"ping","params":[1]},' + request('b3') + ',{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"b3"}}]');
         a.send('{oops');
         a.send('[]');
         a.send(JSON.stringify({ jsonrpc: '2.0', id: 'huge', method: 'tools/list', params: { pad: 'x'.repeat(3000) } }));
