@@ -1,4 +1,5 @@
 import type { ServerHandle } from '../catalog/catalog.js';
+import type { PrincipalCredentials } from '../config/types.js';
 import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
 import type { Upstream, UpstreamSpec } from '../upstream/types.js';
@@ -58,7 +59,7 @@ export class PrincipalUpstreams {
   isolated(h: ServerHandle, principal: string): boolean {
     // One stdio process serves every principal unless the config asks for one each.
     if (!h.config.url) return h.config.processPerPrincipal === true && this.authRequired && principal !== ANONYMOUS;
-    if (h.config.credentials?.[principal]) return true;
+    if (ownCredentials(h, principal) !== undefined) return true;
     return this.authRequired && principal !== ANONYMOUS && h.upstream.era !== MODERN;
   }
 
@@ -68,7 +69,7 @@ export class PrincipalUpstreams {
    * learns at its handshake (unknown before it, and a restart may learn another).
    */
   knownBeforeReady(h: ServerHandle, principal: string): boolean {
-    return !h.config.url || h.config.credentials?.[principal] !== undefined;
+    return !h.config.url || ownCredentials(h, principal) !== undefined;
   }
 
   /**
@@ -98,7 +99,7 @@ export class PrincipalUpstreams {
     if (!p) {
       if (this.pool.size >= this.max) this.evictOldest();
       const base = this.specOf(h);
-      const headers = h.config.credentials?.[principal]?.headers ?? base.headers;
+      const headers = ownCredentials(h, principal)?.headers ?? base.headers;
       // Its calls take their slots from the server's own connection: maxConcurrent and maxQueue
       // bound the server, whoever calls (each connection had its own, so N principals had N times
       // maxConcurrent calls in flight to it).
@@ -186,6 +187,16 @@ export class PrincipalUpstreams {
       void oldest[1].upstream.close();
     }
   }
+}
+
+/**
+ * `credentials.<principal>` of the config, its own entries only: a principal is a token's `sub`
+ * (any string), and `toString`, `constructor` or `__proto__` read through a plain object are
+ * the prototype's, which made such a principal isolated, with the server's shared headers.
+ */
+function ownCredentials(h: ServerHandle, principal: string): PrincipalCredentials | undefined {
+  const c = h.config.credentials;
+  return c !== undefined && Object.hasOwn(c, principal) ? c[principal] : undefined;
 }
 
 /** A pooled connection's key: the server and the principal, neither able to pass for the other. */

@@ -46,6 +46,16 @@ describe('PrincipalUpstreams', () => {
     expect(pool(false).splits(handle({ url: 'http://127.0.0.1:1/mcp', credentials: {} }, '2026-07-28'))).toBe(false);
   });
 
+  it('a principal named as a property of every object (a token subject such as toString or __proto__) has no credentials of its own', () => {
+    const h = handle({ url: 'http://127.0.0.1:1/mcp', credentials: { alice: { headers: {} } } }, '2026-07-28');
+    const p = pool(false);
+    const names = ['toString', 'constructor', '__proto__', 'hasOwnProperty', 'valueOf'];
+    expect(names.map((n) => p.isolated(h, n))).toEqual(names.map(() => false));
+    // Not known before the main connection's handshake: for them the era decides, as for anyone without credentials.
+    expect(names.map((n) => p.knownBeforeReady(h, n))).toEqual(names.map(() => false));
+    expect([p.isolated(h, 'alice'), p.knownBeforeReady(h, 'alice')]).toEqual([true, true]);
+  });
+
   it('with authentication on, a server not known to be stateless splits (a legacy session is per user); a modern one does not', () => {
     const legacy = handle({ url: 'http://127.0.0.1:1/mcp' }, '2025-11-25');
     const unknown = handle({ url: 'http://127.0.0.1:1/mcp' }, undefined);
