@@ -103,6 +103,17 @@ export function paramHeaderAnnotationProblem(inputSchema: unknown): string | nul
   return null;
 }
 
+/**
+ * The argument at `path`, read through objects and their own keys only: an argument named
+ * `constructor` or `toString` that the client left out is absent, not Object's (which made its
+ * header "missing" and refused the call).
+ */
+export function argumentAt(args: unknown, path: readonly string[]): unknown {
+  let v = args;
+  for (const k of path) v = isObj(v) && Object.hasOwn(v, k) ? v[k] : undefined;
+  return v;
+}
+
 function matches(decl: Decl, value: unknown, text: string): boolean {
   switch (decl.type) {
     case 'string':
@@ -120,8 +131,7 @@ function matches(decl: Decl, value: unknown, text: string): boolean {
  */
 export function paramHeaderProblem(inputSchema: unknown, args: unknown, header: (name: string) => string | undefined): string | null {
   for (const d of declaredParamHeaders(inputSchema)) {
-    let value: unknown = args;
-    for (const k of d.path) value = isObj(value) ? value[k] : undefined;
+    const value = argumentAt(args, d.path);
     const raw = header(d.header);
     const name = `Mcp-Param-${d.header.slice('mcp-param-'.length)}`;
     if (value === undefined || value === null) {

@@ -5,7 +5,7 @@
  * adds the headers to later `tools/call`s. Dropping tools whose annotation is invalid is the
  * catalog's job; here an invalid declaration is simply not mirrored.
  */
-import { declaredParamHeaders, type ParamHeaderDecl } from '../protocol/param-headers.js';
+import { argumentAt, declaredParamHeaders, type ParamHeaderDecl } from '../protocol/param-headers.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
@@ -37,9 +37,7 @@ export class ParamHeaderIndex {
     const decls = this.byTool.get(params.name);
     if (decls === undefined) return;
     for (const d of decls) {
-      let v: unknown = params.arguments;
-      for (const k of d.path) v = isObj(v) ? v[k] : undefined;
-      const text = headerText(v);
+      const text = headerText(argumentAt(params.arguments, d.path));
       if (text !== undefined) headers[d.header] = encodeHeaderValue(text);
     }
   }

@@ -121,6 +121,24 @@ describe('paramHeaderProblem: what a mirror must be', () => {
     expect(paramHeaderProblem(schema, { nested: {} }, headers({ 'Mcp-Param-Zone': 'b' }))).toBe('Mcp-Param-zone header is present but arguments.nested.zone is not');
   });
 
+  it("an argument named as a property of every object is absent when left out, not Object's (no header asked for)", () => {
+    const names = ['constructor', 'toString', 'valueOf', 'hasOwnProperty', '__proto__'];
+    const props = (prefix: string): Record<string, unknown> => {
+      const out: Record<string, unknown> = {};
+      // defineProperty: a "__proto__" key is a property here, as JSON.parse makes it.
+      for (const n of names) Object.defineProperty(out, n, { value: { type: 'string', 'x-mcp-header': `${prefix}-${n.replace(/_/g, '')}` }, enumerable: true });
+      return out;
+    };
+    const odd = { type: 'object', properties: { ...props('P'), deep: { type: 'object', properties: props('D') } } };
+    expect(paramHeaderAnnotationProblem(odd)).toBeNull();
+    expect(declaredParamHeaders(odd)).toHaveLength(10);
+    expect(paramHeaderProblem(odd, {}, headers({}))).toBeNull();
+    expect(paramHeaderProblem(odd, { deep: {} }, headers({}))).toBeNull();
+    // Given, each still needs its mirror; a "__proto__" the client sent is its own key.
+    expect(paramHeaderProblem(odd, JSON.parse('{"__proto__":"x"}'), headers({}))).toBe('missing Mcp-Param-p-proto header for arguments.__proto__');
+    expect(paramHeaderProblem(odd, JSON.parse('{"__proto__":"x"}'), headers({ 'Mcp-Param-P-proto': 'x' }))).toBeNull();
+  });
+
   it('reads the argument only through objects: a string or an array on the path is no value', () => {
     expect(paramHeaderProblem(schema, { nested: 'zone' }, headers({}))).toBeNull();
     expect(paramHeaderProblem(schema, { nested: ['a'] }, headers({}))).toBeNull();
