@@ -15,12 +15,20 @@ export const LIST_METHOD: Record<ListKind, string> = {
   resourceTemplates: 'resources/templates/list',
 };
 
-export const KIND_OF_METHOD: Record<string, ListKind> = {
+/**
+ * Looked up by a method a client or an upstream named: no prototype, so `toString`,
+ * `constructor` or `__proto__` find nothing (Object's function was taken for a kind).
+ */
+export function methodTable<T>(entries: Record<string, T>): Readonly<Record<string, T | undefined>> {
+  return Object.assign(Object.create(null) as Record<string, T>, entries);
+}
+
+export const KIND_OF_METHOD = methodTable<ListKind>({
   'tools/list': 'tools',
   'prompts/list': 'prompts',
   'resources/list': 'resources',
   'resources/templates/list': 'resourceTemplates',
-};
+});
 
 /** The capability family that gates each list. */
 export const CAPABILITY: Record<ListKind, 'tools' | 'prompts' | 'resources'> = {
@@ -31,11 +39,11 @@ export const CAPABILITY: Record<ListKind, 'tools' | 'prompts' | 'resources'> = {
 };
 
 /** Which list_changed notification invalidates which lists. */
-export const CHANGED_NOTIFICATION: Record<string, ListKind[]> = {
+export const CHANGED_NOTIFICATION = methodTable<ListKind[]>({
   'notifications/tools/list_changed': ['tools'],
   'notifications/prompts/list_changed': ['prompts'],
   'notifications/resources/list_changed': ['resources', 'resourceTemplates'],
-};
+});
 
 export function offers(caps: ServerCapabilities | undefined, kind: ListKind): boolean {
   return !!caps && caps[CAPABILITY[kind]] !== undefined && caps[CAPABILITY[kind]] !== null;

@@ -180,6 +180,11 @@ describe('bad input at the HTTP endpoint', () => {
     expect(r.body?.error).toMatchObject({ code: -32600, message: 'Not Found: no tool group named "nope"' });
     const rows = await waitForRows(join(hub.dir, 'ledger.db'), { outcome: 'denied' }, (x) => x.some((y) => y.errorCode === 404));
     expect(rows.find((y) => y.errorCode === 404)).toMatchObject({ method: 'tools/list', errorMessage: 'Not Found: no tool group named "nope"' });
+    for (const group of ['__proto__', 'constructor', 'toString']) {
+      const odd = await post(url.replace(/\/mcp$/, `/mcp/${group}`), modernBody('g', 'tools/list'), modernHeaders('tools/list'));
+      expect(odd.status, group).toBe(404);
+      expect(odd.body?.error, group).toMatchObject({ code: -32600, message: `Not Found: no tool group named "${group}"` });
+    }
   });
 
   it('modern header ≠ body version → 400 with -32020', async () => {
@@ -247,6 +252,11 @@ describe('bad input at the HTTP endpoint', () => {
     const r = await post(url, modernBody(15, 'tools/frobnicate'), modernHeaders('tools/frobnicate'));
     const body = expectError(r, 404, -32601);
     expect(body.id).toBe(15);
+    // Methods named as properties of every object are unknown too, not a named method missing its Mcp-Name header.
+    for (const method of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) {
+      const odd = await post(url, modernBody(15, method), modernHeaders(method));
+      expect(expectError(odd, 404, -32601).error.message, method).toBe(`method not found: ${method}`);
+    }
   });
 
   it('a subscriptions/listen without a SubscriptionFilter, or with one of the wrong shape → -32602, no stream', async () => {
@@ -286,6 +296,10 @@ describe('bad input at the HTTP endpoint', () => {
     const unknown = await post(url, req, { ...JSON_HEADERS, 'mcp-session-id': 'no-such-session', 'mcp-protocol-version': LEGACY_VERSION });
     expect(unknown.status).toBe(404);
     expect(unknown.body).toMatchObject({ jsonrpc: '2.0', id: 16, error: { code: expect.any(Number) } });
+    for (const sid of ['__proto__', 'constructor', 'toString']) {
+      const odd = await post(url, req, { ...JSON_HEADERS, 'mcp-session-id': sid, 'mcp-protocol-version': LEGACY_VERSION });
+      expect(odd.status, sid).toBe(404);
+    }
   });
 
   it('a legacy notification or response without a session → 400; with an unknown or ended session → 404', async () => {

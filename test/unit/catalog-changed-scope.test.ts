@@ -5,6 +5,7 @@
  * upstream connections (modern, ttlMs 1 s) and a fake clock.
  */
 import { EventEmitter } from 'node:events';
+import pino from 'pino';
 import { expect, it } from 'vitest';
 import { Catalog } from '../../src/catalog/catalog.js';
 import { NameAssigner } from '../../src/catalog/names.js';
@@ -47,5 +48,23 @@ it("an expired list found changed is told with its server, and a principal's own
   await names();
   await expect.poll(() => told.length, { timeout: 1000, interval: 10 }).toBe(2);
   expect(told[1]).toEqual(['tools', undefined, 's']);
+  c.close();
+});
+
+it('a notification an upstream names as a property of every object (toString, constructor, __proto__) is no list change, and no failure', async () => {
+  const lines: string[] = [];
+  const log = pino({ level: 'error' }, { write: (l: string) => void lines.push(l) });
+  const main = fake();
+  const h: any = { id: 's', config: serverConfig('s'), upstream: main };
+  let plugins = 0;
+  const c = new Catalog(() => [h], new NameAssigner(), log, { plugins: { notification: async () => (plugins++, true) } as any });
+  c.watchConnection(h, main);
+  for (const method of ['toString', 'constructor', '__proto__', 'hasOwnProperty', 'valueOf']) main.emit('notification', { method });
+  main.emit('notification', { method: 'notifications/tools/list_changed' });
+  // Handled in order: once the list change reached the plugins, the five before it were done with.
+  await expect.poll(() => plugins, { timeout: 2000, interval: 10 }).toBeGreaterThan(0);
+  await new Promise((r) => setImmediate(r));
+  expect(lines).toEqual([]);
+  expect(plugins).toBe(1);
   c.close();
 });
