@@ -36,7 +36,9 @@ export function interpolateEnv(doc: unknown, env: Env): Interpolated {
         failed = true;
         return match;
       }
-      const v = env[name];
+      // Its own variables only: `${env:toString}` or `${env:constructor}` read through the object were
+      // Object's functions, and their source text went into the config as the value.
+      const v = Object.hasOwn(env, name) ? env[name] : undefined;
       if (v === undefined) {
         problems.push(`${path}: environment variable ${name} is not set`);
         failed = true;

@@ -433,6 +433,14 @@ describe('${env:NAME} interpolation', () => {
     }
   });
 
+  it('a variable named as a property of every object (toString, constructor, __proto__) is not set unless the environment has it', () => {
+    const json = { servers: { a: { command: '${env:toString}', args: ['${env:constructor}', '${env:__proto__}', '${env:valueOf}'] } } };
+    const unset = ['servers.a.command: environment variable toString is not set', ...['constructor', '__proto__', 'valueOf'].map((n, i) => `servers.a.args[${i}]: environment variable ${n} is not set`)];
+    expect(problemsOf(json, {})).toEqual(unset);
+    expect(problemsOf(json, process.env)).toEqual(unset);
+    expect(parseConfig(json, undefined, { toString: 't', constructor: 'c', ['__proto__']: 'p', valueOf: 'v' }).servers.a).toMatchObject({ command: 't', args: ['c', 'p', 'v'] });
+  });
+
   it('never puts an interpolated secret into a problem', () => {
     const p = problemsOf({ servers: { a: { url: '${env:SECRET}', headers: { Authorization: 3 } } } }, { SECRET: 'hunter2-secret' });
     expect(p).toEqual(['servers.a.url: must match pattern "^(https?://|\\$\\{env:)"', 'servers.a.headers.Authorization: must be string']);
