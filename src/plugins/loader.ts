@@ -143,7 +143,9 @@ export async function loadPlugins(
   loadTimeoutMs = PLUGIN_LOAD_TIMEOUT_MS,
 ): Promise<Plugin[]> {
   const disabled = new Set(config?.disable ?? []);
-  const optionsOf = (name: string): Record<string, unknown> => config?.options?.[name] ?? {};
+  // Own keys only: a plugin named `__proto__` got Object.prototype as its options (what it wrote
+  // there, every object of the hub had), one named `constructor` Object itself.
+  const optionsOf = (name: string): Record<string, unknown> => (config?.options && Object.hasOwn(config.options, name) ? config.options[name] : undefined) ?? {};
   const out: Plugin[] = [];
   const add = async (where: string, load: () => Promise<PluginModule>, options?: Record<string, unknown>, hub = false) => {
     try {

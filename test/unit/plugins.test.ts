@@ -245,6 +245,31 @@ describe('plugin runner', () => {
     expect((await new PluginRunner(ps, silentLogger, () => {}).beforeCall(tool, 'a', undefined, {})).deny?.plugin).toBe('first');
   });
 
+  it("a plugin named as a property of every object (constructor, __proto__, toString) gets no options unless configured, not Object's", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
+    const pdir = join(dir, 'plugins');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(pdir);
+    const names = ['constructor', '__proto__', 'toString'];
+    // Factories: their options are looked up by the file's name.
+    names.forEach((n, i) =>
+      writeFileSync(join(pdir, `${i + 1}0-${n}.mjs`), `export default ({ options }) => { (globalThis.__syOddOptions ??= []).push([${JSON.stringify(n)}, typeof options, options === Object.prototype, JSON.stringify(options)]); return { name: 'odd${i}' }; };`),
+    );
+    const g = globalThis as { __syOddOptions?: unknown[] };
+    delete g.__syOddOptions;
+    try {
+      const ps = await loadPlugins({ options: { toString: { given: true } }, disable: ['redact-secrets', 'description-checks'] }, join(dir, 'hub.config.json'), silentLogger, () => {});
+      expect(ps.map((p) => p.name)).toEqual(['odd0', 'odd1', 'odd2']);
+      expect(g.__syOddOptions).toEqual([
+        ['constructor', 'object', false, '{}'],
+        ['__proto__', 'object', false, '{}'],
+        ['toString', 'object', false, '{"given":true}'],
+      ]);
+    } finally {
+      delete g.__syOddOptions;
+    }
+  });
+
   it('plugins.disable: a file disabled by its name is not even imported; one disabled by the name its factory gave is closed again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sy-plugins-'));
     const pdir = join(dir, 'plugins');
