@@ -326,8 +326,9 @@ export function toOpenAi(tools: readonly ExportableTool[]): OpenAiExport {
     if (r.ok) {
       fn.parameters = r.schema;
       fn.strict = true;
-      if (r.nullable.length) out.nullable[t.name] = r.nullable;
-      if (r.loosened.length) out.loosened[t.name] = r.loosened;
+      // Keyed by tool names, which may be "__proto__": a field (setField), not the map's prototype.
+      if (r.nullable.length) setField(out.nullable, t.name, r.nullable);
+      if (r.loosened.length) setField(out.loosened, t.name, r.loosened);
     } else {
       fn.parameters = plainSchema(t.inputSchema);
       out.notStrict.push({ name: t.name, reason: r.reason });

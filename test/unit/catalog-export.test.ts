@@ -275,6 +275,13 @@ describe('toOpenAi / toAnthropic', () => {
     expect(out.tools[1].function.parameters).toEqual(tools[1].inputSchema);
   });
 
+  it('OpenAI: a tool named __proto__ (an upstream name without a prefix) is said in nullable and loosened like any other', () => {
+    const out = toOpenAi([{ ...tools[0]!, name: '__proto__' }, { ...tools[0]!, name: 'constructor' }]);
+    expect(JSON.parse(JSON.stringify(out.nullable))).toEqual(JSON.parse('{"__proto__":["/properties/encoding"],"constructor":["/properties/encoding"]}'));
+    expect(Object.keys(out.loosened)).toEqual(['__proto__', 'constructor']);
+    expect(Object.getPrototypeOf(out.nullable)).toBe(Object.prototype);
+  });
+
   it('OpenAI: a name over 64 characters (names.mode "spec") is left out too, whatever its schema', () => {
     const long = `s__${'a'.repeat(62)}`;
     const out = toOpenAi([{ name: long, inputSchema: { type: 'object', properties: {} } }, tools[0]!]);
