@@ -160,6 +160,11 @@ export class SchemaValidator {
       // integer?) refused 159 of the first 1,000 amounts in cents against multipleOf 0.01.
       multipleOfPrecision: 6,
       addUsedSchema: false, // `$id`s of one tool never leak into another's `$ref`s
+      // An argument is the object's own key: read plainly, an optional `constructor` (toString,
+      // valueOf …) left out was Object's function, so every call without it was refused, and a
+      // required one left out passed. Costs a hasOwnProperty per property present (about 12 ns
+      // each, measured: 8 properties, 5 given, 12 → 72 ns a validation).
+      ownProperties: true,
       logger: false,
       // The optimiser's passes more than doubled the compile of a large schema (998 properties
       // of four keywords: 3.3 s against 1.4 s) and recurse as deep as its code nests.

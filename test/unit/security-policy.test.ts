@@ -179,6 +179,21 @@ describe('SchemaValidator', () => {
   const v = new SchemaValidator(silentLogger);
   afterAll(() => v.close());
 
+  it("an argument named as a property of every object (constructor, toString, valueOf, hasOwnProperty) is absent when left out, not Object's", () => {
+    const names = ['constructor', 'toString', 'valueOf', 'hasOwnProperty'];
+    const optional = { type: 'object', properties: Object.fromEntries(names.map((n) => [n, { type: 'string' }])) };
+    // Left out, optional: valid (the hub refused every such call: "arguments/constructor must be string").
+    expect(v.checkArgs('o1', { inputSchema: optional }, {})).toEqual({ ok: true });
+    expect(v.checkArgs('o1', { inputSchema: optional }, { toString: 1 })).toMatchObject({ ok: false, kind: 'invalid', pointer: '/toString' });
+    const d7 = { ...optional, $schema: 'http://json-schema.org/draft-07/schema#' };
+    expect(v.checkArgs('o2', { inputSchema: d7 }, {})).toEqual({ ok: true });
+    // Required and left out: missing (it passed, and the call went upstream without it).
+    for (const [i, n] of names.entries()) {
+      expect(v.checkArgs(`o3${i}`, { inputSchema: { type: 'object', required: [n] } }, {}), n).toMatchObject({ ok: false, kind: 'invalid' });
+      expect(v.checkArgs(`o3${i}`, { inputSchema: { type: 'object', required: [n] } }, { [n]: 'x' }), n).toEqual({ ok: true });
+    }
+  });
+
   it('2020-12 by default, draft-07 when $schema says so, other dialects reported', () => {
     // prefixItems is a 2020-12 keyword; draft-07 ignores it.
     const tuple = { type: 'object', properties: { t: { type: 'array', prefixItems: [{ type: 'string' }] } } };
