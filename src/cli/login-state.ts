@@ -6,6 +6,7 @@
  */
 import { readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { configuredServer } from '../config/load.js';
 import type { HubConfig } from '../config/types.js';
 import { canonicalResource } from '../upstream/oauth-discovery.js';
 import { clientFileOf, readTokenFile } from '../upstream/oauth-token-store.js';
@@ -65,7 +66,7 @@ function leftLogins(config: HubConfig): Finding[] {
     } catch {
       continue;
     }
-    const s = config.servers[id];
+    const s = configuredServer(config, id);
     if (s?.oauth?.grant === 'authorization_code' && s.url !== undefined) continue;
     if (readTokenFile(join(dir, name)).tokens === undefined) continue;
     const why = s === undefined ? `the config has no server "${id}"` : `servers.${id} no longer logs in (no oauth.grant "authorization_code")`;

@@ -18,6 +18,7 @@ import { screenText } from '../ledger/format.js';
 import { restartAnswer } from './admin-answers.js';
 import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
+import { configuredServer } from '../config/load.js';
 import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
 import { oauthTokenFile } from '../paths.js';
 
@@ -45,7 +46,7 @@ function fail(message: string, code = 2): void {
 
 /** The server to log in to or out of, or why it cannot be (said, exit 2). */
 function authCodeServer(config: HubConfig, id: string, file: string): ServerConfig | undefined {
-  const s = config.servers[id];
+  const s = configuredServer(config, id);
   if (s === undefined) {
     fail(`${file}: no server "${id}" (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
     return undefined;
@@ -178,7 +179,7 @@ const logoutCommand: CommandModule<object, LogoutArgs> = {
       }) as unknown as Argv<LogoutArgs>,
   handler: async (argv) => {
     const config = loadConfigOrExit(argv.config);
-    const s = config.servers[argv.server];
+    const s = configuredServer(config, argv.server);
     const loginServer = s?.url !== undefined && s.oauth?.grant === 'authorization_code' && s.oauthTokenFile !== undefined;
     // A server that no longer logs in (its oauth.grant changed, its url gone, the server removed)
     // may have a login stored from before: its refresh token stays valid for months, and the

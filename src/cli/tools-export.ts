@@ -1,7 +1,7 @@
 import { screenJson } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
-import { ConfigError, loadConfig } from '../config/load.js';
+import { ConfigError, configuredServer, loadConfig } from '../config/load.js';
 import { configProblemLines } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
@@ -59,7 +59,7 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
     }
   }
   const config = loadConfig(a.config);
-  if (a.server && config.servers[a.server] === undefined)
+  if (a.server && configuredServer(config, a.server) === undefined)
     throw new DaemonError(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
   return (await lookLocally(config, { server: a.server })).tools;
 }

@@ -126,6 +126,14 @@ export function configProblems(json: unknown, env: Env = process.env): string[] 
  * `file` anchors relative paths (ledger.path, servers.*.cwd); without it they resolve
  * against the current directory.
  */
+/**
+ * The configured server named `id`, if there is one. The id may come from a command line, a
+ * file name or a URL: `servers[id]` read `toString` or `constructor` off Object's prototype.
+ */
+export function configuredServer(config: Pick<HubConfig, 'servers'>, id: string): ServerConfig | undefined {
+  return Object.hasOwn(config.servers, id) ? config.servers[id] : undefined;
+}
+
 export function parseConfig(json: unknown, file?: string, env: Env = process.env): HubConfig {
   const { problems, value, interpolated } = check(json, env);
   if (problems.length > 0) throw new ConfigError(problems, file);

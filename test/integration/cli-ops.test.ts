@@ -411,6 +411,10 @@ describe('servers, doctor and tools against a running daemon', () => {
       expect(r.stderr, args.join(' ')).toMatch(/no server named "nope".*\(servers: legacy, modern/);
       expect(r.stdout).toBe('');
     }
+    // A name every object has is no server either (config.servers['toString'] was Object's function).
+    const odd = await run(['tools', '--format', 'openai', '--local', '-c', hub.configFile, '--server', 'toString']);
+    expect([odd.code, odd.stdout]).toEqual([1, '']);
+    expect(odd.stderr).toMatch(/no server named "toString".*\(servers: legacy, modern/);
   });
 
   it("the export of a tool group holds only that group's tools; it cannot widen to the upstreams", async () => {
