@@ -9,8 +9,9 @@ export class ToolScopes {
   private readonly every: string[];
 
   constructor(toolScopes: Record<string, string | string[]> = {}) {
-    const norm: Record<string, string[]> = {};
-    for (const [glob, s] of Object.entries(toolScopes)) norm[glob] = Array.isArray(s) ? s : [s];
+    // fromEntries: a glob "__proto__" stays a key (assigned, it set the prototype, and the tool
+    // so named needed no scope).
+    const norm: Record<string, string[]> = Object.fromEntries(Object.entries(toolScopes).map(([glob, s]) => [glob, Array.isArray(s) ? s : [s]]));
     this.table = new GlobTable(norm);
     this.every = [...new Set(Object.values(norm).flat())];
   }

@@ -573,4 +573,12 @@ describe('globs and tool scopes', () => {
     expect(s.all()).toEqual(['files', 'write', 'db']);
     expect(missingScopes(['files'], ['files', 'write'])).toEqual(['write']);
   });
+
+  it('a glob named __proto__ (a tool of a server with prefix "" may be so named) keeps its scope', () => {
+    // As the config loader gives it: an own key, from JSON.
+    const s = new ToolScopes(JSON.parse('{"__proto__":"admin","constructor":["files"]}') as Record<string, string | string[]>);
+    expect(s.required('__proto__')).toEqual(['admin']);
+    expect(s.required('constructor')).toEqual(['files']);
+    expect(s.all()).toEqual(['admin', 'files']);
+  });
 });
