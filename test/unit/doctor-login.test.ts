@@ -72,13 +72,15 @@ describe('doctor: upstream logins', () => {
       serverUrl: URL_, resource: URL_, issuer: 'https://as.example.com', tokenEndpoint: 'https://as.example.com/token', clientId: 'c', clientAuth: 'none',
       accessToken: 'doctor-secret-access-token', refreshToken: 'doctor-secret-refresh', scopes: [], obtainedAt: 1_000,
     };
-    for (const id of ['u', 'cc', 'gone']) writeTokenFile(stored(id), tokens);
+    // "constructor": a removed server's id that every object has as a property.
+    for (const id of ['u', 'cc', 'gone', 'constructor']) writeTokenFile(stored(id), tokens);
     // A client kept after a logout is no login.
     writeStoredClient(stored('kept'), { issuer: 'https://as.example.com', clientId: 'dyn-1', clientAuth: 'none', registeredRedirectUri: 'http://127.0.0.1:1/callback' });
     const f = said(loginFindings(config, 10_000));
     expect(f).toEqual([
       'ok: servers.u: logged in (no expiry given, refreshable)',
       `warn: servers.cc no longer logs in (no oauth.grant "authorization_code"), but a login of it is stored in ${stored('cc')}: its refresh token stays valid until revoked; run \`switchyard logout cc\``,
+      `warn: the config has no server "constructor", but a login of it is stored in ${stored('constructor')}: its refresh token stays valid until revoked; run \`switchyard logout constructor\``,
       `warn: the config has no server "gone", but a login of it is stored in ${stored('gone')}: its refresh token stays valid until revoked; run \`switchyard logout gone\``,
     ]);
     expect(JSON.stringify(f)).not.toMatch(/doctor-secret/);
