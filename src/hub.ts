@@ -493,9 +493,11 @@ export class Hub implements HubCore {
   /**
    * Stop: refuse new work, let calls in flight finish for up to `drainMs`, then close the
    * upstreams (stdin EOF → SIGTERM → SIGKILL for processes), which fails what is still running
-   * with a recorded answer, then the listener, and flush the ledger last.
+   * with a recorded answer, then the listener, and flush the ledger last. `beforeLedgerClose`:
+   * what must still write its rows (`switchyard stdio` stops reading stdin there, and waits for
+   * the refusals of the lines it read: one read after the close was answered without a row).
    */
-  async stop(drainMs = this.config.listen.drainTimeoutMs): Promise<void> {
+  async stop(drainMs = this.config.listen.drainTimeoutMs, beforeLedgerClose?: () => Promise<void>): Promise<void> {
     this.stopAccepting();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
     this.endpoint.listen.closeAll();
@@ -515,6 +517,7 @@ export class Hub implements HubCore {
     this.adminSocket?.release();
     this.validator.close();
     await this.plugins.close();
+    await beforeLedgerClose?.();
     await this.ledger.close();
     dropConfigSecrets(this.config);
   }

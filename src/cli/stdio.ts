@@ -165,7 +165,7 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
         if (server.inputEnded) log.info({ signal: reason, inFlight: hub.inflight.count }, 'stop signal after stdin closed: ending what still runs now');
         await (server.inputEnded ? server.stop() : server.drain(drainMs));
       } else await server.stop();
-      await hub.stop(Math.max(0, deadline - Date.now()));
+      await hub.stop(Math.max(0, deadline - Date.now()), () => server.stopReading());
       log.flush();
       // Answers written just before stdin closed must reach the client before we exit; a client
       // that stopped reading stdout gets them for a few seconds, then the process exits anyway.

@@ -132,8 +132,8 @@ export class StdioServer {
    * (`unavailable`): a client whose stdin is open waits for those answers (a stop signal, or
    * the drain time after one running out); after stdin EOF one may be gone, and a line to a
    * stdout nobody reads is harmless (write drops what a closed one cannot take). stdin is still
-   * read until the process exits (the hub closing its upstreams may take seconds): each request
-   * that comes is answered as refused (line), never left unread and unanswered. stdout broken
+   * read until the ledger closes (the hub closing its upstreams may take seconds; stopReading):
+   * each request that comes is answered as refused (line) and recorded. stdout broken
    * (the client gone), they are ended cancelled instead.
    */
   async stop(): Promise<void> {
@@ -162,7 +162,26 @@ export class StdioServer {
   }
 
   private onData(chunk: Buffer): void {
+    if (this.deaf) return;
     this.reader.push(chunk);
+  }
+
+  /** stdin is read no further (stopReading): what it still holds is left unread at the exit. */
+  private deaf = false;
+
+  /**
+   * The last moments of a stop, as the ledger is about to close: stdin is read no further, and
+   * this resolves once the lines read are answered and recorded. Each line read has its row; one
+   * read after the close had its answer only ('audit row not written'). What the client sends
+   * from now on is not read, as by a process that exited: it reached nothing.
+   */
+  async stopReading(): Promise<void> {
+    this.deaf = true;
+    this.input.pause();
+    // Bounded, as the hub's own wait for the calls its stop failed is: a refusal is one row.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, 1_000)))]);
+    clearTimeout(timer);
   }
 
   /**
@@ -329,7 +348,12 @@ export class StdioServer {
    */
   private refuseRequest(msg: Request, bytes: number, deliver?: (msg: object | undefined) => void, cancelled?: string): void {
     const ex = this.exchange(msg.id, undefined, bytes, deliver);
-    void this.endpoint.refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : cancelled).catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'));
+    // Tracked: stopReading() waits for its row before the ledger closes.
+    const p: Promise<void> = this.endpoint
+      .refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : cancelled)
+      .catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'))
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */
@@ -354,7 +378,7 @@ export class StdioServer {
 
   /** stdin read again, unless stdout is full (throttled) or held lines are still past heldMax. */
   private readAgain(): void {
-    if (this.heldFull && this.held !== null && this.heldBytes > this.heldMax) return;
+    if (this.deaf || (this.heldFull && this.held !== null && this.heldBytes > this.heldMax)) return;
     this.heldFull = false;
     if (!this.throttled) this.input.resume();
   }

@@ -769,3 +769,43 @@ describe('policy.rateLimit over stdio', () => {
     }
   }, 40_000);
 });
+
+describe('a client that goes on sending while `switchyard stdio` stops', () => {
+  // The requests read after hub.stop() closed the ledger were answered (refused) but had no row
+  // ('audit row not written' logged for each): stdin is read no further once the ledger closes.
+  it('has a row for every request it was answered, up to the exit', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-stop-rows-'));
+    const file = join(d, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { drainTimeoutMs: 100 }, servers: {} }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    c.proc.stdin!.on('error', () => undefined);
+    let n = 0;
+    let gone = false;
+    void c.exited.then(() => (gone = true));
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'p0', method: 'ping' });
+      // Ping-pong until the exit: each answer brings the next request.
+      const next = (): void => {
+        if (gone || !c.proc.stdin!.writable) return;
+        c.send(JSON.stringify({ jsonrpc: '2.0', id: `p${++n}`, method: 'ping' }));
+        void c.next((m) => m.id === `p${n}`, 20_000).then(next, () => undefined);
+      };
+      next();
+      await c.next((m) => m.id === 'p3');
+      c.proc.kill('SIGTERM');
+      expect(await c.exited).toBe(0);
+      const answered = c.received.filter((m) => /^p\d+$/.test(String(m.id))).map((m) => String(m.id));
+      expect(answered.length).toBeGreaterThan(3);
+      const db = new Database(join(d, 'ledger.db'), { readonly: true });
+      try {
+        const rows = new Set((db.prepare("SELECT request_id AS id FROM audit WHERE method = 'ping'").all() as Json[]).map((r) => String(r.id)));
+        expect(answered.filter((id) => !rows.has(id))).toEqual([]);
+      } finally {
+        db.close();
+      }
+      expect(c.stderr).not.toContain('audit row not written');
+    } finally {
+      c.kill();
+    }
+  }, 20_000);
+});
