@@ -127,6 +127,8 @@ export class Hub implements HubCore {
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
+  /** stop() is past its drain deadline, closing the upstreams (a list built now may lack them). */
+  private closingUpstreams = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
   private readonly routes: ShownRoutes;
   /** Each server's capabilities when it was last ready (see currentCapabilities). */
@@ -251,6 +253,7 @@ export class Hub implements HubCore {
       pageSize: config.pageSize,
       cursorKey: cursorKeyFrom(stateKey),
       startupGrace: () => this.startupGrace(),
+      closingUpstreams: () => this.closingUpstreams,
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
@@ -500,6 +503,7 @@ export class Hub implements HubCore {
   async stop(drainMs = this.config.listen.drainTimeoutMs, beforeLedgerClose?: () => Promise<void>): Promise<void> {
     this.stopAccepting();
     if (!(await this.inflight.idle(drainMs))) this.log.warn({ inFlight: this.inflight.count, drainMs }, 'calls still running at the drain deadline; closing the upstreams under them');
+    this.closingUpstreams = true;
     this.endpoint.listen.closeAll();
     this.endpoint.close();
     this.listChanges.close();

@@ -6,7 +6,7 @@ import { KIND_OF_METHOD, NAME_FIELD, type ListKind } from '../catalog/lists.js';
 import { decodeCursor, encodeCursor } from '../catalog/cursor.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
-import { CancelledError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
 import type { CallOptions } from '../upstream/types.js';
@@ -40,6 +40,11 @@ export interface RouterOptions {
    * nothing is starting any more (no await needed).
    */
   startupGrace: () => Promise<void> | undefined;
+  /**
+   * Whether the hub's stop is closing its upstreams (its drain time over): a list built then may
+   * lack the servers the stop closed under it, and is not given as the list (see list()).
+   */
+  closingUpstreams?: () => boolean;
   /** Policy confirmation of risky calls (`policy.confirm`, `policy.confirmDestructive`). */
   confirmer?: Confirmer;
   /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
@@ -166,6 +171,10 @@ export class Router {
       const grace = this.opts.startupGrace();
       if (grace) await unlessAborted(() => grace, ctx.signal, ended);
       const agg = await unlessAborted(() => this.catalog.aggregate(kind, viewOf(ctx)), ctx.signal, ended);
+      // Built as the stop closed the servers (in flight at the drain deadline, over HTTP): it left
+      // them out (`{"tools": []}`, cacheable for ttlMs, public, to a modern client), recorded ok.
+      // Ended as the stop ends a request: -32603 the hub is shutting down, recorded unavailable.
+      if (this.opts.closingUpstreams?.()) throw new HubStoppingError();
       let offset = 0;
       // The names of the list the cursor came from, when it is no longer the current one (kept a while).
       let kept: KeptList | undefined;

@@ -358,3 +358,28 @@ describe('list changes reach the clients whose endpoint group shows the server',
     for (const c of [caller, modern, legacyGroup, legacyAll]) await c.close();
   });
 });
+
+describe('a list in flight at the drain deadline of an HTTP hub', () => {
+  // The stop closed the slow server under it, and the list was answered without it (often
+  // `{"tools": []}`, ttlMs and cacheScope public to a modern client, that may cache it), row ok.
+  it('is answered as a request the stop ended (-32603 the hub is shutting down), recorded unavailable', async () => {
+    const hub = await startHub({
+      listen: { drainTimeoutMs: 200 },
+      servers: { slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000' }) },
+    });
+    try {
+      const list = modernPost(hub.url, 'stopped-list', 'tools/list');
+      // A loopback POST reaches the hub well within this (nothing outside says it holds a list:
+      // the metrics count calls); checked below by the stop's own log of what was in flight.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await hub.stop()).toBe(0);
+      expect(hub.logs.find((l) => l.includes('at the drain deadline'))).toContain('"inFlight":1');
+      const r = await list;
+      expect(r.body?.result, r.text).toBeUndefined();
+      expect(r.body?.error, r.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+      expect(auditRows(hub, 'tools/list').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-list', 'unavailable']]);
+    } finally {
+      await hub.stop('SIGKILL');
+    }
+  }, 20_000);
+});
