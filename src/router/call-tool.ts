@@ -5,7 +5,7 @@ import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
-import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
+import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
 import { reasonOf, unlessAborted, unlessWanted } from '../cancel.js';
@@ -34,6 +34,8 @@ import { withScreenedContentIcons } from '../catalog/icons.js';
 export interface ToolCallOptions {
   /** See RouterOptions.startupGrace. */
   startupGrace: () => Promise<void> | undefined;
+  /** See RouterOptions.closingUpstreams. */
+  closingUpstreams?: () => boolean;
   confirmer?: Confirmer;
   upstreamFor?: UpstreamFor;
   validator?: SchemaValidator;
@@ -135,20 +137,27 @@ export class ToolCall {
    */
   private async resolved(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
     try {
-      return await unlessAborted(
+      const routed = await unlessAborted(
         () => this.catalog.resolveTool(hubName, view),
         ctx.signal,
         () => {
           throw cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
         },
       );
+      // Resolved as the stop closed the servers (in flight at an HTTP hub's drain deadline): a
+      // tool of one it closed is missing, and was answered "Unknown tool" (-32602). Ended as the
+      // stop ends a call: nothing was sent.
+      if (this.opts.closingUpstreams?.()) throw new HubStoppingError(true);
+      return routed;
     } catch (err) {
-      if (ctx.signal.aborted) {
+      const stopping = err instanceof HubStoppingError && !ctx.signal.aborted;
+      if (ctx.signal.aborted || stopping) {
         await this.ledger
           .record(beginOf('tools/call', ctx, names), { ...outcomeOfError(err), latencyMs: performance.now() - t0 })
           .catch((e: unknown) => this.log.error({ err: e instanceof Error ? e.message : String(e) }, 'audit row not written'));
       }
-      throw err;
+      // Its client is told as one the stop ended is (-32603 the hub is shutting down).
+      throw stopping ? new RpcError(INTERNAL_ERROR, (err as Error).message) : err;
     }
   }
 

@@ -246,12 +246,19 @@ export class Router {
    */
   private async found<T>(method: string, ctx: CallContext, extra: Partial<AuditBegin>, find: () => Promise<T>): Promise<T> {
     try {
-      return await unlessAborted(find, ctx.signal, () => {
+      const route = await unlessAborted(find, ctx.signal, () => {
         throw cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
       });
+      // Found as the stop closed the servers (in flight at an HTTP hub's drain deadline): one it
+      // closed is left out, and its prompt or resource was answered as not found. Ended as the
+      // stop ends a request: nothing was sent.
+      if (this.opts.closingUpstreams?.()) throw new HubStoppingError(true);
+      return route;
     } catch (err) {
-      if (ctx.signal?.aborted) await this.recordLocal(method, ctx, outcomeOfError(err), extra);
-      throw err;
+      const stopping = err instanceof HubStoppingError && !ctx.signal?.aborted;
+      if (ctx.signal?.aborted || stopping) await this.recordLocal(method, ctx, outcomeOfError(err), extra);
+      // Its client is told as one the stop ended is (-32603 the hub is shutting down).
+      throw stopping ? asRpcError(err) : err;
     }
   }
 

@@ -365,19 +365,29 @@ describe('a list in flight at the drain deadline of an HTTP hub', () => {
   it('is answered as a request the stop ended (-32603 the hub is shutting down), recorded unavailable', async () => {
     const hub = await startHub({
       listen: { drainTimeoutMs: 200 },
-      servers: { slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000' }) },
+      servers: { slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000', PROMPTS: '1', LIST_DELAY_KINDS: 'prompts/list' }) },
     });
     try {
       const list = modernPost(hub.url, 'stopped-list', 'tools/list');
+      // A call whose tool's route takes the lists (none built yet), ended the same way.
+      const call = modernPost(hub.url, 'stopped-call', 'tools/call', { name: 'slow__echo', arguments: { text: 'x' } });
+      // And a prompts/get whose route takes the prompt lists (was: -32602 prompt not found).
+      const prompt = modernPost(hub.url, 'stopped-prompt', 'prompts/get', { name: 'slow__greet', arguments: { who: 'x' } });
       // A loopback POST reaches the hub well within this (nothing outside says it holds a list:
       // the metrics count calls); checked below by the stop's own log of what was in flight.
       await new Promise((r) => setTimeout(r, 300));
       expect(await hub.stop()).toBe(0);
-      expect(hub.logs.find((l) => l.includes('at the drain deadline'))).toContain('"inFlight":1');
+      expect(hub.logs.find((l) => l.includes('at the drain deadline'))).toContain('"inFlight":3');
       const r = await list;
       expect(r.body?.result, r.text).toBeUndefined();
       expect(r.body?.error, r.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect(auditRows(hub, 'tools/list').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-list', 'unavailable']]);
+      const c = await call;
+      expect(c.body?.error ?? c.body?.result, c.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+      expect(auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-call', 'unavailable']]);
+      const p = await prompt;
+      expect(p.body?.error ?? p.body?.result, p.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+      expect(auditRows(hub, 'prompts/get').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-prompt', 'unavailable']]);
     } finally {
       await hub.stop('SIGKILL');
     }
