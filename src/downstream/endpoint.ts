@@ -525,9 +525,10 @@ export class Endpoint {
    * (`unavailable`), not left without an answer or a row. `unanswered`: why it gets no answer
    * (its client closed stdout, or cancelled it): recorded `cancelled` with that reason, as a call
    * running then is. Its row names the era its `_meta` claims (stdio has no header: a modern
-   * request was recorded legacy).
+   * request was recorded legacy). `unheard`: called once it is answered, why its client did not
+   * get the answer (its write met a closed stdout), or undefined: the row is written after it.
    */
-  async refuseUnserved(msg: Request, ex: Exchange, unanswered?: string): Promise<void> {
+  async refuseUnserved(msg: Request, ex: Exchange, unanswered?: string, unheard?: () => Promise<string | undefined>): Promise<void> {
     const era = classifyEra(msg.method, msg.params, ex.header('mcp-protocol-version')).era === 'modern' ? MODERN : LEGACY;
     if (unanswered !== undefined) {
       try {
@@ -538,8 +539,17 @@ export class Endpoint {
       return;
     }
     const err = new RpcError(INTERNAL_ERROR, 'the hub is shutting down; send the request again once it is back');
+    const refused = { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message } as const;
+    if (unheard) {
+      // Answered first: the answer the client never got (the write that met its closed end) is
+      // recorded as its leaving (cancelled), not as a refusal it was told.
+      ex.reply(errorResponse(msg.id, err));
+      const gone = await unheard();
+      await this.recordRefused(msg, ex, err, era, gone === undefined ? refused : { outcome: 'cancelled', errorKind: null, errorMessage: gone });
+      return;
+    }
     try {
-      await this.recordRefused(msg, ex, err, era, { outcome: 'unavailable', errorKind: 'transport', errorMessage: err.message });
+      await this.recordRefused(msg, ex, err, era, refused);
     } finally {
       // Answered even once the ledger has closed (the last moments of a stop).
       ex.reply(errorResponse(msg.id, err));

@@ -350,10 +350,19 @@ export class StdioServer {
     const ex = this.exchange(msg.id, undefined, bytes, deliver);
     // Tracked: stopReading() waits for its row before the ledger closes.
     const p: Promise<void> = this.endpoint
-      .refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : cancelled)
+      .refuseUnserved(msg, ex, this.outClosed ? UNSERVED_CLIENT_GONE : cancelled, () => this.unheard())
       .catch((err: unknown) => this.log.error({ err }, 'stdio refusal failed'))
       .finally(() => this.pending.delete(p));
     this.pending.add(p);
+  }
+
+  /**
+   * Whether the answer just written met a closed stdout: a write to a pipe whose reader is gone
+   * fails at once (EPIPE), its 'error' on the next tick (run() sets outClosed). A refusal that was
+   * the first write since the client closed stdout is recorded as its leaving, not as told.
+   */
+  private unheard(): Promise<string | undefined> {
+    return new Promise((resolve) => setImmediate(() => resolve(this.outClosed ? UNSERVED_CLIENT_GONE : undefined)));
   }
 
   /** The initialize is answered: the lines held behind it go in order (another initialize holds the rest again). */

@@ -809,3 +809,34 @@ describe('a client that goes on sending while `switchyard stdio` stops', () => {
     }
   }, 20_000);
 });
+
+describe('a client that closes stdout while `switchyard stdio` stops, and then sends a request', () => {
+  // The refusal was the first write to meet the closed stdout (EPIPE): the client never saw it,
+  // yet its row said unavailable, as one the client was told.
+  it('has it recorded cancelled (the client went away), not refused', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-unheard-'));
+    const file = join(d, 'hub.config.json');
+    // A server that takes 800 ms to go once its stdin ends: the stop is long enough to read
+    // what the client sends meanwhile.
+    const stubborn = { command: process.execPath, args: ['-e', "process.stdin.on('end', () => setTimeout(() => process.exit(0), 800)); process.stdin.resume()"] };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, listen: { drainTimeoutMs: 100 }, servers: { stubborn } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
+    c.proc.stdin!.on('error', () => undefined);
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'p0', method: 'ping' });
+      c.proc.kill('SIGTERM');
+      // Stopped: a request now is refused.
+      for (let i = 1; ; i++) {
+        const m = await c.request({ jsonrpc: '2.0', id: `p${i}`, method: 'ping' });
+        if (m.error) break;
+      }
+      c.proc.stdout!.destroy();
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'late', method: 'ping' }));
+      expect(await c.exited).toBe(0);
+      const rows = await waitForRows(join(d, 'ledger.db'), {}, (r) => r.some((x) => x.requestId === 'late'));
+      expect(rows.filter((r) => r.requestId === 'late').map((r) => [r.outcome, r.errorMessage])).toEqual([['cancelled', expect.stringContaining('the client went away')]]);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
+});
