@@ -59,7 +59,7 @@ import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
 import { CancelledError, INTERNAL_ERROR, notSent, RpcError } from './protocol/errors.js';
 import { cutOffError, outcomeOfError } from './router/outcome.js';
-import { reasonOf } from './cancel.js';
+import { reasonOf, unlessAborted } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
 import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -730,8 +730,10 @@ export class Hub implements HubCore {
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
     if (GUARDED_METHODS.has(method)) {
+      // Not past its client's cancellation (over HTTP, its going away): what follows records it
+      // so then, not when the grace ends (up to 3 s later).
       const grace = this.startupGrace();
-      if (grace) await grace;
+      if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
       const down = failClosedBlocker(this.handles.values());
       if (down && !this.answeredFromKey(method, params, ctx)) {
         // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).

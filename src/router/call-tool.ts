@@ -176,7 +176,7 @@ export class ToolCall {
       tooDeep = new RpcError(INVALID_PARAMS, `Invalid arguments: ${err.message}`);
     }
     const grace = this.opts.startupGrace();
-    if (grace) await grace;
+    if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;
     const begin = beginOf('tools/call', ctx, {

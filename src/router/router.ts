@@ -267,7 +267,7 @@ export class Router {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
     const grace = this.opts.startupGrace();
-    if (grace) await grace;
+    if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     // A prompt of a server that is down is not listed, but it is not unknown either: the
     // forward answers that the server is unavailable, and the row says which one.
@@ -368,7 +368,7 @@ export class Router {
     const t0 = performance.now();
     const uri = typeof params.uri === 'string' ? params.uri : '';
     const grace = this.opts.startupGrace();
-    if (grace) await grace;
+    if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     // A resource of a server that is down is not listed, but it is not missing either: the
     // forward answers that the server is unavailable.
@@ -422,7 +422,7 @@ export class Router {
     const t0 = performance.now();
     const ref = (params.ref ?? {}) as { type?: string; name?: string; uri?: string };
     const grace = this.opts.startupGrace();
-    if (grace) await grace;
+    if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     let server: ServerHandle | undefined;
     let forwardedRef: Result = ref as Result;
     const hubName = typeof ref.name === 'string' ? ref.name : typeof ref.uri === 'string' ? ref.uri : undefined;

@@ -359,15 +359,30 @@ describe('list changes reach the clients whose endpoint group shows the server',
   });
 });
 
-describe('a list in flight at the drain deadline of an HTTP hub', () => {
+describe('an HTTP hub: a call given up on in its start-up grace, and requests in flight at its drain deadline', () => {
   // The stop closed the slow server under it, and the list was answered without it (often
   // `{"tools": []}`, ttlMs and cacheScope public to a modern client, that may cache it), row ok.
   it('is answered as a request the stop ended (-32603 the hub is shutting down), recorded unavailable', async () => {
     const hub = await startHub({
       listen: { drainTimeoutMs: 200 },
-      servers: { slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000', PROMPTS: '1', LIST_DELAY_KINDS: 'prompts/list' }) },
+      servers: {
+        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000', PROMPTS: '1', LIST_DELAY_KINDS: 'prompts/list' }),
+        // Never answers its handshake: the start-up grace runs its full 3 s.
+        never: { command: process.execPath, args: ['-e', 'process.stdin.resume()'] },
+      },
     });
     try {
+      // First, in the start-up grace: a call its client gives up on is recorded cancelled then,
+      // not when the grace ends (it was waited for without its signal).
+      const ac = new AbortController();
+      const gaveUp = fetch(new URL('/mcp', hub.url), { method: 'POST', headers: modernHeaders('tools/call', 'never__echo'), body: JSON.stringify(modernBody('grace-call', 'tools/call', { name: 'never__echo', arguments: {} })), signal: ac.signal });
+      await new Promise((r) => setTimeout(r, 100));
+      ac.abort();
+      await expect(gaveUp).rejects.toThrow();
+      const t0 = Date.now();
+      await expect.poll(() => auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-call', 'cancelled']]);
+      expect(hub.logs.some((l) => l.includes('"server":"never"') && l.includes('"state":"ready"'))).toBe(false);
+      expect(Date.now() - t0).toBeLessThan(1_000);
       const list = modernPost(hub.url, 'stopped-list', 'tools/list');
       // A call whose tool's route takes the lists (none built yet), ended the same way.
       const call = modernPost(hub.url, 'stopped-call', 'tools/call', { name: 'slow__echo', arguments: { text: 'x' } });
@@ -384,7 +399,7 @@ describe('a list in flight at the drain deadline of an HTTP hub', () => {
       expect(auditRows(hub, 'tools/list').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-list', 'unavailable']]);
       const c = await call;
       expect(c.body?.error ?? c.body?.result, c.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
-      expect(auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-call', 'unavailable']]);
+      expect(auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome])).toEqual([['grace-call', 'cancelled'], ['stopped-call', 'unavailable']]);
       const p = await prompt;
       expect(p.body?.error ?? p.body?.result, p.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect(auditRows(hub, 'prompts/get').map((x) => [x.request_id, x.outcome])).toEqual([['stopped-prompt', 'unavailable']]);
