@@ -384,7 +384,15 @@ export class Endpoint {
       const family = FAMILY[req.method];
       // A fresh hub (stdio: every spawn) may get its first request while upstreams still start: wait for them (bounded).
       // The capabilities of what the client's endpoint shows (/mcp/<group>), as its discover says.
-      if (!family || LEGACY_ONLY.has(req.method) || !(this.core.currentCapabilities(ctx.group)[family] ?? (await this.core.capabilities(ctx.group))[family])) {
+      let offered = family && !LEGACY_ONLY.has(req.method) ? this.core.currentCapabilities(ctx.group)[family] : undefined;
+      if (family && !LEGACY_ONLY.has(req.method) && !offered) {
+        // Waited for no longer than its client does: one gone meanwhile is recorded so then, not
+        // refused (-32601) when the grace ends.
+        const capabilities = await this.capabilitiesWhileOpen(ex);
+        if (!capabilities) return await this.unanswered(req, ex, ctx);
+        offered = capabilities[family];
+      }
+      if (!offered) {
         const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);

@@ -376,11 +376,17 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       // not when the grace ends (it was waited for without its signal).
       const ac = new AbortController();
       const gaveUp = fetch(new URL('/mcp', hub.url), { method: 'POST', headers: modernHeaders('tools/call', 'never__echo'), body: JSON.stringify(modernBody('grace-call', 'tools/call', { name: 'never__echo', arguments: {} })), signal: ac.signal });
+      // A completion, which no server offers yet (the hub waits to learn whether one will): was
+      // recorded at the grace's end as refused (-32601), though its client had gone.
+      const completion = { ref: { type: 'ref/prompt', name: 'never__greet' }, argument: { name: 'who', value: 'a' } };
+      const gaveUp2 = fetch(new URL('/mcp', hub.url), { method: 'POST', headers: modernHeaders('completion/complete'), body: JSON.stringify(modernBody('grace-complete', 'completion/complete', completion)), signal: ac.signal });
       await new Promise((r) => setTimeout(r, 100));
       ac.abort();
       await expect(gaveUp).rejects.toThrow();
+      await expect(gaveUp2).rejects.toThrow();
       const t0 = Date.now();
       await expect.poll(() => auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-call', 'cancelled']]);
+      await expect.poll(() => auditRows(hub, 'completion/complete').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-complete', 'cancelled']]);
       expect(hub.logs.some((l) => l.includes('"server":"never"') && l.includes('"state":"ready"'))).toBe(false);
       expect(Date.now() - t0).toBeLessThan(1_000);
       const list = modernPost(hub.url, 'stopped-list', 'tools/list');
