@@ -54,7 +54,15 @@ function isClientConfig(v: Record<string, unknown>): boolean {
 }
 
 /** Every variable a block interpolates is set, to a value long enough to pass as a secret. */
-const ANY_ENV = new Proxy({}, { get: (_t, k) => (typeof k === 'string' ? `value-of-${k}-0123456789` : undefined) }) as Record<string, string>;
+const value = (k: string): string => `value-of-${k}-0123456789`;
+// Its own variables, as the loader reads only those (a variable named toString is not Object's).
+const ANY_ENV = new Proxy(
+  {},
+  {
+    get: (_t, k) => (typeof k === 'string' ? value(k) : undefined),
+    getOwnPropertyDescriptor: (_t, k) => (typeof k === 'string' ? { value: value(k), writable: true, enumerable: true, configurable: true } : undefined),
+  },
+) as Record<string, string>;
 
 describe('the configs a user copies', () => {
   it('the shipped hub.config.json is valid, serves on loopback and runs the two examples', () => {
