@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv, CommandModule } from 'yargs';
-import { DEFAULT_LEDGER_PATH } from '../ledger/db.js';
+import { DEFAULT_KEY_TTL_MS, DEFAULT_LEDGER_PATH } from '../ledger/db.js';
 import { SHOWN_OUTCOMES } from '../ledger/types.js';
 import { csvRow, CSV_COLUMNS, csvLine, inFlightNote, KEY_HEADER, keyCells, keyJson, ROW_HEADER, rowCells, rowJson, screenJson, screenText, STATS_HEADER, statsCells, table, tableCells } from '../ledger/format.js';
 import { alignedLine, widen } from '../text-columns.js';
@@ -98,43 +98,39 @@ export function resolveLedgerPath(args: CommonArgs): string {
     if (args.config) throw new UsageError(`config file not found: ${file}`);
     return resolve(DEFAULT_LEDGER_PATH);
   }
+  const p = ledgerKey(file, 'path');
+  return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
+}
+
+/**
+ * One key of the config file's `ledger` (its ${env:…} filled in, as the hub does): only that is
+ * read, so a variable that only some server's secret needs is not this command's business.
+ */
+function ledgerKey(file: string, key: 'path' | 'idempotencyTtl'): unknown {
   let cfg: unknown;
   try {
     cfg = parseJsonText(readFileSync(file, 'utf8'));
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  // Only ledger.path is read (and its ${env:…} filled in, as the hub does): a variable that
-  // only some server's secret needs is not this command's business.
-  const raw = (cfg as { ledger?: { path?: unknown } } | null)?.ledger?.path;
-  const { value, problems } = interpolateEnv({ ledger: { path: raw } }, process.env);
+  const raw = (cfg as { ledger?: Record<string, unknown> } | null)?.ledger?.[key];
+  if (raw === undefined) return undefined;
+  const { value, problems } = interpolateEnv({ ledger: { [key]: raw } }, process.env);
   if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
-  const p = (value as { ledger: { path?: unknown } }).ledger.path;
-  return resolve(dirname(file), typeof p === 'string' && p ? p : DEFAULT_LEDGER_PATH);
+  return (value as { ledger: Record<string, unknown> }).ledger[key];
 }
-
-/** ledger.idempotencyTtl's default (ledger.ts). */
-const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
  * How long the hub remembers an idempotency key (`ledger.idempotencyTtl` of the config, as the
- * hub reads it; 24h without one): a key past it counts as absent to a retry, though it stays in
+ * hub reads it; a day without one): a key past it counts as absent to a retry, though it stays in
  * the table until the hub's hourly purge. Read from the config file whichever file --db names.
  */
 export function resolveKeyTtlMs(args: CommonArgs): number {
   const file = resolve(args.config ?? 'hub.config.json');
   if (!existsSync(file)) return DEFAULT_KEY_TTL_MS;
-  let cfg: unknown;
-  try {
-    cfg = parseJsonText(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new UsageError(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  const raw = (cfg as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
+  const raw = ledgerKey(file, 'idempotencyTtl');
   if (raw === undefined) return DEFAULT_KEY_TTL_MS;
-  const { value, problems } = interpolateEnv({ ledger: { idempotencyTtl: raw } }, process.env);
-  if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
-  const ms = durationMs((value as { ledger: { idempotencyTtl?: unknown } }).ledger.idempotencyTtl);
+  const ms = durationMs(raw);
   if (ms === undefined) throw new UsageError(`${file}: ledger.idempotencyTtl must be a whole number of milliseconds or a duration such as "24h"`);
   return ms;
 }

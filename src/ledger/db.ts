@@ -7,6 +7,9 @@ import { LedgerVersionError, loadMigrations, migrate, schemaVersion } from './mi
 
 export const DEFAULT_LEDGER_PATH = './data/ledger.db';
 
+/** ledger.idempotencyTtl's default: a day (the hub's store and `ledger keys` alike). */
+export const DEFAULT_KEY_TTL_MS = 24 * 60 * 60 * 1000;
+
 /**
  * SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold, on the
  * thread that committed: on the hub's event loop, at concurrency 32, it stalled every call in

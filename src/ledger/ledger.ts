@@ -3,7 +3,7 @@ import type { Database, Statement } from 'better-sqlite3';
 import { silentLogger, type Logger } from '../log.js';
 import { AuditApplier, END_COLS, SERVER_AT, type PendingRecord } from './audit-apply.js';
 import { ChainWriter, chainEndsProblem, formatWitness, readChainState, type VerifyResult, type Witness } from './chain.js';
-import { openLedgerDb } from './db.js';
+import { DEFAULT_KEY_TTL_MS, openLedgerDb } from './db.js';
 import { realLedgerPath } from './real-path.js';
 import { GroupCommit } from './group-commit.js';
 import { IdempotencyStore } from './idempotency.js';
@@ -54,7 +54,6 @@ export interface LedgerOptions {
   headLogMs?: number;
 }
 
-const DAY_MS = 24 * 60 * 60 * 1000;
 /**
  * How long a row waits in the pending file before it goes to the ingest thread (see ingest).
  * Each hand-over wakes the thread, and at concurrency 1 on two cores its burst of work delays
@@ -195,7 +194,7 @@ export class Ledger {
     this.reader = new LedgerReader(db);
     // Audit rows are chained by the applier (its own group commit); these writes are not.
     this.gc = new GroupCommit(db, { before: noop, after: noop }, this.log);
-    this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DAY_MS, now, this.log);
+    this.idempotency = new IdempotencyStore(db, this.gc, opts.idempotencyTtlMs ?? DEFAULT_KEY_TTL_MS, now, this.log);
     this.names = new LedgerNameStore(db, this.gc, now, this.log);
     this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
     this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
