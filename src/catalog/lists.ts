@@ -1,4 +1,5 @@
 import type { ServerCapabilities } from '../protocol/types.js';
+import { methodTable } from '../protocol/method-table.js';
 
 /** The four paginated list families and how each is fetched and named on the wire. */
 export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates';
@@ -15,14 +16,7 @@ export const LIST_METHOD: Record<ListKind, string> = {
   resourceTemplates: 'resources/templates/list',
 };
 
-/**
- * Looked up by a method a client or an upstream named: no prototype, so `toString`,
- * `constructor` or `__proto__` find nothing (Object's function was taken for a kind).
- */
-export function methodTable<T>(entries: Record<string, T>): Readonly<Record<string, T | undefined>> {
-  return Object.assign(Object.create(null) as Record<string, T>, entries);
-}
-
+/** The list kind of a method a client or an upstream named (no prototype: see methodTable). */
 export const KIND_OF_METHOD = methodTable<ListKind>({
   'tools/list': 'tools',
   'prompts/list': 'prompts',

@@ -1,3 +1,4 @@
+import { methodTable } from '../protocol/method-table.js';
 import { answeredId, type BodyEnds } from './oversize-body.js';
 import { INVALID_MESSAGE } from '../policy/gate.js';
 import type { Logger } from '../log.js';
@@ -46,8 +47,12 @@ import { progressRelay } from './progress-relay.js';
 
 type Params = Record<string, unknown>;
 
-/** Methods the hub routes, and the capability family each needs. */
-const FAMILY: Record<string, keyof ServerCapabilities> = {
+/**
+ * Methods the hub routes, and the capability family each needs. Looked up by the method a client
+ * named (methodTable: no prototype): `toString` found Object's function, which no server offers,
+ * so a modern `toString` waited out the start-up grace before its -32601.
+ */
+const FAMILY = methodTable<keyof ServerCapabilities>({
   'tools/list': 'tools',
   'tools/call': 'tools',
   'prompts/list': 'prompts',
@@ -58,16 +63,16 @@ const FAMILY: Record<string, keyof ServerCapabilities> = {
   'resources/subscribe': 'resources',
   'resources/unsubscribe': 'resources',
   'completion/complete': 'completions',
-};
+});
 /** The array field of each list result, whose pages are shared across answers (see Serialized). */
-const LIST_FIELD: Record<string, string> = {
+const LIST_FIELD = methodTable<string>({
   'tools/list': 'tools',
   'prompts/list': 'prompts',
   'resources/list': 'resources',
   'resources/templates/list': 'resourceTemplates',
-};
+});
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
-const NAMED: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
+const NAMED = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
 
 /**
  * Whether a log line goes to a client that chose `min` (undefined: none chosen, all go). A line

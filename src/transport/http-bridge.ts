@@ -16,6 +16,7 @@ import { errorResponse, parseFrame, type Classified, type Id } from '../protocol
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
+import { methodTable } from '../protocol/method-table.js';
 import { Canceller } from '../cancel.js';
 
 export interface BridgeOptions {
@@ -26,7 +27,8 @@ export interface BridgeOptions {
   log: Logger;
 }
 
-const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' };
+// Looked up by the method a client named: no prototype (methodTable).
+const NAME_FIELD = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
 const GET_RETRY_MS = [250, 1000, 3000];
 /** The hub's MCP endpoints: a 404 elsewhere is a wrong --url, not a missing session. */
 const MCP_PATH = /^\/mcp(\/[^/]+)?\/?$/;

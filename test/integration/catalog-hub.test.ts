@@ -380,6 +380,13 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       // recorded at the grace's end as refused (-32601), though its client had gone.
       const completion = { ref: { type: 'ref/prompt', name: 'never__greet' }, argument: { name: 'who', value: 'a' } };
       const gaveUp2 = fetch(new URL('/mcp', hub.url), { method: 'POST', headers: modernHeaders('completion/complete'), body: JSON.stringify(modernBody('grace-complete', 'completion/complete', completion)), signal: ac.signal });
+      // A method no server can offer, named like a property of every object: refused at once, not
+      // after the grace (the method tables found Object's function, which looked like a family
+      // no server offered yet).
+      const t1 = Date.now();
+      const proto = await modernPost(hub.url, 'proto-method', 'toString');
+      expect(proto.body?.error, proto.text).toMatchObject({ code: -32601 });
+      expect(Date.now() - t1).toBeLessThan(1_500);
       await new Promise((r) => setTimeout(r, 100));
       ac.abort();
       await expect(gaveUp).rejects.toThrow();
