@@ -18,7 +18,9 @@ const BASELINE: readonly string[] =
 export type InheritEnv = boolean | readonly string[];
 
 export function childEnv(parent: NodeJS.ProcessEnv, inherit: InheritEnv | undefined, own: Readonly<Record<string, string>> = {}): Record<string, string> {
-  const out: Record<string, string> = {};
+  // No prototype: a variable named `__proto__` (a name like any other to the system) is kept as
+  // a key, where assigning it to a plain object set the object's prototype and dropped it.
+  const out = Object.create(null) as Record<string, string>;
   if (inherit === true) {
     for (const [k, v] of Object.entries(parent)) if (v !== undefined) out[k] = v;
   } else if (inherit !== false) {
