@@ -26,8 +26,21 @@ export function isBuilt(root) {
 }
 
 /**
- * Builds with `tsc -p .` unless dist/ is current. tsc still emits on type errors: what it
- * emitted is used when the entry point exists (`onErrors` is told), else the error is thrown.
+ * The second step of `npm run build`: the config schema's validator as code. Without it (or
+ * when it fails) hubs compile the schema at every start: slower, not wrong, so it only warns.
+ */
+function generateValidator(root, log) {
+  try {
+    execFileSync(process.execPath, ['dist/src/config/generate-validator.js'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  } catch (err) {
+    log(`generating the config validator failed (hubs will compile the schema): ${err.message}`);
+  }
+}
+
+/**
+ * Builds with `tsc -p .`, then the config validator (as `npm run build` does), unless dist/ is
+ * current. tsc still emits on type errors: what it emitted is used when the entry point exists
+ * (`onErrors` is told), else the error is thrown.
  */
 export function ensureBuilt(root, { log = () => {}, onErrors = () => {} } = {}) {
   if (isBuilt(root)) return false;
@@ -38,6 +51,7 @@ export function ensureBuilt(root, { log = () => {}, onErrors = () => {} } = {}) 
     if (!existsSync(join(root, 'dist/src/cli/main.js'))) throw err;
     onErrors();
   }
+  generateValidator(root, log);
   writeFileSync(join(root, STAMP), new Date().toISOString());
   return true;
 }

@@ -1,6 +1,9 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { packageRoot } from '../paths.js';
 import { foreignKeyHint } from './foreign-keys.js';
 import { nearKey } from './near-key.js';
@@ -14,11 +17,62 @@ export function schemaFile(): string {
   return join(packageRoot, SCHEMA_RELATIVE_PATH);
 }
 
-interface Compiled {
+/**
+ * The validator the build generates (generate-validator.ts) beside this module: compiling the
+ * schema with ajv at every start took ~250 ms of CPU, and loading ajv itself more.
+ */
+export const GENERATED_VALIDATOR = fileURLToPath(new URL('./hub-config-validator.generated.cjs', import.meta.url));
+
+const require = createRequire(import.meta.url);
+
+/** How ajv compiles the schema, at build time and (the fallback) at run time alike. */
+export const AJV_OPTIONS = {
+  allErrors: true,
+  verbose: true, // errors carry parentSchema, which leads us to the x-error messages
+  useDefaults: true,
+  strict: true,
+  // `tools.<name>` deliberately applies `properties` without `type: object`, and the
+  // "servers"/"mcpServers" exclusivity names properties in `not: {required}`.
+  strictTypes: false,
+  strictRequired: false,
+} as const;
+
+/** Bump when the generated module's shape changes: an older one is then not used. */
+const GENERATED_FORMAT = 1;
+
+/**
+ * What a generated validator must have been generated from to be used: the schema's text and
+ * the options. A stale build (schema edited, `tsc` run but not the generator) compiles instead.
+ */
+export function schemaKey(schemaText: string): string {
+  return createHash('sha256').update(`${GENERATED_FORMAT}\n${JSON.stringify(AJV_OPTIONS)}\n${schemaText}`).digest('hex');
+}
+
+/** A new ajv for the schema, loaded only when it is needed (ajv is CommonJS). */
+export function newAjv(extra: Record<string, unknown> = {}): InstanceType<typeof import('ajv/dist/2020.js').Ajv2020> {
+  const { Ajv2020 } = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
+  const ajv = new Ajv2020({ ...AJV_OPTIONS, ...extra });
+  // Our own annotation: one human message replacing every error raised inside that node.
+  ajv.addKeyword({ keyword: 'x-error', schemaType: 'string' });
+  return ajv;
+}
+
+/** What the generated module exports (see generate-validator.ts). */
+interface GeneratedModule {
+  (doc: unknown): boolean;
+  errors?: ErrorObject[] | null;
+  key?: unknown;
+  /** The schema objects its errors point into (`parentSchema`), by JSON Pointer ("" the root). */
+  schemaNodes?: Record<string, object>;
+}
+
+export interface Compiled {
   schema: Record<string, unknown>;
-  validate: ValidateFunction;
+  validate: ValidateFunction | GeneratedModule;
   /** For each schema node: the `x-error` message of it or its nearest ancestor, if any. */
   customMessage: WeakMap<object, string>;
+  /** Whether the build's generated validator is used, or the schema was compiled at run time. */
+  from: 'generated' | 'compiled';
 }
 
 let compiled: Compiled | undefined;
@@ -29,35 +83,69 @@ export function hubConfigSchema(): Record<string, unknown> {
 }
 
 function compile(): Compiled {
-  if (compiled) return compiled;
-  const schema = JSON.parse(readFileSync(schemaFile(), 'utf8')) as Record<string, unknown>;
-  const ajv = new Ajv2020({
-    allErrors: true,
-    verbose: true, // errors carry parentSchema, which leads us to the x-error messages
-    useDefaults: true,
-    strict: true,
-    // `tools.<name>` deliberately applies `properties` without `type: object`, and the
-    // "servers"/"mcpServers" exclusivity names properties in `not: {required}`.
-    strictTypes: false,
-    strictRequired: false,
-  });
-  // Our own annotation: one human message replacing every error raised inside that node.
-  ajv.addKeyword({ keyword: 'x-error', schemaType: 'string' });
+  return (compiled ??= compileSchema(readFileSync(schemaFile(), 'utf8'), GENERATED_VALIDATOR));
+}
+
+/**
+ * The validator of `schemaText`: the generated module at `generated` when it was generated
+ * from that very text, else compiled now (no build step, an old build, a failed generation).
+ */
+export function compileSchema(schemaText: string, generated: string): Compiled {
+  return fromGenerated(schemaText, generated) ?? atRunTime(schemaText);
+}
+
+function fromGenerated(schemaText: string, file: string): Compiled | undefined {
+  let mod: GeneratedModule;
+  try {
+    mod = require(file) as GeneratedModule;
+  } catch {
+    return undefined;
+  }
+  const nodes = mod.schemaNodes;
+  const root = nodes?.[''];
+  if (typeof mod !== 'function' || mod.key !== schemaKey(schemaText) || !nodes || !root) return undefined;
+  // Errors point into the module's own copies of the schema: the root, and each $ref'd
+  // definition it compiled as a function of its own. Each inherits the messages above it.
   const customMessage = new WeakMap<object, string>();
-  const walk = (node: unknown, inherited: string | undefined): void => {
-    if (node === null || typeof node !== 'object') return;
-    if (Array.isArray(node)) {
-      for (const n of node) walk(n, inherited);
-      return;
+  walkMessages(root, undefined, customMessage);
+  for (const [pointer, node] of Object.entries(nodes)) {
+    if (pointer !== '') walkMessages(node, messageAbove(root, pointer), customMessage);
+  }
+  return { schema: root as Record<string, unknown>, validate: mod, customMessage, from: 'generated' };
+}
+
+function atRunTime(schemaText: string): Compiled {
+  const schema = JSON.parse(schemaText) as Record<string, unknown>;
+  const customMessage = new WeakMap<object, string>();
+  walkMessages(schema, undefined, customMessage);
+  return { schema, validate: newAjv().compile(schema), customMessage, from: 'compiled' };
+}
+
+function walkMessages(node: unknown, inherited: string | undefined, into: WeakMap<object, string>): void {
+  if (node === null || typeof node !== 'object') return;
+  if (Array.isArray(node)) {
+    for (const n of node) walkMessages(n, inherited, into);
+    return;
+  }
+  const own = (node as Record<string, unknown>)['x-error'];
+  const msg = typeof own === 'string' ? own : inherited;
+  if (msg !== undefined) into.set(node, msg);
+  for (const v of Object.values(node)) walkMessages(v, msg, into);
+}
+
+/** The `x-error` the node at `pointer` inherits from its ancestors in `root`, as walkMessages gives it. */
+function messageAbove(root: object, pointer: string): string | undefined {
+  let node: unknown = root;
+  let msg: string | undefined;
+  for (const seg of pointer.split('/').slice(1).map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~'))) {
+    if (node === null || typeof node !== 'object') return msg;
+    if (!Array.isArray(node)) {
+      const own = (node as Record<string, unknown>)['x-error'];
+      if (typeof own === 'string') msg = own;
     }
-    const own = (node as Record<string, unknown>)['x-error'];
-    const msg = typeof own === 'string' ? own : inherited;
-    if (msg !== undefined) customMessage.set(node, msg);
-    for (const v of Object.values(node)) walk(v, msg);
-  };
-  walk(schema, undefined);
-  compiled = { schema, validate: ajv.compile(schema), customMessage };
-  return compiled;
+    node = (node as Record<string, unknown>)[seg];
+  }
+  return msg;
 }
 
 /**
@@ -66,7 +154,11 @@ function compile(): Compiled {
  * Problems at `skipPaths` (values that could not be interpolated) are left out.
  */
 export function validateAgainstSchema(doc: unknown, skipPaths: ReadonlySet<string> = new Set()): string[] {
-  const { validate, customMessage } = compile();
+  return validateWith(compile(), doc, skipPaths);
+}
+
+/** validateAgainstSchema with a given validator (the tests compare the generated one with ajv's). */
+export function validateWith({ validate, customMessage }: Compiled, doc: unknown, skipPaths: ReadonlySet<string> = new Set()): string[] {
   if (validate(doc)) return [];
   const lines: { path: string; message: string; isType: boolean }[] = [];
   for (const e of validate.errors ?? []) {

@@ -27,6 +27,7 @@ describe('the npm package', () => {
       'migrations/0001_init.sql',
       `${relative(packageRoot, ADMIN_PAGE_DIR)}/index.html`,
       'dist/src/ledger/ingest-worker.js',
+      'dist/src/config/hub-config-validator.generated.cjs', // made by the build (npm run build)
       'dist/plugins/redact-secrets.js', // the bundled plugins, imported from dist/src
       'docs/IDE-SETUP.md', // named by the README and by the hub's messages
     ])
