@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-import yargs from 'yargs';
-import { hideBin } from 'yargs/helpers';
-import { COMMANDS, commandsToLoad } from './commands.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { COMMAND_LINES, COMMANDS, commandsToLoad, onlyOptions } from './commands.js';
+import { packageRoot } from '../paths.js';
 import { givenOnce } from './given-once.js';
 import { keepQuotedValues } from './quoted-values.js';
 import { BadUrlError } from './daemon-client.js';
@@ -23,9 +24,18 @@ if (level !== undefined && !LEVELS.includes(level)) {
 }
 
 /** The `switchyard` CLI: one module per command, each thin over the library. */
-const argv = keepQuotedValues(hideBin(process.argv));
+// The arguments after node and the script (yargs' hideBin, without loading yargs for it).
+const argv = keepQuotedValues(process.argv.slice(2));
+// Scripts and editors ask for the version often: it needs neither yargs nor any command (yargs
+// prints the version of the package.json above the CLI, this one, the same way).
+if (argv.length === 1 && argv[0] === '--version') {
+  process.stdout.write(`${(JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version}\n`);
+  process.exit(0);
+}
+const { default: yargs } = await import('yargs');
 const cli = yargs(argv).scriptName('switchyard');
-for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
+if (onlyOptions(argv)) for (const [command, describe] of Object.values(COMMAND_LINES)) cli.command(command, describe);
+else for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
 cli
   // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
   .middleware((argv) => endQuietlyWhenReaderGoes(argv._[0] === undefined ? undefined : String(argv._[0])))
