@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv';
 import type { Logger } from '../log.js';
 import { PatternBudgetError, RegexSandbox } from './regex-sandbox.js';
 import { HostilePatternError, safeRegExpEngine, type SafeRegExpEngine } from './safe-regex.js';
@@ -15,6 +16,15 @@ import { DEFAULT_SCHEMA_LIMITS, depthExceeds, schemaOutOfBounds, type SchemaLimi
  * is out of bounds or whose pattern is hostile makes its tool quarantined (`flagged`).
  */
 export type Dialect = '2020-12' | 'draft-07';
+
+const require = createRequire(import.meta.url);
+
+/** One ajv per dialect, loaded when a schema is first compiled (ajv is CommonJS). */
+function ajvPair(options: Options): Record<Dialect, Ajv | Ajv2020> {
+  const { Ajv2020 } = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
+  const { Ajv } = require('ajv') as typeof import('ajv');
+  return { '2020-12': new Ajv2020(options), 'draft-07': new Ajv(options) };
+}
 
 export type ArgsVerdict =
   | { ok: true }
@@ -130,7 +140,8 @@ export class SchemaValidator {
   private readonly patterns: SafeRegExpEngine;
   private readonly patternTotalMs: number;
   private readonly ajvOptions: Options;
-  private ajv!: Record<Dialect, Ajv | Ajv2020>;
+  /** Made at the first compile: ajv is loaded then (~0.1 s of CPU a hub start did not need). */
+  private ajv: Record<Dialect, Ajv | Ajv2020> | undefined;
   /** Schemas the current `ajv` pair has compiled (or tried to). */
   private onInstance = 0;
   private readonly cacheMax: number;
@@ -174,13 +185,13 @@ export class SchemaValidator {
   }
 
   /**
-   * A new pair of ajv instances, and every compiled schema forgotten (found again by its hash,
-   * compiled on the new pair). An ajv instance keeps each schema it compiled, its patterns and
+   * A new pair of ajv instances (made at the next compile), and every compiled schema forgotten
+   * (found again by its hash, compiled on the new pair). An ajv instance keeps each schema it compiled, its patterns and
    * generated code in its scope for as long as it lives, removeSchema or not: 20,000 schemas of
    * an upstream whose schemas change held 180 MB. Quarantines (no validator) are kept.
    */
   private freshAjv(): void {
-    this.ajv = { '2020-12': new Ajv2020(this.ajvOptions), 'draft-07': new Ajv(this.ajvOptions) };
+    this.ajv = undefined;
     this.onInstance = 0;
     this.byObject = new WeakMap();
     for (const [hash, e] of this.byHash) if ('validate' in e) this.byHash.delete(hash);
@@ -320,7 +331,7 @@ export class SchemaValidator {
     if (out) return { unusable: `hostile schema: ${out}` };
     if (this.onInstance >= this.cacheMax) this.freshAjv();
     this.onInstance++;
-    const ajv = this.ajv[dialect];
+    const ajv = (this.ajv ??= ajvPair(this.ajvOptions))[dialect];
     const t0 = performance.now();
     // Compile a private copy: ajv caches by object, and the upstream's object may be mutated later.
     const copy = JSON.parse(serialised) as Record<string, unknown>;

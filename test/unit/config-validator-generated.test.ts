@@ -3,9 +3,11 @@
  * was generated from the schema the hub reads, with the very messages of ajv compiling the schema
  * at run time, which remains the fallback (no build step, an old build, a schema edited since).
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { writeValidatorModule } from '../../src/config/generate-validator.js';
 import { compileSchema, schemaFile, validateWith, type Compiled } from '../../src/config/schema.js';
@@ -80,5 +82,30 @@ describe('the generated config validator', () => {
       expect(c.from).toBe('compiled');
       expect(outcome(c, BAD[0]).problems).toEqual(['listen.port: must be <= 65535']);
     }
+  });
+});
+
+describe('ajv', () => {
+  // ~0.2 s of CPU at every start: loaded only to compile, which a hub needs at its first
+  // tool call (tool schemas) and never for its config once the build generated the validator.
+  it('is loaded neither to read the config nor to make the hub\'s tool schema validator, only to compile', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ajv-load-'));
+    const config = join(dir, 'hub.config.json');
+    writeFileSync(config, JSON.stringify({ servers: { a: { command: 'x' } } }));
+    const at = (p: string) => JSON.stringify(pathToFileURL(join(packageRoot, 'dist/src', p)).href);
+    const script = `
+      import { createRequire } from 'node:module';
+      const cache = createRequire(import.meta.url).cache;
+      const ajv = () => Object.keys(cache).some((k) => /node_modules.ajv.dist.(2020|ajv|core)\\.js$/.test(k));
+      const { loadConfig } = await import(${at('config/load.js')});
+      const { SchemaValidator } = await import(${at('policy/validate.js')});
+      const { silentLogger } = await import(${at('log.js')});
+      const servers = Object.keys(loadConfig(${JSON.stringify(config)}).servers);
+      const v = new SchemaValidator(silentLogger);
+      const before = ajv();
+      const verdict = v.checkArgs('t', { inputSchema: { type: 'object', required: ['a'] } }, {});
+      console.log(JSON.stringify({ servers, before, verdict: verdict.ok, after: ajv() }));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: dir, encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ servers: ['a'], before: false, verdict: false, after: true });
   });
 });
