@@ -41,11 +41,13 @@ export const AJV_OPTIONS = {
 const GENERATED_FORMAT = 1;
 
 /**
- * What a generated validator must have been generated from to be used: the schema's text and
- * the options. A stale build (schema edited, `tsc` run but not the generator) compiles instead.
+ * What a generated validator must have been generated from to be used: the schema's text, the
+ * options and the ajv installed. A stale build (schema edited, `tsc` run but not the generator,
+ * ajv updated since) compiles instead.
  */
 export function schemaKey(schemaText: string): string {
-  return createHash('sha256').update(`${GENERATED_FORMAT}\n${JSON.stringify(AJV_OPTIONS)}\n${schemaText}`).digest('hex');
+  const ajvVersion = (require('ajv/package.json') as { version: string }).version;
+  return createHash('sha256').update(`${GENERATED_FORMAT}\n${ajvVersion}\n${JSON.stringify(AJV_OPTIONS)}\n${schemaText}`).digest('hex');
 }
 
 /** A new ajv for the schema, loaded only when it is needed (ajv is CommonJS). */
