@@ -7,10 +7,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { heardSoFar, LEGACY_VERSION, parseMessages, post, waitForReady } from '../helpers/wire.js';
+import { keepAliveMsFrom } from '../../src/downstream/sse.js';
+
+/** The comments' interval of the hub under test (SWITCHYARD_KEEPALIVE_MS; 15 s by default), so that the test does not wait 15 s. */
+const KEEP_ALIVE_MS = 500;
 
 let hub: HubProcess;
 beforeAll(async () => {
-  hub = await startHub({ servers: { leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } });
+  hub = await startHub({ servers: { leg: nodeServer('test/fixtures/translation/legacy-server.mjs') } }, { env: { SWITCHYARD_KEEPALIVE_MS: String(KEEP_ALIVE_MS) } });
   await waitForReady(hub.url, ['leg']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
@@ -26,8 +30,8 @@ describe("a legacy call's answer stream waiting for the user", () => {
     const heard = heardSoFar(res);
     try {
       await expect.poll(() => heard(), { timeout: 5_000 }).toContain('elicitation/create');
-      // The GET stream's interval (15 s) with some slack for a loaded machine.
-      await expect.poll(() => heard(), { timeout: 20_000, interval: 250 }).toContain(': keep-alive');
+      // The streams' interval (here 500 ms), with slack for a loaded machine.
+      await expect.poll(() => heard(), { timeout: 10_000, interval: 100 }).toContain(': keep-alive');
       const question = parseMessages('text/event-stream', heard().replace(/^: keep-alive\n\n/gm, '')).find((m) => m.method === 'elicitation/create')!;
       await post(hub.url, { jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { name: 'Sloane' } } }, h);
       await expect.poll(() => heard(), { timeout: 5_000 }).toContain('Sloane');
@@ -35,4 +39,13 @@ describe("a legacy call's answer stream waiting for the user", () => {
       ac.abort();
     }
   }, 40_000);
+});
+
+describe('SWITCHYARD_KEEPALIVE_MS', () => {
+  it('sets the interval in whole milliseconds (100 or more); unset or anything else keeps 15 s', () => {
+    expect(keepAliveMsFrom(undefined)).toBe(15_000);
+    expect(keepAliveMsFrom('500')).toBe(500);
+    expect(keepAliveMsFrom(' 30000 ')).toBe(30_000);
+    for (const bad of ['', '0', '99', '-5', '1.5', '1e3', 'soon', '99999999999']) expect(keepAliveMsFrom(bad), bad).toBe(15_000);
+  });
 });
