@@ -20,6 +20,8 @@ let k: FaultHttp;
 let cb: FaultHttp;
 let mo: FaultHttp;
 let re: FaultHttp;
+/** timeoutMs of hu, the server that takes calls but answers none. */
+const HU_TIMEOUT_MS = 600;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
@@ -29,7 +31,11 @@ beforeAll(async () => {
       servers: {
         h: { url: h.url, timeoutMs: 5000 },
         // mo's legacy endpoint, which nothing else uses: its reconnects leave h's log as it was.
-        hu: { url: mo.url, timeoutMs: 300, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 5, cooldownMs: 1000 } },
+        // Its own timeouts are what its test counts: nothing else of the hub's should time out on
+        // it. A health-check ping after 30 s idle, or a list fetched again once its 30 s cache
+        // ran out, that took longer than the limit on a loaded machine took it down; and the
+        // limit leaves an echo twice the 300 ms it had.
+        hu: { url: mo.url, timeoutMs: HU_TIMEOUT_MS, healthCheckMs: 0, cacheTtlMs: 3_600_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 5, cooldownMs: 1000 } },
         k: { url: k.url, retry: { maxAttempts: 3, budgetMs: 3000 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
@@ -498,15 +504,19 @@ describe('HTTP upstream faults', () => {
 
   it('takes calls but answers none (its handshake answered): 3 timeouts in a row open the circuit, calls are refused at once, and once back 1 more opens it again; an answer in between resets the count', async () => {
     const hangs = (n: number) => Promise.all(Array.from({ length: n }, () => callTool(hub.url, 'hu__hang')));
-    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 300 ms/);
+    // The count starts from an answer: a list the hub fetched from hu that took longer than its
+    // limit on a loaded machine (at its start, or again for the first call) counted as one call
+    // left unanswered, and the server was down after the test's first two hangs.
+    await waitUntil('hu answering', async () => text(await callTool(hub.url, 'hu__echo', { warm: 1 })) === '{"warm":1}', 20_000);
+    for (const a of await hangs(2)) expect(text(a)).toMatch(new RegExp(`did not answer within ${HU_TIMEOUT_MS} ms`));
     expect(text(await callTool(hub.url, 'hu__echo', { between: 1 }))).toBe('{"between":1}');
-    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 300 ms/);
+    for (const a of await hangs(2)) expect(text(a)).toMatch(new RegExp(`did not answer within ${HU_TIMEOUT_MS} ms`));
     expect(await serverHealth(hub.url, 'hu')).toMatchObject({ state: 'ready', circuit: 'closed' });
     // The third in a row: before, it took the breaker's 5, and its probe, answered, closed the circuit for 5 more.
     await hangs(1);
     const down = await serverHealth(hub.url, 'hu');
     expect(down.state).toBe('restarting');
-    expect(down.lastError).toBe('3 calls in a row got no answer within their timeout (300 ms), none answered in between: the server takes calls without answering them');
+    expect(down.lastError).toBe(`3 calls in a row got no answer within their timeout (${HU_TIMEOUT_MS} ms), none answered in between: the server takes calls without answering them`);
     const reached = calls(mo, 'hang').length;
     const refused = await callTool(hub.url, 'hu__hang');
     expect(text(refused)).toMatch(/server "hu" is restarting: 3 calls in a row got no answer/);
@@ -515,9 +525,10 @@ describe('HTTP upstream faults', () => {
     await hangs(1);
     const again = await serverHealth(hub.url, 'hu');
     expect(again.circuit).not.toBe('closed');
-    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again, before any was answered since the server was back/);
+    expect(again.lastError).toMatch(new RegExp(`^a call got no answer within its timeout \\(${HU_TIMEOUT_MS} ms\\) again, before any was answered since the server was back`));
     await waitForState(hub.url, 'hu', ['ready']);
-    expect(text(await callTool(hub.url, 'hu__echo', { after: 1 }))).toBe('{"after":1}');
+    // Answered once back (a list fetched as it came back that timed out would take it down again first).
+    await waitUntil('hu answering again', async () => text(await callTool(hub.url, 'hu__echo', { after: 1 })) === '{"after":1}', 20_000);
     await hangs(1);
     expect(await serverHealth(hub.url, 'hu')).toMatchObject({ state: 'ready', circuit: 'closed' });
   }, 30_000);
@@ -532,17 +543,23 @@ describe('HTTP upstream faults', () => {
     expect(text(await callTool(hub.url, 'cb__echo', { i: 11 }))).toBe('{"i":11}');
   });
 
+  // On hu (mo's legacy endpoint), whose timeoutMs is short: on h (5 s) the test waited the 5 s out.
+  // The call's own shorter limit keeps it out of hu's count of calls left unanswered.
   it('never answers the cancellation of a timed-out call: the hub gives up on it within the timeoutMs (5 s at most) and closes its socket', async () => {
-    await h.control({ holdNotices: true });
+    await waitForState(hub.url, 'hu', ['ready']);
+    await mo.control({ holdNotices: true });
+    // The cancellations of hu's own test came before: only what follows counts.
+    const since = () => mo.log().slice(from);
+    const from = mo.log().length;
     try {
-      const a = await callTool(hub.url, 'h__hang', {}, { 'dev.switchyard/timeoutMs': 200 });
+      const a = await callTool(hub.url, 'hu__hang', {}, { 'dev.switchyard/timeoutMs': 200 });
       expect(text(a)).toMatch(/within|limit/);
-      await waitUntil('the cancellation', async () => h.log().some((e) => e.method === 'notifications/cancelled'), 5_000);
+      await waitUntil('the cancellation', async () => since().some((e) => e.method === 'notifications/cancelled'), 5_000);
       // Left open, each such POST held one of the hub's sockets (and descriptors) for good.
-      await waitUntil('the hub closing the unanswered POST', async () => h.log().some((e) => e.method === 'notice-closed' && e.name === 'notifications/cancelled'), 8_000);
-      expect(text(await callTool(hub.url, 'h__echo', { i: 12 }))).toBe('{"i":12}');
+      await waitUntil('the hub closing the unanswered POST', async () => since().some((e) => e.method === 'notice-closed' && e.name === 'notifications/cancelled'), 8_000);
+      expect(text(await callTool(hub.url, 'hu__echo', { i: 12 }))).toBe('{"i":12}');
     } finally {
-      await h.control({ holdNotices: false });
+      await mo.control({ holdNotices: false });
     }
   }, 20_000);
 
