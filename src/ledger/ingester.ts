@@ -109,6 +109,11 @@ export class Ingester {
     return Atomics.load(this.shared, 0);
   }
 
+  /** No thread runs: the last one ended, and its replacement has not started yet. */
+  get down(): boolean {
+    return this.gone;
+  }
+
   /** SQLite refused the thread's last batch (a full disk): it is retried every retryMs. */
   get refusing(): boolean {
     return Atomics.load(this.shared, 1) === THREAD_REFUSED;

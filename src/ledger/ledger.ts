@@ -550,7 +550,10 @@ export class Ledger {
       const left = deadline - Date.now();
       if (left <= 0) break;
       if (await this.ingester.whenApplied(this.handed, Math.min(left, CLOSE_REFUSED_MS))) return true;
-      if (this.ingester.refusing) break;
+      // With no thread (it ended, its replacement not started) whenApplied answers at once:
+      // this loop spun on resolved promises, holding the event loop (and the replacement's
+      // timer) for all of CLOSE_TIMEOUT_MS. The rows are in the pending files either way.
+      if (this.ingester.refusing || this.ingester.down) break;
     }
     this.log.warn('ledger: SQLite did not take the last rows before the stop; those in the pending files go in at the next start');
     return false;

@@ -55,7 +55,10 @@ describe('the ledger ingest thread', () => {
     const t0 = Date.now();
     expect(l.query({}).map((r) => r.requestId)).toEqual(['before']);
     expect(Date.now() - t0).toBeLessThan(3000);
+    // The stop does not wait for a thread there is none of (it spun for 10 s).
+    const t1 = Date.now();
     await l.close();
+    expect(Date.now() - t1).toBeLessThan(3000);
     ledger = Ledger.open({ path: t.db, backgroundCheckpoint: false });
     expect(ledger.query({}).map((r) => [r.requestId, r.outcome])).toEqual([
       ['after', 'tool_error'],
