@@ -8,11 +8,11 @@ import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ledgerWriter } from '../../src/cli/ledger-lock.js';
 import { runCli } from '../helpers/cli.js';
 import { LineClient } from '../helpers/line-client.js';
-import { ROOT, startHub } from '../helpers/hub-process.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { processStart } from '../../src/process-alive.js';
 
 const CONTENDER = join(ROOT, 'test/fixtures/ledger/lock-contender.mjs');
@@ -65,7 +65,7 @@ async function contenders(paths: string[]): Promise<Contender[]> {
 
 /** One round: all ask for the lock, the i-th i × stepUs µs after the first; what each said. */
 function contend(all: Contender[], stepUs = 0): Promise<string[]> {
-  const at = Date.now() + 30;
+  const at = Date.now() + 15;
   for (const c of all) c.go(at, stepUs);
   return Promise.all(all.map((c) => c.next()));
 }
@@ -169,9 +169,19 @@ describe('ledger writer lock', () => {
     expect(await contend(others)).toEqual([`busy ${first!.pid}`, `busy ${first!.pid}`]);
   }, 30_000);
 
-  it("switchyard start refuses a config whose ledger.path is a symlink to a running hub's ledger, naming both paths", async () => {
-    const hub = await startHub({ servers: {} });
-    try {
+  // One running hub for the two cases that meet its ledger under another name (a hub's start
+  // is a second of CPU); the second stops it.
+  describe('beside a running hub', () => {
+    let running: Promise<HubProcess>;
+    beforeAll(() => {
+      running = startHub({ servers: {} });
+    });
+    afterAll(async () => {
+      await (await running).stop();
+    });
+
+    it("switchyard start refuses a config whose ledger.path is a symlink to a running hub's ledger, naming both paths", async () => {
+      const hub = await running;
       const dir = tempDir();
       symlinkSync(join(hub.dir, 'ledger.db'), join(dir, 'ledger.db'));
       writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: './ledger.db' } }));
@@ -179,10 +189,33 @@ describe('ledger writer lock', () => {
       expect(r.code).toBe(2);
       const named = `the ledger ${join(dir, 'ledger.db')} (${realpathSync(join(hub.dir, 'ledger.db'))})`;
       expect(r.stderr).toContain(`${named} is in use by another switchyard process (pid ${hub.proc.pid}, switchyard start)`);
-    } finally {
-      await hub.stop();
-    }
-  }, 30_000);
+    }, 30_000);
+
+    // A hard link is another name of the same file: its own lock file, and SQLite's own -wal and
+    // -shm under that name, so two hubs would write one database unaware of each other.
+    it("switchyard start and stdio refuse a ledger that has another name (a hard link to a running hub's ledger), and start once it is gone", async () => {
+      const hub = await running;
+      const dir = tempDir();
+      const other = join(dir, 'ledger.db');
+      try {
+        linkSync(join(hub.dir, 'ledger.db'), other);
+        writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: './ledger.db' } }));
+        for (const command of [['start', '--port', '0'], ['stdio']]) {
+          const r = await runCli([command[0]!, '--config', join(dir, 'hub.config.json'), ...command.slice(1)]);
+          expect(r.code, r.stderr).toBe(2);
+          expect(r.stderr).toContain(`the ledger ${realpathSync(other)} has 2 names (hard links)`);
+          // The lock it took to look is given back.
+          expect(existsSync(`${realpathSync(other)}.lock`)).toBe(false);
+        }
+      } finally {
+        await hub.stop();
+      }
+      // With one name again the ledger opens (the hub that wrote it has stopped).
+      unlinkSync(join(hub.dir, 'ledger.db'));
+      const [c] = await contenders([other]);
+      expect(await contend([c!])).toEqual(['locked']);
+    }, 30_000);
+  });
 
   // A hub killed before a reboot (or a container's restart) leaves its pid in the lock, and the
   // pid may be another program's by the time a hub starts again: only the same process (the
@@ -228,84 +261,73 @@ describe('ledger writer lock', () => {
     }
   }, 30_000);
 
-  // A hard link is another name of the same file: its own lock file, and SQLite's own -wal and
-  // -shm under that name, so two hubs would write one database unaware of each other.
-  it("switchyard start and stdio refuse a ledger that has another name (a hard link to a running hub's ledger), and start once it is gone", async () => {
-    const hub = await startHub({ servers: {} });
-    const dir = tempDir();
-    const other = join(dir, 'ledger.db');
-    try {
-      linkSync(join(hub.dir, 'ledger.db'), other);
-      writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ servers: {}, ledger: { path: './ledger.db' } }));
-      for (const command of [['start', '--port', '0'], ['stdio']]) {
-        const r = await runCli([command[0]!, '--config', join(dir, 'hub.config.json'), ...command.slice(1)]);
-        expect(r.code, r.stderr).toBe(2);
-        expect(r.stderr).toContain(`the ledger ${realpathSync(other)} has 2 names (hard links)`);
-        // The lock it took to look is given back.
-        expect(existsSync(`${realpathSync(other)}.lock`)).toBe(false);
-      }
-    } finally {
-      await hub.stop();
-    }
-    // With one name again the ledger opens (the hub that wrote it has stopped).
-    unlinkSync(join(hub.dir, 'ledger.db'));
-    const [c] = await contenders([other]);
-    expect(await contend([c!])).toEqual(['locked']);
-  }, 30_000);
-
   // A client that went away while its `switchyard stdio` waited for the ledger (held by the
   // daemon, or a client's earlier probe) left it waiting out the full 10 s, then exit 2.
   it('switchyard stdio waiting for the ledger stops at once, 0, when its stdin ends with nothing sent; a request sent first is still served', async () => {
     const hub = await startHub({ servers: {} });
     try {
-      const t0 = Date.now();
-      // A wait of 60 s, so "at once" is told from it on a loaded machine too (the CLI's start alone took 6.5 s under load 17).
-      const r = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '60000'], { env: { SWITCHYARD_LOG_LEVEL: 'info' } });
-      expect(r.code, r.stderr).toBe(0);
-      expect(Date.now() - t0).toBeLessThan(20_000);
-      expect(r.stderr).toContain('stdin closed while waiting for the ledger');
-      expect(r.stdout).toBe('');
-      // Requests sent while it waits, stdin kept open, and the wait runs out: each is answered
-      // (naming the lock) before the exit 2, and stdout holds nothing else.
-      const busy = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
-      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
-      busy.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }));
-      busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'bad', method: 'ping', params: [1] }));
-      expect(await busy.exited, busy.stderr).toBe(2);
-      expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603], ['bad', -32600]]);
-      expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
-      expect(busy.nonProtocolLines).toEqual([]);
-      expect(busy.stderr).toContain('switchyard stdio: the ledger');
-      // A wait that is no number (NaN) never ran out: a usage error instead.
-      const nan = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '10s']);
-      expect([nan.code, nan.stderr.trim()]).toEqual([2, 'switchyard: --ledger-wait-ms must be a number of milliseconds, 0 or more']);
-      // A stop signal while those answers are read and written (the client writing on): the one exit, 2, its reason once.
-      const late = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
-      late.proc.stdin!.on('error', () => undefined);
-      let lateCode: number | null | undefined;
-      void late.exited.then((c) => (lateCode = c));
-      late.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
-      for (const until = Date.now() + 10_000; !late.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) {
-        if (Date.now() > until) throw new Error(late.stderr);
-        late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      }
-      late.proc.kill('SIGTERM');
-      for (let i = 0; lateCode === undefined && i < 100; i++) {
-        late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-        await new Promise((res) => setTimeout(res, 20));
-      }
-      expect(await late.exited, late.stderr).toBe(2);
-      expect(late.stderr).not.toContain('stopped by SIGTERM');
-      expect(late.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603]]);
-      // The same with a stop signal while it waits: answered, exit 0.
-      const stopped = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
-      stopped.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
-      for (const until = Date.now() + 10_000; !stopped.stderr.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(stopped.stderr);
-      stopped.proc.kill('SIGTERM');
-      expect(await stopped.exited, stopped.stderr).toBe(0);
-      expect(stopped.received).toMatchObject([{ id: 'init', error: { code: -32603, message: expect.stringContaining('stopped by SIGTERM before it could serve') } }]);
-      expect(stopped.nonProtocolLines).toEqual([]);
+      // Five `switchyard stdio` processes of their own, each waiting for the hub's ledger, side by
+      // side: their starts and waits overlap.
+      await Promise.all([
+        (async () => {
+          const t0 = Date.now();
+          // A wait of 120 s, so "at once" is told from it on a loaded machine too (the CLI's start alone took 6.5 s under load 17, and four more start beside it).
+          const r = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '120000'], { env: { SWITCHYARD_LOG_LEVEL: 'info' } });
+          expect(r.code, r.stderr).toBe(0);
+          expect(Date.now() - t0).toBeLessThan(40_000);
+          expect(r.stderr).toContain('stdin closed while waiting for the ledger');
+          expect(r.stdout).toBe('');
+        })(),
+        (async () => {
+          // Requests sent while it waits, stdin kept open, and the wait runs out: each is answered
+          // (naming the lock) before the exit 2, and stdout holds nothing else.
+          const busy = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+          busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+          busy.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+          busy.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }));
+          busy.send(JSON.stringify({ jsonrpc: '2.0', id: 'bad', method: 'ping', params: [1] }));
+          expect(await busy.exited, busy.stderr).toBe(2);
+          expect(busy.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603], [7, -32603], ['bad', -32600]]);
+          expect(busy.received[0]!.error.message).toContain('is in use by another switchyard process');
+          expect(busy.nonProtocolLines).toEqual([]);
+          expect(busy.stderr).toContain('switchyard stdio: the ledger');
+        })(),
+        (async () => {
+          // A wait that is no number (NaN) never ran out: a usage error instead.
+          const nan = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '10s']);
+          expect([nan.code, nan.stderr.trim()]).toEqual([2, 'switchyard: --ledger-wait-ms must be a number of milliseconds, 0 or more']);
+        })(),
+        (async () => {
+          // A stop signal while those answers are read and written (the client writing on): the one exit, 2, its reason once.
+          const late = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile, '--ledger-wait-ms', '300'], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+          late.proc.stdin!.on('error', () => undefined);
+          let lateCode: number | null | undefined;
+          void late.exited.then((c) => (lateCode = c));
+          late.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+          for (const until = Date.now() + 30_000; !late.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) {
+            if (Date.now() > until) throw new Error(late.stderr);
+            late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+          }
+          late.proc.kill('SIGTERM');
+          for (let i = 0; lateCode === undefined && i < 100; i++) {
+            late.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+            await new Promise((res) => setTimeout(res, 20));
+          }
+          expect(await late.exited, late.stderr).toBe(2);
+          expect(late.stderr).not.toContain('stopped by SIGTERM');
+          expect(late.received.map((m) => [m.id, m.error?.code])).toEqual([['init', -32603]]);
+        })(),
+        (async () => {
+          // The same with a stop signal while it waits: answered, exit 0.
+          const stopped = new LineClient(spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } }));
+          stopped.send(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }));
+          for (const until = Date.now() + 30_000; !stopped.stderr.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(stopped.stderr);
+          stopped.proc.kill('SIGTERM');
+          expect(await stopped.exited, stopped.stderr).toBe(0);
+          expect(stopped.received).toMatchObject([{ id: 'init', error: { code: -32603, message: expect.stringContaining('stopped by SIGTERM before it could serve') } }]);
+          expect(stopped.nonProtocolLines).toEqual([]);
+        })(),
+      ]);
       // A request, then EOF: the client may still read the answer once the ledger is free.
       const p = spawn(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), 'stdio', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'info' } });
       let out = '';
@@ -314,14 +336,14 @@ describe('ledger writer lock', () => {
       p.stderr.on('data', (d) => (err += d));
       const exited = new Promise<number | null>((res) => p.once('exit', res));
       p.stdin.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
-      for (const until = Date.now() + 10_000; !err.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(err);
+      for (const until = Date.now() + 30_000; !err.includes('waiting up to 10 s'); await new Promise((res) => setTimeout(res, 20))) if (Date.now() > until) throw new Error(err);
       await hub.stop();
       expect(await exited, err).toBe(0);
       expect(JSON.parse(out.trim())).toMatchObject({ id: 1, result: {} });
     } finally {
       await hub.stop();
     }
-  }, 45_000);
+  }, 60_000);
 
   // Exiting unserved (the wait ran out), it read stdin until it was quiet for 100 ms, then
   // answered what it had read: a line that came later (a write split in two, a client slow to
@@ -337,7 +359,7 @@ describe('ledger writer lock', () => {
     writeFileSync(join(dir, 'bad.json'), JSON.stringify({ servers: 5, ledger: { path: join(dir, 'ledger.db') } }));
     const request = (id: string): string => JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list' });
     const ranOut = async (c: LineClient): Promise<void> => {
-      for (const until = Date.now() + 15_000; !c.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) if (Date.now() > until) throw new Error(c.stderr);
+      for (const until = Date.now() + 45_000; !c.stderr.includes('switchyard stdio: the ledger'); await new Promise((res) => setTimeout(res, 10))) if (Date.now() > until) throw new Error(c.stderr);
     };
     /** `talk` with a `switchyard stdio` of `config`, killed if still running at its end. */
     const stdio = async (config: string, args: string[], talk: (c: LineClient) => Promise<void>): Promise<void> => {
@@ -417,7 +439,7 @@ describe('ledger writer lock', () => {
         }),
       ),
     ]);
-  }, 45_000);
+  }, 60_000);
 
   // Two containers on one volume (or a hub in a container next to one on the host): each saw
   // the other's pid as gone (pid 1 there is this namespace's init, with another start time),
