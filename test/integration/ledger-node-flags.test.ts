@@ -7,7 +7,7 @@
 import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gcAdvice } from '../../src/cli/gc-advice.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
 import { fixture, modernCall, SDK1, textOf, waitForReady, waitForRows } from './ledger-helpers.js';
@@ -19,15 +19,37 @@ afterEach(async () => {
 });
 
 describe('the hub under node flags', () => {
-  it('starts with V8 and per-process flags and records a call in the ledger', async () => {
+  // One hub for the flags operators give (V8 and per-process ones) and the one npm start gives
+  // (--single-threaded-gc): a hub start with a fixture server is the bulk of each case's time.
+  describe('given V8, per-process and GC flags', () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-flags-'));
-    hub = await startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--max-old-space-size=512', '--max-semi-space-size=8', '--title=switchyard-flags'] });
-    await waitForReady(hub.url, ['f']);
-    const res = await modernCall(hub.url, 'flags-1', 'tools/call', { name: 'f__echo', arguments: { text: 'flags' } });
-    expect(textOf(res.body?.result)).toBe('echo:flags');
-    const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' });
-    expect(rows).toEqual([expect.objectContaining({ requestId: 'flags-1', outcome: 'ok' })]);
-    expect(hub.logs.join('\n')).not.toMatch(/ingest thread (failed|ended)/);
+    let flagged: Promise<HubProcess>;
+    beforeAll(() => {
+      flagged = startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--max-old-space-size=512', '--max-semi-space-size=8', '--title=switchyard-flags', '--single-threaded-gc'] });
+    });
+    afterAll(async () => {
+      await (await flagged).stop();
+    });
+
+    it('starts with V8 and per-process flags and records a call in the ledger', async () => {
+      const hub = await flagged;
+      await waitForReady(hub.url, ['f']);
+      const res = await modernCall(hub.url, 'flags-1', 'tools/call', { name: 'f__echo', arguments: { text: 'flags' } });
+      expect(textOf(res.body?.result)).toBe('echo:flags');
+      const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' }, (r) => r.some((row) => row.requestId === 'flags-1'));
+      expect(rows.filter((r) => r.requestId === 'flags-1')).toEqual([expect.objectContaining({ requestId: 'flags-1', outcome: 'ok' })]);
+      expect(hub.logs.join('\n')).not.toMatch(/ingest thread (failed|ended)/);
+    });
+
+    it('runs with --single-threaded-gc (as npm start does)', async () => {
+      const hub = await flagged;
+      await waitForReady(hub.url, ['f']);
+      const res = await modernCall(hub.url, 'gc-1', 'tools/call', { name: 'f__echo', arguments: { text: 'gc' } });
+      expect(textOf(res.body?.result)).toBe('echo:gc');
+      const rows = await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' }, (r) => r.some((row) => row.requestId === 'gc-1'));
+      expect(rows.filter((r) => r.requestId === 'gc-1')).toEqual([expect.objectContaining({ requestId: 'gc-1', outcome: 'ok' })]);
+      expect(hub.logs.join('\n')).not.toContain('single-threaded-gc');
+    });
   });
 
   it('profiles the ledger thread too when started with --cpu-prof', async () => {
@@ -45,16 +67,7 @@ describe('the hub under node flags', () => {
     expect(files).toHaveLength(2);
   });
 
-  it('runs with --single-threaded-gc (as npm start does), and advises it on a machine of few CPUs when started without', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-gc-'));
-    hub = await startHub({ servers: { f: fixture(SDK1, dir) } }, { dir, nodeArgs: ['--single-threaded-gc'] });
-    await waitForReady(hub.url, ['f']);
-    const res = await modernCall(hub.url, 'gc-1', 'tools/call', { name: 'f__echo', arguments: { text: 'gc' } });
-    expect(textOf(res.body?.result)).toBe('echo:gc');
-    expect(await waitForRows(join(dir, 'ledger.db'), { tool: 'f__echo' })).toEqual([expect.objectContaining({ requestId: 'gc-1', outcome: 'ok' })]);
-    expect(hub.logs.join('\n')).not.toContain('single-threaded-gc');
-    await hub.stop();
-
+  it('advises --single-threaded-gc on a machine of few CPUs when started without', async () => {
     // Without the flag, on one CPU (taskset pins the hub to CPU 0 on any machine): the advice,
     // once, at start-up.
     hub = await startHub({ servers: {} }, { wrap: ['taskset', '-c', '0'] });
