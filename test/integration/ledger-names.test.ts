@@ -4,7 +4,7 @@
  * `b` of the same prefix inserted before it, `x__echo` still routes to `a` (the ledger rows
  * say which server ran each call) and the newcomer gets the suffixed name.
  */
-import { mkdtempSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -34,6 +34,24 @@ async function listedOnce(dir: string, a: Json): Promise<void> {
   expect((prompts.body?.result?.prompts as Json[]).map((p) => p.name)).toContain('x__greet');
   expect(await hub.stop()).toBe(0);
   hub = undefined;
+}
+
+/**
+ * The state both cases that start from a stored list need (`a` listed once): made by one hub
+ * run, the first time a case asks, and its ledger copied to each case's own folder (a hub and
+ * its SDK server started and stopped is most of such a case's time). `a` keeps its config, the
+ * counter file included, in every copy.
+ */
+const template = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-listed-'));
+const listedA = fixture(SDK1, template, { prefix: 'x' });
+let listed: Promise<void> | undefined;
+async function fromListed(prefix: string): Promise<string> {
+  listed ??= listedOnce(template, listedA);
+  await listed;
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  // A stopped hub folded its WAL in and emptied its pending files: the database is all there is.
+  for (const f of readdirSync(template)) if (f.startsWith('ledger.db') && !f.endsWith('.lock') && !f.endsWith('.owner')) copyFileSync(join(template, f), join(dir, f));
+  return dir;
 }
 
 describe('persistent hub names', () => {
@@ -79,10 +97,9 @@ describe('persistent hub names', () => {
   }, 40_000);
 
   it('a server that is down keeps its names: another one listed meanwhile does not take them', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-down-'));
-    const a = fixture(SDK1, dir, { prefix: 'x' });
+    const dir = await fromListed('switchyard-ledger-names-down-');
+    const a = listedA;
     const b = fixture(SDK2, dir, { prefix: 'x' }, join(dir, 'counter-b.json'));
-    await listedOnce(dir, a);
 
     // `a` now fails to start (its command exits), while `b` comes up with the same names.
     const down = { command: process.execPath, args: ['-e', 'process.exit(1)'], prefix: 'x', tools: { deny: ['add'] } };
@@ -127,13 +144,13 @@ describe('persistent hub names', () => {
   }, 60_000);
 
   it("a call, a prompt or a prompt argument's completion by a stored name of a server on its first start waits for it, and is answered once it is ready", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-ledger-names-grace-'));
-    const a = fixture(SDK1, dir, { prefix: 'x' });
+    const dir = await fromListed('switchyard-ledger-names-grace-');
+    const a = listedA;
     const b = fixture(SDK2, dir, { prefix: 'y' }, join(dir, 'counter-b.json'));
-    await listedOnce(dir, a);
 
-    // `a` takes 6 s to start; `b` is ready at once, so requests are not held for capabilities.
-    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '6000' } };
+    // `a` takes 4.5 s to start, past the hub's startup grace (3 s from its start, and `a` is
+    // spawned after that); `b` is ready at once, so requests are not held for capabilities.
+    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '4500' } };
     const spawned = Date.now();
     hub = await startHub({ servers: { b, a: slowA } }, { dir });
     await waitForReady(hub.url, ['b']);
@@ -145,7 +162,7 @@ describe('persistent hub names', () => {
       modernCall(hub.url, 'prompt-while-starting', 'prompts/get', { name: 'x__greet', arguments: { name: 'n' } }),
       modernCall(hub.url, 'complete-while-starting', 'completion/complete', { ref: { type: 'ref/prompt', name: 'x__greet' }, argument: { name: 'name', value: 'al' } }),
     ]);
-    expect(Date.now() - spawned).toBeGreaterThanOrEqual(5000);
+    expect(Date.now() - spawned).toBeGreaterThanOrEqual(4500);
     expect(textOf(call.body?.result), JSON.stringify(call.body)).toBe('echo:x');
     expect(prompt.body?.error, JSON.stringify(prompt.body)).toBeUndefined();
     expect(JSON.stringify(prompt.body?.result?.messages)).toContain('Hello, n!');
