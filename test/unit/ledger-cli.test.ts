@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, linkSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -1075,28 +1075,45 @@ describe('switchyard ledger CLI', () => {
       const { ledgerCommand } = await import(${JSON.stringify(pathToFileURL(dist).href)});
       // With -e the arguments start at argv[1].
       await yargs(process.argv.slice(1)).scriptName('switchyard').command(ledgerCommand).demandCommand(1).strict().help().parseAsync();`;
-    const run = (...args: string[]) =>
-      spawnSync(process.execPath, ['--input-type=module', '-e', entry, '--', ...args], { cwd: resolve('.'), encoding: 'utf8' });
-    const q = run('ledger', 'query', '--db', t.db, '--json', '--outcome', 'timeout');
+    // Each run a node process of its own (yargs and the ledger modules loaded, half a second of
+    // CPU): those that do not need the tampered row run side by side, before it is tampered.
+    const run = (...args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> =>
+      new Promise((done, fail) => {
+        const p = spawn(process.execPath, ['--input-type=module', '-e', entry, '--', ...args], { cwd: resolve('.'), stdio: ['ignore', 'pipe', 'pipe'] });
+        let stdout = '';
+        let stderr = '';
+        p.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+        p.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+        p.once('error', fail);
+        p.once('close', (status) => done({ status, stdout, stderr }));
+      });
+    const [q, verified, missing, typo, tail, since, bare] = await Promise.all([
+      run('ledger', 'query', '--db', t.db, '--json', '--outcome', 'timeout'),
+      run('ledger', 'verify', '--db', t.db),
+      run('ledger', 'query', '--db', join(t.dir, 'nope.db')),
+      run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db')),
+      run('ledger', 'tail', '-n', 'abc', '--db', t.db),
+      run('ledger', 'query', '--since', '2026-02-30', '--db', t.db),
+      run('ledger'),
+    ]);
     expect(q.status).toBe(0);
     expect(JSON.parse(q.stdout)).toMatchObject({ tool: 'mem__store', outcome: 'timeout' });
-    expect(run('ledger', 'verify', '--db', t.db)).toMatchObject({ status: 0, stdout: expect.stringMatching(/^ok: 6 rows verified \(chain seq 1\.\.6\)\nhead: 6:[0-9a-f]{64}\n$/) });
+    expect(verified).toMatchObject({ status: 0, stdout: expect.stringMatching(/^ok: 6 rows verified \(chain seq 1\.\.6\)\nhead: 6:[0-9a-f]{64}\n$/) });
     const id = l.query({ outcome: 'timeout' })[0].id;
     const raw = new Database(t.db);
     raw.prepare('DELETE FROM audit WHERE id = ?').run(id);
     raw.close();
-    const v = run('ledger', 'verify', '--db', t.db);
+    const v = await run('ledger', 'verify', '--db', t.db);
     expect(v.status).toBe(1);
     expect(v.stdout).toMatch(/^FAILED at row \d+ \(seq 5\): chain broken before this row: expected seq 4, found 5/);
-    const missing = run('ledger', 'query', '--db', join(t.dir, 'nope.db'));
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
-    expect(run('ledger', 'prune', '--before', '1d', '--db', join(t.dir, 'typo', 'x.db'))).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
+    expect(typo).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
-    expect(run('ledger', 'tail', '-n', 'abc', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 to 100000 (not a number)\n' });
-    expect(run('ledger', 'query', '--since', '2026-02-30', '--db', t.db)).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
-    expect(run('ledger').status).not.toBe(0); // a subcommand is required
-  });
+    expect(tail).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 to 100000 (not a number)\n' });
+    expect(since).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
+    expect(bare.status).not.toBe(0); // a subcommand is required
+  }, 60_000);
 });
 
 describe('switchyard ledger keys', () => {
