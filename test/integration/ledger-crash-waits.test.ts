@@ -7,9 +7,10 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { exportRows, fixture, LEGACY, ledgerCli, modernCall, readCounter, SDK1, sleep, waitForReady } from './ledger-helpers.js';
+import { exportRows, fixture, LEGACY, ledgerCli, modernCall, readCounter, SDK1, waitForReady } from './ledger-helpers.js';
 
 let hub: HubProcess | undefined;
 afterAll(async () => {
@@ -59,10 +60,12 @@ describe('SIGKILL while a call waits in the hub before it is forwarded', () => {
     await readUntil(confirming, 'elicitation/create');
 
     // A keyed call in flight upstream, and the same call again, waiting for the first's answer.
+    // Each sent once the one before has its row (its key claimed just before): polled, where
+    // fixed waits of 300 and 500 ms were.
     const first = modernCall(url, 'first', 'tools/call', { name: 'f__slow', arguments: { ms: 20_000 } }, { headers: { 'idempotency-key': 'wait-k' } }).catch(() => undefined);
-    await sleep(300);
+    await expect.poll(() => inFlight(db, ['first']), { timeout: 10_000, interval: 20 }).toBe(1);
     const again = modernCall(url, 'again', 'tools/call', { name: 'f__slow', arguments: { ms: 20_000 } }, { headers: { 'idempotency-key': 'wait-k' } }).catch(() => undefined);
-    await sleep(500);
+    await expect.poll(() => inFlight(db, ['first', 'again']), { timeout: 10_000, interval: 20 }).toBe(2);
 
     expect(await hub.stop('SIGKILL')).toBeNull();
     asked.abort();
@@ -84,3 +87,14 @@ describe('SIGKILL while a call waits in the hub before it is forwarded', () => {
     expect((await ledgerCli(db, ['verify'])).code).toBe(0);
   }, 60_000);
 });
+
+/** How many of these requests have a committed in_flight row (read beside the running hub). */
+function inFlight(db: string, requestIds: string[]): number {
+  const reader = new Database(db, { readonly: true, fileMustExist: true });
+  try {
+    const row = reader.prepare(`SELECT COUNT(*) AS n FROM audit WHERE outcome = 'in_flight' AND request_id IN (${requestIds.map(() => '?').join(', ')})`).get(...requestIds) as { n: number };
+    return row.n;
+  } finally {
+    reader.close();
+  }
+}
