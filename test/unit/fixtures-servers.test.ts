@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport as V1Stdio } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport as V1Http } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -25,6 +25,11 @@ type AnyClient = V1Client | V2Client;
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
 afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
+});
+/** Those of processes two cases of a describe share (a server's start is most of a case's time). */
+const sharedCleanups: Array<() => Promise<unknown> | unknown> = [];
+afterAll(async () => {
+  while (sharedCleanups.length > 0) await sharedCleanups.pop()?.();
 });
 
 function tempFile(name: string): string {
@@ -46,17 +51,17 @@ async function v1Stdio(script: string, env: Record<string, string> = {}, capabil
   return client;
 }
 
-async function v2Stdio(script: string, env: Record<string, string> = {}, capabilities = {}): Promise<V2Client> {
+async function v2Stdio(script: string, env: Record<string, string> = {}, capabilities = {}, owned = cleanups): Promise<V2Client> {
   const client = new V2Client({ name: 'fixture-test', version: '1.0.0' }, { capabilities, versionNegotiation: { mode: 'auto' } });
   await client.connect(new V2Stdio({ command: process.execPath, args: [script], env: childEnv(env), stderr: 'ignore' }));
-  cleanups.push(() => client.close());
+  owned.push(() => client.close());
   return client;
 }
 
 /** Spawn `script --http 0` and wait for its `LISTENING <port>` line. */
-async function spawnHttp(script: string, env: Record<string, string> = {}): Promise<URL> {
+async function spawnHttp(script: string, env: Record<string, string> = {}, owned = cleanups): Promise<URL> {
   const child: ChildProcess = spawn(process.execPath, [script, '--http', '0'], { env: childEnv(env), stdio: ['ignore', 'pipe', 'ignore'] });
-  cleanups.push(() => {
+  owned.push(() => {
     if (child.exitCode === null) child.kill('SIGTERM');
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -214,9 +219,19 @@ describe('conformance server (SDK v2, both eras)', () => {
     await client.subscribeResource({ uri: 'test://watched-resource' });
   });
 
+  // One modern stdio client (and server process) for the two modern stdio cases, one HTTP
+  // server for the two HTTP ones: none of them changes what the other looks at.
+  let modernClient: Promise<V2Client> | undefined;
+  const modernStdio = (): Promise<V2Client> =>
+    (modernClient ??= v2Stdio(CONFORMANCE, {}, { sampling: {} }, sharedCleanups).then((client) => {
+      client.setRequestHandler('sampling/createMessage', sample);
+      return client;
+    }));
+  let httpUrl: Promise<URL> | undefined;
+  const conformanceHttp = (): Promise<URL> => (httpUrl ??= spawnHttp(CONFORMANCE, {}, sharedCleanups));
+
   it('serves a modern stdio client, fulfilling input_required rounds', async () => {
-    const client = await v2Stdio(CONFORMANCE, {}, { sampling: {} });
-    client.setRequestHandler('sampling/createMessage', sample);
+    const client = await modernStdio();
     expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
     expect(texts(await client.callTool({ name: 'test_sampling', arguments: { prompt: 'hi' } }))).toEqual(['LLM response: sampled!']);
     expect(texts(await client.callTool({ name: 'test_input_required_result_sampling', arguments: {} }))).toEqual(['Sampling answer: sampled!']);
@@ -240,7 +255,7 @@ describe('conformance server (SDK v2, both eras)', () => {
   });
 
   it('modern stdio: change triggers arrive on a subscriptions/listen stream, filtered', async () => {
-    const client = await v2Stdio(CONFORMANCE);
+    const client = await modernStdio();
     const seen: string[] = [];
     client.setNotificationHandler('notifications/tools/list_changed', async () => void seen.push('tools'));
     client.setNotificationHandler('notifications/prompts/list_changed', async () => void seen.push('prompts'));
@@ -252,7 +267,7 @@ describe('conformance server (SDK v2, both eras)', () => {
   });
 
   it('serves both eras over HTTP on one endpoint', async () => {
-    const url = await spawnHttp(CONFORMANCE);
+    const url = await conformanceHttp();
     const legacy = new V1Client({ name: 'fixture-test', version: '1.0.0' });
     const legacyTransport = new V1Http(url);
     await legacy.connect(legacyTransport);
@@ -269,7 +284,7 @@ describe('conformance server (SDK v2, both eras)', () => {
   });
 
   it('rejects a non-loopback Host (DNS rebinding)', async () => {
-    const url = await spawnHttp(CONFORMANCE);
+    const url = await conformanceHttp();
     const { request } = await import('node:http');
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(
