@@ -1,5 +1,6 @@
 /** Running the real built `switchyard` CLI as a child process, as an operator would. */
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { BIN, ROOT } from './hub-process.js';
 
 export interface CliRun {
@@ -23,3 +24,37 @@ export function runCli(args: string[], opts: { cwd?: string; env?: NodeJS.Proces
     p.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+export interface CliCase {
+  args: string[];
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Several `switchyard` runs in ONE process (test/fixtures/cli-batch.mjs): each case with its own
+ * argv, cwd and environment (added to this process's, warn-level logs, as runCli), its own
+ * stdout, stderr and exit code; the modules load once, not once per case (~0.5 s of CPU each).
+ * For the many cases of one rule; keep a runCli of the real process for each behaviour too.
+ */
+export function runCliBatch(cases: CliCase[]): Promise<CliRun[]> {
+  return new Promise((resolve, reject) => {
+    const env = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' };
+    const list = cases.map((c) => ({ args: c.args, cwd: c.cwd ?? ROOT, env: c.env ?? {} }));
+    const p = spawn(process.execPath, [BATCH, BIN, JSON.stringify(list)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+    let outside = '';
+    let results = '';
+    p.stdout!.on('data', (d) => (outside += d));
+    p.stderr!.on('data', (d) => (outside += d));
+    p.stdio[3]!.on('data', (d) => (results += d));
+    p.on('close', (code) => {
+      const runs = results ? (JSON.parse(results) as (CliRun & { error?: string })[]) : [];
+      const failed = runs.find((r) => r.error);
+      if (code !== 0 || outside || failed || runs.length !== cases.length)
+        reject(new Error(`cli-batch: exit ${code}, ${runs.length}/${cases.length} cases${failed ? `, ${failed.error}` : ''}\n${outside}`));
+      else resolve(runs);
+    });
+  });
+}
+
+const BATCH = join(ROOT, 'test/fixtures/cli-batch.mjs');

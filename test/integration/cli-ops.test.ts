@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch, type CliRun } from '../helpers/cli.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -21,22 +21,36 @@ const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
 
 describe('exit codes and errors of the CLI itself', () => {
   it('a usage error exits 2 with the help; a failure a command did not foresee is one line and exit 1, no stack', async () => {
-    for (const args of [['bogus'], ['start', '--bogus'], ['keys', 'add']]) {
-      const r = await runCli(args);
+    // The real process for one usage error and the failure below; the other cases in one process
+    // (runCliBatch: each its own argv, output and exit code).
+    const real = await runCli(['bogus']);
+    expect([real.code, real.stderr], 'bogus').toEqual([2, expect.stringMatching(/Options:/)]);
+    const broken = mkdtempSync(join(tmpdir(), 'switchyard-cli-broken-'));
+    writeFileSync(join(broken, 'hub.config.json'), JSON.stringify({ servers: { x: { command: 3 } } }));
+    const usage = [['start', '--bogus'], ['keys', 'add']];
+    const subs = ['diff', 'approve', 'export'];
+    const refused = [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']];
+    const runs = await runCliBatch([
+      ...usage.map((args) => ({ args })),
+      { args: ['ledger', 'query', '--outcome', 'bogus'] },
+      { args: ['tools', 'export', '--format', 'openai', '--local'], cwd: broken },
+      ...subs.map((sub) => ({ args: ['tools', sub, '--help'] })),
+      ...refused.map((args) => ({ args: ['tools', ...args] })),
+    ]);
+    for (const args of usage) {
+      const r = runs.shift()!;
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/Options:/);
     }
     // A misspelt filter value is a usage error, not an empty answer; a broken config is 2 for export too.
-    const bogus = await runCli(['ledger', 'query', '--outcome', 'bogus']);
+    const bogus = runs.shift()!;
     expect([bogus.code, bogus.stderr]).toEqual([2, expect.stringContaining('Argument: outcome, Given: "bogus"')]);
-    const broken = mkdtempSync(join(tmpdir(), 'switchyard-cli-broken-'));
-    writeFileSync(join(broken, 'hub.config.json'), JSON.stringify({ servers: { x: { command: 3 } } }));
-    const exported = await runCli(['tools', 'export', '--format', 'openai', '--local'], { cwd: broken });
+    const exported = runs.shift()!;
     expect([exported.code, exported.stderr]).toEqual([2, expect.stringContaining('hub.config.json: invalid config')]);
     // Subcommands' help names each option once (they are declared by their parent too).
     const helps = new Map<string, string>();
-    for (const sub of ['diff', 'approve', 'export']) {
-      const help = (await runCli(['tools', sub, '--help'])).stdout;
+    for (const sub of subs) {
+      const help = runs.shift()!.stdout;
       helps.set(sub, help);
       expect(help, sub).toMatch(/-c, --config/);
       expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
@@ -48,8 +62,8 @@ describe('exit codes and errors of the CLI itself', () => {
       expect(help, sub).not.toMatch(/--format|--group|--url|--local|--json/);
     }
     // tools' own options reach diff and approve, which read the ledger file: refused, not ignored.
-    for (const args of [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']]) {
-      const r = await runCli(['tools', ...args]);
+    for (const args of refused) {
+      const r = runs.shift()!;
       expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/^--(format|group|url): not for diff or approve/)]);
     }
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
@@ -64,30 +78,34 @@ describe('exit codes and errors of the CLI itself', () => {
 
 describe('tools without a daemon or a config', () => {
   it('offers --local for --format only, and takes a missing --config of diff and approve as a usage error', async () => {
-    // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
-    expect((await runCli(['tools', '--help'])).stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
-    // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
-    const noConfig = await runCli(['tools', 'diff', 'x', '-c', join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')]);
-    expect([noConfig.code, noConfig.stderr]).toEqual([2, expect.stringMatching(/^config file not found: /)]);
-    // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.
     const bare = tmp('bare');
-    const diff = await runCli(['tools', 'diff', 'x'], { cwd: bare });
-    expect([diff.code, diff.stderr]).toEqual([1, `no ledger database at ${join(bare, 'data', 'ledger.db')}: the hub has not pinned any tool yet\n`]);
-    // doctor with no config has no upstreams to check: it does not say it checks them.
     const closed = createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const port = (closed.address() as { port: number }).port;
     await new Promise((r) => closed.close(r));
-    const doctor = await runCli(['doctor', '--url', `http://127.0.0.1:${port}`], { cwd: bare });
-    expect(doctor.stdout).toMatch(/switchyard init/);
-    expect(doctor.stdout).toContain(`no daemon at http://127.0.0.1:${port}\n`);
+    const [help, noConfig, diff, doctor] = await runCliBatch([
+      { args: ['tools', '--help'] },
+      { args: ['tools', 'diff', 'x', '-c', join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')] },
+      { args: ['tools', 'diff', 'x'], cwd: bare },
+      { args: ['doctor', '--url', `http://127.0.0.1:${port}`], cwd: bare },
+    ]);
+    // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
+    expect(help!.stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
+    // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
+    expect([noConfig!.code, noConfig!.stderr]).toEqual([2, expect.stringMatching(/^config file not found: /)]);
+    // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.
+    expect([diff!.code, diff!.stderr]).toEqual([1, `no ledger database at ${join(bare, 'data', 'ledger.db')}: the hub has not pinned any tool yet\n`]);
+    // doctor with no config has no upstreams to check: it does not say it checks them.
+    expect(doctor!.stdout).toMatch(/switchyard init/);
+    expect(doctor!.stdout).toContain(`no daemon at http://127.0.0.1:${port}\n`);
   });
 });
 
 describe('switchyard init', () => {
   it('writes a starter config with $schema that validates, and will not overwrite it without --force', async () => {
     const d = tmp('init');
-    const r = await run(['init'], { cwd: d });
+    // One process for the three (runCliBatch, in this order); the real one for the last init.
+    const [r, validated, again] = (await runCliBatch([{ args: ['init'], cwd: d }, { args: ['config', 'validate'], cwd: d }, { args: ['init'], cwd: d }])) as [CliRun, CliRun, CliRun];
     expect(r.code).toBe(0);
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({});
@@ -95,8 +113,7 @@ describe('switchyard init', () => {
     // The $schema path resolves from the config's folder.
     expect(statSync(join(d, cfg.$schema)).isFile()).toBe(true);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
-    expect((await run(['config', 'validate'], { cwd: d })).stdout).toBe('ok: 0 servers\n');
-    const again = await run(['init'], { cwd: d });
+    expect(validated.stdout).toBe('ok: 0 servers\n');
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already exists; pass --force/);
     // Overwriting a file someone made readable keeps what is written private all the same.
@@ -108,9 +125,11 @@ describe('switchyard init', () => {
   it('refuses a folder for --config, pastes the next-step line into a shell as it is, and the first run keeps data/ out of git', async () => {
     const d = tmp('init-first-run');
     // A folder for --config is refused as such (not "already exists; pass --force", then EISDIR).
-    const folder = await run(['init', '-c', '.', '--force'], { cwd: d });
+    const [folder, spaced] = (await runCliBatch([
+      { args: ['init', '-c', '.', '--force'], cwd: d },
+      { args: ['init', '-c', "Dev's hub.json"], cwd: d },
+    ])) as [CliRun, CliRun];
     expect([folder.code, folder.stderr]).toEqual([2, '. is a folder: give the file to write, such as hub.config.json\n']);
-    const spaced = await run(['init', '-c', "Dev's hub.json"], { cwd: d });
     expect(spaced.stdout).toContain(`next: switchyard config validate --config 'Dev'\\''s hub.json' && switchyard start --config 'Dev'\\''s hub.json'\n`);
     // The first run makes data/ (state key, ledger) where the config is, often a project's
     // repository: the folder keeps itself out of git.
@@ -132,7 +151,10 @@ describe('switchyard init', () => {
         },
       }),
     );
-    const r = await run(['init', '--from', src, '--config', join(d, 'hub.config.json')], { cwd: d });
+    const [r, validated] = (await runCliBatch([
+      { args: ['init', '--from', src, '--config', join(d, 'hub.config.json')], cwd: d },
+      { args: ['config', 'validate', '--config', join(d, 'hub.config.json')] },
+    ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/2 server\(s\) imported from .* \(Claude Desktop\): notes, my-files-v2/);
     expect(r.stdout).toMatch(/note: server "my_files.v2" is "my-files-v2"/);
@@ -143,7 +165,7 @@ describe('switchyard init', () => {
       notes: { command: process.execPath, args: [join(ROOT, SDK1)], env: { SERVER_NAME: 'notes', API_TOKEN: 'abc' } },
       'my-files-v2': { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] },
     });
-    expect((await run(['config', 'validate', '--config', join(d, 'hub.config.json')])).stdout).toBe('ok: 2 servers\n');
+    expect(validated.stdout).toBe('ok: 2 servers\n');
   });
 
   it('imports a VS Code .vscode/mcp.json with comments, types, inputs and ${workspaceFolder}', async () => {
@@ -167,7 +189,10 @@ describe('switchyard init', () => {
   },
 }`,
     );
-    const r = await run(['init', '--from', '.vscode/mcp.json'], { cwd: d });
+    const [r, ok] = (await runCliBatch([
+      { args: ['init', '--from', '.vscode/mcp.json'], cwd: d },
+      { args: ['config', 'validate'], cwd: d, env: { SWITCHYARD_INPUT_GH_TOKEN: 't' } },
+    ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/3 server\(s\) imported from \.vscode\/mcp\.json \(VS Code\): local, github, old/);
     expect(r.stdout).toMatch(/set the environment variable SWITCHYARD_INPUT_GH_TOKEN/);
@@ -178,7 +203,6 @@ describe('switchyard init', () => {
       github: { url: 'https://api.githubcopilot.com/mcp/', headers: { Authorization: 'Bearer ${env:SWITCHYARD_INPUT_GH_TOKEN}' } },
       old: { url: 'http://127.0.0.1:9/sse' },
     });
-    const ok = await run(['config', 'validate'], { cwd: d, env: { SWITCHYARD_INPUT_GH_TOKEN: 't' } });
     expect(ok.stdout).toBe('ok: 3 servers\n');
   });
 
@@ -186,14 +210,17 @@ describe('switchyard init', () => {
     const d = tmp('init-cursor');
     mkdirSync(join(d, '.cursor'));
     writeFileSync(join(d, '.cursor', 'mcp.json'), JSON.stringify({ mcpServers: { remote: { url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } } } }));
-    const r = await run(['init', '--from', join(d, '.cursor', 'mcp.json')], { cwd: d });
-    expect(r.stdout).toMatch(/\(Cursor\): remote/);
-    expect(JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8')).servers.remote).toEqual({ url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } });
     writeFileSync(join(d, 'other.json'), '{"editor.fontSize": 12}');
-    const bad = await run(['init', '--from', 'other.json', '--force'], { cwd: d });
+    const [r, bad, missing] = (await runCliBatch([
+      { args: ['init', '--from', join(d, '.cursor', 'mcp.json')], cwd: d },
+      { args: ['init', '--from', 'other.json', '--force'], cwd: d },
+      { args: ['init', '--from', 'nope.json', '--force'], cwd: d },
+    ])) as [CliRun, CliRun, CliRun];
+    expect(r.stdout).toMatch(/\(Cursor\): remote/);
+    // The refused imports below wrote nothing over it.
+    expect(JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8')).servers.remote).toEqual({ url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
-    const missing = await run(['init', '--from', 'nope.json', '--force'], { cwd: d });
     expect(missing.stderr).toMatch(/cannot read nope\.json: ENOENT/);
   });
 });
@@ -231,32 +258,48 @@ describe('servers, doctor and tools without a daemon', () => {
     const r = await run(['servers'], { cwd: free });
     expect(r.code).toBe(3);
     expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+    const exports = [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']];
+    const typos = [['servers'], ['tools'], ['reload']];
+    const [t, ...runs] = await runCliBatch([
+      { args: ['tools'], cwd: free },
+      ...exports.map((args) => ({ args: [...args, '--url', `http://127.0.0.1:${unused}`], cwd: free })),
+      ...typos.map((cmd) => ({ args: [...cmd, '-c', 'hub.config.jsn'], cwd: free })),
+    ]);
     // `tools` says it the same way, with the same exit code.
-    const t = await run(['tools'], { cwd: free });
-    expect(t.code).toBe(3);
-    expect(t.stderr).toBe(r.stderr);
+    expect(t!.code).toBe(3);
+    expect(t!.stderr).toBe(r.stderr);
     // And the export, asked of that address (it was exit 1, as a daemon's error).
-    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
-      const e = await run([...args, '--url', `http://127.0.0.1:${unused}`], { cwd: free });
+    for (const args of exports) {
+      const e = runs.shift()!;
       expect([e.code, e.stdout, e.stderr], args.join(' ')).toEqual([3, '', r.stderr]);
     }
     // A config named on purpose that is not there is a typo, not "no daemon" (nor the default address).
-    for (const cmd of [['servers'], ['tools'], ['reload']]) {
-      const typo = await run([...cmd, '-c', 'hub.config.jsn'], { cwd: free });
+    for (const cmd of typos) {
+      const typo = runs.shift()!;
       expect(typo.code, cmd[0]).toBe(2);
       expect(typo.stderr).toBe('switchyard: cannot read hub.config.jsn (no such file): give the config the daemon runs with, or its address with --url\n');
     }
   });
 
   it('a --port that is no port, or a SWITCHYARD_LOG_LEVEL that is no level, is a usage error in one line (exit 2)', async () => {
-    for (const port of ['abc', '99999', '--port=-1']) {
-      const args = port.startsWith('--') ? ['start', port] : ['start', '--port', port];
-      const r = await run(args, { cwd: d });
+    // The real process for the first; the others in one (runCliBatch).
+    const first = await run(['start', '--port', 'abc'], { cwd: d });
+    const ports = ['99999', '--port=-1'];
+    const cmds = [['stdio'], ['servers']];
+    const runs = [
+      first,
+      ...(await runCliBatch([
+        ...ports.map((port) => ({ args: port.startsWith('--') ? ['start', port] : ['start', '--port', port], cwd: d })),
+        ...cmds.map((cmd) => ({ args: cmd, cwd: d, env: { SWITCHYARD_LOG_LEVEL: 'verbose' } })),
+      ])),
+    ];
+    for (const port of ['abc', ...ports]) {
+      const r = runs.shift()!;
       expect(r.code, port).toBe(2);
       expect(r.stderr).toBe(`switchyard: --port must be a whole number from 0 to 65535, got ${JSON.stringify(port.replace('--port=', ''))}\n`);
     }
-    for (const cmd of [['stdio'], ['servers']]) {
-      const r = await run(cmd, { cwd: d, env: { SWITCHYARD_LOG_LEVEL: 'verbose' } });
+    for (const cmd of cmds) {
+      const r = runs.shift()!;
       expect(r.code, cmd[0]).toBe(2);
       expect(r.stderr).toBe('switchyard: SWITCHYARD_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; it is "verbose"\n');
     }
@@ -265,20 +308,33 @@ describe('servers, doctor and tools without a daemon', () => {
   it('an option given twice is a usage error in one line (exit 2), whatever the command; a repeatable one is not', async () => {
     // -c twice reached Node as an array ("paths[0] argument must be of type string", exit 1);
     // --port twice was refused as a value no one typed.
-    for (const args of [['ledger', 'query'], ['servers'], ['start'], ['doctor'], ['tools', '--format', 'openai'], ['keys', 'list']]) {
-      const r = await run([...args, '-c', 'hub.config.json', '--config', 'other.json'], { cwd: d });
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --config is given twice: give it once\n']);
-    }
-    for (const args of [['start', '--port', '7983', '--port', '7984'], ['start', '-p', '7983', '--port', '7984']]) {
-      const r = await run(args, { cwd: d });
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --port is given twice: give it once\n']);
-    }
-    const timeout = await run(['servers', 'restart', 'x', '--timeout', '5', '--timeout', '6'], { cwd: d });
-    expect([timeout.code, timeout.stderr]).toEqual([2, 'switchyard: --timeout is given twice: give it once\n']);
-    // --scope is declared repeatable: a key with two scopes.
+    // The real process for the first; the others in one (runCliBatch), each its own exit code.
+    const configs = [['ledger', 'query'], ['servers'], ['start'], ['doctor'], ['tools', '--format', 'openai'], ['keys', 'list']];
+    const ports = [['start', '--port', '7983', '--port', '7984'], ['start', '-p', '7983', '--port', '7984']];
     const keys = tmp('twice-keys');
     writeFileSync(join(keys, 'hub.config.json'), '{}');
-    const add = await run(['keys', 'add', 'bob', '--scope', 'a', '--scope', 'b'], { cwd: keys });
+    const twice = (args: string[]) => [...args, '-c', 'hub.config.json', '--config', 'other.json'];
+    const runs = [
+      await run(twice(configs[0]!), { cwd: d }),
+      ...(await runCliBatch([
+        ...configs.slice(1).map((args) => ({ args: twice(args), cwd: d })),
+        ...ports.map((args) => ({ args, cwd: d })),
+        { args: ['servers', 'restart', 'x', '--timeout', '5', '--timeout', '6'], cwd: d },
+        { args: ['keys', 'add', 'bob', '--scope', 'a', '--scope', 'b'], cwd: keys },
+      ])),
+    ];
+    for (const args of configs) {
+      const r = runs.shift()!;
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --config is given twice: give it once\n']);
+    }
+    for (const args of ports) {
+      const r = runs.shift()!;
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --port is given twice: give it once\n']);
+    }
+    const timeout = runs.shift()!;
+    expect([timeout.code, timeout.stderr]).toEqual([2, 'switchyard: --timeout is given twice: give it once\n']);
+    // --scope is declared repeatable: a key with two scopes.
+    const add = runs.shift()!;
     expect([add.code, add.stderr]).toEqual([0, expect.stringMatching(/shown only this once/)]);
     expect(JSON.parse(readFileSync(join(keys, 'hub.config.json'), 'utf8')).auth.apiKeys[0].scopes).toEqual(['a', 'b']);
   }, 60_000);
@@ -405,36 +461,58 @@ describe('servers, doctor and tools against a running daemon', () => {
   });
 
   it('a --server the hub has not: exit 1 naming the servers it has, listing or exporting, from the daemon or locally', async () => {
-    for (const args of [['tools', '--url', hub.url], ['tools', '--format', 'openai', '--url', hub.url], ['tools', '--format', 'openai', '--local', '-c', hub.configFile]]) {
-      const r = await run([...args, '--server', 'nope']);
+    const asked = [['tools', '--url', hub.url], ['tools', '--format', 'openai', '--url', hub.url], ['tools', '--format', 'openai', '--local', '-c', hub.configFile]];
+    // The real process for the first; the others in one (runCliBatch).
+    const runs = [
+      await run([...asked[0]!, '--server', 'nope']),
+      ...(await runCliBatch([
+        ...asked.slice(1).map((args) => ({ args: [...args, '--server', 'nope'] })),
+        { args: ['tools', '--format', 'openai', '--local', '-c', hub.configFile, '--server', 'toString'] },
+      ])),
+    ];
+    for (const args of asked) {
+      const r = runs.shift()!;
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr, args.join(' ')).toMatch(/no server named "nope".*\(servers: legacy, modern/);
       expect(r.stdout).toBe('');
     }
     // A name every object has is no server either (config.servers['toString'] was Object's function).
-    const odd = await run(['tools', '--format', 'openai', '--local', '-c', hub.configFile, '--server', 'toString']);
+    const odd = runs.shift()!;
     expect([odd.code, odd.stdout]).toEqual([1, '']);
     expect(odd.stderr).toMatch(/no server named "toString".*\(servers: legacy, modern/);
   });
 
   it("the export of a tool group holds only that group's tools; it cannot widen to the upstreams", async () => {
-    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
-      const doc = JSON.parse((await run([...args, '--url', hub.url, '--group', 'mod'])).stdout) as { tools: Json[] };
+    const forms = [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']];
+    // The real process for the first; the others in one (runCliBatch).
+    const runs = [
+      await run([...forms[0]!, '--url', hub.url, '--group', 'mod']),
+      ...(await runCliBatch([
+        { args: [...forms[1]!, '--url', hub.url, '--group', 'mod'] },
+        { args: ['tools', '--format', 'openai', '--local', '--group', 'mod'] },
+        ...forms.map((args) => ({ args: [...args, '--local', '--url', hub.url] })),
+      ])),
+    ];
+    for (const _ of forms) {
+      const doc = JSON.parse(runs.shift()!.stdout) as { tools: Json[] };
       expect(doc.tools).toHaveLength(5);
     }
     // --local asks no daemon, and only the daemon applies groups: a usage error (exit 2), not a failure.
-    const local = await run(['tools', '--format', 'openai', '--local', '--group', 'mod']);
+    const local = runs.shift()!;
     expect([local.code, local.stdout, local.stderr]).toEqual([2, '', '--group needs the running daemon (it applies the groups); drop --local\n']);
     // --url too: it was ignored, and the config's upstreams exported instead of that daemon's catalog.
-    for (const args of [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']]) {
-      const r = await run([...args, '--local', '--url', hub.url]);
+    for (const _ of forms) {
+      const r = runs.shift()!;
       expect([r.code, r.stdout, r.stderr]).toEqual([2, '', '--url names a daemon to ask, and --local asks none; drop one of them\n']);
     }
   });
 
   it('a --url that is no http(s) URL is one line and exit 2, for every command that takes it', async () => {
-    for (const cmd of ['servers', 'doctor', 'tools']) {
-      const r = await run([cmd, '--url', 'notaurl']);
+    const cmds = ['servers', 'doctor', 'tools'];
+    // The real process for the first; the others in one (runCliBatch).
+    const runs = [await run([cmds[0]!, '--url', 'notaurl']), ...(await runCliBatch(cmds.slice(1).map((cmd) => ({ args: [cmd, '--url', 'notaurl'] }))))];
+    for (const cmd of cmds) {
+      const r = runs.shift()!;
       expect(r.code, cmd).toBe(2);
       expect(r.stderr.trim()).toBe('switchyard: --url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket\'s path), got "notaurl"');
       expect(r.stdout).toBe('');
