@@ -6,12 +6,13 @@
  */
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch, type CliCase, type CliRun } from '../helpers/cli.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
@@ -20,8 +21,29 @@ const USER_KEY = 'sy_user-answers-key-0123456789abcdefghijklmnopqrst';
 
 /** The CLI with no admin key of the test's own environment unless `env` gives one. */
 const run = (args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string) => runCli(args, { cwd, env: { SWITCHYARD_API_KEY: '', ...env } });
+/** The same cases in one process (runCliBatch), after a test's first in a real one. */
+const batch = (cases: CliCase[]) => runCliBatch(cases.map((c) => ({ ...c, env: { SWITCHYARD_API_KEY: '', ...c.env } })));
 
 type Json = Record<string, any>;
+
+// doctor waits 5 s for the silent port's answer (the last test): it runs while the tests before
+// it do, not after them, as nothing is shared.
+let silentDoctor: Promise<{ d: CliRun; spawns: string }>;
+let silent: NetServer | undefined;
+beforeAll(async () => {
+  silent = createNetServer(() => undefined); // takes connections, never answers
+  await new Promise<void>((r) => silent!.listen(0, '127.0.0.1', r));
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-silent-daemon-'));
+  const spawns = join(dir, 'spawns');
+  const counted = `require('fs').appendFileSync(${JSON.stringify(spawns)}, process.pid + '\\n'); import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});`;
+  const port = (silent.address() as { port: number }).port;
+  writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { counted: { command: process.execPath, args: ['-e', counted] } } }));
+  silentDoctor = run(['doctor', '--json'], {}, dir).then((d) => ({ d, spawns }));
+});
+afterAll(async () => {
+  await silentDoctor;
+  silent?.close();
+});
 
 describe('a switchyard daemon that wants an admin key', () => {
   let hub: HubProcess;
@@ -66,10 +88,14 @@ describe('a switchyard daemon that wants an admin key', () => {
     expect(spawned()).toBe(1); // the daemon's own start only: no second copy to check it
     expect(r.stdout).not.toMatch(/another program/);
 
+    // The other two keys in one process (runCliBatch).
+    const [user, ok] = await batch([
+      { args: ['doctor', '-c', hub.configFile, '--json'], env: { SWITCHYARD_API_KEY: USER_KEY } },
+      { args: ['doctor', '-c', hub.configFile, '--json'], env: { SWITCHYARD_API_KEY: ADMIN_KEY } },
+    ]);
     // A key that is no admin's: 403, said as such.
-    const user = await run(['doctor', '-c', hub.configFile, '--json'], { SWITCHYARD_API_KEY: USER_KEY });
-    expect(user.code).toBe(1);
-    expect((JSON.parse(user.stdout) as Json[]).filter((x) => x.check === 'daemon' || x.check === 'upstreams')).toEqual([
+    expect(user!.code).toBe(1);
+    expect((JSON.parse(user!.stdout) as Json[]).filter((x) => x.check === 'daemon' || x.check === 'upstreams')).toEqual([
       {
         level: 'fail',
         check: 'daemon',
@@ -79,8 +105,7 @@ describe('a switchyard daemon that wants an admin key', () => {
     ]);
     expect(spawned()).toBe(1);
 
-    const ok = await run(['doctor', '-c', hub.configFile, '--json'], { SWITCHYARD_API_KEY: ADMIN_KEY });
-    const g = JSON.parse(ok.stdout) as Json[];
+    const g = JSON.parse(ok!.stdout) as Json[];
     expect(g.find((x) => x.check === 'daemon')).toMatchObject({ level: 'ok', message: expect.stringMatching(/running at/) });
     expect(g.filter((x) => x.check === 'upstreams')).toEqual([{ level: 'ok', check: 'upstreams', message: expect.stringMatching(/^counted \(stdio, 2025-11-25\) ready/) }]);
     expect(spawned()).toBe(1);
@@ -88,12 +113,20 @@ describe('a switchyard daemon that wants an admin key', () => {
 
   it('servers, tools and reload say the same, and a key the daemon does not know is named as refused', async () => {
     const base = `http://127.0.0.1:${hub.port}`;
-    for (const cmd of [['servers'], ['tools'], ['reload']]) {
-      const r = await run([...cmd, '-c', hub.configFile]);
+    const cmds = [['servers'], ['tools'], ['reload']];
+    const runs = [
+      await run([...cmds[0]!, '-c', hub.configFile]),
+      ...(await batch([
+        ...cmds.slice(1).map((cmd) => ({ args: [...cmd, '-c', hub.configFile] })),
+        { args: ['servers', '-c', hub.configFile], env: { SWITCHYARD_API_KEY: 'sy_not-a-key-of-this-daemon-0123456789abcdefghijk' } },
+      ])),
+    ];
+    for (const cmd of cmds) {
+      const r = runs.shift()!;
       expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
       expect(r.stderr, cmd[0]).toBe(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
     }
-    const wrong = await run(['servers', '-c', hub.configFile], { SWITCHYARD_API_KEY: 'sy_not-a-key-of-this-daemon-0123456789abcdefghijk' });
+    const wrong = runs.shift()!;
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(new RegExp(`^a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY \\(HTTP 401: Unauthorized: .+\\): set it to one of its admin keys\\n$`));
   });
@@ -114,19 +147,24 @@ describe('another program on the port', () => {
   afterAll(() => void other?.close());
 
   it('is told by status and content type, not by printing its page', async () => {
-    for (const [cmd, path] of [
+    const asked = [
       [['servers'], '/admin/servers'],
       [['tools'], '/admin/tools?all=1'],
       [['reload'], '/admin/reload'],
-    ] as const) {
-      const r = await run([...cmd, '--url', base]);
+    ] as const;
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-program-'));
+    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
+    const runs = [
+      await run([...asked[0][0], '--url', base]),
+      ...(await batch([...asked.slice(1).map(([cmd]) => ({ args: [...cmd, '--url', base] })), { args: ['doctor', '--json'], cwd: dir }])),
+    ];
+    for (const [cmd, path] of asked) {
+      const r = runs.shift()!;
       expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
       expect(r.stderr, cmd[0]).toBe(`${base}${path} answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?\n`);
     }
     // doctor finds it at the address of the config it checks.
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-program-'));
-    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
-    const d = await run(['doctor', '--json'], {}, dir);
+    const d = runs.shift()!;
     expect(d.code).toBe(1);
     expect((JSON.parse(d.stdout) as Json[]).find((x) => x.check === 'daemon')).toEqual({
       level: 'fail',
@@ -154,7 +192,7 @@ describe('another program on the port that answers JSON', () => {
   const notAHub = (route: string) => `the program on ${base} is not a switchyard hub (its answer to ${route} is not what a hub sends)`;
 
   it('is named as not a hub by every command that reads it (exit 1), never a TypeError', async () => {
-    for (const [cmd, route] of [
+    const asked = [
       [['servers'], '/admin/servers'],
       [['servers', '--json'], '/admin/servers'],
       [['tools'], '/admin/tools'],
@@ -162,14 +200,19 @@ describe('another program on the port that answers JSON', () => {
       [['tools', '--format', 'openai'], '/admin/tools'],
       [['reload'], '/admin/reload'],
       [['servers', 'restart', 'notes'], '/admin/servers/notes/restart'],
-    ] as const) {
-      const r = await run([...cmd, '--url', base]);
+    ] as const;
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-json-'));
+    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
+    const runs = [
+      await run([...asked[0][0], '--url', base]),
+      ...(await batch([...asked.slice(1).map(([cmd]) => ({ args: [...cmd, '--url', base] })), { args: ['doctor', '--json'], cwd: dir }])),
+    ];
+    for (const [cmd, route] of asked) {
+      const r = runs.shift()!;
       expect([r.code, r.stdout, r.stderr], cmd.join(' ')).toEqual([1, '', `${notAHub(route)}\n`]);
     }
     // doctor says so as its daemon finding, and goes on to its other checks.
-    const dir = mkdtempSync(join(tmpdir(), 'switchyard-other-json-'));
-    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: Number(new URL(base).port) }, ledger: { path: './ledger.db' }, servers: {} }));
-    const d = await run(['doctor', '--json'], {}, dir);
+    const d = runs.shift()!;
     expect([d.code, d.stderr]).toEqual([1, '']);
     const f = JSON.parse(d.stdout) as Json[];
     expect(f.find((x) => x.check === 'daemon')).toEqual({ level: 'fail', check: 'daemon', message: notAHub('/admin/servers') });
@@ -179,22 +222,10 @@ describe('another program on the port that answers JSON', () => {
 
 describe('something on the port that does not answer in time', () => {
   it('doctor says so and starts none of the upstreams: it may be a busy daemon running them', async () => {
-    const { createServer: tcp } = await import('node:net');
-    const silent = tcp(() => undefined); // takes connections, never answers
-    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-    try {
-      const dir = mkdtempSync(join(tmpdir(), 'switchyard-silent-daemon-'));
-      const spawns = join(dir, 'spawns');
-      const counted = `require('fs').appendFileSync(${JSON.stringify(spawns)}, process.pid + '\\n'); import(${JSON.stringify(pathToFileURL(join(ROOT, SDK1)).href)});`;
-      const port = (silent.address() as { port: number }).port;
-      writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port }, ledger: { path: './ledger.db' }, servers: { counted: { command: process.execPath, args: ['-e', counted] } } }));
-      const d = await run(['doctor', '--json'], {}, dir);
-      const f = JSON.parse(d.stdout) as Json[];
-      expect(f.find((x) => x.check === 'daemon')?.message).toMatch(/did not answer in time \(a switchyard daemon that is busy, or another program\?\)/);
-      expect(f.find((x) => x.check === 'upstreams')).toMatchObject({ level: 'warn', message: expect.stringMatching(/^not checked/) });
-      expect(existsSync(spawns)).toBe(false);
-    } finally {
-      silent.close();
-    }
+    const { d, spawns } = await silentDoctor;
+    const f = JSON.parse(d.stdout) as Json[];
+    expect(f.find((x) => x.check === 'daemon')?.message).toMatch(/did not answer in time \(a switchyard daemon that is busy, or another program\?\)/);
+    expect(f.find((x) => x.check === 'upstreams')).toMatchObject({ level: 'warn', message: expect.stringMatching(/^not checked/) });
+    expect(existsSync(spawns)).toBe(false);
   }, 30_000);
 });
