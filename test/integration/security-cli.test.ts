@@ -7,13 +7,18 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch, type CliRun } from '../helpers/cli.js';
 import { BIN, ROOT, nodeServer, startHub } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 
 function run(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [BIN, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 20_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Several cases in one process (runCliBatch), after a test's first in a real one: `run`'s shape. */
+async function batch(...cases: string[][]): Promise<ReturnType<typeof run>[]> {
+  return (await runCliBatch(cases.map((args) => ({ args })))).map((r: CliRun) => ({ status: r.code, stdout: r.stdout, stderr: r.stderr }));
 }
 
 describe('switchyard keys', () => {
@@ -29,10 +34,10 @@ describe('switchyard keys', () => {
     const text = readFileSync(file, 'utf8');
     expect(text).not.toContain(key);
     expect(JSON.parse(text).auth.apiKeys).toEqual([{ principal: 'carol', sha256: sha256Hex(key), scopes: ['math'] }]);
-    const second = run(['keys', 'add', 'dave', '--config', file]);
-    expect(second.stdout.trim()).not.toBe(key);
-    expect(run(['keys', 'list', '--config', file]).stdout).toMatch(/^carol\t[0-9a-f]{12}…\tmath\ndave\t[0-9a-f]{12}…\n$/);
-    expect(run(['config', 'validate', '--config', file]).status).toBe(0);
+    const [second, list, validate] = await batch(['keys', 'add', 'dave', '--config', file], ['keys', 'list', '--config', file], ['config', 'validate', '--config', file]);
+    expect(second!.stdout.trim()).not.toBe(key);
+    expect(list!.stdout).toMatch(/^carol\t[0-9a-f]{12}…\tmath\ndave\t[0-9a-f]{12}…\n$/);
+    expect(validate!.status).toBe(0);
 
     const hub = await startHub(JSON.parse(readFileSync(file, 'utf8')), { dir });
     try {
@@ -45,38 +50,42 @@ describe('switchyard keys', () => {
       await hub.stop();
     }
 
-    const rm = run(['keys', 'remove', 'carol', '--config', file]);
-    expect(rm.status, rm.stderr).toBe(0);
+    const [rm, again] = await batch(['keys', 'remove', 'carol', '--config', file], ['keys', 'remove', 'carol', '--config', file]);
+    expect(rm!.status, rm!.stderr).toBe(0);
     expect(JSON.parse(readFileSync(file, 'utf8')).auth.apiKeys.map((k: { principal: string }) => k.principal)).toEqual(['dave']);
-    expect(run(['keys', 'remove', 'carol', '--config', file]).status).toBe(1);
-  });
+    expect(again!.status).toBe(1);
+  }, 60_000); // a hub and CLI cases: at a load of 13 per CPU it ran past 30 s
 
-  it('refuses a bad principal and a missing config file', () => {
+  it('refuses a bad principal and a missing config file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-keys-'));
     const file = join(dir, 'hub.config.json');
     writeFileSync(file, '{}');
+    // A config that is not valid JSON is located, never quoted: it may hold a literal secret.
+    const brokenFile = join(dir, 'broken.json');
+    writeFileSync(brokenFile, '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
     const bad = run(['keys', 'add', 'not a principal', '--config', file]);
     expect(bad.status).toBe(2);
     expect(bad.stdout).toBe('');
     expect(readFileSync(file, 'utf8')).toBe('{}');
+    // The other cases in one process (runCliBatch).
+    const names = ['hub', 'anonymous', 'Hub', 'ANONYMOUS', 'local'];
+    const runs = await batch(...names.map((name) => ['keys', 'add', name, '--config', file]), ['keys', 'add', 'erin', '--config', join(dir, 'nope.json')], ['keys', 'add', 'erin', '--config', brokenFile]);
     // The ledger's own principals: a key holder of that name could not be told from them.
-    for (const name of ['hub', 'anonymous', 'Hub', 'ANONYMOUS', 'local']) {
-      const reserved = run(['keys', 'add', name, '--config', file]);
+    for (const name of names) {
+      const reserved = runs.shift()!;
       expect(reserved.status, name).toBe(2);
       expect(reserved.stderr).toContain(`"${name}" is reserved`);
-      expect(readFileSync(file, 'utf8')).toBe('{}');
     }
-    const missing = run(['keys', 'add', 'erin', '--config', join(dir, 'nope.json')]);
+    expect(readFileSync(file, 'utf8')).toBe('{}');
+    const missing = runs.shift()!;
     expect(missing.status).toBe(2);
     // A first run has no config yet: the line says what makes one.
     expect(missing.stderr).toMatch(/config file not found; `switchyard init --config \/.*nope\.json` writes a starter config there/);
-    // A config that is not valid JSON is located, never quoted: it may hold a literal secret.
-    writeFileSync(file, '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
-    const broken = run(['keys', 'add', 'erin', '--config', file]);
+    const broken = runs.shift()!;
     expect(broken.status).toBe(2);
     expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);
     expect(broken.stderr).not.toContain('SECRET');
-  }, 60_000); // eight CLI processes: at a load of 10 and more they took over 30 s
+  }, 60_000); // eight CLI cases: at a load of 10 and more eight processes took over 30 s
 });
 
 describe('switchyard keys through a symlinked config', () => {
@@ -132,44 +141,45 @@ describe('switchyard start without authentication', () => {
 });
 
 describe('a config start refuses for its listen.host without authentication', () => {
-  it('config validate refuses it too (exit 2, as start), and doctor fails it', () => {
+  it('config validate refuses it too (exit 2, as start), and doctor fails it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-config-'));
     const file = join(dir, 'hub.config.json');
     // 192.0.2.1 (TEST-NET-1): never a local address, so start cannot get as far as listening.
     const config = { listen: { host: '192.0.2.1', port: 0 }, ledger: { path: join(dir, 'ledger.db') }, servers: {} };
     writeFileSync(file, JSON.stringify(config));
+    // With an API key configured the same host is fine for all three (the last case below).
+    const keyed = join(dir, 'keyed.json');
+    writeFileSync(keyed, JSON.stringify({ ...config, auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex('sy_test') }] } }));
     const start = run(['start', '--config', file]);
     expect(start.status).toBe(2);
     const refusal = /refusing to listen on 192\.0\.2\.1 without authentication/;
     expect(start.stderr).toMatch(refusal);
 
-    const validate = run(['config', 'validate', '--config', file]);
-    expect(validate.status).toBe(2);
-    expect(validate.stdout).toBe('');
-    expect(validate.stderr).toMatch(/invalid config\n {2}listen\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    // The others in one process (runCliBatch).
+    const [validate, doctor, fine] = (await batch(['config', 'validate', '--config', file], ['doctor', '--json', '--config', file], ['config', 'validate', '--config', keyed])) as ReturnType<typeof run>[];
+    expect(validate!.status).toBe(2);
+    expect(validate!.stdout).toBe('');
+    expect(validate!.stderr).toMatch(/invalid config\n {2}listen\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
 
-    const doctor = run(['doctor', '--json', '--config', file]);
-    expect(doctor.status).toBe(1);
-    const findings = JSON.parse(doctor.stdout) as { level: string; check: string; message: string }[];
+    expect(doctor!.status).toBe(1);
+    const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
     expect(findings.filter((f) => f.check === 'config')).toEqual([{ level: 'fail', check: 'config', message: expect.stringMatching(refusal) }]);
 
-    // With an API key configured the same host is fine for all three.
-    writeFileSync(file, JSON.stringify({ ...config, auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex('sy_test') }] } }));
-    expect(run(['config', 'validate', '--config', file])).toMatchObject({ status: 0, stdout: 'ok: 0 servers\n' });
+    expect(fine).toMatchObject({ status: 0, stdout: 'ok: 0 servers\n' });
   });
 
-  it('the same for a TCP admin listener (listen.admin.host) off loopback: start, config validate and doctor refuse it, naming the key', () => {
+  it('the same for a TCP admin listener (listen.admin.host) off loopback: start, config validate and doctor refuse it, naming the key', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-expose-admin-'));
     const file = join(dir, 'hub.config.json');
     writeFileSync(file, JSON.stringify({ listen: { port: 0, admin: { host: '192.0.2.1', port: 7411 } }, ledger: { path: join(dir, 'ledger.db') }, servers: {} }));
     const start = run(['start', '--config', file]);
     expect([start.status, start.stdout]).toEqual([2, '']);
     expect(start.stderr).toMatch(/^listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
-    const validate = run(['config', 'validate', '--config', file]);
-    expect([validate.status, validate.stdout]).toEqual([2, '']);
-    expect(validate.stderr).toMatch(/invalid config\n {2}listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
-    const doctor = run(['doctor', '--json', '--url', 'http://127.0.0.1:1', '--config', file]);
-    const findings = JSON.parse(doctor.stdout) as { level: string; check: string; message: string }[];
+    // The others in one process (runCliBatch).
+    const [validate, doctor] = (await batch(['config', 'validate', '--config', file], ['doctor', '--json', '--url', 'http://127.0.0.1:1', '--config', file])) as ReturnType<typeof run>[];
+    expect([validate!.status, validate!.stdout]).toEqual([2, '']);
+    expect(validate!.stderr).toMatch(/invalid config\n {2}listen\.admin\.host: refusing to listen on 192\.0\.2\.1 without authentication/);
+    const findings = JSON.parse(doctor!.stdout) as { level: string; check: string; message: string }[];
     expect(findings.filter((f) => f.check === 'config')).toEqual([{ level: 'fail', check: 'config', message: expect.stringContaining('listen.admin.host: refusing to listen on 192.0.2.1') }]);
   });
 });
