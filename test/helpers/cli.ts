@@ -36,12 +36,14 @@ export interface CliCase {
  * argv, cwd and environment (added to this process's, warn-level logs, as runCli), its own
  * stdout, stderr and exit code; the modules load once, not once per case (~0.5 s of CPU each).
  * For the many cases of one rule; keep a runCli of the real process for each behaviour too.
+ * `wrap`: a command that execs the batch's process (e.g. `setpriv …`), as runCli's.
  */
-export function runCliBatch(cases: CliCase[]): Promise<CliRun[]> {
+export function runCliBatch(cases: CliCase[], opts: { wrap?: string[] } = {}): Promise<CliRun[]> {
   return new Promise((resolve, reject) => {
     const env = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' };
     const list = cases.map((c) => ({ args: c.args, cwd: c.cwd ?? ROOT, env: c.env ?? {} }));
-    const p = spawn(process.execPath, [BATCH, BIN, JSON.stringify(list)], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+    const [file, ...rest] = [...(opts.wrap ?? []), process.execPath, BATCH, BIN, JSON.stringify(list)];
+    const p = spawn(file!, rest, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
     let outside = '';
     let results = '';
     p.stdout!.on('data', (d) => (outside += d));

@@ -5,12 +5,12 @@
  * file, a lock no other running hub holds; each ledger start refuses, doctor fails too.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch } from '../helpers/cli.js';
 import { BIN, nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { LineClient } from '../helpers/line-client.js';
 
@@ -47,17 +47,22 @@ describe('doctor and the ledger', () => {
     c.endInput();
     expect(await c.exited).toBe(0);
 
-    const healthy = await doctor(d);
-    const ok = healthy.findings.find((f) => f.check === 'ledger')!;
-    expect(ok.level).toBe('ok');
-    expect(ok.message).toMatch(/hash chain verified \(\d+ rows\)/);
-
-    const db = new Database(join(d, 'ledger.db'));
+    // A copy of the folder (config, state key and ledger) to tamper with: doctor checks both.
+    const t = mkdtempSync(join(tmpdir(), 'switchyard-doctor-tampered-'));
+    cpSync(d, t, { recursive: true });
+    const db = new Database(join(t, 'ledger.db'));
     const row = db.prepare(`SELECT id FROM audit WHERE hub_name = 'm__echo' ORDER BY id LIMIT 1 OFFSET 1`).get() as { id: number };
     db.prepare(`UPDATE audit SET outcome = 'tool_error' WHERE id = ?`).run(row.id);
     db.close();
 
-    const broken = await doctor(d);
+    // Both in one process (runCliBatch); the tests below run doctor in processes of its own.
+    const [h, tampered] = await runCliBatch([d, t].map((cwd) => ({ args: ['doctor', '--json'], cwd, env: { SWITCHYARD_LOG_LEVEL: 'silent' } })));
+    const healthy = { code: h!.code, findings: JSON.parse(h!.stdout) as Record<string, string>[] };
+    const ok = healthy.findings.find((f) => f.check === 'ledger')!;
+    expect(ok.level).toBe('ok');
+    expect(ok.message).toMatch(/hash chain verified \(\d+ rows\)/);
+
+    const broken = { code: tampered!.code, findings: JSON.parse(tampered!.stdout) as Record<string, string>[] };
     expect(broken.code).toBe(1);
     const bad = broken.findings.find((f) => f.check === 'ledger')!;
     expect(bad.level).toBe('fail');
@@ -84,6 +89,15 @@ describe('doctor and the ledger', () => {
       const doc = await runCli(['doctor', '--json', '-c', file, ...(opts.url ? ['--url', opts.url] : [])], { wrap: opts.wrap });
       const ledger = (JSON.parse(doc.stdout) as Record<string, string>[]).find((f) => f.check === 'ledger')!;
       return { code: doc.code, ledger };
+    }
+
+    /** doctorAndStart's findings for several configs in one process (runCliBatch), then `start -c last`'s. */
+    async function doctorsThenStart(files: string[], last: string, opts: { wrap?: string[]; url?: string } = {}) {
+      const url = opts.url ? ['--url', opts.url] : [];
+      const runs = await runCliBatch([...files.map((file) => ({ args: ['doctor', '--json', '-c', file, ...url] })), { args: ['start', '-c', last] }], { wrap: opts.wrap });
+      const start = runs.pop()!;
+      const doctors = runs.map((doc) => ({ code: doc.code, ledger: (JSON.parse(doc.stdout) as Record<string, string>[]).find((f) => f.check === 'ledger')! }));
+      return { doctors, start };
     }
 
     /**
@@ -132,9 +146,6 @@ describe('doctor and the ledger', () => {
       if (!ro) return ctx.skip('cannot make a folder this user cannot write (no setpriv, or the modes do not bind)');
       const file = config(join(ro, 'ledger.db'));
       expect(await startRefuses(file, wrap)).toMatch(/^ledger\.path \S+: the ledger's folder .* is not writable for this user/);
-      const folder = await doctorAndStart(file, { wrap });
-      expect(folder.code).toBe(1);
-      expect(folder.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/folder .* is not writable for this user/) });
 
       // A ledger file there, written by a hub before: read-only for this user. Its folder is writable.
       const d = mkdtempSync(join(tmpdir(), 'switchyard-doctor-rofile-'));
@@ -142,8 +153,13 @@ describe('doctor and the ledger', () => {
       seed.close();
       chmodSync(join(d, 'ledger.db'), 0o444);
       const roFile = config(join(d, 'ledger.db'));
-      expect(await startRefuses(roFile, wrap)).toMatch(/^ledger\.path \S+: the ledger \S+ledger\.db is not writable for this user/);
-      const fileRo = await doctorAndStart(roFile, { wrap });
+      // The rest in one process (runCliBatch), the start last.
+      const { doctors, start } = await doctorsThenStart([file, roFile], roFile, { wrap });
+      const [folder, fileRo] = doctors as [Awaited<ReturnType<typeof doctorAndStart>>, Awaited<ReturnType<typeof doctorAndStart>>];
+      expect(folder.code).toBe(1);
+      expect(folder.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/folder .* is not writable for this user/) });
+      expect(start.code).toBe(2);
+      expect(start.stderr).toMatch(/^ledger\.path \S+: the ledger \S+ledger\.db is not writable for this user/);
       expect(fileRo.code).toBe(1);
       expect(fileRo.ledger).toMatchObject({ level: 'fail', message: expect.stringMatching(/ledger\.db is not writable for this user/) });
     });
@@ -154,12 +170,13 @@ describe('doctor and the ledger', () => {
       // Another config, another port (0: no daemon to find), the same ledger file.
       const other = config(join(hub.dir, 'ledger.db'));
       expect(await startRefuses(other)).toMatch(/in use by another switchyard process/);
-      const busy = await doctorAndStart(other);
-      expect(busy.code).toBe(1);
-      expect(busy.ledger).toMatchObject({ level: 'fail', message: expect.stringContaining(`in use by another switchyard process (pid ${hub.proc.pid}`) });
+      // Both doctors in one process (runCliBatch).
+      const [b, o] = await runCliBatch([{ args: ['doctor', '--json', '-c', other] }, { args: ['doctor', '--json', '-c', hub.configFile, '--url', hub.url] }]);
+      const [busy, own] = [b!, o!].map((doc) => ({ code: doc.code, ledger: (JSON.parse(doc.stdout) as Record<string, string>[]).find((f) => f.check === 'ledger')! }));
+      expect(busy!.code).toBe(1);
+      expect(busy!.ledger).toMatchObject({ level: 'fail', message: expect.stringContaining(`in use by another switchyard process (pid ${hub.proc.pid}`) });
       // The hub's own config, checked alongside it: its daemon holding the lock is as it should be.
-      const own = await doctorAndStart(hub.configFile, { url: hub.url });
-      expect(own.ledger).toMatchObject({ level: 'ok' });
-    });
+      expect(own!.ledger).toMatchObject({ level: 'ok' });
+    }, 60_000); // a hub, a start and two doctors: at a load of 13 per CPU it ran past 30 s
   });
 });
