@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch } from '../helpers/cli.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady, type Json } from '../helpers/wire.js';
 
@@ -97,16 +97,23 @@ describe('switchyard servers restart', () => {
     const r = await run(['servers', 'restart', 'b', '--url', hub.url, '--json']);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ restarted: 'b', server: { id: 'b', state: 'ready', era: '2025-11-25', lastError: null } });
-  });
+  }, 60_000); // four CLI processes and a client: at a load of 18 per CPU it ran past 30 s, and its last restart then fell in the next test's count
 
   it('a --timeout that is no number of seconds above 0, or an empty id, is a usage error (exit 2); nothing restarts', async () => {
     const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
     // "abc" was NaN, a wait no clock reaches; "" and a negative ended it at once.
-    for (const [t, shown] of [['abc', 'not a number'], ['-5', 'not -5'], ['', 'not 0'], ['0', 'not 0']]) {
-      const r = await run(['servers', 'restart', 'a', '--url', hub.url, '--timeout', t!]);
+    const timeouts = [['abc', 'not a number'], ['-5', 'not -5'], ['', 'not 0'], ['0', 'not 0']];
+    const args = (t: string) => ['servers', 'restart', 'a', '--url', hub.url, '--timeout', t];
+    // The real process for the first; the others in one (runCliBatch).
+    const runs = [
+      await run(args(timeouts[0]![0]!)),
+      ...(await runCliBatch([...timeouts.slice(1).map(([t]) => ({ args: args(t!) })), { args: ['servers', 'restart', '', '--url', hub.url] }].map((c) => ({ ...c, env: { SWITCHYARD_API_KEY: '' } })))),
+    ];
+    for (const [t, shown] of timeouts) {
+      const r = runs.shift()!;
       expect([r.code, r.stdout, r.stderr], t).toEqual([2, '', `switchyard: --timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once\n`]);
     }
-    const empty = await run(['servers', 'restart', '', '--url', hub.url]);
+    const empty = runs.shift()!;
     expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', 'switchyard: the server id is empty: give one as `switchyard servers` shows it\n']);
     expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
   }, 60_000);
