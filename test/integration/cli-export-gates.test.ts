@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { loadMigrations, migrate } from '../../src/ledger/migrate.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch, type CliRun } from '../helpers/cli.js';
 import { nodeServer, startHub } from '../helpers/hub-process.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -20,9 +20,23 @@ const tool = (name: string, description: string) => ({ name, description, inputS
 const server = (tools: unknown[]) => nodeServer(MUTABLE, [], { ERA: 'legacy', TOOLS: JSON.stringify(tools) });
 
 async function exported(args: string[]): Promise<string[]> {
-  const r = await runCli(['tools', '--format', 'anthropic', ...args]);
+  return names(await runCli(['tools', '--format', 'anthropic', ...args]));
+}
+
+function names(r: CliRun): string[] {
   expect(r.code, r.stderr).toBe(0);
   return (JSON.parse(r.stdout) as { tools: { name: string }[] }).tools.map((t) => t.name).sort();
+}
+
+/** Until every server of the hub is ready with its tools listed (a fetch, not a CLI process, per look). */
+async function ready(url: string): Promise<boolean> {
+  const end = Date.now() + 20_000;
+  while (Date.now() < end) {
+    const h = (await (await fetch(new URL('/healthz', url))).json()) as { servers: { state: string; tools: number }[] };
+    if (h.servers.every((s) => s.state === 'ready' && s.tools > 0)) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
 }
 
 describe('tools --format without the daemon holds back what the daemon holds back', () => {
@@ -31,15 +45,8 @@ describe('tools --format without the daemon holds back what the daemon holds bac
       policy: { poisoning: 'block' },
       servers: { rug: server([tool('t1', 'one'), tool('t2', 'two')]), pois: server([tool('ok', 'fine'), tool('bad', POISONED)]) },
     });
-    let ready = false;
     try {
-      const end = Date.now() + 20_000;
-      while (Date.now() < end && !ready) {
-        const h = (await (await fetch(new URL('/healthz', hub.url))).json()) as { servers: { state: string; tools: number }[] };
-        ready = h.servers.every((s) => s.state === 'ready' && s.tools > 0);
-        if (!ready) await new Promise((r) => setTimeout(r, 100));
-      }
-      expect(ready).toBe(true);
+      expect(await ready(hub.url)).toBe(true);
       // The daemon pinned rug's tools as first seen, and hides the poisoned one.
       expect(await exported(['--url', hub.url])).toEqual(['pois__ok', 'rug__t1', 'rug__t2']);
     } finally {
@@ -49,14 +56,21 @@ describe('tools --format without the daemon holds back what the daemon holds bac
     const config = JSON.parse(readFileSync(hub.configFile, 'utf8'));
     config.servers.rug = server([tool('t1', 'one, and now something else'), tool('t2', 'two')]);
     writeFileSync(hub.configFile, JSON.stringify(config));
-    expect(await exported(['-c', hub.configFile])).toEqual(['pois__ok', 'rug__t2']);
-    expect(await exported(['--local', '-c', hub.configFile])).toEqual(['pois__ok', 'rug__t2']);
+    // These three in one process (runCliBatch); the exports above and below are real ones.
+    const [viaConfig, local, doctor] = (await runCliBatch([
+      { args: ['tools', '--format', 'anthropic', '-c', hub.configFile] },
+      { args: ['tools', '--format', 'anthropic', '--local', '-c', hub.configFile] },
+      { args: ['doctor', '-c', hub.configFile] },
+    ])) as [CliRun, CliRun, CliRun];
+    expect(names(viaConfig)).toEqual(['pois__ok', 'rug__t2']);
+    expect(names(local)).toEqual(['pois__ok', 'rug__t2']);
     // doctor, without the daemon, says what is held back.
-    const doctor = await runCli(['doctor', '-c', hub.configFile]);
     expect(doctor.stdout).toMatch(/quarantine\s+rug__t1 \(rug\) is held back/);
     // And the ledger was only read: the pending change is not approved or pinned by the export.
     const again = await startHub(config, { dir: hub.dir });
     try {
+      // Ready first (cheap looks), then the export, again while rug__t2 is not in it yet.
+      expect(await ready(again.url)).toBe(true);
       const end = Date.now() + 20_000;
       let names: string[] = [];
       while (Date.now() < end) {
