@@ -12,7 +12,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../helpers/auth.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runCliBatch } from '../helpers/cli.js';
 import { loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { health, waitForReady } from '../helpers/wire.js';
@@ -76,7 +76,7 @@ describe('switchyard reload', () => {
       },
     });
     expect(hub.logs.filter((l) => l.includes('config reload requested (POST /admin/reload)'))).toHaveLength(3);
-  });
+  }, 60_000); // three CLI processes and a server's start: at a load of 15 per CPU it ran past 30 s
 
   it('a config that does not load is refused with every problem, exit 2, and the hub runs on as it was', async () => {
     const before = readFileSync(hub.configFile, 'utf8');
@@ -99,15 +99,15 @@ describe('switchyard reload', () => {
     edit(hub, (c) => {
       c.plugins = { paths: ['./broken.mjs'] };
     });
-    const r = await run(['reload', '--url', hub.url]);
-    expect(r.code).toBe(1);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^reloaded:\n {2}applied: plugins\n/);
-    expect(r.stderr).toMatch(/plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
+    // This and the same asked again (nothing new) in one process (runCliBatch).
+    const [r, again] = await runCliBatch([0, 1].map(() => ({ args: ['reload', '--url', hub.url], env: { SWITCHYARD_API_KEY: '' } })));
+    expect(r!.code).toBe(1);
+    expect(r!.stdout).toBe('');
+    expect(r!.stderr).toMatch(/^reloaded:\n {2}applied: plugins\n/);
+    expect(r!.stderr).toMatch(/plugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/);
     // Asked again with nothing new: the plugin is still not loaded, and the command still fails.
-    const again = await run(['reload', '--url', hub.url]);
-    expect([again.code, again.stdout]).toEqual([1, '']);
-    expect(again.stderr).toMatch(
+    expect([again!.code, again!.stdout]).toEqual([1, '']);
+    expect(again!.stderr).toMatch(
       /^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n {2}changed, but only a restart applies them \(the running values are kept\): listen\.port\nplugins that could not be loaded \(the hub runs without them\):\n {2}\S*broken\.mjs: .+\n$/,
     );
     edit(hub, (c) => {
@@ -201,7 +201,7 @@ describe('switchyard reload after the file watch applied the edit', () => {
     const ok = await run(['reload', '--url', hub.url]);
     expect([ok.code, ok.stderr]).toEqual([0, '']);
     expect(ok.stdout).toMatch(/^reloaded: nothing new since \S+, when the daemon applied this file \(its file watch, SIGHUP or an earlier reload\):\n {2}applied: plugins\n$/);
-  });
+   }, 60_000); // as the first test: three CLI processes and the watch's reloads
 });
 
 describe('switchyard reload with authentication on', () => {
@@ -218,12 +218,15 @@ describe('switchyard reload with authentication on', () => {
     const none = await run(['reload', '--url', hub.url]);
     expect(none.code).toBe(1);
     expect(none.stderr).toMatch(/^a switchyard daemon runs at \S+ and needs an admin key: set SWITCHYARD_API_KEY to one \(HTTP 401: /);
-    const user = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: USER_KEY });
-    expect(user.code).toBe(1);
-    expect(user.stderr).toMatch(/^a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: /);
     expect(hub.logs.some((l) => l.includes('config reload requested'))).toBe(false);
-    const ops = await run(['reload', '--url', hub.url], { SWITCHYARD_API_KEY: ADMIN_KEY });
-    expect([ops.code, ops.stdout]).toEqual([0, 'reloaded: nothing changed\n']);
-    expect(hub.logs.find((l) => l.includes('config reload requested'))).toContain('"principal":"ops"');
+    // The user's key, then the admin's, in one process (runCliBatch).
+    const [user, ops] = await runCliBatch([USER_KEY, ADMIN_KEY].map((key) => ({ args: ['reload', '--url', hub.url], env: { SWITCHYARD_API_KEY: key } })));
+    expect(user!.code).toBe(1);
+    expect(user!.stderr).toMatch(/^a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: /);
+    expect([ops!.code, ops!.stdout]).toEqual([0, 'reloaded: nothing changed\n']);
+    // One reload reached the daemon, the admin's: neither the missing key nor the user's did.
+    const requested = hub.logs.filter((l) => l.includes('config reload requested'));
+    expect(requested).toHaveLength(1);
+    expect(requested[0]).toContain('"principal":"ops"');
   });
 });
