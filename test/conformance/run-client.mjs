@@ -26,15 +26,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { conformanceCli } from './cli.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const SHIM = path.join(ROOT, 'test/conformance/shim/register.mjs');
 // Relative, without spaces: the suite splits --command on spaces.
 const DRIVER = 'test/conformance/client-driver.mjs';
-const PACKAGES = {
-  '0.1': 'node_modules/@modelcontextprotocol/conformance/dist/index.js',
-  '0.2': 'node_modules/conformance-next/dist/index.js',
-};
 
 /**
  * "LINE SCENARIO@VERSION[~DOWNSTREAM]": VERSION is the spec version the mock runs at;
@@ -141,7 +137,7 @@ export function parseRun(key) {
 export function runOne(run, { timeoutMs, keepDir }) {
   const dir = keepDir ? path.join(keepDir, run.key.replace(/[^\w.@~-]+/g, '_')) : fs.mkdtempSync(path.join(os.tmpdir(), 'switchyard-confclient-run-'));
   fs.mkdirSync(dir, { recursive: true });
-  const args = ['--import', SHIM, path.join(ROOT, PACKAGES[run.line]), 'client', '--command', `node ${DRIVER}`, '--scenario', run.scenario];
+  const args = [...conformanceCli(run.line).args, 'client', '--command', `node ${DRIVER}`, '--scenario', run.scenario];
   args.push('--timeout', String(timeoutMs), '-o', path.join(dir, 'out'));
   // 0.1.16 has no --spec-version for these; the 0.2 line runs each scenario at the one asked for.
   if (run.line === '0.2') args.push('--spec-version', run.version);

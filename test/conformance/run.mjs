@@ -37,21 +37,22 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { conformanceCli } from './cli.mjs';
 import { startConformanceHub } from './hub.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const SHIM = path.join(ROOT, 'test/conformance/shim/register.mjs');
 
 // extraArgs select the whole line; scenarioArgs are added when single scenarios are run.
 const LINES = {
-  '0.1': { pkgDir: 'node_modules/@modelcontextprotocol/conformance', extraArgs: ['--suite', 'all'], scenarioArgs: [] },
+  '0.1': { cli: '0.1', pkgDir: 'node_modules/@modelcontextprotocol/conformance', extraArgs: ['--suite', 'all'], scenarioArgs: [] },
   '0.2': {
+    cli: '0.2',
     pkgDir: 'node_modules/conformance-next',
     extraArgs: ['--requirements', '2026-07-28'],
     scenarioArgs: ['--spec-version', '2026-07-28'],
   },
   // The 0.2 line's active suite, each scenario at its own revision (2025-11-25 for the legacy ones).
-  '0.2-active': { pkgDir: 'node_modules/conformance-next', extraArgs: ['--suite', 'active'], scenarioArgs: [] },
+  '0.2-active': { cli: '0.2', pkgDir: 'node_modules/conformance-next', extraArgs: ['--suite', 'active'], scenarioArgs: [] },
 };
 
 // Scenarios that also pass when the tool is missing (its "not found" isError reply satisfies
@@ -119,11 +120,11 @@ async function startFixture(logFile) {
 }
 
 function runCli(line, url, outDir, scenarios, timeoutMs) {
-  const cli = path.join(ROOT, LINES[line].pkgDir, 'dist/index.js');
+  const cli = conformanceCli(LINES[line].cli).args;
   const runs = scenarios?.length ? scenarios.map((s) => ['--scenario', s]) : [LINES[line].extraArgs];
   const runOne = (selector) => {
     const pin = selector[0] === '--scenario' ? LINES[line].scenarioArgs : [];
-    const args = ['--import', SHIM, cli, 'server', '--url', url, '-o', outDir, ...selector, ...pin];
+    const args = [...cli, 'server', '--url', url, '-o', outDir, ...selector, ...pin];
     return new Promise((resolve) => {
       const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
       let text = '';
