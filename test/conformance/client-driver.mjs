@@ -62,10 +62,24 @@ const log = (...a) => {
  */
 const CAPABILITIES = { roots: {}, sampling: {}, elicitation: { form: { applyDefaults: true } } };
 
+/**
+ * The SDK this run's client needs, loaded while the hub starts (main starts it first): loading
+ * it is most of this driver's own start, and the hub is a process of its own.
+ */
+let sdk;
+function loadSdk() {
+  sdk ??= modern
+    ? import('@modelcontextprotocol/client').then((m) => ({ modern: m }))
+    : Promise.all([
+        import('@modelcontextprotocol/sdk/client/index.js'),
+        import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+        import('@modelcontextprotocol/sdk/types.js'),
+      ]).then(([client, transport, types]) => ({ legacy: { ...client, ...transport, ...types } }));
+  return sdk;
+}
+
 async function connectLegacy(hubUrl) {
-  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
-  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-  const { ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const { Client, StreamableHTTPClientTransport, ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema } = (await loadSdk()).legacy;
   const client = new Client({ name: 'conformance-client-driver', version: '1.0.0' }, { capabilities: CAPABILITIES });
   client.setRequestHandler(ElicitRequestSchema, async (req) => answerElicitation(req.params));
   client.setRequestHandler(CreateMessageRequestSchema, async () => SAMPLE);
@@ -75,7 +89,7 @@ async function connectLegacy(hubUrl) {
 }
 
 async function connectModern(hubUrl) {
-  const { Client, StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+  const { Client, StreamableHTTPClientTransport } = (await loadSdk()).modern;
   const client = new Client(
     { name: 'conformance-client-driver', version: '1.0.0' },
     { versionNegotiation: { mode: 'auto' }, capabilities: CAPABILITIES, inputRequired: { autoFulfill: true, maxRounds: 5 } },
@@ -292,6 +306,8 @@ async function main() {
   if (!fs.existsSync(BIN)) throw new Error('dist/ is missing: build the hub first (npx tsc -p .)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'switchyard-confclient-'));
   let hub;
+  // Loaded meanwhile; a failure to load shows where it is awaited.
+  loadSdk().catch(() => undefined);
   try {
     hub = await startHub(dir);
     if (AUTH_CODE) await login(hub);
