@@ -3,11 +3,18 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 /**
  * Small files that run long, started first. Without a results cache (CI's fresh checkout)
  * vitest starts the largest files first, so a small file of long runs came last and kept one
- * worker busy alone at the end: conformance-client.test.ts (1.4 KB, ~90 s of conformance
+ * worker busy alone at the end: conformance-client.test.ts (1.4 KB, then ~90 s of conformance
  * runs) ended the suite ~45 s after the other worker was done. Add a file here when it is
- * small and takes a minute or more.
+ * small and takes half a minute or more. conformance-client.test.ts (15 scenario runs, ~55 s
+ * in CI before they got cheaper), conformance.test.ts (five conformance lines, three of them
+ * one after another on one hub), era-translation-conformance.test.ts (a hub start and one
+ * conformance line; ~45 s in CI when it ran fourteen CLI processes, less since).
  */
-const FIRST = ['test/integration/conformance-client.test.ts', 'test/integration/era-translation-conformance.test.ts'];
+const FIRST = [
+  'test/integration/conformance-client.test.ts',
+  'test/integration/conformance.test.ts',
+  'test/integration/era-translation-conformance.test.ts',
+];
 
 export class LongFirstSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
