@@ -6,6 +6,7 @@ import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
 import { lastFlush } from './last-flush.js';
+import { envMs } from './env-ms.js';
 import { FarBehind } from '../downstream/far-behind.js';
 
 interface ConnectArgs {
@@ -66,7 +67,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       throttled = false;
       process.stdin.resume();
     });
-    const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, log }, write);
+    // SWITCHYARD_STREAM_RETRY_MS: the longest wait before trying the notification stream again
+    // while the daemon is away (default 3 s): less hears of changes sooner after a restart.
+    const streamRetryMaxMs = envMs('SWITCHYARD_STREAM_RETRY_MS', 3_000);
+    const bridge = new HttpBridge({ url: url.href, headers: key ? { authorization: `Bearer ${key}` } : undefined, streamRetryMaxMs, log }, write);
     const reader = new LineReader(
       MAX_LINE_BYTES,
       (line) => bridge.line(line.toString('utf8').replace(/\r$/, '')),

@@ -24,6 +24,8 @@ export interface BridgeOptions {
   /** e.g. Authorization; sent on every request, never logged. */
   headers?: Record<string, string>;
   maxFrameBytes?: number;
+  /** The longest wait between attempts to reopen the notification stream (default 3000 ms). */
+  streamRetryMaxMs?: number;
   log: Logger;
 }
 
@@ -335,7 +337,8 @@ export class HttpBridge {
       // 404: the hub no longer knows the session; a renewed one opens its own stream.
       if (a?.status === 404) return void this.renewSession(sessionId);
       if (a && a.status < 300) attempt = -1; // a stream that worked and ended: start counting again
-      await new Promise((r) => setTimeout(r, GET_RETRY_MS[Math.min(Math.max(attempt, 0), GET_RETRY_MS.length - 1)]).unref());
+      const wait = GET_RETRY_MS[Math.min(Math.max(attempt, 0), GET_RETRY_MS.length - 1)]!;
+      await new Promise((r) => setTimeout(r, Math.min(wait, this.opts.streamRetryMaxMs ?? wait)).unref());
     }
   }
 }

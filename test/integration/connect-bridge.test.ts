@@ -251,7 +251,8 @@ describe('connect and a client that stopped reading', () => {
   it('exits on SIGTERM a few seconds later though its stdout is full, and at once on a second signal', async () => {
     const run = async (signals: number) => {
       const name = `noread-${signals}`;
-      const p = spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' }, stdio: ['pipe', 'pipe', 'pipe'] });
+      // The unsent answers are given up after SWITCHYARD_STDOUT_FLUSH_MS (3 s by default): 500 ms here.
+      const p = spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_STDOUT_FLUSH_MS: '500' }, stdio: ['pipe', 'pipe', 'pipe'] });
       p.stdout!.pause(); // never read: the pipe fills up
       p.stdin!.on('error', () => undefined); // requests still unread when it exits (EPIPE)
       let stderr = '';
@@ -359,17 +360,19 @@ describe.concurrent('connect against a daemon of its own', () => {
     const client = new ClientV1({ name: 'bridge-away', version: '1.0.0' });
     const changed: string[] = [];
     client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n.method));
-    await client.connect(new StdioV1({ ...bridgeParams(), args: [BIN, 'connect', '--url', first.url] }));
+    // Its stream tried again every 200 ms at most while the daemon is away (SWITCHYARD_STREAM_RETRY_MS; 3 s by default).
+    const params = bridgeParams();
+    await client.connect(new StdioV1({ ...params, env: { ...params.env, SWITCHYARD_STREAM_RETRY_MS: '200' }, args: [BIN, 'connect', '--url', first.url] }));
     let second: HubProcess | undefined;
     try {
       await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
       await first.stop();
-      // Away for 6 s (the bridge used to give its stream up after 4), then back on the same port and files.
-      await new Promise((r) => setTimeout(r, 6_000));
+      // Away for 2 s, ten of its attempts (the bridge used to give its stream up after four), then back on the same port and files.
+      await new Promise((r) => setTimeout(r, 2_000));
       second = await startHub({ servers: { legacy: nodeServer(SDK1) } }, { port: first.port, dir: first.dir });
       await waitFor(async () => (await client.listTools()).tools.some((t) => t.name === 'legacy__echo'), 20_000);
-      // The bridge tries its stream again every 3 s at most while the daemon is away.
-      await new Promise((r) => setTimeout(r, 4_000));
+      // The renewed session's stream is opened at once, or tried again within 200 ms.
+      await new Promise((r) => setTimeout(r, 1_500));
       changed.length = 0;
       // A server added to the running daemon: its clients hear of it with no request of theirs.
       setSection(second, 'servers', { legacy: nodeServer(SDK1), extra: nodeServer(SDK1) });
@@ -408,7 +411,7 @@ describe.concurrent('connect against a daemon of its own', () => {
     const KEY = 'sy_bridge-revoked-key-0123456789abcdefghijklmnop';
     const OTHER = 'sy_bridge-other-key-0123456789abcdefghijklmnopqr';
     const hub = await startHub({ auth: { apiKeys: [{ principal: 'bridge', sha256: sha256Hex(KEY) }] }, servers: { a: nodeServer(SDK1) } });
-    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: KEY } }));
+    const c = new LineClient(spawn(process.execPath, [BIN, 'connect', '--url', hub.url], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_API_KEY: KEY, SWITCHYARD_STREAM_RETRY_MS: '200' } }));
     try {
       const init = await c.request({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
       expect(init.result.protocolVersion).toBe('2025-11-25');
@@ -417,7 +420,7 @@ describe.concurrent('connect against a daemon of its own', () => {
       setSection(hub, 'auth', { apiKeys: [{ principal: 'other', sha256: sha256Hex(OTHER) }] });
       const said = () => c.stderr.split('\n').filter((l) => l.includes("refused this bridge's credential for its notification stream")).length;
       await waitFor(async () => said() === 1, 15_000);
-      await new Promise((r) => setTimeout(r, 4_000)); // past another retry's wait
+      await new Promise((r) => setTimeout(r, 1_000)); // past five retries' waits (200 ms at most here)
       expect(said()).toBe(1);
     } finally {
       c.kill();
