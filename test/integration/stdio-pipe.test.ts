@@ -35,10 +35,10 @@ const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
 const twoServers = (dir: string): Json => ({ legacy: nodeServer(SDK1, [], { COUNTER_FILE: join(dir, 'counter.json') }), modern: nodeServer(SDK2, [], { COUNTER_FILE: join(dir, 'counter.json') }) });
 
 /** `switchyard stdio` over the legacy and modern fixture servers, with `config` added. */
-function twoServerHub(prefix: string, config: Json = {}, logLevel = 'warn'): { c: LineClient; ledger: string } {
+function twoServerHub(prefix: string, config: Json = {}, logLevel = 'warn', env: Record<string, string> = {}): { c: LineClient; ledger: string } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   const { file, ledger } = configDir(prefix, { servers: twoServers(dir), ...config });
-  return { c: stdioHub(file, logLevel), ledger };
+  return { c: stdioHub(file, logLevel, env), ledger };
 }
 
 const call = (id: string | number, name: string, args: Json): Json => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: META } });
@@ -52,8 +52,8 @@ async function stopBegun(c: LineClient): Promise<void> {
 /** Resolves with the exit code, or 'running' if the process has not exited within `ms`. */
 const exitWithin = (c: LineClient, ms: number): Promise<number | null | 'running'> => Promise.race([c.exited, sleep(ms).then(() => 'running' as const)]);
 
-function stdioHub(file: string, logLevel = 'warn'): LineClient {
-  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: logLevel } });
+function stdioHub(file: string, logLevel = 'warn', env: Record<string, string> = {}): LineClient {
+  const proc = spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: logLevel, ...env } });
   // Lines a stopped hub never read: EPIPE once it exits.
   proc.stdin.on('error', () => undefined);
   return new LineClient(proc);
@@ -110,7 +110,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 6_500 })));
-      await sleep(300);
+      // Read before the EOF (one pipe, in order): in flight when the drain begins.
+      await waitForRows(ledger, { 'request-id': 'long' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
       const t0 = Date.now();
       c.endInput();
       expect(await exitWithin(c, 20_000)).toBe(0);
@@ -127,7 +128,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.send(JSON.stringify(call('long', 'modern__slow', { ms: 2_000 })));
-      await sleep(300);
+      // In flight (forwarded) before the signal: a fixed 300 ms could see it read after the stop, refused.
+      await waitForRows(ledger, { 'request-id': 'long' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
       c.proc.kill('SIGTERM');
       await stopBegun(c);
       // Still reading stdin: a new request is answered, refused.
@@ -143,14 +145,16 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       c.kill();
     }
 
-    const second = twoServerHub('switchyard-stdio-second-signal-', DRAIN).c;
+    const { c: second, ledger: secondLedger } = twoServerHub('switchyard-stdio-second-signal-', DRAIN, 'info');
     try {
       await second.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       second.send(JSON.stringify(call('long', 'modern__slow', { ms: 20_000 })));
-      await sleep(300);
+      await waitForRows(secondLedger, { 'request-id': 'long' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
       second.proc.kill('SIGTERM');
-      // Past the time within which the same signal again is the same request (a Ctrl-C under npm).
-      await sleep(SAME_REQUEST_MS + 300);
+      // Past the time within which the same signal again is the same request (a Ctrl-C under npm),
+      // counted from when the hub took the first (its log line), not from when it was sent.
+      await stopBegun(second);
+      await sleep(SAME_REQUEST_MS + 200);
       expect(second.proc.exitCode).toBeNull(); // draining
       second.proc.kill('SIGTERM');
       expect(await exitWithin(second, 3_000)).toBe(1);
@@ -355,23 +359,30 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
   }, 40_000);
 
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
-    for (const signals of [1, 2]) {
-      const { c } = twoServerHub('switchyard-stdio-unread-stop-');
+    // Two hubs of their own, at once. The unsent answers are given up after
+    // SWITCHYARD_STDOUT_FLUSH_MS (3 s by default): 500 ms here.
+    await Promise.all([1, 2].map(async (signals) => {
+      const { c, ledger } = twoServerHub('switchyard-stdio-unread-stop-', {}, 'info', { SWITCHYARD_STDOUT_FLUSH_MS: '500' });
       try {
         await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
         c.proc.stdout!.pause();
         for (let i = 0; i < 5; i++) c.send(JSON.stringify(call(i, 'modern__echo', { text: 'x'.repeat(500_000) })));
-        await sleep(1_500);
+        // Answered upstream (the answer of the first already fills stdout: the others wait unread in stdin).
+        await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.outcome === 'ok'), 20_000);
         c.proc.kill('SIGTERM');
         if (signals === 2) {
-          await sleep(SAME_REQUEST_MS + 300);
+          await stopBegun(c);
+          await sleep(SAME_REQUEST_MS + 200);
           c.proc.kill('SIGTERM');
           expect(await exitWithin(c, 3_000)).toBe(1);
-        } else expect(await exitWithin(c, 12_000)).toBe(0);
+        } else {
+          expect(await exitWithin(c, 12_000)).toBe(0);
+          expect(c.stderr).toContain('stdout not read by the client: exiting with answers unsent');
+        }
       } finally {
         c.kill();
       }
-    }
+    }));
   }, 60_000);
 });
 
