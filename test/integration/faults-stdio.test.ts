@@ -34,7 +34,9 @@ beforeAll(async () => {
         hang: fault({ QUIRK_LOG: join(dir, 'hang.log') }, { timeoutMs: 800 }),
         deaf: fault({}, { timeoutMs: 3000 }),
         stuck: fault({}, { timeoutMs: 800, healthCheckMs: 200 }),
-        mute: fault({}, { timeoutMs: 600, healthCheckMs: 200 }),
+        // Its limit bounds its pings and the calls it answers too: 600 ms was exceeded by those
+        // on a loaded machine (restarted before the third timeout of a count, CI). 2 s holds.
+        mute: fault({}, { timeoutMs: 2000, healthCheckMs: 200 }),
         garbage: quirk('garbage'),
         big: fault({ FAULT_BIG_BYTES: String(300_000) }, { maxFrameBytes: 100_000, timeoutMs: 20_000 }),
         slowstart: fault({ FAULT_START_DELAY_MS: '9000' }, { probeTimeoutMs: 1000 }),
@@ -195,17 +197,17 @@ describe('stdio upstream faults', () => {
     await waitForState(hub.url, 'mute', ['ready']);
     const hangs = (n: number) => Promise.all(Array.from({ length: n }, () => callTool(hub.url, 'mute__hang')));
     // A slow tool among answered calls (its pings answered meanwhile, every 100 ms of silence): no restart.
-    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 2000 ms/);
     expect(text(await callTool(hub.url, 'mute__echo', { between: 1 }))).toBe('{"between":1}');
-    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    for (const a of await hangs(2)) expect(text(a)).toMatch(/did not answer within 2000 ms/);
     expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: 0 });
-    // Three in a row with nothing answered: shown ready for good before, each call waiting 600 ms.
+    // Three in a row with nothing answered: shown ready for good before, each call waiting its whole limit.
     await hangs(1);
     const down = await waitUntil('restarted for unanswered calls', async () => {
       const s = await serverHealth(hub.url, 'mute');
       return s.restarts >= 1 ? s : undefined;
     });
-    expect(down.lastError).toBe('3 calls in a row got no answer within their timeout (600 ms), none answered in between: the server takes calls without answering them; the process was ended');
+    expect(down.lastError).toBe('3 calls in a row got no answer within their timeout (2000 ms), none answered in between: the server takes calls without answering them; the process was ended');
     // Back on probation: its handshake is answered, but the next unanswered call ends it again.
     await waitForState(hub.url, 'mute', ['ready']);
     await hangs(1);
@@ -213,13 +215,13 @@ describe('stdio upstream faults', () => {
       const s = await serverHealth(hub.url, 'mute');
       return s.restarts >= 2 ? s : undefined;
     });
-    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(600 ms\) again, before any was answered since the server was back/);
+    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(2000 ms\) again, before any was answered since the server was back/);
     await waitForState(hub.url, 'mute', ['ready']);
     expect(text(await callTool(hub.url, 'mute__echo', { after: 1 }))).toBe('{"after":1}');
     // Answered: off probation, one timeout is one timeout again.
     await hangs(1);
     expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: again.restarts });
-  }, 30_000);
+  }, 45_000);
 
   it('a slow tool called three times at once, another call answered while they run: their timeouts together are no hung server', async () => {
     await waitForState(hub.url, 'mute', ['ready']);
@@ -230,7 +232,7 @@ describe('stdio upstream faults', () => {
     // Answered while the three wait: the server works its calls. Before, the three timeouts
     // that followed, none answered between them, ended the process.
     expect(text(await callTool(hub.url, 'mute__echo', { between: 1 }))).toBe('{"between":1}');
-    for (const a of await Promise.all(slow)) expect(text(a)).toMatch(/did not answer within 600 ms/);
+    for (const a of await Promise.all(slow)) expect(text(a)).toMatch(/did not answer within 2000 ms/);
     expect(await serverHealth(hub.url, 'mute')).toMatchObject({ state: 'ready', restarts: before });
   }, 20_000);
 
