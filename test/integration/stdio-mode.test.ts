@@ -548,10 +548,16 @@ async function initialize(c: LineClient): Promise<void> {
   c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
 }
 
-describe('a legacy client of `switchyard stdio`', () => {
-  it('may ping before initialize; after it, gets list changes and the updates of what it subscribed to on stdout', async () => {
-    const c = mutableStdio('switchyard-stdio-notify-');
-    try {
+// One hub over the mutable server for both blocks below: the second's storm comes after the first's changes.
+describe('`switchyard stdio` over a server whose lists change', () => {
+  let c: LineClient;
+  beforeAll(() => {
+    c = mutableStdio('switchyard-stdio-notify-');
+  });
+  afterAll(() => c?.kill());
+
+  describe('a legacy client of `switchyard stdio`', () => {
+    it('may ping before initialize; after it, gets list changes and the updates of what it subscribed to on stdout', async () => {
       expect(await c.request({ jsonrpc: '2.0', id: 'p', method: 'ping' })).toEqual({ jsonrpc: '2.0', id: 'p', result: {} });
       await initialize(c);
       const before = (await c.request({ jsonrpc: '2.0', id: 'l1', method: 'tools/list' })).result.tools.map((t: Json) => t.name);
@@ -564,31 +570,26 @@ describe('a legacy client of `switchyard stdio`', () => {
 
       await c.request({ jsonrpc: '2.0', id: 't', method: 'tools/call', params: { name: 'mut__touch', arguments: { uri: 'mut://doc' } } });
       expect((await c.next((m) => m.method === 'notifications/resources/updated')).params).toEqual({ uri: 'mut://doc' });
+    }, 30_000);
+  });
+
+  describe('an upstream storm of list_changed', () => {
+    it('reaches a client as a few notifications, the last after the storm', async () => {
+      // On the session of the case above (initialized, its tools listed).
+      await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list' });
+      const from = c.received.length;
+      const r = await c.request({ jsonrpc: '2.0', id: 'storm', method: 'tools/call', params: { name: 'mut__mutate', arguments: { op: 'storm', n: 500 } } });
+      expect(r.result.content[0].text).toBe('stormed');
+      await new Promise((res) => setTimeout(res, 1_500));
+      const heard = c.received.slice(from).filter((m) => m.method === 'notifications/tools/list_changed').length;
+      expect(heard).toBeGreaterThanOrEqual(1);
+      expect(heard).toBeLessThanOrEqual(8);
+      // And the hub of both ends as ever at stdin EOF.
       c.endInput();
       expect(await c.exited).toBe(0);
       expect(c.nonProtocolLines).toEqual([]);
-    } finally {
-      c.kill();
-    }
-  }, 30_000);
-});
-
-describe('an upstream storm of list_changed', () => {
-  it('reaches a client as a few notifications, the last after the storm', async () => {
-    const c = mutableStdio('switchyard-stdio-storm-');
-    try {
-      await initialize(c);
-      await c.request({ jsonrpc: '2.0', id: 'l', method: 'tools/list' });
-      const r = await c.request({ jsonrpc: '2.0', id: 's', method: 'tools/call', params: { name: 'mut__mutate', arguments: { op: 'storm', n: 500 } } });
-      expect(r.result.content[0].text).toBe('stormed');
-      await new Promise((res) => setTimeout(res, 1_500));
-      const heard = c.received.filter((m) => m.method === 'notifications/tools/list_changed').length;
-      expect(heard).toBeGreaterThanOrEqual(1);
-      expect(heard).toBeLessThanOrEqual(8);
-    } finally {
-      c.kill();
-    }
-  }, 30_000);
+    }, 30_000);
+  });
 });
 
 describe("a plugin's console output in stdio mode", () => {
@@ -627,77 +628,78 @@ describe("a plugin's console output in stdio mode", () => {
 
 describe('a 2025-03-26 client sending a JSON-RPC batch over stdio', () => {
   const start = (d: string) => new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', writeConfig(d)], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
-  const batchLine = async (c: LineClient, timeoutMs = 15_000): Promise<Json[]> => {
+  /** The first batch answer among the lines past the first `from` that were no single message. */
+  const batchLine = async (c: LineClient, timeoutMs = 15_000, from = 0): Promise<Json[]> => {
     const until = Date.now() + timeoutMs;
     for (;;) {
-      const line = c.nonProtocolLines.find((l) => l.startsWith('['));
+      const line = c.nonProtocolLines.slice(from).find((l) => l.startsWith('['));
       if (line) return JSON.parse(line) as Json[];
       if (Date.now() > until) throw new Error(`no batch answer; stderr: ${c.stderr.slice(-1000)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   };
 
+  // One hub and session at 2025-03-26 for the two cases below (the second checks the hub lives on).
+  let c: LineClient;
+  let d: string;
+  let init: Json;
+  beforeAll(async () => {
+    d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-'));
+    c = start(d);
+    init = await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, 30_000);
+    c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+  }, 40_000);
+  afterAll(() => c?.kill());
+
   it('gets the answers of its members together, as one line holding their array; a batch holding an initialize is refused whole', async () => {
-    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-batch-'));
-    const c = start(d);
-    try {
-      const init = await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batcher', version: '1' } } }, 30_000);
-      expect(init.result.protocolVersion).toBe('2025-03-26');
-      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      c.send(
-        JSON.stringify([
-          { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'one' } } },
-          { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'legacy__add', arguments: { a: 2, b: 3 } } },
-          { jsonrpc: '2.0', id: 'b3', method: 'tools/list' },
-          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
-        ]),
-      );
-      const answers = await batchLine(c, 30_000);
-      const byId = new Map(answers.map((m) => [m.id, m]));
-      expect([...byId.keys()].sort()).toEqual(['b1', 'b2', 'b3']);
-      expect(byId.get('b1')!.result.content[0].text).toBe('echo:one');
-      expect(byId.get('b2')!.result.structuredContent).toEqual({ sum: 5 });
-      expect(byId.get('b3')!.result.tools.length).toBe(10);
-      c.send(
-        JSON.stringify([
-          { jsonrpc: '2.0', id: 'i1', method: 'ping' },
-          { jsonrpc: '2.0', id: 'i2', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'again', version: '1' } } },
-        ]),
-      );
-      const refused = await c.next((m) => m.error?.code === -32600 && /initialize/.test(m.error.message));
-      expect(refused.id).toBeUndefined();
-      expect(c.received.some((m) => m.id === 'i1')).toBe(false);
-      // Each request of the batch refused whole has its row, under its own id.
-      for (const [id, method] of [['i1', 'ping'], ['i2', 'initialize']]) {
-        const rows = await waitForRows(join(d, 'ledger.db'), { 'request-id': id });
-        expect(rows.map((r) => [r.method, r.outcome]), id).toEqual([[method, 'rpc_error']]);
-      }
-      // The session is the one it had: a plain request still works in it.
-      const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
-      expect(after.result.tools.length).toBe(10);
-    } finally {
-      c.kill();
+    expect(init.result.protocolVersion).toBe('2025-03-26');
+    const from = c.nonProtocolLines.length;
+    c.send(
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 'b1', method: 'tools/call', params: { name: 'legacy__echo', arguments: { text: 'one' } } },
+        { jsonrpc: '2.0', id: 'b2', method: 'tools/call', params: { name: 'legacy__add', arguments: { a: 2, b: 3 } } },
+        { jsonrpc: '2.0', id: 'b3', method: 'tools/list' },
+        { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'x', progress: 1 } },
+      ]),
+    );
+    const answers = await batchLine(c, 30_000, from);
+    const byId = new Map(answers.map((m) => [m.id, m]));
+    expect([...byId.keys()].sort()).toEqual(['b1', 'b2', 'b3']);
+    expect(byId.get('b1')!.result.content[0].text).toBe('echo:one');
+    expect(byId.get('b2')!.result.structuredContent).toEqual({ sum: 5 });
+    expect(byId.get('b3')!.result.tools.length).toBe(10);
+    c.send(
+      JSON.stringify([
+        { jsonrpc: '2.0', id: 'i1', method: 'ping' },
+        { jsonrpc: '2.0', id: 'i2', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'again', version: '1' } } },
+      ]),
+    );
+    const refused = await c.next((m) => m.error?.code === -32600 && /initialize/.test(m.error.message));
+    expect(refused.id).toBeUndefined();
+    expect(c.received.some((m) => m.id === 'i1')).toBe(false);
+    // Each request of the batch refused whole has its row, under its own id.
+    for (const [id, method] of [['i1', 'ping'], ['i2', 'initialize']]) {
+      const rows = await waitForRows(join(d, 'ledger.db'), { 'request-id': id });
+      expect(rows.map((r) => [r.method, r.outcome]), id).toEqual([[method, 'rpc_error']]);
     }
+    // The session is the one it had: a plain request still works in it.
+    const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
+    expect(after.result.tools.length).toBe(10);
   }, 40_000);
 
   it('a member nested deeper than JSON.stringify can go (outside params) is answered with the others; the hub lives on', async () => {
-    const c = start(mkdtempSync(join(tmpdir(), 'switchyard-stdio-deep-batch-')));
-    try {
-      await c.request({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'deep', version: '1' } } }, 30_000);
-      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      const deep = '['.repeat(200_000) + ']'.repeat(200_000);
-      c.send(`[{"jsonrpc":"2.0","id":"d1","method":"ping","extra":${deep}},{"jsonrpc":"2.0","id":"d2","method":"ping"}]`);
-      const answers = await batchLine(c, 30_000);
-      expect(answers).toEqual([
-        { jsonrpc: '2.0', id: 'd1', result: {} },
-        { jsonrpc: '2.0', id: 'd2', result: {} },
-      ]);
-      const after = await c.request({ jsonrpc: '2.0', id: 'after', method: 'tools/list' });
-      expect(after.result.tools.length).toBe(10);
-      expect(c.stderr).not.toContain('Maximum call stack');
-    } finally {
-      c.kill();
-    }
+    const from = c.nonProtocolLines.length;
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    c.send(`[{"jsonrpc":"2.0","id":"d1","method":"ping","extra":${deep}},{"jsonrpc":"2.0","id":"d2","method":"ping"}]`);
+    const answers = await batchLine(c, 30_000, from);
+    expect(answers).toEqual([
+      { jsonrpc: '2.0', id: 'd1', result: {} },
+      { jsonrpc: '2.0', id: 'd2', result: {} },
+    ]);
+    const after = await c.request({ jsonrpc: '2.0', id: 'after-deep', method: 'tools/list' });
+    expect(after.result.tools.length).toBe(10);
+    expect(c.stderr).not.toContain('Maximum call stack');
+    expect(c.proc.exitCode).toBeNull();
   }, 40_000);
 
   it('a client at 2025-11-25 still gets -32600 for a batch', async () => {
