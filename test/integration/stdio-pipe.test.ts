@@ -265,6 +265,9 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 // can run side by side: three at a time on this file's worker (the floods load two cores).
 vi.setConfig({ maxConcurrency: 3 });
 
+/** A flood's 16 MiB through the hub, with two other hubs' floods beside it: 10 s was too short on a loaded machine. */
+const FLOOD_MS = 30_000;
+
 describe.concurrent('a client of `switchyard stdio` that stops reading stdout', () => {
   it('has its stdin left unread until stdout drains (no work piles up), and is served again once it reads', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-backpressure-');
@@ -295,7 +298,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       c.proc.stdout!.pause();
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'flood', method: 'tools/call', params: { name: 'f__flood', arguments: { n: FLOOD, log: true }, _meta: { ...META, 'io.modelcontextprotocol/logLevel': 'info' } } }));
       // Answered upstream: every line of the flood has reached the hub before it.
-      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'), FLOOD_MS);
       c.proc.stdout!.resume();
       expect((await c.next((m) => m.id === 'flood', 15_000)).result?.content).toEqual([{ type: 'text', text: `sent ${FLOOD}` }]);
       const lines = c.received.filter((m) => m.method === 'notifications/message').length;
@@ -305,7 +308,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   it('is not buffered for without bound when an upstream floods resources/updated: past 8 MiB the latest is held and sent once it reads', async () => {
     const FLOOD = 2_000; // 2,000 updates of an ~8 KiB URI: 16 MiB, twice the bound
@@ -317,7 +320,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       expect((await c.request({ jsonrpc: '2.0', id: 's', method: 'resources/subscribe', params: { uri } })).result).toEqual({});
       c.proc.stdout!.pause();
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'flood', method: 'tools/call', params: { name: 'f__flood', arguments: { n: FLOOD } } }));
-      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'), FLOOD_MS);
       c.proc.stdout!.resume();
       await c.next((m) => m.id === 'flood', 15_000);
       const isUpdate = (m: Json) => m.method === 'notifications/resources/updated' && m.params?.uri === uri;
@@ -330,7 +333,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   it('stopped while far behind, never sends a held change notification after the listen stream it belongs to ended', async () => {
     const FLOOD = 2_000;
@@ -343,7 +346,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       await c.next((m) => m.method === 'notifications/subscriptions/acknowledged', 15_000);
       c.proc.stdout!.pause();
       c.send(JSON.stringify(call('flood', 'f__flood', { n: FLOOD })));
-      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'flood' && x.outcome === 'ok'), FLOOD_MS);
       // The stop ends the listen stream gracefully (its response) while the latest update is held.
       c.proc.kill('SIGTERM');
       await sleep(500);
@@ -358,7 +361,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     // Two hubs of their own, at once. The unsent answers are given up after
