@@ -6,7 +6,7 @@ import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
 import { lastFlush } from './last-flush.js';
-import { envMs } from './env-ms.js';
+import { envMs } from '../env-ms.js';
 import { FarBehind } from '../downstream/far-behind.js';
 
 interface ConnectArgs {

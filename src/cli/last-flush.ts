@@ -1,5 +1,5 @@
 import type { Logger } from '../log.js';
-import { envMs } from './env-ms.js';
+import { envMs } from '../env-ms.js';
 
 /**
  * How long the last answers may wait for a client that is not reading stdout before the process

@@ -1,3 +1,4 @@
+import { envMs } from '../env-ms.js';
 import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { Serialized, wireText } from '../protocol/serialized.js';
@@ -22,15 +23,9 @@ export const MAX_UNREAD_BYTES = 8 * 1024 * 1024;
  * How often an open stream with nothing to say sends a comment. Proxies and load balancers cut
  * a response that is quiet for long (nginx and AWS ALB after 60 s by default); a comment is
  * nothing to an SSE reader. SWITCHYARD_KEEPALIVE_MS sets it, for a proxy that cuts sooner
- * (keepAliveMsFrom).
+ * (whole milliseconds, 100 or more).
  */
-export const KEEP_ALIVE_MS = keepAliveMsFrom(process.env.SWITCHYARD_KEEPALIVE_MS);
-
-/** The keep-alive interval a SWITCHYARD_KEEPALIVE_MS value asks for: whole milliseconds, 100 or more; otherwise (unset too) 15 s. */
-export function keepAliveMsFrom(value: string | undefined): number {
-  const ms = value !== undefined && /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-  return Number.isSafeInteger(ms) && ms >= 100 && ms <= 2_147_483_647 ? ms : 15_000;
-}
+export const KEEP_ALIVE_MS = envMs('SWITCHYARD_KEEPALIVE_MS', 15_000, 100);
 
 /** A comment on `res` every `ms` while it is open; stopped when it closes (or by clearInterval). */
 function keepAlive(res: EdgeResponse, ms: number, closed: () => boolean): NodeJS.Timeout {
