@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import type { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { closeAndRemove, begin, end, tempDir } from './ledger-helpers.js';
@@ -41,6 +42,26 @@ describe('ledger checkpoints off the event loop', () => {
     await writeRows(ledger, 2000);
     await new Promise((r) => setTimeout(r, 400));
     expect(statSync(t.db).size).toBe(before);
+  });
+
+  it('the thread rests while nothing is written (an idle hub\'s ledger woke it ten times a second), and checkpoints again after the next commit', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.whenCommitted();
+    const first = statSync(t.db).size;
+    await writeRows(ledger, 2000);
+    expect(await until(() => statSync(t!.db).size > first, 3000)).toBe(true);
+    // Two checkpoint intervals (100 ms) with nothing new end the ticking.
+    await new Promise((r) => setTimeout(r, 500));
+    const worker = (ledger as unknown as { ingester: { worker: Worker } }).ingester.worker;
+    const elu = worker.performance.eventLoopUtilization();
+    await new Promise((r) => setTimeout(r, 1000));
+    const idle = worker.performance.eventLoopUtilization(elu);
+    // Milliseconds of work in that second: ticking, about 3 (more on a loaded machine); resting, none.
+    expect(idle.active).toBeLessThan(1);
+    const second = statSync(t.db).size;
+    await writeRows(ledger, 2000);
+    expect(await until(() => statSync(t!.db).size > second, 3000)).toBe(true);
   });
 
   it('close() ends the thread and folds the WAL into the file', async () => {
