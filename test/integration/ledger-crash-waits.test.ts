@@ -7,10 +7,9 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { exportRows, fixture, LEGACY, ledgerCli, modernCall, readCounter, SDK1, waitForReady } from './ledger-helpers.js';
+import { exportRows, fixture, inFlight, LEGACY, ledgerCli, modernCall, readCounter, SDK1, waitForReady } from './ledger-helpers.js';
 
 let hub: HubProcess | undefined;
 afterAll(async () => {
@@ -87,14 +86,3 @@ describe('SIGKILL while a call waits in the hub before it is forwarded', () => {
     expect((await ledgerCli(db, ['verify'])).code).toBe(0);
   }, 60_000);
 });
-
-/** How many of these requests have a committed in_flight row (read beside the running hub). */
-function inFlight(db: string, requestIds: string[]): number {
-  const reader = new Database(db, { readonly: true, fileMustExist: true });
-  try {
-    const row = reader.prepare(`SELECT COUNT(*) AS n FROM audit WHERE outcome = 'in_flight' AND request_id IN (${requestIds.map(() => '?').join(', ')})`).get(...requestIds) as { n: number };
-    return row.n;
-  } finally {
-    reader.close();
-  }
-}

@@ -14,10 +14,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BIN, ROOT } from '../helpers/hub-process.js';
-import Database from 'better-sqlite3';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
-import { fixture, health, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
+import { fixture, health, inFlight, legacySession, modernCall, SDK1, sleep, textOf, waitForReady } from './ledger-helpers.js';
 
 /** The cap, in KiB: above a fresh ledger's WAL (~57 KiB), reached after a few hundred calls. */
 const FILE_CAP_KIB = 160;
@@ -218,17 +217,6 @@ describe('a full disk under a running hub', () => {
     }
   }, 90_000);
 });
-
-/** How many of these requests have a committed in_flight row (read beside the running hub). */
-function inFlight(db: string, requestIds: string[]): number {
-  const reader = new Database(db, { readonly: true, fileMustExist: true });
-  try {
-    const row = reader.prepare(`SELECT COUNT(*) AS n FROM audit WHERE outcome = 'in_flight' AND request_id IN (${requestIds.map(() => '?').join(', ')})`).get(...requestIds) as { n: number };
-    return row.n;
-  } finally {
-    reader.close();
-  }
-}
 
 /** The bytes the ledger's pending files hold (none once all is in SQLite and they are emptied). */
 function pendingBytes(dataDir: string): number {

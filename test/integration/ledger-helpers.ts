@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import yargs from 'yargs';
 import { makeLedgerCommand } from '../../src/cli/ledger.js';
 import { ledgerWriter } from '../../src/cli/ledger-lock.js';
@@ -302,4 +303,15 @@ export async function waitForReady(url: string, ids: string[], timeoutMs = 15_00
     await sleep(50);
   }
   throw new Error(`upstreams not ready: ${JSON.stringify(last)}`);
+}
+
+/** How many of these requests have a committed in_flight row (read beside the running hub). */
+export function inFlight(db: string, requestIds: string[]): number {
+  const reader = new Database(db, { readonly: true, fileMustExist: true });
+  try {
+    const row = reader.prepare(`SELECT COUNT(*) AS n FROM audit WHERE outcome = 'in_flight' AND request_id IN (${requestIds.map(() => '?').join(', ')})`).get(...requestIds) as { n: number };
+    return row.n;
+  } finally {
+    reader.close();
+  }
 }
