@@ -74,6 +74,12 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   const ttl = (value as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
   if (ttl !== undefined && durationMs(ttl) === undefined && !problems.some((p) => p.startsWith('ledger.idempotencyTtl:')))
     problems.push(`ledger.idempotencyTtl: too long (at most ${Number.MAX_SAFE_INTEGER} ms)`);
+  // SQLite's name for an in-memory database: the ledger keeps files beside its database (rows
+  // pending commit, its lock, its owner), so it made real files named ":memory:…" in the working
+  // folder and kept them, the opposite of what the name asks for.
+  const ledger = (value as { ledger?: { path?: unknown; enabled?: unknown } } | null)?.ledger;
+  if (ledger?.path === ':memory:' && ledger.enabled !== false)
+    problems.push('ledger.path: ":memory:" cannot hold the ledger (it keeps files beside its database: rows pending commit, its lock); give a file path, or set ledger.enabled to false for no ledger');
   const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {

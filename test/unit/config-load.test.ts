@@ -77,6 +77,13 @@ describe('parseConfig defaults', () => {
       expect(parseConfig({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth?.apiKeys[0]?.principal).toBe(principal);
   });
 
+  it('refuses ":memory:" as the path of an enabled ledger (it made files of that name and kept them)', () => {
+    const said = 'ledger.path: ":memory:" cannot hold the ledger (it keeps files beside its database: rows pending commit, its lock); give a file path, or set ledger.enabled to false for no ledger';
+    expect(configProblems({ ledger: { path: ':memory:' } }, NO_ENV)).toEqual([said]);
+    expect(configProblems({ ledger: { path: ':memory:', enabled: true } }, NO_ENV)).toEqual([said]);
+    expect(configProblems({ ledger: { path: ':memory:', enabled: false } }, NO_ENV)).toEqual([]);
+  });
+
   it('accepts an empty document as a hub without servers', () => {
     expect(parseConfig({}, undefined, NO_ENV).servers).toEqual({});
   });
