@@ -69,18 +69,18 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
   const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown } } } | null)?.listen;
   if (typeof listen?.admin?.port === 'number' && listen.admin.port === (listen.port ?? 7410))
     problems.push(`listen.admin.port: must differ from listen.port (${listen.admin.port}): the admin listener is a listener of its own`);
+  const ledger = (value as { ledger?: { path?: unknown; enabled?: unknown; idempotencyTtl?: unknown; redactKeys?: unknown } } | null)?.ledger;
   // The schema checks its shape only: "99999999999999d" (or an integer past 2^53) has no exact
   // millisecond count, and was taken silently as the default 24h.
-  const ttl = (value as { ledger?: { idempotencyTtl?: unknown } } | null)?.ledger?.idempotencyTtl;
+  const ttl = ledger?.idempotencyTtl;
   if (ttl !== undefined && durationMs(ttl) === undefined && !problems.some((p) => p.startsWith('ledger.idempotencyTtl:')))
     problems.push(`ledger.idempotencyTtl: too long (at most ${Number.MAX_SAFE_INTEGER} ms)`);
   // SQLite's name for an in-memory database: the ledger keeps files beside its database (rows
   // pending commit, its lock, its owner), so it made real files named ":memory:…" in the working
   // folder and kept them, the opposite of what the name asks for.
-  const ledger = (value as { ledger?: { path?: unknown; enabled?: unknown } } | null)?.ledger;
   if (ledger?.path === ':memory:' && ledger.enabled !== false)
     problems.push('ledger.path: ":memory:" cannot hold the ledger (it keeps files beside its database: rows pending commit, its lock); give a file path, or set ledger.enabled to false for no ledger');
-  const redact = (value as { ledger?: { redactKeys?: unknown } } | null)?.ledger?.redactKeys;
+  const redact = ledger?.redactKeys;
   if (typeof redact === 'string') {
     try {
       new RegExp(redact, 'i');
@@ -128,11 +128,6 @@ export function configProblems(json: unknown, env: Env = process.env): string[] 
 }
 
 /**
- * Turns a parsed hub.config.json into a HubConfig, or throws ConfigError.
- * `file` anchors relative paths (ledger.path, servers.*.cwd); without it they resolve
- * against the current directory.
- */
-/**
  * The configured server named `id`, if there is one. The id may come from a command line, a
  * file name or a URL: `servers[id]` read `toString` or `constructor` off Object's prototype.
  */
@@ -140,6 +135,11 @@ export function configuredServer(config: Pick<HubConfig, 'servers'>, id: string)
   return Object.hasOwn(config.servers, id) ? config.servers[id] : undefined;
 }
 
+/**
+ * Turns a parsed hub.config.json into a HubConfig, or throws ConfigError.
+ * `file` anchors relative paths (ledger.path, servers.*.cwd); without it they resolve
+ * against the current directory.
+ */
 export function parseConfig(json: unknown, file?: string, env: Env = process.env): HubConfig {
   const { problems, value, interpolated } = check(json, env);
   if (problems.length > 0) throw new ConfigError(problems, file);
