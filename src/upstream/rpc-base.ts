@@ -374,16 +374,22 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
    * A server that answers the hub's pings and handshakes but leaves its calls unanswered (a
    * worker hung, a lock never released) would stay `ready` for good, every call waiting out its
    * whole timeout. UNANSWERED_CALLS such timeouts in a row (one on probation), with no other
-   * call answered in between (a list's answer does not count), take it down:
+   * call answered in between (the hub's lists count neither way), take it down:
    * lastError says why, its calls are refused at once meanwhile, and the transport restarts it
    * (stdio: the process is ended and started again; HTTP: the circuit opens and the handshake
    * probes it). A caller's own shorter limit says nothing of the server; nor does a call sent
    * before the connection last became ready (HTTP calls in flight outlive a reconnect).
    */
   private noteUnanswered(p: Pending, err: Error | undefined): void {
-    // A list answered is no sign its calls are: like a ping, it is bookkeeping (the hub fetches
-    // the lists of every server that becomes ready, which would end each probation at once).
-    if (err === undefined || err instanceof RpcError) return isList(p.method) ? undefined : this.callAnswered();
+    // The hub's own lists (the catalog's fetches: clients' lists are served from it) are no
+    // calls, either way. Answered, they are no sign its calls are: like a ping, bookkeeping (the
+    // hub fetches the lists of every server that becomes ready, which would end each probation
+    // at once). Unanswered, they are no call left unanswered: a server whose resources/list
+    // never answers, its tools working, was taken down after three of the hub's fetches (and
+    // then at the first fetch as it came back, on probation, again and again), its calls in
+    // flight failing, and lastError said "calls".
+    if (isList(p.method)) return;
+    if (err === undefined || err instanceof RpcError) return this.callAnswered();
     if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
     // A call answered, or progress heard (its own included), since this one was sent: the server
     // was working its calls meanwhile, and this one is slow, not unanswered. Otherwise calls

@@ -549,6 +549,33 @@ describe('a server that takes calls but answers none (calls left unanswered)', (
     expect(Date.now() - down).toBeLessThan(500);
   });
 
+  it("the hub's own lists are no calls: lists left unanswered do not take down a server whose calls are answered", async () => {
+    // Answers its handshake, pings and tools/list; never its resources/list (a broken handler), nor a call of `hang`.
+    const src = `const send = (m) => process.stdout.write(JSON.stringify(m) + '\\n');
+require('node:readline').createInterface({ input: process.stdin }).on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return send({ jsonrpc: '2.0', id: m.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {}, resources: {} }, serverInfo: { name: 'no-resources', version: '1' } } });
+  if (m.method === 'resources/list') return;
+  if (m.method === 'tools/call' && m.params.name === 'hang') return;
+  send({ jsonrpc: '2.0', id: m.id, result: m.method === 'tools/list' ? { tools: [] } : {} });
+});`;
+    const u = await started({ ...hung({ maxTotalTimeoutMs: undefined }), id: 'no-resources', args: ['-e', src] });
+    // Shortened once started (the handshake keeps 5 s). As the catalog fetches them: no options.
+    u.retime({ timeoutMs: 150 });
+    const list = () => u.request('resources/list', {}).catch((e: unknown) => e);
+    for (let i = 0; i < 3; i++) expect(await list()).toMatchObject({ name: 'TimeoutError' });
+    // Before, three of the hub's list fetches made "3 calls in a row got no answer" and ended the process.
+    expect([u.state, u.restarts]).toEqual(['ready', 0]);
+    // Nor do they join calls left unanswered: two calls and a list are not three calls.
+    await hang(u, 2, 150);
+    expect(await list()).toMatchObject({ name: 'TimeoutError' });
+    expect([u.state, u.restarts]).toEqual(['ready', 0]);
+    await hang(u, 1, 150);
+    await waitFor(() => u.restarts === 1, 5000, 'three calls in a row');
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
+  });
+
   it('a crash after restarts for calls left unanswered is the first of a crash loop, not its last', async () => {
     const u = await started(hung(), silentLogger, { backoff: { baseMs: 20, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
     await hang(u, 3);
