@@ -85,7 +85,8 @@ export interface Pending {
  * Public calls in a row that time out (the server's own limit) with no call answered and no
  * progress heard in between, after which the server is taken for one that takes calls but
  * answers none (see UpstreamBase.noteUnanswered). One long call is one timeout; any answer
- * (a result, a JSON-RPC error, a progress notification) starts the count over.
+ * (a result, a JSON-RPC error, a progress notification) starts the count over, and so does a
+ * timeout that comes PROBATION_LIMITS of the server's call limits after the one before it.
  */
 export const UNANSWERED_CALLS = 3;
 
@@ -96,7 +97,8 @@ export const UNANSWERED_CALLS = 3;
  * meanwhile (its tools not called, overnight), a call timing out then says how the server is now,
  * not that the hang it was restarted for goes on, and is one timeout of three again. Counted in
  * its limits, not a fixed time: a server whose calls may take 10 minutes would otherwise be off
- * probation before one of them could show it still hung.
+ * probation before one of them could show it still hung. A row of calls left unanswered lapses
+ * after as long without another (UpstreamBase.noteUnanswered), for the same reason.
  */
 export const PROBATION_LIMITS = 10;
 
@@ -135,6 +137,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private readyCount = 0;
   /** Calls of this ready connection that timed out in a row, no call answered since the first (see UNANSWERED_CALLS). */
   private unanswered = 0;
+  /** When the last of those timed out (monotonicNow()): the row lapses PROBATION_LIMITS of its limits after. */
+  private unansweredAt = 0;
   /** Calls answered and progress heard, ever: a call remembers the count it was sent at (Pending.answeredAtSend). */
   private answers = 0;
   /**
@@ -405,6 +409,12 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // others in line behind it, and ending it would end that call under the user (the health
     // check spares it for the same reason).
     if (this.awaitsClient()) return;
+    // Far apart, timeouts are no row: a call left unanswered now and two others days ago (the
+    // server answering nothing else meanwhile: not called) say that this call was slow, not that
+    // the server takes calls without answering them. As long as probation lasts (onProbation).
+    const now = monotonicNow();
+    if (this.unanswered > 0 && now - this.unansweredAt >= PROBATION_LIMITS * this.ownLimitMs()) this.unanswered = 0;
+    this.unansweredAt = now;
     const n = ++this.unanswered;
     if (n < (this.onProbation() ? 1 : UNANSWERED_CALLS)) return;
     this.unanswered = 0;

@@ -576,6 +576,18 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
   });
 
+  it('calls left unanswered far apart are no hang: the count starts over once ten of its call limits passed without one', async () => {
+    const u = await started(hung({ maxTotalTimeoutMs: 100 }));
+    await hang(u, 2, 100);
+    await new Promise((r) => setTimeout(r, 10 * 100 + 100));
+    await hang(u, 1, 100);
+    // Before, the third timeout took it down however long after the first two it came (a day later too).
+    expect([u.state, u.restarts]).toEqual(['ready', 0]);
+    await hang(u, 2, 100);
+    await waitFor(() => u.restarts === 1, 5000, 'three in a row');
+    expect(u.lastError).toMatch(/^3 calls in a row got no answer/);
+  });
+
   it('a crash after restarts for calls left unanswered is the first of a crash loop, not its last', async () => {
     const u = await started(hung(), silentLogger, { backoff: { baseMs: 20, crashLimit: 2, windowMs: 60_000, failedRetryMs: 600_000, jitter: 0 } });
     await hang(u, 3);
