@@ -219,7 +219,15 @@ export class Hub implements HubCore {
     const inputTimeoutMs = policy.inputTimeoutMs ?? DEFAULT_INPUT_TIMEOUT_MS;
     this.mrtr = new Mrtr(new RequestStateSealer(stateKey, policy.requestStateTtlMs), inputTimeoutMs, config.listen.maxBodyBytes);
     this.metricsSources = {
-      servers: () => [...this.handles.values()].map((h) => ({ id: h.id, state: h.upstream.state, restarts: this.restartsSinceStart(h), principalRestarts: this.principalRestarts.of(h.id) })),
+      servers: () =>
+        [...this.handles.values()].map((h) => ({
+          id: h.id,
+          state: h.upstream.state,
+          restarts: this.restartTotals.of(h.id, h.upstream),
+          hungRestarts: this.restartTotals.hungOf(h.id, h.upstream),
+          principalRestarts: this.principalRestarts.of(h.id),
+          principalHungRestarts: this.principalRestarts.hungOf(h.id),
+        })),
       cacheStats: () => this.catalog.cache.stats,
       ledgerCounters: () => (ledger as { commitCounters?: () => LedgerCounters }).commitCounters?.(),
       openSessions: () => this.endpoint.sessions.size,
@@ -298,11 +306,6 @@ export class Hub implements HubCore {
   private buildServer(s: ServerConfig): ServerHandle {
     const upstream = createUpstream(specOf(s, this.config.file ? dirname(this.config.file) : process.cwd()), this.log);
     return { id: s.id, config: s, upstream };
-  }
-
-  /** Automatic restarts of the server under this id since the hub started, over every connection it had. */
-  private restartsSinceStart(h: ServerHandle): number {
-    return this.restartTotals.of(h.id, h.upstream);
   }
 
   private addServer(h: ServerHandle): void {

@@ -9,8 +9,11 @@ import { CallSeries } from './call-series.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
-  /** restarts: of the server's own connection; principalRestarts: of principals' own ones, summed. */
-  servers(): Iterable<{ id: string; state: string; restarts: number; principalRestarts?: number }>;
+  /**
+   * restarts: of the server's own connection; principalRestarts: of principals' own ones, summed.
+   * hungRestarts, principalHungRestarts: of those, the ones after a hang (the rest followed a failure).
+   */
+  servers(): Iterable<{ id: string; state: string; restarts: number; hungRestarts?: number; principalRestarts?: number; principalHungRestarts?: number }>;
   cacheStats(): { hits: number; misses: number; staleServed: number };
   /** Group-commit counters of a SQLite ledger; undefined when the ledger is off. */
   ledgerCounters(): LedgerCounters | undefined;
@@ -19,6 +22,17 @@ export interface MetricsSources {
 }
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
+
+/**
+ * A restarts counter's two series per server: `reason="hung"`, restarts after it was taken down
+ * as hung (calls left unanswered, a health check unanswered though it was there); `reason="failure"`,
+ * every other (a process that exited or could not start, a connection lost or refused, a circuit
+ * the breaker opened). `sum by (server)` is the total the counter had before it had the label.
+ */
+function incByReason(c: Counter<string>, server: string, all: number, hung: number): void {
+  c.inc({ server, reason: 'hung' }, hung);
+  c.inc({ server, reason: 'failure' }, all - hung);
+}
 const OK_OUTCOMES = new Set(['ok', 'replayed']);
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
@@ -95,23 +109,23 @@ export class Metrics {
     });
     new Counter({
       name: 'switchyard_upstream_restarts_total',
-      help: "Automatic restarts of each upstream's own connection since the hub started, over every one it had (servers restart and reloads keep the count); principals' own connections in switchyard_upstream_principal_restarts_total",
-      labelNames: ['server'],
+      help: "Automatic restarts of each upstream's own connection since the hub started, over every one it had (servers restart and reloads keep the count), by reason: hung (taken down for answering nothing) or failure (exited, could not start, connection lost, circuit opened); principals' own connections in switchyard_upstream_principal_restarts_total",
+      labelNames: ['server', 'reason'],
       registers,
       collect() {
         this.reset();
         // prom-client counters have no set(): reset per scrape and add the owner's total.
-        for (const s of sources.servers()) this.inc({ server: s.id }, s.restarts);
+        for (const s of sources.servers()) incByReason(this, s.id, s.restarts, s.hungRestarts ?? 0);
       },
     });
     new Counter({
       name: 'switchyard_upstream_principal_restarts_total',
-      help: "Automatic restarts of principals' own connections to each upstream (processPerPrincipal processes, per-principal HTTP connections) since the hub started, summed over principals",
-      labelNames: ['server'],
+      help: "Automatic restarts of principals' own connections to each upstream (processPerPrincipal processes, per-principal HTTP connections) since the hub started, summed over principals, by reason as switchyard_upstream_restarts_total",
+      labelNames: ['server', 'reason'],
       registers,
       collect() {
         this.reset();
-        for (const s of sources.servers()) this.inc({ server: s.id }, s.principalRestarts ?? 0);
+        for (const s of sources.servers()) incByReason(this, s.id, s.principalRestarts ?? 0, s.principalHungRestarts ?? 0);
       },
     });
     const cache = (name: string, help: string, pick: (s: ReturnType<MetricsSources['cacheStats']>) => number) =>

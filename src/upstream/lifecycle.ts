@@ -74,6 +74,10 @@ export abstract class Lifecycle extends EventEmitter {
   private downReason: string | undefined;
   private _since = Date.now();
   private _restarts = 0;
+  /** Of those, the attempts after it was taken down as hung (switchyard_upstream_restarts_total{reason="hung"}). */
+  private _hungRestarts = 0;
+  /** The ready connection last lost was taken down as hung (lost or trip with `hung`), and it is not back yet. */
+  private downHung = false;
 
   protected closed = false;
   private closing: Promise<void> | undefined;
@@ -119,6 +123,10 @@ export abstract class Lifecycle extends EventEmitter {
   }
   get restarts(): number {
     return this._restarts;
+  }
+  /** Of `restarts`, those after it was taken down as hung, each attempt until it is back (its failed ones too). */
+  get hungRestarts(): number {
+    return this._hungRestarts;
   }
 
   /** Connect and handshake; sets era, version, capabilities. Throws when it cannot. */
@@ -194,6 +202,7 @@ export abstract class Lifecycle extends EventEmitter {
     // Back: what stays to be read is why it went down, not how its attempts to reconnect failed.
     if (this.downReason !== undefined) this._lastError = this.downReason;
     this.downReason = undefined;
+    this.downHung = false;
     this.policy.onReady();
     this.connected();
     this.setState('ready');
@@ -207,6 +216,7 @@ export abstract class Lifecycle extends EventEmitter {
     const delayMs = Math.max(p.delayMs, minDelayMs);
     this.retryTimer = setTimeout(() => {
       this._restarts++;
+      if (this.downHung) this._hungRestarts++;
       this.attempt().catch(() => undefined);
     }, delayMs);
     this.retryTimer.unref();
@@ -226,6 +236,7 @@ export abstract class Lifecycle extends EventEmitter {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
     this._lastError = this.downReason = reason;
+    this.downHung = hung;
     this.log.warn({ reason }, 'upstream connection lost');
     this.failInFlight(`server "${this.id}" connection lost: ${reason}`);
     this.scheduleRetry(reason, 0, false, hung);
@@ -240,6 +251,7 @@ export abstract class Lifecycle extends EventEmitter {
     if (this.closed || this._state !== 'ready') return;
     reason = redactErrorText(reason);
     this._lastError = this.downReason = reason;
+    this.downHung = hung;
     this.log.warn({ reason }, 'circuit opened');
     this.scheduleRetry(reason, minDelayMs, false, hung);
   }

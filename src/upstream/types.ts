@@ -165,6 +165,8 @@ export interface Upstream extends EventEmitter {
   readonly lastStderr?: string;
   readonly since: number;
   readonly restarts: number;
+  /** Of `restarts`, those after it was taken down as hung (calls left unanswered, a health check unanswered), not crashed. */
+  readonly hungRestarts: number;
   /** Requests in flight and waiting for a slot (see maxConcurrent / maxQueue). */
   readonly load: { active: number; queued: number };
   /**

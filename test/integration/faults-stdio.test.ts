@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernCall, queryRows } from './ledger-helpers.js';
 import { modernBody, modernHeaders } from '../helpers/wire.js';
+import { metricValue } from '../helpers/prometheus.js';
 import { callTool, FAULTS, healthOf, isToolError, QUIRKS, rowsFor, serverHealth, text, waitForState, waitUntil } from './faults-helpers.js';
 
 let hub: HubProcess;
@@ -190,7 +191,9 @@ describe('stdio upstream faults', () => {
     expect(h.lastError).toMatch(/^process stopped answering \(silent for \d+ s, a ping unanswered for 800 ms\), and was ended$/);
     expect(text(await callTool(hub.url, 'stuck__echo', { again: true }))).toBe('{"again":true}');
     const metrics = await (await fetch(new URL('/metrics', hub.url))).text();
-    expect(metrics).toMatch(/switchyard_upstream_restarts_total\{server="stuck"\} [1-9]/);
+    // Counted as a hang, not a crash: before, the counter had no reason to tell them apart.
+    expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'stuck', reason: 'hung' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'stuck', reason: 'failure' })).toBe(0);
   }, 30_000);
 
   it('answers its pings but leaves its calls unanswered: after 3 timeouts in a row the process is restarted, then after 1 more; an answer in between resets the count', async () => {

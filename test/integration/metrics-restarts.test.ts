@@ -36,6 +36,10 @@ describe('switchyard_upstream_restarts_total', () => {
   it('does not go back when the connection is replaced: servers restart, then a reload of the changed server', async () => {
     const before = await atLeast(3);
     expect(before).toBeGreaterThanOrEqual(3);
+    // A process that exits is a failure, not a hang; the reasons' sum is the total (above).
+    const text = await scrape(hub.url);
+    expect(metricValue(text, 'switchyard_upstream_restarts_total', { server: 'crashy', reason: 'hung' })).toBe(0);
+    expect(metricValue(text, 'switchyard_upstream_restarts_total', { server: 'crashy', reason: 'failure' })).toBeGreaterThanOrEqual(3);
     const r = await runCli(['servers', 'restart', 'crashy', '--no-wait', '--url', hub.url]);
     expect(r.code, r.stderr).toBe(0);
     const afterRestart = await restarts();

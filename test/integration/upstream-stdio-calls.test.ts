@@ -597,6 +597,9 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     process.kill((u as unknown as { pid: number }).pid, 'SIGKILL');
     await waitFor(() => u.state !== 'ready', 5000, 'down');
     expect(u.state).toBe('restarting');
+    // Two restarts after hangs, then one after the crash (switchyard_upstream_restarts_total's reason).
+    await waitFor(() => u.state === 'ready' && u.restarts === 3, 5000, 'back after the crash');
+    expect(u.hungRestarts).toBe(2);
   });
 
 

@@ -52,3 +52,23 @@ it("sums principals' own connections' restarts by server id, keeping a closed on
   expect(totals.of('s')).toBe(3);
   expect(totals.of('other')).toBe(0);
 });
+
+it('keeps the restarts after a hang apart, over connections and principals alike', () => {
+  const totals = new RestartTotals();
+  const first = { restarts: 3, hungRestarts: 2 };
+  totals.connected('a', first);
+  const second = { restarts: 1, hungRestarts: 1 };
+  totals.connected('a', second);
+  expect([totals.of('a', second), totals.hungOf('a', second)]).toEqual([4, 3]);
+  totals.retain(new Set());
+  const back = { restarts: 0, hungRestarts: 0 };
+  totals.connected('a', back);
+  expect([totals.of('a', back), totals.hungOf('a', back)]).toEqual([4, 3]);
+  const principals = new PrincipalRestartTotals();
+  const alice = { restarts: 2, hungRestarts: 1 };
+  principals.opened('s', alice);
+  principals.opened('s', { restarts: 1 });
+  expect([principals.of('s'), principals.hungOf('s')]).toEqual([3, 1]);
+  principals.closed('s', alice);
+  expect([principals.of('s'), principals.hungOf('s')]).toEqual([3, 1]);
+});
