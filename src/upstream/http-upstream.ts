@@ -799,12 +799,11 @@ export class HttpUpstream extends HandshakingUpstream {
         void tcpReachable(this.spec.url!, probeMs).then((why) => {
           // A call answered meanwhile: the server answers after all.
           if (this.checksOff || this.closed || this._state !== 'ready' || this.activeAt !== activeAt) return again();
-          this.foundDown(
-            why !== undefined
-              ? `the server cannot be reached (${after}: no answer, and ${why})`
-              : `the server is not answering (${after}: no answer within ${waitMs} ms, though a new connection to it completes)`,
-            0,
-          );
+          if (why !== undefined) return this.foundDown(`the server cannot be reached (${after}: no answer, and ${why})`, 0);
+          // There, and answering nothing: hung, as a stdio process its check finds silent is (its
+          // own backoff, its restarts counted as a hang's), and for the same reason on no probation.
+          this.wentHung(false);
+          this.foundDown(`the server is not answering (${after}: no answer within ${waitMs} ms, though a new connection to it completes)`, 0, true);
         });
       },
     );

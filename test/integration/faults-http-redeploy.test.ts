@@ -353,6 +353,8 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     u.on('state', (s: string, d?: string) => s === 'restarting' && reasons.push(String(d)));
     u.start().catch(() => undefined);
     expect(await u.whenReady(10_000)).toBe(true);
+    // A loaded machine may have had its first start fail (no answer within 500 ms): no hang.
+    const before = { restarts: u.restarts, hungRestarts: u.hungRestarts };
     hung = true;
     // A new connection completes: it stayed `ready` until a call waited out its whole timeout.
     await waitFor(() => u.state === 'restarting', 10_000, 'found hung');
@@ -365,6 +367,9 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
     hung = false;
     expect(await u.whenReady(10_000)).toBe(true);
     expect(u.circuit).toBe('closed');
+    // Restarted as a hung server, as a stdio one its check finds silent (before: as a failing one).
+    expect(u.restarts - before.restarts).toBeGreaterThanOrEqual(1);
+    expect(u.hungRestarts - before.hungRestarts).toBe(u.restarts - before.restarts);
     // A reload that turns the checks off while one waits: that one marks nothing down either.
     hung = true;
     await new Promise((r) => setTimeout(r, 250));
