@@ -335,7 +335,7 @@ export class Hub implements HubCore {
   private resubscribe(h: ServerHandle, upstream: Upstream = h.upstream, conn = ''): void {
     if (upstream.era === MODERN || !upstream.capabilities?.resources?.subscribe) return;
     for (const uri of this.subs.uris(h.id, conn))
-      upstream.request('resources/subscribe', { uri }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
+      upstream.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
   }
 
   /** Pin changes and poisoned descriptions: a log line, and an audit row when an item is held back or its change taken. */

@@ -391,8 +391,9 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // at once). Unanswered, they are no call left unanswered: a server whose resources/list
     // never answers, its tools working, was taken down after three of the hub's fetches (and
     // then at the first fetch as it came back, on probation, again and again), its calls in
-    // flight failing, and lastError said "calls".
-    if (isList(p.method)) return;
+    // flight failing, and lastError said "calls". So are its other requests of its own (a
+    // subscription renewed as the server came back: answered, it ended every probation at once).
+    if (isList(p.method) || p.opts?.hubOwn) return;
     if (err === undefined || err instanceof RpcError) return this.callAnswered();
     if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
     // A call answered, or progress heard (its own included), since this one was sent: the server

@@ -84,6 +84,12 @@ export interface CallOptions {
   askProgress?: boolean;
   /** Send again when that is safe (see retry.ts); absent: one attempt. */
   retry?: RetryPolicy;
+  /**
+   * The hub's own request, made for no caller (a subscription renewed after a restart): no call,
+   * answered or not, in the count of calls left unanswered (UpstreamBase.noteUnanswered), as the
+   * hub's lists are not.
+   */
+  hubOwn?: boolean;
   /** Progress from the upstream for this call; the connection owns the upstream progressToken. */
   onProgress?: (p: ProgressInfo) => void;
   /** `notifications/message` the upstream sent about this call (HTTP POST stream) or while it ran. */

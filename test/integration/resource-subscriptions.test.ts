@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
-import { descendants, waitForState, waitUntil } from './faults-helpers.js';
+import { descendants, serverHealth, waitForState, waitUntil } from './faults-helpers.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { waitForRows } from './ledger-helpers.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
@@ -37,9 +37,11 @@ beforeAll(async () => {
       mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
       // Slow to start, so a restart leaves it down for a second and a half.
       slow: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { ERA: 'legacy', DOC_URI: 'slow://doc', START_DELAY_MS: '1500' } },
+      // Its `hang` never answered; the server's own limit on a call 300 ms (its handshake's 5 s).
+      stuck: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'stuck://doc', TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 5000, maxTotalTimeoutMs: 300 },
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck']);
 }, 60_000);
 afterAll(async () => {
   await hub?.stop();
@@ -190,6 +192,28 @@ describe('resource subscriptions', () => {
       subs.proc.stderr!.off('data', heard);
       await c.close();
     }
+  });
+
+  it("restarted for calls left unanswered, a server is subscribed again by the hub: that answer is the hub's own, and does not end its probation", async () => {
+    const c = await client();
+    await c.listen({ resourceSubscriptions: ['stuck://doc'] });
+    const hang = (n: number) => Promise.all(Array.from({ length: n }, () => c.callTool({ name: 'stuck__hang', arguments: {} }).catch((e: unknown) => e)));
+    await hang(3);
+    const back = await waitUntil('restarted for calls left unanswered', async () => {
+      const s = await serverHealth(hub.url, 'stuck');
+      return s.restarts >= 1 && s.state === 'ready' ? s : undefined;
+    });
+    expect(back.lastError).toMatch(/^3 calls in a row got no answer/);
+    // Subscribed again as it came back (answered at once), then its call left unanswered: on
+    // probation, down again. Before, that subscribe's answer counted as a call answered and
+    // ended the probation (and the growing delay between its restarts): three more timeouts each time.
+    await hang(1);
+    const again = await waitUntil('down again at once', async () => {
+      const s = await serverHealth(hub.url, 'stuck');
+      return s.restarts >= 2 ? s : undefined;
+    }, 5_000);
+    expect(again.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again/);
+    await c.close();
   });
 
   it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {
