@@ -68,9 +68,13 @@ import { LISTEN_ACK_WAIT_MS } from './catalog/upstream-listen.js';
 import { InstructionScreen, instructionChecks, type InstructionsEvent, type InstructionsVerdict } from './catalog/instructions.js';
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
+import { envMs } from './env-ms.js';
 import { auditEvent, tapAudit } from './observe.js';
 
-/** How long a first list or handshake waits for upstreams that are still starting. */
+/**
+ * How long from the hub's start a list, a handshake or a call waits for upstreams that are still
+ * starting, by default (SWITCHYARD_STARTUP_GRACE_MS; 0: no wait, a server's tools are listed once it is ready).
+ */
 const STARTUP_GRACE_MS = 3_000;
 /**
  * How long /healthz answers "refusing" after a ledger write failed (none succeeding since).
@@ -123,6 +127,8 @@ export class Hub implements HubCore {
   /** Plugin hooks (bundled description checks and secret redaction, then the operator's). */
   readonly plugins: PluginRunner;
   private readonly startedAt = Date.now();
+  /** The start-up grace (STARTUP_GRACE_MS), read once per hub. */
+  private readonly graceMs = envMs('SWITCHYARD_STARTUP_GRACE_MS', STARTUP_GRACE_MS);
   private graceOver = false;
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
@@ -630,7 +636,7 @@ export class Hub implements HubCore {
   startupGrace(): Promise<void> | undefined {
     if (this.graceOver) return undefined;
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
-    const left = this.startedAt + STARTUP_GRACE_MS - Date.now();
+    const left = this.startedAt + this.graceMs - Date.now();
     if (pending.length === 0 || left <= 0) {
       // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
       this.graceOver = true;
@@ -926,9 +932,9 @@ export class Hub implements HubCore {
     // which ends at the attempt's end) rather than being refused: "starting", not "refusing",
     // still 503. A failed attempt is `starting` again, with its reason: calls are refused then.
     const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || onFirstAttempt(h);
-    if (down && Date.now() < this.startedAt + STARTUP_GRACE_MS && [...this.handles.values()].every(waitedFor)) {
+    if (down && Date.now() < this.startedAt + this.graceMs && [...this.handles.values()].every(waitedFor)) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
-      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${STARTUP_GRACE_MS / 1000} s from the hub's start`, servers };
+      return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.graceMs / 1000} s from the hub's start`, servers };
     }
     if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
     const ledger = this.metricsSources.ledgerCounters()?.writeFailing;

@@ -18,20 +18,24 @@ import { setSection } from '../helpers/config-edit.js';
 
 // Tools, and resources with subscribe; no prompts, no completions.
 const MUTABLE = join(ROOT, 'test/fixtures/catalog/mutable-server.mjs');
-const slow = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), MUTABLE], env: { ERA: 'legacy', START_DELAY_MS: '6000' } };
+const slow = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), MUTABLE], env: { ERA: 'legacy', START_DELAY_MS: '3000' } };
 // The same, unprefixed: any name in no prefix space may be one of its tools.
 const config = { servers: { slow, bare: { ...slow, prefix: '' } } };
 
 let hub: HubProcess | undefined;
 afterEach(async () => void (await hub?.stop()));
 
+// A short start-up grace (SWITCHYARD_STARTUP_GRACE_MS; 3 s by default), so that a handshake is
+// answered while the slow server still starts, well before it is ready.
+const GRACE = { env: { SWITCHYARD_STARTUP_GRACE_MS: '300' } };
+
 const handshake = async (url: string) => (await legacySession(url)).init.body?.result?.capabilities;
 
 describe('capabilities while an upstream starts', () => {
   it('a first run assumes the list families; a restarted hub answers with what the server offered when last ready', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-caps-'));
-    hub = await startHub(config, { dir });
-    // Answered after the 3 s grace, the server still starting.
+    hub = await startHub(config, { dir, ...GRACE });
+    // Answered after the grace, the server still starting.
     const first = await legacySession(hub.url);
     expect(first.init.body?.result?.capabilities).toEqual({ tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } });
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
@@ -49,7 +53,7 @@ describe('capabilities while an upstream starts', () => {
     expect(await handshake(hub.url)).toEqual(own);
     await hub.stop();
 
-    hub = await startHub(config, { dir });
+    hub = await startHub(config, { dir, ...GRACE });
     expect(await handshake(hub.url)).toEqual(own);
     expect((await health(hub.url)).servers.find((s) => s.id === 'slow')?.state).toBe('starting');
   }, 40_000);

@@ -65,9 +65,9 @@ describe('resources of a server that is down', () => {
 
   it('after a restart of the hub too, while the server is still starting (the ledger kept what its lists showed)', async () => {
     await hub.stop();
-    // Slower than the 3 s start-up grace this time, so reads are answered while it starts.
-    const slower = { ...a, env: { ...(a.env as Json), START_DELAY_MS: '6000' } };
-    hub = await startHub({ servers: { a: slower }, groups: { none: { servers: [] } } }, { dir: hub.dir });
+    // Slower than the start-up grace this time (made short: SWITCHYARD_STARTUP_GRACE_MS), so reads are answered while it starts.
+    const slower = { ...a, env: { ...(a.env as Json), START_DELAY_MS: '3000' } };
+    hub = await startHub({ servers: { a: slower }, groups: { none: { servers: [] } } }, { dir: hub.dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '300' } });
     const unavailable = { code: -32603, message: expect.stringMatching(/^server "a" is starting/) };
     expect((await read('r-hello', 'sdk1://static/hello'))?.error).toMatchObject(unavailable);
     expect((await read('r-item', 'sdk1://item/9'))?.error).toMatchObject(unavailable);
