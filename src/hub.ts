@@ -739,10 +739,14 @@ export class Hub implements HubCore {
 
   private async route(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>> {
     if (GUARDED_METHODS.has(method)) {
-      // Not past its client's cancellation (over HTTP, its going away): what follows records it
-      // so then, not when the grace ends (up to 3 s later).
+      // Not past its client's cancellation (over HTTP, its going away): recorded cancelled then,
+      // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
+      // starting (a row of a refusal its client never heard). Only a call that waited pays.
       const grace = this.startupGrace();
-      if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
+      if (grace) {
+        await unlessAborted(() => grace, ctx.signal, () => undefined);
+        if (ctx.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+      }
       const down = failClosedBlocker(this.handles.values());
       if (down && !this.answeredFromKey(method, params, ctx)) {
         // A tool group's client is not told of a server its group does not show (for a key limited to groups, a boundary).

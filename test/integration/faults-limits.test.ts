@@ -90,6 +90,15 @@ describe('failMode closed, a server still starting', () => {
         expect(hz.status).toBe(503);
         // The reason says the grace in force, not the default's 3 s.
         expect(body).toMatchObject({ status: 'starting', reason: expect.stringContaining('server "guard" (failMode "closed") to be ready, up to 30 s from the hub\'s start') });
+        // A call its client gives up on while it waits is recorded cancelled (it was recorded
+        // unavailable: refused for the fail-closed server, which its client never heard).
+        const ac = new AbortController();
+        const gaveUp = callTool(starting.url, 'ok__echo', { text: 'gave up' }, undefined, ac.signal);
+        await new Promise((r) => setTimeout(r, 150));
+        ac.abort();
+        await expect(gaveUp).rejects.toThrow();
+        const [row] = await rowsFor(join(dir, 'ledger.db'), 'ok__echo');
+        expect([row.outcome, (await serverHealth(starting.url, 'guard')).state]).toEqual(['cancelled', 'starting']);
       } else console.warn('faults-limits: the fail-closed server was ready before the first /healthz; not checked');
       // No grace: a call is refused while the fail-closed server starts, and /healthz says so.
       const hz0 = await fetch(new URL('/healthz', none.url));
