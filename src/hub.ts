@@ -130,6 +130,8 @@ export class Hub implements HubCore {
   /** The start-up grace (STARTUP_GRACE_MS), read once per hub. */
   private readonly graceMs = envMs('SWITCHYARD_STARTUP_GRACE_MS', STARTUP_GRACE_MS);
   private graceOver = false;
+  /** The wait of the requests in the start-up grace now, one for all (startupGrace). */
+  private graceWait: Promise<void> | undefined;
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
@@ -635,6 +637,9 @@ export class Hub implements HubCore {
    */
   startupGrace(): Promise<void> | undefined {
     if (this.graceOver) return undefined;
+    // One wait for every request in the grace: each of its own added a listener to every
+    // starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
+    if (this.graceWait) return this.graceWait;
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
     const left = this.startedAt + this.graceMs - Date.now();
     if (pending.length === 0 || left <= 0) {
@@ -642,19 +647,23 @@ export class Hub implements HubCore {
       this.graceOver = true;
       return undefined;
     }
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, left);
+    const wait = new Promise<void>((resolve) => {
       let waiting = pending.length;
-      const onState = () => {
+      const onState = (): void => {
         if (--waiting <= 0) done();
       };
-      function done() {
+      const done = (): void => {
         clearTimeout(timer);
         for (const h of pending) h.upstream.off('state', onState);
+        // The next request looks again (a server may have started again meanwhile).
+        if (this.graceWait === wait) this.graceWait = undefined;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, left);
       for (const h of pending) h.upstream.once('state', onState);
     });
+    this.graceWait = wait;
+    return wait;
   }
 
   /** The servers on their first attempt to start a name no route knows may be of, if shown to the caller (no hot path). */

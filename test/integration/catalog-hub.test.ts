@@ -367,10 +367,11 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       listen: { drainTimeoutMs: 200 },
       servers: {
         slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000', PROMPTS: '1', LIST_DELAY_KINDS: 'prompts/list' }),
-        // Never answers its handshake: the start-up grace runs its full 3 s.
+        // Never answers its handshake: the start-up grace runs its full length, made long here
+        // (SWITCHYARD_STARTUP_GRACE_MS) so that a hub slow to start on a loaded machine is still in it.
         never: { command: process.execPath, args: ['-e', 'process.stdin.resume()'] },
       },
-    });
+    }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '20000' } });
     try {
       // First, in the start-up grace: a call its client gives up on is recorded cancelled then,
       // not when the grace ends (it was waited for without its signal).
