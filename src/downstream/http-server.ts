@@ -278,8 +278,6 @@ export class HttpServer {
   /** `body`: already read by the fast path; otherwise read here. */
   private async route(req: EdgeRequest, res: EdgeResponse, body?: Buffer): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0];
-    if (this.opts.adminOnly && MCP_PATH.test(path)) return sendJson(res, 404, { error: NOT_ON_ADMIN });
-    if (this.opts.operatorRoutesElsewhere && isOperatorPath(path)) return sendJson(res, 404, { error: ON_ADMIN_ONLY });
     // node:http keeps the first of two Host lines; a proxy in front may route by the last, so the
     // two would read one request two ways: refused, as RFC 9112 §3.2 says a server must.
     if ((fieldLines(req.rawHeaders, 'host')?.length ?? 1) > 1) {
@@ -304,7 +302,8 @@ export class HttpServer {
     }
     // The status page's static files need no credential (admin.ts, isStatusPageFile); what
     // they show comes from routes that do.
-    if (this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
+    const elsewhere = this.opts.operatorRoutesElsewhere === true && isOperatorPath(path);
+    if (!elsewhere && this.opts.routes && req instanceof IncomingMessage && isStatusPageFile(path, req.method) && (await this.opts.routes(req, res as ServerResponse, path, ANONYMOUS))) return;
     const m = MCP_PATH.exec(path);
     // A challenge names the resource of the endpoint asked (its group's, with group resources).
     const who = gate ? await gate.auth.authenticate(credentialHeaders(req), m?.[1]) : ({ ok: true, ...ANONYMOUS } as const);
@@ -322,6 +321,10 @@ export class HttpServer {
       if (MCP_PATH.test(path)) await gate?.refusedUnread({ ...this.unreadFacts(req), principal: who.principal, status: who.status, message: who.message });
       return sendJson(res, who.status, errorResponse(undefined, new RpcError(INVALID_REQUEST, who.message)), who.headers);
     }
+    // Where the MCP endpoint or the operator routes went is told only past the Host and Origin
+    // checks (a DNS-rebinding page is refused as anywhere else) and to a caller who may use
+    // them: an authenticated client here, an admin for the operator routes (below).
+    if (this.opts.adminOnly && m) return sendJson(res, 404, { error: NOT_ON_ADMIN });
     // A key limited to some groups' endpoints (auth.apiKeys[].groups), or a token issued for group
     // resources alone, uses those alone: the other endpoints, and the operator routes, show what
     // its groups do not.
@@ -335,6 +338,7 @@ export class HttpServer {
       const refused = gate.auth.checkAdmin(who);
       if (refused) return sendJson(res, refused.status, { error: refused.message }, refused.headers);
     }
+    if (elsewhere) return sendJson(res, 404, { error: ON_ADMIN_ONLY });
     // The fast path takes MCP paths only, so the other routes always come through node:http.
     if (this.opts.routes && req instanceof IncomingMessage && (await this.opts.routes(req, res as ServerResponse, path, who))) return;
     if (!m) return sendJson(res, 404, { error: 'not found' });

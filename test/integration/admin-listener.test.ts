@@ -70,6 +70,20 @@ function overSocket(socketPath: string, path: string, opts: { method?: string; k
   });
 }
 
+/** A GET to a TCP listener with the headers given (fetch would set Host itself). */
+function getWith(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { host: `127.0.0.1:${port}`, ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.setTimeout(5_000, () => req.destroy(new Error('no answer')));
+    req.end();
+  });
+}
+
 describe('listen.admin', () => {
   it('a TCP admin listener serves the admin routes and /healthz while the MCP listener is full, and has no MCP endpoint', async () => {
     const adminPort = await freePort();
@@ -97,6 +111,9 @@ describe('listen.admin', () => {
       expect(JSON.parse(first)).toMatchObject({ servers: [] });
       const mcp = await fetch(`${admin}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
       expect([mcp.status, ((await mcp.json()) as { error: string }).error]).toEqual([404, expect.stringContaining('this is the admin listener (listen.admin)')]);
+      // Told only past the Host check, as any other answer: a DNS-rebinding page is refused.
+      const rebound = await getWith(adminPort, '/mcp', { host: `attacker.example:${adminPort}` });
+      expect([rebound.status, rebound.body]).toEqual([403, expect.stringContaining('the Host header does not name this hub')]);
     } finally {
       for (const s of held) s.destroy();
       await hub.stop(0);
@@ -110,9 +127,15 @@ describe('listen.admin', () => {
       const addr = await hub.listen('127.0.0.1', 0);
       expect(await hub.listenAdmin()).toBe(sock);
       const main = `http://127.0.0.1:${addr.port}`;
-      for (const path of ['/admin/servers', '/admin/', '/admin', '/metrics']) {
+      for (const path of ['/admin/servers', '/admin/', '/admin', '/metrics', '/admin/app.js']) {
         const r = await fetch(`${main}${path}`, { signal: AbortSignal.timeout(5_000) });
         expect([path, r.status, ((await r.json()) as { error: string }).error]).toEqual([path, 404, expect.stringContaining('on the admin listener only (listen.admin.exclusive)')]);
+        // A page of another site (DNS rebinding, a cross-site request) is refused as on any
+        // route, before it is told where the operator routes went.
+        for (const headers of [{ host: `attacker.example:${addr.port}` }, { origin: 'http://attacker.example' }] as Record<string, string>[]) {
+          const refused = await getWith(addr.port, path, headers);
+          expect([path, refused.status, refused.body]).toEqual([path, 403, expect.stringMatching(/Forbidden: (the Host header|Origin not allowed)/)]);
+        }
       }
       // The live feed is not on the main listener either.
       const ws = new WebSocket(`ws://127.0.0.1:${addr.port}/admin/events`);
@@ -142,11 +165,19 @@ describe('listen.admin', () => {
     }
   });
 
-  it('over the admin socket, with authentication on, the admin routes still want an admin key (as on the main listener)', async () => {
-    const { hub, dir } = hubWith({ admin: { path: 'admin.sock' } }, { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] }, { principal: 'user', sha256: sha256Hex(USER_KEY) }] } });
+  it('over the admin socket, with authentication on, the admin routes still want an admin key (as on the main listener); exclusive, the main listener says so to an admin only', async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'admin.sock', exclusive: true } }, { auth: { apiKeys: [{ principal: 'ops', sha256: sha256Hex(ADMIN_KEY), scopes: ['switchyard:admin'] }, { principal: 'user', sha256: sha256Hex(USER_KEY) }] } });
     const sock = join(dir, 'admin.sock');
     try {
-      await hub.listen('127.0.0.1', 0);
+      const addr = await hub.listen('127.0.0.1', 0);
+      // listen.admin.exclusive: the main listener tells where the operator routes went only to
+      // an admin; anyone else is refused as without it (401 without a key, 403 for a user's).
+      const said = (r: { body: string }) => r.body.includes('listen.admin.exclusive');
+      const anon = await getWith(addr.port, '/admin/servers', {});
+      const user = await getWith(addr.port, '/admin/servers', { authorization: `Bearer ${USER_KEY}` });
+      const ops = await getWith(addr.port, '/admin/servers', { authorization: `Bearer ${ADMIN_KEY}` });
+      expect([anon.status, said(anon), user.status, said(user), ops.status, said(ops)]).toEqual([401, false, 403, false, 404, true]);
+      expect((await getWith(addr.port, '/admin', {})).status).toBe(401);
       expect(await hub.listenAdmin()).toBe(sock);
       expect(statSync(sock).mode & 0o777).toBe(0o600);
       expect((await overSocket(sock, '/admin/servers')).status).toBe(401);
