@@ -1,6 +1,6 @@
 /**
  * A call to a server that has not finished its first start. The start-up grace (3 s from the
- * hub's start) covers lists: they must not wait long for every server. A call names one server,
+ * hub's start by default, SWITCHYARD_STARTUP_GRACE_MS) covers lists: they must not wait long for every server. A call names one server,
  * though, and a server started by `npx` or on a loaded machine can take longer than the grace:
  * its tools were then "Unknown" (a script piping `initialize` and `tools/call` into `switchyard
  * stdio` got that for a tool it was about to have). The call waits for that server instead,
