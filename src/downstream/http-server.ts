@@ -498,7 +498,8 @@ export class HttpServer {
     const origin = header(req, 'origin');
     if (origin === undefined || !this.opts.allowedOrigins.includes(origin)) return false;
     res.setHeader('access-control-allow-origin', origin);
-    const m = req.method === 'OPTIONS' ? MCP_PATH.exec(path) : null;
+    // The admin listener has no MCP endpoint: its preflight too goes on to the 404.
+    const m = req.method === 'OPTIONS' && !this.opts.adminOnly ? MCP_PATH.exec(path) : null;
     // A preflight of a group that does not exist goes on to the 404 a POST there gets: a 204
     // would tell a browser app the endpoint is there.
     if (!m || (m[1] !== undefined && !this.opts.groups?.has(m[1]))) {

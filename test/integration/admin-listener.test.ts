@@ -87,7 +87,7 @@ function getWith(port: number, path: string, headers: Record<string, string>): P
 describe('listen.admin', () => {
   it('a TCP admin listener serves the admin routes and /healthz while the MCP listener is full, and has no MCP endpoint', async () => {
     const adminPort = await freePort();
-    const { hub } = hubWith({ maxConnections: 2, admin: { port: adminPort } });
+    const { hub } = hubWith({ maxConnections: 2, admin: { port: adminPort }, allowedOrigins: ['https://app.example'] });
     let held: Socket[] = [];
     try {
       const addr = await hub.listen('127.0.0.1', 0);
@@ -114,6 +114,9 @@ describe('listen.admin', () => {
       // Told only past the Host check, as any other answer: a DNS-rebinding page is refused.
       const rebound = await getWith(adminPort, '/mcp', { host: `attacker.example:${adminPort}` });
       expect([rebound.status, rebound.body]).toEqual([403, expect.stringContaining('the Host header does not name this hub')]);
+      // Nor does a browser app's preflight hear that an MCP endpoint is there (it got 204).
+      const preflight = await fetch(`${admin}/mcp`, { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' } });
+      expect(preflight.status).toBe(404);
     } finally {
       for (const s of held) s.destroy();
       await hub.stop(0);
