@@ -194,6 +194,10 @@ export class Hub implements HubCore {
         principal !== undefined && this.upstreams.isolated(h, principal)
           ? { credential: principalConn(principal), upstream: await this.upstreams.for(h, principal) }
           : { credential: '', upstream: h.upstream },
+      // A principal's own process is not started for a server whose main process is down (the
+      // same command, which would most likely fail alike: a crash loop per principal); its own
+      // credentials to a URL server are tried (the URL may refuse only the shared ones).
+      standsAlone: (h, principal, ready) => (ready ? this.ownReady(h, principal) : this.standsAlone(h, principal) && (h.config.url !== undefined || this.upstreams.existing(h, principal) !== undefined)),
     });
     this.routes = new ShownRoutes(this.catalog);
     // Said on a principal's own connection: for the subscriptions made on that connection only.
@@ -786,7 +790,8 @@ export class Hub implements HubCore {
       }
       if (waited) await this.endedWhileWaiting(method, params, ctx, h);
       // A tool of a server that is down is not listed any more, but it is not unknown either.
-      if (h && h.upstream.state !== 'ready' && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
+      // Not when the caller's own connection to it is ready (standsAlone): it needs nothing of the server's main one.
+      if (h && h.upstream.state !== 'ready' && !this.ownReady(h, ctx.principal) && !this.answeredFromKey(method, params, ctx)) return refuseDownTool(params.name, h, ctx, (m, c, e, x) => this.router.recordLocal(m, c, e, x));
     } else {
       // A prompt names its server as a tool does; so does the completion of a prompt's argument.
       const prompt = promptNamed(method, params);
@@ -823,6 +828,20 @@ export class Hub implements HubCore {
    */
   private usedBy(h: ServerHandle, ctx: CallContext): Upstream | undefined {
     return this.upstreams.isolated(h, ctx.principal) ? this.upstreams.existing(h, ctx.principal) : h.upstream;
+  }
+
+  /**
+   * Whether `principal`'s calls to `h` go over a connection of its own that needs nothing of h's
+   * main one: a processPerPrincipal process, or its own credentials (not a legacy URL server's
+   * per-principal session, which the main connection's era decides).
+   */
+  private standsAlone(h: ServerHandle, principal: string): boolean {
+    return this.upstreams.knownBeforeReady(h, principal) && this.upstreams.isolated(h, principal);
+  }
+
+  /** standsAlone, and that connection is open and ready: h's main connection being down does not stop its calls. */
+  private ownReady(h: ServerHandle, principal: string): boolean {
+    return this.standsAlone(h, principal) && this.upstreams.existing(h, principal)?.state === 'ready';
   }
 
   /**

@@ -96,6 +96,14 @@ export interface CatalogOptions {
   /** Per-principal upstream connections (auth); default: every principal uses the server's own. */
   connection?: (h: ServerHandle, principal: string | undefined) => Connection | Promise<Connection>;
   /**
+   * Whether this principal's requests to h go over a connection of its own that needs nothing of
+   * h's main one (a processPerPrincipal process, the principal's own credentials), and, with
+   * `ready`, whether that connection is open and ready now. Such a principal is served by h while
+   * h's main connection is down (a crash of the main process, a URL that refuses the shared
+   * credentials): h is listed to it from its own connection.
+   */
+  standsAlone?: (h: ServerHandle, principal: string, ready: boolean) => boolean;
+  /**
    * Whether a server's tools are listed as soon as it is ready (default: every server's). Not
    * one whose clients may each have a connection of their own: its main connection's list is
    * nobody's in particular, and the first version a principal is shown is the one to pin.
@@ -543,7 +551,8 @@ export class Catalog extends EventEmitter {
     const mk = this.lastBuilt.get(`tools\0${view.principal ?? ''}`);
     const last = mk === undefined ? undefined : this.built.get(mk);
     const known = last && this.groupView('tools', last, view.group).byHubName.get(hubName);
-    if (!known || known.server.upstream.state !== 'ready') return undefined;
+    // The main connection's state is read first: a principal's own is looked at only while it is down.
+    if (!known || (known.server.upstream.state !== 'ready' && !(view.principal !== undefined && this.opts.standsAlone?.(known.server, view.principal, true)))) return undefined;
     return (this.toolsChangedAt.get(known.server.id) ?? 0) > last.epoch ? undefined : known;
   }
 
@@ -827,15 +836,26 @@ export class Catalog extends EventEmitter {
 
   private async build(kind: ListKind, principal: string | undefined): Promise<Built> {
     const epoch = this.toolsEpoch;
-    const handles = this.ready(kind);
+    const ready = this.ready(kind);
+    // A server whose main connection is down, to a principal whose own connection needs none of
+    // it (standsAlone): listed from that connection (made now, as for a server that is up) once
+    // it is ready and offers the kind.
+    const standsAlone = this.opts.standsAlone;
+    const alone = principal === undefined || !standsAlone ? [] : this.servers().filter((h) => h.upstream.state !== 'ready' && h.upstream.state !== 'stopped' && standsAlone(h, principal, false));
+    const handles = alone.length === 0 ? ready : [...ready, ...alone];
     const settled = await Promise.allSettled(
-      handles.map(async (h) => this.partFor(kind, h, this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream })),
+      handles.map(async (h, i): Promise<Part | undefined> => {
+        const conn = this.opts.connection ? await this.connection(h, principal) : { credential: '', upstream: h.upstream };
+        if (i >= ready.length && (conn.upstream.state !== 'ready' || !offers(conn.upstream.capabilities, kind))) return undefined;
+        return this.partFor(kind, h, conn);
+      }),
     );
     const parts: Part[] = [];
     const failed: string[] = [];
     settled.forEach((s, i) => {
-      if (s.status === 'fulfilled') parts.push(s.value);
-      else {
+      if (s.status === 'fulfilled') {
+        if (s.value) parts.push(s.value);
+      } else {
         failed.push(handles[i].id);
         this.log.warn({ server: handles[i].id, kind, err: String(s.reason?.message ?? s.reason) }, 'list failed');
       }

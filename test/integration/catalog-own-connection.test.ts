@@ -68,3 +68,34 @@ describe("a principal's own legacy connection closed: its list is fetched and ch
     expect(held).toMatchObject([{ server: 'u', reason: 'changed' }]);
   }, 60_000);
 });
+
+describe("a server whose main connection is down, to a principal with credentials of its own", () => {
+  it('is listed to that principal from its own connection, and its calls go there (they were refused, or "Unknown tool")', async () => {
+    // The URL refuses the hub's shared connection (no shared account): only alice has credentials.
+    const up = await startHttpFixture('test/fixtures/catalog/legacy-per-user-http.mjs', { SHARED_REFUSED: '1' });
+    const BOB_KEY = keyOf(1);
+    const hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
+      servers: { u: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
+    }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '0' } });
+    try {
+      const as = async (key: string, method: string, params: Json = {}, name?: string): Promise<RpcMessage> => {
+        const r = await post(hub.url, modernBody(1, method, params), { ...modernHeaders(method, name), authorization: `Bearer ${key}` });
+        if (!r.body) throw new Error(`${r.status} ${r.text}`);
+        return r.body;
+      };
+      const names = async (key: string) => (((await as(key, 'tools/list')).result as Json).tools as Json[]).map((t) => t.name);
+      await expect.poll(async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE_KEY}` } })).json()) as { servers: { lastError?: string }[] }).servers[0]?.lastError, { timeout: 10_000 }).toMatch(/403/);
+      expect(await names(ALICE_KEY)).toEqual(['u__report']);
+      const call = await as(ALICE_KEY, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report');
+      expect(call.result, JSON.stringify(call)).toMatchObject({ content: [{ type: 'text', text: 'report for alice' }] });
+      // bob shares the server's main connection, which is down: nothing of it for him.
+      expect(await names(BOB_KEY)).toEqual([]);
+      const refused = await as(BOB_KEY, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report');
+      expect(JSON.stringify(refused)).toMatch(/Unknown tool|unavailable/);
+    } finally {
+      await hub.stop();
+      await up.stop();
+    }
+  }, 30_000);
+});
