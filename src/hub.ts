@@ -533,6 +533,7 @@ export class Hub implements HubCore {
     await this.inflight.idle(1_000);
     await this.http?.close();
     await this.adminHttp?.close();
+    this.metrics?.close();
     this.adminSocket?.release();
     this.validator.close();
     await this.plugins.close();

@@ -4,8 +4,10 @@
  * everything else (upstream state, cache and ledger counters, sessions) is read from its owner
  * only when /metrics is scraped.
  */
+import { createRequire } from 'node:module';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { CallSeries } from './call-series.js';
+import { EventLoopLag } from './event-loop-lag.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
 
 export interface MetricsSources {
@@ -19,6 +21,21 @@ export interface MetricsSources {
   ledgerCounters(): LedgerCounters | undefined;
   /** Open legacy sessions (HTTP and stdio). */
   openSessions(): number;
+}
+
+const PROCESS_PREFIX = 'switchyard_process_';
+const requireCjs = createRequire(import.meta.url);
+
+/**
+ * prom-client's default process and Node.js metrics, all but its event-loop lag (whose 10 ms
+ * sampler woke an idle hub 100 times a second: EventLoopLag reports those names instead).
+ * collectDefaultMetrics has no switch for one part, so each collector it lists is registered
+ * from its own module, as collectDefaultMetrics does.
+ */
+function defaultMetricsButLag(register: Registry): void {
+  type Collector = (register: Registry, config: { prefix: string }) => void;
+  for (const name of collectDefaultMetrics.metricsList)
+    if (name !== 'eventLoopLag') (requireCjs(`prom-client/lib/metrics/${name}.js`) as Collector)(register, { prefix: PROCESS_PREFIX });
 }
 
 const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
@@ -71,10 +88,12 @@ export class Metrics {
   private readonly inflight: Gauge<string>;
   /** Requests answered `input_required`: rounds of a call, counted apart from the calls. */
   private readonly rounds: Counter<string>;
+  private readonly lag: EventLoopLag;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'switchyard_process_' });
+    defaultMetricsButLag(this.registry);
+    this.lag = new EventLoopLag(this.registry, PROCESS_PREFIX);
     for (const m of this.calls.metrics({
       calls: { name: 'switchyard_calls_total', help: 'Requests finished by the hub, by method, upstream server, tool or prompt name and outcome' },
       errors: {
@@ -172,6 +191,11 @@ export class Metrics {
         this.set(sources.openSessions());
       },
     });
+  }
+
+  /** Stops the event-loop sampler (the hub stops). */
+  close(): void {
+    this.lag.close();
   }
 
   get contentType(): string {

@@ -4,17 +4,22 @@
  * /admin/ledger answer JSON; /admin/events streams finished calls over a WebSocket; foreign
  * origins and non-admin callers are refused.
  */
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { isAdmin } from '../../src/downstream/admin.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { rawHttp } from '../helpers/wire.js';
 import { metricValue, parseExposition, scrape } from '../helpers/prometheus.js';
 
 const SDK1 = 'test/fixtures/servers/sdk1-server.mjs';
 const SDK2 = 'test/fixtures/servers/sdk2-modern-server.mjs';
 const MODERN = '2026-07-28';
+/** How long the stall plugin holds the hub's event loop. */
+const STALL_MS = 250;
 
 type Json = Record<string, any>;
 let hub: HubProcess;
@@ -56,14 +61,21 @@ async function getJson(path: string, init?: RequestInit): Promise<{ status: numb
 }
 
 beforeAll(async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'switchyard-'));
+  // Stalls the hub's event loop (a plugin runs on it) for a call of echo with text "stall".
+  writeFileSync(
+    join(dir, 'stall.mjs'),
+    `export default { name: 'stall', beforeCall(ctx) { if (ctx.arguments.text === 'stall') { const end = performance.now() + ${STALL_MS}; while (performance.now() < end); } } };`,
+  );
   hub = await startHub({
+    plugins: { paths: ['./stall.mjs'] },
     servers: {
       legacy: nodeServer(SDK1),
       // Same prefix as the other server: its tool names collide and get renamed.
       modern: { ...nodeServer(SDK2), prefix: 'legacy' },
     },
     groups: { g: { servers: ['legacy'] } },
-  });
+  }, { dir });
   base = new URL(hub.url).origin;
   const end = Date.now() + 20_000;
   for (;;) {
@@ -99,6 +111,15 @@ describe('/metrics', () => {
       switchyard_open_sessions: 'gauge',
     };
     for (const [name, type] of Object.entries(want)) expect(exp.types.get(name), name).toBe(type);
+    // Every metric the docs name is there, as named (`a_{b,c}_total` names a_b_total and a_c_total).
+    const documented = ['README.md', 'docs/IDE-SETUP.md', 'docs/RELIABILITY.md', 'docs/SECURITY.md']
+      .flatMap((f) => [...readFileSync(join(ROOT, f), 'utf8').matchAll(/`(switchyard_[a-z0-9_{},]*[a-z0-9}])`/g)].map((m) => m[1]!))
+      .flatMap((n) => {
+        const b = /^(.*)\{([^}]*)\}(.*)$/.exec(n);
+        return b ? b[2]!.split(',').map((x) => b[1] + x + b[3]) : [n];
+      });
+    expect(documented.length).toBeGreaterThan(20);
+    for (const name of new Set(documented)) expect(exp.types.has(name), `${name} (documented)`).toBe(true);
     expect(metricValue(text, 'switchyard_upstream_state', { server: 'legacy', state: 'ready' })).toBe(1);
     expect(metricValue(text, 'switchyard_upstream_state', { server: 'modern', state: 'failed' })).toBe(0);
   });
@@ -123,6 +144,43 @@ describe('/metrics', () => {
     // An unknown tool name is counted without becoming a label value.
     await call(`no_such_tool_${Date.now()}`, {});
     expect(parseExposition(await scrape(hub.url)).samples.some((s) => s.labels.tool?.startsWith('no_such_tool'))).toBe(false);
+  });
+});
+
+describe('/metrics at rest', () => {
+  const lag = (text: string, stat: string) => metricValue(text, `switchyard_process_nodejs_eventloop_lag_${stat}seconds`);
+
+  it('an idle hub wakes about ten times a second, and reads its event-loop lag near 0', async () => {
+    await scrape(hub.url); // the lag statistics are those sampled since the scrape before
+    // The main thread's voluntary context switches: each is a wait for the next event, woken.
+    const status = `/proc/${hub.proc.pid}/task/${hub.proc.pid}/status`;
+    const proc = existsSync(status);
+    const switches = () => Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(status, 'utf8'))![1]);
+    const [t0, v0] = [performance.now(), proc ? switches() : 0];
+    await new Promise((r) => setTimeout(r, 1500)); // the window measured, not a wait for an event
+    const [t1, v1] = [performance.now(), proc ? switches() : 0];
+    const text = await scrape(hub.url);
+    // prom-client's own sampler woke it 100 times a second and read about 0.01 s, the interval.
+    if (proc) expect((v1 - v0) / ((t1 - t0) / 1000)).toBeLessThan(40);
+    expect(lag(text, 'min_')).toBeLessThan(0.005);
+    expect(lag(text, 'p50_')).toBeLessThan(0.005);
+    expect(lag(text, 'mean_')).toBeLessThan(0.02);
+    expect(parseExposition(text).types.get('switchyard_process_nodejs_eventloop_lag_p99_seconds')).toBe('gauge');
+    expect(parseExposition(text).types.get('switchyard_process_process_cpu_seconds_total')).toBe('counter');
+  });
+
+  it('a stall of the event loop reads as its length, not less the sampling interval', async () => {
+    await call('legacy__echo', { text: 'warm' }); // a first call's own work (compiling, loading) is a stall too
+    await scrape(hub.url);
+    expect((await call('legacy__echo', { text: 'stall' })).result.content[0].text).toBe('echo:stall');
+    // The sample that sees the stall may come after the first scrape: each scrape shows its own.
+    let max = 0;
+    for (const end = Date.now() + 3000; max < 0.24 && Date.now() < end; ) {
+      max = Math.max(max, lag(await scrape(hub.url), 'max_'));
+      if (max < 0.24) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(max).toBeGreaterThanOrEqual((STALL_MS - 10) / 1000);
+    expect(max).toBeLessThan(1);
   });
 });
 
