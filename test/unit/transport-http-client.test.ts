@@ -222,8 +222,11 @@ describe('HttpClient', () => {
     const c = client(url);
     const abort = new ExchangeAbort();
     let seen = 0;
-    const p = c.post('{"jsonrpc":"2.0","id":1,"method":"slow"}', { abort, onMessage: () => void seen++ });
-    await new Promise((r) => setTimeout(r, 50));
+    let firstMessage!: () => void;
+    // Cut once the answer is under way (its first event read), however long undici takes to load.
+    const midAnswer = new Promise<void>((r) => (firstMessage = r));
+    const p = c.post('{"jsonrpc":"2.0","id":1,"method":"slow"}', { abort, onMessage: () => void (seen++, firstMessage()) });
+    await midAnswer;
     expect(seen).toBe(1);
     abort.abort();
     await expect(p).rejects.toBeInstanceOf(CancelledError);
