@@ -85,6 +85,10 @@ export class HttpUpstream extends HandshakingUpstream {
   /** Headers of every legacy request after initialize; rebuilt when the session changes. */
   private legacyHeaders: Record<string, string> = {};
   private renewing: Promise<void> | undefined;
+  /** The legacy handshake under way (initialize), settled once a session it opened is the upstream's or ended. */
+  private handshaking: Promise<void> | undefined;
+  /** Session DELETEs under way (endSession). */
+  private readonly ending = new Set<Promise<void>>();
   /** The session a 404 said is gone (renew): nothing to end there. */
   private gone: string | undefined;
   /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
@@ -229,8 +233,26 @@ export class HttpUpstream extends HandshakingUpstream {
     return v;
   }
 
-  /** The legacy handshake. The new session replaces the old one only once it works. */
-  protected async initialize(): Promise<void> {
+  /**
+   * The legacy handshake. The new session replaces the old one only once it works; one it
+   * opened that does not (a close meanwhile, notifications/initialized failing, an answer the
+   * hub cannot take) is ended (DELETE), not left open on the server: a renewal or a restart
+   * would otherwise leave one behind at each attempt. A close waits for it a while (closeWaits).
+   */
+  protected initialize(): Promise<void> {
+    const run = this.legacyHandshake();
+    const over = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.handshaking = over;
+    void over.then(() => {
+      if (this.handshaking === over) this.handshaking = undefined;
+    });
+    return run;
+  }
+
+  private async legacyHandshake(): Promise<void> {
     const body = JSON.stringify({
       jsonrpc: '2.0',
       id: `sy-${++this.internalIds}`,
@@ -258,17 +280,31 @@ export class HttpUpstream extends HandshakingUpstream {
     if (a.status < 200 || a.status >= 300) {
       throw bodyError(a.body) ?? statusError(a.status, a.headers, `initialize: ${answerProblem(a, this.spec.url!) ?? statusText(a.status, a.headers)}`);
     }
+    const sid = a.headers['mcp-session-id'];
+    const session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
+    const said = (result?.protocolVersion ?? LEGACY) as string;
+    const headers: Record<string, string> = { 'mcp-protocol-version': (LEGACY_VERSIONS as readonly string[]).includes(said) ? said : LEGACY };
+    if (session !== undefined) headers['mcp-session-id'] = session;
+    try {
+      await this.adopt(a, result, error, session, headers);
+    } catch (err) {
+      if (session !== undefined) await this.endSession(headers);
+      throw err;
+    }
+  }
+
+  /** The rest of the handshake, once `initialize` was answered 2xx (with `session`, if the server made one). */
+  private async adopt(a: HttpAnswer, result: Record<string, unknown> | undefined, error: RpcError | undefined, session: string | undefined, headers: Record<string, string>): Promise<void> {
     if (error) throw error;
     if (!result) throw new TransportError(`initialize: ${answerProblem(a, this.spec.url!) ?? 'no result in the answer'}`, a.status);
     const version = result.protocolVersion;
     if (typeof version !== 'string' || !(LEGACY_VERSIONS as readonly string[]).includes(version)) {
       throw new Error(`initialize answered with protocol version ${JSON.stringify(version)}, which the hub does not speak`);
     }
+    // Closed while initialize was answered: the session is ended (the caller) without being told it is initialized.
+    if (this.closed) throw new UpstreamUnavailableError(this.id, 'stopped');
     const f = serverFacts(result, result.serverInfo);
-    const sid = a.headers['mcp-session-id'];
     const old = this.session;
-    const session = typeof sid === 'string' && sid.length > 0 ? sid : undefined;
-    const headers: Record<string, string> = session ? { 'mcp-protocol-version': version, 'mcp-session-id': session } : { 'mcp-protocol-version': version };
     this._era = LEGACY;
     this._protocolVersion = version;
     this._capabilities = f.capabilities;
@@ -288,18 +324,8 @@ export class HttpUpstream extends HandshakingUpstream {
     // Closed meanwhile (the hub stopping, a reload removing the server), as a renewal of the
     // session may be: the new session is nobody's. Made the current one, it had a GET stream
     // opened on it and the renewal said the closed upstream `ready` again; its close's DELETE
-    // went to the old one. It is ended here instead while that close awaits the old one's DELETE
-    // (best effort: the pool is closed once that is answered).
-    if (this.closed) {
-      if (session !== undefined) {
-        const t = timeoutSignal(DELETE_TIMEOUT_MS);
-        await this.http
-          .delete({ headers, signal: t.signal })
-          .catch(() => undefined)
-          .finally(t.clear);
-      }
-      throw new UpstreamUnavailableError(this.id, 'stopped');
-    }
+    // went to the old one. It is ended instead (the caller), the close waiting for that.
+    if (this.closed) throw new UpstreamUnavailableError(this.id, 'stopped');
     // The new session is the calls' only once notifications/initialized was taken there. A
     // renewal runs while the upstream is ready: a call sent meanwhile on the new session (another
     // POST, another connection) could reach the server before it, and a server may refuse
@@ -323,11 +349,36 @@ export class HttpUpstream extends HandshakingUpstream {
         return;
       }
     this.retiring.delete(session);
+    void this.endSession(this.sessionHeaders(session));
+  }
+
+  /** DELETE a session (`headers` name it), bounded, best effort; a close waits for it before it drops the connections. */
+  private endSession(headers: Record<string, string>): Promise<void> {
     const t = timeoutSignal(DELETE_TIMEOUT_MS);
-    this.http
-      .delete({ headers: this.sessionHeaders(session), signal: t.signal })
-      .catch(() => undefined)
-      .finally(t.clear);
+    const done: Promise<void> = this.http.delete({ headers, signal: t.signal }).then(
+      () => undefined,
+      () => undefined,
+    );
+    this.ending.add(done);
+    void done.then(() => {
+      t.clear();
+      this.ending.delete(done);
+    });
+    return done;
+  }
+
+  /**
+   * What a close waits for before it drops the connections (which fails whatever is still
+   * under way): a legacy handshake under way, up to DELETE_TIMEOUT_MS, so that a session it
+   * opens is ended rather than left open on the server; and every DELETE sent.
+   */
+  private async closeWaits(): Promise<void> {
+    if (this.handshaking !== undefined) {
+      let t: NodeJS.Timeout | undefined;
+      await Promise.race([this.handshaking, new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
+      clearTimeout(t);
+    }
+    while (this.ending.size > 0) await Promise.all(this.ending);
   }
 
   /** The legacy headers of a session, current or not. */
@@ -835,13 +886,9 @@ export class HttpUpstream extends HandshakingUpstream {
     this.getStream = undefined;
     const session = this.session;
     this.session = undefined;
-    if (session !== undefined) {
-      const t = timeoutSignal(DELETE_TIMEOUT_MS);
-      await this.http
-        .delete({ headers: this.legacyHeaders, signal: t.signal })
-        .catch(() => undefined)
-        .finally(t.clear);
-    }
-    if (this.closed) this.http.close();
+    if (session !== undefined) await this.endSession(this.legacyHeaders);
+    if (!this.closed) return;
+    await this.closeWaits();
+    this.http.close();
   }
 }

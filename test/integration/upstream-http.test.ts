@@ -72,8 +72,10 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let aborted: string[];
   /** Answer an unknown session's request with its own id, as a Switchyard hub does. */
   let goneWithId: boolean;
-  /** Set: a notifications/initialized POST is held until the test lets it go on (release). */
-  let holdInitialized: ((release: () => void) => void) | undefined;
+  /** Set: a notifications/initialized POST is held until the test lets it go on (release), or cuts it (req). */
+  let holdInitialized: ((release: () => void, req: IncomingMessage) => void) | undefined;
+  /** Set: an initialize POST is held (its session not yet made) until the test lets it go on. */
+  let holdInitialize: ((release: () => void) => void) | undefined;
   let url: string;
   let seen: Seen[];
 
@@ -118,17 +120,19 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     aborted = [];
     goneWithId = false;
     holdInitialized = undefined;
+    holdInitialize = undefined;
     ({ url, seen } = await listen(async (req, res, body) => {
       const sid = req.headers['mcp-session-id'] as string | undefined;
       const parsed = body ? JSON.parse(body) : undefined;
       const known = sid ? sessions.get(sid) : undefined;
-      if (known && holdInitialized && parsed?.method === 'notifications/initialized') return holdInitialized(() => void known.transport.handleRequest(req, res, parsed));
+      if (known && holdInitialized && parsed?.method === 'notifications/initialized') return holdInitialized(() => void known.transport.handleRequest(req, res, parsed), req);
       if (known) return known.transport.handleRequest(req, res, parsed);
       if (sid) {
         res.writeHead(404, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: goneWithId ? (parsed?.id ?? null) : null }));
       }
       if (req.method === 'POST' && isInitializeRequest(parsed)) {
+        if (holdInitialize) await new Promise<void>((r) => holdInitialize!(r));
         const server = v1Server();
         const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
@@ -287,6 +291,50 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(u.state).toBe('stopped');
     expect(u.sessionId).toBeUndefined();
     expect(seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === renewed)).toBe(false);
+  });
+
+  /** The sessions a DELETE ended, by id. */
+  const deleted = (): (string | undefined)[] => seen.filter((s) => s.method === 'DELETE').map((s) => s.headers['mcp-session-id'] as string | undefined);
+
+  it('closed during its first handshake (initialize, or notifications/initialized, unanswered), it ends the session that handshake opened', async () => {
+    for (const step of ['initialize', 'notifications/initialized'] as const) {
+      let release: (() => void) | undefined;
+      if (step === 'initialize') holdInitialize = (r) => (release = r);
+      else holdInitialized = (r) => (release = r);
+      const before = new Set(sessions.keys());
+      const u = make(spec(url, { era: LEGACY }));
+      const started = u.start().catch((e: Error) => e);
+      await waitFor(() => release !== undefined, 5000, `the handshake at ${step}`);
+      const closing = u.close();
+      release!();
+      await closing;
+      expect(await started).toBeInstanceOf(Error);
+      // The session made (at initialize's answer, after the close or before it) is ended, once.
+      const made = [...sessions.keys()].filter((k) => !before.has(k));
+      expect(made).toHaveLength(1);
+      expect(deleted().filter((d) => d === made[0]), step).toEqual([made[0]]);
+      expect(u.state).toBe('stopped');
+      expect(seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === made[0])).toBe(false);
+      holdInitialize = holdInitialized = undefined;
+    }
+  });
+
+  it('a renewal whose notifications/initialized fails ends the session it opened (and the next renewal works)', async () => {
+    const u = make(spec(url));
+    await u.start();
+    const first = u.sessionId!;
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close();
+    holdInitialized = (_release, req) => req.socket.destroy();
+    const err = await u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
+    expect((err as Error).message).toMatch(/could not be renewed/);
+    const failed = [...sessions.keys()];
+    expect(failed).toHaveLength(1);
+    await waitFor(() => deleted().includes(failed[0]), 3000, 'the failed renewal\'s session ended');
+    holdInitialized = undefined;
+    expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'again' } }))).toBe('again');
+    expect(deleted()).not.toContain(u.sessionId);
   });
 
   it('ends the session with DELETE on close', async () => {
