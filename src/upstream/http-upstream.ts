@@ -757,8 +757,11 @@ export class HttpUpstream extends HandshakingUpstream {
     const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
     const send = (): void => void this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
     // The session is being renewed: the old one is gone, and the new one is the calls' only once
-    // its notifications/initialized was taken (initialize). Said on it then, in order.
-    if (this.renewing !== undefined) return void this.renewing.then(send, send);
+    // its notifications/initialized was taken (initialize). Said on it then, in order; not at all
+    // if a close ended the renewal (it would go to the gone session, or fail on the dropped
+    // connections, a warning at every stop).
+    const later = (): void => (this.closed ? this.log.debug({ method }, 'notification dropped: closed while the session was renewed') : send());
+    if (this.renewing !== undefined) return void this.renewing.then(later, later);
     send();
   }
 

@@ -18,7 +18,7 @@ import { RpcError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
-import { waitFor } from './upstream-helpers.js';
+import { captureLogger, waitFor } from './upstream-helpers.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => unknown;
 
@@ -335,6 +335,29 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     holdInitialized = undefined;
     expect(text(await u.request('tools/call', { name: 'echo', arguments: { text: 'again' } }))).toBe('again');
     expect(deleted()).not.toContain(u.sessionId);
+  });
+
+  it('a notification said while the session renews, the renewal then ended by a close: dropped quietly, not sent', async () => {
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
+    open.push(u);
+    await u.start();
+    const first = u.sessionId!;
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close();
+    let release: (() => void) | undefined;
+    holdInitialized = (r) => (release = r);
+    const call = u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
+    await waitFor(() => release !== undefined, 5000, 'the renewal at notifications/initialized');
+    u.notify('notifications/roots/list_changed');
+    const closing = u.close();
+    release!();
+    await closing;
+    await call;
+    await new Promise((r) => setImmediate(r));
+    expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).not.toContain('notification failed');
+    expect(rpcBodies(seen).some((b) => b.method === 'notifications/roots/list_changed')).toBe(false);
   });
 
   it('ends the session with DELETE on close', async () => {
