@@ -39,6 +39,8 @@ export class ExchangeAbort {
    * message about that request (its cancellation) finds it there.
    */
   heard = false;
+  /** The request was sent again (attach): when the first went says nothing of it. */
+  resent = false;
   private exchange: { cancel(): void; endSoon(ms: number): void } | undefined;
   private onHeard: (() => void) | undefined;
 
@@ -79,7 +81,10 @@ export class ExchangeAbort {
    * heard was the refusal, and the server has not taken this one yet.
    */
   attach(exchange: { cancel(): void; endSoon(ms: number): void }): void {
-    if (this.exchange !== undefined) this.heard = false;
+    if (this.exchange !== undefined) {
+      this.heard = false;
+      this.resent = true;
+    }
     this.exchange = exchange;
     if (this.aborted) exchange.cancel();
   }

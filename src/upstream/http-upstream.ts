@@ -89,6 +89,9 @@ export class HttpUpstream extends HandshakingUpstream {
   private handshaking: Promise<void> | undefined;
   /** Session DELETEs under way (endSession). */
   private readonly ending = new Set<Promise<void>>();
+  /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
+  private readonly cancelling = new Set<Promise<void>>();
+  private readonly untaken = new Set<() => void>();
   /** The session a 404 said is gone (renew): nothing to end there. */
   private gone: string | undefined;
   /** Sessions replaced while calls still ran on them: ended (DELETE) once the last of those is over. */
@@ -134,7 +137,9 @@ export class HttpUpstream extends HandshakingUpstream {
     this.activeAt = monotonicNow();
     // After the call's own cancellation, if it has one (sent right after this), not before it.
     const s = p.session;
-    if (s !== undefined && this.retiring.has(s)) setImmediate(() => this.retiring.has(s) && this.retire(s));
+    // One waiting for its request to be taken is sent first too: a server whose DELETE does not
+    // end the session's handlers would otherwise find the cancellation's session gone.
+    if (s !== undefined && this.retiring.has(s)) setImmediate(() => void (p.cancelSent ?? Promise.resolve()).then(() => this.retiring.has(s) && this.retire(s)));
     if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
     this.tripped = true;
     // Opened by a call left unanswered, it is back on probation: its handshake is answered, but
@@ -687,33 +692,53 @@ export class HttpUpstream extends HandshakingUpstream {
     const frame = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: p.id, reason } });
     // To the session the request went to, which a reconnect may have replaced since.
     const headers = this.sessionHeaders(p.session);
-    const send = (): Promise<void> =>
-      this.postNotice(frame, headers).then(
+    const send = (): Promise<void> => {
+      const sent = this.postNotice(frame, headers).then(
         () => undefined,
         () => undefined,
       );
-    if (!(ctl instanceof ExchangeAbort) || ctl.heard) {
+      this.cancelling.add(sent);
+      void sent.then(() => this.cancelling.delete(sent));
+      return sent;
+    };
+    const wait = ctl instanceof ExchangeAbort && !ctl.heard ? this.untakenWait(p, ctl) : 0;
+    if (wait <= 0 || !(ctl instanceof ExchangeAbort)) {
       p.cancelSent = send();
       return void ctl?.abort();
     }
     // The request's POST is unanswered still: the server may not have it yet (it dispatches a
     // request before it answers its POST), and a cancellation that came first would find no such
-    // request, the call then running on unasked. It goes once the answer begins, or after
-    // UNTAKEN_CANCEL_WAIT_MS (a server answering in JSON answers only at the end). Its POST is
-    // cut then, not now: a POST cut before its answer began ends at once, and so would the wait.
+    // request, the call then running on unasked. It goes once the answer begins, or once
+    // UNTAKEN_CANCEL_WAIT_MS have passed since the request was sent (a server answering in JSON
+    // answers only at the end), or at the close (closeCancels). Its POST is cut then, not now: a
+    // POST cut before its answer began ends at once, and so would the wait.
     p.cancelSent = new Promise<void>((done) => {
       const go = (): void => {
         clearTimeout(t);
-        if (sent) return;
-        sent = true;
+        if (!this.untaken.delete(go)) return;
         void send().then(done);
         ctl.abort();
       };
-      let sent = false;
-      const t = setTimeout(go, Math.min(this.spec.timeoutMs, UNTAKEN_CANCEL_WAIT_MS));
+      this.untaken.add(go);
+      const t = setTimeout(go, wait);
       t.unref();
       ctl.whenHeard(go);
     });
+  }
+
+  /**
+   * How long a cancellation of a request whose POST is unanswered still waits (cancelUpstream):
+   * what is left of UNTAKEN_CANCEL_WAIT_MS (timeoutMs if shorter) since the request was sent.
+   * A call that ran that long has its cancellation sent at once (a JSON-answering server's calls
+   * waited the whole 2 s whatever their age). When it was sent is told by the hard cap's timer
+   * (hardSince, armed as the request goes, again when a paused call resumes: never before the
+   * send), so no call pays a clock read for it. Without one (no maxTotalTimeoutMs), or for a
+   * request sent again since (a renewed session, OAuthHttp after a 401), the whole wait.
+   */
+  private untakenWait(p: Pending, ctl: ExchangeAbort): number {
+    const most = Math.min(this.spec.timeoutMs, UNTAKEN_CANCEL_WAIT_MS);
+    if (p.hardSince === undefined || p.retried || ctl.resent) return most;
+    return most - (monotonicNow() - p.hardSince);
   }
 
   /**
@@ -879,12 +904,31 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   override close(): Promise<void> {
+    // A sessionless legacy server has no DELETE to end its calls in flight: each is cancelled
+    // (sent before the connections are dropped, closeCancels), or it would run on unasked.
+    if (!this.closed && this._era === LEGACY && this.session === undefined)
+      for (const p of this.pending.values()) if (!p.internal && !p.listen) this.cancelUpstream(p, 'the hub stopped');
     // Stop reading every answer stream; the base class then fails the calls.
     for (const p of this.pending.values()) p.ctl?.abort();
     return super.close();
   }
 
+  /**
+   * At the close, before the session's DELETE and the dropped connections: the cancellations
+   * still waiting for their request to be taken go now (a call cancelled just before a stop
+   * was otherwise never told: the DELETE ended the wait's connections, and a sessionless
+   * server ran it on), and those under way are waited for, DELETE_TIMEOUT_MS at most.
+   */
+  private async closeCancels(): Promise<void> {
+    for (const go of [...this.untaken]) go();
+    if (this.cancelling.size === 0) return;
+    let t: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.cancelling), new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
+    clearTimeout(t);
+  }
+
   protected async disconnect(): Promise<void> {
+    if (this.closed) await this.closeCancels();
     this.getStream?.abort();
     this.getStream = undefined;
     const session = this.session;

@@ -597,6 +597,41 @@ describe('legacy: a session renewed while the circuit is open', () => {
   });
 });
 
+describe('legacy: a session a reconnect replaced while a call ran on it', () => {
+  it("is ended (DELETE) only after that call's cancellation, which waited for its request to be taken", async () => {
+    let n = 0;
+    const order: string[] = [];
+    const { url } = await listen((req, res, body) => {
+      const sid = req.headers['mcp-session-id'] as string | undefined;
+      if (req.method === 'DELETE') return void (order.push(`DELETE ${sid}`), res.writeHead(200).end());
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const msg = JSON.parse(body) as { id?: number; method?: string; params?: { name?: string } };
+      if (msg.method === 'initialize') {
+        return void res
+          .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': `s${++n}` })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '0' } } }));
+      }
+      if (msg.method === 'notifications/cancelled') order.push(`cancelled ${sid}`);
+      if (msg.params?.name === 'hold') return; // a JSON answer comes at the end: never, here
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      if (msg.params?.name === 'fail') return void res.writeHead(500).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: 'ok' }] } }));
+    });
+    // A cancellation waits for its request to be taken timeoutMs here (shorter than 2 s); the call's own limit is longer.
+    const u = make(spec(url, { era: '2025-11-25', timeoutMs: 600, circuitBreaker: { failures: 1, cooldownMs: 0 } }));
+    await u.start();
+    const ac = new AbortController();
+    const call = u.request('tools/call', { name: 'hold' }, { signal: ac.signal, timeoutMs: 10_000 }).catch((e: Error) => e);
+    await waitFor(() => u.busy, 5000, 'the held call');
+    await expect(u.request('tools/call', { name: 'fail' })).rejects.toThrow(/500/);
+    await waitFor(() => u.state === 'ready' && u.sessionId === 's2', 5000, 'the reconnect');
+    ac.abort();
+    expect(await call).toBeInstanceOf(Error);
+    await waitFor(() => order.includes('DELETE s1'), 3000, 'the old session ended');
+    expect(order.filter((o) => o.endsWith('s1'))).toEqual(['cancelled s1', 'DELETE s1']);
+  });
+});
+
 describe('probe outcomes that are not modern', () => {
   it('takes a 2xx with an in-band -32601 as legacy; works without a session and without a GET stream', async () => {
     const { url, seen } = await listen(rawLegacy);
@@ -641,20 +676,58 @@ describe('probe outcomes that are not modern', () => {
     await u.start();
     const acs = [new AbortController(), new AbortController(), new AbortController()];
     const calls = acs.map((ac) => u.request('tools/call', { name: 'hold' }, { signal: ac.signal }).catch((e: Error) => e));
-    await waitFor(() => seen.filter((s) => s.body.includes('"hold"')).length === 3, 5000, 'the held calls');
+    // And one still running at the close.
+    const running = u.request('tools/call', { name: 'hold' }).catch((e: Error) => e);
+    await waitFor(() => seen.filter((s) => s.body.includes('"hold"')).length === 4, 5000, 'the held calls');
     for (const ac of acs) ac.abort('changed my mind');
     for (const r of await Promise.all(calls)) expect(r).toBeInstanceOf(Error);
     // Their cancellations wait for the server to take them (2 s at most): other calls do not.
     const t0 = Date.now();
     expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
     expect(Date.now() - t0).toBeLessThan(1000);
-    // The close does not wait for them, and ends their POSTs (no socket left for the 2 s).
+    // The close does not wait the 2 s for them, and ends their POSTs (no socket left for the 2 s),
+    // but sends them first: this sessionless server has no DELETE to end its calls. So is the
+    // call still running told.
     await u.close();
     expect(Date.now() - t0).toBeLessThan(1000);
+    expect(await running).toBeInstanceOf(Error);
+    const held = rpcBodies(seen).filter((b) => b.method === 'tools/call' && (b.params as { name?: string }).name === 'hold').map((b) => b.id);
+    const cancelled = rpcBodies(seen).filter((b) => b.method === 'notifications/cancelled');
+    expect(cancelled.map((b) => b.params!.requestId).sort()).toEqual([...held].sort());
+    expect(cancelled.filter((b) => b.params!.reason === 'the hub stopped')).toHaveLength(1);
     const open = (): Promise<number> => new Promise((r) => server.getConnections((_e, n) => r(n)));
     let n = await open();
     for (const end = Date.now() + 1000; n > 0 && Date.now() < end; n = await open()) await new Promise((r) => setTimeout(r, 20));
     expect(n).toBe(0);
+  });
+
+  it('a call older than the wait is cancelled at once though its POST is unanswered; a young one still waits for its request to be taken', async () => {
+    const cancelAt = new Map<unknown, number>();
+    const { url, seen } = await listen((req, res, body) => {
+      if (body.includes('"hold"')) return; // a JSON answer comes at the end: never, here
+      const m = JSON.parse(body || '{}') as { method?: string; params?: { requestId?: unknown } };
+      if (m.method === 'notifications/cancelled') cancelAt.set(m.params?.requestId, Date.now());
+      rawLegacy(req, res, body);
+    });
+    // The wait is timeoutMs when shorter than 2 s; the calls' own limit is longer.
+    const u = make(spec(url, { timeoutMs: 600, maxTotalTimeoutMs: 60_000 }));
+    await u.start();
+    const heldIds = (): unknown[] => rpcBodies(seen).filter((b) => (b.params as { name?: string } | undefined)?.name === 'hold').map((b) => b.id);
+    const old = new AbortController();
+    const oldCall = u.request('tools/call', { name: 'hold' }, { signal: old.signal, timeoutMs: 10_000 }).catch((e: Error) => e);
+    await waitFor(() => heldIds().length === 1, 5000, 'the first call');
+    await new Promise((r) => setTimeout(r, 700)); // older than the wait
+    const young = new AbortController();
+    const youngCall = u.request('tools/call', { name: 'hold' }, { signal: young.signal, timeoutMs: 10_000 }).catch((e: Error) => e);
+    await waitFor(() => heldIds().length === 2, 5000, 'the second call');
+    const t0 = Date.now();
+    old.abort();
+    young.abort();
+    await Promise.all([oldCall, youngCall]);
+    const [oldId, youngId] = heldIds();
+    await waitFor(() => cancelAt.has(oldId) && cancelAt.has(youngId), 3000, 'both cancellations');
+    expect(cancelAt.get(oldId)! - t0).toBeLessThan(300);
+    expect(cancelAt.get(youngId)! - t0).toBeGreaterThanOrEqual(400);
   });
 
   it('takes a probe timeout as an outage, not as legacy', async () => {
