@@ -928,13 +928,16 @@ export class HttpUpstream extends HandshakingUpstream {
   }
 
   protected async disconnect(): Promise<void> {
-    if (this.closed) await this.closeCancels();
     this.getStream?.abort();
     this.getStream = undefined;
+    // A reconnect attempt that failed (not a close) leaves the session be: calls still run on it
+    // (a circuit that opens does not drop them), which its DELETE would end unanswered. The
+    // attempt that succeeds retires it once they are over (initialize).
+    if (!this.closed) return;
+    await this.closeCancels();
     const session = this.session;
     this.session = undefined;
     if (session !== undefined) await this.endSession(this.legacyHeaders);
-    if (!this.closed) return;
     await this.closeWaits();
     this.http.close();
   }

@@ -599,24 +599,7 @@ describe('legacy: a session renewed while the circuit is open', () => {
 
 describe('legacy: a session a reconnect replaced while a call ran on it', () => {
   it("is ended (DELETE) only after that call's cancellation, which waited for its request to be taken", async () => {
-    let n = 0;
-    const order: string[] = [];
-    const { url } = await listen((req, res, body) => {
-      const sid = req.headers['mcp-session-id'] as string | undefined;
-      if (req.method === 'DELETE') return void (order.push(`DELETE ${sid}`), res.writeHead(200).end());
-      if (req.method !== 'POST') return void res.writeHead(405).end();
-      const msg = JSON.parse(body) as { id?: number; method?: string; params?: { name?: string } };
-      if (msg.method === 'initialize') {
-        return void res
-          .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': `s${++n}` })
-          .end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '0' } } }));
-      }
-      if (msg.method === 'notifications/cancelled') order.push(`cancelled ${sid}`);
-      if (msg.params?.name === 'hold') return; // a JSON answer comes at the end: never, here
-      if (msg.id === undefined) return void res.writeHead(202).end();
-      if (msg.params?.name === 'fail') return void res.writeHead(500).end();
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: 'ok' }] } }));
-    });
+    ({ url, order } = await sessionsServer());
     // A cancellation waits for its request to be taken timeoutMs here (shorter than 2 s); the call's own limit is longer.
     const u = make(spec(url, { era: '2025-11-25', timeoutMs: 600, circuitBreaker: { failures: 1, cooldownMs: 0 } }));
     await u.start();
@@ -630,6 +613,56 @@ describe('legacy: a session a reconnect replaced while a call ran on it', () => 
     await waitFor(() => order.includes('DELETE s1'), 3000, 'the old session ended');
     expect(order.filter((o) => o.endsWith('s1'))).toEqual(['cancelled s1', 'DELETE s1']);
   });
+
+  it('is not ended by a reconnect attempt that fails: the call on it goes on and is answered', async () => {
+    ({ url, order } = await sessionsServer());
+    const u = make(spec(url, { era: '2025-11-25', circuitBreaker: { failures: 1, cooldownMs: 0 } }));
+    await u.start();
+    const call = u.request('tools/call', { name: 'hold' }, { timeoutMs: 10_000 }).catch((e: Error) => e);
+    await waitFor(() => u.busy, 5000, 'the held call');
+    refuseInitialize = 1;
+    await expect(u.request('tools/call', { name: 'fail' })).rejects.toThrow(/500/);
+    await waitFor(() => u.state === 'ready' && u.sessionId === 's2', 5000, 'the reconnect, after one that failed');
+    expect(order).toEqual([]);
+    release!();
+    expect(text((await call) as Record<string, unknown>)).toBe('held done');
+    await waitFor(() => order.includes('DELETE s1'), 3000, 'the old session ended once its call was over');
+  });
+
+  let url: string;
+  let order: string[];
+  /** initialize answers this many times 503 before it works again. */
+  let refuseInitialize = 0;
+  /** Answers the held call (its 'hold' POST). */
+  let release: (() => void) | undefined;
+  /** Sessions s1, s2...: 'hold' is answered (JSON) only when released, 'fail' answers 500; DELETEs and cancellations are recorded in order. */
+  async function sessionsServer(): Promise<{ url: string; order: string[] }> {
+    let n = 0;
+    const order: string[] = [];
+    refuseInitialize = 0;
+    release = undefined;
+    const { url } = await listen((req, res, body) => {
+      const sid = req.headers['mcp-session-id'] as string | undefined;
+      if (req.method === 'DELETE') return void (order.push(`DELETE ${sid}`), res.writeHead(200).end());
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const msg = JSON.parse(body) as { id?: number; method?: string; params?: { name?: string } };
+      const ok = (t: string): void =>
+        void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: t }] } }));
+      if (msg.method === 'initialize') {
+        if (refuseInitialize > 0 && refuseInitialize--) return void res.writeHead(503).end();
+        return void res
+          .writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': `s${++n}` })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { protocolVersion: '2025-11-25', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '0' } } }));
+      }
+      if (msg.method === 'notifications/cancelled') order.push(`cancelled ${sid}`);
+      // A JSON answer comes at the end: when released, here.
+      if (msg.params?.name === 'hold') return void (release = () => ok('held done'));
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      if (msg.params?.name === 'fail') return void res.writeHead(500).end();
+      ok('ok');
+    });
+    return { url, order };
+  }
 });
 
 describe('probe outcomes that are not modern', () => {
