@@ -85,8 +85,8 @@ export class HttpUpstream extends HandshakingUpstream {
   /** Headers of every legacy request after initialize; rebuilt when the session changes. */
   private legacyHeaders: Record<string, string> = {};
   private renewing: Promise<void> | undefined;
-  /** The legacy handshake under way (initialize), settled once a session it opened is the upstream's or ended. */
-  private handshaking: Promise<void> | undefined;
+  /** Legacy handshakes under way (initialize: a renewal, a reconnect), each settled once a session it opened is the upstream's or ended. */
+  private readonly handshaking = new Set<Promise<void>>();
   /** Session DELETEs under way (endSession). */
   private readonly ending = new Set<Promise<void>>();
   /** Legacy cancellations under way (their POSTs), and those waiting for their request to be taken (cancelUpstream). */
@@ -250,10 +250,8 @@ export class HttpUpstream extends HandshakingUpstream {
       () => undefined,
       () => undefined,
     );
-    this.handshaking = over;
-    void over.then(() => {
-      if (this.handshaking === over) this.handshaking = undefined;
-    });
+    this.handshaking.add(over);
+    void over.then(() => this.handshaking.delete(over));
     return run;
   }
 
@@ -378,9 +376,9 @@ export class HttpUpstream extends HandshakingUpstream {
    * opens is ended rather than left open on the server; and every DELETE sent.
    */
   private async closeWaits(): Promise<void> {
-    if (this.handshaking !== undefined) {
+    if (this.handshaking.size > 0) {
       let t: NodeJS.Timeout | undefined;
-      await Promise.race([this.handshaking, new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
+      await Promise.race([Promise.all(this.handshaking), new Promise<void>((r) => (t = setTimeout(r, DELETE_TIMEOUT_MS)))]);
       clearTimeout(t);
     }
     while (this.ending.size > 0) await Promise.all(this.ending);
