@@ -730,12 +730,13 @@ export class HttpUpstream extends HandshakingUpstream {
    * A call that ran that long has its cancellation sent at once (a JSON-answering server's calls
    * waited the whole 2 s whatever their age). When it was sent is told by the hard cap's timer
    * (hardSince, armed as the request goes, again when a paused call resumes: never before the
-   * send), so no call pays a clock read for it. Without one (no maxTotalTimeoutMs), or for a
-   * request sent again since (a renewed session, OAuthHttp after a 401), the whole wait.
+   * send), so no call pays a clock read for it. Without one (no maxTotalTimeoutMs), for a
+   * request sent again since (a renewed session, OAuthHttp after a 401), or with OAuth (a POST
+   * may wait for a token before it goes), the whole wait.
    */
   private untakenWait(p: Pending, ctl: ExchangeAbort): number {
     const most = Math.min(this.spec.timeoutMs, UNTAKEN_CANCEL_WAIT_MS);
-    if (p.hardSince === undefined || p.retried || ctl.resent) return most;
+    if (p.hardSince === undefined || p.retried || ctl.resent || this.spec.oauth !== undefined) return most;
     return most - (monotonicNow() - p.hardSince);
   }
 
