@@ -779,7 +779,10 @@ export class HttpUpstream extends HandshakingUpstream {
       return;
     }
     const frame = JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
-    const send = (): void => void this.postNotice(frame, this.legacyHeaders).catch((err: unknown) => this.log.warn({ err: errMessage(err), method }, 'notification failed'));
+    const send = (): void =>
+      void this.postNotice(frame, this.legacyHeaders).catch((err: unknown) =>
+        this.closed ? this.log.debug({ method }, 'notification dropped: the upstream closed before it was taken') : this.log.warn({ err: errMessage(err), method }, 'notification failed'),
+      );
     // The session is being renewed: the old one is gone, and the new one is the calls' only once
     // its notifications/initialized was taken (initialize). Said on it then, in order; not at all
     // if a close ended the renewal (it would go to the gone session, or fail on the dropped

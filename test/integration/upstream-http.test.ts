@@ -74,6 +74,8 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let goneWithId: boolean;
   /** Set: a notifications/initialized POST is held until the test lets it go on (release), or cuts it (req). */
   let holdInitialized: ((release: () => void, req: IncomingMessage) => void) | undefined;
+  /** Set: a notifications/roots/list_changed POST is never answered. */
+  let holdRootsChanged: boolean;
   /** Set: an initialize POST is held (its session not yet made) until the test lets it go on. */
   let holdInitialize: ((release: () => void) => void) | undefined;
   let url: string;
@@ -121,10 +123,12 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     goneWithId = false;
     holdInitialized = undefined;
     holdInitialize = undefined;
+    holdRootsChanged = false;
     ({ url, seen } = await listen(async (req, res, body) => {
       const sid = req.headers['mcp-session-id'] as string | undefined;
       const parsed = body ? JSON.parse(body) : undefined;
       const known = sid ? sessions.get(sid) : undefined;
+      if (known && parsed?.method === 'notifications/roots/list_changed' && holdRootsChanged) return; // never answered
       if (known && holdInitialized && parsed?.method === 'notifications/initialized') return holdInitialized(() => void known.transport.handleRequest(req, res, parsed), req);
       if (known) return known.transport.handleRequest(req, res, parsed);
       if (sid) {
@@ -358,6 +362,20 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     await new Promise((r) => setImmediate(r));
     expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).not.toContain('notification failed');
     expect(rpcBodies(seen).some((b) => b.method === 'notifications/roots/list_changed')).toBe(false);
+  });
+
+  it('a notification still unanswered when the upstream closes: no warning (the close cut it)', async () => {
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
+    open.push(u);
+    await u.start();
+    holdRootsChanged = true;
+    u.notify('notifications/roots/list_changed');
+    await waitFor(() => rpcBodies(seen).some((b) => b.method === 'notifications/roots/list_changed'), 5000, 'the notification at the server');
+    await u.close();
+    const givenUp = ['notification dropped: the upstream closed before it was taken', 'notification failed'];
+    await waitFor(() => records.some((r) => givenUp.includes(r.msg as string)), 5000, 'the notification given up');
+    expect(records.filter((r) => givenUp.includes(r.msg as string)).map((r) => [r.level, r.msg])).toEqual([[20, givenUp[0]]]);
   });
 
   it('ends the session with DELETE on close', async () => {
