@@ -763,12 +763,15 @@ export class HttpUpstream extends HandshakingUpstream {
    * session, which never asked, drops it, the call then waiting out its timeout.
    */
   protected reply(frame: string, via: Pending | undefined): void {
+    if (this.closed) return void this.log.debug('answer to the upstream request dropped: the upstream closed');
     const headers = this.era !== LEGACY ? { 'mcp-protocol-version': MODERN } : via?.session !== undefined ? this.sessionHeaders(via.session) : this.legacyHeaders;
     this.postNotice(frame, headers).then(
       (a) => {
         if (a.status >= 300) this.log.warn({ status: a.status }, 'the upstream did not accept our answer to its request');
       },
-      (err: unknown) => this.log.warn({ err: errMessage(err) }, 'could not answer the upstream request'),
+      (err: unknown) =>
+        // A close drops the connections under an answer still on its way: said at every stop otherwise.
+        this.closed ? this.log.debug('answer to the upstream request dropped: the upstream closed') : this.log.warn({ err: errMessage(err) }, 'could not answer the upstream request'),
     );
   }
 

@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { silentLogger } from '../../src/log.js';
 import { LEGACY, MODERN } from '../../src/protocol/era.js';
-import { RpcError } from '../../src/protocol/errors.js';
+import { CancelledError, RpcError } from '../../src/protocol/errors.js';
 import type { ProgressInfo } from '../../src/protocol/types.js';
 import { createUpstream, type HttpUpstream } from '../../src/upstream/index.js';
 import type { Upstream, UpstreamSpec, UpstreamState } from '../../src/upstream/types.js';
@@ -376,6 +376,23 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const givenUp = ['notification dropped: the upstream closed before it was taken', 'notification failed'];
     await waitFor(() => records.some((r) => givenUp.includes(r.msg as string)), 5000, 'the notification given up');
     expect(records.filter((r) => givenUp.includes(r.msg as string)).map((r) => [r.level, r.msg])).toEqual([[20, givenUp[0]]]);
+  });
+
+  it("a server's question still open at the client when the upstream closes: no warning for the answer that cannot go", async () => {
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
+    open.push(u);
+    await u.start();
+    let asked = false;
+    const call = u
+      .request('tools/call', { name: 'elicit', arguments: {} }, { onServerRequest: (_req, withdrawn) => ((asked = true), new Promise((_r, reject) => withdrawn!.addEventListener('abort', () => reject(new CancelledError())))) })
+      .catch((e: Error) => e);
+    await waitFor(() => asked, 5000, 'the question at the client');
+    await u.close();
+    expect(await call).toBeInstanceOf(Error);
+    const givenUp = ['answer to the upstream request dropped: the upstream closed', 'could not answer the upstream request'];
+    await waitFor(() => records.some((r) => givenUp.includes(r.msg as string)), 5000, 'the answer given up');
+    expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).toEqual([]);
   });
 
   it('ends the session with DELETE on close', async () => {
