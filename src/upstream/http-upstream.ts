@@ -638,7 +638,11 @@ export class HttpUpstream extends HandshakingUpstream {
           // 404 would have the hub initialize again and again.
           this.getStream = undefined;
           if (this.closed || this.session !== session) return;
-          this.renew(session).catch((err: unknown) => this.log.warn({ err: errMessage(err) }, 'session gone (GET stream answered 404) and could not be renewed; the next call tries again'));
+          this.renew(session).catch((err: unknown) =>
+            this.closed
+              ? this.log.debug('session renewal ended by the close')
+              : this.log.warn({ err: errMessage(err) }, 'session gone (GET stream answered 404) and could not be renewed; the next call tries again'),
+          );
           return;
         }
         // A resumption refused (the event is forgotten): a fresh stream, without the id.

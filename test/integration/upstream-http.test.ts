@@ -378,6 +378,26 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     expect(records.filter((r) => givenUp.includes(r.msg as string)).map((r) => [r.level, r.msg])).toEqual([[20, givenUp[0]]]);
   });
 
+  it('closed while it renews a session its GET stream found gone: no warning that the session could not be renewed', async () => {
+    const { log, records } = captureLogger();
+    const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
+    open.push(u);
+    await u.start();
+    const first = u.sessionId!;
+    await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === first), 5000, 'the GET stream');
+    let release: (() => void) | undefined;
+    holdInitialized = (r) => (release = r);
+    const gone = sessions.get(first)!;
+    sessions.delete(first);
+    await gone.transport.close(); // ends the GET stream: reopened, it meets the 404
+    await waitFor(() => release !== undefined, 10_000, 'the renewal at notifications/initialized');
+    const closing = u.close();
+    release!();
+    await closing;
+    await waitFor(() => records.some((r) => String(r.msg).includes('could not be renewed') || r.msg === 'session renewal ended by the close'), 5000, 'the renewal over');
+    expect(records.filter((r) => (r.level as number) >= 40).map((r) => r.msg)).toEqual([]);
+  });
+
   it("a server's question still open at the client when the upstream closes: no warning for the answer that cannot go", async () => {
     const { log, records } = captureLogger();
     const u = createUpstream(spec(url), log, { backoff: { baseMs: 50 } }) as HttpUpstream;
