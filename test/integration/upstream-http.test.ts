@@ -684,6 +684,19 @@ describe('legacy: a session a reconnect replaced while a call ran on it', () => 
     await waitFor(() => order.includes('DELETE s1'), 3000, 'the old session ended once its call was over');
   });
 
+  it('a call cancelled just before the close has its cancellation sent before the session is ended', async () => {
+    ({ url, order } = await sessionsServer());
+    const u = make(spec(url, { era: '2025-11-25' }));
+    await u.start();
+    const ac = new AbortController();
+    const call = u.request('tools/call', { name: 'hold' }, { signal: ac.signal }).catch((e: Error) => e);
+    await waitFor(() => release !== undefined, 5000, 'the held call at the server');
+    ac.abort();
+    expect(await call).toBeInstanceOf(Error);
+    await u.close(); // well within the 2 s its cancellation waits for the request to be taken
+    expect(order).toEqual(['cancelled s1', 'DELETE s1']);
+  });
+
   let url: string;
   let order: string[];
   /** initialize answers this many times 503 before it works again. */
