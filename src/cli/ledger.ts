@@ -247,8 +247,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     };
 
   /** A table row's line in the table's columns, widened first to it if it is wider (never narrowed). */
-  const tableLine = (r: AuditRow, widths: number[]): string => {
-    const cells = tableCells(rowCells(r));
+  const tableLine = (r: AuditRow, widths: number[]): string => lineOf(tableCells(rowCells(r)), widths);
+  const lineOf = (cells: string[], widths: number[]): string => {
     widen(widths, cells);
     return alignedLine(cells, widths);
   };
@@ -277,17 +277,21 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
    * between the passes, its cells wider now, widens its columns from there on). How many were
    * written, and the table's column widths (`tail -f` goes on in them).
    */
-  const writeRows = async (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<{ shown: number; widths: number[] }> => {
+  const writeRows = (pages: () => Iterable<AuditRow[]>, json: boolean): Promise<{ shown: number; widths: number[] }> =>
+    writePaged(pages, json ? rowJson : undefined, ROW_HEADER, rowCells);
+
+  /** writeRows for any rows: as JSON lines (`json` their object) or a table of `header` and `cells`. */
+  const writePaged = async <R>(pages: () => Iterable<R[]>, json: ((r: R) => unknown) | undefined, header: string[], cells: (r: R) => string[]): Promise<{ shown: number; widths: number[] }> => {
     const widths: number[] = [];
     if (!json) {
-      widen(widths, ROW_HEADER);
-      for (const page of pages()) for (const r of page) widen(widths, tableCells(rowCells(r)));
-      await io.out(alignedLine(ROW_HEADER, widths) + '\n');
+      widen(widths, header);
+      for (const page of pages()) for (const r of page) widen(widths, tableCells(cells(r)));
+      await io.out(alignedLine(header, widths) + '\n');
     }
     let shown = 0;
     for (const page of pages()) {
       shown += page.length;
-      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(rowJson(r))) : tableLine(r, widths)) + '\n').join(''));
+      await io.out(page.map((r) => (json ? screenJson(JSON.stringify(json(r))) : lineOf(tableCells(cells(r)), widths)) + '\n').join(''));
     }
     return { shown, widths };
   };
@@ -494,11 +498,16 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         expiredBefore: (io.now ?? Date.now)() - resolveKeyTtlMs(a),
       }),
       async (reader, a, o) => {
-        const found = reader.keys(o.filter, o.limit);
-        if (a.json) return void (await io.out(found.map((k) => screenJson(JSON.stringify(keyJson(k, o.expiredBefore))) + '\n').join('')));
-        if (found.length === 0) return noRows(false, 'idempotency keys');
-        await io.out(table(KEY_HEADER, found.map((k) => keyCells(k, o.expiredBefore))) + '\n');
-        if (found.length === o.limit) io.err(`switchyard ledger: note: the latest ${found.length} matching keys; more may match (--limit N shows more)\n`);
+        // Written as read, a page at a time, as query's rows are (reader.keyIds).
+        const ids = reader.keyIds(o.filter, o.limit);
+        if (ids.length === 0) return noRows(a.json, 'idempotency keys');
+        const { shown } = await writePaged(
+          () => reader.keysOf(ids),
+          a.json ? (k) => keyJson(k, o.expiredBefore) : undefined,
+          KEY_HEADER,
+          (k) => keyCells(k, o.expiredBefore),
+        );
+        if (!a.json && ids.length === o.limit) io.err(`switchyard ledger: note: the latest ${shown} matching keys; more may match (--limit N shows more)\n`);
       },
     ),
   };

@@ -263,21 +263,40 @@ export class LedgerReader {
   /**
    * Idempotency keys, the latest first (by their call's end, or its start while it runs), at
    * most `limit`: who sent each, for which tool, and its state; never the answer kept for it.
-   * None in a ledger older than the table.
+   * None in a ledger older than the table. Only the keys (principal and key) are read here, in
+   * one pass; their rows then a page at a time (keysOf), as queryIds/rowsOf do for `ledger
+   * query`: 100,000 rows with their table or JSON lines were held at once before the first line
+   * (over 300 MB with long keys), and a read held open while a slow reader of the output waits
+   * would keep the hub's WAL from being rewound.
    */
-  keys(filter: { principal?: string; key?: string; state?: KeyRow['state'] }, limit: number): KeyRow[] {
+  keyIds(filter: { principal?: string; key?: string; state?: KeyRow['state'] }, limit: number): [principal: string, key: string][] {
     if (!hasTable(this.db, 'idempotency')) return [];
     const cond: string[] = [];
     if (filter.principal !== undefined) cond.push('principal = @principal');
     if (filter.key !== undefined) cond.push('key = @key');
     if (filter.state !== undefined) cond.push('state = @state');
-    const rows = this.db
+    return this.db
       .prepare(
-        `SELECT principal, key, tool, state, created_ms, completed_ms FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
-         ORDER BY COALESCE(completed_ms, created_ms) DESC, key LIMIT @limit`,
+        `SELECT principal, key FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
+         ORDER BY COALESCE(completed_ms, created_ms) DESC, key, principal LIMIT @limit`,
       )
-      .all({ ...filter, limit: rowLimit(limit, 1) }) as { principal: string; key: string; tool: string; state: KeyRow['state']; created_ms: number; completed_ms: number | null }[];
-    return rows.map((r) => ({ principal: r.principal, key: r.key, tool: r.tool, state: r.state, createdMs: r.created_ms, completedMs: r.completed_ms }));
+      .raw()
+      .all({ ...filter, limit: rowLimit(limit, 1) }) as [string, string][];
+  }
+
+  /**
+   * The keys of keyIds(), a page at a time, in its order, each as it is when its page is read
+   * (a call that ended meanwhile shows its end); one purged meanwhile is left out.
+   */
+  *keysOf(ids: readonly [string, string][], size = EXPORT_PAGE): Generator<KeyRow[]> {
+    const page = this.db.prepare(
+      `SELECT i.principal, i.key, i.tool, i.state, i.created_ms, i.completed_ms FROM json_each(@pageIds) j
+       JOIN idempotency i ON i.principal = j.value ->> 0 AND i.key = j.value ->> 1 ORDER BY j.key`,
+    );
+    for (let i = 0; i < ids.length; i += size) {
+      const rows = page.all({ pageIds: JSON.stringify(ids.slice(i, i + size)) }) as { principal: string; key: string; tool: string; state: KeyRow['state']; created_ms: number; completed_ms: number | null }[];
+      if (rows.length) yield rows.map((r) => ({ principal: r.principal, key: r.key, tool: r.tool, state: r.state, createdMs: r.created_ms, completedMs: r.completed_ms }));
+    }
   }
 
   maxId(): number {

@@ -11,11 +11,12 @@ import { processStart } from '../../src/process-alive.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { ChainWriter, rowDigest } from '../../src/ledger/chain.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { LedgerReader } from '../../src/ledger/reader.js';
+import { LedgerReader, type KeyRow } from '../../src/ledger/reader.js';
+import { DEFAULT_KEY_TTL_MS } from '../../src/ledger/db.js';
 import { loadMigrations, migrate, schemaVersion } from '../../src/ledger/migrate.js';
 import { parseWhen } from '../../src/ledger/when.js';
 import { whereClause, type AuditDbRow } from '../../src/ledger/rows.js';
-import { ROW_HEADER, rowCells, rowJson, table } from '../../src/ledger/format.js';
+import { KEY_HEADER, keyCells, ROW_HEADER, rowCells, rowJson, table } from '../../src/ledger/format.js';
 import { requestIdText } from '../../src/ledger/request-id.js';
 import { closeAndRemove, begin, end, line, tempDir, until } from './ledger-helpers.js';
 
@@ -1147,6 +1148,52 @@ describe('switchyard ledger keys', () => {
     expect([none.code, none.out, none.err]).toEqual([0, '', 'switchyard ledger: note: no idempotency keys match\n']);
     const bad = await cli(['ledger', '--db', t.db, 'keys', '--state', 'lost']).catch((e: Error) => ({ code: 2, err: e.message }));
     expect(bad.err).toMatch(/Choices|lost/);
+  });
+
+  // Up to 100,000 keys were read, then made into one string, and written at once: over 300 MB
+  // with long keys before the first line reached a pipe.
+  it('writes the keys as it reads them, a page at a time, each write waited for, holding no read open; table as table() would', async () => {
+    t = tempDir();
+    Ledger.open({ path: t.db }).close();
+    const raw = new Database(t.db);
+    const put = raw.prepare('INSERT INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+    raw.transaction(() => {
+      for (let i = 0; i < 1200; i++) put.run('alice', `k${i}`, 'fs__write', 'ab', 'done', null, NOW - 5000 + i, NOW - 5000 + i);
+    })();
+    put.run('bob', 'k-run', 'mem__store', 'cd', 'in_flight', null, NOW - 10_000, null);
+    const finish = raw.prepare(`UPDATE idempotency SET state = ?, completed_ms = ? WHERE key = 'k-run'`);
+    for (const json of [true, false]) {
+      finish.run('in_flight', null);
+      let writes = 0;
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const run = cli(['ledger', '--db', t.db, 'keys', '--limit', '1300', ...(json ? ['--json'] : [])], { onOut: () => (++writes === 1 ? held : undefined) });
+      await until(() => writes, (n) => n > 0, 5000);
+      await new Promise((r) => setTimeout(r, 50));
+      // A pipe's slow reader: nothing more is produced until it takes more.
+      expect(writes).toBe(1);
+      // And no snapshot is kept meanwhile: the hub's WAL can be rewound; a key that ends now is
+      // listed as it is when its page is read, in the place it had when the command began (the
+      // table's columns were measured before, in a pass of their own: only JSON lines here).
+      if (json) finish.run('done', NOW);
+      else raw.prepare(`UPDATE idempotency SET tool = tool WHERE key = 'k0'`).run();
+      expect((raw.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[])[0].busy).toBe(0);
+      release();
+      const r = await run;
+      expect(r.code, r.err).toBe(0);
+      expect(writes).toBeGreaterThan(1);
+      const keys = [...Array.from({ length: 1200 }, (_, i) => `k${1199 - i}`), 'k-run'];
+      if (json) {
+        const lines = r.out.trimEnd().split('\n').map((l) => JSON.parse(l) as { key: string; state: string });
+        expect(lines.map((k) => k.key)).toEqual(keys);
+        expect(lines.at(-1)).toMatchObject({ key: 'k-run', state: 'done', ended: new Date(NOW).toISOString() });
+      } else {
+        const rows = keys.map((k, i): KeyRow => (k === 'k-run' ? { principal: 'bob', key: k, tool: 'mem__store', state: 'in_flight', createdMs: NOW - 10_000, completedMs: null } : { principal: 'alice', key: k, tool: 'fs__write', state: 'done', createdMs: NOW - 3801 - i, completedMs: NOW - 3801 - i }));
+        expect(r.out).toBe(table(KEY_HEADER, rows.map((k) => keyCells(k, NOW - DEFAULT_KEY_TTL_MS))));
+        expect(r.err).toBe('');
+      }
+    }
+    raw.close();
   });
 
   // A key past ledger.idempotencyTtl (from its call's end) counts as absent: a retry with it runs
