@@ -27,7 +27,7 @@ import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery } from '../ledger/request-id.js';
-import { requestIdTyping } from '../ledger/format.js';
+import { requestIdJson } from '../ledger/format.js';
 
 /** What the admin routes read from the hub. */
 export interface AdminHub {
@@ -330,9 +330,10 @@ export class AdminRoutes {
       json(res, 404, { error: 'the ledger is disabled (ledger.enabled: false)' });
       return true;
     }
-    // requestId as stored (a string of digits in its JSON form), and its type beside it: the
-    // number 1 and the string "1" are told apart without knowing how a row stores them.
-    const rows = l.query(ledgerFilter(q, Date.now())).map((r) => ({ ...r, ...requestIdTyping(r) }));
+    // requestId as `ledger query --json` gives it: as sent (the number 1, the string "1"), its
+    // type beside it. The text a row stores (a string of digits in its JSON form, `"1"`) was
+    // shown, a JSON string for every id, read as the string it held.
+    const rows = l.query(ledgerFilter(q, Date.now())).map((r) => ({ ...r, ...requestIdJson(r) }));
     json(res, 200, { rows });
     return true;
   }

@@ -12,8 +12,8 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
     id: r.id,
     seq: r.seq,
     ts: new Date(r.ts).toISOString(),
-    // The id's own text and its type: the number 1 and the string "1" are different requests.
-    ...requestIdFields(r),
+    // The id as sent, and its type: the number 1 and the string "1" are different requests.
+    ...requestIdJson(r),
     principal: r.principal,
     group: r.group,
     clientAddress: r.clientAddress,
@@ -47,19 +47,18 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
 }
 
 /**
- * `requestIdType` null: no client's request (the hub's own rows, a message with no id; the
- * string id "" is a string). `requestIdCut`: the id was longer than a row keeps, `requestId` is
- * its start (request-id.ts).
+ * The request's id as its client sent it: a number id as a JSON number (`7311`), a string id as
+ * a string (`"7311"`), `requestIdType` beside it saying which; null: no client's request (the
+ * hub's own rows, a message with no id; the string id "" is a string). `requestIdCut`: the id
+ * was longer than a row keeps, `requestId` is its start (request-id.ts). Digits no JSON number
+ * keeps exactly (only a row of a string id that a hub before types were kept wrote can hold
+ * them) stay text: as a number they would be another id. The same in `ledger query --json`,
+ * `export` (its CSV has the number too, free of the formula guard's quote) and /admin/ledger.
  */
-function requestIdFields(r: AuditRow): { requestId: string; requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
+export function requestIdJson(r: AuditRow): { requestId: string | number; requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
   const { type, text, cut } = requestIdOf(r.requestId);
-  return { requestId: text, requestIdType: r.principal === HUB || r.requestId === '' ? null : type, requestIdCut: cut };
-}
-
-/** A row's id type and cut, as rowJson gives them, for readers that keep `requestId` as stored (/admin/ledger). */
-export function requestIdTyping(r: AuditRow): { requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
-  const { requestIdType, requestIdCut } = requestIdFields(r);
-  return { requestIdType, requestIdCut };
+  const requestIdType = r.principal === HUB || r.requestId === '' ? null : type;
+  return { requestId: requestIdType === 'number' && String(Number(text)) === text ? Number(text) : text, requestIdType, requestIdCut: cut };
 }
 
 function parseOrText(json: string | null): unknown {
@@ -109,10 +108,9 @@ export function csvLine(values: unknown[]): string {
 }
 
 export function csvRow(r: AuditRow): string {
+  // A number id is a number in rowJson (no formula a spreadsheet could run): as text, the
+  // guard of csvLine made the id -1 `'-1`, which reads as another id than the string "-1" is.
   const o = rowJson(r);
-  // A number id is written as the number (no formula a spreadsheet could run): as text, the
-  // guard below made the id -1 `'-1`, which reads as another id than the string "-1" is.
-  if (o.requestIdType === 'number' && String(Number(o.requestId)) === o.requestId) o.requestId = Number(o.requestId);
   return csvLine(CSV_COLUMNS.map((c) => o[c]));
 }
 

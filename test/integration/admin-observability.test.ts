@@ -227,18 +227,18 @@ describe('/admin routes', () => {
     await call('legacy__echo', { text: 'n' }, 7311);
     await call('legacy__echo', { text: 's' }, '7311');
     const byId = async (q: string) => ((await getJson(`/admin/ledger?method=tools/call&requestId=${encodeURIComponent(q)}`)).body.rows as Json[]).map((r) => r.requestId);
-    expect(await byId('7311')).toEqual(['7311']);
-    expect(await byId('"7311"')).toEqual(['"7311"']);
+    expect(await byId('7311')).toEqual([7311]);
+    expect(await byId('"7311"')).toEqual(['7311']);
     expect(await byId('"ledger-probe"')).toEqual(['ledger-probe']);
     // The empty string is an id (kept as `""`), not the rows with none; a number past 2^53 would select another id: refused.
     await call('legacy__echo', { text: 'e' }, '');
-    expect(await byId('""')).toEqual(['""']);
-    // Each row says its id's type beside the stored text (requestIdType, requestIdCut as in `ledger query --json`).
+    expect(await byId('""')).toEqual(['']);
+    // Each row's id as sent, its type beside it (requestId, requestIdType, requestIdCut as in `ledger query --json`).
     const typed = async (q: string) => ((await getJson(`/admin/ledger?method=tools/call&requestId=${encodeURIComponent(q)}`)).body.rows as Json[]).map((r) => [r.requestId, r.requestIdType, r.requestIdCut]);
     expect([...(await typed('7311')), ...(await typed('"7311"')), ...(await typed('""'))]).toEqual([
-      ['7311', 'number', false],
-      ['"7311"', 'string', false],
-      ['""', 'string', false],
+      [7311, 'number', false],
+      ['7311', 'string', false],
+      ['', 'string', false],
     ]);
     const past = await getJson('/admin/ledger?requestId=9007199254740993');
     expect([past.status, JSON.stringify(past.body)]).toEqual([400, expect.stringContaining('no number a request id can be')]);

@@ -99,7 +99,7 @@ async function legacyClient(url: string) {
   };
 }
 
-const rowOf = (tool: string, requestId: number) => (rows: Row[]) => rows.find((r) => r.tool === tool && r.requestId === String(requestId) && r.outcome !== 'in_flight');
+const rowOf = (tool: string, requestId: number) => (rows: Row[]) => rows.find((r) => r.tool === tool && r.requestId === requestId && r.outcome !== 'in_flight');
 
 // ls: legacy over stdio (its call gate: a call that may ask runs alone); lh: legacy over HTTP;
 // ms: modern, whose input_required the hub turns into a question on the legacy client's stream.

@@ -220,7 +220,7 @@ describe.each(['ls', 'lh'])(`a modern client that never retries (%s, policy.inpu
     };
     const before = await counts();
     const t0 = Date.now();
-    const requestId = String(nextId);
+    const requestId = nextId;
     const first = await firstRound(th.url, `${server}__elicit_form`, { who });
     const line = `cancelled elicit_form ${who}`;
     await waitFor('the upstream to see the cancellation', () => (readFileSync(events, 'utf8').includes(line) ? true : undefined), INPUT_TIMEOUT_MS + 5_000);

@@ -95,13 +95,13 @@ describe('SIGKILL under load', () => {
     for (const r of inFlight) expect(['unknown', 'ok']).toContain(byId.get(r.id)?.outcome);
     const answeredIds = new Set(answered.map((s) => s.id));
     for (const r of unknown) {
-      expect(answeredIds.has(r.requestId)).toBe(false);
+      expect(answeredIds.has(String(r.requestId))).toBe(false);
       expect(r.errorMessage).toContain('stopped before this call finished');
       expect(r.seq).toBeGreaterThan(0);
     }
     // Every row belongs to a call some worker sent, with the arguments it sent.
     const sentById = new Map(sent.map((s) => [s.id, s]));
-    for (const r of calls.filter((c) => c.requestId !== 'keyed')) expect(r.argsHash).toBe(argsHash(sentById.get(r.requestId)!.args));
+    for (const r of calls.filter((c) => c.requestId !== 'keyed')) expect(r.argsHash).toBe(argsHash(sentById.get(String(r.requestId))!.args));
     expect(byRequest.get('keyed')).toMatchObject({ outcome: 'unknown', idempotencyKey: 'crash-k' });
     expect(hub.logs.some((l) => l.includes('marked unknown'))).toBe(true);
 

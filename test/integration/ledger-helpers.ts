@@ -31,7 +31,8 @@ export interface Row {
   id: number;
   seq: number | null;
   ts: string;
-  requestId: string;
+  /** The id as sent: a number id a number, a string id a string. */
+  requestId: string | number;
   /** The id's JSON type (the number 1 and the string "1" are different requests); null: no client's request. */
   requestIdType: 'number' | 'string' | null;
   /** The id was longer than a row keeps: requestId is its start. */

@@ -144,14 +144,14 @@ describe('ledger rows of real calls through the hub', () => {
 
   it('the number id 7310 and the string id "7310" are different requests: --request-id selects one, the output says which, the other is told of', async () => {
     for (const id of [7310, '7310', 'r-7310']) expect((await modernCall(hub.url, id, 'tools/call', { name: 'f__add', arguments: { a: 1, b: 2 } })).body?.result?.structuredContent).toEqual({ sum: 3 });
-    await waitForRows(db, { method: 'tools/call', tool: 'f__add' }, (rows) => rows.filter((r) => r.requestId.endsWith('7310')).length === 3);
+    await waitForRows(db, { method: 'tools/call', tool: 'f__add' }, (rows) => rows.filter((r) => String(r.requestId).endsWith('7310')).length === 3);
     const pick = async (value: string) => {
       const r = await ledgerCli(db, ['query', '--json', ...(value.startsWith('=') ? [`--request-id${value}`] : ['--request-id', value])]);
       expect(r.code, r.stderr).toBe(0);
       return { rows: r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row), err: r.stderr };
     };
     const num = await pick('7310');
-    expect(num.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'number']]);
+    expect(num.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([[7310, 'number']]);
     expect(num.err).toContain(`note: request id the number 7310 only; the string "7310", a different request id, has rows too: --request-id '"7310"' lists them`);
     const str = await pick('"7310"');
     expect(str.rows.map((r) => [r.requestId, r.requestIdType])).toEqual([['7310', 'string']]);
@@ -173,7 +173,7 @@ describe('ledger rows of real calls through the hub', () => {
     const all = await waitForRows(db, { client: 'ids-probe' }, (rows) => rows.length === 5);
     const noId = (await waitForRows(db, { method: '(invalid)' }, (rows) => rows.some((r) => r.requestBytes === refused.requestBytes))).filter((r) => r.requestBytes === refused.requestBytes);
     all.push(...noId);
-    expect(all.map((r) => [r.requestId.slice(0, 12), r.requestIdType, r.requestIdCut, r.outcome])).toEqual([
+    expect(all.map((r) => [String(r.requestId).slice(0, 12), r.requestIdType, r.requestIdCut, r.outcome])).toEqual([
       ['', 'string', false, 'ok'],
       ['999999999999', 'string', true, 'ok'],
       ['k"\u0001k"\u0001k"\u0001k"\u0001', 'string', true, 'ok'],
@@ -183,10 +183,11 @@ describe('ledger rows of real calls through the hub', () => {
     ]);
     // Cut visibly: the start of the id, as long as the row's column (4096) holds in its JSON form.
     expect(all[1]!.requestId).toBe('9'.repeat(4093));
-    expect(escaped.startsWith(all[2]!.requestId) && JSON.stringify(all[2]!.requestId).length + 1 <= 4096 && all[2]!.requestId.length > 1300).toBe(true);
+    const cut = String(all[2]!.requestId);
+    expect(escaped.startsWith(cut) && JSON.stringify(cut).length + 1 <= 4096 && cut.length > 1300).toBe(true);
     const pick = async (...args: string[]) => {
       const r = await ledgerInProcess(db, ['query', '--json', '--client', 'ids-probe', ...args]);
-      return { code: r.code, err: r.stderr, ids: r.stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as Row).requestId.slice(0, 12)) };
+      return { code: r.code, err: r.stderr, ids: r.stdout.split('\n').filter(Boolean).map((l) => String((JSON.parse(l) as Row).requestId).slice(0, 12)) };
     };
     // `--request-id ''` and `'""'` are the string "", not the rows with no id.
     expect(await pick('--request-id', '')).toEqual({ code: 0, err: '', ids: [''] });
@@ -272,9 +273,9 @@ describe('ledger rows of real calls through the hub', () => {
 
     const rows = await queryRows(db, { tool: 'f__counter_bump' });
     expect(rows.map((r) => [r.requestId, r.outcome])).toEqual([
-      ['1', 'ok'],
-      ['2', 'replayed'],
-      ['3', 'denied'],
+      [1, 'ok'],
+      [2, 'replayed'],
+      [3, 'denied'],
     ]);
     for (const r of rows) expect(r.idempotencyKey).toBe('outcomes-k1');
     expect(rows[1].responseBytes).toBe(rows[0].responseBytes);

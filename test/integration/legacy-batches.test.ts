@@ -59,7 +59,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     // A list member's answer is a message in the array like the others.
     expect(((got.get('b4')?.result as Json).tools as Json[]).map((t) => t.name)).toContain('a__echo');
     await expect
-      .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => ['b1', 'b2', 'b3'].includes(row.requestId)).length, { timeout: 5000 })
+      .poll(async () => (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => ['b1', 'b2', 'b3'].includes(String(row.requestId))).length, { timeout: 5000 })
       .toBe(3);
   });
 
@@ -142,7 +142,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     // 1 for the batch over the cap, 2 + 2 for the requests of the next two, 1 for the empty one.
     await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(6);
     // None of their members ran: the over-cap batch's have no row, the others' say refused.
-    const members = (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-|i$|m$)/.test(row.requestId));
+    const members = (await queryRows(join(hub.dir, 'ledger.db'))).filter((row) => /^(cap-|with-|i$|m$)/.test(String(row.requestId)));
     expect(members.map((row) => [row.requestId, row.method, row.outcome]).sort()).toEqual([
       ['i', 'initialize', 'rpc_error'],
       ['m', 'tools/list', 'rpc_error'],
@@ -217,7 +217,7 @@ describe('JSON-RPC batches (2025-03-26 sessions)', () => {
     expect(ok.status, ok.text).toBe(200);
     const init = { jsonrpc: '2.0', id: 'g-init', method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
     expect((await post(url, [{ jsonrpc: '2.0', id: 'g-ping', method: 'ping' }, init], headers)).status).toBe(400);
-    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'), { group: 'g' })).filter((row) => row.requestId.startsWith('g'));
+    const rows = async () => (await queryRows(join(hub.dir, 'ledger.db'), { group: 'g' })).filter((row) => String(row.requestId).startsWith('g'));
     await expect.poll(async () => (await rows()).length, { timeout: 5000 }).toBe(4);
     expect((await rows()).map((row) => [row.requestId, row.outcome, row.group]).sort()).toEqual([
       ['g-init', 'rpc_error', 'g'],

@@ -338,8 +338,8 @@ describe("a legacy call's answer stream cut mid-call", () => {
     }
     const answer = JSON.parse(events(text).at(-1)!.data) as { id: number; result: { content: { text: string }[] } };
     expect(answer).toMatchObject({ id: 32, result: { content: [{ text: 'action=accept content={"name":"Ada"}' }] } });
-    const rows = await waitForRows(db, { tool: 'leg__elicit_form' }, (r) => r.some((x) => x.requestId === '32'));
-    expect(rows.find((x) => x.requestId === '32')!.outcome).toBe('ok');
+    const rows = await waitForRows(db, { tool: 'leg__elicit_form' }, (r) => r.some((x) => x.requestId === 32));
+    expect(rows.find((x) => x.requestId === 32)!.outcome).toBe('ok');
   }, 20_000);
 
   it('raw: the standalone GET stream is primed too, and a reconnection with its Last-Event-ID takes it over', async () => {

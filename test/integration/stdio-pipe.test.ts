@@ -425,11 +425,11 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
       const rows = await waitForRows(ledger, { method: 'tools/call' }, (r) => r.length === 5);
       // A row is ok only for an answer that was written.
       expect(rows.map((r) => [r.requestId, r.clientEra, r.outcome]).sort()).toEqual([
-        ['5', '2025-11-25', 'ok'],
-        ['5', '2026-07-28', 'cancelled'],
-        ['6', '2025-11-25', 'cancelled'],
-        ['6', '2026-07-28', 'ok'],
-        ['7', '2026-07-28', 'cancelled'],
+        [5, '2025-11-25', 'ok'],
+        [5, '2026-07-28', 'cancelled'],
+        [6, '2025-11-25', 'cancelled'],
+        [6, '2026-07-28', 'ok'],
+        [7, '2026-07-28', 'cancelled'],
       ]);
     } finally {
       c.kill();

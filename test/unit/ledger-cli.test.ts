@@ -146,6 +146,25 @@ describe('switchyard ledger CLI', () => {
     expect(JSON.parse(json)).toMatchObject({ tool, method, errorMessage: 'no\u2060 such tool\u2029' });
   });
 
+  // The number 7 was written as "7" beside requestIdType: a JSON reader matching the id its
+  // client sent (`select(.requestId == 7)`) found no row. Now the id as sent, as /admin/ledger gives it.
+  it('--json and export give a number id as a number, a string id as a string; digits no number keeps exactly stay text', async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    for (const [ts, id] of [[1, 7], [2, '7'], [3, -2], [4, 'x']] as const) await ledger.record(begin({ ts: NOW - 10_000 + ts, requestId: requestIdText(id) }), end());
+    // A string id of digits past 2^53 that an older hub kept bare (read as a number then).
+    await ledger.record(begin({ ts: NOW - 5_000, requestId: '12345678901234567890' }), end());
+    await ledger.record(begin({ ts: NOW - 4_000, requestId: 'catalog', principal: 'hub' }), end());
+    await ledger.whenCommitted();
+    ledger.sync();
+    const ids = (out: string) => out.trimEnd().split('\n').map((l) => JSON.parse(l) as { requestId: unknown; requestIdType: unknown }).map((r) => [r.requestId, r.requestIdType]);
+    const want = [[7, 'number'], ['7', 'string'], [-2, 'number'], ['x', 'string'], ['12345678901234567890', 'number'], ['catalog', null]];
+    expect(ids((await cli(['ledger', 'query', '--json', '--db', t.db])).out)).toEqual(want);
+    expect(ids((await cli(['ledger', 'export', '--db', t.db])).out)).toEqual(want);
+    const csv = (await cli(['ledger', 'export', '--format', 'csv', '--db', t.db])).out.trimEnd().split('\n').slice(1).map((l) => l.split(',').slice(3, 5));
+    expect(csv).toEqual([['7', 'number'], ['7', 'string'], ['-2', 'number'], ['x', 'string'], ['12345678901234567890', 'number'], ['catalog', '']]);
+  });
+
   it('query filters by method, request id and client name too', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
