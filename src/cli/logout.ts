@@ -38,13 +38,16 @@ export async function logout(o: LogoutOptions): Promise<number> {
   // the refresh lock: a daemon refreshing meanwhile would write a refresh token the revocation
   // never saw, and the removal would leave it valid and unknown. Without revocation too: a
   // refresh writing its tokens as the file is removed would put the login back after the logout.
+  // A file there that holds no tokens (not JSON, edited by hand) too: a login storing its tokens
+  // under the lock meanwhile replaced it, and the removal, unlocked, took the new login with it
+  // (never revoked, and "logged out" said of a login made after the logout began).
   let release: (() => void) | undefined;
   let revoked = '';
-  if (readTokenFile(file).tokens !== undefined) {
-    release = await lockTokenFile(file, 0);
+  if (readTokenFile(file).stamp !== '') {
+    release = await lockTokenFile(file, 0, 'logout');
     if (release === undefined) {
       o.say(`another switchyard process${lockHolderText(file)} is refreshing or storing this login (it holds ${file}.lock); waiting for it…`);
-      release = await lockTokenFile(file, o.lockWaitMs ?? LOGOUT_LOCK_WAIT_MS);
+      release = await lockTokenFile(file, o.lockWaitMs ?? LOGOUT_LOCK_WAIT_MS, 'logout');
     }
     if (release === undefined) {
       // Still at work (a holder gone or hung stops touching the lock, and is taken over): going

@@ -296,10 +296,10 @@ function b64url(b: Buffer): string {
  * check (`switchyard doctor`) rather than to give again.
  */
 async function storeLock(o: LoginOptions): Promise<(() => void) | undefined> {
-  const now = await lockTokenFile(o.tokenFile, 0);
+  const now = await lockTokenFile(o.tokenFile, 0, 'login');
   if (now !== undefined) return now;
   o.say(`another switchyard process${lockHolderText(o.tokenFile)} is refreshing, storing or logging out of this login (it holds ${o.tokenFile}.lock); waiting for it…`);
-  const later = await lockTokenFile(o.tokenFile, o.lockWaitMs ?? LOCK_STALE_MS + 5_000);
+  const later = await lockTokenFile(o.tokenFile, o.lockWaitMs ?? LOCK_STALE_MS + 5_000, 'login');
   if (later === undefined)
     o.say(
       `warning: another switchyard process${lockHolderText(o.tokenFile)} still holds ${o.tokenFile}.lock; the tokens are stored without waiting longer (if it is a logout, it may remove them: \`switchyard doctor\` says whether the login is stored)`,

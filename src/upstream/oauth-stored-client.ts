@@ -19,7 +19,7 @@ import type { TokenSource } from './oauth-client.js';
 import { OAuthError, canonicalResource, where } from './oauth-discovery.js';
 import { FAILURE_COOLDOWN_MS, renewTime, tokenRequest } from './oauth-token-request.js';
 import { readTokenFile, tokenFileStamp, writeTokenFile, type StoredTokens } from './oauth-token-store.js';
-import { lockTokenFile } from './oauth-token-lock.js';
+import { lockHolder, lockHolderText, lockTokenFile } from './oauth-token-lock.js';
 
 
 /** The errors that only a new login can end (made by StoredTokenSource.login). */
@@ -188,9 +188,7 @@ export class StoredTokenSource implements TokenSource {
 
   private async refresh(used: string | undefined): Promise<string> {
     this.needsRefresh(used);
-    const release = await lockTokenFile(this.file);
-    if (release === undefined)
-      throw new OAuthError(`servers.${this.serverId}: another switchyard process is refreshing this login and holds ${this.file}.lock; try again`);
+    const release = await this.refreshLock();
     try {
       // Read again under the lock: another process may have refreshed while this one waited, and
       // its tokens are the ones to use (its refresh may have spent the refresh token held here).
@@ -253,6 +251,33 @@ export class StoredTokenSource implements TokenSource {
       return next.accessToken;
     } finally {
       release();
+    }
+  }
+
+  /**
+   * The file's lock for a refresh. A `switchyard logout` holding it ends with the login removed
+   * (after revoking it, which can take three requests of up to 10 s each at a slow authorization
+   * server): no refresh follows it, and one that waited LOCK_WAIT_MS for it then failed saying
+   * another process was refreshing, "try again", which a retry after the logout contradicted.
+   * Said at once, as the logout it is, with what to do. Another refresh, or a login storing its
+   * tokens, is waited for (LOCK_WAIT_MS: its token request gives up before).
+   */
+  private async refreshLock(): Promise<() => void> {
+    const now = await lockTokenFile(this.file, 0);
+    if (now !== undefined) return now;
+    if (lockHolder(this.file)?.doing !== 'logout') {
+      const later = await lockTokenFile(this.file);
+      if (later !== undefined) return later;
+    }
+    const who = lockHolderText(this.file);
+    const lock = `it holds ${this.file}.lock`;
+    switch (lockHolder(this.file)?.doing) {
+      case 'logout':
+        throw new OAuthError(`servers.${this.serverId}: \`switchyard logout ${this.serverId}\`${who} is removing this login (${lock}); once it is done, run \`switchyard login ${this.serverId}\` to log in again`);
+      case 'login':
+        throw new OAuthError(`servers.${this.serverId}: \`switchyard login ${this.serverId}\`${who} is storing a new login (${lock}); try again`);
+      default:
+        throw new OAuthError(`servers.${this.serverId}: another switchyard process${who} is refreshing this login (${lock}); try again`);
     }
   }
 

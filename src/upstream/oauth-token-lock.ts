@@ -21,6 +21,9 @@ export const LOCK_HEARTBEAT_MS = LOCK_STALE_MS / 3;
 /** The locks this process holds: one naming this pid and not among them is a crashed predecessor's (pid 1 in a container, each time). */
 const heldLocks = new Set<string>();
 
+/** What a lock's holder does with the login: said in its lock, so that a refresh waiting for it can say what it waits for. */
+export type LockWork = 'refresh' | 'login' | 'logout';
+
 /**
  * The lock of the token file's refresh, shared by every process over that file (a daemon, a
  * `switchyard stdio` hub): the file `<token file>.lock`, created O_EXCL, naming its holder's
@@ -31,7 +34,7 @@ const heldLocks = new Set<string>();
  * where no lock can be created (read-only, full), or where a stale one cannot be removed, has
  * none: the refresh goes ahead alone, there being no other way.
  */
-export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promise<(() => void) | undefined> {
+export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: LockWork = 'refresh'): Promise<(() => void) | undefined> {
   const lock = `${realFile(file)}.lock`;
   const deadline = Date.now() + waitMs;
   for (;;) {
@@ -51,7 +54,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
     }
     // A nonce tells this lock from one created after it at the same path (the inode number of a
     // removed file is soon given again).
-    let mine = JSON.stringify({ pid: process.pid, host: hostname(), started: processStart(process.pid), nonce: randomBytes(8).toString('hex') });
+    let mine = JSON.stringify({ pid: process.pid, host: hostname(), started: processStart(process.pid), doing, nonce: randomBytes(8).toString('hex') });
     try {
       writeFileSync(fd, mine);
     } catch {
@@ -95,7 +98,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS): Promis
 }
 
 /** Who holds the lock of the token file and since when it was last touched, as far as its text says; undefined when there is no lock. */
-export function lockHolder(file: string): { pid?: number; host?: string; ageMs: number } | undefined {
+export function lockHolder(file: string): { pid?: number; host?: string; doing?: LockWork; ageMs: number } | undefined {
   const lock = `${realFile(file)}.lock`;
   let st: Stats;
   try {
@@ -103,7 +106,7 @@ export function lockHolder(file: string): { pid?: number; host?: string; ageMs: 
   } catch {
     return undefined;
   }
-  let holder: { pid?: unknown; host?: unknown } = {};
+  let holder: { pid?: unknown; host?: unknown; doing?: unknown } = {};
   try {
     holder = (JSON.parse(lockText(lock)) as typeof holder | null) ?? {};
   } catch {
@@ -113,6 +116,7 @@ export function lockHolder(file: string): { pid?: number; host?: string; ageMs: 
     ...(typeof holder.pid === 'number' ? { pid: holder.pid } : {}),
     // A host name's characters only: the text is said on the user's terminal.
     ...(typeof holder.host === 'string' && /^[A-Za-z0-9._-]{1,253}$/.test(holder.host) ? { host: holder.host } : {}),
+    ...(holder.doing === 'refresh' || holder.doing === 'login' || holder.doing === 'logout' ? { doing: holder.doing } : {}),
     ageMs: Math.max(0, Date.now() - st.mtimeMs),
   };
 }

@@ -26,7 +26,7 @@ import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { login } from '../../src/upstream/oauth-login.js';
 import { revokeLogin } from '../../src/upstream/oauth-revoke.js';
 import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
-import { LOCK_STALE_MS, lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
+import { LOCK_STALE_MS, LOCK_WAIT_MS, lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
 import { logout } from '../../src/cli/logout.js';
 import { processStart } from '../../src/process-alive.js';
 import type { Logger } from '../../src/log.js';
@@ -421,6 +421,42 @@ describe('the upstream OAuth client', () => {
     expect(said).toEqual([waiting, `logged out of "u": removed ${file}`]);
     expect(existsSync(file)).toBe(false);
     expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  // Unlocked, a file that held no tokens was removed at once: a login storing its tokens under
+  // the lock meanwhile lost them to a logout said to be of the file before.
+  it('a logout of a token file that holds no tokens takes the lock too: it waits for a login storing under it', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    writeFileSync(file, '{"accessToken": "cut sho');
+    const held = await lockTokenFile(file, 0, 'login');
+    const said: string[] = [];
+    expect(await logout({ id: 'u', file, serverUrl: `${base}/mcp`, revoke: false, forgetClient: false, say: (l) => void said.push(l), lockWaitMs: 100 })).toBe(1);
+    expect(said.at(-1)).toMatch(/^logout of "u" stopped: another switchyard process .* still holds .*nothing was revoked or removed/);
+    expect(readFileSync(file, 'utf8')).toBe('{"accessToken": "cut sho');
+    held!();
+  });
+
+  // A refresh waited LOCK_WAIT_MS (12 s) behind a logout revoking at a slow authorization server,
+  // then said another process was refreshing: "try again", which the logout made wrong.
+  it('a refresh behind a logout fails at once saying so and what to do; released, the refresh goes ahead; a lock says what its holder does', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    storedLogin(file, 'unit-refused-token');
+    const source = StoredTokenSource.acquire(file, 'u', `${base}/mcp`, undefined, silentLogger);
+    const holder = `(pid ${process.pid} on ${hostname()})`;
+    let held = await lockTokenFile(file, 0, 'logout');
+    const t0 = Date.now();
+    await expect(source.renew('unit-refused-token')).rejects.toThrow(
+      `servers.u: \`switchyard logout u\` ${holder} is removing this login (it holds ${file}.lock); once it is done, run \`switchyard login u\` to log in again`,
+    );
+    expect(Date.now() - t0).toBeLessThan(LOCK_WAIT_MS / 4);
+    held!();
+    // Released (the logout failed, the login stands): the next request's refresh goes ahead.
+    await new Promise((r) => setTimeout(r, 1_100)); // the failure's cool-down
+    await expect(source.renew('unit-refused-token')).resolves.toMatch(/^unit-token-/);
+    source.release();
+    held = await lockTokenFile(file, 0, 'login');
+    expect(readFileSync(`${file}.lock`, 'utf8')).toContain('"doing":"login"');
+    held!();
   });
 
   it('a lock that cannot be removed (a folder by its name, stale by its age) is waited for until the bound, not spun on', async () => {
