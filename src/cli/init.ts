@@ -1,9 +1,11 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Argv, CommandModule } from 'yargs';
 import { ImportError, importClientConfig, type ImportedServer } from '../config/import-clients.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { packageRoot } from '../paths.js';
+import { SCHEMA_RELATIVE_PATH } from '../config/schema.js';
 import { shellArg } from '../shell-arg.js';
 
 interface InitArgs {
@@ -14,16 +16,51 @@ interface InitArgs {
 
 const KIND_NAMES = { 'claude-desktop': 'Claude Desktop', cursor: 'Cursor', 'claude-code': 'Claude Code', vscode: 'VS Code', cline: 'Cline', 'roo-code': 'Roo Code', windsurf: 'Windsurf' } as const;
 
-/** `$schema` as a path relative to the new file, so editors find the schema next to the package. */
-function schemaRef(file: string): string {
-  const schema = join(packageRoot, 'src', 'config', 'hub.config.schema.json');
-  const rel = relative(dirname(file), schema).replaceAll('\\', '/');
-  return rel.startsWith('.') ? rel : `./${rel}`;
+/**
+ * `$schema` for a config written at `file`, naming the schema of the switchyard at `root` (this
+ * one) as an editor finds it for as long as it can. The path this switchyard runs from is not
+ * always that: installed with the project, Node runs it from where the package manager put it
+ * (pnpm's store, `node_modules/.pnpm/switchyard@0.1.0/…`: another folder at each upgrade), and
+ * `npx switchyard init` from npx's cache, which npm clears. So:
+ * - a clone (or an install) the config is inside of: relative within it;
+ * - switchyard a dependency of the config's project (a `node_modules/switchyard` the config's
+ *   folder or one above it holds, as Node would resolve it from there): that, relative;
+ * - else (a global install, npx's cache, a clone elsewhere): the schema's absolute file URL,
+ *   which resolves wherever the config is moved on this machine while that switchyard is there
+ *   (a relative path climbing out of the project broke at any move of either), with a note
+ *   (`outside`) saying so.
+ */
+export function schemaRef(file: string, root = packageRoot): { ref: string; outside?: string } {
+  const from = dirname(file);
+  const relativeRef = (to: string): string => {
+    const rel = relative(from, to).replaceAll('\\', '/');
+    return rel.startsWith('.') ? rel : `./${rel}`;
+  };
+  let name = 'switchyard';
+  try {
+    const n = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name?: unknown }).name;
+    if (typeof n === 'string' && n) name = n;
+  } catch {
+    // The name it is published under.
+  }
+  const schema = join(root, SCHEMA_RELATIVE_PATH);
+  const inside = relative(root, from);
+  if (!inside.startsWith('..') && !isAbsolute(inside)) return { ref: relativeRef(schema) };
+  for (let dir = from; ; dir = dirname(dir)) {
+    const dep = join(dir, 'node_modules', name, SCHEMA_RELATIVE_PATH);
+    if (existsSync(dep)) return { ref: relativeRef(dep) };
+    if (dirname(dir) === dir) break;
+  }
+  const url = pathToFileURL(schema).href;
+  return {
+    ref: url,
+    outside: `"$schema" names the schema of this switchyard, outside the config's project (${url}): an editor finds it on this machine while that switchyard is installed there${/[\\/]_npx[\\/]/.test(schema) ? " (npx's cache, which npm clears now and then)" : ''}; with switchyard a dependency of the project (npm install --save-dev ${name}), \`${name} init\` points into its node_modules`,
+  };
 }
 
 export function starterConfig(file: string, servers: Record<string, ImportedServer>): Record<string, unknown> {
   return {
-    $schema: schemaRef(file),
+    $schema: schemaRef(file).ref,
     listen: { host: '127.0.0.1', port: 7410 },
     ledger: { path: './data/ledger.db' },
     servers,
@@ -84,6 +121,8 @@ export const initCommand: CommandModule<object, InitArgs> = {
     chmodSync(file, 0o600);
     const out: string[] = [`wrote ${argv.config}: ${summary}`];
     for (const n of notes) out.push(`note: ${n}`);
+    const outside = schemaRef(file).outside;
+    if (outside !== undefined) out.push(`note: ${outside}`);
     try {
       loadConfig(file);
     } catch (err) {

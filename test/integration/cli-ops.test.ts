@@ -6,6 +6,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, writeFileSy
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, runCliBatch, type CliRun } from '../helpers/cli.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -110,8 +111,8 @@ describe('switchyard init', () => {
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));
     expect(cfg.servers).toEqual({});
     expect(cfg.$schema).toMatch(/src\/config\/hub\.config\.schema\.json$/);
-    // The $schema path resolves from the config's folder.
-    expect(statSync(join(d, cfg.$schema)).isFile()).toBe(true);
+    // The $schema resolves from the config, as an editor resolves it (a URL relative to the file's).
+    expect(statSync(fileURLToPath(new URL(cfg.$schema, pathToFileURL(join(d, 'hub.config.json'))))).isFile()).toBe(true);
     expect(statSync(join(d, 'hub.config.json')).mode & 0o077).toBe(0);
     expect(validated.stdout).toBe('ok: 0 servers\n');
     expect(again.code).toBe(1);
