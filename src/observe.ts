@@ -5,14 +5,14 @@
  */
 import { nameText, text } from './ledger/columns.js';
 import { redactString } from './ledger/redact.js';
+import { requestIdAsSent, type RequestIdJson } from './ledger/format.js';
 import type { AuditSink } from './ledger/sink.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type AuditHandle } from './ledger/types.js';
 
 /** What /admin/events streams for each finished request: no arguments, no results. */
-export interface AuditEvent {
+export interface AuditEvent extends RequestIdJson {
   type: 'audit';
   ts: number;
-  requestId: string;
   principal: string;
   /** The tool group whose endpoint the request came through. */
   group?: string;
@@ -43,8 +43,9 @@ export function auditEvent(b: AuditBegin, e: AuditEnd): AuditEvent {
   const ev: AuditEvent = {
     type: 'audit',
     ts: b.ts,
-    // A client's id, name or method is its own to size; the feed's viewers' memory is not: cut as the ledger's columns are.
-    requestId: text(b.requestId) ?? '',
+    // A client's id, name or method is its own to size; the feed's viewers' memory is not: cut as
+    // the ledger's columns are. The id as sent, as /admin/ledger and `ledger query --json` give it.
+    ...requestIdAsSent(text(b.requestId) ?? '', b.principal),
     principal: b.principal,
     clientEra: b.clientEra,
     method: text(b.method) ?? '',

@@ -55,9 +55,20 @@ export function rowJson(r: AuditRow): Record<string, unknown> {
  * them) stay text: as a number they would be another id. The same in `ledger query --json`,
  * `export` (its CSV has the number too, free of the formula guard's quote) and /admin/ledger.
  */
-export function requestIdJson(r: AuditRow): { requestId: string | number; requestIdType: 'number' | 'string' | null; requestIdCut: boolean } {
-  const { type, text, cut } = requestIdOf(r.requestId);
-  const requestIdType = r.principal === HUB || r.requestId === '' ? null : type;
+export function requestIdJson(r: AuditRow): RequestIdJson {
+  return requestIdAsSent(r.requestId, r.principal);
+}
+
+export interface RequestIdJson {
+  requestId: string | number;
+  requestIdType: 'number' | 'string' | null;
+  requestIdCut: boolean;
+}
+
+/** requestIdJson of a row's stored id text and principal (the live feed's, before its row is read). */
+export function requestIdAsSent(stored: string, principal: string): RequestIdJson {
+  const { type, text, cut } = requestIdOf(stored);
+  const requestIdType = principal === HUB || stored === '' ? null : type;
   return { requestId: requestIdType === 'number' && String(Number(text)) === text ? Number(text) : text, requestIdType, requestIdCut: cut };
 }
 

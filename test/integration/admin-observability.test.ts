@@ -359,6 +359,11 @@ describe('/admin/events', () => {
     // A call through a tool group's endpoint says which.
     await call('legacy__add', { a: 1, b: 2 }, 'live-g', '/mcp/g');
     expect(await next((m) => m.type === 'audit' && m.requestId === 'live-g')).toMatchObject({ name: 'legacy__add', outcome: 'ok', group: 'g' });
+    // The id as sent, as /admin/ledger gives it: the number 7313 a number, the string "7313" a string.
+    await call('legacy__add', { a: 1, b: 2 }, 7313);
+    await call('legacy__add', { a: 1, b: 2 }, '7313');
+    expect(await next((m) => m.type === 'audit' && m.requestId === 7313)).toMatchObject({ requestIdType: 'number', requestIdCut: false });
+    expect(await next((m) => m.type === 'audit' && m.requestId === '7313')).toMatchObject({ requestIdType: 'string', requestIdCut: false });
     ws.close();
   });
 
