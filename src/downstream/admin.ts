@@ -53,7 +53,7 @@ const RELOAD_STATUS: Record<ReloadOutcome<unknown>['status'], number> = { applie
 
 /** A ledger the routes can read (the SQLite one; a disabled ledger cannot). */
 interface Queryable {
-  query(filter: AuditFilter): AuditRow[];
+  queryPages(filter: AuditFilter): Iterable<AuditRow[]>;
 }
 
 /** The status page's files (served from the package, since tsc does not copy them). */
@@ -76,6 +76,13 @@ const PAGE_HEADERS = {
   'cache-control': 'no-cache',
 };
 const MAX_LEDGER_ROWS = 1000;
+/**
+ * Characters of stored bodies (argsJson, resultJson) one /admin/ledger answer holds at most: a
+ * row keeps up to 1 MiB of each with ledger.storeBodies, and 1,000 such rows were read into the
+ * hub's memory and made into one string at once (2 GiB: the hub ran out of memory, or of string
+ * length). Past it the answer ends early, `truncated: true`; its first row is always there.
+ */
+const MAX_LEDGER_BODY_CHARS = 8 * 1024 * 1024;
 
 /**
  * The status page's own files: static, with no data in them, so they are served without
@@ -326,15 +333,28 @@ export class AdminRoutes {
 
   private ledger(res: ServerResponse, q: URLSearchParams): boolean {
     const l = this.hub.ledger as AuditSink & Partial<Queryable>;
-    if (typeof l.query !== 'function') {
+    if (typeof l.queryPages !== 'function') {
       json(res, 404, { error: 'the ledger is disabled (ledger.enabled: false)' });
       return true;
     }
     // requestId as `ledger query --json` gives it: as sent (the number 1, the string "1"), its
     // type beside it. The text a row stores (a string of digits in its JSON form, `"1"`) was
     // shown, a JSON string for every id, read as the string it held.
-    const rows = l.query(ledgerFilter(q, Date.now())).map((r) => ({ ...r, ...requestIdJson(r) }));
-    json(res, 200, { rows });
+    const rows: unknown[] = [];
+    let bodies = 0;
+    let truncated = false;
+    pages: for (const page of l.queryPages(ledgerFilter(q, Date.now()))) {
+      for (const r of page) {
+        const size = (r.argsJson?.length ?? 0) + (r.resultJson?.length ?? 0);
+        if (rows.length > 0 && bodies + size > MAX_LEDGER_BODY_CHARS) {
+          truncated = true;
+          break pages;
+        }
+        bodies += size;
+        rows.push({ ...r, ...requestIdJson(r) });
+      }
+    }
+    json(res, 200, truncated ? { rows, truncated } : { rows });
     return true;
   }
 }

@@ -84,6 +84,24 @@ describe('credentials an upstream gives away', () => {
     }
   });
 
+  // With bodies kept (up to 1 MiB each, two a row), /admin/ledger read every row asked for (up
+  // to 1,000) into the hub's memory and made one string of them: gigabytes.
+  it('/admin/ledger ends an answer early past 8 MiB of stored bodies, saying so', async () => {
+    const big = 'x'.repeat(900_000);
+    for (let i = 0; i < 5; i++) expect((await modernCall(hub.url, `big-${i}`, 'tools/call', { name: 'leaky__echo', arguments: { big } })).body?.result).toBeDefined();
+    const last = async () => ((await (await fetch(`http://127.0.0.1:${hub.port}/admin/ledger?requestId=big-4`)).json()) as { rows: { outcome: string }[] }).rows[0]?.outcome;
+    for (const until = Date.now() + 5_000; (await last()) !== 'ok'; await new Promise((r) => setTimeout(r, 20))) if (Date.now() > until) throw new Error('no finished row of big-4');
+    const res = await fetch(`http://127.0.0.1:${hub.port}/admin/ledger?tool=leaky__echo&limit=20`);
+    const text = await res.text();
+    const body = JSON.parse(text) as { rows: { requestId: string }[]; truncated?: boolean };
+    expect(body.truncated).toBe(true);
+    // The newest first, as many as 8 MiB of bodies hold (each row about 1.8 MB of them).
+    expect(body.rows.map((r) => r.requestId)).toEqual(['big-4', 'big-3', 'big-2', 'big-1']);
+    expect(text.length).toBeLessThan(10_000_000);
+    // Under the bound, no such field.
+    expect(await (await fetch(`http://127.0.0.1:${hub.port}/admin/ledger?tool=leaky__echo&limit=2`)).json()).not.toHaveProperty('truncated');
+  });
+
   it("are redacted in the hub's log of the upstream's stderr and stray stdout", async () => {
     const lines = (): string[] => hub.logs;
     const deadline = Date.now() + 10_000;
