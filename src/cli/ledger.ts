@@ -368,12 +368,13 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         while (!io.signal?.aborted) {
           await sleep(pollMs, io.signal);
           for (;;) {
-            const page = reader.snapshot(() => ({ rows: reader.query({ ...filter, afterSeq: last, limit: TAIL_PAGE }), head: reader.headSeq() }));
-            // Waited for, as export does: a reader slower than the hub writes must not make this grow.
-            if (page.rows.length) await printRows(page.rows, a.json, widths);
+            const page = reader.snapshot(() => ({ ...reader.idsAfterSeq(filter, last, TAIL_PAGE), head: reader.headSeq() }));
+            // Waited for, as export does: a reader slower than the hub writes must not make this
+            // grow. Their rows a page at a time (rowsOf: bounded in bytes of bodies too).
+            for (const rows of reader.rowsOf(page.ids, 'seq')) await printRows(rows, a.json, widths);
             // A full page: more may follow in this snapshot, from its last row on. A short one
             // held every matching row up to the snapshot's head.
-            if (page.rows.length === TAIL_PAGE) last = page.rows.at(-1)!.seq!;
+            if (page.ids.length === TAIL_PAGE) last = page.lastSeq;
             else {
               last = Math.max(last, page.head);
               break;

@@ -42,6 +42,12 @@ export interface KeyRow {
 }
 /** Rows an export reads at a time. */
 const EXPORT_PAGE = 1000;
+/**
+ * Bytes of stored bodies (arguments, results) a page holds at most, but for its first row: with
+ * ledger.storeBodies a row keeps up to 1 MiB of each, and a page of 1,000 such rows was 2 GiB in
+ * the CLI's memory at once.
+ */
+const PAGE_BODY_BYTES = 16 * 1024 * 1024;
 /** Rows deleted per prune transaction, so a running hub never waits long for the lock. */
 const PRUNE_CHUNK = 5_000;
 
@@ -125,8 +131,8 @@ export class LedgerReader {
    * row pruned since is left out), in the order they were read in: of queryIds() (`ts`), of
    * lastFinishedIds() (`seq`).
    */
-  rowsOf(ids: readonly number[], order: 'ts' | 'seq', size = EXPORT_PAGE): Generator<AuditRow[]> {
-    return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size);
+  rowsOf(ids: readonly number[], order: 'ts' | 'seq', size = EXPORT_PAGE, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
+    return this.pagesOf(ids, order === 'ts' ? 'ts ASC, id ASC' : 'seq ASC', size, bodyBytes);
   }
 
   /** The ids of the last `n` finished rows matching, in chain (finalization) order, and the last one's chain position (0: none). */
@@ -138,11 +144,31 @@ export class LedgerReader {
     return { ids: rows.map((r) => r[0]).reverse(), lastSeq: rows[0]?.[1] ?? 0 };
   }
 
-  private *pagesOf(ids: readonly number[], order: string, size: number): Generator<AuditRow[]> {
+  /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
+  /**
+   * The ids of the first `limit` rows matching past chain position `afterSeq`, in chain order,
+   * and the last one's position (`afterSeq` for none): `tail -f` reads their rows a page at a time
+   * (rowsOf), as query's, not 1,000 rows with their bodies at once.
+   */
+  idsAfterSeq(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'>, afterSeq: number, limit: number): { ids: number[]; lastSeq: number } {
+    const { sql, params } = this.where({ ...filter, afterSeq });
+    const rows = this.db.prepare(`SELECT id, seq FROM audit ${sql} ORDER BY seq ASC LIMIT @limit`).raw().all({ ...params, limit: rowLimit(limit, 1) }) as [number, number][];
+    return { ids: rows.map((r) => r[0]), lastSeq: rows.at(-1)?.[1] ?? afterSeq };
+  }
+
+  private *pagesOf(ids: readonly number[], order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
     const page = this.db.prepare(`SELECT * FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`);
-    for (let i = 0; i < ids.length; i += size) {
-      const rows = (page.all({ pageIds: JSON.stringify(ids.slice(i, i + size)) }) as AuditDbRow[]).map(toAuditRow);
+    // The bodies' sizes, from the rows' headers: octet_length reads none of their text.
+    const sizes = this.db.prepare(`SELECT id, COALESCE(octet_length(args_json), 0) + COALESCE(octet_length(result_json), 0) FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds))`).raw();
+    for (let i = 0; i < ids.length; ) {
+      let next = ids.slice(i, i + size);
+      const bytes = new Map(sizes.all({ pageIds: JSON.stringify(next) }) as [number, number][]);
+      let sum = 0;
+      const fit = next.findIndex((id, k) => (sum += bytes.get(id) ?? 0) > bodyBytes && k > 0);
+      if (fit > 0) next = next.slice(0, fit);
+      i += next.length;
+      const rows = (page.all({ pageIds: JSON.stringify(next) }) as AuditDbRow[]).map(toAuditRow);
       if (rows.length) yield rows;
     }
   }
