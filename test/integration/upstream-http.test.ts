@@ -78,6 +78,12 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
   let holdRootsChanged: boolean;
   /** Set: an initialize POST is held (its session not yet made) until the test lets it go on. */
   let holdInitialize: ((release: () => void) => void) | undefined;
+  /** The server forgets a session (its transport closed, its streams ended): the next request on it meets a 404. */
+  const forget = async (sid: string): Promise<void> => {
+    const gone = sessions.get(sid)!;
+    sessions.delete(sid);
+    await gone.transport.close();
+  };
   let url: string;
   let seen: Seen[];
 
@@ -244,9 +250,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const first = u.sessionId!;
     const states: [UpstreamState, string | undefined][] = [];
     u.on('state', (s: UpstreamState, d?: string) => states.push([s, d]));
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close();
+    await forget(first);
     const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'again' } });
     expect(text(r)).toBe('again');
     expect(u.sessionId).not.toBe(first);
@@ -261,9 +265,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const u = make(spec(url));
     await u.start();
     const first = u.sessionId!;
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close();
+    await forget(first);
     const r = await u.request('tools/call', { name: 'echo', arguments: { text: 'back' } });
     expect(text(r)).toBe('back');
     expect(u.sessionId).not.toBe(first);
@@ -276,9 +278,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const first = u.sessionId!;
     const states: UpstreamState[] = [];
     u.on('state', (s: UpstreamState) => states.push(s));
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close();
+    await forget(first);
     let release: (() => void) | undefined;
     holdInitialized = (r) => (release = r);
     const call = u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
@@ -327,9 +327,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     const u = make(spec(url));
     await u.start();
     const first = u.sessionId!;
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close();
+    await forget(first);
     holdInitialized = (_release, req) => req.socket.destroy();
     const err = await u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
     expect((err as Error).message).toMatch(/could not be renewed/);
@@ -347,9 +345,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     open.push(u);
     await u.start();
     const first = u.sessionId!;
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close();
+    await forget(first);
     let release: (() => void) | undefined;
     holdInitialized = (r) => (release = r);
     const call = u.request('tools/call', { name: 'echo', arguments: { text: 'x' } }).catch((e: Error) => e);
@@ -387,9 +383,7 @@ describe('legacy: sessionful SDK v1 Streamable HTTP server', () => {
     await waitFor(() => seen.some((s) => s.method === 'GET' && s.headers['mcp-session-id'] === first), 5000, 'the GET stream');
     let release: (() => void) | undefined;
     holdInitialized = (r) => (release = r);
-    const gone = sessions.get(first)!;
-    sessions.delete(first);
-    await gone.transport.close(); // ends the GET stream: reopened, it meets the 404
+    await forget(first); // ends the GET stream: reopened, it meets the 404
     await waitFor(() => release !== undefined, 10_000, 'the renewal at notifications/initialized');
     const closing = u.close();
     release!();
