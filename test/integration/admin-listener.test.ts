@@ -55,25 +55,10 @@ async function holdConnections(port: number, n: number): Promise<Socket[]> {
   return held;
 }
 
-function overSocket(socketPath: string, path: string, opts: { method?: string; key?: string } = {}): Promise<{ status: number; body: string }> {
+/** A request without fetch (which sets Host itself and has no Unix sockets): its status and body. */
+function rawRequest(target: { socketPath: string } | { host: string; port: number }, path: string, method: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { host: 'localhost' };
-    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
-    const req = httpRequest({ socketPath, path, method: opts.method ?? 'GET', headers }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.setTimeout(5_000, () => req.destroy(new Error('no answer over the socket')));
-    req.end();
-  });
-}
-
-/** A GET to a TCP listener with the headers given (fetch would set Host itself). */
-function getWith(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { host: `127.0.0.1:${port}`, ...headers } }, (res) => {
+    const req = httpRequest({ ...target, path, method, headers }, (res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -82,6 +67,15 @@ function getWith(port: number, path: string, headers: Record<string, string>): P
     req.setTimeout(5_000, () => req.destroy(new Error('no answer')));
     req.end();
   });
+}
+
+function overSocket(socketPath: string, path: string, opts: { method?: string; key?: string } = {}): Promise<{ status: number; body: string }> {
+  return rawRequest({ socketPath }, path, opts.method ?? 'GET', opts.key ? { host: 'localhost', authorization: `Bearer ${opts.key}` } : { host: 'localhost' });
+}
+
+/** A GET to a TCP listener with the headers given. */
+function getWith(port: number, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return rawRequest({ host: '127.0.0.1', port }, path, 'GET', { host: `127.0.0.1:${port}`, ...headers });
 }
 
 describe('listen.admin', () => {
