@@ -4,6 +4,7 @@
  * responses (Content-Length, chunked, or to the end of a closed connection).
  */
 import { connect, type Socket } from 'node:net';
+import { request as httpRequest } from 'node:http';
 
 export interface RawResponse {
   status: number;
@@ -96,3 +97,16 @@ function rawClient(port: number, host = '127.0.0.1') {
   };
 }
 
+/** A request without fetch (which sets Host itself and has no Unix sockets): its status and body. */
+export function rawRequest(target: { socketPath: string } | { host: string; port: number }, path: string, method: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ ...target, path, method, headers }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.setTimeout(5_000, () => req.destroy(new Error('no answer')));
+    req.end();
+  });
+}

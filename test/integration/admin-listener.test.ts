@@ -7,7 +7,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { rawRequest } from '../helpers/raw-http.js';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,20 +53,6 @@ async function holdConnections(port: number, n: number): Promise<Socket[]> {
     held.push(s);
   }
   return held;
-}
-
-/** A request without fetch (which sets Host itself and has no Unix sockets): its status and body. */
-function rawRequest(target: { socketPath: string } | { host: string; port: number }, path: string, method: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ ...target, path, method, headers }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.setTimeout(5_000, () => req.destroy(new Error('no answer')));
-    req.end();
-  });
 }
 
 function overSocket(socketPath: string, path: string, opts: { method?: string; key?: string } = {}): Promise<{ status: number; body: string }> {

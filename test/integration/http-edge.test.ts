@@ -6,12 +6,11 @@
  * non-ASCII answers are framed right; every call has its ledger row.
  */
 import { existsSync, statSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { rawClient, type RawResponse } from '../helpers/raw-http.js';
+import { rawClient, rawRequest, type RawResponse } from '../helpers/raw-http.js';
 import { runCli } from '../helpers/cli.js';
 import { modernBody, modernHeaders, waitForReady } from '../helpers/wire.js';
 import { queryRows, SDK2 } from './ledger-helpers.js';
@@ -320,18 +319,7 @@ describe('listen.requestTimeoutMs is kept to within a tenth, whenever the reques
 });
 
 /** A GET over a unix socket: its status and body. */
-function getOverSocket(socketPath: string, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ socketPath, path, headers: { host: 'localhost' } }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.setTimeout(5_000, () => req.destroy(new Error('no answer over the socket')));
-    req.end();
-  });
-}
+const getOverSocket = (socketPath: string, path: string) => rawRequest({ socketPath }, path, 'GET', { host: 'localhost' });
 
 describe('listen.maxConnections', () => {
   it('answers a connection past the cap 503 and closes it as it arrives (logged once), and takes new ones once others close; the admin socket (listen.admin.path) still serves the CLI meanwhile', async () => {
