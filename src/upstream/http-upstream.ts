@@ -14,7 +14,7 @@ import { LEGACY_CLIENT_CAPABILITIES, mcpNameFor } from './envelope.js';
 import { httpVerdict, refusedAsModern, type ProbeVerdict } from './era-probe.js';
 import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
-import { errMessage, type Pending, type UpstreamOptions } from './rpc-base.js';
+import { errMessage, hubsOwn, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { askedWaitMs } from './lifecycle.js';
 import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
@@ -140,7 +140,15 @@ export class HttpUpstream extends HandshakingUpstream {
     // One waiting for its request to be taken is sent first too: a server whose DELETE does not
     // end the session's handlers would otherwise find the cancellation's session gone.
     if (s !== undefined && this.retiring.has(s)) setImmediate(() => void (p.cancelSent ?? Promise.resolve()).then(() => this.retiring.has(s) && this.retire(s)));
-    if (this._state !== 'ready' || !this.streak.record(evidenceOf(err), err?.message)) return;
+    if (this._state !== 'ready') return;
+    let e = evidenceOf(err);
+    // The hub's own lists (and requests) failing say that list is broken, not that the server is
+    // down: a server whose resources/list always timed out, its tools working, had its circuit
+    // opened every `failures` fetches (on probation, as by timeouts), its calls refused for the
+    // cool-down. A connection refused is the server down, whatever was asked; an answer, even to
+    // a list, is a server there.
+    if (e === 'unwell' && hubsOwn(p) && !(err instanceof TransportError && err.notDelivered)) e = 'none';
+    if (!this.streak.record(e, err?.message)) return;
     this.tripped = true;
     // Opened by a call left unanswered, it is back on probation: its handshake is answered, but
     // that says nothing of its calls (rpc-base noteUnanswered), and a circuit closed by it alone

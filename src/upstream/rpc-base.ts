@@ -393,7 +393,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // then at the first fetch as it came back, on probation, again and again), its calls in
     // flight failing, and lastError said "calls". So are its other requests of its own (a
     // subscription renewed as the server came back: answered, it ended every probation at once).
-    if (isList(p.method) || p.opts?.hubOwn) return;
+    if (hubsOwn(p)) return;
     if (err === undefined || err instanceof RpcError) return this.callAnswered();
     if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
     // A call answered, or progress heard (its own included), since this one was sent: the server
@@ -900,6 +900,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 /** A `tools/list`, `resources/list`, `resources/templates/list` or `prompts/list`. */
 function isList(method: string): boolean {
   return method.endsWith('/list');
+}
+
+/** The hub's own request, made for no caller: a list the catalog fetches, or one marked CallOptions.hubOwn. */
+export function hubsOwn(p: Pending): boolean {
+  return isList(p.method) || p.opts?.hubOwn === true;
 }
 
 /** The task a server's request says it belongs to (`_meta` io.modelcontextprotocol/related-task). */

@@ -727,6 +727,36 @@ describe('legacy: a session a reconnect replaced while a call ran on it', () => 
   }
 });
 
+describe("the circuit breaker and the hub's own lists", () => {
+  it("a list that hangs or fails says nothing of the server (the circuit stays closed, its calls served); a list refused a connection does", async () => {
+    // Its tools work; its resources/list hangs, its prompts/list answers 500 (a broken handler behind a proxy).
+    const { url, server } = await listen((req, res, body) => {
+      if (body.includes('"resources/list"')) return;
+      if (body.includes('"prompts/list"')) return void res.writeHead(500, { 'content-type': 'text/plain' }).end('Internal Server Error');
+      rawLegacy(req, res, body);
+    });
+    const u = make(spec(url, { era: '2025-11-25', circuitBreaker: { failures: 3, cooldownMs: 10_000 } }));
+    await u.start();
+    // As the catalog fetches them: no options, the server's own limit (shortened once started).
+    u.retime({ timeoutMs: 150 });
+    const list = (m: string) => u.request(m, {}).catch((e: unknown) => e);
+    for (let i = 0; i < 3; i++) expect(await list('resources/list')).toMatchObject({ name: 'TimeoutError' });
+    for (let i = 0; i < 3; i++) expect(await list('prompts/list')).toMatchObject({ name: 'TransportError', status: 500 });
+    // Before, the third of either opened the circuit (and, on timeouts, put the server on probation): its calls refused for the cool-down.
+    expect([u.state, u.circuit, u.restarts]).toEqual(['ready', 'closed', 0]);
+    expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
+    // A connection refused is the server down, whatever was asked.
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    // (A kept-alive socket the close cut may fail one first, "other side closed": no evidence for a list.)
+    const refused: unknown[] = [];
+    for (let i = 0; i < 6 && u.state === 'ready'; i++) refused.push(await list('tools/list'));
+    expect(refused.slice(-3)).toEqual(Array(3).fill(expect.objectContaining({ name: 'TransportError', notDelivered: true })));
+    expect([u.state, u.circuit]).toEqual(['restarting', 'open']);
+    expect(u.lastError).toMatch(/^circuit open after 3 consecutive failures; last: .*ECONNREFUSED/);
+  });
+});
+
 describe('probe outcomes that are not modern', () => {
   it('takes a 2xx with an in-band -32601 as legacy; works without a session and without a GET stream', async () => {
     const { url, seen } = await listen(rawLegacy);
