@@ -148,6 +148,9 @@ export class HttpUpstream extends HandshakingUpstream {
     // cool-down. A connection refused is the server down, whatever was asked; an answer, even to
     // a list, is a server there.
     if (e === 'unwell' && hubsOwn(p) && !(err instanceof TransportError && err.notDelivered)) e = 'none';
+    // A `tasks/result` waits, by the spec, until its task ends: one out of time is a long task
+    // (the server took its call at once), as noteUnanswered holds too, not a server down.
+    if (e === 'unwell' && p.taskId !== undefined && err instanceof TimeoutError) e = 'none';
     if (!this.streak.record(e, err?.message)) return;
     this.tripped = true;
     // Opened by a call left unanswered, it is back on probation: its handshake is answered, but

@@ -727,11 +727,11 @@ describe('legacy: a session a reconnect replaced while a call ran on it', () => 
   }
 });
 
-describe("the circuit breaker and the hub's own lists", () => {
-  it("a list that hangs or fails says nothing of the server (the circuit stays closed, its calls served); a list refused a connection does", async () => {
+describe("the circuit breaker: the hub's own lists, tasks' results", () => {
+  it("a list that hangs or fails, or a task's result out of time, says nothing of the server (the circuit stays closed, its calls served); a list refused a connection does", async () => {
     // Its tools work; its resources/list hangs, its prompts/list answers 500 (a broken handler behind a proxy).
     const { url, server } = await listen((req, res, body) => {
-      if (body.includes('"resources/list"')) return;
+      if (body.includes('"resources/list"') || body.includes('"tasks/result"')) return;
       if (body.includes('"prompts/list"')) return void res.writeHead(500, { 'content-type': 'text/plain' }).end('Internal Server Error');
       rawLegacy(req, res, body);
     });
@@ -743,6 +743,9 @@ describe("the circuit breaker and the hub's own lists", () => {
     for (let i = 0; i < 3; i++) expect(await list('resources/list')).toMatchObject({ name: 'TimeoutError' });
     for (let i = 0; i < 3; i++) expect(await list('prompts/list')).toMatchObject({ name: 'TransportError', status: 500 });
     // Before, the third of either opened the circuit (and, on timeouts, put the server on probation): its calls refused for the cool-down.
+    expect([u.state, u.circuit, u.restarts]).toEqual(['ready', 'closed', 0]);
+    // Nor is a task that outlasts the wait for its result (tasks/result waits, by the spec, until the task ends) a server down.
+    for (let i = 0; i < 3; i++) expect(await u.request('tasks/result', { taskId: `t${i}` }).catch((e: unknown) => e)).toMatchObject({ name: 'TimeoutError' });
     expect([u.state, u.circuit, u.restarts]).toEqual(['ready', 'closed', 0]);
     expect(text(await u.request('tools/call', { name: 'x' }))).toBe('raw ok');
     // A connection refused is the server down, whatever was asked.
