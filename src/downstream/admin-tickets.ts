@@ -6,6 +6,7 @@
  * while: the credential itself never goes into a URL.
  */
 import { randomBytes } from 'node:crypto';
+import { monotonicNow } from '../monotonic.js';
 
 /** Long enough for the page to open its WebSocket, short enough that a leaked URL is stale. */
 export const TICKET_TTL_MS = 30_000;
@@ -14,14 +15,21 @@ const MAX_OPEN = 64;
 
 export class AdminTickets {
   /**
-   * Ticket → when it stops working, and when the credential that asked for it does (the feed
-   * it opens ends then). A Map keeps insertion order: the first entry is the oldest.
+   * Ticket → when it stops working (on `now`), and when the credential that asked for it does
+   * (epoch ms: the feed it opens ends then). A Map keeps insertion order: the first entry is the oldest.
    */
   private readonly open = new Map<string, { until: number; credentialExpiresAt?: number }>();
 
+  /**
+   * `now`: the monotonic clock a ticket's life is measured on: on the wall clock, stepped back an
+   * hour (NTP, an operator), a ticket left in a leaked URL worked for that hour, and stepped
+   * ahead, every ticket just issued failed. `wallNow`: the clock of credential expiries (a
+   * token's `exp` is a time of day), read once at issue for the time the credential has left.
+   */
   constructor(
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
     private readonly ttlMs = TICKET_TTL_MS,
+    private readonly wallNow: () => number = Date.now,
   ) {}
 
   get size(): number {
@@ -33,7 +41,7 @@ export class AdminTickets {
     for (const [t, { until }] of this.open) if (until <= now) this.open.delete(t);
     while (this.open.size >= MAX_OPEN) this.open.delete(this.open.keys().next().value!);
     const ticket = randomBytes(32).toString('base64url');
-    const until = credentialExpiresAt === undefined ? now + this.ttlMs : Math.min(now + this.ttlMs, credentialExpiresAt);
+    const until = now + (credentialExpiresAt === undefined ? this.ttlMs : Math.min(this.ttlMs, credentialExpiresAt - this.wallNow()));
     this.open.set(ticket, { until, credentialExpiresAt });
     return { ticket, expiresInMs: until - now };
   }

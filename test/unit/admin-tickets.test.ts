@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AdminTickets, TICKET_TTL_MS } from '../../src/downstream/admin-tickets.js';
 
 describe('the live feed tickets', () => {
@@ -38,7 +38,7 @@ describe('the live feed tickets', () => {
 
   it('carry the expiry of the credential that asked for them, and never outlive it', () => {
     let now = 1_000_000;
-    const t = new AdminTickets(() => now);
+    const t = new AdminTickets(() => now, TICKET_TTL_MS, () => now);
     const soon = now + 5_000;
     const issued = t.issue(soon);
     expect(issued.expiresInMs).toBe(5_000);
@@ -47,5 +47,29 @@ describe('the live feed tickets', () => {
     now = soon;
     expect(t.redeem(unused)).toBeNull();
     expect(t.redeem(t.issue().ticket)).toEqual({ credentialExpiresAt: undefined });
+  });
+
+  it('last their time on the monotonic clock, whatever the wall clock is stepped to', () => {
+    vi.useFakeTimers({ toFake: ['Date', 'performance'] });
+    try {
+      const t = new AdminTickets();
+      const back = t.issue().ticket;
+      const ahead = t.issue().ticket;
+      vi.setSystemTime(Date.now() + 3_600_000);
+      vi.advanceTimersByTime(1_000);
+      // Before, an hour ahead failed every ticket just issued...
+      expect(t.redeem(ahead)).not.toBeNull();
+      vi.setSystemTime(Date.now() - 7_200_000);
+      vi.advanceTimersByTime(TICKET_TTL_MS);
+      // ...and an hour back kept one working for that hour.
+      expect(t.redeem(back)).toBeNull();
+      // A credential's expiry is a time of day: the ticket lasts what it has left by the wall clock.
+      const issued = t.issue(Date.now() + 5_000);
+      expect(issued.expiresInMs).toBe(5_000);
+      vi.advanceTimersByTime(5_000);
+      expect(t.redeem(issued.ticket)).toBeNull();
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
