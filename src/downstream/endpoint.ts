@@ -44,6 +44,7 @@ import { Canceller, clientReason, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
 import { progressRelay } from './progress-relay.js';
+import { monotonicNow } from '../monotonic.js';
 
 type Params = Record<string, unknown>;
 
@@ -147,7 +148,7 @@ export class Endpoint {
       total: limits.maxSessions ?? DEFAULT_MAX_SESSIONS,
     });
     const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
-    this.sweeper = setInterval(() => this.endIdleSessions(Date.now() - idle), Math.min(idle, 60_000));
+    this.sweeper = setInterval(() => this.endIdleSessions(idle), Math.min(idle, 60_000));
     this.sweeper.unref();
     core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => this.broadcastLegacy(kind, principal, seenBy));
     core.events.on('resourceUpdated', (u: ResourceUpdate) => {
@@ -483,7 +484,7 @@ export class Endpoint {
       await this.recordRefused(c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), 404);
     }
-    session.lastSeen = Date.now();
+    session.lastSeen = monotonicNow();
     // A new message of the session: the answers it read in full on this connection are let go (resumable.ts).
     if (session.streams !== undefined && session.streams.size > 0 && ex.connection !== undefined) session.streams.acknowledge(ex.connection);
     if (c.kind === 'response') {
@@ -965,11 +966,13 @@ export class Endpoint {
   }
 
   /**
-   * A client that goes away without DELETE leaves its session behind: one quiet since `before`,
+   * A client that goes away without DELETE leaves its session behind: one quiet for `idleMs`,
    * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
+   * Measured on the monotonic clock (LegacySession.lastSeen), as the kept streams are (resumable.ts).
    */
-  private endIdleSessions(before: number): void {
-    const now = Date.now();
+  private endIdleSessions(idleMs: number): void {
+    const now = monotonicNow();
+    const before = now - idleMs;
     for (const [id, s] of this.sessions) {
       s.streams?.sweep(now);
       if (s.lastSeen < before && !busy(s)) this.endSession(id);

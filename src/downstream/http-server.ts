@@ -26,6 +26,7 @@ import { toOriginForm } from './request-target.js';
 import { QUIET_TICK_MS, QuietAnswers } from './quiet-answers.js';
 import { adminMaxConnections, ConnectionCap, defaultMaxConnections } from '../transport/connection-cap.js';
 import { LogBudget } from '../log-budget.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface HttpOptions extends OriginPolicy {
   port: number;
@@ -597,9 +598,9 @@ export class HttpServer {
     // The key that opened the stream may not be the one that opened the session: either removed ends it.
     session.streamKey = who.key;
     // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
-    session.lastSeen = Date.now();
+    session.lastSeen = monotonicNow();
     this.endAtExpiry(res, who);
-    res.on('close', () => (session.lastSeen = Date.now()));
+    res.on('close', () => (session.lastSeen = monotonicNow()));
   }
 
   /**

@@ -5,6 +5,7 @@ import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } f
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
+import { monotonicNow } from '../monotonic.js';
 import type { SessionStreams } from './resumable.js';
 import { declares, required, requiredNames } from '../protocol/client-capabilities.js';
 import { inputResultProblem, normalInputResult } from '../protocol/input-results.js';
@@ -29,7 +30,12 @@ export class LegacySession {
   logLevel: LoggingLevel | undefined;
   /** The standalone GET stream (HTTP) or stdout (stdio), for notifications not tied to a request. */
   stream: MessageSink | undefined;
-  lastSeen = Date.now();
+  /**
+   * When it was last used (monotonicNow()): idle expiry and which session gives way go by it. Not
+   * the wall clock: an NTP step or a laptop's resume moving it an hour ahead ended every session
+   * at the next sweep, and one back kept sessions whose clients were gone an hour longer.
+   */
+  lastSeen = monotonicNow();
   /** The tool group of the endpoint the session was opened on (`/mcp/<group>`); it keeps it. */
   group: string | undefined;
   /** The API key that opened it (Identity.key): the session ends when that key is removed. */

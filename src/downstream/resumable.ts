@@ -3,6 +3,7 @@ import type { EdgeResponse } from '../transport/http1/types.js';
 import type { MessageSink } from './core.js';
 import { wireText } from '../protocol/serialized.js';
 import { droppable, KEEP_ALIVE_MS, MAX_UNREAD_BYTES, SSE_HEADERS } from './sse.js';
+import { monotonicNow } from '../monotonic.js';
 
 /**
  * Resumable SSE streams of a legacy (2025-11-25) HTTP session (digest §6.2): every event carries
@@ -202,7 +203,7 @@ export class ResumableStream implements MessageSink {
    * a socket closed since is not held for it.
    */
   deliveredOn: WeakRef<object> | undefined;
-  /** When it finished, or its connection was cut (0: neither); REPLAY_KEEP_MS counts from there. */
+  /** When it finished, or its connection was cut (monotonicNow(); 0: neither); REPLAY_KEEP_MS counts from there. */
   private since = 0;
   /** Progress and log notifications not written to a connection more than MAX_UNREAD_BYTES behind (still kept). */
   dropped = 0;
@@ -252,7 +253,7 @@ export class ResumableStream implements MessageSink {
       this.conn = undefined;
       if (this.finished && res.writableFinished) this.deliveredOn = new WeakRef(connection);
       else if (!this.finished) {
-        this.since = Date.now();
+        this.since = monotonicNow();
         this.tell(false);
       }
     });
@@ -287,7 +288,7 @@ export class ResumableStream implements MessageSink {
     if (this.finished) return;
     if (msg) this.send(msg);
     this.finished = true;
-    this.since = Date.now();
+    this.since = monotonicNow();
     if (!this.forgotten) this.owner.budget.finished.add(this);
     clearInterval(this.keepAlive);
     const c = this.conn;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { LoggingLevel } from '../protocol/types.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** What a legacy session gathered at the hub that its id cannot carry (the id is fixed). */
 export interface Kept {
@@ -40,7 +41,8 @@ export class SessionMemory {
 
   constructor(
     private readonly store: SessionMemoryStore,
-    private readonly now: () => number = Date.now,
+    /** The clock of LegacySession.lastSeen (monotonic): only compared with it, never stored. */
+    private readonly now: () => number = monotonicNow,
   ) {}
 
   get home(): string {
@@ -103,7 +105,8 @@ export class SessionMemory {
 
   /** The session was used at `lastSeen`: its row is rewritten once a day. */
   touch(sessionId: string, lastSeen: number): void {
-    if (lastSeen - (this.written.get(sessionId) ?? 0) < TOUCH_EVERY_MS) return;
+    // Not written by this process (a session taken back after a restart): due at once, as before.
+    if (lastSeen - (this.written.get(sessionId) ?? -Infinity) < TOUCH_EVERY_MS) return;
     const key = keyOf(sessionId);
     const kept = this.store.get(key);
     if (kept) this.put(sessionId, key, kept);

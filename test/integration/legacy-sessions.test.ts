@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
@@ -206,6 +206,38 @@ describe('a GET stream its client dropped', () => {
       expect((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION })).status).toBe(200);
       (await openStream(url, s.sessionId)).abort();
     } finally {
+      await hub.stop(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the wall clock stepped (NTP, a laptop resumed)', () => {
+  it('an hour ahead ends no session idle for less than its timeout, nor drops a cut stream kept for its client', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-'));
+    const idle = 600_000;
+    const hub = Hub.create(parseConfig({ ledger: { enabled: false }, listen: { sessionIdleTimeoutMs: idle }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      const url = `http://127.0.0.1:${addr.port}/mcp`;
+      const s = await legacySession(url);
+      const session = hub.endpoint.sessions.get(s.sessionId)!;
+      (await openStream(url, s.sessionId)).abort();
+      const deadline = Date.now() + 5000;
+      while (session.stream?.connected !== false && Date.now() < deadline) await sleep(10);
+      expect(session.stream?.connected).toBe(false);
+      // Only Date: the monotonic clock (performance.now) and the timers go on as they were.
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + 3_600_000);
+      // The sweep the hub runs every minute (called here rather than waited for).
+      (hub.endpoint as unknown as { endIdleSessions(ms: number): void }).endIdleSessions(idle);
+      // Before, the session (seen by the wall clock an hour before) ended, its stream let go with it.
+      expect(hub.endpoint.sessions.get(s.sessionId)).toBe(session);
+      expect(session.stream?.closed).toBe(false);
+      vi.useRealTimers();
+      expect((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION })).status).toBe(200);
+    } finally {
+      vi.useRealTimers();
       await hub.stop(0);
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,6 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { MAX_UNREAD_BYTES, PostChannel } from '../../src/downstream/sse.js';
-import { REPLAY_MAX_EVENTS, ReplayBudget, SessionStreams } from '../../src/downstream/resumable.js';
+import { REPLAY_KEEP_MS, REPLAY_MAX_EVENTS, ReplayBudget, SessionStreams } from '../../src/downstream/resumable.js';
+import { monotonicNow } from '../../src/monotonic.js';
 import type { EdgeResponse } from '../../src/transport/http1/types.js';
 
 /** A response whose unread bytes the test sets: what the channel writes is kept. */
@@ -145,5 +146,37 @@ describe('what the hub keeps for replays, all sessions together', () => {
     // A session that ends gives its bytes back.
     b.clear();
     expect(budget.bytes).toBe(0);
+  });
+});
+
+describe('a stream kept for a replay, when the wall clock is stepped (NTP, a laptop resumed)', () => {
+  it('goes REPLAY_KEEP_MS after it finished on the monotonic clock: an hour back keeps it no longer, an hour ahead lets it go no sooner', () => {
+    vi.useFakeTimers({ toFake: ['Date', 'performance'] });
+    // The faked performance.now() starts at 0, which a stream's `since` reserves for "neither".
+    vi.advanceTimersByTime(1000);
+    try {
+      const streams = new SessionStreams(true, 'sid', new ReplayBudget());
+      const finished = () => {
+        const r = response();
+        const s = streams.open(r.res, {}, false);
+        s.finish({ jsonrpc: '2.0', id: 1, result: {} });
+        (r.res as { writableEnded: boolean }).writableEnded = true;
+        return s;
+      };
+      const back = finished();
+      vi.setSystemTime(Date.now() - 3_600_000);
+      vi.advanceTimersByTime(REPLAY_KEEP_MS + 1);
+      // The hub's sweep passes the monotonic clock (Endpoint.endIdleSessions). Before, a stream
+      // finished before the step was kept an hour longer.
+      streams.sweep(monotonicNow());
+      expect(back.closed).toBe(true);
+      const ahead = finished();
+      vi.setSystemTime(Date.now() + 3_600_000);
+      vi.advanceTimersByTime(1000);
+      streams.sweep(monotonicNow());
+      expect(ahead.closed).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
