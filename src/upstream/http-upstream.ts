@@ -106,7 +106,7 @@ export class HttpUpstream extends HandshakingUpstream {
   private tripped = false;
   /** The reconnect under way was caused by a modern request the server refused (refusedModern). */
   private refusalReconnect = false;
-  /** When such a reconnect last found the server modern still (see REFUSAL_REPROBE_MS). */
+  /** When such a reconnect last found the server modern still (monotonicNow(): see REFUSAL_REPROBE_MS). */
   private stillModernAt = -Infinity;
   /** When a call last ended or the server became ready (monotonicNow()): idle since. */
   private activeAt = 0;
@@ -202,7 +202,7 @@ export class HttpUpstream extends HandshakingUpstream {
     const refused = this.refusalReconnect;
     this.refusalReconnect = false;
     if (refused && this._era === MODERN) {
-      this.stillModernAt = Date.now();
+      this.stillModernAt = monotonicNow();
       this.log.warn(`the era probed again is still ${MODERN}: for ${REFUSAL_REPROBE_MS / 1000} s such refusals are relayed as errors`);
     }
   }
@@ -463,7 +463,7 @@ export class HttpUpstream extends HandshakingUpstream {
     if (s === 404 && p.session !== undefined && this._era === LEGACY && !p.retried && (!answers(a.body, p) || sessionNotFound(a.body))) return this.renewSession(p);
     // The hub's own listen stream is no call: a server without one may refuse it with a bare 404
     // or 405 (ListenManager then leaves it be), which says nothing about the era of its calls.
-    if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && Date.now() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
+    if (this._era === MODERN && this.spec.era === 'auto' && !p.listen && monotonicNow() - this.stillModernAt >= REFUSAL_REPROBE_MS) {
       const why = refusedAsModern(s, a.body, p.id);
       if (why !== undefined) return this.refusedModern(p, s, why);
     }

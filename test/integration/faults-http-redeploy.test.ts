@@ -14,7 +14,7 @@ import { connect as netConnect, createServer as netServer, type Socket } from 'n
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { silentLogger } from '../../src/log.js';
 import { TimeoutError, UpstreamRpcError, TransportError, UpstreamUnavailableError } from '../../src/protocol/errors.js';
@@ -230,6 +230,16 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     expect(second).toBeInstanceOf(UpstreamRpcError);
     expect((second as UpstreamRpcError).message).toBe('odd refusal');
     expect([u.state, discovers, u.restarts]).toEqual(['ready', 2, 1]);
+    // The 30 s are the monotonic clock's: the wall clock stepped an hour ahead (NTP) does not end
+    // them (nor, stepped back, make them an hour).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() + 3_600_000);
+      expect(await u.request('tools/call', { name: 'odd', arguments: {} }).catch((e: unknown) => e)).toBeInstanceOf(UpstreamRpcError);
+      expect([u.state, discovers, u.restarts]).toEqual(['ready', 2, 1]);
+    } finally {
+      vi.useRealTimers();
+    }
     expect((await u.request('tools/call', { name: 'echo', arguments: {} })).content).toEqual([{ type: 'text', text: 'fine' }]);
   });
 
