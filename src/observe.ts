@@ -166,6 +166,7 @@ export function tapAudit(inner: AuditSink, o: AuditObserver): AuditSink {
     nameStore: inner.nameStore ? () => inner.nameStore!() : undefined,
     pinStore: inner.pinStore ? () => inner.pinStore!() : undefined,
     itemPinStores: inner.itemPinStores ? () => inner.itemPinStores!() : undefined,
+    lookForPinChanges: inner.lookForPinChanges ? () => inner.lookForPinChanges!() : undefined,
     begin(b: AuditBegin): AuditHandle {
       const h = inner.begin(b);
       if (o.began) afterTurn({ o, kind: 'began', b });

@@ -57,6 +57,8 @@ export const serversAnswer: AnswerShape<{ servers: ServerView[]; disabled?: stri
 export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObj(b) && Array.isArray(b.tools) && b.tools.every(isToolView);
 
 /** POST /admin/servers/<id>/restart. */
+export const pinsChangedAnswer: AnswerShape<{ changed: boolean }> = (b): b is { changed: boolean } => isObj(b) && typeof b.changed === 'boolean';
+
 export const restartAnswer: AnswerShape<{ restarted: string }> = (b): b is { restarted: string } => isObj(b) && typeof b.restarted === 'string';
 
 function isReloadReport(r: unknown): r is ReloadReport {

@@ -6,8 +6,8 @@ import type { ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
 import { screenJson, screenText, table } from '../ledger/format.js';
-import { toolsAnswer } from './admin-answers.js';
-import { getJson } from './admin-request.js';
+import { pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
+import { getJson, postJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath, UsageError } from './ledger.js';
 import { ledgerWriterText } from './ledger-lock.js';
@@ -18,8 +18,9 @@ import { exportOptions, runToolsExport, toolsExportCommand, type ToolsExportArgs
  * `switchyard tools`: what the running daemon exposes and holds back (it asks the daemon's
  * loopback admin route /admin/tools, because pins, flags and hub names live there);
  * `tools diff NAME` and `tools approve NAME | --server ID` work on the ledger database directly,
- * so they also work with the daemon stopped; a running daemon picks an approval up within a
- * second and tells its clients the list changed.
+ * so they also work with the daemon stopped; `approve` then tells a running daemon to look
+ * (POST /admin/pins/changed), which takes the approval at once and tells its clients the list
+ * changed (one it cannot reach finds it at its next poll, within PIN_POLL_MS).
  */
 
 interface ListArgs extends Partial<ToolsExportArgs> {
@@ -186,20 +187,41 @@ function diff(a: DbArgs): void {
   }
 }
 
-function approve(a: DbArgs): void {
+/** How long `approve` waits for a running daemon to take its approval (it answers at once; this bounds a stuck peer). */
+const TELL_DAEMON_MS = 2000;
+
+/**
+ * Tells the daemon of the config (its admin address, as `reload` finds it) to read the changed
+ * pins now. Best effort: no daemon, another build, a refused key or no answer leave the approval
+ * to the daemon's poll (PIN_POLL_MS). A daemon on another ledger only finds nothing changed.
+ */
+async function tellDaemon(a: DbArgs): Promise<void> {
+  try {
+    await postJson(daemonBase(undefined, a.config), '/admin/pins/changed', pinsChangedAnswer, { timeoutMs: TELL_DAEMON_MS });
+  } catch {
+    // the poll takes it
+  }
+}
+
+async function approve(a: DbArgs): Promise<void> {
+  if (approveInLedger(a) > 0) await tellDaemon(a);
+}
+
+/** The approval, in the ledger file; how many pins it approved. */
+function approveInLedger(a: DbArgs): number {
   if (a.name === undefined && a.server === undefined) {
     err('give a name (of a tool, prompt or resource template), or --server ID to approve every pending change of a server\n');
     process.exitCode = 2;
-    return;
+    return 0;
   }
   const db = openDb(a);
   try {
     const recs = pick(a, matchPins(db, a.name, a.server, kindsOf(a)), 'approve');
-    if (!recs) return;
+    if (!recs) return 0;
     const pending = recs.filter((r) => r.pendingHash !== null);
     if (pending.length === 0) {
       out(`nothing to approve: ${recs.map(label).join(', ')} ${recs.length === 1 ? 'has' : 'have'} no pending change\n`);
-      return;
+      return 0;
     }
     // What is pending may have changed since the operator looked (another user's version of the
     // tool, or the upstream again): --pin approves only the definition that was reviewed.
@@ -212,11 +234,12 @@ function approve(a: DbArgs): void {
           : `not approved: the pending change of ${other.map(label).join(', ')} is now pin ${other.map((r) => r.pendingHash!.slice(0, 12)).join(', ')}, not ${pin}; run diff again\n`,
       );
       process.exitCode = 1;
-      return;
+      return 0;
     }
     const done = approvePins(db, pending, Date.now());
     for (const r of done) out(`approved ${label(r)} (${r.pendingReason}${r.renamedFrom ? ` from ${r.renamedFrom}` : ''}): pin ${r.pendingHash!.slice(0, 12)}\n`);
     if (done.length < pending.length) out(`${pending.length - done.length} changed again meanwhile; run diff again\n`);
+    return done.length;
   } finally {
     db.close();
   }
@@ -236,8 +259,8 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
 /** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */
 const NOT_FOR_DB = ['format', 'group', 'url', 'local', 'json'] as const;
 
-function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
-  return (a) => {
+function guarded(fn: (a: DbArgs) => void | Promise<void>): (a: DbArgs) => Promise<void> {
+  return async (a) => {
     const given = NOT_FOR_DB.filter((o) => (a as unknown as Record<string, unknown>)[o] !== undefined && (a as unknown as Record<string, unknown>)[o] !== false);
     if (given.length > 0) {
       err(`${given.map((o) => `--${o}`).join(', ')}: not for diff or approve, which read the ledger database of the config (--config, --db)\n`);
@@ -245,7 +268,7 @@ function guarded(fn: (a: DbArgs) => void): (a: DbArgs) => void {
       return;
     }
     try {
-      fn(a);
+      await fn(a);
     } catch (e) {
       err(`${(e as Error).message}\n`);
       // A config file that is not there (or names no usable ledger.path) is 2, as for `ledger`.

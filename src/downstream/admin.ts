@@ -1,6 +1,6 @@
 /**
  * Operator routes on the hub's own listener (and on the admin listener, listen.admin): /metrics (Prometheus), /admin/servers,
- * /admin/tools, /admin/ledger, /admin/ticket, the /admin/events WebSocket and the status page
+ * /admin/tools, /admin/ledger, /admin/ticket, /admin/pins/changed (the CLI's approval), the /admin/events WebSocket and the status page
  * at /admin/. Without authentication the operator is whoever connects over loopback
  * (isAdmin), or over the admin socket (listen.admin.path, admin-socket.ts). With authentication on, the HTTP edge asks for an admin credential instead
  * (except for the page's own files, isStatusPageFile), wherever the caller connects from.
@@ -229,6 +229,12 @@ export class AdminRoutes {
       else this.restart(res, restart[1]!, who);
       return true;
     }
+    if (path === '/admin/pins/changed') {
+      // POST: it makes the hub read the pin table, so no prefetch or link may set it off.
+      if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
+      else this.pinsChanged(res);
+      return true;
+    }
     if (path === '/admin/ticket') {
       // POST: it hands out something that works once, so no prefetch or link may take it.
       if (req.method !== 'POST') res.writeHead(405, { allow: 'POST' }).end();
@@ -318,6 +324,20 @@ export class AdminRoutes {
       return;
     }
     json(res, 200, { restarted: id });
+  }
+
+  /**
+   * The CLI approved a pin change (`switchyard tools approve`): read the changed rows now, not
+   * at the next poll (PIN_POLL_MS). What changed is read from the ledger, never from the
+   * request, so a caller can only make the hub look sooner.
+   */
+  private pinsChanged(res: ServerResponse): void {
+    const look = this.hub.ledger.lookForPinChanges;
+    if (!look) {
+      json(res, 404, { error: 'the ledger is disabled (ledger.enabled: false): pins are kept in memory' });
+      return;
+    }
+    json(res, 200, { changed: look.call(this.hub.ledger) });
   }
 
   private async reload(res: ServerResponse, who: Identity | undefined): Promise<void> {

@@ -141,6 +141,7 @@ export class Ledger {
   private readonly sessionMemory: LedgerSessionMemoryStore;
   private readonly pins: LedgerPinStore;
   private readonly itemPins: Record<ItemPinKind, LedgerPinStore>;
+  private readonly pinWatch: PinChangeWatch;
   private readonly reader: LedgerReader;
   private readonly gc: GroupCommit;
   private readonly finalize: Statement;
@@ -199,7 +200,7 @@ export class Ledger {
     this.capabilities = new LedgerCapabilityStore(db, this.gc, now, this.log);
     this.resourceRoutes = new LedgerResourceRouteStore(db, this.gc, now, this.log);
     this.sessionMemory = new LedgerSessionMemoryStore(db, this.gc, now, this.log);
-    const pinWatch = new PinChangeWatch(db, this.log);
+    const pinWatch = (this.pinWatch = new PinChangeWatch(db, this.log));
     this.pins = new LedgerPinStore(db, this.gc, this.log, pinWatch);
     this.itemPins = {
       prompts: new LedgerPinStore(db, this.gc, this.log, pinWatch, 'prompts'),
@@ -494,6 +495,14 @@ export class Ledger {
   /** Pinned prompts, resources and templates (item_pins), a store per kind. */
   itemPinStores(): Record<ItemPinKind, LedgerPinStore> {
     return this.itemPins;
+  }
+
+  /**
+   * Reads the pins other processes changed, now rather than at the next poll: the CLI asks after
+   * an approval (POST /admin/pins/changed). true when a pin changed.
+   */
+  lookForPinChanges(): boolean {
+    return this.closed ? false : this.pinWatch.tick();
   }
 
   /** Group-commit counters of audit rows: writes of the pending file and the rows they carried. */

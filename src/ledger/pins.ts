@@ -5,8 +5,14 @@ import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
 import { hasTable } from './migrate.js';
 
-/** How often the hub looks for pins changed by another process (an approval by the CLI). */
-export const PIN_POLL_MS = 500;
+/**
+ * How often the hub looks for pins changed by another process. The CLI's approval tells a
+ * running hub to look at once (POST /admin/pins/changed); this poll is the fallback for one the
+ * CLI cannot reach (another address, a refused key, an UPDATE by hand). It was 500 ms: an idle
+ * hub's most frequent wake-up, a read and two lock calls, twice a second for an event that
+ * comes a few times a year.
+ */
+export const PIN_POLL_MS = 5000;
 
 interface PinRow {
   /** item_pins only (migration 0014). */

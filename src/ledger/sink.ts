@@ -31,6 +31,8 @@ export interface AuditSink {
   pinStore?(): PinStore | undefined;
   /** Pinned prompts, resources and templates, a store per kind; absent: kept in memory. */
   itemPinStores?(): Record<ItemPinKind, PinStore> | undefined;
+  /** Reads the pins changed by another process now (the CLI's approval); true when one changed. Absent: pins are in memory. */
+  lookForPinChanges?(): boolean;
   /** Each server's capabilities when last ready, so they count while it starts after a restart. */
   capabilityStore?(): CapabilityStore | undefined;
   /** The resource URIs and templates each server last showed, so they route while it is down after a restart. */

@@ -20,8 +20,9 @@ async function until(what: string, ok: () => Promise<boolean>): Promise<void> {
 }
 
 /** A hub over the per-user fixture: alice and bob (and `more`) by API key, alice and bob with upstream credentials. */
-async function hubOver(up: HttpFixture, more: { principal: string; sha256: string }[] = []): Promise<HubProcess> {
+async function hubOver(up: HttpFixture, more: { principal: string; sha256: string; scopes?: string[] }[] = [], extra: Record<string, unknown> = {}): Promise<HubProcess> {
   const hub = await startHub({
+    ...extra,
     auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }, ...more] },
     servers: {
       u: {
@@ -131,12 +132,21 @@ describe('private list partitions by upstream authorization context', () => {
 
 describe('pins of lists that differ by credential', () => {
   const CAROL_KEY = 'sy_carol-partition-key-222222222222222222222222222';
+  /** `tools approve` tells the running hub with it (its admin socket, from the config), which then takes the approval at once. */
+  const OPS_KEY = 'sy_ops-partition-key-3333333333333333333333333333333';
   let up: HttpFixture;
   let hub: HubProcess;
   beforeAll(async () => {
     up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { REPORT: '1' });
     // Carol has no credentials of her own: the server's shared connection, and its version of the tool.
-    hub = await hubOver(up, [{ principal: 'carol', sha256: sha256Hex(CAROL_KEY) }]);
+    hub = await hubOver(
+      up,
+      [
+        { principal: 'carol', sha256: sha256Hex(CAROL_KEY) },
+        { principal: 'ops', sha256: sha256Hex(OPS_KEY), scopes: ['switchyard:admin'] },
+      ],
+      { listen: { admin: { path: 'admin.sock' } } },
+    );
   }, 60_000);
   afterAll(async () => {
     await hub?.stop();
@@ -151,7 +161,9 @@ describe('pins of lists that differ by credential', () => {
   const report = async (key: string) => (await tools(key)).find((t) => t.name === 'u__report')?.description;
   const approve = () =>
     new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, [BIN, 'tools', 'approve', '--server', 'u', '--config', hub.configFile], { cwd: ROOT }, (err, stdout) => (err ? reject(err) : resolve(stdout))),
+      execFile(process.execPath, [BIN, 'tools', 'approve', '--server', 'u', '--config', hub.configFile], { cwd: ROOT, env: { ...process.env, SWITCHYARD_API_KEY: OPS_KEY } }, (err, stdout) =>
+        err ? reject(err) : resolve(stdout),
+      ),
     );
 
   it("another user's version is held back until approved; then both are shown, neither swapping the other out", async () => {
@@ -162,7 +174,8 @@ describe('pins of lists that differ by credential', () => {
     await until("alice's list to be fetched again", async () => (await tools(ALICE_KEY)).some((t) => t.name === 'u__alice_grown_1'));
     expect(await report(ALICE_KEY)).toBe('The weekly report of alice');
     expect(await approve()).toMatch(/approved u\/report \(changed\)/);
-    await until("bob's report to be approved", async () => (await report(BOB_KEY)) === 'The weekly report of bob');
+    // Told by the CLI (with an admin key: authentication is on), the hub took it before the CLI ended.
+    expect(await report(BOB_KEY)).toBe('The weekly report of bob');
     expect(await report(ALICE_KEY)).toBe('The weekly report of alice');
     expect(await report(BOB_KEY)).toBe('The weekly report of bob');
   });

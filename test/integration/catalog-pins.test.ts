@@ -59,6 +59,8 @@ describe('pinned tool definitions (pinning: block)', () => {
   const statsDir = mkdtempSync(join(tmpdir(), 'switchyard-pins-'));
   beforeAll(async () => {
     hub = await startHub({
+      // Where `tools approve` finds the running hub (its port is a free one, not in the config) to tell it to look now.
+      listen: { admin: { path: 'admin.sock' } },
       servers: {
         rug: nodeServer(MUTABLE, [], { ERA: 'modern' }),
         leg: nodeServer(MUTABLE, [], { ERA: 'legacy' }),
@@ -112,9 +114,11 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(stale.stderr).toContain(`not approved: the pending change of rug/echo is now pin ${shown}, not abcdef123456`);
     const approved = await cli(hub, 'approve', 'rug__echo', '--pin', shown);
     expect(approved.stdout).toMatch(/approved rug\/echo \(changed\)/);
-    // The hub notices the CLI's write by polling (PIN_POLL_MS); say what it logged if it does not.
+    // The CLI told the running hub (its admin socket, from the config), which took the approval
+    // before answering: shown now, not at the next poll (PIN_POLL_MS, the fallback for a hub the
+    // CLI cannot reach). Say what the hub logged if it is not.
     await expect
-      .poll(() => names(hub.url), { timeout: 5000, interval: 50 })
+      .poll(() => names(hub.url), { timeout: 500, interval: 50 })
       .toContain('rug__echo')
       .catch((e: Error) => {
         throw new Error(`${e.message}\nthe hub's last log lines:\n${hub.logs.slice(-15).join('\n')}`);

@@ -298,6 +298,45 @@ describe('pin store: what a poll costs', () => {
     }
   });
 
+  it('at rest the hub looks every 5 s, not twice a second; told to look (the CLI, after an approval) it reads the change at once', async () => {
+    const dir = (t = tempDir());
+    ledger = Ledger.open({ path: dir.db });
+    const stores = { tools: ledger.pinStore(), ...ledger.itemPinStores() };
+    stores.tools.put(pending('a'));
+    stores.tools.put(pending('b'));
+    await ledger.whenCommitted();
+    await new Promise((r) => setImmediate(r)); // the puts' bookkeeping after their commit
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const told: string[] = [];
+      stores.tools.onExternalChange((c) => told.push(c.map((r) => r.tool).join()));
+      const approve = (name: string) => {
+        const cli = openLedgerDb({ path: dir.db });
+        try {
+          expect(approvePins(cli, matchPins(cli, name, 's'), 5)).toHaveLength(1);
+        } finally {
+          cli.close();
+        }
+      };
+      expect(ledger.lookForPinChanges()).toBe(false); // nothing changed: nothing told
+      approve('a');
+      vi.advanceTimersByTime(500); // the interval it had: an idle hub's most frequent wake-up
+      expect(told).toEqual([]);
+      expect(ledger.lookForPinChanges()).toBe(true);
+      expect(told).toEqual(['a']);
+      // A change the hub is not told of (an UPDATE by hand, a CLI that could not reach it): the poll.
+      approve('b');
+      vi.advanceTimersByTime(PIN_POLL_MS - 500 - 1); // its first tick is PIN_POLL_MS after the listener came
+      expect(told).toEqual(['a']);
+      vi.advanceTimersByTime(1);
+      expect(told).toEqual(['a', 'b']);
+      expect(PIN_POLL_MS).toBeGreaterThanOrEqual(5000);
+      for (const store of Object.values(stores)) store.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('any write of another process is seen (an UPDATE by hand, an INSERT), by index; the hub writing such a row again is not', async () => {
     t = tempDir();
     ledger = Ledger.open({ path: t.db });
