@@ -196,6 +196,9 @@ const TELL_DAEMON_MS = 2000;
  * to the daemon's poll (PIN_POLL_MS). A daemon on another ledger only finds nothing changed.
  */
 async function tellDaemon(a: DbArgs): Promise<void> {
+  // No config file (a ledger named with --db): no address of its daemon to tell, and a guessed
+  // one (the default port) is no place to send the admin key to.
+  if (!existsSync(a.config)) return;
   try {
     await postJson(daemonBase(undefined, a.config), '/admin/pins/changed', pinsChangedAnswer, { timeoutMs: TELL_DAEMON_MS });
   } catch {
