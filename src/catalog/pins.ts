@@ -65,6 +65,12 @@ export interface PinRecord {
   approvedBy: string | null;
   pendingSinceMs: number | null;
   /**
+   * The ledger's count of changes made elsewhere (pin_changes) when this row last took one, as
+   * the hub read it (src/ledger/pins.ts); absent: none. A write based on an older reading is not
+   * made: it would undo an approval the hub has not read yet. Carried by `{ ...rec }`.
+   */
+  changeSeq?: number;
+  /**
    * Last written by a build before titles were pinned (its approved hashes leave the title out):
    * checkPins carries its approval over to the tool's title once. Never set by this build.
    */

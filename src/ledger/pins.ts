@@ -68,6 +68,7 @@ export function recordOf(r: PinRow): PinRecord {
     approvedMs: r.approved_ms,
     approvedBy: r.approved_by,
     pendingSinceMs: r.pending_since_ms,
+    ...(r.change_seq === null || r.change_seq === undefined ? {} : { changeSeq: r.change_seq }),
     // Every write of a build with migration 0010 counts hub_writes up; the CLI's approval keeps
     // what was there. NULL: the row was last written by a build before it, which pinned no title.
     // (No build before this one wrote item_pins.)
@@ -96,6 +97,14 @@ const ITEM_UPSERT = `INSERT INTO item_pins (kind, server, name, hash, body_hash,
     pending_definition = excluded.pending_definition, pending_reason = excluded.pending_reason,
     renamed_from = excluded.renamed_from, approved_ms = excluded.approved_ms, approved_by = excluded.approved_by,
     pending_since_ms = excluded.pending_since_ms, hub_writes = COALESCE(item_pins.hub_writes, 0) + 1`;
+
+/**
+ * The hub's own write of a pin is made only over the row it was judged with: one changed
+ * elsewhere since (an approval by the CLI the hub has not read yet: change_seq moved) is kept,
+ * and the hub reads it at its next look and judges the list again with it. Written over, the
+ * approval was lost (the CLI had said "approved") whenever a list came between the two.
+ */
+const OWN_ROW = (table: string) => ` WHERE ${table}.change_seq IS @changeSeq`;
 
 /** item_pins rows, their name read as `tool` (PinRecord's key). */
 const ITEM_SELECT = 'SELECT *, name AS tool FROM item_pins';
@@ -138,7 +147,7 @@ export class LedgerPinStore implements PinStore {
   private readonly map = new Map<string, PinRecord>();
   private readonly upsert: Statement;
   private readonly listeners: ((changed: PinRecord[]) => void)[] = [];
-  /** Puts not committed yet: a re-read of the table must not lose them. */
+  /** Puts not committed yet: a re-read of the row they are based on must not lose them. */
   private readonly unflushed = new Map<string, PinRecord>();
   /** pin_changes.seq when last read: the changes made elsewhere up to it are in the map. */
   private seen: number;
@@ -152,7 +161,7 @@ export class LedgerPinStore implements PinStore {
     /** The kind it keeps: tools in tool_pins, the others in item_pins (migration 0014). */
     private readonly kind: ListKind = 'tools',
   ) {
-    this.upsert = db.prepare(kind === 'tools' ? PIN_UPSERT : ITEM_UPSERT);
+    this.upsert = db.prepare(kind === 'tools' ? PIN_UPSERT + OWN_ROW('tool_pins') : ITEM_UPSERT + OWN_ROW('item_pins'));
     // The count first: a change committed between the two reads is read again at the first
     // poll, never missed.
     this.seen = watch.count();
@@ -181,7 +190,7 @@ export class LedgerPinStore implements PinStore {
     this.unflushed.set(k, copy);
     this.gc
       .enqueue(() => {
-        this.upsert.run({ ...copy, variants: copy.variants.length ? JSON.stringify(copy.variants) : null });
+        this.upsert.run({ ...copy, variants: copy.variants.length ? JSON.stringify(copy.variants) : null, changeSeq: copy.changeSeq ?? null });
       })
       .catch((err: unknown) => this.log.error({ err, server: rec.server, [this.kind === 'tools' ? 'tool' : 'item']: rec.tool, kind: this.kind }, 'ledger: could not store a pin'))
       .finally(() => {
@@ -227,8 +236,9 @@ export class LedgerPinStore implements PinStore {
     const changed: PinRecord[] = [];
     for (const r of rows) {
       const k = keyOf(r.server, r.tool);
-      // A put not committed yet is newer, and its write will replace the row.
-      if (this.unflushed.has(k)) continue;
+      // A put not committed yet over this very row is newer, and its write will replace it. One
+      // judged with the row from before this change is not written (OWN_ROW): the row stands.
+      if (this.unflushed.get(k)?.changeSeq === r.changeSeq) continue;
       const old = this.map.get(k);
       this.map.set(k, r);
       if (!old || !same(old, r)) changed.push(r);

@@ -12,7 +12,7 @@ import { heldItemFindings } from '../../src/cli/doctor.js';
 import type { HubConfig } from '../../src/config/types.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { openLedgerDb } from '../../src/ledger/db.js';
-import { approvePins, matchPins, PIN_POLL_MS, PIN_UPSERT, readPins } from '../../src/ledger/pins.js';
+import { approvePins, matchPins, PIN_POLL_MS, PIN_UPSERT, readItemPins, readPins } from '../../src/ledger/pins.js';
 import { begin, closeAndRemove, end, tempDir, until } from './ledger-helpers.js';
 
 function pending(tool: string): PinRecord {
@@ -334,6 +334,60 @@ describe('pin store: what a poll costs', () => {
       for (const store of Object.values(stores)) store.close();
     } finally {
       vi.useRealTimers();
+    }
+  });
+
+  it("an approval the hub has not read yet is not overwritten by the hub's next write of that pin (a list judged with the row from before)", async () => {
+    const dir = (t = tempDir());
+    ledger = Ledger.open({ path: dir.db });
+    const l = ledger;
+    const cases = [
+      ['tools', l.pinStore(), 'a', 'looks after the write'],
+      ['prompts', l.itemPinStores().prompts, 'a', 'looks after the write'],
+      ['tools', l.pinStore(), 'b', 'looks before the write is committed'],
+      ['prompts', l.itemPinStores().prompts, 'b', 'looks before the write is committed'],
+    ] as const;
+    for (const [kind, store, name, when] of cases) {
+      const told: PinRecord[] = [];
+      store.onExternalChange((c) => told.push(...c));
+      store.put(pending(name));
+      await l.whenCommitted();
+      await new Promise((r) => setImmediate(r));
+      const cli = openLedgerDb({ path: dir.db });
+      try {
+        expect(approvePins(cli, matchPins(cli, name, 's', [kind]), 5)).toHaveLength(1);
+      } finally {
+        cli.close();
+      }
+      // Before the hub reads it (no poll, no word from the CLI), the upstream changed again and
+      // a list put its new version as pending, on the approved definition the hub still holds.
+      const stale = store.get('s', name)!;
+      store.put({ ...stale, pendingHash: 'e'.repeat(64), pendingDefinition: '{"name":"x","description":"again"}', pendingSinceMs: 9 });
+      // The hub's next look (the CLI's word, or its poll) reads it.
+      if (when === 'looks before the write is committed') expect(l.lookForPinChanges()).toBe(true);
+      await l.whenCommitted();
+      await new Promise((r) => setImmediate(r));
+      if (when === 'looks after the write') expect(l.lookForPinChanges()).toBe(true);
+      const reader = openLedgerDb({ path: dir.db });
+      let row: PinRecord;
+      try {
+        row = (kind === 'tools' ? readPins(reader) : readItemPins(reader, 'prompts')).find((r) => r.tool === name)!;
+      } finally {
+        reader.close();
+      }
+      // The approval stands, in the file and in the hub, which judges the new version against it at its next list.
+      expect([kind, when, row.hash, row.approvedBy]).toEqual([kind, when, 'c'.repeat(64), 'cli']);
+      expect(store.get('s', name)).toMatchObject({ hash: 'c'.repeat(64), approvedBy: 'cli', pendingHash: null });
+      expect(told.map((r) => [r.tool, r.hash])).toEqual([[name, 'c'.repeat(64)]]);
+      // Judged again with the approved row, its write is made.
+      store.put({ ...store.get('s', name)!, pendingHash: 'e'.repeat(64), pendingSinceMs: 10 });
+      await l.whenCommitted();
+      const after = openLedgerDb({ path: dir.db });
+      try {
+        expect((kind === 'tools' ? readPins(after) : readItemPins(after, 'prompts')).find((r) => r.tool === name)).toMatchObject({ hash: 'c'.repeat(64), pendingHash: 'e'.repeat(64) });
+      } finally {
+        after.close();
+      }
     }
   });
 
