@@ -304,6 +304,11 @@ describe('/admin routes', () => {
     const restart = await rawHttp(base + '/admin/servers/legacy/restart', { method: 'POST', headers: { ...other, 'content-type': 'application/x-www-form-urlencoded' }, chunks: [''] });
     expect(restart.status).toBe(403);
     expect((await rawHttp(base + '/admin/reload', { method: 'POST', headers: other, chunks: [''] })).status).toBe(403);
+    // What `tools approve` asks after an approval: a POST only (no prefetch or link sets it off), from this hub's callers.
+    expect((await rawHttp(base + '/admin/pins/changed', { method: 'POST', headers: other, chunks: [''] })).status).toBe(403);
+    expect((await rawHttp(base + '/admin/pins/changed', { method: 'GET' })).status).toBe(405);
+    const look = await rawHttp(base + '/admin/pins/changed', { method: 'POST', chunks: [''] });
+    expect([look.status, JSON.parse(look.text)]).toEqual([200, { changed: false }]);
     expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: other })).status).toBe(403);
     // The hub's own page (same origin) and clients that send no Origin are served.
     expect((await rawHttp(base + '/admin/servers', { method: 'GET', headers: { origin: `http://127.0.0.1:${port}` } })).status).toBe(200);
