@@ -56,9 +56,10 @@ export const serversAnswer: AnswerShape<{ servers: ServerView[]; disabled?: stri
 /** GET /admin/tools. */
 export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObj(b) && Array.isArray(b.tools) && b.tools.every(isToolView);
 
-/** POST /admin/servers/<id>/restart. */
+/** POST /admin/pins/changed. */
 export const pinsChangedAnswer: AnswerShape<{ changed: boolean }> = (b): b is { changed: boolean } => isObj(b) && typeof b.changed === 'boolean';
 
+/** POST /admin/servers/<id>/restart. */
 export const restartAnswer: AnswerShape<{ restarted: string }> = (b): b is { restarted: string } => isObj(b) && typeof b.restarted === 'string';
 
 function isReloadReport(r: unknown): r is ReloadReport {
