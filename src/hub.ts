@@ -877,17 +877,23 @@ export class Hub implements HubCore {
       if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
       const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
       const h = routed && this.handles.get(routed.id);
-      if (!h || !this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities)?.resources?.subscribe) continue;
+      if (!h) continue;
+      // The server's main connection down, this principal's own one (which needs nothing of it)
+      // ready: that one is what its calls use, and what it offers and its era decide. They were
+      // the main one's: never ready, it offered nothing, and the URI was left out.
+      const alone = h.upstream.state !== 'ready' && this.ownReady(h, principal);
+      const caps = alone ? this.upstreams.existing(h, principal)?.capabilities : this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities);
+      if (!caps?.resources?.subscribe) continue;
       // A subscription lives on the connection this principal's calls use (as Router's): a
       // modern one in that connection's listen filter.
-      const own = h.upstream.state === 'ready' && this.upstreams.isolated(h, principal);
+      const own = (h.upstream.state === 'ready' || alone) && this.upstreams.isolated(h, principal);
       const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
       const conn = own ? principalConn(principal) : '';
-      if (h.upstream.era === MODERN) {
+      if ((alone ? upstream : h.upstream).era === MODERN) {
         // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
         if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;
         // Down: in its filter when it is back (as Router's).
-        if (h.upstream.state !== 'ready') {
+        if (upstream.state !== 'ready') {
           honoured.push(uri);
           continue;
         }
@@ -940,13 +946,13 @@ export class Hub implements HubCore {
   sessionClosed(sessionKey: string): void {
     for (const { server, conn, uri } of this.subs.removeSubscriber(sessionKey)) {
       const h = this.handles.get(server);
-      if (h?.upstream.era === MODERN) this.catalog.subscriptionsChanged(server, conn);
-      else if (h) {
-        // On the connection it was made on (a principal's own one may have been closed since:
-        // its upstream session, and the subscription, went with it).
-        const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
-        if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri })).catch(() => {});
-      }
+      if (!h) continue;
+      // On the connection it was made on (a principal's own one may have been closed since:
+      // its upstream session, and the subscription, went with it), whose era decides (the
+      // main one's may never have been ready).
+      const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
+      if ((upstream?.era ?? h.upstream.era) === MODERN) this.catalog.subscriptionsChanged(server, conn);
+      else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri })).catch(() => {});
     }
   }
 

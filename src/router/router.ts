@@ -511,14 +511,18 @@ export class Router {
     }
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
     // server without resources.subscribe never says that a resource changed.
-    const caps = this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;
+    // The server's main connection down, this principal's own one (known to need nothing of it)
+    // ready: that one's offer and era decide. The main one's, never ready, offered nothing, and
+    // the subscribe was refused.
+    const alone = server.upstream.state !== 'ready' && used !== server.upstream && used.state === 'ready';
+    const caps = alone ? used.capabilities : this.opts.capabilitiesOf ? this.opts.capabilitiesOf(server) : server.upstream.capabilities;
     if (caps?.resources?.subscribe !== true) throw await this.unwatched(method, ctx, server, uri, `server "${server.id}" does not offer resources.subscribe`);
     const subscriber = subscriberOf(ctx);
     if (this.subs.countOf(subscriber) >= MAX_SUBSCRIPTIONS_PER_SESSION && this.subs.heldBy(subscriber, uri).length === 0) {
       throw await this.refused(method, ctx, new RpcError(INVALID_PARAMS, `this session holds ${MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, the most the hub keeps for one: unsubscribe from one first`, { uri }), { hubName: uri }, { server: server.id, upstreamName: uri });
     }
     // A modern upstream has no resources/subscribe: the URI goes into the hub's listen filter.
-    if (server.upstream.era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
+    if ((alone ? used : server.upstream).era === MODERN) return this.listenFor(ctx, server, uri, subscriber);
     return this.subscribeLegacy(ctx, server, uri, subscriber);
   }
 
@@ -606,6 +610,8 @@ export class Router {
     if (server.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
     const found = connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
+    // Held in the listen filter of this principal's own connection, the main one never ready.
+    if (connKey !== '' && conn.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
     // Only on the connection it was made on: should this principal's calls have moved to the
     // server's own one since (a reload), an unsubscribe there would end other sessions' subscription.
     if (conn.upstream.state !== 'ready' || (connKey === '') !== (conn.upstream === server.upstream)) return undefined;

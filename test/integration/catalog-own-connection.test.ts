@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
 import { startHttpFixture, type HttpFixture } from '../helpers/http-fixture.js';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, post, type Json, type RpcMessage } from '../helpers/wire.js';
+import { heardSoFar, modernBody, modernHeaders, post, type Json, type RpcMessage } from '../helpers/wire.js';
 
 /** The pool's size (src/auth/upstream-pool.ts): one more principal's connection evicts the oldest. */
 const POOL_MAX = 256;
@@ -72,7 +72,7 @@ describe("a principal's own legacy connection closed: its list is fetched and ch
 describe("a server whose main connection is down, to a principal with credentials of its own", () => {
   it('is listed to that principal from its own connection, and its calls go there (they were refused, or "Unknown tool")', async () => {
     // The URL refuses the hub's shared connection (no shared account): only alice has credentials.
-    const up = await startHttpFixture('test/fixtures/catalog/legacy-per-user-http.mjs', { SHARED_REFUSED: '1' });
+    const up = await startHttpFixture('test/fixtures/catalog/legacy-per-user-http.mjs', { SHARED_REFUSED: '1', ITEMS: '1' });
     const BOB_KEY = keyOf(1);
     const hub = await startHub({
       auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
@@ -93,6 +93,51 @@ describe("a server whose main connection is down, to a principal with credential
       expect(await names(BOB_KEY)).toEqual([]);
       const refused = await as(BOB_KEY, 'tools/call', { name: 'u__report', arguments: {} }, 'u__report');
       expect(JSON.stringify(refused)).toMatch(/Unknown tool|unavailable/);
+
+      // Her prompts and resources come from her own connection too, and are served there.
+      const got = await as(ALICE_KEY, 'prompts/get', { name: 'u__greet' }, 'u__greet');
+      expect(got.result, JSON.stringify(got)).toMatchObject({ messages: [{ content: { text: 'hello alice' } }] });
+      const read = await as(ALICE_KEY, 'resources/read', { uri: 'doc://alice' }, 'doc://alice');
+      expect(read.result, JSON.stringify(read)).toMatchObject({ contents: [{ text: 'doc of alice' }] });
+      expect(JSON.stringify(await as(BOB_KEY, 'prompts/get', { name: 'u__greet' }, 'u__greet'))).toMatch(/Unknown prompt|unavailable|is starting/);
+
+      // Her listen stream's subscription is made on her own connection (it was counted on the
+      // main one, down: never made, nothing told), and its updates reach her stream.
+      const stats = async () => ((await (await fetch(new URL('/stats', up.url))).json()) as { subscribed: Record<string, string[]> }).subscribed;
+      const ac = new AbortController();
+      const res = await fetch(hub.url, {
+        method: 'POST',
+        headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${ALICE_KEY}` },
+        body: JSON.stringify(modernBody('l-own', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['doc://alice'] } })),
+        signal: ac.signal,
+      });
+      const heard = heardSoFar(res);
+      try {
+        await expect.poll(() => heard().includes('acknowledged'), { timeout: 5_000 }).toBe(true);
+        const ack = JSON.parse(heard().split('\n').find((l) => l.startsWith('data:'))!.slice(5)) as { params: { notifications: Json } };
+        expect(ack.params.notifications.resourceSubscriptions).toEqual(['doc://alice']);
+        expect((await stats()).alice).toEqual(['doc://alice']);
+        await fetch(new URL('/updated?who=alice', up.url), { method: 'POST' });
+        await expect.poll(() => heard().includes('notifications/resources/updated'), { timeout: 5_000 }).toBe(true);
+      } finally {
+        ac.abort();
+      }
+      // Her stream gone, so is the subscription on her connection.
+      await expect.poll(async () => (await stats()).alice, { timeout: 5_000 }).toEqual([]);
+
+      // So is a legacy client's resources/subscribe (it was refused: the server's main connection,
+      // never ready, had not said that it offers resources.subscribe), and its unsubscribe.
+      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${ALICE_KEY}` };
+      const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'own', version: '1' } } }, headers);
+      const h = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+      await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+      const sub = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: 'doc://alice' } }, h);
+      expect(sub.body, sub.text).toMatchObject({ result: {} });
+      expect((await stats()).alice).toEqual(['doc://alice']);
+      const unsub = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'resources/unsubscribe', params: { uri: 'doc://alice' } }, h);
+      expect(unsub.body, unsub.text).toMatchObject({ result: {} });
+      expect((await stats()).alice).toEqual([]);
+      await fetch(hub.url, { method: 'DELETE', headers: h });
     } finally {
       await hub.stop();
       await up.stop();
