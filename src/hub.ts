@@ -12,7 +12,7 @@ import { ITEM_NOUN, type CatalogEvent, type DropEvent, type PoisonEvent } from '
 import type { ResourceRouteStore } from './catalog/resource-routes.js';
 import { loadPlugins, pluginSources } from './plugins/loader.js';
 import { PluginRunner, type PluginFailure } from './plugins/runner.js';
-import { MODERN } from './protocol/era.js';
+import { LEGACY, MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
@@ -863,43 +863,68 @@ export class Hub implements HubCore {
   }
 
   /**
+   * Where `principal`'s subscription of `uri` lives: its server (one that offers
+   * resources.subscribe), the connection this principal's calls use (as Router's) and that
+   * connection's key in `subs`, and the era that decides how it is made. Undefined: not honoured.
+   * `routedBefore`: the server it was routed to before a wait for that server.
+   */
+  private async subscriptionPlace(uri: string, principal: string, view: { principal: string; group?: string }, routedBefore?: string): Promise<{ h: ServerHandle; upstream: Upstream; conn: string; era: string | undefined } | undefined> {
+    const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
+    const id = routed?.id ?? routedBefore;
+    const h = id === undefined ? undefined : this.handles.get(id);
+    if (!h) return undefined;
+    // The server's main connection down, this principal's own one (which needs nothing of it)
+    // ready: that one is what its calls use, and what it offers and its era decide. They were
+    // the main one's: never ready, it offered nothing, and the URI was left out.
+    const alone = h.upstream.state !== 'ready' && this.ownReady(h, principal);
+    const caps = alone ? this.upstreams.existing(h, principal)?.capabilities : this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities);
+    if (!caps?.resources?.subscribe) return undefined;
+    // A modern one in that connection's listen filter.
+    const own = (h.upstream.state === 'ready' || alone) && this.upstreams.isolated(h, principal);
+    const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
+    return { h, upstream, conn: own ? principalConn(principal) : '', era: (alone ? upstream : h.upstream).era };
+  }
+
+  /**
    * A modern listen stream's resourceSubscriptions: routed, reference-counted, subscribed
    * upstream. A URI of a server that is down (Catalog.downResource) is counted only: it is
-   * subscribed when the server is ready (Hub.resubscribe, or a modern upstream's listen filter).
+   * subscribed when the server is ready (Hub.resubscribe, or a modern upstream's listen filter);
+   * a modern one is waited for a while first (LISTEN_ACK_WAIT_MS), so that its acknowledgement decides.
    */
   async subscribeResources(subscriber: string, uris: string[], principal: string, group?: string): Promise<string[]> {
     const honoured: string[] = [];
     const view = { principal, group };
     /** Modern servers whose listen filter gained URIs, and those URIs (`conn`: the connection whose filter, as Subscriptions names it). */
     const modern = new Map<ServerHandle, { conn: string; list: string[] }>();
+    /** Until when a modern server restarting is waited for (set at the first such wait). */
+    let waitUntil: number | undefined;
     for (const uri of uris) {
       // Not honoured (the acknowledgement leaves it out), as a legacy subscribe of it is refused.
       if (uri.length > MAX_SUBSCRIBED_URI_LENGTH) continue;
-      const routed = (await this.catalog.routeUri(uri, view)) ?? (await this.catalog.downResource(uri, view));
-      const h = routed && this.handles.get(routed.id);
-      if (!h) continue;
-      // The server's main connection down, this principal's own one (which needs nothing of it)
-      // ready: that one is what its calls use, and what it offers and its era decide. They were
-      // the main one's: never ready, it offered nothing, and the URI was left out.
-      const alone = h.upstream.state !== 'ready' && this.ownReady(h, principal);
-      const caps = alone ? this.upstreams.existing(h, principal)?.capabilities : this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities);
-      if (!caps?.resources?.subscribe) continue;
-      // A subscription lives on the connection this principal's calls use (as Router's): a
-      // modern one in that connection's listen filter.
-      const own = (h.upstream.state === 'ready' || alone) && this.upstreams.isolated(h, principal);
-      const upstream = own ? await this.upstreams.for(h, principal) : h.upstream;
-      const conn = own ? principalConn(principal) : '';
-      if ((alone ? upstream : h.upstream).era === MODERN) {
+      let at = await this.subscriptionPlace(uri, principal, view);
+      // Restarting, not known to be legacy (whose subscription is kept and made when it is back,
+      // resubscribe): what a modern one watches only its listen acknowledgement says, once it is
+      // back (told honoured at once, a URI it leaves out, or every URI when it does not listen, had
+      // the client wait for updates that never come). Waited for as an acknowledgement is, this
+      // stream's servers all within one such wait, then routed again (as Router's, which waits timeoutMs).
+      if (at && at.upstream.state !== 'ready' && at.upstream.era !== LEGACY) {
+        waitUntil ??= Date.now() + LISTEN_ACK_WAIT_MS;
+        // Routed again: its lists, just fetched, may not name the URI yet (as Router's, its own server then).
+        if (await readyWithin(at.upstream, waitUntil - Date.now())) at = await this.subscriptionPlace(uri, principal, view, at.h.id);
+      }
+      if (!at) continue;
+      const { h, upstream, conn, era } = at;
+      if (era === MODERN) {
         // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
         if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;
-        // Down: in its filter when it is back (as Router's).
+        // Not back in time: in its filter when it is back (as Router's).
         if (upstream.state !== 'ready') {
           honoured.push(uri);
           continue;
         }
-        const at = modern.get(h) ?? { conn, list: [] };
-        at.list.push(uri);
-        modern.set(h, at);
+        const list = modern.get(h) ?? { conn, list: [] };
+        list.list.push(uri);
+        modern.set(h, list);
         continue;
       }
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.

@@ -281,8 +281,11 @@ describe('resource subscriptions', () => {
     c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
     expect((await c.listResources()).resources.map((r) => r.uri)).toContain('slow://doc');
     expect((await fetch(new URL('/admin/servers/slow/restart', hub.url), { method: 'POST' })).status).toBe(200);
-    const sub = await c.listen({ resourceSubscriptions: ['slow://doc', 'slow://never-listed'] });
+    // Started afresh, its era is not known: the listen waits for it a while (up to 2 s, as
+    // for a modern server's acknowledgement), and it is back in 1.5 s.
+    const listening = c.listen({ resourceSubscriptions: ['slow://doc', 'slow://never-listed'] });
     expect((await waitForState(hub.url, 'slow', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    const sub = await listening;
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['slow://doc']);
     await waitForState(hub.url, 'slow', ['ready']);
     await waitUntil('an update once the upstream is back', async () => {
@@ -636,6 +639,20 @@ describe("a modern upstream's listen acknowledgement", () => {
     await c.callTool({ name: 'late__touch', arguments: { uri: 'late://doc' } });
     await expect.poll(() => updates, { timeout: 2000, interval: 20 }).toEqual(['late://doc']);
     await c.close();
+  }, 15_000);
+
+  it("a modern client's listen stream opened while a modern server restarts waits for it a while: a URI it does not watch is not said to be honoured", async () => {
+    const m = new ClientV2({ name: 'restart-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h2.url)));
+    await m.listResources();
+    for (const id of ['deaf', 'late']) expect((await fetch(new URL(`/admin/servers/${id}/restart`, h2.url), { method: 'POST' })).status).toBe(200);
+    for (const id of ['deaf', 'late']) expect((await waitForState(h2.url, id, ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    // Honoured both at once: deaf never says a resource changed.
+    const sub = await m.listen({ resourceSubscriptions: ['deaf://doc', 'late://doc'] });
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['late://doc']);
+    await sub.close();
+    await m.close();
+    for (const id of ['deaf', 'late']) await waitForState(h2.url, id, ['ready']);
   }, 15_000);
 
   it('a subscribe cancelled while it waits for the server to be back holds nothing', async () => {
