@@ -144,3 +144,50 @@ describe("a server whose main connection is down, to a principal with credential
     }
   }, 30_000);
 });
+
+describe("a modern server whose main connection is down, to a principal with credentials of its own", () => {
+  it("takes that principal's subscriptions on its own connection's listen stream (listen and legacy subscribe), and lets them go there", async () => {
+    const up = await startHttpFixture('test/fixtures/catalog/per-user-http.mjs', { SHARED_REFUSED: '1', RESOURCES: '1' });
+    const hub = await startHub({
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }] },
+      servers: { m: { url: up.url, credentials: { alice: { headers: { authorization: 'Bearer alice-upstream' } } } } },
+    }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '0' } });
+    const ac = new AbortController();
+    try {
+      await expect.poll(async () => ((await (await fetch(new URL('/healthz', hub.url), { headers: { authorization: `Bearer ${ALICE_KEY}` } })).json()) as { servers: { lastError?: string }[] }).servers[0]?.lastError, { timeout: 10_000 }).toMatch(/403/);
+      const stats = async () => ((await (await fetch(new URL('/stats', up.url))).json()) as { subscribed: Record<string, string[]> }).subscribed.alice ?? [];
+      const res = await fetch(hub.url, {
+        method: 'POST',
+        headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${ALICE_KEY}` },
+        body: JSON.stringify(modernBody('l-own', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['u://alice/doc'] } })),
+        signal: ac.signal,
+      });
+      const heard = heardSoFar(res);
+      await expect.poll(() => heard().includes('acknowledged'), { timeout: 5_000 }).toBe(true);
+      expect(heard()).toContain('"resourceSubscriptions":["u://alice/doc"]');
+      await expect.poll(stats, { timeout: 5_000 }).toEqual(['u://alice/doc']);
+      await fetch(new URL('/touch?user=alice', up.url), { method: 'POST' });
+      await expect.poll(() => heard().includes('notifications/resources/updated'), { timeout: 5_000 }).toBe(true);
+      ac.abort();
+      await expect.poll(stats, { timeout: 5_000 }).toEqual([]);
+
+      // A legacy client's subscribe goes into that listen filter; its unsubscribe takes it out
+      // (it was sent upstream as resources/unsubscribe, which a modern server does not have).
+      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${ALICE_KEY}` };
+      const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'own', version: '1' } } }, headers);
+      const h = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': '2025-11-25' };
+      await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+      const sub = await post(hub.url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: 'u://alice/doc' } }, h);
+      expect(sub.body, sub.text).toMatchObject({ result: {} });
+      await expect.poll(stats, { timeout: 5_000 }).toEqual(['u://alice/doc']);
+      const unsub = await post(hub.url, { jsonrpc: '2.0', id: 2, method: 'resources/unsubscribe', params: { uri: 'u://alice/doc' } }, h);
+      expect(unsub.body, unsub.text).toMatchObject({ result: {} });
+      await expect.poll(stats, { timeout: 5_000 }).toEqual([]);
+      await fetch(hub.url, { method: 'DELETE', headers: h });
+    } finally {
+      ac.abort();
+      await hub.stop();
+      await up.stop();
+    }
+  }, 30_000);
+});
