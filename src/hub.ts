@@ -69,6 +69,7 @@ import { InstructionScreen, instructionChecks, type InstructionsEvent, type Inst
 import type { Metrics, MetricsSources } from './metrics.js';
 import { specOf } from './hub/upstream-spec.js';
 import { envMs } from './env-ms.js';
+import { monotonicNow } from './monotonic.js';
 import { auditEvent, tapAudit } from './observe.js';
 
 /**
@@ -908,9 +909,9 @@ export class Hub implements HubCore {
       // the client wait for updates that never come). Waited for as an acknowledgement is, this
       // stream's servers all within one such wait, then routed again (as Router's, which waits timeoutMs).
       if (at && at.upstream.state !== 'ready' && at.upstream.era !== LEGACY) {
-        waitUntil ??= Date.now() + LISTEN_ACK_WAIT_MS;
+        waitUntil ??= monotonicNow() + LISTEN_ACK_WAIT_MS;
         // Routed again: its lists, just fetched, may not name the URI yet (as Router's, its own server then).
-        if (await readyWithin(at.upstream, waitUntil - Date.now())) at = await this.subscriptionPlace(uri, principal, view, at.h.id);
+        if (await readyWithin(at.upstream, waitUntil - monotonicNow())) at = await this.subscriptionPlace(uri, principal, view, at.h.id);
       }
       if (!at) continue;
       const { h, upstream, conn, era } = at;
