@@ -1,4 +1,3 @@
-import { fstatSync, readSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { cancelledLater, lineText, lineTooLarge, unservedLine } from '../downstream/stdio-lines.js';
 import type { ProtocolOut } from '../log.js';
@@ -6,6 +5,7 @@ import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 import { arrayOf, errorResponse } from '../protocol/jsonrpc.js';
 import { wireText } from '../protocol/serialized.js';
 import { LineReader } from '../transport/line-reader.js';
+import { readLeft } from '../transport/read-left.js';
 
 /** How long stdin must stay quiet (nothing read, no line begun, every answer written) before the exit. */
 const QUIET_MS = 100;
@@ -120,36 +120,4 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
     input.off('error', onEnd);
   }
   return { answered, unsent: gone ? 0 : unflushed };
-}
-
-/**
- * Reads what `input` holds right now, without waiting: its own buffer, then (a pipe or socket,
- * which Node reads non-blocking) what the kernel holds on its descriptor. Whether anything came.
- */
-function readLeft(input: Readable, onData: (chunk: Buffer) => void, onEnd: () => void): boolean {
-  let more = false;
-  input.pause();
-  // read() hands each chunk to the 'data' listener (onData) too.
-  while (input.read() !== null) more = true;
-  const fd = (input as { fd?: unknown }).fd;
-  if (typeof fd !== 'number' || input.readableEnded) return more;
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFIFO() && !st.isSocket()) return more;
-    const buf = Buffer.allocUnsafe(64 * 1024);
-    // At most 1 MiB: a client writing on and on is not read for ever.
-    for (let i = 0; i < 16; i++) {
-      const n = readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) {
-        onEnd();
-        return more;
-      }
-      more = true;
-      onData(Buffer.from(buf.subarray(0, n)));
-    }
-    return more;
-  } catch {
-    // EAGAIN: nothing more now (or the descriptor cannot be read: nothing to add).
-    return more;
-  }
 }

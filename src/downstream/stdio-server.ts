@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_REQUEST, RpcError } from '../protocol/errors.js';
 import { arrayOf, batchOf, BATCH_VERSION, classify, errorResponse, idKey, memberBytes, parseFrame, type Classified, type Id, type Params, type Request } from '../protocol/jsonrpc.js';
 import { LineReader } from '../transport/line-reader.js';
+import { readLeft } from '../transport/read-left.js';
 import { cancelledLater, lineText, lineTooLarge, unservedLine } from './stdio-lines.js';
 import type { MessageSink } from './core.js';
 import type { Endpoint } from './endpoint.js';
@@ -170,12 +171,20 @@ export class StdioServer {
   private deaf = false;
 
   /**
-   * The last moments of a stop, as the ledger is about to close: stdin is read no further, and
-   * this resolves once the lines read are answered and recorded. Each line read has its row; one
-   * read after the close had its answer only ('audit row not written'). What the client sends
-   * from now on is not read, as by a process that exited: it reached nothing.
+   * The last moments of a stop, as the ledger is about to close: what stdin holds now is read
+   * (readLeft), then it is read no further, and this resolves once the lines read are answered and
+   * recorded. Each line read has its row; one read after the close had its answer only ('audit
+   * row not written'). The last read: stdin left unread while stdout was full (or its last chunk
+   * not yet taken) held requests the client had written, which the exit left with no answer at
+   * all. What the client sends from now on is not read, as by a process that exited: it reached
+   * nothing (the ledger's close and stdout's last flush are all that is left).
    */
   async stopReading(): Promise<void> {
+    if (!this.deaf && !this.inputEnded)
+      readLeft(this.input, (chunk) => this.onData(chunk), () => {
+        this.inputEnded = true;
+        this.reader.end();
+      });
     this.deaf = true;
     this.input.pause();
     // Bounded, as the hub's own wait for the calls its stop failed is: a refusal is one row.

@@ -363,6 +363,31 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     }
   }, 60_000);
 
+  // Its stdin left unread while stdout was full, a request the client wrote before the stop
+  // was never read: the stop went deaf before the ledger closed, and the exit left it with no answer.
+  it('stopped while its stdin is left unread, answers and records the requests already written once it reads', async () => {
+    const { c, ledger } = twoServerHub('switchyard-stdio-unread-at-stop-', {}, 'info', { SWITCHYARD_STDOUT_FLUSH_MS: '20000' });
+    try {
+      await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
+      c.proc.stdout!.pause();
+      c.send(JSON.stringify(call('big', 'modern__echo', { text: 'x'.repeat(1_000_000) })));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'));
+      c.send(JSON.stringify(call('late', 'modern__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-ping', method: 'ping' }));
+      c.proc.kill('SIGTERM');
+      // Until the ledger has closed (its last line): the exit waits on stdout alone.
+      for (const until = Date.now() + 15_000; !/stdio hub stopping[\s\S]*chain head/.test(c.stderr); await sleep(20)) if (Date.now() > until) throw new Error(`ledger not closed: ${c.stderr.slice(-1500)}`);
+      c.proc.stdout!.resume();
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
+        ['late', expect.stringContaining('shutting down')],
+        ['late-ping', expect.stringContaining('shutting down')],
+      ]);
+      expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['big', 'ok'], ['late', 'unavailable']]);
+    } finally {
+      c.kill();
+    }
+  }, 60_000);
+
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     // Two hubs of their own, at once. The unsent answers are given up after
     // SWITCHYARD_STDOUT_FLUSH_MS (3 s by default): 500 ms for the one signalled once; the other
