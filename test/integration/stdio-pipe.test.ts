@@ -373,9 +373,15 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       c.send(JSON.stringify(call('big', 'modern__echo', { text: 'x'.repeat(1_000_000) })));
       await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'));
       c.send(JSON.stringify(call('late', 'modern__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-ping', method: 'ping' }));
+      // A line begun (no newline yet) is no request read: not when stdin closes after reading stopped either.
+      c.proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', id: 'partial', method: 'ping' }));
       c.proc.kill('SIGTERM');
       // Until the ledger has closed (its last line): the exit waits on stdout alone.
       for (const until = Date.now() + 15_000; !/stdio hub stopping[\s\S]*chain head/.test(c.stderr); await sleep(20)) if (Date.now() > until) throw new Error(`ledger not closed: ${c.stderr.slice(-1500)}`);
+      // Its EOF then completed the line: answered, its row lost ('audit row not written'). Nothing
+      // says the EOF was taken, so a moment for it before the client reads.
+      c.endInput();
+      await sleep(500);
       c.proc.stdout!.resume();
       expect(await exitWithin(c, 15_000)).toBe(0);
       expect(c.received.filter((m) => typeof m.id === 'string' && m.id.startsWith('late')).map((m) => [m.id, m.error?.message])).toEqual([
@@ -383,6 +389,8 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
         ['late-ping', expect.stringContaining('shutting down')],
       ]);
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['big', 'ok'], ['late', 'unavailable']]);
+      expect(c.received.filter((m) => m.id === 'partial')).toEqual([]);
+      expect(c.stderr).not.toContain('audit row not written');
     } finally {
       c.kill();
     }
