@@ -20,6 +20,8 @@ export interface WaitOptions {
   signal?: Signal;
   waitMs?: number;
   onAbort?: () => Error;
+  /** Places it may wait in past maxQueue: slots held by requests that are not its callers' (the hub's own), which it may wait for. */
+  room?: number;
 }
 
 const RESOLVED = Promise.resolve();
@@ -114,7 +116,7 @@ export class Limiter {
   }
 
   private wait(o: WaitOptions): Promise<void> {
-    if (this.waiting >= this.maxQueue) {
+    if (this.waiting >= this.maxQueue + (o.room ?? 0)) {
       return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting} waiting`));
     }
     return new Promise<void>((resolve, reject) => {

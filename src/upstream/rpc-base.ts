@@ -319,8 +319,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
     const signal = opts?.signal;
     const { until, ms } = this.waitBudget(opts, deadline);
-    // A call that waited holds its slot like one that did not: settle() gives it back.
-    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)) }).then(
+    // A call that waited holds its slot like one that did not: settle() gives it back. One that
+    // finds slots held by the hub's own requests may wait for those past maxQueue: with
+    // maxConcurrent 1 and maxQueue 0, a client's call was refused "busy" while the hub fetched the
+    // server's list for its catalog. Counted here, off the path of a call that gets a slot at once.
+    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), room: this.ownInFlight() }).then(
       () => {
         // The state may have changed while the call waited for a slot.
         if (this._state !== 'ready') {
@@ -333,6 +336,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
         throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;
       },
     );
+  }
+
+  /** The hub's own requests in flight on this connection (its list fetches, a subscription renewed), each holding a slot. */
+  private ownInFlight(): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (!p.internal && !p.listen && (isList(p.method) || p.opts?.hubOwn)) n++;
+    return n;
   }
 
   /**

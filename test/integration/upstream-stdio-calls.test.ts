@@ -147,6 +147,11 @@ describe.each([
     await echo();
     await expect(u.request('tools/call', { name: 'echo', arguments: { n: 1n } })).rejects.toThrow(/BigInt/);
     await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
+    // The hub's own request holding it (a list fetch for its catalog; here a slow one marked so):
+    // a call waits for it, not refused "busy" for what no client asked.
+    const own = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } }, { hubOwn: true });
+    await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
+    await own;
   });
 
   it('queued calls take the one slot in turn, and each gives it back however it ends', async () => {
