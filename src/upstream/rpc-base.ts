@@ -683,12 +683,13 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // Unattributable: it can only be a call's if that call is the one in flight. With more
       // than one, answering for any of them could hand one user's request to another. Calls
       // waiting for a task count only when no other call is in flight: their task's requests
-      // name the task (above).
+      // name the task (above). The hub's own requests (its list fetches) are no call: nobody
+      // could be asked for one, and counted alone in flight it had the server told -32601.
       let n = 0;
       let tasks = 0;
       let taskTarget: Pending | undefined;
       for (const p of this.pending.values()) {
-        if (p.internal || p.listen) continue;
+        if (p.internal || p.listen || isList(p.method) || p.opts?.hubOwn) continue;
         if (p.taskId !== undefined) {
           tasks++;
           taskTarget = p.opts?.onServerRequest ? p : undefined;

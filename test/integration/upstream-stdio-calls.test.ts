@@ -393,6 +393,14 @@ require('node:readline').createInterface({ input: process.stdin }).on('line', (l
     const late = await u.request('tools/call', { name: 'lastlate' });
     expect(JSON.parse(text(late))).toEqual({ code: -32603, message: "no call of the hub's is in flight to ask elicitation/create for" });
     expect(asked).toEqual([]);
+    // Nor while only the hub's own request runs (a list fetch for its catalog; here a slow one
+    // marked so): it was counted as the call alone in flight, which no client could answer for,
+    // and the server was told -32601, as if the client lacked the method (a server may remember that).
+    await u.request('tools/call', { name: 'asklater', arguments: { ms: 100 } }, { onServerRequest: async (req) => (asked.push(req), { action: 'decline' }) });
+    await u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 400 } }, { hubOwn: true });
+    const during = await u.request('tools/call', { name: 'lastlate' });
+    expect(JSON.parse(text(during))).toEqual({ code: -32603, message: "no call of the hub's is in flight to ask elicitation/create for" });
+    expect(asked).toEqual([]);
   });
 
   it('refuses a request it cannot attribute when several calls could answer', async () => {
