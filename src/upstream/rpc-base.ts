@@ -899,7 +899,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // The hub's own requests (a health check's ping, a list) are no calls a line could be about:
       // a server busy with a call answers a ping sent meanwhile after it, so one waits at its end.
       for (const p of this.pending.values()) {
-        if (p.internal || p.listen) continue;
+        if (p.internal || p.listen || isList(p.method) || p.opts?.hubOwn) continue;
         if (found) return undefined;
         found = p;
       }

@@ -432,6 +432,11 @@ describe('notifications/message', () => {
     await other;
     expect(logs).toHaveLength(1);
     expect(events).toEqual([{ method: 'notifications/message', params: { level: 'info', logger: 'quirk', data: 'shared' } }]);
+    // The hub's own request beside it (a list fetch; here a slow one marked so) is no call the line could be about.
+    const own = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 200 } }, { hubOwn: true });
+    await u.request('tools/call', { name: 'log', arguments: { text: 'beside the hub' } }, { onLog: (p) => logs.push(p) });
+    await own;
+    expect(logs).toEqual([{ level: 'info', logger: 'quirk', data: 'mine' }, { level: 'info', logger: 'quirk', data: 'beside the hub' }]);
   });
 
   it("legacy: goes to the call alone in flight while the hub's own health check waits too", async () => {
