@@ -339,7 +339,9 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     const FLOOD = 2_000;
     const uri = 'flood://' + 'x'.repeat(8000 - 'flood://'.length);
     const { file, ledger } = configDir('switchyard-stdio-held-after-end-', { servers: { f: nodeServer('test/fixtures/quirks/flood.mjs') } });
-    const c = stdioHub(file);
+    // What it holds is read once the client reads again: on a loaded machine (load ~10) the
+    // default 3 s for that ran out first, the listen stream's answer still unsent at the exit.
+    const c = stdioHub(file, 'warn', { SWITCHYARD_STDOUT_FLUSH_MS: '20000' });
     try {
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'L', method: 'subscriptions/listen', params: { _meta: META, notifications: { resourceSubscriptions: [uri] } } }));
