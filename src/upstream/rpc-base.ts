@@ -341,7 +341,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   /** The hub's own requests in flight on this connection (its list fetches, a subscription renewed), each holding a slot. */
   private ownInFlight(): number {
     let n = 0;
-    for (const p of this.pending.values()) if (!p.internal && !p.listen && (isList(p.method) || p.opts?.hubOwn)) n++;
+    for (const p of this.pending.values()) if (!p.internal && !p.listen && hubsOwn(p)) n++;
     return n;
   }
 
@@ -689,7 +689,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       let tasks = 0;
       let taskTarget: Pending | undefined;
       for (const p of this.pending.values()) {
-        if (p.internal || p.listen || isList(p.method) || p.opts?.hubOwn) continue;
+        if (p.internal || p.listen || hubsOwn(p)) continue;
         if (p.taskId !== undefined) {
           tasks++;
           taskTarget = p.opts?.onServerRequest ? p : undefined;
@@ -899,7 +899,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
       // The hub's own requests (a health check's ping, a list) are no calls a line could be about:
       // a server busy with a call answers a ping sent meanwhile after it, so one waits at its end.
       for (const p of this.pending.values()) {
-        if (p.internal || p.listen || isList(p.method) || p.opts?.hubOwn) continue;
+        if (p.internal || p.listen || hubsOwn(p)) continue;
         if (found) return undefined;
         found = p;
       }
