@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import { screenText } from '../ledger/format.js';
 import { LOCK_STALE_MS, lockHolderText, lockTokenFile } from '../upstream/oauth-token-lock.js';
-import { clientFileOf, readStoredClient, readTokenFile, removeStoredClient, removeTokenFile, writeStoredClient, type StoredTokens } from '../upstream/oauth-token-store.js';
+import { clientFileOf, readStoredClient, readTokenFile, removeStoredClient, removeTokenFile, writeStoredClient, type StoredClient, type StoredTokens } from '../upstream/oauth-token-store.js';
 
 /**
  * How long a logout waits for another process's hold of the refresh lock: past LOCK_STALE_MS,
@@ -33,7 +33,6 @@ export interface LogoutOptions {
 /** The exit code: 0 done (or nothing stored), 1 another process kept the login's lock. */
 export async function logout(o: LogoutOptions): Promise<number> {
   const { file, id } = o;
-  const client = readStoredClient(file);
   // Revoked before the file goes (a logout cut short leaves them to revoke at the next one), under
   // the refresh lock: a daemon refreshing meanwhile would write a refresh token the revocation
   // never saw, and the removal would leave it valid and unknown. Without revocation too: a
@@ -41,9 +40,11 @@ export async function logout(o: LogoutOptions): Promise<number> {
   // A file there that holds no tokens (not JSON, edited by hand) too: a login storing its tokens
   // under the lock meanwhile replaced it, and the removal, unlocked, took the new login with it
   // (never revoked, and "logged out" said of a login made after the logout began).
+  // A client to forget alone (a logout before kept it) under the lock too: a login storing its
+  // tokens and that client under it meanwhile would otherwise be left half, its client forgotten.
   let release: (() => void) | undefined;
   let revoked = '';
-  if (readTokenFile(file).stamp !== '') {
+  if (readTokenFile(file).stamp !== '' || (o.forgetClient && existsSync(clientFileOf(file)))) {
     release = await lockTokenFile(file, 0, 'logout');
     if (release === undefined) {
       o.say(`another switchyard process${lockHolderText(file)} is refreshing or storing this login (it holds ${file}.lock); waiting for it…`);
@@ -70,14 +71,20 @@ export async function logout(o: LogoutOptions): Promise<number> {
   }
   // A login made before the registration was kept apart has it in the token file only: kept
   // apart now, so that the next login is that client again rather than a new registration.
+  // Read, kept or forgotten under the lock, as a login writes it: forgotten after the release, a
+  // login storing in between lost its client file, or (its write landing after the removal) kept
+  // one this logout said it forgot, its tokens removed.
   let had: boolean;
+  let client: StoredClient | undefined;
+  let forgot = false;
   try {
+    client = readStoredClient(file);
     if (client !== undefined && !o.forgetClient && !existsSync(clientFileOf(file))) writeStoredClient(file, client);
     had = removeTokenFile(file);
+    if (o.forgetClient) forgot = removeStoredClient(file);
   } finally {
     release?.();
   }
-  const forgot = o.forgetClient && removeStoredClient(file);
   const about =
     client === undefined
       ? ''

@@ -192,20 +192,23 @@ async function loginWith(
     if (a.expiresAt !== undefined) tokens.expiresAt = a.expiresAt;
     // Under the refresh lock: a daemon's refresh of the old login writing as this one is stored
     // (between its look at the file and its rename) would put the old login back over the new one.
+    // The client kept apart too: written after the release, a `logout --forget-client` taking the
+    // lock in between removed these tokens and then found no client to forget, and the client
+    // file written next outlived the logout that said it was forgotten.
     const release = await storeLock(o);
     try {
       writeTokenFile(o.tokenFile, tokens);
+      if (tokens.registeredRedirectUri !== undefined) {
+        const kept = { issuer, clientId: client.clientId, clientAuth: client.clientAuth, registeredRedirectUri: tokens.registeredRedirectUri };
+        try {
+          writeStoredClient(o.tokenFile, client.clientSecret !== undefined ? { ...kept, clientSecret: client.clientSecret } : kept);
+        } catch (err) {
+          // The token file names the client too: a later login finds it there while the login lasts.
+          o.say(`the registered client could not be kept apart from the tokens (${(err as NodeJS.ErrnoException).code ?? 'error'}); a logout forgets it`);
+        }
+      }
     } finally {
       release?.();
-    }
-    if (tokens.registeredRedirectUri !== undefined) {
-      const kept = { issuer, clientId: client.clientId, clientAuth: client.clientAuth, registeredRedirectUri: tokens.registeredRedirectUri };
-      try {
-        writeStoredClient(o.tokenFile, client.clientSecret !== undefined ? { ...kept, clientSecret: client.clientSecret } : kept);
-      } catch (err) {
-        // The token file names the client too: a later login finds it there while the login lasts.
-        o.say(`the registered client could not be kept apart from the tokens (${(err as NodeJS.ErrnoException).code ?? 'error'}); a logout forgets it`);
-      }
     }
     return { tokens, client: client.how };
   } catch (err) {

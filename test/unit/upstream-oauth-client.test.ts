@@ -25,7 +25,7 @@ import { OAuthUrlPolicy } from '../../src/upstream/oauth-url-policy.js';
 import { listenForRedirect } from '../../src/upstream/oauth-loopback.js';
 import { login } from '../../src/upstream/oauth-login.js';
 import { revokeLogin } from '../../src/upstream/oauth-revoke.js';
-import { removeTokenFile, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
+import { clientFileOf, removeTokenFile, writeStoredClient, writeTokenFile, type StoredTokens } from '../../src/upstream/oauth-token-store.js';
 import { LOCK_STALE_MS, LOCK_WAIT_MS, lockTokenFile } from '../../src/upstream/oauth-token-lock.js';
 import { logout } from '../../src/cli/logout.js';
 import { processStart } from '../../src/process-alive.js';
@@ -765,6 +765,63 @@ console.log(fresh === undefined, typeof stale);`;
     expect(verifier.length).toBeGreaterThan(20);
     expect(err).toMatch(/token endpoint http:\/\/127\.0\.0\.1:\d+\/token answered HTTP 400 invalid_grant: refused code \[redacted:config-secret\] verifier \[redacted:config-secret\] secret \[redacted:config-secret\]/);
     for (const s of ['unit-login-code-5f1e', verifier, 'unit-login-secret-42']) expect(err).not.toContain(s);
+  });
+
+  // Written after the lock's release (login) and removed after it (logout), a login storing as a
+  // `logout --forget-client` ran could end with its tokens removed and its client kept, the
+  // logout having said it forgot it. Both now happen under the lock, as the tokens do.
+  it('a login writes the client it keeps apart, and logout --forget-client removes it, under the refresh lock (with no tokens stored too)', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-login-unit-')), 'u.json');
+    const clientFile = clientFileOf(file);
+    const locked: string[] = [];
+    let watch = false;
+    const lockNow = (what: string): void => void (watch && locked.push(`${what} ${existsSync(`${file}.lock`) ? 'locked' : 'unlocked'}`));
+    const renameReal = fs.renameSync;
+    const unlinkReal = fs.unlinkSync;
+    const rename = vi.spyOn(fs, 'renameSync');
+    const unlink = vi.spyOn(fs, 'unlinkSync');
+    rename.mockImplementation(((from: fs.PathLike, to: fs.PathLike) => {
+      if (to === clientFile) lockNow('client written');
+      renameReal(from, to);
+    }) as typeof fs.renameSync);
+    unlink.mockImplementation(((p: fs.PathLike) => {
+      if (p === clientFile) lockNow('client removed');
+      return unlinkReal(p);
+    }) as typeof fs.unlinkSync);
+    syncBuiltinESMExports();
+    try {
+      // A client an earlier login registered, on a redirect port free now: this login is it again, and keeps it.
+      const probe = createServer().listen(0, '127.0.0.1');
+      await new Promise((r) => probe.once('listening', r));
+      const port = (probe.address() as AddressInfo).port;
+      await new Promise((r) => probe.close(r));
+      const kept = { issuer: base, clientId: 'kept-client', clientAuth: 'none' as const, registeredRedirectUri: `http://127.0.0.1:${port}/callback` };
+      writeStoredClient(file, kept);
+      watch = true;
+      const r = await login({
+        serverId: 'u', serverUrl: `${base}/mcp`, oauth: { grant: 'authorization_code' }, tokenFile: file, timeoutMs: 5_000, say: () => undefined,
+        open: async (url) => void (await (await fetch(url, { redirect: 'follow' })).text()),
+      });
+      expect(r.client).toBe('registered before');
+      const said: string[] = [];
+      const opts = { id: 'u', file, serverUrl: `${base}/mcp`, revoke: false, forgetClient: true, say: (l: string) => void said.push(l) };
+      expect(await logout(opts)).toBe(0);
+      // A logout before kept the client: forgetting it alone takes the lock too.
+      watch = false;
+      writeStoredClient(file, kept);
+      watch = true;
+      expect(await logout(opts)).toBe(0);
+      expect(said).toEqual([
+        `logged out of "u": removed ${file}; forgot the client registered with ${base} (the next login registers a new one)`,
+        `no login stored for "u"; forgot the client registered with ${base} (the next login registers a new one)`,
+      ]);
+      expect(locked).toEqual(['client written locked', 'client removed locked', 'client removed locked']);
+      expect(existsSync(clientFile)).toBe(false);
+    } finally {
+      rename.mockRestore();
+      unlink.mockRestore();
+      syncBuiltinESMExports();
+    }
   });
 
   it('a login whose tokens find the refresh lock held says it waits, and when still held stores them all the same, saying so', async () => {
