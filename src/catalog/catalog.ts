@@ -687,17 +687,26 @@ export class Catalog extends EventEmitter {
     return names.size;
   }
 
-  /** Every tool the hub knows, hidden ones included, with why (the data of `switchyard tools`). */
-  async toolRecords(view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
-    const b = await this.build('tools', view.principal);
-    const v = this.groupView('tools', b, view.group);
+  /**
+   * Every item of a kind the hub knows, hidden ones included, with why (the data of `switchyard
+   * tools [--kind K]`). A resource (template) another server listed first under the same URI is
+   * not visible: clients are shown the first one.
+   */
+  async records(kind: ListKind, view: View = {}): Promise<{ hubName: string; server: ServerHandle; record: PartRecord; visible: boolean; inGroup: boolean }[]> {
+    const b = await this.build(kind, view.principal);
+    const v = this.groupView(kind, b, view.group);
     return b.all.map(({ hubName, h, record }) => ({
       hubName,
       server: h,
       record,
-      visible: b.byHubName.has(hubName),
-      inGroup: view.group === undefined || v.byHubName.has(hubName) || this.groups.includes(view.group, 'tools', h.id, hubName, record.upstreamName, h.config.prefix),
+      visible: b.byHubName.get(hubName)?.server === h,
+      inGroup: view.group === undefined || v.byHubName.get(hubName)?.server === h || this.groups.includes(view.group, kind, h.id, hubName, record.upstreamName, h.config.prefix),
     }));
+  }
+
+  /** Every tool the hub knows, hidden ones included, with why (the data of `switchyard tools`). */
+  toolRecords(view: View = {}): ReturnType<Catalog['records']> {
+    return this.records('tools', view);
   }
 
   private ready(kind: ListKind): ServerHandle[] {
@@ -919,6 +928,8 @@ export class Catalog extends EventEmitter {
       // Resources keep their URIs; the first server in config order wins a collision.
       for (const { h, records } of parts) {
         for (const r of records) {
+          if (r.denied) continue;
+          all.push({ hubName: r.upstreamName, h, record: r });
           if (r.hidden) {
             if (kind === 'resources') (hidden ??= new Set()).add(uriKey(r.upstreamName));
             continue;

@@ -5,7 +5,7 @@
  * read, no more: a newer daemon may add fields, and fields older daemons leave out stay optional.
  */
 import type { ReloadOutcome } from '../config/watch.js';
-import type { ServerView, ToolView } from '../downstream/admin-views.js';
+import type { ItemView, ServerView, ToolView } from '../downstream/admin-views.js';
 import type { ReloadReport } from '../hub/reload.js';
 import { isObj } from '../protocol/jsonrpc.js';
 
@@ -55,6 +55,14 @@ export const serversAnswer: AnswerShape<{ servers: ServerView[]; disabled?: stri
 
 /** GET /admin/tools. */
 export const toolsAnswer: AnswerShape<{ tools: ToolView[] }> = (b): b is { tools: ToolView[] } => isObj(b) && Array.isArray(b.tools) && b.tools.every(isToolView);
+
+/**
+ * GET /admin/tools?kind=K (K not tools): the items of that kind; or, from a daemon older than the
+ * `kind` query, its tools (the CLI says so rather than list tools as prompts).
+ */
+export function itemsAnswer(kind: string): AnswerShape<{ kind: string; items: ItemView[] } | { tools: ToolView[] }> {
+  return (b): b is { kind: string; items: ItemView[] } | { tools: ToolView[] } => (isObj(b) && b.kind === kind && Array.isArray(b.items) && b.items.every(isToolView)) || toolsAnswer(b);
+}
 
 /** POST /admin/pins/changed. */
 export const pinsChangedAnswer: AnswerShape<{ changed: boolean }> = (b): b is { changed: boolean } => isObj(b) && typeof b.changed === 'boolean';

@@ -2,11 +2,11 @@ import { existsSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { LIST_KINDS, type ListKind } from '../catalog/lists.js';
 import type { PinRecord } from '../catalog/pins.js';
-import type { ToolView } from '../downstream/admin-views.js';
+import type { ItemView, ToolView } from '../downstream/admin-views.js';
 import { openLedgerDb } from '../ledger/db.js';
 import { approvePins, matchPins } from '../ledger/pins.js';
 import { screenJson, screenText, table } from '../ledger/format.js';
-import { pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
+import { itemsAnswer, pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath, UsageError } from './ledger.js';
@@ -29,6 +29,8 @@ interface ListArgs extends Partial<ToolsExportArgs> {
   server?: string;
   group?: string;
   json: boolean;
+  /** Prompts, resources or resource templates instead of tools. */
+  kind?: KindWord;
 }
 
 interface DbArgs {
@@ -65,7 +67,7 @@ export function hintLetters(a: unknown): string {
   return HINTS.map(([k, l]) => (o[k] === true ? l : o[k] === false ? '-' : '?')).join('');
 }
 
-function stateOf(t: ToolView): string {
+function stateOf(t: Pick<ToolView, 'visible' | 'flags' | 'pin'>): string {
   if (t.visible === false) return t.flags.includes('quarantined') ? `quarantined (${t.pin?.state ?? '?'})` : 'hidden';
   return t.pin && t.pin.state !== 'approved' ? `shown, ${t.pin.state} (pinning: warn)` : 'shown';
 }
@@ -88,7 +90,28 @@ export function toolsTable(tools: ToolView[]): string {
   );
 }
 
+/** `tools --kind prompt|resource|template`: those items, their pins and flags, as tools are listed. */
+export function itemsTable(word: KindWord, items: ItemView[]): string {
+  const rows = items.map((t) => [t.name, t.server, t.upstreamName, t.era ?? '-', t.trust, stateOf(t), t.flags.filter((f) => !f.startsWith('pin:') && f !== 'quarantined' && f !== 'hidden').join(',') || '-']);
+  return table([word, 'server', 'upstream', 'era', 'trust', 'state', 'flags'], rows);
+}
+
+/** Each held-back item's reason and each flag's details, after the table (tools and other kinds alike). */
+function flagLines(items: ItemView[]): void {
+  for (const t of items) {
+    if (t.hidden) out(`\n${t.name}: ${t.hidden}`);
+    for (const d of t.details ?? []) if (d.category !== 'pinning') out(`\n${t.name}: ${d.category ?? 'flag'} ${d.code}${d.field ? ` in ${d.field}` : ''}: ${d.message}`);
+  }
+  if (items.some((t) => t.hidden || t.details?.length)) out('\n');
+}
+
 async function list(a: ListArgs): Promise<void> {
+  const kind = a.kind === undefined || a.kind === 'tool' ? undefined : a.kind;
+  if (a.format && kind) {
+    err(`--kind ${kind}: --format exports tools only\n`);
+    process.exitCode = 2;
+    return;
+  }
   if (a.format) return runToolsExport(a as ToolsExportArgs);
   if (a.local) {
     // Pins, quarantines and flags live in the running hub; a local look would show none of them.
@@ -100,15 +123,25 @@ async function list(a: ListArgs): Promise<void> {
   if (a.server) q.set('server', a.server);
   if (a.group) q.set('group', a.group);
   try {
-    const { tools } = await getJson(daemonBase(a.url, a.config), `/admin/tools?${q}`, toolsAnswer);
+    const base = daemonBase(a.url, a.config);
+    if (kind) {
+      q.set('kind', KIND_WORDS[kind]);
+      const answer = await getJson(base, `/admin/tools?${q}`, itemsAnswer(KIND_WORDS[kind]));
+      if (!('items' in answer)) {
+        err(`the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind ${kind}\` shows a pending change from the ledger)\n`);
+        process.exitCode = 1;
+        return;
+      }
+      if (a.json) return void process.stdout.write(screenJson(JSON.stringify(answer.items, null, 2)) + '\n');
+      if (answer.items.length === 0) return out(`no ${kind}s\n`);
+      out(itemsTable(kind, answer.items));
+      return flagLines(answer.items);
+    }
+    const { tools } = await getJson(base, `/admin/tools?${q}`, toolsAnswer);
     if (a.json) return void process.stdout.write(screenJson(JSON.stringify(tools, null, 2)) + '\n');
     if (tools.length === 0) return out('no tools\n');
     out(toolsTable(tools));
-    for (const t of tools) {
-      if (t.hidden) out(`\n${t.name}: ${t.hidden}`);
-      for (const d of t.details ?? []) if (d.category !== 'pinning') out(`\n${t.name}: ${d.category ?? 'flag'} ${d.code}${d.field ? ` in ${d.field}` : ''}: ${d.message}`);
-    }
-    if (tools.some((t) => t.hidden || t.details?.length)) out('\n');
+    flagLines(tools);
   } catch (e) {
     if (!(e instanceof NoDaemonError || e instanceof DaemonError)) throw e;
     err(`${e.message}\n`);
@@ -299,10 +332,11 @@ const approveCommand: CommandModule<object, DbArgs> = {
 
 export const toolsCommand: CommandModule<object, ListArgs> = {
   command: 'tools',
-  describe: 'The tools the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
+  describe: 'The tools (--kind: prompts, resources, templates) the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
   builder: (y: Argv) =>
     exportOptions(y, false)
       .option('json', { type: 'boolean', default: false, describe: 'JSON, with the annotations as claimed by each server' })
+      .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'List the prompts, resources or resource templates instead (their pins and flags), not the tools' })
       .command(diffCommand)
       .command(approveCommand)
       .command(toolsExportCommand) as unknown as Argv<ListArgs>,

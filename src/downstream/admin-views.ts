@@ -7,6 +7,8 @@ import type { Catalog, ServerHandle } from '../catalog/catalog.js';
 import { serverLoad, type ServerLoad } from '../catalog/describe.js';
 import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { candidateName, reservedName, type NameMode } from '../catalog/names.js';
+import type { ListKind } from '../catalog/lists.js';
+import type { PartRecord } from '../catalog/part.js';
 
 /** One server in /admin/servers, with its calls in flight and queued, failMode and circuit (ServerLoad). */
 export interface ServerView extends ServerLoad {
@@ -131,35 +133,60 @@ export async function toolViews(
     if ((!visible && !filter.all) || !inGroup) continue;
     if (filter.server && server.id !== filter.server) continue;
     const item = r.item;
-    const flags: string[] = [];
-    const reason = renameReason(server, r.upstreamName, name, mode);
-    if (reason) flags.push(`renamed:${reason}`);
-    if (r.pin && r.pin.state !== 'approved') flags.push(`pin:${r.pin.state}`);
-    if (!visible) flags.push(r.hidden?.startsWith('quarantined') ? 'quarantined' : 'hidden');
     const refused = schemaQuarantine(name);
-    if (refused) flags.push('quarantined:schema');
-    for (const f of r.flags) if (f.category !== 'pinning') flags.push(`${f.category ?? 'flag'}:${f.code}`);
-    const v: ToolView = {
-      name,
-      server: server.id,
-      upstreamName: r.upstreamName,
-      era: server.upstream.era ?? null,
-      trust: server.config.trust,
-      flags,
-      visible,
-    };
-    if (r.hidden) v.hidden = r.hidden;
-    if (refused) v.schemaQuarantine = refused;
-    if (r.pin) v.pin = { state: r.pin.state, hash: r.pin.hash, ...(r.pin.renamedFrom ? { renamedFrom: r.pin.renamedFrom } : {}) };
-    if (r.upstream.annotations !== undefined) v.claimedAnnotations = r.upstream.annotations;
-    if (r.annotationSource) v.annotationSource = r.annotationSource;
-    if (r.flags.length) v.details = r.flags.map((f) => ({ ...f }));
-    if (typeof item.title === 'string') v.title = item.title;
-    if (typeof item.description === 'string') v.description = item.description;
+    const v: ToolView = itemView(name, server, r, visible, renameReason(server, r.upstreamName, name, mode), refused, (t) => {
+      if (r.upstream.annotations !== undefined) t.claimedAnnotations = r.upstream.annotations;
+      if (r.annotationSource) t.annotationSource = r.annotationSource;
+    });
     if (item.inputSchema !== undefined) v.inputSchema = item.inputSchema;
     if (item.outputSchema !== undefined) v.outputSchema = item.outputSchema;
     if (item.annotations !== undefined) v.annotations = item.annotations;
     out.push(v);
   }
   return out;
+}
+
+/**
+ * A prompt, resource or resource template in `/admin/tools?kind=…` (`switchyard tools --kind`):
+ * a tool's view without what only tools have (annotations, schemas). `name` is the name clients
+ * see (a prompt's hub name; a resource's URI, a template's uriTemplate, as listed).
+ */
+export type ItemView = Pick<ToolView, 'name' | 'server' | 'upstreamName' | 'era' | 'trust' | 'title' | 'description' | 'flags' | 'pin' | 'visible' | 'hidden' | 'details'>;
+
+/** The items of a kind other than tools, as toolViews lists tools (same filter: group, server, all). */
+export async function itemViews(catalog: Catalog, kind: Exclude<ListKind, 'tools'>, mode: NameMode, filter: { server?: string; group?: string; all?: boolean } = {}): Promise<ItemView[]> {
+  const out: ItemView[] = [];
+  for (const { hubName: name, server, record: r, visible, inGroup } of await catalog.records(kind, { group: filter.group })) {
+    if ((!visible && !filter.all) || !inGroup) continue;
+    if (filter.server && server.id !== filter.server) continue;
+    // Prompts are named as tools are; resources keep their URIs (another server's first is "shadowed").
+    const renamed = kind === 'prompts' ? renameReason(server, r.upstreamName, name, mode) : undefined;
+    const v = itemView(name, server, r, visible, renamed);
+    if (!visible && !r.hidden) v.hidden = 'shadowed: a server listed before it in the config has this URI';
+    out.push(v);
+  }
+  return out;
+}
+
+/**
+ * What tools and other items show alike: names, server, flags (renamed, pin, hidden, each
+ * detailed flag), pin, title; a tool's refused schemas (`schemaQuarantine`) and its own fields
+ * (`toolOnly`) in their places.
+ */
+function itemView(name: string, server: ServerHandle, r: PartRecord, visible: boolean, renamed: string | undefined, schemaQuarantine?: string, toolOnly?: (v: ToolView) => void): ToolView {
+  const flags: string[] = [];
+  if (renamed) flags.push(`renamed:${renamed}`);
+  if (r.pin && r.pin.state !== 'approved') flags.push(`pin:${r.pin.state}`);
+  if (!visible) flags.push(r.hidden?.startsWith('quarantined') ? 'quarantined' : 'hidden');
+  if (schemaQuarantine) flags.push('quarantined:schema');
+  for (const f of r.flags) if (f.category !== 'pinning') flags.push(`${f.category ?? 'flag'}:${f.code}`);
+  const v: ToolView = { name, server: server.id, upstreamName: r.upstreamName, era: server.upstream.era ?? null, trust: server.config.trust, flags, visible };
+  if (r.hidden) v.hidden = r.hidden;
+  if (schemaQuarantine) v.schemaQuarantine = schemaQuarantine;
+  if (r.pin) v.pin = { state: r.pin.state, hash: r.pin.hash, ...(r.pin.renamedFrom ? { renamedFrom: r.pin.renamedFrom } : {}) };
+  toolOnly?.(v);
+  if (r.flags.length) v.details = r.flags.map((f) => ({ ...f }));
+  if (typeof r.item.title === 'string') v.title = r.item.title;
+  if (typeof r.item.description === 'string') v.description = r.item.description;
+  return v;
 }

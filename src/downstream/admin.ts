@@ -22,7 +22,7 @@ import type { Identity } from '../auth/authenticator.js';
 import type { ReloadOutcome } from '../config/watch.js';
 import { AdminEvents, type Admission } from './admin-events.js';
 import { AdminTickets } from './admin-tickets.js';
-import { serverViews, toolViews } from './admin-views.js';
+import { itemViews, serverViews, toolViews } from './admin-views.js';
 import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
@@ -273,7 +273,15 @@ export class AdminRoutes {
             json(res, 404, { error: `no server named "${server}" (servers: ${[...this.hub.handles.keys()].join(', ') || 'none'})` });
             return true;
           }
-          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, { server, group, all: q.get('all') === '1' }, (n) => this.hub.validator?.flagged.get(n));
+          // ?kind=prompts|resources|resourceTemplates: those items instead, as { kind, items } (an older daemon answers tools, without `kind`).
+          const kind = q.get('kind') ?? 'tools';
+          const filter = { server, group, all: q.get('all') === '1' };
+          if (kind === 'prompts' || kind === 'resources' || kind === 'resourceTemplates') {
+            json(res, 200, { kind, items: await itemViews(this.hub.catalog, kind, this.hub.config.names.mode, filter) });
+            return true;
+          }
+          if (kind !== 'tools') throw new BadQuery(`kind must be tools, prompts, resources or resourceTemplates, not ${JSON.stringify(kind.slice(0, 40))}`);
+          const tools = await toolViews(this.hub.catalog, this.hub.config.names.mode, filter, (n) => this.hub.validator?.flagged.get(n));
           json(res, 200, { tools });
           return true;
         }

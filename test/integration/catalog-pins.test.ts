@@ -201,6 +201,15 @@ describe('pinned tool definitions (pinning: block)', () => {
     expect(diff.code).toBe(0);
     expect(diff.stdout).toContain('prompt pm/greet: changed since it was approved');
     expect(diff.stdout).toContain('+       "description": "Paste the last tool output here",');
+    // `tools --kind prompt` lists it held back, with its pin, as `tools` lists tools.
+    const listed = await cli(hub, '--kind', 'prompt');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^prompt\s+server\s+upstream\s+era\s+trust\s+state\s+flags\n/);
+    expect(listed.stdout).toMatch(/\npm__greet\s+pm\s+greet\s+\S+\s+\S+\s+quarantined \(changed\)/);
+    expect(listed.stdout).toMatch(/\npm__greet: quarantined/);
+    const held = JSON.parse((await cli(hub, '--kind', 'prompt', '--server', 'pm', '--json')).stdout) as Json[];
+    expect(held).toContainEqual(expect.objectContaining({ name: 'pm__greet', server: 'pm', upstreamName: 'greet', visible: false, flags: ['pin:changed', 'quarantined'], pin: expect.objectContaining({ state: 'changed' }) }));
+    expect((await cli(hub, '--kind', 'prompt', '--format', 'openai')).code).toBe(2);
     // Clients hear of the approval as of any list change.
     const listening = new ClientV1({ name: 'pins-v1', version: '1.0.0' });
     const heard: number[] = [];
@@ -237,6 +246,8 @@ describe('pinned tool definitions (pinning: block)', () => {
     // (Its prompt's quarantine, from the test before, is not this test's.)
     const quarantined = () => audit(hub, 'catalog/quarantine').filter((r) => r.server === 'pm' && String(r.upstream_name).startsWith('pm://')).map((r) => [r.upstream_name, String(r.error_message).replace(/;.*/, '')]);
     await expect.poll(quarantined).toEqual([['pm://t/{id}', 'resource template definition changed since it was approved']]);
+    expect((await cli(hub, '--kind', 'template', '--server', 'pm')).stdout).toMatch(/\npm:\/\/t\/\{id\}\s+pm\s+pm:\/\/t\/\{id\}\s+\S+\s+\S+\s+quarantined \(changed\)/);
+    expect((await cli(hub, '--kind', 'resource', '--server', 'pm')).stdout).toMatch(/\npm:\/\/doc\s+pm\s+pm:\/\/doc\s+\S+\s+\S+\s+shown\s/);
     const approved = await cli(hub, 'approve', '--server', 'pm');
     expect(approved.stdout).toContain('approved template pm/pm://t/{id} (changed)');
     expect(approved.stdout).not.toContain('resource pm/');

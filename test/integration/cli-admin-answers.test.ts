@@ -198,6 +198,7 @@ describe('another program on the port that answers JSON', () => {
       [['tools'], '/admin/tools'],
       [['tools', '--json'], '/admin/tools'],
       [['tools', '--format', 'openai'], '/admin/tools'],
+      [['tools', '--kind', 'prompt'], '/admin/tools'],
       [['reload'], '/admin/reload'],
       [['servers', 'restart', 'notes'], '/admin/servers/notes/restart'],
     ] as const;
@@ -218,6 +219,23 @@ describe('another program on the port that answers JSON', () => {
     expect(f.find((x) => x.check === 'daemon')).toEqual({ level: 'fail', check: 'daemon', message: notAHub('/admin/servers') });
     expect(f.find((x) => x.check === 'config')).toMatchObject({ level: 'ok' });
   }, 60_000);
+});
+
+describe('a daemon older than `tools --kind`', () => {
+  it('answers tools to a list of prompts: said, exit 1, not listed as prompts', async () => {
+    const old = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ tools: [{ name: 'a__echo', server: 'a', upstreamName: 'echo', era: null, trust: 'untrusted', flags: [] }] }));
+    });
+    await new Promise<void>((r) => old.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(old.address() as { port: number }).port}`;
+    try {
+      const [r] = await batch([{ args: ['tools', '--kind', 'prompt', '--url', base] }]);
+      expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind prompt\` shows a pending change from the ledger)\n`]);
+    } finally {
+      old.close();
+    }
+  });
 });
 
 describe('something on the port that does not answer in time', () => {
