@@ -105,13 +105,17 @@ function flagLines(items: ItemView[]): void {
   if (items.some((t) => t.hidden || t.details?.length)) out('\n');
 }
 
+/** `--kind` other than tool with an export (`--format`, `tools export`): refused (exit 2), as export is of tools; whether it was. */
+function kindNotForExport(kind: KindWord | undefined): boolean {
+  if (kind === undefined || kind === 'tool') return false;
+  err(`--kind ${kind}: --format exports tools only\n`);
+  process.exitCode = 2;
+  return true;
+}
+
 async function list(a: ListArgs): Promise<void> {
   const kind = a.kind === undefined || a.kind === 'tool' ? undefined : a.kind;
-  if (a.format && kind) {
-    err(`--kind ${kind}: --format exports tools only\n`);
-    process.exitCode = 2;
-    return;
-  }
+  if (a.format && kindNotForExport(kind)) return;
   if (a.format) return runToolsExport(a as ToolsExportArgs);
   if (a.local) {
     // Pins, quarantines and flags live in the running hub; a local look would show none of them.
@@ -339,6 +343,7 @@ export const toolsCommand: CommandModule<object, ListArgs> = {
       .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'List the prompts, resources or resource templates instead (their pins and flags), not the tools' })
       .command(diffCommand)
       .command(approveCommand)
-      .command(toolsExportCommand) as unknown as Argv<ListArgs>,
+      // `tools`' --kind reaches export too, which would export the tools all the same.
+      .command({ ...toolsExportCommand, handler: (a: ToolsExportArgs & { kind?: KindWord }) => (kindNotForExport(a.kind) ? undefined : runToolsExport(a)) }) as unknown as Argv<ListArgs>,
   handler: (a) => list(a),
 };

@@ -230,8 +230,10 @@ describe('a daemon older than `tools --kind`', () => {
     await new Promise<void>((r) => old.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(old.address() as { port: number }).port}`;
     try {
-      const [r] = await batch([{ args: ['tools', '--kind', 'prompt', '--url', base] }]);
+      const [r, exported] = await batch([{ args: ['tools', '--kind', 'prompt', '--url', base] }, { args: ['tools', 'export', '--format', 'openai', '--kind', 'template', '--url', base] }]);
       expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind prompt\` shows a pending change from the ledger)\n`]);
+      // An export is of tools: --kind (of `tools`, which reaches export) is refused, not ignored.
+      expect([exported.code, exported.stdout, exported.stderr]).toEqual([2, '', '--kind template: --format exports tools only\n']);
     } finally {
       old.close();
     }
