@@ -171,7 +171,7 @@ export function inFlightNote(f: InFlight): string {
   return `${f.rows} row${f.rows === 1 ? ' is' : 's are'} in flight (${ids}), in no chain and not verified: calls still running, or left by a hub that stopped (its next start chains them as unknown)`;
 }
 
-export const KEY_HEADER = ['principal', 'key', 'tool', 'state', 'created', 'ended', 'a retry with it'];
+export const KEY_HEADER = ['principal', 'group', 'key', 'tool', 'state', 'created', 'ended', 'a retry with it'];
 
 /** What a retry with a key in this state gets (router/idempotency.ts). */
 const RETRY_GETS: Record<KeyRow['state'], string> = {
@@ -192,6 +192,7 @@ function keyExpired(k: KeyRow, expiredBefore: number): boolean {
 export function keyJson(k: KeyRow, expiredBefore: number): Record<string, unknown> {
   return {
     principal: k.principal,
+    group: k.group,
     key: k.key,
     tool: k.tool,
     state: k.state,
@@ -204,5 +205,5 @@ export function keyJson(k: KeyRow, expiredBefore: number): Record<string, unknow
 
 export function keyCells(k: KeyRow, expiredBefore: number): string[] {
   const retry = k.state !== 'in_flight' && keyExpired(k, expiredBefore) ? 'runs the call as new: the key expired (ledger.idempotencyTtl)' : (RETRY_GETS[k.state] ?? '?');
-  return [k.principal, k.key, k.tool, k.state, new Date(k.createdMs).toISOString(), k.completedMs === null ? '-' : new Date(k.completedMs).toISOString(), retry];
+  return [k.principal, k.group ?? '-', k.key, k.tool, k.state, new Date(k.createdMs).toISOString(), k.completedMs === null ? '-' : new Date(k.completedMs).toISOString(), retry];
 }

@@ -1,7 +1,7 @@
 import type { Database, Statement } from 'better-sqlite3';
 import type { Logger } from '../log.js';
 import type { GroupCommit } from './group-commit.js';
-import type { IdempotencyClaim, StoredAnswer } from './types.js';
+import type { IdempotencyClaim, KeyOwner, StoredAnswer } from './types.js';
 
 /** Rejects the waiters of a claim whose first caller gave up before forwarding: claim again. */
 export class IdempotencyAbandonedError extends Error {
@@ -58,8 +58,19 @@ function waiter(): Waiter {
   return { promise, resolve, reject };
 }
 
+/** The table's tool_group for `/mcp` and a plain stdio (a group name is never empty). */
+const NO_GROUP = '';
+/** The tool_group of a row kept before keys were scoped to groups (migration 0016): any endpoint's. */
+const ANY_GROUP = '*';
+
+/** (principal, tool_group) of a key's owner, as the table keeps them. */
+function ownerOf(owner: KeyOwner): [principal: string, group: string] {
+  return typeof owner === 'string' ? [owner, NO_GROUP] : [owner.principal, owner.group ?? NO_GROUP];
+}
+
 /**
- * Idempotency keys for tools/call, scoped to (principal, key). Decisions are synchronous:
+ * Idempotency keys for tools/call, scoped to (principal, tool group, key): the group is the
+ * endpoint's (KeyOwner). Decisions are synchronous:
  * in-flight claims live in memory (one writer process per ledger file), everything else
  * is read from the table; writes ride the ledger's group commit, so a claim is durable by
  * the time the caller's `beginCommitted()` resolves.
@@ -78,6 +89,8 @@ export class IdempotencyStore {
   private readonly del: Statement;
   private readonly purge: Statement;
   private readonly expired: Statement;
+  /** Rows kept before keys were scoped to groups are still in the table (until their TTL). */
+  private anyGroupRows: boolean;
   private closed = false;
 
   constructor(
@@ -87,26 +100,29 @@ export class IdempotencyStore {
     private readonly now: () => number,
     private readonly log: Logger,
   ) {
-    this.get = db.prepare('SELECT tool, args_hash, state, answer_json, created_ms, completed_ms FROM idempotency WHERE principal = ? AND key = ?');
-    this.put = db.prepare(`INSERT OR REPLACE INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms)
-      VALUES (@principal, @key, @tool, @argsHash, @state, @answer, @created, @completed)`);
-    this.del = db.prepare(`DELETE FROM idempotency WHERE principal = ? AND key = ? AND state = 'in_flight'`);
+    this.get = db.prepare('SELECT tool, args_hash, state, answer_json, created_ms, completed_ms FROM idempotency WHERE principal = ? AND tool_group = ? AND key = ?');
+    this.put = db.prepare(`INSERT OR REPLACE INTO idempotency (principal, tool_group, key, tool, args_hash, state, answer_json, created_ms, completed_ms)
+      VALUES (@principal, @group, @key, @tool, @argsHash, @state, @answer, @created, @completed)`);
+    this.del = db.prepare(`DELETE FROM idempotency WHERE principal = ? AND tool_group = ? AND key = ? AND state = 'in_flight'`);
+    // Read once: such rows are only ever purged, never written again.
+    this.anyGroupRows = db.prepare('SELECT 1 FROM idempotency WHERE tool_group = ? LIMIT 1').get(ANY_GROUP) !== undefined;
     // The TTL counts from the call's end (a call may outlast it); created_ms <= cutoff, implied
     // by that, keeps the index on created_ms in use.
     this.purge = db.prepare(`DELETE FROM idempotency WHERE created_ms <= @cutoff AND COALESCE(completed_ms, created_ms) <= @cutoff AND state <> 'in_flight'`);
     this.expired = db.prepare(`SELECT 1 FROM idempotency WHERE created_ms <= @cutoff AND COALESCE(completed_ms, created_ms) <= @cutoff AND state <> 'in_flight' LIMIT 1`);
   }
 
-  claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim {
+  claim(owner: KeyOwner, key: string, tool: string, argsHash: string): IdempotencyClaim {
     if (this.closed) throw new Error('ledger is closed');
-    const id = mapKey(principal, key);
-    const known = this.lookup(id, principal, key, tool, argsHash);
+    const [principal, group] = ownerOf(owner);
+    const id = mapKey(principal, group, key);
+    const known = this.lookup(id, principal, group, key, tool, argsHash);
     if (known) return known;
     const entry: Live = { tool, argsHash, state: 'in_flight', created: this.now(), waiter: waiter(), pendingWrites: 0, waiters: 0 };
     this.live.set(id, entry);
     // OR REPLACE: an expired entry under the same key is purged by the new claim.
     this.write(id, entry, () =>
-      this.put.run({ principal, key, tool, argsHash, state: 'in_flight', answer: null, created: entry.created, completed: null }),
+      this.put.run({ principal, group, key, tool, argsHash, state: 'in_flight', answer: null, created: entry.created, completed: null }),
     );
     return { kind: 'new' };
   }
@@ -116,14 +132,15 @@ export class IdempotencyStore {
    * the key is another call's (conflict). Undefined when the key is free or its call still runs
    * here; nothing is claimed. Lets a caller answer such a key before it does anything else.
    */
-  peek(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
+  peek(owner: KeyOwner, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
     if (this.closed) return undefined;
-    const known = this.lookup(mapKey(principal, key), principal, key, tool, argsHash);
+    const [principal, group] = ownerOf(owner);
+    const known = this.lookup(mapKey(principal, group, key), principal, group, key, tool, argsHash);
     return known?.kind === 'wait' ? undefined : known;
   }
 
   /** The claim's answer for a key already known (live here, or in the table within the TTL); undefined when it is free. */
-  private lookup(id: string, principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
+  private lookup(id: string, principal: string, group: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined {
     const live = this.live.get(id);
     if (live && live.state !== 'abandoned') {
       if (live.tool !== tool || live.argsHash !== argsHash) return { kind: 'conflict', tool: live.tool };
@@ -132,7 +149,7 @@ export class IdempotencyStore {
       return { kind: 'replay', answer: live.answer as StoredAnswer };
     }
     if (live) return undefined;
-    const row = this.get.get(principal, key) as DbEntry | undefined;
+    const row = (this.get.get(principal, group, key) ?? (this.anyGroupRows ? this.get.get(principal, ANY_GROUP, key) : undefined)) as DbEntry | undefined;
     if (row && (row.completed_ms ?? row.created_ms) > this.now() - this.ttlMs) {
       if (row.tool !== tool || row.args_hash !== argsHash) return { kind: 'conflict', tool: row.tool };
       if (row.state === 'done') {
@@ -150,14 +167,15 @@ export class IdempotencyStore {
    * gave up on the first request (its connection closed) and sent it again with the key waits for
    * it: the first call must then run on, not be cancelled under it (the key would be unknown).
    */
-  awaited(principal: string, key: string): boolean {
-    const live = this.live.get(mapKey(principal, key));
+  awaited(owner: KeyOwner, key: string): boolean {
+    const live = this.live.get(mapKey(...ownerOf(owner), key));
     return live !== undefined && live.state === 'in_flight' && live.waiters > 0;
   }
 
   /** Records the answer of a 'new' claim; waiters receive it once it is committed. */
-  complete(principal: string, key: string, answer: StoredAnswer): void {
-    const id = mapKey(principal, key);
+  complete(owner: KeyOwner, key: string, answer: StoredAnswer): void {
+    const [principal, group] = ownerOf(owner);
+    const id = mapKey(principal, group, key);
     const entry = this.live.get(id);
     if (!entry || entry.state !== 'in_flight') {
       this.log.warn('ledger: idempotency complete() without an in-flight claim; ignored');
@@ -170,6 +188,7 @@ export class IdempotencyStore {
     const written = this.write(id, entry, () =>
       this.put.run({
         principal,
+        group,
         key,
         tool: entry.tool,
         argsHash: entry.argsHash,
@@ -184,13 +203,14 @@ export class IdempotencyStore {
   }
 
   /** Drops a 'new' claim that will not run (refused before forwarding) so it can be retried. */
-  abandon(principal: string, key: string): void {
-    const id = mapKey(principal, key);
+  abandon(owner: KeyOwner, key: string): void {
+    const [principal, group] = ownerOf(owner);
+    const id = mapKey(principal, group, key);
     const entry = this.live.get(id);
     if (!entry || entry.state !== 'in_flight') return;
     entry.state = 'abandoned';
     entry.waiter.reject(new IdempotencyAbandonedError());
-    this.write(id, entry, () => this.del.run(principal, key));
+    this.write(id, entry, () => this.del.run(principal, group, key));
   }
 
   /**
@@ -198,14 +218,15 @@ export class IdempotencyStore {
    * as 'unknown', so a retry with it is refused instead of running the call twice.
    * Waiters are rejected with IdempotencyUnknownError.
    */
-  markUnknown(principal: string, key: string): void {
-    const id = mapKey(principal, key);
+  markUnknown(owner: KeyOwner, key: string): void {
+    const [principal, group] = ownerOf(owner);
+    const id = mapKey(principal, group, key);
     const entry = this.live.get(id);
     if (!entry || entry.state !== 'in_flight') return;
     entry.state = 'unknown';
     entry.waiter.reject(new IdempotencyUnknownError());
     this.write(id, entry, () =>
-      this.put.run({ principal, key, tool: entry.tool, argsHash: entry.argsHash, state: 'unknown', answer: null, created: entry.created, completed: this.now() }),
+      this.put.run({ principal, group, key, tool: entry.tool, argsHash: entry.argsHash, state: 'unknown', answer: null, created: entry.created, completed: this.now() }),
     );
   }
 
@@ -252,8 +273,8 @@ function join(live: Live): () => void {
   };
 }
 
-function mapKey(principal: string, key: string): string {
-  return JSON.stringify([principal, key]);
+function mapKey(principal: string, group: string, key: string): string {
+  return JSON.stringify([principal, group, key]);
 }
 
 function parseAnswer(json: string | null): StoredAnswer | null {

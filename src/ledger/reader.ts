@@ -34,6 +34,8 @@ export const MAX_LIMIT = 100_000;
 /** An idempotency key as `ledger keys` shows it (ledger/idempotency.ts keeps it). */
 export interface KeyRow {
   principal: string;
+  /** The tool group whose endpoint the key was used through; null: `/mcp` (or a plain stdio); '*': kept before keys were scoped to endpoints, read from every one. */
+  group: string | null;
   key: string;
   tool: string;
   state: 'in_flight' | 'done' | 'unknown';
@@ -77,6 +79,16 @@ export class LedgerReader {
     if (filter.group !== undefined) this.needColumn('tool_group', 'tool groups', 'which group it came through');
     if (filter.traceId !== undefined) this.needColumn('trace_id', 'trace ids', 'which trace it was in');
     return whereClause(filter);
+  }
+
+  /** Whether the idempotency table scopes keys to tool groups (0016); an older Switchyard's ledger, read as it is, does not. */
+  private keysGrouped(): boolean {
+    let has = this.columns.get('idempotency.tool_group');
+    if (has === undefined) {
+      has = (this.db.prepare(`SELECT 1 FROM pragma_table_info('idempotency') WHERE name = 'tool_group'`).get() as unknown) !== undefined;
+      this.columns.set('idempotency.tool_group', has);
+    }
+    return has;
   }
 
   private needColumn(column: string, what: string, says: string): void {
@@ -295,7 +307,7 @@ export class LedgerReader {
    * (over 300 MB with long keys), and a read held open while a slow reader of the output waits
    * would keep the hub's WAL from being rewound.
    */
-  keyIds(filter: { principal?: string; key?: string; state?: KeyRow['state'] }, limit: number): [principal: string, key: string][] {
+  keyIds(filter: { principal?: string; key?: string; state?: KeyRow['state'] }, limit: number): [principal: string, group: string, key: string][] {
     if (!hasTable(this.db, 'idempotency')) return [];
     const cond: string[] = [];
     if (filter.principal !== undefined) cond.push('principal = @principal');
@@ -303,25 +315,26 @@ export class LedgerReader {
     if (filter.state !== undefined) cond.push('state = @state');
     return this.db
       .prepare(
-        `SELECT principal, key FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
+        `SELECT principal, ${this.keysGrouped() ? 'tool_group' : "''"}, key FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
          ORDER BY COALESCE(completed_ms, created_ms) DESC, key, principal LIMIT @limit`,
       )
       .raw()
-      .all({ ...filter, limit: rowLimit(limit, 1) }) as [string, string][];
+      .all({ ...filter, limit: rowLimit(limit, 1) }) as [string, string, string][];
   }
 
   /**
    * The keys of keyIds(), a page at a time, in its order, each as it is when its page is read
    * (a call that ended meanwhile shows its end); one purged meanwhile is left out.
    */
-  *keysOf(ids: readonly [string, string][], size = EXPORT_PAGE): Generator<KeyRow[]> {
+  *keysOf(ids: readonly [string, string, string][], size = EXPORT_PAGE): Generator<KeyRow[]> {
+    const grouped = this.keysGrouped();
     const page = this.db.prepare(
-      `SELECT i.principal, i.key, i.tool, i.state, i.created_ms, i.completed_ms FROM json_each(@pageIds) j
-       JOIN idempotency i ON i.principal = j.value ->> 0 AND i.key = j.value ->> 1 ORDER BY j.key`,
+      `SELECT i.principal, ${grouped ? 'i.tool_group' : "''"} AS tool_group, i.key, i.tool, i.state, i.created_ms, i.completed_ms FROM json_each(@pageIds) j
+       JOIN idempotency i ON i.principal = j.value ->> 0 AND ${grouped ? 'i.tool_group = j.value ->> 1 AND ' : ''}i.key = j.value ->> 2 ORDER BY j.key`,
     );
     for (let i = 0; i < ids.length; i += size) {
-      const rows = page.all({ pageIds: JSON.stringify(ids.slice(i, i + size)) }) as { principal: string; key: string; tool: string; state: KeyRow['state']; created_ms: number; completed_ms: number | null }[];
-      if (rows.length) yield rows.map((r) => ({ principal: r.principal, key: r.key, tool: r.tool, state: r.state, createdMs: r.created_ms, completedMs: r.completed_ms }));
+      const rows = page.all({ pageIds: JSON.stringify(ids.slice(i, i + size)) }) as { principal: string; tool_group: string; key: string; tool: string; state: KeyRow['state']; created_ms: number; completed_ms: number | null }[];
+      if (rows.length) yield rows.map((r) => ({ principal: r.principal, group: r.tool_group || null, key: r.key, tool: r.tool, state: r.state, createdMs: r.created_ms, completedMs: r.completed_ms }));
     }
   }
 

@@ -3,7 +3,7 @@ import type { ItemPinKind, PinStore } from '../catalog/pins.js';
 import type { ResourceRouteStore } from '../catalog/resource-routes.js';
 import type { SessionMemoryStore } from '../downstream/session-memory.js';
 import type { CapabilityStore } from '../hub/known-capabilities.js';
-import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, StoredAnswer } from './types.js';
+import type { AuditBegin, AuditEnd, AuditHandle, IdempotencyClaim, KeyOwner, StoredAnswer } from './types.js';
 
 /** What the router needs from the ledger; the SQLite Ledger implements it, NullLedger skips it. */
 export interface AuditSink {
@@ -14,15 +14,15 @@ export interface AuditSink {
   whenCommitted(): Promise<void>;
   record(b: AuditBegin, e: AuditEnd): Promise<void>;
   readonly idempotency: {
-    claim(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim;
+    claim(owner: KeyOwner, key: string, tool: string, argsHash: string): IdempotencyClaim;
     /** The claim's answer for a key whose call has ended (or a conflict), without claiming; undefined otherwise. */
-    peek?(principal: string, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined;
-    complete(principal: string, key: string, answer: StoredAnswer): void;
-    abandon(principal: string, key: string): void;
+    peek?(owner: KeyOwner, key: string, tool: string, argsHash: string): IdempotencyClaim | undefined;
+    complete(owner: KeyOwner, key: string, answer: StoredAnswer): void;
+    abandon(owner: KeyOwner, key: string): void;
     /** The call may have run but its outcome is not known: the key stays refused. */
-    markUnknown(principal: string, key: string): void;
+    markUnknown(owner: KeyOwner, key: string): void;
     /** Whether another request waits now for the answer of the key's call in flight. */
-    awaited?(principal: string, key: string): boolean;
+    awaited?(owner: KeyOwner, key: string): boolean;
   };
   close(): Promise<void>;
   /** Persistent hub-name assignments, so names survive restarts. */

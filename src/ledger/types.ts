@@ -75,6 +75,13 @@ export interface AuditHandle {
   finish(end: AuditEnd): Promise<void>;
 }
 
+/**
+ * Whose an idempotency key is: a principal's (a plain string: on `/mcp` and a plain stdio), or a
+ * principal's on one tool group's endpoint. The group is an authorization boundary (an API key
+ * limited to groups), so a key used through one group is unknown through another.
+ */
+export type KeyOwner = string | { principal: string; group?: string };
+
 /** Result of claiming an idempotency key for a tools/call. */
 export type IdempotencyClaim =
   | { kind: 'new' } // caller must run the call, then complete() or abandon()

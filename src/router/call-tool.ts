@@ -4,7 +4,7 @@ import type { CallPlan, PluginRunner } from '../plugins/runner.js';
 import { runsAsTask } from './legacy-task.js';
 import { argsHash, NestingTooDeepError } from '../ledger/canonical.js';
 import type { AuditSink } from '../ledger/sink.js';
-import type { AuditBegin, AuditEnd, StoredAnswer } from '../ledger/types.js';
+import type { AuditBegin, AuditEnd, KeyOwner, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
@@ -84,13 +84,15 @@ export class ToolCall {
       return false; // too deep to hash: refused as such by call()
     }
     if (ctx.group !== undefined && !this.groupHas(params.name, viewOf(ctx))) return false;
-    return endedKey(this.ledger.idempotency, ctx.principal, key, params.name, hash) !== undefined;
+    return endedKey(this.ledger.idempotency, keyOwner(ctx), key, params.name, hash) !== undefined;
   }
 
   /**
    * Whether a tool group's view holds a tool name: shown now, or of a server that is down and
-   * would show it once back. A key is its principal's on every endpoint, but the answer kept for
-   * a tool the group hides is not for the group's clients (nor its name: shownTo).
+   * would show it once back. A key is its principal's on this endpoint, but the group may hide its
+   * tool now (a reload), or the key was kept before keys were scoped to endpoints (every endpoint
+   * reads such a key): the answer kept for a tool the group hides is not for the group's clients
+   * (nor its name: shownTo).
    */
   private groupHas(hubName: string, view: View): boolean {
     return this.catalog.knownTool(hubName, view) !== undefined || this.catalog.downItem('tools', hubName, view) !== undefined;
@@ -210,7 +212,7 @@ export class ToolCall {
     const shown = ctx.idempotencyKey ? this.shownTo(ctx, view) : undefined;
     // A client of a tool group, though, only for a tool its group shows (groupHas).
     const fromKey = !routed && ctx.idempotencyKey && hash !== undefined && (ctx.group === undefined || this.groupHas(hubName, view));
-    const endedUnrouted = fromKey ? endedKey(this.ledger.idempotency, ctx.principal, ctx.idempotencyKey!, hubName, hash!, shown) : undefined;
+    const endedUnrouted = fromKey ? endedKey(this.ledger.idempotency, keyOwner(ctx), ctx.idempotencyKey!, hubName, hash!, shown) : undefined;
     if (endedUnrouted) {
       // Its row names the server whose tool it was, as far as the names it had say.
       const owner = this.catalog.downItem('tools', hubName, view);
@@ -243,11 +245,12 @@ export class ToolCall {
     const end = (e: AuditEnd): Promise<void> => audit.finish(e);
     const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args, span: ctx.span };
     const key = ctx.idempotencyKey;
+    const owner = keyOwner(ctx);
     // A key whose call has ended is answered before a retry's requestState is opened or the user
     // asked: a client that sends its last request again (its response lost) gets the stored
     // answer, not -32602 for a requestState used up, nor a confirmation of a call that has run
     // (declined, it would read as not run). Plugins still see it, as they see every replay.
-    const keyEnded = key ? endedKey(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), shown) : undefined;
+    const keyEnded = key ? endedKey(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), shown) : undefined;
     const retry = !keyEnded && isRetry(params, ctx) ? await retryOf(this.mrtr, this.ledger, end, 'tools/call', params, ctx, bind, server, t0) : undefined;
     if (retry && 'result' in retry) return retry.result;
     // Without a confirmation policy confirm() answers undefined: no await for it then.
@@ -298,7 +301,7 @@ export class ToolCall {
     if (key) {
       let settled: Awaited<ReturnType<typeof settleIdempotency>>;
       try {
-        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, principal, key, hubName, argsDigestOf(bind), ctx.signal, shown));
+        settled = keyEnded ?? (await settleIdempotency(this.ledger.idempotency, owner, key, hubName, argsDigestOf(bind), ctx.signal, shown));
       } catch (err) {
         // Its client cancelled while it waited for the first call with this key: it ran nothing
         // (the hub's stop: unavailable, as its client is answered).
@@ -325,9 +328,9 @@ export class ToolCall {
       end = firstRowEnd(first?.(), end);
       if (key) {
         // Stored before the audit row finishes, so the answer commits in the same batch or earlier.
-        if (answer) this.ledger.idempotency.complete(principal, key, answer);
-        else if (ran) this.ledger.idempotency.markUnknown(principal, key);
-        else this.ledger.idempotency.abandon(principal, key);
+        if (answer) this.ledger.idempotency.complete(owner, key, answer);
+        else if (ran) this.ledger.idempotency.markUnknown(owner, key);
+        else this.ledger.idempotency.abandon(owner, key);
       }
       const e: AuditEnd = Object.assign({}, end, { latencyMs: performance.now() - t0 });
       return audit.finish(e);
@@ -442,7 +445,7 @@ export class ToolCall {
     // refused, though the retry is what the client sent instead. Its own client is answered
     // nothing, as for any cancelled request; the retry gets the answer.
     const keys = this.ledger.idempotency;
-    opts.signal = unlessWanted(ctx.signal, () => keys.awaited?.(principal, key) === true);
+    opts.signal = unlessWanted(ctx.signal, () => keys.awaited?.(keyOwner(ctx), key) === true);
     const r = await this.mrtr.run(ctx, conn, opts, bind, body, ended);
     if (ctx.signal.aborted) throw new CancelledError(reasonOf(ctx.signal));
     return r;
@@ -490,6 +493,15 @@ function storedError(err: RpcError): StoredAnswer {
 
 /** Longest idempotency key taken (a UUID is 36 characters): a longer one is held whole in the key table. */
 const MAX_KEY_LENGTH = 256;
+
+/**
+ * Whose a call's idempotency key is: its principal's on the endpoint it came through. A tool
+ * group is an authorization boundary (an API key limited to groups), so one principal's keys on
+ * two groups are apart: neither replays nor refuses the other's call.
+ */
+function keyOwner(ctx: CallContext): KeyOwner {
+  return ctx.group === undefined ? ctx.principal : { principal: ctx.principal, group: ctx.group };
+}
 
 /** The text of a result's first content block (the hub's own error results have one). */
 function firstText(result: Result): string | undefined {

@@ -1,5 +1,5 @@
 import type { AuditSink } from '../ledger/sink.js';
-import type { IdempotencyClaim, StoredAnswer } from '../ledger/types.js';
+import type { IdempotencyClaim, KeyOwner, StoredAnswer } from '../ledger/types.js';
 import { CancelledError, notSent } from '../protocol/errors.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 
@@ -22,8 +22,9 @@ type Settled = { answer: StoredAnswer } | { refusal: string };
 
 /**
  * Whether the caller may be told a tool's name: a client of a tool group (`/mcp/<group>`) sees
- * only the group's tools, and a key is its principal's on every endpoint, so the call that used
- * it may have been of a tool the group hides. Undefined: every name may be told.
+ * only the group's tools, and the call that used a key may have been of a tool the group hides
+ * now (a reload narrowed it, or a key kept before keys were scoped to endpoints, which every
+ * endpoint reads). Undefined: every name may be told.
  */
 export type ShownTool = ((hubName: string) => boolean) | undefined;
 
@@ -45,8 +46,8 @@ function settledOf(claim: Exclude<IdempotencyClaim, { kind: 'new' } | { kind: 'w
  * A key whose call has ended (its answer, or a refusal), or that another call holds with other
  * arguments: undefined when it is free or its call still runs. Claims nothing.
  */
-export function endedKey(keys: AuditSink['idempotency'], principal: string, key: string, tool: string, hash: string, shown?: ShownTool): Settled | undefined {
-  const known = keys.peek?.(principal, key, tool, hash);
+export function endedKey(keys: AuditSink['idempotency'], owner: KeyOwner, key: string, tool: string, hash: string, shown?: ShownTool): Settled | undefined {
+  const known = keys.peek?.(owner, key, tool, hash);
   return known && known.kind !== 'new' && known.kind !== 'wait' ? settledOf(known, key, tool, shown) : undefined;
 }
 
@@ -59,7 +60,7 @@ export function endedKey(keys: AuditSink['idempotency'], principal: string, key:
  */
 export async function settleIdempotency(
   keys: AuditSink['idempotency'],
-  principal: string,
+  owner: KeyOwner,
   key: string,
   tool: string,
   hash: string,
@@ -67,7 +68,7 @@ export async function settleIdempotency(
   shown?: ShownTool,
 ): Promise<Settled | undefined> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const claim = keys.claim(principal, key, tool, hash);
+    const claim = keys.claim(owner, key, tool, hash);
     switch (claim.kind) {
       case 'new':
         return undefined;

@@ -25,6 +25,9 @@ const DANA = 'sy_dana-keygroups-key-0123456789abcdefghijklmnopqrs';
 const ERIN = 'sy_erin-keygroups-key-0123456789abcdefghijklmnopqrs';
 /** Limited to a group that shows one tool of its server. */
 const FRANK = 'sy_frank-keygroups-key-0123456789abcdefghijklmnopqr';
+/** One principal's two keys, each limited to another group (both show a__echo). */
+const GINA_SMALL = 'sy_gina-small-keygroups-key-0123456789abcdefghijklm';
+const GINA_NARROW = 'sy_gina-narrow-keygroups-key-0123456789abcdefghijkl';
 
 describe('an API key limited to tool groups', () => {
   let hub: HubProcess;
@@ -36,6 +39,8 @@ describe('an API key limited to tool groups', () => {
       { principal: 'dana', sha256: sha256Hex(DANA), groups: ['small'], scopes: ['switchyard:admin'] },
       { principal: 'erin', sha256: sha256Hex(ERIN), groups: ['small', 'other'] },
       { principal: 'frank', sha256: sha256Hex(FRANK), groups: ['narrow'] },
+      { principal: 'gina', sha256: sha256Hex(GINA_SMALL), groups: ['small'] },
+      { principal: 'gina', sha256: sha256Hex(GINA_NARROW), groups: ['narrow'] },
     ];
     hub = await startHub({
       auth: { apiKeys },
@@ -110,22 +115,48 @@ describe('an API key limited to tool groups', () => {
     expect(small.find((x) => x.principal === '(unauthenticated)')).toMatchObject({ method: 'tools/call', outcome: 'denied', errorCode: 401 });
   });
 
-  it("an idempotency key's refusal on a group's endpoint names the other call's tool only if the group shows it", async () => {
+  it("an idempotency key is its principal's on one endpoint: another group's (or /mcp's) use of it neither refuses nor replays there", async () => {
     const keyed = (path: string, id: string, name: string, text: string) =>
       post(`${new URL(hub.url).origin}${path}`, modernBody(id, 'tools/call', { name, arguments: { text } }, { ...modernMeta(), 'dev.switchyard/idempotency-key': 'shared-key' }), {
         ...modernHeaders('tools/call', name),
         authorization: `Bearer ${ALICE}`,
       });
-    // Alice's key is hers on every endpoint: used on /mcp for b__echo, which group `small` does not show.
+    // Used on /mcp for b__echo, which group `small` does not show.
     expect((await keyed('/mcp', 'idem-1', 'b__echo', 'x')).body?.result?.isError).toBeFalsy();
     const textOf = (r: Awaited<ReturnType<typeof keyed>>) => String(((r.body?.result?.content as Json[] | undefined)?.[0] as Json | undefined)?.text);
-    const small = await keyed('/mcp/small', 'idem-2', 'a__echo', 'x');
-    expect(textOf(small)).toBe('idempotency key "shared-key" was already used for another tool; use a new key');
-    // A name the group has not is unknown there, key or not (not answered from the key, as a tool of a server that is down is).
+    // On /mcp/small the key is another: the call runs (it was refused as "used for another tool").
+    expect(textOf(await keyed('/mcp/small', 'idem-2', 'a__echo', 'x'))).toBe('echo:x');
+    // A name the group has not is unknown there, key or not.
     expect((await keyed('/mcp/small', 'idem-3', 'nothing__here', 'x')).body?.error?.message).toBe('Unknown tool: nothing__here');
-    // Where the tool is shown, the refusal names it, as before.
+    // On the endpoint that used it, the refusal names the tool, as before.
     expect(textOf(await keyed('/mcp', 'idem-4', 'a__echo', 'x'))).toBe('idempotency key "shared-key" was already used for tool "b__echo"; use a new key');
-    expect(textOf(await keyed('/mcp/other', 'idem-5', 'b__echo', 'y'))).toBe('idempotency key "shared-key" was already used for this tool with other arguments; use a new key');
+    // And on /mcp/other, which shows b__echo, other arguments run too (they were refused).
+    expect(textOf(await keyed('/mcp/other', 'idem-5', 'b__echo', 'y'))).not.toMatch(/idempotency key/);
+  });
+
+  // A principal's API keys limited to different groups: the groups are an authorization
+  // boundary, and one key's idempotency keys replayed (or refused) the other's calls across it.
+  it("one principal's keys of two groups keep their idempotency keys apart: neither replays nor refuses the other's call", async () => {
+    const echo = (path: string, bearer: string, id: string, key: string, text: string) =>
+      post(`${new URL(hub.url).origin}${path}`, modernBody(id, 'tools/call', { name: 'a__echo', arguments: { text } }, { ...modernMeta(), 'dev.switchyard/idempotency-key': key }), {
+        ...modernHeaders('tools/call', 'a__echo'),
+        authorization: `Bearer ${bearer}`,
+      });
+    const textOf = (r: Awaited<ReturnType<typeof echo>>) => String(((r.body?.result?.content as Json[] | undefined)?.[0] as Json | undefined)?.text);
+    // The same key with other arguments through the other group runs (it was refused there).
+    expect(textOf(await echo('/mcp/small', GINA_SMALL, 'gina-1', 'gina-k1', 'one'))).toBe('echo:one');
+    expect(textOf(await echo('/mcp/narrow', GINA_NARROW, 'gina-2', 'gina-k1', 'two'))).toBe('echo:two');
+    // The same call with the same key through the other group runs too (it was replayed there);
+    // sent again through one group, it is replayed there as ever.
+    expect(textOf(await echo('/mcp/small', GINA_SMALL, 'gina-3', 'gina-k2', 'same'))).toBe('echo:same');
+    expect(textOf(await echo('/mcp/narrow', GINA_NARROW, 'gina-4', 'gina-k2', 'same'))).toBe('echo:same');
+    expect(textOf(await echo('/mcp/narrow', GINA_NARROW, 'gina-5', 'gina-k2', 'same'))).toBe('echo:same');
+    const rows = await waitForRows(join(hub.dir, 'ledger.db'), { principal: 'gina' }, (r) => r.filter((x) => x.outcome !== 'in_flight').length >= 5);
+    const outcome = (id: string) => rows.find((x) => x.requestId === id)?.outcome;
+    expect(['gina-1', 'gina-2', 'gina-3', 'gina-4', 'gina-5'].map(outcome)).toEqual(['ok', 'ok', 'ok', 'ok', 'replayed']);
+    // `ledger keys` tells them apart by group.
+    const keys = await runCli(['ledger', '--db', join(hub.dir, 'ledger.db'), 'keys', '--principal', 'gina', '--key', 'gina-k2', '--json']);
+    expect(keys.stdout.trim().split('\n').map((l) => (JSON.parse(l) as Json).group).sort()).toEqual(['narrow', 'small']);
   });
 
   it("a key's kept answer is not replayed on a group's endpoint that does not show its tool", async () => {
@@ -139,7 +170,7 @@ describe('an API key limited to tool groups', () => {
     const small = await keyed('/mcp/small', 'kept-2');
     expect(small.body?.result).toBeUndefined();
     expect(small.body?.error?.message).toBe('Unknown tool: b__echo');
-    // Where the tool is shown, the kept answer is replayed.
+    // Where the tool is shown, the call runs (the key is /mcp's, not /mcp/other's).
     expect((await keyed('/mcp/other', 'kept-3')).body?.result?.content).toBeDefined();
   });
 

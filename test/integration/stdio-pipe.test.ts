@@ -564,7 +564,7 @@ describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\
     const keys = await runCli(['ledger', 'keys', '--config', file]);
     expect(keys.code, keys.stderr).toBe(0);
     const line = keys.stdout.split('\n').find((l) => l.includes('k-asked'));
-    expect(line).toMatch(/local\s+k-asked\s+ms__elicit_form\s+unknown\s+.*is refused: the call may have run; check its effect, then use a new key/);
+    expect(line).toMatch(/local\s+-\s+k-asked\s+ms__elicit_form\s+unknown\s+.*is refused: the call may have run; check its effect, then use a new key/);
   }, 40_000);
 });
 

@@ -1161,21 +1161,24 @@ describe('switchyard ledger keys', () => {
     put.run('alice', 'k-done', 'fs__write', 'ab', 'done', JSON.stringify({ result: { content: [{ type: 'text', text: 'SECRET-ANSWER' }] } }), NOW - 3_000, NOW - 2_000);
     put.run('alice', 'k-lost', 'fs__write', 'ab', 'unknown', null, NOW - 1_500, NOW - 1_000);
     put.run('bob', 'k-run', 'mem__store', 'cd', 'in_flight', null, NOW - 500, null);
+    // The same key of alice's through a tool group's endpoint is another key (keys are per endpoint).
+    db.prepare(`INSERT INTO idempotency (principal, tool_group, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES ('alice', 'small', 'k-done', 'fs__write', 'ab', 'done', '{"result":{}}', ?, ?)`).run(NOW - 5_000, NOW - 4_000);
     db.close();
     const all = await cli(['ledger', '--db', t.db, 'keys']);
     expect(all.code, all.err).toBe(0);
     const lines = all.out.trim().split('\n');
-    expect(lines[0]).toMatch(/^principal\s+key\s+tool\s+state\s+created\s+ended\s+a retry with it$/);
-    expect(lines.slice(1).map((l) => l.split(/\s{2,}/).slice(0, 4))).toEqual([
-      ['bob', 'k-run', 'mem__store', 'in_flight'],
-      ['alice', 'k-lost', 'fs__write', 'unknown'],
-      ['alice', 'k-done', 'fs__write', 'done'],
+    expect(lines[0]).toMatch(/^principal\s+group\s+key\s+tool\s+state\s+created\s+ended\s+a retry with it$/);
+    expect(lines.slice(1).map((l) => l.split(/\s{2,}/).slice(0, 5))).toEqual([
+      ['bob', '-', 'k-run', 'mem__store', 'in_flight'],
+      ['alice', '-', 'k-lost', 'fs__write', 'unknown'],
+      ['alice', '-', 'k-done', 'fs__write', 'done'],
+      ['alice', 'small', 'k-done', 'fs__write', 'done'],
     ]);
     expect(lines[2]).toContain('is refused: the call may have run; check its effect, then use a new key');
     expect(all.out).not.toContain('SECRET-ANSWER');
     const lost = await cli(['ledger', '--db', t.db, 'keys', '--state', 'unknown', '--json']);
     expect(lost.out.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
-      { principal: 'alice', key: 'k-lost', tool: 'fs__write', state: 'unknown', created: new Date(NOW - 1_500).toISOString(), ended: new Date(NOW - 1_000).toISOString(), expired: false },
+      { principal: 'alice', group: null, key: 'k-lost', tool: 'fs__write', state: 'unknown', created: new Date(NOW - 1_500).toISOString(), ended: new Date(NOW - 1_000).toISOString(), expired: false },
     ]);
     expect((await cli(['ledger', '--db', t.db, 'keys', '--principal', 'bob', '--json'])).out).toContain('"k-run"');
     const none = await cli(['ledger', '--db', t.db, 'keys', '--key', 'nope']);
@@ -1222,7 +1225,7 @@ describe('switchyard ledger keys', () => {
         expect(lines.map((k) => k.key)).toEqual(keys);
         expect(lines.at(-1)).toMatchObject({ key: 'k-run', state: 'done', ended: new Date(NOW).toISOString() });
       } else {
-        const rows = keys.map((k, i): KeyRow => (k === 'k-run' ? { principal: 'bob', key: k, tool: 'mem__store', state: 'in_flight', createdMs: NOW - 10_000, completedMs: null } : { principal: 'alice', key: k, tool: 'fs__write', state: 'done', createdMs: NOW - 3801 - i, completedMs: NOW - 3801 - i }));
+        const rows = keys.map((k, i): KeyRow => (k === 'k-run' ? { principal: 'bob', group: null, key: k, tool: 'mem__store', state: 'in_flight', createdMs: NOW - 10_000, completedMs: null } : { principal: 'alice', group: null, key: k, tool: 'fs__write', state: 'done', createdMs: NOW - 3801 - i, completedMs: NOW - 3801 - i }));
         expect(r.out).toBe(table(KEY_HEADER, rows.map((k) => keyCells(k, NOW - DEFAULT_KEY_TTL_MS))));
         expect(r.err).toBe('');
       }

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { argsHash } from '../../src/ledger/canonical.js';
 import { IdempotencyAbandonedError, IdempotencyUnknownError } from '../../src/ledger/idempotency.js';
 import { Ledger } from '../../src/ledger/ledger.js';
+import { loadMigrations, migrate } from '../../src/ledger/migrate.js';
 import type { IdempotencyClaim, StoredAnswer } from '../../src/ledger/types.js';
 import { closeAndRemove, tempDir } from './ledger-helpers.js';
 
@@ -248,5 +249,36 @@ describe('ledger idempotency keys', () => {
     ledger = undefined;
     await expect(w.result).rejects.toThrow(/closed/);
     expect(() => l.idempotency.claim('alice', 'x', 't', H1)).toThrow(/closed/);
+  });
+
+  // A tool group is an authorization boundary (an API key limited to groups): one principal's key
+  // through one group's endpoint is another key than through another's, or through /mcp.
+  it("a key is its principal's on one endpoint: another group's use of it is another key; each replays on its own", async () => {
+    t = tempDir();
+    const l = open();
+    const small = { principal: 'alice', group: 'small' };
+    expect(l.idempotency.claim(small, 'k', 'a__echo', H1)).toEqual({ kind: 'new' });
+    l.idempotency.complete(small, 'k', ANSWER);
+    expect(l.idempotency.claim({ principal: 'alice', group: 'narrow' }, 'k', 'a__echo', H2)).toEqual({ kind: 'new' });
+    expect(l.idempotency.claim('alice', 'k', 'b__echo', H1)).toEqual({ kind: 'new' });
+    await l.whenCommitted();
+    await l.close();
+    const again = open();
+    expect(again.idempotency.claim(small, 'k', 'a__echo', H1)).toEqual({ kind: 'replay', answer: ANSWER });
+    expect(again.idempotency.claim({ principal: 'alice', group: 'narrow' }, 'k', 'a__echo', H1)).toEqual({ kind: 'conflict', tool: 'a__echo' }); // its own call's arguments, H2 (left unknown at the restart)
+  });
+
+  // Keys kept before they were scoped to endpoints (migration 0016) do not say which endpoint
+  // used them: every endpoint reads them, as before, so a retry across the upgrade still replays.
+  it('a key kept before keys were scoped to endpoints is read from every endpoint until its TTL', async () => {
+    t = tempDir();
+    const raw = new Database(t.db);
+    migrate(raw, loadMigrations().slice(0, 15));
+    raw.prepare(`INSERT INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES ('alice', 'old', 'a__echo', ?, 'done', ?, ?, ?)`).run(H1, JSON.stringify(ANSWER), Date.now() - 2_000, Date.now() - 1_000);
+    raw.close();
+    const l = open();
+    expect(l.idempotency.claim({ principal: 'alice', group: 'small' }, 'old', 'a__echo', H1)).toEqual({ kind: 'replay', answer: ANSWER });
+    expect(l.idempotency.claim('alice', 'old', 'a__echo', H2)).toEqual({ kind: 'conflict', tool: 'a__echo' });
+    expect(l.idempotency.claim('bob', 'old', 'a__echo', H1)).toEqual({ kind: 'new' });
   });
 });
