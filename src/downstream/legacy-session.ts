@@ -245,7 +245,14 @@ export class AnswerStreamClosedError extends CancelledError {
   }
 }
 
-/** How long a question waits for its client to reconnect after a cut: 5 s, or half its answer time if that is shorter. */
+/**
+ * How long a question waits for its client to reconnect after a cut: 5 s, or half its answer
+ * time (policy.inputTimeoutMs) if that is shorter. Not a setting of its own: it covers a
+ * reconnect (the hub's SSE `retry:` hint is 1 s, so 5 s is several tries), not the user's
+ * thinking time, which inputTimeoutMs gives and which a client back in time still has the rest
+ * of; longer, a vanished client would hold the upstream (a legacy stdio server's asking calls
+ * run one at a time) that much longer. docs/RELIABILITY.md says so.
+ */
 export const RECONNECT_GRACE_MS = 5_000;
 
 export function reconnectGrace(timeoutMs: number | undefined): number {
