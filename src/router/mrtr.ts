@@ -228,9 +228,12 @@ function refusalOf(method: string, err: unknown): unknown {
  * cancelled the call) leaves a modern upstream waiting for a retry that will not come. One that
  * holds the call meanwhile — a hub behind this one parking a legacy server's call — would hold
  * it, and that server's other calls with it, until its own input time limit. Its elicitations
- * are answered `cancel` in one last retry (digest §5.3 B.6), whose answer nobody waits for;
- * sampling and roots have no such answer and are left out (a round of only those sends nothing).
- * Only a round with a requestState: an upstream holds a call for a retry only by what its
+ * are answered `cancel` in one last retry (digest §5.3 B.6), whose answer nobody waits for.
+ * Sampling and roots have no such answer (a refusal is an error, which no `inputResponses` value
+ * carries): that retry declares neither capability instead, a request's own capabilities being
+ * what its server may ask of it (digest §5.1), so a server that still needs one answers -32021
+ * and lets the call go (a hub behind this one ends its parked call so) rather than holding it
+ * for an answer that will not come. Only a round with a requestState: an upstream holds a call for a retry only by what its
  * requestState names (a hub's parked call is found by it). One without holds nothing, as a
  * stateless server does: the retry would only run the tool again from its start (what it does
  * before it asks, done twice), for an answer nobody reads. An empty one names nothing either.
@@ -239,11 +242,21 @@ function dismissUpstream(method: string, server: ServerHandle, params: Result, r
   if (typeof r.requestState !== 'string' || r.requestState === '') return;
   const answers: Result = {};
   const asked = r.inputRequests && typeof r.inputRequests === 'object' ? Object.entries(r.inputRequests as Record<string, InputRequest>) : [];
-  for (const [k, req] of asked) if (req?.method === 'elicitation/create') setField(answers, k, { action: 'cancel' });
-  if (Object.keys(answers).length === 0) return;
+  let caps = opts.clientCapabilities;
+  for (const [k, req] of asked) {
+    if (req?.method === 'elicitation/create') setField(answers, k, { action: 'cancel' });
+    else if (req?.method === 'sampling/createMessage' || req?.method === 'roots/list') {
+      const cap = req.method === 'roots/list' ? 'roots' : 'sampling';
+      if (caps && Object.hasOwn(caps, cap)) {
+        const { [cap]: _dropped, ...rest } = caps;
+        caps = rest;
+      }
+    }
+  }
+  if (Object.keys(answers).length === 0 && caps === opts.clientCapabilities) return;
   const last: Result = { ...params, inputResponses: answers, requestState: r.requestState };
   // Not the call's signal (it may be what ended the call) nor its sinks: the call is over.
-  const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: opts.clientCapabilities, principal: opts.principal };
+  const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: caps, principal: opts.principal };
   Promise.resolve()
     .then(() => server.upstream.request(method, last, once))
     .catch(() => undefined);

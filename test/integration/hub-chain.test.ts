@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { text } from './faults-helpers.js';
@@ -135,6 +135,27 @@ describe('a hub behind a hub', () => {
       // Without the word the inner hub waits policy.inputTimeoutMs (60 s) before it lets the server go.
       const next = await ide.callTool({ name: 'team__ev__echo', arguments: { message: 'free again' } }, undefined, { timeout: 15_000 });
       expect(JSON.stringify(next.content)).toContain('Echo: free again');
+    } finally {
+      await ide.close();
+    }
+  }, 30_000);
+
+  it('lets the inner hub’s server go at once when the IDE refuses a sampling request', async () => {
+    // A sampling refusal (-1) has no inputResponses answer: the outer hub's last retry declares
+    // no sampling, and the inner hub ends the parked call (-32021) instead of holding the
+    // server until its policy.inputTimeoutMs (60 s).
+    const ide = new Client({ name: 'chain-ide-sampling', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    ide.setRequestHandler(CreateMessageRequestSchema, () => {
+      throw new McpError(-1, 'the user refused the sampling request');
+    });
+    await ide.connect(new StreamableHTTPClientTransport(new URL(outer.url)));
+    try {
+      const refused = await ide.callTool({ name: 'team__ev__trigger-sampling-request', arguments: { prompt: 'hi' } }).catch((e: Error) => e);
+      expect(String((refused as Error).message ?? JSON.stringify(refused))).toMatch(/refused the sampling request/);
+      const t0 = Date.now();
+      const next = await ide.callTool({ name: 'team__ev__echo', arguments: { message: 'free again' } }, undefined, { timeout: 15_000 });
+      expect(JSON.stringify(next.content)).toContain('Echo: free again');
+      expect(Date.now() - t0).toBeLessThan(10_000);
     } finally {
       await ide.close();
     }
