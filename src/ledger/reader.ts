@@ -315,7 +315,7 @@ export class LedgerReader {
     if (filter.state !== undefined) cond.push('state = @state');
     return this.db
       .prepare(
-        `SELECT principal, ${this.keysGrouped() ? 'tool_group' : "''"}, key FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
+        `SELECT principal, ${this.keysGrouped() ? 'tool_group' : "'*'"}, key FROM idempotency ${cond.length ? `WHERE ${cond.join(' AND ')}` : ''}
          ORDER BY COALESCE(completed_ms, created_ms) DESC, key, principal LIMIT @limit`,
       )
       .raw()
@@ -329,7 +329,7 @@ export class LedgerReader {
   *keysOf(ids: readonly [string, string, string][], size = EXPORT_PAGE): Generator<KeyRow[]> {
     const grouped = this.keysGrouped();
     const page = this.db.prepare(
-      `SELECT i.principal, ${grouped ? 'i.tool_group' : "''"} AS tool_group, i.key, i.tool, i.state, i.created_ms, i.completed_ms FROM json_each(@pageIds) j
+      `SELECT i.principal, ${grouped ? 'i.tool_group' : "'*'"} AS tool_group, i.key, i.tool, i.state, i.created_ms, i.completed_ms FROM json_each(@pageIds) j
        JOIN idempotency i ON i.principal = j.value ->> 0 AND ${grouped ? 'i.tool_group = j.value ->> 1 AND ' : ''}i.key = j.value ->> 2 ORDER BY j.key`,
     );
     for (let i = 0; i < ids.length; i += size) {

@@ -1236,6 +1236,20 @@ describe('switchyard ledger keys', () => {
   // A key past ledger.idempotencyTtl (from its call's end) counts as absent: a retry with it runs
   // the call as new (idempotency.ts lookup), though the hub purges it only hourly. Listed as
   // 'done' (replayed) or 'unknown' (refused), an operator was told the opposite of what happens.
+  // Keys kept before they were scoped to endpoints (0016) are read from every endpoint: `*`,
+  // in a ledger read as an older Switchyard left it and once a hub has upgraded it alike.
+  it('shows a key kept before keys were scoped to endpoints as of every endpoint (*), before and after the upgrade', async () => {
+    t = tempDir();
+    const raw = new Database(t.db);
+    migrate(raw, loadMigrations().slice(0, 15));
+    raw.prepare(`INSERT INTO idempotency (principal, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES ('alice', 'k-old', 'fs__write', 'ab', 'done', '{"result":{}}', ?, ?)`).run(NOW - 2_000, NOW - 1_000);
+    raw.close();
+    const groupOf = async () => (JSON.parse((await cli(['ledger', '--db', t.db, 'keys', '--json'])).out) as { group: unknown }).group;
+    expect(await groupOf()).toBe('*');
+    await Ledger.open({ path: t.db }).close();
+    expect(await groupOf()).toBe('*');
+  });
+
   it('says a key past ledger.idempotencyTtl is expired: a retry with it runs the call as new, neither replayed nor refused', async () => {
     await seeded();
     const db = new Database(t.db);
