@@ -243,7 +243,7 @@ export class ToolCall {
     // meanwhile leaves the call `unknown` at its next start, not without a row.
     const audit = this.ledger.begin(begin);
     const end = (e: AuditEnd): Promise<void> => audit.finish(e);
-    const bind: Binding = { principal, method: 'tools/call', target: hubName, argsDigest: hash, args, span: ctx.span };
+    const bind: Binding = { principal, group: ctx.group, method: 'tools/call', target: hubName, argsDigest: hash, args, span: ctx.span };
     const key = ctx.idempotencyKey;
     const owner = keyOwner(ctx);
     // A key whose call has ended is answered before a retry's requestState is opened or the user

@@ -7,8 +7,8 @@ import { openJson, sealJson } from '../sealed.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS } from '../config/types.js';
 
 /**
- * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the method,
- * the target (tool name or URI) and a digest of the arguments, with an expiry, used once (a
+ * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the endpoint
+ * (tool group), the method, the target (tool name or URI) and a digest of the arguments, with an expiry, used once (a
  * retry that surely never reached the upstream gives its use back: `release`). Anything the
  * client sends back is attacker-controlled until it opens here.
  */
@@ -31,12 +31,20 @@ interface Envelope {
   e: number; // expiry, epoch ms
   n: string; // nonce, for single use
   b: StateBody;
+  /**
+   * The tool group whose endpoint the request came through; absent: `/mcp` (or a plain stdio).
+   * A group is an authorization boundary (an API key limited to groups): one principal's state
+   * from one group's endpoint is not taken on another's, as its idempotency keys are not.
+   */
+  g?: string;
   /** The trace id and span id of the request answered with this state (see traceOf). */
   tr?: [string, string];
 }
 
 export interface Binding {
   principal: string;
+  /** The tool group of the request's endpoint (CallContext.group); undefined: `/mcp`. */
+  group?: string;
   method: string;
   target: string;
   /** The arguments' digest (argsHash), or the arguments to work it out from when a state is sealed or opened. */
@@ -76,6 +84,7 @@ export class RequestStateSealer {
   seal(bind: Binding, body: StateBody): string {
     const env: Envelope = { p: bind.principal, m: bind.method, t: bind.target, a: argsDigestOf(bind), e: this.now() + this.ttlMs, n: randomBytes(9).toString('base64url'), b: body };
     if (bind.span) env.tr = [bind.span.traceId, bind.span.spanId];
+    if (bind.group !== undefined) env.g = bind.group;
     return VERSION + sealJson(this.key, env);
   }
 
@@ -125,6 +134,7 @@ export class RequestStateSealer {
     const now = this.now();
     if (env.e <= now) throw new StateError('requestState has expired; send the original request again');
     if (env.p !== bind.principal) throw new StateError('requestState belongs to another principal');
+    if (env.g !== bind.group) throw new StateError('requestState was issued on another endpoint (tool group)');
     if (env.m !== bind.method || env.t !== bind.target) throw new StateError('requestState was issued for another request');
     if (env.a !== argsDigestOf(bind)) throw new StateError('requestState was issued for other arguments');
     this.sweep(now);

@@ -284,7 +284,7 @@ export class Router {
     // Null arguments were checked as none, so none are sent (as for tools/call): the SDK servers
     // answer a null with -32603 and their parser's complaint.
     if (forwarded.arguments === null) delete forwarded.arguments;
-    const bind: Binding = { principal: ctx.principal, method, target: hubName, args: params.arguments };
+    const bind: Binding = { principal: ctx.principal, group: ctx.group, method, target: hubName, args: params.arguments };
     const result = await this.forward(method, forwarded, ctx, routed.server, { hubName, upstreamName: routed.upstreamName }, t0, bind);
     // Icons in its messages (a resource_link's): an untrusted server's, screened as its listed items' are.
     return routed.server.config.trust === 'trusted' ? result : withScreenedContentIcons(result, routed.server.config.url);
@@ -379,7 +379,7 @@ export class Router {
       throw err;
     }
     const forwarded = forwardedParams(params);
-    const bind: Binding = { principal: ctx.principal, method: 'resources/read', target: uri, argsDigest: '' };
+    const bind: Binding = { principal: ctx.principal, group: ctx.group, method: 'resources/read', target: uri, argsDigest: '' };
     // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
     const first = params.inputResponses === undefined && params.requestState === undefined;
     const partition = first ? (await this.catalog.connection(server, ctx.principal)).credential : '';

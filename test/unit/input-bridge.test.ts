@@ -56,3 +56,19 @@ describe('RequestStateSealer.serverOf', () => {
     expect(() => sealer.open(late, { ...bind })).toThrow(/expired/);
   });
 });
+
+describe('RequestStateSealer.open', () => {
+  // A tool group is an authorization boundary (an API key limited to groups): one principal's
+  // state from one group's endpoint was taken on another's, or on /mcp, resuming there a call
+  // (a parked one, another server's round) of the other endpoint.
+  it("takes a state only on the endpoint (tool group) it was issued on: not another group's, nor /mcp's", () => {
+    const sealer = new RequestStateSealer(randomBytes(32));
+    const bind = { principal: 'gina', method: 'tools/call', target: 'a__echo', args: {} };
+    const small = () => sealer.seal({ ...bind, group: 'small' }, { k: 'fwd', server: 'a' });
+    expect(() => sealer.open(small(), { ...bind, group: 'narrow' })).toThrow('requestState was issued on another endpoint (tool group)');
+    expect(() => sealer.open(small(), { ...bind })).toThrow('requestState was issued on another endpoint (tool group)');
+    expect(() => sealer.open(sealer.seal({ ...bind }, { k: 'confirm' }), { ...bind, group: 'small' })).toThrow(/another endpoint/);
+    expect(sealer.open(small(), { ...bind, group: 'small' })).toEqual({ k: 'fwd', server: 'a' });
+    expect(sealer.open(sealer.seal({ ...bind }, { k: 'confirm' }), { ...bind })).toEqual({ k: 'confirm' });
+  });
+});
