@@ -5,6 +5,7 @@ import { MODERN } from '../protocol/era.js';
 import type { Upstream, UpstreamSpec } from '../upstream/types.js';
 import { ANONYMOUS } from './principals.js';
 import { drained } from '../upstream/drained.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface PoolOptions {
   /** A pooled connection unused this long is closed. */
@@ -15,10 +16,17 @@ export interface PoolOptions {
   onConnection?: (h: ServerHandle, upstream: Upstream, principal: string) => void;
   /** Whether a connection holds something of its own (resource subscriptions): idle or not, it is kept. */
   inUse?: (serverId: string, principal: string) => boolean;
+  /**
+   * The clock idleMs is measured on (tests); default monotonicNow(). Not the wall clock: stepped
+   * an hour ahead (NTP, a laptop resuming) it closed every idle connection at the next sweep (a
+   * processPerPrincipal process and what it held), and stepped back it kept them an hour longer.
+   */
+  now?: () => number;
 }
 
 interface Pooled {
   upstream: Upstream;
+  /** On the pool's clock (monotonic): never a time of day. */
   lastUsed: number;
   started: Promise<void>;
 }
@@ -39,6 +47,7 @@ export class PrincipalUpstreams {
   private readonly sweeper: NodeJS.Timeout;
   private readonly onConnection: PoolOptions['onConnection'];
   private readonly inUse: PoolOptions['inUse'];
+  private readonly now: () => number;
 
   constructor(
     private readonly make: (spec: UpstreamSpec, log: Logger) => Upstream,
@@ -51,6 +60,7 @@ export class PrincipalUpstreams {
     this.max = opts.max ?? 256;
     this.onConnection = opts.onConnection;
     this.inUse = opts.inUse;
+    this.now = opts.now ?? monotonicNow;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
     this.sweeper.unref();
   }
@@ -113,10 +123,10 @@ export class PrincipalUpstreams {
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
       });
-      p = { upstream, lastUsed: Date.now(), started };
+      p = { upstream, lastUsed: this.now(), started };
       this.pool.set(key, p);
     }
-    p.lastUsed = Date.now();
+    p.lastUsed = this.now();
     await p.started;
     return p.upstream;
   }
@@ -167,7 +177,7 @@ export class PrincipalUpstreams {
   }
 
   private sweep(): void {
-    const now = Date.now();
+    const now = this.now();
     const cutoff = now - this.idleMs;
     for (const [k, p] of this.pool) {
       if (p.lastUsed >= cutoff) continue;

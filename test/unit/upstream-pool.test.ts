@@ -101,18 +101,17 @@ describe("PrincipalUpstreams' connections", () => {
 });
 
 describe('PrincipalUpstreams and calls in flight', () => {
-  afterEach(() => void vi.useRealTimers());
 
   it("closes no connection whose call still runs: not for another principal's connection past max, nor as idle (a call longer than idleMs)", async () => {
-    // The pool's clock (Date) moves only when the test says; its sweeper's timer is real.
-    vi.useFakeTimers({ toFake: ['Date'] });
+    // The pool's clock moves only when the test says; its sweeper's timer is real.
+    let now = 0;
     const fixture = join(ROOT, 'test/fixtures/servers/sdk1-server.mjs');
     const spec = { id: 's', command: process.execPath, args: [fixture], era: 'auto', timeoutMs: 10_000, probeTimeoutMs: 5_000, maxFrameBytes: 1 << 22 } as UpstreamSpec;
     // Alice's connection is a real stdio server; bob's an idle stand-in (it never calls).
     const closed: string[] = [];
     const idle = { start: async () => undefined, close: async () => void closed.push('bob'), on: () => undefined, busy: false } as unknown as Upstream;
     let made = 0;
-    const p = new PrincipalUpstreams((s, l) => (made++ === 0 ? createUpstream(s, l) : idle), () => spec, true, pino({ level: 'silent' }), { idleMs: 30, max: 1 });
+    const p = new PrincipalUpstreams((s, l) => (made++ === 0 ? createUpstream(s, l) : idle), () => spec, true, pino({ level: 'silent' }), { idleMs: 30, max: 1, now: () => now });
     pools.push(p);
     const h = { id: 's', config: { id: 's', command: process.execPath, processPerPrincipal: true }, upstream: { era: undefined } } as unknown as ServerHandle;
     const alice = await p.for(h, 'alice');
@@ -121,15 +120,39 @@ describe('PrincipalUpstreams and calls in flight', () => {
     expect(await p.for(h, 'bob')).toBe(idle);
     expect(p.existing(h, 'alice')).toBe(alice);
     // Both are past idleMs: the sweep closes bob's, and keeps alice's while her call runs.
-    vi.setSystemTime(Date.now() + 60_000);
+    now += 60_000;
     const deadline = performance.now() + 5_000;
     while (closed.length === 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     expect(closed).toEqual(['bob']);
     expect(p.existing(h, 'alice')).toBe(alice);
     await expect(call).resolves.toMatchObject({ content: [{ type: 'text', text: 'slept 600' }] });
     // Idle once its call is over: swept then.
-    vi.setSystemTime(Date.now() + 60_000);
+    now += 60_000;
     while (p.size > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     expect(p.size).toBe(0);
   }, 20_000);
+});
+
+describe('PrincipalUpstreams idle expiry, when the wall clock is stepped (NTP, a laptop resumed)', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('is measured on the monotonic clock: an hour ahead closes no connection idle less than idleMs, an hour back keeps none longer', async () => {
+    // Only Date and performance: the pool's sweeper is run here rather than waited for.
+    vi.useFakeTimers({ toFake: ['Date', 'performance'] });
+    vi.advanceTimersByTime(1_000);
+    const closed: string[] = [];
+    const p = new PrincipalUpstreams(() => ({ start: async () => undefined, close: async () => void closed.push('alice'), on: () => undefined, busy: false }) as never, () => ({}) as never, false, pino({ level: 'silent' }), { idleMs: 60_000 });
+    pools.push(p);
+    const sweep = (): void => (p as unknown as { sweep(): void }).sweep();
+    await p.for(handle({ url: 'http://127.0.0.1:1/mcp', credentials: { alice: { headers: {} } } }, '2025-11-25'), 'alice');
+    vi.setSystemTime(Date.now() + 3_600_000);
+    sweep();
+    // Before, on the wall clock, her connection (a processPerPrincipal process) was closed.
+    expect([closed, p.size]).toEqual([[], 1]);
+    vi.setSystemTime(Date.now() - 7_200_000);
+    vi.advanceTimersByTime(60_001);
+    sweep();
+    // ...and an hour back kept it open an hour past idleMs.
+    expect([closed, p.size]).toEqual([['alice'], 0]);
+  });
 });
