@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PrincipalUpstreams } from '../../src/auth/upstream-pool.js';
 import type { ServerHandle } from '../../src/catalog/catalog.js';
 import { createUpstream } from '../../src/upstream/index.js';
+import { drained } from '../../src/upstream/drained.js';
 import type { Upstream, UpstreamSpec } from '../../src/upstream/types.js';
 import { ROOT } from '../helpers/hub-process.js';
 
@@ -154,5 +155,23 @@ describe('PrincipalUpstreams idle expiry, when the wall clock is stepped (NTP, a
     sweep();
     // ...and an hour back kept it open an hour past idleMs.
     expect([closed, p.size]).toEqual([['alice'], 0]);
+  });
+});
+
+describe('drained (the wait for calls in flight before a connection taken out of use is closed)', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('waits its time on the monotonic clock: a wall clock stepped an hour ahead does not cut it short', async () => {
+    // Only Date: its 50 ms polls are real timers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const load = { active: 1, queued: 0 };
+    let done = false;
+    const wait = drained({ load } as never, 10_000).then(() => (done = true));
+    vi.setSystemTime(Date.now() + 3_600_000);
+    await new Promise((r) => setTimeout(r, 200));
+    // Before, its first poll found the deadline past, and the connection was closed under its call.
+    expect(done).toBe(false);
+    load.active = 0;
+    await wait;
   });
 });
