@@ -2,6 +2,7 @@ import type { Logger } from '../log.js';
 import { MODERN } from '../protocol/era.js';
 import { METHOD_NOT_FOUND, RpcError, TransportError } from '../protocol/errors.js';
 import type { ListenFilter, ListenHandle, Upstream } from '../upstream/types.js';
+import { monotonicNow } from '../monotonic.js';
 
 /**
  * The hub's own `subscriptions/listen` to every modern upstream connection (digest §8.6): what
@@ -53,7 +54,11 @@ interface Stream {
   asked: Set<string>;
   /** Those its acknowledgement honoured; undefined until it came. */
   honoured?: ReadonlySet<string>;
-  /** When it was acknowledged (Date.now()); undefined until it is. */
+  /**
+   * When it was acknowledged (monotonicNow()); undefined until it is. Not the wall clock: a step
+   * ahead made a stream that ended at once count as lasting (LISTEN_STABLE_MS), its backoff
+   * started over, and a step back made a stream that lasted count as short.
+   */
   ackedAt?: number;
   /** Its list-change flags (the base's; `{}` for a stream of URIs only). */
   flagsKey: string;
@@ -270,7 +275,7 @@ export class ListenManager {
     stream.handle = t.upstream.listen!(filter, (m) => {
       if (m.method !== 'notifications/subscriptions/acknowledged' || t.opening?.stream !== stream || stream.ackedAt !== undefined) return;
       clearTimeout(slow);
-      stream.ackedAt = Date.now();
+      stream.ackedAt = monotonicNow();
       const subs = (m.params.notifications as { resourceSubscriptions?: unknown } | undefined)?.resourceSubscriptions;
       stream.honoured = new Set(Array.isArray(subs) ? subs.filter((u): u is string => typeof u === 'string') : []);
       // It takes the place of those it replaces, closed only now: a change said while it was
@@ -304,7 +309,7 @@ export class ListenManager {
         return;
       }
       // Only a stream that lasted starts the backoff over (see LISTEN_STABLE_MS).
-      if (stream.ackedAt !== undefined && Date.now() - stream.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
+      if (stream.ackedAt !== undefined && monotonicNow() - stream.ackedAt >= LISTEN_STABLE_MS) t.failures = 0;
       const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** t.failures++) * (0.75 + Math.random() * 0.5);
       const reason = unacknowledged ? `not acknowledged in ${this.ackTimeoutMs / 1000} s` : end.reason;
       this.log.info({ server: t.id, reason, retryInMs: Math.round(delay) }, 'upstream listen stream ended; listening again');

@@ -4,7 +4,7 @@
  * server ends the stream and after the upstream restarts.
  */
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ListenManager } from '../../src/catalog/upstream-listen.js';
 import { silentLogger } from '../../src/log.js';
 import { createUpstream } from '../../src/upstream/index.js';
@@ -23,6 +23,7 @@ let upstreams: Upstream[] = [];
 let fixtures: HttpFixture[] = [];
 let managers: ListenManager[] = [];
 afterEach(async () => {
+  vi.useRealTimers();
   for (const m of managers) m.closeAll();
   await Promise.allSettled(upstreams.map((u) => u.close()));
   await Promise.allSettled(fixtures.map((f) => f.stop()));
@@ -112,11 +113,23 @@ describe('ListenManager', () => {
     const gaps: string[] = [];
     const m = new ListenManager(log, { subscribedUris: () => [], onGap: (id) => void gaps.push(id) });
     managers.push(m);
+    // The wall clock is stepped an hour ahead at each acknowledgement (NTP, a laptop resumed):
+    // how long a stream lasted is measured on the monotonic clock, and these last no time at all.
+    // On the wall clock each counted as lasting (LISTEN_STABLE_MS) and started the backoff over.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const listen = u.listen!.bind(u);
+    u.listen = (filter, sink) =>
+      listen(filter, (msg) => {
+        sink(msg);
+        if (msg.method === 'notifications/subscriptions/acknowledged') vi.setSystemTime(Date.now() + 3_600_000);
+      });
     m.track('e', u);
     const waits = (): number[] => records.filter((r) => String(r.msg).includes('listening again')).map((r) => Number(r.retryInMs));
     // 250 ms doubling (±25 %): the third wait is at least 750 ms; started over at each
     // acknowledgement, every wait stayed under 313 ms and the server was asked four times a second.
-    await waitFor(() => waits().length >= 3, 6000, 'three re-listens');
+    // Polled on the monotonic clock: Date is the test's.
+    for (const end = performance.now() + 6000; waits().length < 3; await new Promise((r) => setTimeout(r, 20))) if (performance.now() > end) throw new Error('timed out waiting for three re-listens');
+    vi.useRealTimers();
     const w = waits();
     expect(w[2]).toBeGreaterThanOrEqual(750);
     expect(w[2]).toBeGreaterThan(w[0]!);
