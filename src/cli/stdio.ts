@@ -12,6 +12,7 @@ import { ServeSignals } from './serve-signals.js';
 import { whenEndedEmpty } from './stdin-gone.js';
 import { refuseRead } from './refuse-read.js';
 import { BadUrlError } from './daemon-client.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** listen.maxBodyBytes's default (the config schema's), for the lines read before a config is loaded. */
 const DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024;
@@ -159,13 +160,14 @@ export const stdioCommand: CommandModule<object, StdioArgs> = {
       stopping = true;
       watcher.close();
       log.info({ reason, inFlight: hub.inflight.count }, 'stdio hub stopping');
-      const deadline = Date.now() + drainMs;
+      // On the monotonic clock, as the drain's own (a wall clock stepped back kept the hub's stop waiting that long).
+      const deadline = monotonicNow() + drainMs;
       if (signal) {
         hub.stopAccepting();
         if (server.inputEnded) log.info({ signal: reason, inFlight: hub.inflight.count }, 'stop signal after stdin closed: ending what still runs now');
         await (server.inputEnded ? server.stop() : server.drain(drainMs));
       } else await server.stop();
-      await hub.stop(Math.max(0, deadline - Date.now()), () => server.stopReading());
+      await hub.stop(Math.max(0, deadline - monotonicNow()), () => server.stopReading());
       log.flush();
       // Answers written just before stdin closed must reach the client before we exit; a client
       // that stopped reading stdout gets them for a few seconds, then the process exits anyway.

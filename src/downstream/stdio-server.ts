@@ -15,6 +15,7 @@ import { classifyEra } from './classify.js';
 import type { EdgeGate } from '../policy/gate.js';
 import { LOCAL } from '../auth/principals.js';
 import { FarBehind } from './far-behind.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface StdioServerOptions {
   /** Largest line accepted (bytes, without the newline); a longer one is skipped with an error. */
@@ -541,10 +542,12 @@ export class StdioServer {
   drain(ms = this.opts.drainMs ?? 5_000): Promise<void> {
     if (this.stopped) return this.done;
     this.draining ??= (async () => {
-      const deadline = Date.now() + ms;
+      // On the monotonic clock: a wall clock stepped back an hour during the drain made it wait
+      // that hour (the stop of `switchyard stdio` hung), and one stepped ahead cut it short.
+      const deadline = monotonicNow() + ms;
       // Until nothing is left: an answer can let more work start (lines held behind an initialize).
       while (this.pending.size > 0 && !this.stopped) {
-        const left = deadline - Date.now();
+        const left = deadline - monotonicNow();
         if (left <= 0) break;
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([Promise.allSettled([...this.pending]), new Promise<void>((r) => (timer = setTimeout(r, left)))]);

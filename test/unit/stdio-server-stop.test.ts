@@ -1,7 +1,7 @@
 /** StdioServer once stopped, in process: a fake endpoint, stdin and a stdout whose reader is slow. */
 import { PassThrough, Writable } from 'node:stream';
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { StdioServer } from '../../src/downstream/stdio-server.js';
 import type { Endpoint } from '../../src/downstream/endpoint.js';
 import type { Exchange } from '../../src/downstream/exchange.js';
@@ -91,5 +91,41 @@ describe('StdioServer holding lines behind an initialize', () => {
     expect(input.isPaused()).toBe(false);
     expect(served).toEqual(lines.map((_, i) => i));
     await server.stop();
+  });
+});
+
+describe('StdioServer draining, when the wall clock is stepped (NTP, a laptop resumed)', () => {
+  it('stops when its drain time is up on the monotonic clock: an hour back does not keep it waiting that hour', async () => {
+    const input = new PassThrough();
+    const output = new Writable({ write: (_c, _e, done) => done() });
+    let answer: () => void = () => undefined;
+    const endpoint = {
+      // A call that is still running when the drain time is up.
+      message: async (c: Classified, ex: Exchange) => {
+        if (c.kind !== 'request') return;
+        await new Promise<void>((res) => (answer = res));
+        ex.reply(resultResponse(c.msg.id, {}));
+      },
+      refuseUnserved: async () => undefined,
+      batchRefusal: () => null,
+    } as unknown as Endpoint;
+    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 4096 });
+    void server.run();
+    input.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
+    await until(() => (server as unknown as { pending: Set<unknown> }).pending.size === 1, 'the call running');
+    // Only Date: the drain's timer is real (and \`until\` polls on it: Date stands still from here).
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      void server.drain(200);
+      vi.setSystemTime(Date.now() - 3_600_000);
+      const stopped = (): boolean => (server as unknown as { stopped: boolean }).stopped;
+      for (const end = performance.now() + 3_000; !stopped() && performance.now() < end; ) await new Promise((r) => setTimeout(r, 10));
+      // Before, its deadline was on the wall clock: it waited an hour past its 200 ms.
+      expect(stopped()).toBe(true);
+    } finally {
+      vi.useRealTimers();
+      answer();
+      await server.stop();
+    }
   });
 });
