@@ -127,7 +127,12 @@ export class Hub implements HubCore {
   readonly validator: SchemaValidator;
   /** Plugin hooks (bundled description checks and secret redaction, then the operator's). */
   readonly plugins: PluginRunner;
-  private readonly startedAt = Date.now();
+  /**
+   * When the hub was made (monotonicNow()): the start-up grace counts from it. On the wall clock,
+   * stepped ahead at boot (NTP's first sync) the grace was over at once, calls refused and
+   * /healthz "refusing"; stepped back, calls waited and /healthz said "starting" for that long.
+   */
+  private readonly startedAt = monotonicNow();
   /** The start-up grace (STARTUP_GRACE_MS), read once per hub. */
   private readonly graceMs = envMs('SWITCHYARD_STARTUP_GRACE_MS', STARTUP_GRACE_MS);
   private graceOver = false;
@@ -647,7 +652,7 @@ export class Hub implements HubCore {
     // starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
     if (this.graceWait) return this.graceWait;
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
-    const left = this.startedAt + this.graceMs - Date.now();
+    const left = this.startedAt + this.graceMs - monotonicNow();
     if (pending.length === 0 || left <= 0) {
       // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
       this.graceOver = true;
@@ -997,7 +1002,7 @@ export class Hub implements HubCore {
     // which ends at the attempt's end) rather than being refused: "starting", not "refusing",
     // still 503. A failed attempt is `starting` again, with its reason: calls are refused then.
     const waitedFor = (h: ServerHandle) => h.config.failMode !== 'closed' || h.upstream.state === 'ready' || onFirstAttempt(h);
-    if (down && Date.now() < this.startedAt + this.graceMs && [...this.handles.values()].every(waitedFor)) {
+    if (down && monotonicNow() < this.startedAt + this.graceMs && [...this.handles.values()].every(waitedFor)) {
       const who = !shows || shows(down.server) ? `server "${down.server}" (failMode "closed")` : 'a server it depends on (failMode "closed")';
       return { status: 'starting', reason: `the hub is starting: calls wait for ${who} to be ready, up to ${this.graceMs / 1000} s from the hub's start`, servers };
     }
