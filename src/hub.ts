@@ -1008,7 +1008,7 @@ export class Hub implements HubCore {
     }
     if (down) return { status: 'refusing', reason: !shows || shows(down.server) ? down.message : UNNAMED_BLOCKER, servers };
     const ledger = this.metricsSources.ledgerCounters()?.writeFailing;
-    if (ledger && Date.now() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {
+    if (ledger && monotonicNow() - ledger.at < LEDGER_FAILURE_SHOWN_MS) {
       return { status: 'refusing', reason: `the audit ledger cannot write (${ledger.code}); the hub does not run calls it cannot record`, servers };
     }
     return { status: 'ok', servers };

@@ -1,6 +1,7 @@
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { INTERNAL_ERROR, RpcError } from '../protocol/errors.js';
 import { atTurnEnd, COMMIT } from '../turn-end.js';
+import { monotonicNow } from '../monotonic.js';
 
 /**
  * One of the ledger's two write-ahead files (`<ledger.path>-pending` and `-pending.2`; see
@@ -26,7 +27,7 @@ import { atTurnEnd, COMMIT } from '../turn-end.js';
  * upstreams and listener are fine meanwhile, so nothing else would).
  */
 export class WriteStatus {
-  /** The last write failed: its error code and when (Date.now()); cleared by the next that succeeds. */
+  /** The last write failed: its error code and when (monotonicNow(): only how long ago is read, never shown); cleared by the next that succeeds. */
   failing: { code: string; at: number } | undefined = undefined;
   /** Writes that failed since the start. */
   failures = 0;
@@ -195,7 +196,7 @@ export class PendingLog {
       writeAll(this.fd, out);
     } catch (err) {
       this.torn = true;
-      this.status.failing = { code: errorCode(err), at: Date.now() };
+      this.status.failing = { code: errorCode(err), at: monotonicNow() };
       this.status.failures++;
       throw err;
     }

@@ -108,6 +108,6 @@ export interface LedgerCounters {
   batchesUnapplied: number;
   /** Writes of the pending files that failed (a full disk, an I/O error). */
   writeFailures: number;
-  /** The last write failed (its error code, and when): calls are refused until one succeeds. */
+  /** The last write failed (its error code, and when: monotonicNow(), for how long ago only): calls are refused until one succeeds. */
   writeFailing?: { code: string; at: number };
 }

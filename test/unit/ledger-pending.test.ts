@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { PendingFiles } from '../../src/ledger/pending-files.js';
 import { PendingLog } from '../../src/ledger/pending-log.js';
+import { monotonicNow } from '../../src/monotonic.js';
 import { BEGIN_COLS, FIN_COLS } from '../../src/ledger/audit-apply.js';
 import { closeAndRemove, begin, end, keyed, line, tempDir } from './ledger-helpers.js';
 
@@ -261,6 +262,12 @@ describe('ledger pending file', () => {
     await expect(second).rejects.toMatchObject({ code: -32603, message: expect.stringMatching(/ENOSPC/) });
     expect(log.truncate()).toBe(false);
     expect(log.counters).toEqual({ batches: 0, writes: 0 });
+    // When it failed is on the monotonic clock: /healthz shows the failure for 10 s after it
+    // (Hub.health). On the wall clock, one stepped an hour ahead hid it at once, and one stepped
+    // back showed it (refusing) an hour after the disk had room again.
+    const at = log.status.failing?.at;
+    expect(at).toBeGreaterThan(monotonicNow() - 60_000);
+    expect(at).toBeLessThanOrEqual(monotonicNow());
     log.close(false);
   });
 
