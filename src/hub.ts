@@ -283,6 +283,8 @@ export class Hub implements HubCore {
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
+      // As the catalog's standsAlone: a principal's own process is not started while the server's is down.
+      startsOwnProcess: (server, principal) => !server.config.url && this.upstreams.isolated(server, principal) && this.upstreams.existing(server, principal) === undefined,
       validator: this.validator,
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),

@@ -55,6 +55,13 @@ export interface RouterOptions {
    * on what that connection learns at its handshake (its era), known once it is ready.
    */
   connectionKnown?: (server: ServerHandle, principal: string) => boolean;
+  /**
+   * Whether upstreamFor would start a connection of `principal`'s own that is not open now (a
+   * stdio server's processPerPrincipal process). Not done while the server's own connection is
+   * down: the same command would most likely fail alike, a crash loop per user (as the catalog
+   * and tools/call do not, Hub.standsAlone).
+   */
+  startsOwnProcess?: (server: ServerHandle, principal: string) => boolean;
   /** Checks tool arguments and structured results against the tool's schemas. */
   validator?: SchemaValidator;
   /** Plugin hooks around tool calls (beforeCall, afterCall). */
@@ -498,7 +505,10 @@ export class Router {
     // connection) restarting while the server's is ready, a subscribe answered {} at once was
     // never checked against what that one watches; the server's restarting while its own is
     // ready, it waited for nothing, and then went into the server's listen filter, not its own.
-    const used = ((await this.connectionOf(server, ctx)) ?? server).upstream;
+    // A process of this principal's own not started yet: not while the server's is down (see
+    // startsOwnProcess); the server's is waited for instead, as when the connection is not known.
+    const unstarted = (h: ServerHandle): boolean => h.upstream.state !== 'ready' && this.opts.startsOwnProcess?.(h, ctx.principal) === true;
+    const used = (unstarted(server) ? server : ((await this.connectionOf(server, ctx)) ?? server)).upstream;
     if (used.state !== 'ready' && used.era !== LEGACY) {
       if (await readyWithin(used, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
       // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
@@ -508,6 +518,12 @@ export class Router {
         await this.recordLocal(method, ctx, { ...outcomeOfError(cutOffError(err, ctx.signal)), server: server.id, upstreamName: uri }, { hubName: uri });
         throw err;
       }
+    }
+    // Still down: refused as its calls are (kept, it would wait for a process nothing starts).
+    if (unstarted(server)) {
+      const err = new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
+      await this.recordLocal(method, ctx, { ...outcomeOfError(err), server: server.id, upstreamName: uri }, { hubName: uri });
+      throw asRpcError(err);
     }
     // Offered when it was last ready, if it is down (as for a listen stream's subscriptions): a
     // server without resources.subscribe never says that a resource changed.

@@ -1,0 +1,68 @@
+/**
+ * A stdio server with processPerPrincipal whose own process is down: a principal without a
+ * process of its own gets none started by a legacy resources/subscribe, as by its list or its
+ * tools/call (Hub.standsAlone): the same command would most likely fail alike, a crash loop per
+ * user. In-process hubs over loopback HTTP; the first (authentication off) lists the server's
+ * resource, which the ledger keeps, so that the second routes the URI to it while it is down.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { Hub } from '../../src/hub.js';
+import { silentLogger } from '../../src/log.js';
+import { sha256Hex } from '../helpers/auth.js';
+import { LEGACY_VERSION, post, type Json } from '../helpers/wire.js';
+import { MUTABLE } from './catalog-helpers.js';
+
+const CAROL = 'sy_carol-own-process-down-key-000000000000000000';
+const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
+afterEach(() => void delete process.env.SWITCHYARD_STARTUP_GRACE_MS);
+
+/** A legacy session of `key` (none: unauthenticated); its requests' answers. */
+async function session(url: string, key?: string): Promise<(id: number, method: string, params?: Json) => Promise<{ body?: { result?: Json; error?: { message: string } } }>> {
+  const headers = { ...JSON_HEADERS, ...(key && { authorization: `Bearer ${key}` }) };
+  const init = await post(url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'c', version: '1' } } }, headers);
+  const h = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': LEGACY_VERSION };
+  await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+  return (id, method, params = {}) => post(url, { jsonrpc: '2.0', id, method, params }, h) as never;
+}
+
+describe('a processPerPrincipal server whose own process is down', () => {
+  it("a legacy resources/subscribe starts no process of the principal's own: refused, as its calls are", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-own-down-'));
+    const ledger = { path: join(dir, 'ledger.db') };
+    const file = join(dir, 'hub.config.json');
+    try {
+      const first = Hub.create(parseConfig({ ledger, servers: { r: { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy', DOC_URI: 'r://doc' } } } }, file, {}), silentLogger);
+      try {
+        first.startUpstreams();
+        const url = `http://127.0.0.1:${(await first.listen('127.0.0.1', 0)).port}/mcp`;
+        const req = await session(url);
+        for (const end = performance.now() + 10_000; first.health().servers[0]?.state !== 'ready' && performance.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+        expect(JSON.stringify((await req(1, 'resources/list')).body?.result)).toContain('r://doc');
+      } finally {
+        await first.stop(0);
+      }
+      // Its process now fails at once; each principal would have one of its own.
+      process.env.SWITCHYARD_STARTUP_GRACE_MS = '0';
+      const r = { command: process.execPath, args: ['-e', 'process.exit(1)'], processPerPrincipal: true, timeoutMs: 300 };
+      const hub = Hub.create(parseConfig({ ledger, auth: { apiKeys: [{ principal: 'carol', sha256: sha256Hex(CAROL) }] }, servers: { r } }, file, {}), silentLogger);
+      try {
+        hub.startUpstreams();
+        const url = `http://127.0.0.1:${(await hub.listen('127.0.0.1', 0)).port}/mcp`;
+        const req = await session(url, CAROL);
+        const sub = await req(1, 'resources/subscribe', { uri: 'r://doc' });
+        // Before, carol's own process was started (and failed alike), and the subscribe answered {}.
+        expect(sub.body?.error?.message).toMatch(/server "r" is (restarting|starting|failed)/);
+        expect(hub.upstreams.size).toBe(0);
+      } finally {
+        await hub.stop(0);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
+});
