@@ -316,7 +316,9 @@ export class Router {
     const params = retry ? retry.params : forwarded;
     const audit = this.ledger.begin(begin);
     await this.ledger.whenCommitted();
-    const found = connectionFor(this.opts, server, ctx);
+    // A process of this principal's own is not started for a server whose own process is down
+    // (startsOwnProcess): its read, prompt or completion is answered unavailable, as its calls are.
+    const found = this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx);
     const conn = found instanceof Promise ? await found : found;
     // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
     let first: (() => FirstRequest) | undefined;
@@ -389,7 +391,8 @@ export class Router {
     const bind: Binding = { principal: ctx.principal, group: ctx.group, method: 'resources/read', target: uri, argsDigest: '' };
     // Cached per URI and upstream authorization context; MRTR retries neither read nor fill it.
     const first = params.inputResponses === undefined && params.requestState === undefined;
-    const partition = first ? (await this.catalog.connection(server, ctx.principal)).credential : '';
+    // Its partition without its connection when that is a process not to be started (unstarted).
+    const partition = !first ? '' : this.unstarted(server, ctx.principal) ? principalConn(ctx.principal) : (await this.catalog.connection(server, ctx.principal)).credential;
     const hit = first ? this.catalog.reads.get(server.id, partition, uri) : undefined;
     if (hit) {
       await this.recordLocal('resources/read', ctx, { outcome: 'ok', server: server.id, upstreamName: uri, latencyMs: performance.now() - t0 }, { hubName: uri });
@@ -507,8 +510,7 @@ export class Router {
     // ready, it waited for nothing, and then went into the server's listen filter, not its own.
     // A process of this principal's own not started yet: not while the server's is down (see
     // startsOwnProcess); the server's is waited for instead, as when the connection is not known.
-    const unstarted = (h: ServerHandle): boolean => h.upstream.state !== 'ready' && this.opts.startsOwnProcess?.(h, ctx.principal) === true;
-    const used = (unstarted(server) ? server : ((await this.connectionOf(server, ctx)) ?? server)).upstream;
+    const used = (this.unstarted(server, ctx.principal) ? server : ((await this.connectionOf(server, ctx)) ?? server)).upstream;
     if (used.state !== 'ready' && used.era !== LEGACY) {
       if (await readyWithin(used, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
       // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
@@ -520,7 +522,7 @@ export class Router {
       }
     }
     // Still down: refused as its calls are (kept, it would wait for a process nothing starts).
-    if (unstarted(server)) {
+    if (this.unstarted(server, ctx.principal)) {
       const err = new UpstreamUnavailableError(server.id, server.upstream.state, server.upstream.lastError);
       await this.recordLocal(method, ctx, { ...outcomeOfError(err), server: server.id, upstreamName: uri }, { hubName: uri });
       throw asRpcError(err);
@@ -563,6 +565,14 @@ export class Router {
     }
     await this.recordLocal(method, ctx, { outcome: 'ok', server: server.id, upstreamName: uri }, { hubName: uri });
     return {};
+  }
+
+  /**
+   * Whether `server`'s own process is down and this principal's calls would go to a process of
+   * its own not started yet, which is then not started (startsOwnProcess).
+   */
+  private unstarted(server: ServerHandle, principal: string): boolean {
+    return server.upstream.state !== 'ready' && this.opts.startsOwnProcess?.(server, principal) === true;
   }
 
   /**

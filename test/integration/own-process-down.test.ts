@@ -1,7 +1,7 @@
 /**
  * A stdio server with processPerPrincipal whose own process is down: a principal without a
- * process of its own gets none started by a legacy resources/subscribe, as by its list or its
- * tools/call (Hub.standsAlone): the same command would most likely fail alike, a crash loop per
+ * process of its own gets none started by a legacy resources/subscribe or a resources/read, as
+ * by its list or its tools/call (Hub.standsAlone): the same command would most likely fail alike, a crash loop per
  * user. In-process hubs over loopback HTTP; the first (authentication off) lists the server's
  * resource, which the ledger keeps, so that the second routes the URI to it while it is down.
  */
@@ -31,7 +31,7 @@ async function session(url: string, key?: string): Promise<(id: number, method: 
 }
 
 describe('a processPerPrincipal server whose own process is down', () => {
-  it("a legacy resources/subscribe starts no process of the principal's own: refused, as its calls are", async () => {
+  it("a legacy resources/subscribe or a read starts no process of the principal's own: refused, as its calls are", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-own-down-'));
     const ledger = { path: join(dir, 'ledger.db') };
     const file = join(dir, 'hub.config.json');
@@ -54,7 +54,10 @@ describe('a processPerPrincipal server whose own process is down', () => {
         hub.startUpstreams();
         const url = `http://127.0.0.1:${(await hub.listen('127.0.0.1', 0)).port}/mcp`;
         const req = await session(url, CAROL);
-        const sub = await req(1, 'resources/subscribe', { uri: 'r://doc' });
+        // A read is refused as its server is down; before, carol's process was started first.
+        expect((await req(1, 'resources/read', { uri: 'r://doc' })).body?.error?.message).toMatch(/server "r" is (restarting|starting|failed)/);
+        expect(hub.upstreams.size).toBe(0);
+        const sub = await req(2, 'resources/subscribe', { uri: 'r://doc' });
         // Before, carol's own process was started (and failed alike), and the subscribe answered {}.
         expect(sub.body?.error?.message).toMatch(/server "r" is (restarting|starting|failed)/);
         expect(hub.upstreams.size).toBe(0);
