@@ -7,6 +7,7 @@ import { GROUP_NAME } from '../catalog/filters.js';
 import { isLoopbackHost } from '../downstream/origin.js';
 import type { Logger } from '../log.js';
 import { RESERVED_PRINCIPALS } from './principals.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** Larger bearer tokens are refused unread. */
 const MAX_TOKEN_BYTES = 16 * 1024;
@@ -212,8 +213,10 @@ function fileKeySet(file: string, cooldownMs: number, log: Logger): KeySet {
   let stamp = stampOf(); // before the read: a change during it is seen next time
   let set = load();
   let version = 0;
-  let checkedAt = Date.now();
-  let reReadAt = Date.now();
+  // On the monotonic clock: a wall clock stepped back an hour left the file unlooked-at that hour
+  // (a key removed from it, a revoked key, kept working) and a new key unread (its tokens refused).
+  let checkedAt = monotonicNow();
+  let reReadAt = monotonicNow();
   let warnedFor: string | undefined;
   /** Changes when the file is written or replaced (mtime alone could miss a same-tick rewrite). */
   function stampOf(): string {
@@ -252,8 +255,8 @@ function fileKeySet(file: string, cooldownMs: number, log: Logger): KeySet {
   }
   return {
     version() {
-      if (Date.now() - checkedAt >= JWKS_FILE_CHECK_MS) {
-        checkedAt = Date.now();
+      if (monotonicNow() - checkedAt >= JWKS_FILE_CHECK_MS) {
+        checkedAt = monotonicNow();
         reread('after it changed');
       }
       return version;
@@ -262,8 +265,8 @@ function fileKeySet(file: string, cooldownMs: number, log: Logger): KeySet {
       try {
         return await set(header, token);
       } catch (err) {
-        if (!(err instanceof errors.JWKSNoMatchingKey) || Date.now() - reReadAt < cooldownMs) throw err;
-        reReadAt = Date.now();
+        if (!(err instanceof errors.JWKSNoMatchingKey) || monotonicNow() - reReadAt < cooldownMs) throw err;
+        reReadAt = monotonicNow();
         if (!reread('after an unknown key id')) throw err;
         return set(header, token);
       }

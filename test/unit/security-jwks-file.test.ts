@@ -2,8 +2,9 @@
  * A `jwksFile` key set follows the file: a key removed from it stops working within a second
  * (its stat is looked at no more than once a second, never read per request), tokens remembered
  * as verified under the old keys included; a key added to it works at once when a token names it
- * (at most once per cooldown); a file caught broken keeps the old keys. Only Date is faked; the
- * file, the verifier and jose are real.
+ * (at most once per cooldown); a file caught broken keeps the old keys. The second and the
+ * cooldown are measured on the monotonic clock, a wall clock stepped back notwithstanding. Only
+ * Date and performance are faked; the file, the verifier and jose are real.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,10 +24,10 @@ describe('a JWKS file', () => {
   let verifier: OAuthVerifier;
   let n = 0;
   const tokenOf = (k: SigningKey) => token(k, { aud: AUDIENCE, sub: `user-${++n}` });
-  const advance = (ms: number) => vi.setSystemTime(Date.now() + ms);
+  const advance = (ms: number) => vi.advanceTimersByTime(ms);
 
   beforeEach(async () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.useFakeTimers({ toFake: ['Date', 'performance'] });
     [k1, k2, k3] = await Promise.all(['k1', 'k2', 'k3'].map((kid) => signingKey(kid, 'RS256')));
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-jwks-file-'));
     file = join(dir, 'jwks.json');
@@ -52,6 +53,16 @@ describe('a JWKS file', () => {
     expect(await verifier.verify(await tokenOf(k1))).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
     expect(await verifier.verify(remembered)).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
     expect(await verifier.verify(await tokenOf(k2))).toMatchObject({ ok: true });
+  });
+
+  it('a key removed from the file is refused within a second of the monotonic clock, the wall clock stepped back an hour meanwhile', async () => {
+    expect(await verifier.verify(await tokenOf(k1))).toMatchObject({ ok: true });
+    writeJwks(file, [k2]);
+    vi.setSystemTime(Date.now() - 3_600_000);
+    advance(1_000);
+    // Before, the file was not looked at again until the wall clock had made up the hour: a key
+    // removed from it (revoked) kept working that long.
+    expect(await verifier.verify(await tokenOf(k1))).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
   });
 
   it('a key added to the file works at once when a token names it, past the cooldown', async () => {
