@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { makeStateDir } from '../paths.js';
 import { holderRuns, processStart } from '../process-alive.js';
 import { realFile } from './oauth-token-store.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** How long a refresh lock may go untouched: past it (its holder hung or gone, on another host too), it is taken over. */
 export const LOCK_STALE_MS = 30_000;
@@ -36,7 +37,10 @@ export type LockWork = 'refresh' | 'login' | 'logout';
  */
 export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: LockWork = 'refresh'): Promise<(() => void) | undefined> {
   const lock = `${realFile(file)}.lock`;
-  const deadline = Date.now() + waitMs;
+  // On the monotonic clock: a wall clock stepped back an hour kept a refresh (and the calls
+  // waiting for its token) waiting that hour for a live holder. A lock's age stays on the wall
+  // clock: it is a file's mtime, which other processes set.
+  const deadline = monotonicNow() + waitMs;
   for (;;) {
     let fd: number;
     try {
@@ -48,7 +52,7 @@ export async function lockTokenFile(file: string, waitMs = LOCK_WAIT_MS, doing: 
       // A stale lock the folder does not let go of (made read-only since) is as no lock at all.
       if (stale === 'stuck') return () => undefined;
       if (stale === 'gone') continue;
-      if (Date.now() >= deadline) return undefined;
+      if (monotonicNow() >= deadline) return undefined;
       await new Promise((r) => setTimeout(r, LOCK_POLL_MS));
       continue;
     }

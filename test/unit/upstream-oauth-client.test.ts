@@ -384,6 +384,24 @@ describe('the upstream OAuth client', () => {
     expect(existsSync(`${file}.lock`)).toBe(false);
   });
 
+  it('a refresh waits for a live holder its waitMs on the monotonic clock: a wall clock stepped back an hour does not keep it waiting that hour', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
+    const first = await lockTokenFile(file);
+    expect(first).toBeDefined();
+    // Only Date: the polls are real timers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const second = lockTokenFile(file, 200);
+      vi.setSystemTime(Date.now() - 3_600_000);
+      const t0 = performance.now();
+      await expect(Promise.race([second, new Promise((r) => setTimeout(() => r('still waiting'), 3_000))])).resolves.toBeUndefined();
+      expect(performance.now() - t0).toBeLessThan(3_000);
+    } finally {
+      vi.useRealTimers();
+      first!();
+    }
+  });
+
   it('a refresh lock held past LOCK_STALE_MS by a holder still at work (it touches the lock while held) is not taken over', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'switchyard-stored-')), 'u.json');
     vi.useFakeTimers({ toFake: ['Date', 'setInterval', 'clearInterval'] });
