@@ -6,6 +6,7 @@ import { arrayOf, errorResponse } from '../protocol/jsonrpc.js';
 import { wireText } from '../protocol/serialized.js';
 import { LineReader } from '../transport/line-reader.js';
 import { readLeft } from '../transport/read-left.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** How long stdin must stay quiet (nothing read, no line begun, every answer written) before the exit. */
 const QUIET_MS = 100;
@@ -35,7 +36,7 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
   let done = false;
   /** Answers not yet handed to the pipe. */
   let unflushed = 0;
-  let lastRead = Date.now();
+  let lastRead = monotonicNow();
   let wake: () => void = () => undefined;
   const send = (msg: object): void => {
     answered++;
@@ -64,7 +65,7 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
     () => send(errorResponse(undefined, lineTooLarge(maxLineBytes))),
   );
   const onData = (chunk: Buffer | string): void => {
-    lastRead = Date.now();
+    lastRead = monotonicNow();
     reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
     wake();
   };
@@ -89,10 +90,12 @@ export async function refuseRead(input: Readable, out: ProtocolOut, reason: stri
   out.on('error', onOutError);
   input.resume();
   if (input.readableEnded) onEnd();
-  const deadline = Date.now() + REFUSE_MS;
+  // On the monotonic clock: a wall clock stepped back kept the process up (and its client's
+  // requests refused) for the step's length; stepped ahead, it exited at once.
+  const deadline = monotonicNow() + REFUSE_MS;
   try {
     for (;;) {
-      const now = Date.now();
+      const now = monotonicNow();
       const written = gone || unflushed === 0;
       const quietFor = QUIET_MS - (now - lastRead);
       if (now >= deadline || (written && (ended || (quietFor <= 0 && !reader.midLine)))) {
