@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 
 /**
  * The same stop signal again within this long of the first is the same request, delivered
@@ -31,6 +32,11 @@ type StopSignal = 'SIGTERM' | 'SIGINT';
 export class ServeSignals {
   /** The stop signal received, once one came (the first). */
   stopping: StopSignal | undefined;
+  /**
+   * When it came (monotonicNow()). Not the wall clock: stepped back between two signals, a second
+   * one meant as "now" was taken as the same request (ignored); stepped ahead, a copy sent with
+   * the first (systemd's KillMode) ended the hub without its drain.
+   */
   private firstAt = 0;
   /** Until the command says otherwise (onStop): nothing is started yet, so a stop is an exit. */
   private stop: (signal: StopSignal) => void = (signal) => {
@@ -67,7 +73,7 @@ export class ServeSignals {
 
   private stopSignal(signal: StopSignal): void {
     if (this.stopping) {
-      if (signal === this.stopping && Date.now() - this.firstAt < SAME_REQUEST_MS) {
+      if (signal === this.stopping && monotonicNow() - this.firstAt < SAME_REQUEST_MS) {
         this.log.debug({ signal }, 'the same stop signal again at once: taken as the same request');
         return;
       }
@@ -76,7 +82,7 @@ export class ServeSignals {
       process.exit(1);
     }
     this.stopping = signal;
-    this.firstAt = Date.now();
+    this.firstAt = monotonicNow();
     this.stop(signal);
   }
 
