@@ -12,6 +12,7 @@ import type { HubConfig } from '../config/types.js';
 import { realLedgerPath } from '../ledger/real-path.js';
 import { ownerLockHeldElsewhere, releaseOwnerLock, takeOwnerLock } from './ledger-owner.js';
 import { holderRuns, processStart } from '../process-alive.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** The ledger cannot be written by this process: said in one line, exit 2. */
 export class LedgerLockError extends Error {}
@@ -299,7 +300,9 @@ function create(file: string, command: string): boolean {
 export async function lockLedger(config: HubConfig, command: string, waitMs: number, waiting?: (holder: { pid: number; command?: string }) => void): Promise<void> {
   if (!config.ledger.enabled) return;
   const db = ledgerDbPath(config);
-  const deadline = Date.now() + waitMs;
+  // On the monotonic clock: a wall clock stepped back an hour kept a starting hub waiting that
+  // hour for a live holder. A lock file's age (WRITING_MS, staleness) stays on the wall clock: mtimes.
+  const deadline = monotonicNow() + waitMs;
   // Said as doctor says it, where mkdir or SQLite would give an errno (ENOTDIR) or "disk I/O error".
   const unusable = ledgerUnwritable(db);
   if (unusable !== undefined) throw new LedgerUnusableError(`ledger.path ${config.ledger.path}: ${unusable}`);
@@ -317,7 +320,7 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
   for (;;) {
     const older = olderHolder(db, real);
     if (older) {
-      if (Date.now() >= deadline) throw new LedgerBusyError(`${db} (${real})`, { pid: older.pid, command: older.command });
+      if (monotonicNow() >= deadline) throw new LedgerBusyError(`${db} (${real})`, { pid: older.pid, command: older.command });
       await waitFor(older);
       continue;
     }
@@ -326,7 +329,7 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
       // The lock file was gone, but a hub in another PID namespace holds the ledger.
       unlinkQuietly(file);
       const foreign = { pid: 0, command: 'a switchyard process in another PID namespace (a container)' };
-      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, foreign);
+      if (monotonicNow() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, foreign);
       await waitFor(foreign);
       continue;
     }
@@ -337,7 +340,7 @@ export async function lockLedger(config: HubConfig, command: string, waitMs: num
       if (now?.pid !== holder.pid || now.started !== holder.started) continue;
       // Another container's hub may have this process's pid (1, say): its start time tells.
       if (holder.pid === process.pid && holder.started === processStart(process.pid)) return refuseLinked(real, file);
-      if (Date.now() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, { pid: holder.pid, command: holder.command });
+      if (monotonicNow() >= deadline) throw new LedgerBusyError(real === db ? db : `${db} (${real})`, { pid: holder.pid, command: holder.command });
       await waitFor(holder);
     } else if (!holder && Date.now() - mtime(file) < WRITING_MS) {
       await sleep(50); // being written this instant, most likely

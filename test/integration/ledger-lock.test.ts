@@ -8,8 +8,9 @@ import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, realpathSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ledgerWriter } from '../../src/cli/ledger-lock.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { LedgerBusyError, ledgerWriter, lockLedger } from '../../src/cli/ledger-lock.js';
+import type { HubConfig } from '../../src/config/types.js';
 import { runCli } from '../helpers/cli.js';
 import { LineClient } from '../helpers/line-client.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
@@ -90,6 +91,25 @@ describe('ledger writer lock', () => {
   // may decide who holds it: a process that judged it stale and then removed it could remove
   // the lock another had just taken in its place (the old code: two to four holders in most
   // rounds of four fresh processes; with these, two holders in 7 to 21 rounds of 200).
+  it('a live holder is waited for waitMs on the monotonic clock: a wall clock stepped back an hour does not keep a starting hub waiting that hour', async () => {
+    const db = join(tempDir(), 'ledger.db');
+    const [holder] = await contenders([db]);
+    expect(await contend([holder!])).toEqual(['locked']);
+    // Only Date: the waits between looks are real timers.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const waiting = lockLedger({ ledger: { enabled: true, path: db } } as HubConfig, 'switchyard start', 300);
+      vi.setSystemTime(Date.now() - 3_600_000);
+      const t0 = performance.now();
+      const said = await Promise.race([waiting.then(() => 'locked', (e: unknown) => e), new Promise((r) => setTimeout(() => r('still waiting'), 3_000))]);
+      // Before, on the wall clock, it waited for the hour back to pass.
+      expect(said).toBeInstanceOf(LedgerBusyError);
+      expect(performance.now() - t0).toBeLessThan(3_000);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('a stale lock is taken over by exactly one of the processes starting together, every round', async () => {
     const db = join(tempDir(), 'ledger.db');
     const all = await contenders(Array(4).fill(db));
