@@ -17,7 +17,7 @@ import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
 import { HttpServer } from './downstream/http-server.js';
-import { clearStaleSocket, listenPrivately, type AdminSocket } from './downstream/admin-socket.js';
+import { takeSocketPath, type AdminSocket } from './downstream/admin-socket.js';
 import type { Admission } from './downstream/admin-events.js';
 import { adminMaxConnections, defaultMaxConnections } from './transport/connection-cap.js';
 import type { IncomingMessage } from 'node:http';
@@ -501,8 +501,7 @@ export class Hub implements HubCore {
     ));
     admin.attach(http.server, this.authorizeAdminEvents, local);
     if (local) {
-      await clearStaleSocket(at.path);
-      this.adminSocket = await listenPrivately(at.path, (p) => http.listenPath(p));
+      this.adminSocket = await takeSocketPath(at.path, (p) => http.listenPath(p));
       return at.path;
     }
     const addr = await http.listen(host, at.port);
@@ -542,7 +541,7 @@ export class Hub implements HubCore {
     await this.http?.close();
     await this.adminHttp?.close();
     this.metrics?.close();
-    this.adminSocket?.release();
+    await this.adminSocket?.release();
     this.validator.close();
     await this.plugins.close();
     await beforeLedgerClose?.();

@@ -6,6 +6,7 @@ import { existsSync, lstatSync, readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Argv } from 'yargs';
 import { parseJsonText } from '../config/load.js';
+import { socketPathProblem } from '../socket-path.js';
 
 /** What every command that talks to the daemon takes. */
 export interface DaemonArgs {
@@ -73,7 +74,13 @@ export function socketOf(base: string): string | undefined {
  */
 export function daemonBase(url: string | undefined, configFile: string): string {
   if (url !== undefined) {
-    if (url.startsWith(UNIX_BASE) && url.length > UNIX_BASE.length) return UNIX_BASE + resolve(url.slice(UNIX_BASE.length));
+    if (url.startsWith(UNIX_BASE) && url.length > UNIX_BASE.length) {
+      const path = resolve(url.slice(UNIX_BASE.length));
+      // A connect cuts a longer path short and finds nothing there: "no daemon", wrongly.
+      const long = socketPathProblem(path);
+      if (long) throw new BadUrlError(`--url: ${long}`);
+      return UNIX_BASE + path;
+    }
     const u = httpUrl(url);
     if (!u) throw new BadUrlError(`--url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket's path), got ${JSON.stringify(url)}`);
     return u.origin;

@@ -3,6 +3,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { configText, watchConfig } from '../config/watch.js';
+import { AdminSocketError } from '../downstream/admin-socket.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
@@ -104,7 +105,9 @@ export const startCommand: CommandModule<object, StartArgs> = {
       const a = config.listen.admin!;
       const where = 'path' in a ? a.path : `${a.host ?? '127.0.0.1'}:${a.port}`;
       const code = (err as NodeJS.ErrnoException).code;
-      const why = code === 'EADDRINUSE' ? 'the address is in use (another hub, or another program)' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+      // The socket's own errors say what holds the path (another hub's pid, a file, the lock).
+      const why =
+        err instanceof AdminSocketError ? err.message : code === 'EADDRINUSE' ? 'the address is in use (another hub, or another program)' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
       process.stderr.write(`switchyard start: cannot listen on ${where} (listen.admin): ${why}\n`);
       await hub.stop();
       process.exit(1);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { oauthTokenFile } from '../paths.js';
 import { classifyPattern } from '../policy/safe-regex.js';
+import { adminSocketPathProblem } from '../socket-path.js';
 import { duplicateKeys } from './duplicate-keys.js';
 import { durationMs } from './duration.js';
 import { headerProblems } from './header-check.js';
@@ -53,7 +54,7 @@ function keyGroupProblems(value: unknown): string[] {
 }
 
 /** Interpolates, validates and fills defaults; `value` is meaningful only without problems. */
-function check(json: unknown, env: Env): { problems: string[]; value: unknown; interpolated: Interpolated['values'] } {
+function check(json: unknown, env: Env, base = process.cwd()): { problems: string[]; value: unknown; interpolated: Interpolated['values'] } {
   const interpolated = interpolateEnv(json, env);
   const value = interpolated.value;
   const problems = [...interpolated.problems, ...validateAgainstSchema(value, interpolated.failedPaths)];
@@ -66,9 +67,14 @@ function check(json: unknown, env: Env): { problems: string[]; value: unknown; i
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
   problems.push(...keyGroupProblems(value));
   // Both listeners on one port: the second could never bind, and `start` would fail on it.
-  const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown } } } | null)?.listen;
+  const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown; path?: unknown } } } | null)?.listen;
   if (typeof listen?.admin?.port === 'number' && listen.admin.port === (listen.port ?? 7410))
     problems.push(`listen.admin.port: must differ from listen.port (${listen.admin.port}): the admin listener is a listener of its own`);
+  // Over the limit, node binds a path cut short where no CLI finds it (socket-path.ts).
+  if (typeof listen?.admin?.path === 'string' && listen.admin.path !== '') {
+    const long = adminSocketPathProblem(resolve(base, listen.admin.path));
+    if (long) problems.push(`listen.admin.path: ${long}`);
+  }
   const ledger = (value as { ledger?: { path?: unknown; enabled?: unknown; idempotencyTtl?: unknown; redactKeys?: unknown } } | null)?.ledger;
   // The schema checks its shape only: "99999999999999d" (or an integer past 2^53) has no exact
   // millisecond count, and was taken silently as the default 24h.
@@ -141,10 +147,10 @@ export function configuredServer(config: Pick<HubConfig, 'servers'>, id: string)
  * against the current directory.
  */
 export function parseConfig(json: unknown, file?: string, env: Env = process.env): HubConfig {
-  const { problems, value, interpolated } = check(json, env);
+  const base = file ? dirname(resolve(file)) : process.cwd();
+  const { problems, value, interpolated } = check(json, env, base);
   if (problems.length > 0) throw new ConfigError(problems, file);
   const raw = value as RawConfig;
-  const base = file ? dirname(resolve(file)) : process.cwd();
 
   const servers: Record<string, ServerConfig> = {};
   for (const [id, s] of Object.entries(raw.servers ?? raw.mcpServers ?? {})) servers[id] = buildServer(id, s, base);

@@ -7,9 +7,115 @@
  * process's: files and folders other code makes at that moment, on libuv's threads, would get
  * it too, a folder without its owner's x).
  */
-import { chmodSync, linkSync, lstatSync, mkdtempSync, rmdirSync, unlinkSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { chmodSync, closeSync, linkSync, lstatSync, mkdtempSync, openSync, rmdirSync, unlinkSync } from 'node:fs';
+import { request } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
+import { adminSocketPathProblem } from '../socket-path.js';
+
+/** Why the admin socket cannot be had, in words to print as they are (`code` as the system's). */
+export class AdminSocketError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    /** The hub that holds the path, when it said its pid. */
+    readonly pid?: number,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Held while a hub makes way for its socket and links it (and while it removes it at stop):
+ * without it two hubs starting at once each found the same dead hub's socket refusing, and the
+ * later one removed the earlier one's live socket as that stale file and linked its own. An
+ * OS lock (SQLite's POSIX lock on `<path>.lock`, kept in this file's folder) is dropped by the
+ * kernel however its process ends, so a hub killed while holding it blocks nobody; it is held
+ * only for these few steps, so the file it leaves behind means nothing by itself.
+ */
+export function socketLockFile(path: string): string {
+  return `${path}.lock`;
+}
+
+/** The lock of the socket at `path`, waited for (without blocking the event loop) up to `waitMs`; undefined when another process still holds it then. */
+async function lockSocketPath(path: string, waitMs: number): Promise<Database.Database | undefined> {
+  const file = socketLockFile(path);
+  // Made 0600 here: SQLite would make it by the umask.
+  try {
+    closeSync(openSync(file, 'a', 0o600));
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new AdminSocketError(`cannot open ${file}, the lock of the socket's path (${e.code ?? e.message}): ${e.code === 'EACCES' ? "another user's file? " : ''}set listen.admin.path to a path in a folder of the hub's user`, e.code ?? 'EIO');
+  }
+  const db = new Database(file, { timeout: 0 });
+  try {
+    db.pragma('journal_mode = MEMORY'); // no -journal file beside it
+    for (const deadline = Date.now() + waitMs; ; await new Promise((r) => setTimeout(r, 20))) {
+      try {
+        db.exec('BEGIN EXCLUSIVE');
+        return db;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (!(typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || Date.now() >= deadline) throw err;
+      }
+    }
+  } catch (err) {
+    db.close();
+    if (typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('SQLITE_BUSY')) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The pid of the switchyard hub answering on the socket at `path`, as its /admin/servers says
+ * (undefined when it does not say: authentication on, another program, no answer within 1 s).
+ */
+export function pidAt(path: string): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath: path, path: '/admin/servers', headers: { host: 'localhost' }, timeout: 1_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d.length + body.length > 1 << 20 ? '' : d));
+      res.on('end', () => {
+        try {
+          const pid = (JSON.parse(body) as { pid?: unknown }).pid;
+          resolve(res.statusCode === 200 && Number.isInteger(pid) ? (pid as number) : undefined);
+        } catch {
+          resolve(undefined);
+        }
+      });
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(undefined));
+    req.end();
+  });
+}
+
+/** The error of a socket path another hub holds: EADDRINUSE, naming the path and, when it says, that hub's pid. */
+async function inUse(path: string, what: string): Promise<Error> {
+  const pid = await pidAt(path);
+  return new AdminSocketError(pid === undefined ? what : `another switchyard hub (pid ${pid}) listens on ${path}`, 'EADDRINUSE', pid);
+}
+
+/**
+ * The admin socket linked at `path` (listenPrivately), a stale socket there removed first
+ * (clearStaleSocket), as one step no other hub of this build takes at the same time: of two
+ * hubs starting at once on one path exactly one gets it, the other fails with EADDRINUSE.
+ */
+export async function takeSocketPath(path: string, listen: (at: string) => Promise<unknown>, waitMs = 3_000): Promise<AdminSocket> {
+  const long = adminSocketPathProblem(path);
+  if (long) throw new AdminSocketError(long, 'ENAMETOOLONG');
+  const lock = await lockSocketPath(path, waitMs);
+  if (!lock) throw await inUse(path, `another process holds ${socketLockFile(path)} (another hub starting or stopping on ${path}?)`);
+  try {
+    await clearStaleSocket(path);
+    return await listenPrivately(path, listen);
+  } finally {
+    lock.close();
+  }
+}
 
 /**
  * Make way for the socket at `path`: a socket file a hub that is not running left behind (a
@@ -29,7 +135,7 @@ export async function clearStaleSocket(path: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw err;
   }
-  if (!isSocket) throw Object.assign(new Error(`${path} is a file that is not a socket: it is left alone (move it, or set listen.admin.path to another path)`), { code: 'EEXIST' });
+  if (!isSocket) throw new AdminSocketError(`${path} is a file that is not a socket: it is left alone (move it, or set listen.admin.path to another path)`, 'EEXIST');
   const refused = await new Promise<string | undefined>((resolve) => {
     const s = connect(path);
     s.once('connect', () => {
@@ -39,16 +145,16 @@ export async function clearStaleSocket(path: string): Promise<void> {
     s.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'unknown'));
   });
   if (refused === 'ENOENT') return; // gone meanwhile
-  if (refused === undefined) throw Object.assign(new Error(`something listens on ${path} (another hub?)`), { code: 'EADDRINUSE' });
-  if (refused === 'EACCES') throw Object.assign(new Error(`${path} is a socket this user may not open (another user's?): it is left alone`), { code: 'EACCES' });
-  if (refused !== 'ECONNREFUSED') throw Object.assign(new Error(`something listens on ${path} but did not take a connection (${refused}: another hub, too busy?): it is left alone`), { code: 'EADDRINUSE' });
+  if (refused === undefined) throw await inUse(path, `something listens on ${path} (another hub?)`);
+  if (refused === 'EACCES') throw new AdminSocketError(`${path} is a socket this user may not open (another user's?): it is left alone`, 'EACCES');
+  if (refused !== 'ECONNREFUSED') throw new AdminSocketError(`something listens on ${path} but did not take a connection (${refused}: another hub, too busy?): it is left alone`, 'EADDRINUSE');
   unlinkSync(path);
 }
 
 /** The admin socket once linked at its path; `release()` removes it (if it is still this one). */
 export interface AdminSocket {
   path: string;
-  release(): void;
+  release(): Promise<void>;
 }
 
 /**
@@ -65,7 +171,13 @@ export async function listenPrivately(path: string, listen: (at: string) => Prom
   try {
     await listen(inner);
     chmodSync(inner, 0o600);
-    linkSync(inner, path);
+    try {
+      linkSync(inner, path);
+    } catch (err) {
+      // Taken meanwhile by something that did not take the lock (an older build, another program).
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw await inUse(path, `something took ${path} while this hub made its socket (another hub?)`);
+      throw err;
+    }
     linked = true;
   } finally {
     try {
@@ -78,15 +190,20 @@ export async function listenPrivately(path: string, listen: (at: string) => Prom
   const { dev, ino } = lstatSync(path);
   return {
     path,
-    release: () => {
+    release: async () => {
       if (!linked) return;
       linked = false;
+      // Under the lock: a hub starting now may find this closed socket stale and link its own
+      // there between the look and the unlink below.
+      const lock = await lockSocketPath(path, 1_000).catch(() => undefined);
       try {
         const now = lstatSync(path);
         // Another hub's socket there now (this one's was removed by hand) is left to it.
-        if (now.dev === dev && now.ino === ino) unlinkSync(path);
+        if (lock && now.dev === dev && now.ino === ino) unlinkSync(path);
       } catch {
         // gone already
+      } finally {
+        lock?.close();
       }
     },
   };

@@ -6,7 +6,7 @@
  * hub during a flood, is in http-edge.test.ts (listen.maxConnections).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { rawRequest } from '../helpers/raw-http.js';
 import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,6 +20,7 @@ import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
+import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { modernBody, modernHeaders } from '../helpers/wire.js';
 
 const ADMIN_KEY = 'sy_admin-listener-admin-key-0123456789abcdefghijkl';
@@ -226,6 +227,19 @@ describe('listen.admin', () => {
     }
   });
 
+  it('start refuses an admin socket path too long to bind (exit 2, its length in bytes), and the CLI a --url unix: one', async () => {
+    // Node cut it short and bound at another path: the hub started and no CLI could reach it ("no daemon").
+    const dir = join(mkdtempSync(join(tmpdir(), 'switchyard-admin-')), 'd'.repeat(100));
+    await mkdir(dir);
+    const file = join(dir, 'hub.config.json');
+    writeFileSync(file, JSON.stringify({ ledger: { enabled: false }, listen: { port: 0, admin: { path: 'admin.sock' } }, servers: {} }));
+    const sock = join(dir, 'admin.sock');
+    const start = await runCli(['start', '--config', file]);
+    expect([start.code, start.stderr]).toEqual([2, expect.stringContaining(`listen.admin.path: ${sock} is ${sock.length} bytes, longer than a unix socket's path can be`)]);
+    const servers = await runCli(['servers', '--url', `unix:${sock}`]);
+    expect([servers.code, servers.stderr]).toEqual([2, expect.stringContaining(`--url: ${sock} is ${sock.length} bytes, longer than a unix socket's path can be`)]);
+  });
+
   it('refuses a TCP admin listener off loopback without authentication', async () => {
     const { hub } = hubWith({ admin: { host: '0.0.0.0', port: await freePort() } });
     try {
@@ -311,6 +325,37 @@ describe('listen.admin', () => {
     }
   });
 
+  it('of two real hubs starting at once on a dead hub\'s socket, one takes it and the other exits naming the path', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
+    const sock = join(dir, 'admin.sock');
+    const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(sock)}, () => process.kill(process.pid, 'SIGKILL'))`]);
+    await new Promise((r) => child.once('exit', r));
+    const config = { listen: { admin: { path: sock } }, servers: {} };
+    const preload = ['--import', join(ROOT, 'test/fixtures/slow-unlink.mjs')];
+    // The first hub found the stale socket refusing and is about to remove it, held there
+    // (slow-unlink.mjs) until the second one, started then, is done.
+    const go = join(dir, 'go');
+    mkdirSync(join(dir, 'first'));
+    mkdirSync(join(dir, 'second'));
+    const first = startHub(config, { dir: join(dir, 'first'), nodeArgs: preload, env: { SLOW_UNLINK_PATH: sock, SLOW_UNLINK_UNTIL: go }, args: ['--no-watch'] });
+    let second: Promise<HubProcess> | undefined;
+    let firstUp: HubProcess | undefined;
+    try {
+      await expect.poll(() => existsSync(`${go}.held`), { timeout: 20_000 }).toBe(true);
+      second = startHub(config, { dir: join(dir, 'second'), nodeArgs: preload, env: { SLOW_UNLINK_PATH: sock }, args: ['--no-watch'] });
+      // Without the lock the second one removed the stale file, linked its own and served; the
+      // first then removed the second one's live socket as the stale one, and linked its own.
+      await expect(second).rejects.toThrow(`switchyard start: cannot listen on ${sock} (listen.admin): another process holds ${sock}.lock (another hub starting or stopping on ${sock}?)`);
+      writeFileSync(go, '');
+      firstUp = await first;
+      expect(JSON.parse((await overSocket(sock, '/admin/servers')).body)).toMatchObject({ pid: firstUp.proc.pid });
+    } finally {
+      writeFileSync(go, '');
+      await (firstUp ?? (await first.catch(() => undefined)))?.stop('SIGKILL');
+      await (await second?.catch(() => undefined))?.stop('SIGKILL');
+    }
+  }, 30_000);
+
   it('replaces a socket file a killed hub left, never another file, nor a socket something answers on', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-admin-'));
     const sock = join(dir, 'admin.sock');
@@ -326,7 +371,7 @@ describe('listen.admin', () => {
       expect((await overSocket(sock, '/healthz')).status).toBe(200);
       // A second hub on the same socket: the first one answers there, so it is not taken over.
       await second.listen('127.0.0.1', 0);
-      await expect(second.listenAdmin()).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      await expect(second.listenAdmin()).rejects.toMatchObject({ code: 'EADDRINUSE', message: `another switchyard hub (pid ${process.pid}) listens on ${sock}` });
       expect((await overSocket(sock, '/healthz')).status).toBe(200);
     } finally {
       await second.stop(0);

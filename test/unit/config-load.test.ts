@@ -77,6 +77,27 @@ describe('parseConfig defaults', () => {
       expect(parseConfig({ auth: { apiKeys: [{ principal, sha256: 'a'.repeat(64) }] }, servers: {} }, undefined, NO_ENV).auth?.apiKeys[0]?.principal).toBe(principal);
   });
 
+  it('refuses a listen.admin.path longer than a unix socket can have (node cut it short and bound there), and one with no room for the bind beside it', () => {
+    const dir = `/srv/${'d'.repeat(95)}`; // 100 bytes
+    const file = join(dir, 'hub.config.json');
+    const problems = (path: string) => {
+      try {
+        parseConfig({ listen: { admin: { path } }, servers: {} }, file, NO_ENV);
+        return [];
+      } catch (e) {
+        return (e as ConfigError).problems;
+      }
+    };
+    const over = `${dir}/admin-socket.sock`;
+    const limit = process.platform === 'linux' ? 107 : 103;
+    // Relative to the config file's folder, counted as resolved; in bytes.
+    expect(problems('admin-socket.sock')).toEqual([`listen.admin.path: ${over} is ${over.length} bytes, longer than a unix socket's path can be (${limit} bytes): give a shorter path (a folder nearer the root, such as $XDG_RUNTIME_DIR or /tmp/<name>)`]);
+    expect(problems('/tmp/é'.padEnd(60, 'é'))[0]).toMatch(/ is 115 bytes, longer than/);
+    // Short enough itself, but the hub binds it first at <folder>/.XXXXXX/s.
+    if (process.platform === 'linux') expect(problems('a.s')).toEqual([`listen.admin.path: ${dir}/a.s: the hub binds the socket first in a folder beside it, at ${dir}/.XXXXXX/s (110 bytes), longer than a unix socket's path can be (107 bytes): give a shorter path (a folder nearer the root, such as $XDG_RUNTIME_DIR or /tmp/<name>)`]);
+    expect(problems('/tmp/admin.sock')).toEqual([]);
+  });
+
   it('refuses ":memory:" as the path of an enabled ledger (it made files of that name and kept them)', () => {
     const said = 'ledger.path: ":memory:" cannot hold the ledger (it keeps files beside its database: rows pending commit, its lock); give a file path, or set ledger.enabled to false for no ledger';
     expect(configProblems({ ledger: { path: ':memory:' } }, NO_ENV)).toEqual([said]);
