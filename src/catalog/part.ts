@@ -105,6 +105,18 @@ function withoutTaskSupport(tool: Record<string, unknown>): Record<string, unkno
   return tool;
 }
 
+/**
+ * `item` without the upstream's own `_meta["dev.switchyard/flags"]`, and those flags (its
+ * strings, at most 64); undefined when it has none.
+ */
+function withoutUpstreamFlags(item: Record<string, unknown>): { item: Record<string, unknown>; flags: string[] } | undefined {
+  const meta = item._meta;
+  if (typeof meta !== 'object' || meta === null || !Object.hasOwn(meta, META_FLAGS)) return undefined;
+  const { [META_FLAGS]: theirs, ...rest } = meta as Record<string, unknown>;
+  const flags = Array.isArray(theirs) ? theirs.filter((f): f is string => typeof f === 'string').slice(0, 64) : [];
+  return { item: { ...item, _meta: rest }, flags };
+}
+
 export async function buildPart(kind: ListKind, s: PartServer, items: readonly Record<string, unknown>[], deps: PartDeps): Promise<PartRecord[]> {
   const field = NAME_FIELD[kind];
   const records: PartRecord[] = [];
@@ -139,6 +151,16 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
     records.push(r);
   }
   const live = records.filter((r) => !r.denied);
+  // Out before anything reads the item: plugins (description-checks flagged the quoted text of
+  // an upstream hub's own poisoning flags, on a field no client then saw). A trusted server's
+  // flags (a hub behind this one) are its judgement, shown beside this hub's below.
+  const theirFlags = new Map<PartRecord, string[]>();
+  for (const r of live) {
+    const split = withoutUpstreamFlags(r.item);
+    if (!split) continue;
+    r.item = split.item;
+    if (trusted && split.flags.length) theirFlags.set(r, split.flags);
+  }
   if (!trusted) for (const r of live) r.item = withScreenedIcons(r.item, s.config.url);
 
   // A prompt or a template changed after it was first seen is as much a rug pull as a tool (its
@@ -187,12 +209,19 @@ export async function buildPart(kind: ListKind, s: PartServer, items: readonly R
   }
 
   // Operators and clients can see why a shown item is suspicious. The key is the hub's: an
-  // upstream's own is dropped, so no item passes for one the hub flagged, or checked.
+  // upstream's own is dropped (above), so no item passes for one the hub flagged, or checked;
+  // a trusted server's are kept, after the hub's own, each saying whose it is. Category
+  // "upstream": shown, never a reason to hide the item here (this hub's own checks decide).
   for (const r of live) {
     if (r.hidden) continue;
+    for (const f of theirFlags.get(r) ?? []) {
+      const m = /^([\w.-]{1,64}): ([^]*)$/.exec(f);
+      r.flags.push({ code: m ? m[1]! : 'flag', message: `${m ? m[2]! : f} (flagged by ${s.id})`, category: 'upstream' });
+    }
     const meta = typeof r.item._meta === 'object' && r.item._meta !== null ? (r.item._meta as Record<string, unknown>) : undefined;
+    // A plugin's replace() may have put the key back: the hub's alone still.
     if (r.flags.length === 0 && !(meta && Object.hasOwn(meta, META_FLAGS))) continue;
-    const { [META_FLAGS]: _upstreams, ...rest } = meta ?? {};
+    const { [META_FLAGS]: _plugins, ...rest } = meta ?? {};
     r.item = { ...r.item, _meta: r.flags.length ? { ...rest, [META_FLAGS]: r.flags.map((f) => `${f.code}: ${f.message}`) } : rest };
   }
   return records;
