@@ -46,6 +46,7 @@ async function lockSocketPath(path: string, waitMs: number): Promise<Database.Da
     closeSync(openSync(file, 'a', 0o600));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT' || e.code === 'ENOTDIR') throw new AdminSocketError(`the folder ${dirname(path)} is not there: create it, or set listen.admin.path to a path in a folder that is`, e.code);
     throw new AdminSocketError(`cannot open ${file}, the lock of the socket's path (${e.code ?? e.message}): ${e.code === 'EACCES' ? "another user's file? " : ''}set listen.admin.path to a path in a folder of the hub's user`, e.code ?? 'EIO');
   }
   const db = new Database(file, { timeout: 0 });

@@ -240,6 +240,16 @@ describe('listen.admin', () => {
     expect([servers.code, servers.stderr]).toEqual([2, expect.stringContaining(`--url: ${sock} is ${sock.length} bytes, longer than a unix socket's path can be`)]);
   });
 
+  it('says a socket path whose folder is not there is so, naming the folder', async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'run/admin.sock' } });
+    try {
+      await hub.listen('127.0.0.1', 0);
+      await expect(hub.listenAdmin()).rejects.toMatchObject({ code: 'ENOENT', message: `the folder ${join(dir, 'run')} is not there: create it, or set listen.admin.path to a path in a folder that is` });
+    } finally {
+      await hub.stop(0);
+    }
+  });
+
   it('refuses a TCP admin listener off loopback without authentication', async () => {
     const { hub } = hubWith({ admin: { host: '0.0.0.0', port: await freePort() } });
     try {
