@@ -51,9 +51,10 @@ async function lockSocketPath(path: string, waitMs: number): Promise<Database.Da
   }
   const db = new Database(file, { timeout: 0 });
   try {
-    db.pragma('journal_mode = MEMORY'); // no -journal file beside it
     for (const deadline = Date.now() + waitMs; ; await new Promise((r) => setTimeout(r, 20))) {
       try {
+        // In the loop: reading the file's header for it waits on a holder's lock too.
+        db.pragma('journal_mode = MEMORY'); // no -journal file beside it
         db.exec('BEGIN EXCLUSIVE');
         return db;
       } catch (err) {
