@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { mkdir } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import { describe, expect, it, vi } from 'vitest';
 import WebSocket from 'ws';
 import { parseConfig } from '../../src/config/load.js';
@@ -238,6 +239,20 @@ describe('listen.admin', () => {
     expect([start.code, start.stderr]).toEqual([2, expect.stringContaining(`listen.admin.path: ${sock} is ${sock.length} bytes, longer than a unix socket's path can be`)]);
     const servers = await runCli(['servers', '--url', `unix:${sock}`]);
     expect([servers.code, servers.stderr]).toEqual([2, expect.stringContaining(`--url: ${sock} is ${sock.length} bytes, longer than a unix socket's path can be`)]);
+  });
+
+  it('waits for another hub holding the socket path\'s lock (starting or stopping) to be done with it', async () => {
+    const { hub, dir } = hubWith({ admin: { path: 'admin.sock' } });
+    const holder = new Database(join(dir, 'admin.sock.lock'));
+    holder.exec('BEGIN EXCLUSIVE');
+    setTimeout(() => holder.close(), 300);
+    try {
+      await hub.listen('127.0.0.1', 0);
+      expect(await hub.listenAdmin()).toBe(join(dir, 'admin.sock'));
+    } finally {
+      if (holder.open) holder.close();
+      await hub.stop(0);
+    }
   });
 
   it('says a socket path whose folder is not there is so, naming the folder', async () => {
