@@ -13,6 +13,7 @@ import { request } from 'node:http';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
 import { adminSocketPathProblem } from '../socket-path.js';
+import { monotonicNow } from '../monotonic.js';
 
 /** Why the admin socket cannot be had, in words to print as they are (`code` as the system's). */
 export class AdminSocketError extends Error {
@@ -51,7 +52,7 @@ async function lockSocketPath(path: string, waitMs: number): Promise<Database.Da
   }
   const db = new Database(file, { timeout: 0 });
   try {
-    for (const deadline = Date.now() + waitMs; ; await new Promise((r) => setTimeout(r, 20))) {
+    for (const deadline = monotonicNow() + waitMs; ; await new Promise((r) => setTimeout(r, 20))) {
       try {
         // In the loop: reading the file's header for it waits on a holder's lock too.
         db.pragma('journal_mode = MEMORY'); // no -journal file beside it
@@ -59,7 +60,7 @@ async function lockSocketPath(path: string, waitMs: number): Promise<Database.Da
         return db;
       } catch (err) {
         const code = (err as { code?: unknown }).code;
-        if (!(typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || Date.now() >= deadline) throw err;
+        if (!(typeof code === 'string' && code.startsWith('SQLITE_BUSY')) || monotonicNow() >= deadline) throw err;
       }
     }
   } catch (err) {
