@@ -9,6 +9,18 @@ import type { Logger } from '../../src/log.js';
 import { RpcError } from '../../src/protocol/errors.js';
 import { errorResponse, resultResponse, type Classified, type Request } from '../../src/protocol/jsonrpc.js';
 
+/** A StdioServer over `input` and `output`, logging nowhere; its endpoint serves messages with `message` and refuses with `refuseUnserved` (default: nothing). */
+function serverOf(
+  input: PassThrough,
+  output: Writable,
+  maxLineBytes: number,
+  message: (c: Classified, ex: Exchange) => Promise<void>,
+  refuseUnserved: (msg: Request, ex: Exchange) => Promise<void> = async () => undefined,
+): StdioServer {
+  const endpoint = { message, refuseUnserved, batchRefusal: () => null } as unknown as Endpoint;
+  return new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes });
+}
+
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (const end = Date.now() + 3_000; !cond(); await new Promise((r) => setTimeout(r, 5))) if (Date.now() > end) throw new Error(`timed out: ${what}`);
 }
@@ -29,17 +41,18 @@ describe('StdioServer stopped', () => {
       },
     });
     const refused: unknown[] = [];
-    const endpoint = {
-      message: async (c: Classified, ex: Exchange) => {
+    const server = serverOf(
+      input,
+      output,
+      1 << 20,
+      async (c, ex) => {
         if (c.kind === 'request') ex.reply(resultResponse(c.msg.id, { pad: 'x'.repeat(100) }));
       },
-      refuseUnserved: async (msg: Request, ex: Exchange) => {
+      async (msg, ex) => {
         refused.push(msg.id);
         ex.reply(errorResponse(msg.id, new RpcError(-32603, 'the hub is shutting down')));
       },
-      batchRefusal: () => null,
-    } as unknown as Endpoint;
-    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 1 << 20 });
+    );
     void server.run();
     input.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
     await until(() => input.isPaused(), 'stdin paused for the full stdout');
@@ -68,17 +81,12 @@ describe('StdioServer holding lines behind an initialize', () => {
     });
     let answerInit: () => void = () => undefined;
     const served: unknown[] = [];
-    const endpoint = {
-      message: async (c: Classified, ex: Exchange) => {
-        if (c.kind !== 'request') return;
-        if (c.msg.method === 'initialize') await new Promise<void>((res) => (answerInit = res));
-        else served.push(c.msg.id);
-        ex.reply(resultResponse(c.msg.id, {}));
-      },
-      refuseUnserved: async () => undefined,
-      batchRefusal: () => null,
-    } as unknown as Endpoint;
-    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 4096 });
+    const server = serverOf(input, output, 4096, async (c, ex) => {
+      if (c.kind !== 'request') return;
+      if (c.msg.method === 'initialize') await new Promise<void>((res) => (answerInit = res));
+      else served.push(c.msg.id);
+      ex.reply(resultResponse(c.msg.id, {}));
+    });
     void server.run();
     input.write(JSON.stringify({ jsonrpc: '2.0', id: 'init', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } } }) + '\n');
     const pad = 'x'.repeat(1000);
@@ -99,17 +107,12 @@ describe('StdioServer draining, when the wall clock is stepped (NTP, a laptop re
     const input = new PassThrough();
     const output = new Writable({ write: (_c, _e, done) => done() });
     let answer: () => void = () => undefined;
-    const endpoint = {
-      // A call that is still running when the drain time is up.
-      message: async (c: Classified, ex: Exchange) => {
-        if (c.kind !== 'request') return;
-        await new Promise<void>((res) => (answer = res));
-        ex.reply(resultResponse(c.msg.id, {}));
-      },
-      refuseUnserved: async () => undefined,
-      batchRefusal: () => null,
-    } as unknown as Endpoint;
-    const server = new StdioServer(endpoint, input, output as unknown as NodeJS.WriteStream, pino({ level: 'silent' }) as unknown as Logger, { maxLineBytes: 4096 });
+    // A call that is still running when the drain time is up.
+    const server = serverOf(input, output, 4096, async (c, ex) => {
+      if (c.kind !== 'request') return;
+      await new Promise<void>((res) => (answer = res));
+      ex.reply(resultResponse(c.msg.id, {}));
+    });
     void server.run();
     input.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) + '\n');
     await until(() => (server as unknown as { pending: Set<unknown> }).pending.size === 1, 'the call running');
