@@ -83,21 +83,22 @@ export class LedgerReader {
 
   /** Whether the idempotency table scopes keys to tool groups (0016); an older Switchyard's ledger, read as it is, does not. */
   private keysGrouped(): boolean {
-    let has = this.columns.get('idempotency.tool_group');
+    return this.hasColumn('idempotency', 'tool_group');
+  }
+
+  /** Whether `table` has `column` in this ledger (an older one, read as it is, may not), asked once. */
+  private hasColumn(table: 'audit' | 'idempotency', column: string): boolean {
+    const key = `${table}.${column}`;
+    let has = this.columns.get(key);
     if (has === undefined) {
-      has = (this.db.prepare(`SELECT 1 FROM pragma_table_info('idempotency') WHERE name = 'tool_group'`).get() as unknown) !== undefined;
-      this.columns.set('idempotency.tool_group', has);
+      has = (this.db.prepare(`SELECT 1 FROM pragma_table_info(?) WHERE name = ?`).get(table, column) as unknown) !== undefined;
+      this.columns.set(key, has);
     }
     return has;
   }
 
   private needColumn(column: string, what: string, says: string): void {
-    let has = this.columns.get(column);
-    if (has === undefined) {
-      has = (this.db.prepare(`SELECT 1 FROM pragma_table_info('audit') WHERE name = ?`).get(column) as unknown) !== undefined;
-      this.columns.set(column, has);
-    }
-    if (!has) throw new Error(`this ledger does not record ${what} yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says ${says}`);
+    if (!this.hasColumn('audit', column)) throw new Error(`this ledger does not record ${what} yet (an older Switchyard wrote it; a hub of this one upgrades it at its next start): no row says ${says}`);
   }
 
   /** Newest first by ts; with afterId oldest-first by id; with afterSeq in chain order. */
@@ -156,7 +157,6 @@ export class LedgerReader {
     return { ids: rows.map((r) => r[0]).reverse(), lastSeq: rows[0]?.[1] ?? 0 };
   }
 
-  /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
   /**
    * The ids of the first `limit` rows matching past chain position `afterSeq`, in chain order,
    * and the last one's position (`afterSeq` for none): `tail -f` reads their rows a page at a time
@@ -168,6 +168,7 @@ export class LedgerReader {
     return { ids: rows.map((r) => r[0]), lastSeq: rows.at(-1)?.[1] ?? afterSeq };
   }
 
+  /** `ids` (in `order`) a page of at most `size` rows and `bodyBytes` of their bodies at a time. */
   private *pagesOf(ids: readonly number[], order: string, size: number, bodyBytes = PAGE_BODY_BYTES): Generator<AuditRow[]> {
     // By the primary key only (NOT INDEXED): by the index of ts or seq, to skip the sort, SQLite would walk every row per page.
     const page = this.db.prepare(`SELECT * FROM audit NOT INDEXED WHERE id IN (SELECT value FROM json_each(@pageIds)) ORDER BY ${order}`);
