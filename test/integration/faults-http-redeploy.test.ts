@@ -84,7 +84,9 @@ async function rawUpstream(handle: (msg: { id?: unknown; method?: string; params
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c));
-    req.on('end', () => handle(JSON.parse(body), (status, m) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m)), res));
+    // A DELETE of a session (sent now for a session whose handshake a close cut short) has no
+    // body: answered 405, as by a server that ends no sessions, not parsed (an uncaught throw).
+    req.on('end', () => (req.method !== 'POST' ? void res.writeHead(405).end() : handle(JSON.parse(body), (status, m) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(m)), res)));
   });
   raw.push(server);
   return listenInRange(server);
