@@ -715,9 +715,14 @@ export class Endpoint {
       case 'notifications/initialized':
         session.initialized = true;
         break;
-      case 'notifications/cancelled':
-        session.inflight.get(idKey(n.params?.requestId))?.abort(clientReason(n.params));
+      case 'notifications/cancelled': {
+        const id = n.params?.requestId;
+        if (typeof id !== 'string' && typeof id !== 'number') break;
+        const call = session.inflight.get(idKey(id));
+        if (call) call.abort(clientReason(n.params));
+        else session.cancelledAhead(idKey(id), clientReason(n.params));
         break;
+      }
       case 'notifications/roots/list_changed':
         this.rootsChanged(session);
         break;
@@ -885,6 +890,14 @@ export class Endpoint {
     // closed stream is no cancellation in this era.)
     if (ex.transport === 'stdio' && ex.closed.aborted) ac.abort(ex.closed.reason);
     const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
+    // Its cancellation came first (LegacySession.cancelledAhead): not carried out, answered as a
+    // request cancelled while it ran is (MCP: nothing), and its row says so.
+    const ahead = session.takeCancelledAhead(idKey(req.id));
+    if (ahead) {
+      const err = new CancelledError(ahead.reason);
+      await this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: err.message }, named(req.params));
+      return ex.reply(undefined, 202);
+    }
     if (req.method === 'ping') {
       await this.core.recordLocal('ping', ctx, { outcome: 'ok' });
       return ex.reply(resultResponse(req.id, {}));

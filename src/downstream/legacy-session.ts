@@ -24,6 +24,10 @@ export interface AskingCall {
   end(why: Error): void;
 }
 
+/** How many cancellations of requests not seen yet a session keeps, and for how long (LegacySession.cancelledAhead). */
+const CANCELLED_AHEAD_MAX = 16;
+const CANCELLED_AHEAD_MS = 10_000;
+
 /** One legacy (2025-11-25) client session: its handshake facts and its open server → client requests. */
 export class LegacySession {
   initialized = false;
@@ -43,6 +47,15 @@ export class LegacySession {
   /** The API key that opened its GET stream: the session ends when that key is removed too. */
   streamKey: string | undefined;
   readonly inflight = new KeyedTable<Canceller>();
+  /**
+   * Cancellations of requests not seen yet. Over HTTP a client's notifications/cancelled comes
+   * on a POST of its own, which may be read before the POST of the request it names (a client
+   * that cancels at once, or one the scheduler held back): dropped, the request then ran, a
+   * subscription was made that nobody holds, a write its user cancelled was carried out. A few,
+   * for a few seconds: a session never uses a request id twice (MCP), so one naming a request
+   * already answered (the usual race) is harmless, and lapses.
+   */
+  private ahead: { key: string; reason: string | undefined; at: number }[] = [];
   /** Its resumable SSE streams and what they keep for a reconnection (HTTP; made at its first streamed answer). */
   streams: SessionStreams | undefined;
   /**
@@ -62,6 +75,28 @@ export class LegacySession {
     readonly principal: string,
     readonly id: string = randomBytes(18).toString('base64url'),
   ) {}
+
+  /** A cancellation of a request this session is not running (cancelledAhead). */
+  cancelledAhead(key: string, reason: string | undefined): void {
+    this.lapseAhead();
+    if (this.ahead.length >= CANCELLED_AHEAD_MAX) this.ahead.shift();
+    this.ahead.push({ key, reason, at: monotonicNow() });
+  }
+
+  /** Whether request `key` was cancelled before it came, and the reason (its entry is let go); false when not. */
+  takeCancelledAhead(key: string): { reason: string | undefined } | false {
+    if (this.ahead.length === 0) return false;
+    this.lapseAhead();
+    const i = this.ahead.findIndex((a) => a.key === key);
+    if (i < 0) return false;
+    const [a] = this.ahead.splice(i, 1);
+    return { reason: a!.reason };
+  }
+
+  private lapseAhead(): void {
+    const since = monotonicNow() - CANCELLED_AHEAD_MS;
+    while (this.ahead.length > 0 && this.ahead[0]!.at < since) this.ahead.shift();
+  }
 
   /**
    * Send a server → client request on `sink` (the channel of the call that caused it) and wait

@@ -253,6 +253,8 @@ export function modernCall(
 export interface LegacyRaw {
   sessionId: string;
   call(id: string | number, method: string, params?: Json, headers?: Record<string, string>): Promise<Answer>;
+  /** A notification on the session (its own POST). */
+  notify(method: string, params?: Json): Promise<Answer>;
 }
 
 /** A raw legacy (2025-11-25) session: initialize, notifications/initialized, then requests. */
@@ -267,7 +269,11 @@ export async function legacySession(url: string, clientName = 'ledger-raw-legacy
   if (!sessionId) throw new Error(`initialize gave no session (HTTP ${res.status})`);
   const base = { 'mcp-session-id': sessionId, 'mcp-protocol-version': LEGACY };
   await send(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, base);
-  return { sessionId, call: (id, method, params = {}, headers = {}) => send(url, { jsonrpc: '2.0', id, method, params }, { ...base, ...headers }) };
+  return {
+    sessionId,
+    call: (id, method, params = {}, headers = {}) => send(url, { jsonrpc: '2.0', id, method, params }, { ...base, ...headers }),
+    notify: (method, params = {}) => send(url, { jsonrpc: '2.0', method, params }, base),
+  };
 }
 
 /** A tool result's first text. */

@@ -17,7 +17,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { metricValue, scrape } from '../helpers/prometheus.js';
-import { fixture, LEGACY, ledgerCli, ledgerInProcess, legacySession, MODERN, modernCall, queryRows, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
+import { fixture, LEGACY, ledgerCli, ledgerInProcess, legacySession, MODERN, modernCall, queryRows, readCounter, SDK1, SDK2, textOf, waitForReady, waitForRows, type Json, type Row } from './ledger-helpers.js';
 
 let hub: HubProcess;
 let db: string;
@@ -243,6 +243,24 @@ describe('ledger rows of real calls through the hub', () => {
     // Well under the tool's 25 s. The abort waits for the in-flight row to show in SQLite, which
     // took over 8 s once under the full suite's load: the margin is for that, not for the hub.
     expect(row.latencyMs).toBeLessThan(20_000);
+  });
+
+  it("cancelled: a legacy client's cancellation read before the request it names (its own POST) still holds: the call is not carried out", async () => {
+    const s = await legacySession(hub.url, 'cancels-ahead');
+    const counter = join(hub.dir, 'counter.json');
+    // Over HTTP each message is its own POST: the cancellation may be read first.
+    expect((await s.notify('notifications/cancelled', { requestId: 'ahead-1', reason: 'changed my mind' })).status).toBe(202);
+    const cancelled = await s.call('ahead-1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'ahead' } });
+    // Answered as a request cancelled while it ran is: nothing (MCP).
+    expect(cancelled.status).toBe(202);
+    expect(cancelled.body).toBeUndefined();
+    const row = await onlyRow({ tool: 'f__counter_bump', 'request-id': 'ahead-1' });
+    expect(row).toMatchObject({ requestId: 'ahead-1', outcome: 'cancelled', errorMessage: 'changed my mind', clientEra: LEGACY });
+    // Another request of the session is not touched by it, and runs.
+    const next = await s.call('ahead-2', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'after' } });
+    expect(next.body?.result?.isError).toBeFalsy();
+    expect(readCounter(counter)).toMatchObject({ after: 1 });
+    expect(readCounter(counter).ahead).toBeUndefined();
   });
 
   it('cancelled: a modern client goes away mid-call (its POST connection closes)', async () => {
