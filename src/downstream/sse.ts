@@ -88,6 +88,8 @@ export class PostChannel implements MessageSink, QuietAnswer {
   private sse = false;
   /** Watching this answer's silence (a tools/call's): see quiet-answers.ts. */
   private quiet: QuietAnswers | undefined;
+  /** Its number there. */
+  private quietId = 0;
   /**
    * Comments while the stream waits (a question for the user, a long call between progress
    * reports): a proxy that cuts a quiet response would cut the answer off (a session's
@@ -163,7 +165,7 @@ export class PostChannel implements MessageSink, QuietAnswer {
   watchQuiet(quiet: QuietAnswers): void {
     if (!this.canStream) return;
     this.quiet = quiet;
-    quiet.watch(this);
+    this.quietId = quiet.watch(this);
   }
 
   beginStream(): void {
@@ -175,7 +177,7 @@ export class PostChannel implements MessageSink, QuietAnswer {
   /** The SSE head, and the resumable stream (its own keep-alive and priming event) in a session. */
   private open(): ResumableStream | undefined {
     this.sse = true;
-    this.quiet?.unwatch(this);
+    this.quiet?.unwatch(this.quietId);
     this.res.writeHead(200, { ...SSE_HEADERS, ...this.headers });
     if (this.resumeIn !== undefined) return (this.stream = this.resumeIn.open(this.res, this.connection, false));
     this.keepAlive = keepAlive(this.res, this.keepAliveMs, () => this.closed);
@@ -184,7 +186,7 @@ export class PostChannel implements MessageSink, QuietAnswer {
 
   /** The final answer; `status` only matters while nothing has been streamed. */
   end(msg: object | undefined, status = 200, extra?: Record<string, string>): void {
-    this.quiet?.unwatch(this);
+    this.quiet?.unwatch(this.quietId);
     if (this.stream !== undefined) return this.stream.finish(msg);
     if (this.closed) return;
     if (this.sse) {
