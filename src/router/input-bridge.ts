@@ -176,6 +176,12 @@ export class InputCollector {
     }
   }
 
+  /** The call ended (refused -32021): what is still asked fails with `err`, and nothing waits. */
+  drop(err: unknown): void {
+    for (const w of this.waiting.values()) w.reject(err);
+    this.waiting.clear();
+  }
+
   /** The client went away: answer the upstream as a user who did not respond would. */
   giveUp(): void {
     for (const w of this.waiting.values()) {
@@ -232,6 +238,10 @@ export class InputBridge {
       });
       // The reason is the error itself: the call's ledger row says what the client was told.
       abort.abort(err);
+      // Nothing left waiting for a call that ended: the server's own questions were withdrawn
+      // with its request (above), but the URL steps the hub itself asks (a -32042's) are no
+      // request of the server's, and waited for good, the call's run and first row with them.
+      collector.drop(err);
       run.catch(() => {});
       throw err;
     }

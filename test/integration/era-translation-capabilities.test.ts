@@ -143,6 +143,18 @@ describe('a retry of a parked legacy call that no longer declares what the call 
     expect(r.status, r.text).toBe(400);
     expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
   });
+
+  it('leaves a URL step unanswered and no longer declares URL elicitation: refused with -32021, and the call ends with it', async () => {
+    const args = { arguments: { ticket: 'always-rc-un' } };
+    const q = await first('rc-7', 'ls__elicit_url_required', { elicitation: { url: {} } }, args);
+    const r = await call('rc-8', 'ls__elicit_url_required', {}, {}, { ...args, requestState: q.state, inputResponses: {} });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
+    await expect.poll(() => row('rc-8')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+    // Its first request was a round. The step left unanswered (the hub's own question, no
+    // request of the server's) waited for good, and with it the call's run and that row, in_flight.
+    await expect.poll(() => row('rc-7')).toMatchObject({ outcome: 'input_required' });
+  });
 });
 
 describe("a modern upstream's input_required for a capability the client did not declare", () => {
