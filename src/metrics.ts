@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric
 import { CallSeries } from './call-series.js';
 import { EventLoopLag } from './event-loop-lag.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
+import { UPSTREAM_STATES } from './upstream/types.js';
 
 export interface MetricsSources {
   /**
@@ -37,8 +38,6 @@ function defaultMetricsButLag(register: Registry): void {
   for (const name of collectDefaultMetrics.metricsList)
     if (name !== 'eventLoopLag') (requireCjs(`prom-client/lib/metrics/${name}.js`) as Collector)(register, { prefix: PROCESS_PREFIX });
 }
-
-const STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
 
 /**
  * A restarts counter's two series per server: `reason="hung"`, restarts after it was taken down
@@ -123,7 +122,7 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        for (const s of sources.servers()) for (const st of STATES) this.set({ server: s.id, state: st }, s.state === st ? 1 : 0);
+        for (const s of sources.servers()) for (const st of UPSTREAM_STATES) this.set({ server: s.id, state: st }, s.state === st ? 1 : 0);
       },
     });
     new Counter({

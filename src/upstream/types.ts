@@ -14,7 +14,9 @@ import type { Limiter } from './limiter.js';
 import type { InheritEnv } from '../transport/child-env.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 
-export type UpstreamState = 'starting' | 'ready' | 'restarting' | 'failed' | 'stopped';
+/** Every state an upstream can be in; the type is derived from it, so a list of them (metrics) cannot miss one. */
+export const UPSTREAM_STATES = ['starting', 'ready', 'restarting', 'failed', 'stopped'] as const;
+export type UpstreamState = (typeof UPSTREAM_STATES)[number];
 
 /** How to reach one upstream; produced from hub.config.json by src/config. */
 export interface UpstreamSpec {
