@@ -282,6 +282,7 @@ export class Hub implements HubCore {
       closingUpstreams: () => this.closingUpstreams,
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
+      openConnection: (server, ctx) => this.usedBy(server, ctx),
       connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
       // As the catalog's standsAlone: a principal's own process is not started while the server's is down.
       startsOwnProcess: (server, principal) => !server.config.url && this.upstreams.isolated(server, principal) && this.upstreams.existing(server, principal) === undefined,
@@ -833,6 +834,7 @@ export class Hub implements HubCore {
    * The connection this principal's calls to `h` use, as far as it is known without making one:
    * its own (processPerPrincipal, own credentials), which may restart after a crash while the
    * server's is ready, or the server's. A retry there waited for nothing, and was refused.
+   * Undefined for an own one not open: an unsubscribe (Router.release) then starts none.
    */
   private usedBy(h: ServerHandle, ctx: CallContext): Upstream | undefined {
     return this.upstreams.isolated(h, ctx.principal) ? this.upstreams.existing(h, ctx.principal) : h.upstream;

@@ -107,7 +107,8 @@ export function connectionFor(opts: { upstreamFor?: UpstreamFor }, server: Serve
   return u instanceof Promise ? u.then((upstream) => withUpstream(server, upstream)) : withUpstream(server, u);
 }
 
-function withUpstream(server: ServerHandle, upstream: Upstream): ServerHandle {
+/** `server` with `upstream` as its connection (a principal's own, when it is not the server's). */
+export function withUpstream(server: ServerHandle, upstream: Upstream): ServerHandle {
   return upstream === server.upstream ? server : { ...server, upstream };
 }
 

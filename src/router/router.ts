@@ -9,7 +9,7 @@ import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND, notSent, RpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import { completionArgumentsProblem, promptArgumentsProblem } from '../protocol/string-args.js';
 import { copyOf } from '../protocol/copy.js';
-import type { CallOptions } from '../upstream/types.js';
+import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { ServerCapabilities } from '../protocol/types.js';
 import type { SchemaValidator } from '../policy/validate.js';
 import type { CallContext } from './context.js';
@@ -24,7 +24,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
 import { reasonOf, unlessAborted } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, withUpstream, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -49,6 +49,12 @@ export interface RouterOptions {
   confirmer?: Confirmer;
   /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
   upstreamFor?: UpstreamFor;
+  /**
+   * upstreamFor's choice if that connection is open now, none made: undefined when it would be a
+   * principal's own one not open (never started, or closed by a reload or `servers restart`);
+   * default the server's own.
+   */
+  openConnection?: (server: ServerHandle, ctx: CallContext) => Upstream | undefined;
   /**
    * Whether upstreamFor's choice for `principal` is known while the server's own connection is
    * not ready (a stdio server's processPerPrincipal, a principal's own credentials): else it turns
@@ -307,6 +313,8 @@ export class Router {
     bind?: Binding,
     /** Throws to refuse an answer (before its row is finished). */
     vet?: (result: Result) => Promise<void>,
+    /** The connection to use, chosen already (release: never one started for it); default upstreamFor's. */
+    chosen?: ServerHandle,
   ): Promise<Result> {
     // A retry's context is in its call's trace already (Hub.handle: inCallTrace), its state sealed with it.
     if (bind) bind.span = ctx.span;
@@ -318,7 +326,7 @@ export class Router {
     await this.ledger.whenCommitted();
     // A process of this principal's own is not started for a server whose own process is down
     // (startsOwnProcess): its read, prompt or completion is answered unavailable, as its calls are.
-    const found = this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx);
+    const found = chosen ?? (this.unstarted(server, ctx.principal) ? server : connectionFor(this.opts, server, ctx));
     const conn = found instanceof Promise ? await found : found;
     // A parked request whose retry carries its end (Mrtr.run): this request's row is a round.
     let first: (() => FirstRequest) | undefined;
@@ -634,14 +642,18 @@ export class Router {
     const last = this.subs.remove(server.id, uri, subscriber, connKey);
     if (!last) return undefined;
     if (server.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
-    const found = connectionFor(this.opts, server, ctx);
-    const conn = found instanceof Promise ? await found : found;
+    // The connection open now, none started: a principal's own one the pool forgot (a reload,
+    // `servers restart`) was closed with what it held, and one started now to say so would hold
+    // nothing, a process (or session) made for an unsubscribe.
+    const used = this.opts.openConnection ? this.opts.openConnection(server, ctx) : server.upstream;
+    if (!used) return undefined;
     // Held in the listen filter of this principal's own connection, the main one never ready.
-    if (connKey !== '' && conn.upstream.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
+    if (connKey !== '' && used.era === MODERN) return void this.catalog.subscriptionsChanged(server.id, connKey);
     // Only on the connection it was made on: should this principal's calls have moved to the
     // server's own one since (a reload), an unsubscribe there would end other sessions' subscription.
-    if (conn.upstream.state !== 'ready' || (connKey === '') !== (conn.upstream === server.upstream)) return undefined;
-    return this.subs.unsubscribing(server.id, connKey, uri, () => this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now()));
+    if (used.state !== 'ready' || (connKey === '') !== (used === server.upstream)) return undefined;
+    const conn = withUpstream(server, used);
+    return this.subs.unsubscribing(server.id, connKey, uri, () => this.forward('resources/unsubscribe', { uri }, ctx, server, { hubName: uri, upstreamName: uri }, performance.now(), undefined, undefined, conn));
   }
 }
 

@@ -68,4 +68,33 @@ describe('a processPerPrincipal server whose own process is down', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 20_000);
+
+  it("an unsubscribe after `servers restart` closed the principal's own process starts none to say it upstream: nothing holds it there", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-own-release-'));
+    const r = { command: process.execPath, args: [MUTABLE], env: { ERA: 'legacy', DOC_URI: 'r://doc' }, processPerPrincipal: true };
+    const hub = Hub.create(parseConfig({ ledger: { path: join(dir, 'ledger.db') }, auth: { apiKeys: [{ principal: 'carol', sha256: sha256Hex(CAROL) }] }, servers: { r } }, join(dir, 'hub.config.json'), {}), silentLogger);
+    const ready = async (): Promise<void> => {
+      for (const end = performance.now() + 10_000; hub.health().servers[0]?.state !== 'ready'; await new Promise((res) => setTimeout(res, 20)))
+        if (performance.now() > end) throw new Error('server r never ready');
+    };
+    try {
+      hub.startUpstreams();
+      const url = `http://127.0.0.1:${(await hub.listen('127.0.0.1', 0)).port}/mcp`;
+      await ready();
+      const req = await session(url, CAROL);
+      // Made on carol's own process (started for it).
+      expect((await req(1, 'resources/subscribe', { uri: 'r://doc' })).body?.result).toEqual({});
+      expect(hub.upstreams.size).toBe(1);
+      // Her process is closed with the server's (the pool forgets it); her subscription is kept, made again on her next process.
+      hub.restartServer('r');
+      expect(hub.upstreams.size).toBe(0);
+      await ready();
+      // Before, the unsubscribe started her a process, only to unsubscribe from what it never held.
+      expect((await req(2, 'resources/unsubscribe', { uri: 'r://doc' })).body?.result).toEqual({});
+      expect(hub.upstreams.size).toBe(0);
+    } finally {
+      await hub.stop(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
 });
