@@ -45,8 +45,10 @@ async function taskOutcome(server: ServerHandle, created: Result, opts: CallOpti
   const taskId = taskIdOf(server, created);
   const signal = opts.signal;
   const cancelTask = (): void => {
-    // Fire and forget: the call is over for its client whatever the server says.
-    server.upstream.request('tasks/cancel', { taskId }, { timeoutMs: 10_000 }).catch(() => undefined);
+    // Fire and forget: the call is over for its client whatever the server says. The hub's own
+    // request, no client's call (hubOwn): left unanswered it is no call left unanswered (three in
+    // a row take the server down as hung), and it is given the server's own timeoutMs.
+    server.upstream.request('tasks/cancel', { taskId }, { hubOwn: true }).catch(() => undefined);
   };
   if (signal?.aborted) cancelTask();
   else signal?.addEventListener('abort', cancelTask, { once: true });

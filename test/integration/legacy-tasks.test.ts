@@ -14,11 +14,13 @@ import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { waitForReady } from '../helpers/wire.js';
 import { legacySession, modernCall, waitForRows } from './ledger-helpers.js';
+import { serverHealth } from './faults-helpers.js';
 
 let hub: HubProcess;
 let log: string;
-const received = (): { method?: string; params?: Record<string, unknown> }[] =>
-  readFileSync(log, 'utf8')
+let silentLog: string;
+const received = (file = log): { method?: string; params?: Record<string, unknown> }[] =>
+  readFileSync(file, 'utf8')
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l).in)
@@ -28,8 +30,19 @@ beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'switchyard-legacy-tasks-'));
   log = join(dir, 'quirk.log');
   // A short timeoutMs: only the task's progress keeps its tasks/result waiting longer.
-  hub = await startHub({ servers: { t: { command: process.execPath, args: [join(ROOT, 'test/fixtures/quirks/legacy-task.mjs')], env: { QUIRK_LOG: log }, timeoutMs: 600 } } }, { dir });
-  await waitForReady(hub.url, ['t']);
+  silentLog = join(dir, 'silent.log');
+  const fixture = join(ROOT, 'test/fixtures/quirks/legacy-task.mjs');
+  hub = await startHub(
+    {
+      servers: {
+        t: { command: process.execPath, args: [fixture], env: { QUIRK_LOG: log }, timeoutMs: 600 },
+        // Never answers a tasks/cancel.
+        silent: { command: process.execPath, args: [fixture], env: { QUIRK_LOG: silentLog, CANCEL_SILENT: '1' }, timeoutMs: 300 },
+      },
+    },
+    { dir },
+  );
+  await waitForReady(hub.url, ['t', 'silent']);
 }, 30_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -111,5 +124,28 @@ describe('a tool its legacy server runs only as a task', () => {
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
+  });
+
+  // The hub's cancel of a task is its own request, not a client's call: left unanswered, it is no
+  // call left unanswered (two calls timing out after it took the server down as hung, a third in
+  // a row), and it is given the server's own timeoutMs, not a fixed 10 s in which it held a slot.
+  it("a tasks/cancel the server leaves unanswered ends at the server's timeoutMs, and is no call left unanswered", async () => {
+    const ac = new AbortController();
+    const call = modernCall(hub.url, 'sc1', 'tools/call', { name: 'silent__job', arguments: { ms: 60_000, progress: 600 } }, { signal: ac.signal }).catch(() => undefined);
+    await expect.poll(() => received(silentLog).some((m) => m.method === 'tasks/result'), { timeout: 10_000 }).toBe(true);
+    ac.abort();
+    await call;
+    await expect.poll(() => received(silentLog).some((m) => m.method === 'tasks/cancel'), { timeout: 10_000 }).toBe(true);
+    // Its slot is given back once it times out (300 ms).
+    await expect.poll(async () => (await serverHealth(hub.url, 'silent')).inFlight, { timeout: 5_000, interval: 50 }).toBe(0);
+    for (const id of ['sc2', 'sc3']) {
+      const hung = await modernCall(hub.url, id, 'tools/call', { name: 'silent__maybe', arguments: { hang: true } });
+      expect(JSON.stringify(hung.body)).toMatch(/did not answer within 300 ms/);
+    }
+    // Counted, the cancel made those two timeouts three in a row: the server was taken down as hung.
+    const s = await serverHealth(hub.url, 'silent');
+    expect(s.lastError ?? '').not.toMatch(/in a row/);
+    expect(s.state).toBe('ready');
+    expect(s.restarts).toBe(0);
   });
 });
