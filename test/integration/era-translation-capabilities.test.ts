@@ -150,10 +150,10 @@ describe('a retry of a parked legacy call that no longer declares what the call 
     const r = await call('rc-8', 'ls__elicit_url_required', {}, {}, { ...args, requestState: q.state, inputResponses: {} });
     expect(r.status, r.text).toBe(400);
     expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
-    await expect.poll(() => row('rc-8')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+    await expect.poll(() => row('rc-8'), { timeout: 5_000 }).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
     // Its first request was a round. The step left unanswered (the hub's own question, no
     // request of the server's) waited for good, and with it the call's run and that row, in_flight.
-    await expect.poll(() => row('rc-7')).toMatchObject({ outcome: 'input_required' });
+    await expect.poll(() => row('rc-7'), { timeout: 5_000 }).toMatchObject({ outcome: 'input_required' });
   });
 });
 
