@@ -986,7 +986,8 @@ export class Hub implements HubCore {
       // main one's may never have been ready).
       const upstream = conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn));
       if ((upstream?.era ?? h.upstream.era) === MODERN) this.catalog.subscriptionsChanged(server, conn);
-      else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri })).catch(() => {});
+      // The hub's own request (hubOwn), for a session gone: unanswered, no call left unanswered.
+      else if (upstream?.state === 'ready' && upstream.capabilities?.resources?.subscribe) this.subs.unsubscribing(server, conn, uri, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => {});
     }
   }
 

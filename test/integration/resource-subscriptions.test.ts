@@ -20,6 +20,7 @@ import { waitForRows } from './ledger-helpers.js';
 import { loggedTimes, setSection } from '../helpers/config-edit.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stats.json');
 let hub: HubProcess;
 let subs: HttpFixture;
 
@@ -39,9 +40,11 @@ beforeAll(async () => {
       slow: { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, MUTABLE)], env: { ERA: 'legacy', DOC_URI: 'slow://doc', START_DELAY_MS: '1500' } },
       // Its `hang` never answered; the server's own limit on a call 300 ms (its handshake's 5 s).
       stuck: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'stuck://doc', TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 5000, maxTotalTimeoutMs: 300 },
+      // Never answers resources/unsubscribe (nor its `hang`); no health check: only calls may take it down.
+      quiet: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'quiet://doc', UNSUBSCRIBE_SILENT: '1', STATS_FILE: QUIET_STATS, TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 300, healthCheckMs: 0 },
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck', 'quiet']);
 }, 60_000);
 afterAll(async () => {
   await hub?.stop();
@@ -214,6 +217,35 @@ describe('resource subscriptions', () => {
     }, 5_000);
     expect(again.lastError).toMatch(/^a call got no answer within its timeout \(300 ms\) again/);
     await c.close();
+  });
+
+  it("a legacy session's end unsubscribes for it, the hub's own request: unanswered, it is no call left unanswered", async () => {
+    const before = (await serverHealth(hub.url, 'quiet')).restarts;
+    const c = new ClientV1({ name: 'quiet-subs', version: '1.0.0' });
+    const transport = new TransportV1(new URL('/mcp', hub.url));
+    await c.connect(transport);
+    expect((await c.listResources()).resources.map((r) => r.uri)).toContain('quiet://doc');
+    expect(await c.subscribeResource({ uri: 'quiet://doc' })).toEqual({});
+    await transport.terminateSession();
+    await c.close();
+    const unsubscribes = (): number => {
+      try {
+        return (JSON.parse(readFileSync(QUIET_STATS, 'utf8')) as Record<string, number>)['resources/unsubscribe'] ?? 0;
+      } catch {
+        return 0;
+      }
+    };
+    await expect.poll(unsubscribes, { timeout: 5_000 }).toBe(1);
+    // Its slot is given back once it times out (300 ms); then two calls time out. Counted, the
+    // unsubscribe made them three in a row, and the server was taken down as hung.
+    await expect.poll(async () => (await serverHealth(hub.url, 'quiet')).inFlight, { timeout: 5_000, interval: 50 }).toBe(0);
+    const m = await client();
+    for (let i = 0; i < 2; i++) expect(JSON.stringify((await m.callTool({ name: 'quiet__hang', arguments: {} })).content)).toMatch(/within 300 ms/);
+    await m.close();
+    const s = await serverHealth(hub.url, 'quiet');
+    expect(s.lastError ?? '').not.toMatch(/in a row/);
+    expect(s.state).toBe('ready');
+    expect(s.restarts).toBe(before);
   });
 
   it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {
