@@ -3,14 +3,14 @@
  * is asked again for what it forgot, and a group endpoint limits a modern listen stream's
  * subscriptions as it limits reads. A change of resources and templates is said once. Real fixture upstreams, the real built hub, the SDK v2 client.
  */
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { firstText, heardSoFar, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 import { sha256Hex, waitForReadyWith } from '../helpers/auth.js';
@@ -49,6 +49,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await hub?.stop();
   await subs?.stop();
+  rmSync(dirname(QUIET_STATS), { recursive: true, force: true });
 });
 
 /** The mutable fixture, started 0.7 s after its process. */
