@@ -684,6 +684,11 @@ export class Hub implements HubCore {
     return firstStarting(hubName, this.handles.values(), (id) => this.catalog.groups.showsServer(ctx.group, id));
   }
 
+  namesFirstStarting(method: string, params: Record<string, unknown>, group?: string): boolean {
+    const prompt = promptNamed(method, params);
+    return prompt !== undefined && firstStarting(prompt, this.handles.values(), (id) => this.catalog.groups.showsServer(group, id)).length > 0;
+  }
+
   currentCapabilities(group?: string): ServerCapabilities {
     // A server that is not ready counts with what it offered last (or, never seen, the list
     // families while it starts): its families answer "unavailable" or an empty list meanwhile

@@ -15,6 +15,13 @@ export interface HubCore {
   capabilities(group?: string): Promise<ServerCapabilities>;
   /** The same, without waiting. */
   currentCapabilities(group?: string): ServerCapabilities;
+  /**
+   * Whether the request names a server still on its first attempt to start, shown on endpoint
+   * `group` (a `completion/complete` of one of its prompts' arguments): a family no server is
+   * known to offer yet is not refused for it, since the hub waits for that server
+   * (hub/first-start.ts).
+   */
+  namesFirstStarting?(method: string, params: Record<string, unknown>, group?: string): boolean;
   /** The upstreams' instructions a client of this endpoint group gets (undefined group: `/mcp`). */
   instructions(group?: string): string | undefined;
   handle(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<Record<string, unknown>>;

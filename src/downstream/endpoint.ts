@@ -398,7 +398,9 @@ export class Endpoint {
         if (!capabilities) return await this.unanswered(req, ex, ctx);
         offered = capabilities[family];
       }
-      if (!offered) {
+      // A server never seen counts only with the list families: a completion of its prompt's
+      // argument is let through while it starts, to wait for it as a call does.
+      if (!offered && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, ctx.group)) {
         const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
         await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message });
         ex.reply(errorResponse(req.id, err), ex.transport === 'http' ? 404 : 200);
@@ -915,7 +917,7 @@ export class Endpoint {
       return ex.reply(resultResponse(req.id, {}));
     }
     const family = FAMILY[req.method];
-    if (!family || !this.core.currentCapabilities(session.group)[family]) {
+    if (!family || (!this.core.currentCapabilities(session.group)[family] && !this.core.namesFirstStarting?.(req.method, req.params ?? {}, session.group))) {
       const err = new RpcError(METHOD_NOT_FOUND, `method not found: ${req.method}`);
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message }, named(req.params));
       return ex.reply(errorResponse(req.id, err));

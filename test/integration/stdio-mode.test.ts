@@ -343,7 +343,8 @@ describe('a modern request cancelled while a fresh hub waits to learn what its u
     const file = join(d, 'hub.config.json');
     // A first run, and a server slow to start: whether anyone offers completions is not known
     // yet (a server never seen counts only with the list families), so the hub waits to learn it.
-    // The delay is short of the hub's wait with room to spare for a loaded machine (1.5 s was not).
+    // On a loaded machine the server may take longer than that wait (the start-up grace): the
+    // request that comes next then waits for it (its prompt's server is on its first start).
     const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '800' } };
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
@@ -372,6 +373,32 @@ describe('a modern request cancelled while a fresh hub waits to learn what its u
       c.kill();
     }
   }, 40_000);
+});
+
+describe('a completion of a prompt of a server still on its first start, past the start-up grace', () => {
+  // No one is known to offer completions then (a server never seen counts only with the list
+  // families): it was -32601 at once, where a call or a prompts/get by such a name waits for that
+  // server (hub/first-start.ts); on a loaded machine a server can take longer than the 3 s grace.
+  it('waits for that server, modern and legacy, and is answered', async () => {
+    const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-late-complete-'));
+    const file = join(d, 'hub.config.json');
+    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '1200' } };
+    writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
+    const env = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_STARTUP_GRACE_MS: '0' };
+    const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env }));
+    const complete = (id: string, meta?: Json) => ({ jsonrpc: '2.0', id, method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'legacy__greet' }, argument: { name: 'name', value: 'al' }, ...(meta ? { _meta: meta } : {}) } });
+    try {
+      const modern = c.request(complete('modern', META), 20_000);
+      const init = await c.request({ jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+      expect(init.result?.capabilities?.completions, 'the server was ready already').toBeUndefined();
+      c.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
+      const legacy = await c.request(complete('legacy'), 20_000);
+      expect(legacy.result?.completion?.values, JSON.stringify(legacy)).toEqual(['alice', 'albert']);
+      expect((await modern).result?.completion?.values, JSON.stringify(await modern)).toEqual(['alice', 'albert']);
+    } finally {
+      c.kill();
+    }
+  }, 30_000);
 });
 
 describe('a legacy client that does not wait for the initialize answer', () => {
