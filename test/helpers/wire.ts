@@ -159,6 +159,23 @@ export function recordingFetch(): { fetch: typeof fetch; exchanges: WireExchange
   };
 }
 
+/**
+ * A `fetch` for a legacy SDK transport, and `streamOpen`, resolved once its GET stream was
+ * answered: the hub sends the session's notifications there from then on, and keeps none for a
+ * session without one. Waited for instead of a fixed time after connect (a loaded machine may
+ * open it later).
+ */
+export function streamWatchingFetch(): { fetch: typeof fetch; streamOpen: Promise<void> } {
+  let opened!: () => void;
+  const streamOpen = new Promise<void>((resolve) => (opened = resolve));
+  const watching: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if ((init?.method ?? 'GET').toUpperCase() === 'GET' && res.ok) opened();
+    return res;
+  };
+  return { fetch: watching, streamOpen };
+}
+
 /** Each request of the recording that got a result, with that result. */
 export function resultsOf(exchanges: WireExchange[]): { method: string; result: Json }[] {
   const out: { method: string; result: Json }[] = [];

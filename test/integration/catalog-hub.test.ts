@@ -12,7 +12,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { legacySession, modernBody, modernHeaders, modernPost, post, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernBody, modernHeaders, modernPost, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -28,6 +28,16 @@ async function listTools(url: string, id = 1): Promise<Json> {
 async function v2(url: string): Promise<ClientV2> {
   const c = new ClientV2({ name: 'catalog-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
   await c.connect(new TransportV2(new URL(url)));
+  return c;
+}
+
+/** A legacy client that hears of tool list changes (`told`), once its GET stream, where they come, is open. */
+async function legacyListening(url: string, told: () => void): Promise<ClientV1> {
+  const c = new ClientV1({ name: 'catalog-v1', version: '1.0.0' });
+  c.setNotificationHandler(ToolListChangedNotificationSchema, told);
+  const watch = streamWatchingFetch();
+  await c.connect(new TransportV1(new URL(url), { fetch: watch.fetch }));
+  await watch.streamOpen;
   return c;
 }
 
@@ -90,26 +100,27 @@ describe('cache and change propagation through the hub', () => {
     await expect.poll(() => auditRows(hub, 'tools/list').filter((r) => String(r.request_id).includes('cut-list')).map((r) => r.outcome), { timeout: 5_000, interval: 50 }).toEqual(['cancelled']);
   });
 
-  it('a legacy list_changed and a modern listen notification reach legacy and modern clients within 1 s', async () => {
-    const legacy = new ClientV1({ name: 'catalog-v1', version: '1.0.0' });
+  // Promptly, not when a client lists again nor when the cached list expires (mod's in 60 s).
+  // Timed from the call's answer: the upstream says list_changed before it, and the hub tells
+  // clients as it hears it. (The call itself may take seconds on a loaded machine, or 1.5 s
+  // more for slow's list when no list was built before it.)
+  it('a legacy list_changed and a modern listen notification reach legacy and modern clients as the call that changed the list is answered', async () => {
     const legacySeen: number[] = [];
-    legacy.setNotificationHandler(ToolListChangedNotificationSchema, () => void legacySeen.push(Date.now()));
-    await legacy.connect(new TransportV1(new URL(hub.url)));
+    const legacy = await legacyListening(hub.url, () => void legacySeen.push(Date.now()));
     const modern = await v2(hub.url);
     const modernSeen: number[] = [];
     modern.setNotificationHandler('notifications/tools/list_changed', async () => void modernSeen.push(Date.now()));
     const sub = await modern.listen({ toolsListChanged: true });
     expect(sub.honoredFilter).toEqual({ toolsListChanged: true });
-    await new Promise((r) => setTimeout(r, 300)); // the legacy client's GET stream opens after initialize
 
     for (const [n, server] of [[1, 'leg'], [2, 'mod']] as const) {
       const l0 = legacySeen.length;
       const m0 = modernSeen.length;
-      const sent = Date.now();
       await modern.callTool({ name: `${server}__mutate`, arguments: { op: 'add', def: { name: `fresh${n}`, description: 'new', inputSchema: { type: 'object' } } } });
-      await expect.poll(() => legacySeen.length > l0 && modernSeen.length > m0, { timeout: 1000, interval: 20 }).toBe(true);
-      expect(legacySeen[l0] - sent).toBeLessThan(1000);
-      expect(modernSeen[m0] - sent).toBeLessThan(1000);
+      const answered = Date.now();
+      await expect.poll(() => legacySeen.length > l0 && modernSeen.length > m0, { timeout: 5_000, interval: 20 }).toBe(true);
+      expect(legacySeen[l0] - answered).toBeLessThan(1000);
+      expect(modernSeen[m0] - answered).toBeLessThan(1000);
       // ...and the list they fetch again has the new tool.
       expect(toolNames(await listTools(hub.url))).toContain(`${server}__fresh${n}`);
     }
@@ -136,7 +147,7 @@ describe('cache and change propagation through the hub', () => {
     expect([...(sub.honoredFilter.resourceSubscriptions ?? [])].sort()).toEqual(['leg://doc', 'mod://doc']);
     for (const [server, uri] of [['leg', 'leg://doc'], ['mod', 'mod://doc']]) {
       await modern.callTool({ name: `${server}__touch`, arguments: { uri } });
-      await expect.poll(() => updates.includes(uri), { timeout: 1000, interval: 20 }).toBe(true);
+      await expect.poll(() => updates.includes(uri), { timeout: 5_000, interval: 20 }).toBe(true);
     }
     expect(await read('mod://doc')).toBe('first version+'); // the update dropped the cached read
     await sub.close();
@@ -215,7 +226,7 @@ describe('annotations, groups, filters, poisoning and plugins through the hub', 
     await c.callTool({ name: 'bad__touch', arguments: { uri: 'bad://dir/secret' } });
     await c.callTool({ name: 'bad__touch', arguments: { uri: 'bad://dir/%73ecret' } }); // the same, spelled otherwise
     await c.callTool({ name: 'bad__touch', arguments: { uri: 'bad://dir/open' } }); // a sub-resource it does not hide
-    await expect.poll(() => updates, { timeout: 2000, interval: 20 }).toEqual(['bad://dir/open']);
+    await expect.poll(() => updates, { timeout: 5_000, interval: 20 }).toEqual(['bad://dir/open']);
     await new Promise((r) => setTimeout(r, 200));
     expect(updates).toEqual(['bad://dir/open']);
     await sub.close();
@@ -327,31 +338,25 @@ describe('list changes reach the clients whose endpoint group shows the server',
   it("a change of a server outside /mcp/<group> is not told to that group's clients, legacy or modern", async () => {
     const groupUrl = hub.url.replace(/\/mcp$/, '/mcp/small');
     const seen = { legacyGroup: [] as string[], modernGroup: [] as string[], legacyAll: [] as string[] };
-    const legacyClient = async (url: string, log: string[]) => {
-      const c = new ClientV1({ name: 'group-v1', version: '1.0.0' });
-      c.setNotificationHandler(ToolListChangedNotificationSchema, () => void log.push('tools'));
-      await c.connect(new TransportV1(new URL(url)));
-      return c;
-    };
-    const legacyGroup = await legacyClient(groupUrl, seen.legacyGroup);
-    const legacyAll = await legacyClient(hub.url, seen.legacyAll);
+    const legacyGroup = await legacyListening(groupUrl, () => void seen.legacyGroup.push('tools'));
+    const legacyAll = await legacyListening(hub.url, () => void seen.legacyAll.push('tools'));
     const modern = await v2(groupUrl);
     modern.setNotificationHandler('notifications/tools/list_changed', async () => void seen.modernGroup.push('tools'));
     const sub = await modern.listen({ toolsListChanged: true });
-    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
     // The servers' coming ready is one change of the tools list, merged over a 250 ms window
-    // (hub/change-coalescer.ts): its last part may reach clients that connected since. Only what
-    // the calls below change is counted.
+    // (hub/change-coalescer.ts): its last part may reach clients that connected since. Past that
+    // window, only what the calls below change is counted.
+    await new Promise((r) => setTimeout(r, 300));
     for (const log of Object.values(seen)) log.length = 0;
 
     const caller = await v2(hub.url);
     const add = (server: string, name: string) =>
       caller.callTool({ name: `${server}__mutate`, arguments: { op: 'add', def: { name, description: 'new', inputSchema: { type: 'object' } } } });
     await add('outside', 'first');
-    await expect.poll(() => seen.legacyAll.length, { timeout: 2000, interval: 20 }).toBe(1); // it was told, to /mcp
+    await expect.poll(() => seen.legacyAll.length, { timeout: 5_000, interval: 20 }).toBe(1); // it was told, to /mcp
     await add('inside', 'second');
-    await expect.poll(() => seen.legacyGroup.length + seen.modernGroup.length, { timeout: 2000, interval: 20 }).toBe(2);
-    await expect.poll(() => seen.legacyAll.length, { timeout: 2000, interval: 20 }).toBe(2);
+    await expect.poll(() => seen.legacyGroup.length + seen.modernGroup.length, { timeout: 5_000, interval: 20 }).toBe(2);
+    await expect.poll(() => seen.legacyAll.length, { timeout: 5_000, interval: 20 }).toBe(2);
     // Told in order: had the first change reached the group, it would be counted by now.
     expect(seen).toEqual({ legacyGroup: ['tools'], modernGroup: ['tools'], legacyAll: ['tools', 'tools'] });
     await sub.close();
@@ -387,7 +392,7 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       const t1 = Date.now();
       const proto = await modernPost(hub.url, 'proto-method', 'toString');
       expect(proto.body?.error, proto.text).toMatchObject({ code: -32601 });
-      expect(Date.now() - t1).toBeLessThan(1_500);
+      expect(Date.now() - t1).toBeLessThan(10_000); // half the grace: a loaded machine may take seconds
       await new Promise((r) => setTimeout(r, 100));
       ac.abort();
       await expect(gaveUp).rejects.toThrow();
@@ -396,7 +401,7 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       await expect.poll(() => auditRows(hub, 'tools/call').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-call', 'cancelled']]);
       await expect.poll(() => auditRows(hub, 'completion/complete').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-complete', 'cancelled']]);
       expect(hub.logs.some((l) => l.includes('"server":"never"') && l.includes('"state":"ready"'))).toBe(false);
-      expect(Date.now() - t0).toBeLessThan(1_000);
+      expect(Date.now() - t0).toBeLessThan(10_000); // not at the grace's end, 20 s from the start
       const list = modernPost(hub.url, 'stopped-list', 'tools/list');
       // A call whose tool's route takes the lists (none built yet), ended the same way.
       const call = modernPost(hub.url, 'stopped-call', 'tools/call', { name: 'slow__echo', arguments: { text: 'x' } });
