@@ -115,14 +115,10 @@ describe('pinned tool definitions (pinning: block)', () => {
     const approved = await cli(hub, 'approve', 'rug__echo', '--pin', shown);
     expect(approved.stdout).toMatch(/approved rug\/echo \(changed\)/);
     // The CLI told the running hub (its admin socket, from the config), which took the approval
-    // before answering: shown now, not at the next poll (PIN_POLL_MS, the fallback for a hub the
-    // CLI cannot reach). Say what the hub logged if it is not.
-    await expect
-      .poll(() => names(hub.url), { timeout: 500, interval: 50 })
-      .toContain('rug__echo')
-      .catch((e: Error) => {
-        throw new Error(`${e.message}\nthe hub's last log lines:\n${hub.logs.slice(-15).join('\n')}`);
-      });
+    // before answering: shown by the next list, not at the next poll (PIN_POLL_MS, the fallback
+    // for a hub the CLI cannot reach). Not polled for (a loaded machine may take the 0.5 s that
+    // poll allowed for the list alone). Say what the hub logged if it is not.
+    expect(await names(hub.url), `the hub's last log lines:\n${hub.logs.slice(-15).join('\n')}`).toContain('rug__echo');
     const back = (await tools(hub.url)).find((t) => t.name === 'rug__echo')!;
     expect(back.description).toBe(evil);
     // Shown again, but the description check (policy.poisoning: warn) still flags it for clients.
