@@ -161,15 +161,18 @@ describe('HTTP upstream faults', () => {
   });
 
   it('keeps its SSE answer open after the response: the call is answered at once, the hub closes the stream soon after', async () => {
-    const t0 = Date.now();
     const a = await callTool(hub.url, 'h__linger');
     expect(text(a)).toBe('lingered');
-    expect(Date.now() - t0).toBeLessThan(1_000);
     const answeredAt = Date.now();
     await waitUntil('the stream closed by the hub', async () => h.log().some((e) => e.method === 'closed' && e.name === 'linger'), 5_000);
     const closedAt = Number(h.log().find((e) => e.method === 'closed')!.at);
-    expect(closedAt - answeredAt).toBeGreaterThanOrEqual(500); // not at once: a stream ending by itself keeps its connection
+    // Answered before the hub closed the stream (1 s after the answer came), not at its end; timed
+    // by the events themselves, not from the call's start (a round trip a loaded machine may take
+    // a second over).
+    expect(answeredAt).toBeLessThan(closedAt);
     expect(calls(h, 'linger')).toHaveLength(1);
+    // Not at once: a stream ending by itself keeps its connection. From when the server answered.
+    expect(closedAt - Number(calls(h, 'linger')[0].at)).toBeGreaterThanOrEqual(500);
   });
 
   it("carries on one call's answer stream a response naming another call in flight: dropped, each caller gets its own answer", async () => {
