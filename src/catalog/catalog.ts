@@ -633,8 +633,15 @@ export class Catalog extends EventEmitter {
    */
   async routeUri(uri: string, view: View = {}): Promise<ServerHandle | undefined> {
     const ok = (h: ServerHandle) => this.groups.includes(view.group, 'resources', h.id, uri);
-    const resources = await this.build('resources', view.principal);
-    const exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+    let resources = await this.build('resources', view.principal);
+    let exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+    // A server that came back while the list was built is in neither it nor what is down
+    // (downResource): its URIs were routed nowhere, a read answered "not found" and a listen
+    // stream opened as it came back told its URI was not honoured. Built again, once, with it.
+    if (!exact && this.cameBack('resources', resources)) {
+      resources = await this.build('resources', view.principal);
+      exact = this.groupView('resources', resources, view.group).byHubName.get(uri);
+    }
     if (exact) return exact.server;
     if (resources.hidden?.has(uriKey(uri))) return undefined;
     const down = await this.downResource(uri, view, true);
@@ -711,6 +718,11 @@ export class Catalog extends EventEmitter {
 
   private ready(kind: ListKind): ServerHandle[] {
     return this.servers().filter((h) => h.upstream.state === 'ready' && offers(h.upstream.capabilities, kind));
+  }
+
+  /** Whether a server is ready now, offering the kind, that `b` (built before) neither has a part of nor failed to list. */
+  private cameBack(kind: ListKind, b: Built): boolean {
+    return this.ready(kind).some((h) => !b.parts.some((p) => p.h.id === h.id) && !b.failed.includes(h.id));
   }
 
   /** A server left out of lists of this kind only until it is back: not ready, not stopped, and offering the kind (capabilitiesOf). */

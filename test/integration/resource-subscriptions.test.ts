@@ -858,3 +858,33 @@ describe('what resources/subscribe and unsubscribe promise', () => {
     await b.c.close();
   });
 });
+
+describe('a modern server that comes back while the hub builds the resources list', () => {
+  let h3: HubProcess;
+  beforeAll(async () => {
+    h3 = await startHub({
+      servers: {
+        // Its resources list takes 2.5 s, every time (kept 0 ms): a list built while `back`
+        // restarts takes that long, and `back` is ready before it is done.
+        dawdle: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'dawdle://doc', LIST_DELAY_KINDS: 'resources/list', LIST_DELAY_MS: '2500' }),
+        back: slowStart({ ERA: 'modern', DOC_URI: 'back://doc' }),
+      },
+    });
+    await waitForReady(h3.url, ['dawdle', 'back']);
+  }, 60_000);
+  afterAll(async () => {
+    await h3?.stop();
+  });
+
+  it("routes its URI to it: a listen stream opened then is told it is honoured, a read is answered (neither the list, begun while it was down, nor what is down named it)", async () => {
+    const m = new ClientV2({ name: 'back-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h3.url)));
+    expect((await fetch(new URL('/admin/servers/back/restart', h3.url), { method: 'POST' })).status).toBe(200);
+    expect((await waitForState(h3.url, 'back', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+    const [sub, read] = await Promise.all([m.listen({ resourceSubscriptions: ['back://doc'] }), m.readResource({ uri: 'back://doc' })]);
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['back://doc']);
+    expect(read.contents[0]).toMatchObject({ uri: 'back://doc' });
+    await sub.close();
+    await m.close();
+  }, 20_000);
+});
