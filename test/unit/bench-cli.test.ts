@@ -21,7 +21,7 @@ describe('bench/run.mjs options', () => {
   });
 
   it('an unknown option, or one without its value, is refused with exit code 2', () => {
-    for (const args of [['--quik'], ['--conc'], ['--quick', 'extra'], ['--extras', 'paired,nosuch']]) {
+    for (const args of [['--quik'], ['--conc'], ['--quick', 'extra'], ['--extras', 'paired,nosuch'], ['--paired-concurrency', '0']]) {
       const r = bench(...args);
       expect(r.status, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/^bench: .*\n\nUsage:/);
@@ -53,11 +53,14 @@ describe('bench/run.mjs options', () => {
   }, 60_000);
 
   it('--extras paired judges the 0.8× targets by alternating runs of the hub and the forwarding limit, all live at once', () => {
-    // A second of unmeasured load per target: under the whole suite's load, a cold forwarder
-    // once answered nothing in its first quarter of a second; and a round of 200 ms once had a
-    // target answer nothing while the conformance suites ran beside it (so 400 ms now).
-    const args = ['--quick', '--only', '^$', '--no-peers', '--extras', 'paired', '--measure-ms', '400', '--target-warmup-ms', '1000'];
-    const r = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 90_000 });
+    // At 4 in flight, not the targets' 64: a round counts only the requests that start and end
+    // inside its window, and at 64 one request waits 64 / req/s, longer than a 400 ms round once
+    // a loaded machine's target answers under 160 req/s (a round of 0 req/s in 3 of 7 runs at
+    // load 10). At 4 that takes under 10 req/s. Half a second of unmeasured load per target
+    // first (a cold target answers slowest). 12–26 s at load 12–18; the bound leaves room for
+    // the whole suite's load, and a run that hangs still fails.
+    const args = ['--quick', '--only', '^$', '--no-peers', '--extras', 'paired', '--paired-concurrency', '4', '--measure-ms', '400', '--target-warmup-ms', '500'];
+    const r = spawnSync(process.execPath, [RUN, ...args], { encoding: 'utf8', timeout: 120_000 });
     expect(r.status, r.stderr).toBe(0);
     // One verdict per hub variant and upstream, from the rounds' ratios, though no table cell was measured.
     for (const [sy, limit] of [
@@ -66,23 +69,25 @@ describe('bench/run.mjs options', () => {
       ['sy-http', 'limit-http'],
       ['sy-http-noledger', 'limit-http'],
     ])
-      expect(r.stdout).toMatch(new RegExp(`\\| ${sy} tools/call @64 ≥ 0\\.8× ${limit} \\(alternating runs, median of 1\\) \\| \\d+\\.\\d\\d× \\(\\d+\\.\\d\\d–\\d+\\.\\d\\d×\\) \\| (met|MISSED) \\|`));
+      expect(r.stdout).toMatch(new RegExp(`\\| ${sy} tools/call @4 ≥ 0\\.8× ${limit} \\(alternating runs, median of 1\\) \\| \\d+\\.\\d\\d× \\(\\d+\\.\\d\\d–\\d+\\.\\d\\d×\\) \\| (met|MISSED) \\|`));
     // The rounds' own figures: every target answered (a target that failed would have thrown).
-    const rounds = [...r.stdout.matchAll(/limit \/ ledger on \/ ledger off, req\/s per round\): ([\d,]+) \/ ([\d,]+) \/ ([\d,]+)\./g)];
+    const rounds = [...r.stdout.matchAll(/tools\/call at 4, the three live at once and run in turn \(limit \/ ledger on \/ ledger off, req\/s per round\): ([\d,]+) \/ ([\d,]+) \/ ([\d,]+)\./g)];
     expect(rounds).toHaveLength(2);
     for (const m of rounds) for (const n of m.slice(1)) expect(Number(n.replace(/,/g, ''))).toBeGreaterThan(0);
     // The other extras were not run.
     expect(r.stderr).not.toContain('ledger on vs off');
     expect(r.stderr).not.toContain('start-up with 50');
 
-    // A transport whose forwarder answered nothing in any round gets no ratio, and says so.
+    // A transport whose forwarder answered nothing in any round gets no ratio, and says so; a
+    // run saved before --paired-concurrency (no concurrency in it) was at 64.
     const saved = JSON.parse(readFileSync(join(import.meta.dirname, '../../bench/results/partial.json'), 'utf8'));
     saved.extras.paired.find((p: { upstream: string }) => p.upstream === 'http').ratioRounds = 0;
+    for (const p of saved.extras.paired) delete p.concurrency;
     const file = join(mkdtempSync(join(tmpdir(), 'bench-report-')), 'run.json');
     writeFileSync(file, JSON.stringify(saved));
     const again = spawnSync(process.execPath, [RUN, '--report', file], { encoding: 'utf8', timeout: 20_000 });
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toContain('| sy-http tools/call @64 ≥ 0.8× limit-http (alternating runs) | the forwarding limit answered nothing in any round | not measured |');
     expect(again.stdout).toMatch(/\| sy-stdio tools\/call @64 ≥ 0\.8× limit-stdio \(alternating runs, median of 1\) \| \d/);
-  }, 90_000);
+  }, 150_000);
 });
