@@ -114,6 +114,12 @@ async function silentRelay(port: number): Promise<{ port: number; freeze(): void
 }
 const relayed: { close(): void }[] = [];
 
+/**
+ * The probe's timeout for a fixture process (serve) just started: its first answer, cold, came
+ * after the 2 s of upstreamAt's default on a loaded machine (load 19), and the start failed.
+ */
+const COLD_PROBE_MS = 10_000;
+
 /** The hub's HTTP upstream client for the server on `port`, quick to back off; stopped after each test. */
 function upstreamAt(id: string, port: number, healthCheckMs?: number, probeTimeoutMs = 2000, timeoutMs = 5000, circuitBreaker?: { failures: number; cooldownMs: number }): HttpUpstream {
   const u = createUpstream({ id, url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs, probeTimeoutMs, maxFrameBytes: 1 << 20, healthCheckMs, circuitBreaker }, silentLogger, {
@@ -129,7 +135,7 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     const port = await freePortInRange();
     const counter = join(dir, 'counter.json');
     let server = await serve(SDK2, port, { COUNTER_FILE: counter });
-    const [off, on] = [upstreamAt('off', port), upstreamAt('on', port)];
+    const [off, on] = [upstreamAt('off', port, undefined, COLD_PROBE_MS), upstreamAt('on', port, undefined, COLD_PROBE_MS)];
     await Promise.all([off.start(), on.start()]);
     expect([off.era, on.era]).toEqual(['2026-07-28', '2026-07-28']);
 
@@ -169,7 +175,8 @@ describe('an HTTP upstream found modern, redeployed legacy-only at the same URL'
     let server = await serve(SDK2, port, { COUNTER_FILE: counter });
     // The SDK v1 fixture's tool definitions differ from the v2 one's: changed tools, which the
     // default pinning would hide until approved. Shown with a warning here.
-    hub = await startHub({ policy: { pinning: 'warn' }, servers: { r: { url: `http://127.0.0.1:${port}/mcp`, retry: { maxAttempts: 1 } } } }, { dir, port: hubPort });
+    // Its probes counted below: one the cold fixture answered past the default 5 s would be retried (one more).
+    hub = await startHub({ policy: { pinning: 'warn' }, servers: { r: { url: `http://127.0.0.1:${port}/mcp`, retry: { maxAttempts: 1 }, probeTimeoutMs: COLD_PROBE_MS } } }, { dir, port: hubPort });
     const db = join(dir, 'ledger.db');
     expect((await waitForState(hub.url, 'r', ['ready'])).era).toBe('2026-07-28');
     const probes = () => hub!.logs.filter((l) => l.includes('"msg":"era probe"') && l.includes('"server":"r"')).length;
@@ -280,7 +287,7 @@ describe('a legacy HTTP upstream that goes away', () => {
   it('is restarting as soon as its notification stream finds the server refusing connections, with no call needed, and ready again once it is back', async () => {
     const port = await freePortInRange();
     let server = await serve(SDK1, port, {});
-    const u = upstreamAt('gone', port);
+    const u = upstreamAt('gone', port, undefined, COLD_PROBE_MS);
     const states: string[] = [];
     u.on('state', (s: string) => states.push(s));
     await u.start();
@@ -320,7 +327,7 @@ describe('an HTTP upstream that sends nothing on its own (modern, not listened t
 
     const port = await freePortInRange();
     const server = await serve(SDK2, port, {});
-    const u = upstreamAt('quiet', port, 200);
+    const u = upstreamAt('quiet', port, 200, COLD_PROBE_MS);
     await u.start();
     expect(u.era).toBe('2026-07-28');
     await server.stop();
