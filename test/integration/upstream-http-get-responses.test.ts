@@ -58,7 +58,7 @@ describe('legacy HTTP: a response on the standalone GET stream', () => {
     const port = await listenInRange(server);
     const { log, records } = captureLogger();
     const u = createUpstream(
-      { id: 'web', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 2000, maxFrameBytes: 1 << 20 },
+      { id: 'web', url: `http://127.0.0.1:${port}/mcp`, era: 'auto', timeoutMs: 5000, probeTimeoutMs: 10_000, maxFrameBytes: 1 << 20 },
       log,
       { backoff: { baseMs: 50 } },
     ) as HttpUpstream;
