@@ -172,7 +172,10 @@ describe.concurrent('hub SIGTERM', () => {
     expect(isToolError(a)).toBe(true);
     expect(text(a)).toMatch(/was closed|connection lost/);
     expect(await waiting).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
-    expect(Date.now() - t0).toBeLessThan(4_000);
+    // Answered once the upstreams are closed (stop() ends what waits on the hub alone after
+    // them, their processes' exit included): 2.5 s after the signal at load 15, 4.9 s once with
+    // the faults files beside it. Unanswered, it waited for its own 20 s timeout.
+    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(await exited).toBe(0);
     const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
     expect(row.outcome).toBe('unavailable');
