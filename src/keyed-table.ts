@@ -7,10 +7,12 @@
  * it held alive and promotes it, 1.7 to 14 MB each instead of ~30 KB (test/unit/keyed-table.test.ts
  * shows it on this Node). In the hub that was the garbage collector's "bad mode": scavenges of
  * 6–10 ms instead of 1–1.5, a quarter of the event loop (docs/BENCHMARKS.md, twenty-first
- * round). The likely mechanism: when V8 rehashes a Map's or a Set's table, the old table keeps
- * a link to the new one for live iterators, so an old table promoted and then replaced keeps its
- * successor, and the entries in it, alive through every scavenge until a full collection finds
- * it dead. A dictionary-mode object, and a plain array, are replaced without such a link.
+ * round). The mechanism: once a Map's or a Set's table is in the old generation, V8 allocates
+ * each table a rehash replaces it with there too, and the table it replaces, dead but not
+ * collected before the next full collection, still points at the entries it held (and links to
+ * its successor for live iterators): every scavenge finds them alive through it and promotes
+ * them. A dictionary-mode object, and a plain array, do not keep their entries so.
+ * src/downstream/quiet-answers.ts held the last one found on the hot path (a Set).
  *
  * Keys are strings or numbers, kept as an object's property names: `1` and `"1"` are the same
  * key. `values()` lists integer keys first, in ascending order, then the others in insertion
