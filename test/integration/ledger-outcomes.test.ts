@@ -247,17 +247,17 @@ describe('ledger rows of real calls through the hub', () => {
 
   it("cancelled: a legacy client's cancellation read before the request it names (its own POST) still holds: the call is not carried out", async () => {
     const s = await legacySession(hub.url, 'cancels-ahead');
-    const counter = join(hub.dir, 'counter.json');
+    const counter = join(hub.dir, 'counter-m.json');
     // Over HTTP each message is its own POST: the cancellation may be read first.
     expect((await s.notify('notifications/cancelled', { requestId: 'ahead-1', reason: 'changed my mind' })).status).toBe(202);
-    const cancelled = await s.call('ahead-1', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'ahead' } });
+    const cancelled = await s.call('ahead-1', 'tools/call', { name: 'm__counter_bump', arguments: { label: 'ahead' } });
     // Answered as a request cancelled while it ran is: nothing (MCP).
     expect(cancelled.status).toBe(202);
     expect(cancelled.body).toBeUndefined();
-    const row = await onlyRow({ tool: 'f__counter_bump', 'request-id': 'ahead-1' });
+    const row = await onlyRow({ tool: 'm__counter_bump', 'request-id': 'ahead-1' });
     expect(row).toMatchObject({ requestId: 'ahead-1', outcome: 'cancelled', errorMessage: 'changed my mind', clientEra: LEGACY });
     // Another request of the session is not touched by it, and runs.
-    const next = await s.call('ahead-2', 'tools/call', { name: 'f__counter_bump', arguments: { label: 'after' } });
+    const next = await s.call('ahead-2', 'tools/call', { name: 'm__counter_bump', arguments: { label: 'after' } });
     expect(next.body?.result?.isError).toBeFalsy();
     expect(readCounter(counter)).toMatchObject({ after: 1 });
     expect(readCounter(counter).ahead).toBeUndefined();
