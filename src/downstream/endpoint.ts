@@ -722,7 +722,7 @@ export class Endpoint {
         if (typeof id !== 'string' && typeof id !== 'number') break;
         const call = session.inflight.get(idKey(id));
         if (call) call.abort(clientReason(n.params));
-        else session.cancelledAhead(idKey(id), clientReason(n.params));
+        else session.cancelledAhead(id, clientReason(n.params));
         break;
       }
       case 'notifications/roots/list_changed':
@@ -894,7 +894,7 @@ export class Endpoint {
     const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
     // Its cancellation came first (LegacySession.cancelledAhead): not carried out, answered as a
     // request cancelled while it ran is (MCP: nothing), and its row says so.
-    const ahead = session.takeCancelledAhead(idKey(req.id));
+    const ahead = session.takeCancelledAhead(req.id);
     if (ahead) {
       const err = new CancelledError(ahead.reason);
       await this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: err.message }, named(req.params));

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CancelledError, HubStoppingError, INTERNAL_ERROR, InputTimeoutError, METHOD_NOT_FOUND, ClientRpcError, RpcError } from '../protocol/errors.js';
-import type { Response } from '../protocol/jsonrpc.js';
+import { idKey, type Id, type Response } from '../protocol/jsonrpc.js';
 import type { ClientCapabilities, Implementation, InputRequest, LoggingLevel } from '../protocol/types.js';
 import type { MessageSink } from './core.js';
 import type { Canceller, Signal } from '../cancel.js';
@@ -77,16 +77,20 @@ export class LegacySession {
   ) {}
 
   /** A cancellation of a request this session is not running (cancelledAhead). */
-  cancelledAhead(key: string, reason: string | undefined): void {
+  cancelledAhead(id: Id, reason: string | undefined): void {
     this.lapseAhead();
     if (this.ahead.length >= CANCELLED_AHEAD_MAX) this.ahead.shift();
-    this.ahead.push({ key, reason, at: monotonicNow() });
+    this.ahead.push({ key: idKey(id), reason, at: monotonicNow() });
   }
 
-  /** Whether request `key` was cancelled before it came, and the reason (its entry is let go); false when not. */
-  takeCancelledAhead(key: string): { reason: string | undefined } | false {
+  /**
+   * Whether request `id` was cancelled before it came, and the reason (its entry is let go);
+   * false when not. Asked of every request: nothing is computed while none is kept.
+   */
+  takeCancelledAhead(id: Id): { reason: string | undefined } | false {
     if (this.ahead.length === 0) return false;
     this.lapseAhead();
+    const key = idKey(id);
     const i = this.ahead.findIndex((a) => a.key === key);
     if (i < 0) return false;
     const [a] = this.ahead.splice(i, 1);

@@ -337,6 +337,11 @@ describe('what a stdio hub loads', () => {
   }, 30_000);
 });
 
+/** The SDK 1 fixture, started only after `ms` (a server slow to start on its first run). */
+function slowSdk1(ms: number): Record<string, unknown> {
+  return { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: String(ms) } };
+}
+
 describe('a modern request cancelled while a fresh hub waits to learn what its upstreams offer', () => {
   it('is cancelled: nothing is sent for it', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-early-cancel-'));
@@ -345,7 +350,7 @@ describe('a modern request cancelled while a fresh hub waits to learn what its u
     // yet (a server never seen counts only with the list families), so the hub waits to learn it.
     // On a loaded machine the server may take longer than that wait (the start-up grace): the
     // request that comes next then waits for it (its prompt's server is on its first start).
-    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '800' } };
+    const slow = slowSdk1(800);
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } }));
     const complete = (id: string) => ({ jsonrpc: '2.0', id, method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'legacy__greet' }, argument: { name: 'name', value: 'al' }, _meta: META } });
@@ -382,7 +387,7 @@ describe('a completion of a prompt of a server still on its first start, past th
   it('waits for that server, modern and legacy, and is answered', async () => {
     const d = mkdtempSync(join(tmpdir(), 'switchyard-stdio-late-complete-'));
     const file = join(d, 'hub.config.json');
-    const slow = { ...nodeServer(SDK1), args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(nodeServer(SDK1).args as string[])], env: { START_DELAY_MS: '1200' } };
+    const slow = slowSdk1(1200);
     writeFileSync(file, JSON.stringify({ ledger: { path: join(d, 'ledger.db') }, servers: { legacy: slow } }));
     const env = { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn', SWITCHYARD_STARTUP_GRACE_MS: '0' };
     const c = new LineClient(spawn(process.execPath, [BIN, 'stdio', '--config', file], { cwd: ROOT, env }));
