@@ -3,7 +3,8 @@
  * cache under concurrent clients, list changes of both upstream eras reaching clients of both
  * eras, annotations, groups, allow/deny, poisoning and a throwing plugin.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +13,7 @@ import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextproto
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { legacySession, modernBody, modernHeaders, modernPost, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
+import { legacySession, modernBody, modernHeaders, modernPost, parseMessages, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
@@ -23,6 +24,38 @@ async function listTools(url: string, id = 1): Promise<Json> {
   const r = await modernPost(url, id, 'tools/list');
   if (!r.body?.result) throw new Error(`tools/list failed: ${r.status} ${r.text}`);
   return r.body.result;
+}
+
+/** A modern tools/list on a connection of its own; `sent` once its bytes are the kernel's. */
+function ownConnectionList(url: string, id: number): { sent: Promise<void>; answer: Promise<Json> } {
+  const body = JSON.stringify(modernBody(id, 'tools/list'));
+  let sent!: () => void;
+  const sentP = new Promise<void>((r) => (sent = r));
+  const answer = new Promise<Json>((resolve, reject) => {
+    const req = httpRequest(new URL('/mcp', url), { method: 'POST', agent: false, headers: { ...modernHeaders('tools/list'), 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const result = parseMessages(res.headers['content-type'] ?? null, Buffer.concat(chunks).toString()).at(-1)?.result as Json | undefined;
+        if (result) resolve(result);
+        else reject(new Error(`tools/list ${id} failed: ${res.statusCode}`));
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body, () => sent());
+  });
+  return { sent: sentP, answer };
+}
+
+/** The bytes not yet read by the receiver of each established loopback connection to `port` (Linux). */
+function unreadOn(port: number): number[] {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return ['/proc/net/tcp', '/proc/net/tcp6']
+    .flatMap((f) => readFileSync(f, 'utf8').split('\n').slice(1))
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[1]?.endsWith(hex) && f[3] === '01')
+    .map((f) => parseInt(f[4]!.split(':')[1]!, 16));
 }
 
 async function v2(url: string): Promise<ClientV2> {
@@ -55,13 +88,16 @@ describe('cache and change propagation through the hub', () => {
   const stats = join(tmp(), 'slow-stats.json');
   const legStats = join(tmp(), 'leg-stats.json');
   const modStats = join(tmp(), 'mod-stats.json');
+  // slow's tools/list is answered only while this file exists.
+  const gate = join(tmp(), 'slow-gate');
   const count = (file: string, method: string) => (JSON.parse(readFileSync(file, 'utf8')) as Record<string, number>)[method] ?? 0;
   beforeAll(async () => {
+    writeFileSync(gate, '');
     hub = await startHub({
       servers: {
         leg: mutable({ ERA: 'legacy', DOC_URI: 'leg://doc', STATS_FILE: legStats }),
         mod: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', DOC_URI: 'mod://doc', STATS_FILE: modStats }),
-        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_DELAY_MS: '1500', STATS_FILE: stats }),
+        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_DELAY_MS: '1500', LIST_GATE: gate, STATS_FILE: stats }),
       },
     });
     await waitForReady(hub.url, ['leg', 'mod', 'slow']);
@@ -73,7 +109,20 @@ describe('cache and change propagation through the hub', () => {
 
   it('100 concurrent client lists cost one upstream fetch', async () => {
     const before = JSON.parse(readFileSync(stats, 'utf8'))['tools/list'] ?? 0;
-    const all = await Promise.all(Array.from({ length: 100 }, (_, i) => listTools(hub.url, i + 1)));
+    // slow's list is held until the hub has read all 100 requests: a loaded machine may spread
+    // them wider than its 1.5 s. (The hub joins a list to the fetch as it reads it.)
+    rmSync(gate);
+    let all: Json[];
+    try {
+      const lists = Array.from({ length: 100 }, (_, i) => ownConnectionList(hub.url, i + 1));
+      await Promise.all(lists.map((l) => l.sent));
+      await expect.poll(() => unreadOn(hub.port), { timeout: 20_000, interval: 20 }).toSatisfy((u: number[]) => u.length >= 100 && u.every((n) => n === 0));
+      await new Promise((r) => setTimeout(r, 200));
+      writeFileSync(gate, '');
+      all = await Promise.all(lists.map((l) => l.answer));
+    } finally {
+      writeFileSync(gate, '');
+    }
     expect(new Set(all.map((r) => JSON.stringify(toolNames(r)))).size).toBe(1);
     expect(toolNames(all[0])).toEqual(expect.arrayContaining(['leg__echo', 'mod__echo', 'slow__echo']));
     const after = JSON.parse(readFileSync(stats, 'utf8'))['tools/list'];
