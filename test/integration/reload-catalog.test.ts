@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { setSection, loggedTimes } from '../helpers/config-edit.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { health, modernPost, waitForReady, type Json } from '../helpers/wire.js';
+import { health, modernPost, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 
 const TOOLS = [
   { name: 'alpha', description: 'First tool', inputSchema: { type: 'object' } },
@@ -48,9 +48,10 @@ describe('groups reloaded while the hub runs', () => {
     const client = new Client({ name: 'group-client', version: '1.0.0' });
     let changed = 0;
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
-    await client.connect(new StreamableHTTPClientTransport(new URL(at('pick'))));
+    const watch = streamWatchingFetch();
+    await client.connect(new StreamableHTTPClientTransport(new URL(at('pick')), { fetch: watch.fetch }));
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['s__alpha']);
-    await new Promise((r) => setTimeout(r, 300)); // the client's GET stream opens after initialize
+    await watch.streamOpen; // the client's GET stream, where list_changed comes, opens after initialize
     const before = (await health(hub.url)).servers.find((s) => s.id === 's') as unknown as Json;
 
     rewrite({ pick: { tools: ['s__beta'] }, more: { servers: ['s'] } });
@@ -79,16 +80,18 @@ describe('groups reloaded while the hub runs', () => {
   it("a removed group's legacy sessions and listen streams end at once; another group's go on", async () => {
     rewrite({ gone: { servers: ['s'] }, stays: { servers: ['s'] } });
     await reloaded(3);
+    // Connected once its GET stream, opened after initialize, is open too.
     const legacy = async (group: string) => {
       const c = new Client({ name: `in-${group}`, version: '1.0.0' });
-      await c.connect(new StreamableHTTPClientTransport(new URL(at(group))));
+      const watch = streamWatchingFetch();
+      await c.connect(new StreamableHTTPClientTransport(new URL(at(group)), { fetch: watch.fetch }));
+      await watch.streamOpen;
       return c;
     };
     const [gone, stays] = [await legacy('gone'), await legacy('stays')];
     const modern = new ClientV2({ name: 'listen-gone', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
     await modern.connect(new TransportV2(new URL(at('gone'))));
     const sub = await modern.listen({ toolsListChanged: true });
-    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
     try {
       rewrite({ stays: { servers: ['s'] } });
       await reloaded(4);

@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
 import { runCli } from '../helpers/cli.js';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
-import { modernBody, modernHeaders, modernMeta, post, type Json } from '../helpers/wire.js';
+import { modernBody, modernHeaders, modernMeta, post, streamWatchingFetch, type Json } from '../helpers/wire.js';
 import { queryRows, SDK1, SDK2, waitForRows, type Row } from './ledger-helpers.js';
 
 const ALICE = 'sy_alice-keygroups-key-0123456789abcdefghijklmnopq';
@@ -187,16 +187,18 @@ describe('an API key limited to tool groups', () => {
 
   it('a reload that takes a group from a key ends what the key holds open there; its other group goes on', async () => {
     const origin = new URL(hub.url).origin;
+    // Connected once its GET stream, opened after initialize, is open too.
     const legacy = async (group: string) => {
       const c = new Client({ name: `erin-${group}`, version: '1.0.0' });
-      await c.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp/${group}`), { requestInit: { headers: { authorization: `Bearer ${ERIN}` } } }));
+      const watch = streamWatchingFetch();
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp/${group}`), { fetch: watch.fetch, requestInit: { headers: { authorization: `Bearer ${ERIN}` } } }));
+      await watch.streamOpen;
       return c;
     };
     const [kept, lost] = [await legacy('small'), await legacy('other')];
     const modern = new ClientV2({ name: 'erin-listen', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
     await modern.connect(new TransportV2(new URL(`${origin}/mcp/other`), { requestInit: { headers: { authorization: `Bearer ${ERIN}` } } }));
     const sub = await modern.listen({ toolsListChanged: true });
-    await new Promise((r) => setTimeout(r, 300)); // the legacy clients' GET streams open after initialize
     try {
       const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as { auth: { apiKeys: { principal: string; groups?: string[] }[] } };
       config.auth.apiKeys.find((k) => k.principal === 'erin')!.groups = ['small'];
