@@ -5,7 +5,10 @@
 // dropped connection), the hub's RSS grew less than 10 % from the end of the warm-up to the
 // end, and afterwards SIGTERM exits 0, `ledger verify` passes and no process is left behind.
 //
-//   node bench/soak.mjs [--minutes 10] [--workers 16] [--kill-every 4] [--json out.json]
+//   node bench/soak.mjs [--minutes 10] [--workers 16] [--kill-every 4] [--json out.json] [--keep]
+//
+// The run's folder (the hub's config and ledger) is removed after a pass and kept, its path
+// printed, after a failure or with --keep.
 //
 // Upstreams: 4 raw legacy stdio echo servers, 2 SDK v1 stdio servers (legacy), 1 SDK v2 stdio
 // server (modern), 2 raw modern HTTP echo servers and 1 SDK v1 HTTP server (legacy sessions).
@@ -13,7 +16,7 @@
 // script on the same port 1-3 s later (the hub's circuit breaker and session renewal see to
 // the rest). Everything listens on 127.0.0.1 only.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { numberOption, option } from './lib/args.mjs';
@@ -292,4 +295,6 @@ result.pass = pass;
 process.stdout.write(JSON.stringify(result, null, 2) + '\n');
 if (JSON_OUT) writeFileSync(JSON_OUT, JSON.stringify(result, null, 2) + '\n');
 log(pass ? 'PASS' : 'FAIL');
+if (pass && !process.argv.includes('--keep')) rmSync(dir, { recursive: true, force: true });
+else log(`the hub's config and ledger are kept in ${dir}`);
 process.exit(pass ? 0 : 1);
