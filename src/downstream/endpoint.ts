@@ -86,6 +86,15 @@ function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
 }
 
 /**
+ * The level a legacy session's requests ask a modern upstream for until it sends
+ * logging/setLevel: every level, as a legacy server sends before it (the SDKs' servers filter
+ * nothing until told a level). A modern server sends log lines only for a request naming a
+ * level (digest §4): asked for none, it sent such a client nothing while a legacy server sent it
+ * everything, and a server moving to the modern era went quiet for it.
+ */
+const LEVEL_BEFORE_SET_LEVEL: LoggingLevel = 'debug';
+
+/**
  * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
  * §6.2: 400). Absent is fine: the client may predate the header (2025-03-26).
  */
@@ -861,7 +870,7 @@ export class Endpoint {
       signal,
       meta: passThroughMeta(meta, span, ex),
       span,
-      logLevel: session.logLevel,
+      logLevel: session.logLevel ?? LEVEL_BEFORE_SET_LEVEL,
       requestBytes: ex.requestBytes,
       sessionKey: session.id,
       idempotencyKey: idem?.key,

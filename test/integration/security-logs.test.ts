@@ -16,17 +16,24 @@ let hub: HubProcess;
 beforeAll(async () => {
   hub = await startHub({
     auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(ALICE_KEY) }, { principal: 'bob', sha256: sha256Hex(BOB_KEY) }] },
-    servers: { late: nodeServer('test/fixtures/servers/legacy-late-log.mjs'), q: nodeServer('test/fixtures/quirks/modern.mjs') },
+    servers: {
+      late: nodeServer('test/fixtures/servers/legacy-late-log.mjs'),
+      q: nodeServer('test/fixtures/quirks/modern.mjs'),
+      // One SDK v2 server spoken to in each era: its log lines follow each era's rules.
+      cl: { ...nodeServer('test/fixtures/conformance/server.mjs'), era: '2025-11-25' },
+      cm: { ...nodeServer('test/fixtures/conformance/server.mjs'), era: '2026-07-28' },
+    },
   });
-  await waitForReadyWith(hub.url, ['late', 'q'], ALICE_KEY);
+  await waitForReadyWith(hub.url, ['late', 'q', 'cl', 'cm'], ALICE_KEY);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
-async function session(key: string): Promise<(id: number, name: string, args: Record<string, unknown>) => Promise<string[]>> {
+async function session(key: string, level?: string): Promise<(id: number, name: string, args: Record<string, unknown>) => Promise<string[]>> {
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${key}` };
   const init = await post(hub.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LEGACY_VERSION, capabilities: {}, clientInfo: { name: 'logs', version: '1' } } }, headers);
   const h = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')!, 'mcp-protocol-version': LEGACY_VERSION };
   await post(hub.url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
+  if (level !== undefined) expect((await post(hub.url, { jsonrpc: '2.0', id: 'level', method: 'logging/setLevel', params: { level } }, h)).body).toMatchObject({ result: {} });
   // The log lines that came on the call's answer stream.
   return async (id, name, args) =>
     (await post(hub.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }, h)).messages
@@ -48,6 +55,29 @@ describe('session-wide log lines of a legacy upstream', () => {
     // And from now on nobody's lone call gets an unattributed line (two principals were served).
     expect(await bob(2, 'late__log_later', { text: 'bob-2', delay: 600 })).toEqual([]);
     expect(await alice(4, 'late__wait', { ms: 1200 })).toEqual([]);
+  }, 30_000);
+});
+
+describe('log lines of a legacy session that never sent logging/setLevel', () => {
+  const LINES = ['Tool execution started', 'Tool processing data', 'Tool execution completed'];
+
+  it("are the same from a server of either era: every level, as a legacy server sends before it (a modern one is asked for them)", async () => {
+    const alice = await session(ALICE_KEY);
+    expect(await alice(1, 'cl__test_tool_with_logging', {})).toEqual(LINES);
+    expect(await alice(2, 'cm__test_tool_with_logging', {})).toEqual(LINES);
+    // Its level, once set, holds for both.
+    const quiet = await session(ALICE_KEY, 'warning');
+    expect(await quiet(1, 'cl__test_tool_with_logging', {})).toEqual([]);
+    expect(await quiet(2, 'cm__test_tool_with_logging', {})).toEqual([]);
+    const loud = await session(ALICE_KEY, 'info');
+    expect(await loud(1, 'cl__test_tool_with_logging', {})).toEqual(LINES);
+    expect(await loud(2, 'cm__test_tool_with_logging', {})).toEqual(LINES);
+    // A modern request that names no logLevel gets none, from either.
+    const headers = (name: string) => ({ ...modernHeaders('tools/call', name), authorization: `Bearer ${ALICE_KEY}` });
+    for (const name of ['cl__test_tool_with_logging', 'cm__test_tool_with_logging']) {
+      const r = await post(hub.url, modernBody(`m-${name}`, 'tools/call', { name, arguments: {} }, modernMeta()), headers(name));
+      expect(r.messages.filter((m) => m.method === 'notifications/message')).toEqual([]);
+    }
   }, 30_000);
 });
 
