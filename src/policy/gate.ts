@@ -82,6 +82,9 @@ export class EdgeGate {
   async refusedUnread(r: UnreadRefusal): Promise<void> {
     if (r.principal === undefined && !this.mayRecordUnauthenticated(r.clientAddress ?? '')) return;
     const method = r.header('mcp-method');
+    // The hub's span for it as for a request it read (spanOfMeta): its `_meta` is unread, but an
+    // HTTP traceparent header names the client's trace; without one, the hub starts a trace.
+    const span = spanOfMeta(undefined, r);
     await this.audit(
       {
         ts: Date.now(),
@@ -92,6 +95,9 @@ export class EdgeGate {
         clientEra: r.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
         method: method && method.length <= 128 ? method : UNREAD_MESSAGE,
         requestBytes: r.requestBytes,
+        traceId: span.traceId,
+        spanId: span.spanId,
+        parentSpanId: span.parentSpanId,
       },
       { outcome: 'denied', errorKind: 'policy', errorCode: r.status, errorMessage: r.message, latencyMs: 0 },
     );

@@ -81,6 +81,27 @@ describe('rate limits', () => {
     await expect.poll(() => row('bob-add-header')).toMatchObject({ outcome: 'denied', trace_id: '0af7651916cd43dd8448eb211c80319c', parent_span_id: 'b7ad6b7169203331' });
   });
 
+  it('a request refused before its body is read is in its traceparent header\'s trace, or one the hub starts, as one refused after', async () => {
+    const unread = (id: string, headers: Record<string, string> = {}) =>
+      post(hub.url, modernBody(id, 'tools/list', {}, modernMeta()), { ...modernHeaders('tools/list'), authorization: 'Bearer sy_not-a-key-0000000000000000000000000000000', ...headers });
+    expect((await unread('unread-traced', { traceparent: '00-5bf92f3577b34da6a3ce929d0e0e4737-10f067aa0ba902b8-01' })).status).toBe(401);
+    expect((await unread('unread-untraced')).status).toBe(401);
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true, fileMustExist: true });
+    try {
+      const rows = () => db.prepare(`SELECT trace_id, span_id, parent_span_id FROM audit WHERE principal = '(unauthenticated)' ORDER BY id`).all() as Record<string, string | null>[];
+      await expect.poll(() => rows().length).toBe(2);
+      const [traced, untraced] = rows();
+      expect(traced).toMatchObject({ trace_id: '5bf92f3577b34da6a3ce929d0e0e4737', parent_span_id: '10f067aa0ba902b8', span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
+      // As a request the gate refuses without a trace: the hub's span starts one.
+      expect(untraced).toMatchObject({ trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), parent_span_id: null, span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    } finally {
+      db.close();
+    }
+    const refused = await call('alice', 'tools/list', {}, 'alice-untraced');
+    expect(refused.status).toBe(429);
+    await expect.poll(() => row('alice-untraced')).toMatchObject({ outcome: 'denied', trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), parent_span_id: null });
+  });
+
   it("a refusal on a tool group's endpoint names the group in its row", async () => {
     const add = (id?: string) => call('frank', 'tools/call', { name: 'modern__add', arguments: { a: 1, b: 1 } }, id, '/mcp/mod');
     expect((await add()).status).toBe(200);
