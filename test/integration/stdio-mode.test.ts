@@ -791,6 +791,8 @@ describe('policy.rateLimit over stdio', () => {
           { id: 'e1', outcome: 'ok', code: null },
           { id: 'e2', outcome: 'ok', code: null },
         ]);
+        // Refused with no traceparent, it is in a trace the hub started, as over HTTP (security-ratelimit).
+        expect(db.prepare("SELECT length(trace_id) AS t, length(span_id) AS s, parent_span_id AS p FROM audit WHERE request_id = 'b3'").get()).toEqual({ t: 32, s: 16, p: null });
       } finally {
         db.close();
       }
