@@ -16,6 +16,7 @@ import { LEGACY, MODERN } from './protocol/era.js';
 import type { HubCore } from './downstream/core.js';
 import { AdminRoutes } from './downstream/admin.js';
 import { Endpoint } from './downstream/endpoint.js';
+import { isListenKey } from './downstream/listen.js';
 import { HttpServer } from './downstream/http-server.js';
 import { takeSocketPath, type AdminSocket } from './downstream/admin-socket.js';
 import type { Admission } from './downstream/admin-events.js';
@@ -186,6 +187,7 @@ export class Hub implements HubCore {
     this.resourceRoutes = ledger.resourceRouteStore?.();
     this.catalog = new Catalog(() => [...this.handles.values()], new NameAssigner({ mode: config.names.mode, store: ledger.nameStore?.() }), log, {
       subscribedUris: (id, conn) => this.subs.uris(id, conn),
+      listenLeftOut: (id, conn, uris) => this.unwatched(id, conn, uris),
       pins: ledger.pinStore?.(),
       itemPins: ledger.itemPinStores?.(),
       resourceRoutes: this.resourceRoutes,
@@ -354,9 +356,32 @@ export class Hub implements HubCore {
    * was down. (A modern upstream's listen stream is opened again with its filter: ListenManager.)
    */
   private resubscribe(h: ServerHandle, upstream: Upstream = h.upstream, conn = ''): void {
-    if (upstream.era === MODERN || !upstream.capabilities?.resources?.subscribe) return;
-    for (const uri of this.subs.uris(h.id, conn))
-      upstream.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart'));
+    if (upstream.era === MODERN) return;
+    const uris = this.subs.uris(h.id, conn);
+    // Back without resources.subscribe: nothing it holds is watched any more.
+    if (!upstream.capabilities?.resources?.subscribe) return this.unwatched(h.id, conn, uris);
+    for (const uri of uris)
+      upstream.request('resources/subscribe', { uri }, { hubOwn: true }).catch((err: unknown) => {
+        this.log.warn({ server: h.id, uri, err: String((err as Error)?.message ?? err) }, 'resource subscription not renewed after a restart');
+        // Still the connection it was made on (not one opened since, which renews it itself).
+        if (this.subs.uris(h.id, conn).includes(uri) && (conn === '' ? h.upstream : this.upstreams.existing(h, principalOfConn(conn))) === upstream) this.unwatched(h.id, conn, [uri]);
+      });
+  }
+
+  /**
+   * Resource URIs a server does not watch (its listen acknowledgement left them out, it refused
+   * to listen, its resources/subscribe failed or is no longer offered) though clients hold them:
+   * made while it was down, they were told they are watched (a listen stream's acknowledgement,
+   * subscribeResources). A modern client's listen stream holding one ends, gracefully (its
+   * request answered, digest §4.1): an acknowledgement cannot be taken back, and the client,
+   * listening again, is told what is watched now. A legacy session cannot be told: its count stays.
+   */
+  private unwatched(server: string, conn: string, uris: readonly string[]): void {
+    const streams = new Set<string>();
+    for (const uri of uris) for (const s of this.subs.holders(server, uri, conn)) if (isListenKey(s)) streams.add(s);
+    if (streams.size === 0) return;
+    const ended = this.endpoint.listen.endStreamsHolding(streams);
+    if (ended) this.log.info({ server, uris: uris.length, streams: ended }, 'the server does not watch resource URIs listen streams were told it would: those streams ended, for their clients to listen again');
   }
 
   /** Pin changes and poisoned descriptions: a log line, and an audit row when an item is held back or its change taken. */

@@ -111,6 +111,8 @@ export interface CatalogOptions {
   listAtReady?: (h: ServerHandle) => boolean;
   /** Resource URIs of a server some client subscribed to (they go into its listen filter). */
   subscribedUris?: (serverId: string, conn: string) => string[];
+  /** Some of those its listen stream does not watch (ListenManagerOptions.onLeftOut). */
+  listenLeftOut?: (serverId: string, conn: string, uris: string[]) => void;
   /** Pin events and poisoned items, for the log and the ledger. */
   report?: (e: CatalogEvent) => void;
   /** Resource URIs and templates each server last showed, kept across restarts (downResource). */
@@ -223,6 +225,10 @@ export class Catalog extends EventEmitter {
         return opts.subscribedUris?.(serverId, key === serverId ? '' : principalConn(key.slice(serverId.length + 1))) ?? [];
       },
       onGap: (key) => this.listenGap(key),
+      onLeftOut: (key, uris) => {
+        const serverId = serverOfListenKey(key);
+        opts.listenLeftOut?.(serverId, key === serverId ? '' : principalConn(key.slice(serverId.length + 1)), uris);
+      },
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {

@@ -90,6 +90,12 @@ export interface ListenManagerOptions {
   onGap(serverId: string): void;
   /** How long a stream may wait for its acknowledgement (default LISTEN_ACK_TIMEOUT_MS; shorter in tests). */
   ackTimeoutMs?: number;
+  /**
+   * Resource URIs still subscribed that the server does not watch: an acknowledgement left them
+   * out, or it refused to listen at all. Clients told they are watched (their server was down
+   * then: see Hub.subscribeResources) learn otherwise only from the caller.
+   */
+  onLeftOut?(key: string, uris: string[]): void;
 }
 
 export function filterFor(upstream: Upstream, uris: string[]): ListenFilter | undefined {
@@ -268,6 +274,14 @@ export class ListenManager {
     this.open(t, f, from === 0 ? flagsKey : '{}', from);
   }
 
+  /** Those of `uris` still subscribed, to onLeftOut. */
+  private leftOut(t: Tracked, uris: string[]): void {
+    if (uris.length === 0 || !this.opts.onLeftOut) return;
+    const wanted = new Set(this.opts.subscribedUris(t.id));
+    const left = uris.filter((u) => wanted.has(u));
+    if (left.length) this.opts.onLeftOut(t.id, left);
+  }
+
   private open(t: Tracked, filter: ListenFilter, flagsKey: string, from: number): void {
     const stream: Stream = { handle: undefined as unknown as ListenHandle, asked: new Set(filter.resourceSubscriptions), flagsKey };
     const mine = (): boolean => t.opening?.stream === stream || t.streams.includes(stream);
@@ -284,6 +298,9 @@ export class ListenManager {
       t.opening = undefined;
       for (const s of replaced) s.handle.close();
       this.log.debug({ server: t.id, honoured: m.params.notifications, streams: t.streams.length }, 'upstream listen acknowledged');
+      // Said before the waiters hear it: a subscriber still waiting for this answer is not yet
+      // told anything, and is answered by it (honours).
+      if (this.tracked.get(t.id) === t) this.leftOut(t, [...stream.asked].filter((u) => !stream.honoured!.has(u)));
       // What changed while it was opened.
       if (this.tracked.get(t.id) === t) this.sync(t);
       for (const w of t.waiters) if (w(true)) t.waiters.delete(w);
@@ -304,6 +321,7 @@ export class ListenManager {
       if (this.tracked.get(t.id) !== t || t.upstream.state !== 'ready') return;
       if (notSupported(end.error)) {
         t.refused = true;
+        this.leftOut(t, this.opts.subscribedUris(t.id));
         for (const w of t.waiters) if (w()) t.waiters.delete(w);
         this.log.info({ server: t.id }, 'upstream does not support subscriptions/listen; relying on list TTLs');
         return;

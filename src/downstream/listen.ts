@@ -39,6 +39,14 @@ export function listenFilterProblem(filter: unknown): string | undefined {
   return undefined;
 }
 
+/** The subscriber keys of listen streams start so (a legacy session's are its session id). */
+const LISTEN_KEY_PREFIX = 'listen:';
+
+/** Whether a subscriber key is a listen stream's. */
+export function isListenKey(key: string): boolean {
+  return key.startsWith(LISTEN_KEY_PREFIX);
+}
+
 /** Most URIs one listen request may subscribe to. */
 const MAX_RESOURCE_SUBSCRIPTIONS = 256;
 
@@ -151,7 +159,7 @@ export class ListenHub {
       ex.reply(undefined, 400);
       return false;
     }
-    const key = `listen:${randomBytes(12).toString('base64url')}`;
+    const key = `${LISTEN_KEY_PREFIX}${randomBytes(12).toString('base64url')}`;
     const uris = Array.isArray(want.resourceSubscriptions)
       ? [...new Set(want.resourceSubscriptions.filter((u): u is string => typeof u === 'string' && u.length > 0))].slice(0, MAX_RESOURCE_SUBSCRIPTIONS)
       : [];
@@ -227,6 +235,17 @@ export class ListenHub {
     let n = 0;
     for (const l of [...this.listeners])
       if (l.group !== undefined && gone(l.group)) {
+        l.close();
+        n++;
+      }
+    return n;
+  }
+
+  /** The streams whose subscriber key is among `keys` end now, gracefully (Hub.unwatched); how many. */
+  endStreamsHolding(keys: ReadonlySet<string>): number {
+    let n = 0;
+    for (const l of [...this.listeners])
+      if (keys.has(l.key)) {
         l.close();
         n++;
       }

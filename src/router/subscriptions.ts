@@ -298,6 +298,11 @@ export class Subscriptions {
     return all ?? exact ?? new Set();
   }
 
+  /** Who holds exactly `uri` on connection `conn` (no sub-resource reasoning: see subscribers). */
+  holders(server: string, uri: string, conn = ''): ReadonlySet<string> {
+    return this.byUri.get(`${server}\0${conn}\0${uri}`) ?? new Set();
+  }
+
   /** The URIs subscribed on one connection of a server (the main one: a modern upstream's listen filter, a restart's renewal). */
   uris(server: string, conn = ''): string[] {
     return [...(this.byConn.get(`${server}\0${conn}`) ?? [])];

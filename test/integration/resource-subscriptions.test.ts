@@ -3,7 +3,7 @@
  * is asked again for what it forgot, and a group endpoint limits a modern listen stream's
  * subscriptions as it limits reads. A change of resources and templates is said once. Real fixture upstreams, the real built hub, the SDK v2 client.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
@@ -21,6 +21,8 @@ import { loggedTimes, setSection } from '../helpers/config-edit.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stats.json');
+/** While it exists, `sleepy` takes the milliseconds it names to start (start-delay.mjs). */
+const SLEEPY_DELAY = join(dirname(QUIET_STATS), 'sleepy-delay');
 let hub: HubProcess;
 let subs: HttpFixture;
 
@@ -611,9 +613,11 @@ describe("a modern upstream's listen acknowledgement", () => {
         // (as is `late`, which listens), so a restart leaves it down for a while.
         deaf: slowStart({ ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
         late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc' }),
+        // Starts at once, unless SLEEPY_DELAY says otherwise; its acknowledgements leave its URI out.
+        sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_DELAY_FILE: SLEEPY_DELAY }),
       },
     });
-    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late']);
+    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy']);
   }, 60_000);
   afterAll(async () => {
     await h2?.stop();
@@ -687,6 +691,32 @@ describe("a modern upstream's listen acknowledgement", () => {
     await m.close();
     for (const id of ['deaf', 'late']) await waitForState(h2.url, id, ['ready']);
   }, 15_000);
+
+  it("a modern client's listen stream told a URI is honoured while its server was down ends, gracefully, once the server is back and does not watch it: listening again, it is told so", async () => {
+    const m = new ClientV2({ name: 'sleepy-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h2.url)));
+    await m.listResources();
+    const uris = ['sleepy://doc', 'yes://doc'];
+    writeFileSync(SLEEPY_DELAY, '3000');
+    let sub;
+    try {
+      expect((await fetch(new URL('/admin/servers/sleepy/restart', h2.url), { method: 'POST' })).status).toBe(200);
+      expect((await waitForState(h2.url, 'sleepy', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+      // Down past the wait for it (2 s): held, and said to be, as a legacy client's subscribe is answered {}.
+      sub = await m.listen({ resourceSubscriptions: uris });
+    } finally {
+      rmSync(SLEEPY_DELAY, { force: true });
+    }
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(uris);
+    // Back, its acknowledgement leaves the URI out. An acknowledgement is not taken back: the
+    // stream ends as the hub ends one (its request answered), and was kept open before.
+    expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r('still open'), 10_000))])).toBe('graceful');
+    expect((await waitForState(h2.url, 'sleepy', ['ready'], 100)).state).toBe('ready');
+    const again = await m.listen({ resourceSubscriptions: uris });
+    expect(again.honoredFilter.resourceSubscriptions).toEqual(['yes://doc']);
+    await again.close();
+    await m.close();
+  }, 20_000);
 
   it('a subscribe cancelled while it waits for the server to be back holds nothing', async () => {
     const c = new ClientV1({ name: 'cancel-v1', version: '1.0.0' });
