@@ -287,7 +287,7 @@ export class Hub implements HubCore {
       openConnection: (server, ctx) => this.usedBy(server, ctx),
       connectionKnown: (server, principal) => this.upstreams.knownBeforeReady(server, principal),
       // As the catalog's standsAlone: a principal's own process is not started while the server's is down.
-      startsOwnProcess: (server, principal) => !server.config.url && this.upstreams.isolated(server, principal) && this.upstreams.existing(server, principal) === undefined,
+      startsOwnProcess: (server, principal) => this.startsOwnProcess(server, principal),
       validator: this.validator,
       plugins: this.plugins,
       capabilitiesOf: (h) => this.knownCapabilities.of(h.id, h.upstream.state, h.upstream.capabilities),
@@ -880,6 +880,11 @@ export class Hub implements HubCore {
   }
 
   /** standsAlone, and that connection is open and ready: h's main connection being down does not stop its calls. */
+  /** Whether this principal's calls to a stdio server would go to a process of its own not started yet (as the catalog's standsAlone: not started while the server's is down). */
+  private startsOwnProcess(h: ServerHandle, principal: string): boolean {
+    return !h.config.url && this.upstreams.isolated(h, principal) && this.upstreams.existing(h, principal) === undefined;
+  }
+
   private ownReady(h: ServerHandle, principal: string): boolean {
     return this.standsAlone(h, principal) && this.upstreams.existing(h, principal)?.state === 'ready';
   }
@@ -953,6 +958,11 @@ export class Hub implements HubCore {
       }
       if (!at) continue;
       const { h, upstream, conn, era } = at;
+      // Still down, and this principal's calls would go to a process of its own, not started
+      // while the server's is down: not honoured, as its legacy resources/subscribe is refused
+      // (Router's unstarted). Held on the server's connection, it would watch that process's
+      // resource, not this principal's.
+      if (conn === '' && h.upstream.state !== 'ready' && this.startsOwnProcess(h, principal)) continue;
       if (era === MODERN) {
         // Past this principal's share of the filter: left out, as a legacy subscribe of it is refused.
         if (!this.subs.addToFilter(h.id, uri, subscriber, conn, principal)) continue;

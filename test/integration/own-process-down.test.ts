@@ -13,7 +13,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { Hub } from '../../src/hub.js';
 import { silentLogger } from '../../src/log.js';
 import { sha256Hex } from '../helpers/auth.js';
-import { LEGACY_VERSION, post, type Json } from '../helpers/wire.js';
+import { heardSoFar, LEGACY_VERSION, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 import { MUTABLE } from './catalog-helpers.js';
 
 const CAROL = 'sy_carol-own-process-down-key-000000000000000000';
@@ -60,6 +60,23 @@ describe('a processPerPrincipal server whose own process is down', () => {
         const sub = await req(2, 'resources/subscribe', { uri: 'r://doc' });
         // Before, carol's own process was started (and failed alike), and the subscribe answered {}.
         expect(sub.body?.error?.message).toMatch(/server "r" is (restarting|starting|failed)/);
+        expect(hub.upstreams.size).toBe(0);
+        // Nor is it honoured in a modern listen stream (it was, held on the server's process).
+        const ac = new AbortController();
+        const res = await fetch(url, {
+          method: 'POST',
+          headers: { ...modernHeaders('subscriptions/listen'), authorization: `Bearer ${CAROL}` },
+          body: JSON.stringify(modernBody('l-down', 'subscriptions/listen', { notifications: { resourceSubscriptions: ['r://doc'], toolsListChanged: true } })),
+          signal: ac.signal,
+        });
+        const heard = heardSoFar(res);
+        try {
+          await expect.poll(() => heard().includes('acknowledged'), { timeout: 5_000 }).toBe(true);
+          const ack = JSON.parse(heard().split('\n').find((l) => l.startsWith('data:') && l.includes('acknowledged'))!.slice(5)) as { params: { notifications: Json } };
+          expect(ack.params.notifications).toEqual({ toolsListChanged: true });
+        } finally {
+          ac.abort();
+        }
         expect(hub.upstreams.size).toBe(0);
       } finally {
         await hub.stop(0);
