@@ -21,8 +21,8 @@ import { loggedTimes, setSection } from '../helpers/config-edit.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stats.json');
-/** While it exists, `sleepy` takes the milliseconds it names to start (start-delay.mjs). */
-const SLEEPY_DELAY = join(dirname(QUIET_STATS), 'sleepy-delay');
+/** While it exists, `sleepy` does not start (start-delay.mjs). */
+const SLEEPY_HOLD = join(dirname(QUIET_STATS), 'sleepy-hold');
 let hub: HubProcess;
 let subs: HttpFixture;
 
@@ -613,8 +613,8 @@ describe("a modern upstream's listen acknowledgement", () => {
         // (as is `late`, which listens), so a restart leaves it down for a while.
         deaf: slowStart({ ERA: 'modern', DOC_URI: 'deaf://doc', LISTEN_REFUSED: '1' }),
         late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc' }),
-        // Starts at once, unless SLEEPY_DELAY says otherwise; its acknowledgements leave its URI out.
-        sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_DELAY_FILE: SLEEPY_DELAY }),
+        // Starts at once, but not while SLEEPY_HOLD exists; its acknowledgements leave its URI out.
+        sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_HOLD_FILE: SLEEPY_HOLD }),
       },
     });
     await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy']);
@@ -697,7 +697,7 @@ describe("a modern upstream's listen acknowledgement", () => {
     await m.connect(new TransportV2(new URL(h2.url)));
     await m.listResources();
     const uris = ['sleepy://doc', 'yes://doc'];
-    writeFileSync(SLEEPY_DELAY, '3000');
+    writeFileSync(SLEEPY_HOLD, '');
     let sub;
     try {
       expect((await fetch(new URL('/admin/servers/sleepy/restart', h2.url), { method: 'POST' })).status).toBe(200);
@@ -705,7 +705,7 @@ describe("a modern upstream's listen acknowledgement", () => {
       // Down past the wait for it (2 s): held, and said to be, as a legacy client's subscribe is answered {}.
       sub = await m.listen({ resourceSubscriptions: uris });
     } finally {
-      rmSync(SLEEPY_DELAY, { force: true });
+      rmSync(SLEEPY_HOLD, { force: true });
     }
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(uris);
     // Back, its acknowledgement leaves the URI out. An acknowledgement is not taken back: the
