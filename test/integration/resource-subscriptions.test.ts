@@ -23,6 +23,8 @@ const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
 const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stats.json');
 /** While it exists, `sleepy` does not start (start-delay.mjs). */
 const SLEEPY_HOLD = join(dirname(QUIET_STATS), 'sleepy-hold');
+/** The same for `flaky`. */
+const FLAKY_HOLD = join(dirname(QUIET_STATS), 'flaky-hold');
 let hub: HubProcess;
 let subs: HttpFixture;
 
@@ -615,9 +617,11 @@ describe("a modern upstream's listen acknowledgement", () => {
         late: slowStart({ ERA: 'modern', DOC_URI: 'late://doc' }),
         // Starts at once, but not while SLEEPY_HOLD exists; its acknowledgements leave its URI out.
         sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_HOLD_FILE: SLEEPY_HOLD }),
+        // Legacy; each process refuses the first resources/subscribe of each URI.
+        flaky: slowStart({ ERA: 'legacy', DOC_URI: 'flaky://doc', SUBSCRIBE_FAILS_MS: '0', START_DELAY_MS: '0', START_HOLD_FILE: FLAKY_HOLD }),
       },
     });
-    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy']);
+    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy', 'flaky']);
   }, 60_000);
   afterAll(async () => {
     await h2?.stop();
@@ -714,6 +718,32 @@ describe("a modern upstream's listen acknowledgement", () => {
     expect((await waitForState(h2.url, 'sleepy', ['ready'], 100)).state).toBe('ready');
     const again = await m.listen({ resourceSubscriptions: uris });
     expect(again.honoredFilter.resourceSubscriptions).toEqual(['yes://doc']);
+    await again.close();
+    await m.close();
+  }, 20_000);
+
+  it("so does one whose legacy server, back, refuses to subscribe again: listening again, the client's URI is subscribed anew", async () => {
+    const m = new ClientV2({ name: 'flaky-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h2.url)));
+    await m.listResources();
+    writeFileSync(FLAKY_HOLD, '');
+    let sub;
+    try {
+      expect((await fetch(new URL('/admin/servers/flaky/restart', h2.url), { method: 'POST' })).status).toBe(200);
+      expect((await waitForState(h2.url, 'flaky', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+      // Known to be legacy: held at once, made when it is back (Hub.resubscribe).
+      sub = await m.listen({ resourceSubscriptions: ['flaky://doc'] });
+    } finally {
+      rmSync(FLAKY_HOLD, { force: true });
+    }
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['flaky://doc']);
+    expect(await Promise.race([sub.closed, new Promise((r) => setTimeout(() => r('still open'), 10_000))])).toBe('graceful');
+    const updates: string[] = [];
+    m.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const again = await m.listen({ resourceSubscriptions: ['flaky://doc'] });
+    expect(again.honoredFilter.resourceSubscriptions).toEqual(['flaky://doc']);
+    await m.callTool({ name: 'flaky__touch', arguments: { uri: 'flaky://doc' } });
+    await expect.poll(() => updates, { timeout: 2000, interval: 20 }).toEqual(['flaky://doc']);
     await again.close();
     await m.close();
   }, 20_000);
