@@ -879,12 +879,12 @@ export class Hub implements HubCore {
     return this.upstreams.knownBeforeReady(h, principal) && this.upstreams.isolated(h, principal);
   }
 
-  /** standsAlone, and that connection is open and ready: h's main connection being down does not stop its calls. */
   /** Whether this principal's calls to a stdio server would go to a process of its own not started yet (as the catalog's standsAlone: not started while the server's is down). */
   private startsOwnProcess(h: ServerHandle, principal: string): boolean {
     return !h.config.url && this.upstreams.isolated(h, principal) && this.upstreams.existing(h, principal) === undefined;
   }
 
+  /** standsAlone, and that connection is open and ready: h's main connection being down does not stop its calls. */
   private ownReady(h: ServerHandle, principal: string): boolean {
     return this.standsAlone(h, principal) && this.upstreams.existing(h, principal)?.state === 'ready';
   }
