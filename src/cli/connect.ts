@@ -52,9 +52,9 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
      * comes, so the hub never sees this client fall behind.
      */
     let throttled = false;
-    const behind = new FarBehind();
+    const behind = new FarBehind('connect');
     const write = (msg: object) => {
-      if (behind.takes(msg, process.stdout.writableLength)) return;
+      if (behind.takes(msg, process.stdout.writableLength, log)) return;
       if (!process.stdout.write(JSON.stringify(msg) + '\n') && !throttled) {
         throttled = true;
         process.stdin.pause();
@@ -62,7 +62,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       }
     };
     process.stdout.on('drain', () => {
-      for (const msg of behind.drained(log, 'connect')) write(msg);
+      for (const msg of behind.drained(log)) write(msg);
       if (!throttled) return;
       throttled = false;
       process.stdin.resume();

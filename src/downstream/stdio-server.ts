@@ -72,7 +72,7 @@ export class StdioServer {
   /** stdin is paused because stdout's buffer is full (the client is not reading): resumed on 'drain'. */
   private throttled = false;
   /** What is left out or held back while the client is far behind (see write); said and sent at 'drain'. */
-  private readonly behind = new FarBehind();
+  private readonly behind = new FarBehind('stdout');
   /** The drain under way (stdin EOF, or a stop signal), which ends in stop(). */
   private draining: Promise<void> | undefined;
   private finish: (() => void) | undefined;
@@ -113,7 +113,7 @@ export class StdioServer {
     });
     // The client read what was waiting: read its input again.
     this.output.on('drain', () => {
-      for (const msg of this.behind.drained(this.log, 'stdout')) this.write(msg);
+      for (const msg of this.behind.drained(this.log)) this.write(msg);
       if (!this.throttled) return;
       this.throttled = false;
       // Stopped too: stdin is read until the exit (stop()), each request answered refused.
@@ -500,7 +500,7 @@ export class StdioServer {
    */
   private write(msg: object): void {
     if (this.outClosed) return;
-    if (this.behind.takes(msg, this.output.writableLength)) return;
+    if (this.behind.takes(msg, this.output.writableLength, this.log)) return;
     let line: string;
     try {
       line = wireText(msg);
