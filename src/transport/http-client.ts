@@ -9,6 +9,7 @@
  * client with a keep-alive agent, and ~50 µs less latency (docs/BENCHMARKS.md).
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Dispatcher, Pool } from 'undici';
 import { redactLogText, type Logger } from '../log.js';
 import { redactedExcerpt } from '../policy/secret-text.js';
@@ -96,6 +97,12 @@ export interface HttpExchangeOptions {
   abort?: ExchangeAbort;
   /** Each JSON-RPC message of a 2xx answer (the JSON body, or each SSE event), in order. */
   onMessage?: (c: Classified) => void;
+  /**
+   * A POST that is safe to send twice (see `lostUnanswered`): a request other than a tools/call,
+   * a tools/call idempotent by trusted configuration, a notification, an answer to the server.
+   * A GET or a DELETE always is (idempotent methods).
+   */
+  replay?: boolean;
 }
 
 export interface HttpAnswer {
@@ -132,6 +139,40 @@ const ERROR_BODY_LIMIT = 64 * 1024;
 const POST_ACCEPT = 'application/json, text/event-stream';
 /** Connect-phase failures: the request surely never reached the server. */
 const NOT_DELIVERED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+/** A connection the other side closed (a FIN: undici's "other side closed"), reset, or that could not be written to. */
+const CONNECTION_LOST = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+/**
+ * How many times in a row one exchange is sent again after a kept-alive connection was lost
+ * under it before its answer began: each loss closes that connection, so the next attempt goes
+ * on another idle one or a new one; a new one that is lost so is not tried again.
+ */
+const MAX_REPLAYS = 3;
+/** Set on an error of a connection that had read something (an earlier answer) before it failed: it was kept alive. */
+const KEPT_ALIVE = Symbol('kept-alive');
+
+/**
+ * Every new connection (not every exchange): an error on it says whether it had read anything
+ * since it connected, that is whether an earlier answer came on it. Registered before undici's
+ * own listeners, it marks the error object that then fails the exchange. (Over TLS a session
+ * ticket that came after the handshake counts too: a new connection may pass for a reused
+ * one, which only lets an exchange that is safe to send again be sent once more.)
+ */
+function watchReuse(socket: Socket): void {
+  const fresh = socket.bytesRead;
+  socket.on('error', (err: Error & { [KEPT_ALIVE]?: boolean }) => {
+    if (socket.bytesRead > fresh) err[KEPT_ALIVE] = true;
+  });
+}
+
+/**
+ * A kept-alive connection lost before any byte of the answer came: the server closed it as idle
+ * (its keep-alive timeout, a load balancer's idle timeout) just as the request went out on it,
+ * and most likely never read the request. Not surely (it may have read it and then died), so
+ * only an exchange that is safe to send twice is sent again (Go's net/http does the same).
+ */
+function lostUnanswered(err: Error & { [KEPT_ALIVE]?: boolean }): boolean {
+  return err[KEPT_ALIVE] === true && CONNECTION_LOST.has((err as NodeJS.ErrnoException).code ?? '');
+}
 
 /**
  * undici, loaded by the first client made: a hub without HTTP upstreams (every `switchyard
@@ -156,8 +197,22 @@ export class HttpClient {
     // call's timeout, a notice's, the GET stream's abort), which frees its socket. No cap on
     // connections: a long call, a lingering answer stream or the GET stream each hold one, and a
     // cap would queue calls behind them (maxConcurrent already bounds the calls).
+    //
+    // Kept-alive connections are closed after what the server's `Keep-Alive: timeout=` says, less
+    // 2 s, or after 4 s without one (undici's defaults): below the idle timeouts of servers and
+    // load balancers in common use. One the server closes all the same as a request goes out on
+    // it fails that request before its answer, which is then sent again if it may be (replay).
     this.ready = (undici ??= import('undici')).then((m) => {
-      this.pool = new m.Pool(this.url.origin, { headersTimeout: 0, bodyTimeout: 0 });
+      const connect = m.buildConnector({});
+      this.pool = new m.Pool(this.url.origin, {
+        headersTimeout: 0,
+        bodyTimeout: 0,
+        connect: (o, cb) =>
+          connect(o, (err, socket) => {
+            if (socket) watchReuse(socket);
+            (cb as (e: Error | null, s: Socket | null) => void)(err, socket);
+          }),
+      });
       if (this.closed) this.close();
     });
     this.base = {};
@@ -194,21 +249,26 @@ export class HttpClient {
       headers['accept-encoding'] ??= ACCEPT_ENCODING;
       if (o.headers) for (const k in o.headers) headers[k] = o.headers[k];
       if (body !== undefined) headers['content-type'] = 'application/json';
-      const ex = new Exchange(this, method, o, resolve, reject);
+      const ex = new Exchange(this, { path: this.url.pathname + this.url.search, method, headers, body }, o, resolve, reject);
       o.abort?.attach(ex);
       if (o.signal) ex.follow(o.signal);
-      if (this.pool) this.dispatch(this.pool, method, headers, body, ex);
+      if (this.pool) this.dispatch(this.pool, ex);
       // The first exchanges of a new client, while undici loads (a closed client's pool refuses them).
-      else void this.ready.then(() => this.dispatch(this.pool!, method, headers, body, ex), (err: unknown) => ex.onResponseError(undefined, err as Error));
+      else void this.ready.then(() => this.dispatch(this.pool!, ex), (err: unknown) => ex.onResponseError(undefined, err as Error));
     });
   }
 
-  private dispatch(pool: Pool, method: string, headers: Record<string, string>, body: string | undefined, ex: Exchange): void {
+  private dispatch(pool: Pool, ex: Exchange): void {
     try {
-      pool.dispatch({ path: this.url.pathname + this.url.search, method, headers, body }, ex);
+      pool.dispatch(ex.request, ex);
     } catch (err) {
       ex.onResponseError(undefined, err as Error);
     }
+  }
+
+  /** @internal the exchange's request sent again, after its kept-alive connection was lost (Exchange.onResponseError). */
+  resend(ex: Exchange): void {
+    this.dispatch(this.pool!, ex);
   }
 }
 
@@ -230,10 +290,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** A compressed answer's coding, and its decoder once the first bytes came: what it gives out is the body. */
   private coding: Coding | undefined;
   private decoder: Transform | undefined;
+  /** Times sent again after a lost kept-alive connection (onResponseError). */
+  private replays = 0;
 
   constructor(
     private readonly client: HttpClient,
-    private readonly method: string,
+    /** @internal */ readonly request: Dispatcher.DispatchOptions,
     private readonly o: HttpExchangeOptions,
     private readonly resolve: (a: HttpAnswer) => void,
     private readonly reject: (err: Error) => void,
@@ -391,13 +453,23 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.answer) {
       if (err instanceof TransportError) return this.settle(err);
-      const message = `HTTP ${this.method} failed: ${errText(err)}`;
+      const message = `HTTP ${this.request.method} failed: ${errText(err)}`;
       const id = this.sse?.result.lastEventId;
       return this.settle(id === undefined ? new TransportError(message, this.answer.status) : new StreamCutError(message, this.answer.status, id, this.sse!.result.retryMs, this.answer.messages));
     }
     const code = (err as NodeJS.ErrnoException).code ?? '';
+    const method = this.request.method;
+    if (this.replays < MAX_REPLAYS && (this.o.replay === true || method !== 'POST') && lostUnanswered(err)) {
+      this.replays++;
+      this.controller = undefined;
+      this.client.log.debug({ method, err: errText(err) }, 'a kept-alive connection was closed before the answer began; sending the request again');
+      // Once undici is done with the lost connection.
+      return void setImmediate(() => {
+        if (!this.settled) this.client.resend(this);
+      });
+    }
     // Before any answer: a refused or unresolvable connection surely never delivered it.
-    this.settle(new TransportError(`HTTP ${this.method} failed: ${errText(err)}`, undefined, NOT_DELIVERED.has(code)));
+    this.settle(new TransportError(`HTTP ${method} failed: ${errText(err)}`, undefined, NOT_DELIVERED.has(code)));
   }
 
   private deliver(text: string): void {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import type { Classified } from '../../src/protocol/jsonrpc.js';
-import { CancelledError } from '../../src/protocol/errors.js';
+import { CancelledError, TransportError } from '../../src/protocol/errors.js';
 import { ExchangeAbort, HttpClient } from '../../src/transport/http-client.js';
 import { deflateRawSync, gzipSync } from 'node:zlib';
 import pino from 'pino';
@@ -133,6 +133,71 @@ describe('HttpClient', () => {
     // The next request leaves while the pool still books the last one's connection as busy, so
     // sequential calls take turns on two connections; what matters is that they are reused.
     expect(ports.size).toBeLessThanOrEqual(2);
+  });
+
+  /**
+   * A server that closes a kept-alive connection just as the next request comes on it, without
+   * answering (a FIN, or a reset): what a server's idle timeout does when it fires as the client
+   * sends. `fresh` drops a request on a new connection instead. Each request's body is recorded
+   * with whether it was dropped.
+   */
+  async function dropping(how: 'fin' | 'rst', on: 'kept-alive' | 'fresh' = 'kept-alive'): Promise<{ url: string; seen: { body: string; dropped: boolean }[] }> {
+    const seen: { body: string; dropped: boolean }[] = [];
+    const served = new WeakMap<object, number>();
+    let armed = true;
+    const url = await serve((req, res, body) => {
+      const n = served.get(req.socket) ?? 0;
+      served.set(req.socket, n + 1);
+      const drop = armed && (on === 'fresh' ? n === 0 : n > 0);
+      seen.push({ body, dropped: drop });
+      if (!drop) return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"jsonrpc":"2.0","id":1,"result":{"body":${JSON.stringify(body)}}}`);
+      armed = false;
+      if (how === 'rst') req.socket.resetAndDestroy();
+      else req.socket.destroy();
+    });
+    return { url, seen };
+  }
+
+  /** Sequential requests until the server dropped one (sequential requests take turns on two connections: see above). */
+  async function untilDropped(c: HttpClient, seen: { dropped: boolean }[], send: (i: number) => Promise<unknown>): Promise<unknown[]> {
+    const out: unknown[] = [];
+    for (let i = 0; i < 6 && !seen.some((s) => s.dropped); i++) out.push(await send(i).catch((e: unknown) => e));
+    expect(seen.filter((s) => s.dropped)).toHaveLength(1);
+    return out;
+  }
+
+  for (const how of ['fin', 'rst'] as const) {
+    it(`a kept-alive connection the server closes (${how}) as a request comes: sent again if it may be, else failed as maybe delivered`, async () => {
+      const { url, seen } = await dropping(how);
+      const c = client(url);
+      // Safe to send twice: every request is answered, the dropped one by its second sending.
+      const answers = await untilDropped(c, seen, (i) => c.post(`{"i":${i}}`, { replay: true }));
+      for (const a of answers) expect(a).toMatchObject({ status: 200, messages: 1 });
+      const lost = seen.find((s) => s.dropped)!.body;
+      expect(seen.filter((s) => s.body === lost).map((s) => s.dropped)).toEqual([true, false]);
+
+      // Not safe to send twice (a tools/call that may have run): failed, sent once.
+      const second = await dropping(how);
+      const d = client(second.url);
+      const results = await untilDropped(d, second.seen, (i) => d.post(`{"i":${i}}`));
+      const err = results.at(-1);
+      expect(err).toBeInstanceOf(TransportError);
+      expect(err).toMatchObject({ notDelivered: false, message: expect.stringMatching(/^HTTP POST failed: (other side closed|ECONNRESET)/) });
+      expect(second.seen.filter((s) => s.body === second.seen.find((x) => x.dropped)!.body)).toHaveLength(1);
+    });
+  }
+
+  it('a GET or DELETE is sent again after a kept-alive connection was lost; a request whose new connection is lost is not', async () => {
+    const { url, seen } = await dropping('fin');
+    const c = client(url);
+    const answers = await untilDropped(c, seen, (i) => (i % 2 === 0 ? c.get({ headers: { 'x-i': String(i) } }) : c.delete()));
+    for (const a of answers) expect(a).toMatchObject({ status: 200 });
+
+    // A new connection lost so is no idle one closed under the request: the server may have died of it.
+    const fresh = await dropping('fin', 'fresh');
+    const err = await client(fresh.url).post('{"first":1}', { replay: true }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: 'TransportError', message: 'HTTP POST failed: other side closed' });
+    expect(fresh.seen).toEqual([{ body: '{"first":1}', dropped: true }]);
   });
 
   it('rejects with CancelledError on abort, mid-stream', async () => {
