@@ -16,6 +16,7 @@ import { evidenceOf, FailureStreak, type CircuitState } from './breaker.js';
 import { ParamHeaderIndex } from './param-headers.js';
 import { errMessage, hubsOwn, type Pending, type UpstreamOptions } from './rpc-base.js';
 import { askedWaitMs } from './lifecycle.js';
+import { replayable } from './retry.js';
 import { monotonicNow } from '../monotonic.js';
 import { tcpReachable } from '../transport/tcp-reachable.js';
 import { HandshakingUpstream, serverFacts } from './handshake.js';
@@ -223,6 +224,7 @@ export class HttpUpstream extends HandshakingUpstream {
       const a = await this.http.post(body, {
         headers: { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' },
         signal: t.signal,
+        replay: true,
         onMessage: (c) => {
           if (c.kind === 'response') msgs.push(c.msg);
         },
@@ -278,8 +280,10 @@ export class HttpUpstream extends HandshakingUpstream {
     let error: RpcError | undefined;
     let a: HttpAnswer;
     try {
+      // Sent again after a lost kept-alive connection: an initialize the server did take after all leaves a session unused.
       a = await this.http.post(body, {
         signal: t.signal,
+        replay: true,
         onMessage: (c) => {
           if (c.kind !== 'response') return;
           if ('error' in c.msg) error = upstreamError(c.msg.error);
@@ -328,7 +332,7 @@ export class HttpUpstream extends HandshakingUpstream {
     // every renewal of the session, which later 404s join) for good.
     const nt = timeoutSignal(this.spec.timeoutMs);
     try {
-      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers, signal: nt.signal });
+      const n = await this.http.post('{"jsonrpc":"2.0","method":"notifications/initialized"}', { headers, signal: nt.signal, replay: true });
       if (n.status >= 300) this.log.warn({ status: n.status }, 'notifications/initialized was not accepted');
     } catch (err) {
       throw nt.timedOut() ? new TransportError(`notifications/initialized: no answer within ${this.spec.timeoutMs} ms`) : err;
@@ -421,7 +425,8 @@ export class HttpUpstream extends HandshakingUpstream {
   private post(p: Pending, frame: string, headers: Record<string, string>): void {
     const ctl = new ExchangeAbort();
     p.ctl = ctl;
-    this.http.post(frame, { headers, abort: ctl, onMessage: this.answerSink(p, ctl) }).then(
+    // Sent again after a lost kept-alive connection only if it could be after any failure (retry.ts).
+    this.http.post(frame, { headers, abort: ctl, onMessage: this.answerSink(p, ctl), replay: replayable(p.method, p.opts?.retry) }).then(
       (a) => this.afterPost(p, a),
       (err: unknown) => {
         if (!this.isPending(p)) return;
@@ -763,7 +768,8 @@ export class HttpUpstream extends HandshakingUpstream {
   private postNotice(frame: string, headers: Record<string, string>): Promise<HttpAnswer> {
     const ms = Math.min(this.spec.timeoutMs, NOTICE_TIMEOUT_MS);
     const t = timeoutSignal(ms);
-    return this.http.post(frame, { headers, signal: t.signal }).then(
+    // A notification, a cancellation, an answer: harmless twice.
+    return this.http.post(frame, { headers, signal: t.signal, replay: true }).then(
       (a) => (t.clear(), a),
       (err: unknown) => {
         t.clear();

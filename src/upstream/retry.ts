@@ -37,13 +37,22 @@ export function notDelivered(err: unknown): boolean {
   );
 }
 
+/**
+ * Whether `method` may be sent again after an attempt that may have run: a read by protocol
+ * (everything but tools/call), or a tool the router found idempotent. The transport asks this
+ * too, of a request whose kept-alive connection was lost before its answer (http-client.ts).
+ */
+export function replayable(method: string, policy: { idempotent?: boolean } | undefined): boolean {
+  return method !== 'tools/call' || policy?.idempotent === true;
+}
+
 /** Whether `err` allows another attempt of `method` under `policy`. */
 export function mayRetry(err: unknown, method: string, policy: RetryPolicy): boolean {
   if (err instanceof RpcError || err instanceof CancelledError || err instanceof TimeoutError) return false;
   if (err instanceof TransportError && (err.status === 401 || err.status === 403)) return false;
   if (notDelivered(err)) return !(err instanceof UpstreamUnavailableError && (err.state === 'stopped' || err.state === 'failed'));
   if (!(err instanceof TransportError)) return false;
-  return method !== 'tools/call' || policy.idempotent === true;
+  return replayable(method, policy);
 }
 
 /** The wait before attempt `n + 1` (n ≥ 1): 100 ms doubling, ±50 % jitter, at most 2 s. */

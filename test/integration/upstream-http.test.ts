@@ -867,6 +867,61 @@ describe('probe outcomes that are not modern', () => {
     expect(u.era).toBeUndefined();
   });
 
+  it('a kept-alive connection the server closes as a request comes: a read, a notice or an idempotent call is sent again; another tools/call fails as maybe run', async () => {
+    // The next request for `drop` that comes on a connection which served one before is closed
+    // unread: a server's idle timeout firing as the request went out.
+    let drop: string | undefined;
+    const served = new WeakMap<object, number>();
+    const { url, seen } = await listen((req, res, body) => {
+      const n = served.get(req.socket) ?? 0;
+      served.set(req.socket, n + 1);
+      if (drop !== undefined && n > 0 && body.includes(`"method":"${drop}"`)) {
+        drop = undefined;
+        return void req.socket.destroy();
+      }
+      if (body.includes('"method":"ping"')) return void res.writeHead(200, { 'content-type': 'application/json' }).end(`{"jsonrpc":"2.0","id":${JSON.parse(body).id},"result":{}}`);
+      rawLegacy(req, res, body);
+    });
+    const u = make(spec(url));
+    await u.start();
+    const sent = (method: string): number => rpcBodies(seen).filter((b) => b.method === method).length;
+    /** Sends until the server dropped one `method` (sequential requests take turns on two connections: one may be new). */
+    const untilDropped = async (method: string, send: () => Promise<unknown>): Promise<unknown[]> => {
+      drop = method;
+      const out: unknown[] = [];
+      for (let i = 0; i < 6 && drop !== undefined; i++) out.push(await send().catch((e: unknown) => e));
+      expect(drop).toBeUndefined();
+      return out;
+    };
+
+    // Retries off (maxAttempts 1): only the transport sends these again.
+    const once = { retry: { maxAttempts: 1, budgetMs: 5000 } };
+    const pings = await untilDropped('ping', () => u.request('ping', {}, once));
+    expect(pings.every((r) => JSON.stringify(r) === '{}')).toBe(true);
+    expect(sent('ping')).toBe(pings.length + 1);
+
+    const idempotent = await untilDropped('tools/call', () => u.request('tools/call', { name: 'x' }, { retry: { ...once.retry, idempotent: true } }));
+    expect(idempotent.map((r) => text(r as Record<string, unknown>))).toEqual(idempotent.map(() => 'raw ok'));
+    expect(sent('tools/call')).toBe(idempotent.length + 1);
+
+    const before = sent('tools/call');
+    const calls = await untilDropped('tools/call', () => u.request('tools/call', { name: 'x' }, once));
+    expect(calls.at(-1)).toMatchObject({ name: 'TransportError', notDelivered: false, message: expect.stringMatching(/other side closed/) });
+    expect(sent('tools/call') - before).toBe(calls.length);
+
+    // A notification (the hub's own, unanswered but for 202): the dropped one is sent again.
+    const note = 'notifications/roots/list_changed';
+    drop = note;
+    let notes = 0;
+    for (let i = 0; i < 6 && drop !== undefined; i++) {
+      u.notify(note);
+      notes++;
+      await waitFor(() => sent(note) >= notes + (drop === undefined ? 1 : 0), 2000, 'the notification');
+    }
+    expect(drop).toBeUndefined();
+    expect(sent(note)).toBe(notes + 1);
+  });
+
   it('reports connection refused, and marks a request that could not be delivered', async () => {
     const { url, server } = await listen(rawLegacy);
     const u = make(spec(url));
