@@ -42,8 +42,9 @@ function jsonRpcError(res, status, code, message) {
  * `transportOptions()` adds options to each session's transport (an event store and a retry
  * interval make its streams resumable). `holdMs(body)`, if given, is how long a POST with that
  * body waits before it is handled and answered (test fixtures: a message slow on the network).
+ * `keepAliveTimeoutMs`, if given, replaces node:http's 5 s idle timeout of a kept-alive connection.
  */
-export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {}, transportOptions = () => ({}), holdMs = () => 0 } = {}) {
+export async function serveLegacySessions(createServer, { port = 0, path = '/mcp', log = () => {}, transportOptions = () => ({}), holdMs = () => 0, keepAliveTimeoutMs } = {}) {
   const sessions = new Map();
 
   const server = http.createServer(async (req, res) => {
@@ -87,6 +88,7 @@ export async function serveLegacySessions(createServer, { port = 0, path = '/mcp
     }
   });
 
+  if (keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = keepAliveTimeoutMs;
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', () => resolve());
