@@ -15,6 +15,7 @@ import { encodeHeaderValue } from '../protocol/header-value.js';
 import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
+import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
 import { methodTable } from '../protocol/method-table.js';
 import { Canceller } from '../cancel.js';
@@ -170,15 +171,18 @@ export class HttpBridge {
       }
       if (m.kind !== 'invalid') this.emit(m.msg);
     };
+    // Sent again after a lost kept-alive connection unless it may have run (a tools/call: the bridge
+    // knows nothing of its idempotency).
+    const replay = replayable(c.msg.method, undefined);
     try {
-      a = await this.http.post(body, { headers, signal: f.ac.signal, onMessage });
+      a = await this.http.post(body, { headers, signal: f.ac.signal, onMessage, replay });
       if (a.status === 404 && !modern && usedSession !== undefined && c.msg.method !== 'initialize' && !f.cancelled && (await this.renewSession(usedSession))) {
-        a = await this.http.post(body, { headers: this.legacyHeaders(), signal: f.ac.signal, onMessage });
+        a = await this.http.post(body, { headers: this.legacyHeaders(), signal: f.ac.signal, onMessage, replay });
       }
       if (modern && a.status === 400 && c.msg.method === 'tools/call' && !f.cancelled && (await this.learnParamHeaders(claim, a))) {
         // Refused before it ran (a missing Mcp-Param-* mirror of a tool we had not seen listed): once
         // more, still cancellable and still held to answering.
-        a = await this.http.post(body, { headers: this.modernHeaders(c, claim), signal: f.ac.signal, onMessage });
+        a = await this.http.post(body, { headers: this.modernHeaders(c, claim), signal: f.ac.signal, onMessage, replay });
       }
     } catch (err) {
       if (!f.cancelled && !this.closed) {
@@ -203,7 +207,8 @@ export class HttpBridge {
 
   /** A notification or a response of the local client, to its legacy session. */
   private async notify(body: string, headers: Record<string, string>): Promise<void> {
-    const a = await this.http.post(body, { headers }).catch((err: Error) => {
+    // A notification or an answer: harmless twice.
+    const a = await this.http.post(body, { headers, replay: true }).catch((err: Error) => {
       this.opts.log.warn({ err: err.message }, 'bridge: could not deliver a notification or response');
       return undefined;
     });
@@ -273,6 +278,7 @@ export class HttpBridge {
     const a = await this.http
       .post(JSON.stringify(init), {
         headers: {},
+        replay: true,
         onMessage: (m) => {
           const v = m.kind === 'response' && 'result' in m.msg ? m.msg.result.protocolVersion : undefined;
           if (typeof v === 'string') version = v;
@@ -281,7 +287,7 @@ export class HttpBridge {
       .catch(() => undefined);
     if (!a || a.status >= 300 || !a.headers['mcp-session-id']) return false;
     this.initialized(a, version);
-    await this.http.post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), { headers: this.legacyHeaders() }).catch(() => undefined);
+    await this.http.post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }), { headers: this.legacyHeaders(), replay: true }).catch(() => undefined);
     this.opts.log.info('bridge: the hub no longer knew our session (it restarted?); a new one is open');
     return true;
   }

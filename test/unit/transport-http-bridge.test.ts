@@ -1,0 +1,78 @@
+/** The stdio ↔ HTTP bridge (`switchyard connect`) against a real loopback server standing in for the hub. */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { HttpBridge } from '../../src/transport/http-bridge.js';
+
+const servers: http.Server[] = [];
+const bridges: HttpBridge[] = [];
+afterEach(async () => {
+  await Promise.all(bridges.splice(0).map((b) => b.close(0)));
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    s.close();
+  }
+});
+
+describe('HttpBridge', () => {
+  it('a kept-alive connection the hub closes as a message comes: a request other than tools/call, or a notification, is sent again', async () => {
+    // A sessionless legacy peer whose next `drop` message on a connection that served one before
+    // is closed unread: an idle timeout firing as the bridge sends.
+    let drop: string | undefined;
+    const served = new WeakMap<object, number>();
+    const seen: string[] = [];
+    const server = http.createServer(async (req, res) => {
+      let body = '';
+      for await (const c of req) body += c;
+      const msg = JSON.parse(body) as { id?: number; method: string };
+      seen.push(msg.method);
+      const n = served.get(req.socket) ?? 0;
+      served.set(req.socket, n + 1);
+      if (drop === msg.method && n > 0) {
+        drop = undefined;
+        return void req.socket.destroy();
+      }
+      if (msg.id === undefined) return void res.writeHead(202).end();
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { method: msg.method } }));
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const out: { id?: number; result?: unknown; error?: { message: string } }[] = [];
+    const bridge = new HttpBridge({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, log: silentLogger }, (m) => out.push(m as (typeof out)[number]));
+    bridges.push(bridge);
+    let id = 0;
+    const ask = async (method: string): Promise<(typeof out)[number]> => {
+      const mine = ++id;
+      bridge.line(JSON.stringify({ jsonrpc: '2.0', id: mine, method, params: {} }));
+      await expect.poll(() => out.some((m) => m.id === mine), { timeout: 5000, interval: 5 }).toBe(true);
+      return out.find((m) => m.id === mine)!;
+    };
+    const count = (method: string): number => seen.filter((m) => m === method).length;
+    /** Sequential messages take turns on two connections (one may be new): until one was dropped. */
+    const untilDropped = async (method: string, send: () => Promise<unknown>): Promise<unknown[]> => {
+      drop = method;
+      const got: unknown[] = [];
+      for (let i = 0; i < 6 && drop !== undefined; i++) got.push(await send());
+      expect(drop).toBeUndefined();
+      return got;
+    };
+
+    const pings = await untilDropped('ping', () => ask('ping'));
+    expect(pings).toEqual(pings.map(() => expect.objectContaining({ result: { method: 'ping' } })));
+    expect(count('ping')).toBe(pings.length + 1);
+
+    const calls = await untilDropped('tools/call', () => ask('tools/call'));
+    expect(calls.at(-1)).toMatchObject({ error: { message: expect.stringMatching(/other side closed/) } });
+    expect(count('tools/call')).toBe(calls.length);
+
+    const note = 'notifications/roots/list_changed';
+    let notes = 0;
+    await untilDropped(note, async () => {
+      bridge.line(JSON.stringify({ jsonrpc: '2.0', method: note }));
+      notes++;
+      await expect.poll(() => count(note) >= notes + (drop === undefined ? 1 : 0), { timeout: 5000, interval: 5 }).toBe(true);
+    });
+    expect(count(note)).toBe(notes + 1);
+  });
+});
