@@ -9,14 +9,14 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type Metric
 import { CallSeries } from './call-series.js';
 import { EventLoopLag } from './event-loop-lag.js';
 import { shownOutcome, type AuditBegin, type AuditEnd, type LedgerCounters } from './ledger/types.js';
-import { UPSTREAM_STATES } from './upstream/types.js';
+import { UPSTREAM_STATES, type UpstreamState } from './upstream/types.js';
 
 export interface MetricsSources {
   /**
    * restarts: of the server's own connection; principalRestarts: of principals' own ones, summed.
    * hungRestarts, principalHungRestarts: of those, the ones after a hang (the rest followed a failure).
    */
-  servers(): Iterable<{ id: string; state: string; restarts: number; hungRestarts?: number; principalRestarts?: number; principalHungRestarts?: number }>;
+  servers(): Iterable<{ id: string; state: UpstreamState; restarts: number; hungRestarts?: number; principalRestarts?: number; principalHungRestarts?: number }>;
   cacheStats(): { hits: number; misses: number; staleServed: number };
   /** Group-commit counters of a SQLite ledger; undefined when the ledger is off. */
   ledgerCounters(): LedgerCounters | undefined;
