@@ -556,7 +556,8 @@ export class Hub implements HubCore {
     this.endpoint.close();
     this.listChanges.close();
     this.catalog.close();
-    this.mrtr.bridge.close();
+    // What waits for a client's answer (a parked call, a legacy client's question) ends now, before the upstreams close.
+    this.mrtr.close();
     this.admin?.close();
     await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
     await this.upstreams.closeAll();

@@ -1175,6 +1175,8 @@ function stoppedError(reason: HubStoppingError): RpcError {
 
 function asRpc(err: unknown, log: Logger): RpcError {
   if (err instanceof RpcError) return err;
+  // The hub's stop ended it without its own signal (a question to its client withdrawn as the upstreams close: Mrtr.close).
+  if (err instanceof HubStoppingError) return stoppedError(err);
   log.error({ err }, 'unexpected error while handling a request');
   return new RpcError(-32603, 'internal error');
 }

@@ -468,10 +468,13 @@ export class ToolCall {
     if (ctx.clientEra === MODERN)
       return { resultType: 'input_required', inputRequests: { [CONFIRM_KEY]: req }, requestState: this.mrtr.sealer.seal(bind, { k: 'confirm' }) };
     try {
-      if (ctx.askClient && accepted(await ctx.askClient(req))) return undefined;
+      // Withdrawn when the hub's stop closes the upstreams: the call waits on the hub alone.
+      if (ctx.askClient && accepted(await ctx.askClient(req, this.mrtr.stopping))) return undefined;
     } catch (err) {
       // The call was cancelled while its user was asked: that is no answer of the user's.
       if (ctx.signal.aborted) throw err instanceof CancelledError ? err : new CancelledError(reasonOf(ctx.signal));
+      // Nor is the hub's stop: ended as a call the stop ends, never sent.
+      if (this.mrtr.stopping.aborted) throw new HubStoppingError(true);
       this.log.debug({ err: String((err as Error)?.message ?? err) }, 'confirmation request failed');
     }
     return toolErrorResult(`Tool ${hubName} was declined by the user.`);

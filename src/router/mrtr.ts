@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ClientRpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { ClientRpcError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -40,6 +40,8 @@ export class UnfinishedTurnError extends RpcError {}
  */
 export class Mrtr {
   readonly bridge: InputBridge;
+  /** Aborts when the hub's stop, its drain time over, closes the upstreams (close()). */
+  private readonly closing = new Canceller();
 
   constructor(
     readonly sealer: RequestStateSealer,
@@ -48,6 +50,25 @@ export class Mrtr {
     private readonly maxRequestBytes = Infinity,
   ) {
     this.bridge = new InputBridge(sealer, inputTimeoutMs);
+  }
+
+  /**
+   * The hub stops (its drain time over, as it closes the upstreams): what waits for a client's
+   * answer waits on the hub alone, and ends now, answered as a call the stop ends (-32603 the hub
+   * is shutting down). A legacy client's answer to a question of a modern upstream's round (the
+   * round is over upstream) or to a confirmation (the call not sent yet) was ended only once
+   * every upstream had closed, 2 s and more later for one that ignores the end of its stdin.
+   * A modern client's parked call ends too (InputBridge.close).
+   */
+  close(): void {
+    // A string: what a client's question withdrawn then says (LegacySession.ask's notifications/cancelled).
+    this.closing.abort('the hub is shutting down');
+    this.bridge.close();
+  }
+
+  /** Aborted once the hub's stop closes the upstreams (close()): a question to a client is withdrawn then. */
+  get stopping(): Signal {
+    return this.closing.signal;
   }
 
   /**
@@ -146,7 +167,9 @@ export class Mrtr {
         inputResponses = await this.askAll(relayedInputs(r.inputRequests), ctx.askClient);
       } catch (err) {
         if (p.task === undefined) dismissUpstream(method, server, params, r, opts);
-        throw err;
+        // Withdrawn by the hub's stop (close()), not ended by the call's own signal (its client,
+        // or `switchyard stdio` stopping, which says why): ended as a call the stop ends.
+        throw this.closing.signal.aborted && !ctx.signal.aborted ? new HubStoppingError() : err;
       }
       p = { ...params, inputResponses };
       // Echoed byte-exact; absent stays absent (digest §5.1).
@@ -163,13 +186,20 @@ export class Mrtr {
    */
   private async askAll(requests: unknown, ask: NonNullable<CallContext['askClient']>): Promise<Result> {
     const entries = requests && typeof requests === 'object' ? Object.entries(requests as Record<string, InputRequest>) : [];
+    const closing: Signal = this.closing.signal;
+    if (closing.aborted) throw new HubStoppingError();
     const round = new Canceller();
+    // The hub's stop withdraws the round's questions (the client hears why), and the call ends as one the stop ended.
+    const stop = (): void => round.abort(closing.reason);
+    closing.addEventListener('abort', stop, { once: true });
     let answers: Result[];
     try {
       answers = await Promise.all(entries.map(([, req]) => ask(toLegacyInput(req), round.signal).catch((err: unknown) => Promise.reject(refusalOf(req.method, err)))));
     } catch (err) {
       round.abort('the call that asked ended: another question of the same round failed');
       throw err;
+    } finally {
+      closing.removeEventListener('abort', stop);
     }
     // The upstream chose the keys: "__proto__" is one like any other (setField), not the prototype.
     const out: Result = {};

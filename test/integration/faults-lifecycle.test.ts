@@ -148,7 +148,7 @@ describe.concurrent('hub SIGTERM', () => {
   // the hub exited with the client unanswered (its own timeout) and the row in flight.
   it('at the drain deadline, calls still running get an answer and a row before the exit, one waiting for its client\'s answer too', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term2-'));
-    const hub = await start(t, { listen: { drainTimeoutMs: 300 }, servers: { a: nodeServer(SDK1), ms: nodeServer(MODERN_FIXTURE) } }, { dir });
+    const hub = await start(t, { listen: { drainTimeoutMs: 300 }, policy: { confirm: ['a__echo'] }, servers: { a: nodeServer(SDK1), ms: nodeServer(MODERN_FIXTURE) } }, { dir });
     await waitForState(hub.url, 'a', ['ready']);
     await waitForState(hub.url, 'ms', ['ready']);
     const asker = new ClientV1({ name: 'never-answers', version: '1' }, { capabilities: USER_CAPABILITIES });
@@ -162,25 +162,53 @@ describe.concurrent('hub SIGTERM', () => {
       () => undefined,
       (e: { code?: number; message?: string }) => e,
     );
-    const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
-    await waitUntil('the call in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 1);
     await waitUntil('the question asked', async () => asked);
+    asked = false;
+    // And one waiting for its user's confirmation (policy.confirm), sent nowhere yet.
+    const confirming = asker.callTool({ name: 'a__echo', arguments: { text: 'x' } }, undefined, { timeout: 20_000 }).then(
+      () => undefined,
+      (e: { code?: number; message?: string }) => e,
+    );
+    const slow = callTool(hub.url, 'a__slow', { ms: 5000 });
+    // A call of the same legacy session running upstream: what the closing upstream tells it.
+    const legacySlow = asker.callTool({ name: 'a__slow', arguments: { ms: 5000 } }, undefined, { timeout: 20_000 });
+    await waitUntil('the calls in flight', async () => (await serverHealth(hub.url, 'a')).inFlight === 2);
+    await waitUntil('the question asked', async () => asked);
+    // `a`, its call in flight keeping it up past the end of its stdin, exits at the stop's SIGTERM, 2 s after that end.
+    const aPid = descendants(hub.proc.pid!).find((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('sdk1-server'));
+    expect(aPid).toBeDefined();
+    const aRan = () => {
+      try {
+        process.kill(aPid!, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const answeredWhileARan: boolean[] = [];
+    for (const p of [waiting, confirming]) void p.then(() => answeredWhileARan.push(aRan()));
     const t0 = Date.now();
     const exited = hub.stop('SIGTERM');
     const a = await slow;
     expect(Date.now() - t0).toBeLessThan(4_000);
     expect(isToolError(a)).toBe(true);
     expect(text(a)).toMatch(/was closed|connection lost/);
+    const l = await legacySlow;
+    expect(l.isError).toBe(true);
+    expect(JSON.stringify(l.content)).toMatch(/Tool a__slow failed: server \\"a\\" (was closed|process is not running)/);
     expect(await waiting).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
-    // Answered once the upstreams are closed (stop() ends what waits on the hub alone after
-    // them, their processes' exit included): 2.5 s after the signal at load 15, 4.9 s once with
-    // the faults files beside it. Unanswered, it waited for its own 20 s timeout.
-    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(await confirming).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+    // Answered as the drain time ends, before the upstreams are closed (it waits on the hub
+    // alone): it was answered only once every one was, their processes' exit included, 2 s
+    // and more later. Unanswered, it waited for its own 20 s timeout.
+    expect(answeredWhileARan).toEqual([true, true]);
     expect(await exited).toBe(0);
     const [row] = await rowsFor(join(dir, 'ledger.db'), 'a__slow');
     expect(row.outcome).toBe('unavailable');
     const [asking] = await rowsFor(join(dir, 'ledger.db'), 'ms__elicit_form');
     expect(asking).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
+    const [confirmRow] = await rowsFor(join(dir, 'ledger.db'), 'a__echo');
+    expect(confirmRow).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
     await asker.close().catch(() => undefined);
   }, 30_000);
 });
