@@ -15,8 +15,11 @@ import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernBody, modernHeaders, modernPost, parseMessages, post, streamWatchingFetch, waitForReady, type Json } from '../helpers/wire.js';
 import { tmp } from './catalog-helpers.js';
+import { alive } from './upstream-helpers.js';
 
 const MUTABLE = 'test/fixtures/catalog/mutable-server.mjs';
+/** A server that never answers its handshake, nor exits at the end of its stdin (SIGTERM ends it); its pid in $PID_FILE. */
+const NEVER_EXITS_AT_EOF = "require('node:fs').writeFileSync(process.env.PID_FILE, String(process.pid)); process.stdin.resume(); setInterval(() => {}, 1000)";
 const mutable = (env: Record<string, string>, extra: Json = {}) => ({ ...nodeServer(MUTABLE, [], env), ...extra });
 const toolNames = (r: Json) => ((r.tools ?? []) as Json[]).map((t) => String(t.name));
 
@@ -417,13 +420,15 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
   // The stop closed the slow server under it, and the list was answered without it (often
   // `{"tools": []}`, ttlMs and cacheScope public to a modern client, that may cache it), row ok.
   it('is answered as a request the stop ended (-32603 the hub is shutting down), recorded unavailable', async () => {
+    const neverPid = join(tmp(), 'never.pid');
     const hub = await startHub({
       listen: { drainTimeoutMs: 200 },
       servers: {
         slow: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public', LIST_DELAY_MS: '30000', PROMPTS: '1', LIST_DELAY_KINDS: 'prompts/list' }),
         // Never answers its handshake: the start-up grace runs its full length, made long here
         // (SWITCHYARD_STARTUP_GRACE_MS) so that a hub slow to start on a loaded machine is still in it.
-        never: { command: process.execPath, args: ['-e', 'process.stdin.resume()'] },
+        // Nor does it exit at the end of its stdin: the stop's SIGTERM ends it, 2 s later.
+        never: { command: process.execPath, args: ['-e', NEVER_EXITS_AT_EOF], env: { PID_FILE: neverPid } },
       },
     }, { env: { SWITCHYARD_STARTUP_GRACE_MS: '20000' } });
     try {
@@ -451,16 +456,23 @@ describe('an HTTP hub: a call given up on in its start-up grace, and requests in
       await expect.poll(() => auditRows(hub, 'completion/complete').map((x) => [x.request_id, x.outcome]), { timeout: 5_000, interval: 20 }).toEqual([['grace-complete', 'cancelled']]);
       expect(hub.logs.some((l) => l.includes('"server":"never"') && l.includes('"state":"ready"'))).toBe(false);
       expect(Date.now() - t0).toBeLessThan(10_000); // not at the grace's end, 20 s from the start
-      const list = modernPost(hub.url, 'stopped-list', 'tools/list');
+      // Each waits on the hub alone (held in the start-up grace): answered as the stop's drain
+      // time ends, while `never` still runs, not once every upstream is closed (`never`'s SIGTERM
+      // comes 2 s after its stdin ends; a server that ignores SIGTERM too takes 4 s).
+      const pid = Number(readFileSync(neverPid, 'utf8'));
+      const answered = <T>(p: Promise<T>) => p.then((r) => Object.assign(r as object, { neverRan: alive(pid) }) as T & { neverRan: boolean });
+      const list = answered(modernPost(hub.url, 'stopped-list', 'tools/list'));
       // A call whose tool's route takes the lists (none built yet), ended the same way.
-      const call = modernPost(hub.url, 'stopped-call', 'tools/call', { name: 'slow__echo', arguments: { text: 'x' } });
+      const call = answered(modernPost(hub.url, 'stopped-call', 'tools/call', { name: 'slow__echo', arguments: { text: 'x' } }));
       // And a prompts/get whose route takes the prompt lists (was: -32602 prompt not found).
-      const prompt = modernPost(hub.url, 'stopped-prompt', 'prompts/get', { name: 'slow__greet', arguments: { who: 'x' } });
+      const prompt = answered(modernPost(hub.url, 'stopped-prompt', 'prompts/get', { name: 'slow__greet', arguments: { who: 'x' } }));
       // A loopback POST reaches the hub well within this (nothing outside says it holds a list:
       // the metrics count calls); checked below by the stop's own log of what was in flight.
       await new Promise((r) => setTimeout(r, 300));
       expect(await hub.stop()).toBe(0);
       expect(hub.logs.find((l) => l.includes('at the drain deadline'))).toContain('"inFlight":3');
+      expect([(await list).neverRan, (await call).neverRan, (await prompt).neverRan]).toEqual([true, true, true]);
+      expect(alive(pid)).toBe(false);
       const r = await list;
       expect(r.body?.result, r.text).toBeUndefined();
       expect(r.body?.error, r.text).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
