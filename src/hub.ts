@@ -979,7 +979,8 @@ export class Hub implements HubCore {
       }
       // As Router's: counted once the upstream holds it; a connection that is down is subscribed when it is back.
       const make = (): Promise<unknown> => (upstream.state === 'ready' ? upstream.request('resources/subscribe', { uri }) : Promise.resolve(undefined));
-      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri })).catch(() => undefined);
+      // Let go when nobody stays for it once made (a session taken back, ended meanwhile): the hub's own request (hubOwn), no client's call.
+      const joined = await this.subs.join(h.id, uri, subscriber, conn, make, () => upstream.request('resources/unsubscribe', { uri }, { hubOwn: true })).catch(() => undefined);
       if (!joined || joined.left) continue;
       honoured.push(uri);
     }

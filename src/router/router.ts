@@ -607,8 +607,9 @@ export class Router {
     // A connection that is down holds nothing to change: the count here is the subscription, and
     // the hub subscribes again for every counted URI when it is back (Hub.resubscribe).
     const make = (): Promise<Result> => (conn.upstream.state === 'ready' ? this.forward(method, { uri }, ctx, server, { hubName: uri, upstreamName: uri }, t0) : local());
-    // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake).
-    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }));
+    // Its session ended (or it unsubscribed) while the upstream subscribe was made, and nobody else waited for it: let go (unmake),
+    // the hub's own request (hubOwn): no client's call, in the count of calls left unanswered or in a slot's queue.
+    const joined = await this.subs.join(server.id, uri, subscriber, connKey, make, () => conn.upstream.request('resources/unsubscribe', { uri }, { hubOwn: true }));
     return joined.made ?? local();
   }
 

@@ -25,6 +25,7 @@ const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stat
 const SLEEPY_HOLD = join(dirname(QUIET_STATS), 'sleepy-hold');
 /** The same for `flaky`. */
 const FLAKY_HOLD = join(dirname(QUIET_STATS), 'flaky-hold');
+const LULL_STATS = join(dirname(QUIET_STATS), 'lull.json');
 let hub: HubProcess;
 let subs: HttpFixture;
 
@@ -46,9 +47,12 @@ beforeAll(async () => {
       stuck: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'stuck://doc', TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 5000, maxTotalTimeoutMs: 300 },
       // Never answers resources/unsubscribe (nor its `hang`); no health check: only calls may take it down.
       quiet: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'quiet://doc', UNSUBSCRIBE_SILENT: '1', STATS_FILE: QUIET_STATS, TOOLS: JSON.stringify([{ name: 'hang', inputSchema: { type: 'object' } }]) }), timeoutMs: 300, healthCheckMs: 0 },
+      // Subscribes and unsubscribes in 0.6 s each, one request at a time and none waiting for a
+      // slot; a call refused busy is not tried again (it would be: it surely never ran).
+      lull: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'lull://doc', SUBSCRIBE_DELAY_MS: '600', UNSUBSCRIBE_DELAY_MS: '600', STATS_FILE: LULL_STATS }), maxConcurrent: 1, maxQueue: 0, retry: { maxAttempts: 1, budgetMs: 0 }, healthCheckMs: 0 },
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck', 'quiet']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck', 'quiet', 'lull']);
 }, 60_000);
 afterAll(async () => {
   await hub?.stop();
@@ -251,6 +255,36 @@ describe('resource subscriptions', () => {
     expect(s.lastError ?? '').not.toMatch(/in a row/);
     expect(s.state).toBe('ready');
     expect(s.restarts).toBe(before);
+  });
+
+  // The hub's own requests take a slot but leave room for a client's call (maxQueue): with
+  // maxQueue 0, a call made while the hub let go of a subscription nobody held was refused busy.
+  it("a subscribe its legacy session gave up while the server made it is let go upstream by the hub's own request: a client's call meanwhile waits for the slot, not refused busy", async () => {
+    const count = (method: string): number => {
+      try {
+        return (JSON.parse(readFileSync(LULL_STATS, 'utf8')) as Record<string, number>)[method] ?? 0;
+      } catch {
+        return 0;
+      }
+    };
+    const caller = await client();
+    const c = new ClientV1({ name: 'lull-subs', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL('/mcp', hub.url)));
+    try {
+      const subscribing = c.subscribeResource({ uri: 'lull://doc' });
+      await expect.poll(() => count('resources/subscribe'), { timeout: 5_000, interval: 20 }).toBe(1);
+      // Given up while the server makes it (0.6 s): nobody holds it once made, and the hub unsubscribes.
+      expect(await c.unsubscribeResource({ uri: 'lull://doc' })).toEqual({});
+      expect(await subscribing).toEqual({});
+      await expect.poll(() => count('resources/unsubscribe'), { timeout: 5_000, interval: 20 }).toBe(1);
+      // That unsubscribe holds the server's one slot for 0.6 s.
+      const r = await caller.callTool({ name: 'lull__add', arguments: { a: 2, b: 3 } });
+      expect(r.isError, JSON.stringify(r.content)).toBeFalsy();
+      expect(r.content).toEqual([{ type: 'text', text: '5' }]);
+    } finally {
+      await c.close();
+      await caller.close();
+    }
   });
 
   it('an update naming a sub-resource of a subscribed URI reaches its subscribers', async () => {
