@@ -285,8 +285,9 @@ function dismissUpstream(method: string, server: ServerHandle, params: Result, r
   }
   if (Object.keys(answers).length === 0 && caps === opts.clientCapabilities) return;
   const last: Result = { ...params, inputResponses: answers, requestState: r.requestState };
-  // Not the call's signal (it may be what ended the call) nor its sinks: the call is over.
-  const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: caps, principal: opts.principal };
+  // Not the call's signal (it may be what ended the call) nor its sinks: the call is over. The
+  // hub's own request (hubOwn), made for nobody: no call left unanswered, nor a client's in a slot's queue.
+  const once: CallOptions = { timeoutMs: opts.timeoutMs, maxTotalTimeoutMs: opts.maxTotalTimeoutMs, meta: opts.meta, clientCapabilities: caps, principal: opts.principal, hubOwn: true };
   Promise.resolve()
     .then(() => server.upstream.request(method, last, once))
     .catch(() => undefined);

@@ -415,8 +415,17 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
   let hub: HubProcess;
   beforeAll(async () => {
     // Long enough that no question's own timer explains what these tests see.
-    hub = await startHub({ listen: { maxBodyBytes: 65_536 }, policy: { inputTimeoutMs: 30_000 }, servers: { odd: nodeServer('test/fixtures/translation/odd-input-required.mjs') } });
-    await waitForReady(hub.url, ['odd']);
+    hub = await startHub({
+      listen: { maxBodyBytes: 65_536 },
+      policy: { inputTimeoutMs: 30_000 },
+      servers: {
+        odd: nodeServer('test/fixtures/translation/odd-input-required.mjs'),
+        // Holds a retry of held_state 0.8 s; one request at a time, none waiting for a slot, and a
+        // call refused busy not tried again (it would be: it surely never ran).
+        held: { ...nodeServer('test/fixtures/translation/odd-input-required.mjs', [], { HOLD_MS: '800' }), maxConcurrent: 1, maxQueue: 0, retry: { maxAttempts: 1, budgetMs: 0 } },
+      },
+    });
+    await waitForReady(hub.url, ['odd', 'held']);
   }, 60_000);
   afterAll(async () => {
     await hub?.stop();
@@ -498,6 +507,22 @@ describe('a legacy client of a modern upstream (hand-written, odd-input-required
     for (const until = Date.now() + 2_000; !retried('state_only') && Date.now() < until; ) await sleep(50);
     expect(retried('state_only')).toBe(true);
     expect(retried(tool)).toBe(false);
+  });
+
+  // That last retry is made for nobody: the hub's own request (hubOwn), which takes a slot but
+  // leaves room for a client's call (maxQueue), and is no call left unanswered.
+  it("refused, has the round's last cancel retry sent as the hub's own request: a call made while the server holds it waits for the slot, not refused busy", async () => {
+    const client = await legacyClient(hub.url);
+    const final = await client.call(5800, 'tools/call', { name: 'held__held_state' }, (m) => {
+      if (m.method === 'elicitation/create') void client.send({ id: m.id, error: { code: -1, message: 'the user said no' } });
+    });
+    expect(final?.error?.message, JSON.stringify(final)).toContain('the user said no');
+    const retried = () => hub.logs.some((l) => l.includes('odd: held_state retried with {\\"k\\":{\\"action\\":\\"cancel\\"}}'));
+    for (const until = Date.now() + 5_000; !retried() && Date.now() < until; ) await sleep(20);
+    expect(retried()).toBe(true);
+    // The server holds that retry (and its one slot) 0.8 s.
+    const after = await client.call(5801, 'tools/call', { name: 'held__state_only' }, () => undefined);
+    expect(after?.result, JSON.stringify(after)).toMatchObject({ content: [{ type: 'text', text: 'got {} state="go"' }] });
   });
 
   it('is asked nothing when one round asks more questions than a client may have open at once (40 > 32): an error naming the upstream', async () => {
