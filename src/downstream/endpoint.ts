@@ -152,7 +152,7 @@ export class Endpoint {
     /** What such sessions gathered (subscriptions, a log level), taken back with them. */
     private readonly memory?: SessionMemory,
   ) {
-    this.listen = new ListenHub(core, {
+    this.listen = new ListenHub(core, log, {
       perPrincipal: limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
       total: limits.maxSessions ?? DEFAULT_MAX_SESSIONS,
     });

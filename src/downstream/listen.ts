@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { META_SERVER_INFO, META_SUBSCRIPTION_ID } from '../protocol/meta.js';
+import { UpstreamUnavailableError } from '../protocol/errors.js';
 import type { Request } from '../protocol/jsonrpc.js';
 import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import { endAtExpiry } from './expiry.js';
 import type { LostEndpoint } from '../config/reload.js';
+import type { Logger } from '../log.js';
 
 interface Listener {
   id: string | number;
@@ -71,6 +73,7 @@ export class ListenHub {
 
   constructor(
     private readonly core: HubCore,
+    private readonly log: Logger,
     /** Streams open at once, per principal and in all (as legacy sessions: listen.maxSessions*). */
     private readonly limits: { perPrincipal: number; total: number } = { perPrincipal: Infinity, total: Infinity },
   ) {
@@ -168,8 +171,13 @@ export class ListenHub {
         // The endpoint's group limits subscriptions as it limits reads.
         const got = await this.core.subscribeResources(key, uris, ex.principal, ex.group);
         if (got.length) honoured.resourceSubscriptions = got;
-      } catch {
-        // nothing honoured; the stream still serves the list changes
+      } catch (err) {
+        // Nothing honoured, which the acknowledgement tells the client (it names the subset
+        // honoured, digest §4.1): an error answer would end the stream, and the list changes it
+        // asked for with it. What was subscribed before the failure is let go (nothing else would).
+        const server = err instanceof UpstreamUnavailableError ? err.server : undefined;
+        this.log.warn({ server, principal: ex.principal, group: ex.group, uris: uris.length, err: String((err as Error)?.message ?? err) }, 'listen stream: its resource subscriptions failed, none honoured');
+        this.core.sessionClosed(key);
       }
     }
     if (ex.closed.aborted) {
