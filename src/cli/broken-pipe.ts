@@ -14,6 +14,14 @@ const OWN_STDOUT = new Set(['stdio', 'connect']);
  * nothing more is written. Any other stdout error is said in one line, exit 1.
  */
 export function endQuietlyWhenReaderGoes(command: string | undefined): void {
+  // stderr's reader gone (`switchyard … 2>&1 | head -1`) is the same event: without a listener
+  // its EPIPE was an uncaught exception, exit 1, once a command wrote a note after head left. A
+  // serving process (the daemon, stdio, connect) logs through a destination of its own
+  // (src/log.ts) and must not end for it, so there it is only kept from crashing.
+  process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+    if (command === 'start' || (command !== undefined && OWN_STDOUT.has(command))) return;
+    process.exit(err.code === 'EPIPE' ? undefined : 1);
+  });
   if (command !== undefined && OWN_STDOUT.has(command)) return;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === 'EPIPE') process.exit();

@@ -3,7 +3,8 @@
  * the command ends quietly, exit 0, with no EPIPE stack trace on stderr.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -26,6 +27,16 @@ function piped(args: string[]): Promise<{ code: number; stderr: string; head: st
       const lines = out.trim().split('\n');
       resolve({ code: Number(lines.pop()!.replace('rc=', '')), stderr, head: lines.join('\n') });
     });
+  });
+}
+
+/** `switchyard …args 2>&1 | true` in bash, in `cwd`: the CLI's exit code (its stderr goes to the pipe, whose reader is gone). */
+function bothPipedIntoTrue(args: string[], cwd: string): Promise<number> {
+  return new Promise((resolve) => {
+    const p = spawn('bash', ['-c', `"$0" "$@" 2>&1 | true; echo "rc=\${PIPESTATUS[0]}"`, process.execPath, BIN, ...args], { cwd, env: { ...process.env, SWITCHYARD_LOG_LEVEL: 'warn' } });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.on('exit', () => resolve(Number(out.trim().replace('rc=', ''))));
   });
 }
 
@@ -55,5 +66,17 @@ describe('output piped into head', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.head).toMatch(first);
+  });
+
+  it('stderr piped along (2>&1) into a reader already gone: exit 0, not an uncaught EPIPE', async () => {
+    // `tools --format` with no daemon says so on stderr before anything reaches stdout: that
+    // first write finds the reader gone (it was exit 1, an uncaught 'error' on stderr).
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-pipe-cfg-'));
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const unused = (probe.address() as { port: number }).port;
+    await new Promise((r) => probe.close(r));
+    writeFileSync(join(dir, 'hub.config.json'), JSON.stringify({ listen: { port: unused }, ledger: { enabled: false }, servers: {} }));
+    expect(await bothPipedIntoTrue(['tools', '--format', 'openai'], dir)).toBe(0);
   });
 });
