@@ -1,6 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
+import { ignoredSettings } from '../config/ignored-settings.js';
 import { configProblemLines } from './config-problems.js';
 
 interface ValidateArgs {
@@ -26,6 +27,9 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       const adminExposed = adminExposureProblem(config);
       if (adminExposed) throw new ConfigError([`listen.admin.host: ${adminExposed}`]);
       process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
+      // Valid, but a setting that does nothing where it stands (a group naming a server that is
+      // not configured): said here too, as start's log and doctor say it, exit 0 all the same.
+      for (const m of ignoredSettings(config)) process.stderr.write(`warning: ${m}\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       process.stderr.write(`${args.config}: invalid config\n${configProblemLines(e, args.config).map((p) => `  ${p}\n`).join('')}`);

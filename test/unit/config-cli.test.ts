@@ -41,6 +41,15 @@ describe('switchyard config validate', () => {
     expect(r).toEqual({ status: 0, stdout: 'ok: 2 servers\n', stderr: '' });
   });
 
+  it('warns of a setting the hub ignores (a group naming no configured server), exit 0', () => {
+    const r = validate({ servers: { notes: { command: 'node' } }, groups: { g: { servers: ['ntoes'] } } });
+    expect(r).toEqual({
+      status: 0,
+      stdout: 'ok: 1 servers\n',
+      stderr: 'warning: groups.g.servers names "ntoes", which is not a configured server: /mcp/g shows nothing of it (servers: notes)\n',
+    });
+  });
+
   it('reads --config and accepts mcpServers', () => {
     const other = join(dir, 'ide.json');
     writeFileSync(other, JSON.stringify({ mcpServers: { fs: { type: 'stdio', command: 'npx' } } }));
