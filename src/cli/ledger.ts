@@ -103,6 +103,17 @@ export function resolveLedgerPath(args: CommonArgs): string {
 }
 
 /**
+ * SQLite's own words for a file it cannot read ("file is not a database") name no file: with
+ * --db, the config's ledger.path and a typo all possible, the operator is told which one.
+ */
+export function sqliteSaysOf(path: string | undefined, err: unknown): Error {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const code = (err as { code?: unknown } | null)?.code;
+  if (path === undefined || typeof code !== 'string' || !code.startsWith('SQLITE_') || e.message.includes(path)) return e;
+  return new Error(`${path}: ${e.message} (${code})`);
+}
+
+/**
  * One key of the config file's `ledger` (its ${env:…} filled in, as the hub does): only that is
  * read, so a variable that only some server's secret needs is not this command's business.
  */
@@ -224,9 +235,10 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     <A extends CommonArgs, U>(writable: boolean, usage: (args: A) => U, body: (reader: LedgerReader, args: A, opts: U) => Promise<void> | void) =>
     async (args: A): Promise<void> => {
       let reader: LedgerReader | null = null;
+      let path: string | undefined;
       try {
         const opts = usage(args);
-        const path = resolveLedgerPath(args);
+        path = resolveLedgerPath(args);
         // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
         const linked = writable ? linkedLedger(path) : undefined;
         if (linked) throw linked;
@@ -239,7 +251,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         }
         await body(reader, args, opts);
       } catch (err) {
-        io.err(`switchyard ledger: ${(err as Error).message}\n`);
+        io.err(`switchyard ledger: ${sqliteSaysOf(path, err).message}\n`);
         io.setExitCode(err instanceof UsageError ? 2 : 1);
       } finally {
         reader?.close();

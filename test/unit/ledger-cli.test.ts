@@ -698,6 +698,16 @@ describe('switchyard ledger CLI', () => {
     }
   });
 
+  // SQLite's "file is not a database" named no file: the operator could not tell which (--db, ledger.path).
+  it('a file that is no SQLite database is named, by every command', async () => {
+    t = tempDir();
+    const junk = join(t.dir, 'notes.txt');
+    writeFileSync(junk, 'not a database, but long enough to have a header SQLite reads\n'.repeat(4));
+    for (const sub of [['query'], ['verify'], ['stats'], ['export'], ['keys'], ['prune', '--before', '30d']]) {
+      expect(await cli(['ledger', ...sub, '--db', junk]), sub[0]).toEqual({ out: '', err: `switchyard ledger: ${junk}: file is not a database (SQLITE_NOTADB)\n`, code: 1 });
+    }
+  });
+
   // A hard link is another name with its own -wal: a prune through it would write beside the hub's.
   it('prune refuses a ledger that has another name (a hard link), under either name', async () => {
     await seeded();
