@@ -9,7 +9,7 @@ import { screenJson, screenText, table } from '../ledger/format.js';
 import { itemsAnswer, pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
-import { resolveLedgerPath, UsageError } from './ledger.js';
+import { resolveLedgerPath, sqliteSaysOf, UsageError } from './ledger.js';
 import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';
 import { exportOptions, runToolsExport, toolsExportCommand, type ToolsExportArgs } from './tools-export.js';
@@ -161,7 +161,11 @@ function openDb(a: DbArgs) {
   const path = resolveLedgerPath({ config, db: a.db });
   if (!existsSync(path)) throw new Error(`no ledger database at ${path}: the hub has not pinned any tool yet`);
   // The hub writing it (an approval is picked up by it) may be of an older Switchyard: its ledger is not upgraded under it.
-  return openLedgerDb({ path, heldBy: ledgerWriterText(path) });
+  try {
+    return openLedgerDb({ path, heldBy: ledgerWriterText(path) });
+  } catch (e) {
+    throw sqliteSaysOf(path, e);
+  }
 }
 
 function pretty(json: string | null): string[] {
@@ -184,7 +188,7 @@ function kindsOf(a: DbArgs): readonly ListKind[] {
 
 function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefined {
   if (recs.length === 0) {
-    err(`no pinned ${a.kind ?? 'tool, prompt or resource'} matches ${a.name ?? ''}${a.server ? ` on server ${a.server}` : ''}\n`);
+    err(`no pinned ${a.kind ?? 'tool, prompt or resource'} matches${a.name === undefined ? '' : ` ${a.name}`}${a.server ? ` on server ${a.server}` : ''}\n`);
     process.exitCode = 1;
     return undefined;
   }
@@ -293,7 +297,8 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
     .option('config', { type: 'string', default: 'hub.config.json', describe: 'Config file (for ledger.path)' })
     .option('db', { type: 'string', describe: 'Ledger database (default: ledger.path of the config)' })
     .option('server', { type: 'string', describe: 'Only pins of this server' })
-    .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'Only pins of this kind (default: every kind; resource: pins of listed resources an older Switchyard kept, as they are pinned no more)' }) as unknown as Argv<T & DbArgs>;
+    // Its choices are `tools`' own --kind's (declared again, yargs would list each twice).
+    .option('kind', { describe: 'Only pins of this kind (default: every kind; resource: pins of listed resources an older Switchyard kept, as they are pinned no more)' }) as unknown as Argv<T & DbArgs>;
 }
 
 /** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */

@@ -54,7 +54,7 @@ describe('exit codes and errors of the CLI itself', () => {
       const help = runs.shift()!.stdout;
       helps.set(sub, help);
       expect(help, sub).toMatch(/-c, --config/);
-      expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"/);
+      expect(help).not.toMatch(/-c, -c|"openai", "anthropic", "openai"|"template", "tool"/);
     }
     // diff and approve refuse tools' list options (below), so their help does not offer them.
     for (const sub of ['diff', 'approve']) {
