@@ -185,7 +185,28 @@ function portFree(host: string, port: number): Promise<NodeJS.ErrnoException | n
   });
 }
 
-type DaemonServers = { servers: ServerView[]; pid?: number; version?: string };
+type DaemonServers = { servers: ServerView[]; disabled?: string[]; pid?: number; version?: string };
+
+/**
+ * The daemon's servers against the config's: doctor checks the config it is given and the
+ * upstreams of the daemon it finds, and a daemon of another config file on that port (or one
+ * that has not loaded an edit) would have them pass as one hub's. Undefined when they agree.
+ */
+function otherConfigFinding(config: HubConfig, configFile: string, daemon: DaemonServers, base: string): Finding | undefined {
+  const theirs = new Set([...daemon.servers.map((s) => s.id), ...(daemon.disabled ?? [])]);
+  const extra = [...theirs].filter((id) => !Object.hasOwn(config.servers, id));
+  const missing = Object.keys(config.servers).filter((id) => !theirs.has(id));
+  if (extra.length === 0 && missing.length === 0) return undefined;
+  const said = [
+    ...(extra.length ? [`runs ${extra.join(', ')}, which ${configFile} does not name`] : []),
+    ...(missing.length ? [`has none of ${configFile}'s ${missing.join(', ')}`] : []),
+  ];
+  return {
+    level: 'warn',
+    check: 'daemon',
+    message: `the daemon at ${base} ${said.join(', and ')}: it serves another config file, or has not loaded an edit of this one (\`switchyard reload\`); the upstreams below are the daemon's`,
+  };
+}
 
 /**
  * The daemon's view when one answers at `base`; 'locked' when a switchyard daemon runs there
@@ -255,6 +276,8 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
   let waitedMs: number | undefined;
   if (typeof daemon === 'object') {
     servers = daemon.servers;
+    const other = config && otherConfigFinding(config, configFile, daemon, base);
+    if (other) findings.push(other);
     // ?all=1: held-back (quarantined, hidden) tools too; the caps count only what clients see.
     tools = (await getJson(base, '/admin/tools?all=1', toolsAnswer).catch(() => undefined))?.tools;
   } else if (daemon === undefined && config) {

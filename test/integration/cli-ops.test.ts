@@ -442,6 +442,25 @@ describe('servers, doctor and tools against a running daemon', () => {
     expect(renamed).toHaveLength(5);
     expect(renamed[0].message).toMatch(/^modern\/\w+ is "legacy__\w+_[0-9a-z]+" for clients \(renamed:collision\)$/);
     expect(f.find((x) => x.check === 'ledger')).toMatchObject({ level: 'ok', message: expect.stringMatching(/hash chain verified/) });
+    // The daemon's own config: no word of another one.
+    expect(f.filter((x) => x.check === 'daemon' && x.level !== 'ok')).toEqual([]);
+    expect(r.code).toBe(0);
+  });
+
+  // doctor checked the config it was given and the upstreams of whatever daemon answered: one of
+  // another config on that port had them pass, all good, as that config's.
+  it('doctor warns when the daemon runs servers other than the config names', async () => {
+    const other = join(tmp('other-config'), 'hub.config.json');
+    writeFileSync(other, JSON.stringify({ ledger: { enabled: false }, servers: { legacy: nodeServer(SDK1), notes: { command: 'node' } } }));
+    const r = await run(['doctor', '--config', other, '--url', hub.url, '--json']);
+    const f = JSON.parse(r.stdout) as Json[];
+    expect(f.filter((x) => x.check === 'daemon' && x.level === 'warn')).toEqual([
+      {
+        level: 'warn',
+        check: 'daemon',
+        message: `the daemon at ${new URL(hub.url).origin} runs modern, which ${other} does not name, and has none of ${other}'s notes: it serves another config file, or has not loaded an edit of this one (\`switchyard reload\`); the upstreams below are the daemon's`,
+      },
+    ]);
     expect(r.code).toBe(0);
   });
 
