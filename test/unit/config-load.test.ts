@@ -267,7 +267,8 @@ describe('problems name their key path, one line each', () => {
     expect(parseConfig({ listen: { admin: { host: '::1', port: 7411 } } }, undefined, NO_ENV).listen.admin).toEqual({ host: '::1', port: 7411 });
     // Without it, nothing changes: no admin listener.
     expect(parseConfig({}, undefined, NO_ENV).listen.admin).toBeUndefined();
-    const either = 'listen.admin: give either "path" (a unix socket) or "port" (a TCP port, with "host" if not 127.0.0.1), not both';
+    // One message for both and for neither (it said "not both" of an empty {}).
+    const either = 'listen.admin: needs exactly one of "path" (a unix socket) or "port" (a TCP port, with "host" if not 127.0.0.1)';
     expect(problemsOf({ listen: { admin: { path: 'a.sock', port: 7411 } } })).toEqual([either]);
     expect(problemsOf({ listen: { admin: { path: 'a.sock', host: '127.0.0.1' } } })).toEqual([either]);
     expect(problemsOf({ listen: { admin: {} } })).toEqual([either]);
@@ -316,6 +317,11 @@ describe('problems name their key path, one line each', () => {
     const c = parseConfig({ servers: { a: { command: 'x', inheritEnv: ['AWS_*', 'NODE_OPTIONS'] }, b: { command: 'x', inheritEnv: true }, d: { command: 'x', inheritEnv: false }, e: { command: 'x' } } });
     expect([c.servers.a!.inheritEnv, c.servers.b!.inheritEnv, c.servers.d!.inheritEnv, c.servers.e!.inheritEnv]).toEqual([['AWS_*', 'NODE_OPTIONS'], true, false, undefined]);
     for (const bad of [['*'], ['A=B'], ['A*B'], 'PATH', ['X', 'X']]) expect(configProblems({ servers: { a: { command: 'x', inheritEnv: bad } } }), JSON.stringify(bad)).not.toEqual([]);
+    // Said in words: not "must be boolean" and "must be array" for one value, nor a regular expression.
+    const whole = 'servers.a.inheritEnv: must be true, false, or an array of distinct variable names (NAME, or PREFIX* for every name starting with PREFIX)';
+    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: 'PATH' } } })).toEqual([whole]);
+    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['X', 'X'] } } })).toEqual([whole]);
+    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['A=B'] } } })).toEqual([whole, 'servers.a.inheritEnv[0]: a variable name: NAME, or PREFIX* (no "=", and "*" only at the end of a prefix)']);
   });
 
   it('checks values: enums, ranges, array items, durations, prefixes, regexes, reserved sections', () => {
