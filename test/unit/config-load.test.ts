@@ -282,6 +282,16 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ listen: { admin: 'a.sock' } })).toEqual(['listen.admin: must be object']);
   });
 
+  // Values of two shapes said "must be string" and "must be object" (or array) at once, or only the first.
+  it('says what a plugins.paths entry and a toolScopes value may be, in one line', () => {
+    const entry = `must be a plugin file (relative to this config file's folder), or {"path": FILE, "options": {…}}`;
+    expect(problemsOf({ plugins: { paths: [5] } })).toEqual([`plugins.paths[0]: ${entry}`]);
+    expect(problemsOf({ plugins: { paths: ['a.mjs', { file: 'b.mjs' }] } })).toEqual([`plugins.paths[1]: ${entry}`]);
+    expect(problemsOf({ plugins: { paths: [{ path: 'b.mjs', options: 3 }] } })).toEqual([`plugins.paths[0]: ${entry}`, 'plugins.paths[0].options: must be an object (the options handed to this plugin)']);
+    const oauth = { issuer: 'https://issuer.test', jwksUri: 'https://issuer.test/jwks', toolScopes: { 'a*': 5, b: [], c: 'read', d: ['read', 'write'] } };
+    expect(problemsOf({ auth: { oauth } })).toEqual(['auth.oauth.toolScopes.a*: must be a scope, or an array of one or more scopes', 'auth.oauth.toolScopes.b: must be a scope, or an array of one or more scopes']);
+  });
+
   it('refuses an API key limited to a group the config has not (it could use no endpoint)', () => {
     const key = (groups: unknown) => ({ auth: { apiKeys: [{ principal: 'bob', sha256: 'a'.repeat(64), groups }] }, groups: { small: { servers: ['a'] } }, servers: { a: { command: 'x' } } });
     expect(problemsOf(key(['small', 'smal']))).toEqual(['auth.apiKeys[0].groups: "smal" is not a configured group (small)']);
