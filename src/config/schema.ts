@@ -219,6 +219,11 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
       };
     case 'const':
       return { path: keyPath(at), message: `must be ${JSON.stringify(params.allowedValue)}` };
+    // ajv's "must NOT have fewer than 1 characters" (or items) for what is only empty.
+    case 'minLength':
+    case 'minItems':
+      if (params.limit === 1) return { path: keyPath(at), message: 'must not be empty' };
+      return { path: keyPath(at), message: e.message ?? `fails ${e.keyword}` };
     default:
       return { path: keyPath(at), message: e.message ?? `fails ${e.keyword}` };
   }

@@ -277,7 +277,7 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ listen: { admin: { port: 0 } } })).toEqual(['listen.admin.port: must be >= 1']);
     expect(problemsOf({ listen: { port: 7500, admin: { port: 7500 } } })).toEqual(['listen.admin.port: must differ from listen.port (7500): the admin listener is a listener of its own']);
     expect(problemsOf({ listen: { admin: { port: 7410 } } })).toEqual(['listen.admin.port: must differ from listen.port (7410): the admin listener is a listener of its own']);
-    expect(problemsOf({ listen: { admin: { path: '' } } })).toEqual(['listen.admin.path: must NOT have fewer than 1 characters']);
+    expect(problemsOf({ listen: { admin: { path: '' } } })).toEqual(['listen.admin.path: must not be empty']);
     expect(problemsOf({ listen: { admin: { socket: 'a.sock' } } })).toEqual([either, 'listen.admin.socket: unknown key (expected one of: path, host, port, exclusive)']);
     expect(problemsOf({ listen: { admin: 'a.sock' } })).toEqual(['listen.admin: must be object']);
   });
