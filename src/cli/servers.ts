@@ -104,7 +104,8 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
         throw (await olderDaemon(err, base, 'switchyard servers restart', 'restart the daemon (SIGTERM, then start it again), which restarts every server')) ?? err;
       });
       if (!argv.wait) {
-        process.stdout.write(`restarting "${argv.id}"\n`);
+        // --json too: a script that asked for JSON parses what it gets (it got this line as text).
+        process.stdout.write(argv.json ? screenJson(JSON.stringify({ restarting: argv.id }, null, 2)) + '\n' : `restarting "${argv.id}"\n`);
         return;
       }
       const t0 = Date.now();

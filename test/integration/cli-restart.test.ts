@@ -74,6 +74,10 @@ describe('switchyard servers restart', () => {
     expect(textOf((await client.callTool({ name: 'a__echo', arguments: { text: 'after' } })) as Json)).toBe('echo:after');
     expect((await health(hub.url)).servers.find((s) => s.id === 'c')).toEqual(other);
     await client.close();
+    // --no-wait --json answers JSON too (it printed the text line).
+    const noWait = await run(['servers', 'restart', 'c', '--no-wait', '--json', '--url', hub.url]);
+    expect([noWait.code, JSON.parse(noWait.stdout), noWait.stderr]).toEqual([0, { restarting: 'c' }, '']);
+    await waitForReady(hub.url, ['c']);
   });
 
   it('a server that cannot start says why; once it can, a restart brings it up at once', async () => {
