@@ -27,6 +27,7 @@ import type { InstructionsVerdict } from '../catalog/instructions.js';
 import { adminOriginAllowed, hostAllowed, isLoopbackHost, type OriginPolicy } from './origin.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery } from '../ledger/request-id.js';
+import { SHOWN_OUTCOMES } from '../ledger/types.js';
 import { requestIdJson } from '../ledger/format.js';
 
 /** What the admin routes read from the hub. */
@@ -114,6 +115,9 @@ function ledgerFilter(q: URLSearchParams, now: number): AuditFilter {
     const v = q.get(k);
     if (v) f[k] = v;
   }
+  // A misspelt outcome matched no row, an empty answer that reads as "no such calls"
+  // (`ledger query --outcome` refuses it the same way).
+  if (f.outcome !== undefined && !(SHOWN_OUTCOMES as readonly string[]).includes(f.outcome)) throw new BadQuery(`outcome must be one of ${SHOWN_OUTCOMES.join(', ')}`);
   // As `ledger query --request-id` takes it: `1` the number, `"1"` the string.
   if (f.requestId !== undefined) {
     try {

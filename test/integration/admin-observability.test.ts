@@ -253,6 +253,10 @@ describe('/admin routes', () => {
     const viaGroup = (await getJson('/admin/ledger?group=g&method=tools/call')).body.rows as Json[];
     expect(viaGroup.map((r) => [r.requestId, r.group])).toEqual([['ledger-probe-g', 'g']]);
     expect((await getJson('/admin/ledger?since=yesterday-ish')).status).toBe(400);
+    // A misspelt outcome is refused, as `ledger query --outcome` refuses it (it was 200, no rows).
+    const misspelt = await getJson('/admin/ledger?outcome=okay');
+    expect([misspelt.status, JSON.stringify(misspelt.body)]).toEqual([400, expect.stringContaining('outcome must be one of in_flight, ok,')]);
+    expect((await getJson('/admin/ledger?outcome=replayed_error')).status).toBe(200);
     expect((await getJson('/admin/ledger?limit=-1')).status).toBe(400);
     const none = await getJson('/admin/ledger?limit=0');
     expect(none.status).toBe(400);
