@@ -26,7 +26,7 @@ export const startCommand: CommandModule<object, StartArgs> = {
       .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
       .option('host', { type: 'string', describe: 'Listen address (default from config, 127.0.0.1)' })
       .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' })
-      .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (SIGHUP always reloads)' })
+      .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (--no-watch: only SIGHUP or `switchyard reload` do)' })
       .check((a) => {
         if (a.port === undefined || (Number.isInteger(a.port) && a.port >= 0 && a.port <= 65535)) return true;
         // As typed (yargs made "abc" NaN).

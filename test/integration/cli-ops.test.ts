@@ -37,6 +37,7 @@ describe('exit codes and errors of the CLI itself', () => {
       { args: ['tools', 'export', '--format', 'openai', '--local'], cwd: broken },
       ...subs.map((sub) => ({ args: ['tools', sub, '--help'] })),
       ...refused.map((args) => ({ args: ['tools', ...args] })),
+      { args: ['start', '--help'] },
     ]);
     for (const args of usage) {
       const r = runs.shift()!;
@@ -67,6 +68,8 @@ describe('exit codes and errors of the CLI itself', () => {
       const r = runs.shift()!;
       expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/^--(format|group|url): not for diff or approve/)]);
     }
+    // The README's `start --no-watch` is in start's own help too (it showed only --watch, default true).
+    expect(runs.shift()!.stdout).toMatch(/--watch +Reload the config when the file changes \(--no-watch:/);
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
