@@ -27,3 +27,17 @@ export function givenOnce(argv: Record<string, unknown>, options: Options | Desc
   }
   return true;
 }
+
+/** The options naming a file, read from a path: empty, each command read something else. */
+const PATH_OPTIONS = ['config', 'db'] as const;
+
+/**
+ * A yargs check (global): `--config ''` or `--db ''` (a script's unset variable, `--db "$COPY"`)
+ * is a usage error (exit 2). Read as not given, `ledger verify --db ''` verified the config's
+ * live ledger instead of the evidence copy meant, and `servers -c ''` asked the default address.
+ */
+export function noEmptyPath(argv: Record<string, unknown>): true {
+  for (const key of PATH_OPTIONS)
+    if (argv[key] === '') throw new BadUrlError(`--${key} is empty: give the file's path (an unset variable in a script?)`);
+  return true;
+}

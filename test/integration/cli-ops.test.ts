@@ -343,6 +343,18 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(JSON.parse(readFileSync(join(keys, 'hub.config.json'), 'utf8')).auth.apiKeys[0].scopes).toEqual(['a', 'b']);
   }, 60_000);
 
+  // An unset variable in a script (`--db "$COPY"`): read as not given, `ledger verify --db ''`
+  // verified the config's own ledger, and `servers -c ''` asked the default address.
+  it('an empty --config or --db is a usage error in one line (exit 2), whatever the command', async () => {
+    const empty = [['ledger', 'verify', '--db', ''], ['ledger', 'query', '-c', ''], ['servers', '-c', ''], ['doctor', '--config', ''], ['config', 'validate', '-c', ''], ['start', '-c', ''], ['init', '-c', '']];
+    const runs = await runCliBatch(empty.map((args) => ({ args, cwd: d })));
+    for (const args of empty) {
+      const r = runs.shift()!;
+      const option = args.includes('--db') ? '--db' : '--config';
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give the file's path (an unset variable in a script?)\n`]);
+    }
+  });
+
   it('start on a port in use says so in one line and exits 1', async () => {
     // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.
     const own = tmp('busyport');
