@@ -10,6 +10,7 @@ import { interpolateEnv, type Env, type Interpolated } from './interpolate.js';
 import { noteInterpolated } from './secret-values.js';
 import { validateAgainstSchema } from './schema.js';
 import { DEFAULT_INPUT_TIMEOUT_MS, DEFAULT_REQUEST_STATE_TTL_MS, type HubConfig, type ServerConfig, type ServerToolsConfig, type ToolSettings } from './types.js';
+import { decodeStateKey } from './state-key.js';
 
 /** An unusable config: one line per problem, each naming its key path. */
 export class ConfigError extends Error {
@@ -65,6 +66,10 @@ function check(json: unknown, env: Env, base = process.cwd()): { problems: strin
   const stateMs = typeof policy?.requestStateTtlMs === 'number' ? policy.requestStateTtlMs : DEFAULT_REQUEST_STATE_TTL_MS;
   if (Number.isInteger(stateMs) && Number.isInteger(inputMs) && stateMs >= 1 && stateMs < inputMs)
     problems.push(`policy.requestStateTtlMs (${stateMs}) is shorter than policy.inputTimeoutMs (${inputMs}): a client answering in time would have its requestState refused as expired while the call still waits`);
+  // start refuses a key that is no 32 bytes (loadStateKey): a config it refuses is no valid one. Its value is a secret: not said.
+  const key = (policy as { requestStateKey?: unknown } | undefined)?.requestStateKey;
+  if (typeof key === 'string' && key !== '' && !interpolated.failedPaths.has('policy.requestStateKey') && !decodeStateKey(key))
+    problems.push('policy.requestStateKey: must be 32 bytes, written as 64 hex characters or in base64 (such as the output of `openssl rand -base64 32`)');
   problems.push(...keyGroupProblems(value));
   // Both listeners on one port: the second could never bind, and `start` would fail on it.
   const listen = (value as { listen?: { port?: unknown; admin?: { port?: unknown; path?: unknown } } } | null)?.listen;

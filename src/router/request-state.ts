@@ -5,6 +5,7 @@ import { makeStateDir } from '../paths.js';
 import { argsHash } from '../ledger/canonical.js';
 import { openJson, sealJson } from '../sealed.js';
 import { DEFAULT_REQUEST_STATE_TTL_MS } from '../config/types.js';
+import { decodeStateKey } from '../config/state-key.js';
 
 /**
  * The hub's own MRTR `requestState`: AES-256-GCM sealed, bound to the principal, the endpoint
@@ -172,8 +173,8 @@ export class RequestStateSealer {
 export function loadStateKey(configured: string | undefined, keyFile: string): Buffer {
   const given = configured ?? process.env.SWITCHYARD_STATE_KEY;
   if (given) {
-    const k = /^[0-9a-f]{64}$/i.test(given) ? Buffer.from(given, 'hex') : Buffer.from(given, 'base64');
-    if (k.length !== 32) throw new Error('the requestState key must be 32 bytes (64 hex characters or base64)');
+    const k = decodeStateKey(given);
+    if (!k) throw new Error('the requestState key must be 32 bytes (64 hex characters or base64)');
     return k;
   }
   if (existsSync(keyFile)) {

@@ -54,7 +54,7 @@ describe('policy reloaded while the hub runs', () => {
       poisoning: 'block',
       confirm: ['bad__clean'],
       rateLimit: { perPrincipal: { burst: 3, perSecond: 0.001 } },
-      requestStateKey: 'a-new-key-that-would-void-every-request-state-0123456789',
+      requestStateKey: 'a1'.repeat(32), // a new key (64 hex characters), which would void every request state
     };
     writeFileSync(hub.configFile, JSON.stringify(config));
     await until('the reload', () => hub.logs.some((l) => l.includes('config reload: policy replaced')));

@@ -399,7 +399,7 @@ describe('problems name their key path, one line each', () => {
   });
 
   it('checks the types of every policy key, and refuses one it does not know (a typo would be ignored)', () => {
-    expect(configProblems({ policy: { confirm: ['fs__write_*'], confirmDestructive: true, inputTimeoutMs: 30000, requestStateTtlMs: 600000, requestStateKey: 'k' } }, NO_ENV)).toEqual([]);
+    expect(configProblems({ policy: { confirm: ['fs__write_*'], confirmDestructive: true, inputTimeoutMs: 30000, requestStateTtlMs: 600000, requestStateKey: `${'k'.repeat(43)}=` } }, NO_ENV)).toEqual([]);
     expect(configProblems({ policy: { confirmDestructive: 'true' } }, NO_ENV)).toEqual(['policy.confirmDestructive: must be boolean']);
     expect(configProblems({ policy: { inputTimeoutMs: '60s' } }, NO_ENV)).toEqual(['policy.inputTimeoutMs: must be integer']);
     expect(configProblems({ policy: { confirm: 'fs__write_*' } }, NO_ENV)).toEqual(['policy.confirm: must be array']);
@@ -408,6 +408,12 @@ describe('problems name their key path, one line each', () => {
     expect(configProblems({ policy: { requestStateTtlMs: 30000 } }, NO_ENV)).toEqual([expect.stringMatching(/^policy\.requestStateTtlMs \(30000\) is shorter than policy\.inputTimeoutMs \(60000\)/)]);
     expect(configProblems({ policy: { inputTimeoutMs: 700000 } }, NO_ENV)).toEqual([expect.stringMatching(/^policy\.requestStateTtlMs \(600000\) is shorter than policy\.inputTimeoutMs \(700000\)/)]);
     expect(configProblems({ policy: { poisioning: 'block' } }, NO_ENV)).toEqual([expect.stringMatching(/^policy.poisioning: unknown key/)]);
+    // A key start refuses (not 32 bytes) is refused here too, so config validate passes no config start refuses; its value is not said.
+    const badKey = 'policy.requestStateKey: must be 32 bytes, written as 64 hex characters or in base64 (such as the output of `openssl rand -base64 32`)';
+    expect(configProblems({ policy: { requestStateKey: 'short-secret' } }, NO_ENV)).toEqual([badKey]);
+    expect(configProblems({ policy: { requestStateKey: '${env:SK}' } }, { SK: 'ab'.repeat(31) })).toEqual([badKey]);
+    expect(configProblems({ policy: { requestStateKey: 'ab'.repeat(32) } }, NO_ENV)).toEqual([]);
+    expect(configProblems({ policy: { requestStateKey: Buffer.alloc(32, 7).toString('base64') } }, NO_ENV)).toEqual([]);
   });
 
   it('configProblems returns the same lines, and nothing for a valid document', () => {

@@ -119,13 +119,13 @@ describe('config reload diff', () => {
 
   it('takes a new policy, keeping the running request-state settings, which only a restart changes', () => {
     const with_ = (policy: object) => cfg({ ...base, policy });
-    const running = with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: 'k'.repeat(40), inputTimeoutMs: 1000 });
-    const next = with_({ poisoning: 'block', confirm: ['x__*'], requestStateKey: 'n'.repeat(40) });
+    const running = with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: `${'k'.repeat(43)}=`, inputTimeoutMs: 1000 });
+    const next = with_({ poisoning: 'block', confirm: ['x__*'], requestStateKey: `${'n'.repeat(43)}=` });
     // (pinning: the schema's default)
-    expect(reloadablePolicy(running, next)).toEqual({ pinning: 'block', poisoning: 'block', confirm: ['x__*'], requestStateKey: 'k'.repeat(40), inputTimeoutMs: 1000 });
+    expect(reloadablePolicy(running, next)).toEqual({ pinning: 'block', poisoning: 'block', confirm: ['x__*'], requestStateKey: `${'k'.repeat(43)}=`, inputTimeoutMs: 1000 });
     expect(restartOnlyChanges(running, next)).toEqual(['policy.requestStateKey', 'policy.inputTimeoutMs']);
     // only a request-state setting changed: nothing a reload applies
-    expect(reloadablePolicy(running, with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: 'n'.repeat(40), inputTimeoutMs: 1000 }))).toBeUndefined();
+    expect(reloadablePolicy(running, with_({ rateLimit: { perPrincipal: { burst: 5, perSecond: 1 } }, requestStateKey: `${'n'.repeat(43)}=`, inputTimeoutMs: 1000 }))).toBeUndefined();
     expect(reloadablePolicy(cfg(base), cfg(base))).toBeUndefined();
     expect(reloadablePolicy(cfg(base), with_({ pinning: 'warn' }))).toEqual({ pinning: 'warn', poisoning: 'warn' });
     expect(reloadablePolicy(with_({ pinning: 'warn' }), cfg(base))).toEqual({});
