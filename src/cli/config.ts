@@ -3,9 +3,29 @@ import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { configProblemLines } from './config-problems.js';
+import { dirname } from 'node:path';
+import type { HubConfig } from '../config/types.js';
+import { redactLogText } from '../policy/secret-text.js';
 
 interface ValidateArgs {
   config: string;
+}
+
+/**
+ * `auth.oauth` as start's listener makes it (Authenticator.prepare): an unreadable `jwksFile`, a
+ * plain-http `jwksUri` off loopback, no acceptable algorithm. start refuses those as the config's
+ * errors (exit 2); validate passed them. Loaded only for a config with OAuth (jose is large).
+ */
+export async function oauthProblem(config: HubConfig): Promise<string | undefined> {
+  if (!config.auth?.oauth) return undefined;
+  const { Authenticator } = await import('../auth/authenticator.js');
+  const { createLogger } = await import('../log.js');
+  try {
+    await new Authenticator(config.auth, config.file ? dirname(config.file) : process.cwd(), createLogger('silent')).prepare();
+    return undefined;
+  } catch (err) {
+    return redactLogText((err as Error).message);
+  }
 }
 
 const validateCommand: CommandModule<object, ValidateArgs> = {
@@ -18,7 +38,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       default: 'hub.config.json',
       describe: 'Config file',
     }) as Argv<ValidateArgs>,
-  handler: (args) => {
+  handler: async (args) => {
     try {
       const config = loadConfig(args.config);
       // What start refuses beyond the schema, with the same words: valid only if start takes it.
@@ -26,6 +46,8 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       if (exposed) throw new ConfigError([`listen.host: ${exposed}`]);
       const adminExposed = adminExposureProblem(config);
       if (adminExposed) throw new ConfigError([`listen.admin.host: ${adminExposed}`]);
+      const oauth = await oauthProblem(config);
+      if (oauth) throw new ConfigError([oauth]);
       process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
       // Valid, but a setting that does nothing where it stands (a group naming a server that is
       // not configured): said here too, as start's log and doctor say it, exit 0 all the same.

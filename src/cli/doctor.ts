@@ -20,6 +20,7 @@ import { LOCAL_START_MS, lookLocally } from './local-catalog.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
 import { loginFindings } from './login-state.js';
+import { oauthProblem } from './config.js';
 
 type DoctorArgs = DaemonArgs;
 
@@ -258,8 +259,11 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     // As start and config validate judge it (auth/exposure.ts): a config start refuses is not ok here.
     const exposed = configExposureProblem(config);
     const adminExposed = adminExposureProblem(config);
+    const oauth = exposed || adminExposed ? undefined : await oauthProblem(config);
     if (exposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.host: ${exposed}` });
     else if (adminExposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.admin.host: ${adminExposed}` });
+    // As start refuses it (an unreadable jwksFile): not ok here either.
+    else if (oauth) findings.push({ level: 'fail', check: 'config', message: `${configFile}: ${oauth}` });
     else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {

@@ -410,6 +410,13 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^fail\s+config\s+.*listen\.port/m);
     expect(r.stdout).toMatch(/problem\(s\)/);
+    // A config start refuses beyond the schema (an unreadable jwksFile): failed, not "ok".
+    writeFileSync(join(bad, 'hub.config.json'), JSON.stringify({ listen: { port: 0 }, ledger: { enabled: false }, auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'gone.json' } }, servers: {} }));
+    const oauth = await run(['doctor', '--json'], { cwd: bad });
+    expect([oauth.code, (JSON.parse(oauth.stdout) as Json[]).filter((f) => f.check === 'config')]).toEqual([
+      1,
+      [{ level: 'fail', check: 'config', message: `hub.config.json: auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${join(bad, 'gone.json')} (ENOENT)` }],
+    ]);
   });
 
   it('tools --format openai --local exports straight from the upstreams', async () => {

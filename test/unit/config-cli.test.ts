@@ -50,6 +50,16 @@ describe('switchyard config validate', () => {
     });
   });
 
+  // start refused these as the config's errors (exit 2) while validate said "ok".
+  it('refuses an auth.oauth start would refuse: an unreadable jwksFile, a plain-http jwksUri off loopback', () => {
+    const missing = validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'no-such-jwks.json' } }, servers: {} });
+    expect(missing).toEqual({ status: 2, stdout: '', stderr: `hub.config.json: invalid config\n  auth.oauth.jwksFile: cannot read a JSON Web Key Set from ${join(dir, 'no-such-jwks.json')} (ENOENT)\n` });
+    const plain = validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksUri: 'http://issuer.test/jwks' } }, servers: {} });
+    expect(plain).toEqual({ status: 2, stdout: '', stderr: 'hub.config.json: invalid config\n  auth.oauth.jwksUri: must be https (plain http only on loopback)\n' });
+    writeFileSync(join(dir, 'jwks.json'), JSON.stringify({ keys: [] }));
+    expect(validate({ auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'jwks.json' } }, servers: {} })).toEqual({ status: 0, stdout: 'ok: 0 servers\n', stderr: '' });
+  });
+
   it('reads --config and accepts mcpServers', () => {
     const other = join(dir, 'ide.json');
     writeFileSync(other, JSON.stringify({ mcpServers: { fs: { type: 'stdio', command: 'npx' } } }));
