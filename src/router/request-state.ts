@@ -174,7 +174,8 @@ export function loadStateKey(configured: string | undefined, keyFile: string): B
   const given = configured ?? process.env.SWITCHYARD_STATE_KEY;
   if (given) {
     const k = decodeStateKey(given);
-    if (!k) throw new Error('the requestState key must be 32 bytes (64 hex characters or base64)');
+    // Named by where it came from: one from the environment is no fault of the config file.
+    if (!k) throw new Error(`${configured !== undefined ? 'policy.requestStateKey' : 'the environment variable SWITCHYARD_STATE_KEY'} must be 32 bytes (64 hex characters or base64)`);
     return k;
   }
   if (existsSync(keyFile)) {
