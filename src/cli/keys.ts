@@ -63,7 +63,10 @@ const listCommand: CommandModule<object, KeyArgs> = {
   builder: (y: Argv) => y.option('config', configOption) as Argv<KeyArgs>,
   handler: (args) => {
     try {
-      for (const k of listApiKeys(args.config))
+      const keys = listApiKeys(args.config);
+      // Nothing at all on a first run read as a command that did nothing: say so, as `ledger query` does.
+      if (keys.length === 0) process.stderr.write(`note: no API keys in ${args.config} (\`switchyard keys add PRINCIPAL\` makes one)\n`);
+      for (const k of keys)
         process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);
     } catch (e) {
       fail(`${args.config}: ${problem(e, args.config)}`);
