@@ -64,9 +64,12 @@ async function writeWebResponse(response, res) {
 /**
  * Listen on 127.0.0.1:`port` (0 = any free port) and route every request to `handle(request)`.
  * Only `path` is served; anything else is 404. Returns the bound port and a close function.
+ * An idle kept-alive connection is kept `keepAliveTimeoutMs` (default 30 s, as load balancers
+ * commonly do; node:http's own is 5 s): a client whose idle timer runs late, on a busy machine,
+ * then does not send a request just as the server closes the connection under it.
  */
-export async function serveFetch(handle, { port = 0, path = '/mcp', onError } = {}) {
-  const server = http.createServer(async (req, res) => {
+export async function serveFetch(handle, { port = 0, path = '/mcp', onError, keepAliveTimeoutMs = 30_000 } = {}) {
+  const server = http.createServer({ keepAliveTimeout: keepAliveTimeoutMs }, async (req, res) => {
     const controller = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) controller.abort();
