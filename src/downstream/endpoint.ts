@@ -39,7 +39,7 @@ import { decodeHeaderValue } from '../protocol/header-value.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
-import { modernErrorStatus, toLegacyResult, toModernError, toModernResult } from './results.js';
+import { modernErrorStatus, toLegacyError, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, clientReason, type Signal } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
@@ -959,7 +959,7 @@ export class Endpoint {
     } catch (err) {
       // The hub's limit on the client's answer ended the call: the client, still there, is told.
       const reason = ac.signal.reason;
-      if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? err : new RpcError(INTERNAL_ERROR, reason.message)));
+      if (reason instanceof InputTimeoutError) return ex.reply(errorResponse(req.id, err instanceof RpcError ? toLegacyError(err) : new RpcError(INTERNAL_ERROR, reason.message)));
       // Over HTTP a request is answered (202 is for notifications), as any request naming an
       // ended session is (404), so an SDK client fails it now rather than at its own timeout.
       // Not on stdio, where the session ends by EOF or by initialize again: on one pipe, an
@@ -971,7 +971,7 @@ export class Endpoint {
       if (reason instanceof SessionEndedError && ex.transport === 'http')
         return ex.reply(errorResponse(req.id, new RpcError(-32001, `Session not found: ${reason.message}`)), 404);
       if (err instanceof CancelledError || ac.signal.aborted) return ex.reply(undefined, 202);
-      ex.reply(errorResponse(req.id, asRpc(err, this.log)));
+      ex.reply(errorResponse(req.id, toLegacyError(asRpc(err, this.log))));
     } finally {
       session.inflight.delete(key);
       // Ended while it was made (a DELETE, idleness, or on stdio an initialize again, in the

@@ -87,6 +87,11 @@ export function toModernError(err: RpcError): RpcError {
   return errorSeenBy(true, err);
 }
 
+/** An error as a 2025-11-25 client is sent it: an upstream's -32020 or -32022 is -32603 naming it (errorSeenBy). */
+export function toLegacyError(err: RpcError): RpcError {
+  return errorSeenBy(false, err);
+}
+
 /**
  * The HTTP status of a modern error answer (digest §6.3): the request-validation errors are 400
  * wherever they arise, e.g. an upstream's -32021 for a capability the client did not declare.

@@ -70,19 +70,29 @@ export class ClientRpcError extends RpcError {}
 
 /**
  * The error a client of the era given is sent for `err`: resource-not-found as codeSeenBy says,
- * and, to a modern client, an upstream's code of -32020…-32099 (the spec's: implementations M!N
- * emit the undefined ones, digest §1.3) as -32603 naming that code in its message: its -32020
- * (header mismatch) or -32022 (unsupported version) is about the request the hub sent, and would
+ * and an upstream's code that is about the request the hub sent (notOursToPass) as -32603 naming
+ * that code in its message: its -32020 (header mismatch) or -32022 (unsupported version) would
  * tell the client its own headers or version were wrong. Its -32021 is passed on: the capability
- * it names is the client's to declare. A legacy client gets the upstream's code as it is.
+ * it names is the client's to declare (a legacy client's, at its initialize).
  * The ledger records this error, what the client got (outcomeSeenBy): the upstream's code is in its message.
  */
 export function errorSeenBy(modernClient: boolean, err: RpcError): RpcError {
-  if (!modernClient) return err;
-  if (err instanceof UpstreamRpcError && err.code >= -32099 && err.code <= -32020 && err.code !== MISSING_CLIENT_CAPABILITY)
+  if (err instanceof UpstreamRpcError && notOursToPass(modernClient, err.code))
     return new RpcError(INTERNAL_ERROR, `the upstream answered ${err.code}: ${err.message}`, err.data);
-  const code = codeSeenBy(true, err.code);
+  const code = codeSeenBy(modernClient, err.code);
   return code === err.code ? err : new RpcError(code, err.message, err.data);
+}
+
+/**
+ * Whether an upstream's error code may not reach a client of the era given as it is. A modern
+ * client: none of -32020…-32099 but -32021 (the spec's range: implementations M!N emit the
+ * undefined ones, digest §1.3). A legacy client: -32020 and -32022 (the SDK v2 client reads a
+ * -32022 as an UnsupportedProtocolVersionError in either era, its own version refused); the
+ * rest of that range is implementation-defined in 2025-11-25 (-32042 is its URL elicitation).
+ */
+function notOursToPass(modernClient: boolean, code: number): boolean {
+  if (code === HEADER_MISMATCH || code === UNSUPPORTED_PROTOCOL_VERSION) return true;
+  return modernClient && code >= -32099 && code <= -32020 && code !== MISSING_CLIENT_CAPABILITY;
 }
 
 /** Base of every failure the hub itself observes (as opposed to an error a peer answered). */

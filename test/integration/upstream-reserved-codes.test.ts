@@ -3,23 +3,31 @@
  * to a modern client as it is (digest §1.3): its -32020/-32022 concern the request the hub
  * sent, an undefined one must not be emitted; both become -32603 naming the upstream's code.
  * Its -32021 (a capability the client did not declare) is the client's business and passes.
- * Legacy clients get every code as the upstream said it. The ledger records what its client got
- * (a modern client's -32603, its message naming the upstream's code; a legacy client's the
- * upstream's own), so `ledger query` shows what the client saw; a replay by idempotency key
- * answers as the first call did, and its row says so too. Real hub, a raw legacy stdio
- * upstream (test/fixtures/quirks/reserved-codes.mjs), raw HTTP.
+ * Legacy clients get -32020 and -32022 so too (the SDK v2 client, in legacy mode, reads a -32022
+ * as its own version refused), every other code as the upstream said it. The ledger records what
+ * its client got (-32603, its message naming the upstream's code; a legacy client's other codes
+ * the upstream's own), so `ledger query` shows what the client saw; a replay by idempotency key
+ * answers as the first call did, mapped for the era of the client it answers, and its row says
+ * so too. Real hub, a raw legacy stdio upstream (test/fixtures/quirks/reserved-codes.mjs), a raw
+ * modern one (quirks/modern.mjs, QUIRK_FAIL), raw HTTP and the SDK v2 client.
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, ProtocolError, StreamableHTTPClientTransport as TransportV2, UnsupportedProtocolVersionError } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
 
 describe('reserved error codes from an upstream', () => {
   let hub: HubProcess;
   beforeAll(async () => {
-    hub = await startHub({ servers: { q: nodeServer('test/fixtures/quirks/reserved-codes.mjs') } });
-    await waitForReady(hub.url, ['q']);
+    hub = await startHub({
+      servers: {
+        q: nodeServer('test/fixtures/quirks/reserved-codes.mjs'),
+        m: nodeServer('test/fixtures/quirks/modern.mjs', [], { QUIRK_FAIL: '1' }),
+      },
+    });
+    await waitForReady(hub.url, ['q', 'm']);
   });
   afterAll(async () => void (await hub?.stop()));
 
@@ -68,6 +76,72 @@ describe('reserved error codes from an upstream', () => {
           { id: 'm-32021', outcome: 'rpc_error', code: -32021, message: 'failed with -32021' },
           { id: 'm-32022', outcome: 'rpc_error', code: -32603, message: 'the upstream answered -32022: failed with -32022' },
           { id: 'm-32050', outcome: 'rpc_error', code: -32603, message: 'the upstream answered -32050: failed with -32050' },
+        ]);
+    } finally {
+      db.close();
+    }
+  });
+
+  // A modern upstream's -32022 (or -32020) reached a legacy client as it was: the SDK v2 client
+  // (legacy mode, its default) made it an UnsupportedProtocolVersionError, blaming the client's
+  // own version for what the upstream said of the hub's request. A replay by idempotency key
+  // to a legacy client gave the kept error as the upstream said it, whoever the first caller was.
+  it('a legacy SDK v2 client gets -32603 naming the upstream\'s -32022 or -32020 of a modern upstream; so does a replay', async () => {
+    const v2 = new ClientV2({ name: 'reserved-legacy', version: '1.0.0' });
+    await v2.connect(new TransportV2(new URL(hub.url)));
+    const KEY = 'dev.switchyard/idempotency-key';
+    const refused = async (code: number, key?: string): Promise<ProtocolError> => {
+      const data = code === -32022 ? { supported: ['2026-07-28'], requested: '2026-07-28' } : undefined;
+      const err = await v2.callTool({ name: 'm__fail', arguments: { code, ...(data ? { data } : {}) }, ...(key ? { _meta: { [KEY]: key } } : {}) }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err, String(code)).toBeInstanceOf(ProtocolError);
+      return err as ProtocolError;
+    };
+    try {
+      for (const code of [-32022, -32020]) {
+        const err = await refused(code);
+        expect(err).not.toBeInstanceOf(UnsupportedProtocolVersionError);
+        expect(err.code).toBe(-32603);
+        expect(err.message).toContain(`the upstream answered ${code}: failed with ${code}`);
+      }
+
+      // Kept by a legacy call, replayed to it; kept by a modern call, replayed to the legacy client.
+      for (const attempt of ['first', 'replayed']) {
+        const err = await refused(-32022, 'reserved-legacy-k');
+        expect(err.code, attempt).toBe(-32603);
+        expect(err.message).toContain('the upstream answered -32022: failed with -32022');
+      }
+      const args = { code: -32022, data: { supported: ['2026-07-28'], requested: '2026-07-28' } };
+      const modern = await post(hub.url, modernBody('idem-m', 'tools/call', { name: 'm__fail', arguments: args }), {
+        ...modernHeaders('tools/call', 'm__fail'),
+        'idempotency-key': 'reserved-modern-k',
+      });
+      expect(modern.body?.error?.code).toBe(-32603);
+      const replayed = await refused(-32022, 'reserved-modern-k');
+      expect(replayed).not.toBeInstanceOf(UnsupportedProtocolVersionError);
+      expect(replayed.code).toBe(-32603);
+      expect(replayed.message).toContain('the upstream answered -32022: failed with -32022');
+    } finally {
+      await v2.close();
+    }
+
+    const db = new Database(join(hub.dir, 'ledger.db'), { readonly: true });
+    try {
+      await expect
+        .poll(
+          () =>
+            db
+              .prepare("SELECT outcome, error_code AS code FROM audit WHERE method = 'tools/call' AND idempotency_key IN ('reserved-legacy-k', 'reserved-modern-k') ORDER BY id")
+              .all(),
+          { timeout: 5_000 },
+        )
+        .toEqual([
+          { outcome: 'rpc_error', code: -32603 },
+          { outcome: 'replayed', code: -32603 },
+          { outcome: 'rpc_error', code: -32603 },
+          { outcome: 'replayed', code: -32603 },
         ]);
     } finally {
       db.close();
