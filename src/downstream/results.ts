@@ -1,6 +1,7 @@
 import {
   errorSeenBy,
   HEADER_MISMATCH,
+  METHOD_NOT_FOUND,
   MISSING_CLIENT_CAPABILITY,
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
@@ -94,8 +95,11 @@ export function toLegacyError(err: RpcError): RpcError {
 
 /**
  * The HTTP status of a modern error answer (digest §6.3): the request-validation errors are 400
- * wherever they arise, e.g. an upstream's -32021 for a capability the client did not declare.
+ * wherever they arise, e.g. an upstream's -32021 for a capability the client did not declare, and
+ * a -32601 is 404, as the hub's own is (a family no server offers): the 2026 transport sends
+ * every method-not-found so (a MUST), an upstream's for a tool or prompt the hub routed to it too.
  */
 export function modernErrorStatus(err: RpcError): number {
+  if (err.code === METHOD_NOT_FOUND) return 404;
   return err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY || err.code === UNSUPPORTED_PROTOCOL_VERSION ? 400 : 200;
 }

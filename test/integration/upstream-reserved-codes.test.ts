@@ -47,6 +47,18 @@ describe('reserved error codes from an upstream', () => {
     for (const code of [-32000, -32019, -32100, 42]) expect((await fail(`m${code}`, code)).body?.error?.code).toBe(code);
   });
 
+  // An upstream's -32601 reached a modern HTTP client with 200, where the 2026 transport answers
+  // every -32601 with 404 (digest §6.3), as the hub does its own (a family no server offers).
+  it('an upstream -32601 reaches a modern HTTP client as it is, with HTTP 404; a legacy one in-band', async () => {
+    const r = await fail('m-32601', -32601);
+    expect(r.status).toBe(404);
+    expect(r.body?.error).toEqual({ code: -32601, message: 'failed with -32601', data: { detail: 'kept' } });
+    const s = await legacySession(hub.url);
+    const old = await s.request(2, 'tools/call', { name: 'q__fail', arguments: { code: -32601 } });
+    expect(old.status).toBe(200);
+    expect(old.body?.error).toMatchObject({ code: -32601, message: 'failed with -32601' });
+  });
+
   // The row kept the upstream's -32022 while the modern client got -32603: `ledger query` showed
   // an error no client saw (and a -32022 that reads as the client's own version refused).
   it('a legacy client gets the upstream code; each row has the code its client got, the upstream\'s in the message; a replay answers as the first call did', async () => {
