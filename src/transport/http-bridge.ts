@@ -13,7 +13,7 @@ import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
@@ -35,6 +35,17 @@ const NAME_FIELD = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/
 const GET_RETRY_MS = [250, 1000, 3000];
 /** The hub's MCP endpoints: a 404 elsewhere is a wrong --url, not a missing session. */
 const MCP_PATH = /^\/mcp(\/[^/]+)?\/?$/;
+
+/**
+ * A tools/call whose `_meta` names an idempotency key (the only way a stdio client gives one):
+ * sent twice, the hub runs it once, the second waiting for the first's answer or given the one
+ * it kept (README "Idempotency"). An empty key is refused by the hub, so it is no key here.
+ */
+function keyedCall(method: string, params: Record<string, unknown> | undefined): boolean {
+  if (method !== 'tools/call') return false;
+  const key = (params?._meta as Record<string, unknown> | undefined)?.[META_IDEMPOTENCY_KEY];
+  return typeof key === 'string' && key !== '';
+}
 
 interface Inflight {
   ac: Canceller;
@@ -171,9 +182,9 @@ export class HttpBridge {
       }
       if (m.kind !== 'invalid') this.emit(m.msg);
     };
-    // Sent again after a lost kept-alive connection unless it may have run (a tools/call: the bridge
-    // knows nothing of its idempotency).
-    const replay = replayable(c.msg.method, undefined);
+    // Sent again after a lost kept-alive connection unless it may have run: a tools/call only
+    // when it carries an idempotency key, by which the hub runs it once (keyedCall).
+    const replay = replayable(c.msg.method, undefined) || keyedCall(c.msg.method, c.msg.params);
     try {
       a = await this.http.post(body, { headers, signal: f.ac.signal, onMessage, replay });
       if (a.status === 404 && !modern && usedSession !== undefined && c.msg.method !== 'initialize' && !f.cancelled && (await this.renewSession(usedSession))) {

@@ -16,7 +16,7 @@ afterEach(async () => {
 });
 
 describe('HttpBridge', () => {
-  it('a kept-alive connection the hub closes as a message comes: a request other than tools/call, or a notification, is sent again', async () => {
+  it('a kept-alive connection the hub closes as a message comes: a request other than an unkeyed tools/call, or a notification, is sent again', async () => {
     // A sessionless legacy peer whose next `drop` message on a connection that served one before
     // is closed unread: an idle timeout firing as the bridge sends.
     let drop: string | undefined;
@@ -42,9 +42,9 @@ describe('HttpBridge', () => {
     const bridge = new HttpBridge({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, log: silentLogger }, (m) => out.push(m as (typeof out)[number]));
     bridges.push(bridge);
     let id = 0;
-    const ask = async (method: string): Promise<(typeof out)[number]> => {
+    const ask = async (method: string, params: Record<string, unknown> = {}): Promise<(typeof out)[number]> => {
       const mine = ++id;
-      bridge.line(JSON.stringify({ jsonrpc: '2.0', id: mine, method, params: {} }));
+      bridge.line(JSON.stringify({ jsonrpc: '2.0', id: mine, method, params }));
       await expect.poll(() => out.some((m) => m.id === mine), { timeout: 5000, interval: 5 }).toBe(true);
       return out.find((m) => m.id === mine)!;
     };
@@ -65,6 +65,15 @@ describe('HttpBridge', () => {
     const calls = await untilDropped('tools/call', () => ask('tools/call'));
     expect(calls.at(-1)).toMatchObject({ error: { message: expect.stringMatching(/other side closed/) } });
     expect(count('tools/call')).toBe(calls.length);
+
+    // One with an idempotency key is sent again: the hub runs it once, by its key. An empty key
+    // is none (the hub refuses it), so that call is not.
+    const before = count('tools/call');
+    const keyed = await untilDropped('tools/call', () => ask('tools/call', { name: 't', _meta: { 'dev.switchyard/idempotency-key': 'k-1' } }));
+    expect(keyed).toEqual(keyed.map(() => expect.objectContaining({ result: { method: 'tools/call' } })));
+    expect(count('tools/call') - before).toBe(keyed.length + 1);
+    const empty = await untilDropped('tools/call', () => ask('tools/call', { name: 't', _meta: { 'dev.switchyard/idempotency-key': '' } }));
+    expect(empty.at(-1)).toMatchObject({ error: { message: expect.stringMatching(/other side closed/) } });
 
     const note = 'notifications/roots/list_changed';
     let notes = 0;
