@@ -58,9 +58,9 @@ import type { ReloadOutcome } from './config/watch.js';
 import { lostEndpoint, restartOnlyValues } from './config/reload.js';
 import { ShownRoutes } from './hub/shown-routes.js';
 import { ChangeCoalescer } from './hub/change-coalescer.js';
-import { CancelledError, INTERNAL_ERROR, notSent, RpcError } from './protocol/errors.js';
+import { CancelledError, HubStoppingError, INTERNAL_ERROR, notSent, RpcError } from './protocol/errors.js';
 import { cutOffError, outcomeOfError } from './router/outcome.js';
-import { reasonOf, unlessAborted } from './cancel.js';
+import { Canceller, reasonOf, unlessAborted } from './cancel.js';
 import { createUpstream } from './upstream/index.js';
 import type { AskClient, Upstream } from './upstream/types.js';
 import { VERSION } from './version.js';
@@ -142,6 +142,13 @@ export class Hub implements HubCore {
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
+  /**
+   * Aborted as the stop begins (stopAccepting): a request waiting for a server to start (its first
+   * start, or back after a crash for a retry) ends then, answered as the stop ends a request
+   * (endedWhileWaiting). Nothing runs upstream for it, and the drain waited for it, its whole
+   * listen.drainTimeoutMs for a server slow to start.
+   */
+  private readonly stopBegun = new Canceller();
   /** stop() is past its drain deadline, closing the upstreams (a list built now may lack them). */
   private closingUpstreams = false;
   /** Tool names clients were shown, by group, so a down server's tools answer "unavailable". */
@@ -537,6 +544,7 @@ export class Hub implements HubCore {
   /** Refuse new work from now on (answered: the hub is shutting down), as stop() does first; calls in flight go on. */
   stopAccepting(): void {
     this.draining = true;
+    this.stopBegun.abort(new HubStoppingError(true));
     this.http?.stopAccepting();
     this.adminHttp?.stopAccepting();
   }
@@ -819,7 +827,8 @@ export class Hub implements HubCore {
       let waited = false;
       if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) {
         waited = true;
-        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+        this.log.debug({ method, name: params.name, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
+        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       // isRetry first: the connection's lookup is paid by retries alone, not by every call.
@@ -837,7 +846,8 @@ export class Hub implements HubCore {
       const prompt = promptNamed(method, params);
       const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
       if (starting.length > 0) {
-        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal)));
+        this.log.debug({ method, name: prompt, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
+        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
         // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
         // made of it (`Unknown prompt`, the server's state), which its client never got.
         await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
@@ -858,7 +868,8 @@ export class Hub implements HubCore {
 
   /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */
   private backWithin(h: ServerHandle, u: Upstream, ctx: CallContext): Promise<boolean> {
-    return readyWithin(u, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal);
+    // Not past the stop's beginning (stopBegun): the closing upstream ends readyWithin's own wait.
+    return unlessAborted(() => readyWithin(u, Math.min(RETRY_WAIT_MS, callPolicy(h.config, ctx.meta).timeoutMs ?? h.config.timeoutMs), ctx.signal), this.stopBegun.signal, () => false);
   }
 
   /**
@@ -893,11 +904,14 @@ export class Hub implements HubCore {
   /**
    * A request its client cancelled (or the hub's stop ended) while it waited for its server: so
    * its row says, not that its server was down, and it is answered as any request ended so
-   * (nothing was sent). Nothing when it was not.
+   * (nothing was sent). Nothing when it was not. The stop begun (stopBegun) ends the wait: the
+   * request is answered then with the stop's own error (-32603 the hub is shutting down, audited
+   * unavailable), as a list waiting in the start-up grace is, not refused as a down tool ("server
+   * stopped") once the closing upstream ended its server's first attempt.
    */
   private async endedWhileWaiting(method: string, params: Record<string, unknown>, ctx: CallContext, h: ServerHandle | undefined): Promise<void> {
-    if (!ctx.signal.aborted) return;
-    const err = cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal);
+    if (!ctx.signal.aborted && !this.stopBegun.signal.aborted) return;
+    const err = ctx.signal.aborted ? cutOffError(notSent(new CancelledError(reasonOf(ctx.signal))), ctx.signal) : new HubStoppingError(true);
     const target = typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined;
     await this.router.recordLocal(method, ctx, outcomeOfError(err), { hubName: target, ...(h && { server: h.id, upstreamEra: h.upstream.era }) });
     throw err;

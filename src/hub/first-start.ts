@@ -45,14 +45,20 @@ export function promptNamed(method: string, params: Record<string, unknown>): st
   return ref?.type === 'ref/prompt' && typeof ref.name === 'string' ? ref.name : undefined;
 }
 
-/** Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` aborts, whichever is first. */
-export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined): Promise<void> {
-  if (!onFirstAttempt(h) || signal?.aborted) return Promise.resolve();
+/**
+ * Resolves once `h`'s first attempt ends (ready or failed), after `ms`, or when `signal` (the
+ * request's) or `stop` (the hub's stop beginning) aborts, whichever is first. Nothing runs
+ * upstream for the request meanwhile: a stop's drain, which waits for what does, need not wait
+ * for it (its listen.drainTimeoutMs held Ctrl-C's exit that long).
+ */
+export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | undefined, stop?: Signal): Promise<void> {
+  if (!onFirstAttempt(h) || signal?.aborted || stop?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer);
       h.upstream.off('state', onState);
       signal?.removeEventListener('abort', done);
+      stop?.removeEventListener('abort', done);
       resolve();
     };
     // A failed attempt that will be tried again is 'starting' once more, with its reason.
@@ -60,5 +66,6 @@ export function firstAttemptEnded(h: ServerHandle, ms: number, signal: Signal | 
     const timer = setTimeout(done, ms);
     h.upstream.on('state', onState);
     signal?.addEventListener('abort', done, { once: true });
+    stop?.addEventListener('abort', done, { once: true });
   });
 }

@@ -169,3 +169,31 @@ describe('persistent hub names', () => {
     expect(completion.body?.result?.completion, JSON.stringify(completion.body)).toMatchObject({ values: ['alice', 'albert'] });
   }, 40_000);
 });
+
+describe('persistent hub names, at the stop', () => {
+  // By a stored name, a call waiting for its server's first start was refused as a down tool at
+  // the stop (`server "a" is stopped`), where a list waiting in the start-up grace hears the stop's
+  // own error; and it, and a prompt so waiting, held the drain for its whole drainTimeoutMs (10 s).
+  it("a call and a prompt by stored names waiting for their server's first start are answered at once with the stop's own error", async () => {
+    const dir = await fromListed('switchyard-ledger-names-stop-');
+    const a = listedA;
+    const slowA = { ...a, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(a.args as string[])], env: { ...(a.env as Json), START_DELAY_MS: '60000' } };
+    // No start-up grace: each waits for `a` alone (hub/first-start.ts).
+    hub = await startHub({ servers: { a: slowA } }, { dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '0' } });
+    const call = modernCall(hub.url, 'call-at-stop', 'tools/call', { name: 'x__echo', arguments: { text: 'x' } });
+    const prompt = modernCall(hub.url, 'prompt-at-stop', 'prompts/get', { name: 'x__greet', arguments: { name: 'n' } });
+    const waiting = () => hub!.logs.filter((l) => l.includes('waiting for the first start of its server')).length;
+    for (const end = Date.now() + 15_000; waiting() < 2 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    expect(waiting()).toBe(2);
+    const t0 = Date.now();
+    const exited = hub.stop('SIGTERM');
+    const answers = await Promise.all([call, prompt]);
+    // At the stop's beginning, not at the drain's deadline (10 s), however loaded the machine.
+    expect(Date.now() - t0).toBeLessThan(7_000);
+    for (const x of answers) expect(x.body?.error, JSON.stringify(x.body)).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down: the request was still running') });
+    expect(await exited).toBe(0);
+    hub = undefined;
+    const rows = await queryRows(join(dir, 'ledger.db'), { outcome: 'unavailable' });
+    for (const id of ['call-at-stop', 'prompt-at-stop']) expect(rows.find((r) => r.requestId === id), id).toMatchObject({ server: 'a', errorMessage: expect.stringContaining('the hub is shutting down') });
+  }, 40_000);
+});
