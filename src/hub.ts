@@ -567,7 +567,11 @@ export class Hub implements HubCore {
     // What waits for a client's answer (a parked call, a legacy client's question) ends now, before the upstreams close.
     this.mrtr.close();
     this.admin?.close();
-    await Promise.allSettled([...this.handles.values()].map((h) => h.upstream.close()));
+    // The principals' own connections alongside the servers' (nothing of one waits on the other):
+    // closed after them, their calls were answered only once every server's process had exited,
+    // 2 s and more for one that ignores the end of its stdin. A connection a call opened meanwhile
+    // (a principal's first call, in flight at the drain deadline) is closed by the second closeAll.
+    await Promise.allSettled([...[...this.handles.values()].map((h) => h.upstream.close()), this.upstreams.closeAll()]);
     await this.upstreams.closeAll();
     // What waits on the hub alone (a legacy client's answer to a relayed question) is ended too.
     this.endpoint.stopCalls();

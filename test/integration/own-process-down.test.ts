@@ -15,6 +15,8 @@ import { silentLogger } from '../../src/log.js';
 import { sha256Hex } from '../helpers/auth.js';
 import { heardSoFar, LEGACY_VERSION, modernBody, modernHeaders, post, type Json } from '../helpers/wire.js';
 import { MUTABLE } from './catalog-helpers.js';
+import { ROOT } from '../helpers/hub-process.js';
+import { SDK1 } from './ledger-helpers.js';
 
 const CAROL = 'sy_carol-own-process-down-key-000000000000000000';
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -111,6 +113,43 @@ describe('a processPerPrincipal server whose own process is down', () => {
       expect(hub.upstreams.size).toBe(0);
     } finally {
       await hub.stop(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
+});
+
+describe('the stop of a hub with a processPerPrincipal server', () => {
+  // The principals' own processes were closed only once every server's own connection had
+  // closed: a call on one was answered 2 s and more after the drain time, the time a server
+  // that ignores the end of its stdin (a call in flight keeps the SDK server up) takes to exit.
+  it("closes the principals' own processes alongside the servers' own: their calls are answered as the drain time ends", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-own-stop-'));
+    const sdk = { command: process.execPath, args: [join(ROOT, SDK1)] };
+    const config = { ledger: { path: join(dir, 'ledger.db') }, auth: { apiKeys: [{ principal: 'carol', sha256: sha256Hex(CAROL) }] }, servers: { s: sdk, p: { ...sdk, processPerPrincipal: true } } };
+    const hub = Hub.create(parseConfig(config, join(dir, 'hub.config.json'), {}), silentLogger);
+    let stopped: Promise<void> | undefined;
+    try {
+      hub.startUpstreams();
+      const url = `http://127.0.0.1:${(await hub.listen('127.0.0.1', 0)).port}/mcp`;
+      await expect.poll(() => hub.health().servers.every((x) => x.state === 'ready'), { timeout: 10_000 }).toBe(true);
+      const call = (name: string) => post(url, modernBody(name, 'tools/call', { name, arguments: { ms: 20_000 } }), { ...modernHeaders('tools/call', name), authorization: `Bearer ${CAROL}` });
+      // One on the server's own process (shared), one on carol's own.
+      const shared = call('s__slow');
+      const own = call('p__slow');
+      const p = hub.handles.get('p')!;
+      await expect.poll(() => hub.handles.get('s')!.upstream.load.active === 1 && hub.upstreams.existing(p, 'carol')?.load.active === 1, { timeout: 10_000 }).toBe(true);
+      // When the server's own connection to `s` has closed (its process exited).
+      const s = hub.handles.get('s')!.upstream;
+      let sClosed = false;
+      const close = s.close.bind(s);
+      s.close = () => close().finally(() => void (sClosed = true));
+      stopped = hub.stop(100);
+      const answer = await own;
+      expect(sClosed, 'answered only once the server connections had closed').toBe(false);
+      expect(JSON.stringify(answer.body)).toMatch(/was closed/);
+      expect(JSON.stringify((await shared).body)).toMatch(/was closed/);
+    } finally {
+      await (stopped ?? hub.stop(0));
       rmSync(dir, { recursive: true, force: true });
     }
   }, 20_000);
