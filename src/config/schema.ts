@@ -163,7 +163,7 @@ export function validateAgainstSchema(doc: unknown, skipPaths: ReadonlySet<strin
 export function validateWith({ validate, customMessage }: Compiled, doc: unknown, skipPaths: ReadonlySet<string> = new Set()): string[] {
   if (validate(doc)) return [];
   const lines: { path: string; message: string; isType: boolean }[] = [];
-  for (const e of validate.errors ?? []) {
+  for (const e of sayOnce(validate.errors ?? [])) {
     // "must match the then schema" only repeats the errors of that branch, which are reported.
     if (e.keyword === 'if') continue;
     const line = describe(e, doc, customMessage);
@@ -187,6 +187,62 @@ export function validateWith({ validate, customMessage }: Compiled, doc: unknown
   return out;
 }
 
+/**
+ * The errors that say what is wrong, for one mistake one line:
+ * - a value of one of several shapes (oneOf/anyOf) whose type fits exactly one of them is told
+ *   what is wrong inside that shape alone: `inheritEnv: ["*"]` is an array with a bad name, not
+ *   also "must be true, false or an array" (the other branch's "must be boolean", the oneOf's own).
+ * - a key missing beside an unknown key that is a near spelling of it (`{"pth": …}`) is that
+ *   misspelling, said once, by the unknown key.
+ */
+function sayOnce(errors: readonly ErrorObject[]): ErrorObject[] {
+  const dropped = new Set<ErrorObject>();
+  for (const c of errors) {
+    if ((c.keyword !== 'oneOf' && c.keyword !== 'anyOf') || !Array.isArray(c.schema)) continue;
+    // oneOf failed as more than one shape fits: no branch has errors to prefer.
+    if ((c.params as { passingSchemas?: unknown }).passingSchemas != null) continue;
+    // One schema node checks many values (each key of an additionalProperties, each item): a
+    // branch's errors are those about this value, or below it.
+    const branchOf = (e: ErrorObject): number | undefined => {
+      if (e.instancePath !== c.instancePath && !e.instancePath.startsWith(`${c.instancePath}/`)) return undefined;
+      if (!e.schemaPath.startsWith(`${c.schemaPath}/`)) return undefined;
+      const i = Number(e.schemaPath.slice(c.schemaPath.length + 1).split('/', 1)[0]);
+      return Number.isInteger(i) ? i : undefined;
+    };
+    const wrongType = new Set<number>();
+    for (const e of errors) {
+      const i = branchOf(e);
+      if (i !== undefined && e.keyword === 'type' && e.instancePath === c.instancePath && e.schemaPath === `${c.schemaPath}/${i}/type`) wrongType.add(i);
+    }
+    const fitting = [...c.schema.keys()].filter((i) => !wrongType.has(i));
+    if (fitting.length !== 1) continue;
+    dropped.add(c);
+    for (const e of errors) {
+      const i = branchOf(e);
+      if (i !== undefined && i !== fitting[0]) dropped.add(e);
+    }
+  }
+  for (const r of errors) {
+    if (r.keyword !== 'required' || dropped.has(r)) continue;
+    const missing = String((r.params as { missingProperty?: unknown }).missingProperty);
+    const parent = r.schemaPath.slice(0, r.schemaPath.lastIndexOf('/'));
+    const misspelt = errors.some(
+      (e) =>
+        e.keyword === 'additionalProperties' &&
+        e.instancePath === r.instancePath &&
+        e.schemaPath === `${parent}/additionalProperties` &&
+        nearKey(String((e.params as { additionalProperty?: unknown }).additionalProperty), knownKeys(e)) === missing,
+    );
+    if (misspelt) dropped.add(r);
+  }
+  return errors.filter((e) => !dropped.has(e));
+}
+
+/** The keys an object node of the schema names (its `properties`). */
+function knownKeys(e: ErrorObject): string[] {
+  return Object.keys((e.parentSchema?.properties as object | undefined) ?? {});
+}
+
 function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>): { path: string; message: string } {
   const at = pointerSegments(e.instancePath, doc);
   const params = e.params as Record<string, unknown>;
@@ -195,13 +251,14 @@ function describe(e: ErrorObject, doc: unknown, custom: WeakMap<object, string>)
   if (typeof propertyName === 'string') at.push(propertyName);
 
   const node = e.schema !== null && typeof e.schema === 'object' && !Array.isArray(e.schema) ? e.schema : undefined;
-  const message =
-    (node && custom.get(node)) ?? (e.parentSchema ? custom.get(e.parentSchema) : undefined);
+  // A misspelt key is said as such, even where a shape's x-error would stand for the rest.
+  const misspelt = e.keyword === 'additionalProperties' && nearKey(String(params.additionalProperty), knownKeys(e)) !== undefined;
+  const message = misspelt ? undefined : ((node && custom.get(node)) ?? (e.parentSchema ? custom.get(e.parentSchema) : undefined));
   if (message !== undefined) return { path: keyPath(at), message };
 
   switch (e.keyword) {
     case 'additionalProperties': {
-      const known = Object.keys((e.parentSchema?.properties as object | undefined) ?? {});
+      const known = knownKeys(e);
       const key = String(params.additionalProperty);
       at.push(key);
       const hint = foreignKeyHint(key, known);

@@ -287,9 +287,17 @@ describe('problems name their key path, one line each', () => {
     const entry = `must be a plugin file (relative to this config file's folder), or {"path": FILE, "options": {…}}`;
     expect(problemsOf({ plugins: { paths: [5] } })).toEqual([`plugins.paths[0]: ${entry}`]);
     expect(problemsOf({ plugins: { paths: ['a.mjs', { file: 'b.mjs' }] } })).toEqual([`plugins.paths[1]: ${entry}`]);
-    expect(problemsOf({ plugins: { paths: [{ path: 'b.mjs', options: 3 }] } })).toEqual([`plugins.paths[0]: ${entry}`, 'plugins.paths[0].options: must be an object (the options handed to this plugin)']);
+    // An object entry is told what is wrong in it, not also the shape line; a misspelt key is named.
+    expect(problemsOf({ plugins: { paths: [{ path: 'b.mjs', options: 3 }] } })).toEqual(['plugins.paths[0].options: must be an object (the options handed to this plugin)']);
+    expect(problemsOf({ plugins: { paths: [{ pth: 'b.mjs' }] } })).toEqual(['plugins.paths[0].pth: unknown key: did you mean "path"? (expected one of: path, options)']);
+    expect(problemsOf({ plugins: { paths: [{ path: 'b.mjs', optons: {} }] } })).toEqual(['plugins.paths[0].optons: unknown key: did you mean "options"? (expected one of: path, options)']);
     const oauth = { issuer: 'https://issuer.test', jwksUri: 'https://issuer.test/jwks', toolScopes: { 'a*': 5, b: [], c: 'read', d: ['read', 'write'] } };
     expect(problemsOf({ auth: { oauth } })).toEqual(['auth.oauth.toolScopes.a*: must be a scope, or an array of one or more scopes', 'auth.oauth.toolScopes.b: must be a scope, or an array of one or more scopes']);
+    // Values of one schema node, each wrong in a shape of its own: each said once, none hiding another's.
+    const mixed = { ...oauth, toolScopes: { s: '', l: [''], ok: 'read' } };
+    expect(problemsOf({ auth: { oauth: mixed } })).toEqual(['auth.oauth.toolScopes.s: must be a scope, or an array of one or more scopes', 'auth.oauth.toolScopes.l[0]: must be a scope, or an array of one or more scopes']);
+    // A misspelt key of an object with required keys is that one mistake: not also "perSecond is required".
+    expect(problemsOf({ policy: { rateLimit: { perPrincipal: { burst: 1, perSecnd: 1 } } } })).toEqual(['policy.rateLimit.perPrincipal.perSecnd: unknown key: did you mean "perSecond"? (expected one of: burst, perSecond)']);
   });
 
   it('refuses an API key limited to a group the config has not (it could use no endpoint)', () => {
@@ -331,7 +339,10 @@ describe('problems name their key path, one line each', () => {
     const whole = 'servers.a.inheritEnv: must be true, false, or an array of distinct variable names (NAME, or PREFIX* for every name starting with PREFIX)';
     expect(configProblems({ servers: { a: { command: 'x', inheritEnv: 'PATH' } } })).toEqual([whole]);
     expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['X', 'X'] } } })).toEqual([whole]);
-    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['A=B'] } } })).toEqual([whole, 'servers.a.inheritEnv[0]: a variable name: NAME, or PREFIX* (no "=", and "*" only at the end of a prefix)']);
+    // One bad name is one line: the name's, not also the whole value's (it is an array, as asked).
+    const name = 'a variable name: NAME, or PREFIX* (no "=", and "*" only at the end of a prefix)';
+    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['A=B'] } } })).toEqual([`servers.a.inheritEnv[0]: ${name}`]);
+    expect(configProblems({ servers: { a: { command: 'x', inheritEnv: ['*'] } } })).toEqual([`servers.a.inheritEnv[0]: ${name}`]);
   });
 
   it('checks values: enums, ranges, array items, durations, prefixes, regexes, reserved sections', () => {
