@@ -5,6 +5,7 @@
  * operator to look, and `policy.poisoning: "block"` hides flagged items. Used by the bundled
  * `description-checks` plugin, and for upstream server instructions (TextOptions.instructions).
  */
+import { counted } from '../counted.js';
 
 export type PoisonCode = 'hidden-unicode' | 'padding' | 'model-instructions' | 'markup' | 'secret-access' | 'exfiltration' | 'extreme-length';
 
@@ -338,7 +339,7 @@ export function checkText(text: string, field: string, opts: TextOptions = {}): 
   const hidden = firstHidden(text);
   if (hidden) flags.push({ code: 'hidden-unicode', field, message: `invisible character U+${hidden.cp.toString(16).toUpperCase().padStart(4, '0')} at ${hidden.index}` });
   const pad = padding(text);
-  if (pad) flags.push({ code: 'padding', field, message: `text after ${pad.length} whitespace characters (${pad.lines} line breaks) at ${pad.index}` });
+  if (pad) flags.push({ code: 'padding', field, message: `text after ${counted(pad.length, 'whitespace character')} (${counted(pad.lines, 'line break')}) at ${pad.index}` });
   const read = Math.max(20_000, max);
   const head = text.length > read ? text.slice(0, read) : text;
   const normal = foldForMatching(head);

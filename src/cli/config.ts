@@ -6,6 +6,7 @@ import { configProblemLines } from './config-problems.js';
 import { dirname } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { redactLogText } from '../policy/secret-text.js';
+import { counted } from '../counted.js';
 
 interface ValidateArgs {
   config: string;
@@ -48,7 +49,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       if (adminExposed) throw new ConfigError([`listen.admin.host: ${adminExposed}`]);
       const oauth = await oauthProblem(config);
       if (oauth) throw new ConfigError([oauth]);
-      process.stdout.write(`ok: ${Object.keys(config.servers).length} servers\n`);
+      process.stdout.write(`ok: ${counted(Object.keys(config.servers).length, 'server')}\n`);
       // Valid, but a setting that does nothing where it stands (a group naming a server that is
       // not configured): said here too, as start's log and doctor say it, exit 0 all the same.
       for (const m of ignoredSettings(config)) process.stderr.write(`warning: ${m}\n`);

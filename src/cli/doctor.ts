@@ -21,6 +21,7 @@ import { ignoredSettings } from '../config/ignored-settings.js';
 import { Groups } from '../catalog/filters.js';
 import { loginFindings } from './login-state.js';
 import { oauthProblem } from './config.js';
+import { counted } from '../counted.js';
 
 type DoctorArgs = DaemonArgs;
 
@@ -50,9 +51,9 @@ export function toolCaps(tools: ToolView[], groups: Record<string, unknown> | un
       out.push({
         level: 'warn',
         check: 'tool caps',
-        message: `${label} exposes ${n} tools, over the cap of ${over.map((c) => `${c.client} (${c.max})`).join(' and ')}: split it into groups`,
+        message: `${label} exposes ${counted(n, 'tool')}, over the cap of ${over.map((c) => `${c.client} (${c.max})`).join(' and ')}: split it into groups`,
       });
-    else out.push({ level: 'ok', check: 'tool caps', message: `${label} exposes ${n} tools (within ${CLIENT_TOOL_CAPS.map((c) => `${c.client} ${c.max}`).join(', ')})` });
+    else out.push({ level: 'ok', check: 'tool caps', message: `${label} exposes ${counted(n, 'tool')} (within ${CLIENT_TOOL_CAPS.map((c) => `${c.client} ${c.max}`).join(', ')})` });
   };
   check('the default endpoint', tools.length);
   const shown = new Groups(groups);
@@ -132,7 +133,7 @@ export function ledgerFinding(config: HubConfig, daemonPid?: LockOwner): Finding
       const newest = loadMigrations().length;
       const upgrade = version < newest ? `; at schema version ${version}, which this Switchyard's start upgrades to ${newest} (an older Switchyard then refuses it)` : '';
       return v.ok
-        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${v.rows} rows)${v.inFlight.rows ? `; ${inFlightNote(v.inFlight)}` : ''}${upgrade}` }
+        ? { level: 'ok', check: 'ledger', message: `${path}: hash chain verified (${counted(v.rows, 'row')})${v.inFlight.rows ? `; ${inFlightNote(v.inFlight)}` : ''}${upgrade}` }
         : { level: 'fail', check: 'ledger', message: `${path}: chain broken at row ${v.rowId ?? '?'}: ${v.reason}` };
     } finally {
       db.close();
@@ -264,7 +265,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     else if (adminExposed) findings.push({ level: 'fail', check: 'config', message: `${configFile}: listen.admin.host: ${adminExposed}` });
     // As start refuses it (an unreadable jwksFile): not ok here either.
     else if (oauth) findings.push({ level: 'fail', check: 'config', message: `${configFile}: ${oauth}` });
-    else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${Object.keys(config.servers).length} servers` });
+    else findings.push({ level: 'ok', check: 'config', message: `${configFile}: ${counted(Object.keys(config.servers).length, 'server')}` });
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;

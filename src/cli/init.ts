@@ -7,6 +7,7 @@ import { ConfigError, loadConfig } from '../config/load.js';
 import { packageRoot } from '../paths.js';
 import { SCHEMA_RELATIVE_PATH } from '../config/schema.js';
 import { shellArg } from '../shell-arg.js';
+import { counted } from '../counted.js';
 
 interface InitArgs {
   config: string;
@@ -107,7 +108,7 @@ export const initCommand: CommandModule<object, InitArgs> = {
         const r = importClientConfig(text, argv.from, dirname(file));
         servers = r.servers;
         notes = r.notes;
-        summary = `${Object.keys(servers).length} server(s) imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;
+        summary = `${counted(Object.keys(servers).length, 'server')} imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;
       } catch (err) {
         if (!(err instanceof ImportError)) throw err;
         process.stderr.write(`${err.message}\n`);

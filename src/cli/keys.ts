@@ -1,6 +1,7 @@
 import type { Argv, CommandModule } from 'yargs';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
 import { missingConfigHint } from './config-problems.js';
+import { counted } from '../counted.js';
 
 interface KeyArgs {
   config: string;
@@ -50,7 +51,7 @@ const removeCommand: CommandModule<object, KeyArgs> = {
     try {
       const n = removeApiKeys(args.config, String(args.principal));
       if (n === 0) return fail(`no API key of ${args.principal} in ${args.config}`, 1);
-      process.stdout.write(`removed ${n} key${n === 1 ? '' : 's'} of ${args.principal}\n`);
+      process.stdout.write(`removed ${counted(n, 'key')} of ${args.principal}\n`);
     } catch (e) {
       fail(`${args.config}: ${problem(e, args.config)}`);
     }

@@ -20,6 +20,7 @@ import { realLedgerPath } from '../ledger/real-path.js';
 import { hasTable } from '../ledger/migrate.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery, type RequestIdQuery } from '../ledger/request-id.js';
+import { counted } from '../counted.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -246,7 +247,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
         const left = leftBehind(path, reader);
         if (left.calls) {
-          const calls = `${left.calls} call${left.calls === 1 ? '' : 's'}`;
+          const calls = counted(left.calls, 'call');
           io.err(`switchyard ledger: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
         }
         await body(reader, args, opts);
@@ -348,7 +349,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         requestIdNotes(reader, a, filter);
         if (!shown) noRows(a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
-        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown} matching rows; more may match (--limit N shows more)\n`);
+        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown === 1 ? 'matching row' : `${shown} matching rows`}; more may match (--limit N shows more)\n`);
       },
     ),
   };
@@ -415,7 +416,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         if (!rows.length) noRows(a.json, 'finished calls');
         // Not calls (/metrics counts none of them either), but not hidden: said where to find them.
         if (hubEvents && !a.json) {
-          const n = hubEvents === 1 ? "1 row of the hub's own events" : `${hubEvents} rows of the hub's own events`;
+          const n = `${counted(hubEvents, 'row')} of the hub's own events`;
           io.err(`switchyard ledger: note: ${n} (catalog quarantines and drops, plugin failures) not counted as calls: \`ledger query --principal hub\` lists them, \`ledger stats --principal hub\` counts them\n`);
         }
       },
@@ -449,8 +450,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           const body = r.ok ? { ...r, head: formatWitness({ seq: r.headSeq, hash: r.headHash }) } : r;
           io.out(screenJson(JSON.stringify(body)) + '\n');
         } else if (r.ok) {
-          const held = r.witnesses ? `, ${r.witnesses} witness${r.witnesses === 1 ? '' : 'es'} held` : '';
-          io.out(`ok: ${r.rows} rows verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
+          const held = r.witnesses ? `, ${counted(r.witnesses, 'witness', 'witnesses')} held` : '';
+          io.out(`ok: ${counted(r.rows, 'row')} verified (chain seq ${r.anchorSeq + 1}..${r.headSeq})${held}\n`);
           io.out(`head: ${formatWitness({ seq: r.headSeq, hash: r.headHash })}\n`);
         } else {
           const where = r.rowId === null && r.seq === null ? '' : ` at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'})`;
@@ -520,7 +521,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           KEY_HEADER,
           (k) => keyCells(k, o.expiredBefore),
         );
-        if (!a.json && ids.length === o.limit) io.err(`switchyard ledger: note: the latest ${shown} matching keys; more may match (--limit N shows more)\n`);
+        if (!a.json && ids.length === o.limit) io.err(`switchyard ledger: note: the latest ${shown === 1 ? 'matching key' : `${shown} matching keys`}; more may match (--limit N shows more)\n`);
       },
     ),
   };
@@ -537,7 +538,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       (a) => timeOption('--before', a.before, now()),
       (reader, a, before) => {
         const n = reader.prune(before);
-        io.out(`pruned ${n} rows older than ${new Date(before).toISOString()}\n`);
+        io.out(`pruned ${counted(n, 'row')} older than ${new Date(before).toISOString()}\n`);
         // Rows deleted from the chain's start by hand, the anchor moved after them, look like a
         // prune to verify and to every witness recorded after them. The anchor a real prune left,
         // kept elsewhere as a witness, is what fails then ("was pruned"): printed to be kept.

@@ -9,6 +9,7 @@ import { getJson } from './admin-request.js';
 import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
 import { takeStdout } from '../log.js';
+import { counted } from '../counted.js';
 
 export interface ToolsExportArgs {
   format: 'openai' | 'anthropic';
@@ -18,6 +19,16 @@ export interface ToolsExportArgs {
   /** Only what this tool group (`/mcp/<group>`) shows: asked of the daemon, which knows the groups. */
   group?: string;
   local: boolean;
+}
+
+/** What stderr says beside an export: the tools it could not give as they are, counted. */
+export function exportNotes(doc: ReturnType<typeof toOpenAi> | ReturnType<typeof toAnthropic>): string {
+  let notes = '';
+  if (doc.format === 'openai' && doc.notStrict.length) notes += `${counted(doc.notStrict.length, 'tool')} could not be made strict; see "notStrict"\n`;
+  if (doc.format === 'openai' && Object.keys(doc.loosened).length)
+    notes += `${counted(Object.keys(doc.loosened).length, 'strict tool')} lost constraints the API does not take (the hub still checks them); see "loosened"\n`;
+  if (doc.skipped.length) notes += `${counted(doc.skipped.length, 'tool')} left out: the API refuses their names; see "skipped"\n`;
+  return notes;
 }
 
 /** Adds the export options to a yargs builder (shared by `tools --format` and `tools export`). */
@@ -84,11 +95,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
     const tools = await catalog(a);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
     out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
-    if (doc.format === 'openai' && doc.notStrict.length)
-      process.stderr.write(`${doc.notStrict.length} tool(s) could not be made strict; see "notStrict"\n`);
-    if (doc.format === 'openai' && Object.keys(doc.loosened).length)
-      process.stderr.write(`${Object.keys(doc.loosened).length} strict tool(s) lost constraints the API does not take (the hub still checks them); see "loosened"\n`);
-    if (doc.skipped.length) process.stderr.write(`${doc.skipped.length} tool(s) left out: the API refuses their names; see "skipped"\n`);
+    process.stderr.write(exportNotes(doc));
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {

@@ -160,7 +160,7 @@ describe('switchyard init', () => {
       { args: ['config', 'validate', '--config', join(d, 'hub.config.json')] },
     ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/2 server\(s\) imported from .* \(Claude Desktop\): notes, my-files-v2/);
+    expect(r.stdout).toMatch(/2 servers imported from .* \(Claude Desktop\): notes, my-files-v2/);
     expect(r.stdout).toMatch(/note: server "my_files.v2" is "my-files-v2"/);
     expect(r.stdout).toMatch(/note: server "switchyard" looks like Switchyard itself/);
     expect(r.stdout).toMatch(/secret-looking values in env \(API_TOKEN\)/);
@@ -198,7 +198,7 @@ describe('switchyard init', () => {
       { args: ['config', 'validate'], cwd: d, env: { SWITCHYARD_INPUT_GH_TOKEN: 't' } },
     ])) as [CliRun, CliRun];
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/3 server\(s\) imported from \.vscode\/mcp\.json \(VS Code\): local, github, old/);
+    expect(r.stdout).toMatch(/3 servers imported from \.vscode\/mcp\.json \(VS Code\): local, github, old/);
     expect(r.stdout).toMatch(/set the environment variable SWITCHYARD_INPUT_GH_TOKEN/);
     expect(r.stdout).toMatch(/the file does not validate yet:[\s\S]*SWITCHYARD_INPUT_GH_TOKEN is not set/);
     const cfg = JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8'));

@@ -93,7 +93,7 @@ describe('prune after a crash, then a start', () => {
     expect((await exportRows(db)).map((r) => [r.id, r.requestId, r.outcome])).toEqual([[1, 'held', 'unknown']]);
     const verify = await ledgerCli(db, ['verify']);
     expect(verify.code, verify.stdout).toBe(0);
-    expect(verify.stdout).toMatch(/^ok: 1 rows verified \(chain seq 3\.\.3\)/);
+    expect(verify.stdout).toMatch(/^ok: 1 row verified \(chain seq 3\.\.3\)/);
     // The files are gone with the hub, and the ids the prune listed with them.
     expect(existsSync(pending) ? readFileSync(pending, 'utf8') : '').toBe('');
     const sql = new Database(db, { readonly: true });

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { toAnthropic, toOpenAi, toStrictSchema, type StrictOk } from '../../src/catalog/export.js';
+import { exportNotes } from '../../src/cli/tools-export.js';
 
 type Json = Record<string, any>;
 
@@ -273,6 +274,12 @@ describe('toOpenAi / toAnthropic', () => {
     expect(out.skipped).toEqual([{ name: 'odd.name', reason: expect.stringMatching(/does not match/) }]);
     // Non-strict tools still carry their schema as given.
     expect(out.tools[1].function.parameters).toEqual(tools[1].inputSchema);
+    // Said on stderr by `tools export`, counted in words that fit one ("1 tool", it said "1 tool(s)").
+    expect(exportNotes(out)).toBe(
+      '1 tool could not be made strict; see "notStrict"\n' +
+        '1 strict tool lost constraints the API does not take (the hub still checks them); see "loosened"\n' +
+        '1 tool left out: the API refuses their names; see "skipped"\n',
+    );
   });
 
   it('OpenAI: a tool named __proto__ (an upstream name without a prefix) is said in nullable and loosened like any other', () => {

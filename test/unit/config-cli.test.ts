@@ -45,7 +45,7 @@ describe('switchyard config validate', () => {
     const r = validate({ servers: { notes: { command: 'node' } }, groups: { g: { servers: ['ntoes'] } } });
     expect(r).toEqual({
       status: 0,
-      stdout: 'ok: 1 servers\n',
+      stdout: 'ok: 1 server\n',
       stderr: 'warning: groups.g.servers names "ntoes", which is not a configured server: /mcp/g shows nothing of it (servers: notes)\n',
     });
   });
@@ -64,7 +64,7 @@ describe('switchyard config validate', () => {
     const other = join(dir, 'ide.json');
     writeFileSync(other, JSON.stringify({ mcpServers: { fs: { type: 'stdio', command: 'npx' } } }));
     const r = validate({}, ['--config', other]);
-    expect(r.stdout).toBe('ok: 1 servers\n');
+    expect(r.stdout).toBe('ok: 1 server\n');
     expect(r.status).toBe(0);
   });
 

@@ -10,6 +10,7 @@ describe('doctor: tool caps per group', () => {
     const found = toolCaps(tools, {
       none: { servers: ['a'], deny: ['a__*'] },
       reads: { tools: ['read'] },
+      one: { tools: ['delete'] },
       safe: { deny: ['*__delete', 'write'] },
       // A glob with the hub's separator is read on hub names only.
       hubOnly: { tools: ['*__read'] },
@@ -18,6 +19,7 @@ describe('doctor: tool caps per group', () => {
       expect.stringMatching(/^the default endpoint exposes 4 tools/),
       expect.stringMatching(/^group "none" exposes 0 tools/),
       expect.stringMatching(/^group "reads" exposes 2 tools/),
+      expect.stringMatching(/^group "one" exposes 1 tool \(/), // not "1 tools"
       expect.stringMatching(/^group "safe" exposes 2 tools/),
       expect.stringMatching(/^group "hubOnly" exposes 2 tools/),
     ]);

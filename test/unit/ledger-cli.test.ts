@@ -670,6 +670,17 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 4 rows verified \(chain seq 4\.\.7\)\nhead: 7:/);
   });
 
+  // Every count was `${n} rows`: "pruned 1 rows", "ok: 1 rows verified", doctor's "(1 rows)".
+  it('a count of one says row, not rows: prune, verify, the note of query --limit 1, doctor', async () => {
+    await seeded();
+    expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '170m'])).out).toMatch(/^pruned 1 row older than /);
+    expect((await cli(['ledger', 'prune', '--db', t.db, '--before', '20m'])).out).toMatch(/^pruned 4 rows older than /);
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 1 row verified \(chain seq 6\.\.6\)\nhead: 6:/);
+    expect(ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig).message).toMatch(/: hash chain verified \(1 row\); 1 row is in flight/);
+    const one = await cli(['ledger', 'query', '--db', t.db, '--limit', '1']);
+    expect(one.err).toBe('switchyard ledger: note: the newest matching row; more may match (--limit N shows more)\n');
+  });
+
   // prune opens the ledger to write: it created a new empty ledger (and its folder) at a
   // mistyped path and said "pruned 0 rows", exit 0, where query says there is none.
   it('prune on a missing database says so as query does, and creates nothing', async () => {
