@@ -91,6 +91,18 @@ function oneText(option: string, value: string | string[] | undefined): string |
   return value;
 }
 
+/**
+ * A name filter (--server, --tool, --principal, …): the empty string names nothing a row can
+ * hold (no server, tool or principal is named ""), so it matched no row and read as "no such
+ * calls", silently. A usage error instead. (`--request-id ''` is not one of these: the empty
+ * string is an id a client can send.)
+ */
+function nameFilter(option: string, value: string | string[] | undefined, what = 'name'): string | undefined {
+  const v = oneText(option, value);
+  if (v === '') throw new UsageError(`${option} is empty: give a ${what}, or leave the option out`);
+  return v;
+}
+
 /** The ledger file: --db, else `ledger.path` of the config file (relative to its folder). */
 export function resolveLedgerPath(args: CommonArgs): string {
   if (args.db) return resolve(args.db);
@@ -185,14 +197,14 @@ function requestIdOption(value: string | string[] | undefined): RequestIdQuery |
 function filterOf(a: FilterArgs, now: number): AuditFilter {
   const when = (option: string, s: string | string[] | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
   return {
-    server: oneText('--server', a.server),
-    tool: oneText('--tool', a.tool),
-    principal: oneText('--principal', a.principal),
-    group: oneText('--group', a.group),
+    server: nameFilter('--server', a.server),
+    tool: nameFilter('--tool', a.tool),
+    principal: nameFilter('--principal', a.principal),
+    group: nameFilter('--group', a.group),
     outcome: oneText('--outcome', a.outcome),
-    method: oneText('--method', a.method),
+    method: nameFilter('--method', a.method),
     requestId: requestIdOption(a.requestId)?.stored,
-    client: oneText('--client', a.client),
+    client: nameFilter('--client', a.client),
     traceId: traceIdOption(a.traceId),
     since: when('--since', a.since),
     until: when('--until', a.until),
@@ -506,7 +518,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     handler: run(
       false,
       (a) => ({
-        filter: { principal: oneText('--principal', a.principal), key: oneText('--key', a.key), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
+        filter: { principal: nameFilter('--principal', a.principal), key: nameFilter('--key', a.key, 'key'), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
         limit: wholeNumber('--limit', a.limit, 1),
         // Keys ended before this count as absent to a retry (the hub's lookup), though not yet purged.
         expiredBefore: (io.now ?? Date.now)() - resolveKeyTtlMs(a),

@@ -6,7 +6,7 @@ import { configProblemLines } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
-import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
+import { BadUrlError, daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
 import { takeStdout } from '../log.js';
 import { counted } from '../counted.js';
@@ -48,6 +48,12 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
       default: false,
       // `tools` lists only what the daemon holds (pins, quarantine): there --local is for --format.
       describe: `${formatRequired ? 'Connect' : 'With --format: connect'} to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)`,
+    })
+    // Read as not given, `--server ''` (a script's unset variable) listed every server's tools.
+    .check((a) => {
+      for (const [key, what] of [['server', 'server id'], ['group', 'tool group']] as const)
+        if (a[key] === '') throw new BadUrlError(`--${key} is empty: give a ${what}, or leave the option out`);
+      return true;
     }) as unknown as Argv<T & ToolsExportArgs>;
 }
 

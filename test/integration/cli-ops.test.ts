@@ -264,10 +264,18 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
     const exports = [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']];
     const typos = [['servers'], ['tools'], ['reload']];
+    // An empty --server or --group (a script's unset variable) listed every server's tools.
+    const empties: [string[], string][] = [
+      [['tools', '--server', ''], 'server id'],
+      [['tools', '--format', 'openai', '--group', ''], 'tool group'],
+      [['tools', 'export', '--format', 'anthropic', '--server', ''], 'server id'],
+      [['tools', 'approve', '--server', ''], 'server id'],
+    ];
     const [t, ...runs] = await runCliBatch([
       { args: ['tools'], cwd: free },
       ...exports.map((args) => ({ args: [...args, '--url', `http://127.0.0.1:${unused}`], cwd: free })),
       ...typos.map((cmd) => ({ args: [...cmd, '-c', 'hub.config.jsn'], cwd: free })),
+      ...empties.map(([args]) => ({ args, cwd: free })),
     ]);
     // `tools` says it the same way, with the same exit code.
     expect(t!.code).toBe(3);
@@ -282,6 +290,11 @@ describe('servers, doctor and tools without a daemon', () => {
       const typo = runs.shift()!;
       expect(typo.code, cmd[0]).toBe(2);
       expect(typo.stderr).toBe('switchyard: cannot read hub.config.jsn (no such file): give the config the daemon runs with, or its address with --url\n');
+    }
+    for (const [args, what] of empties) {
+      const empty = runs.shift()!;
+      const option = args.includes('--group') ? '--group' : '--server';
+      expect([empty.code, empty.stdout, empty.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give a ${what}, or leave the option out\n`]);
     }
   });
 

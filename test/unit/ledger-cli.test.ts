@@ -1015,6 +1015,15 @@ describe('switchyard ledger CLI', () => {
       [['stats', '--tool', 'a', '--tool', 'b'], '--tool must be given once'],
       [['export', '--outcome', 'ok', '--outcome', 'denied'], '--outcome must be given once'],
       [['prune', '--before', '1h', '--before', '2h'], '--before must be given once'],
+      // An empty name matched no row, silently ("no rows match"), in every subcommand.
+      [['query', '--tool', ''], '--tool is empty: give a name, or leave the option out'],
+      [['query', '--server', ''], '--server is empty: give a name, or leave the option out'],
+      [['tail', '--principal', ''], '--principal is empty: give a name, or leave the option out'],
+      [['stats', '--group', ''], '--group is empty: give a name, or leave the option out'],
+      [['export', '--method', ''], '--method is empty: give a name, or leave the option out'],
+      [['query', '--client', ''], '--client is empty: give a name, or leave the option out'],
+      [['keys', '--key', ''], '--key is empty: give a key, or leave the option out'],
+      [['keys', '--principal', ''], '--principal is empty: give a name, or leave the option out'],
     ];
     for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(err));
     // A usage error whatever the file: not "no ledger database".
