@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, fallbackOf, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
+import { DaemonError, DaemonRefusal, fallbackOf, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -120,7 +120,9 @@ export function readAnswer(
     if (key) return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY (${said}): set it to one of its admin keys`) };
     return { error: new AdminKeyRefused(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (${said})`) };
   }
-  return { error: new DaemonError(`${base}${path}: ${said}`) };
+  // The daemon's own words first, as the command's: the route and status were noise before them.
+  if (msg) return { error: new DaemonRefusal(`${msg} [HTTP ${res.status} from ${base}]`) };
+  return { error: new DaemonRefusal(`the daemon at ${base} answered HTTP ${res.status} to ${path.split('?', 1)[0]}`) };
 }
 
 async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {

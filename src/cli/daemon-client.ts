@@ -27,15 +27,28 @@ export class NoDaemonError extends Error {}
 export class DaemonError extends Error {}
 
 /**
- * A command's exchange with the daemon: a daemon that is not there (exit 3) or that answers
- * with an error (exit 1) is one line on stderr; anything else is thrown on.
+ * A switchyard daemon refused what the command asked, in words of its own (`no server "nope"
+ * is running`): those come first, the status and the daemon's address last, for a bug report.
+ * Said as the command's (daemonErrorLine): the daemon's words alone do not say who speaks.
  */
-export async function withDaemon(work: () => Promise<void>): Promise<void> {
+export class DaemonRefusal extends DaemonError {}
+
+/** The line a command prints for `err`: a refusal as the command's own (`switchyard servers restart: …`), the rest as they are. */
+export function daemonErrorLine(err: Error, command: string): string {
+  return err instanceof DaemonRefusal ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
+}
+
+/**
+ * A command's exchange with the daemon: a daemon that is not there (exit 3) or that answers
+ * with an error (exit 1) is one line on stderr; anything else is thrown on. `command` as the
+ * user typed it (`servers restart`), to say a refusal as its own.
+ */
+export async function withDaemon(command: string, work: () => Promise<void>): Promise<void> {
   try {
     await work();
   } catch (err) {
     if (!(err instanceof NoDaemonError || err instanceof DaemonError)) throw err;
-    process.stderr.write(`${err.message}\n`);
+    process.stderr.write(daemonErrorLine(err, command));
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
   }
 }

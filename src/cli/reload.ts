@@ -55,7 +55,7 @@ export const reloadCommand: CommandModule<object, DaemonArgs> = {
   builder: (y: Argv) => daemonOptions(y, { config: 'Config file (for the daemon address; the daemon reads its own)' }),
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    await withDaemon(async () => {
+    await withDaemon('reload', async () => {
       const o = await postJson(base, '/admin/reload', reloadAnswer, { timeoutMs: RELOAD_TIMEOUT_MS, answers: [422, 500] }).catch(async (err: unknown) => {
         throw (await olderDaemon(err, base, 'switchyard reload', 'send it SIGHUP, which reloads its config file')) ?? err;
       });

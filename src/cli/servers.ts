@@ -99,7 +99,7 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
       }) as unknown as Argv<RestartArgs>,
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    await withDaemon(async () => {
+    await withDaemon('servers restart', async () => {
       await postJson(base, `/admin/servers/${encodeURIComponent(argv.id)}/restart`, restartAnswer).catch(async (err: unknown) => {
         throw (await olderDaemon(err, base, 'switchyard servers restart', 'restart the daemon (SIGTERM, then start it again), which restarts every server')) ?? err;
       });
@@ -130,7 +130,7 @@ export const serversCommand: CommandModule<object, ServersArgs> = {
     daemonOptions(y).command(restartCommand),
   handler: async (argv) => {
     const base = daemonBase(argv.url, argv.config);
-    await withDaemon(async () => {
+    await withDaemon('servers', async () => {
       const r = await getJson(base, '/admin/servers', serversAnswer);
       // The tools clients are shown (held-back ones not counted), not the raw list's length.
       const tools = await getJson(base, '/admin/tools', toolsAnswer).catch(() => undefined);

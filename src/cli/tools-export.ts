@@ -6,7 +6,7 @@ import { configProblemLines } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
-import { BadUrlError, daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
+import { BadUrlError, daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
 import { takeStdout } from '../log.js';
 import { counted } from '../counted.js';
@@ -81,7 +81,7 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
   return (await lookLocally(config, { server: a.server })).tools;
 }
 
-export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
+export async function runToolsExport(a: ToolsExportArgs, command = 'tools export'): Promise<void> {
   // A group is the daemon's to apply, and --local asks no daemon: the two cannot both be meant.
   if (a.local && a.group) {
     process.stderr.write('--group needs the running daemon (it applies the groups); drop --local\n');
@@ -110,7 +110,7 @@ export async function runToolsExport(a: ToolsExportArgs): Promise<void> {
       return;
     }
     if (!(err instanceof NoDaemonError || err instanceof DaemonError || err instanceof PinsUnreadError)) throw err;
-    process.stderr.write(`${err.message}\n`);
+    process.stderr.write(daemonErrorLine(err, command));
     // As `tools` and `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
   }

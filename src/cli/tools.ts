@@ -8,7 +8,7 @@ import { approvePins, matchPins } from '../ledger/pins.js';
 import { screenJson, screenText, table } from '../ledger/format.js';
 import { itemsAnswer, pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
-import { daemonBase, DaemonError, NoDaemonError } from './daemon-client.js';
+import { daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
 import { resolveLedgerPath, sqliteSaysOf, UsageError } from './ledger.js';
 import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';
@@ -116,7 +116,7 @@ function kindNotForExport(kind: KindWord | undefined): boolean {
 async function list(a: ListArgs): Promise<void> {
   const kind = a.kind === undefined || a.kind === 'tool' ? undefined : a.kind;
   if (a.format && kindNotForExport(kind)) return;
-  if (a.format) return runToolsExport(a as ToolsExportArgs);
+  if (a.format) return runToolsExport(a as ToolsExportArgs, 'tools');
   if (a.local) {
     // Pins, quarantines and flags live in the running hub; a local look would show none of them.
     err('listing asks the running daemon (start one with `switchyard start`); --local works with --format\n');
@@ -148,7 +148,7 @@ async function list(a: ListArgs): Promise<void> {
     flagLines(tools);
   } catch (e) {
     if (!(e instanceof NoDaemonError || e instanceof DaemonError)) throw e;
-    err(`${e.message}\n`);
+    err(daemonErrorLine(e, 'tools'));
     // As `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
     process.exitCode = e instanceof NoDaemonError ? 3 : 1;
   }

@@ -525,11 +525,14 @@ describe('servers, doctor and tools against a running daemon', () => {
         { args: ['tools', '--format', 'openai', '--local', '-c', hub.configFile, '--server', 'toString'] },
       ])),
     ];
+    const origin = new URL(hub.url).origin;
     for (const args of asked) {
       const r = runs.shift()!;
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr, args.join(' ')).toMatch(/no server named "nope".*\(servers: legacy, modern/);
       expect(r.stdout).toBe('');
+      // The daemon's words first, as the command's; its status and address last (it led with its route and status).
+      if (!args.includes('--local')) expect(r.stderr, args.join(' ')).toMatch(new RegExp(`^switchyard tools: no server named "nope" \\(servers: .*\\) \\[HTTP 404 from ${origin.replace(/\./g, '\\.')}\\]\n$`));
     }
     // A name every object has is no server either (config.servers['toString'] was Object's function).
     const odd = runs.shift()!;

@@ -126,8 +126,9 @@ describe('switchyard servers restart', () => {
     const n = hub.logs.filter((l) => l.includes('server restarted on request')).length;
     const unknown = await run(['servers', 'restart', 'nope', '--url', hub.url]);
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toMatch(/HTTP 404: no server "nope" is running \(switchyard servers lists them\)/);
     const origin = new URL(hub.url).origin;
+    // The daemon's words first, as the command's; its status and address last, once (it led with the route and status).
+    expect(unknown.stderr).toBe(`switchyard servers restart: no server "nope" is running (switchyard servers lists them) [HTTP 404 from ${origin}]\n`);
     const get = await fetch(`${origin}/admin/servers/a/restart`);
     expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST']);
     expect((await fetch(`${origin}/admin/servers/%E0%A4%A/restart`, { method: 'POST' })).status).toBe(400);
@@ -142,7 +143,7 @@ describe('switchyard servers restart', () => {
     expect(table.stdout).toMatch(/^off +disabled +- +- +- +- +- +-$/m);
     const restart = await run(['servers', 'restart', 'off', '--url', hub.url]);
     expect(restart.code).toBe(1);
-    expect(restart.stderr).toMatch(/HTTP 404: server "off" is disabled in the config: enable it there and reload/);
+    expect(restart.stderr).toBe(`switchyard servers restart: server "off" is disabled in the config: enable it there and reload [HTTP 404 from ${new URL(hub.url).origin}]\n`);
     expect((await health(hub.url)).servers.map((s) => s.id)).not.toContain('off');
   });
 });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AdminKeyRefused, OtherProgramError, readAnswer, switchyardChallenge } from '../../src/cli/admin-request.js';
-import { daemonBase, DaemonError } from '../../src/cli/daemon-client.js';
+import { daemonBase, DaemonError, daemonErrorLine } from '../../src/cli/daemon-client.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,7 +59,12 @@ describe('readAnswer', () => {
     expect('error' in basic && basic.error).toBeInstanceOf(OtherProgramError);
     const json = readAnswer(BASE, '/admin/servers/x/restart', answer(404, { 'content-type': 'application/json' }), JSON.stringify({ error: 'no server "x" is running' }), false);
     expect('error' in json && json.error).toBeInstanceOf(DaemonError);
-    expect('error' in json && json.error.message).toBe(`${BASE}/admin/servers/x/restart: HTTP 404: no server "x" is running`);
+    // The daemon's words first; its status and address last (the route and status led, as noise).
+    expect('error' in json && json.error.message).toBe(`no server "x" is running [HTTP 404 from ${BASE}]`);
+    expect('error' in json && daemonErrorLine(json.error, 'servers restart')).toBe(`switchyard servers restart: no server "x" is running [HTTP 404 from ${BASE}]\n`);
+    // No words of its own: which route answered which status is all there is to say.
+    const bare = readAnswer(BASE, '/admin/tools?all=1', answer(500, { 'content-type': 'application/json' }), '{}', false);
+    expect('error' in bare && bare.error.message).toBe(`the daemon at ${BASE} answered HTTP 500 to /admin/tools`);
     expect(readAnswer(BASE, '/admin/reload', answer(422, {}), JSON.stringify({ status: 'rejected', problems: [] }), false, [422])).toEqual({ body: { status: 'rejected', problems: [] } });
   });
 });
