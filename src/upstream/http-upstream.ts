@@ -28,6 +28,7 @@ import { StoredTokenSource } from './oauth-stored-client.js';
 import { shellArg } from '../shell-arg.js';
 import type { UpstreamOAuthConfig } from '../config/types.js';
 import type { CallOptions, UpstreamSpec } from './types.js';
+import { counted } from '../counted.js';
 
 const GET_RETRY_MAX_MS = 30_000;
 /**
@@ -158,7 +159,7 @@ export class HttpUpstream extends HandshakingUpstream {
     // that says nothing of its calls (rpc-base noteUnanswered), and a circuit closed by it alone
     // would take a whole streak of timeouts again, opening and closing for good.
     if (err instanceof TimeoutError) this.probation = true;
-    const reason = `circuit open after ${this.streak.count} consecutive failures; last: ${this.streak.lastFailure ?? 'unknown'}`;
+    const reason = `circuit open after ${counted(this.streak.count, 'consecutive failure')}; last: ${this.streak.lastFailure ?? 'unknown'}`;
     this.streak.reset();
     // The last failure's Retry-After (a 503 asking for a while) outlasts a shorter cool-down:
     // a probe sooner is refused again.
@@ -892,7 +893,7 @@ export class HttpUpstream extends HandshakingUpstream {
           if (!this.streak.record('unwell', why)) return this.armHealthCheck(ms, Math.max(Math.min(ms, HEALTH_RECHECK_MS), askedWaitMs(err)));
           const n = this.streak.count;
           this.streak.reset();
-          this.foundDown(`${why} (${n} consecutive failures)`, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
+          this.foundDown(`${why} (${counted(n, 'consecutive failure')})`, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
           return;
         }
         if (!(err instanceof TimeoutError)) {

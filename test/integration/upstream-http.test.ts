@@ -636,6 +636,7 @@ describe('legacy: a session renewed while the circuit is open', () => {
     await waitFor(() => held !== undefined, 5000, 'the held call');
     await expect(u.request('tools/call', { name: 'fail' })).rejects.toThrow(/500/);
     expect([u.state, u.circuit]).toEqual(['restarting', 'open']);
+    expect(u.lastError).toMatch(/^circuit open after 1 consecutive failure; last: /); // not "1 consecutive failures"
     // The server forgot the session: the held call meets its 404 and renews it, then goes again.
     live.clear();
     held!.writeHead(404).end();
