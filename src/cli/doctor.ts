@@ -309,7 +309,7 @@ export const doctorCommand: CommandModule<object, DoctorArgs> = {
       for (const f of findings) process.stdout.write(screenText(`${f.level.padEnd(4)}  ${f.check.padEnd(w)}  ${f.message}`) + '\n');
       const fails = findings.filter((f) => f.level === 'fail').length;
       const warns = findings.filter((f) => f.level === 'warn').length;
-      process.stdout.write(fails || warns ? `\n${fails} problem(s), ${warns} warning(s)\n` : '\nall good\n');
+      process.stdout.write(fails || warns ? `\n${counted(fails, 'problem')}, ${counted(warns, 'warning')}\n` : '\nall good\n');
     }
     if (findings.some((f) => f.level === 'fail')) process.exitCode = 1;
   },

@@ -422,7 +422,7 @@ describe('servers, doctor and tools without a daemon', () => {
     const r = await run(['doctor'], { cwd: bad });
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^fail\s+config\s+.*listen\.port/m);
-    expect(r.stdout).toMatch(/problem\(s\)/);
+    expect(r.stdout).toMatch(/\n2 problems, \d+ warnings?\n$/); // counted in words, not "problem(s)"
     // A config start refuses beyond the schema (an unreadable jwksFile): failed, not "ok".
     writeFileSync(join(bad, 'hub.config.json'), JSON.stringify({ listen: { port: 0 }, ledger: { enabled: false }, auth: { oauth: { issuer: 'https://issuer.test', jwksFile: 'gone.json' } }, servers: {} }));
     const oauth = await run(['doctor', '--json'], { cwd: bad });
