@@ -100,11 +100,21 @@ async function checkSharedSurface(client: AnyClient, scheme: string, serverName:
 
   const progress: number[] = [];
   const onprogress = (p: { progress: number }) => progress.push(p.progress);
+  // A report read in the same chunk as the answer reaches the SDK client after it: the client
+  // has let go of the call's progress handler by then (its notifications are dispatched a
+  // microtask later, answers at once) and reports it to onerror as for an unknown token. On a
+  // busy machine the last one or two of the three come so. Counted too: the fixture sent them.
+  let late = 0;
+  const onerror = client.onerror;
+  client.onerror = (e: Error) => void (/progress notification for an unknown token/.test(e.message) ? late++ : onerror?.(e));
   const params = { name: 'slow', arguments: { ms: 250 } };
   // v1 takes (params, resultSchema, options); v2 takes (params, options).
   const slow = client instanceof V1Client ? await client.callTool(params, undefined, { onprogress }) : await client.callTool(params, { onprogress });
   expect(texts(slow)).toEqual(['slept 250']);
-  expect(progress.length).toBeGreaterThanOrEqual(2);
+  // One report per 100 ms step: 100, 200, 250.
+  await expect.poll(() => progress.length + late, { timeout: 2_000, interval: 10 }).toBe(3);
+  client.onerror = onerror;
+  expect(progress.length).toBeGreaterThanOrEqual(1);
   expect([...progress].sort((a, b) => a - b)).toEqual(progress);
 
   const completion = await client.complete({ ref: { type: 'ref/prompt', name: 'greet' }, argument: { name: 'name', value: 'al' } });
