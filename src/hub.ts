@@ -831,8 +831,7 @@ export class Hub implements HubCore {
       let waited = false;
       if (starting.length > 0 && !this.answeredFromKey(method, params, ctx)) {
         waited = true;
-        this.log.debug({ method, name: params.name, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
-        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
+        await this.firstStarts(method, params.name, starting, ctx);
       }
       // A modern client's retry (the user answered its round) to a server restarting after a crash: a short wait for it (hub/back-soon.ts).
       // isRetry first: the connection's lookup is paid by retries alone, not by every call.
@@ -849,9 +848,8 @@ export class Hub implements HubCore {
       // A prompt names its server as a tool does; so does the completion of a prompt's argument.
       const prompt = promptNamed(method, params);
       const starting = prompt === undefined ? [] : this.firstStarting(prompt, ctx);
-      if (starting.length > 0) {
-        this.log.debug({ method, name: prompt, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
-        await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
+      if (prompt !== undefined && starting.length > 0) {
+        await this.firstStarts(method, prompt, starting, ctx);
         // Cancelled (or ended by the hub's stop) while it waited: its row said what the router then
         // made of it (`Unknown prompt`, the server's state), which its client never got.
         await this.endedWhileWaiting(method, params, ctx, starting.length === 1 ? starting[0] : undefined);
@@ -868,6 +866,12 @@ export class Hub implements HubCore {
     const result = await this.router.handle(method, params, ctx);
     if (method === 'tools/list') await this.routes.learn(result, ctx);
     return result;
+  }
+
+  /** Until each of `starting` ends its first attempt to start, within its timeoutMs, or the request is cancelled, or the stop begins. */
+  private async firstStarts(method: string, name: string, starting: ServerHandle[], ctx: CallContext): Promise<void> {
+    this.log.debug({ method, name, servers: starting.map((s) => s.id) }, 'waiting for the first start of its server');
+    await Promise.all(starting.map((s) => firstAttemptEnded(s, s.config.timeoutMs, ctx.signal, this.stopBegun.signal)));
   }
 
   /** A retry's short wait for `u`, its server's connection on its way back (hub/back-soon.ts), within the request's own timeout. */

@@ -220,15 +220,9 @@ export class Catalog extends EventEmitter {
     // Keys are server ids, or principalListenKey()s of principals' own connections, each with the
     // resource subscriptions made on that connection (router/subscriptions.ts: its `conn`).
     this.listens = new ListenManager(log, {
-      subscribedUris: (key) => {
-        const serverId = serverOfListenKey(key);
-        return opts.subscribedUris?.(serverId, key === serverId ? '' : principalConn(key.slice(serverId.length + 1))) ?? [];
-      },
+      subscribedUris: (key) => opts.subscribedUris?.(serverOfListenKey(key), connOfListenKey(key)) ?? [],
       onGap: (key) => this.listenGap(key),
-      onLeftOut: (key, uris) => {
-        const serverId = serverOfListenKey(key);
-        opts.listenLeftOut?.(serverId, key === serverId ? '' : principalConn(key.slice(serverId.length + 1)), uris);
-      },
+      onLeftOut: (key, uris) => opts.listenLeftOut?.(serverOfListenKey(key), connOfListenKey(key), uris),
     });
     this.itemPins = opts.itemPins ?? { prompts: new MemoryPinStore(), resources: new MemoryPinStore(), resourceTemplates: new MemoryPinStore() };
     for (const kind of LIST_KINDS) {
@@ -1014,6 +1008,12 @@ function principalListenKey(serverId: string, principal: string): string {
 function serverOfListenKey(key: string): string {
   const i = key.indexOf('\0');
   return i < 0 ? key : key.slice(0, i);
+}
+
+/** The connection of a ListenManager key, as router/subscriptions.ts names it: '' the server's own, principalConn() a principal's. */
+function connOfListenKey(key: string): string {
+  const i = key.indexOf('\0');
+  return i < 0 ? '' : principalConn(key.slice(i + 1));
 }
 
 /** Resource records' URI keys, computed once per record (records live as long as their list). */

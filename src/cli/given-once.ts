@@ -28,16 +28,22 @@ export function givenOnce(argv: Record<string, unknown>, options: Options | Desc
   return true;
 }
 
-/** The options naming a file, read from a path: empty, each command read something else. */
-const PATH_OPTIONS = ['config', 'db'] as const;
-
 /**
- * A yargs check (global): `--config ''` or `--db ''` (a script's unset variable, `--db "$COPY"`)
- * is a usage error (exit 2). Read as not given, `ledger verify --db ''` verified the config's
- * live ledger instead of the evidence copy meant, and `servers -c ''` asked the default address.
+ * A yargs check: each of `options` (name, what to give instead) given as the empty string (a
+ * script's unset variable) is a usage error (exit 2), one line naming it. Read as not given, it
+ * meant something else than the user's: `ledger verify --db ''` verified the config's live
+ * ledger instead of the evidence copy meant, `servers -c ''` asked the default address, and
+ * `tools --server ''` listed every server's tools.
  */
-export function noEmptyPath(argv: Record<string, unknown>): true {
-  for (const key of PATH_OPTIONS)
-    if (argv[key] === '') throw new BadUrlError(`--${key} is empty: give the file's path (an unset variable in a script?)`);
-  return true;
+export function notEmpty(options: readonly (readonly [name: string, give: string])[]): (argv: Record<string, unknown>) => true {
+  return (argv) => {
+    for (const [key, give] of options) if (argv[key] === '') throw new BadUrlError(`--${key} is empty: ${give}`);
+    return true;
+  };
 }
+
+/** Global: the options naming a file, read from a path (notEmpty). */
+export const noEmptyPath = notEmpty([
+  ['config', "give the file's path (an unset variable in a script?)"],
+  ['db', "give the file's path (an unset variable in a script?)"],
+]);

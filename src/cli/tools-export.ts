@@ -6,7 +6,8 @@ import { configProblemLines } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
-import { BadUrlError, daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
+import { daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
+import { notEmpty } from './given-once.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
 import { takeStdout } from '../log.js';
 import { counted } from '../counted.js';
@@ -49,12 +50,12 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
       // `tools` lists only what the daemon holds (pins, quarantine): there --local is for --format.
       describe: `${formatRequired ? 'Connect' : 'With --format: connect'} to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)`,
     })
-    // Read as not given, `--server ''` (a script's unset variable) listed every server's tools.
-    .check((a) => {
-      for (const [key, what] of [['server', 'server id'], ['group', 'tool group']] as const)
-        if (a[key] === '') throw new BadUrlError(`--${key} is empty: give a ${what}, or leave the option out`);
-      return true;
-    }) as unknown as Argv<T & ToolsExportArgs>;
+    .check(
+      notEmpty([
+        ['server', 'give a server id, or leave the option out'],
+        ['group', 'give a tool group, or leave the option out'],
+      ]),
+    ) as unknown as Argv<T & ToolsExportArgs>;
 }
 
 /**

@@ -15,7 +15,7 @@ import { changeKey, droppable, MAX_UNREAD_BYTES } from './sse.js';
  */
 export class FarBehind {
   private dropped = 0;
-  /** Change notifications held in this episode, and how many of them a later one replaced. */
+  /** Change notifications held in this episode (a later one of the same key replaces one: `held` keeps the latest). */
   private heldCount = 0;
   private readonly held = new Map<string, { msg: object; subscription: unknown }>();
   /** Something was left out or held since the last 'drain': the episode was said. */

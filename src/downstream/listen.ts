@@ -229,31 +229,24 @@ export class ListenHub {
    * or one whose groups no longer include their endpoint (`lost`), end now; how many.
    */
   endStreamsOf(principals: ReadonlySet<string>, lost: LostEndpoint = () => false): number {
-    let n = 0;
-    for (const l of [...this.listeners])
-      if (principals.has(l.principal) || lost(l.credentialKey, l.group)) {
-        l.close();
-        n++;
-      }
-    return n;
+    return this.endWhere((l) => principals.has(l.principal) || lost(l.credentialKey, l.group));
   }
 
   /** The streams opened on `/mcp/<group>` of a group a reload removed end now, as a session there does; how many. */
   endStreamsOfGroups(gone: (group: string) => boolean): number {
-    let n = 0;
-    for (const l of [...this.listeners])
-      if (l.group !== undefined && gone(l.group)) {
-        l.close();
-        n++;
-      }
-    return n;
+    return this.endWhere((l) => l.group !== undefined && gone(l.group));
   }
 
   /** The streams whose subscriber key is among `keys` end now, gracefully (Hub.unwatched); how many. */
   endStreamsHolding(keys: ReadonlySet<string>): number {
+    return this.endWhere((l) => keys.has(l.key));
+  }
+
+  /** The streams `which` picks end now, gracefully (their requests answered); how many. */
+  private endWhere(which: (l: Listener) => boolean): number {
     let n = 0;
     for (const l of [...this.listeners])
-      if (keys.has(l.key)) {
+      if (which(l)) {
         l.close();
         n++;
       }
