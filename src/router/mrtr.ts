@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ClientRpcError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, RpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
+import { ClientRpcError, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, RpcError, UpstreamRpcError, URL_ELICITATION_REQUIRED } from '../protocol/errors.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import type { InputRequest } from '../protocol/types.js';
 import type { ServerHandle } from '../catalog/catalog.js';
@@ -366,9 +366,12 @@ const capabilityRefusals = new WeakSet<object>();
 export const isCapabilityRefusal = (r: object): boolean => capabilityRefusals.has(r);
 
 /**
- * A modern upstream's -32021 (the legacy client did not declare what it needs) in the caller's
- * era, which has no such code: a tool error for tools/call, as a legacy server's own refusal
- * reads, else -32601 with the same data. Any other error is rethrown unchanged.
+ * A -32021 (the legacy client did not declare what a modern upstream needs: the upstream's own,
+ * or the hub's for an input_required asking it) in the caller's era, which has no such code: a
+ * tool error for tools/call, as a legacy server's own refusal reads, else -32603 with the same
+ * data, naming the upstream's error as toLegacyError does its -32020/-32022. Not -32601, which
+ * a client reads as its own request's method not found (the hub offers the method). Any other
+ * error is rethrown unchanged.
  */
 function legacyMissingCapability(err: unknown, method: string): Result {
   if (!(err instanceof RpcError) || err.code !== MISSING_CLIENT_CAPABILITY) throw err;
@@ -380,7 +383,8 @@ function legacyMissingCapability(err: unknown, method: string): Result {
     capabilityRefusals.add(r);
     return r;
   }
-  throw new RpcError(METHOD_NOT_FOUND, why, err.data);
+  const said = err instanceof UpstreamRpcError ? ` (the upstream answered ${err.code}: ${err.message})` : '';
+  throw new RpcError(INTERNAL_ERROR, `${why}${said}`, err.data);
 }
 
 /**

@@ -59,6 +59,22 @@ describe('reserved error codes from an upstream', () => {
     expect(old.body?.error).toMatchObject({ code: -32601, message: 'failed with -32601' });
   });
 
+  // A modern upstream's -32021 for a request other than tools/call reached a legacy client, whose
+  // era has no such code, as -32601: the client read it as its own method not found, for a
+  // method the hub offers. Now -32603 naming the upstream's error, as its -32020/-32022 are.
+  it('an upstream -32021 of a prompts/get reaches a legacy client as -32603 naming it, not -32601', async () => {
+    const s = await legacySession(hub.url);
+    const r = await s.request(3, 'prompts/get', { name: 'm__fail', arguments: { code: '-32021' } });
+    expect(r.status).toBe(200);
+    expect(r.body?.error).toEqual({
+      code: -32603,
+      message: 'the upstream needs a client capability this client did not declare (the upstream answered -32021: failed with -32021)',
+      data: { detail: 'kept' },
+    });
+    const other = await s.request(4, 'prompts/get', { name: 'm__fail', arguments: { code: '-32022' } });
+    expect(other.body?.error).toMatchObject({ code: -32603, message: 'the upstream answered -32022: failed with -32022' });
+  });
+
   // The row kept the upstream's -32022 while the modern client got -32603: `ledger query` showed
   // an error no client saw (and a -32022 that reads as the client's own version refused).
   it('a legacy client gets the upstream code; each row has the code its client got, the upstream\'s in the message; a replay answers as the first call did', async () => {
