@@ -115,7 +115,7 @@ export class ToolCall {
     if ('answer' in settled) {
       const a = settled.answer;
       const replayed = 'result' in a ? bytesOf(this.ledger, a.result) : undefined;
-      const error = 'error' in a ? (a.upstream ? new UpstreamRpcError(a.error.code, a.error.message, a.error.data) : RpcError.from(a.error)) : undefined;
+      const error = 'error' in a ? keptError(a) : undefined;
       // The error as this client is sent it (the first call's client may have been of the other era).
       const seen = error && errorSeenBy(ctx.clientEra === MODERN, error);
       const failed: Partial<AuditEnd> = seen
@@ -492,6 +492,19 @@ function askedAndFailed(err: unknown): never {
 /** A JSON-RPC error kept for replay, saying whether the upstream answered it. */
 function storedError(err: RpcError): StoredAnswer {
   return err instanceof UpstreamRpcError ? { error: err.toJSON(), upstream: true } : { error: err.toJSON() };
+}
+
+/**
+ * A kept JSON-RPC error as it was raised. The upstream's when marked so; and when kept unmarked
+ * (by a hub before answers were marked) with a code of the range the 2026 spec reserves
+ * (-32020…-32099), which the hub never keeps of its own: its -32020/-32022 refuse a request
+ * before its key is claimed, and no -32021 is kept. So a replay is mapped for its client's era
+ * (errorSeenBy) however old the kept answer.
+ */
+function keptError(a: { error: unknown; upstream?: true }): RpcError {
+  const e = RpcError.from(a.error);
+  const upstream = a.upstream === true || (e.code >= -32099 && e.code <= -32020);
+  return upstream ? new UpstreamRpcError(e.code, e.message, e.data) : e;
 }
 
 /** Longest idempotency key taken (a UUID is 36 characters): a longer one is held whole in the key table. */

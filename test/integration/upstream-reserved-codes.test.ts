@@ -13,7 +13,7 @@
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Client as ClientV2, ProtocolError, StreamableHTTPClientTransport as TransportV2, UnsupportedProtocolVersionError } from '@modelcontextprotocol/client';
 import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { legacySession, modernBody, modernHeaders, post, waitForReady } from '../helpers/wire.js';
@@ -174,5 +174,39 @@ describe('reserved error codes from an upstream', () => {
     } finally {
       db.close();
     }
+  });
+  // An answer kept before kept errors were marked as the upstream's (`upstream: true`) was
+  // replayed as the hub's own: its -32022 reached a legacy client (the SDK v2 client read it as
+  // its own version refused) and a modern one (with HTTP 400) as it was kept.
+  it("replays an upstream's error kept without the mark (an older hub's row) mapped for each era", async () => {
+    const args = { code: -32022, data: { supported: ['2026-07-28'], requested: '2026-07-28' } };
+    const call = (id: string, key: string) =>
+      post(hub.url, modernBody(id, 'tools/call', { name: 'm__fail', arguments: args }), { ...modernHeaders('tools/call', 'm__fail'), 'idempotency-key': key });
+    expect((await call('idem-seed', 'reserved-seed-k')).body?.error?.code).toBe(-32603);
+    const db = new Database(join(hub.dir, 'ledger.db'));
+    try {
+      db.pragma('busy_timeout = 5000');
+      // The row that call kept: its owner and arguments' digest, for a row as an older hub kept it.
+      const like = await vi.waitFor(
+        () => {
+          const r = db.prepare("SELECT principal, tool_group, tool, args_hash FROM idempotency WHERE key = 'reserved-seed-k' AND state = 'done'").get() as Record<string, unknown> | undefined;
+          if (!r) throw new Error('not kept yet');
+          return r;
+        },
+        { timeout: 5_000 },
+      );
+      const answer = { error: { code: -32022, message: 'failed with -32022', data: { supported: ['2026-07-28'], requested: '2026-07-28' } } };
+      db.prepare(
+        "INSERT INTO idempotency (principal, tool_group, key, tool, args_hash, state, answer_json, created_ms, completed_ms) VALUES (@principal, @tool_group, 'reserved-old-k', @tool, @args_hash, 'done', @answer, @now, @now)",
+      ).run({ ...like, answer: JSON.stringify(answer), now: Date.now() });
+    } finally {
+      db.close();
+    }
+    const s = await legacySession(hub.url);
+    const old = await s.request(5, 'tools/call', { name: 'm__fail', arguments: args, _meta: { 'dev.switchyard/idempotency-key': 'reserved-old-k' } });
+    expect(old.body?.error).toMatchObject({ code: -32603, message: 'the upstream answered -32022: failed with -32022' });
+    const modern = await call('idem-old', 'reserved-old-k');
+    expect(modern.status).toBe(200);
+    expect(modern.body?.error).toMatchObject({ code: -32603, message: 'the upstream answered -32022: failed with -32022' });
   });
 });
