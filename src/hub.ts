@@ -92,6 +92,10 @@ const LEDGER_FAILURE_SHOWN_MS = 10_000;
  */
 export class Hub implements HubCore {
   readonly serverInfo: Implementation = { name: 'switchyard', version: VERSION };
+  /** The ledger keeps idempotency keys: off (`ledger.enabled: false`), a keyed call runs each time it is sent. */
+  get keepsIdempotencyKeys(): boolean {
+    return this.ledger.enabled !== false;
+  }
   readonly events = new EventEmitter();
   readonly handles = new Map<string, ServerHandle>();
   /**

@@ -9,6 +9,11 @@ import type { AskClient } from '../upstream/types.js';
 export interface HubCore {
   readonly serverInfo: Implementation;
   /**
+   * Whether a tools/call's idempotency key is honoured (the ledger keeps keys; `ledger.enabled`
+   * takes effect on a restart only). Said to HTTP clients in a header (KEYS_KEPT_HEADER).
+   */
+  readonly keepsIdempotencyKeys?: boolean;
+  /**
    * The union over upstreams (those an endpoint group shows, when given: what its handshake
    * offers), waiting (bounded) for ones still starting.
    */

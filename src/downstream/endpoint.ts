@@ -17,6 +17,7 @@ import {
 } from '../protocol/errors.js';
 import { BATCH_VERSION, errorResponse, idKey, isObj, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import {
+  KEYS_KEPT_HEADER,
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
   META_IDEMPOTENCY_KEY,
@@ -353,7 +354,7 @@ export class Endpoint {
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
-      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)));
+      ex.reply(resultResponse(req.id, toModernResult(req.method, result, this.core.serverInfo)), 200, this.keysKept(ex));
       return;
     }
     if (req.method === 'subscriptions/listen') {
@@ -813,7 +814,12 @@ export class Endpoint {
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
     await this.core.recordLocal('initialize', ctx, { outcome: 'ok' });
-    ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id });
+    ex.reply(resultResponse(req.id, result), 200, stdio ? undefined : { 'mcp-session-id': session.id, ...this.keysKept(ex) });
+  }
+
+  /** The header saying idempotency keys are honoured (KEYS_KEPT_HEADER), for an HTTP handshake's answer. */
+  private keysKept(ex: Exchange): Record<string, string> | undefined {
+    return ex.transport === 'http' && this.core.keepsIdempotencyKeys === true ? { [KEYS_KEPT_HEADER]: 'kept' } : undefined;
   }
 
   /**

@@ -10,6 +10,12 @@ export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
 export const META_SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 /** Hub-specific key carrying an idempotency key on tools/call. */
 export const META_IDEMPOTENCY_KEY = 'dev.switchyard/idempotency-key';
+/**
+ * HTTP header of the hub's answer to an initialize or a server/discover when it honours
+ * idempotency keys (value `kept`): `switchyard connect` sends a keyed tools/call again after a
+ * lost kept-alive connection only then, since a hub that keeps no keys would run it twice.
+ */
+export const KEYS_KEPT_HEADER = 'switchyard-idempotency-keys';
 
 /** Keys the edges own: they are rewritten per hop, never passed through. */
 const ENVELOPE_KEYS = new Set([

@@ -13,7 +13,7 @@ import { LEGACY } from '../protocol/era.js';
 import { INTERNAL_ERROR, PARSE_ERROR, RpcError } from '../protocol/errors.js';
 import { encodeHeaderValue } from '../protocol/header-value.js';
 import { errorResponse, parseFrame, type Classified, type Id } from '../protocol/jsonrpc.js';
-import { META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { KEYS_KEPT_HEADER, META_CLIENT_CAPABILITIES, META_IDEMPOTENCY_KEY, META_PROTOCOL_VERSION } from '../protocol/meta.js';
 import { ParamHeaderIndex } from '../upstream/param-headers.js';
 import { replayable } from '../upstream/retry.js';
 import { HttpClient, type HttpAnswer } from './http-client.js';
@@ -77,6 +77,12 @@ export class HttpBridge {
   /** Whether the hub ever answered over HTTP, and whether a request failed for want of one. */
   private reached = false;
   private missed = false;
+  /**
+   * The hub's last handshake (initialize, server/discover) said it honours idempotency keys
+   * (KEYS_KEPT_HEADER). Until one says so, a keyed tools/call is not sent again after a lost
+   * kept-alive connection: a hub with the ledger off, or one too old to say, would run it twice.
+   */
+  private keysKept = false;
 
   /**
    * A request failed because the hub was not reachable, and it never was: how `connect` exits
@@ -183,8 +189,9 @@ export class HttpBridge {
       if (m.kind !== 'invalid') this.emit(m.msg);
     };
     // Sent again after a lost kept-alive connection unless it may have run: a tools/call only
-    // when it carries an idempotency key, by which the hub runs it once (keyedCall).
-    const replay = replayable(c.msg.method, undefined) || keyedCall(c.msg.method, c.msg.params);
+    // when it carries an idempotency key and the hub said it honours keys (keysKept), by which
+    // it runs the call once (keyedCall).
+    const replay = replayable(c.msg.method, undefined) || (this.keysKept && keyedCall(c.msg.method, c.msg.params));
     try {
       a = await this.http.post(body, { headers, signal: f.ac.signal, onMessage, replay });
       if (a.status === 404 && !modern && usedSession !== undefined && c.msg.method !== 'initialize' && !f.cancelled && (await this.renewSession(usedSession))) {
@@ -206,6 +213,7 @@ export class HttpBridge {
     }
     this.reached = true;
     if (a.status >= 200 && a.status < 300) {
+      if (c.msg.method === 'server/discover' && f.answered) this.learnKeys(a);
       if (c.msg.method === 'initialize' && !modern) {
         this.initBody = body; // what a renewed session is opened with: the initialize the hub took
         this.initialized(a, negotiated);
@@ -307,7 +315,13 @@ export class HttpBridge {
     this.emit(errorResponse(id, new RpcError(INTERNAL_ERROR, message)));
   }
 
+  /** Whether the hub honours idempotency keys, as its answer to a handshake says (keysKept). */
+  private learnKeys(a: HttpAnswer): void {
+    this.keysKept = a.headers[KEYS_KEPT_HEADER] === 'kept';
+  }
+
   private initialized(a: HttpAnswer, version: string | undefined): void {
+    this.learnKeys(a);
     const oldHeaders = this.legacyHeaders();
     // The negotiated version goes on every later request (digest §6.2).
     this.legacyVersion = version ?? LEGACY;

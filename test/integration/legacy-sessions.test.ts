@@ -81,7 +81,22 @@ describe('legacy sessions that are not ended by their client', () => {
       for (const s of streams) s.abort();
     }
   }, 20_000);
+
+  // With the ledger on (a hub with it off: below), so `switchyard connect` may send a keyed
+  // tools/call again after a lost kept-alive connection: the hub runs it once.
+  it("answers its handshakes saying it honours idempotency keys (switchyard-idempotency-keys: kept)", async () => {
+    await keysSaid(hub.url, 'kept');
+  });
 });
+
+/** The initialize's and the server/discover's answers say `said` of idempotency keys. */
+async function keysSaid(url: string, said: string | null): Promise<void> {
+  const s = await legacySession(url);
+  const discover = await post(url, modernBody('d', 'server/discover', {}), modernHeaders('server/discover'));
+  expect(discover.status).toBe(200);
+  expect(s.init.headers.get('switchyard-idempotency-keys')).toBe(said);
+  expect(discover.headers.get('switchyard-idempotency-keys')).toBe(said);
+}
 
 /** A hub of two principals (API keys), at most 4 sessions (and 4 listen streams), 3 of each per principal. */
 async function hubAtCaps(alice: string, bob: string): Promise<HubProcess> {
@@ -205,6 +220,23 @@ describe('a GET stream its client dropped', () => {
       // The session goes on, and takes a new stream.
       expect((await post(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { ...JSON_HEADERS, 'mcp-session-id': s.sessionId, 'mcp-protocol-version': LEGACY_VERSION })).status).toBe(200);
       (await openStream(url, s.sessionId)).abort();
+    } finally {
+      await hub.stop(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// `switchyard connect` sends a keyed tools/call again after a lost kept-alive connection only for
+// a hub whose handshake says it honours keys: one with its ledger off would run the call twice.
+describe("the handshake's answer over HTTP, with the ledger off", () => {
+  it('does not say the hub honours idempotency keys (no switchyard-idempotency-keys)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-'));
+    const hub = Hub.create(parseConfig({ ledger: { enabled: false }, servers: {} }, join(dir, 'hub.config.json'), {}), silentLogger);
+    try {
+      const addr = await hub.listen('127.0.0.1', 0);
+      const url = `http://127.0.0.1:${addr.port}/mcp`;
+      await keysSaid(url, null);
     } finally {
       await hub.stop(0);
       rmSync(dir, { recursive: true, force: true });

@@ -16,10 +16,11 @@ afterEach(async () => {
 });
 
 describe('HttpBridge', () => {
-  it('a kept-alive connection the hub closes as a message comes: a request other than an unkeyed tools/call, or a notification, is sent again', async () => {
+  it('a kept-alive connection the hub closes as a message comes: a request other than a tools/call, one keyed for a hub that honours keys, or a notification, is sent again', async () => {
     // A sessionless legacy peer whose next `drop` message on a connection that served one before
     // is closed unread: an idle timeout firing as the bridge sends.
     let drop: string | undefined;
+    let keysKept = false;
     const served = new WeakMap<object, number>();
     const seen: string[] = [];
     const server = http.createServer(async (req, res) => {
@@ -34,7 +35,9 @@ describe('HttpBridge', () => {
         return void req.socket.destroy();
       }
       if (msg.id === undefined) return void res.writeHead(202).end();
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { method: msg.method } }));
+      // Its handshake says it honours idempotency keys, as a hub with its ledger on does.
+      const keys = msg.method === 'initialize' && keysKept ? { 'switchyard-idempotency-keys': 'kept' } : {};
+      res.writeHead(200, { 'content-type': 'application/json', ...keys }).end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { method: msg.method } }));
     });
     servers.push(server);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -66,9 +69,23 @@ describe('HttpBridge', () => {
     expect(calls.at(-1)).toMatchObject({ error: { message: expect.stringMatching(/other side closed/) } });
     expect(count('tools/call')).toBe(calls.length);
 
-    // One with an idempotency key is sent again: the hub runs it once, by its key. An empty key
-    // is none (the hub refuses it), so that call is not.
-    const before = count('tools/call');
+    // One with an idempotency key, to a hub that has not said it honours keys (its ledger off, or
+    // too old to say): not sent again, as the hub would run it twice.
+    let before = count('tools/call');
+    const unsaid = await untilDropped('tools/call', () => ask('tools/call', { name: 't', _meta: { 'dev.switchyard/idempotency-key': 'k-0' } }));
+    expect(unsaid.at(-1)).toMatchObject({ error: { message: expect.stringMatching(/other side closed/) } });
+    expect(count('tools/call') - before).toBe(unsaid.length);
+    // Nor after a handshake without the header (a hub with the ledger off).
+    await ask('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } });
+    before = count('tools/call');
+    const off = await untilDropped('tools/call', () => ask('tools/call', { name: 't', _meta: { 'dev.switchyard/idempotency-key': 'k-off' } }));
+    expect(count('tools/call') - before).toBe(off.length);
+
+    // Once the hub's handshake said it honours keys, it is sent again: the hub runs it once, by its
+    // key. An empty key is none (the hub refuses it), so that call is not.
+    keysKept = true;
+    await ask('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } });
+    before = count('tools/call');
     const keyed = await untilDropped('tools/call', () => ask('tools/call', { name: 't', _meta: { 'dev.switchyard/idempotency-key': 'k-1' } }));
     expect(keyed).toEqual(keyed.map(() => expect.objectContaining({ result: { method: 'tools/call' } })));
     expect(count('tools/call') - before).toBe(keyed.length + 1);
