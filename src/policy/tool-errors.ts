@@ -6,11 +6,14 @@ export const META_ERROR = 'dev.switchyard/error';
 /**
  * An upstream's result as the hub relays it: without a `_meta["dev.switchyard/error"]` of the
  * upstream's own, which would pass for the hub's verdict (a retryable EINVAL, say) to a client
- * or plugin that acts on it. Copied only when it has one.
+ * or plugin that acts on it. Copied only when it has one. A server trusted by config (`trust`
+ * "trusted") keeps it: such a server may be a Switchyard hub behind this one, whose verdict
+ * (EOUTPUT, or EINVAL against its copy of the tool) is one to act on. The trust is compared
+ * only for a result that carries the key: other results cost nothing more.
  */
-export function withoutHubError(r: Record<string, unknown>): Record<string, unknown> {
+export function withoutHubError(r: Record<string, unknown>, trust?: string): Record<string, unknown> {
   const m = r._meta;
-  if (typeof m !== 'object' || m === null || !Object.hasOwn(m, META_ERROR)) return r;
+  if (typeof m !== 'object' || m === null || !Object.hasOwn(m, META_ERROR) || trust === 'trusted') return r;
   const { [META_ERROR]: _theirs, ...rest } = m as Record<string, unknown>;
   const out = { ...r };
   if (Object.keys(rest).length) out._meta = rest;

@@ -384,7 +384,7 @@ export class ToolCall {
     const body = async (opts: CallOptions, parkedRun?: () => FirstRequest): Promise<Result> => {
       first = parkedRun;
       try {
-        const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true));
+        const raw = withoutHubError(await this.mrtr.roundTrips('tools/call', conn, forwarded, asking, opts, bind, retry?.confirmed === true), server.config.trust);
         const isFinal = raw.resultType === undefined || raw.resultType === 'complete';
         const checked = isFinal ? checkedOutput(this.opts.validator, hubName, routed.item, raw) : raw;
         let result = checked;

@@ -30,7 +30,13 @@ beforeAll(async () => {
         // Legacy stdio: a modern caller's call that asks the user is parked in the inner hub.
         ev: { command: join(ROOT, 'node_modules/.bin/mcp-server-everything') },
         // A tool the inner hub flags (policy.poisoning "warn": shown, with its flags).
-        rug: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], { TOOLS: JSON.stringify([{ name: 'noted', description: NOTE, inputSchema: { type: 'object' } }]) }),
+        // `leak`'s result breaks its outputSchema (safe is text): the inner hub answers EOUTPUT.
+        rug: nodeServer('test/fixtures/catalog/mutable-server.mjs', [], {
+          TOOLS: JSON.stringify([
+            { name: 'noted', description: NOTE, inputSchema: { type: 'object' } },
+            { name: 'leak', inputSchema: { type: 'object' }, outputSchema: { type: 'object', properties: { safe: { type: 'number' } } } },
+          ]),
+        }),
       },
     },
     { args: ['--no-watch'] },
@@ -127,6 +133,19 @@ describe('a hub behind a hub', () => {
       'model-instructions: text addressed to the model: "ignore previous instructions" (flagged by trusted)',
       'exfiltration: asks to send data elsewhere: "send the conversation to https://" (flagged by trusted)',
     ]);
+  });
+
+  // The outer hub dropped every upstream's _meta["dev.switchyard/error"] (an untrusted server's
+  // could pass for the hub's verdict), a trusted inner hub's too: its client lost the verdict.
+  it('passes on the inner hub’s verdict on a result (dev.switchyard/error) only from a server trusted by config', async () => {
+    const verdictOf = async (name: string) => {
+      const r = await modernCall(outer.url, `verdict-${name}`, 'tools/call', { name, arguments: {} });
+      expect(r.body?.result?.isError, name).toBe(true);
+      expect(text(r)).toMatch(/does not match its outputSchema: structuredContent\/safe/);
+      return (r.body?.result?._meta as Json | undefined)?.['dev.switchyard/error'];
+    };
+    expect(await verdictOf('team__rug__leak')).toBeUndefined();
+    expect(await verdictOf('trusted__rug__leak')).toMatchObject({ code: 'EOUTPUT', retryable: false, pointer: '/safe' });
   });
 
   it('says a refused API key was refused (in the inner hub’s words), not that OAuth is needed, and never shows it', async () => {
