@@ -193,7 +193,7 @@ describe('reserved error codes from an upstream', () => {
           if (!r) throw new Error('not kept yet');
           return r;
         },
-        { timeout: 5_000 },
+        { timeout: 10_000 },
       );
       const answer = { error: { code: -32022, message: 'failed with -32022', data: { supported: ['2026-07-28'], requested: '2026-07-28' } } };
       db.prepare(
