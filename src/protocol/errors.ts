@@ -72,8 +72,10 @@ export class ClientRpcError extends RpcError {}
  * The error a client of the era given is sent for `err`: resource-not-found as codeSeenBy says,
  * and an upstream's code that is about the request the hub sent (notOursToPass) as -32603 naming
  * that code in its message: its -32020 (header mismatch) or -32022 (unsupported version) would
- * tell the client its own headers or version were wrong. Its -32021 is passed on: the capability
- * it names is the client's to declare (a legacy client's, at its initialize).
+ * tell the client its own headers or version were wrong. Its -32021 is passed on to a modern
+ * client: the capability it names is the client's to declare in its request. A legacy client's
+ * era has no -32021 (mrtr.ts makes a tools/call's a tool error, a prompts/get's -32603 naming the
+ * capability; any other request's, a completion's say, is -32603 naming the upstream's error here).
  * The ledger records this error, what the client got (outcomeSeenBy): the upstream's code is in its message.
  */
 export function errorSeenBy(modernClient: boolean, err: RpcError): RpcError {
@@ -87,12 +89,14 @@ export function errorSeenBy(modernClient: boolean, err: RpcError): RpcError {
  * Whether an upstream's error code may not reach a client of the era given as it is. A modern
  * client: none of -32020…-32099 but -32021 (the spec's range: implementations M!N emit the
  * undefined ones, digest §1.3). A legacy client: -32020 and -32022 (the SDK v2 client reads a
- * -32022 as an UnsupportedProtocolVersionError in either era, its own version refused); the
- * rest of that range is implementation-defined in 2025-11-25 (-32042 is its URL elicitation).
+ * -32022 as an UnsupportedProtocolVersionError in either era, its own version refused) and
+ * -32021, which its era lacks; the rest of that range is implementation-defined in 2025-11-25
+ * (-32042 is its URL elicitation).
  */
 function notOursToPass(modernClient: boolean, code: number): boolean {
   if (code === HEADER_MISMATCH || code === UNSUPPORTED_PROTOCOL_VERSION) return true;
-  return modernClient && code >= -32099 && code <= -32020 && code !== MISSING_CLIENT_CAPABILITY;
+  if (!modernClient) return code === MISSING_CLIENT_CAPABILITY;
+  return code >= -32099 && code <= -32020 && code !== MISSING_CLIENT_CAPABILITY;
 }
 
 /** Base of every failure the hub itself observes (as opposed to an error a peer answered). */

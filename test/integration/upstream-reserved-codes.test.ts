@@ -62,7 +62,7 @@ describe('reserved error codes from an upstream', () => {
   // A modern upstream's -32021 for a request other than tools/call reached a legacy client, whose
   // era has no such code, as -32601: the client read it as its own method not found, for a
   // method the hub offers. Now -32603 naming the upstream's error, as its -32020/-32022 are.
-  it('an upstream -32021 of a prompts/get reaches a legacy client as -32603 naming it, not -32601', async () => {
+  it('an upstream -32021 of a prompts/get or a completion reaches a legacy client as -32603 naming it, not -32601 nor -32021', async () => {
     const s = await legacySession(hub.url);
     const r = await s.request(3, 'prompts/get', { name: 'm__fail', arguments: { code: '-32021' } });
     expect(r.status).toBe(200);
@@ -73,6 +73,9 @@ describe('reserved error codes from an upstream', () => {
     });
     const other = await s.request(4, 'prompts/get', { name: 'm__fail', arguments: { code: '-32022' } });
     expect(other.body?.error).toMatchObject({ code: -32603, message: 'the upstream answered -32022: failed with -32022' });
+    // A request without input rounds (a completion) too: it reached the client as -32021.
+    const completion = await s.request(5, 'completion/complete', { ref: { type: 'ref/prompt', name: 'm__fail' }, argument: { name: 'code', value: '-32021' } });
+    expect(completion.body?.error).toEqual({ code: -32603, message: 'the upstream answered -32021: failed with -32021', data: { detail: 'kept' } });
   });
 
   // The row kept the upstream's -32022 while the modern client got -32603: `ledger query` showed
