@@ -32,10 +32,14 @@ export interface Finding {
   message: string;
 }
 
-/** Tool caps of common clients: more tools than this in one endpoint and they drop or refuse some. */
+/**
+ * Tool caps of common clients: more tools than this in one endpoint and they drop or refuse some.
+ * VS Code: 128 tools per chat request; Windsurf: Cascade has at most 100 tools at any time (both
+ * as their own documentation states).
+ */
 export const CLIENT_TOOL_CAPS: { client: string; max: number }[] = [
   { client: 'VS Code', max: 128 },
-  { client: 'Windsurf', max: 50 },
+  { client: 'Windsurf', max: 100 },
 ];
 
 /**

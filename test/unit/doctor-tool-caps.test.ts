@@ -24,4 +24,13 @@ describe('doctor: tool caps per group', () => {
       expect.stringMatching(/^group "hubOnly" exposes 2 tools/),
     ]);
   });
+
+  it("warns at each client's documented cap: VS Code 128 tools a request, Windsurf 100 in all", () => {
+    const many = (n: number) => Array.from({ length: n }, (_, i) => tool('a', `t${i}`));
+    const at = (n: number) => toolCaps(many(n), undefined)[0];
+    // Windsurf's Cascade takes up to 100 tools (docs.windsurf.com, "Configuring MCP tools").
+    expect(at(100)).toMatchObject({ level: 'ok', message: expect.stringContaining('Windsurf 100') });
+    expect(at(101)).toMatchObject({ level: 'warn', message: expect.stringMatching(/over the cap of Windsurf \(100\)/) });
+    expect(at(129)).toMatchObject({ level: 'warn', message: expect.stringMatching(/VS Code \(128\) and Windsurf \(100\)/) });
+  });
 });
