@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { configExposureProblem } from '../../src/auth/exposure.js';
 import { loadConfig, parseConfig } from '../../src/config/load.js';
 import { hubConfigSchema } from '../../src/config/schema.js';
+import { DEFAULT_INPUT_TIMEOUT_MS } from '../../src/config/types.js';
 import { packageRoot } from '../../src/paths.js';
 
 /**
@@ -104,5 +105,54 @@ describe('the configs a user copies', () => {
     const spans = docs.match(/`[^`\n]+`/g) ?? [];
     const named = (k: string) => docs.includes(`"${k}"`) || spans.some((s) => s.split(/[^A-Za-z0-9_$]/).includes(k));
     expect([...keys].filter((k) => !named(k))).toEqual([]);
+  });
+
+  it("README's configuration reference gives each key the default the hub fills in", () => {
+    const md = text('README.md');
+    const reference = md.slice(md.indexOf('## Configuration reference'));
+    const schema = hubConfigSchema();
+    type Node = Record<string, unknown> & { $ref?: string; properties?: Record<string, Node>; additionalProperties?: unknown; default?: unknown };
+    const deref = (n: Node | undefined): Node | undefined => {
+      let out = n;
+      while (out?.$ref) out = out.$ref.replace('#/', '').split('/').reduce<unknown>((t, k) => (t as Record<string, unknown>)[k], schema) as Node;
+      return out;
+    };
+    // `servers.<id>.timeoutMs`: a placeholder segment is any key of a map.
+    const at = (path: string): Node | undefined =>
+      path.split('.').reduce<Node | undefined>((n, seg) => {
+        const here = deref(n);
+        if (here?.properties && Object.hasOwn(here.properties, seg)) return here.properties[seg];
+        return seg.startsWith('<') && here?.additionalProperties && typeof here.additionalProperties === 'object' ? (here.additionalProperties as Node) : undefined;
+      }, schema as Node);
+    // Defaults the code sets rather than the schema.
+    const inCode: Record<string, unknown> = { 'policy.inputTimeoutMs': DEFAULT_INPUT_TIMEOUT_MS };
+    const shown = (v: unknown): string[] => {
+      const forms = [`\`${Array.isArray(v) ? JSON.stringify(v) : String(v)}\``];
+      if (typeof v === 'number' && v % 1_048_576 === 0) forms.push(`${v / 1_048_576} MiB`);
+      if (Array.isArray(v) && v.length === 0) forms.push('none', ''); // no API keys, no args
+      return forms;
+    };
+    const wrong: string[] = [];
+    let compared = 0;
+    for (const row of reference.split('\n').filter((l) => l.startsWith('| `'))) {
+      // Cells split at `|` but not at a `\|` inside one (the redactKeys pattern).
+      const [keyCell = '', defaultCell = ''] = row.slice(1).split(/(?<!\\)\|/).map((c) => c.trim().replace(/\\\|/g, '|'));
+      const names = [...keyCell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
+      const defaults = defaultCell.split(' / ').map((d) => d.trim());
+      // `listen.maxPendingPerSession` / `drainTimeoutMs`: the later names are siblings of the first.
+      const parent = names[0]!.split('.').slice(0, -1).join('.');
+      names.forEach((name, i) => {
+        const path = name.includes('.') || !parent ? name : `${parent}.${name}`;
+        const node = deref(at(path));
+        const expected = Object.hasOwn(inCode, path) ? inCode[path] : node?.default;
+        if (expected === undefined || (typeof expected === 'object' && !Array.isArray(expected))) return;
+        const doc = defaults.length === names.length ? defaults[i]! : defaultCell;
+        compared++;
+        if (!shown(expected).includes(doc)) wrong.push(`${path}: README says ${doc || '(nothing)'}, the hub's default is ${shown(expected).join(' = ')}`);
+      });
+    }
+    expect(wrong).toEqual([]);
+    // The table was read at all: a change of its layout must not pass by comparing nothing.
+    expect(compared).toBeGreaterThan(25);
   });
 });
