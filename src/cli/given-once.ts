@@ -47,3 +47,27 @@ export const noEmptyPath = notEmpty([
   ['config', "give the file's path (an unset variable in a script?)"],
   ['db', "give the file's path (an unset variable in a script?)"],
 ]);
+
+/**
+ * A yargs check (global): an option that takes a number, given as the empty string (a script's
+ * unset variable: `start --port "$PORT"`), is a usage error (exit 2), one line naming it. yargs
+ * reads '' as 0, which meant something no one asked for: `start --port ''` listened on a random
+ * free port, `stdio --ledger-wait-ms ''` waited for nobody, `ledger tail -n ''` showed no rows.
+ * `raw` is the command line as given (yargs' parsed argv no longer tells '' from 0).
+ */
+export function noEmptyNumber(raw: readonly string[]): (argv: Record<string, unknown>, options: Options | Described) => true {
+  return (_argv, options) => {
+    const described = options as Described & { number?: string[] };
+    // yargs lists a number option under its name and its aliases; a camelCase spelling (`--ledgerWaitMs`) as its kebab-case name.
+    const numbers = new Set(described.number ?? []);
+    const isNumber = (name: string) => numbers.has(name) || numbers.has(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
+    const end = raw.indexOf('--');
+    for (let i = 0; i < (end < 0 ? raw.length : end); i++) {
+      const m = /^--?([^-=][^=]*)(?:=([\s\S]*))?$/.exec(raw[i]!);
+      if (!m) continue;
+      const value = m[2] ?? (i + 1 < raw.length ? raw[i + 1] : undefined);
+      if (value === '' && isNumber(m[1]!)) throw new BadUrlError(`${optionName(m[1]!, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
+    }
+    return true;
+  };
+}

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { COMMAND_LINES, COMMANDS, commandsToLoad, onlyOptions } from './commands.js';
 import { packageRoot } from '../paths.js';
-import { givenOnce, noEmptyPath } from './given-once.js';
+import { givenOnce, noEmptyNumber, noEmptyPath } from './given-once.js';
 import { keepQuotedValues } from './quoted-values.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
@@ -44,6 +44,7 @@ cli
   // Before any command reads an option given twice as if it were one value.
   .check(givenOnce)
   .check(noEmptyPath)
+  .check(noEmptyNumber(argv))
   .help()
   .fail((msg, err, y) => {
     // A bad --url is the user's to fix: one line, not the help and a stack.

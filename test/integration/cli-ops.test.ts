@@ -368,6 +368,26 @@ describe('servers, doctor and tools without a daemon', () => {
     }
   });
 
+  // yargs reads an empty number as 0: `start --port "$PORT"` with PORT unset listened on a random
+  // free port, `stdio --ledger-wait-ms ''` waited for no one, `ledger tail -n ''` showed no rows.
+  it('an empty number option is a usage error in one line (exit 2), whatever the command', async () => {
+    // A config that is not there: without the check each would fail on it (or run), not on the option.
+    const empty: [string[], string][] = [
+      [['start', '--port', '', '-c', 'none.json'], '--port'],
+      [['start', '-p', '', '-c', 'none.json'], '--port'],
+      [['start', '--port=', '-c', 'none.json'], '--port'],
+      [['stdio', '--ledger-wait-ms', '', '-c', 'none.json'], '--ledger-wait-ms'],
+      [['ledger', 'tail', '-n', '', '--db', 'none.db'], '-n'],
+      [['ledger', 'query', '--limit', '', '--db', 'none.db'], '--limit'],
+      [['servers', 'restart', 'x', '--timeout', '', '--url', 'http://127.0.0.1:9'], '--timeout'],
+    ];
+    const runs = await runCliBatch(empty.map(([args]) => ({ args, cwd: d })));
+    for (const [args, option] of empty) {
+      const r = runs.shift()!;
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give a number, or leave the option out (an unset variable in a script?)\n`]);
+    }
+  });
+
   it('start on a port in use says so in one line and exits 1', async () => {
     // Its own folder: a start opens the ledger before it listens, and the doctor test wants none.
     const own = tmp('busyport');
