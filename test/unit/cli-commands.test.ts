@@ -3,6 +3,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import yargs from 'yargs';
 import { COMMAND_LINES, COMMANDS, commandsToLoad, onlyOptions } from '../../src/cli/commands.js';
 import { BIN, ROOT } from '../helpers/hub-process.js';
 
@@ -61,3 +62,71 @@ describe('switchyard --help and --version', () => {
     expect(await run(['--version'])).toEqual({ code: 0, stdout: `${pkg.version}\n`, imported: [] });
   });
 });
+
+const helps = new Map<string, Promise<string>>();
+/** A command's --help as yargs writes it, in this process (no command runs). */
+function helpOf(path: string[]): Promise<string> {
+  const key = path.join(' ');
+  if (!helps.has(key))
+    helps.set(
+      key,
+      COMMANDS[path[0]!]!().then((command) => {
+        const y = yargs().scriptName('switchyard').exitProcess(false).command(command);
+        return new Promise<string>((resolve) => void y.parse([...path, '--help'], {}, (_err, _argv, output) => resolve(output)));
+      }),
+    );
+  return helps.get(key)!;
+}
+
+/** The options a --help lists, each with its aliases as typed (`-f`, `--follow`), not --help and --version. */
+const optionsIn = (help: string): string[][] =>
+  [...help.matchAll(/^\s+(-\w, )?(--?[\w-]+)\s/gm)].map((m) => [m[2]!, ...(m[1] ? [m[1].slice(0, 2)] : [])]).filter(([o]) => o !== '--help' && o !== '--version');
+
+describe("README's CLI table and the commands' own options", () => {
+  const SUBCOMMANDS: Record<string, string[]> = {
+    config: ['validate'],
+    servers: ['restart'],
+    tools: ['diff', 'approve', 'export'],
+    keys: ['add', 'remove', 'list'],
+    ledger: ['query', 'tail', 'stats', 'verify', 'export', 'keys', 'prune'],
+  };
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const cliSection = readme.slice(readme.indexOf('\n## CLI\n'), readme.indexOf('\n## ', readme.indexOf('\n## CLI\n') + 1));
+
+  it('every option the table gives a command is one it takes', async () => {
+    const rows = cliSection.split('\n').filter((l) => l.startsWith('| `switchyard '));
+    expect(rows.length).toBeGreaterThan(12);
+    const wrong: string[] = [];
+    for (const row of rows) {
+      // `switchyard tools diff NAME` / `tools approve NAME \| --server ID [--kind K]`: each span its command.
+      const cell = row.slice(1).split(/(?<!\\)\|/)[0]!;
+      let top = '';
+      for (const span of [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\\\|/g, '|'))) {
+        const words = span.split(/\s+/).filter((w) => w !== 'switchyard');
+        if (Object.hasOwn(COMMANDS, words[0]!)) top = words.shift()!;
+        const subs = (words[0] ?? '').split('|').filter((w) => SUBCOMMANDS[top]?.includes(w));
+        if (subs.length) words.shift();
+        const flags = span.match(/(?<![\w-])--?[a-z][\w-]*/g) ?? [];
+        for (const path of subs.length ? subs.map((sub) => [top, sub]) : [[top]]) {
+          const taken = optionsIn(await helpOf(path)).flat();
+          for (const f of flags) if (!taken.includes(f) && !taken.includes(f.replace(/^--no-/, '--'))) wrong.push(`switchyard ${path.join(' ')} ${f}`);
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('every option a command takes is named in README.md', async () => {
+    const missing: string[] = [];
+    const paths = Object.keys(COMMANDS).flatMap((c) => [[c], ...(SUBCOMMANDS[c] ?? []).map((s) => [c, s])]);
+    for (const path of paths) {
+      for (const forms of optionsIn(await helpOf(path))) {
+        // A boolean that is on by default is named by its negation (`--no-watch`); `--follow` as `tail -f`.
+        const named = forms.flatMap((o) => [o, o.replace(/^--/, '--no-')]).some((form) => new RegExp(`(?<![\\w-])${form}(?![\\w-])`).test(readme));
+        if (!named) missing.push(`switchyard ${path.join(' ')} ${forms[0]}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
+
