@@ -50,6 +50,13 @@ export const startCommand: CommandModule<object, StartArgs> = {
       process.stderr.write(`${exposed}\n`);
       process.exit(2);
     }
+    // The config's own check (listen.admin.port must differ from listen.port) cannot see --port:
+    // the two listeners on one port failed later, as if another program held the admin port.
+    const admin = config.listen.admin;
+    if (argv.port !== undefined && admin && 'port' in admin && admin.port === argv.port) {
+      process.stderr.write(`switchyard start: --port ${argv.port} is the port of listen.admin in ${argv.config}: the admin listener is a listener of its own; give another port\n`);
+      process.exit(2);
+    }
     try {
       await lockLedger(config, 'switchyard start', 3_000, (holder) =>
         log.info({ holder }, `the ledger is in use by pid ${holder.pid}${holder.command ? ` (${holder.command})` : ''}: waiting up to 3 s for it`),

@@ -401,6 +401,12 @@ describe('servers, doctor and tools without a daemon', () => {
     expect(r.stderr).not.toContain('upstream'); // no interrupted start logged as an upstream's failure
     expect(r.stderr).toContain(`switchyard start: cannot listen on 127.0.0.1:${port}: the address is in use (another hub, or another program)\n`);
     expect(r.stderr).not.toMatch(/\n\s+at |Options:/); // no stack, no usage text
+    // --port naming the admin listener's port: the config's own check (they must differ) cannot
+    // see it, and the start failed on the port as if another program held it.
+    writeFileSync(join(own, 'hub.config.json'), JSON.stringify({ listen: { admin: { port } }, ledger: { path: './ledger.db' }, servers: { marks } }));
+    const same = await run(['start', '--port', String(port)], { cwd: own });
+    expect([same.code, same.stderr]).toEqual([2, `switchyard start: --port ${port} is the port of listen.admin in hub.config.json: the admin listener is a listener of its own; give another port\n`]);
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('start with an unreadable OAuth jwksFile names the config and exits 2, with or without auth.oauth.audience', async () => {
