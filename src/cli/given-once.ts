@@ -42,10 +42,16 @@ export function notEmpty(options: readonly (readonly [name: string, give: string
   };
 }
 
-/** Global: the options naming a file, read from a path (notEmpty). */
+/**
+ * Global: the options naming a file, read from a path, and `start --host` (notEmpty). Read as not
+ * given, `init --from ''` wrote a starter config with no servers instead of importing the file
+ * meant; `start --host ''` is no address at all (node binds every interface for it).
+ */
 export const noEmptyPath = notEmpty([
   ['config', "give the file's path (an unset variable in a script?)"],
   ['db', "give the file's path (an unset variable in a script?)"],
+  ['from', "give the client config's path (an unset variable in a script?)"],
+  ['host', 'give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)'],
 ]);
 
 /**

@@ -366,6 +366,15 @@ describe('servers, doctor and tools without a daemon', () => {
       const option = args.includes('--db') ? '--db' : '--config';
       expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give the file's path (an unset variable in a script?)\n`]);
     }
+    // `init --from ''` wrote a starter config with no servers; `start --host ''` is no address.
+    const own = tmp('empty-from');
+    const [from, host] = await runCliBatch([
+      { args: ['init', '--from', '', '-c', 'new.json'], cwd: own },
+      { args: ['start', '--host', '', '-c', 'none.json'], cwd: own },
+    ]);
+    expect([from!.code, from!.stderr]).toEqual([2, "switchyard: --from is empty: give the client config's path (an unset variable in a script?)\n"]);
+    expect(existsSync(join(own, 'new.json'))).toBe(false);
+    expect([host!.code, host!.stderr]).toEqual([2, 'switchyard: --host is empty: give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)\n']);
   });
 
   // yargs reads an empty number as 0: `start --port "$PORT"` with PORT unset listened on a random
