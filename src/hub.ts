@@ -293,6 +293,7 @@ export class Hub implements HubCore {
       cursorKey: cursorKeyFrom(stateKey),
       startupGrace: () => this.startupGrace(),
       closingUpstreams: () => this.closingUpstreams,
+      stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
       upstreamFor: (server, ctx) => this.upstreams.for(server, ctx.principal),
       openConnection: (server, ctx) => this.usedBy(server, ctx),
@@ -694,10 +695,12 @@ export class Hub implements HubCore {
     if (this.graceOver) return undefined;
     // One wait for every request in the grace: each of its own added a listener to every
     // starting server (Node's MaxListenersExceededWarning past ten requests) and a timer.
-    if (this.graceWait) return this.graceWait;
+    if (this.graceWait) return this.inGrace(this.graceWait);
     const pending = [...this.handles.values()].filter((h) => h.upstream.state === 'starting');
     const left = this.startedAt + this.graceMs - monotonicNow();
-    if (pending.length === 0 || left <= 0) {
+    // The stop begun ends the grace too: what waits in it has nothing running upstream, and is
+    // answered at once (its waiters see stopBegun), not held for the rest of the grace.
+    if (pending.length === 0 || left <= 0 || this.stopBegun.signal.aborted) {
       // Once nothing is starting (or the window has passed) no later call waits: skip the scan.
       this.graceOver = true;
       return undefined;
@@ -709,6 +712,7 @@ export class Hub implements HubCore {
       };
       const done = (): void => {
         clearTimeout(timer);
+        this.stopBegun.signal.removeEventListener('abort', done);
         for (const h of pending) h.upstream.off('state', onState);
         // The next request looks again (a server may have started again meanwhile).
         if (this.graceWait === wait) this.graceWait = undefined;
@@ -716,8 +720,15 @@ export class Hub implements HubCore {
       };
       const timer = setTimeout(done, left);
       for (const h of pending) h.upstream.once('state', onState);
+      this.stopBegun.signal.addEventListener('abort', done);
     });
     this.graceWait = wait;
+    return this.inGrace(wait);
+  }
+
+  /** startupGrace's wait, said in the debug log (one line per request that waits). */
+  private inGrace(wait: Promise<void>): Promise<void> {
+    this.log.debug('a request waits in the start-up grace for the servers still starting');
     return wait;
   }
 
@@ -752,7 +763,12 @@ export class Hub implements HubCore {
 
   async capabilities(group?: string): Promise<ServerCapabilities> {
     const grace = this.startupGrace();
-    if (grace) await grace;
+    if (grace) {
+      await grace;
+      // The stop began while it waited: not a handshake with what is ready (capabilities missing
+      // the servers still starting, on a hub going away), but the stop's error, as a list's.
+      if (this.stopBegun.signal.aborted) throw new HubStoppingError(true);
+    }
     return this.currentCapabilities(group);
   }
 
@@ -814,7 +830,7 @@ export class Hub implements HubCore {
       const grace = this.startupGrace();
       if (grace) {
         await unlessAborted(() => grace, ctx.signal, () => undefined);
-        if (ctx.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
+        if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
       }
       const down = failClosedBlocker(this.handles.values());
       if (down && !this.answeredFromKey(method, params, ctx)) {

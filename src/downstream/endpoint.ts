@@ -826,7 +826,9 @@ export class Endpoint {
    * What an initialize or server/discover answers with, waited for (a fresh hub's upstreams still
    * starting: every `switchyard stdio` spawn) only while its exchange is open; undefined once it
    * closed: the stdio hub stopping (stdin EOF past the drain, a signal), the client cancelling,
-   * an HTTP client gone. Its answer could not be sent any more, yet its row said ok.
+   * an HTTP client gone. Its answer could not be sent any more, yet its row said ok. Undefined
+   * too, its exchange still open, when the hub's stop began while it waited (the core's
+   * HubStoppingError): answered the stop's error then (unanswered), not at the grace's end.
    */
   private async capabilitiesWhileOpen(ex: Exchange): Promise<ServerCapabilities | undefined> {
     if (ex.closed.aborted) return undefined;
@@ -835,6 +837,9 @@ export class Endpoint {
     ex.closed.addEventListener('abort', onClose, { once: true });
     try {
       return await Promise.race([this.core.capabilities(ex.group), closed]);
+    } catch (err) {
+      if (err instanceof HubStoppingError) return undefined;
+      throw err;
     } finally {
       ex.closed.removeEventListener('abort', onClose);
     }
@@ -843,10 +848,11 @@ export class Endpoint {
   /**
    * A request whose exchange closed before it could be answered (capabilitiesWhileOpen): the
    * client went away or cancelled, cancelled and nothing sent; the hub's stop (stdio), whose
-   * client still waits, is told so, its row unavailable.
+   * client still waits, is told so, its row unavailable. An exchange still open: the hub's stop
+   * began while it waited (capabilitiesWhileOpen), told so the same way.
    */
   private async unanswered(req: Request, ex: Exchange, ctx: CallContext): Promise<void> {
-    const reason = ex.closed.reason;
+    const reason = ex.closed.aborted ? ex.closed.reason : new HubStoppingError(true);
     if (reason instanceof HubStoppingError) {
       await this.core.recordLocal(req.method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: reason.message });
       return ex.reply(errorResponse(req.id, stoppedError(reason)));

@@ -8,7 +8,7 @@ import type { AuditBegin, AuditEnd, KeyOwner, StoredAnswer } from '../ledger/typ
 import { CancelledError, errorSeenBy, HEADER_MISMATCH, HubStoppingError, INTERNAL_ERROR, INVALID_PARAMS, notSent, MISSING_CLIENT_CAPABILITY, RpcError, TimeoutError, TransportError, UpstreamRpcError, UpstreamUnavailableError } from '../protocol/errors.js';
 import type { CallOptions } from '../upstream/types.js';
 import { notDelivered as neverSent } from '../upstream/retry.js';
-import { reasonOf, unlessAborted, unlessWanted } from '../cancel.js';
+import { reasonOf, unlessAborted, unlessWanted, type Signal } from '../cancel.js';
 import { argsRefusal, checkedOutput } from '../policy/tool-check.js';
 import { withoutHubError } from '../policy/tool-errors.js';
 import type { SchemaValidator } from '../policy/validate.js';
@@ -36,6 +36,8 @@ export interface ToolCallOptions {
   startupGrace: () => Promise<void> | undefined;
   /** See RouterOptions.closingUpstreams. */
   closingUpstreams?: () => boolean;
+  /** See RouterOptions.stopBegun. */
+  stopBegun?: Signal;
   confirmer?: Confirmer;
   upstreamFor?: UpstreamFor;
   validator?: SchemaValidator;
@@ -438,7 +440,7 @@ export class ToolCall {
           throw err;
         },
       );
-    const opts = Object.assign(callOptions(ctx, conn), { retry: toolRetry(server.config, upstreamName, routed.item) });
+    const opts = Object.assign(callOptions(ctx, conn, this.opts.stopBegun), { retry: toolRetry(server.config, upstreamName, routed.item) });
     if (!key) return this.mrtr.run(ctx, conn, opts, bind, body, ended);
     // A keyed call whose client goes away (a closed connection, a cancellation) while a retry
     // with its key waits for it runs on: cancelled, it would leave the key unknown and the retry

@@ -12,6 +12,7 @@ import type { Mrtr } from './mrtr.js';
 import type { Binding, RequestStateSealer } from './request-state.js';
 import { formatTraceparent, type TraceSpan } from '../protocol/trace-context.js';
 import { requestIdText } from '../ledger/request-id.js';
+import type { Signal } from '../cancel.js';
 
 // Shared by the router's forwarding paths and tools/call (call-tool.ts), so neither imports the other's helpers.
 
@@ -132,9 +133,11 @@ export function beginOf(method: string, ctx: CallContext, extra?: Partial<AuditB
   };
 }
 
-export function callOptions(ctx: CallContext, server: ServerHandle): CallOptions {
+/** `stop`: the hub's stop begun (RouterOptions.stopBegun), which ends a wait between retries. */
+export function callOptions(ctx: CallContext, server: ServerHandle, stop?: Signal): CallOptions {
   return {
     signal: ctx.signal,
+    stop,
     timeoutMs: server.config.timeoutMs,
     onProgress: ctx.onProgress,
     onLog: ctx.onLog,

@@ -22,7 +22,7 @@ import type { Binding } from './request-state.js';
 import type { Confirmer } from '../policy/confirm.js';
 import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
-import { reasonOf, unlessAborted } from '../cancel.js';
+import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
 import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, withUpstream, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
@@ -45,6 +45,12 @@ export interface RouterOptions {
    * lack the servers the stop closed under it, and is not given as the list (see list()).
    */
   closingUpstreams?: () => boolean;
+  /**
+   * Aborted as the hub's stop begins: a list that waited in the start-up grace is ended then (not
+   * answered with what is ready), and a request waiting between retries (its server restarting)
+   * is answered at once instead of holding the drain (retry.ts).
+   */
+  stopBegun?: Signal;
   /** Policy confirmation of risky calls (`policy.confirm`, `policy.confirmDestructive`). */
   confirmer?: Confirmer;
   /** The connection this caller must use (per-principal upstream isolation); default the server's own. */
@@ -182,7 +188,13 @@ export class Router {
         throw cutOffError(new CancelledError(reasonOf(ctx.signal)), ctx.signal);
       };
       const grace = this.opts.startupGrace();
-      if (grace) await unlessAborted(() => grace, ctx.signal, ended);
+      if (grace) {
+        await unlessAborted(() => grace, ctx.signal, ended);
+        // The stop began while it waited: a list of what is ready would lack the servers still
+        // starting (a modern client's cacheable for ttlMs), from a hub going away. Ended as the
+        // stop ends a request (-32603 the hub is shutting down, recorded unavailable).
+        if (this.opts.stopBegun?.aborted) throw new HubStoppingError(true);
+      }
       const agg = await unlessAborted(() => this.catalog.aggregate(kind, viewOf(ctx)), ctx.signal, ended);
       // Built as the stop closed the servers (in flight at the drain deadline, over HTTP): it left
       // them out (`{"tools": []}`, cacheable for ttlMs, public, to a modern client), recorded ok.
@@ -354,7 +366,7 @@ export class Router {
         throw asRpcError(normalised);
       }
     };
-    const opts = callOptions(ctx, conn);
+    const opts = callOptions(ctx, conn, this.opts.stopBegun);
     if (!bind) return body(opts);
     // A URL step the user turned down ends the request without `body` finishing its row (a
     // no-op when it did: the first finish counts).

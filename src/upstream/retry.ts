@@ -78,6 +78,13 @@ function sleep(ms: number, signal: Signal | undefined): Promise<void> {
 
 export interface RetryHooks {
   signal?: Signal;
+  /**
+   * The hub's stop: aborted as it begins. A wait between attempts (the backoff, the upstream's
+   * restart) ends then with a HubStoppingError (notSent unless an attempt may have run): nothing
+   * runs upstream meanwhile, and it held the drain, up to the retry budget, for a server that
+   * the stop would close anyway.
+   */
+  stop?: Signal;
   /** Resolves true once the upstream is ready again (false: it will not be within `ms`). */
   whenReady: (ms: number) => Promise<boolean>;
   onRetry?: (attempt: number, delayMs: number, err: Error) => void;
@@ -123,13 +130,18 @@ async function retryAfter<T>(first: Error, deadline: number, method: string, pol
     h.onRetry?.(n, delay, err);
     // Cancelled between attempts: nothing was sent unless an earlier attempt may have run.
     const cancelled = (e: CancelledError): CancelledError => (mayHaveRun ? e : notSent(e));
-    await sleep(delay, h.signal).catch((e: unknown) => {
+    // Ended by the hub's stop between attempts: told so, and that an attempt may have run.
+    const stopped = (): HubStoppingError => new HubStoppingError(!mayHaveRun);
+    if (h.stop?.aborted) throw stopped();
+    await unlessAborted(() => sleep(delay, h.signal), h.stop, () => undefined).catch((e: unknown) => {
       throw e instanceof CancelledError ? cancelled(e) : e;
     });
+    if (h.stop?.aborted) throw stopped();
     // A caller that went away while the upstream reconnects is not held for it (up to the retry
     // budget, with its client's session slot) only to be told then that it was cancelled.
-    const ready = await unlessAborted(() => h.whenReady(deadline - now()), h.signal, () => false);
+    const ready = await unlessAborted(() => unlessAborted(() => h.whenReady(deadline - now()), h.signal, () => false), h.stop, () => false);
     if (h.signal?.aborted) throw cancelled(new CancelledError(reasonOf(h.signal)));
+    if (h.stop?.aborted) throw stopped();
     if (!ready) throw giveUp();
   }
 }

@@ -266,6 +266,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const deadline = this.deadlineFor(opts);
     return withRetries(method, opts.retry, () => this.requestOnce(method, params, opts, deadline), {
       signal: opts.signal,
+      stop: opts.stop,
       until: deadline,
       whenReady: (ms) => this.whenReady(ms),
       onRetry: (attempt, delayMs, err) => this.log.info({ method, attempt, delayMs, err: err.message }, 'sending the request again (it is safe to)'),

@@ -87,6 +87,11 @@ export interface CallOptions {
   /** Send again when that is safe (see retry.ts); absent: one attempt. */
   retry?: RetryPolicy;
   /**
+   * The hub's stop begun: a wait between attempts (a backoff, the upstream restarting) ends then
+   * with a HubStoppingError, nothing running upstream to drain (retry.ts).
+   */
+  stop?: Signal;
+  /**
    * The hub's own request, made for no caller (a subscription renewed after a restart): no call,
    * answered or not, in the count of calls left unanswered (UpstreamBase.noteUnanswered), as the
    * hub's lists are not.

@@ -4,13 +4,13 @@
  * ledger verifies; SIGTERM drains calls in flight and exits 0; hot reload adds, removes and
  * changes servers while calls run on the others, rejects an invalid config, and answers SIGHUP.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi, type TestContext } from 'vitest';
 import WebSocket from 'ws';
 import { sha256Hex } from '../helpers/auth.js';
-import { nodeServer, startHub, type HubProcess } from '../helpers/hub-process.js';
+import { nodeServer, ROOT, startHub, type HubProcess } from '../helpers/hub-process.js';
 import { rawClient } from '../helpers/raw-http.js';
 import { modernBody, modernHeaders, post } from '../helpers/wire.js';
 import { ledgerCli, modernCall, queryRows, sleep, SDK1, SDK2, type Json } from './ledger-helpers.js';
@@ -27,7 +27,7 @@ import { callTool, descendants, expectAllGone, isToolError, QUIRKS, rowsFor, ser
  * time is mostly waits: hub starts, slow calls, drains). Hooks of the test's own context: a
  * file-wide afterEach cannot tell concurrent tests apart.
  */
-async function start(t: Pick<TestContext, 'onTestFinished'>, config: Record<string, unknown>, opts: { dir?: string; args?: string[] } = {}): Promise<HubProcess> {
+async function start(t: Pick<TestContext, 'onTestFinished'>, config: Record<string, unknown>, opts: { dir?: string; args?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<HubProcess> {
   const h = await startHub(config, opts);
   // A hub already killed by a test has nothing left to stop (stop() would wait for its exit).
   t.onTestFinished(async () => {
@@ -215,6 +215,66 @@ describe.concurrent('hub SIGTERM', () => {
     expect(confirmRow).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
     await asker.close().catch(() => undefined);
     await plain.close().catch(() => undefined);
+  }, 30_000);
+});
+
+describe.concurrent('hub SIGTERM, requests waiting for a server', () => {
+  /** `server` (a node fixture), started through start-delay.mjs with `env`. */
+  const delayed = (server: Record<string, unknown>, env: Record<string, string>): Record<string, unknown> => ({
+    ...server,
+    args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(server.args as string[])],
+    env: { ...(server.env as Record<string, string>), ...env },
+  });
+
+  // They waited out the rest of the start-up grace (here, until the drain deadline closed the
+  // server still starting): the stop held for requests nothing upstream was running for.
+  it("a list, a legacy initialize and a modern discover waiting in the start-up grace are answered the stop's error as it begins", async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-grace-'));
+    // Never answers its handshake (within the test); gone at the end of its stdin, as the stop closes it.
+    const late = { command: process.execPath, args: ['-e', "process.stdin.on('end', () => process.exit(0)).resume()"] };
+    const hub = await start(t, { servers: { a: nodeServer(SDK1), late } }, { dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '60000' } });
+    await waitForState(hub.url, 'a', ['ready']);
+    const list = modernCall(hub.url, 'l1', 'tools/list');
+    const discover = modernCall(hub.url, 'd1', 'server/discover');
+    const init = post(hub.url, { jsonrpc: '2.0', id: 'i1', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw-legacy', version: '1' } } }, { 'content-type': 'application/json', accept: 'application/json, text/event-stream' });
+    await waitUntil('the three requests in the grace', async () => hub.logs.filter((l) => l.includes('waits in the start-up grace')).length >= 3);
+    const t0 = Date.now();
+    const exited = hub.stop('SIGTERM');
+    const answers = await Promise.all([list.then((r) => r.body), discover.then((r) => r.body), init.then((r) => r.body)]);
+    // Well before the drain deadline (10 s), when they were answered so too (not with what is ready).
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    for (const a of answers) expect(a?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
+    expect(await exited).toBe(0);
+    const rows = await queryRows(join(dir, 'ledger.db'), {});
+    expect(rows.filter((r) => ['tools/list', 'server/discover', 'initialize'].includes(r.method as string)).map((r) => [r.method, r.outcome]).sort()).toEqual([
+      ['initialize', 'unavailable'],
+      ['server/discover', 'unavailable'],
+      ['tools/list', 'unavailable'],
+    ]);
+  }, 30_000);
+
+  // It waited for its server's restart up to the retry budget (here 8 s), holding the drain,
+  // and was then told the connection was lost.
+  it('a call waiting between retries for its server to restart is answered at once that the hub is stopping, and that it may have run', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-retry-'));
+    const hold = join(dir, 'hold');
+    const crashy = nodeServer(`${QUIRKS}/crash-mid-call.mjs`, [], { QUIRK_CRASH_ONCE: join(dir, 'c.once') });
+    const c = { ...delayed(crashy, { START_HOLD_FILE: hold }), retry: { budgetMs: 8_000 }, tools: { echo: { annotations: { idempotentHint: true } } } };
+    const hub = await start(t, { servers: { c } }, { dir });
+    await waitForState(hub.url, 'c', ['ready']);
+    // Its next process waits while this file is there: the call's retry waits for it.
+    writeFileSync(hold, '');
+    const call = callTool(hub.url, 'c__echo', {});
+    await waitUntil('the retry waiting', async () => hub.logs.some((l) => l.includes('sending the request again')));
+    const t0 = Date.now();
+    const exited = hub.stop('SIGTERM');
+    const a = await call;
+    expect(Date.now() - t0).toBeLessThan(4_000);
+    expect(JSON.stringify(a)).toMatch(/the hub is shutting down.*may have been carried out/);
+    rmSync(hold, { force: true });
+    expect(await exited).toBe(0);
+    const [row] = await rowsFor(join(dir, 'ledger.db'), 'c__echo');
+    expect(row).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
   }, 30_000);
 });
 
