@@ -574,10 +574,10 @@ export class Hub implements HubCore {
     this.admin?.close();
     // The principals' own connections alongside the servers' (nothing of one waits on the other):
     // closed after them, their calls were answered only once every server's process had exited,
-    // 2 s and more for one that ignores the end of its stdin. A connection a call opened meanwhile
-    // (a principal's first call, in flight at the drain deadline) is closed by the second closeAll.
+    // 2 s and more for one that ignores the end of its stdin. From here on the pool opens none (a
+    // call in flight at the drain deadline that gets that far finds its connection closed): one
+    // opened later was closed by nothing but the exit watchdog, after the exit.
     await Promise.allSettled([...[...this.handles.values()].map((h) => h.upstream.close()), this.upstreams.closeAll()]);
-    await this.upstreams.closeAll();
     // What waits on the hub alone (a legacy client's answer to a relayed question) is ended too.
     this.endpoint.stopCalls();
     // The calls failed by the closing upstreams still write their answers and audit rows.

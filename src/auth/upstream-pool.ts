@@ -48,6 +48,8 @@ export class PrincipalUpstreams {
   private readonly onConnection: PoolOptions['onConnection'];
   private readonly inUse: PoolOptions['inUse'];
   private readonly now: () => number;
+  /** closeAll() has run (the hub's stop): nothing is opened any more (own). */
+  private closed = false;
 
   constructor(
     private readonly make: (spec: UpstreamSpec, log: Logger) => Upstream,
@@ -106,6 +108,15 @@ export class PrincipalUpstreams {
   private async own(h: ServerHandle, principal: string): Promise<Upstream> {
     const key = poolKey(h.id, principal);
     let p = this.pool.get(key);
+    if (!p && this.closed) {
+      // The hub's stop closed the pool: a call that reaches here after that (in flight at the
+      // drain deadline, past a slow plugin) started a process (or session) nothing would close,
+      // left to the exit watchdog. It gets a connection that is closed, never started: its
+      // caller finds it not ready and answers so, as for any server the stop closed.
+      const closed = this.make(this.specOf(h), this.log.child({ principal }));
+      await closed.close();
+      return closed;
+    }
     if (!p) {
       if (this.pool.size >= this.max) this.evictOldest();
       const base = this.specOf(h);
@@ -157,6 +168,7 @@ export class PrincipalUpstreams {
   }
 
   async closeAll(): Promise<void> {
+    this.closed = true;
     clearInterval(this.sweeper);
     const all = [...this.pool.values()];
     this.pool.clear();

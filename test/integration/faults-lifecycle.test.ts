@@ -4,7 +4,7 @@
  * ledger verifies; SIGTERM drains calls in flight and exits 0; hot reload adds, removes and
  * changes servers while calls run on the others, rejects an invalid config, and answers SIGHUP.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, vi, type TestContext } from 'vitest';
@@ -275,6 +275,49 @@ describe.concurrent('hub SIGTERM, requests waiting for a server', () => {
     expect(await exited).toBe(0);
     const [row] = await rowsFor(join(dir, 'ledger.db'), 'c__echo');
     expect(row).toMatchObject({ outcome: 'unavailable', errorMessage: expect.stringContaining('the hub is shutting down') });
+  }, 30_000);
+});
+
+describe.concurrent('hub SIGTERM, a call in flight past the drain deadline', () => {
+  // It reached its principal's own connection (processPerPrincipal) once the stop had closed them
+  // all: a process was started again then, that nothing closed but the exit watchdog, after the exit.
+  it("opens no principal's own connection once the upstreams are closing: the call is answered, and no process is started", async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-term-own-'));
+    const pids = join(dir, 'pids');
+    const hold = join(dir, 'hold');
+    const held = join(dir, 'held');
+    // Holds each call (before it is routed to a connection) while the hold file is there; says so in `held`.
+    writeFileSync(
+      join(dir, 'hold.mjs'),
+      `import { existsSync, writeFileSync } from 'node:fs';\nexport default { name: 'hold', async beforeCall() { writeFileSync(${JSON.stringify(held)}, ''); while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20)); } };\n`,
+    );
+    const KEY = 'sy_alice-stop-own-connection-key-0000000000000000';
+    const hub = await start(t, {
+      listen: { drainTimeoutMs: 100 },
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(KEY) }] },
+      plugins: { paths: ['./hold.mjs'] },
+      servers: { own: { ...nodeServer('test/fixtures/faults/stdio-pipes.mjs', [], { FAULT_LOG: pids }), processPerPrincipal: true } },
+    }, { dir });
+    const started = (): string[] => readFileSync(pids, 'utf8').split('\n').filter(Boolean);
+    await waitUntil('the server started', async () => hub.logs.some((l) => l.includes('"server":"own"') && l.includes('"state":"ready"')));
+    expect(started()).toHaveLength(1);
+    writeFileSync(hold, '');
+    const call = modernCall(hub.url, 'own-late', 'tools/call', { name: 'own__echo', arguments: {} }, { headers: { authorization: `Bearer ${KEY}` } });
+    await waitUntil('the call held', async () => existsSync(held));
+    // The server's process, and alice's own (started to route her call, by her list).
+    const before = started();
+    const exited = hub.stop('SIGTERM');
+    // The stop is closing the upstreams (the server's own closed): the call goes on from there.
+    await waitUntil('the upstreams closing', async () => hub.logs.some((l) => l.includes('"server":"own"') && l.includes('"state":"stopped"')));
+    rmSync(hold);
+    const a = await call;
+    // As a call the closing upstream fails: its server closed under it.
+    expect(text(a)).toBe('Tool own__echo is unavailable: server "own" is stopped');
+    expect(await exited).toBe(0);
+    // The stop closed alice's process too: none was started again for the call.
+    expect(started()).toEqual(before);
+    const [row] = await rowsFor(join(dir, 'ledger.db'), 'own__echo');
+    expect(row.outcome).toBe('unavailable');
   }, 30_000);
 });
 
