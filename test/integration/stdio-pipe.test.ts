@@ -49,6 +49,12 @@ async function stopBegun(c: LineClient): Promise<void> {
   for (const until = Date.now() + 10_000; !begun(); await sleep(20)) if (Date.now() > until) throw new Error(`not stopping: ${c.stderr.slice(-1000)}`);
 }
 
+/**
+ * An exit "at once" (a second signal, or a SIGTERM ending a drain) on a starved machine: a fixed
+ * 2-3 s could run out there. The exits it tells apart come 20 s or more later, or with another code.
+ */
+const STOP_AT_ONCE_MS = 10_000;
+
 /** Resolves with the exit code, or 'running' if the process has not exited within `ms`. */
 const exitWithin = (c: LineClient, ms: number): Promise<number | null | 'running'> => Promise.race([c.exited, sleep(ms).then(() => 'running' as const)]);
 
@@ -159,7 +165,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       await sleep(SAME_REQUEST_MS + 200);
       expect(second.proc.exitCode).toBeNull(); // draining
       second.proc.kill('SIGTERM');
-      expect(await exitWithin(second, 3_000)).toBe(1);
+      // At once: the drain would run on for the 20 s call (STOP_AT_ONCE_MS is far below it).
+      expect(await exitWithin(second, STOP_AT_ONCE_MS)).toBe(1);
       expect(second.stderr).toContain('second stop signal');
     } finally {
       second.kill();
@@ -188,7 +195,8 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
       await stopBegun(c);
       expect(c.proc.exitCode).toBeNull(); // draining
       c.proc.kill('SIGTERM');
-      expect(await exitWithin(c, 2_000)).toBe(0);
+      // At once: the drain would run on for the 20 s call and the 30 s lists.
+      expect(await exitWithin(c, STOP_AT_ONCE_MS)).toBe(0);
       // Answered all the same while stdout is open (a client that closed stdin may still read it).
       expect(c.received.find((m) => m.id === 'long')?.error).toMatchObject({ code: -32603, message: expect.stringContaining('the hub is shutting down') });
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => [r.requestId, r.outcome])).toEqual([['long', 'unavailable']]);
@@ -265,7 +273,7 @@ describe('`switchyard stdio` stopping with calls in flight (listen.drainTimeoutM
 // can run side by side: three at a time on this file's worker (the floods load two cores).
 vi.setConfig({ maxConcurrency: 3 });
 
-/** A flood's 16 MiB through the hub, with two other hubs' floods beside it: 10 s was too short on a loaded machine. */
+/** A flood's 16 MiB (or a 1 MB answer) through the hub, with two other hubs' floods beside it: 10 s was too short on a loaded machine. */
 const FLOOD_MS = 30_000;
 
 describe.concurrent('a client of `switchyard stdio` that stops reading stdout', () => {
@@ -276,7 +284,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       c.proc.stdout!.pause();
       // An answer far larger than the pipe and the reader's buffers: stdout stays full.
       c.send(JSON.stringify(call('big', 'modern__echo', { text: 'x'.repeat(1_000_000) })));
-      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'), FLOOD_MS);
       for (let i = 0; i < 20; i++) c.send(JSON.stringify(call(`after-${i}`, 'modern__echo', { text: `a${i}` })));
       await sleep(2_000);
       expect((await queryRows(ledger, { method: 'tools/call' })).map((r) => r.requestId)).toEqual(['big']);
@@ -287,7 +295,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
     } finally {
       c.kill();
     }
-  }, 40_000);
+  }, 60_000);
 
   it("is not buffered for without bound when an upstream floods a call's log lines: past 8 MiB they are left out, the answer is not", async () => {
     const FLOOD = 2_000; // 2,000 log lines of ~8 KiB: 16 MiB, twice the bound
@@ -373,7 +381,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
       await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
       c.proc.stdout!.pause();
       c.send(JSON.stringify(call('big', 'modern__echo', { text: 'x'.repeat(1_000_000) })));
-      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'));
+      await waitForRows(ledger, { method: 'tools/call' }, (r) => r.some((x) => x.requestId === 'big' && x.outcome === 'ok'), FLOOD_MS);
       c.send(JSON.stringify(call('late', 'modern__echo', { text: 'late' })) + '\n' + JSON.stringify({ jsonrpc: '2.0', id: 'late-ping', method: 'ping' }));
       // A line begun (no newline yet) is no request read: not when stdin closes after reading stopped either.
       c.proc.stdin!.write(JSON.stringify({ jsonrpc: '2.0', id: 'partial', method: 'ping' }));
@@ -400,10 +408,11 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
 
   it('still exits on SIGTERM (0, the unsent answers given up after a few seconds), and at once on a second one', async () => {
     // Two hubs of their own, at once. The unsent answers are given up after
-    // SWITCHYARD_STDOUT_FLUSH_MS (3 s by default): 500 ms for the one signalled once; the other
-    // keeps the 3 s, so its second signal finds it still waiting on a loaded machine.
+    // SWITCHYARD_STDOUT_FLUSH_MS (3 s by default): 500 ms for the one signalled once; 20 s for the
+    // other, so its second signal finds it still waiting however loaded the machine (with 3 s it
+    // could have given up first), and only that signal can end it within STOP_AT_ONCE_MS.
     await Promise.all([1, 2].map(async (signals) => {
-      const { c, ledger } = twoServerHub('switchyard-stdio-unread-stop-', {}, 'info', signals === 1 ? { SWITCHYARD_STDOUT_FLUSH_MS: '500' } : {});
+      const { c, ledger } = twoServerHub('switchyard-stdio-unread-stop-', {}, 'info', { SWITCHYARD_STDOUT_FLUSH_MS: signals === 1 ? '500' : '20000' });
       try {
         await c.request({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: { _meta: META } }, 30_000);
         c.proc.stdout!.pause();
@@ -415,7 +424,7 @@ describe.concurrent('a client of `switchyard stdio` that stops reading stdout', 
           await stopBegun(c);
           await sleep(SAME_REQUEST_MS + 200);
           c.proc.kill('SIGTERM');
-          expect(await exitWithin(c, 3_000)).toBe(1);
+          expect(await exitWithin(c, STOP_AT_ONCE_MS)).toBe(1);
         } else {
           expect(await exitWithin(c, 12_000)).toBe(0);
           expect(c.stderr).toContain('stdout not read by the client: exiting with answers unsent');
@@ -503,7 +512,38 @@ describe('one id in flight in both eras on one `switchyard stdio` pipe', () => {
   }, 40_000);
 });
 
-describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
+describe('a legacy resources/subscribe of `switchyard stdio` waiting for its server back when a SIGTERM\'s drain time runs out', () => {
+  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
+  it('is answered -32603 and recorded unavailable', async () => {
+    const late = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, 'test/fixtures/catalog/mutable-server.mjs')], env: { START_DELAY_MS: '1000', ERA: 'modern', DOC_URI: 'late://doc' } };
+    const { file, ledger } = configDir('switchyard-stdio-subscribe-stop-', { listen: { drainTimeoutMs: 300 }, servers: { late } });
+    const c = stdioHub(file, 'debug');
+    try {
+      await initialize(c);
+      await c.request({ jsonrpc: '2.0', id: 'list', method: 'resources/list' }, 20_000);
+      const pid = c.stderr.split('\n').filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json).at(-1)?.pid as number;
+      expect(pid).toBeGreaterThan(0);
+      process.kill(pid, 'SIGKILL');
+      const down = () => c.stderr.split('\n').some((l) => l.includes('"msg":"upstream state"') && /"state":"(restarting|starting)"/.test(l) && l.includes('"time"') && c.stderr.indexOf(l) > c.stderr.indexOf(`"pid":${pid}`));
+      for (const until = Date.now() + 10_000; !down(); await sleep(20)) if (Date.now() > until) throw new Error('the server never went down');
+      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'sub', method: 'resources/subscribe', params: { uri: 'late://doc' } }));
+      // Its wait (the server is back over 1 s after its restart) leaves no trace to poll for: read, it waits.
+      await sleep(300);
+      c.proc.kill('SIGTERM');
+      expect(await exitWithin(c, 15_000)).toBe(0);
+      // Ended running (not refused as read after the signal).
+      expect(c.received.filter((m) => m.id === 'sub').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('still running when it stopped') }]);
+      expect((await queryRows(ledger, { 'request-id': 'sub' })).map((r) => r.outcome)).toEqual(['unavailable']);
+    } finally {
+      c.kill();
+    }
+  }, 40_000);
+});
+
+// The blocks below, each one test with a hub of its own (cleaned up in its own finally), run
+// side by side, three at a time (maxConcurrency above): they mostly wait on hubs starting and
+// stopping. The one above waits a fixed 300 ms for a request to be read: kept apart from them.
+describe.concurrent('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
   // Recorded unavailable "the hub is shutting down": nobody was told anything, the client was gone.
   it('records them cancelled (the client went away), in both eras, and exits', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-epipe-');
@@ -518,7 +558,7 @@ describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls i
       expect(await exitWithin(c, 15_000)).not.toBe('running');
       // Those two ended (the echo's row is not waited for: the hub may find stdout closed, and
       // exit, before it reads the echo, as a loaded machine showed).
-      const rows = await waitForRows(ledger, { method: 'tools/call' }, (r) => ['old', 'new'].every((id) => r.some((x) => x.requestId === id && x.outcome !== 'in_flight')));
+      const rows = await waitForRows(ledger, { method: 'tools/call' }, (r) => ['old', 'new'].every((id) => r.some((x) => x.requestId === id && x.outcome !== 'in_flight')), 20_000);
       const of = (id: string) => rows.find((r) => r.requestId === id);
       for (const id of ['old', 'new']) expect([of(id)?.outcome, of(id)?.errorMessage], id).toEqual(['cancelled', expect.stringContaining('the client went away')]);
     } finally {
@@ -527,7 +567,7 @@ describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls i
   }, 40_000);
 });
 
-describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
   // Its idempotency key is left unknown (call-tool.ts: the stop is no answer of the client's):
   // a retry with it on the next hub is refused with what to do, and the ledger shows both.
@@ -568,7 +608,7 @@ describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\
   }, 40_000);
 });
 
-describe('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
   // The retry was answered the stop's -32603, but its row (which carries the call's end) said
   // `cancelled`: the parked call's end was recorded as a cancellation, not the stop that ended it.
   it('has the retry answered -32603 and recorded unavailable', async () => {
@@ -585,7 +625,7 @@ describe('a modern client of `switchyard stdio` whose retry waits on a parked ca
       // The upstream hears the answer but does not go on: the retry waits on the parked call.
       process.kill(pid!, 'SIGSTOP');
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'r2', method: 'tools/call', params: { name: 'tl__three_rounds', arguments: {}, requestState: first.result.requestState, inputResponses: { [key]: { action: 'accept', content: { answer: 'a' } } }, _meta: meta } }));
-      await waitForRows(ledger, { 'request-id': 'r2' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
+      await waitForRows(ledger, { 'request-id': 'r2' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
       c.proc.kill('SIGTERM');
       await c.next((m) => m.id === 'r2', 15_000);
       // Let it go on, to hear its stdin close and exit at once (not at the hub's SIGKILL).
@@ -601,7 +641,7 @@ describe('a modern client of `switchyard stdio` whose retry waits on a parked ca
   }, 40_000);
 });
 
-describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
+describe.concurrent('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
   // Each was answered the stop's -32603, but its row said `cancelled`, as if its client had
   // cancelled it: a keyed call waiting for the first call with its key, and a legacy client's
   // call waiting for its user's confirmation (policy.confirm), never forwarded.
@@ -617,7 +657,7 @@ describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain
       c.send(JSON.stringify(keyed('second')));
       c.send(JSON.stringify({ jsonrpc: '2.0', id: 'confirm', method: 'tools/call', params: { name: 'legacy__counter_bump', arguments: { label: 'x' } } }));
       await c.next((m) => m.method === 'elicitation/create', 20_000);
-      await waitForRows(ledger, { 'request-id': 'second' }, (rows) => rows.some((r) => r.outcome === 'in_flight'));
+      await waitForRows(ledger, { 'request-id': 'second' }, (rows) => rows.some((r) => r.outcome === 'in_flight'), 20_000);
       c.proc.kill('SIGTERM');
       expect(await exitWithin(c, 15_000)).toBe(0);
       for (const id of ['second', 'confirm']) {
@@ -630,35 +670,7 @@ describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain
   }, 40_000);
 });
 
-describe('a legacy resources/subscribe of `switchyard stdio` waiting for its server back when a SIGTERM\'s drain time runs out', () => {
-  // Answered the stop's -32603, its row said `cancelled`, as if its client had cancelled it.
-  it('is answered -32603 and recorded unavailable', async () => {
-    const late = { command: process.execPath, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), join(ROOT, 'test/fixtures/catalog/mutable-server.mjs')], env: { START_DELAY_MS: '1000', ERA: 'modern', DOC_URI: 'late://doc' } };
-    const { file, ledger } = configDir('switchyard-stdio-subscribe-stop-', { listen: { drainTimeoutMs: 300 }, servers: { late } });
-    const c = stdioHub(file, 'debug');
-    try {
-      await initialize(c);
-      await c.request({ jsonrpc: '2.0', id: 'list', method: 'resources/list' }, 20_000);
-      const pid = c.stderr.split('\n').filter((l) => l.includes('"msg":"spawned"')).map((l) => JSON.parse(l) as Json).at(-1)?.pid as number;
-      expect(pid).toBeGreaterThan(0);
-      process.kill(pid, 'SIGKILL');
-      const down = () => c.stderr.split('\n').some((l) => l.includes('"msg":"upstream state"') && /"state":"(restarting|starting)"/.test(l) && l.includes('"time"') && c.stderr.indexOf(l) > c.stderr.indexOf(`"pid":${pid}`));
-      for (const until = Date.now() + 10_000; !down(); await sleep(20)) if (Date.now() > until) throw new Error('the server never went down');
-      c.send(JSON.stringify({ jsonrpc: '2.0', id: 'sub', method: 'resources/subscribe', params: { uri: 'late://doc' } }));
-      // Its wait (the server is back over 1 s after its restart) leaves no trace to poll for: read, it waits.
-      await sleep(300);
-      c.proc.kill('SIGTERM');
-      expect(await exitWithin(c, 15_000)).toBe(0);
-      // Ended running (not refused as read after the signal).
-      expect(c.received.filter((m) => m.id === 'sub').map((m) => m.error)).toEqual([{ code: -32603, message: expect.stringContaining('still running when it stopped') }]);
-      expect((await queryRows(ledger, { 'request-id': 'sub' })).map((r) => r.outcome)).toEqual(['unavailable']);
-    } finally {
-      c.kill();
-    }
-  }, 40_000);
-});
-
-describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
+describe.concurrent('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
     const { c } = twoServerHub('sy-pipe-version-');
