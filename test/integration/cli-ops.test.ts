@@ -20,7 +20,9 @@ const run = runCli;
 
 const tmp = (p: string) => mkdtempSync(join(tmpdir(), `switchyard-${p}-`));
 
-describe('exit codes and errors of the CLI itself', () => {
+// The first three blocks run their CLI processes side by side (each test its own folders, no
+// daemon, no timing): the two blocks after them share a config, a blocked port or a daemon.
+describe.concurrent('exit codes and errors of the CLI itself', () => {
   it('a usage error exits 2 with the help; a failure a command did not foresee is one line and exit 1, no stack', async () => {
     // The real process for one usage error and the failure below; the other cases in one process
     // (runCliBatch: each its own argv, output and exit code).
@@ -80,7 +82,7 @@ describe('exit codes and errors of the CLI itself', () => {
   });
 });
 
-describe('tools without a daemon or a config', () => {
+describe.concurrent('tools without a daemon or a config', () => {
   it('offers --local for --format only, and takes a missing --config of diff and approve as a usage error', async () => {
     const bare = tmp('bare');
     const closed = createServer();
@@ -105,7 +107,7 @@ describe('tools without a daemon or a config', () => {
   });
 });
 
-describe('switchyard init', () => {
+describe.concurrent('switchyard init', () => {
   it('writes a starter config with $schema that validates, and will not overwrite it without --force', async () => {
     const d = tmp('init');
     // One process for the three (runCliBatch, in this order); the real one for the last init.
