@@ -65,12 +65,12 @@ async function hubIsUp(): Promise<void> {
 describe('stdio upstream faults', () => {
   it('starts slowly: before it is ready its tools are not listed, and a call to one waits for it; afterwards they work', async () => {
     // The hub's first list waits its startup grace (3 s from the start), not for a server that
-    // takes 9 s: the bound is ~2 s from either, so a stall cannot pass one off as the other.
-    const t0 = Date.now();
+    // takes 9 s: answered without that server's tools (a list that waited for it would hold them).
+    // A fixed 5 s bound told the two apart too, and could run out on a starved machine.
     const list = await modernCall(hub.url, 'l1', 'tools/list');
-    expect(Date.now() - t0).toBeLessThan(5_000);
     const names = (list.body?.result?.tools as { name: string }[]).map((t) => t.name);
     expect(names).toContain('crash__echo');
+    expect(names).not.toContain('slowstart__echo');
     // A prompt by a name in its prefix space waits for it too; cancelled meanwhile, its row said
     // what came after the wait (`Unknown prompt`, rpc_error), an answer its client never got.
     const ac = new AbortController();
