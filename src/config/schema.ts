@@ -193,7 +193,8 @@ export function validateWith({ validate, customMessage }: Compiled, doc: unknown
  *   what is wrong inside that shape alone: `inheritEnv: ["*"]` is an array with a bad name, not
  *   also "must be true, false or an array" (the other branch's "must be boolean", the oneOf's own).
  * - a key missing beside an unknown key that is a near spelling of it (`{"pth": …}`) is that
- *   misspelling, said once, by the unknown key.
+ *   misspelling, said once, by the unknown key; so is a shape of the object that requires it
+ *   (a server's `"comand"`, not also "must have exactly one of "command" or "url"").
  */
 function sayOnce(errors: readonly ErrorObject[]): ErrorObject[] {
   const dropped = new Set<ErrorObject>();
@@ -222,19 +223,32 @@ function sayOnce(errors: readonly ErrorObject[]): ErrorObject[] {
       if (i !== undefined && i !== fitting[0]) dropped.add(e);
     }
   }
+  const misspeltRequired = new Set<ErrorObject>();
   for (const r of errors) {
     if (r.keyword !== 'required' || dropped.has(r)) continue;
     const missing = String((r.params as { missingProperty?: unknown }).missingProperty);
-    const parent = r.schemaPath.slice(0, r.schemaPath.lastIndexOf('/'));
+    // The object's own `required`, or one in a shape of it (a server's oneOf of "command" and "url").
     const misspelt = errors.some(
       (e) =>
         e.keyword === 'additionalProperties' &&
         e.instancePath === r.instancePath &&
-        e.schemaPath === `${parent}/additionalProperties` &&
+        r.schemaPath.startsWith(`${e.schemaPath.slice(0, -'additionalProperties'.length)}`) &&
         nearKey(String((e.params as { additionalProperty?: unknown }).additionalProperty), knownKeys(e)) === missing,
     );
-    if (misspelt) dropped.add(r);
+    if (misspelt) misspeltRequired.add(r);
   }
+  // A oneOf or anyOf of shapes that each require a key (`"command"` or `"url"`) failed as one of
+  // those keys is misspelt: its message ("must have exactly one of …") is the misspelling again.
+  for (const c of errors) {
+    if (c.keyword !== 'oneOf' && c.keyword !== 'anyOf') continue;
+    if ((c.params as { passingSchemas?: unknown }).passingSchemas != null) continue;
+    const inside = (e: ErrorObject): boolean => e.instancePath === c.instancePath && e.schemaPath.startsWith(`${c.schemaPath}/`);
+    if (![...misspeltRequired].some(inside)) continue;
+    dropped.add(c);
+    // The other shapes' "is required" too (`"url" is required`): what is wrong inside is still said.
+    for (const e of errors) if (inside(e) && e.keyword === 'required') dropped.add(e);
+  }
+  for (const r of misspeltRequired) dropped.add(r);
   return errors.filter((e) => !dropped.has(e));
 }
 

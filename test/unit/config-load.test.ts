@@ -247,6 +247,15 @@ describe('problems name their key path, one line each', () => {
     expect(problemsOf({ servers: { empty: {} } })).toEqual(['servers.empty: must have exactly one of "command" or "url"']);
   });
 
+  it('says a misspelt "command" or "url" of a server once, as the misspelling (not also "must have exactly one of")', () => {
+    expect(problemsOf({ servers: { a: { comand: 'node' }, b: { urll: 'http://127.0.0.1:1/mcp' }, c: { args: [] } } })).toEqual([
+      expect.stringMatching(/^servers\.a\.comand: unknown key: did you mean "command"\? \(/),
+      expect.stringMatching(/^servers\.b\.urll: unknown key: did you mean "url"\? \(/),
+      // With nothing near either key, the shape line stays.
+      'servers.c: must have exactly one of "command" or "url"',
+    ]);
+  });
+
   it('rejects unknown keys at every level (typos), naming the one meant when it is near, and the known ones', () => {
     const p = problemsOf({ mcpservers: {}, listen: { prot: 1 }, servers: { a: { command: 'x', argz: [], timeoutMS: 5, Header: {} } }, zzz: 1 });
     expect(p).toHaveLength(6);
