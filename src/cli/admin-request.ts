@@ -6,7 +6,7 @@
  * and the errors `withDaemon` turns into exit codes, are daemon-client.ts's.
  */
 import { serversAnswer, type AnswerShape } from './admin-answers.js';
-import { DaemonError, DaemonRefusal, fallbackOf, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
+import { DaemonError, DaemonRefusal, fallbackOf, NoAnswerError, foreignSocket, NoDaemonError, socketOf } from './daemon-client.js';
 
 /** A switchyard daemon answered, and wants an admin key (401), or the key is not an admin's (403). */
 export class AdminKeyRefused extends DaemonError {}
@@ -141,6 +141,12 @@ async function requestJson<T>(base: string, path: string, shape: AnswerShape<T>,
   }
 }
 
+/** How long a request waits for the daemon's answer unless its command says otherwise. */
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** "10 s", "2 s", "0.5 s": a timeout as the error line says it. */
+const seconds = (ms: number): string => `${Math.round(ms / 100) / 10} s`;
+
 type RequestOptions = { timeoutMs?: number; key?: string; method?: 'GET' | 'POST'; answers?: readonly number[] };
 
 async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, opts: RequestOptions): Promise<T> {
@@ -151,7 +157,7 @@ async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, o
   const socket = socketOf(base);
   const foreign = foreignSocket(base);
   if (foreign) throw new DaemonError(foreign);
-  const init = { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000) };
+  const init = { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(opts.timeoutMs ?? DEFAULT_TIMEOUT_MS) };
   try {
     res = socket === undefined ? await fetch(base + path, init) : await overSocket(socket, path, init);
   } catch (err) {
@@ -161,9 +167,11 @@ async function requestAt<T>(base: string, path: string, shape: AnswerShape<T>, o
       throw new NoDaemonError(`no switchyard daemon is running at ${base} (start one with \`switchyard start\`)`);
     if (socket !== undefined && code === 'EACCES')
       throw new DaemonError(`${base}: permission denied: the admin socket (listen.admin.path) is open to the daemon's user alone; run the command as that user`);
-    if ((err as Error).name === 'TimeoutError') throw new DaemonError(`${base}${path} did not answer in time`);
+    // Said as a refusal is: what happened, as the command's, then where (the route is noise here too).
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if ((err as Error).name === 'TimeoutError') throw new NoAnswerError(`no answer within ${seconds(timeoutMs)} [at ${base}]`);
     const cause = (err as { cause?: { message?: string } }).cause?.message;
-    throw new DaemonError(`${base}${path}: ${(err as Error).message}${cause ? ` (${cause})` : ''}`);
+    throw new NoAnswerError(`the request failed: ${cause ?? (err as Error).message} [at ${base}]`);
   }
   const a = readAnswer(base, path, res, await res.text(), Boolean(key), opts.answers);
   if ('error' in a) throw a.error;

@@ -33,9 +33,16 @@ export class DaemonError extends Error {}
  */
 export class DaemonRefusal extends DaemonError {}
 
-/** The line a command prints for `err`: a refusal as the command's own (`switchyard servers restart: …`), the rest as they are. */
+/**
+ * Something took the connection and gave no answer: none in time, or the connection broke. Said
+ * as a refusal is, what happened first and the address last (`switchyard reload: no answer within
+ * 120 s [at http://127.0.0.1:7410]`), not led by the admin route.
+ */
+export class NoAnswerError extends DaemonError {}
+
+/** The line a command prints for `err`: a refusal or no answer as the command's own (`switchyard servers restart: …`), the rest as they are. */
 export function daemonErrorLine(err: Error, command: string): string {
-  return err instanceof DaemonRefusal ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
+  return err instanceof DaemonRefusal || err instanceof NoAnswerError ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
 }
 
 /**

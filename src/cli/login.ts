@@ -155,7 +155,8 @@ async function tellDaemon(argv: LoginArgs, id: string): Promise<void> {
     process.stderr.write(`the daemon at ${base} restarted "${id}" with the new login\n`);
   } catch (err) {
     if (err instanceof NoDaemonError) return;
-    process.stderr.write(`the daemon at ${base} was not told (${(err as Error).message}); it uses the login at its next attempt, or run \`switchyard servers restart ${id}\`\n`);
+    // Every such error names the daemon's address already (a refusal, no answer, another program there).
+    process.stderr.write(`the daemon was not told of the new login: ${(err as Error).message}; it uses the login at its next attempt, or run \`switchyard servers restart ${id}\`\n`);
   }
 }
 

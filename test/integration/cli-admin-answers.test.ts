@@ -244,7 +244,7 @@ describe('something on the port that does not answer in time', () => {
   it('doctor says so and starts none of the upstreams: it may be a busy daemon running them', async () => {
     const { d, spawns } = await silentDoctor;
     const f = JSON.parse(d.stdout) as Json[];
-    expect(f.find((x) => x.check === 'daemon')?.message).toMatch(/did not answer in time \(a switchyard daemon that is busy, or another program\?\)/);
+    expect(f.find((x) => x.check === 'daemon')?.message).toMatch(/^no answer within 5 s \[at http:\/\/127\.0\.0\.1:\d+\] \(a switchyard daemon that is busy, or another program\?\)$/);
     expect(f.find((x) => x.check === 'upstreams')).toMatchObject({ level: 'warn', message: expect.stringMatching(/^not checked/) });
     expect(existsSync(spawns)).toBe(false);
   }, 30_000);

@@ -13,6 +13,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
@@ -286,8 +287,19 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
   });
 
   it('logout revokes and removes a login stored for a server that no longer logs in (its oauth.grant changed, or the server removed)', async () => {
-    const l = await login(await closedPortUrl());
+    // A daemon that refuses the restart (it runs no "u"): its words, its address once.
+    const refusing = createHttpServer((_req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'no server "u" is running (switchyard servers lists them)' }));
+    });
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+    const daemon = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+    const l = await login(daemon).finally(() => refusing.close());
     expect(l.code, l.stderr).toBe(0);
+    expect(l.stderr).toContain(
+      `\nthe daemon was not told of the new login: no server "u" is running (switchyard servers lists them) [HTTP 404 from ${daemon}]; it uses the login at its next attempt, or run \`switchyard servers restart u\`\n`,
+    );
+    expect(l.stderr.split(daemon)).toHaveLength(2);
     const had = stored();
     const before = (await stats()).revocations.length;
     const config = JSON.parse(readFileSync(hub.configFile, 'utf8')) as Record<string, unknown>;

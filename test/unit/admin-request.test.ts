@@ -4,10 +4,12 @@
  * other answer that is not JSON is named by status and content type, its body never printed.
  */
 import { describe, expect, it } from 'vitest';
-import { AdminKeyRefused, OtherProgramError, readAnswer, switchyardChallenge } from '../../src/cli/admin-request.js';
+import { serversAnswer } from '../../src/cli/admin-answers.js';
+import { AdminKeyRefused, getJson, OtherProgramError, readAnswer, switchyardChallenge } from '../../src/cli/admin-request.js';
 import { daemonBase, DaemonError, daemonErrorLine } from '../../src/cli/daemon-client.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 
 const BASE = 'http://127.0.0.1:7410';
@@ -66,5 +68,35 @@ describe('readAnswer', () => {
     const bare = readAnswer(BASE, '/admin/tools?all=1', answer(500, { 'content-type': 'application/json' }), '{}', false);
     expect('error' in bare && bare.error.message).toBe(`the daemon at ${BASE} answered HTTP 500 to /admin/tools`);
     expect(readAnswer(BASE, '/admin/reload', answer(422, {}), JSON.stringify({ status: 'rejected', problems: [] }), false, [422])).toEqual({ body: { status: 'rejected', problems: [] } });
+  });
+});
+
+describe('a request that gets no answer', () => {
+  /** A port that takes connections and does `onConnection` with each; its base, and a close. */
+  async function port(onConnection: (s: Socket) => void): Promise<{ base: string; close: () => void }> {
+    const srv = createServer(onConnection);
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    return { base: `http://127.0.0.1:${(srv.address() as { port: number }).port}`, close: () => void srv.close() };
+  }
+  const lineOf = async (base: string, timeoutMs: number): Promise<string> => {
+    const err = await getJson(base, '/admin/servers', serversAnswer, { timeoutMs }).then(
+      () => new Error('answered'),
+      (e: Error) => e,
+    );
+    return daemonErrorLine(err, 'servers');
+  };
+
+  it('is said as the command\'s, what happened first and the address last, not led by the admin route', async () => {
+    const held: Socket[] = [];
+    const silent = await port((s) => void held.push(s));
+    const closing = await port((s) => s.destroy());
+    try {
+      expect(await lineOf(silent.base, 300)).toBe(`switchyard servers: no answer within 0.3 s [at ${silent.base}]\n`);
+      expect(await lineOf(closing.base, 5000)).toBe(`switchyard servers: the request failed: other side closed [at ${closing.base}]\n`);
+    } finally {
+      for (const s of held) s.destroy();
+      silent.close();
+      closing.close();
+    }
   });
 });
