@@ -58,6 +58,9 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
     ) as unknown as Argv<T & ToolsExportArgs>;
 }
 
+/** --local --server naming no server of the config: said as the command's, as the daemon's refusal of it is (exit 1 alike). */
+class NoSuchServer extends Error {}
+
 /**
  * The catalog from the running daemon (the names its clients see), or, with --local or when
  * no daemon runs, from the upstreams of the config directly.
@@ -78,7 +81,7 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
   }
   const config = loadConfig(a.config);
   if (a.server && configuredServer(config, a.server) === undefined)
-    throw new DaemonError(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
+    throw new NoSuchServer(`no server named "${a.server}" in ${a.config} (servers: ${Object.keys(config.servers).join(', ') || 'none'})`);
   return (await lookLocally(config, { server: a.server })).tools;
 }
 
@@ -110,8 +113,8 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
       process.exitCode = 2;
       return;
     }
-    if (!(err instanceof NoDaemonError || err instanceof DaemonError || err instanceof PinsUnreadError)) throw err;
-    process.stderr.write(daemonErrorLine(err, command));
+    if (!(err instanceof NoDaemonError || err instanceof DaemonError || err instanceof PinsUnreadError || err instanceof NoSuchServer)) throw err;
+    process.stderr.write(err instanceof NoSuchServer ? `switchyard ${command}: ${err.message}\n` : daemonErrorLine(err, command));
     // As `tools` and `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
   }

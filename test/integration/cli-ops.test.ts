@@ -553,7 +553,12 @@ describe('servers, doctor and tools against a running daemon', () => {
   });
 
   it('a --server the hub has not: exit 1 naming the servers it has, listing or exporting, from the daemon or locally', async () => {
-    const asked = [['tools', '--url', hub.url], ['tools', '--format', 'openai', '--url', hub.url], ['tools', '--format', 'openai', '--local', '-c', hub.configFile]];
+    const asked = [
+      ['tools', '--url', hub.url],
+      ['tools', '--format', 'openai', '--url', hub.url],
+      ['tools', '--format', 'openai', '--local', '-c', hub.configFile],
+      ['tools', 'export', '--format', 'openai', '--local', '-c', hub.configFile],
+    ];
     // The real process for the first; the others in one (runCliBatch).
     const runs = [
       await run([...asked[0]!, '--server', 'nope']),
@@ -570,6 +575,8 @@ describe('servers, doctor and tools against a running daemon', () => {
       expect(r.stdout).toBe('');
       // The daemon's words first, as the command's; its status and address last (it led with its route and status).
       if (!args.includes('--local')) expect(r.stderr, args.join(' ')).toMatch(new RegExp(`^switchyard tools: no server named "nope" \\(servers: .*\\) \\[HTTP 404 from ${origin.replace(/\./g, '\\.')}\\]\n$`));
+      // Locally, the same: as the command's, one line, naming the config.
+      else expect(r.stderr, args.join(' ')).toBe(`switchyard tools${args[1] === 'export' ? ' export' : ''}: no server named "nope" in ${hub.configFile} (servers: legacy, modern)\n`);
     }
     // A name every object has is no server either (config.servers['toString'] was Object's function).
     const odd = runs.shift()!;
