@@ -7,8 +7,20 @@ import { shellArg } from '../shell-arg.js';
  */
 export function configProblemLines(err: ConfigError, file: string): string[] {
   if (!err.missing) return err.problems;
-  const hint = missingConfigHint(file);
-  return err.problems.map((p) => `${p}: no such file; ${hint}`);
+  // One line, the file named once (by the caller, before it): it read "FILE: config: cannot read FILE (ENOENT): no such file; …".
+  return [`${NO_CONFIG}; ${missingConfigHint(file)}`];
+}
+
+/** What every command says of a config file that is not there, after its name. */
+export const NO_CONFIG = 'no such config file';
+
+/**
+ * The text a command that checks a whole config prints for `err`: `FILE: invalid config` and
+ * each problem on a line of its own below; a file that is not there is one line, not "invalid".
+ */
+export function configErrorText(err: ConfigError, file: string): string {
+  const lines = configProblemLines(err, file);
+  return err.missing ? `${file}: ${lines.join('')}\n` : `${file}: invalid config\n${lines.map((p) => `  ${p}\n`).join('')}`;
 }
 
 /** What to run when the config `file` is not there. */

@@ -2,7 +2,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
-import { configProblemLines } from './config-problems.js';
+import { configErrorText } from './config-problems.js';
 import { dirname } from 'node:path';
 import type { HubConfig } from '../config/types.js';
 import { redactLogText } from '../policy/secret-text.js';
@@ -55,7 +55,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       for (const m of ignoredSettings(config)) process.stderr.write(`warning: ${m}\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
-      process.stderr.write(`${args.config}: invalid config\n${configProblemLines(e, args.config).map((p) => `  ${p}\n`).join('')}`);
+      process.stderr.write(configErrorText(e, args.config));
       // As `start` and `reload` answer the same file: 2, a config error (README, exit codes).
       process.exitCode = 2;
     }

@@ -111,7 +111,7 @@ export function daemonBase(url: string | undefined, configFile: string): string 
   // A file named on purpose and not there is a typo: knocking on the default address instead
   // would say "no daemon" (or reach another one).
   if (!existsSync(file) && configFile !== DEFAULT_CONFIG)
-    throw new BadUrlError(`cannot read ${configFile} (no such file): give the config the daemon runs with, or its address with --url`);
+    throw new BadUrlError(`${configFile}: no such config file: give the config the daemon runs with, or its address with --url`);
   if (existsSync(file)) {
     try {
       // As the daemon reads it (a byte-order mark is no reason to knock on another daemon's port).

@@ -273,7 +273,7 @@ export async function diagnose(configFile: string, url: string | undefined): Pro
     for (const m of ignoredSettings(config)) findings.push({ level: 'warn', check: 'config', message: m });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: p });
+    for (const p of configProblemLines(err, configFile)) findings.push({ level: 'fail', check: 'config', message: err.missing ? `${configFile}: ${p}` : p });
   }
   const base = daemonBase(url, configFile);
   // Port 0 means "any free port": there is no fixed address to find a daemon at (unless it has an admin listener).

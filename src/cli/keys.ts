@@ -1,6 +1,6 @@
 import type { Argv, CommandModule } from 'yargs';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
-import { missingConfigHint } from './config-problems.js';
+import { missingConfigHint, NO_CONFIG } from './config-problems.js';
 import { counted } from '../counted.js';
 
 interface KeyArgs {
@@ -19,7 +19,7 @@ function fail(message: string, code = 2): void {
 
 function problem(e: unknown, file: string): string {
   const code = (e as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' ? `config file not found; ${missingConfigHint(file)}` : code ? `cannot use the file (${code})` : (e as Error).message;
+  return code === 'ENOENT' ? `${NO_CONFIG}; ${missingConfigHint(file)}` : code ? `cannot use the file (${code})` : (e as Error).message;
 }
 
 const addCommand: CommandModule<object, KeyArgs> = {

@@ -21,6 +21,7 @@ import { hasTable } from '../ledger/migrate.js';
 import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery, type RequestIdQuery } from '../ledger/request-id.js';
 import { counted } from '../counted.js';
+import { NO_CONFIG } from './config-problems.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -108,7 +109,7 @@ export function resolveLedgerPath(args: CommonArgs): string {
   if (args.db) return resolve(args.db);
   const file = resolve(args.config ?? 'hub.config.json');
   if (!existsSync(file)) {
-    if (args.config) throw new UsageError(`config file not found: ${file}`);
+    if (args.config) throw new UsageError(`${args.config}: ${NO_CONFIG}: give the config whose ledger.path names the ledger, or the ledger itself with --db`);
     return resolve(DEFAULT_LEDGER_PATH);
   }
   const p = ledgerKey(file, 'path');

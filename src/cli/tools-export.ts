@@ -2,7 +2,7 @@ import { screenJson } from '../ledger/format.js';
 import type { Argv, CommandModule } from 'yargs';
 import { toAnthropic, toOpenAi } from '../catalog/export.js';
 import { ConfigError, configuredServer, loadConfig } from '../config/load.js';
-import { configProblemLines } from './config-problems.js';
+import { configErrorText } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
@@ -109,7 +109,7 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
   } catch (err) {
     // A config error is 2 (as start, validate and reload), the daemon's is 1, no daemon 3 (README, exit codes).
     if (err instanceof ConfigError) {
-      process.stderr.write(`${a.config}: invalid config\n${configProblemLines(err, a.config).map((p) => `  ${p}\n`).join('')}`);
+      process.stderr.write(configErrorText(err, a.config));
       process.exitCode = 2;
       return;
     }

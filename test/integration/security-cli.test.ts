@@ -83,7 +83,7 @@ describe('switchyard keys', () => {
     const missing = runs.shift()!;
     expect(missing.status).toBe(2);
     // A first run has no config yet: the line says what makes one.
-    expect(missing.stderr).toMatch(/config file not found; `switchyard init --config \/.*nope\.json` writes a starter config there/);
+    expect(missing.stderr).toMatch(/^\/\S*nope\.json: no such config file; `switchyard init --config \/.*nope\.json` writes a starter config there .*\n$/);
     const broken = runs.shift()!;
     expect(broken.status).toBe(2);
     expect(broken.stderr).toMatch(/not valid JSON \(unexpected character 'B'\)/);

@@ -87,12 +87,16 @@ describe('switchyard config validate', () => {
     const missing = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, 'absent.json')], { encoding: 'utf8' });
     expect(missing.status).toBe(2);
     // A first run has no config yet: the line says what to run, quoted for a shell when it has to be.
-    expect(missing.stderr).toMatch(/config: cannot read .*absent\.json \(ENOENT\): no such file; `switchyard init --config \/.*absent\.json` writes a starter config there/);
+    // One line, the file named once (it said "FILE: invalid config" above "config: cannot read FILE (ENOENT): no such file; …").
+    expect(missing.stderr).toMatch(/^\/\S*absent\.json: no such config file; `switchyard init --config \/\S*absent\.json` writes a starter config there [^\n]*\n$/);
     const spaced = spawnSync(process.execPath, [CLI, 'config', 'validate', '-c', join(dir, "it's absent.json")], { encoding: 'utf8' });
     expect(spaced.stderr).toContain(`\`switchyard init --config '${join(dir, "it'\\''s absent.json")}'\``);
     const empty = mkdtempSync(join(dir, 'empty-'));
     const here = spawnSync(process.execPath, [CLI, 'config', 'validate'], { cwd: empty, encoding: 'utf8' });
-    expect([here.status, here.stderr]).toEqual([2, expect.stringContaining('no such file; `switchyard init` writes a starter config here (--from FILE imports an IDE\'s servers), or give the path of yours with --config\n')]);
+    expect([here.status, here.stderr]).toEqual([2, 'hub.config.json: no such config file; `switchyard init` writes a starter config here (--from FILE imports an IDE\'s servers), or give the path of yours with --config\n']);
+    // `start`, the first command of a first run, says it in the same one line.
+    const start = spawnSync(process.execPath, [join(packageRoot, 'dist/src/cli/main.js'), 'start'], { cwd: empty, encoding: 'utf8' });
+    expect([start.status, start.stderr]).toEqual([2, here.stderr]);
     const broken = validate('{"servers": ');
     expect(broken.status).toBe(2);
     expect(broken.stderr).toBe('hub.config.json: invalid config\n  config: not valid JSON (unexpected end of input)\n');

@@ -1122,7 +1122,7 @@ describe('switchyard ledger CLI', () => {
       delete process.env.SY_TEST_LEDGER_DIR;
     }
     expect(() => resolveLedgerPath({ config: join(t.dir, 'env.json') })).toThrow(/SY_TEST_LEDGER_DIR is not set/);
-    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/config file not found/) });
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: `switchyard ledger: ${join(t.dir, 'missing.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n` });
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'var', 'audit.db'), '--since', 'yesterday'])).toMatchObject({
