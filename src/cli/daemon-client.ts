@@ -15,11 +15,14 @@ export interface DaemonArgs {
   json: boolean;
 }
 
+/** What `--url` is, in the help of every command that asks the daemon (`tools` and its export too). */
+export const URL_DESCRIBE = 'The daemon address, e.g. http://127.0.0.1:7410, or unix:PATH for an admin socket (default: from the config, its listen.admin first)';
+
 /** `--config` (where the daemon's address is read), `--url` and `--json`, as every daemon command has them. */
 export function daemonOptions(y: Argv, describe: { config?: string; json?: string } = {}): Argv<DaemonArgs> {
   return y
     .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: describe.config ?? 'Config file (for the daemon address)' })
-    .option('url', { type: 'string', describe: 'The daemon address, e.g. http://127.0.0.1:7410, or unix:PATH for an admin socket (default: from the config, its listen.admin first)' })
+    .option('url', { type: 'string', describe: URL_DESCRIBE })
     .option('json', { type: 'boolean', default: false, describe: describe.json ?? 'Print JSON' }) as Argv<DaemonArgs>;
 }
 

@@ -6,7 +6,7 @@ import { configErrorText } from './config-problems.js';
 import type { ToolView } from '../downstream/admin-views.js';
 import { toolsAnswer } from './admin-answers.js';
 import { getJson } from './admin-request.js';
-import { daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
+import { daemonBase, DaemonError, daemonErrorLine, NoDaemonError, URL_DESCRIBE } from './daemon-client.js';
 import { notEmpty } from './given-once.js';
 import { lookLocally, PinsUnreadError } from './local-catalog.js';
 import { takeStdout } from '../log.js';
@@ -41,7 +41,7 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
       describe: 'Print the catalog as function-calling definitions (OpenAI strict mode, or Anthropic tools)',
     })
     .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
-    .option('url', { type: 'string', describe: 'The daemon address (default: from the config)' })
+    .option('url', { type: 'string', describe: URL_DESCRIBE })
     .option('server', { type: 'string', describe: 'Only this server' })
     .option('group', { type: 'string', describe: 'Only what this tool group (/mcp/<group>) shows' })
     .option('local', {

@@ -89,14 +89,19 @@ describe.concurrent('tools without a daemon or a config', () => {
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const port = (closed.address() as { port: number }).port;
     await new Promise((r) => closed.close(r));
-    const [help, noConfig, diff, doctor] = await runCliBatch([
+    const [help, exportHelp, noConfig, diff, doctor] = await runCliBatch([
       { args: ['tools', '--help'] },
+      { args: ['tools', 'export', '--help'] },
       { args: ['tools', 'diff', 'x', '-c', join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')] },
       { args: ['tools', 'diff', 'x'], cwd: bare },
       { args: ['doctor', '--url', `http://127.0.0.1:${port}`], cwd: bare },
     ]);
     // The listing itself asks the daemon only: its help offers --local for --format, as it takes it.
     expect(help!.stdout).toMatch(/--local +With --format: connect to the upstreams directly/);
+    // The export is JSON of tools: the listing's --json and --kind are not offered there; --url is said as every daemon command says it.
+    expect(exportHelp!.stdout).toMatch(/--format .*\[required\]/s);
+    expect(exportHelp!.stdout).not.toMatch(/--json|--kind/);
+    for (const h of [help!, exportHelp!]) expect(h.stdout).toMatch(/--url +The daemon address, e\.g\. http:\/\/127\.0\.0\.1:7410, or unix:PATH/);
     // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
     expect([noConfig!.code, noConfig!.stderr]).toEqual([2, `${join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n`]);
     // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.
