@@ -87,6 +87,19 @@ export const initCommand: CommandModule<object, InitArgs> = {
       process.exitCode = 2;
       return;
     }
+    // Read first: a --from naming nothing is what to fix, before "already exists; pass --force" sends the user on to it.
+    let text: string | undefined;
+    if (argv.from) {
+      try {
+        text = readFileSync(argv.from, 'utf8');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        // A path with a typo is a usage error (2), as a --config that is not there is everywhere.
+        process.stderr.write(code === 'ENOENT' ? `${argv.from}: no such file: give --from the client config to import\n` : `cannot read ${argv.from} (${code ?? (err as Error).message})\n`);
+        process.exitCode = code === 'ENOENT' ? 2 : 1;
+        return;
+      }
+    }
     if (existsSync(file) && !argv.force) {
       process.stderr.write(`${argv.config} already exists; pass --force to overwrite it\n`);
       process.exitCode = 1;
@@ -95,17 +108,9 @@ export const initCommand: CommandModule<object, InitArgs> = {
     let servers: Record<string, ImportedServer> = {};
     let notes: string[] = [];
     let summary = 'no servers yet: add them under "servers" (a "command" for stdio, a "url" for HTTP)';
-    if (argv.from) {
-      let text: string;
+    if (text !== undefined) {
       try {
-        text = readFileSync(argv.from, 'utf8');
-      } catch (err) {
-        process.stderr.write(`cannot read ${argv.from}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}\n`);
-        process.exitCode = 1;
-        return;
-      }
-      try {
-        const r = importClientConfig(text, argv.from, dirname(file));
+        const r = importClientConfig(text, argv.from!, dirname(file));
         servers = r.servers;
         notes = r.notes;
         summary = `${counted(Object.keys(servers).length, 'server')} imported from ${argv.from} (${KIND_NAMES[r.kind]}): ${Object.keys(servers).join(', ') || 'none'}`;

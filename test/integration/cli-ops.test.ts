@@ -222,17 +222,19 @@ describe.concurrent('switchyard init', () => {
     mkdirSync(join(d, '.cursor'));
     writeFileSync(join(d, '.cursor', 'mcp.json'), JSON.stringify({ mcpServers: { remote: { url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } } } }));
     writeFileSync(join(d, 'other.json'), '{"editor.fontSize": 12}');
-    const [r, bad, missing] = (await runCliBatch([
+    const [r, bad, missing, missingKept] = (await runCliBatch([
       { args: ['init', '--from', join(d, '.cursor', 'mcp.json')], cwd: d },
       { args: ['init', '--from', 'other.json', '--force'], cwd: d },
       { args: ['init', '--from', 'nope.json', '--force'], cwd: d },
-    ])) as [CliRun, CliRun, CliRun];
+      { args: ['init', '--from', 'nope.json'], cwd: d },
+    ])) as [CliRun, CliRun, CliRun, CliRun];
     expect(r.stdout).toMatch(/\(Cursor\): remote/);
     // The refused imports below wrote nothing over it.
     expect(JSON.parse(readFileSync(join(d, 'hub.config.json'), 'utf8')).servers.remote).toEqual({ url: 'http://127.0.0.1:9/mcp', headers: { 'X-Key': '${env:KEY}' } });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/no "mcpServers" or "servers"/);
-    expect(missing.stderr).toMatch(/cannot read nope\.json: ENOENT/);
+    // A --from that names nothing: a usage error in one line, said before "already exists; pass --force" (which led to it).
+    for (const m of [missing, missingKept]) expect([m.code, m.stderr]).toEqual([2, 'nope.json: no such file: give --from the client config to import\n']);
   });
 });
 
