@@ -43,9 +43,13 @@ export class DaemonRefusal extends DaemonError {}
  */
 export class NoAnswerError extends DaemonError {}
 
-/** The line a command prints for `err`: a refusal or no answer as the command's own (`switchyard servers restart: …`), the rest as they are. */
+/**
+ * The line a command prints for `err`: a refusal, no answer, or no daemon there (exit 3) as the
+ * command's own (`switchyard servers restart: …`), as one kind of trouble reaching the daemon is
+ * said like the next; the rest (another program, a key refused) say who answered themselves.
+ */
 export function daemonErrorLine(err: Error, command: string): string {
-  return err instanceof DaemonRefusal || err instanceof NoAnswerError ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
+  return err instanceof DaemonRefusal || err instanceof NoAnswerError || err instanceof NoDaemonError ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
 }
 
 /**

@@ -210,7 +210,7 @@ describe('listen.admin', () => {
       await hub.stop(0);
     }
     const none = await runCli(['servers', '--config', file]);
-    expect([none.code, none.stderr]).toEqual([3, `no switchyard daemon is running at unix:${join(dir, 'admin.sock')} (listen.admin) nor at http://127.0.0.1:${JSON.parse(readFileSync(file, 'utf8')).listen.port} (start one with \`switchyard start\`)\n`]);
+    expect([none.code, none.stderr]).toEqual([3, `switchyard servers: no switchyard daemon is running at unix:${join(dir, 'admin.sock')} (listen.admin) nor at http://127.0.0.1:${JSON.parse(readFileSync(file, 'utf8')).listen.port} (start one with \`switchyard start\`)\n`]);
   });
 
   it('doctor looks for the daemon at the admin socket even when listen.port is 0 (any free port)', async () => {

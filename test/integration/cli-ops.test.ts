@@ -270,7 +270,9 @@ describe('servers, doctor and tools without a daemon', () => {
     writeFileSync(join(free, 'hub.config.json'), JSON.stringify({ listen: { port: unused }, servers: {} }));
     const r = await run(['servers'], { cwd: free });
     expect(r.code).toBe(3);
-    expect(r.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+    // As the command's, as a refusal or no answer is.
+    const none = `no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`;
+    expect(r.stderr).toBe(`switchyard servers: ${none}`);
     const exports = [['tools', '--format', 'openai'], ['tools', 'export', '--format', 'anthropic']];
     const typos = [['servers'], ['tools'], ['reload']];
     // An empty --server or --group (a script's unset variable) listed every server's tools.
@@ -288,11 +290,11 @@ describe('servers, doctor and tools without a daemon', () => {
     ]);
     // `tools` says it the same way, with the same exit code.
     expect(t!.code).toBe(3);
-    expect(t!.stderr).toBe(r.stderr);
+    expect(t!.stderr).toBe(`switchyard tools: ${none}`);
     // And the export, asked of that address (it was exit 1, as a daemon's error).
     for (const args of exports) {
       const e = runs.shift()!;
-      expect([e.code, e.stdout, e.stderr], args.join(' ')).toEqual([3, '', r.stderr]);
+      expect([e.code, e.stdout, e.stderr], args.join(' ')).toEqual([3, '', `switchyard ${args[1] === 'export' ? 'tools export' : 'tools'}: ${none}`]);
     }
     // A config named on purpose that is not there is a typo, not "no daemon" (nor the default address).
     for (const cmd of typos) {

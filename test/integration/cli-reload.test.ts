@@ -132,7 +132,7 @@ describe('switchyard reload', () => {
     await new Promise((r) => probe.close(r));
     const gone = await run(['reload', '--url', `http://127.0.0.1:${unused}`]);
     expect(gone.code).toBe(3);
-    expect(gone.stderr).toBe(`no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
+    expect(gone.stderr).toBe(`switchyard reload: no switchyard daemon is running at http://127.0.0.1:${unused} (start one with \`switchyard start\`)\n`);
   });
 });
 
