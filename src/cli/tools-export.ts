@@ -124,25 +124,7 @@ export const toolsExportCommand: CommandModule<object, ToolsExportArgs> = {
   command: 'export',
   describe: 'The catalog as function-calling definitions: --format openai | anthropic',
   // `tools` declared the options already (its builder runs first): only --format is required here.
-  builder: (y: Argv) => y.demandOption('format') as Argv<ToolsExportArgs>,
+  // Its --json and --kind reach export too, where an export is JSON of tools: the help leaves them out.
+  builder: (y: Argv) => y.demandOption('format').hide('json').hide('kind') as Argv<ToolsExportArgs>,
   handler: (a) => runToolsExport(a),
-};
-
-/**
- * `switchyard tools --format …` and `switchyard tools export --format …`. Stands in until the
- * catalog's `tools` command (listing, diff, approve) takes the --format option and mounts
- * `toolsExportCommand` itself.
- */
-export const toolsCommand: CommandModule<object, Partial<ToolsExportArgs>> = {
-  command: 'tools',
-  describe: 'The hub catalog (see `tools export`); --format openai | anthropic prints function-calling definitions',
-  builder: (y: Argv) => exportOptions(y, false).command(toolsExportCommand) as unknown as Argv<Partial<ToolsExportArgs>>,
-  handler: async (a) => {
-    if (!a.format) {
-      process.stderr.write('give --format openai | anthropic (listing, diff and approve come with the catalog commands)\n');
-      process.exitCode = 2;
-      return;
-    }
-    await runToolsExport(a as ToolsExportArgs);
-  },
 };

@@ -349,11 +349,6 @@ export const toolsCommand: CommandModule<object, ListArgs> = {
       .command(diffCommand)
       .command(approveCommand)
       // `tools`' --kind reaches export too, which would export the tools all the same.
-      .command({
-        ...toolsExportCommand,
-        // The listing's --json and --kind reach export too, where an export is JSON of tools: its help leaves them out.
-        builder: (e: Argv) => e.demandOption('format').hide('json').hide('kind') as Argv<ToolsExportArgs>,
-        handler: (a: ToolsExportArgs & { kind?: KindWord }) => (kindNotForExport(a.kind) ? undefined : runToolsExport(a)),
-      }) as unknown as Argv<ListArgs>,
+      .command({ ...toolsExportCommand, handler: (a: ToolsExportArgs & { kind?: KindWord }) => (kindNotForExport(a.kind) ? undefined : runToolsExport(a)) }) as unknown as Argv<ListArgs>,
   handler: (a) => list(a),
 };
