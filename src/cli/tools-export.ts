@@ -88,13 +88,13 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
 export async function runToolsExport(a: ToolsExportArgs, command = 'tools export'): Promise<void> {
   // A group is the daemon's to apply, and --local asks no daemon: the two cannot both be meant.
   if (a.local && a.group) {
-    process.stderr.write('--group needs the running daemon (it applies the groups); drop --local\n');
+    process.stderr.write(`switchyard ${command}: --group needs the running daemon (it applies the groups); drop --local\n`);
     process.exitCode = 2;
     return;
   }
   // Nor a daemon's address: --local would ignore it, and export another catalog than the one named.
   if (a.local && a.url !== undefined) {
-    process.stderr.write('--url names a daemon to ask, and --local asks none; drop one of them\n');
+    process.stderr.write(`switchyard ${command}: --url names a daemon to ask, and --local asks none; drop one of them\n`);
     process.exitCode = 2;
     return;
   }

@@ -52,6 +52,8 @@ const WORD_OF: Record<ListKind, KindWord> = { tools: 'tool', prompts: 'prompt', 
 // Upstream text (names, reasons, definitions) never reaches the terminal raw.
 const out = (t: string) => void process.stdout.write(screenText(t));
 const err = (t: string) => void process.stderr.write(t);
+/** A line of the command's own (`switchyard tools approve: …`), as its daemon's errors and every other command's are said. */
+const fail = (command: string, t: string) => err(`switchyard ${command}: ${t}`);
 
 const HINTS: [string, string][] = [
   ['readOnlyHint', 'R'],
@@ -106,20 +108,20 @@ function flagLines(items: ItemView[]): void {
 }
 
 /** `--kind` other than tool with an export (`--format`, `tools export`): refused (exit 2), as export is of tools; whether it was. */
-function kindNotForExport(kind: KindWord | undefined): boolean {
+function kindNotForExport(kind: KindWord | undefined, command: string): boolean {
   if (kind === undefined || kind === 'tool') return false;
-  err(`--kind ${kind}: --format exports tools only\n`);
+  fail(command, `--kind ${kind}: --format exports tools only\n`);
   process.exitCode = 2;
   return true;
 }
 
 async function list(a: ListArgs): Promise<void> {
   const kind = a.kind === undefined || a.kind === 'tool' ? undefined : a.kind;
-  if (a.format && kindNotForExport(kind)) return;
+  if (a.format && kindNotForExport(kind, 'tools')) return;
   if (a.format) return runToolsExport(a as ToolsExportArgs, 'tools');
   if (a.local) {
     // Pins, quarantines and flags live in the running hub; a local look would show none of them.
-    err('listing asks the running daemon (start one with `switchyard start`); --local works with --format\n');
+    fail('tools', 'listing asks the running daemon (start one with `switchyard start`); --local works with --format\n');
     process.exitCode = 2;
     return;
   }
@@ -132,7 +134,7 @@ async function list(a: ListArgs): Promise<void> {
       q.set('kind', KIND_WORDS[kind]);
       const answer = await getJson(base, `/admin/tools?${q}`, itemsAnswer(KIND_WORDS[kind]));
       if (!('items' in answer)) {
-        err(`the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind ${kind}\` shows a pending change from the ledger)\n`);
+        fail('tools', `the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind ${kind}\` shows a pending change from the ledger)\n`);
         process.exitCode = 1;
         return;
       }
@@ -186,21 +188,22 @@ function kindsOf(a: DbArgs): readonly ListKind[] {
   return a.kind === undefined ? LIST_KINDS : [KIND_WORDS[a.kind]];
 }
 
-function pick(a: DbArgs, recs: PinRecord[], what: string): PinRecord[] | undefined {
+function pick(a: DbArgs, recs: PinRecord[], what: 'compare' | 'approve'): PinRecord[] | undefined {
+  const command = what === 'compare' ? 'tools diff' : 'tools approve';
   if (recs.length === 0) {
-    err(`no pinned ${a.kind ?? 'tool, prompt or resource'} matches${a.name === undefined ? '' : ` ${a.name}`}${a.server ? ` on server ${a.server}` : ''}\n`);
+    fail(command, `no pinned ${a.kind ?? 'tool, prompt or resource'} matches${a.name === undefined ? '' : ` ${a.name}`}${a.server ? ` on server ${a.server}` : ''}\n`);
     process.exitCode = 1;
     return undefined;
   }
   const servers = new Set(recs.map((r) => r.server));
   if (a.name !== undefined && servers.size > 1) {
-    err(`${a.name} names ${a.kind ?? 'item'}s of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
+    fail(command, `${a.name} names ${a.kind ?? 'item'}s of several servers (${[...servers].join(', ')}); add --server to ${what} one\n`);
     process.exitCode = 2;
     return undefined;
   }
   const kinds = new Set(recs.map((r) => WORD_OF[r.kind ?? 'tools']));
   if (a.name !== undefined && kinds.size > 1) {
-    err(`${a.name} names a ${[...kinds].join(' and a ')} of ${[...servers][0]}; add --kind to ${what} one\n`);
+    fail(command, `${a.name} names a ${[...kinds].join(' and a ')} of ${[...servers][0]}; add --kind to ${what} one\n`);
     process.exitCode = 2;
     return undefined;
   }
@@ -254,7 +257,7 @@ async function approve(a: DbArgs): Promise<void> {
 /** The approval, in the ledger file; how many pins it approved. */
 function approveInLedger(a: DbArgs): number {
   if (a.name === undefined && a.server === undefined) {
-    err('give a name (of a tool, prompt or resource template), or --server ID to approve every pending change of a server\n');
+    fail('tools approve', 'give a name (of a tool, prompt or resource template), or --server ID to approve every pending change of a server\n');
     process.exitCode = 2;
     return 0;
   }
@@ -272,7 +275,8 @@ function approveInLedger(a: DbArgs): number {
     const pin = a.pin?.toLowerCase();
     const other = pin === undefined ? [] : pending.filter((r) => !r.pendingHash!.startsWith(pin));
     if (pin !== undefined && (pin.length < 6 || other.length > 0)) {
-      err(
+      fail(
+        'tools approve',
         pin.length < 6
           ? '--pin needs at least 6 characters of the pending pin that `tools diff` shows\n'
           : `not approved: the pending change of ${other.map(label).join(', ')} is now pin ${other.map((r) => r.pendingHash!.slice(0, 12)).join(', ')}, not ${pin}; run diff again\n`,
@@ -304,18 +308,18 @@ function dbOptions<T>(y: Argv<T>): Argv<T & DbArgs> {
 /** `tools`' own options reach its subcommands too; diff and approve read the ledger file, not a daemon or a view of it. */
 const NOT_FOR_DB = ['format', 'group', 'url', 'local', 'json'] as const;
 
-function guarded(fn: (a: DbArgs) => void | Promise<void>): (a: DbArgs) => Promise<void> {
+function guarded(command: string, fn: (a: DbArgs) => void | Promise<void>): (a: DbArgs) => Promise<void> {
   return async (a) => {
     const given = NOT_FOR_DB.filter((o) => (a as unknown as Record<string, unknown>)[o] !== undefined && (a as unknown as Record<string, unknown>)[o] !== false);
     if (given.length > 0) {
-      err(`${given.map((o) => `--${o}`).join(', ')}: not for diff or approve, which read the ledger database of the config (--config, --db)\n`);
+      fail(command, `${given.map((o) => `--${o}`).join(', ')}: not for diff or approve, which read the ledger database of the config (--config, --db)\n`);
       process.exitCode = 2;
       return;
     }
     try {
       await fn(a);
     } catch (e) {
-      err(`${(e as Error).message}\n`);
+      fail(command, `${(e as Error).message}\n`);
       // A config file that is not there (or names no usable ledger.path) is 2, as for `ledger`.
       process.exitCode = e instanceof UsageError ? 2 : 1;
     }
@@ -326,7 +330,7 @@ const diffCommand: CommandModule<object, DbArgs> = {
   command: 'diff <name>',
   describe: 'Show how a quarantined tool, prompt or resource template changed since it was approved (name: hub name, server/name, upstream name or uriTemplate)',
   builder: (y: Argv) => dbOptions(y).positional('name', { type: 'string' }) as unknown as Argv<DbArgs>,
-  handler: guarded(diff),
+  handler: guarded('tools diff', diff),
 };
 
 const approveCommand: CommandModule<object, DbArgs> = {
@@ -336,7 +340,7 @@ const approveCommand: CommandModule<object, DbArgs> = {
     dbOptions(y)
       .positional('name', { type: 'string' })
       .option('pin', { type: 'string', describe: 'Approve only if the pending definition is still this pin (as `tools diff` shows it)' }) as unknown as Argv<DbArgs>,
-  handler: guarded(approve),
+  handler: guarded('tools approve', approve),
 };
 
 export const toolsCommand: CommandModule<object, ListArgs> = {
@@ -349,6 +353,6 @@ export const toolsCommand: CommandModule<object, ListArgs> = {
       .command(diffCommand)
       .command(approveCommand)
       // `tools`' --kind reaches export too, which would export the tools all the same.
-      .command({ ...toolsExportCommand, handler: (a: ToolsExportArgs & { kind?: KindWord }) => (kindNotForExport(a.kind) ? undefined : runToolsExport(a)) }) as unknown as Argv<ListArgs>,
+      .command({ ...toolsExportCommand, handler: (a: ToolsExportArgs & { kind?: KindWord }) => (kindNotForExport(a.kind, 'tools export') ? undefined : runToolsExport(a)) }) as unknown as Argv<ListArgs>,
   handler: (a) => list(a),
 };

@@ -231,9 +231,9 @@ describe('a daemon older than `tools --kind`', () => {
     const base = `http://127.0.0.1:${(old.address() as { port: number }).port}`;
     try {
       const [r, exported] = await batch([{ args: ['tools', '--kind', 'prompt', '--url', base] }, { args: ['tools', 'export', '--format', 'openai', '--kind', 'template', '--url', base] }]);
-      expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind prompt\` shows a pending change from the ledger)\n`]);
+      expect([r.code, r.stdout, r.stderr]).toEqual([1, '', `switchyard tools: the daemon at ${base} is older than \`tools --kind\`: it lists tools only (\`tools diff NAME --kind prompt\` shows a pending change from the ledger)\n`]);
       // An export is of tools: --kind (of `tools`, which reaches export) is refused, not ignored.
-      expect([exported.code, exported.stdout, exported.stderr]).toEqual([2, '', '--kind template: --format exports tools only\n']);
+      expect([exported.code, exported.stdout, exported.stderr]).toEqual([2, '', 'switchyard tools export: --kind template: --format exports tools only\n']);
     } finally {
       old.close();
     }

@@ -68,7 +68,7 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     // tools' own options reach diff and approve, which read the ledger file: refused, not ignored.
     for (const args of refused) {
       const r = runs.shift()!;
-      expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/^--(format|group|url): not for diff or approve/)]);
+      expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(new RegExp(`^switchyard tools ${args[0]}: --(format|group|url): not for diff or approve`))]);
     }
     // The README's `start --no-watch` is in start's own help too (it showed only --watch, default true).
     expect(runs.shift()!.stdout).toMatch(/--watch +Reload the config when the file changes \(--no-watch:/);
@@ -103,9 +103,9 @@ describe.concurrent('tools without a daemon or a config', () => {
     expect(exportHelp!.stdout).not.toMatch(/--json|--kind/);
     for (const h of [help!, exportHelp!]) expect(h.stdout).toMatch(/--url +The daemon address, e\.g\. http:\/\/127\.0\.0\.1:7410, or unix:PATH/);
     // A --config that is not there is a usage error for diff and approve too, as for `ledger`.
-    expect([noConfig!.code, noConfig!.stderr]).toEqual([2, `${join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n`]);
+    expect([noConfig!.code, noConfig!.stderr]).toEqual([2, `switchyard tools diff: ${join(tmpdir(), 'switchyard-no-such-dir', 'hub.config.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n`]);
     // With none given and none in the folder, the ledger is ./data/ledger.db, as for `ledger`.
-    expect([diff!.code, diff!.stderr]).toEqual([1, `no ledger database at ${join(bare, 'data', 'ledger.db')}: the hub has not pinned any tool yet\n`]);
+    expect([diff!.code, diff!.stderr]).toEqual([1, `switchyard tools diff: no ledger database at ${join(bare, 'data', 'ledger.db')}: the hub has not pinned any tool yet\n`]);
     // doctor with no config has no upstreams to check: it does not say it checks them.
     expect(doctor!.stdout).toMatch(/switchyard init/);
     expect(doctor!.stdout).toContain(`no daemon at http://127.0.0.1:${port}\n`);
@@ -614,11 +614,12 @@ describe('servers, doctor and tools against a running daemon', () => {
     }
     // --local asks no daemon, and only the daemon applies groups: a usage error (exit 2), not a failure.
     const local = runs.shift()!;
-    expect([local.code, local.stdout, local.stderr]).toEqual([2, '', '--group needs the running daemon (it applies the groups); drop --local\n']);
+    expect([local.code, local.stdout, local.stderr]).toEqual([2, '', 'switchyard tools: --group needs the running daemon (it applies the groups); drop --local\n']);
     // --url too: it was ignored, and the config's upstreams exported instead of that daemon's catalog.
-    for (const _ of forms) {
+    for (const args of forms) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr]).toEqual([2, '', '--url names a daemon to ask, and --local asks none; drop one of them\n']);
+      // As the command's own, as its other errors are.
+      expect([r.code, r.stdout, r.stderr]).toEqual([2, '', `switchyard ${args[1] === 'export' ? 'tools export' : 'tools'}: --url names a daemon to ask, and --local asks none; drop one of them\n`]);
     }
   });
 
