@@ -44,12 +44,12 @@ export class DaemonRefusal extends DaemonError {}
 export class NoAnswerError extends DaemonError {}
 
 /**
- * The line a command prints for `err`: a refusal, no answer, or no daemon there (exit 3) as the
- * command's own (`switchyard servers restart: …`), as one kind of trouble reaching the daemon is
- * said like the next; the rest (another program, a key refused) say who answered themselves.
+ * The line a command prints for `err`, as the command's own (`switchyard servers restart: …`):
+ * a refusal, no answer, no daemon there (exit 3), another program, a key refused, each said like
+ * the next, and like the command's other errors.
  */
 export function daemonErrorLine(err: Error, command: string): string {
-  return err instanceof DaemonRefusal || err instanceof NoAnswerError || err instanceof NoDaemonError ? `switchyard ${command}: ${err.message}\n` : `${err.message}\n`;
+  return `switchyard ${command}: ${err.message}\n`;
 }
 
 /**

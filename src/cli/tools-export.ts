@@ -114,7 +114,7 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
       return;
     }
     if (!(err instanceof NoDaemonError || err instanceof DaemonError || err instanceof PinsUnreadError || err instanceof NoSuchServer)) throw err;
-    process.stderr.write(err instanceof NoSuchServer ? `switchyard ${command}: ${err.message}\n` : daemonErrorLine(err, command));
+    process.stderr.write(daemonErrorLine(err, command));
     // As `tools` and `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
     process.exitCode = err instanceof NoDaemonError ? 3 : 1;
   }

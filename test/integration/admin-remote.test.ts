@@ -67,7 +67,7 @@ describe('the operator CLI against a hub with authentication on', () => {
   it('sends SWITCHYARD_API_KEY, and says what is missing without it', async () => {
     const refused = await cli(['servers', '--url', base]);
     expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toBe(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
+    expect(refused.stderr).toBe(`switchyard servers: a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
     const ok = await cli(['servers', '--json', '--url', base], { SWITCHYARD_API_KEY: ADMIN_KEY });
     expect(ok.code, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout)).toEqual([]);

@@ -124,11 +124,11 @@ describe('a switchyard daemon that wants an admin key', () => {
     for (const cmd of cmds) {
       const r = runs.shift()!;
       expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
-      expect(r.stderr, cmd[0]).toBe(`a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
+      expect(r.stderr, cmd[0]).toBe(`switchyard ${cmd[0]}: a switchyard daemon runs at ${base} and needs an admin key: set SWITCHYARD_API_KEY to one (HTTP 401: Unauthorized: authentication required)\n`);
     }
     const wrong = runs.shift()!;
     expect(wrong.code).toBe(1);
-    expect(wrong.stderr).toMatch(new RegExp(`^a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY \\(HTTP 401: Unauthorized: .+\\): set it to one of its admin keys\\n$`));
+    expect(wrong.stderr).toMatch(new RegExp(`^switchyard servers: a switchyard daemon runs at ${base} and refused the key in SWITCHYARD_API_KEY \\(HTTP 401: Unauthorized: .+\\): set it to one of its admin keys\\n$`));
   });
 });
 
@@ -161,7 +161,7 @@ describe('another program on the port', () => {
     for (const [cmd, path] of asked) {
       const r = runs.shift()!;
       expect([r.code, r.stdout], cmd[0]).toEqual([1, '']);
-      expect(r.stderr, cmd[0]).toBe(`${base}${path} answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?\n`);
+      expect(r.stderr, cmd[0]).toBe(`switchyard ${cmd[0]}: ${base}${path} answered HTTP 404 (text/html), which is not a switchyard daemon's answer: is another program on that port?\n`);
     }
     // doctor finds it at the address of the config it checks.
     const d = runs.shift()!;
@@ -210,7 +210,7 @@ describe('another program on the port that answers JSON', () => {
     ];
     for (const [cmd, route] of asked) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr], cmd.join(' ')).toEqual([1, '', `${notAHub(route)}\n`]);
+      expect([r.code, r.stdout, r.stderr], cmd.join(' ')).toEqual([1, '', `switchyard ${cmd[1] === 'restart' ? 'servers restart' : cmd[0]}: ${notAHub(route)}\n`]);
     }
     // doctor says so as its daemon finding, and goes on to its other checks.
     const d = runs.shift()!;

@@ -149,10 +149,10 @@ describe('switchyard reload against a daemon of a build before it', () => {
       const url = `http://127.0.0.1:${(older.address() as { port: number }).port}`;
       const r = await run(['reload', '--url', url]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toBe(`the switchyard daemon at ${url} (pid 4242) is of a build without \`switchyard reload\`: send it SIGHUP, which reloads its config file\n`);
+      expect(r.stderr).toBe(`switchyard reload: the switchyard daemon at ${url} (pid 4242) is of a build without \`switchyard reload\`: send it SIGHUP, which reloads its config file\n`);
       const restart = await run(['servers', 'restart', 'a', '--url', url]);
       expect(restart.code).toBe(1);
-      expect(restart.stderr).toMatch(/^the switchyard daemon at .* \(pid 4242\) is of a build without `switchyard servers restart`: restart the daemon/);
+      expect(restart.stderr).toMatch(/^switchyard servers restart: the switchyard daemon at .* \(pid 4242\) is of a build without `switchyard servers restart`: restart the daemon/);
     } finally {
       await new Promise((r) => older.close(r));
     }
@@ -217,12 +217,12 @@ describe('switchyard reload with authentication on', () => {
   it('needs an admin key, read from SWITCHYARD_API_KEY', async () => {
     const none = await run(['reload', '--url', hub.url]);
     expect(none.code).toBe(1);
-    expect(none.stderr).toMatch(/^a switchyard daemon runs at \S+ and needs an admin key: set SWITCHYARD_API_KEY to one \(HTTP 401: /);
+    expect(none.stderr).toMatch(/^switchyard reload: a switchyard daemon runs at \S+ and needs an admin key: set SWITCHYARD_API_KEY to one \(HTTP 401: /);
     expect(hub.logs.some((l) => l.includes('config reload requested'))).toBe(false);
     // The user's key, then the admin's, in one process (runCliBatch).
     const [user, ops] = await runCliBatch([USER_KEY, ADMIN_KEY].map((key) => ({ args: ['reload', '--url', hub.url], env: { SWITCHYARD_API_KEY: key } })));
     expect(user!.code).toBe(1);
-    expect(user!.stderr).toMatch(/^a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: /);
+    expect(user!.stderr).toMatch(/^switchyard reload: a switchyard daemon runs at \S+; the key in SWITCHYARD_API_KEY is not an admin key \(HTTP 403: /);
     expect([ops!.code, ops!.stdout]).toEqual([0, 'reloaded: nothing changed\n']);
     // One reload reached the daemon, the admin's: neither the missing key nor the user's did.
     const requested = hub.logs.filter((l) => l.includes('config reload requested'));

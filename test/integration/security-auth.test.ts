@@ -103,7 +103,7 @@ describe('authentication at the HTTP endpoint', () => {
     expect(challengeParams((await call(undefined)).headers.get('www-authenticate')).realm).toBe('switchyard');
     const r = await runCli(['servers', '--url', hub.url], { env: { SWITCHYARD_API_KEY: '' } });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^a switchyard daemon runs at http:\/\/127\.0\.0\.1:\d+ and needs an admin key: set SWITCHYARD_API_KEY to one/);
+    expect(r.stderr).toMatch(/^switchyard servers: a switchyard daemon runs at http:\/\/127\.0\.0\.1:\d+ and needs an admin key: set SWITCHYARD_API_KEY to one/);
   });
 
   it('a bad API key → 401 invalid_token', async () => {
