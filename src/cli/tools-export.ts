@@ -65,7 +65,7 @@ class NoSuchServer extends Error {}
  * The catalog from the running daemon (the names its clients see), or, with --local or when
  * no daemon runs, from the upstreams of the config directly.
  */
-async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
+async function catalog(a: ToolsExportArgs, command: string): Promise<ToolView[]> {
   if (!a.local) {
     try {
       const q = new URLSearchParams();
@@ -76,7 +76,8 @@ async function catalog(a: ToolsExportArgs): Promise<ToolView[]> {
     } catch (err) {
       // A group's view is the daemon's: never widened to the whole catalog of the upstreams.
       if (!(err instanceof NoDaemonError) || a.url || a.group) throw err;
-      process.stderr.write(`${err.message}; connecting to the upstreams of ${a.config} directly\n`);
+      // A note, as the command's (as `ledger` says its own): the export goes on.
+      process.stderr.write(`switchyard ${command}: note: ${err.message}; connecting to the upstreams of ${a.config} directly\n`);
     }
   }
   const config = loadConfig(a.config);
@@ -102,7 +103,7 @@ export async function runToolsExport(a: ToolsExportArgs, command = 'tools export
   // local look) or anything else in this process prints goes to stderr instead.
   const out = takeStdout();
   try {
-    const tools = await catalog(a);
+    const tools = await catalog(a, command);
     const doc = a.format === 'openai' ? toOpenAi(tools) : toAnthropic(tools);
     out.write(screenJson(JSON.stringify(doc, null, 2)) + '\n');
     process.stderr.write(exportNotes(doc));

@@ -282,8 +282,9 @@ describe('servers, doctor and tools without a daemon', () => {
       [['tools', 'export', '--format', 'anthropic', '--server', ''], 'server id'],
       [['tools', 'approve', '--server', ''], 'server id'],
     ];
-    const [t, ...runs] = await runCliBatch([
+    const [t, fallback, ...runs] = await runCliBatch([
       { args: ['tools'], cwd: free },
+      { args: ['tools', 'export', '--format', 'openai'], cwd: free },
       ...exports.map((args) => ({ args: [...args, '--url', `http://127.0.0.1:${unused}`], cwd: free })),
       ...typos.map((cmd) => ({ args: [...cmd, '-c', 'hub.config.jsn'], cwd: free })),
       ...empties.map(([args]) => ({ args, cwd: free })),
@@ -291,6 +292,8 @@ describe('servers, doctor and tools without a daemon', () => {
     // `tools` says it the same way, with the same exit code.
     expect(t!.code).toBe(3);
     expect(t!.stderr).toBe(`switchyard tools: ${none}`);
+    // An export with no daemon at the config's address looks at the upstreams itself, saying so as the command's note.
+    expect([fallback!.code, fallback!.stderr]).toEqual([0, `switchyard tools export: note: ${none.trimEnd()}; connecting to the upstreams of hub.config.json directly\n`]);
     // And the export, asked of that address (it was exit 1, as a daemon's error).
     for (const args of exports) {
       const e = runs.shift()!;
