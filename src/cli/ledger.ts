@@ -256,6 +256,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // A writer (prune) under another name of the file would write beside the hub's -wal (ledger-lock.ts).
         const linked = writable ? linkedLedger(path) : undefined;
         if (linked) throw linked;
+        // The config's ledger (not a --db named on purpose) not made yet: a first run, before any `start`.
+        if (!args.db && !existsSync(path)) throw new Error(`no ledger database at ${path} (ledger.path): the hub makes it when it starts, or give one with --db`);
         // A writer beside a running hub of an older Switchyard must not upgrade its ledger.
         reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
         const left = leftBehind(path, reader);

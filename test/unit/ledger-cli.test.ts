@@ -1123,7 +1123,13 @@ describe('switchyard ledger CLI', () => {
     }
     expect(() => resolveLedgerPath({ config: join(t.dir, 'env.json') })).toThrow(/SY_TEST_LEDGER_DIR is not set/);
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: `switchyard ledger: ${join(t.dir, 'missing.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n` });
-    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: expect.stringMatching(/no ledger database at/) });
+    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: `switchyard ledger: no ledger database at ${join(t.dir, 'none.db')}\n` });
+    // The config's ledger not made yet (a first run): what makes it, in the same line.
+    writeFileSync(join(t.dir, 'unstarted.json'), JSON.stringify({ ledger: { path: 'never/ledger.db' }, servers: {} }));
+    expect(await cli(['ledger', 'stats', '--config', join(t.dir, 'unstarted.json')])).toMatchObject({
+      code: 1,
+      err: `switchyard ledger: no ledger database at ${join(t.dir, 'never', 'ledger.db')} (ledger.path): the hub makes it when it starts, or give one with --db\n`,
+    });
     expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'var', 'audit.db'), '--since', 'yesterday'])).toMatchObject({
       code: 2,
