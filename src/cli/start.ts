@@ -7,7 +7,6 @@ import { AdminSocketError } from '../downstream/admin-socket.js';
 import { Hub } from '../hub.js';
 import { consoleToStderr, createLogger, redactLogText } from '../log.js';
 import { BadUrlError } from './daemon-client.js';
-import { notEmpty } from './given-once.js';
 import { gcAdvice, usableCpus } from './gc-advice.js';
 import { LedgerLockError, ledgerTrouble, lockLedger } from './ledger-lock.js';
 import { ServeSignals } from './serve-signals.js';
@@ -28,8 +27,6 @@ export const startCommand: CommandModule<object, StartArgs> = {
       .option('host', { type: 'string', describe: 'Listen address (default from config, 127.0.0.1)' })
       .option('port', { alias: 'p', type: 'number', describe: 'Listen port (default from config, 7410)' })
       .option('watch', { type: 'boolean', default: true, describe: 'Reload the config when the file changes (--no-watch: only SIGHUP or `switchyard reload` do)' })
-      // "" (a script's unset variable) was taken as a host: "refusing to listen on  without authentication".
-      .check(notEmpty([['host', 'give an address to listen on, such as 127.0.0.1, or leave the option out']]))
       .check((a) => {
         if (a.port === undefined || (Number.isInteger(a.port) && a.port >= 0 && a.port <= 65535)) return true;
         // As typed (yargs made "abc" NaN).
