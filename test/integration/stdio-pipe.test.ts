@@ -540,10 +540,7 @@ describe('a legacy resources/subscribe of `switchyard stdio` waiting for its ser
   }, 40_000);
 });
 
-// The blocks below, each one test with a hub of its own (cleaned up in its own finally), run
-// side by side, three at a time (maxConcurrency above): they mostly wait on hubs starting and
-// stopping. The one above waits a fixed 300 ms for a request to be read: kept apart from them.
-describe.concurrent('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
+describe('`switchyard stdio` whose client closed its stdout (EPIPE) with calls in flight', () => {
   // Recorded unavailable "the hub is shutting down": nobody was told anything, the client was gone.
   it('records them cancelled (the client went away), in both eras, and exits', async () => {
     const { c, ledger } = twoServerHub('switchyard-stdio-epipe-');
@@ -567,7 +564,7 @@ describe.concurrent('`switchyard stdio` whose client closed its stdout (EPIPE) w
   }, 40_000);
 });
 
-describe.concurrent('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
+describe('a legacy client of `switchyard stdio` asked a question when a SIGTERM\'s drain time runs out', () => {
   // Answered the stop's -32603, its row said rpc_error 'session closed': the question's end, not the call's.
   // Its idempotency key is left unknown (call-tool.ts: the stop is no answer of the client's):
   // a retry with it on the next hub is refused with what to do, and the ledger shows both.
@@ -608,7 +605,7 @@ describe.concurrent('a legacy client of `switchyard stdio` asked a question when
   }, 40_000);
 });
 
-describe.concurrent('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
+describe('a modern client of `switchyard stdio` whose retry waits on a parked call when a SIGTERM\'s drain time runs out', () => {
   // The retry was answered the stop's -32603, but its row (which carries the call's end) said
   // `cancelled`: the parked call's end was recorded as a cancellation, not the stop that ended it.
   it('has the retry answered -32603 and recorded unavailable', async () => {
@@ -641,7 +638,7 @@ describe.concurrent('a modern client of `switchyard stdio` whose retry waits on 
   }, 40_000);
 });
 
-describe.concurrent('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
+describe('calls of `switchyard stdio` waiting in the hub when a SIGTERM\'s drain time runs out', () => {
   // Each was answered the stop's -32603, but its row said `cancelled`, as if its client had
   // cancelled it: a keyed call waiting for the first call with its key, and a legacy client's
   // call waiting for its user's confirmation (policy.confirm), never forwarded.
@@ -670,7 +667,7 @@ describe.concurrent('calls of `switchyard stdio` waiting in the hub when a SIGTE
   }, 40_000);
 });
 
-describe.concurrent('a modern request on `switchyard stdio` claiming a version that is no string', () => {
+describe('a modern request on `switchyard stdio` claiming a version that is no string', () => {
   // data.requested was the number itself; the schema has it a string, as clients read it.
   it('is -32022 with data.requested a string', async () => {
     const { c } = twoServerHub('sy-pipe-version-');
