@@ -41,9 +41,10 @@ function defaultMetricsButLag(register: Registry): void {
 
 /**
  * A restarts counter's two series per server: `reason="hung"`, restarts after it was taken down
- * as hung (calls left unanswered, a health check unanswered though it was there); `reason="failure"`,
- * every other (a process that exited or could not start, a connection lost or refused, a circuit
- * the breaker opened). `sum by (server)` is the total the counter had before it had the label.
+ * as hung (calls left unanswered, a circuit the breaker opened on timeouts alone, a health check
+ * unanswered though it was there); `reason="failure"`, every other (a process that exited or could
+ * not start, a connection lost or refused, a circuit the breaker opened on other failures).
+ * `sum by (server)` is the total the counter had before it had the label.
  */
 function incByReason(c: Counter<string>, server: string, all: number, hung: number): void {
   c.inc({ server, reason: 'hung' }, hung);
@@ -127,7 +128,7 @@ export class Metrics {
     });
     new Counter({
       name: 'switchyard_upstream_restarts_total',
-      help: "Automatic restarts of each upstream's own connection since the hub started, over every one it had (servers restart and reloads keep the count), by reason: hung (taken down for answering nothing) or failure (exited, could not start, connection lost, circuit opened); principals' own connections in switchyard_upstream_principal_restarts_total",
+      help: "Automatic restarts of each upstream's own connection since the hub started, over every one it had (servers restart and reloads keep the count), by reason: hung (taken down for answering nothing, a circuit opened by timeouts alone) or failure (exited, could not start, connection lost, circuit opened by other failures); principals' own connections in switchyard_upstream_principal_restarts_total",
       labelNames: ['server', 'reason'],
       registers,
       collect() {

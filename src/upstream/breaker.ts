@@ -34,6 +34,7 @@ export function evidenceOf(err: Error | undefined): Evidence {
 export class FailureStreak {
   private streak = 0;
   private last: string | undefined;
+  private timeoutsOnly = true;
 
   constructor(readonly threshold: number) {}
 
@@ -41,22 +42,35 @@ export class FailureStreak {
     return this.streak;
   }
 
+  /**
+   * Every failure of the current streak was a call that got no answer within the server's own
+   * limit: a circuit it opens is a server that takes calls without answering them (hung), not one
+   * that failed them.
+   */
+  get onlyTimeouts(): boolean {
+    return this.streak > 0 && this.timeoutsOnly;
+  }
+
   /** The message of the last failure of the current streak. */
   get lastFailure(): string | undefined {
     return this.last;
   }
 
-  record(e: Evidence, message?: string): boolean {
+  /** `timedOut`: the failure is a call left unanswered within the server's own limit (onlyTimeouts). */
+  record(e: Evidence, message?: string, timedOut = false): boolean {
     if (e === 'none') return false;
     if (e === 'healthy') {
-      this.streak = 0;
+      this.reset();
       return false;
     }
     this.last = message;
+    if (this.streak === 0) this.timeoutsOnly = true;
+    if (!timedOut) this.timeoutsOnly = false;
     return ++this.streak === this.threshold;
   }
 
   reset(): void {
     this.streak = 0;
+    this.timeoutsOnly = true;
   }
 }

@@ -153,17 +153,23 @@ export class HttpUpstream extends HandshakingUpstream {
     // A `tasks/result` waits, by the spec, until its task ends: one out of time is a long task
     // (the server took its call at once), as noteUnanswered holds too, not a server down.
     if (e === 'unwell' && p.taskId !== undefined && err instanceof TimeoutError) e = 'none';
-    if (!this.streak.record(e, err?.message)) return;
+    if (!this.streak.record(e, err?.message, err instanceof TimeoutError)) return;
     this.tripped = true;
+    // Opened by calls left unanswered and nothing else, the server is hung, as when calls left
+    // unanswered take it down (callsUnanswered): it is restarted as a hung one (its own backoff,
+    // counted under reason="hung"), not as one that failed; a breaker whose `failures` is under
+    // UNANSWERED_CALLS opened first, and its restarts read as failures.
+    const hung = this.streak.onlyTimeouts;
     // Opened by a call left unanswered, it is back on probation: its handshake is answered, but
     // that says nothing of its calls (rpc-base noteUnanswered), and a circuit closed by it alone
     // would take a whole streak of timeouts again, opening and closing for good.
-    if (err instanceof TimeoutError) this.probation = true;
+    if (hung) this.wentHung(true);
+    else if (err instanceof TimeoutError) this.probation = true;
     const reason = `circuit open after ${counted(this.streak.count, 'consecutive failure')}; last: ${this.streak.lastFailure ?? 'unknown'}`;
     this.streak.reset();
     // The last failure's Retry-After (a 503 asking for a while) outlasts a shorter cool-down:
     // a probe sooner is refused again.
-    this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)));
+    this.trip(reason, Math.max(this.spec.circuitBreaker?.cooldownMs ?? 0, askedWaitMs(err)), hung);
   }
 
   /**

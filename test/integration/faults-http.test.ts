@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHub, type HubProcess } from '../helpers/hub-process.js';
+import { metricValue, scrape } from '../helpers/prometheus.js';
 import { legacySession, modernCall, textOf } from './ledger-helpers.js';
 import { callTool, healthOf, isToolError, rowsFor, serverHealth, startFaultHttp, text, waitForState, waitUntil, type FaultHttp } from './faults-helpers.js';
 
@@ -20,12 +21,13 @@ let k: FaultHttp;
 let cb: FaultHttp;
 let mo: FaultHttp;
 let re: FaultHttp;
+let bt: FaultHttp;
 /** timeoutMs of hu, the server that takes calls but answers none. */
 const HU_TIMEOUT_MS = 600;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
-  [h, k, cb, mo, re] = await Promise.all(['h', 'k', 'cb', 'mo', 're'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
+  [h, k, cb, mo, re, bt] = await Promise.all(['h', 'k', 'cb', 'mo', 're', 'bt'].map((f) => startFaultHttp(join(dir, `${f}.log`))));
   hub = await startHub(
     {
       servers: {
@@ -40,17 +42,19 @@ beforeAll(async () => {
         cb: { url: cb.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 3, cooldownMs: 300 } },
         mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
         re: { url: re.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
+        // A breaker that opens at 2 failures, before 3 calls left unanswered would take it down.
+        bt: { url: bt.url, timeoutMs: HU_TIMEOUT_MS, healthCheckMs: 0, cacheTtlMs: 3_600_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
       },
     },
     { dir },
   );
   db = join(hub.dir, 'ledger.db');
-  await Promise.all(['h', 'hu', 'k', 'cb', 'mo', 're'].map((id) => waitForState(hub.url, id, ['ready'])));
+  await Promise.all(['h', 'hu', 'k', 'cb', 'mo', 're', 'bt'].map((id) => waitForState(hub.url, id, ['ready'])));
 }, 60_000);
 
 afterAll(async () => {
   expect(await hub?.stop()).toBe(0);
-  await Promise.all([h, k, cb, mo, re].map((f) => f?.stop()));
+  await Promise.all([h, k, cb, mo, re, bt].map((f) => f?.stop()));
 });
 
 const calls = (f: FaultHttp, name: string) => f.log().filter((e) => e.method === 'tools/call' && e.name === name);
@@ -535,6 +539,19 @@ describe('HTTP upstream faults', () => {
     await hangs(1);
     expect(await serverHealth(hub.url, 'hu')).toMatchObject({ state: 'ready', circuit: 'closed' });
   }, 30_000);
+
+  it('takes calls but answers none, its breaker (failures: 2) opening before 3 unanswered calls would: restarted as hung (reason="hung"), not as failed', async () => {
+    await waitUntil('bt answering', async () => text(await callTool(hub.url, 'bt__echo', { warm: 1 })) === '{"warm":1}', 20_000);
+    for (const a of await Promise.all([callTool(hub.url, 'bt__hang'), callTool(hub.url, 'bt__hang')])) expect(text(a)).toMatch(new RegExp(`did not answer within ${HU_TIMEOUT_MS} ms`));
+    // The circuit opened as the second call ended (its 300 ms cool-down may be over already).
+    const back = await waitForState(hub.url, 'bt', ['ready']);
+    expect(back.lastError).toMatch(/^circuit open after 2 consecutive failures; last: .*did not answer within/);
+    const metrics = await scrape(hub.url);
+    // Before, every restart after an open circuit read as a failure, though only timeouts opened it.
+    expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'bt', reason: 'hung' })).toBeGreaterThanOrEqual(1);
+    expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'bt', reason: 'failure' })).toBe(0);
+    expect(text(await callTool(hub.url, 'bt__echo', { after: 1 }))).toBe('{"after":1}');
+  });
 
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
     await waitForState(hub.url, 'cb', ['ready'], 20_000);

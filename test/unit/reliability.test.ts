@@ -216,6 +216,20 @@ describe('circuit breaker evidence', () => {
     s.reset();
     expect(s.count).toBe(0);
   });
+
+  it('tells a streak of timeouts alone (a hung server) from one with any other failure in it', () => {
+    const s = new FailureStreak(3);
+    expect(s.onlyTimeouts).toBe(false); // no streak
+    s.record('unwell', 't', true);
+    s.record('none');
+    expect(s.record('unwell', 't', true)).toBe(false);
+    expect(s.onlyTimeouts).toBe(true);
+    s.record('unwell', '503');
+    expect(s.onlyTimeouts).toBe(false);
+    s.record('healthy');
+    s.record('unwell', 't', true);
+    expect(s.onlyTimeouts).toBe(true); // a new streak
+  });
 });
 
 describe('retry rule', () => {
