@@ -315,6 +315,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
   private requestOnce(method: string, params: Record<string, unknown>, opts?: CallOptions, deadline?: number): Promise<Record<string, unknown>> {
     if (this._state !== 'ready') return Promise.reject(new UpstreamUnavailableError(this.id, this._state, this._lastError));
     if (opts?.signal?.aborted) return Promise.reject(notSent(new CancelledError(reasonOf(opts.signal))));
+    // The hub's own fetch of a list takes no slot: with maxConcurrent 1, a client's call waited
+    // behind it (behind a resources/list that never answers, for its whole timeout), and
+    // /healthz showed a server no client called as busy; the other way, a refresh that found
+    // clients' calls in every slot was refused "busy" (maxQueue 0) and the stale list served.
+    // maxConcurrent bounds the calls made for clients; the hub's lists do not flood a server for
+    // all that: the catalog fetches one list of a kind at a time per connection (ListCache.get
+    // shares a fetch under way), page after page, and list_changed storms are rate-limited
+    // (RefetchGate).
+    if (isList(method)) return this.dispatch(method, params, opts, 0, deadline);
     // A free slot is taken here and given back when the call settles (settle()): no async
     // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
     if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
@@ -322,8 +331,8 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     const { until, ms } = this.waitBudget(opts, deadline);
     // A call that waited holds its slot like one that did not: settle() gives it back. One that
     // finds slots held by the hub's own requests may wait for those past maxQueue: with
-    // maxConcurrent 1 and maxQueue 0, a client's call was refused "busy" while the hub fetched the
-    // server's list for its catalog. Counted here, off the path of a call that gets a slot at once.
+    // maxConcurrent 1 and maxQueue 0, a client's call was refused "busy" while the hub renewed a
+    // subscription as the server came back. Counted here, off the path of a call that gets a slot at once.
     return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), room: this.ownInFlight() }).then(
       () => {
         // The state may have changed while the call waited for a slot.
@@ -339,10 +348,10 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     );
   }
 
-  /** The hub's own requests in flight on this connection (its list fetches, a subscription renewed), each holding a slot. */
+  /** The hub's own requests in flight on this connection that hold a slot (a subscription renewed, a task cancelled: not its lists, which take none). */
   private ownInFlight(): number {
     let n = 0;
-    for (const p of this.pending.values()) if (!p.internal && !p.listen && hubsOwn(p)) n++;
+    for (const p of this.pending.values()) if (!p.internal && !p.listen && p.holds & HOLDS_SLOT && hubsOwn(p)) n++;
     return n;
   }
 

@@ -321,6 +321,20 @@ describe('stdio upstream faults', () => {
     expect(isToolError(third)).toBe(false);
   });
 
+  it("is busy with a client's call (maxConcurrent 1, maxQueue 0): the hub's own fetch of its list is not refused busy", async () => {
+    await waitForState(hub.url, 'narrow', ['ready']);
+    const first = callTool(hub.url, 'narrow__slow', { steps: 10, interval: 100 });
+    await waitUntil('first call in flight', async () => (await serverHealth(hub.url, 'narrow')).inFlight === 1);
+    // Its lists say ttlMs 0: a client's list has the hub fetch narrow's again, while the call holds the slot.
+    const listed = await modernCall(hub.url, 'narrow-list', 'tools/list', {});
+    const names = ((listed.body?.result?.tools ?? []) as { name: string }[]).map((t) => t.name);
+    expect(names).toContain('narrow__echo');
+    // Before, the fetch was refused "busy" and the stale list served (the hub warned of it).
+    expect(hub.logs.filter((l) => l.includes('"key":"narrow/tools"') && l.includes('list refresh failed'))).toEqual([]);
+    expect(await serverHealth(hub.url, 'narrow')).toMatchObject({ listError: null, inFlight: 1 });
+    expect(isToolError(await first)).toBe(false);
+  });
+
   it('every call above has its audit row, and the hub never restarted', async () => {
     const rows = (await queryRows(db, {}, 5000)).filter((r) => r.method === 'tools/call');
     expect(rows.length).toBeGreaterThanOrEqual(12);

@@ -147,11 +147,20 @@ describe.each([
     await echo();
     await expect(u.request('tools/call', { name: 'echo', arguments: { n: 1n } })).rejects.toThrow(/BigInt/);
     await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
-    // The hub's own request holding it (a list fetch for its catalog; here a slow one marked so):
+    // The hub's own request holding it (a subscription renewed; here a slow call marked so):
     // a call waits for it, not refused "busy" for what no client asked.
     const own = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } }, { hubOwn: true });
     await expect(echo()).resolves.toMatchObject({ structuredContent: { args: {} } });
     await own;
+    // The hub's own fetch of a list takes no slot: not counted in load (/healthz inFlight), and
+    // fetched while a call holds the one there is (it was refused "busy", the stale list served).
+    const listing = u.request('tools/list', {});
+    expect(u.load).toEqual({ active: 0, queued: 0 });
+    await listing;
+    const holding = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } });
+    await expect(u.request('tools/list', {})).resolves.toHaveProperty('tools');
+    expect(u.load).toEqual({ active: 1, queued: 0 });
+    await holding;
   });
 
   it('queued calls take the one slot in turn, and each gives it back however it ends', async () => {
