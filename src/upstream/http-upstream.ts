@@ -153,6 +153,11 @@ export class HttpUpstream extends HandshakingUpstream {
     // A `tasks/result` waits, by the spec, until its task ends: one out of time is a long task
     // (the server took its call at once), as noteUnanswered holds too, not a server down.
     if (e === 'unwell' && p.taskId !== undefined && err instanceof TimeoutError) e = 'none';
+    // Nor is a timeout whose wait saw a call answered or progress heard: a slow call of a working
+    // server, as noteUnanswered holds. A slow tool called `failures` times at once while other
+    // calls were answered opened the circuit (the answers came first), its calls refused for the
+    // cool-down.
+    if (e === 'unwell' && err instanceof TimeoutError && this.answeredSince(p)) e = 'none';
     if (!this.streak.record(e, err?.message, err instanceof TimeoutError)) return;
     this.tripped = true;
     // Opened by calls left unanswered and nothing else, the server is hung, as when calls left

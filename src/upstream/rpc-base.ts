@@ -380,6 +380,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     this.onCallEnd(p, err);
   }
 
+  /**
+   * A call answered, or progress heard (its own included), since `p` was sent: a timeout of `p`
+   * is then a slow call of a server working its calls, not one left unanswered (noteUnanswered;
+   * the HTTP circuit breaker holds the same).
+   */
+  protected answeredSince(p: Pending): boolean {
+    return p.answeredAtSend !== this.answers;
+  }
+
   /** A call answered, or progress heard for one: the server is working its calls. */
   private callAnswered(): void {
     this.answers++;
@@ -421,7 +430,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // started together (a slow tool called three times at once) that outlast their timeout
     // together, or report progress until the total limit (maxTotalTimeoutMs) stops them, would
     // take down a server that answered other calls, or reported progress, all along.
-    if (p.answeredAtSend !== this.answers) return;
+    if (this.answeredSince(p)) return;
     // A `tasks/result` waits, by the spec, until its task ends: one out of time is a long task
     // (the server answered its tools/call at once), and ending the server would end its tasks.
     if (p.taskId !== undefined) return;

@@ -24,6 +24,8 @@ let re: FaultHttp;
 let bt: FaultHttp;
 /** timeoutMs of hu, the server that takes calls but answers none. */
 const HU_TIMEOUT_MS = 600;
+/** timeoutMs of bt: an echo sent after two hangs reached it is answered within it, on a loaded machine too. */
+const BT_TIMEOUT_MS = 1500;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-http-'));
@@ -43,7 +45,7 @@ beforeAll(async () => {
         mo: { url: mo.url.replace(/\/mcp$/, '/modern') },
         re: { url: re.url, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
         // A breaker that opens at 2 failures, before 3 calls left unanswered would take it down.
-        bt: { url: bt.url, timeoutMs: HU_TIMEOUT_MS, healthCheckMs: 0, cacheTtlMs: 3_600_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
+        bt: { url: bt.url, timeoutMs: BT_TIMEOUT_MS, healthCheckMs: 0, cacheTtlMs: 3_600_000, retry: { maxAttempts: 1 }, circuitBreaker: { failures: 2, cooldownMs: 300 } },
       },
     },
     { dir },
@@ -542,7 +544,7 @@ describe('HTTP upstream faults', () => {
 
   it('takes calls but answers none, its breaker (failures: 2) opening before 3 unanswered calls would: restarted as hung (reason="hung"), not as failed', async () => {
     await waitUntil('bt answering', async () => text(await callTool(hub.url, 'bt__echo', { warm: 1 })) === '{"warm":1}', 20_000);
-    for (const a of await Promise.all([callTool(hub.url, 'bt__hang'), callTool(hub.url, 'bt__hang')])) expect(text(a)).toMatch(new RegExp(`did not answer within ${HU_TIMEOUT_MS} ms`));
+    for (const a of await Promise.all([callTool(hub.url, 'bt__hang'), callTool(hub.url, 'bt__hang')])) expect(text(a)).toMatch(new RegExp(`did not answer within ${BT_TIMEOUT_MS} ms`));
     // The circuit opened as the second call ended (its 300 ms cool-down may be over already).
     const back = await waitForState(hub.url, 'bt', ['ready']);
     expect(back.lastError).toMatch(/^circuit open after 2 consecutive failures; last: .*did not answer within/);
@@ -551,6 +553,19 @@ describe('HTTP upstream faults', () => {
     expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'bt', reason: 'hung' })).toBeGreaterThanOrEqual(1);
     expect(metricValue(metrics, 'switchyard_upstream_restarts_total', { server: 'bt', reason: 'failure' })).toBe(0);
     expect(text(await callTool(hub.url, 'bt__echo', { after: 1 }))).toBe('{"after":1}');
+  });
+
+  it('answers other calls while a slow tool called twice at once outlasts its timeout: slow calls of a working server, its circuit (failures: 2) stays closed', async () => {
+    await waitForState(hub.url, 'bt', ['ready']);
+    const before = (await serverHealth(hub.url, 'bt')).restarts;
+    const sent = calls(bt, 'hang').length;
+    const slow = Promise.all([callTool(hub.url, 'bt__hang'), callTool(hub.url, 'bt__hang')]);
+    await waitUntil('both at the server', async () => calls(bt, 'hang').length === sent + 2);
+    expect(text(await callTool(hub.url, 'bt__echo', { meanwhile: 1 }))).toBe('{"meanwhile":1}');
+    for (const a of await slow) expect(text(a)).toMatch(new RegExp(`did not answer within ${BT_TIMEOUT_MS} ms`));
+    // Before, the two timeouts were a streak of two failures after the answer: the circuit opened.
+    expect(await serverHealth(hub.url, 'bt')).toMatchObject({ state: 'ready', circuit: 'closed', restarts: before });
+    expect(text(await callTool(hub.url, 'bt__echo', { after: 2 }))).toBe('{"after":2}');
   });
 
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
