@@ -5,6 +5,7 @@ import { recordRow, type PendingRecord } from './audit-apply.js';
 import { PendingFiles } from './pending-files.js';
 import { realLedgerPath } from './real-path.js';
 import { hasTable } from './migrate.js';
+import { Latencies } from './latencies.js';
 import { shownOutcome, type Outcome } from './types.js';
 import { HUB } from '../auth/principals.js';
 import { toAuditRow, whereClause, type AuditDbRow, type AuditFilter, type AuditRow } from './rows.js';
@@ -187,9 +188,10 @@ export class LedgerReader {
   }
 
   /**
-   * Calls, error rate and latency percentiles per (server, method, name), finished rows only. A
-   * row answered `input_required` is a round of a call, not a call: the call is counted at the
-   * row of the request that got its answer (as /metrics counts it).
+   * Calls, error rate and latency percentiles per (server, method, name), finished rows only, in
+   * memory bounded per group whatever the rows (latencies.ts: exact up to 8192 calls a group, then
+   * to 3 significant digits). A row answered `input_required` is a round of a call, not a call:
+   * the call is counted at the row of the request that got its answer (as /metrics counts it).
    */
   stats(filter: Omit<AuditFilter, 'limit' | 'afterId' | 'afterSeq'> = {}): StatsRow[] {
     return this.callStats(filter).rows;
@@ -207,7 +209,7 @@ export class LedgerReader {
     const it = this.db
       .prepare(`SELECT principal, server, method, hub_name, outcome, error_kind, latency_ms FROM audit ${cond}`)
       .iterate(params) as IterableIterator<Pick<AuditDbRow, 'principal' | 'server' | 'method' | 'hub_name' | 'outcome' | 'error_kind' | 'latency_ms'>>;
-    const groups = new Map<string, { row: StatsRow; latencies: number[] }>();
+    const groups = new Map<string, { row: StatsRow; latencies: Latencies }>();
     let hubEvents = 0;
     for (const r of it) {
       if (r.principal === HUB && filter.principal !== HUB) {
@@ -219,7 +221,7 @@ export class LedgerReader {
       if (!g) {
         g = {
           row: { server: r.server, method: r.method, name: r.hub_name, calls: 0, errors: 0, errorRate: 0, p50Ms: null, p95Ms: null, outcomes: {} },
-          latencies: [],
+          latencies: new Latencies(),
         };
         groups.set(k, g);
       }
@@ -228,14 +230,13 @@ export class LedgerReader {
       const shown = shownOutcome(r.outcome as Outcome, r.error_kind);
       if (shown !== 'ok' && shown !== 'replayed') g.row.errors++;
       g.row.outcomes[shown] = (g.row.outcomes[shown] ?? 0) + 1;
-      if (r.latency_ms !== null) g.latencies.push(r.latency_ms);
+      if (r.latency_ms !== null) g.latencies.add(r.latency_ms);
     }
     const out: StatsRow[] = [];
     for (const { row, latencies } of groups.values()) {
-      latencies.sort((a, b) => a - b);
       row.errorRate = row.calls ? row.errors / row.calls : 0;
-      row.p50Ms = percentile(latencies, 0.5);
-      row.p95Ms = percentile(latencies, 0.95);
+      row.p50Ms = latencies.percentile(0.5);
+      row.p95Ms = latencies.percentile(0.95);
       out.push(row);
     }
     return { rows: out.sort((a, b) => cmp(a.server, b.server) || cmp(a.method, b.method) || cmp(a.name, b.name)), hubEvents };
@@ -388,13 +389,6 @@ function idsInPendingFiles(dbPath: string): number[] {
 function rowLimit(n: number, min: number): number {
   if (typeof n !== 'number' || Number.isNaN(n)) throw new RangeError(`a row limit must be a number, not ${String(n)}`);
   return Math.max(min, Math.min(MAX_LIMIT, Math.floor(n)));
-}
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: number[], p: number): number | null {
-  if (sorted.length === 0) return null;
-  const rank = Math.max(1, Math.ceil(p * sorted.length));
-  return sorted[rank - 1];
 }
 
 function cmp(a: string | null, b: string | null): number {

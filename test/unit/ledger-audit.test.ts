@@ -396,6 +396,23 @@ describe('ledger audit rows and group commit', () => {
     ]);
   });
 
+  it("stats' percentiles past 8192 calls of a tool: from a histogram, to 3 significant digits", async () => {
+    t = tempDir();
+    ledger = Ledger.open({ path: t.db });
+    await ledger.whenCommitted();
+    const raw = new Database(t.db);
+    const ins = raw.prepare(`INSERT INTO audit (ts, request_id, principal, client_era, method, hub_name, server, outcome, latency_ms) VALUES (1, ?, 'p', 'e', 'tools/call', 't', 's', 'ok', ?)`);
+    // 10000 calls of 0.1 .. 1000 ms: nearest-rank p50 is 500 ms, p95 950 ms.
+    raw.transaction(() => {
+      for (let i = 1; i <= 10_000; i++) ins.run(String(i), i / 10);
+    })();
+    raw.close();
+    const [s] = ledger.stats({});
+    expect(s).toMatchObject({ server: 's', name: 't', calls: 10_000 });
+    expect(Math.abs(s.p50Ms! - 500)).toBeLessThanOrEqual(0.5);
+    expect(Math.abs(s.p95Ms! - 950)).toBeLessThanOrEqual(0.95);
+  });
+
   it('stats count calls, not input_required rounds, and a replayed error as an error (as /metrics does)', async () => {
     t = tempDir();
     const l = (ledger = Ledger.open({ path: t.db }));
