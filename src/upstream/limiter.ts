@@ -22,6 +22,12 @@ export interface WaitOptions {
   onAbort?: () => Error;
   /** Places it may wait in past maxQueue: slots held by requests that are not its callers' (the hub's own), which it may wait for. */
   room?: number;
+  /**
+   * The hub's own request (a subscription renewed, a task cancelled): it waits whatever the
+   * queue holds (its wait bounded by `waitMs` alone), and takes no place of maxQueue's, which
+   * bounds the calls waiting for clients.
+   */
+  own?: boolean;
 }
 
 const RESOLVED = Promise.resolve();
@@ -46,6 +52,8 @@ export class Limiter {
   private queue: (Waiter | undefined)[] = [];
   private head = 0;
   private waiting = 0;
+  /** Of those, the hub's own (WaitOptions.own): not counted against maxQueue. */
+  private ownWaiting = 0;
 
   constructor(
     private readonly maxActive: number = Infinity,
@@ -116,7 +124,8 @@ export class Limiter {
   }
 
   private wait(o: WaitOptions): Promise<void> {
-    if (this.waiting >= this.maxQueue + (o.room ?? 0)) {
+    const own = o.own === true;
+    if (!own && this.waiting - this.ownWaiting >= this.maxQueue + (o.room ?? 0)) {
       return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting} waiting`));
     }
     return new Promise<void>((resolve, reject) => {
@@ -125,6 +134,7 @@ export class Limiter {
         if (w.gone) return;
         w.gone = true;
         this.waiting--;
+        if (own) this.ownWaiting--;
         this.tidy();
         if (timer) clearTimeout(timer);
         o.signal?.removeEventListener('abort', onAbort);
@@ -147,6 +157,7 @@ export class Limiter {
       };
       this.queue.push(w);
       this.waiting++;
+      if (own) this.ownWaiting++;
       if (o.waitMs !== undefined && Number.isFinite(o.waitMs)) {
         timer = setTimeout(() => w.fail(new LimitError('waited', `no free slot within ${o.waitMs} ms (${this.active} requests in flight)`)), o.waitMs);
       }

@@ -333,7 +333,11 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // finds slots held by the hub's own requests may wait for those past maxQueue: with
     // maxConcurrent 1 and maxQueue 0, a client's call was refused "busy" while the hub renewed a
     // subscription as the server came back. Counted here, off the path of a call that gets a slot at once.
-    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), room: this.ownInFlight() }).then(
+    // The hub's own request waits past maxQueue (within its own timeout) and takes none of its
+    // places: a subscription renewed as the server came back, finding the slots held by clients'
+    // calls (or by its other renewals), was refused "busy", and its clients heard no more updates.
+    const own = opts?.hubOwn === true;
+    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), room: own ? 0 : this.ownInFlight(), own }).then(
       () => {
         // The state may have changed while the call waited for a slot.
         if (this._state !== 'ready') {

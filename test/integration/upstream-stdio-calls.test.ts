@@ -160,17 +160,30 @@ describe.each([
     const holding = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } });
     await expect(u.request('tools/list', {})).resolves.toHaveProperty('tools');
     expect(u.load).toEqual({ active: 1, queued: 0 });
+    // The hub's own request (a subscription renewed as the server came back, a task cancelled)
+    // finding the slot held by a client's call waits for it past maxQueue, within its own
+    // timeout: it was refused "busy", and a renewal lost so left its clients without updates.
+    const renewing = u.request('tools/call', { name: 'echo', arguments: { own: 1 } }, { hubOwn: true });
+    expect(u.load).toEqual({ active: 1, queued: 1 });
+    await expect(renewing).resolves.toMatchObject({ structuredContent: { args: { own: 1 } } });
     await holding;
+    // Bounded by its own timeout, as a client's wait is.
+    const held = u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 400 } });
+    await expect(u.request('tools/call', { name: 'echo', arguments: {} }, { hubOwn: true, timeoutMs: 50 })).rejects.toMatchObject({ name: 'UpstreamUnavailableError', state: 'busy' });
+    await held;
   });
 
   it('queued calls take the one slot in turn, and each gives it back however it ends', async () => {
     const u = await started(quirkSpec(fixture, { maxConcurrent: 1, maxQueue: 4 }));
     const slow = (ms: number, timeoutMs = 5000) => u.request('tools/call', { name: 'slow', arguments: { steps: 0, ms } }, { timeoutMs });
     const first = slow(100);
+    // The hub's own request waiting takes none of maxQueue's places: four calls still wait.
+    const own = u.request('tools/call', { name: 'echo', arguments: { own: 1 } }, { hubOwn: true });
     const queued = [u.request('tools/call', { name: 'echo', arguments: { i: 1 } }), u.request('tools/call', { name: 'nope' }), slow(5000, 150), u.request('tools/call', { name: 'echo', arguments: { i: 2 } })];
-    expect(u.load).toEqual({ active: 1, queued: 4 });
-    const settled = await Promise.allSettled([first, ...queued]);
-    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect(u.load).toEqual({ active: 1, queued: 5 });
+    await expect(u.request('tools/call', { name: 'echo', arguments: {} })).rejects.toMatchObject({ name: 'UpstreamUnavailableError', state: 'busy' });
+    const settled = await Promise.allSettled([first, own, ...queued]);
+    expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
     expect(u.load).toEqual({ active: 0, queued: 0 });
     await expect(u.request('tools/call', { name: 'echo', arguments: {} })).resolves.toMatchObject({ structuredContent: { args: {} } });
   });
