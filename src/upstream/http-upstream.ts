@@ -156,8 +156,11 @@ export class HttpUpstream extends HandshakingUpstream {
     // Nor is a timeout whose wait saw a call answered or progress heard: a slow call of a working
     // server, as noteUnanswered holds. A slow tool called `failures` times at once while other
     // calls were answered opened the circuit (the answers came first), its calls refused for the
-    // cool-down.
-    if (e === 'unwell' && err instanceof TimeoutError && this.answeredSince(p)) e = 'none';
+    // cool-down. Nor is one of a call sent before the connection last became ready (calls in
+    // flight outlive a reconnect): it says how the server was before its circuit opened, as
+    // noteUnanswered holds; counted, it was the first failure of the new connection's streak, and
+    // one more (failures: 2) opened the circuit of a server back and well.
+    if (e === 'unwell' && err instanceof TimeoutError && (this.answeredSince(p) || this.sentBeforeReady(p))) e = 'none';
     if (!this.streak.record(e, err?.message, err instanceof TimeoutError)) return;
     this.tripped = true;
     // Opened by calls left unanswered and nothing else, the server is hung, as when calls left

@@ -393,6 +393,15 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     return p.answeredAtSend !== this.answers;
   }
 
+  /**
+   * `p` was sent before the connection last became ready (HTTP calls in flight outlive a
+   * reconnect): its timeout says how the server was then, not how it is now (noteUnanswered; the
+   * HTTP circuit breaker holds the same).
+   */
+  protected sentBeforeReady(p: Pending): boolean {
+    return p.gen !== this.readyCount;
+  }
+
   /** A call answered, or progress heard for one: the server is working its calls. */
   private callAnswered(): void {
     this.answers++;
@@ -428,7 +437,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     // subscription renewed as the server came back: answered, it ended every probation at once).
     if (hubsOwn(p)) return;
     if (err === undefined || err instanceof RpcError) return this.callAnswered();
-    if (!(err instanceof TimeoutError) || err.callers || p.gen !== this.readyCount || this._state !== 'ready') return;
+    if (!(err instanceof TimeoutError) || err.callers || this.sentBeforeReady(p) || this._state !== 'ready') return;
     // A call answered, or progress heard (its own included), since this one was sent: the server
     // was working its calls meanwhile, and this one is slow, not unanswered. Otherwise calls
     // started together (a slow tool called three times at once) that outlast their timeout

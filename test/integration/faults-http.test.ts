@@ -568,6 +568,31 @@ describe('HTTP upstream faults', () => {
     expect(text(await callTool(hub.url, 'bt__echo', { after: 2 }))).toBe('{"after":2}');
   });
 
+  it('a call sent before its circuit opened and closed again, timing out after, counts no failure of the new connection: one more failure leaves the circuit (failures: 2) closed', async () => {
+    await waitForState(hub.url, 'bt', ['ready']);
+    await waitUntil('bt answering', async () => text(await callTool(hub.url, 'bt__echo', { warm: 2 })) === '{"warm":2}', 20_000);
+    const opened = (await serverHealth(hub.url, 'bt')).restarts;
+    expect(text(await callTool(hub.url, 'bt__boom503'))).toMatch(/503/);
+    const sent = calls(bt, 'hang').length;
+    let hangEnded = false;
+    const stale = callTool(hub.url, 'bt__hang').finally(() => (hangEnded = true));
+    await waitUntil('the hang at the server', async () => calls(bt, 'hang').length === sent + 1);
+    // The second failure in a row opens the circuit; the hang runs on in the old session.
+    expect(text(await callTool(hub.url, 'bt__boom503'))).toMatch(/503/);
+    await waitUntil('bt reconnected', async () => {
+      const s = await serverHealth(hub.url, 'bt');
+      return s.restarts > opened && s.state === 'ready' ? s : undefined;
+    }, 20_000);
+    // Back before the hang's own limit (BT_TIMEOUT_MS from its sending) ran out: it times out on the new connection.
+    expect(hangEnded).toBe(false);
+    expect(text(await stale)).toMatch(new RegExp(`did not answer within ${BT_TIMEOUT_MS} ms`));
+    const back = (await serverHealth(hub.url, 'bt')).restarts;
+    // Before, that timeout was the first failure of the new connection's streak, and this one opened it again.
+    expect(text(await callTool(hub.url, 'bt__boom503'))).toMatch(/503/);
+    expect(await serverHealth(hub.url, 'bt')).toMatchObject({ state: 'ready', circuit: 'closed', restarts: back });
+    expect(text(await callTool(hub.url, 'bt__echo', { after: 3 }))).toBe('{"after":3}');
+  });
+
   it("a caller's own short limit running out is no sign of ill health: the circuit stays closed", async () => {
     await waitForState(hub.url, 'cb', ['ready'], 20_000);
     for (let i = 0; i < 4; i++) {
