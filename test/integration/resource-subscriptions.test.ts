@@ -28,16 +28,22 @@ const FLAKY_HOLD = join(dirname(QUIET_STATS), 'flaky-hold');
 const LULL_STATS = join(dirname(QUIET_STATS), 'lull.json');
 let hub: HubProcess;
 let subs: HttpFixture;
+let narrow: HttpFixture;
 
 beforeAll(async () => {
   // Its unsubscribes are slow on the network: a subscribe sent after one could overtake it.
   // So are its notifications/initialized, before which a session refuses calls (as Python's do).
-  subs = await startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { UNSUBSCRIBE_HOLD_MS: '300', INITIALIZED_HOLD_MS: '400', STRICT_INITIALIZED: '1' });
+  [subs, narrow] = await Promise.all([
+    startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { UNSUBSCRIBE_HOLD_MS: '300', INITIALIZED_HOLD_MS: '400', STRICT_INITIALIZED: '1' }),
+    startHttpFixture('test/fixtures/servers/legacy-http-subs.mjs', { DOC_URI: 'narrow://a,narrow://b,narrow://c' }),
+  ]);
   hub = await startHub({
     groups: { onlyMod: { servers: ['mod'] } },
     servers: {
       // Legacy Streamable HTTP: its subscriptions belong to the hub's session there.
       web: { url: subs.url },
+      // The same, one request at a time and none waiting for a slot.
+      narrow: { url: narrow.url, maxConcurrent: 1, maxQueue: 0 },
       // The marker argument finds this process among the hub's children.
       leg: nodeServer(MUTABLE, ['--marker-leg'], { ERA: 'legacy', DOC_URI: 'leg://doc' }),
       mod: nodeServer(MUTABLE, [], { ERA: 'modern', DOC_URI: 'mod://doc' }),
@@ -52,11 +58,12 @@ beforeAll(async () => {
       lull: { ...nodeServer(MUTABLE, [], { ERA: 'legacy', DOC_URI: 'lull://doc', SUBSCRIBE_DELAY_MS: '600', UNSUBSCRIBE_DELAY_MS: '600', STATS_FILE: LULL_STATS }), maxConcurrent: 1, maxQueue: 0, retry: { maxAttempts: 1, budgetMs: 0 }, healthCheckMs: 0 },
     },
   });
-  await waitForReady(hub.url, ['leg', 'mod', 'web', 'slow', 'stuck', 'quiet', 'lull']);
+  await waitForReady(hub.url, ['leg', 'mod', 'web', 'narrow', 'slow', 'stuck', 'quiet', 'lull']);
 }, 60_000);
 afterAll(async () => {
   await hub?.stop();
   await subs?.stop();
+  await narrow?.stop();
   rmSync(dirname(QUIET_STATS), { recursive: true, force: true });
 });
 
@@ -122,6 +129,44 @@ describe('resource subscriptions', () => {
     await waitUntil('the new session subscribed again', async () => ((await touch()).includes('told 1') ? true : undefined), 5_000);
     await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBeGreaterThan(1);
     await sub.close();
+    await c.close();
+  });
+
+  it('a legacy HTTP upstream (maxConcurrent 1, maxQueue 0) whose session the hub renewed is subscribed again to every URI: the renewals wait for the one slot in turn', async () => {
+    const uris = ['narrow://a', 'narrow://b', 'narrow://c'];
+    const c = await client();
+    const updates: string[] = [];
+    c.setNotificationHandler('notifications/resources/updated', async (n) => void updates.push(String(n.params.uri)));
+    const subs = [];
+    for (const uri of uris) {
+      const sub = await c.listen({ resourceSubscriptions: [uri] });
+      expect(sub.honoredFilter.resourceSubscriptions).toEqual([uri]);
+      subs.push(sub);
+    }
+    const told = async (uri: string) => JSON.stringify((await c.callTool({ name: 'narrow__touch', arguments: { uri } })).content);
+    for (const uri of uris) expect(await told(uri)).toContain('told 1');
+    await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBe(3);
+    // The server ends the hub's session: the hub opens a new one and renews the three at once.
+    // Before, the first took the slot, the second waited for the hub's own request, and the
+    // third was refused "busy" (maxQueue 0): the server never told of that URI again.
+    // The session's tag, once answered (not refused busy while the hub's renewals hold the slot).
+    const me = async (): Promise<string | undefined> => {
+      const r = await c.callTool({ name: 'narrow__me', arguments: {} });
+      return r.isError ? undefined : JSON.stringify(r.content);
+    };
+    const first = await me();
+    expect(first).toBeDefined();
+    await c.callTool({ name: 'narrow__forget', arguments: {} });
+    await waitUntil('a new session', async () => {
+      const now = await me();
+      return now !== undefined && now !== first ? true : undefined;
+    }, 5_000);
+    await waitUntil('the new session subscribed again to every URI', async () => {
+      for (const uri of uris) if (!(await told(uri)).includes('told 1')) return undefined;
+      return true;
+    }, 5_000);
+    expect(hub.logs.filter((l) => l.includes('resource subscription not renewed') && l.includes('narrow://'))).toEqual([]);
+    for (const sub of subs) await sub.close();
     await c.close();
   });
 
