@@ -1,4 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
+import { commandNeeded } from './command-needed.js';
 import { adminExposureProblem, configExposureProblem } from '../auth/exposure.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import { ignoredSettings } from '../config/ignored-settings.js';
@@ -65,6 +66,6 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
 export const configCommand: CommandModule = {
   command: 'config',
   describe: 'Work with the hub configuration',
-  builder: (y: Argv) => y.command(validateCommand).demandCommand(1, 'Give a config subcommand; see --help.'),
+  builder: (y: Argv) => y.command(validateCommand).check(commandNeeded(2, 'Give a config subcommand; see --help.')),
   handler: () => {},
 };

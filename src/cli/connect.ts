@@ -5,6 +5,7 @@ import { createLogger, redactLogText } from '../log.js';
 import { HttpBridge } from '../transport/http-bridge.js';
 import { LineReader } from '../transport/line-reader.js';
 import { httpUrl } from './daemon-client.js';
+import { notEmpty } from './given-once.js';
 import { lastFlush } from './last-flush.js';
 import { envMs } from '../env-ms.js';
 import { FarBehind } from '../downstream/far-behind.js';
@@ -29,7 +30,10 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
       .option('key', {
         type: 'string',
         describe: 'API key sent as a Bearer token (prefer env SWITCHYARD_API_KEY: arguments are visible to other local users)',
-      }) as Argv<ConnectArgs>,
+      })
+      // Read as no key, `--key "$KEY"` with KEY unset overrode SWITCHYARD_API_KEY and sent none
+      // (a 401 later, blaming the hub). This command's own: `ledger keys --key ''` says its own words.
+      .check(notEmpty([['key', 'give the API key, or leave the option out to send SWITCHYARD_API_KEY (an unset variable in a script?)']])) as Argv<ConnectArgs>,
   handler: async (argv) => {
     const log = createLogger();
     const key = argv.key ?? process.env.SWITCHYARD_API_KEY;

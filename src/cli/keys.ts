@@ -1,4 +1,5 @@
 import type { Argv, CommandModule } from 'yargs';
+import { commandNeeded } from './command-needed.js';
 import { addApiKey, listApiKeys, removeApiKeys } from '../auth/key-file.js';
 import { missingConfigHint, NO_CONFIG } from './config-problems.js';
 import { counted } from '../counted.js';
@@ -78,6 +79,6 @@ const listCommand: CommandModule<object, KeyArgs> = {
 export const keysCommand: CommandModule = {
   command: 'keys',
   describe: 'Manage API keys of downstream clients',
-  builder: (y: Argv) => y.command(addCommand).command(removeCommand).command(listCommand).demandCommand(1, 'Give a keys subcommand; see --help.'),
+  builder: (y: Argv) => y.command(addCommand).command(removeCommand).command(listCommand).check(commandNeeded(2, 'Give a keys subcommand; see --help.')),
   handler: () => {},
 };

@@ -22,6 +22,7 @@ import { traceIdQuery } from '../protocol/trace-context.js';
 import { requestIdQuery, type RequestIdQuery } from '../ledger/request-id.js';
 import { counted } from '../counted.js';
 import { NO_CONFIG } from './config-problems.js';
+import { commandNeeded } from './command-needed.js';
 
 /** Where the command writes; tests pass their own. */
 export interface LedgerCliIo {
@@ -577,7 +578,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .command(exportCmd as unknown as CommandModule)
         .command(keys as unknown as CommandModule)
         .command(prune as unknown as CommandModule)
-        .demandCommand(1, 'Give a ledger subcommand; see --help.'),
+        .check(commandNeeded(2, 'Give a ledger subcommand; see --help.')),
     handler: () => undefined,
   };
 }

@@ -5,6 +5,7 @@ import { COMMAND_LINES, COMMANDS, commandsToLoad, onlyOptions } from './commands
 import { packageRoot } from '../paths.js';
 import { givenOnce, noEmptyNumber, noEmptyPath } from './given-once.js';
 import { keepQuotedValues } from './quoted-values.js';
+import { commandNeeded, NoCommandGiven } from './command-needed.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
 
@@ -33,18 +34,19 @@ if (argv.length === 1 && argv[0] === '--version') {
   process.exit(0);
 }
 const { default: yargs } = await import('yargs');
-const cli = yargs(argv).scriptName('switchyard');
+// `<command>`: one is needed (commandNeeded below), as yargs' demandCommand would have said it.
+const cli = yargs(argv).scriptName('switchyard').usage('$0 <command>');
 if (onlyOptions(argv)) for (const [command, describe] of Object.values(COMMAND_LINES)) cli.command(command, describe);
 else for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
 cli
   // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
   .middleware((argv) => endQuietlyWhenReaderGoes(argv._[0] === undefined ? undefined : String(argv._[0])))
-  .demandCommand(1, 'Give a command; see --help.')
   .strict()
   // Before any command reads an option given twice as if it were one value.
   .check(givenOnce)
   .check(noEmptyPath)
   .check(noEmptyNumber(argv))
+  .check(commandNeeded(1, 'Give a command; see --help.'))
   .help()
   .fail((msg, err, y) => {
     // A bad --url is the user's to fix: one line, not the help and a stack.
@@ -52,7 +54,7 @@ cli
       process.stderr.write(`switchyard: ${err.message}\n`);
       process.exit(2);
     }
-    if (err) unhandled(err);
+    if (err && !(err instanceof NoCommandGiven)) unhandled(err);
     // A usage error (README: exit 2), with the help that says what was meant.
     y.showHelp();
     process.stderr.write(`\n${msg}\n`);

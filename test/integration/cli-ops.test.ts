@@ -33,6 +33,7 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     const usage = [['start', '--bogus'], ['keys', 'add']];
     const subs = ['diff', 'approve', 'export'];
     const refused = [['diff', 'x', '--format', 'openai'], ['diff', 'x', '--group', 'g'], ['approve', '--server', 's', '--url', 'http://127.0.0.1:1']];
+    const unknown = [['--bogus'], ['--bogus', 'servers'], ['ledger', '--bogus'], ['keys', '--bogus'], ['config', '--bogus']];
     const runs = await runCliBatch([
       ...usage.map((args) => ({ args })),
       { args: ['ledger', 'query', '--outcome', 'bogus'] },
@@ -40,6 +41,10 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
       ...subs.map((sub) => ({ args: ['tools', sub, '--help'] })),
       ...refused.map((args) => ({ args: ['tools', ...args] })),
       { args: ['start', '--help'] },
+      // An unknown option is named wherever it stands, also with no command (or subcommand) after it.
+      ...unknown.map((args) => ({ args })),
+      // An empty --key is no key at all: it overrode SWITCHYARD_API_KEY and sent none.
+      { args: ['connect', '--key', ''], env: { SWITCHYARD_API_KEY: 'k' } },
     ]);
     for (const args of usage) {
       const r = runs.shift()!;
@@ -72,6 +77,14 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     }
     // The README's `start --no-watch` is in start's own help too (it showed only --watch, default true).
     expect(runs.shift()!.stdout).toMatch(/--watch +Reload the config when the file changes \(--no-watch:/);
+    for (const args of unknown) {
+      const r = runs.shift()!;
+      expect([r.code, r.stderr], args.join(' ')).toEqual([2, expect.stringMatching(/Options:[\s\S]*\n\nUnknown argument: bogus\n$/)]);
+      // The CLI's own help still says a command is needed (yargs' demandCommand said it so).
+      if (args[0] === '--bogus') expect(r.stderr).toMatch(/^switchyard <command>\n/);
+    }
+    const emptyKey = runs.shift()!;
+    expect([emptyKey.code, emptyKey.stderr]).toEqual([2, expect.stringMatching(/^switchyard: --key is empty: give the API key/)]);
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
