@@ -56,7 +56,7 @@ describe('switchyard keys', () => {
     expect(rmDave!.status, rmDave!.stderr).toBe(0);
     expect(JSON.parse(readFileSync(file, 'utf8')).auth.apiKeys).toEqual([]);
     // No key left: said on stderr (it printed nothing at all), exit 0, stdout empty for scripts.
-    expect([none!.status, none!.stdout, none!.stderr]).toEqual([0, '', `note: no API keys in ${file} (\`switchyard keys add PRINCIPAL\` makes one)\n`]);
+    expect([none!.status, none!.stdout, none!.stderr]).toEqual([0, '', `switchyard keys list: note: no API keys in ${file} (\`switchyard keys add PRINCIPAL\` makes one)\n`]);
   }, 60_000); // a hub and CLI cases: at a load of 13 per CPU it ran past 30 s
 
   it('refuses a bad principal and a missing config file', async () => {

@@ -46,7 +46,7 @@ describe('switchyard config validate', () => {
     expect(r).toEqual({
       status: 0,
       stdout: 'ok: 1 server\n',
-      stderr: 'warning: groups.g.servers names "ntoes", which is not a configured server: /mcp/g shows nothing of it (servers: notes)\n',
+      stderr: 'switchyard config validate: warning: groups.g.servers names "ntoes", which is not a configured server: /mcp/g shows nothing of it (servers: notes)\n',
     });
   });
 
