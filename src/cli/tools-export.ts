@@ -32,12 +32,14 @@ export function exportNotes(doc: ReturnType<typeof toOpenAi> | ReturnType<typeof
   return notes;
 }
 
-/** Adds the export options to a yargs builder (shared by `tools --format` and `tools export`). */
-export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & ToolsExportArgs> {
+/**
+ * Adds the export options to `tools`' builder: `tools --format` and its subcommand `tools
+ * export` (whose own builder makes --format required there) both read them.
+ */
+export function exportOptions<T>(y: Argv<T>): Argv<T & ToolsExportArgs> {
   return y
     .option('format', {
       choices: ['openai', 'anthropic'] as const,
-      demandOption: formatRequired,
       describe: 'Print the catalog as function-calling definitions (OpenAI strict mode, or Anthropic tools)',
     })
     .option('config', { alias: 'c', type: 'string', default: 'hub.config.json', describe: 'Config file' })
@@ -48,7 +50,7 @@ export function exportOptions<T>(y: Argv<T>, formatRequired: boolean): Argv<T & 
       type: 'boolean',
       default: false,
       // `tools` lists only what the daemon holds (pins, quarantine): there --local is for --format.
-      describe: `${formatRequired ? 'Connect' : 'With --format: connect'} to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)`,
+      describe: 'With --format: connect to the upstreams directly instead of asking the daemon (names may differ from the daemon after collisions)',
     })
     .check(
       notEmpty([

@@ -347,7 +347,7 @@ export const toolsCommand: CommandModule<object, ListArgs> = {
   command: 'tools',
   describe: 'The tools (--kind: prompts, resources, templates) the running hub exposes and holds back: names, servers, eras, trust, hints, pins, flags',
   builder: (y: Argv) =>
-    exportOptions(y, false)
+    exportOptions(y)
       .option('json', { type: 'boolean', default: false, describe: 'JSON, with the annotations as claimed by each server' })
       .option('kind', { choices: Object.keys(KIND_WORDS), describe: 'List the prompts, resources or resource templates instead (their pins and flags), not the tools' })
       .command(diffCommand)
