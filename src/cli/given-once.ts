@@ -59,6 +59,8 @@ export const noEmptyPath = notEmpty([
  * unset variable: `start --port "$PORT"`), is a usage error (exit 2), one line naming it. yargs
  * reads '' as 0, which meant something no one asked for: `start --port ''` listened on a random
  * free port, `stdio --ledger-wait-ms ''` waited for nobody, `ledger tail -n ''` showed no rows.
+ * Given with no value at all (the last word, or another option next) is one too: yargs took it
+ * as not given, so `ledger query --limit --json` listed the default 50 rows.
  * `raw` is the command line as given (yargs' parsed argv no longer tells '' from 0).
  */
 export function noEmptyNumber(raw: readonly string[]): (argv: Record<string, unknown>, options: Options | Described) => true {
@@ -71,8 +73,13 @@ export function noEmptyNumber(raw: readonly string[]): (argv: Record<string, unk
     for (let i = 0; i < (end < 0 ? raw.length : end); i++) {
       const m = /^--?([^-=][^=]*)(?:=([\s\S]*))?$/.exec(raw[i]!);
       if (!m) continue;
-      const value = m[2] ?? (i + 1 < raw.length ? raw[i + 1] : undefined);
-      if (value === '' && isNumber(m[1]!)) throw new BadUrlError(`${optionName(m[1]!, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
+      const value = m[2] ?? (i + 1 < (end < 0 ? raw.length : end) ? raw[i + 1] : undefined);
+      if (!isNumber(m[1]!)) continue;
+      if (value === '') throw new BadUrlError(`${optionName(m[1]!, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
+      // Nothing after it, or another option (`ledger query --limit --json`): yargs read it as not
+      // given, and the command ran with the default. A negative number (`tail -n -1`) is a value.
+      if (value === undefined || (value.startsWith('-') && Number.isNaN(Number(value))))
+        throw new BadUrlError(`${optionName(m[1]!, described)} needs a number after it: give one, or leave the option out`);
     }
     return true;
   };

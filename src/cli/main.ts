@@ -54,7 +54,9 @@ cli
       process.stderr.write(`switchyard: ${err.message}\n`);
       process.exit(2);
     }
-    if (err && !(err instanceof NoCommandGiven)) unhandled(err);
+    // yargs' own parse errors (YError: `--since` with no value, "Not enough arguments following")
+    // are usage errors too, not failures (exit 1).
+    if (err && !(err instanceof NoCommandGiven) && err.name !== 'YError') unhandled(err);
     // A usage error (README: exit 2), with the help that says what was meant.
     y.showHelp();
     process.stderr.write(`\n${msg}\n`);

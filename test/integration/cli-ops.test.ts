@@ -45,6 +45,8 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
       ...unknown.map((args) => ({ args })),
       // An empty --key is no key at all: it overrode SWITCHYARD_API_KEY and sent none.
       { args: ['connect', '--key', ''], env: { SWITCHYARD_API_KEY: 'k' } },
+      // yargs' own parse error (an option that requires a value, given none) is a usage error too, not exit 1.
+      { args: ['ledger', 'query', '--since'] },
     ]);
     for (const args of usage) {
       const r = runs.shift()!;
@@ -85,6 +87,8 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     }
     const emptyKey = runs.shift()!;
     expect([emptyKey.code, emptyKey.stderr]).toEqual([2, expect.stringMatching(/^switchyard: --key is empty: give the API key/)]);
+    const noValue = runs.shift()!;
+    expect([noValue.code, noValue.stderr]).toEqual([2, expect.stringMatching(/Options:[\s\S]*\n\nNot enough arguments following: since\n$/)]);
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
     const d = mkdtempSync(join(tmpdir(), 'switchyard-cli-errors-'));
     writeFileSync(join(d, 'plain-file'), '');
@@ -417,10 +421,20 @@ describe('servers, doctor and tools without a daemon', () => {
       [['ledger', 'query', '--limit', '', '--db', 'none.db'], '--limit'],
       [['servers', 'restart', 'x', '--timeout', '', '--url', 'http://127.0.0.1:9'], '--timeout'],
     ];
-    const runs = await runCliBatch(empty.map(([args]) => ({ args, cwd: d })));
+    // Left out altogether (the last word, or another option next), yargs read it as not given: the default.
+    const missing: [string[], string][] = [
+      [['start', '-c', 'none.json', '--port'], '--port'],
+      [['ledger', 'query', '--limit', '--json', '--db', 'none.db'], '--limit'],
+      [['ledger', 'tail', '--db', 'none.db', '-n'], '-n'],
+    ];
+    const runs = await runCliBatch([...empty, ...missing].map(([args]) => ({ args, cwd: d })));
     for (const [args, option] of empty) {
       const r = runs.shift()!;
       expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give a number, or leave the option out (an unset variable in a script?)\n`]);
+    }
+    for (const [args, option] of missing) {
+      const r = runs.shift()!;
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} needs a number after it: give one, or leave the option out\n`]);
     }
   });
 
