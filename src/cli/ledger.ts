@@ -447,6 +447,9 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('witness', {
           type: 'string',
           array: true,
+          // Its value left out (`verify --witness` of a script whose variable is unset), the chain
+          // was verified against no witness at all, and passed.
+          requiresArg: true,
           describe: 'A head printed by an earlier verify (<seq>:<hash>), kept outside this file: its row must still hold that hash',
         })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object' }) as unknown as Argv<
@@ -483,7 +486,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     command: 'export',
     describe: 'Write all matching rows, oldest first, as JSON lines or CSV',
     builder: (y) =>
-      filterOptions(y).option('format', { choices: ['jsonl', 'csv'], default: 'jsonl', describe: 'Output format' }) as unknown as Argv<
+      // requiresArg: `--format` with its value left out was the default, JSON lines, without a word.
+      filterOptions(y).option('format', { type: 'string', choices: ['jsonl', 'csv'], default: 'jsonl', requiresArg: true, describe: 'Output format' }) as unknown as Argv<
         FilterArgs & { format: string }
       >,
     handler: run(

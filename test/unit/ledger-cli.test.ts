@@ -481,6 +481,11 @@ describe('switchyard ledger CLI', () => {
 
     const bad = await cli(['ledger', 'verify', '--db', t.db, '--witness', '6:abc']);
     expect(bad).toEqual({ out: '', err: 'switchyard ledger: --witness "6:abc" is not <seq>:<64 hex digits>, as verify prints the head\n', code: 2 });
+    // The witness left out (a script's unset variable): verified against none, it passed. A usage error (yargs' own).
+    for (const args of [['--witness'], ['--witness', '--json']]) {
+      const none = await cli(['ledger', 'verify', '--db', t.db, ...args]).catch((e: Error) => e);
+      expect(none, args.join(' ')).toMatchObject({ message: 'Not enough arguments following: witness' });
+    }
 
     // The chain's anchor and head deleted by hand: verify fails saying so; tail says so too (no TypeError).
     const gone = new Database(t.db);
@@ -513,6 +518,8 @@ describe('switchyard ledger CLI', () => {
     expect(lines[1]).toContain('"{""q"":""say \\""hi\\"", ok""}"');
     const bad = await cli(['ledger', 'export', '--db', t.db, '--format', 'xml']).catch((e: Error) => e);
     expect(bad).toBeInstanceOf(Error);
+    // --format with its value left out was JSON lines without a word, whatever was meant.
+    expect(await cli(['ledger', 'export', '--db', t.db, '--format', '--server', 'mem']).catch((e: Error) => e)).toMatchObject({ message: 'Not enough arguments following: format' });
   });
 
   it('export waits while its output takes no more, and holds no read of the ledger open meanwhile', async () => {
