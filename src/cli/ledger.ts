@@ -198,6 +198,12 @@ function requestIdOption(value: string | string[] | undefined): RequestIdQuery |
 
 function filterOf(a: FilterArgs, now: number): AuditFilter {
   const when = (option: string, s: string | string[] | undefined): number | undefined => (s === undefined ? undefined : timeOption(option, s, now));
+  const since = when('--since', a.since);
+  const until = when('--until', a.until);
+  // `--since 1h --until 2h` (both back from now, the other way round) is a span no row can be
+  // in: it read as "no rows match". A usage error naming both instants instead.
+  if (since !== undefined && until !== undefined && since >= until)
+    throw new UsageError(`--since (${new Date(since).toISOString()}) is not before --until (${new Date(until).toISOString()}): no row can be in between`);
   return {
     server: nameFilter('--server', a.server),
     tool: nameFilter('--tool', a.tool),
@@ -208,8 +214,8 @@ function filterOf(a: FilterArgs, now: number): AuditFilter {
     requestId: requestIdOption(a.requestId)?.stored,
     client: nameFilter('--client', a.client),
     traceId: traceIdOption(a.traceId),
-    since: when('--since', a.since),
-    until: when('--until', a.until),
+    since,
+    until,
   };
 }
 

@@ -1031,6 +1031,9 @@ describe('switchyard ledger CLI', () => {
       [['query', '--client', ''], '--client is empty: give a name, or leave the option out'],
       [['keys', '--key', ''], '--key is empty: give a key, or leave the option out'],
       [['keys', '--principal', ''], '--principal is empty: give a name, or leave the option out'],
+      // Both back from now, the wrong way round: a span no row can be in, read as "no rows match".
+      [['query', '--since', '1h', '--until', '2h'], `--since (${new Date(NOW - 3_600_000).toISOString()}) is not before --until (${new Date(NOW - 7_200_000).toISOString()}): no row can be in between`],
+      [['stats', '--since', '2026-01-01', '--until', '2026-01-01'], '--since (2026-01-01T00:00:00.000Z) is not before --until (2026-01-01T00:00:00.000Z): no row can be in between'],
     ];
     for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(err));
     // A usage error whatever the file: not "no ledger database".
