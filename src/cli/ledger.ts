@@ -132,7 +132,7 @@ export function sqliteSaysOf(path: string | undefined, err: unknown): Error {
  * One key of the config file's `ledger` (its ${env:…} filled in, as the hub does): only that is
  * read, so a variable that only some server's secret needs is not this command's business.
  */
-function ledgerKey(file: string, key: 'path' | 'idempotencyTtl'): unknown {
+function ledgerKey(file: string, key: 'path' | 'idempotencyTtl' | 'enabled'): unknown {
   let cfg: unknown;
   try {
     cfg = parseJsonText(readFileSync(file, 'utf8'));
@@ -144,6 +144,16 @@ function ledgerKey(file: string, key: 'path' | 'idempotencyTtl'): unknown {
   const { value, problems } = interpolateEnv({ ledger: { [key]: raw } }, process.env);
   if (problems.length) throw new UsageError(`${file}: ${problems.join('; ')}`);
   return (value as { ledger: Record<string, unknown> }).ledger[key];
+}
+
+/**
+ * Whether the config file turns the ledger off (`ledger.enabled: false`): then no start makes
+ * the ledger ledger.path names, and "the hub makes it when it starts" would send the operator
+ * to wait for a file that never comes.
+ */
+function ledgerOff(args: CommonArgs): boolean {
+  const file = resolve(args.config ?? 'hub.config.json');
+  return existsSync(file) && ledgerKey(file, 'enabled') === false;
 }
 
 /**
@@ -264,7 +274,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         const linked = writable ? linkedLedger(path) : undefined;
         if (linked) throw linked;
         // The config's ledger (not a --db named on purpose) not made yet: a first run, before any `start`.
-        if (!args.db && !existsSync(path)) throw new Error(`no ledger database at ${path} (ledger.path): the hub makes it when it starts, or give one with --db`);
+        if (!args.db && !existsSync(path)) throw new Error(`no ledger database at ${path} (ledger.path): ${ledgerOff(args) ? 'the config has ledger.enabled false, so its hub keeps none' : 'the hub makes it when it starts'}, or give one with --db`);
         // A writer beside a running hub of an older Switchyard must not upgrade its ledger.
         reader = LedgerReader.open({ path, writable, heldBy: writable ? ledgerWriterText(path) : undefined });
         const left = leftBehind(path, reader);

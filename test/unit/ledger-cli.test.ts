@@ -1140,6 +1140,12 @@ describe('switchyard ledger CLI', () => {
       code: 1,
       err: `switchyard ledger: no ledger database at ${join(t.dir, 'never', 'ledger.db')} (ledger.path): the hub makes it when it starts, or give one with --db\n`,
     });
+    // A config with the ledger off: no start makes it, so that is what is said.
+    writeFileSync(join(t.dir, 'off.json'), JSON.stringify({ ledger: { enabled: false }, servers: {} }));
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'off.json')])).toMatchObject({
+      code: 1,
+      err: `switchyard ledger: no ledger database at ${join(t.dir, 'data', 'ledger.db')} (ledger.path): the config has ledger.enabled false, so its hub keeps none, or give one with --db\n`,
+    });
     expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'var', 'audit.db'), '--since', 'yesterday'])).toMatchObject({
       code: 2,
