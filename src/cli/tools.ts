@@ -8,7 +8,7 @@ import { approvePins, matchPins } from '../ledger/pins.js';
 import { screenJson, screenText, table } from '../ledger/format.js';
 import { itemsAnswer, pinsChangedAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, postJson } from './admin-request.js';
-import { daemonBase, DaemonError, daemonErrorLine, NoDaemonError } from './daemon-client.js';
+import { daemonBase, withDaemon } from './daemon-client.js';
 import { resolveLedgerPath, sqliteSaysOf, UsageError } from './ledger.js';
 import { ledgerWriterText } from './ledger-lock.js';
 import { diffLines, formatDiff } from './line-diff.js';
@@ -128,7 +128,8 @@ async function list(a: ListArgs): Promise<void> {
   const q = new URLSearchParams({ all: '1' });
   if (a.server) q.set('server', a.server);
   if (a.group) q.set('group', a.group);
-  try {
+  // As `servers`: no daemon is exit 3, one that answered with an error 1 (withDaemon).
+  await withDaemon('tools', async () => {
     const base = daemonBase(a.url, a.config);
     if (kind) {
       q.set('kind', KIND_WORDS[kind]);
@@ -148,12 +149,7 @@ async function list(a: ListArgs): Promise<void> {
     if (tools.length === 0) return out('no tools\n');
     out(toolsTable(tools));
     flagLines(tools);
-  } catch (e) {
-    if (!(e instanceof NoDaemonError || e instanceof DaemonError)) throw e;
-    err(daemonErrorLine(e, 'tools'));
-    // As `servers`: 3 says "no daemon" apart from a daemon that answered with an error.
-    process.exitCode = e instanceof NoDaemonError ? 3 : 1;
-  }
+  });
 }
 
 function openDb(a: DbArgs) {
