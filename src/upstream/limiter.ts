@@ -20,12 +20,11 @@ export interface WaitOptions {
   signal?: Signal;
   waitMs?: number;
   onAbort?: () => Error;
-  /** Places it may wait in past maxQueue: slots held by requests that are not its callers' (the hub's own), which it may wait for. */
-  room?: number;
   /**
    * The hub's own request (a subscription renewed, a task cancelled): it waits whatever the
    * queue holds (its wait bounded by `waitMs` alone), and takes no place of maxQueue's, which
-   * bounds the calls waiting for clients.
+   * bounds the calls waiting for clients. The slot it gets is the hub's own (see ownActive): it
+   * gives it back with leave(true).
    */
   own?: boolean;
 }
@@ -54,6 +53,15 @@ export class Limiter {
   private waiting = 0;
   /** Of those, the hub's own (WaitOptions.own): not counted against maxQueue. */
   private ownWaiting = 0;
+  /**
+   * Slots held by the hub's own requests, on whichever connection shares this limiter (each
+   * principal's own connection to a server shares the server's: src/auth/upstream-pool.ts). A
+   * client's call may wait for each of them past maxQueue: with maxConcurrent 1 and maxQueue 0 it
+   * was refused "busy" while the hub renewed a subscription. Counted here, not by each connection
+   * of its own requests: a call on B's connection was refused while the hub's request on A's held
+   * the one slot.
+   */
+  private ownActive = 0;
 
   constructor(
     private readonly maxActive: number = Infinity,
@@ -69,14 +77,16 @@ export class Limiter {
    * exactly once when its request ends. The usual call needs no promise of its own this way
    * (rpc-base releases the slot when the call settles).
    */
-  tryEnter(): boolean {
+  tryEnter(own = false): boolean {
     if (this.active >= this.maxActive || this.waiting > 0) return false;
     this.active++;
+    if (own) this.ownActive++;
     return true;
   }
 
-  /** Gives back a slot taken by tryEnter() or enter(): the first waiter gets it. */
-  leave(): void {
+  /** Gives back a slot taken by tryEnter() or enter() (`own` as they were told): the first waiter gets it. */
+  leave(own = false): void {
+    if (own) this.ownActive--;
     const next = this.waiting > 0 ? this.next() : undefined;
     if (next) next.go();
     else this.active--;
@@ -120,12 +130,14 @@ export class Limiter {
   enter(o: WaitOptions = {}): Promise<void> {
     if (this.active >= this.maxActive) return this.wait(o);
     this.active++;
+    if (o.own === true) this.ownActive++;
     return RESOLVED;
   }
 
   private wait(o: WaitOptions): Promise<void> {
     const own = o.own === true;
-    if (!own && this.waiting - this.ownWaiting >= this.maxQueue + (o.room ?? 0)) {
+    // Past maxQueue, a place for each slot the hub's own requests hold: the client's call may wait for those.
+    if (!own && this.waiting - this.ownWaiting >= this.maxQueue + this.ownActive) {
       return Promise.reject(new LimitError('full', `${this.active} requests in flight and ${this.waiting} waiting`));
     }
     return new Promise<void>((resolve, reject) => {
@@ -147,6 +159,7 @@ export class Limiter {
         // The slot is handed over by leave(): `active` is not decremented and re-incremented.
         go: () => {
           cleanup();
+          if (own) this.ownActive++;
           resolve();
         },
         fail: (e) => {

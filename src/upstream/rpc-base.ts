@@ -111,6 +111,8 @@ export const HOLDS_SLOT = 1;
 export const HOLDS_SHARED = 2;
 /** …or alone (CallGate.tryEnter(true)). */
 export const HOLDS_EXCLUSIVE = 4;
+/** Its limiter slot is the hub's own request's (CallOptions.hubOwn): Limiter.leave(true). */
+const HOLDS_OWN_SLOT = 8;
 
 type ListenSink = NonNullable<Pending['listen']>;
 
@@ -326,37 +328,33 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
     if (isList(method)) return this.dispatch(method, params, opts, 0, deadline);
     // A free slot is taken here and given back when the call settles (settle()): no async
     // wrapper per call, which cost measurable time at concurrency 64 (docs/BENCHMARKS.md).
-    if (this.limiter.tryEnter()) return this.dispatch(method, params, opts, HOLDS_SLOT, deadline);
+    const own = opts?.hubOwn === true;
+    // The hub's own request's slot is counted as such by the limiter (it gives it back with
+    // leave(true)), on whichever connection sharing the limiter it is held.
+    const holds = own ? HOLDS_SLOT | HOLDS_OWN_SLOT : HOLDS_SLOT;
+    if (this.limiter.tryEnter(own)) return this.dispatch(method, params, opts, holds, deadline);
     const signal = opts?.signal;
     const { until, ms } = this.waitBudget(opts, deadline);
     // A call that waited holds its slot like one that did not: settle() gives it back. One that
-    // finds slots held by the hub's own requests may wait for those past maxQueue: with
-    // maxConcurrent 1 and maxQueue 0, a client's call was refused "busy" while the hub renewed a
-    // subscription as the server came back. Counted here, off the path of a call that gets a slot at once.
+    // finds slots held by the hub's own requests may wait for those past maxQueue (the limiter
+    // counts them, on every connection sharing it): with maxConcurrent 1 and maxQueue 0, a
+    // client's call was refused "busy" while the hub renewed a subscription as the server came back.
     // The hub's own request waits past maxQueue (within its own timeout) and takes none of its
     // places: a subscription renewed as the server came back, finding the slots held by clients'
     // calls (or by its other renewals), was refused "busy", and its clients heard no more updates.
-    const own = opts?.hubOwn === true;
-    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), room: own ? 0 : this.ownInFlight(), own }).then(
+    return this.limiter.enter({ signal, waitMs: ms, onAbort: () => notSent(new CancelledError(signal ? reasonOf(signal) : undefined)), own }).then(
       () => {
         // The state may have changed while the call waited for a slot.
         if (this._state !== 'ready') {
-          this.limiter.leave();
+          this.limiter.leave(own);
           throw new UpstreamUnavailableError(this.id, this._state, this._lastError);
         }
-        return this.dispatch(method, params, opts, HOLDS_SLOT, until);
+        return this.dispatch(method, params, opts, holds, until);
       },
       (err: unknown) => {
         throw err instanceof LimitError ? new UpstreamUnavailableError(this.id, 'busy', err.message) : err;
       },
     );
-  }
-
-  /** The hub's own requests in flight on this connection that hold a slot (a subscription renewed, a task cancelled: not its lists, which take none). */
-  private ownInFlight(): number {
-    let n = 0;
-    for (const p of this.pending.values()) if (!p.internal && !p.listen && p.holds & HOLDS_SLOT && hubsOwn(p)) n++;
-    return n;
   }
 
   /**
@@ -369,7 +367,7 @@ export abstract class UpstreamBase extends Lifecycle implements Upstream {
 
   /** Gives back what a settled call held (subclasses add their own HOLDS_* bits). */
   protected release(holds: number): void {
-    if (holds & HOLDS_SLOT) this.limiter.leave();
+    if (holds & HOLDS_SLOT) this.limiter.leave((holds & HOLDS_OWN_SLOT) !== 0);
   }
 
   /**

@@ -215,6 +215,36 @@ describe.each([
   });
 });
 
+describe('connections sharing one limit (principals\' own, src/auth/upstream-pool.ts)', () => {
+  it("a call on one waits for the hub's own request on another, as on its own: neither refused \"busy\" nor taking a client's place", async () => {
+    // Two principals' own processes, their slots the server's (maxConcurrent 1, maxQueue 0), as the pool makes them.
+    const a = await started(quirkSpec('legacy-32601', { maxConcurrent: 1, maxQueue: 0 }));
+    const b = await started(quirkSpec('legacy-32601', { limiter: a.limiter }));
+    const busy = { name: 'UpstreamUnavailableError', state: 'busy' };
+    // The hub's own request on A's connection (a subscription renewed; here a slow call marked so)
+    // holds the one slot: a client's call on B's waits for it, as it would on A's.
+    const own = a.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } }, { hubOwn: true });
+    const waiting = b.request('tools/call', { name: 'echo', arguments: { b: 1 } });
+    expect(a.load).toEqual({ active: 1, queued: 1 });
+    // One place past maxQueue per slot the hub's own requests hold, whichever connection: a second call is refused.
+    await expect(a.request('tools/call', { name: 'echo', arguments: {} })).rejects.toMatchObject(busy);
+    await expect(waiting).resolves.toMatchObject({ structuredContent: { args: { b: 1 } } });
+    await own;
+    // Handed the slot from a waiter: the hub's own request that waited holds it as its own too.
+    const client = a.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } });
+    const renewing = b.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } }, { hubOwn: true });
+    await client;
+    expect(a.load).toEqual({ active: 1, queued: 0 });
+    await expect(a.request('tools/call', { name: 'echo', arguments: { a: 2 } })).resolves.toMatchObject({ structuredContent: { args: { a: 2 } } });
+    await renewing;
+    // Given back, the allowance with it: a client's call finding a client's call in the slot is refused.
+    const held = b.request('tools/call', { name: 'slow', arguments: { steps: 0, ms: 300 } });
+    await expect(a.request('tools/call', { name: 'echo', arguments: {} })).rejects.toMatchObject(busy);
+    await held;
+    expect(a.load).toEqual({ active: 0, queued: 0 });
+  });
+});
+
 describe('envelopes', () => {
   const meta = { traceparent: '00-abc-def-01', 'com.example/x': 1 };
 
