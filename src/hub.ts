@@ -286,6 +286,8 @@ export class Hub implements HubCore {
       },
       // Its subscriptions keep a principal's connection open while the principal makes no call.
       inUse: (serverId, principal) => this.subs.uris(serverId, principalConn(principal)).length > 0,
+      // A call routed before a reload or `servers restart` replaced its server opens none.
+      handleOf: (id) => this.handles.get(id),
     });
     this.validator = new SchemaValidator(log);
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {

@@ -17,6 +17,12 @@ export interface PoolOptions {
   /** Whether a connection holds something of its own (resource subscriptions): idle or not, it is kept. */
   inUse?: (serverId: string, principal: string) => boolean;
   /**
+   * The server's handle in use now (undefined: no such server any more). A call routed to a
+   * handle a reload or `servers restart` has replaced since gets no connection of its own (see
+   * PrincipalUpstreams.own); without it, every handle is taken for the one in use.
+   */
+  handleOf?: (serverId: string) => ServerHandle | undefined;
+  /**
    * The clock idleMs is measured on (tests); default monotonicNow(). Not the wall clock: stepped
    * an hour ahead (NTP, a laptop resuming) it closed every idle connection at the next sweep (a
    * processPerPrincipal process and what it held), and stepped back it kept them an hour longer.
@@ -47,6 +53,7 @@ export class PrincipalUpstreams {
   private readonly sweeper: NodeJS.Timeout;
   private readonly onConnection: PoolOptions['onConnection'];
   private readonly inUse: PoolOptions['inUse'];
+  private readonly handleOf: PoolOptions['handleOf'];
   private readonly now: () => number;
   /** closeAll() has run (the hub's stop): nothing is opened any more (own). */
   private closed = false;
@@ -62,6 +69,7 @@ export class PrincipalUpstreams {
     this.max = opts.max ?? 256;
     this.onConnection = opts.onConnection;
     this.inUse = opts.inUse;
+    this.handleOf = opts.handleOf;
     this.now = opts.now ?? monotonicNow;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
     this.sweeper.unref();
@@ -108,19 +116,26 @@ export class PrincipalUpstreams {
   private async own(h: ServerHandle, principal: string): Promise<Upstream> {
     const key = poolKey(h.id, principal);
     let p = this.pool.get(key);
-    if (!p && this.closed) {
+    // The handle in use now: the one a call was routed to, or one a reload put in its place with
+    // the same connection (only its limits changed), whose config is the one to follow.
+    const now = this.handleOf ? this.handleOf(h.id) : h;
+    if (now === undefined || now.upstream !== h.upstream || (!p && this.closed)) {
       // The hub's stop closed the pool: a call that reaches here after that (in flight at the
       // drain deadline, past a slow plugin) started a process (or session) nothing would close,
-      // left to the exit watchdog. It gets a connection that is closed, never started: its
-      // caller finds it not ready and answers so, as for any server the stop closed.
+      // left to the exit watchdog. So did a call routed before a reload (or `servers restart`)
+      // replaced or removed its server, which had the pool forget its connections: a process of
+      // the old config, kept under the server's name, which the principal's next calls, on the
+      // new config, went to. Either gets a connection that is closed, never started: its caller
+      // finds it not ready and answers so, as for any server the stop or the reload closed (a
+      // call sent nowhere, safe to send again).
       const closed = this.make(this.specOf(h), this.log.child({ principal }));
       await closed.close();
       return closed;
     }
     if (!p) {
       if (this.pool.size >= this.max) this.evictOldest();
-      const base = this.specOf(h);
-      const headers = ownCredentials(h, principal)?.headers ?? base.headers;
+      const base = this.specOf(now);
+      const headers = ownCredentials(now, principal)?.headers ?? base.headers;
       // Its calls take their slots from the server's own connection: maxConcurrent and maxQueue
       // bound the server, whoever calls (each connection had its own, so N principals had N times
       // maxConcurrent calls in flight to it).
@@ -128,9 +143,9 @@ export class PrincipalUpstreams {
       // tells /healthz whether it can be reached, and N principals' connections would ask it N
       // times as often. A principal's own process (processPerPrincipal) keeps its own: it may hang
       // alone, and nothing else would find it (its calls would time out, for good).
-      const healthCheckMs = h.config.url ? 0 : base.healthCheckMs;
-      const upstream = this.make({ ...base, headers, limiter: h.upstream.limiter, healthCheckMs }, this.log.child({ principal }));
-      this.onConnection?.(h, upstream, principal);
+      const healthCheckMs = now.config.url ? 0 : base.healthCheckMs;
+      const upstream = this.make({ ...base, headers, limiter: now.upstream.limiter, healthCheckMs }, this.log.child({ principal }));
+      this.onConnection?.(now, upstream, principal);
       const started = upstream.start().catch((err: unknown) => {
         this.log.warn({ server: h.id, principal, err: (err as Error)?.message }, 'per-principal upstream connection failed to start');
       });

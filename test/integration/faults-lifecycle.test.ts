@@ -321,6 +321,55 @@ describe.concurrent('hub SIGTERM, a call in flight past the drain deadline', () 
   }, 30_000);
 });
 
+describe.concurrent('a reload that restarts a processPerPrincipal server while a call is on its way', () => {
+  // The call was routed to the server's old handle, and reached its principal's own connection
+  // only after the reload had the pool forget it: a process was started from the old config, kept
+  // in the pool under the server's name (closed only when idle), and the principal's next calls,
+  // on the new config, went to it.
+  it("starts no process from the old config for it: the call is answered unavailable, and the principal's next call gets a process of the new one", async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-reload-own-'));
+    const oldPids = join(dir, 'old-pids');
+    const newPids = join(dir, 'new-pids');
+    const hold = join(dir, 'hold');
+    const held = join(dir, 'held');
+    // Holds each call (routed, before it is given a connection) while the hold file is there; says so in `held`.
+    writeFileSync(
+      join(dir, 'hold.mjs'),
+      `import { existsSync, writeFileSync } from 'node:fs';\nexport default { name: 'hold', async beforeCall() { if (!existsSync(${JSON.stringify(hold)})) return; writeFileSync(${JSON.stringify(held)}, ''); while (existsSync(${JSON.stringify(hold)})) await new Promise((r) => setTimeout(r, 20)); } };\n`,
+    );
+    const KEY = 'sy_alice-reload-own-connection-key-00000000000000';
+    const hub = await start(t, {
+      listen: { drainTimeoutMs: 100 },
+      auth: { apiKeys: [{ principal: 'alice', sha256: sha256Hex(KEY) }] },
+      plugins: { paths: ['./hold.mjs'] },
+      servers: { own: { ...nodeServer('test/fixtures/faults/stdio-pipes.mjs', [], { FAULT_LOG: oldPids }), processPerPrincipal: true } },
+    }, { dir });
+    const started = (file: string): string[] => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : []);
+    const call = (id: string) => modernCall(hub.url, id, 'tools/call', { name: 'own__echo', arguments: {} }, { headers: { authorization: `Bearer ${KEY}` } });
+    await waitUntil('the server started', async () => hub.logs.some((l) => l.includes('"server":"own"') && l.includes('"state":"ready"')));
+    // The server's process and alice's own.
+    expect(text(await call('own-first'))).toBe('{}');
+    expect(started(oldPids)).toHaveLength(2);
+    writeFileSync(hold, '');
+    const late = call('own-late');
+    await waitUntil('the call held', async () => existsSync(held));
+    // A connection setting changed (where its processes write their pids): the server restarts.
+    rewrite(hub.configFile, (c) => {
+      c.servers.own = { ...c.servers.own, env: { FAULT_LOG: newPids } };
+    });
+    await waitUntil('the reload', async () => hub.logs.some((l) => l.includes('"restarted":["own"]')));
+    rmSync(hold);
+    // As a call its server's closing fails: nothing was sent.
+    expect(text(await late)).toBe('Tool own__echo is unavailable: server "own" is stopped');
+    expect(started(oldPids)).toHaveLength(2);
+    // Once the new server is up, alice's next call starts her own process of the new config.
+    let n = 0;
+    await waitUntil('a call answered', async () => text(await call(`own-next${++n}`)) === '{}');
+    expect(started(newPids)).toHaveLength(2);
+    expect(started(oldPids)).toHaveLength(2);
+  }, 30_000);
+});
+
 describe.concurrent('hub SIGTERM, requests on connections accepted before it', () => {
   /** A whole modern tools/call as raw HTTP/1.1. */
   const rawCall = (port: number, id: string, name: string, args: Json): string => {
