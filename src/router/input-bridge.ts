@@ -232,24 +232,17 @@ export class InputBridge {
 
   /** The client must answer first: park the call, or refuse it for a capability it lacks. */
   private async park(run: Promise<Result>, collector: InputCollector, abort: Canceller, bind: Binding): Promise<Result> {
-    if (collector.missing) {
-      const err = new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', {
-        requiredCapabilities: collector.missing,
-      });
-      // The reason is the error itself: the call's ledger row says what the client was told.
-      abort.abort(err);
-      // Nothing left waiting for a call that ended: the server's own questions were withdrawn
-      // with its request (above), but the URL steps the hub itself asks (a -32042's) are no
-      // request of the server's, and waited for good, the call's run and first row with them.
-      collector.drop(err);
-      run.catch(() => {});
-      throw err;
-    }
+    if (collector.missing) this.refuse(run, collector, abort);
     // Requests that arrive together travel together.
     await new Promise((r) => setImmediate(r));
+    // One of them needs what the client did not declare (an elicitation and a sampling read
+    // together): the call ends refused now, the others with it. Parked, the others were put to
+    // the client as an input_required, and the -32021 kept for its retry: the user answered
+    // them for nothing, and a client that never came back left them waiting for its time limit.
+    if (collector.missing) this.refuse(run, collector, abort);
     // The upstream withdrew what it asked meanwhile: nothing to ask, the call goes on as it was
     // (an input_required with no requests would have the client retry with nothing to answer).
-    if (!collector.missing && collector.waitingCount === 0) return this.settle(run, collector, abort, bind);
+    if (collector.waitingCount === 0) return this.settle(run, collector, abort, bind);
     const id = randomBytes(12).toString('base64url');
     // That request is answered: its stream takes no more progress (the retry's will).
     collector.targets = {};
@@ -264,6 +257,21 @@ export class InputBridge {
     this.parked.set(id, { run, collector, abort, timer });
     run.catch(() => {});
     return { resultType: 'input_required', inputRequests: collector.requests(), requestState: this.sealer.seal(bind, { k: 'park', id }) };
+  }
+
+  /** The call ends refused -32021 for the capability the client lacks (`collector.missing`). */
+  private refuse(run: Promise<Result>, collector: InputCollector, abort: Canceller): never {
+    const err = new RpcError(MISSING_CLIENT_CAPABILITY, 'the upstream needs a client capability this request did not declare', {
+      requiredCapabilities: collector.missing,
+    });
+    // The reason is the error itself: the call's ledger row says what the client was told.
+    abort.abort(err);
+    // Nothing left waiting for a call that ended: the server's own questions were withdrawn
+    // with its request (above), but the URL steps the hub itself asks (a -32042's) are no
+    // request of the server's, and waited for good, the call's run and first row with them.
+    collector.drop(err);
+    run.catch(() => {});
+    throw err;
   }
 
   /**

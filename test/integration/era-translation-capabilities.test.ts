@@ -23,6 +23,7 @@ import { legacySession, META_CAPS, modernBody, modernHeaders, modernMeta, post, 
 const LEGACY = 'test/fixtures/translation/legacy-server.mjs';
 const MODERN = 'test/fixtures/translation/modern-server.mjs';
 const QUIRK_MODERN = 'test/fixtures/quirks/modern.mjs';
+const QUIRK_LEGACY = 'test/fixtures/quirks/legacy-32601.mjs';
 const KEY = 'dev.switchyard/idempotency-key';
 
 let hub: HubProcess;
@@ -33,9 +34,10 @@ beforeAll(async () => {
       ls: nodeServer(LEGACY, [], { SERVER_NAME: 'legacy-stdio' }),
       ms: nodeServer(MODERN, [], { SERVER_NAME: 'modern-stdio' }),
       nq: nodeServer(QUIRK_MODERN, [], { QUIRK_NEEDCAP: '1' }),
+      lq: nodeServer(QUIRK_LEGACY, [], { QUIRK_ASKTWO: '1' }),
     },
   });
-  await waitForReady(hub.url, ['ls', 'ms', 'nq']);
+  await waitForReady(hub.url, ['ls', 'ms', 'nq', 'lq']);
 }, 60_000);
 afterAll(async () => void (await hub?.stop()));
 
@@ -107,6 +109,16 @@ describe('a modern client of a parked legacy call', () => {
     expect(r.status).toBe(400);
     expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { form: {} } } } });
     await expect.poll(() => row('cap-1')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
+  });
+
+  it('that asks, together, what the client declared and what it did not is refused with -32021 at once: the other question is not put to it', async () => {
+    // A form elicitation (declared) and a sampling (not), read together: the elicitation was
+    // parked as an input_required, the -32021 kept for the retry, and the question waited for
+    // the client's answer (or its time limit) though the call could only end refused.
+    const r = await call('cap-2', 'lq__asktwo', { elicitation: { form: {} } });
+    expect(r.status, r.text).toBe(400);
+    expect(r.body?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: {} } } });
+    await expect.poll(() => row('cap-2')).toMatchObject({ outcome: 'rpc_error', error_code: -32021 });
   });
 });
 
