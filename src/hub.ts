@@ -45,7 +45,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { beginInCallTrace, inCallTrace, isRetry } from './router/forwarding.js';
+import { beginInCallTrace, inCallTrace, isRetry, knownLegacy } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
@@ -996,7 +996,7 @@ export class Hub implements HubCore {
       // back (told honoured at once, a URI it leaves out, or every URI when it does not listen, had
       // the client wait for updates that never come). Waited for as an acknowledgement is, this
       // stream's servers all within one such wait, then routed again (as Router's, which waits timeoutMs).
-      if (at && at.upstream.state !== 'ready' && at.upstream.era !== LEGACY) {
+      if (at && at.upstream.state !== 'ready' && !knownLegacy(at.h, at.upstream)) {
         waitUntil ??= monotonicNow() + LISTEN_ACK_WAIT_MS;
         // Routed again: its lists, just fetched, may not name the URI yet (as Router's, its own server then).
         if (await readyWithin(at.upstream, waitUntil - monotonicNow())) at = await this.subscriptionPlace(uri, principal, view, at.h.id);

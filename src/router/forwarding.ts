@@ -3,7 +3,7 @@ import type { AuditSink } from '../ledger/sink.js';
 import type { AuditBegin, AuditEnd } from '../ledger/types.js';
 import { INVALID_PARAMS, RpcError } from '../protocol/errors.js';
 import { copyOf } from '../protocol/copy.js';
-import { MODERN } from '../protocol/era.js';
+import { LEGACY, MODERN } from '../protocol/era.js';
 import type { CallOptions, Upstream } from '../upstream/types.js';
 import type { CallContext } from './context.js';
 import { callPolicy } from './call-policy.js';
@@ -106,6 +106,16 @@ export function connectionFor(opts: { upstreamFor?: UpstreamFor }, server: Serve
   if (!opts.upstreamFor) return server;
   const u = opts.upstreamFor(server, ctx);
   return u instanceof Promise ? u.then((upstream) => withUpstream(server, upstream)) : withUpstream(server, u);
+}
+
+/**
+ * Whether `upstream`, a connection to `server`, is known to speak 2025-11-25: it said so at its
+ * handshake, or the config fixes the server's era. A connection started afresh (`servers
+ * restart`, a reload) has no era until its handshake, and one of a server in `auto` may come back
+ * in the other era; a configured one never does (its handshake runs `initialize` alone).
+ */
+export function knownLegacy(server: ServerHandle, upstream: Upstream): boolean {
+  return upstream.era === LEGACY || server.config.era === LEGACY;
 }
 
 /** `server` with `upstream` as its connection (a principal's own, when it is not the server's). */

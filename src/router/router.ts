@@ -24,7 +24,7 @@ import { LEGACY, MODERN } from '../protocol/era.js';
 import { readyWithin } from '../upstream/ready-within.js';
 import { reasonOf, unlessAborted, type Signal } from '../cancel.js';
 import { LISTEN_ACK_WAIT_MS } from '../catalog/upstream-listen.js';
-import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, retryOf, viewOf, withUpstream, type Result, type UpstreamFor } from './forwarding.js';
+import { beginOf, bytesOf, callOptions, connectionFor, forwardedParams, knownLegacy, retryOf, viewOf, withUpstream, type Result, type UpstreamFor } from './forwarding.js';
 import { ToolCall } from './call-tool.js';
 import { cacheTtl } from '../protocol/ttl.js';
 import { notDelivered } from '../upstream/retry.js';
@@ -531,7 +531,7 @@ export class Router {
     // A process of this principal's own not started yet: not while the server's is down (see
     // startsOwnProcess); the server's is waited for instead, as when the connection is not known.
     const used = (this.unstarted(server, ctx.principal) ? server : ((await this.connectionOf(server, ctx)) ?? server)).upstream;
-    if (used.state !== 'ready' && used.era !== LEGACY) {
+    if (used.state !== 'ready' && !knownLegacy(server, used)) {
       if (await readyWithin(used, server.config.timeoutMs, ctx.signal)) server = (await this.ownerOf(uri, ctx)) ?? server;
       // Cancelled while it waited: nothing is held for it (kept, it would be a subscription its
       // client was never told of). Ended by the hub's stop: unavailable, as its client is answered.

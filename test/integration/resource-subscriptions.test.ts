@@ -25,6 +25,8 @@ const QUIET_STATS = join(mkdtempSync(join(tmpdir(), 'switchyard-quiet-')), 'stat
 const SLEEPY_HOLD = join(dirname(QUIET_STATS), 'sleepy-hold');
 /** The same for `flaky`. */
 const FLAKY_HOLD = join(dirname(QUIET_STATS), 'flaky-hold');
+/** The same for `pinned`. */
+const PINNED_HOLD = join(dirname(QUIET_STATS), 'pinned-hold');
 const LULL_STATS = join(dirname(QUIET_STATS), 'lull.json');
 let hub: HubProcess;
 let subs: HttpFixture;
@@ -698,9 +700,11 @@ describe("a modern upstream's listen acknowledgement", () => {
         sleepy: slowStart({ ERA: 'modern', DOC_URI: 'sleepy://doc', LISTEN_LEAVES_OUT: 'sleepy://doc', START_DELAY_MS: '0', START_HOLD_FILE: SLEEPY_HOLD }),
         // Legacy; each process refuses the first resources/subscribe of each URI.
         flaky: slowStart({ ERA: 'legacy', DOC_URI: 'flaky://doc', SUBSCRIBE_FAILS_MS: '0', START_DELAY_MS: '0', START_HOLD_FILE: FLAKY_HOLD }),
+        // Legacy by its config (era), and a subscribe waits for it as long as its calls would.
+        pinned: { ...slowStart({ ERA: 'legacy', DOC_URI: 'pinned://doc', START_DELAY_MS: '0', START_HOLD_FILE: PINNED_HOLD }), era: '2025-11-25', timeoutMs: 30_000 },
       },
     });
-    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy', 'flaky']);
+    await waitForReady(h2.url, ['yes', 'no', 'deaf', 'late', 'sleepy', 'flaky', 'pinned']);
   }, 60_000);
   afterAll(async () => {
     await h2?.stop();
@@ -826,6 +830,41 @@ describe("a modern upstream's listen acknowledgement", () => {
     await again.close();
     await m.close();
   }, 20_000);
+
+  it("a server whose config fixes its era as legacy is known to be legacy while it restarts: a subscribe is held at once, not after waiting for it, and made when it is back", async () => {
+    const c = new ClientV1({ name: 'pinned-v1', version: '1.0.0' });
+    await c.connect(new TransportV1(new URL(h2.url)));
+    const updates: string[] = [];
+    c.setNotificationHandler(ResourceUpdatedNotificationSchema, async (n) => void updates.push(n.params.uri));
+    await c.listResources();
+    const m = new ClientV2({ name: 'pinned-v2', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await m.connect(new TransportV2(new URL(h2.url)));
+    await m.listResources();
+    writeFileSync(PINNED_HOLD, '');
+    let sub;
+    try {
+      expect((await fetch(new URL('/admin/servers/pinned/restart', h2.url), { method: 'POST' })).status).toBe(200);
+      expect((await waitForState(h2.url, 'pinned', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
+      // A fresh connection has no era until its handshake: the subscribe waited for the server
+      // (here held) up to its timeoutMs, the listen stream for 2 s, as for a server that may be modern.
+      const asked = c.subscribeResource({ uri: 'pinned://doc' });
+      expect(await Promise.race([asked, new Promise((r) => setTimeout(() => r('still waiting'), 10_000))])).toEqual({});
+      const t0 = performance.now();
+      sub = await m.listen({ resourceSubscriptions: ['pinned://doc'] });
+      // Held at once (the wait it was spared is 2 s).
+      expect(performance.now() - t0).toBeLessThan(1_800);
+    } finally {
+      rmSync(PINNED_HOLD, { force: true });
+    }
+    expect(sub.honoredFilter.resourceSubscriptions).toEqual(['pinned://doc']);
+    await waitForState(h2.url, 'pinned', ['ready']);
+    // Made upstream when it was back (Hub.resubscribe): its update reaches the legacy client.
+    await c.callTool({ name: 'pinned__touch', arguments: { uri: 'pinned://doc' } });
+    await expect.poll(() => updates, { timeout: 5_000, interval: 20 }).toEqual(['pinned://doc']);
+    await sub.close();
+    await m.close();
+    await c.close();
+  }, 30_000);
 
   it('a subscribe cancelled while it waits for the server to be back holds nothing', async () => {
     const c = new ClientV1({ name: 'cancel-v1', version: '1.0.0' });
