@@ -53,7 +53,7 @@ const validateCommand: CommandModule<object, ValidateArgs> = {
       process.stdout.write(`ok: ${counted(Object.keys(config.servers).length, 'server')}\n`);
       // Valid, but a setting that does nothing where it stands (a group naming a server that is
       // not configured): said here too, as start's log and doctor say it, exit 0 all the same.
-      // Prefixed as every command's notes and warnings are (`switchyard ledger: note: …`).
+      // Prefixed as every command's notes and warnings are (`switchyard ledger query: note: …`).
       for (const m of ignoredSettings(config)) process.stderr.write(`switchyard config validate: warning: ${m}\n`);
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;

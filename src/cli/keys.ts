@@ -67,7 +67,7 @@ const listCommand: CommandModule<object, KeyArgs> = {
     try {
       const keys = listApiKeys(args.config);
       // Nothing at all on a first run read as a command that did nothing: say so, as `ledger query` does.
-      // Prefixed as every command's notes are (`switchyard ledger: note: …`): stderr of several commands in one log says whose it is.
+      // Prefixed as every command's notes are (`switchyard ledger query: note: …`): stderr of several commands in one log says whose it is.
       if (keys.length === 0) process.stderr.write(`switchyard keys list: note: no API keys in ${args.config} (\`switchyard keys add PRINCIPAL\` makes one)\n`);
       for (const k of keys)
         process.stdout.write(`${k.principal}\t${k.hashPrefix}…${k.scopes.length ? `\t${k.scopes.join(' ')}` : ''}${k.groups.length ? `\tgroups: ${k.groups.join(' ')}` : ''}\n`);

@@ -263,7 +263,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
    * the state of the ledger file, and nothing is opened for it.
    */
   const run =
-    <A extends CommonArgs, U>(writable: boolean, usage: (args: A) => U, body: (reader: LedgerReader, args: A, opts: U) => Promise<void> | void) =>
+    <A extends CommonArgs, U>(sub: string, writable: boolean, usage: (args: A) => U, body: (reader: LedgerReader, args: A, opts: U) => Promise<void> | void) =>
     async (args: A): Promise<void> => {
       let reader: LedgerReader | null = null;
       let path: string | undefined;
@@ -280,11 +280,11 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         const left = leftBehind(path, reader);
         if (left.calls) {
           const calls = counted(left.calls, 'call');
-          io.err(`switchyard ledger: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
+          io.err(`switchyard ledger ${sub}: note: ${calls} (begun or finished) that a hub wrote before it stopped ${left.calls === 1 ? 'is' : 'are'} in ${left.files.join(' and ')}, not yet in the database; the hub's next start applies them\n`);
         }
         await body(reader, args, opts);
       } catch (err) {
-        io.err(`switchyard ledger: ${sqliteSaysOf(path, err).message}\n`);
+        io.err(`switchyard ledger ${sub}: ${sqliteSaysOf(path, err).message}\n`);
         io.setExitCode(err instanceof UsageError ? 2 : 1);
       } finally {
         reader?.close();
@@ -346,8 +346,8 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
    * applied: said in words, on stderr (stdout stays the table). JSON lines stay silent: no
    * line is the answer there.
    */
-  const noRows = (json: boolean, what: string): void => {
-    if (!json) io.err(`switchyard ledger: note: no ${what} match\n`);
+  const noRows = (sub: string, json: boolean, what: string): void => {
+    if (!json) io.err(`switchyard ledger ${sub}: note: no ${what} match\n`);
   };
 
   /**
@@ -356,13 +356,13 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
    * An id longer than a row keeps is matched by the start kept: said, as other ids with that
    * start are listed too.
    */
-  const requestIdNotes = (reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
+  const requestIdNotes = (sub: string, reader: LedgerReader, a: FilterArgs, filter: AuditFilter): void => {
     const q = requestIdOption(a.requestId);
     if (q?.cut !== undefined) {
-      io.err(screenJson(`switchyard ledger: note: request id ${q.what} is longer than a ledger row keeps: rows hold its first ${q.cut} characters, and the rows of every id that starts with them are listed (requestIdCut in --json)\n`));
+      io.err(screenJson(`switchyard ledger ${sub}: note: request id ${q.what} is longer than a ledger row keeps: rows hold its first ${q.cut} characters, and the rows of every id that starts with them are listed (requestIdCut in --json)\n`));
     }
     if (!q?.other || !reader.queryIds({ ...filter, requestId: q.other.stored, limit: 1 }).length) return;
-    io.err(screenJson(`switchyard ledger: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`));
+    io.err(screenJson(`switchyard ledger ${sub}: note: request id ${q.what} only; ${q.other.what}, a different request id, has rows too: --request-id ${q.other.option} lists them\n`));
   };
 
   const query: CommandModule<CommonArgs, FilterArgs & { limit: number; json: boolean }> = {
@@ -373,15 +373,16 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('limit', { type: 'number', default: 50, describe: 'At most this many rows' })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { limit: number; json: boolean }>,
     handler: run(
+      'query',
       false,
       (a) => ({ ...filterOf(a, now()), limit: wholeNumber('--limit', a.limit, 1) }),
       async (reader, a, filter) => {
         const ids = reader.queryIds(filter);
         const { shown } = await writeRows(() => reader.rowsOf(ids, 'ts'), a.json);
-        requestIdNotes(reader, a, filter);
-        if (!shown) noRows(a.json, 'rows');
+        requestIdNotes('query', reader, a, filter);
+        if (!shown) noRows('query', a.json, 'rows');
         // A table cut at the limit reads as every match: said on stderr (the newest rows are the ones shown).
-        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger: note: the newest ${shown === 1 ? 'matching row' : `${shown} matching rows`}; more may match (--limit N shows more)\n`);
+        else if (!a.json && ids.length === filter.limit) io.err(`switchyard ledger query: note: the newest ${shown === 1 ? 'matching row' : `${shown} matching rows`}; more may match (--limit N shows more)\n`);
       },
     ),
   };
@@ -395,6 +396,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         .option('follow', { alias: 'f', type: 'boolean', default: false, describe: 'Keep polling for new rows' })
         .option('json', { type: 'boolean', default: false, describe: 'One JSON object per line' }) as unknown as Argv<FilterArgs & { n: number; follow: boolean; json: boolean }>,
     handler: run(
+      'tail',
       false,
       (a) => ({ n: wholeNumber('-n', a.n, 0), filter: filterOf(a, now()) }),
       async (reader, a, { n, filter }) => {
@@ -403,10 +405,10 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         // position moves to the head (so rows a filter skips are not scanned again) only as read
         // in the same snapshot as the rows: a head read after them may hold rows committed in
         // between, never printed.
-        requestIdNotes(reader, a, filter);
+        requestIdNotes('tail', reader, a, filter);
         const start = reader.snapshot(() => ({ ...reader.lastFinishedIds(filter, n), head: reader.headSeq() }));
         const { shown, widths } = await writeRows(() => reader.rowsOf(start.ids, 'seq'), a.json);
-        if (!shown && n > 0 && !a.follow) noRows(a.json, 'finished calls');
+        if (!shown && n > 0 && !a.follow) noRows('tail', a.json, 'finished calls');
         if (!a.follow) return;
         let last = Math.max(start.lastSeq, start.head);
         const pollMs = io.pollMs ?? 500;
@@ -438,18 +440,19 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         FilterArgs & { json: boolean }
       >,
     handler: run(
+      'stats',
       false,
       (a) => filterOf(a, now()),
       (reader, a, filter) => {
-        requestIdNotes(reader, a, filter);
+        requestIdNotes('stats', reader, a, filter);
         const { rows, hubEvents } = reader.callStats(filter);
         if (a.json) io.out(rows.map((r) => screenJson(JSON.stringify(r)) + '\n').join(''));
         else io.out(table(STATS_HEADER, rows.map(statsCells)));
-        if (!rows.length) noRows(a.json, 'finished calls');
+        if (!rows.length) noRows('stats', a.json, 'finished calls');
         // Not calls (/metrics counts none of them either), but not hidden: said where to find them.
         if (hubEvents && !a.json) {
           const n = `${counted(hubEvents, 'row')} of the hub's own events`;
-          io.err(`switchyard ledger: note: ${n} (catalog quarantines and drops, plugin failures) not counted as calls: \`ledger query --principal hub\` lists them, \`ledger stats --principal hub\` counts them\n`);
+          io.err(`switchyard ledger stats: note: ${n} (catalog quarantines and drops, plugin failures) not counted as calls: \`ledger query --principal hub\` lists them, \`ledger stats --principal hub\` counts them\n`);
         }
       },
     ),
@@ -472,6 +475,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         CommonArgs & { witness?: string[]; json: boolean }
       >,
     handler: run(
+      'verify',
       false,
       (a) =>
         (a.witness ?? []).map((text) => {
@@ -492,7 +496,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
           const where = r.rowId === null && r.seq === null ? '' : ` at row ${r.rowId ?? '-'} (seq ${r.seq ?? '-'})`;
           io.out(screenText(`FAILED${where}: ${r.reason}`) + '\n');
         }
-        if (r.ok && r.inFlight.rows > 0) io.err(`switchyard ledger: note: ${inFlightNote(r.inFlight)}\n`);
+        if (r.ok && r.inFlight.rows > 0) io.err(`switchyard ledger verify: note: ${inFlightNote(r.inFlight)}\n`);
         if (!r.ok) io.setExitCode(1);
       },
     ),
@@ -507,10 +511,11 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         FilterArgs & { format: string }
       >,
     handler: run(
+      'export',
       false,
       (a) => filterOf(a, now()),
       async (reader, a, filter) => {
-        requestIdNotes(reader, a, filter);
+        requestIdNotes('export', reader, a, filter);
         const csv = a.format === 'csv';
         let buf = csv ? csvLine(CSV_COLUMNS) + '\n' : '';
         for (const page of reader.pages(filter)) {
@@ -540,6 +545,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         CommonArgs & { principal?: string; key?: string; state?: string; limit: number; json: boolean }
       >,
     handler: run(
+      'keys',
       false,
       (a) => ({
         filter: { principal: nameFilter('--principal', a.principal), key: nameFilter('--key', a.key, 'key'), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
@@ -550,14 +556,14 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       async (reader, a, o) => {
         // Written as read, a page at a time, as query's rows are (reader.keyIds).
         const ids = reader.keyIds(o.filter, o.limit);
-        if (ids.length === 0) return noRows(a.json, 'idempotency keys');
+        if (ids.length === 0) return noRows('keys', a.json, 'idempotency keys');
         const { shown } = await writePaged(
           () => reader.keysOf(ids),
           a.json ? (k) => keyJson(k, o.expiredBefore) : undefined,
           KEY_HEADER,
           (k) => keyCells(k, o.expiredBefore),
         );
-        if (!a.json && ids.length === o.limit) io.err(`switchyard ledger: note: the latest ${shown === 1 ? 'matching key' : `${shown} matching keys`}; more may match (--limit N shows more)\n`);
+        if (!a.json && ids.length === o.limit) io.err(`switchyard ledger keys: note: the latest ${shown === 1 ? 'matching key' : `${shown} matching keys`}; more may match (--limit N shows more)\n`);
       },
     ),
   };
@@ -570,6 +576,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
         CommonArgs & { before: string }
       >,
     handler: run(
+      'prune',
       true,
       (a) => timeOption('--before', a.before, now()),
       (reader, a, before) => {

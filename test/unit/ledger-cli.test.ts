@@ -103,7 +103,7 @@ describe('switchyard ledger CLI', () => {
     const limited = await cli(['ledger', 'query', '--db', t.db, '--limit', '2']);
     expect(limited.out.trimEnd().split('\n')).toHaveLength(3);
     // Cut at the limit: said on stderr, as a table of every match would read the same.
-    expect(limited.err).toBe('switchyard ledger: note: the newest 2 matching rows; more may match (--limit N shows more)\n');
+    expect(limited.err).toBe('switchyard ledger query: note: the newest 2 matching rows; more may match (--limit N shows more)\n');
     expect(mem.err).toBe('');
     expect((await cli(['ledger', 'query', '--db', t.db, '--limit', '2', '--json'])).err).toBe('');
   });
@@ -115,7 +115,7 @@ describe('switchyard ledger CLI', () => {
       const r = await cli(['ledger', ...cmd, ...none]);
       expect(r.code, cmd[0]).toBe(0);
       expect(r.out.trimEnd().split('\n'), cmd[0]).toHaveLength(1); // the header
-      expect(r.err, cmd[0]).toMatch(/^switchyard ledger: note: no (rows|finished calls) match\n$/);
+      expect(r.err, cmd[0]).toMatch(new RegExp(`^switchyard ledger ${cmd[0]}: note: no (rows|finished calls) match\n$`));
       expect(await cli(['ledger', ...cmd, ...none, '--json']), cmd[0]).toEqual({ out: '', err: '', code: 0 });
     }
     // Finished calls only: the one in flight is not one.
@@ -254,7 +254,7 @@ describe('switchyard ledger CLI', () => {
     expect(csv[1].split(',')[header.indexOf('group')]).toBe('other');
     expect((await cli(['ledger', 'query', '--db', t.db, '--group', 'nope', '--json'])).out).toBe('');
     const twice = await cli(['ledger', 'query', '--db', t.db, '--group', 'a', '--group', 'b']);
-    expect([twice.code, twice.err]).toEqual([2, 'switchyard ledger: --group must be given once\n']);
+    expect([twice.code, twice.err]).toEqual([2, 'switchyard ledger query: --group must be given once\n']);
   });
 
   it('--trace-id keeps the rows of one W3C trace; --json, CSV and the table show its ids; the chain covers them', async () => {
@@ -415,7 +415,7 @@ describe('switchyard ledger CLI', () => {
     const r = await cli(['ledger', 'stats', '--db', t.db]);
     expect(r.out.trimEnd().split('\n').slice(1)).toEqual([expect.stringMatching(/^fs\s+tools\/call\s+fs__read\s+1\s+0\s+0\.0\s/)]);
     expect(r.err).toBe(
-      "switchyard ledger: note: 2 rows of the hub's own events (catalog quarantines and drops, plugin failures) not counted as calls: `ledger query --principal hub` lists them, `ledger stats --principal hub` counts them\n",
+      "switchyard ledger stats: note: 2 rows of the hub's own events (catalog quarantines and drops, plugin failures) not counted as calls: `ledger query --principal hub` lists them, `ledger stats --principal hub` counts them\n",
     );
     expect((await cli(['ledger', 'stats', '--db', t.db, '--json'])).err).toBe('');
     const hub = (await cli(['ledger', 'stats', '--db', t.db, '--json', '--principal', 'hub'])).out.trimEnd().split('\n').map((l) => JSON.parse(l) as { method: string; errors: number });
@@ -430,7 +430,7 @@ describe('switchyard ledger CLI', () => {
     const ok = await cli(['ledger', 'verify', '--db', t.db]);
     // The seeded call still running is in no chain: a pass says so, on stderr, naming its id.
     const running = l.query({ outcome: 'in_flight' })[0].id;
-    const note = `switchyard ledger: note: 1 row is in flight (id ${running}), in no chain and not verified: calls still running, or left by a hub that stopped (its next start chains them as unknown)\n`;
+    const note = `switchyard ledger verify: note: 1 row is in flight (id ${running}), in no chain and not verified: calls still running, or left by a hub that stopped (its next start chains them as unknown)\n`;
     expect(ok).toEqual({ out: expect.stringMatching(/^ok: 6 rows verified \(chain seq 1\.\.6\)\nhead: 6:[0-9a-f]{64}\n$/), err: note, code: 0 });
     // A row put in by hand as in flight would pass as one, and a start would chain it as unknown: named too.
     const forged = new Database(t.db);
@@ -455,7 +455,7 @@ describe('switchyard ledger CLI', () => {
     ledger!.sync();
     expect(await cli(['ledger', 'verify', '--db', t.db, '--witness', head])).toEqual({
       out: expect.stringMatching(/^ok: 7 rows verified \(chain seq 1\.\.7\), 1 witness held\nhead: 7:[0-9a-f]{64}\n$/),
-      err: expect.stringMatching(/^switchyard ledger: note: 1 row is in flight \(id \d+\)/),
+      err: expect.stringMatching(/^switchyard ledger verify: note: 1 row is in flight \(id \d+\)/),
       code: 0,
     });
     const json = await cli(['ledger', 'verify', '--db', t.db, '--json', '--witness', head, '--witness', head]);
@@ -480,7 +480,7 @@ describe('switchyard ledger CLI', () => {
     expect(JSON.parse((await cli(['ledger', 'verify', '--db', t.db, '--json', '--witness', head])).out)).toMatchObject({ ok: false, seq: 6 });
 
     const bad = await cli(['ledger', 'verify', '--db', t.db, '--witness', '6:abc']);
-    expect(bad).toEqual({ out: '', err: 'switchyard ledger: --witness "6:abc" is not <seq>:<64 hex digits>, as verify prints the head\n', code: 2 });
+    expect(bad).toEqual({ out: '', err: 'switchyard ledger verify: --witness "6:abc" is not <seq>:<64 hex digits>, as verify prints the head\n', code: 2 });
     // The witness left out (a script's unset variable): verified against none, it passed. A usage error (yargs' own).
     for (const args of [['--witness'], ['--witness', '--json']]) {
       const none = await cli(['ledger', 'verify', '--db', t.db, ...args]).catch((e: Error) => e);
@@ -496,7 +496,7 @@ describe('switchyard ledger CLI', () => {
     expect(unanchored.out).toMatch(/^FAILED: the ledger's chain state \(its anchor and head, table chain_state\) is gone: the file was changed outside the hub/);
     expect(JSON.parse((await cli(['ledger', 'verify', '--db', t.db, '--json'])).out)).toMatchObject({ ok: false, rowId: null, seq: null });
     const tail = await cli(['ledger', 'tail', '--db', t.db]);
-    expect([tail.code, tail.err]).toEqual([1, expect.stringMatching(/^switchyard ledger: the ledger's chain state .* is gone/)]);
+    expect([tail.code, tail.err]).toEqual([1, expect.stringMatching(/^switchyard ledger tail: the ledger's chain state .* is gone/)]);
   });
 
   it('export writes JSON lines or CSV of every matching row', async () => {
@@ -685,7 +685,7 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 1 row verified \(chain seq 6\.\.6\)\nhead: 6:/);
     expect(ledgerFinding({ ledger: { enabled: true, path: t.db } } as HubConfig).message).toMatch(/: hash chain verified \(1 row\); 1 row is in flight/);
     const one = await cli(['ledger', 'query', '--db', t.db, '--limit', '1']);
-    expect(one.err).toBe('switchyard ledger: note: the newest matching row; more may match (--limit N shows more)\n');
+    expect(one.err).toBe('switchyard ledger query: note: the newest matching row; more may match (--limit N shows more)\n');
   });
 
   // prune opens the ledger to write: it created a new empty ledger (and its folder) at a
@@ -694,7 +694,7 @@ describe('switchyard ledger CLI', () => {
     t = tempDir();
     const typo = join(t.dir, 'typo', 'x.db');
     for (const sub of [['query'], ['prune', '--before', '30d']]) {
-      expect(await cli(['ledger', ...sub, '--db', typo]), sub[0]).toEqual({ out: '', err: `switchyard ledger: no ledger database at ${typo}\n`, code: 1 });
+      expect(await cli(['ledger', ...sub, '--db', typo]), sub[0]).toEqual({ out: '', err: `switchyard ledger ${sub[0]}: no ledger database at ${typo}\n`, code: 1 });
     }
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
     // A file that is no ledger (here an empty one) is not made one either.
@@ -710,7 +710,7 @@ describe('switchyard ledger CLI', () => {
     for (const sub of [['query'], ['verify'], ['stats'], ['export'], ['prune', '--before', '30d']]) {
       expect(await cli(['ledger', ...sub, '--db', t.dir]), sub[0]).toEqual({
         out: '',
-        err: `switchyard ledger: ${t.dir} is a folder, not a ledger database (give the file, such as ${join(t.dir, 'ledger.db')})\n`,
+        err: `switchyard ledger ${sub[0]}: ${t.dir} is a folder, not a ledger database (give the file, such as ${join(t.dir, 'ledger.db')})\n`,
         code: 1,
       });
     }
@@ -722,7 +722,7 @@ describe('switchyard ledger CLI', () => {
     const junk = join(t.dir, 'notes.txt');
     writeFileSync(junk, 'not a database, but long enough to have a header SQLite reads\n'.repeat(4));
     for (const sub of [['query'], ['verify'], ['stats'], ['export'], ['keys'], ['prune', '--before', '30d']]) {
-      expect(await cli(['ledger', ...sub, '--db', junk]), sub[0]).toEqual({ out: '', err: `switchyard ledger: ${junk}: file is not a database (SQLITE_NOTADB)\n`, code: 1 });
+      expect(await cli(['ledger', ...sub, '--db', junk]), sub[0]).toEqual({ out: '', err: `switchyard ledger ${sub[0]}: ${junk}: file is not a database (SQLITE_NOTADB)\n`, code: 1 });
     }
   });
 
@@ -732,7 +732,7 @@ describe('switchyard ledger CLI', () => {
     const other = join(t.dir, 'other.db');
     linkSync(t.db, other);
     for (const db of [t.db, other]) {
-      expect(await cli(['ledger', 'prune', '--db', db, '--before', '110m'])).toMatchObject({ code: 1, err: expect.stringMatching(/^switchyard ledger: the ledger .* has 2 names \(hard links\)/) });
+      expect(await cli(['ledger', 'prune', '--db', db, '--before', '110m'])).toMatchObject({ code: 1, err: expect.stringMatching(/^switchyard ledger prune: the ledger .* has 2 names \(hard links\)/) });
     }
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 6 rows verified/); // nothing pruned
   });
@@ -752,7 +752,7 @@ describe('switchyard ledger CLI', () => {
     expect(stopped.err).toMatch(/note: 1 call \(begun or finished\) that a hub wrote before it stopped is in .*ledger\.db-pending, not yet in the database; the hub's next start applies them/);
     writeFileSync(`${t.db}.lock`, JSON.stringify({ pid: process.pid, command: 'switchyard start', started: processStart(process.pid) }));
     // Only that the table is empty (the row is on its way in).
-    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('switchyard ledger: note: no rows match\n');
+    expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('switchyard ledger query: note: no rows match\n');
     rmSync(`${t.db}.lock`);
     ledger.sync();
     expect((await cli(['ledger', 'query', '--db', t.db])).err).toBe('');
@@ -1003,7 +1003,7 @@ describe('switchyard ledger CLI', () => {
   // NaN for text, an array for an option given twice, and fractions and negatives as typed.
   it('numeric options take whole numbers up to the row limit only, filters one value each, else a usage error (exit 2) before the ledger is opened', async () => {
     const l = await seeded();
-    const usage = (err: string): Run => ({ out: '', err: `switchyard ledger: ${err}\n`, code: 2 });
+    const usage = (sub: string, err: string): Run => ({ out: '', err: `switchyard ledger ${sub}: ${err}\n`, code: 2 });
     const bad: [string[], string][] = [
       [['tail', '-n', 'abc'], '-n must be a whole number from 0 to 100000 (not a number)'],
       [['tail', '-n', '-1'], '-n must be a whole number from 0 to 100000 (not -1)'],
@@ -1035,9 +1035,9 @@ describe('switchyard ledger CLI', () => {
       [['query', '--since', '1h', '--until', '2h'], `--since (${new Date(NOW - 3_600_000).toISOString()}) is not before --until (${new Date(NOW - 7_200_000).toISOString()}): no row can be in between`],
       [['stats', '--since', '2026-01-01', '--until', '2026-01-01'], '--since (2026-01-01T00:00:00.000Z) is not before --until (2026-01-01T00:00:00.000Z): no row can be in between'],
     ];
-    for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(err));
+    for (const [args, err] of bad) expect(await cli(['ledger', ...args, '--db', t.db]), args.join(' ')).toEqual(usage(args[0]!, err));
     // A usage error whatever the file: not "no ledger database".
-    expect(await cli(['ledger', 'tail', '-n', 'abc', '--db', join(t.dir, 'none.db')])).toEqual(usage('-n must be a whole number from 0 to 100000 (not a number)'));
+    expect(await cli(['ledger', 'tail', '-n', 'abc', '--db', join(t.dir, 'none.db')])).toEqual(usage('tail', '-n must be a whole number from 0 to 100000 (not a number)'));
     // The largest limit is taken as given.
     expect((await cli(['ledger', 'query', '--limit', '100000', '--db', t.db, '--json'])).out.trimEnd().split('\n')).toHaveLength(7);
     // What is a whole number works: -n 0 prints only the header.
@@ -1117,7 +1117,7 @@ describe('switchyard ledger CLI', () => {
     expect(await cli(['ledger', 'query', '-c', join(t.dir, 'etc', 'hub.config.json'), '--json'])).toMatchObject({ code: 0, out: r.out });
 
     writeFileSync(join(t.dir, 'broken.json'), '{ nope');
-    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger: cannot read/) });
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'broken.json')])).toMatchObject({ code: 2, err: expect.stringMatching(/^switchyard ledger query: cannot read/) });
     // A broken config is located, never quoted: it may hold a literal secret.
     writeFileSync(join(t.dir, 'leaky.json'), '{ "servers": { "x": { "headers": { "authorization": Bearer sk-live-SECRET123 } } } }');
     const leaky = await cli(['ledger', 'query', '--config', join(t.dir, 'leaky.json')]);
@@ -1132,19 +1132,19 @@ describe('switchyard ledger CLI', () => {
       delete process.env.SY_TEST_LEDGER_DIR;
     }
     expect(() => resolveLedgerPath({ config: join(t.dir, 'env.json') })).toThrow(/SY_TEST_LEDGER_DIR is not set/);
-    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: `switchyard ledger: ${join(t.dir, 'missing.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n` });
-    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: `switchyard ledger: no ledger database at ${join(t.dir, 'none.db')}\n` });
+    expect(await cli(['ledger', 'query', '--config', join(t.dir, 'missing.json')])).toMatchObject({ code: 2, err: `switchyard ledger query: ${join(t.dir, 'missing.json')}: no such config file: give the config whose ledger.path names the ledger, or the ledger itself with --db\n` });
+    expect(await cli(['ledger', 'query', '--db', join(t.dir, 'none.db')])).toMatchObject({ code: 1, err: `switchyard ledger query: no ledger database at ${join(t.dir, 'none.db')}\n` });
     // The config's ledger not made yet (a first run): what makes it, in the same line.
     writeFileSync(join(t.dir, 'unstarted.json'), JSON.stringify({ ledger: { path: 'never/ledger.db' }, servers: {} }));
     expect(await cli(['ledger', 'stats', '--config', join(t.dir, 'unstarted.json')])).toMatchObject({
       code: 1,
-      err: `switchyard ledger: no ledger database at ${join(t.dir, 'never', 'ledger.db')} (ledger.path): the hub makes it when it starts, or give one with --db\n`,
+      err: `switchyard ledger stats: no ledger database at ${join(t.dir, 'never', 'ledger.db')} (ledger.path): the hub makes it when it starts, or give one with --db\n`,
     });
     // A config with the ledger off: no start makes it, so that is what is said.
     writeFileSync(join(t.dir, 'off.json'), JSON.stringify({ ledger: { enabled: false }, servers: {} }));
     expect(await cli(['ledger', 'query', '--config', join(t.dir, 'off.json')])).toMatchObject({
       code: 1,
-      err: `switchyard ledger: no ledger database at ${join(t.dir, 'data', 'ledger.db')} (ledger.path): the config has ledger.enabled false, so its hub keeps none, or give one with --db\n`,
+      err: `switchyard ledger query: no ledger database at ${join(t.dir, 'data', 'ledger.db')} (ledger.path): the config has ledger.enabled false, so its hub keeps none, or give one with --db\n`,
     });
     expect(existsSync(join(t.dir, 'none.db'))).toBe(false); // reading never creates a file
     expect(await cli(['ledger', 'query', '--db', join(t.dir, 'var', 'audit.db'), '--since', 'yesterday'])).toMatchObject({
@@ -1194,10 +1194,10 @@ describe('switchyard ledger CLI', () => {
     expect(v.status).toBe(1);
     expect(v.stdout).toMatch(/^FAILED at row \d+ \(seq 5\): chain broken before this row: expected seq 4, found 5/);
     expect(missing.status).toBe(1);
-    expect(missing.stderr).toMatch(/switchyard ledger: no ledger database at/);
+    expect(missing.stderr).toMatch(/switchyard ledger query: no ledger database at/);
     expect(typo).toMatchObject({ status: 1, stdout: '', stderr: expect.stringMatching(/no ledger database at/) });
     expect(existsSync(join(t.dir, 'typo'))).toBe(false);
-    expect(tail).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger: -n must be a whole number from 0 to 100000 (not a number)\n' });
+    expect(tail).toMatchObject({ status: 2, stdout: '', stderr: 'switchyard ledger tail: -n must be a whole number from 0 to 100000 (not a number)\n' });
     expect(since).toMatchObject({ status: 2, stdout: '', stderr: expect.stringMatching(/not a date/) });
     expect(bare.status).not.toBe(0); // a subcommand is required
   }, 60_000);
@@ -1234,7 +1234,7 @@ describe('switchyard ledger keys', () => {
     ]);
     expect((await cli(['ledger', '--db', t.db, 'keys', '--principal', 'bob', '--json'])).out).toContain('"k-run"');
     const none = await cli(['ledger', '--db', t.db, 'keys', '--key', 'nope']);
-    expect([none.code, none.out, none.err]).toEqual([0, '', 'switchyard ledger: note: no idempotency keys match\n']);
+    expect([none.code, none.out, none.err]).toEqual([0, '', 'switchyard ledger keys: note: no idempotency keys match\n']);
     const bad = await cli(['ledger', '--db', t.db, 'keys', '--state', 'lost']).catch((e: Error) => ({ code: 2, err: e.message }));
     expect(bad.err).toMatch(/Choices|lost/);
   });
