@@ -32,7 +32,7 @@ export const connectCommand: CommandModule<object, ConnectArgs> = {
         describe: 'API key sent as a Bearer token (prefer env SWITCHYARD_API_KEY: arguments are visible to other local users)',
       })
       // Read as no key, `--key "$KEY"` with KEY unset overrode SWITCHYARD_API_KEY and sent none
-      // (a 401 later, blaming the hub). This command's own: `ledger keys --key ''` says its own words.
+      // (a 401 later, blaming the hub). Said as `ledger keys --key ''` is, with what leaving it out does here.
       .check(notEmpty([['key', 'give the API key, or leave the option out to send SWITCHYARD_API_KEY (an unset variable in a script?)']])) as Argv<ConnectArgs>,
   handler: async (argv) => {
     const log = createLogger();

@@ -54,6 +54,37 @@ export const noEmptyPath = notEmpty([
   ['host', 'give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)'],
 ]);
 
+/** yargs' view of the options, as a check is given it: which take numbers and texts, their defaults, which require a value. */
+type Typed = Described & { number?: string[]; string?: string[]; default?: Record<string, unknown>; narg?: Record<string, unknown> };
+
+/**
+ * Each option on the command line as typed (`--limit`, `-c`, `--port=`), with the word that is
+ * its value: after `=`, else the next word (undefined when there is none). Only before `--`.
+ * `raw` is the command line as given: yargs' parsed argv no longer tells '' from 0, nor a
+ * value left out from the default.
+ */
+function* typedOptions(raw: readonly string[]): Generator<{ name: string; value: string | undefined }> {
+  const end = raw.indexOf('--') < 0 ? raw.length : raw.indexOf('--');
+  for (let i = 0; i < end; i++) {
+    const m = /^--?([^-=][^=]*)(?:=([\s\S]*))?$/.exec(raw[i]!);
+    if (m) yield { name: m[1]!, value: m[2] ?? (i + 1 < end ? raw[i + 1] : undefined) };
+  }
+}
+
+/** Whether `name` as typed is one of `keys` (yargs lists an option under its name and aliases; `--ledgerWaitMs` as its kebab-case name). */
+function isOf(keys: Set<string>, name: string): boolean {
+  return keys.has(name) || keys.has(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
+}
+
+/**
+ * Nothing after the option, or another option (`ledger query --limit --json`): yargs read it as
+ * not given, and the command ran with the default. A negative number (`tail -n -1`) and `-` are
+ * values: yargs takes them as such.
+ */
+function valueLeftOut(value: string | undefined): boolean {
+  return value === undefined || (value.startsWith('-') && value !== '-' && Number.isNaN(Number(value)));
+}
+
 /**
  * A yargs check (global): an option that takes a number, given as the empty string (a script's
  * unset variable: `start --port "$PORT"`), is a usage error (exit 2), one line naming it. yargs
@@ -61,25 +92,40 @@ export const noEmptyPath = notEmpty([
  * free port, `stdio --ledger-wait-ms ''` waited for nobody, `ledger tail -n ''` showed no rows.
  * Given with no value at all (the last word, or another option next) is one too: yargs took it
  * as not given, so `ledger query --limit --json` listed the default 50 rows.
- * `raw` is the command line as given (yargs' parsed argv no longer tells '' from 0).
  */
 export function noEmptyNumber(raw: readonly string[]): (argv: Record<string, unknown>, options: Options | Described) => true {
   return (_argv, options) => {
-    const described = options as Described & { number?: string[] };
-    // yargs lists a number option under its name and its aliases; a camelCase spelling (`--ledgerWaitMs`) as its kebab-case name.
+    const described = options as Typed;
     const numbers = new Set(described.number ?? []);
-    const isNumber = (name: string) => numbers.has(name) || numbers.has(name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
-    const end = raw.indexOf('--');
-    for (let i = 0; i < (end < 0 ? raw.length : end); i++) {
-      const m = /^--?([^-=][^=]*)(?:=([\s\S]*))?$/.exec(raw[i]!);
-      if (!m) continue;
-      const value = m[2] ?? (i + 1 < (end < 0 ? raw.length : end) ? raw[i + 1] : undefined);
-      if (!isNumber(m[1]!)) continue;
-      if (value === '') throw new BadUrlError(`${optionName(m[1]!, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
-      // Nothing after it, or another option (`ledger query --limit --json`): yargs read it as not
-      // given, and the command ran with the default. A negative number (`tail -n -1`) is a value.
-      if (value === undefined || (value.startsWith('-') && Number.isNaN(Number(value))))
-        throw new BadUrlError(`${optionName(m[1]!, described)} needs a number after it: give one, or leave the option out`);
+    for (const { name, value } of typedOptions(raw)) {
+      if (!isOf(numbers, name)) continue;
+      if (value === '') throw new BadUrlError(`${optionName(name, described)} is empty: give a number, or leave the option out (an unset variable in a script?)`);
+      if (valueLeftOut(value)) throw new BadUrlError(`${optionName(name, described)} needs a number after it: give one, or leave the option out`);
+    }
+    return true;
+  };
+}
+
+/**
+ * A yargs check (global): an option that takes a text and has a default (`--config`, whose
+ * default is hub.config.json), given with no value after it (the last word, or another option
+ * next), is a usage error (exit 2), one line naming it. yargs took it as not given and ran with
+ * the default without a word: `keys list -c` listed the keys of ./hub.config.json whatever file
+ * was meant, `servers -c --json` asked that config's daemon. A text option without a default
+ * reads as '' there, refused where that names nothing (notEmpty); one that requires its value
+ * (requiresArg: `ledger export --format`) is yargs' own usage error already.
+ */
+export function noMissingText(raw: readonly string[]): (argv: Record<string, unknown>, options: Options | Described) => true {
+  return (_argv, options) => {
+    const described = options as Typed;
+    const texts = new Set(described.string ?? []);
+    for (const { name, value } of typedOptions(raw)) {
+      if (!isOf(texts, name) || !valueLeftOut(value)) continue;
+      // The defaults and the value requirement are listed under the option's own name.
+      const own = optionName(name, described).replace(/^--?/, '');
+      const fallback = described.default?.[own];
+      if (typeof fallback !== 'string' || Object.hasOwn(described.narg ?? {}, own)) continue;
+      throw new BadUrlError(`${optionName(name, described)} needs a value after it: give one, or leave the option out for the default, ${fallback}`);
     }
     return true;
   };

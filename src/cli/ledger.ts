@@ -99,9 +99,10 @@ function oneText(option: string, value: string | string[] | undefined): string |
  * calls", silently. A usage error instead. (`--request-id ''` is not one of these: the empty
  * string is an id a client can send.)
  */
-function nameFilter(option: string, value: string | string[] | undefined, what = 'name'): string | undefined {
+function nameFilter(option: string, value: string | string[] | undefined, what = 'a name'): string | undefined {
   const v = oneText(option, value);
-  if (v === '') throw new UsageError(`${option} is empty: give a ${what}, or leave the option out`);
+  // Worded as every empty option is (given-once.ts's notEmpty: `connect --key ''`).
+  if (v === '') throw new UsageError(`${option} is empty: give ${what}, or leave the option out (an unset variable in a script?)`);
   return v;
 }
 
@@ -548,7 +549,7 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
       'keys',
       false,
       (a) => ({
-        filter: { principal: nameFilter('--principal', a.principal), key: nameFilter('--key', a.key, 'key'), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
+        filter: { principal: nameFilter('--principal', a.principal), key: nameFilter('--key', a.key, 'an idempotency key'), state: oneText('--state', a.state) as KeyRow['state'] | undefined },
         limit: wholeNumber('--limit', a.limit, 1),
         // Keys ended before this count as absent to a retry (the hub's lookup), though not yet purged.
         expiredBefore: (io.now ?? Date.now)() - resolveKeyTtlMs(a),

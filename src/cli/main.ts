@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { COMMAND_LINES, COMMANDS, commandsToLoad, onlyOptions } from './commands.js';
 import { packageRoot } from '../paths.js';
-import { givenOnce, noEmptyNumber, noEmptyPath } from './given-once.js';
+import { givenOnce, noEmptyNumber, noEmptyPath, noMissingText } from './given-once.js';
 import { keepQuotedValues } from './quoted-values.js';
 import { commandNeeded, NoCommandGiven } from './command-needed.js';
 import { BadUrlError } from './daemon-client.js';
@@ -38,20 +38,33 @@ const { default: yargs } = await import('yargs');
 const cli = yargs(argv).scriptName('switchyard').usage('$0 <command>');
 if (onlyOptions(argv)) for (const [command, describe] of Object.values(COMMAND_LINES)) cli.command(command, describe);
 else for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
+/**
+ * The command as typed (`ledger keys`, `servers restart`), once yargs has found it: a usage error
+ * of one line is said as that command's, as its other errors are (`switchyard connect: --key is
+ * empty…`). Empty before then, and for options alone (`switchyard --config ''`).
+ */
+let command: string[] = [];
+// The words after `--` end `_` (no command takes them).
+const afterDashes = argv.includes('--') ? argv.length - argv.indexOf('--') - 1 : 0;
 cli
-  // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
-  .middleware((argv) => endQuietlyWhenReaderGoes(argv._[0] === undefined ? undefined : String(argv._[0])))
+  .middleware((parsed) => {
+    // Strict mode leaves no other stray words in `_`: only the commands, parent first.
+    command = parsed._.slice(0, parsed._.length - afterDashes).map(String);
+    // Before any handler writes: `| head` ends a command quietly (broken-pipe.ts).
+    endQuietlyWhenReaderGoes(command[0]);
+  })
   .strict()
   // Before any command reads an option given twice as if it were one value.
   .check(givenOnce)
   .check(noEmptyPath)
   .check(noEmptyNumber(argv))
+  .check(noMissingText(argv))
   .check(commandNeeded(1, 'Give a command; see --help.'))
   .help()
   .fail((msg, err, y) => {
     // A bad --url is the user's to fix: one line, not the help and a stack.
     if (err instanceof BadUrlError) {
-      process.stderr.write(`switchyard: ${err.message}\n`);
+      process.stderr.write(`${['switchyard', ...command].join(' ')}: ${err.message}\n`);
       process.exit(2);
     }
     // yargs' own parse errors (YError: `--since` with no value, "Not enough arguments following")

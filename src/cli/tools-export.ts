@@ -54,8 +54,8 @@ export function exportOptions<T>(y: Argv<T>): Argv<T & ToolsExportArgs> {
     })
     .check(
       notEmpty([
-        ['server', 'give a server id, or leave the option out'],
-        ['group', 'give a tool group, or leave the option out'],
+        ['server', 'give a server id, or leave the option out (an unset variable in a script?)'],
+        ['group', 'give a tool group, or leave the option out (an unset variable in a script?)'],
       ]),
     ) as unknown as Argv<T & ToolsExportArgs>;
 }

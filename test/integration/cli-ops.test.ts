@@ -86,7 +86,7 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
       if (args[0] === '--bogus') expect(r.stderr).toMatch(/^switchyard <command>\n/);
     }
     const emptyKey = runs.shift()!;
-    expect([emptyKey.code, emptyKey.stderr]).toEqual([2, expect.stringMatching(/^switchyard: --key is empty: give the API key/)]);
+    expect([emptyKey.code, emptyKey.stderr]).toEqual([2, 'switchyard connect: --key is empty: give the API key, or leave the option out to send SWITCHYARD_API_KEY (an unset variable in a script?)\n']);
     const noValue = runs.shift()!;
     expect([noValue.code, noValue.stderr]).toEqual([2, expect.stringMatching(/Options:[\s\S]*\n\nNot enough arguments following: since\n$/)]);
     // A file that cannot be written (its folder is a file): the handler's own error, said once.
@@ -320,12 +320,14 @@ describe('servers, doctor and tools without a daemon', () => {
     for (const cmd of typos) {
       const typo = runs.shift()!;
       expect(typo.code, cmd[0]).toBe(2);
-      expect(typo.stderr).toBe('switchyard: hub.config.jsn: no such config file: give the config the daemon runs with, or its address with --url\n');
+      expect(typo.stderr).toBe(`switchyard ${cmd[0]}: hub.config.jsn: no such config file: give the config the daemon runs with, or its address with --url\n`);
     }
     for (const [args, what] of empties) {
       const empty = runs.shift()!;
       const option = args.includes('--group') ? '--group' : '--server';
-      expect([empty.code, empty.stdout, empty.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give a ${what}, or leave the option out\n`]);
+      // As the command's own, and as every empty option is said (`ledger query --server ''` too).
+      const who = ['export', 'approve'].includes(args[1]!) ? `tools ${args[1]}` : 'tools';
+      expect([empty.code, empty.stdout, empty.stderr], args.join(' ')).toEqual([2, '', `switchyard ${who}: ${option} is empty: give a ${what}, or leave the option out (an unset variable in a script?)\n`]);
     }
   });
 
@@ -344,7 +346,7 @@ describe('servers, doctor and tools without a daemon', () => {
     for (const port of ['abc', ...ports]) {
       const r = runs.shift()!;
       expect(r.code, port).toBe(2);
-      expect(r.stderr).toBe(`switchyard: --port must be a whole number from 0 to 65535, got ${JSON.stringify(port.replace('--port=', ''))}\n`);
+      expect(r.stderr).toBe(`switchyard start: --port must be a whole number from 0 to 65535, got ${JSON.stringify(port.replace('--port=', ''))}\n`);
     }
     for (const cmd of cmds) {
       const r = runs.shift()!;
@@ -373,14 +375,16 @@ describe('servers, doctor and tools without a daemon', () => {
     ];
     for (const args of configs) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --config is given twice: give it once\n']);
+      // As the command's own (`tools --format openai`: the command is `tools`).
+      const who = args.filter((a) => !a.startsWith('-') && a !== 'openai').join(' ');
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard ${who}: --config is given twice: give it once\n`]);
     }
     for (const args of ports) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard: --port is given twice: give it once\n']);
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', 'switchyard start: --port is given twice: give it once\n']);
     }
     const timeout = runs.shift()!;
-    expect([timeout.code, timeout.stderr]).toEqual([2, 'switchyard: --timeout is given twice: give it once\n']);
+    expect([timeout.code, timeout.stderr]).toEqual([2, 'switchyard servers restart: --timeout is given twice: give it once\n']);
     // --scope is declared repeatable: a key with two scopes.
     const add = runs.shift()!;
     expect([add.code, add.stderr]).toEqual([0, expect.stringMatching(/shown only this once/)]);
@@ -395,7 +399,8 @@ describe('servers, doctor and tools without a daemon', () => {
     for (const args of empty) {
       const r = runs.shift()!;
       const option = args.includes('--db') ? '--db' : '--config';
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give the file's path (an unset variable in a script?)\n`]);
+      const who = args.filter((a) => !a.startsWith('-') && a !== '').join(' ');
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard ${who}: ${option} is empty: give the file's path (an unset variable in a script?)\n`]);
     }
     // `init --from ''` wrote a starter config with no servers; `start --host ''` is no address.
     const own = tmp('empty-from');
@@ -403,14 +408,14 @@ describe('servers, doctor and tools without a daemon', () => {
       { args: ['init', '--from', '', '-c', 'new.json'], cwd: own },
       { args: ['start', '--host', '', '-c', 'none.json'], cwd: own },
     ]);
-    expect([from!.code, from!.stderr]).toEqual([2, "switchyard: --from is empty: give the client config's path (an unset variable in a script?)\n"]);
+    expect([from!.code, from!.stderr]).toEqual([2, "switchyard init: --from is empty: give the client config's path (an unset variable in a script?)\n"]);
     expect(existsSync(join(own, 'new.json'))).toBe(false);
-    expect([host!.code, host!.stderr]).toEqual([2, 'switchyard: --host is empty: give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)\n']);
+    expect([host!.code, host!.stderr]).toEqual([2, 'switchyard start: --host is empty: give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)\n']);
   });
 
   // yargs reads an empty number as 0: `start --port "$PORT"` with PORT unset listened on a random
   // free port, `stdio --ledger-wait-ms ''` waited for no one, `ledger tail -n ''` showed no rows.
-  it('an empty number option is a usage error in one line (exit 2), whatever the command', async () => {
+  it('an empty number option, or an option given no value after it, is a usage error in one line (exit 2), whatever the command', async () => {
     // A config that is not there: without the check each would fail on it (or run), not on the option.
     const empty: [string[], string][] = [
       [['start', '--port', '', '-c', 'none.json'], '--port'],
@@ -427,14 +432,29 @@ describe('servers, doctor and tools without a daemon', () => {
       [['ledger', 'query', '--limit', '--json', '--db', 'none.db'], '--limit'],
       [['ledger', 'tail', '--db', 'none.db', '-n'], '-n'],
     ];
-    const runs = await runCliBatch([...empty, ...missing].map(([args]) => ({ args, cwd: d })));
+    // A text option with a default, left out so, took the default without a word: `keys list -c`
+    // listed the keys of ./hub.config.json, `servers -c --json` asked its daemon. (-c - is a value.)
+    const text: [string[], string][] = [
+      [['keys', 'list', '-c'], '--config'],
+      [['servers', '-c', '--json'], '--config'],
+      [['tools', 'export', '--format', 'openai', '--config', '--'], '--config'],
+      [['connect', '--url'], '--url'],
+    ];
+    const runs = await runCliBatch([...empty, ...missing, ...text].map(([args]) => ({ args, cwd: d })));
+    // As the command's own: its words up to the first option (`servers restart x`: the id is no command).
+    const who = (args: string[]) => ['switchyard', ...args.slice(0, args.findIndex((a) => a.startsWith('-')))].filter((w) => w !== 'x').join(' ');
     for (const [args, option] of empty) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} is empty: give a number, or leave the option out (an unset variable in a script?)\n`]);
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `${who(args)}: ${option} is empty: give a number, or leave the option out (an unset variable in a script?)\n`]);
     }
     for (const [args, option] of missing) {
       const r = runs.shift()!;
-      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `switchyard: ${option} needs a number after it: give one, or leave the option out\n`]);
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `${who(args)}: ${option} needs a number after it: give one, or leave the option out\n`]);
+    }
+    for (const [args, option] of text) {
+      const r = runs.shift()!;
+      const fallback = option === '--url' ? 'http://127.0.0.1:7410/mcp' : 'hub.config.json';
+      expect([r.code, r.stdout, r.stderr], args.join(' ')).toEqual([2, '', `${who(args)}: ${option} needs a value after it: give one, or leave the option out for the default, ${fallback}\n`]);
     }
   });
 
@@ -656,7 +676,7 @@ describe('servers, doctor and tools against a running daemon', () => {
     for (const cmd of cmds) {
       const r = runs.shift()!;
       expect(r.code, cmd).toBe(2);
-      expect(r.stderr.trim()).toBe('switchyard: --url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket\'s path), got "notaurl"');
+      expect(r.stderr.trim()).toBe(`switchyard ${cmd}: --url must be an http(s) URL such as http://127.0.0.1:7410 (or unix: and the admin socket's path), got "notaurl"`);
       expect(r.stdout).toBe('');
     }
   });

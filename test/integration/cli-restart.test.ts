@@ -116,11 +116,11 @@ describe('switchyard servers restart', () => {
     for (const [t, shown] of timeouts) {
       const r = runs.shift()!;
       // An empty number is refused for every command alike (given-once.ts noEmptyNumber).
-      const said = t === '' ? 'switchyard: --timeout is empty: give a number, or leave the option out (an unset variable in a script?)\n' : `switchyard: --timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once\n`;
+      const said = t === '' ? 'switchyard servers restart: --timeout is empty: give a number, or leave the option out (an unset variable in a script?)\n' : `switchyard servers restart: --timeout must be a number of seconds above 0 (${shown}); --no-wait returns at once\n`;
       expect([r.code, r.stdout, r.stderr], t).toEqual([2, '', said]);
     }
     const empty = runs.shift()!;
-    expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', 'switchyard: the server id is empty: give one as `switchyard servers` shows it\n']);
+    expect([empty.code, empty.stdout, empty.stderr]).toEqual([2, '', 'switchyard servers restart: the server id is empty: give one as `switchyard servers` shows it\n']);
     expect(hub.logs.filter((l) => l.includes('server restarted on request'))).toHaveLength(n);
   }, 60_000);
 

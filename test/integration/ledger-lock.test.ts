@@ -316,7 +316,7 @@ describe('ledger writer lock', () => {
         (async () => {
           // A wait that is no number (NaN) never ran out: a usage error instead.
           const nan = await runCli(['stdio', '--config', hub.configFile, '--ledger-wait-ms', '10s']);
-          expect([nan.code, nan.stderr.trim()]).toEqual([2, 'switchyard: --ledger-wait-ms must be a number of milliseconds, 0 or more']);
+          expect([nan.code, nan.stderr.trim()]).toEqual([2, 'switchyard stdio: --ledger-wait-ms must be a number of milliseconds, 0 or more']);
         })(),
         (async () => {
           // A stop signal while those answers are read and written (the client writing on): the one exit, 2, its reason once.
