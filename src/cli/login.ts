@@ -58,6 +58,15 @@ function authCodeServer(config: HubConfig, id: string, file: string): ServerConf
   return s;
 }
 
+/**
+ * A line of the login's progress (oauth-login.ts's `say`) on stderr. Its warnings are said as the
+ * command's (`switchyard login: warning: …`), as every command's notes and warnings are: a line
+ * that starts `warning:` alone does not say whose it is in a log of several commands.
+ */
+function sayLogin(line: string): void {
+  process.stderr.write(`${line.startsWith('warning: ') ? 'switchyard login: ' : ''}${line}\n`);
+}
+
 /** The platform's way to open a URL in the user's browser. */
 function platformOpener(): { cmd: string; args: string[] } {
   if (process.platform === 'darwin') return { cmd: 'open', args: [] };
@@ -77,7 +86,7 @@ function runOpener(url: string, opener: string | undefined): Promise<void> {
             return spawn(p.cmd, [...p.args, url], { stdio: 'ignore', detached: process.platform !== 'win32' });
           })();
     child.once('error', (err) => {
-      process.stderr.write(`could not open a browser (${err.message}); open the URL above yourself\n`);
+      sayLogin(`warning: could not open a browser (${err.message}); open the URL above yourself`);
       resolve();
     });
     child.once('spawn', () => {
@@ -122,7 +131,7 @@ const loginCommand: CommandModule<object, LoginArgs> = {
         tokenFile: s.oauthTokenFile!,
         timeoutMs: argv.timeout * 1000,
         moreScopes: (argv.scope ?? []).flatMap((x) => String(x).split(' ')).filter((x) => x.length > 0),
-        say: (line) => process.stderr.write(`${line}\n`),
+        say: sayLogin,
         open: async (url) => {
           process.stderr.write(`Open this URL to authorize switchyard for "${s.id}":\n\n  ${url}\n\n`);
           if (argv.open || argv.opener !== undefined) await runOpener(url, argv.opener);

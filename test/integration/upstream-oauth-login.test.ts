@@ -328,6 +328,22 @@ describe('switchyard login: the authorization-code grant toward an HTTP upstream
     expect(existsSync(clientFile())).toBe(false);
   });
 
+  // Its warnings came unprefixed ("warning: could not open a browser…"), where every other
+  // command's say whose they are (`switchyard config validate: warning: …`).
+  it("says login's warnings as the command's: a browser that cannot be opened", async () => {
+    // No opener on the PATH (xdg-open, open): the platform's opener fails to start.
+    const noOpener = mkdtempSync(join(tmpdir(), 'switchyard-no-opener-'));
+    try {
+      const r = await runCli(['login', 'u', '--open', '--timeout', '1', '--url', await closedPortUrl(), '--config', hub.configFile], { env: { PATH: noOpener } });
+      cliOutput.push(r.stdout, r.stderr);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/\nswitchyard login: warning: could not open a browser \(spawn \S+ ENOENT\); open the URL above yourself\n/);
+      expect(r.stderr).not.toMatch(/^warning:/m);
+    } finally {
+      rmSync(noOpener, { recursive: true, force: true });
+    }
+  });
+
   it('never lets a token into the logs, the ledger or the CLI output', async () => {
     const { issued } = await stats();
     expect(issued.length).toBeGreaterThanOrEqual(4);
