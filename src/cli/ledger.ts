@@ -569,17 +569,27 @@ export function makeLedgerCommand(io: LedgerCliIo = processIo): CommandModule {
     ),
   };
 
-  const prune: CommandModule<CommonArgs, CommonArgs & { before: string }> = {
+  const prune: CommandModule<CommonArgs, CommonArgs & { before: string; allowFuture: boolean }> = {
     command: 'prune',
     describe: 'Delete finished rows older than --before, keeping the chain verifiable',
     builder: (y) =>
-      y.option('before', { type: 'string', demandOption: true, requiresArg: true, describe: 'Duration back (30d) or ISO date' }) as unknown as Argv<
-        CommonArgs & { before: string }
+      y
+        .option('before', { type: 'string', demandOption: true, requiresArg: true, describe: 'Duration back (30d) or ISO date' })
+        .option('allow-future', { type: 'boolean', default: false, describe: 'Take a --before date later than now: every finished row is deleted' }) as unknown as Argv<
+        CommonArgs & { before: string; allowFuture: boolean }
       >,
     handler: run(
       'prune',
       true,
-      (a) => timeOption('--before', a.before, now()),
+      (a) => {
+        const at = now();
+        const before = timeOption('--before', a.before, at);
+        // A date later than now (a year mistyped: 2099, 2062 for 2026) deleted every finished
+        // row, the whole audit trail, without a word: only when asked for.
+        if (before > at && !a.allowFuture)
+          throw new UsageError(`--before ${new Date(before).toISOString()} is later than now: every finished row would be deleted; give --allow-future to mean that`);
+        return before;
+      },
       (reader, a, before) => {
         const n = reader.prune(before);
         io.out(`pruned ${counted(n, 'row')} older than ${new Date(before).toISOString()}\n`);

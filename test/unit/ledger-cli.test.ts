@@ -677,6 +677,24 @@ describe('switchyard ledger CLI', () => {
     expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 4 rows verified \(chain seq 4\.\.7\)\nhead: 7:/);
   });
 
+  // `prune --before 2099-01-01` deleted every finished row, the whole audit trail, without a word.
+  it('prune refuses a --before later than now (exit 2, nothing deleted) unless --allow-future, and says how many rows it deleted', async () => {
+    await seeded();
+    const refused = await cli(['ledger', 'prune', '--db', t.db, '--before', '2099-01-01']);
+    expect(refused).toEqual({
+      out: '',
+      err: 'switchyard ledger prune: --before 2099-01-01T00:00:00.000Z is later than now: every finished row would be deleted; give --allow-future to mean that\n',
+      code: 2,
+    });
+    expect((await cli(['ledger', 'verify', '--db', t.db])).out).toMatch(/^ok: 6 rows verified/);
+    // A minute ahead is later than now too; asked for, every finished row goes, the call in flight stays.
+    const later = new Date(NOW + 60_000).toISOString();
+    expect((await cli(['ledger', 'prune', '--db', t.db, '--before', later])).code).toBe(2);
+    const all = await cli(['ledger', 'prune', '--db', t.db, '--before', later, '--allow-future']);
+    expect(all).toMatchObject({ code: 0, err: '', out: expect.stringMatching(new RegExp(`^pruned 6 rows older than ${later.replace(/\./g, '\\.')}\nanchor: 6:[0-9a-f]{64}\n$`)) });
+    expect(ledger!.query({ outcome: 'in_flight' })).toHaveLength(1);
+  });
+
   // Every count was `${n} rows`: "pruned 1 rows", "ok: 1 rows verified", doctor's "(1 rows)".
   it('a count of one says row, not rows: prune, verify, the note of query --limit 1, doctor', async () => {
     await seeded();
