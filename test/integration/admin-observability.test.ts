@@ -240,6 +240,17 @@ describe('/admin routes', () => {
       ['7311', 'string', false],
       ['', 'string', false],
     ]);
+    // The template docs/IDE-SETUP.md gives, its parameters left blank: each one not given, as the
+    // docs say (`requestId=` is no filter; the empty id is `requestId=""`, above).
+    const template = /`(\/admin\/ledger\?[^`]*)`/.exec(readFileSync(join(ROOT, 'docs/IDE-SETUP.md'), 'utf8'))![1]!;
+    expect(template).toMatch(/[?&]requestId=&/);
+    const ids = async (path: string) => {
+      const r = await getJson(path);
+      return [r.status, (r.body.rows as Json[]).map((row) => row.id)];
+    };
+    const [blank, given] = [await ids(template), await ids('/admin/ledger?since=1h&limit=100')];
+    expect(blank).toEqual(given);
+    expect((blank[1] as unknown[]).length).toBeGreaterThan(3);
     const past = await getJson('/admin/ledger?requestId=9007199254740993');
     expect([past.status, JSON.stringify(past.body)]).toEqual([400, expect.stringContaining('no number a request id can be')]);
     // One trace's rows, by its W3C trace id (the hub started this one: the call came without).
