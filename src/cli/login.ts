@@ -20,6 +20,7 @@ import { postJson } from './admin-request.js';
 import { loadConfigOrExit } from './config-or-exit.js';
 import { configuredServer } from '../config/load.js';
 import { BadUrlError, NoDaemonError, daemonBase } from './daemon-client.js';
+import { notEmpty } from './given-once.js';
 import { oauthTokenFile } from '../paths.js';
 
 interface LoginArgs {
@@ -115,7 +116,10 @@ const loginCommand: CommandModule<object, LoginArgs> = {
       .check((a) => {
         if (!(typeof a.timeout === 'number' && a.timeout > 0)) throw new BadUrlError('--timeout must be a number of seconds above 0');
         return true;
-      }) as unknown as Argv<LoginArgs>,
+      })
+      // `--opener "$OPENER"` unset (or --opener with nothing after it) ran an empty shell command:
+      // no browser, no word, and the login waited for the user until --timeout.
+      .check(notEmpty([['opener', "give a command that opens $SWITCHYARD_LOGIN_URL, or --open for the platform's browser (an unset variable in a script?)"]])) as unknown as Argv<LoginArgs>,
   handler: async (argv) => {
     const config = loadConfigOrExit(argv.config);
     const s = authCodeServer(config, argv.server, argv.config);

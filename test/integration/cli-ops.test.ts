@@ -404,13 +404,16 @@ describe('servers, doctor and tools without a daemon', () => {
     }
     // `init --from ''` wrote a starter config with no servers; `start --host ''` is no address.
     const own = tmp('empty-from');
-    const [from, host] = await runCliBatch([
+    const [from, host, opener] = await runCliBatch([
       { args: ['init', '--from', '', '-c', 'new.json'], cwd: own },
       { args: ['start', '--host', '', '-c', 'none.json'], cwd: own },
+      // An empty shell command opened no browser, without a word, and the login waited until --timeout.
+      { args: ['login', 'u', '-c', 'none.json', '--opener'], cwd: own },
     ]);
     expect([from!.code, from!.stderr]).toEqual([2, "switchyard init: --from is empty: give the client config's path (an unset variable in a script?)\n"]);
     expect(existsSync(join(own, 'new.json'))).toBe(false);
     expect([host!.code, host!.stderr]).toEqual([2, 'switchyard start: --host is empty: give an address such as 127.0.0.1, or leave the option out (an unset variable in a script?)\n']);
+    expect([opener!.code, opener!.stderr]).toEqual([2, "switchyard login: --opener is empty: give a command that opens $SWITCHYARD_LOGIN_URL, or --open for the platform's browser (an unset variable in a script?)\n"]);
   });
 
   // yargs reads an empty number as 0: `start --port "$PORT"` with PORT unset listened on a random
