@@ -9,9 +9,17 @@ import { commandNeeded, NoCommandGiven } from './command-needed.js';
 import { BadUrlError } from './daemon-client.js';
 import { endQuietlyWhenReaderGoes } from './broken-pipe.js';
 
+/**
+ * The command as typed (`ledger keys`, `servers restart`), once yargs has found it: an error of
+ * one line is said as that command's, as its other errors are (`switchyard connect: --key is
+ * empty…`). Empty before then, and for options alone (`switchyard --config ''`).
+ */
+let command: string[] = [];
+const said = (message: string): string => `${['switchyard', ...command].join(' ')}: ${message}\n`;
+
 /** A command that failed in a way it did not handle: one line, exit 1 (SWITCHYARD_DEBUG=1 keeps the stack). */
 function unhandled(err: Error): never {
-  process.stderr.write(`switchyard: ${process.env.SWITCHYARD_DEBUG ? (err.stack ?? err.message) : err.message}\n`);
+  process.stderr.write(said(process.env.SWITCHYARD_DEBUG ? (err.stack ?? err.message) : err.message));
   process.exit(1);
 }
 
@@ -38,12 +46,6 @@ const { default: yargs } = await import('yargs');
 const cli = yargs(argv).scriptName('switchyard').usage('$0 <command>');
 if (onlyOptions(argv)) for (const [command, describe] of Object.values(COMMAND_LINES)) cli.command(command, describe);
 else for (const name of commandsToLoad(argv)) cli.command(await COMMANDS[name]!());
-/**
- * The command as typed (`ledger keys`, `servers restart`), once yargs has found it: a usage error
- * of one line is said as that command's, as its other errors are (`switchyard connect: --key is
- * empty…`). Empty before then, and for options alone (`switchyard --config ''`).
- */
-let command: string[] = [];
 // The words after `--` end `_` (no command takes them).
 const afterDashes = argv.includes('--') ? argv.length - argv.indexOf('--') - 1 : 0;
 cli
@@ -64,7 +66,7 @@ cli
   .fail((msg, err, y) => {
     // A bad --url is the user's to fix: one line, not the help and a stack.
     if (err instanceof BadUrlError) {
-      process.stderr.write(`${['switchyard', ...command].join(' ')}: ${err.message}\n`);
+      process.stderr.write(said(err.message));
       process.exit(2);
     }
     // yargs' own parse errors (YError: `--since` with no value, "Not enough arguments following")

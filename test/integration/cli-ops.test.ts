@@ -94,7 +94,7 @@ describe.concurrent('exit codes and errors of the CLI itself', () => {
     writeFileSync(join(d, 'plain-file'), '');
     const r = await runCli(['init', '-c', join(d, 'plain-file', 'hub.config.json')]);
     expect(r.code).toBe(1);
-    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^switchyard: E(EXIST|NOTDIR)/)]);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^switchyard init: E(EXIST|NOTDIR)/)]);
     expect(r.stdout).toBe('');
   });
 });
