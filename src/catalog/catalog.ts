@@ -157,6 +157,8 @@ export class Catalog extends EventEmitter {
   private readonly built = new Map<string, Built>();
   /** The tools aggregate built last (any partition), for lookups that must not reach upstreams. */
   private latestTools: Built | undefined;
+  /** Principals whose tools aggregate buildSoon is building. */
+  private readonly building = new Set<string>();
   /** `kind\0principal` → the memo key of the aggregate built last for that principal. */
   private readonly lastBuilt = new Map<string, string>();
   private readonly parts = new Map<string, { version: number; pinGen: number; records: Promise<PartRecord[]> }>();
@@ -535,10 +537,55 @@ export class Catalog extends EventEmitter {
   /**
    * The upstream of a hub tool name. A call is routed with the aggregate built last for this
    * principal (the one its list came from), so a call does not refetch every list whose ttlMs
-   * is 0; only a name that aggregate does not have makes the catalog list again.
+   * is 0. A name that aggregate does not have (none built yet: a client that kept its list
+   * across a restart of the hub, or by its ttlMs; or its server's list changed since) is routed
+   * by its server's list alone when the name can only be that server's (ownerTool), else the
+   * catalog lists again: that waits for every server's list, the slowest one's too.
    */
   async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
-    return this.readyTool(hubName, view) ?? this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+    const ready = this.readyTool(hubName, view);
+    if (ready) return ready;
+    const own = await this.ownerTool(hubName, view);
+    if (own === undefined) return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
+    // The next calls are routed by readyTool again once it is built, not each by a fetch of its server's list.
+    this.buildSoon(view.principal);
+    return own ?? undefined;
+  }
+
+  /**
+   * What the whole aggregate would make of a hub tool name, worked out from the list of the one
+   * server it can belong to (NameAssigner.soleOwner): the route, null when that list hides it
+   * from this view (pins, poisoning, plugins, the group), undefined when only the whole
+   * aggregate can tell (its owner unknown, not ready, or its list failed; the server does not
+   * list that name, or allow/deny leaves it out: then it is named for nobody, and a name new to
+   * another server may take it). The part is the one `build` uses, judged by the same checks.
+   */
+  private async ownerTool(hubName: string, view: View): Promise<Routed | null | undefined> {
+    const servers = this.servers();
+    const owner = this.names.soleOwner('tool', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const h = owner && servers.find((x) => x.id === owner.server);
+    if (!h || h.upstream.state !== 'ready' || !offers(h.upstream.capabilities, 'tools')) return undefined;
+    let part: Part;
+    try {
+      const conn = this.opts.connection ? await this.connection(h, view.principal) : { credential: '', upstream: h.upstream };
+      part = await this.partFor('tools', h, conn);
+    } catch {
+      return undefined; // the build says why, as for any list
+    }
+    const r = part.records.find((x) => x.upstreamName === owner.upstreamName);
+    if (!r || r.denied) return undefined;
+    if (r.hidden || !this.groups.includes(view.group, 'tools', h.id, hubName, r.upstreamName, h.config.prefix)) return null;
+    return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
+  }
+
+  /** The tools aggregate of this principal built in the background (once at a time), for readyTool. */
+  private buildSoon(principal: string | undefined): void {
+    const k = principal ?? '';
+    if (this.building.has(k)) return;
+    this.building.add(k);
+    void this.build('tools', principal)
+      .catch((err: unknown) => this.log.debug({ err: String((err as Error)?.message ?? err) }, 'tools list after a call routed by its server alone failed'))
+      .finally(() => this.building.delete(k));
   }
 
   /**

@@ -348,6 +348,36 @@ export class NameAssigner {
   }
 
   /**
+   * The one (server, upstream name) that `assign` can give this hub name to, whatever the other
+   * servers list, when that is known without their lists; undefined when only the whole listing
+   * can tell (the caller then assigns it). `servers`: every configured one. Either
+   * - the name is stored, still validly, for one upstream name of one server only: `assign`
+   *   honours stored names before it gives any new one, and no other server's name is taken
+   *   first (a stored name of another, or a reclaimed first choice, would be a second owner, or
+   *   lie in the other's space: see `assign`); or
+   * - it is stored for nobody, lies in the `<prefix>__` space of exactly one server, and is that
+   *   server's base name for an upstream name that has no stored name of its own: names in a
+   *   server's space are given to that server alone (another's candidate there is foreign, so
+   *   reserved), and within it the base name is one upstream name's only. Not a name that ends
+   *   as a hashed form does (`_` and 6 or 8 hex digits): another upstream name's renamed form
+   *   could be the same.
+   * The name is that upstream name's only if the server lists it and allow/deny passes it: a
+   * name its server does not list may go to a name new to another.
+   */
+  soleOwner(kind: NameKind, hubName: string, servers: readonly ServerPrefix[]): Resolved | undefined {
+    const stored = this.storedOwners(kind, hubName, servers);
+    if (stored.length > 0) return stored.length === 1 ? stored[0] : undefined;
+    if (!fitsName(hubName, this.mode) || /_(?:[0-9a-f]{6}|[0-9a-f]{8})$/.test(hubName)) return undefined;
+    const space = spaceOf(hubName, new Set(servers.map((s) => s.prefix).filter((p) => p !== '')));
+    const holders = space === undefined ? [] : servers.filter((s) => s.prefix === space);
+    if (holders.length !== 1) return undefined;
+    const upstreamName = hubName.slice(space!.length + PREFIX_SEPARATOR.length);
+    const s = holders[0];
+    if (upstreamName === '' || baseName(s.prefix, upstreamName) !== hubName || this.store.get(s.id, kind, upstreamName) !== undefined) return undefined;
+    return { server: s.id, upstreamName };
+  }
+
+  /**
    * undefined: stored name is the base name; a reason: a valid renamed form; null: stale (its
    * prefix or the mode changed, or it lies in another server's space). A reserved form stays
    * valid when the server whose space it kept out of is gone, so that no name changes for that.

@@ -135,9 +135,10 @@ export class ToolCall {
 
   /**
    * The tool a name routes to when that takes a list (none built yet, or one changed since):
-   * that waits for every server's list, the slowest one's too. Its client's cancellation, or the
-   * hub's stop, ends it then, recorded so (nothing was sent): it held a stop signal after stdin
-   * EOF (`switchyard stdio`) until the drain time ran out, its client unanswered meanwhile.
+   * its server's list when the name can be that server's only, else every server's, the slowest
+   * one's too (Catalog.resolveTool). Its client's cancellation, or the hub's stop, ends it then,
+   * recorded so (nothing was sent): it held a stop signal after stdin EOF (`switchyard stdio`)
+   * until the drain time ran out, its client unanswered meanwhile.
    */
   private async resolved(hubName: string, view: View, ctx: CallContext, names: Partial<AuditBegin>, t0: number): Promise<Routed | undefined> {
     try {

@@ -3,7 +3,7 @@
  * cache under concurrent clients, list changes of both upstream eras reaching clients of both
  * eras, annotations, groups, allow/deny, poisoning and a throwing plugin.
  */
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -204,6 +204,58 @@ describe('cache and change propagation through the hub', () => {
     expect(await read('mod://doc')).toBe('first version+'); // the update dropped the cached read
     await sub.close();
     await modern.close();
+  });
+});
+
+// A client that kept its tools list (a 2026 client by its ttlMs, a legacy one from an earlier hub
+// process) calls a tool with no list first. slow's tools/list is held for as long as its gate file
+// is missing: a call to mod's tool that waited for the whole list would wait for it.
+describe("a first call before any list is routed by its server's list, not held by another's", () => {
+  let hub: HubProcess;
+  const gate = join(tmp(), 'first-call-gate');
+  const slowStats = join(tmp(), 'first-call-slow-stats.json');
+  beforeAll(async () => {
+    hub = await startHub({
+      groups: { other: { servers: ['slow'] } },
+      servers: {
+        mod: mutable({ ERA: 'modern', LIST_TTL_MS: '60000', CACHE_SCOPE: 'public' }, { tools: { deny: ['leak'] } }),
+        slow: mutable({ ERA: 'modern', LIST_TTL_MS: '0', LIST_GATE: gate, STATS_FILE: slowStats }),
+      },
+    });
+    await waitForReady(hub.url, ['mod', 'slow']);
+  }, 60_000);
+  afterAll(async () => void (await hub?.stop()));
+
+  /** A modern tools/call's reply, or 'held' when none came in `ms` (the hub waited for slow's list). */
+  async function callWithin(path: string, id: string, name: string, args: Json, ms = 8_000): Promise<Json | 'held'> {
+    try {
+      const res = await fetch(hub.url.replace(/\/mcp$/, path), { method: 'POST', headers: modernHeaders('tools/call', name), body: JSON.stringify(modernBody(id, 'tools/call', { name, arguments: args })), signal: AbortSignal.timeout(ms) });
+      return parseMessages(res.headers.get('content-type'), await res.text()).at(-1) as Json;
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') return 'held';
+      throw err;
+    }
+  }
+
+  it('answers while the slow list is held, and refuses what a list would hide (another group, a pending pin), also without waiting', async () => {
+    // Asked for (the hub listed slow's tools at its ready), never answered: the gate is missing.
+    await expect.poll(() => (JSON.parse(readFileSync(slowStats, 'utf8')) as Json)['tools/list'], { timeout: 10_000, interval: 20 }).toBeGreaterThanOrEqual(1);
+    const first = await callWithin('/mcp', 'first', 'mod__echo', { text: 'hi' });
+    expect(first, 'the call waited for slow\'s tools/list').not.toBe('held');
+    expect((first as Json).result).toMatchObject({ content: [{ type: 'text', text: 'echo:hi' }] });
+    // The group /mcp/other shows slow alone: mod__echo is no tool of it.
+    expect(await callWithin('/mcp/other', 'other', 'mod__echo', { text: 'x' })).toMatchObject({ error: { code: -32602, message: expect.stringMatching(/Unknown tool/) } });
+    // echo changes: under pinning "block" its new definition waits for approval, and it is hidden.
+    expect(await callWithin('/mcp', 'mutate', 'mod__mutate', { op: 'describe', tool: 'echo', description: 'Echo, and mail the text elsewhere' })).toMatchObject({ result: { content: [{ text: 'mutated' }] } });
+    await expect
+      .poll(async () => JSON.stringify(await callWithin('/mcp', `pending-${Date.now()}`, 'mod__echo', { text: 'y' })), { timeout: 10_000, interval: 50 })
+      .toMatch(/Unknown tool: mod__echo/);
+    expect(existsSync(gate)).toBe(false); // all the while slow's list was held
+  });
+
+  it("a denied tool is refused once the whole list says so (its name may be another server's new tool)", async () => {
+    writeFileSync(gate, '');
+    expect(await callWithin('/mcp', 'denied', 'mod__leak', {}, 20_000)).toMatchObject({ error: { code: -32602, message: expect.stringMatching(/Unknown tool/) } });
   });
 });
 
