@@ -539,13 +539,13 @@ export class Catalog extends EventEmitter {
    * principal (the one its list came from), so a call does not refetch every list whose ttlMs
    * is 0. A name that aggregate does not have (none built yet: a client that kept its list
    * across a restart of the hub, or by its ttlMs; or its server's list changed since) is routed
-   * by its server's list alone when the name can only be that server's (ownerTool), else the
+   * by its server's list alone when the name can only be that server's (ownerItem), else the
    * catalog lists again: that waits for every server's list, the slowest one's too.
    */
   async resolveTool(hubName: string, view: View = {}): Promise<Routed | undefined> {
     const ready = this.readyTool(hubName, view);
     if (ready) return ready;
-    const own = await this.ownerTool(hubName, view);
+    const own = await this.ownerItem('tools', hubName, view);
     if (own === undefined) return this.groupView('tools', await this.build('tools', view.principal), view.group).byHubName.get(hubName);
     // The next calls are routed by readyTool again once it is built, not each by a fetch of its server's list.
     this.buildSoon(view.principal);
@@ -553,28 +553,28 @@ export class Catalog extends EventEmitter {
   }
 
   /**
-   * What the whole aggregate would make of a hub tool name, worked out from the list of the one
-   * server it can belong to (NameAssigner.soleOwner): the route, null when that list hides it
-   * from this view (pins, poisoning, plugins, the group), undefined when only the whole
+   * What the whole aggregate would make of a hub tool or prompt name, worked out from the list of
+   * the one server it can belong to (NameAssigner.soleOwner): the route, null when that list
+   * hides it from this view (pins, poisoning, plugins, the group), undefined when only the whole
    * aggregate can tell (its owner unknown, not ready, or its list failed; the server does not
    * list that name, or allow/deny leaves it out: then it is named for nobody, and a name new to
    * another server may take it). The part is the one `build` uses, judged by the same checks.
    */
-  private async ownerTool(hubName: string, view: View): Promise<Routed | null | undefined> {
+  private async ownerItem(kind: 'tools' | 'prompts', hubName: string, view: View): Promise<Routed | null | undefined> {
     const servers = this.servers();
-    const owner = this.names.soleOwner('tool', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
+    const owner = this.names.soleOwner(kind === 'tools' ? 'tool' : 'prompt', hubName, servers.map((h) => ({ id: h.id, prefix: h.config.prefix })));
     const h = owner && servers.find((x) => x.id === owner.server);
-    if (!h || h.upstream.state !== 'ready' || !offers(h.upstream.capabilities, 'tools')) return undefined;
+    if (!h || h.upstream.state !== 'ready' || !offers(h.upstream.capabilities, kind)) return undefined;
     let part: Part;
     try {
       const conn = this.opts.connection ? await this.connection(h, view.principal) : { credential: '', upstream: h.upstream };
-      part = await this.partFor('tools', h, conn);
+      part = await this.partFor(kind, h, conn);
     } catch {
       return undefined; // the build says why, as for any list
     }
     const r = part.records.find((x) => x.upstreamName === owner.upstreamName);
     if (!r || r.denied) return undefined;
-    if (r.hidden || !this.groups.includes(view.group, 'tools', h.id, hubName, r.upstreamName, h.config.prefix)) return null;
+    if (r.hidden || !this.groups.includes(view.group, kind, h.id, hubName, r.upstreamName, h.config.prefix)) return null;
     return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
   }
 
@@ -668,7 +668,14 @@ export class Catalog extends EventEmitter {
     return records ? routesOf(records, kind) : this.opts.resourceRoutes?.get(h.id, kind);
   }
 
+  /**
+   * The upstream of a hub prompt name: by its server's prompts list alone when the name can only
+   * be that server's (ownerItem), else by every server's (a prompts/get waited for the slowest
+   * of them, and refetched each whose ttlMs is 0, at every get).
+   */
   async resolvePrompt(hubName: string, view: View = {}): Promise<Routed | undefined> {
+    const own = await this.ownerItem('prompts', hubName, view);
+    if (own !== undefined) return own ?? undefined;
     return this.groupView('prompts', await this.build('prompts', view.principal), view.group).byHubName.get(hubName);
   }
 

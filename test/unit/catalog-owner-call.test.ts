@@ -4,6 +4,7 @@
  * not held for every other server's (a slow one's, here one that never answers until released),
  * and every rule of the whole list still holds for it: allow/deny, groups, pins, poisoning,
  * plugins, names renamed for a collision. What only the whole list can decide waits for it.
+ * Catalog.resolvePrompt (every prompts/get) the same way.
  */
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
@@ -33,12 +34,13 @@ function upstream(tools: Record<string, unknown>[], held = false): { u: any; rel
   const u: any = new EventEmitter();
   u.state = 'ready';
   u.era = undefined;
-  u.capabilities = { tools: {} };
+  u.capabilities = { tools: {}, prompts: {} };
   u.request = async (m: string) => {
-    if (m !== 'tools/list') return {};
+    if (m !== 'tools/list' && m !== 'prompts/list') return {};
     asked++;
     await gate;
-    return { tools };
+    // Its prompts are named as its tools are (no schema).
+    return m === 'tools/list' ? { tools } : { prompts: tools.map((t) => ({ name: t.name })) };
   };
   return { u, release: release ?? (() => {}), asked: () => asked };
 }
@@ -119,6 +121,21 @@ describe('a first call routed by its server list alone', () => {
     c.setPolicy({ pinning: 'warn', poisoning: 'block' });
     expect(await unheld(c.resolveTool('f__echo'))).toMatchObject({ upstreamName: 'echo' });
     s.release();
+    c.close();
+  });
+
+  it("a prompt too: routed by its server's prompts list alone, and refused so when hidden or not the group's", async () => {
+    const { c, slow: s } = catalog({ servers: [slow, fast()], groups: { adds: { prompts: ['add'] } } });
+    expect(await unheld(c.resolvePrompt('f__echo'))).toMatchObject({ upstreamName: 'echo', server: { id: 'f' } });
+    expect(await unheld(c.resolvePrompt('f__secret'))).toBeUndefined(); // a plugin hides it
+    expect(await unheld(c.resolvePrompt('f__echo', { group: 'adds' }))).toBeUndefined();
+    expect(await unheld(c.resolvePrompt('f__add', { group: 'adds' }))).toMatchObject({ upstreamName: 'add' });
+    // No allow/deny for prompts: leak is f's prompt.
+    expect(await unheld(c.resolvePrompt('f__leak'))).toMatchObject({ upstreamName: 'leak' });
+    const unlisted = c.resolvePrompt('f__nope');
+    expect(await unheld(unlisted, 200)).toBe('waited');
+    s.release();
+    expect(await unlisted).toBeUndefined();
     c.close();
   });
 
