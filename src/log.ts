@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { pino, type Logger } from 'pino';
 import { redactConfigSecrets, redactConfigSecretsInJson } from './policy/config-secrets.js';
 import { redactLogText } from './policy/secret-text.js';
+import { monotonicNow } from './monotonic.js';
 
 export type { Logger };
 /** Text from outside the hub (an upstream's stderr) goes through this before it is logged. */
@@ -130,7 +131,8 @@ export function logDestination(fd = 2): ReturnType<typeof pino.destination> {
   dest.flushSync = () => {
     if (failing) return;
     const writeSync = fsModule.writeSync;
-    const deadline = Date.now() + EXIT_FLUSH_MS;
+    // The monotonic clock: a wall clock stepped back kept the exit waiting on a full pipe past EXIT_FLUSH_MS.
+    const deadline = monotonicNow() + EXIT_FLUSH_MS;
     // For this call only: a write that fails for good counts as written (its bytes are dropped),
     // so sonic-boom's loop ends; a full pipe is retried until the deadline.
     fsModule.writeSync = ((target: number, data: string | NodeJS.ArrayBufferView, ...rest: unknown[]) => {
@@ -138,7 +140,7 @@ export function logDestination(fd = 2): ReturnType<typeof pino.destination> {
         return (writeSync as (...a: unknown[]) => number)(target, data, ...rest);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if (target !== fd || ((code === 'EAGAIN' || code === 'EBUSY') && Date.now() < deadline)) throw err;
+        if (target !== fd || ((code === 'EAGAIN' || code === 'EBUSY') && monotonicNow() < deadline)) throw err;
         failing = true;
         return typeof data === 'string' ? Buffer.byteLength(data, typeof rest[0] === 'string' ? (rest[0] as BufferEncoding) : 'utf8') : data.byteLength;
       }

@@ -5,6 +5,7 @@ import { errorWithStderr, type ServerView } from '../downstream/admin-views.js';
 import { restartAnswer, serversAnswer, toolsAnswer } from './admin-answers.js';
 import { getJson, olderDaemon, postJson } from './admin-request.js';
 import { BadUrlError, daemonBase, daemonOptions, withDaemon, type DaemonArgs } from './daemon-client.js';
+import { monotonicNow } from '../monotonic.js';
 
 type ServersArgs = DaemonArgs;
 
@@ -73,6 +74,21 @@ export function restartOutcome(id: string, s: ServerView | undefined, waitedMs: 
 const settled = (s: ServerView | undefined): boolean => !s || s.state === 'ready' || s.state === 'failed' || s.lastError !== null;
 
 /**
+ * Polls the restarted server every 200 ms until it settled or `timeoutMs` passed. Timed on the
+ * monotonic clock: on the wall clock a step forward (NTP, a resume) ended the wait at the first
+ * poll with "still starting after 3600 s", and a step back made --timeout wait that much longer.
+ */
+export async function untilSettled(poll: () => Promise<ServerView | undefined>, timeoutMs: number): Promise<{ s: ServerView | undefined; waitedMs: number }> {
+  const t0 = monotonicNow();
+  for (;;) {
+    const s = await poll();
+    const waitedMs = monotonicNow() - t0;
+    if (settled(s) || waitedMs >= timeoutMs) return { s, waitedMs };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
  * --timeout as yargs hands it over: "abc" is NaN, which no wait ever reaches (it waited for
  * good), and "" or a negative ended the wait at once; a usage error (exit 2) instead, said in
  * one line as `start --port` says its own.
@@ -108,14 +124,8 @@ const restartCommand: CommandModule<ServersArgs, RestartArgs> = {
         process.stdout.write(argv.json ? screenJson(JSON.stringify({ restarting: argv.id }, null, 2)) + '\n' : `restarting "${argv.id}"\n`);
         return;
       }
-      const t0 = Date.now();
-      let s: ServerView | undefined;
-      for (;;) {
-        s = (await getJson(base, '/admin/servers', serversAnswer)).servers.find((x) => x.id === argv.id);
-        if (settled(s) || Date.now() - t0 >= argv.timeout * 1000) break;
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      const { text, exitCode } = restartOutcome(argv.id, s, Date.now() - t0);
+      const { s, waitedMs } = await untilSettled(async () => (await getJson(base, '/admin/servers', serversAnswer)).servers.find((x) => x.id === argv.id), argv.timeout * 1000);
+      const { text, exitCode } = restartOutcome(argv.id, s, waitedMs);
       if (argv.json) process.stdout.write(screenJson(JSON.stringify({ restarted: argv.id, server: s ?? null }, null, 2)) + '\n');
       else (exitCode === 0 ? process.stdout : process.stderr).write(screenText(text));
       process.exitCode = exitCode;

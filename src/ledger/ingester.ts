@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
+import { monotonicNow } from '../monotonic.js';
 import type { IngestBatch, IngestReport, IngestWorkerData } from './ingest-worker.js';
 
 export interface IngesterOptions {
@@ -148,14 +149,15 @@ export class Ingester {
    * STARTUP_MS is not waited for any longer.
    */
   waitSync(n: number, timeoutMs: number): boolean {
-    const t0 = Date.now();
+    // The monotonic clock: on the wall clock a step forward ended the wait at once, one back blocked the loop past timeoutMs.
+    const t0 = monotonicNow();
     for (;;) {
       const now = this.applied;
       if (now >= n) return true;
       const state = Atomics.load(this.shared, 1);
       if (state === THREAD_REFUSED || this.gone) return false;
       // The thread notifies slot 0 when it opens, commits or is refused: each wakes this wait.
-      const left = (state === THREAD_OPEN ? timeoutMs : Math.min(timeoutMs, STARTUP_MS)) - (Date.now() - t0);
+      const left = (state === THREAD_OPEN ? timeoutMs : Math.min(timeoutMs, STARTUP_MS)) - (monotonicNow() - t0);
       if (left <= 0) return false;
       Atomics.wait(this.shared, 0, now, left);
     }

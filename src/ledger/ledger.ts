@@ -22,6 +22,7 @@ import type { AuditDbRow, AuditFilter, AuditRow } from './rows.js';
 import type { AuditBegin, AuditEnd, AuditHandle, LedgerCounters } from './types.js';
 import { IdTable } from '../keyed-table.js';
 import { HOLD_FROM } from '../turn-end.js';
+import { monotonicNow } from '../monotonic.js';
 
 export interface LedgerOptions {
   path: string;
@@ -568,9 +569,10 @@ export class Ledger {
 
   /** For close(): whether every batch handed over is committed, waited for as CLOSE_REFUSED_MS says. */
   private async whenIngested(): Promise<boolean> {
-    const deadline = Date.now() + CLOSE_TIMEOUT_MS;
+    // On the monotonic clock: a wall clock stepped forward (NTP) gave up at once, one stepped back waited on.
+    const deadline = monotonicNow() + CLOSE_TIMEOUT_MS;
     for (;;) {
-      const left = deadline - Date.now();
+      const left = deadline - monotonicNow();
       if (left <= 0) break;
       if (await this.ingester.whenApplied(this.handed, Math.min(left, CLOSE_REFUSED_MS))) return true;
       // With no thread (it ended, its replacement not started) whenApplied answers at once:

@@ -1,7 +1,7 @@
 /** What `switchyard servers restart` prints once the server settled, or the wait was over. */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { toolFindings, upstreamFindings } from '../../src/cli/doctor.js';
-import { restartOutcome, serversTable } from '../../src/cli/servers.js';
+import { restartOutcome, serversTable, untilSettled } from '../../src/cli/servers.js';
 import type { ServerView, ToolView } from '../../src/downstream/admin-views.js';
 
 const view = (over: Partial<ServerView>): ServerView => ({
@@ -24,6 +24,27 @@ const view = (over: Partial<ServerView>): ServerView => ({
 });
 
 describe('servers restart outcome', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('waits --timeout on a clock that a step of the wall clock (NTP, a resume) does not move', async () => {
+    // Only Date is faked: the wall clock jumps an hour ahead at every poll, timers run as they do.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    let polls = 0;
+    const poll = async () => {
+      vi.setSystemTime(Date.now() + 3_600_000);
+      return view({ state: ++polls < 3 ? 'starting' : 'ready' });
+    };
+    const { s, waitedMs } = await untilSettled(poll, 30_000);
+    expect([polls, s?.state]).toEqual([3, 'ready']); // not given up at the first poll, "still starting after 3600 s"
+    expect(waitedMs).toBeLessThan(30_000);
+    // And a step back does not stretch it: a 0.5 s wait ends after about that.
+    vi.setSystemTime(Date.now() - 7_200_000);
+    const t0 = performance.now();
+    const back = await untilSettled(async () => (vi.setSystemTime(Date.now() - 3_600_000), view({ state: 'starting' })), 500);
+    expect(back.s?.state).toBe('starting');
+    expect(performance.now() - t0).toBeLessThan(5_000);
+  });
+
   it('ready, failed, a first attempt failed, still starting, gone', () => {
     expect(restartOutcome('a', view({}), 800)).toEqual({ text: 'restarted "a": ready (2025-11-25, notes 1.2.0)\n', exitCode: 0 });
     expect(restartOutcome('a', view({ serverInfo: null, era: null }), 800)).toEqual({ text: 'restarted "a": ready (era unknown)\n', exitCode: 0 });

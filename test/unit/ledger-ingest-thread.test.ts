@@ -96,6 +96,30 @@ describe('the ledger ingest thread', () => {
     expect(l.verify()).toMatchObject({ ok: true, rows: 303 });
   });
 
+  it('a wall clock stepped forward (NTP, a resume) cuts short neither a reader\'s wait for the thread nor the stop\'s', async () => {
+    t = tempDir();
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    ledger = Ledger.open({ path: t.db, log, backgroundCheckpoint: false });
+    // From here each read of the wall clock is an hour past the one before; the waits must not care.
+    let wall = Date.now();
+    const now = vi.spyOn(Date, 'now').mockImplementation(() => (wall += 3_600_000));
+    try {
+      // Enough rows that the thread is still at them when the reader asks (tens of ms at least).
+      const N = 5_000;
+      for (let i = 0; i < N; i++) void ledger.record(begin({ requestId: `r${i}` }), end());
+      expect(ledger.query({ limit: N })).toHaveLength(N);
+      for (let i = 0; i < N; i++) void ledger.record(begin({ requestId: `s${i}` }), end());
+      await ledger.close();
+    } finally {
+      now.mockRestore();
+    }
+    expect(logged.join('')).not.toMatch(/rows are not all in SQLite|did not take the last rows/);
+    const reader = new Database(t.db, { readonly: true });
+    expect((reader.prepare('SELECT count(*) AS n FROM audit').get() as { n: number }).n).toBe(10_000);
+    reader.close();
+  });
+
   it('a reader does not wait while SQLite refuses the batches; they go in once it takes them again', async () => {
     t = tempDir();
     const logged: string[] = [];

@@ -5,7 +5,7 @@
  * stderr is a FIFO whose reader is closed (EPIPE) or never reads (a full pipe).
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -47,6 +47,40 @@ async function runWithFifoStderr(code: string, reader: 'closed' | 'never-reads')
   return { status, ms: performance.now() - t0, stdout };
 }
 
+/**
+ * As runWithFifoStderr, with a reader that starts reading `lateMs` after the start and reads
+ * until the writer is gone; resolves with what it read too.
+ */
+async function runWithLateReader(code: string, lateMs: number): Promise<{ status: number | null; read: string }> {
+  const fifo = join(mkdtempSync(join(tmpdir(), 'sy-fifo-')), 'stderr');
+  expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+  const rfd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+  const wfd = openSync(fifo, constants.O_WRONLY);
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'ignore', wfd] });
+  closeSync(wfd);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await new Promise((r) => setTimeout(r, lateMs));
+  const buf = Buffer.alloc(1 << 16);
+  let read = '';
+  for (;;) {
+    let n: number;
+    try {
+      n = readSync(rfd, buf);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      await new Promise((r) => setTimeout(r, 5));
+      continue;
+    }
+    if (n === 0) break; // the writer closed it: the child is gone
+    read += buf.toString('utf8', 0, n);
+  }
+  closeSync(rfd);
+  const status = await exited;
+  clearTimeout(killer);
+  return { status, read };
+}
+
 describe('logger whose stderr stops taking lines', () => {
   it('exits when the reader is gone (EPIPE), dropping what it cannot write', async () => {
     const r = await runWithFifoStderr(script(50, 200, false), 'closed');
@@ -59,5 +93,13 @@ describe('logger whose stderr stops taking lines', () => {
     expect(r.stdout).toBe('logged\n');
     expect(r.status).toBe(0);
     expect(r.ms).toBeLessThan(10_000);
+  }, 20_000);
+  it('gives a full pipe its time at exit however the wall clock steps (NTP, a resume)', async () => {
+    // Each read of the wall clock in the child is an hour past the one before: a deadline on it
+    // passed at the first retry, and the lines a reader 0.5 s late would have read were dropped.
+    const stepping = 'let wall = Date.now(); Date.now = () => (wall += 3_600_000);';
+    const r = await runWithLateReader(stepping + script(2_000, 200, true), 500);
+    expect(r.status).toBe(0);
+    expect(r.read.split('\n').filter((l) => l.includes('"msg":"line"'))).toHaveLength(2_000);
   }, 20_000);
 });
