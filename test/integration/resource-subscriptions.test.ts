@@ -125,9 +125,19 @@ describe('resource subscriptions', () => {
     await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBe(1);
 
     // The server ends the hub's session (as an expiry would): the next call meets a 404, and
-    // the hub opens a new session. Subscriptions were the old session's.
+    // the hub opens a new session. Subscriptions were the old session's. The server ends it a
+    // moment after answering: until the session's tag changes, a touch would still be the old one's.
+    const me = async (): Promise<string | undefined> => {
+      const r = await c.callTool({ name: 'web__me', arguments: {} });
+      return r.isError ? undefined : JSON.stringify(r.content);
+    };
+    const before = await me();
+    expect(before).toBeDefined();
     await c.callTool({ name: 'web__forget', arguments: {} });
-    await new Promise((r) => setTimeout(r, 200));
+    await waitUntil('a new session', async () => {
+      const now = await me();
+      return now !== undefined && now !== before ? true : undefined;
+    }, 5_000);
     await waitUntil('the new session subscribed again', async () => ((await touch()).includes('told 1') ? true : undefined), 5_000);
     await expect.poll(() => updates.length, { timeout: 2000, interval: 20 }).toBeGreaterThan(1);
     await sub.close();
