@@ -409,6 +409,23 @@ describe('the HTTP edge', () => {
     await busy.waitClosed(10_000); // and then it idles out too
   });
 
+  it('sweeps for slow requests only while it holds connections: an idle hub is not woken for none', async () => {
+    const { edge, port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 20_000 });
+    const sweeping = () => (edge as unknown as { sweep?: NodeJS.Timeout }).sweep !== undefined;
+    expect(sweeping()).toBe(false);
+    const a = rawClient(port);
+    a.send(post('{}'));
+    await a.waitFor(1);
+    expect(sweeping()).toBe(true);
+    a.socket.destroy();
+    await expect.poll(sweeping, { timeout: 5000, interval: 10 }).toBe(false);
+    // The next connection starts it again: a slow head is still cut.
+    const b = rawClient(port);
+    b.send('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    await b.waitClosed(5_000); // not the keep-alive time (20 s)
+    await expect.poll(sweeping, { timeout: 5000, interval: 10 }).toBe(false);
+  });
+
   it('drops a connection whose request does not arrive in time (slow head)', async () => {
     const { port } = await start(echo, { requestTimeoutMs: 150, keepAliveMs: 20_000 });
     const c = rawClient(port);

@@ -65,7 +65,8 @@ export function timeoutCheckMs(limitMs: number): number {
 export class Http1Edge {
   readonly listener: Server;
   private readonly conns = new Set<Http1Connection>();
-  private readonly sweep: NodeJS.Timeout;
+  /** Runs while the edge holds connections: an idle hub is not woken for an empty set. */
+  private sweep: NodeJS.Timeout | undefined;
   private accepting = true;
   /** Answers held for the end of the turn (see TurnWrites). */
   readonly turn = new TurnWrites();
@@ -82,7 +83,6 @@ export class Http1Edge {
   ) {
     // As node:http's own listener: half-open sockets (an answer may follow the client's FIN), no Nagle.
     this.listener = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.accept(socket));
-    this.sweep = setInterval(() => this.expire(), timeoutCheckMs(opts.requestTimeoutMs)).unref();
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
@@ -114,6 +114,7 @@ export class Http1Edge {
   close(): Promise<void> {
     this.stopAccepting();
     clearInterval(this.sweep);
+    this.sweep = undefined;
     for (const c of this.conns) c.socket.destroy();
     this.fallback.closeAllConnections();
     return new Promise((resolve) => this.fallback.close(() => resolve()));
@@ -129,12 +130,16 @@ export class Http1Edge {
 
   forget(c: Http1Connection): void {
     this.conns.delete(c);
+    if (this.conns.size > 0 || !this.sweep) return;
+    clearInterval(this.sweep);
+    this.sweep = undefined;
   }
 
   private accept(socket: Socket): void {
     if (!this.accepting) return void socket.destroy();
     if (this.opts.cap && !this.opts.cap.admit(socket)) return;
     this.conns.add(new Http1Connection(socket, this));
+    this.sweep ??= setInterval(() => this.expire(), timeoutCheckMs(this.opts.requestTimeoutMs)).unref();
   }
 
   private expire(): void {
