@@ -19,6 +19,7 @@ const JWKS_FILE_CHECK_MS = 1_000;
 const FORBIDDEN_ALGS = /^(none|HS\d+)$/i;
 /** Verified tokens remembered (by hash) so a client's every request is not a signature check. */
 const VERIFIED_MAX = 2048;
+/** How long one is remembered: on the monotonic clock, and never past the token's own `exp` (the wall clock's, as jose reads it). */
 const VERIFIED_TTL_MS = 60_000;
 
 /** A JWKS, and which version of it is current. */
@@ -144,7 +145,8 @@ export class OAuthVerifier {
     // Read before verifying: if the set changes meanwhile, the token is checked again next time.
     const version = this.keys.version();
     const known = this.verified.get(id);
-    if (known && Date.now() < known.until && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups };
+    // `until` is monotonic: on the wall clock a step back kept a verdict for the step (an hour) past the minute.
+    if (known && monotonicNow() < known.until && Date.now() < known.expiresAt && known.version !== undefined && known.version === version) return { ok: true, principal: known.principal, scopes: known.scopes, expiresAt: known.expiresAt, groups: known.groups };
     if (known) this.verified.delete(id);
     try {
       const { payload, protectedHeader } = await jwtVerify(token, this.keys.getKey, {
@@ -162,9 +164,9 @@ export class OAuthVerifier {
       if (problem !== undefined) return { ok: false, description: problem };
       const principal = payload[this.cfg.principalClaim] as string; // a string, or it had a problem
       const scopes = scopesOf(payload);
-      // Never past the token's own expiry (exp is required above).
+      // Never past the token's own expiry (exp is required above): looked at with the wall clock at each use.
       const expiresAt = (payload.exp as number) * 1000;
-      const until = Math.min(Date.now() + VERIFIED_TTL_MS, expiresAt);
+      const until = monotonicNow() + VERIFIED_TTL_MS;
       if (this.verified.size >= VERIFIED_MAX) this.verified.delete(this.verified.keys().next().value!);
       this.verified.set(id, { principal, scopes, until, expiresAt, groups, version });
       return { ok: true, principal, scopes, expiresAt, groups };

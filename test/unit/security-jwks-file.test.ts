@@ -65,6 +65,18 @@ describe('a JWKS file', () => {
     expect(await verifier.verify(await tokenOf(k1))).toEqual({ ok: false, description: 'the token is signed with an unknown key' });
   });
 
+  it('a verified token is remembered a minute of the monotonic clock, the wall clock stepped back an hour meanwhile', async () => {
+    const t = await token(k1, { aud: AUDIENCE, sub: 'user-nbf', notBefore: 0 });
+    expect(await verifier.verify(t)).toMatchObject({ ok: true });
+    vi.setSystemTime(Date.now() - 3_600_000);
+    // Within the minute it is remembered: not verified again (which would find its nbf an hour ahead).
+    expect(await verifier.verify(t)).toMatchObject({ ok: true });
+    advance(61_000);
+    // Past the minute it is verified again. Before, it was remembered until the wall clock had
+    // made up the hour, whatever the verification would now say.
+    expect(await verifier.verify(t)).toEqual({ ok: false, description: 'the token is not valid yet' });
+  });
+
   it('a key added to the file works at once when a token names it, past the cooldown', async () => {
     writeJwks(file, [k1, k3]);
     // Inside the cooldown (and the second) an unknown kid does not make the file be read.
