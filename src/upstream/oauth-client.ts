@@ -65,9 +65,13 @@ interface Discovered {
 
 interface Token {
   value: string;
-  /** Date.now() after which it is replaced before use (Infinity: until a 401). */
+  /**
+   * monotonicNow() after which it is replaced before use (Infinity: until a 401). Monotonic: the
+   * token lives in memory only, its lifetime a duration (expires_in); on the wall clock a step
+   * back had it sent for the step past its expiry (refused), a step forward replaced it early.
+   */
   renewAt: number;
-  /** Date.now() at which it expires (Infinity: not said). */
+  /** monotonicNow() at which it expires (Infinity: not said). */
   expiresAt: number;
   /** The scopes it was asked with. */
   scopes: string[];
@@ -143,7 +147,7 @@ export class OAuthClient implements TokenSource {
   /** The token to send now, if there is one that is not about to expire. */
   current(): string | undefined {
     const t = this.token;
-    return t !== undefined && Date.now() < t.renewAt ? t.value : undefined;
+    return t !== undefined && monotonicNow() < t.renewAt ? t.value : undefined;
   }
 
   /**
@@ -152,12 +156,12 @@ export class OAuthClient implements TokenSource {
    */
   lastResort(): string | undefined {
     const t = this.token;
-    return t !== undefined && Date.now() < t.expiresAt ? t.value : undefined;
+    return t !== undefined && monotonicNow() < t.expiresAt ? t.value : undefined;
   }
 
   /** A token was obtained once and is now about to expire: get the next one before sending. */
   get due(): boolean {
-    return this.token !== undefined && Date.now() >= this.token.renewAt;
+    return this.token !== undefined && monotonicNow() >= this.token.renewAt;
   }
 
   /**
@@ -301,7 +305,7 @@ export class OAuthClient implements TokenSource {
     const clientId = this.config.clientId!;
     const a = await tokenRequest(d.tokenEndpoint, params, { clientId, clientSecret: this.config.clientSecret, clientAuth: method }, `client ${clientId}, ${method}`, this.urls);
     const lifeMs = a.expiresAt === undefined ? undefined : a.expiresAt - Date.now();
-    const expiresAt = a.expiresAt ?? Infinity;
+    const expiresAt = lifeMs === undefined ? Infinity : monotonicNow() + lifeMs;
     const renewAt = lifeMs === undefined ? Infinity : renewTime(expiresAt, lifeMs);
     this.token = { value: a.accessToken, renewAt, expiresAt, scopes };
     // Redacted wherever it might be echoed (an upstream's error, a log line).

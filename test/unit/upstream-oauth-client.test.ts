@@ -175,19 +175,22 @@ function upstream(challenge = 'Bearer realm="x"'): HttpExchanges & { sent: (stri
 }
 
 describe('the upstream OAuth client', () => {
-  it('keeps using a token about to expire when its replacement cannot be had, until it expires', async () => {
+  it('keeps using a token about to expire when its replacement cannot be had, until it expires on the monotonic clock (the wall clock stepped back an hour)', async () => {
     const peer = upstream();
     const http = new OAuthHttp(peer, OAuthClient.acquire({ clientId: 'c', clientSecret: 'unit-secret-123' }, `${base}/mcp`, silentLogger));
     await http.post('{}');
     expect(peer.sent).toEqual([undefined, 'Bearer unit-token-1']);
-    const now = Date.now();
+    const now = performance.now();
     tokenStatus = 503;
+    // Its lifetime is on the monotonic clock: the wall clock stepped back an hour changes nothing
+    // (it had the token sent an hour past its expiry, to be refused).
+    vi.spyOn(Date, 'now').mockReturnValue(Date.now() - 3_600_000);
     // 95 s into a 100 s token: due for renewal (the last 10 %), not expired.
-    vi.spyOn(Date, 'now').mockReturnValue(now + 95_000);
+    vi.spyOn(performance, 'now').mockReturnValue(now + 95_000);
     expect((await http.post('{}')).status).toBe(200);
     expect(peer.sent.at(-1)).toBe('Bearer unit-token-1');
     // Expired: the replacement's failure is the request's.
-    vi.spyOn(Date, 'now').mockReturnValue(now + 101_000);
+    vi.spyOn(performance, 'now').mockReturnValue(now + 101_000);
     await expect(http.post('{}')).rejects.toThrow(/OAuth: token endpoint http:\/\/127\.0\.0\.1:\d+\/token answered HTTP 503 temporarily_unavailable/);
     http.close();
   });
