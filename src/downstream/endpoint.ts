@@ -15,21 +15,19 @@ import {
   RpcError,
   UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
-import { BATCH_VERSION, errorResponse, idKey, isObj, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
+import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
 import {
   KEYS_KEPT_HEADER,
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
-  META_IDEMPOTENCY_KEY,
   META_LOG_LEVEL,
   META_PROTOCOL_VERSION,
-  passThroughMeta,
 } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
-import type { HubCore, MessageSink, ResourceUpdate, SeenBy } from './core.js';
+import type { HubCore, ResourceUpdate, SeenBy } from './core.js';
 import type { Exchange } from './exchange.js';
 import type { SessionFacts, SessionIds } from './session-ids.js';
 import type { Kept, SessionMemory } from './session-memory.js';
@@ -41,10 +39,10 @@ import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
 import { modernErrorStatus, toLegacyError, toLegacyResult, toModernError, toModernResult } from './results.js';
-import { Canceller, clientReason, type Signal } from '../cancel.js';
+import { Canceller, clientReason } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
-import { progressRelay } from './progress-relay.js';
+import { legacyContext, modernContext } from './call-context.js';
 import { monotonicNow } from '../monotonic.js';
 
 type Params = Record<string, unknown>;
@@ -75,25 +73,6 @@ const LIST_FIELD = methodTable<string>({
 });
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
 const NAMED = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
-
-/**
- * Whether a log line goes to a client that chose `min` (undefined: none chosen, all go). A line
- * of no level the spec knows never goes: it is malformed, passes no level a client chose, and a
- * client that checks what it gets (the SDKs do) would report it as an error.
- */
-function levelAtLeast(level: unknown, min: LoggingLevel | undefined): boolean {
-  const i = LOG_LEVELS.indexOf(level as LoggingLevel);
-  return i >= 0 && (!min || i >= LOG_LEVELS.indexOf(min));
-}
-
-/**
- * The level a legacy session's requests ask a modern upstream for until it sends
- * logging/setLevel: every level, as a legacy server sends before it (the SDKs' servers filter
- * nothing until told a level). A modern server sends log lines only for a request naming a
- * level (digest §4): asked for none, it sent such a client nothing while a legacy server sent it
- * everything, and a server moving to the modern era went quiet for it.
- */
-const LEVEL_BEFORE_SET_LEVEL: LoggingLevel = 'debug';
 
 /**
  * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
@@ -295,45 +274,13 @@ export class Endpoint {
     return null;
   }
 
-  private modernContext(req: Request, ex: Exchange, signal: Signal): CallContext {
-    const meta = (req.params?._meta ?? {}) as Params;
-    const token = meta.progressToken;
-    const level = meta[META_LOG_LEVEL] as LoggingLevel | undefined;
-    const sink = ex.sink;
-    const idem = idempotencyOf(req, ex);
-    const span = spanOfMeta(meta, ex);
-    const ctx: CallContext = {
-      requestId: req.id,
-      principal: ex.principal,
-      authContext: ex.authContext,
-      group: ex.group,
-      clientAddress: ex.clientAddress,
-      clientEra: MODERN,
-      clientInfo: meta[META_CLIENT_INFO] as Implementation | undefined,
-      clientCapabilities: meta[META_CLIENT_CAPABILITIES] as ClientCapabilities,
-      signal,
-      meta: passThroughMeta(meta, span, ex),
-      span,
-      logLevel: level,
-      requestBytes: ex.requestBytes,
-      idempotencyKey: idem?.key,
-      idempotencyClash: idem?.clash,
-    };
-    // The exchange's own lookup: no closure per request.
-    if (ex.transport === 'http') ctx.requestHeader = ex.header;
-    if (token !== undefined) ctx.onProgress = progressRelay(sink, token);
-    // Log messages reach modern callers only when this request asked for them (digest §4).
-    if (level) ctx.onLog = (p) => levelAtLeast(p.level, level) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p });
-    return ctx;
-  }
-
   private async modern(req: Request, ex: Exchange): Promise<void> {
     const bad = this.checkModern(req, ex);
     // Over HTTP nothing but the client going away cancels a request, so the exchange's own
     // signal serves; over stdio notifications/cancelled does, which needs a controller.
     const ac = ex.transport === 'stdio' ? new Canceller() : undefined;
     const signal = ac ? ac.signal : ex.closed;
-    const ctx = this.modernContext(req, ex, signal);
+    const ctx = modernContext(req, ex, signal);
     if (bad) {
       await this.core.recordLocal(req.method, ctx, { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: bad.error.code, errorMessage: bad.error.message }, named(req.params));
       ex.reply(errorResponse(req.id, bad.error), bad.status);
@@ -807,7 +754,7 @@ export class Endpoint {
       for (const [id, s] of this.stdioSessions) if (s.ended) this.stdioSessions.delete(id);
       this.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
-    const ctx = this.legacyContext(session, req, ex, new Canceller().signal);
+    const ctx = legacyContext(session, req, ex, new Canceller().signal, this.limits);
     const capabilities = await this.capabilitiesWhileOpen(ex);
     if (!capabilities) return this.unanswered(req, ex, ctx);
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
@@ -860,59 +807,13 @@ export class Endpoint {
     return this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: 'ended before it was answered: the hub stopped or the client went away while it waited for the servers to start' });
   }
 
-  /** `call`: the request's own canceller, which a question the client cannot or does not answer ends (LegacySession.ask). */
-  private legacyContext(session: LegacySession, req: Request, ex: Exchange, signal: Signal, call?: Canceller): CallContext {
-    // A `_meta` that is no object (a string, an array) is none: copied key by key, the one
-    // forwarded upstream was {"0": "s", "1": "t", …}.
-    const raw = req.params?._meta;
-    const meta = isObj(raw) ? raw : undefined;
-    const token = meta?.progressToken;
-    const sink: MessageSink = ex.sink;
-    const idem = idempotencyOf(req, ex);
-    const span = spanOfMeta(meta, ex);
-    const ctx: CallContext = {
-      requestId: req.id,
-      principal: ex.principal,
-      authContext: ex.authContext,
-      group: session.group,
-      clientAddress: ex.clientAddress,
-      clientEra: LEGACY,
-      clientInfo: session.clientInfo,
-      clientCapabilities: session.capabilities,
-      signal,
-      meta: passThroughMeta(meta, span, ex),
-      span,
-      logLevel: session.logLevel ?? LEVEL_BEFORE_SET_LEVEL,
-      requestBytes: ex.requestBytes,
-      sessionKey: session.id,
-      idempotencyKey: idem?.key,
-      idempotencyClash: idem?.clash,
-      onLog: (p) => levelAtLeast(p.level, session.logLevel) && sink.send({ jsonrpc: '2.0', method: 'notifications/message', params: p }),
-      // A URL-mode elicitation relayed to this client, completed upstream (digest §5.2).
-      onElicitationComplete: (p) => sink.send({ jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: p }),
-      askClient: (r, withdrawn) =>
-        session.ask(sink, r, {
-          signal,
-          withdrawn,
-          timeoutMs: this.limits.inputTimeoutMs,
-          // Over HTTP the question travels on this POST's answer stream: once its connection
-          // closes the question is withdrawn and the call ends, unless the stream is resumable
-          // and its client reconnects in time (LegacySession.ask).
-          gone: ex.transport === 'http' ? ex.closed : undefined,
-          end: (why) => call?.abort(why),
-        }),
-    };
-    if (token !== undefined) ctx.onProgress = progressRelay(sink, token);
-    return ctx;
-  }
-
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
     const ac = new Canceller();
     // On stdio a closed exchange is a cancellation (or the hub stopping) that came while the
     // request waited to be let in (its turn at policy.rateLimit): it still holds. (Over HTTP a
     // closed stream is no cancellation in this era.)
     if (ex.transport === 'stdio' && ex.closed.aborted) ac.abort(ex.closed.reason);
-    const ctx = this.legacyContext(session, req, ex, ac.signal, ac);
+    const ctx = legacyContext(session, req, ex, ac.signal, this.limits, ac);
     // Its cancellation came first (LegacySession.cancelledAhead): not carried out, answered as a
     // request cancelled while it ran is (MCP: nothing), and its row says so.
     const ahead = session.takeCancelledAhead(req.id);
@@ -1131,21 +1032,6 @@ export function noRoomError(): RpcError {
 
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;
-
-/**
- * A tools/call's idempotency key (`_meta`'s, else the header's) and, when the header names
- * another beside `_meta`'s, that one (`clash`): the call cannot keep both (the `_meta` key would
- * be kept and the header dropped, so a retry under the header alone, as an HTTP layer sends it,
- * would run again), and is refused. Undefined for other methods and a call without a key.
- */
-function idempotencyOf(req: Request, ex: Exchange): { key: string; clash?: string } | undefined {
-  if (req.method !== 'tools/call') return undefined;
-  const m = (req.params?._meta as Params | undefined)?.[META_IDEMPOTENCY_KEY];
-  const h = ex.header('idempotency-key')?.trim();
-  if (typeof m === 'string' && m) return { key: m, clash: h && h !== m ? h : undefined };
-  // An empty one is passed on as it is, for the call to refuse: ignored, a retry would run again.
-  return h === undefined ? undefined : { key: h };
-}
 
 /** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */
 const MAX_BATCH_ROWS = 64;
