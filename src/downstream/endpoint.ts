@@ -5,7 +5,6 @@ import type { Logger } from '../log.js';
 import { LEGACY, LEGACY_VERSIONS, MODERN, MODERN_VERSIONS } from '../protocol/era.js';
 import {
   CancelledError,
-  HEADER_MISMATCH,
   HubStoppingError,
   InputTimeoutError,
   INVALID_PARAMS,
@@ -13,16 +12,9 @@ import {
   INVALID_REQUEST,
   METHOD_NOT_FOUND,
   RpcError,
-  UNSUPPORTED_PROTOCOL_VERSION,
 } from '../protocol/errors.js';
 import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, type Id, type Notification, type Request } from '../protocol/jsonrpc.js';
-import {
-  KEYS_KEPT_HEADER,
-  META_CLIENT_CAPABILITIES,
-  META_CLIENT_INFO,
-  META_LOG_LEVEL,
-  META_PROTOCOL_VERSION,
-} from '../protocol/meta.js';
+import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
@@ -34,7 +26,6 @@ import type { Kept, SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
 import { ReplayBudget, SessionStreams } from './resumable.js';
-import { decodeHeaderValue } from '../protocol/header-value.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
@@ -43,6 +34,7 @@ import { Canceller, clientReason } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
 import { legacyContext, modernContext } from './call-context.js';
+import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { monotonicNow } from '../monotonic.js';
 
 type Params = Record<string, unknown>;
@@ -72,7 +64,6 @@ const LIST_FIELD = methodTable<string>({
   'resources/templates/list': 'resourceTemplates',
 });
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
-const NAMED = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
 
 /**
  * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
@@ -189,7 +180,7 @@ export class Endpoint {
     if (verdict.era === 'modern') {
       // Modern clients send no notifications over HTTP (nothing to do but check the headers
       // every POST carries); on stdio only notifications/cancelled.
-      const bad = ex.transport === 'http' && c.kind === 'notification' ? this.checkModernHeaders(c.msg.method, c.msg.params, ex) : null;
+      const bad = ex.transport === 'http' && c.kind === 'notification' ? checkModernHeaders(c.msg.method, c.msg.params, ex) : null;
       if (bad) return ex.reply(errorResponse(undefined, bad.error), bad.status);
       if (c.kind === 'notification' && c.msg.method === 'notifications/cancelled' && stdioSession) this.cancelModernStdio(c.msg);
       ex.reply(undefined, 202);
@@ -212,70 +203,8 @@ export class Endpoint {
     ac.abort(clientReason(n.params));
   }
 
-  /** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
-  private checkModern(req: Request, ex: Exchange): { error: RpcError; status: number } | null {
-    const bad = this.checkModernHeaders(req.method, req.params, ex);
-    if (bad) return bad;
-    const meta = (req.params?._meta ?? {}) as Params;
-    const caps = meta[META_CLIENT_CAPABILITIES];
-    if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
-      return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
-    const capsBad = capabilitiesProblem(caps);
-    if (capsBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_CAPABILITIES}: ${capsBad}`) };
-    const info = meta[META_CLIENT_INFO];
-    const infoBad = info === undefined ? undefined : implementationProblem(info);
-    if (infoBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_INFO}: ${infoBad}`) };
-    // Checked here, whatever serves the request: a legacy upstream would take any level.
-    const level = meta[META_LOG_LEVEL];
-    if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
-      return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${String(level).slice(0, 40)}`) };
-    // A ProgressToken is a string or an integer: anything else would be echoed in every progress notification.
-    const token = meta.progressToken;
-    if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
-      return { status: 200, error: new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or an integer') };
-    return null;
-  }
-
-  /** The version in `_meta` and the headers every modern POST carries (requests and notifications alike). */
-  private checkModernHeaders(method: string, params: Params | undefined, ex: Exchange): { error: RpcError; status: number } | null {
-    const req = { method, params };
-    const meta = (req.params?._meta ?? {}) as Params;
-    const version = meta[META_PROTOCOL_VERSION];
-    // Header ≠ body is a malformed request whatever the version, so it is checked first.
-    if (ex.transport === 'http') {
-      const hv = ex.header('mcp-protocol-version');
-      if (hv !== version)
-        return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${String(version)}`) };
-    }
-    if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
-      return {
-        status: 400,
-        // Exactly what server/discover lists: legacy versions are reached through initialize.
-        error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
-          supported: [...MODERN_VERSIONS],
-          // A string in the schema ({supported: string[], requested: string}), whatever was sent.
-          requested: typeof version === 'string' ? version : String(JSON.stringify(version)),
-        }),
-      };
-    if (ex.transport === 'http') {
-      const hm = ex.header('mcp-method');
-      if (hm !== req.method)
-        return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
-      const field = NAMED[req.method];
-      if (field) {
-        const raw = ex.header('mcp-name');
-        const expected = req.params?.[field];
-        const got = raw === undefined ? undefined : decodeHeaderValue(raw);
-        if (got === null) return { status: 400, error: new RpcError(HEADER_MISMATCH, 'Mcp-Name header has an invalid encoding') };
-        if (got !== expected)
-          return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
-      }
-    }
-    return null;
-  }
-
   private async modern(req: Request, ex: Exchange): Promise<void> {
-    const bad = this.checkModern(req, ex);
+    const bad = checkModern(req, ex);
     // Over HTTP nothing but the client going away cancels a request, so the exchange's own
     // signal serves; over stdio notifications/cancelled does, which needs a controller.
     const ac = ex.transport === 'stdio' ? new Canceller() : undefined;

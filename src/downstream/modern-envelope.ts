@@ -1,0 +1,80 @@
+/**
+ * What a 2026-07-28 message's envelope must be before it is served: its headers matching its
+ * body (digest §2.2, §6.3) and the `_meta` keys the hub reads well formed.
+ */
+import { MODERN_VERSIONS } from '../protocol/era.js';
+import { HEADER_MISMATCH, INVALID_PARAMS, RpcError, UNSUPPORTED_PROTOCOL_VERSION } from '../protocol/errors.js';
+import type { Request } from '../protocol/jsonrpc.js';
+import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION } from '../protocol/meta.js';
+import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
+import { decodeHeaderValue } from '../protocol/header-value.js';
+import { methodTable } from '../protocol/method-table.js';
+import { LOG_LEVELS, type LoggingLevel } from '../protocol/types.js';
+import type { Exchange } from './exchange.js';
+
+type Params = Record<string, unknown>;
+
+/** The param each method's Mcp-Name header repeats (methodTable: no prototype, as the endpoint's FAMILY). */
+const NAMED = methodTable<'name' | 'uri'>({ 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' });
+
+/** Header and `_meta` checks of digest §2.2 / §6.3; null when the request is well formed. */
+export function checkModern(req: Request, ex: Exchange): { error: RpcError; status: number } | null {
+  const bad = checkModernHeaders(req.method, req.params, ex);
+  if (bad) return bad;
+  const meta = (req.params?._meta ?? {}) as Params;
+  const caps = meta[META_CLIENT_CAPABILITIES];
+  if (caps === undefined || caps === null || typeof caps !== 'object' || Array.isArray(caps))
+    return { status: 400, error: new RpcError(INVALID_PARAMS, `missing required _meta key: ${META_CLIENT_CAPABILITIES}`) };
+  const capsBad = capabilitiesProblem(caps);
+  if (capsBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_CAPABILITIES}: ${capsBad}`) };
+  const info = meta[META_CLIENT_INFO];
+  const infoBad = info === undefined ? undefined : implementationProblem(info);
+  if (infoBad) return { status: 400, error: new RpcError(INVALID_PARAMS, `invalid _meta ${META_CLIENT_INFO}: ${infoBad}`) };
+  // Checked here, whatever serves the request: a legacy upstream would take any level.
+  const level = meta[META_LOG_LEVEL];
+  if (level !== undefined && !LOG_LEVELS.includes(level as LoggingLevel))
+    return { status: 200, error: new RpcError(INVALID_PARAMS, `invalid ${META_LOG_LEVEL}: ${String(level).slice(0, 40)}`) };
+  // A ProgressToken is a string or an integer: anything else would be echoed in every progress notification.
+  const token = meta.progressToken;
+  if (token !== undefined && typeof token !== 'string' && !Number.isSafeInteger(token))
+    return { status: 200, error: new RpcError(INVALID_PARAMS, 'invalid _meta progressToken: a string or an integer') };
+  return null;
+}
+
+/** The version in `_meta` and the headers every modern POST carries (requests and notifications alike). */
+export function checkModernHeaders(method: string, params: Params | undefined, ex: Exchange): { error: RpcError; status: number } | null {
+  const req = { method, params };
+  const meta = (req.params?._meta ?? {}) as Params;
+  const version = meta[META_PROTOCOL_VERSION];
+  // Header ≠ body is a malformed request whatever the version, so it is checked first.
+  if (ex.transport === 'http') {
+    const hv = ex.header('mcp-protocol-version');
+    if (hv !== version)
+      return { status: 400, error: new RpcError(HEADER_MISMATCH, hv === undefined ? 'missing MCP-Protocol-Version header' : `MCP-Protocol-Version header ${hv} does not match _meta ${String(version)}`) };
+  }
+  if (typeof version !== 'string' || !(MODERN_VERSIONS as readonly string[]).includes(version))
+    return {
+      status: 400,
+      // Exactly what server/discover lists: legacy versions are reached through initialize.
+      error: new RpcError(UNSUPPORTED_PROTOCOL_VERSION, `unsupported protocol version: ${String(version)}`, {
+        supported: [...MODERN_VERSIONS],
+        // A string in the schema ({supported: string[], requested: string}), whatever was sent.
+        requested: typeof version === 'string' ? version : String(JSON.stringify(version)),
+      }),
+    };
+  if (ex.transport === 'http') {
+    const hm = ex.header('mcp-method');
+    if (hm !== req.method)
+      return { status: 400, error: new RpcError(HEADER_MISMATCH, hm === undefined ? 'missing Mcp-Method header' : `Mcp-Method header ${hm} does not match method ${req.method}`) };
+    const field = NAMED[req.method];
+    if (field) {
+      const raw = ex.header('mcp-name');
+      const expected = req.params?.[field];
+      const got = raw === undefined ? undefined : decodeHeaderValue(raw);
+      if (got === null) return { status: 400, error: new RpcError(HEADER_MISMATCH, 'Mcp-Name header has an invalid encoding') };
+      if (got !== expected)
+        return { status: 400, error: new RpcError(HEADER_MISMATCH, raw === undefined ? 'missing Mcp-Name header' : `Mcp-Name header does not match params.${field}`) };
+    }
+  }
+  return null;
+}
