@@ -19,10 +19,10 @@ import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingL
 import type { CallContext } from '../router/context.js';
 import { classifyEra } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
-import type { HubCore, ResourceUpdate, SeenBy } from './core.js';
+import type { HubCore } from './core.js';
 import type { Exchange } from './exchange.js';
-import type { SessionFacts, SessionIds } from './session-ids.js';
-import type { Kept, SessionMemory } from './session-memory.js';
+import type { SessionIds } from './session-ids.js';
+import type { SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
 import { ReplayBudget, SessionStreams } from './resumable.js';
@@ -36,6 +36,7 @@ import { LogBudget } from '../log-budget.js';
 import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { monotonicNow } from '../monotonic.js';
+import { DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, NO_ROOM, NO_ROOM_HEADERS, noRoomError, SessionTable, type NoRoom } from './session-table.js';
 
 type Params = Record<string, unknown>;
 
@@ -74,17 +75,6 @@ export function unsupportedLegacyVersion(header: string | undefined): RpcError |
   return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
 }
 
-const DEFAULT_SESSION_IDLE_MS = 60 * 60_000;
-const DEFAULT_MAX_SESSIONS = 10_000;
-const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100;
-
-/**
- * A session with its GET stream open or a call in flight is in use, however quiet. A GET stream
- * kept for its client's reconnection (ResumableStream) is open only while a connection carries it.
- */
-function busy(s: LegacySession): boolean {
-  return (s.stream !== undefined && !s.stream.closed && s.stream.connected !== false) || s.inflight.size > 0;
-}
 
 /**
  * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,
@@ -92,13 +82,13 @@ function busy(s: LegacySession): boolean {
  * and converts results and errors back into the caller's era.
  */
 export class Endpoint {
-  readonly sessions = new Map<string, LegacySession>();
-  /** Legacy sessions of stdio hubs (one per process, or one per initialize), by id. */
-  private readonly stdioSessions = new Map<string, LegacySession>();
+  /** The legacy sessions held, and their lifetimes (session-table.ts). */
+  private readonly table: SessionTable;
+  /** The table's HTTP sessions, by id (the same map). */
+  readonly sessions: Map<string, LegacySession>;
   readonly listen: ListenHub;
   /** What every legacy session's resumable streams keep, together (resumable.ts). */
   readonly replayBudget = new ReplayBudget();
-  private readonly sweeper: NodeJS.Timeout;
   /** Malformed client responses are warned of a few a minute: a client can send any number. */
   private readonly malformedWarnings = new LogBudget(10, 60_000);
 
@@ -127,33 +117,8 @@ export class Endpoint {
       perPrincipal: limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
       total: limits.maxSessions ?? DEFAULT_MAX_SESSIONS,
     });
-    const idle = limits.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_MS;
-    this.sweeper = setInterval(() => this.endIdleSessions(idle), Math.min(idle, 60_000));
-    this.sweeper.unref();
-    core.events.on('listChanged', (kind: string, principal?: string, seenBy?: SeenBy) => this.broadcastLegacy(kind, principal, seenBy));
-    core.events.on('resourceUpdated', (u: ResourceUpdate) => {
-      for (const key of u.subscribers) {
-        const s = this.sessions.get(key) ?? this.stdioSession(key);
-        if (s && u.seenBy(s.group)) s.stream?.send({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: u.uri } });
-      }
-    });
-  }
-
-  /** `principal`: only that principal's sessions (its own list changed); `seenBy`: only sessions whose group shows the change. */
-  private broadcastLegacy(kind: string, principal?: string, seenBy?: SeenBy): void {
-    const method =
-      kind === 'tools' ? 'notifications/tools/list_changed' : kind === 'prompts' ? 'notifications/prompts/list_changed' : 'notifications/resources/list_changed';
-    const msg = { jsonrpc: '2.0', method };
-    const told = (s: LegacySession) => (principal === undefined || s.principal === principal) && (seenBy === undefined || seenBy(s.group));
-    for (const s of this.sessions.values()) if (s.initialized && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
-    for (const s of this.stdioSessions.values()) if (s.initialized && !s.ended && s.stream && !s.stream.closed && told(s)) s.stream.send(msg);
-  }
-
-  /** A stdio session by id, while it is open (a closed one is let go here). */
-  private stdioSession(id: string): LegacySession | undefined {
-    const s = this.stdioSessions.get(id);
-    if (s?.ended) this.stdioSessions.delete(id);
-    return s?.ended ? undefined : s;
+    this.table = new SessionTable(core, log, limits, sessionIds, memory);
+    this.sessions = this.table.sessions;
   }
 
   /** One parsed message from an HTTP POST or a stdio line. `session` is the stdio session, if any. */
@@ -467,7 +432,7 @@ export class Endpoint {
    */
   batchSession(sessionId: string | undefined, principal: string, group?: string, credentialKey?: string): 'takes' | 'refuses' | 'gone' {
     if (sessionId === undefined) return 'refuses';
-    const s = this.sessionFor(sessionId, principal, group, credentialKey);
+    const s = this.table.sessionFor(sessionId, principal, group, credentialKey);
     // No room to take it back: its members are each told so, as its lone messages would be.
     if (s === NO_ROOM) return this.sessionIds?.reopen(sessionId)?.protocolVersion === BATCH_VERSION ? 'takes' : 'refuses';
     if (s === undefined || s.principal !== principal) return 'gone';
@@ -530,73 +495,9 @@ export class Endpoint {
 
   private sessionOf(ex: Exchange): LegacySession | NoRoom | undefined {
     const sid = ex.header('mcp-session-id');
-    return sid === undefined ? undefined : this.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
+    return sid === undefined ? undefined : this.table.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
   }
 
-  /**
-   * The session with this id, or one an earlier hub process (or another hub with the same key)
-   * opened for this principal on this endpoint, taken back: initialized, as its client last
-   * knew it, with the subscriptions and log level this hub's ledger kept for it (SessionMemory),
-   * without a GET stream (its client opens it again). NO_ROOM: it would be taken back, but the
-   * hub is at maxSessions with every session busy; the client is told to try again (503), not
-   * that its session is gone (404, after which it would start anew, losing what it had).
-   */
-  sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
-    const held = this.sessions.get(sid);
-    // Another principal's, or another endpoint's (/mcp, /mcp/<group>), is not found here.
-    if (held) return held.principal === principal && held.group === group ? held : undefined;
-    if (!this.sessionIds) return undefined;
-    const back = this.revivable(sid, principal, group, credentialKey);
-    if (!back) return undefined;
-    if (!this.roomForSession(principal)) return NO_ROOM;
-    const { facts, kept } = back;
-    const session = new LegacySession(facts.protocolVersion, facts.clientInfo, facts.capabilities, principal, sid);
-    session.initialized = true;
-    session.group = group;
-    session.key = credentialKey;
-    this.sessions.set(sid, session);
-    // Subscribed again, as its client believes it still is; a URI that routes nowhere now is dropped.
-    if (kept?.logLevel !== undefined && LOG_LEVELS.includes(kept.logLevel)) session.logLevel = kept.logLevel;
-    if (kept?.uris.length && this.core.subscribeResources)
-      void this.core.subscribeResources(sid, kept.uris, principal, group).then(
-        (honoured) => {
-          // Ended meanwhile (a DELETE right after the restart): what was just made is let go.
-          if (this.sessions.get(sid) !== session) return this.core.sessionClosed(sid);
-          for (const uri of kept.uris) if (!honoured.includes(uri)) this.memory?.unsubscribed(sid, uri);
-        },
-        (err: unknown) => this.log.warn({ err: String((err as Error)?.message ?? err) }, 'subscriptions of a session taken back not renewed'),
-      );
-    this.log.info({ principal, client: facts.clientInfo?.name, subscriptions: kept?.uris.length ?? 0 }, 'legacy session taken back (opened by an earlier hub process, or another hub)');
-    return session;
-  }
-
-  /**
-   * A session not held here that this principal may take back on this endpoint, and what this
-   * hub's ledger kept of it. Issued by a hub of this ledger: only while its row is here (an
-   * ended one has none), and only with the API key that opened it (`credentialKey`, its
-   * configured hash; SessionMemory.recall): a key removed since, while no hub held the session,
-   * takes nothing back, and neither does another key of its principal. Another hub's session
-   * comes back without what it gathered there.
-   */
-  private revivable(sid: string, principal: string, group: string | undefined, credentialKey: string | undefined): { facts: SessionFacts; kept?: Kept } | undefined {
-    const facts = this.sessionIds?.reopen(sid);
-    if (!facts || facts.principal !== principal || facts.group !== group) return undefined;
-    if (this.memory === undefined || facts.home !== this.memory.home) return { facts };
-    const kept = this.memory.recall(sid, credentialKey);
-    return kept ? { facts, kept } : undefined;
-  }
-
-  /**
-   * DELETE: the principal's session ends. One this hub would take back ends without being taken
-   * back (so without room: a full hub still forgets it, and a restarted one then refuses it).
-   */
-  deleteSession(sid: string, principal: string, group: string | undefined, credentialKey?: string): boolean {
-    const held = this.sessions.get(sid);
-    if (held) return held.principal === principal && held.group === group && this.endSession(sid);
-    if (!this.revivable(sid, principal, group, credentialKey)) return false;
-    this.memory?.ended(sid);
-    return true;
-  }
 
   private legacyNotification(session: LegacySession, n: Notification): void {
     switch (n.method) {
@@ -654,7 +555,7 @@ export class Endpoint {
       await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);
     }
-    if (!stdio && !this.roomForSession(ex.principal)) {
+    if (!stdio && !this.table.roomForSession(ex.principal)) {
       const err = noRoomError();
       await this.recordRefused(req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
@@ -674,14 +575,14 @@ export class Endpoint {
       const old = stdio.current;
       if (old) {
         old.close();
-        this.stdioSessions.delete(old.id);
+        this.table.stdioSessions.delete(old.id);
         this.core.sessionClosed(old.id);
       }
       stdio.current = session;
       session.stream = ex.sink;
       // Notifications not tied to a request (list changes, resource updates) go to stdout too.
-      for (const [id, s] of this.stdioSessions) if (s.ended) this.stdioSessions.delete(id);
-      this.stdioSessions.set(session.id, session);
+      for (const [id, s] of this.table.stdioSessions) if (s.ended) this.table.stdioSessions.delete(id);
+      this.table.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
     const ctx = legacyContext(session, req, ex, new Canceller().signal, this.limits);
     const capabilities = await this.capabilitiesWhileOpen(ex);
@@ -831,113 +732,36 @@ export class Endpoint {
     else if (req.method === 'resources/unsubscribe') this.memory.unsubscribed(session.id, uri);
   }
 
-  /**
-   * A client that goes away without DELETE leaves its session behind: one quiet for `idleMs`,
-   * with no GET stream open and nothing in flight, ends. Its client gets 404 and starts anew.
-   * Measured on the monotonic clock (LegacySession.lastSeen), as the kept streams are (resumable.ts).
-   */
-  private endIdleSessions(idleMs: number): void {
-    const now = monotonicNow();
-    const before = now - idleMs;
-    for (const [id, s] of this.sessions) {
-      s.streams?.sweep(now);
-      if (s.lastSeen < before && !busy(s)) this.endSession(id);
-      else this.memory?.touch(id, s.lastSeen);
-    }
+  /** SessionTable.sessionFor: the session with this id, or one taken back (or NO_ROOM). */
+  sessionFor(sid: string, principal: string, group: string | undefined, credentialKey?: string): LegacySession | NoRoom | undefined {
+    return this.table.sessionFor(sid, principal, group, credentialKey);
   }
 
-  /**
-   * Whether `principal` may open another legacy session, making room if it must. A principal at
-   * its own cap gives up its idlest free session; at the hub's cap, the principal holding the
-   * most does, never one holding fewer than the newcomer would. One client opening sessions in a
-   * loop ends only its own; holding streams on all of them it can still fill the hub's cap, which
-   * the per-principal cap keeps to maxSessions / maxSessionsPerPrincipal such clients.
-   */
-  private roomForSession(principal: string): boolean {
-    const perPrincipal = this.limits.maxSessionsPerPrincipal ?? DEFAULT_MAX_SESSIONS_PER_PRINCIPAL;
-    const held = new Map<string, number>();
-    for (const s of this.sessions.values()) held.set(s.principal, (held.get(s.principal) ?? 0) + 1);
-    const idlestOf = (who: string): LegacySession | undefined => {
-      let idlest: LegacySession | undefined;
-      for (const s of this.sessions.values()) if (s.principal === who && !busy(s) && (!idlest || s.lastSeen < idlest.lastSeen)) idlest = s;
-      return idlest;
-    };
-    let victim: LegacySession | undefined;
-    if ((held.get(principal) ?? 0) >= perPrincipal) {
-      victim = idlestOf(principal);
-      if (!victim) return false;
-    } else if (this.sessions.size >= (this.limits.maxSessions ?? DEFAULT_MAX_SESSIONS)) {
-      // Largest holders first, and none holding fewer than the requester would (with the one it
-      // asks for): a principal never gains a session at the cost of a smaller one's.
-      const mine = (held.get(principal) ?? 0) + 1;
-      const order = [...held.entries()].map(([who, n]): [string, number] => [who, who === principal ? mine : n]).sort((a, b) => b[1] - a[1]);
-      for (const [who, n] of order) {
-        if (n < mine) break;
-        if ((victim = idlestOf(who))) break;
-      }
-      if (!victim) return false;
-    }
-    if (victim) this.endSession(victim.id);
-    return true;
+  /** SessionTable.deleteSession: DELETE. */
+  deleteSession(sid: string, principal: string, group: string | undefined, credentialKey?: string): boolean {
+    return this.table.deleteSession(sid, principal, group, credentialKey);
   }
 
   close(): void {
-    clearInterval(this.sweeper);
+    this.table.close();
   }
 
-  /**
-   * The hub stops, its drain time over and its upstreams closed, which failed each call waiting
-   * on one. A legacy call still running waits on the hub alone (its client's answer to a question
-   * relayed from a modern upstream's input_required, a confirmation): nothing else would end it,
-   * and the hub exited with its client unanswered and its row in flight. Each is ended so
-   * (HubStoppingError): answered -32603 `the hub is shutting down` while its connection is still
-   * open, and recorded `unavailable`. The sessions stay open: a restarted hub takes them back.
-   */
+  /** SessionTable.stopCalls: the hub stops; each legacy call still running ends. */
   stopCalls(): void {
-    const stopping = new HubStoppingError();
-    for (const s of [...this.sessions.values(), ...this.stdioSessions.values()]) for (const call of s.inflight.values()) call.abort(stopping);
+    this.table.stopCalls();
   }
 
-  /** DELETE (HTTP), stdin EOF or idleness: the session ends and its subscriptions are released. */
-  endSession(id: string): boolean {
-    const s = this.sessions.get(id);
-    if (!s) return false;
-    this.sessions.delete(id);
-    s.close();
-    // What it kept for reconnections goes with it: a later Last-Event-ID gets the session's 404.
-    s.streams?.clear();
-    // Its GET stream ends too: a session that is gone must not go on receiving notifications.
-    (s.stream as { end?: () => void } | undefined)?.end?.();
-    this.core.sessionClosed(id);
-    this.memory?.ended(id);
-    return true;
+  /** SessionTable.endSessionsOf: a revoked principal's or removed key's sessions end. */
+  endSessionsOf(principals: ReadonlySet<string>, keys?: ReadonlySet<string>, lost?: LostEndpoint): number {
+    return this.table.endSessionsOf(principals, keys, lost);
   }
 
-  /**
-   * Sessions of principals whose credentials were revoked, or opened with a removed API key
-   * (`keys`: their hashes) or one whose groups no longer include their endpoint (`lost`), end at
-   * once, GET streams included; so do those the ledger remembers for a restarted hub opened with
-   * a removed key (SessionMemory.forgetOpenedBy), which no hub of it takes back then.
-   */
-  endSessionsOf(principals: ReadonlySet<string>, keys: ReadonlySet<string> = NO_KEYS, lost: LostEndpoint = (k) => k !== undefined && keys.has(k)): number {
-    let n = 0;
-    for (const [id, s] of this.sessions) if ((principals.has(s.principal) || lost(s.key, s.group) || lost(s.streamKey, s.group)) && this.endSession(id)) n++;
-    return n + (this.memory?.forgetOpenedBy(keys) ?? 0);
-  }
-
-  /**
-   * Sessions opened on `/mcp/<group>` of a group a reload removed end at once, GET streams
-   * included: their every request would get the path's 404, while a GET stream stayed open,
-   * told nothing, and the session held its place.
-   */
+  /** SessionTable.endSessionsOfGroups: the sessions of groups a reload removed end. */
   endSessionsOfGroups(gone: (group: string) => boolean): number {
-    let n = 0;
-    for (const [id, s] of this.sessions) if (s.group !== undefined && gone(s.group) && this.endSession(id)) n++;
-    return n;
+    return this.table.endSessionsOfGroups(gone);
   }
 }
 
-const NO_KEYS: ReadonlySet<string> = new Set();
 
 /**
  * Whether a session's streams start with a priming event (an id and empty data): 2025-11-25's
@@ -947,17 +771,9 @@ export function primes(protocolVersion: string): boolean {
   return protocolVersion >= '2025-11-25';
 }
 
-/** Endpoint.sessionFor's answer for a session it would take back if the hub had room (503, not 404). */
-export const NO_ROOM = Symbol('no room for the session');
-export type NoRoom = typeof NO_ROOM;
-/** With every session busy, room comes when a client closes a stream or goes idle: a guess, not a promise. */
-export const NO_ROOM_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '5' };
 /** A session at listen.maxPendingPerSession: a place frees as soon as one of its answers comes. */
 const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
-export function noRoomError(): RpcError {
-  return new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open sessions, try again later');
-}
 
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;

@@ -9,7 +9,8 @@ import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, typ
 import { acceptsType, namesType } from './accept.js';
 import { looksModern } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
-import { NO_ROOM, NO_ROOM_HEADERS, noRoomError, primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
+import { primes, unsupportedLegacyVersion, type Endpoint } from './endpoint.js';
+import { NO_ROOM, NO_ROOM_HEADERS, noRoomError } from './session-table.js';
 import { notOurs, SessionStreams, type ResumableStream } from './resumable.js';
 import { BodyEnds, type TooLarge } from './oversize-body.js';
 import type { Exchange } from './exchange.js';

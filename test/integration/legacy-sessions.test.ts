@@ -264,7 +264,7 @@ describe('the wall clock stepped (NTP, a laptop resumed)', () => {
       vi.useFakeTimers({ toFake: ['Date'] });
       vi.setSystemTime(Date.now() + 3_600_000);
       // The sweep the hub runs every minute (called here rather than waited for).
-      (hub.endpoint as unknown as { endIdleSessions(ms: number): void }).endIdleSessions(idle);
+      (hub.endpoint as unknown as { table: { endIdleSessions(ms: number): void } }).table.endIdleSessions(idle);
       // Before, the session (seen by the wall clock an hour before) ended, its stream let go with it.
       expect(hub.endpoint.sessions.get(s.sessionId)).toBe(session);
       expect(session.stream?.closed).toBe(false);
