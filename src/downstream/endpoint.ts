@@ -36,6 +36,7 @@ import { LogBudget } from '../log-budget.js';
 import { legacyContext, modernContext } from './call-context.js';
 import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { monotonicNow } from '../monotonic.js';
+import { named, recordRefused, refusedMembers } from './refusal-rows.js';
 import { DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, NO_ROOM, NO_ROOM_HEADERS, noRoomError, SessionTable, type NoRoom } from './session-table.js';
 
 type Params = Record<string, unknown>;
@@ -128,7 +129,7 @@ export class Endpoint {
     if (c.kind === 'invalid' && !c.response) {
       const rows = c.members ? refusedMembers(c.members) : [];
       if (rows.length === 0) rows.push({ id: c.id, method: c.method ?? INVALID_MESSAGE, target: c.target });
-      for (const r of rows) await this.recordRefused(r, ex, c.error);
+      for (const r of rows) await recordRefused(this.core, r, ex, c.error);
       ex.reply(errorResponse(c.id, c.error), 400);
       return;
     }
@@ -137,7 +138,7 @@ export class Endpoint {
     const params = msg && 'method' in msg ? msg.params : undefined;
     const verdict = classifyEra(method, params, ex.header('mcp-protocol-version'));
     if (verdict.era === 'invalid') {
-      if (c.kind === 'request') await this.recordRefused(c.msg, ex, verdict.error);
+      if (c.kind === 'request') await recordRefused(this.core, c.msg, ex, verdict.error);
       ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, verdict.error), verdict.status);
       return;
     }
@@ -185,7 +186,7 @@ export class Endpoint {
     // first one's cancellation (a second listen with it could never be cancelled at all).
     if (ac && this.modernInflight.has(idKey(req.id))) {
       const err = new RpcError(INVALID_REQUEST, `request id ${JSON.stringify(req.id)} is already in flight`);
-      await this.recordRefused(req, ex, err, MODERN);
+      await recordRefused(this.core, req, ex, err, MODERN);
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
@@ -217,7 +218,7 @@ export class Endpoint {
       if (!slot) {
         free();
         const err = new RpcError(INTERNAL_ERROR, 'Service Unavailable: too many open listen streams, try again later');
-        await this.recordRefused(req, ex, err, MODERN);
+        await recordRefused(this.core, req, ex, err, MODERN);
         return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
       }
       await this.core.recordLocal(req.method, ctx, { outcome: 'ok' });
@@ -294,7 +295,7 @@ export class Endpoint {
     if (c.kind === 'request' && c.msg.method === 'initialize') return this.initialize(c.msg, ex, stdio);
     const unsupported = ex.transport === 'http' ? unsupportedLegacyVersion(ex.header('mcp-protocol-version')) : null;
     if (unsupported) {
-      if (c.kind === 'request') await this.recordRefused(c.msg, ex, unsupported, LEGACY);
+      if (c.kind === 'request') await recordRefused(this.core, c.msg, ex, unsupported, LEGACY);
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, unsupported), 400);
     }
     const session = stdio ? stdio.current : this.sessionOf(ex);
@@ -306,7 +307,7 @@ export class Endpoint {
     }
     if (session === NO_ROOM) {
       const err = noRoomError();
-      if (c.kind === 'request') await this.recordRefused(c.msg, ex, err, LEGACY);
+      if (c.kind === 'request') await recordRefused(this.core, c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.kind === 'request' ? c.msg.id : undefined, err), 503, NO_ROOM_HEADERS);
     }
     if (!session) {
@@ -325,7 +326,7 @@ export class Endpoint {
         sid === undefined
           ? new RpcError(INVALID_REQUEST, ex.transport === 'http' ? 'Bad Request: Mcp-Session-Id header is required' : 'not initialized: send initialize first')
           : new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg, ex, err, LEGACY);
+      await recordRefused(this.core, c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), sid === undefined ? 400 : 404);
     }
     if (session.principal !== ex.principal || session.group !== ex.group) {
@@ -334,7 +335,7 @@ export class Endpoint {
       // view there (and a session taken back after a restart is matched by its group too).
       if (c.kind !== 'request') return ex.reply(undefined, 404);
       const err = new RpcError(-32001, 'Session not found');
-      await this.recordRefused(c.msg, ex, err, LEGACY);
+      await recordRefused(this.core, c.msg, ex, err, LEGACY);
       return ex.reply(errorResponse(c.msg.id, err), 404);
     }
     session.lastSeen = monotonicNow();
@@ -359,34 +360,6 @@ export class Endpoint {
   }
 
   /**
-   * The audit row of a request refused before it had a session or even a method (a message
-   * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
-   * is recorded like any other. `era`: the era it was refused in, or the one its header names.
-   */
-  private recordRefused(
-    req: { id?: Id; method: string; params?: Params; target?: string },
-    ex: Exchange,
-    err: RpcError,
-    era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
-    end: Parameters<HubCore['recordLocal']>[2] = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message },
-  ): Promise<void> {
-    const ctx: CallContext = {
-      requestId: req.id,
-      principal: ex.principal,
-      authContext: ex.authContext,
-      group: ex.group,
-      clientAddress: ex.clientAddress,
-      clientEra: era,
-      clientCapabilities: {},
-      signal: new Canceller().signal,
-      requestBytes: ex.requestBytes,
-      span: spanOfMeta(req.params?._meta, ex),
-    };
-    const hubName = req.target ?? targetOf(req.params);
-    return this.core.recordLocal(req.method, ctx, end, hubName === undefined ? undefined : { hubName });
-  }
-
-  /**
    * A request read but never served: the stdio server stopped while it waited behind an
    * initialize being answered, or it came once the server had stopped. Answered and recorded as one that comes while the hub drains
    * (`unavailable`), not left without an answer or a row. `unanswered`: why it gets no answer
@@ -399,7 +372,7 @@ export class Endpoint {
     const era = classifyEra(msg.method, msg.params, ex.header('mcp-protocol-version')).era === 'modern' ? MODERN : LEGACY;
     if (unanswered !== undefined) {
       try {
-        await this.recordRefused(msg, ex, new RpcError(INTERNAL_ERROR, unanswered), era, { outcome: 'cancelled', errorKind: null, errorMessage: unanswered });
+        await recordRefused(this.core, msg, ex, new RpcError(INTERNAL_ERROR, unanswered), era, { outcome: 'cancelled', errorKind: null, errorMessage: unanswered });
       } finally {
         ex.reply(undefined);
       }
@@ -412,11 +385,11 @@ export class Endpoint {
       // recorded as its leaving (cancelled), not as a refusal it was told.
       ex.reply(errorResponse(msg.id, err));
       const gone = await unheard();
-      await this.recordRefused(msg, ex, err, era, gone === undefined ? refused : { outcome: 'cancelled', errorKind: null, errorMessage: gone });
+      await recordRefused(this.core, msg, ex, err, era, gone === undefined ? refused : { outcome: 'cancelled', errorKind: null, errorMessage: gone });
       return;
     }
     try {
-      await this.recordRefused(msg, ex, err, era, refused);
+      await recordRefused(this.core, msg, ex, err, era, refused);
     } finally {
       // Answered even once the ledger has closed (the last moments of a stop).
       ex.reply(errorResponse(msg.id, err));
@@ -442,7 +415,7 @@ export class Endpoint {
   /** A batch whose session is not here (batchSession: `gone`): recorded, and answered as its lone messages would be. */
   async batchWithoutSession(ex: Exchange): Promise<void> {
     const err = new RpcError(-32001, 'Session not found');
-    await this.recordRefused({ method: INVALID_MESSAGE }, ex, err, LEGACY);
+    await recordRefused(this.core, { method: INVALID_MESSAGE }, ex, err, LEGACY);
     ex.reply(errorResponse(undefined, err), 404);
   }
 
@@ -543,7 +516,7 @@ export class Endpoint {
     const held = sid === undefined ? undefined : this.sessions.get(sid);
     if (ex.transport === 'http' && held !== undefined && held.principal === ex.principal && held.group === ex.group) {
       const err = new RpcError(INVALID_REQUEST, 'session already initialized');
-      await this.recordRefused(req, ex, err, LEGACY);
+      await recordRefused(this.core, req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);
     }
     // The shapes of 2025-11-25's InitializeRequest the hub reads: refused here rather than failing every later call.
@@ -552,12 +525,12 @@ export class Endpoint {
     const infoBad = p.clientInfo === undefined ? undefined : implementationProblem(p.clientInfo);
     if (capsBad || infoBad) {
       const err = new RpcError(INVALID_PARAMS, `Invalid params: ${capsBad ? `capabilities ${capsBad}` : `clientInfo ${infoBad}`}`);
-      await this.recordRefused(req, ex, err, LEGACY);
+      await recordRefused(this.core, req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 400);
     }
     if (!stdio && !this.table.roomForSession(ex.principal)) {
       const err = noRoomError();
-      await this.recordRefused(req, ex, err, LEGACY);
+      await recordRefused(this.core, req, ex, err, LEGACY);
       return ex.reply(errorResponse(req.id, err), 503, NO_ROOM_HEADERS);
     }
     const requested = typeof p.protocolVersion === 'string' ? p.protocolVersion : LEGACY;
@@ -777,39 +750,6 @@ const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
 /** The batch cap when no in-flight limit is configured. */
 const DEFAULT_MAX_BATCH = 64;
-
-/** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */
-const MAX_BATCH_ROWS = 64;
-
-/**
- * The requests of a batch refused whole, each to be recorded under its own id, method and tool
- * (a batch of tools/call refused for one Idempotency-Key had a single `(invalid)` row, with no
- * request id nor tool to find it by). Notifications and junk have none; a batch over the cap
- * (refused for its size) keeps its single row, so no body buys more rows than the cap.
- */
-function refusedMembers(members: readonly unknown[]): { id?: Id; method: string; target?: string }[] {
-  if (members.length > MAX_BATCH_ROWS) return [];
-  const rows: { id?: Id; method: string; target?: string }[] = [];
-  for (const m of members) {
-    if (m === null || typeof m !== 'object' || Array.isArray(m)) continue;
-    const o = m as { id?: unknown; method?: unknown; params?: unknown };
-    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
-    const params = o.params !== null && typeof o.params === 'object' ? (o.params as Params) : undefined;
-    rows.push({ id: o.id, method: o.method, target: targetOf(params) });
-  }
-  return rows;
-}
-
-/** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */
-function targetOf(params: Params | undefined): string | undefined {
-  return typeof params?.name === 'string' ? params.name : typeof params?.uri === 'string' ? params.uri : undefined;
-}
-
-/** targetOf as a refusal row's extra facts. */
-function named(params: Params | undefined): { hubName: string } | undefined {
-  const hubName = targetOf(params);
-  return hubName === undefined ? undefined : { hubName };
-}
 
 /** What a client is told of a request the hub's stop ended: -32603, as one refused while the hub drains (refuseUnserved). */
 function stoppedError(reason: HubStoppingError): RpcError {

@@ -1,0 +1,76 @@
+/**
+ * The audit rows of requests the hub refuses before serving them: each reached the hub, so each
+ * is recorded like any other, under its id, method and the tool, prompt or resource it named.
+ */
+import { Canceller } from '../cancel.js';
+import { LEGACY, MODERN } from '../protocol/era.js';
+import type { RpcError } from '../protocol/errors.js';
+import type { Id } from '../protocol/jsonrpc.js';
+import type { CallContext } from '../router/context.js';
+import { spanOfMeta } from '../protocol/trace-context.js';
+import type { HubCore } from './core.js';
+import type { Exchange } from './exchange.js';
+
+type Params = Record<string, unknown>;
+
+/**
+ * The audit row of a request refused before it had a session or even a method (a message
+ * that is not JSON-RPC, no session, another principal's session): it reached the hub, so it
+ * is recorded like any other. `era`: the era it was refused in, or the one its header names.
+ */
+export function recordRefused(
+  core: HubCore,
+  req: { id?: Id; method: string; params?: Params; target?: string },
+  ex: Exchange,
+  err: RpcError,
+  era = ex.header('mcp-protocol-version') === MODERN ? MODERN : LEGACY,
+  end: Parameters<HubCore['recordLocal']>[2] = { outcome: 'rpc_error', errorKind: 'jsonrpc', errorCode: err.code, errorMessage: err.message },
+): Promise<void> {
+  const ctx: CallContext = {
+    requestId: req.id,
+    principal: ex.principal,
+    authContext: ex.authContext,
+    group: ex.group,
+    clientAddress: ex.clientAddress,
+    clientEra: era,
+    clientCapabilities: {},
+    signal: new Canceller().signal,
+    requestBytes: ex.requestBytes,
+    span: spanOfMeta(req.params?._meta, ex),
+  };
+  const hubName = req.target ?? targetOf(req.params);
+  return core.recordLocal(req.method, ctx, end, hubName === undefined ? undefined : { hubName });
+}
+
+/** Rows one refused batch may have: a batch is capped at its session's maxPendingPerSession (64 by default). */
+const MAX_BATCH_ROWS = 64;
+
+/**
+ * The requests of a batch refused whole, each to be recorded under its own id, method and tool
+ * (a batch of tools/call refused for one Idempotency-Key had a single `(invalid)` row, with no
+ * request id nor tool to find it by). Notifications and junk have none; a batch over the cap
+ * (refused for its size) keeps its single row, so no body buys more rows than the cap.
+ */
+export function refusedMembers(members: readonly unknown[]): { id?: Id; method: string; target?: string }[] {
+  if (members.length > MAX_BATCH_ROWS) return [];
+  const rows: { id?: Id; method: string; target?: string }[] = [];
+  for (const m of members) {
+    if (m === null || typeof m !== 'object' || Array.isArray(m)) continue;
+    const o = m as { id?: unknown; method?: unknown; params?: unknown };
+    if (typeof o.method !== 'string' || (typeof o.id !== 'string' && typeof o.id !== 'number')) continue;
+    const params = o.params !== null && typeof o.params === 'object' ? (o.params as Params) : undefined;
+    rows.push({ id: o.id, method: o.method, target: targetOf(params) });
+  }
+  return rows;
+}
+
+/** The tool or prompt name, or the resource URI, a refused request named: its row is found by it (`ledger query --tool`). */
+function targetOf(params: Params | undefined): string | undefined {
+  return typeof params?.name === 'string' ? params.name : typeof params?.uri === 'string' ? params.uri : undefined;
+}
+
+/** targetOf as a refusal row's extra facts. */
+export function named(params: Params | undefined): { hubName: string } | undefined {
+  const hubName = targetOf(params);
+  return hubName === undefined ? undefined : { hubName };
+}
