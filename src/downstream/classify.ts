@@ -45,3 +45,12 @@ export function classifyEra(method: string | undefined, params: Record<string, u
     };
   return { era: 'legacy' };
 }
+
+/**
+ * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
+ * §6.2: 400). Absent is fine: the client may predate the header (2025-03-26).
+ */
+export function unsupportedLegacyVersion(header: string | undefined): RpcError | null {
+  if (header === undefined || (LEGACY_VERSIONS as readonly string[]).includes(header)) return null;
+  return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
+}

@@ -17,7 +17,7 @@ import { BATCH_VERSION, errorResponse, idKey, resultResponse, type Classified, t
 import { KEYS_KEPT_HEADER } from '../protocol/meta.js';
 import { LOG_LEVELS, type ClientCapabilities, type Implementation, type LoggingLevel, type ServerCapabilities } from '../protocol/types.js';
 import type { CallContext } from '../router/context.js';
-import { classifyEra } from './classify.js';
+import { classifyEra, unsupportedLegacyVersion } from './classify.js';
 import { listResponse } from '../protocol/serialized.js';
 import type { HubCore } from './core.js';
 import type { Exchange } from './exchange.js';
@@ -67,15 +67,6 @@ const LIST_FIELD = methodTable<string>({
   'resources/templates/list': 'resourceTemplates',
 });
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
-
-/**
- * A legacy request's MCP-Protocol-Version header that names no version the hub speaks (digest
- * §6.2: 400). Absent is fine: the client may predate the header (2025-03-26).
- */
-export function unsupportedLegacyVersion(header: string | undefined): RpcError | null {
-  if (header === undefined || (LEGACY_VERSIONS as readonly string[]).includes(header)) return null;
-  return new RpcError(INVALID_REQUEST, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(header)} (supported: ${LEGACY_VERSIONS.join(', ')}, ${MODERN_VERSIONS.join(', ')})`);
-}
 
 
 /**
