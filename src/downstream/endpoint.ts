@@ -25,7 +25,7 @@ import type { SessionIds } from './session-ids.js';
 import type { SessionMemory } from './session-memory.js';
 import type { LostEndpoint } from '../config/reload.js';
 import { AnswerStreamClosedError, LegacySession, SessionEndedError } from './legacy-session.js';
-import { ReplayBudget, SessionStreams } from './resumable.js';
+import { primes, ReplayBudget, SessionStreams } from './resumable.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
@@ -708,14 +708,6 @@ export class Endpoint {
   }
 }
 
-
-/**
- * Whether a session's streams start with a priming event (an id and empty data): 2025-11-25's
- * rule; an older client (2025-03-26, 2025-06-18) may take an event without data for an error.
- */
-export function primes(protocolVersion: string): boolean {
-  return protocolVersion >= '2025-11-25';
-}
 
 /** A session at listen.maxPendingPerSession: a place frees as soon as one of its answers comes. */
 const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };

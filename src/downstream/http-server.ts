@@ -9,9 +9,9 @@ import { arrayOf, batchOf, classify, errorResponse, memberBytes, parseFrame, typ
 import { acceptsType, namesType } from './accept.js';
 import { looksModern, unsupportedLegacyVersion } from './classify.js';
 import type { HubCore, MessageSink } from './core.js';
-import { primes, type Endpoint } from './endpoint.js';
+import type { Endpoint } from './endpoint.js';
 import { NO_ROOM, NO_ROOM_HEADERS, noRoomError } from './session-table.js';
-import { notOurs, SessionStreams, type ResumableStream } from './resumable.js';
+import { notOurs, primes, SessionStreams, type ResumableStream } from './resumable.js';
 import { BodyEnds, type TooLarge } from './oversize-body.js';
 import type { Exchange } from './exchange.js';
 import { isStatusPageFile } from './admin.js';

@@ -380,3 +380,11 @@ export class ResumableStream implements MessageSink {
     }
   }
 }
+
+/**
+ * Whether a session's streams start with a priming event (an id and empty data): 2025-11-25's
+ * rule; an older client (2025-03-26, 2025-06-18) may take an event without data for an error.
+ */
+export function primes(protocolVersion: string): boolean {
+  return protocolVersion >= '2025-11-25';
+}
