@@ -29,7 +29,7 @@ import { primes, ReplayBudget, SessionStreams } from './resumable.js';
 import { spanOfMeta } from '../protocol/trace-context.js';
 import { capabilitiesProblem, implementationProblem } from '../protocol/client-capabilities.js';
 import { listenFilterProblem, ListenHub } from './listen.js';
-import { modernErrorStatus, toLegacyError, toLegacyResult, toModernError, toModernResult } from './results.js';
+import { asRpc, modernErrorStatus, stoppedError, toLegacyError, toLegacyResult, toModernError, toModernResult } from './results.js';
 import { Canceller, clientReason } from '../cancel.js';
 import { KeyedTable } from '../keyed-table.js';
 import { LogBudget } from '../log-budget.js';
@@ -712,19 +712,6 @@ export class Endpoint {
 /** A session at listen.maxPendingPerSession: a place frees as soon as one of its answers comes. */
 const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
-
-/** What a client is told of a request the hub's stop ended: -32603, as one refused while the hub drains (refuseUnserved). */
-function stoppedError(reason: HubStoppingError): RpcError {
-  return new RpcError(INTERNAL_ERROR, reason.message);
-}
-
-function asRpc(err: unknown, log: Logger): RpcError {
-  if (err instanceof RpcError) return err;
-  // The hub's stop ended it without its own signal (a question to its client withdrawn as the upstreams close: Mrtr.close).
-  if (err instanceof HubStoppingError) return stoppedError(err);
-  log.error({ err }, 'unexpected error while handling a request');
-  return new RpcError(-32603, 'internal error');
-}
 
 export type { Id };
 

@@ -1,6 +1,8 @@
 import {
   errorSeenBy,
   HEADER_MISMATCH,
+  HubStoppingError,
+  INTERNAL_ERROR,
   METHOD_NOT_FOUND,
   MISSING_CLIENT_CAPABILITY,
   RpcError,
@@ -8,6 +10,7 @@ import {
 } from '../protocol/errors.js';
 import { META_SERVER_INFO } from '../protocol/meta.js';
 import type { Implementation } from '../protocol/types.js';
+import type { Logger } from '../log.js';
 import { copyOf } from '../protocol/copy.js';
 import { cacheTtl } from '../protocol/ttl.js';
 
@@ -102,4 +105,17 @@ export function toLegacyError(err: RpcError): RpcError {
 export function modernErrorStatus(err: RpcError): number {
   if (err.code === METHOD_NOT_FOUND) return 404;
   return err.code === HEADER_MISMATCH || err.code === MISSING_CLIENT_CAPABILITY || err.code === UNSUPPORTED_PROTOCOL_VERSION ? 400 : 200;
+}
+
+/** What a client is told of a request the hub's stop ended: -32603, as one refused while the hub drains (refuseUnserved). */
+export function stoppedError(reason: HubStoppingError): RpcError {
+  return new RpcError(INTERNAL_ERROR, reason.message);
+}
+
+export function asRpc(err: unknown, log: Logger): RpcError {
+  if (err instanceof RpcError) return err;
+  // The hub's stop ended it without its own signal (a question to its client withdrawn as the upstreams close: Mrtr.close).
+  if (err instanceof HubStoppingError) return stoppedError(err);
+  log.error({ err }, 'unexpected error while handling a request');
+  return new RpcError(-32603, 'internal error');
 }
