@@ -38,6 +38,7 @@ import { checkModern, checkModernHeaders } from './modern-envelope.js';
 import { monotonicNow } from '../monotonic.js';
 import { named, recordRefused, refusedMembers } from './refusal-rows.js';
 import { batchRefusal } from './batch-rules.js';
+import { capabilitiesWhileOpen, unanswered } from './startup-wait.js';
 import { DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, NO_ROOM, NO_ROOM_HEADERS, noRoomError, SessionTable, type NoRoom } from './session-table.js';
 
 type Params = Record<string, unknown>;
@@ -182,8 +183,8 @@ export class Endpoint {
       return ex.reply(errorResponse(req.id, err));
     }
     if (req.method === 'server/discover') {
-      const capabilities = await this.capabilitiesWhileOpen(ex);
-      if (!capabilities) return this.unanswered(req, ex, ctx);
+      const capabilities = await capabilitiesWhileOpen(this.core, ex);
+      if (!capabilities) return unanswered(this.core, req, ex, ctx);
       const result: Params = { supportedVersions: [...MODERN_VERSIONS], capabilities: this.modernCaps(capabilities), ttlMs: 0, cacheScope: 'public' };
       const instructions = this.core.instructions(ex.group);
       if (instructions) result.instructions = instructions;
@@ -238,8 +239,8 @@ export class Endpoint {
       if (family && !LEGACY_ONLY.has(req.method) && !offered) {
         // Waited for no longer than its client does: one gone meanwhile is recorded so then, not
         // refused (-32601) when the grace ends.
-        const capabilities = await this.capabilitiesWhileOpen(ex);
-        if (!capabilities) return await this.unanswered(req, ex, ctx);
+        const capabilities = await capabilitiesWhileOpen(this.core, ex);
+        if (!capabilities) return await unanswered(this.core, req, ex, ctx);
         offered = capabilities[family];
       }
       // A server never seen counts only with the list families: a completion of its prompt's
@@ -531,8 +532,8 @@ export class Endpoint {
       this.table.stdioSessions.set(session.id, session);
     } else this.sessions.set(session.id, session);
     const ctx = legacyContext(session, req, ex, new Canceller().signal, this.limits);
-    const capabilities = await this.capabilitiesWhileOpen(ex);
-    if (!capabilities) return this.unanswered(req, ex, ctx);
+    const capabilities = await capabilitiesWhileOpen(this.core, ex);
+    if (!capabilities) return unanswered(this.core, req, ex, ctx);
     const result: Params = { protocolVersion: version, capabilities, serverInfo: this.core.serverInfo };
     const instructions = this.core.instructions(ex.group);
     if (instructions) result.instructions = instructions;
@@ -543,44 +544,6 @@ export class Endpoint {
   /** The header saying idempotency keys are honoured (KEYS_KEPT_HEADER), for an HTTP handshake's answer. */
   private keysKept(ex: Exchange): Record<string, string> | undefined {
     return ex.transport === 'http' && this.core.keepsIdempotencyKeys === true ? { [KEYS_KEPT_HEADER]: 'kept' } : undefined;
-  }
-
-  /**
-   * What an initialize or server/discover answers with, waited for (a fresh hub's upstreams still
-   * starting: every `switchyard stdio` spawn) only while its exchange is open; undefined once it
-   * closed: the stdio hub stopping (stdin EOF past the drain, a signal), the client cancelling,
-   * an HTTP client gone. Its answer could not be sent any more, yet its row said ok. Undefined
-   * too, its exchange still open, when the hub's stop began while it waited (the core's
-   * HubStoppingError): answered the stop's error then (unanswered), not at the grace's end.
-   */
-  private async capabilitiesWhileOpen(ex: Exchange): Promise<ServerCapabilities | undefined> {
-    if (ex.closed.aborted) return undefined;
-    let onClose = (): void => undefined;
-    const closed = new Promise<undefined>((r) => (onClose = () => r(undefined)));
-    ex.closed.addEventListener('abort', onClose, { once: true });
-    try {
-      return await Promise.race([this.core.capabilities(ex.group), closed]);
-    } catch (err) {
-      if (err instanceof HubStoppingError) return undefined;
-      throw err;
-    } finally {
-      ex.closed.removeEventListener('abort', onClose);
-    }
-  }
-
-  /**
-   * A request whose exchange closed before it could be answered (capabilitiesWhileOpen): the
-   * client went away or cancelled, cancelled and nothing sent; the hub's stop (stdio), whose
-   * client still waits, is told so, its row unavailable. An exchange still open: the hub's stop
-   * began while it waited (capabilitiesWhileOpen), told so the same way.
-   */
-  private async unanswered(req: Request, ex: Exchange, ctx: CallContext): Promise<void> {
-    const reason = ex.closed.aborted ? ex.closed.reason : new HubStoppingError(true);
-    if (reason instanceof HubStoppingError) {
-      await this.core.recordLocal(req.method, ctx, { outcome: 'unavailable', errorKind: 'transport', errorMessage: reason.message });
-      return ex.reply(errorResponse(req.id, stoppedError(reason)));
-    }
-    return this.core.recordLocal(req.method, ctx, { outcome: 'cancelled', errorKind: null, errorMessage: 'ended before it was answered: the hub stopped or the client went away while it waited for the servers to start' });
   }
 
   private async legacyRequest(session: LegacySession, req: Request, ex: Exchange): Promise<void> {
