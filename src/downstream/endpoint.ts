@@ -69,7 +69,6 @@ const LIST_FIELD = methodTable<string>({
 });
 const LEGACY_ONLY = new Set(['resources/subscribe', 'resources/unsubscribe']);
 
-
 /**
  * The hub's MCP endpoint for both eras: classifies each message, keeps legacy sessions,
  * validates modern envelopes, turns everything into an era-neutral CallContext for the core,
@@ -445,7 +444,6 @@ export class Endpoint {
     return sid === undefined ? undefined : this.table.sessionFor(sid, ex.principal, ex.group, ex.credentialKey);
   }
 
-
   private legacyNotification(session: LegacySession, n: Notification): void {
     switch (n.method) {
       case 'notifications/initialized':
@@ -671,10 +669,8 @@ export class Endpoint {
   }
 }
 
-
 /** A session at listen.maxPendingPerSession: a place frees as soon as one of its answers comes. */
 const RETRY_SOON: Readonly<Record<string, string>> = { 'retry-after': '1' };
-
 
 export type { Id };
 

@@ -598,7 +598,7 @@ export class HttpServer {
     }
     // The key that opened the stream may not be the one that opened the session: either removed ends it.
     session.streamKey = who.key;
-    // In use while the stream is open (see Endpoint.endIdleSessions); idle from when it closes.
+    // In use while the stream is open (see SessionTable.endIdleSessions); idle from when it closes.
     session.lastSeen = monotonicNow();
     this.endAtExpiry(res, who);
     res.on('close', () => (session.lastSeen = monotonicNow()));

@@ -166,7 +166,7 @@ describe('a stream kept for a replay, when the wall clock is stepped (NTP, a lap
       const back = finished();
       vi.setSystemTime(Date.now() - 3_600_000);
       vi.advanceTimersByTime(REPLAY_KEEP_MS + 1);
-      // The hub's sweep passes the monotonic clock (Endpoint.endIdleSessions). Before, a stream
+      // The hub's sweep passes the monotonic clock (SessionTable.endIdleSessions). Before, a stream
       // finished before the step was kept an hour longer.
       streams.sweep(monotonicNow());
       expect(back.closed).toBe(true);
