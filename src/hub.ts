@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from './log.js';
 import { DEFAULT_INPUT_TIMEOUT_MS, type HubConfig, type PolicyConfig, type ServerConfig } from './config/types.js';
-import { Catalog, type ServerHandle } from './catalog/catalog.js';
+import { Catalog, type Routed, type ServerHandle } from './catalog/catalog.js';
 import { cursorKeyFrom } from './catalog/cursor.js';
 import { SessionIds } from './downstream/session-ids.js';
 import { NameAssigner } from './catalog/names.js';
@@ -45,7 +45,7 @@ import { SessionMemory } from './downstream/session-memory.js';
 import { failClosedBlocker, GUARDED_METHODS, refuseClosed, UNNAMED_BLOCKER } from './router/fail-mode.js';
 import { InFlight } from './router/inflight.js';
 import { refuseDownTool } from './router/down-tools.js';
-import { beginInCallTrace, inCallTrace, isRetry, knownLegacy } from './router/forwarding.js';
+import { beginInCallTrace, inCallTrace, isRetry, knownLegacy, viewOf } from './router/forwarding.js';
 import { callPolicy } from './router/call-policy.js';
 import { backSoon, RETRY_WAIT_MS, ROUND_METHODS } from './hub/back-soon.js';
 import { readyWithin } from './upstream/ready-within.js';
@@ -143,6 +143,8 @@ export class Hub implements HubCore {
   private graceOver = false;
   /** The wait of the requests in the start-up grace now, one for all (startupGrace). */
   private graceWait: Promise<void> | undefined;
+  /** Calls let past the start-up grace (passesGrace): the router does not hold them in it either. */
+  private readonly pastGrace = new WeakSet<CallContext>();
   /** Requests being handled, so that stop() can drain them. */
   readonly inflight = new InFlight();
   private draining = false;
@@ -293,7 +295,7 @@ export class Hub implements HubCore {
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: cursorKeyFrom(stateKey),
-      startupGrace: () => this.startupGrace(),
+      startupGrace: (ctx) => (ctx !== undefined && this.pastGrace.has(ctx) ? undefined : this.startupGrace()),
       closingUpstreams: () => this.closingUpstreams,
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
@@ -728,6 +730,32 @@ export class Hub implements HubCore {
     return this.inGrace(wait);
   }
 
+  /**
+   * Whether a call in the start-up grace goes on at once rather than wait for every server still
+   * starting: a tools/call or prompts/get whose name can only be a ready server's (Catalog.soleRoute:
+   * the name is that server's whatever the others list), so the servers starting cannot change
+   * where it goes (a first call to a fast server was held up to 3 s by an `npx` server
+   * downloading). Not while a failMode "closed" server is not ready (the call waits for it
+   * rather than be refused), nor when the hub would wait for a server's first start for that
+   * name (routes, firstStarting), nor when a ready server's calls for this principal go over a
+   * connection of its own not ready yet: those wait as before. So do lists, handshakes and
+   * discovery, whose answers must include the servers still starting. The lookup fetches the
+   * server's list; the caller's going away or the stop ends it (the grace's wait then answers).
+   */
+  private async passesGrace(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<boolean> {
+    const name = params.name;
+    if ((method !== 'tools/call' && method !== 'prompts/get') || typeof name !== 'string' || failClosedBlocker(this.handles.values())) return false;
+    for (const h of this.handles.values()) if (h.upstream.state === 'ready' && this.upstreams.isolated(h, ctx.principal) && this.upstreams.existing(h, ctx.principal)?.state !== 'ready') return false;
+    const lookup = (): Promise<Routed | null | undefined> => this.catalog.soleRoute(method === 'tools/call' ? 'tools' : 'prompts', name, viewOf(ctx)).catch(() => undefined);
+    const routed = await unlessAborted(() => unlessAborted(lookup, this.stopBegun.signal, () => undefined), ctx.signal, () => undefined);
+    if (!routed || routed.server.upstream.state !== 'ready' || ctx.signal.aborted || this.stopBegun.signal.aborted) return false;
+    const known = method === 'tools/call' ? this.routes.serverOf(name, ctx) : undefined;
+    if (known !== undefined ? known !== routed.server.id : this.firstStarting(name, ctx).length > 0) return false;
+    this.pastGrace.add(ctx);
+    this.log.debug({ method, name, server: routed.server.id }, 'a call goes on in the start-up grace: its name is a ready server\'s alone');
+    return true;
+  }
+
   /** startupGrace's wait, said in the debug log (one line per request that waits). */
   private inGrace(wait: Promise<void>): Promise<void> {
     this.log.debug('a request waits in the start-up grace for the servers still starting');
@@ -830,7 +858,7 @@ export class Hub implements HubCore {
       // not when the grace ends (up to 3 s later), nor refused for a fail-closed server still
       // starting (a row of a refusal its client never heard). Only a call that waited pays.
       const grace = this.startupGrace();
-      if (grace) {
+      if (grace && !(await this.passesGrace(method, params, ctx))) {
         await unlessAborted(() => grace, ctx.signal, () => undefined);
         if (ctx.signal.aborted || this.stopBegun.signal.aborted) await this.endedWhileWaiting(method, params, ctx, this.handles.get(this.toolServerOf(method, typeof params.name === 'string' ? params.name : undefined, ctx.principal, ctx.group).server ?? ''));
       }

@@ -578,6 +578,16 @@ export class Catalog extends EventEmitter {
     return { server: h, upstreamName: r.upstreamName, item: r.upstream, annotations: r.annotations, hubName };
   }
 
+  /**
+   * The route of a tool or prompt name when it needs no other server's list (readyTool, else
+   * ownerItem), built into no aggregate; null when that list hides it from this view; undefined
+   * when only the whole aggregate can tell. For a call in the start-up grace (Hub.passesGrace),
+   * which need not wait for the servers still starting when its name is a ready server's alone.
+   */
+  async soleRoute(kind: 'tools' | 'prompts', hubName: string, view: View = {}): Promise<Routed | null | undefined> {
+    return (kind === 'tools' ? this.readyTool(hubName, view) : undefined) ?? this.ownerItem(kind, hubName, view);
+  }
+
   /** The tools aggregate of this principal built in the background (once at a time), for readyTool. */
   private buildSoon(principal: string | undefined): void {
     const k = principal ?? '';

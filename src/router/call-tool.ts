@@ -33,7 +33,7 @@ import { withScreenedContentIcons } from '../catalog/icons.js';
  */
 export interface ToolCallOptions {
   /** See RouterOptions.startupGrace. */
-  startupGrace: () => Promise<void> | undefined;
+  startupGrace: (ctx?: CallContext) => Promise<void> | undefined;
   /** See RouterOptions.closingUpstreams. */
   closingUpstreams?: () => boolean;
   /** See RouterOptions.stopBegun. */
@@ -180,7 +180,7 @@ export class ToolCall {
       if (!(err instanceof NestingTooDeepError)) throw err;
       tooDeep = new RpcError(INVALID_PARAMS, `Invalid arguments: ${err.message}`);
     }
-    const grace = this.opts.startupGrace();
+    const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     const routed = hubName ? (this.catalog.readyTool(hubName, view) ?? (await this.resolved(hubName, view, ctx, { hubName, argsHash: hash, args }, t0))) : undefined;

@@ -38,8 +38,10 @@ export interface RouterOptions {
   /**
    * Waits (bounded) for upstreams still starting, so a first list is complete; undefined when
    * nothing is starting any more (no await needed).
+   *
+   * `ctx`: the call's (tools/call, prompts/get), which the hub may have let past the grace (Hub.passesGrace).
    */
-  startupGrace: () => Promise<void> | undefined;
+  startupGrace: (ctx?: CallContext) => Promise<void> | undefined;
   /**
    * Whether the hub's stop is closing its upstreams (its drain time over): a list built then may
    * lack the servers the stop closed under it, and is not given as the list (see list()).
@@ -291,7 +293,7 @@ export class Router {
   private async forwardNamed(method: string, params: Result, ctx: CallContext, what: 'prompt'): Promise<Result> {
     const t0 = performance.now();
     const hubName = typeof params.name === 'string' ? params.name : '';
-    const grace = this.opts.startupGrace();
+    const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     const view = viewOf(ctx);
     // A prompt of a server that is down is not listed, but it is not unknown either: the

@@ -3,7 +3,7 @@
  * hub refuse every call that acts (lists keep working) until it is back or reconfigured; a
  * legacy session may have only listen.maxPendingPerSession requests in flight.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -116,6 +116,48 @@ describe('failMode closed, a server still starting', () => {
       await Promise.all([starting.stop(), none.stop()]);
     }
   });
+
+  it('in the grace, a call by a name only a ready server has goes on at once, unless a fail-closed server still starts (it waits for it)', async () => {
+    // ok: ready at once. guard (failMode closed) and late (open): held starting by their files,
+    // whatever the machine's load; the grace (30 s) outlasts the test.
+    const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grace-'));
+    const held = (hold: string, extra: Json = {}) => {
+      const s = nodeServer(SDK1);
+      writeFileSync(hold, '');
+      return { ...s, args: ['--import', join(ROOT, 'test/fixtures/start-delay.mjs'), ...(s.args as string[])], env: { START_HOLD_FILE: hold }, ...extra };
+    };
+    const [guardHold, lateHold] = [join(dir, 'guard.hold'), join(dir, 'late.hold')];
+    const h = await startHub({ servers: { ok: nodeServer(SDK1), guard: held(guardHold, { failMode: 'closed' }), late: held(lateHold) } }, { dir, env: { SWITCHYARD_STARTUP_GRACE_MS: '30000' } });
+    try {
+      await waitForState(h.url, 'ok', ['ready']);
+      // The fail-closed server starting: the call waits in the grace (not refused, as past it).
+      let answered = false;
+      const waits = callTool(h.url, 'ok__echo', { text: 'waited' }).finally(() => (answered = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(false);
+      rmSync(guardHold);
+      await waitForState(h.url, 'guard', ['ready']);
+      // Only an open server starting now (late): a call and a prompt of ok's go on, not held for
+      // the rest of the grace (30 s) as they were. A list still waits for late.
+      const t0 = Date.now();
+      const c = await callTool(h.url, 'ok__echo', { text: 'at once' });
+      expect([isToolError(c), text(c)], JSON.stringify(c.body)).toEqual([false, 'echo:at once']);
+      const p = await modernCall(h.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'x' } });
+      expect(JSON.stringify(p.body?.result?.messages), JSON.stringify(p.body)).toContain('Hello, x!');
+      expect(Date.now() - t0).toBeLessThan(15_000); // half the grace
+      let listed = false;
+      const list = modernCall(h.url, 'l1', 'tools/list').finally(() => (listed = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect([listed, (await serverHealth(h.url, 'late'))?.state]).toEqual([false, 'starting']);
+      rmSync(lateHold);
+      expect(((await list).body?.result?.tools as Json[]).filter((t) => String(t.name).startsWith('late__')).length).toBeGreaterThan(0);
+      const w = await waits;
+      expect([isToolError(w), text(w)], JSON.stringify(w.body)).toEqual([false, 'echo:waited']);
+    } finally {
+      await h.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it('/healthz says "refusing", not "starting", in the grace once the first attempt has failed: calls no longer wait then', async () => {
     // e62b6d2, 7866eca: a fail-closed server whose first attempt failed is `starting` again (or
