@@ -295,7 +295,8 @@ export class Hub implements HubCore {
     this.router = new Router(this.catalog, observed, this.subs, this.mrtr, log, {
       pageSize: config.pageSize,
       cursorKey: cursorKeyFrom(stateKey),
-      startupGrace: (ctx) => (ctx !== undefined && this.pastGrace.has(ctx) ? undefined : this.startupGrace()),
+      // Past the grace (every call from then on), no look in pastGrace.
+      startupGrace: (ctx) => (this.graceOver || (ctx !== undefined && this.pastGrace.has(ctx)) ? undefined : this.startupGrace()),
       closingUpstreams: () => this.closingUpstreams,
       stopBegun: this.stopBegun.signal,
       confirmer: new Confirmer(policy as ConfirmPolicy),
