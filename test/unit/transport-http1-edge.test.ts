@@ -107,16 +107,23 @@ describe('the HTTP edge', () => {
     const one = post('{}');
     const n = Math.ceil((1.5 * 2 ** 20) / one.length);
     c.send(one.repeat(n + 1));
-    while (!first) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 100));
-    expect(served).toBe(1); // the rest waits, and no more than the queue's limit is read meanwhile
-    const [conn] = (edge as unknown as { conns: Set<{ size: number; paused: boolean }> }).conns;
+    const conns = (edge as unknown as { conns: Set<{ size: number; paused: boolean }> }).conns;
+    // Polled, not a fixed wait: on a loaded machine the 1.5 MiB take longer to arrive.
+    await expect.poll(() => [...conns][0]?.paused, { timeout: 10_000, interval: 5 }).toBe(true);
+    const [conn] = conns;
+    // A request on another connection, answered: the event loop has been round its reads since,
+    // and would have read on had the pause not held.
+    const other = rawClient(port);
+    other.send(post('{}'));
+    await other.waitFor(1);
+    other.socket.destroy();
+    expect(served).toBe(2); // the rest waits (the other's was served), and no more than the queue's limit is read meanwhile
     expect(conn!.paused).toBe(true);
     expect(conn!.size).toBeLessThan(2 ** 20 + 1024 + 2 ** 17); // the limit, plus at most a read or two
-    first.writeHead(200, { 'content-length': 5 }).end('first');
+    first!.writeHead(200, { 'content-length': 5 }).end('first');
     const rs = await c.waitFor(n + 1, 20_000);
     expect(rs[0]!.body).toBe('first');
-    expect(served).toBe(n + 1);
+    expect(served).toBe(n + 2);
     c.socket.destroy();
   }, 30_000);
 
@@ -126,18 +133,22 @@ describe('the HTTP edge', () => {
     // client's calls took 27 times as long), and left each body a view into that copy.
     let first: Http1Response | undefined;
     const backing: number[] = [];
-    const { port } = await start((req, res) => {
+    const { edge, port } = await start((req, res) => {
       backing.push(req.body.buffer.byteLength);
       if (!first) return void (first = res);
       setImmediate(() => echo(req, res)); // answered in a later turn, as the hub's are
     });
     const c = rawClient(port);
-    const one = post('{}');
+    // Requests of a few hundred bytes, 1.5 MiB of them: the queue behind the first fills to its
+    // limit (1 MiB). Each is answered in a turn of its own, so their number, not their size, is
+    // what the test costs: with requests of 70 bytes (22,000 turns) it took 21 s on a loaded machine.
+    const one = post(JSON.stringify('x'.repeat(500)));
     const n = Math.ceil((1.5 * 2 ** 20) / one.length);
     c.send(one.repeat(n + 1));
-    while (!first) await new Promise((r) => setTimeout(r, 5));
-    await new Promise((r) => setTimeout(r, 100)); // the queue fills up behind the first
-    first.writeHead(200, { 'content-length': 5 }).end('first');
+    // The queue is full behind the first (polled, not a fixed wait: a loaded machine takes longer).
+    const conns = (edge as unknown as { conns: Set<{ paused: boolean }> }).conns;
+    await expect.poll(() => first !== undefined && [...conns][0]?.paused, { timeout: 10_000, interval: 5 }).toBe(true);
+    first!.writeHead(200, { 'content-length': 5 }).end('first');
     expect((await c.waitFor(n + 1, 20_000)).length).toBe(n + 1);
     expect(Math.max(...backing.slice(1))).toBeLessThan(2 ** 18); // a read's worth, not the 1 MiB queue
     c.socket.destroy();
@@ -145,26 +156,35 @@ describe('the HTTP edge', () => {
 
   it('serves no further pipelined request while the client leaves its answers unread, and goes on once it reads', async () => {
     let served = 0;
+    /** The most the socket held unwritten as a request was served. */
+    let unwrittenAtServe = 0;
     const big = 'x'.repeat(64 * 1024);
     const { edge, port } = await start((req, res) => {
       served++;
+      unwrittenAtServe = Math.max(unwrittenAtServe, req.socket.writableLength);
       res.writeHead(200, { 'content-length': big.length }).end(big);
     });
     const c = rawClient(port);
     c.socket.pause(); // reads nothing
     const n = 400; // 25 MiB of answers
     c.send(post('{}').repeat(n));
-    await new Promise((r) => setTimeout(r, 300));
-    const before = served;
-    await new Promise((r) => setTimeout(r, 300));
+    const conns = (edge as unknown as { conns: Set<{ waiting: boolean; socket: { writableLength: number; writableHighWaterMark: number } }> }).conns;
+    // The kernel's buffers full: the hub holds part of an answer it cannot write, and waits for
+    // the client. Polled, not two fixed 300 ms waits: on a loaded machine the buffers were still
+    // filling after the first (16 answers served, 63 after the second).
+    const stuck = () => [...conns].some((k) => k.waiting && k.socket.writableLength > 0);
+    await expect.poll(stuck, { timeout: 10_000, interval: 5 }).toBe(true);
+    const [conn] = conns;
     // Only what the kernel's buffers took: the rest waits, not held in the hub's memory.
-    expect(served).toBe(before);
     expect(served).toBeLessThan(n / 2);
-    const [conn] = (edge as unknown as { conns: Set<{ socket: { writableLength: number } }> }).conns;
     expect(conn!.socket.writableLength).toBeLessThan(2 * big.length);
+    // And no request was served while the answers before it lay unwritten in the hub's socket
+    // (more than its high-water mark): each waited for the client to take them.
+    expect(unwrittenAtServe).toBeLessThanOrEqual(conn!.socket.writableHighWaterMark);
     c.socket.resume();
     expect((await c.waitFor(n, 20_000)).length).toBe(n);
     expect(served).toBe(n);
+    expect(unwrittenAtServe).toBeLessThanOrEqual(conn!.socket.writableHighWaterMark);
     c.socket.destroy();
   }, 30_000);
 
