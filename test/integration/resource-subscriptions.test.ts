@@ -100,12 +100,11 @@ describe('resource subscriptions', () => {
     await waitForState(hub.url, 'leg', ['ready']);
     await waitUntil('the new leg process', async () => descendants(hub.proc.pid!).some((p) => p !== leg && readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--marker-leg')) || undefined);
 
-    // The fixture announces only URIs it was asked to subscribe to, as real servers do.
-    await waitUntil('an update after the restart', async () => {
-      await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc' } });
-      await new Promise((r) => setTimeout(r, 200));
-      return updates.length > 1 || undefined;
-    }, 5_000);
+    // The fixture announces only URIs it was asked to subscribe to, as real servers do: touched
+    // until the new process says it told a subscriber (the hub's subscribe reached it), whose
+    // update then arrives. Not a fixed wait after each touch: on a loaded machine it came later.
+    await waitUntil('the new process subscribed again', async () => firstText(await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc', report: true } })) === 'told 1' || undefined, 5_000);
+    await expect.poll(() => updates.length, { timeout: 5000, interval: 20 }).toBeGreaterThan(1);
     // Each state change of the upstream is one change of every list: said once per family
     // (resources and their templates share resources/list_changed).
     expect(changed.tools).toBeGreaterThan(0);
@@ -353,8 +352,10 @@ describe('resource subscriptions', () => {
     await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc/part' } });
     await c.callTool({ name: 'mod__touch', arguments: { uri: 'mod://doc/part' } });
     await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://docs' } }); // a longer name, not below it
-    await expect.poll(() => [...updates].sort(), { timeout: 2000, interval: 20 }).toEqual(['leg://doc/part', 'mod://doc/part']);
-    await new Promise((r) => setTimeout(r, 200));
+    // Said after it by the same server on the same way: once this one is here, leg://docs would be too.
+    await c.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc/later' } });
+    await expect.poll(() => [...updates].sort(), { timeout: 5000, interval: 20 }).toEqual(['leg://doc/later', 'leg://doc/part', 'mod://doc/part']);
+    await new Promise((r) => setTimeout(r, 200)); // and a while longer, whatever the order
     expect(updates).not.toContain('leg://docs');
     await sub.close();
     await c.close();
@@ -371,15 +372,14 @@ describe('resource subscriptions', () => {
       expect((await fetch(new URL('/admin/servers/slow/restart', hub.url), { method: 'POST' })).status).toBe(200);
       expect((await waitForState(hub.url, 'slow', ['starting', 'restarting'], 1_000)).state).not.toBe('ready');
     };
-    const touch = () => c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc' } });
-    // The hub asks the new process for the subscription as it becomes ready; a touch may come first.
+    /** `told 1` when the server holds a subscription to slow://doc, so an update was sent. */
+    const touch = async () => firstText(await c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc', report: true } }));
+    // The hub asks the new process for the subscription as it becomes ready; a touch may come
+    // first. Touched until the server says it told its subscriber; that update then arrives.
     const anUpdate = async (what: string) => {
       const before = updates.length;
-      await waitUntil(what, async () => {
-        await touch();
-        await new Promise((r) => setTimeout(r, 200));
-        return updates.length > before || undefined;
-      }, 5_000);
+      await waitUntil(what, async () => (await touch()) === 'told 1' || undefined, 5_000);
+      await expect.poll(() => updates.length, { timeout: 5000, interval: 20 }).toBeGreaterThan(before);
     };
 
     expect(await c.subscribeResource({ uri: 'slow://doc' })).toEqual({});
@@ -416,11 +416,9 @@ describe('resource subscriptions', () => {
     const sub = await listening;
     expect(sub.honoredFilter.resourceSubscriptions).toEqual(['slow://doc']);
     await waitForState(hub.url, 'slow', ['ready']);
-    await waitUntil('an update once the upstream is back', async () => {
-      await c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc' } });
-      await new Promise((r) => setTimeout(r, 200));
-      return updates.length > 0 || undefined;
-    }, 5_000);
+    // Touched until the server says it told its subscriber (the hub's subscribe reached it); that update then arrives.
+    await waitUntil('the upstream subscribed once back', async () => firstText(await c.callTool({ name: 'slow__touch', arguments: { uri: 'slow://doc', report: true } })) === 'told 1' || undefined, 5_000);
+    await expect.poll(() => updates, { timeout: 5000, interval: 20 }).toContain('slow://doc');
     await sub.close();
     await c.close();
   }, 30_000);
@@ -452,10 +450,14 @@ describe('resource subscriptions', () => {
 
       setSection(hub, 'groups', { onlyMod: { servers: ['leg'] } });
       await loggedTimes(hub, 'config reload: groups replaced', reloads + 1);
+      // The legacy client now holds a URI of the group's new server: told of it after mod's
+      // update, its session shows that update would have reached it by then.
+      expect(await v1.subscribeResource({ uri: 'leg://doc' })).toEqual({});
       await root.callTool({ name: 'mod__touch', arguments: { uri: 'mod://doc' } });
-      await expect.poll(() => updates.root.length, { timeout: 2000, interval: 20 }).toBe(2);
-      await new Promise((r) => setTimeout(r, 200));
-      expect([updates.legacy.length, updates.modern.length]).toEqual([1, 1]);
+      await root.callTool({ name: 'leg__touch', arguments: { uri: 'leg://doc' } });
+      await expect.poll(() => [updates.root.length, updates.legacy.includes('leg://doc')], { timeout: 5000, interval: 20 }).toEqual([2, true]);
+      await new Promise((r) => setTimeout(r, 200)); // and a while longer, whatever the order (the modern stream's too)
+      expect([updates.legacy.filter((u) => u === 'mod://doc').length, updates.modern.length]).toEqual([1, 1]);
     } finally {
       setSection(hub, 'groups', { onlyMod: { servers: ['mod'] } });
       await loggedTimes(hub, 'config reload: groups replaced', reloads + 2);
@@ -509,6 +511,7 @@ describe('resource subscriptions of principals with upstream connections of thei
     return {
       call: (method: string, params: Record<string, unknown> = {}) => post(authed.url, { jsonrpc: '2.0', id: id++, method, params }, h),
       updates: () => heard().split('notifications/resources/updated').length - 1,
+      heard,
       end: async () => {
         ac.abort();
         await fetch(authed.url, { method: 'DELETE', headers: h });
@@ -602,11 +605,17 @@ describe('resource subscriptions of principals with upstream connections of thei
     // ones (then it is opened again without them): not the whole filter again at each.
     expect(gone.bytes).toBeLessThan(12 * once);
     // Unsubscribed, Alice's URIs reach her no more, whichever stream still names them; Bob's do.
+    // Alice then holds one more: touched after hers, it shows her stream was open meanwhile.
+    expect((await alice.call('resources/subscribe', { uri: uri('alice', N) })).body).toMatchObject({ result: {} });
     await bob.call('tools/call', { name: 'mod__touch', arguments: { uri: uri('alice', 1) } });
     await bob.call('tools/call', { name: 'mod__touch', arguments: { uri: uri('bob', 1) } });
-    await expect.poll(() => bob.updates(), { timeout: 2000 }).toBe(1);
-    await new Promise((r) => setTimeout(r, 200));
-    expect(alice.updates()).toBe(0);
+    await waitUntil('the update of the URI alice holds', async () => {
+      await bob.call('tools/call', { name: 'mod__touch', arguments: { uri: uri('alice', N) } });
+      return alice.heard().includes(uri('alice', N)) || undefined;
+    }, 5_000);
+    await expect.poll(() => bob.updates(), { timeout: 5000 }).toBe(1);
+    await new Promise((r) => setTimeout(r, 200)); // and a while longer, whatever the order
+    expect(alice.heard()).not.toContain(uri('alice', 1));
     await alice.end();
     await bob.end();
   });
