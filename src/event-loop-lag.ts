@@ -12,30 +12,17 @@
  * read instead as the time the loop was busy since (eventLoopUtilization: busy is all but the
  * time spent waiting for events), which, the loop having been quiet, is that stall and the work
  * that led to it. While the loop is busy, busy time is many callbacks: lateness is kept.
- *
- * At rest (quiet, and no call in flight: `inFlight`) it ticks every IDLE_MS: ten wake-ups a
- * second were most of what an idle hub did. A tick then reads the loop's busy time since the
- * last one, when it reaches STALL_MS, whether or not the stall held the tick up: an idle loop's
- * own work (a pin poll, a sweep) is far below that, so what reaches it is a stall. A request
- * (Metrics calls wake()) ends the rest at once: that sample is taken then (a stall the request
- * waited behind is read), and the ticks go on every QUIET_MS or BUSY_MS as the loop goes.
  */
 import { createHistogram, performance, type EventLoopUtilization, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
 
-/** The tick while the loop is quiet but calls are in flight (a client waits on an upstream). */
+/** The tick while the loop is quiet: 10 wake-ups a second at rest. */
 export const QUIET_MS = 100;
-/** The tick at rest (quiet, nothing in flight): one wake-up a second. */
-export const IDLE_MS = 1000;
 /** The tick while the loop has work (as prom-client's): a stall then reads within this of its length. */
 export const BUSY_MS = 10;
 /** A tick this late (ms) found the loop stuck at its due time. */
 const STALL_MS = 5;
-/**
- * A tick's interval with less busy time than this (ms) per QUIET_MS was quiet (a tick, a poll of
- * the pins). Per QUIET_MS: an idle loop's own turns come to about 1 ms a second, which over a
- * rest's IDLE_MS would read as work and wake it every second for a busy tick.
- */
+/** A tick's interval with less busy time than this (ms) was quiet (a tick, a poll of the pins). */
 const QUIET_BUSY_MS = 1;
 
 export class EventLoopLag {
@@ -53,8 +40,6 @@ export class EventLoopLag {
   constructor(
     registry: Registry,
     prefix: string,
-    /** Calls in flight: while there are any, the loop is not at rest however quiet it is. */
-    private readonly inFlight: () => number = () => 0,
   ) {
     this.timer = setTimeout(() => this.tick(), this.period).unref();
     const registers = [registry];
@@ -64,7 +49,7 @@ export class EventLoopLag {
     // collect sets them all must come before the others (or they show the previous scrape's).
     new Gauge({
       name: prefix + 'nodejs_eventloop_lag_seconds',
-      help: `The latest event loop delay sampled (delay beyond a timer's due time, sampled every ${BUSY_MS} to ${QUIET_MS} ms, every ${IDLE_MS} ms at rest), in seconds`,
+      help: `The latest event loop delay sampled (delay beyond a timer's due time, sampled every ${BUSY_MS} to ${QUIET_MS} ms), in seconds`,
       registers,
       // A scrape sooner than a sample after the last one keeps the values it showed.
       collect() {
@@ -95,39 +80,19 @@ export class EventLoopLag {
     clearTimeout(this.timer);
   }
 
-  /** At rest: ticking every IDLE_MS, until the next tick finds work or wake() is called. */
-  get resting(): boolean {
-    return this.period === IDLE_MS;
-  }
-
-  /** A request came (or ended) while at rest: sample now and tick as a quiet loop does. */
-  wake(): void {
-    if (this.period === IDLE_MS) this.sample(false);
-  }
-
   private tick(): void {
-    this.sample(true);
-  }
-
-  /** `due`: the timer fired (else a wake-up, which is not late). */
-  private sample(due: boolean): void {
     const now = performance.now();
     const elu = performance.eventLoopUtilization();
     const busy = elu.active - this.lastElu.active;
-    const since = now - this.lastAt;
-    const late = due ? Math.max(0, since - this.period) : 0;
-    const stalled = this.period === IDLE_MS ? busy >= STALL_MS : this.quiet && late >= STALL_MS;
-    const lag = stalled ? Math.max(late, Math.min(busy, since)) : late;
-    this.quiet = busy < QUIET_BUSY_MS * Math.max(1, since / QUIET_MS);
-    const period = !this.quiet ? BUSY_MS : !due || this.inFlight() > 0 ? QUIET_MS : IDLE_MS;
+    const late = Math.max(0, now - this.lastAt - this.period);
+    const lag = this.quiet && late >= STALL_MS ? Math.max(late, Math.min(busy, now - this.lastAt)) : late;
+    this.quiet = busy < QUIET_BUSY_MS;
+    const period = this.quiet ? QUIET_MS : BUSY_MS;
     this.lastAt = now;
     this.lastElu = elu;
     this.latest = lag / 1000;
     this.hist.record(Math.max(1, Math.round(lag * 1e6)));
-    if (due && period === this.period) this.timer.refresh();
-    else {
-      clearTimeout(this.timer);
-      this.timer = setTimeout(() => this.tick(), (this.period = period)).unref();
-    }
+    if (period === this.period) this.timer.refresh();
+    else this.timer = setTimeout(() => this.tick(), (this.period = period)).unref();
   }
 }

@@ -89,13 +89,11 @@ export class Metrics {
   /** Requests answered `input_required`: rounds of a call, counted apart from the calls. */
   private readonly rounds: Counter<string>;
   private readonly lag: EventLoopLag;
-  /** Calls begun and not finished (the gauge's value, readable at once): the lag sampler rests at none. */
-  private running = 0;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     defaultMetricsButLag(this.registry);
-    this.lag = new EventLoopLag(this.registry, PROCESS_PREFIX, () => this.running);
+    this.lag = new EventLoopLag(this.registry, PROCESS_PREFIX);
     for (const m of this.calls.metrics({
       calls: { name: 'switchyard_calls_total', help: 'Requests finished by the hub, by method, upstream server, tool or prompt name and outcome' },
       errors: {
@@ -210,17 +208,11 @@ export class Metrics {
 
   callStarted(): void {
     this.inflight.inc();
-    this.running++;
-    if (this.lag.resting) this.lag.wake();
   }
 
   /** One finished request (hot path: a few map lookups and increments, see CallSeries); `began` when callStarted counted it. */
   observeCall(b: AuditBegin, e: AuditEnd, began: boolean): void {
-    if (began) {
-      this.inflight.dec();
-      this.running--;
-    }
-    if (this.lag.resting) this.lag.wake();
+    if (began) this.inflight.dec();
     const method = METHODS.has(b.method) ? b.method : 'other';
     const server = e.server ?? b.server ?? '';
     // One call, however many rounds it took: a round is no call (nor its latency the call's).
