@@ -484,20 +484,28 @@ export class StdioChild extends EventEmitter {
       atTurnEnd(WRITE, this.flush);
     }
     this.queued.push(frame);
+    this.queuedLength += frame.length + 1;
     return true;
   }
 
   private queued: string[] = [];
+  /** What `queued` will write (string length, as writableLength counts a string written). */
+  private queuedLength = 0;
 
-  /** Bytes written to the child's stdin that it has not read yet (frames joined for this turn not counted). */
+  /**
+   * What was written to the child's stdin that it has not read yet, with the frames joined for
+   * this turn: without them, a turn that sent many calls (a loaded hub finishing many requests in
+   * one turn) passed them all under the bound StdioUpstream refuses calls at.
+   */
   get backlog(): number {
-    return this.proc.stdin?.writableLength ?? 0;
+    return (this.proc.stdin?.writableLength ?? 0) + this.queuedLength;
   }
 
   private readonly flush = (): void => {
     const q = this.queued;
     if (q.length === 0) return;
     this.queued = [];
+    this.queuedLength = 0;
     if (this.proc.stdin!.writable) this.proc.stdin!.write(q.length === 1 ? q[0] + '\n' : q.join('\n') + '\n');
   };
 

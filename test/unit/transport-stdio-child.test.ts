@@ -216,6 +216,25 @@ process.exit(0);`;
     expect(c.send('{}')).toBe(false);
   });
 
+  it("counts the frames joined for this turn in its backlog, not only what the pipe's stream holds", async () => {
+    // A process that never reads its input: what is written stays written.
+    const c = new StdioChild({ command: process.execPath, args: script('setTimeout(() => {}, 60_000);'), maxFrameBytes: 1024, log: silentLogger });
+    try {
+      const frame = 'x'.repeat(100_000);
+      // Joined (other calls in flight): they leave in one write at the end of the turn. Counted
+      // before that, a loaded hub's turn that sent many calls passed every one of them under the
+      // bound StdioUpstream refuses calls at (faults-stdio "stops reading its input", CI).
+      for (let i = 0; i < 3; i++) expect(c.send(frame, true)).toBe(true);
+      expect(c.backlog).toBe(3 * (frame.length + 1));
+      await new Promise((r) => setImmediate(r));
+      // Written now: the pipe took what it could, the stream holds the rest; nothing was lost from the count.
+      expect(c.backlog).toBeGreaterThanOrEqual(3 * (frame.length + 1) - 256 * 1024);
+      expect(c.backlog).toBeGreaterThan(0);
+    } finally {
+      c.kill();
+    }
+  });
+
   it('delivers a last frame written just before exiting', async () => {
     const c = new StdioChild({
       command: process.execPath,
