@@ -143,6 +143,8 @@ export class Hub implements HubCore {
   private graceOver = false;
   /** The wait of the requests in the start-up grace now, one for all (startupGrace). */
   private graceWait: Promise<void> | undefined;
+  /** The wait of the calls in the grace held only by failMode "closed" servers starting, one for all (failClosedGrace). */
+  private closedWait: Promise<void> | undefined;
   /** Calls let past the start-up grace (passesGrace): the router does not hold them in it either. */
   private readonly pastGrace = new WeakSet<CallContext>();
   /** Requests being handled, so that stop() can drain them. */
@@ -710,7 +712,35 @@ export class Hub implements HubCore {
       this.graceOver = true;
       return undefined;
     }
-    const wait = new Promise<void>((resolve) => {
+    const wait = this.stateChanges(pending, left, () => {
+      // The next request looks again (a server may have started again meanwhile).
+      if (this.graceWait === wait) this.graceWait = undefined;
+    });
+    this.graceWait = wait;
+    return this.inGrace(wait);
+  }
+
+  /**
+   * The wait, in the start-up grace, of the calls held only by the failMode "closed" servers
+   * still starting (passesGrace), one for all as startupGrace's is; undefined when none is
+   * starting, or the grace is over.
+   */
+  private failClosedGrace(): Promise<void> | undefined {
+    if (this.closedWait) return this.closedWait;
+    const pending = [...this.handles.values()].filter((h) => h.config.failMode === 'closed' && h.upstream.state === 'starting');
+    const left = this.startedAt + this.graceMs - monotonicNow();
+    if (pending.length === 0 || left <= 0 || this.stopBegun.signal.aborted) return undefined;
+    const wait = this.stateChanges(pending, left, () => {
+      if (this.closedWait === wait) this.closedWait = undefined;
+    });
+    this.closedWait = wait;
+    this.log.debug({ servers: pending.map((h) => h.id) }, 'calls wait for the failMode "closed" servers still starting');
+    return wait;
+  }
+
+  /** Resolves once each of `pending` has changed state (its attempt to start ended), after `ms`, or as the stop begins; `ended` first. */
+  private stateChanges(pending: ServerHandle[], ms: number, ended: () => void): Promise<void> {
+    return new Promise<void>((resolve) => {
       let waiting = pending.length;
       const onState = (): void => {
         if (--waiting <= 0) done();
@@ -719,33 +749,39 @@ export class Hub implements HubCore {
         clearTimeout(timer);
         this.stopBegun.signal.removeEventListener('abort', done);
         for (const h of pending) h.upstream.off('state', onState);
-        // The next request looks again (a server may have started again meanwhile).
-        if (this.graceWait === wait) this.graceWait = undefined;
+        ended();
         resolve();
       };
-      const timer = setTimeout(done, left);
+      const timer = setTimeout(done, ms);
       for (const h of pending) h.upstream.once('state', onState);
       this.stopBegun.signal.addEventListener('abort', done);
     });
-    this.graceWait = wait;
-    return this.inGrace(wait);
   }
 
   /**
    * Whether a call in the start-up grace goes on at once rather than wait for every server still
-   * starting: a tools/call or prompts/get whose name can only be a ready server's (Catalog.soleRoute:
-   * the name is that server's whatever the others list), so the servers starting cannot change
-   * where it goes (a first call to a fast server was held up to 3 s by an `npx` server
-   * downloading). Not while a failMode "closed" server is not ready (the call waits for it
-   * rather than be refused), nor when the hub would wait for a server's first start for that
-   * name (routes, firstStarting), nor when a ready server's calls for this principal go over a
-   * connection of its own not ready yet: those wait as before. So do lists, handshakes and
-   * discovery, whose answers must include the servers still starting. The lookup fetches the
-   * server's list; the caller's going away or the stop ends it (the grace's wait then answers).
+   * starting: a tools/call or prompts/get whose name can only be a ready server's
+   * (Catalog.soleRoute: the name is that server's whatever the others list), so the servers
+   * starting cannot change where it goes (a first call to a fast server was held up to 3 s by an
+   * `npx` server downloading). A failMode "closed" server still
+   * starting is waited for first, it alone (failClosedGrace): the call waits for it rather than be
+   * refused, and once it is ready goes on as any (the grace's wait, one for all, held it for every
+   * server starting); one not ready then (refused at the grace's end) holds the call as before.
+   * Not when the hub would wait for a server's first start for that name (routes, firstStarting),
+   * nor when a ready server's calls for this principal go over a connection of its own not ready
+   * yet: those wait as before. So do lists, handshakes and discovery, whose answers must include
+   * the servers still starting, and the other guarded methods. The lookup fetches the server's
+   * list; the caller's going away or the stop ends it (the grace's wait then answers).
    */
   private async passesGrace(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<boolean> {
     const name = params.name;
-    if ((method !== 'tools/call' && method !== 'prompts/get') || typeof name !== 'string' || failClosedBlocker(this.handles.values())) return false;
+    if ((method !== 'tools/call' && method !== 'prompts/get') || typeof name !== 'string') return false;
+    if (failClosedBlocker(this.handles.values())) {
+      const closed = this.failClosedGrace();
+      if (!closed) return false;
+      await unlessAborted(() => closed, ctx.signal, () => undefined);
+      if (ctx.signal.aborted || this.stopBegun.signal.aborted || failClosedBlocker(this.handles.values())) return false;
+    }
     for (const h of this.handles.values()) if (h.upstream.state === 'ready' && this.upstreams.isolated(h, ctx.principal) && this.upstreams.existing(h, ctx.principal)?.state !== 'ready') return false;
     const lookup = (): Promise<Routed | null | undefined> => this.catalog.soleRoute(method === 'tools/call' ? 'tools' : 'prompts', name, viewOf(ctx)).catch(() => undefined);
     const routed = await unlessAborted(() => unlessAborted(lookup, this.stopBegun.signal, () => undefined), ctx.signal, () => undefined);
