@@ -760,22 +760,24 @@ export class Hub implements HubCore {
 
   /**
    * Whether a call in the start-up grace goes on at once rather than wait for every server still
-   * starting: a tools/call or prompts/get whose name can only be a ready server's
-   * (Catalog.soleRoute: the name is that server's whatever the others list), so the servers
-   * starting cannot change where it goes (a first call to a fast server was held up to 3 s by an
-   * `npx` server downloading). A failMode "closed" server still
+   * starting: a tools/call, prompts/get or completion of a prompt's argument (ref/prompt) whose
+   * name can only be a ready server's (Catalog.soleRoute: the name is that server's whatever the
+   * others list), so the servers starting cannot change where it goes (a first call to a fast
+   * server was held up to 3 s by an `npx` server downloading). A failMode "closed" server still
    * starting is waited for first, it alone (failClosedGrace): the call waits for it rather than be
    * refused, and once it is ready goes on as any (the grace's wait, one for all, held it for every
    * server starting); one not ready then (refused at the grace's end) holds the call as before.
    * Not when the hub would wait for a server's first start for that name (routes, firstStarting),
    * nor when a ready server's calls for this principal go over a connection of its own not ready
    * yet: those wait as before. So do lists, handshakes and discovery, whose answers must include
-   * the servers still starting, and the other guarded methods. The lookup fetches the server's
-   * list; the caller's going away or the stop ends it (the grace's wait then answers).
+   * the servers still starting, reads, and completions of a resource template's argument
+   * (ref/resource: a URI or template is in no server's name space; one starting may list it too,
+   * and take it). The lookup fetches the server's list; the caller's going away or the stop ends
+   * it (the grace's wait then answers).
    */
   private async passesGrace(method: string, params: Record<string, unknown>, ctx: CallContext): Promise<boolean> {
-    const name = params.name;
-    if ((method !== 'tools/call' && method !== 'prompts/get') || typeof name !== 'string') return false;
+    const name = method === 'tools/call' ? params.name : promptNamed(method, params);
+    if (typeof name !== 'string') return false;
     if (failClosedBlocker(this.handles.values())) {
       const closed = this.failClosedGrace();
       if (!closed) return false;

@@ -39,7 +39,7 @@ export interface RouterOptions {
    * Waits (bounded) for upstreams still starting, so a first list is complete; undefined when
    * nothing is starting any more (no await needed).
    *
-   * `ctx`: the call's (tools/call, prompts/get), which the hub may have let past the grace (Hub.passesGrace).
+   * `ctx`: the call's (tools/call, prompts/get, completion/complete), which the hub may have let past the grace (Hub.passesGrace).
    */
   startupGrace: (ctx?: CallContext) => Promise<void> | undefined;
   /**
@@ -453,7 +453,7 @@ export class Router {
   private async complete(params: Result, ctx: CallContext): Promise<Result> {
     const t0 = performance.now();
     const ref = (params.ref ?? {}) as { type?: string; name?: string; uri?: string };
-    const grace = this.opts.startupGrace();
+    const grace = this.opts.startupGrace(ctx);
     if (grace) await unlessAborted(() => grace, ctx.signal, () => undefined);
     let server: ServerHandle | undefined;
     let forwardedRef: Result = ref as Result;

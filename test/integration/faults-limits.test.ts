@@ -117,7 +117,7 @@ describe('failMode closed, a server still starting', () => {
     }
   });
 
-  it('in the grace, a call or prompt by a name only a ready server has goes on at once; while a fail-closed server starts it waits for that server alone', async () => {
+  it('in the grace, a call, prompt or prompt completion by a name only a ready server has goes on at once; while a fail-closed server starts it waits for that server alone', async () => {
     // ok: ready at once. guard (failMode closed) and late (open): held starting by their files,
     // whatever the machine's load; the grace (30 s) outlasts the test.
     const dir = mkdtempSync(join(tmpdir(), 'switchyard-faults-grace-'));
@@ -142,20 +142,28 @@ describe('failMode closed, a server still starting', () => {
       const w = await Promise.race([waits, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 15_000)))]).finally(() => clearTimeout(timer)); // half the grace
       expect(w && [isToolError(w), text(w)], JSON.stringify(w?.body)).toEqual([false, 'echo:waited']);
       expect((await serverHealth(h.url, 'late'))?.state).toBe('starting');
-      // Only an open server starting now (late): a call and a prompt of ok's go on, not held for
-      // the rest of the grace (30 s) as they were. A list still waits for late.
+      // Only an open server starting now (late): a call, a prompt and a completion of its
+      // argument of ok's go on, not held for the rest of the grace (30 s) as they were. A list
+      // still waits for late, and so does a completion of a resource template's argument: late
+      // lists the same template (sdk1://item/{id}), and may take it.
       const t0 = Date.now();
       const c = await callTool(h.url, 'ok__echo', { text: 'at once' });
       expect([isToolError(c), text(c)], JSON.stringify(c.body)).toEqual([false, 'echo:at once']);
       const p = await modernCall(h.url, 'p1', 'prompts/get', { name: 'ok__greet', arguments: { name: 'x' } });
       expect(JSON.stringify(p.body?.result?.messages), JSON.stringify(p.body)).toContain('Hello, x!');
+      const cc = await modernCall(h.url, 'c1', 'completion/complete', { ref: { type: 'ref/prompt', name: 'ok__greet' }, argument: { name: 'name', value: 'al' } });
+      expect((cc.body?.result?.completion as Json | undefined)?.values, JSON.stringify(cc.body)).toEqual(['alice', 'albert']);
       expect(Date.now() - t0).toBeLessThan(15_000); // half the grace
       let listed = false;
+      let completed = false;
       const list = modernCall(h.url, 'l1', 'tools/list').finally(() => (listed = true));
+      const template = modernCall(h.url, 'c2', 'completion/complete', { ref: { type: 'ref/resource', uri: 'sdk1://item/{id}' }, argument: { name: 'id', value: '' } }).finally(() => (completed = true));
       await new Promise((r) => setTimeout(r, 300));
-      expect([listed, (await serverHealth(h.url, 'late'))?.state]).toEqual([false, 'starting']);
+      expect([listed, completed, (await serverHealth(h.url, 'late'))?.state]).toEqual([false, false, 'starting']);
       rmSync(lateHold);
       expect(((await list).body?.result?.tools as Json[]).filter((t) => String(t.name).startsWith('late__')).length).toBeGreaterThan(0);
+      const tc = await template;
+      expect(tc.body?.result ?? tc.body?.error, JSON.stringify(tc.body)).toBeDefined();
     } finally {
       await h.stop();
       rmSync(dir, { recursive: true, force: true });
